@@ -1,0 +1,40 @@
+/* buf.h -- a growable byte buffer with a mandatory size cap (curl's dynbuf idea).
+ * All string building in consentd goes through it; it never grows past max. */
+#ifndef CS_BUF_H
+#define CS_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include "cs_err.h"
+
+struct buf {            /* caller-owned; release with buf_clear() */
+	char   *data;       /* always NUL-terminated when non-NULL */
+	size_t  len;
+	size_t  cap;
+	size_t  max;        /* hard cap on len */
+};
+
+/* Prepares an empty buffer that will refuse to grow beyond max bytes. */
+void buf_init(struct buf *b, size_t max);
+/* Appends n bytes; CS_ETOOBIG past the cap, CS_ENOMEM on allocation failure.
+ * On failure the buffer keeps its previous content. */
+enum cs_err buf_append(struct buf *b, const void *p, size_t n) CS_MUST_CHECK;
+enum cs_err buf_puts(struct buf *b, const char *s) CS_MUST_CHECK;
+enum cs_err buf_printf(struct buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3))) CS_MUST_CHECK;
+enum cs_err buf_vprintf(struct buf *b, const char *fmt, va_list ap) CS_MUST_CHECK;
+/* Appends s as a JSON string literal (with quotes), escaping as RFC 8259 asks. */
+enum cs_err buf_json_str(struct buf *b, const char *s) CS_MUST_CHECK;
+/* Appends s with HTML special characters escaped (& < > " ' ` =). */
+enum cs_err buf_html(struct buf *b, const char *s) CS_MUST_CHECK;
+/* Empties the buffer without freeing it. */
+void buf_reset(struct buf *b);
+/* Hands the data to the caller (who frees it) and empties the buffer.
+ * Returns an empty allocated string when nothing was appended, NULL on OOM. */
+char *buf_steal(struct buf *b);
+/* Frees the data. NULL-safe. */
+void buf_clear(struct buf *b);
+/* Wipes then frees; for buffers that held secrets. NULL-safe. */
+void buf_wipe_clear(struct buf *b);
+
+#endif

@@ -1,0 +1,145 @@
+/* config.h -- consentd's INI configuration: parsed once at start into an
+ * immutable struct, validated completely, failing closed with "file:line: key: why".
+ * Section and key names are a public interface (ARCHITECTURE.md "Configuration"). */
+#ifndef CS_CONFIG_H
+#define CS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include "cs_err.h"
+
+#define CONFIG_MAX_LINE 199          /* inih's line buffer is 200 bytes with the NUL */
+
+enum config_release { RELEASE_GATEWAY = 0, RELEASE_NEVER };
+enum config_approval { APPROVAL_NONE = 0, APPROVAL_REQUIRED };
+enum config_auth { AUTH_CLIENT_SECRET_BASIC = 0, AUTH_CLIENT_SECRET_POST };
+
+struct config_scope {            /* [scope.RESOURCE.SCOPE] */
+	char  *resource;             /* resource name */
+	char  *name;                 /* bare scope name (letters, digits, _ - :) */
+	char  *description;
+	char **provider;             /* provider scopes this scope needs; NULL-terminated */
+	size_t nprovider;
+};
+
+struct config_action {           /* [action.RESOURCE.ACTION] */
+	char  *resource;
+	char  *name;
+	char  *description;
+	char  *scope;                /* bare scope name of the same resource */
+	enum config_approval approval;
+	char  *route_method;         /* NULL when no route */
+	char  *route_path;           /* e.g. /repos/{owner}/{repo}/issues */
+};
+
+struct config_resource {         /* [resource.NAME] */
+	char    *id;                 /* the NAME part */
+	char    *name;               /* display name (defaults to id) */
+	char    *uri;                /* default urn:consentd:resource:NAME */
+	int64_t  max_consent;        /* seconds, default 2592000 */
+	char    *provider_issuer;    /* NULL when none */
+	char    *provider_authorization_endpoint;
+	char    *provider_token_endpoint;
+	char    *provider_revocation_endpoint;
+	char    *provider_client_id;
+	char    *provider_client_secret;   /* secret: never log */
+	int64_t  refresh_margin;     /* default 60 */
+	enum config_release token_release;
+	char    *base_url;           /* NULL when none */
+};
+
+struct config_agent {            /* [agent.NAME] */
+	char  *id;                   /* the NAME part: agent_id */
+	char  *name;                 /* display name (defaults to id) */
+	char  *description;
+	char **allow;                /* "RESOURCE:SCOPE" entries; NULL-terminated */
+	size_t nallow;
+	bool   offline;
+};
+
+struct config {                  /* immutable after config_load(); free with config_free() */
+	char *path;                  /* the file it came from */
+
+	/* [server] */
+	char    *listen_host;        /* from listen = host:port */
+	uint16_t listen_port;
+	char    *public_url;         /* scheme://host[:port], no trailing slash, no path */
+	bool     public_url_is_https;
+	unsigned threads;            /* 0 in the file = one per core, resolved at load */
+	size_t   max_body;           /* default 65536 */
+	unsigned per_ip_connections; /* default 64 */
+	unsigned idle_timeout;       /* default 30 */
+	char    *log;                /* "stderr" | "stdout" | a path; default stderr */
+
+	/* [database] */
+	char *db_path;               /* default /var/lib/consentd/consentd.db */
+
+	/* [keys] */
+	char    *master_key_file;    /* default /etc/consentd/master.key */
+	int64_t  grant_ttl;          /* default 300, at most 900 */
+	int64_t  publish_lead;       /* default 3600 */
+
+	/* [oidc] */
+	char    *oidc_issuer;
+	char    *oidc_client_id;
+	char    *oidc_client_secret;         /* secret: never log */
+	enum config_auth oidc_token_endpoint_auth;
+	char    *oidc_scopes;                /* default "openid profile email" */
+	char    *oidc_subject_claim;         /* default "sub" */
+	char    *oidc_admin_claim;           /* default "groups" */
+	char    *oidc_admin_value;           /* default "consent-admins" */
+	int64_t  oidc_clock_skew;            /* default 60 */
+
+	/* [session] */
+	int64_t session_idle_timeout;        /* default 1800 */
+	int64_t session_absolute_timeout;    /* default 43200 */
+	int64_t session_admin_timeout;       /* default 3600 */
+
+	/* [consent] */
+	int64_t consent_request_ttl;         /* default 600 */
+	int64_t consent_interval;            /* default 5 */
+	int64_t consent_deny_cooldown;       /* default 86400 */
+	int64_t consent_max_pending_per_user;/* default 5 */
+
+	/* [gateway] */
+	char  *gateway_id;                   /* default agent-gateway */
+	char  *gateway_client_secret;        /* secret: never log; NULL if only the hash given */
+	unsigned char gateway_secret_sha256[32]; /* always set when the gateway is configured */
+	bool   gateway_has_secret;
+	char **subject_audiences;            /* NULL-terminated; default {"gateway-app"} */
+	size_t nsubject_audiences;
+	char **subject_token_types;          /* subset of id_token access_token jwt */
+	size_t nsubject_token_types;
+	char  *events_uri;                   /* NULL when empty */
+
+	struct config_agent    *agents;    size_t nagents;
+	struct config_resource *resources; size_t nresources;
+	struct config_scope    *scopes;    size_t nscopes;
+	struct config_action   *actions;   size_t nactions;
+};
+
+/* Reads and validates the file at path, then applies CONSENTD_<SECTION>_<KEY>
+ * environment overrides (env wins).  On failure returns CS_ECONFIG and writes
+ * one line per problem, "file:line: key: what is wrong", to errs (may be NULL).
+ * Warnings (e.g. a subject_claim other than sub) go to errs too, prefixed
+ * "warning: ", and do not fail the load.  *out is written only on CS_OK. */
+enum cs_err config_load(const char *path, FILE *errs, struct config **out) CS_MUST_CHECK;
+
+/* The same over an in-memory text (for tests and the fuzzer); name is used in
+ * messages.  env may be NULL (then the process environment is not read) or a
+ * NULL-terminated "NAME=value" array standing in for it. */
+enum cs_err config_load_string(const char *text, size_t len, const char *name,
+    char *const *env, FILE *errs, struct config **out) CS_MUST_CHECK;
+
+void config_free(struct config *c);   /* NULL-safe; wipes secrets */
+
+/* Look-ups; NULL when absent. */
+const struct config_agent    *config_agent(const struct config *, const char *id);
+const struct config_resource *config_resource(const struct config *, const char *id);
+const struct config_resource *config_resource_by_uri(const struct config *, const char *uri);
+const struct config_scope    *config_scope(const struct config *, const char *resource, const char *name);
+const struct config_action   *config_action(const struct config *, const char *resource, const char *name);
+
+#endif

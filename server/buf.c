@@ -1,0 +1,167 @@
+/* buf.c -- capped growable buffer.  Every append checks the cap before it
+ * computes a new size, so no arithmetic here can overflow. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/crypto.h>
+#include "buf.h"
+
+void buf_init(struct buf *b, size_t max)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+	b->max = max;
+}
+
+static enum cs_err buf_reserve(struct buf *b, size_t extra)
+{
+	if (extra > b->max || b->len > b->max - extra)
+		return CS_ETOOBIG;
+	size_t need = b->len + extra + 1;           /* + NUL; cannot overflow: max < SIZE_MAX */
+	if (need <= b->cap)
+		return CS_OK;
+	size_t ncap = b->cap ? b->cap : 64;
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+	if (ncap > b->max + 1)
+		ncap = b->max + 1;
+	char *p = realloc(b->data, ncap);
+	if (p == NULL)
+		return CS_ENOMEM;
+	b->data = p;
+	b->cap = ncap;
+	return CS_OK;
+}
+
+enum cs_err buf_append(struct buf *b, const void *p, size_t n)
+{
+	enum cs_err e = buf_reserve(b, n);
+	if (e != CS_OK)
+		return e;
+	if (n > 0)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return CS_OK;
+}
+
+enum cs_err buf_puts(struct buf *b, const char *s)
+{
+	return buf_append(b, s, strlen(s));
+}
+
+enum cs_err buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap2);
+	va_end(ap2);
+	if (n < 0)
+		return CS_EINVAL;
+	enum cs_err e = buf_reserve(b, (size_t)n);
+	if (e != CS_OK)
+		return e;
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+	return CS_OK;
+}
+
+enum cs_err buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	enum cs_err e = buf_vprintf(b, fmt, ap);
+	va_end(ap);
+	return e;
+}
+
+enum cs_err buf_json_str(struct buf *b, const char *s)
+{
+	size_t start = b->len;
+	enum cs_err e = buf_append(b, "\"", 1);
+	for (const unsigned char *p = (const unsigned char *)s; e == CS_OK && *p; p++) {
+		switch (*p) {
+		case '"':  e = buf_append(b, "\\\"", 2); break;
+		case '\\': e = buf_append(b, "\\\\", 2); break;
+		case '\n': e = buf_append(b, "\\n", 2); break;
+		case '\r': e = buf_append(b, "\\r", 2); break;
+		case '\t': e = buf_append(b, "\\t", 2); break;
+		case '<':  e = buf_append(b, "\\u003c", 6); break;   /* safe inside HTML too */
+		case '>':  e = buf_append(b, "\\u003e", 6); break;
+		case '&':  e = buf_append(b, "\\u0026", 6); break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				e = buf_printf(b, "\\u%04x", *p);
+			else
+				e = buf_append(b, p, 1);
+		}
+	}
+	if (e == CS_OK)
+		e = buf_append(b, "\"", 1);
+	if (e != CS_OK) {               /* leave no half-written literal behind */
+		b->len = start;
+		if (b->data)
+			b->data[start] = '\0';
+	}
+	return e;
+}
+
+enum cs_err buf_html(struct buf *b, const char *s)
+{
+	size_t start = b->len;
+	enum cs_err e = CS_OK;
+	for (const char *p = s; e == CS_OK && *p; p++) {
+		switch (*p) {
+		case '&':  e = buf_append(b, "&amp;", 5); break;
+		case '<':  e = buf_append(b, "&lt;", 4); break;
+		case '>':  e = buf_append(b, "&gt;", 4); break;
+		case '"':  e = buf_append(b, "&quot;", 6); break;
+		case '\'': e = buf_append(b, "&#39;", 5); break;
+		case '`':  e = buf_append(b, "&#96;", 5); break;
+		case '=':  e = buf_append(b, "&#61;", 5); break;
+		default:   e = buf_append(b, p, 1);
+		}
+	}
+	if (e != CS_OK) {
+		b->len = start;
+		if (b->data)
+			b->data[start] = '\0';
+	}
+	return e;
+}
+
+void buf_reset(struct buf *b)
+{
+	b->len = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+char *buf_steal(struct buf *b)
+{
+	char *p = b->data;
+	if (p == NULL)
+		p = calloc(1, 1);
+	b->data = NULL;
+	b->len = b->cap = 0;
+	return p;
+}
+
+void buf_clear(struct buf *b)
+{
+	if (b == NULL)
+		return;
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+void buf_wipe_clear(struct buf *b)
+{
+	if (b == NULL)
+		return;
+	if (b->data)
+		OPENSSL_cleanse(b->data, b->cap);
+	buf_clear(b);
+}
