@@ -1,0 +1,39 @@
+/* app.h -- the state one running consentd shares between its worker threads:
+ * the immutable configuration, the store, the master key and the current
+ * keyring (swapped under a lock when keys are reloaded). */
+#ifndef CS_APP_H
+#define CS_APP_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include "config.h"
+#include "seal.h"
+#include "store.h"
+#include "jwt.h"
+
+struct app {
+	const struct config *cfg;
+	struct store        *store;
+	struct master_key    mk;
+	pthread_rwlock_t     keys_lock;
+	struct keyring      *keys;     /* read under keys_lock */
+	FILE                *access_log;
+};
+
+/* Loads config-dependent state: opens the store (migrating it), loads the
+ * master key and the keyring (generating the first signing key).  Messages
+ * for the operator go to stderr.  *app is filled only on CS_OK. */
+enum cs_err app_init(struct app *app, const struct config *cfg) CS_MUST_CHECK;
+void app_clear(struct app *app);
+
+/* Reloads the keyring from the store (SIGHUP and every 60 s). */
+enum cs_err app_reload_keys(struct app *app, int64_t now) CS_MUST_CHECK;
+
+/* Holds the keyring for reading; every app_keys_get is paired with app_keys_put. */
+const struct keyring *app_keys_get(struct app *app);
+void app_keys_put(struct app *app);
+
+/* Current UTC time in seconds. */
+int64_t app_now(void);
+
+#endif

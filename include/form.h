@@ -1,0 +1,44 @@
+/* form.h -- the application/x-www-form-urlencoded parser (bodies and query
+ * strings) and percent-decoding.  A parser of outside input: it never trusts a
+ * length, rejects NUL bytes, bad escapes and invalid UTF-8, and caps everything. */
+#ifndef CS_FORM_H
+#define CS_FORM_H
+
+#include <stddef.h>
+#include "cs_err.h"
+
+#define FORM_MAX_PARAMS 64
+
+struct form_param {
+	char *name;              /* decoded, NUL-terminated */
+	char *value;             /* decoded, NUL-terminated */
+	size_t value_len;
+};
+
+struct form {                /* caller-owned; release with form_clear() */
+	struct form_param p[FORM_MAX_PARAMS];
+	size_t n;
+};
+
+void form_init(struct form *f);
+/* Parses len bytes of s.  CS_EINVAL on a bad escape, a NUL, invalid UTF-8 or
+ * an empty name; CS_ETOOBIG beyond FORM_MAX_PARAMS.  Duplicates are kept (the
+ * router decides about them).  On failure f is left empty. */
+enum cs_err form_parse(struct form *f, const char *s, size_t len) CS_MUST_CHECK;
+/* The first value named name, or NULL. */
+const char *form_get(const struct form *f, const char *name);
+/* How many times name occurs. */
+size_t form_count(const struct form *f, const char *name);
+void form_clear(struct form *f);   /* NULL-safe; wipes values (they may be secrets) */
+
+/* Percent-decodes len bytes of s into a new NUL-terminated string; plus_space
+ * turns '+' into ' ' (forms) or keeps it (paths).  CS_EINVAL on a bad escape,
+ * a NUL or invalid UTF-8. */
+enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out,
+    size_t *out_len) CS_MUST_CHECK;
+/* Percent-encodes s for a query value or path segment (unreserved kept). */
+enum cs_err pct_encode(const char *s, char **out) CS_MUST_CHECK;
+/* 1 when s[0..len) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
+int utf8_valid(const char *s, size_t len);
+
+#endif

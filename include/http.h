@@ -1,0 +1,134 @@
+/* http.h -- consentd's HTTP core.  Only http.c includes <microhttpd.h>: it turns
+ * connections into a plain struct http_request and sends a struct http_reply,
+ * so every handler and the router are testable without a socket. */
+#ifndef CS_HTTP_H
+#define CS_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "buf.h"
+#include "cs_err.h"
+#include "form.h"
+
+struct app;
+
+enum http_method { HTTP_GET = 0, HTTP_HEAD, HTTP_POST, HTTP_PUT, HTTP_DELETE, HTTP_PATCH,
+	HTTP_OPTIONS, HTTP_METHOD__MAX };
+
+/* What kind of client a route serves decides how bad input is answered and
+ * which parameters are tolerated. */
+enum route_kind {
+	ROUTE_PUBLIC = 0,   /* metadata, health: JSON, unknown parameters ignored */
+	ROUTE_OAUTH,        /* RFC 6749 endpoints: JSON errors, unknown parameters ignored */
+	ROUTE_BROWSER,      /* pages: HTML errors, unknown parameters refused, POSTs same-origin */
+	ROUTE_API,          /* admin JSON API: JSON errors, unknown parameters refused */
+	ROUTE_KIND__MAX
+};
+
+#define PARAM_REQUIRED 0x1u
+
+struct param_spec {
+	const char *name;
+	size_t      max_len;                 /* bytes after decoding */
+	bool      (*valid)(const char *v);   /* NULL: any (already valid UTF-8, no NUL) */
+	unsigned    flags;
+};
+
+#define ROUTE_MAX_CAPTURES 4
+#define ROUTE_MAX_PARAMS 24
+#define HTTP_MAX_HEADERS 16
+
+struct http_request {
+	enum http_method method;
+	const char *path;                    /* raw path, without the query */
+	const char *query;                   /* raw query ("" when none) */
+	char       *captures[ROUTE_MAX_CAPTURES];   /* percent-decoded {x} segments */
+	size_t      ncaptures;
+	struct form params;                  /* validated: only declared names, no duplicates */
+	const char *body;                    /* raw body (NUL-terminated), may be NULL */
+	size_t      body_len;
+	const char *content_type, *cookie, *origin, *sec_fetch_site, *authorization, *host;
+	const char *remote_ip;
+	char        request_id[17];
+	int64_t     now;
+	struct app *app;
+	/* Any other request header, by name (case-insensitive); NULL when absent. */
+	const char *(*header)(void *hctx, const char *name);
+	void       *hctx;
+};
+
+struct http_header { char *name; char *value; };
+
+struct http_reply {                      /* initialise with reply_init(), free with reply_clear() */
+	int          status;
+	const char  *content_type;           /* static string */
+	struct buf   body;
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t       nheaders;
+	int          cache_max_age;          /* < 0: Cache-Control: no-store (the default) */
+};
+
+typedef enum cs_err (*http_handler)(const struct http_request *, struct http_reply *);
+
+struct route {
+	enum http_method  method;
+	const char       *pattern;           /* "/consent/{id}" */
+	enum route_kind   kind;
+	http_handler      handler;
+	struct param_spec params[ROUTE_MAX_PARAMS];   /* ends at a NULL name */
+	unsigned          flags;
+};
+#define ROUTE_FORM_BODY 0x1u     /* POST body is application/x-www-form-urlencoded */
+#define ROUTE_JSON_BODY 0x2u     /* POST body is application/json (kept raw for the handler) */
+
+/* The route table (routes.c), ending with a NULL pattern. */
+extern const struct route http_routes[];
+
+/* --- replies ------------------------------------------------------------ */
+#define REPLY_MAX_BODY (4u * 1024 * 1024)
+void reply_init(struct http_reply *r);
+void reply_clear(struct http_reply *r);
+enum cs_err reply_header(struct http_reply *r, const char *name, const char *value) CS_MUST_CHECK;
+/* Sets a JSON body (status, content type, no-store). */
+enum cs_err reply_json(struct http_reply *r, int status, const char *json) CS_MUST_CHECK;
+/* RFC 6749 §5.2 error: {"error":code,"error_description":desc}; desc may be NULL. */
+enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code,
+    const char *desc) CS_MUST_CHECK;
+/* An HTML page for people: title and message are escaped text. */
+enum cs_err reply_html_error(struct http_reply *r, int status, const char *title,
+    const char *message) CS_MUST_CHECK;
+/* The right error shape for the route kind (JSON for OAuth/API/public, HTML for pages). */
+enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status,
+    const char *code, const char *desc) CS_MUST_CHECK;
+
+/* --- routing (router.c; pure, no sockets) ------------------------------- */
+/* Dispatches a request whose method, path, query, body and headers are filled:
+ * finds the route (404; 405 with Allow), checks same-origin for browser POSTs,
+ * parses and validates parameters (duplicates, unknown, oversized, invalid,
+ * missing), then runs the handler.  Always leaves a complete reply in *rep:
+ * a handler failure becomes a 500 of the route's kind. */
+void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep);
+/* Adds the security headers every response carries (CSP, framing, nosniff,
+ * referrer policy, cache control, HSTS for https). */
+enum cs_err router_security_headers(const struct app *app, struct http_reply *rep) CS_MUST_CHECK;
+void http_request_clear(struct http_request *req);   /* frees captures and params */
+const char *http_method_name(enum http_method m);
+
+/* --- validators for param_spec ----------------------------------------- */
+bool valid_token68(const char *v);      /* opaque token characters (RFC 7235 token68 + '.') */
+bool valid_printable(const char *v);    /* no control characters */
+bool valid_return_to(const char *v);    /* same-origin relative path, no open redirect */
+
+/* --- the server (http.c) ----------------------------------------------- */
+struct http_server;
+/* Starts libmicrohttpd with an internal epoll thread pool per the config. */
+enum cs_err http_start(struct app *app, struct http_server **out) CS_MUST_CHECK;
+/* Stops accepting new connections (in-flight ones continue). */
+void http_quiesce(struct http_server *s);
+/* Connections still open. */
+unsigned http_connections(struct http_server *s);
+/* Stops the daemon, closing what is left.  NULL-safe. */
+void http_stop(struct http_server *s);
+
+#endif

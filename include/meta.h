@@ -1,0 +1,14 @@
+/* meta.h -- handlers for public metadata, keys, health and static pages. */
+#ifndef CS_META_H
+#define CS_META_H
+#include "http.h"
+
+enum cs_err meta_as_metadata(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err meta_jwks(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err meta_healthz(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* 200 when the database answers and a signing key is loaded; 503 otherwise. */
+enum cs_err meta_readyz(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err meta_stylesheet(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err meta_index(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+
+#endif

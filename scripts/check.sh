@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# check.sh -- everything `make check` runs, in order, ending with one summary
+# line "check: N passed, N failed" (tests and gates counted together).
+set -u
+cd "$(dirname "$0")/.."
+export PATH="$PWD/tests/node_modules/.bin:$PATH"
+FUZZ_SECONDS=${FUZZ_SECONDS:-8}
+total_pass=0; total_fail=0; steps=()
+t0=$(date +%s)
+
+# Adds a step's "N passed, N failed" line (the last such line of its output).
+tally() {
+	local name=$1 log=$2 rc=$3 line p f
+	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	p=$(printf '%s' "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
+	f=$(printf '%s' "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+	p=${p:-0}; f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+	steps+=("$(printf '%-22s %4s passed %4s failed' "$name" "$p" "$f")")
+}
+
+step() {   # step NAME COMMAND...
+	local name=$1; shift
+	local log; log=$(mktemp)
+	echo "== $name"
+	"$@" > >(tee "$log") 2>&1
+	local rc=$?
+	wait
+	tally "$name" "$log" "$rc"
+	rm -f "$log"
+}
+
+gate() {   # a step that is one check: pass or fail
+	local name=$1; shift
+	echo "== $name"
+	if "$@"; then total_pass=$((total_pass + 1)); steps+=("$(printf '%-22s %4s passed %4s failed' "$name" 1 0)")
+	else total_fail=$((total_fail + 1)); steps+=("$(printf '%-22s %4s passed %4s failed' "$name" 0 1)"); fi
+}
+
+gate "build (-Werror)" make -s -j"$(nproc)" build-tests
+gate "fuzz build" make -s -j"$(nproc)" $(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|build/fuzz/\1|')
+gate "lint" bash scripts/lint.sh
+step "unit" make -s unit
+step "unit (asan+ubsan)" make -s unit-asan
+node_tests() {
+	local dir=$1
+	if ! ls "$dir"/*.test.js >/dev/null 2>&1; then echo "no tests in $dir"; echo "0 passed, 0 failed"; return 0; fi
+	CONSENTD_BIN="$PWD/build/consentd-asan" node --test --test-concurrency=1 "$dir"/ 2>&1 | tee /tmp/consentd-node-$$.log
+	local rc=${PIPESTATUS[0]}
+	local p f
+	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' /tmp/consentd-node-$$.log | tail -n 1)
+	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' /tmp/consentd-node-$$.log | tail -n 1)
+	rm -f /tmp/consentd-node-$$.log
+	echo "$(basename "$dir"): ${p:-0} passed, ${f:-0} failed"
+	return "$rc"
+}
+step "integration" node_tests tests/integration
+step "e2e (chromium)" node_tests tests/e2e
+step "fuzz (${FUZZ_SECONDS}s each)" bash scripts/run-fuzz.sh "$FUZZ_SECONDS" \
+	$(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|\1|')
+
+echo
+echo "== summary ($(( $(date +%s) - t0 ))s)"
+printf '  %s\n' "${steps[@]}"
+echo "check: $total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

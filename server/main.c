@@ -1,0 +1,152 @@
+/* main.c -- the command line, signals, and an orderly start and stop.
+ * Must never print a secret; a configuration error exits non-zero before
+ * anything listens. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "app.h"
+#include "config.h"
+#include "http.h"
+#include "template.h"
+
+#ifndef CONSENTD_VERSION
+#define CONSENTD_VERSION "0.1.0"
+#endif
+
+#define DRAIN_SECONDS 10
+#define KEY_RELOAD_SECONDS 60
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: consentd [-n] -c FILE          run the server (-n: check the config and exit)\n"
+	    "       consentd --version | --help\n"
+	    "\n"
+	    "Every configuration key can also come from the environment as\n"
+	    "CONSENTD_<SECTION>_<KEY> (e.g. CONSENTD_OIDC_CLIENT_SECRET).\n");
+}
+
+static FILE *open_log(const char *where)
+{
+	if (strcmp(where, "stderr") == 0)
+		return stderr;
+	if (strcmp(where, "stdout") == 0)
+		return stdout;
+	return fopen(where, "a");
+}
+
+static int serve(const struct config *cfg)
+{
+	struct app app;
+	struct http_server *srv = NULL;
+	sigset_t set;
+	int rc = 1, sig;
+	int64_t last_reload;
+
+	/* Block the signals before any thread starts so that every worker
+	 * inherits the mask and only this thread receives them. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (template_check_all() != CS_OK) {
+		fprintf(stderr, "consentd: a compiled-in template is malformed\n");
+		return 1;
+	}
+	if (app_init(&app, cfg) != CS_OK)
+		return 1;
+	app.access_log = open_log(cfg->log);
+	if (app.access_log == NULL) {
+		fprintf(stderr, "consentd: cannot open access log %s: %s\n", cfg->log, strerror(errno));
+		goto out;
+	}
+	if (http_start(&app, &srv) != CS_OK)
+		goto out;
+	{
+		const struct keyring *kr = app_keys_get(&app);
+		fprintf(stderr, "consentd %s: listening on %s:%u, public URL %s, %u threads, "
+		    "schema %d, signing key %s\n", CONSENTD_VERSION, cfg->listen_host,
+		    (unsigned)cfg->listen_port, cfg->public_url, cfg->threads,
+		    store_schema_known(), keyring_signing_kid(kr) ? keyring_signing_kid(kr) : "-");
+		app_keys_put(&app);
+	}
+	last_reload = app_now();
+	for (;;) {
+		struct timespec ts = { 1, 0 };
+		sig = sigtimedwait(&set, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM)
+			break;
+		if (sig == SIGHUP || app_now() - last_reload >= KEY_RELOAD_SECONDS) {
+			if (app_reload_keys(&app, app_now()) != CS_OK)
+				fprintf(stderr, "consentd: key reload failed; keeping the current keys\n");
+			last_reload = app_now();
+		}
+	}
+
+	/* Orderly stop: refuse new connections, let in-flight requests finish,
+	 * then close.  A second signal ends the process at once. */
+	fprintf(stderr, "consentd: stopping (signal %d); a second signal exits at once\n", sig);
+	http_quiesce(srv);
+	for (int waited = 0; waited < DRAIN_SECONDS * 10 && http_connections(srv) > 0; waited++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		int s2 = sigtimedwait(&set, NULL, &ts);
+		if (s2 == SIGINT || s2 == SIGTERM) {
+			fprintf(stderr, "consentd: second signal, exiting now\n");
+			_exit(2);
+		}
+	}
+	rc = 0;
+out:
+	http_stop(srv);
+	if (app.access_log && app.access_log != stderr && app.access_log != stdout)
+		fclose(app.access_log);
+	app_clear(&app);
+	if (rc == 0)
+		fprintf(stderr, "consentd: stopped\n");
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cfgpath = NULL;
+	int check_only = 0, rc;
+	struct config *cfg = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("consentd %s\n", CONSENTD_VERSION);
+			return 0;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "-n") == 0) {
+			check_only = 1;
+		} else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+			cfgpath = argv[++i];
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (cfgpath == NULL) {
+		usage(stderr);
+		return 2;
+	}
+	if (config_load(cfgpath, stderr, &cfg) != CS_OK)
+		return 1;
+	if (check_only) {
+		printf("%s: configuration OK\n", cfgpath);
+		config_free(cfg);
+		return 0;
+	}
+	rc = serve(cfg);
+	config_free(cfg);
+	return rc;
+}

@@ -1,0 +1,101 @@
+/* meta.c -- the public, unauthenticated endpoints: RFC 8414 metadata, the
+ * JWKS, health and readiness, the stylesheet and the front page.
+ * Must never reveal anything but public keys and public configuration. */
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "app.h"
+#include "embed.h"
+#include "meta.h"
+#include "template.h"
+
+static enum cs_err reply_json_value(struct http_reply *rep, int status, json_t *v, int max_age)
+{
+	char *s;
+	enum cs_err e;
+	if (v == NULL)
+		return CS_ENOMEM;
+	s = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	if (s == NULL)
+		return CS_ENOMEM;
+	e = reply_json(rep, status, s);
+	free(s);
+	rep->cache_max_age = max_age;
+	return e;
+}
+
+enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *rep)
+{
+	const char *pub = req->app->cfg->public_url;
+	char jwks[512];
+	snprintf(jwks, sizeof jwks, "%s/.well-known/jwks.json", pub);
+	/* Only endpoints that exist are listed; later capabilities add theirs. */
+	/* consentd has no authorization endpoint of its own: no response types. */
+	json_t *m = json_pack("{s:s, s:s, s:[]}",
+	    "issuer", pub,
+	    "jwks_uri", jwks,
+	    "response_types_supported");
+	return reply_json_value(rep, 200, m, 300);
+}
+
+enum cs_err meta_jwks(const struct http_request *req, struct http_reply *rep)
+{
+	char *json = NULL;
+	const struct keyring *kr = app_keys_get(req->app);
+	enum cs_err e = keyring_jwks(kr, &json);
+	app_keys_put(req->app);
+	if (e != CS_OK)
+		return e;
+	e = reply_json(rep, 200, json);
+	free(json);
+	rep->content_type = "application/jwk-set+json";
+	rep->cache_max_age = 300;
+	return e;
+}
+
+enum cs_err meta_healthz(const struct http_request *req, struct http_reply *rep)
+{
+	(void)req;
+	return reply_json(rep, 200, "{\"status\":\"ok\"}");
+}
+
+enum cs_err meta_readyz(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	int db_ok = c != NULL && store_ping(c) == CS_OK;
+	const struct keyring *kr = app_keys_get(req->app);
+	int keys_ok = kr != NULL && keyring_signing_kid(kr) != NULL;
+	app_keys_put(req->app);
+	json_t *v = json_pack("{s:s, s:{s:b, s:b}}", "status", db_ok && keys_ok ? "ready" : "unready",
+	    "checks", "database", db_ok, "signing_key", keys_ok);
+	return reply_json_value(rep, db_ok && keys_ok ? 200 : 503, v, -1);
+}
+
+enum cs_err meta_stylesheet(const struct http_request *req, struct http_reply *rep)
+{
+	(void)req;
+	for (const struct embedded_file *f = embedded_templates; f->name; f++) {
+		if (strcmp(f->name, "consentd.css") == 0) {
+			rep->status = 200;
+			rep->content_type = "text/css; charset=utf-8";
+			rep->cache_max_age = 3600;
+			return buf_append(&rep->body, f->data, f->len);
+		}
+	}
+	return CS_ENOENT;
+}
+
+enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)
+{
+	json_t *ctx = json_pack("{s:s, s:s}", "title", "consentd", "public_url",
+	    req->app->cfg->public_url);
+	enum cs_err e;
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	rep->status = 200;
+	rep->content_type = "text/html; charset=utf-8";
+	e = template_render("index.html", ctx, &rep->body);
+	json_decref(ctx);
+	return e;
+}
