@@ -63,7 +63,8 @@ struct config {                  /* immutable after config_load(); free with con
 	char *path;                  /* the file it came from */
 
 	/* [server] */
-	char    *listen_host;        /* from listen = host:port */
+	char    *listen_host;        /* from listen = host:port: an IPv4 address, "localhost",
+	                                or an IPv6 address (stored without its brackets) */
 	uint16_t listen_port;
 	char    *public_url;         /* scheme://host[:port], no trailing slash, no path */
 	bool     public_url_is_https;
@@ -78,6 +79,8 @@ struct config {                  /* immutable after config_load(); free with con
 
 	/* [keys] */
 	char    *master_key_file;    /* default /etc/consentd/master.key */
+	char    *master_key_b64;     /* CONSENTD_KEYS_MASTER_KEY (environment only): base64 of
+	                                32 bytes, shape-checked here; secret; NULL when unset */
 	int64_t  grant_ttl;          /* default 300, at most 900 */
 	int64_t  publish_lead;       /* default 3600 */
 
@@ -121,7 +124,10 @@ struct config {                  /* immutable after config_load(); free with con
 };
 
 /* Reads and validates the file at path, then applies CONSENTD_<SECTION>_<KEY>
- * environment overrides (env wins).  On failure returns CS_ECONFIG and writes
+ * environment overrides (env wins) for every key of the fixed sections and of
+ * every [agent.*] [resource.*] [scope.*] [action.*] section in the file.  Any
+ * other CONSENTD_* variable is an error, except CONSENTD_KEYS_MASTER_KEY (see
+ * master_key_b64) and CONSENTD_CONFIG (left for the command line to use).  On failure returns CS_ECONFIG and writes
  * one line per problem, "file:line: key: what is wrong", to errs (may be NULL).
  * Warnings (e.g. a subject_claim other than sub) go to errs too, prefixed
  * "warning: ", and do not fail the load.  *out is written only on CS_OK. */

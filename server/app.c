@@ -20,7 +20,7 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	app->cfg = cfg;
 	if (pthread_rwlock_init(&app->keys_lock, NULL) != 0)
 		return CS_ENOMEM;
-	e = master_key_load(cfg->master_key_file, getenv("CONSENTD_KEYS_MASTER_KEY"), &app->mk);
+	e = master_key_load(cfg->master_key_file, cfg->master_key_b64, &app->mk);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: master key (%s or CONSENTD_KEYS_MASTER_KEY): %s\n",
 		    cfg->master_key_file, cs_strerror(e));

@@ -277,7 +277,6 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	const struct sockaddr *sa;
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
 	const char *host = cfg->listen_host;
-	char h6[64];
 
 	if (srv == NULL)
 		return CS_ENOMEM;
@@ -286,13 +285,8 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	memset(&a6, 0, sizeof a6);
 	if (strcmp(host, "localhost") == 0)
 		host = "127.0.0.1";
-	if (host[0] == '[') {
-		size_t n = strlen(host);
-		if (n < 3 || n - 2 >= sizeof h6 || host[n - 1] != ']')
-			goto bad;
-		memcpy(h6, host + 1, n - 2);
-		h6[n - 2] = '\0';
-		if (inet_pton(AF_INET6, h6, &a6.sin6_addr) != 1)
+	if (strchr(host, ':') != NULL) {          /* config stores IPv6 without brackets */
+		if (inet_pton(AF_INET6, host, &a6.sin6_addr) != 1)
 			goto bad;
 		a6.sin6_family = AF_INET6;
 		a6.sin6_port = htons(cfg->listen_port);
