@@ -9,7 +9,7 @@ echo '#include <stddef.h>'
 echo '#include "embed.h"'
 i=0
 for f in "$@"; do
-	printf 'static const char %s_%d[] = {' "$name" "$i"
+	printf 'static const unsigned char %s_%d[] = {' "$name" "$i"
 	od -An -v -tx1 "$f" | tr -s ' \n' ' ' | sed -e 's/^ //' -e 's/ $//' -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'
 	echo '0x00};'
 	i=$((i+1))
@@ -17,7 +17,7 @@ done
 echo "const struct embedded_file $name[] = {"
 i=0
 for f in "$@"; do
-	printf '\t{"%s", %s_%d, sizeof %s_%d - 1},\n' "$(basename "$f")" "$name" "$i" "$name" "$i"
+	printf '\t{"%s", (const char *)%s_%d, sizeof %s_%d - 1},\n' "$(basename "$f")" "$name" "$i" "$name" "$i"
 	i=$((i+1))
 done
 echo '	{NULL, NULL, 0}'

@@ -1,0 +1,243 @@
+// Foundation: the real consentd binary on a free port with a temporary SQLite
+// database, checked over HTTP -- metadata, keys, health, errors, limits,
+// security headers, the access log, configuration checks and orderly stop.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import net from 'node:net';
+import { startConsentd, consentdBin, toIni, baseConfig } from '../lib/consentd.js';
+
+let c;
+before(async () => { c = await startConsentd(); });
+after(async () => { if (c) await c.stop(); });
+
+function assertSecurityHeaders(res) {
+  const csp = res.headers.get('content-security-policy') || '';
+  assert.match(csp, /default-src 'none'/);
+  assert.match(csp, /frame-ancestors 'none'/);
+  assert.doesNotMatch(csp, /unsafe-inline/);
+  assert.equal(res.headers.get('x-frame-options'), 'DENY');
+  assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+  assert.equal(res.headers.get('referrer-policy'), 'no-referrer');
+  assert.match(res.headers.get('x-request-id') || '', /^[0-9a-f]{16}$/);
+}
+
+// Sends raw bytes and returns the raw response text (for requests fetch cannot make).
+function rawRequest(port, data, { waitMs = 3000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    let out = '';
+    s.on('data', (d) => { out += d.toString('latin1'); });
+    s.on('end', () => resolve(out));
+    s.on('error', reject);
+    s.setTimeout(waitMs, () => { s.destroy(); resolve(out); });
+    s.write(data);
+  });
+}
+
+test('JWKS publishes one ES256 public key with kid, use and alg, cacheable for 300 s', async () => {
+  const res = await fetch(`${c.url}/.well-known/jwks.json`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^application\/jwk-set\+json/);
+  assert.equal(res.headers.get('cache-control'), 'public, max-age=300');
+  assertSecurityHeaders(res);
+  const jwks = await res.json();
+  assert.equal(jwks.keys.length, 1);
+  const k = jwks.keys[0];
+  assert.equal(k.kty, 'EC');
+  assert.equal(k.crv, 'P-256');
+  assert.equal(k.alg, 'ES256');
+  assert.equal(k.use, 'sig');
+  assert.match(k.kid, /^[A-Za-z0-9_-]{43}$/);
+  assert.ok(k.x && k.y);
+  assert.equal(k.d, undefined, 'never a private member');
+  // The key imports as a real P-256 public key.
+  const { createPublicKey } = await import('node:crypto');
+  const pub = createPublicKey({ key: k, format: 'jwk' });
+  assert.equal(pub.asymmetricKeyDetails.namedCurve, 'prime256v1');
+});
+
+test('RFC 8414 metadata names the issuer and jwks_uri', async () => {
+  const res = await fetch(`${c.url}/.well-known/oauth-authorization-server`);
+  assert.equal(res.status, 200);
+  const m = await res.json();
+  assert.equal(m.issuer, c.url);
+  assert.equal(m.jwks_uri, `${c.url}/.well-known/jwks.json`);
+  for (const [k, v] of Object.entries(m)) {
+    if (k.endsWith('_endpoint')) {
+      const r = await fetch(v, { method: 'POST' });
+      assert.notEqual(r.status, 404, `${k} is listed, so it must exist`);
+    }
+  }
+});
+
+test('healthz and readyz answer 200 with the database reachable', async () => {
+  const h = await fetch(`${c.url}/healthz`);
+  assert.equal(h.status, 200);
+  assert.equal(h.headers.get('cache-control'), 'no-store');
+  const r = await fetch(`${c.url}/readyz`);
+  assert.equal(r.status, 200);
+  const body = await r.json();
+  assert.equal(body.status, 'ready');
+  assert.equal(body.checks.database, true);
+});
+
+test('unknown route: 404 as HTML for people, as JSON under /.well-known', async () => {
+  const a = await fetch(`${c.url}/no/such/page`);
+  assert.equal(a.status, 404);
+  assert.match(a.headers.get('content-type'), /^text\/html/);
+  assertSecurityHeaders(a);
+  assert.match(await a.text(), /There is no such page/);
+  const b = await fetch(`${c.url}/.well-known/nothing`);
+  assert.equal(b.status, 404);
+  assert.equal((await b.json()).error, 'not_found');
+});
+
+test('wrong method: 405 with Allow', async () => {
+  const res = await fetch(`${c.url}/healthz`, { method: 'DELETE' });
+  assert.equal(res.status, 405);
+  assert.equal(res.headers.get('allow'), 'GET, HEAD');
+  const head = await fetch(`${c.url}/healthz`, { method: 'HEAD' });
+  assert.equal(head.status, 200);
+});
+
+test('malformed query string and hostile paths are refused with 400/404, never a crash', async () => {
+  for (const q of ['%zz', '%00', '%c0%80', 'a=%ff']) {
+    const res = await fetch(`${c.url}/?${q}`);
+    assert.equal(res.status, 400, q);
+    assert.match(await res.text(), /Bad request/);
+  }
+  const dotdot = await rawRequest(c.port, 'GET /static/../healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.match(dotdot, /^HTTP\/1\.1 404/);
+  const abs = await rawRequest(c.port, 'GET http://evil.example/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  assert.match(abs, /^HTTP\/1\.1 400/);
+  // A browser page refuses parameters it does not know.
+  const unk = await fetch(`${c.url}/?x=1`);
+  assert.equal(unk.status, 400);
+});
+
+test('oversized body: 413 before the body is read', async () => {
+  const big = 'a='.padEnd(70000, 'x');
+  const res = await fetch(`${c.url}/token`, {
+    method: 'POST', body: big, headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  assert.equal(res.status, 413);
+  const j = await res.json();
+  assert.equal(j.error, 'invalid_request');
+  assert.equal(res.headers.get('cache-control'), 'no-store');
+  // A chunked body past the cap (no Content-Length) is refused too.
+  const chunk = 'x'.repeat(40000);
+  const raw = await rawRequest(c.port, 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n'
+    + 'Content-Type: application/x-www-form-urlencoded\r\nConnection: close\r\n\r\n'
+    + `${(40000).toString(16)}\r\n${chunk}\r\n${(40000).toString(16)}\r\n${chunk}\r\n0\r\n\r\n`);
+  assert.match(raw, /^HTTP\/1\.1 413/);
+});
+
+test('oversized headers are refused without crashing the server', async () => {
+  const raw = await rawRequest(c.port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(100000)}\r\nConnection: close\r\n\r\n`);
+  assert.match(raw, /^HTTP\/1\.1 (413|431|400)/);
+  assert.equal((await fetch(`${c.url}/healthz`)).status, 200);
+});
+
+test('access log: one JSON line per request with a request id, never the query string', async () => {
+  const res = await fetch(`${c.url}/healthz?code=SECRET-CODE-123&state=zzz`);
+  const rid = res.headers.get('x-request-id');
+  await new Promise((r) => setTimeout(r, 100));
+  const log = readFileSync(join(c.dir, 'access.log'), 'utf8');
+  assert.doesNotMatch(log, /SECRET-CODE-123/);
+  const lines = log.trim().split('\n').map((l) => JSON.parse(l));
+  const mine = lines.find((l) => l.rid === rid);
+  assert.ok(mine, 'the request is logged under its id');
+  assert.equal(mine.path, '/healthz');
+  assert.equal(mine.status, 200);
+  assert.equal(mine.method, 'GET');
+});
+
+test('the signing key survives a restart (stored sealed in the database)', async () => {
+  const before1 = await (await fetch(`${c.url}/.well-known/jwks.json`)).json();
+  const d = await startConsentd({ keepDir: true });
+  const kid1 = (await (await fetch(`${d.url}/.well-known/jwks.json`)).json()).keys[0].kid;
+  await d.stop({ remove: false });
+  const d2 = await startConsentd({ dir: d.dir, port: d.port });
+  const kid2 = (await (await fetch(`${d2.url}/.well-known/jwks.json`)).json()).keys[0].kid;
+  await d2.stop();
+  assert.equal(kid1, kid2);
+  assert.notEqual(kid1, before1.keys[0].kid, 'each database has its own key');
+  // The private key is not in the database in the clear.
+  const dump = spawnSync('sqlite3', [join(c.dir, 'consentd.db'), 'SELECT hex(sealed) FROM signing_keys'], { encoding: 'utf8' });
+  assert.equal(dump.status, 0);
+  assert.doesNotMatch(Buffer.from(dump.stdout.trim(), 'hex').toString('latin1'), /"d"/);
+});
+
+test('SIGTERM finishes in-flight work and exits 0; a second signal exits at once', async () => {
+  const d = await startConsentd();
+  // An idle keep-alive connection keeps the drain waiting...
+  const s = net.connect(d.port, '127.0.0.1');
+  await new Promise((r) => s.on('connect', r));
+  s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await new Promise((r) => s.once('data', r));
+  process.kill(d.proc.pid, 'SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(d.proc.exitStatus, null, 'still draining');
+  // ... new connections are refused while draining ...
+  await assert.rejects(fetch(`${d.url}/healthz`));
+  // ... and a second signal ends it at once.
+  process.kill(d.proc.pid, 'SIGTERM');
+  const st = await d.proc.exited;
+  assert.equal(st.code, 2);
+  s.destroy();
+  await d.stop();
+
+  const e = await startConsentd();
+  const st2 = await e.stop();
+  assert.equal(st2.code, 0);
+  assert.match(e.proc.stderr, /stopped/);
+});
+
+test('consentd -n catches a misspelled key with its line number; --version and --help', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'consentd-n-'));
+  try {
+    const cfg = baseConfig({ port: 8080, dir, issuer: 'http://127.0.0.1:9' });
+    const good = join(dir, 'good.ini');
+    writeFileSync(good, toIni(cfg));
+    const ok = spawnSync(consentdBin, ['-n', '-c', good], { encoding: 'utf8' });
+    assert.equal(ok.status, 0, ok.stderr);
+    const bad = join(dir, 'bad.ini');
+    writeFileSync(bad, '[server]\nlisten = 127.0.0.1:8080\nlistn = 127.0.0.1:8081\n'
+      + toIni({ ...cfg, server: undefined }));
+    const r = spawnSync(consentdBin, ['-n', '-c', bad], { encoding: 'utf8' });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, new RegExp(`${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:3: listn: `));
+    const v = spawnSync(consentdBin, ['--version'], { encoding: 'utf8' });
+    assert.equal(v.status, 0);
+    assert.match(v.stdout, /^consentd \d+\.\d+\.\d+/);
+    const h = spawnSync(consentdBin, ['--help'], { encoding: 'utf8' });
+    assert.equal(h.status, 0);
+    assert.match(h.stdout, /usage: consentd/);
+  } finally { rmSync(dir, { recursive: true, force: true }); }
+});
+
+test('a database with a newer schema is refused at start, clearly', async () => {
+  const d = await startConsentd({ keepDir: true });
+  await d.stop({ remove: false });
+  const r0 = spawnSync('sqlite3', [join(d.dir, 'consentd.db'),
+    'INSERT INTO schema_version(version, applied_at) VALUES (9999, 0)'], { encoding: 'utf8' });
+  assert.equal(r0.status, 0, r0.stderr);
+  const r = spawnSync(consentdBin, ['-c', d.cfgPath], { encoding: 'utf8', timeout: 10000 });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /newer/);
+  rmSync(d.dir, { recursive: true, force: true });
+});
+
+test('a master key readable by others is refused', async () => {
+  const d = await startConsentd({ keepDir: true });
+  await d.stop({ remove: false });
+  spawnSync('chmod', ['0644', join(d.dir, 'master.key')]);
+  const r = spawnSync(consentdBin, ['-c', d.cfgPath], { encoding: 'utf8', timeout: 10000 });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /master key/);
+  rmSync(d.dir, { recursive: true, force: true });
+});
