@@ -1,0 +1,76 @@
+/* oidc.h -- the upstream OpenID Provider: discovery, the JWKS cache, ID-token
+ * and subject-token validation, and the authorization-code exchange.
+ * Tokens are verified only against this provider's keys, with a pinned
+ * algorithm allowlist; nothing here trusts a token's header on its own. */
+#ifndef CS_OIDC_H
+#define CS_OIDC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "cs_err.h"
+
+#define OIDC_MAX_JWT 16384
+
+struct oidc_provider;            /* thread-safe; one per upstream issuer */
+
+struct oidc_meta {               /* immutable once discovery succeeded */
+	char *issuer;
+	char *authorization_endpoint;
+	char *token_endpoint;
+	char *jwks_uri;
+	char *end_session_endpoint;      /* NULL when not advertised */
+	bool  iss_parameter_supported;   /* authorization_response_iss_parameter_supported */
+	bool  public_subjects;           /* "public" in subject_types_supported */
+	bool  s256_supported;            /* "S256" in code_challenge_methods_supported */
+};
+
+/* A provider for issuer (exactly as configured); no network I/O yet.
+ * clock_skew is the tolerance for exp/nbf/iat, in seconds. */
+enum cs_err oidc_provider_new(const char *issuer, int64_t clock_skew,
+    struct oidc_provider **out) CS_MUST_CHECK;
+void oidc_provider_free(struct oidc_provider *p);   /* NULL-safe */
+
+/* Fetches discovery (its `issuer` must equal ours exactly; every endpoint must
+ * pass httpc_url_allowed) and the JWKS.  Safe to call again after a failure
+ * (e.g. from a retry loop); once it succeeded the metadata never changes. */
+enum cs_err oidc_discover(struct oidc_provider *p) CS_MUST_CHECK;
+/* The metadata, or NULL while discovery has not succeeded. */
+const struct oidc_meta *oidc_meta(struct oidc_provider *p);
+
+/* Replaces the key set with a JWKS document (used by discovery and by tests,
+ * which need no network).  Keys without a kid, of unsupported type, or private
+ * keys are skipped; CS_EINVAL when nothing usable remains. */
+enum cs_err oidc_set_jwks(struct oidc_provider *p, const char *jwks_json) CS_MUST_CHECK;
+
+struct oidc_expect {
+	const char  *const *audiences;   /* accepted `aud` values; at least one must be present */
+	size_t       naudiences;
+	const char  *client_id;          /* for ID tokens: our client id (azp rules); NULL for subject tokens */
+	const char  *nonce;              /* required and compared when non-NULL */
+	int64_t      now;
+	int64_t      max_age;            /* >= 0: auth_time required and now - auth_time <= max_age + skew */
+	bool         require_auth_time;  /* auth_time must be present even without max_age */
+};
+
+/* Validates a compact JWS from the provider: length cap, three non-empty
+ * base64url segments, alg in {RS256, ES256, PS256} and matching the key type,
+ * kid known (an unknown kid refetches the JWKS at most once a minute), the
+ * signature, iss exactly the issuer, aud containing an accepted value, azp
+ * (required to equal client_id when aud has several values; when present, it
+ * must equal client_id), exp, nbf, iat with the skew, nonce, auth_time.
+ * On failure returns CS_EINVAL or CS_ECRYPTO and writes a short reason to why
+ * (no token material).  *claims (new reference) written only on CS_OK. */
+enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
+    const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen) CS_MUST_CHECK;
+
+enum oidc_auth { OIDC_AUTH_BASIC = 0, OIDC_AUTH_POST };
+/* Exchanges an authorization code at the token endpoint (PKCE verifier,
+ * redirect_uri, client authentication per `auth`).  *id_token is malloc'd
+ * (caller wipes and frees); CS_EPERM when the provider refused the code. */
+enum cs_err oidc_exchange_code(struct oidc_provider *p, const char *client_id,
+    const char *client_secret, enum oidc_auth auth, const char *code,
+    const char *redirect_uri, const char *code_verifier, char **id_token) CS_MUST_CHECK;
+
+#endif
