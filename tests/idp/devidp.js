@@ -1,0 +1,377 @@
+#!/usr/bin/env node
+// devidp.js -- development OpenID Provider for consentd's tests (panva's oidc-provider 8.x).
+//
+// NOT FOR PRODUCTION: plain http on loopback, in-memory storage, fresh signing keys per start.
+//
+// Usage:
+//   node tests/idp/devidp.js [--port P] [--host 127.0.0.1] [--config FILE.json]
+//   (or env: DEVIDP_PORT, DEVIDP_HOST, DEVIDP_CONFIG; the flags win)
+//
+//   --port 0 (the default) picks a free port. When listening, prints exactly one line
+//     READY http://127.0.0.1:P
+//   to stdout (the issuer); everything else goes to stderr. SIGTERM/SIGINT: clean exit 0.
+//
+// Config file (JSON; every key optional -- missing users/clients come from ./defaults.js:
+//   users alice, bob, carol, admin (groups ["consent-admins"]) with password "<name>-password";
+//   clients "consentd" and "gateway-app"):
+//   {
+//     "clients": [ oidc-provider client metadata, e.g.
+//       { "client_id": "consentd", "client_secret": "...",
+//         "redirect_uris": ["http://127.0.0.1:8080/callback"],
+//         "post_logout_redirect_uris": ["http://127.0.0.1:8080/"],
+//         "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+//         "token_endpoint_auth_method": "client_secret_basic",
+//         "id_token_signed_response_alg": "ES256" } ],
+//     "users": { "alice": { "password": "...", "name": "Alice Example",
+//                           "email": "alice@example.test", "groups": [] }, ... },
+//     "ttl": { "AccessToken": 3600, "IdToken": 3600, "RefreshToken": 86400, ... },
+//     "rotateRefreshToken": true,
+//     "downstream": {                      // behave as a downstream OAuth provider (flow D)
+//       "resource": "https://api.downstream.test",   // resource indicator = token audience
+//                                          //   (default: ISSUER/api)
+//       "scopes": ["repo", "issues:read", "issues:write"],
+//       "accessTokenTTL": 30               // seconds; opaque access tokens
+//     }
+//   }
+//
+// Behaviour:
+//   - issuer http://HOST:P; discovery at /.well-known/openid-configuration; PKCE S256 required
+//     for every client; subject_types_supported ["public"]; RFC 9207 `iss` in authorization
+//     responses; revocation, introspection, userinfo, RP-initiated logout (end_session_endpoint).
+//   - login: GET /interaction/{uid} renders an HTML form (fields `login`, `password`, a submit
+//     button) posting to /interaction/{uid}/login; only configured users with their password get
+//     in (a bad login re-renders the form with status 401). `sub` = the user name.
+//   - consent is never asked: loadExistingGrant grants every requested scope/claim (all clients
+//     here are first-party test clients).
+//   - claims: openid: sub; profile: name, preferred_username; email: email, email_verified;
+//     groups: groups (scope `groups`). conformIdTokenClaims is false, so ID tokens carry the
+//     claims of the requested scopes. `auth_time` is in ID tokens only when the client has
+//     `require_auth_time: true` (the default "consentd" client does) or the request has max_age.
+//   - refresh tokens: issued to every client allowed the refresh_token grant (no offline_access
+//     needed), rotated on use when rotateRefreshToken (default true), not tied to the session.
+//   - downstream mode: an authorization request whose scope names one of downstream.scopes gets
+//     the resource `downstream.resource` by default (no `resource` parameter needed); its access
+//     tokens are opaque, aud = that resource, scope = the granted downstream scopes, TTL
+//     downstream.accessTokenTTL; they introspect and revoke at the usual endpoints.
+//   - RP-initiated logout: the confirmation page auto-submits "yes" (a script; a plain HTTP client
+//     posts the form itself: xsrf + logout=yes).
+//   - GET /_devidp/health answers 200 "ok".
+
+import { createServer } from 'node:http';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
+import { readFileSync, realpathSync } from 'node:fs';
+import Provider, { errors } from 'oidc-provider';
+import { generateKeyPair, exportJWK } from 'jose';
+import { DEFAULT_USERS, DEFAULT_CLIENTS } from './defaults.js';
+
+const log = (...a) => console.error('[devidp]', ...a);
+
+function esc(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({
+    '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;',
+  }[c]));
+}
+
+function page(title, body) {
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font-family:sans-serif;max-width:24em;margin:2em auto}label{display:block;margin:.6em 0}
+input{width:100%;padding:.3em}button{margin-top:1em;padding:.4em 1em}.error{color:#a00}</style>
+</head><body>${body}</body></html>`;
+}
+
+function loginPage(uid, details, { error, login } = {}) {
+  const client = details.params.client_id;
+  return page('Sign in', `<h1>Sign in</h1>
+<p>to continue to <code>${esc(client)}</code> (development IdP)</p>
+${error ? `<p class="error" role="alert">${esc(error)}</p>` : ''}
+<form method="post" action="/interaction/${esc(uid)}/login" autocomplete="off">
+<label>User <input type="text" name="login" id="login" value="${esc(login || '')}" required autofocus></label>
+<label>Password <input type="password" name="password" id="password" required></label>
+<button type="submit" id="submit">Sign in</button>
+</form>
+<form method="get" action="/interaction/${esc(uid)}/abort"><button type="submit" id="abort">Cancel</button></form>`);
+}
+
+async function readBody(req, limit = 65536) {
+  const chunks = [];
+  let n = 0;
+  for await (const c of req) {
+    n += c.length;
+    if (n > limit) throw new Error('body too large');
+    chunks.push(c);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function send(res, status, body, headers = {}) {
+  res.writeHead(status, {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-frame-options': 'DENY',
+    ...headers,
+  });
+  res.end(body);
+}
+
+async function makeJwks() {
+  const keys = [];
+  for (const alg of ['RS256', 'ES256']) {
+    const { privateKey } = await generateKeyPair(alg, { extractable: true, modulusLength: 2048 });
+    const jwk = await exportJWK(privateKey);
+    keys.push({ ...jwk, alg, use: 'sig', kid: `${alg.toLowerCase()}-${randomUUID().slice(0, 8)}` });
+  }
+  return { keys };
+}
+
+export async function buildProvider(issuer, cfg = {}) {
+  const users = cfg.users || DEFAULT_USERS;
+  const clients = cfg.clients || DEFAULT_CLIENTS;
+  const ttlCfg = cfg.ttl || {};
+  const downstream = cfg.downstream || null;
+  const dsScopes = new Set(downstream ? (downstream.scopes || []) : []);
+  const dsResource = downstream ? (downstream.resource || `${issuer}/api`) : null;
+
+  const oidcClaims = {
+    openid: ['sub'],
+    profile: ['name', 'preferred_username'],
+    email: ['email', 'email_verified'],
+    groups: ['groups'],
+  };
+  const oidcScopes = new Set(['openid', 'offline_access', ...Object.keys(oidcClaims)]);
+
+  const configuration = {
+    clients,
+    jwks: await makeJwks(),
+    cookies: { keys: [randomBytes(32).toString('base64url')] },
+    claims: oidcClaims,
+    scopes: [...oidcScopes],
+    subjectTypes: ['public'],
+    conformIdTokenClaims: false,
+    pkce: { required: () => true, methods: ['S256'] },
+    responseTypes: ['code'],
+    clientDefaults: {
+      grant_types: ['authorization_code'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_basic',
+      id_token_signed_response_alg: 'RS256',
+    },
+    ttl: {
+      AuthorizationCode: 60,
+      IdToken: 3600,
+      Interaction: 3600,
+      Session: 14 * 24 * 3600,
+      Grant: 14 * 24 * 3600,
+      RefreshToken: 14 * 24 * 3600,
+      ...ttlCfg,
+      // a resource server's accessTokenTTL (downstream mode) wins over the plain AccessToken TTL
+      AccessToken: (ctx, token) => token.resourceServer?.accessTokenTTL || ttlCfg.AccessToken || 3600,
+    },
+    rotateRefreshToken: cfg.rotateRefreshToken !== undefined ? !!cfg.rotateRefreshToken : true,
+    issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+    expiresWithSession: async () => false,
+    features: {
+      devInteractions: { enabled: false },
+      revocation: { enabled: true },
+      introspection: { enabled: true },
+      userinfo: { enabled: true },
+      rpInitiatedLogout: {
+        enabled: true,
+        async logoutSource(ctx, form) {
+          // The form carries the xsrf token; add logout=yes and submit it at once.
+          const f = form.replace('</form>', '<input type="hidden" name="logout" value="yes"/></form>');
+          ctx.type = 'html';
+          ctx.body = page('Sign out', `<h1>Signing out</h1>${f}
+<button type="submit" form="op.logoutForm" id="logout">Sign out</button>
+<script>document.getElementById('op.logoutForm').submit()</script>`);
+        },
+        async postLogoutSuccessSource(ctx) {
+          ctx.type = 'html';
+          ctx.body = page('Signed out', '<h1>Signed out</h1><p>You are signed out of the development IdP.</p>');
+        },
+      },
+      resourceIndicators: downstream ? {
+        enabled: true,
+        async defaultResource(ctx, client, oneOf) {
+          if (oneOf) return oneOf.length === 1 ? oneOf[0] : oneOf;
+          const requested = (ctx.oidc.params?.scope || '').split(' ');
+          return requested.some((s) => dsScopes.has(s)) ? dsResource : undefined;
+        },
+        useGrantedResource: async () => true,
+        async getResourceServerInfo(ctx, indicator) {
+          if (indicator !== dsResource) throw new errors.InvalidTarget();
+          return {
+            scope: [...dsScopes].join(' '),
+            audience: dsResource,
+            accessTokenFormat: 'opaque',
+            accessTokenTTL: downstream.accessTokenTTL || ttlCfg.AccessToken || 3600,
+          };
+        },
+      } : { enabled: false },
+    },
+    async findAccount(ctx, id) {
+      if (!Object.prototype.hasOwnProperty.call(users, id)) return undefined;
+      const u = users[id];
+      return {
+        accountId: id,
+        async claims() {
+          return {
+            sub: id,
+            name: u.name || id,
+            preferred_username: id,
+            email: u.email || `${id}@example.test`,
+            email_verified: true,
+            groups: Array.isArray(u.groups) ? u.groups : [],
+          };
+        },
+      };
+    },
+    // First-party test clients: grant whatever is requested, so the consent prompt never shows.
+    async loadExistingGrant(ctx) {
+      const { oidc } = ctx;
+      const grantId = oidc.result?.consent?.grantId || oidc.session.grantIdFor(oidc.client.clientId);
+      let grant = grantId ? await oidc.provider.Grant.find(grantId) : undefined;
+      if (!grant || grant.accountId !== oidc.session.accountId) {
+        grant = new oidc.provider.Grant({ clientId: oidc.client.clientId, accountId: oidc.session.accountId });
+      }
+      const requested = [...(oidc.requestParamScopes || [])];
+      const oidcReq = requested.filter((s) => oidcScopes.has(s));
+      if (oidcReq.length) grant.addOIDCScope(oidcReq.join(' '));
+      const claims = [...(oidc.requestParamClaims || [])];
+      if (claims.length) grant.addOIDCClaims(claims);
+      for (const [indicator, rs] of Object.entries(oidc.resourceServers || {})) {
+        const rsReq = requested.filter((s) => rs.scopes.has(s));
+        if (rsReq.length) grant.addResourceScope(indicator, rsReq.join(' '));
+      }
+      await grant.save();
+      return grant;
+    },
+    async renderError(ctx, out) {
+      ctx.type = 'html';
+      ctx.body = page('Error', `<h1>Error</h1><p><code>${esc(out.error)}</code></p>${out.error_description ? `<p>${esc(out.error_description)}</p>` : ''}`);
+    },
+  };
+
+  const provider = new Provider(issuer, configuration);
+  provider.on('server_error', (ctx, err) => log('server_error', err));
+  return { provider, users };
+}
+
+// The interaction routes (login form, auto-consent, abort). Everything else goes to the provider.
+function makeHandler(provider, users) {
+  const callback = provider.callback();
+  return async (req, res) => {
+    const url = new URL(req.url, 'http://x');
+    const m = url.pathname.match(/^\/interaction\/([A-Za-z0-9_-]+)(\/login|\/abort)?$/);
+    try {
+      if (url.pathname === '/_devidp/health') return send(res, 200, 'ok', { 'content-type': 'text/plain' });
+      if (!m) return callback(req, res);
+      const uid = m[1];
+      const details = await provider.interactionDetails(req, res);
+      if (details.uid !== uid) return send(res, 400, page('Error', '<h1>Interaction mismatch</h1>'));
+      const { prompt } = details;
+
+      if (m[2] === '/abort') {
+        const to = await provider.interactionResult(req, res, {
+          error: 'access_denied', error_description: 'End-User aborted interaction',
+        }, { mergeWithLastSubmission: false });
+        return send(res, 303, '', { location: to });
+      }
+
+      if (m[2] === '/login') {
+        if (req.method !== 'POST') return send(res, 405, page('Error', '<h1>Method not allowed</h1>'), { allow: 'POST' });
+        if (prompt.name !== 'login') return send(res, 400, page('Error', '<h1>No login pending</h1>'));
+        const form = new URLSearchParams(await readBody(req));
+        const login = form.get('login') || '';
+        const password = form.get('password') || '';
+        const u = Object.prototype.hasOwnProperty.call(users, login) ? users[login] : null;
+        if (!u || typeof u.password !== 'string' || u.password !== password) {
+          return send(res, 401, loginPage(uid, details, { error: 'Invalid user or password.', login }));
+        }
+        const to = await provider.interactionResult(req, res, {
+          login: { accountId: login, amr: ['pwd'] },
+        }, { mergeWithLastSubmission: false });
+        return send(res, 303, '', { location: to });
+      }
+
+      // GET /interaction/{uid}
+      if (prompt.name === 'login') return send(res, 200, loginPage(uid, details));
+      if (prompt.name === 'consent') {
+        // Normally unreachable (loadExistingGrant grants everything); finish it anyway.
+        const { Grant } = provider;
+        const grant = details.grantId ? await Grant.find(details.grantId)
+          : new Grant({ accountId: details.session.accountId, clientId: details.params.client_id });
+        const d = prompt.details || {};
+        if (d.missingOIDCScope) grant.addOIDCScope(d.missingOIDCScope.join(' '));
+        if (d.missingOIDCClaims) grant.addOIDCClaims(d.missingOIDCClaims);
+        for (const [ind, sc] of Object.entries(d.missingResourceScopes || {})) grant.addResourceScope(ind, sc.join(' '));
+        const grantId = await grant.save();
+        const to = await provider.interactionResult(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
+        return send(res, 303, '', { location: to });
+      }
+      return send(res, 400, page('Error', `<h1>Unsupported prompt ${esc(prompt.name)}</h1>`));
+    } catch (err) {
+      // SessionNotFound etc.: an expired or foreign interaction.
+      const status = err.statusCode || err.status || 500;
+      if (status >= 500) log('interaction error', err);
+      if (!res.headersSent) send(res, status, page('Error', `<h1>Error</h1><p>${esc(err.error || err.name)}: ${esc(err.error_description || err.message)}</p>`));
+    }
+  };
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      config: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.error('usage: node tests/idp/devidp.js [--port P] [--host 127.0.0.1] [--config FILE.json]');
+    process.exit(0);
+  }
+  const host = values.host || process.env.DEVIDP_HOST || '127.0.0.1';
+  let port = Number(values.port ?? process.env.DEVIDP_PORT ?? 0);
+  const configFile = values.config || process.env.DEVIDP_CONFIG;
+  const cfg = configFile ? JSON.parse(readFileSync(configFile, 'utf8')) : {};
+
+  // Listen first (port 0 resolves to a free port), then build the provider for the real issuer.
+  let handler = (req, res) => send(res, 503, 'starting');
+  const server = createServer((req, res) => handler(req, res));
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  port = server.address().port;
+  const issuer = `http://${host}:${port}`;
+  const { provider, users } = await buildProvider(issuer, cfg);
+  handler = makeHandler(provider, users);
+
+  let stopping = false;
+  const stop = (sig) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${sig}: shutting down`);
+    server.close(() => process.exit(0));
+    server.closeAllConnections?.();
+    setTimeout(() => process.exit(0), 2000).unref();
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+
+  process.stdout.write(`READY ${issuer}\n`);
+}
+
+const isMain = process.argv[1]
+  && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
+if (isMain) {
+  main().catch((err) => {
+    log('fatal', err);
+    process.exit(1);
+  });
+}

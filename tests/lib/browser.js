@@ -1,0 +1,59 @@
+// Headless Chromium for browser tests: Debian's /usr/bin/chromium driven by playwright-core
+// (which never downloads a browser of its own).
+//
+//   const b = await launchBrowser({ headless = true, executablePath, extraArgs = [], ...contextOptions });
+//   b.context       // a playwright BrowserContext (persistent, fresh temporary profile)
+//   b.userDataDir   // that profile's directory
+//   const page = await b.newPage();
+//   await b.close() // closes Chromium and removes the profile
+//
+// Flags: --no-sandbox --disable-gpu --disable-quic --disable-background-networking
+// --disable-component-update --disable-sync --no-first-run, plus a fresh --user-data-dir
+// (passed by launchPersistentContext). CHROMIUM_PATH overrides the executable.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
+
+export async function launchBrowser(opts = {}) {
+  const {
+    headless = true, executablePath = CHROMIUM_PATH, extraArgs = [], ...contextOptions
+  } = opts;
+  // Imported here, so that loading this module never fails a test file that needs no browser.
+  const { chromium } = await import('playwright-core');
+  const userDataDir = mkdtempSync(join(tmpdir(), 'chromium-profile-'));
+  let context;
+  try {
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath,
+      headless,
+      args: [...CHROMIUM_ARGS, ...extraArgs],
+      timeout: 30000,
+      ...contextOptions,
+    });
+  } catch (err) {
+    rmSync(userDataDir, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    context,
+    userDataDir,
+    newPage: () => context.newPage(),
+    async close() {
+      try { await context.close(); } finally { rmSync(userDataDir, { recursive: true, force: true }); }
+    },
+  };
+}
+
+export default launchBrowser;
