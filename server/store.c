@@ -1,0 +1,678 @@
+/* store.c -- the only door to SQL: one SQLite connection per thread, WAL,
+ * migrations embedded at build time, statements fixed up front in one table.
+ * It must never build SQL from input: every value travels as a bound parameter. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "embed.h"
+#include "store.h"
+
+/* Every statement consentd runs, by index (kcgi/sqlbox style).  Prepared on a
+ * connection at first use and kept there. */
+enum stmt {
+	STMT_BEGIN,
+	STMT_COMMIT,
+	STMT_ROLLBACK,
+	STMT_PING,
+	STMT_SCHEMA_MAX,
+	STMT_SCHEMA_HAS,
+	STMT_SCHEMA_INSERT,
+	STMT_KEY_INSERT,
+	STMT_KEYS_LIST,
+	STMT_KEY_RETIRE,
+	STMT_KEY_REVOKE,
+	STMT__MAX
+};
+
+static const char *const stmt_sql[STMT__MAX] = {
+	[STMT_BEGIN] = "BEGIN IMMEDIATE",
+	[STMT_COMMIT] = "COMMIT",
+	[STMT_ROLLBACK] = "ROLLBACK",
+	[STMT_PING] = "SELECT 1",
+	[STMT_SCHEMA_MAX] = "SELECT coalesce(max(version), 0) FROM schema_version",
+	[STMT_SCHEMA_HAS] = "SELECT 1 FROM schema_version WHERE version = ?1",
+	[STMT_SCHEMA_INSERT] = "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)",
+	[STMT_KEY_INSERT] =
+	    "INSERT INTO signing_keys (kid, alg, created_at, sign_after, retired_at, "
+	    "revoked_at, master_kid, sealed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[STMT_KEYS_LIST] =
+	    "SELECT kid, alg, created_at, sign_after, retired_at, revoked_at, master_kid, sealed "
+	    "FROM signing_keys WHERE revoked_at = 0 ORDER BY created_at ASC, rowid ASC",
+	[STMT_KEY_RETIRE] = "UPDATE signing_keys SET retired_at = ?2 WHERE kid = ?1 AND revoked_at = 0",
+	[STMT_KEY_REVOKE] = "UPDATE signing_keys SET revoked_at = ?2 WHERE kid = ?1 AND revoked_at = 0",
+};
+
+/* Created by store.c, not by a migration: it records the migrations. */
+static const char schema_version_sql[] =
+    "CREATE TABLE IF NOT EXISTS schema_version ("
+    "version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)";
+
+static const char conn_pragmas[] =
+    "PRAGMA foreign_keys = ON;"
+    "PRAGMA synchronous = FULL;";
+
+struct store_conn {
+	struct store      *s;
+	sqlite3           *db;
+	sqlite3_stmt      *stmt[STMT__MAX];
+	struct store_conn *next;          /* in s->conns */
+};
+
+struct store {
+	char              *path;
+	pthread_key_t      key;
+	pthread_mutex_t    lock;          /* guards conns */
+	struct store_conn *conns;         /* every open connection, to close at store_close */
+};
+
+#define STORE_BUSY_TIMEOUT_MS 5000
+#define STORE_MAX_STR (1024 * 1024)  /* no text column of ours is larger */
+
+/* --- connections ------------------------------------------------------- */
+
+static void conn_close(struct store_conn *c)
+{
+	if (c == NULL)
+		return;
+	for (size_t i = 0; i < STMT__MAX; i++)
+		sqlite3_finalize(c->stmt[i]);
+	sqlite3_close_v2(c->db);
+	free(c);
+}
+
+static void conn_unlink(struct store *s, struct store_conn *c)
+{
+	pthread_mutex_lock(&s->lock);
+	for (struct store_conn **pp = &s->conns; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The pthread key destructor: a worker thread exits, its connection goes. */
+static void conn_destroy(void *p)
+{
+	struct store_conn *c = p;
+	if (c == NULL)
+		return;
+	conn_unlink(c->s, c);
+	conn_close(c);
+}
+
+static struct store_conn *conn_open(struct store *s)
+{
+	struct store_conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	c->s = s;
+	/* One connection per thread: SQLite's own mutexes are not needed. */
+	int rc = sqlite3_open_v2(s->path, &c->db,
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "consentd: cannot open database %s: %s\n", s->path,
+		    c->db != NULL ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_extended_result_codes(c->db, 1);
+	if (sqlite3_busy_timeout(c->db, STORE_BUSY_TIMEOUT_MS) != SQLITE_OK)
+		goto fail;
+	char *msg = NULL;
+	if (sqlite3_exec(c->db, conn_pragmas, NULL, NULL, &msg) != SQLITE_OK) {
+		fprintf(stderr, "consentd: database %s: %s\n", s->path, msg ? msg : "pragma failed");
+		sqlite3_free(msg);
+		goto fail;
+	}
+	/* journal_mode answers with the mode it ended up in; insist on wal. */
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(c->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL &&
+	    strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+	sqlite3_finalize(st);
+	if (!ok) {
+		fprintf(stderr, "consentd: database %s: cannot switch to WAL mode\n", s->path);
+		goto fail;
+	}
+	return c;
+fail:
+	conn_close(c);
+	return NULL;
+}
+
+struct store_conn *store_conn(struct store *s)
+{
+	if (s == NULL)
+		return NULL;
+	struct store_conn *c = pthread_getspecific(s->key);
+	if (c != NULL)
+		return c;
+	c = conn_open(s);
+	if (c == NULL)
+		return NULL;
+	if (pthread_setspecific(s->key, c) != 0) {
+		conn_close(c);
+		return NULL;
+	}
+	pthread_mutex_lock(&s->lock);
+	c->next = s->conns;
+	s->conns = c;
+	pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+/* --- statements -------------------------------------------------------- */
+
+/* The cached statement for idx, prepared on first use. */
+static sqlite3_stmt *stmt_get(struct store_conn *c, enum stmt idx)
+{
+	if (c == NULL || (unsigned)idx >= STMT__MAX)
+		return NULL;
+	if (c->stmt[idx] == NULL &&
+	    sqlite3_prepare_v3(c->db, stmt_sql[idx], -1, SQLITE_PREPARE_PERSISTENT,
+	    &c->stmt[idx], NULL) != SQLITE_OK) {
+		fprintf(stderr, "consentd: cannot prepare statement %d: %s\n", (int)idx,
+		    sqlite3_errmsg(c->db));
+		c->stmt[idx] = NULL;
+		return NULL;
+	}
+	return c->stmt[idx];
+}
+
+/* Ready for the next use: reset and drop bound values (which may be secrets). */
+static void stmt_done(sqlite3_stmt *st)
+{
+	if (st != NULL) {
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+	}
+}
+
+static enum cs_err rc_err(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
+		return CS_OK;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return CS_EBUSY;
+	case SQLITE_NOMEM:
+		return CS_ENOMEM;
+	case SQLITE_CONSTRAINT:
+		return (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE)
+		    ? CS_EEXIST : CS_EINVAL;
+	case SQLITE_TOOBIG:
+		return CS_ETOOBIG;
+	default:
+		return CS_EDB;
+	}
+}
+
+/* Runs a statement that returns no rows.  Clears it in every case. */
+static enum cs_err stmt_exec(struct store_conn *c, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	enum cs_err e = rc == SQLITE_DONE ? CS_OK : rc_err(rc);
+	if (rc == SQLITE_ROW)
+		e = CS_EDB;    /* a programming error: this statement returns rows */
+	if (e != CS_OK && e != CS_EEXIST && e != CS_EBUSY)
+		fprintf(stderr, "consentd: database: %s\n", sqlite3_errmsg(c->db));
+	stmt_done(st);
+	return e;
+}
+
+static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+	if (v == NULL)
+		return sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB;
+	size_t n = strlen(v);
+	if (n > STORE_MAX_STR)
+		return CS_ETOOBIG;
+	return sqlite3_bind_text(st, i, v, (int)n, SQLITE_TRANSIENT) == SQLITE_OK ? CS_OK : CS_EDB;
+}
+
+static enum cs_err bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n)
+{
+	if (n > INT_MAX)
+		return CS_ETOOBIG;
+	if (v == NULL || n == 0)
+		return sqlite3_bind_zeroblob(st, i, 0) == SQLITE_OK ? CS_OK : CS_EDB;
+	return sqlite3_bind_blob(st, i, v, (int)n, SQLITE_TRANSIENT) == SQLITE_OK ? CS_OK : CS_EDB;
+}
+
+static enum cs_err bind_int64(sqlite3_stmt *st, int i, int64_t v)
+{
+	return sqlite3_bind_int64(st, i, (sqlite3_int64)v) == SQLITE_OK ? CS_OK : CS_EDB;
+}
+
+/* A malloc'd copy of a text column; NULL column -> *out NULL. */
+static enum cs_err col_text(sqlite3_stmt *st, int i, char **out)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	if (t == NULL) {
+		if (sqlite3_errcode(sqlite3_db_handle(st)) == SQLITE_NOMEM)
+			return CS_ENOMEM;
+		*out = NULL;
+		return CS_OK;
+	}
+	int n = sqlite3_column_bytes(st, i);
+	char *p = malloc((size_t)n + 1);
+	if (p == NULL)
+		return CS_ENOMEM;
+	memcpy(p, t, (size_t)n);
+	p[n] = '\0';
+	*out = p;
+	return CS_OK;
+}
+
+static enum cs_err col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+{
+	const void *b = sqlite3_column_blob(st, i);
+	int n = sqlite3_column_bytes(st, i);
+	unsigned char *p = malloc(n > 0 ? (size_t)n : 1);
+	if (p == NULL)
+		return CS_ENOMEM;
+	if (n > 0 && b != NULL)
+		memcpy(p, b, (size_t)n);
+	*out = p;
+	*len = n > 0 ? (size_t)n : 0;
+	return CS_OK;
+}
+
+/* --- transactions ------------------------------------------------------ */
+
+enum cs_err store_begin(struct store_conn *c)
+{
+	sqlite3_stmt *st = stmt_get(c, STMT_BEGIN);
+	if (st == NULL)
+		return CS_EDB;
+	return stmt_exec(c, st);
+}
+
+enum cs_err store_commit(struct store_conn *c)
+{
+	sqlite3_stmt *st = stmt_get(c, STMT_COMMIT);
+	if (st == NULL)
+		return CS_EDB;
+	return stmt_exec(c, st);
+}
+
+void store_rollback(struct store_conn *c)
+{
+	if (c == NULL || c->db == NULL || sqlite3_get_autocommit(c->db))
+		return;
+	sqlite3_stmt *st = stmt_get(c, STMT_ROLLBACK);
+	if (st == NULL)
+		return;
+	sqlite3_step(st);
+	stmt_done(st);
+}
+
+enum cs_err store_ping(struct store_conn *c)
+{
+	sqlite3_stmt *st = stmt_get(c, STMT_PING);
+	if (st == NULL)
+		return CS_EDB;
+	int rc = sqlite3_step(st);
+	enum cs_err e = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 ? CS_OK : CS_EDB;
+	stmt_done(st);
+	return e;
+}
+
+/* --- migrations -------------------------------------------------------- */
+
+/* The version of a migration named "NNNN_what.sql"; -1 when malformed. */
+static int migration_version(const char *name)
+{
+	long v = 0;
+	size_t i = 0;
+	for (; name[i] >= '0' && name[i] <= '9'; i++) {
+		v = v * 10 + (name[i] - '0');
+		if (v > INT_MAX / 10)
+			return -1;
+	}
+	if (i == 0 || name[i] != '_' || v <= 0)
+		return -1;
+	size_t n = strlen(name);
+	if (n < 4 || strcmp(name + n - 4, ".sql") != 0)
+		return -1;
+	return (int)v;
+}
+
+int store_schema_known(void)
+{
+	int max = 0;
+	for (const struct embedded_file *f = embedded_migrations; f->name != NULL; f++) {
+		int v = migration_version(f->name);
+		if (v > max)
+			max = v;
+	}
+	return max;
+}
+
+enum cs_err store_schema_version(struct store_conn *c, int *out)
+{
+	if (out == NULL)
+		return CS_EINVAL;
+	sqlite3_stmt *st = stmt_get(c, STMT_SCHEMA_MAX);
+	if (st == NULL)
+		return CS_EDB;
+	enum cs_err e = CS_EDB;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		sqlite3_int64 v = sqlite3_column_int64(st, 0);
+		if (v >= 0 && v <= INT_MAX) {
+			*out = (int)v;
+			e = CS_OK;
+		}
+	} else {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+	}
+	stmt_done(st);
+	return e;
+}
+
+/* Applies one migration unless another process did already: the check, the
+ * script and the schema_version row share one IMMEDIATE transaction. */
+static enum cs_err migration_apply(struct store_conn *c, int version, const struct embedded_file *f)
+{
+	enum cs_err e;
+	char *msg = NULL;
+	sqlite3_stmt *st;
+
+	e = store_begin(c);
+	if (e != CS_OK)
+		goto out;
+	e = CS_EDB;
+	if ((st = stmt_get(c, STMT_SCHEMA_HAS)) == NULL)
+		goto out;
+	if ((e = bind_int64(st, 1, version)) != CS_OK) {
+		stmt_done(st);
+		goto out;
+	}
+	int rc = sqlite3_step(st);
+	stmt_done(st);
+	if (rc == SQLITE_ROW) {           /* already there */
+		e = store_commit(c);
+		goto out;
+	}
+	if (rc != SQLITE_DONE) {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+		goto out;
+	}
+	if (sqlite3_exec(c->db, f->data, NULL, NULL, &msg) != SQLITE_OK) {
+		fprintf(stderr, "consentd: migration %s failed: %s\n", f->name, msg ? msg : "?");
+		e = CS_EDB;
+		goto out;
+	}
+	e = CS_EDB;
+	if ((st = stmt_get(c, STMT_SCHEMA_INSERT)) == NULL)
+		goto out;
+	if ((e = bind_int64(st, 1, version)) != CS_OK ||
+	    (e = bind_int64(st, 2, (int64_t)time(NULL))) != CS_OK) {
+		stmt_done(st);
+		goto out;
+	}
+	if ((e = stmt_exec(c, st)) != CS_OK)
+		goto out;
+	e = store_commit(c);
+out:
+	sqlite3_free(msg);
+	if (e != CS_OK)
+		store_rollback(c);
+	return e;
+}
+
+static enum cs_err migrate(struct store_conn *c)
+{
+	enum cs_err e;
+	char *msg = NULL;
+	int have = 0, known = store_schema_known(), prev = 0;
+
+	if (sqlite3_exec(c->db, schema_version_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		fprintf(stderr, "consentd: database: %s\n", msg ? msg : "cannot create schema_version");
+		sqlite3_free(msg);
+		return CS_EDB;
+	}
+	e = store_schema_version(c, &have);
+	if (e != CS_OK)
+		return e;
+	/* SECURITY: never run against a schema we do not understand; an older
+	 * binary could misread or damage it. */
+	if (have > known) {
+		fprintf(stderr, "consentd: database schema version %d is newer than this "
+		    "consentd (knows %d); refusing to start\n", have, known);
+		return CS_ESCHEMA;
+	}
+	for (const struct embedded_file *f = embedded_migrations; f->name != NULL; f++) {
+		int v = migration_version(f->name);
+		if (v <= prev) {
+			fprintf(stderr, "consentd: embedded migration %s is misnamed or out of order\n",
+			    f->name);
+			return CS_ESCHEMA;
+		}
+		prev = v;
+		if (v <= have)
+			continue;
+		e = migration_apply(c, v, f);
+		if (e != CS_OK)
+			return e;
+	}
+	return CS_OK;
+}
+
+enum cs_err store_open(const char *path, struct store **out)
+{
+	enum cs_err e = CS_ENOMEM;
+	struct store *s = NULL;
+	int key_ok = 0, lock_ok = 0;
+
+	if (path == NULL || path[0] == '\0' || out == NULL)
+		return CS_EINVAL;
+	s = calloc(1, sizeof *s);
+	if (s == NULL)
+		goto out;
+	s->path = strdup(path);
+	if (s->path == NULL)
+		goto out;
+	if (pthread_mutex_init(&s->lock, NULL) != 0)
+		goto out;
+	lock_ok = 1;
+	if (pthread_key_create(&s->key, conn_destroy) != 0)
+		goto out;
+	key_ok = 1;
+	struct store_conn *c = store_conn(s);
+	if (c == NULL) {
+		e = CS_EDB;
+		goto out;
+	}
+	e = migrate(c);
+	if (e != CS_OK)
+		goto out;
+	*out = s;
+	s = NULL;
+out:
+	if (s != NULL) {
+		if (key_ok) {
+			store_close(s);       /* closes the connection, the key and s */
+			s = NULL;
+		} else {
+			if (lock_ok)
+				pthread_mutex_destroy(&s->lock);
+			free(s->path);
+			free(s);
+		}
+	}
+	return e;
+}
+
+void store_close(struct store *s)
+{
+	if (s == NULL)
+		return;
+	/* The caller's connection, then any a still-running-but-idle thread left;
+	 * worker threads must have been joined (or stopped using s) by now. */
+	struct store_conn *mine = pthread_getspecific(s->key);
+	if (mine != NULL) {
+		pthread_setspecific(s->key, NULL);
+		conn_unlink(s, mine);
+		conn_close(mine);
+	}
+	pthread_key_delete(s->key);
+	pthread_mutex_lock(&s->lock);
+	struct store_conn *c = s->conns;
+	s->conns = NULL;
+	pthread_mutex_unlock(&s->lock);
+	while (c != NULL) {
+		struct store_conn *next = c->next;
+		conn_close(c);
+		c = next;
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s->path);
+	free(s);
+}
+
+/* --- signing keys ------------------------------------------------------ */
+
+void store_key_clear(struct store_key *k)
+{
+	if (k == NULL)
+		return;
+	free(k->kid);
+	free(k->alg);
+	free(k->master_kid);
+	free(k->sealed);
+	memset(k, 0, sizeof *k);
+}
+
+void store_keys_free(struct store_key *ks, size_t n)
+{
+	if (ks == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		store_key_clear(&ks[i]);
+	free(ks);
+}
+
+enum cs_err store_key_insert(struct store_conn *c, const struct store_key *k)
+{
+	enum cs_err e = CS_EINVAL;
+	if (k == NULL || k->kid == NULL || k->alg == NULL || k->master_kid == NULL ||
+	    k->sealed == NULL || k->sealed_len == 0)
+		return CS_EINVAL;
+	sqlite3_stmt *st = stmt_get(c, STMT_KEY_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_text(st, 1, k->kid)) != CS_OK ||
+	    (e = bind_text(st, 2, k->alg)) != CS_OK ||
+	    (e = bind_int64(st, 3, k->created_at)) != CS_OK ||
+	    (e = bind_int64(st, 4, k->sign_after)) != CS_OK ||
+	    (e = bind_int64(st, 5, k->retired_at)) != CS_OK ||
+	    (e = bind_int64(st, 6, k->revoked_at)) != CS_OK ||
+	    (e = bind_text(st, 7, k->master_kid)) != CS_OK ||
+	    (e = bind_blob(st, 8, k->sealed, k->sealed_len)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	return stmt_exec(c, st);
+}
+
+enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t *n)
+{
+	enum cs_err e = CS_EDB;
+	struct store_key *ks = NULL;
+	size_t len = 0, cap = 0;
+
+	if (out == NULL || n == NULL)
+		return CS_EINVAL;
+	sqlite3_stmt *st = stmt_get(c, STMT_KEYS_LIST);
+	if (st == NULL)
+		return CS_EDB;
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 4;
+			if (ncap > SIZE_MAX / sizeof *ks) {
+				e = CS_ENOMEM;
+				goto out;
+			}
+			struct store_key *p = realloc(ks, ncap * sizeof *ks);
+			if (p == NULL) {
+				e = CS_ENOMEM;
+				goto out;
+			}
+			ks = p;
+			cap = ncap;
+		}
+		struct store_key *k = &ks[len++];
+		memset(k, 0, sizeof *k);
+		if ((e = col_text(st, 0, &k->kid)) != CS_OK ||
+		    (e = col_text(st, 1, &k->alg)) != CS_OK ||
+		    (e = col_text(st, 6, &k->master_kid)) != CS_OK ||
+		    (e = col_blob(st, 7, &k->sealed, &k->sealed_len)) != CS_OK)
+			goto out;
+		if (k->kid == NULL || k->alg == NULL || k->master_kid == NULL) {
+			e = CS_EDB;
+			goto out;
+		}
+		k->created_at = sqlite3_column_int64(st, 2);
+		k->sign_after = sqlite3_column_int64(st, 3);
+		k->retired_at = sqlite3_column_int64(st, 4);
+		k->revoked_at = sqlite3_column_int64(st, 5);
+	}
+	if (rc != SQLITE_DONE) {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+		goto out;
+	}
+	*out = len > 0 ? ks : NULL;
+	*n = len;
+	if (len == 0)
+		free(ks);
+	ks = NULL;
+	len = 0;
+	e = CS_OK;
+out:
+	stmt_done(st);
+	store_keys_free(ks, len);
+	return e;
+}
+
+static enum cs_err key_set_time(struct store_conn *c, enum stmt idx, const char *kid, int64_t at)
+{
+	enum cs_err e;
+	if (kid == NULL || at <= 0)
+		return CS_EINVAL;
+	sqlite3_stmt *st = stmt_get(c, idx);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_text(st, 1, kid)) != CS_OK || (e = bind_int64(st, 2, at)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	e = stmt_exec(c, st);
+	if (e == CS_OK && sqlite3_changes(c->db) == 0)
+		e = CS_ENOENT;
+	return e;
+}
+
+enum cs_err store_key_set_retired(struct store_conn *c, const char *kid, int64_t at)
+{
+	return key_set_time(c, STMT_KEY_RETIRE, kid, at);
+}
+
+enum cs_err store_key_set_revoked(struct store_conn *c, const char *kid, int64_t at)
+{
+	return key_set_time(c, STMT_KEY_REVOKE, kid, at);
+}
