@@ -10,6 +10,7 @@
 #include "seal.h"
 #include "store.h"
 #include "jwt.h"
+#include "oidc.h"
 
 struct app {
 	const struct config *cfg;
@@ -18,7 +19,20 @@ struct app {
 	pthread_rwlock_t     keys_lock;
 	struct keyring      *keys;     /* read under keys_lock */
 	FILE                *access_log;
+	struct oidc_provider *idp;     /* the upstream IdP; discovered in the background */
+	pthread_t            discovery_thread;
+	int                  discovery_started;
+	pthread_mutex_t      stop_lock;
+	pthread_cond_t       stop_cond;
+	int                  stopping;
 };
+
+/* Starts the thread that runs upstream discovery until it succeeds (retrying
+ * with backoff, so consentd starts even while its IdP is down). */
+enum cs_err app_start_discovery(struct app *app) CS_MUST_CHECK;
+/* 1 when the upstream IdP is usable for login: discovered, and offering public
+ * subject identifiers when subject_claim = sub. */
+int app_idp_ready(struct app *app);
 
 /* Loads config-dependent state: opens the store (migrating it), loads the
  * master key and the keyring (generating the first signing key).  Messages

@@ -56,4 +56,43 @@ enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t
 enum cs_err store_key_set_retired(struct store_conn *c, const char *kid, int64_t at) CS_MUST_CHECK;
 enum cs_err store_key_set_revoked(struct store_conn *c, const char *kid, int64_t at) CS_MUST_CHECK;
 
+/* --- users, sessions, login states (flow E) ---------------------------- */
+/* Inserts or updates the user (issuer, subject); *id is the user's row id. */
+enum cs_err store_user_upsert(struct store_conn *c, const char *issuer, const char *subject,
+    const char *name, const char *email, int64_t now, int64_t *id) CS_MUST_CHECK;
+
+struct store_session {           /* caller-owned; release with store_session_clear() */
+	int64_t user_id;
+	char   *issuer, *subject, *name, *email;
+	char    csrf[44];
+	int64_t created_at, last_seen_at, auth_time;
+	int     admin_claim;
+};
+void store_session_clear(struct store_session *s);    /* NULL-safe; wipes */
+enum cs_err store_session_insert(struct store_conn *c, const unsigned char id_hash[32],
+    int64_t user_id, const char *csrf, int64_t now, int64_t auth_time, int admin_claim) CS_MUST_CHECK;
+/* CS_ENOENT when no session has this hash. */
+enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[32],
+    struct store_session *out) CS_MUST_CHECK;
+enum cs_err store_session_touch(struct store_conn *c, const unsigned char id_hash[32],
+    int64_t now) CS_MUST_CHECK;
+enum cs_err store_session_delete(struct store_conn *c, const unsigned char id_hash[32]) CS_MUST_CHECK;
+
+struct store_login_state {       /* release with store_login_state_clear() when read */
+	unsigned char state_hash[32];
+	unsigned char browser_hash[32];
+	char   *nonce, *code_verifier, *return_to;
+	int64_t max_age;             /* -1 when none was asked */
+	int64_t created_at, expires_at;
+};
+void store_login_state_clear(struct store_login_state *s);   /* NULL-safe; wipes */
+enum cs_err store_login_state_insert(struct store_conn *c,
+    const struct store_login_state *s) CS_MUST_CHECK;
+/* Reads and deletes (single use) the state with this hash; CS_ENOENT if none. */
+enum cs_err store_login_state_take(struct store_conn *c, const unsigned char state_hash[32],
+    struct store_login_state *out) CS_MUST_CHECK;
+/* Deletes expired login states and sessions idle or older than the limits. */
+enum cs_err store_purge_expired(struct store_conn *c, int64_t now, int64_t idle,
+    int64_t absolute) CS_MUST_CHECK;
+
 #endif

@@ -27,7 +27,7 @@ cat > "$DEV/idp.json" <<JSON
       "token_endpoint_auth_method": "client_secret_basic",
       "id_token_signed_response_alg": "ES256", "require_auth_time": true },
     { "client_id": "gateway-app", "client_secret": "gateway-app-dev-secret",
-      "redirect_uris": ["http://127.0.0.1:9/gateway-callback"],
+      "redirect_uris": ["http://127.0.0.1:43999/gateway-callback"],
       "grant_types": ["authorization_code"], "response_types": ["code"],
       "token_endpoint_auth_method": "client_secret_basic",
       "id_token_signed_response_alg": "RS256" }

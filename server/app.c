@@ -20,6 +20,11 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	app->cfg = cfg;
 	if (pthread_rwlock_init(&app->keys_lock, NULL) != 0)
 		return CS_ENOMEM;
+	pthread_mutex_init(&app->stop_lock, NULL);
+	pthread_cond_init(&app->stop_cond, NULL);
+	e = oidc_provider_new(cfg->oidc_issuer, cfg->oidc_clock_skew, &app->idp);
+	if (e != CS_OK)
+		goto fail;
 	e = master_key_load(cfg->master_key_file, cfg->master_key_b64, &app->mk);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: master key (%s or CONSENTD_KEYS_MASTER_KEY): %s\n",
@@ -51,12 +56,72 @@ void app_clear(struct app *app)
 {
 	if (app == NULL)
 		return;
+	if (app->discovery_started) {
+		pthread_mutex_lock(&app->stop_lock);
+		app->stopping = 1;
+		pthread_cond_broadcast(&app->stop_cond);
+		pthread_mutex_unlock(&app->stop_lock);
+		pthread_join(app->discovery_thread, NULL);
+		app->discovery_started = 0;
+	}
+	oidc_provider_free(app->idp);
+	app->idp = NULL;
 	keyring_free(app->keys);
 	app->keys = NULL;
 	store_close(app->store);
 	app->store = NULL;
 	master_key_clear(&app->mk);
 	pthread_rwlock_destroy(&app->keys_lock);
+	pthread_mutex_destroy(&app->stop_lock);
+	pthread_cond_destroy(&app->stop_cond);
+}
+
+static void *discovery_main(void *arg)
+{
+	struct app *app = arg;
+	int delay = 1;
+	for (;;) {
+		if (oidc_discover(app->idp) == CS_OK) {
+			const struct oidc_meta *m = oidc_meta(app->idp);
+			fprintf(stderr, "consentd: upstream IdP %s discovered%s\n", m->issuer,
+			    app_idp_ready(app) ? "" : " but it offers no public subject identifiers "
+			    "(subject_claim = sub needs them): not ready");
+			return NULL;
+		}
+		fprintf(stderr, "consentd: upstream IdP %s not reachable yet; retrying in %d s\n",
+		    app->cfg->oidc_issuer, delay);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += delay;
+		pthread_mutex_lock(&app->stop_lock);
+		while (!app->stopping &&
+		    pthread_cond_timedwait(&app->stop_cond, &app->stop_lock, &until) == 0)
+			;
+		int stop = app->stopping;
+		pthread_mutex_unlock(&app->stop_lock);
+		if (stop)
+			return NULL;
+		if (delay < 30)
+			delay *= 2;
+	}
+}
+
+enum cs_err app_start_discovery(struct app *app)
+{
+	if (pthread_create(&app->discovery_thread, NULL, discovery_main, app) != 0)
+		return CS_ENOMEM;
+	app->discovery_started = 1;
+	return CS_OK;
+}
+
+int app_idp_ready(struct app *app)
+{
+	const struct oidc_meta *m = oidc_meta(app->idp);
+	if (m == NULL)
+		return 0;
+	if (strcmp(app->cfg->oidc_subject_claim, "sub") == 0 && !m->public_subjects)
+		return 0;
+	return 1;
 }
 
 enum cs_err app_reload_keys(struct app *app, int64_t now)

@@ -11,6 +11,7 @@
 #include "app.h"
 #include "config.h"
 #include "http.h"
+#include "httpc.h"
 #include "template.h"
 
 #ifndef CONSENTD_VERSION
@@ -60,8 +61,12 @@ static int serve(const struct config *cfg)
 		fprintf(stderr, "consentd: a compiled-in template is malformed\n");
 		return 1;
 	}
+	if (httpc_global_init() != CS_OK)
+		return 1;
 	if (app_init(&app, cfg) != CS_OK)
 		return 1;
+	if (app_start_discovery(&app) != CS_OK)
+		goto out;
 	app.access_log = open_log(cfg->log);
 	if (app.access_log == NULL) {
 		fprintf(stderr, "consentd: cannot open access log %s: %s\n", cfg->log, strerror(errno));

@@ -67,9 +67,11 @@ enum cs_err meta_readyz(const struct http_request *req, struct http_reply *rep)
 	const struct keyring *kr = app_keys_get(req->app);
 	int keys_ok = kr != NULL && keyring_signing_kid(kr) != NULL;
 	app_keys_put(req->app);
-	json_t *v = json_pack("{s:s, s:{s:b, s:b}}", "status", db_ok && keys_ok ? "ready" : "unready",
-	    "checks", "database", db_ok, "signing_key", keys_ok);
-	return reply_json_value(rep, db_ok && keys_ok ? 200 : 503, v, -1);
+	int idp_ok = app_idp_ready(req->app);
+	int ok = db_ok && keys_ok && idp_ok;
+	json_t *v = json_pack("{s:s, s:{s:b, s:b, s:b}}", "status", ok ? "ready" : "unready",
+	    "checks", "database", db_ok, "signing_key", keys_ok, "identity_provider", idp_ok);
+	return reply_json_value(rep, ok ? 200 : 503, v, -1);
 }
 
 enum cs_err meta_stylesheet(const struct http_request *req, struct http_reply *rep)

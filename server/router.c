@@ -134,11 +134,26 @@ enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status, 
 enum cs_err router_security_headers(const struct app *app, struct http_reply *rep)
 {
 	enum cs_err e;
-	char cc[64];
+	char cc[64], csp[768], idp[512] = "";
+	/* Sign-out posts a form whose answer redirects to the IdP's logout page:
+	 * form-action must allow that origin (and nothing else). */
+	if (app && app->cfg && app->cfg->oidc_issuer) {
+		const char *iss = app->cfg->oidc_issuer;
+		const char *hs = strstr(iss, "://");
+		if (hs) {
+			const char *pe = strchr(hs + 3, '/');
+			size_t n = pe ? (size_t)(pe - iss) : strlen(iss);
+			if (n < sizeof idp - 1) {
+				idp[0] = ' ';
+				memcpy(idp + 1, iss, n);
+				idp[n + 1] = '\0';
+			}
+		}
+	}
+	snprintf(csp, sizeof csp, "default-src 'none'; style-src 'self'; img-src 'self'; "
+	    "form-action 'self'%s; frame-ancestors 'none'; base-uri 'none'", idp);
 	/* SECURITY: no inline script anywhere; no framing; no referrer leaks. */
-	if ((e = reply_header(rep, "Content-Security-Policy",
-	    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-	    "frame-ancestors 'none'; base-uri 'none'")) != CS_OK ||
+	if ((e = reply_header(rep, "Content-Security-Policy", csp)) != CS_OK ||
 	    (e = reply_header(rep, "X-Frame-Options", "DENY")) != CS_OK ||
 	    (e = reply_header(rep, "X-Content-Type-Options", "nosniff")) != CS_OK ||
 	    (e = reply_header(rep, "Referrer-Policy", "no-referrer")) != CS_OK ||
@@ -275,6 +290,8 @@ static const char *params_validate(const struct route *rt, struct form *raw, str
 {
 	int tolerate_unknown = (rt->kind == ROUTE_OAUTH || rt->kind == ROUTE_PUBLIC);
 	form_init(&req->params);
+	/* Check everything before moving anything: form_count() reads every
+	 * name in raw, and a moved entry's name is NULL. */
 	for (size_t i = 0; i < raw->n; i++) {
 		const struct param_spec *ps = spec_find(rt, raw->p[i].name);
 		if (ps == NULL) {
@@ -294,6 +311,10 @@ static const char *params_validate(const struct route *rt, struct form *raw, str
 			snprintf(why, whylen, "parameter %s is malformed", ps->name);
 			return why;
 		}
+	}
+	for (size_t i = 0; i < raw->n; i++) {
+		if (spec_find(rt, raw->p[i].name) == NULL)
+			continue;
 		req->params.p[req->params.n++] = raw->p[i];      /* moves ownership */
 		raw->p[i].name = NULL;
 		raw->p[i].value = NULL;
@@ -308,22 +329,11 @@ static const char *params_validate(const struct route *rt, struct form *raw, str
 	return NULL;
 }
 
-/* Frees what params_validate left in raw (moved entries are NULL). */
+/* Frees what params_validate left in raw (moved entries are NULL, which
+ * form_clear skips); it wipes the values: a refused one may be a secret. */
 static void raw_clear(struct form *raw)
 {
-	for (size_t i = 0; i < raw->n; i++) {
-		if (raw->p[i].name == NULL)
-			continue;
-		free(raw->p[i].name);
-		raw->p[i].name = NULL;
-	}
-	for (size_t i = 0; i < raw->n; i++) {
-		if (raw->p[i].value == NULL)
-			continue;
-		free(raw->p[i].value);
-		raw->p[i].value = NULL;
-	}
-	raw->n = 0;
+	form_clear(raw);
 }
 
 /* SECURITY: a state-changing browser request must come from our own origin.

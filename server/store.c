@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <sqlite3.h>
+#include <openssl/crypto.h>
 
 #include "embed.h"
 #include "store.h"
@@ -28,6 +29,15 @@ enum stmt {
 	STMT_KEYS_LIST,
 	STMT_KEY_RETIRE,
 	STMT_KEY_REVOKE,
+	STMT_USER_UPSERT,
+	STMT_SESSION_INSERT,
+	STMT_SESSION_GET,
+	STMT_SESSION_TOUCH,
+	STMT_SESSION_DELETE,
+	STMT_LOGIN_INSERT,
+	STMT_LOGIN_TAKE,
+	STMT_PURGE_LOGINS,
+	STMT_PURGE_SESSIONS,
 	STMT__MAX
 };
 
@@ -47,6 +57,29 @@ static const char *const stmt_sql[STMT__MAX] = {
 	    "FROM signing_keys WHERE revoked_at = 0 ORDER BY created_at ASC, rowid ASC",
 	[STMT_KEY_RETIRE] = "UPDATE signing_keys SET retired_at = ?2 WHERE kid = ?1 AND revoked_at = 0",
 	[STMT_KEY_REVOKE] = "UPDATE signing_keys SET revoked_at = ?2 WHERE kid = ?1 AND revoked_at = 0",
+	[STMT_USER_UPSERT] =
+	    "INSERT INTO users (issuer, subject, name, email, created_at, last_login_at) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (issuer, subject) DO UPDATE SET "
+	    "name = excluded.name, email = excluded.email, last_login_at = excluded.last_login_at "
+	    "RETURNING id",
+	[STMT_SESSION_INSERT] =
+	    "INSERT INTO sessions (id_hash, user_id, csrf, created_at, last_seen_at, auth_time, "
+	    "admin_claim) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
+	[STMT_SESSION_GET] =
+	    "SELECT s.user_id, u.issuer, u.subject, u.name, u.email, s.csrf, s.created_at, "
+	    "s.last_seen_at, s.auth_time, s.admin_claim FROM sessions s JOIN users u ON u.id = s.user_id "
+	    "WHERE s.id_hash = ?1",
+	[STMT_SESSION_TOUCH] = "UPDATE sessions SET last_seen_at = ?2 WHERE id_hash = ?1",
+	[STMT_SESSION_DELETE] = "DELETE FROM sessions WHERE id_hash = ?1",
+	[STMT_LOGIN_INSERT] =
+	    "INSERT INTO login_states (state_hash, browser_hash, nonce, code_verifier, return_to, "
+	    "max_age, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[STMT_LOGIN_TAKE] =
+	    "DELETE FROM login_states WHERE state_hash = ?1 RETURNING browser_hash, nonce, "
+	    "code_verifier, return_to, max_age, created_at, expires_at",
+	[STMT_PURGE_LOGINS] = "DELETE FROM login_states WHERE expires_at <= ?1",
+	[STMT_PURGE_SESSIONS] =
+	    "DELETE FROM sessions WHERE last_seen_at < ?1 - ?2 OR created_at < ?1 - ?3",
 };
 
 /* Created by store.c, not by a migration: it records the migrations. */
@@ -675,4 +708,240 @@ enum cs_err store_key_set_retired(struct store_conn *c, const char *kid, int64_t
 enum cs_err store_key_set_revoked(struct store_conn *c, const char *kid, int64_t at)
 {
 	return key_set_time(c, STMT_KEY_REVOKE, kid, at);
+}
+
+/* --- users, sessions, login states ------------------------------------- */
+
+enum cs_err store_user_upsert(struct store_conn *c, const char *issuer, const char *subject,
+    const char *name, const char *email, int64_t now, int64_t *id)
+{
+	enum cs_err e;
+	int rc;
+	sqlite3_stmt *st = stmt_get(c, STMT_USER_UPSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_text(st, 1, issuer)) != CS_OK || (e = bind_text(st, 2, subject)) != CS_OK ||
+	    (e = bind_text(st, 3, name)) != CS_OK || (e = bind_text(st, 4, email)) != CS_OK ||
+	    (e = bind_int64(st, 5, now)) != CS_OK)
+		goto out;
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+		goto out;
+	}
+	*id = sqlite3_column_int64(st, 0);
+	e = CS_OK;
+out:
+	stmt_done(st);
+	return e;
+}
+
+void store_session_clear(struct store_session *s)
+{
+	if (s == NULL)
+		return;
+	free(s->issuer);
+	free(s->subject);
+	free(s->name);
+	free(s->email);
+	OPENSSL_cleanse(s, sizeof *s);
+}
+
+enum cs_err store_session_insert(struct store_conn *c, const unsigned char id_hash[32],
+    int64_t user_id, const char *csrf, int64_t now, int64_t auth_time, int admin_claim)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = stmt_get(c, STMT_SESSION_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_blob(st, 1, id_hash, 32)) != CS_OK || (e = bind_int64(st, 2, user_id)) != CS_OK ||
+	    (e = bind_text(st, 3, csrf)) != CS_OK || (e = bind_int64(st, 4, now)) != CS_OK ||
+	    (e = bind_int64(st, 5, auth_time)) != CS_OK ||
+	    (e = bind_int64(st, 6, admin_claim ? 1 : 0)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	return stmt_exec(c, st);
+}
+
+enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[32],
+    struct store_session *out)
+{
+	enum cs_err e;
+	int rc;
+	char *csrf = NULL;
+	struct store_session s;
+	sqlite3_stmt *st = stmt_get(c, STMT_SESSION_GET);
+	memset(&s, 0, sizeof s);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_blob(st, 1, id_hash, 32)) != CS_OK)
+		goto out;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		e = CS_ENOENT;
+		goto out;
+	} else if (rc != SQLITE_ROW) {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+		goto out;
+	}
+	s.user_id = sqlite3_column_int64(st, 0);
+	if ((e = col_text(st, 1, &s.issuer)) != CS_OK || (e = col_text(st, 2, &s.subject)) != CS_OK ||
+	    (e = col_text(st, 3, &s.name)) != CS_OK || (e = col_text(st, 4, &s.email)) != CS_OK ||
+	    (e = col_text(st, 5, &csrf)) != CS_OK)
+		goto out;
+	if (csrf == NULL || strlen(csrf) >= sizeof s.csrf || s.issuer == NULL || s.subject == NULL) {
+		e = CS_EDB;
+		goto out;
+	}
+	memcpy(s.csrf, csrf, strlen(csrf) + 1);
+	s.created_at = sqlite3_column_int64(st, 6);
+	s.last_seen_at = sqlite3_column_int64(st, 7);
+	s.auth_time = sqlite3_column_int64(st, 8);
+	s.admin_claim = sqlite3_column_int(st, 9) != 0;
+	*out = s;
+	memset(&s, 0, sizeof s);
+	e = CS_OK;
+out:
+	stmt_done(st);
+	if (csrf) {
+		OPENSSL_cleanse(csrf, strlen(csrf));
+		free(csrf);
+	}
+	store_session_clear(&s);
+	return e;
+}
+
+static enum cs_err session_by_hash(struct store_conn *c, enum stmt idx,
+    const unsigned char id_hash[32], int64_t now, int with_time)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = stmt_get(c, idx);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_blob(st, 1, id_hash, 32)) != CS_OK ||
+	    (with_time && (e = bind_int64(st, 2, now)) != CS_OK)) {
+		stmt_done(st);
+		return e;
+	}
+	return stmt_exec(c, st);
+}
+
+enum cs_err store_session_touch(struct store_conn *c, const unsigned char id_hash[32], int64_t now)
+{
+	return session_by_hash(c, STMT_SESSION_TOUCH, id_hash, now, 1);
+}
+
+enum cs_err store_session_delete(struct store_conn *c, const unsigned char id_hash[32])
+{
+	return session_by_hash(c, STMT_SESSION_DELETE, id_hash, 0, 0);
+}
+
+void store_login_state_clear(struct store_login_state *s)
+{
+	if (s == NULL)
+		return;
+	if (s->nonce) {
+		OPENSSL_cleanse(s->nonce, strlen(s->nonce));
+		free(s->nonce);
+	}
+	if (s->code_verifier) {
+		OPENSSL_cleanse(s->code_verifier, strlen(s->code_verifier));
+		free(s->code_verifier);
+	}
+	free(s->return_to);
+	OPENSSL_cleanse(s, sizeof *s);
+}
+
+enum cs_err store_login_state_insert(struct store_conn *c, const struct store_login_state *s)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = stmt_get(c, STMT_LOGIN_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_blob(st, 1, s->state_hash, 32)) != CS_OK ||
+	    (e = bind_blob(st, 2, s->browser_hash, 32)) != CS_OK ||
+	    (e = bind_text(st, 3, s->nonce)) != CS_OK ||
+	    (e = bind_text(st, 4, s->code_verifier)) != CS_OK ||
+	    (e = bind_text(st, 5, s->return_to)) != CS_OK ||
+	    (e = bind_int64(st, 6, s->max_age)) != CS_OK ||
+	    (e = bind_int64(st, 7, s->created_at)) != CS_OK ||
+	    (e = bind_int64(st, 8, s->expires_at)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	return stmt_exec(c, st);
+}
+
+enum cs_err store_login_state_take(struct store_conn *c, const unsigned char state_hash[32],
+    struct store_login_state *out)
+{
+	enum cs_err e;
+	int rc;
+	unsigned char *bh = NULL;
+	size_t bhlen = 0;
+	struct store_login_state s;
+	sqlite3_stmt *st = stmt_get(c, STMT_LOGIN_TAKE);
+	memset(&s, 0, sizeof s);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_blob(st, 1, state_hash, 32)) != CS_OK)
+		goto out;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		e = CS_ENOENT;
+		goto out;
+	} else if (rc != SQLITE_ROW) {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+		goto out;
+	}
+	if ((e = col_blob(st, 0, &bh, &bhlen)) != CS_OK || (e = col_text(st, 1, &s.nonce)) != CS_OK ||
+	    (e = col_text(st, 2, &s.code_verifier)) != CS_OK ||
+	    (e = col_text(st, 3, &s.return_to)) != CS_OK)
+		goto out;
+	if (bhlen != 32 || s.nonce == NULL || s.code_verifier == NULL || s.return_to == NULL) {
+		e = CS_EDB;
+		goto out;
+	}
+	memcpy(s.state_hash, state_hash, 32);
+	memcpy(s.browser_hash, bh, 32);
+	s.max_age = sqlite3_column_int64(st, 4);
+	s.created_at = sqlite3_column_int64(st, 5);
+	s.expires_at = sqlite3_column_int64(st, 6);
+	/* Finish the statement so the DELETE really happens (RETURNING runs it). */
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+		goto out;
+	}
+	*out = s;
+	memset(&s, 0, sizeof s);
+	e = CS_OK;
+out:
+	stmt_done(st);
+	free(bh);
+	store_login_state_clear(&s);
+	return e;
+}
+
+enum cs_err store_purge_expired(struct store_conn *c, int64_t now, int64_t idle, int64_t absolute)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = stmt_get(c, STMT_PURGE_LOGINS);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_int64(st, 1, now)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	if ((e = stmt_exec(c, st)) != CS_OK)
+		return e;
+	if ((st = stmt_get(c, STMT_PURGE_SESSIONS)) == NULL)
+		return CS_EDB;
+	if ((e = bind_int64(st, 1, now)) != CS_OK || (e = bind_int64(st, 2, idle)) != CS_OK ||
+	    (e = bind_int64(st, 3, absolute)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	return stmt_exec(c, st);
 }

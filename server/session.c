@@ -1,0 +1,229 @@
+/* session.c -- browser sessions, their cookies, and CSRF tokens.
+ * Only hashes of session ids reach the database; ids and CSRF tokens are
+ * compared in constant time and never logged. */
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include "buf.h"
+#include "session.h"
+
+const char *session_cookie_name(const struct config *cfg)
+{
+	return cfg->public_url_is_https ? "__Host-consentd" : "consentd_session";
+}
+
+const char *login_cookie_name(const struct config *cfg)
+{
+	return cfg->public_url_is_https ? "__Host-consentd-login" : "consentd_login";
+}
+
+static int is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+enum cs_err cookie_get(const char *header, const char *name, char **value)
+{
+	size_t nlen = strlen(name);
+	const char *found = NULL;
+	size_t found_len = 0;
+	const char *p;
+	if (header == NULL)
+		return CS_ENOENT;
+	if (strlen(header) > COOKIE_MAX_HEADER)
+		return CS_EINVAL;
+	for (p = header; *p; p++)
+		if ((unsigned char)*p < 0x20 && *p != '\t')
+			return CS_EINVAL;
+	p = header;
+	while (*p) {
+		while (is_ows(*p) || *p == ';')
+			p++;
+		if (*p == '\0')
+			break;
+		const char *start = p;
+		while (*p && *p != ';')
+			p++;
+		const char *end = p;
+		while (end > start && is_ows(end[-1]))
+			end--;
+		const char *eq = memchr(start, '=', (size_t)(end - start));
+		if (eq == NULL)
+			continue;                         /* a bare word names no cookie */
+		const char *ne = eq;
+		while (ne > start && is_ows(ne[-1]))
+			ne--;
+		if ((size_t)(ne - start) != nlen || memcmp(start, name, nlen) != 0)
+			continue;
+		if (found != NULL)
+			return CS_EINVAL;                 /* SECURITY: two copies -> trust neither */
+		const char *v = eq + 1;
+		while (v < end && is_ows(*v))
+			v++;
+		size_t vlen = (size_t)(end - v);
+		if (vlen >= 2 && v[0] == '"' && v[vlen - 1] == '"') {
+			v++;
+			vlen -= 2;
+		}
+		found = v;
+		found_len = vlen;
+	}
+	if (found == NULL)
+		return CS_ENOENT;
+	*value = strndup(found, found_len);
+	return *value ? CS_OK : CS_ENOMEM;
+}
+
+enum cs_err cookie_format(const struct config *cfg, const char *name, const char *value,
+    int64_t max_age, char **out)
+{
+	struct buf b;
+	enum cs_err e;
+	buf_init(&b, 1024);
+	e = buf_printf(&b, "%s=%s; Path=/; HttpOnly; SameSite=Lax%s", name, value,
+	    cfg->public_url_is_https ? "; Secure" : "");
+	if (e == CS_OK && max_age >= 0)
+		e = buf_printf(&b, "; Max-Age=%lld", (long long)max_age);
+	if (e != CS_OK) {
+		buf_wipe_clear(&b);
+		return e;
+	}
+	*out = buf_steal(&b);
+	return *out ? CS_OK : CS_ENOMEM;
+}
+
+enum cs_err random_token(char out[SESSION_TOKEN_LEN + 1])
+{
+	static const char b64u[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	unsigned char r[33];
+	if (RAND_bytes(r, 32) != 1)
+		return CS_ECRYPTO;
+	r[32] = 0;
+	/* 32 bytes -> 43 base64url characters (the last carries 4 bits). */
+	size_t o = 0;
+	for (size_t i = 0; i < 33 && o < SESSION_TOKEN_LEN; i += 3) {
+		unsigned v = (unsigned)r[i] << 16 | (unsigned)(i + 1 < 33 ? r[i + 1] : 0) << 8 |
+		    (unsigned)(i + 2 < 33 ? r[i + 2] : 0);
+		for (int k = 3; k >= 0 && o < SESSION_TOKEN_LEN; k--)
+			out[o++] = b64u[(v >> (6 * k)) & 63];
+	}
+	out[SESSION_TOKEN_LEN] = '\0';
+	OPENSSL_cleanse(r, sizeof r);
+	return CS_OK;
+}
+
+void sha256_str(const char *s, unsigned char out[32])
+{
+	unsigned int n = 32;
+	if (EVP_Digest(s, strlen(s), out, &n, EVP_sha256(), NULL) != 1)
+		memset(out, 0, 32);
+}
+
+void session_clear(struct session *s)
+{
+	if (s == NULL)
+		return;
+	free(s->issuer);
+	free(s->subject);
+	free(s->name);
+	free(s->email);
+	OPENSSL_cleanse(s, sizeof *s);
+}
+
+enum cs_err session_create(struct store_conn *c, int64_t user_id, int64_t auth_time,
+    bool admin_claim, int64_t now, char id_out[SESSION_TOKEN_LEN + 1])
+{
+	char id[SESSION_TOKEN_LEN + 1], csrf[SESSION_TOKEN_LEN + 1];
+	unsigned char h[32];
+	enum cs_err e;
+	if ((e = random_token(id)) != CS_OK || (e = random_token(csrf)) != CS_OK)
+		goto out;
+	sha256_str(id, h);
+	e = store_session_insert(c, h, user_id, csrf, now, auth_time, admin_claim);
+	if (e == CS_OK)
+		memcpy(id_out, id, sizeof id);
+out:
+	OPENSSL_cleanse(id, sizeof id);
+	OPENSSL_cleanse(csrf, sizeof csrf);
+	return e;
+}
+
+static int token_shape_ok(const char *v)
+{
+	if (strlen(v) != SESSION_TOKEN_LEN)
+		return 0;
+	for (const char *p = v; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
+			return 0;
+	return 1;
+}
+
+enum cs_err session_from_cookie(struct store_conn *c, const struct config *cfg,
+    const char *cookie_header, int64_t now, struct session *out)
+{
+	char *id = NULL;
+	struct store_session ss;
+	enum cs_err e;
+	unsigned char h[32];
+	memset(&ss, 0, sizeof ss);
+	e = cookie_get(cookie_header, session_cookie_name(cfg), &id);
+	if (e != CS_OK) {
+		e = CS_ENOENT;
+		goto out;
+	}
+	if (!token_shape_ok(id)) {
+		e = CS_ENOENT;
+		goto out;
+	}
+	sha256_str(id, h);
+	if ((e = store_session_get(c, h, &ss)) != CS_OK)
+		goto out;
+	/* SECURITY: both limits hold -- idle since last use, absolute since login. */
+	if (now - ss.last_seen_at > cfg->session_idle_timeout ||
+	    now - ss.created_at > cfg->session_absolute_timeout) {
+		if (store_session_delete(c, h) != CS_OK)
+			e = CS_EDB;
+		else
+			e = CS_ENOENT;
+		goto out;
+	}
+	if (now - ss.last_seen_at >= 10 && (e = store_session_touch(c, h, now)) != CS_OK)
+		goto out;
+	memset(out, 0, sizeof *out);
+	memcpy(out->id_hash, h, 32);
+	out->user_id = ss.user_id;
+	out->issuer = ss.issuer; ss.issuer = NULL;
+	out->subject = ss.subject; ss.subject = NULL;
+	out->name = ss.name; ss.name = NULL;
+	out->email = ss.email; ss.email = NULL;
+	memcpy(out->csrf, ss.csrf, sizeof out->csrf);
+	out->created_at = ss.created_at;
+	out->last_seen_at = now;
+	out->auth_time = ss.auth_time;
+	out->admin_claim = ss.admin_claim;
+	e = CS_OK;
+out:
+	store_session_clear(&ss);
+	if (id) {
+		OPENSSL_cleanse(id, strlen(id));
+		free(id);
+	}
+	return e;
+}
+
+enum cs_err session_end(struct store_conn *c, const unsigned char id_hash[32])
+{
+	return store_session_delete(c, id_hash);
+}
+
+bool session_csrf_ok(const struct session *s, const char *token)
+{
+	/* SECURITY: constant-time, and only for a token of the right length. */
+	if (token == NULL || strlen(token) != SESSION_TOKEN_LEN || s->csrf[0] == '\0')
+		return false;
+	return CRYPTO_memcmp(s->csrf, token, SESSION_TOKEN_LEN) == 0;
+}

@@ -1,0 +1,79 @@
+// Logs a person in to consentd through the development IdP with plain HTTP
+// (no browser): consentd /login -> IdP login form -> consentd /callback.
+//
+//   const r = await consentdLogin({ url, user, password, jar, returnTo = '/me', stopAtCallback })
+//   r.jar            // CookieJar now holding consentd's session cookie (and the IdP's)
+//   r.callbackUrl    // the /callback URL the IdP sent the browser to (code + state + iss)
+//   r.final          // the Response of /callback (303 to returnTo) unless stopAtCallback
+//   r.loginLocation  // where consentd's /login sent the browser (the authorization request)
+import { CookieJar } from './idplogin.js';
+
+export async function req(jar, url, init = {}) {
+  const headers = { ...(init.headers || {}) };
+  const cookie = jar.header(url);
+  if (cookie) headers.cookie = cookie;
+  const res = await fetch(url, { ...init, headers, redirect: 'manual' });
+  jar.store(url, res);
+  return res;
+}
+
+const unescapeHtml = (s) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<')
+  .replace(/&gt;/g, '>').replace(/&#61;/g, '=').replace(/&amp;/g, '&');
+
+// The first POST form of a page: { action, fields }.
+export function postForm(html) {
+  for (const m of html.matchAll(/<form\b([^>]*)>([\s\S]*?)<\/form>/gi)) {
+    if (!/method\s*=\s*["']?post/i.test(m[1])) continue;
+    const action = unescapeHtml((m[1].match(/action\s*=\s*"([^"]*)"/i) || [])[1] || '');
+    const fields = {};
+    for (const im of m[2].matchAll(/<input\b([^>]*)>/gi)) {
+      const name = (im[1].match(/name\s*=\s*"([^"]*)"/i) || [])[1];
+      if (name) fields[unescapeHtml(name)] = unescapeHtml((im[1].match(/value\s*=\s*"([^"]*)"/i) || [])[1] || '');
+    }
+    return { action, fields };
+  }
+  return null;
+}
+
+export async function consentdLogin({
+  url, user, password, jar = new CookieJar(), returnTo = '/me', stopAtCallback = false, query = '',
+}) {
+  let res = await req(jar, `${url}/login?return_to=${encodeURIComponent(returnTo)}${query}`);
+  if (res.status !== 303) throw new Error(`/login answered ${res.status}: ${await res.text()}`);
+  const loginLocation = res.headers.get('location');
+  let next = loginLocation;
+  let posted = false;
+  for (let i = 0; i < 20; i += 1) {
+    if (next.startsWith(`${url}/callback`)) {
+      if (stopAtCallback) return { jar, callbackUrl: next, loginLocation };
+      const final = await req(jar, next);
+      return { jar, callbackUrl: next, final, loginLocation };
+    }
+    res = await req(jar, next);
+    if (res.status >= 300 && res.status < 400) {
+      next = new URL(res.headers.get('location'), next).href;
+      await res.arrayBuffer();
+      continue;
+    }
+    const body = await res.text();
+    const form = postForm(body);
+    if (res.status !== 200 || !form || posted) throw new Error(`IdP step ${next}: ${res.status} ${body.slice(0, 300)}`);
+    posted = true;
+    const action = new URL(form.action || next, next).href;
+    res = await req(jar, action, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ ...form.fields, login: user, password }).toString(),
+    });
+    if (res.status < 300 || res.status >= 400) throw new Error(`login POST answered ${res.status}`);
+    next = new URL(res.headers.get('location'), action).href;
+  }
+  throw new Error('too many steps');
+}
+
+// Every Set-Cookie line of a response (Node 18's fetch has no getSetCookie()).
+export function setCookieLines(res) {
+  if (typeof res.headers.getSetCookie === 'function') return res.headers.getSetCookie();
+  const joined = res.headers.get('set-cookie');
+  return joined ? joined.split(/, (?=[A-Za-z0-9_.-]+=)/) : [];
+}
