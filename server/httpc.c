@@ -1,0 +1,323 @@
+/* httpc.c -- consentd's outbound HTTP client on libcurl: discovery, JWKS and token
+ * endpoints.  It must never follow a redirect, skip TLS verification, talk plain
+ * http to anything but loopback, or keep more than HTTPC_MAX_RESPONSE bytes. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "buf.h"
+#include "form.h"
+#include "httpc.h"
+
+#define HTTPC_UA              "consentd"
+#define HTTPC_CONNECT_TIMEOUT 5L
+#define HTTPC_TIMEOUT         10L
+#define HTTPC_MAX_CRED        4096     /* user or password, before encoding */
+
+enum cs_err httpc_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? CS_OK : CS_EIO;
+}
+
+/* True when the URL part `what` is present in u. */
+static bool url_has(CURLU *u, CURLUPart what)
+{
+	char *v = NULL;
+	CURLUcode rc = curl_url_get(u, what, &v, 0);
+	curl_free(v);
+	return rc == CURLUE_OK;
+}
+
+/* Parses url into a new CURLU handle when it is allowed (see httpc.h).  The
+ * same handle is then given to the transfer (CURLOPT_CURLU), so the URL that
+ * was checked is exactly the URL that is fetched: no parser differential. */
+static CURLU *url_parse_allowed(const char *url)
+{
+	CURLU *u = NULL, *ok = NULL;
+	char *scheme = NULL, *host = NULL;
+
+	if (url == NULL || url[0] == '\0')
+		goto out;
+	if ((u = curl_url()) == NULL)
+		goto out;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+		goto out;         /* no scheme, bad syntax, unknown scheme */
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0')
+		goto out;
+	/* SECURITY: credentials in a URL (user@host) are refused outright: they
+	 * would be sent somewhere and they confuse human readers of the host. */
+	if (url_has(u, CURLUPART_USER) || url_has(u, CURLUPART_PASSWORD) ||
+	    url_has(u, CURLUPART_OPTIONS) || url_has(u, CURLUPART_ZONEID))
+		goto out;
+	if (strcasecmp(scheme, "https") == 0) {
+		ok = u;
+	} else if (strcasecmp(scheme, "http") == 0) {
+		/* SECURITY: plain http only to loopback (development IdPs). */
+		if (strcmp(host, "127.0.0.1") == 0 || strcmp(host, "[::1]") == 0 ||
+		    strcmp(host, "::1") == 0 || strcasecmp(host, "localhost") == 0)
+			ok = u;
+	}
+out:
+	curl_free(scheme);
+	curl_free(host);
+	if (ok == NULL)
+		curl_url_cleanup(u);
+	return ok;
+}
+
+int httpc_url_allowed(const char *url)
+{
+	CURLU *u = url_parse_allowed(url);
+	if (u == NULL)
+		return 0;
+	curl_url_cleanup(u);
+	return 1;
+}
+
+struct sink {
+	struct buf *body;
+	bool        too_big;
+	bool        nomem;
+};
+
+/* Appends to the response body, wiping the old block whenever it grows: token
+ * responses hold secrets and realloc would leave copies in freed memory. */
+static enum cs_err body_append(struct buf *b, const char *p, size_t n)
+{
+	if (n > b->max || b->len > b->max - n)
+		return CS_ETOOBIG;
+	size_t need = b->len + n + 1;
+	if (need > b->cap) {
+		size_t ncap = b->cap ? b->cap : 1024;
+		while (ncap < need)
+			ncap *= 2;                   /* bounded by max + 1 below */
+		if (ncap > b->max + 1)
+			ncap = b->max + 1;
+		char *np = malloc(ncap);
+		if (np == NULL)
+			return CS_ENOMEM;
+		if (b->data != NULL) {
+			memcpy(np, b->data, b->len);
+			OPENSSL_cleanse(b->data, b->cap);
+			free(b->data);
+		}
+		b->data = np;
+		b->cap = ncap;
+	}
+	if (n > 0)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return CS_OK;
+}
+
+static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct sink *s = userdata;
+	size_t n = size * nmemb;              /* size is always 1 for curl */
+	enum cs_err e = body_append(s->body, ptr, n);
+	if (e == CS_ETOOBIG)
+		s->too_big = true;
+	else if (e != CS_OK)
+		s->nomem = true;
+	return e == CS_OK ? n : 0;            /* 0 aborts the transfer */
+}
+
+/* Wipes every header line (an Authorization header holds a secret) and frees. */
+static void slist_wipe_free(struct curl_slist *l)
+{
+	for (struct curl_slist *i = l; i != NULL; i = i->next)
+		if (i->data != NULL)
+			OPENSSL_cleanse(i->data, strlen(i->data));
+	curl_slist_free_all(l);
+}
+
+static void response_init(struct httpc_response *res)
+{
+	res->status = 0;
+	buf_init(&res->body, HTTPC_MAX_RESPONSE);
+	res->content_type = NULL;
+}
+
+/* One request with a fresh easy handle.  body NULL: GET; else a form POST. */
+static enum cs_err perform(const char *url, const char *body, struct curl_slist *extra,
+    struct httpc_response *res)
+{
+	enum cs_err e = CS_EINVAL;
+	CURLU *u = NULL;
+	CURL *h = NULL;
+	struct curl_slist *hdrs = NULL, *tail = NULL;
+	struct sink sink = { &res->body, false, false };
+	char *ct = NULL;
+	CURLcode rc;
+	bool setup_ok = true;
+
+	response_init(res);
+	if ((u = url_parse_allowed(url)) == NULL)
+		goto out;
+	e = CS_ENOMEM;
+	if ((h = curl_easy_init()) == NULL)
+		goto out;
+	if ((hdrs = curl_slist_append(NULL, "Accept: application/json")) == NULL)
+		goto out;
+	tail = hdrs;
+	if (body != NULL) {
+		if ((tail = curl_slist_append(hdrs,
+		    "Content-Type: application/x-www-form-urlencoded")) == NULL)
+			goto out;
+	}
+	/* Move the caller's lines (Authorization) onto our list so one free wipes all. */
+	while (tail->next != NULL)
+		tail = tail->next;
+	tail->next = extra;
+	extra = NULL;
+
+	e = CS_EIO;
+	setup_ok = curl_easy_setopt(h, CURLOPT_CURLU, u) == CURLE_OK &&
+#if LIBCURL_VERSION_NUM >= 0x075500
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+#else
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK &&
+#endif
+	    /* SECURITY: no redirects, timeouts, TLS peer and host verification on. */
+	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, HTTPC_CONNECT_TIMEOUT) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT, HTTPC_TIMEOUT) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE,
+	        (curl_off_t)HTTPC_MAX_RESPONSE) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink) == CURLE_OK;
+	if (setup_ok && body != NULL)
+		setup_ok = curl_easy_setopt(h, CURLOPT_POST, 1L) == CURLE_OK &&
+		    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+		        (curl_off_t)strlen(body)) == CURLE_OK &&
+		    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body) == CURLE_OK;
+	if (!setup_ok)
+		goto out;
+	rc = curl_easy_perform(h);
+	if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
+		e = CS_ETOOBIG;
+		goto out;
+	}
+	if (sink.nomem) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	if (rc != CURLE_OK)
+		goto out;
+	if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->status) != CURLE_OK)
+		goto out;
+	if (curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct != NULL) {
+		if ((res->content_type = strdup(ct)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	}
+	if (res->body.data == NULL && (e = body_append(&res->body, "", 0)) != CS_OK)
+		goto out;                         /* the body is always a string */
+	e = CS_OK;
+out:
+	curl_easy_cleanup(h);                 /* before the CURLU it uses */
+	curl_url_cleanup(u);
+	slist_wipe_free(hdrs);
+	slist_wipe_free(extra);
+	if (e != CS_OK)
+		httpc_response_clear(res);
+	return e;
+}
+
+enum cs_err httpc_get(const char *url, struct httpc_response *res)
+{
+	if (res == NULL)
+		return CS_EINVAL;
+	return perform(url, NULL, NULL, res);
+}
+
+/* "Authorization: Basic base64(pct(user):pct(pass))" as a one-line list. */
+static enum cs_err basic_header(const char *user, const char *pass, struct curl_slist **out)
+{
+	enum cs_err e;
+	char *u = NULL, *p = NULL;
+	unsigned char *b64 = NULL;
+	size_t b64_cap = 0;
+	struct buf raw, line;
+	struct curl_slist *l = NULL;
+
+	buf_init(&raw, 6 * HTTPC_MAX_CRED + 2);
+	buf_init(&line, 8 * HTTPC_MAX_CRED + 64);
+	e = CS_EINVAL;
+	if (strlen(user) > HTTPC_MAX_CRED || strlen(pass) > HTTPC_MAX_CRED)
+		goto out;
+	/* RFC 6749 §2.3.1: each part form-urlencoded before Base64. */
+	if ((e = pct_encode(user, &u)) != CS_OK || (e = pct_encode(pass, &p)) != CS_OK)
+		goto out;
+	if ((e = buf_puts(&raw, u)) != CS_OK || (e = buf_puts(&raw, ":")) != CS_OK ||
+	    (e = buf_puts(&raw, p)) != CS_OK)
+		goto out;
+	e = CS_ENOMEM;
+	b64_cap = 4 * ((raw.len + 2) / 3) + 1;
+	if ((b64 = malloc(b64_cap)) == NULL)
+		goto out;
+	EVP_EncodeBlock(b64, (const unsigned char *)raw.data, (int)raw.len);
+	if ((e = buf_puts(&line, "Authorization: Basic ")) != CS_OK ||
+	    (e = buf_puts(&line, (const char *)b64)) != CS_OK)
+		goto out;
+	e = CS_ENOMEM;
+	if ((l = curl_slist_append(NULL, line.data)) == NULL)
+		goto out;
+	*out = l;
+	e = CS_OK;
+out:
+	/* SECURITY: every temporary copy of the secret is wiped. */
+	if (u != NULL) {
+		OPENSSL_cleanse(u, strlen(u));
+		free(u);
+	}
+	if (p != NULL) {
+		OPENSSL_cleanse(p, strlen(p));
+		free(p);
+	}
+	if (b64 != NULL) {
+		OPENSSL_cleanse(b64, b64_cap);
+		free(b64);
+	}
+	buf_wipe_clear(&raw);
+	buf_wipe_clear(&line);
+	return e;
+}
+
+enum cs_err httpc_post_form(const char *url, const char *body, const char *basic_user,
+    const char *basic_pass, struct httpc_response *res)
+{
+	enum cs_err e;
+	struct curl_slist *auth = NULL;
+
+	if (res == NULL || body == NULL || (basic_user == NULL) != (basic_pass == NULL))
+		return CS_EINVAL;
+	if (basic_user != NULL && (e = basic_header(basic_user, basic_pass, &auth)) != CS_OK) {
+		response_init(res);
+		return e;
+	}
+	return perform(url, body, auth, res);   /* takes auth and wipes it */
+}
+
+void httpc_response_clear(struct httpc_response *res)
+{
+	if (res == NULL)
+		return;
+	buf_wipe_clear(&res->body);
+	free(res->content_type);
+	res->content_type = NULL;
+	res->status = 0;
+}

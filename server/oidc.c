@@ -1,0 +1,912 @@
+/* oidc.c -- the upstream OpenID Provider: discovery, the JWKS cache, ID-token and
+ * subject-token validation, the authorization-code exchange.  It must never accept
+ * an algorithm outside {RS256, PS256, ES256}, a key the provider did not publish,
+ * or let a thread verify with a key another thread has freed. */
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjose/cjose.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+
+#include "buf.h"
+#include "form.h"
+#include "httpc.h"
+#include "oidc.h"
+
+#define OIDC_WELL_KNOWN     "/.well-known/openid-configuration"
+#define OIDC_MAX_HEADER_B64 4096          /* encoded protected header */
+#define OIDC_MAX_KEYS       32            /* usable keys kept per JWKS */
+#define OIDC_MAX_JWKS_ENTRIES 256         /* entries looked at per JWKS */
+#define OIDC_MAX_KID        256
+#define OIDC_REFETCH_EVERY  60            /* seconds between JWKS fetches on unknown kid */
+#define OIDC_MAX_SKEW       86400
+#define OIDC_MAX_TIME       INT64_C(253402300799)   /* 9999-12-31T23:59:59Z */
+#define OIDC_RSA_MIN_BYTES  256           /* 2048-bit modulus */
+#define OIDC_RSA_MAX_BYTES  1024          /* 8192-bit modulus */
+#define OIDC_ES256_SIG_B64U 86            /* 64 bytes R || S */
+#define OIDC_MAX_FORM       (64 * 1024)
+
+/* --- algorithms and keys ------------------------------------------------ */
+
+enum oidc_alg { ALG_RS256 = 0, ALG_PS256, ALG_ES256, ALG__MAX };
+enum key_kind { KIND_RSA = 0, KIND_EC_P256 };
+
+/* SECURITY: the allowlist.  Everything else ("none", HS*, RS512 ...) fails
+ * before cjose sees the token. */
+static const struct {
+	const char    *name;
+	enum key_kind  kind;
+} algs[ALG__MAX] = {
+	[ALG_RS256] = { "RS256", KIND_RSA },
+	[ALG_PS256] = { "PS256", KIND_RSA },
+	[ALG_ES256] = { "ES256", KIND_EC_P256 },
+};
+
+struct oidc_key {
+	char          *kid;
+	cjose_jwk_t   *jwk;       /* public only */
+	enum key_kind  kind;
+	int            alg;       /* the JWK's own alg (an enum oidc_alg), or -1 when it names none */
+};
+
+/* One imported JWKS.  Immutable once built; shared by reference count (under
+ * the provider's mutex) so that a set replaced while a thread verifies with
+ * it is freed only when that thread lets go of it. */
+struct keyset {
+	unsigned        refs;
+	size_t          n;
+	struct oidc_key keys[OIDC_MAX_KEYS];
+};
+
+struct oidc_provider {
+	char             *issuer;
+	int64_t           skew;
+	pthread_mutex_t   mu;         /* guards meta (until set), keys, refs, fetched_at */
+	pthread_mutex_t   discover_mu;/* one discovery at a time */
+	struct oidc_meta *meta;       /* NULL until discovery succeeded; then immutable */
+	struct keyset    *keys;       /* current set; NULL when none */
+	int64_t           fetched_at; /* monotonic seconds of the last JWKS fetch attempt */
+	bool              fetched;
+};
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec;
+}
+
+static void set_why(char *why, size_t whylen, const char *reason)
+{
+	if (why != NULL && whylen > 0)
+		snprintf(why, whylen, "%s", reason);
+}
+
+/* True when v is a JSON string equal to s, byte for byte (length included). */
+static bool jstr_eq(const json_t *v, const char *s)
+{
+	if (!json_is_string(v) || s == NULL)
+		return false;
+	size_t n = strlen(s);
+	return json_string_length(v) == n && memcmp(json_string_value(v), s, n) == 0;
+}
+
+/* The string value when v is a string without embedded NUL, else NULL. */
+static const char *jstr(const json_t *v)
+{
+	if (!json_is_string(v))
+		return NULL;
+	const char *s = json_string_value(v);
+	return strlen(s) == json_string_length(v) ? s : NULL;
+}
+
+static int alg_lookup(const char *name)
+{
+	for (int i = 0; i < ALG__MAX; i++)
+		if (strcmp(algs[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static void cjose_free(void *p)
+{
+	if (p != NULL)
+		cjose_get_dealloc()(p);
+}
+
+static void keyset_free(struct keyset *ks)
+{
+	if (ks == NULL)
+		return;
+	for (size_t i = 0; i < ks->n; i++) {
+		free(ks->keys[i].kid);
+		cjose_jwk_release(ks->keys[i].jwk);
+	}
+	free(ks);
+}
+
+/* Drops one reference; the caller holds p->mu. */
+static void keyset_unref_locked(struct keyset *ks)
+{
+	if (ks != NULL && --ks->refs == 0)
+		keyset_free(ks);
+}
+
+static struct keyset *keyset_get(struct oidc_provider *p)
+{
+	pthread_mutex_lock(&p->mu);
+	struct keyset *ks = p->keys;
+	if (ks != NULL)
+		ks->refs++;
+	pthread_mutex_unlock(&p->mu);
+	return ks;
+}
+
+static void keyset_put(struct oidc_provider *p, struct keyset *ks)
+{
+	if (ks == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	keyset_unref_locked(ks);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Length in bytes of a base64url big-endian integer without leading zeros. */
+static bool b64u_uint_len(const char *s, size_t *out)
+{
+	uint8_t *raw = NULL;
+	size_t n = 0, i = 0;
+	if (!cjose_base64url_decode(s, strlen(s), &raw, &n, NULL))
+		return false;
+	while (i < n && raw[i] == 0)
+		i++;
+	*out = n - i;
+	cjose_free(raw);
+	return true;
+}
+
+/* Imports one JWKS entry when it is a usable public signing key; *ok false
+ * (and CS_OK) when it is to be skipped. */
+static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
+{
+	static const char *const private_members[] = {
+		"d", "p", "q", "dp", "dq", "qi", "oth", "k",
+	};
+	enum cs_err e = CS_OK;
+	json_t *clean = NULL;
+	char *js = NULL, *kid = NULL;
+	cjose_jwk_t *jwk = NULL;
+	int alg = -1;
+	enum key_kind kind;
+
+	*ok = false;
+	if (!json_is_object(k))
+		goto out;
+	const char *kid_s = jstr(json_object_get(k, "kid"));
+	const char *kty = jstr(json_object_get(k, "kty"));
+	json_t *use = json_object_get(k, "use");
+	json_t *ops = json_object_get(k, "key_ops");
+	json_t *alg_j = json_object_get(k, "alg");
+	if (kid_s == NULL || kid_s[0] == '\0' || strlen(kid_s) > OIDC_MAX_KID || kty == NULL)
+		goto out;
+	if (use != NULL && !jstr_eq(use, "sig"))
+		goto out;
+	if (ops != NULL) {
+		bool verify = false;
+		size_t i;
+		json_t *v;
+		if (!json_is_array(ops))
+			goto out;
+		json_array_foreach(ops, i, v)
+			if (jstr_eq(v, "verify"))
+				verify = true;
+		if (!verify)
+			goto out;
+	}
+	/* SECURITY: a JWKS entry with private members is never used, so a
+	 * provider's mistake cannot turn into a shared secret here. */
+	for (size_t i = 0; i < sizeof private_members / sizeof private_members[0]; i++)
+		if (json_object_get(k, private_members[i]) != NULL)
+			goto out;
+	if (alg_j != NULL) {
+		const char *a = jstr(alg_j);
+		if (a == NULL || (alg = alg_lookup(a)) < 0)
+			goto out;             /* a key pinned to an algorithm we never accept */
+	}
+	e = CS_ENOMEM;
+	if (strcmp(kty, "RSA") == 0) {
+		const char *n = jstr(json_object_get(k, "n"));
+		const char *ex = jstr(json_object_get(k, "e"));
+		size_t nlen = 0;
+		kind = KIND_RSA;
+		e = CS_OK;
+		/* SECURITY: no RSA modulus below 2048 bits. */
+		if (n == NULL || ex == NULL || !b64u_uint_len(n, &nlen) ||
+		    nlen < OIDC_RSA_MIN_BYTES || nlen > OIDC_RSA_MAX_BYTES)
+			goto out;
+		e = CS_ENOMEM;
+		clean = json_pack("{s:s, s:s, s:s}", "kty", "RSA", "n", n, "e", ex);
+	} else if (strcmp(kty, "EC") == 0) {
+		const char *x = jstr(json_object_get(k, "x"));
+		const char *y = jstr(json_object_get(k, "y"));
+		kind = KIND_EC_P256;
+		e = CS_OK;
+		if (!jstr_eq(json_object_get(k, "crv"), "P-256") || x == NULL || y == NULL)
+			goto out;
+		e = CS_ENOMEM;
+		clean = json_pack("{s:s, s:s, s:s, s:s}", "kty", "EC", "crv", "P-256", "x", x, "y", y);
+	} else {
+		goto out_skip;
+	}
+	if (alg >= 0 && algs[alg].kind != kind)
+		goto out_skip;
+	if (clean == NULL || (js = json_dumps(clean, JSON_COMPACT)) == NULL)
+		goto out;
+	if ((kid = strdup(kid_s)) == NULL)
+		goto out;
+	/* Only the public members reach cjose; it checks an EC point is on the curve. */
+	jwk = cjose_jwk_import(js, strlen(js), NULL);
+	if (jwk == NULL)
+		goto out_skip;
+	if (kind == KIND_RSA && cjose_jwk_get_kty(jwk, NULL) != CJOSE_JWK_KTY_RSA)
+		goto out_skip;
+	if (kind == KIND_EC_P256 && (cjose_jwk_get_kty(jwk, NULL) != CJOSE_JWK_KTY_EC ||
+	    cjose_jwk_EC_get_curve(jwk, NULL) != CJOSE_JWK_EC_P_256))
+		goto out_skip;
+	out->kid = kid;
+	out->jwk = jwk;
+	out->kind = kind;
+	out->alg = alg;
+	kid = NULL;
+	jwk = NULL;
+	*ok = true;
+out_skip:
+	e = CS_OK;
+out:
+	cjose_jwk_release(jwk);
+	json_decref(clean);
+	free(js);
+	free(kid);
+	return e;
+}
+
+static enum cs_err keyset_parse(const char *jwks_json, struct keyset **out)
+{
+	enum cs_err e = CS_EINVAL;
+	json_t *doc = NULL, *keys, *k;
+	struct keyset *ks = NULL;
+	size_t i;
+
+	if (jwks_json == NULL)
+		goto out;
+	doc = json_loads(jwks_json, JSON_REJECT_DUPLICATES, NULL);
+	keys = json_object_get(doc, "keys");
+	if (!json_is_object(doc) || !json_is_array(keys))
+		goto out;
+	e = CS_ENOMEM;
+	if ((ks = calloc(1, sizeof *ks)) == NULL)
+		goto out;
+	json_array_foreach(keys, i, k) {
+		bool ok = false;
+		if (i >= OIDC_MAX_JWKS_ENTRIES || ks->n >= OIDC_MAX_KEYS)
+			break;
+		if ((e = key_import(k, &ks->keys[ks->n], &ok)) != CS_OK)
+			goto out;
+		if (ok)
+			ks->n++;
+	}
+	e = CS_EINVAL;
+	if (ks->n == 0)
+		goto out;
+	ks->refs = 1;
+	*out = ks;
+	ks = NULL;
+	e = CS_OK;
+out:
+	keyset_free(ks);
+	json_decref(doc);
+	return e;
+}
+
+enum cs_err oidc_set_jwks(struct oidc_provider *p, const char *jwks_json)
+{
+	enum cs_err e;
+	struct keyset *ks = NULL;
+
+	if (p == NULL || jwks_json == NULL)
+		return CS_EINVAL;
+	/* Keys are imported once per JWKS, here, never per token.  A document
+	 * without a usable key leaves the current set in place. */
+	if ((e = keyset_parse(jwks_json, &ks)) != CS_OK)
+		return e;
+	pthread_mutex_lock(&p->mu);
+	struct keyset *old = p->keys;
+	p->keys = ks;
+	keyset_unref_locked(old);            /* freed now, or by its last reader */
+	pthread_mutex_unlock(&p->mu);
+	return CS_OK;
+}
+
+/* --- provider ----------------------------------------------------------- */
+
+enum cs_err oidc_provider_new(const char *issuer, int64_t clock_skew, struct oidc_provider **out)
+{
+	struct oidc_provider *p = NULL;
+
+	if (issuer == NULL || out == NULL || clock_skew < 0 || clock_skew > OIDC_MAX_SKEW ||
+	    !httpc_url_allowed(issuer))
+		return CS_EINVAL;
+	if ((p = calloc(1, sizeof *p)) == NULL)
+		return CS_ENOMEM;
+	if ((p->issuer = strdup(issuer)) == NULL) {
+		free(p);
+		return CS_ENOMEM;
+	}
+	p->skew = clock_skew;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_mutex_init(&p->discover_mu, NULL);
+	*out = p;
+	return CS_OK;
+}
+
+static void meta_free(struct oidc_meta *m)
+{
+	if (m == NULL)
+		return;
+	free(m->issuer);
+	free(m->authorization_endpoint);
+	free(m->token_endpoint);
+	free(m->jwks_uri);
+	free(m->end_session_endpoint);
+	free(m);
+}
+
+void oidc_provider_free(struct oidc_provider *p)
+{
+	if (p == NULL)
+		return;
+	/* No thread may still use p: its key set has no other reader left. */
+	keyset_free(p->keys);
+	meta_free(p->meta);
+	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->discover_mu);
+	free(p->issuer);
+	free(p);
+}
+
+const struct oidc_meta *oidc_meta(struct oidc_provider *p)
+{
+	if (p == NULL)
+		return NULL;
+	pthread_mutex_lock(&p->mu);
+	const struct oidc_meta *m = p->meta;
+	pthread_mutex_unlock(&p->mu);
+	return m;
+}
+
+/* Fetches the JWKS at uri into p.  Records the attempt time first, so that
+ * a failing fetch is rate-limited like a successful one. */
+static enum cs_err jwks_fetch(struct oidc_provider *p, const char *uri)
+{
+	enum cs_err e;
+	struct httpc_response res;
+
+	pthread_mutex_lock(&p->mu);
+	p->fetched_at = mono_now();
+	p->fetched = true;
+	pthread_mutex_unlock(&p->mu);
+	if ((e = httpc_get(uri, &res)) != CS_OK)
+		return e;
+	if (res.status != 200)
+		e = CS_EIO;
+	else
+		e = oidc_set_jwks(p, res.body.data);
+	httpc_response_clear(&res);
+	return e;
+}
+
+/* A copy of member name: required endpoints must be strings that pass
+ * httpc_url_allowed; an optional one may be absent (*out NULL). */
+static enum cs_err meta_url(json_t *doc, const char *name, bool required, char **out)
+{
+	json_t *v = json_object_get(doc, name);
+	*out = NULL;
+	if (v == NULL && !required)
+		return CS_OK;
+	const char *s = jstr(v);
+	/* SECURITY: every endpoint is https (or http on loopback), no userinfo. */
+	if (s == NULL || !httpc_url_allowed(s))
+		return CS_EINVAL;
+	return (*out = strdup(s)) != NULL ? CS_OK : CS_ENOMEM;
+}
+
+static bool array_has(json_t *a, const char *s)
+{
+	size_t i;
+	json_t *v;
+	if (!json_is_array(a))
+		return false;
+	json_array_foreach(a, i, v)
+		if (jstr_eq(v, s))
+			return true;
+	return false;
+}
+
+enum cs_err oidc_discover(struct oidc_provider *p)
+{
+	enum cs_err e = CS_ENOMEM;
+	struct buf url;
+	struct httpc_response res;
+	json_t *doc = NULL;
+	struct oidc_meta *m = NULL;
+	size_t ilen;
+
+	if (p == NULL)
+		return CS_EINVAL;
+	buf_init(&url, 4096);
+	res.status = 0;
+	buf_init(&res.body, HTTPC_MAX_RESPONSE);
+	res.content_type = NULL;
+	pthread_mutex_lock(&p->discover_mu);
+	if (oidc_meta(p) != NULL) {           /* done before: the metadata never changes */
+		e = CS_OK;
+		goto out;
+	}
+	/* OIDC Discovery §4: the issuer without a trailing '/' + the well-known path. */
+	ilen = strlen(p->issuer);
+	if (ilen > 0 && p->issuer[ilen - 1] == '/')
+		ilen--;
+	if ((e = buf_append(&url, p->issuer, ilen)) != CS_OK ||
+	    (e = buf_puts(&url, OIDC_WELL_KNOWN)) != CS_OK)
+		goto out;
+	if ((e = httpc_get(url.data, &res)) != CS_OK)
+		goto out;
+	e = CS_EIO;
+	if (res.status != 200)
+		goto out;
+	e = CS_EINVAL;
+	doc = json_loads(res.body.data, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(doc))
+		goto out;
+	/* SECURITY: the document must name exactly the issuer we were configured
+	 * with (OIDC Discovery §4.3): no trailing-slash or case games. */
+	if (!jstr_eq(json_object_get(doc, "issuer"), p->issuer))
+		goto out;
+	e = CS_ENOMEM;
+	if ((m = calloc(1, sizeof *m)) == NULL || (m->issuer = strdup(p->issuer)) == NULL)
+		goto out;
+	if ((e = meta_url(doc, "authorization_endpoint", true, &m->authorization_endpoint)) != CS_OK ||
+	    (e = meta_url(doc, "token_endpoint", true, &m->token_endpoint)) != CS_OK ||
+	    (e = meta_url(doc, "jwks_uri", true, &m->jwks_uri)) != CS_OK ||
+	    (e = meta_url(doc, "end_session_endpoint", false, &m->end_session_endpoint)) != CS_OK)
+		goto out;
+	m->iss_parameter_supported =
+	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
+	m->public_subjects = array_has(json_object_get(doc, "subject_types_supported"), "public");
+	m->s256_supported = array_has(json_object_get(doc, "code_challenge_methods_supported"), "S256");
+	if ((e = jwks_fetch(p, m->jwks_uri)) != CS_OK)
+		goto out;
+	pthread_mutex_lock(&p->mu);
+	p->meta = m;
+	m = NULL;
+	pthread_mutex_unlock(&p->mu);
+	e = CS_OK;
+out:
+	pthread_mutex_unlock(&p->discover_mu);
+	meta_free(m);
+	json_decref(doc);
+	httpc_response_clear(&res);
+	buf_clear(&url);
+	return e;
+}
+
+/* --- validation --------------------------------------------------------- */
+
+static bool b64u_char(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* A time claim: an integer, or a finite real, in [0, OIDC_MAX_TIME].
+ * CS_ENOENT when absent, CS_EINVAL when present but not a sane time. */
+static enum cs_err time_claim(json_t *c, const char *name, int64_t *out)
+{
+	json_t *v = json_object_get(c, name);
+	if (v == NULL)
+		return CS_ENOENT;
+	if (json_is_integer(v)) {
+		json_int_t t = json_integer_value(v);
+		if (t < 0 || t > OIDC_MAX_TIME)
+			return CS_EINVAL;
+		*out = (int64_t)t;
+		return CS_OK;
+	}
+	if (json_is_real(v)) {
+		double d = json_real_value(v);
+		if (!isfinite(d) || d < 0.0 || d > (double)OIDC_MAX_TIME)
+			return CS_EINVAL;
+		*out = (int64_t)d;          /* d >= 0: truncation is floor */
+		return CS_OK;
+	}
+	return CS_EINVAL;
+}
+
+/* The first key named kid that fits alg, or with *kid_seen set when the kid
+ * exists but no key of that kid may be used with alg. */
+static const struct oidc_key *key_find(const struct keyset *ks, const char *kid, int alg,
+    bool *kid_seen)
+{
+	*kid_seen = false;
+	if (ks == NULL)
+		return NULL;
+	for (size_t i = 0; i < ks->n; i++) {
+		const struct oidc_key *k = &ks->keys[i];
+		if (strcmp(k->kid, kid) != 0)
+			continue;
+		*kid_seen = true;
+		/* SECURITY: the algorithm must fit the key's type and the key's own alg. */
+		if (algs[alg].kind == k->kind && (k->alg < 0 || k->alg == alg))
+			return k;
+	}
+	return NULL;
+}
+
+/* Decodes and pins the protected header: JSON object, alg in the allowlist,
+ * a kid, no crit, not a logout token. */
+static enum cs_err header_parse(const char *b64, size_t len, int *alg, json_t **hdr,
+    const char **why)
+{
+	enum cs_err e = CS_EINVAL;
+	uint8_t *raw = NULL;
+	size_t raw_len = 0;
+	json_t *h = NULL;
+
+	*why = "malformed header";
+	if (len > OIDC_MAX_HEADER_B64)
+		goto out;
+	if (!cjose_base64url_decode(b64, len, &raw, &raw_len, NULL))
+		goto out;
+	h = json_loadb((const char *)raw, raw_len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(h))
+		goto out;
+	const char *a = jstr(json_object_get(h, "alg"));
+	/* SECURITY: the algorithm comes from our allowlist, never the token on
+	 * trust: "none", HS256 with a public key as secret and the rest fail here. */
+	*why = "algorithm not allowed";
+	if (a == NULL || (*alg = alg_lookup(a)) < 0)
+		goto out;
+	json_t *typ = json_object_get(h, "typ");
+	/* SECURITY: a logout token (RFC 8417 / OIDC Back-Channel Logout) signed by
+	 * the same provider is never an ID or subject token. */
+	*why = "token type not allowed";
+	if (typ != NULL && (jstr(typ) == NULL || jstr_eq(typ, "logout+jwt") ||
+	    jstr_eq(typ, "secevent+jwt")))
+		goto out;
+	*hdr = h;
+	h = NULL;
+	e = CS_OK;
+out:
+	json_decref(h);
+	cjose_free(raw);
+	return e;
+}
+
+static bool aud_accepted(const json_t *v, const struct oidc_expect *exp)
+{
+	for (size_t i = 0; i < exp->naudiences; i++)
+		if (exp->audiences[i] != NULL && jstr_eq(v, exp->audiences[i]))
+			return true;
+	return false;
+}
+
+/* The claim checks, in the order the ID token rules list them. */
+static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
+    const struct oidc_expect *exp, const char **why)
+{
+	int64_t t = 0, now = exp->now, skew = p->skew;
+	enum cs_err te;
+
+	/* SECURITY: iss is exactly the configured issuer. */
+	*why = "issuer mismatch";
+	if (!jstr_eq(json_object_get(c, "iss"), p->issuer))
+		return CS_EINVAL;
+
+	/* SECURITY: aud holds an accepted audience. */
+	json_t *aud = json_object_get(c, "aud");
+	bool ok = false;
+	size_t naud = 1;
+	*why = "audience not accepted";
+	if (json_is_string(aud)) {
+		ok = aud_accepted(aud, exp);
+	} else if (json_is_array(aud) && json_array_size(aud) > 0) {
+		size_t i;
+		json_t *v;
+		naud = json_array_size(aud);
+		json_array_foreach(aud, i, v) {
+			if (!json_is_string(v))
+				return CS_EINVAL;
+			if (aud_accepted(v, exp))
+				ok = true;
+		}
+	}
+	if (!ok)
+		return CS_EINVAL;
+
+	/* SECURITY: azp (OIDC Core §3.1.3.7): required with several audiences,
+	 * and when present it names us. */
+	json_t *azp = json_object_get(c, "azp");
+	*why = "azp mismatch";
+	if (azp != NULL && !json_is_string(azp))
+		return CS_EINVAL;
+	if (exp->client_id != NULL) {
+		if (naud > 1 && azp == NULL)
+			return CS_EINVAL;
+		if (azp != NULL && !jstr_eq(azp, exp->client_id))
+			return CS_EINVAL;
+	}
+
+	*why = "missing or bad exp";
+	if (time_claim(c, "exp", &t) != CS_OK)
+		return CS_EINVAL;
+	*why = "token expired";
+	if (now >= t + skew)
+		return CS_EINVAL;
+
+	te = time_claim(c, "nbf", &t);
+	*why = "bad nbf";
+	if (te == CS_EINVAL)
+		return CS_EINVAL;
+	*why = "token not yet valid";
+	if (te == CS_OK && t > now + skew)
+		return CS_EINVAL;
+
+	*why = "missing or bad iat";
+	if (time_claim(c, "iat", &t) != CS_OK)
+		return CS_EINVAL;
+	*why = "token issued in the future";
+	if (t > now + skew)
+		return CS_EINVAL;
+
+	if (exp->nonce != NULL) {
+		json_t *n = json_object_get(c, "nonce");
+		size_t want = strlen(exp->nonce);
+		/* SECURITY: the nonce bound to the browser, compared in constant time. */
+		*why = "nonce mismatch";
+		if (!json_is_string(n) || json_string_length(n) != want ||
+		    CRYPTO_memcmp(json_string_value(n), exp->nonce, want) != 0)
+			return CS_EINVAL;
+	}
+
+	if (exp->max_age >= 0 || exp->require_auth_time) {
+		*why = "missing or bad auth_time";
+		if (time_claim(c, "auth_time", &t) != CS_OK)
+			return CS_EINVAL;
+		*why = "auth_time in the future";
+		if (t > now + skew)
+			return CS_EINVAL;
+		/* now - t is in [-skew, OIDC_MAX_TIME]: no overflow below. */
+		*why = "authentication too old";
+		if (exp->max_age >= 0 && now - t - skew > exp->max_age)
+			return CS_EINVAL;
+	}
+
+	/* SECURITY: a logout token carries `events`; it is not a login. */
+	*why = "token type not allowed";
+	if (json_object_get(c, "events") != NULL)
+		return CS_EINVAL;
+	return CS_OK;
+}
+
+enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
+    const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen)
+{
+	enum cs_err e = CS_EINVAL;
+	const char *reason = "bad arguments";
+	size_t len, dots[2] = { 0, 0 }, nd = 0;
+	int alg = -1;
+	json_t *hdr = NULL, *c = NULL;
+	struct keyset *ks = NULL;
+	const struct oidc_key *key = NULL;
+	cjose_jws_t *jws = NULL;
+	uint8_t *pt = NULL;
+	size_t pt_len = 0;
+	bool kid_seen = false;
+
+	set_why(why, whylen, "");
+	if (p == NULL || jwt == NULL || exp == NULL || claims == NULL)
+		goto out;
+	reason = "bad clock";
+	if (exp->now < 0 || exp->now > OIDC_MAX_TIME)
+		goto out;
+
+	/* SECURITY: the shape, before any decoding: a length cap, three
+	 * non-empty segments of base64url characters. */
+	len = strnlen(jwt, OIDC_MAX_JWT + 1);
+	reason = "token too long";
+	if (len > OIDC_MAX_JWT)
+		goto out;
+	reason = "malformed token";
+	for (size_t i = 0; i < len; i++) {
+		if (jwt[i] == '.') {
+			if (nd == 2)
+				goto out;
+			dots[nd++] = i;
+		} else if (!b64u_char((unsigned char)jwt[i])) {
+			goto out;
+		}
+	}
+	if (nd != 2 || dots[0] == 0 || dots[1] == dots[0] + 1 || dots[1] + 1 == len)
+		goto out;
+
+	if ((e = header_parse(jwt, dots[0], &alg, &hdr, &reason)) != CS_OK)
+		goto out;
+	e = CS_EINVAL;
+	reason = "missing kid";
+	const char *kid = jstr(json_object_get(hdr, "kid"));
+	if (kid == NULL || kid[0] == '\0' || strlen(kid) > OIDC_MAX_KID)
+		goto out;
+
+	e = CS_ECRYPTO;
+	ks = keyset_get(p);
+	key = key_find(ks, kid, alg, &kid_seen);
+	if (key == NULL && !kid_seen) {
+		/* An unknown kid may be a rotation: refetch the JWKS, at most once a
+		 * minute, and only for a discovered provider. */
+		const char *uri = NULL;
+		pthread_mutex_lock(&p->mu);
+		int64_t m = mono_now();
+		if (p->meta != NULL && (!p->fetched || m - p->fetched_at >= OIDC_REFETCH_EVERY))
+			uri = p->meta->jwks_uri;   /* immutable once set */
+		pthread_mutex_unlock(&p->mu);
+		if (uri != NULL && jwks_fetch(p, uri) == CS_OK) {
+			keyset_put(p, ks);
+			ks = keyset_get(p);
+			key = key_find(ks, kid, alg, &kid_seen);
+		}
+	}
+	reason = "unknown kid";
+	if (key == NULL && !kid_seen)
+		goto out;
+	reason = "algorithm does not fit the key";
+	if (key == NULL)
+		goto out;
+	e = CS_EINVAL;
+	/* SECURITY: no critical extension is understood here, so none is accepted. */
+	reason = "crit header";
+	if (json_object_get(hdr, "crit") != NULL)
+		goto out;
+	reason = "malformed signature";
+	if (alg == ALG_ES256 && len - dots[1] - 1 != OIDC_ES256_SIG_B64U)
+		goto out;
+	reason = "malformed token";
+	if ((jws = cjose_jws_import(jwt, len, NULL)) == NULL)
+		goto out;
+	/* Defence in depth: cjose's reading of the header agrees with ours. */
+	const char *calg = cjose_header_get(cjose_jws_get_protected(jws), CJOSE_HDR_ALG, NULL);
+	if (calg == NULL || strcmp(calg, algs[alg].name) != 0)
+		goto out;
+	e = CS_ECRYPTO;
+	reason = "bad signature";
+	if (!cjose_jws_verify(jws, key->jwk, NULL))
+		goto out;
+	e = CS_EINVAL;
+	reason = "malformed payload";
+	if (!cjose_jws_get_plaintext(jws, &pt, &pt_len, NULL) || pt == NULL)
+		goto out;
+	c = json_loadb((const char *)pt, pt_len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(c))
+		goto out;
+	if ((e = claims_check(p, c, exp, &reason)) != CS_OK)
+		goto out;
+	*claims = c;
+	c = NULL;
+	reason = "";
+	e = CS_OK;
+out:
+	if (e != CS_OK)
+		set_why(why, whylen, reason);
+	json_decref(c);
+	json_decref(hdr);
+	cjose_jws_release(jws);
+	keyset_put(p, ks);
+	return e;
+}
+
+/* --- code exchange ------------------------------------------------------- */
+
+static enum cs_err form_add(struct buf *b, const char *name, const char *value)
+{
+	enum cs_err e;
+	char *v = NULL;
+	if ((e = pct_encode(value, &v)) != CS_OK)
+		return e;
+	if (b->len > 0)
+		e = buf_puts(b, "&");
+	if (e == CS_OK)
+		e = buf_printf(b, "%s=%s", name, v);
+	OPENSSL_cleanse(v, strlen(v));        /* codes, verifiers and secrets */
+	free(v);
+	return e;
+}
+
+/* Wipes every string member of a token response before it is freed. */
+static void json_wipe_strings(json_t *o)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(o, k, v)
+		if (json_is_string(v))
+			OPENSSL_cleanse((char *)json_string_value(v), json_string_length(v));
+}
+
+enum cs_err oidc_exchange_code(struct oidc_provider *p, const char *client_id,
+    const char *client_secret, enum oidc_auth auth, const char *code,
+    const char *redirect_uri, const char *code_verifier, char **id_token)
+{
+	enum cs_err e = CS_EINVAL;
+	const struct oidc_meta *m;
+	struct buf body;
+	struct httpc_response res;
+	json_t *doc = NULL;
+	char *tok = NULL;
+
+	res.status = 0;
+	buf_init(&res.body, HTTPC_MAX_RESPONSE);
+	res.content_type = NULL;
+	buf_init(&body, OIDC_MAX_FORM);
+	if (p == NULL || client_id == NULL || client_secret == NULL || code == NULL ||
+	    redirect_uri == NULL || code_verifier == NULL || id_token == NULL ||
+	    (auth != OIDC_AUTH_BASIC && auth != OIDC_AUTH_POST))
+		goto out;
+	if ((m = oidc_meta(p)) == NULL)
+		goto out;
+	if ((e = form_add(&body, "grant_type", "authorization_code")) != CS_OK ||
+	    (e = form_add(&body, "code", code)) != CS_OK ||
+	    (e = form_add(&body, "redirect_uri", redirect_uri)) != CS_OK ||
+	    (e = form_add(&body, "code_verifier", code_verifier)) != CS_OK)
+		goto out;
+	if (auth == OIDC_AUTH_POST &&
+	    ((e = form_add(&body, "client_id", client_id)) != CS_OK ||
+	    (e = form_add(&body, "client_secret", client_secret)) != CS_OK))
+		goto out;
+	e = httpc_post_form(m->token_endpoint, body.data,
+	    auth == OIDC_AUTH_BASIC ? client_id : NULL,
+	    auth == OIDC_AUTH_BASIC ? client_secret : NULL, &res);
+	if (e != CS_OK)
+		goto out;
+	if (res.status == 400 || res.status == 401) {
+		e = CS_EPERM;                     /* invalid_grant, invalid_client ... */
+		goto out;
+	}
+	e = CS_EIO;
+	if (res.status != 200)
+		goto out;
+	e = CS_EINVAL;
+	doc = json_loads(res.body.data, JSON_REJECT_DUPLICATES, NULL);
+	const char *it = jstr(json_object_get(doc, "id_token"));
+	if (!json_is_object(doc) || it == NULL || it[0] == '\0')
+		goto out;
+	e = CS_ENOMEM;
+	if ((tok = strdup(it)) == NULL)
+		goto out;
+	*id_token = tok;
+	e = CS_OK;
+out:
+	/* SECURITY: the request (code, verifier, maybe the secret) and the
+	 * response (tokens) are wiped. */
+	if (json_is_object(doc))
+		json_wipe_strings(doc);
+	json_decref(doc);
+	httpc_response_clear(&res);
+	buf_wipe_clear(&body);
+	return e;
+}

@@ -1,0 +1,994 @@
+/* test_oidc.c -- upstream ID/subject token validation against a JWKS built here
+ * (RSA-2048 and P-256 keys made with OpenSSL, tokens signed by hand), with the
+ * attacker's tokens first-class; the outbound URL policy of httpc. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+
+#include "testutil.h"
+#include "httpc.h"
+#include "oidc.h"
+
+#define NOW     1700000000
+#define ISSUER  "https://idp.test"
+#define CLIENT  "consentd"
+#define NONCE   "n-0S6_WzA2Mj"
+#define SKEW    60
+
+/* For setup code that runs outside a test, where ck_assert may not be used. */
+#define must(x) do { if (!(x)) { fprintf(stderr, "test_oidc setup: %s\n", #x); abort(); } } while (0)
+
+static EVP_PKEY *rsa_key, *ec_key;
+static char *rsa_jwk;          /* public JWK JSON of rsa_key, kid rsa1 */
+static char *rsa_pem;          /* its SubjectPublicKeyInfo PEM */
+static char *jwks;             /* the provider's JWKS document */
+
+/* --- helpers (independent of the code under test) ----------------------- */
+
+static char *b64u(const void *p, size_t n)
+{
+	size_t cap = 4 * ((n + 2) / 3) + 1;
+	char *s = malloc(cap);
+	must(s != NULL);
+	EVP_EncodeBlock((unsigned char *)s, p, (int)n);
+	size_t len = strlen(s);
+	while (len > 0 && s[len - 1] == '=')
+		s[--len] = '\0';
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '+')
+			s[i] = '-';
+		else if (s[i] == '/')
+			s[i] = '_';
+	}
+	return s;
+}
+
+static char *b64u_str(const char *s)
+{
+	return b64u(s, strlen(s));
+}
+
+static char *join3(const char *a, const char *b, const char *c)
+{
+	size_t n = strlen(a) + strlen(b) + strlen(c) + 3;
+	char *r = malloc(n);
+	must(r != NULL);
+	snprintf(r, n, "%s.%s.%s", a, b, c);
+	return r;
+}
+
+static char *bn_b64u(EVP_PKEY *k, const char *param, size_t pad)
+{
+	BIGNUM *bn = NULL;
+	unsigned char buf[1024];
+	must(EVP_PKEY_get_bn_param(k, param, &bn) == 1);
+	int n = pad ? BN_bn2binpad(bn, buf, (int)pad) : BN_bn2bin(bn, buf);
+	must(n > 0);
+	BN_free(bn);
+	return b64u(buf, (size_t)n);
+}
+
+static char *rsa_public_jwk(EVP_PKEY *k, const char *kid, const char *extra)
+{
+	char *n = bn_b64u(k, OSSL_PKEY_PARAM_RSA_N, 0), *e = bn_b64u(k, OSSL_PKEY_PARAM_RSA_E, 0);
+	size_t cap = strlen(n) + strlen(e) + strlen(kid) + strlen(extra) + 128;
+	char *s = malloc(cap);
+	must(s != NULL);
+	snprintf(s, cap, "{\"kty\":\"RSA\",\"kid\":\"%s\",\"n\":\"%s\",\"e\":\"%s\"%s}",
+	    kid, n, e, extra);
+	free(n);
+	free(e);
+	return s;
+}
+
+static char *ec_public_jwk(EVP_PKEY *k, const char *kid, const char *extra)
+{
+	char *x = bn_b64u(k, OSSL_PKEY_PARAM_EC_PUB_X, 32), *y = bn_b64u(k, OSSL_PKEY_PARAM_EC_PUB_Y, 32);
+	size_t cap = strlen(x) + strlen(y) + strlen(kid) + strlen(extra) + 128;
+	char *s = malloc(cap);
+	must(s != NULL);
+	snprintf(s, cap, "{\"kty\":\"EC\",\"crv\":\"P-256\",\"kid\":\"%s\",\"x\":\"%s\",\"y\":\"%s\"%s}",
+	    kid, x, y, extra);
+	free(x);
+	free(y);
+	return s;
+}
+
+/* The JWS signature of input with alg (RS256, PS256, ES256) and key, base64url. */
+static char *sign_b64u(const char *alg, EVP_PKEY *k, const char *input)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	EVP_PKEY_CTX *pctx = NULL;
+	unsigned char sig[1024];
+	size_t siglen = sizeof sig;
+	char *out;
+	ck_assert_ptr_nonnull(ctx);
+	ck_assert_int_eq(EVP_DigestSignInit(ctx, &pctx, EVP_sha256(), NULL, k), 1);
+	if (strcmp(alg, "PS256") == 0) {
+		ck_assert_int_eq(EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING), 1);
+		ck_assert_int_eq(EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST), 1);
+	}
+	ck_assert_int_eq(EVP_DigestSign(ctx, sig, &siglen, (const unsigned char *)input,
+	    strlen(input)), 1);
+	EVP_MD_CTX_free(ctx);
+	if (strcmp(alg, "ES256") == 0) {
+		/* DER ECDSA-Sig-Value -> R || S, 32 bytes each (RFC 7518 §3.4). */
+		const unsigned char *p = sig;
+		ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &p, (long)siglen);
+		unsigned char rs[64];
+		ck_assert_ptr_nonnull(es);
+		ck_assert_int_eq(BN_bn2binpad(ECDSA_SIG_get0_r(es), rs, 32), 32);
+		ck_assert_int_eq(BN_bn2binpad(ECDSA_SIG_get0_s(es), rs + 32, 32), 32);
+		ECDSA_SIG_free(es);
+		return b64u(rs, sizeof rs);
+	}
+	out = b64u(sig, siglen);
+	return out;
+}
+
+/* A compact JWS of header and payload (JSON texts) signed with alg and k. */
+static char *make_jws(const char *header, const char *payload, const char *alg, EVP_PKEY *k)
+{
+	char *h = b64u_str(header), *p = b64u_str(payload);
+	size_t n = strlen(h) + strlen(p) + 2;
+	char *input = malloc(n);
+	ck_assert_ptr_nonnull(input);
+	snprintf(input, n, "%s.%s", h, p);
+	char *s = sign_b64u(alg, k, input);
+	char *tok = join3(h, p, s);
+	free(h);
+	free(p);
+	free(s);
+	free(input);
+	return tok;
+}
+
+/* The default ID token claims; tests change them. */
+static json_t *claims_default(void)
+{
+	json_t *c = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:I, s:s}",
+	    "iss", ISSUER, "sub", "alice", "aud", CLIENT, "exp", (json_int_t)(NOW + 300),
+	    "iat", (json_int_t)(NOW - 10), "nonce", NONCE, "auth_time", (json_int_t)(NOW - 20),
+	    "name", "Alice");
+	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
+/* A token of claims (stolen reference) with a standard header. */
+static char *token_with(const char *alg, const char *kid, json_t *claims)
+{
+	char header[256];
+	char *payload = json_dumps(claims, JSON_COMPACT);
+	ck_assert_ptr_nonnull(payload);
+	snprintf(header, sizeof header, "{\"alg\":\"%s\",\"kid\":\"%s\",\"typ\":\"JWT\"}", alg, kid);
+	char *t = make_jws(header, payload, alg, strcmp(alg, "ES256") == 0 ? ec_key : rsa_key);
+	free(payload);
+	json_decref(claims);
+	return t;
+}
+
+static char *token(const char *alg, const char *kid)
+{
+	return token_with(alg, kid, claims_default());
+}
+
+static const char *auds[] = { CLIENT };
+
+static struct oidc_expect expect_default(void)
+{
+	struct oidc_expect ex;
+	memset(&ex, 0, sizeof ex);
+	ex.audiences = auds;
+	ex.naudiences = 1;
+	ex.client_id = CLIENT;
+	ex.nonce = NONCE;
+	ex.now = NOW;
+	ex.max_age = -1;
+	return ex;
+}
+
+static struct oidc_provider *provider(void)
+{
+	struct oidc_provider *p = NULL;
+	ck_assert_int_eq(oidc_provider_new(ISSUER, SKEW, &p), CS_OK);
+	ck_assert_int_eq(oidc_set_jwks(p, jwks), CS_OK);
+	return p;
+}
+
+/* Validates t (freed) with ex; returns the result, checks the out-parameter
+ * contract and that the reason never echoes token content. */
+static enum cs_err check_ex(const char *t, const struct oidc_expect *ex)
+{
+	struct oidc_provider *p = provider();
+	json_t *claims = NULL;
+	char why[128];
+	enum cs_err e = oidc_validate(p, t, ex, &claims, why, sizeof why);
+	if (getenv("TEST_OIDC_WHY") != NULL)
+		fprintf(stderr, "%s: %d %s\n", tcase_name(), (int)e, why);
+	if (e == CS_OK) {
+		ck_assert_ptr_nonnull(claims);
+		ck_assert(json_is_object(claims));
+		ck_assert_str_eq(why, "");
+	} else {
+		ck_assert_ptr_null(claims);
+		ck_assert_int_gt((int)strlen(why), 0);
+		ck_assert_ptr_null(strstr(why, "alice"));
+		ck_assert_ptr_null(strstr(why, "evil"));
+		ck_assert_ptr_null(strstr(why, "eyJ"));
+	}
+	json_decref(claims);
+	oidc_provider_free(p);
+	return e;
+}
+
+static enum cs_err check(char *t)
+{
+	struct oidc_expect ex = expect_default();
+	enum cs_err e = check_ex(t, &ex);
+	free(t);
+	return e;
+}
+
+static enum cs_err check_claims(json_t *c)
+{
+	return check(token_with("RS256", "rsa1", c));
+}
+
+/* --- valid tokens ------------------------------------------------------- */
+
+START_TEST(test_oidc_validate_valid_rs256)
+{
+	struct oidc_provider *p = provider();
+	struct oidc_expect ex = expect_default();
+	json_t *claims = NULL;
+	char why[128];
+	char *t = token("RS256", "rsa1");
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &claims, why, sizeof why), CS_OK);
+	ck_assert_str_eq(json_string_value(json_object_get(claims, "sub")), "alice");
+	json_decref(claims);
+	free(t);
+	oidc_provider_free(p);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_valid_ps256_es256)
+{
+	ck_assert_int_eq(check(token("PS256", "rsa1")), CS_OK);
+	ck_assert_int_eq(check(token("ES256", "ec1")), CS_OK);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_subject_token_rules)
+{
+	/* A subject token: no client id, no nonce; aud array without azp is fine. */
+	struct oidc_expect ex = expect_default();
+	const char *sa[] = { "other", "gateway-app" };
+	ex.client_id = NULL;
+	ex.nonce = NULL;
+	ex.audiences = sa;
+	ex.naudiences = 2;
+	json_t *c = claims_default();
+	json_object_del(c, "nonce");
+	json_object_set_new(c, "aud", json_pack("[s,s]", "gateway-app", "api"));
+	char *t = token_with("ES256", "ec1", c);
+	ck_assert_int_eq(check_ex(t, &ex), CS_OK);
+	free(t);
+	/* ...and not when none of the accepted audiences is there. */
+	ex.naudiences = 1;
+	c = claims_default();
+	json_object_set_new(c, "aud", json_pack("[s,s]", "gateway-app", "api"));
+	t = token_with("ES256", "ec1", c);
+	ck_assert_int_ne(check_ex(t, &ex), CS_OK);
+	free(t);
+}
+END_TEST
+
+/* --- algorithm attacks -------------------------------------------------- */
+
+START_TEST(test_oidc_validate_alg_none)
+{
+	char *p = NULL, *h = b64u_str("{\"alg\":\"none\",\"kid\":\"rsa1\",\"typ\":\"JWT\"}");
+	json_t *c = claims_default();
+	char *pl = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	p = b64u_str(pl);
+	ck_assert_int_ne(check(join3(h, p, "")), CS_OK);       /* empty signature */
+	ck_assert_int_ne(check(join3(h, p, "AAAA")), CS_OK);   /* some signature */
+	/* "None", "NONE": no case games either. */
+	free(h);
+	h = b64u_str("{\"alg\":\"None\",\"kid\":\"rsa1\"}");
+	ck_assert_int_ne(check(join3(h, p, "AAAA")), CS_OK);
+	free(h);
+	free(p);
+	free(pl);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_hs256_with_public_key)
+{
+	const char *secrets[] = { rsa_jwk, rsa_pem, jwks };
+	const char *hdr = "{\"alg\":\"HS256\",\"kid\":\"rsa1\",\"typ\":\"JWT\"}";
+	json_t *c = claims_default();
+	char *pl = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	char *h = b64u_str(hdr), *p = b64u_str(pl);
+	size_t n = strlen(h) + strlen(p) + 2;
+	char *input = malloc(n);
+	ck_assert_ptr_nonnull(input);
+	snprintf(input, n, "%s.%s", h, p);
+	for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned int mdlen = 0;
+		ck_assert_ptr_nonnull(HMAC(EVP_sha256(), secrets[i], (int)strlen(secrets[i]),
+		    (const unsigned char *)input, strlen(input), md, &mdlen));
+		char *s = b64u(md, mdlen);
+		ck_assert_int_ne(check(join3(h, p, s)), CS_OK);
+		free(s);
+	}
+	free(input);
+	free(h);
+	free(p);
+	free(pl);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_alg_key_mismatch)
+{
+	/* ES256 naming the RSA kid, RS256/PS256 naming the EC kid. */
+	char *pl = NULL;
+	json_t *c = claims_default();
+	pl = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"ES256\",\"kid\":\"rsa1\"}", pl, "ES256", ec_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"ec1\"}", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"PS256\",\"kid\":\"ec1\"}", pl, "PS256", rsa_key)), CS_OK);
+	/* A key whose JWK says alg RS256 is not used for PS256. */
+	ck_assert_int_eq(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa-rs\"}", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"PS256\",\"kid\":\"rsa-rs\"}", pl, "PS256", rsa_key)), CS_OK);
+	/* Algorithms outside the allowlist, even with a matching key. */
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS384\",\"kid\":\"rsa1\"}", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"ES384\",\"kid\":\"ec1\"}", pl, "ES256", ec_key)), CS_OK);
+	free(pl);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_unknown_kid)
+{
+	ck_assert_int_ne(check(token("RS256", "nope")), CS_OK);
+	/* Skipped JWKS entries are unknown: private, enc, oct, small RSA. */
+	ck_assert_int_ne(check(token("RS256", "priv")), CS_OK);
+	ck_assert_int_ne(check(token("RS256", "enc1")), CS_OK);
+	ck_assert_int_ne(check(token("RS256", "small")), CS_OK);
+	/* No kid at all. */
+	json_t *c = claims_default();
+	char *pl = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\"}", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"\"}", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\",\"kid\":7}", pl, "RS256", rsa_key)), CS_OK);
+	free(pl);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_no_keys_no_discovery)
+{
+	struct oidc_provider *p = NULL;
+	struct oidc_expect ex = expect_default();
+	json_t *claims = NULL;
+	char why[64];
+	char *t = token("RS256", "rsa1");
+	ck_assert_int_eq(oidc_provider_new(ISSUER, SKEW, &p), CS_OK);
+	ck_assert_ptr_null(oidc_meta(p));
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &claims, why, sizeof why), CS_OK);
+	ck_assert_str_eq(why, "unknown kid");
+	ck_assert_ptr_null(claims);
+	free(t);
+	oidc_provider_free(p);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_tampered)
+{
+	char *t = token("RS256", "rsa1");
+	json_t *c = claims_default();
+	json_object_set_new(c, "sub", json_string("mallory"));
+	char *other = token_with("RS256", "rsa1", c);
+	/* Payload of one token with the signature of the other. */
+	char *d1 = strchr(t, '.'), *d2 = strrchr(t, '.');
+	char *o1 = strchr(other, '.'), *o2 = strrchr(other, '.');
+	size_t n = strlen(t) + strlen(other) + 1;
+	char *mix = malloc(n);
+	ck_assert_ptr_nonnull(mix);
+	snprintf(mix, n, "%.*s%.*s%s", (int)(d1 - t), t, (int)(o2 - o1), o1, d2);
+	ck_assert_int_ne(check(mix), CS_OK);
+	/* A flipped signature character (in the middle: no padding-bit games). */
+	char *t2 = strdup(t);
+	ck_assert_ptr_nonnull(t2);
+	size_t mid = (size_t)(d2 - t) + 20;
+	t2[mid] = t2[mid] == 'A' ? 'B' : 'A';
+	ck_assert_int_ne(check(t2), CS_OK);
+	/* Same for ES256. */
+	char *e = token("ES256", "ec1");
+	d2 = strrchr(e, '.');
+	mid = (size_t)(d2 - e) + 20;
+	e[mid] = e[mid] == 'A' ? 'B' : 'A';
+	ck_assert_int_ne(check(e), CS_OK);
+	/* A truncated ES256 signature. */
+	e = token("ES256", "ec1");
+	e[strlen(e) - 4] = '\0';
+	ck_assert_int_ne(check(e), CS_OK);
+	free(t);
+	free(other);
+}
+END_TEST
+
+/* --- claims ------------------------------------------------------------- */
+
+START_TEST(test_oidc_validate_iss)
+{
+	json_t *c = claims_default();
+	json_object_set_new(c, "iss", json_string("https://evil.test"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "iss", json_string(ISSUER "/"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "iss", json_string("HTTPS://IDP.TEST"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_del(c, "iss");
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "iss", json_pack("[s]", ISSUER));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_aud_azp)
+{
+	json_t *c = claims_default();
+	json_object_set_new(c, "aud", json_string("evil-client"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_del(c, "aud");
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "aud", json_array());
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "aud", json_pack("[s,i]", CLIENT, 5));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	/* A single-element array is fine. */
+	c = claims_default();
+	json_object_set_new(c, "aud", json_pack("[s]", CLIENT));
+	ck_assert_int_eq(check_claims(c), CS_OK);
+	/* Several audiences need azp... */
+	c = claims_default();
+	json_object_set_new(c, "aud", json_pack("[s,s]", CLIENT, "other"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	/* ...naming us. */
+	c = claims_default();
+	json_object_set_new(c, "aud", json_pack("[s,s]", CLIENT, "other"));
+	json_object_set_new(c, "azp", json_string(CLIENT));
+	ck_assert_int_eq(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "aud", json_pack("[s,s]", CLIENT, "other"));
+	json_object_set_new(c, "azp", json_string("other"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	/* azp present with one audience: must still be us. */
+	c = claims_default();
+	json_object_set_new(c, "azp", json_string("evil-client"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "azp", json_integer(1));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_exp)
+{
+	json_t *c = claims_default();
+	json_object_set_new(c, "exp", json_integer(NOW - SKEW - 1));     /* beyond the skew */
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "exp", json_integer(NOW - SKEW));         /* boundary: expired */
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "exp", json_integer(NOW - SKEW / 2));     /* within the skew */
+	ck_assert_int_eq(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_del(c, "exp");
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "exp", json_string("9999999999"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "exp", json_real(1e300));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "exp", json_integer(INT64_MAX));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "exp", json_real(NOW + 300.5));           /* a real is fine */
+	ck_assert_int_eq(check_claims(c), CS_OK);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_nbf_iat)
+{
+	json_t *c = claims_default();
+	json_object_set_new(c, "nbf", json_integer(NOW + 120));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "nbf", json_integer(NOW + 30));
+	ck_assert_int_eq(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "nbf", json_integer(-5));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "iat", json_integer(NOW + 120));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_del(c, "iat");
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "iat", json_integer(-1));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "iat", json_true());
+	ck_assert_int_ne(check_claims(c), CS_OK);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_nonce)
+{
+	json_t *c = claims_default();
+	json_object_del(c, "nonce");
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "nonce", json_string("n-0S6_WzA2MJ"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "nonce", json_string(NONCE "x"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	json_object_set_new(c, "nonce", json_integer(1));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	/* No nonce expected: none needed. */
+	struct oidc_expect ex = expect_default();
+	ex.nonce = NULL;
+	c = claims_default();
+	json_object_del(c, "nonce");
+	char *t = token_with("RS256", "rsa1", c);
+	ck_assert_int_eq(check_ex(t, &ex), CS_OK);
+	free(t);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_auth_time)
+{
+	struct oidc_expect ex = expect_default();
+	char *t;
+	json_t *c;
+
+	ex.max_age = 300;
+	c = claims_default();
+	json_object_set_new(c, "auth_time", json_integer(NOW - 300 - SKEW - 1));
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_ne(check_ex(t, &ex), CS_OK);
+	free(t);
+	c = claims_default();
+	json_object_set_new(c, "auth_time", json_integer(NOW - 300));
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_eq(check_ex(t, &ex), CS_OK);
+	free(t);
+	c = claims_default();
+	json_object_del(c, "auth_time");
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_ne(check_ex(t, &ex), CS_OK);
+	free(t);
+	c = claims_default();
+	json_object_set_new(c, "auth_time", json_string("recent"));
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_ne(check_ex(t, &ex), CS_OK);
+	free(t);
+	/* max_age 0 still allows the skew. */
+	ex.max_age = 0;
+	c = claims_default();
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_eq(check_ex(t, &ex), CS_OK);
+	free(t);
+	/* require_auth_time without max_age. */
+	ex.max_age = -1;
+	ex.require_auth_time = true;
+	c = claims_default();
+	json_object_del(c, "auth_time");
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_ne(check_ex(t, &ex), CS_OK);
+	free(t);
+	c = claims_default();
+	json_object_set_new(c, "auth_time", json_integer(NOW - 100000));
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_eq(check_ex(t, &ex), CS_OK);
+	free(t);
+	/* Neither: auth_time is not looked at. */
+	ex.require_auth_time = false;
+	c = claims_default();
+	json_object_del(c, "auth_time");
+	t = token_with("RS256", "rsa1", c);
+	ck_assert_int_eq(check_ex(t, &ex), CS_OK);
+	free(t);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_logout_token)
+{
+	json_t *c = claims_default();
+	json_object_set_new(c, "events", json_pack("{s:{}}",
+	    "http://schemas.openid.net/event/backchannel-logout"));
+	ck_assert_int_ne(check_claims(c), CS_OK);
+	c = claims_default();
+	char *pl = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"typ\":\"logout+jwt\"}",
+	    pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_eq(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"typ\":\"at+jwt\"}",
+	    pl, "RS256", rsa_key)), CS_OK);
+	free(pl);
+}
+END_TEST
+
+/* --- malformed tokens --------------------------------------------------- */
+
+START_TEST(test_oidc_validate_shape)
+{
+	char *t = token("RS256", "rsa1");
+	char *d1 = strchr(t, '.'), *d2 = strrchr(t, '.');
+	char buf[OIDC_MAX_JWT + 64];
+	int h = (int)(d1 - t), pl = (int)(d2 - d1 - 1);
+
+	/* Empty segments. */
+	snprintf(buf, sizeof buf, ".%.*s%s", pl, d1 + 1, d2);
+	ck_assert_int_ne(check(strdup(buf)), CS_OK);
+	snprintf(buf, sizeof buf, "%.*s.%s", h, t, d2);
+	ck_assert_int_ne(check(strdup(buf)), CS_OK);
+	snprintf(buf, sizeof buf, "%.*s.", (int)(d2 - t), t);
+	ck_assert_int_ne(check(strdup(buf)), CS_OK);
+	ck_assert_int_ne(check(strdup("..")), CS_OK);
+	ck_assert_int_ne(check(strdup("")), CS_OK);
+	/* Two and four segments. */
+	snprintf(buf, sizeof buf, "%.*s", (int)(d2 - t), t);
+	ck_assert_int_ne(check(strdup(buf)), CS_OK);
+	snprintf(buf, sizeof buf, "%s.%s", t, d2 + 1);
+	ck_assert_int_ne(check(strdup(buf)), CS_OK);
+	snprintf(buf, sizeof buf, "%s.", t);
+	ck_assert_int_ne(check(strdup(buf)), CS_OK);
+	/* Non-base64url characters: padding, '+', '/', space, newline. */
+	const char *bad[] = { "=", "+", "/", " ", "\n", "%", "\xc3\xa9" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(buf, sizeof buf, "%s%s", t, bad[i]);
+		ck_assert_int_ne(check(strdup(buf)), CS_OK);
+		snprintf(buf, sizeof buf, "%.*s%s%s", h, t, bad[i], d1);
+		ck_assert_int_ne(check(strdup(buf)), CS_OK);
+	}
+	/* Oversized: a valid token padded past the cap in the payload. */
+	char *big = malloc(OIDC_MAX_JWT + 2);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'A', OIDC_MAX_JWT + 1);
+	big[OIDC_MAX_JWT + 1] = '\0';
+	big[10] = '.';
+	big[OIDC_MAX_JWT - 10] = '.';
+	ck_assert_int_ne(check(big), CS_OK);
+	/* A large but valid token just under the cap still works. */
+	json_t *c = claims_default();
+	char *filler = malloc(OIDC_MAX_JWT / 2);
+	ck_assert_ptr_nonnull(filler);
+	memset(filler, 'x', OIDC_MAX_JWT / 2 - 1);
+	filler[OIDC_MAX_JWT / 2 - 1] = '\0';
+	json_object_set_new(c, "filler", json_string(filler));
+	free(filler);
+	ck_assert_int_eq(check(token_with("RS256", "rsa1", c)), CS_OK);
+	free(t);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_bad_header_payload)
+{
+	json_t *c = claims_default();
+	char *pl = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	/* Header not JSON, not an object, alg not a string, duplicate alg. */
+	ck_assert_int_ne(check(make_jws("not json", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("[\"RS256\"]", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":[\"RS256\"],\"kid\":\"rsa1\"}", pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"none\",\"alg\":\"RS256\",\"kid\":\"rsa1\"}", pl,
+	    "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"typ\":5}", pl,
+	    "RS256", rsa_key)), CS_OK);
+	/* crit, even naming a claim. */
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"crit\":[\"exp\"],\"exp\":1}",
+	    pl, "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"crit\":[]}",
+	    pl, "RS256", rsa_key)), CS_OK);
+	/* The same header without crit passes: the signing above is sound. */
+	ck_assert_int_eq(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\"}", pl, "RS256", rsa_key)), CS_OK);
+	/* Payload not an object, not JSON, duplicate keys. */
+	const char *hdr = "{\"alg\":\"RS256\",\"kid\":\"rsa1\"}";
+	ck_assert_int_ne(check(make_jws(hdr, "[1,2]", "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws(hdr, "\"" ISSUER "\"", "RS256", rsa_key)), CS_OK);
+	ck_assert_int_ne(check(make_jws(hdr, "{not json", "RS256", rsa_key)), CS_OK);
+	char dup[1024];
+	snprintf(dup, sizeof dup, "{\"iss\":\"https://evil.test\",%s", pl + 1);
+	ck_assert_int_ne(check(make_jws(hdr, dup, "RS256", rsa_key)), CS_OK);
+	free(pl);
+}
+END_TEST
+
+START_TEST(test_oidc_validate_bad_args)
+{
+	struct oidc_provider *p = provider();
+	struct oidc_expect ex = expect_default();
+	json_t *claims = NULL;
+	char why[4];                 /* a short reason buffer is truncated, not overrun */
+	char *t = token("RS256", "rsa1");
+	ck_assert_int_ne(oidc_validate(p, NULL, &ex, &claims, why, sizeof why), CS_OK);
+	ck_assert_int_ne(oidc_validate(p, t, NULL, &claims, why, sizeof why), CS_OK);
+	ck_assert_int_ne(oidc_validate(p, t, &ex, NULL, why, sizeof why), CS_OK);
+	ck_assert_int_ne(oidc_validate(NULL, t, &ex, &claims, NULL, 0), CS_OK);
+	ex.naudiences = 0;
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &claims, why, sizeof why), CS_OK);
+	ck_assert_int_eq((int)strlen(why), 3);
+	ex = expect_default();
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &claims, NULL, 0), CS_OK);
+	json_decref(claims);
+	free(t);
+	oidc_provider_free(p);
+}
+END_TEST
+
+/* --- JWKS and provider -------------------------------------------------- */
+
+START_TEST(test_oidc_jwks_rejects)
+{
+	struct oidc_provider *p = NULL;
+	ck_assert_int_eq(oidc_provider_new(ISSUER, SKEW, &p), CS_OK);
+	ck_assert_int_eq(oidc_set_jwks(p, "not json"), CS_EINVAL);
+	ck_assert_int_eq(oidc_set_jwks(p, "{}"), CS_EINVAL);
+	ck_assert_int_eq(oidc_set_jwks(p, "{\"keys\":{}}"), CS_EINVAL);
+	ck_assert_int_eq(oidc_set_jwks(p, "{\"keys\":[]}"), CS_EINVAL);
+	ck_assert_int_eq(oidc_set_jwks(p, "{\"keys\":[{\"kty\":\"oct\",\"kid\":\"k\",\"k\":\"c2VjcmV0\"}]}"),
+	    CS_EINVAL);
+	/* Nothing usable keeps the last good set. */
+	ck_assert_int_eq(oidc_set_jwks(p, jwks), CS_OK);
+	ck_assert_int_eq(oidc_set_jwks(p, "{\"keys\":[]}"), CS_EINVAL);
+	struct oidc_expect ex = expect_default();
+	json_t *claims = NULL;
+	char *t = token("ES256", "ec1");
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &claims, NULL, 0), CS_OK);
+	json_decref(claims);
+	free(t);
+	/* A set with only the RSA key: the EC kid is gone. */
+	char *only = malloc(strlen(rsa_jwk) + 16);
+	ck_assert_ptr_nonnull(only);
+	snprintf(only, strlen(rsa_jwk) + 16, "{\"keys\":[%s]}", rsa_jwk);
+	ck_assert_int_eq(oidc_set_jwks(p, only), CS_OK);
+	t = token("ES256", "ec1");
+	claims = NULL;
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &claims, NULL, 0), CS_OK);
+	free(t);
+	free(only);
+	oidc_provider_free(p);
+}
+END_TEST
+
+START_TEST(test_oidc_provider_new_rejects)
+{
+	struct oidc_provider *p = NULL;
+	ck_assert_int_eq(oidc_provider_new("http://idp.example", SKEW, &p), CS_EINVAL);
+	ck_assert_int_eq(oidc_provider_new("ftp://idp.example", SKEW, &p), CS_EINVAL);
+	ck_assert_int_eq(oidc_provider_new(ISSUER, -1, &p), CS_EINVAL);
+	ck_assert_int_eq(oidc_provider_new(NULL, SKEW, &p), CS_EINVAL);
+	ck_assert_ptr_null(p);
+	ck_assert_int_eq(oidc_provider_new("http://127.0.0.1:9999", 0, &p), CS_OK);
+	ck_assert_ptr_null(oidc_meta(p));
+	char *tok = NULL;
+	/* No discovery yet: no code exchange. */
+	ck_assert_int_ne(oidc_exchange_code(p, "c", "s", OIDC_AUTH_BASIC, "code",
+	    "https://rp.test/cb", "verifier", &tok), CS_OK);
+	ck_assert_ptr_null(tok);
+	oidc_provider_free(p);
+	oidc_provider_free(NULL);
+}
+END_TEST
+
+struct race {
+	struct oidc_provider *p;
+	char *tok[2];
+	int ok;
+};
+
+static void *race_validate(void *arg)
+{
+	struct race *r = arg;
+	struct oidc_expect ex = expect_default();
+	for (int i = 0; i < 100; i++) {
+		json_t *claims = NULL;
+		if (oidc_validate(r->p, r->tok[i & 1], &ex, &claims, NULL, 0) == CS_OK)
+			__atomic_add_fetch(&r->ok, 1, __ATOMIC_RELAXED);
+		json_decref(claims);
+	}
+	return NULL;
+}
+
+START_TEST(test_oidc_validate_concurrent_jwks_swap)
+{
+	struct race r;
+	pthread_t th[4];
+	r.p = provider();
+	r.tok[0] = token("RS256", "rsa1");
+	r.tok[1] = token("ES256", "ec1");
+	r.ok = 0;
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, race_validate, &r), 0);
+	for (int i = 0; i < 40; i++)
+		ck_assert_int_eq(oidc_set_jwks(r.p, jwks), CS_OK);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_int_eq(r.ok, 400);
+	free(r.tok[0]);
+	free(r.tok[1]);
+	oidc_provider_free(r.p);
+}
+END_TEST
+
+/* --- httpc -------------------------------------------------------------- */
+
+START_TEST(test_httpc_url_allowed)
+{
+	ck_assert_int_eq(httpc_url_allowed("https://idp.example/.well-known/openid-configuration"), 1);
+	ck_assert_int_eq(httpc_url_allowed("https://idp.example:8443/jwks"), 1);
+	ck_assert_int_eq(httpc_url_allowed("http://127.0.0.1:9/x"), 1);
+	ck_assert_int_eq(httpc_url_allowed("http://localhost"), 1);
+	ck_assert_int_eq(httpc_url_allowed("http://localhost:8080/a?b=c"), 1);
+	ck_assert_int_eq(httpc_url_allowed("http://[::1]:8/"), 1);
+	ck_assert_int_eq(httpc_url_allowed("http://example.com"), 0);
+	ck_assert_int_eq(httpc_url_allowed("http://10.0.0.1/"), 0);
+	ck_assert_int_eq(httpc_url_allowed("ftp://example.com/f"), 0);
+	ck_assert_int_eq(httpc_url_allowed("ftp://127.0.0.1/f"), 0);
+	ck_assert_int_eq(httpc_url_allowed("file:///etc/passwd"), 0);
+	ck_assert_int_eq(httpc_url_allowed("gopher://127.0.0.1/"), 0);
+	ck_assert_int_eq(httpc_url_allowed(""), 0);
+	ck_assert_int_eq(httpc_url_allowed(NULL), 0);
+	ck_assert_int_eq(httpc_url_allowed("idp.example/x"), 0);
+	ck_assert_int_eq(httpc_url_allowed("//idp.example/x"), 0);
+	ck_assert_int_eq(httpc_url_allowed("http://127.0.0.1.evil.com/"), 0);
+	ck_assert_int_eq(httpc_url_allowed("http://localhost.evil.com/"), 0);
+	ck_assert_int_eq(httpc_url_allowed("http://user@127.0.0.1/"), 0);
+	ck_assert_int_eq(httpc_url_allowed("https://user:pw@idp.example/"), 0);
+	ck_assert_int_eq(httpc_url_allowed("http://evil.com#@127.0.0.1/"), 0);
+	ck_assert_int_eq(httpc_url_allowed("http://evil.com\\@127.0.0.1/"), 0);
+	ck_assert_int_eq(httpc_url_allowed("https://"), 0);
+	ck_assert_int_eq(httpc_url_allowed("https://idp example/"), 0);
+}
+END_TEST
+
+START_TEST(test_httpc_refuses_before_network)
+{
+	struct httpc_response res;
+	ck_assert_int_eq(httpc_get("http://example.com/", &res), CS_EINVAL);
+	httpc_response_clear(&res);
+	ck_assert_int_eq(httpc_post_form("file:///etc/passwd", "a=b", "u", "p", &res), CS_EINVAL);
+	httpc_response_clear(&res);
+	ck_assert_int_eq(httpc_post_form("https://idp.example/", "a=b", "u", NULL, &res), CS_EINVAL);
+	httpc_response_clear(NULL);
+}
+END_TEST
+
+/* --- setup -------------------------------------------------------------- */
+
+static void keys_setup(void)
+{
+	BIO *bio;
+	char *pem_data = NULL;
+	long pem_len;
+	EVP_PKEY *small;
+
+	rsa_key = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+	ec_key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+	small = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)1024);
+	must(rsa_key != NULL);
+	must(ec_key != NULL);
+	must(small != NULL);
+	rsa_jwk = rsa_public_jwk(rsa_key, "rsa1", "");
+	char *rsa_rs = rsa_public_jwk(rsa_key, "rsa-rs", ",\"alg\":\"RS256\",\"use\":\"sig\"");
+	char *rsa_enc = rsa_public_jwk(rsa_key, "enc1", ",\"use\":\"enc\"");
+	char *rsa_small = rsa_public_jwk(small, "small", "");
+	/* A "public" key with a private member: skipped whatever the member holds. */
+	char *rsa_priv = rsa_public_jwk(rsa_key, "priv", ",\"d\":\"AQAB\"");
+	char *ec = ec_public_jwk(ec_key, "ec1", ",\"use\":\"sig\"");
+	char *ec_bad_alg = ec_public_jwk(ec_key, "ec-hs", ",\"alg\":\"HS256\"");
+	size_t cap = strlen(rsa_jwk) + strlen(rsa_rs) + strlen(rsa_enc) + strlen(rsa_small) +
+	    strlen(rsa_priv) + strlen(ec) + strlen(ec_bad_alg) + 256;
+	jwks = malloc(cap);
+	must(jwks != NULL);
+	snprintf(jwks, cap, "{\"keys\":[%s,%s,%s,%s,%s,%s,%s,"
+	    "{\"kty\":\"oct\",\"kid\":\"oct1\",\"k\":\"c2VjcmV0\"},{\"kid\":\"nokty\"},17]}",
+	    rsa_priv, rsa_jwk, rsa_rs, rsa_enc, rsa_small, ec, ec_bad_alg);
+	free(rsa_rs);
+	free(rsa_enc);
+	free(rsa_small);
+	free(rsa_priv);
+	free(ec);
+	free(ec_bad_alg);
+	EVP_PKEY_free(small);
+
+	bio = BIO_new(BIO_s_mem());
+	must(bio != NULL);
+	must(PEM_write_bio_PUBKEY(bio, rsa_key) == 1);
+	pem_len = BIO_get_mem_data(bio, &pem_data);
+	rsa_pem = strndup(pem_data, (size_t)pem_len);
+	must(rsa_pem != NULL);
+	BIO_free(bio);
+}
+
+static void keys_teardown(void)
+{
+	EVP_PKEY_free(rsa_key);
+	EVP_PKEY_free(ec_key);
+	free(rsa_jwk);
+	free(rsa_pem);
+	free(jwks);
+}
+
+static Suite *oidc_suite(void)
+{
+	Suite *s = suite_create("oidc");
+	TCase *tc = tcase_create("validate");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_oidc_validate_valid_rs256);
+	tcase_add_test(tc, test_oidc_validate_valid_ps256_es256);
+	tcase_add_test(tc, test_oidc_validate_subject_token_rules);
+	tcase_add_test(tc, test_oidc_validate_alg_none);
+	tcase_add_test(tc, test_oidc_validate_hs256_with_public_key);
+	tcase_add_test(tc, test_oidc_validate_alg_key_mismatch);
+	tcase_add_test(tc, test_oidc_validate_unknown_kid);
+	tcase_add_test(tc, test_oidc_validate_no_keys_no_discovery);
+	tcase_add_test(tc, test_oidc_validate_tampered);
+	tcase_add_test(tc, test_oidc_validate_iss);
+	tcase_add_test(tc, test_oidc_validate_aud_azp);
+	tcase_add_test(tc, test_oidc_validate_exp);
+	tcase_add_test(tc, test_oidc_validate_nbf_iat);
+	tcase_add_test(tc, test_oidc_validate_nonce);
+	tcase_add_test(tc, test_oidc_validate_auth_time);
+	tcase_add_test(tc, test_oidc_validate_logout_token);
+	tcase_add_test(tc, test_oidc_validate_shape);
+	tcase_add_test(tc, test_oidc_validate_bad_header_payload);
+	tcase_add_test(tc, test_oidc_validate_bad_args);
+	tcase_add_test(tc, test_oidc_jwks_rejects);
+	tcase_add_test(tc, test_oidc_provider_new_rejects);
+	tcase_add_test(tc, test_oidc_validate_concurrent_jwks_swap);
+	suite_add_tcase(s, tc);
+	TCase *th = tcase_create("httpc");
+	tcase_add_test(th, test_httpc_url_allowed);
+	tcase_add_test(th, test_httpc_refuses_before_network);
+	suite_add_tcase(s, th);
+	return s;
+}
+
+int main(void)
+{
+	keys_setup();
+	int rc = tu_run(oidc_suite());
+	keys_teardown();
+	return rc;
+}
