@@ -9,7 +9,7 @@ CC       ?= cc
 CLANG    ?= clang
 PKGS      = libmicrohttpd openssl cjose libcurl sqlite3 jansson inih
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 WARN     = -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wconversion -Wno-sign-conversion \

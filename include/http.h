@@ -126,8 +126,8 @@ struct http_server;
 enum cs_err http_start(struct app *app, struct http_server **out) CS_MUST_CHECK;
 /* Stops accepting new connections (in-flight ones continue). */
 void http_quiesce(struct http_server *s);
-/* Connections still open. */
-unsigned http_connections(struct http_server *s);
+/* Requests begun and not yet answered (idle keep-alive connections do not count). */
+unsigned http_in_flight(struct http_server *s);
 /* Stops the daemon, closing what is left.  NULL-safe. */
 void http_stop(struct http_server *s);
 

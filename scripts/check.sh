@@ -46,7 +46,7 @@ step "unit (asan+ubsan)" make -s unit-asan
 node_tests() {
 	local dir=$1
 	if ! ls "$dir"/*.test.js >/dev/null 2>&1; then echo "no tests in $dir"; echo "0 passed, 0 failed"; return 0; fi
-	CONSENTD_BIN="$PWD/build/consentd-asan" node --test --test-concurrency=1 "$dir"/ 2>&1 | tee /tmp/consentd-node-$$.log
+	TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test --test-concurrency=1 "$dir"/ 2>&1 | tee /tmp/consentd-node-$$.log
 	local rc=${PIPESTATUS[0]}
 	local p f
 	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' /tmp/consentd-node-$$.log | tail -n 1)

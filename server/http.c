@@ -23,6 +23,7 @@ struct http_server {
 	struct MHD_Daemon *d;
 	struct app        *app;
 	atomic_int         stopping;
+	atomic_uint        in_flight;   /* requests begun and not yet completed */
 };
 
 struct conn_ctx {
@@ -43,16 +44,19 @@ static void *uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
 	clock_gettime(CLOCK_MONOTONIC, &ctx->t0);
 	buf_init(&ctx->body, srv->app->cfg->max_body);
 	ctx->raw_uri = strndup(uri, HTTP_MAX_URI + 1);
+	atomic_fetch_add(&srv->in_flight, 1);
 	return ctx;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
     enum MHD_RequestTerminationCode toe)
 {
+	struct http_server *srv = cls;
 	struct conn_ctx *ctx = *req_cls;
-	(void)cls; (void)c; (void)toe;
+	(void)c; (void)toe;
 	if (ctx == NULL)
 		return;
+	atomic_fetch_sub(&srv->in_flight, 1);
 	buf_wipe_clear(&ctx->body);     /* bodies may hold secrets */
 	free(ctx->raw_uri);
 	free(ctx);
@@ -334,13 +338,9 @@ void http_quiesce(struct http_server *s)
 		close(fd);
 }
 
-unsigned http_connections(struct http_server *s)
+unsigned http_in_flight(struct http_server *s)
 {
-	const union MHD_DaemonInfo *di;
-	if (s == NULL || s->d == NULL)
-		return 0;
-	di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-	return di ? di->num_connections : 0;
+	return s ? atomic_load(&s->in_flight) : 0;
 }
 
 void http_stop(struct http_server *s)

@@ -99,7 +99,7 @@ static int serve(const struct config *cfg)
 	 * then close.  A second signal ends the process at once. */
 	fprintf(stderr, "consentd: stopping (signal %d); a second signal exits at once\n", sig);
 	http_quiesce(srv);
-	for (int waited = 0; waited < DRAIN_SECONDS * 10 && http_connections(srv) > 0; waited++) {
+	for (int waited = 0; waited < DRAIN_SECONDS * 10 && http_in_flight(srv) > 0; waited++) {
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		int s2 = sigtimedwait(&set, NULL, &ts);
 		if (s2 == SIGINT || s2 == SIGTERM) {

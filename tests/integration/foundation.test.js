@@ -12,7 +12,15 @@ import { startConsentd, consentdBin, toIni, baseConfig } from '../lib/consentd.j
 
 let c;
 before(async () => { c = await startConsentd(); });
-after(async () => { if (c) await c.stop(); });
+after(async () => {
+  // Every request above (413s, 431s, bad URIs included) must have completed:
+  // a leaked request would hold the stop for the whole drain time, and a
+  // sanitizer finding would make the exit code non-zero.
+  const t0 = Date.now();
+  const st = await c.stop();
+  assert.equal(st.code, 0, c.proc.stderr);
+  assert.ok(Date.now() - t0 < 3000, 'no request stayed in flight');
+});
 
 function assertSecurityHeaders(res) {
   const csp = res.headers.get('content-security-policy') || '';
@@ -74,15 +82,18 @@ test('RFC 8414 metadata names the issuer and jwks_uri', async () => {
   }
 });
 
-test('healthz and readyz answer 200 with the database reachable', async () => {
+test('healthz answers; readyz checks the database and says unready without a reachable IdP', async () => {
   const h = await fetch(`${c.url}/healthz`);
   assert.equal(h.status, 200);
   assert.equal(h.headers.get('cache-control'), 'no-store');
+  // This instance's IdP (port 9) does not exist: the login tests show readyz 200 with a real one.
   const r = await fetch(`${c.url}/readyz`);
-  assert.equal(r.status, 200);
+  assert.equal(r.status, 503);
   const body = await r.json();
-  assert.equal(body.status, 'ready');
+  assert.equal(body.status, 'unready');
   assert.equal(body.checks.database, true);
+  assert.equal(body.checks.signing_key, true);
+  assert.equal(body.checks.identity_provider, false);
 });
 
 test('unknown route: 404 as HTML for people, as JSON under /.well-known', async () => {
@@ -172,29 +183,65 @@ test('the signing key survives a restart (stored sealed in the database)', async
   assert.doesNotMatch(Buffer.from(dump.stdout.trim(), 'hex').toString('latin1'), /"d"/);
 });
 
-test('SIGTERM finishes in-flight work and exits 0; a second signal exits at once', async () => {
-  const d = await startConsentd();
-  // An idle keep-alive connection keeps the drain waiting...
-  const s = net.connect(d.port, '127.0.0.1');
+// A request whose body is still arriving is in flight.
+async function startSlowRequest(port) {
+  const s = net.connect(port, '127.0.0.1');
   await new Promise((r) => s.on('connect', r));
-  s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-  await new Promise((r) => s.once('data', r));
+  let out = '';
+  s.on('data', (d) => { out += d.toString('latin1'); });
+  const done = new Promise((r) => s.on('close', () => r(out)));
+  s.write('POST /logout HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n'
+    + 'Content-Length: 10\r\nConnection: close\r\n\r\ncsrf');
+  await new Promise((r) => setTimeout(r, 200));
+  return { s, done };
+}
+
+const refused = (port) => new Promise((resolve) => {
+  const s = net.connect(port, '127.0.0.1');
+  s.on('connect', () => { s.destroy(); resolve(false); });
+  s.on('error', () => resolve(true));
+});
+
+test('SIGTERM stops accepting, finishes the request in flight, then exits 0', async () => {
+  const d = await startConsentd();
+  const { s, done } = await startSlowRequest(d.port);
   process.kill(d.proc.pid, 'SIGTERM');
   await new Promise((r) => setTimeout(r, 300));
-  assert.equal(d.proc.exitStatus, null, 'still draining');
-  // ... new connections are refused while draining ...
-  await assert.rejects(fetch(`${d.url}/healthz`));
-  // ... and a second signal ends it at once.
+  assert.equal(d.proc.exitStatus, null, 'still finishing the request in flight');
+  assert.ok(await refused(d.port), 'new connections are refused while draining');
+  s.write('=xxxxx');                       // the rest of the body
+  const answer = await done;
+  assert.match(answer, /^HTTP\/1\.1 403/, 'the in-flight request got its answer');
+  const st = await d.proc.exited;
+  assert.equal(st.code, 0);
+  assert.match(d.proc.stderr, /stopped/);
+  await d.stop();
+});
+
+test('a second signal while draining exits at once', async () => {
+  const d = await startConsentd();
+  const { s } = await startSlowRequest(d.port);
   process.kill(d.proc.pid, 'SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(d.proc.exitStatus, null);
+  process.kill(d.proc.pid, 'SIGINT');
   const st = await d.proc.exited;
   assert.equal(st.code, 2);
   s.destroy();
   await d.stop();
+});
 
-  const e = await startConsentd();
-  const st2 = await e.stop();
-  assert.equal(st2.code, 0);
-  assert.match(e.proc.stderr, /stopped/);
+test('idle keep-alive connections do not hold up a stop', async () => {
+  const d = await startConsentd();
+  const s = net.connect(d.port, '127.0.0.1');
+  await new Promise((r) => s.on('connect', r));
+  s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await new Promise((r) => s.once('data', r));
+  const t0 = Date.now();
+  const st = await d.stop();
+  assert.equal(st.code, 0);
+  assert.ok(Date.now() - t0 < 3000, 'stopped without waiting for the idle connection');
+  s.destroy();
 });
 
 test('consentd -n catches a misspelled key with its line number; --version and --help', () => {

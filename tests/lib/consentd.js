@@ -7,7 +7,7 @@
 //   c.proc       // the process handle from proc.js (stdout, stderr, exited, ...)
 //   await c.stop()  // SIGTERM by pid, then removes the directory
 //
-// The binary is $CONSENTD_BIN (make check points it at the ASan+UBSan build) or build/consentd.
+// The binary is $TEST_CONSENTD_BIN (make check points it at the ASan+UBSan build) or build/consentd.
 import { mkdtempSync, writeFileSync, rmSync, chmodSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,7 @@ import { startProcess } from './proc.js';
 import { getFreePort } from './ports.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const consentdBin = process.env.CONSENTD_BIN || join(root, 'build', 'consentd');
+export const consentdBin = process.env.TEST_CONSENTD_BIN || join(root, 'build', 'consentd');
 
 // Renders {section: {key: value}} as INI (sections in insertion order).
 export function toIni(sections) {
