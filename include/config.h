@@ -127,8 +127,11 @@ struct config {                  /* immutable after config_load(); free with con
  * environment overrides (env wins) for every key of the fixed sections and of
  * every [agent.*] [resource.*] [scope.*] [action.*] section in the file.  Any
  * other CONSENTD_* variable is an error, except CONSENTD_KEYS_MASTER_KEY (see
- * master_key_b64) and CONSENTD_CONFIG (left for the command line to use).  On failure returns CS_ECONFIG and writes
- * one line per problem, "file:line: key: what is wrong", to errs (may be NULL).
+ * master_key_b64), CONSENTD_CONFIG (left for the command line) and CONSENTD_BIN
+ * (the test tooling's name for the binary).
+ * On failure returns CS_ECONFIG and writes one line per problem, sorted by line,
+ * "file:line: key: what is wrong" (or "CONSENTD_X_Y: key: what" for the
+ * environment), to errs (may be NULL).  An unreadable file is CS_ECONFIG too.
  * Warnings (e.g. a subject_claim other than sub) go to errs too, prefixed
  * "warning: ", and do not fail the load.  *out is written only on CS_OK. */
 enum cs_err config_load(const char *path, FILE *errs, struct config **out) CS_MUST_CHECK;

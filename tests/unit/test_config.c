@@ -1,0 +1,816 @@
+/* test_config.c -- unit tests of the INI configuration loader: defaults, every kind of
+ * bad value, cross-checks and environment overrides, with the exact messages operators see.
+ * It must never depend on the process environment except in the example-file test. */
+#include <string.h>
+#include <openssl/evp.h>
+#include "config.h"
+#include "testutil.h"
+
+#define MIN_SERVER \
+	"[server]\n" \
+	"public_url = https://consent.example.com\n"
+#define MIN_OIDC \
+	"[oidc]\n" \
+	"issuer = https://idp.example.com\n" \
+	"client_id = consentd\n" \
+	"client_secret = oidc-secret\n"
+#define MIN_GATEWAY \
+	"[gateway]\n" \
+	"client_secret = gateway-secret-0123456789\n"
+#define MINIMAL MIN_SERVER MIN_OIDC MIN_GATEWAY
+
+static char *const no_env[] = { NULL };
+
+/* Loads text as "x.conf" with env; *msgs gets everything written to errs. */
+static enum cs_err load(const char *text, char *const *env, char **msgs, struct config **out)
+{
+	size_t n = 0;
+	*msgs = NULL;
+	FILE *f = open_memstream(msgs, &n);
+	ck_assert_ptr_nonnull(f);
+	enum cs_err e = config_load_string(text, strlen(text), "x.conf", env, f, out);
+	fclose(f);
+	return e;
+}
+
+/* Expects text to fail with a message containing want. */
+static void expect_error(const char *text, char *const *env, const char *want)
+{
+	struct config *c = NULL;
+	char *msgs = NULL;
+	enum cs_err e = load(text, env, &msgs, &c);
+	ck_assert_msg(e == CS_ECONFIG, "expected CS_ECONFIG, got %d; messages:\n%s", e, msgs);
+	ck_assert_ptr_null(c);
+	ck_assert_msg(strstr(msgs, want) != NULL, "wanted \"%s\" in:\n%s", want, msgs);
+	free(msgs);
+}
+
+/* Expects text to load; returns the config (caller frees). */
+static struct config *expect_ok(const char *text, char *const *env)
+{
+	struct config *c = NULL;
+	char *msgs = NULL;
+	enum cs_err e = load(text, env, &msgs, &c);
+	ck_assert_msg(e == CS_OK, "expected CS_OK, got %d; messages:\n%s", e, msgs);
+	ck_assert_ptr_nonnull(c);
+	free(msgs);
+	return c;
+}
+
+START_TEST(test_config_example_loads)
+{
+	struct config *c = NULL;
+	char *msgs = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&msgs, &n);
+	ck_assert_ptr_nonnull(f);
+	enum cs_err e = config_load("config/consentd.conf.example", f, &c);
+	fclose(f);
+	ck_assert_msg(e == CS_OK, "example failed:\n%s", msgs);
+	ck_assert_str_eq(msgs, "");
+	ck_assert_str_eq(c->public_url, "https://consent.example.com");
+	ck_assert_uint_eq(c->nagents, 1);
+	ck_assert_uint_eq(c->nresources, 2);
+	ck_assert_uint_eq(c->nscopes, 4);
+	ck_assert_uint_eq(c->nactions, 2);
+	const struct config_agent *a = config_agent(c, "coder");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_eq(a->nallow, 4);
+	ck_assert_str_eq(a->allow[2], "github:issues:read");
+	ck_assert_ptr_null(a->allow[4]);
+	const struct config_resource *r = config_resource(c, "github");
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(r->provider_issuer, "https://github.example");
+	ck_assert_str_eq(r->base_url, "https://api.github.example");
+	ck_assert_ptr_eq(config_resource_by_uri(c, "urn:consentd:resource:notes"),
+	    config_resource(c, "notes"));
+	const struct config_scope *s = config_scope(c, "github", "issues:write");
+	ck_assert_ptr_nonnull(s);
+	ck_assert_uint_eq(s->nprovider, 2);
+	ck_assert_str_eq(s->provider[1], "issues:write");
+	const struct config_action *ac = config_action(c, "github", "create_issue");
+	ck_assert_ptr_nonnull(ac);
+	ck_assert_int_eq(ac->approval, APPROVAL_REQUIRED);
+	ck_assert_str_eq(ac->route_method, "POST");
+	ck_assert_str_eq(ac->route_path, "/repos/{owner}/{repo}/issues");
+	free(msgs);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_minimal_defaults)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_str_eq(c->path, "x.conf");
+	ck_assert_str_eq(c->listen_host, "127.0.0.1");
+	ck_assert_uint_eq(c->listen_port, 8080);
+	ck_assert(c->public_url_is_https);
+	ck_assert_uint_ge(c->threads, 1);
+	ck_assert_uint_eq(c->max_body, 65536);
+	ck_assert_uint_eq(c->per_ip_connections, 64);
+	ck_assert_uint_eq(c->idle_timeout, 30);
+	ck_assert_str_eq(c->log, "stderr");
+	ck_assert_str_eq(c->db_path, "/var/lib/consentd/consentd.db");
+	ck_assert_str_eq(c->master_key_file, "/etc/consentd/master.key");
+	ck_assert_ptr_null(c->master_key_b64);
+	ck_assert_int_eq(c->grant_ttl, 300);
+	ck_assert_int_eq(c->publish_lead, 3600);
+	ck_assert_int_eq(c->oidc_token_endpoint_auth, AUTH_CLIENT_SECRET_BASIC);
+	ck_assert_str_eq(c->oidc_scopes, "openid profile email");
+	ck_assert_str_eq(c->oidc_subject_claim, "sub");
+	ck_assert_str_eq(c->oidc_admin_claim, "groups");
+	ck_assert_str_eq(c->oidc_admin_value, "consent-admins");
+	ck_assert_int_eq(c->oidc_clock_skew, 60);
+	ck_assert_int_eq(c->session_idle_timeout, 1800);
+	ck_assert_int_eq(c->session_absolute_timeout, 43200);
+	ck_assert_int_eq(c->session_admin_timeout, 3600);
+	ck_assert_int_eq(c->consent_request_ttl, 600);
+	ck_assert_int_eq(c->consent_interval, 5);
+	ck_assert_int_eq(c->consent_deny_cooldown, 86400);
+	ck_assert_int_eq(c->consent_max_pending_per_user, 5);
+	ck_assert_str_eq(c->gateway_id, "agent-gateway");
+	ck_assert(c->gateway_has_secret);
+	ck_assert_uint_eq(c->nsubject_audiences, 1);
+	ck_assert_str_eq(c->subject_audiences[0], "gateway-app");
+	ck_assert_ptr_null(c->subject_audiences[1]);
+	ck_assert_uint_eq(c->nsubject_token_types, 3);
+	ck_assert_str_eq(c->subject_token_types[0], "id_token");
+	ck_assert_str_eq(c->subject_token_types[1], "access_token");
+	ck_assert_str_eq(c->subject_token_types[2], "jwt");
+	ck_assert_ptr_null(c->subject_token_types[3]);
+	ck_assert_ptr_null(c->events_uri);
+	ck_assert_uint_eq(c->nagents + c->nresources + c->nscopes + c->nactions, 0);
+	ck_assert_ptr_null(config_agent(c, "coder"));
+	config_free(c);
+	config_free(NULL);
+}
+END_TEST
+
+START_TEST(test_config_dynamic_defaults)
+{
+	struct config *c = expect_ok(MINIMAL
+	    "[agent.bot]\n"
+	    "[resource.notes]\n"
+	    "[scope.notes.read]\n"
+	    "[action.notes.view]\n"
+	    "scope = read\n", NULL);
+	const struct config_agent *a = config_agent(c, "bot");
+	ck_assert_str_eq(a->name, "bot");
+	ck_assert_str_eq(a->description, "");
+	ck_assert_uint_eq(a->nallow, 0);
+	ck_assert_ptr_nonnull(a->allow);
+	ck_assert_ptr_null(a->allow[0]);
+	ck_assert(!a->offline);
+	const struct config_resource *r = config_resource(c, "notes");
+	ck_assert_str_eq(r->name, "notes");
+	ck_assert_str_eq(r->uri, "urn:consentd:resource:notes");
+	ck_assert_int_eq(r->max_consent, 2592000);
+	ck_assert_int_eq(r->refresh_margin, 60);
+	ck_assert_int_eq(r->token_release, RELEASE_GATEWAY);
+	ck_assert_ptr_null(r->provider_issuer);
+	ck_assert_ptr_null(r->provider_client_secret);
+	ck_assert_ptr_null(r->base_url);
+	const struct config_scope *s = config_scope(c, "notes", "read");
+	ck_assert_str_eq(s->description, "read");
+	ck_assert_uint_eq(s->nprovider, 0);
+	const struct config_action *ac = config_action(c, "notes", "view");
+	ck_assert_str_eq(ac->description, "view");
+	ck_assert_int_eq(ac->approval, APPROVAL_NONE);
+	ck_assert_ptr_null(ac->route_method);
+	ck_assert_ptr_null(ac->route_path);
+	ck_assert_ptr_null(config_action(c, "notes", "edit"));
+	ck_assert_ptr_null(config_scope(c, "other", "read"));
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_key_unknown)
+{
+	expect_error("[server]\n"
+	    "public_url = https://consent.example.com\n"
+	    "listn = 127.0.0.1:8080\n" MIN_OIDC MIN_GATEWAY, NULL, "x.conf:3: listn: unknown key\n");
+}
+END_TEST
+
+START_TEST(test_config_section_unknown)
+{
+	expect_error(MINIMAL "[servre]\nlisten = 1.2.3.4:80\n", NULL,
+	    "x.conf:9: [servre]: unknown section\n");
+	expect_error(MINIMAL "[agent]\n", NULL, "x.conf:9: [agent]: unknown section");
+	expect_error("top = 1\n" MINIMAL, NULL, "x.conf:1: top: key outside of any section");
+}
+END_TEST
+
+START_TEST(test_config_key_duplicate)
+{
+	expect_error(MINIMAL "[keys]\ngrant_ttl = 60\ngrant_ttl = 120\n", NULL,
+	    "x.conf:11: grant_ttl: duplicate key (first on line 10)");
+}
+END_TEST
+
+START_TEST(test_config_section_duplicate)
+{
+	expect_error(MINIMAL "[server]\nthreads = 2\n", NULL,
+	    "x.conf:9: [server]: duplicate section (first on line 1)");
+}
+END_TEST
+
+START_TEST(test_config_int_bad)
+{
+	expect_error(MINIMAL "[keys]\ngrant_ttl = ten\n", NULL,
+	    "x.conf:10: grant_ttl: not an integer");
+	expect_error(MINIMAL "[keys]\ngrant_ttl = 10s\n", NULL, "grant_ttl: not an integer");
+	expect_error(MINIMAL "[keys]\ngrant_ttl = \n", NULL, "grant_ttl: not an integer");
+	expect_error(MINIMAL "[keys]\ngrant_ttl = +10\n", NULL, "grant_ttl: not an integer");
+	expect_error(MINIMAL "[keys]\ngrant_ttl = 0x10\n", NULL, "grant_ttl: not an integer");
+	expect_error(MINIMAL "[keys]\npublish_lead = 99999999999999999999999\n", NULL,
+	    "x.conf:10: publish_lead: out of range");
+	expect_error(MINIMAL "[consent]\ndeny_cooldown = -1\n", NULL,
+	    "x.conf:10: deny_cooldown: out of range (expected an integer from 0 to");
+	expect_error(MINIMAL "[server]\n", NULL, "duplicate section");
+	expect_error(MIN_SERVER "max_body = 1023\n" MIN_OIDC MIN_GATEWAY, NULL,
+	    "x.conf:3: max_body: out of range (expected an integer from 1024 to 16777216)");
+	expect_error(MIN_SERVER "max_body = 16777217\n" MIN_OIDC MIN_GATEWAY, NULL, "max_body: out of range");
+	expect_error(MIN_SERVER "idle_timeout = 0\n" MIN_OIDC MIN_GATEWAY, NULL, "idle_timeout: out of range");
+	expect_error(MIN_SERVER "idle_timeout = 3601\n" MIN_OIDC MIN_GATEWAY, NULL, "idle_timeout: out of range");
+	expect_error(MIN_SERVER "per_ip_connections = 10001\n" MIN_OIDC MIN_GATEWAY, NULL,
+	    "per_ip_connections: out of range");
+	struct config *c = expect_ok(MIN_SERVER "max_body = 16777216\nthreads = 3\n"
+	    "idle_timeout = 3600\n" MIN_OIDC MIN_GATEWAY, NULL);
+	ck_assert_uint_eq(c->max_body, 16777216);
+	ck_assert_uint_eq(c->threads, 3);
+	ck_assert_uint_eq(c->idle_timeout, 3600);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_grant_ttl_range)
+{
+	expect_error(MINIMAL "[keys]\ngrant_ttl = 901\n", NULL,
+	    "x.conf:10: grant_ttl: out of range (expected an integer from 1 to 900)");
+	expect_error(MINIMAL "[keys]\ngrant_ttl = 0\n", NULL, "grant_ttl: out of range");
+	struct config *c = expect_ok(MINIMAL "[keys]\ngrant_ttl = 900\n", NULL);
+	ck_assert_int_eq(c->grant_ttl, 900);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_bool_values)
+{
+	expect_error(MINIMAL "[agent.a]\noffline = maybe\n", NULL,
+	    "x.conf:10: offline: not a boolean");
+	expect_error(MINIMAL "[agent.a]\noffline = \n", NULL, "offline: not a boolean");
+	static const char *const yes[] = { "true", "yes", "1", "on", "TRUE" };
+	static const char *const no[] = { "false", "no", "0", "off", "Off" };
+	for (size_t i = 0; i < 5; i++) {
+		char text[512];
+		snprintf(text, sizeof text, MINIMAL "[agent.a]\noffline = %s\n", yes[i]);
+		struct config *c = expect_ok(text, NULL);
+		ck_assert(config_agent(c, "a")->offline);
+		config_free(c);
+		snprintf(text, sizeof text, MINIMAL "[agent.a]\noffline = %s\n", no[i]);
+		c = expect_ok(text, NULL);
+		ck_assert(!config_agent(c, "a")->offline);
+		config_free(c);
+	}
+}
+END_TEST
+
+START_TEST(test_config_listen_forms)
+{
+	struct config *c = expect_ok(MIN_SERVER "listen = [::1]:9000\n" MIN_OIDC MIN_GATEWAY, NULL);
+	ck_assert_str_eq(c->listen_host, "::1");
+	ck_assert_uint_eq(c->listen_port, 9000);
+	config_free(c);
+	c = expect_ok(MIN_SERVER "listen = localhost:1\n" MIN_OIDC MIN_GATEWAY, NULL);
+	ck_assert_str_eq(c->listen_host, "localhost");
+	ck_assert_uint_eq(c->listen_port, 1);
+	config_free(c);
+	c = expect_ok(MIN_SERVER "listen = 0.0.0.0:65535\n" MIN_OIDC MIN_GATEWAY, NULL);
+	ck_assert_uint_eq(c->listen_port, 65535);
+	config_free(c);
+	expect_error(MIN_SERVER "listen = 127.0.0.1:0\n" MIN_OIDC MIN_GATEWAY, NULL,
+	    "x.conf:3: listen: port must be from 1 to 65535");
+	expect_error(MIN_SERVER "listen = 127.0.0.1:65536\n" MIN_OIDC MIN_GATEWAY, NULL, "listen: port");
+	expect_error(MIN_SERVER "listen = 127.0.0.1\n" MIN_OIDC MIN_GATEWAY, NULL, "listen: expected HOST:PORT");
+	expect_error(MIN_SERVER "listen = example.com:80\n" MIN_OIDC MIN_GATEWAY, NULL,
+	    "listen: host must be an IPv4 address");
+	expect_error(MIN_SERVER "listen = [zz]:80\n" MIN_OIDC MIN_GATEWAY, NULL, "listen: malformed IPv6");
+}
+END_TEST
+
+START_TEST(test_config_public_url_path)
+{
+	expect_error("[server]\npublic_url = https://consent.example.com/consentd\n" MIN_OIDC
+	    MIN_GATEWAY, NULL, "x.conf:2: public_url: URL must not have a path");
+	struct config *c = expect_ok("[server]\npublic_url = https://consent.example.com:8443/\n"
+	    MIN_OIDC MIN_GATEWAY, NULL);
+	ck_assert_str_eq(c->public_url, "https://consent.example.com:8443");
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_public_url_query)
+{
+	expect_error("[server]\npublic_url = https://consent.example.com?x=1\n" MIN_OIDC MIN_GATEWAY,
+	    NULL, "x.conf:2: public_url: URL must not have a query");
+	expect_error("[server]\npublic_url = https://consent.example.com#top\n" MIN_OIDC MIN_GATEWAY,
+	    NULL, "public_url: URL must not have a fragment");
+	expect_error("[server]\npublic_url = https://user:pw@consent.example.com\n" MIN_OIDC
+	    MIN_GATEWAY, NULL, "public_url: URL must not contain user information");
+	expect_error("[server]\npublic_url = consent.example.com\n" MIN_OIDC MIN_GATEWAY,
+	    NULL, "public_url: must be an https:// URL");
+	expect_error("[server]\npublic_url = https://:443\n" MIN_OIDC MIN_GATEWAY,
+	    NULL, "public_url: URL has no host");
+	expect_error("[server]\npublic_url = https://x.example:0\n" MIN_OIDC MIN_GATEWAY,
+	    NULL, "public_url: URL has a bad port");
+}
+END_TEST
+
+START_TEST(test_config_public_url_http)
+{
+	expect_error("[server]\npublic_url = http://consent.example.com\n" MIN_OIDC MIN_GATEWAY,
+	    NULL, "x.conf:2: public_url: http:// is allowed only for 127.0.0.1, localhost or [::1]");
+	expect_error("[server]\npublic_url = http://127.0.0.2:8080\n" MIN_OIDC MIN_GATEWAY,
+	    NULL, "public_url: http:// is allowed only");
+	static const char *const ok[] = { "http://127.0.0.1:8080", "http://localhost",
+		"http://[::1]:8080" };
+	for (size_t i = 0; i < 3; i++) {
+		char text[512];
+		snprintf(text, sizeof text, "[server]\npublic_url = %s\n" MIN_OIDC MIN_GATEWAY, ok[i]);
+		struct config *c = expect_ok(text, NULL);
+		ck_assert(!c->public_url_is_https);
+		ck_assert_str_eq(c->public_url, ok[i]);
+		config_free(c);
+	}
+	expect_error("[server]\nthreads = 1\n" MIN_OIDC MIN_GATEWAY, NULL,
+	    "x.conf:1: public_url: required in [server]");
+}
+END_TEST
+
+START_TEST(test_config_public_url_equals_issuer)
+{
+	expect_error("[server]\npublic_url = https://idp.example.com\n" MIN_OIDC MIN_GATEWAY, NULL,
+	    "x.conf:2: public_url: must differ from [oidc] issuer");
+	expect_error("[server]\npublic_url = https://idp.example.com\n"
+	    "[oidc]\nissuer = https://idp.example.com/\nclient_id = c\nclient_secret = s\n"
+	    MIN_GATEWAY, NULL, "public_url: must differ from [oidc] issuer");
+}
+END_TEST
+
+START_TEST(test_config_oidc_checks)
+{
+	expect_error(MIN_SERVER MIN_GATEWAY, NULL, "x.conf: issuer: required in [oidc]");
+	expect_error(MIN_SERVER "[oidc]\nclient_id = c\nclient_secret = s\n" MIN_GATEWAY, NULL,
+	    "x.conf:3: issuer: required in [oidc]");
+	expect_error(MIN_SERVER "[oidc]\nissuer = http://idp.example.com\nclient_id = c\n"
+	    "client_secret = s\n" MIN_GATEWAY, NULL, "x.conf:4: issuer: http:// is allowed only");
+	expect_error(MIN_SERVER "[oidc]\nissuer = https://idp.example.com\nclient_secret = s\n"
+	    MIN_GATEWAY, NULL, "client_id: required in [oidc]");
+	expect_error(MIN_SERVER "[oidc]\nissuer = https://idp.example.com\nclient_id = c\n"
+	    MIN_GATEWAY, NULL, "x.conf:3: client_secret: required in [oidc]");
+	expect_error(MINIMAL "[oidc]\n", NULL, "duplicate section");
+	expect_error(MIN_SERVER MIN_OIDC "token_endpoint_auth = private_key_jwt\n" MIN_GATEWAY, NULL,
+	    "x.conf:7: token_endpoint_auth: must be one of: client_secret_basic, client_secret_post");
+	expect_error(MIN_SERVER MIN_OIDC "scopes = profile email\n" MIN_GATEWAY, NULL,
+	    "scopes: must include openid");
+	struct config *c = expect_ok(MIN_SERVER "[oidc]\nissuer = http://127.0.0.1:9000/realms/x\n"
+	    "client_id = consentd\nclient_secret = s\ntoken_endpoint_auth = client_secret_post\n"
+	    MIN_GATEWAY, NULL);
+	ck_assert_str_eq(c->oidc_issuer, "http://127.0.0.1:9000/realms/x");
+	ck_assert_int_eq(c->oidc_token_endpoint_auth, AUTH_CLIENT_SECRET_POST);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_subject_claim_reassignable)
+{
+	static const char *const bad[] = { "email", "preferred_username", "upn", "name",
+		"phone_number" };
+	for (size_t i = 0; i < 5; i++) {
+		char text[512], want[128];
+		snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "subject_claim = %s\n" MIN_GATEWAY, bad[i]);
+		snprintf(want, sizeof want, "x.conf:7: subject_claim: '%s' can be reassigned", bad[i]);
+		expect_error(text, NULL, want);
+	}
+}
+END_TEST
+
+START_TEST(test_config_subject_claim_warns)
+{
+	struct config *c = NULL;
+	char *msgs = NULL;
+	enum cs_err e = load(MIN_SERVER MIN_OIDC "subject_claim = oid\n" MIN_GATEWAY, NULL, &msgs, &c);
+	ck_assert_int_eq(e, CS_OK);
+	ck_assert_str_eq(c->oidc_subject_claim, "oid");
+	ck_assert_msg(strncmp(msgs, "warning: x.conf:7: subject_claim: ", 34) == 0, "got: %s", msgs);
+	free(msgs);
+	config_free(c);
+	/* sub itself: no warning at all */
+	e = load(MIN_SERVER MIN_OIDC "subject_claim = sub\n" MIN_GATEWAY, NULL, &msgs, &c);
+	ck_assert_int_eq(e, CS_OK);
+	ck_assert_str_eq(msgs, "");
+	free(msgs);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_line_too_long)
+{
+	char text[1024];
+	char value[200];
+	memset(value, 'a', sizeof value);
+	/* "log = " is 6 characters: 194 more make a 200-character line */
+	snprintf(text, sizeof text, MIN_SERVER "log = /%.193s\n" MIN_OIDC MIN_GATEWAY, value);
+	expect_error(text, NULL, "x.conf:3: line too long (max 199 characters)");
+	/* 199 characters is fine */
+	snprintf(text, sizeof text, MIN_SERVER "log = /%.192s\n" MIN_OIDC MIN_GATEWAY, value);
+	struct config *c = expect_ok(text, NULL);
+	ck_assert_uint_eq(strlen(c->log), 193);
+	config_free(c);
+	/* a long comment is refused too, and later lines keep their numbers */
+	snprintf(text, sizeof text, "; %.198s\n" MIN_SERVER "listn = 1\n" MIN_OIDC MIN_GATEWAY, value);
+	struct config *c2 = NULL;
+	char *msgs = NULL;
+	ck_assert_int_eq(load(text, NULL, &msgs, &c2), CS_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(msgs, "x.conf:1: line too long"));
+	ck_assert_ptr_nonnull(strstr(msgs, "x.conf:4: listn: unknown key"));
+	free(msgs);
+}
+END_TEST
+
+START_TEST(test_config_syntax_errors)
+{
+	expect_error(MINIMAL "[keys]\njust words\n", NULL, "x.conf:10: expected 'key = value'");
+	expect_error(MINIMAL "[keys\n", NULL, "x.conf:9: section header without closing ']'");
+	expect_error(MINIMAL "[keys] trailing\n", NULL, "x.conf:9: unexpected text after ']'");
+	expect_error(MINIMAL "[keys]\n= 5\n", NULL, "x.conf:10: missing key name");
+	expect_error(MINIMAL "[agent.a]\nname = \x01x\n", NULL, "x.conf:10: name: contains a control character");
+	expect_error(MINIMAL "[agent.a]\nname = \xff\n", NULL, "x.conf:10: name: is not valid UTF-8");
+	const char nul[] = MINIMAL "[keys]\ngrant_ttl = 1\0 2\n";
+	struct config *c = NULL;
+	ck_assert_int_eq(config_load_string(nul, sizeof nul - 1, "x.conf", NULL, NULL, &c), CS_ECONFIG);
+	ck_assert_ptr_null(c);
+}
+END_TEST
+
+START_TEST(test_config_continuation_and_comments)
+{
+	struct config *c = expect_ok(MINIMAL
+	    "[resource.notes]\n"
+	    "[scope.notes.read]\n"
+	    "[scope.notes.write]   ; comment\n"
+	    "# hash comment\n"
+	    "[agent.a]\n"
+	    "name = Agent A ; inline comment\n"
+	    "allow = notes:read\n"
+	    "   notes:write\n", NULL);
+	const struct config_agent *a = config_agent(c, "a");
+	ck_assert_str_eq(a->name, "Agent A");
+	ck_assert_uint_eq(a->nallow, 2);
+	ck_assert_str_eq(a->allow[1], "notes:write");
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_section_names)
+{
+	expect_error(MINIMAL "[agent.a.b]\n", NULL, "x.conf:9: [agent.a.b]: the agent name must be");
+	expect_error(MINIMAL "[resource.n]\n[scope.n.a.b]\n", NULL,
+	    "x.conf:10: [scope.n.a.b]: the scope name must be");
+	expect_error(MINIMAL "[scope.n]\n", NULL, "x.conf:9: [scope.n]: expected [scope.RESOURCE.SCOPE]");
+	expect_error(MINIMAL "[action.n.x:y]\n", NULL, "[action.n.x:y]: the action name must be");
+	expect_error(MINIMAL "[agent.]\n", NULL, "[agent.]: the agent name must be");
+	expect_error(MINIMAL "[agent.a b]\n", NULL, "[agent.a b]: the agent name must be");
+	expect_error(MINIMAL "[agent.a]\nallow =\nscope = x\n", NULL, "x.conf:11: scope: unknown key");
+}
+END_TEST
+
+START_TEST(test_config_env_override)
+{
+	char *env[] = { "PATH=/bin", "CONSENTD_SERVER_LISTEN=127.0.0.1:9999",
+		"CONSENTD_KEYS_GRANT_TTL=120", "CONSENTD_CONFIG=/etc/x.conf",
+		"CONSENTD_BIN=build/consentd", NULL };
+	struct config *c = expect_ok(MINIMAL "[keys]\ngrant_ttl = 60\n", env);
+	ck_assert_uint_eq(c->listen_port, 9999);
+	ck_assert_int_eq(c->grant_ttl, 120);
+	config_free(c);
+	/* errors in an environment value name the variable */
+	char *bad[] = { "CONSENTD_KEYS_GRANT_TTL=901", NULL };
+	expect_error(MINIMAL, bad, "CONSENTD_KEYS_GRANT_TTL: grant_ttl: out of range");
+	/* env=NULL reads nothing, not even the process environment */
+	c = expect_ok(MINIMAL, NULL);
+	ck_assert_uint_eq(c->listen_port, 8080);
+	config_free(c);
+	c = expect_ok(MINIMAL, no_env);
+	ck_assert_uint_eq(c->listen_port, 8080);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_env_secret)
+{
+	char *env[] = { "CONSENTD_OIDC_CLIENT_SECRET=from-env",
+		"CONSENTD_GATEWAY_CLIENT_SECRET=gateway-secret-from-env",
+		"CONSENTD_RESOURCE_GH_PROVIDER_CLIENT_SECRET=provider-secret",
+		"CONSENTD_SCOPE_GH_ISSUES_READ_DESCRIPTION=Read issues (env)",
+		"CONSENTD_KEYS_MASTER_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", NULL };
+	struct config *c = expect_ok(MIN_SERVER
+	    "[oidc]\nissuer = https://idp.example.com\nclient_id = consentd\n"
+	    "[resource.gh]\nprovider_issuer = https://gh.example\nprovider_client_id = x\n"
+	    "[scope.gh.issues:read]\n", env);
+	ck_assert_str_eq(c->oidc_client_secret, "from-env");
+	ck_assert_str_eq(c->gateway_client_secret, "gateway-secret-from-env");
+	ck_assert_str_eq(config_resource(c, "gh")->provider_client_secret, "provider-secret");
+	ck_assert_str_eq(config_scope(c, "gh", "issues:read")->description, "Read issues (env)");
+	ck_assert_str_eq(c->master_key_b64, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=");
+	config_free(c);
+	char *badkey[] = { "CONSENTD_KEYS_MASTER_KEY=c2hvcnQ=", NULL };
+	expect_error(MINIMAL, badkey, "CONSENTD_KEYS_MASTER_KEY: master_key: must be base64 of exactly 32 bytes");
+	char *empty[] = { "CONSENTD_OIDC_CLIENT_SECRET=", NULL };
+	expect_error(MINIMAL, empty, "CONSENTD_OIDC_CLIENT_SECRET: client_secret: must not be empty");
+}
+END_TEST
+
+START_TEST(test_config_env_unknown)
+{
+	char *env[] = { "CONSENTD_SERVER_LISTN=127.0.0.1:1", "HOME=/root", NULL };
+	expect_error(MINIMAL, env, "CONSENTD_SERVER_LISTN: unknown configuration variable");
+	/* a dynamic section that is not in the file cannot be made from the environment */
+	char *env2[] = { "CONSENTD_AGENT_GHOST_NAME=Ghost", NULL };
+	expect_error(MINIMAL, env2, "CONSENTD_AGENT_GHOST_NAME: unknown configuration variable");
+	char *env3[] = { "CONSENTD_=x", "CONSENTD_OIDC", NULL };
+	expect_error(MINIMAL, env3, "CONSENTD_: unknown configuration variable");
+	expect_error(MINIMAL, env3, "CONSENTD_OIDC: unknown configuration variable");
+	/* two sections that map to the same variable name */
+	char *env4[] = { "CONSENTD_AGENT_A_B_NAME=x", NULL };
+	expect_error(MINIMAL "[agent.a-b]\n[agent.a_b]\n", env4, "CONSENTD_AGENT_A_B_NAME: ambiguous");
+}
+END_TEST
+
+START_TEST(test_config_gateway_secret)
+{
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\nclient_secret = gateway-secret-0123456789\n"
+	    "client_secret_sha256 = " "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n",
+	    NULL, "x.conf:9: client_secret_sha256: give client_secret or client_secret_sha256, not both");
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\nid = gw\n", NULL,
+	    "x.conf:7: client_secret: required in [gateway]");
+	expect_error(MIN_SERVER MIN_OIDC, NULL, "x.conf: client_secret: required in [gateway]");
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\nclient_secret = short\n", NULL,
+	    "x.conf:8: client_secret: must be at least 16 characters");
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\nclient_secret_sha256 = abc\n", NULL,
+	    "client_secret_sha256: must be 64 hexadecimal characters");
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\nclient_secret_sha256 = "
+	    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdeg\n", NULL,
+	    "client_secret_sha256: must be 64 hexadecimal characters");
+
+	/* the hash of the secret and the given hash end up the same */
+	unsigned char want[32];
+	unsigned int len = 0;
+	ck_assert_int_eq(EVP_Digest("gateway-secret-0123456789", 25, want, &len, EVP_sha256(), NULL), 1);
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert(c->gateway_has_secret);
+	ck_assert_str_eq(c->gateway_client_secret, "gateway-secret-0123456789");
+	ck_assert_mem_eq(c->gateway_secret_sha256, want, 32);
+	config_free(c);
+	char text[1024];
+	char hex[65];
+	for (size_t i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02X", want[i]);
+	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\nclient_secret_sha256 = %s\n", hex);
+	c = expect_ok(text, NULL);
+	ck_assert(c->gateway_has_secret);
+	ck_assert_ptr_null(c->gateway_client_secret);
+	ck_assert_mem_eq(c->gateway_secret_sha256, want, 32);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_gateway_audiences)
+{
+	expect_error(MINIMAL "subject_audiences = gateway-app agent-gateway\n", NULL,
+	    "x.conf:9: subject_audiences: 'agent-gateway' is the gateway id");
+	expect_error(MINIMAL "id = gw\nsubject_audiences = gw\n", NULL,
+	    "x.conf:10: subject_audiences: 'gw' is the gateway id");
+	expect_error(MINIMAL "subject_audiences = consentd\n", NULL,
+	    "x.conf:9: subject_audiences: 'consentd' is consentd's own [oidc] client_id");
+	expect_error(MINIMAL "subject_audiences =\n", NULL,
+	    "subject_audiences: must name at least one audience");
+	expect_error(MINIMAL "subject_audiences = a a\n", NULL, "subject_audiences: 'a' is listed twice");
+	expect_error(MINIMAL "subject_token_types = id_token saml2\n", NULL,
+	    "x.conf:9: subject_token_types: 'saml2' is not a valid token type");
+	expect_error(MINIMAL "events_uri = http://events.example.com/x\n", NULL,
+	    "x.conf:9: events_uri: http:// is allowed only");
+	struct config *c = expect_ok(MINIMAL "subject_audiences = app1  app2\n"
+	    "subject_token_types = jwt\nevents_uri = https://gw.example.com/events?x=1\n", NULL);
+	ck_assert_uint_eq(c->nsubject_audiences, 2);
+	ck_assert_str_eq(c->subject_audiences[1], "app2");
+	ck_assert_uint_eq(c->nsubject_token_types, 1);
+	ck_assert_str_eq(c->events_uri, "https://gw.example.com/events?x=1");
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_agent_allow_unknown)
+{
+	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\n[agent.a]\nallow = notes:read docs:read\n",
+	    NULL, "x.conf:12: allow: 'docs:read': no [resource.docs] section");
+	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\n[agent.a]\nallow = notes:write\n",
+	    NULL, "x.conf:12: allow: 'notes:write': no [scope.notes.write] section");
+	expect_error(MINIMAL "[agent.a]\nallow = notes\n", NULL, "allow: 'notes' is not RESOURCE:SCOPE");
+	/* the first colon separates resource and scope */
+	struct config *c = expect_ok(MINIMAL "[resource.gh]\n[scope.gh.issues:read]\n[agent.a]\n"
+	    "allow = gh:issues:read\n", NULL);
+	ck_assert_str_eq(config_agent(c, "a")->allow[0], "gh:issues:read");
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_action_unknown_scope)
+{
+	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\n[action.notes.edit]\nscope = write\n",
+	    NULL, "x.conf:12: scope: no [scope.notes.write] section");
+	expect_error(MINIMAL "[action.notes.edit]\nscope = write\n", NULL,
+	    "x.conf:9: [action.notes.edit]: no [resource.notes] section");
+	expect_error(MINIMAL "[resource.notes]\n[action.notes.edit]\n", NULL,
+	    "x.conf:10: scope: required in [action.notes.edit]");
+	expect_error(MINIMAL "[scope.notes.read]\n", NULL,
+	    "x.conf:9: [scope.notes.read]: no [resource.notes] section");
+	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\nprovider = repo\n", NULL,
+	    "x.conf:11: provider: [resource.notes] has no provider");
+	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\n[action.notes.x]\nscope = read\n"
+	    "approval = sometimes\n", NULL, "x.conf:13: approval: must be one of: none, required");
+}
+END_TEST
+
+START_TEST(test_config_route_checks)
+{
+	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\n[action.notes.list]\nscope = read\n"
+	    "route = GET /notes\n", NULL, "x.conf:13: route: a route needs base_url in [resource.notes]");
+#define R MINIMAL "[resource.n]\nbase_url = https://api.example.com/v1/\n[scope.n.r]\n[action.n.a]\nscope = r\n"
+	expect_error(R "route = FETCH /x\n", NULL, "x.conf:14: route: expected 'METHOD /path'");
+	expect_error(R "route = GET x\n", NULL, "route: the path must start with '/'");
+	expect_error(R "route = GET /x/{a}/{a}\n", NULL, "route: capture {a} appears twice");
+	expect_error(R "route = GET /x/{a\n", NULL, "route: a capture must be {NAME}");
+	expect_error(R "route = GET /x/../y\n", NULL, "route: the path must not contain empty, '.' or '..'");
+	expect_error(R "route = GET /x?y=1\n", NULL, "route: the path must be printable ASCII");
+	expect_error(R "route = GET /x/{id}\n[action.n.b]\nscope = r\nroute = GET /x/{id}\n", NULL,
+	    "x.conf:17: route: same route as [action.n.a]");
+	struct config *c = expect_ok(R "route = DELETE /notes/{id}/tags/{tag_2}\n", NULL);
+	const struct config_action *a = config_action(c, "n", "a");
+	ck_assert_str_eq(a->route_method, "DELETE");
+	ck_assert_str_eq(a->route_path, "/notes/{id}/tags/{tag_2}");
+	ck_assert_str_eq(config_resource(c, "n")->base_url, "https://api.example.com/v1");
+	config_free(c);
+#undef R
+}
+END_TEST
+
+START_TEST(test_config_resource_checks)
+{
+	expect_error(MINIMAL "[resource.a]\nuri = not a uri\n", NULL, "x.conf:10: uri: must be an absolute URI");
+	expect_error(MINIMAL "[resource.a]\nuri = https://x.example/#f\n", NULL, "uri: must not have a fragment");
+	expect_error(MINIMAL "[resource.a]\nuri = https://x.example/api\n[resource.b]\nuri = https://x.example/api\n",
+	    NULL, "x.conf:12: uri: same as the uri of [resource.a]");
+	expect_error(MINIMAL "[resource.a]\nuri = urn:consentd:resource:b\n[resource.b]\n", NULL,
+	    "x.conf:11: uri: the default uri of [resource.b] is already the uri of [resource.a]");
+	expect_error(MINIMAL "[resource.a]\nprovider_client_id = x\n", NULL,
+	    "x.conf:9: provider_issuer: required in [resource.a]");
+	expect_error(MINIMAL "[resource.a]\nprovider_issuer = https://p.example\n", NULL,
+	    "x.conf:9: provider_client_id: required in [resource.a]");
+	expect_error(MINIMAL "[resource.a]\nprovider_token_endpoint = https://p.example/t\n"
+	    "provider_client_id = x\n", NULL, "provider_issuer: required in [resource.a]");
+	expect_error(MINIMAL "[resource.a]\nbase_url = http://api.example.com\n", NULL,
+	    "x.conf:10: base_url: http:// is allowed only");
+	expect_error(MINIMAL "[resource.a]\ntoken_release = never\n", NULL,
+	    "x.conf:10: token_release: never (proxy only) needs base_url");
+	expect_error(MINIMAL "[resource.a]\ntoken_release = never\nbase_url =\n", NULL,
+	    "token_release: never (proxy only) needs base_url");
+	expect_error(MINIMAL "[resource.a]\ntoken_release = always\n", NULL,
+	    "token_release: must be one of: gateway, never");
+	expect_error(MINIMAL "[resource.a]\nmax_consent = 0\n", NULL, "max_consent: out of range");
+	struct config *c = expect_ok(MINIMAL "[resource.a]\nuri = https://api.example.com/a\n"
+	    "provider_authorization_endpoint = https://p.example/auth\n"
+	    "provider_token_endpoint = https://p.example/token?v=2\n"
+	    "provider_client_id = cid\ntoken_release = never\nbase_url = https://api.example.com\n"
+	    "refresh_margin = 0\n", NULL);
+	const struct config_resource *r = config_resource_by_uri(c, "https://api.example.com/a");
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(r->id, "a");
+	ck_assert_int_eq(r->token_release, RELEASE_NEVER);
+	ck_assert_str_eq(r->provider_token_endpoint, "https://p.example/token?v=2");
+	ck_assert_ptr_null(r->provider_issuer);
+	ck_assert_int_eq(r->refresh_margin, 0);
+	ck_assert_ptr_null(config_resource_by_uri(c, "urn:consentd:resource:a"));
+	config_free(c);
+	/* empty provider keys are as good as absent */
+	c = expect_ok(MINIMAL "[resource.a]\nprovider_issuer =\nprovider_client_secret =\n", NULL);
+	ck_assert_ptr_null(config_resource(c, "a")->provider_issuer);
+	ck_assert_ptr_null(config_resource(c, "a")->provider_client_secret);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_errors_all_reported)
+{
+	struct config *c = NULL;
+	char *msgs = NULL;
+	ck_assert_int_eq(load("[server]\nlistn = 1\nthreads = x\n[bogus]\n[keys]\ngrant_ttl = 0\n",
+	    NULL, &msgs, &c), CS_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(msgs, "x.conf:2: listn: unknown key\n"
+	    "x.conf:3: threads: not an integer"));
+	ck_assert_ptr_nonnull(strstr(msgs, "x.conf:4: [bogus]: unknown section\n"));
+	ck_assert_ptr_nonnull(strstr(msgs, "x.conf:6: grant_ttl: out of range"));
+	ck_assert_ptr_nonnull(strstr(msgs, "x.conf:1: public_url: required in [server]"));
+	ck_assert_ptr_nonnull(strstr(msgs, "x.conf: issuer: required in [oidc]"));
+	free(msgs);
+	/* errs may be NULL */
+	ck_assert_int_eq(config_load_string("[x]\n", 4, "x.conf", NULL, NULL, &c), CS_ECONFIG);
+	ck_assert_ptr_null(c);
+}
+END_TEST
+
+START_TEST(test_config_missing_file)
+{
+	struct config *c = NULL;
+	char *msgs = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&msgs, &n);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(config_load("/nonexistent/consentd.conf", f, &c), CS_ECONFIG);
+	fclose(f);
+	ck_assert_ptr_null(c);
+	ck_assert_ptr_nonnull(strstr(msgs, "/nonexistent/consentd.conf: cannot open"));
+	free(msgs);
+}
+END_TEST
+
+START_TEST(test_config_file_line_numbers)
+{
+	char *dir = tu_tmpdir();
+	char *path = tu_path(dir, "c.conf");
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(MINIMAL "[keys]\r\ngrant_ttl = 1000\r\n", f);
+	fclose(f);
+	struct config *c = NULL;
+	char *msgs = NULL;
+	size_t n = 0;
+	FILE *m = open_memstream(&msgs, &n);
+	ck_assert_int_eq(config_load(path, m, &c), CS_ECONFIG);
+	fclose(m);
+	char want[512];
+	snprintf(want, sizeof want, "%s:10: grant_ttl: out of range", path);
+	ck_assert_msg(strstr(msgs, want) != NULL, "got: %s", msgs);
+	free(msgs);
+	free(path);
+	tu_rmdir(dir);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *t = tcase_create("config");
+	tcase_add_test(t, test_config_example_loads);
+	tcase_add_test(t, test_config_minimal_defaults);
+	tcase_add_test(t, test_config_dynamic_defaults);
+	tcase_add_test(t, test_config_key_unknown);
+	tcase_add_test(t, test_config_section_unknown);
+	tcase_add_test(t, test_config_key_duplicate);
+	tcase_add_test(t, test_config_section_duplicate);
+	tcase_add_test(t, test_config_int_bad);
+	tcase_add_test(t, test_config_grant_ttl_range);
+	tcase_add_test(t, test_config_bool_values);
+	tcase_add_test(t, test_config_listen_forms);
+	tcase_add_test(t, test_config_public_url_path);
+	tcase_add_test(t, test_config_public_url_query);
+	tcase_add_test(t, test_config_public_url_http);
+	tcase_add_test(t, test_config_public_url_equals_issuer);
+	tcase_add_test(t, test_config_oidc_checks);
+	tcase_add_test(t, test_config_subject_claim_reassignable);
+	tcase_add_test(t, test_config_subject_claim_warns);
+	tcase_add_test(t, test_config_line_too_long);
+	tcase_add_test(t, test_config_syntax_errors);
+	tcase_add_test(t, test_config_continuation_and_comments);
+	tcase_add_test(t, test_config_section_names);
+	tcase_add_test(t, test_config_env_override);
+	tcase_add_test(t, test_config_env_secret);
+	tcase_add_test(t, test_config_env_unknown);
+	tcase_add_test(t, test_config_gateway_secret);
+	tcase_add_test(t, test_config_gateway_audiences);
+	tcase_add_test(t, test_config_agent_allow_unknown);
+	tcase_add_test(t, test_config_action_unknown_scope);
+	tcase_add_test(t, test_config_route_checks);
+	tcase_add_test(t, test_config_resource_checks);
+	tcase_add_test(t, test_config_errors_all_reported);
+	tcase_add_test(t, test_config_missing_file);
+	tcase_add_test(t, test_config_file_line_numbers);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(config_suite());
+}
