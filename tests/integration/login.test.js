@@ -5,37 +5,21 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startIdp, DEFAULT_CLIENTS } from '../lib/idp.js';
-import { startConsentd } from '../lib/consentd.js';
-import { getFreePort } from '../lib/ports.js';
+import { startStack } from '../lib/stack.js';
 import { CookieJar } from '../lib/idplogin.js';
 import { consentdLogin, req, postForm, setCookieLines } from '../lib/weblogin.js';
 
 let idp; let c;
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 
-async function waitReady(url) {
-  for (let i = 0; i < 100; i += 1) {
-    if ((await fetch(`${url}/readyz`)).status === 200) return;
-    await sleep(100);
-  }
-  throw new Error('consentd never became ready');
+async function startPair(session = {}) {
+  const s = await startStack({ config: { session } });
+  return { idp: s.idp, c: s.c, stop: s.stop };
 }
 
-async function startPair(sessionCfg = {}) {
-  const port = await getFreePort();
-  const url = `http://127.0.0.1:${port}`;
-  const clients = DEFAULT_CLIENTS.map((cl) => (cl.client_id === 'consentd'
-    ? { ...cl, redirect_uris: [`${url}/callback`], post_logout_redirect_uris: [`${url}/`] } : cl));
-  const i = await startIdp({ clients });
-  const d = await startConsentd({ port, config: { oidc: { issuer: i.issuer }, session: sessionCfg } });
-  await waitReady(url);
-  return { idp: i, c: d };
-}
-
-before(async () => { ({ idp, c } = await startPair()); });
-after(async () => { await c?.stop(); await idp?.stop(); });
-
+let stack;
+before(async () => { stack = await startPair(); ({ idp, c } = stack); });
+after(async () => { await stack?.stop(); });
 test('a person logs in at the IdP and /me shows who they are', async () => {
   const r = await consentdLogin({ url: c.url, user: 'alice', password: 'alice-password' });
   const auth = new URL(r.loginLocation);
@@ -184,7 +168,6 @@ test('an idle session expires', async () => {
     assert.equal(res.status, 303);
     assert.match(res.headers.get('location'), /^\/login/);
   } finally {
-    await pair.c.stop();
-    await pair.idp.stop();
+    await pair.stop();
   }
 });

@@ -1,0 +1,98 @@
+// Browser: Chromium logs in through the development IdP's page and lands on
+// /me.  Everything the browser saw -- every URL, response body, cookie and
+// storage entry -- is scanned for tokens, the PKCE verifier and the code.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startStack } from '../lib/stack.js';
+import { launchBrowser } from '../lib/browser.js';
+
+const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
+let s; let b;
+before(async () => { s = await startStack(); b = await launchBrowser(); });
+after(async () => { await b?.close(); await s?.stop(); });
+
+const JWT = /eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+/;
+
+test('a person signs in with Chromium and no token, code or verifier leaks to the browser', async () => {
+  const page = await b.newPage();
+  const urls = [];
+  const bodies = [];
+  page.on('request', (r) => urls.push(r.url()));
+  page.on('response', async (r) => {
+    const ct = r.headers()['content-type'] || '';
+    if (r.status() >= 300 && r.status() < 400) return;
+    if (/html|json|text|javascript/.test(ct)) {
+      try { bodies.push({ url: r.url(), text: await r.text() }); } catch { /* navigated away */ }
+    }
+  });
+
+  await page.goto(`${s.url}/me`);
+  // Now at the IdP's login form: the login state (with its verifier) exists server-side.
+  await page.waitForSelector('input[name=login]');
+  assert.ok(page.url().startsWith(s.idp.issuer), 'sent to the IdP to sign in');
+  const q = spawnSync('sqlite3', [join(s.c.dir, 'consentd.db'), 'SELECT code_verifier, nonce FROM login_states'], { encoding: 'utf8' });
+  assert.equal(q.status, 0, q.stderr);
+  const [verifier, nonce] = q.stdout.trim().split('\n')[0].split('|');
+  assert.match(verifier, /^[A-Za-z0-9_-]{43}$/);
+
+  await page.fill('input[name=login]', 'alice');
+  await page.fill('input[name=password]', 'alice-password');
+  await Promise.all([page.waitForURL(`${s.url}/me`), page.click('button[type=submit], input[type=submit]')]);
+  await page.waitForSelector('text=Alice Example');
+  mkdirSync(shots, { recursive: true });
+  await page.screenshot({ path: join(shots, 'login-me.png'), fullPage: true });
+
+  const cookies = await b.context.cookies();
+  const storage = await page.evaluate(() => JSON.stringify({ l: { ...localStorage }, s: { ...sessionStorage } }));
+  const session = cookies.find((c) => c.name === 'consentd_session');
+  assert.ok(session, 'a session cookie');
+  assert.equal(session.httpOnly, true);
+  assert.equal(session.sameSite, 'Lax');
+
+  const callbacks = urls.filter((u) => u.startsWith(`${s.url}/callback`));
+  assert.equal(callbacks.length, 1);
+  const code = new URL(callbacks[0]).searchParams.get('code');
+  assert.ok(code && code.length > 10);
+
+  const everything = [
+    ...urls.map((u) => ({ where: `url ${u}`, text: u })),
+    ...bodies.map((x) => ({ where: `body of ${x.url}`, text: x.text })),
+    ...cookies.map((c) => ({ where: `cookie ${c.name}`, text: `${c.name}=${c.value}` })),
+    { where: 'storage', text: storage },
+  ];
+  for (const { where, text } of everything) {
+    assert.doesNotMatch(text, JWT, `no JWT in ${where}`);
+    assert.ok(!text.includes(verifier), `no PKCE verifier in ${where}`);
+    if (!where.startsWith(`url ${s.url}/callback`)) {
+      assert.ok(!text.includes(code), `the code only in the callback URL, not in ${where}`);
+    }
+  }
+  assert.ok(urls.some((u) => u.includes(`nonce=${nonce}`)), 'the nonce went to the IdP');
+  // The callback answered with a redirect to a URL without the code, and nothing logged it.
+  assert.equal(page.url(), `${s.url}/me`);
+  const log = readFileSync(join(s.c.dir, 'access.log'), 'utf8');
+  assert.ok(!log.includes(code) && !log.includes(verifier), 'the access log holds neither code nor verifier');
+  // The login state was single-use and is gone.
+  const left = spawnSync('sqlite3', [join(s.c.dir, 'consentd.db'), 'SELECT count(*) FROM login_states'], { encoding: 'utf8' });
+  assert.equal(left.stdout.trim(), '0');
+  await page.close();
+});
+
+test('signing out in the browser ends the session at consentd and at the IdP', async () => {
+  const page = await b.newPage();
+  await page.goto(`${s.url}/me`);
+  await page.waitForSelector('text=Alice Example');
+  await page.click('text=Sign out');
+  await page.waitForURL(`${s.url}/`);
+  const cookies = await b.context.cookies();
+  assert.equal(cookies.find((c) => c.name === 'consentd_session'), undefined, 'session cookie removed');
+  await page.goto(`${s.url}/me`);
+  // The IdP's session ended too: its login form is shown again.
+  await page.waitForSelector('input[name=login]');
+  assert.ok(page.url().startsWith(s.idp.issuer));
+  await page.close();
+});

@@ -1,0 +1,45 @@
+// A development IdP and a consentd that trusts it, wired for one test file:
+// consentd's port is chosen first so the IdP can register its redirect URIs.
+//
+//   const s = await startStack({ config: { session: { idle_timeout: 2 } } });
+//   s.idp (tests/lib/idp.js handle), s.c (tests/lib/consentd.js handle), s.url
+//   await s.stop()   // both, by pid; asserts consentd exited 0 (sanitizers clean)
+import assert from 'node:assert/strict';
+import { startIdp, DEFAULT_CLIENTS } from './idp.js';
+import { startConsentd } from './consentd.js';
+import { getFreePort } from './ports.js';
+
+const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
+
+export async function waitReady(url, ms = 15000) {
+  for (let t = 0; t < ms; t += 100) {
+    if ((await fetch(`${url}/readyz`)).status === 200) return;
+    await sleep(100);
+  }
+  throw new Error(`consentd at ${url} never became ready`);
+}
+
+export async function startStack({ config = {}, clients, idpOptions = {} } = {}) {
+  const port = await getFreePort();
+  const url = `http://127.0.0.1:${port}`;
+  const cl = (clients || DEFAULT_CLIENTS).map((x) => (x.client_id === 'consentd'
+    ? { ...x, redirect_uris: [`${url}/callback`], post_logout_redirect_uris: [`${url}/`] } : x));
+  const idp = await startIdp({ clients: cl, ...idpOptions });
+  let c;
+  try {
+    c = await startConsentd({ port, config: { ...config, oidc: { issuer: idp.issuer, ...(config.oidc || {}) } } });
+    await waitReady(url);
+  } catch (e) {
+    await c?.stop();
+    await idp.stop();
+    throw e;
+  }
+  return {
+    idp, c, url,
+    async stop() {
+      const st = await c.stop();
+      await idp.stop();
+      assert.equal(st.code, 0, `consentd exit: ${c.proc.stderr.slice(-2000)}`);
+    },
+  };
+}
