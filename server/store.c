@@ -14,6 +14,7 @@
 
 #include "embed.h"
 #include "store.h"
+#include "store_priv.h"
 
 /* Every statement consentd runs, by index (kcgi/sqlbox style).  Prepared on a
  * connection at first use and kept there. */
@@ -95,6 +96,11 @@ struct store_conn {
 	struct store      *s;
 	sqlite3           *db;
 	sqlite3_stmt      *stmt[STMT__MAX];
+	struct {                          /* statements of the other store_*.c files */
+		const char   *sql;            /* keyed by the address of their SQL constant */
+		sqlite3_stmt *st;
+	} extra[STORE_MAX_EXTRA];
+	size_t             nextra;
 	struct store_conn *next;          /* in s->conns */
 };
 
@@ -116,6 +122,8 @@ static void conn_close(struct store_conn *c)
 		return;
 	for (size_t i = 0; i < STMT__MAX; i++)
 		sqlite3_finalize(c->stmt[i]);
+	for (size_t i = 0; i < c->nextra; i++)
+		sqlite3_finalize(c->extra[i].st);
 	sqlite3_close_v2(c->db);
 	free(c);
 }
@@ -944,4 +952,53 @@ enum cs_err store_purge_expired(struct store_conn *c, int64_t now, int64_t idle,
 		return e;
 	}
 	return stmt_exec(c, st);
+}
+
+/* --- for the other store_*.c files (store_priv.h) ----------------------- */
+
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
+{
+	if (c == NULL)
+		return NULL;
+	for (size_t i = 0; i < c->nextra; i++)
+		if (c->extra[i].sql == sql)
+			return c->extra[i].st;
+	if (c->nextra == STORE_MAX_EXTRA) {
+		fprintf(stderr, "consentd: too many prepared statements (raise STORE_MAX_EXTRA)\n");
+		return NULL;
+	}
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+		fprintf(stderr, "consentd: cannot prepare statement: %s\n", sqlite3_errmsg(c->db));
+		return NULL;
+	}
+	c->extra[c->nextra].sql = sql;
+	c->extra[c->nextra].st = st;
+	c->nextra++;
+	return st;
+}
+
+void store_stmt_done(sqlite3_stmt *st) { stmt_done(st); }
+enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st) { return stmt_exec(c, st); }
+enum cs_err store_rc_err(int rc) { return rc_err(rc); }
+enum cs_err store_bind_text(sqlite3_stmt *st, int i, const char *v) { return bind_text(st, i, v); }
+enum cs_err store_bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n) { return bind_blob(st, i, v, n); }
+enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v) { return bind_int64(st, i, v); }
+enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) { return col_text(st, i, out); }
+enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+{
+	return col_blob(st, i, out, len);
+}
+int64_t store_changes(struct store_conn *c) { return (int64_t)sqlite3_changes64(c->db); }
+
+enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		return CS_OK;
+	if (rc == SQLITE_DONE)
+		return CS_ENOENT;
+	enum cs_err e = rc_err(rc);
+	fprintf(stderr, "consentd: database: %s\n", sqlite3_errmsg(c->db));
+	return e == CS_OK ? CS_EDB : e;
 }

@@ -1,0 +1,33 @@
+/* store_priv.h -- for the store's own files (store.c, store_*.c) only: the
+ * per-connection statement cache and the binding helpers.  Every other module
+ * talks to the database through include/store.h and never sees SQL. */
+#ifndef CS_STORE_PRIV_H
+#define CS_STORE_PRIV_H
+
+#include <stdint.h>
+#include <sqlite3.h>
+#include "store.h"
+
+#define STORE_MAX_EXTRA 128
+
+/* The connection's prepared statement for sql, prepared on first use and
+ * cached under the address of sql (so pass a static constant, never a
+ * built string).  NULL on failure (already reported on stderr). */
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql);
+/* Reset + clear bindings (bound values may be secrets). */
+void store_stmt_done(sqlite3_stmt *st);
+/* Steps a statement that returns no rows to completion, then store_stmt_done. */
+enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
+/* One step: CS_OK with a row, CS_ENOENT when done, an error otherwise. */
+enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
+enum cs_err store_rc_err(int rc);
+enum cs_err store_bind_text(sqlite3_stmt *st, int i, const char *v) CS_MUST_CHECK;
+enum cs_err store_bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n) CS_MUST_CHECK;
+enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v) CS_MUST_CHECK;
+/* malloc'd copies; a NULL column gives *out NULL. */
+enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) CS_MUST_CHECK;
+enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
+/* Rows changed by the connection's last statement. */
+int64_t store_changes(struct store_conn *c);
+
+#endif
