@@ -65,6 +65,10 @@ struct oidc_expect {
 enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
     const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen) CS_MUST_CHECK;
 
+/* For tests only: pretends the last JWKS fetch happened `seconds` earlier, so
+ * that the once-a-minute refetch on an unknown kid can be exercised quickly. */
+void oidc_backdate_jwks_fetch(struct oidc_provider *p, int64_t seconds);
+
 enum oidc_auth { OIDC_AUTH_BASIC = 0, OIDC_AUTH_POST };
 /* Exchanges an authorization code at the token endpoint (PKCE verifier,
  * redirect_uri, client authentication per `auth`).  *id_token is malloc'd

@@ -508,6 +508,15 @@ out:
 	return e;
 }
 
+void oidc_backdate_jwks_fetch(struct oidc_provider *p, int64_t seconds)
+{
+	if (p == NULL || seconds < 0 || seconds > OIDC_MAX_TIME)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->fetched_at -= seconds;
+	pthread_mutex_unlock(&p->mu);
+}
+
 /* --- validation --------------------------------------------------------- */
 
 static bool b64u_char(unsigned char c)
@@ -764,8 +773,11 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 		const char *uri = NULL;
 		pthread_mutex_lock(&p->mu);
 		int64_t m = mono_now();
-		if (p->meta != NULL && (!p->fetched || m - p->fetched_at >= OIDC_REFETCH_EVERY))
+		if (p->meta != NULL && (!p->fetched || m - p->fetched_at >= OIDC_REFETCH_EVERY)) {
 			uri = p->meta->jwks_uri;   /* immutable once set */
+			p->fetched_at = m;         /* claimed: concurrent misses do not fetch too */
+			p->fetched = true;
+		}
 		pthread_mutex_unlock(&p->mu);
 		if (uri != NULL && jwks_fetch(p, uri) == CS_OK) {
 			keyset_put(p, ks);

@@ -1,9 +1,14 @@
 /* test_oidc.c -- upstream ID/subject token validation against a JWKS built here
  * (RSA-2048 and P-256 keys made with OpenSSL, tokens signed by hand), with the
  * attacker's tokens first-class; the outbound URL policy of httpc. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -894,6 +899,422 @@ START_TEST(test_httpc_refuses_before_network)
 }
 END_TEST
 
+/* --- a canned HTTP server on 127.0.0.1: discovery, JWKS, token endpoint -- */
+
+struct srv {
+	int              fd;
+	int              stop;
+	pthread_t        th;
+	pthread_mutex_t  mu;
+	char             base[64];
+	char            *discovery;      /* NULL: 404 */
+	const char      *jwks_body;      /* NULL: 404 */
+	int              jwks_hits;
+	int              token_status;
+	const char      *token_body;
+	char             last_auth[1024];
+	char             last_body[4096];
+};
+
+static void send_all(int c, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(c, p, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void reply(int c, int status, const char *extra, const char *body, size_t n)
+{
+	char head[512];
+	int h = snprintf(head, sizeof head, "HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\nConnection: close\r\n%s\r\n", status, n, extra);
+	send_all(c, head, (size_t)h);
+	send_all(c, body, n);
+}
+
+static void serve_one(struct srv *sv, int c)
+{
+	char req[16384] = "";
+	size_t got = 0;
+	char *end = NULL;
+	while (got < sizeof req - 1 && (end = strstr(req, "\r\n\r\n")) == NULL) {
+		ssize_t r = recv(c, req + got, sizeof req - 1 - got, 0);
+		if (r <= 0)
+			return;
+		got += (size_t)r;
+		req[got] = '\0';
+	}
+	if (end == NULL)
+		return;
+	size_t hlen = (size_t)(end - req) + 4, clen = 0;
+	char *cl = strcasestr(req, "\r\ncontent-length:");
+	if (cl != NULL && cl < end)
+		clen = strtoul(cl + 17, NULL, 10);
+	while (got < hlen + clen && got < sizeof req - 1) {
+		ssize_t r = recv(c, req + got, sizeof req - 1 - got, 0);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		req[got] = '\0';
+	}
+	char path[256] = "";
+	const char *sp = strchr(req, ' ');
+	if (sp != NULL) {
+		size_t k = strcspn(sp + 1, " ");
+		snprintf(path, sizeof path, "%.*s", (int)k, sp + 1);
+	}
+	pthread_mutex_lock(&sv->mu);
+	if (strcmp(path, "/.well-known/openid-configuration") == 0 && sv->discovery != NULL) {
+		reply(c, 200, "", sv->discovery, strlen(sv->discovery));
+	} else if (strcmp(path, "/jwks") == 0 && sv->jwks_body != NULL) {
+		sv->jwks_hits++;
+		reply(c, 200, "", sv->jwks_body, strlen(sv->jwks_body));
+	} else if (strcmp(path, "/token") == 0) {
+		char *a = strcasestr(req, "\r\nauthorization: ");
+		sv->last_auth[0] = '\0';
+		if (a != NULL && a < end)
+			snprintf(sv->last_auth, sizeof sv->last_auth, "%.*s",
+			    (int)strcspn(a + 17, "\r"), a + 17);
+		snprintf(sv->last_body, sizeof sv->last_body, "%s", req + hlen);
+		reply(c, sv->token_status, "", sv->token_body, strlen(sv->token_body));
+	} else if (strcmp(path, "/big") == 0) {
+		size_t n = HTTPC_MAX_RESPONSE + 100;
+		char *big = malloc(n);
+		if (big != NULL) {
+			memset(big, 'a', n);
+			reply(c, 200, "", big, n);
+			free(big);
+		}
+	} else if (strcmp(path, "/redirect") == 0) {
+		reply(c, 302, "Location: /jwks\r\n", "", 0);
+	} else {
+		reply(c, 404, "", "{}", 2);
+	}
+	pthread_mutex_unlock(&sv->mu);
+}
+
+static void *srv_main(void *arg)
+{
+	struct srv *sv = arg;
+	while (!__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd pfd = { sv->fd, POLLIN, 0 };
+		if (poll(&pfd, 1, 50) <= 0)
+			continue;
+		int c = accept(sv->fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		serve_one(sv, c);
+		close(c);
+	}
+	return NULL;
+}
+
+/* Discovery naming issuer, with every endpoint on the server (token_endpoint
+ * replaced when token_ep is non-NULL). */
+static void srv_discovery(struct srv *sv, const char *issuer, const char *token_ep)
+{
+	char tok[128];
+	snprintf(tok, sizeof tok, "%s/token", sv->base);
+	json_t *d = json_pack("{s:s, s:s+, s:s, s:s+, s:s+, s:[s], s:[s,s], s:b}",
+	    "issuer", issuer, "authorization_endpoint", sv->base, "/auth",
+	    "token_endpoint", token_ep != NULL ? token_ep : tok,
+	    "jwks_uri", sv->base, "/jwks", "end_session_endpoint", sv->base, "/logout",
+	    "subject_types_supported", "public", "code_challenge_methods_supported", "plain", "S256",
+	    "authorization_response_iss_parameter_supported", 1);
+	ck_assert_ptr_nonnull(d);
+	pthread_mutex_lock(&sv->mu);
+	free(sv->discovery);
+	sv->discovery = json_dumps(d, JSON_COMPACT);
+	pthread_mutex_unlock(&sv->mu);
+	json_decref(d);
+}
+
+static void srv_start(struct srv *sv)
+{
+	struct sockaddr_in a;
+	socklen_t alen = sizeof a;
+	memset(sv, 0, sizeof *sv);
+	pthread_mutex_init(&sv->mu, NULL);
+	sv->fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(sv->fd, 0);
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(sv->fd, (struct sockaddr *)&a, sizeof a), 0);
+	ck_assert_int_eq(listen(sv->fd, 16), 0);
+	ck_assert_int_eq(getsockname(sv->fd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(sv->base, sizeof sv->base, "http://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+	sv->jwks_body = jwks;
+	sv->token_status = 200;
+	sv->token_body = "{}";
+	srv_discovery(sv, sv->base, NULL);
+	ck_assert_int_eq(pthread_create(&sv->th, NULL, srv_main, sv), 0);
+}
+
+static void srv_stop(struct srv *sv)
+{
+	__atomic_store_n(&sv->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(sv->th, NULL);
+	close(sv->fd);
+	free(sv->discovery);
+	pthread_mutex_destroy(&sv->mu);
+}
+
+static int srv_hits(struct srv *sv)
+{
+	pthread_mutex_lock(&sv->mu);
+	int n = sv->jwks_hits;
+	pthread_mutex_unlock(&sv->mu);
+	return n;
+}
+
+/* Validates an ES256 token for kid from issuer against p; returns the result. */
+static enum cs_err validate_from(struct oidc_provider *p, const char *issuer, const char *kid)
+{
+	struct oidc_expect ex = expect_default();
+	json_t *c = claims_default(), *claims = NULL;
+	json_object_set_new(c, "iss", json_string(issuer));
+	char *t = token_with("ES256", kid, c);
+	enum cs_err e = oidc_validate(p, t, &ex, &claims, NULL, 0);
+	json_decref(claims);
+	free(t);
+	return e;
+}
+
+struct miss {
+	struct oidc_provider *p;
+	const char *tok;
+};
+
+/* No Check assertions off the main thread: a wrong acceptance aborts. */
+static void *miss_main(void *arg)
+{
+	struct miss *m = arg;
+	struct oidc_expect ex = expect_default();
+	for (int i = 0; i < 10; i++) {
+		json_t *claims = NULL;
+		if (oidc_validate(m->p, m->tok, &ex, &claims, NULL, 0) == CS_OK)
+			abort();
+	}
+	return NULL;
+}
+
+START_TEST(test_oidc_discover_and_refetch)
+{
+	struct srv sv;
+	struct oidc_provider *p = NULL;
+	char only_rsa[4096];
+	srv_start(&sv);
+	snprintf(only_rsa, sizeof only_rsa, "{\"keys\":[%s]}", rsa_jwk);
+	sv.jwks_body = only_rsa;
+	ck_assert_int_eq(oidc_provider_new(sv.base, SKEW, &p), CS_OK);
+	ck_assert_int_eq(oidc_discover(p), CS_OK);
+	const struct oidc_meta *m = oidc_meta(p);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(m->issuer, sv.base);
+	ck_assert_ptr_nonnull(strstr(m->token_endpoint, "/token"));
+	ck_assert_ptr_nonnull(strstr(m->jwks_uri, "/jwks"));
+	ck_assert_ptr_nonnull(m->end_session_endpoint);
+	ck_assert(m->iss_parameter_supported);
+	ck_assert(m->public_subjects);
+	ck_assert(m->s256_supported);
+	ck_assert_int_eq(srv_hits(&sv), 1);
+	/* Discovery again changes nothing and fetches nothing. */
+	ck_assert_int_eq(oidc_discover(p), CS_OK);
+	ck_assert_ptr_eq(oidc_meta(p), m);
+	ck_assert_int_eq(srv_hits(&sv), 1);
+
+	/* The provider rotates in the EC key: within the minute, no refetch. */
+	pthread_mutex_lock(&sv.mu);
+	sv.jwks_body = jwks;
+	pthread_mutex_unlock(&sv.mu);
+	ck_assert_int_ne(validate_from(p, sv.base, "ec1"), CS_OK);
+	ck_assert_int_eq(srv_hits(&sv), 1);
+	/* A minute later, one refetch finds it. */
+	oidc_backdate_jwks_fetch(p, 61);
+	ck_assert_int_eq(validate_from(p, sv.base, "ec1"), CS_OK);
+	ck_assert_int_eq(srv_hits(&sv), 2);
+	/* Unknown kids right after: no fetch; a minute later: exactly one. */
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_ne(validate_from(p, sv.base, "nope"), CS_OK);
+	ck_assert_int_eq(srv_hits(&sv), 2);
+	oidc_backdate_jwks_fetch(p, 61);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_ne(validate_from(p, sv.base, "nope"), CS_OK);
+	ck_assert_int_eq(srv_hits(&sv), 3);
+	/* A refetch that yields nothing usable keeps the keys. */
+	pthread_mutex_lock(&sv.mu);
+	sv.jwks_body = "{\"keys\":[]}";
+	pthread_mutex_unlock(&sv.mu);
+	oidc_backdate_jwks_fetch(p, 61);
+	ck_assert_int_ne(validate_from(p, sv.base, "nope"), CS_OK);
+	ck_assert_int_eq(srv_hits(&sv), 4);
+	ck_assert_int_eq(validate_from(p, sv.base, "ec1"), CS_OK);
+	/* Many threads missing a kid at once: still one fetch. */
+	json_t *c = claims_default();
+	json_object_set_new(c, "iss", json_string(sv.base));
+	char *nope = token_with("ES256", "nope", c);
+	struct miss m4 = { p, nope };
+	pthread_t th[4];
+	oidc_backdate_jwks_fetch(p, 61);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, miss_main, &m4), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_int_eq(srv_hits(&sv), 5);
+	free(nope);
+	oidc_provider_free(p);
+	srv_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_oidc_discover_rejects)
+{
+	struct srv sv;
+	struct oidc_provider *p = NULL;
+	char iss[128];
+	srv_start(&sv);
+	ck_assert_int_eq(oidc_provider_new(sv.base, SKEW, &p), CS_OK);
+	/* The document names another issuer (a trailing slash is another issuer). */
+	snprintf(iss, sizeof iss, "%s/", sv.base);
+	srv_discovery(&sv, iss, NULL);
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	srv_discovery(&sv, "https://evil.test", NULL);
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	/* An endpoint that is not https (and not loopback). */
+	srv_discovery(&sv, sv.base, "http://idp.example/token");
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	srv_discovery(&sv, sv.base, "https://user@idp.example/token");
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	/* No usable JWKS. */
+	srv_discovery(&sv, sv.base, NULL);
+	pthread_mutex_lock(&sv.mu);
+	sv.jwks_body = NULL;
+	pthread_mutex_unlock(&sv.mu);
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	pthread_mutex_lock(&sv.mu);
+	sv.jwks_body = "{\"keys\":[{\"kty\":\"oct\",\"kid\":\"k\",\"k\":\"c2VjcmV0\"}]}";
+	pthread_mutex_unlock(&sv.mu);
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	ck_assert_ptr_null(oidc_meta(p));
+	/* No document at all. */
+	pthread_mutex_lock(&sv.mu);
+	free(sv.discovery);
+	sv.discovery = NULL;
+	sv.jwks_body = jwks;
+	pthread_mutex_unlock(&sv.mu);
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	ck_assert_ptr_null(oidc_meta(p));
+	/* Fixed: a retry succeeds. */
+	srv_discovery(&sv, sv.base, NULL);
+	ck_assert_int_eq(oidc_discover(p), CS_OK);
+	ck_assert_ptr_nonnull(oidc_meta(p));
+	oidc_provider_free(p);
+
+	/* An issuer configured with a trailing slash: discovery drops it before
+	 * the well-known path, and the document must name it with the slash. */
+	ck_assert_int_eq(oidc_provider_new(iss, SKEW, &p), CS_OK);
+	ck_assert_int_ne(oidc_discover(p), CS_OK);
+	srv_discovery(&sv, iss, NULL);
+	ck_assert_int_eq(oidc_discover(p), CS_OK);
+	ck_assert_str_eq(oidc_meta(p)->issuer, iss);
+	oidc_provider_free(p);
+	srv_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_oidc_exchange_code)
+{
+	struct srv sv;
+	struct oidc_provider *p = NULL;
+	char *tok = NULL;
+	srv_start(&sv);
+	ck_assert_int_eq(oidc_provider_new(sv.base, SKEW, &p), CS_OK);
+	ck_assert_int_eq(oidc_discover(p), CS_OK);
+	sv.token_body = "{\"access_token\":\"at\",\"id_token\":\"a.b.c\",\"token_type\":\"Bearer\"}";
+	ck_assert_int_eq(oidc_exchange_code(p, "my client:1", "s\xc3\xa9" "cret+/%", OIDC_AUTH_BASIC,
+	    "the code", "https://rp.test/cb?x=1", "verif-ier", &tok), CS_OK);
+	ck_assert_str_eq(tok, "a.b.c");
+	free(tok);
+	tok = NULL;
+	/* RFC 6749 §2.3.1: form-encoded, then Base64. */
+	const char *raw = "my%20client%3A1:s%C3%A9cret%2B%2F%25";
+	char *b64 = malloc(4 * strlen(raw) / 3 + 8), want[256];
+	ck_assert_ptr_nonnull(b64);
+	EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)raw, (int)strlen(raw));
+	snprintf(want, sizeof want, "Basic %s", b64);
+	free(b64);
+	ck_assert_str_eq(sv.last_auth, want);
+	ck_assert_str_eq(sv.last_body, "grant_type=authorization_code&code=the%20code&"
+	    "redirect_uri=https%3A%2F%2Frp.test%2Fcb%3Fx%3D1&code_verifier=verif-ier");
+	/* client_secret_post: credentials in the body, no Authorization. */
+	ck_assert_int_eq(oidc_exchange_code(p, "c", "s&t", OIDC_AUTH_POST, "k", "https://rp.test/cb",
+	    "v", &tok), CS_OK);
+	free(tok);
+	tok = NULL;
+	ck_assert_str_eq(sv.last_auth, "");
+	ck_assert_str_eq(sv.last_body, "grant_type=authorization_code&code=k&"
+	    "redirect_uri=https%3A%2F%2Frp.test%2Fcb&code_verifier=v&client_id=c&client_secret=s%26t");
+	/* Refusals and bad answers. */
+	sv.token_status = 400;
+	sv.token_body = "{\"error\":\"invalid_grant\"}";
+	ck_assert_int_eq(oidc_exchange_code(p, "c", "s", OIDC_AUTH_BASIC, "k", "https://rp.test/cb",
+	    "v", &tok), CS_EPERM);
+	sv.token_status = 401;
+	ck_assert_int_eq(oidc_exchange_code(p, "c", "s", OIDC_AUTH_BASIC, "k", "https://rp.test/cb",
+	    "v", &tok), CS_EPERM);
+	sv.token_status = 500;
+	ck_assert_int_eq(oidc_exchange_code(p, "c", "s", OIDC_AUTH_BASIC, "k", "https://rp.test/cb",
+	    "v", &tok), CS_EIO);
+	sv.token_status = 200;
+	sv.token_body = "{\"access_token\":\"at\"}";
+	ck_assert_int_eq(oidc_exchange_code(p, "c", "s", OIDC_AUTH_BASIC, "k", "https://rp.test/cb",
+	    "v", &tok), CS_EINVAL);
+	sv.token_body = "{\"id_token\":7}";
+	ck_assert_int_eq(oidc_exchange_code(p, "c", "s", OIDC_AUTH_BASIC, "k", "https://rp.test/cb",
+	    "v", &tok), CS_EINVAL);
+	sv.token_body = "not json";
+	ck_assert_int_eq(oidc_exchange_code(p, "c", "s", OIDC_AUTH_BASIC, "k", "https://rp.test/cb",
+	    "v", &tok), CS_EINVAL);
+	ck_assert_ptr_null(tok);
+	oidc_provider_free(p);
+	srv_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_httpc_transfers)
+{
+	struct srv sv;
+	struct httpc_response res;
+	char url[128];
+	srv_start(&sv);
+	snprintf(url, sizeof url, "%s/jwks", sv.base);
+	ck_assert_int_eq(httpc_get(url, &res), CS_OK);
+	ck_assert_int_eq(res.status, 200);
+	ck_assert_str_eq(res.body.data, jwks);
+	ck_assert_str_eq(res.content_type, "application/json");
+	httpc_response_clear(&res);
+	/* Non-2xx is not an error; the body is an empty string, never NULL. */
+	snprintf(url, sizeof url, "%s/redirect", sv.base);
+	ck_assert_int_eq(httpc_get(url, &res), CS_OK);
+	ck_assert_int_eq(res.status, 302);             /* not followed */
+	ck_assert_str_eq(res.body.data, "");
+	httpc_response_clear(&res);
+	snprintf(url, sizeof url, "%s/big", sv.base);
+	ck_assert_int_eq(httpc_get(url, &res), CS_ETOOBIG);
+	ck_assert_ptr_null(res.body.data);
+	httpc_response_clear(&res);
+	/* Nothing listening. */
+	srv_stop(&sv);
+	ck_assert_int_eq(httpc_get(url, &res), CS_EIO);
+	httpc_response_clear(&res);
+}
+END_TEST
+
 /* --- setup -------------------------------------------------------------- */
 
 static void keys_setup(void)
@@ -978,6 +1399,13 @@ static Suite *oidc_suite(void)
 	tcase_add_test(tc, test_oidc_provider_new_rejects);
 	tcase_add_test(tc, test_oidc_validate_concurrent_jwks_swap);
 	suite_add_tcase(s, tc);
+	TCase *tn = tcase_create("network");
+	tcase_set_timeout(tn, 60);
+	tcase_add_test(tn, test_oidc_discover_and_refetch);
+	tcase_add_test(tn, test_oidc_discover_rejects);
+	tcase_add_test(tn, test_oidc_exchange_code);
+	tcase_add_test(tn, test_httpc_transfers);
+	suite_add_tcase(s, tn);
 	TCase *th = tcase_create("httpc");
 	tcase_add_test(th, test_httpc_url_allowed);
 	tcase_add_test(th, test_httpc_refuses_before_network);
@@ -987,8 +1415,11 @@ static Suite *oidc_suite(void)
 
 int main(void)
 {
+	if (httpc_global_init() != CS_OK)
+		return EXIT_FAILURE;
 	keys_setup();
 	int rc = tu_run(oidc_suite());
 	keys_teardown();
+	curl_global_cleanup();
 	return rc;
 }
