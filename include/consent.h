@@ -1,0 +1,137 @@
+/* consent.h -- consent requests and consents (ARCHITECTURE.md flows A, B, G):
+ * the polling state machine the token exchange runs, the person's decision,
+ * listing and the revocation cascade.  Knows nothing of HTTP or HTML; every
+ * state change commits in one transaction together with its audit entries. */
+#ifndef CS_CONSENT_H
+#define CS_CONSENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "config.h"
+#include "cs_err.h"
+#include "store.h"
+
+#define CONSENT_MAX_SCOPES 20        /* per request; the consent page has one box each */
+#define CONSENT_ID_LEN 22            /* base64url of 16 random bytes */
+
+/* A set of bare scope names, sorted, without duplicates. */
+struct scope_set {
+	char  *v[CONSENT_MAX_SCOPES];
+	size_t n;
+};
+void scope_set_clear(struct scope_set *s);
+/* Parses a space-separated list (RFC 6749 §3.3: %x21 / %x23-5B / %x5D-7E,
+ * separated by single spaces).  CS_EINVAL for a malformed list, CS_ETOOBIG
+ * past CONSENT_MAX_SCOPES. */
+enum cs_err scope_set_parse(const char *s, struct scope_set *out) CS_MUST_CHECK;
+bool scope_set_has(const struct scope_set *s, const char *name);
+/* Space-separated, sorted; malloc'd ("" for an empty set). */
+char *scope_set_join(const struct scope_set *s);
+
+struct consent {                     /* caller-owned; release with consent_clear() */
+	char   *id;
+	int64_t user_id;
+	char   *subject;                 /* the person (IdP subject) */
+	char   *agent, *resource;
+	struct scope_set granted, declined;
+	bool    offline;
+	int64_t created_at, expires_at, revoked_at;
+	char   *state;                   /* "live", "revoked", "expired" (later: "reconnect_required") */
+};
+void consent_clear(struct consent *c);
+
+struct consent_request {             /* caller-owned; release with consent_request_clear() */
+	char   *id;
+	int64_t user_id;
+	char   *subject;
+	char   *agent, *resource;
+	struct scope_set scopes;         /* requested (merged) scopes */
+	struct scope_set pre_granted;    /* granted by the consent live when it was made: pre-ticked */
+	char   *reason;                  /* the agent's text, or NULL */
+	char   *status;                  /* "pending", "approved", "denied", "expired" */
+	int64_t created_at, expires_at, decided_at;
+	char   *consent_id;              /* set once approved */
+};
+void consent_request_clear(struct consent_request *r);
+
+/* What the token exchange should answer (flow A). */
+enum consent_outcome {
+	CONSENT_GRANT = 0,       /* *live holds the covering consent; *grant_scopes = requested ∩ granted */
+	CONSENT_REQUIRED,        /* a new request, or scopes merged into the pending one: consent_required */
+	CONSENT_PENDING,         /* authorization_pending */
+	CONSENT_SLOW_DOWN,       /* slow_down (the interval grew by 5 s) */
+	CONSENT_DENIED,          /* access_denied (within deny_cooldown) */
+	CONSENT_EXPIRED,         /* expired_token: the pending request expired; the next call starts anew */
+	CONSENT_TOO_MANY,        /* 429 too_many_pending_requests; *retry_after set */
+	CONSENT_OUTCOME__MAX
+};
+
+struct consent_answer {              /* release with consent_answer_clear() */
+	enum consent_outcome outcome;
+	struct consent live;             /* CONSENT_GRANT */
+	struct scope_set grant_scopes;   /* CONSENT_GRANT */
+	char   *request_id;              /* CONSENT_REQUIRED / PENDING / SLOW_DOWN */
+	int64_t expires_in;              /* seconds left on the request */
+	int64_t interval;                /* current polling interval */
+	int64_t retry_after;             /* CONSENT_TOO_MANY */
+};
+void consent_answer_clear(struct consent_answer *a);
+
+/* Runs flow A's state machine for one token-exchange call, in one transaction,
+ * with audit entries (created, merged, polled too fast, ...).  issuer/subject
+ * identify the person (the user row is created when new); agent, resource and
+ * requested are already validated against the configuration (requested is a
+ * non-empty subset of what the agent may ask for).  reason may be NULL. */
+enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
+    const char *issuer, const char *subject, const char *agent, const char *resource,
+    const struct scope_set *requested, const char *reason, const char *actor, int64_t now,
+    struct consent_answer *out) CS_MUST_CHECK;
+
+/* A request by id; CS_ENOENT when unknown. */
+enum cs_err consent_request_get(struct store_conn *c, const char *id,
+    struct consent_request *out) CS_MUST_CHECK;
+
+struct consent_decision {
+	bool    approve;
+	struct scope_set selected;       /* ticked boxes; must be ⊆ the request's scopes */
+	int64_t duration;                /* seconds, 1 .. the resource's max_consent */
+	bool    offline;                 /* only honoured for an offline agent */
+};
+
+/* Records the person's decision on a pending, unexpired request that belongs
+ * to user_id (CS_EPERM otherwise; CS_EINVAL for a decided or expired request,
+ * a selection outside the request, an empty approval or a bad duration).
+ * Approve: a new consent (new id) with granted = selected and declined = the
+ * rest of the request, replacing -- in the same transaction -- the live
+ * consent for (user, agent, resource) with its grants and refresh tokens.
+ * Deny: the request is denied; the live consent is unchanged.
+ * *new_consent_id (malloc'd) is written on an approval. */
+enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const char *request_id,
+    int64_t user_id, const struct consent_decision *d, const char *actor, int64_t now,
+    char **new_consent_id) CS_MUST_CHECK;
+
+/* A consent by id (any state); CS_ENOENT when unknown. */
+enum cs_err consent_get(struct store_conn *c, const char *id, int64_t now,
+    struct consent *out) CS_MUST_CHECK;
+/* true when the consent is neither revoked nor expired at now. */
+bool consent_is_live(const struct consent *k, int64_t now);
+
+/* The person's consents (live ones first, then the most recent others, at most
+ * max) and pending requests.  Arrays are malloc'd; free with the _free calls. */
+enum cs_err consent_list_for_user(struct store_conn *c, int64_t user_id, int64_t now, size_t max,
+    struct consent **out, size_t *n) CS_MUST_CHECK;
+void consent_list_free(struct consent *v, size_t n);
+enum cs_err consent_pending_for_user(struct store_conn *c, int64_t user_id, int64_t now,
+    struct consent_request **out, size_t *n) CS_MUST_CHECK;
+void consent_request_list_free(struct consent_request *v, size_t n);
+
+/* Revokes a consent with its grants and refresh tokens (and, later, approvals
+ * and vault records), with one audit entry naming actor and reason.  When
+ * only_user_id > 0 the consent must belong to that user (CS_EPERM otherwise).
+ * Revoking an already revoked consent is CS_OK (idempotent).  Runs in its own
+ * transaction unless in_tx. */
+enum cs_err consent_revoke(struct store_conn *c, const char *consent_id, int64_t only_user_id,
+    const char *actor, const char *reason, int64_t now, bool in_tx) CS_MUST_CHECK;
+
+#endif
