@@ -11,9 +11,9 @@ t0=$(date +%s)
 # Adds a step's "N passed, N failed" line (the last such line of its output).
 tally() {
 	local name=$1 log=$2 rc=$3 line p f
-	line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-	p=$(printf '%s' "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
-	f=$(printf '%s' "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+	line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	p=$(printf '%s' "$line" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+	f=$(printf '%s' "$line" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
 	p=${p:-0}; f=${f:-0}
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 	total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
