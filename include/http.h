@@ -36,7 +36,7 @@ struct param_spec {
 };
 
 #define ROUTE_MAX_CAPTURES 4
-#define ROUTE_MAX_PARAMS 24
+#define ROUTE_MAX_PARAMS 32
 #define HTTP_MAX_HEADERS 16
 
 struct http_request {

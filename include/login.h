@@ -8,7 +8,6 @@
 enum cs_err login_start(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err login_callback(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err login_logout(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
-enum cs_err login_me(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 /* For other page handlers: the request's live session, or a 303 to /login
  * that comes back to return_to (then *have is false and the reply is ready). */

@@ -394,25 +394,3 @@ out:
 	session_clear(&s);
 	return e;
 }
-
-enum cs_err login_me(const struct http_request *req, struct http_reply *rep)
-{
-	struct session s;
-	bool have;
-	json_t *ctx = NULL;
-	enum cs_err e;
-	memset(&s, 0, sizeof s);
-	e = login_require(req, rep, "/me", &s, &have);
-	if (e != CS_OK || !have)
-		goto out;
-	ctx = json_pack("{s:s, s:s?}", "title", "Your consents", "issuer", s.issuer);
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	e = page_render(rep, 200, "me.html", ctx, &s);
-out:
-	json_decref(ctx);
-	session_clear(&s);
-	return e;
-}

@@ -28,14 +28,24 @@ static enum cs_err reply_json_value(struct http_reply *rep, int status, json_t *
 enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *rep)
 {
 	const char *pub = req->app->cfg->public_url;
-	char jwks[512];
+	char jwks[512], tok[512], intro[512], rev[512];
 	snprintf(jwks, sizeof jwks, "%s/.well-known/jwks.json", pub);
-	/* Only endpoints that exist are listed; later capabilities add theirs. */
-	/* consentd has no authorization endpoint of its own: no response types. */
-	json_t *m = json_pack("{s:s, s:s, s:[]}",
+	snprintf(tok, sizeof tok, "%s/token", pub);
+	snprintf(intro, sizeof intro, "%s/introspect", pub);
+	snprintf(rev, sizeof rev, "%s/revoke", pub);
+	/* Only endpoints that exist are listed; later capabilities add theirs.
+	 * consentd has no authorization endpoint of its own: no response types. */
+	json_t *m = json_pack("{s:s, s:s, s:[], s:s, s:s, s:s, s:[s,s], s:[s], s:[s], s:[s]}",
 	    "issuer", pub,
 	    "jwks_uri", jwks,
-	    "response_types_supported");
+	    "response_types_supported",
+	    "token_endpoint", tok,
+	    "introspection_endpoint", intro,
+	    "revocation_endpoint", rev,
+	    "grant_types_supported", "urn:ietf:params:oauth:grant-type:token-exchange", "refresh_token",
+	    "token_endpoint_auth_methods_supported", "client_secret_basic",
+	    "introspection_endpoint_auth_methods_supported", "client_secret_basic",
+	    "revocation_endpoint_auth_methods_supported", "client_secret_basic");
 	return reply_json_value(rep, 200, m, 300);
 }
 

@@ -6,6 +6,8 @@
 #include "http.h"
 #include "login.h"
 #include "meta.h"
+#include "pages.h"
+#include "token.h"
 
 static bool valid_prompt(const char *v)
 {
@@ -21,6 +23,19 @@ static bool valid_digits(const char *v)
 			return false;
 	return true;
 }
+
+static bool valid_decision(const char *v)
+{
+	return strcmp(v, "approve") == 0 || strcmp(v, "deny") == 0;
+}
+
+static bool valid_on(const char *v)
+{
+	return strcmp(v, "on") == 0;
+}
+
+/* One checkbox per position in the stored request (consent.h's CONSENT_MAX_SCOPES). */
+#define SCOPE_BOX(i) { "s" #i, 2, valid_on, 0 }
 
 const struct route http_routes[] = {
 	{ HTTP_GET, "/", ROUTE_BROWSER, meta_index, { { NULL, 0, NULL, 0 } }, 0 },
@@ -49,6 +64,41 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/logout", ROUTE_BROWSER, login_logout, {
 		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/me", ROUTE_BROWSER, login_me, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/me", ROUTE_BROWSER, pages_me, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, pages_me_revoke, {
+		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, pages_consent_decide, {
+		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
+		{ "decision", 8, valid_decision, PARAM_REQUIRED },
+		{ "duration", 10, valid_digits, 0 },
+		{ "offline", 2, valid_on, 0 },
+		SCOPE_BOX(0), SCOPE_BOX(1), SCOPE_BOX(2), SCOPE_BOX(3), SCOPE_BOX(4),
+		SCOPE_BOX(5), SCOPE_BOX(6), SCOPE_BOX(7), SCOPE_BOX(8), SCOPE_BOX(9),
+		SCOPE_BOX(10), SCOPE_BOX(11), SCOPE_BOX(12), SCOPE_BOX(13), SCOPE_BOX(14),
+		SCOPE_BOX(15), SCOPE_BOX(16), SCOPE_BOX(17), SCOPE_BOX(18), SCOPE_BOX(19),
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */
+	{ HTTP_POST, "/token", ROUTE_OAUTH, token_endpoint, {
+		{ "grant_type", 128, valid_printable, PARAM_REQUIRED },
+		{ "subject_token", 16384, valid_token68, 0 },
+		{ "subject_token_type", 128, valid_printable, 0 },
+		{ "requested_token_type", 128, valid_printable, 0 },
+		{ "audience", 256, valid_printable, 0 },
+		{ "resource", 1024, valid_printable, 0 },
+		{ "scope", 2048, valid_printable, 0 },
+		{ "agent_id", 128, valid_printable, 0 },
+		{ "reason", 1024, valid_printable, 0 },
+		{ "refresh_token", 128, valid_token68, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_introspect, {
+		{ "token", 16384, valid_token68, PARAM_REQUIRED },
+		{ "token_type_hint", 64, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	{ HTTP_POST, "/revoke", ROUTE_OAUTH, token_revoke, {
+		{ "token", 16384, valid_token68, PARAM_REQUIRED },
+		{ "token_type_hint", 64, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0 },
 };

@@ -1,0 +1,24 @@
+/* token.h -- the gateway's endpoints: /token (RFC 8693 token exchange for
+ * grants, refresh_token), /introspect (RFC 7662) and /revoke (RFC 7009), and the
+ * gateway's client authentication (client_secret_basic, RFC 6749 §2.3.1). */
+#ifndef CS_TOKEN_H
+#define CS_TOKEN_H
+#include <stdbool.h>
+#include "http.h"
+
+#define URN_TOKEN_EXCHANGE "urn:ietf:params:oauth:grant-type:token-exchange"
+#define URN_TT_ID_TOKEN "urn:ietf:params:oauth:token-type:id_token"
+#define URN_TT_ACCESS_TOKEN "urn:ietf:params:oauth:token-type:access_token"
+#define URN_TT_JWT "urn:ietf:params:oauth:token-type:jwt"
+#define AGENT_REASON_MAX_CHARS 200
+
+/* true when the request's Authorization header carries the gateway's id and
+ * secret (Basic, each form-urlencoded before Base64).  Otherwise fills rep
+ * with 401 invalid_client and WWW-Authenticate and returns false. */
+bool gateway_authenticate(const struct http_request *req, struct http_reply *rep);
+
+enum cs_err token_endpoint(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err token_introspect(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err token_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+
+#endif

@@ -1,0 +1,419 @@
+/* pages.c -- the consent page, the decision, and /me with its revoke buttons.
+ * Session binding: a request is shown and decided only by the person it was
+ * made for.  Every value that matters comes from the stored request, never
+ * from the form: the form only says which of the stored scopes are ticked. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <jansson.h>
+#include "app.h"
+#include "audit.h"
+#include "buf.h"
+#include "consent.h"
+#include "form.h"
+#include "login.h"
+#include "pages.h"
+#include "session.h"
+
+static const int64_t durations[] = { 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400, 365 * 86400 };
+static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 days", "90 days", "1 year" };
+
+char *visible_text(const char *s)
+{
+	struct buf b;
+	const unsigned char *p = (const unsigned char *)s;
+	buf_init(&b, 16 * strlen(s) + 16);
+	while (*p) {
+		unsigned cp = *p;
+		size_t n = 1;
+		if (cp >= 0xc0 && cp < 0xe0 && p[1]) { cp = (cp & 0x1f) << 6 | (p[1] & 0x3f); n = 2; }
+		else if (cp >= 0xe0 && cp < 0xf0 && p[1] && p[2]) {
+			cp = (cp & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6 | (p[2] & 0x3f); n = 3;
+		} else if (cp >= 0xf0 && p[1] && p[2] && p[3]) n = 4;
+		bool hidden = (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
+		    (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) ||
+		    cp == 0xfeff || cp == 0x061c || cp == 0x00ad;
+		enum cs_err e = hidden ? buf_printf(&b, "[U+%04X]", cp) : buf_append(&b, p, n);
+		if (e != CS_OK) {
+			buf_clear(&b);
+			return NULL;
+		}
+		p += n;
+	}
+	return buf_steal(&b);
+}
+
+static void fmt_time(int64_t t, char out[32])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	gmtime_r(&tt, &tm);
+	strftime(out, 32, "%Y-%m-%d %H:%M UTC", &tm);
+}
+
+static const char *agent_name(const struct config *cfg, const char *id)
+{
+	const struct config_agent *a = config_agent(cfg, id);
+	return a ? a->name : id;
+}
+
+static const char *resource_name(const struct config *cfg, const char *id)
+{
+	const struct config_resource *r = config_resource(cfg, id);
+	return r ? r->name : id;
+}
+
+static enum cs_err audit_binding_refused(struct store_conn *c, const struct session *s,
+    const struct consent_request *r, int64_t now)
+{
+	char actor[300];
+	enum cs_err e;
+	struct audit_entry a;
+	snprintf(actor, sizeof actor, "user:%s", s->subject);
+	memset(&a, 0, sizeof a);
+	a.ts = now;
+	a.actor = actor;
+	a.action = "consent.binding_refused";
+	a.subject = r->subject;
+	a.agent = r->agent;
+	a.resource = r->resource;
+	a.request_id = r->id;
+	a.outcome = "refused";
+	a.detail = "opened by another account";
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK)
+		store_rollback(c);
+	return e;
+}
+
+/* Loads the request named in the URL and checks it belongs to the signed-in
+ * person.  Returns CS_OK with *ok true when the caller may go on; otherwise
+ * the reply is complete. */
+static enum cs_err bound_request(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, const struct session *s, struct consent_request *r, bool *ok)
+{
+	enum cs_err e;
+	char loginurl[200];
+	*ok = false;
+	e = consent_request_get(c, req->captures[0], r);
+	if (e == CS_ENOENT)
+		return reply_html_error(rep, 404, "No such request",
+		    "This consent request does not exist. Ask your agent for a new link.");
+	if (e != CS_OK)
+		return e;
+	/* SECURITY: session binding (invariant 4) -- only the person the agent
+	 * asked for may see or decide this request. */
+	if (r->user_id != s->user_id) {
+		if ((e = audit_binding_refused(c, s, r, req->now)) != CS_OK)
+			return e;
+		json_t *ctx = json_pack("{s:s, s:s}", "title", "This request is for another account",
+		    "login_url", "");
+		if (ctx == NULL)
+			return CS_ENOMEM;
+		snprintf(loginurl, sizeof loginurl, "/login?prompt=login&return_to=%%2Fconsent%%2F%s",
+		    r->id);
+		json_object_set_new(ctx, "login_url", json_string(loginurl));
+		e = page_render(rep, 403, "consent_other.html", ctx, s);
+		json_decref(ctx);
+		return e;
+	}
+	*ok = true;
+	return CS_OK;
+}
+
+static json_t *scope_items(const struct config *cfg, const struct consent_request *r)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < r->scopes.n; i++) {
+		const struct config_scope *sc = config_scope(cfg, r->resource, r->scopes.v[i]);
+		char field[24];
+		snprintf(field, sizeof field, "s%zu", i);
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:b}", "field", field,
+		    "name", r->scopes.v[i], "description", sc ? sc->description : r->scopes.v[i],
+		    "already", scope_set_has(&r->pre_granted, r->scopes.v[i])));
+	}
+	return arr;
+}
+
+enum cs_err pages_consent_show(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct consent_request r;
+	struct store_conn *c = store_conn(app->store);
+	char back[128], when[32];
+	json_t *ctx = NULL;
+	char *reason = NULL;
+	bool have, ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	memset(&r, 0, sizeof r);
+	if (c == NULL)
+		return CS_EDB;
+	snprintf(back, sizeof back, "/consent/%s", req->captures[0]);
+	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
+		goto out;
+	if (strcmp(r.status, "pending") != 0 || r.expires_at <= req->now) {
+		e = reply_html_error(rep, 410, "This request is closed",
+		    strcmp(r.status, "approved") == 0 ? "You already approved this request." :
+		    strcmp(r.status, "denied") == 0 ? "You already denied this request." :
+		    "This request expired. Your agent can ask again.");
+		goto out;
+	}
+	const struct config_resource *res = config_resource(cfg, r.resource);
+	const struct config_agent *ag = config_agent(cfg, r.agent);
+	if (res == NULL || ag == NULL) {
+		e = reply_html_error(rep, 410, "This request is closed",
+		    "The agent or resource it names is no longer configured.");
+		goto out;
+	}
+	json_t *opts = json_array();
+	int64_t dflt = res->max_consent < 30 * 86400 ? res->max_consent : 30 * 86400;
+	int have_dflt = 0;
+	for (size_t i = 0; opts && i < sizeof durations / sizeof durations[0]; i++) {
+		if (durations[i] > res->max_consent)
+			break;
+		json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)durations[i],
+		    "label", duration_names[i], "selected", durations[i] == dflt));
+		have_dflt |= durations[i] == dflt;
+	}
+	if (opts && !have_dflt)
+		json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)dflt,
+		    "label", "the longest allowed", "selected", 1));
+	if (r.reason && (reason = visible_text(r.reason)) == NULL) {
+		json_decref(opts);
+		e = CS_ENOMEM;
+		goto out;
+	}
+	fmt_time(r.expires_at, when);
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:o, s:o, s:b, s:s}",
+	    "title", "An agent asks for your permission", "request_id", r.id,
+	    "agent", ag->name, "agent_description", ag->description, "resource", res->name,
+	    "reason", reason, "scopes", scope_items(cfg, &r), "durations", opts,
+	    "offline", ag->offline, "expires", when);
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "consent.html", ctx, &s);
+out:
+	free(reason);
+	json_decref(ctx);
+	consent_request_clear(&r);
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err pages_consent_decide(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct consent_request r;
+	struct consent_decision d;
+	struct store_conn *c = store_conn(app->store);
+	const char *decision = form_get(&req->params, "decision");
+	const char *dur = form_get(&req->params, "duration");
+	char actor[300], *new_id = NULL;
+	json_t *ctx = NULL;
+	bool ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	memset(&r, 0, sizeof r);
+	memset(&d, 0, sizeof d);
+	if (c == NULL)
+		return CS_EDB;
+	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
+	if (e == CS_ENOENT) {
+		e = reply_html_error(rep, 401, "Not signed in",
+		    "Your session ended. Open the link from your agent again to sign in.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	if (!session_csrf_ok(&s, form_get(&req->params, "csrf"))) {
+		e = reply_html_error(rep, 403, "Not allowed",
+		    "This form is stale or did not come from this site. Reload the page and try again.");
+		goto out;
+	}
+	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
+		goto out;
+	d.approve = strcmp(decision, "approve") == 0;
+	if (d.approve) {
+		/* The boxes are named by position in the stored request: a form can only
+		 * choose among the scopes the agent asked for, never add one. */
+		for (size_t i = 0; i < r.scopes.n; i++) {
+			char field[24];
+			snprintf(field, sizeof field, "s%zu", i);
+			if (form_get(&req->params, field) != NULL) {
+				d.selected.v[d.selected.n] = strdup(r.scopes.v[i]);
+				if (d.selected.v[d.selected.n++] == NULL) {
+					e = CS_ENOMEM;
+					goto out;
+				}
+			}
+		}
+		for (size_t i = r.scopes.n; i < CONSENT_MAX_SCOPES; i++) {
+			char field[24];
+			snprintf(field, sizeof field, "s%zu", i);
+			if (form_get(&req->params, field) != NULL) {
+				e = reply_html_error(rep, 400, "Bad request",
+				    "The form names a permission the agent did not ask for.");
+				goto out;
+			}
+		}
+		if (d.selected.n == 0) {
+			e = reply_html_error(rep, 400, "Nothing selected",
+			    "Tick at least one permission to approve, or choose Deny.");
+			goto out;
+		}
+		char *end = NULL;
+		d.duration = dur ? strtoll(dur, &end, 10) : 0;
+		if (dur == NULL || *end != '\0' || d.duration <= 0) {
+			e = reply_html_error(rep, 400, "Bad request", "Choose how long the permission lasts.");
+			goto out;
+		}
+		d.offline = form_get(&req->params, "offline") != NULL;
+	}
+	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	e = consent_decide(c, cfg, r.id, s.user_id, &d, actor, req->now, &new_id);
+	if (e == CS_EPERM) {
+		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
+		goto out;
+	} else if (e == CS_EINVAL) {
+		e = reply_html_error(rep, 400, "This request cannot be decided",
+		    "It was already decided, it expired, or the choice was not valid.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	ctx = json_pack("{s:s, s:b, s:s, s:s}", "title", d.approve ? "Permission given" : "Request denied",
+	    "approved", d.approve, "agent", agent_name(cfg, r.agent), "resource",
+	    resource_name(cfg, r.resource));
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "consent_done.html", ctx, &s);
+out:
+	free(new_id);
+	json_decref(ctx);
+	scope_set_clear(&d.selected);
+	consent_request_clear(&r);
+	session_clear(&s);
+	return e;
+}
+
+static json_t *scope_list(const struct scope_set *s)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < s->n; i++)
+		json_array_append_new(a, json_string(s->v[i]));
+	return a;
+}
+
+enum cs_err pages_me(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct store_conn *c = store_conn(app->store);
+	struct consent *ks = NULL;
+	struct consent_request *rs = NULL;
+	size_t nk = 0, nr = 0;
+	json_t *ctx = NULL, *consents = NULL, *pending = NULL;
+	bool have;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = login_require(req, rep, "/me", &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = consent_list_for_user(c, s.user_id, req->now, 100, &ks, &nk)) != CS_OK ||
+	    (e = consent_pending_for_user(c, s.user_id, req->now, &rs, &nr)) != CS_OK)
+		goto out;
+	consents = json_array();
+	pending = json_array();
+	for (size_t i = 0; consents && i < nk; i++) {
+		char created[32], expires[32];
+		bool live = consent_is_live(&ks[i], req->now);
+		fmt_time(ks[i].created_at, created);
+		fmt_time(ks[i].expires_at, expires);
+		json_array_append_new(consents, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s, s:s, s:b, s:b, s:s}",
+		    "id", ks[i].id, "agent", agent_name(cfg, ks[i].agent),
+		    "resource", resource_name(cfg, ks[i].resource),
+		    "granted", scope_list(&ks[i].granted), "declined", scope_list(&ks[i].declined),
+		    "has_declined", ks[i].declined.n > 0, "created", created, "expires", expires, "offline", ks[i].offline, "live", live,
+		    "state", ks[i].state ? ks[i].state : (live ? "live" : "ended")));
+	}
+	for (size_t i = 0; pending && i < nr; i++) {
+		char expires[32];
+		fmt_time(rs[i].expires_at, expires);
+		json_array_append_new(pending, json_pack("{s:s, s:s, s:s, s:o, s:s}",
+		    "id", rs[i].id, "agent", agent_name(cfg, rs[i].agent),
+		    "resource", resource_name(cfg, rs[i].resource), "scopes", scope_list(&rs[i].scopes),
+		    "expires", expires));
+	}
+	ctx = json_pack("{s:s, s:s?, s:O, s:O}", "title", "Your consents", "issuer", s.issuer,
+	    "consents", consents, "pending", pending);
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "me.html", ctx, &s);
+out:
+	json_decref(consents);
+	json_decref(pending);
+	json_decref(ctx);
+	consent_list_free(ks, nk);
+	consent_request_list_free(rs, nr);
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err pages_me_revoke(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct session s;
+	struct store_conn *c = store_conn(app->store);
+	char actor[300];
+	enum cs_err e;
+	memset(&s, 0, sizeof s);
+	if (c == NULL)
+		return CS_EDB;
+	e = session_from_cookie(c, app->cfg, req->cookie, req->now, &s);
+	if (e == CS_ENOENT) {
+		e = reply_html_error(rep, 401, "Not signed in", "Sign in again to manage your consents.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	if (!session_csrf_ok(&s, form_get(&req->params, "csrf"))) {
+		e = reply_html_error(rep, 403, "Not allowed",
+		    "This form is stale or did not come from this site. Reload the page and try again.");
+		goto out;
+	}
+	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	e = consent_revoke(c, req->captures[0], s.user_id, actor, "revoked by the person on /me",
+	    req->now, false);
+	if (e == CS_ENOENT || e == CS_EPERM) {
+		/* SECURITY: someone else's consent looks exactly like a missing one. */
+		e = reply_html_error(rep, 404, "No such consent", "There is no such consent of yours.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	rep->status = 303;
+	rep->content_type = "text/plain; charset=utf-8";
+	e = reply_header(rep, "Location", "/me");
+out:
+	session_clear(&s);
+	return e;
+}

@@ -1,0 +1,427 @@
+/* token.c -- the gateway's OAuth endpoints.  Every answer is RFC 6749 JSON with
+ * Cache-Control: no-store.  The subject token is validated only against the
+ * upstream IdP; a token consentd issued is never accepted as a subject. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include "app.h"
+#include "audit.h"
+#include "consent.h"
+#include "form.h"
+#include "grant.h"
+#include "oidc.h"
+#include "session.h"
+#include "token.h"
+
+/* --- client authentication ----------------------------------------------- */
+
+static bool basic_credentials(const char *hdr, char **id, char **secret)
+{
+	unsigned char *dec = NULL;
+	size_t n, len;
+	bool ok = false;
+	char *colon;
+	*id = *secret = NULL;
+	if (hdr == NULL || strncasecmp(hdr, "Basic ", 6) != 0)
+		return false;
+	hdr += 6;
+	while (*hdr == ' ')
+		hdr++;
+	n = strlen(hdr);
+	if (n == 0 || n > 2048 || n % 4 != 0)
+		return false;
+	dec = malloc(n / 4 * 3 + 1);
+	if (dec == NULL)
+		return false;
+	int r = EVP_DecodeBlock(dec, (const unsigned char *)hdr, (int)n);
+	if (r < 0)
+		goto out;
+	len = (size_t)r;
+	if (n >= 1 && hdr[n - 1] == '=')
+		len--;
+	if (n >= 2 && hdr[n - 2] == '=')
+		len--;
+	dec[len] = '\0';
+	if (memchr(dec, '\0', len) != NULL || (colon = strchr((char *)dec, ':')) == NULL)
+		goto out;
+	*colon = '\0';
+	/* RFC 6749 §2.3.1: both parts are form-urlencoded before Base64. */
+	if (pct_decode((char *)dec, strlen((char *)dec), 1, id, NULL) != CS_OK)
+		goto out;
+	if (pct_decode(colon + 1, strlen(colon + 1), 1, secret, NULL) != CS_OK) {
+		free(*id);
+		*id = NULL;
+		goto out;
+	}
+	ok = true;
+out:
+	OPENSSL_cleanse(dec, n / 4 * 3 + 1);
+	free(dec);
+	return ok;
+}
+
+bool gateway_authenticate(const struct http_request *req, struct http_reply *rep)
+{
+	const struct config *cfg = req->app->cfg;
+	char *id = NULL, *secret = NULL;
+	unsigned char h[32];
+	bool ok = false;
+	if (basic_credentials(req->authorization, &id, &secret)) {
+		sha256_str(secret, h);
+		/* SECURITY: the secret is compared as a SHA-256, in constant time;
+		 * the id is public. */
+		int id_ok = strcmp(id, cfg->gateway_id) == 0;
+		int secret_ok = CRYPTO_memcmp(h, cfg->gateway_secret_sha256, 32) == 0;
+		ok = id_ok && secret_ok;
+	}
+	if (secret) {
+		OPENSSL_cleanse(secret, strlen(secret));
+		free(secret);
+	}
+	free(id);
+	if (!ok) {
+		if (reply_oauth_error(rep, 401, "invalid_client", "client authentication failed") != CS_OK ||
+		    reply_header(rep, "WWW-Authenticate", "Basic realm=\"consentd\"") != CS_OK)
+			rep->status = 401;
+	}
+	return ok;
+}
+
+/* --- helpers -------------------------------------------------------------- */
+
+static enum cs_err reply_value(struct http_reply *rep, int status, json_t *v)
+{
+	char *s;
+	enum cs_err e;
+	if (v == NULL)
+		return CS_ENOMEM;
+	s = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	if (s == NULL)
+		return CS_ENOMEM;
+	e = reply_json(rep, status, s);
+	OPENSSL_cleanse(s, strlen(s));
+	free(s);
+	return e;
+}
+
+static size_t utf8_chars(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+static const char *subject_type_name(const char *urn)
+{
+	if (strcmp(urn, URN_TT_ID_TOKEN) == 0)
+		return "id_token";
+	if (strcmp(urn, URN_TT_ACCESS_TOKEN) == 0)
+		return "access_token";
+	if (strcmp(urn, URN_TT_JWT) == 0)
+		return "jwt";
+	return NULL;
+}
+
+static bool subject_type_allowed(const struct config *cfg, const char *urn)
+{
+	const char *name = subject_type_name(urn);
+	if (name == NULL)
+		return false;
+	for (size_t i = 0; i < cfg->nsubject_token_types; i++)
+		if (strcmp(cfg->subject_token_types[i], name) == 0)
+			return true;
+	return false;
+}
+
+static bool agent_allows(const struct config_agent *a, const char *resource, const char *scope)
+{
+	size_t rl = strlen(resource);
+	for (size_t i = 0; i < a->nallow; i++) {
+		const char *e = a->allow[i];
+		if (strncmp(e, resource, rl) == 0 && e[rl] == ':' && strcmp(e + rl + 1, scope) == 0)
+			return true;
+	}
+	return false;
+}
+
+static enum cs_err grant_reply(struct http_reply *rep, const struct grant_response *g)
+{
+	json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", g->access_token,
+	    "issued_token_type", URN_TT_JWT, "token_type", "Bearer",
+	    "expires_in", (json_int_t)g->expires_in, "scope", g->scope);
+	if (v != NULL && g->refresh_token != NULL &&
+	    json_object_set_new(v, "refresh_token", json_string(g->refresh_token)) != 0) {
+		json_decref(v);
+		return CS_ENOMEM;
+	}
+	return reply_value(rep, 200, v);
+}
+
+static enum cs_err pending_reply(struct http_reply *rep, const struct config *cfg, const char *error,
+    const struct consent_answer *a, int with_uri)
+{
+	json_t *v = json_pack("{s:s}", "error", error);
+	char uri[600];
+	if (v == NULL)
+		return CS_ENOMEM;
+	if (a->request_id) {
+		json_object_set_new(v, "consent_request_id", json_string(a->request_id));
+		if (with_uri) {
+			snprintf(uri, sizeof uri, "%s/consent/%s", cfg->public_url, a->request_id);
+			json_object_set_new(v, "consent_uri", json_string(uri));
+		}
+		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
+		json_object_set_new(v, "interval", json_integer(a->interval));
+	}
+	return reply_value(rep, 400, v);
+}
+
+/* --- flow A: a grant for a person's live consent ------------------------- */
+
+static enum cs_err exchange_for_grant(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	const char *stt = form_get(&req->params, "subject_token_type");
+	const char *st = form_get(&req->params, "subject_token");
+	const char *aud = form_get(&req->params, "audience");
+	const char *res = form_get(&req->params, "resource");
+	const char *scope = form_get(&req->params, "scope");
+	const char *agent_id = form_get(&req->params, "agent_id");
+	const char *reason = form_get(&req->params, "reason");
+	const struct config_resource *r = NULL;
+	const struct config_agent *agent;
+	struct scope_set want = { .n = 0 };
+	struct consent_answer ans;
+	struct grant_response g;
+	struct oidc_expect ex;
+	json_t *claims = NULL;
+	char why[128], actor[300];
+	struct store_conn *c = store_conn(app->store);
+	enum cs_err e = CS_OK;
+
+	memset(&ans, 0, sizeof ans);
+	memset(&g, 0, sizeof g);
+	if (c == NULL)
+		return CS_EDB;
+	if (st == NULL || stt == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "subject_token and subject_token_type are required");
+		goto out;
+	}
+	if (!subject_type_allowed(cfg, stt)) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "subject_token_type is not accepted");
+		goto out;
+	}
+	/* SECURITY: only the upstream IdP's keys, issuer and audiences count; a
+	 * consentd grant (our iss, our keys) can never pass this. */
+	memset(&ex, 0, sizeof ex);
+	ex.audiences = (const char *const *)cfg->subject_audiences;
+	ex.naudiences = cfg->nsubject_audiences;
+	ex.now = req->now;
+	ex.max_age = -1;
+	if (oidc_meta(app->idp) == NULL ||
+	    oidc_validate(app->idp, st, &ex, &claims, why, sizeof why) != CS_OK) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "the subject token is not valid");
+		goto out;
+	}
+	json_t *sub = json_object_get(claims, cfg->oidc_subject_claim);
+	if (!json_is_string(sub) || json_string_length(sub) == 0 || json_string_length(sub) > 255) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "the subject token names no subject");
+		goto out;
+	}
+	/* The resource: by name (audience) or by URI (resource); both must agree. */
+	if (aud == NULL && res == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_target", "name the resource with audience or resource");
+		goto out;
+	}
+	if (aud != NULL && (r = config_resource(cfg, aud)) == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_target", "unknown resource");
+		goto out;
+	}
+	if (res != NULL) {
+		const struct config_resource *r2 = config_resource_by_uri(cfg, res);
+		if (r2 == NULL || (r != NULL && r2 != r)) {
+			e = reply_oauth_error(rep, 400, "invalid_target",
+			    r2 == NULL ? "unknown resource" : "audience and resource disagree");
+			goto out;
+		}
+		r = r2;
+	}
+	if (agent_id == NULL || (agent = config_agent(cfg, agent_id)) == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "unknown agent_id");
+		goto out;
+	}
+	if (scope == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "scope is required");
+		goto out;
+	}
+	if (scope_set_parse(scope, &want) != CS_OK || want.n == 0) {
+		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is malformed or too long");
+		goto out;
+	}
+	for (size_t i = 0; i < want.n; i++) {
+		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7). */
+		if (config_scope(cfg, r->id, want.v[i]) == NULL) {
+			e = reply_oauth_error(rep, 400, "invalid_scope", "a scope is not configured for this resource");
+			goto out;
+		}
+		if (!agent_allows(agent, r->id, want.v[i])) {
+			e = reply_oauth_error(rep, 400, "invalid_scope", "the agent may not ask for a scope");
+			goto out;
+		}
+	}
+	if (reason != NULL && utf8_chars(reason) > AGENT_REASON_MAX_CHARS) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "reason is longer than 200 characters");
+		goto out;
+	}
+	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
+	e = consent_exchange(c, cfg, oidc_meta(app->idp)->issuer, json_string_value(sub), agent->id,
+	    r->id, &want, reason && *reason ? reason : NULL, actor, req->now, &ans);
+	if (e != CS_OK)
+		goto out;
+	switch (ans.outcome) {
+	case CONSENT_GRANT: {
+		const struct keyring *kr = app_keys_get(app);
+		e = grant_issue(c, cfg, kr, &ans.live, &ans.grant_scopes, ans.live.offline, actor,
+		    req->now, &g);
+		app_keys_put(app);
+		if (e == CS_OK)
+			e = grant_reply(rep, &g);
+		break;
+	}
+	case CONSENT_REQUIRED:
+		e = pending_reply(rep, cfg, "consent_required", &ans, 1);
+		break;
+	case CONSENT_PENDING:
+		e = pending_reply(rep, cfg, "authorization_pending", &ans, 1);
+		break;
+	case CONSENT_SLOW_DOWN:
+		e = pending_reply(rep, cfg, "slow_down", &ans, 1);
+		break;
+	case CONSENT_DENIED:
+		e = reply_oauth_error(rep, 400, "access_denied", "the person denied this request");
+		break;
+	case CONSENT_EXPIRED:
+		e = reply_oauth_error(rep, 400, "expired_token",
+		    "the consent request expired; the next call starts a new one");
+		break;
+	case CONSENT_TOO_MANY: {
+		char ra[32];
+		snprintf(ra, sizeof ra, "%lld", (long long)(ans.retry_after > 0 ? ans.retry_after : 1));
+		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
+		    "this person has too many pending requests");
+		if (e == CS_OK)
+			e = reply_header(rep, "Retry-After", ra);
+		break;
+	}
+	default:
+		e = CS_EINVAL;
+	}
+out:
+	json_decref(claims);
+	scope_set_clear(&want);
+	consent_answer_clear(&ans);
+	grant_response_clear(&g);
+	return e;
+}
+
+static enum cs_err refresh(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const char *rt = form_get(&req->params, "refresh_token");
+	const char *scope = form_get(&req->params, "scope");
+	struct scope_set narrow = { .n = 0 };
+	struct grant_response g;
+	struct store_conn *c = store_conn(app->store);
+	char actor[300];
+	enum cs_err e;
+	memset(&g, 0, sizeof g);
+	if (c == NULL)
+		return CS_EDB;
+	if (rt == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "refresh_token is required");
+		goto out;
+	}
+	if (scope != NULL && (scope_set_parse(scope, &narrow) != CS_OK || narrow.n == 0)) {
+		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is malformed");
+		goto out;
+	}
+	snprintf(actor, sizeof actor, "gateway:%s", app->cfg->gateway_id);
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_refresh(c, app->cfg, kr, rt, scope ? &narrow : NULL, actor, req->now, &g);
+	app_keys_put(app);
+	if (e == CS_OK)
+		e = grant_reply(rep, &g);
+	else if (e == CS_EPERM)
+		e = reply_oauth_error(rep, 400, "invalid_grant", "the refresh token is not valid");
+	else if (e == CS_EINVAL)
+		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is outside the consent");
+out:
+	scope_set_clear(&narrow);
+	grant_response_clear(&g);
+	return e;
+}
+
+enum cs_err token_endpoint(const struct http_request *req, struct http_reply *rep)
+{
+	const char *gt = form_get(&req->params, "grant_type");
+	const char *rtt = form_get(&req->params, "requested_token_type");
+	if (!gateway_authenticate(req, rep))
+		return CS_OK;
+	if (strcmp(gt, "refresh_token") == 0)
+		return refresh(req, rep);
+	if (strcmp(gt, URN_TOKEN_EXCHANGE) != 0)
+		return reply_oauth_error(rep, 400, "unsupported_grant_type",
+		    "grant_type must be token-exchange or refresh_token");
+	/* requested_token_type tells the two exchanges apart (ARCHITECTURE.md flow D). */
+	if (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0)
+		return exchange_for_grant(req, rep);
+	if (strcmp(rtt, URN_TT_ACCESS_TOKEN) == 0)
+		return reply_oauth_error(rep, 400, "invalid_request",
+		    "no resource here releases downstream tokens");
+	return reply_oauth_error(rep, 400, "invalid_request", "requested_token_type is not supported");
+}
+
+enum cs_err token_introspect(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct store_conn *c = store_conn(app->store);
+	json_t *out = NULL;
+	enum cs_err e;
+	if (!gateway_authenticate(req, rep))
+		return CS_OK;
+	if (c == NULL)
+		return CS_EDB;
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_introspect(c, app->cfg, kr, form_get(&req->params, "token"), req->now, &out);
+	app_keys_put(app);
+	if (e != CS_OK)
+		return e;
+	return reply_value(rep, 200, out);
+}
+
+enum cs_err token_revoke(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct store_conn *c = store_conn(app->store);
+	char actor[300];
+	enum cs_err e;
+	if (!gateway_authenticate(req, rep))
+		return CS_OK;
+	if (c == NULL)
+		return CS_EDB;
+	snprintf(actor, sizeof actor, "gateway:%s", app->cfg->gateway_id);
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_revoke(c, app->cfg, kr, form_get(&req->params, "token"), actor, req->now);
+	app_keys_put(app);
+	if (e != CS_OK)
+		return e;
+	/* RFC 7009 §2.2: 200 whether or not the token was known. */
+	return reply_json(rep, 200, "{}");
+}
