@@ -12,6 +12,10 @@
 #define URN_TT_JWT "urn:ietf:params:oauth:token-type:jwt"
 #define AGENT_REASON_MAX_CHARS 200
 
+/* Parses "Basic base64(urlencode(id):urlencode(secret))" (RFC 6749 §2.3.1).
+ * On true, *id and *secret are malloc'd (the caller wipes the secret). */
+bool basic_credentials(const char *hdr, char **id, char **secret);
+
 /* true when the request's Authorization header carries the gateway's id and
  * secret (Basic, each form-urlencoded before Base64).  Otherwise fills rep
  * with 401 invalid_client and WWW-Authenticate and returns false. */

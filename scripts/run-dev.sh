@@ -58,6 +58,25 @@ client_secret = consentd-dev-secret
 id = agent-gateway
 client_secret = gateway-dev-secret
 subject_audiences = gateway-app
+
+[consent]
+interval = 2
+
+[resource.notes]
+name = Team notes
+max_consent = 2592000
+
+[scope.notes.read]
+description = Read your notes
+
+[scope.notes.write]
+description = Create and edit notes
+
+[agent.coder]
+name = Coding assistant
+description = Reads and writes your notes
+allow = notes:read notes:write
+offline = true
 INI
 
 pids=()

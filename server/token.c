@@ -18,7 +18,7 @@
 
 /* --- client authentication ----------------------------------------------- */
 
-static bool basic_credentials(const char *hdr, char **id, char **secret)
+bool basic_credentials(const char *hdr, char **id, char **secret)
 {
 	unsigned char *dec = NULL;
 	size_t n, len;

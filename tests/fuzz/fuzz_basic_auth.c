@@ -1,0 +1,30 @@
+/* fuzz_basic_auth.c -- libFuzzer target for the client_secret_basic parser
+ * and the visible-text filter applied to agent-supplied strings. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "form.h"
+#include "pages.h"
+#include "token.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1);
+	char *id = NULL, *secret = NULL, *v;
+	if (s == NULL)
+		return 0;
+	memcpy(s, data, size);
+	s[size] = '\0';
+	if (basic_credentials(s, &id, &secret)) {
+		if (id == NULL || secret == NULL)
+			abort();
+		free(id);
+		free(secret);
+	}
+	if (utf8_valid(s, strlen(s)) && (v = visible_text(s)) != NULL)
+		free(v);
+	free(s);
+	return 0;
+}
