@@ -39,7 +39,7 @@ int main(void)
 	memset(&mk, 0, sizeof mk);
 	memset(mk.bytes, 0x42, sizeof mk.bytes);
 	memcpy(mk.kid, "4242424242424242", MASTER_KID_LEN + 1);
-	if (store_open(db, &s) != CS_OK || keyring_load(store_conn(s), &mk, time(NULL), &kr) != CS_OK)
+	if (store_open(db, &s) != CS_OK || keyring_load(store_conn(s), &mk, time(NULL), 300, &kr) != CS_OK)
 		return 1;
 	json_t *claims = json_pack("{s:s, s:s, s:s, s:{s:s}, s:s, s:I, s:I, s:s}",
 	    "iss", "https://consent.example.com", "sub", "user-1", "aud", "agent-gateway",

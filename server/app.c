@@ -41,7 +41,7 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		e = CS_EDB;
 		goto fail;
 	}
-	e = keyring_load(c, &app->mk, app_now(), &app->keys);
+	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: signing keys: %s\n", cs_strerror(e));
 		goto fail;
@@ -131,7 +131,7 @@ enum cs_err app_reload_keys(struct app *app, int64_t now)
 	enum cs_err e;
 	if (c == NULL)
 		return CS_EDB;
-	e = keyring_load(c, &app->mk, now, &kr);
+	e = keyring_load(c, &app->mk, now, app->cfg->grant_ttl, &kr);
 	if (e != CS_OK)
 		return e;
 	pthread_rwlock_wrlock(&app->keys_lock);

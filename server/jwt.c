@@ -2,6 +2,8 @@
  * compact JWS signing/verification through cjose.  It must never accept an
  * algorithm other than ES256, a kid outside the ring, or publish a private member. */
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +31,6 @@ struct kr_key {
 	char        *kid;
 	cjose_jwk_t *jwk;          /* private for our own keys */
 	int64_t      sign_after;
-	int64_t      retired_at;
 };
 
 struct keyring {
@@ -228,7 +229,6 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 	out->kid = kid;
 	out->jwk = jwk;
 	out->sign_after = sk->sign_after;
-	out->retired_at = sk->retired_at;
 	kid = NULL;
 	jwk = NULL;
 	e = CS_OK;
@@ -245,14 +245,109 @@ out:
 	return e;
 }
 
-static bool may_sign(int64_t sign_after, int64_t retired_at, int64_t now)
+/* --- key life: signing, upcoming, retired, revoked ---------------------- */
+
+/* Whether row a comes after row b in the order keys take over signing:
+ * by sign_after, then by position (rows come oldest first). */
+static bool later(const struct store_key *ks, size_t a, size_t b)
 {
-	return sign_after <= now && retired_at == 0;
+	return ks[a].sign_after > ks[b].sign_after ||
+	    (ks[a].sign_after == ks[b].sign_after && a > b);
+}
+
+/* retired_at set by hand and already past: the key signs no more. */
+static bool retired_by_hand(const struct store_key *k, int64_t now)
+{
+	return k->retired_at != 0 && k->retired_at <= now;
+}
+
+void keyring_classify(const struct store_key *ks, size_t n, int64_t now,
+    int64_t token_ttl, struct key_status *out)
+{
+	size_t signer = n;
+	int64_t ttl = token_ttl < 0 ? 0 : token_ttl > INT64_MAX / 2 ? INT64_MAX / 2 : token_ttl;
+	int64_t keep = ttl + KEYRING_RELOAD_SLACK;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ks[i].revoked_at != 0 || ks[i].sign_after > now || retired_by_hand(&ks[i], now))
+			continue;
+		if (signer == n || later(ks, i, signer))
+			signer = i;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct key_status st = { KEY_RETIRED, 0, 0 };
+		if (ks[i].revoked_at != 0) {
+			st.state = KEY_REVOKED;
+		} else if (i == signer) {
+			st.state = KEY_SIGNING;
+		} else if (ks[i].sign_after > now) {
+			st.state = KEY_UPCOMING;
+		} else {
+			/* It stopped signing when the first later key started, or when
+			 * it was retired by hand, whichever came first. */
+			int64_t stop = retired_by_hand(&ks[i], now) ? ks[i].retired_at : 0;
+			for (size_t j = 0; j < n; j++) {
+				if (j == i || ks[j].revoked_at != 0 || ks[j].sign_after > now ||
+				    !later(ks, j, i))
+					continue;
+				if (stop == 0 || ks[j].sign_after < stop)
+					stop = ks[j].sign_after;
+			}
+			if (stop == 0)        /* cannot happen: fail safe, as of now */
+				stop = now;
+			st.stopped_at = stop;
+			st.unpublish_at = stop > INT64_MAX - keep ? INT64_MAX : stop + keep;
+			st.state = now < st.unpublish_at ? KEY_RETIRED_PUBLISHED : KEY_RETIRED;
+		}
+		out[i] = st;
+	}
+}
+
+const char *key_state_name(enum key_state s)
+{
+	static const char *const names[KEY_STATE__MAX] = {
+		[KEY_SIGNING] = "signing",
+		[KEY_UPCOMING] = "upcoming",
+		[KEY_RETIRED_PUBLISHED] = "retired-published",
+		[KEY_RETIRED] = "retired",
+		[KEY_REVOKED] = "revoked",
+	};
+	if ((unsigned)s >= KEY_STATE__MAX)
+		return "unknown";
+	return names[s];
+}
+
+static bool published(enum key_state s)
+{
+	return s == KEY_SIGNING || s == KEY_UPCOMING || s == KEY_RETIRED_PUBLISHED;
+}
+
+/* The rows of the store with their status at now; *st has n entries. */
+static enum cs_err keys_classified(struct store_conn *c, int64_t now, int64_t token_ttl,
+    struct store_key **ks, struct key_status **st, size_t *n)
+{
+	enum cs_err e;
+	struct store_key *rows = NULL;
+	struct key_status *sts = NULL;
+	size_t len = 0;
+
+	if ((e = store_keys_list(c, &rows, &len)) != CS_OK)
+		return e;
+	if (len > 0 && (sts = calloc(len, sizeof *sts)) == NULL) {
+		store_keys_free(rows, len);
+		return CS_ENOMEM;
+	}
+	keyring_classify(rows, len, now, token_ttl, sts);
+	*ks = rows;
+	*st = sts;
+	*n = len;
+	return CS_OK;
 }
 
 /* Generates a P-256 key, names it by its thumbprint, seals its private JWK and
- * stores it.  The caller holds the transaction. */
-static enum cs_err key_generate(struct store_conn *c, const struct master_key *mk, int64_t now)
+ * stores it.  The caller holds the transaction.  *kid_out (malloc'd) on CS_OK. */
+static enum cs_err key_generate(struct store_conn *c, const struct master_key *mk,
+    int64_t now, int64_t sign_after, char **kid_out)
 {
 	enum cs_err e = CS_ECRYPTO;
 	cjose_jwk_t *jwk = NULL;
@@ -281,11 +376,12 @@ static enum cs_err key_generate(struct store_conn *c, const struct master_key *m
 	sk.kid = kid;
 	sk.alg = (char *)JWT_ALG;
 	sk.created_at = now;
-	sk.sign_after = now;
+	sk.sign_after = sign_after;
 	sk.master_kid = (char *)mk->kid;
-	e = store_key_insert(c, &sk);
-	if (e == CS_OK)
-		fprintf(stderr, "consentd: generated signing key %s\n", kid);
+	if ((e = store_key_insert(c, &sk)) != CS_OK)
+		goto out;
+	*kid_out = kid;
+	kid = NULL;
 out:
 	cjose_str_free(priv, true);   /* SECURITY: the private JWK JSON is wiped */
 	free(sk.sealed);
@@ -298,41 +394,49 @@ out:
 /* Makes sure some key may sign at now: if none does, one is generated, the
  * check repeated inside an IMMEDIATE transaction so that two processes
  * starting together do not both generate one. */
-static enum cs_err ensure_signer(struct store_conn *c, const struct master_key *mk, int64_t now)
+static enum cs_err ensure_signer(struct store_conn *c, const struct master_key *mk,
+    int64_t now, int64_t token_ttl)
 {
 	enum cs_err e;
 	struct store_key *ks = NULL;
+	struct key_status *st = NULL;
 	size_t n = 0;
 	bool found = false;
+	char *kid = NULL;
 
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
-	if ((e = store_keys_list(c, &ks, &n)) != CS_OK)
+	if ((e = keys_classified(c, now, token_ttl, &ks, &st, &n)) != CS_OK)
 		goto out;
 	for (size_t i = 0; i < n; i++)
-		if (may_sign(ks[i].sign_after, ks[i].retired_at, now))
+		if (st[i].state == KEY_SIGNING)
 			found = true;
-	if (!found && (e = key_generate(c, mk, now)) != CS_OK)
+	if (!found && (e = key_generate(c, mk, now, now, &kid)) != CS_OK)
 		goto out;
 	e = store_commit(c);
+	if (e == CS_OK && kid != NULL)
+		fprintf(stderr, "consentd: generated signing key %s\n", kid);
 out:
 	if (e != CS_OK)
 		store_rollback(c);
 	store_keys_free(ks, n);
+	free(st);
+	free(kid);
 	return e;
 }
 
-/* Builds a ring from what the store holds now. */
+/* Builds a ring from what the store holds now: the published keys only. */
 static enum cs_err ring_build(struct store_conn *c, const struct master_key *mk,
-    int64_t now, struct keyring **out)
+    int64_t now, int64_t token_ttl, struct keyring **out)
 {
 	enum cs_err e;
 	struct store_key *ks = NULL;
+	struct key_status *st = NULL;
 	size_t n = 0;
 	struct keyring *kr = NULL;
 	json_t *keys = NULL, *doc = NULL;
 
-	if ((e = store_keys_list(c, &ks, &n)) != CS_OK)
+	if ((e = keys_classified(c, now, token_ttl, &ks, &st, &n)) != CS_OK)
 		goto out;
 	e = CS_ENOMEM;
 	kr = calloc(1, sizeof *kr);
@@ -341,19 +445,20 @@ static enum cs_err ring_build(struct store_conn *c, const struct master_key *mk,
 		goto out;
 	if (n > 0 && (kr->keys = calloc(n, sizeof *kr->keys)) == NULL)
 		goto out;
+	kr->signer = SIZE_MAX;
 	for (size_t i = 0; i < n; i++) {
+		/* SECURITY: a key no longer published is not even unsealed, and
+		 * tokens it signed stop verifying with it. */
+		if (!published(st[i].state))
+			continue;
 		if ((e = key_import(&ks[i], mk, &kr->keys[kr->n], keys)) != CS_OK)
 			goto out;
+		if (st[i].state == KEY_SIGNING)
+			kr->signer = kr->n;
 		kr->n++;
 	}
-	/* The signer: the newest sign_after among keys that may sign now. */
-	kr->signer = kr->n;
-	for (size_t i = 0; i < kr->n; i++) {
-		if (!may_sign(kr->keys[i].sign_after, kr->keys[i].retired_at, now))
-			continue;
-		if (kr->signer == kr->n || kr->keys[i].sign_after >= kr->keys[kr->signer].sign_after)
-			kr->signer = i;
-	}
+	if (kr->signer == SIZE_MAX)
+		kr->signer = kr->n;
 	e = CS_ENOMEM;
 	doc = json_pack("{s:O}", "keys", keys);
 	if (doc == NULL || (kr->jwks = json_dumps(doc, JSON_COMPACT)) == NULL)
@@ -366,25 +471,26 @@ out:
 	json_decref(keys);
 	keyring_free(kr);
 	store_keys_free(ks, n);
+	free(st);
 	return e;
 }
 
 enum cs_err keyring_load(struct store_conn *c, const struct master_key *mk,
-    int64_t now, struct keyring **out)
+    int64_t now, int64_t token_ttl, struct keyring **out)
 {
 	enum cs_err e;
 	struct keyring *kr = NULL;
 
 	if (c == NULL || mk == NULL || out == NULL)
 		return CS_EINVAL;
-	if ((e = ring_build(c, mk, now, &kr)) != CS_OK)
+	if ((e = ring_build(c, mk, now, token_ttl, &kr)) != CS_OK)
 		goto out;
 	if (kr->signer == kr->n) {
 		keyring_free(kr);
 		kr = NULL;
-		if ((e = ensure_signer(c, mk, now)) != CS_OK)
+		if ((e = ensure_signer(c, mk, now, token_ttl)) != CS_OK)
 			goto out;
-		if ((e = ring_build(c, mk, now, &kr)) != CS_OK)
+		if ((e = ring_build(c, mk, now, token_ttl, &kr)) != CS_OK)
 			goto out;
 		if (kr->signer == kr->n) {   /* cannot happen: fail safe */
 			e = CS_ECRYPTO;
@@ -396,6 +502,96 @@ enum cs_err keyring_load(struct store_conn *c, const struct master_key *mk,
 	e = CS_OK;
 out:
 	keyring_free(kr);
+	return e;
+}
+
+enum cs_err keyring_generate_key(struct store_conn *c, const struct master_key *mk,
+    int64_t now, int64_t sign_after, char **kid)
+{
+	enum cs_err e;
+	char *k = NULL;
+
+	if (c == NULL || mk == NULL || kid == NULL)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = key_generate(c, mk, now, sign_after, &k)) != CS_OK)
+		goto out;
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	*kid = k;
+	k = NULL;
+out:
+	if (e != CS_OK)
+		store_rollback(c);
+	free(k);
+	return e;
+}
+
+enum cs_err keyring_revoke_key(struct store_conn *c, const char *kid, int64_t now,
+    int64_t token_ttl, char **next_signer)
+{
+	enum cs_err e;
+	struct store_key *ks = NULL, *rest = NULL;
+	struct key_status *st = NULL, *rest_st = NULL;
+	size_t n = 0, at = SIZE_MAX, next = SIZE_MAX;
+	char *next_kid = NULL;
+
+	if (c == NULL || kid == NULL || kid[0] == '\0')
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = keys_classified(c, now, token_ttl, &ks, &st, &n)) != CS_OK)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ks[i].kid, kid) == 0)
+			at = i;
+	if (at == SIZE_MAX) {
+		e = CS_ENOENT;
+		goto out;
+	}
+	/* Who signs once it is gone: classify the other rows (a shallow copy,
+	 * in the same order), and map the signer back to ks. */
+	e = CS_ENOMEM;
+	if (n > 1) {
+		if ((rest = calloc(n - 1, sizeof *rest)) == NULL ||
+		    (rest_st = calloc(n - 1, sizeof *rest_st)) == NULL)
+			goto out;
+		for (size_t i = 0, j = 0; i < n; i++)
+			if (i != at)
+				rest[j++] = ks[i];
+		keyring_classify(rest, n - 1, now, token_ttl, rest_st);
+		for (size_t j = 0; j < n - 1; j++)
+			if (rest_st[j].state == KEY_SIGNING)
+				next = j < at ? j : j + 1;
+	}
+	/* SECURITY: never leave the servers without a key clients already know:
+	 * a key that was not published until now would sign tokens that clients
+	 * holding a cached JWKS cannot verify, and with no key at all the next
+	 * server to load would publish and sign with a brand-new one at once. */
+	if (st[at].state == KEY_SIGNING && (next == SIZE_MAX || !published(st[next].state))) {
+		e = CS_EPERM;
+		goto out;
+	}
+	if ((e = store_key_set_revoked(c, kid, now)) != CS_OK)
+		goto out;
+	if (next_signer != NULL && next != SIZE_MAX && (next_kid = strdup(ks[next].kid)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	if (next_signer != NULL)
+		*next_signer = next_kid;
+	next_kid = NULL;
+out:
+	if (e != CS_OK)
+		store_rollback(c);
+	free(next_kid);
+	free(rest);            /* shallow: the strings belong to ks */
+	free(rest_st);
+	store_keys_free(ks, n);
+	free(st);
 	return e;
 }
 

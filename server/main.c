@@ -12,6 +12,7 @@
 #include "config.h"
 #include "http.h"
 #include "httpc.h"
+#include "keys_cli.h"
 #include "template.h"
 
 #ifndef CONSENTD_VERSION
@@ -25,6 +26,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: consentd [-n] -c FILE          run the server (-n: check the config and exit)\n"
+	    "       consentd keys rotate|list -c FILE, consentd keys revoke KID -c FILE\n"
+	    "                                      manage the signing keys (consentd keys --help)\n"
 	    "       consentd --version | --help\n"
 	    "\n"
 	    "Every configuration key can also come from the environment as\n"
@@ -124,6 +127,9 @@ int main(int argc, char **argv)
 	int check_only = 0, rc;
 	struct config *cfg = NULL;
 
+	/* `consentd keys ...` is a command of its own (keys_cli.c). */
+	if (argc >= 2 && strcmp(argv[1], "keys") == 0)
+		return keys_cli_main(argc - 2, argv + 2);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("consentd %s\n", CONSENTD_VERSION);

@@ -60,7 +60,7 @@ static void setup(void)
 	    store_key_insert(store_conn(st), &k) != CS_OK)
 		abort();
 	free(k.sealed);
-	if (keyring_load(store_conn(st), &mk, 1700000000, &ring) != CS_OK)
+	if (keyring_load(store_conn(st), &mk, 1700000000, 300, &ring) != CS_OK)
 		abort();
 	if (strcmp(keyring_signing_kid(ring), FUZZ_KID) != 0)
 		abort();

@@ -1,6 +1,7 @@
 /* test_jwt.c -- the keyring (generation, sealing, reuse, JWKS, RFC 7638 kid)
  * and JWS sign/verify, with the attacker's tokens first-class: alg none, HMAC
- * with the public key, wrong typ, unknown kid, tampering, malformed shapes. */
+ * with the public key, wrong typ, unknown kid, tampering, malformed shapes;
+ * rotation and revocation at fixed times. */
 #include <pthread.h>
 #include <stdint.h>
 #include <sqlite3.h>
@@ -17,6 +18,9 @@
 #include "store.h"
 
 #define NOW 1700000000
+#define TTL 300                  /* grant_ttl */
+#define KEEP (TTL + KEYRING_RELOAD_SLACK)
+#define LEAD 3600                /* publish_lead */
 
 struct fixture {
 	char              *dir;
@@ -34,7 +38,7 @@ static void fx_init(struct fixture *f, unsigned char fill)
 	memset(f->mk.bytes, fill, sizeof f->mk.bytes);
 	memcpy(f->mk.kid, "00112233aabbccdd", MASTER_KID_LEN + 1);
 	ck_assert_int_eq(store_open(f->db, &f->s), CS_OK);
-	ck_assert_int_eq(keyring_load(store_conn(f->s), &f->mk, NOW, &f->kr), CS_OK);
+	ck_assert_int_eq(keyring_load(store_conn(f->s), &f->mk, NOW, TTL, &f->kr), CS_OK);
 }
 
 static void fx_clear(struct fixture *f)
@@ -209,7 +213,7 @@ START_TEST(test_jwt_keyring_reload_reuses)
 	size_t n = 0;
 	fx_init(&f, 0x11);
 	char *kid = strdup(keyring_signing_kid(f.kr));
-	ck_assert_int_eq(keyring_load(store_conn(f.s), &f.mk, NOW + 100, &again), CS_OK);
+	ck_assert_int_eq(keyring_load(store_conn(f.s), &f.mk, NOW + 100, TTL, &again), CS_OK);
 	ck_assert_str_eq(keyring_signing_kid(again), kid);
 	ck_assert_int_eq(store_keys_list(store_conn(f.s), &ks, &n), CS_OK);
 	ck_assert_uint_eq(n, 1);
@@ -235,7 +239,7 @@ START_TEST(test_jwt_keyring_wrong_master_fails)
 	memset(&other, 0, sizeof other);
 	memset(other.bytes, 0x22, sizeof other.bytes);
 	memcpy(other.kid, "ffffffffffffffff", MASTER_KID_LEN + 1);
-	ck_assert_int_eq(keyring_load(store_conn(f.s), &other, NOW, &kr), CS_ECRYPTO);
+	ck_assert_int_eq(keyring_load(store_conn(f.s), &other, NOW, TTL, &kr), CS_ECRYPTO);
 	ck_assert_ptr_eq(kr, (struct keyring *)0x1);
 	fx_clear(&f);
 }
@@ -249,7 +253,7 @@ START_TEST(test_jwt_keyring_retire_rotates)
 	char *old = strdup(keyring_signing_kid(f.kr));
 	char *t = sign_sample(f.kr, "at+jwt");
 	ck_assert_int_eq(store_key_set_retired(store_conn(f.s), old, NOW + 1), CS_OK);
-	ck_assert_int_eq(keyring_load(store_conn(f.s), &f.mk, NOW + 2, &kr2), CS_OK);
+	ck_assert_int_eq(keyring_load(store_conn(f.s), &f.mk, NOW + 2, TTL, &kr2), CS_OK);
 	ck_assert_str_ne(keyring_signing_kid(kr2), old);
 	/* the retired key stays published and its tokens verify */
 	char *jwks = NULL;
@@ -264,7 +268,7 @@ START_TEST(test_jwt_keyring_retire_rotates)
 	keyring_free(kr2);
 	kr2 = NULL;
 	ck_assert_int_eq(store_key_set_revoked(store_conn(f.s), old, NOW + 3), CS_OK);
-	ck_assert_int_eq(keyring_load(store_conn(f.s), &f.mk, NOW + 4, &kr2), CS_OK);
+	ck_assert_int_eq(keyring_load(store_conn(f.s), &f.mk, NOW + 4, TTL, &kr2), CS_OK);
 	ck_assert_int_eq(keyring_jwks(kr2, &jwks), CS_OK);
 	ck_assert(strstr(jwks, old) == NULL);
 	expect_refused(kr2, "at+jwt", t);
@@ -273,6 +277,378 @@ START_TEST(test_jwt_keyring_retire_rotates)
 	free(old);
 	keyring_free(kr2);
 	fx_clear(&f);
+}
+END_TEST
+
+/* --- rotation and revocation ------------------------------------------- */
+
+static struct keyring *load_at(struct fixture *f, int64_t now)
+{
+	struct keyring *kr = NULL;
+	ck_assert_int_eq(keyring_load(store_conn(f->s), &f->mk, now, TTL, &kr), CS_OK);
+	return kr;
+}
+
+/* The kids of kr's JWKS, as one string "kid1 kid2 ..." in document order,
+ * and their number. */
+static size_t jwks_kids(const struct keyring *kr, char *out, size_t cap)
+{
+	char *doc = NULL;
+	ck_assert_int_eq(keyring_jwks(kr, &doc), CS_OK);
+	json_t *j = json_loads(doc, 0, NULL);
+	ck_assert_ptr_nonnull(j);
+	json_t *keys = json_object_get(j, "keys");
+	size_t n = json_array_size(keys), used = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		int w = snprintf(out + used, cap - used, "%s%s", i ? " " : "",
+		    json_string_value(json_object_get(json_array_get(keys, i), "kid")));
+		ck_assert(w > 0 && (size_t)w < cap - used);
+		used += (size_t)w;
+	}
+	json_decref(j);
+	free(doc);
+	return n;
+}
+
+static bool published_in(const struct keyring *kr, const char *kid)
+{
+	char kids[1024];
+	jwks_kids(kr, kids, sizeof kids);
+	return strstr(kids, kid) != NULL;
+}
+
+static void expect_verifies(const struct keyring *kr, const char *token)
+{
+	json_t *c = NULL;
+	ck_assert_int_eq(jwt_verify(kr, "at+jwt", token, &c), CS_OK);
+	json_decref(c);
+}
+
+/* The state keyring_classify gives kid in the store at now. */
+static enum key_state state_of(struct fixture *f, const char *kid, int64_t now)
+{
+	struct store_key *ks = NULL;
+	size_t n = 0;
+	enum key_state r = KEY_STATE__MAX;
+	ck_assert_int_eq(store_keys_list(store_conn(f->s), &ks, &n), CS_OK);
+	struct key_status *st = calloc(n, sizeof *st);
+	ck_assert_ptr_nonnull(st);
+	keyring_classify(ks, n, now, TTL, st);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ks[i].kid, kid) == 0)
+			r = st[i].state;
+	free(st);
+	store_keys_free(ks, n);
+	return r;
+}
+
+static size_t stored_keys(struct fixture *f)
+{
+	struct store_key *ks = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(store_keys_list(store_conn(f->s), &ks, &n), CS_OK);
+	store_keys_free(ks, n);
+	return n;
+}
+
+START_TEST(test_jwt_rotate_publish_then_switch)
+{
+	struct fixture f;
+	char *k2 = NULL;
+	char kids[1024];
+	fx_init(&f, 0x11);
+	char *k1 = strdup(keyring_signing_kid(f.kr));
+	const int64_t rot = NOW + 10, sw = rot + LEAD;
+
+	ck_assert_int_eq(keyring_generate_key(store_conn(f.s), &f.mk, rot, sw, &k2), CS_OK);
+	ck_assert_str_ne(k1, k2);
+	ck_assert_uint_eq(stored_keys(&f), 2);
+
+	/* Published at once, but the old key goes on signing until sw. */
+	struct keyring *before = load_at(&f, rot);
+	ck_assert_uint_eq(jwks_kids(before, kids, sizeof kids), 2);
+	ck_assert(strstr(kids, k1) != NULL && strstr(kids, k2) != NULL);
+	ck_assert_str_eq(keyring_signing_kid(before), k1);
+	ck_assert_int_eq(state_of(&f, k1, rot), KEY_SIGNING);
+	ck_assert_int_eq(state_of(&f, k2, rot), KEY_UPCOMING);
+	char *t1 = sign_sample(before, "at+jwt");
+	struct keyring *last = load_at(&f, sw - 1);
+	ck_assert_str_eq(keyring_signing_kid(last), k1);
+	keyring_free(last);
+
+	/* From sw the new key signs; the old one stays published and verifiable. */
+	struct keyring *after = load_at(&f, sw);
+	ck_assert_str_eq(keyring_signing_kid(after), k2);
+	ck_assert_uint_eq(jwks_kids(after, kids, sizeof kids), 2);
+	ck_assert_int_eq(state_of(&f, k1, sw), KEY_RETIRED_PUBLISHED);
+	ck_assert_int_eq(state_of(&f, k2, sw), KEY_SIGNING);
+	expect_verifies(after, t1);
+	char *t2 = sign_sample(after, "at+jwt");
+	/* a server that has not reloaded yet already knows the new key */
+	expect_verifies(before, t2);
+	ck_assert_uint_eq(stored_keys(&f), 2);       /* nothing generated on the way */
+
+	/* Until grant_ttl + 60 s after the switch... */
+	struct keyring *late = load_at(&f, sw + KEEP - 1);
+	ck_assert(published_in(late, k1));
+	expect_verifies(late, t1);
+	keyring_free(late);
+	/* ...and not a second longer: gone from the JWKS, its tokens refused. */
+	struct keyring *gone = load_at(&f, sw + KEEP);
+	ck_assert_uint_eq(jwks_kids(gone, kids, sizeof kids), 1);
+	ck_assert_str_eq(kids, k2);
+	ck_assert_str_eq(keyring_signing_kid(gone), k2);
+	ck_assert_int_eq(state_of(&f, k1, sw + KEEP), KEY_RETIRED);
+	expect_refused(gone, "at+jwt", t1);
+	expect_verifies(gone, t2);
+	ck_assert_uint_eq(stored_keys(&f), 2);
+
+	keyring_free(gone);
+	keyring_free(after);
+	keyring_free(before);
+	free(t1);
+	free(t2);
+	free(k1);
+	free(k2);
+	fx_clear(&f);
+}
+END_TEST
+
+/* Two rotations in a row: the middle key's published time runs from the
+ * third key's start, and the first key's from the second's. */
+START_TEST(test_jwt_rotate_twice_each_key_kept_from_its_successor)
+{
+	struct fixture f;
+	char *k2 = NULL, *k3 = NULL;
+	fx_init(&f, 0x11);
+	char *k1 = strdup(keyring_signing_kid(f.kr));
+	ck_assert_int_eq(keyring_generate_key(store_conn(f.s), &f.mk, NOW, NOW + 100, &k2), CS_OK);
+	ck_assert_int_eq(keyring_generate_key(store_conn(f.s), &f.mk, NOW, NOW + 1000, &k3), CS_OK);
+	struct keyring *kr = load_at(&f, NOW + 100 + KEEP - 1);
+	ck_assert_str_eq(keyring_signing_kid(kr), k2);
+	ck_assert(published_in(kr, k1) && published_in(kr, k3));
+	keyring_free(kr);
+	kr = load_at(&f, NOW + 100 + KEEP);
+	ck_assert(!published_in(kr, k1));
+	ck_assert(published_in(kr, k2) && published_in(kr, k3));
+	keyring_free(kr);
+	kr = load_at(&f, NOW + 1000 + KEEP - 1);
+	ck_assert_str_eq(keyring_signing_kid(kr), k3);
+	ck_assert(published_in(kr, k2));
+	keyring_free(kr);
+	kr = load_at(&f, NOW + 1000 + KEEP);
+	ck_assert(!published_in(kr, k2));
+	ck_assert_str_eq(keyring_signing_kid(kr), k3);
+	keyring_free(kr);
+	free(k1);
+	free(k2);
+	free(k3);
+	fx_clear(&f);
+}
+END_TEST
+
+START_TEST(test_jwt_revoke_gone_at_once)
+{
+	struct fixture f;
+	char *k2 = NULL, *next = NULL;
+	fx_init(&f, 0x11);
+	char *k1 = strdup(keyring_signing_kid(f.kr));
+	/* publish_lead = 0: the new key signs at once */
+	ck_assert_int_eq(keyring_generate_key(store_conn(f.s), &f.mk, NOW + 1, NOW + 1, &k2), CS_OK);
+	struct keyring *kr = load_at(&f, NOW + 2);
+	ck_assert_str_eq(keyring_signing_kid(kr), k2);
+	char *t2 = sign_sample(kr, "at+jwt");
+	expect_verifies(kr, t2);
+	keyring_free(kr);
+
+	/* k1 is published, so it may take over again */
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k2, NOW + 3, TTL, &next), CS_OK);
+	ck_assert_str_eq(next, k1);
+	kr = load_at(&f, NOW + 3);
+	char kids[1024];
+	ck_assert_uint_eq(jwks_kids(kr, kids, sizeof kids), 1);
+	ck_assert_str_eq(kids, k1);
+	ck_assert_str_eq(keyring_signing_kid(kr), k1);
+	expect_refused(kr, "at+jwt", t2);
+	keyring_free(kr);
+	/* and k1 signs for good: no retirement clock runs for it any more */
+	kr = load_at(&f, NOW + 3 + 10 * KEEP);
+	ck_assert_str_eq(keyring_signing_kid(kr), k1);
+	keyring_free(kr);
+
+	/* the only key left: refused, and nothing changed */
+	char *untouched = (char *)0x1;
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k1, NOW + 4, TTL, &untouched), CS_EPERM);
+	ck_assert_ptr_eq(untouched, (char *)0x1);
+	ck_assert_uint_eq(stored_keys(&f), 1);
+	ck_assert_int_eq(state_of(&f, k1, NOW + 4), KEY_SIGNING);
+	/* unknown or already revoked kids */
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k2, NOW + 4, TTL, NULL), CS_ENOENT);
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), "nope", NOW + 4, TTL, NULL), CS_ENOENT);
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), "", NOW + 4, TTL, NULL), CS_EINVAL);
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), NULL, NOW + 4, TTL, NULL), CS_EINVAL);
+	free(next);
+	free(t2);
+	free(k1);
+	free(k2);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The signing key cannot be revoked while its successor is still upcoming,
+ * nor in favour of a key clients have already dropped. */
+START_TEST(test_jwt_revoke_signer_needs_ready_successor)
+{
+	struct fixture f;
+	char *k2 = NULL, *next = NULL;
+	fx_init(&f, 0x11);
+	char *k1 = strdup(keyring_signing_kid(f.kr));
+	ck_assert_int_eq(keyring_generate_key(store_conn(f.s), &f.mk, NOW, NOW + LEAD, &k2), CS_OK);
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k1, NOW + 1, TTL, NULL), CS_EPERM);
+	/* once k2 signs, k1 (retired but published) may go */
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k1, NOW + LEAD, TTL, &next), CS_OK);
+	ck_assert_str_eq(next, k2);
+	free(next);
+	next = NULL;
+	struct keyring *kr = load_at(&f, NOW + LEAD);
+	ck_assert(!published_in(kr, k1));
+	ck_assert_str_eq(keyring_signing_kid(kr), k2);
+	keyring_free(kr);
+	free(k1);
+	free(k2);
+	fx_clear(&f);
+
+	/* k1 retired long ago (no longer published): k2 may not hand back to it */
+	fx_init(&f, 0x11);
+	k1 = strdup(keyring_signing_kid(f.kr));
+	ck_assert_int_eq(keyring_generate_key(store_conn(f.s), &f.mk, NOW, NOW + 1, &k2), CS_OK);
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k2, NOW + 1 + KEEP, TTL, NULL), CS_EPERM);
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k2, NOW + KEEP, TTL, &next), CS_OK);
+	ck_assert_str_eq(next, k1);
+	free(next);
+	free(k1);
+	free(k2);
+	fx_clear(&f);
+}
+END_TEST
+
+/* An upcoming key may be withdrawn: it leaves the JWKS and never signs. */
+START_TEST(test_jwt_revoke_upcoming)
+{
+	struct fixture f;
+	char *k2 = NULL, *next = NULL;
+	fx_init(&f, 0x11);
+	char *k1 = strdup(keyring_signing_kid(f.kr));
+	ck_assert_int_eq(keyring_generate_key(store_conn(f.s), &f.mk, NOW, NOW + LEAD, &k2), CS_OK);
+	ck_assert_int_eq(keyring_revoke_key(store_conn(f.s), k2, NOW + 1, TTL, &next), CS_OK);
+	ck_assert_str_eq(next, k1);
+	struct keyring *kr = load_at(&f, NOW + LEAD + 1);
+	ck_assert(!published_in(kr, k2));
+	ck_assert_str_eq(keyring_signing_kid(kr), k1);
+	keyring_free(kr);
+	free(next);
+	free(k1);
+	free(k2);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A key that is no longer published is not even unsealed: a row that would
+ * not open fails the load only while it is published. */
+START_TEST(test_jwt_unpublished_key_not_unsealed)
+{
+	struct fixture f;
+	struct store_key k;
+	struct keyring *kr = (struct keyring *)0x1;
+	unsigned char junk[64];
+	fx_init(&f, 0x11);
+	memset(&k, 0, sizeof k);
+	memset(junk, 0x5a, sizeof junk);
+	k.kid = (char *)"old-key-that-does-not-open";
+	k.alg = (char *)"ES256";
+	k.created_at = NOW - 100000;
+	k.sign_after = NOW - 100000;
+	k.master_kid = f.mk.kid;
+	k.sealed = junk;
+	k.sealed_len = sizeof junk;
+	ck_assert_int_eq(store_key_insert(store_conn(f.s), &k), CS_OK);
+	/* replaced at NOW by the fixture's key: published until NOW + KEEP */
+	ck_assert_int_eq(keyring_load(store_conn(f.s), &f.mk, NOW + KEEP - 1, TTL, &kr), CS_ECRYPTO);
+	ck_assert_ptr_eq(kr, (struct keyring *)0x1);
+	kr = load_at(&f, NOW + KEEP);
+	ck_assert(!published_in(kr, "old-key-that-does-not-open"));
+	keyring_free(kr);
+	fx_clear(&f);
+}
+END_TEST
+
+/* keyring_classify on its own, with hand-made rows. */
+START_TEST(test_jwt_classify_states)
+{
+	struct store_key ks[5];
+	struct key_status st[5];
+	memset(ks, 0, sizeof ks);
+	ks[0].sign_after = 100;                    /* A */
+	ks[1].sign_after = 200;                    /* B */
+	ks[2].sign_after = 200;                    /* C: same start, newer row: wins */
+	ks[3].sign_after = 150;                    /* D: revoked, replaces nobody */
+	ks[3].revoked_at = 160;
+	ks[4].sign_after = 1000;                   /* E: upcoming */
+
+	keyring_classify(ks, 5, 150, TTL, st);
+	ck_assert_int_eq(st[0].state, KEY_SIGNING);
+	ck_assert_int_eq(st[0].stopped_at, 0);
+	ck_assert_int_eq(st[1].state, KEY_UPCOMING);
+	ck_assert_int_eq(st[2].state, KEY_UPCOMING);
+	ck_assert_int_eq(st[3].state, KEY_REVOKED);
+	ck_assert_int_eq(st[4].state, KEY_UPCOMING);
+
+	keyring_classify(ks, 5, 200, TTL, st);
+	ck_assert_int_eq(st[0].state, KEY_RETIRED_PUBLISHED);
+	ck_assert_int_eq(st[0].stopped_at, 200);
+	ck_assert_int_eq(st[0].unpublish_at, 200 + KEEP);
+	ck_assert_int_eq(st[1].state, KEY_RETIRED_PUBLISHED);
+	ck_assert_int_eq(st[1].stopped_at, 200);
+	ck_assert_int_eq(st[2].state, KEY_SIGNING);
+
+	keyring_classify(ks, 5, 200 + KEEP, TTL, st);
+	ck_assert_int_eq(st[0].state, KEY_RETIRED);
+	ck_assert_int_eq(st[1].state, KEY_RETIRED);
+	ck_assert_int_eq(st[2].state, KEY_SIGNING);
+	ck_assert_int_eq(st[4].state, KEY_UPCOMING);
+
+	keyring_classify(ks, 5, 1000, TTL, st);
+	ck_assert_int_eq(st[2].state, KEY_RETIRED_PUBLISHED);
+	ck_assert_int_eq(st[2].stopped_at, 1000);
+	ck_assert_int_eq(st[4].state, KEY_SIGNING);
+
+	/* retired_at set by hand stops a key at that time; the newest key left
+	 * signs again (as after a revocation) */
+	ks[2].retired_at = 300;
+	keyring_classify(ks, 5, 299, TTL, st);
+	ck_assert_int_eq(st[2].state, KEY_SIGNING);
+	keyring_classify(ks, 5, 300, TTL, st);
+	ck_assert_int_eq(st[2].state, KEY_RETIRED_PUBLISHED);
+	ck_assert_int_eq(st[2].stopped_at, 300);
+	ck_assert_int_eq(st[1].state, KEY_SIGNING);
+	ck_assert_int_eq(st[0].state, KEY_RETIRED_PUBLISHED);
+	ck_assert_int_eq(st[0].stopped_at, 200);
+
+	/* extreme times do not overflow */
+	ks[2].retired_at = 0;
+	ks[4].sign_after = INT64_MAX - 1;
+	keyring_classify(ks, 5, INT64_MAX - 1, INT64_MAX, st);
+	ck_assert_int_eq(st[4].state, KEY_SIGNING);
+	ck_assert_int_eq(st[2].state, KEY_RETIRED_PUBLISHED);
+	ck_assert_int_eq(st[2].unpublish_at, INT64_MAX);
+
+	ck_assert_str_eq(key_state_name(KEY_SIGNING), "signing");
+	ck_assert_str_eq(key_state_name(KEY_UPCOMING), "upcoming");
+	ck_assert_str_eq(key_state_name(KEY_RETIRED_PUBLISHED), "retired-published");
+	ck_assert_str_eq(key_state_name(KEY_RETIRED), "retired");
+	ck_assert_str_eq(key_state_name(KEY_REVOKED), "revoked");
+	ck_assert_str_eq(key_state_name(KEY_STATE__MAX), "unknown");
 }
 END_TEST
 
@@ -737,6 +1113,13 @@ static Suite *jwt_suite(void)
 	tcase_add_test(tc, test_jwt_keyring_reload_reuses);
 	tcase_add_test(tc, test_jwt_keyring_wrong_master_fails);
 	tcase_add_test(tc, test_jwt_keyring_retire_rotates);
+	tcase_add_test(tc, test_jwt_rotate_publish_then_switch);
+	tcase_add_test(tc, test_jwt_rotate_twice_each_key_kept_from_its_successor);
+	tcase_add_test(tc, test_jwt_revoke_gone_at_once);
+	tcase_add_test(tc, test_jwt_revoke_signer_needs_ready_successor);
+	tcase_add_test(tc, test_jwt_revoke_upcoming);
+	tcase_add_test(tc, test_jwt_unpublished_key_not_unsealed);
+	tcase_add_test(tc, test_jwt_classify_states);
 	tcase_add_test(tc, test_jwt_jwks_public_only);
 	tcase_add_test(tc, test_jwt_kid_rfc7638);
 	tcase_add_test(tc, test_jwt_sign_verify_roundtrip);
