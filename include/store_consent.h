@@ -1,0 +1,103 @@
+/* store_consent.h -- the SQL behind consent.c (consent requests, consents, the
+ * revocation cascade onto grants and refresh tokens) and audit.c (the insert).
+ * Plain rows with text columns: parsing and rules belong to consent.c, not here. */
+#ifndef CS_STORE_CONSENT_H
+#define CS_STORE_CONSENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cs_err.h"
+#include "store.h"
+
+struct store_consent_row {       /* caller-owned; release with store_consent_row_clear() */
+	char   *id;
+	int64_t user_id;
+	char   *subject;             /* users.subject (read only; ignored on insert) */
+	char   *agent, *resource;
+	char   *granted, *declined;  /* space-separated, sorted */
+	int     offline;
+	int64_t created_at, expires_at, revoked_at;
+	char   *revoked_by, *revoke_reason, *request_id;
+};
+void store_consent_row_clear(struct store_consent_row *r);               /* NULL-safe */
+void store_consent_rows_free(struct store_consent_row *v, size_t n);     /* NULL-safe */
+
+struct store_creq_row {          /* caller-owned; release with store_creq_row_clear() */
+	char   *id;
+	int64_t user_id;
+	char   *subject;             /* users.subject (read only; ignored on insert) */
+	char   *agent, *resource;
+	char   *scopes, *pre_granted;
+	char   *reason;              /* may be NULL */
+	char   *status;
+	int64_t created_at, expires_at, decided_at, last_poll_at, interval;
+	char   *consent_id;          /* may be NULL */
+};
+void store_creq_row_clear(struct store_creq_row *r);                     /* NULL-safe */
+void store_creq_rows_free(struct store_creq_row *v, size_t n);           /* NULL-safe */
+
+/* The user (issuer, subject), inserted when missing with name and email NULL
+ * and last_login_at 0; an existing row is left untouched.  *id its row id. */
+enum cs_err store_consent_user_ensure(struct store_conn *c, const char *issuer,
+    const char *subject, int64_t now, int64_t *id) CS_MUST_CHECK;
+
+/* --- consents ---------------------------------------------------------- */
+/* CS_ENOENT when unknown.  *out written only on CS_OK (here and below). */
+enum cs_err store_consent_get(struct store_conn *c, const char *id,
+    struct store_consent_row *out) CS_MUST_CHECK;
+/* The unrevoked consent of (user, agent, resource), expired or not (there is
+ * at most one); CS_ENOENT when none. */
+enum cs_err store_consent_current(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, struct store_consent_row *out) CS_MUST_CHECK;
+/* Inserts r (subject ignored); CS_EEXIST on a duplicate id or a second
+ * unrevoked consent for the same (user, agent, resource). */
+enum cs_err store_consent_insert(struct store_conn *c, const struct store_consent_row *r) CS_MUST_CHECK;
+/* Marks an unrevoked consent revoked; *changed is 1 when it was, 0 when it
+ * was revoked already (or unknown). */
+enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int64_t now,
+    const char *by, const char *reason, int *changed) CS_MUST_CHECK;
+/* Revokes every unrevoked grant and refresh token of the consent (tables of
+ * migration 0004). */
+enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t now) CS_MUST_CHECK;
+/* The user's consents: live ones (unrevoked, unexpired at now) first, then
+ * the others, each group most recent first; at most max rows.  *out NULL and
+ * *n 0 when none. */
+enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
+    size_t max, struct store_consent_row **out, size_t *n) CS_MUST_CHECK;
+
+/* --- consent requests -------------------------------------------------- */
+enum cs_err store_creq_get(struct store_conn *c, const char *id,
+    struct store_creq_row *out) CS_MUST_CHECK;
+/* The pending request of (user, agent, resource), expired or not; CS_ENOENT when none. */
+enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, struct store_creq_row *out) CS_MUST_CHECK;
+/* decided_at of the most recently denied request of (user, agent, resource);
+ * CS_ENOENT when none was ever denied. */
+enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, int64_t *decided_at) CS_MUST_CHECK;
+/* How many pending requests of the user are unexpired at now, and the
+ * earliest expiry among them (0 when none). */
+enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int64_t now,
+    int64_t *count, int64_t *earliest) CS_MUST_CHECK;
+/* Inserts r (subject ignored); CS_EEXIST on a duplicate id or a second
+ * pending request for the same (user, agent, resource). */
+enum cs_err store_creq_insert(struct store_conn *c, const struct store_creq_row *r) CS_MUST_CHECK;
+/* Moves a pending request to status (approved, denied, expired) with
+ * decided_at and consent_id (may be NULL); CS_ENOENT when it is not pending. */
+enum cs_err store_creq_decide(struct store_conn *c, const char *id, const char *status,
+    int64_t decided_at, const char *consent_id) CS_MUST_CHECK;
+/* Replaces a pending request's scopes, and its reason when reason != NULL. */
+enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *scopes,
+    const char *reason) CS_MUST_CHECK;
+/* Records a poll: last_poll_at and the (possibly grown) interval. */
+enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
+    int64_t interval) CS_MUST_CHECK;
+/* The user's pending requests unexpired at now, most recent first. */
+enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
+    struct store_creq_row **out, size_t *n) CS_MUST_CHECK;
+
+/* --- audit (called by audit.c only, after its checks) ------------------- */
+struct audit_entry;
+enum cs_err store_audit_insert(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
+
+#endif

@@ -1,0 +1,55 @@
+/* audit.c -- appends entries to the audit log inside the caller's transaction.
+ * It must never record a token, code, secret or cookie: entries that look like
+ * they carry one are refused, so a mistake fails loudly instead of leaking.
+ *
+ * Action names in use (add yours here when you add one):
+ *   consent.request.created    flow A: a new pending consent request
+ *   consent.request.merged     flow A: more scopes merged into the pending request
+ *   consent.request.slow_down  flow A: the gateway polled faster than the interval
+ *   consent.request.expired    flow A/B: a pending request found past its expiry
+ *   consent.request.refused    flow A: too many pending requests for the person
+ *   consent.request.approved   flow B: the person approved (consent_id = the new consent)
+ *   consent.request.denied     flow B: the person denied
+ *   consent.granted            flow B: a new consent went live
+ *   consent.revoked            flow B (replaced) and G: a consent and its grants and
+ *                              refresh tokens were revoked; detail = the reason
+ *   consent.binding_refused    flow B: a request opened by another account (pages.c)
+ *   grant.issued               flow C: a grant was signed (grant.c; detail "jti=...")
+ */
+#include <string.h>
+
+#include "audit.h"
+#include "store_consent.h"
+
+/* The start of every JWT ('{"' in base64url): a JWS, a JWE, an ID token. */
+#define JWT_PREFIX "eyJ"
+
+/* Longest value accepted in any field: entries are short by design. */
+#define AUDIT_MAX_FIELD 4096
+
+/* CS_EINVAL when v looks like it carries a token or is oversized. */
+static enum cs_err field_ok(const char *v)
+{
+	if (v == NULL)
+		return CS_OK;
+	if (strlen(v) > AUDIT_MAX_FIELD)
+		return CS_EINVAL;
+	/* SECURITY: a token in the audit log would outlive every revocation. */
+	if (strstr(v, JWT_PREFIX) != NULL)
+		return CS_EINVAL;
+	return CS_OK;
+}
+
+enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
+{
+	if (c == NULL || e == NULL || e->action == NULL || e->action[0] == '\0')
+		return CS_EINVAL;
+	const char *fields[] = {
+		e->actor, e->action, e->subject, e->agent, e->resource, e->scopes,
+		e->consent_id, e->request_id, e->outcome, e->detail,
+	};
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+		if (field_ok(fields[i]) != CS_OK)
+			return CS_EINVAL;
+	return store_audit_insert(c, e);
+}

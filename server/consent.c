@@ -1,0 +1,938 @@
+/* consent.c -- consent requests and consents (flows A, B, G): scope sets, the
+ * token exchange's polling state machine, the person's decision and the
+ * revocation cascade.  Every change commits in one transaction with its audit
+ * entries; it must never let anyone but the requested person decide. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+
+#include "audit.h"
+#include "consent.h"
+#include "store_consent.h"
+
+#define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
+#define REASON_REPLACED "replaced"
+
+/* --- scope sets -------------------------------------------------------- */
+
+void scope_set_clear(struct scope_set *s)
+{
+	if (s == NULL)
+		return;
+	for (size_t i = 0; i < s->n && i < CONSENT_MAX_SCOPES; i++)
+		free(s->v[i]);
+	memset(s, 0, sizeof *s);
+}
+
+/* RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
+static bool scope_char_ok(unsigned char ch)
+{
+	return ch == 0x21 || (ch >= 0x23 && ch <= 0x5B) || (ch >= 0x5D && ch <= 0x7E);
+}
+
+/* Compares the len bytes at p (no NUL inside) with the string t, as strcmp would. */
+static int cmp_n(const char *p, size_t len, const char *t)
+{
+	int r = strncmp(p, t, len);
+	if (r != 0)
+		return r;
+	return t[len] == '\0' ? 0 : -1;
+}
+
+/* Adds the len bytes at p, keeping s sorted and unique. */
+static enum cs_err set_add(struct scope_set *s, const char *p, size_t len)
+{
+	size_t i = 0;
+	int r = 1;
+	for (; i < s->n; i++) {
+		r = cmp_n(p, len, s->v[i]);
+		if (r <= 0)
+			break;
+	}
+	if (i < s->n && r == 0)
+		return CS_OK;                 /* already there */
+	if (s->n >= CONSENT_MAX_SCOPES)
+		return CS_ETOOBIG;
+	char *dup = strndup(p, len);
+	if (dup == NULL)
+		return CS_ENOMEM;
+	memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof s->v[0]);
+	s->v[i] = dup;
+	s->n++;
+	return CS_OK;
+}
+
+enum cs_err scope_set_parse(const char *s, struct scope_set *out)
+{
+	struct scope_set t;
+	enum cs_err e = CS_OK;
+	const char *p = s;
+
+	memset(&t, 0, sizeof t);
+	if (s == NULL || out == NULL)
+		return CS_EINVAL;
+	while (*p != '\0') {
+		const char *start = p;
+		for (; *p != '\0' && *p != ' '; p++) {
+			if (!scope_char_ok((unsigned char)*p)) {
+				e = CS_EINVAL;
+				goto out;
+			}
+		}
+		size_t len = (size_t)(p - start);
+		/* An empty token: a leading, doubled or trailing space. */
+		if (len == 0) {
+			e = CS_EINVAL;
+			goto out;
+		}
+		if (len > CONSENT_MAX_SCOPE_LEN) {
+			e = CS_ETOOBIG;
+			goto out;
+		}
+		if ((e = set_add(&t, start, len)) != CS_OK)
+			goto out;
+		if (*p == ' ') {
+			p++;
+			if (*p == '\0') {     /* trailing space */
+				e = CS_EINVAL;
+				goto out;
+			}
+		}
+	}
+	*out = t;
+	memset(&t, 0, sizeof t);
+out:
+	scope_set_clear(&t);
+	return e;
+}
+
+bool scope_set_has(const struct scope_set *s, const char *name)
+{
+	if (s == NULL || name == NULL)
+		return false;
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], name) == 0)
+			return true;
+	return false;
+}
+
+bool scope_set_subset(const struct scope_set *a, const struct scope_set *b)
+{
+	if (a == NULL)
+		return true;
+	for (size_t i = 0; i < a->n; i++)
+		if (!scope_set_has(b, a->v[i]))
+			return false;
+	return true;
+}
+
+char *scope_set_join(const struct scope_set *s)
+{
+	size_t len = 1, o = 0;
+	for (size_t i = 0; s != NULL && i < s->n; i++)
+		len += strlen(s->v[i]) + 1;
+	char *p = malloc(len);
+	if (p == NULL)
+		return NULL;
+	for (size_t i = 0; s != NULL && i < s->n; i++) {
+		size_t n = strlen(s->v[i]);
+		if (i > 0)
+			p[o++] = ' ';
+		memcpy(p + o, s->v[i], n);
+		o += n;
+	}
+	p[o] = '\0';
+	return p;
+}
+
+/* dst ∪= src. */
+static enum cs_err set_union(struct scope_set *dst, const struct scope_set *src)
+{
+	enum cs_err e;
+	for (size_t i = 0; i < src->n; i++)
+		if ((e = set_add(dst, src->v[i], strlen(src->v[i]))) != CS_OK)
+			return e;
+	return CS_OK;
+}
+
+/* *out = a ∩ b (keep) or a − b (!keep); out starts empty. */
+static enum cs_err set_filter(struct scope_set *out, const struct scope_set *a,
+    const struct scope_set *b, bool keep)
+{
+	enum cs_err e;
+	for (size_t i = 0; i < a->n; i++)
+		if (scope_set_has(b, a->v[i]) == keep &&
+		    (e = set_add(out, a->v[i], strlen(a->v[i]))) != CS_OK)
+			return e;
+	return CS_OK;
+}
+
+/* A stored scope list; anything unparsable there is a damaged database. */
+static enum cs_err set_from_db(const char *s, struct scope_set *out)
+{
+	enum cs_err e = scope_set_parse(s ? s : "", out);
+	return e == CS_ENOMEM ? e : e != CS_OK ? CS_EDB : CS_OK;
+}
+
+/* --- ids --------------------------------------------------------------- */
+
+/* 22 characters of base64url from 16 random bytes.  An id never contains
+ * "eyJ" (audit.c refuses anything that looks like a JWT), so the rare draw
+ * that does is drawn again. */
+static enum cs_err random_id(char out[CONSENT_ID_LEN + 1])
+{
+	static const char b64u[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	unsigned char r[18];
+	for (int tries = 0; tries < 16; tries++) {
+		memset(r, 0, sizeof r);
+		if (RAND_bytes(r, 16) != 1)
+			return CS_ECRYPTO;
+		size_t o = 0;
+		for (size_t i = 0; i < 18 && o < CONSENT_ID_LEN; i += 3) {
+			unsigned v = (unsigned)r[i] << 16 | (unsigned)r[i + 1] << 8 | (unsigned)r[i + 2];
+			for (int k = 3; k >= 0 && o < CONSENT_ID_LEN; k--)
+				out[o++] = b64u[(v >> (6 * k)) & 63];
+		}
+		out[CONSENT_ID_LEN] = '\0';
+		if (strstr(out, "eyJ") == NULL)
+			return CS_OK;
+	}
+	return CS_ECRYPTO;                /* 16 draws in a row: the generator is broken */
+}
+
+/* --- structs ----------------------------------------------------------- */
+
+void consent_clear(struct consent *k)
+{
+	if (k == NULL)
+		return;
+	free(k->id);
+	free(k->subject);
+	free(k->agent);
+	free(k->resource);
+	scope_set_clear(&k->granted);
+	scope_set_clear(&k->declined);
+	free(k->state);
+	memset(k, 0, sizeof *k);
+}
+
+void consent_request_clear(struct consent_request *r)
+{
+	if (r == NULL)
+		return;
+	free(r->id);
+	free(r->subject);
+	free(r->agent);
+	free(r->resource);
+	scope_set_clear(&r->scopes);
+	scope_set_clear(&r->pre_granted);
+	free(r->reason);
+	free(r->status);
+	free(r->consent_id);
+	memset(r, 0, sizeof *r);
+}
+
+void consent_answer_clear(struct consent_answer *a)
+{
+	if (a == NULL)
+		return;
+	consent_clear(&a->live);
+	scope_set_clear(&a->grant_scopes);
+	free(a->request_id);
+	memset(a, 0, sizeof *a);
+}
+
+void consent_list_free(struct consent *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		consent_clear(&v[i]);
+	free(v);
+}
+
+void consent_request_list_free(struct consent_request *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		consent_request_clear(&v[i]);
+	free(v);
+}
+
+bool consent_is_live(const struct consent *k, int64_t now)
+{
+	return k != NULL && k->revoked_at == 0 && k->expires_at > now;
+}
+
+static const char *consent_state(int64_t revoked_at, int64_t expires_at, int64_t now)
+{
+	if (revoked_at != 0)
+		return "revoked";
+	return expires_at > now ? "live" : "expired";
+}
+
+/* Moves a row into *out (the row's strings change owner); *out written only on CS_OK. */
+static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, struct consent *out)
+{
+	struct consent k;
+	enum cs_err e;
+	memset(&k, 0, sizeof k);
+	if ((e = set_from_db(r->granted, &k.granted)) != CS_OK ||
+	    (e = set_from_db(r->declined, &k.declined)) != CS_OK)
+		goto out;
+	if ((k.state = strdup(consent_state(r->revoked_at, r->expires_at, now))) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	k.id = r->id;
+	r->id = NULL;
+	k.subject = r->subject;
+	r->subject = NULL;
+	k.agent = r->agent;
+	r->agent = NULL;
+	k.resource = r->resource;
+	r->resource = NULL;
+	k.user_id = r->user_id;
+	k.offline = r->offline != 0;
+	k.created_at = r->created_at;
+	k.expires_at = r->expires_at;
+	k.revoked_at = r->revoked_at;
+	*out = k;
+	memset(&k, 0, sizeof k);
+out:
+	consent_clear(&k);
+	return e;
+}
+
+static enum cs_err request_from_row(struct store_creq_row *r, struct consent_request *out)
+{
+	struct consent_request q;
+	enum cs_err e;
+	memset(&q, 0, sizeof q);
+	if ((e = set_from_db(r->scopes, &q.scopes)) != CS_OK ||
+	    (e = set_from_db(r->pre_granted, &q.pre_granted)) != CS_OK)
+		goto out;
+	q.id = r->id;
+	r->id = NULL;
+	q.subject = r->subject;
+	r->subject = NULL;
+	q.agent = r->agent;
+	r->agent = NULL;
+	q.resource = r->resource;
+	r->resource = NULL;
+	q.reason = r->reason;
+	r->reason = NULL;
+	q.status = r->status;
+	r->status = NULL;
+	q.consent_id = r->consent_id;
+	r->consent_id = NULL;
+	q.user_id = r->user_id;
+	q.created_at = r->created_at;
+	q.expires_at = r->expires_at;
+	q.decided_at = r->decided_at;
+	*out = q;
+	memset(&q, 0, sizeof q);
+out:
+	consent_request_clear(&q);
+	return e;
+}
+
+/* --- audit ------------------------------------------------------------- */
+
+struct audit_ctx {                   /* what every entry of one operation shares */
+	struct store_conn *c;
+	int64_t     now;
+	const char *actor, *subject, *agent, *resource;
+};
+
+static enum cs_err audit(const struct audit_ctx *x, const char *action, const char *scopes,
+    const char *consent_id, const char *request_id, const char *outcome, const char *detail)
+{
+	struct audit_entry a;
+	memset(&a, 0, sizeof a);
+	a.ts = x->now;
+	a.actor = x->actor;
+	a.action = action;
+	a.subject = x->subject;
+	a.agent = x->agent;
+	a.resource = x->resource;
+	a.scopes = scopes;
+	a.consent_id = consent_id;
+	a.request_id = request_id;
+	a.outcome = outcome;
+	a.detail = detail;
+	return audit_append(x->c, &a);
+}
+
+/* --- revocation -------------------------------------------------------- */
+
+/* Revokes the unrevoked consent k with its grants and refresh tokens, and
+ * audits it; inside the caller's transaction.  *changed 0 when k was revoked
+ * already (then nothing is written). */
+static enum cs_err revoke_locked(struct store_conn *c, const struct store_consent_row *k,
+    const char *actor, const char *reason, const char *detail, int64_t now, int *changed)
+{
+	enum cs_err e;
+	struct audit_ctx x = { c, now, actor, k->subject, k->agent, k->resource };
+	*changed = 0;
+	if ((e = store_consent_set_revoked(c, k->id, now, actor, reason, changed)) != CS_OK)
+		return e;
+	if (!*changed)
+		return CS_OK;
+	/* SECURITY: a revoked consent's grants and refresh tokens die with it, in
+	 * the same transaction: introspection and refresh see it at once. */
+	if ((e = store_consent_cascade(c, k->id, now)) != CS_OK)
+		return e;
+	return audit(&x, "consent.revoked", k->granted, k->id, k->request_id, "ok", detail);
+}
+
+enum cs_err consent_revoke(struct store_conn *c, const char *consent_id, int64_t only_user_id,
+    const char *actor, const char *reason, int64_t now, bool in_tx)
+{
+	enum cs_err e;
+	bool own_tx = false;
+	int changed = 0;
+	struct store_consent_row k;
+
+	memset(&k, 0, sizeof k);
+	if (c == NULL || consent_id == NULL)
+		return CS_EINVAL;
+	if (!in_tx) {
+		if ((e = store_begin(c)) != CS_OK)
+			return e;
+		own_tx = true;
+	}
+	if ((e = store_consent_get(c, consent_id, &k)) != CS_OK)
+		goto out;
+	/* SECURITY: a person revokes only their own consents. */
+	if (only_user_id > 0 && k.user_id != only_user_id) {
+		e = CS_EPERM;
+		goto out;
+	}
+	if (k.revoked_at == 0 &&
+	    (e = revoke_locked(c, &k, actor, reason, reason, now, &changed)) != CS_OK)
+		goto out;
+	if (own_tx) {
+		if ((e = store_commit(c)) != CS_OK)
+			goto out;
+		own_tx = false;
+	}
+	e = CS_OK;
+out:
+	if (own_tx)
+		store_rollback(c);
+	store_consent_row_clear(&k);
+	return e;
+}
+
+/* --- flow A: the token exchange's state machine ------------------------ */
+
+/* (a): K covers requested when every requested scope was decided on (granted
+ * or declined) and at least one was granted; *grant = requested ∩ granted. */
+static enum cs_err live_covers(const struct scope_set *kg, const struct scope_set *kd,
+    const struct scope_set *requested, bool *covers, struct scope_set *grant)
+{
+	bool any = false;
+	*covers = false;
+	for (size_t i = 0; i < requested->n; i++) {
+		bool g = scope_set_has(kg, requested->v[i]);
+		if (!g && !scope_set_has(kd, requested->v[i]))
+			return CS_OK;
+		any = any || g;
+	}
+	if (!any)
+		return CS_OK;
+	*covers = true;
+	return set_filter(grant, requested, kg, true);
+}
+
+/* (b): a pending request exists for the triple. */
+static enum cs_err exchange_pending(const struct audit_ctx *x, struct store_creq_row *r,
+    const struct scope_set *requested, const char *reason, struct consent_answer *a)
+{
+	enum cs_err e;
+	struct scope_set have;
+	char *joined = NULL;
+	int64_t now = x->now;
+
+	memset(&have, 0, sizeof have);
+	if (r->expires_at <= now) {
+		/* The person never decided: the gateway hears expired_token once, and
+		 * its next call starts a new request. */
+		if ((e = store_creq_decide(x->c, r->id, "expired", now, NULL)) != CS_OK ||
+		    (e = audit(x, "consent.request.expired", r->scopes, NULL, r->id, "expired",
+		    NULL)) != CS_OK)
+			goto out;
+		a->outcome = CONSENT_EXPIRED;
+		goto out;
+	}
+	if ((e = set_from_db(r->scopes, &have)) != CS_OK)
+		goto out;
+	if (!scope_set_subset(requested, &have)) {
+		/* At most one pending request per triple: new scopes join it. */
+		if ((e = set_union(&have, requested)) != CS_OK)
+			goto out;
+		if ((joined = scope_set_join(&have)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+		if ((e = store_creq_merge(x->c, r->id, joined, reason)) != CS_OK ||
+		    (e = audit(x, "consent.request.merged", joined, NULL, r->id, "pending",
+		    NULL)) != CS_OK)
+			goto out;
+		a->outcome = CONSENT_REQUIRED;
+	} else {
+		if (now - r->last_poll_at < r->interval) {
+			r->interval += SLOW_DOWN_STEP;
+			if ((e = audit(x, "consent.request.slow_down", r->scopes, NULL, r->id,
+			    "slow_down", NULL)) != CS_OK)
+				goto out;
+			a->outcome = CONSENT_SLOW_DOWN;
+		} else {
+			a->outcome = CONSENT_PENDING;
+		}
+		if ((e = store_creq_poll(x->c, r->id, now, r->interval)) != CS_OK)
+			goto out;
+	}
+	if ((a->request_id = strdup(r->id)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	a->expires_in = r->expires_at - now;
+	a->interval = r->interval;
+	e = CS_OK;
+out:
+	free(joined);
+	scope_set_clear(&have);
+	return e;
+}
+
+/* (d): a new request, unless the person has too many pending already. */
+static enum cs_err exchange_new(const struct audit_ctx *x, const struct config *cfg,
+    int64_t user_id, const struct scope_set *requested, const struct scope_set *live_granted,
+    const char *reason, struct consent_answer *a)
+{
+	enum cs_err e;
+	int64_t count = 0, earliest = 0, now = x->now;
+	struct scope_set all;
+	struct store_creq_row r;
+	char id[CONSENT_ID_LEN + 1];
+	char *joined = NULL, *pre = NULL;
+
+	memset(&all, 0, sizeof all);
+	memset(&r, 0, sizeof r);
+	if ((e = store_creq_count_pending(x->c, user_id, now, &count, &earliest)) != CS_OK)
+		goto out;
+	if (count >= cfg->consent_max_pending_per_user) {
+		if ((joined = scope_set_join(requested)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+		if ((e = audit(x, "consent.request.refused", joined, NULL, NULL, "refused",
+		    "too many pending requests")) != CS_OK)
+			goto out;
+		a->outcome = CONSENT_TOO_MANY;
+		a->retry_after = earliest - now >= 1 ? earliest - now : 1;
+		goto out;
+	}
+	/* The person sees everything the agent would hold, with what the live
+	 * consent already grants pre-ticked. */
+	if ((e = set_union(&all, requested)) != CS_OK ||
+	    (live_granted != NULL && (e = set_union(&all, live_granted)) != CS_OK))
+		goto out;
+	if ((joined = scope_set_join(&all)) == NULL ||
+	    (pre = scope_set_join(live_granted)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	if ((e = random_id(id)) != CS_OK)
+		goto out;
+	r.id = id;
+	r.user_id = user_id;
+	r.agent = (char *)x->agent;
+	r.resource = (char *)x->resource;
+	r.scopes = joined;
+	r.pre_granted = pre;
+	r.reason = (char *)reason;
+	r.status = "pending";
+	r.created_at = now;
+	r.expires_at = now + cfg->consent_request_ttl;
+	r.last_poll_at = now;
+	r.interval = cfg->consent_interval;
+	if ((e = store_creq_insert(x->c, &r)) != CS_OK ||
+	    (e = audit(x, "consent.request.created", joined, NULL, id, "pending", NULL)) != CS_OK)
+		goto out;
+	if ((a->request_id = strdup(id)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	a->outcome = CONSENT_REQUIRED;
+	a->expires_in = cfg->consent_request_ttl;
+	a->interval = cfg->consent_interval;
+out:
+	free(joined);
+	free(pre);
+	scope_set_clear(&all);
+	return e;
+}
+
+enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
+    const char *issuer, const char *subject, const char *agent, const char *resource,
+    const struct scope_set *requested, const char *reason, const char *actor, int64_t now,
+    struct consent_answer *out)
+{
+	enum cs_err e;
+	bool in_tx = false, have_live = false, covers = false;
+	int64_t user_id = 0, denied_at = 0;
+	struct store_consent_row k;
+	struct store_creq_row r;
+	struct scope_set kg, kd;
+	struct consent_answer a;
+	struct audit_ctx x = { c, now, actor, subject, agent, resource };
+
+	memset(&k, 0, sizeof k);
+	memset(&r, 0, sizeof r);
+	memset(&kg, 0, sizeof kg);
+	memset(&kd, 0, sizeof kd);
+	memset(&a, 0, sizeof a);
+	if (c == NULL || cfg == NULL || issuer == NULL || subject == NULL || agent == NULL ||
+	    resource == NULL || requested == NULL || requested->n == 0 || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	in_tx = true;
+	if ((e = store_consent_user_ensure(c, issuer, subject, now, &user_id)) != CS_OK)
+		goto out;
+
+	/* (a) a live consent that covers the call: a grant. */
+	e = store_consent_current(c, user_id, agent, resource, &k);
+	if (e != CS_OK && e != CS_ENOENT)
+		goto out;
+	if (e == CS_OK && k.expires_at > now) {
+		have_live = true;
+		if ((e = set_from_db(k.granted, &kg)) != CS_OK ||
+		    (e = set_from_db(k.declined, &kd)) != CS_OK ||
+		    (e = live_covers(&kg, &kd, requested, &covers, &a.grant_scopes)) != CS_OK)
+			goto out;
+		if (covers) {
+			if ((e = consent_from_row(&k, now, &a.live)) != CS_OK)
+				goto out;
+			a.outcome = CONSENT_GRANT;
+			goto commit;
+		}
+	}
+
+	/* (b) the pending request: expired, merged, or polled. */
+	e = store_creq_pending(c, user_id, agent, resource, &r);
+	if (e == CS_OK) {
+		if ((e = exchange_pending(&x, &r, requested, reason, &a)) != CS_OK)
+			goto out;
+		goto commit;
+	} else if (e != CS_ENOENT) {
+		goto out;
+	}
+
+	/* (c) a recent denial holds for deny_cooldown. */
+	e = store_creq_last_denied(c, user_id, agent, resource, &denied_at);
+	if (e == CS_OK && now < denied_at + cfg->consent_deny_cooldown) {
+		a.outcome = CONSENT_DENIED;
+		goto commit;
+	} else if (e != CS_OK && e != CS_ENOENT) {
+		goto out;
+	}
+
+	/* (d) a new request. */
+	if ((e = exchange_new(&x, cfg, user_id, requested, have_live ? &kg : NULL, reason,
+	    &a)) != CS_OK)
+		goto out;
+
+commit:
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+	*out = a;
+	memset(&a, 0, sizeof a);
+	e = CS_OK;
+out:
+	if (in_tx)
+		store_rollback(c);
+	store_consent_row_clear(&k);
+	store_creq_row_clear(&r);
+	scope_set_clear(&kg);
+	scope_set_clear(&kd);
+	consent_answer_clear(&a);
+	return e;
+}
+
+/* --- flow B: the person's decision ------------------------------------- */
+
+static bool agent_allows(const struct config_agent *ag, const char *resource, const char *scope)
+{
+	size_t rl = strlen(resource);
+	for (size_t i = 0; ag != NULL && i < ag->nallow; i++) {
+		const char *e = ag->allow[i];
+		if (strncmp(e, resource, rl) == 0 && e[rl] == ':' && strcmp(e + rl + 1, scope) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The approved selection, checked: non-empty, ⊆ the request, still configured
+ * and allowed to the agent.  *sel is sorted and unique. */
+static enum cs_err check_selection(const struct config *cfg, const struct store_creq_row *r,
+    const struct scope_set *req, const struct consent_decision *d, struct scope_set *sel)
+{
+	enum cs_err e;
+	const struct config_agent *ag = config_agent(cfg, r->agent);
+	if (d->selected.n == 0 || d->selected.n > CONSENT_MAX_SCOPES)
+		return CS_EINVAL;
+	for (size_t i = 0; i < d->selected.n; i++) {
+		const char *s = d->selected.v[i];
+		/* SECURITY: granted ⊆ requested ∩ configured ∩ agent-allowed
+		 * (invariant 7), whatever the form sent. */
+		if (s == NULL || !scope_set_has(req, s) || config_scope(cfg, r->resource, s) == NULL ||
+		    !agent_allows(ag, r->resource, s))
+			return CS_EINVAL;
+		if ((e = set_add(sel, s, strlen(s))) != CS_OK)
+			return e;
+	}
+	return CS_OK;
+}
+
+/* Approve inside the open transaction: replace the current consent by a new one. */
+static enum cs_err decide_approve(const struct audit_ctx *x, const struct config *cfg,
+    const struct store_creq_row *r, const struct consent_decision *d, char **new_id)
+{
+	enum cs_err e;
+	struct scope_set req, sel, declined;
+	struct store_consent_row old, k;
+	char id[CONSENT_ID_LEN + 1], detail[64];
+	char *granted_s = NULL, *declined_s = NULL, *nid = NULL;
+	int changed = 0;
+	const struct config_resource *res = config_resource(cfg, r->resource);
+	const struct config_agent *ag = config_agent(cfg, r->agent);
+
+	memset(&req, 0, sizeof req);
+	memset(&sel, 0, sizeof sel);
+	memset(&declined, 0, sizeof declined);
+	memset(&old, 0, sizeof old);
+	memset(&k, 0, sizeof k);
+	if ((e = set_from_db(r->scopes, &req)) != CS_OK)
+		goto out;
+	if ((e = check_selection(cfg, r, &req, d, &sel)) != CS_OK)
+		goto out;
+	if (res == NULL || d->duration < 1 || d->duration > res->max_consent) {
+		e = CS_EINVAL;
+		goto out;
+	}
+	if ((e = set_filter(&declined, &req, &sel, false)) != CS_OK)
+		goto out;
+	if ((granted_s = scope_set_join(&sel)) == NULL ||
+	    (declined_s = scope_set_join(&declined)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	if ((e = random_id(id)) != CS_OK)
+		goto out;
+	if ((nid = strdup(id)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	/* The previous consent (live or merely expired: at most one is unrevoked)
+	 * goes with its grants and refresh tokens in this same transaction. */
+	e = store_consent_current(x->c, r->user_id, r->agent, r->resource, &old);
+	if (e == CS_OK) {
+		snprintf(detail, sizeof detail, "replaced by %s", id);
+		if ((e = revoke_locked(x->c, &old, x->actor, REASON_REPLACED, detail, x->now,
+		    &changed)) != CS_OK)
+			goto out;
+	} else if (e != CS_ENOENT) {
+		goto out;
+	}
+	k.id = id;
+	k.user_id = r->user_id;
+	k.agent = r->agent;
+	k.resource = r->resource;
+	k.granted = granted_s;
+	k.declined = declined_s;
+	/* SECURITY: offline use only where the operator allowed it for this agent. */
+	k.offline = d->offline && ag != NULL && ag->offline;
+	k.created_at = x->now;
+	k.expires_at = x->now + d->duration;
+	k.request_id = r->id;
+	if ((e = store_consent_insert(x->c, &k)) != CS_OK ||
+	    (e = store_creq_decide(x->c, r->id, "approved", x->now, id)) != CS_OK ||
+	    (e = audit(x, "consent.request.approved", granted_s, id, r->id, "approved",
+	    NULL)) != CS_OK)
+		goto out;
+	snprintf(detail, sizeof detail, "declined=%zu offline=%d duration=%lld", declined.n,
+	    k.offline, (long long)d->duration);
+	if ((e = audit(x, "consent.granted", granted_s, id, r->id, "ok", detail)) != CS_OK)
+		goto out;
+	*new_id = nid;
+	nid = NULL;
+	e = CS_OK;
+out:
+	free(nid);
+	free(granted_s);
+	free(declined_s);
+	scope_set_clear(&req);
+	scope_set_clear(&sel);
+	scope_set_clear(&declined);
+	store_consent_row_clear(&old);
+	return e;
+}
+
+enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const char *request_id,
+    int64_t user_id, const struct consent_decision *d, const char *actor, int64_t now,
+    char **new_consent_id)
+{
+	enum cs_err e;
+	bool in_tx = false;
+	char *nid = NULL;
+	struct store_creq_row r;
+	struct audit_ctx x = { c, now, actor, NULL, NULL, NULL };
+
+	memset(&r, 0, sizeof r);
+	if (c == NULL || cfg == NULL || request_id == NULL || d == NULL)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	in_tx = true;
+	if ((e = store_creq_get(c, request_id, &r)) != CS_OK)
+		goto out;
+	/* SECURITY: invariant 4 -- only the person the agent asked for decides. */
+	if (user_id <= 0 || r.user_id != user_id) {
+		e = CS_EPERM;
+		goto out;
+	}
+	x.subject = r.subject;
+	x.agent = r.agent;
+	x.resource = r.resource;
+	if (strcmp(r.status, "pending") != 0) {
+		e = CS_EINVAL;
+		goto out;
+	}
+	if (r.expires_at <= now) {
+		/* Record the expiry (committed), then refuse the decision. */
+		if ((e = store_creq_decide(c, r.id, "expired", now, NULL)) != CS_OK ||
+		    (e = audit(&x, "consent.request.expired", r.scopes, NULL, r.id, "expired",
+		    NULL)) != CS_OK || (e = store_commit(c)) != CS_OK)
+			goto out;
+		in_tx = false;
+		e = CS_EINVAL;
+		goto out;
+	}
+	if (d->approve) {
+		if ((e = decide_approve(&x, cfg, &r, d, &nid)) != CS_OK)
+			goto out;
+	} else {
+		/* Deny: the request only; a live consent stays as it was. */
+		if ((e = store_creq_decide(c, r.id, "denied", now, NULL)) != CS_OK ||
+		    (e = audit(&x, "consent.request.denied", r.scopes, NULL, r.id, "denied",
+		    NULL)) != CS_OK)
+			goto out;
+	}
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+	if (new_consent_id != NULL) {
+		*new_consent_id = nid;
+		nid = NULL;
+	}
+	e = CS_OK;
+out:
+	if (in_tx)
+		store_rollback(c);
+	free(nid);
+	store_creq_row_clear(&r);
+	return e;
+}
+
+/* --- reading ----------------------------------------------------------- */
+
+enum cs_err consent_request_get(struct store_conn *c, const char *id, struct consent_request *out)
+{
+	enum cs_err e;
+	struct store_creq_row r;
+	memset(&r, 0, sizeof r);
+	if (c == NULL || id == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_creq_get(c, id, &r)) == CS_OK)
+		e = request_from_row(&r, out);
+	store_creq_row_clear(&r);
+	return e;
+}
+
+enum cs_err consent_get(struct store_conn *c, const char *id, int64_t now, struct consent *out)
+{
+	enum cs_err e;
+	struct store_consent_row r;
+	memset(&r, 0, sizeof r);
+	if (c == NULL || id == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_consent_get(c, id, &r)) == CS_OK)
+		e = consent_from_row(&r, now, out);
+	store_consent_row_clear(&r);
+	return e;
+}
+
+enum cs_err consent_list_for_user(struct store_conn *c, int64_t user_id, int64_t now, size_t max,
+    struct consent **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_consent_row *rows = NULL;
+	struct consent *v = NULL;
+	size_t nrows = 0, i = 0;
+
+	if (c == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	if ((e = store_consent_list_user(c, user_id, now, max, &rows, &nrows)) != CS_OK)
+		goto out;
+	if (nrows > 0 && (v = calloc(nrows, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	for (; i < nrows; i++)
+		if ((e = consent_from_row(&rows[i], now, &v[i])) != CS_OK)
+			goto out;
+	*out = v;
+	*n = nrows;
+	v = NULL;
+out:
+	consent_list_free(v, i);
+	store_consent_rows_free(rows, nrows);
+	return e;
+}
+
+enum cs_err consent_pending_for_user(struct store_conn *c, int64_t user_id, int64_t now,
+    struct consent_request **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_creq_row *rows = NULL;
+	struct consent_request *v = NULL;
+	size_t nrows = 0, i = 0;
+
+	if (c == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	if ((e = store_creq_list_pending(c, user_id, now, &rows, &nrows)) != CS_OK)
+		goto out;
+	if (nrows > 0 && (v = calloc(nrows, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	for (; i < nrows; i++)
+		if ((e = request_from_row(&rows[i], &v[i])) != CS_OK)
+			goto out;
+	*out = v;
+	*n = nrows;
+	v = NULL;
+out:
+	consent_request_list_free(v, i);
+	store_creq_rows_free(rows, nrows);
+	return e;
+}

@@ -1,0 +1,615 @@
+/* store_consent.c -- the SQL for consent requests, consents, their revocation
+ * cascade and the audit insert.  Rules live in consent.c; this file only moves
+ * rows.  It must never build SQL from input: every value is a bound parameter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "audit.h"
+#include "store_consent.h"
+#include "store_priv.h"
+
+#define CONSENT_COLS \
+	"k.id, k.user_id, u.subject, k.agent, k.resource, k.granted, k.declined, k.offline, " \
+	"k.created_at, k.expires_at, k.revoked_at, k.revoked_by, k.revoke_reason, k.request_id " \
+	"FROM consents k JOIN users u ON u.id = k.user_id "
+#define CREQ_COLS \
+	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
+	"r.status, r.created_at, r.expires_at, r.decided_at, r.last_poll_at, r.interval, " \
+	"r.consent_id FROM consent_requests r JOIN users u ON u.id = r.user_id "
+
+/* A person's pending requests are capped by [consent] max_pending_per_user;
+ * this only bounds a listing should the cap have been lowered since. */
+#define CREQ_LIST_MAX 100
+
+static const char SQL_USER_INSERT[] =
+    "INSERT INTO users (issuer, subject, name, email, created_at, last_login_at) "
+    "VALUES (?1, ?2, NULL, NULL, ?3, 0) ON CONFLICT (issuer, subject) DO NOTHING";
+static const char SQL_USER_ID[] = "SELECT id FROM users WHERE issuer = ?1 AND subject = ?2";
+
+static const char SQL_CONSENT_GET[] = "SELECT " CONSENT_COLS "WHERE k.id = ?1";
+static const char SQL_CONSENT_CURRENT[] =
+    "SELECT " CONSENT_COLS "WHERE k.user_id = ?1 AND k.agent = ?2 AND k.resource = ?3 "
+    "AND k.revoked_at = 0";
+static const char SQL_CONSENT_INSERT[] =
+    "INSERT INTO consents (id, user_id, agent, resource, granted, declined, offline, "
+    "created_at, expires_at, revoked_at, revoked_by, revoke_reason, request_id) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+static const char SQL_CONSENT_REVOKE[] =
+    "UPDATE consents SET revoked_at = ?2, revoked_by = ?3, revoke_reason = ?4 "
+    "WHERE id = ?1 AND revoked_at = 0";
+/* The tables of migration 0004 (grant.c's): rows die with their consent. */
+static const char SQL_GRANTS_REVOKE[] =
+    "UPDATE grants SET revoked_at = ?2 WHERE consent_id = ?1 AND revoked_at = 0";
+static const char SQL_REFRESH_REVOKE[] =
+    "UPDATE refresh_tokens SET revoked_at = ?2 WHERE consent_id = ?1 AND revoked_at = 0";
+static const char SQL_CONSENT_LIST[] =
+    "SELECT " CONSENT_COLS "WHERE k.user_id = ?1 "
+    "ORDER BY (k.revoked_at = 0 AND k.expires_at > ?2) DESC, k.created_at DESC, k.rowid DESC "
+    "LIMIT ?3";
+
+static const char SQL_CREQ_GET[] = "SELECT " CREQ_COLS "WHERE r.id = ?1";
+static const char SQL_CREQ_PENDING[] =
+    "SELECT " CREQ_COLS "WHERE r.user_id = ?1 AND r.agent = ?2 AND r.resource = ?3 "
+    "AND r.status = 'pending'";
+static const char SQL_CREQ_LAST_DENIED[] =
+    "SELECT max(decided_at) FROM consent_requests WHERE user_id = ?1 AND agent = ?2 "
+    "AND resource = ?3 AND status = 'denied'";
+static const char SQL_CREQ_COUNT[] =
+    "SELECT count(*), coalesce(min(expires_at), 0) FROM consent_requests "
+    "WHERE user_id = ?1 AND status = 'pending' AND expires_at > ?2";
+static const char SQL_CREQ_INSERT[] =
+    "INSERT INTO consent_requests (id, user_id, agent, resource, scopes, pre_granted, reason, "
+    "status, created_at, expires_at, decided_at, last_poll_at, interval, consent_id) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+static const char SQL_CREQ_DECIDE[] =
+    "UPDATE consent_requests SET status = ?2, decided_at = ?3, consent_id = ?4 "
+    "WHERE id = ?1 AND status = 'pending'";
+static const char SQL_CREQ_MERGE[] =
+    "UPDATE consent_requests SET scopes = ?2, reason = coalesce(?3, reason) "
+    "WHERE id = ?1 AND status = 'pending'";
+static const char SQL_CREQ_POLL[] =
+    "UPDATE consent_requests SET last_poll_at = ?2, interval = ?3 "
+    "WHERE id = ?1 AND status = 'pending'";
+static const char SQL_CREQ_LIST[] =
+    "SELECT " CREQ_COLS "WHERE r.user_id = ?1 AND r.status = 'pending' AND r.expires_at > ?2 "
+    "ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?3";
+
+static const char SQL_AUDIT_INSERT[] =
+    "INSERT INTO audit (ts, actor, action, subject, agent, resource, scopes, consent_id, "
+    "request_id, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+/* --- rows -------------------------------------------------------------- */
+
+void store_consent_row_clear(struct store_consent_row *r)
+{
+	if (r == NULL)
+		return;
+	free(r->id);
+	free(r->subject);
+	free(r->agent);
+	free(r->resource);
+	free(r->granted);
+	free(r->declined);
+	free(r->revoked_by);
+	free(r->revoke_reason);
+	free(r->request_id);
+	memset(r, 0, sizeof *r);
+}
+
+void store_consent_rows_free(struct store_consent_row *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		store_consent_row_clear(&v[i]);
+	free(v);
+}
+
+void store_creq_row_clear(struct store_creq_row *r)
+{
+	if (r == NULL)
+		return;
+	free(r->id);
+	free(r->subject);
+	free(r->agent);
+	free(r->resource);
+	free(r->scopes);
+	free(r->pre_granted);
+	free(r->reason);
+	free(r->status);
+	free(r->consent_id);
+	memset(r, 0, sizeof *r);
+}
+
+void store_creq_rows_free(struct store_creq_row *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		store_creq_row_clear(&v[i]);
+	free(v);
+}
+
+/* Reads the current row of a CONSENT_COLS statement.  r is zeroed first and
+ * cleared again on failure. */
+static enum cs_err read_consent(sqlite3_stmt *st, struct store_consent_row *r)
+{
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
+	    (e = store_col_text(st, 2, &r->subject)) != CS_OK ||
+	    (e = store_col_text(st, 3, &r->agent)) != CS_OK ||
+	    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
+	    (e = store_col_text(st, 5, &r->granted)) != CS_OK ||
+	    (e = store_col_text(st, 6, &r->declined)) != CS_OK ||
+	    (e = store_col_text(st, 11, &r->revoked_by)) != CS_OK ||
+	    (e = store_col_text(st, 12, &r->revoke_reason)) != CS_OK ||
+	    (e = store_col_text(st, 13, &r->request_id)) != CS_OK)
+		goto fail;
+	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
+	if (r->id == NULL || r->subject == NULL || r->agent == NULL || r->resource == NULL ||
+	    r->granted == NULL || r->declined == NULL) {
+		e = CS_EDB;
+		goto fail;
+	}
+	r->user_id = sqlite3_column_int64(st, 1);
+	r->offline = sqlite3_column_int(st, 7) != 0;
+	r->created_at = sqlite3_column_int64(st, 8);
+	r->expires_at = sqlite3_column_int64(st, 9);
+	r->revoked_at = sqlite3_column_int64(st, 10);
+	return CS_OK;
+fail:
+	store_consent_row_clear(r);
+	return e;
+}
+
+static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
+{
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
+	    (e = store_col_text(st, 2, &r->subject)) != CS_OK ||
+	    (e = store_col_text(st, 3, &r->agent)) != CS_OK ||
+	    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
+	    (e = store_col_text(st, 5, &r->scopes)) != CS_OK ||
+	    (e = store_col_text(st, 6, &r->pre_granted)) != CS_OK ||
+	    (e = store_col_text(st, 7, &r->reason)) != CS_OK ||
+	    (e = store_col_text(st, 8, &r->status)) != CS_OK ||
+	    (e = store_col_text(st, 14, &r->consent_id)) != CS_OK)
+		goto fail;
+	if (r->id == NULL || r->subject == NULL || r->agent == NULL || r->resource == NULL ||
+	    r->scopes == NULL || r->pre_granted == NULL || r->status == NULL) {
+		e = CS_EDB;
+		goto fail;
+	}
+	r->user_id = sqlite3_column_int64(st, 1);
+	r->created_at = sqlite3_column_int64(st, 9);
+	r->expires_at = sqlite3_column_int64(st, 10);
+	r->decided_at = sqlite3_column_int64(st, 11);
+	r->last_poll_at = sqlite3_column_int64(st, 12);
+	r->interval = sqlite3_column_int64(st, 13);
+	return CS_OK;
+fail:
+	store_creq_row_clear(r);
+	return e;
+}
+
+/* Binds (user_id, agent, resource) as ?1 ?2 ?3. */
+static enum cs_err bind_triple(sqlite3_stmt *st, int64_t user_id, const char *agent,
+    const char *resource)
+{
+	enum cs_err e;
+	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, agent)) != CS_OK ||
+	    (e = store_bind_text(st, 3, resource)) != CS_OK)
+		return e;
+	return CS_OK;
+}
+
+/* Steps an already bound single-row consent query; clears the statement. */
+static enum cs_err one_consent(struct store_conn *c, sqlite3_stmt *st, struct store_consent_row *out)
+{
+	struct store_consent_row r;
+	enum cs_err e = store_step(c, st);
+	if (e == CS_OK && (e = read_consent(st, &r)) == CS_OK)
+		*out = r;
+	store_stmt_done(st);
+	return e;
+}
+
+static enum cs_err one_creq(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row *out)
+{
+	struct store_creq_row r;
+	enum cs_err e = store_step(c, st);
+	if (e == CS_OK && (e = read_creq(st, &r)) == CS_OK)
+		*out = r;
+	store_stmt_done(st);
+	return e;
+}
+
+/* --- users ------------------------------------------------------------- */
+
+enum cs_err store_consent_user_ensure(struct store_conn *c, const char *issuer,
+    const char *subject, int64_t now, int64_t *id)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_USER_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	/* SECURITY: insert-if-missing only: a token exchange must never overwrite
+	 * what the person's own login recorded (name, email, last login). */
+	if ((e = store_bind_text(st, 1, issuer)) != CS_OK ||
+	    (e = store_bind_text(st, 2, subject)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	if ((st = store_stmt(c, SQL_USER_ID)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, issuer)) == CS_OK &&
+	    (e = store_bind_text(st, 2, subject)) == CS_OK &&
+	    (e = store_step(c, st)) == CS_OK)
+		*id = sqlite3_column_int64(st, 0);
+	if (e == CS_ENOENT)
+		e = CS_EDB;                   /* just inserted: cannot be missing */
+	store_stmt_done(st);
+	return e;
+}
+
+/* --- consents ---------------------------------------------------------- */
+
+enum cs_err store_consent_get(struct store_conn *c, const char *id, struct store_consent_row *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_GET);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return one_consent(c, st, out);
+}
+
+enum cs_err store_consent_current(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, struct store_consent_row *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_CURRENT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_triple(st, user_id, agent, resource)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return one_consent(c, st, out);
+}
+
+enum cs_err store_consent_insert(struct store_conn *c, const struct store_consent_row *r)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, r->user_id)) != CS_OK ||
+	    (e = store_bind_text(st, 3, r->agent)) != CS_OK ||
+	    (e = store_bind_text(st, 4, r->resource)) != CS_OK ||
+	    (e = store_bind_text(st, 5, r->granted)) != CS_OK ||
+	    (e = store_bind_text(st, 6, r->declined)) != CS_OK ||
+	    (e = store_bind_int64(st, 7, r->offline ? 1 : 0)) != CS_OK ||
+	    (e = store_bind_int64(st, 8, r->created_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 9, r->expires_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 10, r->revoked_at)) != CS_OK ||
+	    (e = store_bind_text(st, 11, r->revoked_by)) != CS_OK ||
+	    (e = store_bind_text(st, 12, r->revoke_reason)) != CS_OK ||
+	    (e = store_bind_text(st, 13, r->request_id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int64_t now,
+    const char *by, const char *reason, int *changed)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_REVOKE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
+	    (e = store_bind_text(st, 3, by)) != CS_OK ||
+	    (e = store_bind_text(st, 4, reason)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	*changed = store_changes(c) > 0;
+	return CS_OK;
+}
+
+/* One "UPDATE ... SET revoked_at = ?2 WHERE consent_id = ?1" statement. */
+static enum cs_err revoke_children(struct store_conn *c, const char *sql, const char *id,
+    int64_t now)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, sql);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t now)
+{
+	enum cs_err e = revoke_children(c, SQL_GRANTS_REVOKE, id, now);
+	if (e != CS_OK)
+		return e;
+	return revoke_children(c, SQL_REFRESH_REVOKE, id, now);
+}
+
+enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
+    size_t max, struct store_consent_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_consent_row *v = NULL;
+	size_t nv = 0;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_LIST);
+	if (st == NULL)
+		return CS_EDB;
+	if (max > 10000)
+		max = 10000;
+	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK)
+		goto out;
+	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while (nv < max && (e = store_step(c, st)) == CS_OK) {
+		if ((e = read_consent(st, &v[nv])) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e == CS_ENOENT || nv == max)
+		e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_consent_rows_free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
+/* --- consent requests -------------------------------------------------- */
+
+enum cs_err store_creq_get(struct store_conn *c, const char *id, struct store_creq_row *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_GET);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return one_creq(c, st, out);
+}
+
+enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, struct store_creq_row *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_PENDING);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_triple(st, user_id, agent, resource)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return one_creq(c, st, out);
+}
+
+enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, int64_t *decided_at)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LAST_DENIED);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_triple(st, user_id, agent, resource)) == CS_OK &&
+	    (e = store_step(c, st)) == CS_OK) {
+		/* max() over no rows is one row holding NULL. */
+		if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+			e = CS_ENOENT;
+		else
+			*decided_at = sqlite3_column_int64(st, 0);
+	}
+	store_stmt_done(st);
+	return e;
+}
+
+enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int64_t now,
+    int64_t *count, int64_t *earliest)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_COUNT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, user_id)) == CS_OK &&
+	    (e = store_bind_int64(st, 2, now)) == CS_OK &&
+	    (e = store_step(c, st)) == CS_OK) {
+		*count = sqlite3_column_int64(st, 0);
+		*earliest = sqlite3_column_int64(st, 1);
+	}
+	if (e == CS_ENOENT)
+		e = CS_EDB;                   /* an aggregate always answers one row */
+	store_stmt_done(st);
+	return e;
+}
+
+enum cs_err store_creq_insert(struct store_conn *c, const struct store_creq_row *r)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, r->user_id)) != CS_OK ||
+	    (e = store_bind_text(st, 3, r->agent)) != CS_OK ||
+	    (e = store_bind_text(st, 4, r->resource)) != CS_OK ||
+	    (e = store_bind_text(st, 5, r->scopes)) != CS_OK ||
+	    (e = store_bind_text(st, 6, r->pre_granted ? r->pre_granted : "")) != CS_OK ||
+	    (e = store_bind_text(st, 7, r->reason)) != CS_OK ||
+	    (e = store_bind_text(st, 8, r->status)) != CS_OK ||
+	    (e = store_bind_int64(st, 9, r->created_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 10, r->expires_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 11, r->decided_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 12, r->last_poll_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 13, r->interval)) != CS_OK ||
+	    (e = store_bind_text(st, 14, r->consent_id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+/* Runs a bound UPDATE that must touch exactly one pending row. */
+static enum cs_err exec_one(struct store_conn *c, sqlite3_stmt *st)
+{
+	enum cs_err e = store_exec(c, st);
+	if (e == CS_OK && store_changes(c) != 1)
+		e = CS_ENOENT;
+	return e;
+}
+
+enum cs_err store_creq_decide(struct store_conn *c, const char *id, const char *status,
+    int64_t decided_at, const char *consent_id)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_DECIDE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, status)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, decided_at)) != CS_OK ||
+	    (e = store_bind_text(st, 4, consent_id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *scopes,
+    const char *reason)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_MERGE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, scopes)) != CS_OK ||
+	    (e = store_bind_text(st, 3, reason)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
+    int64_t interval)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_POLL);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, last_poll_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, interval)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
+    struct store_creq_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_creq_row *v = NULL;
+	size_t nv = 0;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIST);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, CREQ_LIST_MAX)) != CS_OK)
+		goto out;
+	if ((v = calloc(CREQ_LIST_MAX, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while (nv < CREQ_LIST_MAX && (e = store_step(c, st)) == CS_OK) {
+		if ((e = read_creq(st, &v[nv])) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e == CS_ENOENT || nv == CREQ_LIST_MAX)
+		e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_creq_rows_free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
+/* --- audit ------------------------------------------------------------- */
+
+enum cs_err store_audit_insert(struct store_conn *c, const struct audit_entry *a)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_AUDIT_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, a->ts)) != CS_OK ||
+	    (e = store_bind_text(st, 2, a->actor)) != CS_OK ||
+	    (e = store_bind_text(st, 3, a->action)) != CS_OK ||
+	    (e = store_bind_text(st, 4, a->subject)) != CS_OK ||
+	    (e = store_bind_text(st, 5, a->agent)) != CS_OK ||
+	    (e = store_bind_text(st, 6, a->resource)) != CS_OK ||
+	    (e = store_bind_text(st, 7, a->scopes)) != CS_OK ||
+	    (e = store_bind_text(st, 8, a->consent_id)) != CS_OK ||
+	    (e = store_bind_text(st, 9, a->request_id)) != CS_OK ||
+	    (e = store_bind_text(st, 10, a->outcome)) != CS_OK ||
+	    (e = store_bind_text(st, 11, a->detail)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
