@@ -87,7 +87,10 @@ void consent_answer_clear(struct consent_answer *a);
  * with audit entries (created, merged, polled too fast, ...).  issuer/subject
  * identify the person (the user row is created when new); agent, resource and
  * requested are already validated against the configuration (requested is a
- * non-empty subset of what the agent may ask for).  reason may be NULL. */
+ * non-empty subset of what the agent may ask for).  reason may be NULL.
+ * CS_ETOOBIG (nothing written) when the request's scopes -- merged with the
+ * pending request's, or with the live consent's granted ones -- would pass
+ * CONSENT_MAX_SCOPES. */
 enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
     const char *issuer, const char *subject, const char *agent, const char *resource,
     const struct scope_set *requested, const char *reason, const char *actor, int64_t now,

@@ -534,6 +534,32 @@ START_TEST(test_consent_exchange_too_many)
 }
 END_TEST
 
+START_TEST(test_consent_exchange_merge_too_many)
+{
+	char a15[256], b10[256];
+	size_t o = 0, p = 0;
+	struct consent_request r;
+	struct consent_answer a;
+	char *rid = NULL;
+	for (int i = 0; i < 15; i++)
+		o += (size_t)snprintf(a15 + o, sizeof a15 - o, "%sa%02d", i ? " " : "", i);
+	for (int i = 0; i < 10; i++)
+		p += (size_t)snprintf(b10 + p, sizeof b10 - p, "%sb%02d", i ? " " : "", i);
+	ck_assert_int_eq(exch_o("alice", a15, T0, &rid), CONSENT_REQUIRED);
+	struct scope_set req = set(b10);
+	memset(&a, 0, sizeof a);
+	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, "alice", "coder", "notes", &req, NULL, GW,
+	    T0 + 10, &a), CS_ETOOBIG);
+	ck_assert_ptr_null(a.request_id);
+	scope_set_clear(&req);
+	ck_assert_int_eq(consent_request_get(sc, rid, &r), CS_OK);
+	ck_assert_uint_eq(r.scopes.n, 15);
+	consent_request_clear(&r);
+	ck_assert_int_eq(audits("consent.request.merged"), 0);
+	free(rid);
+}
+END_TEST
+
 /* --- flow B ------------------------------------------------------------ */
 
 START_TEST(test_consent_decide_other_user_eperm)
@@ -951,6 +977,7 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_deny_cooldown);
 	tcase_add_test(tc, test_consent_exchange_expired_then_new);
 	tcase_add_test(tc, test_consent_exchange_too_many);
+	tcase_add_test(tc, test_consent_exchange_merge_too_many);
 	tcase_add_test(tc, test_consent_decide_other_user_eperm);
 	tcase_add_test(tc, test_consent_decide_twice_einval);
 	tcase_add_test(tc, test_consent_decide_bad_choices);
