@@ -34,9 +34,17 @@ static enum cs_err field_ok(const char *v)
 		return CS_OK;
 	if (strlen(v) > AUDIT_MAX_FIELD)
 		return CS_EINVAL;
-	/* SECURITY: a token in the audit log would outlive every revocation. */
-	if (strstr(v, JWT_PREFIX) != NULL)
-		return CS_EINVAL;
+	/* SECURITY: a token in the audit log would outlive every revocation.  A
+	 * JWT is "eyJ" + base64url + "." -- random ids may contain "eyJ" by
+	 * chance, but never the dot that follows a JWT's header segment. */
+	for (const char *p = strstr(v, JWT_PREFIX); p != NULL; p = strstr(p + 1, JWT_PREFIX)) {
+		const char *q = p + 3;
+		while ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
+		    (*q >= '0' && *q <= '9') || *q == '-' || *q == '_')
+			q++;
+		if (*q == '.')
+			return CS_EINVAL;
+	}
 	return CS_OK;
 }
 

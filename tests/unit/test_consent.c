@@ -889,18 +889,22 @@ START_TEST(test_consent_audit_every_step)
 	e.detail = "token=eyJhbGciOiJFUzI1NiJ9.e30.sig";
 	ck_assert_int_eq(audit_append(sc, &e), CS_EINVAL);
 	e.detail = NULL;
-	e.scopes = "read eyJx";
+	e.scopes = "read eyJx.y";
 	ck_assert_int_eq(audit_append(sc, &e), CS_EINVAL);
 	e.scopes = NULL;
-	e.subject = "eyJzdWIiOiJ4In0";
+	e.subject = "eyJzdWIiOiJ4In0.e30";
 	ck_assert_int_eq(audit_append(sc, &e), CS_EINVAL);
 	e.subject = "alice";
+	/* A random id may contain "eyJ" by chance: without the dot it is no JWT. */
+	e.consent_id = "Ab3eyJq9-_x0AbCdEfGhIj";
+	ck_assert_int_eq(audit_append(sc, &e), CS_OK);
+	e.consent_id = NULL;
 	ck_assert_int_eq(audit_append(sc, &e), CS_OK);
 	e.action = NULL;
 	ck_assert_int_eq(audit_append(sc, &e), CS_EINVAL);
 	e.action = "";
 	ck_assert_int_eq(audit_append(sc, &e), CS_EINVAL);
-	ck_assert_int_eq(q_int("SELECT count(*) FROM audit", NULL), 7);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit", NULL), 8);
 	free(rid);
 	free(kid);
 }
