@@ -283,6 +283,11 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
 	e = consent_exchange(c, cfg, oidc_meta(app->idp)->issuer, json_string_value(sub), agent->id,
 	    r->id, &want, reason && *reason ? reason : NULL, actor, req->now, &ans);
+	if (e == CS_ETOOBIG) {
+		e = reply_oauth_error(rep, 400, "invalid_scope",
+		    "together with the scopes already asked for, this is too many scopes");
+		goto out;
+	}
 	if (e != CS_OK)
 		goto out;
 	switch (ans.outcome) {
