@@ -1,0 +1,57 @@
+/* store_grant.h -- the SQL behind grant.c: issued grants (by jti) and refresh
+ * tokens (by the SHA-256 of the token, never the token) of migration 0004.
+ * Plain rows; the rules (liveness, rotation, reuse) belong to grant.c. */
+#ifndef CS_STORE_GRANT_H
+#define CS_STORE_GRANT_H
+
+#include <stdint.h>
+#include "cs_err.h"
+#include "store.h"
+
+#define STORE_REFRESH_HASH_LEN 32    /* SHA-256 */
+
+struct store_grant_row {         /* caller-owned; release with store_grant_row_clear() */
+	char   *jti;
+	char   *consent_id;
+	int64_t issued_at, expires_at, revoked_at;   /* revoked_at 0 = not revoked */
+};
+void store_grant_row_clear(struct store_grant_row *r);      /* NULL-safe */
+
+struct store_refresh_row {       /* caller-owned; release with store_refresh_row_clear() */
+	unsigned char hash[STORE_REFRESH_HASH_LEN];
+	char   *family;
+	char   *consent_id;
+	int64_t issued_at, used_at, revoked_at;      /* 0 = not used / not revoked */
+};
+void store_refresh_row_clear(struct store_refresh_row *r);  /* NULL-safe */
+
+/* --- grants ------------------------------------------------------------ */
+/* Records an issued grant; CS_EEXIST on a duplicate jti. */
+enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char *consent_id,
+    int64_t issued_at, int64_t expires_at) CS_MUST_CHECK;
+/* The grant with this jti; CS_ENOENT when unknown.  *out written only on CS_OK. */
+enum cs_err store_grant_get(struct store_conn *c, const char *jti,
+    struct store_grant_row *out) CS_MUST_CHECK;
+/* Marks an unrevoked grant revoked at now; *changed is 1 when it was, 0 when
+ * it was revoked already or is unknown. */
+enum cs_err store_grant_revoke(struct store_conn *c, const char *jti, int64_t now,
+    int *changed) CS_MUST_CHECK;
+
+/* --- refresh tokens ---------------------------------------------------- */
+/* Records a refresh token by its hash; CS_EEXIST on a duplicate hash. */
+enum cs_err store_refresh_insert(struct store_conn *c,
+    const unsigned char hash[STORE_REFRESH_HASH_LEN], const char *family,
+    const char *consent_id, int64_t issued_at) CS_MUST_CHECK;
+/* The refresh token with this hash, whatever its state; CS_ENOENT when
+ * unknown.  *out written only on CS_OK. */
+enum cs_err store_refresh_get(struct store_conn *c,
+    const unsigned char hash[STORE_REFRESH_HASH_LEN], struct store_refresh_row *out) CS_MUST_CHECK;
+/* Uses up a current (unused, unrevoked) token: used_at = now.  *changed is 1
+ * when it was current, 0 otherwise (someone else took it first). */
+enum cs_err store_refresh_mark_used(struct store_conn *c,
+    const unsigned char hash[STORE_REFRESH_HASH_LEN], int64_t now, int *changed) CS_MUST_CHECK;
+/* Revokes every unrevoked token of the family at now; *n is how many were. */
+enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family, int64_t now,
+    int64_t *n) CS_MUST_CHECK;
+
+#endif

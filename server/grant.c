@@ -1,0 +1,694 @@
+/* grant.c -- grants (RFC 9068 at+jwt, ES256, flow C), refresh tokens for
+ * offline consents (rotated on every use, reuse revokes the family),
+ * introspection (RFC 7662) and revocation (RFC 7009).  It must never store or
+ * audit a token: grants are recorded by jti, refresh tokens only by SHA-256. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "audit.h"
+#include "grant.h"
+#include "session.h"
+#include "store_grant.h"
+
+#define GRANT_TYP "at+jwt"
+/* [keys] grant_ttl is at most 900 (config.c); no grant of ours lives longer,
+ * whatever the configuration says today. */
+#define GRANT_TTL_CAP 900
+/* jti and refresh-family ids: 43 base64url characters (256 random bits). */
+#define GRANT_ID_LEN SESSION_TOKEN_LEN
+/* A presented token longer than this is not one of ours (grants are < 2 KiB). */
+#define GRANT_MAX_TOKEN 8192
+
+/* --- small helpers ----------------------------------------------------- */
+
+static void wipe_free(char *s)
+{
+	if (s == NULL)
+		return;
+	OPENSSL_cleanse(s, strlen(s));
+	free(s);
+}
+
+void grant_response_clear(struct grant_response *g)
+{
+	if (g == NULL)
+		return;
+	/* SECURITY: both tokens are bearer secrets; wipe before the memory is reused. */
+	wipe_free(g->access_token);
+	wipe_free(g->refresh_token);
+	free(g->scope);
+	free(g->jti);
+	memset(g, 0, sizeof *g);
+}
+
+/* A fresh random id (jti, family).  audit.c refuses what looks like a JWT and
+ * the tests look for "eyJ" in the audit log, so the rare draw holding it is
+ * drawn again. */
+static enum cs_err random_id(char out[GRANT_ID_LEN + 1])
+{
+	for (int tries = 0; tries < 16; tries++) {
+		enum cs_err e = random_token(out);
+		if (e != CS_OK)
+			return e;
+		if (strstr(out, "eyJ") == NULL)
+			return CS_OK;
+	}
+	return CS_ECRYPTO;
+}
+
+/* Errors that are the server's, not the token's: passed up, never turned
+ * into "inactive" or "invalid_grant". */
+static bool fatal(enum cs_err e)
+{
+	return e == CS_ENOMEM || e == CS_EDB || e == CS_EBUSY;
+}
+
+/* The shape of a compact JWS: exactly two dots. */
+static bool looks_like_jws(const char *t)
+{
+	size_t dots = 0;
+	for (; *t != '\0'; t++)
+		if (*t == '.')
+			dots++;
+	return dots == 2;
+}
+
+/* The shape of our refresh tokens (random_token): 43 base64url characters. */
+static bool looks_like_refresh(const char *t)
+{
+	size_t n = 0;
+	for (; t[n] != '\0' && n <= SESSION_TOKEN_LEN; n++) {
+		char ch = t[n];
+		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_'))
+			return false;
+	}
+	return n == SESSION_TOKEN_LEN;
+}
+
+static bool token_present(const char *t)
+{
+	return t != NULL && t[0] != '\0' && strnlen(t, GRANT_MAX_TOKEN + 1) <= GRANT_MAX_TOKEN;
+}
+
+/* One audit entry about consent k (may be NULL: then only consent_id is
+ * known); detail is "key=id" -- an id, never a token. */
+static enum cs_err audit_k(struct store_conn *c, const char *actor, const char *action,
+    const struct consent *k, const char *consent_id, const char *scopes, const char *outcome,
+    const char *key, const char *id, int64_t now)
+{
+	struct audit_entry a;
+	char detail[128];
+	memset(&a, 0, sizeof a);
+	snprintf(detail, sizeof detail, "%s=%s", key, id);
+	a.ts = now;
+	a.actor = actor;
+	a.action = action;
+	if (k != NULL) {
+		a.subject = k->subject;
+		a.agent = k->agent;
+		a.resource = k->resource;
+		consent_id = k->id;
+	}
+	a.consent_id = consent_id;
+	a.scopes = scopes;
+	a.outcome = outcome;
+	a.detail = detail;
+	return audit_append(c, &a);
+}
+
+/* May consent k still renew grants offline?  The consent must have been
+ * given for offline use and the agent must still be configured for it. */
+static bool offline_allowed(const struct config *cfg, const struct consent *k)
+{
+	const struct config_agent *ag = config_agent(cfg, k->agent);
+	return k->offline && ag != NULL && ag->offline;
+}
+
+/* --- issuing ----------------------------------------------------------- */
+
+/* Signs a grant for consent k with scope (⊆ k's granted, non-empty) and
+ * records its jti; with family != NULL also mints a refresh token of that
+ * family.  Runs inside the caller's transaction and audits "grant.issued".
+ * CS_EPERM for a revoked consent, CS_EINVAL for a bad scope, an unknown
+ * resource or an expiry that is not after now.  *out written only on CS_OK. */
+static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct consent *k, const struct scope_set *scope,
+    const char *family, const char *actor, int64_t now, struct grant_response *out)
+{
+	enum cs_err e;
+	const struct config_resource *res;
+	struct grant_response g;
+	json_t *claims = NULL;
+	char jti[GRANT_ID_LEN + 1], rt[SESSION_TOKEN_LEN + 1];
+	unsigned char h[STORE_REFRESH_HASH_LEN];
+	int64_t ttl, exp;
+
+	memset(&g, 0, sizeof g);
+	memset(rt, 0, sizeof rt);
+	memset(h, 0, sizeof h);
+	e = CS_EINVAL;
+	if (k->id == NULL || k->subject == NULL || k->agent == NULL || k->resource == NULL ||
+	    cfg->public_url == NULL || cfg->gateway_id == NULL)
+		goto out;
+	if (k->revoked_at != 0) {
+		e = CS_EPERM;
+		goto out;
+	}
+	/* SECURITY: a grant never carries a scope the person did not grant
+	 * (invariant 7), and never an empty one. */
+	if (scope->n == 0 || !scope_set_subset(scope, &k->granted))
+		goto out;
+	if ((res = config_resource(cfg, k->resource)) == NULL || res->uri == NULL)
+		goto out;
+	ttl = cfg->grant_ttl;
+	if (ttl <= 0 || now < 0 || now > INT64_MAX - GRANT_TTL_CAP)
+		goto out;
+	if (ttl > GRANT_TTL_CAP)
+		ttl = GRANT_TTL_CAP;
+	/* SECURITY: a grant never outlives its consent. */
+	exp = now + ttl;
+	if (k->expires_at < exp)
+		exp = k->expires_at;
+	if (exp <= now)
+		goto out;
+	if ((e = random_id(jti)) != CS_OK)
+		goto out;
+	if ((g.scope = scope_set_join(scope)) == NULL || (g.jti = strdup(jti)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	claims = json_pack("{s:s, s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:s, s:s, s:I, s:I}",
+	    "iss", cfg->public_url, "sub", k->subject, "aud", cfg->gateway_id,
+	    "client_id", cfg->gateway_id, "act", "sub", k->agent, "scope", g.scope,
+	    "resource", res->uri, "cid", k->id, "jti", jti,
+	    "iat", (json_int_t)now, "exp", (json_int_t)exp);
+	if (claims == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	if ((e = jwt_sign(kr, GRANT_TYP, claims, &g.access_token)) != CS_OK)
+		goto out;
+	if ((e = store_grant_insert(c, jti, k->id, now, exp)) != CS_OK)
+		goto out;
+	if ((e = audit_k(c, actor, "grant.issued", k, NULL, g.scope, "ok", "jti", jti, now)) != CS_OK)
+		goto out;
+	if (family != NULL) {
+		/* SECURITY: the refresh token leaves here in clear exactly once; the
+		 * database keeps only its SHA-256. */
+		if ((e = random_token(rt)) != CS_OK)
+			goto out;
+		sha256_str(rt, h);
+		if ((e = store_refresh_insert(c, h, family, k->id, now)) != CS_OK)
+			goto out;
+		if ((g.refresh_token = strdup(rt)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	}
+	g.expires_in = exp - now;
+	*out = g;
+	memset(&g, 0, sizeof g);
+	e = CS_OK;
+out:
+	json_decref(claims);
+	OPENSSL_cleanse(rt, sizeof rt);
+	OPENSSL_cleanse(h, sizeof h);
+	grant_response_clear(&g);
+	return e;
+}
+
+enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const struct consent *k, const struct scope_set *scope, bool with_refresh, const char *actor,
+    int64_t now, struct grant_response *out)
+{
+	enum cs_err e;
+	struct consent cur;
+	struct grant_response g;
+	char family[GRANT_ID_LEN + 1];
+	bool in_tx = false, refresh = false;
+
+	memset(&cur, 0, sizeof cur);
+	memset(&g, 0, sizeof g);
+	if (c == NULL || cfg == NULL || kr == NULL || k == NULL || k->id == NULL ||
+	    scope == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
+	in_tx = true;
+	/* SECURITY: k is the caller's snapshot; the consent may have been revoked
+	 * or replaced since.  Read it again inside this transaction and sign only
+	 * for what is live now. */
+	if ((e = consent_get(c, k->id, now, &cur)) != CS_OK) {
+		if (e == CS_ENOENT)
+			e = CS_EINVAL;
+		goto out;
+	}
+	if (with_refresh && !cur.offline) {
+		e = CS_EINVAL;                /* a refresh token only for an offline consent */
+		goto out;
+	}
+	/* An agent no longer configured offline gets grants but no new family. */
+	refresh = with_refresh && offline_allowed(cfg, &cur);
+	if (refresh && (e = random_id(family)) != CS_OK)
+		goto out;
+	if ((e = issue_locked(c, cfg, kr, &cur, scope, refresh ? family : NULL, actor, now,
+	    &g)) != CS_OK)
+		goto out;
+	if (refresh && (e = audit_k(c, actor, "refresh.issued", &cur, NULL, g.scope, "ok",
+	    "family", family, now)) != CS_OK)
+		goto out;
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+	*out = g;
+	memset(&g, 0, sizeof g);
+out:
+	if (in_tx)
+		store_rollback(c);
+	grant_response_clear(&g);
+	consent_clear(&cur);
+	return e;
+}
+
+/* --- refresh tokens ---------------------------------------------------- */
+
+/* Finds the refresh token presented as token and its consent.  CS_EPERM when
+ * the token is malformed or unknown (or its consent is).  *r and *k written
+ * only on CS_OK; the token's state is for the caller to judge. */
+static enum cs_err refresh_find(struct store_conn *c, const char *token, int64_t now,
+    unsigned char h[STORE_REFRESH_HASH_LEN], struct store_refresh_row *r, struct consent *k)
+{
+	enum cs_err e;
+	struct store_refresh_row row;
+	struct consent kk;
+
+	memset(&row, 0, sizeof row);
+	memset(&kk, 0, sizeof kk);
+	if (!token_present(token) || !looks_like_refresh(token))
+		return CS_EPERM;
+	sha256_str(token, h);
+	/* The lookup is by hash in SQL: a timing difference there says nothing
+	 * about the token.  The check below is defence in depth. */
+	if ((e = store_refresh_get(c, h, &row)) != CS_OK)
+		goto out;
+	if (CRYPTO_memcmp(row.hash, h, STORE_REFRESH_HASH_LEN) != 0) {
+		e = CS_EPERM;
+		goto out;
+	}
+	if ((e = consent_get(c, row.consent_id, now, &kk)) != CS_OK)
+		goto out;
+	*r = row;
+	memset(&row, 0, sizeof row);
+	*k = kk;
+	memset(&kk, 0, sizeof kk);
+out:
+	if (e == CS_ENOENT)
+		e = CS_EPERM;
+	store_refresh_row_clear(&row);
+	consent_clear(&kk);
+	return e;
+}
+
+/* A refresh token that grant_refresh would accept (scope aside). */
+static bool refresh_current(const struct config *cfg, const struct store_refresh_row *r,
+    const struct consent *k, int64_t now)
+{
+	return r->used_at == 0 && r->revoked_at == 0 && consent_is_live(k, now) &&
+	    offline_allowed(cfg, k);
+}
+
+enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const char *refresh_token, const struct scope_set *scope, const char *actor, int64_t now,
+    struct grant_response *out)
+{
+	enum cs_err e;
+	struct store_refresh_row r;
+	struct consent k;
+	struct grant_response g;
+	const struct scope_set *use;
+	unsigned char h[STORE_REFRESH_HASH_LEN];
+	bool in_tx = false;
+	int changed = 0;
+	int64_t n = 0;
+
+	memset(&r, 0, sizeof r);
+	memset(&k, 0, sizeof k);
+	memset(&g, 0, sizeof g);
+	memset(h, 0, sizeof h);
+	if (c == NULL || cfg == NULL || kr == NULL || out == NULL)
+		return CS_EINVAL;
+	if (!token_present(refresh_token))
+		return CS_EPERM;
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
+	in_tx = true;
+	if ((e = refresh_find(c, refresh_token, now, h, &r, &k)) != CS_OK)
+		goto out;
+	if (r.used_at != 0) {
+		/* SECURITY: a used token presented again means it was copied: the
+		 * holder and the thief cannot be told apart, so the whole family
+		 * dies (RFC 9700 §4.14.2), and that sticks: commit, then refuse. */
+		if ((e = store_refresh_revoke_family(c, r.family, now, &n)) != CS_OK ||
+		    (e = audit_k(c, actor, "refresh.reuse_detected", &k, NULL, NULL, "refused",
+		    "family", r.family, now)) != CS_OK ||
+		    (e = store_commit(c)) != CS_OK)
+			goto out;
+		in_tx = false;
+		e = CS_EPERM;
+		goto out;
+	}
+	/* SECURITY: a refresh token lives exactly as long as its consent. */
+	if (!refresh_current(cfg, &r, &k, now)) {
+		e = CS_EPERM;
+		goto out;
+	}
+	if (scope != NULL) {
+		/* SECURITY: narrowing only; never wider than the consent (invariant 7). */
+		if (scope->n == 0 || !scope_set_subset(scope, &k.granted)) {
+			e = CS_EINVAL;
+			goto out;
+		}
+		use = scope;
+	} else {
+		use = &k.granted;
+	}
+	if ((e = store_refresh_mark_used(c, h, now, &changed)) != CS_OK)
+		goto out;
+	if (!changed) {                   /* cannot happen inside BEGIN IMMEDIATE */
+		e = CS_EPERM;
+		goto out;
+	}
+	if ((e = issue_locked(c, cfg, kr, &k, use, r.family, actor, now, &g)) != CS_OK ||
+	    (e = audit_k(c, actor, "refresh.used", &k, NULL, g.scope, "ok", "family", r.family,
+	    now)) != CS_OK ||
+	    (e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+	*out = g;
+	memset(&g, 0, sizeof g);
+out:
+	if (in_tx)
+		store_rollback(c);
+	OPENSSL_cleanse(h, sizeof h);
+	grant_response_clear(&g);
+	store_refresh_row_clear(&r);
+	consent_clear(&k);
+	return e;
+}
+
+/* --- validation and introspection -------------------------------------- */
+
+static const char *str_claim(json_t *o, const char *name)
+{
+	json_t *v = json_object_get(o, name);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static bool int_claim(json_t *o, const char *name, int64_t *out)
+{
+	json_t *v = json_object_get(o, name);
+	if (!json_is_integer(v))
+		return false;
+	*out = (int64_t)json_integer_value(v);
+	return true;
+}
+
+/* aud is want, or an array holding want. */
+static bool aud_ok(json_t *aud, const char *want)
+{
+	size_t i;
+	json_t *v;
+	if (json_is_string(aud))
+		return strcmp(json_string_value(aud), want) == 0;
+	if (!json_is_array(aud))
+		return false;
+	json_array_foreach(aud, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), want) == 0)
+			return true;
+	return false;
+}
+
+enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, int64_t now, json_t **claims,
+    struct consent *k)
+{
+	enum cs_err e;
+	json_t *cl = NULL;
+	struct store_grant_row row;
+	struct consent kk;
+	struct scope_set sc;
+	const struct config_resource *res;
+	const char *iss, *sub, *cid, *jti, *client, *actsub, *scope, *resource;
+	int64_t iat = 0, exp = 0;
+
+	memset(&row, 0, sizeof row);
+	memset(&kk, 0, sizeof kk);
+	memset(&sc, 0, sizeof sc);
+	if (c == NULL || cfg == NULL || claims == NULL || k == NULL)
+		return CS_EINVAL;
+	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
+	    cfg->gateway_id == NULL)
+		return CS_EPERM;
+	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 6):
+	 * an IdP token, an alg-none or HMAC token and a foreign key all fail here. */
+	if ((e = jwt_verify(kr, GRANT_TYP, token, &cl)) != CS_OK) {
+		if (e != CS_ENOMEM)
+			e = CS_EPERM;
+		goto out;
+	}
+	e = CS_EPERM;
+	iss = str_claim(cl, "iss");
+	sub = str_claim(cl, "sub");
+	cid = str_claim(cl, "cid");
+	jti = str_claim(cl, "jti");
+	client = str_claim(cl, "client_id");
+	scope = str_claim(cl, "scope");
+	resource = str_claim(cl, "resource");
+	actsub = str_claim(json_object_get(cl, "act"), "sub");
+	if (iss == NULL || sub == NULL || cid == NULL || jti == NULL || client == NULL ||
+	    scope == NULL || resource == NULL || actsub == NULL ||
+	    !int_claim(cl, "iat", &iat) || !int_claim(cl, "exp", &exp))
+		goto out;
+	if (strcmp(iss, cfg->public_url) != 0 || strcmp(client, cfg->gateway_id) != 0 ||
+	    !aud_ok(json_object_get(cl, "aud"), cfg->gateway_id))
+		goto out;
+	/* Our own clock signed it, so no skew: exp strictly ahead, iat not in the
+	 * future, and no lifetime beyond what consentd ever issues. */
+	if (exp <= now || iat > now || iat >= exp || exp - iat > GRANT_TTL_CAP)
+		goto out;
+	/* SECURITY: revocation is immediate for everything consentd checks. */
+	if ((e = store_grant_get(c, jti, &row)) != CS_OK)
+		goto out;
+	if (row.revoked_at != 0 || strcmp(row.consent_id, cid) != 0) {
+		e = CS_EPERM;
+		goto out;
+	}
+	if ((e = consent_get(c, cid, now, &kk)) != CS_OK)
+		goto out;
+	e = CS_EPERM;
+	if (!consent_is_live(&kk, now) || strcmp(kk.subject, sub) != 0 ||
+	    strcmp(kk.agent, actsub) != 0)
+		goto out;
+	if ((res = config_resource(cfg, kk.resource)) == NULL || res->uri == NULL ||
+	    strcmp(res->uri, resource) != 0)
+		goto out;
+	if (scope_set_parse(scope, &sc) != CS_OK || sc.n == 0 || !scope_set_subset(&sc, &kk.granted))
+		goto out;
+	*claims = cl;
+	cl = NULL;
+	*k = kk;
+	memset(&kk, 0, sizeof kk);
+	e = CS_OK;
+out:
+	if (e == CS_ENOENT)
+		e = CS_EPERM;
+	json_decref(cl);
+	store_grant_row_clear(&row);
+	consent_clear(&kk);
+	scope_set_clear(&sc);
+	return e;
+}
+
+/* The active answer for a current refresh token of a live consent. */
+static json_t *refresh_answer(const struct config *cfg, const struct consent *k)
+{
+	json_t *v = NULL;
+	char *scope = scope_set_join(&k->granted);
+	if (scope != NULL)
+		v = json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:I}",
+		    "active", 1, "token_use", "refresh", "client_id", cfg->gateway_id,
+		    "sub", k->subject, "scope", scope, "cid", k->id, "act", "sub", k->agent,
+		    "exp", (json_int_t)k->expires_at);
+	free(scope);
+	return v;
+}
+
+enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, int64_t now, json_t **out)
+{
+	enum cs_err e = CS_OK;
+	json_t *v = NULL;
+	struct consent k;
+	struct store_refresh_row r;
+	unsigned char h[STORE_REFRESH_HASH_LEN];
+
+	memset(&k, 0, sizeof k);
+	memset(&r, 0, sizeof r);
+	memset(h, 0, sizeof h);
+	if (c == NULL || cfg == NULL || out == NULL)
+		return CS_EINVAL;
+	if (!token_present(token) || cfg->gateway_id == NULL)
+		goto answer;
+	if (looks_like_jws(token)) {
+		e = grant_validate(c, cfg, kr, token, now, &v, &k);
+		if (e == CS_OK &&
+		    (json_object_set_new(v, "active", json_true()) != 0 ||
+		    json_object_set_new(v, "token_use", json_string("grant")) != 0 ||
+		    json_object_set_new(v, "token_type", json_string("Bearer")) != 0 ||
+		    json_object_set_new(v, "client_id", json_string(cfg->gateway_id)) != 0))
+			e = CS_ENOMEM;
+	} else {
+		e = refresh_find(c, token, now, h, &r, &k);
+		if (e == CS_OK) {
+			if (!refresh_current(cfg, &r, &k, now))
+				e = CS_EPERM;
+			else if ((v = refresh_answer(cfg, &k)) == NULL)
+				e = CS_ENOMEM;
+		}
+	}
+	if (fatal(e))
+		goto out;
+	if (e != CS_OK) {
+		json_decref(v);
+		v = NULL;
+	}
+answer:
+	/* SECURITY: an inactive answer says nothing more (RFC 7662 §2.2). */
+	if (v == NULL && (v = json_pack("{s:b}", "active", 0)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	*out = v;
+	v = NULL;
+	e = CS_OK;
+out:
+	json_decref(v);
+	OPENSSL_cleanse(h, sizeof h);
+	store_refresh_row_clear(&r);
+	consent_clear(&k);
+	return e;
+}
+
+/* --- revocation -------------------------------------------------------- */
+
+/* Revokes the grant whose jti a verified token names; audits "grant.revoked"
+ * when it was live. */
+static enum cs_err revoke_grant(struct store_conn *c, const struct keyring *kr, const char *token,
+    const char *actor, int64_t now)
+{
+	enum cs_err e;
+	json_t *cl = NULL;
+	struct store_grant_row row;
+	struct consent k;
+	const char *jti;
+	bool in_tx = false, have_k = false;
+	int changed = 0;
+
+	memset(&row, 0, sizeof row);
+	memset(&k, 0, sizeof k);
+	/* SECURITY: only a grant signed with our keys may revoke anything: a
+	 * forged token naming someone's jti must not end their grant. */
+	if (kr == NULL || (e = jwt_verify(kr, GRANT_TYP, token, &cl)) != CS_OK) {
+		e = CS_OK;
+		goto out;
+	}
+	if ((jti = str_claim(cl, "jti")) == NULL)
+		goto out;
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
+	in_tx = true;
+	if ((e = store_grant_get(c, jti, &row)) != CS_OK) {
+		if (e == CS_ENOENT)
+			e = CS_OK;
+		goto out;
+	}
+	if ((e = store_grant_revoke(c, jti, now, &changed)) != CS_OK)
+		goto out;
+	if (changed) {
+		e = consent_get(c, row.consent_id, now, &k);
+		if (e != CS_OK && e != CS_ENOENT)
+			goto out;
+		have_k = e == CS_OK;
+		if ((e = audit_k(c, actor, "grant.revoked", have_k ? &k : NULL, row.consent_id, NULL,
+		    "ok", "jti", row.jti, now)) != CS_OK)
+			goto out;
+	}
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+out:
+	if (in_tx)
+		store_rollback(c);
+	json_decref(cl);
+	store_grant_row_clear(&row);
+	consent_clear(&k);
+	return e;
+}
+
+/* Revokes the family of a refresh token; audits "refresh.revoked" when any
+ * of it was unrevoked. */
+static enum cs_err revoke_refresh(struct store_conn *c, const char *token, const char *actor,
+    int64_t now)
+{
+	enum cs_err e;
+	struct store_refresh_row r;
+	struct consent k;
+	unsigned char h[STORE_REFRESH_HASH_LEN];
+	bool in_tx = false;
+	int64_t n = 0;
+
+	memset(&r, 0, sizeof r);
+	memset(&k, 0, sizeof k);
+	memset(h, 0, sizeof h);
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
+	in_tx = true;
+	if ((e = refresh_find(c, token, now, h, &r, &k)) != CS_OK) {
+		if (e == CS_EPERM)            /* unknown: fine (RFC 7009 §2.2) */
+			e = CS_OK;
+		goto out;
+	}
+	if ((e = store_refresh_revoke_family(c, r.family, now, &n)) != CS_OK)
+		goto out;
+	if (n > 0 && (e = audit_k(c, actor, "refresh.revoked", &k, NULL, NULL, "ok", "family",
+	    r.family, now)) != CS_OK)
+		goto out;
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+out:
+	if (in_tx)
+		store_rollback(c);
+	OPENSSL_cleanse(h, sizeof h);
+	store_refresh_row_clear(&r);
+	consent_clear(&k);
+	return e;
+}
+
+enum cs_err grant_revoke(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const char *token, const char *actor, int64_t now)
+{
+	if (c == NULL || cfg == NULL)
+		return CS_EINVAL;
+	if (!token_present(token))
+		return CS_OK;
+	if (looks_like_jws(token))
+		return revoke_grant(c, kr, token, actor, now);
+	if (!looks_like_refresh(token))
+		return CS_OK;
+	return revoke_refresh(c, token, actor, now);
+}

@@ -1,0 +1,221 @@
+/* store_grant.c -- the SQL for grants and refresh tokens (migration 0004).
+ * Rules live in grant.c; this file only moves rows.  It must never see a
+ * refresh token in clear (only its hash) nor build SQL from input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+
+#include "store_grant.h"
+#include "store_priv.h"
+
+static const char SQL_GRANT_INSERT[] =
+    "INSERT INTO grants (jti, consent_id, issued_at, expires_at, revoked_at) "
+    "VALUES (?1, ?2, ?3, ?4, 0)";
+static const char SQL_GRANT_GET[] =
+    "SELECT jti, consent_id, issued_at, expires_at, revoked_at FROM grants WHERE jti = ?1";
+static const char SQL_GRANT_REVOKE[] =
+    "UPDATE grants SET revoked_at = ?2 WHERE jti = ?1 AND revoked_at = 0";
+
+static const char SQL_REFRESH_INSERT[] =
+    "INSERT INTO refresh_tokens (hash, family, consent_id, issued_at, used_at, revoked_at) "
+    "VALUES (?1, ?2, ?3, ?4, 0, 0)";
+static const char SQL_REFRESH_GET[] =
+    "SELECT hash, family, consent_id, issued_at, used_at, revoked_at FROM refresh_tokens "
+    "WHERE hash = ?1";
+static const char SQL_REFRESH_USE[] =
+    "UPDATE refresh_tokens SET used_at = ?2 WHERE hash = ?1 AND used_at = 0 AND revoked_at = 0";
+static const char SQL_REFRESH_REVOKE_FAMILY[] =
+    "UPDATE refresh_tokens SET revoked_at = ?2 WHERE family = ?1 AND revoked_at = 0";
+
+/* --- rows -------------------------------------------------------------- */
+
+void store_grant_row_clear(struct store_grant_row *r)
+{
+	if (r == NULL)
+		return;
+	free(r->jti);
+	free(r->consent_id);
+	memset(r, 0, sizeof *r);
+}
+
+void store_refresh_row_clear(struct store_refresh_row *r)
+{
+	if (r == NULL)
+		return;
+	free(r->family);
+	free(r->consent_id);
+	OPENSSL_cleanse(r, sizeof *r);
+}
+
+/* --- grants ------------------------------------------------------------ */
+
+enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char *consent_id,
+    int64_t issued_at, int64_t expires_at)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	if (c == NULL || jti == NULL || consent_id == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_GRANT_INSERT)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, jti)) != CS_OK ||
+	    (e = store_bind_text(st, 2, consent_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, issued_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, expires_at)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_grant_row *out)
+{
+	enum cs_err e;
+	struct store_grant_row r;
+	sqlite3_stmt *st;
+	memset(&r, 0, sizeof r);
+	if (c == NULL || jti == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_GRANT_GET)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, jti)) != CS_OK ||
+	    (e = store_step(c, st)) != CS_OK)
+		goto out;
+	if ((e = store_col_text(st, 0, &r.jti)) != CS_OK ||
+	    (e = store_col_text(st, 1, &r.consent_id)) != CS_OK)
+		goto out;
+	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
+	if (r.jti == NULL || r.consent_id == NULL) {
+		e = CS_EDB;
+		goto out;
+	}
+	r.issued_at = sqlite3_column_int64(st, 2);
+	r.expires_at = sqlite3_column_int64(st, 3);
+	r.revoked_at = sqlite3_column_int64(st, 4);
+	*out = r;
+	memset(&r, 0, sizeof r);
+out:
+	store_stmt_done(st);
+	store_grant_row_clear(&r);
+	return e;
+}
+
+enum cs_err store_grant_revoke(struct store_conn *c, const char *jti, int64_t now, int *changed)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	if (c == NULL || jti == NULL || changed == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_GRANT_REVOKE)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, jti)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	*changed = store_changes(c) > 0;
+	return CS_OK;
+}
+
+/* --- refresh tokens ---------------------------------------------------- */
+
+enum cs_err store_refresh_insert(struct store_conn *c,
+    const unsigned char hash[STORE_REFRESH_HASH_LEN], const char *family,
+    const char *consent_id, int64_t issued_at)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	if (c == NULL || hash == NULL || family == NULL || consent_id == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_REFRESH_INSERT)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_blob(st, 1, hash, STORE_REFRESH_HASH_LEN)) != CS_OK ||
+	    (e = store_bind_text(st, 2, family)) != CS_OK ||
+	    (e = store_bind_text(st, 3, consent_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, issued_at)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_refresh_get(struct store_conn *c,
+    const unsigned char hash[STORE_REFRESH_HASH_LEN], struct store_refresh_row *out)
+{
+	enum cs_err e;
+	struct store_refresh_row r;
+	unsigned char *h = NULL;
+	size_t hlen = 0;
+	sqlite3_stmt *st;
+	memset(&r, 0, sizeof r);
+	if (c == NULL || hash == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_REFRESH_GET)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_blob(st, 1, hash, STORE_REFRESH_HASH_LEN)) != CS_OK ||
+	    (e = store_step(c, st)) != CS_OK)
+		goto out;
+	if ((e = store_col_blob(st, 0, &h, &hlen)) != CS_OK ||
+	    (e = store_col_text(st, 1, &r.family)) != CS_OK ||
+	    (e = store_col_text(st, 2, &r.consent_id)) != CS_OK)
+		goto out;
+	if (hlen != STORE_REFRESH_HASH_LEN || r.family == NULL || r.consent_id == NULL) {
+		e = CS_EDB;
+		goto out;
+	}
+	memcpy(r.hash, h, STORE_REFRESH_HASH_LEN);
+	r.issued_at = sqlite3_column_int64(st, 3);
+	r.used_at = sqlite3_column_int64(st, 4);
+	r.revoked_at = sqlite3_column_int64(st, 5);
+	*out = r;
+	memset(&r, 0, sizeof r);
+out:
+	store_stmt_done(st);
+	free(h);
+	store_refresh_row_clear(&r);
+	return e;
+}
+
+enum cs_err store_refresh_mark_used(struct store_conn *c,
+    const unsigned char hash[STORE_REFRESH_HASH_LEN], int64_t now, int *changed)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	if (c == NULL || hash == NULL || changed == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_REFRESH_USE)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_blob(st, 1, hash, STORE_REFRESH_HASH_LEN)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	*changed = store_changes(c) > 0;
+	return CS_OK;
+}
+
+enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family, int64_t now,
+    int64_t *n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	if (c == NULL || family == NULL || n == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_REFRESH_REVOKE_FAMILY)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, family)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	*n = store_changes(c);
+	return CS_OK;
+}
