@@ -1,0 +1,979 @@
+/* test_grant.c -- grants (flow C claims, exp cap, typ), introspection and
+ * revocation, refresh-token rotation, reuse detection and narrowing, against a
+ * real SQLite file built from migrations/, fixed keys and explicit clocks.
+ * Attacker tokens (foreign keys, alg none, garbage, replays) are first-class. */
+#include <stdint.h>
+#include <string.h>
+#include <sqlite3.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "testutil.h"
+#include "audit.h"
+#include "consent.h"
+#include "grant.h"
+#include "jwt.h"
+#include "seal.h"
+#include "session.h"
+#include "store.h"
+
+#define NOW 1700000000
+#define TTL 300
+#define ISS "https://idp.test"
+#define PUBLIC_URL "https://consent.example.com"
+#define GW_ID "agent-gateway"
+#define ACTOR "gateway:agent-gateway"
+#define NOTES_URI "https://notes.example.com/api"
+
+static char *dir;
+static struct store *st, *st2;
+static struct store_conn *sc;
+static sqlite3 *raw;                   /* a second connection, for looking */
+static struct master_key mk, mk2;
+static struct keyring *kr;             /* consentd's keys */
+static struct keyring *kr_other;       /* someone else's keys (another database) */
+static struct config cfg;
+
+static char *allow_coder[] = { "notes:read", "notes:write", "notes:admin", NULL };
+static struct config_agent agents[1];
+static struct config_resource resources[1];
+static struct config_scope scopes[3];
+
+static void setup(void)
+{
+	dir = tu_tmpdir();
+	char *db = tu_path(dir, "t.db"), *db2 = tu_path(dir, "other.db");
+	ck_assert_int_eq(store_open(db, &st), CS_OK);
+	sc = store_conn(st);
+	ck_assert_ptr_nonnull(sc);
+	ck_assert_int_eq(sqlite3_open(db, &raw), SQLITE_OK);
+	sqlite3_busy_timeout(raw, 5000);
+	memset(&mk, 0x11, sizeof mk);
+	memcpy(mk.kid, "00112233aabbccdd", MASTER_KID_LEN + 1);
+	ck_assert_int_eq(keyring_load(sc, &mk, NOW, TTL, &kr), CS_OK);
+	/* Another consentd: its own database and master key, hence its own key. */
+	ck_assert_int_eq(store_open(db2, &st2), CS_OK);
+	memset(&mk2, 0x22, sizeof mk2);
+	memcpy(mk2.kid, "ffeeddccbbaa9988", MASTER_KID_LEN + 1);
+	ck_assert_int_eq(keyring_load(store_conn(st2), &mk2, NOW, TTL, &kr_other), CS_OK);
+	free(db);
+	free(db2);
+
+	memset(&cfg, 0, sizeof cfg);
+	memset(agents, 0, sizeof agents);
+	memset(resources, 0, sizeof resources);
+	memset(scopes, 0, sizeof scopes);
+	agents[0].id = "coder";
+	agents[0].name = "Coding assistant";
+	agents[0].allow = allow_coder;
+	agents[0].nallow = 3;
+	agents[0].offline = true;
+	resources[0].id = "notes";
+	resources[0].name = "Team notes";
+	resources[0].uri = NOTES_URI;
+	resources[0].max_consent = 86400;
+	scopes[0].resource = "notes";
+	scopes[0].name = "read";
+	scopes[1].resource = "notes";
+	scopes[1].name = "write";
+	scopes[2].resource = "notes";
+	scopes[2].name = "admin";
+	cfg.agents = agents;
+	cfg.nagents = 1;
+	cfg.resources = resources;
+	cfg.nresources = 1;
+	cfg.scopes = scopes;
+	cfg.nscopes = 3;
+	cfg.public_url = PUBLIC_URL;
+	cfg.gateway_id = GW_ID;
+	cfg.grant_ttl = TTL;
+	cfg.consent_request_ttl = 600;
+	cfg.consent_interval = 5;
+	cfg.consent_deny_cooldown = 3600;
+	cfg.consent_max_pending_per_user = 5;
+}
+
+static void teardown(void)
+{
+	keyring_free(kr);
+	keyring_free(kr_other);
+	sqlite3_close(raw);
+	store_close(st2);
+	store_close(st);
+	tu_rmdir(dir);
+}
+
+/* --- helpers ----------------------------------------------------------- */
+
+static struct scope_set set(const char *s)
+{
+	struct scope_set v = { .n = 0 };
+	ck_assert_int_eq(scope_set_parse(s, &v), CS_OK);
+	return v;
+}
+
+static int64_t q_int(const char *sql, const char *arg)
+{
+	sqlite3_stmt *s = NULL;
+	ck_assert_int_eq(sqlite3_prepare_v2(raw, sql, -1, &s, NULL), SQLITE_OK);
+	if (arg != NULL)
+		sqlite3_bind_text(s, 1, arg, -1, SQLITE_TRANSIENT);
+	ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+	int64_t v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+static int64_t audits(const char *action)
+{
+	return q_int("SELECT count(*) FROM audit WHERE action = ?1", action);
+}
+
+/* A live consent of sub for coder on notes, made the way a person makes one:
+ * a token exchange, then an approval of ticked for duration seconds.
+ * Returns the consent id (malloc'd). */
+static char *make_consent(const char *sub, const char *ticked, int64_t duration, bool offline,
+    int64_t now)
+{
+	struct consent_answer a;
+	struct consent_decision d;
+	struct scope_set req = set(ticked);
+	char *kid = NULL;
+	memset(&a, 0, sizeof a);
+	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, "coder", "notes", &req, NULL, ACTOR,
+	    now, &a), CS_OK);
+	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
+	ck_assert_ptr_nonnull(a.request_id);
+	memset(&d, 0, sizeof d);
+	d.approve = true;
+	d.selected = req;
+	d.duration = duration;
+	d.offline = offline;
+	int64_t uid = q_int("SELECT id FROM users WHERE subject = ?1", sub);
+	ck_assert_int_eq(consent_decide(sc, &cfg, a.request_id, uid, &d, "user:x", now, &kid), CS_OK);
+	ck_assert_ptr_nonnull(kid);
+	scope_set_clear(&req);
+	consent_answer_clear(&a);
+	return kid;
+}
+
+static struct consent load(const char *kid, int64_t now)
+{
+	struct consent k;
+	memset(&k, 0, sizeof k);
+	ck_assert_int_eq(consent_get(sc, kid, now, &k), CS_OK);
+	return k;
+}
+
+static enum cs_err issue_with(const struct keyring *ring, const char *kid, const char *scope_s,
+    bool refresh, int64_t now, struct grant_response *g)
+{
+	struct consent k = load(kid, now);
+	struct scope_set s = set(scope_s);
+	memset(g, 0, sizeof *g);
+	enum cs_err e = grant_issue(sc, &cfg, ring, &k, &s, refresh, ACTOR, now, g);
+	scope_set_clear(&s);
+	consent_clear(&k);
+	return e;
+}
+
+static void issue(const char *kid, const char *scope_s, bool refresh, int64_t now,
+    struct grant_response *g)
+{
+	ck_assert_int_eq(issue_with(kr, kid, scope_s, refresh, now, g), CS_OK);
+	ck_assert_ptr_nonnull(g->access_token);
+}
+
+static enum cs_err refresh(const char *rt, const char *scope_s, int64_t now,
+    struct grant_response *g)
+{
+	struct scope_set s = { .n = 0 };
+	if (scope_s != NULL)
+		s = set(scope_s);
+	memset(g, 0, sizeof *g);
+	enum cs_err e = grant_refresh(sc, &cfg, kr, rt, scope_s ? &s : NULL, ACTOR, now, g);
+	scope_set_clear(&s);
+	return e;
+}
+
+static json_t *verified_claims(const char *token)
+{
+	json_t *cl = NULL;
+	ck_assert_int_eq(jwt_verify(kr, "at+jwt", token, &cl), CS_OK);
+	return cl;
+}
+
+static json_t *introspect(const char *token, int64_t now)
+{
+	json_t *v = NULL;
+	ck_assert_int_eq(grant_introspect(sc, &cfg, kr, token, now, &v), CS_OK);
+	ck_assert_ptr_nonnull(v);
+	return v;
+}
+
+/* The answer is exactly {"active": false}. */
+static void ck_inactive(const char *token, int64_t now)
+{
+	json_t *v = introspect(token, now);
+	ck_assert_uint_eq(json_object_size(v), 1);
+	ck_assert(json_is_false(json_object_get(v, "active")));
+	json_decref(v);
+}
+
+static void ck_active(const char *token, int64_t now, const char *use)
+{
+	json_t *v = introspect(token, now);
+	ck_assert(json_is_true(json_object_get(v, "active")));
+	ck_assert_str_eq(json_string_value(json_object_get(v, "token_use")), use);
+	json_decref(v);
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	ck_assert_msg(json_is_string(v), "claim %s is not a string", k);
+	return json_string_value(v);
+}
+
+static json_int_t jint(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	ck_assert_msg(json_is_integer(v), "claim %s is not an integer", k);
+	return json_integer_value(v);
+}
+
+/* Decodes one base64url segment (malloc'd, NUL-terminated). */
+static char *b64u_decode(const char *s, size_t n)
+{
+	size_t padded = (n + 3) / 4 * 4;
+	char *t = calloc(padded + 1, 1);
+	unsigned char *out = calloc(padded + 1, 1);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_ptr_nonnull(out);
+	for (size_t i = 0; i < padded; i++) {
+		char ch = i < n ? s[i] : '=';
+		t[i] = ch == '-' ? '+' : ch == '_' ? '/' : ch;
+	}
+	int len = EVP_DecodeBlock(out, (const unsigned char *)t, (int)padded);
+	ck_assert_int_ge(len, 0);
+	size_t pad = n % 4 == 0 ? 0 : 4 - n % 4;
+	out[(size_t)len - pad] = '\0';
+	free(t);
+	return (char *)out;
+}
+
+static char *b64u_encode(const char *s)
+{
+	size_t n = strlen(s), cap = 4 * ((n + 2) / 3) + 1;
+	char *o = malloc(cap);
+	ck_assert_ptr_nonnull(o);
+	EVP_EncodeBlock((unsigned char *)o, (const unsigned char *)s, (int)n);
+	size_t len = strlen(o);
+	while (len > 0 && o[len - 1] == '=')
+		o[--len] = '\0';
+	for (size_t i = 0; i < len; i++)
+		o[i] = o[i] == '+' ? '-' : o[i] == '/' ? '_' : o[i];
+	return o;
+}
+
+/* Signs claims with our own keys (a token jwt_sign would make). */
+static char *sign_ours(json_t *claims, const char *typ)
+{
+	char *t = NULL;
+	ck_assert_int_eq(jwt_sign(kr, typ, claims, &t), CS_OK);
+	return t;
+}
+
+static enum cs_err validate(const char *token, int64_t now)
+{
+	json_t *cl = NULL;
+	struct consent k;
+	memset(&k, 0, sizeof k);
+	enum cs_err e = grant_validate(sc, &cfg, kr, token, now, &cl, &k);
+	if (e == CS_OK) {
+		ck_assert_ptr_nonnull(cl);
+		ck_assert_ptr_nonnull(k.id);
+	} else {
+		ck_assert_ptr_null(cl);
+		ck_assert_ptr_null(k.id);
+	}
+	json_decref(cl);
+	consent_clear(&k);
+	return e;
+}
+
+/* Does any row of table hold needle, in any column, as text or bytes? */
+static bool table_holds(const char *table, const char *needle)
+{
+	char sql[128];
+	sqlite3_stmt *s = NULL;
+	bool found = false;
+	size_t nl = strlen(needle);
+	snprintf(sql, sizeof sql, "SELECT * FROM %s", table);
+	ck_assert_int_eq(sqlite3_prepare_v2(raw, sql, -1, &s, NULL), SQLITE_OK);
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		for (int i = 0; i < sqlite3_column_count(s); i++) {
+			const void *b = sqlite3_column_blob(s, i);
+			int n = sqlite3_column_bytes(s, i);
+			if (b != NULL && n > 0 && memmem(b, (size_t)n, needle, nl) != NULL)
+				found = true;
+		}
+	}
+	sqlite3_finalize(s);
+	return found;
+}
+
+/* --- issuing ----------------------------------------------------------- */
+
+START_TEST(test_grant_issue_claims_exact)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read write", 3600, false, NOW);
+	issue(kid, "read write", false, NOW, &g);
+	ck_assert_ptr_null(g.refresh_token);
+	ck_assert_int_eq(g.expires_in, TTL);
+	ck_assert_str_eq(g.scope, "read write");
+
+	json_t *cl = verified_claims(g.access_token);
+	ck_assert_str_eq(jstr(cl, "iss"), PUBLIC_URL);
+	ck_assert_str_eq(jstr(cl, "sub"), "alice");
+	ck_assert_str_eq(jstr(cl, "aud"), GW_ID);
+	ck_assert_str_eq(jstr(cl, "client_id"), GW_ID);
+	ck_assert_str_eq(jstr(json_object_get(cl, "act"), "sub"), "coder");
+	ck_assert_uint_eq(json_object_size(json_object_get(cl, "act")), 1);
+	ck_assert_str_eq(jstr(cl, "scope"), "read write");
+	ck_assert_str_eq(jstr(cl, "resource"), NOTES_URI);
+	ck_assert_str_eq(jstr(cl, "cid"), kid);
+	ck_assert_str_eq(jstr(cl, "jti"), g.jti);
+	ck_assert_uint_ge(strlen(g.jti), 22);
+	ck_assert_int_eq(jint(cl, "iat"), NOW);
+	ck_assert_int_eq(jint(cl, "exp"), NOW + TTL);
+	ck_assert_uint_eq(json_object_size(cl), 11);   /* nothing else */
+
+	/* The jti is recorded with its consent and times. */
+	ck_assert_int_eq(q_int("SELECT count(*) FROM grants WHERE jti = ?1", g.jti), 1);
+	ck_assert_int_eq(q_int("SELECT expires_at FROM grants WHERE jti = ?1", g.jti), NOW + TTL);
+	ck_assert_int_eq(q_int("SELECT issued_at FROM grants WHERE jti = ?1", g.jti), NOW);
+	ck_assert_int_eq(audits("grant.issued"), 1);
+	ck_assert_int_eq(audits("refresh.issued"), 0);
+
+	/* A second grant has another jti; a narrower scope is signed as asked. */
+	struct grant_response g2;
+	issue(kid, "read", false, NOW + 1, &g2);
+	ck_assert_str_ne(g2.jti, g.jti);
+	json_t *cl2 = verified_claims(g2.access_token);
+	ck_assert_str_eq(jstr(cl2, "scope"), "read");
+	json_decref(cl2);
+	json_decref(cl);
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_issue_header_typ)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	const char *dot = strchr(g.access_token, '.');
+	ck_assert_ptr_nonnull(dot);
+	char *hdr = b64u_decode(g.access_token, (size_t)(dot - g.access_token));
+	json_t *h = json_loads(hdr, 0, NULL);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_str_eq(jstr(h, "typ"), "at+jwt");
+	ck_assert_str_eq(jstr(h, "alg"), "ES256");
+	ck_assert_str_eq(jstr(h, "kid"), keyring_signing_kid(kr));
+	/* And a verifier that pins another typ refuses it. */
+	json_t *cl = NULL;
+	ck_assert_int_ne(jwt_verify(kr, "JWT", g.access_token, &cl), CS_OK);
+	json_decref(h);
+	free(hdr);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_issue_exp_capped_by_consent)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 100, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	ck_assert_int_eq(g.expires_in, 100);
+	json_t *cl = verified_claims(g.access_token);
+	ck_assert_int_eq(jint(cl, "exp"), NOW + 100);
+	json_decref(cl);
+	grant_response_clear(&g);
+	/* Later in the consent's life, what remains of it. */
+	issue(kid, "read", false, NOW + 90, &g);
+	ck_assert_int_eq(g.expires_in, 10);
+	grant_response_clear(&g);
+	/* At its expiry, no grant at all. */
+	ck_assert_int_eq(issue_with(kr, kid, "read", false, NOW + 100, &g), CS_EINVAL);
+	ck_assert_ptr_null(g.access_token);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_issue_refused_cases)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	/* A scope the person did not grant, and the empty scope. */
+	ck_assert_int_eq(issue_with(kr, kid, "read write", false, NOW, &g), CS_EINVAL);
+	ck_assert_int_eq(issue_with(kr, kid, "", false, NOW, &g), CS_EINVAL);
+	/* A refresh token for a consent not given for offline use. */
+	ck_assert_int_eq(issue_with(kr, kid, "read", true, NOW, &g), CS_EINVAL);
+	ck_assert_ptr_null(g.access_token);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), 0);
+	ck_assert_int_eq(audits("grant.issued"), 0);
+
+	/* The caller's snapshot says live, the database says revoked: refused. */
+	struct consent k = load(kid, NOW);
+	struct scope_set s = set("read");
+	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:x", "test", NOW + 1, false), CS_OK);
+	memset(&g, 0, sizeof g);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &k, &s, false, ACTOR, NOW + 2, &g), CS_EPERM);
+	ck_assert_ptr_null(g.access_token);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), 0);
+	/* Bad arguments. */
+	ck_assert_int_eq(grant_issue(sc, &cfg, NULL, &k, &s, false, ACTOR, NOW, &g), CS_EINVAL);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, NULL, &s, false, ACTOR, NOW, &g), CS_EINVAL);
+	scope_set_clear(&s);
+	consent_clear(&k);
+	free(kid);
+}
+END_TEST
+
+/* --- validation and introspection -------------------------------------- */
+
+START_TEST(test_grant_introspect_active_grant)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read write", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	json_t *v = introspect(g.access_token, NOW + 10);
+	ck_assert(json_is_true(json_object_get(v, "active")));
+	ck_assert_str_eq(jstr(v, "token_use"), "grant");
+	ck_assert_str_eq(jstr(v, "token_type"), "Bearer");
+	ck_assert_str_eq(jstr(v, "client_id"), GW_ID);
+	ck_assert_str_eq(jstr(v, "sub"), "alice");
+	ck_assert_str_eq(jstr(v, "scope"), "read");
+	ck_assert_str_eq(jstr(v, "cid"), kid);
+	ck_assert_str_eq(jstr(v, "jti"), g.jti);
+	ck_assert_str_eq(jstr(json_object_get(v, "act"), "sub"), "coder");
+	ck_assert_int_eq(jint(v, "exp"), NOW + TTL);
+	json_decref(v);
+
+	/* grant_validate hands back the consent. */
+	json_t *cl = NULL;
+	struct consent k;
+	memset(&k, 0, sizeof k);
+	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 10, &cl, &k), CS_OK);
+	ck_assert_str_eq(k.id, kid);
+	ck_assert_str_eq(k.subject, "alice");
+	ck_assert_str_eq(jstr(cl, "jti"), g.jti);
+	json_decref(cl);
+	consent_clear(&k);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_introspect_inactive_after_revoke)
+{
+	struct grant_response g, other;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	issue(kid, "read", false, NOW, &other);
+	ck_active(g.access_token, NOW + 1, "grant");
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 2), CS_OK);
+	ck_inactive(g.access_token, NOW + 3);
+	ck_assert_int_eq(validate(g.access_token, NOW + 3), CS_EPERM);
+	ck_assert_int_eq(q_int("SELECT revoked_at FROM grants WHERE jti = ?1", g.jti), NOW + 2);
+	ck_assert_int_eq(audits("grant.revoked"), 1);
+	/* Revoking again is fine and not audited twice; the other grant lives. */
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 4), CS_OK);
+	ck_assert_int_eq(audits("grant.revoked"), 1);
+	ck_active(other.access_token, NOW + 5, "grant");
+	grant_response_clear(&g);
+	grant_response_clear(&other);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_introspect_inactive_after_consent_revoke)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	ck_active(g.access_token, NOW + 1, "grant");
+	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 2, false),
+	    CS_OK);
+	ck_inactive(g.access_token, NOW + 3);
+	ck_assert_int_eq(validate(g.access_token, NOW + 3), CS_EPERM);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_introspect_inactive_after_expiry)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	ck_active(g.access_token, NOW + TTL - 1, "grant");
+	ck_inactive(g.access_token, NOW + TTL);
+	ck_inactive(g.access_token, NOW + TTL + 1000);
+	ck_assert_int_eq(validate(g.access_token, NOW + TTL), CS_EPERM);
+	/* A grant cut short by its consent dies with the consent's expiry. */
+	grant_response_clear(&g);
+	free(kid);
+	kid = make_consent("bob", "read", 50, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	ck_active(g.access_token, NOW + 49, "grant");
+	ck_inactive(g.access_token, NOW + 50);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_introspect_inactive_foreign_keyring)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	/* Signed by another consentd's key, yet its jti is in our database:
+	 * only the signature is wrong. */
+	ck_assert_int_eq(issue_with(kr_other, kid, "read", false, NOW, &g), CS_OK);
+	ck_inactive(g.access_token, NOW + 1);
+	ck_assert_int_eq(validate(g.access_token, NOW + 1), CS_EPERM);
+	/* Nor may it revoke anything. */
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 2), CS_OK);
+	ck_assert_int_eq(q_int("SELECT revoked_at FROM grants WHERE jti = ?1", g.jti), 0);
+	ck_assert_int_eq(audits("grant.revoked"), 0);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_introspect_inactive_garbage)
+{
+	char big[9000];
+	memset(big, 'a', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	big[10] = '.';
+	big[20] = '.';
+	const char *bad[] = {
+		"", "garbage", "a.b.c", "..", "a..c", "a.b.c.d", "eyJ.eyJ.", "x y z",
+		"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",   /* refresh-shaped, unknown */
+		"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA+",   /* not base64url */
+		big,
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_inactive(bad[i], NOW);
+		ck_assert_int_eq(grant_revoke(sc, &cfg, kr, bad[i], ACTOR, NOW), CS_OK);
+	}
+	ck_inactive(NULL, NOW);
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, NULL, ACTOR, NOW), CS_OK);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit", NULL), 0);
+}
+END_TEST
+
+START_TEST(test_grant_introspect_inactive_alg_none)
+{
+	struct grant_response g;
+	char hdr[256];
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	const char *d1 = strchr(g.access_token, '.');
+	const char *d2 = strchr(d1 + 1, '.');
+	char *payload = strndup(d1 + 1, (size_t)(d2 - d1 - 1));
+	snprintf(hdr, sizeof hdr, "{\"alg\":\"none\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
+	    keyring_signing_kid(kr));
+	char *h = b64u_encode(hdr);
+	/* The real claims (known jti, live consent) under alg none: empty
+	 * signature, and the real signature carried over. */
+	size_t n = strlen(h) + strlen(payload) + strlen(d2) + 4;
+	char *t1 = malloc(n), *t2 = malloc(n);
+	snprintf(t1, n, "%s.%s.", h, payload);
+	snprintf(t2, n, "%s.%s%s", h, payload, d2);
+	ck_inactive(t1, NOW + 1);
+	ck_inactive(t2, NOW + 1);
+	ck_assert_int_eq(validate(t1, NOW + 1), CS_EPERM);
+	ck_assert_int_eq(validate(t2, NOW + 1), CS_EPERM);
+	/* And they revoke nothing. */
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, t2, ACTOR, NOW + 1), CS_OK);
+	ck_active(g.access_token, NOW + 2, "grant");
+	free(t1);
+	free(t2);
+	free(h);
+	free(payload);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+/* Tokens signed with our own key but with one claim wrong. */
+START_TEST(test_grant_validate_claim_checks)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	json_t *base = verified_claims(g.access_token);
+	struct { const char *claim; json_t *value; } bad[] = {
+		{ "iss", json_string("https://evil.example.com") },
+		{ "iss", json_string(PUBLIC_URL "/") },
+		{ "aud", json_string("someone-else") },
+		{ "aud", json_pack("[s]", "someone-else") },
+		{ "client_id", json_string("someone-else") },
+		{ "sub", json_string("mallory") },
+		{ "act", json_pack("{s:s}", "sub", "other-agent") },
+		{ "act", json_string("coder") },
+		{ "cid", json_string("AAAAAAAAAAAAAAAAAAAAAA") },
+		{ "jti", json_string("unknown-jti-unknown-jti") },
+		{ "jti", json_integer(1) },
+		{ "scope", json_string("read admin") },
+		{ "resource", json_string("urn:consentd:resource:other") },
+		{ "iat", json_integer(NOW + 100) },                 /* issued in the future */
+		{ "iat", json_integer(NOW - 1000) },                /* lifetime beyond the cap */
+		{ "exp", json_integer(NOW + 5) },                   /* expired at NOW + 10 */
+		{ "exp", json_string("never") },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		json_t *c = json_deep_copy(base);
+		ck_assert_ptr_nonnull(bad[i].value);
+		json_object_set_new(c, bad[i].claim, bad[i].value);
+		char *t = sign_ours(c, "at+jwt");
+		ck_assert_msg(validate(t, NOW + 10) == CS_EPERM, "claim %s (case %zu) accepted",
+		    bad[i].claim, i);
+		ck_inactive(t, NOW + 10);
+		free(t);
+		json_decref(c);
+	}
+	/* Missing claims. */
+	const char *need[] = { "iss", "aud", "sub", "act", "cid", "jti", "exp", "iat", "scope" };
+	for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+		json_t *c = json_deep_copy(base);
+		json_object_del(c, need[i]);
+		char *t = sign_ours(c, "at+jwt");
+		ck_assert_msg(validate(t, NOW + 10) == CS_EPERM, "without %s accepted", need[i]);
+		free(t);
+		json_decref(c);
+	}
+	/* Our key, our claims, but another typ: an ID-token-like JWT. */
+	char *t = sign_ours(base, "JWT");
+	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_inactive(t, NOW + 10);
+	free(t);
+	/* An audience array holding the gateway is accepted (RFC 7519 §4.1.3). */
+	json_t *c = json_deep_copy(base);
+	json_object_set_new(c, "aud", json_pack("[s,s]", "x", GW_ID));
+	t = sign_ours(c, "at+jwt");
+	ck_assert_int_eq(validate(t, NOW + 10), CS_OK);
+	free(t);
+	json_decref(c);
+	json_decref(base);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+/* --- refresh tokens ---------------------------------------------------- */
+
+START_TEST(test_grant_refresh_rotation)
+{
+	struct grant_response g, g2, g3;
+	char *kid = make_consent("alice", "read write", 7200, true, NOW);
+	issue(kid, "read write", true, NOW, &g);
+	ck_assert_ptr_nonnull(g.refresh_token);
+	ck_assert_uint_eq(strlen(g.refresh_token), 43);
+	ck_assert_int_eq(audits("refresh.issued"), 1);
+
+	/* Introspection of a current refresh token. */
+	json_t *v = introspect(g.refresh_token, NOW + 1);
+	ck_assert(json_is_true(json_object_get(v, "active")));
+	ck_assert_str_eq(jstr(v, "token_use"), "refresh");
+	ck_assert_str_eq(jstr(v, "client_id"), GW_ID);
+	ck_assert_str_eq(jstr(v, "sub"), "alice");
+	ck_assert_str_eq(jstr(v, "scope"), "read write");
+	ck_assert_str_eq(jstr(v, "cid"), kid);
+	ck_assert_str_eq(jstr(json_object_get(v, "act"), "sub"), "coder");
+	ck_assert_int_eq(jint(v, "exp"), NOW + 7200);
+	json_decref(v);
+
+	/* Rotation: a new grant and a new refresh token; the old one is used up. */
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 600, &g2), CS_OK);
+	ck_assert_ptr_nonnull(g2.access_token);
+	ck_assert_ptr_nonnull(g2.refresh_token);
+	ck_assert_str_ne(g2.refresh_token, g.refresh_token);
+	ck_assert_str_eq(g2.scope, "read write");
+	ck_assert_int_eq(g2.expires_in, TTL);
+	ck_active(g2.access_token, NOW + 601, "grant");
+	json_t *cl = verified_claims(g2.access_token);
+	ck_assert_int_eq(jint(cl, "iat"), NOW + 600);
+	ck_assert_str_eq(jstr(cl, "cid"), kid);
+	json_decref(cl);
+	ck_inactive(g.refresh_token, NOW + 601);
+	ck_active(g2.refresh_token, NOW + 601, "refresh");
+	ck_assert_int_eq(audits("refresh.used"), 1);
+
+	/* The new one works in turn. */
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 1200, &g3), CS_OK);
+	ck_assert_ptr_nonnull(g3.refresh_token);
+	ck_assert_int_eq(audits("refresh.used"), 2);
+	/* Same family throughout. */
+	ck_assert_int_eq(q_int("SELECT count(DISTINCT family) FROM refresh_tokens", NULL), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM refresh_tokens WHERE used_at = 0", NULL), 1);
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	grant_response_clear(&g3);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_refresh_reuse_revokes_family)
+{
+	struct grant_response g, g2, g3, other, x;
+	char *kid = make_consent("alice", "read", 7200, true, NOW);
+	issue(kid, "read", true, NOW, &g);
+	issue(kid, "read", true, NOW, &other);    /* a second family of the same consent */
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 10, &g2), CS_OK);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 20, &g3), CS_OK);
+	/* The first token, already used, comes back: someone copied it. */
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 30, &x), CS_EPERM);
+	ck_assert_ptr_null(x.access_token);
+	ck_assert_ptr_null(x.refresh_token);
+	ck_assert_int_eq(audits("refresh.reuse_detected"), 1);
+	/* The whole family is dead, the current token included, and it sticks. */
+	ck_assert_int_eq(refresh(g3.refresh_token, NULL, NOW + 40, &x), CS_EPERM);
+	ck_inactive(g3.refresh_token, NOW + 40);
+	/* Only the other family's token is still unrevoked. */
+	ck_assert_int_eq(q_int("SELECT count(*) FROM refresh_tokens WHERE revoked_at = 0", NULL), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM refresh_tokens WHERE revoked_at = ?1", "1700000030"),
+	    3);
+	/* The reuse of a middle token is detected the same way. */
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 50, &x), CS_EPERM);
+	ck_assert_int_eq(audits("refresh.reuse_detected"), 2);
+	/* The other family of the consent is untouched. */
+	ck_active(other.refresh_token, NOW + 60, "refresh");
+	ck_assert_int_eq(refresh(other.refresh_token, NULL, NOW + 60, &x), CS_OK);
+	grant_response_clear(&x);
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	grant_response_clear(&g3);
+	grant_response_clear(&other);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_refresh_dies_with_consent)
+{
+	struct grant_response g, x;
+	char *kid = make_consent("alice", "read", 7200, true, NOW);
+	issue(kid, "read", true, NOW, &g);
+	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 5, false),
+	    CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 6, &x), CS_EPERM);
+	ck_assert_ptr_null(x.access_token);
+	ck_inactive(g.refresh_token, NOW + 6);
+	ck_assert_int_eq(audits("refresh.used"), 0);
+	grant_response_clear(&g);
+	free(kid);
+
+	/* ... and with the consent's expiry. */
+	kid = make_consent("bob", "read", 1000, true, NOW);
+	issue(kid, "read", true, NOW, &g);
+	ck_active(g.refresh_token, NOW + 999, "refresh");
+	/* Near the end the new grant is cut to what remains ... */
+	struct grant_response y;
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 900, &y), CS_OK);
+	ck_assert_int_eq(y.expires_in, 100);
+	/* ... and at the end the new refresh token dies with the consent. */
+	ck_assert_int_eq(refresh(y.refresh_token, NULL, NOW + 1000, &x), CS_EPERM);
+	ck_inactive(y.refresh_token, NOW + 1000);
+	grant_response_clear(&y);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_refresh_scope_narrowing)
+{
+	struct grant_response g, g2, x;
+	char *kid = make_consent("alice", "read write", 7200, true, NOW);
+	issue(kid, "read write", true, NOW, &g);
+	/* Wider than the consent: invalid_scope, and the token is not used up. */
+	ck_assert_int_eq(refresh(g.refresh_token, "read admin", NOW + 1, &x), CS_EINVAL);
+	ck_assert_int_eq(refresh(g.refresh_token, "admin", NOW + 1, &x), CS_EINVAL);
+	ck_assert_int_eq(refresh(g.refresh_token, "", NOW + 1, &x), CS_EINVAL);
+	ck_assert_ptr_null(x.access_token);
+	ck_active(g.refresh_token, NOW + 2, "refresh");
+	ck_assert_int_eq(audits("refresh.reuse_detected"), 0);
+	/* Narrower: granted as asked. */
+	ck_assert_int_eq(refresh(g.refresh_token, "read", NOW + 3, &g2), CS_OK);
+	ck_assert_str_eq(g2.scope, "read");
+	json_t *cl = verified_claims(g2.access_token);
+	ck_assert_str_eq(jstr(cl, "scope"), "read");
+	json_decref(cl);
+	/* The next refresh without scope gets the consent's full set again. */
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 4, &x), CS_OK);
+	ck_assert_str_eq(x.scope, "read write");
+	grant_response_clear(&x);
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_refresh_refused_cases)
+{
+	struct grant_response g, x;
+	const char *bad[] = {
+		"", "short", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+		"a.b.c",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_int_eq(refresh(bad[i], NULL, NOW, &x), CS_EPERM);
+		ck_assert_ptr_null(x.access_token);
+	}
+	ck_assert_int_eq(refresh(NULL, NULL, NOW, &x), CS_EPERM);
+	/* A grant is not a refresh token. */
+	char *kid = make_consent("alice", "read", 7200, true, NOW);
+	issue(kid, "read", true, NOW, &g);
+	ck_assert_int_eq(refresh(g.access_token, NULL, NOW + 1, &x), CS_EPERM);
+	/* An agent no longer configured offline: the family stops renewing, and
+	 * new grants come without a refresh token. */
+	agents[0].offline = false;
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), CS_EPERM);
+	ck_inactive(g.refresh_token, NOW + 2);
+	grant_response_clear(&g);
+	issue(kid, "read", true, NOW + 3, &g);
+	ck_assert_ptr_null(g.refresh_token);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_revoke_refresh_family)
+{
+	struct grant_response g, g2, x;
+	char *kid = make_consent("alice", "read", 7200, true, NOW);
+	issue(kid, "read", true, NOW, &g);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &g2), CS_OK);
+	/* Revoking the used first token ends the family, the current one too. */
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.refresh_token, ACTOR, NOW + 2), CS_OK);
+	ck_assert_int_eq(audits("refresh.revoked"), 1);
+	ck_inactive(g2.refresh_token, NOW + 3);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 3, &x), CS_EPERM);
+	/* Again: fine, not audited twice. */
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.refresh_token, ACTOR, NOW + 4), CS_OK);
+	ck_assert_int_eq(audits("refresh.revoked"), 1);
+	/* The grants themselves live on until revoked or expired. */
+	ck_active(g2.access_token, NOW + 5, "grant");
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+}
+END_TEST
+
+/* --- secrets at rest --------------------------------------------------- */
+
+START_TEST(test_grant_refresh_never_stored_in_clear)
+{
+	struct grant_response g, g2, x;
+	unsigned char h[32];
+	char *kid = make_consent("alice", "read write", 7200, true, NOW);
+	issue(kid, "read write", true, NOW, &g);
+	ck_assert_int_eq(refresh(g.refresh_token, "read", NOW + 1, &g2), CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), CS_EPERM);   /* reuse */
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.access_token, ACTOR, NOW + 3), CS_OK);
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.refresh_token, ACTOR, NOW + 3), CS_OK);
+	const char *tokens[] = { g.refresh_token, g2.refresh_token };
+	const char *tables[] = { "refresh_tokens", "grants", "audit", "consents" };
+	for (size_t i = 0; i < 2; i++) {
+		for (size_t j = 0; j < sizeof tables / sizeof tables[0]; j++)
+			ck_assert_msg(!table_holds(tables[j], tokens[i]), "refresh token %zu in %s", i,
+			    tables[j]);
+		/* What is stored is its SHA-256. */
+		sha256_str(tokens[i], h);
+		sqlite3_stmt *s = NULL;
+		ck_assert_int_eq(sqlite3_prepare_v2(raw,
+		    "SELECT count(*) FROM refresh_tokens WHERE hash = ?1", -1, &s, NULL), SQLITE_OK);
+		sqlite3_bind_blob(s, 1, h, 32, SQLITE_TRANSIENT);
+		ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+		ck_assert_int_eq(sqlite3_column_int64(s, 0), 1);
+		sqlite3_finalize(s);
+	}
+	/* Nor any grant, anywhere: "eyJ" opens every JWT. */
+	for (size_t j = 0; j < sizeof tables / sizeof tables[0]; j++)
+		ck_assert_msg(!table_holds(tables[j], "eyJ"), "a JWT in %s", tables[j]);
+	ck_assert_int_ge(audits("grant.issued"), 2);
+	ck_assert_int_eq(audits("refresh.reuse_detected"), 1);
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_grant_audit_entries)
+{
+	struct grant_response g, g2;
+	char *kid = make_consent("alice", "read", 7200, true, NOW);
+	issue(kid, "read", true, NOW, &g);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &g2), CS_OK);
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.access_token, ACTOR, NOW + 2), CS_OK);
+	/* Each entry names the consent, the person and the agent, and ids only. */
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action IN ('grant.issued', "
+	    "'refresh.issued', 'refresh.used', 'grant.revoked') AND consent_id = ?1 "
+	    "AND subject = 'alice' AND agent = 'coder' AND actor = '" ACTOR "'", kid), 5);
+	char want[64];
+	snprintf(want, sizeof want, "jti=%s", g.jti);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'grant.issued' "
+	    "AND detail = ?1", want), 1);
+	snprintf(want, sizeof want, "jti=%s", g2.jti);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'grant.revoked' "
+	    "AND detail = ?1", want), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action IN ('refresh.issued', "
+	    "'refresh.used') AND detail LIKE 'family=%' AND length(detail) = 50", NULL), 2);
+	ck_assert(!table_holds("audit", "eyJ"));
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+}
+END_TEST
+
+static Suite *grant_suite(void)
+{
+	Suite *s = suite_create("grant");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_grant_issue_claims_exact);
+	tcase_add_test(tc, test_grant_issue_header_typ);
+	tcase_add_test(tc, test_grant_issue_exp_capped_by_consent);
+	tcase_add_test(tc, test_grant_issue_refused_cases);
+	tcase_add_test(tc, test_grant_introspect_active_grant);
+	tcase_add_test(tc, test_grant_introspect_inactive_after_revoke);
+	tcase_add_test(tc, test_grant_introspect_inactive_after_consent_revoke);
+	tcase_add_test(tc, test_grant_introspect_inactive_after_expiry);
+	tcase_add_test(tc, test_grant_introspect_inactive_foreign_keyring);
+	tcase_add_test(tc, test_grant_introspect_inactive_garbage);
+	tcase_add_test(tc, test_grant_introspect_inactive_alg_none);
+	tcase_add_test(tc, test_grant_validate_claim_checks);
+	tcase_add_test(tc, test_grant_refresh_rotation);
+	tcase_add_test(tc, test_grant_refresh_reuse_revokes_family);
+	tcase_add_test(tc, test_grant_refresh_dies_with_consent);
+	tcase_add_test(tc, test_grant_refresh_scope_narrowing);
+	tcase_add_test(tc, test_grant_refresh_refused_cases);
+	tcase_add_test(tc, test_grant_revoke_refresh_family);
+	tcase_add_test(tc, test_grant_refresh_never_stored_in_clear);
+	tcase_add_test(tc, test_grant_audit_entries);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(grant_suite());
+}
