@@ -233,9 +233,10 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 
 	memset(&cur, 0, sizeof cur);
 	memset(&g, 0, sizeof g);
-	if (c == NULL || cfg == NULL || kr == NULL || k == NULL || k->id == NULL ||
-	    scope == NULL || out == NULL)
+	if (c == NULL || cfg == NULL || k == NULL || k->id == NULL || scope == NULL || out == NULL)
 		return CS_EINVAL;
+	if (kr == NULL)
+		return CS_ECRYPTO;            /* no keys: a server fault, not the caller's */
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
@@ -339,8 +340,11 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 	memset(&k, 0, sizeof k);
 	memset(&g, 0, sizeof g);
 	memset(h, 0, sizeof h);
-	if (c == NULL || cfg == NULL || kr == NULL || out == NULL)
+	if (c == NULL || cfg == NULL || out == NULL)
 		return CS_EINVAL;
+	/* The handler answers CS_EINVAL with invalid_scope: keep it for the scope. */
+	if (kr == NULL)
+		return CS_ECRYPTO;
 	if (!token_present(refresh_token))
 		return CS_EPERM;
 	if ((e = store_begin(c)) != CS_OK)
@@ -382,8 +386,14 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 		e = CS_EPERM;
 		goto out;
 	}
-	if ((e = issue_locked(c, cfg, kr, &k, use, r.family, actor, now, &g)) != CS_OK ||
-	    (e = audit_k(c, actor, "refresh.used", &k, NULL, g.scope, "ok", "family", r.family,
+	if ((e = issue_locked(c, cfg, kr, &k, use, r.family, actor, now, &g)) != CS_OK) {
+		/* The scope was checked above: what remains (a resource no longer
+		 * configured, say) is the token's problem, invalid_grant. */
+		if (e == CS_EINVAL)
+			e = CS_EPERM;
+		goto out;
+	}
+	if ((e = audit_k(c, actor, "refresh.used", &k, NULL, g.scope, "ok", "family", r.family,
 	    now)) != CS_OK ||
 	    (e = store_commit(c)) != CS_OK)
 		goto out;

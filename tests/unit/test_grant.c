@@ -438,7 +438,7 @@ START_TEST(test_grant_issue_refused_cases)
 	ck_assert_ptr_null(g.access_token);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), 0);
 	/* Bad arguments. */
-	ck_assert_int_eq(grant_issue(sc, &cfg, NULL, &k, &s, false, ACTOR, NOW, &g), CS_EINVAL);
+	ck_assert_int_eq(grant_issue(sc, &cfg, NULL, &k, &s, false, ACTOR, NOW, &g), CS_ECRYPTO);
 	ck_assert_int_eq(grant_issue(sc, &cfg, kr, NULL, &s, false, ACTOR, NOW, &g), CS_EINVAL);
 	scope_set_clear(&s);
 	consent_clear(&k);
@@ -842,6 +842,14 @@ START_TEST(test_grant_refresh_refused_cases)
 	char *kid = make_consent("alice", "read", 7200, true, NOW);
 	issue(kid, "read", true, NOW, &g);
 	ck_assert_int_eq(refresh(g.access_token, NULL, NOW + 1, &x), CS_EPERM);
+	/* No keys is the server's fault (never invalid_scope); the token survives. */
+	ck_assert_int_eq(grant_refresh(sc, &cfg, NULL, g.refresh_token, NULL, ACTOR, NOW + 1, &x),
+	    CS_ECRYPTO);
+	/* A resource no longer configured: invalid_grant, not invalid_scope. */
+	cfg.nresources = 0;
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &x), CS_EPERM);
+	cfg.nresources = 1;
+	ck_active(g.refresh_token, NOW + 1, "refresh");
 	/* An agent no longer configured offline: the family stops renewing, and
 	 * new grants come without a refresh token. */
 	agents[0].offline = false;
