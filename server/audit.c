@@ -15,6 +15,11 @@
  *                              refresh tokens were revoked; detail = the reason
  *   consent.binding_refused    flow B: a request opened by another account (pages.c)
  *   grant.issued               flow C: a grant was signed (grant.c; detail "jti=...")
+ *   grant.revoked              RFC 7009 at /revoke: a grant's jti was revoked
+ *   refresh.issued             an offline consent's refresh family began (detail "family=...")
+ *   refresh.used               a refresh token was used and rotated
+ *   refresh.reuse_detected     a used refresh token came back: its family was revoked
+ *   refresh.revoked            RFC 7009 at /revoke: a refresh family was revoked
  */
 #include <string.h>
 

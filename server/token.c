@@ -293,11 +293,14 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	switch (ans.outcome) {
 	case CONSENT_GRANT: {
 		const struct keyring *kr = app_keys_get(app);
-		e = grant_issue(c, cfg, kr, &ans.live, &ans.grant_scopes, ans.live.offline, actor,
-		    req->now, &g);
+		bool offline = ans.live.offline && agent->offline;
+		e = grant_issue(c, cfg, kr, &ans.live, &ans.grant_scopes, offline, actor, req->now, &g);
 		app_keys_put(app);
 		if (e == CS_OK)
 			e = grant_reply(rep, &g);
+		else if (e == CS_EPERM || e == CS_EINVAL)   /* revoked or expired meanwhile */
+			e = reply_oauth_error(rep, 400, "consent_required",
+			    "the consent ended just now; ask again");
 		break;
 	}
 	case CONSENT_REQUIRED:
