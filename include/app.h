@@ -11,6 +11,7 @@
 #include "store.h"
 #include "jwt.h"
 #include "oidc.h"
+#include "vault.h"
 
 struct app {
 	const struct config *cfg;
@@ -22,6 +23,9 @@ struct app {
 	struct oidc_provider *idp;     /* the upstream IdP; discovered in the background */
 	pthread_t            discovery_thread;
 	int                  discovery_started;
+	struct vault        *vault;        /* downstream providers and sealed tokens */
+	pthread_t            maintenance_thread;
+	int                  maintenance_started;
 	pthread_mutex_t      stop_lock;
 	pthread_cond_t       stop_cond;
 	int                  stopping;
@@ -30,6 +34,10 @@ struct app {
 /* Starts the thread that runs upstream discovery until it succeeds (retrying
  * with backoff, so consentd starts even while its IdP is down). */
 enum cs_err app_start_discovery(struct app *app) CS_MUST_CHECK;
+/* Starts the thread that, every few seconds, works the revocation outbox and
+ * purges expired sessions and login states. */
+enum cs_err app_start_maintenance(struct app *app) CS_MUST_CHECK;
+
 /* 1 when the upstream IdP is usable for login: discovered, and offering public
  * subject identifiers when subject_claim = sub. */
 int app_idp_ready(struct app *app);

@@ -63,6 +63,7 @@ enum vault_connect_outcome {
 struct vault_finish {             /* release with vault_finish_clear() */
 	enum vault_connect_outcome outcome;
 	char  *consent_id;
+	char  *request_id;            /* the consent request the connection was for (when known) */
 	char  *agent, *resource;
 	struct scope_set dropped;     /* consent scopes removed by narrowing */
 	char  *why;                   /* a short reason for a person (no secrets) */

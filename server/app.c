@@ -41,6 +41,11 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		e = CS_EDB;
 		goto fail;
 	}
+	e = vault_new(cfg, &app->mk, &app->vault);
+	if (e != CS_OK) {
+		fprintf(stderr, "consentd: token vault: %s\n", cs_strerror(e));
+		goto fail;
+	}
 	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: signing keys: %s\n", cs_strerror(e));
@@ -56,14 +61,20 @@ void app_clear(struct app *app)
 {
 	if (app == NULL)
 		return;
+	pthread_mutex_lock(&app->stop_lock);
+	app->stopping = 1;
+	pthread_cond_broadcast(&app->stop_cond);
+	pthread_mutex_unlock(&app->stop_lock);
 	if (app->discovery_started) {
-		pthread_mutex_lock(&app->stop_lock);
-		app->stopping = 1;
-		pthread_cond_broadcast(&app->stop_cond);
-		pthread_mutex_unlock(&app->stop_lock);
 		pthread_join(app->discovery_thread, NULL);
 		app->discovery_started = 0;
 	}
+	if (app->maintenance_started) {
+		pthread_join(app->maintenance_thread, NULL);
+		app->maintenance_started = 0;
+	}
+	vault_free(app->vault);
+	app->vault = NULL;
 	oidc_provider_free(app->idp);
 	app->idp = NULL;
 	keyring_free(app->keys);
@@ -104,6 +115,51 @@ static void *discovery_main(void *arg)
 		if (delay < 30)
 			delay *= 2;
 	}
+}
+
+/* Sleeps up to seconds; returns 1 when the app is stopping. */
+static int app_wait(struct app *app, int seconds)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += seconds;
+	pthread_mutex_lock(&app->stop_lock);
+	while (!app->stopping &&
+	    pthread_cond_timedwait(&app->stop_cond, &app->stop_lock, &until) == 0)
+		;
+	int stop = app->stopping;
+	pthread_mutex_unlock(&app->stop_lock);
+	return stop;
+}
+
+#define MAINTENANCE_SECONDS 2
+
+static void *maintenance_main(void *arg)
+{
+	struct app *app = arg;
+	const struct config *cfg = app->cfg;
+	while (!app_wait(app, MAINTENANCE_SECONDS)) {
+		struct store_conn *c = store_conn(app->store);
+		int finished = 0;
+		if (c == NULL)
+			continue;
+		/* The provider is never called inside a transaction: the outbox pass
+		 * takes care of that itself. */
+		if (vault_outbox_run(app->vault, c, app_now(), &finished) != CS_OK)
+			fprintf(stderr, "consentd: revocation outbox pass failed; will retry\n");
+		if (store_purge_expired(c, app_now(), cfg->session_idle_timeout,
+		    cfg->session_absolute_timeout) != CS_OK)
+			fprintf(stderr, "consentd: purging expired sessions failed; will retry\n");
+	}
+	return NULL;
+}
+
+enum cs_err app_start_maintenance(struct app *app)
+{
+	if (pthread_create(&app->maintenance_thread, NULL, maintenance_main, app) != 0)
+		return CS_ENOMEM;
+	app->maintenance_started = 1;
+	return CS_OK;
 }
 
 enum cs_err app_start_discovery(struct app *app)

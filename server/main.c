@@ -68,7 +68,7 @@ static int serve(const struct config *cfg)
 		return 1;
 	if (app_init(&app, cfg) != CS_OK)
 		return 1;
-	if (app_start_discovery(&app) != CS_OK)
+	if (app_start_discovery(&app) != CS_OK || app_start_maintenance(&app) != CS_OK)
 		goto out;
 	app.access_log = open_log(cfg->log);
 	if (app.access_log == NULL) {

@@ -14,6 +14,7 @@
 #include "login.h"
 #include "pages.h"
 #include "session.h"
+#include "vault.h"
 
 static const int64_t durations[] = { 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400, 365 * 86400 };
 static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 days", "90 days", "1 year" };
@@ -282,16 +283,22 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 		d.offline = form_get(&req->params, "offline") != NULL;
 	}
 	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = consent_decide(c, cfg, r.id, s.user_id, &d, actor, req->now, &new_id);
-	if (e == CS_EPERM) {
-		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
-		goto out;
-	} else if (e == CS_EINVAL) {
-		e = reply_html_error(rep, 400, "This request cannot be decided",
-		    "It was already decided, it expired, or the choice was not valid.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
+	if (d.approve && vault_provider(app->vault, r.resource) != NULL) {
+		/* A resource with a provider: the consent goes live only once the
+		 * provider authorized exactly its scopes (or a record moves over). */
+		struct vault_begin vb = { NULL, NULL };
+		e = vault_begin_connect(app->vault, c, cfg, r.id, s.user_id, s.id_hash, &d, actor,
+		    req->now, &vb);
+		if (e == CS_OK && vb.authorize_url != NULL) {
+			rep->status = 303;
+			rep->content_type = "text/plain; charset=utf-8";
+			e = reply_header(rep, "Location", vb.authorize_url);
+			vault_begin_clear(&vb);
+			goto out;
+		}
+		vault_begin_clear(&vb);
+	} else {
+		e = consent_decide(c, cfg, r.id, s.user_id, &d, actor, req->now, &new_id);
 	}
 	ctx = json_pack("{s:s, s:b, s:s, s:s}", "title", d.approve ? "Permission given" : "Request denied",
 	    "approved", d.approve, "agent", agent_name(cfg, r.agent), "resource",
@@ -346,11 +353,11 @@ enum cs_err pages_me(const struct http_request *req, struct http_reply *rep)
 		bool live = consent_is_live(&ks[i], req->now);
 		fmt_time(ks[i].created_at, created);
 		fmt_time(ks[i].expires_at, expires);
-		json_array_append_new(consents, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:s, s:s, s:b, s:b, s:s}",
+		json_array_append_new(consents, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:s, s:s, s:b, s:b, s:s}",
 		    "id", ks[i].id, "agent", agent_name(cfg, ks[i].agent),
 		    "resource", resource_name(cfg, ks[i].resource),
 		    "granted", scope_list(&ks[i].granted), "declined", scope_list(&ks[i].declined),
-		    "has_declined", ks[i].declined.n > 0, "created", created, "expires", expires, "offline", ks[i].offline, "live", live,
+		    "has_declined", ks[i].declined.n > 0, "connected", vault_has_record(c, ks[i].id), "created", created, "expires", expires, "offline", ks[i].offline, "live", live,
 		    "state", ks[i].state ? ks[i].state : (live ? "live" : "ended")));
 	}
 	for (size_t i = 0; pending && i < nr; i++) {
@@ -414,6 +421,121 @@ enum cs_err pages_me_revoke(const struct http_request *req, struct http_reply *r
 	rep->content_type = "text/plain; charset=utf-8";
 	e = reply_header(rep, "Location", "/me");
 out:
+	session_clear(&s);
+	return e;
+}
+
+static enum cs_err done_page(struct http_reply *rep, const struct config *cfg, int status,
+    const struct consent_request *r, const struct session *s, bool approved, const char *narrowed,
+    const char *failure)
+{
+	json_t *ctx = json_pack("{s:s, s:b, s:s, s:s, s:s?, s:s?}", "title",
+	    failure ? "Not connected" : approved ? "Permission given" : "Request denied",
+	    "approved", approved && !failure, "agent", agent_name(cfg, r->agent),
+	    "resource", resource_name(cfg, r->resource), "narrowed", narrowed, "failure", failure);
+	enum cs_err e;
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	e = page_render(rep, status, "consent_done.html", ctx, s);
+	json_decref(ctx);
+	return e;
+}
+
+enum cs_err pages_consent_done(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct session s;
+	struct consent_request r;
+	struct store_conn *c = store_conn(app->store);
+	const char *outcome = form_get(&req->params, "outcome");
+	const char *narrowed = form_get(&req->params, "narrowed");
+	char back[128];
+	bool have, ok;
+	enum cs_err e;
+	memset(&s, 0, sizeof s);
+	memset(&r, 0, sizeof r);
+	if (c == NULL)
+		return CS_EDB;
+	snprintf(back, sizeof back, "/consent/%s/done", req->captures[0]);
+	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
+		goto out;
+	if (outcome != NULL && strcmp(outcome, "cancelled") == 0)
+		e = done_page(rep, app->cfg, 200, &r, &s, false,  NULL,
+		    "You cancelled at the provider. Nothing was given; the request still waits for you.");
+	else if (outcome != NULL && strcmp(outcome, "too_much") == 0)
+		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
+		    "The provider granted more than was asked for, so consentd revoked those tokens at once "
+		    "and gave nothing. Try again or ask the provider's administrator.");
+	else if (outcome != NULL && strcmp(outcome, "failed") == 0)
+		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
+		    "The connection to the provider failed. Nothing was given; you can try again.");
+	else
+		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0, narrowed, NULL);
+out:
+	consent_request_clear(&r);
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err pages_provider_callback(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct vault_finish f;
+	struct store_conn *c = store_conn(app->store);
+	char actor[300], *narrowed = NULL;
+	struct buf loc;
+	enum cs_err e;
+	memset(&s, 0, sizeof s);
+	memset(&f, 0, sizeof f);
+	buf_init(&loc, 4096);
+	if (c == NULL)
+		return CS_EDB;
+	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
+	if (e == CS_ENOENT) {
+		e = reply_html_error(rep, 400, "Not connected",
+		    "Your session ended while you were at the provider. Open the link from your agent again.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	e = vault_finish_connect(app->vault, c, cfg, req->captures[0], form_get(&req->params, "state"),
+	    form_get(&req->params, "code"), form_get(&req->params, "iss"),
+	    form_get(&req->params, "error"), s.id_hash, s.user_id, actor, req->now, &f);
+	if (e != CS_OK)
+		goto out;
+	if (f.outcome == VAULT_BAD_STATE) {
+		e = reply_html_error(rep, 400, "Not connected", f.why ? f.why :
+		    "This answer from the provider is unknown, was already used, or belongs to another session.");
+		goto out;
+	}
+	/* SECURITY: answer with a 303 to a URL without the code. */
+	const char *outcome = f.outcome == VAULT_CANCELLED ? "cancelled" :
+	    f.outcome == VAULT_TOO_MUCH ? "too_much" : f.outcome == VAULT_FAILED ? "failed" : NULL;
+	if ((e = buf_printf(&loc, "/consent/%s/done", f.request_id ? f.request_id : "-")) != CS_OK)
+		goto out;
+	if (outcome != NULL)
+		e = buf_printf(&loc, "?outcome=%s", outcome);
+	else if (f.outcome == VAULT_NARROWED && (narrowed = scope_set_join(&f.dropped)) != NULL) {
+		char *enc = NULL;
+		e = pct_encode(narrowed, &enc);
+		if (e == CS_OK)
+			e = buf_printf(&loc, "?narrowed=%s", enc);
+		free(enc);
+	}
+	if (e != CS_OK)
+		goto out;
+	rep->status = 303;
+	rep->content_type = "text/plain; charset=utf-8";
+	e = reply_header(rep, "Location", loc.data);
+out:
+	free(narrowed);
+	buf_clear(&loc);
+	vault_finish_clear(&f);
 	session_clear(&s);
 	return e;
 }

@@ -69,6 +69,20 @@ const struct route http_routes[] = {
 		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, pages_consent_done, {
+		{ "outcome", 16, valid_printable, 0 },
+		{ "narrowed", 2048, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
+	/* One redirect URI per resource (against mix-up): the provider's answer. */
+	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, pages_provider_callback, {
+		{ "code", 4096, valid_printable, 0 },
+		{ "state", 128, valid_token68, 0 },
+		{ "iss", 1024, valid_printable, 0 },
+		{ "error", 256, valid_printable, 0 },
+		{ "error_description", 1024, valid_printable, 0 },
+		{ "error_uri", 1024, valid_printable, 0 },
+		{ "scope", 2048, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, pages_consent_decide, {
 		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
 		{ "decision", 8, valid_decision, PARAM_REQUIRED },
@@ -91,6 +105,8 @@ const struct route http_routes[] = {
 		{ "agent_id", 128, valid_printable, 0 },
 		{ "reason", 1024, valid_printable, 0 },
 		{ "refresh_token", 128, valid_token68, 0 },
+		{ "action", 128, valid_printable, 0 },
+		{ "authorization_details", 16384, valid_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_introspect, {
 		{ "token", 16384, valid_token68, PARAM_REQUIRED },

@@ -15,6 +15,7 @@
 #include "oidc.h"
 #include "session.h"
 #include "token.h"
+#include "vault.h"
 
 /* --- client authentication ----------------------------------------------- */
 
@@ -376,6 +377,126 @@ out:
 	return e;
 }
 
+static enum cs_err audit_refusal(struct store_conn *c, const char *actor, const struct consent *k,
+    const char *action, const char *why, int64_t now)
+{
+	char detail[300];
+	struct audit_entry a;
+	enum cs_err e;
+	snprintf(detail, sizeof detail, "action=%s; %s", action ? action : "-", why);
+	memset(&a, 0, sizeof a);
+	a.ts = now;
+	a.actor = actor;
+	a.action = "vault.release.refused";
+	a.subject = k ? k->subject : NULL;
+	a.agent = k ? k->agent : NULL;
+	a.resource = k ? k->resource : NULL;
+	a.consent_id = k ? k->id : NULL;
+	a.outcome = "refused";
+	a.detail = detail;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK)
+		store_rollback(c);
+	return e;
+}
+
+/* Flow D: a provider access token for one action, in exchange for a grant. */
+static enum cs_err exchange_for_provider_token(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	const char *st = form_get(&req->params, "subject_token");
+	const char *stt = form_get(&req->params, "subject_token_type");
+	const char *action = form_get(&req->params, "action");
+	struct store_conn *c = store_conn(app->store);
+	struct consent k;
+	struct vault_release out;
+	struct scope_set gs = { .n = 0 };
+	json_t *claims = NULL;
+	char actor[300];
+	enum cs_err e;
+
+	memset(&k, 0, sizeof k);
+	memset(&out, 0, sizeof out);
+	if (c == NULL)
+		return CS_EDB;
+	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
+	if (st == NULL || stt == NULL || strcmp(stt, URN_TT_ACCESS_TOKEN) != 0) {
+		e = reply_oauth_error(rep, 400, "invalid_request",
+		    "subject_token must be a grant, with subject_token_type access_token");
+		goto out;
+	}
+	if (action == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "action is required");
+		goto out;
+	}
+	/* SECURITY: the grant is checked only with consentd's own keys and typ
+	 * at+jwt; an IdP token, a revoked or expired grant all fail here. */
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_validate(c, cfg, kr, st, req->now, &claims, &k);
+	app_keys_put(app);
+	if (e != CS_OK) {
+		e = reply_oauth_error(rep, 400, "invalid_grant", "the grant is not valid");
+		goto out;
+	}
+	const struct config_resource *r = config_resource(cfg, k.resource);
+	const struct config_action *act = config_action(cfg, k.resource, action);
+	if (r == NULL || vault_provider(app->vault, k.resource) == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_target", "the grant's resource has no provider");
+		goto out;
+	}
+	if (act == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "unknown action for this resource");
+		goto out;
+	}
+	json_t *sc = json_object_get(claims, "scope");
+	if (!json_is_string(sc) || scope_set_parse(json_string_value(sc), &gs) != CS_OK ||
+	    !scope_set_has(&gs, act->scope)) {
+		/* SECURITY: an action outside the grant is an escalation attempt. */
+		if ((e = audit_refusal(c, actor, &k, action, "escalation attempt: scope outside the grant",
+		    req->now)) != CS_OK)
+			goto out;
+		e = reply_oauth_error(rep, 400, "invalid_scope", "the action's scope is not in the grant");
+		goto out;
+	}
+	if (r->token_release == RELEASE_NEVER) {
+		if ((e = audit_refusal(c, actor, &k, action, "token_release = never", req->now)) != CS_OK)
+			goto out;
+		e = reply_oauth_error(rep, 400, "invalid_request",
+		    "this resource's tokens are used only by consentd's proxy");
+		goto out;
+	}
+	if (act->approval == APPROVAL_REQUIRED) {
+		if ((e = audit_refusal(c, actor, &k, action, "approval required", req->now)) != CS_OK)
+			goto out;
+		e = reply_oauth_error(rep, 400, "invalid_request",
+		    "this action needs a person's approval for each call, which is not available yet");
+		goto out;
+	}
+	e = vault_release(app->vault, c, cfg, &k, action, actor, req->now, &out);
+	if (e == CS_OK) {
+		json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", out.access_token,
+		    "issued_token_type", URN_TT_ACCESS_TOKEN, "token_type", out.token_type,
+		    "expires_in", (json_int_t)out.expires_in, "scope", out.scope ? out.scope : "");
+		e = reply_value(rep, 200, v);
+	} else if (e == CS_EPERM || e == CS_ENOENT) {
+		e = reply_oauth_error(rep, 400, "invalid_grant",
+		    "the provider connection is gone; ask for consent again to reconnect");
+	} else if (e == CS_EIO) {
+		e = reply_oauth_error(rep, 503, "temporarily_unavailable",
+		    "the provider could not be reached to refresh the token");
+	} else if (e == CS_ECRYPTO) {
+		e = reply_oauth_error(rep, 500, "server_error", "the stored token could not be opened");
+	}
+out:
+	json_decref(claims);
+	scope_set_clear(&gs);
+	consent_clear(&k);
+	vault_release_clear(&out);
+	return e;
+}
+
 enum cs_err token_endpoint(const struct http_request *req, struct http_reply *rep)
 {
 	const char *gt = form_get(&req->params, "grant_type");
@@ -391,8 +512,7 @@ enum cs_err token_endpoint(const struct http_request *req, struct http_reply *re
 	if (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0)
 		return exchange_for_grant(req, rep);
 	if (strcmp(rtt, URN_TT_ACCESS_TOKEN) == 0)
-		return reply_oauth_error(rep, 400, "invalid_request",
-		    "no resource here releases downstream tokens");
+		return exchange_for_provider_token(req, rep);
 	return reply_oauth_error(rep, 400, "invalid_request", "requested_token_type is not supported");
 }
 
