@@ -1,0 +1,92 @@
+/* approval.h -- per-action approval (ARCHITECTURE.md flow F): RFC 9396
+ * authorization_details of type agent_action, I-JSON checks, the RFC 8785
+ * canonical digest of the parameters, approval requests and their single-use
+ * redemption.  Consent never implies approval; an approval never outlives
+ * the consent it was requested under. */
+#ifndef CS_APPROVAL_H
+#define CS_APPROVAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "buf.h"
+#include "config.h"
+#include "consent.h"
+#include "cs_err.h"
+#include "store.h"
+
+#define APPROVAL_MAX_DETAILS 16384    /* bytes of authorization_details */
+#define APPROVAL_DIGEST_LEN 43        /* base64url of SHA-256 */
+
+/* Parses authorization_details: a JSON array holding exactly one object with
+ * "type": "agent_action", "action" equal to action, and "parameters" (any
+ * JSON value; absent = null).  The whole text must be I-JSON (RFC 7493): no
+ * duplicate keys, integers within ±(2^53-1), no lone surrogates, at most
+ * APPROVAL_MAX_DETAILS bytes.  *parameters (new reference) on CS_OK;
+ * CS_EINVAL otherwise, with a short reason in why. */
+enum cs_err approval_parse_details(const char *text, const char *action, json_t **parameters,
+    char *why, size_t whylen) CS_MUST_CHECK;
+
+/* RFC 8785 (JCS) canonical form of v appended to out. */
+enum cs_err jcs_canonicalize(json_t *v, struct buf *out) CS_MUST_CHECK;
+/* base64url(SHA-256(JCS(parameters))), NUL-terminated. */
+enum cs_err approval_digest(json_t *parameters, char out[APPROVAL_DIGEST_LEN + 1]) CS_MUST_CHECK;
+
+struct approval {                    /* caller-owned; release with approval_clear() */
+	char   *id;
+	char   *consent_id;
+	int64_t user_id;
+	char   *subject, *agent, *resource, *action;
+	char   *parameters;              /* the canonical JSON text */
+	char    digest[APPROVAL_DIGEST_LEN + 1];
+	char   *status;                  /* pending | approved | denied | expired | used | cancelled */
+	int64_t created_at, expires_at, decided_at, used_at;
+};
+void approval_clear(struct approval *a);
+
+enum approval_outcome {
+	APPROVAL_RELEASE = 0,    /* approved and unused: the caller may release once (approval_redeem) */
+	APPROVAL_REQUIRED,       /* a new approval request: approval_required */
+	APPROVAL_PENDING,        /* authorization_pending */
+	APPROVAL_SLOW_DOWN,      /* slow_down */
+	APPROVAL_DENIED,         /* access_denied */
+	APPROVAL_EXPIRED,        /* expired_token */
+	APPROVAL_TOO_MANY,       /* 429 too_many_pending_requests */
+	APPROVAL_OUTCOME__MAX
+};
+
+struct approval_answer {             /* release with approval_answer_clear() */
+	enum approval_outcome outcome;
+	char   *approval_id;
+	int64_t expires_in, interval, retry_after;
+};
+void approval_answer_clear(struct approval_answer *a);
+
+/* The polling state machine for one downstream-token call on live consent k
+ * for action with canonical parameters (text) and digest, in one transaction
+ * with audit entries.  An approval matches on (consent, action, digest); one
+ * pending approval per exact parameters; an approved one is redeemable until
+ * its decision is older than [consent] request_ttl; used, expired and
+ * cancelled ones never match again. */
+enum cs_err approval_check(struct store_conn *c, const struct config *cfg, const struct consent *k,
+    const char *action, const char *parameters, const char *digest, const char *actor,
+    int64_t now, struct approval_answer *out) CS_MUST_CHECK;
+
+/* Marks the approval used -- exactly once: CS_EPERM when it was already used,
+ * cancelled, or is no longer redeemable.  Call in the caller's transaction
+ * right before handing the token out; audited ("approval.released" with the
+ * digest). */
+enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, const char *approval_id,
+    const char *actor, int64_t now) CS_MUST_CHECK;
+
+enum cs_err approval_get(struct store_conn *c, const char *id, struct approval *out) CS_MUST_CHECK;
+/* The person's decision on a pending, unexpired approval of theirs (CS_EPERM
+ * for someone else's, CS_EINVAL when decided or expired), audited. */
+enum cs_err approval_decide(struct store_conn *c, const struct config *cfg, const char *id,
+    int64_t user_id, bool approve, const char *actor, int64_t now) CS_MUST_CHECK;
+/* Pending approvals of a person, for /me. */
+enum cs_err approval_pending_for_user(struct store_conn *c, int64_t user_id, int64_t now,
+    struct approval **out, size_t *n) CS_MUST_CHECK;
+void approval_list_free(struct approval *v, size_t n);
+
+#endif
