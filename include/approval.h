@@ -46,7 +46,7 @@ void approval_clear(struct approval *a);
 
 enum approval_outcome {
 	APPROVAL_RELEASE = 0,    /* approved and unused: the caller may release once (approval_redeem) */
-	APPROVAL_REQUIRED,       /* a new approval request: approval_required */
+	APPROVAL_NEEDED,         /* a new approval request: approval_required (named apart from config.h's APPROVAL_REQUIRED) */
 	APPROVAL_PENDING,        /* authorization_pending */
 	APPROVAL_SLOW_DOWN,      /* slow_down */
 	APPROVAL_DENIED,         /* access_denied */

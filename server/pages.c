@@ -7,6 +7,7 @@
 #include <time.h>
 #include <jansson.h>
 #include "app.h"
+#include "approval.h"
 #include "audit.h"
 #include "buf.h"
 #include "consent.h"
@@ -333,8 +334,9 @@ enum cs_err pages_me(const struct http_request *req, struct http_reply *rep)
 	struct store_conn *c = store_conn(app->store);
 	struct consent *ks = NULL;
 	struct consent_request *rs = NULL;
-	size_t nk = 0, nr = 0;
-	json_t *ctx = NULL, *consents = NULL, *pending = NULL;
+	struct approval *as = NULL;
+	size_t nk = 0, nr = 0, na = 0;
+	json_t *ctx = NULL, *consents = NULL, *pending = NULL, *approvals = NULL;
 	bool have;
 	enum cs_err e;
 
@@ -368,8 +370,19 @@ enum cs_err pages_me(const struct http_request *req, struct http_reply *rep)
 		    "resource", resource_name(cfg, rs[i].resource), "scopes", scope_list(&rs[i].scopes),
 		    "expires", expires));
 	}
-	ctx = json_pack("{s:s, s:s?, s:O, s:O}", "title", "Your consents", "issuer", s.issuer,
-	    "consents", consents, "pending", pending);
+	if ((e = approval_pending_for_user(c, s.user_id, req->now, &as, &na)) != CS_OK)
+		goto out;
+	approvals = json_array();
+	for (size_t i = 0; approvals && i < na; i++) {
+		char expires[32];
+		fmt_time(as[i].expires_at, expires);
+		json_array_append_new(approvals, json_pack("{s:s, s:s, s:s, s:s, s:s}",
+		    "id", as[i].id, "agent", agent_name(cfg, as[i].agent),
+		    "resource", resource_name(cfg, as[i].resource), "action", as[i].action,
+		    "expires", expires));
+	}
+	ctx = json_pack("{s:s, s:s?, s:O, s:O, s:O}", "title", "Your consents", "issuer", s.issuer,
+	    "consents", consents, "pending", pending, "approvals", approvals);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -378,7 +391,9 @@ enum cs_err pages_me(const struct http_request *req, struct http_reply *rep)
 out:
 	json_decref(consents);
 	json_decref(pending);
+	json_decref(approvals);
 	json_decref(ctx);
+	approval_list_free(as, na);
 	consent_list_free(ks, nk);
 	consent_request_list_free(rs, nr);
 	session_clear(&s);
@@ -536,6 +551,163 @@ out:
 	free(narrowed);
 	buf_clear(&loc);
 	vault_finish_clear(&f);
+	session_clear(&s);
+	return e;
+}
+
+/* --- per-action approval (flow F) ----------------------------------------- */
+
+/* The approval named in the URL, checked to belong to the signed-in person;
+ * the 403 page and an audit entry otherwise. */
+static enum cs_err bound_approval(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, const struct session *s, struct approval *a, bool *ok)
+{
+	char loginurl[200];
+	enum cs_err e;
+	*ok = false;
+	e = approval_get(c, req->captures[0], a);
+	if (e == CS_ENOENT)
+		return reply_html_error(rep, 404, "No such request",
+		    "This approval request does not exist. Ask your agent for a new link.");
+	if (e != CS_OK)
+		return e;
+	if (a->user_id != s->user_id) {
+		/* SECURITY: only the person the agent acts for may see or decide it. */
+		struct consent_request fake;
+		memset(&fake, 0, sizeof fake);
+		fake.subject = a->subject;
+		fake.agent = a->agent;
+		fake.resource = a->resource;
+		fake.id = a->id;
+		if ((e = audit_binding_refused(c, s, &fake, req->now)) != CS_OK)
+			return e;
+		snprintf(loginurl, sizeof loginurl, "/login?prompt=login&return_to=%%2Fapprove%%2F%s", a->id);
+		json_t *ctx = json_pack("{s:s, s:s}", "title", "This request is for another account",
+		    "login_url", loginurl);
+		if (ctx == NULL)
+			return CS_ENOMEM;
+		e = page_render(rep, 403, "consent_other.html", ctx, s);
+		json_decref(ctx);
+		return e;
+	}
+	*ok = true;
+	return CS_OK;
+}
+
+enum cs_err pages_approve_show(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct approval a;
+	struct store_conn *c = store_conn(app->store);
+	char back[128], when[32];
+	char *shown = NULL, *pretty = NULL;
+	json_t *ctx = NULL, *pv = NULL;
+	bool have, ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	memset(&a, 0, sizeof a);
+	if (c == NULL)
+		return CS_EDB;
+	snprintf(back, sizeof back, "/approve/%s", req->captures[0]);
+	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
+		goto out;
+	if (strcmp(a.status, "pending") != 0 || a.expires_at <= req->now) {
+		e = reply_html_error(rep, 410, "This request is closed",
+		    strcmp(a.status, "approved") == 0 || strcmp(a.status, "used") == 0 ?
+		    "You already approved this action." : strcmp(a.status, "denied") == 0 ?
+		    "You already denied this action." : "This request expired or was cancelled.");
+		goto out;
+	}
+	const struct config_action *act = config_action(cfg, a.resource, a.action);
+	/* The parameters are shown exactly as they will be used: the canonical
+	 * JSON, indented for reading, with invisible characters made visible. */
+	pv = json_loads(a.parameters, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+	pretty = pv ? json_dumps(pv, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+	shown = visible_text(pretty ? pretty : a.parameters);
+	if (shown == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	fmt_time(a.expires_at, when);
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+	    "title", "An agent asks to act now", "approval_id", a.id,
+	    "agent", agent_name(cfg, a.agent), "resource", resource_name(cfg, a.resource),
+	    "action", a.action, "action_description", act ? act->description : a.action,
+	    "parameters", shown, "digest", a.digest, "expires", when);
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "approve.html", ctx, &s);
+out:
+	free(shown);
+	free(pretty);
+	json_decref(pv);
+	json_decref(ctx);
+	approval_clear(&a);
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err pages_approve_decide(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct approval a;
+	struct store_conn *c = store_conn(app->store);
+	bool approve = strcmp(form_get(&req->params, "decision"), "approve") == 0, ok;
+	char actor[300];
+	json_t *ctx = NULL;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	memset(&a, 0, sizeof a);
+	if (c == NULL)
+		return CS_EDB;
+	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
+	if (e == CS_ENOENT) {
+		e = reply_html_error(rep, 401, "Not signed in",
+		    "Your session ended. Open the link from your agent again to sign in.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	if (!session_csrf_ok(&s, form_get(&req->params, "csrf"))) {
+		e = reply_html_error(rep, 403, "Not allowed",
+		    "This form is stale or did not come from this site. Reload the page and try again.");
+		goto out;
+	}
+	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
+		goto out;
+	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	e = approval_decide(c, cfg, a.id, s.user_id, approve, actor, req->now);
+	if (e == CS_EPERM) {
+		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
+		goto out;
+	} else if (e == CS_EINVAL) {
+		e = reply_html_error(rep, 400, "This request cannot be decided",
+		    "It was already decided, it expired, or its consent ended.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:s}", "title", approve ? "Action approved" : "Action denied",
+	    "approved", approve, "agent", agent_name(cfg, a.agent), "resource",
+	    resource_name(cfg, a.resource), "action", a.action);
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "approve_done.html", ctx, &s);
+out:
+	json_decref(ctx);
+	approval_clear(&a);
 	session_clear(&s);
 	return e;
 }

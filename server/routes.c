@@ -73,6 +73,11 @@ const struct route http_routes[] = {
 		{ "outcome", 16, valid_printable, 0 },
 		{ "narrowed", 2048, valid_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, pages_approve_decide, {
+		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
+		{ "decision", 8, valid_decision, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	/* One redirect URI per resource (against mix-up): the provider's answer. */
 	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, pages_provider_callback, {
 		{ "code", 4096, valid_printable, 0 },
@@ -106,7 +111,7 @@ const struct route http_routes[] = {
 		{ "reason", 1024, valid_printable, 0 },
 		{ "refresh_token", 128, valid_token68, 0 },
 		{ "action", 128, valid_printable, 0 },
-		{ "authorization_details", 16384, valid_printable, 0 },
+		{ "authorization_details", 16384, NULL, 0 },   /* JSON: the approval parser checks it */
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_introspect, {
 		{ "token", 16384, valid_token68, PARAM_REQUIRED },

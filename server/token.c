@@ -14,6 +14,7 @@
 #include "grant.h"
 #include "oidc.h"
 #include "session.h"
+#include "approval.h"
 #include "token.h"
 #include "vault.h"
 
@@ -401,6 +402,40 @@ static enum cs_err audit_refusal(struct store_conn *c, const char *actor, const 
 	return e;
 }
 
+static enum cs_err approval_reply(struct http_reply *rep, const struct config *cfg,
+    const struct approval_answer *a)
+{
+	char uri[600], ra[32];
+	json_t *v;
+	enum cs_err e;
+	switch (a->outcome) {
+	case APPROVAL_DENIED:
+		return reply_oauth_error(rep, 400, "access_denied", "the person denied this action");
+	case APPROVAL_EXPIRED:
+		return reply_oauth_error(rep, 400, "expired_token",
+		    "the approval request expired; the next call starts a new one");
+	case APPROVAL_TOO_MANY:
+		snprintf(ra, sizeof ra, "%lld", (long long)(a->retry_after > 0 ? a->retry_after : 1));
+		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
+		    "this person has too many pending approvals");
+		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
+	default:
+		break;
+	}
+	v = json_pack("{s:s}", "error", a->outcome == APPROVAL_NEEDED ? "approval_required" :
+	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending");
+	if (v == NULL)
+		return CS_ENOMEM;
+	if (a->approval_id) {
+		snprintf(uri, sizeof uri, "%s/approve/%s", cfg->public_url, a->approval_id);
+		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
+		json_object_set_new(v, "approval_uri", json_string(uri));
+		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
+		json_object_set_new(v, "interval", json_integer(a->interval));
+	}
+	return reply_value(rep, 400, v);
+}
+
 /* Flow D: a provider access token for one action, in exchange for a grant. */
 static enum cs_err exchange_for_provider_token(const struct http_request *req, struct http_reply *rep)
 {
@@ -413,12 +448,14 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	struct consent k;
 	struct vault_release out;
 	struct scope_set gs = { .n = 0 };
-	json_t *claims = NULL;
-	char actor[300];
+	struct approval_answer aa;
+	json_t *claims = NULL, *params = NULL;
+	char actor[300], digest[APPROVAL_DIGEST_LEN + 1] = "";
 	enum cs_err e;
 
 	memset(&k, 0, sizeof k);
 	memset(&out, 0, sizeof out);
+	memset(&aa, 0, sizeof aa);
 	if (c == NULL)
 		return CS_EDB;
 	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
@@ -467,18 +504,62 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 		    "this resource's tokens are used only by consentd's proxy");
 		goto out;
 	}
-	if (act->approval == APPROVAL_REQUIRED) {
-		if ((e = audit_refusal(c, actor, &k, action, "approval required", req->now)) != CS_OK)
+	/* Flow F: authorization_details, when present, names exactly this action. */
+	const char *ad = form_get(&req->params, "authorization_details");
+	if (ad != NULL) {
+		char why[160];
+		if (approval_parse_details(ad, action, &params, why, sizeof why) != CS_OK) {
+			e = reply_oauth_error(rep, 400, "invalid_authorization_details", why);
 			goto out;
-		e = reply_oauth_error(rep, 400, "invalid_request",
-		    "this action needs a person's approval for each call, which is not available yet");
-		goto out;
+		}
+	}
+	if (act->approval == APPROVAL_REQUIRED) {
+		struct buf canon;
+		if (ad == NULL) {
+			/* SECURITY: never the token, and nothing is created. */
+			e = reply_oauth_error(rep, 400, "invalid_request",
+			    "this action needs a person's approval: send authorization_details");
+			goto out;
+		}
+		buf_init(&canon, 2 * APPROVAL_MAX_DETAILS);
+		if ((e = jcs_canonicalize(params, &canon)) != CS_OK ||
+		    (e = approval_digest(params, digest)) != CS_OK) {
+			buf_clear(&canon);
+			goto out;
+		}
+		e = approval_check(c, cfg, &k, action, canon.data, digest, actor, req->now, &aa);
+		buf_clear(&canon);
+		if (e != CS_OK)
+			goto out;
+		if (aa.outcome != APPROVAL_RELEASE) {
+			e = approval_reply(rep, cfg, &aa);
+			goto out;
+		}
 	}
 	e = vault_release(app->vault, c, cfg, &k, action, actor, req->now, &out);
+	if (e == CS_OK && aa.approval_id != NULL) {
+		/* SECURITY: the approval is used up in the same transaction that
+		 * decides to hand the token out: released once, never twice. */
+		if ((e = store_begin(c)) != CS_OK)
+			goto out;
+		e = approval_redeem(c, cfg, aa.approval_id, actor, req->now);
+		if (e == CS_OK)
+			e = store_commit(c);
+		if (e != CS_OK) {
+			store_rollback(c);
+			e = reply_oauth_error(rep, 400, "access_denied",
+			    "this approval was already used or is no longer valid");
+			goto out;
+		}
+	}
 	if (e == CS_OK) {
 		json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", out.access_token,
 		    "issued_token_type", URN_TT_ACCESS_TOKEN, "token_type", out.token_type,
 		    "expires_in", (json_int_t)out.expires_in, "scope", out.scope ? out.scope : "");
+		if (v != NULL && aa.approval_id != NULL)
+			json_object_set_new(v, "authorization_details", json_pack("[{s:s, s:s, s:O, s:s}]",
+			    "type", "agent_action", "action", action, "parameters", params,
+			    "params_digest", digest));
 		e = reply_value(rep, 200, v);
 	} else if (e == CS_EPERM || e == CS_ENOENT) {
 		e = reply_oauth_error(rep, 400, "invalid_grant",
@@ -491,8 +572,10 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	}
 out:
 	json_decref(claims);
+	json_decref(params);
 	scope_set_clear(&gs);
 	consent_clear(&k);
+	approval_answer_clear(&aa);
 	vault_release_clear(&out);
 	return e;
 }
