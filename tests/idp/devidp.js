@@ -26,6 +26,15 @@
 //                           "email": "alice@example.test", "groups": [] }, ... },
 //     "ttl": { "AccessToken": 3600, "IdToken": 3600, "RefreshToken": 86400, ... },
 //     "rotateRefreshToken": true,
+//     "reuseGrant": true,                 // false: every authorization gets a new grant (its own
+//                                          //   tokens) instead of adding to the client's grant in
+//                                          //   this session; revoking one leaves the others alive
+//     "logTokenRequests": false,          // true: one stderr line per token-endpoint request
+//                                          //   "[devidp] TOKEN grant_type=G client_id=C status=S grant=ID"
+//                                          //   and per revocation request
+//                                          //   "[devidp] REVOKE client_id=C hint=H kind=K status=S grant=ID"
+//                                          //   (kind/grant "-" when the token was unknown); no token values
+//     "introspectGrantId": false,         // true: introspection answers carry grant_id (the token's grant)
 //     "downstream": {                      // behave as a downstream OAuth provider (flow D)
 //       "resource": "https://api.downstream.test",   // resource indicator = token audience
 //                                          //   (default: ISSUER/api)
@@ -134,6 +143,7 @@ export async function buildProvider(issuer, cfg = {}) {
   const downstream = cfg.downstream || null;
   const dsScopes = new Set(downstream ? (downstream.scopes || []) : []);
   const dsResource = downstream ? (downstream.resource || `${issuer}/api`) : null;
+  const reuseGrant = cfg.reuseGrant !== false;
 
   const oidcClaims = {
     openid: ['sub'],
@@ -173,6 +183,7 @@ export async function buildProvider(issuer, cfg = {}) {
     rotateRefreshToken: cfg.rotateRefreshToken !== undefined ? !!cfg.rotateRefreshToken : true,
     issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
     expiresWithSession: async () => false,
+    ...(cfg.introspectGrantId ? { extraTokenClaims: async (ctx, token) => ({ grant_id: token.grantId }) } : {}),
     features: {
       devInteractions: { enabled: false },
       revocation: { enabled: true },
@@ -232,7 +243,8 @@ export async function buildProvider(issuer, cfg = {}) {
     // First-party test clients: grant whatever is requested, so the consent prompt never shows.
     async loadExistingGrant(ctx) {
       const { oidc } = ctx;
-      const grantId = oidc.result?.consent?.grantId || oidc.session.grantIdFor(oidc.client.clientId);
+      const grantId = oidc.result?.consent?.grantId
+        || (reuseGrant ? oidc.session.grantIdFor(oidc.client.clientId) : undefined);
       let grant = grantId ? await oidc.provider.Grant.find(grantId) : undefined;
       if (!grant || grant.accountId !== oidc.session.accountId) {
         grant = new oidc.provider.Grant({ clientId: oidc.client.clientId, accountId: oidc.session.accountId });
@@ -257,6 +269,27 @@ export async function buildProvider(issuer, cfg = {}) {
 
   const provider = new Provider(issuer, configuration);
   provider.on('server_error', (ctx, err) => log('server_error', err));
+  if (cfg.logTokenRequests) {
+    // Opt-in request log for tests (e.g. "exactly one refresh"): names, never token values.
+    provider.use(async (ctx, next) => {
+      try {
+        await next();
+      } finally {
+        if (ctx.method === 'POST' && (ctx.path === '/token' || ctx.path === '/token/revocation')) {
+          const o = ctx.oidc || {};
+          const ent = o.entities || {};
+          const client = o.client?.clientId || '-';
+          if (ctx.path === '/token') {
+            const t = ent.RefreshToken || ent.AuthorizationCode;
+            log(`TOKEN grant_type=${o.params?.grant_type || '-'} client_id=${client} status=${ctx.status} grant=${t?.grantId || '-'}`);
+          } else {
+            const t = ent.RefreshToken || ent.AccessToken || ent.ClientCredentials;
+            log(`REVOKE client_id=${client} hint=${o.params?.token_type_hint || '-'} kind=${t?.kind || '-'} status=${ctx.status} grant=${t?.grantId || '-'}`);
+          }
+        }
+      }
+    });
+  }
   return { provider, users };
 }
 

@@ -22,3 +22,38 @@ export function consentConfig(extra = {}) {
     ...extra,
   };
 }
+
+// The token vault (flow D): the downstream provider's resource and scopes (tests/idp/devidp.js
+// downstream mode) and consentd's resources `github` and `gitlab` at that provider (one client
+// and redirect URI each), with agents coder and butler allowed their issue scopes.
+export const DOWNSTREAM = {
+  resource: 'https://api.downstream.test',
+  scopes: ['repo', 'issues:read', 'issues:write'],
+};
+
+export function vaultConfig({
+  providerIssuer, refreshMargin = 2, githubSecret = 'consentd-github-provider-secret',
+  gitlabSecret = 'consentd-gitlab-provider-secret', extra = {},
+}) {
+  const allow = 'github:issues:read github:issues:write gitlab:issues:read gitlab:issues:write';
+  return consentConfig({
+    'resource.github': { name: 'GitHub', provider_issuer: providerIssuer, provider_client_id: 'consentd-github',
+      provider_client_secret: githubSecret, refresh_margin: refreshMargin, token_release: 'gateway',
+      max_consent: 2592000 },
+    'scope.github.issues:read': { description: 'Read issues', provider: 'repo issues:read' },
+    'scope.github.issues:write': { description: 'Open and edit issues', provider: 'repo issues:write' },
+    'action.github.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none' },
+    'action.github.close_issue': { description: 'Close an issue', scope: 'issues:write', approval: 'none' },
+    'resource.gitlab': { name: 'GitLab', provider_issuer: providerIssuer, provider_client_id: 'consentd-gitlab',
+      provider_client_secret: gitlabSecret, refresh_margin: refreshMargin, token_release: 'gateway',
+      max_consent: 2592000 },
+    'scope.gitlab.issues:read': { description: 'Read issues', provider: 'repo issues:read' },
+    'scope.gitlab.issues:write': { description: 'Open and edit issues', provider: 'repo issues:write' },
+    'action.gitlab.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none' },
+    'agent.coder': { name: 'Coding assistant', description: 'Reads and files issues for you',
+      allow: `notes:read notes:write wiki:read ${allow}`, offline: 'false' },
+    'agent.butler': { name: 'Butler', description: 'Acts while you are away',
+      allow: `notes:read notes:write ${allow}`, offline: 'true' },
+    ...extra,
+  });
+}

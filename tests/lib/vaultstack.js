@@ -1,0 +1,298 @@
+// The whole token-vault stack for one test file (ARCHITECTURE.md flow D):
+//   - the login IdP (as startStack does: people sign in to consentd there),
+//   - a second development IdP in downstream mode: the downstream OAuth provider ("GitHub"):
+//     authorization code + PKCE, opaque short-lived access tokens, rotating refresh tokens,
+//     revocation and introspection; a new grant per authorization (reuseGrant: false), so two
+//     consents never share provider tokens; an opt-in log of token and revocation requests,
+//   - a tiny downstream API (tests/lib/downstream.js) accepting only tokens the provider's
+//     introspection calls active,
+//   - consentd configured with resources `github` and `gitlab` (both at that provider, with
+//     different clients and redirect URIs) and agents coder and butler.
+//
+//   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, ... });
+//   v.url, v.c (consentd handle), v.idp (login IdP), v.ds (downstream IdP), v.api (downstream API)
+//   v.gw                        // tests/lib/gateway.js client
+//   v.dsMeta                    // the downstream IdP's discovery document
+//   v.dsIntrospect(token)       // introspection at the provider with the resource-server client
+//   v.dsLog()                   // the downstream IdP's parsed TOKEN/REVOKE lines (see devidp.js)
+//   v.sql(query, ...args)       // sqlite3 CLI on consentd's database -> stdout trimmed
+//   await v.stop()              // everything; asserts consentd exited 0 (sanitizers clean)
+//
+// HTTP (no browser) helpers for the connect flow:
+//   new OriginJar()             // a cookie jar per origin (host:port): the two IdPs both use
+//                               //   oidc-provider's cookie names on 127.0.0.1
+//   await v.approveHttp({ jar, consentUri, user, select, duration, offline })
+//     -> { res, location, form }  (signs in at consentd first when needed; POSTs approve)
+//   await v.providerLoginHttp({ jar, authorizeUrl, user })  -> callback URL (not followed)
+//   await v.connectHttp({ jar, consentUri, user, ... }) -> { callbackUrl, final, page }
+//     approve + provider login + callback, following consentd's redirects to the final page
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startIdp, DEFAULT_CLIENTS, DEFAULT_USERS, DEVIDP } from './idp.js';
+import { startConsentd } from './consentd.js';
+import { startProcess } from './proc.js';
+import { getFreePort } from './ports.js';
+import { waitReady } from './stack.js';
+import { CookieJar, discover } from './idplogin.js';
+import { consentdLogin, req, postForm } from './weblogin.js';
+import { startDownstreamApi, introspect } from './downstream.js';
+import { gateway } from './gateway.js';
+import { vaultConfig, DOWNSTREAM } from './fixtures.js';
+
+export { DOWNSTREAM };
+
+// A second devidp with the options startIdp does not pass on (reuseGrant, logTokenRequests,
+// introspectGrantId).
+export async function startDownstreamIdp({
+  clients, users = DEFAULT_USERS, downstream, ttl, rotateRefreshToken = true,
+  reuseGrant = false, logTokenRequests = true, introspectGrantId = true, env, echo,
+}) {
+  const dir = mkdtempSync(join(tmpdir(), 'devidp-ds-'));
+  const configFile = join(dir, 'config.json');
+  const cfg = {
+    clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests, introspectGrantId,
+  };
+  if (ttl) cfg.ttl = ttl;
+  writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
+  let proc;
+  try {
+    proc = await startProcess(process.execPath, [DEVIDP, '--port', '0', '--config', configFile], {
+      env, echo, name: 'devidp-downstream', ready: /^READY (http:\/\/\S+)$/, timeoutMs: 15000,
+    });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const issuer = proc.readyMatch[1];
+  return {
+    issuer, port: Number(new URL(issuer).port), pid: proc.pid, proc, clients, users, configFile,
+    async stop(ms = 5000) {
+      const st = await proc.stop(ms);
+      rmSync(dir, { recursive: true, force: true });
+      return st;
+    },
+  };
+}
+
+// Cookies per origin: browsers do not separate cookies by port, but a plain HTTP client can,
+// which keeps the login IdP's and the downstream IdP's sessions apart.
+export class OriginJar {
+  constructor() { this.jars = new Map(); }
+
+  jar(url) {
+    const o = new URL(url).origin;
+    if (!this.jars.has(o)) this.jars.set(o, new CookieJar());
+    return this.jars.get(o);
+  }
+
+  store(url, res) { this.jar(url).store(url, res); }
+
+  header(url) { return this.jar(url).header(url); }
+
+  get(name, url) {
+    if (url) return this.jar(url).get(name);
+    for (const j of this.jars.values()) { const v = j.get(name); if (v !== undefined) return v; }
+    return undefined;
+  }
+
+  clear(url) { if (url) this.jar(url).clear(); else this.jars.clear(); }
+}
+
+export const PROVIDER_SECRETS = {
+  github: 'consentd-github-provider-secret',
+  gitlab: 'consentd-gitlab-provider-secret',
+  rs: 'resource-server-secret',
+};
+
+export async function startVaultStack({
+  accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
+  reuseGrant = false, extraDsClients = [], echo,
+} = {}) {
+  const port = await getFreePort();
+  const url = `http://127.0.0.1:${port}`;
+  const stoppers = [];
+  const cleanup = async () => { for (const f of stoppers.reverse()) { try { await f(); } catch { /* next */ } } };
+  try {
+    const dsClients = [
+      {
+        client_id: 'consentd-github', client_secret: PROVIDER_SECRETS.github,
+        redirect_uris: [`${url}/oauth/callback/github`],
+        grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+      {
+        client_id: 'consentd-gitlab', client_secret: PROVIDER_SECRETS.gitlab,
+        redirect_uris: [`${url}/oauth/callback/gitlab`],
+        grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+      {
+        client_id: 'resource-server', client_secret: PROVIDER_SECRETS.rs,
+        grant_types: [], response_types: [], redirect_uris: [],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
+      ...extraDsClients,
+    ];
+    const ds = await startDownstreamIdp({
+      clients: dsClients,
+      downstream: { resource: DOWNSTREAM.resource, scopes: DOWNSTREAM.scopes, accessTokenTTL },
+      rotateRefreshToken, reuseGrant, echo,
+    });
+    stoppers.push(() => ds.stop());
+    const dsMeta = await discover(ds.issuer);
+    const api = await startDownstreamApi({
+      introspectionEndpoint: dsMeta.introspection_endpoint, clientId: 'resource-server',
+      clientSecret: PROVIDER_SECRETS.rs, audience: DOWNSTREAM.resource,
+    });
+    stoppers.push(() => api.stop());
+
+    const loginClients = DEFAULT_CLIENTS.map((x) => (x.client_id === 'consentd'
+      ? { ...x, redirect_uris: [`${url}/callback`], post_logout_redirect_uris: [`${url}/`] } : x));
+    const idp = await startIdp({ clients: loginClients, echo });
+    stoppers.push(() => idp.stop());
+
+    const base = vaultConfig({
+      providerIssuer: ds.issuer, refreshMargin,
+      githubSecret: PROVIDER_SECRETS.github, gitlabSecret: PROVIDER_SECRETS.gitlab,
+    });
+    const merged = { ...base };
+    for (const [k, v] of Object.entries(config)) merged[k] = v && typeof v === 'object' ? { ...(base[k] || {}), ...v } : v;
+    merged.oidc = { issuer: idp.issuer, ...(config.oidc || {}) };
+    const c = await startConsentd({ port, config: merged });
+    let cStopped = null;
+    stoppers.push(async () => { if (!cStopped) cStopped = await c.stop(); });
+    await waitReady(url);
+
+    const gw = gateway({ url });
+    const dbPath = join(c.dir, 'consentd.db');
+    const v = {
+      url, c, idp, ds, api, gw, dsMeta, dbPath,
+      sql(query) {
+        const r = spawnSync('sqlite3', ['-cmd', '.timeout 5000', dbPath, query], { encoding: 'utf8' });
+        if (r.status !== 0) throw new Error(`sqlite3 ${query}: ${r.stderr}`);
+        return r.stdout.trim();
+      },
+      dsIntrospect(token, hint) {
+        return introspect({
+          introspectionEndpoint: dsMeta.introspection_endpoint, clientId: 'resource-server',
+          clientSecret: PROVIDER_SECRETS.rs, token, hint,
+        });
+      },
+      // [{ what: 'TOKEN'|'REVOKE', grant_type, client_id, status, grant, hint, kind }]
+      dsLog() {
+        const out = [];
+        for (const line of ds.proc.stderr.split('\n')) {
+          const m = /^\[devidp\] (TOKEN|REVOKE) (.*)$/.exec(line);
+          if (!m) continue;
+          const e = { what: m[1] };
+          for (const kv of m[2].split(' ')) { const i = kv.indexOf('='); e[kv.slice(0, i)] = kv.slice(i + 1); }
+          e.status = Number(e.status);
+          out.push(e);
+        }
+        return out;
+      },
+      log() { return c.proc.stdout + c.proc.stderr; },
+      async approveHttp({
+        jar, consentUri, user, select, duration, offline = false, decision = 'approve',
+      }) {
+        let page = await req(jar, consentUri);
+        if (page.status === 303 || page.status === 302) {
+          await page.arrayBuffer();
+          await consentdLogin({ url, user, password: `${user}-password`, jar, returnTo: new URL(consentUri).pathname });
+          page = await req(jar, consentUri);
+        }
+        const html = await page.text();
+        assert.equal(page.status, 200, `consent page: ${html.slice(0, 300)}`);
+        const form = postForm(html);
+        assert.ok(form, 'a consent form');
+        const fields = { ...form.fields };
+        if (select) {
+          for (const k of Object.keys(fields)) if (/^s\d+$/.test(k)) delete fields[k];
+          for (const i of select) fields[`s${i}`] = 'on';
+        } else {
+          for (const m of html.matchAll(/name="(s\d+)"/g)) fields[m[1]] = 'on';
+        }
+        const dm = html.match(/<option value="(\d+)"[^>]*selected/);
+        fields.duration = String(duration ?? (dm ? dm[1] : 3600));
+        if (offline) fields.offline = 'on';
+        fields.decision = decision;
+        const action = new URL(form.action || consentUri, consentUri).href;
+        const res = await req(jar, action, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
+          body: new URLSearchParams(fields).toString(),
+        });
+        const location = res.headers.get('location');
+        const text = await res.text();
+        return { res, status: res.status, location, text, form };
+      },
+      // From consentd's redirect to the provider up to (not including) consentd's callback.
+      async providerLoginHttp({ jar, authorizeUrl, user }) {
+        let next = authorizeUrl;
+        let posted = false;
+        for (let i = 0; i < 20; i += 1) {
+          if (next.startsWith(`${url}/`)) return next;
+          const res = await req(jar, next);
+          if (res.status >= 300 && res.status < 400) {
+            const loc = res.headers.get('location');
+            await res.arrayBuffer();
+            next = new URL(loc, next).href;
+            continue;
+          }
+          const body = await res.text();
+          const form = postForm(body);
+          if (res.status !== 200 || !form || posted) throw new Error(`provider step ${next}: ${res.status} ${body.slice(0, 300)}`);
+          posted = true;
+          const action = new URL(form.action || next, next).href;
+          const r2 = await req(jar, action, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: new URLSearchParams({ ...form.fields, login: user, password: `${user}-password` }).toString(),
+          });
+          if (r2.status < 300 || r2.status >= 400) throw new Error(`provider login POST answered ${r2.status}`);
+          next = new URL(r2.headers.get('location'), action).href;
+          await r2.arrayBuffer();
+        }
+        throw new Error('too many provider steps');
+      },
+      // GET the callback and follow consentd's own redirects -> { first, final, finalUrl, text }
+      async deliverCallback({ jar, callbackUrl }) {
+        const first = await req(jar, callbackUrl);
+        let res = first;
+        let at = callbackUrl;
+        let text = null;
+        for (let i = 0; i < 5 && res.status >= 300 && res.status < 400; i += 1) {
+          const loc = res.headers.get('location');
+          await res.arrayBuffer();
+          at = new URL(loc, at).href;
+          if (!at.startsWith(`${url}/`)) break;
+          res = await req(jar, at);
+        }
+        if (first === res || res.status < 300 || res.status >= 400) text = await res.text();
+        return { first, firstLocation: first.headers.get('location'), final: res, finalUrl: at, text };
+      },
+      async connectHttp({ jar, consentUri, user, ...opts }) {
+        const a = await v.approveHttp({ jar, consentUri, user, ...opts });
+        if (a.status !== 303) return { approve: a };
+        assert.ok(a.location.startsWith(ds.issuer), `approve sends to the provider: ${a.location}`);
+        const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
+        const d = await v.deliverCallback({ jar, callbackUrl });
+        return { approve: a, callbackUrl, ...d };
+      },
+      async stop() {
+        cStopped = await c.stop();
+        await cleanup();
+        assert.equal(cStopped.code, 0, `consentd exit: ${c.proc.stderr.slice(-3000)}`);
+      },
+    };
+    return v;
+  } catch (e) {
+    await cleanup();
+    throw e;
+  }
+}
+
+export default startVaultStack;
