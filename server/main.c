@@ -12,6 +12,7 @@
 #include "config.h"
 #include "http.h"
 #include "httpc.h"
+#include "provider.h"
 #include "keys_cli.h"
 #include "template.h"
 
@@ -121,6 +122,45 @@ out:
 	return rc;
 }
 
+/* `consentd -n`: say plainly who enforces per-action approval, and warn where
+ * released tokens could not be revoked at the provider. */
+static void report_enforcement(const struct config *cfg)
+{
+	if (httpc_global_init() != CS_OK)
+		return;
+	for (size_t i = 0; i < cfg->nresources; i++) {
+		const struct config_resource *r = &cfg->resources[i];
+		int has_provider = r->provider_issuer != NULL || r->provider_token_endpoint != NULL;
+		if (!has_provider)
+			continue;
+		if (r->token_release == RELEASE_NEVER) {
+			printf("resource %s: token_release = never -- tokens stay inside consentd; "
+			    "consentd's proxy enforces approval on each request\n", r->id);
+			continue;
+		}
+		int approvals = 0;
+		for (size_t j = 0; j < cfg->nactions; j++)
+			if (strcmp(cfg->actions[j].resource, r->id) == 0 &&
+			    cfg->actions[j].approval == APPROVAL_REQUIRED)
+				approvals++;
+		printf("resource %s: token_release = gateway -- the gateway enforces approval with the "
+		    "tokens it receives (actions needing approval: %d)\n", r->id, approvals);
+		struct provider *p = NULL;
+		const struct provider_meta *m = NULL;
+		if (provider_new(r, &p) != CS_OK) {
+			fprintf(stderr, "warning: resource %s: provider settings unusable\n", r->id);
+			continue;
+		}
+		if (provider_meta(p, &m) != CS_OK)
+			fprintf(stderr, "warning: resource %s: provider not reachable; cannot check that it "
+			    "has a revocation endpoint\n", r->id);
+		else if (m->revocation_endpoint == NULL)
+			fprintf(stderr, "warning: resource %s: token_release = gateway but the provider has no "
+			    "revocation endpoint: released tokens cannot be revoked before they expire\n", r->id);
+		provider_free(p);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *cfgpath = NULL;
@@ -153,6 +193,7 @@ int main(int argc, char **argv)
 	if (config_load(cfgpath, stderr, &cfg) != CS_OK)
 		return 1;
 	if (check_only) {
+		report_enforcement(cfg);
 		printf("%s: configuration OK\n", cfgpath);
 		config_free(cfg);
 		return 0;
