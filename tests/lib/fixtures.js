@@ -35,13 +35,14 @@ export function vaultConfig({
   providerIssuer, refreshMargin = 2, githubSecret = 'consentd-github-provider-secret',
   gitlabSecret = 'consentd-gitlab-provider-secret', extra = {},
 }) {
-  const allow = 'github:issues:read github:issues:write gitlab:issues:read gitlab:issues:write';
+  const allow = 'github:issues:read github:issues:write github:metadata gitlab:issues:read gitlab:issues:write';
   return consentConfig({
     'resource.github': { name: 'GitHub', provider_issuer: providerIssuer, provider_client_id: 'consentd-github',
       provider_client_secret: githubSecret, refresh_margin: refreshMargin, token_release: 'gateway',
       max_consent: 2592000 },
     'scope.github.issues:read': { description: 'Read issues', provider: 'repo issues:read' },
     'scope.github.issues:write': { description: 'Open and edit issues', provider: 'repo issues:write' },
+    'scope.github.metadata': { description: 'See repository metadata', provider: 'repo' },
     'action.github.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none' },
     'action.github.close_issue': { description: 'Close an issue', scope: 'issues:write', approval: 'none' },
     'resource.gitlab': { name: 'GitLab', provider_issuer: providerIssuer, provider_client_id: 'consentd-gitlab',

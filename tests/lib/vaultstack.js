@@ -9,13 +9,18 @@
 //   - consentd configured with resources `github` and `gitlab` (both at that provider, with
 //     different clients and redirect URIs) and agents coder and butler.
 //
-//   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, ... });
+//   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, users, ... });
+//     config: consentd sections merged over fixtures.js vaultConfig(); users: both IdPs' users
 //   v.url, v.c (consentd handle), v.idp (login IdP), v.ds (downstream IdP), v.api (downstream API)
 //   v.gw                        // tests/lib/gateway.js client
 //   v.dsMeta                    // the downstream IdP's discovery document
 //   v.dsIntrospect(token)       // introspection at the provider with the resource-server client
 //   v.dsLog()                   // the downstream IdP's parsed TOKEN/REVOKE lines (see devidp.js)
-//   v.sql(query, ...args)       // sqlite3 CLI on consentd's database -> stdout trimmed
+//   v.sql(query)                // sqlite3 CLI on consentd's database -> stdout trimmed
+//   await v.idToken(user)       // the login IdP's ID token for the gateway (subject_token)
+//   await v.release(grant, action, extra)  // flow D release exchange -> { status, body, ... }
+//   await v.callApi(token, path, method)   // the downstream API -> { status, body }
+//   await v.waitFor(fn, ms)     // poll until truthy
 //   await v.stop()              // everything; asserts consentd exited 0 (sanitizers clean)
 //
 // HTTP (no browser) helpers for the connect flow:
@@ -24,6 +29,7 @@
 //   await v.approveHttp({ jar, consentUri, user, select, duration, offline })
 //     -> { res, location, form }  (signs in at consentd first when needed; POSTs approve)
 //   await v.providerLoginHttp({ jar, authorizeUrl, user })  -> callback URL (not followed)
+//   await v.revokeHttp({ jar, cid })   // the person revokes consent cid on /me
 //   await v.connectHttp({ jar, consentUri, user, ... }) -> { callbackUrl, final, page }
 //     approve + provider login + callback, following consentd's redirects to the final page
 import assert from 'node:assert/strict';
@@ -36,11 +42,11 @@ import { startConsentd } from './consentd.js';
 import { startProcess } from './proc.js';
 import { getFreePort } from './ports.js';
 import { waitReady } from './stack.js';
-import { CookieJar, discover } from './idplogin.js';
+import { CookieJar, discover, getIdToken } from './idplogin.js';
 import { consentdLogin, req, postForm } from './weblogin.js';
 import { startDownstreamApi, introspect } from './downstream.js';
-import { gateway } from './gateway.js';
-import { vaultConfig, DOWNSTREAM } from './fixtures.js';
+import { gateway, TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from './gateway.js';
+import { vaultConfig, DOWNSTREAM, GATEWAY_APP } from './fixtures.js';
 
 export { DOWNSTREAM };
 
@@ -109,7 +115,7 @@ export const PROVIDER_SECRETS = {
 
 export async function startVaultStack({
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
-  reuseGrant = false, extraDsClients = [], echo,
+  reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo,
 } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
@@ -139,7 +145,7 @@ export async function startVaultStack({
     const ds = await startDownstreamIdp({
       clients: dsClients,
       downstream: { resource: DOWNSTREAM.resource, scopes: DOWNSTREAM.scopes, accessTokenTTL },
-      rotateRefreshToken, reuseGrant, echo,
+      rotateRefreshToken, reuseGrant, users, echo,
     });
     stoppers.push(() => ds.stop());
     const dsMeta = await discover(ds.issuer);
@@ -151,7 +157,7 @@ export async function startVaultStack({
 
     const loginClients = DEFAULT_CLIENTS.map((x) => (x.client_id === 'consentd'
       ? { ...x, redirect_uris: [`${url}/callback`], post_logout_redirect_uris: [`${url}/`] } : x));
-    const idp = await startIdp({ clients: loginClients, echo });
+    const idp = await startIdp({ clients: loginClients, users, echo });
     stoppers.push(() => idp.stop());
 
     const base = vaultConfig({
@@ -195,6 +201,32 @@ export async function startVaultStack({
         return out;
       },
       log() { return c.proc.stdout + c.proc.stderr; },
+      // An ID token of the login IdP for the gateway's subject_token.
+      async idToken(user) {
+        return (await getIdToken({ issuer: idp.issuer, ...GATEWAY_APP, user, password: `${user}-password` })).id_token;
+      },
+      // Flow D's release: the grant as subject token, asking for the provider's access token.
+      release(grant, action, extra = {}) {
+        return gw.post('/token', {
+          grant_type: TOKEN_EXCHANGE, subject_token: grant, subject_token_type: TT_ACCESS_TOKEN,
+          requested_token_type: TT_ACCESS_TOKEN, action, ...extra,
+        });
+      },
+      // The downstream API with a bearer token -> { status, body }
+      async callApi(token, path = '/repos/acme/widgets/issues', method = 'GET') {
+        const res = await fetch(`${api.url}${path}`, { method, headers: { authorization: `Bearer ${token}` } });
+        return { status: res.status, body: await res.json() };
+      },
+      // Polls fn until it returns a truthy value (-> that value) or ms pass (-> the last value).
+      async waitFor(fn, ms = 15000, step = 250) {
+        let last;
+        for (const t0 = Date.now(); Date.now() - t0 < ms;) {
+          last = await fn();
+          if (last) return last;
+          await new Promise((r) => { setTimeout(r, step); });
+        }
+        return last;
+      },
       async approveHttp({
         jar, consentUri, user, select, duration, offline = false, decision = 'approve',
       }) {
@@ -273,6 +305,19 @@ export async function startVaultStack({
         }
         if (first === res || res.status < 300 || res.status >= 400) text = await res.text();
         return { first, firstLocation: first.headers.get('location'), final: res, finalUrl: at, text };
+      },
+      // Revokes consent cid on /me with the person's session -> the POST's Response.
+      async revokeHttp({ jar, cid }) {
+        const me = await req(jar, `${url}/me`);
+        const html = await me.text();
+        assert.equal(me.status, 200, `/me: ${html.slice(0, 200)}`);
+        const m = new RegExp(`<form method="post" action="(/me/consents/${cid}/revoke)">\\s*<input type="hidden" name="csrf" value="([^"]+)"`).exec(html);
+        assert.ok(m, `a revoke form for ${cid} on /me`);
+        return req(jar, `${url}${m[1]}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
+          body: new URLSearchParams({ csrf: m[2] }).toString(),
+        });
       },
       async connectHttp({ jar, consentUri, user, ...opts }) {
         const a = await v.approveHttp({ jar, consentUri, user, ...opts });
