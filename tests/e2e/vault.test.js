@@ -24,6 +24,7 @@ const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build',
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const JWT = /eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+/;
 const TT_AT = 'urn:ietf:params:oauth:token-type:access_token';
+const settle = () => sleep(400);   // the provider's log arrives by pipe, its answers by socket
 const words = (s) => (s || '').split(' ').filter(Boolean).sort();
 
 let v; let b;
@@ -157,6 +158,7 @@ test('browser: connect, release, the API accepts, refresh after expiry, revoke; 
   // Asked again at once: the same token, no refresh at the provider.
   const r1b = await v.release(grant, 'list_issues');
   assertRelease(r1b);
+  await settle();
   assert.equal(r1b.body.access_token, t1, 'not near expiry: the stored token');
   assert.equal(refreshesFor(dsGrant).length, 0);
   assert.equal(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.released' AND consent_id = '${cid}'`), '2',
@@ -168,6 +170,7 @@ test('browser: connect, release, the API accepts, refresh after expiry, revoke; 
   assertRelease(r2, { scope: 'repo issues:read' });
   const t2 = r2.body.access_token;
   assert.notEqual(t2, t1, 'a refreshed token');
+  await settle();
   assert.equal(refreshesFor(dsGrant).length, 1, 'exactly one refresh at the provider');
   assert.ok(refreshesFor(dsGrant).every((e) => e.status === 200));
   const api2 = await v.callApi(t2);
@@ -260,6 +263,7 @@ test('two agents on the same resource hold different provider tokens; revoking o
   const gone = await v.waitFor(async () => (await v.dsIntrospect(ra.body.access_token)).active === false);
   assert.ok(gone, 'the revoked agent\'s provider token dies at the provider');
   assert.ok(revocationsFor(ia.grant_id).some((e) => e.kind === 'RefreshToken' && e.status === 200));
+  await settle();
   assert.equal(revocationsFor(ic.grant_id).length, 0, 'nothing of the other agent was revoked');
 
   // The other agent still works, also across a refresh.

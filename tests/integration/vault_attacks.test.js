@@ -19,6 +19,9 @@ import { consentdLogin } from '../lib/weblogin.js';
 import { basicAuth } from '../lib/idplogin.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
+// The downstream IdP's log lines come through a pipe, its answers through a socket: let the
+// log catch up before counting.
+const settle = () => sleep(400);
 const GRANT_TTL = 10;
 const users = { ...DEFAULT_USERS };
 for (const n of ['dave', 'erin', 'frank', 'grace', 'heidi']) {
@@ -218,6 +221,7 @@ test('a revoked or expired grant, an ID token, a tampered grant, or an action ou
 test('state replay, a callback in another session or of another person, and a callback at another resource are refused', async () => {
   // 1. Another browser session of the same person, and a session of another person.
   const cb = await callbackFor({ user: 'dave' });
+  await settle();
   const before1 = codeExchanges();
   const consents1 = consentsOf('dave');
   const otherSession = new OriginJar();
@@ -230,6 +234,7 @@ test('state replay, a callback in another session or of another person, and a ca
   assertRefusedPage({ ...d2, callbackUrl: cb.callbackUrl }, 'the callback in another person\'s session');
   const d3 = await v.deliverCallback({ jar: new OriginJar(), callbackUrl: cb.callbackUrl });
   assert.ok(d3.first.status !== 200 && !(d3.firstLocation || '').includes('code='), `no session: ${d3.first.status}`);
+  await settle();
   assert.equal(codeExchanges(), before1, 'the code was never sent to the provider');
   assert.equal(consentsOf('dave'), consents1, 'no consent went live');
   assert.equal(consentsOf('erin'), '0');
@@ -238,11 +243,13 @@ test('state replay, a callback in another session or of another person, and a ca
 
   // 2. A callback for github arriving at gitlab's redirect URI (same session).
   const cb2 = await callbackFor({ user: 'frank' });
+  await settle();
   const before2 = codeExchanges();
   const before2gl = codeExchanges('consentd-gitlab');
   const atGitlab = cb2.callbackUrl.replace('/oauth/callback/github?', '/oauth/callback/gitlab?');
   const d4 = await v.deliverCallback({ jar: cb2.jar, callbackUrl: atGitlab });
   assertRefusedPage({ ...d4, callbackUrl: atGitlab }, 'github\'s callback at gitlab\'s redirect URI');
+  await settle();
   assert.equal(codeExchanges(), before2, 'github\'s code was not exchanged');
   assert.equal(codeExchanges('consentd-gitlab'), before2gl, 'nor sent with gitlab\'s client');
   const gl = await v.gw.exchange({ ...cb2.ask, audience: 'gitlab' });
@@ -261,10 +268,12 @@ test('state replay, a callback in another session or of another person, and a ca
   assert.equal(g.status, 200, JSON.stringify(g.body));
   seenSecrets.push(['grant', g.body.access_token]);
   const { cid } = (await v.gw.verify(g.body.access_token)).payload;
+  await settle();
   const before3 = codeExchanges();
   const consents3 = consentsOf('grace');
   const replay = await v.deliverCallback({ jar: cb3.jar, callbackUrl: cb3.callbackUrl });
   assertRefusedPage({ ...replay, callbackUrl: cb3.callbackUrl }, 'a replayed callback');
+  await settle();
   assert.equal(codeExchanges(), before3, 'the replayed code was not sent to the provider');
   assert.equal(consentsOf('grace'), consents3);
   assert.equal(vaultRows(cid), 1, 'the live connection is untouched');
@@ -296,6 +305,7 @@ test('20 concurrent exchanges of one near-expiry token cause exactly one refresh
     assert.equal(r.status, 200, `every concurrent release succeeds: ${r.text}`);
     seenSecrets.push(['provider access token', r.body.access_token]);
   }
+  await settle();
   const tokens = new Set(rs.map((r) => r.body.access_token));
   assert.ok(!tokens.has(t0.access_token), 'every answer is the refreshed token');
   assert.equal(tokens.size, 1, `one refreshed token for all 20 (got ${tokens.size})`);
@@ -308,6 +318,7 @@ test('20 concurrent exchanges of one near-expiry token cause exactly one refresh
   // The rotated refresh token was stored: the next refresh works too.
   await sleep(3700);
   const again = await released(k.grant);
+  await settle();
   assert.ok(!tokens.has(again.access_token));
   assert.equal(refreshesFor(dsGrant).length, 2);
   assert.ok(refreshesFor(dsGrant).every((e) => e.status === 200), 'no refresh was refused');
