@@ -262,7 +262,8 @@ test('two agents on the same resource hold different provider tokens; revoking o
   assert.equal(vaultRows(a.cid), 0);
   const gone = await v.waitFor(async () => (await v.dsIntrospect(ra.body.access_token)).active === false);
   assert.ok(gone, 'the revoked agent\'s provider token dies at the provider');
-  assert.ok(revocationsFor(ia.grant_id).some((e) => e.kind === 'RefreshToken' && e.status === 200));
+  assert.ok(await v.waitFor(() => revocationsFor(ia.grant_id).some((e) => e.kind === 'RefreshToken' && e.status === 200)),
+    'the revoked agent\'s refresh token was revoked at the provider');
   await settle();
   assert.equal(revocationsFor(ic.grant_id).length, 0, 'nothing of the other agent was revoked');
 
@@ -329,7 +330,7 @@ test('a narrowed consent reconnects with the narrower provider scopes and the ol
   assert.equal(old.body?.access_token, undefined);
   const oldDead = await v.waitFor(async () => (await v.dsIntrospect(r1.body.access_token)).active === false);
   assert.ok(oldDead, 'the old provider token is revoked');
-  assert.ok(revocationsFor(i1.grant_id).some((e) => e.kind === 'RefreshToken' && e.status === 200),
+  assert.ok(await v.waitFor(() => revocationsFor(i1.grant_id).some((e) => e.kind === 'RefreshToken' && e.status === 200)),
     'the old refresh token was revoked at the provider');
   const noWrite = await v.release(g2.body.access_token, 'close_issue');
   assert.equal(noWrite.body?.access_token, undefined);
