@@ -42,7 +42,10 @@ struct consent {                     /* caller-owned; release with consent_clear
 	struct scope_set granted, declined;
 	bool    offline;
 	int64_t created_at, expires_at, revoked_at;
-	char   *state;                   /* "live", "revoked", "expired" (later: "reconnect_required") */
+	bool    reconnect_required;      /* the provider rejected its vault record (flow D) */
+	char   *state;                   /* "live", "revoked", "expired", or "reconnect_required"
+	                                    (unrevoked, unexpired, but its provider connection
+	                                    must be made again) */
 };
 void consent_clear(struct consent *c);
 
@@ -112,18 +115,42 @@ struct consent_decision {
  * a selection outside the request, an empty approval or a bad duration).
  * Approve: a new consent (new id) with granted = selected and declined = the
  * rest of the request, replacing -- in the same transaction -- the live
- * consent for (user, agent, resource) with its grants and refresh tokens.
+ * consent for (user, agent, resource) with its grants and refresh tokens (its
+ * vault record goes to the revocation outbox unless reserved for a move).
  * Deny: the request is denied; the live consent is unchanged.
  * *new_consent_id (malloc'd) is written on an approval. */
 enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const char *request_id,
     int64_t user_id, const struct consent_decision *d, const char *actor, int64_t now,
     char **new_consent_id) CS_MUST_CHECK;
+/* The same, inside the caller's transaction when in_tx (the vault makes a
+ * consent live together with its record).  With in_tx nothing is committed or
+ * rolled back here: on an error the caller rolls back -- including, for an
+ * expired request, the mark that it expired (CS_EINVAL either way). */
+enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
+    const char *request_id, int64_t user_id, const struct consent_decision *d, const char *actor,
+    int64_t now, bool in_tx, char **new_consent_id) CS_MUST_CHECK;
+/* The checks consent_decide makes on an approval, without writing anything:
+ * r pending and unexpired at now and user_id's (CS_EPERM when not theirs,
+ * CS_EINVAL otherwise), d->selected non-empty, ⊆ r's scopes, configured and
+ * allowed to the agent, duration within the resource's max_consent.  For the
+ * vault, which checks before sending the person to the provider. */
+enum cs_err consent_decision_check(const struct config *cfg, const struct consent_request *r,
+    int64_t user_id, const struct consent_decision *d, int64_t now) CS_MUST_CHECK;
 
 /* A consent by id (any state); CS_ENOENT when unknown. */
 enum cs_err consent_get(struct store_conn *c, const char *id, int64_t now,
     struct consent *out) CS_MUST_CHECK;
 /* true when the consent is neither revoked nor expired at now. */
 bool consent_is_live(const struct consent *k, int64_t now);
+/* The unrevoked, unexpired consent of (user, agent, resource) -- reconnect_required
+ * or not; CS_ENOENT when none. */
+enum cs_err consent_current(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, int64_t now, struct consent *out) CS_MUST_CHECK;
+/* Marks an unrevoked consent reconnect_required (flow D: its provider
+ * connection was rejected), inside the caller's transaction; the token
+ * exchange then answers consent_required.  CS_ENOENT when it is revoked or
+ * unknown.  The caller audits. */
+enum cs_err consent_set_reconnect_required(struct store_conn *c, const char *consent_id) CS_MUST_CHECK;
 
 /* The person's consents (live ones first, then the most recent others, at most
  * max) and pending requests.  Arrays are malloc'd; free with the _free calls. */
@@ -134,8 +161,9 @@ enum cs_err consent_pending_for_user(struct store_conn *c, int64_t user_id, int6
     struct consent_request **out, size_t *n) CS_MUST_CHECK;
 void consent_request_list_free(struct consent_request *v, size_t n);
 
-/* Revokes a consent with its grants and refresh tokens (and, later, approvals
- * and vault records), with one audit entry naming actor and reason.  When
+/* Revokes a consent with its grants and refresh tokens, moving its vault
+ * record (if any) to the revocation outbox (and, later, approvals), with one
+ * audit entry naming actor and reason.  When
  * only_user_id > 0 the consent must belong to that user (CS_EPERM otherwise).
  * Revoking an already revoked consent is CS_OK (idempotent).  Runs in its own
  * transaction unless in_tx. */

@@ -1,5 +1,5 @@
 /* store_consent.h -- the SQL behind consent.c (consent requests, consents, the
- * revocation cascade onto grants and refresh tokens) and audit.c (the insert).
+ * revocation cascade onto grants, refresh tokens and vault records) and audit.c (the insert).
  * Plain rows with text columns: parsing and rules belong to consent.c, not here. */
 #ifndef CS_STORE_CONSENT_H
 #define CS_STORE_CONSENT_H
@@ -18,6 +18,7 @@ struct store_consent_row {       /* caller-owned; release with store_consent_row
 	int     offline;
 	int64_t created_at, expires_at, revoked_at;
 	char   *revoked_by, *revoke_reason, *request_id;
+	int     reconnect_required;  /* migration 0005; ignored on insert (starts 0) */
 };
 void store_consent_row_clear(struct store_consent_row *r);               /* NULL-safe */
 void store_consent_rows_free(struct store_consent_row *v, size_t n);     /* NULL-safe */
@@ -57,8 +58,13 @@ enum cs_err store_consent_insert(struct store_conn *c, const struct store_consen
 enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int64_t now,
     const char *by, const char *reason, int *changed) CS_MUST_CHECK;
 /* Revokes every unrevoked grant and refresh token of the consent (tables of
- * migration 0004). */
+ * migration 0004) and moves its vault record, unless reserved for a move, to
+ * the revocation outbox (store_vault_to_outbox, migration 0005). */
 enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t now) CS_MUST_CHECK;
+/* Marks an unrevoked consent reconnect_required; *changed 1 when it was
+ * unrevoked (already marked counts), 0 when revoked or unknown. */
+enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id,
+    int *changed) CS_MUST_CHECK;
 /* The user's consents: live ones (unrevoked, unexpired at now) first, then
  * the others, each group most recent first; at most max rows.  *out NULL and
  * *n 0 when none. */

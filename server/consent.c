@@ -268,11 +268,14 @@ bool consent_is_live(const struct consent *k, int64_t now)
 	return k != NULL && k->revoked_at == 0 && k->expires_at > now;
 }
 
-static const char *consent_state(int64_t revoked_at, int64_t expires_at, int64_t now)
+static const char *consent_state(int64_t revoked_at, int64_t expires_at, int reconnect,
+    int64_t now)
 {
 	if (revoked_at != 0)
 		return "revoked";
-	return expires_at > now ? "live" : "expired";
+	if (expires_at <= now)
+		return "expired";
+	return reconnect ? "reconnect_required" : "live";
 }
 
 /* Moves a row into *out (the row's strings change owner); *out written only on CS_OK. */
@@ -284,7 +287,8 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	if ((e = set_from_db(r->granted, &k.granted)) != CS_OK ||
 	    (e = set_from_db(r->declined, &k.declined)) != CS_OK)
 		goto out;
-	if ((k.state = strdup(consent_state(r->revoked_at, r->expires_at, now))) == NULL) {
+	if ((k.state = strdup(consent_state(r->revoked_at, r->expires_at, r->reconnect_required,
+	    now))) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
@@ -301,6 +305,7 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	k.created_at = r->created_at;
 	k.expires_at = r->expires_at;
 	k.revoked_at = r->revoked_at;
+	k.reconnect_required = r->reconnect_required != 0;
 	*out = k;
 	memset(&k, 0, sizeof k);
 out:
@@ -615,7 +620,11 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 	if (e == CS_OK && k.expires_at > now) {
 		have_live = true;
 		if ((e = set_from_db(k.granted, &kg)) != CS_OK ||
-		    (e = set_from_db(k.declined, &kd)) != CS_OK ||
+		    (e = set_from_db(k.declined, &kd)) != CS_OK)
+			goto out;
+		/* SECURITY: a consent whose provider connection was rejected covers
+		 * nothing until the person reconnects (flow D): consent_required. */
+		if (!k.reconnect_required &&
 		    (e = live_covers(&kg, &kd, requested, &covers, &a.grant_scopes)) != CS_OK)
 			goto out;
 		if (covers) {
@@ -683,19 +692,20 @@ static bool agent_allows(const struct config_agent *ag, const char *resource, co
 
 /* The approved selection, checked: non-empty, ⊆ the request, still configured
  * and allowed to the agent.  *sel is sorted and unique. */
-static enum cs_err check_selection(const struct config *cfg, const struct store_creq_row *r,
-    const struct scope_set *req, const struct consent_decision *d, struct scope_set *sel)
+static enum cs_err check_selection(const struct config *cfg, const char *agent,
+    const char *resource, const struct scope_set *req, const struct consent_decision *d,
+    struct scope_set *sel)
 {
 	enum cs_err e;
-	const struct config_agent *ag = config_agent(cfg, r->agent);
+	const struct config_agent *ag = config_agent(cfg, agent);
 	if (d->selected.n == 0 || d->selected.n > CONSENT_MAX_SCOPES)
 		return CS_EINVAL;
 	for (size_t i = 0; i < d->selected.n; i++) {
 		const char *s = d->selected.v[i];
 		/* SECURITY: granted ⊆ requested ∩ configured ∩ agent-allowed
 		 * (invariant 7), whatever the form sent. */
-		if (s == NULL || !scope_set_has(req, s) || config_scope(cfg, r->resource, s) == NULL ||
-		    !agent_allows(ag, r->resource, s))
+		if (s == NULL || !scope_set_has(req, s) || config_scope(cfg, resource, s) == NULL ||
+		    !agent_allows(ag, resource, s))
 			return CS_EINVAL;
 		if ((e = set_add(sel, s, strlen(s))) != CS_OK)
 			return e;
@@ -723,7 +733,7 @@ static enum cs_err decide_approve(const struct audit_ctx *x, const struct config
 	memset(&k, 0, sizeof k);
 	if ((e = set_from_db(r->scopes, &req)) != CS_OK)
 		goto out;
-	if ((e = check_selection(cfg, r, &req, d, &sel)) != CS_OK)
+	if ((e = check_selection(cfg, r->agent, r->resource, &req, d, &sel)) != CS_OK)
 		goto out;
 	if (res == NULL || d->duration < 1 || d->duration > res->max_consent) {
 		e = CS_EINVAL;
@@ -791,8 +801,15 @@ enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const
     int64_t user_id, const struct consent_decision *d, const char *actor, int64_t now,
     char **new_consent_id)
 {
+	return consent_decide_tx(c, cfg, request_id, user_id, d, actor, now, false, new_consent_id);
+}
+
+enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
+    const char *request_id, int64_t user_id, const struct consent_decision *d, const char *actor,
+    int64_t now, bool caller_tx, char **new_consent_id)
+{
 	enum cs_err e;
-	bool in_tx = false;
+	bool in_tx = false;               /* our own transaction is open */
 	char *nid = NULL;
 	struct store_creq_row r;
 	struct audit_ctx x = { c, now, actor, NULL, NULL, NULL };
@@ -800,9 +817,11 @@ enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const
 	memset(&r, 0, sizeof r);
 	if (c == NULL || cfg == NULL || request_id == NULL || d == NULL)
 		return CS_EINVAL;
-	if ((e = store_begin(c)) != CS_OK)
-		return e;
-	in_tx = true;
+	if (!caller_tx) {
+		if ((e = store_begin(c)) != CS_OK)
+			return e;
+		in_tx = true;
+	}
 	if ((e = store_creq_get(c, request_id, &r)) != CS_OK)
 		goto out;
 	/* SECURITY: invariant 4 -- only the person the agent asked for decides. */
@@ -818,12 +837,17 @@ enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const
 		goto out;
 	}
 	if (r.expires_at <= now) {
-		/* Record the expiry (committed), then refuse the decision. */
+		/* Record the expiry (committed, unless in the caller's transaction,
+		 * which will roll back), then refuse the decision. */
 		if ((e = store_creq_decide(c, r.id, "expired", now, NULL)) != CS_OK ||
 		    (e = audit(&x, "consent.request.expired", r.scopes, NULL, r.id, "expired",
-		    NULL)) != CS_OK || (e = store_commit(c)) != CS_OK)
+		    NULL)) != CS_OK)
 			goto out;
-		in_tx = false;
+		if (in_tx) {
+			if ((e = store_commit(c)) != CS_OK)
+				goto out;
+			in_tx = false;
+		}
 		e = CS_EINVAL;
 		goto out;
 	}
@@ -837,9 +861,11 @@ enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const
 		    NULL)) != CS_OK)
 			goto out;
 	}
-	if ((e = store_commit(c)) != CS_OK)
-		goto out;
-	in_tx = false;
+	if (in_tx) {
+		if ((e = store_commit(c)) != CS_OK)
+			goto out;
+		in_tx = false;
+	}
 	if (new_consent_id != NULL) {
 		*new_consent_id = nid;
 		nid = NULL;
@@ -850,6 +876,30 @@ out:
 		store_rollback(c);
 	free(nid);
 	store_creq_row_clear(&r);
+	return e;
+}
+
+enum cs_err consent_decision_check(const struct config *cfg, const struct consent_request *r,
+    int64_t user_id, const struct consent_decision *d, int64_t now)
+{
+	enum cs_err e;
+	struct scope_set sel;
+	const struct config_resource *res;
+
+	if (cfg == NULL || r == NULL || d == NULL || r->status == NULL || r->agent == NULL ||
+	    r->resource == NULL)
+		return CS_EINVAL;
+	/* SECURITY: invariant 4, as in consent_decide. */
+	if (user_id <= 0 || r->user_id != user_id)
+		return CS_EPERM;
+	if (strcmp(r->status, "pending") != 0 || r->expires_at <= now || !d->approve)
+		return CS_EINVAL;
+	res = config_resource(cfg, r->resource);
+	if (res == NULL || d->duration < 1 || d->duration > res->max_consent)
+		return CS_EINVAL;
+	memset(&sel, 0, sizeof sel);
+	e = check_selection(cfg, r->agent, r->resource, &r->scopes, d, &sel);
+	scope_set_clear(&sel);
 	return e;
 }
 
@@ -879,6 +929,37 @@ enum cs_err consent_get(struct store_conn *c, const char *id, int64_t now, struc
 		e = consent_from_row(&r, now, out);
 	store_consent_row_clear(&r);
 	return e;
+}
+
+enum cs_err consent_current(struct store_conn *c, int64_t user_id, const char *agent,
+    const char *resource, int64_t now, struct consent *out)
+{
+	enum cs_err e;
+	struct store_consent_row r;
+	memset(&r, 0, sizeof r);
+	if (c == NULL || agent == NULL || resource == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_consent_current(c, user_id, agent, resource, &r)) != CS_OK)
+		goto out;
+	if (r.expires_at <= now) {
+		e = CS_ENOENT;
+		goto out;
+	}
+	e = consent_from_row(&r, now, out);
+out:
+	store_consent_row_clear(&r);
+	return e;
+}
+
+enum cs_err consent_set_reconnect_required(struct store_conn *c, const char *consent_id)
+{
+	enum cs_err e;
+	int changed = 0;
+	if (c == NULL || consent_id == NULL)
+		return CS_EINVAL;
+	if ((e = store_consent_set_reconnect(c, consent_id, &changed)) != CS_OK)
+		return e;
+	return changed ? CS_OK : CS_ENOENT;
 }
 
 enum cs_err consent_list_for_user(struct store_conn *c, int64_t user_id, int64_t now, size_t max,

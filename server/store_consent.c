@@ -1,5 +1,5 @@
 /* store_consent.c -- the SQL for consent requests, consents, their revocation
- * cascade and the audit insert.  Rules live in consent.c; this file only moves
+ * cascade (grants, refresh tokens, vault records) and the audit insert.  Rules live in consent.c; this file only moves
  * rows.  It must never build SQL from input: every value is a bound parameter. */
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +9,12 @@
 #include "audit.h"
 #include "store_consent.h"
 #include "store_priv.h"
+#include "store_vault.h"
 
 #define CONSENT_COLS \
 	"k.id, k.user_id, u.subject, k.agent, k.resource, k.granted, k.declined, k.offline, " \
-	"k.created_at, k.expires_at, k.revoked_at, k.revoked_by, k.revoke_reason, k.request_id " \
-	"FROM consents k JOIN users u ON u.id = k.user_id "
+	"k.created_at, k.expires_at, k.revoked_at, k.revoked_by, k.revoke_reason, k.request_id, " \
+	"k.reconnect_required FROM consents k JOIN users u ON u.id = k.user_id "
 #define CREQ_COLS \
 	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
 	"r.status, r.created_at, r.expires_at, r.decided_at, r.last_poll_at, r.interval, " \
@@ -44,6 +45,8 @@ static const char SQL_GRANTS_REVOKE[] =
     "UPDATE grants SET revoked_at = ?2 WHERE consent_id = ?1 AND revoked_at = 0";
 static const char SQL_REFRESH_REVOKE[] =
     "UPDATE refresh_tokens SET revoked_at = ?2 WHERE consent_id = ?1 AND revoked_at = 0";
+static const char SQL_CONSENT_RECONNECT[] =
+    "UPDATE consents SET reconnect_required = 1 WHERE id = ?1 AND revoked_at = 0";
 static const char SQL_CONSENT_LIST[] =
     "SELECT " CONSENT_COLS "WHERE k.user_id = ?1 "
     "ORDER BY (k.revoked_at = 0 AND k.expires_at > ?2) DESC, k.created_at DESC, k.rowid DESC "
@@ -159,6 +162,7 @@ static enum cs_err read_consent(sqlite3_stmt *st, struct store_consent_row *r)
 	r->created_at = sqlite3_column_int64(st, 8);
 	r->expires_at = sqlite3_column_int64(st, 9);
 	r->revoked_at = sqlite3_column_int64(st, 10);
+	r->reconnect_required = sqlite3_column_int(st, 14) != 0;
 	return CS_OK;
 fail:
 	store_consent_row_clear(r);
@@ -355,7 +359,28 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 	enum cs_err e = revoke_children(c, SQL_GRANTS_REVOKE, id, now);
 	if (e != CS_OK)
 		return e;
-	return revoke_children(c, SQL_REFRESH_REVOKE, id, now);
+	if ((e = revoke_children(c, SQL_REFRESH_REVOKE, id, now)) != CS_OK)
+		return e;
+	/* SECURITY: the consent's provider tokens go to the revocation outbox
+	 * (migration 0005) in this same transaction; a record reserved for the
+	 * consent replacing this one stays for vault.c to move over. */
+	return store_vault_to_outbox(c, id, now, NULL);
+}
+
+enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, int *changed)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_RECONNECT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	*changed = store_changes(c) > 0;
+	return CS_OK;
 }
 
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,

@@ -1,0 +1,580 @@
+/* store_vault.c -- the SQL for vault records, the revocation outbox and
+ * connect states (migration 0005).  Rules and sealing live in vault.c; this
+ * file only moves rows and ciphertexts, and never builds SQL from input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+
+#include "store_priv.h"
+#include "store_vault.h"
+
+#define RECORD_COLS \
+	"id, consent_id, user_id, subject, agent, resource, provider_scopes, token_type, " \
+	"access_sealed, refresh_sealed, access_expires_at, master_kid, created_at, updated_at, " \
+	"reserved_for FROM vault_records "
+#define OUTBOX_COLS \
+	"id, record_id, consent_id, user_id, subject, resource, access_sealed, refresh_sealed, " \
+	"master_kid, access_expires_at, created_at, attempts, next_attempt_at, refresh_revoked, " \
+	"access_revoked FROM vault_outbox "
+
+static const char SQL_RECORD_BY_CONSENT[] = "SELECT " RECORD_COLS "WHERE consent_id = ?1";
+static const char SQL_RECORD_GET[] = "SELECT " RECORD_COLS "WHERE id = ?1";
+static const char SQL_RECORD_EXISTS[] = "SELECT 1 FROM vault_records WHERE consent_id = ?1";
+static const char SQL_RECORD_INSERT[] =
+    "INSERT INTO vault_records (id, consent_id, user_id, subject, agent, resource, "
+    "provider_scopes, token_type, access_sealed, refresh_sealed, access_expires_at, master_kid, "
+    "created_at, updated_at, reserved_for) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, NULL)";
+static const char SQL_RECORD_RESERVE[] =
+    "UPDATE vault_records SET reserved_for = ?2, updated_at = ?3 WHERE id = ?1";
+static const char SQL_RECORD_MOVE[] =
+    "UPDATE vault_records SET consent_id = ?2, access_sealed = ?3, refresh_sealed = ?4, "
+    "master_kid = ?5, updated_at = ?6, reserved_for = NULL WHERE id = ?1";
+/* coalesce: a refresh that sent no new refresh token keeps the old one. */
+static const char SQL_RECORD_REFRESHED[] =
+    "UPDATE vault_records SET access_sealed = ?2, refresh_sealed = coalesce(?3, refresh_sealed), "
+    "provider_scopes = ?4, access_expires_at = ?5, master_kid = ?6, updated_at = ?7 WHERE id = ?1";
+/* The cascade: a reserved record is on its way to the consent replacing this one. */
+static const char SQL_RECORD_TO_OUTBOX[] =
+    "INSERT INTO vault_outbox (record_id, consent_id, user_id, subject, resource, access_sealed, "
+    "refresh_sealed, master_kid, access_expires_at, created_at, attempts, next_attempt_at, "
+    "refresh_revoked, access_revoked) "
+    "SELECT id, consent_id, user_id, subject, resource, access_sealed, refresh_sealed, "
+    "master_kid, access_expires_at, ?2, 0, ?2, 0, 0 FROM vault_records "
+    "WHERE consent_id = ?1 AND reserved_for IS NULL";
+static const char SQL_RECORD_DELETE_UNRESERVED[] =
+    "DELETE FROM vault_records WHERE consent_id = ?1 AND reserved_for IS NULL";
+
+static const char SQL_OUTBOX_DUE[] =
+    "SELECT " OUTBOX_COLS "WHERE next_attempt_at <= ?1 ORDER BY next_attempt_at, id LIMIT ?2";
+static const char SQL_OUTBOX_MARK[] =
+    "UPDATE vault_outbox SET refresh_revoked = max(refresh_revoked, ?2), "
+    "access_revoked = max(access_revoked, ?3) WHERE id = ?1";
+static const char SQL_OUTBOX_RETRY[] =
+    "UPDATE vault_outbox SET attempts = ?2, next_attempt_at = ?3 WHERE id = ?1";
+static const char SQL_OUTBOX_DELETE[] = "DELETE FROM vault_outbox WHERE id = ?1";
+static const char SQL_OUTBOX_COUNT[] = "SELECT count(*) FROM vault_outbox";
+
+static const char SQL_CONNECT_INSERT[] =
+    "INSERT INTO vault_connects (state_hash, session_hash, user_id, request_id, resource, "
+    "provider_issuer, code_verifier, selected, duration, offline, provider_scopes, created_at, "
+    "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+static const char SQL_CONNECT_TAKE[] =
+    "DELETE FROM vault_connects WHERE state_hash = ?1 RETURNING session_hash, user_id, "
+    "request_id, resource, provider_issuer, code_verifier, selected, duration, offline, "
+    "provider_scopes, created_at, expires_at";
+static const char SQL_CONNECT_PURGE[] = "DELETE FROM vault_connects WHERE expires_at <= ?1";
+
+#define OUTBOX_MAX 1000              /* one pass handles at most this many */
+
+/* --- helpers ------------------------------------------------------------ */
+
+static void free_blob(unsigned char *p, size_t n)
+{
+	if (p == NULL)
+		return;
+	OPENSSL_cleanse(p, n);
+	free(p);
+}
+
+/* A blob column that may be NULL: *out NULL and *len 0 then. */
+static enum cs_err col_blob_null(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+{
+	if (sqlite3_column_type(st, i) == SQLITE_NULL) {
+		*out = NULL;
+		*len = 0;
+		return CS_OK;
+	}
+	return store_col_blob(st, i, out, len);
+}
+
+/* Binds a blob, or SQL NULL when p is NULL (store_bind_blob would bind an
+ * empty blob, which is not "no refresh token"). */
+static enum cs_err bind_blob_null(sqlite3_stmt *st, int i, const unsigned char *p, size_t n)
+{
+	if (p == NULL)
+		return sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB;
+	return store_bind_blob(st, i, p, n);
+}
+
+/* Runs a bound statement that must change exactly one row. */
+static enum cs_err exec_one(struct store_conn *c, sqlite3_stmt *st)
+{
+	enum cs_err e = store_exec(c, st);
+	if (e == CS_OK && store_changes(c) != 1)
+		e = CS_ENOENT;
+	return e;
+}
+
+/* --- records ------------------------------------------------------------ */
+
+void store_vault_record_clear(struct store_vault_record *r)
+{
+	if (r == NULL)
+		return;
+	free(r->id);
+	free(r->consent_id);
+	free(r->subject);
+	free(r->agent);
+	free(r->resource);
+	free(r->provider_scopes);
+	free(r->token_type);
+	free_blob(r->access_sealed, r->access_sealed_len);
+	free_blob(r->refresh_sealed, r->refresh_sealed_len);
+	free(r->master_kid);
+	free(r->reserved_for);
+	memset(r, 0, sizeof *r);
+}
+
+static enum cs_err read_record(sqlite3_stmt *st, struct store_vault_record *r)
+{
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
+	    (e = store_col_text(st, 1, &r->consent_id)) != CS_OK ||
+	    (e = store_col_text(st, 3, &r->subject)) != CS_OK ||
+	    (e = store_col_text(st, 4, &r->agent)) != CS_OK ||
+	    (e = store_col_text(st, 5, &r->resource)) != CS_OK ||
+	    (e = store_col_text(st, 6, &r->provider_scopes)) != CS_OK ||
+	    (e = store_col_text(st, 7, &r->token_type)) != CS_OK ||
+	    (e = col_blob_null(st, 8, &r->access_sealed, &r->access_sealed_len)) != CS_OK ||
+	    (e = col_blob_null(st, 9, &r->refresh_sealed, &r->refresh_sealed_len)) != CS_OK ||
+	    (e = store_col_text(st, 11, &r->master_kid)) != CS_OK ||
+	    (e = store_col_text(st, 14, &r->reserved_for)) != CS_OK)
+		goto fail;
+	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
+	if (r->id == NULL || r->consent_id == NULL || r->subject == NULL || r->agent == NULL ||
+	    r->resource == NULL || r->provider_scopes == NULL || r->token_type == NULL ||
+	    r->access_sealed == NULL || r->master_kid == NULL) {
+		e = CS_EDB;
+		goto fail;
+	}
+	r->user_id = sqlite3_column_int64(st, 2);
+	r->access_expires_at = sqlite3_column_int64(st, 10);
+	r->created_at = sqlite3_column_int64(st, 12);
+	r->updated_at = sqlite3_column_int64(st, 13);
+	return CS_OK;
+fail:
+	store_vault_record_clear(r);
+	return e;
+}
+
+static enum cs_err record_by(struct store_conn *c, const char *sql, const char *key,
+    struct store_vault_record *out)
+{
+	enum cs_err e;
+	struct store_vault_record r;
+	sqlite3_stmt *st = store_stmt(c, sql);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, key)) == CS_OK && (e = store_step(c, st)) == CS_OK &&
+	    (e = read_record(st, &r)) == CS_OK)
+		*out = r;
+	store_stmt_done(st);
+	return e;
+}
+
+enum cs_err store_vault_record_by_consent(struct store_conn *c, const char *consent_id,
+    struct store_vault_record *out)
+{
+	return record_by(c, SQL_RECORD_BY_CONSENT, consent_id, out);
+}
+
+enum cs_err store_vault_record_get(struct store_conn *c, const char *id,
+    struct store_vault_record *out)
+{
+	return record_by(c, SQL_RECORD_GET, id, out);
+}
+
+int store_vault_record_exists(struct store_conn *c, const char *consent_id)
+{
+	int found = 0;
+	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_EXISTS);
+	if (st == NULL)
+		return 0;
+	if (store_bind_text(st, 1, consent_id) == CS_OK && store_step(c, st) == CS_OK)
+		found = 1;
+	store_stmt_done(st);
+	return found;
+}
+
+enum cs_err store_vault_record_insert(struct store_conn *c, const struct store_vault_record *r)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, r->consent_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, r->user_id)) != CS_OK ||
+	    (e = store_bind_text(st, 4, r->subject)) != CS_OK ||
+	    (e = store_bind_text(st, 5, r->agent)) != CS_OK ||
+	    (e = store_bind_text(st, 6, r->resource)) != CS_OK ||
+	    (e = store_bind_text(st, 7, r->provider_scopes)) != CS_OK ||
+	    (e = store_bind_text(st, 8, r->token_type)) != CS_OK ||
+	    (e = store_bind_blob(st, 9, r->access_sealed, r->access_sealed_len)) != CS_OK ||
+	    (e = bind_blob_null(st, 10, r->refresh_sealed, r->refresh_sealed_len)) != CS_OK ||
+	    (e = store_bind_int64(st, 11, r->access_expires_at)) != CS_OK ||
+	    (e = store_bind_text(st, 12, r->master_kid)) != CS_OK ||
+	    (e = store_bind_int64(st, 13, r->created_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 14, r->updated_at)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_vault_record_reserve(struct store_conn *c, const char *id,
+    const char *reserved_for, int64_t now)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_RESERVE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, reserved_for)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_vault_record_move(struct store_conn *c, const char *id, const char *consent_id,
+    const unsigned char *access, size_t access_len, const unsigned char *refresh,
+    size_t refresh_len, const char *master_kid, int64_t now)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_MOVE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, consent_id)) != CS_OK ||
+	    (e = store_bind_blob(st, 3, access, access_len)) != CS_OK ||
+	    (e = bind_blob_null(st, 4, refresh, refresh_len)) != CS_OK ||
+	    (e = store_bind_text(st, 5, master_kid)) != CS_OK ||
+	    (e = store_bind_int64(st, 6, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_vault_record_refreshed(struct store_conn *c, const char *id,
+    const unsigned char *access, size_t access_len, const unsigned char *refresh,
+    size_t refresh_len, const char *provider_scopes, int64_t access_expires_at,
+    const char *master_kid, int64_t now)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_REFRESHED);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_blob(st, 2, access, access_len)) != CS_OK ||
+	    (e = bind_blob_null(st, 3, refresh, refresh_len)) != CS_OK ||
+	    (e = store_bind_text(st, 4, provider_scopes)) != CS_OK ||
+	    (e = store_bind_int64(st, 5, access_expires_at)) != CS_OK ||
+	    (e = store_bind_text(st, 6, master_kid)) != CS_OK ||
+	    (e = store_bind_int64(st, 7, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_vault_to_outbox(struct store_conn *c, const char *consent_id, int64_t now,
+    int *moved)
+{
+	enum cs_err e;
+	int64_t n;
+	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_TO_OUTBOX);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	n = store_changes(c);
+	/* SECURITY: the ciphertexts now live only in the outbox, from which
+	 * nothing is ever released. */
+	if ((st = store_stmt(c, SQL_RECORD_DELETE_UNRESERVED)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	/* Defensive: what was copied is exactly what was deleted. */
+	if (store_changes(c) != n)
+		return CS_EDB;
+	if (moved != NULL)
+		*moved = (int)n;
+	return CS_OK;
+}
+
+/* --- outbox ------------------------------------------------------------- */
+
+void store_vault_outbox_clear(struct store_vault_outbox *o)
+{
+	if (o == NULL)
+		return;
+	free(o->record_id);
+	free(o->consent_id);
+	free(o->subject);
+	free(o->resource);
+	free_blob(o->access_sealed, o->access_sealed_len);
+	free_blob(o->refresh_sealed, o->refresh_sealed_len);
+	free(o->master_kid);
+	memset(o, 0, sizeof *o);
+}
+
+void store_vault_outbox_free(struct store_vault_outbox *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		store_vault_outbox_clear(&v[i]);
+	free(v);
+}
+
+static enum cs_err read_outbox(sqlite3_stmt *st, struct store_vault_outbox *o)
+{
+	enum cs_err e;
+	memset(o, 0, sizeof *o);
+	if ((e = store_col_text(st, 1, &o->record_id)) != CS_OK ||
+	    (e = store_col_text(st, 2, &o->consent_id)) != CS_OK ||
+	    (e = store_col_text(st, 4, &o->subject)) != CS_OK ||
+	    (e = store_col_text(st, 5, &o->resource)) != CS_OK ||
+	    (e = col_blob_null(st, 6, &o->access_sealed, &o->access_sealed_len)) != CS_OK ||
+	    (e = col_blob_null(st, 7, &o->refresh_sealed, &o->refresh_sealed_len)) != CS_OK ||
+	    (e = store_col_text(st, 8, &o->master_kid)) != CS_OK)
+		goto fail;
+	if (o->record_id == NULL || o->consent_id == NULL || o->subject == NULL ||
+	    o->resource == NULL || o->access_sealed == NULL || o->master_kid == NULL) {
+		e = CS_EDB;
+		goto fail;
+	}
+	o->id = sqlite3_column_int64(st, 0);
+	o->user_id = sqlite3_column_int64(st, 3);
+	o->access_expires_at = sqlite3_column_int64(st, 9);
+	o->created_at = sqlite3_column_int64(st, 10);
+	o->attempts = sqlite3_column_int64(st, 11);
+	o->next_attempt_at = sqlite3_column_int64(st, 12);
+	o->refresh_revoked = sqlite3_column_int(st, 13) != 0;
+	o->access_revoked = sqlite3_column_int(st, 14) != 0;
+	return CS_OK;
+fail:
+	store_vault_outbox_clear(o);
+	return e;
+}
+
+enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max,
+    struct store_vault_outbox **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_vault_outbox *v = NULL;
+	size_t nv = 0;
+	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_DUE);
+	if (st == NULL)
+		return CS_EDB;
+	if (max > OUTBOX_MAX)
+		max = OUTBOX_MAX;
+	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, (int64_t)max)) != CS_OK)
+		goto out;
+	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while (nv < max && (e = store_step(c, st)) == CS_OK) {
+		if ((e = read_outbox(st, &v[nv])) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e == CS_ENOENT || nv == max)
+		e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_vault_outbox_free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
+enum cs_err store_vault_outbox_mark(struct store_conn *c, int64_t id, int refresh_revoked,
+    int access_revoked)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_MARK);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, refresh_revoked ? 1 : 0)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, access_revoked ? 1 : 0)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_vault_outbox_retry(struct store_conn *c, int64_t id, int64_t attempts,
+    int64_t next_attempt_at)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_RETRY);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, attempts)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, next_attempt_at)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_DELETE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_vault_outbox_count(struct store_conn *c, int64_t *n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_COUNT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_step(c, st)) == CS_OK)
+		*n = sqlite3_column_int64(st, 0);
+	if (e == CS_ENOENT)
+		e = CS_EDB;                   /* an aggregate always answers one row */
+	store_stmt_done(st);
+	return e;
+}
+
+/* --- connect states ----------------------------------------------------- */
+
+void store_vault_connect_clear(struct store_vault_connect *s)
+{
+	if (s == NULL)
+		return;
+	free(s->request_id);
+	free(s->resource);
+	free(s->provider_issuer);
+	if (s->code_verifier != NULL) {
+		OPENSSL_cleanse(s->code_verifier, strlen(s->code_verifier));
+		free(s->code_verifier);
+	}
+	free(s->selected);
+	free(s->provider_scopes);
+	OPENSSL_cleanse(s, sizeof *s);
+}
+
+enum cs_err store_vault_connect_insert(struct store_conn *c, const struct store_vault_connect *s)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONNECT_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_blob(st, 1, s->state_hash, 32)) != CS_OK ||
+	    (e = store_bind_blob(st, 2, s->session_hash, 32)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, s->user_id)) != CS_OK ||
+	    (e = store_bind_text(st, 4, s->request_id)) != CS_OK ||
+	    (e = store_bind_text(st, 5, s->resource)) != CS_OK ||
+	    (e = store_bind_text(st, 6, s->provider_issuer)) != CS_OK ||
+	    (e = store_bind_text(st, 7, s->code_verifier)) != CS_OK ||
+	    (e = store_bind_text(st, 8, s->selected)) != CS_OK ||
+	    (e = store_bind_int64(st, 9, s->duration)) != CS_OK ||
+	    (e = store_bind_int64(st, 10, s->offline ? 1 : 0)) != CS_OK ||
+	    (e = store_bind_text(st, 11, s->provider_scopes)) != CS_OK ||
+	    (e = store_bind_int64(st, 12, s->created_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 13, s->expires_at)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char state_hash[32],
+    struct store_vault_connect *out)
+{
+	enum cs_err e;
+	unsigned char *sh = NULL;
+	size_t shlen = 0;
+	struct store_vault_connect s;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONNECT_TAKE);
+	memset(&s, 0, sizeof s);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_blob(st, 1, state_hash, 32)) != CS_OK ||
+	    (e = store_step(c, st)) != CS_OK)
+		goto out;
+	if ((e = store_col_blob(st, 0, &sh, &shlen)) != CS_OK ||
+	    (e = store_col_text(st, 2, &s.request_id)) != CS_OK ||
+	    (e = store_col_text(st, 3, &s.resource)) != CS_OK ||
+	    (e = store_col_text(st, 4, &s.provider_issuer)) != CS_OK ||
+	    (e = store_col_text(st, 5, &s.code_verifier)) != CS_OK ||
+	    (e = store_col_text(st, 6, &s.selected)) != CS_OK ||
+	    (e = store_col_text(st, 9, &s.provider_scopes)) != CS_OK)
+		goto out;
+	if (shlen != 32 || s.request_id == NULL || s.resource == NULL || s.code_verifier == NULL ||
+	    s.selected == NULL || s.provider_scopes == NULL) {
+		e = CS_EDB;
+		goto out;
+	}
+	memcpy(s.state_hash, state_hash, 32);
+	memcpy(s.session_hash, sh, 32);
+	s.user_id = sqlite3_column_int64(st, 1);
+	s.duration = sqlite3_column_int64(st, 7);
+	s.offline = sqlite3_column_int(st, 8) != 0;
+	s.created_at = sqlite3_column_int64(st, 10);
+	s.expires_at = sqlite3_column_int64(st, 11);
+	/* Step to the end so the DELETE really happens (RETURNING runs it). */
+	if ((e = store_step(c, st)) != CS_ENOENT) {
+		if (e == CS_OK)
+			e = CS_EDB;           /* a primary key matched twice: cannot be */
+		goto out;
+	}
+	*out = s;
+	memset(&s, 0, sizeof s);
+	e = CS_OK;
+out:
+	store_stmt_done(st);
+	free(sh);
+	store_vault_connect_clear(&s);
+	return e;
+}
+
+enum cs_err store_vault_connect_purge(struct store_conn *c, int64_t now)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONNECT_PURGE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
