@@ -1051,7 +1051,8 @@ static void tamper(const char *kid, void (*f)(unsigned char *, int *))
 	ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
 	n = sqlite3_column_bytes(s, 0);
 	ck_assert_int_le(n, (int)sizeof blob);
-	memcpy(blob, sqlite3_column_blob(s, 0), (size_t)n);
+	if (n > 0)
+		memcpy(blob, sqlite3_column_blob(s, 0), (size_t)n);
 	sqlite3_finalize(s);
 	f(blob, &n);
 	ck_assert_int_eq(sqlite3_prepare_v2(raw, "UPDATE vault_records SET access_sealed = ?2 "
