@@ -20,6 +20,15 @@
  *   refresh.used               a refresh token was used and rotated
  *   refresh.reuse_detected     a used refresh token came back: its family was revoked
  *   refresh.revoked            RFC 7009 at /revoke: a refresh family was revoked
+ *   vault.connected            flow D: a provider authorization sealed for a new consent
+ *   vault.connect.failed       flow D: bad_state, cancelled, too_much or failed
+ *   vault.record.moved         flow B: a record re-sealed under the consent replacing its own
+ *   vault.released             flow D: a provider access token went to the gateway (action=...)
+ *   vault.release.refused      flow D/F: refused (escalation attempt, token_release = never, ...)
+ *   vault.refreshed            flow D: the provider refreshed a record's tokens
+ *   vault.reconnect_required   flow D: the provider said invalid_grant
+ *   vault.revoked              flow G: outbox tokens revoked at the provider (ok / expired)
+ *   vault.revoke_retry         flow G: the provider could not be reached; retried later
  */
 #include <string.h>
 

@@ -301,6 +301,16 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	} else {
 		e = consent_decide(c, cfg, r.id, s.user_id, &d, actor, req->now, &new_id);
 	}
+	if (e == CS_EPERM) {
+		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
+		goto out;
+	} else if (e == CS_EINVAL) {
+		e = reply_html_error(rep, 400, "This request cannot be decided",
+		    "It was already decided, it expired, or the choice was not valid.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
 	ctx = json_pack("{s:s, s:b, s:s, s:s}", "title", d.approve ? "Permission given" : "Request denied",
 	    "approved", d.approve, "agent", agent_name(cfg, r.agent), "resource",
 	    resource_name(cfg, r.resource));
@@ -523,7 +533,7 @@ enum cs_err pages_provider_callback(const struct http_request *req, struct http_
 	    form_get(&req->params, "error"), s.id_hash, s.user_id, actor, req->now, &f);
 	if (e != CS_OK)
 		goto out;
-	if (f.outcome == VAULT_BAD_STATE) {
+	if (f.outcome == VAULT_BAD_STATE || f.request_id == NULL) {
 		e = reply_html_error(rep, 400, "Not connected", f.why ? f.why :
 		    "This answer from the provider is unknown, was already used, or belongs to another session.");
 		goto out;
