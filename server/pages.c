@@ -365,11 +365,11 @@ enum cs_err pages_me(const struct http_request *req, struct http_reply *rep)
 		bool live = consent_is_live(&ks[i], req->now);
 		fmt_time(ks[i].created_at, created);
 		fmt_time(ks[i].expires_at, expires);
-		json_array_append_new(consents, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:s, s:s, s:b, s:b, s:s}",
+		json_array_append_new(consents, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:s, s:s, s:b, s:b, s:s}",
 		    "id", ks[i].id, "agent", agent_name(cfg, ks[i].agent),
 		    "resource", resource_name(cfg, ks[i].resource),
 		    "granted", scope_list(&ks[i].granted), "declined", scope_list(&ks[i].declined),
-		    "has_declined", ks[i].declined.n > 0, "connected", vault_has_record(c, ks[i].id), "created", created, "expires", expires, "offline", ks[i].offline, "live", live,
+		    "has_declined", ks[i].declined.n > 0, "connected", vault_has_record(c, ks[i].id) && !ks[i].reconnect_required, "reconnect", ks[i].reconnect_required, "created", created, "expires", expires, "offline", ks[i].offline, "live", live,
 		    "state", ks[i].state ? ks[i].state : (live ? "live" : "ended")));
 	}
 	for (size_t i = 0; pending && i < nr; i++) {
