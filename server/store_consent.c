@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include "audit.h"
+#include "store_approval.h"
 #include "store_consent.h"
 #include "store_priv.h"
 #include "store_vault.h"
@@ -358,6 +359,10 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 {
 	enum cs_err e = revoke_children(c, SQL_GRANTS_REVOKE, id, now);
 	if (e != CS_OK)
+		return e;
+	/* SECURITY: invariant 8 -- its pending and approved-unused approvals
+	 * (migration 0006) are cancelled in this same transaction. */
+	if ((e = store_approval_cancel_for_consent(c, id)) != CS_OK)
 		return e;
 	if ((e = revoke_children(c, SQL_REFRESH_REVOKE, id, now)) != CS_OK)
 		return e;

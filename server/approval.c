@@ -1,0 +1,647 @@
+/* approval.c -- per-action approval (flow F): RFC 9396 authorization_details
+ * of type agent_action, the parameters' digest, the gateway's polling state
+ * machine, the person's decision and single-use redemption.  Every change
+ * commits with its audit entries; an audit entry names the action and the
+ * digest, never a parameter's value, and nothing here ever sees a token. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include "approval.h"
+#include "audit.h"
+#include "store_approval.h"
+
+#define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
+#define APPROVAL_LIST_MAX 100        /* /me shows at most this many pending approvals */
+#define DIGEST_MAX_CANONICAL (8u << 20)  /* approval_digest's cap on the canonical text */
+#define STALE_MAX 16                 /* stale approved rows expired per call, at most */
+
+/* --- small helpers ----------------------------------------------------- */
+
+static void base64url(const unsigned char *in, size_t n, char *out)
+{
+	static const char b64u[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t o = 0, i = 0;
+	for (; i + 2 < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+		out[o++] = b64u[(v >> 18) & 63];
+		out[o++] = b64u[(v >> 12) & 63];
+		out[o++] = b64u[(v >> 6) & 63];
+		out[o++] = b64u[v & 63];
+	}
+	if (n - i == 1) {
+		unsigned v = (unsigned)in[i] << 16;
+		out[o++] = b64u[(v >> 18) & 63];
+		out[o++] = b64u[(v >> 12) & 63];
+	} else if (n - i == 2) {
+		unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
+		out[o++] = b64u[(v >> 18) & 63];
+		out[o++] = b64u[(v >> 12) & 63];
+		out[o++] = b64u[(v >> 6) & 63];
+	}
+	out[o] = '\0';
+}
+
+/* base64url(SHA-256(n bytes at p)). */
+static void digest_bytes(const void *p, size_t n, char out[APPROVAL_DIGEST_LEN + 1])
+{
+	unsigned char h[SHA256_DIGEST_LENGTH];
+	SHA256(p, n, h);
+	base64url(h, sizeof h, out);
+}
+
+/* 22 characters of base64url from 16 random bytes, drawn again in the rare
+ * case it contains "eyJ" (audit.c is wary of what looks like a JWT). */
+static enum cs_err random_id(char out[CONSENT_ID_LEN + 1])
+{
+	unsigned char r[16];
+	char tmp[32];
+	for (int tries = 0; tries < 16; tries++) {
+		if (RAND_bytes(r, sizeof r) != 1)
+			return CS_ECRYPTO;
+		base64url(r, sizeof r, tmp);
+		memcpy(out, tmp, CONSENT_ID_LEN);
+		out[CONSENT_ID_LEN] = '\0';
+		if (strstr(out, "eyJ") == NULL)
+			return CS_OK;
+	}
+	return CS_ECRYPTO;
+}
+
+static void set_why(char *why, size_t whylen, const char *msg)
+{
+	if (why != NULL && whylen > 0)
+		snprintf(why, whylen, "%s", msg);
+}
+
+/* --- authorization_details --------------------------------------------- */
+
+/* RFC 9396 entry members we accept.  "type", "action" and "parameters" make
+ * the approval; "locations" (array of strings) and "identifier" (string) are
+ * RFC 9396 common fields a client may send: checked for shape, then ignored
+ * (they are not part of the digest).  Anything else is refused, so that no
+ * member can carry meaning the person was never shown. */
+static bool member_known(const char *k)
+{
+	return strcmp(k, "type") == 0 || strcmp(k, "action") == 0 ||
+	    strcmp(k, "parameters") == 0 || strcmp(k, "locations") == 0 ||
+	    strcmp(k, "identifier") == 0;
+}
+
+enum cs_err approval_parse_details(const char *text, const char *action, json_t **parameters,
+    char *why, size_t whylen)
+{
+	json_t *root = NULL, *entry, *m, *params;
+	json_error_t jerr;
+	struct buf canon;
+	const char *k, *w = NULL;
+	char ijwhy[96];
+	size_t len;
+	enum cs_err e = CS_EINVAL;
+
+	buf_init(&canon, APPROVAL_MAX_CANONICAL);
+	if (text == NULL || action == NULL || action[0] == '\0' || parameters == NULL) {
+		w = "authorization_details or action missing";
+		goto out;
+	}
+	len = strnlen(text, APPROVAL_MAX_DETAILS + 1);
+	if (len > APPROVAL_MAX_DETAILS) {
+		w = "authorization_details is too long";
+		goto out;
+	}
+	/* SECURITY: RFC 7493 I-JSON.  jansson itself refuses duplicate member
+	 * names (with this flag, at any depth), lone surrogate escapes, invalid
+	 * UTF-8, \u0000, integers beyond int64 and reals that overflow (1e400);
+	 * the walk below refuses integers beyond ±(2^53-1). */
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		w = "authorization_details is not valid I-JSON";
+		goto out;
+	}
+	if (jcs_ijson_check(root, ijwhy, sizeof ijwhy) != CS_OK) {
+		w = ijwhy;
+		goto out;
+	}
+	if (!json_is_array(root) || json_array_size(root) != 1) {
+		w = "authorization_details must be an array of exactly one entry";
+		goto out;
+	}
+	entry = json_array_get(root, 0);
+	if (!json_is_object(entry)) {
+		w = "the authorization_details entry must be an object";
+		goto out;
+	}
+	json_object_foreach(entry, k, m) {
+		if (!member_known(k)) {
+			w = "the authorization_details entry has an unknown member";
+			goto out;
+		}
+	}
+	m = json_object_get(entry, "type");
+	if (!json_is_string(m) || strcmp(json_string_value(m), "agent_action") != 0) {
+		w = "the authorization_details type must be agent_action";
+		goto out;
+	}
+	m = json_object_get(entry, "action");
+	if (!json_is_string(m) || strcmp(json_string_value(m), action) != 0 ||
+	    json_string_length(m) != strlen(action)) {
+		w = "the authorization_details action must equal the action parameter";
+		goto out;
+	}
+	m = json_object_get(entry, "identifier");
+	if (m != NULL && !json_is_string(m)) {
+		w = "identifier must be a string";
+		goto out;
+	}
+	m = json_object_get(entry, "locations");
+	if (m != NULL) {
+		if (!json_is_array(m)) {
+			w = "locations must be an array of strings";
+			goto out;
+		}
+		for (size_t i = 0; i < json_array_size(m); i++)
+			if (!json_is_string(json_array_get(m, i))) {
+				w = "locations must be an array of strings";
+				goto out;
+			}
+	}
+	params = json_object_get(entry, "parameters");
+	params = params != NULL ? json_incref(params) : json_null();
+	/* The canonical form must fit what callers (and the store) hold. */
+	e = jcs_canonicalize(params, &canon);
+	if (e != CS_OK) {
+		json_decref(params);
+		if (e == CS_ENOMEM)
+			goto out;
+		e = CS_EINVAL;
+		w = "parameters are too large once canonicalized";
+		goto out;
+	}
+	*parameters = params;
+	e = CS_OK;
+out:
+	if (e != CS_OK && w != NULL)
+		set_why(why, whylen, w);
+	buf_clear(&canon);
+	json_decref(root);
+	return e;
+}
+
+enum cs_err approval_digest(json_t *parameters, char out[APPROVAL_DIGEST_LEN + 1])
+{
+	struct buf b;
+	enum cs_err e;
+	if (parameters == NULL || out == NULL)
+		return CS_EINVAL;
+	buf_init(&b, DIGEST_MAX_CANONICAL);
+	if ((e = jcs_canonicalize(parameters, &b)) == CS_OK)
+		digest_bytes(b.data != NULL ? b.data : "", b.len, out);
+	buf_clear(&b);
+	return e;
+}
+
+/* --- structs ----------------------------------------------------------- */
+
+void approval_clear(struct approval *a)
+{
+	if (a == NULL)
+		return;
+	free(a->id);
+	free(a->consent_id);
+	free(a->subject);
+	free(a->agent);
+	free(a->resource);
+	free(a->action);
+	free(a->parameters);
+	free(a->status);
+	memset(a, 0, sizeof *a);
+}
+
+void approval_answer_clear(struct approval_answer *a)
+{
+	if (a == NULL)
+		return;
+	free(a->approval_id);
+	memset(a, 0, sizeof *a);
+}
+
+void approval_list_free(struct approval *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		approval_clear(&v[i]);
+	free(v);
+}
+
+/* Moves a row into *out (the row's strings change owner). */
+static enum cs_err approval_from_row(struct store_approval_row *r, struct approval *out)
+{
+	struct approval a;
+	if (strlen(r->digest) != APPROVAL_DIGEST_LEN)
+		return CS_EDB;
+	memset(&a, 0, sizeof a);
+	a.id = r->id;
+	r->id = NULL;
+	a.consent_id = r->consent_id;
+	r->consent_id = NULL;
+	a.subject = r->subject;
+	r->subject = NULL;
+	a.agent = r->agent;
+	r->agent = NULL;
+	a.resource = r->resource;
+	r->resource = NULL;
+	a.action = r->action;
+	r->action = NULL;
+	a.parameters = r->parameters;
+	r->parameters = NULL;
+	a.status = r->status;
+	r->status = NULL;
+	memcpy(a.digest, r->digest, APPROVAL_DIGEST_LEN + 1);
+	a.user_id = r->user_id;
+	a.created_at = r->created_at;
+	a.expires_at = r->expires_at;
+	a.decided_at = r->decided_at;
+	a.used_at = r->used_at;
+	*out = a;
+	return CS_OK;
+}
+
+/* --- audit ------------------------------------------------------------- */
+
+/* One entry about approval r (or the call being made): names the action and
+ * the parameters' digest, never their values. */
+static enum cs_err audit_approval(struct store_conn *c, int64_t now, const char *actor,
+    const char *action_name, const char *subject, const char *agent, const char *resource,
+    const char *consent_id, const char *approval_id, const char *outcome, const char *why,
+    const char *action, const char *digest)
+{
+	struct audit_entry a;
+	char detail[300];
+	snprintf(detail, sizeof detail, "%s%saction=%s; params_digest=%s", why ? why : "",
+	    why ? "; " : "", action, digest);
+	memset(&a, 0, sizeof a);
+	a.ts = now;
+	a.actor = actor;
+	a.action = action_name;
+	a.subject = subject;
+	a.agent = agent;
+	a.resource = resource;
+	a.consent_id = consent_id;
+	a.request_id = approval_id;
+	a.outcome = outcome;
+	a.detail = detail;
+	return audit_append(c, &a);
+}
+
+static enum cs_err audit_row(struct store_conn *c, int64_t now, const char *actor,
+    const char *action_name, const struct store_approval_row *r, const char *outcome,
+    const char *why)
+{
+	return audit_approval(c, now, actor, action_name, r->subject, r->agent, r->resource,
+	    r->consent_id, r->id, outcome, why, r->action, r->digest);
+}
+
+/* --- the gateway's state machine --------------------------------------- */
+
+/* A new pending approval, unless the person has too many pending already. */
+static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
+    const struct consent *k, const char *action, const char *parameters, const char *digest,
+    const char *actor, int64_t now, struct approval_answer *a)
+{
+	enum cs_err e;
+	int64_t count = 0, earliest = 0;
+	struct store_approval_row r;
+	char id[CONSENT_ID_LEN + 1];
+
+	if ((e = store_approval_count_pending(c, k->user_id, now, &count, &earliest)) != CS_OK)
+		return e;
+	if (count >= cfg->consent_max_pending_per_user) {
+		if ((e = audit_approval(c, now, actor, "approval.refused", k->subject, k->agent,
+		    k->resource, k->id, NULL, "refused", "too many pending approvals", action,
+		    digest)) != CS_OK)
+			return e;
+		a->outcome = APPROVAL_TOO_MANY;
+		a->retry_after = earliest - now >= 1 ? earliest - now : 1;
+		return CS_OK;
+	}
+	if ((e = random_id(id)) != CS_OK)
+		return e;
+	memset(&r, 0, sizeof r);
+	r.id = id;
+	r.consent_id = k->id;
+	r.user_id = k->user_id;
+	r.agent = k->agent;
+	r.resource = k->resource;
+	r.action = (char *)action;
+	r.parameters = (char *)parameters;
+	r.digest = (char *)digest;
+	r.status = "pending";
+	r.created_at = now;
+	r.expires_at = now + cfg->consent_request_ttl;
+	r.last_poll_at = now;
+	r.interval = cfg->consent_interval;
+	if ((e = store_approval_insert(c, &r)) != CS_OK ||
+	    (e = audit_approval(c, now, actor, "approval.requested", k->subject, k->agent,
+	    k->resource, k->id, id, "pending", NULL, action, digest)) != CS_OK)
+		return e;
+	if ((a->approval_id = strdup(id)) == NULL)
+		return CS_ENOMEM;
+	a->outcome = APPROVAL_NEEDED;
+	a->expires_in = cfg->consent_request_ttl;
+	a->interval = cfg->consent_interval;
+	return CS_OK;
+}
+
+/* The pending approval r: expired, polled too fast, or still waiting. */
+static enum cs_err check_pending(struct store_conn *c, struct store_approval_row *r,
+    const char *actor, int64_t now, struct approval_answer *a)
+{
+	enum cs_err e;
+	if (r->expires_at <= now) {
+		/* The person never decided: expired_token once; the next call
+		 * starts a new approval. */
+		if ((e = store_approval_set_status(c, r->id, "pending", "expired", 0)) != CS_OK ||
+		    (e = audit_row(c, now, actor, "approval.expired", r, "expired", NULL)) != CS_OK)
+			return e;
+		a->outcome = APPROVAL_EXPIRED;
+		return CS_OK;
+	}
+	if (now - r->last_poll_at < r->interval) {
+		r->interval += SLOW_DOWN_STEP;
+		if ((e = audit_row(c, now, actor, "approval.slow_down", r, "slow_down", NULL)) != CS_OK)
+			return e;
+		a->outcome = APPROVAL_SLOW_DOWN;
+	} else {
+		a->outcome = APPROVAL_PENDING;
+	}
+	if ((e = store_approval_poll(c, r->id, now, r->interval)) != CS_OK)
+		return e;
+	if ((a->approval_id = strdup(r->id)) == NULL)
+		return CS_ENOMEM;
+	a->expires_in = r->expires_at - now;
+	a->interval = r->interval;
+	return CS_OK;
+}
+
+enum cs_err approval_check(struct store_conn *c, const struct config *cfg, const struct consent *k,
+    const char *action, const char *parameters, const char *digest, const char *actor,
+    int64_t now, struct approval_answer *out)
+{
+	enum cs_err e;
+	bool in_tx = false;
+	int live = 0;
+	struct store_approval_row r;
+	struct approval_answer a;
+	char check[APPROVAL_DIGEST_LEN + 1];
+
+	memset(&r, 0, sizeof r);
+	memset(&a, 0, sizeof a);
+	if (c == NULL || cfg == NULL || k == NULL || k->id == NULL || k->subject == NULL ||
+	    k->agent == NULL || k->resource == NULL || k->user_id <= 0 || action == NULL ||
+	    action[0] == '\0' || parameters == NULL || digest == NULL || out == NULL)
+		return CS_EINVAL;
+	/* SECURITY: the digest binds exactly the text the person will see: the
+	 * parameters are the canonical bytes, so their hash must be the digest. */
+	digest_bytes(parameters, strlen(parameters), check);
+	if (strcmp(check, digest) != 0)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	in_tx = true;
+	/* SECURITY: invariant 8 -- never without a live consent, checked again
+	 * inside the transaction (the grant may predate a revocation). */
+	if ((e = store_approval_consent_live(c, k->id, now, &live)) != CS_OK)
+		goto out;
+	if (!live) {
+		e = CS_EPERM;
+		goto out;
+	}
+
+	/* (a) an approved, unused approval: released while its decision is
+	 * younger than request_ttl; an older one expires (and we go on). */
+	for (int i = 0; i < STALE_MAX; i++) {
+		e = store_approval_find_unused(c, k->id, action, digest, &r);
+		if (e == CS_ENOENT)
+			break;
+		if (e != CS_OK)
+			goto out;
+		if (r.decided_at + cfg->consent_request_ttl > now) {
+			if ((a.approval_id = strdup(r.id)) == NULL) {
+				e = CS_ENOMEM;
+				goto out;
+			}
+			a.outcome = APPROVAL_RELEASE;
+			a.expires_in = r.decided_at + cfg->consent_request_ttl - now;
+			goto commit;
+		}
+		if ((e = store_approval_set_status(c, r.id, "approved", "expired", 0)) != CS_OK ||
+		    (e = audit_row(c, now, actor, "approval.expired", &r, "expired",
+		    "approved but not used within request_ttl")) != CS_OK)
+			goto out;
+		store_approval_row_clear(&r);
+	}
+
+	/* (b) the pending approval for these exact parameters. */
+	e = store_approval_find(c, k->id, action, digest, "pending", &r);
+	if (e == CS_OK) {
+		if ((e = check_pending(c, &r, actor, now, &a)) != CS_OK)
+			goto out;
+		goto commit;
+	} else if (e != CS_ENOENT) {
+		goto out;
+	}
+
+	/* (c) a recent denial of these exact parameters holds for deny_cooldown. */
+	e = store_approval_find(c, k->id, action, digest, "denied", &r);
+	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > now) {
+		a.outcome = APPROVAL_DENIED;
+		goto commit;
+	} else if (e != CS_OK && e != CS_ENOENT) {
+		goto out;
+	}
+	store_approval_row_clear(&r);
+
+	/* (d) a new approval request. */
+	if ((e = check_new(c, cfg, k, action, parameters, digest, actor, now, &a)) != CS_OK)
+		goto out;
+
+commit:
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+	*out = a;
+	memset(&a, 0, sizeof a);
+	e = CS_OK;
+out:
+	if (in_tx)
+		store_rollback(c);
+	store_approval_row_clear(&r);
+	approval_answer_clear(&a);
+	return e;
+}
+
+/* --- redemption -------------------------------------------------------- */
+
+static const char *refusal_reason(const struct store_approval_row *r, const struct config *cfg,
+    int64_t now)
+{
+	if (strcmp(r->status, "used") == 0)
+		return "already used";
+	if (strcmp(r->status, "cancelled") == 0)
+		return "cancelled with its consent";
+	if (strcmp(r->status, "pending") == 0)
+		return "not decided";
+	if (strcmp(r->status, "denied") == 0)
+		return "denied";
+	if (strcmp(r->status, "expired") == 0)
+		return "expired";
+	if (r->decided_at + cfg->consent_request_ttl <= now)
+		return "decision older than request_ttl";
+	return "consent not live";
+}
+
+enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, const char *approval_id,
+    const char *actor, int64_t now)
+{
+	enum cs_err e;
+	int changed = 0;
+	struct store_approval_row r;
+
+	memset(&r, 0, sizeof r);
+	if (c == NULL || cfg == NULL || approval_id == NULL)
+		return CS_EINVAL;
+	if ((e = store_approval_get(c, approval_id, &r)) != CS_OK)
+		return e;
+	/* SECURITY: invariant 8 -- the one UPDATE that marks it used is the check. */
+	if ((e = store_approval_use(c, approval_id, cfg->consent_request_ttl, now, &changed)) != CS_OK)
+		goto out;
+	if (!changed) {
+		/* Recorded in the caller's transaction: it stays only if the caller
+		 * commits after this refusal. */
+		if ((e = audit_row(c, now, actor, "approval.refused", &r, "refused",
+		    refusal_reason(&r, cfg, now))) != CS_OK)
+			goto out;
+		e = CS_EPERM;
+		goto out;
+	}
+	e = audit_row(c, now, actor, "approval.released", &r, "ok", NULL);
+out:
+	store_approval_row_clear(&r);
+	return e;
+}
+
+/* --- the person's decision --------------------------------------------- */
+
+enum cs_err approval_decide(struct store_conn *c, const struct config *cfg, const char *id,
+    int64_t user_id, bool approve, const char *actor, int64_t now)
+{
+	enum cs_err e;
+	bool in_tx = false;
+	int live = 0;
+	struct store_approval_row r;
+
+	memset(&r, 0, sizeof r);
+	if (c == NULL || cfg == NULL || id == NULL)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	in_tx = true;
+	if ((e = store_approval_get(c, id, &r)) != CS_OK)
+		goto out;
+	/* SECURITY: invariant 4 -- only the person the agent acts for decides. */
+	if (user_id <= 0 || r.user_id != user_id) {
+		e = CS_EPERM;
+		goto out;
+	}
+	if (strcmp(r.status, "pending") != 0) {
+		e = CS_EINVAL;
+		goto out;
+	}
+	if (r.expires_at <= now) {
+		/* Record the expiry, then refuse the decision. */
+		if ((e = store_approval_set_status(c, r.id, "pending", "expired", 0)) != CS_OK ||
+		    (e = audit_row(c, now, actor, "approval.expired", &r, "expired", NULL)) != CS_OK)
+			goto out;
+		e = CS_EINVAL;
+		goto commit;
+	}
+	/* SECURITY: invariant 8 -- an approval never outlives its consent; one
+	 * whose consent expired (revocation cancels them at once) is cancelled. */
+	if ((e = store_approval_consent_live(c, r.consent_id, now, &live)) != CS_OK)
+		goto out;
+	if (!live) {
+		if ((e = store_approval_set_status(c, r.id, "pending", "cancelled", 0)) != CS_OK ||
+		    (e = audit_row(c, now, actor, "approval.cancelled", &r, "cancelled",
+		    "consent not live")) != CS_OK)
+			goto out;
+		e = CS_EINVAL;
+		goto commit;
+	}
+	if ((e = store_approval_set_status(c, r.id, "pending", approve ? "approved" : "denied",
+	    now)) != CS_OK ||
+	    (e = audit_row(c, now, actor, approve ? "approval.approved" : "approval.denied", &r,
+	    approve ? "approved" : "denied", NULL)) != CS_OK)
+		goto out;
+commit:
+	{
+		enum cs_err ce = store_commit(c);
+		in_tx = false;
+		if (ce != CS_OK) {
+			store_rollback(c);
+			e = ce;
+		}
+	}
+out:
+	if (in_tx)
+		store_rollback(c);
+	store_approval_row_clear(&r);
+	return e;
+}
+
+/* --- reading ----------------------------------------------------------- */
+
+enum cs_err approval_get(struct store_conn *c, const char *id, struct approval *out)
+{
+	enum cs_err e;
+	struct store_approval_row r;
+	memset(&r, 0, sizeof r);
+	if (c == NULL || id == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_approval_get(c, id, &r)) == CS_OK)
+		e = approval_from_row(&r, out);
+	store_approval_row_clear(&r);
+	return e;
+}
+
+enum cs_err approval_pending_for_user(struct store_conn *c, int64_t user_id, int64_t now,
+    struct approval **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_approval_row *rows = NULL;
+	struct approval *v = NULL;
+	size_t nrows = 0, i = 0;
+
+	if (c == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	if ((e = store_approval_list_pending(c, user_id, now, APPROVAL_LIST_MAX, &rows,
+	    &nrows)) != CS_OK)
+		goto out;
+	if (nrows > 0 && (v = calloc(nrows, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	for (; i < nrows; i++)
+		if ((e = approval_from_row(&rows[i], &v[i])) != CS_OK)
+			goto out;
+	*out = v;
+	*n = nrows;
+	v = NULL;
+out:
+	approval_list_free(v, i);
+	store_approval_rows_free(rows, nrows);
+	return e;
+}

@@ -1,0 +1,366 @@
+/* store_approval.c -- the SQL for per-action approvals (migration 0006).
+ * Rules live in approval.c; this file only moves rows.  It must never build
+ * SQL from input: every value is a bound parameter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "store_approval.h"
+#include "store_priv.h"
+
+#define APPROVAL_COLS \
+	"a.id, a.consent_id, a.user_id, u.subject, a.agent, a.resource, a.action, a.parameters, " \
+	"a.digest, a.status, a.created_at, a.expires_at, a.decided_at, a.used_at, " \
+	"a.last_poll_at, a.interval FROM approvals a JOIN users u ON u.id = a.user_id "
+
+static const char SQL_APPROVAL_GET[] = "SELECT " APPROVAL_COLS "WHERE a.id = ?1";
+static const char SQL_APPROVAL_FIND[] =
+    "SELECT " APPROVAL_COLS "WHERE a.consent_id = ?1 AND a.action = ?2 AND a.digest = ?3 "
+    "AND a.status = ?4 ORDER BY a.decided_at DESC, a.created_at DESC, a.rowid DESC LIMIT 1";
+static const char SQL_APPROVAL_FIND_UNUSED[] =
+    "SELECT " APPROVAL_COLS "WHERE a.consent_id = ?1 AND a.action = ?2 AND a.digest = ?3 "
+    "AND a.status = 'approved' AND a.used_at = 0 "
+    "ORDER BY a.decided_at DESC, a.created_at DESC, a.rowid DESC LIMIT 1";
+static const char SQL_APPROVAL_COUNT[] =
+    "SELECT count(*), coalesce(min(expires_at), 0) FROM approvals "
+    "WHERE user_id = ?1 AND status = 'pending' AND expires_at > ?2";
+static const char SQL_APPROVAL_INSERT[] =
+    "INSERT INTO approvals (id, consent_id, user_id, agent, resource, action, parameters, "
+    "digest, status, created_at, expires_at, decided_at, used_at, last_poll_at, interval) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+static const char SQL_APPROVAL_SET_STATUS[] =
+    "UPDATE approvals SET status = ?3, "
+    "decided_at = CASE WHEN ?4 > 0 THEN ?4 ELSE decided_at END "
+    "WHERE id = ?1 AND status = ?2 AND used_at = 0";
+static const char SQL_APPROVAL_POLL[] =
+    "UPDATE approvals SET last_poll_at = ?2, interval = ?3 WHERE id = ?1 AND status = 'pending'";
+/* SECURITY: the single-use step.  One statement decides and marks, so two
+ * concurrent releases can never both see the approval unused; it also
+ * re-checks the consent (invariant 8: never without a live consent). */
+static const char SQL_APPROVAL_USE[] =
+    "UPDATE approvals SET status = 'used', used_at = ?3 "
+    "WHERE id = ?1 AND status = 'approved' AND used_at = 0 AND decided_at + ?2 > ?3 "
+    "AND consent_id IN (SELECT id FROM consents WHERE revoked_at = 0 AND expires_at > ?3)";
+static const char SQL_APPROVAL_CANCEL_CONSENT[] =
+    "UPDATE approvals SET status = 'cancelled' WHERE consent_id = ?1 "
+    "AND (status = 'pending' OR (status = 'approved' AND used_at = 0))";
+static const char SQL_APPROVAL_CONSENT_LIVE[] =
+    "SELECT count(*) FROM consents WHERE id = ?1 AND revoked_at = 0 AND expires_at > ?2";
+static const char SQL_APPROVAL_LIST[] =
+    "SELECT " APPROVAL_COLS "JOIN consents k ON k.id = a.consent_id "
+    "WHERE a.user_id = ?1 AND a.status = 'pending' AND a.expires_at > ?2 "
+    "AND k.revoked_at = 0 AND k.expires_at > ?2 "
+    "ORDER BY a.created_at DESC, a.rowid DESC LIMIT ?3";
+
+/* --- rows -------------------------------------------------------------- */
+
+void store_approval_row_clear(struct store_approval_row *r)
+{
+	if (r == NULL)
+		return;
+	free(r->id);
+	free(r->consent_id);
+	free(r->subject);
+	free(r->agent);
+	free(r->resource);
+	free(r->action);
+	free(r->parameters);
+	free(r->digest);
+	free(r->status);
+	memset(r, 0, sizeof *r);
+}
+
+void store_approval_rows_free(struct store_approval_row *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		store_approval_row_clear(&v[i]);
+	free(v);
+}
+
+/* Reads the current row of an APPROVAL_COLS statement.  r is zeroed first
+ * and cleared again on failure. */
+static enum cs_err read_approval(sqlite3_stmt *st, struct store_approval_row *r)
+{
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
+	    (e = store_col_text(st, 1, &r->consent_id)) != CS_OK ||
+	    (e = store_col_text(st, 3, &r->subject)) != CS_OK ||
+	    (e = store_col_text(st, 4, &r->agent)) != CS_OK ||
+	    (e = store_col_text(st, 5, &r->resource)) != CS_OK ||
+	    (e = store_col_text(st, 6, &r->action)) != CS_OK ||
+	    (e = store_col_text(st, 7, &r->parameters)) != CS_OK ||
+	    (e = store_col_text(st, 8, &r->digest)) != CS_OK ||
+	    (e = store_col_text(st, 9, &r->status)) != CS_OK)
+		goto fail;
+	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
+	if (r->id == NULL || r->consent_id == NULL || r->subject == NULL || r->agent == NULL ||
+	    r->resource == NULL || r->action == NULL || r->parameters == NULL ||
+	    r->digest == NULL || r->status == NULL) {
+		e = CS_EDB;
+		goto fail;
+	}
+	r->user_id = sqlite3_column_int64(st, 2);
+	r->created_at = sqlite3_column_int64(st, 10);
+	r->expires_at = sqlite3_column_int64(st, 11);
+	r->decided_at = sqlite3_column_int64(st, 12);
+	r->used_at = sqlite3_column_int64(st, 13);
+	r->last_poll_at = sqlite3_column_int64(st, 14);
+	r->interval = sqlite3_column_int64(st, 15);
+	return CS_OK;
+fail:
+	store_approval_row_clear(r);
+	return e;
+}
+
+/* Steps an already bound single-row query; clears the statement. */
+static enum cs_err one_approval(struct store_conn *c, sqlite3_stmt *st,
+    struct store_approval_row *out)
+{
+	struct store_approval_row r;
+	enum cs_err e = store_step(c, st);
+	if (e == CS_OK && (e = read_approval(st, &r)) == CS_OK)
+		*out = r;
+	store_stmt_done(st);
+	return e;
+}
+
+/* Binds (consent, action, digest) as ?1 ?2 ?3. */
+static enum cs_err bind_match(sqlite3_stmt *st, const char *consent_id, const char *action,
+    const char *digest)
+{
+	enum cs_err e;
+	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, action)) != CS_OK ||
+	    (e = store_bind_text(st, 3, digest)) != CS_OK)
+		return e;
+	return CS_OK;
+}
+
+/* --- reading ----------------------------------------------------------- */
+
+enum cs_err store_approval_get(struct store_conn *c, const char *id,
+    struct store_approval_row *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_GET);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return one_approval(c, st, out);
+}
+
+enum cs_err store_approval_find(struct store_conn *c, const char *consent_id, const char *action,
+    const char *digest, const char *status, struct store_approval_row *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_FIND);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_match(st, consent_id, action, digest)) != CS_OK ||
+	    (e = store_bind_text(st, 4, status)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return one_approval(c, st, out);
+}
+
+enum cs_err store_approval_find_unused(struct store_conn *c, const char *consent_id,
+    const char *action, const char *digest, struct store_approval_row *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_FIND_UNUSED);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = bind_match(st, consent_id, action, digest)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return one_approval(c, st, out);
+}
+
+enum cs_err store_approval_count_pending(struct store_conn *c, int64_t user_id, int64_t now,
+    int64_t *count, int64_t *earliest)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_COUNT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, user_id)) == CS_OK &&
+	    (e = store_bind_int64(st, 2, now)) == CS_OK &&
+	    (e = store_step(c, st)) == CS_OK) {
+		*count = sqlite3_column_int64(st, 0);
+		*earliest = sqlite3_column_int64(st, 1);
+	}
+	if (e == CS_ENOENT)
+		e = CS_EDB;                   /* an aggregate always answers one row */
+	store_stmt_done(st);
+	return e;
+}
+
+enum cs_err store_approval_consent_live(struct store_conn *c, const char *consent_id,
+    int64_t now, int *live)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_CONSENT_LIVE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, consent_id)) == CS_OK &&
+	    (e = store_bind_int64(st, 2, now)) == CS_OK &&
+	    (e = store_step(c, st)) == CS_OK)
+		*live = sqlite3_column_int64(st, 0) > 0;
+	if (e == CS_ENOENT)
+		e = CS_EDB;
+	store_stmt_done(st);
+	return e;
+}
+
+enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
+    size_t max, struct store_approval_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_approval_row *v = NULL;
+	size_t nv = 0;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_LIST);
+	if (st == NULL)
+		return CS_EDB;
+	if (max > 1000)
+		max = 1000;
+	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK)
+		goto out;
+	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while (nv < max && (e = store_step(c, st)) == CS_OK) {
+		if ((e = read_approval(st, &v[nv])) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e == CS_ENOENT || nv == max)
+		e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_approval_rows_free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
+/* --- writing ----------------------------------------------------------- */
+
+enum cs_err store_approval_insert(struct store_conn *c, const struct store_approval_row *r)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_INSERT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, r->consent_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, r->user_id)) != CS_OK ||
+	    (e = store_bind_text(st, 4, r->agent)) != CS_OK ||
+	    (e = store_bind_text(st, 5, r->resource)) != CS_OK ||
+	    (e = store_bind_text(st, 6, r->action)) != CS_OK ||
+	    (e = store_bind_text(st, 7, r->parameters)) != CS_OK ||
+	    (e = store_bind_text(st, 8, r->digest)) != CS_OK ||
+	    (e = store_bind_text(st, 9, r->status)) != CS_OK ||
+	    (e = store_bind_int64(st, 10, r->created_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 11, r->expires_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 12, r->decided_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 13, r->used_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 14, r->last_poll_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 15, r->interval)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+/* Runs a bound UPDATE that must touch exactly one row. */
+static enum cs_err exec_one(struct store_conn *c, sqlite3_stmt *st)
+{
+	enum cs_err e = store_exec(c, st);
+	if (e == CS_OK && store_changes(c) != 1)
+		e = CS_ENOENT;
+	return e;
+}
+
+enum cs_err store_approval_set_status(struct store_conn *c, const char *id, const char *from,
+    const char *to, int64_t decided_at)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_SET_STATUS);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, from)) != CS_OK ||
+	    (e = store_bind_text(st, 3, to)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, decided_at)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_approval_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
+    int64_t interval)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_POLL);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, last_poll_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, interval)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_approval_use(struct store_conn *c, const char *id, int64_t ttl, int64_t now,
+    int *changed)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_USE);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, ttl)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	*changed = store_changes(c) == 1;
+	return CS_OK;
+}
+
+enum cs_err store_approval_cancel_for_consent(struct store_conn *c, const char *consent_id)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_CANCEL_CONSENT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
