@@ -52,4 +52,9 @@ enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
  * 200, CS_ENOENT when the provider has no revocation endpoint, CS_EIO otherwise. */
 enum cs_err provider_revoke(struct provider *p, const char *token, const char *hint) CS_MUST_CHECK;
 
+/* For tests: moves the last discovery attempt seconds into the past, so that
+ * a failed discovery may be retried without waiting (at most one attempt per
+ * 5 s otherwise). */
+void provider_backdate_discovery(struct provider *p, int64_t seconds);
+
 #endif
