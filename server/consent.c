@@ -837,17 +837,8 @@ enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
 		goto out;
 	}
 	if (r.expires_at <= now) {
-		/* Record the expiry (committed, unless in the caller's transaction,
-		 * which will roll back), then refuse the decision. */
-		if ((e = store_creq_decide(c, r.id, "expired", now, NULL)) != CS_OK ||
-		    (e = audit(&x, "consent.request.expired", r.scopes, NULL, r.id, "expired",
-		    NULL)) != CS_OK)
-			goto out;
-		if (in_tx) {
-			if ((e = store_commit(c)) != CS_OK)
-				goto out;
-			in_tx = false;
-		}
+		/* Refuse without writing: the token exchange records the expiry and
+		 * tells the gateway expired_token once (flow A), whoever looked first. */
 		e = CS_EINVAL;
 		goto out;
 	}

@@ -624,13 +624,16 @@ START_TEST(test_consent_decide_bad_choices)
 	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 1, &kid), CS_OK);
 	free(kid);
 	free(rid);
-	/* An expired request: marked expired, refused. */
+	/* An expired request: refused without writing, so that the gateway's next
+	 * call still hears expired_token once (flow A), then a new request. */
 	ck_assert_int_eq(exch_o("bob", "read", T0, &rid), CONSENT_REQUIRED);
 	ck_assert_int_eq(decide(rid, "bob", true, "read", 60, false, T0 + 600, NULL), CS_EINVAL);
 	ck_assert_int_eq(consent_request_get(sc, rid, &r), CS_OK);
-	ck_assert_str_eq(r.status, "expired");
+	ck_assert_str_eq(r.status, "pending");
 	consent_request_clear(&r);
 	free(rid);
+	ck_assert_int_eq(exch_o("bob", "read", T0 + 601, NULL), CONSENT_EXPIRED);
+	ck_assert_int_eq(exch_o("bob", "read", T0 + 602, NULL), CONSENT_REQUIRED);
 }
 END_TEST
 
