@@ -131,27 +131,55 @@ enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status, 
 
 /* --- security headers ---------------------------------------------------- */
 
+/* Appends " scheme://host[:port]" of url to b unless it is there already or
+ * holds a character that could break out of a CSP source expression. */
+static void add_origin(struct buf *b, const char *url)
+{
+	const char *hs = strstr(url, "://");
+	if (hs == NULL)
+		return;
+	const char *pe = strpbrk(hs + 3, "/?#");
+	size_t n = pe ? (size_t)(pe - url) : strlen(url);
+	char o[512];
+	if (n == 0 || n >= sizeof o)
+		return;
+	memcpy(o, url, n);
+	o[n] = '\0';
+	for (const char *p = o; *p; p++)
+		if (*p == ';' || *p == ',' || *p == ' ' || *p == '\'' || (unsigned char)*p < 0x21)
+			return;
+	for (const char *p = b->data ? strstr(b->data, o) : NULL; p; p = strstr(p + 1, o))
+		if (p[-1] == ' ' && (p[n] == '\0' || p[n] == ' '))
+			return;                                   /* already there */
+	if (buf_printf(b, " %s", o) != CS_OK)
+		return;
+}
+
 enum cs_err router_security_headers(const struct app *app, struct http_reply *rep)
 {
 	enum cs_err e;
-	char cc[64], csp[768], idp[512] = "";
-	/* Sign-out posts a form whose answer redirects to the IdP's logout page:
-	 * form-action must allow that origin (and nothing else). */
-	if (app && app->cfg && app->cfg->oidc_issuer) {
-		const char *iss = app->cfg->oidc_issuer;
-		const char *hs = strstr(iss, "://");
-		if (hs) {
-			const char *pe = strchr(hs + 3, '/');
-			size_t n = pe ? (size_t)(pe - iss) : strlen(iss);
-			if (n < sizeof idp - 1) {
-				idp[0] = ' ';
-				memcpy(idp + 1, iss, n);
-				idp[n + 1] = '\0';
-			}
+	char cc[64], csp[2048];
+	struct buf fa;
+	/* form-action: our own origin, plus the origins a form's answer may
+	 * redirect to -- the IdP's logout page, and the providers' authorization
+	 * endpoints after a consent is approved (Chromium applies form-action to
+	 * redirects that follow a form submission). */
+	buf_init(&fa, 1024);
+	if (app && app->cfg) {
+		const struct config *cfg = app->cfg;
+		if (cfg->oidc_issuer)
+			add_origin(&fa, cfg->oidc_issuer);
+		for (size_t i = 0; i < cfg->nresources; i++) {
+			const struct config_resource *r = &cfg->resources[i];
+			if (r->provider_authorization_endpoint)
+				add_origin(&fa, r->provider_authorization_endpoint);
+			else if (r->provider_issuer)
+				add_origin(&fa, r->provider_issuer);
 		}
 	}
 	snprintf(csp, sizeof csp, "default-src 'none'; style-src 'self'; img-src 'self'; "
-	    "form-action 'self'%s; frame-ancestors 'none'; base-uri 'none'", idp);
+	    "form-action 'self'%s; frame-ancestors 'none'; base-uri 'none'", fa.data ? fa.data : "");
+	buf_clear(&fa);
 	/* SECURITY: no inline script anywhere; no framing; no referrer leaks. */
 	if ((e = reply_header(rep, "Content-Security-Policy", csp)) != CS_OK ||
 	    (e = reply_header(rep, "X-Frame-Options", "DENY")) != CS_OK ||

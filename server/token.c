@@ -474,10 +474,19 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	e = grant_validate(c, cfg, kr, st, req->now, &claims, &k);
 	app_keys_put(app);
 	if (e != CS_OK) {
-		e = reply_oauth_error(rep, 400, "invalid_grant", "the grant is not valid");
+		/* RFC 8693 §2.2.2: a bad subject token is invalid_request. */
+		e = reply_oauth_error(rep, 400, "invalid_request", "the subject token is not a valid grant");
 		goto out;
 	}
 	const struct config_resource *r = config_resource(cfg, k.resource);
+	const char *want_aud = form_get(&req->params, "audience");
+	const char *want_res = form_get(&req->params, "resource");
+	/* SECURITY: a grant obtains only its own resource's token. */
+	if ((want_aud != NULL && strcmp(want_aud, k.resource) != 0) ||
+	    (want_res != NULL && (r == NULL || strcmp(want_res, r->uri) != 0))) {
+		e = reply_oauth_error(rep, 400, "invalid_target", "the grant is for another resource");
+		goto out;
+	}
 	const struct config_action *act = config_action(cfg, k.resource, action);
 	if (r == NULL || vault_provider(app->vault, k.resource) == NULL) {
 		e = reply_oauth_error(rep, 400, "invalid_target", "the grant's resource has no provider");

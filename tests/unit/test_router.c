@@ -1053,6 +1053,28 @@ START_TEST(test_router_security_headers_form_action_idp_origin)
 	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
 	ck_assert_ptr_nonnull(strstr(hdr(&rep, "Content-Security-Policy"), "form-action 'self';"));
 	reply_clear(&rep);
+
+	/* Approving a consent for a resource with a provider redirects there:
+	 * each provider's origin once, and nothing that could end the directive. */
+	struct config_resource res[4];
+	memset(res, 0, sizeof res);
+	res[0].provider_issuer = (char *)"https://gh.example/oauth";
+	res[1].provider_authorization_endpoint = (char *)"https://auth.gl.example:444/authorize";
+	res[1].provider_issuer = (char *)"https://gl.example";
+	res[2].provider_issuer = (char *)"https://gh.example/other";        /* same origin again */
+	res[3].provider_issuer = (char *)"https://evil.example;script-src";
+	test_cfg.resources = res;
+	test_cfg.nresources = 4;
+	test_cfg.oidc_issuer = (char *)"https://gh.example:4430";             /* a longer look-alike */
+	reply_init(&rep);
+	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_ptr_nonnull(strstr(hdr(&rep, "Content-Security-Policy"),
+	    "form-action 'self' https://gh.example:4430 https://gh.example https://auth.gl.example:444;"));
+	ck_assert_ptr_null(strstr(hdr(&rep, "Content-Security-Policy"), "evil"));
+	reply_clear(&rep);
+	test_cfg.resources = NULL;
+	test_cfg.nresources = 0;
+	test_cfg.oidc_issuer = NULL;
 }
 END_TEST
 
