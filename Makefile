@@ -77,13 +77,18 @@ build/asan/tests/%: tests/unit/%.c tests/unit/testutil.h build/asan/libconsentd.
 UNIT_BINS      := $(addprefix build/rel/tests/,$(UNIT_NAMES))
 UNIT_ASAN_BINS := $(addprefix build/asan/tests/,$(UNIT_NAMES))
 
-# libFuzzer targets: clang, ASan+UBSan, every server source but main.
-FUZZ_LIB_SRCS := $(LIB_SRCS) $(GEN_SRCS)
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(HDRS)
+# libFuzzer targets: clang, ASan+UBSan; the library is compiled once for all of them.
+FUZZ_CFLAGS := -std=c17 -D_GNU_SOURCE -Iinclude -Ibuild $(PKG_CFLAGS) -g -O1 \
+	-fsanitize=address,undefined -fno-sanitize-recover=undefined -pthread
+FUZZ_OBJ := $(patsubst %.c,build/fuzzobj/%.o,$(LIB_SRCS) $(GEN_SRCS))
+build/fuzzobj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CLANG) -std=c17 -D_GNU_SOURCE -Iinclude -Ibuild $(PKG_CFLAGS) -g -O1 \
-	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  $< $(FUZZ_LIB_SRCS) $(PKG_LIBS) -pthread -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build/fuzzobj/libconsentd.a: $(FUZZ_OBJ)
+	ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c build/fuzzobj/libconsentd.a
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< build/fuzzobj/libconsentd.a $(PKG_LIBS) -o $@
 FUZZ_BINS := $(addprefix build/fuzz/,$(FUZZ_NAMES))
 
 build-tests: $(UNIT_BINS) $(UNIT_ASAN_BINS) build/consentd build/consentd-asan
