@@ -113,7 +113,11 @@ run: deps build/consentd
 check: deps
 	@bash scripts/check.sh
 
-bench: deps build/consentd
+build/bench_jwt: bench/bench_jwt.c build/rel/libconsentd.a
+	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
+
+bench: deps build/consentd build/bench_jwt
+	./build/bench_jwt
 	@bash bench/run.sh
 
 clean:
