@@ -45,6 +45,13 @@ enum cs_err jcs_ijson_check(const json_t *v, char *why, size_t whylen) CS_MUST_C
 /* ECMAScript Number::toString of a finite x (RFC 8785 §3.2.2.3) appended to
  * out; CS_EINVAL for NaN and infinities. */
 enum cs_err jcs_number(double x, struct buf *out) CS_MUST_CHECK;
+/* (Added, jcs.c.)  For showing an approval's parameters to the person: the
+ * canonical text (struct approval's parameters) re-read and written with the
+ * very same member order, strings and numbers, only indented (two spaces per
+ * level, ": " after names).  jansson's own json_dumps would print 0.1 as
+ * 0.10000000000000001 and cannot re-read 100000000000000000000.  CS_EINVAL
+ * when canonical is not JSON; out unchanged on failure. */
+enum cs_err jcs_pretty(const char *canonical, struct buf *out) CS_MUST_CHECK;
 /* base64url(SHA-256(JCS(parameters))), NUL-terminated. */
 enum cs_err approval_digest(json_t *parameters, char out[APPROVAL_DIGEST_LEN + 1]) CS_MUST_CHECK;
 

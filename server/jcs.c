@@ -378,9 +378,18 @@ static enum cs_err put_string(struct buf *out, const char *s, size_t n)
 
 /* --- values ------------------------------------------------------------ */
 
-static enum cs_err jcs_value(json_t *v, struct buf *out, size_t depth);
+static enum cs_err jcs_value(json_t *v, struct buf *out, size_t depth, bool pretty);
 
-static enum cs_err jcs_object(json_t *v, struct buf *out, size_t depth)
+/* Pretty form only: a newline and two spaces per level. */
+static enum cs_err put_indent(struct buf *out, size_t depth)
+{
+	enum cs_err e = buf_append(out, "\n", 1);
+	for (size_t i = 0; i < depth && e == CS_OK; i++)
+		e = buf_append(out, "  ", 2);
+	return e;
+}
+
+static enum cs_err jcs_object(json_t *v, struct buf *out, size_t depth, bool pretty)
 {
 	enum cs_err e = CS_OK;
 	size_t n = json_object_size(v), i = 0;
@@ -408,18 +417,21 @@ static enum cs_err jcs_object(json_t *v, struct buf *out, size_t depth)
 		goto out;
 	for (i = 0; i < n; i++) {
 		if ((i > 0 && (e = buf_append(out, ",", 1)) != CS_OK) ||
+		    (pretty && (e = put_indent(out, depth + 1)) != CS_OK) ||
 		    (e = put_string(out, keys[i], strlen(keys[i]))) != CS_OK ||
-		    (e = buf_append(out, ":", 1)) != CS_OK ||
-		    (e = jcs_value(json_object_get(v, keys[i]), out, depth + 1)) != CS_OK)
+		    (e = buf_puts(out, pretty ? ": " : ":")) != CS_OK ||
+		    (e = jcs_value(json_object_get(v, keys[i]), out, depth + 1, pretty)) != CS_OK)
 			goto out;
 	}
+	if (pretty && (e = put_indent(out, depth)) != CS_OK)
+		goto out;
 	e = buf_append(out, "}", 1);
 out:
 	free(keys);
 	return e;
 }
 
-static enum cs_err jcs_value(json_t *v, struct buf *out, size_t depth)
+static enum cs_err jcs_value(json_t *v, struct buf *out, size_t depth, bool pretty)
 {
 	enum cs_err e;
 	if (v == NULL)
@@ -428,14 +440,17 @@ static enum cs_err jcs_value(json_t *v, struct buf *out, size_t depth)
 		return CS_ETOOBIG;
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
-		return jcs_object(v, out, depth);
+		return jcs_object(v, out, depth, pretty);
 	case JSON_ARRAY:
 		if ((e = buf_append(out, "[", 1)) != CS_OK)
 			return e;
 		for (size_t i = 0; i < json_array_size(v); i++)
 			if ((i > 0 && (e = buf_append(out, ",", 1)) != CS_OK) ||
-			    (e = jcs_value(json_array_get(v, i), out, depth + 1)) != CS_OK)
+			    (pretty && (e = put_indent(out, depth + 1)) != CS_OK) ||
+			    (e = jcs_value(json_array_get(v, i), out, depth + 1, pretty)) != CS_OK)
 				return e;
+		if (pretty && json_array_size(v) > 0 && (e = put_indent(out, depth)) != CS_OK)
+			return e;
 		return buf_append(out, "]", 1);
 	case JSON_STRING:
 		return put_string(out, json_string_value(v), json_string_length(v));
@@ -464,11 +479,34 @@ enum cs_err jcs_canonicalize(json_t *v, struct buf *out)
 	if (v == NULL || out == NULL)
 		return CS_EINVAL;
 	len0 = out->len;
-	e = jcs_value(v, out, 0);
+	e = jcs_value(v, out, 0, false);
 	if (e != CS_OK && out->data != NULL) {
 		/* Nothing half-written: the buffer ends where it began. */
 		out->len = len0;
 		out->data[len0] = '\0';
 	}
+	return e;
+}
+
+enum cs_err jcs_pretty(const char *canonical, struct buf *out)
+{
+	json_t *v;
+	enum cs_err e;
+	size_t len0;
+	if (canonical == NULL || out == NULL)
+		return CS_EINVAL;
+	/* Every number read as a double: a canonical integer such as
+	 * 100000000000000000000 (written for the real 1e20) is past int64. */
+	v = json_loads(canonical, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL,
+	    NULL);
+	if (v == NULL)
+		return CS_EINVAL;
+	len0 = out->len;
+	e = jcs_value(v, out, 0, true);
+	if (e != CS_OK && out->data != NULL) {
+		out->len = len0;
+		out->data[len0] = '\0';
+	}
+	json_decref(v);
 	return e;
 }

@@ -423,6 +423,25 @@ START_TEST(test_approval_jcs_refuses_non_ijson)
 }
 END_TEST
 
+START_TEST(test_approval_jcs_pretty)
+{
+	struct buf b;
+	buf_init(&b, 4096);
+	ck_assert_int_eq(jcs_pretty("{\"b\":[1,{},[],0.1,100000000000000000000],\"a\":\"\\u001f<\"}",
+	    &b), CS_OK);
+	ck_assert_str_eq(b.data, "{\n  \"a\": \"\\u001f<\",\n  \"b\": [\n    1,\n    {},\n    [],\n"
+	    "    0.1,\n    100000000000000000000\n  ]\n}");
+	buf_reset(&b);
+	ck_assert_int_eq(jcs_pretty("null", &b), CS_OK);
+	ck_assert_str_eq(b.data, "null");
+	buf_reset(&b);
+	ck_assert_int_eq(jcs_pretty("{\"a\":1,\"a\":2}", &b), CS_EINVAL);
+	ck_assert_int_eq(jcs_pretty("nope", &b), CS_EINVAL);
+	ck_assert_uint_eq(b.len, 0);
+	buf_clear(&b);
+}
+END_TEST
+
 /* --- digest ------------------------------------------------------------ */
 
 START_TEST(test_approval_digest_known_value)
@@ -1013,6 +1032,7 @@ static Suite *approval_suite(void)
 	tcase_add_test(tc, test_approval_jcs_rfc8785_numbers);
 	tcase_add_test(tc, test_approval_jcs_strings);
 	tcase_add_test(tc, test_approval_jcs_refuses_non_ijson);
+	tcase_add_test(tc, test_approval_jcs_pretty);
 	tcase_add_test(tc, test_approval_digest_known_value);
 	tcase_add_test(tc, test_approval_parse_good);
 	tcase_add_test(tc, test_approval_parse_ijson_refusals);
