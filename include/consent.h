@@ -161,9 +161,9 @@ enum cs_err consent_pending_for_user(struct store_conn *c, int64_t user_id, int6
     struct consent_request **out, size_t *n) CS_MUST_CHECK;
 void consent_request_list_free(struct consent_request *v, size_t n);
 
-/* Revokes a consent with its grants and refresh tokens, moving its vault
- * record (if any) to the revocation outbox (and, later, approvals), with one
- * audit entry naming actor and reason.  When
+/* Revokes a consent with its grants and refresh tokens, cancels its pending
+ * and approved-unused approvals and moves its vault record (if any) to the
+ * revocation outbox, with one audit entry naming actor and reason.  When
  * only_user_id > 0 the consent must belong to that user (CS_EPERM otherwise).
  * Revoking an already revoked consent is CS_OK (idempotent).  Runs in its own
  * transaction unless in_tx. */

@@ -29,6 +29,14 @@
  *   vault.reconnect_required   flow D: the provider said invalid_grant
  *   vault.revoked              flow G: outbox tokens revoked at the provider (ok / expired)
  *   vault.revoke_retry         flow G: the provider could not be reached; retried later
+ *   approval.requested         flow F: a new approval request (action, params_digest)
+ *   approval.slow_down         flow F: polled faster than the interval
+ *   approval.expired           flow F: a request or an unredeemed approval timed out
+ *   approval.refused           flow F: too many pending, or a redemption refused
+ *   approval.approved          flow F: the person approved
+ *   approval.denied            flow F: the person denied
+ *   approval.cancelled         flow F: a decision arrived after the consent ended
+ *   approval.released          flow F: the token went out once for this approval
  */
 #include <string.h>
 

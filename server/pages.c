@@ -613,7 +613,7 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	struct store_conn *c = store_conn(app->store);
 	char back[128], when[32];
 	char *shown = NULL, *pretty = NULL;
-	json_t *ctx = NULL, *pv = NULL;
+	json_t *ctx = NULL;
 	bool have, ok;
 	enum cs_err e;
 
@@ -636,8 +636,11 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	const struct config_action *act = config_action(cfg, a.resource, a.action);
 	/* The parameters are shown exactly as they will be used: the canonical
 	 * JSON, indented for reading, with invisible characters made visible. */
-	pv = json_loads(a.parameters, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
-	pretty = pv ? json_dumps(pv, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+	struct buf pb;
+	buf_init(&pb, 4 * APPROVAL_MAX_CANONICAL);
+	if (jcs_pretty(a.parameters, &pb) == CS_OK)
+		pretty = buf_steal(&pb);
+	buf_clear(&pb);
 	shown = visible_text(pretty ? pretty : a.parameters);
 	if (shown == NULL) {
 		e = CS_ENOMEM;
@@ -657,7 +660,6 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 out:
 	free(shown);
 	free(pretty);
-	json_decref(pv);
 	json_decref(ctx);
 	approval_clear(&a);
 	session_clear(&s);

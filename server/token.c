@@ -538,6 +538,10 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 		}
 		e = approval_check(c, cfg, &k, action, canon.data, digest, actor, req->now, &aa);
 		buf_clear(&canon);
+		if (e == CS_EPERM) {             /* the consent ended since the grant was checked */
+			e = reply_oauth_error(rep, 400, "invalid_request", "the grant's consent has ended");
+			goto out;
+		}
 		if (e != CS_OK)
 			goto out;
 		if (aa.outcome != APPROVAL_RELEASE) {
@@ -552,14 +556,23 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 		if ((e = store_begin(c)) != CS_OK)
 			goto out;
 		e = approval_redeem(c, cfg, aa.approval_id, actor, req->now);
-		if (e == CS_OK)
-			e = store_commit(c);
-		if (e != CS_OK) {
+		if (e == CS_OK || e == CS_EPERM) {
+			/* A refusal is committed too: its audit entry must stay. */
+			enum cs_err e2 = store_commit(c);
+			if (e2 != CS_OK) {
+				store_rollback(c);
+				e = e2;
+			}
+		} else {
 			store_rollback(c);
+		}
+		if (e == CS_EPERM) {
 			e = reply_oauth_error(rep, 400, "access_denied",
 			    "this approval was already used or is no longer valid");
 			goto out;
 		}
+		if (e != CS_OK)
+			goto out;
 	}
 	if (e == CS_OK) {
 		json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", out.access_token,
