@@ -65,27 +65,42 @@ static const char *resource_name(const struct config *cfg, const char *id)
 	return r ? r->name : id;
 }
 
-static enum cs_err audit_binding_refused(struct store_conn *c, const struct session *s,
-    const struct consent_request *r, int64_t now)
+/* SECURITY: session binding (invariant 4).  A request opened by another
+ * account is audited and answered with a 403 page that offers to sign in as
+ * the right person; the request stays pending for its person.  kind is
+ * "consent" or "approve" (the page's path). */
+static enum cs_err refuse_other_account(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, const struct session *s, const char *kind, const char *id,
+    const char *subject, const char *agent, const char *resource)
 {
-	char actor[300];
-	enum cs_err e;
+	char actor[300], loginurl[200];
 	struct audit_entry a;
+	json_t *ctx;
+	enum cs_err e;
 	snprintf(actor, sizeof actor, "user:%s", s->subject);
 	memset(&a, 0, sizeof a);
-	a.ts = now;
+	a.ts = req->now;
 	a.actor = actor;
 	a.action = "consent.binding_refused";
-	a.subject = r->subject;
-	a.agent = r->agent;
-	a.resource = r->resource;
-	a.request_id = r->id;
+	a.subject = subject;
+	a.agent = agent;
+	a.resource = resource;
+	a.request_id = id;
 	a.outcome = "refused";
 	a.detail = "opened by another account";
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK)
+	if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK) {
 		store_rollback(c);
+		return e;
+	}
+	snprintf(loginurl, sizeof loginurl, "/login?prompt=login&return_to=%%2F%s%%2F%s", kind, id);
+	ctx = json_pack("{s:s, s:s}", "title", "This request is for another account",
+	    "login_url", loginurl);
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	e = page_render(rep, 403, "consent_other.html", ctx, s);
+	json_decref(ctx);
 	return e;
 }
 
@@ -96,7 +111,6 @@ static enum cs_err bound_request(const struct http_request *req, struct http_rep
     struct store_conn *c, const struct session *s, struct consent_request *r, bool *ok)
 {
 	enum cs_err e;
-	char loginurl[200];
 	*ok = false;
 	e = consent_request_get(c, req->captures[0], r);
 	if (e == CS_ENOENT)
@@ -106,20 +120,9 @@ static enum cs_err bound_request(const struct http_request *req, struct http_rep
 		return e;
 	/* SECURITY: session binding (invariant 4) -- only the person the agent
 	 * asked for may see or decide this request. */
-	if (r->user_id != s->user_id) {
-		if ((e = audit_binding_refused(c, s, r, req->now)) != CS_OK)
-			return e;
-		json_t *ctx = json_pack("{s:s, s:s}", "title", "This request is for another account",
-		    "login_url", "");
-		if (ctx == NULL)
-			return CS_ENOMEM;
-		snprintf(loginurl, sizeof loginurl, "/login?prompt=login&return_to=%%2Fconsent%%2F%s",
-		    r->id);
-		json_object_set_new(ctx, "login_url", json_string(loginurl));
-		e = page_render(rep, 403, "consent_other.html", ctx, s);
-		json_decref(ctx);
-		return e;
-	}
+	if (r->user_id != s->user_id)
+		return refuse_other_account(req, rep, c, s, "consent", r->id, r->subject, r->agent,
+		    r->resource);
 	*ok = true;
 	return CS_OK;
 }
@@ -572,7 +575,6 @@ out:
 static enum cs_err bound_approval(const struct http_request *req, struct http_reply *rep,
     struct store_conn *c, const struct session *s, struct approval *a, bool *ok)
 {
-	char loginurl[200];
 	enum cs_err e;
 	*ok = false;
 	e = approval_get(c, req->captures[0], a);
@@ -581,25 +583,9 @@ static enum cs_err bound_approval(const struct http_request *req, struct http_re
 		    "This approval request does not exist. Ask your agent for a new link.");
 	if (e != CS_OK)
 		return e;
-	if (a->user_id != s->user_id) {
-		/* SECURITY: only the person the agent acts for may see or decide it. */
-		struct consent_request fake;
-		memset(&fake, 0, sizeof fake);
-		fake.subject = a->subject;
-		fake.agent = a->agent;
-		fake.resource = a->resource;
-		fake.id = a->id;
-		if ((e = audit_binding_refused(c, s, &fake, req->now)) != CS_OK)
-			return e;
-		snprintf(loginurl, sizeof loginurl, "/login?prompt=login&return_to=%%2Fapprove%%2F%s", a->id);
-		json_t *ctx = json_pack("{s:s, s:s}", "title", "This request is for another account",
-		    "login_url", loginurl);
-		if (ctx == NULL)
-			return CS_ENOMEM;
-		e = page_render(rep, 403, "consent_other.html", ctx, s);
-		json_decref(ctx);
-		return e;
-	}
+	if (a->user_id != s->user_id)
+		return refuse_other_account(req, rep, c, s, "approve", a->id, a->subject, a->agent,
+		    a->resource);
 	*ok = true;
 	return CS_OK;
 }
