@@ -1,12 +1,21 @@
 /* audit.h -- the audit log: one entry per decision, refusal, release and
  * revocation, written in the same transaction as the change it records.
- * Never a token, code, secret or cookie in an entry: ids (jti, consent id) only. */
+ * Never a token, code, secret or cookie in an entry: ids (jti, consent id) only.
+ * Entries are numbered and chained (ARCHITECTURE.md flow G): link =
+ * HMAC-SHA-256(K, previous link || canonical entry), K derived from the master
+ * key for "audit-chain", so who can write the database without the master key
+ * cannot re-forge the chain. */
 #ifndef CS_AUDIT_H
 #define CS_AUDIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "cs_err.h"
+#include "seal.h"
 #include "store.h"
+
+#define AUDIT_LINK_LEN 32
+#define AUDIT_LINK_HEX (2 * AUDIT_LINK_LEN)
 
 struct audit_entry {             /* every field but action may be NULL / 0 */
 	int64_t     ts;              /* UTC seconds */
@@ -22,7 +31,57 @@ struct audit_entry {             /* every field but action may be NULL / 0 */
 	const char *detail;          /* short, no secrets (e.g. "jti=...") */
 };
 
-/* Appends one entry.  Call inside the caller's transaction. */
+/* Sets the process-wide chain key from the master key (derived for
+ * "audit-chain"; the master key itself is not kept).  Call once at start,
+ * before any thread appends (app_init, the CLI commands, test setups). */
+enum cs_err audit_set_master_key(const struct master_key *mk) CS_MUST_CHECK;
+/* Sets the chain key directly: 32 bytes and the master key id recorded
+ * beside each link (tests; app code uses audit_set_master_key). */
+void audit_set_key(const unsigned char key[AUDIT_LINK_LEN], const char *master_kid);
+/* Forgets (wipes) the chain key; appends fail with CS_ECRYPTO afterwards. */
+void audit_clear_key(void);
+
+/* Appends one entry, numbered and linked to the head.  Call inside the
+ * caller's transaction (BEGIN IMMEDIATE serialises writers, so reading the
+ * head and inserting is race-free).  CS_ECRYPTO when no chain key is set:
+ * an unchained entry is never written. */
 enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
+
+/* The chain head: number and link of the last entry (0 and 32 zero bytes
+ * when the log is empty).  hex gets the link in lowercase hex. */
+struct audit_head {
+	int64_t seq;
+	char    hex[AUDIT_LINK_HEX + 1];
+};
+enum cs_err audit_head(struct store_conn *c, struct audit_head *out) CS_MUST_CHECK;
+/* Parses "N:LINKHEX" (what the server logs) into *out; CS_EINVAL when malformed. */
+enum cs_err audit_head_parse(const char *s, struct audit_head *out) CS_MUST_CHECK;
+
+/* What audit_verify found.  ok is 1 when the whole chain verifies (and the
+ * expected head, when given, is present with its link); else broken names the
+ * first bad entry (or the missing head) and why. */
+struct audit_verify_result {
+	int              ok;
+	int              head_missing;  /* broken because the expected head is gone */
+	int64_t          entries;       /* entries walked */
+	struct audit_head head;         /* the last entry that verified */
+	int64_t          broken;        /* the first broken entry's number */
+	char             why[160];      /* "link does not match", "entry 4 missing", ... */
+};
+/* Walks the whole chain in seq order under mk, recomputing every link and
+ * checking that numbers are contiguous from 1.  want (may be NULL) is a head
+ * logged earlier: it must be present with that link.  CS_OK whenever the walk
+ * ran (read res->ok); an error only when it could not. */
+enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
+    const struct audit_head *want, struct audit_verify_result *res) CS_MUST_CHECK;
+
+/* Recomputes every link under new_mk (master-key rotation): the caller has
+ * verified the chain under the old key and holds the transaction. */
+enum cs_err audit_relink(struct store_conn *c, const struct master_key *new_mk) CS_MUST_CHECK;
+
+/* Calls fn for each entry with ts >= since, in seq order, as one JSON object
+ * text (no newline; jansson; link in hex).  Stops at fn's first error. */
+enum cs_err audit_export(struct store_conn *c, int64_t since,
+    enum cs_err (*fn)(void *arg, const char *json), void *arg) CS_MUST_CHECK;
 
 #endif

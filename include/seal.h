@@ -39,4 +39,12 @@ enum cs_err unseal(const struct master_key *mk, const char *purpose,
     const void *aad, size_t aad_len, const unsigned char *blob, size_t blob_len,
     unsigned char **pt, size_t *pt_len) CS_MUST_CHECK;
 
+/* Derives a 32-byte key for purpose (the same HKDF as seal(): info =
+ * "consentd seal v1 " + purpose) for uses other than sealing, such as the
+ * audit chain's HMAC ("audit-chain").  Distinct purposes give independent
+ * keys.  The caller wipes out (OPENSSL_cleanse); out written only on CS_OK. */
+#define SEAL_DERIVED_KEY_LEN 32
+enum cs_err seal_derive_key(const struct master_key *mk, const char *purpose,
+    unsigned char out[SEAL_DERIVED_KEY_LEN]) CS_MUST_CHECK;
+
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "app.h"
+#include "audit.h"
 
 int64_t app_now(void)
 {
@@ -31,6 +32,9 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		    cfg->master_key_file, cs_strerror(e));
 		goto fail;
 	}
+	/* The audit chain's key comes from the master key; without it no entry is written. */
+	if ((e = audit_set_master_key(&app->mk)) != CS_OK)
+		goto fail;
 	e = store_open(cfg->db_path, &app->store);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: database %s: %s\n", cfg->db_path, cs_strerror(e));
@@ -82,6 +86,7 @@ void app_clear(struct app *app)
 	store_close(app->store);
 	app->store = NULL;
 	master_key_clear(&app->mk);
+	audit_clear_key();
 	pthread_rwlock_destroy(&app->keys_lock);
 	pthread_mutex_destroy(&app->stop_lock);
 	pthread_cond_destroy(&app->stop_cond);

@@ -1,6 +1,9 @@
-/* audit.c -- appends entries to the audit log inside the caller's transaction.
+/* audit.c -- appends entries to the audit log inside the caller's transaction,
+ * each numbered and chained to the one before by an HMAC keyed from the master
+ * key; verifies, re-links (master-key rotation) and exports the chain.
  * It must never record a token, code, secret or cookie: entries that look like
  * they carry one are refused, so a mistake fails loudly instead of leaking.
+ * It must never write an unchained entry: without a chain key, appends fail.
  *
  * Action names in use (add yours here when you add one):
  *   consent.request.created    flow A: a new pending consent request
@@ -37,11 +40,36 @@
  *   approval.denied            flow F: the person denied
  *   approval.cancelled         flow F: a decision arrived after the consent ended
  *   approval.released          flow F: the token went out once for this approval
+ *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
  */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "audit.h"
-#include "store_consent.h"
+#include "store_audit.h"
+
+#define AUDIT_KEY_PURPOSE "audit-chain"  /* seal_derive_key purpose */
+#define AUDIT_NFIELDS 10                 /* text fields in the canonical form */
+#define AUDIT_PAGE 500                   /* rows read at a time */
+
+_Static_assert(AUDIT_LINK_LEN == STORE_AUDIT_LINK_LEN, "one link size");
+_Static_assert(AUDIT_LINK_LEN == SEAL_DERIVED_KEY_LEN, "the chain key is a derived key");
+
+/* The process-wide chain key: set once at start, read by every append. */
+static struct {
+	pthread_mutex_t lock;
+	int             set;
+	unsigned char   key[AUDIT_LINK_LEN];
+	char            kid[MASTER_KID_LEN + 1];
+} chain = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The start of every JWT ('{"' in base64url): a JWS, a JWE, an ID token. */
 #define JWT_PREFIX "eyJ"
@@ -70,8 +98,201 @@ static enum cs_err field_ok(const char *v)
 	return CS_OK;
 }
 
+
+/* --- the chain key ------------------------------------------------------- */
+
+void audit_set_key(const unsigned char key[AUDIT_LINK_LEN], const char *master_kid)
+{
+	pthread_mutex_lock(&chain.lock);
+	memcpy(chain.key, key, AUDIT_LINK_LEN);
+	snprintf(chain.kid, sizeof chain.kid, "%s", master_kid != NULL ? master_kid : "");
+	chain.set = 1;
+	pthread_mutex_unlock(&chain.lock);
+}
+
+enum cs_err audit_set_master_key(const struct master_key *mk)
+{
+	unsigned char k[AUDIT_LINK_LEN];
+	enum cs_err e;
+	if (mk == NULL)
+		return CS_EINVAL;
+	e = seal_derive_key(mk, AUDIT_KEY_PURPOSE, k);
+	if (e == CS_OK)
+		audit_set_key(k, mk->kid);
+	OPENSSL_cleanse(k, sizeof k);
+	return e;
+}
+
+void audit_clear_key(void)
+{
+	pthread_mutex_lock(&chain.lock);
+	OPENSSL_cleanse(chain.key, sizeof chain.key);
+	memset(chain.kid, 0, sizeof chain.kid);
+	chain.set = 0;
+	pthread_mutex_unlock(&chain.lock);
+}
+
+/* Copies the chain key out; CS_ECRYPTO when none is set.  The caller wipes key. */
+static enum cs_err chain_key(unsigned char key[AUDIT_LINK_LEN], char kid[MASTER_KID_LEN + 1])
+{
+	enum cs_err e = CS_ECRYPTO;
+	pthread_mutex_lock(&chain.lock);
+	if (chain.set) {
+		memcpy(key, chain.key, AUDIT_LINK_LEN);
+		memcpy(kid, chain.kid, MASTER_KID_LEN + 1);
+		e = CS_OK;
+	}
+	pthread_mutex_unlock(&chain.lock);
+	return e;
+}
+
+/* --- links --------------------------------------------------------------- */
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (unsigned char)(v & 0xff);
+		v >>= 8;
+	}
+}
+
+/* link = HMAC-SHA-256(key, prev || canonical(seq, e)).  The canonical form:
+ * seq and ts as 8-byte big-endian, then each text field (actor, action,
+ * subject, agent, resource, scopes, consent_id, request_id, outcome, detail)
+ * as 0x00 when NULL, else 0x01, its length as 4-byte big-endian, its bytes --
+ * unambiguous, and NULL distinct from "". */
+static enum cs_err link_compute(const unsigned char key[AUDIT_LINK_LEN],
+    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
+    unsigned char out[AUDIT_LINK_LEN])
+{
+	const char *fields[AUDIT_NFIELDS] = {
+		e->actor, e->action, e->subject, e->agent, e->resource, e->scopes,
+		e->consent_id, e->request_id, e->outcome, e->detail,
+	};
+	enum cs_err err = CS_ECRYPTO;
+	unsigned char hdr[16], tag[5];
+	unsigned int mlen = 0;
+	HMAC_CTX *h = NULL;
+
+	put_u64(hdr, (uint64_t)seq);
+	put_u64(hdr + 8, (uint64_t)e->ts);
+	/* HMAC_CTX is deprecated in OpenSSL 3 but still the simplest streaming
+	 * HMAC; EVP_MAC would do the same in twice the lines. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	if ((h = HMAC_CTX_new()) == NULL)
+		goto out;
+	if (HMAC_Init_ex(h, key, AUDIT_LINK_LEN, EVP_sha256(), NULL) != 1 ||
+	    HMAC_Update(h, prev, AUDIT_LINK_LEN) != 1 || HMAC_Update(h, hdr, sizeof hdr) != 1)
+		goto out;
+	for (size_t i = 0; i < AUDIT_NFIELDS; i++) {
+		if (fields[i] == NULL) {
+			tag[0] = 0;
+			if (HMAC_Update(h, tag, 1) != 1)
+				goto out;
+			continue;
+		}
+		size_t n = strlen(fields[i]);
+		if (n > UINT32_MAX) {
+			err = CS_ETOOBIG;
+			goto out;
+		}
+		tag[0] = 1;
+		tag[1] = (unsigned char)(n >> 24);
+		tag[2] = (unsigned char)(n >> 16);
+		tag[3] = (unsigned char)(n >> 8);
+		tag[4] = (unsigned char)n;
+		if (HMAC_Update(h, tag, sizeof tag) != 1 ||
+		    HMAC_Update(h, (const unsigned char *)fields[i], n) != 1)
+			goto out;
+	}
+	if (HMAC_Final(h, out, &mlen) != 1 || mlen != AUDIT_LINK_LEN)
+		goto out;
+	err = CS_OK;
+out:
+	HMAC_CTX_free(h);
+#pragma GCC diagnostic pop
+	return err;
+}
+
+static void hex_encode(const unsigned char *b, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 0x0f];
+	}
+	out[2 * n] = '\0';
+}
+
+static int hex_val(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+static enum cs_err hex_decode_link(const char *s, unsigned char out[AUDIT_LINK_LEN])
+{
+	if (strlen(s) != AUDIT_LINK_HEX)
+		return CS_EINVAL;
+	for (size_t i = 0; i < AUDIT_LINK_LEN; i++) {
+		int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return CS_EINVAL;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return CS_OK;
+}
+
+/* A row seen as the entry it records. */
+static void row_entry(const struct store_audit_row *r, struct audit_entry *e)
+{
+	e->ts = r->ts;
+	e->actor = r->actor;
+	e->action = r->action;
+	e->subject = r->subject;
+	e->agent = r->agent;
+	e->resource = r->resource;
+	e->scopes = r->scopes;
+	e->consent_id = r->consent_id;
+	e->request_id = r->request_id;
+	e->outcome = r->outcome;
+	e->detail = r->detail;
+}
+
+/* --- append -------------------------------------------------------------- */
+
+/* Appends e linked under key: reads the head and inserts the next entry.
+ * SECURITY: the caller's BEGIN IMMEDIATE holds the writer lock, so no other
+ * thread or process can append between reading the head and inserting. */
+static enum cs_err append_with(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    const char *kid, const struct audit_entry *e)
+{
+	enum cs_err err;
+	struct store_audit_head h;
+	unsigned char prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
+
+	if ((err = store_audit_head(c, &h)) != CS_OK)
+		return err;
+	memset(prev, 0, sizeof prev);
+	if (h.link_len == AUDIT_LINK_LEN)
+		memcpy(prev, h.link, AUDIT_LINK_LEN);
+	if ((err = link_compute(key, prev, h.next, e, link)) != CS_OK)
+		return err;
+	return store_audit_append(c, e, h.next, link, kid);
+}
+
 enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 {
+	unsigned char key[AUDIT_LINK_LEN];
+	char kid[MASTER_KID_LEN + 1];
+	enum cs_err err;
+
 	if (c == NULL || e == NULL || e->action == NULL || e->action[0] == '\0')
 		return CS_EINVAL;
 	const char *fields[] = {
@@ -81,5 +302,261 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
 		if (field_ok(fields[i]) != CS_OK)
 			return CS_EINVAL;
-	return store_audit_insert(c, e);
+	/* SECURITY: no key, no entry -- an unchained entry would be forgeable. */
+	if ((err = chain_key(key, kid)) != CS_OK) {
+		fprintf(stderr, "consentd: audit: no chain key set; entry refused\n");
+		return err;
+	}
+	err = append_with(c, key, kid, e);
+	OPENSSL_cleanse(key, sizeof key);
+	return err;
+}
+
+/* --- head ---------------------------------------------------------------- */
+
+enum cs_err audit_head(struct store_conn *c, struct audit_head *out)
+{
+	struct store_audit_head h;
+	enum cs_err e;
+	if (c == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_audit_head(c, &h)) != CS_OK)
+		return e;
+	if (h.link_len != AUDIT_LINK_LEN)
+		memset(h.link, 0, sizeof h.link);
+	out->seq = h.seq;
+	hex_encode(h.link, AUDIT_LINK_LEN, out->hex);
+	return CS_OK;
+}
+
+enum cs_err audit_head_parse(const char *s, struct audit_head *out)
+{
+	unsigned char link[AUDIT_LINK_LEN];
+	int64_t n = 0;
+	const char *p = s;
+
+	if (s == NULL || out == NULL)
+		return CS_EINVAL;
+	if (*p < '0' || *p > '9')
+		return CS_EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (n > (INT64_MAX - (*p - '0')) / 10)
+			return CS_EINVAL;
+		n = n * 10 + (*p - '0');
+	}
+	if (*p != ':' || hex_decode_link(p + 1, link) != CS_OK)
+		return CS_EINVAL;
+	out->seq = n;
+	hex_encode(link, AUDIT_LINK_LEN, out->hex);
+	return CS_OK;
+}
+
+/* --- verify, relink, export --------------------------------------------- */
+
+static void broken(struct audit_verify_result *res, int64_t seq, const char *why)
+{
+	res->ok = 0;
+	res->broken = seq;
+	snprintf(res->why, sizeof res->why, "%s", why);
+}
+
+enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
+    const struct audit_head *want, struct audit_verify_result *res)
+{
+	enum cs_err err;
+	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
+	unsigned char want_link[AUDIT_LINK_LEN];
+	struct store_audit_row *rows = NULL;
+	size_t n = 0;
+	int64_t expect = 1, after = 0;
+	int want_seen = 0;
+	char why[sizeof res->why];
+
+	if (c == NULL || mk == NULL || res == NULL)
+		return CS_EINVAL;
+	memset(res, 0, sizeof *res);
+	memset(prev, 0, sizeof prev);
+	hex_encode(prev, AUDIT_LINK_LEN, res->head.hex);
+	if (want != NULL && (want->seq < 0 || hex_decode_link(want->hex, want_link) != CS_OK))
+		return CS_EINVAL;
+	if ((err = seal_derive_key(mk, AUDIT_KEY_PURPOSE, key)) != CS_OK)
+		return err;
+	res->ok = 1;
+	for (;;) {
+		if ((err = store_audit_page(c, after, AUDIT_PAGE, &rows, &n)) != CS_OK)
+			goto out;
+		if (n == 0)
+			break;
+		for (size_t i = 0; i < n && res->ok; i++) {
+			const struct store_audit_row *r = &rows[i];
+			struct audit_entry e;
+			if (r->seq != expect) {
+				snprintf(why, sizeof why, "entry %" PRId64 " before it is missing", expect);
+				broken(res, r->seq, why);
+				break;
+			}
+			if (r->link == NULL || r->link_len != AUDIT_LINK_LEN) {
+				broken(res, r->seq, "it has no link");
+				break;
+			}
+			row_entry(r, &e);
+			if ((err = link_compute(key, prev, r->seq, &e, link)) != CS_OK)
+				goto out;
+			/* SECURITY: links compared in constant time. */
+			if (CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
+				if (r->master_kid != NULL && strcmp(r->master_kid, mk->kid) != 0)
+					snprintf(why, sizeof why, "link does not match; it names master key "
+					    "%.16s, verifying with %s", r->master_kid, mk->kid);
+				else
+					snprintf(why, sizeof why, "link does not match its content "
+					    "and the entry before it");
+				broken(res, r->seq, why);
+				break;
+			}
+			if (want != NULL && r->seq == want->seq) {
+				want_seen = 1;
+				if (CRYPTO_memcmp(link, want_link, AUDIT_LINK_LEN) != 0) {
+					broken(res, r->seq, "its link differs from the expected head's");
+					break;
+				}
+			}
+			memcpy(prev, link, AUDIT_LINK_LEN);
+			res->entries++;
+			res->head.seq = r->seq;
+			hex_encode(link, AUDIT_LINK_LEN, res->head.hex);
+			expect = r->seq + 1;
+		}
+		after = rows[n - 1].seq;
+		store_audit_rows_free(rows, n);
+		rows = NULL;
+		n = 0;
+		if (!res->ok)
+			break;
+	}
+	if (res->ok && want != NULL && want->seq > 0 && !want_seen) {
+		snprintf(why, sizeof why, "head %" PRId64 " missing: the log ends at entry %" PRId64
+		    " (cut off?)", want->seq, res->head.seq);
+		broken(res, want->seq, why);
+		res->head_missing = 1;
+	}
+	err = CS_OK;
+out:
+	store_audit_rows_free(rows, n);
+	OPENSSL_cleanse(key, sizeof key);
+	return err;
+}
+
+enum cs_err audit_relink(struct store_conn *c, const struct master_key *new_mk)
+{
+	enum cs_err err;
+	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
+	struct store_audit_row *rows = NULL;
+	size_t n = 0;
+	int64_t after = 0;
+
+	if (c == NULL || new_mk == NULL)
+		return CS_EINVAL;
+	memset(prev, 0, sizeof prev);
+	if ((err = seal_derive_key(new_mk, AUDIT_KEY_PURPOSE, key)) != CS_OK)
+		return err;
+	for (;;) {
+		if ((err = store_audit_page(c, after, AUDIT_PAGE, &rows, &n)) != CS_OK)
+			goto out;
+		if (n == 0)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			struct audit_entry e;
+			row_entry(&rows[i], &e);
+			if ((err = link_compute(key, prev, rows[i].seq, &e, link)) != CS_OK ||
+			    (err = store_audit_set_link(c, rows[i].seq, link, new_mk->kid)) != CS_OK)
+				goto out;
+			memcpy(prev, link, AUDIT_LINK_LEN);
+		}
+		after = rows[n - 1].seq;
+		store_audit_rows_free(rows, n);
+		rows = NULL;
+		n = 0;
+	}
+	err = CS_OK;
+out:
+	store_audit_rows_free(rows, n);
+	OPENSSL_cleanse(key, sizeof key);
+	return err;
+}
+
+/* v as a JSON string, or null. */
+static json_t *json_str_or_null(const char *v)
+{
+	return v != NULL ? json_string(v) : json_null();
+}
+
+static enum cs_err row_json(const struct store_audit_row *r, char **out)
+{
+	char hex[AUDIT_LINK_HEX + 1];
+	json_t *o = json_object();
+	enum cs_err err = CS_ENOMEM;
+	if (o == NULL)
+		return CS_ENOMEM;
+	const struct { const char *k; const char *v; } f[] = {
+		{ "actor", r->actor }, { "action", r->action }, { "subject", r->subject },
+		{ "agent", r->agent }, { "resource", r->resource }, { "scopes", r->scopes },
+		{ "consent_id", r->consent_id }, { "request_id", r->request_id },
+		{ "outcome", r->outcome }, { "detail", r->detail }, { "master_kid", r->master_kid },
+	};
+	if (json_object_set_new(o, "seq", json_integer(r->seq)) != 0 ||
+	    json_object_set_new(o, "ts", json_integer(r->ts)) != 0)
+		goto out;
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+		if (json_object_set_new(o, f[i].k, json_str_or_null(f[i].v)) != 0)
+			goto out;
+	if (r->link != NULL && r->link_len == AUDIT_LINK_LEN) {
+		hex_encode(r->link, AUDIT_LINK_LEN, hex);
+		if (json_object_set_new(o, "link", json_string(hex)) != 0)
+			goto out;
+	} else if (json_object_set_new(o, "link", json_null()) != 0) {
+		goto out;
+	}
+	if ((*out = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL)
+		goto out;
+	err = CS_OK;
+out:
+	json_decref(o);
+	return err;
+}
+
+enum cs_err audit_export(struct store_conn *c, int64_t since,
+    enum cs_err (*fn)(void *arg, const char *json), void *arg)
+{
+	enum cs_err err;
+	struct store_audit_row *rows = NULL;
+	size_t n = 0;
+	int64_t after = 0;
+
+	if (c == NULL || fn == NULL)
+		return CS_EINVAL;
+	for (;;) {
+		if ((err = store_audit_page(c, after, AUDIT_PAGE, &rows, &n)) != CS_OK)
+			goto out;
+		if (n == 0)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			char *js = NULL;
+			if (rows[i].ts < since)
+				continue;
+			if ((err = row_json(&rows[i], &js)) != CS_OK)
+				goto out;
+			err = fn(arg, js);
+			free(js);
+			if (err != CS_OK)
+				goto out;
+		}
+		after = rows[n - 1].seq;
+		store_audit_rows_free(rows, n);
+		rows = NULL;
+		n = 0;
+	}
+	err = CS_OK;
+out:
+	store_audit_rows_free(rows, n);
+	return err;
 }

@@ -9,10 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 #include "app.h"
+#include "audit.h"
+#include "audit_cli.h"
 #include "config.h"
 #include "http.h"
 #include "httpc.h"
 #include "provider.h"
+#include "admin_cli.h"
 #include "keys_cli.h"
 #include "template.h"
 
@@ -22,6 +25,7 @@
 
 #define DRAIN_SECONDS 10
 #define KEY_RELOAD_SECONDS 60
+#define AUDIT_HEAD_SECONDS 60
 
 static void usage(FILE *f)
 {
@@ -29,6 +33,11 @@ static void usage(FILE *f)
 	    "usage: consentd [-n] -c FILE          run the server (-n: check the config and exit)\n"
 	    "       consentd keys rotate|list -c FILE, consentd keys revoke KID -c FILE\n"
 	    "                                      manage the signing keys (consentd keys --help)\n"
+	    "       consentd admin token|consents|revoke-user ... -c FILE\n"
+	    "                                      admin tokens, consents, bulk revocation\n"
+	    "                                      (consentd admin --help)\n"
+	    "       consentd audit verify|export -c FILE   check or export the audit chain\n"
+	    "       consentd vault rekey -c FILE --new-key-file NEW   rotate the master key\n"
 	    "       consentd --version | --help\n"
 	    "\n"
 	    "Every configuration key can also come from the environment as\n"
@@ -44,13 +53,26 @@ static FILE *open_log(const char *where)
 	return fopen(where, "a");
 }
 
+/* Logs the audit chain head, so `consentd audit verify --head N:LINK` can
+ * later tell a cut-off tail. */
+static void log_audit_head(struct app *app)
+{
+	struct audit_head h;
+	struct store_conn *c = store_conn(app->store);
+	if (c == NULL || audit_head(c, &h) != CS_OK) {
+		fprintf(stderr, "consentd: audit head: cannot read\n");
+		return;
+	}
+	fprintf(stderr, "consentd: audit head %lld:%s\n", (long long)h.seq, h.hex);
+}
+
 static int serve(const struct config *cfg)
 {
 	struct app app;
 	struct http_server *srv = NULL;
 	sigset_t set;
 	int rc = 1, sig;
-	int64_t last_reload;
+	int64_t last_reload, last_head;
 
 	/* Block the signals before any thread starts so that every worker
 	 * inherits the mask and only this thread receives them. */
@@ -86,7 +108,8 @@ static int serve(const struct config *cfg)
 		    store_schema_known(), keyring_signing_kid(kr) ? keyring_signing_kid(kr) : "-");
 		app_keys_put(&app);
 	}
-	last_reload = app_now();
+	log_audit_head(&app);
+	last_reload = last_head = app_now();
 	for (;;) {
 		struct timespec ts = { 1, 0 };
 		sig = sigtimedwait(&set, NULL, &ts);
@@ -96,6 +119,10 @@ static int serve(const struct config *cfg)
 			if (app_reload_keys(&app, app_now()) != CS_OK)
 				fprintf(stderr, "consentd: key reload failed; keeping the current keys\n");
 			last_reload = app_now();
+		}
+		if (app_now() - last_head >= AUDIT_HEAD_SECONDS) {
+			log_audit_head(&app);
+			last_head = app_now();
 		}
 	}
 
@@ -114,6 +141,8 @@ static int serve(const struct config *cfg)
 	rc = 0;
 out:
 	http_stop(srv);
+	if (rc == 0)
+		log_audit_head(&app);
 	if (app.access_log && app.access_log != stderr && app.access_log != stdout)
 		fclose(app.access_log);
 	app_clear(&app);
@@ -170,6 +199,13 @@ int main(int argc, char **argv)
 	/* `consentd keys ...` is a command of its own (keys_cli.c). */
 	if (argc >= 2 && strcmp(argv[1], "keys") == 0)
 		return keys_cli_main(argc - 2, argv + 2);
+	/* `consentd admin ...` likewise (admin_cli.c). */
+	if (argc >= 2 && strcmp(argv[1], "admin") == 0)
+		return admin_cli_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], "audit") == 0)
+		return audit_cli_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], "vault") == 0)
+		return vault_cli_main(argc - 2, argv + 2);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("consentd %s\n", CONSENTD_VERSION);

@@ -67,6 +67,21 @@ out:
 	return e;
 }
 
+enum cs_err seal_derive_key(const struct master_key *mk, const char *purpose,
+    unsigned char out[SEAL_DERIVED_KEY_LEN])
+{
+	unsigned char key[SEAL_KEY_LEN];
+	enum cs_err e;
+
+	if (mk == NULL || out == NULL)
+		return CS_EINVAL;
+	e = derive_key(mk, purpose, key);
+	if (e == CS_OK)
+		memcpy(out, key, SEAL_DERIVED_KEY_LEN);
+	OPENSSL_cleanse(key, sizeof key);
+	return e;
+}
+
 enum cs_err seal(const struct master_key *mk, const char *purpose,
     const void *aad, size_t aad_len, const void *pt, size_t pt_len,
     unsigned char **blob, size_t *blob_len)

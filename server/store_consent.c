@@ -1,5 +1,5 @@
 /* store_consent.c -- the SQL for consent requests, consents, their revocation
- * cascade (grants, refresh tokens, vault records) and the audit insert.  Rules live in consent.c; this file only moves
+ * cascade (grants, refresh tokens, vault records) (the audit insert moved to store_audit.c).  Rules live in consent.c; this file only moves
  * rows.  It must never build SQL from input: every value is a bound parameter. */
 #include <stdlib.h>
 #include <string.h>
@@ -79,10 +79,6 @@ static const char SQL_CREQ_POLL[] =
 static const char SQL_CREQ_LIST[] =
     "SELECT " CREQ_COLS "WHERE r.user_id = ?1 AND r.status = 'pending' AND r.expires_at > ?2 "
     "ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?3";
-
-static const char SQL_AUDIT_INSERT[] =
-    "INSERT INTO audit (ts, actor, action, subject, agent, resource, scopes, consent_id, "
-    "request_id, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 
 /* --- rows -------------------------------------------------------------- */
 
@@ -617,29 +613,4 @@ out:
 	*out = v;
 	*n = nv;
 	return CS_OK;
-}
-
-/* --- audit ------------------------------------------------------------- */
-
-enum cs_err store_audit_insert(struct store_conn *c, const struct audit_entry *a)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_AUDIT_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, a->ts)) != CS_OK ||
-	    (e = store_bind_text(st, 2, a->actor)) != CS_OK ||
-	    (e = store_bind_text(st, 3, a->action)) != CS_OK ||
-	    (e = store_bind_text(st, 4, a->subject)) != CS_OK ||
-	    (e = store_bind_text(st, 5, a->agent)) != CS_OK ||
-	    (e = store_bind_text(st, 6, a->resource)) != CS_OK ||
-	    (e = store_bind_text(st, 7, a->scopes)) != CS_OK ||
-	    (e = store_bind_text(st, 8, a->consent_id)) != CS_OK ||
-	    (e = store_bind_text(st, 9, a->request_id)) != CS_OK ||
-	    (e = store_bind_text(st, 10, a->outcome)) != CS_OK ||
-	    (e = store_bind_text(st, 11, a->detail)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
 }

@@ -35,6 +35,7 @@ static struct config_scope scopes[2];
 
 static void setup(void)
 {
+	audit_set_key((const unsigned char[32]){ 0 }, "test");   /* the audit chain's key */
 	dir = tu_tmpdir();
 	char *db = tu_path(dir, "t.db");
 	ck_assert_int_eq(store_open(db, &st), CS_OK);

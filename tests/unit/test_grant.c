@@ -42,6 +42,7 @@ static struct config_scope scopes[3];
 
 static void setup(void)
 {
+	audit_set_key((const unsigned char[32]){ 0 }, "test");   /* the audit chain's key */
 	dir = tu_tmpdir();
 	char *db = tu_path(dir, "t.db"), *db2 = tu_path(dir, "other.db");
 	ck_assert_int_eq(store_open(db, &st), CS_OK);

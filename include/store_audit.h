@@ -1,0 +1,75 @@
+/* store_audit.h -- the SQL of the audit chain (migrations 0003 and 0007) and
+ * of master-key rotation (every sealed column with its master_kid).  Called by
+ * audit.c and by `consentd vault rekey` only; no rules, no crypto here. */
+#ifndef CS_STORE_AUDIT_H
+#define CS_STORE_AUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cs_err.h"
+#include "store.h"
+
+struct audit_entry;
+
+#define STORE_AUDIT_LINK_LEN 32
+
+/* The chain head: the highest seq present and its link (link_len 0 when the
+ * row has no link), and next, the seq the next entry takes: one past the
+ * highest seq ever handed out (AUTOINCREMENT), so a deleted tail leaves a gap.
+ * An empty log gives seq 0, link_len 0. */
+struct store_audit_head {
+	int64_t       seq;
+	unsigned char link[STORE_AUDIT_LINK_LEN];
+	size_t        link_len;
+	int64_t       next;
+};
+enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out) CS_MUST_CHECK;
+
+/* Inserts e at seq with its link and master kid (inside the caller's transaction). */
+enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *e, int64_t seq,
+    const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid) CS_MUST_CHECK;
+
+struct store_audit_row {         /* caller-owned; release with store_audit_rows_free() */
+	int64_t        seq, ts;
+	char          *actor, *action, *subject, *agent, *resource, *scopes;
+	char          *consent_id, *request_id, *outcome, *detail;
+	unsigned char *link;         /* NULL when the column is NULL */
+	size_t         link_len;
+	char          *master_kid;
+};
+void store_audit_rows_free(struct store_audit_row *rows, size_t n);   /* NULL-safe */
+/* Up to limit rows with seq > after, in seq order; *out NULL and *n 0 when none. */
+enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
+    struct store_audit_row **out, size_t *n) CS_MUST_CHECK;
+/* Replaces one entry's link and master kid (master-key rotation only). */
+enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
+    const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid) CS_MUST_CHECK;
+
+/* --- master-key rotation: every sealed value with what binds it ---------- */
+enum store_sealed_kind {
+	SEALED_SIGNING_KEY,          /* signing_keys: id = kid; aad = kid */
+	SEALED_VAULT_RECORD,         /* vault_records: id = record id */
+	SEALED_VAULT_OUTBOX,         /* vault_outbox: id = the row's number */
+	SEALED__MAX
+};
+struct store_sealed {            /* caller-owned; release with store_sealed_free() */
+	enum store_sealed_kind kind;
+	char          *id;           /* kid, record id, or outbox row number in decimal */
+	char          *record_id, *consent_id, *subject, *resource;   /* vault rows only */
+	char          *master_kid;
+	unsigned char *a;            /* signing key's blob, or the access token's */
+	size_t         a_len;
+	unsigned char *b;            /* refresh token's blob; NULL when none */
+	size_t         b_len;
+};
+void store_sealed_free(struct store_sealed *v, size_t n);   /* NULL-safe */
+/* Every row of kind (revoked signing keys too). */
+enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,
+    struct store_sealed **out, size_t *n) CS_MUST_CHECK;
+/* Writes new blobs (b may be NULL) and master kid for the row kind/id;
+ * CS_ENOENT when no row changed. */
+enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kind, const char *id,
+    const unsigned char *a, size_t a_len, const unsigned char *b, size_t b_len,
+    const char *master_kid) CS_MUST_CHECK;
+
+#endif

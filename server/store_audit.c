@@ -1,0 +1,363 @@
+/* store_audit.c -- the SQL of the audit chain and of master-key rotation
+ * (migrations 0003, 0005, 0007).  Links and seals are computed in audit.c and
+ * audit_cli.c; this file only moves rows, and never builds SQL from input. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+
+#include "audit.h"
+#include "store_audit.h"
+#include "store_priv.h"
+
+#define AUDIT_COLS \
+	"seq, ts, actor, action, subject, agent, resource, scopes, consent_id, request_id, " \
+	"outcome, detail, link, master_kid FROM audit "
+
+static const char SQL_AUDIT_HEAD[] = "SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1";
+static const char SQL_AUDIT_SEQUENCE[] = "SELECT seq FROM sqlite_sequence WHERE name = 'audit'";
+static const char SQL_AUDIT_APPEND[] =
+    "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
+    "request_id, outcome, detail, link, master_kid) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+static const char SQL_AUDIT_PAGE[] = "SELECT " AUDIT_COLS "WHERE seq > ?1 ORDER BY seq LIMIT ?2";
+static const char SQL_AUDIT_SET_LINK[] = "UPDATE audit SET link = ?2, master_kid = ?3 WHERE seq = ?1";
+
+static const char SQL_KEYS_ALL[] = "SELECT kid, master_kid, sealed FROM signing_keys ORDER BY kid";
+static const char SQL_RECORDS_ALL[] =
+    "SELECT id, id, consent_id, subject, resource, master_kid, access_sealed, refresh_sealed "
+    "FROM vault_records ORDER BY id";
+static const char SQL_OUTBOX_ALL[] =
+    "SELECT id, record_id, consent_id, subject, resource, master_kid, access_sealed, "
+    "refresh_sealed FROM vault_outbox ORDER BY id";
+static const char SQL_KEY_RESEAL[] =
+    "UPDATE signing_keys SET sealed = ?2, master_kid = ?4 WHERE kid = ?1";
+static const char SQL_RECORD_RESEAL[] =
+    "UPDATE vault_records SET access_sealed = ?2, refresh_sealed = ?3, master_kid = ?4 WHERE id = ?1";
+static const char SQL_OUTBOX_RESEAL[] =
+    "UPDATE vault_outbox SET access_sealed = ?2, refresh_sealed = ?3, master_kid = ?4 "
+    "WHERE id = CAST(?1 AS INTEGER)";
+
+#define PAGE_MAX 10000               /* rows per page, bounded by the caller too */
+
+/* A blob column copied, or NULL (len 0) when the column is NULL. */
+static enum cs_err col_blob_or_null(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+{
+	*out = NULL;
+	*len = 0;
+	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+		return CS_OK;
+	return store_col_blob(st, i, out, len);
+}
+
+enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
+{
+	enum cs_err e;
+	struct store_audit_head h;
+	sqlite3_stmt *st;
+
+	memset(&h, 0, sizeof h);
+	if (c == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_AUDIT_HEAD)) == NULL)
+		return CS_EDB;
+	e = store_step(c, st);
+	if (e == CS_OK) {
+		h.seq = sqlite3_column_int64(st, 0);
+		if (sqlite3_column_type(st, 1) == SQLITE_BLOB &&
+		    sqlite3_column_bytes(st, 1) == STORE_AUDIT_LINK_LEN) {
+			memcpy(h.link, sqlite3_column_blob(st, 1), STORE_AUDIT_LINK_LEN);
+			h.link_len = STORE_AUDIT_LINK_LEN;
+		}
+	}
+	store_stmt_done(st);
+	if (e != CS_OK && e != CS_ENOENT)
+		return e;
+	h.next = h.seq;
+	if ((st = store_stmt(c, SQL_AUDIT_SEQUENCE)) == NULL)
+		return CS_EDB;
+	e = store_step(c, st);
+	if (e == CS_OK && sqlite3_column_int64(st, 0) > h.next)
+		h.next = sqlite3_column_int64(st, 0);
+	store_stmt_done(st);
+	if (e != CS_OK && e != CS_ENOENT)
+		return e;
+	if (h.next == INT64_MAX)
+		return CS_ETOOBIG;
+	h.next++;
+	*out = h;
+	return CS_OK;
+}
+
+enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *a, int64_t seq,
+    const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_AUDIT_APPEND);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, seq)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, a->ts)) != CS_OK ||
+	    (e = store_bind_text(st, 3, a->actor)) != CS_OK ||
+	    (e = store_bind_text(st, 4, a->action)) != CS_OK ||
+	    (e = store_bind_text(st, 5, a->subject)) != CS_OK ||
+	    (e = store_bind_text(st, 6, a->agent)) != CS_OK ||
+	    (e = store_bind_text(st, 7, a->resource)) != CS_OK ||
+	    (e = store_bind_text(st, 8, a->scopes)) != CS_OK ||
+	    (e = store_bind_text(st, 9, a->consent_id)) != CS_OK ||
+	    (e = store_bind_text(st, 10, a->request_id)) != CS_OK ||
+	    (e = store_bind_text(st, 11, a->outcome)) != CS_OK ||
+	    (e = store_bind_text(st, 12, a->detail)) != CS_OK ||
+	    (e = store_bind_blob(st, 13, link, STORE_AUDIT_LINK_LEN)) != CS_OK ||
+	    (e = store_bind_text(st, 14, master_kid)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+static void audit_row_clear(struct store_audit_row *r)
+{
+	free(r->actor);
+	free(r->action);
+	free(r->subject);
+	free(r->agent);
+	free(r->resource);
+	free(r->scopes);
+	free(r->consent_id);
+	free(r->request_id);
+	free(r->outcome);
+	free(r->detail);
+	free(r->link);
+	free(r->master_kid);
+	memset(r, 0, sizeof *r);
+}
+
+void store_audit_rows_free(struct store_audit_row *rows, size_t n)
+{
+	if (rows == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		audit_row_clear(&rows[i]);
+	free(rows);
+}
+
+static enum cs_err audit_row_read(sqlite3_stmt *st, struct store_audit_row *r)
+{
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	r->seq = sqlite3_column_int64(st, 0);
+	r->ts = sqlite3_column_int64(st, 1);
+	char **texts[] = {
+		&r->actor, &r->action, &r->subject, &r->agent, &r->resource, &r->scopes,
+		&r->consent_id, &r->request_id, &r->outcome, &r->detail,
+	};
+	for (int i = 0; i < 10; i++)
+		if ((e = store_col_text(st, 2 + i, texts[i])) != CS_OK)
+			goto fail;
+	if ((e = col_blob_or_null(st, 12, &r->link, &r->link_len)) != CS_OK ||
+	    (e = store_col_text(st, 13, &r->master_kid)) != CS_OK)
+		goto fail;
+	return CS_OK;
+fail:
+	audit_row_clear(r);
+	return e;
+}
+
+enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
+    struct store_audit_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_audit_row *v = NULL;
+	size_t nv = 0;
+	sqlite3_stmt *st;
+
+	if (c == NULL || out == NULL || n == NULL || limit == 0 || limit > PAGE_MAX)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_AUDIT_PAGE)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, after)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, (int64_t)limit)) != CS_OK)
+		goto out;
+	if ((v = calloc(limit, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while ((e = store_step(c, st)) == CS_OK) {
+		if (nv == limit) {
+			e = CS_EDB;           /* can't happen: LIMIT */
+			goto out;
+		}
+		if ((e = audit_row_read(st, &v[nv])) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e != CS_ENOENT)
+		goto out;
+	e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_audit_rows_free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
+enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
+    const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_AUDIT_SET_LINK);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, seq)) != CS_OK ||
+	    (e = store_bind_blob(st, 2, link, STORE_AUDIT_LINK_LEN)) != CS_OK ||
+	    (e = store_bind_text(st, 3, master_kid)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}
+
+/* --- master-key rotation ------------------------------------------------ */
+
+static void blob_wipe_free(unsigned char *p, size_t n)
+{
+	if (p != NULL) {
+		OPENSSL_cleanse(p, n);
+		free(p);
+	}
+}
+
+void store_sealed_free(struct store_sealed *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].id);
+		free(v[i].record_id);
+		free(v[i].consent_id);
+		free(v[i].subject);
+		free(v[i].resource);
+		free(v[i].master_kid);
+		blob_wipe_free(v[i].a, v[i].a_len);
+		blob_wipe_free(v[i].b, v[i].b_len);
+	}
+	free(v);
+}
+
+static enum cs_err sealed_read(sqlite3_stmt *st, enum store_sealed_kind kind, struct store_sealed *r)
+{
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	r->kind = kind;
+	if (kind == SEALED_SIGNING_KEY) {
+		if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
+		    (e = store_col_text(st, 1, &r->master_kid)) != CS_OK ||
+		    (e = col_blob_or_null(st, 2, &r->a, &r->a_len)) != CS_OK)
+			return e;
+	} else {
+		if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
+		    (e = store_col_text(st, 1, &r->record_id)) != CS_OK ||
+		    (e = store_col_text(st, 2, &r->consent_id)) != CS_OK ||
+		    (e = store_col_text(st, 3, &r->subject)) != CS_OK ||
+		    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
+		    (e = store_col_text(st, 5, &r->master_kid)) != CS_OK ||
+		    (e = col_blob_or_null(st, 6, &r->a, &r->a_len)) != CS_OK ||
+		    (e = col_blob_or_null(st, 7, &r->b, &r->b_len)) != CS_OK)
+			return e;
+	}
+	return r->id != NULL ? CS_OK : CS_EDB;
+}
+
+enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,
+    struct store_sealed **out, size_t *n)
+{
+	static const char *const sql[SEALED__MAX] = {
+		[SEALED_SIGNING_KEY] = SQL_KEYS_ALL,
+		[SEALED_VAULT_RECORD] = SQL_RECORDS_ALL,
+		[SEALED_VAULT_OUTBOX] = SQL_OUTBOX_ALL,
+	};
+	enum cs_err e;
+	struct store_sealed *v = NULL;
+	size_t nv = 0, cap = 0;
+	sqlite3_stmt *st;
+
+	if (c == NULL || out == NULL || n == NULL || (unsigned)kind >= SEALED__MAX)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, sql[kind])) == NULL)
+		return CS_EDB;
+	while ((e = store_step(c, st)) == CS_OK) {
+		if (nv == cap) {
+			size_t ncap = cap == 0 ? 16 : cap * 2;
+			struct store_sealed *nvp;
+			if (ncap > SIZE_MAX / sizeof *v || (nvp = realloc(v, ncap * sizeof *v)) == NULL) {
+				e = CS_ENOMEM;
+				goto out;
+			}
+			v = nvp;
+			cap = ncap;
+		}
+		e = sealed_read(st, kind, &v[nv]);
+		nv++;                     /* partly read rows are freed below */
+		if (e != CS_OK)
+			goto out;
+	}
+	if (e != CS_ENOENT)
+		goto out;
+	e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_sealed_free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
+enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kind, const char *id,
+    const unsigned char *a, size_t a_len, const unsigned char *b, size_t b_len,
+    const char *master_kid)
+{
+	static const char *const sql[SEALED__MAX] = {
+		[SEALED_SIGNING_KEY] = SQL_KEY_RESEAL,
+		[SEALED_VAULT_RECORD] = SQL_RECORD_RESEAL,
+		[SEALED_VAULT_OUTBOX] = SQL_OUTBOX_RESEAL,
+	};
+	enum cs_err e;
+	sqlite3_stmt *st;
+
+	if (c == NULL || id == NULL || a == NULL || master_kid == NULL || (unsigned)kind >= SEALED__MAX)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, sql[kind])) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_blob(st, 2, a, a_len)) != CS_OK ||
+	    (kind != SEALED_SIGNING_KEY && (e = (b != NULL ? store_bind_blob(st, 3, b, b_len) :
+	        store_bind_text(st, 3, NULL))) != CS_OK) ||
+	    (e = store_bind_text(st, 4, master_kid)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}

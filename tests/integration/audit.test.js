@@ -1,0 +1,141 @@
+// The tamper-evident audit trail and master-key rotation with the real binary
+// (ARCHITECTURE.md flow G): a consent flow over HTTP writes entries; the server
+// logs its chain head at start and stop; `consentd audit verify` passes on the
+// untouched log and names the first broken entry after each kind of tampering
+// with sqlite3 (edit, delete a middle row, cut off the tail with --head, swap
+// two rows); `consentd vault rekey` refuses a broken chain, re-seals under a
+// new key, after which the chain verifies under it, the server starts with the
+// new key, its JWKS is unchanged and the vault record still opens.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
+import { startConsentd, consentdBin } from '../lib/consentd.js';
+import { pollExchange } from '../lib/gateway.js';
+
+let v;
+let c2 = null;                       // consentd restarted after the rotation
+before(async () => { v = await startVaultStack({ accessTokenTTL: 60 }); });
+after(async () => {
+  if (c2) {
+    const st = await c2.stop({ remove: false });
+    assert.equal(st.code, 0, c2.proc.stderr.slice(-3000));
+  }
+  await v?.stop();
+});
+
+// Runs `consentd GROUP ARGS -c <config>`.
+function cli(group, ...args) {
+  const r = spawnSync(consentdBin, [group, ...args, '-c', v.c.cfgPath], {
+    encoding: 'utf8', timeout: 30000, env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1' },
+  });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+const heads = (log) => [...log.matchAll(/audit head (\d+):([0-9a-f]{64})/g)].map((m) => `${m[1]}:${m[2]}`);
+
+async function jwksKids(url) {
+  const res = await fetch(`${url}/.well-known/jwks.json`);
+  assert.equal(res.status, 200);
+  return (await res.json()).keys.map((k) => k.kid).sort();
+}
+
+test('audit chain: verify, tampering named, cut-off tail, vault rekey', async () => {
+  // A consent flow over HTTP: ask, approve, connect at the provider, grant, release.
+  const user = 'alice';
+  const ask = { subjectToken: await v.idToken(user), audience: 'github', scope: 'issues:read', agentId: 'coder' };
+  const first = await v.gw.exchange(ask);
+  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
+  const cn = await v.connectHttp({ jar: new OriginJar(), consentUri: first.body.consent_uri, user });
+  assert.equal(cn.first?.status, 303, `callback: ${cn.first?.status}`);
+  const g = await pollExchange(v.gw, ask);
+  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const grant = g.body.access_token;
+  const r1 = await v.release(grant, 'list_issues');
+  assert.equal(r1.status, 200, r1.text);
+  const providerToken = r1.body.access_token;
+  const kidsBefore = await jwksKids(v.url);
+  assert.ok(heads(v.log()).length >= 1, 'the head logged at start');
+
+  // Stop: the head is logged at stop.
+  const st = await v.c.stop({ remove: false });
+  assert.equal(st.code, 0, v.c.proc.stderr.slice(-3000));
+  const logged = heads(v.log()).at(-1);
+  const n = Number(logged.split(':')[0]);
+  assert.ok(n >= 5, `entries written: ${logged}`);
+  assert.equal(Number(v.sql('SELECT count(*) FROM audit')), n);
+
+  let r = cli('audit', 'verify', '--head', logged);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, new RegExp(`${n} entries intact .*head ${logged}`));
+
+  const exp = cli('audit', 'export', '--since', '0');
+  assert.equal(exp.code, 0, exp.err);
+  const lines = exp.out.trim().split('\n').map((l) => JSON.parse(l));
+  assert.equal(lines.length, n);
+  assert.deepEqual(lines.map((e) => e.seq), [...Array(n).keys()].map((i) => i + 1));
+  assert.equal(`${lines.at(-1).seq}:${lines.at(-1).link}`, logged);
+  for (const s of [grant, providerToken]) assert.ok(!exp.out.includes(s), 'no token in the audit log');
+  assert.equal(cli('audit', 'export', '--since', '4102444800').out, '', 'nothing after 2100');
+
+  const backup = join(v.c.dir, 'backup.db');
+  v.sql(`.backup ${backup}`);
+  const restore = () => v.sql(`.restore ${backup}`);
+  const broken = (args, re) => {
+    const b = cli('audit', 'verify', ...args);
+    assert.equal(b.code, 1, `verify must fail: ${b.out}`);
+    assert.match(b.err, re);
+  };
+
+  // Edit one row's content; a rekey refuses such a chain.
+  v.sql("UPDATE audit SET subject = 'mallory' WHERE seq = 2");
+  broken([], /audit: entry 2 is broken/);
+  const newKey = join(v.c.dir, 'new.key');
+  writeFileSync(newKey, randomBytes(32), { mode: 0o600 });
+  r = cli('vault', 'rekey', '--new-key-file', newKey);
+  assert.equal(r.code, 1, r.out);
+  assert.match(r.err, /entry 2 is broken[\s\S]*refused/);
+  restore();
+
+  // Delete a middle row: the next one is broken.
+  v.sql('DELETE FROM audit WHERE seq = 3');
+  broken([], /audit: entry 4 is broken \(entry 3 before it is missing\)/);
+  restore();
+
+  // Delete the last row: only the logged head tells.
+  v.sql(`DELETE FROM audit WHERE seq = ${n}`);
+  assert.equal(cli('audit', 'verify').code, 0);
+  broken(['--head', logged], new RegExp(`audit: head ${n} missing`));
+  restore();
+
+  // Swap two rows' contents (links included).
+  v.sql('CREATE TEMP TABLE t AS SELECT * FROM audit WHERE seq IN (2, 3); '
+    + 'UPDATE audit SET (ts, actor, action, subject, agent, resource, scopes, consent_id, request_id, '
+    + 'outcome, detail, link) = (SELECT ts, actor, action, subject, agent, resource, scopes, consent_id, '
+    + 'request_id, outcome, detail, link FROM t WHERE t.seq = 5 - audit.seq) WHERE seq IN (2, 3);');
+  broken([], /audit: entry 2 is broken/);
+  restore();
+  assert.equal(cli('audit', 'verify', '--head', logged).code, 0, 'restored');
+
+  // Rotate the master key.
+  r = cli('vault', 'rekey', '--new-key-file', newKey);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /re-sealed 1 signing keys, 1 vault records, 0 outbox entries; re-linked \d+ audit entries/);
+  assert.equal(v.sql("SELECT action FROM audit ORDER BY seq DESC LIMIT 1"), 'master-key-rotated');
+  // Under the old key the chain no longer verifies...
+  broken([], /audit: entry 1 is broken/);
+  // ...under the new one it does, including the rotation's entry and the old head.
+  writeFileSync(join(v.c.dir, 'master.key'), readFileSync(newKey), { mode: 0o600 });
+  r = cli('audit', 'verify');
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, new RegExp(`${n + 1} entries intact`));
+
+  // The server starts with the new key: same JWKS, and the sealed record still opens.
+  c2 = await startConsentd({ port: v.c.port, dir: v.c.dir, config: v.c.config });
+  assert.deepEqual(await jwksKids(c2.url), kidsBefore);
+  const r2 = await v.release(grant, 'list_issues');
+  assert.equal(r2.status, 200, r2.text);
+  assert.equal(typeof r2.body.access_token, 'string');
+});
