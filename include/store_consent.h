@@ -102,8 +102,5 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
 enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     struct store_creq_row **out, size_t *n) CS_MUST_CHECK;
 
-/* --- audit (called by audit.c only, after its checks) ------------------- */
-struct audit_entry;
-enum cs_err store_audit_insert(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
 
 #endif

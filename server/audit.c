@@ -51,7 +51,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include "audit.h"
 #include "store_audit.h"
@@ -171,24 +171,25 @@ static enum cs_err link_compute(const unsigned char key[AUDIT_LINK_LEN],
 	};
 	enum cs_err err = CS_ECRYPTO;
 	unsigned char hdr[16], tag[5];
-	unsigned int mlen = 0;
-	HMAC_CTX *h = NULL;
+	size_t mlen = 0;
+	EVP_MAC *mac = NULL;
+	EVP_MAC_CTX *h = NULL;
+	char digest[] = "SHA256";
+	OSSL_PARAM params[2];
 
 	put_u64(hdr, (uint64_t)seq);
 	put_u64(hdr + 8, (uint64_t)e->ts);
-	/* HMAC_CTX is deprecated in OpenSSL 3 but still the simplest streaming
-	 * HMAC; EVP_MAC would do the same in twice the lines. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-	if ((h = HMAC_CTX_new()) == NULL)
+	params[0] = OSSL_PARAM_construct_utf8_string("digest", digest, 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL || (h = EVP_MAC_CTX_new(mac)) == NULL)
 		goto out;
-	if (HMAC_Init_ex(h, key, AUDIT_LINK_LEN, EVP_sha256(), NULL) != 1 ||
-	    HMAC_Update(h, prev, AUDIT_LINK_LEN) != 1 || HMAC_Update(h, hdr, sizeof hdr) != 1)
+	if (EVP_MAC_init(h, key, AUDIT_LINK_LEN, params) != 1 ||
+	    EVP_MAC_update(h, prev, AUDIT_LINK_LEN) != 1 || EVP_MAC_update(h, hdr, sizeof hdr) != 1)
 		goto out;
 	for (size_t i = 0; i < AUDIT_NFIELDS; i++) {
 		if (fields[i] == NULL) {
 			tag[0] = 0;
-			if (HMAC_Update(h, tag, 1) != 1)
+			if (EVP_MAC_update(h, tag, 1) != 1)
 				goto out;
 			continue;
 		}
@@ -202,16 +203,16 @@ static enum cs_err link_compute(const unsigned char key[AUDIT_LINK_LEN],
 		tag[2] = (unsigned char)(n >> 16);
 		tag[3] = (unsigned char)(n >> 8);
 		tag[4] = (unsigned char)n;
-		if (HMAC_Update(h, tag, sizeof tag) != 1 ||
-		    HMAC_Update(h, (const unsigned char *)fields[i], n) != 1)
+		if (EVP_MAC_update(h, tag, sizeof tag) != 1 ||
+		    EVP_MAC_update(h, (const unsigned char *)fields[i], n) != 1)
 			goto out;
 	}
-	if (HMAC_Final(h, out, &mlen) != 1 || mlen != AUDIT_LINK_LEN)
+	if (EVP_MAC_final(h, out, &mlen, AUDIT_LINK_LEN) != 1 || mlen != AUDIT_LINK_LEN)
 		goto out;
 	err = CS_OK;
 out:
-	HMAC_CTX_free(h);
-#pragma GCC diagnostic pop
+	EVP_MAC_CTX_free(h);
+	EVP_MAC_free(mac);
 	return err;
 }
 
