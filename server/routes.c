@@ -3,6 +3,7 @@
  * declared here never reaches a handler. */
 #include <stddef.h>
 #include <string.h>
+#include "admin_api.h"
 #include "http.h"
 #include "login.h"
 #include "meta.h"
@@ -121,5 +122,31 @@ const struct route http_routes[] = {
 		{ "token", 16384, valid_token68, PARAM_REQUIRED },
 		{ "token_type_hint", 64, valid_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
+	 * errors, unknown parameters refused, JSON bodies for writes. */
+	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {
+		{ "user", 256, valid_printable, 0 },
+		{ "agent", 128, valid_printable, 0 },
+		{ "resource", 128, valid_printable, 0 },
+		{ "state", 32, admin_api_valid_state, 0 },
+		{ "cursor", 64, valid_printable, 0 },
+		{ "limit", 3, admin_api_valid_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/admin/api/consents/{id}", ROUTE_API, admin_api_consent,
+	  { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/admin/api/consents/{id}/revoke", ROUTE_API, admin_api_consent_revoke,
+	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY },
+	{ HTTP_POST, "/admin/api/revocations", ROUTE_API, admin_api_revocations,
+	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY },
+	{ HTTP_GET, "/admin/api/requests", ROUTE_API, admin_api_requests, {
+		{ "limit", 3, admin_api_valid_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/admin/api/audit", ROUTE_API, admin_api_audit, {
+		{ "since", 18, valid_digits, 0 },
+		{ "action", 64, valid_printable, 0 },
+		{ "consent_id", 64, valid_token68, 0 },
+		{ "cursor", 20, valid_digits, 0 },
+		{ "limit", 3, admin_api_valid_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0 },
 };

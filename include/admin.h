@@ -1,0 +1,110 @@
+/* admin.h -- the admin domain (ARCHITECTURE.md actor "admin", flow G): admin
+ * API tokens, consent listings with filters and keyset cursors, one consent's
+ * history, revocation of one consent or of all of a person's, an agent's or a
+ * resource's consents, pending work, and the audit query.  Results are jansson
+ * values shaped for the JSON API (and for the admin pages, which render the
+ * same values); nothing here knows HTTP or HTML.  Never returns token material.
+ *
+ * Audit actions written here (besides consent.revoked from the cascade):
+ *   admin.api               an admin token was used (actor admin:<name>, detail the route)
+ *   admin.api.refused       a revoked admin token was presented (actor admin:<name>)
+ *   admin.token.created     `consentd admin token create` (detail name=...)
+ *   admin.token.revoked     `consentd admin token revoke` (detail name=...)
+ *   admin.cli               a read-only CLI command ran (detail the command)
+ *   admin.bulk_revoked      a bulk revocation finished (detail by=..., count=..., reason) */
+#ifndef CS_ADMIN_H
+#define CS_ADMIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "cs_err.h"
+#include "session.h"
+#include "store.h"
+
+#define ADMIN_TOKEN_NAME_MAX 64
+#define ADMIN_TOKEN_MAX 256          /* longest bearer value looked at */
+#define ADMIN_LIST_DEFAULT 50
+#define ADMIN_LIST_MAX 500
+#define ADMIN_BULK_BATCH 100         /* consents revoked per transaction */
+#define ADMIN_REASON_MAX 500
+#define ADMIN_CURSOR_MAX 64
+
+/* true for 1..ADMIN_TOKEN_NAME_MAX of letters, digits, '.', '_', '-'. */
+bool admin_token_name_ok(const char *name);
+
+/* --- admin tokens -------------------------------------------------------- */
+/* Creates a token called name: 256 random bits, stored as its SHA-256; the
+ * token itself goes only to *token (the caller shows it once and wipes it).
+ * CS_EINVAL for a bad name, CS_EEXIST when the name was ever used.  Audited
+ * (admin.token.created) in the same transaction. */
+enum cs_err admin_token_create(struct store_conn *c, const char *name, const char *actor,
+    int64_t now, char token[SESSION_TOKEN_LEN + 1]) CS_MUST_CHECK;
+/* Revokes the token called name (CS_ENOENT when there is none); revoking
+ * twice is CS_OK with *changed 0.  Audited. */
+enum cs_err admin_token_revoke(struct store_conn *c, const char *name, const char *actor,
+    int64_t now, int *changed) CS_MUST_CHECK;
+/* [{name, created_at, last_used_at, revoked_at}] by name. */
+enum cs_err admin_token_list(struct store_conn *c, json_t **out) CS_MUST_CHECK;
+/* Checks a presented token: CS_OK with *name (malloc'd) for a known,
+ * unrevoked token -- then last_used_at is set and the use audited
+ * ("admin.api", detail = what) in one transaction; CS_EPERM for an unknown,
+ * malformed or revoked token (a revoked one is audited as admin.api.refused). */
+enum cs_err admin_token_check(struct store_conn *c, const char *token, const char *what,
+    int64_t now, char **name) CS_MUST_CHECK;
+
+/* --- consents ------------------------------------------------------------ */
+struct admin_consent_filter {        /* NULL: no filter */
+	const char *issuer;              /* the IdP issuer people are identified at */
+	const char *user;                /* the person's subject at issuer */
+	const char *agent, *resource;
+	const char *state;               /* live | expired | revoked | reconnect_required */
+};
+/* {"consents": [consent...], "next_cursor": string|null}, newest first.
+ * cursor is a next_cursor from an earlier page (NULL: the first page); limit
+ * 1..ADMIN_LIST_MAX.  CS_EINVAL for a bad state, cursor or limit.  Each
+ * consent: id, user, issuer, agent, resource, scopes, declined_scopes,
+ * offline, state, created_at, expires_at, revoked_at, revoked_by,
+ * revoke_reason, request_id, provider_connection (true when the vault holds
+ * a connection for it; never token material). */
+enum cs_err admin_consents_list(struct store_conn *c, const struct admin_consent_filter *f,
+    const char *cursor, int64_t limit, int64_t now, json_t **out) CS_MUST_CHECK;
+/* {"consent": consent, "history": {requested, decided_at, grants_issued,
+ * grants_live, refresh_tokens_issued, approvals, releases, revocation,
+ * events}}; CS_ENOENT when unknown. */
+enum cs_err admin_consent_show(struct store_conn *c, const char *id, int64_t now,
+    json_t **out) CS_MUST_CHECK;
+/* Revokes one consent with the whole cascade (consent_revoke), audited with
+ * actor and reason; *revoked 1 when it was live (or expired) until now, 0
+ * when it was revoked already.  CS_ENOENT when unknown. */
+enum cs_err admin_consent_revoke(struct store_conn *c, const char *id, const char *actor,
+    const char *reason, int64_t now, int *revoked) CS_MUST_CHECK;
+
+enum admin_bulk_by { ADMIN_BY_USER = 0, ADMIN_BY_AGENT, ADMIN_BY_RESOURCE, ADMIN_BY__MAX };
+/* Revokes every unrevoked consent of a person (subject at issuer), an agent or
+ * a resource, ADMIN_BULK_BATCH per transaction, each with the full cascade and
+ * its own audit entry; *count how many were revoked (repeating it gives 0).  A
+ * failure part way leaves earlier batches committed: running it again finishes
+ * the job. */
+enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const char *value,
+    const char *issuer, const char *actor, const char *reason, int64_t now,
+    int64_t *count) CS_MUST_CHECK;
+
+/* {"consent_requests": [...], "approvals": [...]}: pending and unexpired, newest first. */
+enum cs_err admin_pending(struct store_conn *c, int64_t now, int64_t limit,
+    json_t **out) CS_MUST_CHECK;
+
+struct admin_audit_filter {          /* NULL / 0: no filter */
+	int64_t     since;
+	const char *action, *consent_id;
+};
+/* {"entries": [...], "next_cursor": string|null} in seq order. */
+enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_filter *f,
+    const char *cursor, int64_t limit, json_t **out) CS_MUST_CHECK;
+
+/* Appends one audit entry (action, actor, detail) in its own transaction: for
+ * the command line's read-only commands. */
+enum cs_err admin_audit_note(struct store_conn *c, const char *actor, const char *action,
+    const char *detail, int64_t now) CS_MUST_CHECK;
+
+#endif

@@ -1,0 +1,21 @@
+/* admin_api.h -- the admin JSON API under /admin/api/ (ARCHITECTURE.md actor
+ * "admin", flow G, invariant 5): bearer admin tokens only, never cookies;
+ * JSON bodies for writes; JSON errors.  The handlers are thin: they check the
+ * token, read typed parameters and call the admin domain (admin.h). */
+#ifndef CS_ADMIN_API_H
+#define CS_ADMIN_API_H
+#include "http.h"
+
+enum cs_err admin_api_consents(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_api_consent(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_api_consent_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_api_revocations(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_api_requests(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_api_audit(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+
+/* Route validators (routes.c): a consent state name; an admin listing limit
+ * (1..500); a listing cursor (printable, at most 64 bytes). */
+bool admin_api_valid_state(const char *v);
+bool admin_api_valid_limit(const char *v);
+
+#endif

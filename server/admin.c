@@ -1,0 +1,569 @@
+/* admin.c -- the admin domain: admin tokens, listings, one consent's history,
+ * single and bulk revocation, pending work and the audit query (admin.h).
+ * It must never return or audit token material, and every revocation goes
+ * through consent_revoke so the cascade is the same whoever starts it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/crypto.h>
+
+#include "admin.h"
+#include "audit.h"
+#include "consent.h"
+#include "store_admin.h"
+#include "vault.h"
+
+#define ACTOR_MAX (ADMIN_TOKEN_NAME_MAX + 16)
+
+bool admin_token_name_ok(const char *name)
+{
+	size_t n = 0;
+	if (name == NULL)
+		return false;
+	for (const char *p = name; *p; p++, n++) {
+		char ch = *p;
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return n >= 1 && n <= ADMIN_TOKEN_NAME_MAX;
+}
+
+static enum cs_err note(struct store_conn *c, int64_t now, const char *actor, const char *action,
+    const char *consent_id, const char *outcome, const char *detail)
+{
+	struct audit_entry a;
+	memset(&a, 0, sizeof a);
+	a.ts = now;
+	a.actor = actor;
+	a.action = action;
+	a.consent_id = consent_id;
+	a.outcome = outcome;
+	a.detail = detail;
+	return audit_append(c, &a);
+}
+
+enum cs_err admin_audit_note(struct store_conn *c, const char *actor, const char *action,
+    const char *detail, int64_t now)
+{
+	enum cs_err e;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = note(c, now, actor, action, NULL, "ok", detail)) != CS_OK ||
+	    (e = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		return e;
+	}
+	return CS_OK;
+}
+
+/* --- admin tokens -------------------------------------------------------- */
+
+enum cs_err admin_token_create(struct store_conn *c, const char *name, const char *actor,
+    int64_t now, char token[SESSION_TOKEN_LEN + 1])
+{
+	char t[SESSION_TOKEN_LEN + 1], detail[ADMIN_TOKEN_NAME_MAX + 8];
+	unsigned char h[32];
+	enum cs_err e;
+	if (!admin_token_name_ok(name))
+		return CS_EINVAL;
+	if ((e = random_token(t)) != CS_OK)
+		return e;
+	sha256_str(t, h);
+	snprintf(detail, sizeof detail, "name=%s", name);
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
+	if ((e = store_admin_token_insert(c, name, h, now)) != CS_OK ||
+	    (e = note(c, now, actor, "admin.token.created", NULL, "ok", detail)) != CS_OK ||
+	    (e = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		goto out;
+	}
+	memcpy(token, t, sizeof t);
+out:
+	OPENSSL_cleanse(t, sizeof t);
+	return e;
+}
+
+enum cs_err admin_token_revoke(struct store_conn *c, const char *name, const char *actor,
+    int64_t now, int *changed)
+{
+	char detail[ADMIN_TOKEN_NAME_MAX + 8];
+	int ch = 0;
+	enum cs_err e;
+	if (!admin_token_name_ok(name))
+		return CS_ENOENT;
+	snprintf(detail, sizeof detail, "name=%s", name);
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = store_admin_token_revoke(c, name, now, &ch)) != CS_OK ||
+	    (ch && (e = note(c, now, actor, "admin.token.revoked", NULL, "ok", detail)) != CS_OK) ||
+	    (e = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		return e;
+	}
+	*changed = ch;
+	return CS_OK;
+}
+
+enum cs_err admin_token_list(struct store_conn *c, json_t **out)
+{
+	return store_admin_token_list(c, out);
+}
+
+static bool bearer_chars_ok(const char *t)
+{
+	size_t n = 0;
+	for (const char *p = t; *p; p++, n++) {
+		char ch = *p;
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '+' || ch == '/' || ch == '='))
+			return false;
+	}
+	return n >= 1 && n <= ADMIN_TOKEN_MAX;
+}
+
+enum cs_err admin_token_check(struct store_conn *c, const char *token, const char *what,
+    int64_t now, char **name)
+{
+	unsigned char h[32];
+	char *n = NULL, actor[ACTOR_MAX];
+	int64_t revoked_at = 0;
+	enum cs_err e;
+	if (c == NULL || token == NULL || !bearer_chars_ok(token))
+		return CS_EPERM;
+	sha256_str(token, h);
+	e = store_admin_token_find(c, h, &n, &revoked_at);
+	OPENSSL_cleanse(h, sizeof h);
+	if (e == CS_ENOENT)
+		return CS_EPERM;
+	if (e != CS_OK)
+		return e;
+	snprintf(actor, sizeof actor, "admin:%s", n);
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
+	if (revoked_at != 0) {
+		/* SECURITY: a revoked token is refused; its use is worth a record. */
+		if ((e = note(c, now, actor, "admin.api.refused", NULL, "refused", what)) != CS_OK ||
+		    (e = store_commit(c)) != CS_OK) {
+			store_rollback(c);
+			goto out;
+		}
+		e = CS_EPERM;
+		goto out;
+	}
+	if ((e = store_admin_token_touch(c, n, now)) != CS_OK ||
+	    (e = note(c, now, actor, "admin.api", NULL, "ok", what)) != CS_OK ||
+	    (e = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		goto out;
+	}
+	*name = n;
+	n = NULL;
+out:
+	free(n);
+	return e;
+}
+
+/* --- shaping ------------------------------------------------------------- */
+
+/* A space-separated list as a JSON array of strings. */
+static json_t *split_scopes(const char *s)
+{
+	json_t *a = json_array();
+	if (a == NULL)
+		return NULL;
+	while (s != NULL && *s) {
+		const char *sp = strchr(s, ' ');
+		size_t n = sp ? (size_t)(sp - s) : strlen(s);
+		json_t *v = n ? json_stringn(s, n) : NULL;
+		if (n && (v == NULL || json_array_append_new(a, v) != 0)) {
+			json_decref(a);
+			return NULL;
+		}
+		s = sp ? sp + 1 : NULL;
+	}
+	return a;
+}
+
+static const char *str_of(const json_t *row, const char *k)
+{
+	return json_string_value(json_object_get(row, k));
+}
+
+static int64_t int_of(const json_t *row, const char *k)
+{
+	return (int64_t)json_integer_value(json_object_get(row, k));
+}
+
+static json_t *copy_or_null(const json_t *row, const char *k)
+{
+	json_t *v = json_object_get(row, k);
+	return v ? json_deep_copy(v) : json_null();
+}
+
+/* The API's consent object from a store_admin_consent(s) row. */
+static enum cs_err consent_json(struct store_conn *c, const json_t *row, json_t **out)
+{
+	const char *id = str_of(row, "id");
+	json_t *o;
+	if (id == NULL)
+		return CS_EDB;
+	o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:b}",
+	    "id", id,
+	    "user", copy_or_null(row, "subject"),
+	    "issuer", copy_or_null(row, "issuer"),
+	    "agent", copy_or_null(row, "agent"),
+	    "resource", copy_or_null(row, "resource"),
+	    "scopes", split_scopes(str_of(row, "granted")),
+	    "declined_scopes", split_scopes(str_of(row, "declined")),
+	    "offline", int_of(row, "offline") != 0,
+	    "state", copy_or_null(row, "state"),
+	    "created_at", (json_int_t)int_of(row, "created_at"),
+	    "expires_at", (json_int_t)int_of(row, "expires_at"),
+	    "revoked_at", (json_int_t)int_of(row, "revoked_at"),
+	    "revoked_by", copy_or_null(row, "revoked_by"),
+	    "revoke_reason", copy_or_null(row, "revoke_reason"),
+	    "request_id", copy_or_null(row, "request_id"),
+	    /* SECURITY: whether a connection is held -- never anything of it. */
+	    "provider_connection", vault_has_record(c, id));
+	if (o == NULL)
+		return CS_ENOMEM;
+	*out = o;
+	return CS_OK;
+}
+
+/* --- listings ------------------------------------------------------------ */
+
+static bool parse_i64(const char *s, size_t n, int64_t *out)
+{
+	int64_t v = 0;
+	if (n == 0 || n > 18)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return true;
+}
+
+static bool id_chars_ok(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++, n++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		    *s == '-' || *s == '_'))
+			return false;
+	return n >= 1 && n <= 64;
+}
+
+static const char *const state_names[STORE_ADMIN_STATE__MAX] = {
+	[STORE_ADMIN_ANY] = "", [STORE_ADMIN_LIVE] = "live", [STORE_ADMIN_EXPIRED] = "expired",
+	[STORE_ADMIN_REVOKED] = "revoked", [STORE_ADMIN_RECONNECT] = "reconnect_required",
+};
+
+enum cs_err admin_consents_list(struct store_conn *c, const struct admin_consent_filter *f,
+    const char *cursor, int64_t limit, int64_t now, json_t **out)
+{
+	struct store_admin_consent_query q;
+	json_t *rows = NULL, *list = NULL, *res = NULL, *row;
+	enum cs_err e;
+	size_t i;
+	char next[ADMIN_CURSOR_MAX + 32];
+
+	memset(&q, 0, sizeof q);
+	if (limit < 1 || limit > ADMIN_LIST_MAX)
+		return CS_EINVAL;
+	q.issuer = f ? f->issuer : NULL;
+	q.subject = f ? f->user : NULL;
+	q.agent = f ? f->agent : NULL;
+	q.resource = f ? f->resource : NULL;
+	q.state = STORE_ADMIN_ANY;
+	if (f && f->state) {
+		enum store_admin_state s;
+		for (s = STORE_ADMIN_LIVE; s < STORE_ADMIN_STATE__MAX; s++)
+			if (strcmp(f->state, state_names[s]) == 0)
+				break;
+		if (s == STORE_ADMIN_STATE__MAX)
+			return CS_EINVAL;
+		q.state = s;
+	}
+	/* The cursor is "CREATED_AT.ID" of the last row of the previous page. */
+	if (cursor != NULL) {
+		const char *dot = strchr(cursor, '.');
+		if (dot == NULL || strlen(cursor) > ADMIN_CURSOR_MAX ||
+		    !parse_i64(cursor, (size_t)(dot - cursor), &q.after_created) || !id_chars_ok(dot + 1))
+			return CS_EINVAL;
+		q.after_id = dot + 1;
+	}
+	q.now = now;
+	q.limit = limit;
+	if ((e = store_admin_consents(c, &q, &rows)) != CS_OK)
+		return e;
+	e = CS_ENOMEM;
+	if ((list = json_array()) == NULL)
+		goto out;
+	json_array_foreach(rows, i, row) {
+		json_t *k = NULL;
+		if ((e = consent_json(c, row, &k)) != CS_OK)
+			goto out;
+		if (json_array_append_new(list, k) != 0) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	}
+	json_t *cur = json_null();
+	if ((int64_t)json_array_size(rows) == limit) {
+		const json_t *last = json_array_get(rows, json_array_size(rows) - 1);
+		snprintf(next, sizeof next, "%lld.%s", (long long)int_of(last, "created_at"),
+		    str_of(last, "id") ? str_of(last, "id") : "");
+		json_decref(cur);
+		cur = json_string(next);
+	}
+	if ((res = json_pack("{s:O, s:o}", "consents", list, "next_cursor", cur)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	*out = res;
+	e = CS_OK;
+out:
+	json_decref(list);
+	json_decref(rows);
+	return e;
+}
+
+enum cs_err admin_consent_show(struct store_conn *c, const char *id, int64_t now, json_t **out)
+{
+	json_t *row = NULL, *k = NULL, *req = NULL, *appr = NULL, *events = NULL, *releases = NULL;
+	json_t *requested = NULL, *revocation = NULL, *res = NULL, *ev;
+	int64_t gi = 0, gl = 0, ri = 0;
+	const char *request_id;
+	enum cs_err e;
+	size_t i;
+
+	if (id == NULL || !id_chars_ok(id))
+		return CS_ENOENT;
+	if ((e = store_admin_consent(c, id, now, &row)) != CS_OK)
+		return e;
+	if ((e = consent_json(c, row, &k)) != CS_OK)
+		goto out;
+	request_id = str_of(row, "request_id");
+	if ((e = store_admin_consent_counts(c, id, now, &gi, &gl, &ri)) != CS_OK ||
+	    (e = store_admin_consent_approvals(c, id, &appr)) != CS_OK ||
+	    (e = store_admin_consent_events(c, id, request_id, &events)) != CS_OK)
+		goto out;
+	if (request_id != NULL) {
+		e = store_admin_request(c, request_id, &req);
+		if (e != CS_OK && e != CS_ENOENT)
+			goto out;
+	}
+	e = CS_ENOMEM;
+	if (req != NULL) {
+		requested = json_pack("{s:O, s:o, s:O, s:O, s:O, s:O}",
+		    "id", json_object_get(req, "id"),
+		    "scopes", split_scopes(str_of(req, "scopes")),
+		    "reason", json_object_get(req, "reason"),
+		    "status", json_object_get(req, "status"),
+		    "created_at", json_object_get(req, "created_at"),
+		    "decided_at", json_object_get(req, "decided_at"));
+		if (requested == NULL)
+			goto out;
+	} else {
+		requested = json_null();
+	}
+	if (int_of(row, "revoked_at") != 0) {
+		revocation = json_pack("{s:I, s:O, s:O}", "revoked_at", (json_int_t)int_of(row, "revoked_at"),
+		    "revoked_by", json_object_get(row, "revoked_by"),
+		    "reason", json_object_get(row, "revoke_reason"));
+		if (revocation == NULL)
+			goto out;
+	} else {
+		revocation = json_null();
+	}
+	if ((releases = json_array()) == NULL)
+		goto out;
+	json_array_foreach(events, i, ev) {
+		const char *a = str_of(ev, "action");
+		if (a && (strcmp(a, "vault.released") == 0 || strcmp(a, "approval.released") == 0) &&
+		    json_array_append(releases, ev) != 0)
+			goto out;
+	}
+	res = json_pack("{s:O, s:{s:O, s:O, s:I, s:I, s:I, s:O, s:O, s:O, s:O}}",
+	    "consent", k,
+	    "history",
+	    "requested", requested,
+	    "decided_at", req ? json_object_get(req, "decided_at") : json_null(),
+	    "grants_issued", (json_int_t)gi,
+	    "grants_live", (json_int_t)gl,
+	    "refresh_tokens_issued", (json_int_t)ri,
+	    "approvals", appr,
+	    "releases", releases,
+	    "revocation", revocation,
+	    "events", events);
+	if (res == NULL)
+		goto out;
+	*out = res;
+	e = CS_OK;
+out:
+	json_decref(row);
+	json_decref(k);
+	json_decref(req);
+	json_decref(appr);
+	json_decref(events);
+	json_decref(releases);
+	json_decref(requested);
+	json_decref(revocation);
+	return e;
+}
+
+enum cs_err admin_consent_revoke(struct store_conn *c, const char *id, const char *actor,
+    const char *reason, int64_t now, int *revoked)
+{
+	json_t *row = NULL;
+	enum cs_err e;
+	int was_unrevoked;
+	if (id == NULL || !id_chars_ok(id))
+		return CS_ENOENT;
+	if (reason == NULL || reason[0] == '\0' || strlen(reason) > ADMIN_REASON_MAX)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = store_admin_consent(c, id, now, &row)) != CS_OK)
+		goto fail;
+	was_unrevoked = int_of(row, "revoked_at") == 0;
+	if ((e = consent_revoke(c, id, 0, actor, reason, now, true)) != CS_OK ||
+	    (e = store_commit(c)) != CS_OK)
+		goto fail;
+	json_decref(row);
+	*revoked = was_unrevoked;
+	return CS_OK;
+fail:
+	store_rollback(c);
+	json_decref(row);
+	return e;
+}
+
+enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const char *value,
+    const char *issuer, const char *actor, const char *reason, int64_t now, int64_t *count)
+{
+	static const enum store_admin_by map[ADMIN_BY__MAX] = {
+		[ADMIN_BY_USER] = STORE_ADMIN_BY_USER, [ADMIN_BY_AGENT] = STORE_ADMIN_BY_AGENT,
+		[ADMIN_BY_RESOURCE] = STORE_ADMIN_BY_RESOURCE,
+	};
+	static const char *const by_name[ADMIN_BY__MAX] = {
+		[ADMIN_BY_USER] = "user", [ADMIN_BY_AGENT] = "agent", [ADMIN_BY_RESOURCE] = "resource",
+	};
+	int64_t total = 0;
+	enum cs_err e;
+	char detail[ADMIN_REASON_MAX + 64];
+
+	if ((unsigned)by >= ADMIN_BY__MAX || value == NULL || value[0] == '\0' ||
+	    reason == NULL || reason[0] == '\0' || strlen(reason) > ADMIN_REASON_MAX)
+		return CS_EINVAL;
+	/* Batches of ADMIN_BULK_BATCH per transaction keep the write lock short
+	 * for the servers still answering; each batch selects only unrevoked
+	 * consents, so a rerun after a failure continues where it stopped. */
+	for (;;) {
+		json_t *ids = NULL, *id;
+		size_t i, n;
+		if ((e = store_begin(c)) != CS_OK)
+			return e;
+		if ((e = store_admin_unrevoked_ids(c, map[by], value, issuer, ADMIN_BULK_BATCH,
+		    &ids)) != CS_OK)
+			goto fail;
+		n = json_array_size(ids);
+		json_array_foreach(ids, i, id) {
+			if ((e = consent_revoke(c, json_string_value(id), 0, actor, reason, now,
+			    true)) != CS_OK) {
+				json_decref(ids);
+				goto fail;
+			}
+		}
+		json_decref(ids);
+		if (n < ADMIN_BULK_BATCH) {
+			/* The last batch carries the summary entry. */
+			snprintf(detail, sizeof detail, "by=%s count=%lld reason=%s", by_name[by],
+			    (long long)(total + (int64_t)n), reason);
+			if ((e = note(c, now, actor, "admin.bulk_revoked", NULL, "ok", detail)) != CS_OK)
+				goto fail;
+		}
+		if ((e = store_commit(c)) != CS_OK)
+			goto fail;
+		total += (int64_t)n;
+		if (n < ADMIN_BULK_BATCH)
+			break;
+	}
+	*count = total;
+	return CS_OK;
+fail:
+	store_rollback(c);
+	return e;
+}
+
+/* --- pending work and the audit log -------------------------------------- */
+
+enum cs_err admin_pending(struct store_conn *c, int64_t now, int64_t limit, json_t **out)
+{
+	json_t *reqs = NULL, *appr = NULL, *res = NULL, *r;
+	enum cs_err e;
+	size_t i;
+	if (limit < 1 || limit > ADMIN_LIST_MAX)
+		return CS_EINVAL;
+	if ((e = store_admin_pending_requests(c, now, limit, &reqs)) != CS_OK ||
+	    (e = store_admin_pending_approvals(c, now, limit, &appr)) != CS_OK)
+		goto out;
+	/* Scopes as arrays, as everywhere else in the API. */
+	json_array_foreach(reqs, i, r) {
+		json_t *s = split_scopes(str_of(r, "scopes"));
+		if (s == NULL || json_object_set_new(r, "scopes", s) != 0) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	}
+	if ((res = json_pack("{s:O, s:O}", "consent_requests", reqs, "approvals", appr)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	*out = res;
+	e = CS_OK;
+out:
+	json_decref(reqs);
+	json_decref(appr);
+	return e;
+}
+
+enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_filter *f,
+    const char *cursor, int64_t limit, json_t **out)
+{
+	struct store_admin_audit_query q;
+	json_t *rows = NULL, *res = NULL, *cur;
+	enum cs_err e;
+	char next[32];
+
+	memset(&q, 0, sizeof q);
+	if (limit < 1 || limit > ADMIN_LIST_MAX)
+		return CS_EINVAL;
+	if (cursor != NULL && !parse_i64(cursor, strlen(cursor), &q.after_seq))
+		return CS_EINVAL;
+	if (f != NULL) {
+		q.since = f->since;
+		q.action = f->action;
+		q.consent_id = f->consent_id;
+	}
+	q.limit = limit;
+	if ((e = store_admin_audit(c, &q, &rows)) != CS_OK)
+		return e;
+	if ((int64_t)json_array_size(rows) == limit) {
+		snprintf(next, sizeof next, "%lld",
+		    (long long)int_of(json_array_get(rows, json_array_size(rows) - 1), "seq"));
+		cur = json_string(next);
+	} else {
+		cur = json_null();
+	}
+	if ((res = json_pack("{s:o, s:o}", "entries", rows, "next_cursor", cur)) == NULL)
+		return CS_ENOMEM;
+	*out = res;
+	return CS_OK;
+}

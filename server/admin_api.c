@@ -1,0 +1,323 @@
+/* admin_api.c -- the /admin/api/ handlers: bearer admin-token authentication,
+ * JSON bodies, JSON answers.  It must never authenticate by cookie (invariant
+ * 5: a browser can be made to send one cross-site) and never reply with token
+ * material. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <jansson.h>
+
+#include "admin.h"
+#include "admin_api.h"
+#include "app.h"
+#include "form.h"
+
+#define ADMIN_REALM "Bearer realm=\"consentd-admin\""
+
+bool admin_api_valid_state(const char *v)
+{
+	return strcmp(v, "live") == 0 || strcmp(v, "expired") == 0 || strcmp(v, "revoked") == 0 ||
+	    strcmp(v, "reconnect_required") == 0;
+}
+
+bool admin_api_valid_limit(const char *v)
+{
+	int n = 0;
+	if (*v == '\0' || strlen(v) > 3 || *v == '0')
+		return false;
+	for (; *v; v++) {
+		if (*v < '0' || *v > '9')
+			return false;
+		n = n * 10 + (*v - '0');
+	}
+	return n >= 1 && n <= ADMIN_LIST_MAX;
+}
+
+/* --- replies ------------------------------------------------------------- */
+
+static enum cs_err reply_value(struct http_reply *rep, int status, json_t *v)
+{
+	char *s;
+	enum cs_err e;
+	if (v == NULL)
+		return CS_ENOMEM;
+	s = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	if (s == NULL)
+		return CS_ENOMEM;
+	e = reply_json(rep, status, s);
+	free(s);
+	return e;
+}
+
+static enum cs_err api_error(struct http_reply *rep, int status, const char *code, const char *desc)
+{
+	return reply_error(rep, ROUTE_API, status, code, desc);
+}
+
+/* The domain's answer as an HTTP status, for errors that are the caller's. */
+static enum cs_err domain_error(struct http_reply *rep, enum cs_err e, const char *what)
+{
+	if (e == CS_EINVAL)
+		return api_error(rep, 400, "invalid_request", what);
+	if (e == CS_ENOENT)
+		return api_error(rep, 404, "not_found", "There is no such consent.");
+	return e;
+}
+
+/* --- authentication ------------------------------------------------------ */
+
+/* SECURITY: only `Authorization: Bearer <admin token>` authenticates here.
+ * The Cookie header is never read on /admin/api/: a session -- even an
+ * admin's -- is ambient authority a browser attaches cross-site, so the API
+ * would be open to CSRF if it counted.  On failure rep holds the 401 with
+ * WWW-Authenticate (RFC 6750 §3) and NULL is returned. */
+static char *authenticate(const struct http_request *req, struct http_reply *rep, const char *what)
+{
+	const char *h = req->authorization;
+	char *name = NULL;
+	enum cs_err e = CS_EPERM;
+	int presented = 0;
+	struct store_conn *c = store_conn(req->app->store);
+
+	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
+		h += 7;
+		while (*h == ' ')
+			h++;
+		presented = 1;
+		if (c == NULL)
+			e = CS_EDB;
+		else
+			e = admin_token_check(c, h, what, req->now, &name);
+	}
+	if (e == CS_OK)
+		return name;
+	if (e != CS_EPERM) {                  /* the database, not the caller */
+		if (api_error(rep, 500, "server_error", "The server could not check the token.") != CS_OK)
+			rep->status = 500;
+		return NULL;
+	}
+	if (api_error(rep, 401, "invalid_token", presented ? "The admin token is not valid." :
+	    "An admin token is required (Authorization: Bearer).") != CS_OK ||
+	    reply_header(rep, "WWW-Authenticate", presented ?
+	    ADMIN_REALM ", error=\"invalid_token\"" : ADMIN_REALM) != CS_OK)
+		rep->status = 401;
+	return NULL;
+}
+
+static void actor_of(const char *name, char *out, size_t n)
+{
+	snprintf(out, n, "admin:%s", name);
+}
+
+/* The JSON object body of a write; NULL with a 400 in rep otherwise.  Only
+ * the names in allowed may appear, each a string of 1..max bytes. */
+static json_t *body_object(const struct http_request *req, struct http_reply *rep,
+    const char *const *allowed, size_t max)
+{
+	json_error_t jerr;
+	json_t *o = NULL, *v;
+	const char *k;
+	if (req->body == NULL || req->body_len == 0 ||
+	    (o = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr)) == NULL ||
+	    !json_is_object(o)) {
+		json_decref(o);
+		if (api_error(rep, 400, "invalid_request", "The body must be a JSON object.") != CS_OK)
+			rep->status = 400;
+		return NULL;
+	}
+	json_object_foreach(o, k, v) {
+		size_t i;
+		for (i = 0; allowed[i]; i++)
+			if (strcmp(allowed[i], k) == 0)
+				break;
+		const char *s = json_string_value(v);
+		if (allowed[i] == NULL || s == NULL || s[0] == '\0' || strlen(s) > max ||
+		    json_string_length(v) != strlen(s)) {
+			json_decref(o);
+			if (api_error(rep, 400, "invalid_request", allowed[i] == NULL ?
+			    "The body holds an unknown member." :
+			    "Each member must be a non-empty string of at most 500 bytes.") != CS_OK)
+				rep->status = 400;
+			return NULL;
+		}
+		for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+			if (*p < 0x20 || *p == 0x7f) {
+				json_decref(o);
+				if (api_error(rep, 400, "invalid_request",
+				    "Control characters are not allowed.") != CS_OK)
+					rep->status = 400;
+				return NULL;
+			}
+		}
+	}
+	return o;
+}
+
+static int64_t limit_of(const struct http_request *req)
+{
+	const char *l = form_get(&req->params, "limit");
+	int64_t n = 0;
+	if (l == NULL)
+		return ADMIN_LIST_DEFAULT;
+	for (; *l; l++)                       /* admin_api_valid_limit checked it */
+		n = n * 10 + (*l - '0');
+	return n;
+}
+
+/* --- handlers ------------------------------------------------------------ */
+
+enum cs_err admin_api_consents(const struct http_request *req, struct http_reply *rep)
+{
+	struct admin_consent_filter f;
+	json_t *out = NULL;
+	enum cs_err e;
+	char *name = authenticate(req, rep, "GET /admin/api/consents");
+	if (name == NULL)
+		return CS_OK;
+	struct store_conn *c = store_conn(req->app->store);
+	memset(&f, 0, sizeof f);
+	f.issuer = req->app->cfg->oidc_issuer;
+	f.user = form_get(&req->params, "user");
+	f.agent = form_get(&req->params, "agent");
+	f.resource = form_get(&req->params, "resource");
+	f.state = form_get(&req->params, "state");
+	e = c == NULL ? CS_EDB : admin_consents_list(c, &f, form_get(&req->params, "cursor"),
+	    limit_of(req), req->now, &out);
+	free(name);
+	if (e != CS_OK)
+		return domain_error(rep, e == CS_ENOENT ? CS_EINVAL : e, "The cursor is not valid.");
+	return reply_value(rep, 200, out);
+}
+
+enum cs_err admin_api_consent(const struct http_request *req, struct http_reply *rep)
+{
+	json_t *out = NULL;
+	enum cs_err e;
+	char *name = authenticate(req, rep, "GET /admin/api/consents/{id}");
+	if (name == NULL)
+		return CS_OK;
+	free(name);
+	struct store_conn *c = store_conn(req->app->store);
+	e = c == NULL ? CS_EDB : admin_consent_show(c, req->captures[0], req->now, &out);
+	if (e != CS_OK)
+		return domain_error(rep, e, NULL);
+	return reply_value(rep, 200, out);
+}
+
+enum cs_err admin_api_consent_revoke(const struct http_request *req, struct http_reply *rep)
+{
+	static const char *const allowed[] = { "reason", NULL };
+	json_t *body, *out = NULL;
+	char actor[ADMIN_TOKEN_NAME_MAX + 16];
+	int revoked = 0;
+	enum cs_err e;
+	char *name = authenticate(req, rep, "POST /admin/api/consents/{id}/revoke");
+	if (name == NULL)
+		return CS_OK;
+	actor_of(name, actor, sizeof actor);
+	free(name);
+	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
+		return CS_OK;
+	const char *reason = json_string_value(json_object_get(body, "reason"));
+	struct store_conn *c = store_conn(req->app->store);
+	if (reason == NULL) {
+		e = api_error(rep, 400, "invalid_request", "A reason is required.");
+	} else if (c == NULL) {
+		e = CS_EDB;
+	} else if ((e = admin_consent_revoke(c, req->captures[0], actor, reason, req->now,
+	    &revoked)) != CS_OK ||
+	    (e = admin_consent_show(c, req->captures[0], req->now, &out)) != CS_OK) {
+		e = domain_error(rep, e, "The reason is not valid.");
+	} else {
+		json_t *k = json_incref(json_object_get(out, "consent"));
+		json_decref(out);
+		e = reply_value(rep, 200, json_pack("{s:i, s:o}", "revoked", revoked, "consent", k));
+	}
+	json_decref(body);
+	return e;
+}
+
+enum cs_err admin_api_revocations(const struct http_request *req, struct http_reply *rep)
+{
+	static const char *const allowed[] = { "user", "agent", "resource", "reason", NULL };
+	static const char *const by_key[ADMIN_BY__MAX] = {
+		[ADMIN_BY_USER] = "user", [ADMIN_BY_AGENT] = "agent", [ADMIN_BY_RESOURCE] = "resource",
+	};
+	json_t *body;
+	char actor[ADMIN_TOKEN_NAME_MAX + 16];
+	int64_t count = 0;
+	enum cs_err e;
+	int nsel = 0;
+	enum admin_bulk_by by = ADMIN_BY_USER;
+	char *name = authenticate(req, rep, "POST /admin/api/revocations");
+	if (name == NULL)
+		return CS_OK;
+	actor_of(name, actor, sizeof actor);
+	free(name);
+	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
+		return CS_OK;
+	for (int i = 0; i < ADMIN_BY__MAX; i++) {
+		if (json_object_get(body, by_key[i]) != NULL) {
+			nsel++;
+			by = (enum admin_bulk_by)i;
+		}
+	}
+	const char *reason = json_string_value(json_object_get(body, "reason"));
+	struct store_conn *c = store_conn(req->app->store);
+	if (nsel != 1 || reason == NULL) {
+		e = api_error(rep, 400, "invalid_request",
+		    "Name exactly one of user, agent or resource, and a reason.");
+	} else if (c == NULL) {
+		e = CS_EDB;
+	} else if ((e = admin_bulk_revoke(c, by, json_string_value(json_object_get(body, by_key[by])),
+	    req->app->cfg->oidc_issuer, actor, reason, req->now, &count)) != CS_OK) {
+		e = domain_error(rep, e, "The revocation request is not valid.");
+	} else {
+		e = reply_value(rep, 200, json_pack("{s:I}", "revoked", (json_int_t)count));
+	}
+	json_decref(body);
+	return e;
+}
+
+enum cs_err admin_api_requests(const struct http_request *req, struct http_reply *rep)
+{
+	json_t *out = NULL;
+	enum cs_err e;
+	char *name = authenticate(req, rep, "GET /admin/api/requests");
+	if (name == NULL)
+		return CS_OK;
+	free(name);
+	struct store_conn *c = store_conn(req->app->store);
+	e = c == NULL ? CS_EDB : admin_pending(c, req->now, limit_of(req), &out);
+	if (e != CS_OK)
+		return domain_error(rep, e, "The limit is not valid.");
+	return reply_value(rep, 200, out);
+}
+
+enum cs_err admin_api_audit(const struct http_request *req, struct http_reply *rep)
+{
+	struct admin_audit_filter f;
+	json_t *out = NULL;
+	enum cs_err e;
+	const char *since = form_get(&req->params, "since");
+	char *name = authenticate(req, rep, "GET /admin/api/audit");
+	if (name == NULL)
+		return CS_OK;
+	free(name);
+	memset(&f, 0, sizeof f);
+	if (since != NULL) {
+		if (strlen(since) > 18)
+			return api_error(rep, 400, "invalid_request", "parameter since is malformed");
+		for (const char *p = since; *p; p++)
+			f.since = f.since * 10 + (*p - '0');
+	}
+	f.action = form_get(&req->params, "action");
+	f.consent_id = form_get(&req->params, "consent_id");
+	struct store_conn *c = store_conn(req->app->store);
+	e = c == NULL ? CS_EDB : admin_audit_query(c, &f, form_get(&req->params, "cursor"),
+	    limit_of(req), &out);
+	if (e != CS_OK)
+		return domain_error(rep, e, "The cursor is not valid.");
+	return reply_value(rep, 200, out);
+}

@@ -1,0 +1,378 @@
+/* admin_cli.c -- `consentd admin token|consents|revoke-user|revoke-agent|
+ * revoke-resource -c FILE`: argument parsing, opening config and store, and
+ * telling the operator what happened.  The semantics live in admin.c; this
+ * file must never touch SQL, and prints an admin token only once, at creation. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+
+#include "admin.h"
+#include "admin_cli.h"
+#include "audit.h"
+#include "config.h"
+#include "seal.h"
+#include "store.h"
+
+#define ACTOR "cli"
+#define TIME_MAX_LEN 32
+
+static void admin_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: consentd admin token create --name NAME -c FILE   a new API token, shown once\n"
+	    "       consentd admin token list -c FILE                 names, creation, last use\n"
+	    "       consentd admin token revoke NAME -c FILE          refuse that token from now on\n"
+	    "       consentd admin consents list [--user SUBJECT] [--agent A] [--resource R]\n"
+	    "                 [--state live|expired|revoked|reconnect_required] [--limit N]\n"
+	    "                 [--cursor C] -c FILE\n"
+	    "       consentd admin consents revoke ID --reason TEXT -c FILE\n"
+	    "       consentd admin revoke-user SUBJECT --reason TEXT -c FILE\n"
+	    "       consentd admin revoke-agent AGENT --reason TEXT -c FILE\n"
+	    "       consentd admin revoke-resource RESOURCE --reason TEXT -c FILE\n"
+	    "Revocation takes effect at once for running servers (same database).\n");
+}
+
+static const char *fmt_time(int64_t t, char buf[TIME_MAX_LEN])
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if (t == 0)
+		return "-";
+	if ((int64_t)tt != t || gmtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, TIME_MAX_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, TIME_MAX_LEN, "%lld", (long long)t);
+	return buf;
+}
+
+/* Prints s with control characters as '?': names come from outside (IdP
+ * subjects) and must not drive the operator's terminal. */
+static void put_safe(const char *s, int width)
+{
+	int n = 0;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : "-"); *p; p++, n++)
+		putchar(*p < 0x20 || *p == 0x7f ? '?' : *p);
+	for (; n < width; n++)
+		putchar(' ');
+}
+
+struct ctx {
+	struct config     *cfg;
+	struct store      *store;
+	struct store_conn *c;
+	struct master_key  mk;
+	int64_t            now;
+};
+
+static int ctx_open(struct ctx *x, const char *cfgpath)
+{
+	enum cs_err e;
+	if (config_load(cfgpath, stderr, &x->cfg) != CS_OK)
+		return 1;
+	/* The master key proves the operator may act for this installation, and
+	 * keys the audit chain the entries below extend. */
+	e = master_key_load(x->cfg->master_key_file, x->cfg->master_key_b64, &x->mk);
+	if (e != CS_OK) {
+		fprintf(stderr, "consentd admin: master key (%s or CONSENTD_KEYS_MASTER_KEY): %s\n",
+		    x->cfg->master_key_file, cs_strerror(e));
+		return 1;
+	}
+	if ((e = audit_set_master_key(&x->mk)) != CS_OK) {
+		fprintf(stderr, "consentd admin: audit chain key: %s\n", cs_strerror(e));
+		return 1;
+	}
+	if ((e = store_open(x->cfg->db_path, &x->store)) != CS_OK) {
+		fprintf(stderr, "consentd admin: database %s: %s\n", x->cfg->db_path, cs_strerror(e));
+		return 1;
+	}
+	if ((x->c = store_conn(x->store)) == NULL) {
+		fprintf(stderr, "consentd admin: database %s: cannot connect\n", x->cfg->db_path);
+		return 1;
+	}
+	x->now = (int64_t)time(NULL);
+	return 0;
+}
+
+static void ctx_close(struct ctx *x)
+{
+	store_close(x->store);
+	audit_clear_key();
+	master_key_clear(&x->mk);
+	config_free(x->cfg);
+}
+
+static int fail(const char *what, enum cs_err e)
+{
+	fprintf(stderr, "consentd admin %s: %s\n", what, cs_strerror(e));
+	return 1;
+}
+
+/* --- token --------------------------------------------------------------- */
+
+static int token_create(struct ctx *x, const char *name)
+{
+	char t[SESSION_TOKEN_LEN + 1];
+	enum cs_err e = admin_token_create(x->c, name, ACTOR, x->now, t);
+	if (e == CS_EINVAL) {
+		fprintf(stderr, "consentd admin token create: a name is 1-%d letters, digits, '.', '_' "
+		    "or '-'\n", ADMIN_TOKEN_NAME_MAX);
+		return 1;
+	}
+	if (e == CS_EEXIST) {
+		fprintf(stderr, "consentd admin token create: the name %s is taken (revoked names "
+		    "stay taken, so the audit log keeps meaning one token)\n", name);
+		return 1;
+	}
+	if (e != CS_OK)
+		return fail("token create", e);
+	/* The token alone on stdout (scripts read it); the advice on stderr. */
+	printf("%s\n", t);
+	fflush(stdout);
+	OPENSSL_cleanse(t, sizeof t);
+	fprintf(stderr, "admin token %s created; it is shown only this once.  Use it as "
+	    "`Authorization: Bearer <token>` on /admin/api/.\n", name);
+	return 0;
+}
+
+static int token_list(struct ctx *x)
+{
+	json_t *a = NULL, *r;
+	size_t i;
+	char t1[TIME_MAX_LEN], t2[TIME_MAX_LEN], t3[TIME_MAX_LEN];
+	enum cs_err e = admin_token_list(x->c, &a);
+	if (e != CS_OK)
+		return fail("token list", e);
+	printf("%-32s  %-20s  %-20s  %s\n", "NAME", "CREATED", "LAST_USED", "REVOKED");
+	json_array_foreach(a, i, r) {
+		put_safe(json_string_value(json_object_get(r, "name")), 32);
+		printf("  %-20s  %-20s  %s\n",
+		    fmt_time(json_integer_value(json_object_get(r, "created_at")), t1),
+		    fmt_time(json_integer_value(json_object_get(r, "last_used_at")), t2),
+		    fmt_time(json_integer_value(json_object_get(r, "revoked_at")), t3));
+	}
+	json_decref(a);
+	if ((e = admin_audit_note(x->c, ACTOR, "admin.cli", "token list", x->now)) != CS_OK)
+		return fail("token list", e);
+	return 0;
+}
+
+static int token_revoke(struct ctx *x, const char *name)
+{
+	int changed = 0;
+	enum cs_err e = admin_token_revoke(x->c, name, ACTOR, x->now, &changed);
+	if (e == CS_ENOENT) {
+		fprintf(stderr, "consentd admin token revoke: no token is called %s "
+		    "(see consentd admin token list)\n", name);
+		return 1;
+	}
+	if (e != CS_OK)
+		return fail("token revoke", e);
+	printf(changed ? "revoked admin token %s\n" : "admin token %s was revoked already\n", name);
+	return 0;
+}
+
+/* --- consents ------------------------------------------------------------ */
+
+static int consents_list(struct ctx *x, const struct admin_consent_filter *f, const char *cursor,
+    int64_t limit)
+{
+	json_t *res = NULL, *k;
+	size_t i;
+	char t1[TIME_MAX_LEN];
+	enum cs_err e = admin_consents_list(x->c, f, cursor, limit, x->now, &res);
+	if (e == CS_EINVAL) {
+		fprintf(stderr, "consentd admin consents list: bad --state, --cursor or --limit (1-%d)\n",
+		    ADMIN_LIST_MAX);
+		return 1;
+	}
+	if (e != CS_OK)
+		return fail("consents list", e);
+	printf("%-22s  %-24s  %-12s  %-12s  %-18s  %-20s  %s\n", "ID", "USER", "AGENT", "RESOURCE",
+	    "STATE", "EXPIRES", "CONNECTION");
+	json_array_foreach(json_object_get(res, "consents"), i, k) {
+		put_safe(json_string_value(json_object_get(k, "id")), 22);
+		printf("  ");
+		put_safe(json_string_value(json_object_get(k, "user")), 24);
+		printf("  ");
+		put_safe(json_string_value(json_object_get(k, "agent")), 12);
+		printf("  ");
+		put_safe(json_string_value(json_object_get(k, "resource")), 12);
+		printf("  %-18s  %-20s  %s\n", json_string_value(json_object_get(k, "state")),
+		    fmt_time(json_integer_value(json_object_get(k, "expires_at")), t1),
+		    json_is_true(json_object_get(k, "provider_connection")) ? "yes" : "no");
+	}
+	const char *next = json_string_value(json_object_get(res, "next_cursor"));
+	if (next)
+		printf("(more: --cursor %s)\n", next);
+	json_decref(res);
+	if ((e = admin_audit_note(x->c, ACTOR, "admin.cli", "consents list", x->now)) != CS_OK)
+		return fail("consents list", e);
+	return 0;
+}
+
+static int consents_revoke(struct ctx *x, const char *id, const char *reason)
+{
+	int revoked = 0;
+	enum cs_err e = admin_consent_revoke(x->c, id, ACTOR, reason, x->now, &revoked);
+	if (e == CS_ENOENT) {
+		fprintf(stderr, "consentd admin consents revoke: no consent has id %s\n", id);
+		return 1;
+	}
+	if (e == CS_EINVAL) {
+		fprintf(stderr, "consentd admin consents revoke: --reason must be 1-%d bytes\n",
+		    ADMIN_REASON_MAX);
+		return 1;
+	}
+	if (e != CS_OK)
+		return fail("consents revoke", e);
+	printf(revoked ? "revoked consent %s with its grants, refresh tokens and approvals\n" :
+	    "consent %s was revoked already\n", id);
+	return 0;
+}
+
+static int bulk(struct ctx *x, enum admin_bulk_by by, const char *value, const char *reason)
+{
+	int64_t n = 0;
+	enum cs_err e = admin_bulk_revoke(x->c, by, value, x->cfg->oidc_issuer, ACTOR, reason,
+	    x->now, &n);
+	if (e == CS_EINVAL) {
+		fprintf(stderr, "consentd admin: the value and --reason (1-%d bytes) are required\n",
+		    ADMIN_REASON_MAX);
+		return 1;
+	}
+	if (e != CS_OK)
+		return fail("revoke", e);
+	printf("revoked %lld consent%s\n", (long long)n, n == 1 ? "" : "s");
+	return 0;
+}
+
+/* --- parsing ------------------------------------------------------------- */
+
+static int parse_limit(const char *s, int64_t *out)
+{
+	int64_t v = 0;
+	if (s == NULL || *s == '\0' || strlen(s) > 3)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+int admin_cli_main(int argc, char *const *argv)
+{
+	const char *cfgpath = NULL, *name = NULL, *reason = NULL, *cursor = NULL, *pos = NULL;
+	const char *cmd, *sub = NULL;
+	struct admin_consent_filter f;
+	struct ctx x;
+	int64_t limit = ADMIN_LIST_DEFAULT;
+	int rc, first = 1;
+
+	memset(&f, 0, sizeof f);
+	memset(&x, 0, sizeof x);
+	if (argc < 1) {
+		admin_usage(stderr);
+		return 2;
+	}
+	cmd = argv[0];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		admin_usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "token") == 0 || strcmp(cmd, "consents") == 0) {
+		if (argc < 2) {
+			admin_usage(stderr);
+			return 2;
+		}
+		sub = argv[1];
+		first = 2;
+	} else if (strcmp(cmd, "revoke-user") != 0 && strcmp(cmd, "revoke-agent") != 0 &&
+	    strcmp(cmd, "revoke-resource") != 0) {
+		admin_usage(stderr);
+		return 2;
+	}
+	for (int i = first; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = v != NULL;
+		if (strcmp(a, "-c") == 0 && takes && cfgpath == NULL)
+			cfgpath = argv[++i];
+		else if (strcmp(a, "--name") == 0 && takes && name == NULL)
+			name = argv[++i];
+		else if (strcmp(a, "--reason") == 0 && takes && reason == NULL)
+			reason = argv[++i];
+		else if (strcmp(a, "--user") == 0 && takes && f.user == NULL)
+			f.user = argv[++i];
+		else if (strcmp(a, "--agent") == 0 && takes && f.agent == NULL)
+			f.agent = argv[++i];
+		else if (strcmp(a, "--resource") == 0 && takes && f.resource == NULL)
+			f.resource = argv[++i];
+		else if (strcmp(a, "--state") == 0 && takes && f.state == NULL)
+			f.state = argv[++i];
+		else if (strcmp(a, "--cursor") == 0 && takes && cursor == NULL)
+			cursor = argv[++i];
+		else if (strcmp(a, "--limit") == 0 && takes && parse_limit(argv[i + 1], &limit) == 0)
+			i++;
+		else if (pos == NULL && a[0] != '\0' && strcmp(a, "-c") != 0)
+			pos = a;               /* ids and subjects may start with '-' */
+		else {
+			admin_usage(stderr);
+			return 2;
+		}
+	}
+	if (cfgpath == NULL) {
+		admin_usage(stderr);
+		return 2;
+	}
+	/* Which arguments each command needs. */
+	int ok;
+	if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "create") == 0)
+		ok = name != NULL && pos == NULL;
+	else if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "list") == 0)
+		ok = pos == NULL && name == NULL;
+	else if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "revoke") == 0)
+		ok = pos != NULL;
+	else if (sub && strcmp(cmd, "consents") == 0 && strcmp(sub, "list") == 0)
+		ok = pos == NULL;
+	else if (sub && strcmp(cmd, "consents") == 0 && strcmp(sub, "revoke") == 0)
+		ok = pos != NULL && reason != NULL;
+	else if (sub == NULL)
+		ok = pos != NULL && reason != NULL;
+	else
+		ok = 0;
+	if (!ok) {
+		admin_usage(stderr);
+		return 2;
+	}
+	if (ctx_open(&x, cfgpath) != 0) {
+		ctx_close(&x);
+		return 1;
+	}
+	f.issuer = x.cfg->oidc_issuer;
+	if (strcmp(cmd, "token") == 0) {
+		if (strcmp(sub, "create") == 0)
+			rc = token_create(&x, name);
+		else if (strcmp(sub, "list") == 0)
+			rc = token_list(&x);
+		else
+			rc = token_revoke(&x, pos);
+	} else if (strcmp(cmd, "consents") == 0) {
+		if (strcmp(sub, "list") == 0)
+			rc = consents_list(&x, &f, cursor, limit);
+		else
+			rc = consents_revoke(&x, pos, reason);
+	} else if (strcmp(cmd, "revoke-user") == 0) {
+		rc = bulk(&x, ADMIN_BY_USER, pos, reason);
+	} else if (strcmp(cmd, "revoke-agent") == 0) {
+		rc = bulk(&x, ADMIN_BY_AGENT, pos, reason);
+	} else {
+		rc = bulk(&x, ADMIN_BY_RESOURCE, pos, reason);
+	}
+	ctx_close(&x);
+	return rc;
+}
