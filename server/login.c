@@ -289,7 +289,10 @@ enum cs_err login_callback(const struct http_request *req, struct http_reply *re
 		e = session_end(c, h);
 	}
 	if (e == CS_OK)
-		e = session_create(c, user_id, json_is_integer(at) ? json_integer_value(at) : req->now,
+		/* SECURITY: admin powers are measured from the IdP's auth_time, never
+		 * from this login (single sign-on logs people in without a password):
+		 * an ID token without one records 0, which no admin check accepts. */
+		e = session_create(c, user_id, json_is_integer(at) ? json_integer_value(at) : 0,
 		    claim_admin(cfg, claims), req->now, sid);
 	if (e == CS_OK)
 		e = store_commit(c);

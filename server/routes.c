@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "admin_api.h"
+#include "admin_pages.h"
 #include "http.h"
 #include "login.h"
 #include "meta.h"
@@ -33,6 +34,24 @@ static bool valid_decision(const char *v)
 static bool valid_on(const char *v)
 {
 	return strcmp(v, "on") == 0;
+}
+
+/* The admin search's states ("" = any). */
+static bool valid_admin_state(const char *v)
+{
+	return *v == '\0' || strcmp(v, "live") == 0 || strcmp(v, "expired") == 0 ||
+	    strcmp(v, "revoked") == 0 || strcmp(v, "reconnect_required") == 0;
+}
+
+static bool valid_admin_by(const char *v)
+{
+	return strcmp(v, "user") == 0 || strcmp(v, "agent") == 0 || strcmp(v, "resource") == 0;
+}
+
+/* Empty (an unused filter) or digits. */
+static bool valid_opt_digits(const char *v)
+{
+	return *v == '\0' || valid_digits(v);
 }
 
 /* One checkbox per position in the stored request (consent.h's CONSENT_MAX_SCOPES). */
@@ -99,6 +118,38 @@ const struct route http_routes[] = {
 		SCOPE_BOX(10), SCOPE_BOX(11), SCOPE_BOX(12), SCOPE_BOX(13), SCOPE_BOX(14),
 		SCOPE_BOX(15), SCOPE_BOX(16), SCOPE_BOX(17), SCOPE_BOX(18), SCOPE_BOX(19),
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	/* Admin pages (admin_pages.c): every handler passes the admin gate first;
+	 * search values are bound parameters and escaped output, never patterns. */
+	{ HTTP_GET, "/admin", ROUTE_BROWSER, admin_pages_search, {
+		{ "user", 255, valid_printable, 0 },
+		{ "agent", 128, valid_printable, 0 },
+		{ "resource", 128, valid_printable, 0 },
+		{ "state", 24, valid_admin_state, 0 },
+		{ "after", 64, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/admin/consents/{id}", ROUTE_BROWSER, admin_pages_consent,
+	  { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/admin/consents/{id}/revoke", ROUTE_BROWSER, admin_pages_revoke_one, {
+		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
+		{ "reason", 200, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	{ HTTP_GET, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_confirm, {
+		{ "by", 10, valid_admin_by, 0 },
+		{ "value", 255, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_revoke, {
+		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
+		{ "by", 10, valid_admin_by, PARAM_REQUIRED },
+		{ "value", 255, valid_printable, PARAM_REQUIRED },
+		{ "count", 12, valid_digits, PARAM_REQUIRED },
+		{ "reason", 200, valid_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	{ HTTP_GET, "/admin/audit", ROUTE_BROWSER, admin_pages_audit, {
+		{ "action", 128, valid_printable, 0 },
+		{ "consent", 64, valid_printable, 0 },
+		{ "since", 12, valid_opt_digits, 0 },
+		{ "after", 20, valid_digits, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
 	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */
 	{ HTTP_POST, "/token", ROUTE_OAUTH, token_endpoint, {
 		{ "grant_type", 128, valid_printable, PARAM_REQUIRED },

@@ -1,0 +1,40 @@
+/* admin_pages.h -- the admin's browser pages under /admin: thin views over the
+ * admin domain (admin.h) and the consent domain.  Admin powers come from the
+ * ID token (the admin claim, exact match) and last only while the IdP's
+ * auth_time is younger than [session] admin_timeout; bulk revocation needs a
+ * fresh step-up login (prompt=login, max_age=0). */
+#ifndef CS_ADMIN_PAGES_H
+#define CS_ADMIN_PAGES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "config.h"
+#include "http.h"
+#include "session.h"
+
+/* How recent (seconds, from the IdP's auth_time) the login behind a bulk
+ * revocation must be; never more than [session] admin_timeout. */
+#define ADMIN_STEPUP_MAX_AGE 300
+
+enum admin_gate {
+	ADMIN_GATE_OK = 0,       /* an admin with a recent enough login */
+	ADMIN_GATE_NOT_ADMIN,    /* the ID token's admin claim did not match */
+	ADMIN_GATE_STALE,        /* an admin whose auth_time is missing, in the future or too old */
+	ADMIN_GATE__MAX
+};
+
+/* Decides from the session alone (pure): admin_claim set at login and
+ * 0 < auth_time, auth_time <= now + clock_skew, now - auth_time <= max_age
+ * where max_age is admin_timeout, or for a step-up the smaller of
+ * ADMIN_STEPUP_MAX_AGE and admin_timeout. */
+enum admin_gate admin_gate_check(const struct config *cfg, const struct session *s, int64_t now,
+    bool stepup);
+
+enum cs_err admin_pages_search(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_pages_consent(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_pages_revoke_one(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_pages_bulk_confirm(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_pages_bulk_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err admin_pages_audit(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+
+#endif

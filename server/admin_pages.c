@@ -1,0 +1,680 @@
+/* admin_pages.c -- the admin's browser pages under /admin: search, one
+ * consent's history, revoking one, bulk revocation after a confirmation that
+ * says how many, and the audit log.  Thin views over admin.h: no SQL and no
+ * rule of its own beyond who may see them.  It must never show a page to
+ * anyone but an admin whose IdP login (auth_time) is recent enough. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <jansson.h>
+#include "admin.h"
+#include "admin_pages.h"
+#include "app.h"
+#include "audit.h"
+#include "buf.h"
+#include "form.h"
+#include "login.h"
+
+#define ADMIN_PAGE_ROWS 50
+#define ADMIN_COUNT_MAX_PAGES 2000     /* 2000 pages of ADMIN_LIST_MAX: a million consents */
+#define ADMIN_DEFAULT_REASON "revoked by an admin on /admin"
+
+enum admin_gate admin_gate_check(const struct config *cfg, const struct session *s, int64_t now,
+    bool stepup)
+{
+	int64_t max = cfg->session_admin_timeout;
+	if (!s->admin_claim)
+		return ADMIN_GATE_NOT_ADMIN;
+	if (stepup && max > ADMIN_STEPUP_MAX_AGE)
+		max = ADMIN_STEPUP_MAX_AGE;
+	/* SECURITY: measured from the IdP's auth_time, never from this session:
+	 * single sign-on makes sessions without anyone typing a password.  A
+	 * missing auth_time was recorded as 0 and never counts as recent. */
+	if (s->auth_time <= 0 || s->auth_time > now + cfg->oidc_clock_skew ||
+	    now - s->auth_time > max)
+		return ADMIN_GATE_STALE;
+	return ADMIN_GATE_OK;
+}
+
+/* --- small helpers -------------------------------------------------------- */
+
+static void fmt_time(int64_t t, char out[32])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	if (t <= 0) {
+		snprintf(out, 32, "-");
+		return;
+	}
+	gmtime_r(&tt, &tm);
+	strftime(out, 32, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+static const char *str_of(const json_t *o, const char *k)
+{
+	const char *v = json_string_value(json_object_get(o, k));
+	return v ? v : "";
+}
+
+static int64_t int_of(const json_t *o, const char *k)
+{
+	return (int64_t)json_integer_value(json_object_get(o, k));
+}
+
+/* A JSON array of strings joined with spaces (scopes); malloc'd. */
+static char *join_strings(const json_t *a)
+{
+	struct buf b;
+	size_t i;
+	json_t *v;
+	buf_init(&b, 64 * 1024);
+	if (buf_puts(&b, "") != CS_OK)
+		goto fail;
+	json_array_foreach(a, i, v) {
+		if (json_is_string(v) && buf_printf(&b, "%s%s", i ? " " : "", json_string_value(v)) != CS_OK)
+			goto fail;
+	}
+	return buf_steal(&b);
+fail:
+	buf_clear(&b);
+	return NULL;
+}
+
+static enum cs_err redirect_to(struct http_reply *rep, const char *location)
+{
+	rep->status = 303;
+	rep->content_type = "text/plain; charset=utf-8";
+	buf_reset(&rep->body);
+	return reply_header(rep, "Location", location);
+}
+
+/* Appends "&name=value" (or "?name=value" first) percent-encoded. */
+static enum cs_err add_param(struct buf *b, const char *name, const char *value)
+{
+	char *enc = NULL;
+	enum cs_err e;
+	if (value == NULL || value[0] == '\0')
+		return CS_OK;
+	if ((e = pct_encode(value, &enc)) != CS_OK)
+		return e;
+	e = buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name, enc);
+	free(enc);
+	return e;
+}
+
+/* The sign-in URL that comes back to back: with stepup a forced, fresh login
+ * (prompt=login, max_age=0: the callback then refuses an ID token without
+ * auth_time or with an old one). */
+static enum cs_err login_url(const char *back, bool stepup, struct buf *out)
+{
+	enum cs_err e = buf_puts(out, "/login");
+	if (e == CS_OK && stepup)
+		e = buf_puts(out, "?prompt=login&max_age=0");
+	if (e == CS_OK)
+		e = add_param(out, "return_to", back);
+	return e;
+}
+
+static enum cs_err refused(struct http_reply *rep, int status, const char *title, const char *msg,
+    const char *relogin)
+{
+	json_t *ctx = json_pack("{s:s, s:s, s:s?}", "title", title, "message", msg,
+	    "login_url", relogin);
+	enum cs_err e;
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	e = page_render(rep, status, "admin_refused.html", ctx, NULL);
+	json_decref(ctx);
+	return e;
+}
+
+/* The path and query this GET came from, to come back to after a login; the
+ * bare path when the query would make it too long for /login's return_to. */
+static enum cs_err back_url(const struct http_request *req, struct buf *out)
+{
+	if (req->query[0] != '\0' && strlen(req->path) + strlen(req->query) < 900)
+		return buf_printf(out, "%s?%s", req->path, req->query);
+	return buf_puts(out, req->path);
+}
+
+/* SECURITY: the admin gate in front of every /admin page and form.  CS_OK
+ * with *ok true: s is an admin with a recent enough login (a step-up when
+ * stepup).  Otherwise the reply is complete: anonymous GETs go to sign-in,
+ * anonymous POSTs get a 401, non-admins a 403 (audited), stale admins a 403
+ * with a link to sign in again -- or, for a step-up page, the forced login
+ * itself. */
+static enum cs_err admin_enter(const struct http_request *req, struct http_reply *rep, bool stepup,
+    struct session *s, bool *ok)
+{
+	const struct config *cfg = req->app->cfg;
+	struct store_conn *c = store_conn(req->app->store);
+	bool get = req->method != HTTP_POST;
+	struct buf back, loc;
+	enum admin_gate g;
+	enum cs_err e;
+
+	*ok = false;
+	if (c == NULL)
+		return CS_EDB;
+	buf_init(&back, 2048);
+	buf_init(&loc, 4096);
+	e = session_from_cookie(c, cfg, req->cookie, req->now, s);
+	if (e == CS_ENOENT) {
+		if (!get) {
+			e = refused(rep, 401, "Not signed in",
+			    "Your session ended. Sign in again and repeat what you were doing.", NULL);
+		} else if ((e = back_url(req, &back)) == CS_OK &&
+		    (e = login_url(back.data, stepup, &loc)) == CS_OK) {
+			e = redirect_to(rep, loc.data);
+		}
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	g = admin_gate_check(cfg, s, req->now, stepup);
+	if (g == ADMIN_GATE_NOT_ADMIN) {
+		char actor[300];
+		struct audit_entry a;
+		snprintf(actor, sizeof actor, "user:%s", s->subject);
+		memset(&a, 0, sizeof a);
+		a.ts = req->now;
+		a.actor = actor;
+		a.action = "admin.page.refused";
+		a.subject = s->subject;
+		a.outcome = "refused";
+		a.detail = "not an admin";
+		if ((e = store_begin(c)) != CS_OK)
+			goto out;
+		if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK) {
+			store_rollback(c);
+			goto out;
+		}
+		e = refused(rep, 403, "Not an administrator",
+		    "These pages are for consentd's administrators only.", NULL);
+		goto out;
+	}
+	if (g == ADMIN_GATE_STALE) {
+		/* A POST cannot be replayed after a login: come back to the page. */
+		e = get ? back_url(req, &back) : buf_puts(&back, "/admin");
+		if (e == CS_OK)
+			e = login_url(back.data, true, &loc);
+		if (e != CS_OK)
+			goto out;
+		if (stepup && get)
+			e = redirect_to(rep, loc.data);
+		else
+			e = refused(rep, 403, stepup ? "Confirm it is you" : "Sign in again",
+			    stepup ? "Revoking in bulk needs a sign-in from the last few minutes. "
+			    "Sign in again, then confirm once more." :
+			    "Admin pages need a recent sign-in. Sign in again to continue.", loc.data);
+		goto out;
+	}
+	*ok = true;
+out:
+	buf_clear(&back);
+	buf_clear(&loc);
+	return e;
+}
+
+static bool csrf_ok(const struct http_request *req, const struct session *s)
+{
+	return session_csrf_ok(s, form_get(&req->params, "csrf"));
+}
+
+static enum cs_err csrf_refused(struct http_reply *rep)
+{
+	return refused(rep, 403, "Not allowed",
+	    "This form is stale or did not come from this site. Reload the page and try again.", NULL);
+}
+
+static const char *admin_actor(const struct session *s, char out[300])
+{
+	snprintf(out, 300, "admin:%s", s->subject);
+	return out;
+}
+
+/* A consent object of admin.h as a row for the templates. */
+static json_t *consent_row(const json_t *k)
+{
+	char created[32], expires[32], revoked[32];
+	char *granted = join_strings(json_object_get(k, "scopes"));
+	char *declined = join_strings(json_object_get(k, "declined_scopes"));
+	json_t *o = NULL;
+	fmt_time(int_of(k, "created_at"), created);
+	fmt_time(int_of(k, "expires_at"), expires);
+	fmt_time(int_of(k, "revoked_at"), revoked);
+	if (granted && declined)
+		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:s, s:b, s:b}",
+		    "id", str_of(k, "id"), "subject", str_of(k, "user"), "issuer", str_of(k, "issuer"),
+		    "agent", str_of(k, "agent"), "resource", str_of(k, "resource"),
+		    "state", str_of(k, "state"), "granted", granted, "declined", declined,
+		    "created", created, "expires", expires,
+		    "revoked", int_of(k, "revoked_at") ? revoked : NULL,
+		    "revoked_by", str_of(k, "revoked_by"), "revoke_reason", str_of(k, "revoke_reason"),
+		    "offline", json_is_true(json_object_get(k, "offline")),
+		    "can_revoke", int_of(k, "revoked_at") == 0);
+	free(granted);
+	free(declined);
+	return o;
+}
+
+/* --- GET /admin ------------------------------------------------------------ */
+
+static const char *const search_states[] = { "", "live", "expired", "revoked",
+	"reconnect_required" };
+
+enum cs_err admin_pages_search(const struct http_request *req, struct http_reply *rep)
+{
+	const struct config *cfg = req->app->cfg;
+	struct store_conn *c = store_conn(req->app->store);
+	const char *user = form_get(&req->params, "user");
+	const char *agent = form_get(&req->params, "agent");
+	const char *resource = form_get(&req->params, "resource");
+	const char *state = form_get(&req->params, "state");
+	const char *after = form_get(&req->params, "after");
+	struct admin_consent_filter f;
+	struct session s;
+	json_t *res = NULL, *rows = NULL, *states = NULL, *ctx = NULL, *k;
+	struct buf next;
+	size_t i;
+	bool ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	buf_init(&next, 4096);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	if (user && !*user) user = NULL;
+	if (agent && !*agent) agent = NULL;
+	if (resource && !*resource) resource = NULL;
+	if (state && !*state) state = NULL;
+	memset(&f, 0, sizeof f);
+	f.issuer = user ? cfg->oidc_issuer : NULL;
+	f.user = user;
+	f.agent = agent;
+	f.resource = resource;
+	f.state = state;
+	e = admin_consents_list(c, &f, after, ADMIN_PAGE_ROWS, req->now, &res);
+	if (e == CS_EINVAL) {
+		e = refused(rep, 400, "Bad request", "The search or its page marker is not valid.", NULL);
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	e = CS_ENOMEM;
+	if ((rows = json_array()) == NULL || (states = json_array()) == NULL)
+		goto out;
+	json_array_foreach(json_object_get(res, "consents"), i, k) {
+		if (json_array_append_new(rows, consent_row(k)) != 0)
+			goto out;
+	}
+	for (i = 0; i < sizeof search_states / sizeof search_states[0]; i++)
+		if (json_array_append_new(states, json_pack("{s:s, s:s, s:b}", "value", search_states[i],
+		    "label", i ? search_states[i] : "any",
+		    "selected", state ? strcmp(state, search_states[i]) == 0 : i == 0)) != 0)
+			goto out;
+	if (json_is_string(json_object_get(res, "next_cursor"))) {
+		if ((e = buf_puts(&next, "/admin")) != CS_OK || (e = add_param(&next, "user", user)) != CS_OK ||
+		    (e = add_param(&next, "agent", agent)) != CS_OK ||
+		    (e = add_param(&next, "resource", resource)) != CS_OK ||
+		    (e = add_param(&next, "state", state)) != CS_OK ||
+		    (e = add_param(&next, "after", str_of(res, "next_cursor"))) != CS_OK)
+			goto out;
+		e = CS_ENOMEM;
+	}
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:b, s:s?}", "title", "Admin: consents",
+	    "q_user", user ? user : "", "q_agent", agent ? agent : "",
+	    "q_resource", resource ? resource : "", "states", states, "consents", rows,
+	    "has_consents", json_array_size(rows) > 0, "next_url", next.data);
+	if (ctx == NULL)
+		goto out;
+	e = page_render(rep, 200, "admin.html", ctx, &s);
+out:
+	buf_clear(&next);
+	json_decref(ctx);
+	json_decref(states);
+	json_decref(rows);
+	json_decref(res);
+	session_clear(&s);
+	return e;
+}
+
+/* --- GET /admin/consents/{id}, POST /admin/consents/{id}/revoke ------------ */
+
+enum cs_err admin_pages_consent(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	struct session s;
+	json_t *res = NULL, *ctx = NULL, *events = NULL, *ev;
+	size_t i;
+	bool ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	e = admin_consent_show(c, req->captures[0], req->now, &res);
+	if (e == CS_ENOENT) {
+		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	e = CS_ENOMEM;
+	if ((ctx = consent_row(json_object_get(res, "consent"))) == NULL ||
+	    (events = json_array()) == NULL)
+		goto out;
+	json_array_foreach(json_object_get(json_object_get(res, "history"), "events"), i, ev) {
+		char when[32];
+		fmt_time(int_of(ev, "ts"), when);
+		if (json_array_append_new(events, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}",
+		    "seq", (json_int_t)int_of(ev, "seq"), "when", when, "actor", str_of(ev, "actor"),
+		    "action", str_of(ev, "action"), "outcome", str_of(ev, "outcome"),
+		    "detail", str_of(ev, "detail"))) != 0)
+			goto out;
+	}
+	if (json_object_set_new(ctx, "title", json_string("Admin: a consent")) != 0 ||
+	    json_object_set(ctx, "events", events) != 0 ||
+	    json_object_set_new(ctx, "has_events", json_boolean(json_array_size(events) > 0)) != 0)
+		goto out;
+	e = page_render(rep, 200, "admin_consent.html", ctx, &s);
+out:
+	json_decref(events);
+	json_decref(ctx);
+	json_decref(res);
+	session_clear(&s);
+	return e;
+}
+
+static const char *reason_or_default(const struct http_request *req)
+{
+	const char *r = form_get(&req->params, "reason");
+	return r && *r ? r : ADMIN_DEFAULT_REASON;
+}
+
+enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	struct session s;
+	char actor[300];
+	struct buf loc;
+	int revoked = 0;
+	bool ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	buf_init(&loc, 256);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	if (!csrf_ok(req, &s)) {
+		e = csrf_refused(rep);
+		goto out;
+	}
+	e = admin_consent_revoke(c, req->captures[0], admin_actor(&s, actor), reason_or_default(req),
+	    req->now, &revoked);
+	if (e == CS_ENOENT) {
+		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
+		goto out;
+	} else if (e == CS_EINVAL) {
+		e = refused(rep, 400, "Bad request", "The reason is not valid.", NULL);
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	if ((e = buf_puts(&loc, "/admin/consents/")) != CS_OK)
+		goto out;
+	{
+		char *enc = NULL;
+		if ((e = pct_encode(req->captures[0], &enc)) == CS_OK)
+			e = buf_puts(&loc, enc);
+		free(enc);
+	}
+	if (e == CS_OK)
+		e = redirect_to(rep, loc.data);
+out:
+	buf_clear(&loc);
+	session_clear(&s);
+	return e;
+}
+
+/* --- GET and POST /admin/revoke (bulk) ------------------------------------ */
+
+static bool bulk_by(const char *by, enum admin_bulk_by *out, const char **label)
+{
+	if (by == NULL)
+		return false;
+	if (strcmp(by, "user") == 0) { *out = ADMIN_BY_USER; *label = "the person"; return true; }
+	if (strcmp(by, "agent") == 0) { *out = ADMIN_BY_AGENT; *label = "the agent"; return true; }
+	if (strcmp(by, "resource") == 0) { *out = ADMIN_BY_RESOURCE; *label = "the resource"; return true; }
+	return false;
+}
+
+/* How many consents admin_bulk_revoke would revoke now: the unrevoked ones
+ * (live, expired or reconnect_required) matching, counted through the same
+ * listing the search uses. */
+static enum cs_err bulk_count(struct store_conn *c, const struct config *cfg, enum admin_bulk_by by,
+    const char *value, int64_t now, int64_t *count)
+{
+	struct admin_consent_filter f;
+	char cursor[ADMIN_CURSOR_MAX + 32];
+	const char *cur = NULL;
+	int64_t n = 0;
+	memset(&f, 0, sizeof f);
+	if (by == ADMIN_BY_USER) {
+		f.issuer = cfg->oidc_issuer;
+		f.user = value;
+	} else if (by == ADMIN_BY_AGENT) {
+		f.agent = value;
+	} else {
+		f.resource = value;
+	}
+	for (int page = 0; page < ADMIN_COUNT_MAX_PAGES; page++) {
+		json_t *res = NULL, *k, *next;
+		size_t i;
+		enum cs_err e = admin_consents_list(c, &f, cur, ADMIN_LIST_MAX, now, &res);
+		if (e != CS_OK)
+			return e;
+		json_array_foreach(json_object_get(res, "consents"), i, k)
+			if (strcmp(str_of(k, "state"), "revoked") != 0)
+				n++;
+		next = json_object_get(res, "next_cursor");
+		if (!json_is_string(next) || json_string_length(next) >= sizeof cursor) {
+			json_decref(res);
+			*count = n;
+			return CS_OK;
+		}
+		snprintf(cursor, sizeof cursor, "%s", json_string_value(next));
+		cur = cursor;
+		json_decref(res);
+	}
+	return CS_ETOOBIG;
+}
+
+static enum cs_err bulk_page(struct http_reply *rep, int status, const char *tpl,
+    const struct session *s, const char *by, const char *label, const char *value, int64_t count,
+    const char *title)
+{
+	json_t *ctx = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "title", title, "by", by,
+	    "by_label", label, "value", value, "count", (json_int_t)count, "revoked", (json_int_t)count,
+	    "nonzero", count > 0);
+	enum cs_err e;
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	e = page_render(rep, status, tpl, ctx, s);
+	json_decref(ctx);
+	return e;
+}
+
+enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	const char *by = form_get(&req->params, "by");
+	const char *value = form_get(&req->params, "value");
+	const char *label = NULL;
+	enum admin_bulk_by b;
+	struct session s;
+	int64_t n = 0;
+	bool ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	if (c == NULL)
+		return CS_EDB;
+	/* SECURITY: the step-up -- a forced, fresh login before a bulk revocation. */
+	if ((e = admin_enter(req, rep, true, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	if (!bulk_by(by, &b, &label) || value == NULL || value[0] == '\0') {
+		e = refused(rep, 400, "Bad request",
+		    "Say whose consents to revoke: a person, an agent or a resource, and its name.", NULL);
+		goto out;
+	}
+	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
+		goto out;
+	e = bulk_page(rep, 200, "admin_revoke.html", &s, by, label, value, n, "Admin: revoke in bulk");
+out:
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	const char *by = form_get(&req->params, "by");
+	const char *value = form_get(&req->params, "value");
+	const char *expected = form_get(&req->params, "count");
+	const char *label = NULL;
+	enum admin_bulk_by b;
+	struct session s;
+	char actor[300], *end = NULL;
+	int64_t n = 0, want;
+	bool ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	if (c == NULL)
+		return CS_EDB;
+	/* SECURITY: the step-up is checked again: the confirmation may be old. */
+	if ((e = admin_enter(req, rep, true, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	if (!csrf_ok(req, &s)) {
+		e = csrf_refused(rep);
+		goto out;
+	}
+	want = expected ? strtoll(expected, &end, 10) : -1;
+	if (!bulk_by(by, &b, &label) || value == NULL || value[0] == '\0' || expected == NULL ||
+	    *end != '\0' || want < 0) {
+		e = refused(rep, 400, "Bad request", "This form is incomplete. Start again from /admin.", NULL);
+		goto out;
+	}
+	/* The admin confirmed a number: when it changed meanwhile, they see the
+	 * new one and confirm again rather than revoke something else. */
+	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
+		goto out;
+	if (n != want) {
+		e = bulk_page(rep, 409, "admin_revoke.html", &s, by, label, value, n,
+		    "The number changed: confirm again");
+		goto out;
+	}
+	e = admin_bulk_revoke(c, b, value, b == ADMIN_BY_USER ? req->app->cfg->oidc_issuer : NULL,
+	    admin_actor(&s, actor), reason_or_default(req), req->now, &n);
+	if (e == CS_EINVAL) {
+		e = refused(rep, 400, "Bad request", "The reason is not valid.", NULL);
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	e = bulk_page(rep, 200, "admin_revoke_done.html", &s, by, label, value, n, "Consents revoked");
+out:
+	session_clear(&s);
+	return e;
+}
+
+/* --- GET /admin/audit ------------------------------------------------------ */
+
+enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	const char *action = form_get(&req->params, "action");
+	const char *consent = form_get(&req->params, "consent");
+	const char *since = form_get(&req->params, "since");
+	const char *after = form_get(&req->params, "after");
+	struct admin_audit_filter f;
+	struct session s;
+	json_t *res = NULL, *rows = NULL, *ctx = NULL, *ev;
+	struct buf next;
+	size_t i;
+	bool ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	buf_init(&next, 4096);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	if (action && !*action) action = NULL;
+	if (consent && !*consent) consent = NULL;
+	if (since && !*since) since = NULL;
+	memset(&f, 0, sizeof f);
+	f.action = action;
+	f.consent_id = consent;
+	if (since) {
+		char *end = NULL;
+		long long v = strtoll(since, &end, 10);
+		if (*end != '\0' || v < 0) {
+			e = refused(rep, 400, "Bad request", "since is not a number of seconds.", NULL);
+			goto out;
+		}
+		f.since = v;
+	}
+	e = admin_audit_query(c, &f, after, ADMIN_PAGE_ROWS, &res);
+	if (e == CS_EINVAL) {
+		e = refused(rep, 400, "Bad request", "The filter or its page marker is not valid.", NULL);
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	e = CS_ENOMEM;
+	if ((rows = json_array()) == NULL)
+		goto out;
+	json_array_foreach(json_object_get(res, "entries"), i, ev) {
+		char when[32];
+		fmt_time(int_of(ev, "ts"), when);
+		if (json_array_append_new(rows, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:s}",
+		    "seq", (json_int_t)int_of(ev, "seq"), "when", when, "actor", str_of(ev, "actor"),
+		    "action", str_of(ev, "action"), "subject", str_of(ev, "subject"),
+		    "agent", str_of(ev, "agent"), "resource", str_of(ev, "resource"),
+		    "consent_id", json_string_value(json_object_get(ev, "consent_id")),
+		    "outcome", str_of(ev, "outcome"), "detail", str_of(ev, "detail"))) != 0)
+			goto out;
+	}
+	if (json_is_string(json_object_get(res, "next_cursor"))) {
+		if ((e = buf_puts(&next, "/admin/audit")) != CS_OK ||
+		    (e = add_param(&next, "action", action)) != CS_OK ||
+		    (e = add_param(&next, "consent", consent)) != CS_OK ||
+		    (e = add_param(&next, "since", since)) != CS_OK ||
+		    (e = add_param(&next, "after", str_of(res, "next_cursor"))) != CS_OK)
+			goto out;
+		e = CS_ENOMEM;
+	}
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:O, s:b, s:s?}", "title", "Admin: audit log",
+	    "q_action", action ? action : "", "q_consent", consent ? consent : "",
+	    "q_since", since ? since : "", "entries", rows, "has_entries", json_array_size(rows) > 0,
+	    "next_url", next.data);
+	if (ctx == NULL)
+		goto out;
+	e = page_render(rep, 200, "admin_audit.html", ctx, &s);
+out:
+	buf_clear(&next);
+	json_decref(ctx);
+	json_decref(rows);
+	json_decref(res);
+	session_clear(&s);
+	return e;
+}
