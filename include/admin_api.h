@@ -14,7 +14,7 @@ enum cs_err admin_api_requests(const struct http_request *, struct http_reply *)
 enum cs_err admin_api_audit(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 /* Route validators (routes.c): a consent state name; an admin listing limit
- * (1..500); a listing cursor (printable, at most 64 bytes). */
+ * (1..500).  Cursors are checked strictly by admin.c. */
 bool admin_api_valid_state(const char *v);
 bool admin_api_valid_limit(const char *v);
 
