@@ -40,6 +40,14 @@
  *   approval.denied            flow F: the person denied
  *   approval.cancelled         flow F: a decision arrived after the consent ended
  *   approval.released          flow F: the token went out once for this approval
+ *   admin.api                  an admin token was used (detail: the token's name)
+ *   admin.api.refused          a revoked or unknown admin token was presented
+ *   admin.token.created        consentd admin token create
+ *   admin.token.revoked        consentd admin token revoke
+ *   admin.cli                  an admin command-line action
+ *   admin.bulk_revoked         a bulk revocation by user, agent or resource (count)
+ *   admin.page.refused         /admin refused a person (not an admin, or a stale login)
+ *   master-key-rotated         consentd vault rekey (old and new key ids)
  *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
  */
 #include <inttypes.h>
