@@ -28,6 +28,12 @@ enum cs_err httpc_get(const char *url, struct httpc_response *res) CS_MUST_CHECK
  * form-urlencoded before Base64, RFC 6749 §2.3.1). */
 enum cs_err httpc_post_form(const char *url, const char *body, const char *basic_user,
     const char *basic_pass, struct httpc_response *res) CS_MUST_CHECK;
+/* POST body_len bytes of body with Content-Type: content_type (a bare media
+ * type such as "application/secevent+jwt": no parameters, no spaces; CS_EINVAL
+ * otherwise) and Accept: application/json.  Same rules and errors as
+ * httpc_get; look at res->status. */
+enum cs_err httpc_post(const char *url, const char *content_type, const char *body,
+    size_t body_len, struct httpc_response *res) CS_MUST_CHECK;
 void httpc_response_clear(struct httpc_response *res);   /* NULL-safe; wipes the body */
 
 /* Call once at start (curl_global_init) before threads exist. */

@@ -7,6 +7,7 @@
 #include <time.h>
 #include "app.h"
 #include "audit.h"
+#include "events.h"
 
 int64_t app_now(void)
 {
@@ -152,6 +153,17 @@ static void *maintenance_main(void *arg)
 		 * takes care of that itself. */
 		if (vault_outbox_run(app->vault, c, app_now(), &finished) != CS_OK)
 			fprintf(stderr, "consentd: revocation outbox pass failed; will retry\n");
+		/* Revocation events (events.h): signed under the read lock, which
+		 * only holds off a key reload, never another reader. */
+		if (cfg->events_uri != NULL) {
+			int delivered = 0;
+			const struct keyring *kr = app_keys_get(app);
+			enum cs_err ee = events_push_run(c, cfg, kr, app_now(), &delivered);
+			app_keys_put(app);
+			if (ee != CS_OK)
+				fprintf(stderr, "consentd: revocation event pass failed (%s); will retry\n",
+				    cs_strerror(ee));
+		}
 		if (store_purge_expired(c, app_now(), cfg->session_idle_timeout,
 		    cfg->session_absolute_timeout) != CS_OK)
 			fprintf(stderr, "consentd: purging expired sessions failed; will retry\n");

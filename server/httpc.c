@@ -18,6 +18,7 @@
 #define HTTPC_CONNECT_TIMEOUT 5L
 #define HTTPC_TIMEOUT         10L
 #define HTTPC_MAX_CRED        4096     /* user or password, before encoding */
+#define HTTPC_MAX_MEDIA_TYPE  127      /* a Content-Type given to httpc_post */
 
 enum cs_err httpc_global_init(void)
 {
@@ -145,9 +146,10 @@ static void response_init(struct httpc_response *res)
 	res->content_type = NULL;
 }
 
-/* One request with a fresh easy handle.  body NULL: GET; else a form POST. */
-static enum cs_err perform(const char *url, const char *body, struct curl_slist *extra,
-    struct httpc_response *res)
+/* One request with a fresh easy handle.  body NULL: GET; else a POST of
+ * body_len bytes with the Content-Type line ct_line. */
+static enum cs_err perform(const char *url, const char *body, size_t body_len,
+    const char *ct_line, struct curl_slist *extra, struct httpc_response *res)
 {
 	enum cs_err e = CS_EINVAL;
 	CURLU *u = NULL;
@@ -168,8 +170,7 @@ static enum cs_err perform(const char *url, const char *body, struct curl_slist 
 		goto out;
 	tail = hdrs;
 	if (body != NULL) {
-		if ((tail = curl_slist_append(hdrs,
-		    "Content-Type: application/x-www-form-urlencoded")) == NULL)
+		if ((tail = curl_slist_append(hdrs, ct_line)) == NULL)
 			goto out;
 	}
 	/* Move the caller's lines (Authorization) onto our list so one free wipes all. */
@@ -201,7 +202,7 @@ static enum cs_err perform(const char *url, const char *body, struct curl_slist 
 	if (setup_ok && body != NULL)
 		setup_ok = curl_easy_setopt(h, CURLOPT_POST, 1L) == CURLE_OK &&
 		    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-		        (curl_off_t)strlen(body)) == CURLE_OK &&
+		        (curl_off_t)body_len) == CURLE_OK &&
 		    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body) == CURLE_OK;
 	if (!setup_ok)
 		goto out;
@@ -241,7 +242,7 @@ enum cs_err httpc_get(const char *url, struct httpc_response *res)
 {
 	if (res == NULL)
 		return CS_EINVAL;
-	return perform(url, NULL, NULL, res);
+	return perform(url, NULL, 0, NULL, NULL, res);
 }
 
 /* "Authorization: Basic base64(pct(user):pct(pass))" as a one-line list. */
@@ -309,7 +310,45 @@ enum cs_err httpc_post_form(const char *url, const char *body, const char *basic
 		response_init(res);
 		return e;
 	}
-	return perform(url, body, auth, res);   /* takes auth and wipes it */
+	return perform(url, body, strlen(body), "Content-Type: application/x-www-form-urlencoded",
+	    auth, res);                          /* takes auth and wipes it */
+}
+
+/* A media type as RFC 9110 §8.3.1 spells it without parameters: type "/"
+ * subtype, each a token; anything else (spaces, CR, LF, ';') is refused so
+ * no header can be smuggled in. */
+static bool media_type_ok(const char *t)
+{
+	static const char tchar[] = "!#$%&'*+-.^_`|~";
+	size_t n = 0, slash = 0;
+	for (const char *p = t; *p != '\0'; p++, n++) {
+		unsigned char ch = (unsigned char)*p;
+		if (ch == '/') {
+			if (slash != 0 || n == 0)
+				return false;
+			slash = n;
+		} else if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || (ch != 0 && strchr(tchar, ch) != NULL))) {
+			return false;
+		}
+		if (n >= HTTPC_MAX_MEDIA_TYPE)
+			return false;
+	}
+	return slash != 0 && slash + 1 < n;
+}
+
+enum cs_err httpc_post(const char *url, const char *content_type, const char *body,
+    size_t body_len, struct httpc_response *res)
+{
+	char line[HTTPC_MAX_MEDIA_TYPE + 32];
+	if (res == NULL)
+		return CS_EINVAL;
+	if (body == NULL || content_type == NULL || !media_type_ok(content_type)) {
+		response_init(res);
+		return CS_EINVAL;
+	}
+	snprintf(line, sizeof line, "Content-Type: %s", content_type);
+	return perform(url, body, body_len, line, NULL, res);
 }
 
 void httpc_response_clear(struct httpc_response *res)

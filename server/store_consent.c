@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "store_approval.h"
 #include "store_consent.h"
+#include "store_events.h"
 #include "store_priv.h"
 #include "store_vault.h"
 
@@ -365,7 +366,12 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 	/* SECURITY: the consent's provider tokens go to the revocation outbox
 	 * (migration 0005) in this same transaction; a record reserved for the
 	 * consent replacing this one stays for vault.c to move over. */
-	return store_vault_to_outbox(c, id, now, NULL);
+	if ((e = store_vault_to_outbox(c, id, now, NULL)) != CS_OK)
+		return e;
+	/* SECURITY: exactly one revocation event (migration 0009) per revocation,
+	 * in this same transaction: a rolled-back revocation pushes nothing, a
+	 * committed one is pushed even across a restart (events.h). */
+	return store_events_enqueue(c, id, now);
 }
 
 enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, int *changed)

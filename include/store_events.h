@@ -1,0 +1,64 @@
+/* store_events.h -- the SQL behind events.c: the revocation-event outbox of
+ * migration 0009.  Plain rows; building, signing and pushing Security Event
+ * Tokens belong to events.c, not here. */
+#ifndef CS_STORE_EVENTS_H
+#define CS_STORE_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cs_err.h"
+#include "store.h"
+
+#define STORE_EVENTS_JTI_LEN 32      /* lowercase hex of 16 random bytes */
+#define STORE_EVENTS_LIST_MAX 1000   /* the most rows one listing returns */
+
+struct store_event_row {         /* caller-owned; release with store_event_row_clear() */
+	int64_t id;
+	char   *jti, *consent_id, *subject_iss, *subject, *agent, *resource;
+	char   *reason;              /* may be NULL */
+	int64_t created_at, attempts, next_attempt_at, delivered_at, last_status;
+	char   *last_error;          /* may be NULL */
+};
+void store_event_row_clear(struct store_event_row *r);                 /* NULL-safe */
+void store_event_rows_free(struct store_event_row *v, size_t n);       /* NULL-safe */
+
+/* Adds the revocation event of consent_id, due at now, with a fresh random
+ * jti; the person (issuer, subject), agent, resource and revoke_reason are
+ * read from the consent row, so call it after store_consent_set_revoked, in
+ * the same transaction (store_consent_cascade does).  CS_ENOENT when the
+ * consent is unknown. */
+enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id,
+    int64_t now) CS_MUST_CHECK;
+
+/* Undelivered entries due at now (next_attempt_at <= now), the longest
+ * waiting first, at most max.  *out NULL and *n 0 when none. */
+enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
+    struct store_event_row **out, size_t *n) CS_MUST_CHECK;
+/* Records a delivery: attempts + 1, delivered_at = now, last_status. */
+enum cs_err store_events_delivered(struct store_conn *c, int64_t id, int64_t now,
+    int64_t status) CS_MUST_CHECK;
+/* Records a failed attempt: attempts, next_attempt_at, last_status (0 when
+ * no answer came) and last_error (may be NULL). */
+enum cs_err store_events_retry(struct store_conn *c, int64_t id, int64_t attempts,
+    int64_t next_attempt_at, int64_t status, const char *error) CS_MUST_CHECK;
+
+/* Which entries a listing returns. */
+enum store_events_state {
+	STORE_EVENTS_ANY,
+	STORE_EVENTS_UNDELIVERED,    /* waiting, whether tried already or not */
+	STORE_EVENTS_DELIVERED,
+	STORE_EVENTS__MAX
+};
+/* Entries newest first (by id), only those with id < before_id when
+ * before_id > 0 (a keyset cursor), of consent_id when it is not NULL, in
+ * state; at most max (capped at STORE_EVENTS_LIST_MAX).  *out NULL and *n 0
+ * when none. */
+enum cs_err store_events_list(struct store_conn *c, const char *consent_id,
+    enum store_events_state state, int64_t before_id, size_t max,
+    struct store_event_row **out, size_t *n) CS_MUST_CHECK;
+/* How many entries wait (undelivered), how many of those failed at least
+ * once, and how many were delivered. */
+enum cs_err store_events_count(struct store_conn *c, int64_t *waiting, int64_t *failing,
+    int64_t *delivered) CS_MUST_CHECK;
+
+#endif

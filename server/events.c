@@ -1,0 +1,221 @@
+/* events.c -- revocation events: builds, signs and pushes one Security Event
+ * Token per outbox entry (RFC 8417, RFC 8935) and records each attempt.
+ * It must never call the receiver inside a database transaction, put a SET
+ * in a log or the audit log, or give an entry up. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit.h"
+#include "events.h"
+#include "httpc.h"
+
+#define EVENTS_ERR_MAX 120            /* last_error: short, printable ASCII */
+
+int64_t events_retry_delay(int64_t attempts)
+{
+	int64_t d = EVENTS_RETRY_FIRST;
+	if (attempts < 0)
+		attempts = 0;
+	/* Doubling past the cap stops early: no overflow however large attempts is. */
+	for (int64_t i = 0; i < attempts && d < EVENTS_RETRY_MAX; i++)
+		d *= 2;
+	return d < EVENTS_RETRY_MAX ? d : EVENTS_RETRY_MAX;
+}
+
+enum cs_err events_set_claims(const struct config *cfg, const struct store_event_row *r,
+    int64_t now, json_t **out)
+{
+	const struct config_resource *res;
+	const char *resource;
+	json_t *claims;
+
+	if (cfg == NULL || r == NULL || out == NULL || cfg->public_url == NULL ||
+	    cfg->gateway_id == NULL)
+		return CS_EINVAL;
+	/* The gateway knows resources by uri, as in grants (grant.c's "resource"). */
+	res = config_resource(cfg, r->resource);
+	resource = res != NULL && res->uri != NULL ? res->uri : r->resource;
+	/* SECURITY: no exp -- RFC 8417 §2.2: a SET states a fact; and nothing
+	 * taken from the receiver goes in. */
+	claims = json_pack("{s:s, s:s, s:I, s:I, s:s, s:{s:s, s:s, s:s}, s:{s:{s:s, s:s, s:s, s:s?}}}",
+	    "iss", cfg->public_url, "aud", cfg->gateway_id,
+	    "iat", (json_int_t)now, "toe", (json_int_t)r->created_at, "jti", r->jti,
+	    "sub_id", "format", "iss_sub", "iss", r->subject_iss, "sub", r->subject,
+	    "events", EVENTS_REVOKED_URI, "cid", r->consent_id, "agent_id", r->agent,
+	    "resource", resource, "reason", r->reason);
+	if (claims == NULL)
+		return CS_ENOMEM;
+	*out = claims;
+	return CS_OK;
+}
+
+/* Copies at most EVENTS_ERR_MAX printable ASCII characters of s into out
+ * (others become '?'): a receiver's error text goes into the database and
+ * in front of admins. */
+static void clean_text(char *out, size_t cap, const char *s)
+{
+	size_t o = 0;
+	for (; s != NULL && *s != '\0' && o + 1 < cap && o < EVENTS_ERR_MAX; s++)
+		out[o++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+	out[o] = '\0';
+}
+
+/* "HTTP 400", with the RFC 8935 §2.4 error code when the body has one. */
+static void status_text(char *out, size_t cap, const struct httpc_response *res)
+{
+	char code[64] = "";
+	json_t *j = json_loadb(res->body.data != NULL ? res->body.data : "", res->body.len,
+	    JSON_REJECT_DUPLICATES, NULL);
+	const char *err = json_string_value(json_object_get(j, "err"));
+	clean_text(code, sizeof code, err);
+	if (code[0] != '\0')
+		snprintf(out, cap, "HTTP %ld: %s", res->status, code);
+	else
+		snprintf(out, cap, "HTTP %ld", res->status);
+	json_decref(j);
+}
+
+/* Marks r delivered and audits it, in one transaction. */
+static enum cs_err mark_delivered(struct store_conn *c, const struct store_event_row *r,
+    int64_t now, long status)
+{
+	enum cs_err e;
+	char detail[96];
+	struct audit_entry a;
+
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	snprintf(detail, sizeof detail, "jti=%s attempt=%lld", r->jti,
+	    (long long)(r->attempts + 1));
+	memset(&a, 0, sizeof a);
+	a.ts = now;
+	a.actor = "system";
+	a.action = "event.delivered";
+	a.subject = r->subject;
+	a.agent = r->agent;
+	a.resource = r->resource;
+	a.consent_id = r->consent_id;
+	a.outcome = "ok";
+	a.detail = detail;
+	if ((e = store_events_delivered(c, r->id, now, (int64_t)status)) != CS_OK ||
+	    (e = audit_append(c, &a)) != CS_OK) {
+		store_rollback(c);
+		return e;
+	}
+	return store_commit(c);
+}
+
+/* Tries one entry.  *unreachable set when no answer came. */
+static enum cs_err push_one(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct store_event_row *r, int64_t now,
+    int *delivered, int *unreachable)
+{
+	enum cs_err e, pe;
+	json_t *claims = NULL;
+	char *set = NULL;
+	struct httpc_response res;
+	char why[EVENTS_ERR_MAX + 40];
+	int64_t wait;
+
+	memset(&res, 0, sizeof res);
+	if ((e = events_set_claims(cfg, r, now, &claims)) != CS_OK)
+		goto out;
+	if ((e = jwt_sign(kr, EVENTS_SET_TYP, claims, &set)) != CS_OK)
+		goto out;
+	/* SECURITY: outside any transaction -- the receiver may take up to the
+	 * client's timeout, and no writer must wait for it. */
+	pe = httpc_post(cfg->events_uri, EVENTS_MEDIA_TYPE, set, strlen(set), &res);
+	if (pe == CS_OK && res.status == 202) {
+		if ((e = mark_delivered(c, r, now, res.status)) == CS_OK)
+			(*delivered)++;
+		goto out;
+	}
+	if (pe != CS_OK) {
+		snprintf(why, sizeof why, "no answer: %s", cs_strerror(pe));
+		*unreachable = pe == CS_EIO;
+	} else {
+		status_text(why, sizeof why, &res);
+	}
+	wait = events_retry_delay(r->attempts);
+	fprintf(stderr, "consentd: revocation event %s: %s; retry %lld in %lld s\n", r->jti, why,
+	    (long long)(r->attempts + 2), (long long)wait);
+	e = store_events_retry(c, r->id, r->attempts + 1, now + wait,
+	    pe == CS_OK ? (int64_t)res.status : 0, why);
+out:
+	json_decref(claims);
+	free(set);
+	httpc_response_clear(&res);
+	return e;
+}
+
+enum cs_err events_push_run(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, int64_t now, int *delivered)
+{
+	enum cs_err e;
+	struct store_event_row *due = NULL;
+	size_t n = 0;
+	int done = 0, unreachable = 0;
+
+	if (c == NULL || cfg == NULL || delivered == NULL)
+		return CS_EINVAL;
+	*delivered = 0;
+	if (cfg->events_uri == NULL)
+		return CS_OK;                 /* entries wait (see events.h) */
+	if (kr == NULL)
+		return CS_EINVAL;
+	if ((e = store_events_due(c, now, EVENTS_BATCH, &due, &n)) != CS_OK)
+		return e;
+	for (size_t i = 0; i < n && !unreachable; i++)
+		if ((e = push_one(c, cfg, kr, &due[i], now, &done, &unreachable)) != CS_OK)
+			break;
+	store_event_rows_free(due, n);
+	*delivered = done;
+	return e;
+}
+
+/* --- delivery state ----------------------------------------------------- */
+
+enum cs_err events_list(struct store_conn *c, const char *consent_id,
+    enum store_events_state state, int64_t before_id, size_t max,
+    struct store_event_row **out, size_t *n)
+{
+	if (c == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	return store_events_list(c, consent_id, state, before_id, max, out, n);
+}
+
+const char *events_state_name(const struct store_event_row *r)
+{
+	if (r->delivered_at != 0)
+		return "delivered";
+	return r->attempts > 0 ? "retrying" : "pending";
+}
+
+static json_t *int_or_null(int64_t v, int is_null)
+{
+	return is_null ? json_null() : json_integer((json_int_t)v);
+}
+
+json_t *events_row_json(const struct store_event_row *r)
+{
+	if (r == NULL)
+		return NULL;
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:I, s:s, s:I, s:o, s:o, s:o, s:s?}",
+	    "id", (json_int_t)r->id, "jti", r->jti, "consent_id", r->consent_id,
+	    "subject_iss", r->subject_iss, "subject", r->subject, "agent", r->agent,
+	    "resource", r->resource, "reason", r->reason, "created_at", (json_int_t)r->created_at,
+	    "state", events_state_name(r), "attempts", (json_int_t)r->attempts,
+	    "next_attempt_at", int_or_null(r->next_attempt_at, r->delivered_at != 0),
+	    "delivered_at", int_or_null(r->delivered_at, r->delivered_at == 0),
+	    "last_status", int_or_null(r->last_status, r->last_status == 0),
+	    "last_error", r->last_error);
+}
+
+enum cs_err events_count(struct store_conn *c, int64_t *waiting, int64_t *failing,
+    int64_t *delivered)
+{
+	if (c == NULL || waiting == NULL || failing == NULL || delivered == NULL)
+		return CS_EINVAL;
+	return store_events_count(c, waiting, failing, delivered);
+}

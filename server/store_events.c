@@ -1,0 +1,256 @@
+/* store_events.c -- the SQL for the revocation-event outbox (migration 0009).
+ * It only moves rows; SETs are built and pushed by events.c.  It must never
+ * build SQL from input: every value is a bound parameter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+#include <sqlite3.h>
+
+#include "store_events.h"
+#include "store_priv.h"
+
+#define EVENT_COLS \
+	"id, jti, consent_id, subject_iss, subject, agent, resource, reason, created_at, " \
+	"attempts, next_attempt_at, delivered_at, last_status, last_error FROM events_outbox "
+
+/* SECURITY: the person, agent, resource and reason come from the consent row
+ * itself (server-side state), never from the caller. */
+static const char SQL_EVENTS_ENQUEUE[] =
+    "INSERT INTO events_outbox (jti, consent_id, subject_iss, subject, agent, resource, "
+    "reason, created_at, next_attempt_at) "
+    "SELECT ?2, k.id, u.issuer, u.subject, k.agent, k.resource, k.revoke_reason, ?3, ?3 "
+    "FROM consents k JOIN users u ON u.id = k.user_id WHERE k.id = ?1";
+static const char SQL_EVENTS_DUE[] =
+    "SELECT " EVENT_COLS "WHERE delivered_at = 0 AND next_attempt_at <= ?1 "
+    "ORDER BY next_attempt_at, id LIMIT ?2";
+static const char SQL_EVENTS_DELIVERED[] =
+    "UPDATE events_outbox SET attempts = attempts + 1, delivered_at = ?2, last_status = ?3, "
+    "last_error = NULL WHERE id = ?1 AND delivered_at = 0";
+static const char SQL_EVENTS_RETRY[] =
+    "UPDATE events_outbox SET attempts = ?2, next_attempt_at = ?3, last_status = ?4, "
+    "last_error = ?5 WHERE id = ?1 AND delivered_at = 0";
+static const char SQL_EVENTS_LIST[] =
+    "SELECT " EVENT_COLS "WHERE (?1 IS NULL OR consent_id = ?1) "
+    "AND (?2 = 0 OR (?2 = 1 AND delivered_at = 0) OR (?2 = 2 AND delivered_at <> 0)) "
+    "AND (?3 <= 0 OR id < ?3) ORDER BY id DESC LIMIT ?4";
+static const char SQL_EVENTS_COUNT[] =
+    "SELECT coalesce(sum(delivered_at = 0), 0), "
+    "coalesce(sum(delivered_at = 0 AND attempts > 0), 0), "
+    "coalesce(sum(delivered_at <> 0), 0) FROM events_outbox";
+
+void store_event_row_clear(struct store_event_row *r)
+{
+	if (r == NULL)
+		return;
+	free(r->jti);
+	free(r->consent_id);
+	free(r->subject_iss);
+	free(r->subject);
+	free(r->agent);
+	free(r->resource);
+	free(r->reason);
+	free(r->last_error);
+	memset(r, 0, sizeof *r);
+}
+
+void store_event_rows_free(struct store_event_row *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		store_event_row_clear(&v[i]);
+	free(v);
+}
+
+static enum cs_err read_event(sqlite3_stmt *st, struct store_event_row *r)
+{
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	if ((e = store_col_text(st, 1, &r->jti)) != CS_OK ||
+	    (e = store_col_text(st, 2, &r->consent_id)) != CS_OK ||
+	    (e = store_col_text(st, 3, &r->subject_iss)) != CS_OK ||
+	    (e = store_col_text(st, 4, &r->subject)) != CS_OK ||
+	    (e = store_col_text(st, 5, &r->agent)) != CS_OK ||
+	    (e = store_col_text(st, 6, &r->resource)) != CS_OK ||
+	    (e = store_col_text(st, 7, &r->reason)) != CS_OK ||
+	    (e = store_col_text(st, 13, &r->last_error)) != CS_OK)
+		goto fail;
+	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
+	if (r->jti == NULL || r->consent_id == NULL || r->subject_iss == NULL ||
+	    r->subject == NULL || r->agent == NULL || r->resource == NULL) {
+		e = CS_EDB;
+		goto fail;
+	}
+	r->id = sqlite3_column_int64(st, 0);
+	r->created_at = sqlite3_column_int64(st, 8);
+	r->attempts = sqlite3_column_int64(st, 9);
+	r->next_attempt_at = sqlite3_column_int64(st, 10);
+	r->delivered_at = sqlite3_column_int64(st, 11);
+	r->last_status = sqlite3_column_int64(st, 12);
+	return CS_OK;
+fail:
+	store_event_row_clear(r);
+	return e;
+}
+
+/* Steps a bound row query into at most max rows; clears the statement. */
+static enum cs_err read_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
+    struct store_event_row **out, size_t *n)
+{
+	enum cs_err e = CS_OK;
+	struct store_event_row *v = NULL;
+	size_t nv = 0;
+	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while (nv < max && (e = store_step(c, st)) == CS_OK) {
+		if ((e = read_event(st, &v[nv])) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e == CS_ENOENT || nv == max)
+		e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_event_rows_free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
+/* 32 lowercase hex digits from 16 random bytes: unique, and never mistaken
+ * for a token by audit.c (no "eyJ" in hex). */
+static enum cs_err random_jti(char out[STORE_EVENTS_JTI_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char r[STORE_EVENTS_JTI_LEN / 2];
+	if (RAND_bytes(r, (int)sizeof r) != 1)
+		return CS_ECRYPTO;
+	for (size_t i = 0; i < sizeof r; i++) {
+		out[2 * i] = hex[r[i] >> 4];
+		out[2 * i + 1] = hex[r[i] & 15];
+	}
+	out[STORE_EVENTS_JTI_LEN] = '\0';
+	return CS_OK;
+}
+
+enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id, int64_t now)
+{
+	enum cs_err e;
+	char jti[STORE_EVENTS_JTI_LEN + 1];
+	sqlite3_stmt *st;
+	if (c == NULL || consent_id == NULL)
+		return CS_EINVAL;
+	if ((e = random_jti(jti)) != CS_OK)
+		return e;
+	if ((st = store_stmt(c, SQL_EVENTS_ENQUEUE)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, jti)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}
+
+enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
+    struct store_event_row **out, size_t *n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_DUE);
+	if (st == NULL)
+		return CS_EDB;
+	if (max > STORE_EVENTS_LIST_MAX)
+		max = STORE_EVENTS_LIST_MAX;
+	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, (int64_t)max)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return read_rows(c, st, max, out, n);
+}
+
+enum cs_err store_events_delivered(struct store_conn *c, int64_t id, int64_t now, int64_t status)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_DELIVERED);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, status)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_events_retry(struct store_conn *c, int64_t id, int64_t attempts,
+    int64_t next_attempt_at, int64_t status, const char *error)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_RETRY);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, attempts)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, next_attempt_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, status)) != CS_OK ||
+	    (e = store_bind_text(st, 5, error)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_events_list(struct store_conn *c, const char *consent_id,
+    enum store_events_state state, int64_t before_id, size_t max,
+    struct store_event_row **out, size_t *n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	if ((unsigned)state >= STORE_EVENTS__MAX)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_EVENTS_LIST)) == NULL)
+		return CS_EDB;
+	if (max > STORE_EVENTS_LIST_MAX)
+		max = STORE_EVENTS_LIST_MAX;
+	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, (int64_t)state)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, before_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, (int64_t)max)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return read_rows(c, st, max, out, n);
+}
+
+enum cs_err store_events_count(struct store_conn *c, int64_t *waiting, int64_t *failing,
+    int64_t *delivered)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_COUNT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_step(c, st)) == CS_OK) {
+		*waiting = sqlite3_column_int64(st, 0);
+		*failing = sqlite3_column_int64(st, 1);
+		*delivered = sqlite3_column_int64(st, 2);
+	}
+	if (e == CS_ENOENT)
+		e = CS_EDB;                   /* an aggregate always answers one row */
+	store_stmt_done(st);
+	return e;
+}
