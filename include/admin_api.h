@@ -18,4 +18,7 @@ enum cs_err admin_api_audit(const struct http_request *, struct http_reply *) CS
 bool admin_api_valid_state(const char *v);
 bool admin_api_valid_limit(const char *v);
 
+/* GET /admin/api/events: revocation-event delivery state (counts and newest entries). */
+enum cs_err admin_api_events(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+
 #endif

@@ -58,8 +58,10 @@ enum cs_err store_consent_insert(struct store_conn *c, const struct store_consen
 enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int64_t now,
     const char *by, const char *reason, int *changed) CS_MUST_CHECK;
 /* Revokes every unrevoked grant and refresh token of the consent (tables of
- * migration 0004) and moves its vault record, unless reserved for a move, to
- * the revocation outbox (store_vault_to_outbox, migration 0005). */
+ * migration 0004), moves its vault record, unless reserved for a move, to the
+ * revocation outbox (store_vault_to_outbox, migration 0005), cancels its
+ * pending and approved-unused approvals (0006) and queues one revocation
+ * event for the gateway (store_events_enqueue, 0009). */
 enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t now) CS_MUST_CHECK;
 /* Marks an unrevoked consent reconnect_required; *changed 1 when it was
  * unrevoked (already marked counts), 0 when revoked or unknown. */

@@ -9,6 +9,7 @@
 
 #include "admin.h"
 #include "admin_api.h"
+#include "events.h"
 #include "app.h"
 #include "form.h"
 
@@ -320,4 +321,40 @@ enum cs_err admin_api_audit(const struct http_request *req, struct http_reply *r
 	if (e != CS_OK)
 		return domain_error(rep, e, "The cursor is not valid.");
 	return reply_value(rep, 200, out);
+}
+
+enum cs_err admin_api_events(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_event_row *rows = NULL;
+	size_t n = 0;
+	int64_t waiting = 0, failing = 0, delivered = 0;
+	json_t *out = NULL, *items = NULL;
+	enum cs_err e;
+	char *name = authenticate(req, rep, "GET /admin/api/events");
+	if (name == NULL)
+		return CS_OK;
+	free(name);
+	const char *cid = form_get(&req->params, "consent_id");
+	struct store_conn *c = store_conn(req->app->store);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = events_count(c, &waiting, &failing, &delivered)) != CS_OK ||
+	    (e = events_list(c, cid, STORE_EVENTS_ANY, 0, (size_t)limit_of(req), &rows, &n)) != CS_OK)
+		goto out;
+	items = json_array();
+	for (size_t i = 0; items && i < n; i++)
+		json_array_append_new(items, events_row_json(&rows[i]));
+	out = json_pack("{s:{s:I, s:I, s:I}, s:O}", "counts", "waiting", (json_int_t)waiting,
+	    "failing", (json_int_t)failing, "delivered", (json_int_t)delivered, "events", items);
+	if (out == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = reply_value(rep, 200, out);
+	out = NULL;
+out:
+	json_decref(items);
+	json_decref(out);
+	store_event_rows_free(rows, n);
+	return e;
 }

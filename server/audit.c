@@ -48,6 +48,7 @@
  *   admin.bulk_revoked         a bulk revocation by user, agent or resource (count)
  *   admin.page.refused         /admin refused a person (not an admin, or a stale login)
  *   master-key-rotated         consentd vault rekey (old and new key ids)
+ *   event.delivered            a revocation event (SET) was accepted by the gateway (202)
  *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
  */
 #include <inttypes.h>

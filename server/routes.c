@@ -192,6 +192,10 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/admin/api/requests", ROUTE_API, admin_api_requests, {
 		{ "limit", 3, admin_api_valid_limit, 0 },
 		{ NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/admin/api/events", ROUTE_API, admin_api_events, {
+		{ "consent_id", 64, valid_token68, 0 },
+		{ "limit", 3, admin_api_valid_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/admin/api/audit", ROUTE_API, admin_api_audit, {
 		{ "since", 18, valid_digits, 0 },
 		{ "action", 64, valid_printable, 0 },

@@ -356,6 +356,14 @@ test('with an admin token: listings, filters, cursors, history, pending work and
   assert.equal(again.body.revoked, 0);
   const entries = sql(`SELECT actor, detail FROM audit WHERE action = 'consent.revoked' AND consent_id = '${mine.id}'`);
   assert.deepEqual(entries, [{ actor: 'admin:ops', detail: 'laptop lost' }]);
+  // The revocation event for the gateway is queued, and admins can see its delivery state.
+  const ev = await api('GET', `/admin/api/events?consent_id=${mine.id}`);
+  assert.equal(ev.status, 200, ev.text);
+  checkDoc('GET', '/admin/api/events', ev);
+  assert.equal(ev.body.events.length, 1, 'exactly one event per revocation');
+  assert.equal(ev.body.events[0].reason, 'laptop lost');
+  assert.ok(['pending', 'retrying', 'delivered'].includes(ev.body.events[0].state));
+  assert.ok(ev.body.counts.waiting + ev.body.counts.delivered >= 1);
 });
 
 test('bulk revocation of a user with live grants and refresh tokens: everything inactive at once; repeating revokes 0', async () => {
