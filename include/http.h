@@ -73,7 +73,7 @@ typedef enum cs_err (*http_handler)(const struct http_request *, struct http_rep
 
 struct route {
 	enum http_method  method;
-	const char       *pattern;           /* "/consent/{id}" */
+	const char       *pattern;           /* "/consent/{id}"; a final "{rest*}" takes the rest raw */
 	enum route_kind   kind;
 	http_handler      handler;
 	struct param_spec params[ROUTE_MAX_PARAMS];   /* ends at a NULL name */

@@ -260,7 +260,15 @@ static int route_match(const char *pattern, const char *path, struct http_reques
 	if (*s != '/' || *p != '/')
 		return 0;
 	while (*p && *s) {
-		if (*p == '{') {
+		if (*p == '{' && strncmp(p, "{rest*}", 7) == 0 && p[7] == '\0') {
+			/* A trailing {rest*} takes the remaining path raw (undecoded): its
+			 * handler normalises it once, itself (the proxy). */
+			if (nc == ROUTE_MAX_CAPTURES || (caps[nc] = strdup(s)) == NULL)
+				goto out;
+			nc++;
+			p += 7;
+			s += strlen(s);
+		} else if (*p == '{') {
 			const char *pe = strchr(p, '}');
 			const char *se = strchr(s, '/');
 			size_t slen = se ? (size_t)(se - s) : strlen(s);

@@ -1153,6 +1153,35 @@ START_TEST(test_router_method_name)
 }
 END_TEST
 
+static enum cs_err h_rest(const struct http_request *q, struct http_reply *r) { return echo(q, r, "rest"); }
+
+START_TEST(test_router_match_rest_capture_raw)
+{
+	static const struct route rest_table[] = {
+		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0 },
+		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0 },
+	};
+	struct http_request req;
+	struct http_reply rep;
+	/* The rest is handed over raw -- encoded slashes and dots included -- for
+	 * its handler to normalise once. */
+	req_get(&req, HTTP_GET, "/proxy/git%68ub/repos/a%2Fb/../x", "");
+	run_table(rest_table, &req, &rep);
+	ck_assert_int_eq(rep.status, 200);
+	ck_assert_str_eq(rep.body.data, "route=rest|cap=github|cap=repos/a%2Fb/../x");
+	done(&req, &rep);
+	/* An empty rest does not match. */
+	req_get(&req, HTTP_GET, "/proxy/github/", "");
+	run_table(rest_table, &req, &rep);
+	ck_assert_int_eq(rep.status, 404);
+	done(&req, &rep);
+	req_get(&req, HTTP_GET, "/proxy/github", "");
+	run_table(rest_table, &req, &rep);
+	ck_assert_int_eq(rep.status, 404);
+	done(&req, &rep);
+}
+END_TEST
+
 static Suite *router_suite(void)
 {
 	Suite *s = suite_create("router");
@@ -1205,6 +1234,7 @@ static Suite *router_suite(void)
 	tcase_add_test(tc, test_router_security_headers_cache_max_age);
 	tcase_add_test(tc, test_router_security_headers_hsts_only_https);
 	tcase_add_test(tc, test_router_security_headers_form_action_idp_origin);
+	tcase_add_test(tc, test_router_match_rest_capture_raw);
 	tcase_add_test(tc, test_router_security_headers_after_error_reply);
 	tcase_add_test(tc, test_router_reply_header_refuses_crlf);
 	tcase_add_test(tc, test_router_reply_header_cap);
