@@ -39,4 +39,31 @@ void httpc_response_clear(struct httpc_response *res);   /* NULL-safe; wipes the
 /* Call once at start (curl_global_init) before threads exist. */
 enum cs_err httpc_global_init(void) CS_MUST_CHECK;
 
+/* --- general requests (the proxy, flow H) --------------------------------- */
+#define HTTPC_MAX_REPLY_HEADERS 32
+struct httpc_header { char *name, *value; };
+struct httpc_reply {             /* caller-owned; release with httpc_reply_clear() */
+	long        status;
+	struct buf  body;            /* NUL-terminated; at most the request's max_body */
+	struct httpc_header headers[HTTPC_MAX_REPLY_HEADERS];   /* of the final response */
+	size_t      nheaders;
+};
+struct httpc_request {
+	const char        *method;   /* GET HEAD POST PUT PATCH DELETE */
+	const char        *url;      /* must pass httpc_url_allowed */
+	const char *const *headers;  /* "Name: value" lines, NULL-terminated; no CR/LF */
+	const char        *body;     /* NULL: none */
+	size_t             body_len;
+	size_t             max_body; /* response body cap (0: HTTPC_MAX_RESPONSE) */
+	long               connect_timeout, timeout;   /* seconds (0: defaults) */
+};
+/* One request on this thread's reused connection cache: no redirects followed
+ * (a 3xx comes back as it is), TLS verified, timeouts, the response body and
+ * headers capped (excess headers are dropped, never the status).  CS_EINVAL for
+ * a URL or method that is not allowed or a header line with CR/LF, CS_EBUSY
+ * for a timeout, CS_EIO for any other transport failure, CS_ETOOBIG past the
+ * cap.  Any status is CS_OK: look at res->status. */
+enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *res) CS_MUST_CHECK;
+void httpc_reply_init(struct httpc_reply *res);
+void httpc_reply_clear(struct httpc_reply *res);   /* NULL-safe; wipes the body */
 #endif

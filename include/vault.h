@@ -100,6 +100,12 @@ enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct co
     const struct consent *k, const char *action, const char *actor, int64_t now,
     struct vault_release *out) CS_MUST_CHECK;
 
+/* The same, refreshing first whatever the expiry (one refresh, shared with a
+ * concurrent one as above): for the proxy's single retry after the provider
+ * answered 401.  Without a refresh token the stored access token is returned. */
+enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
+    const struct config *cfg, const struct consent *k, const char *action, const char *actor,
+    int64_t now, struct vault_release *out) CS_MUST_CHECK;
 /* true when consent_id holds a provider connection (for /me; no token material). */
 bool vault_has_record(struct store_conn *c, const char *consent_id);
 

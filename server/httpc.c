@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <pthread.h>
+
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -359,4 +361,230 @@ void httpc_response_clear(struct httpc_response *res)
 	free(res->content_type);
 	res->content_type = NULL;
 	res->status = 0;
+}
+
+/* --- general requests (the proxy) ----------------------------------------- */
+
+#define HTTPC_MAX_HEADER_LINE 8192
+
+/* One reused easy handle per thread: curl keeps its connection cache (and TLS
+ * sessions) in the handle, so consecutive proxied calls reuse connections.
+ * curl_easy_reset clears every option between requests, never the cache. */
+static pthread_key_t  handle_key;
+static pthread_once_t handle_once = PTHREAD_ONCE_INIT;
+static int            handle_key_ok;
+
+static void handle_free(void *h)
+{
+	curl_easy_cleanup(h);
+}
+
+static void handle_key_init(void)
+{
+	handle_key_ok = pthread_key_create(&handle_key, handle_free) == 0;
+}
+
+static CURL *thread_handle(void)
+{
+	CURL *h;
+	pthread_once(&handle_once, handle_key_init);
+	if (!handle_key_ok)
+		return NULL;
+	if ((h = pthread_getspecific(handle_key)) != NULL) {
+		curl_easy_reset(h);
+		return h;
+	}
+	if ((h = curl_easy_init()) == NULL)
+		return NULL;
+	if (pthread_setspecific(handle_key, h) != 0) {
+		curl_easy_cleanup(h);
+		return NULL;
+	}
+	return h;
+}
+
+void httpc_reply_init(struct httpc_reply *res)
+{
+	memset(res, 0, sizeof *res);
+	buf_init(&res->body, HTTPC_MAX_RESPONSE);
+}
+
+static void reply_headers_clear(struct httpc_reply *res)
+{
+	for (size_t i = 0; i < res->nheaders; i++) {
+		free(res->headers[i].name);
+		free(res->headers[i].value);
+		res->headers[i].name = res->headers[i].value = NULL;
+	}
+	res->nheaders = 0;
+}
+
+void httpc_reply_clear(struct httpc_reply *res)
+{
+	if (res == NULL)
+		return;
+	buf_wipe_clear(&res->body);
+	reply_headers_clear(res);
+	res->status = 0;
+}
+
+struct hsink {
+	struct httpc_reply *res;
+	bool nomem;
+};
+
+/* Keeps the header lines of the last response (a 100 Continue or a proxy's
+ * answer before it starts over at its status line). */
+static size_t header_cb(char *ptr, size_t size, size_t nitems, void *userdata)
+{
+	struct hsink *s = userdata;
+	size_t n = size * nitems, nl, vl;
+	const char *colon;
+	if (n >= 5 && memcmp(ptr, "HTTP/", 5) == 0) {
+		reply_headers_clear(s->res);
+		return n;
+	}
+	if (n > HTTPC_MAX_HEADER_LINE || s->res->nheaders == HTTPC_MAX_REPLY_HEADERS)
+		return n;                         /* dropped, not fatal */
+	if ((colon = memchr(ptr, ':', n)) == NULL)
+		return n;
+	nl = (size_t)(colon - ptr);
+	const char *v = colon + 1;
+	vl = n - nl - 1;
+	while (vl > 0 && (*v == ' ' || *v == '\t')) {
+		v++;
+		vl--;
+	}
+	while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ' ||
+	    v[vl - 1] == '\t'))
+		vl--;
+	if (nl == 0)
+		return n;
+	struct httpc_header *hh = &s->res->headers[s->res->nheaders];
+	if ((hh->name = strndup(ptr, nl)) == NULL || (hh->value = strndup(v, vl)) == NULL) {
+		free(hh->name);
+		hh->name = NULL;
+		s->nomem = true;
+		return 0;
+	}
+	s->res->nheaders++;
+	return n;
+}
+
+static bool method_ok(const char *m)
+{
+	static const char *const ok[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", NULL };
+	for (size_t i = 0; ok[i]; i++)
+		if (strcmp(m, ok[i]) == 0)
+			return true;
+	return false;
+}
+
+enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *res)
+{
+	enum cs_err e = CS_EINVAL;
+	CURLU *u = NULL;
+	CURL *h = NULL;
+	struct curl_slist *hdrs = NULL;
+	struct sink sink;
+	struct hsink hs;
+	CURLcode rc;
+	bool setup_ok;
+	size_t cap;
+
+	if (res == NULL)
+		return CS_EINVAL;
+	httpc_reply_init(res);
+	if (rq == NULL || rq->method == NULL || !method_ok(rq->method))
+		goto out;
+	cap = rq->max_body ? rq->max_body : HTTPC_MAX_RESPONSE;
+	res->body.max = cap;
+	sink.body = &res->body;
+	sink.too_big = sink.nomem = false;
+	hs.res = res;
+	hs.nomem = false;
+	if ((u = url_parse_allowed(rq->url)) == NULL)
+		goto out;
+	/* "Expect:" off: a 100-continue round trip buys nothing here. */
+	e = CS_ENOMEM;
+	if ((hdrs = curl_slist_append(NULL, "Expect:")) == NULL)
+		goto out;
+	for (size_t i = 0; rq->headers && rq->headers[i]; i++) {
+		/* SECURITY: a header line with CR or LF would smuggle another header. */
+		if (strpbrk(rq->headers[i], "\r\n") != NULL) {
+			e = CS_EINVAL;
+			goto out;
+		}
+		struct curl_slist *t = curl_slist_append(hdrs, rq->headers[i]);
+		if (t == NULL)
+			goto out;
+		hdrs = t;
+	}
+	if ((h = thread_handle()) == NULL)
+		goto out;
+	e = CS_EIO;
+	setup_ok = curl_easy_setopt(h, CURLOPT_CURLU, u) == CURLE_OK &&
+#if LIBCURL_VERSION_NUM >= 0x075500
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+#else
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK &&
+#endif
+	    /* SECURITY: no redirects, timeouts, TLS peer and host verification on. */
+	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT,
+	        rq->connect_timeout > 0 ? rq->connect_timeout : HTTPC_CONNECT_TIMEOUT) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT,
+	        rq->timeout > 0 ? rq->timeout : HTTPC_TIMEOUT) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)cap) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_HEADERDATA, &hs) == CURLE_OK;
+	if (setup_ok) {
+		if (strcmp(rq->method, "HEAD") == 0)
+			setup_ok = curl_easy_setopt(h, CURLOPT_NOBODY, 1L) == CURLE_OK;
+		else if (strcmp(rq->method, "GET") != 0)
+			setup_ok = curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method) == CURLE_OK;
+	}
+	if (setup_ok && rq->body != NULL)
+		setup_ok = curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+		        (curl_off_t)rq->body_len) == CURLE_OK &&
+		    curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body) == CURLE_OK;
+	if (!setup_ok)
+		goto out;
+	rc = curl_easy_perform(h);
+	if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
+		e = CS_ETOOBIG;
+		goto out;
+	}
+	if (sink.nomem || hs.nomem) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		e = CS_EBUSY;
+		goto out;
+	}
+	if (rc != CURLE_OK)
+		goto out;
+	if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->status) != CURLE_OK)
+		goto out;
+	if (res->body.data == NULL && (e = body_append(&res->body, "", 0)) != CS_OK)
+		goto out;
+	e = CS_OK;
+out:
+	if (h != NULL) {
+		/* Drop our pointers from the handle (the connection cache stays). */
+		curl_easy_reset(h);
+	}
+	curl_url_cleanup(u);
+	slist_wipe_free(hdrs);                /* the provider token is one of these lines */
+	if (e != CS_OK)
+		httpc_reply_clear(res);
+	return e;
 }

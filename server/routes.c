@@ -9,6 +9,7 @@
 #include "login.h"
 #include "meta.h"
 #include "pages.h"
+#include "proxy.h"
 #include "token.h"
 
 static bool valid_prompt(const char *v)
@@ -173,6 +174,13 @@ const struct route http_routes[] = {
 		{ "token", 16384, valid_token68, PARAM_REQUIRED },
 		{ "token_type_hint", 64, valid_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	/* Proxy mode (flow H, proxy.c): the rest of the path comes raw, the query
+	 * and body are read by the handler (no declared parameters; flags 0). */
+	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, 0 },
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
 	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {

@@ -1282,8 +1282,26 @@ static enum cs_err refresh_single(struct vault *v, struct store_conn *c, struct 
 	return e;
 }
 
+static enum cs_err release(struct vault *v, struct store_conn *c, const struct config *cfg,
+    const struct consent *k, const char *action, const char *actor, int64_t now, bool force,
+    struct vault_release *out);
+
 enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,
     const struct consent *k, const char *action, const char *actor, int64_t now,
+    struct vault_release *out)
+{
+	return release(v, c, cfg, k, action, actor, now, false, out);
+}
+
+enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
+    const struct config *cfg, const struct consent *k, const char *action, const char *actor,
+    int64_t now, struct vault_release *out)
+{
+	return release(v, c, cfg, k, action, actor, now, true, out);
+}
+
+static enum cs_err release(struct vault *v, struct store_conn *c, const struct config *cfg,
+    const struct consent *k, const char *action, const char *actor, int64_t now, bool force,
     struct vault_release *out)
 {
 	enum cs_err e;
@@ -1308,6 +1326,11 @@ enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct co
 	    (p = vault_provider(v, k->resource)) == NULL)
 		return CS_ENOENT;
 	margin = res->refresh_margin;
+	/* A forced refresh (the provider refused the token) treats the token as
+	 * due: a margin beyond any lifetime.  Bounded so that expiry - now never
+	 * overflows against it. */
+	if (force)
+		margin = INT64_MAX / 4;
 	/* The caller validated a grant of k; the consent may still have lost its
 	 * provider connection since. */
 	if (!consent_is_live(k, now) || k->reconnect_required)

@@ -1,0 +1,774 @@
+/* proxy.c -- proxy mode (ARCHITECTURE.md flow H): consentd calls the resource
+ * for the gateway with the provider token, for a configured route only.  It
+ * must never forward the gateway's raw path, credentials or cookies, send a
+ * byte upstream before route, scope, consent and approval are checked, or put
+ * a token or body in the audit log. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include "app.h"
+#include "approval.h"
+#include "audit.h"
+#include "buf.h"
+#include "consent.h"
+#include "form.h"
+#include "grant.h"
+#include "httpc.h"
+#include "proxy.h"
+#include "store.h"
+#include "token.h"
+#include "vault.h"
+
+#define PROXY_CONNECT_TIMEOUT 5L
+#define PROXY_TIMEOUT        30L
+#define PROXY_MAX_GRANT      16384
+#define PROXY_MAX_REPLY_HEADERS 6
+#define PROXY_MAX_URL        (3 * PROXY_MAX_PATH + 3 * 16384 + 1024)
+
+/* --- normalisation ------------------------------------------------------- */
+
+void proxy_path_clear(struct proxy_path *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->n; i++)
+		free(p->seg[i]);
+	p->n = 0;
+}
+
+enum cs_err proxy_path_normalise(const char *raw, struct proxy_path *out)
+{
+	struct proxy_path p = { .n = 0 };
+	enum cs_err e = CS_EINVAL;
+	size_t len, start = 0;
+
+	if (raw == NULL || out == NULL || (len = strlen(raw)) == 0)
+		return CS_EINVAL;
+	if (len > PROXY_MAX_PATH)
+		return CS_ETOOBIG;
+	/* SECURITY: a backslash is a separator to some servers: refused raw and decoded. */
+	if (strchr(raw, '\\') != NULL)
+		return CS_EINVAL;
+	for (;;) {
+		const char *s = raw + start;
+		const char *slash = strchr(s, '/');
+		size_t sl = slash ? (size_t)(slash - s) : strlen(s);
+		char *d = NULL;
+		size_t dl = 0;
+		if (sl == 0)
+			goto out;                     /* empty segment: leading, "//" or trailing '/' */
+		if (p.n == PROXY_MAX_SEGMENTS) {
+			e = CS_ETOOBIG;
+			goto out;
+		}
+		/* SECURITY: decoded exactly once; what is left of '%' is literal text
+		 * and is re-encoded when forwarding, so it never becomes a separator
+		 * or a dot segment upstream. */
+		if (pct_decode(s, sl, 0, &d, &dl) != CS_OK)
+			goto out;
+		p.seg[p.n++] = d;
+		if (dl == 0 || strcmp(d, ".") == 0 || strcmp(d, "..") == 0)
+			goto out;
+		for (size_t i = 0; i < dl; i++) {
+			unsigned char ch = (unsigned char)d[i];
+			if (ch == '/' || ch == '\\' || ch < 0x20 || ch == 0x7f)
+				goto out;
+		}
+		if (slash == NULL)
+			break;
+		start += sl + 1;
+	}
+	*out = p;
+	return CS_OK;
+out:
+	proxy_path_clear(&p);
+	return e;
+}
+
+/* --- route matching ------------------------------------------------------ */
+
+void proxy_match_clear(struct proxy_match *m)
+{
+	if (m == NULL)
+		return;
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->name[i]);
+		free(m->value[i]);
+	}
+	m->n = 0;
+	m->action = NULL;
+}
+
+/* 1 when template (starting with '/') matches p; fills m's captures. */
+static int template_match(const char *tpl, const struct proxy_path *p, struct proxy_match *m,
+    enum cs_err *err)
+{
+	const char *t = tpl;
+	size_t i = 0;
+	*err = CS_OK;
+	if (*t != '/')
+		return 0;
+	t++;
+	while (*t != '\0') {
+		const char *end = strchr(t, '/');
+		size_t tl = end ? (size_t)(end - t) : strlen(t);
+		if (i >= p->n)
+			return 0;
+		if (tl >= 2 && t[0] == '{' && t[tl - 1] == '}' && memchr(t + 1, '{', tl - 2) == NULL) {
+			if (m->n == PROXY_MAX_CAPTURES)
+				return 0;
+			if ((m->name[m->n] = strndup(t + 1, tl - 2)) == NULL ||
+			    (m->value[m->n] = strdup(p->seg[i])) == NULL) {
+				free(m->name[m->n]);
+				m->name[m->n] = NULL;
+				*err = CS_ENOMEM;
+				return 0;
+			}
+			m->n++;
+		} else if (memchr(t, '{', tl) != NULL) {
+			return 0;                     /* a capture inside a segment: never matches */
+		} else if (strlen(p->seg[i]) != tl || memcmp(p->seg[i], t, tl) != 0) {
+			return 0;
+		}
+		i++;
+		t += tl;
+		if (*t == '/')
+			t++;
+	}
+	return i == p->n;
+}
+
+enum cs_err proxy_route_match(const struct config *cfg, const char *resource, const char *method,
+    const struct proxy_path *p, struct proxy_match *out)
+{
+	struct proxy_match found = { .n = 0 };
+	size_t hits = 0;
+	if (cfg == NULL || resource == NULL || method == NULL || p == NULL || out == NULL)
+		return CS_EINVAL;
+	for (size_t i = 0; i < cfg->nactions; i++) {
+		const struct config_action *a = &cfg->actions[i];
+		struct proxy_match m = { .n = 0 };
+		enum cs_err e;
+		if (a->route_method == NULL || a->route_path == NULL || a->resource == NULL ||
+		    strcmp(a->resource, resource) != 0 || strcmp(a->route_method, method) != 0)
+			continue;
+		if (template_match(a->route_path, p, &m, &e)) {
+			m.action = a;
+			if (hits++ == 0)
+				found = m;
+			else
+				proxy_match_clear(&m);
+		} else {
+			proxy_match_clear(&m);
+			if (e != CS_OK) {
+				proxy_match_clear(&found);
+				return e;
+			}
+		}
+	}
+	/* SECURITY: default deny -- and two routes matching one request is a
+	 * configuration ambiguity, denied rather than guessed. */
+	if (hits != 1) {
+		proxy_match_clear(&found);
+		return CS_ENOENT;
+	}
+	*out = found;
+	return CS_OK;
+}
+
+/* --- parameters ---------------------------------------------------------- */
+
+static int content_type_json(const char *ct)
+{
+	static const char want[] = "application/json";
+	size_t n = sizeof want - 1;
+	if (ct == NULL || strncasecmp(ct, want, n) != 0)
+		return 0;
+	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+enum cs_err proxy_params_build(const struct proxy_match *m, const char *query,
+    const char *content_type, const char *body, size_t body_len, json_t **out, int *status,
+    char *why, size_t whylen)
+{
+	enum cs_err e = CS_ENOMEM;
+	json_t *v = NULL, *path = NULL, *q = NULL, *b = NULL;
+	struct form f;
+
+	form_init(&f);
+	*status = 500;
+	if ((v = json_object()) == NULL || (path = json_object()) == NULL ||
+	    (q = json_object()) == NULL)
+		goto out;
+	for (size_t i = 0; i < m->n; i++) {
+		json_t *s = json_string(m->value[i]);
+		if (s == NULL || json_object_set_new(path, m->name[i], s) != 0) {
+			*status = 400;
+			snprintf(why, whylen, "a path value is not valid UTF-8");
+			e = CS_EINVAL;
+			goto out;
+		}
+	}
+	if (query != NULL && query[0] != '\0') {
+		enum cs_err fe = form_parse(&f, query, strlen(query));
+		if (fe != CS_OK) {
+			*status = 400;
+			snprintf(why, whylen, fe == CS_ETOOBIG ? "too many query parameters" :
+			    "malformed query string");
+			e = CS_EINVAL;
+			goto out;
+		}
+		for (size_t i = 0; i < f.n; i++) {
+			json_t *arr = json_object_get(q, f.p[i].name);
+			if (arr == NULL) {
+				if ((arr = json_array()) == NULL || json_object_set_new(q, f.p[i].name, arr) != 0)
+					goto out;
+			}
+			if (json_array_append_new(arr, json_stringn(f.p[i].value, f.p[i].value_len)) != 0)
+				goto out;
+		}
+	}
+	if (body == NULL || body_len == 0) {
+		b = json_null();
+	} else {
+		json_error_t je;
+		if (body_len > PROXY_MAX_BODY) {
+			*status = 413;
+			snprintf(why, whylen, "the body is too large");
+			e = CS_ETOOBIG;
+			goto out;
+		}
+		if (!content_type_json(content_type)) {
+			*status = 415;
+			snprintf(why, whylen, "the body must be application/json");
+			e = CS_EINVAL;
+			goto out;
+		}
+		/* SECURITY: I-JSON (RFC 7493): what the person approves is exactly
+		 * what is forwarded, so no parser may read it differently. */
+		b = json_loadb(body, body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+		if (b == NULL) {
+			*status = 400;
+			snprintf(why, whylen, "the body is not JSON or repeats a member name");
+			e = CS_EINVAL;
+			goto out;
+		}
+		if (jcs_ijson_check(b, why, whylen) != CS_OK) {
+			*status = 400;
+			e = CS_EINVAL;
+			goto out;
+		}
+	}
+	if (json_object_set(v, "path", path) != 0 || json_object_set(v, "query", q) != 0 ||
+	    json_object_set(v, "body", b) != 0)
+		goto out;
+	*out = v;
+	v = NULL;
+	*status = 200;
+	e = CS_OK;
+out:
+	form_clear(&f);
+	json_decref(v);
+	json_decref(path);
+	json_decref(q);
+	json_decref(b);
+	return e;
+}
+
+/* --- the upstream URL ---------------------------------------------------- */
+
+static const char *capture_of(const struct proxy_match *m, const char *name, size_t nl)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strlen(m->name[i]) == nl && memcmp(m->name[i], name, nl) == 0)
+			return m->value[i];
+	return NULL;
+}
+
+static enum cs_err put_encoded(struct buf *b, const char *s)
+{
+	char *enc = NULL;
+	enum cs_err e = pct_encode(s, &enc);
+	if (e == CS_OK)
+		e = buf_puts(b, enc);
+	free(enc);
+	return e;
+}
+
+enum cs_err proxy_url_build(const char *base_url, const char *route_path,
+    const struct proxy_match *m, json_t *params, char **out)
+{
+	struct buf b;
+	enum cs_err e = CS_EINVAL;
+	const char *t = route_path;
+	json_t *q = params ? json_object_get(params, "query") : NULL;
+
+	buf_init(&b, PROXY_MAX_URL);
+	if (base_url == NULL || route_path == NULL || *t != '/')
+		goto out;
+	if ((e = buf_puts(&b, base_url)) != CS_OK)
+		goto out;
+	t++;
+	while (*t != '\0') {
+		const char *end = strchr(t, '/');
+		size_t tl = end ? (size_t)(end - t) : strlen(t);
+		if ((e = buf_puts(&b, "/")) != CS_OK)
+			goto out;
+		if (tl >= 2 && t[0] == '{' && t[tl - 1] == '}') {
+			const char *v = capture_of(m, t + 1, tl - 2);
+			if (v == NULL) {
+				e = CS_EINVAL;
+				goto out;
+			}
+			/* SECURITY: each capture percent-encoded: '/', '%', '?' and '#'
+			 * in a value stay inside its one segment. */
+			if ((e = put_encoded(&b, v)) != CS_OK)
+				goto out;
+		} else if ((e = buf_append(&b, t, tl)) != CS_OK) {
+			goto out;
+		}
+		t += tl;
+		if (*t == '/')
+			t++;
+	}
+	if (json_is_object(q) && json_object_size(q) > 0) {
+		const char *name;
+		json_t *arr;
+		char sep = '?';
+		json_object_foreach(q, name, arr) {
+			size_t i;
+			json_t *val;
+			json_array_foreach(arr, i, val) {
+				if ((e = buf_append(&b, &sep, 1)) != CS_OK ||
+				    (e = put_encoded(&b, name)) != CS_OK ||
+				    (e = buf_puts(&b, "=")) != CS_OK ||
+				    (e = put_encoded(&b, json_string_value(val) ? json_string_value(val) : ""))
+				    != CS_OK)
+					goto out;
+				sep = '&';
+			}
+		}
+	}
+	if ((*out = buf_steal(&b)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = CS_OK;
+out:
+	buf_clear(&b);
+	return e;
+}
+
+/* --- counters ------------------------------------------------------------ */
+
+#define PROXY_COUNTERS 256
+struct counter { const struct config_action *action; unsigned long n; };
+static struct counter counters[PROXY_COUNTERS];
+static pthread_mutex_t counters_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Actions live as long as the configuration: their address is the key. */
+static void count(const struct config_action *a)
+{
+	pthread_mutex_lock(&counters_mu);
+	for (size_t i = 0; i < PROXY_COUNTERS; i++) {
+		if (counters[i].action == a || counters[i].action == NULL) {
+			counters[i].action = a;
+			counters[i].n++;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&counters_mu);
+}
+
+unsigned long proxy_count(const char *resource, const char *action)
+{
+	unsigned long n = 0;
+	pthread_mutex_lock(&counters_mu);
+	for (size_t i = 0; i < PROXY_COUNTERS && counters[i].action != NULL; i++)
+		if (strcmp(counters[i].action->resource, resource) == 0 &&
+		    strcmp(counters[i].action->name, action) == 0)
+			n = counters[i].n;
+	pthread_mutex_unlock(&counters_mu);
+	return n;
+}
+
+/* --- the handler --------------------------------------------------------- */
+
+static enum cs_err paudit(struct store_conn *c, const char *actor, const struct consent *k,
+    const char *what, const char *outcome, const char *detail, const char *approval_id,
+    int64_t now)
+{
+	struct audit_entry a;
+	enum cs_err e;
+	memset(&a, 0, sizeof a);
+	a.ts = now;
+	a.actor = actor;
+	a.action = what;
+	a.subject = k ? k->subject : NULL;
+	a.agent = k ? k->agent : NULL;
+	a.resource = k ? k->resource : NULL;
+	a.consent_id = k ? k->id : NULL;
+	a.request_id = approval_id;
+	a.outcome = outcome;
+	a.detail = detail;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK)
+		store_rollback(c);
+	return e;
+}
+
+static enum cs_err reply_value(struct http_reply *rep, int status, json_t *v)
+{
+	char *s;
+	enum cs_err e;
+	if (v == NULL)
+		return CS_ENOMEM;
+	s = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	if (s == NULL)
+		return CS_ENOMEM;
+	e = reply_json(rep, status, s);
+	free(s);
+	return e;
+}
+
+static enum cs_err invalid_token(struct http_reply *rep, const char *desc)
+{
+	enum cs_err e = reply_oauth_error(rep, 401, "invalid_token", desc);
+	if (e == CS_OK)
+		e = reply_header(rep, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+	return e;
+}
+
+/* Flow F's polling answers, as 403 (429 for too many pending). */
+static enum cs_err approval_reply(struct http_reply *rep, const struct config *cfg,
+    const struct approval_answer *a)
+{
+	char uri[600], ra[32];
+	json_t *v;
+	enum cs_err e;
+	switch (a->outcome) {
+	case APPROVAL_DENIED:
+		return reply_oauth_error(rep, 403, "access_denied", "the person denied this action");
+	case APPROVAL_EXPIRED:
+		return reply_oauth_error(rep, 403, "expired_token",
+		    "the approval request expired; the next call starts a new one");
+	case APPROVAL_TOO_MANY:
+		snprintf(ra, sizeof ra, "%lld", (long long)(a->retry_after > 0 ? a->retry_after : 1));
+		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
+		    "this person has too many pending approvals");
+		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
+	default:
+		break;
+	}
+	v = json_pack("{s:s}", "error", a->outcome == APPROVAL_NEEDED ? "approval_required" :
+	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending");
+	if (v == NULL)
+		return CS_ENOMEM;
+	if (a->approval_id) {
+		snprintf(uri, sizeof uri, "%s/approve/%s", cfg->public_url, a->approval_id);
+		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
+		json_object_set_new(v, "approval_uri", json_string(uri));
+		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
+		json_object_set_new(v, "interval", json_integer(a->interval));
+	}
+	return reply_value(rep, 403, v);
+}
+
+/* SECURITY: an allowlist -- Authorization, Cookie, Consentd-Grant and the
+ * hop-by-hop headers are never among them. */
+static const char *const fwd_request[] = { "Accept", "If-None-Match", "If-Match",
+	"If-Modified-Since", "If-Unmodified-Since", NULL };
+static const char *const fwd_response[] = { "Content-Type", "ETag", "Link", "Location",
+	"Last-Modified", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining",
+	"X-RateLimit-Reset", NULL };
+
+static bool in_list(const char *const *l, const char *name)
+{
+	for (size_t i = 0; l[i]; i++)
+		if (strcasecmp(l[i], name) == 0)
+			return true;
+	return false;
+}
+
+#define PROXY_MAX_HEADER_VALUE 4096
+
+/* One upstream call with token; lines[] is filled here and wiped after. */
+static enum cs_err forward(const struct http_request *req, const char *url, const char *token,
+    const char *body, size_t body_len, struct httpc_reply *res)
+{
+	const char *lines[16] = { 0 };
+	char *own[16] = { 0 };
+	size_t n = 0;
+	struct buf line;
+	enum cs_err e = CS_OK;
+	const char *method = http_method_name(req->method);
+
+	buf_init(&line, PROXY_MAX_GRANT + 64);
+	if ((e = buf_printf(&line, "Authorization: Bearer %s", token)) != CS_OK)
+		goto out;
+	if ((own[n] = buf_steal(&line)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	lines[n] = own[n];
+	n++;
+	for (size_t i = 0; fwd_request[i] && req->header; i++) {
+		const char *v = req->header(req->hctx, fwd_request[i]);
+		if (v == NULL || strlen(v) > PROXY_MAX_HEADER_VALUE || strpbrk(v, "\r\n"))
+			continue;
+		buf_init(&line, PROXY_MAX_HEADER_VALUE + 64);
+		if ((e = buf_printf(&line, "%s: %s", fwd_request[i], v)) != CS_OK)
+			goto out;
+		if ((own[n] = buf_steal(&line)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+		lines[n] = own[n];
+		n++;
+	}
+	if (body != NULL) {
+		lines[n++] = "Content-Type: application/json";
+	}
+	{
+		struct httpc_request rq = { method, url, lines, body, body_len, PROXY_MAX_BODY,
+			PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
+		e = httpc_request(&rq, res);
+	}
+out:
+	buf_wipe_clear(&line);
+	for (size_t i = 0; i < 16; i++)
+		if (own[i] != NULL) {
+			OPENSSL_cleanse(own[i], strlen(own[i]));
+			free(own[i]);
+		}
+	return e;
+}
+
+enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct store_conn *c = store_conn(app->store);
+	struct consent k;
+	struct proxy_path path = { .n = 0 };
+	struct proxy_match m = { .n = 0 };
+	struct scope_set gs = { .n = 0 };
+	struct approval_answer aa;
+	struct vault_release tok;
+	struct httpc_reply up;
+	struct buf canon;
+	json_t *claims = NULL, *params = NULL;
+	char actor[300], why[160], detail[600], digest[APPROVAL_DIGEST_LEN + 1] = "";
+	char *url = NULL, *fbody = NULL;
+	size_t fbody_len = 0;
+	const char *grant, *method = http_method_name(req->method);
+	int status;
+	enum cs_err e;
+
+	memset(&k, 0, sizeof k);
+	memset(&aa, 0, sizeof aa);
+	memset(&tok, 0, sizeof tok);
+	httpc_reply_init(&up);
+	buf_init(&canon, 2 * PROXY_MAX_BODY + APPROVAL_MAX_CANONICAL);
+	if (!gateway_authenticate(req, rep))
+		return CS_OK;
+	if (c == NULL)
+		return CS_EDB;
+	if (req->ncaptures != 2) {
+		e = reply_oauth_error(rep, 403, "access_denied", "no such route");
+		goto out;
+	}
+	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
+	grant = req->header ? req->header(req->hctx, "Consentd-Grant") : NULL;
+	if (grant == NULL || grant[0] == '\0' || strlen(grant) > PROXY_MAX_GRANT) {
+		e = invalid_token(rep, "a grant is required in Consentd-Grant");
+		goto out;
+	}
+	{
+		const struct keyring *kr = app_keys_get(app);
+		e = grant_validate(c, cfg, kr, grant, req->now, &claims, &k);
+		app_keys_put(app);
+	}
+	if (e != CS_OK) {
+		e = invalid_token(rep, "the grant is not valid");
+		goto out;
+	}
+	/* SECURITY: a grant reaches only its own resource. */
+	if (strcmp(k.resource, req->captures[0]) != 0) {
+		e = reply_oauth_error(rep, 403, "access_denied", "the grant is for another resource");
+		goto out;
+	}
+	const struct config_resource *r = config_resource(cfg, k.resource);
+	/* SECURITY: default deny, before any byte goes upstream. */
+	if (r == NULL || r->base_url == NULL ||
+	    proxy_path_normalise(req->captures[1], &path) != CS_OK ||
+	    proxy_route_match(cfg, k.resource, method, &path, &m) != CS_OK) {
+		snprintf(detail, sizeof detail, "method=%s; no such route", method);
+		if ((e = paudit(c, actor, &k, "proxy.refused", "refused", detail, NULL, req->now))
+		    != CS_OK)
+			goto out;
+		e = reply_oauth_error(rep, 403, "access_denied", "no such route");
+		goto out;
+	}
+	const struct config_action *act = m.action;
+	json_t *sc = json_object_get(claims, "scope");
+	if (!json_is_string(sc) || scope_set_parse(json_string_value(sc), &gs) != CS_OK ||
+	    !scope_set_has(&gs, act->scope)) {
+		/* SECURITY: an action outside the grant is an escalation attempt. */
+		snprintf(detail, sizeof detail, "action=%s; escalation attempt: scope outside the grant",
+		    act->name);
+		if ((e = paudit(c, actor, &k, "proxy.refused", "refused", detail, NULL, req->now))
+		    != CS_OK)
+			goto out;
+		e = reply_oauth_error(rep, 403, "invalid_scope", "the action's scope is not in the grant");
+		goto out;
+	}
+	if (proxy_params_build(&m, req->query, req->content_type, req->body, req->body_len, &params,
+	    &status, why, sizeof why) != CS_OK) {
+		e = status == 500 ? CS_ENOMEM : reply_oauth_error(rep, status, "invalid_request", why);
+		goto out;
+	}
+	/* The body forwarded is the canonical form of the one parsed (and approved). */
+	json_t *pb = json_object_get(params, "body");
+	if (!json_is_null(pb)) {
+		struct buf bb;
+		buf_init(&bb, 2 * PROXY_MAX_BODY);
+		if ((e = jcs_canonicalize(pb, &bb)) != CS_OK) {
+			buf_clear(&bb);
+			if (e == CS_ENOMEM)
+				goto out;
+			e = reply_oauth_error(rep, 400, "invalid_request", "the body is not I-JSON");
+			goto out;
+		}
+		fbody_len = bb.len;
+		fbody = buf_steal(&bb);
+		if (fbody == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	}
+	if (act->approval == APPROVAL_REQUIRED) {
+		if ((e = jcs_canonicalize(params, &canon)) != CS_OK ||
+		    (e = approval_digest(params, digest)) != CS_OK)
+			goto out;
+		e = approval_check(c, cfg, &k, act->name, canon.data, digest, actor, req->now, &aa);
+		if (e == CS_EPERM) {
+			e = invalid_token(rep, "the grant's consent has ended");
+			goto out;
+		}
+		if (e != CS_OK)
+			goto out;
+		if (aa.outcome != APPROVAL_RELEASE) {
+			e = approval_reply(rep, cfg, &aa);
+			goto out;
+		}
+		/* SECURITY: the approval is used up before the call, in its own
+		 * transaction: single use even when the upstream call then fails. */
+		if ((e = store_begin(c)) != CS_OK)
+			goto out;
+		e = approval_redeem(c, cfg, aa.approval_id, actor, req->now);
+		if (e == CS_OK || e == CS_EPERM) {
+			enum cs_err e2 = store_commit(c);
+			if (e2 != CS_OK) {
+				store_rollback(c);
+				e = e2;
+			}
+		} else {
+			store_rollback(c);
+		}
+		if (e == CS_EPERM) {
+			e = reply_oauth_error(rep, 403, "access_denied",
+			    "this approval was already used or is no longer valid");
+			goto out;
+		}
+		if (e != CS_OK)
+			goto out;
+	}
+	e = vault_release(app->vault, c, cfg, &k, act->name, actor, req->now, &tok);
+	if (e == CS_EPERM || e == CS_ENOENT) {
+		e = invalid_token(rep, "reconnect required");
+		goto out;
+	} else if (e == CS_EIO) {
+		e = reply_oauth_error(rep, 503, "temporarily_unavailable",
+		    "the provider could not be reached to refresh the token");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	if ((e = proxy_url_build(r->base_url, act->route_path, &m, params, &url)) != CS_OK)
+		goto out;
+	e = forward(req, url, tok.access_token, fbody, fbody_len, &up);
+	if (e == CS_OK && up.status == 401) {
+		/* One refresh and one retry: the provider may have revoked the token early. */
+		vault_release_clear(&tok);
+		enum cs_err e2 = vault_release_refreshed(app->vault, c, cfg, &k, act->name, actor,
+		    req->now, &tok);
+		if (e2 == CS_OK) {
+			httpc_reply_clear(&up);
+			e = forward(req, url, tok.access_token, fbody, fbody_len, &up);
+		}
+	}
+	count(act);
+	snprintf(detail, sizeof detail, "action=%s; method=%s; route=%s; status=%ld; approval=%s",
+	    act->name, method, act->route_path, e == CS_OK ? up.status : 0L,
+	    aa.approval_id ? aa.approval_id : "-");
+	{
+		enum cs_err ea = paudit(c, actor, &k, "proxy.forwarded",
+		    e == CS_OK ? "ok" : "failed", detail, aa.approval_id, req->now);
+		if (ea != CS_OK) {
+			e = ea;
+			goto out;
+		}
+	}
+	if (e == CS_EBUSY) {
+		e = reply_oauth_error(rep, 504, "upstream_timeout", "the resource did not answer in time");
+		goto out;
+	}
+	if (e == CS_ETOOBIG) {
+		e = reply_oauth_error(rep, 502, "upstream_error", "the resource's answer is too large");
+		goto out;
+	}
+	if (e == CS_EIO || e == CS_EINVAL) {
+		e = reply_oauth_error(rep, 502, "upstream_unreachable", "the resource could not be reached");
+		goto out;
+	}
+	if (e != CS_OK)
+		goto out;
+	if (up.status < 200 || up.status > 599) {
+		e = reply_oauth_error(rep, 502, "upstream_error", "the resource's answer is not usable");
+		goto out;
+	}
+	rep->status = (int)up.status;
+	rep->content_type = NULL;
+	/* At most PROXY_MAX_REPLY_HEADERS: the router adds its security headers after. */
+	for (size_t i = 0, kept = 0; i < up.nheaders && kept < PROXY_MAX_REPLY_HEADERS; i++) {
+		if (!in_list(fwd_response, up.headers[i].name))
+			continue;
+		kept++;
+		if (reply_header(rep, up.headers[i].name, up.headers[i].value) != CS_OK)
+			continue;     /* CR/LF or too many: dropped */
+	}
+	if ((e = buf_append(&rep->body, up.body.data, up.body.len)) != CS_OK)
+		goto out;
+out:
+	json_decref(claims);
+	json_decref(params);
+	scope_set_clear(&gs);
+	consent_clear(&k);
+	approval_answer_clear(&aa);
+	vault_release_clear(&tok);
+	httpc_reply_clear(&up);
+	proxy_match_clear(&m);
+	proxy_path_clear(&path);
+	buf_clear(&canon);
+	free(url);
+	free(fbody);
+	return e;
+}

@@ -1,0 +1,215 @@
+/* test_proxy.c -- proxy mode's pure parts: path normalisation (every encoded
+ * traversal and separator trick), route matching with default deny, the
+ * action's parameters from a request, and the rebuilt upstream URL. */
+#include <stdint.h>
+
+#include "testutil.h"
+#include "config.h"
+#include "proxy.h"
+
+#define CFG \
+	"[server]\npublic_url = https://consent.example.com\n" \
+	"[oidc]\nissuer = https://idp.example.com\nclient_id = consentd\nclient_secret = oidc-secret\n" \
+	"[gateway]\nclient_secret = gateway-secret-0123456789\n" \
+	"[resource.gh]\nbase_url = https://api.example.com/v1/\n" \
+	"[scope.gh.read]\n[scope.gh.write]\n" \
+	"[action.gh.list_issues]\nscope = read\nroute = GET /repos/{owner}/{repo}/issues\n" \
+	"[action.gh.create_issue]\nscope = write\napproval = required\n" \
+	"route = POST /repos/{owner}/{repo}/issues\n" \
+	"[action.gh.user]\nscope = read\nroute = GET /user\n"
+
+static struct config *load(void)
+{
+	struct config *c = NULL;
+	ck_assert_int_eq(config_load_string(CFG, strlen(CFG), "x.conf", NULL, NULL, &c), CS_OK);
+	return c;
+}
+
+static void norm_fails(const char *raw)
+{
+	struct proxy_path p = { .n = 0 };
+	ck_assert_msg(proxy_path_normalise(raw, &p) != CS_OK, "accepted: %s", raw);
+	ck_assert_uint_eq(p.n, 0);
+}
+
+START_TEST(test_proxy_normalise_ok)
+{
+	struct proxy_path p;
+	ck_assert_int_eq(proxy_path_normalise("repos/a/b/issues", &p), CS_OK);
+	ck_assert_uint_eq(p.n, 4);
+	ck_assert_str_eq(p.seg[0], "repos");
+	ck_assert_str_eq(p.seg[3], "issues");
+	proxy_path_clear(&p);
+	ck_assert_int_eq(proxy_path_normalise("repos/h%C3%A9/b%20c/issues", &p), CS_OK);
+	ck_assert_str_eq(p.seg[1], "h\xc3\xa9");
+	ck_assert_str_eq(p.seg[2], "b c");
+	proxy_path_clear(&p);
+}
+END_TEST
+
+START_TEST(test_proxy_normalise_refuses_traversal_and_separators)
+{
+	norm_fails("");
+	norm_fails("repos/../admin");
+	norm_fails("..");
+	norm_fails("repos/./a");
+	norm_fails("repos/%2e%2e/admin");
+	norm_fails("repos/%2E%2e/admin");
+	norm_fails("repos/%2e/admin");
+	norm_fails("repos/a%2fb/issues");
+	norm_fails("repos/a%2Fb/issues");
+	norm_fails("repos/a%5cb/issues");
+	norm_fails("repos/a\\b/issues");
+	norm_fails("repos//issues");
+	norm_fails("/repos/a");
+	norm_fails("repos/a/");
+	norm_fails("repos/a%00b");
+	norm_fails("repos/a%0ab");
+	norm_fails("repos/a%zz");
+	norm_fails("repos/a%");
+	norm_fails("repos/%ff");
+}
+END_TEST
+
+START_TEST(test_proxy_normalise_decodes_once)
+{
+	struct proxy_path p;
+	ck_assert_int_eq(proxy_path_normalise("repos/%252e%252e/b/issues", &p), CS_OK);
+	ck_assert_str_eq(p.seg[1], "%2e%2e");
+	proxy_path_clear(&p);
+}
+END_TEST
+
+START_TEST(test_proxy_match_route_and_default_deny)
+{
+	struct config *c = load();
+	struct proxy_path p;
+	struct proxy_match m;
+	ck_assert_int_eq(proxy_path_normalise("repos/a%20b/c/issues", &p), CS_OK);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "GET", &p, &m), CS_OK);
+	ck_assert_str_eq(m.action->name, "list_issues");
+	ck_assert_uint_eq(m.n, 2);
+	ck_assert_str_eq(m.name[0], "owner");
+	ck_assert_str_eq(m.value[0], "a b");
+	ck_assert_str_eq(m.value[1], "c");
+	proxy_match_clear(&m);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "POST", &p, &m), CS_OK);
+	ck_assert_str_eq(m.action->name, "create_issue");
+	proxy_match_clear(&m);
+	/* Default deny: other method, other resource. */
+	ck_assert_int_eq(proxy_route_match(c, "gh", "DELETE", &p, &m), CS_ENOENT);
+	ck_assert_int_eq(proxy_route_match(c, "other", "GET", &p, &m), CS_ENOENT);
+	proxy_path_clear(&p);
+	/* Default deny: one segment more or less, another literal. */
+	ck_assert_int_eq(proxy_path_normalise("repos/a/b/issues/1", &p), CS_OK);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "GET", &p, &m), CS_ENOENT);
+	proxy_path_clear(&p);
+	ck_assert_int_eq(proxy_path_normalise("repos/a/issues", &p), CS_OK);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "GET", &p, &m), CS_ENOENT);
+	proxy_path_clear(&p);
+	ck_assert_int_eq(proxy_path_normalise("Repos/a/b/issues", &p), CS_OK);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "GET", &p, &m), CS_ENOENT);
+	proxy_path_clear(&p);
+	ck_assert_int_eq(proxy_path_normalise("user", &p), CS_OK);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "GET", &p, &m), CS_OK);
+	ck_assert_uint_eq(m.n, 0);
+	proxy_match_clear(&m);
+	proxy_path_clear(&p);
+	config_free(c);
+}
+END_TEST
+
+static json_t *params_ok(const struct proxy_match *m, const char *q, const char *ct, const char *body)
+{
+	json_t *v = NULL;
+	int status = 0;
+	char why[160];
+	ck_assert_int_eq(proxy_params_build(m, q, ct, body, body ? strlen(body) : 0, &v, &status,
+	    why, sizeof why), CS_OK);
+	return v;
+}
+
+static int params_status(const struct proxy_match *m, const char *q, const char *ct, const char *body)
+{
+	json_t *v = NULL;
+	int status = 0;
+	char why[160];
+	ck_assert_int_ne(proxy_params_build(m, q, ct, body, body ? strlen(body) : 0, &v, &status,
+	    why, sizeof why), CS_OK);
+	ck_assert_ptr_null(v);
+	return status;
+}
+
+START_TEST(test_proxy_params_shape)
+{
+	struct config *c = load();
+	struct proxy_path p;
+	struct proxy_match m;
+	ck_assert_int_eq(proxy_path_normalise("repos/o/r/issues", &p), CS_OK);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "POST", &p, &m), CS_OK);
+	json_t *v = params_ok(&m, "state=open&label=a&label=b%20c", "application/json; charset=utf-8",
+	    "{\"title\":\"hi\",\"n\":1}");
+	char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+	ck_assert_str_eq(s, "{\"body\":{\"n\":1,\"title\":\"hi\"},\"path\":{\"owner\":\"o\",\"repo\":\"r\"},"
+	    "\"query\":{\"label\":[\"a\",\"b c\"],\"state\":[\"open\"]}}");
+	free(s);
+	json_decref(v);
+	v = params_ok(&m, "", NULL, NULL);
+	s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+	ck_assert_str_eq(s, "{\"body\":null,\"path\":{\"owner\":\"o\",\"repo\":\"r\"},\"query\":{}}");
+	free(s);
+	json_decref(v);
+	/* Bodies: JSON only, I-JSON only. */
+	ck_assert_int_eq(params_status(&m, "", "text/plain", "hello"), 415);
+	ck_assert_int_eq(params_status(&m, "", NULL, "{}"), 415);
+	ck_assert_int_eq(params_status(&m, "", "application/x-www-form-urlencoded", "a=1"), 415);
+	ck_assert_int_eq(params_status(&m, "", "application/json", "{\"a\":1,\"a\":2}"), 400);
+	ck_assert_int_eq(params_status(&m, "", "application/json", "{\"a\":9007199254740993}"), 400);
+	ck_assert_int_eq(params_status(&m, "", "application/json", "{\"a\":"), 400);
+	ck_assert_int_eq(params_status(&m, "", "application/json", "\"\\u0000\""), 400);
+	ck_assert_int_eq(params_status(&m, "a=%zz", NULL, NULL), 400);
+	proxy_match_clear(&m);
+	proxy_path_clear(&p);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_proxy_url_rebuilt)
+{
+	struct config *c = load();
+	const struct config_resource *r = config_resource(c, "gh");
+	struct proxy_path p;
+	struct proxy_match m;
+	char *url = NULL;
+	ck_assert_int_eq(proxy_path_normalise("repos/%252e%252e/a%20b%3F%23/issues", &p), CS_OK);
+	ck_assert_int_eq(proxy_route_match(c, "gh", "GET", &p, &m), CS_OK);
+	json_t *v = params_ok(&m, "q=x+y&q=%26&z", NULL, NULL);
+	ck_assert_int_eq(proxy_url_build(r->base_url, m.action->route_path, &m, v, &url), CS_OK);
+	ck_assert_str_eq(url, "https://api.example.com/v1/repos/%252e%252e/a%20b%3F%23/issues"
+	    "?q=x%20y&q=%26&z=");
+	free(url);
+	json_decref(v);
+	proxy_match_clear(&m);
+	proxy_path_clear(&p);
+	config_free(c);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("proxy");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_proxy_normalise_ok);
+	tcase_add_test(tc, test_proxy_normalise_refuses_traversal_and_separators);
+	tcase_add_test(tc, test_proxy_normalise_decodes_once);
+	tcase_add_test(tc, test_proxy_match_route_and_default_deny);
+	tcase_add_test(tc, test_proxy_params_shape);
+	tcase_add_test(tc, test_proxy_url_rebuilt);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(suite());
+}
