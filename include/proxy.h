@@ -59,4 +59,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 
 /* Proxied calls so far for (resource, action) (in-memory, since start). */
 unsigned long proxy_count(const char *resource, const char *action);
+/* GET /metrics: consentd_proxy_requests_total{resource,action,status} in the
+ * Prometheus text format (status 504 for a timeout, 502 for no answer). */
+enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
 #endif

@@ -366,18 +366,21 @@ out:
 
 /* --- counters ------------------------------------------------------------ */
 
-#define PROXY_COUNTERS 256
-struct counter { const struct config_action *action; unsigned long n; };
+#define PROXY_COUNTERS 512
+struct counter { const struct config_action *action; int status; unsigned long n; };
 static struct counter counters[PROXY_COUNTERS];
 static pthread_mutex_t counters_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Actions live as long as the configuration: their address is the key. */
-static void count(const struct config_action *a)
+/* Actions live as long as the configuration: their address is the key.  A
+ * full table stops counting new (action, status) pairs rather than grow. */
+static void count(const struct config_action *a, int status)
 {
 	pthread_mutex_lock(&counters_mu);
 	for (size_t i = 0; i < PROXY_COUNTERS; i++) {
-		if (counters[i].action == a || counters[i].action == NULL) {
+		if ((counters[i].action == a && counters[i].status == status) ||
+		    counters[i].action == NULL) {
 			counters[i].action = a;
+			counters[i].status = status;
 			counters[i].n++;
 			break;
 		}
@@ -392,9 +395,50 @@ unsigned long proxy_count(const char *resource, const char *action)
 	for (size_t i = 0; i < PROXY_COUNTERS && counters[i].action != NULL; i++)
 		if (strcmp(counters[i].action->resource, resource) == 0 &&
 		    strcmp(counters[i].action->name, action) == 0)
-			n = counters[i].n;
+			n += counters[i].n;
 	pthread_mutex_unlock(&counters_mu);
 	return n;
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static enum cs_err label(struct buf *b, const char *v)
+{
+	enum cs_err e = CS_OK;
+	for (; *v && e == CS_OK; v++) {
+		if (*v == '\\' || *v == '"')
+			e = buf_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			e = buf_puts(b, "\\n");
+		else
+			e = buf_append(b, v, 1);
+	}
+	return e;
+}
+
+enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep)
+{
+	enum cs_err e;
+	(void)req;
+	buf_reset(&rep->body);
+	e = buf_puts(&rep->body, "# HELP consentd_proxy_requests_total Proxied calls forwarded "
+	    "upstream, by resource, action and status (0: no answer).\n"
+	    "# TYPE consentd_proxy_requests_total counter\n");
+	pthread_mutex_lock(&counters_mu);
+	for (size_t i = 0; e == CS_OK && i < PROXY_COUNTERS && counters[i].action != NULL; i++) {
+		if ((e = buf_puts(&rep->body, "consentd_proxy_requests_total{resource=\"")) != CS_OK ||
+		    (e = label(&rep->body, counters[i].action->resource)) != CS_OK ||
+		    (e = buf_puts(&rep->body, "\",action=\"")) != CS_OK ||
+		    (e = label(&rep->body, counters[i].action->name)) != CS_OK)
+			break;
+		e = buf_printf(&rep->body, "\",status=\"%d\"} %lu\n", counters[i].status,
+		    counters[i].n);
+	}
+	pthread_mutex_unlock(&counters_mu);
+	if (e != CS_OK)
+		return e;
+	rep->status = 200;
+	rep->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	return CS_OK;
 }
 
 /* --- the handler --------------------------------------------------------- */
@@ -586,7 +630,20 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		goto out;
 	}
 	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
+	/* SECURITY: a CR or LF inside a header we read or forward is a smuggling
+	 * attempt: the whole request is refused, before anything goes upstream. */
+	for (size_t i = 0; req->header && fwd_request[i]; i++) {
+		const char *hv = req->header(req->hctx, fwd_request[i]);
+		if (hv != NULL && strpbrk(hv, "\r\n") != NULL) {
+			e = reply_oauth_error(rep, 400, "invalid_request", "a header value holds CR or LF");
+			goto out;
+		}
+	}
 	grant = req->header ? req->header(req->hctx, "Consentd-Grant") : NULL;
+	if (grant != NULL && strpbrk(grant, "\r\n") != NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "a header value holds CR or LF");
+		goto out;
+	}
 	if (grant == NULL || grant[0] == '\0' || strlen(grant) > PROXY_MAX_GRANT) {
 		e = invalid_token(rep, "a grant is required in Consentd-Grant");
 		goto out;
@@ -715,7 +772,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 			e = forward(req, url, tok.access_token, fbody, fbody_len, &up);
 		}
 	}
-	count(act);
+	count(act, e == CS_OK ? (int)up.status : e == CS_EBUSY ? 504 : 502);
 	snprintf(detail, sizeof detail, "action=%s; method=%s; route=%s; status=%ld; approval=%s",
 	    act->name, method, act->route_path, e == CS_OK ? up.status : 0L,
 	    aa.approval_id ? aa.approval_id : "-");

@@ -65,6 +65,7 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, meta_jwks, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/healthz", ROUTE_PUBLIC, meta_healthz, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/readyz", ROUTE_PUBLIC, meta_readyz, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, proxy_metrics, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/login", ROUTE_BROWSER, login_start, {
 		{ "return_to", 1024, valid_return_to, 0 },

@@ -195,6 +195,20 @@ START_TEST(test_proxy_url_rebuilt)
 }
 END_TEST
 
+START_TEST(test_proxy_metrics_format)
+{
+	struct http_request req;
+	struct http_reply rep;
+	memset(&req, 0, sizeof req);
+	reply_init(&rep);
+	ck_assert_int_eq(proxy_metrics(&req, &rep), CS_OK);
+	ck_assert_int_eq(rep.status, 200);
+	ck_assert_ptr_nonnull(strstr(rep.body.data, "# TYPE consentd_proxy_requests_total counter\n"));
+	ck_assert_uint_eq(proxy_count("gh", "list_issues"), 0);
+	reply_clear(&rep);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("proxy");
@@ -205,6 +219,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_proxy_match_route_and_default_deny);
 	tcase_add_test(tc, test_proxy_params_shape);
 	tcase_add_test(tc, test_proxy_url_rebuilt);
+	tcase_add_test(tc, test_proxy_metrics_format);
 	suite_add_tcase(s, tc);
 	return s;
 }
