@@ -10,7 +10,9 @@
 //     different clients and redirect URIs) and agents coder and butler.
 //
 //   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, users, ... });
-//     config: consentd sections merged over fixtures.js vaultConfig(); users: both IdPs' users
+//     config: consentd sections merged over fixtures.js vaultConfig() (or a function of
+//       { url, providerIssuer } returning them); users: both IdPs' users
+//     extraDsClients: more clients at the downstream IdP (or a function of consentd's URL)
 //   v.url, v.c (consentd handle), v.idp (login IdP), v.ds (downstream IdP), v.api (downstream API)
 //   v.gw                        // tests/lib/gateway.js client
 //   v.dsMeta                    // the downstream IdP's discovery document
@@ -140,7 +142,8 @@ export async function startVaultStack({
         grant_types: [], response_types: [], redirect_uris: [],
         token_endpoint_auth_method: 'client_secret_basic',
       },
-      ...extraDsClients,
+      // extraDsClients: an array, or a function of consentd's URL returning one (for redirect URIs)
+      ...(typeof extraDsClients === 'function' ? extraDsClients(url) : extraDsClients),
     ];
     const ds = await startDownstreamIdp({
       clients: dsClients,
@@ -164,9 +167,12 @@ export async function startVaultStack({
       providerIssuer: ds.issuer, refreshMargin,
       githubSecret: PROVIDER_SECRETS.github, gitlabSecret: PROVIDER_SECRETS.gitlab,
     });
+    // config: an object, or a function of { url, providerIssuer } returning one (for sections
+    // naming the downstream provider, e.g. another resource at it)
+    const extra = typeof config === 'function' ? config({ url, providerIssuer: ds.issuer }) : config;
     const merged = { ...base };
-    for (const [k, v] of Object.entries(config)) merged[k] = v && typeof v === 'object' ? { ...(base[k] || {}), ...v } : v;
-    merged.oidc = { issuer: idp.issuer, ...(config.oidc || {}) };
+    for (const [k, v] of Object.entries(extra)) merged[k] = v && typeof v === 'object' ? { ...(base[k] || {}), ...v } : v;
+    merged.oidc = { issuer: idp.issuer, ...(extra.oidc || {}) };
     const c = await startConsentd({ port, config: merged });
     let cStopped = null;
     stoppers.push(async () => { if (!cStopped) cStopped = await c.stop(); });

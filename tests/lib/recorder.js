@@ -1,0 +1,121 @@
+// A recording upstream API for consentd's proxy mode (ARCHITECTURE.md flow H): a loopback
+// HTTP server that records every request it receives, exactly as received, and answers per
+// path as told.
+//
+//   const rec = await startRecorder({ port = 0 });
+//   rec.url                      // http://127.0.0.1:PORT
+//   rec.seen                     // [{ method, url, path, query, headers, rawHeaders, body, status }]
+//                                //   url: the request target as sent (raw), path: its raw path
+//   rec.since(n)                 // rec.seen.slice(n)
+//   rec.introspectWith({ introspectionEndpoint, clientId, clientSecret, audience })
+//                                // from then on, a bearer token must be active at the provider
+//                                //   (RFC 7662, tests/lib/downstream.js introspect) or -> 401
+//   rec.mode(path, m)            // for that exact raw path: 'normal' (default), 'redirect',
+//                                //   'hang' or 'unauthorized-once'
+//   await rec.stop()
+//
+// Modes:
+//   normal             200 (201 for POST) JSON { ok, method, path, query, body, sub, scope }
+//                      with `X-Recorder: normal`; never echoes a request header
+//   redirect           302 with Location: rec.redirectTarget (default `${rec.url}/evil`, so a
+//                      proxy that follows it shows up in rec.seen) and a small JSON body
+//   hang               reads the request and never answers (until stop)
+//   unauthorized-once  the first request at that path gets 401 WWW-Authenticate: Bearer
+//                      error="invalid_token"; later ones are normal
+import { createServer } from 'node:http';
+import { introspect } from './downstream.js';
+
+export async function startRecorder({ port = 0 } = {}) {
+  const seen = [];
+  const modes = new Map();
+  const unauthorizedDone = new Set();
+  const hanging = new Set();
+  let check = null;
+  const rec = {};
+
+  const server = createServer(async (req, res) => {
+    const target = req.url;
+    const q = target.indexOf('?');
+    const entry = {
+      method: req.method, url: target, path: q < 0 ? target : target.slice(0, q),
+      query: q < 0 ? null : target.slice(q + 1), headers: { ...req.headers },
+      rawHeaders: [...req.rawHeaders], body: null, status: 0, introspection: null,
+    };
+    seen.push(entry);
+    const reply = (status, obj, headers = {}) => {
+      entry.status = status;
+      res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
+      res.end(JSON.stringify(obj));
+    };
+    try {
+      const chunks = [];
+      for await (const c of req) chunks.push(c);
+      entry.body = Buffer.concat(chunks).toString('utf8');
+      const mode = modes.get(entry.path) || 'normal';
+      if (mode === 'hang') {
+        hanging.add(res);
+        return;
+      }
+      if (mode === 'redirect') {
+        reply(302, { ok: true, redirected: true }, { location: rec.redirectTarget, 'x-recorder': 'redirect' });
+        return;
+      }
+      if (mode === 'unauthorized-once' && !unauthorizedDone.has(entry.path)) {
+        unauthorizedDone.add(entry.path);
+        reply(401, { ok: false, error: 'token expired (told to)' }, { 'www-authenticate': 'Bearer error="invalid_token"' });
+        return;
+      }
+      let info = null;
+      if (check) {
+        const m = /^Bearer ([\x21-\x7e]+)$/.exec(req.headers.authorization || '');
+        if (!m) {
+          reply(401, { ok: false, error: 'no bearer token' }, { 'www-authenticate': 'Bearer' });
+          return;
+        }
+        info = await introspect({ ...check, token: m[1] });
+        entry.introspection = info;
+        const aud = info.aud === undefined ? [] : (Array.isArray(info.aud) ? info.aud : [info.aud]);
+        if (info.active !== true || (check.audience && !aud.includes(check.audience))) {
+          reply(401, { ok: false, error: info.active === true ? 'wrong audience' : 'token not active' },
+            { 'www-authenticate': 'Bearer error="invalid_token"' });
+          return;
+        }
+      }
+      let body = null;
+      if (entry.body) { try { body = JSON.parse(entry.body); } catch { body = entry.body; } }
+      reply(req.method === 'POST' ? 201 : 200, {
+        ok: true, method: req.method, path: entry.path, query: entry.query, body,
+        sub: info?.sub ?? null, scope: info?.scope ?? null,
+      }, { 'x-recorder': 'normal' });
+    } catch (err) {
+      reply(502, { ok: false, error: `recorder: ${err.message}` });
+    }
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', resolve);
+  });
+  const url = `http://127.0.0.1:${server.address().port}`;
+  Object.assign(rec, {
+    url,
+    seen,
+    redirectTarget: `${url}/evil`,
+    since(n) { return seen.slice(n); },
+    introspectWith({ introspectionEndpoint, clientId, clientSecret, audience }) {
+      check = { introspectionEndpoint, clientId, clientSecret, audience };
+    },
+    mode(path, m) {
+      if (!['normal', 'redirect', 'hang', 'unauthorized-once'].includes(m)) throw new Error(`mode ${m}`);
+      modes.set(path, m);
+      unauthorizedDone.delete(path);
+    },
+    async stop() {
+      for (const r of hanging) { try { r.destroy(); } catch { /* gone */ } }
+      server.closeAllConnections?.();
+      await new Promise((resolve) => { server.close(() => resolve()); });
+    },
+  });
+  return rec;
+}
+
+export default startRecorder;
