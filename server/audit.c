@@ -49,6 +49,8 @@
  *   admin.page.refused         /admin refused a person (not an admin, or a stale login)
  *   master-key-rotated         consentd vault rekey (old and new key ids)
  *   event.delivered            a revocation event (SET) was accepted by the gateway (202)
+ *   proxy.forwarded            flow H: a request went upstream (action, method, route, status, approval)
+ *   proxy.refused              flow H: refused before anything went upstream (no route, ...)
  *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
  */
 #include <inttypes.h>
