@@ -158,7 +158,10 @@ test('a revocation on /me arrives at the receiver as a verified SET within 10 s,
     assert.ok(Date.now() - t0 < 15000);
     assert.deepEqual(rcv.refused, []);
     checkSet(rcv.got[0], { cid, issuer: s.idp.issuer, consentdUrl: s.url, subject });
-    const row = sql(s.c.dir, `SELECT jti, attempts, delivered_at, last_status FROM events_outbox WHERE consent_id = '${cid}'`);
+    // The receiver has the SET before consentd has read its 202 and marked the row.
+    const rowOf = () => sql(s.c.dir, `SELECT jti, attempts, delivered_at, last_status FROM events_outbox WHERE consent_id = '${cid}'`);
+    await waitFor('the outbox row marked delivered', () => rowOf()[0]?.delivered_at > 0, 5000);
+    const row = rowOf();
     assert.equal(row.length, 1);
     assert.equal(row[0].jti, rcv.got[0].payload.jti);
     assert.ok(row[0].delivered_at > 0);
@@ -206,6 +209,8 @@ test('receiver down: the event waits in the outbox, survives a restart of consen
     assert.deepEqual(rcv.refused, []);
     const subject = subjectOf(c2.dir, cid);
     checkSet(rcv.got[0], { cid, issuer: s.idp.issuer, consentdUrl: c2.url, subject });
+    await waitFor('the outbox row marked delivered', () => sql(c2.dir,
+      `SELECT delivered_at FROM events_outbox WHERE consent_id = '${cid}'`)[0]?.delivered_at > 0, 5000);
     const row = sql(c2.dir, `SELECT jti, attempts, delivered_at FROM events_outbox WHERE consent_id = '${cid}'`);
     assert.equal(row.length, 1);
     assert.equal(row[0].jti, rcv.got[0].payload.jti);
