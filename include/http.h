@@ -67,6 +67,16 @@ struct http_reply {                      /* initialise with reply_init(), free w
 	struct http_header headers[HTTP_MAX_HEADERS];
 	size_t       nheaders;
 	int          cache_max_age;          /* < 0: Cache-Control: no-store (the default) */
+	/* A body produced while it is sent (the proxy's upstream answer), instead of
+	 * body: read() copies up to max bytes and returns CS_OK with *got == 0 at the
+	 * end, or an error, which cuts the connection (the status is already sent);
+	 * done() frees ctx exactly once, whether the reply was sent or not.  Called on
+	 * the worker thread that ran the handler. */
+	struct reply_stream {
+		void        *ctx;
+		enum cs_err (*read)(void *ctx, char *dst, size_t max, size_t *got);
+		void        (*done)(void *ctx);
+	} stream;
 };
 
 typedef enum cs_err (*http_handler)(const struct http_request *, struct http_reply *);

@@ -64,6 +64,25 @@ struct httpc_request {
  * for a timeout, CS_EIO for any other transport failure, CS_ETOOBIG past the
  * cap.  Any status is CS_OK: look at res->status. */
 enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *res) CS_MUST_CHECK;
+
+/* The same request with its response body streamed: httpc_stream_open returns
+ * once the final response's status and headers are in res and either the first
+ * body bytes have arrived or the response is complete (so a Content-Length past
+ * max_body, a refused connection or a timeout before the answer are still
+ * errors here, as for httpc_request).  res->body stays empty: the body comes
+ * from httpc_stream_read, max_body bytes at most in all.  The stream has its own
+ * curl handle; this thread's connection cache is shared (CURLSH), so consecutive
+ * calls still reuse connections.  A stream must be read and closed on the thread
+ * that opened it. */
+struct httpc_stream;
+enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply *res,
+    struct httpc_stream **out) CS_MUST_CHECK;
+/* Copies up to max body bytes into dst: *got > 0, or *got == 0 at the end.
+ * CS_EBUSY (timeout), CS_ETOOBIG (past max_body), CS_EIO (transport) or
+ * CS_ENOMEM once the body cannot be completed. */
+enum cs_err httpc_stream_read(struct httpc_stream *s, char *dst, size_t max, size_t *got)
+    CS_MUST_CHECK;
+void httpc_stream_close(struct httpc_stream *s);    /* NULL-safe */
 void httpc_reply_init(struct httpc_reply *res);
 void httpc_reply_clear(struct httpc_reply *res);   /* NULL-safe; wipes the body */
 #endif

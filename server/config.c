@@ -1243,10 +1243,18 @@ static void check_route(struct ctx *c, const struct entry *e, const char *v, cha
 		}
 		if (ch == '{') {
 			size_t j = i + 1;
+			if (p[i - 1] != '/') {
+				err_e(c, e, "a capture must be a whole segment: /{NAME}/");
+				goto out;
+			}
 			while (isalnum((unsigned char)p[j]) || p[j] == '_')
 				j++;
 			if (p[j] != '}' || j == i + 1) {
 				err_e(c, e, "a capture must be {NAME} with letters, digits or '_'");
+				goto out;
+			}
+			if (p[j + 1] != '/' && p[j + 1] != '\0') {
+				err_e(c, e, "a capture must be a whole segment: /{NAME}/");
 				goto out;
 			}
 			size_t cl = j - i - 1;
@@ -1662,6 +1670,24 @@ static void check_agent(struct ctx *c, const struct config *cfg, const struct se
 	}
 }
 
+/* 1 when some path matches both templates (checked by check_route: '/'-separated
+ * segments, each a literal or a whole {capture}): the same number of segments, and at
+ * every position equal literals or a capture on either side. */
+static int routes_overlap(const char *a, const char *b)
+{
+	for (;;) {
+		size_t al = strcspn(a, "/"), bl = strcspn(b, "/");
+		if (!(a[0] == '{' || b[0] == '{' || (al == bl && memcmp(a, b, al) == 0)))
+			return 0;
+		a += al;
+		b += bl;
+		if (*a == '\0' || *b == '\0')
+			return *a == *b;
+		a++;
+		b++;
+	}
+}
+
 static void check_action(struct ctx *c, const struct config *cfg, const struct section *s,
     const struct config_action *ac, size_t index)
 {
@@ -1681,8 +1707,9 @@ static void check_action(struct ctx *c, const struct config *cfg, const struct s
 		const struct config_action *o = &cfg->actions[j];
 		if (o->route_method != NULL && o->route_path != NULL && o->resource != NULL &&
 		    strcmp(o->resource, s->a) == 0 && strcmp(o->route_method, ac->route_method) == 0 &&
-		    strcmp(o->route_path, ac->route_path) == 0)
-			err_e(c, e, "same route as [action.%s.%s]", o->resource, o->name);
+		    routes_overlap(o->route_path, ac->route_path))
+			err_e(c, e, "overlaps the route of [action.%s.%s]: one request could match "
+			    "both", o->resource, o->name);
 	}
 }
 

@@ -3,6 +3,7 @@
  * hands it to the router and sends the struct http_reply back, with security
  * headers and one JSON access-log line.  Never logs a query string or a body. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@ struct conn_ctx {
 	struct buf      body;
 	int             started;
 	int             too_big;
+	int             bad_header;    /* a field name that is not an RFC 9110 token */
 	struct timespec t0;
 };
 
@@ -138,6 +140,24 @@ static void access_log(struct http_server *srv, const struct conn_ctx *ctx, cons
 	buf_clear(&b);
 }
 
+static ssize_t stream_read(void *cls, uint64_t pos, char *dst, size_t max)
+{
+	struct reply_stream *rs = cls;
+	size_t got = 0;
+	(void)pos;
+	if (rs->read(rs->ctx, dst, max, &got) != CS_OK)
+		return MHD_CONTENT_READER_END_WITH_ERROR;      /* the connection is cut */
+	return got == 0 ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)got;
+}
+
+static void stream_free(void *cls)
+{
+	struct reply_stream *rs = cls;
+	if (rs->done != NULL)
+		rs->done(rs->ctx);
+	free(rs);
+}
+
 static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection *c,
     struct conn_ctx *ctx, const char *method, const char *path, const char *rid,
     struct http_reply *rep)
@@ -151,8 +171,23 @@ static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection
 		reply_init(rep);
 		rep->status = 500;
 	}
-	resp = MHD_create_response_from_buffer(rep->body.len, rep->body.data ? rep->body.data : (char *)"",
-	    MHD_RESPMEM_MUST_COPY);
+	if (rep->stream.read != NULL) {
+		/* MHD owns the stream from here: stream_free runs when MHD is done with it
+		 * (sent, cut or never started). */
+		struct reply_stream *rs = malloc(sizeof *rs);
+		resp = NULL;
+		if (rs != NULL) {
+			*rs = rep->stream;
+			memset(&rep->stream, 0, sizeof rep->stream);
+			resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
+			    rs, stream_free);
+			if (resp == NULL)
+				stream_free(rs);
+		}
+	} else {
+		resp = MHD_create_response_from_buffer(rep->body.len,
+		    rep->body.data ? rep->body.data : (char *)"", MHD_RESPMEM_MUST_COPY);
+	}
 	if (resp == NULL)
 		return MHD_NO;
 	if (rep->content_type)
@@ -189,6 +224,38 @@ static int split_uri(const char *raw, char **copy, const char **path, const char
 	return 1;
 }
 
+/* RFC 9110 section 5.1: a field name is a token.  libmicrohttpd 0.9.75 accepts an
+ * obs-fold continuation line and glues it onto the previous field's NAME (so
+ * "Accept: x\r\n X-Injected: 1" arrives as a name holding ": "); checking every name
+ * refuses that, and any other malformed line, with 400. */
+static enum MHD_Result name_is_token(void *cls, enum MHD_ValueKind kind, const char *key,
+    size_t key_len, const char *value, size_t value_len)
+{
+	static const char tchar[] = "!#$%&'*+-.^_`|~";
+	int *bad = cls;
+	(void)kind; (void)value; (void)value_len;
+	if (key == NULL || key_len == 0) {
+		*bad = 1;
+		return MHD_NO;
+	}
+	for (size_t i = 0; i < key_len; i++) {
+		unsigned char ch = (unsigned char)key[i];
+		if (!isalnum(ch) && (ch == '\0' || strchr(tchar, ch) == NULL)) {
+			*bad = 1;
+			return MHD_NO;
+		}
+	}
+	return MHD_YES;
+}
+
+static enum route_kind kind_of_path(const char *path)
+{
+	if (strcmp(path, "/token") == 0 || strcmp(path, "/introspect") == 0 ||
+	    strcmp(path, "/revoke") == 0 || strncmp(path, "/proxy/", 7) == 0)
+		return ROUTE_OAUTH;
+	return strncmp(path, "/admin/api/", 11) == 0 ? ROUTE_API : ROUTE_BROWSER;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
     const char *method, const char *version, const char *upload_data,
     size_t *upload_data_size, void **req_cls)
@@ -208,13 +275,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_CONTENT_LENGTH);
 		ctx->started = 1;
+		MHD_get_connection_values_n(c, MHD_HEADER_KIND, name_is_token, &ctx->bad_header);
 		if (cl != NULL) {
 			char *end = NULL;
 			unsigned long long n = strtoull(cl, &end, 10);
 			if (end == cl || *end != '\0' || n > srv->app->cfg->max_body)
 				ctx->too_big = 1;
 		}
-		if (!ctx->too_big)
+		if (!ctx->too_big && !ctx->bad_header)
 			return MHD_YES;        /* wait for the body */
 	} else if (*upload_data_size > 0) {
 		if (!ctx->too_big && buf_append(&ctx->body, upload_data, *upload_data_size) != CS_OK)
@@ -232,12 +300,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			rep.status = 400;
 		goto send;
 	}
-	if (ctx->too_big) {
-		enum route_kind k = strcmp(path, "/token") == 0 || strcmp(path, "/introspect") == 0 ||
-		    strcmp(path, "/revoke") == 0 ? ROUTE_OAUTH :
-		    strncmp(path, "/admin/api/", 11) == 0 ? ROUTE_API : ROUTE_BROWSER;
-		if (reply_error(&rep, k, 413, "invalid_request", "The request body is too large.") != CS_OK)
-			rep.status = 413;
+	if (ctx->bad_header || ctx->too_big) {
+		enum route_kind k = kind_of_path(path);
+		int st = ctx->bad_header ? 400 : 413;
+		if (reply_error(&rep, k, st, "invalid_request", ctx->bad_header ?
+		    "A header line is malformed." : "The request body is too large.") != CS_OK)
+			rep.status = st;
 		/* The unread body makes the connection unusable: close it after this. */
 		if (reply_header(&rep, "Connection", "close") != CS_OK)
 			rep.status = 413;

@@ -367,40 +367,43 @@ void httpc_response_clear(struct httpc_response *res)
 
 #define HTTPC_MAX_HEADER_LINE 8192
 
-/* One reused easy handle per thread: curl keeps its connection cache (and TLS
- * sessions) in the handle, so consecutive proxied calls reuse connections.
- * curl_easy_reset clears every option between requests, never the cache. */
-static pthread_key_t  handle_key;
-static pthread_once_t handle_once = PTHREAD_ONCE_INIT;
-static int            handle_key_ok;
+/* One connection cache per thread (CURLSH): every stream opened on a thread
+ * shares it, so consecutive proxied calls reuse connections and TLS sessions.
+ * A share touched by one thread only needs no lock callbacks; streams are read
+ * and closed on the thread that opened them (an MHD worker keeps its
+ * connections). */
+static pthread_key_t  share_key;
+static pthread_once_t share_once = PTHREAD_ONCE_INIT;
+static int            share_key_ok;
 
-static void handle_free(void *h)
+static void share_free(void *sh)
 {
-	curl_easy_cleanup(h);
+	curl_share_cleanup(sh);
 }
 
-static void handle_key_init(void)
+static void share_key_init(void)
 {
-	handle_key_ok = pthread_key_create(&handle_key, handle_free) == 0;
+	share_key_ok = pthread_key_create(&share_key, share_free) == 0;
 }
 
-static CURL *thread_handle(void)
+static CURLSH *thread_share(void)
 {
-	CURL *h;
-	pthread_once(&handle_once, handle_key_init);
-	if (!handle_key_ok)
+	CURLSH *sh;
+	pthread_once(&share_once, share_key_init);
+	if (!share_key_ok)
 		return NULL;
-	if ((h = pthread_getspecific(handle_key)) != NULL) {
-		curl_easy_reset(h);
-		return h;
+	if ((sh = pthread_getspecific(share_key)) != NULL)
+		return sh;
+	if ((sh = curl_share_init()) == NULL)
+		return NULL;
+	if (curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+	    curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
+	    curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+	    pthread_setspecific(share_key, sh) != 0) {
+		curl_share_cleanup(sh);
+		return NULL;
 	}
-	if ((h = curl_easy_init()) == NULL)
-		return NULL;
-	if (pthread_setspecific(handle_key, h) != 0) {
-		curl_easy_cleanup(h);
-		return NULL;
-	}
-	return h;
+	return sh;
 }
 
 void httpc_reply_init(struct httpc_reply *res)
@@ -429,7 +432,9 @@ void httpc_reply_clear(struct httpc_reply *res)
 }
 
 struct hsink {
-	struct httpc_reply *res;
+	struct httpc_reply *res;      /* NULL once the final headers are in */
+	long code;                    /* of the response whose headers are arriving */
+	bool final;                   /* the final (non-1xx) response's headers ended */
 	bool nomem;
 };
 
@@ -440,8 +445,22 @@ static size_t header_cb(char *ptr, size_t size, size_t nitems, void *userdata)
 	struct hsink *s = userdata;
 	size_t n = size * nitems, nl, vl;
 	const char *colon;
+	if (s->res == NULL)
+		return n;                         /* trailers: ignored */
 	if (n >= 5 && memcmp(ptr, "HTTP/", 5) == 0) {
+		const char *sp = memchr(ptr, ' ', n);
+		s->code = 0;
+		for (const char *d = sp ? sp + 1 : ptr + n; d < ptr + n && *d >= '0' && *d <= '9'; d++)
+			s->code = s->code * 10 + (*d - '0');
 		reply_headers_clear(s->res);
+		return n;
+	}
+	if ((n == 2 && ptr[0] == '\r' && ptr[1] == '\n') || (n == 1 && ptr[0] == '\n')) {
+		if (s->code >= 200) {
+			s->res->status = s->code;
+			s->final = true;
+			s->res = NULL;
+		}
 		return n;
 	}
 	if (n > HTTPC_MAX_HEADER_LINE || s->res->nheaders == HTTPC_MAX_REPLY_HEADERS)
@@ -480,55 +499,94 @@ static bool method_ok(const char *m)
 	return false;
 }
 
-enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *res)
-{
-	enum cs_err e = CS_EINVAL;
-	CURLU *u = NULL;
-	CURL *h = NULL;
-	struct curl_slist *hdrs = NULL;
-	struct sink sink;
-	struct hsink hs;
-	CURLcode rc;
-	bool setup_ok;
-	size_t cap;
+struct httpc_stream {
+	CURLM             *multi;
+	CURL              *h;
+	CURLU             *u;
+	struct curl_slist *hdrs;         /* the provider token is one of these lines */
+	struct buf         pending;      /* body bytes received and not yet read */
+	size_t             off;          /* read position in pending */
+	size_t             total, cap;   /* body bytes received; the cap on them */
+	struct hsink       hs;
+	bool               too_big, nomem, done;
+	CURLcode           rc;           /* the transfer's result once done */
+};
 
-	if (res == NULL)
-		return CS_EINVAL;
-	httpc_reply_init(res);
-	if (rq == NULL || rq->method == NULL || !method_ok(rq->method))
-		goto out;
-	cap = rq->max_body ? rq->max_body : HTTPC_MAX_RESPONSE;
-	res->body.max = cap;
-	sink.body = &res->body;
-	sink.too_big = sink.nomem = false;
-	hs.res = res;
-	hs.nomem = false;
-	if ((u = url_parse_allowed(rq->url)) == NULL)
-		goto out;
-	/* "Expect:" off: a 100-continue round trip buys nothing here. */
-	e = CS_ENOMEM;
-	if ((hdrs = curl_slist_append(NULL, "Expect:")) == NULL)
-		goto out;
-	for (size_t i = 0; rq->headers && rq->headers[i]; i++) {
-		/* SECURITY: a header line with CR or LF would smuggle another header. */
-		if (strpbrk(rq->headers[i], "\r\n") != NULL) {
-			e = CS_EINVAL;
-			goto out;
-		}
-		struct curl_slist *t = curl_slist_append(hdrs, rq->headers[i]);
-		if (t == NULL)
-			goto out;
-		hdrs = t;
+static size_t stream_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct httpc_stream *s = userdata;
+	size_t n = size * nmemb;              /* size is always 1 for curl */
+	if (n > s->cap - s->total) {
+		s->too_big = true;
+		return 0;                         /* 0 aborts the transfer */
 	}
-	if ((h = thread_handle()) == NULL)
-		goto out;
-	e = CS_EIO;
-	setup_ok = curl_easy_setopt(h, CURLOPT_CURLU, u) == CURLE_OK &&
+	if (body_append(&s->pending, ptr, n) != CS_OK) {
+		s->nomem = true;
+		return 0;
+	}
+	s->total += n;
+	return n;
+}
+
+static enum cs_err stream_result(const struct httpc_stream *s)
+{
+	if (s->too_big || s->rc == CURLE_FILESIZE_EXCEEDED)
+		return CS_ETOOBIG;
+	if (s->nomem || s->hs.nomem)
+		return CS_ENOMEM;
+	if (s->rc == CURLE_OPERATION_TIMEDOUT)
+		return CS_EBUSY;
+	return s->rc == CURLE_OK ? CS_OK : CS_EIO;
+}
+
+/* One step of the transfer: whatever is ready is read, then a wait of at most a
+ * second for more (curl enforces the request's timeouts itself). */
+static enum cs_err stream_step(struct httpc_stream *s)
+{
+	int running = 0, left = 0;
+	CURLMsg *msg;
+	if (curl_multi_perform(s->multi, &running) != CURLM_OK)
+		return CS_EIO;
+	while ((msg = curl_multi_info_read(s->multi, &left)) != NULL)
+		if (msg->msg == CURLMSG_DONE) {
+			s->rc = msg->data.result;
+			s->done = true;
+		}
+	if (s->done || running == 0) {
+		s->done = true;
+		return CS_OK;
+	}
+	if (s->pending.len > s->off)
+		return CS_OK;
+	return curl_multi_poll(s->multi, NULL, 0, 1000, NULL) == CURLM_OK ? CS_OK : CS_EIO;
+}
+
+void httpc_stream_close(struct httpc_stream *s)
+{
+	if (s == NULL)
+		return;
+	if (s->multi != NULL && s->h != NULL)
+		curl_multi_remove_handle(s->multi, s->h);
+	if (s->h != NULL)
+		curl_easy_cleanup(s->h);       /* its connection stays in the thread's share */
+	if (s->multi != NULL)
+		curl_multi_cleanup(s->multi);
+	curl_url_cleanup(s->u);
+	slist_wipe_free(s->hdrs);
+	buf_wipe_clear(&s->pending);
+	free(s);
+}
+
+static bool stream_setup(struct httpc_stream *s, const struct httpc_request *rq, CURLSH *sh)
+{
+	CURL *h = s->h;
+	bool ok = curl_easy_setopt(h, CURLOPT_CURLU, s->u) == CURLE_OK &&
 #if LIBCURL_VERSION_NUM >= 0x075500
 	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
 #else
 	    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK &&
 #endif
+	    curl_easy_setopt(h, CURLOPT_SHARE, sh) == CURLE_OK &&
 	    /* SECURITY: no redirects, timeouts, TLS peer and host verification on. */
 	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT,
@@ -538,52 +596,129 @@ enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *re
 	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
-	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)cap) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s->cap) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) == CURLE_OK &&
-	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK &&
-	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb) == CURLE_OK &&
-	    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, s->hdrs) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stream_write_cb) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, s) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb) == CURLE_OK &&
-	    curl_easy_setopt(h, CURLOPT_HEADERDATA, &hs) == CURLE_OK;
-	if (setup_ok) {
+	    curl_easy_setopt(h, CURLOPT_HEADERDATA, &s->hs) == CURLE_OK;
+	if (ok) {
 		if (strcmp(rq->method, "HEAD") == 0)
-			setup_ok = curl_easy_setopt(h, CURLOPT_NOBODY, 1L) == CURLE_OK;
+			ok = curl_easy_setopt(h, CURLOPT_NOBODY, 1L) == CURLE_OK;
 		else if (strcmp(rq->method, "GET") != 0)
-			setup_ok = curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method) == CURLE_OK;
+			ok = curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method) == CURLE_OK;
 	}
-	if (setup_ok && rq->body != NULL)
-		setup_ok = curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+	/* COPYPOSTFIELDS: the caller's body need not outlive this call. */
+	if (ok && rq->body != NULL)
+		ok = curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
 		        (curl_off_t)rq->body_len) == CURLE_OK &&
-		    curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body) == CURLE_OK;
-	if (!setup_ok)
+		    curl_easy_setopt(h, CURLOPT_COPYPOSTFIELDS, rq->body) == CURLE_OK;
+	return ok;
+}
+
+enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply *res,
+    struct httpc_stream **out)
+{
+	enum cs_err e = CS_EINVAL;
+	struct httpc_stream *s = NULL;
+	CURLSH *sh;
+
+	if (res == NULL || out == NULL)
+		return CS_EINVAL;
+	*out = NULL;
+	httpc_reply_init(res);
+	if (rq == NULL || rq->method == NULL || !method_ok(rq->method))
+		return CS_EINVAL;
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return CS_ENOMEM;
+	s->cap = rq->max_body ? rq->max_body : HTTPC_MAX_RESPONSE;
+	buf_init(&s->pending, s->cap);
+	s->hs.res = res;
+	if ((s->u = url_parse_allowed(rq->url)) == NULL)
 		goto out;
-	rc = curl_easy_perform(h);
-	if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
-		e = CS_ETOOBIG;
+	/* "Expect:" off: a 100-continue round trip buys nothing here. */
+	e = CS_ENOMEM;
+	if ((s->hdrs = curl_slist_append(NULL, "Expect:")) == NULL)
+		goto out;
+	for (size_t i = 0; rq->headers && rq->headers[i]; i++) {
+		/* SECURITY: a header line with CR or LF would smuggle another header. */
+		if (strpbrk(rq->headers[i], "\r\n") != NULL) {
+			e = CS_EINVAL;
+			goto out;
+		}
+		struct curl_slist *t = curl_slist_append(s->hdrs, rq->headers[i]);
+		if (t == NULL)
+			goto out;
+		s->hdrs = t;
+	}
+	if ((sh = thread_share()) == NULL || (s->h = curl_easy_init()) == NULL ||
+	    (s->multi = curl_multi_init()) == NULL)
+		goto out;
+	e = CS_EIO;
+	if (!stream_setup(s, rq, sh) || curl_multi_add_handle(s->multi, s->h) != CURLM_OK)
+		goto out;
+	/* Until the final headers and the first body bytes (or the end). */
+	while (!s->done && !(s->hs.final && s->pending.len > 0))
+		if ((e = stream_step(s)) != CS_OK)
+			goto out;
+	if (s->done && (e = stream_result(s)) != CS_OK)
+		goto out;
+	if (!s->hs.final) {
+		e = CS_EIO;                       /* no HTTP response at all */
 		goto out;
 	}
-	if (sink.nomem || hs.nomem) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	if (rc == CURLE_OPERATION_TIMEDOUT) {
-		e = CS_EBUSY;
-		goto out;
-	}
-	if (rc != CURLE_OK)
-		goto out;
-	if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->status) != CURLE_OK)
-		goto out;
-	if (res->body.data == NULL && (e = body_append(&res->body, "", 0)) != CS_OK)
-		goto out;
-	e = CS_OK;
+	*out = s;
+	return CS_OK;
 out:
-	if (h != NULL) {
-		/* Drop our pointers from the handle (the connection cache stays). */
-		curl_easy_reset(h);
+	s->hs.res = NULL;
+	httpc_stream_close(s);
+	httpc_reply_clear(res);
+	return e;
+}
+
+enum cs_err httpc_stream_read(struct httpc_stream *s, char *dst, size_t max, size_t *got)
+{
+	enum cs_err e;
+	*got = 0;
+	if (s == NULL || dst == NULL)
+		return CS_EINVAL;
+	while (s->off == s->pending.len) {
+		/* drained: the block is reused (and wiped when it grows) */
+		s->off = 0;
+		s->pending.len = 0;
+		if (s->done)
+			return stream_result(s);      /* CS_OK with *got == 0: the end */
+		if ((e = stream_step(s)) != CS_OK)
+			return e;
 	}
-	curl_url_cleanup(u);
-	slist_wipe_free(hdrs);                /* the provider token is one of these lines */
+	size_t n = s->pending.len - s->off;
+	if (n > max)
+		n = max;
+	memcpy(dst, s->pending.data + s->off, n);
+	s->off += n;
+	*got = n;
+	return CS_OK;
+}
+
+enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *res)
+{
+	struct httpc_stream *s = NULL;
+	char chunk[16384];
+	size_t got;
+	enum cs_err e = httpc_stream_open(rq, res, &s);
+	if (e != CS_OK)
+		return e;
+	res->body.max = s->cap;
+	do {
+		if ((e = httpc_stream_read(s, chunk, sizeof chunk, &got)) != CS_OK)
+			break;
+		e = body_append(&res->body, chunk, got);
+	} while (e == CS_OK && got > 0);
+	OPENSSL_cleanse(chunk, sizeof chunk);
+	httpc_stream_close(s);
+	if (e == CS_OK && res->body.data == NULL)
+		e = body_append(&res->body, "", 0);
 	if (e != CS_OK)
 		httpc_reply_clear(res);
 	return e;

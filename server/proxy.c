@@ -545,7 +545,7 @@ static bool in_list(const char *const *l, const char *name)
 
 /* One upstream call with token; lines[] is filled here and wiped after. */
 static enum cs_err forward(const struct http_request *req, const char *url, const char *token,
-    const char *body, size_t body_len, struct httpc_reply *res)
+    const char *body, size_t body_len, struct httpc_reply *res, struct httpc_stream **st)
 {
 	const char *lines[16] = { 0 };
 	char *own[16] = { 0 };
@@ -583,7 +583,7 @@ static enum cs_err forward(const struct http_request *req, const char *url, cons
 	{
 		struct httpc_request rq = { method, url, lines, body, body_len, PROXY_MAX_BODY,
 			PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
-		e = httpc_request(&rq, res);
+		e = httpc_stream_open(&rq, res, st);
 	}
 out:
 	buf_wipe_clear(&line);
@@ -593,6 +593,22 @@ out:
 			free(own[i]);
 		}
 	return e;
+}
+
+/* The upstream body, streamed to the gateway as it arrives (http.c, reply_stream). */
+static enum cs_err upstream_read(void *ctx, char *dst, size_t max, size_t *got)
+{
+	enum cs_err e = httpc_stream_read(ctx, dst, max, got);
+	if (e != CS_OK)
+		fprintf(stderr, "consentd: proxy: the upstream answer was cut: %s\n",
+		    e == CS_EBUSY ? "timeout" : e == CS_ETOOBIG ? "larger than the cap" :
+		    "transport error");
+	return e;
+}
+
+static void upstream_done(void *ctx)
+{
+	httpc_stream_close(ctx);
 }
 
 enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
@@ -607,6 +623,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	struct approval_answer aa;
 	struct vault_release tok;
 	struct httpc_reply up;
+	struct httpc_stream *st = NULL;
 	struct buf canon;
 	json_t *claims = NULL, *params = NULL;
 	char actor[300], why[160], detail[600], digest[APPROVAL_DIGEST_LEN + 1] = "";
@@ -761,15 +778,17 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	}
 	if ((e = proxy_url_build(r->base_url, act->route_path, &m, params, &url)) != CS_OK)
 		goto out;
-	e = forward(req, url, tok.access_token, fbody, fbody_len, &up);
+	e = forward(req, url, tok.access_token, fbody, fbody_len, &up, &st);
 	if (e == CS_OK && up.status == 401) {
 		/* One refresh and one retry: the provider may have revoked the token early. */
 		vault_release_clear(&tok);
 		enum cs_err e2 = vault_release_refreshed(app->vault, c, cfg, &k, act->name, actor,
 		    req->now, &tok);
 		if (e2 == CS_OK) {
+			httpc_stream_close(st);
+			st = NULL;
 			httpc_reply_clear(&up);
-			e = forward(req, url, tok.access_token, fbody, fbody_len, &up);
+			e = forward(req, url, tok.access_token, fbody, fbody_len, &up, &st);
 		}
 	}
 	count(act, e == CS_OK ? (int)up.status : e == CS_EBUSY ? 504 : 502);
@@ -812,9 +831,13 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		if (reply_header(rep, up.headers[i].name, up.headers[i].value) != CS_OK)
 			continue;     /* CR/LF or too many: dropped */
 	}
-	if ((e = buf_append(&rep->body, up.body.data, up.body.len)) != CS_OK)
-		goto out;
+	/* The body follows as it arrives, at most PROXY_MAX_BODY bytes. */
+	rep->stream.ctx = st;
+	rep->stream.read = upstream_read;
+	rep->stream.done = upstream_done;
+	st = NULL;
 out:
+	httpc_stream_close(st);
 	json_decref(claims);
 	json_decref(params);
 	scope_set_clear(&gs);

@@ -38,6 +38,9 @@ void reply_clear(struct http_reply *r)
 		free(r->headers[i].value);
 	}
 	r->nheaders = 0;
+	if (r->stream.done != NULL && r->stream.ctx != NULL)
+		r->stream.done(r->stream.ctx);
+	memset(&r->stream, 0, sizeof r->stream);
 }
 
 /* Empties a reply a handler may have half-filled, keeping nothing of it. */

@@ -655,7 +655,21 @@ START_TEST(test_config_route_checks)
 	expect_error(R "route = GET /x/../y\n", NULL, "route: the path must not contain empty, '.' or '..'");
 	expect_error(R "route = GET /x?y=1\n", NULL, "route: the path must be printable ASCII");
 	expect_error(R "route = GET /x/{id}\n[action.n.b]\nscope = r\nroute = GET /x/{id}\n", NULL,
-	    "x.conf:17: route: same route as [action.n.a]");
+	    "x.conf:17: route: overlaps the route of [action.n.a]: one request could match both");
+	/* Overlapping, not only equal: a literal and a capture at one position. */
+	expect_error(R "route = GET /x/{id}/y\n[action.n.b]\nscope = r\nroute = GET /x/me/{z}\n", NULL,
+	    "x.conf:17: route: overlaps the route of [action.n.a]");
+	expect_error(R "route = GET /{a}\n[action.n.b]\nscope = r\nroute = GET /x\n", NULL,
+	    "x.conf:17: route: overlaps the route of [action.n.a]");
+	/* A capture is a whole segment. */
+	expect_error(R "route = GET /x/a{id}\n", NULL, "route: a capture must be a whole segment");
+	expect_error(R "route = GET /x/{id}.json\n", NULL, "route: a capture must be a whole segment");
+	/* Not overlapping: another method, another literal, another number of segments. */
+	struct config *c2 = expect_ok(R "route = GET /x/{id}\n[action.n.b]\nscope = r\n"
+	    "route = POST /x/{id}\n[action.n.c]\nscope = r\nroute = GET /y/{id}\n"
+	    "[action.n.d]\nscope = r\nroute = GET /x/{id}/z\n[action.n.e]\nscope = r\nroute = GET /x\n",
+	    NULL);
+	config_free(c2);
 	struct config *c = expect_ok(R "route = DELETE /notes/{id}/tags/{tag_2}\n", NULL);
 	const struct config_action *a = config_action(c, "n", "a");
 	ck_assert_str_eq(a->route_method, "DELETE");
