@@ -153,6 +153,23 @@ test('oversized headers are refused without crashing the server', async () => {
   assert.equal((await fetch(`${c.url}/healthz`)).status, 200);
 });
 
+test('a header line that is not name: value (obs-fold, a name with spaces or a colon) -> 400 on any route', async () => {
+  const cases = [
+    ['obs-fold', 'GET /healthz HTTP/1.1\r\nHost: x\r\nAccept: text/html\r\n X-Folded: 1\r\nConnection: close\r\n\r\n'],
+    ['a space in a name', 'GET /healthz HTTP/1.1\r\nHost: x\r\nX Bad: 1\r\nConnection: close\r\n\r\n'],
+    ['obs-fold with a tab, before a body', 'POST /token HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n'
+      + '\tX-Folded: 1\r\nContent-Length: 3\r\nConnection: close\r\n\r\na=b'],
+  ];
+  for (const [label, bytes] of cases) {
+    const raw = await rawRequest(c.port, bytes);
+    assert.match(raw, /^HTTP\/1\.1 400/, label);
+  }
+  const tok = await rawRequest(c.port, cases[2][1]);
+  assert.match(tok, /"error":\s*"invalid_request"/, 'an OAuth endpoint answers RFC 6749 JSON');
+  // A normal request on the same server still works.
+  assert.equal((await fetch(`${c.url}/healthz`)).status, 200);
+});
+
 test('access log: one JSON line per request with a request id, never the query string', async () => {
   const res = await fetch(`${c.url}/healthz?code=SECRET-CODE-123&state=zzz`);
   const rid = res.headers.get('x-request-id');

@@ -11,7 +11,8 @@
 //                                // from then on, a bearer token must be active at the provider
 //                                //   (RFC 7662, tests/lib/downstream.js introspect) or -> 401
 //   rec.mode(path, m)            // for that exact raw path: 'normal' (default), 'redirect',
-//                                //   'hang' or 'unauthorized-once'
+//                                //   'hang', 'unauthorized-once', 'stream', 'huge' or 'huge-chunked'
+//   rec.release(path)            // lets a 'stream' answer at that path send its second part
 //   await rec.stop()
 //
 // Modes:
@@ -22,6 +23,11 @@
 //   hang               reads the request and never answers (until stop)
 //   unauthorized-once  the first request at that path gets 401 WWW-Authenticate: Bearer
 //                      error="invalid_token"; later ones are normal
+//   stream             200 text/plain without Content-Length (chunked): "first part\n" at
+//                      once, "second part\n" only after rec.release(path), then the end; so a
+//                      client sees the first part before the second only if the proxy streams
+//   huge               200 with Content-Length: 2 MiB of 'x' (past consentd's 1 MiB cap)
+//   huge-chunked       the same 2 MiB, chunked, without Content-Length
 import { createServer } from 'node:http';
 import { introspect } from './downstream.js';
 
@@ -30,6 +36,7 @@ export async function startRecorder({ port = 0 } = {}) {
   const modes = new Map();
   const unauthorizedDone = new Set();
   const hanging = new Set();
+  const releases = new Map();   // path -> resolve() of a waiting 'stream' answer
   let check = null;
   const rec = {};
 
@@ -54,6 +61,26 @@ export async function startRecorder({ port = 0 } = {}) {
       const mode = modes.get(entry.path) || 'normal';
       if (mode === 'hang') {
         hanging.add(res);
+        return;
+      }
+      if (mode === 'stream') {
+        entry.status = 200;
+        res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'x-recorder': 'stream' });
+        res.write('first part\n');
+        await new Promise((resolve) => releases.set(entry.path, resolve));
+        res.end('second part\n');
+        return;
+      }
+      if (mode === 'huge' || mode === 'huge-chunked') {
+        const total = 2 * 1024 * 1024;
+        entry.status = 200;
+        res.writeHead(200, { 'content-type': 'text/plain', ...(mode === 'huge' ? { 'content-length': total } : {}) });
+        const block = Buffer.alloc(64 * 1024, 'x');
+        for (let sent = 0; sent < total; sent += block.length) {
+          if (!res.write(block)) await new Promise((resolve) => { res.once('drain', resolve); res.once('close', resolve); });
+          if (res.destroyed) return;
+        }
+        res.end();
         return;
       }
       if (mode === 'redirect') {
@@ -105,11 +132,21 @@ export async function startRecorder({ port = 0 } = {}) {
       check = { introspectionEndpoint, clientId, clientSecret, audience };
     },
     mode(path, m) {
-      if (!['normal', 'redirect', 'hang', 'unauthorized-once'].includes(m)) throw new Error(`mode ${m}`);
+      if (!['normal', 'redirect', 'hang', 'unauthorized-once', 'stream', 'huge', 'huge-chunked'].includes(m)) {
+        throw new Error(`mode ${m}`);
+      }
       modes.set(path, m);
       unauthorizedDone.delete(path);
     },
+    release(path) {
+      const r = releases.get(path);
+      if (!r) return false;
+      releases.delete(path);
+      r();
+      return true;
+    },
     async stop() {
+      for (const r of releases.values()) r();
       for (const r of hanging) { try { r.destroy(); } catch { /* gone */ } }
       server.closeAllConnections?.();
       await new Promise((resolve) => { server.close(() => resolve()); });
