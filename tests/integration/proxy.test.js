@@ -272,6 +272,23 @@ test('list_issues passes through: the provider token goes upstream, the gateway\
   assert.equal(r.headers['set-cookie'], undefined, 'no cookie set on the gateway');
 });
 
+test('consecutive proxied calls reuse upstream connections', async () => {
+  const n = rec.seen.length;
+  const calls = 8;
+  for (let i = 0; i < calls; i++) {
+    const r = await proxy(`/repos/o/reuse${i}/issues`, { grant: alice.grant });
+    assert.equal(r.status, 200, r.text);
+  }
+  const ups = rec.since(n);
+  assert.equal(ups.length, calls);
+  // Each gateway call is a new connection to consentd and may land on any worker thread; the
+  // upstream connections are cached per thread, so at most one new one per worker.
+  const distinct = new Set(ups.map((e) => e.socket)).size;
+  // eslint-disable-next-line no-console
+  console.log(`# proxy: ${calls} calls used ${distinct} upstream connection(s)`);
+  assert.ok(distinct < calls, `no connection reused: ${distinct} connections for ${calls} calls`);
+});
+
 test('the token exchange for the proxy-only resource is refused (token_release = never)', async () => {
   const r = await v.release(alice.grant, 'list_issues');
   assert.equal(r.status, 400, r.text);
@@ -692,6 +709,7 @@ test('an upstream answer past the 1 MiB cap: 502 when its length is announced, c
       host: u.hostname, port: u.port, method: 'GET', path: '/proxy/ghproxy/repos/o/hugec/issues', agent: false,
       headers: { authorization: GW_AUTH, 'consentd-grant': alice.grant },
     }, (resp) => {
+      assert.ok(rec.release('/repos/o/hugec/issues'), 'the upstream was waiting');
       let bytes = 0;
       let complete = false;
       resp.on('data', (c) => { bytes += c.length; });
@@ -703,8 +721,9 @@ test('an upstream answer past the 1 MiB cap: 502 when its length is announced, c
     rq.on('error', (e) => (e.code === 'ECONNRESET' ? null : reject(e)));
     rq.end();
   });
-  // The status went out with the first bytes; past the cap the connection is cut, so the
-  // gateway sees an incomplete chunked body, never more than the cap.
+  // The status went out with the first 64 KiB (the upstream sends the rest only once the
+  // gateway has it); past the cap the connection is cut: an incomplete chunked body, never
+  // more than the cap.
   assert.equal(res.status, 200);
   assert.equal(res.complete, false, 'an answer past the cap must not look complete');
   assert.ok(res.bytes <= 1024 * 1024, `at most the cap: ${res.bytes}`);

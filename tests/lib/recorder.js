@@ -4,7 +4,8 @@
 //
 //   const rec = await startRecorder({ port = 0 });
 //   rec.url                      // http://127.0.0.1:PORT
-//   rec.seen                     // [{ method, url, path, query, headers, rawHeaders, body, status }]
+//   rec.seen                     // [{ method, url, path, query, headers, rawHeaders, body, status,
+//                                //    socket }]  socket: a number per TCP connection (reuse)
 //                                //   url: the request target as sent (raw), path: its raw path
 //   rec.since(n)                 // rec.seen.slice(n)
 //   rec.introspectWith({ introspectionEndpoint, clientId, clientSecret, audience })
@@ -27,7 +28,8 @@
 //                      once, "second part\n" only after rec.release(path), then the end; so a
 //                      client sees the first part before the second only if the proxy streams
 //   huge               200 with Content-Length: 2 MiB of 'x' (past consentd's 1 MiB cap)
-//   huge-chunked       the same 2 MiB, chunked, without Content-Length
+//   huge-chunked       the same 2 MiB, chunked, without Content-Length: the first 64 KiB at
+//                      once, the rest after rec.release(path)
 import { createServer } from 'node:http';
 import { introspect } from './downstream.js';
 
@@ -37,6 +39,8 @@ export async function startRecorder({ port = 0 } = {}) {
   const unauthorizedDone = new Set();
   const hanging = new Set();
   const releases = new Map();   // path -> resolve() of a waiting 'stream' answer
+  const sockets = new WeakMap(); // socket -> its number, to see connection reuse
+  let nsockets = 0;
   let check = null;
   const rec = {};
 
@@ -46,8 +50,10 @@ export async function startRecorder({ port = 0 } = {}) {
     const entry = {
       method: req.method, url: target, path: q < 0 ? target : target.slice(0, q),
       query: q < 0 ? null : target.slice(q + 1), headers: { ...req.headers },
-      rawHeaders: [...req.rawHeaders], body: null, status: 0, introspection: null,
+      rawHeaders: [...req.rawHeaders], body: null, status: 0, introspection: null, socket: 0,
     };
+    if (!sockets.has(req.socket)) sockets.set(req.socket, ++nsockets);
+    entry.socket = sockets.get(req.socket);
     seen.push(entry);
     const reply = (status, obj, headers = {}) => {
       entry.status = status;
@@ -79,6 +85,9 @@ export async function startRecorder({ port = 0 } = {}) {
         for (let sent = 0; sent < total; sent += block.length) {
           if (!res.write(block)) await new Promise((resolve) => { res.once('drain', resolve); res.once('close', resolve); });
           if (res.destroyed) return;
+          // huge-chunked: the rest only after rec.release(path), so that the status has
+          // gone out before the cap is passed.
+          if (sent === 0 && mode === 'huge-chunked') await new Promise((resolve) => releases.set(entry.path, resolve));
         }
         res.end();
         return;
