@@ -59,7 +59,10 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 
 /* Proxied calls so far for (resource, action) (in-memory, since start). */
 unsigned long proxy_count(const char *resource, const char *action);
-/* GET /metrics: consentd_proxy_requests_total{resource,action,status} in the
- * Prometheus text format (status 504 for a timeout, 502 for no answer). */
+/* GET /metrics, with the gateway's Basic authentication (as at /token), in the
+ * Prometheus text format: consentd_proxy_requests_total{resource,action,status}
+ * for calls forwarded upstream (status 504 for a timeout, 502 for no answer) and
+ * consentd_proxy_refused_total{resource,action,reason,status} for calls with a
+ * valid grant refused before the upstream (action "" when no route matched). */
 enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
 #endif

@@ -367,33 +367,61 @@ out:
 /* --- counters ------------------------------------------------------------ */
 
 #define PROXY_COUNTERS 512
-struct counter { const struct config_action *action; int status; unsigned long n; };
+/* reason NULL: forwarded (status = the upstream's, 504/502 for none); else refused
+ * by consentd (status = consentd's answer; action NULL when no route matched). */
+struct counter {
+	const char *resource;
+	const struct config_action *action;
+	const char *reason;
+	int status;
+	unsigned long n;
+};
 static struct counter counters[PROXY_COUNTERS];
 static pthread_mutex_t counters_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Actions live as long as the configuration: their address is the key.  A
- * full table stops counting new (action, status) pairs rather than grow. */
-static void count(const struct config_action *a, int status)
+/* The configuration's strings and actions live as long as the process: their
+ * addresses are the key.  A full table stops counting new keys rather than grow. */
+static void count_key(const char *resource, const struct config_action *a, const char *reason,
+    int status)
 {
+	if (resource == NULL)
+		return;
 	pthread_mutex_lock(&counters_mu);
 	for (size_t i = 0; i < PROXY_COUNTERS; i++) {
-		if ((counters[i].action == a && counters[i].status == status) ||
-		    counters[i].action == NULL) {
-			counters[i].action = a;
-			counters[i].status = status;
-			counters[i].n++;
-			break;
+		struct counter *k = &counters[i];
+		if (k->resource == NULL) {
+			k->resource = resource;
+			k->action = a;
+			k->reason = reason;
+			k->status = status;
+		} else if (k->resource != resource || k->action != a || k->reason != reason ||
+		    k->status != status) {
+			continue;
 		}
+		k->n++;
+		break;
 	}
 	pthread_mutex_unlock(&counters_mu);
+}
+
+static void count(const struct config_action *a, int status)
+{
+	count_key(a->resource, a, NULL, status);
+}
+
+static void count_refused(const struct config_resource *r, const struct config_action *a,
+    const char *reason, int status)
+{
+	count_key(r ? r->id : NULL, a, reason, status);
 }
 
 unsigned long proxy_count(const char *resource, const char *action)
 {
 	unsigned long n = 0;
 	pthread_mutex_lock(&counters_mu);
-	for (size_t i = 0; i < PROXY_COUNTERS && counters[i].action != NULL; i++)
-		if (strcmp(counters[i].action->resource, resource) == 0 &&
+	for (size_t i = 0; i < PROXY_COUNTERS && counters[i].resource != NULL; i++)
+		if (counters[i].reason == NULL && counters[i].action != NULL &&
+		    strcmp(counters[i].resource, resource) == 0 &&
 		    strcmp(counters[i].action->name, action) == 0)
 			n += counters[i].n;
 	pthread_mutex_unlock(&counters_mu);
@@ -415,24 +443,47 @@ static enum cs_err label(struct buf *b, const char *v)
 	return e;
 }
 
+static enum cs_err metric_lines(struct buf *b, bool refused)
+{
+	enum cs_err e = CS_OK;
+	for (size_t i = 0; e == CS_OK && i < PROXY_COUNTERS && counters[i].resource != NULL; i++) {
+		const struct counter *k = &counters[i];
+		if ((k->reason != NULL) != refused)
+			continue;
+		if ((e = buf_printf(b, "consentd_proxy_%s_total{resource=\"",
+		    refused ? "refused" : "requests")) != CS_OK ||
+		    (e = label(b, k->resource)) != CS_OK ||
+		    (e = buf_puts(b, "\",action=\"")) != CS_OK ||
+		    (e = label(b, k->action ? k->action->name : "")) != CS_OK)
+			break;
+		if (refused && ((e = buf_puts(b, "\",reason=\"")) != CS_OK ||
+		    (e = label(b, k->reason)) != CS_OK))
+			break;
+		e = buf_printf(b, "\",status=\"%d\"} %lu\n", k->status, k->n);
+	}
+	return e;
+}
+
 enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep)
 {
 	enum cs_err e;
-	(void)req;
+	/* The counts name resources and actions: for the gateway (or its scraper). */
+	if (!gateway_authenticate(req, rep))
+		return CS_OK;
 	buf_reset(&rep->body);
 	e = buf_puts(&rep->body, "# HELP consentd_proxy_requests_total Proxied calls forwarded "
-	    "upstream, by resource, action and status (0: no answer).\n"
-	    "# TYPE consentd_proxy_requests_total counter\n");
+	    "upstream, by resource, action and the upstream's status (504: no answer in time, "
+	    "502: none).\n# TYPE consentd_proxy_requests_total counter\n");
 	pthread_mutex_lock(&counters_mu);
-	for (size_t i = 0; e == CS_OK && i < PROXY_COUNTERS && counters[i].action != NULL; i++) {
-		if ((e = buf_puts(&rep->body, "consentd_proxy_requests_total{resource=\"")) != CS_OK ||
-		    (e = label(&rep->body, counters[i].action->resource)) != CS_OK ||
-		    (e = buf_puts(&rep->body, "\",action=\"")) != CS_OK ||
-		    (e = label(&rep->body, counters[i].action->name)) != CS_OK)
-			break;
-		e = buf_printf(&rep->body, "\",status=\"%d\"} %lu\n", counters[i].status,
-		    counters[i].n);
-	}
+	if (e == CS_OK)
+		e = metric_lines(&rep->body, false);
+	if (e == CS_OK)
+		e = buf_puts(&rep->body, "# HELP consentd_proxy_refused_total Proxied calls with a "
+		    "valid grant that consentd refused before the upstream, by resource, action (empty: "
+		    "no route), reason and consentd's status.\n"
+		    "# TYPE consentd_proxy_refused_total counter\n");
+	if (e == CS_OK)
+		e = metric_lines(&rep->body, true);
 	pthread_mutex_unlock(&counters_mu);
 	if (e != CS_OK)
 		return e;
@@ -491,6 +542,13 @@ static enum cs_err invalid_token(struct http_reply *rep, const char *desc)
 }
 
 /* Flow F's polling answers, as 403 (429 for too many pending). */
+/* The error each outcome answers, as the refusal reason in /metrics. */
+static const char *const approval_reasons[APPROVAL_OUTCOME__MAX] = {
+	[APPROVAL_NEEDED] = "approval_required", [APPROVAL_PENDING] = "authorization_pending",
+	[APPROVAL_SLOW_DOWN] = "slow_down", [APPROVAL_DENIED] = "access_denied",
+	[APPROVAL_EXPIRED] = "expired_token", [APPROVAL_TOO_MANY] = "too_many_pending_requests",
+};
+
 static enum cs_err approval_reply(struct http_reply *rep, const struct config *cfg,
     const struct approval_answer *a)
 {
@@ -688,6 +746,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		if ((e = paudit(c, actor, &k, "proxy.refused", "refused", detail, NULL, req->now))
 		    != CS_OK)
 			goto out;
+		count_refused(r, NULL, "no_route", 403);
 		e = reply_oauth_error(rep, 403, "access_denied", "no such route");
 		goto out;
 	}
@@ -701,6 +760,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		if ((e = paudit(c, actor, &k, "proxy.refused", "refused", detail, NULL, req->now))
 		    != CS_OK)
 			goto out;
+		count_refused(r, act, "scope", 403);
 		e = reply_oauth_error(rep, 403, "invalid_scope", "the action's scope is not in the grant");
 		goto out;
 	}
@@ -734,6 +794,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 			goto out;
 		e = approval_check(c, cfg, &k, act->name, canon.data, digest, actor, req->now, &aa);
 		if (e == CS_EPERM) {
+			count_refused(r, act, "consent_ended", 401);
 			e = invalid_token(rep, "the grant's consent has ended");
 			goto out;
 		}
@@ -741,6 +802,8 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 			goto out;
 		if (aa.outcome != APPROVAL_RELEASE) {
 			e = approval_reply(rep, cfg, &aa);
+			if (aa.outcome > APPROVAL_RELEASE && aa.outcome < APPROVAL_OUTCOME__MAX)
+				count_refused(r, act, approval_reasons[aa.outcome], rep->status);
 			goto out;
 		}
 		/* SECURITY: the approval is used up before the call, in its own
@@ -758,6 +821,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 			store_rollback(c);
 		}
 		if (e == CS_EPERM) {
+			count_refused(r, act, "approval_used", 403);
 			e = reply_oauth_error(rep, 403, "access_denied",
 			    "this approval was already used or is no longer valid");
 			goto out;

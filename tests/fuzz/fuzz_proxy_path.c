@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 	"[scope.gh.read]\n" \
 	"[action.gh.a]\nscope = read\nroute = GET /repos/{owner}/{repo}/issues\n" \
 	"[action.gh.b]\nscope = read\nroute = GET /x/{one}\n" \
-	"[action.gh.c]\nscope = read\nroute = GET /{any}/{two}\n"
+	"[action.gh.c]\nscope = read\nroute = GET /{any}/{two}/z\n"
 
 static struct config *cfg;
 

@@ -20,9 +20,9 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { connect as netConnect } from 'node:net';
 import canonicalize from 'canonicalize';
-import { startVaultStack, OriginJar, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
+import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
-import { consentdLogin, req, postForm } from '../lib/weblogin.js';
+import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
@@ -69,16 +69,8 @@ after(async () => {
 
 // --- helpers -------------------------------------------------------------------------
 
-const jars = new Map();
-async function jarOf(user) {
-  if (!jars.has(user)) {
-    const jar = new OriginJar();
-    const { final } = await consentdLogin({ url: v.url, user, password: `${user}-password`, jar });
-    assert.equal(final.status, 303, `login of ${user}`);
-    jars.set(user, jar);
-  }
-  return jars.get(user);
-}
+const signedIn = signedInJars();
+const jarOf = (user) => signedIn(v.url, user);
 
 // The person connects (user, coder, ghproxy) through consentd and the provider; the gateway
 // then gets a grant for grantScope.
@@ -730,4 +722,32 @@ test('an upstream answer past the 1 MiB cap: 502 when its length is announced, c
   // consentd still serves.
   const ok = await proxy('/repos/o/r/issues', { grant: alice.grant });
   assert.equal(ok.status, 200, ok.text);
+});
+
+test('/metrics: the gateway\'s credentials; forwarded calls by upstream status, refusals by reason', async () => {
+  const none = await call('/metrics');
+  assertOauthError(none, 401, 'invalid_client', '/metrics without credentials');
+  const wrong = await call('/metrics', { headers: { authorization: basicAuth('agent-gateway', 'wrong') } });
+  assertOauthError(wrong, 401, 'invalid_client', '/metrics with a wrong secret');
+  const m = await call('/metrics', { headers: { authorization: GW_AUTH } });
+  assert.equal(m.status, 200, m.text);
+  assert.match(m.headers['content-type'], /^text\/plain; version=0\.0\.4/);
+  const value = (name, labels) => {
+    const l = Object.entries(labels).map(([k, x]) => `${k}="${x}"`).join(',');
+    const line = m.text.split('\n').find((x) => x.startsWith(`${name}{${l}} `));
+    return line ? Number(line.split(' ').pop()) : 0;
+  };
+  // What the tests above did, at least: pass-through 200s, a 201 after an approval, a 302,
+  // a 504; refusals for approvals, unmapped paths and a scope outside the grant.
+  assert.ok(value('consentd_proxy_requests_total', { resource: 'ghproxy', action: 'list_issues', status: 200 }) >= 10, m.text);
+  assert.equal(value('consentd_proxy_requests_total', { resource: 'ghproxy', action: 'create_issue', status: 201 }), 1, m.text);
+  assert.equal(value('consentd_proxy_requests_total', { resource: 'ghproxy', action: 'list_issues', status: 302 }), 1, m.text);
+  assert.equal(value('consentd_proxy_requests_total', { resource: 'ghproxy', action: 'list_issues', status: 504 }), 1, m.text);
+  assert.ok(value('consentd_proxy_refused_total', { resource: 'ghproxy', action: 'create_issue', reason: 'approval_required', status: 403 }) >= 9, m.text);
+  assert.ok(value('consentd_proxy_refused_total', { resource: 'ghproxy', action: '', reason: 'no_route', status: 403 }) >= 5, m.text);
+  assert.ok(value('consentd_proxy_refused_total', { resource: 'ghproxy', action: 'create_issue', reason: 'scope', status: 403 }) >= 1, m.text);
+  // Counts only: no token, grant, path value or body.
+  assert.ok(!m.text.includes(alice.grant));
+  assert.ok(!m.text.includes(lastUpstreamToken()));
+  assert.ok(!/Proxy approval|repos\/o/.test(m.text));
 });

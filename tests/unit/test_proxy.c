@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "testutil.h"
+#include "app.h"
 #include "config.h"
 #include "proxy.h"
 
@@ -197,15 +198,34 @@ END_TEST
 
 START_TEST(test_proxy_metrics_format)
 {
+	struct config *cfg = load();
+	struct app app;
 	struct http_request req;
 	struct http_reply rep;
+	memset(&app, 0, sizeof app);
+	app.cfg = cfg;
 	memset(&req, 0, sizeof req);
+	req.app = &app;
+	/* Without the gateway's credentials, or with a wrong secret: 401 invalid_client. */
+	const char *bad[] = { NULL, "Basic YWdlbnQtZ2F0ZXdheTp3cm9uZw==", "Bearer x" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		reply_init(&rep);
+		req.authorization = bad[i];
+		ck_assert_int_eq(proxy_metrics(&req, &rep), CS_OK);
+		ck_assert_int_eq(rep.status, 401);
+		ck_assert_ptr_null(strstr(rep.body.data, "consentd_proxy"));
+		reply_clear(&rep);
+	}
+	/* agent-gateway:gateway-secret-0123456789 */
 	reply_init(&rep);
+	req.authorization = "Basic YWdlbnQtZ2F0ZXdheTpnYXRld2F5LXNlY3JldC0wMTIzNDU2Nzg5";
 	ck_assert_int_eq(proxy_metrics(&req, &rep), CS_OK);
 	ck_assert_int_eq(rep.status, 200);
 	ck_assert_ptr_nonnull(strstr(rep.body.data, "# TYPE consentd_proxy_requests_total counter\n"));
+	ck_assert_ptr_nonnull(strstr(rep.body.data, "# TYPE consentd_proxy_refused_total counter\n"));
 	ck_assert_uint_eq(proxy_count("gh", "list_issues"), 0);
 	reply_clear(&rep);
+	config_free(cfg);
 }
 END_TEST
 
