@@ -17,10 +17,9 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { spawnSync } from 'node:child_process';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
+import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { startConsentd, consentdBin } from '../lib/consentd.js';
 import { waitReady } from '../lib/stack.js';
-import { consentdLogin } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 import { getFreePort } from '../lib/ports.js';
 
@@ -75,7 +74,7 @@ async function waitFor(what, fn, ms) {
 }
 
 let v; let rport; let config; let c2; let rcv; let admin;
-const jars = new Map();
+const signedIn = signedInJars();
 
 before(async () => {
   rport = await getFreePort();
@@ -107,15 +106,7 @@ after(async () => {
   }
 });
 
-async function jarOf(user) {
-  if (!jars.has(user)) {
-    const jar = new OriginJar();
-    const { final } = await consentdLogin({ url: v.url, user, password: `${user}-password`, jar });
-    assert.equal(final.status, 303, `login of ${user}`);
-    jars.set(user, jar);
-  }
-  return jars.get(user);
-}
+const jarOf = (user) => signedIn(v.url, user);
 
 // The person approves (and connects at the provider where the resource has one); the
 // gateway then gets the grant.  -> { grant, refresh, cid, body }

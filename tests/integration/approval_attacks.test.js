@@ -20,9 +20,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
-import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
+import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { DEFAULT_USERS } from '../lib/idp.js';
-import { consentdLogin, req, postForm } from '../lib/weblogin.js';
+import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange, TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
@@ -50,18 +50,9 @@ after(async () => { await v?.stop(); });
 
 // --- helpers -------------------------------------------------------------------
 
-const jars = new Map();
 // One cookie jar per (stack, person), signed in to consentd.
-async function jarOf(s, user) {
-  const key = `${s.url} ${user}`;
-  if (!jars.has(key)) {
-    const jar = new OriginJar();
-    const { final } = await consentdLogin({ url: s.url, user, password: `${user}-password`, jar });
-    assert.equal(final.status, 303, `login of ${user}`);
-    jars.set(key, jar);
-  }
-  return jars.get(key);
-}
+const signedIn = signedInJars();
+const jarOf = (s, user) => signedIn(s.url, user);
 
 // The person connects (user, agent, github) for scope through consentd and the provider;
 // the gateway then gets a grant for grantScope (default: scope).

@@ -85,6 +85,22 @@ export async function startDownstreamIdp({
   };
 }
 
+// Cookie jars signed in to consentd, one per (consentd URL, person), made on first use:
+//   const jarOf = signedInJars();   const jar = await jarOf(url, 'alice');
+export function signedInJars() {
+  const jars = new Map();
+  return async (url, user) => {
+    const key = `${url} ${user}`;
+    if (!jars.has(key)) {
+      const jar = new OriginJar();
+      const { final } = await consentdLogin({ url, user, password: `${user}-password`, jar });
+      assert.equal(final.status, 303, `login of ${user}`);
+      jars.set(key, jar);
+    }
+    return jars.get(key);
+  };
+}
+
 // Cookies per origin: browsers do not separate cookies by port, but a plain HTTP client can,
 // which keeps the login IdP's and the downstream IdP's sessions apart.
 export class OriginJar {
