@@ -590,6 +590,17 @@ static enum cs_err bound_approval(const struct http_request *req, struct http_re
 	return CS_OK;
 }
 
+/* True for parameters built by the proxy from a request: {"path", "query", "body"}. */
+static bool proxy_shaped(const char *parameters)
+{
+	json_t *v = json_loads(parameters, JSON_REJECT_DUPLICATES, NULL);
+	bool yes = json_is_object(v) && json_object_size(v) == 3 &&
+	    json_is_object(json_object_get(v, "path")) &&
+	    json_is_object(json_object_get(v, "query")) && json_object_get(v, "body") != NULL;
+	json_decref(v);
+	return yes;
+}
+
 enum cs_err pages_approve_show(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
@@ -641,6 +652,18 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
+	}
+	/* A request made through the proxy (flow H): its method and route, from
+	 * consentd's configuration, above the path values, query and body. */
+	if (act != NULL && act->route_method != NULL && act->route_path != NULL &&
+	    proxy_shaped(a.parameters)) {
+		char line[600];
+		snprintf(line, sizeof line, "%s %s", act->route_method, act->route_path);
+		if (json_object_set_new(ctx, "request_line", json_string(line)) != 0 ||
+		    json_object_set_new(ctx, "proxied", json_true()) != 0) {
+			e = CS_ENOMEM;
+			goto out;
+		}
 	}
 	e = page_render(rep, 200, "approve.html", ctx, &s);
 out:
