@@ -85,6 +85,15 @@ struct approval_answer {             /* release with approval_answer_clear() */
 };
 void approval_answer_clear(struct approval_answer *a);
 
+struct http_reply;
+/* The OAuth error for an outcome other than APPROVAL_RELEASE: approval_required,
+ * authorization_pending or slow_down (with approval_request_id, approval_uri,
+ * expires_in and interval), access_denied or expired_token, all with status;
+ * too_many_pending_requests is always 429 with Retry-After.  status is 400 at
+ * the token endpoint (RFC 6749 section 5.2) and 403 at the proxy. */
+enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *cfg,
+    const struct approval_answer *a, int status) CS_MUST_CHECK;
+
 /* The polling state machine for one downstream-token call on live consent k
  * for action with canonical parameters (text) and digest, in one transaction
  * with audit entries.  An approval matches on (consent, action, digest); one

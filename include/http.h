@@ -102,6 +102,10 @@ void reply_clear(struct http_reply *r);
 enum cs_err reply_header(struct http_reply *r, const char *name, const char *value) CS_MUST_CHECK;
 /* Sets a JSON body (status, content type, no-store). */
 enum cs_err reply_json(struct http_reply *r, int status, const char *json) CS_MUST_CHECK;
+/* The same with v serialised compactly; takes v's reference (NULL: CS_ENOMEM) and
+ * wipes the serialised copy (token responses hold secrets). */
+struct json_t;
+enum cs_err reply_json_value(struct http_reply *r, int status, struct json_t *v) CS_MUST_CHECK;
 /* RFC 6749 §5.2 error: {"error":code,"error_description":desc}; desc may be NULL. */
 enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code,
     const char *desc) CS_MUST_CHECK;

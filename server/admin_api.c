@@ -36,21 +36,6 @@ bool admin_api_valid_limit(const char *v)
 
 /* --- replies ------------------------------------------------------------- */
 
-static enum cs_err reply_value(struct http_reply *rep, int status, json_t *v)
-{
-	char *s;
-	enum cs_err e;
-	if (v == NULL)
-		return CS_ENOMEM;
-	s = json_dumps(v, JSON_COMPACT);
-	json_decref(v);
-	if (s == NULL)
-		return CS_ENOMEM;
-	e = reply_json(rep, status, s);
-	free(s);
-	return e;
-}
-
 static enum cs_err api_error(struct http_reply *rep, int status, const char *code, const char *desc)
 {
 	return reply_error(rep, ROUTE_API, status, code, desc);
@@ -188,7 +173,7 @@ enum cs_err admin_api_consents(const struct http_request *req, struct http_reply
 	free(name);
 	if (e != CS_OK)
 		return domain_error(rep, e == CS_ENOENT ? CS_EINVAL : e, "The cursor is not valid.");
-	return reply_value(rep, 200, out);
+	return reply_json_value(rep, 200, out);
 }
 
 enum cs_err admin_api_consent(const struct http_request *req, struct http_reply *rep)
@@ -203,7 +188,7 @@ enum cs_err admin_api_consent(const struct http_request *req, struct http_reply 
 	e = c == NULL ? CS_EDB : admin_consent_show(c, req->captures[0], req->now, &out);
 	if (e != CS_OK)
 		return domain_error(rep, e, NULL);
-	return reply_value(rep, 200, out);
+	return reply_json_value(rep, 200, out);
 }
 
 enum cs_err admin_api_consent_revoke(const struct http_request *req, struct http_reply *rep)
@@ -233,7 +218,7 @@ enum cs_err admin_api_consent_revoke(const struct http_request *req, struct http
 	} else {
 		json_t *k = json_incref(json_object_get(out, "consent"));
 		json_decref(out);
-		e = reply_value(rep, 200, json_pack("{s:i, s:o}", "revoked", revoked, "consent", k));
+		e = reply_json_value(rep, 200, json_pack("{s:i, s:o}", "revoked", revoked, "consent", k));
 	}
 	json_decref(body);
 	return e;
@@ -275,7 +260,7 @@ enum cs_err admin_api_revocations(const struct http_request *req, struct http_re
 	    req->app->cfg->oidc_issuer, actor, reason, req->now, &count)) != CS_OK) {
 		e = domain_error(rep, e, "The revocation request is not valid.");
 	} else {
-		e = reply_value(rep, 200, json_pack("{s:I}", "revoked", (json_int_t)count));
+		e = reply_json_value(rep, 200, json_pack("{s:I}", "revoked", (json_int_t)count));
 	}
 	json_decref(body);
 	return e;
@@ -293,7 +278,7 @@ enum cs_err admin_api_requests(const struct http_request *req, struct http_reply
 	e = c == NULL ? CS_EDB : admin_pending(c, req->now, limit_of(req), &out);
 	if (e != CS_OK)
 		return domain_error(rep, e, "The limit is not valid.");
-	return reply_value(rep, 200, out);
+	return reply_json_value(rep, 200, out);
 }
 
 enum cs_err admin_api_audit(const struct http_request *req, struct http_reply *rep)
@@ -320,7 +305,7 @@ enum cs_err admin_api_audit(const struct http_request *req, struct http_reply *r
 	    limit_of(req), &out);
 	if (e != CS_OK)
 		return domain_error(rep, e, "The cursor is not valid.");
-	return reply_value(rep, 200, out);
+	return reply_json_value(rep, 200, out);
 }
 
 enum cs_err admin_api_events(const struct http_request *req, struct http_reply *rep)
@@ -350,7 +335,7 @@ enum cs_err admin_api_events(const struct http_request *req, struct http_reply *
 		e = CS_ENOMEM;
 		goto out;
 	}
-	e = reply_value(rep, 200, out);
+	e = reply_json_value(rep, 200, out);
 	out = NULL;
 out:
 	json_decref(items);

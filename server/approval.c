@@ -10,6 +10,7 @@
 #include <openssl/sha.h>
 
 #include "approval.h"
+#include "http.h"
 #include "audit.h"
 #include "store_approval.h"
 
@@ -644,4 +645,40 @@ out:
 	approval_list_free(v, i);
 	store_approval_rows_free(rows, nrows);
 	return e;
+}
+
+/* --- answers ------------------------------------------------------------- */
+
+enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *cfg,
+    const struct approval_answer *a, int status)
+{
+	char uri[600], ra[32];
+	json_t *v;
+	enum cs_err e;
+	switch (a->outcome) {
+	case APPROVAL_DENIED:
+		return reply_oauth_error(rep, status, "access_denied", "the person denied this action");
+	case APPROVAL_EXPIRED:
+		return reply_oauth_error(rep, status, "expired_token",
+		    "the approval request expired; the next call starts a new one");
+	case APPROVAL_TOO_MANY:
+		snprintf(ra, sizeof ra, "%lld", (long long)(a->retry_after > 0 ? a->retry_after : 1));
+		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
+		    "this person has too many pending approvals");
+		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
+	default:
+		break;
+	}
+	v = json_pack("{s:s}", "error", a->outcome == APPROVAL_NEEDED ? "approval_required" :
+	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending");
+	if (v == NULL)
+		return CS_ENOMEM;
+	if (a->approval_id) {
+		snprintf(uri, sizeof uri, "%s/approve/%s", cfg->public_url, a->approval_id);
+		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
+		json_object_set_new(v, "approval_uri", json_string(uri));
+		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
+		json_object_set_new(v, "interval", json_integer(a->interval));
+	}
+	return reply_json_value(rep, status, v);
 }

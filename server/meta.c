@@ -9,18 +9,10 @@
 #include "meta.h"
 #include "template.h"
 
-static enum cs_err reply_json_value(struct http_reply *rep, int status, json_t *v, int max_age)
+/* A JSON reply that caches for max_age seconds (< 0: no-store). */
+static enum cs_err reply_cached(struct http_reply *rep, int status, json_t *v, int max_age)
 {
-	char *s;
-	enum cs_err e;
-	if (v == NULL)
-		return CS_ENOMEM;
-	s = json_dumps(v, JSON_COMPACT);
-	json_decref(v);
-	if (s == NULL)
-		return CS_ENOMEM;
-	e = reply_json(rep, status, s);
-	free(s);
+	enum cs_err e = reply_json_value(rep, status, v);
 	rep->cache_max_age = max_age;
 	return e;
 }
@@ -46,7 +38,7 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 	    "token_endpoint_auth_methods_supported", "client_secret_basic",
 	    "introspection_endpoint_auth_methods_supported", "client_secret_basic",
 	    "revocation_endpoint_auth_methods_supported", "client_secret_basic");
-	return reply_json_value(rep, 200, m, 300);
+	return reply_cached(rep, 200, m, 300);
 }
 
 enum cs_err meta_jwks(const struct http_request *req, struct http_reply *rep)
@@ -81,7 +73,7 @@ enum cs_err meta_readyz(const struct http_request *req, struct http_reply *rep)
 	int ok = db_ok && keys_ok && idp_ok;
 	json_t *v = json_pack("{s:s, s:{s:b, s:b, s:b}}", "status", ok ? "ready" : "unready",
 	    "checks", "database", db_ok, "signing_key", keys_ok, "identity_provider", idp_ok);
-	return reply_json_value(rep, ok ? 200 : 503, v, -1);
+	return reply_cached(rep, ok ? 200 : 503, v, -1);
 }
 
 enum cs_err meta_stylesheet(const struct http_request *req, struct http_reply *rep)

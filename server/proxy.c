@@ -518,21 +518,6 @@ static enum cs_err paudit(struct store_conn *c, const char *actor, const struct 
 	return e;
 }
 
-static enum cs_err reply_value(struct http_reply *rep, int status, json_t *v)
-{
-	char *s;
-	enum cs_err e;
-	if (v == NULL)
-		return CS_ENOMEM;
-	s = json_dumps(v, JSON_COMPACT);
-	json_decref(v);
-	if (s == NULL)
-		return CS_ENOMEM;
-	e = reply_json(rep, status, s);
-	free(s);
-	return e;
-}
-
 static enum cs_err invalid_token(struct http_reply *rep, const char *desc)
 {
 	enum cs_err e = reply_oauth_error(rep, 401, "invalid_token", desc);
@@ -541,47 +526,12 @@ static enum cs_err invalid_token(struct http_reply *rep, const char *desc)
 	return e;
 }
 
-/* Flow F's polling answers, as 403 (429 for too many pending). */
 /* The error each outcome answers, as the refusal reason in /metrics. */
 static const char *const approval_reasons[APPROVAL_OUTCOME__MAX] = {
 	[APPROVAL_NEEDED] = "approval_required", [APPROVAL_PENDING] = "authorization_pending",
 	[APPROVAL_SLOW_DOWN] = "slow_down", [APPROVAL_DENIED] = "access_denied",
 	[APPROVAL_EXPIRED] = "expired_token", [APPROVAL_TOO_MANY] = "too_many_pending_requests",
 };
-
-static enum cs_err approval_reply(struct http_reply *rep, const struct config *cfg,
-    const struct approval_answer *a)
-{
-	char uri[600], ra[32];
-	json_t *v;
-	enum cs_err e;
-	switch (a->outcome) {
-	case APPROVAL_DENIED:
-		return reply_oauth_error(rep, 403, "access_denied", "the person denied this action");
-	case APPROVAL_EXPIRED:
-		return reply_oauth_error(rep, 403, "expired_token",
-		    "the approval request expired; the next call starts a new one");
-	case APPROVAL_TOO_MANY:
-		snprintf(ra, sizeof ra, "%lld", (long long)(a->retry_after > 0 ? a->retry_after : 1));
-		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
-		    "this person has too many pending approvals");
-		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
-	default:
-		break;
-	}
-	v = json_pack("{s:s}", "error", a->outcome == APPROVAL_NEEDED ? "approval_required" :
-	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending");
-	if (v == NULL)
-		return CS_ENOMEM;
-	if (a->approval_id) {
-		snprintf(uri, sizeof uri, "%s/approve/%s", cfg->public_url, a->approval_id);
-		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
-		json_object_set_new(v, "approval_uri", json_string(uri));
-		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
-		json_object_set_new(v, "interval", json_integer(a->interval));
-	}
-	return reply_value(rep, 403, v);
-}
 
 /* SECURITY: an allowlist -- Authorization, Cookie, Consentd-Grant and the
  * hop-by-hop headers are never among them. */
@@ -764,6 +714,12 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		e = reply_oauth_error(rep, 403, "invalid_scope", "the action's scope is not in the grant");
 		goto out;
 	}
+	/* SECURITY: a body on GET or HEAD would make libcurl send a POST, which is
+	 * another action than the one matched and approved. */
+	if ((req->method == HTTP_GET || req->method == HTTP_HEAD) && req->body_len > 0) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "a GET or HEAD request has no body");
+		goto out;
+	}
 	if (proxy_params_build(&m, req->query, req->content_type, req->body, req->body_len, &params,
 	    &status, why, sizeof why) != CS_OK) {
 		e = status == 500 ? CS_ENOMEM : reply_oauth_error(rep, status, "invalid_request", why);
@@ -801,7 +757,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		if (e != CS_OK)
 			goto out;
 		if (aa.outcome != APPROVAL_RELEASE) {
-			e = approval_reply(rep, cfg, &aa);
+			e = approval_answer_reply(rep, cfg, &aa, 403);
 			if (aa.outcome > APPROVAL_RELEASE && aa.outcome < APPROVAL_OUTCOME__MAX)
 				count_refused(r, act, approval_reasons[aa.outcome], rep->status);
 			goto out;
@@ -844,7 +800,9 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		goto out;
 	e = forward(req, url, tok.access_token, fbody, fbody_len, &up, &st);
 	if (e == CS_OK && up.status == 401) {
-		/* One refresh and one retry: the provider may have revoked the token early. */
+		/* One refresh and one retry: the provider may have revoked the token early
+		 * (at most one forced refresh a minute per connection: else the 401
+		 * goes back as it is). */
 		vault_release_clear(&tok);
 		enum cs_err e2 = vault_release_refreshed(app->vault, c, cfg, &k, act->name, actor,
 		    req->now, &tok);
@@ -894,6 +852,13 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		kept++;
 		if (reply_header(rep, up.headers[i].name, up.headers[i].value) != CS_OK)
 			continue;     /* CR/LF or too many: dropped */
+	}
+	/* RFC 9110 sections 15.3.5, 15.4.5, 9.3.2: a 204, a 304 and the answer to a
+	 * HEAD have no body -- and a chunked one would desynchronise the gateway's
+	 * connection. */
+	if (up.status == 204 || up.status == 304 || req->method == HTTP_HEAD) {
+		buf_reset(&rep->body);
+		goto out;
 	}
 	/* The body follows as it arrives, at most PROXY_MAX_BODY bytes. */
 	rep->stream.ctx = st;

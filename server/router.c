@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include "app.h"
 #include "http.h"
 #include "template.h"
@@ -76,6 +77,22 @@ enum cs_err reply_json(struct http_reply *r, int status, const char *json)
 	r->content_type = "application/json";
 	r->cache_max_age = -1;
 	return buf_puts(&r->body, json);
+}
+
+enum cs_err reply_json_value(struct http_reply *r, int status, json_t *v)
+{
+	char *s;
+	enum cs_err e;
+	if (v == NULL)
+		return CS_ENOMEM;
+	s = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	if (s == NULL)
+		return CS_ENOMEM;
+	e = reply_json(r, status, s);
+	OPENSSL_cleanse(s, strlen(s));
+	free(s);
+	return e;
 }
 
 enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code, const char *desc)

@@ -94,22 +94,6 @@ bool gateway_authenticate(const struct http_request *req, struct http_reply *rep
 
 /* --- helpers -------------------------------------------------------------- */
 
-static enum cs_err reply_value(struct http_reply *rep, int status, json_t *v)
-{
-	char *s;
-	enum cs_err e;
-	if (v == NULL)
-		return CS_ENOMEM;
-	s = json_dumps(v, JSON_COMPACT);
-	json_decref(v);
-	if (s == NULL)
-		return CS_ENOMEM;
-	e = reply_json(rep, status, s);
-	OPENSSL_cleanse(s, strlen(s));
-	free(s);
-	return e;
-}
-
 static size_t utf8_chars(const char *s)
 {
 	size_t n = 0;
@@ -162,7 +146,7 @@ static enum cs_err grant_reply(struct http_reply *rep, const struct grant_respon
 		json_decref(v);
 		return CS_ENOMEM;
 	}
-	return reply_value(rep, 200, v);
+	return reply_json_value(rep, 200, v);
 }
 
 static enum cs_err pending_reply(struct http_reply *rep, const struct config *cfg, const char *error,
@@ -181,7 +165,7 @@ static enum cs_err pending_reply(struct http_reply *rep, const struct config *cf
 		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
 		json_object_set_new(v, "interval", json_integer(a->interval));
 	}
-	return reply_value(rep, 400, v);
+	return reply_json_value(rep, 400, v);
 }
 
 /* --- flow A: a grant for a person's live consent ------------------------- */
@@ -402,40 +386,6 @@ static enum cs_err audit_refusal(struct store_conn *c, const char *actor, const 
 	return e;
 }
 
-static enum cs_err approval_reply(struct http_reply *rep, const struct config *cfg,
-    const struct approval_answer *a)
-{
-	char uri[600], ra[32];
-	json_t *v;
-	enum cs_err e;
-	switch (a->outcome) {
-	case APPROVAL_DENIED:
-		return reply_oauth_error(rep, 400, "access_denied", "the person denied this action");
-	case APPROVAL_EXPIRED:
-		return reply_oauth_error(rep, 400, "expired_token",
-		    "the approval request expired; the next call starts a new one");
-	case APPROVAL_TOO_MANY:
-		snprintf(ra, sizeof ra, "%lld", (long long)(a->retry_after > 0 ? a->retry_after : 1));
-		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
-		    "this person has too many pending approvals");
-		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
-	default:
-		break;
-	}
-	v = json_pack("{s:s}", "error", a->outcome == APPROVAL_NEEDED ? "approval_required" :
-	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending");
-	if (v == NULL)
-		return CS_ENOMEM;
-	if (a->approval_id) {
-		snprintf(uri, sizeof uri, "%s/approve/%s", cfg->public_url, a->approval_id);
-		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
-		json_object_set_new(v, "approval_uri", json_string(uri));
-		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
-		json_object_set_new(v, "interval", json_integer(a->interval));
-	}
-	return reply_value(rep, 400, v);
-}
-
 /* Flow D: a provider access token for one action, in exchange for a grant. */
 static enum cs_err exchange_for_provider_token(const struct http_request *req, struct http_reply *rep)
 {
@@ -545,7 +495,7 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 		if (e != CS_OK)
 			goto out;
 		if (aa.outcome != APPROVAL_RELEASE) {
-			e = approval_reply(rep, cfg, &aa);
+			e = approval_answer_reply(rep, cfg, &aa, 400);
 			goto out;
 		}
 	}
@@ -582,7 +532,7 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 			json_object_set_new(v, "authorization_details", json_pack("[{s:s, s:s, s:O, s:s}]",
 			    "type", "agent_action", "action", action, "parameters", params,
 			    "params_digest", digest));
-		e = reply_value(rep, 200, v);
+		e = reply_json_value(rep, 200, v);
 	} else if (e == CS_EPERM || e == CS_ENOENT) {
 		e = reply_oauth_error(rep, 400, "invalid_grant",
 		    "the provider connection is gone; ask for consent again to reconnect");
@@ -636,7 +586,7 @@ enum cs_err token_introspect(const struct http_request *req, struct http_reply *
 	app_keys_put(app);
 	if (e != CS_OK)
 		return e;
-	return reply_value(rep, 200, out);
+	return reply_json_value(rep, 200, out);
 }
 
 enum cs_err token_revoke(const struct http_request *req, struct http_reply *rep)
