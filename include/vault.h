@@ -102,7 +102,11 @@ enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct co
 
 /* The same, refreshing first whatever the expiry (one refresh, shared with a
  * concurrent one as above): for the proxy's single retry after the provider
- * answered 401.  Without a refresh token the stored access token is returned. */
+ * answered 401.  Without a refresh token the stored access token is returned.
+ * CS_EBUSY, and nothing refreshed, when the record changed less than
+ * VAULT_FORCED_REFRESH_MIN seconds ago: an upstream that answers 401 to every
+ * call must not turn each call into a refresh at the provider. */
+#define VAULT_FORCED_REFRESH_MIN 60
 enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
     const struct config *cfg, const struct consent *k, const char *action, const char *actor,
     int64_t now, struct vault_release *out) CS_MUST_CHECK;

@@ -1235,6 +1235,15 @@ static void check_route(struct ctx *c, const struct entry *e, const char *v, cha
 			    "stray '}'");
 			goto out;
 		}
+		if (ch == '%') {
+			err_e(c, e, "the path must not hold '%%': a literal segment is matched "
+			    "decoded and sent as written");
+			goto out;
+		}
+		if (ch == '/' && p[i + 1] == '\0' && i > 0) {
+			err_e(c, e, "the path must not end with '/' (a request path never does)");
+			goto out;
+		}
 		if (ch == '/' && (p[i + 1] == '/' ||
 		    (p[i + 1] == '.' && (p[i + 2] == '/' || p[i + 2] == '\0')) ||
 		    (p[i + 1] == '.' && p[i + 2] == '.' && (p[i + 3] == '/' || p[i + 3] == '\0')))) {

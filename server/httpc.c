@@ -450,7 +450,8 @@ static size_t header_cb(char *ptr, size_t size, size_t nitems, void *userdata)
 	if (n >= 5 && memcmp(ptr, "HTTP/", 5) == 0) {
 		const char *sp = memchr(ptr, ' ', n);
 		s->code = 0;
-		for (const char *d = sp ? sp + 1 : ptr + n; d < ptr + n && *d >= '0' && *d <= '9'; d++)
+		const char *d = sp ? sp + 1 : ptr + n;
+		for (int k = 0; k < 3 && d < ptr + n && *d >= '0' && *d <= '9'; k++, d++)
 			s->code = s->code * 10 + (*d - '0');
 		reply_headers_clear(s->res);
 		return n;
@@ -587,6 +588,9 @@ static bool stream_setup(struct httpc_stream *s, const struct httpc_request *rq,
 	    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK &&
 #endif
 	    curl_easy_setopt(h, CURLOPT_SHARE, sh) == CURLE_OK &&
+	    /* SECURITY: never through a proxy from the environment (http_proxy...):
+	     * the provider token goes to base_url and nowhere else. */
+	    curl_easy_setopt(h, CURLOPT_PROXY, "") == CURLE_OK &&
 	    /* SECURITY: no redirects, timeouts, TLS peer and host verification on. */
 	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT,
@@ -629,6 +633,9 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
 	*out = NULL;
 	httpc_reply_init(res);
 	if (rq == NULL || rq->method == NULL || !method_ok(rq->method))
+		return CS_EINVAL;
+	/* SECURITY: with a body libcurl turns GET into POST; HEAD has none either. */
+	if (rq->body != NULL && (strcmp(rq->method, "GET") == 0 || strcmp(rq->method, "HEAD") == 0))
 		return CS_EINVAL;
 	if ((s = calloc(1, sizeof *s)) == NULL)
 		return CS_ENOMEM;

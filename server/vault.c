@@ -1337,6 +1337,10 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 		return CS_EPERM;
 	if ((e = store_vault_record_by_consent(c, k->id, &rec)) != CS_OK)
 		goto out;
+	if (force && now - rec.updated_at < VAULT_FORCED_REFRESH_MIN) {
+		e = CS_EBUSY;
+		goto out;
+	}
 	if ((e = kid_ok(v->mk, rec.master_kid)) != CS_OK)
 		goto out;
 	if (!is_bearer(rec.token_type)) {

@@ -17,7 +17,7 @@
 //          bob (revocation)  carol (a grant narrower than the action)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, Agent } from 'node:http';
 import { connect as netConnect } from 'node:net';
 import canonicalize from 'canonicalize';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
@@ -640,7 +640,9 @@ test('an upstream that never answers -> 504 within the proxy\'s timeout', { time
   assert.equal(ok.status, 200, ok.text);
 });
 
-test('an upstream 401 gets one refresh and one retry with a new provider token', async () => {
+test('an upstream 401 gets one refresh and one retry with a new provider token; not again within a minute', async () => {
+  // The stored token is made older than VAULT_FORCED_REFRESH_MIN (60 s), as if the test had waited.
+  v.sql(`UPDATE vault_records SET updated_at = updated_at - 120 WHERE consent_id = '${alice.cid}'`);
   rec.mode('/repos/expired/r/issues', 'unauthorized-once');
   const n = rec.seen.length;
   const r = await proxy('/repos/expired/r/issues', { grant: alice.grant });
@@ -651,6 +653,18 @@ test('an upstream 401 gets one refresh and one retry with a new provider token',
   assert.ok(t1 && t2 && t1 !== t2, 'the retry carries a refreshed token');
   assert.equal(ups[1].introspection?.active, true);
   for (const t of [t1, t2]) assert.ok(!received(r).includes(t), 'no provider token in the reply');
+
+  // Right after that refresh, another 401 goes back to the gateway as it is: no second forced
+  // refresh, so an upstream that answers 401 to everything cannot make every call a refresh.
+  const refreshes = () => Number(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND consent_id = '${alice.cid}'`));
+  const r0 = refreshes();
+  rec.mode('/repos/expired2/r/issues', 'unauthorized-once');
+  const n2 = rec.seen.length;
+  const again = await proxy('/repos/expired2/r/issues', { grant: alice.grant });
+  assert.equal(again.status, 401, again.text);
+  assert.equal(rec.since(n2).length, 1, 'no retry');
+  assert.equal(refreshes(), r0, 'no refresh');
+  assert.ok(!received(again).includes(t2), 'no provider token in the reply');
 });
 
 // --- the upstream's body: streamed, capped ------------------------------------------------
@@ -754,4 +768,50 @@ test('/metrics: the gateway\'s credentials; forwarded calls by upstream status, 
   assert.ok(!m.text.includes(alice.grant));
   assert.ok(!m.text.includes(lastUpstreamToken()));
   assert.ok(!/Proxy approval|repos\/o/.test(m.text));
+});
+
+test('a body on a GET is refused (libcurl would send it as a POST: another action)', async () => {
+  const n = rec.seen.length;
+  const rows = approvalRows();
+  const body = JSON.stringify({ title: 'smuggled' });
+  const r = await proxy('/repos/o/r/issues', {
+    grant: alice.grant, method: 'GET', body,
+    headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+  });
+  assertOauthError(r, 400, 'invalid_request', 'GET with a body');
+  assert.equal(rec.since(n).length, 0, 'nothing upstream');
+  assert.equal(approvalRows(), rows, 'no approval created');
+});
+
+test('an upstream 304 comes back without a body, and the keep-alive connection stays usable', async () => {
+  rec.mode('/repos/o/cached/issues', 'not-modified');
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const u = new URL(v.url);
+  const one = (path, headers = {}) => new Promise((resolve, reject) => {
+    const r = httpRequest({
+      host: u.hostname, port: u.port, method: 'GET', path, agent,
+      headers: { authorization: GW_AUTH, 'consentd-grant': alice.grant, ...headers },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text, socket: r.socket }));
+      res.on('error', reject);
+    });
+    r.on('error', reject);
+    r.end();
+  });
+  try {
+    const a = await one('/proxy/ghproxy/repos/o/cached/issues', { 'if-none-match': '"v1"' });
+    assert.equal(a.status, 304);
+    assert.equal(a.text, '');
+    assert.equal(a.headers['transfer-encoding'], undefined, 'no chunked body on a 304');
+    assert.equal(a.headers.etag, '"v1"');
+    const b = await one('/proxy/ghproxy/repos/o/r/issues');
+    assert.equal(b.status, 200, b.text);
+    assert.equal(JSON.parse(b.text).ok, true, 'the next answer on the same connection parses');
+    assert.equal(b.socket, a.socket, 'the same connection');
+  } finally {
+    agent.destroy();
+  }
 });

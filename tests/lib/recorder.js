@@ -2,17 +2,21 @@
 // HTTP server that records every request it receives, exactly as received, and answers per
 // path as told.
 //
-//   const rec = await startRecorder({ port = 0 });
+//   const rec = await startRecorder({ port = 0, record = true });
+//                                // record: false keeps no entries (rec.seen stays empty, for
+//                                //   benchmarks); rec.count() and rec.connections() still count
 //   rec.url                      // http://127.0.0.1:PORT
 //   rec.seen                     // [{ method, url, path, query, headers, rawHeaders, body, status,
 //                                //    socket }]  socket: a number per TCP connection (reuse)
 //                                //   url: the request target as sent (raw), path: its raw path
 //   rec.since(n)                 // rec.seen.slice(n)
+//   rec.count()                  // requests received so far (recorded or not)
+//   rec.connections()            // TCP connections accepted so far
 //   rec.introspectWith({ introspectionEndpoint, clientId, clientSecret, audience })
 //                                // from then on, a bearer token must be active at the provider
 //                                //   (RFC 7662, tests/lib/downstream.js introspect) or -> 401
 //   rec.mode(path, m)            // for that exact raw path: 'normal' (default), 'redirect',
-//                                //   'hang', 'unauthorized-once', 'stream', 'huge' or 'huge-chunked'
+//                                //   'hang', 'unauthorized-once', 'stream', 'huge', 'huge-chunked' or 'not-modified'
 //   rec.release(path)            // lets a 'stream' answer at that path send its second part
 //   await rec.stop()
 //
@@ -27,14 +31,16 @@
 //   stream             200 text/plain without Content-Length (chunked): "first part\n" at
 //                      once, "second part\n" only after rec.release(path), then the end; so a
 //                      client sees the first part before the second only if the proxy streams
+//   not-modified       304 with ETag "v1" and no body
 //   huge               200 with Content-Length: 2 MiB of 'x' (past consentd's 1 MiB cap)
 //   huge-chunked       the same 2 MiB, chunked, without Content-Length: the first 64 KiB at
 //                      once, the rest after rec.release(path)
 import { createServer } from 'node:http';
 import { introspect } from './downstream.js';
 
-export async function startRecorder({ port = 0 } = {}) {
+export async function startRecorder({ port = 0, record = true } = {}) {
   const seen = [];
+  let nrequests = 0;
   const modes = new Map();
   const unauthorizedDone = new Set();
   const hanging = new Set();
@@ -54,7 +60,8 @@ export async function startRecorder({ port = 0 } = {}) {
     };
     if (!sockets.has(req.socket)) sockets.set(req.socket, ++nsockets);
     entry.socket = sockets.get(req.socket);
-    seen.push(entry);
+    nrequests += 1;
+    if (record) seen.push(entry);
     const reply = (status, obj, headers = {}) => {
       entry.status = status;
       res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
@@ -89,6 +96,12 @@ export async function startRecorder({ port = 0 } = {}) {
           // gone out before the cap is passed.
           if (sent === 0 && mode === 'huge-chunked') await new Promise((resolve) => releases.set(entry.path, resolve));
         }
+        res.end();
+        return;
+      }
+      if (mode === 'not-modified') {
+        entry.status = 304;
+        res.writeHead(304, { etag: '"v1"', 'x-recorder': 'not-modified' });
         res.end();
         return;
       }
@@ -137,11 +150,13 @@ export async function startRecorder({ port = 0 } = {}) {
     seen,
     redirectTarget: `${url}/evil`,
     since(n) { return seen.slice(n); },
+    count() { return nrequests; },
+    connections() { return nsockets; },
     introspectWith({ introspectionEndpoint, clientId, clientSecret, audience }) {
       check = { introspectionEndpoint, clientId, clientSecret, audience };
     },
     mode(path, m) {
-      if (!['normal', 'redirect', 'hang', 'unauthorized-once', 'stream', 'huge', 'huge-chunked'].includes(m)) {
+      if (!['normal', 'redirect', 'hang', 'unauthorized-once', 'stream', 'huge', 'huge-chunked', 'not-modified'].includes(m)) {
         throw new Error(`mode ${m}`);
       }
       modes.set(path, m);

@@ -661,6 +661,8 @@ START_TEST(test_config_route_checks)
 	    "x.conf:17: route: overlaps the route of [action.n.a]");
 	expect_error(R "route = GET /{a}\n[action.n.b]\nscope = r\nroute = GET /x\n", NULL,
 	    "x.conf:17: route: overlaps the route of [action.n.a]");
+	expect_error(R "route = GET /users/\n", NULL, "route: the path must not end with '/'");
+	expect_error(R "route = GET /a%2Fb\n", NULL, "route: the path must not hold '%'");
 	/* A capture is a whole segment. */
 	expect_error(R "route = GET /x/a{id}\n", NULL, "route: a capture must be a whole segment");
 	expect_error(R "route = GET /x/{id}.json\n", NULL, "route: a capture must be a whole segment");
