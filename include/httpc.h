@@ -83,6 +83,9 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
 enum cs_err httpc_stream_read(struct httpc_stream *s, char *dst, size_t max, size_t *got)
     CS_MUST_CHECK;
 void httpc_stream_close(struct httpc_stream *s);    /* NULL-safe */
+/* At shutdown: every stream's transfer (running or to come) fails within about
+ * a second (CS_EIO), so that threads waiting on an upstream can be joined. */
+void httpc_abort_all(void);
 void httpc_reply_init(struct httpc_reply *res);
 void httpc_reply_clear(struct httpc_reply *res);   /* NULL-safe; wipes the body */
 #endif

@@ -5,26 +5,58 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <microhttpd.h>
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include "app.h"
 #include "http.h"
+#include "httpc.h"
 
 #define HTTP_MAX_URI 8192
 #define HTTP_CONN_MEMORY (64u * 1024)   /* bounds the request line and headers */
 #define HTTP_CONN_LIMIT 1024
+
+struct job;
+
+/* Deferred requests (the proxy): a pool of their own, see "deferred" below. */
+#define DEFER_THREADS 16
+#define DEFER_QUEUE   256
+#define DEFER_BUF     (64u * 1024)   /* upstream body bytes held for one connection */
 
 struct http_server {
 	struct MHD_Daemon *d;
 	struct app        *app;
 	atomic_int         stopping;
 	atomic_uint        in_flight;   /* requests begun and not yet completed */
+	/* the deferred pool: a LIFO of idle threads (the one idle last gets the next
+	 * job, keeping its upstream connections warm) and a bounded queue */
+	pthread_mutex_t    pool_mu;
+	struct pool_worker {
+		struct http_server *srv;
+		pthread_t           t;
+		pthread_cond_t      cv;
+		struct job         *job;     /* handed over by job_start */
+	}                  pool[DEFER_THREADS];
+	size_t             npool;
+	struct pool_worker *idle[DEFER_THREADS];   /* a stack: the last idle on top */
+	size_t             nidle;
+	struct job        *queue_head, *queue_tail;
+	size_t             queued;
+	bool               pool_stop;
+	/* held around MHD_resume_connection by pool threads; http_stop sets
+	 * resume_off under it before MHD_stop_daemon, so no resume can race with
+	 * the daemon closing connections */
+	pthread_mutex_t    resume_mu;
+	bool               resume_off;
 };
 
 struct conn_ctx {
@@ -33,8 +65,11 @@ struct conn_ctx {
 	int             started;
 	int             too_big;
 	int             bad_header;    /* a field name that is not an RFC 9110 token */
+	struct job     *job;           /* a deferred request, while it runs and answers */
 	struct timespec t0;
 };
+
+static void job_closed(struct job *j);
 
 static void *uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -58,6 +93,10 @@ static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	(void)c; (void)toe;
 	if (ctx == NULL)
 		return;
+	if (ctx->job != NULL) {
+		job_closed(ctx->job);
+		ctx->job = NULL;
+	}
 	atomic_fetch_sub(&srv->in_flight, 1);
 	buf_wipe_clear(&ctx->body);     /* bodies may hold secrets */
 	free(ctx->raw_uri);
@@ -203,6 +242,404 @@ static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection
 	return ret;
 }
 
+/* --- deferred requests (the proxy) ----------------------------------------
+ *
+ * A proxied call waits on its upstream for up to 30 s.  Run on an MHD worker it
+ * would stall every other connection of that worker, so it is deferred: the
+ * connection is suspended and the handler runs on a pool thread of its own.
+ * When the handler's answer has a streamed body, that pool thread stays with it
+ * as the pump: it reads the upstream into a bounded buffer that the MHD worker
+ * drains, and the worker suspends the connection while the buffer is empty.
+ * Every MHD call on a suspended connection is made by MHD's own threads except
+ * MHD_resume_connection, which pool threads make under resume_mu. */
+
+struct job {
+	pthread_mutex_t        mu;
+	pthread_cond_t         space;      /* the pump waits here for room in data */
+	int                    refs;       /* the pool thread, the connection, the response */
+	struct http_server    *srv;
+	struct MHD_Connection *c;
+	bool                   closed;     /* the connection is gone: never resume it */
+	bool                   ready;      /* the handler ran: rep holds its answer */
+	bool                   waiting;    /* the reader suspended the connection for data */
+	bool                   cancelled;  /* nobody reads any more: stop pumping */
+	bool                   finished;   /* the pump has put all of the body (or failed) */
+	bool                   streamed;   /* the answer's body comes from the pump */
+	enum cs_err            perr;       /* how the body ended */
+	struct reply_stream    src;        /* the handler's body, read by the pump */
+	struct buf             data;       /* pumped, not yet sent */
+	size_t                 off;
+	struct http_request    req;
+	struct http_reply      rep;
+	char                  *uricopy;    /* req.path and req.query point into it */
+	struct buf             body;       /* the request body */
+	char                 **hname, **hvalue;   /* copies of the request's headers */
+	size_t                 nh;
+	struct job            *next;       /* in the queue */
+};
+
+static void job_unref(struct job *j)
+{
+	pthread_mutex_lock(&j->mu);
+	int left = --j->refs;
+	pthread_mutex_unlock(&j->mu);
+	if (left > 0)
+		return;
+	if (j->src.done != NULL)
+		j->src.done(j->src.ctx);
+	http_request_clear(&j->req);
+	reply_clear(&j->rep);
+	for (size_t i = 0; i < j->nh; i++) {
+		free(j->hname[i]);
+		if (j->hvalue[i] != NULL)
+			OPENSSL_cleanse(j->hvalue[i], strlen(j->hvalue[i]));   /* Authorization */
+		free(j->hvalue[i]);
+	}
+	free(j->hname);
+	free(j->hvalue);
+	buf_wipe_clear(&j->body);
+	buf_wipe_clear(&j->data);
+	free(j->uricopy);
+	pthread_cond_destroy(&j->space);
+	pthread_mutex_destroy(&j->mu);
+	free(j);
+}
+
+/* The connection is gone (MHD's completion callback): never resume it, stop
+ * the pump, drop the connection's reference. */
+static void job_closed(struct job *j)
+{
+	pthread_mutex_lock(&j->mu);
+	j->closed = true;
+	j->cancelled = true;
+	j->waiting = false;
+	pthread_cond_broadcast(&j->space);
+	pthread_mutex_unlock(&j->mu);
+	job_unref(j);
+}
+
+/* Resumes j's connection unless it is gone or the daemon is stopping (called
+ * with j->mu held, so a concurrent close waits for it). */
+static void job_resume(struct job *j)
+{
+	pthread_mutex_lock(&j->srv->resume_mu);
+	if (!j->closed && !j->srv->resume_off)
+		MHD_resume_connection(j->c);
+	pthread_mutex_unlock(&j->srv->resume_mu);
+}
+
+static const char *job_header(void *hctx, const char *name)
+{
+	const struct job *j = hctx;
+	for (size_t i = 0; i < j->nh; i++)
+		if (strcasecmp(j->hname[i], name) == 0)
+			return j->hvalue[i];
+	return NULL;
+}
+
+struct hcopy { struct job *j; size_t cap; bool nomem; };
+
+static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key,
+    size_t key_len, const char *value, size_t value_len)
+{
+	struct hcopy *h = cls;
+	struct job *j = h->j;
+	(void)kind;
+	if (j->nh == h->cap) {
+		size_t ncap = h->cap ? 2 * h->cap : 16;
+		char **nn = realloc(j->hname, ncap * sizeof *nn);
+		if (nn == NULL)
+			goto nomem;
+		j->hname = nn;
+		char **nv = realloc(j->hvalue, ncap * sizeof *nv);
+		if (nv == NULL)
+			goto nomem;
+		j->hvalue = nv;
+		h->cap = ncap;
+	}
+	j->hname[j->nh] = strndup(key, key_len);
+	j->hvalue[j->nh] = value ? strndup(value, value_len) : strdup("");
+	if (j->hname[j->nh] == NULL || j->hvalue[j->nh] == NULL) {
+		free(j->hname[j->nh]);
+		free(j->hvalue[j->nh]);
+		goto nomem;
+	}
+	j->nh++;
+	return MHD_YES;
+nomem:
+	h->nomem = true;
+	return MHD_NO;
+}
+
+/* Pumps the handler's body into j->data until the end, a failure or nobody
+ * reads any more; on the pool thread that ran the handler (whose curl handles
+ * the body source uses). */
+static void job_pump(struct job *j)
+{
+	char chunk[16384];
+	for (;;) {
+		size_t got = 0;
+		enum cs_err e = j->src.read(j->src.ctx, chunk, sizeof chunk, &got);
+		bool done;
+		pthread_mutex_lock(&j->mu);
+		while (!j->cancelled && e == CS_OK && got > 0 && j->data.len - j->off + got > DEFER_BUF)
+			pthread_cond_wait(&j->space, &j->mu);
+		if (j->cancelled) {
+			pthread_mutex_unlock(&j->mu);
+			break;
+		}
+		if (e == CS_OK && got > 0) {
+			if (j->off > 0) {                 /* keep what is unsent at the front */
+				memmove(j->data.data, j->data.data + j->off, j->data.len - j->off);
+				j->data.len -= j->off;
+				j->off = 0;
+			}
+			e = buf_append(&j->data, chunk, got);
+		}
+		if (e != CS_OK || got == 0) {
+			j->finished = true;
+			j->perr = e;
+		}
+		if (j->waiting) {
+			j->waiting = false;
+			job_resume(j);
+		}
+		done = j->finished;
+		pthread_mutex_unlock(&j->mu);
+		if (done)
+			break;
+	}
+	OPENSSL_cleanse(chunk, sizeof chunk);
+	/* The body source is closed here, on the thread whose curl share it uses. */
+	pthread_mutex_lock(&j->mu);
+	struct reply_stream src = j->src;
+	memset(&j->src, 0, sizeof j->src);
+	pthread_mutex_unlock(&j->mu);
+	if (src.done != NULL)
+		src.done(src.ctx);
+}
+
+static void job_run(struct job *j)
+{
+	bool pump;
+	router_dispatch(http_routes, &j->req, &j->rep);
+	pthread_mutex_lock(&j->mu);
+	pump = j->rep.stream.read != NULL;
+	if (pump) {
+		j->streamed = true;
+		j->src = j->rep.stream;
+		memset(&j->rep.stream, 0, sizeof j->rep.stream);
+		if (j->closed)
+			j->cancelled = true;
+	}
+	j->ready = true;
+	job_resume(j);
+	pthread_mutex_unlock(&j->mu);
+	if (pump)
+		job_pump(j);
+	job_unref(j);
+}
+
+static void *pool_main(void *arg)
+{
+	struct pool_worker *w = arg;
+	struct http_server *srv = w->srv;
+	pthread_mutex_lock(&srv->pool_mu);
+	for (;;) {
+		struct job *j = w->job;
+		w->job = NULL;
+		if (j == NULL && srv->queue_head != NULL) {
+			j = srv->queue_head;
+			srv->queue_head = j->next;
+			if (srv->queue_head == NULL)
+				srv->queue_tail = NULL;
+			srv->queued--;
+		}
+		if (j == NULL) {
+			if (srv->pool_stop)
+				break;
+			srv->idle[srv->nidle++] = w;
+			while (w->job == NULL && !srv->pool_stop)
+				pthread_cond_wait(&w->cv, &srv->pool_mu);
+			if (w->job == NULL) {             /* stopping: off the idle stack */
+				for (size_t i = 0; i < srv->nidle; i++)
+					if (srv->idle[i] == w) {
+						srv->idle[i] = srv->idle[--srv->nidle];
+						break;
+					}
+			}
+			continue;
+		}
+		pthread_mutex_unlock(&srv->pool_mu);
+		job_run(j);
+		pthread_mutex_lock(&srv->pool_mu);
+	}
+	pthread_mutex_unlock(&srv->pool_mu);
+	return NULL;
+}
+
+/* MHD's reader for a deferred answer's body: what the pump has put, or a
+ * suspension until it puts more. */
+static ssize_t job_read(void *cls, uint64_t pos, char *dst, size_t max)
+{
+	struct job *j = cls;
+	ssize_t r;
+	(void)pos;
+	pthread_mutex_lock(&j->mu);
+	if (j->off < j->data.len) {
+		size_t n = j->data.len - j->off;
+		if (n > max)
+			n = max;
+		memcpy(dst, j->data.data + j->off, n);
+		j->off += n;
+		pthread_cond_signal(&j->space);
+		r = (ssize_t)n;
+	} else if (j->finished) {
+		r = j->perr == CS_OK ? MHD_CONTENT_READER_END_OF_STREAM :
+		    MHD_CONTENT_READER_END_WITH_ERROR;   /* the connection is cut */
+	} else {
+		j->waiting = true;
+		MHD_suspend_connection(j->c);         /* the pump resumes it */
+		r = 0;
+	}
+	pthread_mutex_unlock(&j->mu);
+	return r;
+}
+
+static void job_response_free(void *cls)
+{
+	struct job *j = cls;
+	pthread_mutex_lock(&j->mu);
+	j->cancelled = true;
+	j->waiting = false;
+	pthread_cond_broadcast(&j->space);
+	pthread_mutex_unlock(&j->mu);
+	job_unref(j);
+}
+
+/* Takes the request out of MHD's hands: copies of its headers, body and URI
+ * (uricopy is taken over), the connection suspended, the job queued.  false:
+ * not deferred (out of memory, or the queue is full), answer as usual. */
+static bool job_start(struct http_server *srv, struct MHD_Connection *c, struct conn_ctx *ctx,
+    const struct http_request *proto, char **uricopy)
+{
+	struct job *j = calloc(1, sizeof *j);
+	struct hcopy h = { j, 0, false };
+	if (j == NULL)
+		return false;
+	pthread_mutex_init(&j->mu, NULL);
+	pthread_cond_init(&j->space, NULL);
+	j->refs = 2;                              /* the pool thread and the connection */
+	j->srv = srv;
+	j->c = c;
+	buf_init(&j->data, DEFER_BUF + 16384);
+	reply_init(&j->rep);
+	j->req = *proto;
+	j->body = ctx->body;                      /* taken over */
+	buf_init(&ctx->body, srv->app->cfg->max_body);
+	j->req.body = j->body.data;
+	j->req.body_len = j->body.len;
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, copy_header, &h);
+	if (h.nomem) {
+		j->refs = 1;
+		ctx->body = j->body;                  /* give it back */
+		memset(&j->body, 0, sizeof j->body);
+		job_unref(j);
+		return false;
+	}
+	j->req.header = job_header;
+	j->req.hctx = j;
+	j->req.content_type = job_header(j, MHD_HTTP_HEADER_CONTENT_TYPE);
+	j->req.cookie = job_header(j, MHD_HTTP_HEADER_COOKIE);
+	j->req.origin = job_header(j, "Origin");
+	j->req.sec_fetch_site = job_header(j, "Sec-Fetch-Site");
+	j->req.authorization = job_header(j, MHD_HTTP_HEADER_AUTHORIZATION);
+	j->req.host = job_header(j, MHD_HTTP_HEADER_HOST);
+	pthread_mutex_lock(&srv->pool_mu);
+	if (srv->queued >= DEFER_QUEUE || srv->pool_stop || srv->npool == 0) {
+		pthread_mutex_unlock(&srv->pool_mu);
+		j->refs = 1;
+		ctx->body = j->body;
+		memset(&j->body, 0, sizeof j->body);
+		job_unref(j);
+		return false;
+	}
+	j->uricopy = *uricopy;                    /* taken over */
+	*uricopy = NULL;
+	ctx->job = j;
+	MHD_suspend_connection(c);
+	if (srv->nidle > 0) {                     /* the thread idle last: warm connections */
+		struct pool_worker *w = srv->idle[--srv->nidle];
+		w->job = j;
+		pthread_cond_signal(&w->cv);
+	} else {
+		if (srv->queue_tail)
+			srv->queue_tail->next = j;
+		else
+			srv->queue_head = j;
+		srv->queue_tail = j;
+		srv->queued++;
+	}
+	pthread_mutex_unlock(&srv->pool_mu);
+	return true;
+}
+
+/* The deferred answer, once the handler ran (on_request after the resume). */
+static enum MHD_Result job_answer(struct http_server *srv, struct MHD_Connection *c,
+    struct conn_ctx *ctx, const char *method)
+{
+	struct job *j = ctx->job;
+	struct MHD_Response *resp = NULL;
+	enum MHD_Result ret;
+	char ip[INET6_ADDRSTRLEN];
+	bool streamed;
+	pthread_mutex_lock(&j->mu);
+	if (!j->ready) {                          /* a spurious call: stay suspended */
+		pthread_mutex_unlock(&j->mu);
+		return MHD_YES;
+	}
+	streamed = j->streamed;
+	pthread_mutex_unlock(&j->mu);
+	struct http_reply *rep = &j->rep;
+	if (router_security_headers(srv->app, rep) != CS_OK ||
+	    reply_header(rep, "X-Request-Id", j->req.request_id) != CS_OK) {
+		reply_clear(rep);
+		reply_init(rep);
+		rep->status = 500;
+		streamed = false;
+		pthread_mutex_lock(&j->mu);
+		j->cancelled = true;
+		pthread_cond_broadcast(&j->space);
+		pthread_mutex_unlock(&j->mu);
+	}
+	if (streamed) {
+		pthread_mutex_lock(&j->mu);
+		j->refs++;                            /* the response's */
+		pthread_mutex_unlock(&j->mu);
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, job_read, j,
+		    job_response_free);
+		if (resp == NULL)
+			job_response_free(j);
+	} else {
+		resp = MHD_create_response_from_buffer(rep->body.len,
+		    rep->body.data ? rep->body.data : (char *)"", MHD_RESPMEM_MUST_COPY);
+	}
+	if (resp == NULL)
+		return MHD_NO;
+	if (rep->content_type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
+	for (size_t i = 0; i < rep->nheaders; i++)
+		MHD_add_response_header(resp, rep->headers[i].name, rep->headers[i].value);
+	if (atomic_load(&srv->stopping))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	ret = MHD_queue_response(c, (unsigned)rep->status, resp);
+	MHD_destroy_response(resp);
+	remote_ip(c, ip, sizeof ip);
+	access_log(srv, ctx, ip, method, j->req.path ? j->req.path : "-", j->req.request_id,
+	    rep->status, rep->body.len);
+	return ret;
+}
+
 /* Splits the raw URI into a NUL-terminated path and query inside *copy. */
 static int split_uri(const char *raw, char **copy, const char **path, const char **query)
 {
@@ -290,6 +727,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (ctx->job != NULL)                   /* a deferred request, resumed */
+		return job_answer(srv, c, ctx, method);
 
 	memset(&req, 0, sizeof req);
 	reply_init(&rep);
@@ -331,6 +770,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.host = header_of(c, MHD_HTTP_HEADER_HOST);
 	req.now = app_now();
 	req.app = srv->app;
+	/* The proxy waits on its upstream: off the MHD workers (see "deferred"). */
+	if (strncmp(path, "/proxy/", 7) == 0 && job_start(srv, c, ctx, &req, &uricopy)) {
+		reply_clear(&rep);
+		return MHD_YES;
+	}
 	router_dispatch(http_routes, &req, &rep);
 	http_request_clear(&req);
 send:
@@ -347,12 +791,15 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	struct sockaddr_in a4;
 	struct sockaddr_in6 a6;
 	const struct sockaddr *sa;
-	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+	    MHD_ALLOW_SUSPEND_RESUME;
 	const char *host = cfg->listen_host;
 
 	if (srv == NULL)
 		return CS_ENOMEM;
 	srv->app = app;
+	pthread_mutex_init(&srv->pool_mu, NULL);
+	pthread_mutex_init(&srv->resume_mu, NULL);
 	memset(&a4, 0, sizeof a4);
 	memset(&a6, 0, sizeof a6);
 	if (strcmp(host, "localhost") == 0)
@@ -388,6 +835,16 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 		free(srv);
 		return CS_EIO;
 	}
+	/* Without pool threads a deferred request is answered on the worker. */
+	for (size_t i = 0; i < DEFER_THREADS; i++) {
+		struct pool_worker *w = &srv->pool[srv->npool];
+		w->srv = srv;
+		pthread_cond_init(&w->cv, NULL);
+		if (pthread_create(&w->t, NULL, pool_main, w) == 0)
+			srv->npool++;
+		else
+			pthread_cond_destroy(&w->cv);
+	}
 	*out = srv;
 	return CS_OK;
 bad:
@@ -415,7 +872,23 @@ void http_stop(struct http_server *s)
 {
 	if (s == NULL)
 		return;
+	/* No pool thread resumes a connection from here on; upstream transfers
+	 * still running end within a second; then the daemon closes every
+	 * connection (suspended ones included) and the pool drains its queue. */
+	pthread_mutex_lock(&s->resume_mu);
+	s->resume_off = true;
+	pthread_mutex_unlock(&s->resume_mu);
+	httpc_abort_all();
 	if (s->d)
 		MHD_stop_daemon(s->d);
+	pthread_mutex_lock(&s->pool_mu);
+	s->pool_stop = true;
+	for (size_t i = 0; i < s->npool; i++)
+		pthread_cond_signal(&s->pool[i].cv);
+	pthread_mutex_unlock(&s->pool_mu);
+	for (size_t i = 0; i < s->npool; i++) {
+		pthread_join(s->pool[i].t, NULL);
+		pthread_cond_destroy(&s->pool[i].cv);
+	}
 	free(s);
 }

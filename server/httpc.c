@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include <curl/curl.h>
 #include <openssl/crypto.h>
@@ -513,6 +514,21 @@ struct httpc_stream {
 	CURLcode           rc;           /* the transfer's result once done */
 };
 
+static atomic_int abort_all;
+
+void httpc_abort_all(void)
+{
+	atomic_store(&abort_all, 1);
+}
+
+/* Nonzero aborts the transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+    curl_off_t ulnow)
+{
+	(void)clientp; (void)dltotal; (void)dlnow; (void)ultotal; (void)ulnow;
+	return atomic_load(&abort_all);
+}
+
 static size_t stream_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct httpc_stream *s = userdata;
@@ -603,6 +619,8 @@ static bool stream_setup(struct httpc_stream *s, const struct httpc_request *rq,
 	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s->cap) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, s->hdrs) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb) == CURLE_OK &&
+	    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stream_write_cb) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_WRITEDATA, s) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb) == CURLE_OK &&
