@@ -518,15 +518,15 @@ static void job_response_free(void *cls)
 }
 
 /* Takes the request out of MHD's hands: copies of its headers, body and URI
- * (uricopy is taken over), the connection suspended, the job queued.  false:
- * not deferred (out of memory, or the queue is full), answer as usual. */
-static bool job_start(struct http_server *srv, struct MHD_Connection *c, struct conn_ctx *ctx,
+ * (uricopy is taken over), the connection suspended, the job queued: 1.  0: not
+ * deferred (out of memory, or no pool), answer as usual; -1: the queue is full. */
+static int job_start(struct http_server *srv, struct MHD_Connection *c, struct conn_ctx *ctx,
     const struct http_request *proto, char **uricopy)
 {
 	struct job *j = calloc(1, sizeof *j);
 	struct hcopy h = { j, 0, false };
 	if (j == NULL)
-		return false;
+		return 0;
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_cond_init(&j->space, NULL);
 	j->refs = 2;                              /* the pool thread and the connection */
@@ -545,7 +545,7 @@ static bool job_start(struct http_server *srv, struct MHD_Connection *c, struct 
 		ctx->body = j->body;                  /* give it back */
 		memset(&j->body, 0, sizeof j->body);
 		job_unref(j);
-		return false;
+		return 0;
 	}
 	j->req.header = job_header;
 	j->req.hctx = j;
@@ -557,12 +557,13 @@ static bool job_start(struct http_server *srv, struct MHD_Connection *c, struct 
 	j->req.host = job_header(j, MHD_HTTP_HEADER_HOST);
 	pthread_mutex_lock(&srv->pool_mu);
 	if (srv->queued >= DEFER_QUEUE || srv->pool_stop || srv->npool == 0) {
+		int busy = srv->queued >= DEFER_QUEUE ? -1 : 0;
 		pthread_mutex_unlock(&srv->pool_mu);
 		j->refs = 1;
 		ctx->body = j->body;
 		memset(&j->body, 0, sizeof j->body);
 		job_unref(j);
-		return false;
+		return busy;
 	}
 	j->uricopy = *uricopy;                    /* taken over */
 	*uricopy = NULL;
@@ -581,7 +582,7 @@ static bool job_start(struct http_server *srv, struct MHD_Connection *c, struct 
 		srv->queued++;
 	}
 	pthread_mutex_unlock(&srv->pool_mu);
-	return true;
+	return 1;
 }
 
 /* The deferred answer, once the handler ran (on_request after the resume). */
@@ -771,9 +772,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.now = app_now();
 	req.app = srv->app;
 	/* The proxy waits on its upstream: off the MHD workers (see "deferred"). */
-	if (strncmp(path, "/proxy/", 7) == 0 && job_start(srv, c, ctx, &req, &uricopy)) {
+	int deferred = strncmp(path, "/proxy/", 7) == 0 ? job_start(srv, c, ctx, &req, &uricopy) : 0;
+	if (deferred > 0) {
 		reply_clear(&rep);
 		return MHD_YES;
+	}
+	if (deferred < 0) {
+		if (reply_oauth_error(&rep, 503, "temporarily_unavailable",
+		    "too many proxied calls are waiting; retry later") != CS_OK ||
+		    reply_header(&rep, "Retry-After", "1") != CS_OK)
+			rep.status = 503;
+		goto send;
 	}
 	router_dispatch(http_routes, &req, &rep);
 	http_request_clear(&req);
