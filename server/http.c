@@ -57,6 +57,9 @@ struct http_server {
 	 * the daemon closing connections */
 	pthread_mutex_t    resume_mu;
 	bool               resume_off;
+	/* connections suspended by a job and not yet resumed: MHD_stop_daemon
+	 * aborts the process while any is left, so http_stop waits for none */
+	atomic_int         suspended;
 };
 
 struct conn_ctx {
@@ -325,6 +328,7 @@ static void job_resume(struct job *j)
 	pthread_mutex_lock(&j->srv->resume_mu);
 	if (!j->closed && !j->srv->resume_off)
 		MHD_resume_connection(j->c);
+	atomic_fetch_sub(&j->srv->suspended, 1);
 	pthread_mutex_unlock(&j->srv->resume_mu);
 }
 
@@ -499,6 +503,7 @@ static ssize_t job_read(void *cls, uint64_t pos, char *dst, size_t max)
 		    MHD_CONTENT_READER_END_WITH_ERROR;   /* the connection is cut */
 	} else {
 		j->waiting = true;
+		atomic_fetch_add(&j->srv->suspended, 1);
 		MHD_suspend_connection(j->c);         /* the pump resumes it */
 		r = 0;
 	}
@@ -568,6 +573,7 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	j->uricopy = *uricopy;                    /* taken over */
 	*uricopy = NULL;
 	ctx->job = j;
+	atomic_fetch_add(&srv->suspended, 1);
 	MHD_suspend_connection(c);
 	if (srv->nidle > 0) {                     /* the thread idle last: warm connections */
 		struct pool_worker *w = srv->idle[--srv->nidle];
@@ -881,13 +887,19 @@ void http_stop(struct http_server *s)
 {
 	if (s == NULL)
 		return;
-	/* No pool thread resumes a connection from here on; upstream transfers
-	 * still running end within a second; then the daemon closes every
-	 * connection (suspended ones included) and the pool drains its queue. */
+	/* Upstream transfers still running fail within a second, so every job
+	 * answers (an error, or a cut stream) and resumes its connection: libmicrohttpd
+	 * 0.9.75 aborts the process when stopped with a connection suspended.  Then
+	 * no pool thread resumes anything any more, the daemon closes every
+	 * connection and the pool drains its queue. */
+	httpc_abort_all();
+	for (int i = 0; i < 100 && atomic_load(&s->suspended) > 0; i++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&s->resume_mu);
 	s->resume_off = true;
 	pthread_mutex_unlock(&s->resume_mu);
-	httpc_abort_all();
 	if (s->d)
 		MHD_stop_daemon(s->d);
 	pthread_mutex_lock(&s->pool_mu);

@@ -830,3 +830,44 @@ test('an upstream 304 comes back without a body, and the keep-alive connection s
     agent.destroy();
   }
 });
+
+// Last: it stops consentd.
+test('SIGTERM while proxied calls wait upstream and one streams: a clean exit within the drain time', { timeout: 60000 }, async () => {
+  rec.mode('/repos/stop/r/issues', 'hang');
+  rec.mode('/repos/o/stopstream/issues', 'stream');
+  const n = rec.seen.length;
+  const hanging = [1, 2].map(() => proxy('/repos/stop/r/issues', { grant: alice.grant, timeoutMs: 50000 })
+    .then((r) => ({ status: r.status }), (err) => ({ error: err.message })));
+  // A streamed answer whose first part has arrived, its second part still upstream.
+  const u = new URL(v.url);
+  const streaming = new Promise((resolve) => {
+    const r = httpRequest({
+      host: u.hostname, port: u.port, method: 'GET', path: '/proxy/ghproxy/repos/o/stopstream/issues', agent: false,
+      headers: { authorization: GW_AUTH, 'consentd-grant': alice.grant },
+    }, (res) => {
+      let got = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { got += c; });
+      res.on('end', () => resolve({ got, complete: res.complete }));
+      res.on('close', () => resolve({ got, complete: res.complete }));
+      res.on('error', () => resolve({ got, complete: false }));
+    });
+    r.on('error', (err) => resolve({ error: err.message }));
+    r.end();
+  });
+  for (let i = 0; i < 100 && rec.since(n).length < 3; i++) await new Promise((res) => { setTimeout(res, 100); });
+  assert.equal(rec.since(n).length, 3, 'three calls at the upstream');
+  const t0 = Date.now();
+  process.kill(v.c.proc.pid, 'SIGTERM');
+  const st = await v.c.proc.exited;
+  const ms = Date.now() - t0;
+  // eslint-disable-next-line no-console
+  console.log(`# proxy: consentd stopped ${ms} ms after SIGTERM with calls in flight`);
+  assert.equal(st.code, 0, v.c.proc.stderr.slice(-3000));
+  assert.ok(ms < 20000, `stopped within the drain time (10 s) and the abort: ${ms} ms`);
+  assert.doesNotMatch(v.c.proc.stderr, /AddressSanitizer|LeakSanitizer|runtime error/, 'sanitizers quiet');
+  // Whatever the gateway got, none of it looks like a complete answer with a token in it.
+  for (const h of await Promise.all(hanging)) assert.notEqual(h.status, 200, JSON.stringify(h));
+  const sres = await streaming;
+  assert.ok(!sres.complete, `the cut stream must not look complete: ${JSON.stringify(sres)}`);
+});
