@@ -31,6 +31,7 @@ struct job;
 #define DEFER_THREADS 16
 #define DEFER_QUEUE   256
 #define DEFER_BUF     (64u * 1024)   /* upstream body bytes held for one connection */
+#define DEFER_DEADLINE 45             /* s: a job's pump gives up on a slow reader after */
 
 struct http_server {
 	struct MHD_Daemon *d;
@@ -57,6 +58,7 @@ struct http_server {
 	 * the daemon closing connections */
 	pthread_mutex_t    resume_mu;
 	bool               resume_off;
+	atomic_int         draining;     /* stopping: no new suspension, pumps give up */
 	/* connections suspended by a job and not yet resumed: MHD_stop_daemon
 	 * aborts the process while any is left, so http_stop waits for none */
 	atomic_int         suspended;
@@ -268,6 +270,7 @@ struct job {
 	bool                   cancelled;  /* nobody reads any more: stop pumping */
 	bool                   finished;   /* the pump has put all of the body (or failed) */
 	bool                   streamed;   /* the answer's body comes from the pump */
+	struct timespec        deadline;   /* CLOCK_MONOTONIC: the pump gives up then */
 	enum cs_err            perr;       /* how the body ended */
 	struct reply_stream    src;        /* the handler's body, read by the pump */
 	struct buf             data;       /* pumped, not yet sent */
@@ -386,11 +389,28 @@ static void job_pump(struct job *j)
 		enum cs_err e = j->src.read(j->src.ctx, chunk, sizeof chunk, &got);
 		bool done;
 		pthread_mutex_lock(&j->mu);
-		while (!j->cancelled && e == CS_OK && got > 0 && j->data.len - j->off + got > DEFER_BUF)
-			pthread_cond_wait(&j->space, &j->mu);
+		/* A reader too slow for the buffer is waited for until the job's
+		 * deadline (or the stop), never longer: the thread is the pool's. */
+		bool late = false;
+		while (!j->cancelled && e == CS_OK && got > 0 && j->data.len - j->off + got > DEFER_BUF) {
+			struct timespec now, slice;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (atomic_load(&j->srv->draining) || now.tv_sec >= j->deadline.tv_sec) {
+				late = true;
+				break;
+			}
+			slice = now;
+			slice.tv_sec += 1;
+			pthread_cond_timedwait(&j->space, &j->mu, &slice);
+		}
 		if (j->cancelled) {
 			pthread_mutex_unlock(&j->mu);
 			break;
+		}
+		if (late) {
+			got = 0;
+			e = CS_EBUSY;
+			fprintf(stderr, "consentd: proxy: the gateway reads too slowly; its answer was cut\n");
 		}
 		if (e == CS_OK && got > 0) {
 			if (j->off > 0) {                 /* keep what is unsent at the front */
@@ -501,6 +521,8 @@ static ssize_t job_read(void *cls, uint64_t pos, char *dst, size_t max)
 	} else if (j->finished) {
 		r = j->perr == CS_OK ? MHD_CONTENT_READER_END_OF_STREAM :
 		    MHD_CONTENT_READER_END_WITH_ERROR;   /* the connection is cut */
+	} else if (atomic_load(&j->srv->draining)) {
+		r = MHD_CONTENT_READER_END_WITH_ERROR;   /* stopping: no new suspension */
 	} else {
 		j->waiting = true;
 		atomic_fetch_add(&j->srv->suspended, 1);
@@ -533,7 +555,15 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	if (j == NULL)
 		return 0;
 	pthread_mutex_init(&j->mu, NULL);
-	pthread_cond_init(&j->space, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&j->space, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &j->deadline);
+	j->deadline.tv_sec += DEFER_DEADLINE;
 	j->refs = 2;                              /* the pool thread and the connection */
 	j->srv = srv;
 	j->c = c;
@@ -561,8 +591,9 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	j->req.authorization = job_header(j, MHD_HTTP_HEADER_AUTHORIZATION);
 	j->req.host = job_header(j, MHD_HTTP_HEADER_HOST);
 	pthread_mutex_lock(&srv->pool_mu);
-	if (srv->queued >= DEFER_QUEUE || srv->pool_stop || srv->npool == 0) {
-		int busy = srv->queued >= DEFER_QUEUE ? -1 : 0;
+	if (srv->queued >= DEFER_QUEUE || srv->pool_stop || srv->npool == 0 ||
+	    atomic_load(&srv->draining)) {
+		int busy = srv->queued >= DEFER_QUEUE || atomic_load(&srv->draining) ? -1 : 0;
 		pthread_mutex_unlock(&srv->pool_mu);
 		j->refs = 1;
 		ctx->body = j->body;
@@ -892,10 +923,27 @@ void http_stop(struct http_server *s)
 	 * 0.9.75 aborts the process when stopped with a connection suspended.  Then
 	 * no pool thread resumes anything any more, the daemon closes every
 	 * connection and the pool drains its queue. */
+	/* draining first (under pool_mu, which job_start holds while it suspends):
+	 * from here the count of suspended connections only goes down. */
+	pthread_mutex_lock(&s->pool_mu);
+	atomic_store(&s->draining, 1);
+	pthread_mutex_unlock(&s->pool_mu);
 	httpc_abort_all();
-	for (int i = 0; i < 100 && atomic_load(&s->suspended) > 0; i++) {
+	/* Zero twice, 200 ms apart: a reader that looked at draining just before it
+	 * was set has suspended (and its pump resumed it) by the second look. */
+	for (int i = 0, zero = 0; i < 100 && zero < 2; i++) {
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
+		zero = atomic_load(&s->suspended) > 0 ? 0 : zero + 1;
+		if (zero < 2)
+			nanosleep(&ts, NULL);
+		if (zero == 1)
+			nanosleep(&ts, NULL);
+	}
+	if (atomic_load(&s->suspended) > 0) {
+		/* Stopping the daemon now would abort the process inside libmicrohttpd. */
+		fprintf(stderr, "consentd: %d proxied connection(s) still suspended; exiting without "
+		    "closing them\n", atomic_load(&s->suspended));
+		_exit(3);
 	}
 	pthread_mutex_lock(&s->resume_mu);
 	s->resume_off = true;
