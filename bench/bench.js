@@ -5,9 +5,6 @@
 //   POST /introspect (ES256 verify + DB reads).
 // Bounded in time (DURATION seconds per endpoint) and stops everything it starts.
 // Usage: node bench/bench.js [DURATION] [CONNECTIONS]  (make bench runs it)
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,11 +16,12 @@ const { getIdToken, basicAuth } = await lib('idplogin.js');
 const { gateway } = await lib('gateway.js');
 const { consentdLogin, req, postForm } = await lib('weblogin.js');
 const { consentConfig, GATEWAY_APP } = await lib('fixtures.js');
+const { wrkRunner } = await import(join(here, 'wrk.js'));
 
 const DURATION = Number(process.argv[2] || 10);
 const CONNS = Number(process.argv[3] || 16);
 const s = await startStack({ config: { ...consentConfig(), server: { log: '/dev/null', threads: 2 } } });
-const dir = mkdtempSync(join(tmpdir(), 'consentd-bench-'));
+const w = wrkRunner({ threads: 2, connections: CONNS, duration: DURATION });
 try {
   const gw = gateway({ url: s.url });
   const idToken = (await getIdToken({ issuer: s.idp.issuer, ...GATEWAY_APP, user: 'alice', password: 'alice-password' })).id_token;
@@ -49,15 +47,10 @@ try {
     subject_token_type: 'urn:ietf:params:oauth:token-type:id_token', audience: 'notes', scope: 'read', agent_id: 'coder',
   }).toString();
   const introBody = new URLSearchParams({ token: grant.body.access_token }).toString();
-  const lua = (body) => {
-    const f = join(dir, `${Math.random().toString(36).slice(2)}.lua`);
-    writeFileSync(f, `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\n`
-      + `wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"\n`
-      + `wrk.headers["Authorization"] = ${JSON.stringify(auth)}\n`
-      + 'done = function(summary, latency, requests)\n'
-      + '  io.write(string.format("STATUS non2xx=%d\\n", summary.errors.status))\nend\n');
-    return f;
-  };
+  const lua = (body) => w.script({
+    method: 'POST', body,
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded', Authorization: auth },
+  });
   const cases = [
     ['GET /.well-known/jwks.json', ['/.well-known/jwks.json']],
     ['GET /healthz', ['/healthz']],
@@ -66,22 +59,13 @@ try {
   ];
   const rows = [];
   for (const [name, [path, script]] of cases) {
-    const args = ['-t', '2', '-c', String(CONNS), '-d', `${DURATION}s`, '--latency'];
-    if (script) args.push('-s', script);
-    args.push(`${s.url}${path}`);
-    const r = spawnSync('wrk', args, { encoding: 'utf8', timeout: (DURATION + 30) * 1000 });
-    if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`);
-    const rps = (r.stdout.match(/Requests\/sec:\s+([\d.]+)/) || [])[1];
-    const p50 = (r.stdout.match(/50%\s+([\d.]+\w+)/) || [])[1];
-    const p99 = (r.stdout.match(/99%\s+([\d.]+\w+)/) || [])[1];
-    const non2xx = (r.stdout.match(/Non-2xx or 3xx responses:\s+(\d+)/) || [0, '0'])[1];
-    rows.push({ name, rps, p50, p99, non2xx });
-    console.log(`${name}: ${rps} req/s, p50 ${p50}, p99 ${p99}, non-2xx ${non2xx}`);
+    const r = await w.run(name, `${s.url}${path}`, script);
+    rows.push(r);
+    console.log(`${name}: ${r.rps} req/s, p50 ${r.p50}, p99 ${r.p99}, non-2xx ${r.non2xx}`);
   }
-  console.log(`\n| endpoint | req/s | p50 | p99 | non-2xx |\n|---|---|---|---|---|`);
-  for (const r of rows) console.log(`| ${r.name} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.non2xx} |`);
+  console.log(`\n${w.table(rows)}`);
   console.log(`\n(${CONNS} connections, 2 wrk threads, ${DURATION} s each, consentd threads = 2, loopback, ${new Date().toISOString()})`);
 } finally {
   await s.stop();
-  rmSync(dir, { recursive: true, force: true });
+  w.cleanup();
 }
