@@ -202,13 +202,39 @@ static void stream_free(void *cls)
 	free(rs);
 }
 
+static struct MHD_Response *buffer_response(const struct http_reply *rep)
+{
+	return MHD_create_response_from_buffer(rep->body.len,
+	    rep->body.data ? rep->body.data : (char *)"", MHD_RESPMEM_MUST_COPY);
+}
+
+/* rep's status and headers on resp (NULL: MHD_NO), queued, logged. */
+static enum MHD_Result queue_reply(struct http_server *srv, struct MHD_Connection *c,
+    const struct conn_ctx *ctx, const char *method, const char *path, const char *rid,
+    const struct http_reply *rep, struct MHD_Response *resp)
+{
+	enum MHD_Result ret;
+	char ip[INET6_ADDRSTRLEN];
+	if (resp == NULL)
+		return MHD_NO;
+	if (rep->content_type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
+	for (size_t i = 0; i < rep->nheaders; i++)
+		MHD_add_response_header(resp, rep->headers[i].name, rep->headers[i].value);
+	if (atomic_load(&srv->stopping))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	ret = MHD_queue_response(c, (unsigned)rep->status, resp);
+	MHD_destroy_response(resp);
+	remote_ip(c, ip, sizeof ip);
+	access_log(srv, ctx, ip, method, path, rid, rep->status, rep->body.len);
+	return ret;
+}
+
 static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection *c,
     struct conn_ctx *ctx, const char *method, const char *path, const char *rid,
     struct http_reply *rep)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result ret;
-	char ip[INET6_ADDRSTRLEN];
 	if (router_security_headers(srv->app, rep) != CS_OK ||
 	    reply_header(rep, "X-Request-Id", rid) != CS_OK) {
 		reply_clear(rep);
@@ -229,22 +255,9 @@ static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection
 				stream_free(rs);
 		}
 	} else {
-		resp = MHD_create_response_from_buffer(rep->body.len,
-		    rep->body.data ? rep->body.data : (char *)"", MHD_RESPMEM_MUST_COPY);
+		resp = buffer_response(rep);
 	}
-	if (resp == NULL)
-		return MHD_NO;
-	if (rep->content_type)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
-	for (size_t i = 0; i < rep->nheaders; i++)
-		MHD_add_response_header(resp, rep->headers[i].name, rep->headers[i].value);
-	if (atomic_load(&srv->stopping))
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-	ret = MHD_queue_response(c, (unsigned)rep->status, resp);
-	MHD_destroy_response(resp);
-	remote_ip(c, ip, sizeof ip);
-	access_log(srv, ctx, ip, method, path, rid, rep->status, rep->body.len);
-	return ret;
+	return queue_reply(srv, c, ctx, method, path, rid, rep, resp);
 }
 
 /* --- deferred requests (the proxy) ----------------------------------------
@@ -628,8 +641,6 @@ static enum MHD_Result job_answer(struct http_server *srv, struct MHD_Connection
 {
 	struct job *j = ctx->job;
 	struct MHD_Response *resp = NULL;
-	enum MHD_Result ret;
-	char ip[INET6_ADDRSTRLEN];
 	bool streamed;
 	pthread_mutex_lock(&j->mu);
 	if (!j->ready) {                          /* a spurious call: stay suspended */
@@ -659,23 +670,10 @@ static enum MHD_Result job_answer(struct http_server *srv, struct MHD_Connection
 		if (resp == NULL)
 			job_response_free(j);
 	} else {
-		resp = MHD_create_response_from_buffer(rep->body.len,
-		    rep->body.data ? rep->body.data : (char *)"", MHD_RESPMEM_MUST_COPY);
+		resp = buffer_response(rep);
 	}
-	if (resp == NULL)
-		return MHD_NO;
-	if (rep->content_type)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rep->content_type);
-	for (size_t i = 0; i < rep->nheaders; i++)
-		MHD_add_response_header(resp, rep->headers[i].name, rep->headers[i].value);
-	if (atomic_load(&srv->stopping))
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-	ret = MHD_queue_response(c, (unsigned)rep->status, resp);
-	MHD_destroy_response(resp);
-	remote_ip(c, ip, sizeof ip);
-	access_log(srv, ctx, ip, method, j->req.path ? j->req.path : "-", j->req.request_id,
-	    rep->status, rep->body.len);
-	return ret;
+	return queue_reply(srv, c, ctx, method, j->req.path ? j->req.path : "-", j->req.request_id,
+	    rep, resp);
 }
 
 /* Splits the raw URI into a NUL-terminated path and query inside *copy. */
