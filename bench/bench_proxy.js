@@ -22,13 +22,13 @@ process.env.TEST_CONSENTD_BIN ||= join(here, '..', 'build', 'consentd');
 const lib = (f) => import(join(here, '..', 'tests', 'lib', f));
 const { startVaultStack, OriginJar } = await lib('vaultstack.js');
 const { startRecorder } = await lib('recorder.js');
+const { ghproxyClient, ghproxyConfig } = await lib('proxystack.js');
 const { pollExchange } = await lib('gateway.js');
 const { basicAuth } = await lib('idplogin.js');
 const { wrkRunner } = await import(join(here, 'wrk.js'));
 
 const DURATION = Number(process.argv[2] || 10);
 const CONNS = Number(process.argv[3] || 16);
-const GHPROXY_SECRET = 'consentd-ghproxy-provider-secret';
 const PATH = '/repos/o/r/issues';
 
 // CPU time (s) of a process, and the machine's busy / iowait time (s, all cores).
@@ -54,20 +54,10 @@ const w = wrkRunner({ threads: 2, connections: CONNS, duration: DURATION });
 try {
   v = await startVaultStack({
     accessTokenTTL: 3600,             // no provider refresh during the runs
-    extraDsClients: (url) => [{
-      client_id: 'consentd-ghproxy', client_secret: GHPROXY_SECRET,
-      redirect_uris: [`${url}/oauth/callback/ghproxy`],
-      grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
-      token_endpoint_auth_method: 'client_secret_basic',
-    }],
+    extraDsClients: (url) => [ghproxyClient(url)],
     config: ({ providerIssuer }) => ({
       server: { log: '/dev/null', threads: 2 },
-      'resource.ghproxy': { name: 'GitHub via proxy', provider_issuer: providerIssuer,
-        provider_client_id: 'consentd-ghproxy', provider_client_secret: GHPROXY_SECRET,
-        refresh_margin: 2, token_release: 'never', base_url: rec.url, max_consent: 2592000 },
-      'scope.ghproxy.issues:read': { description: 'Read issues', provider: 'repo issues:read' },
-      'action.ghproxy.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none',
-        route: 'GET /repos/{owner}/{repo}/issues' },
+      ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
       'agent.coder': { allow: 'ghproxy:issues:read' },
     }),
   });

@@ -27,6 +27,7 @@ import { fileURLToPath } from 'node:url';
 import canonicalize from 'canonicalize';
 import { startVaultStack, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
+import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
 import { launchBrowser } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
@@ -35,7 +36,6 @@ const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build',
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const words = (s) => (s || '').split(' ').filter(Boolean).sort();
 const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
-const GHPROXY_SECRET = 'consentd-ghproxy-provider-secret';
 
 // The request under test: a path value that needs encoding, a repeated query parameter, markup
 // in a query value and in the body, non-ASCII text, and a body sent with its members out of
@@ -63,22 +63,9 @@ before(async () => {
   rec = await startRecorder();
   v = await startVaultStack({
     accessTokenTTL: 60,
-    extraDsClients: (url) => [{
-      client_id: 'consentd-ghproxy', client_secret: GHPROXY_SECRET,
-      redirect_uris: [`${url}/oauth/callback/ghproxy`],
-      grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
-      token_endpoint_auth_method: 'client_secret_basic',
-    }],
+    extraDsClients: (url) => [ghproxyClient(url)],
     config: ({ providerIssuer }) => ({
-      'resource.ghproxy': { name: 'GitHub via proxy', provider_issuer: providerIssuer,
-        provider_client_id: 'consentd-ghproxy', provider_client_secret: GHPROXY_SECRET,
-        refresh_margin: 2, token_release: 'never', base_url: rec.url, max_consent: 2592000 },
-      'scope.ghproxy.issues:read': { description: 'Read issues', provider: 'repo issues:read' },
-      'scope.ghproxy.issues:write': { description: 'Open and edit issues', provider: 'repo issues:write' },
-      'action.ghproxy.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none',
-        route: 'GET /repos/{owner}/{repo}/issues' },
-      'action.ghproxy.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
-        route: 'POST /repos/{owner}/{repo}/issues' },
+      ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
       'agent.coder': { allow: 'notes:read notes:write wiki:read github:issues:read github:issues:write '
         + 'ghproxy:issues:read ghproxy:issues:write' },
     }),

@@ -22,12 +22,12 @@ import { connect as netConnect } from 'node:net';
 import canonicalize from 'canonicalize';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
+import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
 const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
-const GHPROXY_SECRET = 'consentd-ghproxy-provider-secret';
 const ALLOW = 'github:issues:read github:issues:write github:metadata gitlab:issues:read gitlab:issues:write '
   + 'ghproxy:issues:read ghproxy:issues:write';
 
@@ -37,23 +37,10 @@ before(async () => {
   rec = await startRecorder();
   v = await startVaultStack({
     accessTokenTTL: 60,
-    extraDsClients: (url) => [{
-      client_id: 'consentd-ghproxy', client_secret: GHPROXY_SECRET,
-      redirect_uris: [`${url}/oauth/callback/ghproxy`],
-      grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
-      token_endpoint_auth_method: 'client_secret_basic',
-    }],
+    extraDsClients: (url) => [ghproxyClient(url)],
     config: ({ providerIssuer }) => ({
       consent: { max_pending_per_user: 50 },
-      'resource.ghproxy': { name: 'GitHub via proxy', provider_issuer: providerIssuer,
-        provider_client_id: 'consentd-ghproxy', provider_client_secret: GHPROXY_SECRET,
-        refresh_margin: 2, token_release: 'never', base_url: rec.url, max_consent: 2592000 },
-      'scope.ghproxy.issues:read': { description: 'Read issues', provider: 'repo issues:read' },
-      'scope.ghproxy.issues:write': { description: 'Open and edit issues', provider: 'repo issues:write' },
-      'action.ghproxy.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none',
-        route: 'GET /repos/{owner}/{repo}/issues' },
-      'action.ghproxy.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
-        route: 'POST /repos/{owner}/{repo}/issues' },
+      ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
       'agent.coder': { allow: `notes:read notes:write wiki:read ${ALLOW}` },
       'agent.butler': { allow: `notes:read notes:write ${ALLOW}` },
     }),
