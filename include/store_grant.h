@@ -26,9 +26,10 @@ struct store_refresh_row {       /* caller-owned; release with store_refresh_row
 void store_refresh_row_clear(struct store_refresh_row *r);  /* NULL-safe */
 
 /* --- grants ------------------------------------------------------------ */
-/* Records an issued grant; CS_EEXIST on a duplicate jti. */
+/* Records an issued grant (family: its refresh family, or NULL); CS_EEXIST on a
+ * duplicate jti. */
 enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char *consent_id,
-    int64_t issued_at, int64_t expires_at) CS_MUST_CHECK;
+    const char *family, int64_t issued_at, int64_t expires_at) CS_MUST_CHECK;
 /* The grant with this jti; CS_ENOENT when unknown.  *out written only on CS_OK. */
 enum cs_err store_grant_get(struct store_conn *c, const char *jti,
     struct store_grant_row *out) CS_MUST_CHECK;
@@ -50,7 +51,8 @@ enum cs_err store_refresh_get(struct store_conn *c,
  * when it was current, 0 otherwise (someone else took it first). */
 enum cs_err store_refresh_mark_used(struct store_conn *c,
     const unsigned char hash[STORE_REFRESH_HASH_LEN], int64_t now, int *changed) CS_MUST_CHECK;
-/* Revokes every unrevoked token of the family at now; *n is how many were. */
+/* Revokes every unrevoked token of the family at now, and every grant minted in
+ * it; *n is how many refresh tokens were. */
 enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family, int64_t now,
     int64_t *n) CS_MUST_CHECK;
 

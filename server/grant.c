@@ -192,7 +192,7 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 	}
 	if ((e = jwt_sign(kr, GRANT_TYP, claims, &g.access_token)) != CS_OK)
 		goto out;
-	if ((e = store_grant_insert(c, jti, k->id, now, exp)) != CS_OK)
+	if ((e = store_grant_insert(c, jti, k->id, family, now, exp)) != CS_OK)
 		goto out;
 	if ((e = audit_k(c, actor, "grant.issued", k, NULL, g.scope, "ok", "jti", jti, now)) != CS_OK)
 		goto out;

@@ -11,8 +11,8 @@
 #include "store_priv.h"
 
 static const char SQL_GRANT_INSERT[] =
-    "INSERT INTO grants (jti, consent_id, issued_at, expires_at, revoked_at) "
-    "VALUES (?1, ?2, ?3, ?4, 0)";
+    "INSERT INTO grants (jti, consent_id, issued_at, expires_at, revoked_at, family) "
+    "VALUES (?1, ?2, ?3, ?4, 0, ?5)";
 static const char SQL_GRANT_GET[] =
     "SELECT jti, consent_id, issued_at, expires_at, revoked_at FROM grants WHERE jti = ?1";
 static const char SQL_GRANT_REVOKE[] =
@@ -28,6 +28,8 @@ static const char SQL_REFRESH_USE[] =
     "UPDATE refresh_tokens SET used_at = ?2 WHERE hash = ?1 AND used_at = 0 AND revoked_at = 0";
 static const char SQL_REFRESH_REVOKE_FAMILY[] =
     "UPDATE refresh_tokens SET revoked_at = ?2 WHERE family = ?1 AND revoked_at = 0";
+static const char SQL_GRANT_REVOKE_FAMILY[] =
+    "UPDATE grants SET revoked_at = ?2 WHERE family = ?1 AND revoked_at = 0";
 
 /* --- rows -------------------------------------------------------------- */
 
@@ -52,7 +54,7 @@ void store_refresh_row_clear(struct store_refresh_row *r)
 /* --- grants ------------------------------------------------------------ */
 
 enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char *consent_id,
-    int64_t issued_at, int64_t expires_at)
+    const char *family, int64_t issued_at, int64_t expires_at)
 {
 	enum cs_err e;
 	sqlite3_stmt *st;
@@ -63,7 +65,8 @@ enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char
 	if ((e = store_bind_text(st, 1, jti)) != CS_OK ||
 	    (e = store_bind_text(st, 2, consent_id)) != CS_OK ||
 	    (e = store_bind_int64(st, 3, issued_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, expires_at)) != CS_OK) {
+	    (e = store_bind_int64(st, 4, expires_at)) != CS_OK ||
+	    (e = (family != NULL ? store_bind_text(st, 5, family) : CS_OK)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
 	}
@@ -217,5 +220,13 @@ enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*n = store_changes(c);
-	return CS_OK;
+	/* SECURITY: the grants minted in the family end with it. */
+	if ((st = store_stmt(c, SQL_GRANT_REVOKE_FAMILY)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, family)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
 }

@@ -366,6 +366,32 @@ test('with an admin token: listings, filters, cursors, history, pending work and
   assert.ok(ev.body.counts.waiting + ev.body.counts.delivered >= 1);
 });
 
+test('a stolen refresh token used after its holder: the family and every grant minted in it die; RFC 7009 on a refresh token does the same', async () => {
+  const g = await approvedGrant('alice', { audience: 'notes', scope: 'read', agentId: 'butler' }, { offline: true });
+  assert.ok(g.refresh_token);
+  const r1 = await gw.refresh(g.refresh_token);                  // the holder rotates
+  assert.equal(r1.status, 200, r1.text);
+  assert.equal((await gw.introspect(r1.body.access_token)).body.active, true);
+  const thief = await gw.refresh(g.refresh_token);               // the copy comes back
+  assert.equal(thief.status, 400);
+  assert.equal(thief.body?.error, 'invalid_grant');
+  for (const [label, t] of [['the first grant', g.access_token], ['the rotated grant', r1.body.access_token],
+    ['the current refresh token', r1.body.refresh_token]]) {
+    assert.deepEqual((await gw.introspect(t)).body, { active: false }, label);
+  }
+  // The consent itself lives on: a new exchange still gets a grant.
+  const again = await ask('alice', { audience: 'notes', scope: 'read', agentId: 'butler' });
+  assert.equal(again.status, 200, JSON.stringify(again.body));
+  const g2 = again.body;
+  assert.ok(g2.refresh_token, 'a new family');
+  const r2 = await gw.refresh(g2.refresh_token);
+  assert.equal(r2.status, 200, r2.text);
+  const rv = await gw.revoke(r2.body.refresh_token);
+  assert.equal(rv.status, 200, rv.text);
+  assert.deepEqual((await gw.introspect(g2.access_token)).body, { active: false });
+  assert.deepEqual((await gw.introspect(r2.body.access_token)).body, { active: false });
+});
+
 test('bulk revocation of a user with live grants and refresh tokens: everything inactive at once; repeating revokes 0', async () => {
   const g1 = await approvedGrant('bob', { audience: 'notes', scope: 'read', agentId: 'coder' });
   const g2 = await approvedGrant('bob', { audience: 'notes', scope: 'read write', agentId: 'butler' }, { offline: true });

@@ -749,6 +749,11 @@ START_TEST(test_grant_refresh_reuse_revokes_family)
 	/* The whole family is dead, the current token included, and it sticks. */
 	ck_assert_int_eq(refresh(g3.refresh_token, NULL, NOW + 40, &x), CS_EPERM);
 	ck_inactive(g3.refresh_token, NOW + 40);
+	/* So is every grant minted in it: the thief's as much as the holder's. */
+	ck_inactive(g.access_token, NOW + 40);
+	ck_inactive(g2.access_token, NOW + 40);
+	ck_inactive(g3.access_token, NOW + 40);
+	ck_active(other.access_token, NOW + 40, "grant");
 	/* Only the other family's token is still unrevoked. */
 	ck_assert_int_eq(q_int("SELECT count(*) FROM refresh_tokens WHERE revoked_at = 0", NULL), 1);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM refresh_tokens WHERE revoked_at = ?1", "1700000030"),
@@ -878,8 +883,11 @@ START_TEST(test_grant_revoke_refresh_family)
 	/* Again: fine, not audited twice. */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.refresh_token, ACTOR, NOW + 4), CS_OK);
 	ck_assert_int_eq(audits("refresh.revoked"), 1);
-	/* The grants themselves live on until revoked or expired. */
-	ck_active(g2.access_token, NOW + 5, "grant");
+	/* The grants minted in the family end with it. */
+	ck_inactive(g.access_token, NOW + 5);
+	ck_inactive(g2.access_token, NOW + 5);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM grants WHERE family IS NOT NULL AND revoked_at = 0",
+	    NULL), 0);
 	grant_response_clear(&g);
 	grant_response_clear(&g2);
 	free(kid);
