@@ -510,6 +510,13 @@ static enum cs_err parse_tokens(json_t *doc, struct provider_tokens *out)
 	e = CS_EINVAL;
 	if (t.access_token == NULL || t.token_type == NULL)
 		goto out;
+	/* GitHub answers "scope": "repo,gist" (commas, no spaces).  A value with
+	 * commas and no space is read that way; any other is RFC 6749's
+	 * space-separated list as it is. */
+	if (t.scope != NULL && strchr(t.scope, ' ') == NULL && strchr(t.scope, ',') != NULL)
+		for (char *q = t.scope; *q; q++)
+			if (*q == ',')
+				*q = ' ';
 	*out = t;
 	memset(&t, 0, sizeof t);
 	e = CS_OK;

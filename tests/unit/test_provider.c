@@ -659,6 +659,13 @@ START_TEST(test_provider_exchange_code_request)
 	ck_assert_ptr_null(strstr(seen.last_body, "client_secret"));
 	ck_assert_ptr_null(strstr(seen.last_body, "client_id"));
 
+	/* GitHub's comma-separated scope is read as a list. */
+	srv_set(&sv, "/token", 200, "{\"access_token\":\"at-3\",\"token_type\":\"bearer\","
+	    "\"scope\":\"repo,read:user\"}");
+	ck_assert_int_eq(provider_exchange_code(p, CODE, REDIRECT, VERIFIER, &t), CS_OK);
+	ck_assert_str_eq(t.scope, "repo read:user");
+	provider_tokens_clear(&t);
+
 	/* Optional members omitted: NULL and 0. */
 	srv_set(&sv, "/token", 200, "{\"access_token\":\"at-2\",\"token_type\":\"bearer\"}");
 	ck_assert_int_eq(provider_exchange_code(p, CODE, REDIRECT, VERIFIER, &t), CS_OK);
