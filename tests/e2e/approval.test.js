@@ -18,7 +18,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import canonicalize from 'canonicalize';
 import { startVaultStack } from '../lib/vaultstack.js';
-import { launchBrowser } from '../lib/browser.js';
+import { launchBrowser, idpSignIn } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
@@ -98,20 +98,10 @@ test('browser: connect a consent with issues:write, then a grant', async () => {
   const first = await v.gw.exchange(ask);
   assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
   await page.goto(first.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) {
-    await page.fill('input[name=login]', 'alice');
-    await page.fill('input[name=password]', 'alice-password');
-    await Promise.all([page.waitForURL((u) => u.href.startsWith(v.url)), page.click('button[type=submit]')]);
-  }
+  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
   await page.waitForSelector('text=Coding assistant asks for your permission');
   await Promise.all([page.waitForURL((u) => u.href.startsWith(v.ds.issuer)), page.click('button[value=approve]')]);
-  await page.waitForSelector('input[name=login]');
-  await page.fill('input[name=login]', 'alice');
-  await page.fill('input[name=password]', 'alice-password');
-  await Promise.all([
-    page.waitForURL((u) => u.href.startsWith(v.url) && !u.pathname.startsWith('/oauth/callback')),
-    page.click('button[type=submit]'),
-  ]);
+  await idpSignIn(page, { user: 'alice', backTo: v.url });
   await page.waitForSelector('text=Permission given');
   const g = await pollExchange(v.gw, ask);
   assert.equal(g.status, 200, JSON.stringify(g.body));

@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startStack } from '../lib/stack.js';
-import { launchBrowser } from '../lib/browser.js';
+import { launchBrowser, idpSignIn } from '../lib/browser.js';
 import { getIdToken } from '../lib/idplogin.js';
 import { gateway, pollExchange } from '../lib/gateway.js';
 import { consentConfig, GATEWAY_APP } from '../lib/fixtures.js';
@@ -29,11 +29,7 @@ const idTokenFor = async (user) => (await getIdToken({
 
 async function signInAt(page, url, user) {
   await page.goto(url);
-  if (page.url().startsWith(s.idp.issuer)) {
-    await page.fill('input[name=login]', user);
-    await page.fill('input[name=password]', `${user}-password`);
-    await Promise.all([page.waitForURL((u) => u.href.startsWith(s.url)), page.click('button[type=submit], input[type=submit]')]);
-  }
+  if (page.url().startsWith(s.idp.issuer)) await idpSignIn(page, { user, backTo: s.url });
 }
 
 test('gateway asks, the person approves one of two scopes, the gateway verifies, the person revokes', async () => {

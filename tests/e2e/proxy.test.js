@@ -28,7 +28,7 @@ import canonicalize from 'canonicalize';
 import { startVaultStack, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
-import { launchBrowser } from '../lib/browser.js';
+import { launchBrowser, idpSignIn } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
@@ -192,11 +192,7 @@ test('browser: alice signs in, consents to ghproxy and connects the provider; th
   const q = keep(await v.gw.exchange(ask));
   assert.equal(q.body?.error, 'consent_required', q.text);
   await page.goto(q.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) {
-    await page.fill('input[name=login]', 'alice');
-    await page.fill('input[name=password]', 'alice-password');
-    await Promise.all([page.waitForURL((u) => u.href.startsWith(v.url)), page.click('button[type=submit]')]);
-  }
+  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
   await page.waitForSelector('text=Coding assistant asks for your permission');
   assert.match(await page.textContent('section'), /GitHub via proxy/);
   await Promise.all([page.waitForURL((u) => u.href.startsWith(v.ds.issuer)), page.click('button[value=approve]')]);
@@ -204,13 +200,7 @@ test('browser: alice signs in, consents to ghproxy and connects the provider; th
   assert.ok(authz, 'the browser went to the provider\'s authorization endpoint');
   assert.equal(new URL(authz).searchParams.get('client_id'), 'consentd-ghproxy');
   assert.equal(new URL(authz).searchParams.get('redirect_uri'), `${v.url}/oauth/callback/ghproxy`);
-  await page.waitForSelector('input[name=login]');
-  await page.fill('input[name=login]', 'alice');
-  await page.fill('input[name=password]', 'alice-password');
-  await Promise.all([
-    page.waitForURL((u) => u.href.startsWith(v.url) && !u.pathname.startsWith('/oauth/callback')),
-    page.click('button[type=submit]'),
-  ]);
+  await idpSignIn(page, { user: 'alice', backTo: v.url });
   await page.waitForSelector('text=Permission given');
 
   const g = keep(await pollExchange(v.gw, ask));

@@ -17,7 +17,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
-import { launchBrowser } from '../lib/browser.js';
+import { launchBrowser, idpSignIn } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
@@ -87,11 +87,7 @@ test('browser: connect, release, the API accepts, refresh after expiry, revoke; 
 
   // Sign in to consentd at the login IdP, then approve.
   await page.goto(first.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) {
-    await page.fill('input[name=login]', 'alice');
-    await page.fill('input[name=password]', 'alice-password');
-    await Promise.all([page.waitForURL((u) => u.href.startsWith(v.url)), page.click('button[type=submit]')]);
-  }
+  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
   await page.waitForSelector('text=Coding assistant asks for your permission');
   await Promise.all([
     page.waitForURL((u) => u.href.startsWith(v.ds.issuer)),
@@ -115,12 +111,7 @@ test('browser: connect, release, the API accepts, refresh after expiry, revoke; 
   const verifier = v.sql(`SELECT ${verifierCol} FROM ${stateTable.split('\n')[0]}`).split('\n')[0];
   assert.match(verifier, /^[A-Za-z0-9_-]{43,128}$/, 'the PKCE verifier, read from the connect state');
 
-  await page.fill('input[name=login]', 'alice');
-  await page.fill('input[name=password]', 'alice-password');
-  await Promise.all([
-    page.waitForURL((u) => u.href.startsWith(v.url) && !u.pathname.startsWith('/oauth/callback')),
-    page.click('button[type=submit]'),
-  ]);
+  await idpSignIn(page, { user: 'alice', backTo: v.url });
   await page.waitForSelector('text=Permission given');
   await page.screenshot({ path: join(shots, 'vault-connected.png'), fullPage: true });
   const callbacks = urls.filter((u) => u.startsWith(`${v.url}/oauth/callback/github`));

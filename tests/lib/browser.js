@@ -56,4 +56,17 @@ export async function launchBrowser(opts = {}) {
   };
 }
 
+// The development IdP's sign-in form (the login IdP or the downstream provider): fill it
+// for user (password `<user>-password`), submit, and wait until the browser is back under
+// backTo (a URL prefix), past any /oauth/callback redirect.
+export async function idpSignIn(page, { user, backTo }) {
+  await page.waitForSelector('input[name=login]');
+  await page.fill('input[name=login]', user);
+  await page.fill('input[name=password]', `${user}-password`);
+  await Promise.all([
+    page.waitForURL((u) => u.href.startsWith(backTo) && !u.pathname.startsWith('/oauth/callback')),
+    page.click('button[type=submit]'),
+  ]);
+}
+
 export default launchBrowser;
