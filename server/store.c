@@ -994,6 +994,39 @@ sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
 	return st;
 }
 
+enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max, size_t elem,
+    enum cs_err (*read_row)(sqlite3_stmt *st, void *row),
+    void (*free_rows)(void *rows, size_t n), void **out, size_t *n)
+{
+	enum cs_err e = CS_OK;
+	unsigned char *v = NULL;
+	size_t nv = 0;
+	if (max > 0 && (v = calloc(max, elem)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while (nv < max && (e = store_step(c, st)) == CS_OK) {
+		if ((e = read_row(st, v + nv * elem)) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e == CS_ENOENT || nv == max)
+		e = CS_OK;
+out:
+	stmt_done(st);
+	if (e != CS_OK) {
+		free_rows(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
 void store_stmt_done(sqlite3_stmt *st) { stmt_done(st); }
 enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st) { return stmt_exec(c, st); }
 enum cs_err store_rc_err(int rc) { return rc_err(rc); }

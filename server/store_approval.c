@@ -221,12 +221,20 @@ enum cs_err store_approval_consent_live(struct store_conn *c, const char *consen
 	return e;
 }
 
+static enum cs_err approval_row_read(sqlite3_stmt *st, void *row)
+{
+	return read_approval(st, row);
+}
+
+static void approval_row_free(void *rows, size_t n)
+{
+	store_approval_rows_free(rows, n);
+}
+
 enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_approval_row **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_approval_row *v = NULL;
-	size_t nv = 0;
 	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_LIST);
 	if (st == NULL)
 		return CS_EDB;
@@ -234,32 +242,15 @@ enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, i
 		max = 1000;
 	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
 	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK)
-		goto out;
-	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	while (nv < max && (e = store_step(c, st)) == CS_OK) {
-		if ((e = read_approval(st, &v[nv])) != CS_OK)
-			goto out;
-		nv++;
-	}
-	if (e == CS_ENOENT || nv == max)
-		e = CS_OK;
-out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_approval_rows_free(v, nv);
+	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK) {
+		store_stmt_done(st);
 		return e;
 	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
+	void *rows = NULL;
+	if ((e = store_rows(c, st, max, sizeof **out, approval_row_read, approval_row_free,
+	    &rows, n)) == CS_OK)
+		*out = rows;
+	return e;
 }
 
 /* --- writing ----------------------------------------------------------- */

@@ -390,12 +390,20 @@ enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, in
 	return CS_OK;
 }
 
+static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
+{
+	return read_consent(st, row);
+}
+
+static void consent_row_free(void *rows, size_t n)
+{
+	store_consent_rows_free(rows, n);
+}
+
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_consent_row **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_consent_row *v = NULL;
-	size_t nv = 0;
 	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_LIST);
 	if (st == NULL)
 		return CS_EDB;
@@ -403,32 +411,15 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 		max = 10000;
 	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
 	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK)
-		goto out;
-	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	while (nv < max && (e = store_step(c, st)) == CS_OK) {
-		if ((e = read_consent(st, &v[nv])) != CS_OK)
-			goto out;
-		nv++;
-	}
-	if (e == CS_ENOENT || nv == max)
-		e = CS_OK;
-out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_consent_rows_free(v, nv);
+	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK) {
+		store_stmt_done(st);
 		return e;
 	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
+	void *rows = NULL;
+	if ((e = store_rows(c, st, max, sizeof **out, consent_row_read, consent_row_free,
+	    &rows, n)) == CS_OK)
+		*out = rows;
+	return e;
 }
 
 /* --- consent requests -------------------------------------------------- */
@@ -582,41 +573,32 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
 	return exec_one(c, st);
 }
 
+static enum cs_err creq_row_read(sqlite3_stmt *st, void *row)
+{
+	return read_creq(st, row);
+}
+
+static void creq_row_free(void *rows, size_t n)
+{
+	store_creq_rows_free(rows, n);
+}
+
 enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     struct store_creq_row **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_creq_row *v = NULL;
-	size_t nv = 0;
 	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIST);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
 	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, CREQ_LIST_MAX)) != CS_OK)
-		goto out;
-	if ((v = calloc(CREQ_LIST_MAX, sizeof *v)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	while (nv < CREQ_LIST_MAX && (e = store_step(c, st)) == CS_OK) {
-		if ((e = read_creq(st, &v[nv])) != CS_OK)
-			goto out;
-		nv++;
-	}
-	if (e == CS_ENOENT || nv == CREQ_LIST_MAX)
-		e = CS_OK;
-out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_creq_rows_free(v, nv);
+	    (e = store_bind_int64(st, 3, CREQ_LIST_MAX)) != CS_OK) {
+		store_stmt_done(st);
 		return e;
 	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
+	void *rows = NULL;
+	if ((e = store_rows(c, st, CREQ_LIST_MAX, sizeof **out, creq_row_read, creq_row_free,
+	    &rows, n)) == CS_OK)
+		*out = rows;
+	return e;
 }

@@ -94,37 +94,25 @@ fail:
 	return e;
 }
 
+static enum cs_err event_row_read(sqlite3_stmt *st, void *row)
+{
+	return read_event(st, row);
+}
+
+static void event_row_free(void *rows, size_t n)
+{
+	store_event_rows_free(rows, n);
+}
+
 /* Steps a bound row query into at most max rows; clears the statement. */
 static enum cs_err read_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
     struct store_event_row **out, size_t *n)
 {
-	enum cs_err e = CS_OK;
-	struct store_event_row *v = NULL;
-	size_t nv = 0;
-	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	while (nv < max && (e = store_step(c, st)) == CS_OK) {
-		if ((e = read_event(st, &v[nv])) != CS_OK)
-			goto out;
-		nv++;
-	}
-	if (e == CS_ENOENT || nv == max)
-		e = CS_OK;
-out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_event_rows_free(v, nv);
-		return e;
-	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
+	void *rows = NULL;
+	enum cs_err e = store_rows(c, st, max, sizeof **out, event_row_read, event_row_free, &rows, n);
+	if (e == CS_OK)
+		*out = rows;
+	return e;
 }
 
 /* 32 lowercase hex digits from 16 random bytes: unique, and never mistaken

@@ -27,6 +27,13 @@ enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v) CS_MUST_CHECK;
 /* malloc'd copies; a NULL column gives *out NULL. */
 enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) CS_MUST_CHECK;
 enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
+/* Steps a bound query into a calloc'd array of at most max rows of elem bytes,
+ * each filled by read_row (which leaves nothing allocated in its row when it
+ * fails); always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On
+ * an error the rows read so far are released with free_rows. */
+enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max, size_t elem,
+    enum cs_err (*read_row)(sqlite3_stmt *st, void *row),
+    void (*free_rows)(void *rows, size_t n), void **out, size_t *n) CS_MUST_CHECK;
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 

@@ -374,44 +374,35 @@ fail:
 	return e;
 }
 
+static enum cs_err outbox_row_read(sqlite3_stmt *st, void *row)
+{
+	return read_outbox(st, row);
+}
+
+static void outbox_row_free(void *rows, size_t n)
+{
+	store_vault_outbox_free(rows, n);
+}
+
 enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max,
     struct store_vault_outbox **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_vault_outbox *v = NULL;
-	size_t nv = 0;
 	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_DUE);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > OUTBOX_MAX)
 		max = OUTBOX_MAX;
 	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)max)) != CS_OK)
-		goto out;
-	if (max > 0 && (v = calloc(max, sizeof *v)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	while (nv < max && (e = store_step(c, st)) == CS_OK) {
-		if ((e = read_outbox(st, &v[nv])) != CS_OK)
-			goto out;
-		nv++;
-	}
-	if (e == CS_ENOENT || nv == max)
-		e = CS_OK;
-out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_vault_outbox_free(v, nv);
+	    (e = store_bind_int64(st, 2, (int64_t)max)) != CS_OK) {
+		store_stmt_done(st);
 		return e;
 	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
+	void *rows = NULL;
+	if ((e = store_rows(c, st, max, sizeof **out, outbox_row_read, outbox_row_free,
+	    &rows, n)) == CS_OK)
+		*out = rows;
+	return e;
 }
 
 enum cs_err store_vault_outbox_mark(struct store_conn *c, int64_t id, int refresh_revoked,
