@@ -202,6 +202,14 @@ static void stream_free(void *cls)
 	free(rs);
 }
 
+/* RFC 9110 sections 15.2, 15.3.5, 15.4.5 and 9.3.2: a 1xx, 204 or 304 answer,
+ * and any answer to HEAD, has no body -- a streamed (chunked) one would put a
+ * stray terminator on a keep-alive connection and desynchronise it. */
+static bool may_have_body(int status, const char *method)
+{
+	return !(status < 200 || status == 204 || status == 304 || strcmp(method, "HEAD") == 0);
+}
+
 static struct MHD_Response *buffer_response(const struct http_reply *rep)
 {
 	return MHD_create_response_from_buffer(rep->body.len,
@@ -240,6 +248,11 @@ static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection
 		reply_clear(rep);
 		reply_init(rep);
 		rep->status = 500;
+	}
+	if (rep->stream.read != NULL && !may_have_body(rep->status, method)) {
+		if (rep->stream.done != NULL)
+			rep->stream.done(rep->stream.ctx);
+		memset(&rep->stream, 0, sizeof rep->stream);
 	}
 	if (rep->stream.read != NULL) {
 		/* MHD owns the stream from here: stream_free runs when MHD is done with it
@@ -656,6 +669,10 @@ static enum MHD_Result job_answer(struct http_server *srv, struct MHD_Connection
 		reply_init(rep);
 		rep->status = 500;
 		streamed = false;
+	}
+	if (streamed && !may_have_body(rep->status, method))
+		streamed = false;
+	if (j->streamed && !streamed) {         /* nobody will read what the pump puts */
 		pthread_mutex_lock(&j->mu);
 		j->cancelled = true;
 		pthread_cond_broadcast(&j->space);

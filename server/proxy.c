@@ -573,7 +573,7 @@ static enum cs_err forward(const struct http_request *req, const char *url, cons
 	n++;
 	for (size_t i = 0; fwd_request[i] && req->header; i++) {
 		const char *v = req->header(req->hctx, fwd_request[i]);
-		if (v == NULL || strlen(v) > PROXY_MAX_HEADER_VALUE || strpbrk(v, "\r\n"))
+		if (v == NULL || strlen(v) > PROXY_MAX_HEADER_VALUE)   /* CR/LF: refused earlier */
 			continue;
 		buf_init(&line, PROXY_MAX_HEADER_VALUE + 64);
 		if ((e = buf_printf(&line, "%s: %s", fwd_request[i], v)) != CS_OK)
@@ -853,14 +853,8 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		if (reply_header(rep, up.headers[i].name, up.headers[i].value) != CS_OK)
 			continue;     /* CR/LF or too many: dropped */
 	}
-	/* RFC 9110 sections 15.3.5, 15.4.5, 9.3.2: a 204, a 304 and the answer to a
-	 * HEAD have no body -- and a chunked one would desynchronise the gateway's
-	 * connection. */
-	if (up.status == 204 || up.status == 304 || req->method == HTTP_HEAD) {
-		buf_reset(&rep->body);
-		goto out;
-	}
-	/* The body follows as it arrives, at most PROXY_MAX_BODY bytes. */
+	/* The body follows as it arrives, at most PROXY_MAX_BODY bytes (http.c
+	 * drops it where the status or HEAD allows none). */
 	rep->stream.ctx = st;
 	rep->stream.read = upstream_read;
 	rep->stream.done = upstream_done;
