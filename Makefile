@@ -8,6 +8,17 @@
 CC       ?= cc
 CLANG    ?= clang
 PKGS      = libmicrohttpd openssl cjose libcurl sqlite3 jansson inih
+# The targets a person types (all, run, check, bench) first install what is
+# missing and then build in a second make, so that these flags are read only
+# after scripts/deps.sh has put pkg-config and the libraries there.  Any other
+# target built by hand on a machine without them stops here with that advice.
+ENTRY_GOALS := all run check bench deps clean lint
+PKG_CONFIG_OK := $(shell pkg-config --exists $(PKGS) check 2>/dev/null && echo yes)
+ifneq ($(PKG_CONFIG_OK),yes)
+ifneq ($(filter-out $(ENTRY_GOALS),$(if $(MAKECMDGOALS),$(MAKECMDGOALS),all)),)
+$(error pkg-config or a library is missing: run `make deps` (or `make run` / `make check`, which install them) first)
+endif
+endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -37,7 +48,8 @@ ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 .PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick lint bench clean
 .DEFAULT_GOAL := all
 
-all: build/consentd
+all: deps
+	@$(MAKE) --no-print-directory build/consentd
 
 deps:
 	@bash scripts/deps.sh
@@ -107,7 +119,8 @@ fuzz: $(FUZZ_BINS)
 fuzz-quick: $(FUZZ_BINS)
 	@bash scripts/run-fuzz.sh 10 $(FUZZ_NAMES)
 
-run: deps build/consentd
+run: deps
+	@$(MAKE) --no-print-directory build/consentd
 	@bash scripts/run-dev.sh
 
 check: deps
@@ -116,7 +129,8 @@ check: deps
 build/bench_jwt: bench/bench_jwt.c build/rel/libconsentd.a
 	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
 
-bench: deps build/consentd build/bench_jwt
+bench: deps
+	@$(MAKE) --no-print-directory build/consentd build/bench_jwt
 	./build/bench_jwt
 	@bash bench/run.sh
 
