@@ -15,6 +15,7 @@
 #define CONSENT_MAX_SCOPES 20        /* per request; the consent page has one box each */
 #define CONSENT_ID_LEN 22            /* base64url of 16 random bytes */
 #define CONSENT_MAX_SCOPE_LEN 128    /* per scope token (CS_ETOOBIG beyond) */
+#define CONSENT_VERSION_LEN 64       /* hex of a SHA-256 */
 
 /* A set of bare scope names, sorted, without duplicates. */
 struct scope_set {
@@ -60,6 +61,7 @@ struct consent_request {             /* caller-owned; release with consent_reque
 	char   *status;                  /* "pending", "approved", "denied", "expired" */
 	int64_t created_at, expires_at, decided_at;
 	char   *consent_id;              /* set once approved */
+	char   *narrowed;                /* scopes dropped because the provider granted less, or NULL */
 };
 void consent_request_clear(struct consent_request *r);
 
@@ -103,16 +105,28 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 enum cs_err consent_request_get(struct store_conn *c, const char *id,
     struct consent_request *out) CS_MUST_CHECK;
 
+/* The version of a request as a person sees it: hex(SHA-256) over the
+ * agent, the resource, the requested scopes in page order, the pre-ticked
+ * scopes and the agent's reason, each length-prefixed.  A merge (flow A) that
+ * adds a scope or changes the reason changes it; polling does not. */
+void consent_request_version(const struct consent_request *r,
+    char out[CONSENT_VERSION_LEN + 1]);
+
 struct consent_decision {
 	bool    approve;
 	struct scope_set selected;       /* ticked boxes; must be ⊆ the request's scopes */
 	int64_t duration;                /* seconds, 1 .. the resource's max_consent */
 	bool    offline;                 /* only honoured for an offline agent */
+	/* SECURITY: the consent_request_version of the page the person decided
+	 * on.  A decision on any other version of the request is refused with
+	 * CS_ESTALE and changes nothing: the person decides on what they saw. */
+	char    version[CONSENT_VERSION_LEN + 1];
 };
 
 /* Records the person's decision on a pending, unexpired request that belongs
  * to user_id (CS_EPERM otherwise; CS_EINVAL for a decided or expired request,
- * a selection outside the request, an empty approval or a bad duration).
+ * a selection outside the request, an empty approval or a bad duration;
+ * CS_ESTALE, writing nothing, when the request is no longer at d->version).
  * Approve: a new consent (new id) with granted = selected and declined = the
  * rest of the request, replacing -- in the same transaction -- the live
  * consent for (user, agent, resource) with its grants and refresh tokens (its
@@ -131,7 +145,7 @@ enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
     int64_t now, bool in_tx, char **new_consent_id) CS_MUST_CHECK;
 /* The checks consent_decide makes on an approval, without writing anything:
  * r pending and unexpired at now and user_id's (CS_EPERM when not theirs,
- * CS_EINVAL otherwise), d->selected non-empty, ⊆ r's scopes, configured and
+ * CS_EINVAL otherwise), r at d->version (CS_ESTALE), d->selected non-empty, ⊆ r's scopes, configured and
  * allowed to the agent, duration within the resource's max_consent.  For the
  * vault, which checks before sending the person to the provider. */
 enum cs_err consent_decision_check(const struct config *cfg, const struct consent_request *r,

@@ -20,6 +20,7 @@ enum cs_err {
 	CS_ECONFIG,      /* the configuration is invalid */
 	CS_EPERM,        /* not allowed */
 	CS_EBUSY,        /* try again later */
+	CS_ESTALE,       /* the thing changed since the caller looked at it */
 	CS_ERR__MAX
 };
 

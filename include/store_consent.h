@@ -33,6 +33,7 @@ struct store_creq_row {          /* caller-owned; release with store_creq_row_cl
 	char   *status;
 	int64_t created_at, expires_at, decided_at, last_poll_at, interval;
 	char   *consent_id;          /* may be NULL */
+	char   *narrowed;            /* scopes the provider did not grant; may be NULL */
 };
 void store_creq_row_clear(struct store_creq_row *r);                     /* NULL-safe */
 void store_creq_rows_free(struct store_creq_row *v, size_t n);           /* NULL-safe */
@@ -97,6 +98,10 @@ enum cs_err store_creq_decide(struct store_conn *c, const char *id, const char *
 /* Replaces a pending request's scopes, and its reason when reason != NULL. */
 enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *scopes,
     const char *reason) CS_MUST_CHECK;
+/* Records the scopes the provider did not grant (flow D narrowing), inside the
+ * transaction that makes the consent live; CS_ENOENT for an unknown request. */
+enum cs_err store_creq_set_narrowed(struct store_conn *c, const char *id,
+    const char *dropped) CS_MUST_CHECK;
 /* Records a poll: last_poll_at and the (possibly grown) interval. */
 enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
     int64_t interval) CS_MUST_CHECK;

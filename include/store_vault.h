@@ -101,6 +101,7 @@ struct store_vault_connect {     /* caller-owned; release with store_vault_conne
 	int      offline;
 	char    *provider_scopes;
 	int64_t  created_at, expires_at;
+	char    *request_version;            /* consent_request_version() the person decided on */
 };
 void store_vault_connect_clear(struct store_vault_connect *s);   /* NULL-safe; wipes */
 enum cs_err store_vault_connect_insert(struct store_conn *c,

@@ -57,6 +57,7 @@ enum vault_connect_outcome {
 	VAULT_TOO_MUCH,               /* the provider granted more than asked: tokens revoked, no consent */
 	VAULT_BAD_STATE,              /* unknown, used, expired state; another session; wrong iss or resource */
 	VAULT_FAILED,                 /* the code exchange failed */
+	VAULT_CHANGED,                /* the request changed since the person decided: tokens revoked, no consent */
 	VAULT_OUTCOME__MAX
 };
 
@@ -98,6 +99,16 @@ void vault_release_clear(struct vault_release *r);
  * consent holds no record.  Audited ("vault.released", action). */
 enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,
     const struct consent *k, const char *action, const char *actor, int64_t now,
+    struct vault_release *out) CS_MUST_CHECK;
+
+/* The same for a release that an approval authorises (flow F, and the proxy's
+ * flow H): the approval is redeemed (approval_redeem) in the very transaction
+ * that records "vault.released", so that a release entry exists exactly when
+ * the approval was used for it.  CS_ESTALE, with the refusal audited and no
+ * release, when the approval was used meanwhile or is no longer redeemable. */
+enum cs_err vault_release_approved(struct vault *v, struct store_conn *c,
+    const struct config *cfg, const struct consent *k, const char *action,
+    const char *approval_id, const char *actor, int64_t now,
     struct vault_release *out) CS_MUST_CHECK;
 
 /* The same, refreshing first whatever the expiry (one refresh, shared with a

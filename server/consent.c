@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "audit.h"
@@ -176,6 +177,83 @@ static enum cs_err set_from_db(const char *s, struct scope_set *out)
 	return e == CS_ENOMEM ? e : e != CS_OK ? CS_EDB : CS_OK;
 }
 
+/* --- versions ---------------------------------------------------------- */
+
+/* One field of a version: its length (4 bytes, big-endian) and its bytes, so
+ * that no two different requests hash the same text.  NULL differs from "". */
+static void version_field(EVP_MD_CTX *h, const char *s)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+	unsigned char len[5] = { s != NULL, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+	    (unsigned char)(n >> 8), (unsigned char)n };
+	EVP_DigestUpdate(h, len, sizeof len);
+	if (n > 0)
+		EVP_DigestUpdate(h, s, n);
+}
+
+static void version_of(const char *agent, const char *resource, const struct scope_set *scopes,
+    const struct scope_set *pre, const char *reason, char out[CONSENT_VERSION_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *h = EVP_MD_CTX_new();
+	memset(md, 0, sizeof md);
+	/* SHA-256 cannot fail once its context exists; without one, an all-zero
+	 * version never equals a page's real one, so nothing is decided. */
+	if (h != NULL && EVP_DigestInit_ex(h, EVP_sha256(), NULL) == 1) {
+		version_field(h, "consentd-request-v1");
+		version_field(h, agent);
+		version_field(h, resource);
+		for (size_t i = 0; i < scopes->n; i++)
+			version_field(h, scopes->v[i]);
+		version_field(h, "|");
+		for (size_t i = 0; i < pre->n; i++)
+			version_field(h, pre->v[i]);
+		version_field(h, "|");
+		version_field(h, reason);
+		if (EVP_DigestFinal_ex(h, md, &mdlen) != 1 || mdlen != sizeof md)
+			memset(md, 0, sizeof md);
+	}
+	EVP_MD_CTX_free(h);
+	for (size_t i = 0; i < sizeof md; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[CONSENT_VERSION_LEN] = '\0';
+}
+
+void consent_request_version(const struct consent_request *r, char out[CONSENT_VERSION_LEN + 1])
+{
+	version_of(r->agent, r->resource, &r->scopes, &r->pre_granted, r->reason, out);
+}
+
+/* CS_OK when have equals want (a page's version), CS_ESTALE otherwise. */
+static enum cs_err version_check(const char *have, const char *want)
+{
+	return strlen(want) == CONSENT_VERSION_LEN &&
+	    CRYPTO_memcmp(have, want, CONSENT_VERSION_LEN) == 0 ? CS_OK : CS_ESTALE;
+}
+
+/* CS_OK when the stored request is still at version want (a page's). */
+static enum cs_err row_at_version(const struct store_creq_row *r, const char *want)
+{
+	struct scope_set scopes, pre;
+	char have[CONSENT_VERSION_LEN + 1];
+	enum cs_err e;
+	memset(&scopes, 0, sizeof scopes);
+	memset(&pre, 0, sizeof pre);
+	if ((e = set_from_db(r->scopes, &scopes)) != CS_OK ||
+	    (e = set_from_db(r->pre_granted, &pre)) != CS_OK)
+		goto out;
+	version_of(r->agent, r->resource, &scopes, &pre, r->reason, have);
+	e = version_check(have, want);
+out:
+	scope_set_clear(&scopes);
+	scope_set_clear(&pre);
+	return e;
+}
+
 /* --- ids --------------------------------------------------------------- */
 
 /* 22 characters of base64url from 16 random bytes.  An id never contains
@@ -232,6 +310,7 @@ void consent_request_clear(struct consent_request *r)
 	free(r->reason);
 	free(r->status);
 	free(r->consent_id);
+	free(r->narrowed);
 	memset(r, 0, sizeof *r);
 }
 
@@ -335,6 +414,8 @@ static enum cs_err request_from_row(struct store_creq_row *r, struct consent_req
 	r->status = NULL;
 	q.consent_id = r->consent_id;
 	r->consent_id = NULL;
+	q.narrowed = r->narrowed;
+	r->narrowed = NULL;
 	q.user_id = r->user_id;
 	q.created_at = r->created_at;
 	q.expires_at = r->expires_at;
@@ -842,6 +923,10 @@ enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
 		e = CS_EINVAL;
 		goto out;
 	}
+	/* SECURITY: a decision counts only for the request as the person saw it:
+	 * checked inside this transaction, so no merge can slip in between. */
+	if ((e = row_at_version(&r, d->version)) != CS_OK)
+		goto out;
 	if (d->approve) {
 		if ((e = decide_approve(&x, cfg, &r, d, &nid)) != CS_OK)
 			goto out;
@@ -876,6 +961,7 @@ enum cs_err consent_decision_check(const struct config *cfg, const struct consen
 	enum cs_err e;
 	struct scope_set sel;
 	const struct config_resource *res;
+	char have[CONSENT_VERSION_LEN + 1];
 
 	if (cfg == NULL || r == NULL || d == NULL || r->status == NULL || r->agent == NULL ||
 	    r->resource == NULL)
@@ -885,6 +971,9 @@ enum cs_err consent_decision_check(const struct config *cfg, const struct consen
 		return CS_EPERM;
 	if (strcmp(r->status, "pending") != 0 || r->expires_at <= now || !d->approve)
 		return CS_EINVAL;
+	consent_request_version(r, have);
+	if ((e = version_check(have, d->version)) != CS_OK)
+		return e;
 	res = config_resource(cfg, r->resource);
 	if (res == NULL || d->duration < 1 || d->duration > res->max_consent)
 		return CS_EINVAL;

@@ -16,6 +16,7 @@ static const char *const messages[CS_ERR__MAX] = {
 	[CS_ECONFIG] = "invalid configuration",
 	[CS_EPERM]   = "not permitted",
 	[CS_EBUSY]   = "busy, try again",
+	[CS_ESTALE]  = "changed since it was read",
 };
 
 const char *cs_strerror(enum cs_err e)

@@ -238,12 +238,14 @@ enum cs_err login_callback(const struct http_request *req, struct http_reply *re
 		goto out;
 	}
 	if (err != NULL) {
-		const char *desc = form_get(&req->params, "error_description");
-		char msg[600];
-		snprintf(msg, sizeof msg, "The identity provider said: %s%s%s", err,
-		    desc ? " — " : "", desc ? desc : "");
-		e = reply_html_error(rep, 400, strcmp(err, "access_denied") == 0 ?
-		    "Sign-in cancelled" : "Sign-in failed", msg);
+		/* SECURITY: said in consentd's words; no text of the URL reaches the page
+		 * (error_description is the IdP's, for developers, and may be anyone's). */
+		bool cancelled = strcmp(err, "access_denied") == 0;
+		e = reply_html_error(rep, 400, cancelled ? "Sign-in cancelled" : "Sign-in failed",
+		    cancelled ? "You cancelled the sign-in at your identity provider, so you are not "
+		    "signed in. Start again when you are ready." :
+		    "Your identity provider could not sign you in. Start again; if it keeps failing, "
+		    "ask your administrator.");
 		goto out;
 	}
 	if (code == NULL) {

@@ -141,43 +141,28 @@ static json_t *scope_items(const struct config *cfg, const struct consent_reques
 	return arr;
 }
 
-enum cs_err pages_consent_show(const struct http_request *req, struct http_reply *rep)
+/* The consent page for r, pending and the signed-in person's, with the
+ * version it shows in its form.  notice (or NULL) is said above the request. */
+static enum cs_err consent_page(const struct http_request *req, struct http_reply *rep,
+    const struct session *s, const struct consent_request *r, int status, const char *notice)
 {
-	struct app *app = req->app;
-	const struct config *cfg = app->cfg;
-	struct session s;
-	struct consent_request r;
-	struct store_conn *c = store_conn(app->store);
-	char back[128], when[32];
-	json_t *ctx = NULL;
+	const struct config *cfg = req->app->cfg;
+	char when[32], version[CONSENT_VERSION_LEN + 1];
+	json_t *ctx = NULL, *opts = NULL;
 	char *reason = NULL;
-	bool have, ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
-	memset(&r, 0, sizeof r);
-	if (c == NULL)
-		return CS_EDB;
-	snprintf(back, sizeof back, "/consent/%s", req->captures[0]);
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
-		goto out;
-	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
-		goto out;
-	if (strcmp(r.status, "pending") != 0 || r.expires_at <= req->now) {
-		e = reply_html_error(rep, 410, "This request is closed",
-		    strcmp(r.status, "approved") == 0 ? "You already approved this request." :
-		    strcmp(r.status, "denied") == 0 ? "You already denied this request." :
+	if (strcmp(r->status, "pending") != 0 || r->expires_at <= req->now)
+		return reply_html_error(rep, 410, "This request is closed",
+		    strcmp(r->status, "approved") == 0 ? "You already approved this request." :
+		    strcmp(r->status, "denied") == 0 ? "You already denied this request." :
 		    "This request expired. Your agent can ask again.");
-		goto out;
-	}
-	const struct config_resource *res = config_resource(cfg, r.resource);
-	const struct config_agent *ag = config_agent(cfg, r.agent);
-	if (res == NULL || ag == NULL) {
-		e = reply_html_error(rep, 410, "This request is closed",
+	const struct config_resource *res = config_resource(cfg, r->resource);
+	const struct config_agent *ag = config_agent(cfg, r->agent);
+	if (res == NULL || ag == NULL)
+		return reply_html_error(rep, 410, "This request is closed",
 		    "The agent or resource it names is no longer configured.");
-		goto out;
-	}
-	json_t *opts = json_array();
+	opts = json_array();
 	int64_t dflt = res->max_consent < 30 * 86400 ? res->max_consent : 30 * 86400;
 	int have_dflt = 0;
 	for (size_t i = 0; opts && i < sizeof durations / sizeof durations[0]; i++) {
@@ -190,27 +175,71 @@ enum cs_err pages_consent_show(const struct http_request *req, struct http_reply
 	if (opts && !have_dflt)
 		json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)dflt,
 		    "label", "the longest allowed", "selected", 1));
-	if (r.reason && (reason = visible_text(r.reason)) == NULL) {
-		json_decref(opts);
+	if (r->reason && (reason = visible_text(r->reason)) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	fmt_time(r.expires_at, when);
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:o, s:o, s:b, s:s}",
-	    "title", "An agent asks for your permission", "request_id", r.id,
+	fmt_time(r->expires_at, when);
+	/* SECURITY: the form names the version it was drawn from; a decision on
+	 * any other version of the request grants nothing (consent_decide). */
+	consent_request_version(r, version);
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:o, s:O, s:b, s:s, s:s, s:s?}",
+	    "title", "An agent asks for your permission", "request_id", r->id,
 	    "agent", ag->name, "agent_description", ag->description, "resource", res->name,
-	    "reason", reason, "scopes", scope_items(cfg, &r), "durations", opts,
-	    "offline", ag->offline, "expires", when);
+	    "reason", reason, "scopes", scope_items(cfg, r), "durations", opts,
+	    "offline", ag->offline, "expires", when, "version", version, "notice", notice);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	e = page_render(rep, 200, "consent.html", ctx, &s);
+	e = page_render(rep, status, "consent.html", ctx, s);
 out:
 	free(reason);
+	json_decref(opts);
 	json_decref(ctx);
+	return e;
+}
+
+enum cs_err pages_consent_show(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct session s;
+	struct consent_request r;
+	struct store_conn *c = store_conn(app->store);
+	char back[128];
+	bool have, ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	memset(&r, 0, sizeof r);
+	if (c == NULL)
+		return CS_EDB;
+	snprintf(back, sizeof back, "/consent/%s", req->captures[0]);
+	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
+		goto out;
+	e = consent_page(req, rep, &s, &r, 200, NULL);
+out:
 	consent_request_clear(&r);
 	session_clear(&s);
+	return e;
+}
+
+/* The request changed under the person's open page: nothing was decided; the
+ * request is shown again as it is now (409), to be decided anew. */
+static enum cs_err consent_changed(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, const struct session *s)
+{
+	struct consent_request now;
+	bool ok;
+	enum cs_err e;
+	memset(&now, 0, sizeof now);
+	if ((e = bound_request(req, rep, c, s, &now, &ok)) == CS_OK && ok)
+		e = consent_page(req, rep, s, &now, 409,
+		    "This request changed while you were looking at it, so nothing was given. "
+		    "Here it is as it is now: check it and decide again.");
+	consent_request_clear(&now);
 	return e;
 }
 
@@ -224,6 +253,7 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	struct store_conn *c = store_conn(app->store);
 	const char *decision = form_get(&req->params, "decision");
 	const char *dur = form_get(&req->params, "duration");
+	const char *version = form_get(&req->params, "version");
 	char actor[300], *new_id = NULL;
 	json_t *ctx = NULL;
 	bool ok;
@@ -250,9 +280,14 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;
 	d.approve = strcmp(decision, "approve") == 0;
+	/* A form without a version is treated as drawn from another version. */
+	if (version != NULL && strlen(version) == CONSENT_VERSION_LEN)
+		memcpy(d.version, version, sizeof d.version);
 	if (d.approve) {
 		/* The boxes are named by position in the stored request: a form can only
-		 * choose among the scopes the agent asked for, never add one. */
+		 * choose among the scopes the agent asked for, never add one, and the
+		 * version (checked in consent_decide) makes the positions those the
+		 * person saw. */
 		for (size_t i = 0; i < r.scopes.n; i++) {
 			char field[24];
 			snprintf(field, sizeof field, "s%zu", i);
@@ -304,7 +339,10 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	} else {
 		e = consent_decide(c, cfg, r.id, s.user_id, &d, actor, req->now, &new_id);
 	}
-	if (e == CS_EPERM) {
+	if (e == CS_ESTALE) {
+		e = consent_changed(req, rep, c, &s);
+		goto out;
+	} else if (e == CS_EPERM) {
 		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
 		goto out;
 	} else if (e == CS_EINVAL) {
@@ -457,10 +495,11 @@ static enum cs_err done_page(struct http_reply *rep, const struct config *cfg, i
     const struct consent_request *r, const struct session *s, bool approved, const char *narrowed,
     const char *failure)
 {
-	json_t *ctx = json_pack("{s:s, s:b, s:s, s:s, s:s?, s:s?}", "title",
+	json_t *ctx = json_pack("{s:s, s:b, s:s, s:s, s:s?, s:s?, s:s, s:b}", "title",
 	    failure ? "Not connected" : approved ? "Permission given" : "Request denied",
 	    "approved", approved && !failure, "agent", agent_name(cfg, r->agent),
-	    "resource", resource_name(cfg, r->resource), "narrowed", narrowed, "failure", failure);
+	    "resource", resource_name(cfg, r->resource), "narrowed", narrowed, "failure", failure,
+	    "request_id", r->id, "retry", failure != NULL && strcmp(r->status, "pending") == 0);
 	enum cs_err e;
 	if (ctx == NULL)
 		return CS_ENOMEM;
@@ -476,7 +515,6 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
 	const char *outcome = form_get(&req->params, "outcome");
-	const char *narrowed = form_get(&req->params, "narrowed");
 	char back[128];
 	bool have, ok;
 	enum cs_err e;
@@ -499,8 +537,15 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 	else if (outcome != NULL && strcmp(outcome, "failed") == 0)
 		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
 		    "The connection to the provider failed. Nothing was given; you can try again.");
+	else if (outcome != NULL && strcmp(outcome, "changed") == 0)
+		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
+		    "The request changed while you were at the provider, so nothing was given and the "
+		    "connection was undone. Open the request again to see it as it is now.");
 	else
-		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0, narrowed, NULL);
+		/* SECURITY: what was left out comes from the stored request, never
+		 * from the link (an agent hands the person that link). */
+		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0,
+		    strcmp(r.status, "approved") == 0 ? r.narrowed : NULL, NULL);
 out:
 	consent_request_clear(&r);
 	session_clear(&s);
@@ -514,7 +559,7 @@ enum cs_err pages_provider_callback(const struct http_request *req, struct http_
 	struct session s;
 	struct vault_finish f;
 	struct store_conn *c = store_conn(app->store);
-	char actor[300], *narrowed = NULL;
+	char actor[300];
 	struct buf loc;
 	enum cs_err e;
 	memset(&s, 0, sizeof s);
@@ -543,25 +588,18 @@ enum cs_err pages_provider_callback(const struct http_request *req, struct http_
 	}
 	/* SECURITY: answer with a 303 to a URL without the code. */
 	const char *outcome = f.outcome == VAULT_CANCELLED ? "cancelled" :
-	    f.outcome == VAULT_TOO_MUCH ? "too_much" : f.outcome == VAULT_FAILED ? "failed" : NULL;
+	    f.outcome == VAULT_TOO_MUCH ? "too_much" : f.outcome == VAULT_FAILED ? "failed" :
+	    f.outcome == VAULT_CHANGED ? "changed" : NULL;
 	if ((e = buf_printf(&loc, "/consent/%s/done", f.request_id ? f.request_id : "-")) != CS_OK)
 		goto out;
 	if (outcome != NULL)
 		e = buf_printf(&loc, "?outcome=%s", outcome);
-	else if (f.outcome == VAULT_NARROWED && (narrowed = scope_set_join(&f.dropped)) != NULL) {
-		char *enc = NULL;
-		e = pct_encode(narrowed, &enc);
-		if (e == CS_OK)
-			e = buf_printf(&loc, "?narrowed=%s", enc);
-		free(enc);
-	}
 	if (e != CS_OK)
 		goto out;
 	rep->status = 303;
 	rep->content_type = "text/plain; charset=utf-8";
 	e = reply_header(rep, "Location", loc.data);
 out:
-	free(narrowed);
 	buf_clear(&loc);
 	vault_finish_clear(&f);
 	session_clear(&s);
@@ -708,7 +746,10 @@ enum cs_err pages_approve_decide(const struct http_request *req, struct http_rep
 		goto out;
 	snprintf(actor, sizeof actor, "user:%s", s.subject);
 	e = approval_decide(c, cfg, a.id, s.user_id, approve, actor, req->now);
-	if (e == CS_EPERM) {
+	if (e == CS_ESTALE) {
+		e = consent_changed(req, rep, c, &s);
+		goto out;
+	} else if (e == CS_EPERM) {
 		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
 		goto out;
 	} else if (e == CS_EINVAL) {

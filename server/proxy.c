@@ -762,31 +762,18 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 				count_refused(r, act, approval_reasons[aa.outcome], rep->status);
 			goto out;
 		}
-		/* SECURITY: the approval is used up before the call, in its own
-		 * transaction: single use even when the upstream call then fails. */
-		if ((e = store_begin(c)) != CS_OK)
-			goto out;
-		e = approval_redeem(c, cfg, aa.approval_id, actor, req->now);
-		if (e == CS_OK || e == CS_EPERM) {
-			enum cs_err e2 = store_commit(c);
-			if (e2 != CS_OK) {
-				store_rollback(c);
-				e = e2;
-			}
-		} else {
-			store_rollback(c);
-		}
-		if (e == CS_EPERM) {
-			count_refused(r, act, "approval_used", 403);
-			e = reply_oauth_error(rep, 403, "access_denied",
-			    "this approval was already used or is no longer valid");
-			goto out;
-		}
-		if (e != CS_OK)
-			goto out;
 	}
-	e = vault_release(app->vault, c, cfg, &k, act->name, actor, req->now, &tok);
-	if (e == CS_EPERM || e == CS_ENOENT) {
+	/* SECURITY: the approval is used up before the call, in the transaction of
+	 * the release: single use even when the upstream call then fails. */
+	e = aa.approval_id != NULL ?
+	    vault_release_approved(app->vault, c, cfg, &k, act->name, aa.approval_id, actor,
+	    req->now, &tok) : vault_release(app->vault, c, cfg, &k, act->name, actor, req->now, &tok);
+	if (e == CS_ESTALE) {
+		count_refused(r, act, "approval_used", 403);
+		e = reply_oauth_error(rep, 403, "access_denied",
+		    "this approval was already used or is no longer valid");
+		goto out;
+	} else if (e == CS_EPERM || e == CS_ENOENT) {
 		e = invalid_token(rep, "reconnect required");
 		goto out;
 	} else if (e == CS_EIO) {

@@ -37,6 +37,24 @@ static bool valid_on(const char *v)
 	return strcmp(v, "on") == 0;
 }
 
+/* The outcomes the provider callback names on the done page: words chosen by
+ * consentd, never text (pages.c says each in its own words). */
+static bool valid_done_outcome(const char *v)
+{
+	return strcmp(v, "cancelled") == 0 || strcmp(v, "too_much") == 0 ||
+	    strcmp(v, "failed") == 0 || strcmp(v, "changed") == 0;
+}
+
+static bool valid_hex(const char *v)
+{
+	if (*v == '\0')
+		return false;
+	for (; *v; v++)
+		if (!((*v >= '0' && *v <= '9') || (*v >= 'a' && *v <= 'f')))
+			return false;
+	return true;
+}
+
 /* The admin search's states ("" = any). */
 static bool valid_admin_state(const char *v)
 {
@@ -92,8 +110,7 @@ const struct route http_routes[] = {
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, pages_consent_done, {
-		{ "outcome", 16, valid_printable, 0 },
-		{ "narrowed", 2048, valid_printable, 0 },
+		{ "outcome", 16, valid_done_outcome, 0 },
 		{ NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, pages_approve_decide, {
@@ -115,6 +132,7 @@ const struct route http_routes[] = {
 		{ "decision", 8, valid_decision, PARAM_REQUIRED },
 		{ "duration", 10, valid_digits, 0 },
 		{ "offline", 2, valid_on, 0 },
+		{ "version", 64, valid_hex, 0 },
 		SCOPE_BOX(0), SCOPE_BOX(1), SCOPE_BOX(2), SCOPE_BOX(3), SCOPE_BOX(4),
 		SCOPE_BOX(5), SCOPE_BOX(6), SCOPE_BOX(7), SCOPE_BOX(8), SCOPE_BOX(9),
 		SCOPE_BOX(10), SCOPE_BOX(11), SCOPE_BOX(12), SCOPE_BOX(13), SCOPE_BOX(14),

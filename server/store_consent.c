@@ -20,7 +20,7 @@
 #define CREQ_COLS \
 	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
 	"r.status, r.created_at, r.expires_at, r.decided_at, r.last_poll_at, r.interval, " \
-	"r.consent_id FROM consent_requests r JOIN users u ON u.id = r.user_id "
+	"r.consent_id, r.narrowed FROM consent_requests r JOIN users u ON u.id = r.user_id "
 
 /* A person's pending requests are capped by [consent] max_pending_per_user;
  * this only bounds a listing should the cap have been lowered since. */
@@ -74,6 +74,8 @@ static const char SQL_CREQ_DECIDE[] =
 static const char SQL_CREQ_MERGE[] =
     "UPDATE consent_requests SET scopes = ?2, reason = coalesce(?3, reason) "
     "WHERE id = ?1 AND status = 'pending'";
+static const char SQL_CREQ_NARROWED[] =
+    "UPDATE consent_requests SET narrowed = ?2 WHERE id = ?1";
 static const char SQL_CREQ_POLL[] =
     "UPDATE consent_requests SET last_poll_at = ?2, interval = ?3 "
     "WHERE id = ?1 AND status = 'pending'";
@@ -121,6 +123,7 @@ void store_creq_row_clear(struct store_creq_row *r)
 	free(r->reason);
 	free(r->status);
 	free(r->consent_id);
+	free(r->narrowed);
 	memset(r, 0, sizeof *r);
 }
 
@@ -179,7 +182,8 @@ static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
 	    (e = store_col_text(st, 6, &r->pre_granted)) != CS_OK ||
 	    (e = store_col_text(st, 7, &r->reason)) != CS_OK ||
 	    (e = store_col_text(st, 8, &r->status)) != CS_OK ||
-	    (e = store_col_text(st, 14, &r->consent_id)) != CS_OK)
+	    (e = store_col_text(st, 14, &r->consent_id)) != CS_OK ||
+	    (e = store_col_text(st, 15, &r->narrowed)) != CS_OK)
 		goto fail;
 	if (r->id == NULL || r->subject == NULL || r->agent == NULL || r->resource == NULL ||
 	    r->scopes == NULL || r->pre_granted == NULL || r->status == NULL) {
@@ -551,6 +555,20 @@ enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *s
 	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
 	    (e = store_bind_text(st, 2, scopes)) != CS_OK ||
 	    (e = store_bind_text(st, 3, reason)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return exec_one(c, st);
+}
+
+enum cs_err store_creq_set_narrowed(struct store_conn *c, const char *id, const char *dropped)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_NARROWED);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_text(st, 2, dropped)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
 	}

@@ -60,11 +60,12 @@ static const char SQL_OUTBOX_COUNT[] = "SELECT count(*) FROM vault_outbox";
 static const char SQL_CONNECT_INSERT[] =
     "INSERT INTO vault_connects (state_hash, session_hash, user_id, request_id, resource, "
     "provider_issuer, code_verifier, selected, duration, offline, provider_scopes, created_at, "
-    "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    "expires_at, request_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+    "?14)";
 static const char SQL_CONNECT_TAKE[] =
     "DELETE FROM vault_connects WHERE state_hash = ?1 RETURNING session_hash, user_id, "
     "request_id, resource, provider_issuer, code_verifier, selected, duration, offline, "
-    "provider_scopes, created_at, expires_at";
+    "provider_scopes, created_at, expires_at, request_version";
 static const char SQL_CONNECT_PURGE[] = "DELETE FROM vault_connects WHERE expires_at <= ?1";
 
 #define OUTBOX_MAX 1000              /* one pass handles at most this many */
@@ -479,6 +480,7 @@ void store_vault_connect_clear(struct store_vault_connect *s)
 	}
 	free(s->selected);
 	free(s->provider_scopes);
+	free(s->request_version);
 	OPENSSL_cleanse(s, sizeof *s);
 }
 
@@ -500,7 +502,8 @@ enum cs_err store_vault_connect_insert(struct store_conn *c, const struct store_
 	    (e = store_bind_int64(st, 10, s->offline ? 1 : 0)) != CS_OK ||
 	    (e = store_bind_text(st, 11, s->provider_scopes)) != CS_OK ||
 	    (e = store_bind_int64(st, 12, s->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 13, s->expires_at)) != CS_OK) {
+	    (e = store_bind_int64(st, 13, s->expires_at)) != CS_OK ||
+	    (e = store_bind_text(st, 14, s->request_version)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
 	}
@@ -527,10 +530,11 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	    (e = store_col_text(st, 4, &s.provider_issuer)) != CS_OK ||
 	    (e = store_col_text(st, 5, &s.code_verifier)) != CS_OK ||
 	    (e = store_col_text(st, 6, &s.selected)) != CS_OK ||
-	    (e = store_col_text(st, 9, &s.provider_scopes)) != CS_OK)
+	    (e = store_col_text(st, 9, &s.provider_scopes)) != CS_OK ||
+	    (e = store_col_text(st, 12, &s.request_version)) != CS_OK)
 		goto out;
 	if (shlen != 32 || s.request_id == NULL || s.resource == NULL || s.code_verifier == NULL ||
-	    s.selected == NULL || s.provider_scopes == NULL) {
+	    s.selected == NULL || s.provider_scopes == NULL || s.request_version == NULL) {
 		e = CS_EDB;
 		goto out;
 	}

@@ -499,30 +499,15 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 			goto out;
 		}
 	}
-	e = vault_release(app->vault, c, cfg, &k, action, actor, req->now, &out);
-	if (e == CS_OK && aa.approval_id != NULL) {
-		/* SECURITY: the approval is used up in the same transaction that
-		 * decides to hand the token out: released once, never twice. */
-		if ((e = store_begin(c)) != CS_OK)
-			goto out;
-		e = approval_redeem(c, cfg, aa.approval_id, actor, req->now);
-		if (e == CS_OK || e == CS_EPERM) {
-			/* A refusal is committed too: its audit entry must stay. */
-			enum cs_err e2 = store_commit(c);
-			if (e2 != CS_OK) {
-				store_rollback(c);
-				e = e2;
-			}
-		} else {
-			store_rollback(c);
-		}
-		if (e == CS_EPERM) {
-			e = reply_oauth_error(rep, 400, "access_denied",
-			    "this approval was already used or is no longer valid");
-			goto out;
-		}
-		if (e != CS_OK)
-			goto out;
+	/* SECURITY: an approved release uses the approval up in the transaction
+	 * that records the release: released once, never twice. */
+	e = aa.approval_id != NULL ?
+	    vault_release_approved(app->vault, c, cfg, &k, action, aa.approval_id, actor, req->now,
+	    &out) : vault_release(app->vault, c, cfg, &k, action, actor, req->now, &out);
+	if (e == CS_ESTALE) {
+		e = reply_oauth_error(rep, 400, "access_denied",
+		    "this approval was already used or is no longer valid");
+		goto out;
 	}
 	if (e == CS_OK) {
 		json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", out.access_token,

@@ -13,10 +13,12 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "approval.h"
 #include "audit.h"
 #include "buf.h"
 #include "form.h"
 #include "session.h"
+#include "store_consent.h"
 #include "store_vault.h"
 #include "vault.h"
 
@@ -648,6 +650,7 @@ enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const str
 	cs.duration = d->duration;
 	cs.offline = d->offline;
 	cs.provider_scopes = m_s;
+	cs.request_version = (char *)d->version;
 	cs.created_at = now;
 	cs.expires_at = now + VAULT_CONNECT_TTL;
 	if ((e = store_vault_connect_purge(c, now)) != CS_OK ||
@@ -690,6 +693,7 @@ static const char *const outcome_names[VAULT_OUTCOME__MAX] = {
 	[VAULT_CONNECTED] = "connected", [VAULT_NARROWED] = "narrowed",
 	[VAULT_CANCELLED] = "cancelled", [VAULT_TOO_MUCH] = "too_much",
 	[VAULT_BAD_STATE] = "bad_state", [VAULT_FAILED] = "failed",
+	[VAULT_CHANGED] = "changed",
 };
 
 /* Sets the outcome and the reason a person reads. */
@@ -794,6 +798,9 @@ static enum cs_err connect_commit(struct vault *v, struct store_conn *c, const s
 	rec.created_at = now;
 	rec.updated_at = now;
 	if ((e = store_vault_record_insert(c, &rec)) != CS_OK)
+		goto out;
+	/* What the done page tells the person was left out, from here, never a URL. */
+	if (dropped_s != NULL && (e = store_creq_set_narrowed(c, r->id, dropped_s)) != CS_OK)
 		goto out;
 	snprintf(detail, sizeof detail, "provider_scopes=%s refresh=%s%s%s", g_s,
 	    t->refresh_token ? "yes" : "no", dropped_s ? " dropped=" : "", dropped_s ? dropped_s : "");
@@ -1006,12 +1013,26 @@ enum cs_err vault_finish_connect(struct vault *v, struct store_conn *c, const st
 	d.selected = kept;
 	d.duration = cs.duration;
 	d.offline = cs.offline != 0;
+	/* SECURITY: the consent goes live only if the request is still the one
+	 * the person decided on before leaving for the provider. */
+	if (strlen(cs.request_version) != CONSENT_VERSION_LEN) {
+		revoke_now(p, &t);
+		e = finish_as(&f, VAULT_CHANGED, "The request changed while you were at the provider.");
+		goto done;
+	}
+	memcpy(d.version, cs.request_version, sizeof d.version);
 	e = connect_commit(v, c, cfg, &r, user_id, &d, &t, g_s, actor, now, f.outcome, dropped_s,
 	    &nid);
 	memset(&d.selected, 0, sizeof d.selected);   /* still owned by kept */
 	if (e != CS_OK) {
 		/* SECURITY: tokens that no record holds must not live on. */
 		revoke_now(p, &t);
+		if (e == CS_ESTALE) {
+			scope_set_clear(&f.dropped);
+			e = finish_as(&f, VAULT_CHANGED,
+			    "The request changed while you were at the provider; the connection was undone.");
+			goto done;
+		}
 		if (e != CS_EINVAL && e != CS_EPERM)
 			goto out;
 		scope_set_clear(&f.dropped);
@@ -1283,26 +1304,62 @@ static enum cs_err refresh_single(struct vault *v, struct store_conn *c, struct 
 }
 
 static enum cs_err release(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const struct consent *k, const char *action, const char *actor, int64_t now, bool force,
-    struct vault_release *out);
+    const struct consent *k, const char *action, const char *approval_id, const char *actor,
+    int64_t now, bool force, struct vault_release *out);
 
 enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,
     const struct consent *k, const char *action, const char *actor, int64_t now,
     struct vault_release *out)
 {
-	return release(v, c, cfg, k, action, actor, now, false, out);
+	return release(v, c, cfg, k, action, NULL, actor, now, false, out);
+}
+
+enum cs_err vault_release_approved(struct vault *v, struct store_conn *c,
+    const struct config *cfg, const struct consent *k, const char *action,
+    const char *approval_id, const char *actor, int64_t now, struct vault_release *out)
+{
+	if (approval_id == NULL)
+		return CS_EINVAL;
+	return release(v, c, cfg, k, action, approval_id, actor, now, false, out);
 }
 
 enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
     const struct config *cfg, const struct consent *k, const char *action, const char *actor,
     int64_t now, struct vault_release *out)
 {
-	return release(v, c, cfg, k, action, actor, now, true, out);
+	return release(v, c, cfg, k, action, NULL, actor, now, true, out);
+}
+
+/* The release's one transaction: the approval (if any) is used up and the
+ * release audited together.  An approval refused meanwhile keeps its refusal
+ * entry and records no release (CS_ESTALE). */
+static enum cs_err release_commit(const struct vctx *x, const struct config *cfg,
+    const char *approval_id, const char *scopes, const char *consent_id, const char *outcome,
+    const char *detail)
+{
+	enum cs_err e;
+	bool refused = false;
+	if ((e = store_begin(x->c)) != CS_OK)
+		return e;
+	if (approval_id != NULL) {
+		/* SECURITY: invariant 8 -- used once, in the transaction of its release. */
+		e = approval_redeem(x->c, cfg, approval_id, x->actor, x->now);
+		if (e == CS_EPERM) {
+			refused = true;
+			e = CS_OK;
+		}
+	}
+	if (e == CS_OK && !refused)
+		e = vaudit(x, "vault.released", scopes, consent_id, NULL, outcome, detail);
+	if (e == CS_OK && (e = store_commit(x->c)) == CS_OK)
+		return refused ? CS_ESTALE : CS_OK;
+	store_rollback(x->c);
+	return e;
 }
 
 static enum cs_err release(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const struct consent *k, const char *action, const char *actor, int64_t now, bool force,
-    struct vault_release *out)
+    const struct consent *k, const char *action, const char *approval_id, const char *actor,
+    int64_t now, bool force, struct vault_release *out)
 {
 	enum cs_err e;
 	struct store_vault_record rec;
@@ -1375,8 +1432,9 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 	}
 	rl.expires_in = rec.access_expires_at - now;
 	/* Invariant 10: the release is audited before the token is handed out. */
-	snprintf(detail, sizeof detail, "action=%s", action);
-	if ((e = vaudit_tx(&x, "vault.released", rec.provider_scopes, k->id, NULL, outcome,
+	snprintf(detail, sizeof detail, "action=%s%s%s", action, approval_id ? "; approval=" : "",
+	    approval_id ? approval_id : "");
+	if ((e = release_commit(&x, cfg, approval_id, rec.provider_scopes, k->id, outcome,
 	    detail)) != CS_OK)
 		goto out;
 	*out = rl;

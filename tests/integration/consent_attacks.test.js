@@ -96,6 +96,7 @@ async function postPage(jar, url, fields, headers = {}) {
 function decisionFields(page, { decision = 'approve', boxes, duration = page.duration, offline = false } = {}) {
   assert.ok(page.form, `the page has a form: ${page.html.slice(0, 300)}`);
   const f = { csrf: page.form.fields.csrf, decision };
+  if (page.form.fields.version !== undefined) f.version = page.form.fields.version;
   for (const name of Object.keys(page.form.fields)) {
     if (/^s\d+$/.test(name) && (!boxes || boxes.includes(name))) f[name] = 'on';
   }
@@ -651,4 +652,53 @@ test('/revoke and /introspect: garbage tokens, and a revoked grant while its con
   assert.equal(i2.body.active, true);
   assert.equal(i2.body.token_use, 'grant');
   assert.deepEqual((await h.gw.introspect(g.access_token)).body, { active: false }, 'the revoked one stays dead');
+});
+
+test('a request changed under the open page: the old page\'s decision grants nothing, the page shows the request as it now is', async () => {
+  const x = await harness({ config: consentConfig() });
+  try {
+    const jar = await x.jar('alice');
+    const ask = { agentId: 'coder', audience: 'notes', scope: 'write', reason: 'to fix a typo' };
+    const first = await x.ask('alice', ask);
+    assert.equal(first.body?.error, 'consent_required', first.text);
+    const uri = first.body.consent_uri;
+    const id = requestId(uri);
+    const page = await openPage(jar, uri);
+    assert.equal(page.status, 200);
+    assert.deepEqual(Object.keys(page.form.fields).filter((n) => /^s\d+$/.test(n)), ['s0']);
+    assert.match(page.html, /name="s0"[^>]*> <code>write<\/code>/);
+    assert.match(page.html, /to fix a typo/);
+    // The agent asks for "read" too, with another reason: "read" sorts first, into box s0.
+    const merged = await x.ask('alice', { ...ask, scope: 'read write', reason: 'delete everything' });
+    assert.equal(merged.body?.error, 'consent_required', merged.text);
+    assert.equal(merged.body.consent_request_id, id);
+    for (const decision of ['approve', 'deny']) {
+      const stale = await postPage(jar, uri, decisionFields(page, { decision }));
+      assert.equal(stale.status, 409, `${decision} from the old page: ${stale.html.slice(0, 300)}`);
+      assert.match(stale.html, /changed while you were looking at it/);
+      assert.doesNotMatch(stale.html, /Permission given|Request denied/);
+      assert.match(stale.html, /delete everything/, 'the reason as it is now');
+      assert.match(stale.html, /<code>read<\/code>/);
+      assert.match(stale.html, /<code>write<\/code>/);
+    }
+    // A form without its version is never taken for the current one.
+    const { version, ...noVersion } = decisionFields(page);
+    assert.ok(version, 'the page names its version');
+    const bare = await postPage(jar, uri, noVersion);
+    assert.equal(bare.status, 409, bare.html.slice(0, 300));
+    assert.equal(x.sql(`SELECT status FROM consent_requests WHERE id = '${id}'`)[0].status, 'pending');
+    assert.equal(x.sql(`SELECT count(*) AS n FROM consents WHERE request_id = '${id}'`)[0].n, 0);
+    const none = await x.ask('alice', { ...ask, scope: 'read write', reason: 'delete everything' });
+    assert.notEqual(none.status, 200, 'no grant');
+    // Decided on the page as it is now: exactly the ticked box ("write"), "read" declined.
+    const fresh = await openPage(jar, uri);
+    const writeBox = [...fresh.html.matchAll(/name="(s\d+)"[^>]*> <code>([^<]+)<\/code>/g)].find((m) => m[2] === 'write')[1];
+    const done = await postPage(jar, uri, decisionFields(fresh, { boxes: [writeBox] }));
+    assert.equal(done.status, 200, done.html.slice(0, 300));
+    assert.match(done.html, /Permission given/);
+    const row = x.sql(`SELECT granted, declined FROM consents WHERE request_id = '${id}'`)[0];
+    assert.deepEqual(row, { granted: 'write', declined: 'read' });
+  } finally {
+    await x.stop();
+  }
 });

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
 import { DEFAULT_USERS } from '../lib/idp.js';
 import { pollExchange, TT_ID_TOKEN } from '../lib/gateway.js';
-import { consentdLogin } from '../lib/weblogin.js';
+import { consentdLogin, req, postForm } from '../lib/weblogin.js';
 import { basicAuth } from '../lib/idplogin.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
@@ -24,7 +24,7 @@ const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const settle = () => sleep(400);
 const GRANT_TTL = 10;
 const users = { ...DEFAULT_USERS };
-for (const n of ['dave', 'erin', 'frank', 'grace', 'heidi']) {
+for (const n of ['dave', 'erin', 'frank', 'grace', 'heidi', 'ivan']) {
   users[n] = { password: `${n}-password`, name: `${n[0].toUpperCase()}${n.slice(1)} Example`, email: `${n}@example.test`, groups: [] };
 }
 
@@ -333,4 +333,71 @@ test('consentd\'s logs hold no provider token, code or grant', async () => {
   }
   assert.doesNotMatch(log, /eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\./, 'no JWT in the logs');
   assert.doesNotMatch(log, /[?&]code=/, 'no authorization code in the access log');
+});
+
+test('a consent request changed under the person: the provider path grants nothing the person did not see', async () => {
+  const user = 'ivan';
+  const jar = new OriginJar();
+  await consentdLogin({ url: v.url, user, password: `${user}-password`, jar });
+  const ask = { subjectToken: await v.idToken(user), audience: 'github', scope: 'issues:write', agentId: 'coder' };
+  const first = await v.gw.exchange(ask);
+  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
+  const uri = first.body.consent_uri;
+  const rid = first.body.consent_request_id;
+  // The person's page: one box, s0 = issues:write.
+  const page = await req(jar, uri);
+  const html = await page.text();
+  assert.equal(page.status, 200, html.slice(0, 300));
+  const form = postForm(html);
+  assert.deepEqual(Object.keys(form.fields).filter((n) => /^s\d+$/.test(n)), ['s0']);
+  assert.match(html, /name="s0"[^>]*> <code>issues:write<\/code>/);
+  // The agent asks for more meanwhile: issues:read sorts first and would take box s0.
+  const merged = await v.gw.exchange({ ...ask, scope: 'issues:read issues:write' });
+  assert.equal(merged.body?.error, 'consent_required', JSON.stringify(merged.body));
+  assert.equal(merged.body.consent_request_id, rid, 'merged into the same request');
+  await settle();
+  const exchanges0 = codeExchanges();
+  const post = (fields) => req(jar, new URL(form.action || uri, uri).href, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: v.url },
+    body: new URLSearchParams(fields).toString(),
+  });
+  const dm = html.match(/<option value="(\d+)"[^>]*selected/);
+  const stale = await post({ ...form.fields, s0: 'on', duration: dm[1], decision: 'approve' });
+  const staleHtml = await stale.text();
+  assert.equal(stale.status, 409, `a decision from the old page: ${staleHtml.slice(0, 300)}`);
+  assert.equal(stale.headers.get('location'), null, 'not sent to the provider');
+  assert.match(staleHtml, /changed while you were looking at it/);
+  assert.match(staleHtml, /issues:read/, 'the page shows the request as it is now');
+  assert.equal(v.sql(`SELECT count(*) FROM vault_connects WHERE request_id = '${rid}'`), '0', 'no connection begun');
+  assert.equal(v.sql(`SELECT status FROM consent_requests WHERE id = '${rid}'`), 'pending');
+  assert.equal(consentsOf(user), '0');
+
+  // On the page as it is now the person ticks issues:write only and goes to the provider;
+  // while they are there the agent asks for yet another scope.
+  const now = postForm(staleHtml);
+  const boxes = [...staleHtml.matchAll(/name="(s\d+)"[^>]*> <code>([^<]+)<\/code>/g)];
+  const writeBox = boxes.find((m) => m[2] === 'issues:write')[1];
+  const fields = { ...now.fields, duration: dm[1], decision: 'approve' };
+  for (const k of Object.keys(fields)) if (/^s\d+$/.test(k)) delete fields[k];
+  fields[writeBox] = 'on';
+  const go = await post(fields);
+  await go.arrayBuffer();
+  assert.equal(go.status, 303, 'sent to the provider');
+  const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: go.headers.get('location'), user });
+  const again = await v.gw.exchange({ ...ask, scope: 'issues:read issues:write metadata' });
+  assert.equal(again.body?.consent_request_id, rid, JSON.stringify(again.body));
+  const d = await v.deliverCallback({ jar, callbackUrl });
+  assert.equal(d.first.status, 303, `callback: ${d.first.status}`);
+  assert.match(d.firstLocation, /\/done\?outcome=changed$/);
+  assert.match(d.text, /changed while you were at the provider/);
+  assert.doesNotMatch(d.text, /Permission given/);
+  await settle();
+  assert.equal(codeExchanges(), exchanges0 + 1, 'the code was exchanged once');
+  assert.equal(consentsOf(user), '0', 'no consent went live');
+  assert.equal(v.sql(`SELECT count(*) FROM vault_records WHERE user_id = (SELECT id FROM users WHERE subject = '${user}')`), '0');
+  assert.equal(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.connect.failed' AND outcome = 'changed' AND request_id = '${rid}'`), '1');
+  const g = await v.gw.exchange(ask);
+  assert.notEqual(g.status, 200, 'no grant');
+  await healthy();
 });

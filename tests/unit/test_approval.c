@@ -12,6 +12,7 @@
 #include <openssl/sha.h>
 
 #include "testutil.h"
+#include "tu_consent.h"
 #include "approval.h"
 #include "audit.h"
 #include "consent.h"
@@ -149,6 +150,7 @@ static char *make_consent(const char *sub, const char *scopes_s, int64_t duratio
 	d.approve = true;
 	d.selected = req;
 	d.duration = duration;
+	tu_decision_version(sc, a.request_id, &d);
 	ck_assert_int_eq(consent_decide(sc, &cfg, a.request_id, user_id(sub), &d, "user:x", now,
 	    &kid), CS_OK);
 	ck_assert_ptr_nonnull(kid);
@@ -885,6 +887,7 @@ START_TEST(test_approval_consent_revoked_cancels)
 	d.approve = true;
 	d.selected = req;
 	d.duration = 3600;
+	tu_decision_version(sc, ca.request_id, &d);
 	ck_assert_int_eq(consent_decide(sc, &cfg, ca.request_id, user_id("alice"), &d, "user:x",
 	    T0 + 31, &kid3), CS_OK);
 	ck_status(id, "cancelled");

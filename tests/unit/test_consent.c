@@ -7,6 +7,7 @@
 #include "consent.h"
 #include "store.h"
 #include "testutil.h"
+#include "tu_consent.h"
 
 #define ISS "https://idp.test"
 #define GW "gateway:agent-gateway"
@@ -197,6 +198,7 @@ static enum cs_err decide(const char *rid, const char *sub, bool approve, const 
 		d.selected = set(ticked);
 	d.duration = duration;
 	d.offline = offline;
+	tu_decision_version(sc, rid, &d);
 	enum cs_err e = consent_decide(sc, &cfg, rid, user_id(sub), &d, "user:x", now, kid);
 	scope_set_clear(&d.selected);
 	return e;
@@ -578,6 +580,114 @@ START_TEST(test_consent_decide_other_user_eperm)
 	ck_assert_int_eq(q_int("SELECT count(*) FROM consents", NULL), 0);
 	ck_assert_int_eq(decide("nosuchrequestAAAAAAAAA", "alice", true, "read", 60, false, T0 + 1,
 	    NULL), CS_ENOENT);
+	free(rid);
+}
+END_TEST
+
+/* Decides rid with the version vers (a page drawn earlier), as sub. */
+static enum cs_err decide_at(const char *rid, const char *vers, bool approve, const char *ticked,
+    int64_t now, char **kid)
+{
+	struct consent_decision d;
+	memset(&d, 0, sizeof d);
+	d.approve = approve;
+	if (ticked != NULL)
+		d.selected = set(ticked);
+	d.duration = 60;
+	memcpy(d.version, vers, sizeof d.version);
+	enum cs_err e = consent_decide(sc, &cfg, rid, user_id("alice"), &d, "user:x", now, kid);
+	scope_set_clear(&d.selected);
+	return e;
+}
+
+/* The review's attack: the page showed "read" (box s0); the agent then asks
+ * for "admin", which sorts first and would take box s0.  The decision drawn
+ * from the old page grants nothing, on approve and deny alike. */
+START_TEST(test_consent_decide_changed_request_estale)
+{
+	char *rid = NULL, *rid2 = NULL, *kid = NULL;
+	char v1[CONSENT_VERSION_LEN + 1], v2[CONSENT_VERSION_LEN + 1];
+	struct consent_decision d;
+	struct consent_request r;
+	memset(&d, 0, sizeof d);
+	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
+	tu_decision_version(sc, rid, &d);
+	memcpy(v1, d.version, sizeof v1);
+	ck_assert_uint_eq(strlen(v1), CONSENT_VERSION_LEN);
+	/* Polling the same scopes does not change what the person sees. */
+	ck_assert_int_eq(exch_o("alice", "read", T0 + 10, NULL), CONSENT_PENDING);
+	tu_decision_version(sc, rid, &d);
+	ck_assert_str_eq(d.version, v1);
+	/* The merge. */
+	ck_assert_int_eq(exch_o("alice", "admin read", T0 + 20, &rid2), CONSENT_REQUIRED);
+	ck_assert_str_eq(rid2, rid);
+	tu_decision_version(sc, rid, &d);
+	memcpy(v2, d.version, sizeof v2);
+	ck_assert_str_ne(v1, v2);
+	ck_assert_int_eq(decide_at(rid, v1, true, "read", T0 + 21, &kid), CS_ESTALE);
+	ck_assert_int_eq(decide_at(rid, v1, true, "admin", T0 + 21, &kid), CS_ESTALE);
+	ck_assert_int_eq(decide_at(rid, v1, false, NULL, T0 + 21, NULL), CS_ESTALE);
+	/* No version at all, or garbage, is never current. */
+	ck_assert_int_eq(decide_at(rid, "", true, "read", T0 + 21, &kid), CS_ESTALE);
+	ck_assert_int_eq(decide_at(rid, "0000000000000000000000000000000000000000000000000000000000000000",
+	    true, "read", T0 + 21, &kid), CS_ESTALE);
+	ck_assert_ptr_null(kid);
+	/* Nothing was written: still pending, no consent, no decision audited. */
+	ck_assert_int_eq(consent_request_get(sc, rid, &r), CS_OK);
+	ck_assert_str_eq(r.status, "pending");
+	consent_request_clear(&r);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consents", NULL), 0);
+	ck_assert_int_eq(audits("consent.request.approved"), 0);
+	ck_assert_int_eq(audits("consent.request.denied"), 0);
+	/* On the page as it is now, the person's choice counts, exactly. */
+	ck_assert_int_eq(decide_at(rid, v2, true, "read", T0 + 22, &kid), CS_OK);
+	ck_assert_ptr_nonnull(kid);
+	char *granted = q_text("SELECT granted FROM consents WHERE id = ?1", kid);
+	char *declined = q_text("SELECT declined FROM consents WHERE id = ?1", kid);
+	ck_assert_str_eq(granted, "read");
+	ck_assert_str_eq(declined, "admin");
+	free(granted);
+	free(declined);
+	free(kid);
+	free(rid);
+	free(rid2);
+}
+END_TEST
+
+/* A merge that only changes the reason the person is reading changes the
+ * version too. */
+START_TEST(test_consent_decide_changed_reason_estale)
+{
+	char *rid = NULL, *kid = NULL;
+	struct consent_answer a;
+	struct consent_decision d;
+	char v1[CONSENT_VERSION_LEN + 1];
+	memset(&d, 0, sizeof d);
+	ck_assert_int_eq(exch_full("alice", "coder", "notes", "read", "to read the notes", T0, &a),
+	    CONSENT_REQUIRED);
+	rid = strdup(a.request_id);
+	consent_answer_clear(&a);
+	tu_decision_version(sc, rid, &d);
+	memcpy(v1, d.version, sizeof v1);
+	ck_assert_int_eq(exch_full("alice", "coder", "notes", "read write", "something else", T0 + 10,
+	    &a), CONSENT_REQUIRED);
+	consent_answer_clear(&a);
+	ck_assert_int_eq(decide_at(rid, v1, true, "read", T0 + 11, &kid), CS_ESTALE);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consents", NULL), 0);
+	/* The version covers the reason alone as well. */
+	struct consent_request r;
+	char va[CONSENT_VERSION_LEN + 1], vb[CONSENT_VERSION_LEN + 1];
+	ck_assert_int_eq(consent_request_get(sc, rid, &r), CS_OK);
+	consent_request_version(&r, va);
+	free(r.reason);
+	r.reason = strdup("something else!");
+	consent_request_version(&r, vb);
+	ck_assert_str_ne(va, vb);
+	free(r.reason);
+	r.reason = NULL;
+	consent_request_version(&r, vb);
+	ck_assert_str_ne(va, vb);
+	consent_request_clear(&r);
 	free(rid);
 }
 END_TEST
@@ -988,6 +1098,8 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_exchange_merge_too_many);
 	tcase_add_test(tc, test_consent_decide_other_user_eperm);
 	tcase_add_test(tc, test_consent_decide_twice_einval);
+	tcase_add_test(tc, test_consent_decide_changed_request_estale);
+	tcase_add_test(tc, test_consent_decide_changed_reason_estale);
 	tcase_add_test(tc, test_consent_decide_bad_choices);
 	tcase_add_test(tc, test_consent_offline_only_for_offline_agent);
 	tcase_add_test(tc, test_consent_approve_replaces_old);

@@ -20,6 +20,7 @@
 #include "jwt.h"
 #include "store.h"
 #include "testutil.h"
+#include "tu_consent.h"
 
 #define ISS "https://idp.test"
 #define GW "gateway:agent-gateway"
@@ -129,6 +130,7 @@ static char *approve(const char *sub, const char *scopes_s, int64_t now)
 	d.approve = true;
 	d.selected = req;
 	d.duration = 3600;
+	tu_decision_version(sc, a.request_id, &d);
 	ck_assert_int_eq(consent_decide(sc, &cfg, a.request_id, user_id(sub), &d, "user:x",
 	    now + 1, &kid), CS_OK);
 	consent_answer_clear(&a);

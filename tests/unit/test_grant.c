@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "testutil.h"
+#include "tu_consent.h"
 #include "audit.h"
 #include "consent.h"
 #include "grant.h"
@@ -152,6 +153,7 @@ static char *make_consent(const char *sub, const char *ticked, int64_t duration,
 	d.duration = duration;
 	d.offline = offline;
 	int64_t uid = q_int("SELECT id FROM users WHERE subject = ?1", sub);
+	tu_decision_version(sc, a.request_id, &d);
 	ck_assert_int_eq(consent_decide(sc, &cfg, a.request_id, uid, &d, "user:x", now, &kid), CS_OK);
 	ck_assert_ptr_nonnull(kid);
 	scope_set_clear(&req);

@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "testutil.h"
+#include "tu_consent.h"
 #include "audit.h"
 #include "consent.h"
 #include "form.h"
@@ -465,6 +466,7 @@ static char *begin(const char *rid, const char *sub, const char *selected, int64
 {
 	struct consent_decision d = decision(selected);
 	struct vault_begin b = { NULL, NULL };
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid(sub), SH, &d, ACT, now, &b), CS_OK);
 	ck_assert_ptr_nonnull(b.authorize_url);
 	ck_assert_ptr_null(b.consent_id);
@@ -606,6 +608,7 @@ START_TEST(test_vault_begin_authorize_url)
 	char *rid = request("alice", "coder", "github", "issues:read issues:write", NOW);
 	struct consent_decision d = decision("issues:read issues:write");
 	struct vault_begin b = { NULL, NULL };
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW, &b),
 	    CS_OK);
 	ck_assert_ptr_nonnull(b.authorize_url);
@@ -671,21 +674,26 @@ START_TEST(test_vault_begin_refuses)
 	struct consent_decision d = decision("issues:read");
 	struct vault_begin b = { NULL, NULL };
 	/* Another person. */
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("bob"), SH, &d, ACT, NOW, &b),
 	    CS_EPERM);
 	/* A selection outside the request, a bad duration, an expired request. */
 	scope_set_clear(&d.selected);
 	d.selected = set("issues:write");
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW, &b),
 	    CS_EINVAL);
 	scope_set_clear(&d.selected);
 	d.selected = set("issues:read");
 	d.duration = 86401;
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW, &b),
 	    CS_EINVAL);
 	d.duration = 3600;
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW + 600,
 	    &b), CS_EINVAL);
+	tu_decision_version(sc, "nope", &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, "nope", uid("alice"), SH, &d, ACT, NOW,
 	    &b), CS_ENOENT);
 	ck_assert_ptr_null(b.authorize_url);
@@ -856,6 +864,10 @@ START_TEST(test_vault_finish_narrowed)
 	    f.consent_id);
 	ck_assert_str_eq(ps, "issues:read repo");
 	free(ps);
+	/* What the done page names as left out is kept with the request. */
+	char *nar = q_text("SELECT narrowed FROM consent_requests WHERE id = ?1", rid);
+	ck_assert_str_eq(nar, "issues:write");
+	free(nar);
 	vault_finish_clear(&f);
 	free(state);
 	free(rid);
@@ -903,6 +915,57 @@ START_TEST(test_vault_finish_too_much_revokes)
 	    "AND outcome = 'too_much'", NULL), 1);
 	ck_no_plaintext();
 	free(state);
+	free(rid);
+}
+END_TEST
+
+/* The request changes (a merged scope) while the person is at the provider:
+ * the callback grants nothing, revokes the tokens it got and says so. */
+START_TEST(test_vault_finish_request_changed_meanwhile)
+{
+	struct vault_finish f;
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 3600);
+	char *rid = request("alice", "coder", "github", "issues:read", NOW);
+	char *state = begin(rid, "alice", "issues:read", NOW);
+	ck_assert_int_eq(exchange("alice", "coder", "github", "issues:read issues:write", NOW + 1),
+	    CONSENT_REQUIRED);
+	ck_assert_int_eq(finish_full("github", state, sv.base, NULL, SH, "alice", NOW + 2, &f),
+	    VAULT_CHANGED);
+	ck_assert_ptr_null(f.consent_id);
+	ck_assert_str_eq(f.request_id, rid);
+	vault_finish_clear(&f);
+	pthread_mutex_lock(&sv.mu);
+	ck_assert_int_eq(sv.nrevoked, 2);
+	ck_assert_str_eq(sv.revoked[0], "refresh_token:RT-secret-1");
+	ck_assert_str_eq(sv.revoked[1], "access_token:AT-secret-1");
+	pthread_mutex_unlock(&sv.mu);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consents", NULL), 0);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_records", NULL), 0);
+	char *status = q_text("SELECT status FROM consent_requests WHERE id = ?1", rid);
+	ck_assert_str_eq(status, "pending");
+	free(status);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.connect.failed' "
+	    "AND outcome = 'changed'", NULL), 1);
+	ck_no_plaintext();
+	free(state);
+	free(rid);
+}
+END_TEST
+
+/* The connect path binds its selection to the version shown, too. */
+START_TEST(test_vault_begin_refuses_changed_request)
+{
+	char *rid = request("alice", "coder", "github", "issues:read", NOW);
+	struct consent_decision d = decision("issues:read");
+	struct vault_begin b = { NULL, NULL };
+	tu_decision_version(sc, rid, &d);
+	ck_assert_int_eq(exchange("alice", "coder", "github", "issues:read issues:write", NOW + 1),
+	    CONSENT_REQUIRED);
+	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW + 2, &b),
+	    CS_ESTALE);
+	ck_assert_ptr_null(b.authorize_url);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_connects", NULL), 0);
+	scope_set_clear(&d.selected);
 	free(rid);
 }
 END_TEST
@@ -967,6 +1030,56 @@ START_TEST(test_vault_finish_cancelled_and_errors)
 }
 END_TEST
 
+/* An approved release: the approval is used up in the transaction that
+ * records the release.  The second redemption (a lost race) is refused with
+ * CS_ESTALE, its refusal audited, and leaves no release entry behind. */
+START_TEST(test_vault_release_approved_one_transaction)
+{
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 3600);
+	char *kid = connect_alice(NOW);
+	struct consent k = load(kid, NOW);
+	struct vault_release r;
+	char sql[512];
+	snprintf(sql, sizeof sql, "INSERT INTO approvals (id, consent_id, user_id, agent, resource, "
+	    "action, parameters, digest, status, created_at, expires_at, decided_at, interval) "
+	    "VALUES ('apprAAAAAAAAAAAAAAAAAA', '%s', %lld, 'coder', 'github', 'list_issues', '{}', "
+	    "'RBNvo1WzZ4oRRq0W9-hknpT7T8If536DEMBg9hyq_4o', 'approved', %lld, %lld, %lld, 5)",
+	    kid, (long long)uid("alice"), (long long)NOW, (long long)NOW + 600, (long long)NOW + 1);
+	raw_exec(sql);
+	memset(&r, 0, sizeof r);
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues",
+	    "apprAAAAAAAAAAAAAAAAAA", ACT, NOW + 2, &r), CS_OK);
+	ck_assert_str_eq(r.access_token, "AT-secret-1");
+	vault_release_clear(&r);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released' AND "
+	    "detail = 'action=list_issues; approval=apprAAAAAAAAAAAAAAAAAA' AND consent_id = ?1", kid), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.released'", NULL), 1);
+	char *status = q_text("SELECT status FROM approvals WHERE id = ?1", "apprAAAAAAAAAAAAAAAAAA");
+	ck_assert_str_eq(status, "used");
+	free(status);
+	/* The loser of the race: no token, no release entry, the refusal recorded. */
+	memset(&r, 0, sizeof r);
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues",
+	    "apprAAAAAAAAAAAAAAAAAA", ACT, NOW + 3, &r), CS_ESTALE);
+	ck_assert_ptr_null(r.access_token);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released'", NULL), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.refused'", NULL), 1);
+	/* A release failing before its transaction (the consent ended) uses nothing up. */
+	raw_exec("UPDATE approvals SET status = 'approved', used_at = 0 WHERE id = 'apprAAAAAAAAAAAAAAAAAA'");
+	k.reconnect_required = true;
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues",
+	    "apprAAAAAAAAAAAAAAAAAA", ACT, NOW + 4, &r), CS_EPERM);
+	status = q_text("SELECT status FROM approvals WHERE id = ?1", "apprAAAAAAAAAAAAAAAAAA");
+	ck_assert_str_eq(status, "approved");
+	free(status);
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues", NULL, ACT, NOW + 4,
+	    &r), CS_EINVAL);
+	consent_clear(&k);
+	ck_no_plaintext();
+	free(kid);
+}
+END_TEST
+
 /* --- sealing ------------------------------------------------------------ */
 
 START_TEST(test_vault_seal_round_trip)
@@ -989,6 +1102,7 @@ START_TEST(test_vault_seal_round_trip)
 	char *rid = request("alice", "coder", "notes", "read", NOW);
 	struct consent_decision d = decision("read");
 	char *nk = NULL;
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(consent_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW, &nk), CS_OK);
 	ck_assert_int_eq(release(nk, NOW, &r), CS_ENOENT);      /* notes has no provider */
 	scope_set_clear(&d.selected);
@@ -1154,6 +1268,7 @@ START_TEST(test_vault_cascade_replaced)
 	char *rid = request("alice", "coder", "github", "issues:write", NOW + 1);
 	struct consent_decision d = decision("issues:read issues:write");
 	char *nk = NULL;
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(consent_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW + 1, &nk), CS_OK);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_records", NULL), 0);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox WHERE consent_id = ?1", kid), 1);
@@ -1187,6 +1302,7 @@ START_TEST(test_vault_begin_moves_exact_record)
 	char *rid = request("alice", "coder", "github", "issues:write", NOW + 1);
 	struct consent_decision d = decision("issues:read");
 	struct vault_begin b = { NULL, NULL };
+	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW + 1,
 	    &b), CS_OK);
 	ck_assert_ptr_null(b.authorize_url);
@@ -1522,6 +1638,9 @@ static Suite *vault_suite(void)
 	tcase_add_test(tc, test_vault_finish_connected);
 	tcase_add_test(tc, test_vault_finish_narrowed);
 	tcase_add_test(tc, test_vault_finish_too_much_revokes);
+	tcase_add_test(tc, test_vault_release_approved_one_transaction);
+	tcase_add_test(tc, test_vault_finish_request_changed_meanwhile);
+	tcase_add_test(tc, test_vault_begin_refuses_changed_request);
 	tcase_add_test(tc, test_vault_finish_cancelled_and_errors);
 	tcase_add_test(tc, test_vault_seal_round_trip);
 	tcase_add_test(tc, test_vault_ciphertext_swapped_between_rows);
