@@ -12,10 +12,13 @@ enum cs_err pages_approve_decide(const struct http_request *, struct http_reply 
 enum cs_err pages_me(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err pages_me_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
-/* A copy of s in which bidirectional controls and invisible characters
- * (U+200B-U+200F, U+202A-U+202E, U+2060-U+2064, U+2066-U+2069, U+FEFF, U+061C,
- * U+00AD) are replaced by a visible "[U+hex]" marker (e.g. "[U+202E]"), so agent-supplied text cannot
- * disguise itself.  NULL on allocation failure. */
+/* A copy of s (which may be any bytes) that shows what a person would not
+ * see: every Unicode Default_Ignorable_Code_Point (bidi controls, zero-width
+ * characters, fillers, variation selectors, TAG characters), the C0 controls
+ * but LF, DEL and the C1 controls become a visible "[U+hex]" marker (e.g.
+ * "[U+202E]", "[U+E0041]"), and each ill-formed UTF-8 sequence becomes U+FFFD.
+ * Everything else, LF included, is copied as it is; HTML escaping is the
+ * template's job.  NULL on allocation failure. */
 char *visible_text(const char *s);
 
 #endif

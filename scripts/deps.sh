@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libssl-dev libcjose-dev libcurl4-openssl-dev
       libsqlite3-dev sqlite3 libjansson-dev libinih-dev check
-      curl ca-certificates chromium wrk)
+      curl ca-certificates chromium wrk unicode-data)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -2,6 +2,8 @@
  * Session binding: a request is shown and decided only by the person it was
  * made for.  Every value that matters comes from the stored request, never
  * from the form: the form only says which of the stored scopes are ticked. */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,27 +22,130 @@
 static const int64_t durations[] = { 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400, 365 * 86400 };
 static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 days", "90 days", "1 year" };
 
+/* ---- Invisible characters ---------------------------------------------
+ * The code points visible_text() shows as "[U+XXXX]" instead of passing on.
+ * They are Unicode's Default_Ignorable_Code_Point, all of it, reserved ranges
+ * included, from DerivedCoreProperties.txt of Unicode 15.0.0 (Debian 12's
+ * unicode-data package; test_token_visible_text_every_default_ignorable_marked
+ * holds this table against that file).  That set already holds every bidi
+ * control (U+061C, U+200E-200F, U+202A-202E, U+2066-2069).  To it we add the
+ * C0 controls but LF, DEL and the C1 controls: LF stays because the approval
+ * parameters are shown pretty-printed, one member per line, in a <pre>.
+ * Sorted and disjoint, for the binary search below. */
+struct cp_range {
+	uint32_t lo, hi;
+};
+
+static const struct cp_range hidden_ranges[] = {
+	{ 0x0000, 0x0009 },     /* C0 controls before LF */
+	{ 0x000b, 0x001f },     /* C0 controls after LF */
+	{ 0x007f, 0x009f },     /* DEL, C1 controls */
+	{ 0x00ad, 0x00ad },     /* SOFT HYPHEN */
+	{ 0x034f, 0x034f },     /* COMBINING GRAPHEME JOINER */
+	{ 0x061c, 0x061c },     /* ARABIC LETTER MARK */
+	{ 0x115f, 0x1160 },     /* HANGUL CHOSEONG FILLER, HANGUL JUNGSEONG FILLER */
+	{ 0x17b4, 0x17b5 },     /* KHMER VOWEL INHERENT AQ, AA */
+	{ 0x180b, 0x180f },     /* MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR */
+	{ 0x200b, 0x200f },     /* ZERO WIDTH SPACE .. RIGHT-TO-LEFT MARK */
+	{ 0x202a, 0x202e },     /* LEFT-TO-RIGHT EMBEDDING .. RIGHT-TO-LEFT OVERRIDE */
+	{ 0x2060, 0x206f },     /* WORD JOINER .. NOMINAL DIGIT SHAPES, reserved U+2065 */
+	{ 0x3164, 0x3164 },     /* HANGUL FILLER */
+	{ 0xfe00, 0xfe0f },     /* VARIATION SELECTOR-1..16 */
+	{ 0xfeff, 0xfeff },     /* ZERO WIDTH NO-BREAK SPACE (BOM) */
+	{ 0xffa0, 0xffa0 },     /* HALFWIDTH HANGUL FILLER */
+	{ 0xfff0, 0xfff8 },     /* reserved */
+	{ 0x1bca0, 0x1bca3 },   /* SHORTHAND FORMAT LETTER OVERLAP .. UP STEP */
+	{ 0x1d173, 0x1d17a },   /* MUSICAL SYMBOL BEGIN BEAM .. END PHRASE */
+	{ 0xe0000, 0xe0fff },   /* TAG characters, VARIATION SELECTOR-17..256, reserved */
+};
+
+static bool cp_hidden(uint32_t cp)
+{
+	size_t lo = 0, hi = sizeof hidden_ranges / sizeof hidden_ranges[0];
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (cp < hidden_ranges[mid].lo)
+			hi = mid;
+		else if (cp > hidden_ranges[mid].hi)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
+
+#define UTF8_ILL_FORMED UINT32_MAX
+
+/* Decodes the UTF-8 sequence that starts at p (NUL-terminated) into *cp and
+ * returns its length.  An ill-formed sequence (overlong, a surrogate, past
+ * U+10FFFF, truncated, a stray continuation byte) gives UTF8_ILL_FORMED and
+ * the length of its maximal subpart, at least 1, so that each one becomes a
+ * single U+FFFD as Unicode 15.0 section 3.9 recommends.  The byte ranges are
+ * those of its table 3-7; a NUL fails every continuation test, so nothing
+ * past the terminator is read. */
+static size_t utf8_next(const unsigned char *p, uint32_t *cp)
+{
+	unsigned c = p[0], lo = 0x80, hi = 0xbf;      /* lo..hi: the second byte */
+	size_t n;
+	uint32_t v;
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		v = c & 0x0f;
+		lo = c == 0xe0 ? 0xa0 : 0x80;             /* no overlongs */
+		hi = c == 0xed ? 0x9f : 0xbf;             /* no surrogates */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		v = c & 0x07;
+		lo = c == 0xf0 ? 0x90 : 0x80;             /* no overlongs */
+		hi = c == 0xf4 ? 0x8f : 0xbf;             /* nothing past U+10FFFF */
+	} else {
+		*cp = UTF8_ILL_FORMED;                    /* C0, C1, F5-FF, or a continuation */
+		return 1;
+	}
+	for (size_t k = 1; k < n; k++, lo = 0x80, hi = 0xbf) {
+		if (p[k] < lo || p[k] > hi) {
+			*cp = UTF8_ILL_FORMED;
+			return k;
+		}
+		v = v << 6 | (p[k] & 0x3fu);
+	}
+	*cp = v;
+	return n;
+}
+
+/* SECURITY: agent-supplied text is decoded completely before it is shown, so
+ * no invisible character and no ill-formed byte reaches the page raw. */
 char *visible_text(const char *s)
 {
 	struct buf b;
 	const unsigned char *p = (const unsigned char *)s;
-	buf_init(&b, 16 * strlen(s) + 16);
-	while (*p) {
-		unsigned cp = *p;
-		size_t n = 1;
-		if (cp >= 0xc0 && cp < 0xe0 && p[1]) { cp = (cp & 0x1f) << 6 | (p[1] & 0x3f); n = 2; }
-		else if (cp >= 0xe0 && cp < 0xf0 && p[1] && p[2]) {
-			cp = (cp & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6 | (p[2] & 0x3f); n = 3;
-		} else if (cp >= 0xf0 && p[1] && p[2] && p[3]) n = 4;
-		bool hidden = (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
-		    (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) ||
-		    cp == 0xfeff || cp == 0x061c || cp == 0x00ad;
-		enum cs_err e = hidden ? buf_printf(&b, "[U+%04X]", cp) : buf_append(&b, p, n);
-		if (e != CS_OK) {
-			buf_clear(&b);
-			return NULL;
-		}
+	size_t len = strlen(s);
+	enum cs_err e = CS_OK;
+	/* Each input byte makes at most 8 output bytes ("[U+0001]" for one). */
+	if (len > (SIZE_MAX - 1) / 8)
+		return NULL;
+	buf_init(&b, 8 * len);
+	while (*p && e == CS_OK) {
+		uint32_t cp;
+		size_t n = utf8_next(p, &cp);
+		if (cp == UTF8_ILL_FORMED)
+			e = buf_append(&b, "\xef\xbf\xbd", 3);              /* U+FFFD */
+		else if (cp_hidden(cp))
+			e = buf_printf(&b, "[U+%04X]", (unsigned)cp);
+		else
+			e = buf_append(&b, p, n);
 		p += n;
+	}
+	if (e != CS_OK) {
+		buf_clear(&b);
+		return NULL;
 	}
 	return buf_steal(&b);
 }
