@@ -5,6 +5,9 @@
 #include <jansson.h>
 #include "session.h"
 
+/* The longest return_to /login accepts (bytes, decoded); every link to /login
+ * that carries one must fit (admin_pages.c shortens to the bare path). */
+#define LOGIN_RETURN_TO_MAX 512
 /* How long a started login may take, and its binding cookie lives: 300 s (it
  * was 600).  A person at the IdP's form needs a minute or two, and every
  * abandoned start holds one of its address's [login] max_pending_per_address

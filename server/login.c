@@ -434,6 +434,9 @@ enum cs_err login_require(const struct http_request *req, struct http_reply *rep
 	}
 	if (e != CS_ENOENT)
 		return e;
+	/* A return_to /login would refuse (too long) would strand the person. */
+	if (strlen(return_to) > LOGIN_RETURN_TO_MAX)
+		return_to = "/me";
 	buf_init(&loc, 4096);
 	e = buf_puts(&loc, "/login");
 	if (e == CS_OK)

@@ -1,7 +1,7 @@
 // Flow E against the real development IdP (oidc-provider) and the real
 // consentd binary: login, /me, state replay, another browser, IdP errors,
-// issuer mix-up, session expiry, logout, open-redirect attempts, and floods of
-// anonymous sign-in starts (issue #12).
+// issuer mix-up, session expiry, logout, open-redirect attempts, the length of
+// return_to, and floods of anonymous sign-in starts (issue #12).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -123,6 +123,26 @@ test('return_to must be a same-origin path: no open redirect', async () => {
   }
   const r = await consentdLogin({ url: c.url, user: 'carol', password: 'carol-password', returnTo: '/me?x' });
   assert.equal(r.final.headers.get('location'), '/me?x');
+});
+
+test('return_to is at most 512 bytes: a longer one gets a 400 page that says so, and stores nothing', async () => {
+  const longest = `/me?${'r'.repeat(508)}`;                 // 512 bytes
+  const ok = await fetch(`${c.url}/login?return_to=${encodeURIComponent(longest)}`, { redirect: 'manual' });
+  assert.equal(ok.status, 303);
+  await ok.arrayBuffer();
+  const rows = () => Number(spawnSync('sqlite3', [join(c.dir, 'consentd.db'), 'SELECT count(*) FROM login_states'],
+    { encoding: 'utf8' }).stdout.trim());
+  const before = rows();
+  for (const bad of [`${longest}x`, `/${'%'.repeat(600)}`, `/${'é'.repeat(300)}`]) {   // 513, 601 and 601 bytes
+    const res = await fetch(`${c.url}/login?return_to=${encodeURIComponent(bad)}`, { redirect: 'manual' });
+    assert.equal(res.status, 400, `${Buffer.byteLength(bad)} bytes`);
+    assert.match(res.headers.get('content-type'), /^text\/html/);
+    const html = await res.text();
+    assert.match(html, /<h1>Bad request<\/h1>/);
+    assert.match(html, /return_to is too long/);
+    assert.equal(setCookieLines(res).length, 0, 'no login cookie');
+  }
+  assert.equal(rows(), before, 'a refused start stores no login state');
 });
 
 test('the session id changes at every login (no fixation)', async () => {
