@@ -100,6 +100,10 @@ struct config {                  /* immutable after config_load(); free with con
 	int64_t session_absolute_timeout;    /* default 43200 */
 	int64_t session_admin_timeout;       /* default 3600 */
 
+	/* [login] */
+	int64_t login_max_pending;           /* default 10000 */
+	int64_t login_max_pending_per_address; /* default 16 */
+
 	/* [consent] */
 	int64_t consent_request_ttl;         /* default 600 */
 	int64_t consent_interval;            /* default 5 */

@@ -49,7 +49,7 @@ struct http_request {
 	const char *body;                    /* raw body (NUL-terminated), may be NULL */
 	size_t      body_len;
 	const char *content_type, *cookie, *origin, *sec_fetch_site, *authorization, *host;
-	const char *remote_ip;
+	char        remote_ip[46];           /* the peer's address as text (INET6_ADDRSTRLEN); "-" unknown */
 	char        request_id[17];
 	int64_t     now;
 	struct app *app;

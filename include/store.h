@@ -81,6 +81,7 @@ enum cs_err store_session_delete(struct store_conn *c, const unsigned char id_ha
 struct store_login_state {       /* release with store_login_state_clear() when read */
 	unsigned char state_hash[32];
 	unsigned char browser_hash[32];
+	unsigned char addr_hash[32];     /* the client address it came from (login_client_key) */
 	char   *nonce, *code_verifier, *return_to;
 	int64_t max_age;             /* -1 when none was asked */
 	int64_t created_at, expires_at;
@@ -88,6 +89,31 @@ struct store_login_state {       /* release with store_login_state_clear() when 
 void store_login_state_clear(struct store_login_state *s);   /* NULL-safe; wipes */
 enum cs_err store_login_state_insert(struct store_conn *c,
     const struct store_login_state *s) CS_MUST_CHECK;
+
+/* What store_login_state_admit did. */
+enum store_login_admit {
+	STORE_LOGIN_ADMITTED = 0,    /* inserted */
+	STORE_LOGIN_ADDRESS_FULL,    /* its address already holds per_address live states */
+	STORE_LOGIN_ALL_FULL,        /* all addresses together hold total live states */
+	STORE_LOGIN_ADMIT__MAX
+};
+struct store_login_limits {
+	int64_t now;                 /* a state is live while its expires_at > now */
+	int64_t per_address, total;  /* each at least 1 */
+	/* The browser_hash of the browser's earlier login (its login cookie), or
+	 * NULL: those states can no longer finish (the new cookie replaces theirs),
+	 * so they are deleted with the insert and do not count. */
+	const unsigned char *replaces;
+};
+/* Inserts s unless s->addr_hash already holds lim->per_address live states or
+ * all addresses together hold lim->total; the check and the insert share one
+ * IMMEDIATE transaction (never call it inside one).  Expired states never count.
+ * A refused state writes nothing.  On CS_OK *out says which, and *free_at is,
+ * when refused, the expiry of the soonest of the states that filled the limit
+ * (a place frees then), 0 when admitted. */
+enum cs_err store_login_state_admit(struct store_conn *c, const struct store_login_state *s,
+    const struct store_login_limits *lim, enum store_login_admit *out,
+    int64_t *free_at) CS_MUST_CHECK;
 /* Reads and deletes (single use) the state with this hash; CS_ENOENT if none. */
 enum cs_err store_login_state_take(struct store_conn *c, const unsigned char state_hash[32],
     struct store_login_state *out) CS_MUST_CHECK;

@@ -129,12 +129,18 @@ static enum cs_err refused(struct http_reply *rep, int status, const char *title
 }
 
 /* The path and query this GET came from, to come back to after a login; the
- * bare path when the query would make it too long for /login's return_to. */
+ * bare path when the query would make it too long for /login's return_to
+ * (LOGIN_RETURN_TO_MAX bytes, decoded: the router decodes the percent-encoding
+ * login_url adds, so the value /login sees is exactly this text), and /admin
+ * when even the path would. */
 static enum cs_err back_url(const struct http_request *req, struct buf *out)
 {
-	if (req->query[0] != '\0' && strlen(req->path) + strlen(req->query) < 900)
+	size_t np = strlen(req->path), nq = strlen(req->query);
+	if (nq > 0 && np + 1 + nq <= LOGIN_RETURN_TO_MAX)
 		return buf_printf(out, "%s?%s", req->path, req->query);
-	return buf_puts(out, req->path);
+	if (np <= LOGIN_RETURN_TO_MAX)
+		return buf_puts(out, req->path);
+	return buf_puts(out, "/admin");
 }
 
 /* SECURITY: the admin gate in front of every /admin page and form.  CS_OK

@@ -34,7 +34,7 @@
 static const char *const env_allowlist[] = { "CONSENTD_CONFIG", "CONSENTD_BIN", NULL };
 
 enum sec_kind {
-	SK_SERVER, SK_DATABASE, SK_KEYS, SK_OIDC, SK_SESSION, SK_CONSENT, SK_GATEWAY,
+	SK_SERVER, SK_DATABASE, SK_KEYS, SK_OIDC, SK_SESSION, SK_LOGIN, SK_CONSENT, SK_GATEWAY,
 	SK_AGENT, SK_RESOURCE, SK_SCOPE, SK_ACTION,
 	SK__MAX
 };
@@ -49,6 +49,7 @@ static const char *const keys_oidc[] = { "issuer", "client_id", "client_secret",
 	"clock_skew", NULL };
 static const char *const keys_session[] = { "idle_timeout", "absolute_timeout",
 	"admin_timeout", NULL };
+static const char *const keys_login[] = { "max_pending", "max_pending_per_address", NULL };
 static const char *const keys_consent[] = { "request_ttl", "interval", "deny_cooldown",
 	"max_pending_per_user", NULL };
 static const char *const keys_gateway[] = { "id", "client_secret", "client_secret_sha256",
@@ -70,6 +71,7 @@ static const struct {
 	[SK_KEYS]     = { "keys", keys_keys },
 	[SK_OIDC]     = { "oidc", keys_oidc },
 	[SK_SESSION]  = { "session", keys_session },
+	[SK_LOGIN]    = { "login", keys_login },
 	[SK_CONSENT]  = { "consent", keys_consent },
 	[SK_GATEWAY]  = { "gateway", keys_gateway },
 	[SK_AGENT]    = { "agent", keys_agent },
@@ -1879,6 +1881,18 @@ static enum cs_err load_text(const char *text, size_t len, const char *name,
 	get_int(&c, s, "idle_timeout", 1800, 1, 2592000, &cfg->session_idle_timeout);
 	get_int(&c, s, "absolute_timeout", 43200, 1, 31536000, &cfg->session_absolute_timeout);
 	get_int(&c, s, "admin_timeout", 3600, 1, 86400, &cfg->session_admin_timeout);
+	s = find_section(&c, "login");
+	get_int(&c, s, "max_pending", 10000, 1, 1000000, &cfg->login_max_pending);
+	get_int(&c, s, "max_pending_per_address", 16, 1, 1000000,
+	    &cfg->login_max_pending_per_address);
+	if (cfg->login_max_pending_per_address > cfg->login_max_pending) {
+		const struct entry *pe = find(s, "max_pending_per_address");
+		if (pe == NULL)          /* the default: a small max_pending lowers it */
+			cfg->login_max_pending_per_address = cfg->login_max_pending;
+		else if (!pe->bad)
+			err_e(&c, pe, "must not be more than [login] max_pending (%lld)",
+			    (long long)cfg->login_max_pending);
+	}
 	s = find_section(&c, "consent");
 	get_int(&c, s, "request_ttl", 600, 1, 86400, &cfg->consent_request_ttl);
 	get_int(&c, s, "interval", 5, 1, 300, &cfg->consent_interval);

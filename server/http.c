@@ -124,6 +124,9 @@ static const char *header_of(void *hctx, const char *name)
 	return MHD_lookup_connection_value(hctx, MHD_HEADER_KIND, name);
 }
 
+_Static_assert(sizeof ((struct http_request *)0)->remote_ip >= INET6_ADDRSTRLEN,
+    "http_request.remote_ip holds any address inet_ntop writes");
+
 static void remote_ip(struct MHD_Connection *c, char *out, size_t outlen)
 {
 	const union MHD_ConnectionInfo *ci =
@@ -821,6 +824,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.sec_fetch_site = header_of(c, "Sec-Fetch-Site");
 	req.authorization = header_of(c, MHD_HTTP_HEADER_AUTHORIZATION);
 	req.host = header_of(c, MHD_HTTP_HEADER_HOST);
+	remote_ip(c, req.remote_ip, sizeof req.remote_ip);
 	req.now = app_now();
 	req.app = srv->app;
 	/* The proxy waits on its upstream: off the MHD workers (see "deferred"). */

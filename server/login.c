@@ -2,6 +2,9 @@
  * The browser only ever holds an opaque session cookie and a short-lived
  * login-binding cookie; the code is exchanged server-side and no token, code
  * or verifier is ever put in a page, a URL we build, or a log. */
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
@@ -12,8 +15,6 @@
 #include "login.h"
 #include "oidc.h"
 #include "template.h"
-
-#define LOGIN_STATE_TTL 600
 
 static enum cs_err redirect_to(struct http_reply *rep, const char *location)
 {
@@ -76,6 +77,70 @@ static enum cs_err append_param(struct buf *b, const char *name, const char *val
 	return e;
 }
 
+void login_client_key(const char *ip, unsigned char out[32])
+{
+	static const char domain[] = "consentd login address";
+	unsigned char a[16], in[sizeof domain + 1 + 16];
+	size_t n = 0;
+	memcpy(in, domain, sizeof domain);             /* with its NUL */
+	if (inet_pton(AF_INET, ip, a) == 1) {
+		n = 4;
+	} else if (inet_pton(AF_INET6, ip, a) == 1) {
+		static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		if (memcmp(a, mapped, sizeof mapped) == 0) {
+			memmove(a, a + 12, 4);
+			n = 4;
+		} else {
+			n = 8;                                 /* the /64 */
+		}
+	}
+	if (n == 0) {
+		sha256_str(ip, out);                       /* "-": the address was not known */
+		return;
+	}
+	in[sizeof domain] = (unsigned char)n;
+	memcpy(in + sizeof domain + 1, a, n);
+	/* Can't fail; if it ever did, all such clients would share one key. */
+	if (EVP_Digest(in, sizeof domain + 1 + n, out, NULL, EVP_sha256(), NULL) != 1)
+		memset(out, 0, 32);
+}
+
+/* Tells the operator, at most once a minute, that everyone is being refused. */
+static void warn_all_full(const struct config *cfg, int64_t now)
+{
+	static _Atomic int64_t warned_at;
+	int64_t last = atomic_load(&warned_at);
+	if (now - last < 60 || !atomic_compare_exchange_strong(&warned_at, &last, now))
+		return;
+	fprintf(stderr, "consentd: %lld sign-ins are started and not finished ([login] max_pending); "
+	    "refusing new ones until some finish or expire\n", (long long)cfg->login_max_pending);
+}
+
+/* The 429 for a refused start: a page for a person, and Retry-After. */
+static enum cs_err too_many(struct http_reply *rep, enum store_login_admit why, int64_t wait)
+{
+	char msg[200], secs[24];
+	int64_t minutes;
+	enum cs_err e;
+	if (wait < 1)
+		wait = 1;
+	if (wait > LOGIN_STATE_TTL)
+		wait = LOGIN_STATE_TTL;
+	minutes = (wait + 59) / 60;
+	const char *lead = why == STORE_LOGIN_ADDRESS_FULL ?
+	    "Too many sign-in attempts from your network." :
+	    "Too many people are signing in right now.";
+	if (minutes <= 1)
+		snprintf(msg, sizeof msg, "%s Wait a minute and try again.", lead);
+	else
+		snprintf(msg, sizeof msg, "%s Wait %lld minutes and try again.", lead,
+		    (long long)minutes);
+	snprintf(secs, sizeof secs, "%lld", (long long)wait);
+	if ((e = reply_html_error(rep, 429, "Too many sign-in attempts", msg)) != CS_OK)
+		return e;
+	return reply_header(rep, "Retry-After", secs);
+}
+
 enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
@@ -86,14 +151,19 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 	const char *max_age = form_get(&req->params, "max_age");
 	char state[SESSION_TOKEN_LEN + 1], nonce[SESSION_TOKEN_LEN + 1];
 	char verifier[SESSION_TOKEN_LEN + 1], bind[SESSION_TOKEN_LEN + 1];
-	char challenge[44], redirect_uri[600];
+	char challenge[44], redirect_uri[600], *prev = NULL;
+	unsigned char prev_hash[32];
 	struct store_login_state ls;
+	struct store_login_limits lim;
+	enum store_login_admit admit;
+	int64_t free_at = 0;
 	struct store_conn *c;
 	struct buf loc;
 	enum cs_err e;
 
 	buf_init(&loc, 8192);
 	memset(&ls, 0, sizeof ls);
+	memset(&lim, 0, sizeof lim);
 	if (m == NULL) {
 		e = reply_html_error(rep, 503, "Sign-in is not available yet",
 		    "consentd cannot reach its identity provider right now. Try again in a minute.");
@@ -103,15 +173,6 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 		e = CS_EDB;
 		goto out;
 	}
-	if ((e = random_token(state)) != CS_OK || (e = random_token(nonce)) != CS_OK ||
-	    (e = random_token(verifier)) != CS_OK || (e = random_token(bind)) != CS_OK)
-		goto out;
-	pkce_challenge(verifier, challenge);
-	sha256_str(state, ls.state_hash);
-	sha256_str(bind, ls.browser_hash);
-	ls.nonce = nonce;
-	ls.code_verifier = verifier;
-	ls.return_to = (char *)(return_to ? return_to : "/me");
 	ls.max_age = -1;
 	if (max_age != NULL) {
 		char *end = NULL;
@@ -122,11 +183,21 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 		}
 		ls.max_age = v;
 	}
+	if ((e = random_token(state)) != CS_OK || (e = random_token(nonce)) != CS_OK ||
+	    (e = random_token(verifier)) != CS_OK || (e = random_token(bind)) != CS_OK)
+		goto out;
+	pkce_challenge(verifier, challenge);
+	sha256_str(state, ls.state_hash);
+	sha256_str(bind, ls.browser_hash);
+	login_client_key(req->remote_ip, ls.addr_hash);
+	ls.nonce = nonce;
+	ls.code_verifier = verifier;
+	ls.return_to = (char *)(return_to ? return_to : "/me");
 	ls.created_at = req->now;
 	ls.expires_at = req->now + LOGIN_STATE_TTL;
-	if ((e = store_login_state_insert(c, &ls)) != CS_OK)
-		goto out;
 
+	/* The whole answer first, so that after the state is stored nothing is
+	 * left that could fail and strand it. */
 	snprintf(redirect_uri, sizeof redirect_uri, "%s/callback", cfg->public_url);
 	if ((e = buf_puts(&loc, m->authorization_endpoint)) != CS_OK ||
 	    (e = append_param(&loc, "response_type", "code")) != CS_OK ||
@@ -142,6 +213,26 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 		goto out;
 	if (max_age && (e = append_param(&loc, "max_age", max_age)) != CS_OK)
 		goto out;
+
+	/* SECURITY: anonymous starts are bounded (issue #12): per address and in
+	 * total, or a stream of GET /login fills the disk and stalls the writers.
+	 * A browser starting again replaces its own earlier login (its cookie is
+	 * about to be overwritten, so that state could never finish anyway). */
+	lim.now = req->now;
+	lim.per_address = cfg->login_max_pending_per_address;
+	lim.total = cfg->login_max_pending;
+	if (cookie_get(req->cookie, login_cookie_name(cfg), &prev) == CS_OK) {
+		sha256_str(prev, prev_hash);
+		lim.replaces = prev_hash;
+	}
+	if ((e = store_login_state_admit(c, &ls, &lim, &admit, &free_at)) != CS_OK)
+		goto out;
+	if (admit != STORE_LOGIN_ADMITTED) {
+		if (admit == STORE_LOGIN_ALL_FULL)
+			warn_all_full(cfg, req->now);
+		e = too_many(rep, admit, free_at - req->now);
+		goto out;
+	}
 	if ((e = redirect_to(rep, loc.data)) != CS_OK)
 		goto out;
 	/* SECURITY: the state only counts in the browser that started the login. */
@@ -149,6 +240,10 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 out:
 	OPENSSL_cleanse(verifier, sizeof verifier);
 	OPENSSL_cleanse(bind, sizeof bind);
+	if (prev) {
+		OPENSSL_cleanse(prev, strlen(prev));
+		free(prev);
+	}
 	buf_clear(&loc);
 	return e;
 }
@@ -341,6 +436,9 @@ enum cs_err login_require(const struct http_request *req, struct http_reply *rep
 	}
 	if (e != CS_ENOENT)
 		return e;
+	/* A return_to /login would refuse (too long) would strand the person. */
+	if (strlen(return_to) > LOGIN_RETURN_TO_MAX)
+		return_to = "/me";
 	buf_init(&loc, 4096);
 	e = buf_puts(&loc, "/login");
 	if (e == CS_OK)

@@ -86,7 +86,7 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, proxy_metrics, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/login", ROUTE_BROWSER, login_start, {
-		{ "return_to", 1024, valid_return_to, 0 },
+		{ "return_to", LOGIN_RETURN_TO_MAX, valid_return_to, 0 },
 		{ "prompt", 16, valid_prompt, 0 },
 		{ "max_age", 10, valid_digits, 0 },
 		{ NULL, 0, NULL, 0 } }, 0 },

@@ -37,6 +37,10 @@ enum stmt {
 	STMT_SESSION_DELETE,
 	STMT_LOGIN_INSERT,
 	STMT_LOGIN_TAKE,
+	STMT_LOGIN_LIVE_ADDR,
+	STMT_LOGIN_LIVE_ALL,
+	STMT_LOGIN_LIVE_BROWSER,
+	STMT_LOGIN_DELETE_BROWSER,
 	STMT_PURGE_LOGINS,
 	STMT_PURGE_SESSIONS,
 	STMT__MAX
@@ -74,10 +78,22 @@ static const char *const stmt_sql[STMT__MAX] = {
 	[STMT_SESSION_DELETE] = "DELETE FROM sessions WHERE id_hash = ?1",
 	[STMT_LOGIN_INSERT] =
 	    "INSERT INTO login_states (state_hash, browser_hash, nonce, code_verifier, return_to, "
-	    "max_age, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	    "max_age, created_at, expires_at, addr_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
 	[STMT_LOGIN_TAKE] =
 	    "DELETE FROM login_states WHERE state_hash = ?1 RETURNING browser_hash, nonce, "
 	    "code_verifier, return_to, max_age, created_at, expires_at",
+	/* The live states (expires_at > now) of one address, and of all, counted
+	 * no further than the limit (?3, ?2), with the soonest expiry among them:
+	 * both walk an index (addr_hash, expires_at) or (expires_at), never the table. */
+	[STMT_LOGIN_LIVE_ADDR] =
+	    "SELECT count(*), coalesce(min(expires_at), 0) FROM (SELECT expires_at FROM login_states "
+	    "WHERE addr_hash = ?1 AND expires_at > ?2 ORDER BY expires_at LIMIT ?3)",
+	[STMT_LOGIN_LIVE_ALL] =
+	    "SELECT count(*), coalesce(min(expires_at), 0) FROM (SELECT expires_at FROM login_states "
+	    "WHERE expires_at > ?1 ORDER BY expires_at LIMIT ?2)",
+	[STMT_LOGIN_LIVE_BROWSER] =
+	    "SELECT count(*) FROM login_states WHERE browser_hash = ?1 AND expires_at > ?2",
+	[STMT_LOGIN_DELETE_BROWSER] = "DELETE FROM login_states WHERE browser_hash = ?1",
 	[STMT_PURGE_LOGINS] = "DELETE FROM login_states WHERE expires_at <= ?1",
 	[STMT_PURGE_SESSIONS] =
 	    "DELETE FROM sessions WHERE last_seen_at < ?1 - ?2 OR created_at < ?1 - ?3",
@@ -890,11 +906,143 @@ enum cs_err store_login_state_insert(struct store_conn *c, const struct store_lo
 	    (e = bind_text(st, 5, s->return_to)) != CS_OK ||
 	    (e = bind_int64(st, 6, s->max_age)) != CS_OK ||
 	    (e = bind_int64(st, 7, s->created_at)) != CS_OK ||
-	    (e = bind_int64(st, 8, s->expires_at)) != CS_OK) {
+	    (e = bind_int64(st, 8, s->expires_at)) != CS_OK ||
+	    (e = bind_blob(st, 9, s->addr_hash, 32)) != CS_OK) {
 		stmt_done(st);
 		return e;
 	}
 	return stmt_exec(c, st);
+}
+
+/* Runs a counting statement already bound: *n = column 0, *soonest = column 1
+ * when asked for. */
+static enum cs_err login_count(struct store_conn *c, sqlite3_stmt *st, int64_t *n, int64_t *soonest)
+{
+	enum cs_err e = store_step(c, st);
+	if (e == CS_OK) {
+		*n = sqlite3_column_int64(st, 0);
+		if (soonest != NULL)
+			*soonest = sqlite3_column_int64(st, 1);
+	} else if (e == CS_ENOENT) {
+		e = CS_EDB;                   /* an aggregate always returns its row */
+	}
+	stmt_done(st);
+	return e;
+}
+
+/* How many live states the address and everyone hold, each counted to at most
+ * its limit plus mine; mine = the live states of browser hash replaces (0 for
+ * NULL).  The soonest expiry among each count goes to addr_free / all_free. */
+static enum cs_err login_live(struct store_conn *c, const unsigned char addr_hash[32],
+    const unsigned char *replaces, const struct store_login_limits *lim, int64_t *mine,
+    int64_t *addr, int64_t *addr_free, int64_t *all, int64_t *all_free)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	*mine = 0;
+	if (replaces != NULL) {
+		if ((st = stmt_get(c, STMT_LOGIN_LIVE_BROWSER)) == NULL)
+			return CS_EDB;
+		if ((e = bind_blob(st, 1, replaces, 32)) != CS_OK ||
+		    (e = bind_int64(st, 2, lim->now)) != CS_OK) {
+			stmt_done(st);
+			return e;
+		}
+		if ((e = login_count(c, st, mine, NULL)) != CS_OK)
+			return e;
+	}
+	if ((st = stmt_get(c, STMT_LOGIN_LIVE_ADDR)) == NULL)
+		return CS_EDB;
+	if ((e = bind_blob(st, 1, addr_hash, 32)) != CS_OK ||
+	    (e = bind_int64(st, 2, lim->now)) != CS_OK ||
+	    (e = bind_int64(st, 3, lim->per_address + *mine)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	if ((e = login_count(c, st, addr, addr_free)) != CS_OK)
+		return e;
+	if ((st = stmt_get(c, STMT_LOGIN_LIVE_ALL)) == NULL)
+		return CS_EDB;
+	if ((e = bind_int64(st, 1, lim->now)) != CS_OK ||
+	    (e = bind_int64(st, 2, lim->total + *mine)) != CS_OK) {
+		stmt_done(st);
+		return e;
+	}
+	return login_count(c, st, all, all_free);
+}
+
+/* The verdict on counts that already leave out the browser's own states. */
+static enum store_login_admit login_verdict(const struct store_login_limits *lim, int64_t addr,
+    int64_t addr_free, int64_t all, int64_t all_free, int64_t *free_at)
+{
+	if (addr >= lim->per_address) {
+		*free_at = addr_free;
+		return STORE_LOGIN_ADDRESS_FULL;
+	}
+	if (all >= lim->total) {
+		*free_at = all_free;
+		return STORE_LOGIN_ALL_FULL;
+	}
+	*free_at = 0;
+	return STORE_LOGIN_ADMITTED;
+}
+
+enum cs_err store_login_state_admit(struct store_conn *c, const struct store_login_state *s,
+    const struct store_login_limits *lim, enum store_login_admit *out, int64_t *free_at)
+{
+	enum cs_err e;
+	enum store_login_admit v;
+	int64_t mine, addr, addr_free, all, all_free, at;
+	sqlite3_stmt *st;
+
+	if (lim->per_address < 1 || lim->total < 1)
+		return CS_EINVAL;
+	/* 1. A look without the write lock: a flood from one address is refused
+	 *    here, by reads alone, so it cannot queue up in front of the writers
+	 *    (token issuance).  The browser's own states do not count: they are
+	 *    about to be replaced.  Its counts can only be too low (mine may lie at
+	 *    another address), never too high, so it refuses only what step 2 would. */
+	if ((e = login_live(c, s->addr_hash, lim->replaces, lim, &mine, &addr, &addr_free, &all,
+	    &all_free)) != CS_OK)
+		return e;
+	v = login_verdict(lim, addr - mine, addr_free, all - mine, all_free, &at);
+	if (v != STORE_LOGIN_ADMITTED)
+		goto done;
+	/* 2. SECURITY: the decision that counts: the browser's earlier states go,
+	 *    then count and insert in one IMMEDIATE transaction, so concurrent
+	 *    starts cannot both take the last place.  Refused: rolled back, so a
+	 *    refused start has written (and deleted) nothing. */
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if (lim->replaces != NULL) {
+		if ((st = stmt_get(c, STMT_LOGIN_DELETE_BROWSER)) == NULL) {
+			e = CS_EDB;
+			goto fail;
+		}
+		if ((e = bind_blob(st, 1, lim->replaces, 32)) != CS_OK) {
+			stmt_done(st);
+			goto fail;
+		}
+		if ((e = stmt_exec(c, st)) != CS_OK)
+			goto fail;
+	}
+	if ((e = login_live(c, s->addr_hash, NULL, lim, &mine, &addr, &addr_free, &all,
+	    &all_free)) != CS_OK)
+		goto fail;
+	v = login_verdict(lim, addr, addr_free, all, all_free, &at);
+	if (v != STORE_LOGIN_ADMITTED) {
+		store_rollback(c);
+		goto done;
+	}
+	if ((e = store_login_state_insert(c, s)) != CS_OK || (e = store_commit(c)) != CS_OK)
+		goto fail;
+done:
+	*out = v;
+	*free_at = at;
+	return CS_OK;
+fail:
+	store_rollback(c);
+	return e;
 }
 
 enum cs_err store_login_state_take(struct store_conn *c, const unsigned char state_hash[32],

@@ -149,6 +149,24 @@ test('every admin page route refuses anonymous callers: sign-in redirect for GET
   }
 });
 
+test('an anonymous admin search comes back after sign-in with its query while it fits /login\'s 512-byte return_to, else to the bare path', async () => {
+  const { CookieJar } = await import('../lib/idplogin.js');
+  // "/admin?" + user (255) + agent (128) + resource (n): 412 + n bytes.
+  const search = (n) => `/admin?user=${'u'.repeat(255)}&agent=${'a'.repeat(128)}&resource=${'r'.repeat(n)}`;
+  for (const [n, back] of [[100, search(100)], [101, '/admin']]) {
+    const jar = new CookieJar();
+    const r = await req(jar, `${h.url}${search(n)}`);
+    assert.equal(r.status, 303, `${n}`);
+    const loc = new URL(r.headers.get('location'), h.url);
+    assert.equal(loc.pathname, '/login');
+    assert.equal(loc.searchParams.get('return_to'), back, `resource of ${n}`);
+    // /login takes it: the link never leads to a 400.
+    const login = await req(jar, loc.href);
+    assert.equal(login.status, 303, `/login with the return_to of ${n}: ${login.status}`);
+    await login.arrayBuffer();
+  }
+});
+
 test('every admin page route refuses a non-admin session (403) and audits it', async () => {
   const jar = await h.jar('alice');
   for (const route of adminRoutes()) {

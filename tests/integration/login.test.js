@@ -1,9 +1,12 @@
 // Flow E against the real development IdP (oidc-provider) and the real
 // consentd binary: login, /me, state replay, another browser, IdP errors,
-// issuer mix-up, session expiry, logout, and open-redirect attempts.
+// issuer mix-up, session expiry, logout, open-redirect attempts, the length of
+// return_to, and floods of anonymous sign-in starts (issue #12).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import { readFileSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startStack } from '../lib/stack.js';
 import { CookieJar } from '../lib/idplogin.js';
@@ -122,6 +125,26 @@ test('return_to must be a same-origin path: no open redirect', async () => {
   assert.equal(r.final.headers.get('location'), '/me?x');
 });
 
+test('return_to is at most 512 bytes: a longer one gets a 400 page that says so, and stores nothing', async () => {
+  const longest = `/me?${'r'.repeat(508)}`;                 // 512 bytes
+  const ok = await fetch(`${c.url}/login?return_to=${encodeURIComponent(longest)}`, { redirect: 'manual' });
+  assert.equal(ok.status, 303);
+  await ok.arrayBuffer();
+  const rows = () => Number(spawnSync('sqlite3', [join(c.dir, 'consentd.db'), 'SELECT count(*) FROM login_states'],
+    { encoding: 'utf8' }).stdout.trim());
+  const before = rows();
+  for (const bad of [`${longest}x`, `/${'%'.repeat(600)}`, `/${'é'.repeat(300)}`]) {   // 513, 601 and 601 bytes
+    const res = await fetch(`${c.url}/login?return_to=${encodeURIComponent(bad)}`, { redirect: 'manual' });
+    assert.equal(res.status, 400, `${Buffer.byteLength(bad)} bytes`);
+    assert.match(res.headers.get('content-type'), /^text\/html/);
+    const html = await res.text();
+    assert.match(html, /<h1>Bad request<\/h1>/);
+    assert.match(html, /return_to is too long/);
+    assert.equal(setCookieLines(res).length, 0, 'no login cookie');
+  }
+  assert.equal(rows(), before, 'a refused start stores no login state');
+});
+
 test('the session id changes at every login (no fixation)', async () => {
   const jar = new CookieJar();
   jar.cookies.set('/\nconsentd_session', { name: 'consentd_session', value: 'A'.repeat(43), path: '/', expires: null });
@@ -169,5 +192,154 @@ test('an idle session expires', async () => {
     assert.match(res.headers.get('location'), /^\/login/);
   } finally {
     await pair.stop();
+  }
+});
+
+// --- issue #12: anonymous sign-in starts cannot fill the disk ---------------
+
+// Bytes of a SQLite database and its WAL.
+function dbBytes(db) {
+  let n = 0;
+  for (const f of [db, `${db}-wal`]) {
+    try { n += statSync(f).size; } catch { /* no WAL yet */ }
+  }
+  return n;
+}
+
+function sql(db, query) {
+  const r = spawnSync('sqlite3', [db, query], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `sqlite3: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+// GET url+path n times from localAddress, `concurrency` at a time on kept-alive
+// connections (stopping early after deadlineMs), and tallies the answers.
+// out.done counts answers as they arrive; out.finished says whether it is over.
+function flood({ url, path, n, localAddress, concurrency = 16, deadlineMs = 30000 }) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency, localAddress });
+  const out = {
+    sent: 0, done: 0, status: {}, messages: {}, retryAfter: [], cookieOn429: 0, cookieOn303: 0,
+    not429Html: 0, finished: false, ms: 0,
+  };
+  const t0 = Date.now();
+  const one = () => new Promise((resolve, reject) => {
+    const r = http.get(`${url}${path}`, { agent, localAddress }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { body += d; });
+      res.on('error', reject);
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    r.on('error', reject);
+  });
+  const worker = async () => {
+    while (out.sent < n && Date.now() - t0 < deadlineMs) {
+      out.sent += 1;
+      const r = await one();
+      out.done += 1;
+      out.status[r.status] = (out.status[r.status] || 0) + 1;
+      const cookie = (r.headers['set-cookie'] || []).some((l) => l.startsWith('consentd_login='));
+      if (r.status === 303 && cookie) out.cookieOn303 += 1;
+      if (r.status !== 429) continue;
+      if (r.headers['set-cookie']) out.cookieOn429 += 1;
+      out.retryAfter.push(r.headers['retry-after']);
+      if (!/^text\/html/.test(r.headers['content-type'] || '')) out.not429Html += 1;
+      const m = r.body.match(/<p>([^<]*)<\/p>/);
+      const key = m ? m[1] : `(no message) ${r.body.slice(0, 200)}`;
+      out.messages[key] = (out.messages[key] || 0) + 1;
+    }
+  };
+  out.promise = Promise.all(Array.from({ length: concurrency }, worker)).then(() => {
+    out.finished = true;
+    out.ms = Date.now() - t0;
+    agent.destroy();
+    return out;
+  }, (e) => { agent.destroy(); throw e; });
+  return out;
+}
+
+const FROM_NETWORK = /^Too many sign-in attempts from your network\. Wait (a minute|\d+ minutes) and try again\.$/;
+const FROM_EVERYONE = /^Too many people are signing in right now\. Wait (a minute|\d+ minutes) and try again\.$/;
+
+// Every 429 of a flood: Retry-After in seconds (at most the 300 s a login may
+// take), a page for a person, and no cookie.
+function assertRefusals(f, message, what) {
+  assert.equal(f.cookieOn429, 0, `${what}: a refused start sets no cookie`);
+  assert.equal(f.not429Html, 0, `${what}: refusals are HTML pages`);
+  for (const ra of f.retryAfter) {
+    assert.match(String(ra), /^\d+$/, `${what}: Retry-After ${ra}`);
+    assert.ok(Number(ra) >= 1 && Number(ra) <= 300, `${what}: Retry-After ${ra}`);
+  }
+  for (const [m, k] of Object.entries(f.messages)) assert.match(m, message, `${what}: ${k} answers said ${m}`);
+}
+
+test('a flood of anonymous sign-in starts from one address gets 429s and stores 16 states; a person on another address signs in meanwhile; the total is bounded too', async () => {
+  const PER_ADDRESS = 16;              // the default [login] max_pending_per_address
+  const TOTAL = 40;                    // [login] max_pending, lowered from 10000 to reach it here
+  const N = 4000;
+  const s = await startStack({ config: { login: { max_pending: TOTAL } } });
+  try {
+    const db = join(s.c.dir, 'consentd.db');
+    const bytesBefore = dbBytes(db);
+    // The longest return_to there is, so that every stored state is as big as it can be.
+    const path = `/login?return_to=${encodeURIComponent(`/${'a'.repeat(511)}`)}`;
+    const f = flood({ url: s.url, path, n: N, localAddress: '127.0.0.1' });
+    while (f.done < 300 && !f.finished) await sleep(5);
+    // Meanwhile a person on another network signs in, start to finish.
+    const r = await consentdLogin({ url: s.url, user: 'alice', password: 'alice-password', localAddress: '127.0.0.2' });
+    const floodStillRunning = !f.finished;
+    assert.equal(r.final.status, 303);
+    assert.equal(r.final.headers.get('location'), '/me');
+    const me = await req(r.jar, `${s.url}/me`, { localAddress: '127.0.0.2' });
+    assert.equal(me.status, 200);
+    assert.match(await me.text(), /Alice Example/);
+    await f.promise;
+    assert.ok(floodStillRunning, 'the login ran while the flood did');
+
+    assert.equal(f.sent, N, `the flood was not cut short (${f.done} in ${f.ms} ms)`);
+    assert.deepEqual(Object.keys(f.status).sort(), ['303', '429']);
+    assert.equal(f.status[303], PER_ADDRESS, 'exactly the per-address bound was admitted');
+    assert.equal(f.cookieOn303, PER_ADDRESS);
+    assert.equal(f.status[429], N - PER_ADDRESS);
+    assertRefusals(f, FROM_NETWORK, '127.0.0.1');
+    // alice's state was taken by her callback: the flood's are all that is left.
+    assert.equal(Number(sql(db, 'SELECT count(*) FROM login_states')), PER_ADDRESS);
+    const grew = dbBytes(db) - bytesBefore;
+    assert.ok(grew < 1024 * 1024, `database + WAL grew by ${grew} bytes (bound: 1 MiB)`);
+    console.log(`# flood: ${f.sent} sent in ${f.ms} ms, ${f.status[303]} admitted, ${f.status[429]} × 429, `
+      + `${PER_ADDRESS} rows left, db+WAL ${bytesBefore} -> ${dbBytes(db)} bytes`);
+
+    // A browser that starts again (its login cookie sent back) replaces its own
+    // earlier state instead of taking another place: 40 restarts, 1 row.
+    const jar = new CookieJar();
+    for (let i = 0; i < 40; i += 1) {
+      const res = await req(jar, `${s.url}/login`, { localAddress: '127.0.0.3' });
+      assert.equal(res.status, 303, `restart ${i}`);
+    }
+    assert.equal(Number(sql(db, 'SELECT count(*) FROM login_states')), PER_ADDRESS + 1);
+
+    // The total: more addresses fill the remaining 23 places, then everyone is
+    // refused -- with a message that does not blame the person's network.
+    let admitted = 0;
+    const floods = [];
+    for (const ip of ['127.0.0.4', '127.0.0.5', '127.0.0.6']) {
+      const g = flood({ url: s.url, path: '/login', n: 100, localAddress: ip });
+      await g.promise;
+      floods.push(g);
+      admitted += g.status[303] || 0;
+      assert.ok((g.status[303] || 0) <= PER_ADDRESS, `${ip}: ${g.status[303]} admitted`);
+      assert.equal((g.status[303] || 0) + (g.status[429] || 0), 100);
+      assertRefusals(g, new RegExp(`${FROM_NETWORK.source}|${FROM_EVERYONE.source}`), ip);
+    }
+    assert.equal(admitted, TOTAL - PER_ADDRESS - 1);
+    assert.equal(floods[2].status[429], 100, 'the third address found no place');
+    assertRefusals(floods[2], FROM_EVERYONE, '127.0.0.6');
+    assert.equal(Number(sql(db, 'SELECT count(*) FROM login_states')), TOTAL);
+    const late = await req(new CookieJar(), `${s.url}/login`, { localAddress: '127.0.0.7' });
+    assert.equal(late.status, 429);
+    assert.ok(Number(late.headers.get('retry-after')) >= 1);
+    assert.match(await late.text(), /Too many people are signing in right now/);
+  } finally {
+    await s.stop();
   }
 });

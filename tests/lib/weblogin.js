@@ -1,18 +1,48 @@
 // Logs a person in to consentd through the development IdP with plain HTTP
 // (no browser): consentd /login -> IdP login form -> consentd /callback.
 //
-//   const r = await consentdLogin({ url, user, password, jar, returnTo = '/me', stopAtCallback })
+//   const r = await consentdLogin({ url, user, password, jar, returnTo = '/me', stopAtCallback,
+//                                   localAddress })
+//   localAddress     // e.g. '127.0.0.2': every request of the login leaves from that address
+//                    // (a person on another network than a test's other clients)
 //   r.jar            // CookieJar now holding consentd's session cookie (and the IdP's)
 //   r.callbackUrl    // the /callback URL the IdP sent the browser to (code + state + iss)
 //   r.final          // the Response of /callback (303 to returnTo) unless stopAtCallback
 //   r.loginLocation  // where consentd's /login sent the browser (the authorization request)
+import http from 'node:http';
 import { CookieJar } from './idplogin.js';
 
+// fetch() from a chosen local address (global fetch cannot bind one): plain
+// http only, no redirects followed; the answer is a real Response.
+export function fetchFrom(localAddress, url, { method = 'GET', headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const r = http.request(url, { method, headers, localAddress, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (d) => chunks.push(d));
+      res.on('error', reject);
+      res.on('end', () => {
+        const h = new Headers();
+        for (let i = 0; i < res.rawHeaders.length; i += 2) h.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
+        const b = Buffer.concat(chunks);
+        const noBody = res.statusCode === 204 || res.statusCode === 304 || method === 'HEAD';
+        resolve(new Response(noBody ? null : b, { status: res.statusCode, headers: h }));
+      });
+    });
+    r.on('error', reject);
+    r.end(body);
+  });
+}
+
+// One request with the jar's cookies, redirects not followed; init.localAddress
+// sends it from that address.
 export async function req(jar, url, init = {}) {
-  const headers = { ...(init.headers || {}) };
+  const { localAddress, ...rest } = init;
+  const headers = { ...(rest.headers || {}) };
   const cookie = jar.header(url);
   if (cookie) headers.cookie = cookie;
-  const res = await fetch(url, { ...init, headers, redirect: 'manual' });
+  const res = localAddress
+    ? await fetchFrom(localAddress, url, { ...rest, headers })
+    : await fetch(url, { ...rest, headers, redirect: 'manual' });
   jar.store(url, res);
   return res;
 }
@@ -37,8 +67,10 @@ export function postForm(html) {
 
 export async function consentdLogin({
   url, user, password, jar = new CookieJar(), returnTo = '/me', stopAtCallback = false, query = '',
+  localAddress,
 }) {
-  let res = await req(jar, `${url}/login?return_to=${encodeURIComponent(returnTo)}${query}`);
+  const from = localAddress ? { localAddress } : {};
+  let res = await req(jar, `${url}/login?return_to=${encodeURIComponent(returnTo)}${query}`, from);
   if (res.status !== 303) throw new Error(`/login answered ${res.status}: ${await res.text()}`);
   const loginLocation = res.headers.get('location');
   let next = loginLocation;
@@ -46,10 +78,10 @@ export async function consentdLogin({
   for (let i = 0; i < 20; i += 1) {
     if (next.startsWith(`${url}/callback`)) {
       if (stopAtCallback) return { jar, callbackUrl: next, loginLocation };
-      const final = await req(jar, next);
+      const final = await req(jar, next, from);
       return { jar, callbackUrl: next, final, loginLocation };
     }
-    res = await req(jar, next);
+    res = await req(jar, next, from);
     if (res.status >= 300 && res.status < 400) {
       next = new URL(res.headers.get('location'), next).href;
       await res.arrayBuffer();
@@ -61,6 +93,7 @@ export async function consentdLogin({
     posted = true;
     const action = new URL(form.action || next, next).href;
     res = await req(jar, action, {
+      ...from,
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({ ...form.fields, login: user, password }).toString(),

@@ -128,6 +128,8 @@ START_TEST(test_config_minimal_defaults)
 	ck_assert_int_eq(c->consent_interval, 5);
 	ck_assert_int_eq(c->consent_deny_cooldown, 86400);
 	ck_assert_int_eq(c->consent_max_pending_per_user, 5);
+	ck_assert_int_eq(c->login_max_pending, 10000);
+	ck_assert_int_eq(c->login_max_pending_per_address, 16);
 	ck_assert_str_eq(c->gateway_id, "agent-gateway");
 	ck_assert(c->gateway_has_secret);
 	ck_assert_uint_eq(c->nsubject_audiences, 1);
@@ -212,6 +214,31 @@ START_TEST(test_config_section_duplicate)
 {
 	expect_error(MINIMAL "[server]\nthreads = 2\n", NULL,
 	    "x.conf:9: [server]: duplicate section (first on line 1)");
+}
+END_TEST
+
+START_TEST(test_config_login_bounds)
+{
+	struct config *c = expect_ok(MINIMAL "[login]\nmax_pending = 50\nmax_pending_per_address = 50\n", NULL);
+	ck_assert_int_eq(c->login_max_pending, 50);
+	ck_assert_int_eq(c->login_max_pending_per_address, 50);
+	config_free(c);
+	/* A small total lowers the default per-address bound with it ... */
+	c = expect_ok(MINIMAL "[login]\nmax_pending = 4\n", NULL);
+	ck_assert_int_eq(c->login_max_pending_per_address, 4);
+	config_free(c);
+	/* ... but one given above the total is an error, and so are 0 and junk. */
+	expect_error(MINIMAL "[login]\nmax_pending = 4\nmax_pending_per_address = 5\n", NULL,
+	    "x.conf:11: max_pending_per_address: must not be more than [login] max_pending (4)");
+	expect_error(MINIMAL "[login]\nmax_pending = 0\n", NULL,
+	    "x.conf:10: max_pending: out of range (expected an integer from 1 to 1000000)");
+	expect_error(MINIMAL "[login]\nmax_pending_per_address = many\n", NULL,
+	    "max_pending_per_address: not an integer");
+	expect_error(MINIMAL "[login]\nttl = 60\n", NULL, "ttl");
+	char *env[] = { "CONSENTD_LOGIN_MAX_PENDING_PER_ADDRESS=64", NULL };
+	c = expect_ok(MINIMAL, env);
+	ck_assert_int_eq(c->login_max_pending_per_address, 64);
+	config_free(c);
 }
 END_TEST
 
@@ -790,6 +817,7 @@ static Suite *config_suite(void)
 	TCase *t = tcase_create("config");
 	tcase_add_test(t, test_config_example_loads);
 	tcase_add_test(t, test_config_minimal_defaults);
+	tcase_add_test(t, test_config_login_bounds);
 	tcase_add_test(t, test_config_dynamic_defaults);
 	tcase_add_test(t, test_config_key_unknown);
 	tcase_add_test(t, test_config_section_unknown);

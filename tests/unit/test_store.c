@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "embed.h"
 #include "testutil.h"
 #include "store.h"
 
@@ -79,9 +80,14 @@ START_TEST(test_store_migrate_reopen_idempotent)
 	ck_assert_int_eq(store_schema_version(store_conn(s), &v), CS_OK);
 	ck_assert_int_eq(v, store_schema_known());
 	store_close(s);
+	/* Each migration recorded once.  Counted, not taken from the highest
+	 * version: numbers may have gaps while branches that add one are merged. */
 	char *n = raw_query(f.db, "SELECT count(*) FROM schema_version");
 	char want[16];
-	snprintf(want, sizeof want, "%d", store_schema_known());
+	int nmig = 0;
+	for (const struct embedded_file *m = embedded_migrations; m->name != NULL; m++)
+		nmig++;
+	snprintf(want, sizeof want, "%d", nmig);
 	ck_assert_str_eq(n, want);
 	free(n);
 	fx_clear(&f);

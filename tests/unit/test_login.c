@@ -1,0 +1,63 @@
+/* test_login.c -- the parts of flow E's browser side that need no IdP: the key
+ * under which login starts are counted per client address (issue #12). */
+#include <string.h>
+#include "login.h"
+#include "testutil.h"
+
+/* Whether a and b are counted under the same key. */
+static int same_key(const char *a, const char *b)
+{
+	unsigned char ka[32], kb[32];
+	login_client_key(a, ka);
+	login_client_key(b, kb);
+	return memcmp(ka, kb, 32) == 0;
+}
+
+START_TEST(test_login_client_key_ipv4_per_address)
+{
+	ck_assert(same_key("192.0.2.1", "192.0.2.1"));
+	ck_assert(!same_key("192.0.2.1", "192.0.2.2"));
+	ck_assert(!same_key("127.0.0.1", "127.0.0.2"));
+	/* An IPv4-mapped IPv6 peer is the same IPv4 client. */
+	ck_assert(same_key("192.0.2.1", "::ffff:192.0.2.1"));
+	ck_assert(!same_key("192.0.2.1", "::ffff:192.0.2.9"));
+}
+END_TEST
+
+START_TEST(test_login_client_key_ipv6_per_64)
+{
+	/* One site or device is handed a whole /64: counting per /128 would give
+	 * one attacker 2^64 addresses, each with its own places. */
+	ck_assert(same_key("2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff"));
+	ck_assert(same_key("2001:db8:1:2::1", "2001:0db8:0001:0002:0:0:0:7"));
+	ck_assert(!same_key("2001:db8:1:2::1", "2001:db8:1:3::1"));
+	/* The IPv6 key space stays apart from IPv4's (2001:db8:: is not 32.1.13.184). */
+	ck_assert(!same_key("2001:db8::", "32.1.13.184"));
+}
+END_TEST
+
+START_TEST(test_login_client_key_unknown_text)
+{
+	/* An address the server could not tell ("-") is one shared key, never
+	 * the key of a real address. */
+	ck_assert(same_key("-", "-"));
+	ck_assert(!same_key("-", "0.0.0.0"));
+	ck_assert(!same_key("", "-"));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("login");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_login_client_key_ipv4_per_address);
+	tcase_add_test(tc, test_login_client_key_ipv6_per_64);
+	tcase_add_test(tc, test_login_client_key_unknown_text);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(suite());
+}
