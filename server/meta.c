@@ -27,7 +27,9 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 	snprintf(rev, sizeof rev, "%s/revoke", pub);
 	/* Only endpoints that exist are listed; later capabilities add theirs.
 	 * consentd has no authorization endpoint of its own: no response types. */
-	json_t *m = json_pack("{s:s, s:s, s:[], s:s, s:s, s:s, s:[s,s], s:[s], s:[s], s:[s]}",
+	/* Held against what consentd does by tests/integration/metadata.test.js:
+	 * every value here works, and nothing that works is missing. */
+	json_t *m = json_pack("{s:s, s:s, s:[], s:s, s:s, s:s, s:[s,s], s:[s], s:[s], s:[s], s:[s]}",
 	    "issuer", pub,
 	    "jwks_uri", jwks,
 	    "response_types_supported",
@@ -37,7 +39,9 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 	    "grant_types_supported", "urn:ietf:params:oauth:grant-type:token-exchange", "refresh_token",
 	    "token_endpoint_auth_methods_supported", "client_secret_basic",
 	    "introspection_endpoint_auth_methods_supported", "client_secret_basic",
-	    "revocation_endpoint_auth_methods_supported", "client_secret_basic");
+	    "revocation_endpoint_auth_methods_supported", "client_secret_basic",
+	    /* RFC 9396 at the downstream-token exchange (flow F). */
+	    "authorization_details_types_supported", "agent_action");
 	return reply_cached(rep, 200, m, 300);
 }
 
