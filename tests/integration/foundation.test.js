@@ -94,6 +94,7 @@ test('healthz answers; readyz checks the database and says unready without a rea
   assert.equal(body.checks.database, true);
   assert.equal(body.checks.signing_key, true);
   assert.equal(body.checks.identity_provider, false);
+  assert.equal(body.checks.audit_head, true);
 });
 
 test('unknown route: 404 as HTML for people, as JSON under /.well-known', async () => {
