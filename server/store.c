@@ -372,6 +372,15 @@ void store_audit_appended(struct store_conn *c, int64_t seq,
 	c->audit.set = 1;
 	c->audit.seq = seq;
 	memcpy(c->audit.link, link, STORE_AUDIT_LINK_LEN);
+	/* Can't happen (audit.h: appends run inside a transaction), but if one
+	 * ran outside, its row is committed already: publish it now, not never. */
+	if (sqlite3_get_autocommit(c->db)) {
+		pthread_mutex_lock(&c->s->commit_lock);
+		if (c->s->audit_hook != NULL)
+			c->s->audit_hook(c->s->audit_arg, seq, link);
+		pthread_mutex_unlock(&c->s->commit_lock);
+		c->audit.set = 0;
+	}
 }
 
 void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)

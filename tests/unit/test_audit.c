@@ -803,6 +803,13 @@ START_TEST(test_audit_publish_per_commit)
 	ck_assert_ptr_nonnull(strstr(b.data, "\nconsentd_audit_head_behind 0\n"));
 	ck_assert_ptr_nonnull(strstr(b.data, "\nconsentd_audit_head_seq 5\n"));
 	buf_clear(&b);
+	/* An append outside any transaction (a bug audit.h forbids) is published at once. */
+	ck_assert_int_eq(audit_append(sc, &e), CS_OK);
+	got = slurp(p);
+	want = db_lines(6, 6);
+	ck_assert_str_eq(got + strlen(got) - strlen(want), want);
+	free(got);
+	free(want);
 	free(p);
 }
 END_TEST
