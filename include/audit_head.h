@@ -43,7 +43,7 @@ struct audit_heads_result {
 	int64_t           line;      /* line number of the first head not matched, or of a bad line */
 	struct audit_head bad;       /* that head */
 	int               missing;   /* 1: the entry is gone; 0: its link differs */
-	char              why[200];
+	char              why[200];  /* the line, and what the database holds instead */
 };
 /* Checks every head listed in f (seekable: it is read twice) against the
  * database: each must be present with its link.  verified is the head

@@ -192,11 +192,11 @@ static enum cs_err check_one(struct store_conn *c, const struct audit_head *h, i
 		audit_link_hex(link, hex);
 	if (e == CS_ENOENT) {
 		res->missing = 1;
-		snprintf(res->why, sizeof res->why, "head %" PRId64 " (line %" PRId64 ") missing: the "
-		    "log ends at entry %" PRId64 " (cut off?)", h->seq, line, verified->seq);
+		snprintf(res->why, sizeof res->why, "line %" PRId64 "; the log ends at entry %" PRId64
+		    ": cut off?", line, verified->seq);
 	} else if (link_too && CRYPTO_memcmp(hex, h->hex, AUDIT_LINK_HEX) != 0) {
-		snprintf(res->why, sizeof res->why, "head %" PRId64 " (line %" PRId64 ") differs: entry "
-		    "%" PRId64 " has another link (rewritten?)", h->seq, line, h->seq);
+		snprintf(res->why, sizeof res->why, "line %" PRId64 "; entry %" PRId64 " has another "
+		    "link: rewritten?", line, h->seq);
 	} else {
 		return CS_OK;
 	}
