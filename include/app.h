@@ -16,6 +16,7 @@
 struct app {
 	const struct config *cfg;
 	struct store        *store;
+	int                  publishing;   /* audit heads published (audit_publish_open) */
 	struct master_key    mk;
 	pthread_rwlock_t     keys_lock;
 	struct keyring      *keys;     /* read under keys_lock */

@@ -54,6 +54,8 @@ struct audit_head {
 	char    hex[AUDIT_LINK_HEX + 1];
 };
 enum cs_err audit_head(struct store_conn *c, struct audit_head *out) CS_MUST_CHECK;
+/* link in lowercase hex (AUDIT_LINK_HEX digits and a NUL). */
+void audit_link_hex(const unsigned char link[AUDIT_LINK_LEN], char hex[AUDIT_LINK_HEX + 1]);
 /* Parses "N:LINKHEX" (what the server logs) into *out; CS_EINVAL when malformed. */
 enum cs_err audit_head_parse(const char *s, struct audit_head *out) CS_MUST_CHECK;
 

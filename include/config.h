@@ -121,6 +121,9 @@ struct config {                  /* immutable after config_load(); free with con
 	size_t nsubject_token_types;
 	char  *events_uri;                   /* NULL when empty */
 
+	/* [audit] */
+	char  *audit_head_file;              /* append-only record of published heads; NULL = none */
+
 	struct config_agent    *agents;    size_t nagents;
 	struct config_resource *resources; size_t nresources;
 	struct config_scope    *scopes;    size_t nscopes;

@@ -63,6 +63,8 @@ unsigned long proxy_count(const char *resource, const char *action);
  * Prometheus text format: consentd_proxy_requests_total{resource,action,status}
  * for calls forwarded upstream (status 504 for a timeout, 502 for no answer) and
  * consentd_proxy_refused_total{resource,action,reason,status} for calls with a
- * valid grant refused before the upstream (action "" when no route matched). */
+ * valid grant refused before the upstream (action "" when no route matched);
+ * then the audit publisher's consentd_audit_head_behind, consentd_audit_head_seq
+ * and consentd_audit_head_file_errors_total (audit_head_metrics). */
 enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
 #endif

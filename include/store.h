@@ -31,10 +31,22 @@ enum cs_err store_schema_version(struct store_conn *c, int *out) CS_MUST_CHECK;
 enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
 
 /* Transactions: BEGIN IMMEDIATE / COMMIT / ROLLBACK (rollback is NULL-safe and
- * never fails loudly, for use after `out:`). */
+ * never fails loudly, for use after `out:`).  When the transaction appended
+ * audit entries, store_commit calls the store's audit hook (below) after the
+ * COMMIT succeeded and before it returns. */
 enum cs_err store_begin(struct store_conn *c) CS_MUST_CHECK;
 enum cs_err store_commit(struct store_conn *c) CS_MUST_CHECK;
 void store_rollback(struct store_conn *c);
+
+/* Called with the number and link of the last audit entry a committed
+ * transaction appended.  Calls for one store come one at a time and in commit
+ * order: store_commit holds one lock from its COMMIT through the call, so the
+ * hook must be quick and must not commit on the store itself. */
+#define STORE_AUDIT_LINK_LEN 32
+typedef void (*store_audit_hook)(void *arg, int64_t seq,
+    const unsigned char link[STORE_AUDIT_LINK_LEN]);
+/* Installs fn (NULL removes it); the audit publisher (audit_head.c) is the one user. */
+void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg);
 
 /* --- signing keys (owned by jwt.c; stored sealed) ----------------------- */
 struct store_key {               /* caller-owned; release with store_key_clear() */

@@ -11,8 +11,6 @@
 
 struct audit_entry;
 
-#define STORE_AUDIT_LINK_LEN 32
-
 /* The chain head: the highest seq present and its link (link_len 0 when the
  * row has no link), and next, the seq the next entry takes: one past the
  * highest seq ever handed out (AUTOINCREMENT), so a deleted tail leaves a gap.
@@ -25,7 +23,9 @@ struct store_audit_head {
 };
 enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out) CS_MUST_CHECK;
 
-/* Inserts e at seq with its link and master kid (inside the caller's transaction). */
+/* Inserts e at seq with its link and master kid (inside the caller's
+ * transaction), and notes it as the transaction's last entry for store_commit's
+ * audit hook. */
 enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *e, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid) CS_MUST_CHECK;
 
@@ -41,6 +41,10 @@ void store_audit_rows_free(struct store_audit_row *rows, size_t n);   /* NULL-sa
 /* Up to limit rows with seq > after, in seq order; *out NULL and *n 0 when none. */
 enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
     struct store_audit_row **out, size_t *n) CS_MUST_CHECK;
+/* The stored link of entry seq; CS_ENOENT when there is no such entry or it
+ * has no link. */
+enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN]) CS_MUST_CHECK;
 /* Replaces one entry's link and master kid (master-key rotation only). */
 enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid) CS_MUST_CHECK;

@@ -13,6 +13,7 @@
 #include "admin.h"
 #include "admin_cli.h"
 #include "audit.h"
+#include "audit_head.h"
 #include "config.h"
 #include "seal.h"
 #include "store.h"
@@ -65,6 +66,7 @@ struct ctx {
 	struct store_conn *c;
 	struct master_key  mk;
 	int64_t            now;
+	int                publishing;
 };
 
 static int ctx_open(struct ctx *x, const char *cfgpath)
@@ -92,12 +94,19 @@ static int ctx_open(struct ctx *x, const char *cfgpath)
 		fprintf(stderr, "consentd admin: database %s: cannot connect\n", x->cfg->db_path);
 		return 1;
 	}
+	/* The entries below are published like a server's: logged here and
+	 * appended to [audit] head_file before the command says it is done. */
+	if (audit_publish_open(x->store, x->cfg->audit_head_file, stderr) != CS_OK)
+		return 1;
+	x->publishing = 1;
 	x->now = (int64_t)time(NULL);
 	return 0;
 }
 
 static void ctx_close(struct ctx *x)
 {
+	if (x->publishing)
+		audit_publish_close(x->store);
 	store_close(x->store);
 	audit_clear_key();
 	master_key_clear(&x->mk);

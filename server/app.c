@@ -7,6 +7,7 @@
 #include <time.h>
 #include "app.h"
 #include "audit.h"
+#include "audit_head.h"
 #include "events.h"
 
 int64_t app_now(void)
@@ -46,6 +47,14 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		e = CS_EDB;
 		goto fail;
 	}
+	/* From here on every commit that appends audit entries publishes its
+	 * head; the first check runs before any thread can commit, so a database
+	 * behind head_file is served unready from the start. */
+	if ((e = audit_publish_open(app->store, cfg->audit_head_file, stderr)) != CS_OK)
+		goto fail;
+	app->publishing = 1;
+	if ((e = audit_publish_check(c, 1, NULL)) != CS_OK)
+		goto fail;
 	e = vault_new(cfg, &app->mk, &app->vault);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: token vault: %s\n", cs_strerror(e));
@@ -84,6 +93,9 @@ void app_clear(struct app *app)
 	app->idp = NULL;
 	keyring_free(app->keys);
 	app->keys = NULL;
+	if (app->publishing)
+		audit_publish_close(app->store);
+	app->publishing = 0;
 	store_close(app->store);
 	app->store = NULL;
 	master_key_clear(&app->mk);

@@ -326,6 +326,11 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 
 /* --- head ---------------------------------------------------------------- */
 
+void audit_link_hex(const unsigned char link[AUDIT_LINK_LEN], char hex[AUDIT_LINK_HEX + 1])
+{
+	hex_encode(link, AUDIT_LINK_LEN, hex);
+}
+
 enum cs_err audit_head(struct store_conn *c, struct audit_head *out)
 {
 	struct store_audit_head h;

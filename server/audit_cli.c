@@ -3,17 +3,20 @@
  * and master keys, the rotation's single transaction, and telling the
  * operator what happened.  It must never print key material, a token or a
  * sealed value, and never touches SQL (store_audit.c does). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
 #include "audit.h"
 #include "audit_cli.h"
+#include "audit_head.h"
 #include "config.h"
 #include "seal.h"
 #include "store.h"
@@ -29,9 +32,11 @@
 static void audit_usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: consentd audit verify -c FILE [--head N:LINK]\n"
+	    "usage: consentd audit verify -c FILE [--head N:LINK] [--heads HEADS]\n"
 	    "                             walk the chain; with --head, also require the head a\n"
-	    "                             server logged (\"audit head N:LINK\") to be present\n"
+	    "                             server logged (\"audit head N:LINK\") to be present;\n"
+	    "                             with --heads, every head listed in HEADS ([audit]\n"
+	    "                             head_file, or log lines \"audit head N:LINK\")\n"
 	    "       consentd audit export -c FILE --since T\n"
 	    "                             entries with ts >= T (UTC seconds or\n"
 	    "                             2006-01-02T15:04:05Z) as JSON lines\n");
@@ -74,7 +79,42 @@ static int load_master(const char *who, const struct config *cfg, struct master_
 
 /* --- audit verify / export ----------------------------------------------- */
 
-static int audit_verify_cmd(const struct config *cfg, const char *head_arg)
+/* Every head listed in the file at path against c, the chain being intact up
+ * to verified; 0 when all match, else 1 (said on stderr). */
+static int check_heads_file(const char *who, struct store_conn *c, const char *path,
+    const struct audit_head *verified, int empty_ok, int64_t *heads)
+{
+	struct audit_heads_result hr;
+	FILE *f = fopen(path, "re");
+	enum cs_err e;
+	int rc = 1;
+
+	if (f == NULL) {
+		fprintf(stderr, "%s: heads file %s: %s\n", who, path, strerror(errno));
+		return 1;
+	}
+	e = audit_heads_check(c, f, verified, &hr);
+	if (e == CS_ENOENT && empty_ok) {
+		rc = 0;
+	} else if (e == CS_ENOENT) {
+		fprintf(stderr, "%s: heads file %s lists no head\n", who, path);
+	} else if (e == CS_EINVAL || e == CS_ETOOBIG || (e == CS_EIO && hr.line > 0)) {
+		fprintf(stderr, "%s: heads file %s: %s\n", who, path, hr.why);
+	} else if (e != CS_OK) {
+		fprintf(stderr, "%s: heads file %s: %s\n", who, path, cs_strerror(e));
+	} else if (!hr.ok) {
+		fprintf(stderr, "audit: head %" PRId64 ":%s %s (%s)\n", hr.bad.seq, hr.bad.hex,
+		    hr.missing ? "missing" : "not matched", hr.why);
+	} else {
+		rc = 0;
+	}
+	if (heads != NULL)
+		*heads = hr.heads;
+	fclose(f);
+	return rc;
+}
+
+static int audit_verify_cmd(const struct config *cfg, const char *head_arg, const char *heads_arg)
 {
 	struct master_key mk;
 	struct store *s = NULL;
@@ -82,6 +122,7 @@ static int audit_verify_cmd(const struct config *cfg, const char *head_arg)
 	struct audit_head want;
 	struct audit_verify_result res;
 	enum cs_err e;
+	int64_t heads = 0;
 	int rc = 1;
 
 	memset(&mk, 0, sizeof mk);
@@ -105,8 +146,15 @@ static int audit_verify_cmd(const struct config *cfg, const char *head_arg)
 		fprintf(stderr, "audit: verified up to %" PRId64 ":%s\n", res.head.seq, res.head.hex);
 		goto out;
 	}
+	if (heads_arg != NULL &&
+	    check_heads_file("consentd audit verify", c, heads_arg, &res.head, 0, &heads) != 0) {
+		fprintf(stderr, "audit: verified up to %" PRId64 ":%s\n", res.head.seq, res.head.hex);
+		goto out;
+	}
 	printf("audit: %" PRId64 " entries intact under master key %s; head %" PRId64 ":%s\n",
 	    res.entries, mk.kid, res.head.seq, res.head.hex);
+	if (heads_arg != NULL)
+		printf("audit: all %" PRId64 " heads listed in %s are present\n", heads, heads_arg);
 	rc = 0;
 out:
 	store_close(s);
@@ -175,7 +223,7 @@ out:
 
 int audit_cli_main(int argc, char *const *argv)
 {
-	const char *cmd, *cfgpath = NULL, *head = NULL, *since = NULL;
+	const char *cmd, *cfgpath = NULL, *head = NULL, *heads = NULL, *since = NULL;
 	struct config *cfg = NULL;
 	int rc;
 
@@ -198,6 +246,8 @@ int audit_cli_main(int argc, char *const *argv)
 			cfgpath = argv[++i];
 		else if (verify && strcmp(argv[i], "--head") == 0 && i + 1 < argc && head == NULL)
 			head = argv[++i];
+		else if (verify && strcmp(argv[i], "--heads") == 0 && i + 1 < argc && heads == NULL)
+			heads = argv[++i];
 		else if (export && strcmp(argv[i], "--since") == 0 && i + 1 < argc && since == NULL)
 			since = argv[++i];
 		else {
@@ -211,7 +261,7 @@ int audit_cli_main(int argc, char *const *argv)
 	}
 	if (config_load(cfgpath, stderr, &cfg) != CS_OK)
 		return 1;
-	rc = verify ? audit_verify_cmd(cfg, head) : audit_export_cmd(cfg, since);
+	rc = verify ? audit_verify_cmd(cfg, head, heads) : audit_export_cmd(cfg, since);
 	config_free(cfg);
 	return rc;
 }
@@ -403,6 +453,22 @@ static int vault_rekey_cmd(const struct config *cfg, const char *new_file)
 	}
 	if (open_store("consentd vault rekey", cfg, &s, &c) != 0)
 		goto out;
+	/* SECURITY: the rotation re-links every entry, after which the heads
+	 * published so far can only be checked for presence: check them all
+	 * under the old key first, so a cut-off tail is not rotated away. */
+	if (cfg->audit_head_file != NULL && access(cfg->audit_head_file, F_OK) == 0) {
+		struct audit_verify_result res;
+		if ((e = audit_verify(c, &old, NULL, &res)) != CS_OK) {
+			fprintf(stderr, "consentd vault rekey: %s\n", cs_strerror(e));
+			goto out;
+		}
+		if (res.ok && check_heads_file("consentd vault rekey", c, cfg->audit_head_file,
+		    &res.head, 1, NULL) != 0) {
+			fprintf(stderr, "consentd vault rekey: refused: the database is behind the heads "
+			    "published in %s; nothing changed\n", cfg->audit_head_file);
+			goto out;
+		}
+	}
 	e = vault_rekey(c, &old, &nk, (int64_t)time(NULL), &rep);
 	if (e == CS_EEXIST) {
 		fprintf(stderr, "consentd vault rekey: the new key is the current one (%s)\n", old.kid);
@@ -422,8 +488,14 @@ static int vault_rekey_cmd(const struct config *cfg, const char *new_file)
 	printf("master key %s -> %s: re-sealed %zu signing keys, %zu vault records, "
 	    "%zu outbox entries; re-linked %" PRId64 " audit entries\n", old.kid, nk.kid,
 	    rep.signing_keys, rep.vault_records, rep.outbox_entries, rep.audit_entries);
-	if (audit_head(c, &head) == CS_OK)
+	if (audit_head(c, &head) == CS_OK) {
 		printf("audit head %" PRId64 ":%s\n", head.seq, head.hex);
+		if (cfg->audit_head_file != NULL &&
+		    audit_head_file_rotated(cfg->audit_head_file, old.kid, nk.kid, &head) != CS_OK)
+			fprintf(stderr, "consentd vault rekey: cannot append to %s; add these lines "
+			    "yourself before starting a server:\n" AUDIT_ROTATED_MARK " old=%s new=%s\n%"
+			    PRId64 ":%s\n", cfg->audit_head_file, old.kid, nk.kid, head.seq, head.hex);
+	}
 	printf("now replace the master key (%s or CONSENTD_KEYS_MASTER_KEY) with %s, "
 	    "then start the servers\n", cfg->master_key_file ? cfg->master_key_file : "-", new_file);
 	rc = 0;

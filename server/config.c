@@ -35,6 +35,7 @@ static const char *const env_allowlist[] = { "CONSENTD_CONFIG", "CONSENTD_BIN", 
 
 enum sec_kind {
 	SK_SERVER, SK_DATABASE, SK_KEYS, SK_OIDC, SK_SESSION, SK_LOGIN, SK_CONSENT, SK_GATEWAY,
+	SK_AUDIT,
 	SK_AGENT, SK_RESOURCE, SK_SCOPE, SK_ACTION,
 	SK__MAX
 };
@@ -54,6 +55,7 @@ static const char *const keys_consent[] = { "request_ttl", "interval", "deny_coo
 	"max_pending_per_user", NULL };
 static const char *const keys_gateway[] = { "id", "client_secret", "client_secret_sha256",
 	"subject_audiences", "subject_token_types", "events_uri", NULL };
+static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
 	"provider_authorization_endpoint", "provider_token_endpoint",
@@ -74,6 +76,7 @@ static const struct {
 	[SK_LOGIN]    = { "login", keys_login },
 	[SK_CONSENT]  = { "consent", keys_consent },
 	[SK_GATEWAY]  = { "gateway", keys_gateway },
+	[SK_AUDIT]    = { "audit", keys_audit },
 	[SK_AGENT]    = { "agent", keys_agent },
 	[SK_RESOURCE] = { "resource", keys_resource },
 	[SK_SCOPE]    = { "scope", keys_scope },
@@ -1901,6 +1904,8 @@ static enum cs_err load_text(const char *text, size_t len, const char *name,
 	cfg->consent_max_pending_per_user = n;
 
 	load_gateway(&c, cfg, find_section(&c, "gateway"));
+	(void)get_str(&c, find_section(&c, "audit"), "head_file", NULL, S_EMPTY_NULL,
+	    &cfg->audit_head_file);
 	load_dynamic(&c, cfg);
 	if (c.oom)
 		goto out;
@@ -1999,6 +2004,7 @@ void config_free(struct config *c)
 	free_strv(c->subject_audiences);
 	free_strv(c->subject_token_types);
 	free(c->events_uri);
+	free(c->audit_head_file);
 	for (size_t i = 0; i < c->nagents; i++) {
 		free(c->agents[i].id);
 		free(c->agents[i].name);

@@ -2,15 +2,18 @@
  * Must never print a secret; a configuration error exits non-zero before
  * anything listens. */
 #include <errno.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "app.h"
 #include "audit.h"
 #include "audit_cli.h"
+#include "audit_head.h"
 #include "config.h"
 #include "http.h"
 #include "httpc.h"
@@ -53,17 +56,15 @@ static FILE *open_log(const char *where)
 	return fopen(where, "a");
 }
 
-/* Logs the audit chain head, so `consentd audit verify --head N:LINK` can
- * later tell a cut-off tail. */
-static void log_audit_head(struct app *app)
+/* Holds the database to the audit heads published (a database found behind
+ * makes /readyz answer 503) and logs its head, so `consentd audit verify
+ * --head N:LINK` can later tell a cut-off tail.  Every commit publishes its
+ * own head as well (audit_head.c); this is the periodic check. */
+static void check_audit_head(struct app *app)
 {
-	struct audit_head h;
 	struct store_conn *c = store_conn(app->store);
-	if (c == NULL || audit_head(c, &h) != CS_OK) {
+	if (c == NULL || audit_publish_check(c, 0, NULL) != CS_OK)
 		fprintf(stderr, "consentd: audit head: cannot read\n");
-		return;
-	}
-	fprintf(stderr, "consentd: audit head %lld:%s\n", (long long)h.seq, h.hex);
 }
 
 static int serve(const struct config *cfg)
@@ -108,7 +109,6 @@ static int serve(const struct config *cfg)
 		    store_schema_known(), keyring_signing_kid(kr) ? keyring_signing_kid(kr) : "-");
 		app_keys_put(&app);
 	}
-	log_audit_head(&app);
 	last_reload = last_head = app_now();
 	for (;;) {
 		struct timespec ts = { 1, 0 };
@@ -121,7 +121,7 @@ static int serve(const struct config *cfg)
 			last_reload = app_now();
 		}
 		if (app_now() - last_head >= AUDIT_HEAD_SECONDS) {
-			log_audit_head(&app);
+			check_audit_head(&app);
 			last_head = app_now();
 		}
 	}
@@ -142,13 +142,44 @@ static int serve(const struct config *cfg)
 out:
 	http_stop(srv);
 	if (rc == 0)
-		log_audit_head(&app);
+		check_audit_head(&app);
 	if (app.access_log && app.access_log != stderr && app.access_log != stdout)
 		fclose(app.access_log);
 	app_clear(&app);
 	if (rc == 0)
 		fprintf(stderr, "consentd: stopped\n");
 	return rc;
+}
+
+/* `consentd -n`: [audit] head_file must be creatable and appendable: its
+ * directory exists and is writable, and the file, when there, is a regular
+ * file we may write.  1 when it is not (with a message). */
+static int check_head_file(const struct config *cfg)
+{
+	const char *f = cfg->audit_head_file;
+	struct stat sb;
+	char *copy, *dir;
+	int bad = 0;
+
+	if (f == NULL)
+		return 0;
+	if ((copy = strdup(f)) == NULL)
+		return 1;
+	dir = dirname(copy);
+	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+		fprintf(stderr, "%s: [audit] head_file: directory %s does not exist\n", cfg->path, dir);
+		bad = 1;
+	} else if (access(dir, W_OK | X_OK) != 0 && access(f, F_OK) != 0) {
+		fprintf(stderr, "%s: [audit] head_file: cannot create %s: directory %s is not "
+		    "writable\n", cfg->path, f, dir);
+		bad = 1;
+	} else if (lstat(f, &sb) == 0 && (!S_ISREG(sb.st_mode) || access(f, W_OK) != 0)) {
+		fprintf(stderr, "%s: [audit] head_file: %s is not a regular file consentd may "
+		    "append to\n", cfg->path, f);
+		bad = 1;
+	}
+	free(copy);
+	return bad;
 }
 
 /* `consentd -n`: say plainly who enforces per-action approval, and warn where
@@ -229,6 +260,10 @@ int main(int argc, char **argv)
 	if (config_load(cfgpath, stderr, &cfg) != CS_OK)
 		return 1;
 	if (check_only) {
+		if (check_head_file(cfg) != 0) {
+			config_free(cfg);
+			return 1;
+		}
 		report_enforcement(cfg);
 		printf("%s: configuration OK\n", cfgpath);
 		config_free(cfg);

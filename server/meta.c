@@ -5,6 +5,7 @@
 #include <string.h>
 #include <jansson.h>
 #include "app.h"
+#include "audit_head.h"
 #include "embed.h"
 #include "meta.h"
 #include "template.h"
@@ -74,9 +75,13 @@ enum cs_err meta_readyz(const struct http_request *req, struct http_reply *rep)
 	int keys_ok = kr != NULL && keyring_signing_kid(kr) != NULL;
 	app_keys_put(req->app);
 	int idp_ok = app_idp_ready(req->app);
-	int ok = db_ok && keys_ok && idp_ok;
-	json_t *v = json_pack("{s:s, s:{s:b, s:b, s:b}}", "status", ok ? "ready" : "unready",
-	    "checks", "database", db_ok, "signing_key", keys_ok, "identity_provider", idp_ok);
+	/* SECURITY: a database behind the audit heads published was cut off or
+	 * rewound; it stays unready until an operator has looked (README). */
+	int audit_ok = !audit_head_behind();
+	int ok = db_ok && keys_ok && idp_ok && audit_ok;
+	json_t *v = json_pack("{s:s, s:{s:b, s:b, s:b, s:b}}", "status", ok ? "ready" : "unready",
+	    "checks", "database", db_ok, "signing_key", keys_ok, "identity_provider", idp_ok,
+	    "audit_head", audit_ok);
 	return reply_cached(rep, ok ? 200 : 503, v, -1);
 }
 

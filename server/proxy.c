@@ -14,6 +14,7 @@
 #include "app.h"
 #include "approval.h"
 #include "audit.h"
+#include "audit_head.h"
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
@@ -485,6 +486,8 @@ enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep
 	if (e == CS_OK)
 		e = metric_lines(&rep->body, true);
 	pthread_mutex_unlock(&counters_mu);
+	if (e == CS_OK)
+		e = audit_head_metrics(&rep->body);
 	if (e != CS_OK)
 		return e;
 	rep->status = 200;

@@ -118,6 +118,11 @@ struct store_conn {
 	} extra[STORE_MAX_EXTRA];
 	size_t             nextra;
 	struct store_conn *next;          /* in s->conns */
+	struct {                          /* the last audit entry the open transaction appended */
+		int           set;
+		int64_t       seq;
+		unsigned char link[STORE_AUDIT_LINK_LEN];
+	} audit;
 };
 
 struct store {
@@ -125,6 +130,9 @@ struct store {
 	pthread_key_t      key;
 	pthread_mutex_t    lock;          /* guards conns */
 	struct store_conn *conns;         /* every open connection, to close at store_close */
+	pthread_mutex_t    commit_lock;   /* held from an audited COMMIT through the hook */
+	store_audit_hook   audit_hook;    /* guarded by commit_lock */
+	void              *audit_arg;
 };
 
 #define STORE_BUSY_TIMEOUT_MS 5000
@@ -370,19 +378,63 @@ enum cs_err store_begin(struct store_conn *c)
 	sqlite3_stmt *st = stmt_get(c, STMT_BEGIN);
 	if (st == NULL)
 		return CS_EDB;
+	c->audit.set = 0;
 	return stmt_exec(c, st);
 }
 
+void store_audit_appended(struct store_conn *c, int64_t seq,
+    const unsigned char link[STORE_AUDIT_LINK_LEN])
+{
+	c->audit.set = 1;
+	c->audit.seq = seq;
+	memcpy(c->audit.link, link, STORE_AUDIT_LINK_LEN);
+	/* Can't happen (audit.h: appends run inside a transaction), but if one
+	 * ran outside, its row is committed already: publish it now, not never. */
+	if (sqlite3_get_autocommit(c->db)) {
+		pthread_mutex_lock(&c->s->commit_lock);
+		if (c->s->audit_hook != NULL)
+			c->s->audit_hook(c->s->audit_arg, seq, link);
+		pthread_mutex_unlock(&c->s->commit_lock);
+		c->audit.set = 0;
+	}
+}
+
+void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)
+{
+	pthread_mutex_lock(&s->commit_lock);
+	s->audit_hook = fn;
+	s->audit_arg = arg;
+	pthread_mutex_unlock(&s->commit_lock);
+}
+
+/* SECURITY: a transaction that appended audit entries commits under
+ * commit_lock and hands its last entry to the hook before the lock is let go.
+ * SQLite's writer lock orders the commits; commit_lock keeps the hook calls in
+ * that order, so the heads the hook publishes only ever grow -- and it runs
+ * before the caller answers anyone, so no acknowledged entry goes unpublished. */
 enum cs_err store_commit(struct store_conn *c)
 {
 	sqlite3_stmt *st = stmt_get(c, STMT_COMMIT);
+	enum cs_err e;
 	if (st == NULL)
 		return CS_EDB;
-	return stmt_exec(c, st);
+	if (!c->audit.set)
+		return stmt_exec(c, st);
+	pthread_mutex_lock(&c->s->commit_lock);
+	e = stmt_exec(c, st);
+	if (e == CS_OK) {
+		c->audit.set = 0;
+		if (c->s->audit_hook != NULL)
+			c->s->audit_hook(c->s->audit_arg, c->audit.seq, c->audit.link);
+	}
+	pthread_mutex_unlock(&c->s->commit_lock);
+	return e;
 }
 
 void store_rollback(struct store_conn *c)
 {
+	if (c != NULL)
+		c->audit.set = 0;
 	if (c == NULL || c->db == NULL || sqlite3_get_autocommit(c->db))
 		return;
 	sqlite3_stmt *st = stmt_get(c, STMT_ROLLBACK);
@@ -549,7 +601,7 @@ enum cs_err store_open(const char *path, struct store **out)
 {
 	enum cs_err e = CS_ENOMEM;
 	struct store *s = NULL;
-	int key_ok = 0, lock_ok = 0;
+	int key_ok = 0, lock_ok = 0, commit_lock_ok = 0;
 
 	if (path == NULL || path[0] == '\0' || out == NULL)
 		return CS_EINVAL;
@@ -562,6 +614,9 @@ enum cs_err store_open(const char *path, struct store **out)
 	if (pthread_mutex_init(&s->lock, NULL) != 0)
 		goto out;
 	lock_ok = 1;
+	if (pthread_mutex_init(&s->commit_lock, NULL) != 0)
+		goto out;
+	commit_lock_ok = 1;
 	if (pthread_key_create(&s->key, conn_destroy) != 0)
 		goto out;
 	key_ok = 1;
@@ -583,6 +638,8 @@ out:
 		} else {
 			if (lock_ok)
 				pthread_mutex_destroy(&s->lock);
+			if (commit_lock_ok)
+				pthread_mutex_destroy(&s->commit_lock);
 			free(s->path);
 			free(s);
 		}
@@ -613,6 +670,7 @@ void store_close(struct store *s)
 		c = next;
 	}
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->commit_lock);
 	free(s->path);
 	free(s);
 }

@@ -24,6 +24,7 @@ static const char SQL_AUDIT_APPEND[] =
     "request_id, outcome, detail, link, master_kid) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 static const char SQL_AUDIT_PAGE[] = "SELECT " AUDIT_COLS "WHERE seq > ?1 ORDER BY seq LIMIT ?2";
+static const char SQL_AUDIT_LINK_AT[] = "SELECT link FROM audit WHERE seq = ?1";
 static const char SQL_AUDIT_SET_LINK[] = "UPDATE audit SET link = ?2, master_kid = ?3 WHERE seq = ?1";
 
 static const char SQL_KEYS_ALL[] = "SELECT kid, master_kid, sealed FROM signing_keys ORDER BY kid";
@@ -116,7 +117,35 @@ enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *a
 		store_stmt_done(st);
 		return e;
 	}
-	return store_exec(c, st);
+	if ((e = store_exec(c, st)) == CS_OK)
+		store_audit_appended(c, seq, link);
+	return e;
+}
+
+enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN])
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+
+	if (c == NULL || link == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_AUDIT_LINK_AT)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, seq)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	e = store_step(c, st);
+	if (e == CS_OK) {
+		if (sqlite3_column_type(st, 0) == SQLITE_BLOB &&
+		    sqlite3_column_bytes(st, 0) == STORE_AUDIT_LINK_LEN)
+			memcpy(link, sqlite3_column_blob(st, 0), STORE_AUDIT_LINK_LEN);
+		else
+			e = CS_ENOENT;
+	}
+	store_stmt_done(st);
+	return e;
 }
 
 static void audit_row_clear(struct store_audit_row *r)

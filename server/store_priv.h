@@ -34,6 +34,9 @@ enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t 
 enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max, size_t elem,
     enum cs_err (*read_row)(sqlite3_stmt *st, void *row),
     void (*free_rows)(void *rows, size_t n), void **out, size_t *n) CS_MUST_CHECK;
+/* Notes entry seq with link as the open transaction's last audit entry, for
+ * store_commit's audit hook (store_audit_append calls it). */
+void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 

@@ -6,11 +6,16 @@
 // two rows); `consentd vault rekey` refuses a broken chain, re-seals under a
 // new key, after which the chain verifies under it, the server starts with the
 // new key, its JWKS is unchanged and the vault record still opens.
+// Published heads ([audit] head_file): each audited request's head is on the file
+// before its answer arrives; after the tail is cut off and the numbers rewound with
+// sqlite3, `audit verify --heads` names the first head missing, and a restarted
+// server is unready (/readyz 503, consentd_audit_head_behind 1, an error logged).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
 import { startConsentd, consentdBin } from '../lib/consentd.js';
@@ -18,13 +23,19 @@ import { pollExchange } from '../lib/gateway.js';
 
 let v;
 let c2 = null;                       // consentd restarted after the rotation
-before(async () => { v = await startVaultStack({ accessTokenTTL: 60 }); });
+// [audit] head_file, outside consentd's directory as an operator would keep it.
+const headDir = mkdtempSync(join(tmpdir(), 'consentd-heads-'));
+const headFile = join(headDir, 'audit-heads');
+before(async () => {
+  v = await startVaultStack({ accessTokenTTL: 60, config: { audit: { head_file: headFile } } });
+});
 after(async () => {
   if (c2) {
     const st = await c2.stop({ remove: false });
     assert.equal(st.code, 0, c2.proc.stderr.slice(-3000));
   }
   await v?.stop();
+  rmSync(headDir, { recursive: true, force: true });
 });
 
 // Runs `consentd GROUP ARGS -c <config>`.
@@ -35,6 +46,9 @@ function cli(group, ...args) {
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 const heads = (log) => [...log.matchAll(/audit head (\d+):([0-9a-f]{64})/g)].map((m) => `${m[1]}:${m[2]}`);
+// head_file's heads, in file order (the rotation's mark and blank lines left out).
+const fileHeads = () => readFileSync(headFile, 'utf8').split('\n').filter((l) => /^\d+:/.test(l));
+const GW_AUTH = `Basic ${Buffer.from('agent-gateway:gateway-dev-secret').toString('base64')}`;
 
 async function jwksKids(url) {
   const res = await fetch(`${url}/.well-known/jwks.json`);
@@ -138,4 +152,63 @@ test('audit chain: verify, tampering named, cut-off tail, vault rekey', async ()
   const r2 = await v.release(grant, 'list_issues');
   assert.equal(r2.status, 200, r2.text);
   assert.equal(typeof r2.body.access_token, 'string');
+});
+
+// Runs after the test above, on its database (re-keyed) and c2 (the server under the new key).
+test('audit heads: published per commit before the answer; a cut-off tail is named and makes the server unready', async () => {
+  assert.ok(c2, 'the rotation test left a running server');
+  // An audited request (a new consent request): its head is on head_file when the answer arrives.
+  const ask = { subjectToken: await v.idToken('bob'), audience: 'github', scope: 'issues:read', agentId: 'coder' };
+  const r = await v.gw.exchange(ask);
+  assert.equal(r.body?.error, 'consent_required', JSON.stringify(r.body));
+  const onFile = fileHeads();
+  const entry = v.sql("SELECT seq || ':' || lower(hex(link)) FROM audit "
+    + "WHERE action = 'consent.request.created' ORDER BY seq DESC LIMIT 1");
+  assert.ok(onFile.includes(entry), `head ${entry} on head_file before the answer: ${onFile.slice(-3)}`);
+  assert.ok(heads(c2.proc.stderr).includes(entry), 'and on the log');
+  // Heads on the file only grow, one per commit, and the history verifies (the heads from
+  // before the rotation by their number: the mark says they were re-linked).
+  const seqs = onFile.map((h) => Number(h.split(':')[0]));
+  for (let i = 1; i < seqs.length; i++) assert.ok(seqs[i] > seqs[i - 1], `in order: ${seqs[i - 1]}, ${seqs[i]}`);
+  assert.match(readFileSync(headFile, 'utf8'), /^# master-key-rotated old=\S+ new=\S+$/m);
+  let vr = cli('audit', 'verify', '--heads', headFile);
+  assert.equal(vr.code, 0, vr.err);
+  assert.match(vr.out, /all \d+ heads listed in .* are present/);
+
+  // Stop; cut off the last entries and rewind the numbers, as a database writer without the master key can.
+  const st = await c2.stop({ remove: false });
+  c2 = null;
+  assert.equal(st.code, 0);
+  const published = fileHeads().at(-1);
+  const top = Number(published.split(':')[0]);
+  const keep = top - 2;
+  v.sql(`DELETE FROM audit WHERE seq > ${keep}; UPDATE sqlite_sequence SET seq = ${keep} WHERE name = 'audit'`);
+  assert.equal(cli('audit', 'verify').code, 0, 'the chain alone does not tell');
+  const firstGone = fileHeads().find((h) => Number(h.split(':')[0]) > keep);
+  vr = cli('audit', 'verify', '--heads', headFile);
+  assert.equal(vr.code, 1, vr.out);
+  assert.match(vr.err, new RegExp(`audit: head ${firstGone} missing`));
+
+  // A restart: the database is behind head_file; consentd serves, unready, and says why.
+  const c3 = await startConsentd({ port: v.c.port, dir: v.c.dir, config: v.c.config });
+  try {
+    const ready = await fetch(`${c3.url}/readyz`);
+    assert.equal(ready.status, 503);
+    const body = await ready.json();
+    assert.equal(body.checks.audit_head, false);
+    assert.equal(body.checks.database, true);
+    const m = await fetch(`${c3.url}/metrics`, { headers: { authorization: GW_AUTH } });
+    assert.equal(m.status, 200);
+    const text = await m.text();
+    assert.match(text, /^consentd_audit_head_behind 1$/m);
+    assert.match(text, new RegExp(`^consentd_audit_head_seq ${top}$`, 'm'));
+    assert.match(c3.proc.stderr, new RegExp(`error: audit head behind: database head ${keep} < published ${top}`));
+    // New entries go on the log but no longer on head_file: its last line stays the last good head.
+    const again = await v.gw.exchange({ ...ask, scope: 'issues:write' });
+    assert.equal(again.body?.error, 'consent_required', JSON.stringify(again.body));
+    assert.equal(fileHeads().at(-1), published);
+  } finally {
+    const st3 = await c3.stop({ remove: false });
+    assert.equal(st3.code, 0, c3.proc.stderr.slice(-3000));
+  }
 });

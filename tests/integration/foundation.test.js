@@ -94,6 +94,7 @@ test('healthz answers; readyz checks the database and says unready without a rea
   assert.equal(body.checks.database, true);
   assert.equal(body.checks.signing_key, true);
   assert.equal(body.checks.identity_provider, false);
+  assert.equal(body.checks.audit_head, true);
 });
 
 test('unknown route: 404 as HTML for people, as JSON under /.well-known', async () => {
@@ -261,7 +262,7 @@ test('idle keep-alive connections do not hold up a stop', async () => {
   s.destroy();
 });
 
-test('consentd -n catches a misspelled key with its line number; --version and --help', () => {
+test('consentd -n catches a misspelled key with its line number, a head_file without its directory; --version and --help', () => {
   const dir = mkdtempSync(join(tmpdir(), 'consentd-n-'));
   try {
     const cfg = baseConfig({ port: 8080, dir, issuer: 'http://127.0.0.1:9' });
@@ -275,6 +276,15 @@ test('consentd -n catches a misspelled key with its line number; --version and -
     const r = spawnSync(consentdBin, ['-n', '-c', bad], { encoding: 'utf8' });
     assert.notEqual(r.status, 0);
     assert.match(r.stderr, new RegExp(`${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:3: listn: `));
+    // [audit] head_file: its directory must exist (and be writable) for the check to pass.
+    const heads = join(dir, 'heads.ini');
+    writeFileSync(heads, toIni({ ...cfg, audit: { head_file: join(dir, 'no-such-dir', 'heads') } }));
+    const h1 = spawnSync(consentdBin, ['-n', '-c', heads], { encoding: 'utf8' });
+    assert.equal(h1.status, 1);
+    assert.match(h1.stderr, /\[audit\] head_file: directory .*no-such-dir does not exist/);
+    writeFileSync(heads, toIni({ ...cfg, audit: { head_file: join(dir, 'heads') } }));
+    const h2 = spawnSync(consentdBin, ['-n', '-c', heads], { encoding: 'utf8' });
+    assert.equal(h2.status, 0, h2.stderr);
     const v = spawnSync(consentdBin, ['--version'], { encoding: 'utf8' });
     assert.equal(v.status, 0);
     assert.match(v.stdout, /^consentd \d+\.\d+\.\d+/);

@@ -141,6 +141,7 @@ START_TEST(test_config_minimal_defaults)
 	ck_assert_str_eq(c->subject_token_types[2], "jwt");
 	ck_assert_ptr_null(c->subject_token_types[3]);
 	ck_assert_ptr_null(c->events_uri);
+	ck_assert_ptr_null(c->audit_head_file);
 	ck_assert_uint_eq(c->nagents + c->nresources + c->nscopes + c->nactions, 0);
 	ck_assert_ptr_null(config_agent(c, "coder"));
 	config_free(c);
@@ -638,6 +639,22 @@ START_TEST(test_config_gateway_audiences)
 }
 END_TEST
 
+START_TEST(test_config_audit_head_file)
+{
+	struct config *c = expect_ok(MINIMAL "[audit]\nhead_file = /var/lib/consentd/heads\n", NULL);
+	ck_assert_str_eq(c->audit_head_file, "/var/lib/consentd/heads");
+	config_free(c);
+	c = expect_ok(MINIMAL "[audit]\nhead_file =\n", NULL);
+	ck_assert_ptr_null(c->audit_head_file);
+	config_free(c);
+	char *env[] = { "CONSENTD_AUDIT_HEAD_FILE=/srv/heads", NULL };
+	c = expect_ok(MINIMAL, env);
+	ck_assert_str_eq(c->audit_head_file, "/srv/heads");
+	config_free(c);
+	expect_error(MINIMAL "[audit]\nhead_fil = /x\n", NULL, "x.conf:10: head_fil: unknown key");
+}
+END_TEST
+
 START_TEST(test_config_agent_allow_unknown)
 {
 	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\n[agent.a]\nallow = notes:read docs:read\n",
@@ -843,6 +860,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_env_unknown);
 	tcase_add_test(t, test_config_gateway_secret);
 	tcase_add_test(t, test_config_gateway_audiences);
+	tcase_add_test(t, test_config_audit_head_file);
 	tcase_add_test(t, test_config_agent_allow_unknown);
 	tcase_add_test(t, test_config_action_unknown_scope);
 	tcase_add_test(t, test_config_route_checks);
