@@ -147,3 +147,26 @@ test('the done page names dropped permissions only from consentd\'s own records'
   assert.match(ph, /Permission given/);
   assert.doesNotMatch(ph, /left out/, 'nothing was narrowed, so nothing is said to be');
 });
+
+test('an error from the IdP is said in consentd\'s words, never with the text the URL carries', async () => {
+  // A real sign-in start (state bound to this browser), answered with an error whose
+  // description is attacker text: the state and iss checks pass, so the page is drawn.
+  const { CookieJar } = await import('../lib/idplogin.js');
+  for (const error of ['access_denied', 'server_error', `${MARK}_code`]) {
+    const jar = new CookieJar();                   // the state is single-use: a start for each
+    const start = await req(jar, `${v.url}/login?return_to=%2Fme`);
+    await start.arrayBuffer();
+    assert.equal(start.status, 303);
+    const state = new URL(start.headers.get('location')).searchParams.get('state');
+    const u = new URL(`${v.url}/callback`);
+    u.searchParams.set('state', state);
+    u.searchParams.set('iss', v.idp.issuer);
+    u.searchParams.set('error', error);
+    u.searchParams.set('error_description', `${MARK} call +1-555-0100 to restore access`);
+    const res = await req(jar, u.href);
+    const html = await res.text();
+    assert.equal(res.status, 400, html.slice(0, 300));
+    assert.ok(!html.includes(MARK), `${error}: the IdP's text is not shown: ${html.slice(0, 400)}`);
+    assert.match(html, error === 'access_denied' ? /You cancelled the sign-in/ : /could not sign you in/);
+  }
+});
