@@ -84,7 +84,7 @@ async function approveThenRevoke(s, jar) {
   const page = await pageRes.text();
   assert.equal(pageRes.status, 200, page.slice(0, 300));
   const form = postForm(page);
-  const fields = { csrf: form.fields.csrf, decision: 'approve', duration: (page.match(/<option value="(\d+)"/) || [])[1] };
+  const fields = { csrf: form.fields.csrf, version: form.fields.version, decision: 'approve', duration: (page.match(/<option value="(\d+)"/) || [])[1] };
   for (const name of Object.keys(form.fields)) if (/^s\d+$/.test(name)) fields[name] = 'on';
   const done = await req(jar, first.body.consent_uri, {
     method: 'POST', body: new URLSearchParams(fields).toString(),
