@@ -5,14 +5,22 @@
 // with its method and every documented path is a route; every error code that
 // server/*.c returns is in the table of docs/errors.md and every code of that
 // table is returned by server/*.c; the README's tables name every documented
-// path.  Reads files only: no server is started.
-import { test } from 'node:test';
+// path.  The last test runs the real binary against the real IdP and holds
+// the live answers of every gateway and public endpoint against the document,
+// and runs docs/grants.md's verification example on a real grant.
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import Ajv2020 from 'ajv/dist/2020.js';
+import { decodeProtectedHeader } from 'jose';
+import { startStack } from '../lib/stack.js';
+import { getIdToken, basicAuth } from '../lib/idplogin.js';
+import { consentdLogin, req, postForm } from '../lib/weblogin.js';
+import { gateway, TOKEN_EXCHANGE, TT_ID_TOKEN } from '../lib/gateway.js';
+import { consentConfig, GATEWAY_APP } from '../lib/fixtures.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DOC = join(ROOT, 'docs', 'openapi.yaml');
@@ -191,4 +199,143 @@ test('the README\'s tables name every documented path', () => {
     return i >= 0 && /^[`?\s|]/.test(row.slice(i + 1 + p.length) || ' ');
   }));
   assert.deepEqual(missing, [], 'paths of docs/openapi.yaml that no README table row names');
+});
+
+// --- live answers ------------------------------------------------------------
+
+// Checks one live answer against the document: its status is documented for
+// the operation (exactly, or as a range such as 2XX), its Content-Type is one of
+// that response's media types, its JSON body matches the schema, and the
+// headers the response documents are there.
+async function liveChecker() {
+  const api = await SwaggerParser.dereference(JSON.parse(readFileSync(DOC, 'utf8')));
+  const ajv = new Ajv2020({ strict: true, strictTypes: false, allErrors: true });
+  const seen = new Set();
+  const check = (method, path, r) => {
+    const op = api.paths[path]?.[method];
+    assert.ok(op, `${method.toUpperCase()} ${path} is documented`);
+    const status = String(r.status);
+    const resp = op.responses[status] || op.responses[`${status[0]}XX`];
+    const where = `${method.toUpperCase()} ${path} ${status}`;
+    assert.ok(resp, `${where} is documented`);
+    const ct = (r.headers.get('content-type') || '').split(';')[0].trim();
+    const media = Object.entries(resp.content || {}).find(([t]) => t === '*/*' || t.split(';')[0] === ct);
+    assert.ok(media, `${where}: Content-Type ${ct} is documented`);
+    if (ct === 'application/json' || ct.endsWith('+json')) {
+      const validate = ajv.compile(media[1].schema);
+      assert.ok(validate(r.body), `${where}: ${ajv.errorsText(validate.errors)} in ${JSON.stringify(r.body).slice(0, 400)}`);
+    }
+    for (const h of Object.keys(resp.headers || {})) assert.ok(r.headers.get(h), `${where}: header ${h}`);
+    seen.add(`${where}${r.body?.error ? ` ${r.body.error}` : ''}`);
+  };
+  return { check, seen };
+}
+
+async function fetchJson(url, init) {
+  const res = await fetch(url, { redirect: 'manual', ...init });
+  const text = await res.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch { body = text; }
+  return { status: res.status, headers: res.headers, body, text };
+}
+
+let stack;
+after(async () => { await stack?.stop(); });
+
+test('live answers of the gateway\'s and the public endpoints match the document; grants.md\'s example verifies a real grant', async () => {
+  stack = await startStack({ config: consentConfig() });
+  const { url } = stack;
+  const gw = gateway({ url });
+  const auth = basicAuth('agent-gateway', 'gateway-dev-secret');
+  const { check, seen } = await liveChecker();
+
+  for (const p of ['/.well-known/oauth-authorization-server', '/.well-known/jwks.json', '/healthz', '/readyz',
+    '/static/consentd.css']) check('get', p, await fetchJson(`${url}${p}`));
+  check('get', '/metrics', await fetchJson(`${url}/metrics`, { headers: { authorization: auth } }));
+  check('get', '/metrics', await fetchJson(`${url}/metrics`));
+
+  // refusals at /token, each one documented
+  const idToken = (await getIdToken({ issuer: stack.idp.issuer, ...GATEWAY_APP, user: 'alice',
+    password: 'alice-password' })).id_token;
+  const args = { subjectToken: idToken, audience: 'notes', scope: 'read', agentId: 'butler' };
+  check('post', '/token', await gw.exchange({ ...args, auth: null }));
+  check('post', '/token', await fetchJson(`${url}/token`));
+  check('post', '/token', await fetchJson(`${url}/token`, { method: 'POST', headers: { authorization: auth,
+    'content-type': 'application/json' }, body: '{}' }));
+  check('post', '/token', await gw.post('/token', { grant_type: 'password' }));
+  check('post', '/token', await gw.exchange({ ...args, subjectToken: `${idToken.slice(0, -4)}AAAA` }));
+  check('post', '/token', await gw.exchange({ ...args, audience: 'nowhere' }));
+  check('post', '/token', await gw.exchange({ ...args, scope: 'read delete' }));
+  check('post', '/token', await gw.exchange({ ...args, agentId: undefined }));
+
+  // flow A: consent_required, polling, the person approves (offline), a grant with a refresh token
+  const first = await gw.exchange(args);
+  assert.equal(first.body?.error, 'consent_required', first.text);
+  check('post', '/token', first);
+  check('post', '/token', await gw.exchange(args));         // slow_down or authorization_pending
+  const { jar } = await consentdLogin({ url, user: 'alice', password: 'alice-password' });
+  const page = await req(jar, first.body.consent_uri);
+  const html = await page.text();
+  const form = postForm(html);
+  assert.ok(form?.fields.version, html.slice(0, 300));
+  const fields = { ...form.fields, decision: 'approve', offline: 'on',
+    duration: (html.match(/<option value="(\d+)"/) || [])[1] };
+  const done = await req(jar, first.body.consent_uri, { method: 'POST', body: new URLSearchParams(fields).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url } });
+  assert.equal(done.status, 200, (await done.text()).slice(0, 300));
+  await new Promise((r) => { setTimeout(r, 1100); });
+  const granted = await gw.exchange(args);
+  assert.equal(granted.status, 200, granted.text);
+  assert.ok(granted.body.refresh_token, 'an offline consent of an offline agent gets a refresh token');
+  check('post', '/token', granted);
+
+  // the grant: exactly the claims grants.md lists, and its jose example accepts it
+  const grant = granted.body.access_token;
+  const hdr = decodeProtectedHeader(grant);
+  assert.equal(hdr.alg, 'ES256');
+  assert.equal(hdr.typ, 'at+jwt');
+  const example = read('docs', 'grants.md').match(/```js\n([\s\S]*?verifyGrant[\s\S]*?)```/)[1]
+    .replace("from 'jose'", `from '${import.meta.resolve('jose')}'`)
+    .replace("'https://consent.example.com'", JSON.stringify(url));
+  const { verifyGrant } = await import(`data:text/javascript,${encodeURIComponent(example)}`);
+  const payload = await verifyGrant(grant, { resource: 'urn:consentd:resource:notes', scope: 'read', agent: 'butler' });
+  assert.deepEqual(Object.keys(payload).sort(),
+    ['act', 'aud', 'cid', 'client_id', 'exp', 'iat', 'iss', 'jti', 'resource', 'scope', 'sub'].sort());
+  assert.equal(payload.exp - payload.iat, granted.body.expires_in);
+  await assert.rejects(verifyGrant(grant, { resource: 'urn:consentd:resource:wiki', scope: 'read', agent: 'butler' }));
+
+  // introspection, refresh, reuse, revocation
+  check('post', '/introspect', await gw.introspect(grant));
+  check('post', '/introspect', await gw.introspect(granted.body.refresh_token));
+  check('post', '/introspect', await gw.introspect('not-a-token'));
+  check('post', '/introspect', await gw.post('/introspect', {}));
+  const refreshed = await gw.refresh(granted.body.refresh_token);
+  assert.equal(refreshed.status, 200, refreshed.text);
+  check('post', '/token', refreshed);
+  const reused = await gw.refresh(granted.body.refresh_token);
+  assert.equal(reused.body?.error, 'invalid_grant', reused.text);
+  check('post', '/token', reused);
+  check('post', '/revoke', await gw.revoke(refreshed.body.access_token));
+  check('post', '/revoke', await gw.post('/revoke', {}));
+  const gone = await gw.introspect(refreshed.body.access_token);
+  assert.deepEqual(gone.body, { active: false });
+  check('post', '/introspect', gone);
+
+  // the proxy: no grant, a grant of the family the reuse revoked, no gateway
+  // credentials, and a live grant on a path no route maps (notes has no base_url)
+  const proxy = (headers) => fetchJson(`${url}/proxy/notes/items`, { headers });
+  check('get', '/proxy/{resource}/{path}', await proxy({ authorization: auth }));
+  check('get', '/proxy/{resource}/{path}', await proxy({ authorization: auth, 'consentd-grant': grant }));
+  check('get', '/proxy/{resource}/{path}', await proxy({ 'consentd-grant': grant }));
+  const fresh = await gw.exchange(args);
+  assert.equal(fresh.status, 200, fresh.text);
+  const unrouted = await proxy({ authorization: auth, 'consentd-grant': fresh.body.access_token });
+  assert.equal(unrouted.body?.error, 'access_denied', unrouted.text);
+  check('get', '/proxy/{resource}/{path}', unrouted);
+
+  const errors = [...seen].filter((x) => / [a-z_]+$/.test(x)).map((x) => x.split(' ').pop());
+  for (const code of ['invalid_client', 'invalid_request', 'unsupported_grant_type', 'invalid_target',
+    'invalid_scope', 'consent_required', 'invalid_grant', 'invalid_token', 'access_denied']) {
+    assert.ok(errors.includes(code), `a live ${code} was checked (${[...seen].join(', ')})`);
+  }
 });
