@@ -109,6 +109,8 @@ struct config {                  /* immutable after config_load(); free with con
 	int64_t consent_interval;            /* default 5 */
 	int64_t consent_deny_cooldown;       /* default 86400 */
 	int64_t consent_max_pending_per_user;/* default 5 */
+	int64_t consent_default_duration;    /* default 86400: the consent page's preselected
+	                                        duration, lowered to a resource's max_consent */
 
 	/* [gateway] */
 	char  *gateway_id;                   /* default agent-gateway */
@@ -150,6 +152,12 @@ enum cs_err config_load_string(const char *text, size_t len, const char *name,
     char *const *env, FILE *errs, struct config **out) CS_MUST_CHECK;
 
 void config_free(struct config *c);   /* NULL-safe; wipes secrets */
+
+/* For `consentd -n`: one "warning: " line to out for every approval = required
+ * action of a resource with a provider and token_release = gateway, where
+ * consentd releases the token once per approval but only the gateway can keep it
+ * to that one action.  Returns the number of lines written. */
+unsigned config_warn_gateway_approvals(const struct config *cfg, FILE *out);
 
 /* Look-ups; NULL when absent. */
 const struct config_agent    *config_agent(const struct config *, const char *id);

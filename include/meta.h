@@ -9,6 +9,9 @@ enum cs_err meta_healthz(const struct http_request *, struct http_reply *) CS_MU
 /* 200 when the database answers and a signing key is loaded; 503 otherwise. */
 enum cs_err meta_readyz(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err meta_stylesheet(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* /static/local-time.js: turns the pages' <time> elements (written in UTC) into the
+ * reader's local time; the only script the pages load (CSP script-src 'self'). */
+enum cs_err meta_local_time_script(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err meta_index(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 #endif

@@ -52,7 +52,7 @@ static const char *const keys_session[] = { "idle_timeout", "absolute_timeout",
 	"admin_timeout", NULL };
 static const char *const keys_login[] = { "max_pending", "max_pending_per_address", NULL };
 static const char *const keys_consent[] = { "request_ttl", "interval", "deny_cooldown",
-	"max_pending_per_user", NULL };
+	"max_pending_per_user", "default_duration", NULL };
 static const char *const keys_gateway[] = { "id", "client_secret", "client_secret_sha256",
 	"subject_audiences", "subject_token_types", "events_uri", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
@@ -1727,9 +1727,28 @@ static void check_action(struct ctx *c, const struct config *cfg, const struct s
 	}
 }
 
+/* [consent] default_duration is one value for every resource, and each resource
+ * caps its consents with max_consent: the page preselects the smaller of the two.
+ * An operator who wrote a default longer than a resource allows hears so (it is
+ * not an error: a short max_consent on one sensitive resource is normal). */
+static void check_default_duration(struct ctx *c, const struct config *cfg)
+{
+	const struct entry *e = find(find_section(c, "consent"), "default_duration");
+	if (e == NULL || e->bad)
+		return;
+	for (size_t i = 0; i < cfg->nresources; i++)
+		if (cfg->resources[i].max_consent < cfg->consent_default_duration)
+			warn_e(c, e, "%lld is longer than max_consent of [resource.%s] (%lld): its "
+			    "consent page preselects %lld", (long long)cfg->consent_default_duration,
+			    cfg->resources[i].id, (long long)cfg->resources[i].max_consent,
+			    (long long)cfg->resources[i].max_consent);
+}
+
 static void cross_check(struct ctx *c, const struct config *cfg)
 {
 	size_t ia = 0, ir = 0, iac = 0;
+
+	check_default_duration(c, cfg);
 
 	const struct entry *e = find(find_section(c, "server"), "public_url");
 	if (e != NULL && cfg->public_url != NULL && cfg->oidc_issuer != NULL) {
@@ -1902,6 +1921,7 @@ static enum cs_err load_text(const char *text, size_t len, const char *name,
 	get_int(&c, s, "deny_cooldown", 86400, 0, 31536000, &cfg->consent_deny_cooldown);
 	get_int(&c, s, "max_pending_per_user", 5, 1, 1000, &n);
 	cfg->consent_max_pending_per_user = n;
+	get_int(&c, s, "default_duration", 86400, 1, 315360000, &cfg->consent_default_duration);
 
 	load_gateway(&c, cfg, find_section(&c, "gateway"));
 	(void)get_str(&c, find_section(&c, "audit"), "head_file", NULL, S_EMPTY_NULL,
@@ -1977,6 +1997,27 @@ out:
 		fclose(f);
 	buf_wipe_clear(&b);     /* the file may hold secrets */
 	return rc;
+}
+
+/* ---------------------------------------------------------------- -n reports */
+
+unsigned config_warn_gateway_approvals(const struct config *cfg, FILE *out)
+{
+	unsigned n = 0;
+	for (size_t i = 0; cfg != NULL && i < cfg->nactions; i++) {
+		const struct config_action *ac = &cfg->actions[i];
+		const struct config_resource *r = config_resource(cfg, ac->resource);
+		if (ac->approval != APPROVAL_REQUIRED || r == NULL || r->token_release != RELEASE_GATEWAY ||
+		    (r->provider_issuer == NULL && r->provider_token_endpoint == NULL))
+			continue;
+		fprintf(out, "warning: [action.%s.%s]: approval = required, but [resource.%s] has "
+		    "token_release = gateway: consentd releases the token once per approval, and only "
+		    "the gateway keeps it to this one action (it may already hold the same token from "
+		    "an earlier release); with token_release = never consentd's proxy enforces each "
+		    "approval itself\n", ac->resource, ac->name, r->id);
+		n++;
+	}
+	return n;
 }
 
 /* ---------------------------------------------------------------- freeing and look-ups */

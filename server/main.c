@@ -265,6 +265,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		report_enforcement(cfg);
+		(void)config_warn_gateway_approvals(cfg, stderr);
 		printf("%s: configuration OK\n", cfgpath);
 		config_free(cfg);
 		return 0;

@@ -1,5 +1,5 @@
 /* meta.c -- the public, unauthenticated endpoints: RFC 8414 metadata, the
- * JWKS, health and readiness, the stylesheet and the front page.
+ * JWKS, health and readiness, the stylesheet, the local-time script and the front page.
  * Must never reveal anything but public keys and public configuration. */
 #include <stdlib.h>
 #include <string.h>
@@ -85,18 +85,30 @@ enum cs_err meta_readyz(const struct http_request *req, struct http_reply *rep)
 	return reply_cached(rep, ok ? 200 : 503, v, -1);
 }
 
-enum cs_err meta_stylesheet(const struct http_request *req, struct http_reply *rep)
+/* One of the compiled-in files of templates/, served as it is, cached an hour. */
+static enum cs_err static_file(struct http_reply *rep, const char *name, const char *type)
 {
-	(void)req;
 	for (const struct embedded_file *f = embedded_templates; f->name; f++) {
-		if (strcmp(f->name, "consentd.css") == 0) {
+		if (strcmp(f->name, name) == 0) {
 			rep->status = 200;
-			rep->content_type = "text/css; charset=utf-8";
+			rep->content_type = type;
 			rep->cache_max_age = 3600;
 			return buf_append(&rep->body, f->data, f->len);
 		}
 	}
 	return CS_ENOENT;
+}
+
+enum cs_err meta_stylesheet(const struct http_request *req, struct http_reply *rep)
+{
+	(void)req;
+	return static_file(rep, "consentd.css", "text/css; charset=utf-8");
+}
+
+enum cs_err meta_local_time_script(const struct http_request *req, struct http_reply *rep)
+{
+	(void)req;
+	return static_file(rep, "local-time.js", "text/javascript; charset=utf-8");
 }
 
 enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)

@@ -21,6 +21,7 @@
 
 static const int64_t durations[] = { 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400, 365 * 86400 };
 static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 days", "90 days", "1 year" };
+#define N_DURATIONS (sizeof durations / sizeof durations[0])
 
 /* ---- Invisible characters ---------------------------------------------
  * The code points visible_text() shows as "[U+XXXX]" instead of passing on.
@@ -29,8 +30,9 @@ static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 d
  * unicode-data package; test_token_visible_text_every_default_ignorable_marked
  * holds this table against that file).  That set already holds every bidi
  * control (U+061C, U+200E-200F, U+202A-202E, U+2066-2069).  To it we add the
- * C0 controls but LF, DEL and the C1 controls: LF stays because the approval
- * parameters are shown pretty-printed, one member per line, in a <pre>.
+ * C0 controls but LF, DEL and the C1 controls: LF stays because a parameter's
+ * text on the approval page is shown line by line (the exact canonical JSON has
+ * none: JCS writes it as \n).
  * Sorted and disjoint, for the binary search below. */
 struct cp_range {
 	uint32_t lo, hi;
@@ -158,6 +160,79 @@ static void fmt_time(int64_t t, char out[32])
 	strftime(out, 32, "%Y-%m-%d %H:%M UTC", &tm);
 }
 
+/* A time for a template: {"iso": "2026-12-01T20:00:00Z", "utc": "2026-12-01 20:00 UTC"},
+ * written <time datetime="{{iso}}" title="{{utc}}">{{utc}}</time>, which
+ * /static/local-time.js rewrites into the reader's local time (the title keeps UTC). */
+static json_t *time_value(int64_t t)
+{
+	char iso[32] = "", utc[32] = "";
+	time_t tt = (time_t)t;
+	struct tm tm;
+	if (gmtime_r(&tt, &tm) == NULL || strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 ||
+	    strftime(utc, sizeof utc, "%Y-%m-%d %H:%M UTC", &tm) == 0)
+		return NULL;
+	return json_pack("{s:s, s:s}", "iso", iso, "utc", utc);
+}
+
+/* "3 days", "1 hour", "90 minutes": a duration of s seconds in its largest whole unit. */
+static void duration_label(int64_t s, char out[48])
+{
+	static const struct {
+		int64_t unit;
+		const char *one, *many;
+	} units[] = { { 86400, "day", "days" }, { 3600, "hour", "hours" }, { 60, "minute", "minutes" },
+		{ 1, "second", "seconds" } };
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (s % units[i].unit == 0) {
+			int64_t n = s / units[i].unit;
+			snprintf(out, 48, "%lld %s", (long long)n, n == 1 ? units[i].one : units[i].many);
+			return;
+		}
+	}
+}
+
+/* The durations the consent page offers for res, shortest first: the usual ones up to
+ * max_consent, max_consent itself ("the longest allowed") and the preselected default,
+ * [consent] default_duration lowered to max_consent.  consent_decide takes any duration
+ * from 1 to max_consent; these are only the choices shown. */
+static json_t *duration_options(const struct config *cfg, const struct config_resource *res)
+{
+	int64_t max = res->max_consent, v[N_DURATIONS + 2];
+	int64_t dflt = cfg->consent_default_duration < max ? cfg->consent_default_duration : max;
+	size_t n = 0;
+	json_t *opts = json_array();
+	for (size_t i = 0; i < N_DURATIONS && durations[i] <= max; i++)
+		v[n++] = durations[i];
+	for (int k = 0; k < 2; k++) {
+		int64_t want = k == 0 ? dflt : max;
+		size_t at = 0;
+		while (at < n && v[at] < want)
+			at++;
+		if (at < n && v[at] == want)
+			continue;
+		memmove(&v[at + 1], &v[at], (n - at) * sizeof v[0]);
+		v[at] = want;
+		n++;
+	}
+	for (size_t i = 0; opts != NULL && i < n; i++) {
+		char label[80], unit[48] = "";
+		const char *std = NULL;
+		for (size_t j = 0; j < N_DURATIONS; j++)
+			if (durations[j] == v[i])
+				std = duration_names[j];
+		if (std == NULL)
+			duration_label(v[i], unit);
+		snprintf(label, sizeof label, "%s%s", std ? std : unit,
+		    std == NULL && v[i] == max ? " (the longest allowed)" : "");
+		if (json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)v[i],
+		    "label", label, "selected", v[i] == dflt)) != 0) {
+			json_decref(opts);
+			return NULL;
+		}
+	}
+	return opts;
+}
+
 static const char *agent_name(const struct config *cfg, const char *id)
 {
 	const struct config_agent *a = config_agent(cfg, id);
@@ -246,15 +321,39 @@ static json_t *scope_items(const struct config *cfg, const struct consent_reques
 	return arr;
 }
 
+/* Who is deciding, as the page names them: the IdP's name, else the e-mail, else the
+ * subject, with invisible characters made visible. */
+static char *signed_in_name(const struct session *s)
+{
+	const char *n = s->name && *s->name ? s->name : s->email && *s->email ? s->email : s->subject;
+	return visible_text(n ? n : "");
+}
+
+/* True when the person already has a live connection at res's provider for this agent,
+ * which a consent keeping the same provider scopes takes over without a new sign-in
+ * there (vault_begin_connect). */
+static bool provider_connected(struct store_conn *c, const struct consent_request *r, int64_t now)
+{
+	struct consent live;
+	bool yes;
+	memset(&live, 0, sizeof live);
+	if (c == NULL || consent_current(c, r->user_id, r->agent, r->resource, now, &live) != CS_OK)
+		return false;
+	yes = !live.reconnect_required && vault_has_record(c, live.id);
+	consent_clear(&live);
+	return yes;
+}
+
 /* The consent page for r, pending and the signed-in person's, with the
  * version it shows in its form.  notice (or NULL) is said above the request. */
 static enum cs_err consent_page(const struct http_request *req, struct http_reply *rep,
     const struct session *s, const struct consent_request *r, int status, const char *notice)
 {
 	const struct config *cfg = req->app->cfg;
-	char when[32], version[CONSENT_VERSION_LEN + 1];
-	json_t *ctx = NULL, *opts = NULL;
-	char *reason = NULL;
+	char version[CONSENT_VERSION_LEN + 1], other[200];
+	json_t *ctx = NULL, *opts = NULL, *expires = NULL;
+	char *reason = NULL, *who = NULL;
+	bool provider;
 	enum cs_err e;
 
 	if (strcmp(r->status, "pending") != 0 || r->expires_at <= req->now)
@@ -267,32 +366,28 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 	if (res == NULL || ag == NULL)
 		return reply_html_error(rep, 410, "This request is closed",
 		    "The agent or resource it names is no longer configured.");
-	opts = json_array();
-	int64_t dflt = res->max_consent < 30 * 86400 ? res->max_consent : 30 * 86400;
-	int have_dflt = 0;
-	for (size_t i = 0; opts && i < sizeof durations / sizeof durations[0]; i++) {
-		if (durations[i] > res->max_consent)
-			break;
-		json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)durations[i],
-		    "label", duration_names[i], "selected", durations[i] == dflt));
-		have_dflt |= durations[i] == dflt;
-	}
-	if (opts && !have_dflt)
-		json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)dflt,
-		    "label", "the longest allowed", "selected", 1));
-	if (r->reason && (reason = visible_text(r->reason)) == NULL) {
+	provider = vault_provider(req->app->vault, r->resource) != NULL;
+	if ((opts = duration_options(cfg, res)) == NULL || (expires = time_value(r->expires_at)) == NULL ||
+	    (who = signed_in_name(s)) == NULL ||
+	    (r->reason && (reason = visible_text(r->reason)) == NULL)) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	fmt_time(r->expires_at, when);
+	/* "Not you?" signs in afresh (prompt=login) and comes back to this request, as
+	 * the page for another account does (refuse_other_account). */
+	snprintf(other, sizeof other, "/login?prompt=login&return_to=%%2Fconsent%%2F%s", r->id);
 	/* SECURITY: the form names the version it was drawn from; a decision on
 	 * any other version of the request grants nothing (consent_decide). */
 	consent_request_version(r, version);
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:o, s:O, s:b, s:s, s:s, s:s?}",
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:o, s:O, s:b, s:O, s:s, s:s?, s:s, s:s, "
+	    "s:b, s:b}",
 	    "title", "An agent asks for your permission", "request_id", r->id,
 	    "agent", ag->name, "agent_description", ag->description, "resource", res->name,
 	    "reason", reason, "scopes", scope_items(cfg, r), "durations", opts,
-	    "offline", ag->offline, "expires", when, "version", version, "notice", notice);
+	    "offline", ag->offline, "expires", expires, "version", version, "notice", notice,
+	    "signed_in_as", who, "other_account_url", other, "provider", provider,
+	    "provider_connected", provider && provider_connected(store_conn(req->app->store), r,
+	    req->now));
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -300,7 +395,9 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 	e = page_render(rep, status, "consent.html", ctx, s);
 out:
 	free(reason);
+	free(who);
 	json_decref(opts);
+	json_decref(expires);
 	json_decref(ctx);
 	return e;
 }
@@ -744,6 +841,63 @@ static bool proxy_shaped(const char *parameters)
 	return yes;
 }
 
+/* One member of the readable list: {"name", "value", "literal"}.  A string's value is
+ * its text; any other value is its compact canonical JSON (literal: shown as code).
+ * Both through visible_text.  NULL on failure. */
+static json_t *parameter_item(const char *name, json_t *v)
+{
+	struct buf b;
+	char *n = NULL, *val = NULL;
+	json_t *item = NULL;
+	bool literal = !json_is_string(v) || json_string_length(v) == 0;
+	buf_init(&b, APPROVAL_MAX_CANONICAL);
+	if (!literal)
+		val = visible_text(json_string_value(v));
+	else if (jcs_canonicalize(v, &b) == CS_OK && b.data != NULL)
+		val = visible_text(b.data);
+	if (val != NULL && (name == NULL || (n = visible_text(name)) != NULL))
+		item = json_pack("{s:s?, s:s, s:b}", "name", n, "value", val, "literal", literal);
+	free(n);
+	free(val);
+	buf_clear(&b);
+	return item;
+}
+
+/* The parameters as the page lists them, set on ctx: for an object, "members" (one
+ * parameter_item per top-level member, in canonical order; "has_members" when there is
+ * one); for any other value, "single" (its item).  Canonical text that cannot be read
+ * back (it holds a \u0000, say) sets "unreadable": the page then opens the exact text. */
+static enum cs_err parameter_list(const char *canonical, json_t *ctx)
+{
+	/* Every number read as a double and written back by jcs_canonicalize gives the
+	 * very digits of the canonical text (see jcs_pretty). */
+	json_t *v = json_loads(canonical, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
+	    JSON_DECODE_INT_AS_REAL, NULL), *members = NULL, *m;
+	const char *k;
+	enum cs_err e = CS_ENOMEM;
+	if (v == NULL)
+		return json_object_set_new(ctx, "unreadable", json_true()) == 0 ? CS_OK : CS_ENOMEM;
+	if (!json_is_object(v)) {
+		json_t *item = parameter_item(NULL, v);
+		if (item != NULL && json_object_set_new(ctx, "single", item) == 0)
+			e = CS_OK;
+		goto out;
+	}
+	if ((members = json_array()) == NULL)
+		goto out;
+	json_object_foreach(v, k, m) {
+		if (json_array_append_new(members, parameter_item(k, m)) != 0)
+			goto out;
+	}
+	if (json_object_set_new(ctx, "has_members", json_boolean(json_array_size(members) > 0)) == 0 &&
+	    json_object_set(ctx, "members", members) == 0)
+		e = CS_OK;
+out:
+	json_decref(members);
+	json_decref(v);
+	return e;
+}
+
 enum cs_err pages_approve_show(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
@@ -751,9 +905,9 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	struct session s;
 	struct approval a;
 	struct store_conn *c = store_conn(app->store);
-	char back[128], when[32];
-	char *shown = NULL, *pretty = NULL;
-	json_t *ctx = NULL;
+	char back[128], other[200];
+	char *shown = NULL, *who = NULL;
+	json_t *ctx = NULL, *expires = NULL;
 	bool have, ok;
 	enum cs_err e;
 
@@ -774,28 +928,30 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 		goto out;
 	}
 	const struct config_action *act = config_action(cfg, a.resource, a.action);
-	/* The parameters are shown exactly as they will be used: the canonical
-	 * JSON, indented for reading, with invisible characters made visible. */
-	struct buf pb;
-	buf_init(&pb, 4 * APPROVAL_MAX_CANONICAL);
-	if (jcs_pretty(a.parameters, &pb) == CS_OK)
-		pretty = buf_steal(&pb);
-	buf_clear(&pb);
-	shown = visible_text(pretty ? pretty : a.parameters);
-	if (shown == NULL) {
+	const struct config_resource *res = config_resource(cfg, a.resource);
+	/* The exact parameters are the canonical JSON text itself, the very bytes the
+	 * digest is of, with invisible characters made visible. */
+	if ((shown = visible_text(a.parameters)) == NULL || (who = signed_in_name(&s)) == NULL ||
+	    (expires = time_value(a.expires_at)) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	fmt_time(a.expires_at, when);
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+	snprintf(other, sizeof other, "/login?prompt=login&return_to=%%2Fapprove%%2F%s", a.id);
+	/* Who keeps the approval to this one action: consentd itself when only its proxy
+	 * uses the tokens, the gateway when the token is released to it (flow F). */
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:b}",
 	    "title", "An agent asks to act now", "approval_id", a.id,
 	    "agent", agent_name(cfg, a.agent), "resource", resource_name(cfg, a.resource),
 	    "action", a.action, "action_description", act ? act->description : a.action,
-	    "parameters", shown, "digest", a.digest, "expires", when);
+	    "parameters", shown, "digest", a.digest, "expires", expires,
+	    "signed_in_as", who, "other_account_url", other,
+	    "proxy_enforced", res != NULL && res->token_release == RELEASE_NEVER);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
+	if ((e = parameter_list(a.parameters, ctx)) != CS_OK)
+		goto out;
 	/* A request made through the proxy (flow H): its method and route, from
 	 * consentd's configuration, above the path values, query and body. */
 	if (act != NULL && act->route_method != NULL && act->route_path != NULL &&
@@ -811,7 +967,8 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	e = page_render(rep, 200, "approve.html", ctx, &s);
 out:
 	free(shown);
-	free(pretty);
+	free(who);
+	json_decref(expires);
 	json_decref(ctx);
 	approval_clear(&a);
 	session_clear(&s);
@@ -864,9 +1021,11 @@ enum cs_err pages_approve_decide(const struct http_request *req, struct http_rep
 	} else if (e != CS_OK) {
 		goto out;
 	}
-	ctx = json_pack("{s:s, s:b, s:s, s:s, s:s}", "title", approve ? "Action approved" : "Action denied",
+	const struct config_resource *res = config_resource(cfg, a.resource);
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b}", "title", approve ? "Action approved" : "Action denied",
 	    "approved", approve, "agent", agent_name(cfg, a.agent), "resource",
-	    resource_name(cfg, a.resource), "action", a.action);
+	    resource_name(cfg, a.resource), "action", a.action,
+	    "proxy_enforced", res != NULL && res->token_release == RELEASE_NEVER);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;

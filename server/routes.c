@@ -85,6 +85,8 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/readyz", ROUTE_PUBLIC, meta_readyz, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, proxy_metrics, { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/static/local-time.js", ROUTE_PUBLIC, meta_local_time_script,
+	  { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/login", ROUTE_BROWSER, login_start, {
 		{ "return_to", LOGIN_RETURN_TO_MAX, valid_return_to, 0 },
 		{ "prompt", 16, valid_prompt, 0 },

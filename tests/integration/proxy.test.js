@@ -293,7 +293,7 @@ test('create_issue needs an approval for exactly its path values, query and body
   assert.match(html, /Proxy approval/);
   // The method and route (from consentd's configuration), then exactly these values.
   assert.match(html, /<code id="request-line">POST \/repos\/\{owner\}\/\{repo\}\/issues<\/code>/);
-  assert.match(html, /&quot;owner&quot;: &quot;o&quot;|"owner": "o"/);
+  assert.match(html, /&quot;owner&quot;:\s?&quot;o&quot;|"owner":\s?"o"/);
   assert.match(html, /&quot;label&quot;|"label"/);
   assert.match(html, /&lt;b&gt;bold&lt;\/b&gt;/, 'the body shown as escaped text');
   assert.ok(!html.includes('<b>bold</b>'));

@@ -828,6 +828,110 @@ START_TEST(test_config_file_line_numbers)
 }
 END_TEST
 
+/* [consent] default_duration: 86400 unless given, 1 .. 315360000 like max_consent, from
+ * the environment too; longer than a resource's max_consent is a warning naming the
+ * resource (its page preselects max_consent), and only when the key was written. */
+START_TEST(test_config_default_duration)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_int_eq(c->consent_default_duration, 86400);
+	config_free(c);
+	c = expect_ok(MINIMAL "[consent]\ndefault_duration = 604800\n", NULL);
+	ck_assert_int_eq(c->consent_default_duration, 604800);
+	config_free(c);
+	char *const env[] = { "CONSENTD_CONSENT_DEFAULT_DURATION=3600", NULL };
+	c = expect_ok(MINIMAL "[consent]\ndefault_duration = 604800\n", env);
+	ck_assert_int_eq(c->consent_default_duration, 3600);
+	config_free(c);
+	expect_error(MINIMAL "[consent]\ndefault_duration = 0\n", NULL,
+	    "x.conf:10: default_duration: out of range (expected an integer from 1 to 315360000)");
+	expect_error(MINIMAL "[consent]\ndefault_duration = 315360001\n", NULL,
+	    "x.conf:10: default_duration: out of range");
+	expect_error(MINIMAL "[consent]\ndefault_duration = 1d\n", NULL,
+	    "x.conf:10: default_duration: not an integer");
+	expect_error(MINIMAL "[consent]\ndefault_duration = -5\n", NULL, "x.conf:10: default_duration: ");
+
+	char *msgs = NULL;
+	ck_assert_int_eq(load(MINIMAL "[consent]\ndefault_duration = 604800\n"
+	    "[resource.a]\nmax_consent = 86400\n[resource.b]\nmax_consent = 604800\n", NULL, &msgs, &c),
+	    CS_OK);
+	ck_assert_int_eq(c->consent_default_duration, 604800);
+	ck_assert_str_eq(msgs, "warning: x.conf:10: default_duration: 604800 is longer than "
+	    "max_consent of [resource.a] (86400): its consent page preselects 86400\n");
+	free(msgs);
+	config_free(c);
+	/* The built-in default over a short max_consent: lowered without a word. */
+	ck_assert_int_eq(load(MINIMAL "[resource.a]\nmax_consent = 3600\n", NULL, &msgs, &c), CS_OK);
+	ck_assert_str_eq(msgs, "");
+	free(msgs);
+	config_free(c);
+}
+END_TEST
+
+/* The -n report: a warning for each approval = required action whose resource has a
+ * provider and releases its tokens to the gateway; none for proxy-only resources, for
+ * actions without approval, or for a resource without a provider. */
+START_TEST(test_config_warn_gateway_approvals)
+{
+	struct config *c = expect_ok(MINIMAL
+	    "[resource.gh]\nprovider_issuer = https://gh.example\nprovider_client_id = x\n"
+	    "[scope.gh.w]\n"
+	    "[action.gh.create_issue]\nscope = w\napproval = required\n"
+	    "[action.gh.close_issue]\nscope = w\napproval = required\n"
+	    "[action.gh.list_issues]\nscope = w\napproval = none\n"
+	    "[resource.px]\nprovider_issuer = https://gh.example\nprovider_client_id = y\n"
+	    "token_release = never\nbase_url = https://api.gh.example\n"
+	    "[scope.px.w]\n"
+	    "[action.px.create_issue]\nscope = w\napproval = required\n"
+	    "[resource.plain]\n[scope.plain.w]\n"
+	    "[action.plain.do]\nscope = w\napproval = required\n", NULL);
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&out, &n);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(config_warn_gateway_approvals(c, f), 2);
+	fclose(f);
+	ck_assert_str_eq(out,
+	    "warning: [action.gh.create_issue]: approval = required, but [resource.gh] has "
+	    "token_release = gateway: consentd releases the token once per approval, and only the "
+	    "gateway keeps it to this one action (it may already hold the same token from an "
+	    "earlier release); with token_release = never consentd's proxy enforces each approval "
+	    "itself\n"
+	    "warning: [action.gh.close_issue]: approval = required, but [resource.gh] has "
+	    "token_release = gateway: consentd releases the token once per approval, and only the "
+	    "gateway keeps it to this one action (it may already hold the same token from an "
+	    "earlier release); with token_release = never consentd's proxy enforces each approval "
+	    "itself\n");
+	free(out);
+	config_free(c);
+
+	/* The example configuration: its github create_issue is such an action. */
+	char *msgs = NULL;
+	f = open_memstream(&msgs, &n);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(config_load("config/consentd.conf.example", f, &c), CS_OK);
+	fclose(f);
+	free(msgs);
+	ck_assert_int_eq(c->consent_default_duration, 86400);
+	out = NULL;
+	f = open_memstream(&out, &n);
+	ck_assert_uint_eq(config_warn_gateway_approvals(c, f), 1);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(out, "warning: [action.github.create_issue]: approval = required"));
+	free(out);
+	config_free(c);
+
+	c = expect_ok(MINIMAL, NULL);
+	out = NULL;
+	f = open_memstream(&out, &n);
+	ck_assert_uint_eq(config_warn_gateway_approvals(c, f), 0);
+	fclose(f);
+	ck_assert_str_eq(out, "");
+	free(out);
+	config_free(c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -868,6 +972,8 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_errors_all_reported);
 	tcase_add_test(t, test_config_missing_file);
 	tcase_add_test(t, test_config_file_line_numbers);
+	tcase_add_test(t, test_config_default_duration);
+	tcase_add_test(t, test_config_warn_gateway_approvals);
 	suite_add_tcase(s, t);
 	return s;
 }
