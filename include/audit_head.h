@@ -44,6 +44,7 @@ struct audit_heads_result {
 	struct audit_head bad;       /* that head */
 	int               missing;   /* 1: the entry is gone; 0: its link differs */
 	char              why[200];  /* the line, and what the database holds instead */
+	int64_t           torn;      /* lines a crash cut short (skipped, never compared) */
 };
 /* Checks every head listed in f (seekable: it is read twice) against the
  * database: each must be present with its link.  verified is the head

@@ -118,15 +118,16 @@ struct consent_decision {
 	int64_t duration;                /* seconds, 1 .. the resource's max_consent */
 	bool    offline;                 /* only honoured for an offline agent */
 	/* SECURITY: the consent_request_version of the page the person decided
-	 * on.  A decision on any other version of the request is refused with
-	 * CS_ESTALE and changes nothing: the person decides on what they saw. */
+	 * on.  An approval of any other version of the request is refused with
+	 * CS_ESTALE and changes nothing: the person grants what they saw. */
 	char    version[CONSENT_VERSION_LEN + 1];
 };
 
 /* Records the person's decision on a pending, unexpired request that belongs
  * to user_id (CS_EPERM otherwise; CS_EINVAL for a decided or expired request,
  * a selection outside the request, an empty approval or a bad duration;
- * CS_ESTALE, writing nothing, when the request is no longer at d->version).
+ * CS_ESTALE, writing nothing, when an approval's request is no longer at
+ * d->version; a denial stands for any version).
  * Approve: a new consent (new id) with granted = selected and declined = the
  * rest of the request, replacing -- in the same transaction -- the live
  * consent for (user, agent, resource) with its grants and refresh tokens (its

@@ -108,6 +108,9 @@ static int check_heads_file(const char *who, struct store_conn *c, const char *p
 	} else {
 		rc = 0;
 	}
+	if (hr.torn > 0)
+		fprintf(stderr, "%s: warning: heads file %s: %" PRId64 " line(s) cut short by a crash "
+		    "were skipped\n", who, path, hr.torn);
 	if (heads != NULL)
 		*heads = hr.heads;
 	fclose(f);

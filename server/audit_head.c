@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,19 +135,30 @@ enum cs_err audit_head_line(const char *line, enum audit_line_kind *kind, struct
 /* One line of f into buf (at most cap - 1 bytes, without its newline).
  * CS_ENOENT at the end of f; CS_ETOOBIG for a longer line; CS_EINVAL for a
  * NUL byte (a head file is text). */
-static enum cs_err read_line(FILE *f, char *buf, size_t cap)
+static enum cs_err read_line(FILE *f, char *buf, size_t cap, bool *torn)
 {
 	size_t n = 0;
 	int ch;
+	bool nul = false, junk_after_nul = false;
+	*torn = false;
 	while ((ch = getc(f)) != EOF) {
 		if (ch == '\n')
 			break;
-		if (ch == '\0')
-			return CS_EINVAL;
+		if (ch == '\0') {
+			nul = true;
+			continue;
+		}
+		if (nul)
+			junk_after_nul = true;
 		if (n + 1 >= cap)
 			return CS_ETOOBIG;
 		buf[n++] = (char)ch;
 	}
+	/* A crash can leave a write cut short, or a tail of NUL bytes (delayed
+	 * allocation): the text before the NULs must itself be a cut-off head. */
+	if (nul && junk_after_nul)
+		return CS_EINVAL;
+	*torn = nul;
 	if (ch == EOF && ferror(f))
 		return CS_EIO;
 	if (ch == EOF && n == 0)
@@ -156,6 +168,25 @@ static enum cs_err read_line(FILE *f, char *buf, size_t cap)
 }
 
 /* --- checking a history of heads ------------------------------------------ */
+
+/* A line the publisher's write left cut short (a crash): digits, then
+ * optionally ':' and fewer hex digits than a link has, or nothing at all.
+ * The publisher starts the next head on a fresh line, so such a line is
+ * skipped and counted, never compared: it proves nothing and hides nothing. */
+static bool cut_off_head(const char *line)
+{
+	const char *p = line;
+	size_t hex = 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p == '\0')
+		return true;
+	if (p == line || *p++ != ':')
+		return false;
+	for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		hex++;
+	return *p == '\0' && hex < AUDIT_LINK_HEX;
+}
 
 static enum cs_err bad_line(struct audit_heads_result *res, int64_t line, enum cs_err e)
 {
@@ -213,18 +244,24 @@ enum cs_err audit_heads_check(struct store_conn *c, FILE *f, const struct audit_
 	enum audit_line_kind kind;
 	struct audit_head h;
 	int64_t lineno = 0, heads = 0, last_rotated = 0;
+	bool torn = false;
 	enum cs_err e;
 
 	if (c == NULL || f == NULL || verified == NULL || res == NULL)
 		return CS_EINVAL;
 	memset(res, 0, sizeof *res);
 	res->ok = 1;
-	/* Pass 1: every line well-formed, and where the chain was last re-linked. */
-	while ((e = read_line(f, line, sizeof line)) != CS_ENOENT) {
+	/* Pass 1: every line well-formed (or cut off by a crash), and where the
+	 * chain was last re-linked. */
+	while ((e = read_line(f, line, sizeof line, &torn)) != CS_ENOENT) {
 		lineno++;
 		if (e != CS_OK)
 			return bad_line(res, lineno, e);
-		if (audit_head_line(line, &kind, &h) != CS_OK)
+		if ((torn || audit_head_line(line, &kind, &h) != CS_OK) && cut_off_head(line)) {
+			res->torn++;
+			continue;
+		}
+		if (torn || audit_head_line(line, &kind, &h) != CS_OK)
 			return bad_line(res, lineno, CS_EINVAL);
 		if (kind == AUDIT_LINE_HEAD)
 			heads++;
@@ -240,8 +277,12 @@ enum cs_err audit_heads_check(struct store_conn *c, FILE *f, const struct audit_
 	if (fseek(f, 0, SEEK_SET) != 0)
 		return CS_EIO;
 	clearerr(f);
-	for (lineno = 1; res->ok && (e = read_line(f, line, sizeof line)) != CS_ENOENT; lineno++) {
-		if (e != CS_OK || audit_head_line(line, &kind, &h) != CS_OK)
+	for (lineno = 1; res->ok && (e = read_line(f, line, sizeof line, &torn)) != CS_ENOENT;
+	    lineno++) {
+		if (e == CS_OK && (torn || audit_head_line(line, &kind, &h) != CS_OK) &&
+		    cut_off_head(line))
+			continue;
+		if (e != CS_OK || torn || audit_head_line(line, &kind, &h) != CS_OK)
 			return bad_line(res, lineno, e != CS_OK ? e : CS_EINVAL);   /* changed under us */
 		if (kind != AUDIT_LINE_HEAD)
 			continue;

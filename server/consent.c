@@ -923,9 +923,11 @@ enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
 		e = CS_EINVAL;
 		goto out;
 	}
-	/* SECURITY: a decision counts only for the request as the person saw it:
-	 * checked inside this transaction, so no merge can slip in between. */
-	if ((e = row_at_version(&r, d->version)) != CS_OK)
+	/* SECURITY: an approval counts only for the request as the person saw it:
+	 * checked inside this transaction, so no merge can slip in between.  A
+	 * denial grants nothing whatever the request holds now, so it stands for
+	 * every version (an agent merging scopes cannot hold a denial off). */
+	if (d->approve && (e = row_at_version(&r, d->version)) != CS_OK)
 		goto out;
 	if (d->approve) {
 		if ((e = decide_approve(&x, cfg, &r, d, &nid)) != CS_OK)

@@ -729,25 +729,33 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 		goto out;
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;
-	if (outcome != NULL && strcmp(outcome, "cancelled") == 0)
+	/* SECURITY: the stored status decides what the page says; a link (an agent
+	 * hands the person that link) chooses at most which of consentd's sentences
+	 * explains a request that is still pending. */
+	if (strcmp(r.status, "pending") == 0 && outcome == NULL) {
+		rep->status = 303;
+		rep->content_type = "text/plain; charset=utf-8";
+		buf_reset(&rep->body);
+		snprintf(back, sizeof back, "/consent/%s", r.id);
+		e = reply_header(rep, "Location", back);
+	} else if (strcmp(r.status, "pending") != 0 || outcome == NULL)
+		/* What was left out comes from the stored request, never from the link. */
+		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0,
+		    strcmp(r.status, "approved") == 0 ? r.narrowed : NULL, NULL);
+	else if (strcmp(outcome, "cancelled") == 0)
 		e = done_page(rep, app->cfg, 200, &r, &s, false,  NULL,
 		    "You cancelled at the provider. Nothing was given; the request still waits for you.");
-	else if (outcome != NULL && strcmp(outcome, "too_much") == 0)
+	else if (strcmp(outcome, "too_much") == 0)
 		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
 		    "The provider granted more than was asked for, so consentd revoked those tokens at once "
 		    "and gave nothing. Try again or ask the provider's administrator.");
-	else if (outcome != NULL && strcmp(outcome, "failed") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
-		    "The connection to the provider failed. Nothing was given; you can try again.");
-	else if (outcome != NULL && strcmp(outcome, "changed") == 0)
+	else if (strcmp(outcome, "changed") == 0)
 		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
 		    "The request changed while you were at the provider, so nothing was given and the "
 		    "connection was undone. Open the request again to see it as it is now.");
 	else
-		/* SECURITY: what was left out comes from the stored request, never
-		 * from the link (an agent hands the person that link). */
-		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0,
-		    strcmp(r.status, "approved") == 0 ? r.narrowed : NULL, NULL);
+		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
+		    "The connection to the provider failed. Nothing was given; you can try again.");
 out:
 	consent_request_clear(&r);
 	session_clear(&s);
@@ -1008,10 +1016,7 @@ enum cs_err pages_approve_decide(const struct http_request *req, struct http_rep
 		goto out;
 	snprintf(actor, sizeof actor, "user:%s", s.subject);
 	e = approval_decide(c, cfg, a.id, s.user_id, approve, actor, req->now);
-	if (e == CS_ESTALE) {
-		e = consent_changed(req, rep, c, &s);
-		goto out;
-	} else if (e == CS_EPERM) {
+	if (e == CS_EPERM) {
 		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
 		goto out;
 	} else if (e == CS_EINVAL) {

@@ -937,7 +937,21 @@ enum cs_err vault_finish_connect(struct vault *v, struct store_conn *c, const st
 		goto done;
 	}
 
-	/* 4. The code exchange, server-side, with the PKCE verifier. */
+	/* 4. The request must still be the one the person decided on before they
+	 * left for the provider: otherwise the code is never exchanged (no tokens
+	 * to revoke).  connect_commit checks it again inside its transaction. */
+	{
+		char now_v[CONSENT_VERSION_LEN + 1];
+		consent_request_version(&r, now_v);
+		if (strlen(cs.request_version) != CONSENT_VERSION_LEN ||
+		    CRYPTO_memcmp(now_v, cs.request_version, CONSENT_VERSION_LEN) != 0) {
+			e = finish_as(&f, VAULT_CHANGED,
+			    "The request changed while you were at the provider; nothing was given.");
+			goto done;
+		}
+	}
+
+	/* 5. The code exchange, server-side, with the PKCE verifier. */
 	if ((e = redirect_uri(cfg, resource, &redirect)) != CS_OK)
 		goto out;
 	if (provider_exchange_code(p, code, redirect, cs.code_verifier, &t) != CS_OK) {
@@ -1008,18 +1022,13 @@ enum cs_err vault_finish_connect(struct vault *v, struct store_conn *c, const st
 		goto out;
 	}
 
-	/* 5. One transaction: the consent goes live with its sealed record. */
+	/* 6. One transaction: the consent goes live with its sealed record. */
 	d.approve = true;
 	d.selected = kept;
 	d.duration = cs.duration;
 	d.offline = cs.offline != 0;
 	/* SECURITY: the consent goes live only if the request is still the one
-	 * the person decided on before leaving for the provider. */
-	if (strlen(cs.request_version) != CONSENT_VERSION_LEN) {
-		revoke_now(p, &t);
-		e = finish_as(&f, VAULT_CHANGED, "The request changed while you were at the provider.");
-		goto done;
-	}
+	 * the person decided on (checked again inside connect_commit's transaction). */
 	memcpy(d.version, cs.request_version, sizeof d.version);
 	e = connect_commit(v, c, cfg, &r, user_id, &d, &t, g_s, actor, now, f.outcome, dropped_s,
 	    &nid);

@@ -655,7 +655,7 @@ test('/revoke and /introspect: garbage tokens, and a revoked grant while its con
   assert.deepEqual((await h.gw.introspect(g.access_token)).body, { active: false }, 'the revoked one stays dead');
 });
 
-test('a request changed under the open page: the old page\'s decision grants nothing, the page shows the request as it now is', async () => {
+test('a request changed under the open page: approving from the old page grants nothing and shows the request as it now is; a denial stands', async () => {
   const x = await harness({ config: consentConfig() });
   try {
     const jar = await x.jar('alice');
@@ -673,15 +673,13 @@ test('a request changed under the open page: the old page\'s decision grants not
     const merged = await x.ask('alice', { ...ask, scope: 'read write', reason: 'delete everything' });
     assert.equal(merged.body?.error, 'consent_required', merged.text);
     assert.equal(merged.body.consent_request_id, id);
-    for (const decision of ['approve', 'deny']) {
-      const stale = await postPage(jar, uri, decisionFields(page, { decision }));
-      assert.equal(stale.status, 409, `${decision} from the old page: ${stale.html.slice(0, 300)}`);
-      assert.match(stale.html, /changed while you were looking at it/);
-      assert.doesNotMatch(stale.html, /Permission given|Request denied/);
-      assert.match(stale.html, /delete everything/, 'the reason as it is now');
-      assert.match(stale.html, /<code>read<\/code>/);
-      assert.match(stale.html, /<code>write<\/code>/);
-    }
+    const stale = await postPage(jar, uri, decisionFields(page));
+    assert.equal(stale.status, 409, `approving from the old page: ${stale.html.slice(0, 300)}`);
+    assert.match(stale.html, /changed while you were looking at it/);
+    assert.doesNotMatch(stale.html, /Permission given|Request denied/);
+    assert.match(stale.html, /delete everything/, 'the reason as it is now');
+    assert.match(stale.html, /<code>read<\/code>/);
+    assert.match(stale.html, /<code>write<\/code>/);
     // A form without its version is never taken for the current one.
     const { version, ...noVersion } = decisionFields(page);
     assert.ok(version, 'the page names its version');
@@ -699,6 +697,22 @@ test('a request changed under the open page: the old page\'s decision grants not
     assert.match(done.html, /Permission given/);
     const row = x.sql(`SELECT granted, declined FROM consents WHERE request_id = '${id}'`)[0];
     assert.deepEqual(row, { granted: 'write', declined: 'read' });
+
+    // A denial grants nothing, so it stands whatever was merged since: an agent that keeps
+    // merging scopes cannot hold a person's "no" off.
+    const ask2 = { agentId: 'butler', audience: 'notes', scope: 'write' };
+    const q = await x.ask('alice', ask2);
+    assert.equal(q.body?.error, 'consent_required', q.text);
+    const page2 = await openPage(jar, q.body.consent_uri);
+    assert.equal((await x.ask('alice', { ...ask2, scope: 'read write' })).body?.error, 'consent_required');
+    const denied = await postPage(jar, q.body.consent_uri, decisionFields(page2, { decision: 'deny' }));
+    assert.equal(denied.status, 200, denied.html.slice(0, 300));
+    assert.match(denied.html, /Request denied/);
+    const id2 = requestId(q.body.consent_uri);
+    assert.equal(x.sql(`SELECT status FROM consent_requests WHERE id = '${id2}'`)[0].status, 'denied');
+    assert.equal(x.sql(`SELECT count(*) AS n FROM consents WHERE request_id = '${id2}'`)[0].n, 0);
+    const after = await x.ask('alice', { ...ask2, scope: 'read write' });
+    assert.equal(after.body?.error, 'access_denied', after.text);
   } finally {
     await x.stop();
   }

@@ -556,9 +556,31 @@ START_TEST(test_audit_heads_file_bad)
 	/* Non-hex, wrong length, seq not numeric. */
 	ck_assert_int_eq(heads_check_text("2:zz\n", 5, &hr), CS_EINVAL);
 	ck_assert_int_eq(hr.line, 1);
-	n = snprintf(text, sizeof text, "%s2:%.63s\n", good, h.hex);
+	/* A link of the wrong length that is not hex all through is garbage. */
+	n = snprintf(text, sizeof text, "%s2:%.62sxx\n", good, h.hex);
 	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_EINVAL);
 	ck_assert_int_eq(hr.line, 2);
+	/* A head a crash cut short (digits, ':' and fewer hex digits), or a tail of
+	 * NUL bytes after one, is skipped and counted: the heads around it count. */
+	n = snprintf(text, sizeof text, "2:%.20s\n%s", h.hex, good);
+	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_OK);
+	ck_assert_int_eq(hr.ok, 1);
+	ck_assert_int_eq(hr.heads, 1);
+	ck_assert_int_eq(hr.torn, 1);
+	n = snprintf(text, sizeof text, "%s2:%.63s", good, h.hex);
+	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_OK);
+	ck_assert_int_eq(hr.torn, 1);
+	{
+		char tail[256];
+		size_t tl = (size_t)snprintf(tail, sizeof tail, "%s1", good);
+		memset(tail + tl, 0, 40);
+		tail[tl + 40] = '\n';
+		ck_assert_int_eq(heads_check_text(tail, tl + 41, &hr), CS_OK);
+		ck_assert_int_eq(hr.heads, 1);
+		ck_assert_int_eq(hr.torn, 1);
+	}
+	/* Only cut-off lines: no head, nothing proven. */
+	ck_assert_int_eq(heads_check_text("2:ab\n", 5, &hr), CS_ENOENT);
 	n = snprintf(text, sizeof text, "two:%s\n", h.hex);
 	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_EINVAL);
 	/* A NUL byte. */

@@ -601,8 +601,8 @@ static enum cs_err decide_at(const char *rid, const char *vers, bool approve, co
 }
 
 /* The review's attack: the page showed "read" (box s0); the agent then asks
- * for "admin", which sorts first and would take box s0.  The decision drawn
- * from the old page grants nothing, on approve and deny alike. */
+ * for "admin", which sorts first and would take box s0.  An approval drawn
+ * from the old page grants nothing. */
 START_TEST(test_consent_decide_changed_request_estale)
 {
 	char *rid = NULL, *rid2 = NULL, *kid = NULL;
@@ -626,7 +626,6 @@ START_TEST(test_consent_decide_changed_request_estale)
 	ck_assert_str_ne(v1, v2);
 	ck_assert_int_eq(decide_at(rid, v1, true, "read", T0 + 21, &kid), CS_ESTALE);
 	ck_assert_int_eq(decide_at(rid, v1, true, "admin", T0 + 21, &kid), CS_ESTALE);
-	ck_assert_int_eq(decide_at(rid, v1, false, NULL, T0 + 21, NULL), CS_ESTALE);
 	/* No version at all, or garbage, is never current. */
 	ck_assert_int_eq(decide_at(rid, "", true, "read", T0 + 21, &kid), CS_ESTALE);
 	ck_assert_int_eq(decide_at(rid, "0000000000000000000000000000000000000000000000000000000000000000",
@@ -638,7 +637,6 @@ START_TEST(test_consent_decide_changed_request_estale)
 	consent_request_clear(&r);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM consents", NULL), 0);
 	ck_assert_int_eq(audits("consent.request.approved"), 0);
-	ck_assert_int_eq(audits("consent.request.denied"), 0);
 	/* On the page as it is now, the person's choice counts, exactly. */
 	ck_assert_int_eq(decide_at(rid, v2, true, "read", T0 + 22, &kid), CS_OK);
 	ck_assert_ptr_nonnull(kid);
@@ -651,6 +649,25 @@ START_TEST(test_consent_decide_changed_request_estale)
 	free(kid);
 	free(rid);
 	free(rid2);
+}
+END_TEST
+
+/* A denial grants nothing, so it stands for any version of the request. */
+START_TEST(test_consent_decide_deny_any_version)
+{
+	char *rid = NULL;
+	char v1[CONSENT_VERSION_LEN + 1];
+	struct consent_decision d;
+	memset(&d, 0, sizeof d);
+	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
+	tu_decision_version(sc, rid, &d);
+	memcpy(v1, d.version, sizeof v1);
+	ck_assert_int_eq(exch_o("alice", "admin read", T0 + 20, NULL), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide_at(rid, v1, false, NULL, T0 + 21, NULL), CS_OK);
+	ck_assert_int_eq(audits("consent.request.denied"), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consents", NULL), 0);
+	ck_assert_int_eq(exch_o("alice", "admin read", T0 + 30, NULL), CONSENT_DENIED);
+	free(rid);
 }
 END_TEST
 
@@ -1100,6 +1117,7 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_decide_twice_einval);
 	tcase_add_test(tc, test_consent_decide_changed_request_estale);
 	tcase_add_test(tc, test_consent_decide_changed_reason_estale);
+	tcase_add_test(tc, test_consent_decide_deny_any_version);
 	tcase_add_test(tc, test_consent_decide_bad_choices);
 	tcase_add_test(tc, test_consent_offline_only_for_offline_agent);
 	tcase_add_test(tc, test_consent_approve_replaces_old);
