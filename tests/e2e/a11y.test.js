@@ -8,7 +8,8 @@
 // 409 page of a request that changed under the open page, consent done (a resource without a
 // provider, and one whose provider connection finished), the page for another account's
 // request, the approval page and its done page, /me, the admin search, a consent's page, the
-// bulk confirmation and its result, the audit log, and the 404 and 400 error pages.
+// bulk confirmation and its result, the audit log, the admin pages' refusal of a person, the
+// page after signing out, and the 404 and 400 error pages.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import AxeBuilder from '@axe-core/playwright';
@@ -138,9 +139,19 @@ test('connecting a provider, the approval page and its done page', () => pages(a
   await check('approval done', { status: 200 });
 }));
 
-test('/me with consents', () => pages(async (check) => {
+test('/me with consents, the admin pages refused to a person, and signing out', () => pages(async (check) => {
   await page.goto(`${v.url}/me`);
   await check('/me', { status: 200 });
+  await page.goto(`${v.url}/admin`);
+  await check('admin refused (not an administrator)', { status: 403 });
+  await page.goto(`${v.url}/me`);
+  // Through the IdP's end-session page and back to consentd, wherever consentd lands the person.
+  await Promise.all([
+    page.waitForURL((u) => u.origin === v.url && u.pathname !== '/me' && !u.pathname.startsWith('/logout')),
+    page.click('form[action="/logout"] button[type=submit]'),
+  ]);
+  await page.waitForLoadState('load');
+  await check('signed out');
 }));
 
 test('error pages: 404 and 400', () => pages(async (check) => {
@@ -180,7 +191,7 @@ test('every page kind was checked', (t) => {
   const labels = checked.map((c) => c.label);
   for (const want of ['index', 'sign-in cancelled', 'consent page', 'consent page, request changed (409)',
     'consent done', 'consent for another account', 'consent done (provider connected)', 'approval page',
-    'approval done', '/me', '404 page', '400 page', 'admin search', 'admin consent', 'admin audit log',
+    'approval done', '/me', 'admin refused (not an administrator)', 'signed out', '404 page', '400 page', 'admin search', 'admin consent', 'admin audit log',
     'admin bulk confirmation', 'admin bulk done']) {
     assert.ok(labels.includes(want), `not checked: ${want}`);
   }

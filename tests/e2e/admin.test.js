@@ -129,6 +129,7 @@ async function layout(p) {
 }
 
 test('at 1280 px every admin page fits the window, no table scrolls and no id breaks over lines', async (t) => {
+  t.diagnostic(`${consents.length} consents, ${sql('SELECT count(*) FROM audit')} audit entries`);
   for (const path of adminPaths()) {
     await page.goto(`${s.url}${path}`);
     const l = await layout(page);
