@@ -16,6 +16,17 @@
  * revocation must be; never more than [session] admin_timeout. */
 #define ADMIN_STEPUP_MAX_AGE 300
 
+/* The audit filter's since (GET /admin/audit?since=): UTC seconds of at most
+ * ADMIN_SINCE_DIGITS_MAX digits (the first form, kept for old links), or a
+ * UTC date YYYY-MM-DD, or date and time YYYY-MM-DDTHH:MM[:SS] as
+ * <input type="datetime-local"> sends it, from 1970 on.  Writes *out (UTC
+ * seconds) only on CS_OK; CS_EINVAL for any other text or an impossible date
+ * (2025-02-29, 24:00).  Since is inclusive: entries at that second are shown. */
+#define ADMIN_SINCE_DIGITS_MAX 12
+#define ADMIN_SINCE_MAX 19               /* the longest form, YYYY-MM-DDTHH:MM:SS */
+#define ADMIN_SINCE_INPUT_MAX 253402300799LL   /* 9999-12-31T23:59:59Z */
+enum cs_err admin_parse_since(const char *s, int64_t *out) CS_MUST_CHECK;
+
 enum admin_gate {
 	ADMIN_GATE_OK = 0,       /* an admin with a recent enough login */
 	ADMIN_GATE_NOT_ADMIN,    /* the ID token's admin claim did not match */

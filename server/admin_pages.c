@@ -38,16 +38,142 @@ enum admin_gate admin_gate_check(const struct config *cfg, const struct session 
 
 /* --- small helpers -------------------------------------------------------- */
 
-static void fmt_time(int64_t t, char out[32])
+/* How a time is written: in prose with " UTC"; in a table cell without it
+ * (the column header says UTC); as ISO 8601 for <time datetime>; and as
+ * <input type="datetime-local"> wants its value. */
+enum time_form { TIME_PROSE, TIME_CELL, TIME_ISO, TIME_INPUT };
+
+/* "-" for 0 (never). */
+static void fmt_time_as(int64_t t, enum time_form form, char out[32])
 {
 	time_t tt = (time_t)t;
 	struct tm tm;
-	if (t <= 0) {
+	size_t n = 0;
+	if (t <= 0 || gmtime_r(&tt, &tm) == NULL) {
 		snprintf(out, 32, "-");
 		return;
 	}
-	gmtime_r(&tt, &tm);
-	strftime(out, 32, "%Y-%m-%d %H:%M:%S UTC", &tm);
+	switch (form) {
+	case TIME_PROSE: n = strftime(out, 32, "%Y-%m-%d %H:%M:%S UTC", &tm); break;
+	case TIME_CELL:  n = strftime(out, 32, "%Y-%m-%d %H:%M:%S", &tm); break;
+	case TIME_ISO:   n = strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm); break;
+	case TIME_INPUT: n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm); break;
+	}
+	if (n == 0)
+		snprintf(out, 32, "-");
+}
+
+static void fmt_time(int64_t t, char out[32])
+{
+	fmt_time_as(t, TIME_PROSE, out);
+}
+
+static void fmt_cell_time(int64_t t, char out[32])
+{
+	fmt_time_as(t, TIME_CELL, out);
+}
+
+/* Ids and subjects in tables: a value of more than ADMIN_SHOWN_MAX
+ * characters is shown as its first ADMIN_SHOWN_HEAD and last
+ * ADMIN_SHOWN_TAIL characters around an ellipsis (ids from one IdP often
+ * share a prefix; the end tells them apart), so that a column stays narrow
+ * and an id never wraps letter by letter; the template puts the whole value
+ * in a title (a tooltip) and the link.  Characters are counted by UTF-8 lead
+ * bytes, so none is split.  malloc'd. */
+#define ADMIN_SHOWN_MAX 14
+#define ADMIN_SHOWN_HEAD 8
+#define ADMIN_SHOWN_TAIL 4
+
+static char *shorten(const char *s)
+{
+	size_t chars = 0, n = 0, head = 0, tail = 0, i;
+	struct buf b;
+	for (i = 0; s[i]; i++)
+		if (((unsigned char)s[i] & 0xc0) != 0x80)
+			chars++;
+	buf_init(&b, i + 8);
+	if (chars <= ADMIN_SHOWN_MAX) {
+		if (buf_puts(&b, s) != CS_OK)
+			goto fail;
+		return buf_steal(&b);
+	}
+	/* The byte offsets of character ADMIN_SHOWN_HEAD and of the first of
+	 * the last ADMIN_SHOWN_TAIL. */
+	for (i = 0; s[i]; i++) {
+		if (((unsigned char)s[i] & 0xc0) == 0x80)
+			continue;
+		if (n == ADMIN_SHOWN_HEAD)
+			head = i;
+		if (n == chars - ADMIN_SHOWN_TAIL)
+			tail = i;
+		n++;
+	}
+	if (buf_append(&b, s, head) != CS_OK || buf_puts(&b, "\xe2\x80\xa6") != CS_OK ||
+	    buf_puts(&b, s + tail) != CS_OK)
+		goto fail;
+	return buf_steal(&b);
+fail:
+	buf_clear(&b);
+	return NULL;
+}
+
+/* {"full", "short", "cut": bool} for a value shown shortened. */
+static json_t *short_value(const char *s)
+{
+	char *sh = shorten(s);
+	json_t *o = NULL;
+	if (sh)
+		o = json_pack("{s:s, s:s, s:b}", "full", s, "short", sh, "cut", strcmp(sh, s) != 0);
+	free(sh);
+	return o;
+}
+
+/* An audit actor ("user:<subject>", "admin:<subject>", "gateway:<id>") as
+ * {"kind", "full", "short", "cut"}: the kind whole, the rest shortened. */
+static json_t *actor_value(const char *actor)
+{
+	const char *colon = strchr(actor, ':');
+	char kind[32] = "";
+	json_t *o;
+	if (colon && (size_t)(colon - actor) < sizeof kind)
+		memcpy(kind, actor, (size_t)(colon - actor));
+	else
+		colon = NULL;            /* no kind, or none that short: shortened whole */
+	o = short_value(colon ? colon + 1 : actor);
+	if (o == NULL || json_object_set_new(o, "kind", json_string(kind)) != 0 ||
+	    json_object_set_new(o, "full", json_string(actor)) != 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* An agent or a resource as the pages show it: {"id", "label", "show_id",
+ * "unknown"}: the configured name as label, with the id beside it when they
+ * differ (show_id); an id no longer configured is its own label, said so
+ * (unknown). */
+static json_t *named(const char *id, const char *name)
+{
+	bool known = name != NULL;
+	if (id == NULL || id[0] == '\0')
+		return json_pack("{s:s, s:s, s:b, s:b}", "id", "", "label", "", "show_id", false,
+		    "unknown", false);
+	if (name == NULL)
+		name = id;
+	return json_pack("{s:s, s:s, s:b, s:b}", "id", id, "label", name,
+	    "show_id", strcmp(name, id) != 0, "unknown", !known);
+}
+
+static json_t *agent_named(const struct config *cfg, const char *id)
+{
+	const struct config_agent *a = id ? config_agent(cfg, id) : NULL;
+	return named(id, a ? a->name : NULL);
+}
+
+static json_t *resource_named(const struct config *cfg, const char *id)
+{
+	const struct config_resource *r = id ? config_resource(cfg, id) : NULL;
+	return named(id, r ? r->name : NULL);
 }
 
 static const char *str_of(const json_t *o, const char *k)
@@ -239,32 +365,123 @@ static const char *admin_actor(const struct session *s, char out[300])
 	return out;
 }
 
-/* A consent object of admin.h as a row for the templates. */
-static json_t *consent_row(const json_t *k)
+/* A consent object of admin.h as a row for the templates: the agent and the
+ * resource by their configured names, ids shortened for tables (in full in
+ * id and subject), and the accessible name of the row's revoke button, which
+ * says which consent it revokes. */
+static json_t *consent_row(const struct config *cfg, const json_t *k)
 {
-	char created[32], expires[32], revoked[32];
+	char created[32], expires[32], revoked[32], created_cell[32], expires_cell[32];
+	const char *agent = str_of(k, "agent"), *resource = str_of(k, "resource");
+	const struct config_agent *ca = config_agent(cfg, agent);
+	const struct config_resource *cr = config_resource(cfg, resource);
 	char *granted = join_strings(json_object_get(k, "scopes"));
 	char *declined = join_strings(json_object_get(k, "declined_scopes"));
+	char *id_short = shorten(str_of(k, "id"));
+	struct buf label;
 	json_t *o = NULL;
+
+	buf_init(&label, 2048);
 	fmt_time(int_of(k, "created_at"), created);
 	fmt_time(int_of(k, "expires_at"), expires);
 	fmt_time(int_of(k, "revoked_at"), revoked);
-	if (granted && declined)
-		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:s, s:b, s:b}",
-		    "id", str_of(k, "id"), "subject", str_of(k, "user"), "issuer", str_of(k, "issuer"),
-		    "agent", str_of(k, "agent"), "resource", str_of(k, "resource"),
+	fmt_cell_time(int_of(k, "created_at"), created_cell);
+	fmt_cell_time(int_of(k, "expires_at"), expires_cell);
+	if (granted && declined && id_short &&
+	    buf_printf(&label, "Revoke %s on %s for %s", ca ? ca->name : agent,
+	    cr ? cr->name : resource, str_of(k, "user")) == CS_OK)
+		o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:s,"
+		    " s:s?, s:s, s:s, s:b, s:b, s:s}",
+		    "id", str_of(k, "id"), "id_short", id_short,
+		    "subject_short", short_value(str_of(k, "user")),
+		    "subject", str_of(k, "user"), "issuer", str_of(k, "issuer"),
+		    "agent", agent_named(cfg, agent), "resource", resource_named(cfg, resource),
 		    "state", str_of(k, "state"), "granted", granted, "declined", declined,
 		    "created", created, "expires", expires,
+		    "created_cell", created_cell, "expires_cell", expires_cell,
 		    "revoked", int_of(k, "revoked_at") ? revoked : NULL,
 		    "revoked_by", str_of(k, "revoked_by"), "revoke_reason", str_of(k, "revoke_reason"),
 		    "offline", json_is_true(json_object_get(k, "offline")),
-		    "can_revoke", int_of(k, "revoked_at") == 0);
+		    "can_revoke", int_of(k, "revoked_at") == 0, "revoke_label", label.data);
+	buf_clear(&label);
+	free(id_short);
 	free(granted);
 	free(declined);
 	return o;
 }
 
+/* An audit entry of admin.h as a table row: its time in UTC (and as an
+ * ISO 8601 datetime for <time>), the actor, person and consent id
+ * shortened, the agent and resource by name; what the entry does not name
+ * is null, so that its section shows nothing. */
+static json_t *audit_row(const struct config *cfg, const json_t *ev)
+{
+	char when[32], iso[32];
+	const char *cid = json_string_value(json_object_get(ev, "consent_id"));
+	const char *subject = str_of(ev, "subject");
+	const char *agent = str_of(ev, "agent"), *resource = str_of(ev, "resource");
+	fmt_cell_time(int_of(ev, "ts"), when);
+	fmt_time_as(int_of(ev, "ts"), TIME_ISO, iso);
+	return json_pack("{s:I, s:s, s:s, s:o, s:s, s:o?, s:o?, s:o?, s:o?, s:s, s:s}",
+	    "seq", (json_int_t)int_of(ev, "seq"), "when", when, "when_iso", iso,
+	    "actor", actor_value(str_of(ev, "actor")), "action", str_of(ev, "action"),
+	    "subject", subject[0] ? short_value(subject) : NULL,
+	    "agent", agent[0] ? agent_named(cfg, agent) : NULL,
+	    "resource", resource[0] ? resource_named(cfg, resource) : NULL,
+	    "consent", cid && cid[0] ? short_value(cid) : NULL,
+	    "outcome", str_of(ev, "outcome"), "detail", str_of(ev, "detail"));
+}
+
 /* --- GET /admin ------------------------------------------------------------ */
+
+static enum cs_err add_option(json_t *opts, const char *value, const char *label, bool selected)
+{
+	return json_array_append_new(opts, json_pack("{s:s, s:s, s:b}", "value", value, "label", label,
+	    "selected", selected)) == 0 ? CS_OK : CS_ENOMEM;
+}
+
+/* The options of the search's agent and resource lists: any, then each
+ * configured one by name (with its id), then the searched id when no
+ * configured one has it -- a consent can outlive its agent's section. */
+static enum cs_err search_options(const struct config *cfg, const char *agent, const char *resource,
+    json_t *agents, json_t *resources)
+{
+	struct buf l;
+	enum cs_err e;
+	buf_init(&l, 1024);
+	if ((e = add_option(agents, "", "any agent", agent == NULL)) != CS_OK ||
+	    (e = add_option(resources, "", "any resource", resource == NULL)) != CS_OK)
+		goto out;
+	for (size_t i = 0; i < cfg->nagents && e == CS_OK; i++) {
+		const struct config_agent *a = &cfg->agents[i];
+		buf_reset(&l);
+		if ((e = buf_puts(&l, a->name)) == CS_OK && strcmp(a->name, a->id) != 0)
+			e = buf_printf(&l, " (%s)", a->id);
+		if (e == CS_OK)
+			e = add_option(agents, a->id, l.data, agent && strcmp(agent, a->id) == 0);
+	}
+	for (size_t i = 0; i < cfg->nresources && e == CS_OK; i++) {
+		const struct config_resource *r = &cfg->resources[i];
+		buf_reset(&l);
+		if ((e = buf_puts(&l, r->name)) == CS_OK && strcmp(r->name, r->id) != 0)
+			e = buf_printf(&l, " (%s)", r->id);
+		if (e == CS_OK)
+			e = add_option(resources, r->id, l.data, resource && strcmp(resource, r->id) == 0);
+	}
+	if (e == CS_OK && agent && config_agent(cfg, agent) == NULL) {
+		buf_reset(&l);
+		if ((e = buf_printf(&l, "%s (not configured)", agent)) == CS_OK)
+			e = add_option(agents, agent, l.data, true);
+	}
+	if (e == CS_OK && resource && config_resource(cfg, resource) == NULL) {
+		buf_reset(&l);
+		if ((e = buf_printf(&l, "%s (not configured)", resource)) == CS_OK)
+			e = add_option(resources, resource, l.data, true);
+	}
+out:
+	buf_clear(&l);
+	return e;
+}
 
 static const char *const search_states[] = { "", "live", "expired", "revoked",
 	"reconnect_required" };
@@ -280,7 +497,8 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 	const char *after = form_get(&req->params, "after");
 	struct admin_consent_filter f;
 	struct session s;
-	json_t *res = NULL, *rows = NULL, *states = NULL, *ctx = NULL, *k;
+	json_t *res = NULL, *rows = NULL, *states = NULL, *agents = NULL, *resources = NULL;
+	json_t *ctx = NULL, *k;
 	struct buf next;
 	size_t i;
 	bool ok;
@@ -310,12 +528,16 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 		goto out;
 	}
 	e = CS_ENOMEM;
-	if ((rows = json_array()) == NULL || (states = json_array()) == NULL)
+	if ((rows = json_array()) == NULL || (states = json_array()) == NULL ||
+	    (agents = json_array()) == NULL || (resources = json_array()) == NULL)
 		goto out;
 	json_array_foreach(json_object_get(res, "consents"), i, k) {
-		if (json_array_append_new(rows, consent_row(k)) != 0)
+		if (json_array_append_new(rows, consent_row(cfg, k)) != 0)
 			goto out;
 	}
+	if ((e = search_options(cfg, agent, resource, agents, resources)) != CS_OK)
+		goto out;
+	e = CS_ENOMEM;
 	for (i = 0; i < sizeof search_states / sizeof search_states[0]; i++)
 		if (json_array_append_new(states, json_pack("{s:s, s:s, s:b}", "value", search_states[i],
 		    "label", i ? search_states[i] : "any",
@@ -330,9 +552,9 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 			goto out;
 		e = CS_ENOMEM;
 	}
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:b, s:s?}", "title", "Admin: consents",
-	    "q_user", user ? user : "", "q_agent", agent ? agent : "",
-	    "q_resource", resource ? resource : "", "states", states, "consents", rows,
+	ctx = json_pack("{s:s, s:s, s:O, s:O, s:O, s:O, s:b, s:s?}", "title", "Admin: consents",
+	    "q_user", user ? user : "", "agents", agents, "resources", resources,
+	    "states", states, "consents", rows,
 	    "has_consents", json_array_size(rows) > 0, "next_url", next.data);
 	if (ctx == NULL)
 		goto out;
@@ -340,6 +562,8 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 out:
 	buf_clear(&next);
 	json_decref(ctx);
+	json_decref(resources);
+	json_decref(agents);
 	json_decref(states);
 	json_decref(rows);
 	json_decref(res);
@@ -371,16 +595,11 @@ enum cs_err admin_pages_consent(const struct http_request *req, struct http_repl
 		goto out;
 	}
 	e = CS_ENOMEM;
-	if ((ctx = consent_row(json_object_get(res, "consent"))) == NULL ||
+	if ((ctx = consent_row(req->app->cfg, json_object_get(res, "consent"))) == NULL ||
 	    (events = json_array()) == NULL)
 		goto out;
 	json_array_foreach(json_object_get(json_object_get(res, "history"), "events"), i, ev) {
-		char when[32];
-		fmt_time(int_of(ev, "ts"), when);
-		if (json_array_append_new(events, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}",
-		    "seq", (json_int_t)int_of(ev, "seq"), "when", when, "actor", str_of(ev, "actor"),
-		    "action", str_of(ev, "action"), "outcome", str_of(ev, "outcome"),
-		    "detail", str_of(ev, "detail"))) != 0)
+		if (json_array_append_new(events, audit_row(req->app->cfg, ev)) != 0)
 			goto out;
 	}
 	if (json_object_set_new(ctx, "title", json_string("Admin: a consent")) != 0 ||
@@ -502,14 +721,21 @@ static enum cs_err bulk_count(struct store_conn *c, const struct config *cfg, en
 	return CS_ETOOBIG;
 }
 
+/* The confirmation and the result: what is revoked named as the admin knows
+ * it (an agent or a resource by its configured name, with its id). */
 static enum cs_err bulk_page(struct http_reply *rep, int status, const char *tpl,
-    const struct session *s, const char *by, const char *label, const char *value, int64_t count,
-    const char *title)
+    const struct session *s, const struct config *cfg, enum admin_bulk_by b, const char *by,
+    const char *label, const char *value, int64_t count, const char *title)
 {
-	json_t *ctx = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:b}", "title", title, "by", by,
-	    "by_label", label, "value", value, "count", (json_int_t)count, "revoked", (json_int_t)count,
-	    "nonzero", count > 0);
+	json_t *what = b == ADMIN_BY_AGENT ? agent_named(cfg, value) :
+	    b == ADMIN_BY_RESOURCE ? resource_named(cfg, value) : named(value, value);
+	json_t *ctx;
 	enum cs_err e;
+	if (what == NULL)
+		return CS_ENOMEM;
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:b}", "title", title, "by", by,
+	    "by_label", label, "value", value, "what", what, "count", (json_int_t)count,
+	    "revoked", (json_int_t)count, "nonzero", count > 0);
 	if (ctx == NULL)
 		return CS_ENOMEM;
 	e = page_render(rep, status, tpl, ctx, s);
@@ -542,7 +768,8 @@ enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http
 	}
 	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
 		goto out;
-	e = bulk_page(rep, 200, "admin_revoke.html", &s, by, label, value, n, "Admin: revoke in bulk");
+	e = bulk_page(rep, 200, "admin_revoke.html", &s, req->app->cfg, b, by, label, value, n,
+	    "Admin: revoke in bulk");
 out:
 	session_clear(&s);
 	return e;
@@ -583,7 +810,7 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
 		goto out;
 	if (n != want) {
-		e = bulk_page(rep, 409, "admin_revoke.html", &s, by, label, value, n,
+		e = bulk_page(rep, 409, "admin_revoke.html", &s, req->app->cfg, b, by, label, value, n,
 		    "The number changed: confirm again");
 		goto out;
 	}
@@ -595,13 +822,75 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 	} else if (e != CS_OK) {
 		goto out;
 	}
-	e = bulk_page(rep, 200, "admin_revoke_done.html", &s, by, label, value, n, "Consents revoked");
+	e = bulk_page(rep, 200, "admin_revoke_done.html", &s, req->app->cfg, b, by, label, value, n,
+	    "Consents revoked");
 out:
 	session_clear(&s);
 	return e;
 }
 
 /* --- GET /admin/audit ------------------------------------------------------ */
+
+/* n decimal digits at p as *v; false when any is not a digit. */
+static bool fixed_digits(const char *p, size_t n, int *v)
+{
+	int r = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return false;
+		r = r * 10 + (p[i] - '0');
+	}
+	*v = r;
+	return true;
+}
+
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar (Howard
+ * Hinnant's days_from_civil): no time zone, no libc normalisation. */
+static int64_t days_from_civil(int y, int m, int d)
+{
+	int64_t yy = y - (m <= 2);
+	int64_t era = (yy >= 0 ? yy : yy - 399) / 400;
+	int64_t yoe = yy - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+enum cs_err admin_parse_since(const char *s, int64_t *out)
+{
+	static const int mdays[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	size_t n = s ? strlen(s) : 0;
+	int y, mo, d, h = 0, mi = 0, sec = 0;
+	bool leap;
+
+	if (n == 0)
+		return CS_EINVAL;
+	if (strspn(s, "0123456789") == n) {
+		/* The old form: UTC seconds, as many digits as the route allows. */
+		int64_t v = 0;
+		if (n > ADMIN_SINCE_DIGITS_MAX)
+			return CS_EINVAL;
+		for (size_t i = 0; i < n; i++)
+			v = v * 10 + (s[i] - '0');
+		*out = v;
+		return CS_OK;
+	}
+	/* YYYY-MM-DD, then optionally THH:MM and :SS. */
+	if ((n != 10 && n != 16 && n != 19) || s[4] != '-' || s[7] != '-' ||
+	    !fixed_digits(s, 4, &y) || !fixed_digits(s + 5, 2, &mo) || !fixed_digits(s + 8, 2, &d))
+		return CS_EINVAL;
+	if (n >= 16 && (s[10] != 'T' || s[13] != ':' ||
+	    !fixed_digits(s + 11, 2, &h) || !fixed_digits(s + 14, 2, &mi)))
+		return CS_EINVAL;
+	if (n == 19 && (s[16] != ':' || !fixed_digits(s + 17, 2, &sec)))
+		return CS_EINVAL;
+	leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+	    (mo == 2 && d == 29 && !leap) || h > 23 || mi > 59 || sec > 59)
+		return CS_EINVAL;
+	*out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
+	return CS_OK;
+}
 
 enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply *rep)
 {
@@ -613,6 +902,7 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	struct admin_audit_filter f;
 	struct session s;
 	json_t *res = NULL, *rows = NULL, *ctx = NULL, *ev;
+	char since_input[32] = "", since_shown[32] = "";
 	struct buf next;
 	size_t i;
 	bool ok;
@@ -631,13 +921,17 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	f.action = action;
 	f.consent_id = consent;
 	if (since) {
-		char *end = NULL;
-		long long v = strtoll(since, &end, 10);
-		if (*end != '\0' || v < 0) {
-			e = refused(rep, 400, "Bad request", "since is not a number of seconds.", NULL);
+		if (admin_parse_since(since, &f.since) != CS_OK) {
+			e = refused(rep, 400, "Bad request",
+			    "\"Since\" is not a date and time (UTC) such as 2025-01-31T09:30.", NULL);
 			goto out;
 		}
-		f.since = v;
+		/* Shown back in the form as the date and time it means, in UTC
+		 * (also when it came as seconds); years past 9999 stay empty. */
+		if (f.since > 0 && f.since <= ADMIN_SINCE_INPUT_MAX)
+			fmt_time_as(f.since, TIME_INPUT, since_input);
+		if (f.since > 0)
+			fmt_time(f.since, since_shown);
 	}
 	e = admin_audit_query(c, &f, after, ADMIN_PAGE_ROWS, &res);
 	if (e == CS_EINVAL) {
@@ -650,14 +944,7 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	if ((rows = json_array()) == NULL)
 		goto out;
 	json_array_foreach(json_object_get(res, "entries"), i, ev) {
-		char when[32];
-		fmt_time(int_of(ev, "ts"), when);
-		if (json_array_append_new(rows, json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:s, s:s}",
-		    "seq", (json_int_t)int_of(ev, "seq"), "when", when, "actor", str_of(ev, "actor"),
-		    "action", str_of(ev, "action"), "subject", str_of(ev, "subject"),
-		    "agent", str_of(ev, "agent"), "resource", str_of(ev, "resource"),
-		    "consent_id", json_string_value(json_object_get(ev, "consent_id")),
-		    "outcome", str_of(ev, "outcome"), "detail", str_of(ev, "detail"))) != 0)
+		if (json_array_append_new(rows, audit_row(req->app->cfg, ev)) != 0)
 			goto out;
 	}
 	if (json_is_string(json_object_get(res, "next_cursor"))) {
@@ -669,10 +956,10 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 			goto out;
 		e = CS_ENOMEM;
 	}
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:O, s:b, s:s?}", "title", "Admin: audit log",
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:O, s:b, s:s?}", "title", "Admin: audit log",
 	    "q_action", action ? action : "", "q_consent", consent ? consent : "",
-	    "q_since", since ? since : "", "entries", rows, "has_entries", json_array_size(rows) > 0,
-	    "next_url", next.data);
+	    "q_since", since_input, "since_shown", since_shown[0] ? since_shown : NULL,
+	    "entries", rows, "has_entries", json_array_size(rows) > 0, "next_url", next.data);
 	if (ctx == NULL)
 		goto out;
 	e = page_render(rep, 200, "admin_audit.html", ctx, &s);

@@ -67,10 +67,12 @@ static bool valid_admin_by(const char *v)
 	return strcmp(v, "user") == 0 || strcmp(v, "agent") == 0 || strcmp(v, "resource") == 0;
 }
 
-/* Empty (an unused filter) or digits. */
-static bool valid_opt_digits(const char *v)
+/* The audit page's since: empty (an unused filter), or UTC seconds, or a UTC
+ * date or date and time (admin_parse_since). */
+static bool valid_admin_since(const char *v)
 {
-	return *v == '\0' || valid_digits(v);
+	int64_t t;
+	return *v == '\0' || admin_parse_since(v, &t) == CS_OK;
 }
 
 /* One checkbox per position in the stored request (consent.h's CONSENT_MAX_SCOPES). */
@@ -169,7 +171,7 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/admin/audit", ROUTE_BROWSER, admin_pages_audit, {
 		{ "action", 128, valid_printable, 0 },
 		{ "consent", 64, valid_printable, 0 },
-		{ "since", 12, valid_opt_digits, 0 },
+		{ "since", ADMIN_SINCE_MAX, valid_admin_since, 0 },
 		{ "after", 20, valid_digits, 0 },
 		{ NULL, 0, NULL, 0 } }, 0 },
 	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */

@@ -137,6 +137,7 @@ async function approvedGrant(user, args, { offline = false } = {}) {
   const html = await pageRes.text();
   const form = postForm(html);
   assert.ok(form, html.slice(0, 300));
+  // The form's own csrf and version (a decision names the version of the request it saw).
   const f = { csrf: form.fields.csrf, version: form.fields.version, decision: 'approve' };
   for (const name of Object.keys(form.fields)) if (/^s\d+$/.test(name)) f[name] = 'on';
   const duration = (html.match(/<option value="(\d+)"/) || [])[1];

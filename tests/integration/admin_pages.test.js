@@ -98,6 +98,7 @@ async function approvedGrant(h, user, agentId) {
   const jar = await h.jar(user);
   const page = await openPage(jar, first.body.consent_uri);
   assert.equal(page.status, 200, page.html.slice(0, 300));
+  // The form's own csrf and version (a decision names the version of the request it saw).
   const f = { csrf: page.form.fields.csrf, version: page.form.fields.version, decision: 'approve', s0: 'on' };
   f.duration = (page.html.match(/<option value="(\d+)"/) || [])[1];
   const done = await postPage(jar, first.body.consent_uri, f);
