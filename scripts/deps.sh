@@ -29,7 +29,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # Test tools from the committed lockfile (tests/package-lock.json).
-if [ -f tests/package.json ]; then
+# A tests/node_modules that is a symbolic link is an install shared with another checkout
+# (a git worktree's link to the main one): npm ci would empty the directory it points to.
+if [ -L tests/node_modules ]; then
+	echo "deps: tests/node_modules is a link to $(readlink tests/node_modules): left as it is (no npm ci)"
+elif [ -f tests/package.json ]; then
 	stamp=tests/node_modules/.deps-stamp
 	if [ ! -f "$stamp" ] || [ tests/package-lock.json -nt "$stamp" ]; then
 		echo "deps: npm ci in tests/"

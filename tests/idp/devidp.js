@@ -35,6 +35,11 @@
 //                                          //   "[devidp] REVOKE client_id=C hint=H kind=K status=S grant=ID"
 //                                          //   (kind/grant "-" when the token was unknown); no token values
 //     "introspectGrantId": false,         // true: introspection answers carry grant_id (the token's grant)
+//     "title": "GitHub (development)",    // who this IdP plays, named on its sign-in page
+//     "cookiePrefix": "_provider",         // prefix of its cookie names (default: oidc-provider's
+//                                          //   _session, _interaction, ...): browsers keep cookies
+//                                          //   per host, not per port, so a second devidp on
+//                                          //   127.0.0.1 needs its own names to keep both sessions
 //     "downstream": {                      // behave as a downstream OAuth provider (flow D)
 //       "resource": "https://api.downstream.test",   // resource indicator = token audience
 //                                          //   (default: ISSUER/api)
@@ -92,9 +97,9 @@ input{width:100%;padding:.3em}button{margin-top:1em;padding:.4em 1em}.error{colo
 </head><body>${body}</body></html>`;
 }
 
-function loginPage(uid, details, { error, login } = {}) {
+function loginPage(uid, details, { error, login, title } = {}) {
   const client = details.params.client_id;
-  return page('Sign in', `<h1>Sign in</h1>
+  return page(title ? `Sign in to ${title}` : 'Sign in', `<h1>${title ? `Sign in to ${esc(title)}` : 'Sign in'}</h1>
 <p>to continue to <code>${esc(client)}</code> (development IdP)</p>
 ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ''}
 <form method="post" action="/interaction/${esc(uid)}/login" autocomplete="off">
@@ -153,10 +158,16 @@ export async function buildProvider(issuer, cfg = {}) {
   };
   const oidcScopes = new Set(['openid', 'offline_access', ...Object.keys(oidcClaims)]);
 
+  const prefix = cfg.cookiePrefix;
   const configuration = {
     clients,
     jwks: await makeJwks(),
-    cookies: { keys: [randomBytes(32).toString('base64url')] },
+    cookies: {
+      keys: [randomBytes(32).toString('base64url')],
+      ...(prefix ? {
+        names: { session: `${prefix}_session`, interaction: `${prefix}_interaction`, resume: `${prefix}_interaction_resume` },
+      } : {}),
+    },
     claims: oidcClaims,
     scopes: [...oidcScopes],
     subjectTypes: ['public'],
@@ -290,11 +301,11 @@ export async function buildProvider(issuer, cfg = {}) {
       }
     });
   }
-  return { provider, users };
+  return { provider, users, title: cfg.title };
 }
 
 // The interaction routes (login form, auto-consent, abort). Everything else goes to the provider.
-function makeHandler(provider, users) {
+function makeHandler(provider, users, title) {
   const callback = provider.callback();
   return async (req, res) => {
     const url = new URL(req.url, 'http://x');
@@ -322,7 +333,7 @@ function makeHandler(provider, users) {
         const password = form.get('password') || '';
         const u = Object.prototype.hasOwnProperty.call(users, login) ? users[login] : null;
         if (!u || typeof u.password !== 'string' || u.password !== password) {
-          return send(res, 401, loginPage(uid, details, { error: 'Invalid user or password.', login }));
+          return send(res, 401, loginPage(uid, details, { error: 'Invalid user or password.', login, title }));
         }
         const to = await provider.interactionResult(req, res, {
           login: { accountId: login, amr: ['pwd'] },
@@ -331,7 +342,7 @@ function makeHandler(provider, users) {
       }
 
       // GET /interaction/{uid}
-      if (prompt.name === 'login') return send(res, 200, loginPage(uid, details));
+      if (prompt.name === 'login') return send(res, 200, loginPage(uid, details, { title }));
       if (prompt.name === 'consent') {
         // Normally unreachable (loadExistingGrant grants everything); finish it anyway.
         const { Grant } = provider;
@@ -382,8 +393,8 @@ async function main() {
   });
   port = server.address().port;
   const issuer = `http://${host}:${port}`;
-  const { provider, users } = await buildProvider(issuer, cfg);
-  handler = makeHandler(provider, users);
+  const { provider, users, title } = await buildProvider(issuer, cfg);
+  handler = makeHandler(provider, users, title);
 
   let stopping = false;
   const stop = (sig) => {
