@@ -68,14 +68,14 @@ async function postPage(jar, url, fields, headers = {}) {
 
 // The person decides on the consent page at uri: approve with the boxes named (all by
 // default) or deny.
-async function decide(jar, uri, { decision = 'approve', boxes } = {}) {
+async function decide(jar, uri, { decision = 'approve', boxes, duration } = {}) {
   const page = await openPage(jar, uri);
   assert.equal(page.status, 200, page.html.slice(0, 300));
   const f = { csrf: page.form.fields.csrf, decision, version: page.form.fields.version };
   for (const name of Object.keys(page.form.fields)) {
     if (/^s\d+$/.test(name) && (!boxes || boxes.includes(name))) f[name] = 'on';
   }
-  f.duration = (page.html.match(/<option value="(\d+)"/) || [])[1];
+  f.duration = duration ?? (page.html.match(/<option value="(\d+)"/) || [])[1];
   const done = await postPage(jar, uri, f);
   assert.equal(done.status, 200, done.html.slice(0, 300));
   return done;
@@ -178,7 +178,7 @@ test('a declined scope answers like a denial of that scope within deny_cooldown,
   assert.match((await openPage(jar, again.body.consent_uri)).html, /Create and edit notes/);
 });
 
-test('deny_cooldown ends both blocks by itself', async () => {
+test('deny_cooldown ends both blocks by itself; an expired consent moves to the history', async () => {
   const x = await harness({ config: consentConfig({ consent: { interval: 1, request_ttl: 600, deny_cooldown: 2, max_pending_per_user: 5 } }) });
   try {
     const jar = await x.jar('alice');
@@ -190,7 +190,18 @@ test('deny_cooldown ends both blocks by itself', async () => {
     await decide(jar, d2.body.consent_uri, { boxes: ['s0'] });
     assertError(await x.ask('alice', denied), 'access_denied', 'the denial');
     assertError(await x.ask('alice', { ...declined, scope: 'write' }), 'access_denied', 'the decline');
+    // A consent given for 2 seconds (the form's duration is any 1 .. max_consent).
+    const short = { agentId: 'coder', audience: 'wiki', scope: 'read' };
+    const d3 = await x.ask('alice', short);
+    await decide(jar, d3.body.consent_uri, { duration: '2' });
+    const g = await x.ask('alice', short);
+    assert.equal(g.status, 200, g.text);
+    const cid = JSON.parse(Buffer.from(g.body.access_token.split('.')[1], 'base64url')).cid;
+    assert.match((await openPage(jar, `${x.url}/me`)).html, new RegExp(`<div class="consent" id="consent-${cid}">`));
     await sleep(2500);
+    const hist = (await openPage(jar, `${x.url}/me`)).html;
+    assert.match(hist, new RegExp(`<div class="consent ended" id="consent-${cid}">\\s*<p><strong>Coding assistant</strong> on <strong>Wiki</strong>: <span class="how">Expired</span>`));
+    assert.match(hist, /it reached the end of the time you chose/);
     assertError(await x.ask('alice', denied), 'consent_required', 'the denial after 2 s');
     assertError(await x.ask('alice', { ...declined, scope: 'write' }), 'consent_required', 'the decline after 2 s');
     assert.doesNotMatch((await openPage(jar, `${x.url}/me`)).html, /id="block-/);
