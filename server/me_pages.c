@@ -21,12 +21,18 @@
 
 #define ME_LIST_MAX 100              /* consents shown, live ones first */
 
-static void fmt_time(int64_t t, char out[32])
+/* A time for a template, as pages.c writes them: {"iso": "2026-12-01T20:00:00Z",
+ * "utc": "2026-12-01 20:00 UTC"}, shown <time datetime="{{iso}}" title="{{utc}}">{{utc}}</time>
+ * and turned into the reader's local time by /static/local-time.js.  NULL on failure. */
+static json_t *when(int64_t t)
 {
+	char iso[32] = "", utc[32] = "";
 	time_t tt = (time_t)t;
 	struct tm tm;
-	gmtime_r(&tt, &tm);
-	strftime(out, 32, "%Y-%m-%d %H:%M UTC", &tm);
+	if (gmtime_r(&tt, &tm) == NULL || strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 ||
+	    strftime(utc, sizeof utc, "%Y-%m-%d %H:%M UTC", &tm) == 0)
+		return NULL;
+	return json_pack("{s:s, s:s}", "iso", iso, "utc", utc);
 }
 
 static const char *agent_name(const struct config *cfg, const char *id)
@@ -150,49 +156,40 @@ static const char *ended_how(const struct consent *k, const char **why)
 static json_t *active_item(struct app *app, struct store_conn *c, const struct consent *k)
 {
 	const struct config *cfg = app->cfg;
-	char created[32], expires[32], used[32];
-	fmt_time(k->created_at, created);
-	fmt_time(k->expires_at, expires);
-	fmt_time(k->last_used_at, used);
-	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:s, s:s, s:s?}",
+	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:o, s:o, s:o?}",
 	    "id", k->id, "agent", agent_name(cfg, k->agent), "resource", resource_name(cfg, k->resource),
 	    "scopes", scope_items(cfg, k->resource, &k->granted),
 	    "declined", scope_items(cfg, k->resource, &k->declined), "has_declined", k->declined.n > 0,
 	    "offline", k->offline, "connected", vault_has_record(c, k->id) && !k->reconnect_required,
-	    "reconnect", k->reconnect_required, "created", created, "expires", expires,
-	    "last_used", k->last_used_at > 0 ? used : NULL);
+	    "reconnect", k->reconnect_required, "created", when(k->created_at),
+	    "expires", when(k->expires_at), "last_used", k->last_used_at > 0 ? when(k->last_used_at) : NULL);
 }
 
 /* One entry of the history; the administrator's reason made visible text. */
 static json_t *history_item(const struct config *cfg, const struct consent *k)
 {
-	char created[32], ended[32], used[32];
 	const char *why = NULL, *how = ended_how(k, &why);
 	char *shown = why ? visible_text(why) : NULL;
 	json_t *o;
 	if (why != NULL && shown == NULL)
 		return NULL;
-	fmt_time(k->created_at, created);
-	fmt_time(k->revoked_at != 0 && k->revoked_at < k->expires_at ? k->revoked_at : k->expires_at,
-	    ended);
-	fmt_time(k->last_used_at, used);
-	o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s?, s:s?}",
+	int64_t ended = k->revoked_at != 0 && k->revoked_at < k->expires_at ? k->revoked_at :
+	    k->expires_at;
+	o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s?, s:o?}",
 	    "id", k->id, "agent", agent_name(cfg, k->agent), "resource", resource_name(cfg, k->resource),
-	    "scopes", scope_items(cfg, k->resource, &k->granted), "created", created, "ended", ended,
-	    "how", how, "why", shown, "last_used", k->last_used_at > 0 ? used : NULL);
+	    "scopes", scope_items(cfg, k->resource, &k->granted), "created", when(k->created_at),
+	    "ended", when(ended), "how", how, "why", shown,
+	    "last_used", k->last_used_at > 0 ? when(k->last_used_at) : NULL);
 	free(shown);
 	return o;
 }
 
 static json_t *block_item(const struct config *cfg, const struct consent_block *b)
 {
-	char decided[32], until[32];
-	fmt_time(b->decided_at, decided);
-	fmt_time(b->until, until);
-	return json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:s}", "request_id", b->request_id,
+	return json_pack("{s:s, s:s, s:s, s:o, s:b, s:o, s:o}", "request_id", b->request_id,
 	    "agent", agent_name(cfg, b->agent), "resource", resource_name(cfg, b->resource),
 	    "scopes", scope_items(cfg, b->resource, &b->scopes), "declined", b->declined,
-	    "decided", decided, "until", until);
+	    "decided", when(b->decided_at), "until", when(b->until));
 }
 
 /* Appends v to a, or fails for a NULL v (an allocation failed). */
@@ -240,22 +237,19 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 			goto out;
 	}
 	for (size_t i = 0; i < nr; i++) {
-		char expires[32];
-		fmt_time(rs[i].expires_at, expires);
-		if ((e = push(pending, json_pack("{s:s, s:s, s:s, s:o, s:s}", "id", rs[i].id,
+		if ((e = push(pending, json_pack("{s:s, s:s, s:s, s:o, s:o}", "id", rs[i].id,
 		    "agent", agent_name(cfg, rs[i].agent), "resource", resource_name(cfg, rs[i].resource),
-		    "scopes", scope_items(cfg, rs[i].resource, &rs[i].scopes), "expires", expires))) != CS_OK)
+		    "scopes", scope_items(cfg, rs[i].resource, &rs[i].scopes),
+		    "expires", when(rs[i].expires_at)))) != CS_OK)
 			goto out;
 	}
 	for (size_t i = 0; i < na; i++) {
-		char expires[32];
 		const struct config_action *act = config_action(cfg, as[i].resource, as[i].action);
-		fmt_time(as[i].expires_at, expires);
-		if ((e = push(approvals, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", as[i].id,
+		if ((e = push(approvals, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", as[i].id,
 		    "agent", agent_name(cfg, as[i].agent), "resource", resource_name(cfg, as[i].resource),
 		    "action", as[i].action, "action_description",
 		    act && act->description ? act->description : as[i].action,
-		    "expires", expires))) != CS_OK)
+		    "expires", when(as[i].expires_at)))) != CS_OK)
 			goto out;
 	}
 	for (size_t i = 0; i < nb; i++)
@@ -291,7 +285,7 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 	struct session s;
 	struct consent k;
 	struct store_conn *c = store_conn(app->store);
-	char back[128], created[32], expires[32];
+	char back[128];
 	json_t *ctx = NULL;
 	bool have, ok;
 	enum cs_err e;
@@ -317,13 +311,11 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 		    "It expired, so there is nothing to revoke. The agent has to ask you again.");
 		goto out;
 	}
-	fmt_time(k.created_at, created);
-	fmt_time(k.expires_at, expires);
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b, s:s, s:s}",
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b, s:o, s:o}",
 	    "title", "Revoke this consent?", "id", k.id, "agent", agent_name(cfg, k.agent),
 	    "resource", resource_name(cfg, k.resource), "scopes", scope_items(cfg, k.resource, &k.granted),
 	    "offline", k.offline, "provider", vault_provider(app->vault, k.resource) != NULL,
-	    "created", created, "expires", expires);
+	    "created", when(k.created_at), "expires", when(k.expires_at));
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -378,7 +370,7 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 	struct session s;
 	struct consent k;
 	struct store_conn *c = store_conn(app->store);
-	char back[128], when[32];
+	char back[128];
 	char *shown = NULL;
 	json_t *ctx = NULL;
 	bool have, ok;
@@ -404,12 +396,11 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 		e = CS_ENOMEM;
 		goto out;
 	}
-	fmt_time(k.revoked_at, when);
-	ctx = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s?, s:b}",
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:o, s:s, s:s?, s:b}",
 	    "title", consent_revoker(&k) == CONSENT_BY_PERSON ? "Access revoked" : "This consent ended",
 	    "by_you", consent_revoker(&k) == CONSENT_BY_PERSON,
 	    "agent", agent_name(cfg, k.agent), "resource", resource_name(cfg, k.resource),
-	    "when", when, "how", how, "why", shown,
+	    "when", when(k.revoked_at), "how", how, "why", shown,
 	    "provider", vault_provider(app->vault, k.resource) != NULL);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;

@@ -153,14 +153,6 @@ char *visible_text(const char *s)
 	return buf_steal(&b);
 }
 
-static void fmt_time(int64_t t, char out[32])
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-	gmtime_r(&tt, &tm);
-	strftime(out, 32, "%Y-%m-%d %H:%M UTC", &tm);
-}
-
 /* A time for a template: {"iso": "2026-12-01T20:00:00Z", "utc": "2026-12-01 20:00 UTC"},
  * written <time datetime="{{iso}}" title="{{utc}}">{{utc}}</time>, which
  * /static/local-time.js rewrites into the reader's local time (the title keeps UTC). */
@@ -557,12 +549,10 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	}
 	/* A denial holds the agent back for deny_cooldown (consent.h): said here,
 	 * with the way to lift it, so that a misclick is not a silent day. */
-	char until[32];
-	fmt_time(req->now + cfg->consent_deny_cooldown, until);
-	ctx = json_pack("{s:s, s:b, s:s, s:s, s:s?}", "title", d.approve ? "Permission given" : "Request denied",
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:o?}", "title", d.approve ? "Permission given" : "Request denied",
 	    "approved", d.approve, "agent", agent_name(cfg, r.agent), "resource",
-	    resource_name(cfg, r.resource),
-	    "blocked_until", !d.approve && cfg->consent_deny_cooldown > 0 ? until : NULL);
+	    resource_name(cfg, r.resource), "blocked_until", !d.approve && cfg->consent_deny_cooldown > 0 ?
+	    time_value(req->now + cfg->consent_deny_cooldown) : NULL);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;

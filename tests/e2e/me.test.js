@@ -14,8 +14,11 @@
 //   consent_required instead of access_denied;
 // - cancelling at the provider and at the IdP is said in words; signing out lands on a
 //   page that says so, and what became of the IdP's session.
+// Each of these pages, in the state shown, passes axe-core with no serious or critical
+// violation (as tests/e2e/a11y.test.js holds the others).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import AxeBuilder from '@axe-core/playwright';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -27,8 +30,10 @@ import { pollExchange, TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from '../lib/gateway.js
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
-// consentd's way of writing a time (UTC seconds) on its pages.
+// consentd's way of writing a time (UTC seconds) on its pages: <time datetime="ISO"
+// title="UTC text">, the text turned into the reader's local time by /static/local-time.js.
 const shown = (t) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+const isoOf = (t) => new Date(t * 1000).toISOString().replace('.000', '');
 const CONFIG = {
   'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
 };
@@ -46,7 +51,22 @@ after(async () => { await b?.close(); await v?.stop(); });
 const ask = async (user, args) => ({ subjectToken: await v.idToken(user), ...args });
 const cidOf = async (grant) => (await v.gw.verify(grant)).payload.cid;
 const text = (sel) => page.textContent(sel);
+// The time shown by the <time> element at sel: its UTC title, checked against its datetime.
+async function timeAt(sel) {
+  const [title, iso] = [await page.getAttribute(sel, 'title'), await page.getAttribute(sel, 'datetime')];
+  assert.equal(title, shown(Date.parse(iso) / 1000), `${sel}: title and datetime agree`);
+  return title;
+}
 const one = (q) => v.sql(q);
+
+// axe-core on what the page shows now: no serious or critical violation.
+async function axeClean(label) {
+  const r = await new AxeBuilder({ page }).analyze();
+  assert.ok(r.passes.length > 10, `${label}: axe ran`);
+  const bad = r.violations.filter((x) => ['serious', 'critical'].includes(x.impact))
+    .flatMap((x) => x.nodes.map((n) => `${x.id} (${x.impact}): ${x.help} -- ${n.target.join(' ')}`));
+  assert.deepEqual(bad, [], `${label}: axe violations`);
+}
 
 // The gateway asks; the person decides in Chromium (approve with the boxes named, all by
 // default, or deny) -> the request id.
@@ -72,6 +92,7 @@ test('/ offers "Sign in" before and "Your consents" after signing in', async () 
   assert.equal(await page.textContent('a.button[href="/me"]'), 'Your consents');
   assert.match(await text('main'), /You are signed in as Alice Example/);
   assert.equal(await page.$('a[href="/login"]'), null);
+  await axeClean('/ signed in');
   await Promise.all([page.waitForURL(`${v.url}/me`), page.click('a:has-text("Your consents")')]);
 });
 
@@ -86,19 +107,24 @@ test('descriptions and last use; Revoke asks first, then says what happened; the
   const shownNow = await text(entry);
   assert.match(shownNow, /Read your notes\s*read/);
   assert.match(shownNow, /Create and edit notes\s*write/);
-  assert.equal(await text(`${entry} .last-used`), `last used ${shown(Number(one(`SELECT last_used_at FROM consents WHERE id = '${cid}'`)))}`);
+  assert.match(await text(`${entry} .last-used`), /^last used \S/);
+  assert.equal(await timeAt(`${entry} .last-used time`), shown(Number(one(`SELECT last_used_at FROM consents WHERE id = '${cid}'`))));
 
   // Last use moves with the next grant: set back a year's worth, then one exchange.
   one(`UPDATE consents SET last_used_at = 1000000000 WHERE id = '${cid}'`);
   await page.reload();
-  assert.equal(await text(`${entry} .last-used`), 'last used 2001-09-09 01:46 UTC');
+  assert.equal(await timeAt(`${entry} .last-used time`), '2001-09-09 01:46 UTC');
+  assert.equal(await page.getAttribute(`${entry} .last-used time`, 'datetime'), '2001-09-09T01:46:40Z');
   await sleep(1100);
   const g2 = await v.gw.exchange(args);
   assert.equal(g2.status, 200, JSON.stringify(g2.body));
   const used = Number(one(`SELECT last_used_at FROM consents WHERE id = '${cid}'`));
   assert.ok(Math.abs(used - Date.now() / 1000) < 10, `last_used_at ${used}`);
   await page.reload();
-  assert.equal(await text(`${entry} .last-used`), `last used ${shown(used)}`);
+  assert.equal(await timeAt(`${entry} .last-used time`), shown(used));
+  assert.equal(await page.getAttribute(`${entry} .last-used time`, 'datetime'), isoOf(used));
+  // /static/local-time.js wrote it in the reader's local time; the UTC text is the tooltip.
+  assert.notEqual(await text(`${entry} .last-used time`), shown(used));
   await page.screenshot({ path: join(shots, 'me-panel.png'), fullPage: true });
 
   // "Revoke…" opens the confirmation; Cancel keeps the consent.
@@ -108,6 +134,7 @@ test('descriptions and last use; Revoke asks first, then says what happened; the
   assert.match(confirm, /Read your notes/);
   assert.match(confirm, /every grant it holds stops working at once/);
   await page.screenshot({ path: join(shots, 'me-revoke-confirm.png'), fullPage: true });
+  await axeClean('revoke confirmation');
   await Promise.all([page.waitForURL(`${v.url}/me`), page.click('a:has-text("Cancel, keep it")')]);
   assert.ok(await page.$(entry), 'still acting for you');
   assert.equal((await v.gw.introspect(g2.body.access_token)).body.active, true);
@@ -117,13 +144,15 @@ test('descriptions and last use; Revoke asks first, then says what happened; the
   assert.match(said, /Coding assistant can no longer use Team notes\. Its grants stopped working at once\./);
   assert.deepEqual((await v.gw.introspect(g2.body.access_token)).body, { active: false });
   const revokedAt = Number(one(`SELECT revoked_at FROM consents WHERE id = '${cid}'`));
-  assert.match(said, new RegExp(`You revoked it ${shown(revokedAt)}`));
+  assert.match(said, /You revoked it \S/);
+  await axeClean('revoked');
+  assert.equal(await timeAt('main p.muted time'), shown(revokedAt));
   await page.click('a:has-text("Back to your consents")');
   await page.waitForSelector('#history');
   assert.equal(await page.$(entry), null, 'no longer among the agents acting for you');
   const hist = `#history #consent-${cid}`;
   assert.equal(await text(`${hist} .how`), 'Revoked by you');
-  assert.equal(await text(`${hist} .ended-at`), shown(revokedAt));
+  assert.equal(await timeAt(`${hist} .ended-at time`), shown(revokedAt));
   assert.match(await text(hist), /Coding assistant on Team notes/);
 });
 
@@ -143,7 +172,8 @@ test('an unticked permission: blocked from asking for it until <time>; allowed a
   const said = await text(block);
   assert.match(said, /You declined Butler these permissions on Team notes/);
   assert.match(said, /Create and edit notes\s*write/);
-  assert.match(said, new RegExp(`Butler is blocked from asking for them again until ${shown(decided + 3600)}\\.`));
+  assert.match(said, /Butler is blocked from asking for them again until \S.*\./);
+  assert.equal(await timeAt(`${block} .until time`), shown(decided + 3600));
   assert.match(await text(`#active #consent-${cid}`), /You declined: Create and edit notes/);
   await Promise.all([page.waitForURL(`${v.url}/me`), page.click(`${block} button:has-text("Allow it to ask again")`)]);
   assert.equal(await page.$(block), null, 'the block is gone');
@@ -160,7 +190,7 @@ test('an unticked permission: blocked from asking for it until <time>; allowed a
   const hist = `#history #consent-${cid}`;
   assert.equal(await text(`${hist} .how`), 'Replaced by a newer consent');
   assert.match(await text(`${hist} .why`), /you approved a newer request from this agent for the same account/);
-  assert.equal(await text(`${hist} .ended-at`), shown(Number(one(`SELECT revoked_at FROM consents WHERE id = '${cid}'`))));
+  assert.equal(await timeAt(`${hist} .ended-at time`), shown(Number(one(`SELECT revoked_at FROM consents WHERE id = '${cid}'`))));
 });
 
 test('revoked by an administrator through the admin API: the history says so, and why', async () => {
@@ -206,16 +236,18 @@ test('pending requests and approvals are listed with agent, action, resource, ex
   await page.goto(`${v.url}/me`);
   // Last use of the GitHub consent: its grant (never a release yet).
   const gcid = await cidOf(g.body.access_token);
-  assert.match(await text(`#active #consent-${gcid} .last-used`), /^last used \d{4}-/);
+  assert.match(await text(`#active #consent-${gcid} .last-used`), /^last used \S/);
   const ap = await text(`#approval-${aid}`);
   assert.match(ap, /Coding assistant wants to Open an issue \(create_issue\) on GitHub\./);
   const aexp = Number(one(`SELECT expires_at FROM approvals WHERE id = '${aid}'`));
-  assert.match(ap, new RegExp(`expires ${shown(aexp)}`));
+  assert.match(ap, /expires \S/);
+  assert.equal(await timeAt(`#approval-${aid} time`), shown(aexp));
   const rq = await text(`#request-${rid}`);
   assert.match(rq, /Coding assistant asks to use GitLab/);
   assert.match(rq, /Read issues\s*issues:read/);
   const rexp = Number(one(`SELECT expires_at FROM consent_requests WHERE id = '${rid}'`));
-  assert.match(rq, new RegExp(`expires ${shown(rexp)}`));
+  assert.match(rq, /expires \S/);
+  assert.equal(await timeAt(`#request-${rid} time`), shown(rexp));
   await page.screenshot({ path: join(shots, 'me-pending.png'), fullPage: true });
   // Each link opens its page.
   await Promise.all([page.waitForURL(`${v.url}/approve/${aid}`), page.click(`#approval-${aid} a:has-text("Review the action")`)]);
@@ -230,15 +262,19 @@ test('a denial: "blocked from asking again until <time>", and Allow it to ask ag
   const rid = await decideInBrowser(args, { decision: 'deny' });
   const decided = Number(one(`SELECT decided_at FROM consent_requests WHERE id = '${rid}'`));
   // The page after the click says it, with the way back.
-  assert.match(await text('main'), new RegExp(`It cannot ask again until ${shown(decided + 3600)}\\.`));
+  assert.match(await text('main'), /It cannot ask again until \S.*\. Changed your mind\?/);
+  assert.equal(await timeAt('main .notice time'), shown(decided + 3600));
+  await axeClean('request denied, with its block');
   assert.equal((await v.gw.exchange(args)).body?.error, 'access_denied');
   await Promise.all([page.waitForURL(`${v.url}/me#blocked`), page.click('a:has-text("Allow it to ask again")')]);
   const block = `#block-${rid}`;
   const said = await text(block);
   assert.match(said, /You denied Butler's request to use GitLab/);
   assert.match(said, /Read issues\s*issues:read/);
-  assert.match(said, new RegExp(`Butler is blocked from asking again until ${shown(decided + 3600)}\\.`));
+  assert.match(said, /Butler is blocked from asking again until \S.*\./);
+  assert.equal(await timeAt(`${block} .until time`), shown(decided + 3600));
   await page.screenshot({ path: join(shots, 'me-blocked.png'), fullPage: true });
+  await axeClean('/me with a block, pending requests, approvals, consents and history');
   assert.equal((await v.gw.exchange(args)).body?.error, 'access_denied', 'still blocked');
   await Promise.all([page.waitForURL(`${v.url}/me`), page.click(`${block} button:has-text("Allow it to ask again")`)]);
   assert.equal(await page.$(block), null, 'the block is gone');
@@ -267,6 +303,7 @@ test('signing out says so, and what became of the IdP session; cancelling at the
   assert.match(said, /You are signed out of consentd/);
   assert.match(said, /also sent you to your identity provider, http:\/\/127\.0\.0\.1:\d+, to sign out there/);
   await page.screenshot({ path: join(shots, 'signed-out.png'), fullPage: true });
+  await axeClean('signed out');
   // It did end there: /me now needs the IdP's sign-in form again.
   await page.goto(`${v.url}/me`);
   await page.waitForSelector('input[name=login]');

@@ -103,15 +103,16 @@ test('a denial holds at the token endpoint until the person lets the agent ask a
   const jar = await h.jar('alice');
   const done = await decide(jar, first.body.consent_uri, { decision: 'deny' });
   // The page after the click says how long it holds, and where to lift it.
-  assert.match(done.html, /It cannot ask again until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+  assert.match(done.html, /It cannot ask again until <time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ" title="\d{4}-\d\d-\d\d \d\d:\d\d UTC">\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/time>\./);
   assert.match(done.html, /href="\/me#blocked"/);
   assertError(await h.ask('alice', ask), 'access_denied', 'after the denial');
 
   const me = await openPage(jar, `${h.url}/me`);
   assert.match(me.html, new RegExp(`id="block-${rid}"`));
   const decidedAt = h.sql(`SELECT decided_at FROM consent_requests WHERE id = '${rid}'`)[0].decided_at;
-  const until = new Date((decidedAt + 3600) * 1000).toISOString().replace('T', ' ').slice(0, 16);
-  assert.ok(me.html.includes(`blocked from asking again until <strong>${until} UTC</strong>`), me.html);
+  const iso = new Date((decidedAt + 3600) * 1000).toISOString().replace('.000', '');
+  const until = `${iso.slice(0, 16).replace('T', ' ')} UTC`;
+  assert.ok(me.html.includes(`blocked from asking again until <strong><time datetime="${iso}" title="${until}">${until}</time></strong>`), me.html);
   assert.ok(me.html.includes(`action="/me/requests/${rid}/allow"`));
 
   // Refused: another person's session (as if missing), a wrong or missing CSRF token, a
