@@ -47,6 +47,9 @@ struct consent {                     /* caller-owned; release with consent_clear
 	char   *state;                   /* "live", "revoked", "expired", or "reconnect_required"
 	                                    (unrevoked, unexpired, but its provider connection
 	                                    must be made again) */
+	char   *revoked_by, *revoke_reason;   /* the actor and the reason; NULL until revoked */
+	char   *request_id;              /* the request whose approval made it, or NULL */
+	int64_t last_used_at;            /* the last grant issued or token released; 0 = never */
 };
 void consent_clear(struct consent *c);
 
@@ -62,6 +65,7 @@ struct consent_request {             /* caller-owned; release with consent_reque
 	int64_t created_at, expires_at, decided_at;
 	char   *consent_id;              /* set once approved */
 	char   *narrowed;                /* scopes dropped because the provider granted less, or NULL */
+	int64_t cooldown_lifted_at;      /* the person let the agent ask again (0 = not) */
 };
 void consent_request_clear(struct consent_request *r);
 
@@ -175,6 +179,54 @@ void consent_list_free(struct consent *v, size_t n);
 enum cs_err consent_pending_for_user(struct store_conn *c, int64_t user_id, int64_t now,
     struct consent_request **out, size_t *n) CS_MUST_CHECK;
 void consent_request_list_free(struct consent_request *v, size_t n);
+
+/* Who ended a revoked consent, as the person is told on /me. */
+enum consent_revoker {
+	CONSENT_BY_NOBODY = 0,           /* not revoked (live or expired) */
+	CONSENT_BY_PERSON,               /* the person, on /me */
+	CONSENT_BY_REPLACEMENT,          /* a newer consent the person gave for the same agent and resource */
+	CONSENT_BY_ADMIN,                /* an administrator (pages, API or command line) */
+	CONSENT_BY_OTHER,                /* consentd itself */
+	CONSENT_REVOKER__MAX
+};
+enum consent_revoker consent_revoker(const struct consent *k);
+
+/* Records a use of consent_id at now (a grant issued, a provider token
+ * released): its last_used_at, shown on /me.  Inside the caller's transaction,
+ * which must be the one recording the use; one indexed UPDATE. */
+enum cs_err consent_touch(struct store_conn *c, const char *consent_id, int64_t now) CS_MUST_CHECK;
+
+/* --- blocks: deny_cooldown, after a denial or a declined scope ---------
+ * A person's "no" holds for [consent] deny_cooldown from the decision:
+ *  - a denied request: every new request of its (user, agent, resource) is
+ *    answered access_denied (calls a live consent covers still get grants);
+ *  - scopes the person unticked when approving (declined; not those the
+ *    provider did not grant): a call asking only for declined scopes of the
+ *    live consent is answered access_denied, as a denial of those scopes.
+ *    A call that also asks for a scope granted is answered from the consent,
+ *    one that adds a scope never decided makes a new request as before.
+ * The person can lift either at once (consent_allow_asking). */
+struct consent_block {               /* release with consent_block_list_free() */
+	char   *request_id;              /* the decided request that holds the agent back */
+	char   *agent, *resource;
+	struct scope_set scopes;         /* denied: the request's scopes; declined: the unticked ones */
+	bool    declined;                /* true: unticked on an approval; false: the request was denied */
+	int64_t decided_at, until;       /* the block ends at until */
+};
+void consent_block_list_free(struct consent_block *v, size_t n);
+/* The person's blocks in force at now, most recent first. */
+enum cs_err consent_blocks_for_user(struct store_conn *c, const struct config *cfg,
+    int64_t user_id, int64_t now, struct consent_block **out, size_t *n) CS_MUST_CHECK;
+/* Lifts the block request_id holds (a denied request, or the approved request
+ * of a live consent with declined scopes), with an audit entry
+ * "consent.cooldown_lifted", in one transaction: the agent's next call makes a
+ * new request.  CS_ENOENT for an unknown request, CS_EPERM when it is not
+ * user_id's, CS_EINVAL when it holds no block at now (undecided, expired,
+ * an ended consent, nothing declined, the cooldown over).  Lifting again is
+ * CS_OK with *lifted false. */
+enum cs_err consent_allow_asking(struct store_conn *c, const struct config *cfg,
+    const char *request_id, int64_t user_id, const char *actor, int64_t now,
+    bool *lifted) CS_MUST_CHECK;
 
 /* Revokes a consent with its grants and refresh tokens, cancels its pending
  * and approved-unused approvals and moves its vault record (if any) to the

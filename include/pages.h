@@ -1,4 +1,4 @@
-/* pages.h -- the person's pages for consent (flow B) and self-service on /me. */
+/* pages.h -- the person's pages for consent (flow B) and approval (flow F); /me is me_pages.h. */
 #ifndef CS_PAGES_H
 #define CS_PAGES_H
 #include "http.h"
@@ -9,8 +9,6 @@ enum cs_err pages_consent_done(const struct http_request *, struct http_reply *)
 enum cs_err pages_provider_callback(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err pages_approve_show(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err pages_approve_decide(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
-enum cs_err pages_me(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
-enum cs_err pages_me_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 /* A copy of s (which may be any bytes) that shows what a person would not
  * see: every Unicode Default_Ignorable_Code_Point (bidi controls, zero-width

@@ -19,6 +19,7 @@ struct store_consent_row {       /* caller-owned; release with store_consent_row
 	int64_t created_at, expires_at, revoked_at;
 	char   *revoked_by, *revoke_reason, *request_id;
 	int     reconnect_required;  /* migration 0005; ignored on insert (starts 0) */
+	int64_t last_used_at;        /* migration 0013; ignored on insert (starts 0) */
 };
 void store_consent_row_clear(struct store_consent_row *r);               /* NULL-safe */
 void store_consent_rows_free(struct store_consent_row *v, size_t n);     /* NULL-safe */
@@ -34,6 +35,7 @@ struct store_creq_row {          /* caller-owned; release with store_creq_row_cl
 	int64_t created_at, expires_at, decided_at, last_poll_at, interval;
 	char   *consent_id;          /* may be NULL */
 	char   *narrowed;            /* scopes the provider did not grant; may be NULL */
+	int64_t cooldown_lifted_at;  /* migration 0013; ignored on insert (starts 0) */
 };
 void store_creq_row_clear(struct store_creq_row *r);                     /* NULL-safe */
 void store_creq_rows_free(struct store_creq_row *v, size_t n);           /* NULL-safe */
@@ -68,6 +70,10 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
  * unrevoked (already marked counts), 0 when revoked or unknown. */
 enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id,
     int *changed) CS_MUST_CHECK;
+/* Records a use of the consent (a grant issued, a token released) at now:
+ * last_used_at = now unless it is later already.  An unknown id changes
+ * nothing.  Inside the caller's transaction. */
+enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t now) CS_MUST_CHECK;
 /* The user's consents: live ones (unrevoked, unexpired at now) first, then
  * the others, each group most recent first; at most max rows.  *out NULL and
  * *n 0 when none. */
@@ -80,10 +86,18 @@ enum cs_err store_creq_get(struct store_conn *c, const char *id,
 /* The pending request of (user, agent, resource), expired or not; CS_ENOENT when none. */
 enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char *agent,
     const char *resource, struct store_creq_row *out) CS_MUST_CHECK;
-/* decided_at of the most recently denied request of (user, agent, resource);
- * CS_ENOENT when none was ever denied. */
+/* decided_at and cooldown_lifted_at of the most recently denied request of
+ * (user, agent, resource); CS_ENOENT when none was ever denied. */
 enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const char *agent,
-    const char *resource, int64_t *decided_at) CS_MUST_CHECK;
+    const char *resource, int64_t *decided_at, int64_t *lifted_at) CS_MUST_CHECK;
+/* The user's denied requests decided after since whose cooldown was not
+ * lifted, each the latest denial of its (agent, resource), most recent first. */
+enum cs_err store_creq_list_denied(struct store_conn *c, int64_t user_id, int64_t since,
+    struct store_creq_row **out, size_t *n) CS_MUST_CHECK;
+/* Sets cooldown_lifted_at = now on a request not lifted yet; *changed 1 when
+ * it was, 0 when it was lifted already (or is unknown). */
+enum cs_err store_creq_lift_cooldown(struct store_conn *c, const char *id, int64_t now,
+    int *changed) CS_MUST_CHECK;
 /* How many pending requests of the user are unexpired at now, and the
  * earliest expiry among them (0 when none). */
 enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int64_t now,

@@ -17,6 +17,8 @@
  *   consent.revoked            flow B (replaced) and G: a consent and its grants and
  *                              refresh tokens were revoked; detail = the reason
  *   consent.binding_refused    flow B: a request opened by another account (pages.c)
+ *   consent.cooldown_lifted    the person let an agent ask again on /me (detail: denied
+ *                              = a denied request, declined = unticked scopes)
  *   grant.issued               flow C: a grant was signed (grant.c; detail "jti=...")
  *   grant.revoked              RFC 7009 at /revoke: a grant's jti was revoked
  *   refresh.issued             an offline consent's refresh family began (detail "family=...")

@@ -294,6 +294,9 @@ void consent_clear(struct consent *k)
 	scope_set_clear(&k->granted);
 	scope_set_clear(&k->declined);
 	free(k->state);
+	free(k->revoked_by);
+	free(k->revoke_reason);
+	free(k->request_id);
 	memset(k, 0, sizeof *k);
 }
 
@@ -379,6 +382,13 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	r->agent = NULL;
 	k.resource = r->resource;
 	r->resource = NULL;
+	k.revoked_by = r->revoked_by;
+	r->revoked_by = NULL;
+	k.revoke_reason = r->revoke_reason;
+	r->revoke_reason = NULL;
+	k.request_id = r->request_id;
+	r->request_id = NULL;
+	k.last_used_at = r->last_used_at;
 	k.user_id = r->user_id;
 	k.offline = r->offline != 0;
 	k.created_at = r->created_at;
@@ -420,6 +430,7 @@ static enum cs_err request_from_row(struct store_creq_row *r, struct consent_req
 	q.created_at = r->created_at;
 	q.expires_at = r->expires_at;
 	q.decided_at = r->decided_at;
+	q.cooldown_lifted_at = r->cooldown_lifted_at;
 	*out = q;
 	memset(&q, 0, sizeof q);
 out:
@@ -455,6 +466,33 @@ static enum cs_err audit(const struct audit_ctx *x, const char *action, const ch
 }
 
 /* --- revocation -------------------------------------------------------- */
+
+enum cs_err consent_touch(struct store_conn *c, const char *consent_id, int64_t now)
+{
+	if (c == NULL || consent_id == NULL)
+		return CS_EINVAL;
+	return store_consent_touch(c, consent_id, now);
+}
+
+/* Actors as the callers of consent_revoke write them: "user:<subject>" for a
+ * person (pages.c), "admin:<name>" for the admin pages and API, "cli" for
+ * `consentd admin` (admin_cli.c). */
+enum consent_revoker consent_revoker(const struct consent *k)
+{
+	const char *by;
+	if (k == NULL || k->revoked_at == 0)
+		return CONSENT_BY_NOBODY;
+	by = k->revoked_by ? k->revoked_by : "";
+	/* An administrator's reason is free text: "replaced" there is still theirs. */
+	if (strncmp(by, "admin:", 6) == 0 || strcmp(by, "cli") == 0)
+		return CONSENT_BY_ADMIN;
+	/* Only decide_approve writes REASON_REPLACED, with the deciding person as actor. */
+	if (k->revoke_reason != NULL && strcmp(k->revoke_reason, REASON_REPLACED) == 0)
+		return CONSENT_BY_REPLACEMENT;
+	if (strncmp(by, "user:", 5) == 0 && k->subject != NULL && strcmp(by + 5, k->subject) == 0)
+		return CONSENT_BY_PERSON;
+	return CONSENT_BY_OTHER;
+}
 
 /* Revokes the unrevoked consent k with its grants and refresh tokens, and
  * audits it; inside the caller's transaction.  *changed 0 when k was revoked
@@ -512,6 +550,233 @@ out:
 	if (own_tx)
 		store_rollback(c);
 	store_consent_row_clear(&k);
+	return e;
+}
+
+/* --- blocks (deny_cooldown) ------------------------------------------- */
+
+void consent_block_list_free(struct consent_block *v, size_t n)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].request_id);
+		free(v[i].agent);
+		free(v[i].resource);
+		scope_set_clear(&v[i].scopes);
+	}
+	free(v);
+}
+
+/* Fills b (zeroed by the caller) from its parts; b's scopes move from *scopes. */
+static enum cs_err block_fill(struct consent_block *b, const char *request_id, const char *agent,
+    const char *resource, struct scope_set *scopes, bool declined, int64_t decided_at,
+    int64_t until)
+{
+	if ((b->request_id = strdup(request_id)) == NULL || (b->agent = strdup(agent)) == NULL ||
+	    (b->resource = strdup(resource)) == NULL)
+		return CS_ENOMEM;
+	b->scopes = *scopes;
+	memset(scopes, 0, sizeof *scopes);
+	b->declined = declined;
+	b->decided_at = decided_at;
+	b->until = until;
+	return CS_OK;
+}
+
+/* The block the scopes the person unticked on consent k hold at now:
+ * *held when k is live, the request that made it was decided less than
+ * deny_cooldown ago and not lifted, and its person-declined scopes (k's
+ * declined less those the provider did not grant, the request's narrowed)
+ * are not empty and hold every scope of within (when not NULL).  With
+ * out != NULL and *held, *out (zeroed by the caller) describes the block. */
+static enum cs_err declined_block(struct store_conn *c, const struct config *cfg,
+    const struct store_consent_row *k, const struct scope_set *within, int64_t now,
+    struct consent_block *out, bool *held)
+{
+	enum cs_err e;
+	struct store_creq_row r;
+	struct scope_set kd, narrowed, mine;
+
+	*held = false;
+	memset(&r, 0, sizeof r);
+	memset(&kd, 0, sizeof kd);
+	memset(&narrowed, 0, sizeof narrowed);
+	memset(&mine, 0, sizeof mine);
+	if (k->revoked_at != 0 || k->expires_at <= now || k->request_id == NULL ||
+	    k->declined == NULL || k->declined[0] == '\0' || cfg->consent_deny_cooldown <= 0)
+		return CS_OK;
+	e = store_creq_get(c, k->request_id, &r);
+	if (e == CS_ENOENT)
+		return CS_OK;
+	if (e != CS_OK)
+		return e;
+	if (strcmp(r.status, "approved") != 0 || r.consent_id == NULL ||
+	    strcmp(r.consent_id, k->id) != 0 || r.cooldown_lifted_at != 0 ||
+	    now >= r.decided_at + cfg->consent_deny_cooldown)
+		goto out;
+	if ((e = set_from_db(k->declined, &kd)) != CS_OK ||
+	    (e = set_from_db(r.narrowed, &narrowed)) != CS_OK ||
+	    (e = set_filter(&mine, &kd, &narrowed, false)) != CS_OK)
+		goto out;
+	if (mine.n == 0 || (within != NULL && !scope_set_subset(within, &mine)))
+		goto out;
+	*held = true;
+	if (out != NULL)
+		e = block_fill(out, r.id, k->agent, k->resource, &mine, true, r.decided_at,
+		    r.decided_at + cfg->consent_deny_cooldown);
+out:
+	store_creq_row_clear(&r);
+	scope_set_clear(&kd);
+	scope_set_clear(&narrowed);
+	scope_set_clear(&mine);
+	return e;
+}
+
+/* Most recent decision first. */
+static int block_cmp(const void *a, const void *b)
+{
+	const struct consent_block *x = a, *y = b;
+	return x->decided_at < y->decided_at ? 1 : x->decided_at > y->decided_at ? -1 : 0;
+}
+
+/* Live consents are few per person (one per agent and resource); this bounds
+ * the listing should a database hold more. */
+#define BLOCK_CONSENTS_MAX 200
+
+enum cs_err consent_blocks_for_user(struct store_conn *c, const struct config *cfg,
+    int64_t user_id, int64_t now, struct consent_block **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_creq_row *denied = NULL;
+	struct store_consent_row *ks = NULL;
+	struct consent_block *v = NULL;
+	size_t nd = 0, nk = 0, nv = 0;
+
+	if (c == NULL || cfg == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	*out = NULL;
+	*n = 0;
+	if (cfg->consent_deny_cooldown <= 0)
+		return CS_OK;
+	if ((e = store_creq_list_denied(c, user_id, now - cfg->consent_deny_cooldown, &denied,
+	    &nd)) != CS_OK ||
+	    (e = store_consent_list_user(c, user_id, now, BLOCK_CONSENTS_MAX, &ks, &nk)) != CS_OK)
+		goto out;
+	if (nd + nk > 0 && (v = calloc(nd + nk, sizeof *v)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nd; i++) {
+		struct scope_set sc;
+		memset(&sc, 0, sizeof sc);
+		if ((e = set_from_db(denied[i].scopes, &sc)) == CS_OK)
+			e = block_fill(&v[nv++], denied[i].id, denied[i].agent, denied[i].resource, &sc,
+			    false, denied[i].decided_at,
+			    denied[i].decided_at + cfg->consent_deny_cooldown);
+		scope_set_clear(&sc);
+		if (e != CS_OK)
+			goto out;
+	}
+	for (size_t i = 0; i < nk; i++) {
+		bool held = false;
+		if ((e = declined_block(c, cfg, &ks[i], NULL, now, &v[nv], &held)) != CS_OK) {
+			nv++;                     /* v[nv] may hold a part: freed below */
+			goto out;
+		}
+		if (held)
+			nv++;
+	}
+	if (nv > 1)
+		qsort(v, nv, sizeof *v, block_cmp);
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	v = NULL;
+	nv = 0;
+out:
+	consent_block_list_free(v, nv);
+	store_creq_rows_free(denied, nd);
+	store_consent_rows_free(ks, nk);
+	return e;
+}
+
+enum cs_err consent_allow_asking(struct store_conn *c, const struct config *cfg,
+    const char *request_id, int64_t user_id, const char *actor, int64_t now, bool *lifted)
+{
+	enum cs_err e;
+	bool in_tx = false, held = false;
+	int changed = 0;
+	struct store_creq_row r;
+	struct store_consent_row k;
+	struct consent_block b;
+	char *scopes = NULL;
+	struct audit_ctx x = { c, now, actor, NULL, NULL, NULL };
+
+	memset(&r, 0, sizeof r);
+	memset(&k, 0, sizeof k);
+	memset(&b, 0, sizeof b);
+	if (c == NULL || cfg == NULL || request_id == NULL || lifted == NULL)
+		return CS_EINVAL;
+	*lifted = false;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	in_tx = true;
+	if ((e = store_creq_get(c, request_id, &r)) != CS_OK)
+		goto out;
+	/* SECURITY: a person lifts only the blocks of their own decisions. */
+	if (user_id <= 0 || r.user_id != user_id) {
+		e = CS_EPERM;
+		goto out;
+	}
+	x.subject = r.subject;
+	x.agent = r.agent;
+	x.resource = r.resource;
+	if (strcmp(r.status, "denied") == 0) {
+		held = r.cooldown_lifted_at == 0 && now < r.decided_at + cfg->consent_deny_cooldown;
+		if (held && (scopes = strdup(r.scopes)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	} else if (strcmp(r.status, "approved") == 0 && r.consent_id != NULL) {
+		e = store_consent_get(c, r.consent_id, &k);
+		if (e != CS_OK && e != CS_ENOENT)
+			goto out;
+		if (e == CS_OK && (e = declined_block(c, cfg, &k, NULL, now, &b, &held)) != CS_OK)
+			goto out;
+		if (held && (scopes = scope_set_join(&b.scopes)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	} else {
+		e = CS_EINVAL;                /* pending or expired: no decision holds anyone back */
+		goto out;
+	}
+	e = CS_OK;
+	if (!held)
+		goto out;                     /* lifted already, or the cooldown is over: nothing to do */
+	if ((e = store_creq_lift_cooldown(c, r.id, now, &changed)) != CS_OK)
+		goto out;
+	if (changed && (e = audit(&x, "consent.cooldown_lifted", scopes, r.consent_id, r.id, "ok",
+	    strcmp(r.status, "denied") == 0 ? "denied" : "declined")) != CS_OK)
+		goto out;
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+	*lifted = changed != 0;
+out:
+	if (in_tx)
+		store_rollback(c);
+	free(scopes);
+	store_creq_row_clear(&r);
+	store_consent_row_clear(&k);
+	free(b.request_id);
+	free(b.agent);
+	free(b.resource);
+	scope_set_clear(&b.scopes);
 	return e;
 }
 
@@ -673,7 +938,7 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 {
 	enum cs_err e;
 	bool in_tx = false, have_live = false, covers = false;
-	int64_t user_id = 0, denied_at = 0;
+	int64_t user_id = 0, denied_at = 0, lifted_at = 0;
 	struct store_consent_row k;
 	struct store_creq_row r;
 	struct scope_set kg, kd;
@@ -726,13 +991,24 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 		goto out;
 	}
 
-	/* (c) a recent denial holds for deny_cooldown. */
-	e = store_creq_last_denied(c, user_id, agent, resource, &denied_at);
-	if (e == CS_OK && now < denied_at + cfg->consent_deny_cooldown) {
+	/* (c) a recent "no" holds for deny_cooldown, unless the person lifted it:
+	 * a denied request for the triple, or -- asked only for scopes the person
+	 * unticked on the live consent -- those declined scopes (consent.h). */
+	e = store_creq_last_denied(c, user_id, agent, resource, &denied_at, &lifted_at);
+	if (e == CS_OK && lifted_at == 0 && now < denied_at + cfg->consent_deny_cooldown) {
 		a.outcome = CONSENT_DENIED;
 		goto commit;
 	} else if (e != CS_OK && e != CS_ENOENT) {
 		goto out;
+	}
+	if (have_live && scope_set_subset(requested, &kd)) {
+		bool held = false;
+		if ((e = declined_block(c, cfg, &k, requested, now, NULL, &held)) != CS_OK)
+			goto out;
+		if (held) {
+			a.outcome = CONSENT_DENIED;
+			goto commit;
+		}
 	}
 
 	/* (d) a new request. */

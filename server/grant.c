@@ -194,6 +194,9 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 		goto out;
 	if ((e = store_grant_insert(c, jti, k->id, family, now, exp)) != CS_OK)
 		goto out;
+	/* A grant issued is a use of its consent (/me's "last used"). */
+	if ((e = consent_touch(c, k->id, now)) != CS_OK)
+		goto out;
 	if ((e = audit_k(c, actor, "grant.issued", k, NULL, g.scope, "ok", "jti", jti, now)) != CS_OK)
 		goto out;
 	if (family != NULL) {

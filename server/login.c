@@ -464,9 +464,11 @@ enum cs_err login_logout(const struct http_request *req, struct http_reply *rep)
 	buf_init(&loc, 4096);
 	if (c == NULL)
 		return CS_EDB;
+	/* The front page says what ended (meta_index): "signed-out" when the
+	 * browser went through the IdP's sign-out, "signed-out-here" otherwise. */
 	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
 	if (e == CS_ENOENT) {
-		e = redirect_to(rep, "/");
+		e = redirect_to(rep, "/?state=signed-out-here");
 		goto out;
 	} else if (e != CS_OK) {
 		goto out;
@@ -480,15 +482,17 @@ enum cs_err login_logout(const struct http_request *req, struct http_reply *rep)
 		goto out;
 	if (m != NULL && m->end_session_endpoint != NULL) {
 		/* SECURITY: RP-initiated logout names the client, never an id_token_hint:
-		 * the ID token never passes through the browser. */
+		 * the ID token never passes through the browser.  The IdP hands
+		 * `state` back to the registered post_logout_redirect_uri. */
 		snprintf(post_logout, sizeof post_logout, "%s/", cfg->public_url);
 		if ((e = buf_puts(&loc, m->end_session_endpoint)) != CS_OK ||
 		    (e = append_param(&loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
-		    (e = append_param(&loc, "post_logout_redirect_uri", post_logout)) != CS_OK)
+		    (e = append_param(&loc, "post_logout_redirect_uri", post_logout)) != CS_OK ||
+		    (e = append_param(&loc, "state", "signed-out")) != CS_OK)
 			goto out;
 		e = redirect_to(rep, loc.data);
 	} else {
-		e = redirect_to(rep, "/");
+		e = redirect_to(rep, "/?state=signed-out-here");
 	}
 	if (e == CS_OK)
 		e = set_cookie(rep, cfg, session_cookie_name(cfg), "", 0);

@@ -1,13 +1,18 @@
 /* meta.c -- the public, unauthenticated endpoints: RFC 8414 metadata, the
  * JWKS, health and readiness, the stylesheet, the local-time script and the front page.
- * Must never reveal anything but public keys and public configuration. */
+ * Must never reveal anything but public keys and public configuration (the
+ * front page names the signed-in person only to that person's browser). */
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 #include "app.h"
 #include "audit_head.h"
 #include "embed.h"
+#include "form.h"
+#include "login.h"
 #include "meta.h"
+#include "oidc.h"
+#include "session.h"
 #include "template.h"
 
 /* A JSON reply that caches for max_age seconds (< 0: no-store). */
@@ -111,16 +116,46 @@ enum cs_err meta_local_time_script(const struct http_request *req, struct http_r
 	return static_file(rep, "local-time.js", "text/javascript; charset=utf-8");
 }
 
+/* The front page: a way in ("Sign in", or "Your consents" with a session),
+ * and after logout (`state`, one of two fixed words, routes.c) what ended:
+ * "signed-out" comes back through the IdP's end_session_endpoint,
+ * "signed-out-here" from a logout that did not go there.  A session present
+ * again means the person signed in since: no sign-out is said. */
 enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)
 {
-	json_t *ctx = json_pack("{s:s, s:s}", "title", "consentd", "public_url",
-	    req->app->cfg->public_url);
-	enum cs_err e;
-	if (ctx == NULL)
-		return CS_ENOMEM;
-	rep->status = 200;
-	rep->content_type = "text/html; charset=utf-8";
-	e = template_render("index.html", ctx, &rep->body);
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	const struct oidc_meta *m = oidc_meta(app->idp);
+	const char *state = form_get(&req->params, "state");
+	struct store_conn *c = store_conn(app->store);
+	struct session s;
+	bool have = false, signed_out = false, via_idp = false;
+	json_t *ctx = NULL;
+	enum cs_err e = CS_OK;
+
+	memset(&s, 0, sizeof s);
+	if (c != NULL) {
+		e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
+		if (e == CS_OK)
+			have = true;
+		else if (e != CS_ENOENT)
+			goto out;
+	}
+	signed_out = !have && state != NULL;
+	via_idp = signed_out && strcmp(state, "signed-out") == 0;
+	ctx = json_pack("{s:s, s:s, s:b, s:s?, s:b, s:b, s:b, s:s}",
+	    "title", signed_out ? "You are signed out" : "consentd", "public_url", cfg->public_url,
+	    "signed_in", have, "who", have ? (s.name ? s.name : s.subject) : NULL,
+	    "signed_out", signed_out, "via_idp", via_idp,
+	    "idp_has_logout", m != NULL && m->end_session_endpoint != NULL,
+	    "idp", cfg->oidc_issuer);
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "index.html", ctx, have ? &s : NULL);
+out:
 	json_decref(ctx);
+	session_clear(&s);
 	return e;
 }

@@ -1,4 +1,5 @@
-/* pages.c -- the consent page, the decision, and /me with its revoke buttons.
+/* pages.c -- the consent page, the decision and the approval page (/me is
+ * in me_pages.c).
  * Session binding: a request is shown and decided only by the person it was
  * made for.  Every value that matters comes from the stored request, never
  * from the form: the form only says which of the stored scopes are ticked. */
@@ -150,14 +151,6 @@ char *visible_text(const char *s)
 		return NULL;
 	}
 	return buf_steal(&b);
-}
-
-static void fmt_time(int64_t t, char out[32])
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-	gmtime_r(&tt, &tm);
-	strftime(out, 32, "%Y-%m-%d %H:%M UTC", &tm);
 }
 
 /* A time for a template: {"iso": "2026-12-01T20:00:00Z", "utc": "2026-12-01 20:00 UTC"},
@@ -554,9 +547,12 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	} else if (e != CS_OK) {
 		goto out;
 	}
-	ctx = json_pack("{s:s, s:b, s:s, s:s}", "title", d.approve ? "Permission given" : "Request denied",
+	/* A denial holds the agent back for deny_cooldown (consent.h): said here,
+	 * with the way to lift it, so that a misclick is not a silent day. */
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:o?}", "title", d.approve ? "Permission given" : "Request denied",
 	    "approved", d.approve, "agent", agent_name(cfg, r.agent), "resource",
-	    resource_name(cfg, r.resource));
+	    resource_name(cfg, r.resource), "blocked_until", !d.approve && cfg->consent_deny_cooldown > 0 ?
+	    time_value(req->now + cfg->consent_deny_cooldown) : NULL);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -567,128 +563,6 @@ out:
 	json_decref(ctx);
 	scope_set_clear(&d.selected);
 	consent_request_clear(&r);
-	session_clear(&s);
-	return e;
-}
-
-static json_t *scope_list(const struct scope_set *s)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; a && i < s->n; i++)
-		json_array_append_new(a, json_string(s->v[i]));
-	return a;
-}
-
-enum cs_err pages_me(const struct http_request *req, struct http_reply *rep)
-{
-	struct app *app = req->app;
-	const struct config *cfg = app->cfg;
-	struct session s;
-	struct store_conn *c = store_conn(app->store);
-	struct consent *ks = NULL;
-	struct consent_request *rs = NULL;
-	struct approval *as = NULL;
-	size_t nk = 0, nr = 0, na = 0;
-	json_t *ctx = NULL, *consents = NULL, *pending = NULL, *approvals = NULL;
-	bool have;
-	enum cs_err e;
-
-	memset(&s, 0, sizeof s);
-	if (c == NULL)
-		return CS_EDB;
-	if ((e = login_require(req, rep, "/me", &s, &have)) != CS_OK || !have)
-		goto out;
-	if ((e = consent_list_for_user(c, s.user_id, req->now, 100, &ks, &nk)) != CS_OK ||
-	    (e = consent_pending_for_user(c, s.user_id, req->now, &rs, &nr)) != CS_OK)
-		goto out;
-	consents = json_array();
-	pending = json_array();
-	for (size_t i = 0; consents && i < nk; i++) {
-		char created[32], expires[32];
-		bool live = consent_is_live(&ks[i], req->now);
-		fmt_time(ks[i].created_at, created);
-		fmt_time(ks[i].expires_at, expires);
-		json_array_append_new(consents, json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:s, s:s, s:b, s:b, s:s}",
-		    "id", ks[i].id, "agent", agent_name(cfg, ks[i].agent),
-		    "resource", resource_name(cfg, ks[i].resource),
-		    "granted", scope_list(&ks[i].granted), "declined", scope_list(&ks[i].declined),
-		    "has_declined", ks[i].declined.n > 0, "connected", vault_has_record(c, ks[i].id) && !ks[i].reconnect_required, "reconnect", ks[i].reconnect_required, "created", created, "expires", expires, "offline", ks[i].offline, "live", live,
-		    "state", ks[i].state ? ks[i].state : (live ? "live" : "ended")));
-	}
-	for (size_t i = 0; pending && i < nr; i++) {
-		char expires[32];
-		fmt_time(rs[i].expires_at, expires);
-		json_array_append_new(pending, json_pack("{s:s, s:s, s:s, s:o, s:s}",
-		    "id", rs[i].id, "agent", agent_name(cfg, rs[i].agent),
-		    "resource", resource_name(cfg, rs[i].resource), "scopes", scope_list(&rs[i].scopes),
-		    "expires", expires));
-	}
-	if ((e = approval_pending_for_user(c, s.user_id, req->now, &as, &na)) != CS_OK)
-		goto out;
-	approvals = json_array();
-	for (size_t i = 0; approvals && i < na; i++) {
-		char expires[32];
-		fmt_time(as[i].expires_at, expires);
-		json_array_append_new(approvals, json_pack("{s:s, s:s, s:s, s:s, s:s}",
-		    "id", as[i].id, "agent", agent_name(cfg, as[i].agent),
-		    "resource", resource_name(cfg, as[i].resource), "action", as[i].action,
-		    "expires", expires));
-	}
-	ctx = json_pack("{s:s, s:s?, s:O, s:O, s:O}", "title", "Your consents", "issuer", s.issuer,
-	    "consents", consents, "pending", pending, "approvals", approvals);
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	e = page_render(rep, 200, "me.html", ctx, &s);
-out:
-	json_decref(consents);
-	json_decref(pending);
-	json_decref(approvals);
-	json_decref(ctx);
-	approval_list_free(as, na);
-	consent_list_free(ks, nk);
-	consent_request_list_free(rs, nr);
-	session_clear(&s);
-	return e;
-}
-
-enum cs_err pages_me_revoke(const struct http_request *req, struct http_reply *rep)
-{
-	struct app *app = req->app;
-	struct session s;
-	struct store_conn *c = store_conn(app->store);
-	char actor[300];
-	enum cs_err e;
-	memset(&s, 0, sizeof s);
-	if (c == NULL)
-		return CS_EDB;
-	e = session_from_cookie(c, app->cfg, req->cookie, req->now, &s);
-	if (e == CS_ENOENT) {
-		e = reply_html_error(rep, 401, "Not signed in", "Sign in again to manage your consents.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	if (!session_csrf_ok(&s, form_get(&req->params, "csrf"))) {
-		e = reply_html_error(rep, 403, "Not allowed",
-		    "This form is stale or did not come from this site. Reload the page and try again.");
-		goto out;
-	}
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = consent_revoke(c, req->captures[0], s.user_id, actor, "revoked by the person on /me",
-	    req->now, false);
-	if (e == CS_ENOENT || e == CS_EPERM) {
-		/* SECURITY: someone else's consent looks exactly like a missing one. */
-		e = reply_html_error(rep, 404, "No such consent", "There is no such consent of yours.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	rep->status = 303;
-	rep->content_type = "text/plain; charset=utf-8";
-	e = reply_header(rep, "Location", "/me");
-out:
 	session_clear(&s);
 	return e;
 }
@@ -729,6 +603,10 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 		goto out;
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;
+	char cancelled[600];
+	snprintf(cancelled, sizeof cancelled, "You cancelled at %s, so %s was not connected to it "
+	    "and nothing was given. The request still waits for you: review it again to connect, "
+	    "or deny it.", resource_name(app->cfg, r.resource), agent_name(app->cfg, r.agent));
 	/* SECURITY: the stored status decides what the page says; a link (an agent
 	 * hands the person that link) chooses at most which of consentd's sentences
 	 * explains a request that is still pending. */
@@ -743,8 +621,7 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0,
 		    strcmp(r.status, "approved") == 0 ? r.narrowed : NULL, NULL);
 	else if (strcmp(outcome, "cancelled") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false,  NULL,
-		    "You cancelled at the provider. Nothing was given; the request still waits for you.");
+		e = done_page(rep, app->cfg, 200, &r, &s, false,  NULL, cancelled);
 	else if (strcmp(outcome, "too_much") == 0)
 		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
 		    "The provider granted more than was asked for, so consentd revoked those tokens at once "

@@ -7,6 +7,7 @@
 #include "admin_pages.h"
 #include "http.h"
 #include "login.h"
+#include "me_pages.h"
 #include "meta.h"
 #include "pages.h"
 #include "proxy.h"
@@ -35,6 +36,19 @@ static bool valid_decision(const char *v)
 static bool valid_on(const char *v)
 {
 	return strcmp(v, "on") == 0;
+}
+
+static bool valid_yes(const char *v)
+{
+	return strcmp(v, "yes") == 0;
+}
+
+/* The words logout sends the browser back to / with (through the IdP's
+ * end_session_endpoint as its `state`, or directly): meta.c says each in its
+ * own words, never the URL's. */
+static bool valid_signed_out(const char *v)
+{
+	return strcmp(v, "signed-out") == 0 || strcmp(v, "signed-out-here") == 0;
 }
 
 /* The outcomes the provider callback names on the done page: words chosen by
@@ -79,7 +93,9 @@ static bool valid_admin_since(const char *v)
 #define SCOPE_BOX(i) { "s" #i, 2, valid_on, 0 }
 
 const struct route http_routes[] = {
-	{ HTTP_GET, "/", ROUTE_BROWSER, meta_index, { { NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_GET, "/", ROUTE_BROWSER, meta_index, {
+		{ "state", 16, valid_signed_out, 0 },
+		{ NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/.well-known/oauth-authorization-server", ROUTE_PUBLIC, meta_as_metadata,
 	  { { NULL, 0, NULL, 0 } }, 0 },
 	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, meta_jwks, { { NULL, 0, NULL, 0 } }, 0 },
@@ -108,8 +124,19 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/logout", ROUTE_BROWSER, login_logout, {
 		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/me", ROUTE_BROWSER, pages_me, { { NULL, 0, NULL, 0 } }, 0 },
-	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, pages_me_revoke, {
+	{ HTTP_GET, "/me", ROUTE_BROWSER, me_pages_show, { { NULL, 0, NULL, 0 } }, 0 },
+	/* Revoking on /me: a confirmation page, its form (confirm=yes, so no other
+	 * form revokes), and the page that says what happened. */
+	{ HTTP_GET, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke_confirm, {
+		{ NULL, 0, NULL, 0 } }, 0 },
+	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke, {
+		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
+		{ "confirm", 4, valid_yes, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	{ HTTP_GET, "/me/consents/{id}/revoked", ROUTE_BROWSER, me_pages_revoked, {
+		{ NULL, 0, NULL, 0 } }, 0 },
+	/* "Allow it to ask again": lifts the deny_cooldown a decision holds. */
+	{ HTTP_POST, "/me/requests/{id}/allow", ROUTE_BROWSER, me_pages_allow, {
 		{ "csrf", 64, valid_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0 },

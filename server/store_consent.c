@@ -16,11 +16,12 @@
 #define CONSENT_COLS \
 	"k.id, k.user_id, u.subject, k.agent, k.resource, k.granted, k.declined, k.offline, " \
 	"k.created_at, k.expires_at, k.revoked_at, k.revoked_by, k.revoke_reason, k.request_id, " \
-	"k.reconnect_required FROM consents k JOIN users u ON u.id = k.user_id "
+	"k.reconnect_required, k.last_used_at FROM consents k JOIN users u ON u.id = k.user_id "
 #define CREQ_COLS \
 	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
 	"r.status, r.created_at, r.expires_at, r.decided_at, r.last_poll_at, r.interval, " \
-	"r.consent_id, r.narrowed FROM consent_requests r JOIN users u ON u.id = r.user_id "
+	"r.consent_id, r.narrowed, r.cooldown_lifted_at " \
+	"FROM consent_requests r JOIN users u ON u.id = r.user_id "
 
 /* A person's pending requests are capped by [consent] max_pending_per_user;
  * this only bounds a listing should the cap have been lowered since. */
@@ -49,18 +50,38 @@ static const char SQL_REFRESH_REVOKE[] =
     "UPDATE refresh_tokens SET revoked_at = ?2 WHERE consent_id = ?1 AND revoked_at = 0";
 static const char SQL_CONSENT_RECONNECT[] =
     "UPDATE consents SET reconnect_required = 1 WHERE id = ?1 AND revoked_at = 0";
+/* Migration 0013: a use moves last_used_at forward only (two workers' uses
+ * in one second write it once). */
+static const char SQL_CONSENT_TOUCH[] =
+    "UPDATE consents SET last_used_at = ?2 WHERE id = ?1 AND last_used_at < ?2";
+/* Live ones by when they were given; ended ones by when they ended. */
 static const char SQL_CONSENT_LIST[] =
     "SELECT " CONSENT_COLS "WHERE k.user_id = ?1 "
-    "ORDER BY (k.revoked_at = 0 AND k.expires_at > ?2) DESC, k.created_at DESC, k.rowid DESC "
+    "ORDER BY (k.revoked_at = 0 AND k.expires_at > ?2) DESC, "
+    "CASE WHEN k.revoked_at = 0 AND k.expires_at > ?2 THEN k.created_at "
+    "WHEN k.revoked_at > 0 AND k.revoked_at < k.expires_at THEN k.revoked_at "
+    "ELSE k.expires_at END DESC, k.rowid DESC "
     "LIMIT ?3";
 
 static const char SQL_CREQ_GET[] = "SELECT " CREQ_COLS "WHERE r.id = ?1";
 static const char SQL_CREQ_PENDING[] =
     "SELECT " CREQ_COLS "WHERE r.user_id = ?1 AND r.agent = ?2 AND r.resource = ?3 "
     "AND r.status = 'pending'";
+/* Only the latest denial counts: while it holds no new request is made, so
+ * every earlier one ended before it (and lifting it lifts the block). */
 static const char SQL_CREQ_LAST_DENIED[] =
-    "SELECT max(decided_at) FROM consent_requests WHERE user_id = ?1 AND agent = ?2 "
-    "AND resource = ?3 AND status = 'denied'";
+    "SELECT decided_at, cooldown_lifted_at FROM consent_requests WHERE user_id = ?1 "
+    "AND agent = ?2 AND resource = ?3 AND status = 'denied' "
+    "ORDER BY decided_at DESC, rowid DESC LIMIT 1";
+static const char SQL_CREQ_LIST_DENIED[] =
+    "SELECT " CREQ_COLS "WHERE r.user_id = ?1 AND r.status = 'denied' AND r.decided_at > ?2 "
+    "AND r.cooldown_lifted_at = 0 AND NOT EXISTS (SELECT 1 FROM consent_requests n "
+    "WHERE n.user_id = r.user_id AND n.agent = r.agent AND n.resource = r.resource "
+    "AND n.status = 'denied' AND (n.decided_at > r.decided_at OR "
+    "(n.decided_at = r.decided_at AND n.rowid > r.rowid))) "
+    "ORDER BY r.decided_at DESC, r.rowid DESC LIMIT ?3";
+static const char SQL_CREQ_LIFT[] =
+    "UPDATE consent_requests SET cooldown_lifted_at = ?2 WHERE id = ?1 AND cooldown_lifted_at = 0";
 static const char SQL_CREQ_COUNT[] =
     "SELECT count(*), coalesce(min(expires_at), 0) FROM consent_requests "
     "WHERE user_id = ?1 AND status = 'pending' AND expires_at > ?2";
@@ -164,6 +185,7 @@ static enum cs_err read_consent(sqlite3_stmt *st, struct store_consent_row *r)
 	r->expires_at = sqlite3_column_int64(st, 9);
 	r->revoked_at = sqlite3_column_int64(st, 10);
 	r->reconnect_required = sqlite3_column_int(st, 14) != 0;
+	r->last_used_at = sqlite3_column_int64(st, 15);
 	return CS_OK;
 fail:
 	store_consent_row_clear(r);
@@ -196,6 +218,7 @@ static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
 	r->decided_at = sqlite3_column_int64(st, 11);
 	r->last_poll_at = sqlite3_column_int64(st, 12);
 	r->interval = sqlite3_column_int64(st, 13);
+	r->cooldown_lifted_at = sqlite3_column_int64(st, 16);
 	return CS_OK;
 fail:
 	store_creq_row_clear(r);
@@ -394,6 +417,20 @@ enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, in
 	return CS_OK;
 }
 
+enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t now)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_TOUCH);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
 static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
 {
 	return read_consent(st, row);
@@ -456,7 +493,7 @@ enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char
 }
 
 enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const char *agent,
-    const char *resource, int64_t *decided_at)
+    const char *resource, int64_t *decided_at, int64_t *lifted_at)
 {
 	enum cs_err e;
 	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LAST_DENIED);
@@ -464,14 +501,29 @@ enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const 
 		return CS_EDB;
 	if ((e = bind_triple(st, user_id, agent, resource)) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
-		/* max() over no rows is one row holding NULL. */
-		if (sqlite3_column_type(st, 0) == SQLITE_NULL)
-			e = CS_ENOENT;
-		else
-			*decided_at = sqlite3_column_int64(st, 0);
+		*decided_at = sqlite3_column_int64(st, 0);
+		*lifted_at = sqlite3_column_int64(st, 1);
 	}
 	store_stmt_done(st);
 	return e;
+}
+
+enum cs_err store_creq_lift_cooldown(struct store_conn *c, const char *id, int64_t now,
+    int *changed)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIFT);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	*changed = store_changes(c) > 0;
+	return CS_OK;
 }
 
 enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int64_t now,
@@ -601,16 +653,12 @@ static void creq_row_free(void *rows, size_t n)
 	store_creq_rows_free(rows, n);
 }
 
-enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
-    struct store_creq_row **out, size_t *n)
+/* A listing of requests: st bound but for ?3 (the limit). */
+static enum cs_err creq_list(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row **out,
+    size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIST);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, CREQ_LIST_MAX)) != CS_OK) {
+	if ((e = store_bind_int64(st, 3, CREQ_LIST_MAX)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
 	}
@@ -619,4 +667,34 @@ enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64
 	    &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
+}
+
+enum cs_err store_creq_list_denied(struct store_conn *c, int64_t user_id, int64_t since,
+    struct store_creq_row **out, size_t *n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIST_DENIED);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, since)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return creq_list(c, st, out, n);
+}
+
+enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
+    struct store_creq_row **out, size_t *n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIST);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return creq_list(c, st, out, n);
 }

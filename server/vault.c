@@ -1360,6 +1360,9 @@ static enum cs_err release_commit(const struct vctx *x, const struct config *cfg
 	}
 	if (e == CS_OK && !refused)
 		e = vaudit(x, "vault.released", scopes, consent_id, NULL, outcome, detail);
+	/* A token released is a use of its consent (/me's "last used"). */
+	if (e == CS_OK && !refused)
+		e = consent_touch(x->c, consent_id, x->now);
 	if (e == CS_OK && (e = store_commit(x->c)) == CS_OK)
 		return refused ? CS_ESTALE : CS_OK;
 	store_rollback(x->c);

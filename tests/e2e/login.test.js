@@ -87,7 +87,9 @@ test('signing out in the browser ends the session at consentd and at the IdP', a
   await page.goto(`${s.url}/me`);
   await page.waitForSelector('text=Alice Example');
   await page.click('text=Sign out');
-  await page.waitForURL(`${s.url}/`);
+  // Back from the IdP's sign-out, with the fixed word that makes / say so.
+  await page.waitForURL(`${s.url}/?state=signed-out`);
+  await page.waitForSelector('h1:has-text("You are signed out")');
   const cookies = await b.context.cookies();
   assert.equal(cookies.find((c) => c.name === 'consentd_session'), undefined, 'session cookie removed');
   await page.goto(`${s.url}/me`);

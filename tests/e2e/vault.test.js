@@ -17,7 +17,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
-import { launchBrowser, idpSignIn } from '../lib/browser.js';
+import { launchBrowser, idpSignIn, revokeInBrowser } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
@@ -173,8 +173,10 @@ test('browser: connect, release, the API accepts, refresh after expiry, revoke; 
   await page.goto(`${v.url}/me`);
   await page.waitForSelector(`#consent-${cid}`);
   await page.screenshot({ path: join(shots, 'vault-me.png'), fullPage: true });
-  await Promise.all([page.waitForURL(`${v.url}/me`), page.click(`#consent-${cid} button:has-text("Revoke")`)]);
-  assert.match(await page.textContent(`#consent-${cid} .state`), /revoked/);
+  const said = await revokeInBrowser(page, { url: v.url, cid });
+  assert.match(said, /Coding assistant can no longer use GitHub\. Its grants stopped working at once\./);
+  await page.goto(`${v.url}/me`);
+  assert.match(await page.textContent(`#history #consent-${cid} .how`), /Revoked by you/);
 
   // consentd refuses at once; the vault row is gone from vault_records.
   const r3 = await v.release(grant, 'list_issues');

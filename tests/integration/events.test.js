@@ -13,7 +13,7 @@ import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { startStack, waitReady } from '../lib/stack.js';
 import { startConsentd } from '../lib/consentd.js';
 import { getIdToken } from '../lib/idplogin.js';
-import { consentdLogin, req, postForm } from '../lib/weblogin.js';
+import { consentdLogin, req, postForm, revokeOnMe } from '../lib/weblogin.js';
 import { gateway } from '../lib/gateway.js';
 import { consentConfig, GATEWAY_APP } from '../lib/fixtures.js';
 import { getFreePort } from '../lib/ports.js';
@@ -96,15 +96,8 @@ async function approveThenRevoke(s, jar) {
   const cid = JSON.parse(Buffer.from(granted.body.access_token.split('.')[1], 'base64url')).cid;
   assert.ok(cid);
 
-  // The person revokes on /me (the CSRF token of her session is in every form there).
-  const me = await req(jar, `${s.url}/me`);
-  const meHtml = await me.text();
-  assert.match(meHtml, new RegExp(`consent-${cid}`));
-  const csrf = postForm(meHtml).fields.csrf;
-  const rv = await req(jar, `${s.url}/me/consents/${cid}/revoke`, {
-    method: 'POST', body: new URLSearchParams({ csrf }).toString(),
-    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: s.url },
-  });
+  // The person revokes on /me, through its confirmation page.
+  const rv = await revokeOnMe({ url: s.url, jar, cid });
   assert.equal(rv.status, 303, 'revoked');
   assert.equal(sql(s.c.dir, `SELECT revoked_at FROM consents WHERE id = '${cid}'`)[0].revoked_at > 0, true);
   return cid;

@@ -84,6 +84,7 @@ function pathOf(pattern) {
     .replace('/consent/{id}', `/consent/${ids.consent}`)
     .replace('/approve/{id}', `/approve/${ids.approve}`)
     .replace('/admin/consents/{id}', `/admin/consents/${ids.cid}`)
+    .replace('/me/consents/{id}', `/me/consents/${ids.cid}`)
     .replace('{resource}', ids.resource)
     .replace(/\{[^}]+\}/g, 'AAAAAAAAAAAAAAAAAAAAAA');
 }
@@ -100,8 +101,9 @@ function assertNotShown(html, route, names, label) {
 
 test('the route table has the pages this test knows how to reach', () => {
   const patterns = getRoutes().map((r) => r.pattern);
-  for (const p of ['/login', '/callback', '/consent/{id}', '/consent/{id}/done', '/approve/{id}',
-    '/oauth/callback/{resource}', '/me', '/admin', '/admin/revoke', '/admin/audit']) {
+  for (const p of ['/', '/login', '/callback', '/consent/{id}', '/consent/{id}/done', '/approve/{id}',
+    '/oauth/callback/{resource}', '/me', '/me/consents/{id}/revoke', '/me/consents/{id}/revoked',
+    '/admin', '/admin/revoke', '/admin/audit']) {
     assert.ok(patterns.includes(p), `${p} in routes.c`);
   }
   assert.ok(getRoutes().some((r) => r.params.length > 0), 'parameters were read');

@@ -6,6 +6,8 @@
 //   b.userDataDir   // that profile's directory
 //   const page = await b.newPage();
 //   await b.close() // closes Chromium and removes the profile
+//   await idpSignIn(page, { user, backTo })        // the development IdP's sign-in form
+//   await revokeInBrowser(page, { url, cid })      // /me's "Revoke…", then its confirmation
 //
 // Flags: --no-sandbox --disable-gpu --disable-quic --disable-background-networking
 // --disable-component-update --disable-sync --no-first-run, plus a fresh --user-data-dir
@@ -70,3 +72,19 @@ export async function idpSignIn(page, { user, backTo }) {
 }
 
 export default launchBrowser;
+
+// Revokes consent cid in Chromium as a person does on /me: its "Revoke…" link, then
+// "Revoke access" on the confirmation page.  Leaves the page on the page that says what
+// happened (/me/consents/cid/revoked) and returns its text.
+export async function revokeInBrowser(page, { url, cid }) {
+  if (!page.url().startsWith(`${url}/me`) || new URL(page.url()).pathname !== '/me') await page.goto(`${url}/me`);
+  await Promise.all([
+    page.waitForURL(`${url}/me/consents/${cid}/revoke`),
+    page.click(`#consent-${cid} a:has-text("Revoke")`),
+  ]);
+  await Promise.all([
+    page.waitForURL(`${url}/me/consents/${cid}/revoked`),
+    page.click('button:has-text("Revoke access")'),
+  ]);
+  return page.textContent('main');
+}

@@ -31,7 +31,7 @@
 //   await v.approveHttp({ jar, consentUri, user, select, duration, offline })
 //     -> { res, location, form }  (signs in at consentd first when needed; POSTs approve)
 //   await v.providerLoginHttp({ jar, authorizeUrl, user })  -> callback URL (not followed)
-//   await v.revokeHttp({ jar, cid })   // the person revokes consent cid on /me
+//   await v.revokeHttp({ jar, cid })   // the person revokes consent cid on /me (through the confirmation)
 //   await v.connectHttp({ jar, consentUri, user, ... }) -> { callbackUrl, final, page }
 //     approve + provider login + callback, following consentd's redirects to the final page
 import assert from 'node:assert/strict';
@@ -45,7 +45,7 @@ import { startProcess } from './proc.js';
 import { getFreePort } from './ports.js';
 import { waitReady } from './stack.js';
 import { CookieJar, discover, getIdToken } from './idplogin.js';
-import { consentdLogin, req, postForm } from './weblogin.js';
+import { consentdLogin, req, postForm, revokeOnMe } from './weblogin.js';
 import { startDownstreamApi, introspect } from './downstream.js';
 import { gateway, TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from './gateway.js';
 import { vaultConfig, DOWNSTREAM, GATEWAY_APP } from './fixtures.js';
@@ -328,18 +328,10 @@ export async function startVaultStack({
         if (first === res || res.status < 300 || res.status >= 400) text = await res.text();
         return { first, firstLocation: first.headers.get('location'), final: res, finalUrl: at, text };
       },
-      // Revokes consent cid on /me with the person's session -> the POST's Response.
+      // Revokes consent cid as the person does on /me: its "Revoke…" link, then the
+      // confirmation page's form -> the POST's Response (a 303 to /me/consents/cid/revoked).
       async revokeHttp({ jar, cid }) {
-        const me = await req(jar, `${url}/me`);
-        const html = await me.text();
-        assert.equal(me.status, 200, `/me: ${html.slice(0, 200)}`);
-        const m = new RegExp(`<form method="post" action="(/me/consents/${cid}/revoke)">\\s*<input type="hidden" name="csrf" value="([^"]+)"`).exec(html);
-        assert.ok(m, `a revoke form for ${cid} on /me`);
-        return req(jar, `${url}${m[1]}`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
-          body: new URLSearchParams({ csrf: m[2] }).toString(),
-        });
+        return revokeOnMe({ url, jar, cid });
       },
       async connectHttp({ jar, consentUri, user, ...opts }) {
         const a = await v.approveHttp({ jar, consentUri, user, ...opts });

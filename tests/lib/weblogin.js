@@ -9,6 +9,10 @@
 //   r.callbackUrl    // the /callback URL the IdP sent the browser to (code + state + iss)
 //   r.final          // the Response of /callback (303 to returnTo) unless stopAtCallback
 //   r.loginLocation  // where consentd's /login sent the browser (the authorization request)
+//
+//   await revokeOnMe({ url, jar, cid })  // the person revokes consent cid on /me, through
+//                                        // its confirmation page -> the POST's Response
+import assert from 'node:assert/strict';
 import http from 'node:http';
 import { CookieJar } from './idplogin.js';
 
@@ -109,4 +113,25 @@ export function setCookieLines(res) {
   if (typeof res.headers.getSetCookie === 'function') return res.headers.getSetCookie();
   const joined = res.headers.get('set-cookie');
   return joined ? joined.split(/, (?=[A-Za-z0-9_.-]+=)/) : [];
+}
+
+// Revokes consent cid on consentd at url with the person's session, as a person does:
+// /me's "Revoke…" link to the confirmation page, then that page's form (csrf and
+// confirm=yes) -> the POST's Response (a 303 to /me/consents/cid/revoked when done).
+export async function revokeOnMe({ url, jar, cid }) {
+  const me = await req(jar, `${url}/me`);
+  const html = await me.text();
+  assert.equal(me.status, 200, `/me: ${html.slice(0, 200)}`);
+  assert.ok(html.includes(`href="/me/consents/${cid}/revoke"`), `a revoke link for ${cid} on /me`);
+  const page = await req(jar, `${url}/me/consents/${cid}/revoke`);
+  const confirm = await page.text();
+  assert.equal(page.status, 200, `confirmation page: ${confirm.slice(0, 300)}`);
+  const form = postForm(confirm);
+  assert.ok(form && form.action === `/me/consents/${cid}/revoke`, 'the confirming form');
+  assert.equal(form.fields.confirm, 'yes');
+  return req(jar, `${url}${form.action}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
+    body: new URLSearchParams(form.fields).toString(),
+  });
 }

@@ -426,8 +426,16 @@ START_TEST(test_consent_approve_partial_then_grant)
 	ck_set(&a.grant_scopes, "read");
 	consent_answer_clear(&a);
 
-	/* Only the declined scope: nothing granted among them -> a new request that
-	 * shows everything the agent would hold, with read pre-ticked. */
+	/* Only the declined scope, within deny_cooldown of the decision: answered
+	 * as a denial of that scope (issue #14), nothing written. */
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 40, NULL), CONSENT_DENIED);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consent_requests", NULL), 1);
+	/* The person lets it ask again: a new request that shows everything the
+	 * agent would hold, with read pre-ticked. */
+	bool lifted = false;
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 40,
+	    &lifted), CS_OK);
+	ck_assert(lifted);
 	ck_assert_int_eq(exch_o("alice", "write", T0 + 40, &rid2), CONSENT_REQUIRED);
 	ck_assert_str_ne(rid2, rid);
 	ck_assert_int_eq(consent_request_get(sc, rid2, &r), CS_OK);
@@ -1096,6 +1104,246 @@ START_TEST(test_consent_failure_mid_transaction_rolls_back)
 }
 END_TEST
 
+/* --- blocks: deny_cooldown after a denial or a declined scope ----------- */
+
+static size_t blocks(const char *sub, int64_t now, struct consent_block **v)
+{
+	size_t n = 99;
+	*v = NULL;
+	ck_assert_int_eq(consent_blocks_for_user(sc, &cfg, user_id(sub), now, v, &n), CS_OK);
+	return n;
+}
+
+START_TEST(test_consent_declined_scope_cooldown)
+{
+	char *rid = NULL, *rid2 = NULL, *kid = NULL;
+	struct consent_answer a;
+	struct consent_block *b = NULL;
+	cfg.consent_deny_cooldown = 100;
+	ck_assert_int_eq(exch_o("alice", "read write admin", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 10, &kid), CS_OK);
+	/* Declined scopes alone, one or both: access_denied while the cooldown holds. */
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 11, NULL), CONSENT_DENIED);
+	ck_assert_int_eq(exch_o("alice", "admin write", T0 + 10 + 99, NULL), CONSENT_DENIED);
+	/* With a granted scope: answered from the consent, as before. */
+	ck_assert_int_eq(exch("alice", "read write", T0 + 12, &a), CONSENT_GRANT);
+	ck_set(&a.grant_scopes, "read");
+	consent_answer_clear(&a);
+	/* /me lists it as a block of the declined scopes, until decided_at + cooldown. */
+	ck_assert_uint_eq(blocks("alice", T0 + 12, &b), 1);
+	ck_assert(b[0].declined);
+	ck_assert_str_eq(b[0].request_id, rid);
+	ck_assert_str_eq(b[0].agent, "coder");
+	ck_assert_str_eq(b[0].resource, "notes");
+	ck_set(&b[0].scopes, "admin write");
+	ck_assert_int_eq(b[0].decided_at, T0 + 10);
+	ck_assert_int_eq(b[0].until, T0 + 110);
+	consent_block_list_free(b, 1);
+	/* Over at decided_at + cooldown: a new request. */
+	ck_assert_uint_eq(blocks("alice", T0 + 110, &b), 0);
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 110, &rid2), CONSENT_REQUIRED);
+	ck_assert_str_ne(rid2, rid);
+	free(rid);
+	free(rid2);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_consent_declined_new_scope_still_asks)
+{
+	char *rid = NULL, *rid2 = NULL, *kid = NULL;
+	struct consent_request r;
+	ck_assert_int_eq(exch_o("alice", "read write", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 10, &kid), CS_OK);
+	/* A scope never decided with a declined one: a new request, as before;
+	 * the person sees the declined scope again, unticked. */
+	ck_assert_int_eq(exch_o("alice", "write admin", T0 + 11, &rid2), CONSENT_REQUIRED);
+	ck_assert_int_eq(consent_request_get(sc, rid2, &r), CS_OK);
+	ck_set(&r.scopes, "admin read write");
+	ck_set(&r.pre_granted, "read");
+	consent_request_clear(&r);
+	free(rid);
+	free(rid2);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_consent_declined_by_provider_not_blocked)
+{
+	char *rid = NULL, *kid = NULL;
+	struct consent_block *b = NULL;
+	ck_assert_int_eq(exch_o("alice", "read write", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 10, &kid), CS_OK);
+	/* The provider, not the person, left write out (flow D narrowing): the
+	 * request records it, and it holds nobody back. */
+	raw_exec("UPDATE consent_requests SET narrowed = 'write'");
+	ck_assert_uint_eq(blocks("alice", T0 + 11, &b), 0);
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 11, NULL), CONSENT_REQUIRED);
+	free(rid);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_consent_allow_asking_after_denial)
+{
+	char *rid = NULL, *rid2 = NULL;
+	struct consent_block *b = NULL;
+	bool lifted = true;
+	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
+	/* Pending: holds nobody back. */
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 1,
+	    &lifted), CS_EINVAL);
+	ck_assert_int_eq(decide(rid, "alice", false, NULL, 0, false, T0 + 10, NULL), CS_OK);
+	ck_assert_int_eq(exch_o("alice", "read", T0 + 11, NULL), CONSENT_DENIED);
+	ck_assert_uint_eq(blocks("alice", T0 + 11, &b), 1);
+	ck_assert(!b[0].declined);
+	ck_assert_str_eq(b[0].request_id, rid);
+	ck_set(&b[0].scopes, "read");
+	ck_assert_int_eq(b[0].until, T0 + 10 + 3600);
+	consent_block_list_free(b, 1);
+	/* Someone else, or no such request: refused, nothing written. */
+	ck_assert_int_eq(exch_o("bob", "read", T0, NULL), CONSENT_REQUIRED);
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("bob"), "user:bob", T0 + 12,
+	    &lifted), CS_EPERM);
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, "nosuchrequestAAAAAAAAA", user_id("alice"),
+	    "user:alice", T0 + 12, &lifted), CS_ENOENT);
+	ck_assert_int_eq(exch_o("alice", "read", T0 + 12, NULL), CONSENT_DENIED);
+	ck_assert_int_eq(audits("consent.cooldown_lifted"), 0);
+	/* The person: lifted, audited once; again is fine and writes nothing. */
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 13,
+	    &lifted), CS_OK);
+	ck_assert(lifted);
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 14,
+	    &lifted), CS_OK);
+	ck_assert(!lifted);
+	ck_assert_int_eq(audits("consent.cooldown_lifted"), 1);
+	char *det = q_text("SELECT actor || '|' || request_id || '|' || scopes || '|' || detail "
+	    "FROM audit WHERE action = 'consent.cooldown_lifted'", NULL);
+	char want[200];
+	snprintf(want, sizeof want, "user:alice|%s|read|denied", rid);
+	ck_assert_str_eq(det, want);
+	free(det);
+	ck_assert_int_eq(q_int("SELECT cooldown_lifted_at FROM consent_requests WHERE id = ?1", rid),
+	    T0 + 13);
+	ck_assert_uint_eq(blocks("alice", T0 + 14, &b), 0);
+	/* The next call asks the person again; a new denial holds again. */
+	ck_assert_int_eq(exch_o("alice", "read", T0 + 15, &rid2), CONSENT_REQUIRED);
+	ck_assert_str_ne(rid2, rid);
+	ck_assert_int_eq(decide(rid2, "alice", false, NULL, 0, false, T0 + 20, NULL), CS_OK);
+	ck_assert_int_eq(exch_o("alice", "read", T0 + 21, NULL), CONSENT_DENIED);
+	ck_assert_uint_eq(blocks("alice", T0 + 21, &b), 1);
+	ck_assert_str_eq(b[0].request_id, rid2);
+	consent_block_list_free(b, 1);
+	/* After the cooldown: nothing to lift, CS_OK, nothing written. */
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid2, user_id("alice"), "user:alice",
+	    T0 + 20 + 3600, &lifted), CS_OK);
+	ck_assert(!lifted);
+	ck_assert_int_eq(audits("consent.cooldown_lifted"), 1);
+	free(rid);
+	free(rid2);
+}
+END_TEST
+
+START_TEST(test_consent_allow_asking_after_decline)
+{
+	char *rid = NULL, *kid = NULL, *rid2 = NULL;
+	struct consent_block *b = NULL;
+	bool lifted = false;
+	ck_assert_int_eq(exch_o("alice", "read write", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 10, &kid), CS_OK);
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 11, NULL), CONSENT_DENIED);
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 12,
+	    &lifted), CS_OK);
+	ck_assert(lifted);
+	char *det = q_text("SELECT consent_id || '|' || scopes || '|' || detail FROM audit "
+	    "WHERE action = 'consent.cooldown_lifted'", NULL);
+	char want[200];
+	snprintf(want, sizeof want, "%s|write|declined", kid);
+	ck_assert_str_eq(det, want);
+	free(det);
+	ck_assert_uint_eq(blocks("alice", T0 + 12, &b), 0);
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 13, &rid2), CONSENT_REQUIRED);
+	free(rid);
+	free(rid2);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_consent_revoked_ends_decline_block)
+{
+	char *rid = NULL, *kid = NULL;
+	struct consent_block *b = NULL;
+	bool lifted = true;
+	ck_assert_int_eq(exch_o("alice", "read write", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 10, &kid), CS_OK);
+	ck_assert_int_eq(consent_revoke(sc, kid, user_id("alice"), "user:alice", "x", T0 + 11, false),
+	    CS_OK);
+	/* The consent ended: its declines hold nothing back any more. */
+	ck_assert_uint_eq(blocks("alice", T0 + 12, &b), 0);
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 12,
+	    &lifted), CS_OK);
+	ck_assert(!lifted);
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 12, NULL), CONSENT_REQUIRED);
+	free(rid);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_consent_touch_and_revoker)
+{
+	char *rid = NULL, *kid = NULL, *rid2 = NULL, *kid2 = NULL;
+	struct consent k;
+	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 1, &kid), CS_OK);
+	ck_assert_int_eq(consent_get(sc, kid, T0 + 2, &k), CS_OK);
+	ck_assert_int_eq(k.last_used_at, 0);
+	ck_assert_int_eq(consent_revoker(&k), CONSENT_BY_NOBODY);
+	ck_assert_str_eq(k.request_id, rid);
+	consent_clear(&k);
+	/* A use moves last_used_at forward, never back. */
+	ck_assert_int_eq(consent_touch(sc, kid, T0 + 5), CS_OK);
+	ck_assert_int_eq(consent_touch(sc, kid, T0 + 3), CS_OK);
+	ck_assert_int_eq(consent_touch(sc, "nosuchconsentAAAAAAAAA", T0 + 3), CS_OK);
+	ck_assert_int_eq(consent_get(sc, kid, T0 + 6, &k), CS_OK);
+	ck_assert_int_eq(k.last_used_at, T0 + 5);
+	consent_clear(&k);
+	/* Replaced by a newer consent of the person. */
+	ck_assert_int_eq(exch_o("alice", "write", T0 + 7, &rid2), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid2, "alice", true, "read write", 3600, false, T0 + 8, &kid2), CS_OK);
+	ck_assert_int_eq(consent_get(sc, kid, T0 + 9, &k), CS_OK);
+	ck_assert_int_eq(consent_revoker(&k), CONSENT_BY_REPLACEMENT);
+	ck_assert_str_eq(k.revoke_reason, "replaced");
+	consent_clear(&k);
+	/* The same fields as the callers write them. */
+	struct consent f;
+	memset(&f, 0, sizeof f);
+	f.revoked_at = T0;
+	f.subject = "alice";
+	f.revoked_by = "user:alice";
+	f.revoke_reason = "revoked by the person on /me";
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_PERSON);
+	f.revoke_reason = "replaced";
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_REPLACEMENT);
+	f.revoked_by = "admin:ops";               /* an administrator typing "replaced" */
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_ADMIN);
+	f.revoke_reason = "left the company";
+	f.revoked_by = "user:alicex";
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_OTHER);
+	f.revoked_by = "admin:ops";
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_ADMIN);
+	f.revoked_by = "cli";
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_ADMIN);
+	f.revoked_by = "system";
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_OTHER);
+	f.revoked_at = 0;
+	ck_assert_int_eq(consent_revoker(&f), CONSENT_BY_NOBODY);
+	free(rid);
+	free(kid);
+	free(rid2);
+	free(kid2);
+}
+END_TEST
+
 static Suite *consent_suite(void)
 {
 	Suite *s = suite_create("consent");
@@ -1126,6 +1374,13 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_list_and_pending);
 	tcase_add_test(tc, test_consent_audit_every_step);
 	tcase_add_test(tc, test_consent_failure_mid_transaction_rolls_back);
+	tcase_add_test(tc, test_consent_declined_scope_cooldown);
+	tcase_add_test(tc, test_consent_declined_new_scope_still_asks);
+	tcase_add_test(tc, test_consent_declined_by_provider_not_blocked);
+	tcase_add_test(tc, test_consent_allow_asking_after_denial);
+	tcase_add_test(tc, test_consent_allow_asking_after_decline);
+	tcase_add_test(tc, test_consent_revoked_ends_decline_block);
+	tcase_add_test(tc, test_consent_touch_and_revoker);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -360,11 +360,14 @@ START_TEST(test_grant_issue_claims_exact)
 	ck_assert_int_eq(q_int("SELECT issued_at FROM grants WHERE jti = ?1", g.jti), NOW);
 	ck_assert_int_eq(audits("grant.issued"), 1);
 	ck_assert_int_eq(audits("refresh.issued"), 0);
+	/* A grant issued is a use of its consent (/me's "last used"). */
+	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), NOW);
 
 	/* A second grant has another jti; a narrower scope is signed as asked. */
 	struct grant_response g2;
 	issue(kid, "read", false, NOW + 1, &g2);
 	ck_assert_str_ne(g2.jti, g.jti);
+	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), NOW + 1);
 	json_t *cl2 = verified_claims(g2.access_token);
 	ck_assert_str_eq(jstr(cl2, "scope"), "read");
 	json_decref(cl2);
@@ -720,6 +723,8 @@ START_TEST(test_grant_refresh_rotation)
 	ck_inactive(g.refresh_token, NOW + 601);
 	ck_active(g2.refresh_token, NOW + 601, "refresh");
 	ck_assert_int_eq(audits("refresh.used"), 1);
+	/* A grant renewed with a refresh token is a use too. */
+	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), NOW + 600);
 
 	/* The new one works in turn. */
 	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 1200, &g3), CS_OK);

@@ -1056,6 +1056,9 @@ START_TEST(test_vault_release_approved_one_transaction)
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released' AND "
 	    "detail = 'action=list_issues; approval=apprAAAAAAAAAAAAAAAAAA' AND consent_id = ?1", kid), 1);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.released'", NULL), 1);
+	/* A token released is a use of its consent (/me's "last used"), recorded
+	 * in the release's transaction. */
+	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), NOW + 2);
 	char *status = q_text("SELECT status FROM approvals WHERE id = ?1", "apprAAAAAAAAAAAAAAAAAA");
 	ck_assert_str_eq(status, "used");
 	free(status);
@@ -1066,6 +1069,7 @@ START_TEST(test_vault_release_approved_one_transaction)
 	ck_assert_ptr_null(r.access_token);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released'", NULL), 1);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.refused'", NULL), 1);
+	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), NOW + 2);
 	/* A release failing before its transaction (the consent ended) uses nothing up. */
 	raw_exec("UPDATE approvals SET status = 'approved', used_at = 0 WHERE id = 'apprAAAAAAAAAAAAAAAAAA'");
 	k.reconnect_required = true;
@@ -1332,8 +1336,13 @@ START_TEST(test_vault_begin_moves_exact_record)
 	vault_begin_clear(&b);
 	scope_set_clear(&d.selected);
 
-	/* Another mapping: a new connection, the live consent untouched until the callback. */
+	/* Another mapping: a new connection, the live consent untouched until the callback.
+	 * (issues:write was just unticked: the person first lets the agent ask again.) */
 	char *cur = q_text("SELECT consent_id FROM vault_records", NULL);
+	bool lifted = false;
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, uid("alice"), ACT, NOW + 2, &lifted),
+	    CS_OK);
+	ck_assert(lifted);
 	char *rid2 = request("alice", "coder", "github", "issues:write", NOW + 2);
 	char *state = begin(rid2, "alice", "issues:read issues:write", NOW + 2);
 	k = load(cur, NOW + 2);

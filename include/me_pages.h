@@ -1,0 +1,21 @@
+/* me_pages.h -- /me, the person's control panel (ARCHITECTURE.md flow G for
+ * people): the agents acting for them and what each may do, when each was last
+ * used, the history of ended consents, what waits for a decision, the agents
+ * their "no" holds back, and revoking with a confirmation. */
+#ifndef CS_ME_PAGES_H
+#define CS_ME_PAGES_H
+#include "http.h"
+
+/* GET /me */
+enum cs_err me_pages_show(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /me/consents/{id}/revoke: what revoking does, and the confirming form. */
+enum cs_err me_pages_revoke_confirm(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* POST /me/consents/{id}/revoke (csrf, confirm=yes): revokes, 303 to .../revoked. */
+enum cs_err me_pages_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /me/consents/{id}/revoked: says what happened, from the stored consent. */
+enum cs_err me_pages_revoked(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* POST /me/requests/{id}/allow (csrf): lifts the block a decision holds
+ * (consent_allow_asking), 303 to /me. */
+enum cs_err me_pages_allow(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+
+#endif

@@ -1,0 +1,449 @@
+/* me_pages.c -- /me, the person's control panel: the agents acting for them,
+ * the history of ended consents, what waits for a decision, the agents their
+ * "no" holds back, and revoking with a confirmation.  It shows and changes
+ * only the signed-in person's own records, and never text from its URL. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <jansson.h>
+#include "app.h"
+#include "approval.h"
+#include "buf.h"
+#include "consent.h"
+#include "form.h"
+#include "login.h"
+#include "me_pages.h"
+#include "pages.h"
+#include "session.h"
+#include "vault.h"
+
+#define ME_LIST_MAX 100              /* consents shown, live ones first */
+
+/* A time for a template, as pages.c writes them: {"iso": "2026-12-01T20:00:00Z",
+ * "utc": "2026-12-01 20:00 UTC"}, shown <time datetime="{{iso}}" title="{{utc}}">{{utc}}</time>
+ * and turned into the reader's local time by /static/local-time.js.  NULL on failure. */
+static json_t *when(int64_t t)
+{
+	char iso[32] = "", utc[32] = "";
+	time_t tt = (time_t)t;
+	struct tm tm;
+	if (gmtime_r(&tt, &tm) == NULL || strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 ||
+	    strftime(utc, sizeof utc, "%Y-%m-%d %H:%M UTC", &tm) == 0)
+		return NULL;
+	return json_pack("{s:s, s:s}", "iso", iso, "utc", utc);
+}
+
+static const char *agent_name(const struct config *cfg, const char *id)
+{
+	const struct config_agent *a = config_agent(cfg, id);
+	return a ? a->name : id;
+}
+
+static const char *resource_name(const struct config *cfg, const char *id)
+{
+	const struct config_resource *r = config_resource(cfg, id);
+	return r ? r->name : id;
+}
+
+/* Each scope with what it lets the agent do, in the operator's words; a scope
+ * no longer configured shows its name. */
+static json_t *scope_items(const struct config *cfg, const char *resource,
+    const struct scope_set *s)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < s->n; i++) {
+		const struct config_scope *sc = config_scope(cfg, resource, s->v[i]);
+		json_array_append_new(a, json_pack("{s:s, s:s}", "name", s->v[i],
+		    "description", sc && sc->description ? sc->description : s->v[i]));
+	}
+	return a;
+}
+
+static enum cs_err see_other(struct http_reply *rep, const char *location)
+{
+	rep->status = 303;
+	rep->content_type = "text/plain; charset=utf-8";
+	buf_reset(&rep->body);
+	return reply_header(rep, "Location", location);
+}
+
+/* Consent ids are 22 characters of base64url: anything else is no consent,
+ * and never reaches a return_to or a query. */
+static bool id_shaped(const char *id)
+{
+	size_t n = 0;
+	for (; id[n] != '\0'; n++)
+		if (!((id[n] >= 'A' && id[n] <= 'Z') || (id[n] >= 'a' && id[n] <= 'z') ||
+		    (id[n] >= '0' && id[n] <= '9') || id[n] == '-' || id[n] == '_'))
+			return false;
+	return n == CONSENT_ID_LEN;
+}
+
+static enum cs_err not_found(struct http_reply *rep)
+{
+	return reply_html_error(rep, 404, "No such consent", "There is no such consent of yours.");
+}
+
+/* The session of a form POST with its CSRF token checked; otherwise the reply
+ * (401 or 403) is complete and *ok false. */
+static enum cs_err post_session(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, struct session *s, bool *ok)
+{
+	enum cs_err e = session_from_cookie(c, req->app->cfg, req->cookie, req->now, s);
+	*ok = false;
+	if (e == CS_ENOENT)
+		return reply_html_error(rep, 401, "Not signed in", "Sign in again to manage your consents.");
+	if (e != CS_OK)
+		return e;
+	if (!session_csrf_ok(s, form_get(&req->params, "csrf")))
+		return reply_html_error(rep, 403, "Not allowed",
+		    "This form is stale or did not come from this site. Reload the page and try again.");
+	*ok = true;
+	return CS_OK;
+}
+
+/* The signed-in person's consent named in the URL; a 404 page (*ok false)
+ * when there is none -- SECURITY: someone else's looks exactly like a missing
+ * one. */
+static enum cs_err own_consent(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, const struct session *s, struct consent *k, bool *ok)
+{
+	enum cs_err e;
+	*ok = false;
+	if (!id_shaped(req->captures[0]))
+		return not_found(rep);
+	e = consent_get(c, req->captures[0], req->now, k);
+	if (e == CS_ENOENT)
+		return not_found(rep);
+	if (e != CS_OK)
+		return e;
+	if (k->user_id != s->user_id) {
+		consent_clear(k);
+		return not_found(rep);
+	}
+	*ok = true;
+	return CS_OK;
+}
+
+/* How an ended consent ended, in words (*why may stay NULL). */
+static const char *ended_how(const struct consent *k, const char **why)
+{
+	*why = NULL;
+	switch (consent_revoker(k)) {
+	case CONSENT_BY_PERSON:
+		return "Revoked by you";
+	case CONSENT_BY_REPLACEMENT:
+		*why = "you approved a newer request from this agent for the same account, "
+		    "and that consent took this one's place";
+		return "Replaced by a newer consent";
+	case CONSENT_BY_ADMIN:
+		*why = k->revoke_reason;
+		return "Revoked by an administrator";
+	case CONSENT_BY_OTHER:
+		*why = k->revoke_reason;
+		return "Ended by consentd";
+	case CONSENT_BY_NOBODY:
+	case CONSENT_REVOKER__MAX:
+		break;
+	}
+	*why = "it reached the end of the time you chose";
+	return "Expired";
+}
+
+/* One entry of "Agents acting for you". */
+static json_t *active_item(struct app *app, struct store_conn *c, const struct consent *k)
+{
+	const struct config *cfg = app->cfg;
+	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:o, s:o, s:o?}",
+	    "id", k->id, "agent", agent_name(cfg, k->agent), "resource", resource_name(cfg, k->resource),
+	    "scopes", scope_items(cfg, k->resource, &k->granted),
+	    "declined", scope_items(cfg, k->resource, &k->declined), "has_declined", k->declined.n > 0,
+	    "offline", k->offline, "connected", vault_has_record(c, k->id) && !k->reconnect_required,
+	    "reconnect", k->reconnect_required, "created", when(k->created_at),
+	    "expires", when(k->expires_at), "last_used", k->last_used_at > 0 ? when(k->last_used_at) : NULL);
+}
+
+/* One entry of the history; the administrator's reason made visible text. */
+static json_t *history_item(const struct config *cfg, const struct consent *k)
+{
+	const char *why = NULL, *how = ended_how(k, &why);
+	char *shown = why ? visible_text(why) : NULL;
+	json_t *o;
+	if (why != NULL && shown == NULL)
+		return NULL;
+	int64_t ended = k->revoked_at != 0 && k->revoked_at < k->expires_at ? k->revoked_at :
+	    k->expires_at;
+	o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s?, s:o?}",
+	    "id", k->id, "agent", agent_name(cfg, k->agent), "resource", resource_name(cfg, k->resource),
+	    "scopes", scope_items(cfg, k->resource, &k->granted), "created", when(k->created_at),
+	    "ended", when(ended), "how", how, "why", shown,
+	    "last_used", k->last_used_at > 0 ? when(k->last_used_at) : NULL);
+	free(shown);
+	return o;
+}
+
+static json_t *block_item(const struct config *cfg, const struct consent_block *b)
+{
+	return json_pack("{s:s, s:s, s:s, s:o, s:b, s:o, s:o}", "request_id", b->request_id,
+	    "agent", agent_name(cfg, b->agent), "resource", resource_name(cfg, b->resource),
+	    "scopes", scope_items(cfg, b->resource, &b->scopes), "declined", b->declined,
+	    "decided", when(b->decided_at), "until", when(b->until));
+}
+
+/* Appends v to a, or fails for a NULL v (an allocation failed). */
+static enum cs_err push(json_t *a, json_t *v)
+{
+	if (a == NULL || v == NULL || json_array_append_new(a, v) != 0)
+		return CS_ENOMEM;
+	return CS_OK;
+}
+
+enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct store_conn *c = store_conn(app->store);
+	struct consent *ks = NULL;
+	struct consent_request *rs = NULL;
+	struct approval *as = NULL;
+	struct consent_block *bs = NULL;
+	size_t nk = 0, nr = 0, na = 0, nb = 0;
+	json_t *ctx = NULL, *active = json_array(), *history = json_array(), *pending = json_array(),
+	    *approvals = json_array(), *blocks = json_array();
+	bool have;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	if (c == NULL) {
+		e = CS_EDB;
+		goto out;
+	}
+	if ((e = login_require(req, rep, "/me", &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = consent_list_for_user(c, s.user_id, req->now, ME_LIST_MAX, &ks, &nk)) != CS_OK ||
+	    (e = consent_pending_for_user(c, s.user_id, req->now, &rs, &nr)) != CS_OK ||
+	    (e = approval_pending_for_user(c, s.user_id, req->now, &as, &na)) != CS_OK ||
+	    (e = consent_blocks_for_user(c, cfg, s.user_id, req->now, &bs, &nb)) != CS_OK)
+		goto out;
+	for (size_t i = 0; i < nk; i++) {
+		if (consent_is_live(&ks[i], req->now))
+			e = push(active, active_item(app, c, &ks[i]));
+		else
+			e = push(history, history_item(cfg, &ks[i]));
+		if (e != CS_OK)
+			goto out;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		if ((e = push(pending, json_pack("{s:s, s:s, s:s, s:o, s:o}", "id", rs[i].id,
+		    "agent", agent_name(cfg, rs[i].agent), "resource", resource_name(cfg, rs[i].resource),
+		    "scopes", scope_items(cfg, rs[i].resource, &rs[i].scopes),
+		    "expires", when(rs[i].expires_at)))) != CS_OK)
+			goto out;
+	}
+	for (size_t i = 0; i < na; i++) {
+		const struct config_action *act = config_action(cfg, as[i].resource, as[i].action);
+		if ((e = push(approvals, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", as[i].id,
+		    "agent", agent_name(cfg, as[i].agent), "resource", resource_name(cfg, as[i].resource),
+		    "action", as[i].action, "action_description",
+		    act && act->description ? act->description : as[i].action,
+		    "expires", when(as[i].expires_at)))) != CS_OK)
+			goto out;
+	}
+	for (size_t i = 0; i < nb; i++)
+		if ((e = push(blocks, block_item(cfg, &bs[i]))) != CS_OK)
+			goto out;
+	ctx = json_pack("{s:s, s:s?, s:O, s:O, s:O, s:O, s:O, s:b}", "title", "Your consents",
+	    "issuer", s.issuer, "active", active, "history", history, "pending", pending,
+	    "approvals", approvals, "blocks", blocks, "has_blocks", nb > 0);
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "me.html", ctx, &s);
+out:
+	json_decref(active);
+	json_decref(history);
+	json_decref(pending);
+	json_decref(approvals);
+	json_decref(blocks);
+	json_decref(ctx);
+	approval_list_free(as, na);
+	consent_list_free(ks, nk);
+	consent_request_list_free(rs, nr);
+	consent_block_list_free(bs, nb);
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct consent k;
+	struct store_conn *c = store_conn(app->store);
+	char back[128];
+	json_t *ctx = NULL;
+	bool have, ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	memset(&k, 0, sizeof k);
+	if (c == NULL)
+		return CS_EDB;
+	if (!id_shaped(req->captures[0]))
+		return not_found(rep);
+	snprintf(back, sizeof back, "/me/consents/%s/revoke", req->captures[0]);
+	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
+		goto out;
+	if (k.revoked_at != 0) {
+		snprintf(back, sizeof back, "/me/consents/%s/revoked", k.id);
+		e = see_other(rep, back);
+		goto out;
+	}
+	if (!consent_is_live(&k, req->now)) {
+		e = reply_html_error(rep, 410, "This consent already ended",
+		    "It expired, so there is nothing to revoke. The agent has to ask you again.");
+		goto out;
+	}
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b, s:o, s:o}",
+	    "title", "Revoke this consent?", "id", k.id, "agent", agent_name(cfg, k.agent),
+	    "resource", resource_name(cfg, k.resource), "scopes", scope_items(cfg, k.resource, &k.granted),
+	    "offline", k.offline, "provider", vault_provider(app->vault, k.resource) != NULL,
+	    "created", when(k.created_at), "expires", when(k.expires_at));
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "me_revoke.html", ctx, &s);
+out:
+	json_decref(ctx);
+	consent_clear(&k);
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err me_pages_revoke(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct session s;
+	struct store_conn *c = store_conn(app->store);
+	char actor[300], done[128];
+	bool ok;
+	enum cs_err e;
+	memset(&s, 0, sizeof s);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = post_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	if (!id_shaped(req->captures[0])) {
+		e = not_found(rep);
+		goto out;
+	}
+	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	/* The route requires confirm=yes: only the confirmation page's form revokes. */
+	e = consent_revoke(c, req->captures[0], s.user_id, actor, "revoked by the person on /me",
+	    req->now, false);
+	if (e == CS_ENOENT || e == CS_EPERM) {
+		/* SECURITY: someone else's consent looks exactly like a missing one. */
+		e = not_found(rep);
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	snprintf(done, sizeof done, "/me/consents/%s/revoked", req->captures[0]);
+	e = see_other(rep, done);
+out:
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct session s;
+	struct consent k;
+	struct store_conn *c = store_conn(app->store);
+	char back[128];
+	char *shown = NULL;
+	json_t *ctx = NULL;
+	bool have, ok;
+	enum cs_err e;
+
+	memset(&s, 0, sizeof s);
+	memset(&k, 0, sizeof k);
+	if (c == NULL)
+		return CS_EDB;
+	if (!id_shaped(req->captures[0]))
+		return not_found(rep);
+	snprintf(back, sizeof back, "/me/consents/%s/revoked", req->captures[0]);
+	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+		goto out;
+	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
+		goto out;
+	if (k.revoked_at == 0) {
+		e = see_other(rep, "/me");   /* nothing was revoked: the panel says how it stands */
+		goto out;
+	}
+	const char *why = NULL, *how = ended_how(&k, &why);
+	if (why != NULL && (shown = visible_text(why)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:o, s:s, s:s?, s:b}",
+	    "title", consent_revoker(&k) == CONSENT_BY_PERSON ? "Access revoked" : "This consent ended",
+	    "by_you", consent_revoker(&k) == CONSENT_BY_PERSON,
+	    "agent", agent_name(cfg, k.agent), "resource", resource_name(cfg, k.resource),
+	    "when", when(k.revoked_at), "how", how, "why", shown,
+	    "provider", vault_provider(app->vault, k.resource) != NULL);
+	if (ctx == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	e = page_render(rep, 200, "me_revoked.html", ctx, &s);
+out:
+	free(shown);
+	json_decref(ctx);
+	consent_clear(&k);
+	session_clear(&s);
+	return e;
+}
+
+enum cs_err me_pages_allow(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct session s;
+	struct store_conn *c = store_conn(app->store);
+	char actor[300];
+	bool ok, lifted = false;
+	enum cs_err e;
+	memset(&s, 0, sizeof s);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = post_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
+		goto out;
+	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	e = consent_allow_asking(c, app->cfg, req->captures[0], s.user_id, actor, req->now, &lifted);
+	if (e == CS_ENOENT || e == CS_EPERM) {
+		/* SECURITY: someone else's request looks exactly like a missing one. */
+		e = reply_html_error(rep, 404, "No such request", "There is no such decision of yours.");
+		goto out;
+	} else if (e == CS_EINVAL) {
+		e = reply_html_error(rep, 400, "Nothing to allow",
+		    "This request was never decided, so it holds no agent back.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
+	/* Lifted now, or already free to ask: either way /me shows it no longer blocked. */
+	e = see_other(rep, "/me");
+out:
+	session_clear(&s);
+	return e;
+}
