@@ -12,6 +12,7 @@
 #include "jwt.h"
 #include "oidc.h"
 #include "vault.h"
+#include "jws.h"
 
 struct app {
 	const struct config *cfg;
@@ -25,6 +26,7 @@ struct app {
 	pthread_t            discovery_thread;
 	int                  discovery_started;
 	struct vault        *vault;        /* downstream providers and sealed tokens */
+	struct jws_keyset   *gateway_keys; /* [gateway] jwks_file; NULL without private_key_jwt */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;
 	pthread_mutex_t      stop_lock;

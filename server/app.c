@@ -60,6 +60,14 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		fprintf(stderr, "consentd: token vault: %s\n", cs_strerror(e));
 		goto fail;
 	}
+	if (cfg->gateway_jwks_json != NULL) {
+		char why[160];
+		e = jws_keyset_parse(cfg->gateway_jwks_json, &app->gateway_keys, why, sizeof why);
+		if (e != CS_OK) {
+			fprintf(stderr, "consentd: [gateway] jwks_file: %s\n", why);
+			goto fail;
+		}
+	}
 	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: signing keys: %s\n", cs_strerror(e));
@@ -89,6 +97,8 @@ void app_clear(struct app *app)
 	}
 	vault_free(app->vault);
 	app->vault = NULL;
+	jws_keyset_free(app->gateway_keys);
+	app->gateway_keys = NULL;
 	oidc_provider_free(app->idp);
 	app->idp = NULL;
 	keyring_free(app->keys);

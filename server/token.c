@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 #include "app.h"
 #include "audit.h"
+#include "client_auth.h"
 #include "consent.h"
 #include "form.h"
 #include "grant.h"
@@ -67,29 +68,7 @@ out:
 
 bool gateway_authenticate(const struct http_request *req, struct http_reply *rep)
 {
-	const struct config *cfg = req->app->cfg;
-	char *id = NULL, *secret = NULL;
-	unsigned char h[32];
-	bool ok = false;
-	if (basic_credentials(req->authorization, &id, &secret)) {
-		sha256_str(secret, h);
-		/* SECURITY: the secret is compared as a SHA-256, in constant time;
-		 * the id is public. */
-		int id_ok = strcmp(id, cfg->gateway_id) == 0;
-		int secret_ok = CRYPTO_memcmp(h, cfg->gateway_secret_sha256, 32) == 0;
-		ok = id_ok && secret_ok;
-	}
-	if (secret) {
-		OPENSSL_cleanse(secret, strlen(secret));
-		free(secret);
-	}
-	free(id);
-	if (!ok) {
-		if (reply_oauth_error(rep, 401, "invalid_client", "client authentication failed") != CS_OK ||
-		    reply_header(rep, "WWW-Authenticate", "Basic realm=\"consentd\"") != CS_OK)
-			rep->status = 401;
-	}
-	return ok;
+	return client_auth_gateway(req, rep);
 }
 
 /* --- helpers -------------------------------------------------------------- */
