@@ -27,6 +27,7 @@ struct app {
 	int                  discovery_started;
 	struct vault        *vault;        /* downstream providers and sealed tokens */
 	struct jws_keyset   *gateway_keys; /* [gateway] jwks_file; NULL without private_key_jwt */
+	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;
 	pthread_mutex_t      stop_lock;

@@ -126,7 +126,9 @@ struct config {                  /* immutable after config_load(); free with con
 	bool   gateway_auth_private_key_jwt;
 	char  *gateway_jwks_file;            /* NULL when none */
 	char  *gateway_jwks_json;            /* its text, checked to parse; NULL when none */
-	int64_t gateway_clock_skew;          /* default 60: tolerance for assertion times, seconds */
+	int64_t gateway_clock_skew;          /* default 60: assertion exp and DPoP iat tolerance, s */
+	bool   gateway_require_dpop;         /* default false: bearer exchanges refused when true */
+	bool   gateway_dpop_nonce;           /* default false: DPoP proofs must carry our nonce */
 
 	/* [audit] */
 	char  *audit_head_file;              /* append-only record of published heads; NULL = none */

@@ -9,3 +9,11 @@ CREATE TABLE replay_cache (
 	PRIMARY KEY (kind, jti)
 ) WITHOUT ROWID;
 CREATE INDEX replay_cache_expiry ON replay_cache(expires_at);
+
+-- A refresh family started with a DPoP proof is bound to that proof's key (RFC
+-- 9449 §5): every refresh of the family must come with a proof by the same key.
+-- jkt is the key's RFC 7638 thumbprint; a family without a row is unbound.
+CREATE TABLE refresh_bindings (
+	family     TEXT PRIMARY KEY,
+	jkt        TEXT NOT NULL
+) WITHOUT ROWID;

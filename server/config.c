@@ -56,7 +56,7 @@ static const char *const keys_consent[] = { "request_ttl", "interval", "deny_coo
 	"max_pending_per_user", NULL };
 static const char *const keys_gateway[] = { "id", "client_secret", "client_secret_sha256",
 	"subject_audiences", "subject_token_types", "events_uri", "token_endpoint_auth", "jwks_file",
-	"clock_skew", NULL };
+	"clock_skew", "require_dpop", "dpop_nonce", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
@@ -1533,6 +1533,8 @@ static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct se
 	else if (e != NULL)
 		load_gateway_jwks(c, cfg, e);
 	get_int(c, s, "clock_skew", 60, 5, 300, &cfg->gateway_clock_skew);
+	get_bool(c, s, "require_dpop", false, &cfg->gateway_require_dpop);
+	get_bool(c, s, "dpop_nonce", false, &cfg->gateway_dpop_nonce);
 }
 
 static void load_gateway(struct ctx *c, struct config *cfg, const struct section *s)

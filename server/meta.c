@@ -71,6 +71,17 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 	    "grant_types_supported", "urn:ietf:params:oauth:grant-type:token-exchange", "refresh_token",
 	    /* RFC 9396 at the downstream-token exchange (flow F). */
 	    "authorization_details_types_supported", "agent_action");
+	/* RFC 9449 §5.1: grants bound to the gateway's key on request. */
+	json_t *dpop_algs = json_array();
+	if (m == NULL || json_object_set_new(m, "dpop_signing_alg_values_supported", dpop_algs) != 0) {
+		json_decref(m);
+		return CS_ENOMEM;
+	}
+	for (int a = 0; a < JWS_ALG__MAX; a++)
+		if (json_array_append_new(dpop_algs, json_string(jws_alg_name((enum jws_alg)a))) != 0) {
+			json_decref(m);
+			return CS_ENOMEM;
+		}
 	if (m == NULL || meta_client_auth(m, req->app->cfg) != CS_OK) {
 		json_decref(m);
 		return CS_ENOMEM;

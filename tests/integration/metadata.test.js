@@ -16,6 +16,7 @@ import { DEFAULT_USERS } from '../lib/idp.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { basicAuth } from '../lib/idplogin.js';
 import { pollExchange, TOKEN_EXCHANGE, TT_ACCESS_TOKEN, CLIENT_ASSERTION_TYPE } from '../lib/gateway.js';
+import { example } from '../lib/example.js';
 
 const ALGS = ['ES256', 'PS256', 'EdDSA'];
 
@@ -213,6 +214,34 @@ for (const mode of ['client_secret_basic', 'private_key_jwt']) describe(`gateway
           assert.equal(r.body?.error, 'invalid_client', what);
         }
       }])) : {}),
+    dpop_signing_alg_values_supported: async (val) => {
+      assert.deepEqual(val, ALGS);
+      // A refresh with a proof by a key of each algorithm gives a grant bound to that key.
+      for (const alg of val) {
+        const key = await example.newDpopKey(alg);
+        const proof = await example.dpopProof({ key, htm: 'POST', htu: `${v.url}/token` });
+        const { refresh } = await offlineGrant();
+        const r = await v.gw.post('/token', { grant_type: 'refresh_token', refresh_token: refresh }, undefined, { dpop: proof });
+        assert.equal(r.status, 200, `${alg}: ${r.text}`);
+        held.refresh = r.body.refresh_token;
+        assert.equal(r.body.token_type, 'DPoP', alg);
+        assert.deepEqual((await v.gw.verify(r.body.access_token)).payload.cnf, { jkt: key.jkt }, alg);
+      }
+      // No other algorithm: ES384, or HS256 with any secret.
+      const { refresh } = await offlineGrant();
+      const now = Math.floor(Date.now() / 1000);
+      const es384 = await generateKeyPair('ES384', { extractable: true });
+      const jwk384 = await exportJWK(es384.publicKey);
+      const claims = { htm: 'POST', htu: `${v.url}/token`, iat: now };
+      for (const [what, proof] of [
+        ['ES384', await new SignJWT({ ...claims, jti: 'p384' }).setProtectedHeader({ typ: 'dpop+jwt', alg: 'ES384', jwk: jwk384 }).sign(es384.privateKey)],
+        ['HS256', await new SignJWT({ ...claims, jti: 'phs' }).setProtectedHeader({ typ: 'dpop+jwt', alg: 'HS256', jwk: jwk384 }).sign(new TextEncoder().encode('x'.repeat(32)))],
+      ]) {
+        const r = await v.gw.post('/token', { grant_type: 'refresh_token', refresh_token: refresh }, undefined, { dpop: proof });
+        assert.equal(r.status, 400, `${what}: ${r.text}`);
+        assert.equal(r.body?.error, 'invalid_dpop_proof', what);
+      }
+    },
     authorization_details_types_supported: async (val) => {
       assert.deepEqual(val, ['agent_action']);
       const { grant, jar } = await offlineGrant();

@@ -634,6 +634,8 @@ START_TEST(test_config_gateway_private_key_jwt)
 	ck_assert(c->gateway_auth_basic);
 	ck_assert(!c->gateway_auth_private_key_jwt);
 	ck_assert_int_eq(c->gateway_clock_skew, 60);
+	ck_assert(!c->gateway_require_dpop);
+	ck_assert(!c->gateway_dpop_nonce);
 	config_free(c);
 
 	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
@@ -665,6 +667,10 @@ START_TEST(test_config_gateway_private_key_jwt)
 	expect_error(MINIMAL "token_endpoint_auth = client_secret_post\n", NULL,
 	    "'client_secret_post' is not a valid method");
 	expect_error(MINIMAL "clock_skew = 3600\n", NULL, "clock_skew");
+	expect_error(MINIMAL "require_dpop = maybe\n", NULL, "require_dpop: not a boolean");
+	c = expect_ok(MINIMAL "require_dpop = true\ndpop_nonce = on\n", NULL);
+	ck_assert(c->gateway_require_dpop && c->gateway_dpop_nonce);
+	config_free(c);
 	free(good);
 	free(bad);
 	tu_rmdir(dir);
