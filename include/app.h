@@ -12,7 +12,7 @@
 #include "jwt.h"
 #include "oidc.h"
 #include "vault.h"
-#include "jws.h"
+#include "client_auth.h"
 
 struct app {
 	const struct config *cfg;
@@ -26,7 +26,7 @@ struct app {
 	pthread_t            discovery_thread;
 	int                  discovery_started;
 	struct vault        *vault;        /* downstream providers and sealed tokens */
-	struct jws_keyset   *gateway_keys; /* [gateway] jwks_file; NULL without private_key_jwt */
+	struct client_keys  *gateway_keys; /* the gateway's public keys; NULL without private_key_jwt */
 	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;

@@ -126,6 +126,7 @@ struct config {                  /* immutable after config_load(); free with con
 	bool   gateway_auth_private_key_jwt;
 	char  *gateway_jwks_file;            /* NULL when none */
 	char  *gateway_jwks_json;            /* its text, checked to parse; NULL when none */
+	char  *gateway_jwks_uri;             /* or fetched from here at run time; NULL when none */
 	int64_t gateway_clock_skew;          /* default 60: assertion exp and DPoP iat tolerance, s */
 	bool   gateway_require_dpop;         /* default false: bearer exchanges refused when true */
 	bool   gateway_dpop_nonce;           /* default false: DPoP proofs must carry our nonce */

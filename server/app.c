@@ -64,14 +64,8 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		fprintf(stderr, "consentd: token vault: %s\n", cs_strerror(e));
 		goto fail;
 	}
-	if (cfg->gateway_jwks_json != NULL) {
-		char why[160];
-		e = jws_keyset_parse(cfg->gateway_jwks_json, &app->gateway_keys, why, sizeof why);
-		if (e != CS_OK) {
-			fprintf(stderr, "consentd: [gateway] jwks_file: %s\n", why);
-			goto fail;
-		}
-	}
+	if ((e = client_keys_new(cfg, &app->gateway_keys)) != CS_OK)
+		goto fail;
 	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: signing keys: %s\n", cs_strerror(e));
@@ -101,7 +95,7 @@ void app_clear(struct app *app)
 	}
 	vault_free(app->vault);
 	app->vault = NULL;
-	jws_keyset_free(app->gateway_keys);
+	client_keys_free(app->gateway_keys);
 	app->gateway_keys = NULL;
 	OPENSSL_cleanse(app->dpop_nonce_key, sizeof app->dpop_nonce_key);
 	oidc_provider_free(app->idp);

@@ -56,7 +56,7 @@ static const char *const keys_consent[] = { "request_ttl", "interval", "deny_coo
 	"max_pending_per_user", NULL };
 static const char *const keys_gateway[] = { "id", "client_secret", "client_secret_sha256",
 	"subject_audiences", "subject_token_types", "events_uri", "token_endpoint_auth", "jwks_file",
-	"clock_skew", "require_dpop", "dpop_nonce", NULL };
+	"jwks_uri", "clock_skew", "require_dpop", "dpop_nonce", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
@@ -1524,14 +1524,25 @@ static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct se
 	free_strv(w);
 	if (e != NULL && e->bad)
 		cfg->gateway_auth_basic = true;     /* already an error; keep the rest quiet */
+	bool https;
 	e = get_str(c, s, "jwks_file", NULL, S_EMPTY_NULL, &cfg->gateway_jwks_file);
-	if (cfg->gateway_auth_private_key_jwt && cfg->gateway_jwks_file == NULL)
+	const struct entry *ue = get_str(c, s, "jwks_uri", NULL, S_EMPTY_NULL, &cfg->gateway_jwks_uri);
+	if (cfg->gateway_jwks_file != NULL && cfg->gateway_jwks_uri != NULL)
+		err_e(c, ue, "give jwks_file or jwks_uri, not both");
+	else if (cfg->gateway_auth_private_key_jwt && cfg->gateway_jwks_file == NULL &&
+	    cfg->gateway_jwks_uri == NULL && ue == NULL)
 		err_line(c, s->line, "jwks_file", "required with private_key_jwt in token_endpoint_auth "
-		    "(the gateway's public keys)");
-	else if (!cfg->gateway_auth_private_key_jwt && find(s, "jwks_file") != NULL)
-		err_e(c, find(s, "jwks_file"), "used only with private_key_jwt in token_endpoint_auth");
+		    "(the gateway's public keys; or jwks_uri)");
+	else if (!cfg->gateway_auth_private_key_jwt && (find(s, "jwks_file") != NULL ||
+	    find(s, "jwks_uri") != NULL))
+		err_e(c, find(s, "jwks_file") ? find(s, "jwks_file") : find(s, "jwks_uri"),
+		    "used only with private_key_jwt in token_endpoint_auth");
 	else if (e != NULL)
 		load_gateway_jwks(c, cfg, e);
+	else if (ue != NULL && !check_url(c, ue, cfg->gateway_jwks_uri, URL_PATH | URL_QUERY, &https)) {
+		free(cfg->gateway_jwks_uri);
+		cfg->gateway_jwks_uri = NULL;
+	}
 	get_int(c, s, "clock_skew", 60, 5, 300, &cfg->gateway_clock_skew);
 	get_bool(c, s, "require_dpop", false, &cfg->gateway_require_dpop);
 	get_bool(c, s, "dpop_nonce", false, &cfg->gateway_dpop_nonce);
@@ -2094,6 +2105,7 @@ void config_free(struct config *c)
 	free_strv(c->subject_token_types);
 	free(c->events_uri);
 	free(c->gateway_jwks_file);
+	free(c->gateway_jwks_uri);
 	free(c->gateway_jwks_json);
 	free(c->audit_head_file);
 	for (size_t i = 0; i < c->nagents; i++) {

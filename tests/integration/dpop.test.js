@@ -359,3 +359,51 @@ test('require_dpop refuses bearer exchanges; dpop_nonce asks for a nonce (use_dp
     await c.stop();
   }
 });
+
+// --- jwks_uri ---------------------------------------------------------------------------
+
+test('jwks_uri: the gateway\'s keys fetched on first use, again for an unknown kid, at most once a minute', { timeout: 120000 }, async () => {
+  const { createServer } = await import('node:http');
+  const a = await generateKeyPair('EdDSA', { extractable: true });
+  const b = await generateKeyPair('PS256', { extractable: true });
+  const jwkA = { ...(await exportJWK(a.publicKey)), kid: 'a', alg: 'EdDSA' };
+  const jwkB = { ...(await exportJWK(b.publicKey)), kid: 'b', alg: 'PS256' };
+  let keys = [jwkA];
+  let fetches = 0;
+  const srv = createServer((req, res) => {
+    fetches += 1;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ keys }));
+  });
+  await new Promise((r) => { srv.listen(0, '127.0.0.1', r); });
+  const jwksUri = `http://127.0.0.1:${srv.address().port}/jwks`;
+  const c = await startConsentd({ config: { gateway: { token_endpoint_auth: 'private_key_jwt', jwks_uri: jwksUri, client_secret: null } } });
+  try {
+    const intro = async (key, alg, kid) => {
+      const r = await fetch(`${c.url}/introspect`, {
+        method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: 'x', client_assertion_type: CLIENT_ASSERTION_TYPE,
+          client_assertion: await clientAssertion({ key, alg, kid, clientId: GW, audience: c.url }) }),
+      });
+      return r.status;
+    };
+    assert.equal(fetches, 0, 'nothing fetched before the first use');
+    assert.equal(await intro(a.privateKey, 'EdDSA', 'a'), 200);
+    assert.equal(fetches, 1);
+    assert.equal(await intro(a.privateKey, 'EdDSA', 'a'), 200);
+    assert.equal(fetches, 1, 'a known kid uses the cached set');
+    // The gateway adds key b: within the minute an unknown kid does not fetch again,
+    // however often it is named.
+    keys = [jwkA, jwkB];
+    for (let i = 0; i < 5; i++) assert.equal(await intro(b.privateKey, 'PS256', i ? 'b' : 'nope'), 401);
+    assert.equal(fetches, 1, 'at most one fetch a minute');
+    await new Promise((r) => { setTimeout(r, 61000); });
+    assert.equal(await intro(b.privateKey, 'PS256', 'b'), 200, 'after a minute the unknown kid is fetched');
+    assert.equal(fetches, 2);
+    assert.equal(await intro(a.privateKey, 'EdDSA', 'a'), 200);
+    assert.equal(fetches, 2);
+  } finally {
+    await c.stop();
+    srv.close();
+  }
+});

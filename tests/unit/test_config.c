@@ -664,6 +664,18 @@ START_TEST(test_config_gateway_private_key_jwt)
 	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
 	    "jwks_file = %s/none.jwks\n", dir);
 	expect_error(text, NULL, "cannot open");
+	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s\njwks_uri = https://gw.example.com/jwks\n", good);
+	expect_error(text, NULL, "give jwks_file or jwks_uri, not both");
+	c = expect_ok(MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_uri = https://gw.example.com/jwks\n", NULL);
+	ck_assert_str_eq(c->gateway_jwks_uri, "https://gw.example.com/jwks");
+	ck_assert_ptr_null(c->gateway_jwks_json);
+	config_free(c);
+	expect_error(MINIMAL "jwks_uri = https://gw.example.com/jwks\n", NULL,
+	    "jwks_uri: used only with private_key_jwt");
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_uri = ftp://gw.example.com/jwks\n", NULL, "jwks_uri: must be an https:// URL");
 	expect_error(MINIMAL "token_endpoint_auth = client_secret_post\n", NULL,
 	    "'client_secret_post' is not a valid method");
 	expect_error(MINIMAL "clock_skew = 3600\n", NULL, "clock_skew");
