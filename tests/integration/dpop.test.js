@@ -308,6 +308,10 @@ test('DPoP: at /proxy a stolen bound grant opens nothing; the holder with its ke
   const ok = await proxy(grant, replayed);
   assert.equal(ok.status, 200, ok.text);
   assert.equal(rec.seen.length, n + 1);
+  // Neither the proof nor the client assertion nor the grant goes upstream.
+  const up = rec.seen[rec.seen.length - 1].headers;
+  for (const h of ['dpop', 'consentd-client-assertion', 'consentd-grant']) assert.equal(up[h], undefined, h);
+  assert.match(up.authorization || '', /^Bearer /, 'the provider token instead');
   const again = await proxy(grant, replayed);
   assert.equal(again.status, 401, `a replayed proof: ${again.text}`);
   assert.equal(again.body?.error, 'invalid_dpop_proof');
