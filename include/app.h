@@ -12,6 +12,7 @@
 #include "jwt.h"
 #include "oidc.h"
 #include "vault.h"
+#include "client_auth.h"
 
 struct app {
 	const struct config *cfg;
@@ -25,6 +26,8 @@ struct app {
 	pthread_t            discovery_thread;
 	int                  discovery_started;
 	struct vault        *vault;        /* downstream providers and sealed tokens */
+	struct client_keys  *gateway_keys; /* the gateway's public keys; NULL without private_key_jwt */
+	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;
 	pthread_mutex_t      stop_lock;

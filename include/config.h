@@ -122,6 +122,16 @@ struct config {                  /* immutable after config_load(); free with con
 	char **subject_token_types;          /* subset of id_token access_token jwt */
 	size_t nsubject_token_types;
 	char  *events_uri;                   /* NULL when empty */
+	/* How the gateway authenticates (token_endpoint_auth, default
+	 * client_secret_basic): either or both of the two methods. */
+	bool   gateway_auth_basic;
+	bool   gateway_auth_private_key_jwt;
+	char  *gateway_jwks_file;            /* NULL when none */
+	char  *gateway_jwks_json;            /* its text, checked to parse; NULL when none */
+	char  *gateway_jwks_uri;             /* or fetched from here at run time; NULL when none */
+	int64_t gateway_clock_skew;          /* default 60: assertion exp and DPoP iat tolerance, s */
+	bool   gateway_require_dpop;         /* default false: bearer exchanges refused when true */
+	bool   gateway_dpop_nonce;           /* default false: DPoP proofs must carry our nonce */
 
 	/* [audit] */
 	char  *audit_head_file;              /* append-only record of published heads; NULL = none */

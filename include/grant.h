@@ -32,6 +32,13 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
     const struct consent *k, const struct scope_set *scope, bool with_refresh, const char *actor,
     int64_t now, struct grant_response *out) CS_MUST_CHECK;
 
+/* grant_issue for a DPoP-bound grant (RFC 9449): jkt, when not NULL, is the
+ * thumbprint of the gateway's proof key; the grant carries cnf.jkt and its
+ * refresh family, if any, is bound to jkt in the same transaction. */
+enum cs_err grant_issue_bound(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct consent *k, const struct scope_set *scope,
+    bool with_refresh, const char *jkt, const char *actor, int64_t now,
+    struct grant_response *out) CS_MUST_CHECK;
 /* grant_type=refresh_token: the token must be current (unused, unrevoked) and
  * its consent live.  It is used up and replaced by a new one of the same family
  * together with a new grant (same transaction).  A used token presented again
@@ -42,6 +49,14 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
     const char *refresh_token, const struct scope_set *scope, const char *actor, int64_t now,
     struct grant_response *out) CS_MUST_CHECK;
 
+/* grant_refresh with the thumbprint jkt of the request's DPoP proof (NULL:
+ * none).  A family bound to a key renews only with jkt equal to it: otherwise
+ * CS_EPERM with *wrong_key set, and nothing is used up.  The new grant is
+ * bound to jkt when one is given. */
+enum cs_err grant_refresh_bound(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *refresh_token, const struct scope_set *scope,
+    const char *jkt, bool *wrong_key, const char *actor, int64_t now,
+    struct grant_response *out) CS_MUST_CHECK;
 /* RFC 7662: *out is {"active":false} unless token is a grant consentd issued
  * (signature with its keys, typ at+jwt, unexpired, jti not revoked, consent
  * live) or a current refresh token of a live consent; active answers carry the

@@ -56,4 +56,10 @@ enum cs_err store_refresh_mark_used(struct store_conn *c,
 enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family, int64_t now,
     int64_t *n) CS_MUST_CHECK;
 
+/* --- DPoP bindings of refresh families (migration 0015) ------------------ */
+/* Binds family to the key thumbprint jkt; CS_EEXIST when it is bound already. */
+enum cs_err store_refresh_bind(struct store_conn *c, const char *family, const char *jkt) CS_MUST_CHECK;
+/* The thumbprint family is bound to (malloc'd); CS_ENOENT when it is unbound. */
+enum cs_err store_refresh_binding(struct store_conn *c, const char *family, char **jkt) CS_MUST_CHECK;
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <openssl/crypto.h>
 #include "app.h"
 #include "audit.h"
 #include "audit_head.h"
@@ -34,6 +35,9 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		    cfg->master_key_file, cs_strerror(e));
 		goto fail;
 	}
+	/* DPoP nonces are an HMAC under a key every node derives alike. */
+	if ((e = seal_derive_key(&app->mk, "dpop-nonce", app->dpop_nonce_key)) != CS_OK)
+		goto fail;
 	/* The audit chain's key comes from the master key; without it no entry is written. */
 	if ((e = audit_set_master_key(&app->mk)) != CS_OK)
 		goto fail;
@@ -60,6 +64,8 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		fprintf(stderr, "consentd: token vault: %s\n", cs_strerror(e));
 		goto fail;
 	}
+	if ((e = client_keys_new(cfg, &app->gateway_keys)) != CS_OK)
+		goto fail;
 	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
 		fprintf(stderr, "consentd: signing keys: %s\n", cs_strerror(e));
@@ -89,6 +95,9 @@ void app_clear(struct app *app)
 	}
 	vault_free(app->vault);
 	app->vault = NULL;
+	client_keys_free(app->gateway_keys);
+	app->gateway_keys = NULL;
+	OPENSSL_cleanse(app->dpop_nonce_key, sizeof app->dpop_nonce_key);
 	oidc_provider_free(app->idp);
 	app->idp = NULL;
 	keyring_free(app->keys);

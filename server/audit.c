@@ -54,6 +54,8 @@
  *   proxy.forwarded            flow H: a request went upstream (action, method, route, status, approval)
  *   proxy.refused              flow H: refused before anything went upstream (no route, ...)
  *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
+ *   gateway.auth.refused       a client assertion (private_key_jwt) was refused (detail: why)
+ *   dpop.refused               a DPoP proof was missing or refused (detail: method, path, why)
  */
 #include <inttypes.h>
 #include <pthread.h>

@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include "buf.h"
 #include "config.h"
+#include "jws.h"
 
 #define MAX_FILE        (1024 * 1024)   /* bytes of configuration text */
 #define MAX_VALUE       65536           /* a value, continuation lines included */
@@ -54,7 +55,8 @@ static const char *const keys_login[] = { "max_pending", "max_pending_per_addres
 static const char *const keys_consent[] = { "request_ttl", "interval", "deny_cooldown",
 	"max_pending_per_user", "default_duration", NULL };
 static const char *const keys_gateway[] = { "id", "client_secret", "client_secret_sha256",
-	"subject_audiences", "subject_token_types", "events_uri", NULL };
+	"subject_audiences", "subject_token_types", "events_uri", "token_endpoint_auth", "jwks_file",
+	"jwks_uri", "clock_skew", "require_dpop", "dpop_nonce", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
@@ -1455,6 +1457,97 @@ static void load_oidc(struct ctx *c, struct config *cfg, const struct section *s
 	get_int(c, s, "clock_skew", 60, 0, 600, &cfg->oidc_clock_skew);
 }
 
+static const char *const gateway_auth_names[] = { "client_secret_basic", "private_key_jwt", NULL };
+static bool word_ok_gateway_auth(const char *w) { return in_list(gateway_auth_names, w); }
+
+/* The gateway's public keys, for private_key_jwt: a JWKS file read and checked
+ * here, so that consentd -n catches a bad one. */
+static void load_gateway_jwks(struct ctx *c, struct config *cfg, const struct entry *e)
+{
+	struct buf b;
+	char chunk[4096], why[160];
+	struct jws_keyset *ks = NULL;
+	FILE *f = fopen(cfg->gateway_jwks_file, "re");
+	buf_init(&b, 256 * 1024);
+	if (f == NULL) {
+		err_e(c, e, "cannot open '%s': %s", cfg->gateway_jwks_file, strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		size_t got = fread(chunk, 1, sizeof chunk, f);
+		enum cs_err r = got > 0 ? buf_append(&b, chunk, got) : CS_OK;
+		if (r != CS_OK) {
+			err_e(c, e, "'%s' is larger than 256 KiB", cfg->gateway_jwks_file);
+			goto out;
+		}
+		if (got < sizeof chunk) {
+			if (ferror(f)) {
+				err_e(c, e, "cannot read '%s': %s", cfg->gateway_jwks_file, strerror(errno));
+				goto out;
+			}
+			break;
+		}
+	}
+	if (buf_append(&b, "", 1) != CS_OK) {
+		c->oom = true;
+		goto out;
+	}
+	enum cs_err r = jws_keyset_parse(b.data, &ks, why, sizeof why);
+	if (r == CS_ENOMEM)
+		c->oom = true;
+	else if (r != CS_OK)
+		err_e(c, e, "'%s': %s", cfg->gateway_jwks_file, why);
+	else
+		cfg->gateway_jwks_json = buf_steal(&b);
+out:
+	jws_keyset_free(ks);
+	if (f != NULL)
+		fclose(f);
+	buf_clear(&b);
+}
+
+static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	bool given;
+	size_t n = 0;
+	char **w = get_words(c, s, "token_endpoint_auth", "client_secret_basic", word_ok_gateway_auth,
+	    "method (client_secret_basic or private_key_jwt)", &n, &given);
+	const struct entry *e = find(s, "token_endpoint_auth");
+	for (size_t i = 0; w != NULL && i < n; i++) {
+		if (strcmp(w[i], "client_secret_basic") == 0)
+			cfg->gateway_auth_basic = true;
+		else if (strcmp(w[i], "private_key_jwt") == 0)
+			cfg->gateway_auth_private_key_jwt = true;
+	}
+	if (w != NULL && n == 0 && e != NULL)
+		err_e(c, e, "must name client_secret_basic, private_key_jwt or both");
+	free_strv(w);
+	if (e != NULL && e->bad)
+		cfg->gateway_auth_basic = true;     /* already an error; keep the rest quiet */
+	bool https;
+	e = get_str(c, s, "jwks_file", NULL, S_EMPTY_NULL, &cfg->gateway_jwks_file);
+	const struct entry *ue = get_str(c, s, "jwks_uri", NULL, S_EMPTY_NULL, &cfg->gateway_jwks_uri);
+	if (cfg->gateway_jwks_file != NULL && cfg->gateway_jwks_uri != NULL)
+		err_e(c, ue, "give jwks_file or jwks_uri, not both");
+	else if (cfg->gateway_auth_private_key_jwt && cfg->gateway_jwks_file == NULL &&
+	    cfg->gateway_jwks_uri == NULL && ue == NULL)
+		err_line(c, s->line, "jwks_file", "required with private_key_jwt in token_endpoint_auth "
+		    "(the gateway's public keys; or jwks_uri)");
+	else if (!cfg->gateway_auth_private_key_jwt && (find(s, "jwks_file") != NULL ||
+	    find(s, "jwks_uri") != NULL))
+		err_e(c, find(s, "jwks_file") ? find(s, "jwks_file") : find(s, "jwks_uri"),
+		    "used only with private_key_jwt in token_endpoint_auth");
+	else if (e != NULL)
+		load_gateway_jwks(c, cfg, e);
+	else if (ue != NULL && !check_url(c, ue, cfg->gateway_jwks_uri, URL_PATH | URL_QUERY, &https)) {
+		free(cfg->gateway_jwks_uri);
+		cfg->gateway_jwks_uri = NULL;
+	}
+	get_int(c, s, "clock_skew", 60, 5, 300, &cfg->gateway_clock_skew);
+	get_bool(c, s, "require_dpop", false, &cfg->gateway_require_dpop);
+	get_bool(c, s, "dpop_nonce", false, &cfg->gateway_dpop_nonce);
+}
+
 static void load_gateway(struct ctx *c, struct config *cfg, const struct section *s)
 {
 	bool https, given;
@@ -1463,11 +1556,18 @@ static void load_gateway(struct ctx *c, struct config *cfg, const struct section
 	if (e != NULL && !valid_token(cfg->gateway_id))
 		err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
 
+	load_gateway_auth(c, cfg, s);
 	const struct entry *se = get_str(c, s, "client_secret", NULL, 0, &cfg->gateway_client_secret);
 	const struct entry *he = get_str(c, s, "client_secret_sha256", NULL, 0, &hex);
 	const struct entry *sraw = find(s, "client_secret");
 	const struct entry *hraw = find(s, "client_secret_sha256");
-	if (sraw != NULL && hraw != NULL) {
+	if (!cfg->gateway_auth_basic) {
+		/* SECURITY: a secret that no longer opens anything is not kept around
+		 * to be found; the operator removes it. */
+		if (sraw != NULL || hraw != NULL)
+			err_e(c, sraw != NULL ? sraw : hraw, "not used without client_secret_basic in "
+			    "token_endpoint_auth; remove it");
+	} else if (sraw != NULL && hraw != NULL) {
 		err_e(c, hraw, "give client_secret or client_secret_sha256, not both");
 	} else if (sraw == NULL && hraw == NULL) {
 		err_line(c, s->line, "client_secret", "required in [gateway] (or client_secret_sha256, "
@@ -2045,6 +2145,9 @@ void config_free(struct config *c)
 	free_strv(c->subject_audiences);
 	free_strv(c->subject_token_types);
 	free(c->events_uri);
+	free(c->gateway_jwks_file);
+	free(c->gateway_jwks_uri);
+	free(c->gateway_jwks_json);
 	free(c->audit_head_file);
 	for (size_t i = 0; i < c->nagents; i++) {
 		free(c->agents[i].id);

@@ -137,7 +137,8 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
  * resource or an expiry that is not after now.  *out written only on CS_OK. */
 static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const struct consent *k, const struct scope_set *scope,
-    const char *family, const char *actor, int64_t now, struct grant_response *out)
+    const char *family, const char *jkt, const char *actor, int64_t now,
+    struct grant_response *out)
 {
 	enum cs_err e;
 	const struct config_resource *res;
@@ -190,6 +191,11 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 		e = CS_ENOMEM;
 		goto out;
 	}
+	/* RFC 9449 §6: a grant bound to the gateway's DPoP key names it. */
+	if (jkt != NULL && json_object_set_new(claims, "cnf", json_pack("{s:s}", "jkt", jkt)) != 0) {
+		e = CS_ENOMEM;
+		goto out;
+	}
 	if ((e = jwt_sign(kr, GRANT_TYP, claims, &g.access_token)) != CS_OK)
 		goto out;
 	if ((e = store_grant_insert(c, jti, k->id, family, now, exp)) != CS_OK)
@@ -228,6 +234,14 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
     const struct consent *k, const struct scope_set *scope, bool with_refresh, const char *actor,
     int64_t now, struct grant_response *out)
 {
+	return grant_issue_bound(c, cfg, kr, k, scope, with_refresh, NULL, actor, now, out);
+}
+
+enum cs_err grant_issue_bound(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct consent *k, const struct scope_set *scope,
+    bool with_refresh, const char *jkt, const char *actor, int64_t now,
+    struct grant_response *out)
+{
 	enum cs_err e;
 	struct consent cur;
 	struct grant_response g;
@@ -259,8 +273,11 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 	refresh = with_refresh && offline_allowed(cfg, &cur);
 	if (refresh && (e = random_id(family)) != CS_OK)
 		goto out;
-	if ((e = issue_locked(c, cfg, kr, &cur, scope, refresh ? family : NULL, actor, now,
+	if ((e = issue_locked(c, cfg, kr, &cur, scope, refresh ? family : NULL, jkt, actor, now,
 	    &g)) != CS_OK)
+		goto out;
+	/* SECURITY: the family is bound to the proof's key from its first token. */
+	if (refresh && jkt != NULL && (e = store_refresh_bind(c, family, jkt)) != CS_OK)
 		goto out;
 	if (refresh && (e = audit_k(c, actor, "refresh.issued", &cur, NULL, g.scope, "ok",
 	    "family", family, now)) != CS_OK)
@@ -329,6 +346,17 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
     const char *refresh_token, const struct scope_set *scope, const char *actor, int64_t now,
     struct grant_response *out)
 {
+	bool wrong_key = false;
+	return grant_refresh_bound(c, cfg, kr, refresh_token, scope, NULL, &wrong_key, actor, now,
+	    out);
+}
+
+enum cs_err grant_refresh_bound(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *refresh_token, const struct scope_set *scope,
+    const char *jkt, bool *wrong_key, const char *actor, int64_t now,
+    struct grant_response *out)
+{
+	char *bound = NULL;
 	enum cs_err e;
 	struct store_refresh_row r;
 	struct consent k;
@@ -373,6 +401,17 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 		e = CS_EPERM;
 		goto out;
 	}
+	/* SECURITY: a bound family renews only with a proof by its own key; a
+	 * token stolen without the key is not used up by the thief's attempt. */
+	*wrong_key = false;
+	e = store_refresh_binding(c, r.family, &bound);
+	if (e != CS_OK && e != CS_ENOENT)
+		goto out;
+	if (e == CS_OK && (jkt == NULL || strcmp(jkt, bound) != 0)) {
+		*wrong_key = true;
+		e = CS_EPERM;
+		goto out;
+	}
 	if (scope != NULL) {
 		/* SECURITY: narrowing only; never wider than the consent (invariant 7). */
 		if (scope->n == 0 || !scope_set_subset(scope, &k.granted)) {
@@ -389,7 +428,7 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 		e = CS_EPERM;
 		goto out;
 	}
-	if ((e = issue_locked(c, cfg, kr, &k, use, r.family, actor, now, &g)) != CS_OK) {
+	if ((e = issue_locked(c, cfg, kr, &k, use, r.family, jkt, actor, now, &g)) != CS_OK) {
 		/* The scope was checked above: what remains (a resource no longer
 		 * configured, say) is the token's problem, invalid_grant. */
 		if (e == CS_EINVAL)
@@ -407,6 +446,7 @@ out:
 	if (in_tx)
 		store_rollback(c);
 	OPENSSL_cleanse(h, sizeof h);
+	free(bound);
 	grant_response_clear(&g);
 	store_refresh_row_clear(&r);
 	consent_clear(&k);
@@ -540,6 +580,19 @@ static json_t *refresh_answer(const struct config *cfg, const struct consent *k)
 	return v;
 }
 
+/* A bound refresh family's cnf (RFC 9449 §6.2) on its introspection answer. */
+static enum cs_err refresh_cnf(struct store_conn *c, const char *family, json_t *v)
+{
+	char *jkt = NULL;
+	enum cs_err e = store_refresh_binding(c, family, &jkt);
+	if (e == CS_ENOENT)
+		return CS_OK;
+	if (e == CS_OK && json_object_set_new(v, "cnf", json_pack("{s:s}", "jkt", jkt)) != 0)
+		e = CS_ENOMEM;
+	free(jkt);
+	return e;
+}
+
 enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now, json_t **out)
 {
@@ -561,7 +614,8 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 		if (e == CS_OK &&
 		    (json_object_set_new(v, "active", json_true()) != 0 ||
 		    json_object_set_new(v, "token_use", json_string("grant")) != 0 ||
-		    json_object_set_new(v, "token_type", json_string("Bearer")) != 0 ||
+		    json_object_set_new(v, "token_type", json_string(
+		    json_object_get(v, "cnf") != NULL ? "DPoP" : "Bearer")) != 0 ||
 		    json_object_set_new(v, "client_id", json_string(cfg->gateway_id)) != 0))
 			e = CS_ENOMEM;
 	} else {
@@ -571,6 +625,8 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 				e = CS_EPERM;
 			else if ((v = refresh_answer(cfg, &k)) == NULL)
 				e = CS_ENOMEM;
+			else
+				e = refresh_cnf(c, r.family, v);
 		}
 	}
 	if (fatal(e))

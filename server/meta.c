@@ -9,6 +9,7 @@
 #include "audit_head.h"
 #include "embed.h"
 #include "form.h"
+#include "jws.h"
 #include "login.h"
 #include "meta.h"
 #include "oidc.h"
@@ -23,6 +24,36 @@ static enum cs_err reply_cached(struct http_reply *rep, int status, json_t *v, i
 	return e;
 }
 
+/* The gateway's authentication methods, exactly as [gateway] token_endpoint_auth
+ * enables them, at each endpoint that authenticates it (RFC 8414 §2). */
+static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
+{
+	static const char *const eps[] = { "token_endpoint", "introspection_endpoint",
+		"revocation_endpoint", NULL };
+	char name[96];
+	for (size_t i = 0; eps[i] != NULL; i++) {
+		json_t *methods = json_array();
+		snprintf(name, sizeof name, "%s_auth_methods_supported", eps[i]);
+		if (methods == NULL || json_object_set_new(m, name, methods) != 0)
+			return CS_ENOMEM;
+		if (cfg->gateway_auth_basic &&
+		    json_array_append_new(methods, json_string("client_secret_basic")) != 0)
+			return CS_ENOMEM;
+		if (!cfg->gateway_auth_private_key_jwt)
+			continue;
+		if (json_array_append_new(methods, json_string("private_key_jwt")) != 0)
+			return CS_ENOMEM;
+		json_t *algs = json_array();
+		snprintf(name, sizeof name, "%s_auth_signing_alg_values_supported", eps[i]);
+		if (algs == NULL || json_object_set_new(m, name, algs) != 0)
+			return CS_ENOMEM;
+		for (int a = 0; a < JWS_ALG__MAX; a++)
+			if (json_array_append_new(algs, json_string(jws_alg_name((enum jws_alg)a))) != 0)
+				return CS_ENOMEM;
+	}
+	return CS_OK;
+}
+
 enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *rep)
 {
 	const char *pub = req->app->cfg->public_url;
@@ -35,7 +66,7 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 	 * consentd has no authorization endpoint of its own: no response types. */
 	/* Held against what consentd does by tests/integration/metadata.test.js:
 	 * every value here works, and nothing that works is missing. */
-	json_t *m = json_pack("{s:s, s:s, s:[], s:s, s:s, s:s, s:[s,s], s:[s], s:[s], s:[s], s:[s]}",
+	json_t *m = json_pack("{s:s, s:s, s:[], s:s, s:s, s:s, s:[s,s], s:[s]}",
 	    "issuer", pub,
 	    "jwks_uri", jwks,
 	    "response_types_supported",
@@ -43,11 +74,23 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 	    "introspection_endpoint", intro,
 	    "revocation_endpoint", rev,
 	    "grant_types_supported", "urn:ietf:params:oauth:grant-type:token-exchange", "refresh_token",
-	    "token_endpoint_auth_methods_supported", "client_secret_basic",
-	    "introspection_endpoint_auth_methods_supported", "client_secret_basic",
-	    "revocation_endpoint_auth_methods_supported", "client_secret_basic",
 	    /* RFC 9396 at the downstream-token exchange (flow F). */
 	    "authorization_details_types_supported", "agent_action");
+	/* RFC 9449 §5.1: grants bound to the gateway's key on request. */
+	json_t *dpop_algs = json_array();
+	if (m == NULL || json_object_set_new(m, "dpop_signing_alg_values_supported", dpop_algs) != 0) {
+		json_decref(m);
+		return CS_ENOMEM;
+	}
+	for (int a = 0; a < JWS_ALG__MAX; a++)
+		if (json_array_append_new(dpop_algs, json_string(jws_alg_name((enum jws_alg)a))) != 0) {
+			json_decref(m);
+			return CS_ENOMEM;
+		}
+	if (m == NULL || meta_client_auth(m, req->app->cfg) != CS_OK) {
+		json_decref(m);
+		return CS_ENOMEM;
+	}
 	return reply_cached(rep, 200, m, 300);
 }
 

@@ -20,6 +20,7 @@
 #include "form.h"
 #include "grant.h"
 #include "httpc.h"
+#include "dpop.h"
 #include "proxy.h"
 #include "store.h"
 #include "token.h"
@@ -683,6 +684,12 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	}
 	if (e != CS_OK) {
 		e = invalid_token(rep, "the grant is not valid");
+		goto out;
+	}
+	/* SECURITY: a DPoP-bound grant is refused without a proof by its key for
+	 * this method, URL and grant (RFC 9449 §7). */
+	if (!dpop_check_grant(req, rep, claims, grant, 401)) {
+		e = CS_OK;
 		goto out;
 	}
 	/* SECURITY: a grant reaches only its own resource. */

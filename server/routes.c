@@ -215,14 +215,26 @@ const struct route http_routes[] = {
 		{ "refresh_token", 128, valid_token68, 0 },
 		{ "action", 128, valid_printable, 0 },
 		{ "authorization_details", 16384, NULL, 0 },   /* JSON: the approval parser checks it */
+		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
+		{ "client_assertion_type", 128, valid_printable, 0 },
+		{ "client_assertion", 16384, valid_token68, 0 },
+		{ "client_id", 128, valid_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_introspect, {
 		{ "token", 16384, valid_token68, PARAM_REQUIRED },
 		{ "token_type_hint", 64, valid_printable, 0 },
+		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
+		{ "client_assertion_type", 128, valid_printable, 0 },
+		{ "client_assertion", 16384, valid_token68, 0 },
+		{ "client_id", 128, valid_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	{ HTTP_POST, "/revoke", ROUTE_OAUTH, token_revoke, {
 		{ "token", 16384, valid_token68, PARAM_REQUIRED },
 		{ "token_type_hint", 64, valid_printable, 0 },
+		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
+		{ "client_assertion_type", 128, valid_printable, 0 },
+		{ "client_assertion", 16384, valid_token68, 0 },
+		{ "client_id", 128, valid_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	/* Proxy mode (flow H, proxy.c): the rest of the path comes raw, the query
 	 * and body are read by the handler (no declared parameters; flags 0). */

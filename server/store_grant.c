@@ -230,3 +230,50 @@ enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family
 	}
 	return store_exec(c, st);
 }
+
+/* --- DPoP bindings ---------------------------------------------------------- */
+
+static const char SQL_REFRESH_BIND[] =
+    "INSERT INTO refresh_bindings (family, jkt) VALUES (?1, ?2)";
+static const char SQL_REFRESH_BINDING[] =
+    "SELECT jkt FROM refresh_bindings WHERE family = ?1";
+
+enum cs_err store_refresh_bind(struct store_conn *c, const char *family, const char *jkt)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	if (c == NULL || family == NULL || jkt == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_REFRESH_BIND)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, family)) != CS_OK ||
+	    (e = store_bind_text(st, 2, jkt)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	return store_exec(c, st);
+}
+
+enum cs_err store_refresh_binding(struct store_conn *c, const char *family, char **jkt)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	char *v = NULL;
+	if (c == NULL || family == NULL || jkt == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_REFRESH_BINDING)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, family)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	e = store_step(c, st);
+	if (e == CS_OK && (e = store_col_text(st, 0, &v)) == CS_OK && v == NULL)
+		e = CS_ENOENT;
+	store_stmt_done(st);
+	if (e == CS_OK)
+		*jkt = v;
+	else
+		free(v);
+	return e;
+}

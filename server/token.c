@@ -9,7 +9,9 @@
 #include <openssl/evp.h>
 #include "app.h"
 #include "audit.h"
+#include "client_auth.h"
 #include "consent.h"
+#include "dpop.h"
 #include "form.h"
 #include "grant.h"
 #include "oidc.h"
@@ -67,29 +69,7 @@ out:
 
 bool gateway_authenticate(const struct http_request *req, struct http_reply *rep)
 {
-	const struct config *cfg = req->app->cfg;
-	char *id = NULL, *secret = NULL;
-	unsigned char h[32];
-	bool ok = false;
-	if (basic_credentials(req->authorization, &id, &secret)) {
-		sha256_str(secret, h);
-		/* SECURITY: the secret is compared as a SHA-256, in constant time;
-		 * the id is public. */
-		int id_ok = strcmp(id, cfg->gateway_id) == 0;
-		int secret_ok = CRYPTO_memcmp(h, cfg->gateway_secret_sha256, 32) == 0;
-		ok = id_ok && secret_ok;
-	}
-	if (secret) {
-		OPENSSL_cleanse(secret, strlen(secret));
-		free(secret);
-	}
-	free(id);
-	if (!ok) {
-		if (reply_oauth_error(rep, 401, "invalid_client", "client authentication failed") != CS_OK ||
-		    reply_header(rep, "WWW-Authenticate", "Basic realm=\"consentd\"") != CS_OK)
-			rep->status = 401;
-	}
-	return ok;
+	return client_auth_gateway(req, rep);
 }
 
 /* --- helpers -------------------------------------------------------------- */
@@ -136,10 +116,12 @@ static bool agent_allows(const struct config_agent *a, const char *resource, con
 	return false;
 }
 
-static enum cs_err grant_reply(struct http_reply *rep, const struct grant_response *g)
+static enum cs_err grant_reply(struct http_reply *rep, const struct grant_response *g,
+    const char *jkt)
 {
+	/* RFC 9449 §5: a grant bound to the proof's key is of type DPoP. */
 	json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", g->access_token,
-	    "issued_token_type", URN_TT_JWT, "token_type", "Bearer",
+	    "issued_token_type", URN_TT_JWT, "token_type", jkt != NULL ? "DPoP" : "Bearer",
 	    "expires_in", (json_int_t)g->expires_in, "scope", g->scope);
 	if (v != NULL && g->refresh_token != NULL &&
 	    json_object_set_new(v, "refresh_token", json_string(g->refresh_token)) != 0) {
@@ -170,7 +152,8 @@ static enum cs_err pending_reply(struct http_reply *rep, const struct config *cf
 
 /* --- flow A: a grant for a person's live consent ------------------------- */
 
-static enum cs_err exchange_for_grant(const struct http_request *req, struct http_reply *rep)
+static enum cs_err exchange_for_grant(const struct http_request *req, struct http_reply *rep,
+    const char *jkt)
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
@@ -280,10 +263,11 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	case CONSENT_GRANT: {
 		const struct keyring *kr = app_keys_get(app);
 		bool offline = ans.live.offline && agent->offline;
-		e = grant_issue(c, cfg, kr, &ans.live, &ans.grant_scopes, offline, actor, req->now, &g);
+		e = grant_issue_bound(c, cfg, kr, &ans.live, &ans.grant_scopes, offline, jkt, actor,
+		    req->now, &g);
 		app_keys_put(app);
 		if (e == CS_OK)
-			e = grant_reply(rep, &g);
+			e = grant_reply(rep, &g, jkt);
 		else if (e == CS_EPERM || e == CS_EINVAL)   /* revoked or expired meanwhile */
 			e = reply_oauth_error(rep, 400, "consent_required",
 			    "the consent ended just now; ask again");
@@ -325,8 +309,9 @@ out:
 	return e;
 }
 
-static enum cs_err refresh(const struct http_request *req, struct http_reply *rep)
+static enum cs_err refresh(const struct http_request *req, struct http_reply *rep, const char *jkt)
 {
+	bool wrong_key = false;
 	struct app *app = req->app;
 	const char *rt = form_get(&req->params, "refresh_token");
 	const char *scope = form_get(&req->params, "scope");
@@ -348,11 +333,17 @@ static enum cs_err refresh(const struct http_request *req, struct http_reply *re
 	}
 	snprintf(actor, sizeof actor, "gateway:%s", app->cfg->gateway_id);
 	const struct keyring *kr = app_keys_get(app);
-	e = grant_refresh(c, app->cfg, kr, rt, scope ? &narrow : NULL, actor, req->now, &g);
+	e = grant_refresh_bound(c, app->cfg, kr, rt, scope ? &narrow : NULL, jkt, &wrong_key, actor,
+	    req->now, &g);
 	app_keys_put(app);
-	if (e == CS_OK)
-		e = grant_reply(rep, &g);
-	else if (e == CS_EPERM)
+	if (e == CS_OK) {
+		e = grant_reply(rep, &g, jkt);
+	} else if (e == CS_EPERM && wrong_key) {
+		dpop_refuse(req, rep, 400, jkt == NULL ?
+		    "the refresh token is DPoP-bound: a DPoP proof is required" :
+		    "the refresh token is bound to another key");
+		e = CS_OK;
+	} else if (e == CS_EPERM)
 		e = reply_oauth_error(rep, 400, "invalid_grant", "the refresh token is not valid");
 	else if (e == CS_EINVAL)
 		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is outside the consent");
@@ -426,6 +417,11 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	if (e != CS_OK) {
 		/* RFC 8693 §2.2.2: a bad subject token is invalid_request. */
 		e = reply_oauth_error(rep, 400, "invalid_request", "the subject token is not a valid grant");
+		goto out;
+	}
+	/* SECURITY: a DPoP-bound grant releases nothing without a proof by its key. */
+	if (!dpop_check_grant(req, rep, claims, st, 400)) {
+		e = CS_OK;
 		goto out;
 	}
 	const struct config_resource *r = config_resource(cfg, k.resource);
@@ -541,16 +537,22 @@ enum cs_err token_endpoint(const struct http_request *req, struct http_reply *re
 {
 	const char *gt = form_get(&req->params, "grant_type");
 	const char *rtt = form_get(&req->params, "requested_token_type");
+	char jkt[JWS_JKT_LEN + 1];
 	if (!gateway_authenticate(req, rep))
 		return CS_OK;
+	bool for_grant = strcmp(gt, "refresh_token") == 0 || (strcmp(gt, URN_TOKEN_EXCHANGE) == 0 &&
+	    (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0));
+	/* RFC 9449 §5: a proof at the exchange binds the grant to its key. */
+	if (for_grant && !dpop_at_token(req, rep, jkt))
+		return CS_OK;
 	if (strcmp(gt, "refresh_token") == 0)
-		return refresh(req, rep);
+		return refresh(req, rep, jkt[0] ? jkt : NULL);
 	if (strcmp(gt, URN_TOKEN_EXCHANGE) != 0)
 		return reply_oauth_error(rep, 400, "unsupported_grant_type",
 		    "grant_type must be token-exchange or refresh_token");
 	/* requested_token_type tells the two exchanges apart (ARCHITECTURE.md flow D). */
 	if (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0)
-		return exchange_for_grant(req, rep);
+		return exchange_for_grant(req, rep, jkt[0] ? jkt : NULL);
 	if (strcmp(rtt, URN_TT_ACCESS_TOKEN) == 0)
 		return exchange_for_provider_token(req, rep);
 	return reply_oauth_error(rep, 400, "invalid_request", "requested_token_type is not supported");

@@ -6,7 +6,13 @@
 //   await gw.exchange({ subjectToken, audience, scope, agentId, reason, ...extra }) -> { status, body, headers }
 //   await gw.refresh(refreshToken, extra) / gw.introspect(token) / gw.revoke(token)
 //   await gw.verify(grant) -> { payload, protectedHeader }   (throws when invalid)
-import { createRemoteJWKSet, jwtVerify } from 'jose';
+//
+// With assertionKey (a jose private key) the gateway authenticates with private_key_jwt
+// (RFC 7523) instead of Basic: each request carries a fresh client assertion, in the
+// form body or, for /proxy and /metrics, in the Consentd-Client-Assertion header
+// (gw.authHeaders()).  gw.assertion(claims, header) signs one by hand for attack tests.
+import { randomUUID } from 'node:crypto';
+import { createRemoteJWKSet, jwtVerify, SignJWT } from 'jose';
 import { basicAuth } from './idplogin.js';
 
 export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -14,10 +20,31 @@ export const TT_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
 export const TT_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TT_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 
-export function gateway({ url, id = 'agent-gateway', secret = 'gateway-dev-secret' }) {
+export const CLIENT_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+const DEFAULT_AUTH = Symbol('default auth');
+
+export function gateway({ url, id = 'agent-gateway', secret = 'gateway-dev-secret',
+  assertionKey = null, assertionAlg = 'ES256', assertionKid } = {}) {
   const jwks = createRemoteJWKSet(new URL(`${url}/.well-known/jwks.json`));
-  async function post(path, params, auth = basicAuth(id, secret)) {
-    const headers = { 'content-type': 'application/x-www-form-urlencoded' };
+  // A client assertion: iss = sub = the gateway, aud = consentd's issuer, 60 s, fresh jti.
+  async function assertion(claims = {}, header = {}, key = assertionKey) {
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({ iss: id, sub: id, aud: url, iat: now, exp: now + 60, jti: randomUUID(), ...claims })
+      .setProtectedHeader({ alg: assertionAlg, ...(assertionKid ? { kid: assertionKid } : {}), ...header })
+      .sign(key);
+  }
+  async function authHeaders() {
+    if (assertionKey) return { 'consentd-client-assertion': await assertion() };
+    return { authorization: basicAuth(id, secret) };
+  }
+  async function post(path, params, auth = DEFAULT_AUTH, extraHeaders = {}) {
+    const headers = { 'content-type': 'application/x-www-form-urlencoded', ...extraHeaders };
+    if (auth === DEFAULT_AUTH && assertionKey) {
+      params = { client_assertion_type: CLIENT_ASSERTION_TYPE, client_assertion: await assertion(), ...params };
+      auth = null;
+    } else if (auth === DEFAULT_AUTH) {
+      auth = basicAuth(id, secret);
+    }
     if (auth) headers.authorization = auth;
     const body = new URLSearchParams();
     for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) body.append(k, v);
@@ -28,9 +55,9 @@ export function gateway({ url, id = 'agent-gateway', secret = 'gateway-dev-secre
     return { status: res.status, body: json, text, headers: res.headers };
   }
   return {
-    post,
+    post, assertion, authHeaders,
     exchange({ subjectToken, subjectTokenType = TT_ID_TOKEN, audience, resource, scope, agentId,
-      reason, auth, ...extra }) {
+      reason, auth = DEFAULT_AUTH, ...extra }) {
       return post('/token', {
         grant_type: TOKEN_EXCHANGE, subject_token: subjectToken, subject_token_type: subjectTokenType,
         audience, resource, scope, agent_id: agentId, reason, ...extra,

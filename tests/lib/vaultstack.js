@@ -14,7 +14,8 @@
 //       { url, providerIssuer } returning them); users: both IdPs' users
 //     extraDsClients: more clients at the downstream IdP (or a function of consentd's URL)
 //   v.url, v.c (consentd handle), v.idp (login IdP), v.ds (downstream IdP), v.api (downstream API)
-//   v.gw                        // tests/lib/gateway.js client
+//   v.gw                        // tests/lib/gateway.js client (gatewayOptions: its options,
+//                               // e.g. assertionKey for private_key_jwt)
 //   v.dsMeta                    // the downstream IdP's discovery document
 //   v.dsIntrospect(token)       // introspection at the provider with the resource-server client
 //   v.dsLog()                   // the downstream IdP's parsed TOKEN/REVOKE lines (see devidp.js)
@@ -133,7 +134,7 @@ export const PROVIDER_SECRETS = {
 
 export async function startVaultStack({
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
-  reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo,
+  reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo, gatewayOptions = {},
 } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
@@ -194,7 +195,7 @@ export async function startVaultStack({
     stoppers.push(async () => { if (!cStopped) cStopped = await c.stop(); });
     await waitReady(url);
 
-    const gw = gateway({ url });
+    const gw = gateway({ url, ...gatewayOptions });
     const dbPath = join(c.dir, 'consentd.db');
     const v = {
       url, c, idp, ds, api, gw, dsMeta, dbPath,

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <openssl/evp.h>
 #include "config.h"
+#include "jws_vectors.h"
 #include "testutil.h"
 
 #define MIN_SERVER \
@@ -614,6 +615,80 @@ START_TEST(test_config_gateway_secret)
 }
 END_TEST
 
+START_TEST(test_config_gateway_private_key_jwt)
+{
+	char *dir = tu_tmpdir();
+	char *good = tu_path(dir, "gw.jwks"), *bad = tu_path(dir, "bad.jwks");
+	char text[2048];
+	FILE *f = fopen(good, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(V_JWKS, f);
+	fclose(f);
+	f = fopen(bad, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"keys\":[{\"kty\":\"oct\",\"k\":\"c2VjcmV0\"}]}", f);
+	fclose(f);
+
+	/* the default: Basic only, no keys */
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert(c->gateway_auth_basic);
+	ck_assert(!c->gateway_auth_private_key_jwt);
+	ck_assert_int_eq(c->gateway_clock_skew, 60);
+	ck_assert(!c->gateway_require_dpop);
+	ck_assert(!c->gateway_dpop_nonce);
+	config_free(c);
+
+	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s\n", good);
+	c = expect_ok(text, NULL);
+	ck_assert(!c->gateway_auth_basic);
+	ck_assert(c->gateway_auth_private_key_jwt);
+	ck_assert_ptr_nonnull(c->gateway_jwks_json);
+	config_free(c);
+
+	snprintf(text, sizeof text, MINIMAL "token_endpoint_auth = client_secret_basic private_key_jwt\n"
+	    "jwks_file = %s\n", good);
+	c = expect_ok(text, NULL);
+	ck_assert(c->gateway_auth_basic && c->gateway_auth_private_key_jwt);
+	config_free(c);
+
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n", NULL,
+	    "jwks_file: required with private_key_jwt");
+	snprintf(text, sizeof text, MINIMAL "token_endpoint_auth = private_key_jwt\njwks_file = %s\n", good);
+	expect_error(text, NULL, "client_secret: not used without client_secret_basic");
+	snprintf(text, sizeof text, MINIMAL "jwks_file = %s\n", good);
+	expect_error(text, NULL, "jwks_file: used only with private_key_jwt");
+	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s\n", bad);
+	expect_error(text, NULL, "private or symmetric key");
+	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s/none.jwks\n", dir);
+	expect_error(text, NULL, "cannot open");
+	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s\njwks_uri = https://gw.example.com/jwks\n", good);
+	expect_error(text, NULL, "give jwks_file or jwks_uri, not both");
+	c = expect_ok(MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_uri = https://gw.example.com/jwks\n", NULL);
+	ck_assert_str_eq(c->gateway_jwks_uri, "https://gw.example.com/jwks");
+	ck_assert_ptr_null(c->gateway_jwks_json);
+	config_free(c);
+	expect_error(MINIMAL "jwks_uri = https://gw.example.com/jwks\n", NULL,
+	    "jwks_uri: used only with private_key_jwt");
+	expect_error(MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_uri = ftp://gw.example.com/jwks\n", NULL, "jwks_uri: must be an https:// URL");
+	expect_error(MINIMAL "token_endpoint_auth = client_secret_post\n", NULL,
+	    "'client_secret_post' is not a valid method");
+	expect_error(MINIMAL "clock_skew = 3600\n", NULL, "clock_skew");
+	expect_error(MINIMAL "require_dpop = maybe\n", NULL, "require_dpop: not a boolean");
+	c = expect_ok(MINIMAL "require_dpop = true\ndpop_nonce = on\n", NULL);
+	ck_assert(c->gateway_require_dpop && c->gateway_dpop_nonce);
+	config_free(c);
+	free(good);
+	free(bad);
+	tu_rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_config_gateway_audiences)
 {
 	expect_error(MINIMAL "subject_audiences = gateway-app agent-gateway\n", NULL,
@@ -963,6 +1038,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_env_secret);
 	tcase_add_test(t, test_config_env_unknown);
 	tcase_add_test(t, test_config_gateway_secret);
+	tcase_add_test(t, test_config_gateway_private_key_jwt);
 	tcase_add_test(t, test_config_gateway_audiences);
 	tcase_add_test(t, test_config_audit_head_file);
 	tcase_add_test(t, test_config_agent_allow_unknown);

@@ -967,6 +967,67 @@ START_TEST(test_grant_audit_entries)
 }
 END_TEST
 
+/* RFC 9449: a grant issued with a proof key names it (cnf.jkt), and so does its
+ * introspection; the refresh family is bound: no key or another key is refused
+ * and uses nothing up, the key's holder renews (and the new grant is bound). */
+START_TEST(test_grant_dpop_binding)
+{
+	static const char jkt[] = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I";
+	static const char other[] = "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs";
+	struct grant_response g, r;
+	bool wrong = false;
+	char *kid = make_consent("alice", "read", 7200, true, NOW);
+	struct consent k = load(kid, NOW);
+	struct scope_set s = set("read");
+	memset(&g, 0, sizeof g);
+	ck_assert_int_eq(grant_issue_bound(sc, &cfg, kr, &k, &s, true, jkt, ACTOR, NOW, &g), CS_OK);
+	json_t *cl = verified_claims(g.access_token);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cl, "cnf"), "jkt")), jkt);
+	json_decref(cl);
+	json_t *v = introspect(g.access_token, NOW);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "cnf"), "jkt")), jkt);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "token_type")), "DPoP");
+	json_decref(v);
+	v = introspect(g.refresh_token, NOW);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "cnf"), "jkt")), jkt);
+	json_decref(v);
+
+	memset(&r, 0, sizeof r);
+	ck_assert_int_eq(grant_refresh_bound(sc, &cfg, kr, g.refresh_token, NULL, NULL, &wrong, ACTOR,
+	    NOW + 1, &r), CS_EPERM);
+	ck_assert(wrong);
+	wrong = false;
+	ck_assert_int_eq(grant_refresh_bound(sc, &cfg, kr, g.refresh_token, NULL, other, &wrong, ACTOR,
+	    NOW + 1, &r), CS_EPERM);
+	ck_assert(wrong);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &r), CS_EPERM);   /* plain refresh */
+	ck_active(g.refresh_token, NOW + 1, "refresh");          /* not used up, family alive */
+	ck_assert_int_eq(audits("refresh.reuse_detected"), 0);
+	ck_assert_int_eq(grant_refresh_bound(sc, &cfg, kr, g.refresh_token, NULL, jkt, &wrong, ACTOR,
+	    NOW + 2, &r), CS_OK);
+	ck_assert(!wrong);
+	cl = verified_claims(r.access_token);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cl, "cnf"), "jkt")), jkt);
+	json_decref(cl);
+
+	/* an unbound grant has no cnf and is a Bearer one */
+	struct grant_response b;
+	issue(kid, "read", false, NOW, &b);
+	cl = verified_claims(b.access_token);
+	ck_assert_ptr_null(json_object_get(cl, "cnf"));
+	json_decref(cl);
+	v = introspect(b.access_token, NOW);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "token_type")), "Bearer");
+	json_decref(v);
+	grant_response_clear(&b);
+	grant_response_clear(&r);
+	grant_response_clear(&g);
+	scope_set_clear(&s);
+	consent_clear(&k);
+	free(kid);
+}
+END_TEST
+
 static Suite *grant_suite(void)
 {
 	Suite *s = suite_create("grant");
@@ -993,6 +1054,7 @@ static Suite *grant_suite(void)
 	tcase_add_test(tc, test_grant_revoke_refresh_family);
 	tcase_add_test(tc, test_grant_refresh_never_stored_in_clear);
 	tcase_add_test(tc, test_grant_audit_entries);
+	tcase_add_test(tc, test_grant_dpop_binding);
 	suite_add_tcase(s, tc);
 	return s;
 }

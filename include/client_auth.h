@@ -1,0 +1,62 @@
+/* client_auth.h -- how the gateway authenticates at /token, /introspect,
+ * /revoke, /proxy and /metrics: client_secret_basic (RFC 6749 §2.3.1) and
+ * private_key_jwt (RFC 7523 §2.2 and §3, OpenID Connect Core §9), each only
+ * when [gateway] token_endpoint_auth enables it. */
+#ifndef CS_CLIENT_AUTH_H
+#define CS_CLIENT_AUTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "config.h"
+#include "cs_err.h"
+#include "http.h"
+#include "jws.h"
+
+#define CLIENT_ASSERTION_TYPE "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+/* The longest an assertion may be valid ahead: its exp at most this far from now. */
+#define CLIENT_ASSERTION_MAX_AHEAD 300
+/* Where /proxy and /metrics (no form body of ours) take the assertion from. */
+#define CLIENT_ASSERTION_HEADER "Consentd-Client-Assertion"
+#define CLIENT_ASSERTION_JTI_MAX 256
+
+struct client_assertion_expect {
+	const struct jws_keyset *keys;      /* the gateway's public keys */
+	const char *client_id;              /* iss and sub */
+	const char *const *audiences;       /* aud must contain one of these */
+	size_t naudiences;
+	int64_t now, clock_skew;
+};
+
+/* Checks a client assertion without touching the database: a compact JWS from
+ * jws_parse (ES256, PS256 or EdDSA only) signed by a key of e->keys (by kid
+ * when the header names one, else any key of the header's algorithm);
+ * iss == sub == client_id; aud (a string or an array) holding one of
+ * e->audiences; exp present, not past (clock_skew allowed) and at most
+ * CLIENT_ASSERTION_MAX_AHEAD ahead; nbf and iat, when present, not ahead of
+ * now + clock_skew; jti a string of 1 to CLIENT_ASSERTION_JTI_MAX characters.
+ * CS_EINVAL with why (no secret in it) when anything fails; on CS_OK *jti
+ * (malloc'd) and *exp are written. */
+enum cs_err client_assertion_check(const char *compact, const struct client_assertion_expect *e,
+    char **jti, int64_t *exp, char *why, size_t whylen) CS_MUST_CHECK;
+
+/* The gateway's public keys at run time: the jwks_file read at start, or the
+ * JWKS at jwks_uri, fetched on first use and again when an assertion names a
+ * kid the cached set lacks, at most once per CLIENT_KEYS_REFETCH seconds (a
+ * set replaced while a thread verifies with it stays alive until it is done). */
+#define CLIENT_KEYS_REFETCH 60
+struct client_keys;
+/* *out NULL (and CS_OK) when private_key_jwt is off. */
+enum cs_err client_keys_new(const struct config *cfg, struct client_keys **out) CS_MUST_CHECK;
+void client_keys_free(struct client_keys *k);    /* NULL-safe */
+
+/* Authenticates the gateway for req by the methods enabled: Basic
+ * credentials, or a client assertion (client_assertion_type and
+ * client_assertion parameters, or the CLIENT_ASSERTION_HEADER header) whose
+ * audience is consentd's issuer (public_url) or this endpoint's URL, and whose
+ * jti has not been used before (the database's replay cache, kept until exp).
+ * More than one method in one request is refused (RFC 6749 §2.3).  false with
+ * rep set to 401 invalid_client when it fails; a refused assertion is audited
+ * (gateway.auth.refused). */
+bool client_auth_gateway(const struct http_request *req, struct http_reply *rep);
+
+#endif

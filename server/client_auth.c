@@ -1,0 +1,434 @@
+/* client_auth.c -- the gateway's client authentication: Basic with the shared
+ * secret, or private_key_jwt with a key of the gateway's JWKS.  It must never
+ * accept a method the configuration left out, an assertion twice, or an
+ * assertion that names another client or another server. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <string.h>
+#include <strings.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include "app.h"
+#include "audit.h"
+#include "client_auth.h"
+#include "httpc.h"
+#include "session.h"
+#include "store_replay.h"
+#include "token.h"
+
+static void set_why(char *why, size_t whylen, const char *s)
+{
+	if (why != NULL && whylen > 0)
+		snprintf(why, whylen, "%s", s);
+}
+
+/* A NumericDate claim (RFC 7519 §2): CS_ENOENT when absent. */
+static enum cs_err time_claim(const json_t *c, const char *name, int64_t *out)
+{
+	json_t *v = json_object_get(c, name);
+	if (v == NULL)
+		return CS_ENOENT;
+	if (json_is_integer(v)) {
+		*out = (int64_t)json_integer_value(v);
+	} else if (json_is_real(v)) {
+		double d = json_real_value(v);
+		if (!(d > -1e15 && d < 1e15))
+			return CS_EINVAL;
+		*out = (int64_t)d;
+	} else {
+		return CS_EINVAL;
+	}
+	return *out >= 0 ? CS_OK : CS_EINVAL;
+}
+
+static bool aud_matches(const json_t *aud, const struct client_assertion_expect *e)
+{
+	if (json_is_string(aud)) {
+		for (size_t i = 0; i < e->naudiences; i++)
+			if (strcmp(json_string_value(aud), e->audiences[i]) == 0)
+				return true;
+		return false;
+	}
+	if (!json_is_array(aud) || json_array_size(aud) == 0 || json_array_size(aud) > 16)
+		return false;
+	for (size_t j = 0; j < json_array_size(aud); j++)
+		if (aud_matches(json_array_get(aud, j), e))
+			return true;
+	return false;
+}
+
+static bool str_claim_is(const json_t *c, const char *name, const char *want)
+{
+	const char *v = json_string_value(json_object_get(c, name));
+	return v != NULL && strcmp(v, want) == 0;
+}
+
+enum cs_err client_assertion_check(const char *compact, const struct client_assertion_expect *e,
+    char **jti, int64_t *exp, char *why, size_t whylen)
+{
+	struct jws_parsed p;
+	enum cs_err r = CS_EINVAL;
+	int64_t t_exp = 0, t = 0;
+	bool verified = false;
+	if (jws_parse(compact, &p, why, whylen) != CS_OK)
+		return CS_EINVAL;
+	if (e->keys == NULL) {
+		set_why(why, whylen, "no keys are configured for the client");
+		goto out;
+	}
+	/* SECURITY: only the gateway's own keys, and only by the key's own
+	 * algorithm; a kid, when named, must be one of them. */
+	json_t *kid = json_object_get(p.header, "kid");
+	if (kid != NULL && !json_is_string(kid)) {
+		set_why(why, whylen, "kid is not a string");
+		goto out;
+	}
+	for (size_t i = 0; !verified && i < e->keys->n; i++) {
+		const struct jws_key *k = e->keys->keys[i];
+		if (kid != NULL && (k->kid == NULL || strcmp(k->kid, json_string_value(kid)) != 0))
+			continue;
+		verified = jws_verify(&p, k);
+	}
+	if (!verified) {
+		set_why(why, whylen, "not signed by a key of the client");
+		goto out;
+	}
+	if (!str_claim_is(p.payload, "iss", e->client_id) ||
+	    !str_claim_is(p.payload, "sub", e->client_id)) {
+		set_why(why, whylen, "iss and sub must both be the client id");
+		goto out;
+	}
+	if (!aud_matches(json_object_get(p.payload, "aud"), e)) {
+		set_why(why, whylen, "aud is not this server or this endpoint");
+		goto out;
+	}
+	if (time_claim(p.payload, "exp", &t_exp) != CS_OK) {
+		set_why(why, whylen, "exp is missing or not a number");
+		goto out;
+	}
+	if (t_exp + e->clock_skew < e->now) {
+		set_why(why, whylen, "the assertion has expired");
+		goto out;
+	}
+	if (t_exp > e->now + CLIENT_ASSERTION_MAX_AHEAD) {
+		set_why(why, whylen, "exp is more than 5 minutes ahead");
+		goto out;
+	}
+	for (int i = 0; i < 2; i++) {
+		const char *name = i == 0 ? "nbf" : "iat";
+		enum cs_err tr = time_claim(p.payload, name, &t);
+		if (tr == CS_EINVAL || (tr == CS_OK && t > e->now + e->clock_skew)) {
+			set_why(why, whylen, i == 0 ? "nbf is ahead or malformed" : "iat is ahead or malformed");
+			goto out;
+		}
+	}
+	json_t *j = json_object_get(p.payload, "jti");
+	if (!json_is_string(j) || json_string_length(j) == 0 ||
+	    json_string_length(j) > CLIENT_ASSERTION_JTI_MAX) {
+		set_why(why, whylen, "jti is missing or too long");
+		goto out;
+	}
+	if ((*jti = strdup(json_string_value(j))) == NULL) {
+		r = CS_ENOMEM;
+		goto out;
+	}
+	*exp = t_exp;
+	r = CS_OK;
+out:
+	jws_parsed_clear(&p);
+	return r;
+}
+
+/* --- the gateway's keys ---------------------------------------------------------- */
+
+/* One key set, shared by reference count under the mutex. */
+struct shared_set {
+	unsigned           refs;
+	struct jws_keyset *ks;
+};
+
+struct client_keys {
+	pthread_mutex_t    mu;            /* guards cur, refs, fetched_at, fetched */
+	struct shared_set *cur;           /* NULL until a set was loaded */
+	char              *uri;           /* NULL: the file's set, never refetched */
+	int64_t            fetched_at;    /* monotonic seconds of the last fetch attempt */
+	bool               fetched;
+};
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
+static void set_unref_locked(struct shared_set *s)
+{
+	if (s != NULL && --s->refs == 0) {
+		jws_keyset_free(s->ks);
+		free(s);
+	}
+}
+
+static enum cs_err set_install(struct client_keys *k, struct jws_keyset *ks)
+{
+	struct shared_set *s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		jws_keyset_free(ks);
+		return CS_ENOMEM;
+	}
+	s->refs = 1;
+	s->ks = ks;
+	pthread_mutex_lock(&k->mu);
+	set_unref_locked(k->cur);
+	k->cur = s;
+	pthread_mutex_unlock(&k->mu);
+	return CS_OK;
+}
+
+enum cs_err client_keys_new(const struct config *cfg, struct client_keys **out)
+{
+	struct client_keys *k;
+	struct jws_keyset *ks = NULL;
+	char why[160];
+	enum cs_err e;
+	*out = NULL;
+	if (!cfg->gateway_auth_private_key_jwt)
+		return CS_OK;
+	if ((k = calloc(1, sizeof *k)) == NULL)
+		return CS_ENOMEM;
+	pthread_mutex_init(&k->mu, NULL);
+	if (cfg->gateway_jwks_uri != NULL && (k->uri = strdup(cfg->gateway_jwks_uri)) == NULL) {
+		client_keys_free(k);
+		return CS_ENOMEM;
+	}
+	if (cfg->gateway_jwks_json != NULL) {
+		if ((e = jws_keyset_parse(cfg->gateway_jwks_json, &ks, why, sizeof why)) != CS_OK ||
+		    (e = set_install(k, ks)) != CS_OK) {
+			fprintf(stderr, "consentd: [gateway] jwks_file: %s\n", e == CS_EINVAL ? why :
+			    cs_strerror(e));
+			client_keys_free(k);
+			return e;
+		}
+	}
+	*out = k;
+	return CS_OK;
+}
+
+void client_keys_free(struct client_keys *k)
+{
+	if (k == NULL)
+		return;
+	set_unref_locked(k->cur);
+	free(k->uri);
+	pthread_mutex_destroy(&k->mu);
+	free(k);
+}
+
+static struct shared_set *set_get(struct client_keys *k)
+{
+	pthread_mutex_lock(&k->mu);
+	struct shared_set *s = k->cur;
+	if (s != NULL)
+		s->refs++;
+	pthread_mutex_unlock(&k->mu);
+	return s;
+}
+
+static void set_put(struct client_keys *k, struct shared_set *s)
+{
+	pthread_mutex_lock(&k->mu);
+	set_unref_locked(s);
+	pthread_mutex_unlock(&k->mu);
+}
+
+/* Fetches jwks_uri again unless that was tried less than CLIENT_KEYS_REFETCH
+ * seconds ago; a set that does not parse leaves the cached one in place. */
+static void keys_refetch(struct client_keys *k)
+{
+	struct httpc_response res;
+	struct jws_keyset *ks = NULL;
+	char why[160];
+	int64_t now = mono_now();
+	if (k->uri == NULL)
+		return;
+	pthread_mutex_lock(&k->mu);
+	/* SECURITY: an attacker naming unknown kids cannot make consentd fetch
+	 * more than once a minute. */
+	bool due = !k->fetched || now - k->fetched_at >= CLIENT_KEYS_REFETCH;
+	if (due) {
+		k->fetched = true;
+		k->fetched_at = now;
+	}
+	pthread_mutex_unlock(&k->mu);
+	if (!due || httpc_get(k->uri, &res) != CS_OK)
+		return;
+	if (res.status == 200 && res.body.data != NULL &&
+	    jws_keyset_parse(res.body.data, &ks, why, sizeof why) == CS_OK)
+		(void)set_install(k, ks);
+	else
+		fprintf(stderr, "consentd: [gateway] jwks_uri: status %ld: %s\n", res.status,
+		    res.status == 200 ? why : "not fetched");
+	httpc_response_clear(&res);
+}
+
+/* The kid an assertion's header names; NULL when none (or not a JWS). */
+static char *assertion_kid(const char *compact)
+{
+	struct jws_parsed p;
+	char why[96], *kid = NULL;
+	if (jws_parse(compact, &p, why, sizeof why) != CS_OK)
+		return NULL;
+	const char *v = json_string_value(json_object_get(p.header, "kid"));
+	if (v != NULL)
+		kid = strdup(v);
+	jws_parsed_clear(&p);
+	return kid;
+}
+
+static bool set_has_kid(const struct shared_set *s, const char *kid)
+{
+	for (size_t i = 0; s != NULL && i < s->ks->n; i++)
+		if (s->ks->keys[i]->kid != NULL && strcmp(s->ks->keys[i]->kid, kid) == 0)
+			return true;
+	return false;
+}
+
+/* --- at the endpoints ---------------------------------------------------------- */
+
+static bool basic_ok(const struct http_request *req)
+{
+	const struct config *cfg = req->app->cfg;
+	char *id = NULL, *secret = NULL;
+	unsigned char h[32];
+	bool ok = false;
+	if (basic_credentials(req->authorization, &id, &secret)) {
+		sha256_str(secret, h);
+		/* SECURITY: the secret is compared as a SHA-256, in constant time;
+		 * the id is public. */
+		int id_ok = strcmp(id, cfg->gateway_id) == 0;
+		int secret_ok = CRYPTO_memcmp(h, cfg->gateway_secret_sha256, 32) == 0;
+		ok = id_ok && secret_ok && cfg->gateway_has_secret;
+	}
+	if (secret) {
+		OPENSSL_cleanse(secret, strlen(secret));
+		free(secret);
+	}
+	free(id);
+	return ok;
+}
+
+static void audit_refused(const struct http_request *req, const char *why)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	char detail[256];
+	struct audit_entry a;
+	if (c == NULL)
+		return;
+	snprintf(detail, sizeof detail, "private_key_jwt at %s: %s", req->path, why);
+	memset(&a, 0, sizeof a);
+	a.ts = req->now;
+	a.actor = "client:-";
+	a.action = "gateway.auth.refused";
+	a.outcome = "refused";
+	a.detail = detail;
+	if (store_begin(c) != CS_OK)
+		return;
+	if (audit_append(c, &a) != CS_OK || store_commit(c) != CS_OK)
+		store_rollback(c);
+}
+
+/* true: authenticated; otherwise the refusal's reason is in why. */
+static bool assertion_ok(const struct http_request *req, const char *assertion, char *why,
+    size_t whylen)
+{
+	const struct config *cfg = req->app->cfg;
+	char endpoint[600], *jti = NULL;
+	int64_t exp = 0;
+	bool ok = false;
+	struct client_keys *keys = req->app->gateway_keys;
+	struct shared_set *set = NULL;
+	int n = snprintf(endpoint, sizeof endpoint, "%s%s", cfg->public_url, req->path);
+	const char *auds[2] = { cfg->public_url, endpoint };
+	if (keys == NULL) {
+		set_why(why, whylen, "no keys are configured for the client");
+		goto out;
+	}
+	/* A kid the cached set lacks may be a key the gateway just added. */
+	set = set_get(keys);
+	char *kid = set == NULL ? NULL : assertion_kid(assertion);
+	if (set == NULL || (kid != NULL && !set_has_kid(set, kid))) {
+		set_put(keys, set);
+		keys_refetch(keys);
+		set = set_get(keys);
+	}
+	free(kid);
+	struct client_assertion_expect ex = {
+		.keys = set != NULL ? set->ks : NULL, .client_id = cfg->gateway_id, .audiences = auds,
+		.naudiences = n > 0 && (size_t)n < sizeof endpoint ? 2 : 1, .now = req->now,
+		.clock_skew = cfg->gateway_clock_skew,
+	};
+	enum cs_err ce = client_assertion_check(assertion, &ex, &jti, &exp, why, whylen);
+	set_put(keys, set);
+	if (ce != CS_OK)
+		goto out;
+	struct store_conn *c = store_conn(req->app->store);
+	/* SECURITY: RFC 7523 §3 item 7: a jti is used once, across every node,
+	 * until the assertion could not be accepted anyway. */
+	enum cs_err e = c == NULL ? CS_EDB :
+	    store_replay_use(c, REPLAY_CLIENT_ASSERTION, jti, exp + cfg->gateway_clock_skew, req->now);
+	if (e == CS_EEXIST)
+		set_why(why, whylen, "the assertion's jti was used before");
+	else if (e != CS_OK)
+		set_why(why, whylen, "the replay cache could not be consulted");
+	else
+		ok = true;
+out:
+	free(jti);
+	return ok;
+}
+
+bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
+{
+	const struct config *cfg = req->app->cfg;
+	const char *type = form_get(&req->params, "client_assertion_type");
+	const char *assertion = form_get(&req->params, "client_assertion");
+	const char *hdr = req->header ? req->header(req->hctx, CLIENT_ASSERTION_HEADER) : NULL;
+	const char *client_id = form_get(&req->params, "client_id");
+	char why[160] = "client authentication failed";
+	bool ok = false, audit = false;
+	bool has_basic = req->authorization != NULL &&
+	    strncasecmp(req->authorization, "Basic ", 6) == 0;
+	bool has_assertion = type != NULL || assertion != NULL || hdr != NULL;
+
+	if (has_basic && has_assertion) {
+		set_why(why, sizeof why, "use one client authentication method, not two");
+	} else if (has_assertion) {
+		audit = true;
+		if (!cfg->gateway_auth_private_key_jwt)
+			set_why(why, sizeof why, "private_key_jwt is not enabled");
+		else if (hdr != NULL && (type != NULL || assertion != NULL))
+			set_why(why, sizeof why, "the assertion is given twice");
+		else if (hdr == NULL && (type == NULL || strcmp(type, CLIENT_ASSERTION_TYPE) != 0))
+			set_why(why, sizeof why, "client_assertion_type must be jwt-bearer");
+		else if (hdr == NULL && assertion == NULL)
+			set_why(why, sizeof why, "client_assertion is missing");
+		else if (client_id != NULL && strcmp(client_id, cfg->gateway_id) != 0)
+			set_why(why, sizeof why, "client_id is not the assertion's client");
+		else
+			ok = assertion_ok(req, hdr != NULL ? hdr : assertion, why, sizeof why);
+	} else if (has_basic && cfg->gateway_auth_basic) {
+		ok = basic_ok(req);
+	}
+	if (ok)
+		return true;
+	if (audit)
+		audit_refused(req, why);
+	/* RFC 6749 §5.2: a challenge for the scheme the client can use. */
+	if (reply_oauth_error(rep, 401, "invalid_client", "client authentication failed") != CS_OK ||
+	    (cfg->gateway_auth_basic &&
+	    reply_header(rep, "WWW-Authenticate", "Basic realm=\"consentd\"") != CS_OK))
+		rep->status = 401;
+	return false;
+}

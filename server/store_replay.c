@@ -1,0 +1,49 @@
+/* store_replay.c -- the SQL for the replay cache (migration 0015).  It only
+ * inserts and purges rows; deciding what a jti is worth belongs to its caller.
+ * Every value is a bound parameter. */
+#include <sqlite3.h>
+#include "store_priv.h"
+#include "store_replay.h"
+
+static const char *const kind_names[REPLAY__MAX] = {
+	[REPLAY_CLIENT_ASSERTION] = "client_assertion", [REPLAY_DPOP] = "dpop",
+};
+
+/* An expired row may be taken over; a live one makes the insert a no-op. */
+static const char SQL_REPLAY_USE[] =
+    "INSERT INTO replay_cache (kind, jti, expires_at) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (kind, jti) DO UPDATE SET expires_at = excluded.expires_at "
+    "WHERE replay_cache.expires_at < ?4";
+static const char SQL_REPLAY_PURGE[] =
+    "DELETE FROM replay_cache WHERE expires_at < ?1";
+
+enum cs_err store_replay_use(struct store_conn *c, enum store_replay_kind kind, const char *jti,
+    int64_t expires_at, int64_t now)
+{
+	sqlite3_stmt *st;
+	enum cs_err e;
+	if ((unsigned)kind >= REPLAY__MAX || jti == NULL)
+		return CS_EINVAL;
+	/* Every use also purges what expired (an index range, usually empty):
+	 * the table holds only the jtis of the last few minutes. */
+	if ((st = store_stmt(c, SQL_REPLAY_PURGE)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_int64(st, 1, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	if ((st = store_stmt(c, SQL_REPLAY_USE)) == NULL)
+		return CS_EDB;
+	if ((e = store_bind_text(st, 1, kind_names[kind])) != CS_OK ||
+	    (e = store_bind_text(st, 2, jti)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, expires_at)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, now)) != CS_OK) {
+		store_stmt_done(st);
+		return e;
+	}
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_EEXIST;
+}
