@@ -222,8 +222,15 @@ static void refuse(const struct http_request *req, struct http_reply *rep, int s
 {
 	const char *err = v == DPOP_NEED_NONCE ? "use_dpop_nonce" : "invalid_dpop_proof";
 	char chal[160];
+	enum cs_err e;
 	audit_refused(req, why);
-	if (reply_oauth_error(rep, status, err, why) != CS_OK || dpop_reply_nonce(req, rep) != CS_OK) {
+	/* The two codes spelled at their calls: tests/integration/openapi.test.js
+	 * holds docs/errors.md to the codes reply_oauth_error is given. */
+	if (v == DPOP_NEED_NONCE)
+		e = reply_oauth_error(rep, status, "use_dpop_nonce", why);
+	else
+		e = reply_oauth_error(rep, status, "invalid_dpop_proof", why);
+	if (e != CS_OK || dpop_reply_nonce(req, rep) != CS_OK) {
 		rep->status = status;
 		return;
 	}
