@@ -21,7 +21,6 @@ struct app {
 	struct master_key    mk;
 	pthread_rwlock_t     keys_lock;
 	struct keyring      *keys;     /* read under keys_lock */
-	FILE                *access_log;
 	struct oidc_provider *idp;     /* the upstream IdP; discovered in the background */
 	pthread_t            discovery_thread;
 	int                  discovery_started;

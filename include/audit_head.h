@@ -31,8 +31,10 @@ enum audit_line_kind {
 /* Reads one line of a heads file (NUL-terminated; a trailing "\n" or "\r\n"
  * and blanks around it are ignored): "N:LINK" as head_file holds it, or a log
  * line that ends in "audit head N:LINK" or "audit head seq=N link=LINK"; LINK
- * is 64 hex digits.  *kind, and *out for a head, are written on CS_OK only;
- * CS_EINVAL for any other line. */
+ * is 64 hex digits.  A line of the server's JSON log stream (log.h, a JSON
+ * object) is read by its "msg" as such a log line, and skipped (a request, any
+ * other message) when its msg does not start with "audit head ".  *kind, and
+ * *out for a head, are written on CS_OK only; CS_EINVAL for any other line. */
 enum cs_err audit_head_line(const char *line, enum audit_line_kind *kind,
     struct audit_head *out) CS_MUST_CHECK;
 
@@ -62,7 +64,8 @@ enum cs_err audit_heads_check(struct store_conn *c, FILE *f, const struct audit_
  * with O_APPEND|O_CREAT, mode 0600, takes the highest head its last lines
  * hold as the one published so far, and installs s's audit hook.  From then
  * on every commit that appended audit entries, once it succeeded and before
- * store_commit returns, logs "consentd: audit head N:LINK" on log and appends
+ * store_commit returns, logs "audit head N:LINK" (log NULL: on the server's log
+ * stream, log.h; else "consentd: audit head N:LINK" on log) and appends
  * "N:LINK\n" to head_file with one write(2) -- in commit order, and only heads
  * above the highest published.  A commit whose head is not above it means the
  * numbers were rewound: the database is then marked behind.  CS_EIO (with a

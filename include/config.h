@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "cs_err.h"
+#include "log.h"
 
 #define CONFIG_MAX_LINE 199          /* inih's line buffer is 200 bytes with the NUL */
 
@@ -73,6 +74,7 @@ struct config {                  /* immutable after config_load(); free with con
 	unsigned per_ip_connections; /* default 64 */
 	unsigned idle_timeout;       /* default 30 */
 	char    *log;                /* "stderr" | "stdout" | a path; default stderr */
+	enum log_level log_level;    /* lines below it are not written; default info */
 
 	/* [database] */
 	char *db_path;               /* default /var/lib/consentd/consentd.db */

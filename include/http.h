@@ -77,6 +77,18 @@ struct http_reply {                      /* initialise with reply_init(), free w
 		enum cs_err (*read)(void *ctx, char *dst, size_t max, size_t *got);
 		void        (*done)(void *ctx);
 	} stream;
+	/* What the log line says of this answer besides its status -- never a
+	 * token: the route pattern that answered (set by the router), the error
+	 * code and description sent (reply_oauth_error and reply_error set them;
+	 * other error bodies call reply_log_error), and the configured agent and
+	 * resource the call was about (pointers into the configuration, which
+	 * outlives every reply). */
+	struct reply_log {
+		const char *route;
+		const char *agent, *resource;
+		char        error[48];
+		char        description[200];
+	} log;
 };
 
 typedef enum cs_err (*http_handler)(const struct http_request *, struct http_reply *);
@@ -109,6 +121,8 @@ enum cs_err reply_json_value(struct http_reply *r, int status, struct json_t *v)
 /* RFC 6749 §5.2 error: {"error":code,"error_description":desc}; desc may be NULL. */
 enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code,
     const char *desc) CS_MUST_CHECK;
+/* Records code and desc (may be NULL) for the log line (see struct reply_log). */
+void reply_log_error(struct http_reply *r, const char *code, const char *desc);
 /* An HTML page for people: title and message are escaped text. */
 enum cs_err reply_html_error(struct http_reply *r, int status, const char *title,
     const char *message) CS_MUST_CHECK;

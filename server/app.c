@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "audit_head.h"
 #include "events.h"
+#include "log.h"
 
 int64_t app_now(void)
 {
@@ -31,7 +32,7 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		goto fail;
 	e = master_key_load(cfg->master_key_file, cfg->master_key_b64, &app->mk);
 	if (e != CS_OK) {
-		fprintf(stderr, "consentd: master key (%s or CONSENTD_KEYS_MASTER_KEY): %s\n",
+		log_msg(LOG_ERROR, "master key (%s or CONSENTD_KEYS_MASTER_KEY): %s",
 		    cfg->master_key_file, cs_strerror(e));
 		goto fail;
 	}
@@ -43,7 +44,7 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		goto fail;
 	e = store_open(cfg->db_path, &app->store);
 	if (e != CS_OK) {
-		fprintf(stderr, "consentd: database %s: %s\n", cfg->db_path, cs_strerror(e));
+		log_msg(LOG_ERROR, "database %s: %s", cfg->db_path, cs_strerror(e));
 		goto fail;
 	}
 	c = store_conn(app->store);
@@ -54,21 +55,21 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	/* From here on every commit that appends audit entries publishes its
 	 * head; the first check runs before any thread can commit, so a database
 	 * behind head_file is served unready from the start. */
-	if ((e = audit_publish_open(app->store, cfg->audit_head_file, stderr)) != CS_OK)
+	if ((e = audit_publish_open(app->store, cfg->audit_head_file, NULL)) != CS_OK)
 		goto fail;
 	app->publishing = 1;
 	if ((e = audit_publish_check(c, 1, NULL)) != CS_OK)
 		goto fail;
 	e = vault_new(cfg, &app->mk, &app->vault);
 	if (e != CS_OK) {
-		fprintf(stderr, "consentd: token vault: %s\n", cs_strerror(e));
+		log_msg(LOG_ERROR, "token vault: %s", cs_strerror(e));
 		goto fail;
 	}
 	if ((e = client_keys_new(cfg, &app->gateway_keys)) != CS_OK)
 		goto fail;
 	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
-		fprintf(stderr, "consentd: signing keys: %s\n", cs_strerror(e));
+		log_msg(LOG_ERROR, "signing keys: %s", cs_strerror(e));
 		goto fail;
 	}
 	return CS_OK;
@@ -121,12 +122,13 @@ static void *discovery_main(void *arg)
 	for (;;) {
 		if (oidc_discover(app->idp) == CS_OK) {
 			const struct oidc_meta *m = oidc_meta(app->idp);
-			fprintf(stderr, "consentd: upstream IdP %s discovered%s\n", m->issuer,
+			log_msg(app_idp_ready(app) ? LOG_INFO : LOG_WARN, "upstream IdP %s discovered%s",
+			    m->issuer,
 			    app_idp_ready(app) ? "" : " but it offers no public subject identifiers "
 			    "(subject_claim = sub needs them): not ready");
 			return NULL;
 		}
-		fprintf(stderr, "consentd: upstream IdP %s not reachable yet; retrying in %d s\n",
+		log_msg(LOG_WARN, "upstream IdP %s not reachable yet; retrying in %d s",
 		    app->cfg->oidc_issuer, delay);
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -173,7 +175,7 @@ static void *maintenance_main(void *arg)
 		/* The provider is never called inside a transaction: the outbox pass
 		 * takes care of that itself. */
 		if (vault_outbox_run(app->vault, c, app_now(), &finished) != CS_OK)
-			fprintf(stderr, "consentd: revocation outbox pass failed; will retry\n");
+			log_msg(LOG_WARN, "revocation outbox pass failed; will retry");
 		/* Revocation events (events.h): signed under the read lock, which
 		 * only holds off a key reload, never another reader. */
 		if (cfg->events_uri != NULL) {
@@ -182,12 +184,12 @@ static void *maintenance_main(void *arg)
 			enum cs_err ee = events_push_run(c, cfg, kr, app_now(), &delivered);
 			app_keys_put(app);
 			if (ee != CS_OK)
-				fprintf(stderr, "consentd: revocation event pass failed (%s); will retry\n",
+				log_msg(LOG_WARN, "revocation event pass failed (%s); will retry",
 				    cs_strerror(ee));
 		}
 		if (store_purge_expired(c, app_now(), cfg->session_idle_timeout,
 		    cfg->session_absolute_timeout) != CS_OK)
-			fprintf(stderr, "consentd: purging expired sessions failed; will retry\n");
+			log_msg(LOG_WARN, "purging expired sessions failed; will retry");
 	}
 	return NULL;
 }

@@ -70,6 +70,7 @@
 
 #include "audit.h"
 #include "store_audit.h"
+#include "log.h"
 
 #define AUDIT_KEY_PURPOSE "audit-chain"  /* seal_derive_key purpose */
 #define AUDIT_NFIELDS 10                 /* text fields in the canonical form */
@@ -320,7 +321,7 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 			return CS_EINVAL;
 	/* SECURITY: no key, no entry -- an unchained entry would be forgeable. */
 	if ((err = chain_key(key, kid)) != CS_OK) {
-		fprintf(stderr, "consentd: audit: no chain key set; entry refused\n");
+		log_msg(LOG_ERROR, "audit: no chain key set; entry refused");
 		return err;
 	}
 	err = append_with(c, key, kid, e);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <openssl/crypto.h>
 
 #include "audit_head.h"
+#include "log.h"
 #include "store_audit.h"
 
 #define LOG_TAG "audit head "           /* what a log line holds before a head */
@@ -83,6 +86,31 @@ static int parse_link(const char *p, const char *end, char hex[AUDIT_LINK_HEX + 
 	return 1;
 }
 
+/* A line of the JSON log stream: its msg, read as a log line. */
+static enum cs_err json_line(const char *p, const char *end, enum audit_line_kind *kind,
+    struct audit_head *out)
+{
+	json_t *v = json_loadb(p, (size_t)(end - p), JSON_REJECT_DUPLICATES, NULL);
+	enum cs_err e = CS_EINVAL;
+	if (!json_is_object(v))
+		goto out;
+	const char *msg = json_string_value(json_object_get(v, "msg"));
+	const char *after = msg != NULL && strncmp(msg, LOG_TAG, strlen(LOG_TAG)) == 0 ?
+	    msg + strlen(LOG_TAG) : NULL;
+	/* Only "audit head N:LINK" and "audit head seq=N ..." name a head; the
+	 * publisher's other messages ("audit head behind: ...", "audit head check:
+	 * ...") and every other line are skipped. */
+	if (after == NULL || !((*after >= '0' && *after <= '9') || strncmp(after, "seq=", 4) == 0)) {
+		*kind = AUDIT_LINE_SKIP;
+		e = CS_OK;
+		goto out;
+	}
+	e = audit_head_line(msg, kind, out);
+out:
+	json_decref(v);
+	return e;
+}
+
 enum cs_err audit_head_line(const char *line, enum audit_line_kind *kind, struct audit_head *out)
 {
 	struct audit_head h;
@@ -103,6 +131,8 @@ enum cs_err audit_head_line(const char *line, enum audit_line_kind *kind, struct
 		*kind = AUDIT_LINE_SKIP;
 		return CS_OK;
 	}
+	if (*p == '{')
+		return json_line(p, end, kind, out);
 	if (*p == '#') {
 		*kind = (size_t)(end - p) >= mark && memcmp(p, AUDIT_ROTATED_MARK, mark) == 0 &&
 		    ((size_t)(end - p) == mark || is_blank(p[mark])) ? AUDIT_LINE_ROTATED : AUDIT_LINE_SKIP;
@@ -308,6 +338,28 @@ static struct {
 
 /* Appends "N:LINK\n" to head_file (pub.lock held): one write(2), so lines
  * from several processes never interleave. */
+/* One line of the publisher's log: a line of the log stream (log.c) when it
+ * was opened with log NULL (the server), else "consentd: MSG" on that file
+ * (the command-line tools, tests), as `audit verify --heads` reads either. */
+static void say(enum log_level lv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(enum log_level lv, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return;
+	if (pub.log == NULL) {
+		/* The level says "error"; the words need not. */
+		log_msg(lv, "%s", strncmp(msg, "error: ", 7) == 0 ? msg + 7 : msg);
+		return;
+	}
+	fprintf(pub.log, "consentd: %s\n", msg);
+	fflush(pub.log);
+}
+
 static void file_append(const struct audit_head *h)
 {
 	char line[32 + AUDIT_LINK_HEX];
@@ -330,13 +382,13 @@ static void file_append(const struct audit_head *h)
 	if (w > 0)
 		pub.torn = 1;
 	pub.file_errors++;
-	fprintf(pub.log, "consentd: error: audit head_file %s: cannot append head %" PRId64 ": %s\n",
+	say(LOG_ERROR, "error: audit head_file %s: cannot append head %" PRId64 ": %s",
 	    pub.path, h->seq, w < 0 ? strerror(errno) : "short write");
 }
 
 static void log_head(const struct audit_head *h)
 {
-	fprintf(pub.log, "consentd: " LOG_TAG "%" PRId64 ":%s\n", h->seq, h->hex);
+	say(LOG_INFO, LOG_TAG "%" PRId64 ":%s", h->seq, h->hex);
 	fflush(pub.log);
 }
 
@@ -344,10 +396,9 @@ static void log_head(const struct audit_head *h)
 static void mark_behind(const char *why)
 {
 	pub.behind = 1;
-	fprintf(pub.log, "consentd: error: " LOG_TAG "behind: %s; the audit log was cut off, "
+	say(LOG_ERROR, "error: " LOG_TAG "behind: %s; the audit log was cut off, "
 	    "rewound or rewritten -- serving unready (GET /readyz 503); check it with `consentd "
-	    "audit verify --heads FILE`\n", why);
-	fflush(pub.log);
+	    "audit verify --heads FILE`", why);
 }
 
 /* store_commit's audit hook: a transaction ending in entry seq has committed. */
@@ -442,7 +493,7 @@ enum cs_err audit_publish_open(struct store *s, const char *head_file, FILE *log
 	if (s == NULL)
 		return CS_EINVAL;
 	pthread_mutex_lock(&pub.lock);
-	pub.log = log != NULL ? log : stderr;
+	pub.log = log;
 	pub.fd = -1;
 	pub.torn = 0;
 	pub.behind = 0;
@@ -456,29 +507,29 @@ enum cs_err audit_publish_open(struct store *s, const char *head_file, FILE *log
 		}
 		pub.fd = open(head_file, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (pub.fd < 0) {
-			fprintf(pub.log, "consentd: audit head_file %s: cannot open: %s\n", head_file,
+			say(LOG_ERROR, "audit head_file %s: cannot open: %s", head_file,
 			    strerror(errno));
 			e = CS_EIO;
 			goto out;
 		}
 		if ((e = read_tail(&pub.published, &unreadable)) != CS_OK) {
-			fprintf(pub.log, "consentd: audit head_file %s: %s\n", head_file,
+			say(LOG_ERROR, "audit head_file %s: %s", head_file,
 			    e == CS_EINVAL ? "not a regular file" : "cannot read");
 			e = CS_EIO;
 			goto out;
 		}
 		if (unreadable > 0)
-			fprintf(pub.log, "consentd: audit head_file %s: %d line(s) among the last are "
-			    "not heads (a torn write?); ignored\n", head_file, unreadable);
+			say(LOG_WARN, "audit head_file %s: %d line(s) among the last are "
+			    "not heads (a torn write?); ignored", head_file, unreadable);
 		if (unreadable > 0 && pub.published.seq == 0) {
 			/* SECURITY: a file that says something, but no head, cannot vouch for the database. */
 			pub.behind = 1;
-			fprintf(pub.log, "consentd: error: " LOG_TAG "behind: head_file %s holds no "
-			    "readable head among its last lines -- serving unready (GET /readyz 503)\n",
+			say(LOG_ERROR, "error: " LOG_TAG "behind: head_file %s holds no "
+			    "readable head among its last lines -- serving unready (GET /readyz 503)",
 			    head_file);
 		}
 		if (pub.published.seq > 0)
-			fprintf(pub.log, "consentd: audit head_file %s: last published head %" PRId64 "\n",
+			say(LOG_INFO, "audit head_file %s: last published head %" PRId64,
 			    head_file, pub.published.seq);
 	}
 out:
@@ -503,7 +554,7 @@ void audit_publish_close(struct store *s)
 	pthread_mutex_lock(&pub.lock);
 	if (pub.fd >= 0) {
 		if (fdatasync(pub.fd) != 0)
-			fprintf(pub.log, "consentd: audit head_file %s: fdatasync: %s\n", pub.path,
+			say(LOG_ERROR, "audit head_file %s: fdatasync: %s", pub.path,
 			    strerror(errno));
 		close(pub.fd);
 	}
@@ -563,16 +614,16 @@ enum cs_err audit_publish_check(struct store_conn *c, int publish, int *behind)
 	audit_head_published(&p);
 	if ((e = audit_head(c, &db)) != CS_OK || (e = compare(c, &p, &db, why, sizeof why,
 	    &is_behind)) != CS_OK) {
-		fprintf(pub.log != NULL ? pub.log : stderr, "consentd: " LOG_TAG "check: cannot "
-		    "read the database: %s\n", cs_strerror(e));
+		say(LOG_ERROR, LOG_TAG "check: cannot "
+		    "read the database: %s", cs_strerror(e));
 		return e;
 	}
 	pthread_mutex_lock(&pub.lock);
 	if (is_behind)
 		mark_behind(why);
 	else if (pub.behind)
-		fprintf(pub.log, "consentd: error: " LOG_TAG "behind: found so earlier; still "
-		    "serving unready\n");
+		say(LOG_ERROR, "error: " LOG_TAG "behind: found so earlier; still "
+		    "serving unready");
 	log_head(&db);
 	if (publish && !pub.behind && db.seq > pub.published.seq) {
 		pub.published = db;
@@ -584,7 +635,7 @@ enum cs_err audit_publish_check(struct store_conn *c, int publish, int *behind)
 	/* Outside the lock: commits need not wait for the disk.  fd stays open
 	 * until audit_publish_close, which runs after every thread is gone. */
 	if (fd >= 0 && fdatasync(fd) != 0)
-		fprintf(pub.log, "consentd: audit head_file: fdatasync: %s\n", strerror(errno));
+		say(LOG_ERROR, "audit head_file: fdatasync: %s", strerror(errno));
 	if (behind != NULL)
 		*behind = is_behind;
 	return CS_OK;

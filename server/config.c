@@ -43,7 +43,7 @@ enum sec_kind {
 #define SK_NFIXED SK_AGENT       /* kinds before this one are fixed sections */
 
 static const char *const keys_server[] = { "listen", "public_url", "threads", "max_body",
-	"per_ip_connections", "idle_timeout", "log", NULL };
+	"per_ip_connections", "idle_timeout", "log", "log_level", NULL };
 static const char *const keys_database[] = { "path", NULL };
 static const char *const keys_keys[] = { "master_key_file", "grant_ttl", "publish_lead", NULL };
 static const char *const keys_oidc[] = { "issuer", "client_id", "client_secret",
@@ -1387,6 +1387,10 @@ static void load_server(struct ctx *c, struct config *cfg, const struct section 
 	get_int(c, s, "idle_timeout", 30, 1, 3600, &n);
 	cfg->idle_timeout = (unsigned)n;
 	(void)get_str(c, s, "log", "stderr", 0, &cfg->log);
+	static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
+	int lv;
+	get_enum(c, s, "log_level", level_names, LOG_INFO, &lv);
+	cfg->log_level = (enum log_level)lv;
 }
 
 static void load_keys(struct ctx *c, struct config *cfg, const struct section *s)

@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "events.h"
 #include "httpc.h"
+#include "log.h"
 
 #define EVENTS_ERR_MAX 120            /* last_error: short, printable ASCII */
 
@@ -138,7 +139,7 @@ static enum cs_err push_one(struct store_conn *c, const struct config *cfg,
 		status_text(why, sizeof why, &res);
 	}
 	wait = events_retry_delay(r->attempts);
-	fprintf(stderr, "consentd: revocation event %s: %s; retry %lld in %lld s\n", r->jti, why,
+	log_msg(LOG_WARN, "revocation event %s: %s; retry %lld in %lld s", r->jti, why,
 	    (long long)(r->attempts + 2), (long long)wait);
 	e = store_events_retry(c, r->id, r->attempts + 1, now + wait,
 	    pe == CS_OK ? (int64_t)res.status : 0, why);

@@ -1,11 +1,13 @@
 /* http.c -- libmicrohttpd glue: the only file that includes <microhttpd.h>.
  * Turns a connection into a struct http_request (raw URI, capped body, headers),
  * hands it to the router and sends the struct http_reply back, with security
- * headers and one JSON access-log line.  Never logs a query string or a body. */
+ * headers and one log line (log.c) per request.  Never logs a path, a query
+ * string, a header value or a body. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include "app.h"
 #include "http.h"
 #include "httpc.h"
+#include "log.h"
 
 #define HTTP_MAX_URI 8192
 #define HTTP_CONN_MEMORY (64u * 1024)   /* bounds the request line and headers */
@@ -75,6 +78,20 @@ struct conn_ctx {
 };
 
 static void job_closed(struct job *j);
+
+/* libmicrohttpd's own diagnostics join the log stream. */
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	(void)cls;
+	int r = vsnprintf(msg, sizeof msg, fmt, ap);
+	if (r < 0)
+		return;
+	size_t n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	log_msg(LOG_WARN, "libmicrohttpd: %s", msg);
+}
 
 static void *uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -155,36 +172,38 @@ static void new_request_id(char out[17])
 	out[16] = '\0';
 }
 
-/* One JSON line per request.  SECURITY: the path only, never the query (it may
- * carry an authorization code), never a header value or a body. */
-static void access_log(struct http_server *srv, const struct conn_ctx *ctx, const char *ip,
-    const char *method, const char *path, const char *rid, int status, size_t bytes)
+/* One log line per request (log.c).  SECURITY: the route pattern, never the
+ * path (it holds request ids), the query (it may carry an authorization code),
+ * a header value or a body; the error code and description consentd sent, and
+ * the configured agent and resource a call was about. */
+static void access_log(const struct conn_ctx *ctx, const char *ip, const char *method,
+    const char *rid, const struct http_reply *rep)
 {
-	FILE *f = srv->app->access_log;
 	struct timespec t1;
-	struct buf b;
-	time_t now = time(NULL);
-	struct tm tm;
-	char ts[32];
-	if (f == NULL)
+	enum log_level lv = rep->status >= 500 ? LOG_ERROR : LOG_INFO;
+	if (!log_enabled(lv))
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double ms = (double)(t1.tv_sec - ctx->t0.tv_sec) * 1e3 +
 	    (double)(t1.tv_nsec - ctx->t0.tv_nsec) / 1e6;
-	gmtime_r(&now, &tm);
-	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	buf_init(&b, 4 * HTTP_MAX_URI);
-	if (buf_printf(&b, "{\"ts\":\"%s\",\"rid\":\"%s\",\"ip\":", ts, rid) == CS_OK &&
-	    buf_json_str(&b, ip) == CS_OK && buf_puts(&b, ",\"method\":") == CS_OK &&
-	    buf_json_str(&b, method) == CS_OK && buf_puts(&b, ",\"path\":") == CS_OK &&
-	    buf_json_str(&b, path) == CS_OK &&
-	    buf_printf(&b, ",\"status\":%d,\"bytes\":%zu,\"ms\":%.3f}\n", status, bytes, ms) == CS_OK) {
-		flockfile(f);
-		fwrite(b.data, 1, b.len, f);
-		fflush(f);
-		funlockfile(f);
-	}
-	buf_clear(&b);
+	struct log_field f[12];
+	size_t n = 0;
+	f[n++] = LOG_STR("request_id", rid);
+	f[n++] = LOG_STR("ip", ip);
+	f[n++] = LOG_STR("method", method);
+	f[n++] = LOG_STR("route", rep->log.route);
+	f[n++] = LOG_INT("status", rep->status);
+	f[n++] = LOG_MS("ms", ms);
+	f[n++] = LOG_INT("bytes", rep->body.len);
+	if (rep->log.error[0] != '\0')
+		f[n++] = LOG_STR("error", rep->log.error);
+	if (rep->log.description[0] != '\0')
+		f[n++] = LOG_STR("error_description", rep->log.description);
+	if (rep->log.agent != NULL)
+		f[n++] = LOG_STR("agent", rep->log.agent);
+	if (rep->log.resource != NULL)
+		f[n++] = LOG_STR("resource", rep->log.resource);
+	log_event(lv, "request", f, n);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *dst, size_t max)
@@ -221,7 +240,7 @@ static struct MHD_Response *buffer_response(const struct http_reply *rep)
 
 /* rep's status and headers on resp (NULL: MHD_NO), queued, logged. */
 static enum MHD_Result queue_reply(struct http_server *srv, struct MHD_Connection *c,
-    const struct conn_ctx *ctx, const char *method, const char *path, const char *rid,
+    const struct conn_ctx *ctx, const char *method, const char *rid,
     const struct http_reply *rep, struct MHD_Response *resp)
 {
 	enum MHD_Result ret;
@@ -237,13 +256,12 @@ static enum MHD_Result queue_reply(struct http_server *srv, struct MHD_Connectio
 	ret = MHD_queue_response(c, (unsigned)rep->status, resp);
 	MHD_destroy_response(resp);
 	remote_ip(c, ip, sizeof ip);
-	access_log(srv, ctx, ip, method, path, rid, rep->status, rep->body.len);
+	access_log(ctx, ip, method, rid, rep);
 	return ret;
 }
 
 static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection *c,
-    struct conn_ctx *ctx, const char *method, const char *path, const char *rid,
-    struct http_reply *rep)
+    struct conn_ctx *ctx, const char *method, const char *rid, struct http_reply *rep)
 {
 	struct MHD_Response *resp;
 	if (router_security_headers(srv->app, rep) != CS_OK ||
@@ -273,7 +291,7 @@ static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection
 	} else {
 		resp = buffer_response(rep);
 	}
-	return queue_reply(srv, c, ctx, method, path, rid, rep, resp);
+	return queue_reply(srv, c, ctx, method, rid, rep, resp);
 }
 
 /* --- deferred requests (the proxy) ----------------------------------------
@@ -439,7 +457,7 @@ static void job_pump(struct job *j)
 		if (late) {
 			got = 0;
 			e = CS_EBUSY;
-			fprintf(stderr, "consentd: proxy: the gateway reads too slowly; its answer was cut\n");
+			log_msg(LOG_WARN, "proxy: the gateway reads too slowly; its answer was cut");
 		}
 		if (e == CS_OK && got > 0) {
 			if (j->off > 0) {                 /* keep what is unsent at the front */
@@ -692,8 +710,7 @@ static enum MHD_Result job_answer(struct http_server *srv, struct MHD_Connection
 	} else {
 		resp = buffer_response(rep);
 	}
-	return queue_reply(srv, c, ctx, method, j->req.path ? j->req.path : "-", j->req.request_id,
-	    rep, resp);
+	return queue_reply(srv, c, ctx, method, j->req.request_id, rep, resp);
 }
 
 /* Splits the raw URI into a NUL-terminated path and query inside *copy. */
@@ -843,7 +860,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	router_dispatch(http_routes, &req, &rep);
 	http_request_clear(&req);
 send:
-	ret = send_reply(srv, c, ctx, method, path, req.request_id, &rep);
+	ret = send_reply(srv, c, ctx, method, req.request_id, &rep);
 	reply_clear(&rep);
 	free(uricopy);
 	return ret;
@@ -891,11 +908,12 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
 	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
 	    MHD_OPTION_URI_LOG_CALLBACK, uri_logger, srv,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
 	    MHD_OPTION_END);
 	if (srv->d == NULL) {
-		fprintf(stderr, "consentd: cannot listen on %s:%u\n", cfg->listen_host,
+		log_msg(LOG_ERROR, "cannot listen on %s:%u", cfg->listen_host,
 		    (unsigned)cfg->listen_port);
 		free(srv);
 		return CS_EIO;
@@ -913,7 +931,7 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	*out = srv;
 	return CS_OK;
 bad:
-	fprintf(stderr, "consentd: listen address %s is not an IP address\n", cfg->listen_host);
+	log_msg(LOG_ERROR, "listen address %s is not an IP address", cfg->listen_host);
 	free(srv);
 	return CS_ECONFIG;
 }
@@ -960,8 +978,8 @@ void http_stop(struct http_server *s)
 	}
 	if (atomic_load(&s->suspended) > 0) {
 		/* Stopping the daemon now would abort the process inside libmicrohttpd. */
-		fprintf(stderr, "consentd: %d proxied connection(s) still suspended; exiting without "
-		    "closing them\n", atomic_load(&s->suspended));
+		log_msg(LOG_ERROR, "%d proxied connection(s) still suspended; exiting without "
+		    "closing them", atomic_load(&s->suspended));
 		_exit(3);
 	}
 	pthread_mutex_lock(&s->resume_mu);

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "jwt.h"
+#include "log.h"
 
 #define JWT_ALG          "ES256"
 #define JWT_MAX_COMPACT  (16 * 1024)   /* SECURITY: hard cap before any parsing */
@@ -189,7 +190,7 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 	char *tp = NULL, *kid = NULL;
 
 	if (strcmp(sk->alg, JWT_ALG) != 0) {
-		fprintf(stderr, "consentd: signing key %s has unsupported alg\n", sk->kid);
+		log_msg(LOG_ERROR, "signing key %s has unsupported alg", sk->kid);
 		return CS_EINVAL;
 	}
 	/* SECURITY: the kid is the additional data: a sealed key moved to another
@@ -197,8 +198,8 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 	e = unseal(mk, JWT_KEY_PURPOSE, sk->kid, strlen(sk->kid), sk->sealed, sk->sealed_len,
 	    &pt, &pt_len);
 	if (e != CS_OK) {
-		fprintf(stderr, "consentd: signing key %s does not open under master key %s "
-		    "(sealed under %s)\n", sk->kid, mk->kid, sk->master_kid);
+		log_msg(LOG_ERROR, "signing key %s does not open under master key %s "
+		    "(sealed under %s)", sk->kid, mk->kid, sk->master_kid);
 		goto out;
 	}
 	e = CS_ECRYPTO;
@@ -212,7 +213,7 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 	    json_string_value(json_object_get(pub, "y")), &tp)) != CS_OK)
 		goto out;
 	if (strcmp(tp, sk->kid) != 0) {
-		fprintf(stderr, "consentd: signing key %s is not the key its kid names\n", sk->kid);
+		log_msg(LOG_ERROR, "signing key %s is not the key its kid names", sk->kid);
 		e = CS_ECRYPTO;
 		goto out;
 	}
@@ -415,7 +416,7 @@ static enum cs_err ensure_signer(struct store_conn *c, const struct master_key *
 		goto out;
 	e = store_commit(c);
 	if (e == CS_OK && kid != NULL)
-		fprintf(stderr, "consentd: generated signing key %s\n", kid);
+		log_msg(LOG_INFO, "generated signing key %s", kid);
 out:
 	if (e != CS_OK)
 		store_rollback(c);

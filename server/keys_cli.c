@@ -2,6 +2,7 @@
  * opening config, store and master key, and telling the operator what
  * happened.  The key semantics live in jwt.c; this file must never print key
  * material or touch SQL. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +220,82 @@ int keys_cli_main(int argc, char *const *argv)
 		rc = keys_revoke(cfg, kid, now);
 	else
 		rc = keys_list(cfg, now);
+	config_free(cfg);
+	return rc;
+}
+
+/* --- consentd keygen ------------------------------------------------------ */
+
+#define KEYGEN_DEFAULT_FILE "/etc/consentd/master.key"   /* [keys] master_key_file's default */
+
+static void keygen_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: consentd keygen [FILE]          create the master key at FILE (default\n"
+	    "                                       " KEYGEN_DEFAULT_FILE ")\n"
+	    "       consentd keygen -c CONFIG       create it at CONFIG's [keys] master_key_file\n"
+	    "The key is 32 random bytes, mode 0600.  An existing file is never overwritten:\n"
+	    "that would lose every secret sealed under it (to change keys: consentd vault rekey).\n");
+}
+
+int keygen_main(int argc, char *const *argv)
+{
+	const char *file = NULL, *cfgpath = NULL;
+	struct config *cfg = NULL;
+	struct master_key mk;
+	enum cs_err e;
+	int rc = 1;
+
+	memset(&mk, 0, sizeof mk);
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			keygen_usage(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc && cfgpath == NULL) {
+			cfgpath = argv[++i];
+		} else if (argv[i][0] != '-' && argv[i][0] != '\0' && file == NULL) {
+			file = argv[i];
+		} else {
+			keygen_usage(stderr);
+			return 2;
+		}
+	}
+	if (file != NULL && cfgpath != NULL) {
+		keygen_usage(stderr);
+		return 2;
+	}
+	if (cfgpath != NULL) {
+		if (config_load(cfgpath, stderr, &cfg) != CS_OK)
+			return 1;
+		file = cfg->master_key_file;
+		if (cfg->master_key_b64 != NULL)
+			fprintf(stderr, "consentd keygen: warning: CONSENTD_KEYS_MASTER_KEY is set; a server "
+			    "uses it, not %s\n", file);
+	}
+	if (file == NULL)
+		file = KEYGEN_DEFAULT_FILE;
+	errno = 0;
+	e = master_key_create_file(file);
+	if (e == CS_EEXIST) {
+		fprintf(stderr, "consentd keygen: %s exists; not overwritten (every secret sealed under "
+		    "it would be lost; to change keys: consentd vault rekey)\n", file);
+		goto out;
+	}
+	if (e != CS_OK) {
+		fprintf(stderr, "consentd keygen: cannot create %s: %s\n", file,
+		    errno != 0 ? strerror(errno) : cs_strerror(e));
+		goto out;
+	}
+	/* Read back as a server would: the mode and length are right, and the
+	 * public id lets the operator match the key to `consentd vault rekey`. */
+	if (master_key_load(file, NULL, &mk) != CS_OK)
+		goto out;
+	printf("consentd keygen: created %s (32 random bytes, mode 0600); master key id %s\n", file,
+	    mk.kid);
+	printf("Keep a copy somewhere safe: without it nothing sealed under it can be opened.\n");
+	rc = 0;
+out:
+	master_key_clear(&mk);
 	config_free(cfg);
 	return rc;
 }

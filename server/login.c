@@ -15,6 +15,7 @@
 #include "login.h"
 #include "oidc.h"
 #include "template.h"
+#include "log.h"
 
 static enum cs_err redirect_to(struct http_reply *rep, const char *location)
 {
@@ -112,8 +113,8 @@ static void warn_all_full(const struct config *cfg, int64_t now)
 	int64_t last = atomic_load(&warned_at);
 	if (now - last < 60 || !atomic_compare_exchange_strong(&warned_at, &last, now))
 		return;
-	fprintf(stderr, "consentd: %lld sign-ins are started and not finished ([login] max_pending); "
-	    "refusing new ones until some finish or expire\n", (long long)cfg->login_max_pending);
+	log_msg(LOG_WARN, "%lld sign-ins are started and not finished ([login] max_pending); "
+	    "refusing new ones until some finish or expire", (long long)cfg->login_max_pending);
 }
 
 /* The 429 for a refused start: a page for a person, and Retry-After. */

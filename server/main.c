@@ -20,6 +20,8 @@
 #include "provider.h"
 #include "admin_cli.h"
 #include "keys_cli.h"
+#include "log.h"
+#include "seal.h"
 #include "template.h"
 
 #ifndef CONSENTD_VERSION
@@ -33,7 +35,10 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: consentd [-n] -c FILE          run the server (-n: check the config and exit)\n"
+	    "usage: consentd [-n] -c FILE          run the server (-n: check the config, the master\n"
+	    "                                      key and the paths the start needs, and exit)\n"
+	    "       consentd keygen [FILE | -c FILE]   create the master key (32 random bytes, mode\n"
+	    "                                      0600; never overwrites; consentd keygen --help)\n"
 	    "       consentd keys rotate|list -c FILE, consentd keys revoke KID -c FILE\n"
 	    "                                      manage the signing keys (consentd keys --help)\n"
 	    "       consentd admin token|consents|revoke-user ... -c FILE\n"
@@ -47,15 +52,6 @@ static void usage(FILE *f)
 	    "CONSENTD_<SECTION>_<KEY> (e.g. CONSENTD_OIDC_CLIENT_SECRET).\n");
 }
 
-static FILE *open_log(const char *where)
-{
-	if (strcmp(where, "stderr") == 0)
-		return stderr;
-	if (strcmp(where, "stdout") == 0)
-		return stdout;
-	return fopen(where, "a");
-}
-
 /* Holds the database to the audit heads published (a database found behind
  * makes /readyz answer 503) and logs its head, so `consentd audit verify
  * --head N:LINK` can later tell a cut-off tail.  Every commit publishes its
@@ -64,7 +60,7 @@ static void check_audit_head(struct app *app)
 {
 	struct store_conn *c = store_conn(app->store);
 	if (c == NULL || audit_publish_check(c, 0, NULL) != CS_OK)
-		fprintf(stderr, "consentd: audit head: cannot read\n");
+		log_msg(LOG_ERROR, "audit head: cannot read");
 }
 
 static int serve(const struct config *cfg)
@@ -84,31 +80,36 @@ static int serve(const struct config *cfg)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (template_check_all() != CS_OK) {
-		fprintf(stderr, "consentd: a compiled-in template is malformed\n");
+	/* The one log stream first: every diagnostic from here on is a line of it
+	 * (and, until the start is over, an error is also shown on stderr). */
+	if (log_open(cfg->log, cfg->log_level) != CS_OK) {
+		fprintf(stderr, "consentd: cannot open the log %s: %s\n", cfg->log, strerror(errno));
 		return 1;
 	}
-	if (httpc_global_init() != CS_OK)
+	if (template_check_all() != CS_OK) {
+		log_msg(LOG_ERROR, "a compiled-in template is malformed");
+		log_close();
 		return 1;
-	if (app_init(&app, cfg) != CS_OK)
+	}
+	if (httpc_global_init() != CS_OK || app_init(&app, cfg) != CS_OK) {
+		log_msg(LOG_ERROR, "not started");
+		log_close();
 		return 1;
+	}
 	if (app_start_discovery(&app) != CS_OK || app_start_maintenance(&app) != CS_OK)
 		goto out;
-	app.access_log = open_log(cfg->log);
-	if (app.access_log == NULL) {
-		fprintf(stderr, "consentd: cannot open access log %s: %s\n", cfg->log, strerror(errno));
-		goto out;
-	}
 	if (http_start(&app, &srv) != CS_OK)
 		goto out;
 	{
 		const struct keyring *kr = app_keys_get(&app);
-		fprintf(stderr, "consentd %s: listening on %s:%u, public URL %s, %u threads, "
-		    "schema %d, signing key %s\n", CONSENTD_VERSION, cfg->listen_host,
+		log_msg(LOG_INFO, "consentd %s listening on %s:%u, public URL %s, %u threads, "
+		    "schema %d, signing key %s, log level %s", CONSENTD_VERSION, cfg->listen_host,
 		    (unsigned)cfg->listen_port, cfg->public_url, cfg->threads,
-		    store_schema_known(), keyring_signing_kid(kr) ? keyring_signing_kid(kr) : "-");
+		    store_schema_known(), keyring_signing_kid(kr) ? keyring_signing_kid(kr) : "-",
+		    log_level_name(cfg->log_level));
 		app_keys_put(&app);
 	}
+	log_started();
 	last_reload = last_head = app_now();
 	for (;;) {
 		struct timespec ts = { 1, 0 };
@@ -117,7 +118,7 @@ static int serve(const struct config *cfg)
 			break;
 		if (sig == SIGHUP || app_now() - last_reload >= KEY_RELOAD_SECONDS) {
 			if (app_reload_keys(&app, app_now()) != CS_OK)
-				fprintf(stderr, "consentd: key reload failed; keeping the current keys\n");
+				log_msg(LOG_ERROR, "key reload failed; keeping the current keys");
 			last_reload = app_now();
 		}
 		if (app_now() - last_head >= AUDIT_HEAD_SECONDS) {
@@ -128,13 +129,13 @@ static int serve(const struct config *cfg)
 
 	/* Orderly stop: refuse new connections, let in-flight requests finish,
 	 * then close.  A second signal ends the process at once. */
-	fprintf(stderr, "consentd: stopping (signal %d); a second signal exits at once\n", sig);
+	log_msg(LOG_INFO, "stopping (signal %d); a second signal exits at once", sig);
 	http_quiesce(srv);
 	for (int waited = 0; waited < DRAIN_SECONDS * 10 && http_in_flight(srv) > 0; waited++) {
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		int s2 = sigtimedwait(&set, NULL, &ts);
 		if (s2 == SIGINT || s2 == SIGTERM) {
-			fprintf(stderr, "consentd: second signal, exiting now\n");
+			log_msg(LOG_WARN, "second signal, exiting now");
 			_exit(2);
 		}
 	}
@@ -143,11 +144,9 @@ out:
 	http_stop(srv);
 	if (rc == 0)
 		check_audit_head(&app);
-	if (app.access_log && app.access_log != stderr && app.access_log != stdout)
-		fclose(app.access_log);
 	app_clear(&app);
-	if (rc == 0)
-		fprintf(stderr, "consentd: stopped\n");
+	log_msg(rc == 0 ? LOG_INFO : LOG_ERROR, rc == 0 ? "stopped" : "not started");
+	log_close();
 	return rc;
 }
 
@@ -179,6 +178,66 @@ static int check_head_file(const struct config *cfg)
 		bad = 1;
 	}
 	free(copy);
+	return bad;
+}
+
+/* Whether the start could open path for writing (what: "database", "log"):
+ * an existing regular file it may read and write, or a file it may create in
+ * an existing directory.  SQLite also writes its -wal and -shm files beside
+ * the database, so with dir_too the directory must be writable even when the
+ * file exists.  Says what is wrong. */
+static bool path_usable(const char *what, const char *path, bool dir_too)
+{
+	struct stat st;
+	char *copy = NULL;
+	bool ok = false;
+	if (stat(path, &st) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			log_msg(LOG_ERROR, "%s %s is not a regular file", what, path);
+			return false;
+		}
+		if (access(path, R_OK | W_OK) != 0) {
+			log_msg(LOG_ERROR, "%s %s: %s", what, path, strerror(errno));
+			return false;
+		}
+		if (!dir_too)
+			return true;
+	} else if (errno != ENOENT) {
+		log_msg(LOG_ERROR, "%s %s: %s", what, path, strerror(errno));
+		return false;
+	}
+	if ((copy = strdup(path)) == NULL)
+		return false;
+	const char *dir = dirname(copy);
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		log_msg(LOG_ERROR, "%s %s: the directory %s does not exist", what, path, dir);
+	else if (access(dir, W_OK | X_OK) != 0)
+		log_msg(LOG_ERROR, "%s %s: cannot write in the directory %s: %s", what, path, dir,
+		    strerror(errno));
+	else
+		ok = true;
+	free(copy);
+	return ok;
+}
+
+/* `consentd -n` refuses what the start refuses beyond the file itself: the
+ * master key exactly as the start loads it (there, 32 bytes, a regular file
+ * that neither group nor others may read), and a database and log the start
+ * could open.  Returns the number of problems; each is printed. */
+static int check_start(const struct config *cfg)
+{
+	struct master_key mk;
+	int bad = 0;
+	memset(&mk, 0, sizeof mk);
+	/* master_key_load says what is wrong, in the words the start uses. */
+	if (master_key_load(cfg->master_key_file, cfg->master_key_b64, &mk) != CS_OK)
+		bad++;
+	master_key_clear(&mk);
+	if (!path_usable("database", cfg->db_path, true))
+		bad++;
+	if (strcmp(cfg->log, "stderr") != 0 && strcmp(cfg->log, "stdout") != 0 &&
+	    !path_usable("log", cfg->log, false))
+		bad++;
 	return bad;
 }
 
@@ -237,6 +296,8 @@ int main(int argc, char **argv)
 		return audit_cli_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], "vault") == 0)
 		return vault_cli_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
+		return keygen_main(argc - 2, argv + 2);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("consentd %s\n", CONSENTD_VERSION);
@@ -260,7 +321,10 @@ int main(int argc, char **argv)
 	if (config_load(cfgpath, stderr, &cfg) != CS_OK)
 		return 1;
 	if (check_only) {
-		if (check_head_file(cfg) != 0) {
+		int bad = check_head_file(cfg) + check_start(cfg);
+		if (bad > 0) {
+			fprintf(stderr, "%s: %d problem%s above: consentd would refuse to start\n", cfgpath,
+			    bad, bad == 1 ? "" : "s");
 			config_free(cfg);
 			return 1;
 		}

@@ -25,6 +25,7 @@
 #include "store.h"
 #include "token.h"
 #include "vault.h"
+#include "log.h"
 
 #define PROXY_CONNECT_TIMEOUT 5L
 #define PROXY_TIMEOUT        30L
@@ -612,7 +613,7 @@ static enum cs_err upstream_read(void *ctx, char *dst, size_t max, size_t *got)
 {
 	enum cs_err e = httpc_stream_read(ctx, dst, max, got);
 	if (e != CS_OK)
-		fprintf(stderr, "consentd: proxy: the upstream answer was cut: %s\n",
+		log_msg(LOG_WARN, "proxy: the upstream answer was cut: %s",
 		    e == CS_EBUSY ? "timeout" : e == CS_ETOOBIG ? "larger than the cap" :
 		    "transport error");
 	return e;

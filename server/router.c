@@ -1,6 +1,7 @@
 /* router.c -- the pure half of the HTTP core: route matching, parameter
  * validation, same-origin checks, security headers and error replies.
  * Knows nothing of sockets; never lets a handler see an undeclared parameter. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -95,9 +96,16 @@ enum cs_err reply_json_value(struct http_reply *r, int status, json_t *v)
 	return e;
 }
 
+void reply_log_error(struct http_reply *r, const char *code, const char *desc)
+{
+	snprintf(r->log.error, sizeof r->log.error, "%s", code ? code : "");
+	snprintf(r->log.description, sizeof r->log.description, "%s", desc ? desc : "");
+}
+
 enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code, const char *desc)
 {
 	enum cs_err e;
+	reply_log_error(r, code, desc);
 	buf_reset(&r->body);
 	r->status = status;
 	r->content_type = "application/json";
@@ -144,8 +152,10 @@ static const char *status_title(int status)
 enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status, const char *code,
     const char *desc)
 {
-	if (kind == ROUTE_BROWSER)
+	if (kind == ROUTE_BROWSER) {
+		reply_log_error(r, code, desc);
 		return reply_html_error(r, status, status_title(status), desc ? desc : code);
+	}
 	return reply_oauth_error(r, status, code, desc);
 }
 
@@ -494,9 +504,12 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 		    "The server could not complete this request.");
 	}
 done:
+	rep->log.route = rt != NULL ? rt->pattern : NULL;
 	raw_clear(&raw);
 	if (e != CS_OK) {          /* last resort: a fixed reply that cannot fail */
 		reply_reset(rep);
+		rep->log.route = rt != NULL ? rt->pattern : NULL;
+		reply_log_error(rep, "server_error", NULL);
 		rep->status = 500;
 		rep->content_type = "text/plain; charset=utf-8";
 		if (buf_puts(&rep->body, "internal error\n") != CS_OK)

@@ -19,6 +19,7 @@
 #include <openssl/rand.h>
 
 #include "seal.h"
+#include "log.h"
 
 #define SEAL_NONCE_LEN 12
 #define SEAL_TAG_LEN   16
@@ -278,15 +279,19 @@ enum cs_err master_key_load(const char *file, const char *env_b64, struct master
 	if (env_b64 != NULL && env_b64[0] != '\0') {
 		e = decode_b64_key(env_b64, strlen(env_b64), k.bytes);
 		if (e != CS_OK)
-			fprintf(stderr, "consentd: CONSENTD_KEYS_MASTER_KEY is not the Base64 of 32 bytes\n");
+			log_msg(LOG_ERROR, "CONSENTD_KEYS_MASTER_KEY is not the Base64 of 32 bytes");
 		goto derive;
 	}
-	if (file == NULL || file[0] == '\0')
+	if (file == NULL || file[0] == '\0') {
+		log_msg(LOG_ERROR, "no master key: set [keys] master_key_file or CONSENTD_KEYS_MASTER_KEY");
 		goto out;
+	}
 	fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		e = errno == ENOENT ? CS_ENOENT : errno == EACCES ? CS_EPERM : CS_EIO;
-		fprintf(stderr, "consentd: cannot open master key file %s: %s\n", file, strerror(errno));
+		int err = errno;
+		e = err == ENOENT ? CS_ENOENT : err == EACCES ? CS_EPERM : CS_EIO;
+		log_msg(LOG_ERROR, "cannot open master key file %s: %s%s", file, strerror(err),
+		    err == ENOENT ? " (create one with `consentd keygen FILE`)" : "");
 		goto out;
 	}
 	if (fstat(fd, &st) != 0) {
@@ -295,14 +300,14 @@ enum cs_err master_key_load(const char *file, const char *env_b64, struct master
 	}
 	if (!S_ISREG(st.st_mode)) {
 		e = CS_EINVAL;
-		fprintf(stderr, "consentd: master key file %s is not a regular file\n", file);
+		log_msg(LOG_ERROR, "master key file %s is not a regular file", file);
 		goto out;
 	}
 	/* SECURITY: a master key others can read is no secret; refuse it. */
 	if ((st.st_mode & 077) != 0) {
 		e = CS_EPERM;
-		fprintf(stderr, "consentd: master key file %s is readable by group or others "
-		    "(mode %03o); chmod 600 it\n", file, (unsigned)(st.st_mode & 0777));
+		log_msg(LOG_ERROR, "master key file %s is readable by group or others "
+		    "(mode %03o); chmod 600 it", file, (unsigned)(st.st_mode & 0777));
 		goto out;
 	}
 	for (;;) {
@@ -321,7 +326,7 @@ enum cs_err master_key_load(const char *file, const char *env_b64, struct master
 	}
 	if (got > MASTER_FILE_MAX) {
 		e = CS_EINVAL;
-		fprintf(stderr, "consentd: master key file %s is too long for a key\n", file);
+		log_msg(LOG_ERROR, "master key file %s is too long for a key", file);
 		goto out;
 	}
 	if (got == MASTER_KEY_LEN) {
@@ -330,8 +335,8 @@ enum cs_err master_key_load(const char *file, const char *env_b64, struct master
 	} else {
 		e = decode_b64_key((const char *)raw, got, k.bytes);
 		if (e != CS_OK)
-			fprintf(stderr, "consentd: master key file %s holds neither 32 raw bytes "
-			    "nor the Base64 of 32 bytes\n", file);
+			log_msg(LOG_ERROR, "master key file %s holds %zu bytes: neither 32 raw bytes "
+			    "nor the Base64 of 32 bytes (too short a key is refused)", file, got);
 	}
 derive:
 	if (e != CS_OK)

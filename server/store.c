@@ -15,6 +15,7 @@
 #include "embed.h"
 #include "store.h"
 #include "store_priv.h"
+#include "log.h"
 
 /* Every statement consentd runs, by index (kcgi/sqlbox style).  Prepared on a
  * connection at first use and kept there. */
@@ -200,7 +201,7 @@ static struct store_conn *conn_open(struct store *s)
 	int rc = sqlite3_open_v2(s->path, &c->db,
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
-		fprintf(stderr, "consentd: cannot open database %s: %s\n", s->path,
+		log_msg(LOG_ERROR, "cannot open database %s: %s", s->path,
 		    c->db != NULL ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
 		goto fail;
 	}
@@ -209,7 +210,7 @@ static struct store_conn *conn_open(struct store *s)
 		goto fail;
 	char *msg = NULL;
 	if (sqlite3_exec(c->db, conn_pragmas, NULL, NULL, &msg) != SQLITE_OK) {
-		fprintf(stderr, "consentd: database %s: %s\n", s->path, msg ? msg : "pragma failed");
+		log_msg(LOG_ERROR, "database %s: %s", s->path, msg ? msg : "pragma failed");
 		sqlite3_free(msg);
 		goto fail;
 	}
@@ -221,7 +222,7 @@ static struct store_conn *conn_open(struct store *s)
 	    strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
 	sqlite3_finalize(st);
 	if (!ok) {
-		fprintf(stderr, "consentd: database %s: cannot switch to WAL mode\n", s->path);
+		log_msg(LOG_ERROR, "database %s: cannot switch to WAL mode", s->path);
 		goto fail;
 	}
 	return c;
@@ -261,7 +262,7 @@ static sqlite3_stmt *stmt_get(struct store_conn *c, enum stmt idx)
 	if (c->stmt[idx] == NULL &&
 	    sqlite3_prepare_v3(c->db, stmt_sql[idx], -1, SQLITE_PREPARE_PERSISTENT,
 	    &c->stmt[idx], NULL) != SQLITE_OK) {
-		fprintf(stderr, "consentd: cannot prepare statement %d: %s\n", (int)idx,
+		log_msg(LOG_ERROR, "cannot prepare statement %d: %s", (int)idx,
 		    sqlite3_errmsg(c->db));
 		c->stmt[idx] = NULL;
 		return NULL;
@@ -308,7 +309,7 @@ static enum cs_err stmt_exec(struct store_conn *c, sqlite3_stmt *st)
 	if (rc == SQLITE_ROW)
 		e = CS_EDB;    /* a programming error: this statement returns rows */
 	if (e != CS_OK && e != CS_EEXIST && e != CS_EBUSY)
-		fprintf(stderr, "consentd: database: %s\n", sqlite3_errmsg(c->db));
+		log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->db));
 	stmt_done(st);
 	return e;
 }
@@ -537,7 +538,7 @@ static enum cs_err migration_apply(struct store_conn *c, int version, const stru
 		goto out;
 	}
 	if (sqlite3_exec(c->db, f->data, NULL, NULL, &msg) != SQLITE_OK) {
-		fprintf(stderr, "consentd: migration %s failed: %s\n", f->name, msg ? msg : "?");
+		log_msg(LOG_ERROR, "migration %s failed: %s", f->name, msg ? msg : "?");
 		e = CS_EDB;
 		goto out;
 	}
@@ -566,7 +567,7 @@ static enum cs_err migrate(struct store_conn *c)
 	int have = 0, known = store_schema_known(), prev = 0;
 
 	if (sqlite3_exec(c->db, schema_version_sql, NULL, NULL, &msg) != SQLITE_OK) {
-		fprintf(stderr, "consentd: database: %s\n", msg ? msg : "cannot create schema_version");
+		log_msg(LOG_ERROR, "database: %s", msg ? msg : "cannot create schema_version");
 		sqlite3_free(msg);
 		return CS_EDB;
 	}
@@ -576,14 +577,14 @@ static enum cs_err migrate(struct store_conn *c)
 	/* SECURITY: never run against a schema we do not understand; an older
 	 * binary could misread or damage it. */
 	if (have > known) {
-		fprintf(stderr, "consentd: database schema version %d is newer than this "
-		    "consentd (knows %d); refusing to start\n", have, known);
+		log_msg(LOG_ERROR, "database schema version %d is newer than this "
+		    "consentd (knows %d); refusing to start", have, known);
 		return CS_ESCHEMA;
 	}
 	for (const struct embedded_file *f = embedded_migrations; f->name != NULL; f++) {
 		int v = migration_version(f->name);
 		if (v <= prev) {
-			fprintf(stderr, "consentd: embedded migration %s is misnamed or out of order\n",
+			log_msg(LOG_ERROR, "embedded migration %s is misnamed or out of order",
 			    f->name);
 			return CS_ESCHEMA;
 		}
@@ -1186,12 +1187,12 @@ sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
 		if (c->extra[i].sql == sql)
 			return c->extra[i].st;
 	if (c->nextra == STORE_MAX_EXTRA) {
-		fprintf(stderr, "consentd: too many prepared statements (raise STORE_MAX_EXTRA)\n");
+		log_msg(LOG_ERROR, "too many prepared statements (raise STORE_MAX_EXTRA)");
 		return NULL;
 	}
 	sqlite3_stmt *st = NULL;
 	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
-		fprintf(stderr, "consentd: cannot prepare statement: %s\n", sqlite3_errmsg(c->db));
+		log_msg(LOG_ERROR, "cannot prepare statement: %s", sqlite3_errmsg(c->db));
 		return NULL;
 	}
 	c->extra[c->nextra].sql = sql;
@@ -1254,6 +1255,6 @@ enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
 	if (rc == SQLITE_DONE)
 		return CS_ENOENT;
 	enum cs_err e = rc_err(rc);
-	fprintf(stderr, "consentd: database: %s\n", sqlite3_errmsg(c->db));
+	log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->db));
 	return e == CS_OK ? CS_EDB : e;
 }

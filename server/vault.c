@@ -21,6 +21,7 @@
 #include "store_consent.h"
 #include "store_vault.h"
 #include "vault.h"
+#include "log.h"
 
 #define VAULT_PURPOSE "vault"           /* seal.h purpose: its own derived key */
 #define RECORD_ID_LEN 22                /* base64url of 16 random bytes */
@@ -191,8 +192,8 @@ static enum cs_err kid_ok(const struct master_key *mk, const char *kid)
 {
 	if (kid != NULL && strcmp(kid, mk->kid) == 0)
 		return CS_OK;
-	fprintf(stderr, "consentd: vault: a record is sealed under master key %s, but this "
-	    "server runs with %s; run `consentd vault rekey` with the old key\n",
+	log_msg(LOG_ERROR, "vault: a record is sealed under master key %s, but this "
+	    "server runs with %s; run `consentd vault rekey` with the old key",
 	    kid ? kid : "?", mk->kid);
 	return CS_ECRYPTO;
 }
@@ -432,9 +433,9 @@ static void revoke_now(struct provider *p, const struct provider_tokens *t)
 	if (p == NULL || t == NULL)
 		return;
 	if (t->refresh_token != NULL && provider_revoke(p, t->refresh_token, "refresh_token") != CS_OK)
-		fprintf(stderr, "consentd: vault: revoking an unwanted refresh token failed\n");
+		log_msg(LOG_WARN, "vault: revoking an unwanted refresh token failed");
 	if (t->access_token != NULL && provider_revoke(p, t->access_token, "access_token") != CS_OK)
-		fprintf(stderr, "consentd: vault: revoking an unwanted access token failed\n");
+		log_msg(LOG_WARN, "vault: revoking an unwanted access token failed");
 }
 
 /* --- connecting: begin -------------------------------------------------- */
@@ -1154,7 +1155,7 @@ static enum cs_err do_refresh(struct vault *v, struct store_conn *c, struct prov
 	}
 	if (t.access_token == NULL || t.access_token[0] == '\0' || !is_bearer(t.token_type)) {
 		revoke_now(p, &t);
-		fprintf(stderr, "consentd: vault: the provider's refresh answer is unusable\n");
+		log_msg(LOG_WARN, "vault: the provider's refresh answer is unusable");
 		e = CS_EIO;
 		goto out;
 	}
@@ -1494,7 +1495,7 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 	    o->resource, o->access_sealed, o->access_sealed_len, o->refresh_sealed,
 	    o->refresh_sealed_len, &access, &refresh) != CS_OK) {
 		cannot = true;                /* unreadable: nothing to send */
-		fprintf(stderr, "consentd: vault: an outbox entry could not be opened\n");
+		log_msg(LOG_WARN, "vault: an outbox entry could not be opened");
 	}
 	/* The provider is called outside any transaction; each success is
 	 * recorded at once so that a crash does not repeat it. */

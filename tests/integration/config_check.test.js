@@ -5,7 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startConsentd, consentdBin, toIni, baseConfig } from '../lib/consentd.js';
@@ -33,6 +34,8 @@ function sections(dir, consent = {}) {
 function check(dir, cfg) {
   const path = join(dir, 'c.ini');
   writeFileSync(path, toIni(cfg));
+  // -n checks the master key as the start does (startchecks.test.js): give it one.
+  if (!existsSync(cfg.keys.master_key_file)) writeFileSync(cfg.keys.master_key_file, randomBytes(32), { mode: 0o600 });
   return { path, ...spawnSync(consentdBin, ['-n', '-c', path], { encoding: 'utf8' }) };
 }
 

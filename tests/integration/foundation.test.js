@@ -171,18 +171,31 @@ test('a header line that is not name: value (obs-fold, a name with spaces or a c
   assert.equal((await fetch(`${c.url}/healthz`)).status, 200);
 });
 
-test('access log: one JSON line per request with a request id, never the query string', async () => {
+test('access log: one JSON line per request with a request id and the route pattern, never the query string or the path', async () => {
   const res = await fetch(`${c.url}/healthz?code=SECRET-CODE-123&state=zzz`);
   const rid = res.headers.get('x-request-id');
+  const page = await fetch(`${c.url}/consent/PATH-ID-4567`, { redirect: 'manual' });
+  const rid2 = page.headers.get('x-request-id');
   await new Promise((r) => setTimeout(r, 100));
   const log = readFileSync(join(c.dir, 'access.log'), 'utf8');
   assert.doesNotMatch(log, /SECRET-CODE-123/);
+  assert.doesNotMatch(log, /PATH-ID-4567/, 'ids in a path are not logged');
   const lines = log.trim().split('\n').map((l) => JSON.parse(l));
-  const mine = lines.find((l) => l.rid === rid);
+  const mine = lines.find((l) => l.request_id === rid);
   assert.ok(mine, 'the request is logged under its id');
-  assert.equal(mine.path, '/healthz');
+  assert.equal(mine.event, 'request');
+  assert.equal(mine.level, 'info');
+  assert.match(mine.ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  assert.equal(mine.route, '/healthz');
   assert.equal(mine.status, 200);
   assert.equal(mine.method, 'GET');
+  assert.equal(typeof mine.ms, 'number');
+  assert.equal(mine.path, undefined);
+  const other = lines.find((l) => l.request_id === rid2);
+  assert.equal(other.route, '/consent/{id}');
+  // Diagnostics are lines of the same stream: the start is there.
+  assert.ok(lines.some((l) => l.level === 'info' && /listening on 127\.0\.0\.1:/.test(l.msg || '')),
+    'the start is logged on the same stream');
 });
 
 test('the signing key survives a restart (stored sealed in the database)', async () => {
@@ -232,7 +245,7 @@ test('SIGTERM stops accepting, finishes the request in flight, then exits 0', as
   assert.match(answer, /^HTTP\/1\.1 403/, 'the in-flight request got its answer');
   const st = await d.proc.exited;
   assert.equal(st.code, 0);
-  assert.match(d.proc.stderr, /stopped/);
+  assert.match(readFileSync(join(d.dir, 'access.log'), 'utf8'), /"msg":"stopped"/);
   await d.stop();
 });
 
@@ -268,6 +281,9 @@ test('consentd -n catches a misspelled key with its line number, a head_file wit
     const cfg = baseConfig({ port: 8080, dir, issuer: 'http://127.0.0.1:9' });
     const good = join(dir, 'good.ini');
     writeFileSync(good, toIni(cfg));
+    // -n checks the master key as the start does: make one (startchecks.test.js tests that).
+    const kg = spawnSync(consentdBin, ['keygen', cfg.keys.master_key_file], { encoding: 'utf8' });
+    assert.equal(kg.status, 0, kg.stderr);
     const ok = spawnSync(consentdBin, ['-n', '-c', good], { encoding: 'utf8' });
     assert.equal(ok.status, 0, ok.stderr);
     const bad = join(dir, 'bad.ini');

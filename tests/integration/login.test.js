@@ -51,7 +51,7 @@ test('a person logs in at the IdP and /me shows who they are', async () => {
   const code = new URL(r.callbackUrl).searchParams.get('code');
   const log = readFileSync(join(c.dir, 'access.log'), 'utf8');
   assert.ok(!log.includes(code), 'the authorization code is not in the access log');
-  assert.ok(log.includes('"path":"/callback"'));
+  assert.ok(log.includes('"route":"/callback"'), 'the callback is logged by its route');
 });
 
 test('/me without a session redirects to login, coming back to /me', async () => {

@@ -36,7 +36,7 @@
 //   await v.connectHttp({ jar, consentUri, user, ... }) -> { callbackUrl, final, page }
 //     approve + provider login + callback, following consentd's redirects to the final page
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -223,7 +223,12 @@ export async function startVaultStack({
         }
         return out;
       },
-      log() { return c.proc.stdout + c.proc.stderr; },
+      // consentd's output: stdout, stderr and its log stream ([server] log, one JSON object per line).
+      log() {
+        let file = '';
+        try { file = readFileSync(join(c.dir, 'access.log'), 'utf8'); } catch { /* not written yet */ }
+        return c.proc.stdout + c.proc.stderr + file;
+      },
       // An ID token of the login IdP for the gateway's subject_token.
       async idToken(user) {
         return (await getIdToken({ issuer: idp.issuer, ...GATEWAY_APP, user, password: `${user}-password` })).id_token;

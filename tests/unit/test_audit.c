@@ -459,6 +459,39 @@ START_TEST(test_audit_head_line_forms)
 }
 END_TEST
 
+/* The server's JSON log stream: a line is read by its msg; requests and other
+ * messages are skipped, so a whole log file can be checked. */
+START_TEST(test_audit_head_line_json_log)
+{
+	enum audit_line_kind k;
+	struct audit_head h;
+	ck_assert_int_eq(line_kind("{\"ts\":\"2025-01-31T00:00:00.000Z\",\"level\":\"info\","
+	    "\"msg\":\"audit head 7:" HEX_A "\"}", &k, &h), CS_OK);
+	ck_assert_int_eq(k, AUDIT_LINE_HEAD);
+	ck_assert_int_eq(h.seq, 7);
+	ck_assert_str_eq(h.hex, HEX_A);
+	static const char *const skips[] = {
+		"{\"ts\":\"x\",\"level\":\"info\",\"event\":\"request\",\"route\":\"/token\",\"status\":400}",
+		"{\"level\":\"info\",\"msg\":\"consentd 0.1.0 listening on 127.0.0.1:8080\"}",
+		"{\"level\":\"error\",\"msg\":\"audit head behind: database head 3 < published 5\"}",
+		"{\"level\":\"info\",\"msg\":\"audit head_file /x: last published head 4\"}",
+		"{\"level\":\"error\",\"msg\":\"audit head check: cannot read the database: busy\"}",
+		"{}",
+	};
+	for (size_t i = 0; i < sizeof skips / sizeof skips[0]; i++) {
+		ck_assert_msg(line_kind(skips[i], &k, &h) == CS_OK, "refused: %s", skips[i]);
+		ck_assert_int_eq(k, AUDIT_LINE_SKIP);
+	}
+	static const char *const bad[] = {
+		"{", "{\"msg\":\"audit head 7:" HEX_A "\"", "{\"msg\":\"audit head 7:abc\"}",
+		"{\"msg\":\"audit head 7:" HEX_A "\",\"msg\":\"audit head 8:" HEX_A "\"}",
+		"[\"audit head 7:" HEX_A "\"]",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(line_kind(bad[i], &k, &h) == CS_EINVAL, "accepted: %s", bad[i]);
+}
+END_TEST
+
 START_TEST(test_audit_head_line_bad)
 {
 	static const char *const bad[] = {
@@ -1025,6 +1058,7 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, test_audit_rekey_refuses_broken_chain);
 	tcase_add_test(tc, test_audit_rekey_failure_rolls_back);
 	tcase_add_test(tc, test_audit_head_line_forms);
+	tcase_add_test(tc, test_audit_head_line_json_log);
 	tcase_add_test(tc, test_audit_head_line_bad);
 	tcase_add_test(tc, test_audit_heads_file_bad);
 	tcase_add_test(tc, test_audit_heads_history);

@@ -1007,12 +1007,37 @@ START_TEST(test_config_warn_gateway_approvals)
 }
 END_TEST
 
+START_TEST(test_config_log_level)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_int_eq(c->log_level, LOG_INFO);
+	config_free(c);
+	static const char *const names[] = { "debug", "info", "warn", "error" };
+	for (int i = 0; i < 4; i++) {
+		char text[512];
+		snprintf(text, sizeof text, "[server]\npublic_url = https://consent.example.com\n"
+		    "log = /var/log/consentd.log\nlog_level = %s\n" MIN_OIDC MIN_GATEWAY, names[i]);
+		c = expect_ok(text, NULL);
+		ck_assert_int_eq((int)c->log_level, i);
+		ck_assert_str_eq(c->log, "/var/log/consentd.log");
+		config_free(c);
+	}
+	expect_error("[server]\npublic_url = https://consent.example.com\nlog_level = loud\n"
+	    MIN_OIDC MIN_GATEWAY, NULL, "x.conf:3: log_level: must be one of: debug, info, warn, error");
+	char *const env[] = { (char *)"CONSENTD_SERVER_LOG_LEVEL=warn", NULL };
+	c = expect_ok(MINIMAL, env);
+	ck_assert_int_eq(c->log_level, LOG_WARN);
+	config_free(c);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
 	TCase *t = tcase_create("config");
 	tcase_add_test(t, test_config_example_loads);
 	tcase_add_test(t, test_config_minimal_defaults);
+	tcase_add_test(t, test_config_log_level);
 	tcase_add_test(t, test_config_login_bounds);
 	tcase_add_test(t, test_config_dynamic_defaults);
 	tcase_add_test(t, test_config_key_unknown);

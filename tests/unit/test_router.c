@@ -1182,12 +1182,58 @@ START_TEST(test_router_match_rest_capture_raw)
 }
 END_TEST
 
+/* What the log line says of an answer: the route pattern (never the path with
+ * its ids), the error code and description sent; nothing for a handler's 200. */
+START_TEST(test_router_reply_log_fields)
+{
+	struct http_request req;
+	struct http_reply rep;
+	req_get(&req, HTTP_GET, "/consent/SECRET-ID-123", "");
+	run(&req, &rep);
+	ck_assert_int_eq(rep.status, 200);
+	ck_assert_str_eq(rep.log.route, "/consent/{id}");
+	ck_assert_str_eq(rep.log.error, "");
+	done(&req, &rep);
+	/* A refused parameter: the router's error is recorded. */
+	req_post(&req, "/token", FORM_CT, "grant_type=x&hint=TOOLONGHINT");
+	run(&req, &rep);
+	assert_json_error(&rep, 400, "invalid_request");
+	ck_assert_str_eq(rep.log.route, "/token");
+	ck_assert_str_eq(rep.log.error, "invalid_request");
+	ck_assert_str_eq(rep.log.description, "parameter hint is too long");
+	done(&req, &rep);
+	/* A handler failure: server_error, its half-written reply gone. */
+	req_get(&req, HTTP_GET, "/fail", "");
+	run(&req, &rep);
+	ck_assert_int_eq(rep.status, 500);
+	ck_assert_str_eq(rep.log.route, "/fail");
+	ck_assert_str_eq(rep.log.error, "server_error");
+	done(&req, &rep);
+	/* No route: no pattern; 404 not_found. */
+	req_get(&req, HTTP_GET, "/nowhere/SECRET", "");
+	run(&req, &rep);
+	ck_assert_int_eq(rep.status, 404);
+	ck_assert_ptr_null(rep.log.route);
+	ck_assert_str_eq(rep.log.error, "not_found");
+	done(&req, &rep);
+	/* reply_log_error truncates, never overruns. */
+	char longd[400];
+	memset(longd, 'd', sizeof longd - 1);
+	longd[sizeof longd - 1] = '\0';
+	reply_init(&rep);
+	ck_assert_int_eq(reply_oauth_error(&rep, 400, "invalid_request", longd), CS_OK);
+	ck_assert_uint_eq(strlen(rep.log.description), sizeof rep.log.description - 1);
+	reply_clear(&rep);
+}
+END_TEST
+
 static Suite *router_suite(void)
 {
 	Suite *s = suite_create("router");
 	TCase *tc = tcase_create("router");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_router_match_exact);
+	tcase_add_test(tc, test_router_reply_log_fields);
 	tcase_add_test(tc, test_router_match_capture_decoded);
 	tcase_add_test(tc, test_router_match_two_captures);
 	tcase_add_test(tc, test_router_match_encoded_slash_404);

@@ -1,0 +1,306 @@
+/* log.c -- the server's one log stream: access lines and diagnostics as JSON
+ * lines with a level.  It must never write a byte it was given unescaped: every
+ * string goes through log_json_str, so a line is always one line of valid JSON. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "log.h"
+
+#define LOG_LINE_MAX 16384        /* bytes of one line, escapes included */
+#define LOG_MSG_MAX  2048         /* bytes of a formatted message before escaping */
+
+static const char *const level_names[LOG_LEVEL__MAX] = {
+	[LOG_DEBUG] = "debug", [LOG_INFO] = "info", [LOG_WARN] = "warn", [LOG_ERROR] = "error",
+};
+
+/* The stream.  Written only by log_open / log_close, which run while no other
+ * thread logs; starting is flipped by log_started while workers may log. */
+static FILE *log_f;               /* NULL: plain text on stderr */
+static bool log_own;              /* log_f is a file we opened */
+static enum log_level log_min = LOG_INFO;
+static atomic_bool starting = true;
+
+const char *log_level_name(enum log_level lv)
+{
+	return (unsigned)lv < LOG_LEVEL__MAX ? level_names[lv] : "error";
+}
+
+enum cs_err log_level_parse(const char *s, enum log_level *out)
+{
+	if (s == NULL || out == NULL)
+		return CS_EINVAL;
+	for (int i = 0; i < LOG_LEVEL__MAX; i++)
+		if (strcmp(s, level_names[i]) == 0) {
+			*out = (enum log_level)i;
+			return CS_OK;
+		}
+	return CS_EINVAL;
+}
+
+/* --- escaping ------------------------------------------------------------- */
+
+/* The length of the well-formed UTF-8 sequence at p (its code point in *cp),
+ * or 0 when the bytes at p are ill-formed (RFC 3629 table, Unicode 3.9 D92).
+ * Never reads past a NUL: every continuation check fails on it first. */
+static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
+{
+	unsigned char c = p[0], lo = 0x80, hi = 0xbf;
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		if ((p[1] & 0xc0) != 0x80)
+			return 0;
+		*cp = (uint32_t)(c & 0x1f) << 6 | (p[1] & 0x3f);
+		return 2;
+	}
+	if (c >= 0xe0 && c <= 0xef) {
+		if (c == 0xe0)
+			lo = 0xa0;              /* no overlong forms */
+		if (c == 0xed)
+			hi = 0x9f;              /* no surrogates */
+		if (p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80)
+			return 0;
+		*cp = (uint32_t)(c & 0x0f) << 12 | (uint32_t)(p[1] & 0x3f) << 6 | (p[2] & 0x3f);
+		return 3;
+	}
+	if (c >= 0xf0 && c <= 0xf4) {
+		if (c == 0xf0)
+			lo = 0x90;
+		if (c == 0xf4)
+			hi = 0x8f;              /* nothing beyond U+10FFFF */
+		if (p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80)
+			return 0;
+		*cp = (uint32_t)(c & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 |
+		    (uint32_t)(p[2] & 0x3f) << 6 | (p[3] & 0x3f);
+		return 4;
+	}
+	return 0;
+}
+
+/* SECURITY: code points a terminal or a log viewer would act on or draw
+ * misleadingly: controls, bidirectional controls, line separators. */
+static bool must_escape(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
+	    cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Appends s escaped; json: as a JSON string literal (quotes, \" and \\ too),
+ * else as plain text for a terminal (controls still escaped, quotes kept). */
+static enum cs_err escape(struct buf *b, const char *s, bool json)
+{
+	size_t start = b->len;
+	enum cs_err e = json ? buf_append(b, "\"", 1) : CS_OK;
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	while (e == CS_OK && *p) {
+		uint32_t cp = 0;
+		size_t n = utf8_seq(p, &cp);
+		if (n == 0) {
+			e = buf_append(b, "\\ufffd", 6);   /* one per ill-formed byte */
+			p++;
+			continue;
+		}
+		if (json && cp == '"')
+			e = buf_append(b, "\\\"", 2);
+		else if (json && cp == '\\')
+			e = buf_append(b, "\\\\", 2);
+		else if (cp == '\n')
+			e = buf_append(b, "\\n", 2);
+		else if (cp == '\r')
+			e = buf_append(b, "\\r", 2);
+		else if (cp == '\t')
+			e = buf_append(b, "\\t", 2);
+		else if (must_escape(cp))
+			e = buf_printf(b, "\\u%04x", (unsigned)cp);
+		else
+			e = buf_append(b, p, n);
+		p += n;
+	}
+	if (e == CS_OK && json)
+		e = buf_append(b, "\"", 1);
+	if (e != CS_OK) {                  /* leave no half-written literal behind */
+		b->len = start;
+		if (b->data)
+			b->data[start] = '\0';
+	}
+	return e;
+}
+
+enum cs_err log_json_str(struct buf *b, const char *s)
+{
+	return escape(b, s, true);
+}
+
+/* --- lines ---------------------------------------------------------------- */
+
+static enum cs_err put_ts(struct buf *b, int64_t ts_ms)
+{
+	time_t secs = (time_t)(ts_ms / 1000);
+	struct tm tm;
+	char ts[32];
+	if (ts_ms < 0 || gmtime_r(&secs, &tm) == NULL ||
+	    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+		return buf_puts(b, "\"-\"");
+	return buf_printf(b, "\"%s.%03dZ\"", ts, (int)(ts_ms % 1000));
+}
+
+static enum cs_err put_field(struct buf *b, const struct log_field *f)
+{
+	enum cs_err e;
+	if ((e = buf_puts(b, ",")) != CS_OK || (e = log_json_str(b, f->key)) != CS_OK ||
+	    (e = buf_puts(b, ":")) != CS_OK)
+		return e;
+	switch (f->type) {
+	case LOG_T_STR:
+		return f->s == NULL ? buf_puts(b, "null") : log_json_str(b, f->s);
+	case LOG_T_INT:
+		return buf_printf(b, "%lld", (long long)f->i);
+	case LOG_T_MS:
+		return isfinite(f->ms) ? buf_printf(b, "%.3f", f->ms) : buf_puts(b, "null");
+	default:
+		return buf_puts(b, "null");
+	}
+}
+
+enum cs_err log_format(struct buf *b, int64_t ts_ms, enum log_level lv, const char *event,
+    const char *msg, const struct log_field *f, size_t n)
+{
+	enum cs_err e;
+	size_t start = b->len;
+	if ((e = buf_puts(b, "{\"ts\":")) != CS_OK || (e = put_ts(b, ts_ms)) != CS_OK ||
+	    (e = buf_printf(b, ",\"level\":\"%s\"", log_level_name(lv))) != CS_OK)
+		goto out;
+	if (event != NULL && ((e = buf_puts(b, ",\"event\":")) != CS_OK ||
+	    (e = log_json_str(b, event)) != CS_OK))
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if ((e = put_field(b, &f[i])) != CS_OK)
+			goto out;
+	if (msg != NULL && ((e = buf_puts(b, ",\"msg\":")) != CS_OK ||
+	    (e = log_json_str(b, msg)) != CS_OK))
+		goto out;
+	e = buf_puts(b, "}\n");
+out:
+	if (e != CS_OK) {
+		b->len = start;
+		if (b->data)
+			b->data[start] = '\0';
+	}
+	return e;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		return -1;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void put_line(FILE *f, const char *s, size_t n)
+{
+	flockfile(f);
+	fwrite(s, 1, n, f);
+	fflush(f);
+	funlockfile(f);
+}
+
+bool log_enabled(enum log_level lv)
+{
+	return lv >= log_min;
+}
+
+static void emit(enum log_level lv, const char *event, const char *msg,
+    const struct log_field *f, size_t n)
+{
+	struct buf b;
+	if (!log_enabled(lv))
+		return;
+	buf_init(&b, LOG_LINE_MAX);
+	if (log_f == NULL && msg != NULL && event == NULL && n == 0) {
+		/* Not serving: the tools' plain text, controls escaped all the same. */
+		if (buf_puts(&b, lv == LOG_WARN ? "consentd: warning: " : "consentd: ") == CS_OK &&
+		    escape(&b, msg, false) == CS_OK && buf_puts(&b, "\n") == CS_OK)
+			put_line(stderr, b.data, b.len);
+		buf_clear(&b);
+		return;
+	}
+	if (log_format(&b, now_ms(), lv, event, msg, f, n) != CS_OK) {
+		buf_reset(&b);
+		if (log_format(&b, now_ms(), lv, event, "(this line was too long to log)", NULL,
+		    0) != CS_OK) {
+			buf_clear(&b);
+			return;
+		}
+	}
+	FILE *out = log_f != NULL ? log_f : stderr;
+	put_line(out, b.data, b.len);
+	if (out != stderr && lv >= LOG_ERROR && atomic_load(&starting))
+		put_line(stderr, b.data, b.len);
+	buf_clear(&b);
+}
+
+void log_event(enum log_level lv, const char *event, const struct log_field *f, size_t n)
+{
+	emit(lv, event, NULL, f, n);
+}
+
+void log_msg(enum log_level lv, const char *fmt, ...)
+{
+	char msg[LOG_MSG_MAX];
+	va_list ap;
+	if (!log_enabled(lv))
+		return;
+	va_start(ap, fmt);
+	int r = vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return;
+	/* A message longer than LOG_MSG_MAX is cut: vsnprintf left it terminated. */
+	emit(lv, NULL, msg, NULL, 0);
+}
+
+enum cs_err log_open(const char *where, enum log_level min)
+{
+	FILE *f;
+	bool own = false;
+	if (where == NULL || (unsigned)min >= LOG_LEVEL__MAX)
+		return CS_EINVAL;
+	if (strcmp(where, "stderr") == 0) {
+		f = stderr;
+	} else if (strcmp(where, "stdout") == 0) {
+		f = stdout;
+	} else {
+		if ((f = fopen(where, "ae")) == NULL)
+			return CS_EIO;
+		own = true;
+	}
+	log_close();
+	log_f = f;
+	log_own = own;
+	log_min = min;
+	atomic_store(&starting, true);
+	return CS_OK;
+}
+
+void log_started(void)
+{
+	atomic_store(&starting, false);
+}
+
+void log_close(void)
+{
+	if (log_f != NULL && log_own)
+		fclose(log_f);
+	log_f = NULL;
+	log_own = false;
+	log_min = LOG_INFO;
+	atomic_store(&starting, true);
+}
