@@ -93,7 +93,9 @@ struct consent_answer {              /* release with consent_answer_clear() */
 void consent_answer_clear(struct consent_answer *a);
 
 /* Runs flow A's state machine for one token-exchange call, in one transaction,
- * with audit entries (created, merged, polled too fast, ...).  issuer/subject
+ * with audit entries (created, merged, expired; slow_down only the first time
+ * per request, later ones are counted in the request and named in the entry
+ * that ends it).  issuer/subject
  * identify the person (the user row is created when new); agent, resource and
  * requested are already validated against the configuration (requested is a
  * non-empty subset of what the agent may ask for).  reason may be NULL.

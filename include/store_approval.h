@@ -18,6 +18,7 @@ struct store_approval_row {      /* caller-owned; release with store_approval_ro
 	char   *parameters, *digest; /* canonical JSON text; base64url SHA-256 of it */
 	char   *status;
 	int64_t created_at, expires_at, decided_at, used_at, last_poll_at, interval;
+	int64_t slow_downs;          /* slow_down answers so far (read only; ignored on insert) */
 };
 void store_approval_row_clear(struct store_approval_row *r);              /* NULL-safe */
 void store_approval_rows_free(struct store_approval_row *v, size_t n);    /* NULL-safe */
@@ -46,9 +47,10 @@ enum cs_err store_approval_insert(struct store_conn *c,
  * row moves only while unused. */
 enum cs_err store_approval_set_status(struct store_conn *c, const char *id, const char *from,
     const char *to, int64_t decided_at) CS_MUST_CHECK;
-/* Records a poll of a pending approval: last_poll_at and the interval. */
+/* Records a poll of a pending approval: last_poll_at, the interval, and
+ * slow_down (0 or 1) added to the count of slow_down answers. */
 enum cs_err store_approval_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
-    int64_t interval) CS_MUST_CHECK;
+    int64_t interval, int slow_down) CS_MUST_CHECK;
 /* Marks the approval used at now -- only when it is approved, unused, decided
  * after now - ttl, and its consent is unrevoked and unexpired at now.
  * *changed is 1 when it was marked, 0 otherwise. */

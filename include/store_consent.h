@@ -33,6 +33,7 @@ struct store_creq_row {          /* caller-owned; release with store_creq_row_cl
 	char   *reason;              /* may be NULL */
 	char   *status;
 	int64_t created_at, expires_at, decided_at, last_poll_at, interval;
+	int64_t slow_downs;          /* slow_down answers so far (read only; ignored on insert) */
 	char   *consent_id;          /* may be NULL */
 	char   *narrowed;            /* scopes the provider did not grant; may be NULL */
 	int64_t cooldown_lifted_at;  /* migration 0013; ignored on insert (starts 0) */
@@ -116,9 +117,10 @@ enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *s
  * transaction that makes the consent live; CS_ENOENT for an unknown request. */
 enum cs_err store_creq_set_narrowed(struct store_conn *c, const char *id,
     const char *dropped) CS_MUST_CHECK;
-/* Records a poll: last_poll_at and the (possibly grown) interval. */
+/* Records a poll: last_poll_at, the (possibly grown) interval, and slow_down
+ * (0 or 1) added to the count of slow_down answers. */
 enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
-    int64_t interval) CS_MUST_CHECK;
+    int64_t interval, int slow_down) CS_MUST_CHECK;
 /* The user's pending requests unexpired at now, most recent first. */
 enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     struct store_creq_row **out, size_t *n) CS_MUST_CHECK;

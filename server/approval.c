@@ -3,6 +3,7 @@
  * machine, the person's decision and single-use redemption.  Every change
  * commits with its audit entries; an audit entry names the action and the
  * digest, never a parameter's value, and nothing here ever sees a token. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -357,29 +358,44 @@ static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
 	return CS_OK;
 }
 
+/* "slow_down answered N times" for the audit entry that ends an approval
+ * request, or NULL when it never was. */
+static const char *slow_down_note(int64_t n, char buf[64])
+{
+	if (n <= 0)
+		return NULL;
+	snprintf(buf, 64, "slow_down answered %lld time%s", (long long)n, n == 1 ? "" : "s");
+	return buf;
+}
+
 /* The pending approval r: expired, polled too fast, or still waiting. */
 static enum cs_err check_pending(struct store_conn *c, struct store_approval_row *r,
     const char *actor, int64_t now, struct approval_answer *a)
 {
 	enum cs_err e;
+	char note[64];
 	if (r->expires_at <= now) {
 		/* The person never decided: expired_token once; the next call
 		 * starts a new approval. */
 		if ((e = store_approval_set_status(c, r->id, "pending", "expired", 0)) != CS_OK ||
-		    (e = audit_row(c, now, actor, "approval.expired", r, "expired", NULL)) != CS_OK)
+		    (e = audit_row(c, now, actor, "approval.expired", r, "expired",
+		    slow_down_note(r->slow_downs, note))) != CS_OK)
 			return e;
 		a->outcome = APPROVAL_EXPIRED;
 		return CS_OK;
 	}
-	if (now - r->last_poll_at < r->interval) {
+	bool slow = now - r->last_poll_at < r->interval;
+	if (slow) {
 		r->interval += SLOW_DOWN_STEP;
-		if ((e = audit_row(c, now, actor, "approval.slow_down", r, "slow_down", NULL)) != CS_OK)
+		/* Audited the first time only; the rest are counted (slow_downs). */
+		if (r->slow_downs == 0 && (e = audit_row(c, now, actor, "approval.slow_down", r,
+		    "slow_down", "the first; later ones are counted")) != CS_OK)
 			return e;
 		a->outcome = APPROVAL_SLOW_DOWN;
 	} else {
 		a->outcome = APPROVAL_PENDING;
 	}
-	if ((e = store_approval_poll(c, r->id, now, r->interval)) != CS_OK)
+	if ((e = store_approval_poll(c, r->id, now, r->interval, slow)) != CS_OK)
 		return e;
 	if ((a->approval_id = strdup(r->id)) == NULL)
 		return CS_ENOMEM;
@@ -544,6 +560,7 @@ enum cs_err approval_decide(struct store_conn *c, const struct config *cfg, cons
 	bool in_tx = false;
 	int live = 0;
 	struct store_approval_row r;
+	char note[64];
 
 	memset(&r, 0, sizeof r);
 	if (c == NULL || cfg == NULL || id == NULL)
@@ -585,7 +602,7 @@ enum cs_err approval_decide(struct store_conn *c, const struct config *cfg, cons
 	if ((e = store_approval_set_status(c, r.id, "pending", approve ? "approved" : "denied",
 	    now)) != CS_OK ||
 	    (e = audit_row(c, now, actor, approve ? "approval.approved" : "approval.denied", &r,
-	    approve ? "approved" : "denied", NULL)) != CS_OK)
+	    approve ? "approved" : "denied", slow_down_note(r.slow_downs, note))) != CS_OK)
 		goto out;
 commit:
 	{

@@ -2,6 +2,7 @@
  * token exchange's polling state machine, the person's decision and the
  * revocation cascade.  Every change commits in one transaction with its audit
  * entries; it must never let anyone but the requested person decide. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -801,13 +802,23 @@ static enum cs_err live_covers(const struct scope_set *kg, const struct scope_se
 	return set_filter(grant, requested, kg, true);
 }
 
+/* "slow_down answered N times" for the audit entry that ends a request, or
+ * NULL when it never was. */
+static const char *slow_down_note(int64_t n, char buf[64])
+{
+	if (n <= 0)
+		return NULL;
+	snprintf(buf, 64, "slow_down answered %lld time%s", (long long)n, n == 1 ? "" : "s");
+	return buf;
+}
+
 /* (b): a pending request exists for the triple. */
 static enum cs_err exchange_pending(const struct audit_ctx *x, struct store_creq_row *r,
     const struct scope_set *requested, const char *reason, struct consent_answer *a)
 {
 	enum cs_err e;
 	struct scope_set have;
-	char *joined = NULL;
+	char *joined = NULL, note[64];
 	int64_t now = x->now;
 
 	memset(&have, 0, sizeof have);
@@ -816,7 +827,7 @@ static enum cs_err exchange_pending(const struct audit_ctx *x, struct store_creq
 		 * its next call starts a new request. */
 		if ((e = store_creq_decide(x->c, r->id, "expired", now, NULL)) != CS_OK ||
 		    (e = audit(x, "consent.request.expired", r->scopes, NULL, r->id, "expired",
-		    NULL)) != CS_OK)
+		    slow_down_note(r->slow_downs, note))) != CS_OK)
 			goto out;
 		a->outcome = CONSENT_EXPIRED;
 		goto out;
@@ -837,16 +848,20 @@ static enum cs_err exchange_pending(const struct audit_ctx *x, struct store_creq
 			goto out;
 		a->outcome = CONSENT_REQUIRED;
 	} else {
-		if (now - r->last_poll_at < r->interval) {
+		bool slow = now - r->last_poll_at < r->interval;
+		if (slow) {
 			r->interval += SLOW_DOWN_STEP;
-			if ((e = audit(x, "consent.request.slow_down", r->scopes, NULL, r->id,
-			    "slow_down", NULL)) != CS_OK)
+			/* Audited the first time only: a gateway polling in a loop would
+			 * otherwise fill the chain; the rest are counted (slow_downs). */
+			if (r->slow_downs == 0 &&
+			    (e = audit(x, "consent.request.slow_down", r->scopes, NULL, r->id,
+			    "slow_down", "the first; later ones are counted")) != CS_OK)
 				goto out;
 			a->outcome = CONSENT_SLOW_DOWN;
 		} else {
 			a->outcome = CONSENT_PENDING;
 		}
-		if ((e = store_creq_poll(x->c, r->id, now, r->interval)) != CS_OK)
+		if ((e = store_creq_poll(x->c, r->id, now, r->interval, slow)) != CS_OK)
 			goto out;
 	}
 	if ((a->request_id = strdup(r->id)) == NULL) {
@@ -1077,7 +1092,7 @@ static enum cs_err decide_approve(const struct audit_ctx *x, const struct config
 	enum cs_err e;
 	struct scope_set req, sel, declined;
 	struct store_consent_row old, k;
-	char id[CONSENT_ID_LEN + 1], detail[64];
+	char id[CONSENT_ID_LEN + 1], detail[64], note[64];
 	char *granted_s = NULL, *declined_s = NULL, *nid = NULL;
 	int changed = 0;
 	const struct config_resource *res = config_resource(cfg, r->resource);
@@ -1134,7 +1149,7 @@ static enum cs_err decide_approve(const struct audit_ctx *x, const struct config
 	if ((e = store_consent_insert(x->c, &k)) != CS_OK ||
 	    (e = store_creq_decide(x->c, r->id, "approved", x->now, id)) != CS_OK ||
 	    (e = audit(x, "consent.request.approved", granted_s, id, r->id, "approved",
-	    NULL)) != CS_OK)
+	    slow_down_note(r->slow_downs, note))) != CS_OK)
 		goto out;
 	snprintf(detail, sizeof detail, "declined=%zu offline=%d duration=%lld", declined.n,
 	    k.offline, (long long)d->duration);
@@ -1167,7 +1182,7 @@ enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
 {
 	enum cs_err e;
 	bool in_tx = false;               /* our own transaction is open */
-	char *nid = NULL;
+	char *nid = NULL, note[64];
 	struct store_creq_row r;
 	struct audit_ctx x = { c, now, actor, NULL, NULL, NULL };
 
@@ -1212,7 +1227,7 @@ enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
 		/* Deny: the request only; a live consent stays as it was. */
 		if ((e = store_creq_decide(c, r.id, "denied", now, NULL)) != CS_OK ||
 		    (e = audit(&x, "consent.request.denied", r.scopes, NULL, r.id, "denied",
-		    NULL)) != CS_OK)
+		    slow_down_note(r.slow_downs, note))) != CS_OK)
 			goto out;
 	}
 	if (in_tx) {

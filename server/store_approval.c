@@ -12,7 +12,7 @@
 #define APPROVAL_COLS \
 	"a.id, a.consent_id, a.user_id, u.subject, a.agent, a.resource, a.action, a.parameters, " \
 	"a.digest, a.status, a.created_at, a.expires_at, a.decided_at, a.used_at, " \
-	"a.last_poll_at, a.interval FROM approvals a JOIN users u ON u.id = a.user_id "
+	"a.last_poll_at, a.interval, a.slow_downs FROM approvals a JOIN users u ON u.id = a.user_id "
 
 static const char SQL_APPROVAL_GET[] = "SELECT " APPROVAL_COLS "WHERE a.id = ?1";
 static const char SQL_APPROVAL_FIND[] =
@@ -34,7 +34,8 @@ static const char SQL_APPROVAL_SET_STATUS[] =
     "decided_at = CASE WHEN ?4 > 0 THEN ?4 ELSE decided_at END "
     "WHERE id = ?1 AND status = ?2 AND used_at = 0";
 static const char SQL_APPROVAL_POLL[] =
-    "UPDATE approvals SET last_poll_at = ?2, interval = ?3 WHERE id = ?1 AND status = 'pending'";
+    "UPDATE approvals SET last_poll_at = ?2, interval = ?3, slow_downs = slow_downs + ?4 "
+    "WHERE id = ?1 AND status = 'pending'";
 /* SECURITY: the single-use step.  One statement decides and marks, so two
  * concurrent releases can never both see the approval unused; it also
  * re-checks the consent (invariant 8: never without a live consent). */
@@ -110,6 +111,7 @@ static enum cs_err read_approval(sqlite3_stmt *st, struct store_approval_row *r)
 	r->used_at = sqlite3_column_int64(st, 13);
 	r->last_poll_at = sqlite3_column_int64(st, 14);
 	r->interval = sqlite3_column_int64(st, 15);
+	r->slow_downs = sqlite3_column_int64(st, 16);
 	return CS_OK;
 fail:
 	store_approval_row_clear(r);
@@ -309,7 +311,7 @@ enum cs_err store_approval_set_status(struct store_conn *c, const char *id, cons
 }
 
 enum cs_err store_approval_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
-    int64_t interval)
+    int64_t interval, int slow_down)
 {
 	enum cs_err e;
 	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_POLL);
@@ -317,7 +319,8 @@ enum cs_err store_approval_poll(struct store_conn *c, const char *id, int64_t la
 		return CS_EDB;
 	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
 	    (e = store_bind_int64(st, 2, last_poll_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, interval)) != CS_OK) {
+	    (e = store_bind_int64(st, 3, interval)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, slow_down ? 1 : 0)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
 	}

@@ -20,7 +20,7 @@
 #define CREQ_COLS \
 	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
 	"r.status, r.created_at, r.expires_at, r.decided_at, r.last_poll_at, r.interval, " \
-	"r.consent_id, r.narrowed, r.cooldown_lifted_at " \
+	"r.consent_id, r.narrowed, r.cooldown_lifted_at, r.slow_downs " \
 	"FROM consent_requests r JOIN users u ON u.id = r.user_id "
 
 /* A person's pending requests are capped by [consent] max_pending_per_user;
@@ -98,7 +98,7 @@ static const char SQL_CREQ_MERGE[] =
 static const char SQL_CREQ_NARROWED[] =
     "UPDATE consent_requests SET narrowed = ?2 WHERE id = ?1";
 static const char SQL_CREQ_POLL[] =
-    "UPDATE consent_requests SET last_poll_at = ?2, interval = ?3 "
+    "UPDATE consent_requests SET last_poll_at = ?2, interval = ?3, slow_downs = slow_downs + ?4 "
     "WHERE id = ?1 AND status = 'pending'";
 static const char SQL_CREQ_LIST[] =
     "SELECT " CREQ_COLS "WHERE r.user_id = ?1 AND r.status = 'pending' AND r.expires_at > ?2 "
@@ -219,6 +219,7 @@ static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
 	r->last_poll_at = sqlite3_column_int64(st, 12);
 	r->interval = sqlite3_column_int64(st, 13);
 	r->cooldown_lifted_at = sqlite3_column_int64(st, 16);
+	r->slow_downs = sqlite3_column_int64(st, 17);
 	return CS_OK;
 fail:
 	store_creq_row_clear(r);
@@ -628,7 +629,7 @@ enum cs_err store_creq_set_narrowed(struct store_conn *c, const char *id, const 
 }
 
 enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
-    int64_t interval)
+    int64_t interval, int slow_down)
 {
 	enum cs_err e;
 	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_POLL);
@@ -636,7 +637,8 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
 		return CS_EDB;
 	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
 	    (e = store_bind_int64(st, 2, last_poll_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, interval)) != CS_OK) {
+	    (e = store_bind_int64(st, 3, interval)) != CS_OK ||
+	    (e = store_bind_int64(st, 4, slow_down ? 1 : 0)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
 	}

@@ -657,9 +657,14 @@ START_TEST(test_approval_flow_release_once)
 	ck_assert_int_eq(a.expires_in, 600 - 22);
 	ck_assert_int_eq(a.interval, 15);
 	approval_answer_clear(&a);
+	/* Two slow_downs: the first audited, both counted. */
+	ck_assert_int_eq(audits("approval.slow_down"), 1);
+	ck_assert_int_eq(q_int("SELECT slow_downs FROM approvals WHERE id = ?1", id), 2);
 	/* The person approves; the next call may release, once. */
 	ck_assert_int_eq(decide(id, "alice", true, T0 + 30), CS_OK);
 	ck_status(id, "approved");
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.approved' AND "
+	    "detail LIKE 'slow_down answered 2 times; %'", NULL), 1);
 	ck_assert_int_eq(call(kid, P1, T0 + 40, &a), APPROVAL_RELEASE);
 	ck_assert_str_eq(a.approval_id, id);
 	approval_answer_clear(&a);

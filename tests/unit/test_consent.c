@@ -332,7 +332,16 @@ START_TEST(test_consent_exchange_new_pending_slow_down)
 	ck_assert_str_eq(a.request_id, rid);
 	consent_answer_clear(&a);
 	ck_assert_int_eq(audits("consent.request.created"), 1);
-	ck_assert_int_eq(audits("consent.request.slow_down"), 2);
+	/* Audited the first time only; both are counted on the request. */
+	ck_assert_int_eq(audits("consent.request.slow_down"), 1);
+	ck_assert_int_eq(q_int("SELECT slow_downs FROM consent_requests WHERE id = ?1", rid), 2);
+	/* A third and fourth: still one entry, four counted. */
+	ck_assert_int_eq(exch("alice", "read", T0 + 28, &a), CONSENT_SLOW_DOWN);
+	consent_answer_clear(&a);
+	ck_assert_int_eq(exch("alice", "read", T0 + 29, &a), CONSENT_SLOW_DOWN);
+	consent_answer_clear(&a);
+	ck_assert_int_eq(audits("consent.request.slow_down"), 1);
+	ck_assert_int_eq(q_int("SELECT slow_downs FROM consent_requests WHERE id = ?1", rid), 4);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM consent_requests", NULL), 1);
 	/* The user row was created for the person, without name or email. */
 	ck_assert_int_eq(q_int("SELECT count(*) FROM users WHERE subject = 'alice' AND issuer = '"
