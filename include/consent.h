@@ -89,13 +89,24 @@ struct consent_answer {              /* release with consent_answer_clear() */
 	int64_t expires_in;              /* seconds left on the request */
 	int64_t interval;                /* current polling interval */
 	int64_t retry_after;             /* CONSENT_TOO_MANY */
+	/* What the gateway is told besides the outcome (error_description): */
+	bool    merged;                  /* CONSENT_REQUIRED: the call's new scopes joined the
+	                                    pending request (and its reason, when it sent one) */
+	bool    reason_kept;             /* PENDING / SLOW_DOWN: the call sent another reason;
+	                                    the pending request keeps the one the person sees */
+	bool    reconnect;               /* CONSENT_REQUIRED: the live consent covers the call
+	                                    but its provider connection must be made again */
+	int64_t denied_until;            /* CONSENT_DENIED: when a new request may be made */
 };
 void consent_answer_clear(struct consent_answer *a);
 
 /* Runs flow A's state machine for one token-exchange call, in one transaction,
  * with audit entries (created, merged, expired; slow_down only the first time
  * per request, later ones are counted in the request and named in the entry
- * that ends it).  issuer/subject
+ * that ends it).  A pending request keeps its reason unless the call merges new
+ * scopes into it (then the reason joins too): an agent cannot keep rewriting
+ * what an open page shows, since every change makes that page's decision stale
+ * (consent_request_version); *out says which (merged, reason_kept).  issuer/subject
  * identify the person (the user row is created when new); agent, resource and
  * requested are already validated against the configuration (requested is a
  * non-empty subset of what the agent may ask for).  reason may be NULL.

@@ -69,11 +69,17 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 enum cs_err grant_revoke(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const char *token, const char *actor, int64_t now) CS_MUST_CHECK;
 
-/* Validates a grant presented back to consentd (later: downstream-token
- * exchange, proxy): signature, typ at+jwt, iss, aud, exp, jti not revoked and
- * consent live.  *claims (new reference) and *k filled on CS_OK. */
+/* Validates a grant presented back to consentd (downstream-token exchange,
+ * proxy): signature, typ at+jwt, iss, aud, exp, jti not revoked and consent
+ * live.  *claims (new reference) and *k filled on CS_OK.  CS_EPERM for a token
+ * that is refused; then *why (when why is not NULL) names the failing check as
+ * a fixed phrase: "not a consentd grant", "not a grant for this gateway",
+ * "grant expired", "grant issued in the future", "grant unknown to this
+ * consentd", "grant revoked", "the grant's consent was revoked", "the grant's
+ * consent expired", "the grant's consent is gone", "grant does not match its
+ * consent".  Never token material. */
 enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now, json_t **claims,
-    struct consent *k) CS_MUST_CHECK;
+    struct consent *k, const char **why) CS_MUST_CHECK;
 
 #endif

@@ -60,8 +60,13 @@ struct oidc_expect {
  * signature, iss exactly the issuer, aud containing an accepted value, azp
  * (required to equal client_id when aud has several values; when present, it
  * must equal client_id), exp, nbf, iat with the skew, nonce, auth_time.
- * On failure returns CS_EINVAL or CS_ECRYPTO and writes a short reason to why
- * (no token material).  *claims (new reference) written only on CS_OK. */
+ * On failure returns CS_EINVAL or CS_ECRYPTO and writes to why the failing
+ * check as a fixed phrase that reads after "the token" / "subject token":
+ * "expired", "is not valid yet", "has the wrong issuer", "has the wrong
+ * audience", "is signed with a key the IdP does not publish (unknown kid)",
+ * "has a bad signature", "uses an algorithm that is not allowed", "has a typ
+ * that is not allowed", ... -- never token material.  *claims (new reference)
+ * written only on CS_OK. */
 enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
     const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen) CS_MUST_CHECK;
 

@@ -4,6 +4,7 @@
 #ifndef CS_TOKEN_H
 #define CS_TOKEN_H
 #include <stdbool.h>
+#include <stddef.h>
 #include "http.h"
 
 #define URN_TOKEN_EXCHANGE "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -11,6 +12,21 @@
 #define URN_TT_ACCESS_TOKEN "urn:ietf:params:oauth:token-type:access_token"
 #define URN_TT_JWT "urn:ietf:params:oauth:token-type:jwt"
 #define AGENT_REASON_MAX_CHARS 200
+/* The rule a refused reason is answered with (invalid_request). */
+#define TOKEN_REASON_RULE "reason: at most 200 characters, no control characters"
+
+struct consent_answer;
+
+/* NULL when the agent's reason (valid UTF-8, or NULL) is acceptable: at most
+ * AGENT_REASON_MAX_CHARS characters and no control character (C0, DEL, C1);
+ * otherwise TOKEN_REASON_RULE. */
+const char *token_reason_problem(const char *reason);
+/* The error_description for a flow A answer that is not a grant: what the
+ * gateway should do next (send the person to consent_uri, poll again in N s,
+ * when a denied request may be asked again, ...), including whether the call's
+ * new scopes joined the pending request or its new reason was not taken.
+ * Fixed words and numbers only, never anything the gateway sent. */
+void token_consent_description(const struct consent_answer *a, char *out, size_t outlen);
 
 /* Parses "Basic base64(urlencode(id):urlencode(secret))" (RFC 6749 §2.3.1).
  * On true, *id and *secret are malloc'd (the caller wipes the secret). */

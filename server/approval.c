@@ -674,10 +674,12 @@ enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *c
 	enum cs_err e;
 	switch (a->outcome) {
 	case APPROVAL_DENIED:
-		return reply_oauth_error(rep, status, "access_denied", "the person denied this action");
+		return reply_oauth_error(rep, status, "access_denied",
+		    "the person denied this action with these parameters");
 	case APPROVAL_EXPIRED:
 		return reply_oauth_error(rep, status, "expired_token",
-		    "the approval request expired; the next call starts a new one");
+		    "the approval request expired before the person decided; the next call starts a "
+		    "new one");
 	case APPROVAL_TOO_MANY:
 		snprintf(ra, sizeof ra, "%lld", (long long)(a->retry_after > 0 ? a->retry_after : 1));
 		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
@@ -686,10 +688,22 @@ enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *c
 	default:
 		break;
 	}
-	v = json_pack("{s:s}", "error", a->outcome == APPROVAL_NEEDED ? "approval_required" :
-	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending");
+	const char *error_code = a->outcome == APPROVAL_NEEDED ? "approval_required" :
+	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending";
+	char desc[200];
+	if (a->outcome == APPROVAL_NEEDED)
+		snprintf(desc, sizeof desc, "this action needs the person's approval: send them to "
+		    "approval_uri, then repeat this call every %lld s", (long long)a->interval);
+	else if (a->outcome == APPROVAL_SLOW_DOWN)
+		snprintf(desc, sizeof desc, "polled faster than the interval: wait %lld s between calls "
+		    "from now on", (long long)a->interval);
+	else
+		snprintf(desc, sizeof desc, "the person has not decided on this action yet; repeat this "
+		    "call in %lld s", (long long)a->interval);
+	v = json_pack("{s:s, s:s}", "error", error_code, "error_description", desc);
 	if (v == NULL)
 		return CS_ENOMEM;
+	reply_log_error(rep, error_code, desc);
 	if (a->approval_id) {
 		snprintf(uri, sizeof uri, "%s/approve/%s", cfg->public_url, a->approval_id);
 		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));

@@ -847,6 +847,7 @@ static enum cs_err exchange_pending(const struct audit_ctx *x, struct store_creq
 		    NULL)) != CS_OK)
 			goto out;
 		a->outcome = CONSENT_REQUIRED;
+		a->merged = true;
 	} else {
 		bool slow = now - r->last_poll_at < r->interval;
 		if (slow) {
@@ -861,6 +862,9 @@ static enum cs_err exchange_pending(const struct audit_ctx *x, struct store_creq
 		} else {
 			a->outcome = CONSENT_PENDING;
 		}
+		/* SECURITY: the reason shown stays what the person may already be
+		 * reading; the gateway is told it was not replaced. */
+		a->reason_kept = reason != NULL && (r->reason == NULL || strcmp(r->reason, reason) != 0);
 		if ((e = store_creq_poll(x->c, r->id, now, r->interval, slow)) != CS_OK)
 			goto out;
 	}
@@ -996,6 +1000,7 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 		}
 	}
 
+	a.reconnect = have_live && k.reconnect_required;
 	/* (b) the pending request: expired, merged, or polled. */
 	e = store_creq_pending(c, user_id, agent, resource, &r);
 	if (e == CS_OK) {
@@ -1012,6 +1017,7 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 	e = store_creq_last_denied(c, user_id, agent, resource, &denied_at, &lifted_at);
 	if (e == CS_OK && lifted_at == 0 && now < denied_at + cfg->consent_deny_cooldown) {
 		a.outcome = CONSENT_DENIED;
+		a.denied_until = denied_at + cfg->consent_deny_cooldown;
 		goto commit;
 	} else if (e != CS_OK && e != CS_ENOENT) {
 		goto out;

@@ -487,7 +487,7 @@ static bool aud_ok(json_t *aud, const char *want)
 
 enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now, json_t **claims,
-    struct consent *k)
+    struct consent *k, const char **why)
 {
 	enum cs_err e;
 	json_t *cl = NULL;
@@ -496,6 +496,7 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	struct scope_set sc;
 	const struct config_resource *res;
 	const char *iss, *sub, *cid, *jti, *client, *actsub, *scope, *resource;
+	const char *w = "not a consentd grant";
 	int64_t iat = 0, exp = 0;
 
 	memset(&row, 0, sizeof row);
@@ -503,9 +504,10 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	memset(&sc, 0, sizeof sc);
 	if (c == NULL || cfg == NULL || claims == NULL || k == NULL)
 		return CS_EINVAL;
+	e = CS_EPERM;
 	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
 	    cfg->gateway_id == NULL)
-		return CS_EPERM;
+		goto out;
 	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 6):
 	 * an IdP token, an alg-none or HMAC token and a foreign key all fail here. */
 	if ((e = jwt_verify(kr, GRANT_TYP, token, &cl)) != CS_OK) {
@@ -526,25 +528,41 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	    scope == NULL || resource == NULL || actsub == NULL ||
 	    !int_claim(cl, "iat", &iat) || !int_claim(cl, "exp", &exp))
 		goto out;
+	w = "not a grant for this gateway";
 	if (strcmp(iss, cfg->public_url) != 0 || strcmp(client, cfg->gateway_id) != 0 ||
 	    !aud_ok(json_object_get(cl, "aud"), cfg->gateway_id))
 		goto out;
 	/* Our own clock signed it, so no skew: exp strictly ahead, iat not in the
 	 * future, and no lifetime beyond what consentd ever issues. */
-	if (exp <= now || iat > now || iat >= exp || exp - iat > GRANT_TTL_CAP)
+	w = "grant expired";
+	if (exp <= now)
+		goto out;
+	w = "grant issued in the future";
+	if (iat > now || iat >= exp || exp - iat > GRANT_TTL_CAP)
 		goto out;
 	/* SECURITY: revocation is immediate for everything consentd checks. */
+	w = "grant unknown to this consentd";
 	if ((e = store_grant_get(c, jti, &row)) != CS_OK)
 		goto out;
-	if (row.revoked_at != 0 || strcmp(row.consent_id, cid) != 0) {
-		e = CS_EPERM;
+	e = CS_EPERM;
+	w = "grant revoked";
+	if (row.revoked_at != 0)
 		goto out;
-	}
+	w = "grant does not match its consent";
+	if (strcmp(row.consent_id, cid) != 0)
+		goto out;
+	w = "the grant's consent is gone";
 	if ((e = consent_get(c, cid, now, &kk)) != CS_OK)
 		goto out;
 	e = CS_EPERM;
-	if (!consent_is_live(&kk, now) || strcmp(kk.subject, sub) != 0 ||
-	    strcmp(kk.agent, actsub) != 0)
+	w = "the grant's consent was revoked";
+	if (kk.revoked_at != 0)
+		goto out;
+	w = "the grant's consent expired";
+	if (!consent_is_live(&kk, now))
+		goto out;
+	w = "grant does not match its consent";
+	if (strcmp(kk.subject, sub) != 0 || strcmp(kk.agent, actsub) != 0)
 		goto out;
 	if ((res = config_resource(cfg, kk.resource)) == NULL || res->uri == NULL ||
 	    strcmp(res->uri, resource) != 0)
@@ -555,10 +573,13 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	cl = NULL;
 	*k = kk;
 	memset(&kk, 0, sizeof kk);
+	w = NULL;
 	e = CS_OK;
 out:
 	if (e == CS_ENOENT)
 		e = CS_EPERM;
+	if (why != NULL)
+		*why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
 	json_decref(cl);
 	store_grant_row_clear(&row);
 	consent_clear(&kk);
@@ -610,7 +631,7 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 	if (!token_present(token) || cfg->gateway_id == NULL)
 		goto answer;
 	if (looks_like_jws(token)) {
-		e = grant_validate(c, cfg, kr, token, now, &v, &k);
+		e = grant_validate(c, cfg, kr, token, now, &v, &k, NULL);
 		if (e == CS_OK &&
 		    (json_object_set_new(v, "active", json_true()) != 0 ||
 		    json_object_set_new(v, "token_use", json_string("grant")) != 0 ||

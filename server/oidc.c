@@ -579,7 +579,7 @@ static enum cs_err header_parse(const char *b64, size_t len, int *alg, json_t **
 	size_t raw_len = 0;
 	json_t *h = NULL;
 
-	*why = "malformed header";
+	*why = "has a malformed header";
 	if (len > OIDC_MAX_HEADER_B64)
 		goto out;
 	if (!cjose_base64url_decode(b64, len, &raw, &raw_len, NULL))
@@ -590,13 +590,13 @@ static enum cs_err header_parse(const char *b64, size_t len, int *alg, json_t **
 	const char *a = jstr(json_object_get(h, "alg"));
 	/* SECURITY: the algorithm comes from our allowlist, never the token on
 	 * trust: "none", HS256 with a public key as secret and the rest fail here. */
-	*why = "algorithm not allowed";
+	*why = "uses an algorithm that is not allowed";
 	if (a == NULL || (*alg = alg_lookup(a)) < 0)
 		goto out;
 	json_t *typ = json_object_get(h, "typ");
 	/* SECURITY: a logout token (RFC 8417 / OIDC Back-Channel Logout) signed by
 	 * the same provider is never an ID or subject token. */
-	*why = "token type not allowed";
+	*why = "has a typ that is not allowed";
 	if (typ != NULL && (jstr(typ) == NULL || jstr_eq(typ, "logout+jwt") ||
 	    jstr_eq(typ, "secevent+jwt")))
 		goto out;
@@ -625,7 +625,7 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 	enum cs_err te;
 
 	/* SECURITY: iss is exactly the configured issuer. */
-	*why = "issuer mismatch";
+	*why = "has the wrong issuer";
 	if (!jstr_eq(json_object_get(c, "iss"), p->issuer))
 		return CS_EINVAL;
 
@@ -633,7 +633,7 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 	json_t *aud = json_object_get(c, "aud");
 	bool ok = false;
 	size_t naud = 1;
-	*why = "audience not accepted";
+	*why = "has the wrong audience";
 	if (json_is_string(aud)) {
 		ok = aud_accepted(aud, exp);
 	} else if (json_is_array(aud) && json_array_size(aud) > 0) {
@@ -653,7 +653,7 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 	/* SECURITY: azp (OIDC Core §3.1.3.7): required with several audiences,
 	 * and when present it names us. */
 	json_t *azp = json_object_get(c, "azp");
-	*why = "azp mismatch";
+	*why = "has the wrong azp";
 	if (azp != NULL && !json_is_string(azp))
 		return CS_EINVAL;
 	if (exp->client_id != NULL) {
@@ -663,25 +663,25 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 			return CS_EINVAL;
 	}
 
-	*why = "missing or bad exp";
+	*why = "has no valid exp";
 	if (time_claim(c, "exp", &t) != CS_OK)
 		return CS_EINVAL;
-	*why = "token expired";
+	*why = "expired";
 	if (now >= t + skew)
 		return CS_EINVAL;
 
 	te = time_claim(c, "nbf", &t);
-	*why = "bad nbf";
+	*why = "has a malformed nbf";
 	if (te == CS_EINVAL)
 		return CS_EINVAL;
-	*why = "token not yet valid";
+	*why = "is not valid yet";
 	if (te == CS_OK && t > now + skew)
 		return CS_EINVAL;
 
-	*why = "missing or bad iat";
+	*why = "has no valid iat";
 	if (time_claim(c, "iat", &t) != CS_OK)
 		return CS_EINVAL;
-	*why = "token issued in the future";
+	*why = "was issued in the future";
 	if (t > now + skew)
 		return CS_EINVAL;
 
@@ -689,27 +689,27 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 		json_t *n = json_object_get(c, "nonce");
 		size_t want = strlen(exp->nonce);
 		/* SECURITY: the nonce bound to the browser, compared in constant time. */
-		*why = "nonce mismatch";
+		*why = "has the wrong nonce";
 		if (!json_is_string(n) || json_string_length(n) != want ||
 		    CRYPTO_memcmp(json_string_value(n), exp->nonce, want) != 0)
 			return CS_EINVAL;
 	}
 
 	if (exp->max_age >= 0 || exp->require_auth_time) {
-		*why = "missing or bad auth_time";
+		*why = "has no valid auth_time";
 		if (time_claim(c, "auth_time", &t) != CS_OK)
 			return CS_EINVAL;
-		*why = "auth_time in the future";
+		*why = "has an auth_time in the future";
 		if (t > now + skew)
 			return CS_EINVAL;
 		/* now - t is in [-skew, OIDC_MAX_TIME]: no overflow below. */
-		*why = "authentication too old";
+		*why = "is from a sign-in that is too old";
 		if (exp->max_age >= 0 && now - t - skew > exp->max_age)
 			return CS_EINVAL;
 	}
 
 	/* SECURITY: a logout token carries `events`; it is not a login. */
-	*why = "token type not allowed";
+	*why = "is a logout or event token";
 	if (json_object_get(c, "events") != NULL)
 		return CS_EINVAL;
 	return CS_OK;
@@ -719,7 +719,7 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
     const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen)
 {
 	enum cs_err e = CS_EINVAL;
-	const char *reason = "bad arguments";
+	const char *reason = "could not be checked (bad arguments)";
 	size_t len, dots[2] = { 0, 0 }, nd = 0;
 	int alg = -1;
 	json_t *hdr = NULL, *c = NULL;
@@ -733,17 +733,17 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	set_why(why, whylen, "");
 	if (p == NULL || jwt == NULL || exp == NULL || claims == NULL)
 		goto out;
-	reason = "bad clock";
+	reason = "could not be checked (bad clock)";
 	if (exp->now < 0 || exp->now > OIDC_MAX_TIME)
 		goto out;
 
 	/* SECURITY: the shape, before any decoding: a length cap, three
 	 * non-empty segments of base64url characters. */
 	len = strnlen(jwt, OIDC_MAX_JWT + 1);
-	reason = "token too long";
+	reason = "is too long";
 	if (len > OIDC_MAX_JWT)
 		goto out;
-	reason = "malformed token";
+	reason = "is not a well-formed compact JWS";
 	for (size_t i = 0; i < len; i++) {
 		if (jwt[i] == '.') {
 			if (nd == 2)
@@ -759,7 +759,7 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	if ((e = header_parse(jwt, dots[0], &alg, &hdr, &reason)) != CS_OK)
 		goto out;
 	e = CS_EINVAL;
-	reason = "missing kid";
+	reason = "has no kid";
 	const char *kid = jstr(json_object_get(hdr, "kid"));
 	if (kid == NULL || kid[0] == '\0' || strlen(kid) > OIDC_MAX_KID)
 		goto out;
@@ -785,21 +785,21 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 			key = key_find(ks, kid, alg, &kid_seen);
 		}
 	}
-	reason = "unknown kid";
+	reason = "is signed with a key the IdP does not publish (unknown kid)";
 	if (key == NULL && !kid_seen)
 		goto out;
-	reason = "algorithm does not fit the key";
+	reason = "uses an algorithm that does not fit its key";
 	if (key == NULL)
 		goto out;
 	e = CS_EINVAL;
 	/* SECURITY: no critical extension is understood here, so none is accepted. */
-	reason = "crit header";
+	reason = "has a crit header";
 	if (json_object_get(hdr, "crit") != NULL)
 		goto out;
-	reason = "malformed signature";
+	reason = "has a malformed signature";
 	if (alg == ALG_ES256 && len - dots[1] - 1 != OIDC_ES256_SIG_B64U)
 		goto out;
-	reason = "malformed token";
+	reason = "is not a well-formed JWS";
 	if ((jws = cjose_jws_import(jwt, len, NULL)) == NULL)
 		goto out;
 	/* Defence in depth: cjose's reading of the header agrees with ours. */
@@ -807,11 +807,11 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	if (calg == NULL || strcmp(calg, algs[alg].name) != 0)
 		goto out;
 	e = CS_ECRYPTO;
-	reason = "bad signature";
+	reason = "has a bad signature";
 	if (!cjose_jws_verify(jws, key->jwk, NULL))
 		goto out;
 	e = CS_EINVAL;
-	reason = "malformed payload";
+	reason = "has a malformed payload";
 	if (!cjose_jws_get_plaintext(jws, &pt, &pt_len, NULL) || pt == NULL)
 		goto out;
 	c = json_loadb((const char *)pt, pt_len, JSON_REJECT_DUPLICATES, NULL);

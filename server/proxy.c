@@ -680,12 +680,21 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	}
 	{
 		const struct keyring *kr = app_keys_get(app);
-		e = grant_validate(c, cfg, kr, grant, req->now, &claims, &k);
+		const char *gwhy = NULL;
+		e = grant_validate(c, cfg, kr, grant, req->now, &claims, &k, &gwhy);
 		app_keys_put(app);
+		if (e == CS_EPERM) {
+			e = invalid_token(rep, gwhy != NULL ? gwhy : "not a consentd grant");
+			goto out;
+		}
 	}
-	if (e != CS_OK) {
-		e = invalid_token(rep, "the grant is not valid");
+	if (e != CS_OK)
 		goto out;
+	{
+		const struct config_resource *lr = config_resource(cfg, k.resource);
+		const struct config_agent *la = config_agent(cfg, k.agent);
+		rep->log.resource = lr != NULL ? lr->id : NULL;
+		rep->log.agent = la != NULL ? la->id : NULL;
 	}
 	/* SECURITY: a DPoP-bound grant is refused without a proof by its key for
 	 * this method, URL and grant (RFC 9449 §7). */
@@ -708,7 +717,8 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		    != CS_OK)
 			goto out;
 		count_refused(r, NULL, "no_route", 403);
-		e = reply_oauth_error(rep, 403, "access_denied", "no such route");
+		e = reply_oauth_error(rep, 403, "access_denied", "no configured action of this resource "
+		    "has a route for this method and path (default deny)");
 		goto out;
 	}
 	const struct config_action *act = m.action;
@@ -785,7 +795,8 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		    "this approval was already used or is no longer valid");
 		goto out;
 	} else if (e == CS_EPERM || e == CS_ENOENT) {
-		e = invalid_token(rep, "reconnect required");
+		e = invalid_token(rep, "the provider connection is gone: ask for consent again to "
+		    "reconnect");
 		goto out;
 	} else if (e == CS_EIO) {
 		e = reply_oauth_error(rep, 503, "temporarily_unavailable",

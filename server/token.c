@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -14,6 +15,7 @@
 #include "dpop.h"
 #include "form.h"
 #include "grant.h"
+#include "jwt.h"
 #include "oidc.h"
 #include "session.h"
 #include "approval.h"
@@ -83,6 +85,77 @@ static size_t utf8_chars(const char *s)
 	return n;
 }
 
+const char *token_reason_problem(const char *reason)
+{
+	const unsigned char *p = (const unsigned char *)reason;
+	if (reason == NULL)
+		return NULL;
+	for (; *p; p++) {
+		/* C0 and DEL; C1 (U+0080..U+009F) is 0xC2 0x80..0x9F in UTF-8 (the
+		 * router let only valid UTF-8 through). */
+		if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+			return TOKEN_REASON_RULE;
+	}
+	return utf8_chars(reason) > AGENT_REASON_MAX_CHARS ? TOKEN_REASON_RULE : NULL;
+}
+
+/* " (UTC time)" of t, or "" when it cannot be shown. */
+static void utc_time(int64_t t, char *out, size_t outlen)
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if (outlen == 0)
+		return;
+	out[0] = '\0';
+	if ((int64_t)tt == t && gmtime_r(&tt, &tm) != NULL)
+		strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void token_consent_description(const struct consent_answer *a, char *out, size_t outlen)
+{
+	static const char kept[] = "; the pending request keeps the reason the person sees (a new "
+	    "reason is shown only with new scopes, or in the next request)";
+	char when[32];
+	switch (a->outcome) {
+	case CONSENT_REQUIRED:
+		if (a->reconnect)
+			snprintf(out, outlen, "the consent's provider connection must be made again: "
+			    "send the person to consent_uri, then poll every %lld s",
+			    (long long)a->interval);
+		else if (a->merged)
+			snprintf(out, outlen, "the request was updated: the pending request now also asks "
+			    "for the new scopes; the person decides on it at consent_uri (poll every %lld s)",
+			    (long long)a->interval);
+		else
+			snprintf(out, outlen, "the person has not consented: send them to consent_uri, "
+			    "then poll every %lld s", (long long)a->interval);
+		break;
+	case CONSENT_PENDING:
+		snprintf(out, outlen, "the person has not decided yet; poll again in %lld s%s",
+		    (long long)a->interval, a->reason_kept ? kept : "");
+		break;
+	case CONSENT_SLOW_DOWN:
+		snprintf(out, outlen, "polled faster than the interval: wait %lld s between calls "
+		    "from now on%s", (long long)a->interval, a->reason_kept ? kept : "");
+		break;
+	case CONSENT_DENIED:
+		utc_time(a->denied_until, when, sizeof when);
+		snprintf(out, outlen, "the person denied this request; a new request can be made from "
+		    "%s", when[0] ? when : "the end of [consent] deny_cooldown");
+		break;
+	case CONSENT_EXPIRED:
+		snprintf(out, outlen, "the consent request expired before the person decided; the next "
+		    "call starts a new one");
+		break;
+	case CONSENT_TOO_MANY:
+		snprintf(out, outlen, "this person has too many pending requests; retry after %lld s",
+		    (long long)(a->retry_after > 0 ? a->retry_after : 1));
+		break;
+	default:
+		snprintf(out, outlen, "the consent was found");
+	}
+}
+
 static const char *subject_type_name(const char *urn)
 {
 	if (strcmp(urn, URN_TT_ID_TOKEN) == 0)
@@ -134,10 +207,12 @@ static enum cs_err grant_reply(struct http_reply *rep, const struct grant_respon
 static enum cs_err pending_reply(struct http_reply *rep, const struct config *cfg, const char *error,
     const struct consent_answer *a, int with_uri)
 {
-	json_t *v = json_pack("{s:s}", "error", error);
-	char uri[600];
+	char uri[600], desc[300];
+	token_consent_description(a, desc, sizeof desc);
+	json_t *v = json_pack("{s:s, s:s}", "error", error, "error_description", desc);
 	if (v == NULL)
 		return CS_ENOMEM;
+	reply_log_error(rep, error, desc);
 	if (a->request_id) {
 		json_object_set_new(v, "consent_request_id", json_string(a->request_id));
 		if (with_uri) {
@@ -148,6 +223,32 @@ static enum cs_err pending_reply(struct http_reply *rep, const struct config *cf
 		json_object_set_new(v, "interval", json_integer(a->interval));
 	}
 	return reply_json_value(rep, 400, v);
+}
+
+/* The accepted subject token types, for a description: "id_token, jwt". */
+static void types_accepted(const struct config *cfg, char *out, size_t outlen)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < cfg->nsubject_token_types && used < outlen; i++) {
+		int n = snprintf(out + used, outlen - used, "%s%s", i ? ", " : "",
+		    cfg->subject_token_types[i]);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+}
+
+/* Whether t verifies as a token consentd signed: then it was sent as a subject
+ * by mistake (or on purpose), which the description says. */
+static bool is_own_grant(struct app *app, const char *t)
+{
+	json_t *cl = NULL;
+	const struct keyring *kr = app_keys_get(app);
+	bool ours = kr != NULL && jwt_verify(kr, "at+jwt", t, &cl) == CS_OK;
+	app_keys_put(app);
+	json_decref(cl);
+	return ours;
 }
 
 /* --- flow A: a grant for a person's live consent ------------------------- */
@@ -171,7 +272,7 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	struct grant_response g;
 	struct oidc_expect ex;
 	json_t *claims = NULL;
-	char why[128], actor[300];
+	char why[128], actor[300], desc[400], types[64];
 	struct store_conn *c = store_conn(app->store);
 	enum cs_err e = CS_OK;
 
@@ -180,11 +281,20 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	if (c == NULL)
 		return CS_EDB;
 	if (st == NULL || stt == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "subject_token and subject_token_type are required");
+		e = reply_oauth_error(rep, 400, "invalid_request", st == NULL ?
+		    "subject_token is missing" : "subject_token_type is missing");
 		goto out;
 	}
 	if (!subject_type_allowed(cfg, stt)) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "subject_token_type is not accepted");
+		types_accepted(cfg, types, sizeof types);
+		snprintf(desc, sizeof desc, "subject_token_type is not one this consentd accepts "
+		    "(urn:ietf:params:oauth:token-type: %s)", types);
+		e = reply_oauth_error(rep, 400, "invalid_request", desc);
+		goto out;
+	}
+	if (oidc_meta(app->idp) == NULL) {
+		e = reply_oauth_error(rep, 503, "temporarily_unavailable",
+		    "consentd has not reached its IdP yet, so it cannot check the subject token; retry");
 		goto out;
 	}
 	/* SECURITY: only the upstream IdP's keys, issuer and audiences count; a
@@ -194,67 +304,90 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	ex.naudiences = cfg->nsubject_audiences;
 	ex.now = req->now;
 	ex.max_age = -1;
-	if (oidc_meta(app->idp) == NULL ||
-	    oidc_validate(app->idp, st, &ex, &claims, why, sizeof why) != CS_OK) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "the subject token is not valid");
+	if (oidc_validate(app->idp, st, &ex, &claims, why, sizeof why) != CS_OK) {
+		/* RFC 8693 §2.2.2: invalid_request, naming the check that failed. */
+		if (is_own_grant(app, st))
+			snprintf(desc, sizeof desc, "the subject token is a consentd grant; send the "
+			    "person's token from the IdP");
+		else
+			snprintf(desc, sizeof desc, "subject token %s", why);
+		e = reply_oauth_error(rep, 400, "invalid_request", desc);
 		goto out;
 	}
 	json_t *sub = json_object_get(claims, cfg->oidc_subject_claim);
 	if (!json_is_string(sub) || json_string_length(sub) == 0 || json_string_length(sub) > 255) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "the subject token names no subject");
+		snprintf(desc, sizeof desc, "the subject token has no usable %s claim (a string of 1 to "
+		    "255 bytes; [oidc] subject_claim)", cfg->oidc_subject_claim);
+		e = reply_oauth_error(rep, 400, "invalid_request", desc);
 		goto out;
 	}
 	/* The resource: by name (audience) or by URI (resource); both must agree. */
 	if (aud == NULL && res == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_target", "name the resource with audience or resource");
+		e = reply_oauth_error(rep, 400, "invalid_target",
+		    "the resource is missing: name it with audience or resource");
 		goto out;
 	}
 	if (aud != NULL && (r = config_resource(cfg, aud)) == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_target", "unknown resource");
+		e = reply_oauth_error(rep, 400, "invalid_target", "audience names no configured resource");
 		goto out;
 	}
 	if (res != NULL) {
 		const struct config_resource *r2 = config_resource_by_uri(cfg, res);
 		if (r2 == NULL || (r != NULL && r2 != r)) {
-			e = reply_oauth_error(rep, 400, "invalid_target",
-			    r2 == NULL ? "unknown resource" : "audience and resource disagree");
+			e = reply_oauth_error(rep, 400, "invalid_target", r2 == NULL ?
+			    "resource is not the URI of a configured resource" :
+			    "audience and resource name different resources");
 			goto out;
 		}
 		r = r2;
 	}
-	if (agent_id == NULL || (agent = config_agent(cfg, agent_id)) == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "unknown agent_id");
+	rep->log.resource = r->id;
+	if (agent_id == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "agent_id is missing");
 		goto out;
 	}
+	if ((agent = config_agent(cfg, agent_id)) == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "agent_id names no configured agent");
+		goto out;
+	}
+	rep->log.agent = agent->id;
 	if (scope == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "scope is required");
+		e = reply_oauth_error(rep, 400, "invalid_request", "scope is missing");
 		goto out;
 	}
 	if (scope_set_parse(scope, &want) != CS_OK || want.n == 0) {
-		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is malformed or too long");
+		snprintf(desc, sizeof desc, "scope is malformed: at most %d distinct scopes of at most %d "
+		    "characters, separated by single spaces", CONSENT_MAX_SCOPES, CONSENT_MAX_SCOPE_LEN);
+		e = reply_oauth_error(rep, 400, "invalid_scope", desc);
 		goto out;
 	}
 	for (size_t i = 0; i < want.n; i++) {
-		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7). */
+		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7).  The
+		 * scope is named: scope_set_parse let only printable ASCII through. */
 		if (config_scope(cfg, r->id, want.v[i]) == NULL) {
-			e = reply_oauth_error(rep, 400, "invalid_scope", "a scope is not configured for this resource");
+			snprintf(desc, sizeof desc, "scope %s is not configured for resource %s",
+			    want.v[i], r->id);
+			e = reply_oauth_error(rep, 400, "invalid_scope", desc);
 			goto out;
 		}
 		if (!agent_allows(agent, r->id, want.v[i])) {
-			e = reply_oauth_error(rep, 400, "invalid_scope", "the agent may not ask for a scope");
+			snprintf(desc, sizeof desc, "agent %s may not ask for scope %s of resource %s "
+			    "([agent.%s] allow)", agent->id, want.v[i], r->id, agent->id);
+			e = reply_oauth_error(rep, 400, "invalid_scope", desc);
 			goto out;
 		}
 	}
-	if (reason != NULL && utf8_chars(reason) > AGENT_REASON_MAX_CHARS) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "reason is longer than 200 characters");
+	if (token_reason_problem(reason) != NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", TOKEN_REASON_RULE);
 		goto out;
 	}
 	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
 	e = consent_exchange(c, cfg, oidc_meta(app->idp)->issuer, json_string_value(sub), agent->id,
 	    r->id, &want, reason && *reason ? reason : NULL, actor, req->now, &ans);
 	if (e == CS_ETOOBIG) {
-		e = reply_oauth_error(rep, 400, "invalid_scope",
-		    "together with the scopes already asked for, this is too many scopes");
+		snprintf(desc, sizeof desc, "together with the scopes already asked for, this is more "
+		    "than %d scopes", CONSENT_MAX_SCOPES);
+		e = reply_oauth_error(rep, 400, "invalid_scope", desc);
 		goto out;
 	}
 	if (e != CS_OK)
@@ -270,7 +403,7 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 			e = grant_reply(rep, &g, jkt);
 		else if (e == CS_EPERM || e == CS_EINVAL)   /* revoked or expired meanwhile */
 			e = reply_oauth_error(rep, 400, "consent_required",
-			    "the consent ended just now; ask again");
+			    "the consent ended just now (revoked or expired); ask again");
 		break;
 	}
 	case CONSENT_REQUIRED:
@@ -283,17 +416,18 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 		e = pending_reply(rep, cfg, "slow_down", &ans, 1);
 		break;
 	case CONSENT_DENIED:
-		e = reply_oauth_error(rep, 400, "access_denied", "the person denied this request");
+		token_consent_description(&ans, desc, sizeof desc);
+		e = reply_oauth_error(rep, 400, "access_denied", desc);
 		break;
 	case CONSENT_EXPIRED:
-		e = reply_oauth_error(rep, 400, "expired_token",
-		    "the consent request expired; the next call starts a new one");
+		token_consent_description(&ans, desc, sizeof desc);
+		e = reply_oauth_error(rep, 400, "expired_token", desc);
 		break;
 	case CONSENT_TOO_MANY: {
 		char ra[32];
 		snprintf(ra, sizeof ra, "%lld", (long long)(ans.retry_after > 0 ? ans.retry_after : 1));
-		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
-		    "this person has too many pending requests");
+		token_consent_description(&ans, desc, sizeof desc);
+		e = reply_oauth_error(rep, 429, "too_many_pending_requests", desc);
 		if (e == CS_OK)
 			e = reply_header(rep, "Retry-After", ra);
 		break;
@@ -324,7 +458,7 @@ static enum cs_err refresh(const struct http_request *req, struct http_reply *re
 	if (c == NULL)
 		return CS_EDB;
 	if (rt == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "refresh_token is required");
+		e = reply_oauth_error(rep, 400, "invalid_request", "refresh_token is missing");
 		goto out;
 	}
 	if (scope != NULL && (scope_set_parse(scope, &narrow) != CS_OK || narrow.n == 0)) {
@@ -344,7 +478,8 @@ static enum cs_err refresh(const struct http_request *req, struct http_reply *re
 		    "the refresh token is bound to another key");
 		e = CS_OK;
 	} else if (e == CS_EPERM)
-		e = reply_oauth_error(rep, 400, "invalid_grant", "the refresh token is not valid");
+		e = reply_oauth_error(rep, 400, "invalid_grant", "the refresh token is unknown, used, "
+		    "revoked or expired, or its consent ended");
 	else if (e == CS_EINVAL)
 		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is outside the consent");
 out:
@@ -391,7 +526,7 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	struct scope_set gs = { .n = 0 };
 	struct approval_answer aa;
 	json_t *claims = NULL, *params = NULL;
-	char actor[300], digest[APPROVAL_DIGEST_LEN + 1] = "";
+	char actor[300], digest[APPROVAL_DIGEST_LEN + 1] = "", desc[200];
 	enum cs_err e;
 
 	memset(&k, 0, sizeof k);
@@ -400,31 +535,42 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	if (c == NULL)
 		return CS_EDB;
 	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
-	if (st == NULL || stt == NULL || strcmp(stt, URN_TT_ACCESS_TOKEN) != 0) {
-		e = reply_oauth_error(rep, 400, "invalid_request",
-		    "subject_token must be a grant, with subject_token_type access_token");
+	if (st == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "subject_token (the grant) is missing");
+		goto out;
+	}
+	if (stt == NULL || strcmp(stt, URN_TT_ACCESS_TOKEN) != 0) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "subject_token_type must be "
+		    "urn:ietf:params:oauth:token-type:access_token (the subject token is a grant)");
 		goto out;
 	}
 	if (action == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "action is required");
+		e = reply_oauth_error(rep, 400, "invalid_request", "action is missing");
 		goto out;
 	}
 	/* SECURITY: the grant is checked only with consentd's own keys and typ
 	 * at+jwt; an IdP token, a revoked or expired grant all fail here. */
 	const struct keyring *kr = app_keys_get(app);
-	e = grant_validate(c, cfg, kr, st, req->now, &claims, &k);
+	const char *gwhy = NULL;
+	e = grant_validate(c, cfg, kr, st, req->now, &claims, &k, &gwhy);
 	app_keys_put(app);
-	if (e != CS_OK) {
+	if (e == CS_EPERM) {
 		/* RFC 8693 §2.2.2: a bad subject token is invalid_request. */
-		e = reply_oauth_error(rep, 400, "invalid_request", "the subject token is not a valid grant");
+		snprintf(desc, sizeof desc, "subject token: %s", gwhy ? gwhy : "not a consentd grant");
+		e = reply_oauth_error(rep, 400, "invalid_request", desc);
 		goto out;
 	}
+	if (e != CS_OK)
+		goto out;
 	/* SECURITY: a DPoP-bound grant releases nothing without a proof by its key. */
 	if (!dpop_check_grant(req, rep, claims, st, 400)) {
 		e = CS_OK;
 		goto out;
 	}
 	const struct config_resource *r = config_resource(cfg, k.resource);
+	const struct config_agent *ag = config_agent(cfg, k.agent);
+	rep->log.resource = r != NULL ? r->id : NULL;
+	rep->log.agent = ag != NULL ? ag->id : NULL;
 	const char *want_aud = form_get(&req->params, "audience");
 	const char *want_res = form_get(&req->params, "resource");
 	/* SECURITY: a grant obtains only its own resource's token. */
@@ -439,7 +585,8 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 		goto out;
 	}
 	if (act == NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_request", "unknown action for this resource");
+		e = reply_oauth_error(rep, 400, "invalid_request",
+		    "unknown action: action names no configured action of the grant's resource");
 		goto out;
 	}
 	json_t *sc = json_object_get(claims, "scope");
@@ -555,7 +702,8 @@ enum cs_err token_endpoint(const struct http_request *req, struct http_reply *re
 		return exchange_for_grant(req, rep, jkt[0] ? jkt : NULL);
 	if (strcmp(rtt, URN_TT_ACCESS_TOKEN) == 0)
 		return exchange_for_provider_token(req, rep);
-	return reply_oauth_error(rep, 400, "invalid_request", "requested_token_type is not supported");
+	return reply_oauth_error(rep, 400, "invalid_request", "requested_token_type must be "
+	    "urn:ietf:params:oauth:token-type:jwt (a grant) or ...:access_token (a provider token)");
 }
 
 enum cs_err token_introspect(const struct http_request *req, struct http_reply *rep)

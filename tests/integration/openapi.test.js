@@ -56,8 +56,9 @@ function documentedOperations(doc) {
 // Every error code server/*.c puts in an answer.  A code is the first string
 // literal of a call to a function named *_error or *_reply (reply_oauth_error,
 // reply_error, api_error, pending_reply ...) when that literal is a code
-// (lower case and underscores: a page title or a description never is), and the
-// literals of an "error" member built with json_pack (approval_answer_reply).
+// (lower case and underscores: a page title or a description never is), the
+// literals of an "error" member built with json_pack, and those of an
+// `error_code` chosen for such a member (approval_answer_reply).
 function codesInSources() {
   const codes = new Map();
   const add = (code, file) => codes.set(code, [...new Set([...(codes.get(code) || []), file])]);
@@ -75,6 +76,9 @@ function codesInSources() {
       if (first && /^[a-z][a-z_]*$/.test(first[1])) add(first[1], f);
     }
     for (const m of src.matchAll(/json_pack\("\{s:s\}",\s*"error",([^;]*);/g)) {
+      for (const x of m[1].matchAll(/"([a-z][a-z_]*)"/g)) add(x[1], f);
+    }
+    for (const m of src.matchAll(/const char \*error_code = ([^;]*);/g)) {
       for (const x of m[1].matchAll(/"([a-z][a-z_]*)"/g)) add(x[1], f);
     }
   }

@@ -339,6 +339,7 @@ START_TEST(test_consent_exchange_new_pending_slow_down)
 	ck_assert_int_eq(exch("alice", "read", T0 + 28, &a), CONSENT_SLOW_DOWN);
 	consent_answer_clear(&a);
 	ck_assert_int_eq(exch("alice", "read", T0 + 29, &a), CONSENT_SLOW_DOWN);
+	ck_assert(!a.reason_kept);
 	consent_answer_clear(&a);
 	ck_assert_int_eq(audits("consent.request.slow_down"), 1);
 	ck_assert_int_eq(q_int("SELECT slow_downs FROM consent_requests WHERE id = ?1", rid), 4);
@@ -380,6 +381,7 @@ START_TEST(test_consent_exchange_merge_same_request)
 	struct consent_answer a;
 	ck_assert_int_eq(exch_full("alice", "coder", "notes", "write", "to file notes", T0 + 1, &a),
 	    CONSENT_REQUIRED);
+	ck_assert(a.merged);
 	ck_assert_str_eq(a.request_id, rid);
 	ck_assert_int_eq(a.expires_in, 599);
 	consent_answer_clear(&a);
@@ -722,6 +724,82 @@ START_TEST(test_consent_decide_changed_reason_estale)
 	consent_request_version(&r, vb);
 	ck_assert_str_ne(va, vb);
 	consent_request_clear(&r);
+	free(rid);
+}
+END_TEST
+
+/* Another reason while a request is pending, without new scopes: the person
+ * keeps seeing the first one (an open page stays decidable) and the gateway
+ * is told so; the version of the request does not change. */
+START_TEST(test_consent_exchange_new_reason_kept)
+{
+	struct consent_answer a;
+	struct consent_request r;
+	struct consent_decision d;
+	char *rid = NULL, *kid = NULL;
+	char v1[CONSENT_VERSION_LEN + 1];
+	memset(&d, 0, sizeof d);
+	ck_assert_int_eq(exch_full("alice", "coder", "notes", "read", "to read the notes", T0, &a),
+	    CONSENT_REQUIRED);
+	ck_assert(!a.merged);
+	ck_assert(!a.reason_kept);
+	rid = strdup(a.request_id);
+	consent_answer_clear(&a);
+	tu_decision_version(sc, rid, &d);
+	memcpy(v1, d.version, sizeof v1);
+	/* Same scopes, another reason, on time: pending, reason kept. */
+	ck_assert_int_eq(exch_full("alice", "coder", "notes", "read", "URGENT: approve now", T0 + 5,
+	    &a), CONSENT_PENDING);
+	ck_assert(a.reason_kept);
+	ck_assert(!a.merged);
+	consent_answer_clear(&a);
+	/* ...and too fast: slow_down, reason kept. */
+	ck_assert_int_eq(exch_full("alice", "coder", "notes", "read", "URGENT!!", T0 + 6, &a),
+	    CONSENT_SLOW_DOWN);
+	ck_assert(a.reason_kept);
+	consent_answer_clear(&a);
+	/* The same reason, or none: nothing to say. */
+	ck_assert_int_eq(exch_full("alice", "coder", "notes", "read", "to read the notes", T0 + 20,
+	    &a), CONSENT_PENDING);
+	ck_assert(!a.reason_kept);
+	consent_answer_clear(&a);
+	ck_assert_int_eq(exch_full("alice", "coder", "notes", "read", NULL, T0 + 40, &a),
+	    CONSENT_PENDING);
+	ck_assert(!a.reason_kept);
+	consent_answer_clear(&a);
+	ck_assert_int_eq(consent_request_get(sc, rid, &r), CS_OK);
+	ck_assert_str_eq(r.reason, "to read the notes");
+	consent_request_clear(&r);
+	ck_assert_int_eq(audits("consent.request.merged"), 0);
+	/* The page the person opened first is still the request: deciding on it works. */
+	ck_assert_int_eq(decide_at(rid, v1, true, "read", T0 + 41, &kid), CS_OK);
+	free(kid);
+	free(rid);
+}
+END_TEST
+
+/* A denial says until when; a request that expires names its slow_downs. */
+START_TEST(test_consent_exchange_denied_until_and_expiry_note)
+{
+	struct consent_answer a;
+	char *rid = NULL;
+	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", false, NULL, 60, false, T0 + 1, NULL), CS_OK);
+	ck_assert_int_eq(exch("alice", "read", T0 + 2, &a), CONSENT_DENIED);
+	ck_assert_int_eq(a.denied_until, T0 + 1 + cfg.consent_deny_cooldown);
+	consent_answer_clear(&a);
+	free(rid);
+
+	ck_assert_int_eq(exch_o("bob", "read", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(exch_o("bob", "read", T0 + 1, NULL), CONSENT_SLOW_DOWN);
+	ck_assert_int_eq(exch_o("bob", "read", T0 + 2, NULL), CONSENT_SLOW_DOWN);
+	ck_assert_int_eq(exch_o("bob", "read", T0 + 3, NULL), CONSENT_SLOW_DOWN);
+	ck_assert_int_eq(exch_o("bob", "read", T0 + cfg.consent_request_ttl + 1, NULL),
+	    CONSENT_EXPIRED);
+	char *detail = q_text("SELECT detail FROM audit WHERE action = 'consent.request.expired' "
+	    "AND request_id = ?1", rid);
+	ck_assert_str_eq(detail, "slow_down answered 3 times");
+	free(detail);
 	free(rid);
 }
 END_TEST
@@ -1363,6 +1441,8 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_scope_parse_too_many);
 	tcase_add_test(tc, test_consent_scope_parse_duplicates_collapsed);
 	tcase_add_test(tc, test_consent_exchange_new_pending_slow_down);
+	tcase_add_test(tc, test_consent_exchange_new_reason_kept);
+	tcase_add_test(tc, test_consent_exchange_denied_until_and_expiry_note);
 	tcase_add_test(tc, test_consent_exchange_keeps_user_profile);
 	tcase_add_test(tc, test_consent_exchange_merge_same_request);
 	tcase_add_test(tc, test_consent_approve_partial_then_grant);

@@ -288,18 +288,23 @@ static char *sign_ours(json_t *claims, const char *typ)
 	return t;
 }
 
+static const char *last_why;     /* grant_validate's reason in the last validate() */
+
 static enum cs_err validate(const char *token, int64_t now)
 {
 	json_t *cl = NULL;
 	struct consent k;
 	memset(&k, 0, sizeof k);
-	enum cs_err e = grant_validate(sc, &cfg, kr, token, now, &cl, &k);
+	last_why = "(not written)";
+	enum cs_err e = grant_validate(sc, &cfg, kr, token, now, &cl, &k, &last_why);
 	if (e == CS_OK) {
 		ck_assert_ptr_nonnull(cl);
 		ck_assert_ptr_nonnull(k.id);
+		ck_assert_ptr_null(last_why);
 	} else {
 		ck_assert_ptr_null(cl);
 		ck_assert_ptr_null(k.id);
+		ck_assert_ptr_nonnull(last_why);
 	}
 	json_decref(cl);
 	consent_clear(&k);
@@ -476,7 +481,7 @@ START_TEST(test_grant_introspect_active_grant)
 	json_t *cl = NULL;
 	struct consent k;
 	memset(&k, 0, sizeof k);
-	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 10, &cl, &k), CS_OK);
+	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 10, &cl, &k, NULL), CS_OK);
 	ck_assert_str_eq(k.id, kid);
 	ck_assert_str_eq(k.subject, "alice");
 	ck_assert_str_eq(jstr(cl, "jti"), g.jti);
@@ -682,6 +687,89 @@ START_TEST(test_grant_validate_claim_checks)
 	json_decref(base);
 	grant_response_clear(&g);
 	free(kid);
+}
+END_TEST
+
+/* Each refusal names its check: expired, revoked, the consent ended, not ours. */
+START_TEST(test_grant_validate_reasons)
+{
+	struct grant_response g, g2, g3;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	issue(kid, "read", false, NOW, &g2);
+	ck_assert_int_eq(validate(g.access_token, NOW + 10), CS_OK);
+
+	ck_assert_int_eq(validate(g.access_token, NOW + TTL), CS_EPERM);
+	ck_assert_str_eq(last_why, "grant expired");
+	ck_assert_int_eq(validate(g.access_token, NOW + TTL + 1000), CS_EPERM);
+	ck_assert_str_eq(last_why, "grant expired");
+
+	ck_assert_int_eq(validate("not.a.grant", NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "not a consentd grant");
+	ck_assert_int_eq(validate("", NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "not a consentd grant");
+	json_t *base = verified_claims(g.access_token);
+	char *t = sign_ours(base, "JWT");                  /* our key, another typ */
+	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "not a consentd grant");
+	free(t);
+	json_t *c = json_deep_copy(base);
+	json_object_set_new(c, "aud", json_string("someone-else"));
+	t = sign_ours(c, "at+jwt");
+	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "not a grant for this gateway");
+	free(t);
+	json_decref(c);
+	c = json_deep_copy(base);
+	json_object_set_new(c, "iat", json_integer(NOW + 100));
+	t = sign_ours(c, "at+jwt");
+	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "grant issued in the future");
+	free(t);
+	json_decref(c);
+	c = json_deep_copy(base);
+	json_object_set_new(c, "jti", json_string("unknown-jti-unknown-jti"));
+	t = sign_ours(c, "at+jwt");
+	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "grant unknown to this consentd");
+	free(t);
+	json_decref(c);
+	c = json_deep_copy(base);
+	json_object_set_new(c, "sub", json_string("mallory"));
+	t = sign_ours(c, "at+jwt");
+	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "grant does not match its consent");
+	free(t);
+	json_decref(c);
+	json_decref(base);
+
+	/* The gateway revokes one grant: that one is "revoked", the other still good. */
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 11), CS_OK);
+	ck_assert_int_eq(validate(g.access_token, NOW + 12), CS_EPERM);
+	ck_assert_str_eq(last_why, "grant revoked");
+	ck_assert_int_eq(validate(g2.access_token, NOW + 12), CS_OK);
+
+	/* The person revokes the consent: its grants are revoked with it. */
+	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 13, false),
+	    CS_OK);
+	ck_assert_int_eq(validate(g2.access_token, NOW + 14), CS_EPERM);
+	ck_assert_str_eq(last_why, "grant revoked");
+
+	/* A consent that ran out while its grant is unexpired (a grant signed
+	 * before the consent was shortened by hand): "the grant's consent expired". */
+	char *kid2 = make_consent("bob", "read", 3600, false, NOW);
+	issue(kid2, "read", false, NOW, &g3);
+	char sql[256];
+	snprintf(sql, sizeof sql, "UPDATE consents SET expires_at = %lld WHERE id = '%s'",
+	    (long long)(NOW + 5), kid2);
+	ck_assert_int_eq(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
+	ck_assert_int_eq(validate(g3.access_token, NOW + 10), CS_EPERM);
+	ck_assert_str_eq(last_why, "the grant's consent expired");
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	grant_response_clear(&g3);
+	free(kid);
+	free(kid2);
 }
 END_TEST
 
@@ -1046,6 +1134,7 @@ static Suite *grant_suite(void)
 	tcase_add_test(tc, test_grant_introspect_inactive_garbage);
 	tcase_add_test(tc, test_grant_introspect_inactive_alg_none);
 	tcase_add_test(tc, test_grant_validate_claim_checks);
+	tcase_add_test(tc, test_grant_validate_reasons);
 	tcase_add_test(tc, test_grant_refresh_rotation);
 	tcase_add_test(tc, test_grant_refresh_reuse_revokes_family);
 	tcase_add_test(tc, test_grant_refresh_dies_with_consent);

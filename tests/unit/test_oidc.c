@@ -395,7 +395,7 @@ START_TEST(test_oidc_validate_no_keys_no_discovery)
 	ck_assert_int_eq(oidc_provider_new(ISSUER, SKEW, &p), CS_OK);
 	ck_assert_ptr_null(oidc_meta(p));
 	ck_assert_int_ne(oidc_validate(p, t, &ex, &claims, why, sizeof why), CS_OK);
-	ck_assert_str_eq(why, "unknown kid");
+	ck_assert_str_eq(why, "is signed with a key the IdP does not publish (unknown kid)");
 	ck_assert_ptr_null(claims);
 	free(t);
 	oidc_provider_free(p);
@@ -650,6 +650,107 @@ START_TEST(test_oidc_validate_logout_token)
 	ck_assert_int_eq(check(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"typ\":\"at+jwt\"}",
 	    pl, "RS256", rsa_key)), CS_OK);
 	free(pl);
+}
+END_TEST
+
+/* --- the reason names the failing check ---------------------------------- */
+
+/* The reason oidc_validate gives for t (freed) with the default expectations,
+ * checked to refuse; written to out. */
+static void why_of(char *t, const struct oidc_expect *ex, char *out, size_t outlen)
+{
+	struct oidc_provider *p = provider();
+	struct oidc_expect d = expect_default();
+	json_t *claims = NULL;
+	ck_assert_int_ne(oidc_validate(p, t, ex ? ex : &d, &claims, out, outlen), CS_OK);
+	ck_assert_ptr_null(claims);
+	oidc_provider_free(p);
+	free(t);
+}
+
+static void expect_why(char *t, const char *want)
+{
+	char why[128];
+	why_of(t, NULL, why, sizeof why);
+	ck_assert_str_eq(why, want);
+}
+
+static void expect_claims_why(json_t *c, const char *want)
+{
+	expect_why(token_with("RS256", "rsa1", c), want);
+}
+
+START_TEST(test_oidc_validate_reason_per_check)
+{
+	json_t *c = claims_default();
+	json_object_set_new(c, "exp", json_integer(NOW - SKEW - 1));
+	expect_claims_why(c, "expired");
+	c = claims_default();
+	json_object_del(c, "exp");
+	expect_claims_why(c, "has no valid exp");
+	c = claims_default();
+	json_object_set_new(c, "nbf", json_integer(NOW + SKEW + 60));
+	expect_claims_why(c, "is not valid yet");
+	c = claims_default();
+	json_object_set_new(c, "nbf", json_string("soon"));
+	expect_claims_why(c, "has a malformed nbf");
+	c = claims_default();
+	json_object_set_new(c, "iat", json_integer(NOW + SKEW + 60));
+	expect_claims_why(c, "was issued in the future");
+	c = claims_default();
+	json_object_set_new(c, "iss", json_string("https://evil.test"));
+	expect_claims_why(c, "has the wrong issuer");
+	c = claims_default();
+	json_object_set_new(c, "aud", json_string("evil-client"));
+	expect_claims_why(c, "has the wrong audience");
+	c = claims_default();
+	json_object_set_new(c, "azp", json_string("evil-client"));
+	expect_claims_why(c, "has the wrong azp");
+	c = claims_default();
+	json_object_set_new(c, "nonce", json_string("other"));
+	expect_claims_why(c, "has the wrong nonce");
+	c = claims_default();
+	json_object_set_new(c, "events", json_object());
+	expect_claims_why(c, "is a logout or event token");
+
+	expect_why(token("RS256", "nope"), "is signed with a key the IdP does not publish (unknown kid)");
+	char *t = token("RS256", "rsa1");
+	char *d2 = strrchr(t, '.');
+	size_t mid = (size_t)(d2 - t) + 20;
+	t[mid] = t[mid] == 'A' ? 'B' : 'A';
+	expect_why(t, "has a bad signature");
+
+	c = claims_default();
+	char *pl = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	expect_why(make_jws("{\"alg\":\"HS256\",\"kid\":\"rsa1\"}", pl, "RS256", rsa_key),
+	    "uses an algorithm that is not allowed");
+	expect_why(make_jws("{\"alg\":\"none\",\"kid\":\"rsa1\"}", pl, "RS256", rsa_key),
+	    "uses an algorithm that is not allowed");
+	expect_why(make_jws("{\"alg\":\"ES256\",\"kid\":\"rsa1\"}", pl, "ES256", ec_key),
+	    "uses an algorithm that does not fit its key");
+	expect_why(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"typ\":\"logout+jwt\"}", pl,
+	    "RS256", rsa_key), "has a typ that is not allowed");
+	expect_why(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"typ\":\"secevent+jwt\"}", pl,
+	    "RS256", rsa_key), "has a typ that is not allowed");
+	expect_why(make_jws("{\"alg\":\"RS256\"}", pl, "RS256", rsa_key), "has no kid");
+	expect_why(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"crit\":[\"x\"]}", pl, "RS256",
+	    rsa_key), "has a crit header");
+	expect_why(make_jws("not json", pl, "RS256", rsa_key), "has a malformed header");
+	expect_why(make_jws("{\"alg\":\"RS256\",\"kid\":\"rsa1\"}", "[1]", "RS256", rsa_key),
+	    "has a malformed payload");
+	free(pl);
+	expect_why(strdup("a.b"), "is not a well-formed compact JWS");
+	expect_why(strdup("not a token"), "is not a well-formed compact JWS");
+
+	/* For an ID token: a sign-in that is too old. */
+	struct oidc_expect ex = expect_default();
+	char why[128];
+	ex.max_age = 5;
+	c = claims_default();
+	json_object_set_new(c, "auth_time", json_integer(NOW - 200));
+	why_of(token_with("RS256", "rsa1", c), &ex, why, sizeof why);
+	ck_assert_str_eq(why, "is from a sign-in that is too old");
 }
 END_TEST
 
@@ -1392,6 +1493,7 @@ static Suite *oidc_suite(void)
 	tcase_add_test(tc, test_oidc_validate_nonce);
 	tcase_add_test(tc, test_oidc_validate_auth_time);
 	tcase_add_test(tc, test_oidc_validate_logout_token);
+	tcase_add_test(tc, test_oidc_validate_reason_per_check);
 	tcase_add_test(tc, test_oidc_validate_shape);
 	tcase_add_test(tc, test_oidc_validate_bad_header_payload);
 	tcase_add_test(tc, test_oidc_validate_bad_args);
