@@ -14,6 +14,7 @@
 #include "testutil.h"
 #include "tu_consent.h"
 #include "approval.h"
+#include "http.h"
 #include "audit.h"
 #include "consent.h"
 #include "store.h"
@@ -1031,6 +1032,52 @@ START_TEST(test_approval_redeem_in_callers_tx_rolls_back)
 }
 END_TEST
 
+/* Every answer that is not a release says what to do, in RFC 6749's charset,
+ * and names its error for the log line. */
+START_TEST(test_approval_answer_descriptions)
+{
+	static const struct { enum approval_outcome o; const char *code, *desc; int status; } cases[] = {
+		{ APPROVAL_NEEDED, "approval_required", "this action needs the person's approval: send "
+		  "them to approval_uri, then repeat this call every 5 s", 400 },
+		{ APPROVAL_PENDING, "authorization_pending", "the person has not decided on this action "
+		  "yet; repeat this call in 5 s", 400 },
+		{ APPROVAL_SLOW_DOWN, "slow_down", "polled faster than the interval: wait 5 s between "
+		  "calls from now on", 403 },
+		{ APPROVAL_DENIED, "access_denied", "the person denied this action with these parameters", 403 },
+		{ APPROVAL_EXPIRED, "expired_token", "the approval request expired before the person "
+		  "decided; the next call starts a new one", 400 },
+		{ APPROVAL_TOO_MANY, "too_many_pending_requests", "this person has too many pending "
+		  "approvals", 429 },
+	};
+	cfg.public_url = (char *)"https://consent.example.com";
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct approval_answer a;
+		struct http_reply rep;
+		memset(&a, 0, sizeof a);
+		a.outcome = cases[i].o;
+		a.approval_id = (char *)"AAAAAAAAAAAAAAAAAAAAAA";
+		a.expires_in = 600;
+		a.interval = 5;
+		reply_init(&rep);
+		ck_assert_int_eq(approval_answer_reply(&rep, &cfg, &a, cases[i].status == 429 ? 400 :
+		    cases[i].status), CS_OK);
+		ck_assert_int_eq(rep.status, cases[i].status);
+		json_t *v = json_loads(rep.body.data, 0, NULL);
+		ck_assert_ptr_nonnull(v);
+		ck_assert_str_eq(json_string_value(json_object_get(v, "error")), cases[i].code);
+		const char *d = json_string_value(json_object_get(v, "error_description"));
+		ck_assert_ptr_nonnull(d);
+		ck_assert_str_eq(d, cases[i].desc);
+		for (const unsigned char *p = (const unsigned char *)d; *p; p++)
+			ck_assert(*p >= 0x20 && *p <= 0x7e && *p != '"' && *p != '\\');
+		ck_assert_str_eq(rep.log.error, cases[i].code);
+		ck_assert_str_eq(rep.log.description, cases[i].desc);
+		json_decref(v);
+		reply_clear(&rep);
+	}
+}
+END_TEST
+
 static Suite *approval_suite(void)
 {
 	Suite *s = suite_create("approval");
@@ -1048,6 +1095,7 @@ static Suite *approval_suite(void)
 	tcase_add_test(tc, test_approval_parse_size_caps);
 	tcase_add_test(tc, test_approval_parse_shape_refusals);
 	tcase_add_test(tc, test_approval_flow_release_once);
+	tcase_add_test(tc, test_approval_answer_descriptions);
 	tcase_add_test(tc, test_approval_flow_other_parameters_other_approval);
 	tcase_add_test(tc, test_approval_flow_deny_cooldown);
 	tcase_add_test(tc, test_approval_flow_expiry);
