@@ -13,6 +13,7 @@
 #include "audit.h"
 #include "client_auth.h"
 #include "httpc.h"
+#include "log.h"
 #include "session.h"
 #include "store_replay.h"
 #include "token.h"
@@ -206,7 +207,7 @@ enum cs_err client_keys_new(const struct config *cfg, struct client_keys **out)
 	if (cfg->gateway_jwks_json != NULL) {
 		if ((e = jws_keyset_parse(cfg->gateway_jwks_json, &ks, why, sizeof why)) != CS_OK ||
 		    (e = set_install(k, ks)) != CS_OK) {
-			fprintf(stderr, "consentd: [gateway] jwks_file: %s\n", e == CS_EINVAL ? why :
+			log_msg(LOG_ERROR, "[gateway] jwks_file: %s", e == CS_EINVAL ? why :
 			    cs_strerror(e));
 			client_keys_free(k);
 			return e;
@@ -268,7 +269,7 @@ static void keys_refetch(struct client_keys *k)
 	    jws_keyset_parse(res.body.data, &ks, why, sizeof why) == CS_OK)
 		(void)set_install(k, ks);
 	else
-		fprintf(stderr, "consentd: [gateway] jwks_uri: status %ld: %s\n", res.status,
+		log_msg(LOG_WARN, "[gateway] jwks_uri: status %ld: %s", res.status,
 		    res.status == 200 ? why : "not fetched");
 	httpc_response_clear(&res);
 }
