@@ -25,7 +25,7 @@ static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 d
 #define N_DURATIONS (sizeof durations / sizeof durations[0])
 
 /* ---- Invisible characters ---------------------------------------------
- * The code points visible_text() shows as "[U+XXXX]" instead of passing on.
+ * The code points visible_text() shows as a marker such as "[U+200B]" instead of passing on.
  * They are Unicode's Default_Ignorable_Code_Point, all of it, reserved ranges
  * included, from DerivedCoreProperties.txt of Unicode 15.0.0 (Debian 12's
  * unicode-data package; test_token_visible_text_every_default_ignorable_marked
