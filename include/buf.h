@@ -37,4 +37,11 @@ void buf_clear(struct buf *b);
 /* Wipes then frees; for buffers that held secrets. NULL-safe. */
 void buf_wipe_clear(struct buf *b);
 
+/* Formats into a fixed array of n bytes, the one way consentd writes text
+ * into an array: CS_ETOOBIG when the text would not fit whole (dst is then
+ * "", never a silently cut string), CS_EINVAL on an encoding error. */
+enum cs_err str_fmt(char *dst, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4))) CS_MUST_CHECK;
+enum cs_err str_vfmt(char *dst, size_t n, const char *fmt, va_list ap) CS_MUST_CHECK;
+
 #endif

@@ -165,3 +165,28 @@ void buf_wipe_clear(struct buf *b)
 		OPENSSL_cleanse(b->data, b->cap);
 	buf_clear(b);
 }
+
+enum cs_err str_vfmt(char *dst, size_t n, const char *fmt, va_list ap)
+{
+	if (n == 0)
+		return CS_ETOOBIG;
+	int w = vsnprintf(dst, n, fmt, ap);
+	if (w < 0) {
+		dst[0] = '\0';
+		return CS_EINVAL;
+	}
+	if ((size_t)w >= n) {
+		dst[0] = '\0';
+		return CS_ETOOBIG;
+	}
+	return CS_OK;
+}
+
+enum cs_err str_fmt(char *dst, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	enum cs_err e = str_vfmt(dst, n, fmt, ap);
+	va_end(ap);
+	return e;
+}

@@ -63,6 +63,25 @@ START_TEST(test_buf_append_grows_past_initial_capacity)
 }
 END_TEST
 
+/* --- str_fmt: a fixed array, whole text or none --------------------------- */
+
+START_TEST(test_str_fmt_fits_exactly)
+{
+	char d[6];
+	ck_assert_int_eq(str_fmt(d, sizeof d, "%s-%d", "ab", 12), CS_OK);
+	ck_assert_str_eq(d, "ab-12");
+}
+END_TEST
+
+START_TEST(test_str_fmt_refuses_truncation)
+{
+	char d[5] = "keep";
+	ck_assert_int_eq(str_fmt(d, sizeof d, "%s", "abcde"), CS_ETOOBIG);
+	ck_assert_str_eq(d, "");
+	ck_assert_int_eq(str_fmt(d, 0, "x"), CS_ETOOBIG);
+}
+END_TEST
+
 /* --- printf ------------------------------------------------------------- */
 
 START_TEST(test_buf_printf_formats_and_grows)
@@ -449,6 +468,8 @@ static Suite *buf_suite(void)
 	tcase_add_test(tc, test_buf_steal_empty_gives_empty_string);
 	tcase_add_test(tc, test_buf_reset_keeps_allocation);
 	tcase_add_test(tc, test_buf_clear_null_safe);
+	tcase_add_test(tc, test_str_fmt_fits_exactly);
+	tcase_add_test(tc, test_str_fmt_refuses_truncation);
 	suite_add_tcase(s, tc);
 	return s;
 }
