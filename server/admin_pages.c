@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "form.h"
 #include "login.h"
+#include "page.h"
 
 #define ADMIN_PAGE_ROWS 50
 #define ADMIN_COUNT_MAX_PAGES 2000     /* 2000 pages of ADMIN_LIST_MAX: a million consents */

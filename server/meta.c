@@ -10,7 +10,7 @@
 #include "embed.h"
 #include "form.h"
 #include "jws.h"
-#include "login.h"
+#include "page.h"
 #include "meta.h"
 #include "oidc.h"
 #include "session.h"

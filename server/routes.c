@@ -6,7 +6,7 @@
 #include "admin_api.h"
 #include "admin_pages.h"
 #include "http.h"
-#include "login.h"
+#include "login_pages.h"
 #include "me_pages.h"
 #include "meta.h"
 #include "pages.h"
