@@ -1,7 +1,8 @@
 /* admin_pages.c -- the admin's browser pages under /admin: search, one
  * consent's history, revoking one, bulk revocation after a confirmation that
- * says how many, and the audit log.  Thin views over admin.h: no SQL and no
- * rule of its own beyond who may see them.  It must never show a page to
+ * says how many, and the audit log.  Thin views over admin.h: no SQL, no
+ * transaction, no audit entry of its own (admin.c writes them), and no rule
+ * of its own beyond who may see them.  It must never show a page to
  * anyone but an admin whose IdP login (auth_time) is recent enough. */
 #include <stdlib.h>
 #include <string.h>
