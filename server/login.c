@@ -334,9 +334,9 @@ static enum cs_err user_record(struct store_conn *c, const char *issuer, json_t 
 	    json_is_string(em) ? json_string_value(em) : NULL, now, user_id);
 }
 
-/* The user row and the session, in one transaction. */
+/* The user row (subject at issuer) and the session, in one transaction. */
 static enum cs_err sign_in(struct app *app, const struct login_finish_in *in, json_t *claims,
-    const char *subject, char sid[SESSION_TOKEN_LEN + 1])
+    const char *issuer, const char *subject, char sid[SESSION_TOKEN_LEN + 1])
 {
 	const struct config *cfg = app->cfg;
 	struct store_conn *c = store_conn(app->store);
@@ -344,9 +344,11 @@ static enum cs_err sign_in(struct app *app, const struct login_finish_in *in, js
 	unsigned char h[32];
 	int64_t user_id = 0;
 	enum cs_err e;
+	if (c == NULL)
+		return CS_EDB;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	e = user_record(c, oidc_meta(app->idp)->issuer, claims, subject, in->now, &user_id);
+	e = user_record(c, issuer, claims, subject, in->now, &user_id);
 	/* SECURITY: a new session id at every login (no fixation); the old one ends. */
 	if (e == CS_OK && in->old_session != NULL) {
 		sha256_str(in->old_session, h);
@@ -392,7 +394,7 @@ enum cs_err login_finish(struct app *app, const struct login_finish_in *in,
 		*outcome = LOGIN_FINISH_NO_SUBJECT;
 		goto out;
 	}
-	if ((e = sign_in(app, in, claims, json_string_value(subj), sid)) != CS_OK)
+	if ((e = sign_in(app, in, claims, m->issuer, json_string_value(subj), sid)) != CS_OK)
 		goto out;
 	memcpy(out->sid, sid, sizeof sid);
 	out->return_to = ls.return_to;
