@@ -19,6 +19,7 @@
 #include "pages.h"
 #include "session.h"
 #include "vault.h"
+#include "vault_connect.h"
 
 static const int64_t durations[] = { 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400, 365 * 86400 };
 static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 days", "90 days", "1 year" };
@@ -521,8 +522,9 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 		/* A resource with a provider: the consent goes live only once the
 		 * provider authorized exactly its scopes (or a record moves over). */
 		struct vault_begin vb = { NULL, NULL };
-		e = vault_begin_connect(app->vault, c, cfg, r.id, s.user_id, s.id_hash, &d, actor,
-		    req->now, &vb);
+		e = vault_begin_connect(app->vault, c, cfg,
+		    &(struct vault_person){ s.user_id, s.id_hash, actor, req->now },
+		    &(struct vault_decision){ r.id, &d }, &vb);
 		if (e == CS_OK && vb.authorize_url != NULL) {
 			rep->status = 303;
 			rep->content_type = "text/plain; charset=utf-8";
@@ -663,9 +665,11 @@ enum cs_err pages_provider_callback(const struct http_request *req, struct http_
 		goto out;
 	}
 	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = vault_finish_connect(app->vault, c, cfg, req->captures[0], form_get(&req->params, "state"),
+	e = vault_finish_connect(app->vault, c, cfg,
+	    &(struct vault_person){ s.user_id, s.id_hash, actor, req->now },
+	    &(struct vault_callback){ req->captures[0], form_get(&req->params, "state"),
 	    form_get(&req->params, "code"), form_get(&req->params, "iss"),
-	    form_get(&req->params, "error"), s.id_hash, s.user_id, actor, req->now, &f);
+	    form_get(&req->params, "error") }, &f);
 	if (e != CS_OK)
 		goto out;
 	if (f.outcome == VAULT_BAD_STATE || f.request_id == NULL) {

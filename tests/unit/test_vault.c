@@ -26,6 +26,7 @@
 #include "session.h"
 #include "store.h"
 #include "vault.h"
+#include "vault_connect.h"
 
 #define NOW 1700000000
 #define ISS "https://idp.test"
@@ -461,13 +462,21 @@ static char *url_param(const char *url, const char *name)
 	return r;
 }
 
+/* vault_begin_connect of request rid by user with decision d, in session SH. */
+static enum cs_err begin_as(const char *rid, int64_t user, const struct consent_decision *d,
+    int64_t now, struct vault_begin *b)
+{
+	return vault_begin_connect(v, sc, &cfg, &(struct vault_person){ user, SH, ACT, now },
+	    &(struct vault_decision){ rid, d }, b);
+}
+
 /* Begins a connect of request rid by sub; returns the state from the URL. */
 static char *begin(const char *rid, const char *sub, const char *selected, int64_t now)
 {
 	struct consent_decision d = decision(selected);
 	struct vault_begin b = { NULL, NULL };
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid(sub), SH, &d, ACT, now, &b), CS_OK);
+	ck_assert_int_eq(begin_as(rid, uid(sub), &d, now, &b), CS_OK);
 	ck_assert_ptr_nonnull(b.authorize_url);
 	ck_assert_ptr_null(b.consent_id);
 	char *state = url_param(b.authorize_url, "state");
@@ -482,8 +491,10 @@ static enum vault_connect_outcome finish_full(const char *resource, const char *
     struct vault_finish *f)
 {
 	memset(f, 0, sizeof *f);
-	ck_assert_int_eq(vault_finish_connect(v, sc, &cfg, resource, state, error ? NULL : "code-1",
-	    iss, error, sh, uid(sub), ACT, now, f), CS_OK);
+	ck_assert_int_eq(vault_finish_connect(v, sc, &cfg,
+	    &(struct vault_person){ uid(sub), sh, ACT, now },
+	    &(struct vault_callback){ resource, state, error ? NULL : "code-1", iss, error }, f),
+	    CS_OK);
 	return f->outcome;
 }
 
@@ -609,7 +620,7 @@ START_TEST(test_vault_begin_authorize_url)
 	struct consent_decision d = decision("issues:read issues:write");
 	struct vault_begin b = { NULL, NULL };
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW, &b),
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b),
 	    CS_OK);
 	ck_assert_ptr_nonnull(b.authorize_url);
 	ck_assert_ptr_null(b.consent_id);
@@ -675,27 +686,25 @@ START_TEST(test_vault_begin_refuses)
 	struct vault_begin b = { NULL, NULL };
 	/* Another person. */
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("bob"), SH, &d, ACT, NOW, &b),
+	ck_assert_int_eq(begin_as(rid, uid("bob"), &d, NOW, &b),
 	    CS_EPERM);
 	/* A selection outside the request, a bad duration, an expired request. */
 	scope_set_clear(&d.selected);
 	d.selected = set("issues:write");
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW, &b),
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b),
 	    CS_EINVAL);
 	scope_set_clear(&d.selected);
 	d.selected = set("issues:read");
 	d.duration = 86401;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW, &b),
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b),
 	    CS_EINVAL);
 	d.duration = 3600;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW + 600,
-	    &b), CS_EINVAL);
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 600, &b), CS_EINVAL);
 	tu_decision_version(sc, "nope", &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, "nope", uid("alice"), SH, &d, ACT, NOW,
-	    &b), CS_ENOENT);
+	ck_assert_int_eq(begin_as("nope", uid("alice"), &d, NOW, &b), CS_ENOENT);
 	ck_assert_ptr_null(b.authorize_url);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_connects", NULL), 0);
 	scope_set_clear(&d.selected);
@@ -963,7 +972,7 @@ START_TEST(test_vault_begin_refuses_changed_request)
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(exchange("alice", "coder", "github", "issues:read issues:write", NOW + 1),
 	    CONSENT_REQUIRED);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW + 2, &b),
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 2, &b),
 	    CS_ESTALE);
 	ck_assert_ptr_null(b.authorize_url);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_connects", NULL), 0);
@@ -1309,8 +1318,7 @@ START_TEST(test_vault_begin_moves_exact_record)
 	struct consent_decision d = decision("issues:read");
 	struct vault_begin b = { NULL, NULL };
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(vault_begin_connect(v, sc, &cfg, rid, uid("alice"), SH, &d, ACT, NOW + 1,
-	    &b), CS_OK);
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 1, &b), CS_OK);
 	ck_assert_ptr_null(b.authorize_url);
 	ck_assert_ptr_nonnull(b.consent_id);
 	ck_assert_str_ne(b.consent_id, kid);
