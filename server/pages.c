@@ -641,62 +641,6 @@ out:
 	return e;
 }
 
-enum cs_err pages_provider_callback(const struct http_request *req, struct http_reply *rep)
-{
-	struct app *app = req->app;
-	const struct config *cfg = app->cfg;
-	struct session s;
-	struct vault_finish f;
-	struct store_conn *c = store_conn(app->store);
-	char actor[300];
-	struct buf loc;
-	enum cs_err e;
-	memset(&s, 0, sizeof s);
-	memset(&f, 0, sizeof f);
-	buf_init(&loc, 4096);
-	if (c == NULL)
-		return CS_EDB;
-	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
-	if (e == CS_ENOENT) {
-		e = reply_html_error(rep, 400, "Not connected",
-		    "Your session ended while you were at the provider. Open the link from your agent again.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = vault_finish_connect(app->vault, c, cfg,
-	    &(struct vault_person){ s.user_id, s.id_hash, actor, req->now },
-	    &(struct vault_callback){ req->captures[0], form_get(&req->params, "state"),
-	    form_get(&req->params, "code"), form_get(&req->params, "iss"),
-	    form_get(&req->params, "error") }, &f);
-	if (e != CS_OK)
-		goto out;
-	if (f.outcome == VAULT_BAD_STATE || f.request_id == NULL) {
-		e = reply_html_error(rep, 400, "Not connected", f.why ? f.why :
-		    "This answer from the provider is unknown, was already used, or belongs to another session.");
-		goto out;
-	}
-	/* SECURITY: answer with a 303 to a URL without the code. */
-	const char *outcome = f.outcome == VAULT_CANCELLED ? "cancelled" :
-	    f.outcome == VAULT_TOO_MUCH ? "too_much" : f.outcome == VAULT_FAILED ? "failed" :
-	    f.outcome == VAULT_CHANGED ? "changed" : NULL;
-	if ((e = buf_printf(&loc, "/consent/%s/done", f.request_id ? f.request_id : "-")) != CS_OK)
-		goto out;
-	if (outcome != NULL)
-		e = buf_printf(&loc, "?outcome=%s", outcome);
-	if (e != CS_OK)
-		goto out;
-	rep->status = 303;
-	rep->content_type = "text/plain; charset=utf-8";
-	e = reply_header(rep, "Location", loc.data);
-out:
-	buf_clear(&loc);
-	vault_finish_clear(&f);
-	session_clear(&s);
-	return e;
-}
-
 /* --- per-action approval (flow F) ----------------------------------------- */
 
 /* The approval named in the URL, checked to belong to the signed-in person;
