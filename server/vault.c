@@ -7,17 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "approval.h"
 #include "audit.h"
 #include "buf.h"
-#include "form.h"
-#include "session.h"
 #include "store_consent.h"
 #include "store_vault.h"
 #include "vault.h"
