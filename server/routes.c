@@ -12,6 +12,7 @@
 #include "pages.h"
 #include "proxy.h"
 #include "token.h"
+#include "vault_pages.h"
 
 static bool valid_prompt(const char *v)
 {
@@ -149,7 +150,7 @@ const struct route http_routes[] = {
 		{ "decision", 8, valid_decision, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
 	/* One redirect URI per resource (against mix-up): the provider's answer. */
-	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, pages_provider_callback, {
+	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, vault_pages_callback, {
 		{ "code", 4096, valid_printable, 0 },
 		{ "state", 128, valid_token68, 0 },
 		{ "iss", 1024, valid_printable, 0 },
