@@ -260,10 +260,30 @@ check "its database /var/lib/consentd/consentd.db belongs to consentd, mode 600"
 	sh -c '[ "$(stat -c "%U %a" /var/lib/consentd/consentd.db)" = "consentd 600" ]'
 kill -HUP "$server_pid" 2>/dev/null; sleep 0.3
 check "SIGHUP (ExecReload) keeps it serving" curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz"
+# What docs/deploy.md says to watch and how to back up, as it says it.
+check "GET /readyz: 503 with its checks (no IdP here)" \
+	sh -c "curl -sS -w '%{http_code}' http://127.0.0.1:$port/readyz | grep -q '\"identity_provider\":false.*503\$'"
+check "GET /metrics with the gateway's credentials: consentd_audit_head_behind 0" \
+	sh -c "curl -fsS -u agent-gateway:deploy-test-gateway-secret http://127.0.0.1:$port/metrics | grep -qx 'consentd_audit_head_behind 0'"
+check "backup while serving: runuser -u consentd -- sqlite3 DB .backup" \
+	quiet runuser -u consentd -- sqlite3 /var/lib/consentd/consentd.db ".backup /var/lib/consentd/backup.db"
+check "the copy passes PRAGMA integrity_check" \
+	sh -c 'test "$(runuser -u consentd -- sqlite3 /var/lib/consentd/backup.db "PRAGMA integrity_check")" = ok'
+check "the copy's audit chain verifies (consentd audit verify)" \
+	quiet runuser -u consentd -- env CONSENTD_DATABASE_PATH=/var/lib/consentd/backup.db \
+	consentd audit verify -c /etc/consentd/consentd.conf
 kill -TERM "$server_pid" 2>/dev/null
 wait "$server_pid"; rc=$?; server_pid=
 check "SIGTERM stops it with status 0" test "$rc" -eq 0
 [ "$up" = 1 ] || tail -5 "$tmp/server.log"
+# The master-key rotation of docs/deploy.md, with the server stopped.
+check "master key rotation: keygen, chown, vault rekey as consentd" sh -c '
+	consentd keygen /etc/consentd/master.key.new >/dev/null &&
+	chown consentd:consentd /etc/consentd/master.key.new &&
+	runuser -u consentd -- consentd vault rekey -c /etc/consentd/consentd.conf \
+		--new-key-file /etc/consentd/master.key.new >/dev/null 2>&1 &&
+	mv /etc/consentd/master.key.new /etc/consentd/master.key &&
+	runuser -u consentd -- consentd audit verify -c /etc/consentd/consentd.conf >/dev/null 2>&1'
 
 # --- upgrade -----------------------------------------------------------------------
 echo "== dpkg -i $v2 (upgrade)"
