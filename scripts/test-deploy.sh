@@ -38,6 +38,11 @@ has_owner() { [ "$(owner_of "$1")" = "$2" ]; }
 if [ "$(id -u)" -ne 0 ]; then
 	echo "test-deploy: needs root (dpkg -i, a system user)"; bad "running as root"; finish
 fi
+# One at a time on this machine (two checkouts' `make check` at once would share dpkg,
+# the user and /etc/consentd).
+exec 9>/tmp/consentd-test-deploy.lock
+flock -w 300 9 || { bad "the lock /tmp/consentd-test-deploy.lock within 300 s"; finish; }
+
 if dpkg-query -W -f='${Status}' consentd 2>/dev/null | grep -q 'installed\|config-files\|unpacked'; then
 	echo "test-deploy: a consentd package is on this machine; not touching it"
 	bad "no consentd package installed before the test"; finish
@@ -247,7 +252,7 @@ check "consentd -n as user consentd: configuration OK" \
 # As the unit runs it: its user, UMask=0077, a clean environment.  The subshell
 # execs, so $! is consentd's own pid.
 (umask 077; exec env -i PATH=/usr/sbin:/usr/bin:/bin setpriv --reuid=consentd --regid=consentd \
-	--init-groups -- /usr/sbin/consentd -c /etc/consentd/consentd.conf >"$tmp/server.log" 2>&1) &
+	--init-groups -- /usr/sbin/consentd -c /etc/consentd/consentd.conf >"$tmp/server.log" 2>&1 9>&-) &
 server_pid=$!
 up=0
 for _ in $(seq 1 100); do
