@@ -142,7 +142,8 @@ clean:
 # systemd unit (docs/deploy.md).  It installs build/consentd as `make` built it
 # and never rebuilds it with other flags.  /etc/consentd/consentd.conf is
 # written from the example only when there is none; the unit's ExecStart names
-# $(SBINDIR)/consentd.  SYSCONFDIR stays /etc whatever PREFIX is: the unit and
+# $(SBINDIR)/consentd.  Directories that exist keep their owner and mode.
+# SYSCONFDIR stays /etc whatever PREFIX is: the unit and
 # the defaults ([keys] master_key_file) name /etc/consentd.
 PREFIX         ?= /usr/local
 SBINDIR        ?= $(PREFIX)/sbin
@@ -153,8 +154,9 @@ SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 INSTALL        ?= install
 
 install: build/consentd
-	$(INSTALL) -d -m 0755 $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 \
-		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/consentd
+	for d in $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/consentd; do \
+		test -d $$d || $(INSTALL) -d -m 0755 $$d || exit 1; done
 	$(INSTALL) -m 0755 build/consentd $(DESTDIR)$(SBINDIR)/consentd
 	$(INSTALL) -m 0644 man/consentd.8 $(DESTDIR)$(MANDIR)/man8/consentd.8
 	$(INSTALL) -m 0644 man/consentd.conf.5 $(DESTDIR)$(MANDIR)/man5/consentd.conf.5

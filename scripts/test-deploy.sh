@@ -161,8 +161,10 @@ check "the unit starts /usr/sbin/consentd" \
 check "the installed binary runs (--version)" sh -c "'$dest/usr/sbin/consentd' --version | grep -q '^consentd [0-9]'"
 check "no file is group- or world-writable" test -z "$(find "$dest" -perm /022 ! -type l)"
 echo '; edited' >> "$dest/etc/consentd/consentd.conf"
+chmod 0750 "$dest/etc/consentd"
 make -s install DESTDIR="$dest" PREFIX=/usr >/dev/null
 check "a second make install keeps an edited consentd.conf" grep -qx '; edited' "$dest/etc/consentd/consentd.conf"
+check "a second make install keeps /etc/consentd's mode" has_mode "$dest/etc/consentd" 750
 check "make install DESTDIR=... (default PREFIX)" make -s install DESTDIR="$tmp/local"
 check "default PREFIX is /usr/local" test -x "$tmp/local/usr/local/sbin/consentd"
 check "the /usr/local unit starts /usr/local/sbin/consentd" \
