@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "approval.h"
+#include "jcs.h"
 
 #define JCS_MAX_SAFE_INT 9007199254740991LL  /* 2^53 - 1 */
 
