@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include "audit.h"
 #include "audit_cli.h"
+#include "vault_cli.h"
 #include "audit_head.h"
 #include "buf.h"
 #include "jwt.h"
