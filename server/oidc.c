@@ -86,8 +86,10 @@ static int64_t mono_now(void)
 
 static void set_why(char *why, size_t whylen, const char *reason)
 {
-	if (why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", reason);
+	/* The reasons are short constants: one longer than the caller's why
+	 * leaves it "" (str_fmt's rule), never a cut reason. */
+	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", reason) != CS_OK)
+		why[0] = '\0';
 }
 
 /* True when v is a JSON string equal to s, byte for byte (length included). */
