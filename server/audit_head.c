@@ -260,11 +260,13 @@ static enum cs_err check_one(struct store_conn *c, const struct audit_head *h, i
 		audit_link_hex(link, hex);
 	if (e == CS_ENOENT) {
 		res->missing = 1;
-		snprintf(res->why, sizeof res->why, "line %" PRId64 "; the log ends at entry %" PRId64
-		    ": cut off?", line, verified->seq);
+		if ((e = str_fmt(res->why, sizeof res->why, "line %" PRId64 "; the log ends at entry %"
+		    PRId64 ": cut off?", line, verified->seq)) != CS_OK)
+			return e;
 	} else if (link_too && CRYPTO_memcmp(hex, h->hex, AUDIT_LINK_HEX) != 0) {
-		snprintf(res->why, sizeof res->why, "line %" PRId64 "; entry %" PRId64 " has another "
-		    "link: rewritten?", line, h->seq);
+		if ((e = str_fmt(res->why, sizeof res->why, "line %" PRId64 "; entry %" PRId64
+		    " has another link: rewritten?", line, h->seq)) != CS_OK)
+			return e;
 	} else {
 		return CS_OK;
 	}

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "audit.h"
 #include "events.h"
 #include "httpc.h"
@@ -70,10 +71,12 @@ static void status_text(char *out, size_t cap, const struct httpc_response *res)
 	    JSON_REJECT_DUPLICATES, NULL);
 	const char *err = json_string_value(json_object_get(j, "err"));
 	clean_text(code, sizeof code, err);
-	if (code[0] != '\0')
-		snprintf(out, cap, "HTTP %ld: %s", res->status, code);
-	else
-		snprintf(out, cap, "HTTP %ld", res->status);
+	/* The callers' out holds a status and a cleaned code (at most 63
+	 * bytes); were the code ever too long, the status alone is said. */
+	if ((code[0] == '\0' ||
+	    str_fmt(out, cap, "HTTP %ld: %s", res->status, code) != CS_OK) &&
+	    str_fmt(out, cap, "HTTP %ld", res->status) != CS_OK)
+		out[0] = '\0';
 	json_decref(j);
 }
 
@@ -85,10 +88,11 @@ static enum cs_err mark_delivered(struct store_conn *c, const struct store_event
 	char detail[96];
 	struct audit_entry a;
 
+	if ((e = str_fmt(detail, sizeof detail, "jti=%s attempt=%lld", r->jti,
+	    (long long)(r->attempts + 1))) != CS_OK)
+		return e;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	snprintf(detail, sizeof detail, "jti=%s attempt=%lld", r->jti,
-	    (long long)(r->attempts + 1));
 	memset(&a, 0, sizeof a);
 	a.ts = now;
 	a.actor = "system";
@@ -133,8 +137,9 @@ static enum cs_err push_one(struct store_conn *c, const struct config *cfg,
 		goto out;
 	}
 	if (pe != CS_OK) {
-		snprintf(why, sizeof why, "no answer: %s", cs_strerror(pe));
 		*unreachable = pe == CS_EIO;
+		if ((e = str_fmt(why, sizeof why, "no answer: %s", cs_strerror(pe))) != CS_OK)
+			goto out;
 	} else {
 		status_text(why, sizeof why, &res);
 	}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "buf.h"
 #include "log.h"
 
 #define LOG_LINE_MAX 16384        /* bytes of one line, escapes included */
@@ -254,17 +255,19 @@ void log_event(enum log_level lv, const char *event, const struct log_field *f, 
 
 void log_msg(enum log_level lv, const char *fmt, ...)
 {
-	char msg[LOG_MSG_MAX];
+	struct buf b;
 	va_list ap;
 	if (!log_enabled(lv))
 		return;
+	buf_init(&b, LOG_MSG_MAX);
 	va_start(ap, fmt);
-	int r = vsnprintf(msg, sizeof msg, fmt, ap);
+	enum cs_err e = buf_vprintf(&b, fmt, ap);
 	va_end(ap);
-	if (r < 0)
-		return;
-	/* A message longer than LOG_MSG_MAX is cut: vsnprintf left it terminated. */
-	emit(lv, NULL, msg, NULL, 0);
+	/* A message is logged whole or, longer than LOG_MSG_MAX, replaced by one
+	 * that says so (as emit does with a line too long): never a cut one. */
+	emit(lv, NULL, e == CS_OK && b.data != NULL ? b.data : "(this message was too long to log)",
+	    NULL, 0);
+	buf_clear(&b);
 }
 
 enum cs_err log_open(const char *where, enum log_level min)
