@@ -24,11 +24,22 @@
 
 /* Messages are kept and written sorted by line once the load is over, so that
  * parse errors and value errors read in file order. */
-static void vreport(struct ctx *c, bool warning, const char *env, int line, const char *key,
-    const char *fmt, va_list ap) __attribute__((format(printf, 6, 0)));
-static void vreport(struct ctx *c, bool warning, const char *env, int line, const char *key,
-    const char *fmt, va_list ap)
+/* Where a message points: the variable that set the value (env), else the
+ * line of the file (0: the file as a whole), and the key when there is one. */
+struct msg_at {
+	bool        warning;
+	const char *env;
+	int         line;
+	const char *key;
+};
+
+static void vreport(struct ctx *c, const struct msg_at *at, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void vreport(struct ctx *c, const struct msg_at *at, const char *fmt, va_list ap)
 {
+	const bool warning = at->warning;
+	const char *env = at->env, *key = at->key;
+	const int line = at->line;
 	struct buf b;
 	enum cs_err r;
 	if (!warning)
@@ -99,7 +110,7 @@ void cfg_err_line(struct ctx *c, int line, const char *key, const char *fmt, ...
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vreport(c, false, NULL, line, key, fmt, ap);
+	vreport(c, &(struct msg_at){ .line = line, .key = key }, fmt, ap);
 	va_end(ap);
 }
 
@@ -108,7 +119,7 @@ void cfg_err_env(struct ctx *c, const char *var, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vreport(c, false, var, 0, NULL, fmt, ap);
+	vreport(c, &(struct msg_at){ .env = var }, fmt, ap);
 	va_end(ap);
 }
 
@@ -117,7 +128,7 @@ void cfg_err_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vreport(c, false, e->env, e->line, e->key, fmt, ap);
+	vreport(c, &(struct msg_at){ .env = e->env, .line = e->line, .key = e->key }, fmt, ap);
 	va_end(ap);
 }
 
@@ -125,7 +136,8 @@ void cfg_warn_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vreport(c, true, e->env, e->line, e->key, fmt, ap);
+	vreport(c, &(struct msg_at){ .warning = true, .env = e->env, .line = e->line,
+	    .key = e->key }, fmt, ap);
 	va_end(ap);
 }
 
@@ -314,9 +326,9 @@ bool cfg_has_dup(char *const *v, size_t n, size_t *which)
 
 /* ---------------------------------------------------------------- sections and entries */
 
-struct section *cfg_add_section(struct ctx *c, const char *name, enum sec_kind kind,
-    const char *a, size_t alen, const char *b, size_t blen, int line)
+struct section *cfg_add_section(struct ctx *c, const struct section_head *h)
 {
+	const char *a = h->a, *b = h->b;
 	if (c->nsecs == c->capsecs) {
 		size_t ncap = c->capsecs ? c->capsecs * 2 : 16;
 		struct section *p = realloc(c->secs, ncap * sizeof *p);
@@ -329,13 +341,13 @@ struct section *cfg_add_section(struct ctx *c, const char *name, enum sec_kind k
 	}
 	struct section *s = &c->secs[c->nsecs];
 	memset(s, 0, sizeof *s);
-	s->kind = kind;
-	s->line = line;
-	s->name = cfg_xstrdup(c, name);
+	s->kind = h->kind;
+	s->line = h->line;
+	s->name = cfg_xstrdup(c, h->name);
 	if (a != NULL)
-		s->a = cfg_xstrndup(c, a, alen);
+		s->a = cfg_xstrndup(c, a, h->alen);
 	if (b != NULL)
-		s->b = cfg_xstrndup(c, b, blen);
+		s->b = cfg_xstrndup(c, b, h->blen);
 	if (s->name == NULL || (a != NULL && s->a == NULL) || (b != NULL && s->b == NULL)) {
 		free(s->name);
 		free(s->a);

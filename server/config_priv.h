@@ -107,8 +107,17 @@ bool cfg_valid_scope_token(const char *s);
 const char *cfg_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 char **cfg_split_words(struct ctx *c, const char *s, size_t *count);
 bool cfg_has_dup(char *const *v, size_t n, size_t *which);
-struct section *cfg_add_section(struct ctx *c, const char *name, enum sec_kind kind,
-    const char *a, size_t alen, const char *b, size_t blen, int line);
+/* A section to add: its name as written, its kind, the name parts of a
+ * dynamic section (a: agent, resource or resource; b: scope or action) and
+ * its line (0 when absent from the file). */
+struct section_head {
+	const char   *name;
+	enum sec_kind kind;
+	const char   *a, *b;
+	size_t        alen, blen;
+	int           line;
+};
+struct section *cfg_add_section(struct ctx *c, const struct section_head *h);
 struct entry *cfg_find(const struct section *s, const char *key);
 struct entry *cfg_add_entry(struct ctx *c, struct section *s, const char *key,
     const char *value, int line);
@@ -132,8 +141,17 @@ void cfg_check_route(struct ctx *c, const struct entry *e, const char *v, char *
     char **path);
 int cfg_hexval(char ch);
 bool cfg_is_b64_32(const char *s);
-char **cfg_get_words(struct ctx *c, const struct section *s, const char *key,
-    const char *def, bool (*ok)(const char *), const char *what, size_t *count, bool *given);
+/* A key holding a list of words: its default, the test each word must pass,
+ * and what a word is called in a refusal ("'x' is not a valid <what>"). */
+struct words_key {
+	const char *key, *def;
+	bool      (*ok)(const char *);
+	const char *what;
+};
+/* The words of k in s (malloc'd, NULL-terminated; *count of them); *given
+ * when the file or the environment set the key. */
+char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_key *k,
+    size_t *count, bool *given);
 
 /* The load's steps, in order (config.c's load_text runs them). */
 void cfg_read(struct ctx *c);                                  /* config_read.c */

@@ -151,7 +151,8 @@ static void open_section(struct ctx *c, const char *name, size_t n)
 			cfg_err_line(c, c->lineno, NULL, "[%s]: duplicate section", full);
 		goto out;
 	}
-	if (cfg_add_section(c, full, kind, a, alen, b, blen, c->lineno) == NULL)
+	if (cfg_add_section(c, &(struct section_head){ .name = full, .kind = kind, .a = a,
+	    .alen = alen, .b = b, .blen = blen, .line = c->lineno }) == NULL)
 		goto out;
 	c->cur = (long)c->nsecs - 1;
 	c->cur_quiet = false;
@@ -336,7 +337,8 @@ static void apply_env(struct ctx *c)
 	 * environment values still apply to them. */
 	for (int k = 0; k < SK_NFIXED; k++)
 		if (cfg_find_section(c, sec_defs[k].name) == NULL &&
-		    cfg_add_section(c, sec_defs[k].name, (enum sec_kind)k, NULL, 0, NULL, 0, 0) == NULL)
+		    cfg_add_section(c, &(struct section_head){ .name = sec_defs[k].name,
+		    .kind = (enum sec_kind)k }) == NULL)
 			goto out;
 	if (c->env == NULL)
 		goto out;

@@ -189,8 +189,9 @@ static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct se
 {
 	bool given;
 	size_t n = 0;
-	char **w = cfg_get_words(c, s, "token_endpoint_auth", "client_secret_basic", word_ok_gateway_auth,
-	    "method (client_secret_basic or private_key_jwt)", &n, &given);
+	char **w = cfg_get_words(c, s, &(struct words_key){ .key = "token_endpoint_auth",
+	    .def = "client_secret_basic", .ok = word_ok_gateway_auth,
+	    .what = "method (client_secret_basic or private_key_jwt)" }, &n, &given);
 	const struct entry *e = cfg_find(s, "token_endpoint_auth");
 	for (size_t i = 0; w != NULL && i < n; i++) {
 		if (strcmp(w[i], "client_secret_basic") == 0)
@@ -276,8 +277,9 @@ static void load_gateway(struct ctx *c, struct config *cfg, const struct section
 	}
 	free(hex);
 
-	cfg->subject_audiences = cfg_get_words(c, s, "subject_audiences", "gateway-app", word_ok_token,
-	    "audience", &cfg->nsubject_audiences, &given);
+	cfg->subject_audiences = cfg_get_words(c, s, &(struct words_key){
+	    .key = "subject_audiences", .def = "gateway-app", .ok = word_ok_token,
+	    .what = "audience" }, &cfg->nsubject_audiences, &given);
 	e = cfg_find(s, "subject_audiences");
 	if (cfg->subject_audiences != NULL && cfg->nsubject_audiences == 0 && e != NULL)
 		cfg_err_e(c, e, "must name at least one audience");
@@ -294,8 +296,9 @@ static void load_gateway(struct ctx *c, struct config *cfg, const struct section
 			    "serve as subject tokens", a);
 	}
 
-	cfg->subject_token_types = cfg_get_words(c, s, "subject_token_types", "id_token access_token jwt",
-	    word_ok_type, "token type (id_token, access_token or jwt)",
+	cfg->subject_token_types = cfg_get_words(c, s, &(struct words_key){
+	    .key = "subject_token_types", .def = "id_token access_token jwt", .ok = word_ok_type,
+	    .what = "token type (id_token, access_token or jwt)" },
 	    &cfg->nsubject_token_types, &given);
 	e = cfg_find(s, "subject_token_types");
 	if (cfg->subject_token_types != NULL && cfg->nsubject_token_types == 0 && e != NULL)
@@ -316,8 +319,8 @@ static void load_agent(struct ctx *c, struct config_agent *a, const struct secti
 	a->id = cfg_xstrdup(c, s->a);
 	(void)cfg_get_str(c, s, "name", s->a, 0, &a->name);
 	(void)cfg_get_str(c, s, "description", "", S_EMPTY_OK, &a->description);
-	a->allow = cfg_get_words(c, s, "allow", "", word_ok_token, "RESOURCE:SCOPE entry",
-	    &a->nallow, &given);
+	a->allow = cfg_get_words(c, s, &(struct words_key){ .key = "allow", .def = "",
+	    .ok = word_ok_token, .what = "RESOURCE:SCOPE entry" }, &a->nallow, &given);
 	cfg_get_bool(c, s, "offline", false, &a->offline);
 }
 
@@ -398,8 +401,8 @@ static void load_scope(struct ctx *c, struct config_scope *sc, const struct sect
 	sc->resource = cfg_xstrdup(c, s->a);
 	sc->name = cfg_xstrdup(c, s->b);
 	(void)cfg_get_str(c, s, "description", s->b, 0, &sc->description);
-	sc->provider = cfg_get_words(c, s, "provider", "", word_ok_scope, "provider scope",
-	    &sc->nprovider, &given);
+	sc->provider = cfg_get_words(c, s, &(struct words_key){ .key = "provider", .def = "",
+	    .ok = word_ok_scope, .what = "provider scope" }, &sc->nprovider, &given);
 }
 
 static void load_action(struct ctx *c, struct config_action *ac, const struct section *s)

@@ -429,9 +429,11 @@ bool cfg_is_b64_32(const char *s)
 }
 
 /* A list of words: at least one, no duplicates; each checked by ok(). */
-char **cfg_get_words(struct ctx *c, const struct section *s, const char *key,
-    const char *def, bool (*ok)(const char *), const char *what, size_t *count, bool *given)
+char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_key *k,
+    size_t *count, bool *given)
 {
+	const char *key = k->key, *def = k->def, *what = k->what;
+	bool (*ok)(const char *) = k->ok;
 	char *v = NULL;
 	char **w = NULL;
 	size_t n = 0, dup;

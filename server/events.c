@@ -111,11 +111,22 @@ static enum cs_err mark_delivered(struct store_conn *c, const struct store_event
 	return store_commit(c);
 }
 
-/* Tries one entry.  *unreachable set when no answer came. */
-static enum cs_err push_one(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct store_event_row *r, int64_t now,
-    int *delivered, int *unreachable)
+/* One run of events_push_run: what every entry is pushed with, and the tally. */
+struct push_run {
+	struct store_conn    *c;
+	const struct config  *cfg;
+	const struct keyring *kr;
+	int64_t               now;
+	int                   delivered;
+	int                   unreachable;   /* set when an entry got no answer */
+};
+
+/* Tries one entry. */
+static enum cs_err push_one(struct push_run *run, const struct store_event_row *r)
 {
+	struct store_conn *c = run->c;
+	const struct config *cfg = run->cfg;
+	const int64_t now = run->now;
 	enum cs_err e, pe;
 	json_t *claims = NULL;
 	char *set = NULL;
@@ -126,18 +137,18 @@ static enum cs_err push_one(struct store_conn *c, const struct config *cfg,
 	memset(&res, 0, sizeof res);
 	if ((e = events_set_claims(cfg, r, now, &claims)) != CS_OK)
 		goto out;
-	if ((e = jwt_sign(kr, EVENTS_SET_TYP, claims, &set)) != CS_OK)
+	if ((e = jwt_sign(run->kr, EVENTS_SET_TYP, claims, &set)) != CS_OK)
 		goto out;
 	/* SECURITY: outside any transaction -- the receiver may take up to the
 	 * client's timeout, and no writer must wait for it. */
 	pe = httpc_post(cfg->events_uri, EVENTS_MEDIA_TYPE, set, strlen(set), &res);
 	if (pe == CS_OK && res.status == 202) {
 		if ((e = mark_delivered(c, r, now, res.status)) == CS_OK)
-			(*delivered)++;
+			run->delivered++;
 		goto out;
 	}
 	if (pe != CS_OK) {
-		*unreachable = pe == CS_EIO;
+		run->unreachable = pe == CS_EIO;
 		if ((e = str_fmt(why, sizeof why, "no answer: %s", cs_strerror(pe))) != CS_OK)
 			goto out;
 	} else {
@@ -161,7 +172,7 @@ enum cs_err events_push_run(struct store_conn *c, const struct config *cfg,
 	enum cs_err e;
 	struct store_event_row *due = NULL;
 	size_t n = 0;
-	int done = 0, unreachable = 0;
+	struct push_run run = { .c = c, .cfg = cfg, .kr = kr, .now = now };
 
 	if (c == NULL || cfg == NULL || delivered == NULL)
 		return CS_EINVAL;
@@ -172,11 +183,11 @@ enum cs_err events_push_run(struct store_conn *c, const struct config *cfg,
 		return CS_EINVAL;
 	if ((e = store_events_due(c, now, EVENTS_BATCH, &due, &n)) != CS_OK)
 		return e;
-	for (size_t i = 0; i < n && !unreachable; i++)
-		if ((e = push_one(c, cfg, kr, &due[i], now, &done, &unreachable)) != CS_OK)
+	for (size_t i = 0; i < n && !run.unreachable; i++)
+		if ((e = push_one(&run, &due[i])) != CS_OK)
 			break;
 	store_event_rows_free(due, n);
-	*delivered = done;
+	*delivered = run.delivered;
 	return e;
 }
 
