@@ -88,14 +88,19 @@ enum { S_REQUIRED = 1, S_EMPTY_NULL = 2, S_EMPTY_OK = 4 };
 /* check_url's allowances. */
 enum { URL_PATH = 1, URL_QUERY = 2 };
 
+/* --- config.c: messages (kept, and written sorted by line at the end) --- */
+/* An error at a line of the file (0: the file as a whole). */
 void cfg_err_line(struct ctx *c, int line, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* An error about an environment variable that is not tied to a key. */
 void cfg_err_env(struct ctx *c, const char *var, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* An error (a warning) about the value of e, located where it came from. */
 void cfg_err_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void cfg_warn_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* --- config.c: small helpers; an allocation failure sets c->oom --- */
 char *cfg_xstrdup(struct ctx *c, const char *s);
 char *cfg_xstrndup(struct ctx *c, const char *s, size_t n);
 bool cfg_in_list(const char *const *list, const char *s);
@@ -107,8 +112,10 @@ bool cfg_valid_scope_token(const char *s);
 const char *cfg_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 char **cfg_split_words(struct ctx *c, const char *s, size_t *count);
 bool cfg_has_dup(char *const *v, size_t n, size_t *which);
+/* --- config.c: sections and entries --- */
 /* A section to add: its name as written, its kind, the name parts of a
- * dynamic section (a: agent, resource or resource; b: scope or action) and
+ * dynamic section (a: the agent or resource; b: the scope or action of
+ * resource a) and
  * its line (0 when absent from the file). */
 struct section_head {
 	const char   *name;
@@ -124,6 +131,8 @@ struct entry *cfg_add_entry(struct ctx *c, struct section *s, const char *key,
 struct section *cfg_find_section(struct ctx *c, const char *name);
 const char *cfg_value_of(const struct entry *e);
 bool cfg_section_has_value(const struct section *s, const char *key);
+/* --- config_value.c: typed getters (each reports what it refuses) and
+ * value checks --- */
 const struct entry *cfg_get_str(struct ctx *c, const struct section *s, const char *key,
     const char *def, unsigned flags, char **out);
 void cfg_get_int(struct ctx *c, const struct section *s, const char *key, int64_t def,
