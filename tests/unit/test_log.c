@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <jansson.h>
 
+#include "buf.h"
 #include "testutil.h"
 #include "log.h"
 
@@ -87,13 +88,13 @@ START_TEST(test_log_json_str_every_c0_and_del_escaped)
 		char in[4] = { 'a', (char)c, 'b', 0 };
 		char want[16];
 		if (c == '\n')
-			snprintf(want, sizeof want, "\"a\\nb\"");
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\nb\""), CS_OK);
 		else if (c == '\r')
-			snprintf(want, sizeof want, "\"a\\rb\"");
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\rb\""), CS_OK);
 		else if (c == '\t')
-			snprintf(want, sizeof want, "\"a\\tb\"");
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\tb\""), CS_OK);
 		else
-			snprintf(want, sizeof want, "\"a\\u%04xb\"", c);
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\u%04xb\"", c), CS_OK);
 		expect_esc(in, want);
 	}
 	expect_esc("a\x7f" "b", "\"a\\u007fb\"");
@@ -177,10 +178,10 @@ START_TEST(test_log_json_str_every_code_point)
 		if (surrogate) {
 			ck_assert_str_eq(b.data, "\"\\ufffd\\ufffd\\ufffd\"");
 		} else if ((ctl || bidi) && cp != '\n' && cp != '\r' && cp != '\t') {
-			snprintf(want, sizeof want, "\"\\u%04x\"", (unsigned)cp);
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"\\u%04x\"", (unsigned)cp), CS_OK);
 			ck_assert_str_eq(b.data, want);
 		} else if (!ctl && cp != '"' && cp != '\\') {
-			snprintf(want, sizeof want, "\"%s\"", (const char *)in);
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"%s\"", (const char *)in), CS_OK);
 			ck_assert_msg(strcmp(b.data, want) == 0, "U+%04X changed", (unsigned)cp);
 		}
 		buf_clear(&b);
