@@ -69,8 +69,8 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
-#include "buf.h"
 #include "audit.h"
+#include "buf.h"
 #include "store_audit.h"
 #include "log.h"
 

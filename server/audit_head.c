@@ -19,8 +19,8 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
-#include "buf.h"
 #include "audit_head.h"
+#include "buf.h"
 #include "log.h"
 #include "store_audit.h"
 

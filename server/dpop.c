@@ -9,9 +9,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include "buf.h"
 #include "app.h"
 #include "audit.h"
+#include "buf.h"
 #include "dpop.h"
 #include "store_replay.h"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
 #include "audit.h"
+#include "buf.h"
 #include "events.h"
 #include "httpc.h"
 #include "log.h"

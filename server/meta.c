@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
-#include "buf.h"
 #include "app.h"
 #include "audit_head.h"
+#include "buf.h"
 #include "embed.h"
 #include "form.h"
 #include "jws.h"
