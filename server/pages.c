@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include "app.h"
 #include "approval.h"
+#include "jcs.h"
 #include "audit.h"
 #include "buf.h"
 #include "consent.h"
