@@ -83,17 +83,29 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 enum cs_err grant_revoke(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const char *token, const char *actor, int64_t now) CS_MUST_CHECK;
 
+/* Whether a validated grant's scope claim holds scope (an action's). */
+bool grant_claims_have_scope(json_t *claims, const char *scope);
+
+/* What grant_validate found; release with grant_check_clear(). */
+struct grant_check {
+	bool        valid;
+	const char *why;                 /* !valid: the failing check, a fixed phrase */
+	json_t     *claims;              /* valid: the grant's claims */
+	struct consent k;                /* valid: its live consent */
+};
+void grant_check_clear(struct grant_check *g);   /* NULL-safe */
+
 /* Validates a grant presented back to consentd (downstream-token exchange,
  * proxy): signature, typ at+jwt, iss, aud, exp, jti not revoked and consent
- * live.  *claims (new reference) and *k filled on CS_OK.  CS_EPERM for a token
- * that is refused; then *why (when why is not NULL) names the failing check as
- * a fixed phrase: "not a consentd grant", "not a grant for this gateway",
- * "grant expired", "grant issued in the future", "grant unknown to this
- * consentd", "grant revoked", "the grant's consent was revoked", "the grant's
- * consent expired", "the grant's consent is gone", "grant does not match its
+ * live.  CS_OK whenever the grant could be judged; out->valid says whether it
+ * passed.  For a refused token out->why names the failing check as a fixed
+ * phrase: "not a consentd grant", "not a grant for this gateway", "grant
+ * expired", "grant issued in the future", "grant unknown to this consentd",
+ * "grant revoked", "the grant's consent was revoked", "the grant's consent
+ * expired", "the grant's consent is gone", "grant does not match its
  * consent".  Never token material. */
 enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *token, int64_t now, json_t **claims,
-    struct consent *k, const char **why) CS_MUST_CHECK;
+    const struct keyring *kr, const char *token, int64_t now,
+    struct grant_check *out) CS_MUST_CHECK;
 
 #endif

@@ -119,17 +119,6 @@ static enum cs_err refuse(struct store_conn *c, const struct exchange_token_req 
 	return e;
 }
 
-/* Whether the grant's scope claim holds scope. */
-static bool grant_has_scope(json_t *claims, const char *scope)
-{
-	struct scope_set gs = { .n = 0 };
-	json_t *sc = json_object_get(claims, "scope");
-	bool ok = json_is_string(sc) && scope_set_parse(json_string_value(sc), &gs) == CS_OK &&
-	    scope_set_has(&gs, scope);
-	scope_set_clear(&gs);
-	return ok;
-}
-
 enum cs_err exchange_provider_token(struct store_conn *c, const struct config *cfg,
     const struct exchange_token_req *rq, struct exchange_release *out)
 {
@@ -138,7 +127,7 @@ enum cs_err exchange_provider_token(struct store_conn *c, const struct config *c
 	    rq->res == NULL || out == NULL)
 		return CS_EINVAL;
 	/* SECURITY: an action outside the grant is an escalation attempt. */
-	if (!grant_has_scope(rq->claims, rq->act->scope)) {
+	if (!grant_claims_have_scope(rq->claims, rq->act->scope)) {
 		if ((e = refuse(c, rq, "escalation attempt: scope outside the grant")) == CS_OK)
 			out->outcome = EXCHANGE_SCOPE_ESCALATION;
 		return e;

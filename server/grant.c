@@ -336,22 +336,31 @@ static bool refresh_current(const struct config *cfg, const struct store_refresh
 	    offline_allowed(cfg, k);
 }
 
-/* Inside grant_refresh's transaction, for the current token r of consent k:
- * the key binding, the narrowing, then the token used up and the new grant
- * issued.  *oc says which refusal when not GRANT_REFRESHED. */
-static enum cs_err refresh_renew(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct grant_refresh_req *rq,
-    const struct store_refresh_row *r, const struct consent *k,
-    const unsigned char h[STORE_REFRESH_HASH_LEN], enum grant_refresh_outcome *oc,
+/* What grant_refresh found and is working with. */
+struct renewal {
+	struct store_conn *c;
+	const struct config *cfg;
+	const struct keyring *kr;
+	const struct grant_refresh_req *rq;
+	struct store_refresh_row r;            /* the token presented */
+	struct consent k;                      /* its consent */
+	unsigned char h[STORE_REFRESH_HASH_LEN];
+};
+
+/* Inside grant_refresh's transaction, for the current token x->r: the key
+ * binding, the narrowing, then the token used up and the new grant issued.
+ * *oc says which refusal when not GRANT_REFRESHED. */
+static enum cs_err refresh_renew(const struct renewal *x, enum grant_refresh_outcome *oc,
     struct grant_response *out)
 {
 	char *bound = NULL;
 	int changed = 0;
-	struct grant_issue_req iq = { .k = k, .scope = &k->granted, .jkt = rq->jkt,
+	const struct grant_refresh_req *rq = x->rq;
+	struct grant_issue_req iq = { .k = &x->k, .scope = &x->k.granted, .jkt = rq->jkt,
 		.actor = rq->actor, .now = rq->now };
 	/* SECURITY: a bound family renews only with a proof by its own key; a
 	 * token stolen without the key is not used up by the thief's attempt. */
-	enum cs_err e = store_refresh_binding(c, r->family, &bound);
+	enum cs_err e = store_refresh_binding(x->c, x->r.family, &bound);
 	if (e != CS_OK && e != CS_ENOENT)
 		goto out;
 	if (e == CS_OK && (rq->jkt == NULL || strcmp(rq->jkt, bound) != 0)) {
@@ -361,19 +370,19 @@ static enum cs_err refresh_renew(struct store_conn *c, const struct config *cfg,
 	}
 	if (rq->scope != NULL) {
 		/* SECURITY: narrowing only; never wider than the consent (invariant 7). */
-		if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &k->granted)) {
+		if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &x->k.granted)) {
 			*oc = GRANT_REFRESH_BAD_SCOPE;
 			e = CS_OK;
 			goto out;
 		}
 		iq.scope = rq->scope;
 	}
-	if ((e = store_refresh_mark_used(c, h, rq->now, &changed)) != CS_OK)
+	if ((e = store_refresh_mark_used(x->c, x->h, rq->now, &changed)) != CS_OK)
 		goto out;
 	*oc = GRANT_REFRESH_INVALID;
 	if (!changed)                     /* cannot happen inside BEGIN IMMEDIATE */
 		goto out;
-	if ((e = issue_locked(c, cfg, kr, &iq, r->family, out)) != CS_OK) {
+	if ((e = issue_locked(x->c, x->cfg, x->kr, &iq, x->r.family, out)) != CS_OK) {
 		/* The scope was checked above: what remains (a resource no longer
 		 * configured, say) is the token's problem, invalid_grant. */
 		if (e == CS_EINVAL || e == CS_EPERM)
@@ -391,18 +400,13 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
     struct grant_response *out)
 {
 	enum cs_err e;
-	struct store_refresh_row r;
-	struct consent k;
+	struct renewal x = { .c = c, .cfg = cfg, .kr = kr, .rq = rq };
 	struct grant_response g;
-	unsigned char h[STORE_REFRESH_HASH_LEN];
 	enum grant_refresh_outcome o = GRANT_REFRESH_INVALID;
 	bool in_tx = false;
 	int64_t n = 0;
 
-	memset(&r, 0, sizeof r);
-	memset(&k, 0, sizeof k);
 	memset(&g, 0, sizeof g);
-	memset(h, 0, sizeof h);
 	if (c == NULL || cfg == NULL || rq == NULL || oc == NULL || out == NULL)
 		return CS_EINVAL;
 	if (kr == NULL)
@@ -414,32 +418,32 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
-	if ((e = refresh_find(c, rq->refresh_token, rq->now, h, &r, &k)) != CS_OK) {
+	if ((e = refresh_find(c, rq->refresh_token, rq->now, x.h, &x.r, &x.k)) != CS_OK) {
 		if (e == CS_EPERM)
 			e = CS_OK;
 		goto out;
 	}
-	if (r.used_at != 0) {
+	if (x.r.used_at != 0) {
 		/* SECURITY: a used token presented again means it was copied: the
 		 * holder and the thief cannot be told apart, so the whole family
 		 * dies (RFC 9700 §4.14.2), and that sticks: commit, then refuse. */
-		if ((e = store_refresh_revoke_family(c, r.family, rq->now, &n)) != CS_OK ||
+		if ((e = store_refresh_revoke_family(c, x.r.family, rq->now, &n)) != CS_OK ||
 		    (e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
-		    .action = "refresh.reuse_detected", .outcome = "refused" }, &k, "family",
-		    r.family)) != CS_OK ||
+		    .action = "refresh.reuse_detected", .outcome = "refused" }, &x.k, "family",
+		    x.r.family)) != CS_OK ||
 		    (e = store_commit(c)) != CS_OK)
 			goto out;
 		in_tx = false;
 		goto out;
 	}
 	/* SECURITY: a refresh token lives exactly as long as its consent. */
-	if (!refresh_current(cfg, &r, &k, rq->now))
+	if (!refresh_current(cfg, &x.r, &x.k, rq->now))
 		goto out;
-	if ((e = refresh_renew(c, cfg, kr, rq, &r, &k, h, &o, &g)) != CS_OK || o != GRANT_REFRESHED)
+	if ((e = refresh_renew(&x, &o, &g)) != CS_OK || o != GRANT_REFRESHED)
 		goto out;
 	if ((e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
-	    .action = "refresh.used", .scopes = g.scope, .outcome = "ok" }, &k, "family",
-	    r.family)) != CS_OK ||
+	    .action = "refresh.used", .scopes = g.scope, .outcome = "ok" }, &x.k, "family",
+	    x.r.family)) != CS_OK ||
 	    (e = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
@@ -450,14 +454,24 @@ out:
 		store_rollback(c);
 	if (e == CS_OK)
 		*oc = o;
-	OPENSSL_cleanse(h, sizeof h);
+	OPENSSL_cleanse(x.h, sizeof x.h);
 	grant_response_clear(&g);
-	store_refresh_row_clear(&r);
-	consent_clear(&k);
+	store_refresh_row_clear(&x.r);
+	consent_clear(&x.k);
 	return e;
 }
 
 /* --- validation and introspection -------------------------------------- */
+
+bool grant_claims_have_scope(json_t *claims, const char *scope)
+{
+	struct scope_set gs = { .n = 0 };
+	json_t *sc = json_object_get(claims, "scope");
+	bool ok = json_is_string(sc) && scope_set_parse(json_string_value(sc), &gs) == CS_OK &&
+	    scope_set_has(&gs, scope);
+	scope_set_clear(&gs);
+	return ok;
+}
 
 static const char *str_claim(json_t *o, const char *name)
 {
@@ -489,10 +503,22 @@ static bool aud_ok(json_t *aud, const char *want)
 	return false;
 }
 
-enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *token, int64_t now, json_t **claims,
-    struct consent *k, const char **why)
+void grant_check_clear(struct grant_check *g)
 {
+	if (g == NULL)
+		return;
+	json_decref(g->claims);
+	consent_clear(&g->k);
+	memset(g, 0, sizeof *g);
+}
+
+/* grant_validate's checks: CS_EPERM with *why for a refused token. */
+static enum cs_err validate(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, int64_t now, struct grant_check *out)
+{
+	json_t **claims = &out->claims;
+	struct consent *k = &out->k;
+	const char **why = &out->why;
 	enum cs_err e;
 	json_t *cl = NULL;
 	struct store_grant_row row;
@@ -506,8 +532,6 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	memset(&row, 0, sizeof row);
 	memset(&kk, 0, sizeof kk);
 	memset(&sc, 0, sizeof sc);
-	if (c == NULL || cfg == NULL || claims == NULL || k == NULL)
-		return CS_EINVAL;
 	e = CS_EPERM;
 	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
 	    cfg->gateway_id == NULL)
@@ -582,13 +606,24 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 out:
 	if (e == CS_ENOENT)
 		e = CS_EPERM;
-	if (why != NULL)
-		*why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
+	*why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
 	json_decref(cl);
 	store_grant_row_clear(&row);
 	consent_clear(&kk);
 	scope_set_clear(&sc);
 	return e;
+}
+
+enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, int64_t now, struct grant_check *out)
+{
+	enum cs_err e;
+	if (c == NULL || cfg == NULL || out == NULL)
+		return CS_EINVAL;
+	memset(out, 0, sizeof *out);
+	e = validate(c, cfg, kr, token, now, out);
+	out->valid = e == CS_OK;
+	return e == CS_EPERM ? CS_OK : e;
 }
 
 /* The active answer for a current refresh token of a live consent. */
@@ -635,7 +670,11 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 	if (!token_present(token) || cfg->gateway_id == NULL)
 		goto answer;
 	if (looks_like_jws(token)) {
-		e = grant_validate(c, cfg, kr, token, now, &v, &k, NULL);
+		struct grant_check gc;
+		memset(&gc, 0, sizeof gc);
+		e = validate(c, cfg, kr, token, now, &gc);
+		v = gc.claims;
+		k = gc.k;
 		if (e == CS_OK &&
 		    (json_object_set_new(v, "active", json_true()) != 0 ||
 		    json_object_set_new(v, "token_use", json_string("grant")) != 0 ||

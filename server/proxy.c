@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
+#include "grant.h"
 #include "proxy.h"
 #include "store.h"
 
@@ -404,16 +405,6 @@ static enum cs_err refuse(struct store_conn *c, const struct proxy_call *call,
 	return e;
 }
 
-static bool grant_has_scope(json_t *claims, const char *scope)
-{
-	struct scope_set gs = { .n = 0 };
-	json_t *sc = json_object_get(claims, "scope");
-	bool ok = json_is_string(sc) && scope_set_parse(json_string_value(sc), &gs) == CS_OK &&
-	    scope_set_has(&gs, scope);
-	scope_set_clear(&gs);
-	return ok;
-}
-
 /* The route and the scope: *m matched, or out->outcome refused (audited). */
 static enum cs_err prepare_route(struct store_conn *c, const struct config *cfg,
     const struct proxy_call *call, struct proxy_match *m, struct proxy_plan *out)
@@ -434,7 +425,7 @@ static enum cs_err prepare_route(struct store_conn *c, const struct config *cfg,
 		return refuse(c, call, out, PROXY_NO_ROUTE, detail);
 	}
 	out->act = m->action;
-	if (!grant_has_scope(call->claims, out->act->scope)) {
+	if (!grant_claims_have_scope(call->claims, out->act->scope)) {
 		/* SECURITY: an action outside the grant is an escalation attempt. */
 		if ((e = str_fmt(detail, sizeof detail, "action=%s; escalation attempt: scope outside "
 		    "the grant", out->act->name)) != CS_OK)

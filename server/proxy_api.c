@@ -177,6 +177,16 @@ static bool in_list(const char *const *l, const char *name)
 
 #define PROXY_MAX_HEADER_VALUE 4096
 
+/* Moves line's text into the header lines (own[] frees it). */
+static enum cs_err own_line(struct buf *line, char **own, const char **lines, size_t *n)
+{
+	if ((own[*n] = buf_steal(line)) == NULL)
+		return CS_ENOMEM;
+	lines[*n] = own[*n];
+	(*n)++;
+	return CS_OK;
+}
+
 /* One upstream call with token; lines[] is filled here and wiped after. */
 static enum cs_err forward(const struct http_request *req, const struct proxy_plan *p,
     struct httpc_reply *res, struct httpc_stream **st)
@@ -191,27 +201,17 @@ static enum cs_err forward(const struct http_request *req, const struct proxy_pl
 	const char *method = http_method_name(req->method);
 
 	buf_init(&line, PROXY_MAX_GRANT + 64);
-	if ((e = buf_printf(&line, "Authorization: Bearer %s", token)) != CS_OK)
+	if ((e = buf_printf(&line, "Authorization: Bearer %s", token)) != CS_OK ||
+	    (e = own_line(&line, own, lines, &n)) != CS_OK)
 		goto out;
-	if ((own[n] = buf_steal(&line)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	lines[n] = own[n];
-	n++;
 	for (size_t i = 0; fwd_request[i] && req->header; i++) {
 		const char *v = req->header(req->hctx, fwd_request[i]);
 		if (v == NULL || strlen(v) > PROXY_MAX_HEADER_VALUE)   /* CR/LF: refused earlier */
 			continue;
 		buf_init(&line, PROXY_MAX_HEADER_VALUE + 64);
-		if ((e = buf_printf(&line, "%s: %s", fwd_request[i], v)) != CS_OK)
+		if ((e = buf_printf(&line, "%s: %s", fwd_request[i], v)) != CS_OK ||
+		    (e = own_line(&line, own, lines, &n)) != CS_OK)
 			goto out;
-		if ((own[n] = buf_steal(&line)) == NULL) {
-			e = CS_ENOMEM;
-			goto out;
-		}
-		lines[n] = own[n];
-		n++;
 	}
 	if (body != NULL) {
 		lines[n++] = "Content-Type: application/json";
@@ -267,10 +267,11 @@ static const char *const approval_reasons[APPROVAL_OUTCOME__MAX] = {
 /* The grant from Consentd-Grant, validated, and the request's headers free of
  * CR and LF.  *ok false when rep holds the refusal. */
 static enum cs_err grant_of(const struct http_request *req, struct http_reply *rep,
-    struct store_conn *c, json_t **claims, struct consent *k, bool *ok)
+    struct store_conn *c, struct grant_check *gc, bool *ok)
 {
 	struct app *app = req->app;
-	const char *grant, *gwhy = NULL;
+	const struct consent *k = &gc->k;
+	const char *grant;
 	enum cs_err e;
 	*ok = false;
 	if (req->ncaptures != 2)
@@ -288,19 +289,19 @@ static enum cs_err grant_of(const struct http_request *req, struct http_reply *r
 	if (grant == NULL || grant[0] == '\0' || strlen(grant) > PROXY_MAX_GRANT)
 		return invalid_token(rep, "a grant is required in Consentd-Grant");
 	const struct keyring *kr = app_keys_get(app);
-	e = grant_validate(c, app->cfg, kr, grant, req->now, claims, k, &gwhy);
+	e = grant_validate(c, app->cfg, kr, grant, req->now, gc);
 	app_keys_put(app);
-	if (e == CS_EPERM)
-		return invalid_token(rep, gwhy != NULL ? gwhy : "not a consentd grant");
 	if (e != CS_OK)
 		return e;
+	if (!gc->valid)
+		return invalid_token(rep, gc->why != NULL ? gc->why : "not a consentd grant");
 	const struct config_resource *lr = config_resource(app->cfg, k->resource);
 	const struct config_agent *la = config_agent(app->cfg, k->agent);
 	rep->log.resource = lr != NULL ? lr->id : NULL;
 	rep->log.agent = la != NULL ? la->id : NULL;
 	/* SECURITY: a DPoP-bound grant is refused without a proof by its key for
 	 * this method, URL and grant (RFC 9449 §7). */
-	if (!dpop_check_grant(req, rep, *claims, grant, 401))
+	if (!dpop_check_grant(req, rep, gc->claims, grant, 401))
 		return CS_OK;
 	/* SECURITY: a grant reaches only its own resource. */
 	if (strcmp(k->resource, req->captures[0]) != 0)
@@ -394,27 +395,26 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
 	struct store_conn *c = store_conn(app->store);
-	struct consent k;
+	struct grant_check gc;
 	struct proxy_plan p;
 	struct httpc_reply up;
 	struct httpc_stream *st = NULL;
-	json_t *claims = NULL;
 	char actor[300];
 	bool ok = false;
 	enum cs_err e;
 
-	memset(&k, 0, sizeof k);
+	memset(&gc, 0, sizeof gc);
 	memset(&p, 0, sizeof p);
 	httpc_reply_init(&up);
 	if (!gateway_authenticate(req, rep))
 		return CS_OK;
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = grant_of(req, rep, c, &claims, &k, &ok)) != CS_OK || !ok)
+	if ((e = grant_of(req, rep, c, &gc, &ok)) != CS_OK || !ok)
 		goto out;
 	if ((e = str_fmt(actor, sizeof actor, "gateway:%s", cfg->gateway_id)) != CS_OK)
 		goto out;
-	struct proxy_call call = { .vault = app->vault, .k = &k, .claims = claims,
+	struct proxy_call call = { .vault = app->vault, .k = &gc.k, .claims = gc.claims,
 		.rest = req->captures[1], .method = http_method_name(req->method),
 		.bodyless = req->method == HTTP_GET || req->method == HTTP_HEAD,
 		.in = { req->query, req->content_type, req->body, req->body_len },
@@ -440,8 +440,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	e = ea != CS_OK ? ea : upstream_reply(rep, e, &up, &st);
 out:
 	httpc_stream_close(st);
-	json_decref(claims);
-	consent_clear(&k);
+	grant_check_clear(&gc);
 	proxy_plan_clear(&p);
 	httpc_reply_clear(&up);
 	return e;

@@ -530,13 +530,12 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	const char *stt = form_get(&req->params, "subject_token_type");
 	const char *action = form_get(&req->params, "action");
 	struct store_conn *c = store_conn(app->store);
-	struct consent k;
+	struct grant_check gc;
 	struct exchange_release x;
-	json_t *claims = NULL;
 	char actor[300];
 	enum cs_err e;
 
-	memset(&k, 0, sizeof k);
+	memset(&gc, 0, sizeof gc);
 	memset(&x, 0, sizeof x);
 	if (c == NULL)
 		return CS_EDB;
@@ -552,29 +551,29 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	/* SECURITY: the grant is checked only with consentd's own keys and typ
 	 * at+jwt; an IdP token, a revoked or expired grant all fail here. */
 	const struct keyring *kr = app_keys_get(app);
-	const char *gwhy = NULL;
-	e = grant_validate(c, cfg, kr, st, req->now, &claims, &k, &gwhy);
+	e = grant_validate(c, cfg, kr, st, req->now, &gc);
 	app_keys_put(app);
-	if (e == CS_EPERM)   /* RFC 8693 §2.2.2: a bad subject token is invalid_request. */
-		return oauth_errorf(rep, 400, "invalid_request", "subject token: %s",
-		    gwhy ? gwhy : "not a consentd grant");
 	if (e != CS_OK)
 		goto out;
-	/* SECURITY: a DPoP-bound grant releases nothing without a proof by its key. */
-	if (!dpop_check_grant(req, rep, claims, st, 400))
+	if (!gc.valid) {     /* RFC 8693 §2.2.2: a bad subject token is invalid_request. */
+		e = oauth_errorf(rep, 400, "invalid_request", "subject token: %s",
+		    gc.why ? gc.why : "not a consentd grant");
 		goto out;
-	struct exchange_token_req rq = { .vault = app->vault, .k = &k, .claims = claims,
+	}
+	/* SECURITY: a DPoP-bound grant releases nothing without a proof by its key. */
+	if (!dpop_check_grant(req, rep, gc.claims, st, 400))
+		goto out;
+	struct exchange_token_req rq = { .vault = app->vault, .k = &gc.k, .claims = gc.claims,
 		.details = form_get(&req->params, "authorization_details"), .actor = actor,
 		.now = req->now };
-	if ((e = action_of(req, rep, &k, &rq.res, &rq.act)) != CS_OK || rq.act == NULL)
+	if ((e = action_of(req, rep, &gc.k, &rq.res, &rq.act)) != CS_OK || rq.act == NULL)
 		goto out;
 	if ((e = exchange_provider_token(c, cfg, &rq, &x)) == CS_OK)
 		e = release_reply(rep, cfg, &x, action);
 	else if (e == CS_ECRYPTO && x.at_release)
 		e = reply_oauth_error(rep, 500, "server_error", "the stored token could not be opened");
 out:
-	json_decref(claims);
-	consent_clear(&k);
+	grant_check_clear(&gc);
 	exchange_release_clear(&x);
 	return e;
 }
