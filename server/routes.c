@@ -11,8 +11,9 @@
 #include "meta.h"
 #include "pages.h"
 #include "proxy.h"
-#include "token.h"
 #include "vault_pages.h"
+#include "proxy_api.h"
+#include "token_api.h"
 
 static bool valid_prompt(const char *v)
 {
