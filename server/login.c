@@ -14,6 +14,8 @@
 #include "form.h"
 #include "login.h"
 #include "oidc.h"
+#include "store_session.h"
+#include "store_user.h"
 #include "template.h"
 #include "log.h"
 
@@ -378,9 +380,11 @@ enum cs_err login_callback(const struct http_request *req, struct http_reply *re
 	json_t *em = json_object_get(claims, "email");
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
-	e = store_user_upsert(c, m->issuer, json_string_value(subj),
-	    json_is_string(nm) ? json_string_value(nm) : NULL,
-	    json_is_string(em) ? json_string_value(em) : NULL, req->now, &user_id);
+	e = store_user_put(c, &(struct store_user){ .issuer = m->issuer,
+	    .subject = json_string_value(subj),
+	    .name = json_is_string(nm) ? json_string_value(nm) : NULL,
+	    .email = json_is_string(em) ? json_string_value(em) : NULL,
+	    .now = req->now, .login = true }, &user_id);
 	/* SECURITY: a new session id at every login (no fixation); the old one ends. */
 	if (e == CS_OK && cookie_get(req->cookie, session_cookie_name(cfg), &old) == CS_OK) {
 		sha256_str(old, h);

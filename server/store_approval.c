@@ -233,6 +233,10 @@ static void approval_row_free(void *rows, size_t n)
 	store_approval_rows_free(rows, n);
 }
 
+static const struct store_row_type approval_rows = {
+	sizeof(struct store_approval_row), approval_row_read, approval_row_free
+};
+
 enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_approval_row **out, size_t *n)
 {
@@ -249,8 +253,7 @@ enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, i
 		return e;
 	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, max, sizeof **out, approval_row_read, approval_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, max, &approval_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }

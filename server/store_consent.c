@@ -1,6 +1,7 @@
-/* store_consent.c -- the SQL for consent requests, consents, their revocation
- * cascade (grants, refresh tokens, vault records) (the audit insert moved to store_audit.c).  Rules live in consent.c; this file only moves
- * rows.  It must never build SQL from input: every value is a bound parameter. */
+/* store_consent.c -- the SQL of consent requests, consents and their revocation
+ * cascade (grants, refresh tokens, vault records).  Rules live in consent.c;
+ * this file only moves rows.  It must never build SQL from input: every value
+ * is a bound parameter. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +27,6 @@
 /* A person's pending requests are capped by [consent] max_pending_per_user;
  * this only bounds a listing should the cap have been lowered since. */
 #define CREQ_LIST_MAX 100
-
-static const char SQL_USER_INSERT[] =
-    "INSERT INTO users (issuer, subject, name, email, created_at, last_login_at) "
-    "VALUES (?1, ?2, NULL, NULL, ?3, 0) ON CONFLICT (issuer, subject) DO NOTHING";
-static const char SQL_USER_ID[] = "SELECT id FROM users WHERE issuer = ?1 AND subject = ?2";
 
 static const char SQL_CONSENT_GET[] = "SELECT " CONSENT_COLS "WHERE k.id = ?1";
 static const char SQL_CONSENT_CURRENT[] =
@@ -259,37 +255,6 @@ static enum cs_err one_creq(struct store_conn *c, sqlite3_stmt *st, struct store
 	return e;
 }
 
-/* --- users ------------------------------------------------------------- */
-
-enum cs_err store_consent_user_ensure(struct store_conn *c, const char *issuer,
-    const char *subject, int64_t now, int64_t *id)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_USER_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	/* SECURITY: insert-if-missing only: a token exchange must never overwrite
-	 * what the person's own login recorded (name, email, last login). */
-	if ((e = store_bind_text(st, 1, issuer)) != CS_OK ||
-	    (e = store_bind_text(st, 2, subject)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	if ((st = store_stmt(c, SQL_USER_ID)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, issuer)) == CS_OK &&
-	    (e = store_bind_text(st, 2, subject)) == CS_OK &&
-	    (e = store_step(c, st)) == CS_OK)
-		*id = sqlite3_column_int64(st, 0);
-	if (e == CS_ENOENT)
-		e = CS_EDB;                   /* just inserted: cannot be missing */
-	store_stmt_done(st);
-	return e;
-}
-
 /* --- consents ---------------------------------------------------------- */
 
 enum cs_err store_consent_get(struct store_conn *c, const char *id, struct store_consent_row *out)
@@ -442,6 +407,10 @@ static void consent_row_free(void *rows, size_t n)
 	store_consent_rows_free(rows, n);
 }
 
+static const struct store_row_type consent_rows = {
+	sizeof(struct store_consent_row), consent_row_read, consent_row_free
+};
+
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_consent_row **out, size_t *n)
 {
@@ -458,8 +427,7 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 		return e;
 	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, max, sizeof **out, consent_row_read, consent_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, max, &consent_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }
@@ -655,6 +623,10 @@ static void creq_row_free(void *rows, size_t n)
 	store_creq_rows_free(rows, n);
 }
 
+static const struct store_row_type creq_rows = {
+	sizeof(struct store_creq_row), creq_row_read, creq_row_free
+};
+
 /* A listing of requests: st bound but for ?3 (the limit). */
 static enum cs_err creq_list(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row **out,
     size_t *n)
@@ -665,8 +637,7 @@ static enum cs_err creq_list(struct store_conn *c, sqlite3_stmt *st, struct stor
 		return e;
 	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, CREQ_LIST_MAX, sizeof **out, creq_row_read, creq_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, CREQ_LIST_MAX, &creq_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }

@@ -104,12 +104,16 @@ static void event_row_free(void *rows, size_t n)
 	store_event_rows_free(rows, n);
 }
 
+static const struct store_row_type event_rows = {
+	sizeof(struct store_event_row), event_row_read, event_row_free
+};
+
 /* Steps a bound row query into at most max rows; clears the statement. */
 static enum cs_err read_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
     struct store_event_row **out, size_t *n)
 {
 	void *rows = NULL;
-	enum cs_err e = store_rows(c, st, max, sizeof **out, event_row_read, event_row_free, &rows, n);
+	enum cs_err e = store_rows(c, st, max, &event_rows, &rows, n);
 	if (e == CS_OK)
 		*out = rows;
 	return e;

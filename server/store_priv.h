@@ -1,6 +1,8 @@
 /* store_priv.h -- for the store's own files (store.c, store_*.c) only: the
- * per-connection statement cache and the binding helpers.  Every other module
- * talks to the database through include/store.h and never sees SQL. */
+ * one statement mechanism (a per-connection cache of prepared statements keyed
+ * by the address of their static SQL) and the binding helpers.  This is the
+ * SQLite side of the backend boundary (see store.h); every other module talks
+ * to the database through include/store*.h and never sees SQL. */
 #ifndef CS_STORE_PRIV_H
 #define CS_STORE_PRIV_H
 
@@ -8,11 +10,14 @@
 #include <sqlite3.h>
 #include "store.h"
 
-#define STORE_MAX_EXTRA 128
+/* Statements one connection may hold prepared (all of them fit today, with
+ * room: a new store_X.c statement needs no registration, only a constant). */
+#define STORE_MAX_STMTS 192
 
 /* The connection's prepared statement for sql, prepared on first use and
- * cached under the address of sql (so pass a static constant, never a
- * built string).  NULL on failure (already reported on stderr). */
+ * kept on that connection until it closes, cached under the address of sql:
+ * pass a file-scope `static const char SQL_X[]`, never a built string.
+ * NULL on failure (already reported on stderr). */
 sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql);
 /* Reset + clear bindings (bound values may be secrets). */
 void store_stmt_done(sqlite3_stmt *st);
@@ -27,13 +32,18 @@ enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v) CS_MUST_CHECK;
 /* malloc'd copies; a NULL column gives *out NULL. */
 enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) CS_MUST_CHECK;
 enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
-/* Steps a bound query into a calloc'd array of at most max rows of elem bytes,
- * each filled by read_row (which leaves nothing allocated in its row when it
- * fails); always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On
- * an error the rows read so far are released with free_rows. */
-enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max, size_t elem,
-    enum cs_err (*read_row)(sqlite3_stmt *st, void *row),
-    void (*free_rows)(void *rows, size_t n), void **out, size_t *n) CS_MUST_CHECK;
+/* A kind of row store_rows reads: its size, how one is read (leaving nothing
+ * allocated in its row when it fails) and how n of them are released. */
+struct store_row_type {
+	size_t        size;
+	enum cs_err (*read)(sqlite3_stmt *st, void *row);
+	void        (*free)(void *rows, size_t n);
+};
+/* Steps a bound query into a calloc'd array of at most max rows of type t;
+ * always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On an
+ * error the rows read so far are released with t->free. */
+enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
+    const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);

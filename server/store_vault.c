@@ -385,6 +385,10 @@ static void outbox_row_free(void *rows, size_t n)
 	store_vault_outbox_free(rows, n);
 }
 
+static const struct store_row_type outbox_rows = {
+	sizeof(struct store_vault_outbox), outbox_row_read, outbox_row_free
+};
+
 enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max,
     struct store_vault_outbox **out, size_t *n)
 {
@@ -400,8 +404,7 @@ enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max
 		return e;
 	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, max, sizeof **out, outbox_row_read, outbox_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, max, &outbox_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }
