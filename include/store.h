@@ -58,4 +58,14 @@ typedef void (*store_audit_hook)(void *arg, int64_t seq,
 /* Installs fn (NULL removes it); the audit publisher (audit_head.c) is the one user. */
 void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg);
 
+/* New sealed blobs (seal.h) for one row, and the master key that sealed them:
+ * a vault record's access (a) and refresh (b) token, or a signing key (a). */
+struct store_sealed_blobs {
+	const unsigned char *a;      /* never NULL */
+	size_t               a_len;
+	const unsigned char *b;      /* NULL when none */
+	size_t               b_len;
+	const char          *master_kid;
+};
+
 #endif

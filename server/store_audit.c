@@ -363,8 +363,7 @@ out:
 }
 
 enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kind, const char *id,
-    const unsigned char *a, size_t a_len, const unsigned char *b, size_t b_len,
-    const char *master_kid)
+    const struct store_sealed_blobs *blobs)
 {
 	static const char *const sql[SEALED__MAX] = {
 		[SEALED_SIGNING_KEY] = SQL_KEY_RESEAL,
@@ -374,15 +373,16 @@ enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kin
 	enum cs_err e;
 	sqlite3_stmt *st;
 
-	if (c == NULL || id == NULL || a == NULL || master_kid == NULL || (unsigned)kind >= SEALED__MAX)
+	if (c == NULL || id == NULL || blobs == NULL || blobs->a == NULL || blobs->master_kid == NULL ||
+	    (unsigned)kind >= SEALED__MAX)
 		return CS_EINVAL;
 	if ((st = store_stmt(c, sql[kind])) == NULL)
 		return CS_EDB;
 	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, a, a_len)) != CS_OK ||
-	    (kind != SEALED_SIGNING_KEY && (e = (b != NULL ? store_bind_blob(st, 3, b, b_len) :
-	        store_bind_text(st, 3, NULL))) != CS_OK) ||
-	    (e = store_bind_text(st, 4, master_kid)) != CS_OK) {
+	    (e = store_bind_blob(st, 2, blobs->a, blobs->a_len)) != CS_OK ||
+	    (kind != SEALED_SIGNING_KEY && (e = (blobs->b != NULL ?
+	        store_bind_blob(st, 3, blobs->b, blobs->b_len) : store_bind_text(st, 3, NULL))) != CS_OK) ||
+	    (e = store_bind_text(st, 4, blobs->master_kid)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
 	}

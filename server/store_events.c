@@ -207,21 +207,19 @@ enum cs_err store_events_retry(struct store_conn *c, int64_t id, int64_t attempt
 	return store_exec(c, st);
 }
 
-enum cs_err store_events_list(struct store_conn *c, const char *consent_id,
-    enum store_events_state state, int64_t before_id, size_t max,
+enum cs_err store_events_list(struct store_conn *c, const struct store_events_filter *f,
     struct store_event_row **out, size_t *n)
 {
 	enum cs_err e;
 	sqlite3_stmt *st;
-	if ((unsigned)state >= STORE_EVENTS__MAX)
+	if (f == NULL || (unsigned)f->state >= STORE_EVENTS__MAX)
 		return CS_EINVAL;
 	if ((st = store_stmt(c, SQL_EVENTS_LIST)) == NULL)
 		return CS_EDB;
-	if (max > STORE_EVENTS_LIST_MAX)
-		max = STORE_EVENTS_LIST_MAX;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)state)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, before_id)) != CS_OK ||
+	size_t max = f->max > STORE_EVENTS_LIST_MAX ? STORE_EVENTS_LIST_MAX : f->max;
+	if ((e = store_bind_text(st, 1, f->consent_id)) != CS_OK ||
+	    (e = store_bind_int64(st, 2, (int64_t)f->state)) != CS_OK ||
+	    (e = store_bind_int64(st, 3, f->before_id)) != CS_OK ||
 	    (e = store_bind_int64(st, 4, (int64_t)max)) != CS_OK) {
 		store_stmt_done(st);
 		return e;

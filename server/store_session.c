@@ -84,23 +84,14 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
     struct store_session *out)
 {
 	enum cs_err e;
-	int rc;
 	char *csrf = NULL;
 	struct store_session s;
 	sqlite3_stmt *st = store_stmt(c, SQL_SESSION_GET);
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, id_hash, 32)) != CS_OK)
+	if ((e = store_bind_blob(st, 1, id_hash, 32)) != CS_OK || (e = store_step(c, st)) != CS_OK)
 		goto out;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		e = CS_ENOENT;
-		goto out;
-	} else if (rc != SQLITE_ROW) {
-		e = store_rc_err(rc) == CS_OK ? CS_EDB : store_rc_err(rc);
-		goto out;
-	}
 	s.user_id = sqlite3_column_int64(st, 0);
 	if ((e = store_col_text(st, 1, &s.issuer)) != CS_OK || (e = store_col_text(st, 2, &s.subject)) != CS_OK ||
 	    (e = store_col_text(st, 3, &s.name)) != CS_OK || (e = store_col_text(st, 4, &s.email)) != CS_OK ||
@@ -332,7 +323,6 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
     struct store_login_state *out)
 {
 	enum cs_err e;
-	int rc;
 	unsigned char *bh = NULL;
 	size_t bhlen = 0;
 	struct store_login_state s;
@@ -340,16 +330,9 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, state_hash, 32)) != CS_OK)
+	if ((e = store_bind_blob(st, 1, state_hash, 32)) != CS_OK ||
+	    (e = store_step(c, st)) != CS_OK)
 		goto out;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		e = CS_ENOENT;
-		goto out;
-	} else if (rc != SQLITE_ROW) {
-		e = store_rc_err(rc) == CS_OK ? CS_EDB : store_rc_err(rc);
-		goto out;
-	}
 	if ((e = store_col_blob(st, 0, &bh, &bhlen)) != CS_OK || (e = store_col_text(st, 1, &s.nonce)) != CS_OK ||
 	    (e = store_col_text(st, 2, &s.code_verifier)) != CS_OK ||
 	    (e = store_col_text(st, 3, &s.return_to)) != CS_OK)
@@ -364,9 +347,8 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	s.created_at = sqlite3_column_int64(st, 5);
 	s.expires_at = sqlite3_column_int64(st, 6);
 	/* Finish the statement so the DELETE really happens (RETURNING runs it). */
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_DONE) {
-		e = store_rc_err(rc) == CS_OK ? CS_EDB : store_rc_err(rc);
+	if ((e = store_step(c, st)) != CS_ENOENT) {
+		e = e == CS_OK ? CS_EDB : e;
 		goto out;
 	}
 	*out = s;

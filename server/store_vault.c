@@ -244,18 +244,19 @@ enum cs_err store_vault_record_reserve(struct store_conn *c, const char *id,
 }
 
 enum cs_err store_vault_record_move(struct store_conn *c, const char *id, const char *consent_id,
-    const unsigned char *access, size_t access_len, const unsigned char *refresh,
-    size_t refresh_len, const char *master_kid, int64_t now)
+    const struct store_sealed_blobs *blobs, int64_t now)
 {
 	enum cs_err e;
+	if (blobs == NULL)
+		return CS_EINVAL;
 	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_MOVE);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
 	    (e = store_bind_text(st, 2, consent_id)) != CS_OK ||
-	    (e = store_bind_blob(st, 3, access, access_len)) != CS_OK ||
-	    (e = bind_blob_null(st, 4, refresh, refresh_len)) != CS_OK ||
-	    (e = store_bind_text(st, 5, master_kid)) != CS_OK ||
+	    (e = store_bind_blob(st, 3, blobs->a, blobs->a_len)) != CS_OK ||
+	    (e = bind_blob_null(st, 4, blobs->b, blobs->b_len)) != CS_OK ||
+	    (e = store_bind_text(st, 5, blobs->master_kid)) != CS_OK ||
 	    (e = store_bind_int64(st, 6, now)) != CS_OK) {
 		store_stmt_done(st);
 		return e;
@@ -264,20 +265,20 @@ enum cs_err store_vault_record_move(struct store_conn *c, const char *id, const 
 }
 
 enum cs_err store_vault_record_refreshed(struct store_conn *c, const char *id,
-    const unsigned char *access, size_t access_len, const unsigned char *refresh,
-    size_t refresh_len, const char *provider_scopes, int64_t access_expires_at,
-    const char *master_kid, int64_t now)
+    const struct store_vault_refresh *r, int64_t now)
 {
 	enum cs_err e;
+	if (r == NULL)
+		return CS_EINVAL;
 	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_REFRESHED);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, access, access_len)) != CS_OK ||
-	    (e = bind_blob_null(st, 3, refresh, refresh_len)) != CS_OK ||
-	    (e = store_bind_text(st, 4, provider_scopes)) != CS_OK ||
-	    (e = store_bind_int64(st, 5, access_expires_at)) != CS_OK ||
-	    (e = store_bind_text(st, 6, master_kid)) != CS_OK ||
+	    (e = store_bind_blob(st, 2, r->blobs.a, r->blobs.a_len)) != CS_OK ||
+	    (e = bind_blob_null(st, 3, r->blobs.b, r->blobs.b_len)) != CS_OK ||
+	    (e = store_bind_text(st, 4, r->provider_scopes)) != CS_OK ||
+	    (e = store_bind_int64(st, 5, r->access_expires_at)) != CS_OK ||
+	    (e = store_bind_text(st, 6, r->blobs.master_kid)) != CS_OK ||
 	    (e = store_bind_int64(st, 7, now)) != CS_OK) {
 		store_stmt_done(st);
 		return e;

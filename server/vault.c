@@ -489,7 +489,8 @@ static enum cs_err move_record(struct vault *v, struct store_conn *c, const stru
 	if ((e = seal_pair(v->mk, rec.id, nid, r->subject, r->resource, access, refresh, &ab, &al,
 	    &rb, &rl)) != CS_OK)
 		goto out;
-	if ((e = store_vault_record_move(c, rec.id, nid, ab, al, rb, rl, v->mk->kid, now)) != CS_OK)
+	if ((e = store_vault_record_move(c, rec.id, nid, &(struct store_sealed_blobs){ .a = ab,
+	    .a_len = al, .b = rb, .b_len = rl, .master_kid = v->mk->kid }, now)) != CS_OK)
 		goto out;
 	snprintf(detail, sizeof detail, "from=%s provider_scopes=%s", k->id, rec.provider_scopes);
 	if ((e = vaudit(&x, "vault.record.moved", rec.provider_scopes, nid, r->id, "ok",
@@ -1189,8 +1190,10 @@ static enum cs_err do_refresh(struct vault *v, struct store_conn *c, struct prov
 	if ((e = seal_pair(v->mk, cur.id, cur.consent_id, k->subject, k->resource, t.access_token,
 	    t.refresh_token, &ab, &al, &rb, &rl)) != CS_OK)
 		goto fail_revoke;
-	if ((e = store_vault_record_refreshed(c, cur.id, ab, al, rb, rl, g_s,
-	    now + (t.expires_in > 0 ? t.expires_in : DEFAULT_EXPIRES_IN), v->mk->kid,
+	if ((e = store_vault_record_refreshed(c, cur.id, &(struct store_vault_refresh){
+	    .blobs = { .a = ab, .a_len = al, .b = rb, .b_len = rl, .master_kid = v->mk->kid },
+	    .provider_scopes = g_s,
+	    .access_expires_at = now + (t.expires_in > 0 ? t.expires_in : DEFAULT_EXPIRES_IN) },
 	    now)) != CS_OK)
 		goto fail_revoke;
 	snprintf(detail, sizeof detail, "rotated=%s provider_scopes=%s",
