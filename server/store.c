@@ -273,7 +273,7 @@ enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
 
 int64_t store_changes(struct store_conn *c) { return (int64_t)sqlite3_changes64(c->db); }
 
-enum cs_err store_bind_text(sqlite3_stmt *st, int i, const char *v)
+static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v)
 {
 	if (v == NULL)
 		return sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB;
@@ -283,7 +283,7 @@ enum cs_err store_bind_text(sqlite3_stmt *st, int i, const char *v)
 	return sqlite3_bind_text(st, i, v, (int)n, SQLITE_TRANSIENT) == SQLITE_OK ? CS_OK : CS_EDB;
 }
 
-enum cs_err store_bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n)
+static enum cs_err bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n)
 {
 	if (n > INT_MAX)
 		return CS_ETOOBIG;
@@ -292,9 +292,60 @@ enum cs_err store_bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n)
 	return sqlite3_bind_blob(st, i, v, (int)n, SQLITE_TRANSIENT) == SQLITE_OK ? CS_OK : CS_EDB;
 }
 
-enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v)
+static enum cs_err bind_int64(sqlite3_stmt *st, int i, int64_t v)
 {
 	return sqlite3_bind_int64(st, i, (sqlite3_int64)v) == SQLITE_OK ? CS_OK : CS_EDB;
+}
+
+enum cs_err store_bind(sqlite3_stmt *st, const struct store_val *v, size_t n)
+{
+	enum cs_err e = CS_OK;
+	if (n > INT_MAX)
+		e = CS_EINVAL;
+	for (size_t k = 0; k < n && e == CS_OK; k++) {
+		int i = (int)k + 1;
+		switch (v[k].kind) {
+		case STORE_VAL_TEXT:
+			e = bind_text(st, i, v[k].p);
+			break;
+		case STORE_VAL_INT:
+			e = bind_int64(st, i, v[k].i);
+			break;
+		case STORE_VAL_BLOB:
+			e = bind_blob(st, i, v[k].p, v[k].n);
+			break;
+		case STORE_VAL_BLOB_OR_NULL:
+			e = v[k].p == NULL ? (sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB)
+			    : bind_blob(st, i, v[k].p, v[k].n);
+			break;
+		default:
+			e = CS_EINVAL;    /* can't happen: the SV_ macros make every value */
+			break;
+		}
+	}
+	if (e != CS_OK)
+		store_stmt_done(st);
+	return e;
+}
+
+sqlite3_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, enum cs_err *e)
+{
+	sqlite3_stmt *st = store_stmt(c, sql);
+	if (st == NULL) {
+		*e = CS_EDB;
+		return NULL;
+	}
+	if ((*e = store_bind(st, v, n)) != CS_OK)
+		return NULL;
+	return st;
+}
+
+enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v, size_t n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_query(c, sql, v, n, &e);
+	return st == NULL ? e : store_exec(c, st);
 }
 
 /* A malloc'd copy of a text column; NULL column -> *out NULL. */
@@ -511,37 +562,23 @@ static enum cs_err migration_apply(struct store_conn *c, int version, const stru
 	e = store_begin(c);
 	if (e != CS_OK)
 		goto out;
-	e = CS_EDB;
-	if ((st = store_stmt(c, SQL_SCHEMA_HAS)) == NULL)
+	if ((st = store_query(c, SQL_SCHEMA_HAS, STORE_VALS(SV_INT(version)), &e)) == NULL)
 		goto out;
-	if ((e = store_bind_int64(st, 1, version)) != CS_OK) {
-		store_stmt_done(st);
-		goto out;
-	}
-	int rc = sqlite3_step(st);
+	e = store_step(c, st);
 	store_stmt_done(st);
-	if (rc == SQLITE_ROW) {           /* already there */
+	if (e == CS_OK) {                 /* already there */
 		e = store_commit(c);
 		goto out;
 	}
-	if (rc != SQLITE_DONE) {
-		e = store_rc_err(rc) == CS_OK ? CS_EDB : store_rc_err(rc);
+	if (e != CS_ENOENT)
 		goto out;
-	}
 	if (sqlite3_exec(c->db, f->data, NULL, NULL, &msg) != SQLITE_OK) {
 		log_msg(LOG_ERROR, "migration %s failed: %s", f->name, msg ? msg : "?");
 		e = CS_EDB;
 		goto out;
 	}
-	e = CS_EDB;
-	if ((st = store_stmt(c, SQL_SCHEMA_INSERT)) == NULL)
-		goto out;
-	if ((e = store_bind_int64(st, 1, version)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)time(NULL))) != CS_OK) {
-		store_stmt_done(st);
-		goto out;
-	}
-	if ((e = store_exec(c, st)) != CS_OK)
+	if ((e = store_run(c, SQL_SCHEMA_INSERT, STORE_VALS(SV_INT(version),
+	    SV_INT((int64_t)time(NULL))))) != CS_OK)
 		goto out;
 	e = store_commit(c);
 out:

@@ -144,14 +144,9 @@ enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id, i
 		return CS_EINVAL;
 	if ((e = random_jti(jti)) != CS_OK)
 		return e;
-	if ((st = store_stmt(c, SQL_EVENTS_ENQUEUE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, jti)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_EVENTS_ENQUEUE, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(jti), SV_INT(now)), &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
@@ -166,45 +161,22 @@ enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
 		return CS_EDB;
 	if (max > STORE_EVENTS_LIST_MAX)
 		max = STORE_EVENTS_LIST_MAX;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)max)) != CS_OK) {
-		store_stmt_done(st);
+	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT((int64_t)max)))) != CS_OK)
 		return e;
-	}
 	return read_rows(c, st, max, out, n);
 }
 
 enum cs_err store_events_delivered(struct store_conn *c, int64_t id, int64_t now, int64_t status)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_DELIVERED);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, status)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_EVENTS_DELIVERED, STORE_VALS(SV_INT(id), SV_INT(now),
+	    SV_INT(status)));
 }
 
 enum cs_err store_events_retry(struct store_conn *c, int64_t id, int64_t attempts,
     int64_t next_attempt_at, int64_t status, const char *error)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_RETRY);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, attempts)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, next_attempt_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, status)) != CS_OK ||
-	    (e = store_bind_text(st, 5, error)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_EVENTS_RETRY, STORE_VALS(SV_INT(id), SV_INT(attempts),
+	    SV_INT(next_attempt_at), SV_INT(status), SV_TEXT(error)));
 }
 
 enum cs_err store_events_list(struct store_conn *c, const struct store_events_filter *f,
@@ -217,13 +189,9 @@ enum cs_err store_events_list(struct store_conn *c, const struct store_events_fi
 	if ((st = store_stmt(c, SQL_EVENTS_LIST)) == NULL)
 		return CS_EDB;
 	size_t max = f->max > STORE_EVENTS_LIST_MAX ? STORE_EVENTS_LIST_MAX : f->max;
-	if ((e = store_bind_text(st, 1, f->consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)f->state)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, f->before_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, (int64_t)max)) != CS_OK) {
-		store_stmt_done(st);
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(f->consent_id), SV_INT((int64_t)f->state),
+	    SV_INT(f->before_id), SV_INT((int64_t)max)))) != CS_OK)
 		return e;
-	}
 	return read_rows(c, st, max, out, n);
 }
 

@@ -43,25 +43,12 @@ void store_keys_free(struct store_key *ks, size_t n)
 
 enum cs_err store_key_insert(struct store_conn *c, const struct store_key *k)
 {
-	enum cs_err e;
 	if (k == NULL || k->kid == NULL || k->alg == NULL || k->master_kid == NULL ||
 	    k->sealed == NULL || k->sealed_len == 0)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, SQL_KEY_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, k->kid)) != CS_OK ||
-	    (e = store_bind_text(st, 2, k->alg)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, k->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, k->sign_after)) != CS_OK ||
-	    (e = store_bind_int64(st, 5, k->retired_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 6, k->revoked_at)) != CS_OK ||
-	    (e = store_bind_text(st, 7, k->master_kid)) != CS_OK ||
-	    (e = store_bind_blob(st, 8, k->sealed, k->sealed_len)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_KEY_INSERT, STORE_VALS(SV_TEXT(k->kid), SV_TEXT(k->alg),
+	    SV_INT(k->created_at), SV_INT(k->sign_after), SV_INT(k->retired_at),
+	    SV_INT(k->revoked_at), SV_TEXT(k->master_kid), SV_BLOB(k->sealed, k->sealed_len)));
 }
 
 /* Every row, however many: a listing that stopped at a cap would hide a
@@ -128,13 +115,9 @@ static enum cs_err key_set_time(struct store_conn *c, const char *sql, const cha
 	enum cs_err e;
 	if (kid == NULL || at <= 0)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, sql);
+	sqlite3_stmt *st = store_query(c, sql, STORE_VALS(SV_TEXT(kid), SV_INT(at)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, kid)) != CS_OK || (e = store_bind_int64(st, 2, at)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	e = store_exec(c, st);
 	if (e == CS_OK && store_changes(c) == 0)
 		e = CS_ENOENT;

@@ -26,9 +26,45 @@ enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
 /* One step: CS_OK with a row, CS_ENOENT when done, an error otherwise. */
 enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
 enum cs_err store_rc_err(int rc);
-enum cs_err store_bind_text(sqlite3_stmt *st, int i, const char *v) CS_MUST_CHECK;
-enum cs_err store_bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n) CS_MUST_CHECK;
-enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v) CS_MUST_CHECK;
+/* One value for a statement's parameter, the way every store_X.c binds:
+ * the kind is fixed by the macro that makes it, so a text cannot go where a
+ * number is meant without a compiler error. */
+enum store_val_kind {
+	STORE_VAL_TEXT,              /* p a NUL-terminated string; NULL binds NULL */
+	STORE_VAL_INT,               /* i */
+	STORE_VAL_BLOB,              /* p, n bytes; NULL or 0 bytes binds an empty blob */
+	STORE_VAL_BLOB_OR_NULL,      /* p, n bytes; NULL binds NULL ("no refresh token",
+	                              * which an empty blob is not) */
+	STORE_VAL__MAX
+};
+struct store_val {
+	enum store_val_kind kind;
+	const void         *p;
+	size_t              n;
+	int64_t             i;
+};
+static inline const char *store_val_text_(const char *v) { return v; }   /* type check only */
+static inline const void *store_val_blob_(const void *v) { return v; }
+#define SV_TEXT(v)      ((struct store_val){ .kind = STORE_VAL_TEXT, .p = store_val_text_(v) })
+#define SV_INT(v)       ((struct store_val){ .kind = STORE_VAL_INT, .i = (v) })
+#define SV_BLOB(v, len) ((struct store_val){ .kind = STORE_VAL_BLOB, .p = store_val_blob_(v), \
+	.n = (len) })
+#define SV_BLOB_OR_NULL(v, len) ((struct store_val){ .kind = STORE_VAL_BLOB_OR_NULL, \
+	.p = store_val_blob_(v), .n = (len) })
+/* The values of ?1, ?2, ... in order, as the (array, count) pair the
+ * functions below take. */
+#define STORE_VALS(...) (const struct store_val[]){ __VA_ARGS__ }, \
+	sizeof((const struct store_val[]){ __VA_ARGS__ }) / sizeof(struct store_val)
+/* Binds v[0 .. n-1] to ?1 .. ?n.  On failure st is cleared (store_stmt_done)
+ * and the error returned. */
+enum cs_err store_bind(sqlite3_stmt *st, const struct store_val *v, size_t n) CS_MUST_CHECK;
+/* store_stmt + store_bind: the statement for sql with v bound, ready to
+ * step; NULL with *e set on failure. */
+sqlite3_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, enum cs_err *e);
+/* store_query + store_exec: runs sql, which returns no rows, with v bound. */
+enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n) CS_MUST_CHECK;
 /* malloc'd copies; a NULL column gives *out NULL. */
 enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) CS_MUST_CHECK;
 enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;

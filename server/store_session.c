@@ -62,22 +62,11 @@ void store_session_clear(struct store_session *s)
 enum cs_err store_session_insert(struct store_conn *c, const unsigned char id_hash[32],
     const struct store_session_new *s)
 {
-	enum cs_err e;
 	if (s == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, SQL_SESSION_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, id_hash, 32)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, s->user_id)) != CS_OK ||
-	    (e = store_bind_text(st, 3, s->csrf)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, s->now)) != CS_OK ||
-	    (e = store_bind_int64(st, 5, s->auth_time)) != CS_OK ||
-	    (e = store_bind_int64(st, 6, s->admin_claim ? 1 : 0)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_SESSION_INSERT, STORE_VALS(SV_BLOB(id_hash, 32),
+	    SV_INT(s->user_id), SV_TEXT(s->csrf), SV_INT(s->now), SV_INT(s->auth_time),
+	    SV_INT(s->admin_claim ? 1 : 0)));
 }
 
 enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[32],
@@ -90,7 +79,8 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, id_hash, 32)) != CS_OK || (e = store_step(c, st)) != CS_OK)
+	if ((e = store_bind(st, STORE_VALS(SV_BLOB(id_hash, 32)))) != CS_OK ||
+	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	s.user_id = sqlite3_column_int64(st, 0);
 	if ((e = store_col_text(st, 1, &s.issuer)) != CS_OK || (e = store_col_text(st, 2, &s.subject)) != CS_OK ||
@@ -119,29 +109,14 @@ out:
 	return e;
 }
 
-static enum cs_err session_by_hash(struct store_conn *c, const char *sql,
-    const unsigned char id_hash[32], int64_t now, int with_time)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, sql);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, id_hash, 32)) != CS_OK ||
-	    (with_time && (e = store_bind_int64(st, 2, now)) != CS_OK)) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
-}
-
 enum cs_err store_session_touch(struct store_conn *c, const unsigned char id_hash[32], int64_t now)
 {
-	return session_by_hash(c, SQL_SESSION_TOUCH, id_hash, now, 1);
+	return store_run(c, SQL_SESSION_TOUCH, STORE_VALS(SV_BLOB(id_hash, 32), SV_INT(now)));
 }
 
 enum cs_err store_session_delete(struct store_conn *c, const unsigned char id_hash[32])
 {
-	return session_by_hash(c, SQL_SESSION_DELETE, id_hash, 0, 0);
+	return store_run(c, SQL_SESSION_DELETE, STORE_VALS(SV_BLOB(id_hash, 32)));
 }
 
 /* --- login states ------------------------------------------------------ */
@@ -164,23 +139,10 @@ void store_login_state_clear(struct store_login_state *s)
 
 enum cs_err store_login_state_insert(struct store_conn *c, const struct store_login_state *s)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_LOGIN_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, s->state_hash, 32)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, s->browser_hash, 32)) != CS_OK ||
-	    (e = store_bind_text(st, 3, s->nonce)) != CS_OK ||
-	    (e = store_bind_text(st, 4, s->code_verifier)) != CS_OK ||
-	    (e = store_bind_text(st, 5, s->return_to)) != CS_OK ||
-	    (e = store_bind_int64(st, 6, s->max_age)) != CS_OK ||
-	    (e = store_bind_int64(st, 7, s->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 8, s->expires_at)) != CS_OK ||
-	    (e = store_bind_blob(st, 9, s->addr_hash, 32)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_LOGIN_INSERT, STORE_VALS(SV_BLOB(s->state_hash, 32),
+	    SV_BLOB(s->browser_hash, 32), SV_TEXT(s->nonce), SV_TEXT(s->code_verifier),
+	    SV_TEXT(s->return_to), SV_INT(s->max_age), SV_INT(s->created_at),
+	    SV_INT(s->expires_at), SV_BLOB(s->addr_hash, 32)));
 }
 
 /* Runs a counting statement already bound: *n = column 0, *soonest = column 1
@@ -216,33 +178,20 @@ static enum cs_err login_live(struct store_conn *c, const unsigned char addr_has
 	sqlite3_stmt *st;
 	n->mine = 0;
 	if (replaces != NULL) {
-		if ((st = store_stmt(c, SQL_LOGIN_LIVE_BROWSER)) == NULL)
-			return CS_EDB;
-		if ((e = store_bind_blob(st, 1, replaces, 32)) != CS_OK ||
-		    (e = store_bind_int64(st, 2, lim->now)) != CS_OK) {
-			store_stmt_done(st);
+		if ((st = store_query(c, SQL_LOGIN_LIVE_BROWSER, STORE_VALS(SV_BLOB(replaces, 32),
+		    SV_INT(lim->now)), &e)) == NULL)
 			return e;
-		}
 		if ((e = login_count(c, st, &n->mine, NULL)) != CS_OK)
 			return e;
 	}
-	if ((st = store_stmt(c, SQL_LOGIN_LIVE_ADDR)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, addr_hash, 32)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, lim->now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, lim->per_address + n->mine)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_LOGIN_LIVE_ADDR, STORE_VALS(SV_BLOB(addr_hash, 32),
+	    SV_INT(lim->now), SV_INT(lim->per_address + n->mine)), &e)) == NULL)
 		return e;
-	}
 	if ((e = login_count(c, st, &n->addr, &n->addr_free)) != CS_OK)
 		return e;
-	if ((st = store_stmt(c, SQL_LOGIN_LIVE_ALL)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, lim->now)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, lim->total + n->mine)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_LOGIN_LIVE_ALL, STORE_VALS(SV_INT(lim->now),
+	    SV_INT(lim->total + n->mine)), &e)) == NULL)
 		return e;
-	}
 	return login_count(c, st, &n->all, &n->all_free);
 }
 
@@ -294,7 +243,7 @@ enum cs_err store_login_state_admit(struct store_conn *c, const struct store_log
 			e = CS_EDB;
 			goto fail;
 		}
-		if ((e = store_bind_blob(st, 1, lim->replaces, 32)) != CS_OK) {
+		if ((e = store_bind(st, STORE_VALS(SV_BLOB(lim->replaces, 32)))) != CS_OK) {
 			store_stmt_done(st);
 			goto fail;
 		}
@@ -330,7 +279,7 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, state_hash, 32)) != CS_OK ||
+	if ((e = store_bind(st, STORE_VALS(SV_BLOB(state_hash, 32)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &bh, &bhlen)) != CS_OK || (e = store_col_text(st, 1, &s.nonce)) != CS_OK ||
@@ -366,21 +315,11 @@ out:
 enum cs_err store_purge_expired(struct store_conn *c, int64_t now, int64_t idle, int64_t absolute)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_PURGE_LOGINS);
+	sqlite3_stmt *st = store_query(c, SQL_PURGE_LOGINS, STORE_VALS(SV_INT(now)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
-	if ((st = store_stmt(c, SQL_PURGE_SESSIONS)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK || (e = store_bind_int64(st, 2, idle)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, absolute)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_PURGE_SESSIONS, STORE_VALS(SV_INT(now), SV_INT(idle),
+	    SV_INT(absolute)));
 }

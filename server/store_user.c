@@ -24,8 +24,8 @@ static enum cs_err user_id(struct store_conn *c, const struct store_user *u, int
 	sqlite3_stmt *st = store_stmt(c, SQL_USER_ID);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, u->issuer)) == CS_OK &&
-	    (e = store_bind_text(st, 2, u->subject)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(u->issuer),
+	    SV_TEXT(u->subject)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK)
 		*id = sqlite3_column_int64(st, 0);
 	if (e == CS_ENOENT)
@@ -45,13 +45,9 @@ enum cs_err store_user_put(struct store_conn *c, const struct store_user *u, int
 		return CS_EDB;
 	/* SECURITY: only a login records name, email and last login: a token
 	 * exchange must never overwrite what the person's own login recorded. */
-	if ((e = store_bind_text(st, 1, u->issuer)) != CS_OK ||
-	    (e = store_bind_text(st, 2, u->subject)) != CS_OK ||
-	    (e = store_bind_text(st, 3, u->login ? u->name : NULL)) != CS_OK ||
-	    (e = store_bind_text(st, 4, u->login ? u->email : NULL)) != CS_OK ||
-	    (e = store_bind_int64(st, 5, u->now)) != CS_OK ||
-	    (e = store_bind_int64(st, 6, u->login ? u->now : 0)) != CS_OK ||
-	    (e = store_bind_int64(st, 7, u->login ? 1 : 0)) != CS_OK)
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(u->issuer), SV_TEXT(u->subject),
+	    SV_TEXT(u->login ? u->name : NULL), SV_TEXT(u->login ? u->email : NULL),
+	    SV_INT(u->now), SV_INT(u->login ? u->now : 0), SV_INT(u->login ? 1 : 0)))) != CS_OK)
 		goto out;
 	e = store_step(c, st);
 	if (e == CS_OK) {
