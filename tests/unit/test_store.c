@@ -91,7 +91,7 @@ START_TEST(test_store_migrate_reopen_idempotent)
 	int nmig = 0;
 	for (const struct embedded_file *m = embedded_migrations; m->name != NULL; m++)
 		nmig++;
-	snprintf(want, sizeof want, "%d", nmig);
+	ck_assert_int_eq(str_fmt(want, sizeof want, "%d", nmig), CS_OK);
 	ck_assert_str_eq(n, want);
 	free(n);
 	fx_clear(&f);
