@@ -42,6 +42,7 @@ static const char conn_pragmas[] =
  * static SQL constant, never more than half full, so a look-up is one or two
  * pointer compares and always finds an empty slot to stop at. */
 #define STMT_SLOTS (2 * STORE_MAX_STMTS)
+_Static_assert((STMT_SLOTS & (STMT_SLOTS - 1)) == 0, "STMT_SLOTS masks: a power of two");
 
 struct store_conn {
 	struct store      *s;

@@ -10,9 +10,10 @@
 #include <sqlite3.h>
 #include "store.h"
 
-/* Statements one connection may hold prepared (all of them fit today, with
- * room: a new store_X.c statement needs no registration, only a constant). */
-#define STORE_MAX_STMTS 192
+/* Statements one connection may hold prepared, a power of two (all of them
+ * fit today, with room: a new store_X.c statement needs no registration,
+ * only a constant). */
+#define STORE_MAX_STMTS 256
 
 /* The connection's prepared statement for sql, prepared on first use and
  * kept on that connection until it closes, cached under the address of sql:
