@@ -381,9 +381,11 @@ static enum cs_err refresh_store(const struct rel *x, const struct store_vault_r
 	if ((e = vault_seal_pair(x->v->mk, &(struct vault_aad){ cur->id, cur->consent_id,
 	    k->subject, k->resource }, t->access_token, t->refresh_token, &sl)) != CS_OK)
 		goto out;
-	if ((e = store_vault_record_refreshed(x->c, cur->id, sl.access, sl.access_len, sl.refresh,
-	    sl.refresh_len, g_s,
-	    now + (t->expires_in > 0 ? t->expires_in : VAULT_DEFAULT_EXPIRES_IN), x->v->mk->kid,
+	if ((e = store_vault_record_refreshed(x->c, cur->id, &(struct store_vault_refresh){
+	    .blobs = { .a = sl.access, .a_len = sl.access_len, .b = sl.refresh,
+	        .b_len = sl.refresh_len, .master_kid = x->v->mk->kid },
+	    .provider_scopes = g_s,
+	    .access_expires_at = now + (t->expires_in > 0 ? t->expires_in : VAULT_DEFAULT_EXPIRES_IN) },
 	    now)) != CS_OK)
 		goto out;
 	if ((e = str_fmt(detail, sizeof detail, "rotated=%s provider_scopes=%s",
