@@ -10,30 +10,12 @@
 #include <stdint.h>
 #include "config.h"
 #include "cs_err.h"
+#include "scope.h"
 #include "store.h"
 
-#define CONSENT_MAX_SCOPES 20        /* per request; the consent page has one box each */
+#define CONSENT_MAX_SCOPES SCOPE_SET_MAX   /* per request; the consent page has one box each */
 #define CONSENT_ID_LEN 22            /* base64url of 16 random bytes */
-#define CONSENT_MAX_SCOPE_LEN 128    /* per scope token (CS_ETOOBIG beyond) */
 #define CONSENT_VERSION_LEN 64       /* hex of a SHA-256 */
-
-/* A set of bare scope names, sorted, without duplicates. */
-struct scope_set {
-	char  *v[CONSENT_MAX_SCOPES];
-	size_t n;
-};
-void scope_set_clear(struct scope_set *s);
-/* Parses a space-separated list (RFC 6749 §3.3: %x21 / %x23-5B / %x5D-7E,
- * separated by single spaces).  CS_EINVAL for a malformed list, CS_ETOOBIG
- * past CONSENT_MAX_SCOPES (distinct) or CONSENT_MAX_SCOPE_LEN.  Duplicates
- * collapse.  "" parses as the empty set (callers that need one scope check n).
- * *out written only on CS_OK. */
-enum cs_err scope_set_parse(const char *s, struct scope_set *out) CS_MUST_CHECK;
-bool scope_set_has(const struct scope_set *s, const char *name);
-/* true when every scope of a is in b (the empty set is a subset of any set). */
-bool scope_set_subset(const struct scope_set *a, const struct scope_set *b);
-/* Space-separated, sorted; malloc'd ("" for an empty set). */
-char *scope_set_join(const struct scope_set *s);
 
 struct consent {                     /* caller-owned; release with consent_clear() */
 	char   *id;

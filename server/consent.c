@@ -1,4 +1,4 @@
-/* consent.c -- consent requests and consents (flows A, B, G): scope sets, the
+/* consent.c -- consent requests and consents (flows A, B, G): the
  * token exchange's polling state machine, the person's decision and the
  * revocation cascade.  Every change commits in one transaction with its audit
  * entries; it must never let anyone but the requested person decide. */
@@ -16,160 +16,6 @@
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
 #define REASON_REPLACED "replaced"
-
-/* --- scope sets -------------------------------------------------------- */
-
-void scope_set_clear(struct scope_set *s)
-{
-	if (s == NULL)
-		return;
-	for (size_t i = 0; i < s->n && i < CONSENT_MAX_SCOPES; i++)
-		free(s->v[i]);
-	memset(s, 0, sizeof *s);
-}
-
-/* RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
-static bool scope_char_ok(unsigned char ch)
-{
-	return ch == 0x21 || (ch >= 0x23 && ch <= 0x5B) || (ch >= 0x5D && ch <= 0x7E);
-}
-
-/* Compares the len bytes at p (no NUL inside) with the string t, as strcmp would. */
-static int cmp_n(const char *p, size_t len, const char *t)
-{
-	int r = strncmp(p, t, len);
-	if (r != 0)
-		return r;
-	return t[len] == '\0' ? 0 : -1;
-}
-
-/* Adds the len bytes at p, keeping s sorted and unique. */
-static enum cs_err set_add(struct scope_set *s, const char *p, size_t len)
-{
-	size_t i = 0;
-	int r = 1;
-	for (; i < s->n; i++) {
-		r = cmp_n(p, len, s->v[i]);
-		if (r <= 0)
-			break;
-	}
-	if (i < s->n && r == 0)
-		return CS_OK;                 /* already there */
-	if (s->n >= CONSENT_MAX_SCOPES)
-		return CS_ETOOBIG;
-	char *dup = strndup(p, len);
-	if (dup == NULL)
-		return CS_ENOMEM;
-	memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof s->v[0]);
-	s->v[i] = dup;
-	s->n++;
-	return CS_OK;
-}
-
-enum cs_err scope_set_parse(const char *s, struct scope_set *out)
-{
-	struct scope_set t;
-	enum cs_err e = CS_OK;
-	const char *p = s;
-
-	memset(&t, 0, sizeof t);
-	if (s == NULL || out == NULL)
-		return CS_EINVAL;
-	while (*p != '\0') {
-		const char *start = p;
-		for (; *p != '\0' && *p != ' '; p++) {
-			if (!scope_char_ok((unsigned char)*p)) {
-				e = CS_EINVAL;
-				goto out;
-			}
-		}
-		size_t len = (size_t)(p - start);
-		/* An empty token: a leading, doubled or trailing space. */
-		if (len == 0) {
-			e = CS_EINVAL;
-			goto out;
-		}
-		if (len > CONSENT_MAX_SCOPE_LEN) {
-			e = CS_ETOOBIG;
-			goto out;
-		}
-		if ((e = set_add(&t, start, len)) != CS_OK)
-			goto out;
-		if (*p == ' ') {
-			p++;
-			if (*p == '\0') {     /* trailing space */
-				e = CS_EINVAL;
-				goto out;
-			}
-		}
-	}
-	*out = t;
-	memset(&t, 0, sizeof t);
-out:
-	scope_set_clear(&t);
-	return e;
-}
-
-bool scope_set_has(const struct scope_set *s, const char *name)
-{
-	if (s == NULL || name == NULL)
-		return false;
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], name) == 0)
-			return true;
-	return false;
-}
-
-bool scope_set_subset(const struct scope_set *a, const struct scope_set *b)
-{
-	if (a == NULL)
-		return true;
-	for (size_t i = 0; i < a->n; i++)
-		if (!scope_set_has(b, a->v[i]))
-			return false;
-	return true;
-}
-
-char *scope_set_join(const struct scope_set *s)
-{
-	size_t len = 1, o = 0;
-	for (size_t i = 0; s != NULL && i < s->n; i++)
-		len += strlen(s->v[i]) + 1;
-	char *p = malloc(len);
-	if (p == NULL)
-		return NULL;
-	for (size_t i = 0; s != NULL && i < s->n; i++) {
-		size_t n = strlen(s->v[i]);
-		if (i > 0)
-			p[o++] = ' ';
-		memcpy(p + o, s->v[i], n);
-		o += n;
-	}
-	p[o] = '\0';
-	return p;
-}
-
-/* dst ∪= src. */
-static enum cs_err set_union(struct scope_set *dst, const struct scope_set *src)
-{
-	enum cs_err e;
-	for (size_t i = 0; i < src->n; i++)
-		if ((e = set_add(dst, src->v[i], strlen(src->v[i]))) != CS_OK)
-			return e;
-	return CS_OK;
-}
-
-/* *out = a ∩ b (keep) or a − b (!keep); out starts empty. */
-static enum cs_err set_filter(struct scope_set *out, const struct scope_set *a,
-    const struct scope_set *b, bool keep)
-{
-	enum cs_err e;
-	for (size_t i = 0; i < a->n; i++)
-		if (scope_set_has(b, a->v[i]) == keep &&
-		    (e = set_add(out, a->v[i], strlen(a->v[i]))) != CS_OK)
-			return e;
-	return CS_OK;
-}
 
 /* A stored scope list; anything unparsable there is a damaged database. */
 static enum cs_err set_from_db(const char *s, struct scope_set *out)
@@ -618,7 +464,7 @@ static enum cs_err declined_block(struct store_conn *c, const struct config *cfg
 		goto out;
 	if ((e = set_from_db(k->declined, &kd)) != CS_OK ||
 	    (e = set_from_db(r.narrowed, &narrowed)) != CS_OK ||
-	    (e = set_filter(&mine, &kd, &narrowed, false)) != CS_OK)
+	    (e = scope_set_minus(&mine, &kd, &narrowed)) != CS_OK)
 		goto out;
 	if (mine.n == 0 || (within != NULL && !scope_set_subset(within, &mine)))
 		goto out;
@@ -799,7 +645,7 @@ static enum cs_err live_covers(const struct scope_set *kg, const struct scope_se
 	if (!any)
 		return CS_OK;
 	*covers = true;
-	return set_filter(grant, requested, kg, true);
+	return scope_set_intersect(grant, requested, kg);
 }
 
 /* "slow_down answered N times" for the audit entry that ends a request, or
@@ -836,7 +682,7 @@ static enum cs_err exchange_pending(const struct audit_ctx *x, struct store_creq
 		goto out;
 	if (!scope_set_subset(requested, &have)) {
 		/* At most one pending request per triple: new scopes join it. */
-		if ((e = set_union(&have, requested)) != CS_OK)
+		if ((e = scope_set_union(&have, requested)) != CS_OK)
 			goto out;
 		if ((joined = scope_set_join(&have)) == NULL) {
 			e = CS_ENOMEM;
@@ -911,8 +757,8 @@ static enum cs_err exchange_new(const struct audit_ctx *x, const struct config *
 	}
 	/* The person sees everything the agent would hold, with what the live
 	 * consent already grants pre-ticked. */
-	if ((e = set_union(&all, requested)) != CS_OK ||
-	    (live_granted != NULL && (e = set_union(&all, live_granted)) != CS_OK))
+	if ((e = scope_set_union(&all, requested)) != CS_OK ||
+	    (live_granted != NULL && (e = scope_set_union(&all, live_granted)) != CS_OK))
 		goto out;
 	if ((joined = scope_set_join(&all)) == NULL ||
 	    (pre = scope_set_join(live_granted)) == NULL) {
@@ -1085,7 +931,7 @@ static enum cs_err check_selection(const struct config *cfg, const char *agent,
 		if (s == NULL || !scope_set_has(req, s) || config_scope(cfg, resource, s) == NULL ||
 		    !agent_allows(ag, resource, s))
 			return CS_EINVAL;
-		if ((e = set_add(sel, s, strlen(s))) != CS_OK)
+		if ((e = scope_set_add(sel, s, strlen(s))) != CS_OK)
 			return e;
 	}
 	return CS_OK;
@@ -1117,7 +963,7 @@ static enum cs_err decide_approve(const struct audit_ctx *x, const struct config
 		e = CS_EINVAL;
 		goto out;
 	}
-	if ((e = set_filter(&declined, &req, &sel, false)) != CS_OK)
+	if ((e = scope_set_minus(&declined, &req, &sel)) != CS_OK)
 		goto out;
 	if ((granted_s = scope_set_join(&sel)) == NULL ||
 	    (declined_s = scope_set_join(&declined)) == NULL) {

@@ -17,6 +17,7 @@
 #include "form.h"
 #include "login.h"
 #include "pages.h"
+#include "scope.h"
 #include "session.h"
 #include "vault.h"
 

@@ -17,6 +17,7 @@
 #include "audit_head.h"
 #include "buf.h"
 #include "consent.h"
+#include "scope.h"
 #include "form.h"
 #include "grant.h"
 #include "httpc.h"

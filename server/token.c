@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "client_auth.h"
 #include "consent.h"
+#include "scope.h"
 #include "dpop.h"
 #include "form.h"
 #include "grant.h"
@@ -357,7 +358,7 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	}
 	if (scope_set_parse(scope, &want) != CS_OK || want.n == 0) {
 		snprintf(desc, sizeof desc, "scope is malformed: at most %d distinct scopes of at most %d "
-		    "characters, separated by single spaces", CONSENT_MAX_SCOPES, CONSENT_MAX_SCOPE_LEN);
+		    "characters, separated by single spaces", CONSENT_MAX_SCOPES, SCOPE_TOKEN_MAX);
 		e = reply_oauth_error(rep, 400, "invalid_scope", desc);
 		goto out;
 	}

@@ -17,6 +17,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "form.h"
+#include "scope.h"
 #include "session.h"
 #include "store_consent.h"
 #include "store_vault.h"

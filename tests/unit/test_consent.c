@@ -1,4 +1,4 @@
-/* test_consent.c -- scope sets, flow A's state machine, flow B's decisions and
+/* test_consent.c -- flow A's state machine, flow B's decisions and
  * the revocation cascade, against a real SQLite file built from migrations/,
  * with a hand-filled configuration and explicit clocks. */
 #include <string.h>
@@ -213,93 +213,6 @@ static bool b64url_id(const char *s)
 			return false;
 	return true;
 }
-
-/* --- scope sets -------------------------------------------------------- */
-
-START_TEST(test_consent_scope_parse_good)
-{
-	struct scope_set s = set("write read");
-	ck_assert_uint_eq(s.n, 2);
-	ck_assert_str_eq(s.v[0], "read");
-	ck_assert_str_eq(s.v[1], "write");
-	ck_assert(scope_set_has(&s, "read"));
-	ck_assert(!scope_set_has(&s, "rea"));
-	ck_assert(!scope_set_has(&s, "reads"));
-	scope_set_clear(&s);
-	ck_assert_uint_eq(s.n, 0);
-	/* The whole RFC 6749 charset but '"' and '\\'. */
-	s = set("a!b c#[]~ issues:write x-y_z.w");
-	ck_assert_uint_eq(s.n, 4);
-	ck_set(&s, "a!b c#[]~ issues:write x-y_z.w");
-	scope_set_clear(&s);
-	s = set("zeta alpha mid Alpha");
-	ck_set(&s, "Alpha alpha mid zeta");        /* byte order */
-	scope_set_clear(&s);
-	s = set("");
-	ck_assert_uint_eq(s.n, 0);
-	ck_set(&s, "");
-	scope_set_clear(&s);
-}
-END_TEST
-
-START_TEST(test_consent_scope_parse_bad)
-{
-	const char *bad[] = {
-		"a  b", " a", "a ", " ", "a\"b", "a\\b", "a\tb", "a\nb", "caf\xc3\xa9", "a\x7f",
-		"a\x01", "read  ", "  ",
-	};
-	struct scope_set s = { .n = 0 };
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		ck_assert_msg(scope_set_parse(bad[i], &s) == CS_EINVAL, "accepted [%s]", bad[i]);
-	ck_assert_uint_eq(s.n, 0);               /* untouched on failure */
-	ck_assert_int_eq(scope_set_parse(NULL, &s), CS_EINVAL);
-}
-END_TEST
-
-START_TEST(test_consent_scope_parse_too_many)
-{
-	char buf[512];
-	size_t o = 0;
-	struct scope_set s = { .n = 0 };
-	for (int i = 0; i < CONSENT_MAX_SCOPES; i++)
-		o += (size_t)snprintf(buf + o, sizeof buf - o, "%ss%02d", i ? " " : "", i);
-	s = set(buf);
-	ck_assert_uint_eq(s.n, CONSENT_MAX_SCOPES);
-	scope_set_clear(&s);
-	/* A duplicate does not count... */
-	snprintf(buf + o, sizeof buf - o, " s00");
-	s = set(buf);
-	ck_assert_uint_eq(s.n, CONSENT_MAX_SCOPES);
-	scope_set_clear(&s);
-	/* ...a 21st distinct scope does. */
-	snprintf(buf + o, sizeof buf - o, " s99");
-	ck_assert_int_eq(scope_set_parse(buf, &s), CS_ETOOBIG);
-	ck_assert_uint_eq(s.n, 0);
-	char longtok[CONSENT_MAX_SCOPE_LEN + 2];
-	memset(longtok, 'a', sizeof longtok - 1);
-	longtok[sizeof longtok - 1] = '\0';
-	ck_assert_int_eq(scope_set_parse(longtok, &s), CS_ETOOBIG);
-	longtok[CONSENT_MAX_SCOPE_LEN] = '\0';
-	s = set(longtok);
-	ck_assert_uint_eq(s.n, 1);
-	scope_set_clear(&s);
-}
-END_TEST
-
-START_TEST(test_consent_scope_parse_duplicates_collapsed)
-{
-	struct scope_set s = set("b a b a c a");
-	ck_set(&s, "a b c");
-	struct scope_set t = set("a c");
-	ck_assert(scope_set_subset(&t, &s));
-	ck_assert(!scope_set_subset(&s, &t));
-	scope_set_clear(&t);
-	t = set("");
-	ck_assert(scope_set_subset(&t, &s));
-	scope_set_clear(&t);
-	scope_set_clear(&s);
-}
-END_TEST
 
 /* --- flow A ------------------------------------------------------------ */
 
@@ -1436,10 +1349,6 @@ static Suite *consent_suite(void)
 	Suite *s = suite_create("consent");
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_consent_scope_parse_good);
-	tcase_add_test(tc, test_consent_scope_parse_bad);
-	tcase_add_test(tc, test_consent_scope_parse_too_many);
-	tcase_add_test(tc, test_consent_scope_parse_duplicates_collapsed);
 	tcase_add_test(tc, test_consent_exchange_new_pending_slow_down);
 	tcase_add_test(tc, test_consent_exchange_new_reason_kept);
 	tcase_add_test(tc, test_consent_exchange_denied_until_and_expiry_note);
