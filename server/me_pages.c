@@ -296,14 +296,16 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 		return CS_EDB;
 	if (!id_shaped(req->captures[0]))
 		return not_found(rep);
-	snprintf(back, sizeof back, "/me/consents/%s/revoke", req->captures[0]);
+	/* id_shaped: the id is CONSENT_ID_LEN characters, so these fit. */
+	if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoke", req->captures[0])) != CS_OK)
+		return e;
 	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
 		goto out;
 	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
 		goto out;
 	if (k.revoked_at != 0) {
-		snprintf(back, sizeof back, "/me/consents/%s/revoked", k.id);
-		e = see_other(rep, back);
+		if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoked", k.id)) == CS_OK)
+			e = see_other(rep, back);
 		goto out;
 	}
 	if (!consent_is_live(&k, req->now)) {
@@ -334,6 +336,7 @@ enum cs_err me_pages_revoke(const struct http_request *req, struct http_reply *r
 	struct session s;
 	struct store_conn *c = store_conn(app->store);
 	char actor[300], done[128];
+	enum consent_revoke_outcome o = CONSENT_REVOKE_UNKNOWN;
 	bool ok;
 	enum cs_err e;
 	memset(&s, 0, sizeof s);
@@ -345,19 +348,20 @@ enum cs_err me_pages_revoke(const struct http_request *req, struct http_reply *r
 		e = not_found(rep);
 		goto out;
 	}
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
+		goto out;
 	/* The route requires confirm=yes: only the confirmation page's form revokes. */
-	e = consent_revoke(c, req->captures[0], s.user_id, actor, "revoked by the person on /me",
-	    req->now, false);
-	if (e == CS_ENOENT || e == CS_EPERM) {
+	if ((e = consent_revoke(c, req->captures[0], &(struct consent_actor){ .user_id = s.user_id,
+	    .actor = actor, .now = req->now }, "revoked by the person on /me", &o)) != CS_OK)
+		goto out;
+	if (o == CONSENT_REVOKE_UNKNOWN || o == CONSENT_REVOKE_NOT_YOURS) {
 		/* SECURITY: someone else's consent looks exactly like a missing one. */
 		e = not_found(rep);
 		goto out;
-	} else if (e != CS_OK) {
-		goto out;
 	}
-	snprintf(done, sizeof done, "/me/consents/%s/revoked", req->captures[0]);
-	e = see_other(rep, done);
+	/* Revoked now or before: the page after says how it ended. */
+	if ((e = str_fmt(done, sizeof done, "/me/consents/%s/revoked", req->captures[0])) == CS_OK)
+		e = see_other(rep, done);
 out:
 	session_clear(&s);
 	return e;
@@ -382,7 +386,8 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 		return CS_EDB;
 	if (!id_shaped(req->captures[0]))
 		return not_found(rep);
-	snprintf(back, sizeof back, "/me/consents/%s/revoked", req->captures[0]);
+	if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoked", req->captures[0])) != CS_OK)
+		return e;
 	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
 		goto out;
 	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
@@ -421,24 +426,25 @@ enum cs_err me_pages_allow(const struct http_request *req, struct http_reply *re
 	struct session s;
 	struct store_conn *c = store_conn(app->store);
 	char actor[300];
-	bool ok, lifted = false;
+	enum consent_lift_outcome o = CONSENT_LIFT_UNKNOWN;
+	bool ok;
 	enum cs_err e;
 	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
 	if ((e = post_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
 		goto out;
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = consent_allow_asking(c, app->cfg, req->captures[0], s.user_id, actor, req->now, &lifted);
-	if (e == CS_ENOENT || e == CS_EPERM) {
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK ||
+	    (e = consent_allow_asking(c, app->cfg, req->captures[0], &(struct consent_actor){
+	    .user_id = s.user_id, .actor = actor, .now = req->now }, &o)) != CS_OK)
+		goto out;
+	if (o == CONSENT_LIFT_UNKNOWN || o == CONSENT_LIFT_NOT_YOURS) {
 		/* SECURITY: someone else's request looks exactly like a missing one. */
 		e = reply_html_error(rep, 404, "No such request", "There is no such decision of yours.");
 		goto out;
-	} else if (e == CS_EINVAL) {
+	} else if (o == CONSENT_LIFT_UNDECIDED) {
 		e = reply_html_error(rep, 400, "Nothing to allow",
 		    "This request was never decided, so it holds no agent back.");
-		goto out;
-	} else if (e != CS_OK) {
 		goto out;
 	}
 	/* Lifted now, or already free to ask: either way /me shows it no longer blocked. */

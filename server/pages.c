@@ -11,7 +11,6 @@
 #include <jansson.h>
 #include "app.h"
 #include "approval.h"
-#include "audit.h"
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
@@ -168,8 +167,18 @@ static json_t *time_value(int64_t t)
 	return json_pack("{s:s, s:s}", "iso", iso, "utc", utc);
 }
 
+/* The return_to path /kind/id/tail (tail "" or "/done"), or "/me" when it
+ * would not fit: no real id is that long, and login_require falls back the
+ * same way for a return_to /login would refuse. */
+static const char *return_path(char out[LOGIN_RETURN_TO_MAX + 1], const char *kind,
+    const char *id, const char *tail)
+{
+	return str_fmt(out, LOGIN_RETURN_TO_MAX + 1, "/%s/%s%s", kind, id, tail) == CS_OK ? out :
+	    "/me";
+}
+
 /* "3 days", "1 hour", "90 minutes": a duration of s seconds in its largest whole unit. */
-static void duration_label(int64_t s, char out[48])
+static enum cs_err duration_label(int64_t s, char out[48])
 {
 	static const struct {
 		int64_t unit;
@@ -179,10 +188,11 @@ static void duration_label(int64_t s, char out[48])
 	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
 		if (s % units[i].unit == 0) {
 			int64_t n = s / units[i].unit;
-			snprintf(out, 48, "%lld %s", (long long)n, n == 1 ? units[i].one : units[i].many);
-			return;
+			return str_fmt(out, 48, "%lld %s", (long long)n, n == 1 ? units[i].one :
+			    units[i].many);
 		}
 	}
+	return CS_EINVAL;                 /* cannot happen: every s is a whole number of seconds */
 }
 
 /* The durations the consent page offers for res, shortest first: the usual ones up to
@@ -214,11 +224,10 @@ static json_t *duration_options(const struct config *cfg, const struct config_re
 		for (size_t j = 0; j < N_DURATIONS; j++)
 			if (durations[j] == v[i])
 				std = duration_names[j];
-		if (std == NULL)
-			duration_label(v[i], unit);
-		snprintf(label, sizeof label, "%s%s", std ? std : unit,
-		    std == NULL && v[i] == max ? " (the longest allowed)" : "");
-		if (json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)v[i],
+		if ((std == NULL && duration_label(v[i], unit) != CS_OK) ||
+		    str_fmt(label, sizeof label, "%s%s", std ? std : unit,
+		    std == NULL && v[i] == max ? " (the longest allowed)" : "") != CS_OK ||
+		    json_array_append_new(opts, json_pack("{s:I, s:s, s:b}", "seconds", (json_int_t)v[i],
 		    "label", label, "selected", v[i] == dflt)) != 0) {
 			json_decref(opts);
 			return NULL;
@@ -240,35 +249,25 @@ static const char *resource_name(const struct config *cfg, const char *id)
 }
 
 /* SECURITY: session binding (invariant 4).  A request opened by another
- * account is audited and answered with a 403 page that offers to sign in as
- * the right person; the request stays pending for its person.  kind is
- * "consent" or "approve" (the page's path). */
+ * account is audited (consent_refuse_binding; f names the request, its
+ * actor and time are filled here) and answered with a 403 page that offers
+ * to sign in as the right person; the request stays pending for its person.
+ * kind is "consent" or "approve" (the page's path). */
 static enum cs_err refuse_other_account(const struct http_request *req, struct http_reply *rep,
-    struct store_conn *c, const struct session *s, const char *kind, const char *id,
-    const char *subject, const char *agent, const char *resource)
+    const struct session *s, const char *kind, struct consent_refusal *f)
 {
 	char actor[300], loginurl[200];
-	struct audit_entry a;
 	json_t *ctx;
 	enum cs_err e;
-	snprintf(actor, sizeof actor, "user:%s", s->subject);
-	memset(&a, 0, sizeof a);
-	a.ts = req->now;
-	a.actor = actor;
-	a.action = "consent.binding_refused";
-	a.subject = subject;
-	a.agent = agent;
-	a.resource = resource;
-	a.request_id = id;
-	a.outcome = "refused";
-	a.detail = "opened by another account";
-	if ((e = store_begin(c)) != CS_OK)
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", s->subject)) != CS_OK)
 		return e;
-	if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK) {
-		store_rollback(c);
+	f->actor = actor;
+	f->now = req->now;
+	if ((e = consent_refuse_binding(store_conn(req->app->store), f)) != CS_OK)
 		return e;
-	}
-	snprintf(loginurl, sizeof loginurl, "/login?prompt=login&return_to=%%2F%s%%2F%s", kind, id);
+	if ((e = str_fmt(loginurl, sizeof loginurl, "/login?prompt=login&return_to=%%2F%s%%2F%s",
+	    kind, f->request_id)) != CS_OK)
+		return e;
 	ctx = json_pack("{s:s, s:s}", "title", "This request is for another account",
 	    "login_url", loginurl);
 	if (ctx == NULL)
@@ -295,8 +294,9 @@ static enum cs_err bound_request(const struct http_request *req, struct http_rep
 	/* SECURITY: session binding (invariant 4) -- only the person the agent
 	 * asked for may see or decide this request. */
 	if (r->user_id != s->user_id)
-		return refuse_other_account(req, rep, c, s, "consent", r->id, r->subject, r->agent,
-		    r->resource);
+		return refuse_other_account(req, rep, s, "consent", &(struct consent_refusal){
+		    .subject = r->subject, .agent = r->agent, .resource = r->resource,
+		    .request_id = r->id });
 	*ok = true;
 	return CS_OK;
 }
@@ -307,7 +307,10 @@ static json_t *scope_items(const struct config *cfg, const struct consent_reques
 	for (size_t i = 0; arr && i < r->scopes.n; i++) {
 		const struct config_scope *sc = config_scope(cfg, r->resource, r->scopes.v[i]);
 		char field[24];
-		snprintf(field, sizeof field, "s%zu", i);
+		if (str_fmt(field, sizeof field, "s%zu", i) != CS_OK) {
+			json_decref(arr);
+			return NULL;
+		}
 		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:b}", "field", field,
 		    "name", r->scopes.v[i], "description", sc ? sc->description : r->scopes.v[i],
 		    "already", scope_set_has(&r->pre_granted, r->scopes.v[i])));
@@ -369,7 +372,9 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 	}
 	/* "Not you?" signs in afresh (prompt=login) and comes back to this request, as
 	 * the page for another account does (refuse_other_account). */
-	snprintf(other, sizeof other, "/login?prompt=login&return_to=%%2Fconsent%%2F%s", r->id);
+	if ((e = str_fmt(other, sizeof other, "/login?prompt=login&return_to=%%2Fconsent%%2F%s",
+	    r->id)) != CS_OK)
+		goto out;
 	/* SECURITY: the form names the version it was drawn from; a decision on
 	 * any other version of the request grants nothing (consent_decide). */
 	consent_request_version(r, version);
@@ -402,7 +407,7 @@ enum cs_err pages_consent_show(const struct http_request *req, struct http_reply
 	struct session s;
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
-	char back[128];
+	char back[LOGIN_RETURN_TO_MAX + 1];
 	bool have, ok;
 	enum cs_err e;
 
@@ -410,8 +415,8 @@ enum cs_err pages_consent_show(const struct http_request *req, struct http_reply
 	memset(&r, 0, sizeof r);
 	if (c == NULL)
 		return CS_EDB;
-	snprintf(back, sizeof back, "/consent/%s", req->captures[0]);
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+	if ((e = login_require(req, rep, return_path(back, "consent", req->captures[0], ""), &s,
+	    &have)) != CS_OK || !have)
 		goto out;
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;
@@ -439,6 +444,100 @@ static enum cs_err consent_changed(const struct http_request *req, struct http_r
 	return e;
 }
 
+/* The decision the form states for the stored request r, into *d: *ok false
+ * when the reply (a 400 page) is complete.  The boxes are named by position in
+ * the stored request: a form can only choose among the scopes the agent asked
+ * for, never add one, and the version (checked in consent_decide) makes the
+ * positions those the person saw. */
+static enum cs_err read_decision(const struct http_request *req, struct http_reply *rep,
+    const struct consent_request *r, struct consent_decision *d, bool *ok)
+{
+	const char *dur = form_get(&req->params, "duration");
+	const char *version = form_get(&req->params, "version");
+	char field[24], *end = NULL;
+	enum cs_err e;
+	*ok = false;
+	d->approve = strcmp(form_get(&req->params, "decision"), "approve") == 0;
+	/* A form without a version is treated as drawn from another version. */
+	if (version != NULL && strlen(version) == CONSENT_VERSION_LEN)
+		memcpy(d->version, version, sizeof d->version);
+	if (!d->approve) {
+		*ok = true;
+		return CS_OK;
+	}
+	for (size_t i = 0; i < CONSENT_MAX_SCOPES; i++) {
+		if ((e = str_fmt(field, sizeof field, "s%zu", i)) != CS_OK)
+			return e;
+		if (form_get(&req->params, field) == NULL)
+			continue;
+		if (i >= r->scopes.n)
+			return reply_html_error(rep, 400, "Bad request",
+			    "The form names a permission the agent did not ask for.");
+		if ((d->selected.v[d->selected.n] = strdup(r->scopes.v[i])) == NULL)
+			return CS_ENOMEM;
+		d->selected.n++;
+	}
+	if (d->selected.n == 0)
+		return reply_html_error(rep, 400, "Nothing selected",
+		    "Tick at least one permission to approve, or choose Deny.");
+	d->duration = dur ? strtoll(dur, &end, 10) : 0;
+	if (dur == NULL || *end != '\0' || d->duration <= 0)
+		return reply_html_error(rep, 400, "Bad request", "Choose how long the permission lasts.");
+	d->offline = form_get(&req->params, "offline") != NULL;
+	*ok = true;
+	return CS_OK;
+}
+
+/* vault_begin_connect's refusals as consent_decide's outcomes (the vault
+ * answers with cs_err until it has outcomes of its own): *e becomes CS_OK
+ * when it was one. */
+static enum consent_decide_outcome vault_refusal(enum cs_err *e)
+{
+	enum consent_decide_outcome o = *e == CS_ESTALE ? CONSENT_DECIDE_CHANGED :
+	    *e == CS_EPERM ? CONSENT_DECIDE_NOT_YOURS : *e == CS_EINVAL ? CONSENT_DECIDE_INVALID :
+	    CONSENT_DECIDED;
+	if (o != CONSENT_DECIDED)
+		*e = CS_OK;
+	return o;
+}
+
+/* The page that answers a decision d on r whose outcome is o. */
+static enum cs_err decided_page(const struct http_request *req, struct http_reply *rep,
+    const struct session *s, const struct consent_request *r, const struct consent_decision *d,
+    enum consent_decide_outcome o)
+{
+	const struct config *cfg = req->app->cfg;
+	json_t *ctx;
+	enum cs_err e;
+	switch (o) {
+	case CONSENT_DECIDED:
+		break;
+	case CONSENT_DECIDE_CHANGED:
+		return consent_changed(req, rep, store_conn(req->app->store), s);
+	case CONSENT_DECIDE_NOT_YOURS:
+		return reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
+	case CONSENT_DECIDE_UNKNOWN:
+		return reply_html_error(rep, 404, "No such request",
+		    "This consent request does not exist. Ask your agent for a new link.");
+	case CONSENT_DECIDE_CLOSED:
+	case CONSENT_DECIDE_INVALID:
+	case CONSENT_DECIDE__MAX:
+		return reply_html_error(rep, 400, "This request cannot be decided",
+		    "It was already decided, it expired, or the choice was not valid.");
+	}
+	/* A denial holds the agent back for deny_cooldown (consent.h): said here,
+	 * with the way to lift it, so that a misclick is not a silent day. */
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:o?}", "title", d->approve ? "Permission given" : "Request denied",
+	    "approved", d->approve, "agent", agent_name(cfg, r->agent), "resource",
+	    resource_name(cfg, r->resource), "blocked_until", !d->approve && cfg->consent_deny_cooldown > 0 ?
+	    time_value(req->now + cfg->consent_deny_cooldown) : NULL);
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	e = page_render(rep, 200, "consent_done.html", ctx, s);
+	json_decref(ctx);
+	return e;
+}
+
 enum cs_err pages_consent_decide(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
@@ -446,12 +545,9 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	struct session s;
 	struct consent_request r;
 	struct consent_decision d;
+	struct consent_decided done = { CONSENT_DECIDE_UNKNOWN, NULL };
 	struct store_conn *c = store_conn(app->store);
-	const char *decision = form_get(&req->params, "decision");
-	const char *dur = form_get(&req->params, "duration");
-	const char *version = form_get(&req->params, "version");
-	char actor[300], *new_id = NULL;
-	json_t *ctx = NULL;
+	char actor[300];
 	bool ok;
 	enum cs_err e;
 
@@ -475,49 +571,10 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	}
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;
-	d.approve = strcmp(decision, "approve") == 0;
-	/* A form without a version is treated as drawn from another version. */
-	if (version != NULL && strlen(version) == CONSENT_VERSION_LEN)
-		memcpy(d.version, version, sizeof d.version);
-	if (d.approve) {
-		/* The boxes are named by position in the stored request: a form can only
-		 * choose among the scopes the agent asked for, never add one, and the
-		 * version (checked in consent_decide) makes the positions those the
-		 * person saw. */
-		for (size_t i = 0; i < r.scopes.n; i++) {
-			char field[24];
-			snprintf(field, sizeof field, "s%zu", i);
-			if (form_get(&req->params, field) != NULL) {
-				d.selected.v[d.selected.n] = strdup(r.scopes.v[i]);
-				if (d.selected.v[d.selected.n++] == NULL) {
-					e = CS_ENOMEM;
-					goto out;
-				}
-			}
-		}
-		for (size_t i = r.scopes.n; i < CONSENT_MAX_SCOPES; i++) {
-			char field[24];
-			snprintf(field, sizeof field, "s%zu", i);
-			if (form_get(&req->params, field) != NULL) {
-				e = reply_html_error(rep, 400, "Bad request",
-				    "The form names a permission the agent did not ask for.");
-				goto out;
-			}
-		}
-		if (d.selected.n == 0) {
-			e = reply_html_error(rep, 400, "Nothing selected",
-			    "Tick at least one permission to approve, or choose Deny.");
-			goto out;
-		}
-		char *end = NULL;
-		d.duration = dur ? strtoll(dur, &end, 10) : 0;
-		if (dur == NULL || *end != '\0' || d.duration <= 0) {
-			e = reply_html_error(rep, 400, "Bad request", "Choose how long the permission lasts.");
-			goto out;
-		}
-		d.offline = form_get(&req->params, "offline") != NULL;
-	}
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	if ((e = read_decision(req, rep, &r, &d, &ok)) != CS_OK || !ok)
+		goto out;
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
+		goto out;
 	if (d.approve && vault_provider(app->vault, r.resource) != NULL) {
 		/* A resource with a provider: the consent goes live only once the
 		 * provider authorized exactly its scopes (or a record moves over). */
@@ -532,57 +589,61 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 			goto out;
 		}
 		vault_begin_clear(&vb);
+		done.outcome = vault_refusal(&e);
 	} else {
-		e = consent_decide(c, cfg, r.id, s.user_id, &d, actor, req->now, &new_id);
+		e = consent_decide(c, cfg, r.id, &(struct consent_actor){ .user_id = s.user_id,
+		    .actor = actor, .now = req->now }, &d, &done);
 	}
-	if (e == CS_ESTALE) {
-		e = consent_changed(req, rep, c, &s);
-		goto out;
-	} else if (e == CS_EPERM) {
-		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
-		goto out;
-	} else if (e == CS_EINVAL) {
-		e = reply_html_error(rep, 400, "This request cannot be decided",
-		    "It was already decided, it expired, or the choice was not valid.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	/* A denial holds the agent back for deny_cooldown (consent.h): said here,
-	 * with the way to lift it, so that a misclick is not a silent day. */
-	ctx = json_pack("{s:s, s:b, s:s, s:s, s:o?}", "title", d.approve ? "Permission given" : "Request denied",
-	    "approved", d.approve, "agent", agent_name(cfg, r.agent), "resource",
-	    resource_name(cfg, r.resource), "blocked_until", !d.approve && cfg->consent_deny_cooldown > 0 ?
-	    time_value(req->now + cfg->consent_deny_cooldown) : NULL);
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	e = page_render(rep, 200, "consent_done.html", ctx, &s);
+	if (e == CS_OK)
+		e = decided_page(req, rep, &s, &r, &d, done.outcome);
 out:
-	free(new_id);
-	json_decref(ctx);
+	consent_decided_clear(&done);
 	scope_set_clear(&d.selected);
 	consent_request_clear(&r);
 	session_clear(&s);
 	return e;
 }
 
-static enum cs_err done_page(struct http_reply *rep, const struct config *cfg, int status,
-    const struct consent_request *r, const struct session *s, bool approved, const char *narrowed,
-    const char *failure)
+/* What the done page says besides the request: approved, the scopes the
+ * provider left out (or NULL), why nothing was connected (or NULL). */
+struct done_says {
+	bool        approved;
+	const char *narrowed, *failure;
+};
+
+static enum cs_err done_page(struct http_reply *rep, const struct config *cfg,
+    const struct consent_request *r, const struct session *s, const struct done_says *say)
 {
+	const char *failure = say->failure;
 	json_t *ctx = json_pack("{s:s, s:b, s:s, s:s, s:s?, s:s?, s:s, s:b}", "title",
-	    failure ? "Not connected" : approved ? "Permission given" : "Request denied",
-	    "approved", approved && !failure, "agent", agent_name(cfg, r->agent),
-	    "resource", resource_name(cfg, r->resource), "narrowed", narrowed, "failure", failure,
+	    failure ? "Not connected" : say->approved ? "Permission given" : "Request denied",
+	    "approved", say->approved && !failure, "agent", agent_name(cfg, r->agent),
+	    "resource", resource_name(cfg, r->resource), "narrowed", say->narrowed, "failure", failure,
 	    "request_id", r->id, "retry", failure != NULL && strcmp(r->status, "pending") == 0);
 	enum cs_err e;
 	if (ctx == NULL)
 		return CS_ENOMEM;
-	e = page_render(rep, status, "consent_done.html", ctx, s);
+	e = page_render(rep, 200, "consent_done.html", ctx, s);
 	json_decref(ctx);
 	return e;
+}
+
+/* The sentence a done page says for a still pending request after the
+ * provider step: what ?outcome= names (never its text), the failure otherwise. */
+static const char *done_failure(const char *outcome)
+{
+	static const struct {
+		const char *outcome, *says;
+	} said[] = {
+		{ "too_much", "The provider granted more than was asked for, so consentd revoked those "
+		    "tokens at once and gave nothing. Try again or ask the provider's administrator." },
+		{ "changed", "The request changed while you were at the provider, so nothing was given "
+		    "and the connection was undone. Open the request again to see it as it is now." },
+	};
+	for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+		if (strcmp(outcome, said[i].outcome) == 0)
+			return said[i].says;
+	return "The connection to the provider failed. Nothing was given; you can try again.";
 }
 
 enum cs_err pages_consent_done(const struct http_request *req, struct http_reply *rep)
@@ -592,22 +653,18 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
 	const char *outcome = form_get(&req->params, "outcome");
-	char back[128];
+	char back[LOGIN_RETURN_TO_MAX + 1], cancelled[600];
 	bool have, ok;
 	enum cs_err e;
 	memset(&s, 0, sizeof s);
 	memset(&r, 0, sizeof r);
 	if (c == NULL)
 		return CS_EDB;
-	snprintf(back, sizeof back, "/consent/%s/done", req->captures[0]);
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+	if ((e = login_require(req, rep, return_path(back, "consent", req->captures[0], "/done"), &s,
+	    &have)) != CS_OK || !have)
 		goto out;
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;
-	char cancelled[600];
-	snprintf(cancelled, sizeof cancelled, "You cancelled at %s, so %s was not connected to it "
-	    "and nothing was given. The request still waits for you: review it again to connect, "
-	    "or deny it.", resource_name(app->cfg, r.resource), agent_name(app->cfg, r.agent));
 	/* SECURITY: the stored status decides what the page says; a link (an agent
 	 * hands the person that link) chooses at most which of consentd's sentences
 	 * explains a request that is still pending. */
@@ -615,25 +672,23 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 		rep->status = 303;
 		rep->content_type = "text/plain; charset=utf-8";
 		buf_reset(&rep->body);
-		snprintf(back, sizeof back, "/consent/%s", r.id);
-		e = reply_header(rep, "Location", back);
-	} else if (strcmp(r.status, "pending") != 0 || outcome == NULL)
+		if ((e = str_fmt(back, sizeof back, "/consent/%s", r.id)) == CS_OK)
+			e = reply_header(rep, "Location", back);
+	} else if (strcmp(r.status, "pending") != 0 || outcome == NULL) {
 		/* What was left out comes from the stored request, never from the link. */
-		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0,
-		    strcmp(r.status, "approved") == 0 ? r.narrowed : NULL, NULL);
-	else if (strcmp(outcome, "cancelled") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false,  NULL, cancelled);
-	else if (strcmp(outcome, "too_much") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
-		    "The provider granted more than was asked for, so consentd revoked those tokens at once "
-		    "and gave nothing. Try again or ask the provider's administrator.");
-	else if (strcmp(outcome, "changed") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
-		    "The request changed while you were at the provider, so nothing was given and the "
-		    "connection was undone. Open the request again to see it as it is now.");
-	else
-		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
-		    "The connection to the provider failed. Nothing was given; you can try again.");
+		e = done_page(rep, app->cfg, &r, &s, &(struct done_says){
+		    .approved = strcmp(r.status, "approved") == 0,
+		    .narrowed = strcmp(r.status, "approved") == 0 ? r.narrowed : NULL });
+	} else if (strcmp(outcome, "cancelled") == 0) {
+		if ((e = str_fmt(cancelled, sizeof cancelled, "You cancelled at %s, so %s was not "
+		    "connected to it and nothing was given. The request still waits for you: review "
+		    "it again to connect, or deny it.", resource_name(app->cfg, r.resource),
+		    agent_name(app->cfg, r.agent))) == CS_OK)
+			e = done_page(rep, app->cfg, &r, &s, &(struct done_says){ .failure = cancelled });
+	} else {
+		e = done_page(rep, app->cfg, &r, &s, &(struct done_says){
+		    .failure = done_failure(outcome) });
+	}
 out:
 	consent_request_clear(&r);
 	session_clear(&s);
@@ -710,8 +765,9 @@ static enum cs_err bound_approval(const struct http_request *req, struct http_re
 	if (e != CS_OK)
 		return e;
 	if (a->user_id != s->user_id)
-		return refuse_other_account(req, rep, c, s, "approve", a->id, a->subject, a->agent,
-		    a->resource);
+		return refuse_other_account(req, rep, s, "approve", &(struct consent_refusal){
+		    .subject = a->subject, .agent = a->agent, .resource = a->resource,
+		    .request_id = a->id });
 	*ok = true;
 	return CS_OK;
 }
@@ -791,7 +847,7 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	struct session s;
 	struct approval a;
 	struct store_conn *c = store_conn(app->store);
-	char back[128], other[200];
+	char back[LOGIN_RETURN_TO_MAX + 1], other[200];
 	char *shown = NULL, *who = NULL;
 	json_t *ctx = NULL, *expires = NULL;
 	bool have, ok;
@@ -801,8 +857,8 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	memset(&a, 0, sizeof a);
 	if (c == NULL)
 		return CS_EDB;
-	snprintf(back, sizeof back, "/approve/%s", req->captures[0]);
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+	if ((e = login_require(req, rep, return_path(back, "approve", req->captures[0], ""), &s,
+	    &have)) != CS_OK || !have)
 		goto out;
 	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
 		goto out;
@@ -822,7 +878,9 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 		e = CS_ENOMEM;
 		goto out;
 	}
-	snprintf(other, sizeof other, "/login?prompt=login&return_to=%%2Fapprove%%2F%s", a.id);
+	if ((e = str_fmt(other, sizeof other, "/login?prompt=login&return_to=%%2Fapprove%%2F%s",
+	    a.id)) != CS_OK)
+		goto out;
 	/* Who keeps the approval to this one action: consentd itself when only its proxy
 	 * uses the tokens, the gateway when the token is released to it (flow F). */
 	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:b}",
@@ -843,7 +901,9 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	if (act != NULL && act->route_method != NULL && act->route_path != NULL &&
 	    proxy_shaped(a.parameters)) {
 		char line[600];
-		snprintf(line, sizeof line, "%s %s", act->route_method, act->route_path);
+		if ((e = str_fmt(line, sizeof line, "%s %s", act->route_method,
+		    act->route_path)) != CS_OK)
+			goto out;
 		if (json_object_set_new(ctx, "request_line", json_string(line)) != 0 ||
 		    json_object_set_new(ctx, "proxied", json_true()) != 0) {
 			e = CS_ENOMEM;
@@ -892,7 +952,8 @@ enum cs_err pages_approve_decide(const struct http_request *req, struct http_rep
 	}
 	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
 		goto out;
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
+		goto out;
 	e = approval_decide(c, cfg, a.id, s.user_id, approve, actor, req->now);
 	if (e == CS_EPERM) {
 		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");

@@ -383,8 +383,10 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 		goto out;
 	}
 	snprintf(actor, sizeof actor, "gateway:%s", cfg->gateway_id);
-	e = consent_exchange(c, cfg, oidc_meta(app->idp)->issuer, json_string_value(sub), agent->id,
-	    r->id, &want, reason && *reason ? reason : NULL, actor, req->now, &ans);
+	e = consent_exchange(c, cfg, &(struct consent_ask){ .issuer = oidc_meta(app->idp)->issuer,
+	    .subject = json_string_value(sub), .agent = agent->id, .resource = r->id,
+	    .requested = &want, .reason = reason && *reason ? reason : NULL, .actor = actor,
+	    .now = req->now }, &ans);
 	if (e == CS_ETOOBIG) {
 		snprintf(desc, sizeof desc, "together with the scopes already asked for, this is more "
 		    "than %d scopes", CONSENT_MAX_SCOPES);

@@ -441,6 +441,34 @@ static void revoke_now(struct provider *p, const struct provider_tokens *t)
 
 /* --- connecting: begin -------------------------------------------------- */
 
+/* The cs_err this file has always acted on for each consent_decide outcome
+ * (CS_ESTALE: the request changed; CS_EINVAL / CS_EPERM: it can no longer be
+ * decided), until the vault has outcomes of its own (#13.2). */
+static enum cs_err decide_err(enum consent_decide_outcome o)
+{
+	static const enum cs_err map[CONSENT_DECIDE__MAX] = {
+		[CONSENT_DECIDED] = CS_OK, [CONSENT_DECIDE_UNKNOWN] = CS_ENOENT,
+		[CONSENT_DECIDE_NOT_YOURS] = CS_EPERM, [CONSENT_DECIDE_CLOSED] = CS_EINVAL,
+		[CONSENT_DECIDE_INVALID] = CS_EINVAL, [CONSENT_DECIDE_CHANGED] = CS_ESTALE,
+	};
+	return (unsigned)o < CONSENT_DECIDE__MAX ? map[o] : CS_EINVAL;
+}
+
+/* consent_decide_tx as this file calls it: *nid on CONSENT_DECIDED, decide_err otherwise. */
+static enum cs_err decide_in_tx(struct store_conn *c, const struct config *cfg,
+    const char *request_id, const struct consent_actor *who, const struct consent_decision *d,
+    char **nid)
+{
+	struct consent_decided got = { CONSENT_DECIDE_UNKNOWN, NULL };
+	enum cs_err e = consent_decide_tx(c, cfg, request_id, who, d, &got);
+	if (e == CS_OK && (e = decide_err(got.outcome)) == CS_OK) {
+		*nid = got.consent_id;
+		got.consent_id = NULL;
+	}
+	consent_decided_clear(&got);
+	return e;
+}
+
 void vault_begin_clear(struct vault_begin *b)
 {
 	if (b == NULL)
@@ -480,7 +508,8 @@ static enum cs_err move_record(struct vault *v, struct store_conn *c, const stru
 	/* Reserved: the cascade that revokes k leaves this record alone. */
 	if ((e = store_vault_record_reserve(c, rec.id, r->id, now)) != CS_OK)
 		goto out;
-	if ((e = consent_decide_tx(c, cfg, r->id, user_id, d, actor, now, true, &nid)) != CS_OK)
+	if ((e = decide_in_tx(c, cfg, r->id, &(struct consent_actor){ .user_id = user_id,
+	    .actor = actor, .now = now }, d, &nid)) != CS_OK)
 		goto out;
 	if ((e = open_pair(v->mk, rec.master_kid, rec.id, k->id, k->subject, k->resource,
 	    rec.access_sealed, rec.access_sealed_len, rec.refresh_sealed, rec.refresh_sealed_len,
@@ -562,6 +591,7 @@ enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const str
 	struct scope_set m, have;
 	struct store_vault_connect cs;
 	struct vault_begin b = { NULL, NULL };
+	enum consent_decide_outcome dco = CONSENT_DECIDE_UNKNOWN;
 	const struct provider_meta *meta = NULL;
 	const struct config_resource *res;
 	struct provider *p;
@@ -586,7 +616,8 @@ enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const str
 		goto out;
 	/* SECURITY: the same checks as consent_decide, before the person is sent
 	 * anywhere (invariant 4: only the requested person decides). */
-	if ((e = consent_decision_check(cfg, &r, user_id, d, now)) != CS_OK)
+	if ((e = consent_decision_check(cfg, &r, user_id, d, now, &dco)) != CS_OK ||
+	    (e = decide_err(dco)) != CS_OK)
 		goto out;
 	if ((res = config_resource(cfg, r.resource)) == NULL ||
 	    (p = vault_provider(v, r.resource)) == NULL) {
@@ -778,7 +809,8 @@ static enum cs_err connect_commit(struct vault *v, struct store_conn *c, const s
 		return e;
 	in_tx = true;
 	/* The previous consent's record goes to the outbox in its cascade. */
-	if ((e = consent_decide_tx(c, cfg, r->id, user_id, d, actor, now, true, &nid)) != CS_OK)
+	if ((e = decide_in_tx(c, cfg, r->id, &(struct consent_actor){ .user_id = user_id,
+	    .actor = actor, .now = now }, d, &nid)) != CS_OK)
 		goto out;
 	if ((e = seal_pair(v->mk, rid, nid, r->subject, r->resource, t->access_token,
 	    t->refresh_token, &ab, &al, &rb, &rl)) != CS_OK)

@@ -121,7 +121,7 @@ static enum consent_outcome exch_full(const char *sub, const char *agent, const 
 {
 	struct scope_set req = set(scopes_s);
 	memset(a, 0, sizeof *a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, agent, resource, &req, reason, GW,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, agent, resource, &req, reason, GW,
 	    now, a), CS_OK);
 	scope_set_clear(&req);
 	return a->outcome;
@@ -199,7 +199,7 @@ static enum cs_err decide(const char *rid, const char *sub, bool approve, const 
 	d.duration = duration;
 	d.offline = offline;
 	tu_decision_version(sc, rid, &d);
-	enum cs_err e = consent_decide(sc, &cfg, rid, user_id(sub), &d, "user:x", now, kid);
+	enum cs_err e = tu_decide(sc, &cfg, rid, user_id(sub), &d, "user:x", now, kid);
 	scope_set_clear(&d.selected);
 	return e;
 }
@@ -276,7 +276,7 @@ START_TEST(test_consent_exchange_keeps_user_profile)
 	/* Another issuer is another person. */
 	struct scope_set req = set("read");
 	struct consent_answer a;
-	ck_assert_int_eq(consent_exchange(sc, &cfg, "https://other.test", "alice", "coder", "notes",
+	ck_assert_int_eq(tu_exchange(sc, &cfg, "https://other.test", "alice", "coder", "notes",
 	    &req, NULL, GW, T0, &a), CS_OK);
 	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
 	consent_answer_clear(&a);
@@ -357,7 +357,7 @@ START_TEST(test_consent_approve_partial_then_grant)
 	/* The person lets it ask again: a new request that shows everything the
 	 * agent would hold, with read pre-ticked. */
 	bool lifted = false;
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 40,
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 40,
 	    &lifted), CS_OK);
 	ck_assert(lifted);
 	ck_assert_int_eq(exch_o("alice", "write", T0 + 40, &rid2), CONSENT_REQUIRED);
@@ -483,7 +483,7 @@ START_TEST(test_consent_exchange_merge_too_many)
 	ck_assert_int_eq(exch_o("alice", a15, T0, &rid), CONSENT_REQUIRED);
 	struct scope_set req = set(b10);
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, "alice", "coder", "notes", &req, NULL, GW,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, "alice", "coder", "notes", &req, NULL, GW,
 	    T0 + 10, &a), CS_ETOOBIG);
 	ck_assert_ptr_null(a.request_id);
 	scope_set_clear(&req);
@@ -527,7 +527,7 @@ static enum cs_err decide_at(const char *rid, const char *vers, bool approve, co
 		d.selected = set(ticked);
 	d.duration = 60;
 	memcpy(d.version, vers, sizeof d.version);
-	enum cs_err e = consent_decide(sc, &cfg, rid, user_id("alice"), &d, "user:x", now, kid);
+	enum cs_err e = tu_decide(sc, &cfg, rid, user_id("alice"), &d, "user:x", now, kid);
 	scope_set_clear(&d.selected);
 	return e;
 }
@@ -867,21 +867,21 @@ START_TEST(test_consent_revoke_cases)
 	add_tokens(kid, "b");
 	ck_assert_int_eq(exch_o("bob", "read", T0, NULL), CONSENT_REQUIRED);
 	/* Someone else: refused, nothing changes. */
-	ck_assert_int_eq(consent_revoke(sc, kid, user_id("bob"), "user:bob", "mine now", T0 + 2,
+	ck_assert_int_eq(tu_revoke(sc, kid, user_id("bob"), "user:bob", "mine now", T0 + 2,
 	    false), CS_EPERM);
 	ck_assert_int_eq(consent_get(sc, kid, T0 + 2, &k), CS_OK);
 	ck_assert_str_eq(k.state, "live");
 	consent_clear(&k);
-	ck_assert_int_eq(consent_revoke(sc, "nosuchconsentAAAAAAAAA", 0, "admin:root", "x", T0 + 2,
+	ck_assert_int_eq(tu_revoke(sc, "nosuchconsentAAAAAAAAA", 0, "admin:root", "x", T0 + 2,
 	    false), CS_ENOENT);
 	/* The owner. */
-	ck_assert_int_eq(consent_revoke(sc, kid, user_id("alice"), "user:alice",
+	ck_assert_int_eq(tu_revoke(sc, kid, user_id("alice"), "user:alice",
 	    "revoked by the person on /me", T0 + 3, false), CS_OK);
 	ck_assert_int_eq(q_int("SELECT revoked_at FROM grants WHERE consent_id = ?1", kid), T0 + 3);
 	ck_assert_int_eq(q_int("SELECT revoked_at FROM refresh_tokens WHERE consent_id = ?1", kid),
 	    T0 + 3);
 	/* Twice: fine, one audit entry, the first revocation kept. */
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "again", T0 + 4, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "again", T0 + 4, false), CS_OK);
 	ck_assert_int_eq(audits("consent.revoked"), 1);
 	char *det = q_text("SELECT actor || '|' || detail || '|' || consent_id || '|' || subject "
 	    "FROM audit WHERE action = 'consent.revoked'", NULL);
@@ -907,12 +907,12 @@ START_TEST(test_consent_revoke_in_callers_tx)
 	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 1, &kid), CS_OK);
 	/* Rolled back by the caller: as if it never happened. */
 	ck_assert_int_eq(store_begin(sc), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "bulk", T0 + 2, true), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "bulk", T0 + 2, true), CS_OK);
 	store_rollback(sc);
 	ck_assert_int_eq(q_int("SELECT revoked_at FROM consents WHERE id = ?1", kid), 0);
 	ck_assert_int_eq(audits("consent.revoked"), 0);
 	ck_assert_int_eq(store_begin(sc), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "bulk", T0 + 2, true), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "bulk", T0 + 2, true), CS_OK);
 	ck_assert_int_eq(store_commit(sc), CS_OK);
 	ck_assert_int_eq(q_int("SELECT revoked_at FROM consents WHERE id = ?1", kid), T0 + 2);
 	free(rid);
@@ -1000,7 +1000,7 @@ START_TEST(test_consent_audit_every_step)
 	ck_assert_int_eq(exch_o("alice", "read", T0 + 1, NULL), CONSENT_SLOW_DOWN);
 	ck_assert_int_eq(exch_o("alice", "read write", T0 + 2, NULL), CONSENT_REQUIRED);
 	ck_assert_int_eq(decide(rid, "alice", true, "read", 60, false, T0 + 3, &kid), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "test", T0 + 4, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "test", T0 + 4, false), CS_OK);
 	const char *actions[] = {
 		"consent.request.created", "consent.request.slow_down", "consent.request.merged",
 		"consent.request.approved", "consent.granted", "consent.revoked",
@@ -1086,7 +1086,7 @@ START_TEST(test_consent_failure_mid_transaction_rolls_back)
 	struct consent_answer a;
 	memset(&a, 0, sizeof a);
 	counts(before);
-	ck_assert_int_ne(consent_exchange(sc, &cfg, ISS, "carol", "coder", "notes", &req, NULL, GW,
+	ck_assert_int_ne(tu_exchange(sc, &cfg, ISS, "carol", "coder", "notes", &req, NULL, GW,
 	    T0, &a), CS_OK);
 	ck_assert_ptr_null(a.request_id);
 	counts(after);
@@ -1191,7 +1191,7 @@ START_TEST(test_consent_allow_asking_after_denial)
 	bool lifted = true;
 	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
 	/* Pending: holds nobody back. */
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 1,
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 1,
 	    &lifted), CS_EINVAL);
 	ck_assert_int_eq(decide(rid, "alice", false, NULL, 0, false, T0 + 10, NULL), CS_OK);
 	ck_assert_int_eq(exch_o("alice", "read", T0 + 11, NULL), CONSENT_DENIED);
@@ -1203,17 +1203,17 @@ START_TEST(test_consent_allow_asking_after_denial)
 	consent_block_list_free(b, 1);
 	/* Someone else, or no such request: refused, nothing written. */
 	ck_assert_int_eq(exch_o("bob", "read", T0, NULL), CONSENT_REQUIRED);
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("bob"), "user:bob", T0 + 12,
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, user_id("bob"), "user:bob", T0 + 12,
 	    &lifted), CS_EPERM);
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, "nosuchrequestAAAAAAAAA", user_id("alice"),
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, "nosuchrequestAAAAAAAAA", user_id("alice"),
 	    "user:alice", T0 + 12, &lifted), CS_ENOENT);
 	ck_assert_int_eq(exch_o("alice", "read", T0 + 12, NULL), CONSENT_DENIED);
 	ck_assert_int_eq(audits("consent.cooldown_lifted"), 0);
 	/* The person: lifted, audited once; again is fine and writes nothing. */
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 13,
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 13,
 	    &lifted), CS_OK);
 	ck_assert(lifted);
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 14,
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 14,
 	    &lifted), CS_OK);
 	ck_assert(!lifted);
 	ck_assert_int_eq(audits("consent.cooldown_lifted"), 1);
@@ -1235,7 +1235,7 @@ START_TEST(test_consent_allow_asking_after_denial)
 	ck_assert_str_eq(b[0].request_id, rid2);
 	consent_block_list_free(b, 1);
 	/* After the cooldown: nothing to lift, CS_OK, nothing written. */
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid2, user_id("alice"), "user:alice",
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid2, user_id("alice"), "user:alice",
 	    T0 + 20 + 3600, &lifted), CS_OK);
 	ck_assert(!lifted);
 	ck_assert_int_eq(audits("consent.cooldown_lifted"), 1);
@@ -1252,7 +1252,7 @@ START_TEST(test_consent_allow_asking_after_decline)
 	ck_assert_int_eq(exch_o("alice", "read write", T0, &rid), CONSENT_REQUIRED);
 	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 10, &kid), CS_OK);
 	ck_assert_int_eq(exch_o("alice", "write", T0 + 11, NULL), CONSENT_DENIED);
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 12,
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 12,
 	    &lifted), CS_OK);
 	ck_assert(lifted);
 	char *det = q_text("SELECT consent_id || '|' || scopes || '|' || detail FROM audit "
@@ -1276,11 +1276,11 @@ START_TEST(test_consent_revoked_ends_decline_block)
 	bool lifted = true;
 	ck_assert_int_eq(exch_o("alice", "read write", T0, &rid), CONSENT_REQUIRED);
 	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 10, &kid), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, kid, user_id("alice"), "user:alice", "x", T0 + 11, false),
+	ck_assert_int_eq(tu_revoke(sc, kid, user_id("alice"), "user:alice", "x", T0 + 11, false),
 	    CS_OK);
 	/* The consent ended: its declines hold nothing back any more. */
 	ck_assert_uint_eq(blocks("alice", T0 + 12, &b), 0);
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 12,
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, user_id("alice"), "user:alice", T0 + 12,
 	    &lifted), CS_OK);
 	ck_assert(!lifted);
 	ck_assert_int_eq(exch_o("alice", "write", T0 + 12, NULL), CONSENT_REQUIRED);
@@ -1344,6 +1344,71 @@ START_TEST(test_consent_touch_and_revoker)
 }
 END_TEST
 
+/* The outcomes themselves, as the pages map them (tu_consent.h turns them
+ * into the codes the other tests check). */
+START_TEST(test_consent_outcomes_not_errors)
+{
+	char *rid = NULL;
+	struct consent_decision d;
+	struct consent_decided got = { CONSENT_DECIDED, NULL };
+	enum consent_revoke_outcome ro = CONSENT_REVOKED;
+	enum consent_lift_outcome lo = CONSENT_LIFTED;
+	enum consent_decide_outcome co = CONSENT_DECIDED;
+	struct consent_request r;
+
+	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
+	const struct consent_actor al = { .user_id = user_id("alice"), .actor = "user:alice",
+	    .now = T0 + 1 }, bob = { .user_id = user_id("alice") + 1000, .actor = "user:bob",
+	    .now = T0 + 1 };
+	memset(&d, 0, sizeof d);
+	d.approve = true;
+	d.selected = set("read");
+	d.duration = 60;
+	/* A page of another version: nothing written, an outcome, not an error. */
+	ck_assert_int_eq(consent_decide(sc, &cfg, rid, &al, &d, &got), CS_OK);
+	ck_assert_int_eq(got.outcome, CONSENT_DECIDE_CHANGED);
+	ck_assert_ptr_null(got.consent_id);
+	ck_assert_int_eq(consent_decide(sc, &cfg, "nosuchrequestAAAAAAAAA", &al, &d, &got), CS_OK);
+	ck_assert_int_eq(got.outcome, CONSENT_DECIDE_UNKNOWN);
+	tu_decision_version(sc, rid, &d);
+	ck_assert_int_eq(consent_decide(sc, &cfg, rid, &bob, &d, &got), CS_OK);
+	ck_assert_int_eq(got.outcome, CONSENT_DECIDE_NOT_YOURS);
+	memset(&r, 0, sizeof r);
+	ck_assert_int_eq(consent_request_get(sc, rid, &r), CS_OK);
+	ck_assert_int_eq(consent_decision_check(&cfg, &r, al.user_id, &d, T0 + 1, &co), CS_OK);
+	ck_assert_int_eq(co, CONSENT_DECIDED);
+	d.duration = 3601;
+	ck_assert_int_eq(consent_decision_check(&cfg, &r, al.user_id, &d, T0 + 1, &co), CS_OK);
+	ck_assert_int_eq(co, CONSENT_DECIDE_INVALID);
+	ck_assert_int_eq(consent_decide(sc, &cfg, rid, &al, &d, &got), CS_OK);
+	ck_assert_int_eq(got.outcome, CONSENT_DECIDE_INVALID);
+	d.duration = 60;
+	ck_assert_int_eq(consent_decide(sc, &cfg, rid, &al, &d, &got), CS_OK);
+	ck_assert_int_eq(got.outcome, CONSENT_DECIDED);
+	ck_assert(b64url_id(got.consent_id));
+	char *kid = got.consent_id;
+	got.consent_id = NULL;
+	ck_assert_int_eq(consent_decide(sc, &cfg, rid, &al, &d, &got), CS_OK);
+	ck_assert_int_eq(got.outcome, CONSENT_DECIDE_CLOSED);
+	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, &al, &lo), CS_OK);
+	ck_assert_int_eq(lo, CONSENT_LIFT_NOTHING);          /* nothing was declined */
+	ck_assert_int_eq(consent_revoke(sc, kid, &bob, "x", &ro), CS_OK);
+	ck_assert_int_eq(ro, CONSENT_REVOKE_NOT_YOURS);
+	ck_assert_int_eq(consent_revoke(sc, kid, &al, "x", &ro), CS_OK);
+	ck_assert_int_eq(ro, CONSENT_REVOKED);
+	ck_assert_int_eq(consent_revoke(sc, kid, &al, "x", &ro), CS_OK);
+	ck_assert_int_eq(ro, CONSENT_REVOKE_ALREADY);
+	ck_assert_int_eq(consent_revoke(sc, "nosuchconsentAAAAAAAAA", &al, "x", &ro), CS_OK);
+	ck_assert_int_eq(ro, CONSENT_REVOKE_UNKNOWN);
+	ck_assert_int_eq(audits("consent.revoked"), 1);
+	consent_request_clear(&r);
+	consent_decided_clear(&got);
+	scope_set_clear(&d.selected);
+	free(kid);
+	free(rid);
+}
+END_TEST
+
 static Suite *consent_suite(void)
 {
 	Suite *s = suite_create("consent");
@@ -1379,6 +1444,7 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_allow_asking_after_decline);
 	tcase_add_test(tc, test_consent_revoked_ends_decline_block);
 	tcase_add_test(tc, test_consent_touch_and_revoker);
+	tcase_add_test(tc, test_consent_outcomes_not_errors);
 	suite_add_tcase(s, tc);
 	return s;
 }

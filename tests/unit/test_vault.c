@@ -410,7 +410,7 @@ static char *request(const char *sub, const char *agent, const char *resource,
 	struct scope_set req = set(scopes_s);
 	struct consent_answer a;
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
 	    &a), CS_OK);
 	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
 	char *rid = strdup(a.request_id);
@@ -425,7 +425,7 @@ static enum consent_outcome exchange(const char *sub, const char *agent, const c
 	struct scope_set req = set(scopes_s);
 	struct consent_answer a;
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
 	    &a), CS_OK);
 	enum consent_outcome o = a.outcome;
 	consent_answer_clear(&a);
@@ -1109,7 +1109,7 @@ START_TEST(test_vault_seal_round_trip)
 	struct consent_decision d = decision("read");
 	char *nk = NULL;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW, &nk), CS_OK);
+	ck_assert_int_eq(tu_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW, &nk), CS_OK);
 	ck_assert_int_eq(release(nk, NOW, &r), CS_ENOENT);      /* notes has no provider */
 	scope_set_clear(&d.selected);
 	free(nk);
@@ -1245,7 +1245,7 @@ START_TEST(test_vault_cascade_revoke_moves_to_outbox)
 	char *rec_id = q_text("SELECT id FROM vault_records WHERE consent_id = ?1", kid);
 	int64_t len = q_int("SELECT length(access_sealed) FROM vault_records WHERE consent_id = ?1",
 	    kid);
-	ck_assert_int_eq(consent_revoke(sc, kid, uid("alice"), ACT, "user", NOW + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, uid("alice"), ACT, "user", NOW + 5, false), CS_OK);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_records", NULL), 0);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox WHERE record_id = ?1", rec_id), 1);
 	ck_assert_int_eq(q_int("SELECT length(access_sealed) FROM vault_outbox", NULL), len);
@@ -1275,7 +1275,7 @@ START_TEST(test_vault_cascade_replaced)
 	struct consent_decision d = decision("issues:read issues:write");
 	char *nk = NULL;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW + 1, &nk), CS_OK);
+	ck_assert_int_eq(tu_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW + 1, &nk), CS_OK);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_records", NULL), 0);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox WHERE consent_id = ?1", kid), 1);
 	scope_set_clear(&d.selected);
@@ -1340,7 +1340,7 @@ START_TEST(test_vault_begin_moves_exact_record)
 	 * (issues:write was just unticked: the person first lets the agent ask again.) */
 	char *cur = q_text("SELECT consent_id FROM vault_records", NULL);
 	bool lifted = false;
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, uid("alice"), ACT, NOW + 2, &lifted),
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, uid("alice"), ACT, NOW + 2, &lifted),
 	    CS_OK);
 	ck_assert(lifted);
 	char *rid2 = request("alice", "coder", "github", "issues:write", NOW + 2);
@@ -1539,7 +1539,7 @@ START_TEST(test_vault_outbox_revokes_refresh_then_access)
 {
 	char *kid = connect_alice(NOW);
 	int fin = -1;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1, &fin), CS_OK);
 	ck_assert_int_eq(fin, 1);
 	pthread_mutex_lock(&sv.mu);
@@ -1561,7 +1561,7 @@ START_TEST(test_vault_outbox_provider_down_retries)
 	char *kid = connect_alice(NOW);
 	int fin = -1;
 	uint16_t port = sv.port;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	srv_down();
 	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1, &fin), CS_OK);
 	ck_assert_int_eq(fin, 0);
@@ -1592,7 +1592,7 @@ START_TEST(test_vault_outbox_partial_and_expired)
 {
 	char *kid = connect_alice(NOW);
 	int fin = -1;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	/* The provider refuses to revoke: retried. */
 	pthread_mutex_lock(&sv.mu);
 	sv.revoke_status = 503;
@@ -1621,7 +1621,7 @@ START_TEST(test_vault_outbox_unreadable_kept_until_expiry)
 {
 	char *kid = connect_alice(NOW);
 	int fin = -1;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	raw_exec("UPDATE vault_outbox SET consent_id = 'another'");   /* no longer opens */
 	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1, &fin), CS_OK);
 	ck_assert_int_eq(fin, 0);
