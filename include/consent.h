@@ -10,30 +10,12 @@
 #include <stdint.h>
 #include "config.h"
 #include "cs_err.h"
+#include "scope.h"
 #include "store.h"
 
-#define CONSENT_MAX_SCOPES 20        /* per request; the consent page has one box each */
+#define CONSENT_MAX_SCOPES SCOPE_SET_MAX   /* per request; the consent page has one box each */
 #define CONSENT_ID_LEN 22            /* base64url of 16 random bytes */
-#define CONSENT_MAX_SCOPE_LEN 128    /* per scope token (CS_ETOOBIG beyond) */
 #define CONSENT_VERSION_LEN 64       /* hex of a SHA-256 */
-
-/* A set of bare scope names, sorted, without duplicates. */
-struct scope_set {
-	char  *v[CONSENT_MAX_SCOPES];
-	size_t n;
-};
-void scope_set_clear(struct scope_set *s);
-/* Parses a space-separated list (RFC 6749 §3.3: %x21 / %x23-5B / %x5D-7E,
- * separated by single spaces).  CS_EINVAL for a malformed list, CS_ETOOBIG
- * past CONSENT_MAX_SCOPES (distinct) or CONSENT_MAX_SCOPE_LEN.  Duplicates
- * collapse.  "" parses as the empty set (callers that need one scope check n).
- * *out written only on CS_OK. */
-enum cs_err scope_set_parse(const char *s, struct scope_set *out) CS_MUST_CHECK;
-bool scope_set_has(const struct scope_set *s, const char *name);
-/* true when every scope of a is in b (the empty set is a subset of any set). */
-bool scope_set_subset(const struct scope_set *a, const struct scope_set *b);
-/* Space-separated, sorted; malloc'd ("" for an empty set). */
-char *scope_set_join(const struct scope_set *s);
 
 struct consent {                     /* caller-owned; release with consent_clear() */
 	char   *id;
@@ -69,6 +51,15 @@ struct consent_request {             /* caller-owned; release with consent_reque
 };
 void consent_request_clear(struct consent_request *r);
 
+/* Who acts on a person's consents and requests, and when: the person on
+ * their pages, an administrator, or consentd itself. */
+struct consent_actor {
+	int64_t     user_id;             /* the person acting (> 0); 0 for consent_revoke by an
+	                                    administrator, who may end anyone's */
+	const char *actor;               /* for the audit log: "user:<subject>", "admin:<name>", "cli" */
+	int64_t     now;                 /* UTC seconds */
+};
+
 /* What the token exchange should answer (flow A). */
 enum consent_outcome {
 	CONSENT_GRANT = 0,       /* *live holds the covering consent; *grant_scopes = requested ∩ granted */
@@ -100,23 +91,28 @@ struct consent_answer {              /* release with consent_answer_clear() */
 };
 void consent_answer_clear(struct consent_answer *a);
 
+/* One token-exchange call (flow A): who asks for whom, and for what. */
+struct consent_ask {
+	const char *issuer, *subject;    /* the person (the user row is created when new) */
+	const char *agent, *resource;    /* validated against the configuration */
+	const struct scope_set *requested;   /* a non-empty subset of what the agent may ask for */
+	const char *reason;              /* the agent's text, or NULL */
+	const char *actor;               /* for the audit log: "gateway:<id>" */
+	int64_t     now;
+};
+
 /* Runs flow A's state machine for one token-exchange call, in one transaction,
  * with audit entries (created, merged, expired; slow_down only the first time
  * per request, later ones are counted in the request and named in the entry
  * that ends it).  A pending request keeps its reason unless the call merges new
  * scopes into it (then the reason joins too): an agent cannot keep rewriting
  * what an open page shows, since every change makes that page's decision stale
- * (consent_request_version); *out says which (merged, reason_kept).  issuer/subject
- * identify the person (the user row is created when new); agent, resource and
- * requested are already validated against the configuration (requested is a
- * non-empty subset of what the agent may ask for).  reason may be NULL.
+ * (consent_request_version); *out says which (merged, reason_kept).
  * CS_ETOOBIG (nothing written) when the request's scopes -- merged with the
  * pending request's, or with the live consent's granted ones -- would pass
  * CONSENT_MAX_SCOPES. */
 enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
-    const char *issuer, const char *subject, const char *agent, const char *resource,
-    const struct scope_set *requested, const char *reason, const char *actor, int64_t now,
-    struct consent_answer *out) CS_MUST_CHECK;
+    const struct consent_ask *ask, struct consent_answer *out) CS_MUST_CHECK;
 
 /* A request by id; CS_ENOENT when unknown. */
 enum cs_err consent_request_get(struct store_conn *c, const char *id,
@@ -136,38 +132,54 @@ struct consent_decision {
 	bool    offline;                 /* only honoured for an offline agent */
 	/* SECURITY: the consent_request_version of the page the person decided
 	 * on.  An approval of any other version of the request is refused with
-	 * CS_ESTALE and changes nothing: the person grants what they saw. */
+	 * CONSENT_DECIDE_CHANGED and changes nothing: the person grants what they saw. */
 	char    version[CONSENT_VERSION_LEN + 1];
 };
 
-/* Records the person's decision on a pending, unexpired request that belongs
- * to user_id (CS_EPERM otherwise; CS_EINVAL for a decided or expired request,
- * a selection outside the request, an empty approval or a bad duration;
- * CS_ESTALE, writing nothing, when an approval's request is no longer at
- * d->version; a denial stands for any version).
+/* What became of a decision.  Only CONSENT_DECIDED wrote anything. */
+enum consent_decide_outcome {
+	CONSENT_DECIDED = 0,             /* recorded; an approval made a new consent */
+	CONSENT_DECIDE_UNKNOWN,          /* no such request */
+	CONSENT_DECIDE_NOT_YOURS,        /* the request is another person's */
+	CONSENT_DECIDE_CLOSED,           /* decided already, or expired */
+	CONSENT_DECIDE_INVALID,          /* a selection outside the request, an empty approval
+	                                    or a bad duration */
+	CONSENT_DECIDE_CHANGED,          /* an approval of a version the request is no longer at */
+	CONSENT_DECIDE__MAX
+};
+struct consent_decided {             /* release with consent_decided_clear() */
+	enum consent_decide_outcome outcome;
+	char   *consent_id;              /* CONSENT_DECIDED on an approval: the new consent (malloc'd) */
+};
+void consent_decided_clear(struct consent_decided *d);
+
+/* Records who->user_id's decision on their pending, unexpired request, in one
+ * transaction with its audit entries; out->outcome says whether it was
+ * recorded (a denial stands for any version; an approval only at d->version).
  * Approve: a new consent (new id) with granted = selected and declined = the
  * rest of the request, replacing -- in the same transaction -- the live
  * consent for (user, agent, resource) with its grants and refresh tokens (its
  * vault record goes to the revocation outbox unless reserved for a move).
  * Deny: the request is denied; the live consent is unchanged.
- * *new_consent_id (malloc'd) is written on an approval. */
+ * cs_err only for failures; *out written only on CS_OK. */
 enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const char *request_id,
-    int64_t user_id, const struct consent_decision *d, const char *actor, int64_t now,
-    char **new_consent_id) CS_MUST_CHECK;
-/* The same, inside the caller's transaction when in_tx (the vault makes a
- * consent live together with its record).  With in_tx nothing is committed or
- * rolled back here: on an error the caller rolls back -- including, for an
- * expired request, the mark that it expired (CS_EINVAL either way). */
+    const struct consent_actor *who, const struct consent_decision *d,
+    struct consent_decided *out) CS_MUST_CHECK;
+/* The same, inside the caller's transaction (the vault makes a consent live
+ * together with its record): nothing is committed or rolled back here, and
+ * an outcome other than CONSENT_DECIDED has written nothing. */
 enum cs_err consent_decide_tx(struct store_conn *c, const struct config *cfg,
-    const char *request_id, int64_t user_id, const struct consent_decision *d, const char *actor,
-    int64_t now, bool in_tx, char **new_consent_id) CS_MUST_CHECK;
+    const char *request_id, const struct consent_actor *who, const struct consent_decision *d,
+    struct consent_decided *out) CS_MUST_CHECK;
 /* The checks consent_decide makes on an approval, without writing anything:
- * r pending and unexpired at now and user_id's (CS_EPERM when not theirs,
- * CS_EINVAL otherwise), r at d->version (CS_ESTALE), d->selected non-empty, ⊆ r's scopes, configured and
- * allowed to the agent, duration within the resource's max_consent.  For the
- * vault, which checks before sending the person to the provider. */
+ * *out is CONSENT_DECIDED when user_id may approve r with d at now (pending,
+ * unexpired, theirs, at d->version, d->selected non-empty, ⊆ r's scopes,
+ * configured and allowed to the agent, duration within the resource's
+ * max_consent).  For the vault, which checks before sending the person to the
+ * provider. */
 enum cs_err consent_decision_check(const struct config *cfg, const struct consent_request *r,
-    int64_t user_id, const struct consent_decision *d, int64_t now) CS_MUST_CHECK;
+    int64_t user_id, const struct consent_decision *d, int64_t now,
+    enum consent_decide_outcome *out) CS_MUST_CHECK;
 
 /* A consent by id (any state); CS_ENOENT when unknown. */
 enum cs_err consent_get(struct store_conn *c, const char *id, int64_t now,
@@ -230,24 +242,51 @@ void consent_block_list_free(struct consent_block *v, size_t n);
 /* The person's blocks in force at now, most recent first. */
 enum cs_err consent_blocks_for_user(struct store_conn *c, const struct config *cfg,
     int64_t user_id, int64_t now, struct consent_block **out, size_t *n) CS_MUST_CHECK;
+enum consent_lift_outcome {
+	CONSENT_LIFTED = 0,              /* the block is lifted, with an audit entry */
+	CONSENT_LIFT_NOTHING,            /* nothing held the agent back: lifted already, the
+	                                    cooldown over, the consent ended, nothing declined */
+	CONSENT_LIFT_UNKNOWN,            /* no such request */
+	CONSENT_LIFT_NOT_YOURS,          /* the request is another person's */
+	CONSENT_LIFT_UNDECIDED,          /* pending or expired: no decision holds anyone back */
+	CONSENT_LIFT__MAX
+};
 /* Lifts the block request_id holds (a denied request, or the approved request
  * of a live consent with declined scopes), with an audit entry
  * "consent.cooldown_lifted", in one transaction: the agent's next call makes a
- * new request.  CS_ENOENT for an unknown request, CS_EPERM when it is not
- * user_id's, CS_EINVAL when it holds no block at now (undecided, expired,
- * an ended consent, nothing declined, the cooldown over).  Lifting again is
- * CS_OK with *lifted false. */
+ * new request.  who->user_id must be the request's person. */
 enum cs_err consent_allow_asking(struct store_conn *c, const struct config *cfg,
-    const char *request_id, int64_t user_id, const char *actor, int64_t now,
-    bool *lifted) CS_MUST_CHECK;
+    const char *request_id, const struct consent_actor *who,
+    enum consent_lift_outcome *out) CS_MUST_CHECK;
 
+enum consent_revoke_outcome {
+	CONSENT_REVOKED = 0,             /* revoked now, with its audit entry */
+	CONSENT_REVOKE_ALREADY,          /* it was revoked already: nothing written (idempotent) */
+	CONSENT_REVOKE_UNKNOWN,          /* no such consent */
+	CONSENT_REVOKE_NOT_YOURS,        /* who->user_id > 0 and the consent is another person's */
+	CONSENT_REVOKE__MAX
+};
 /* Revokes a consent with its grants and refresh tokens, cancels its pending
  * and approved-unused approvals and moves its vault record (if any) to the
- * revocation outbox, with one audit entry naming actor and reason.  When
- * only_user_id > 0 the consent must belong to that user (CS_EPERM otherwise).
- * Revoking an already revoked consent is CS_OK (idempotent).  Runs in its own
- * transaction unless in_tx. */
-enum cs_err consent_revoke(struct store_conn *c, const char *consent_id, int64_t only_user_id,
-    const char *actor, const char *reason, int64_t now, bool in_tx) CS_MUST_CHECK;
+ * revocation outbox, with one audit entry naming who->actor and reason, in
+ * its own transaction.  When who->user_id > 0 the consent must be theirs. */
+enum cs_err consent_revoke(struct store_conn *c, const char *consent_id,
+    const struct consent_actor *who, const char *reason,
+    enum consent_revoke_outcome *out) CS_MUST_CHECK;
+/* The same inside the caller's transaction (bulk revocation, the admin pages). */
+enum cs_err consent_revoke_tx(struct store_conn *c, const char *consent_id,
+    const struct consent_actor *who, const char *reason,
+    enum consent_revoke_outcome *out) CS_MUST_CHECK;
+
+/* Session binding (invariant 4): records that someone other than its person
+ * opened a consent or approval request -- one "consent.binding_refused"
+ * entry, in its own transaction.  The request stays as it was. */
+struct consent_refusal {
+	const char *actor;               /* "user:<subject>" of who opened it */
+	const char *subject, *agent, *resource;   /* the request's */
+	const char *request_id;          /* a consent or an approval request */
+	int64_t     now;
+};
+enum cs_err consent_refuse_binding(struct store_conn *c, const struct consent_refusal *r) CS_MUST_CHECK;
 
 #endif

@@ -462,7 +462,9 @@ enum cs_err admin_consent_revoke(struct store_conn *c, const char *id, const cha
 	if ((e = store_admin_consent(c, id, now, &row)) != CS_OK)
 		goto fail;
 	was_unrevoked = int_of(row, "revoked_at") == 0;
-	if ((e = consent_revoke(c, id, 0, actor, reason, now, true)) != CS_OK ||
+	/* The consent exists: store_admin_consent read it in this transaction. */
+	if ((e = consent_revoke_tx(c, id, &(struct consent_actor){ .actor = actor, .now = now },
+	    reason, &(enum consent_revoke_outcome){ CONSENT_REVOKED })) != CS_OK ||
 	    (e = store_commit(c)) != CS_OK)
 		goto fail;
 	json_decref(row);
@@ -512,8 +514,9 @@ enum cs_err admin_bulk_revoke(struct store_conn *c, const struct admin_bulk *b, 
 			goto fail;
 		n = json_array_size(ids);
 		json_array_foreach(ids, i, id) {
-			if ((e = consent_revoke(c, json_string_value(id), 0, b->actor, b->reason, now,
-			    true)) != CS_OK) {
+			if ((e = consent_revoke_tx(c, json_string_value(id),
+			    &(struct consent_actor){ .actor = b->actor, .now = now }, b->reason,
+			    &(enum consent_revoke_outcome){ CONSENT_REVOKED })) != CS_OK) {
 				json_decref(ids);
 				goto fail;
 			}

@@ -163,8 +163,10 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
 	if (c == NULL || cfg == NULL || rq == NULL || rq->agent == NULL || rq->res == NULL ||
 	    out == NULL)
 		return CS_EINVAL;
-	e = consent_exchange(c, cfg, rq->issuer, rq->subject, rq->agent->id, rq->res->id, rq->want,
-	    rq->reason, rq->actor, rq->now, &out->answer);
+	e = consent_exchange(c, cfg, &(struct consent_ask){ .issuer = rq->issuer,
+	    .subject = rq->subject, .agent = rq->agent->id, .resource = rq->res->id,
+	    .requested = rq->want, .reason = rq->reason, .actor = rq->actor, .now = rq->now },
+	    &out->answer);
 	if (e == CS_ETOOBIG) {
 		out->outcome = EXCHANGE_TOO_MANY_SCOPES;
 		return CS_OK;

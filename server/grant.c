@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "grant.h"
+#include "scope.h"
 #include "session.h"
 #include "store_grant.h"
 

@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <jansson.h>
 #include "app.h"
 #include "approval.h"
@@ -21,32 +20,6 @@
 #include "vault.h"
 
 #define ME_LIST_MAX 100              /* consents shown, live ones first */
-
-/* A time for a template, as pages.c writes them: {"iso": "2026-12-01T20:00:00Z",
- * "utc": "2026-12-01 20:00 UTC"}, shown <time datetime="{{iso}}" title="{{utc}}">{{utc}}</time>
- * and turned into the reader's local time by /static/local-time.js.  NULL on failure. */
-static json_t *when(int64_t t)
-{
-	char iso[32] = "", utc[32] = "";
-	time_t tt = (time_t)t;
-	struct tm tm;
-	if (gmtime_r(&tt, &tm) == NULL || strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 ||
-	    strftime(utc, sizeof utc, "%Y-%m-%d %H:%M UTC", &tm) == 0)
-		return NULL;
-	return json_pack("{s:s, s:s}", "iso", iso, "utc", utc);
-}
-
-static const char *agent_name(const struct config *cfg, const char *id)
-{
-	const struct config_agent *a = config_agent(cfg, id);
-	return a ? a->name : id;
-}
-
-static const char *resource_name(const struct config *cfg, const char *id)
-{
-	const struct config_resource *r = config_resource(cfg, id);
-	return r ? r->name : id;
-}
 
 /* Each scope with what it lets the agent do, in the operator's words; a scope
  * no longer configured shows its name. */
@@ -158,12 +131,14 @@ static json_t *active_item(struct app *app, struct store_conn *c, const struct c
 {
 	const struct config *cfg = app->cfg;
 	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:o, s:o, s:o?}",
-	    "id", k->id, "agent", agent_name(cfg, k->agent), "resource", resource_name(cfg, k->resource),
+	    "id", k->id, "agent", pages_agent_name(cfg, k->agent),
+	    "resource", pages_resource_name(cfg, k->resource),
 	    "scopes", scope_items(cfg, k->resource, &k->granted),
 	    "declined", scope_items(cfg, k->resource, &k->declined), "has_declined", k->declined.n > 0,
 	    "offline", k->offline, "connected", vault_has_record(c, k->id) && !k->reconnect_required,
-	    "reconnect", k->reconnect_required, "created", when(k->created_at),
-	    "expires", when(k->expires_at), "last_used", k->last_used_at > 0 ? when(k->last_used_at) : NULL);
+	    "reconnect", k->reconnect_required, "created", pages_time_value(k->created_at),
+	    "expires", pages_time_value(k->expires_at),
+	    "last_used", k->last_used_at > 0 ? pages_time_value(k->last_used_at) : NULL);
 }
 
 /* One entry of the history; the administrator's reason made visible text. */
@@ -177,10 +152,12 @@ static json_t *history_item(const struct config *cfg, const struct consent *k)
 	int64_t ended = k->revoked_at != 0 && k->revoked_at < k->expires_at ? k->revoked_at :
 	    k->expires_at;
 	o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s?, s:o?}",
-	    "id", k->id, "agent", agent_name(cfg, k->agent), "resource", resource_name(cfg, k->resource),
-	    "scopes", scope_items(cfg, k->resource, &k->granted), "created", when(k->created_at),
-	    "ended", when(ended), "how", how, "why", shown,
-	    "last_used", k->last_used_at > 0 ? when(k->last_used_at) : NULL);
+	    "id", k->id, "agent", pages_agent_name(cfg, k->agent),
+	    "resource", pages_resource_name(cfg, k->resource),
+	    "scopes", scope_items(cfg, k->resource, &k->granted),
+	    "created", pages_time_value(k->created_at),
+	    "ended", pages_time_value(ended), "how", how, "why", shown,
+	    "last_used", k->last_used_at > 0 ? pages_time_value(k->last_used_at) : NULL);
 	free(shown);
 	return o;
 }
@@ -188,9 +165,9 @@ static json_t *history_item(const struct config *cfg, const struct consent *k)
 static json_t *block_item(const struct config *cfg, const struct consent_block *b)
 {
 	return json_pack("{s:s, s:s, s:s, s:o, s:b, s:o, s:o}", "request_id", b->request_id,
-	    "agent", agent_name(cfg, b->agent), "resource", resource_name(cfg, b->resource),
+	    "agent", pages_agent_name(cfg, b->agent), "resource", pages_resource_name(cfg, b->resource),
 	    "scopes", scope_items(cfg, b->resource, &b->scopes), "declined", b->declined,
-	    "decided", when(b->decided_at), "until", when(b->until));
+	    "decided", pages_time_value(b->decided_at), "until", pages_time_value(b->until));
 }
 
 /* Appends v to a, or fails for a NULL v (an allocation failed). */
@@ -239,18 +216,20 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 	}
 	for (size_t i = 0; i < nr; i++) {
 		if ((e = push(pending, json_pack("{s:s, s:s, s:s, s:o, s:o}", "id", rs[i].id,
-		    "agent", agent_name(cfg, rs[i].agent), "resource", resource_name(cfg, rs[i].resource),
+		    "agent", pages_agent_name(cfg, rs[i].agent),
+		    "resource", pages_resource_name(cfg, rs[i].resource),
 		    "scopes", scope_items(cfg, rs[i].resource, &rs[i].scopes),
-		    "expires", when(rs[i].expires_at)))) != CS_OK)
+		    "expires", pages_time_value(rs[i].expires_at)))) != CS_OK)
 			goto out;
 	}
 	for (size_t i = 0; i < na; i++) {
 		const struct config_action *act = config_action(cfg, as[i].resource, as[i].action);
 		if ((e = push(approvals, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", as[i].id,
-		    "agent", agent_name(cfg, as[i].agent), "resource", resource_name(cfg, as[i].resource),
+		    "agent", pages_agent_name(cfg, as[i].agent),
+		    "resource", pages_resource_name(cfg, as[i].resource),
 		    "action", as[i].action, "action_description",
 		    act && act->description ? act->description : as[i].action,
-		    "expires", when(as[i].expires_at)))) != CS_OK)
+		    "expires", pages_time_value(as[i].expires_at)))) != CS_OK)
 			goto out;
 	}
 	for (size_t i = 0; i < nb; i++)
@@ -297,14 +276,16 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 		return CS_EDB;
 	if (!id_shaped(req->captures[0]))
 		return not_found(rep);
-	snprintf(back, sizeof back, "/me/consents/%s/revoke", req->captures[0]);
+	/* id_shaped: the id is CONSENT_ID_LEN characters, so these fit. */
+	if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoke", req->captures[0])) != CS_OK)
+		return e;
 	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
 		goto out;
 	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
 		goto out;
 	if (k.revoked_at != 0) {
-		snprintf(back, sizeof back, "/me/consents/%s/revoked", k.id);
-		e = see_other(rep, back);
+		if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoked", k.id)) == CS_OK)
+			e = see_other(rep, back);
 		goto out;
 	}
 	if (!consent_is_live(&k, req->now)) {
@@ -313,10 +294,11 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 		goto out;
 	}
 	ctx = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:b, s:o, s:o}",
-	    "title", "Revoke this consent?", "id", k.id, "agent", agent_name(cfg, k.agent),
-	    "resource", resource_name(cfg, k.resource), "scopes", scope_items(cfg, k.resource, &k.granted),
+	    "title", "Revoke this consent?", "id", k.id, "agent", pages_agent_name(cfg, k.agent),
+	    "resource", pages_resource_name(cfg, k.resource),
+	    "scopes", scope_items(cfg, k.resource, &k.granted),
 	    "offline", k.offline, "provider", vault_provider(app->vault, k.resource) != NULL,
-	    "created", when(k.created_at), "expires", when(k.expires_at));
+	    "created", pages_time_value(k.created_at), "expires", pages_time_value(k.expires_at));
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -335,6 +317,7 @@ enum cs_err me_pages_revoke(const struct http_request *req, struct http_reply *r
 	struct session s;
 	struct store_conn *c = store_conn(app->store);
 	char actor[300], done[128];
+	enum consent_revoke_outcome o = CONSENT_REVOKE_UNKNOWN;
 	bool ok;
 	enum cs_err e;
 	memset(&s, 0, sizeof s);
@@ -346,19 +329,20 @@ enum cs_err me_pages_revoke(const struct http_request *req, struct http_reply *r
 		e = not_found(rep);
 		goto out;
 	}
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
+		goto out;
 	/* The route requires confirm=yes: only the confirmation page's form revokes. */
-	e = consent_revoke(c, req->captures[0], s.user_id, actor, "revoked by the person on /me",
-	    req->now, false);
-	if (e == CS_ENOENT || e == CS_EPERM) {
+	if ((e = consent_revoke(c, req->captures[0], &(struct consent_actor){ .user_id = s.user_id,
+	    .actor = actor, .now = req->now }, "revoked by the person on /me", &o)) != CS_OK)
+		goto out;
+	if (o == CONSENT_REVOKE_UNKNOWN || o == CONSENT_REVOKE_NOT_YOURS) {
 		/* SECURITY: someone else's consent looks exactly like a missing one. */
 		e = not_found(rep);
 		goto out;
-	} else if (e != CS_OK) {
-		goto out;
 	}
-	snprintf(done, sizeof done, "/me/consents/%s/revoked", req->captures[0]);
-	e = see_other(rep, done);
+	/* Revoked now or before: the page after says how it ended. */
+	if ((e = str_fmt(done, sizeof done, "/me/consents/%s/revoked", req->captures[0])) == CS_OK)
+		e = see_other(rep, done);
 out:
 	session_clear(&s);
 	return e;
@@ -383,7 +367,8 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 		return CS_EDB;
 	if (!id_shaped(req->captures[0]))
 		return not_found(rep);
-	snprintf(back, sizeof back, "/me/consents/%s/revoked", req->captures[0]);
+	if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoked", req->captures[0])) != CS_OK)
+		return e;
 	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
 		goto out;
 	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
@@ -400,8 +385,8 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 	ctx = json_pack("{s:s, s:b, s:s, s:s, s:o, s:s, s:s?, s:b}",
 	    "title", consent_revoker(&k) == CONSENT_BY_PERSON ? "Access revoked" : "This consent ended",
 	    "by_you", consent_revoker(&k) == CONSENT_BY_PERSON,
-	    "agent", agent_name(cfg, k.agent), "resource", resource_name(cfg, k.resource),
-	    "when", when(k.revoked_at), "how", how, "why", shown,
+	    "agent", pages_agent_name(cfg, k.agent), "resource", pages_resource_name(cfg, k.resource),
+	    "when", pages_time_value(k.revoked_at), "how", how, "why", shown,
 	    "provider", vault_provider(app->vault, k.resource) != NULL);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
@@ -422,24 +407,25 @@ enum cs_err me_pages_allow(const struct http_request *req, struct http_reply *re
 	struct session s;
 	struct store_conn *c = store_conn(app->store);
 	char actor[300];
-	bool ok, lifted = false;
+	enum consent_lift_outcome o = CONSENT_LIFT_UNKNOWN;
+	bool ok;
 	enum cs_err e;
 	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
 	if ((e = post_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
 		goto out;
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = consent_allow_asking(c, app->cfg, req->captures[0], s.user_id, actor, req->now, &lifted);
-	if (e == CS_ENOENT || e == CS_EPERM) {
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK ||
+	    (e = consent_allow_asking(c, app->cfg, req->captures[0], &(struct consent_actor){
+	    .user_id = s.user_id, .actor = actor, .now = req->now }, &o)) != CS_OK)
+		goto out;
+	if (o == CONSENT_LIFT_UNKNOWN || o == CONSENT_LIFT_NOT_YOURS) {
 		/* SECURITY: someone else's request looks exactly like a missing one. */
 		e = reply_html_error(rep, 404, "No such request", "There is no such decision of yours.");
 		goto out;
-	} else if (e == CS_EINVAL) {
+	} else if (o == CONSENT_LIFT_UNDECIDED) {
 		e = reply_html_error(rep, 400, "Nothing to allow",
 		    "This request was never decided, so it holds no agent back.");
-		goto out;
-	} else if (e != CS_OK) {
 		goto out;
 	}
 	/* Lifted now, or already free to ask: either way /me shows it no longer blocked. */

@@ -14,6 +14,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "consent.h"
+#include "scope.h"
 #include "form.h"
 #include "grant.h"
 #include "proxy.h"

@@ -5,6 +5,8 @@
 #include <string.h>
 #include "admin_api.h"
 #include "admin_pages.h"
+#include "approval_pages.h"
+#include "consent_pages.h"
 #include "http.h"
 #include "login_pages.h"
 #include "me_pages.h"

@@ -294,7 +294,7 @@ static enum cs_err target_of(const struct http_request *req, struct http_reply *
 	if (scope_set_parse(scope, want) != CS_OK || want->n == 0)
 		return oauth_errorf(rep, 400, "invalid_scope", "scope is malformed: at most %d distinct "
 		    "scopes of at most %d characters, separated by single spaces", CONSENT_MAX_SCOPES,
-		    CONSENT_MAX_SCOPE_LEN);
+		    SCOPE_TOKEN_MAX);
 	for (size_t i = 0; i < want->n; i++) {
 		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7).  The
 		 * scope is named: scope_set_parse let only printable ASCII through. */

@@ -11,6 +11,7 @@
 #include "approval.h"
 #include "audit.h"
 #include "buf.h"
+#include "scope.h"
 #include "store_consent.h"
 #include "store_vault.h"
 #include "vault.h"

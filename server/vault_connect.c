@@ -33,6 +33,34 @@ struct cx {
 
 /* --- small helpers ------------------------------------------------------ */
 
+/* The cs_err this file has always acted on for each consent_decide outcome
+ * (CS_ESTALE: the request changed; CS_EINVAL / CS_EPERM: it can no longer be
+ * decided), until the vault has outcomes of its own (#13.2). */
+static enum cs_err decide_err(enum consent_decide_outcome o)
+{
+	static const enum cs_err map[CONSENT_DECIDE__MAX] = {
+		[CONSENT_DECIDED] = CS_OK, [CONSENT_DECIDE_UNKNOWN] = CS_ENOENT,
+		[CONSENT_DECIDE_NOT_YOURS] = CS_EPERM, [CONSENT_DECIDE_CLOSED] = CS_EINVAL,
+		[CONSENT_DECIDE_INVALID] = CS_EINVAL, [CONSENT_DECIDE_CHANGED] = CS_ESTALE,
+	};
+	return (unsigned)o < CONSENT_DECIDE__MAX ? map[o] : CS_EINVAL;
+}
+
+/* consent_decide_tx as this file calls it: *nid on CONSENT_DECIDED, decide_err otherwise. */
+static enum cs_err decide_in_tx(struct store_conn *c, const struct config *cfg,
+    const char *request_id, const struct consent_actor *who, const struct consent_decision *d,
+    char **nid)
+{
+	struct consent_decided got = { CONSENT_DECIDE_UNKNOWN, NULL };
+	enum cs_err e = consent_decide_tx(c, cfg, request_id, who, d, &got);
+	if (e == CS_OK && (e = decide_err(got.outcome)) == CS_OK) {
+		*nid = got.consent_id;
+		got.consent_id = NULL;
+	}
+	consent_decided_clear(&got);
+	return e;
+}
+
 static void b64url(const unsigned char *p, size_t n, char *out, size_t cap)
 {
 	static const char t[] =
@@ -161,8 +189,8 @@ static enum cs_err move_record(const struct cx *x, const struct consent_request 
 	}
 	/* Reserved: the cascade that revokes k leaves this record alone. */
 	if ((e = store_vault_record_reserve(x->c, rec.id, r->id, now)) != CS_OK ||
-	    (e = consent_decide_tx(x->c, x->cfg, r->id, x->who->user_id, d, x->who->actor, now,
-	    true, &nid)) != CS_OK ||
+	    (e = decide_in_tx(x->c, x->cfg, r->id, &(struct consent_actor){
+	    .user_id = x->who->user_id, .actor = x->who->actor, .now = now }, d, &nid)) != CS_OK ||
 	    (e = vault_record_open(x->v->mk, &rec, k, &access, &refresh)) != CS_OK)
 		goto out;
 	/* Re-sealed under the new consent id, with fresh nonces. */
@@ -355,7 +383,9 @@ enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const str
 		goto out;
 	/* SECURITY: the same checks as consent_decide, before the person is sent
 	 * anywhere (invariant 4: only the requested person decides). */
-	if ((e = consent_decision_check(cfg, &r, who->user_id, d, who->now)) != CS_OK)
+	enum consent_decide_outcome dco = CONSENT_DECIDE_UNKNOWN;
+	if ((e = consent_decision_check(cfg, &r, who->user_id, d, who->now, &dco)) != CS_OK ||
+	    (e = decide_err(dco)) != CS_OK)
 		goto out;
 	if (config_resource(cfg, r.resource) == NULL || vault_provider(v, r.resource) == NULL) {
 		e = CS_EINVAL;
@@ -678,8 +708,8 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 		return e;
 	in_tx = true;
 	/* The previous consent's record goes to the outbox in its cascade. */
-	if ((e = consent_decide_tx(x->c, x->cfg, r->id, x->who->user_id, d, x->who->actor, now,
-	    true, &nid)) != CS_OK ||
+	if ((e = decide_in_tx(x->c, x->cfg, r->id, &(struct consent_actor){
+	    .user_id = x->who->user_id, .actor = x->who->actor, .now = now }, d, &nid)) != CS_OK ||
 	    (e = vault_seal_pair(x->v->mk, &(struct vault_aad){ rid, nid, r->subject, r->resource },
 	    w->t.access_token, w->t.refresh_token, &sl)) != CS_OK)
 		goto out;

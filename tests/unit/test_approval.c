@@ -146,7 +146,7 @@ static char *make_consent(const char *sub, const char *scopes_s, int64_t duratio
 	struct scope_set req = set(scopes_s);
 	char *kid = NULL;
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, "coder", "notes", &req, NULL, ACTOR,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, "coder", "notes", &req, NULL, ACTOR,
 	    now, &a), CS_OK);
 	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
 	memset(&d, 0, sizeof d);
@@ -154,7 +154,7 @@ static char *make_consent(const char *sub, const char *scopes_s, int64_t duratio
 	d.selected = req;
 	d.duration = duration;
 	tu_decision_version(sc, a.request_id, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, a.request_id, user_id(sub), &d, "user:x", now,
+	ck_assert_int_eq(tu_decide(sc, &cfg, a.request_id, user_id(sub), &d, "user:x", now,
 	    &kid), CS_OK);
 	ck_assert_ptr_nonnull(kid);
 	scope_set_clear(&req);
@@ -877,7 +877,7 @@ START_TEST(test_approval_consent_revoked_cancels)
 	ck_assert_int_eq(decide(used, "alice", true, T0 + 5), APPROVAL_DECIDED);
 	ck_assert_int_eq(decide(den, "alice", false, T0 + 5), APPROVAL_DECIDED);
 	ck_assert_int_eq(redeem(used, T0 + 6), APPROVAL_REDEEMED);
-	ck_assert_int_eq(consent_revoke(sc, kid, user_id("alice"), "user:alice", "revoked by user",
+	ck_assert_int_eq(tu_revoke(sc, kid, user_id("alice"), "user:alice", "revoked by user",
 	    T0 + 10, false), CS_OK);
 	ck_status(pend, "cancelled");
 	ck_status(appr, "cancelled");
@@ -911,7 +911,7 @@ START_TEST(test_approval_consent_revoked_cancels)
 	struct scope_set req = set("read write");
 	char *kid3 = NULL;
 	memset(&ca, 0, sizeof ca);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, "alice", "coder", "notes", &req, NULL,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, "alice", "coder", "notes", &req, NULL,
 	    ACTOR, T0 + 30, &ca), CS_OK);
 	ck_assert_int_eq(ca.outcome, CONSENT_REQUIRED);
 	memset(&d, 0, sizeof d);
@@ -919,7 +919,7 @@ START_TEST(test_approval_consent_revoked_cancels)
 	d.selected = req;
 	d.duration = 3600;
 	tu_decision_version(sc, ca.request_id, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, ca.request_id, user_id("alice"), &d, "user:x",
+	ck_assert_int_eq(tu_decide(sc, &cfg, ca.request_id, user_id("alice"), &d, "user:x",
 	    T0 + 31, &kid3), CS_OK);
 	ck_status(id, "cancelled");
 	ck_assert_int_eq(q_int("SELECT count(*) FROM approvals WHERE consent_id = ?1 AND "

@@ -124,7 +124,7 @@ static char *approve(const char *sub, const char *scopes_s, int64_t now)
 	char *kid = NULL;
 	ck_assert_int_eq(scope_set_parse(scopes_s, &req), CS_OK);
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, "coder", "notes", &req, NULL, GW,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, "coder", "notes", &req, NULL, GW,
 	    now, &a), CS_OK);
 	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
 	memset(&d, 0, sizeof d);
@@ -132,7 +132,7 @@ static char *approve(const char *sub, const char *scopes_s, int64_t now)
 	d.selected = req;
 	d.duration = 3600;
 	tu_decision_version(sc, a.request_id, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, a.request_id, user_id(sub), &d, "user:x",
+	ck_assert_int_eq(tu_decide(sc, &cfg, a.request_id, user_id(sub), &d, "user:x",
 	    now + 1, &kid), CS_OK);
 	consent_answer_clear(&a);
 	scope_set_clear(&req);
@@ -380,12 +380,12 @@ START_TEST(test_events_enqueue_revoke)
 	ck_assert_int_eq(outbox_count(kid), 0);
 	/* Rolled back by the caller: no event. */
 	ck_assert_int_eq(store_begin(sc), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "bulk", T0 + 5, true), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "bulk", T0 + 5, true), CS_OK);
 	ck_assert_int_eq(outbox_count(kid), 0);     /* raw cannot see the open transaction */
 	store_rollback(sc);
 	ck_assert_int_eq(outbox_count(kid), 0);
 	/* By the person: exactly one. */
-	ck_assert_int_eq(consent_revoke(sc, kid, user_id("alice"), "user:alice", "no longer needed",
+	ck_assert_int_eq(tu_revoke(sc, kid, user_id("alice"), "user:alice", "no longer needed",
 	    T0 + 10, false), CS_OK);
 	ck_assert_int_eq(outbox_count(kid), 1);
 	outbox_row(kid, &r);
@@ -403,7 +403,7 @@ START_TEST(test_events_enqueue_revoke)
 	ck_assert_str_eq(events_state_name(&r), "pending");
 	store_event_row_clear(&r);
 	/* Again (by an admin): already revoked, no second event. */
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "again", T0 + 11, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "again", T0 + 11, false), CS_OK);
 	ck_assert_int_eq(outbox_count(kid), 1);
 	free(kid);
 }
@@ -424,8 +424,8 @@ START_TEST(test_events_enqueue_replace)
 	/* Two people, two consents, bulk revocation in one transaction: one each. */
 	char *kb = approve("bob", "read", T0 + 20);
 	ck_assert_int_eq(store_begin(sc), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, k2, 0, "admin:root", "bulk", T0 + 30, true), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, kb, 0, "admin:root", "bulk", T0 + 30, true), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, k2, 0, "admin:root", "bulk", T0 + 30, true), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kb, 0, "admin:root", "bulk", T0 + 30, true), CS_OK);
 	ck_assert_int_eq(store_commit(sc), CS_OK);
 	ck_assert_int_eq(outbox_count(k2), 1);
 	ck_assert_int_eq(outbox_count(kb), 1);
@@ -444,7 +444,7 @@ START_TEST(test_events_set_claims_exact)
 	char *kid = approve("alice", "read", T0);
 	struct store_event_row r;
 	json_t *cl = NULL;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "gone", T0 + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "gone", T0 + 5, false), CS_OK);
 	outbox_row(kid, &r);
 	ck_assert_int_eq(events_set_claims(&cfg, &r, T0 + 99, &cl), CS_OK);
 	ck_set_claims(cl, &r, "gone", T0 + 99);
@@ -484,7 +484,7 @@ START_TEST(test_events_push_delivers_signed_set)
 	json_t *cl = NULL;
 	int delivered = -1;
 	char *kid = approve("alice", "read", T0);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "gone", T0 + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "gone", T0 + 5, false), CS_OK);
 	rcv_start(&rv, 0);
 	cfg.events_uri = rv.url;
 	ck_assert_int_eq(events_push_run(sc, &cfg, kr, T0 + 6, &delivered), CS_OK);
@@ -532,7 +532,7 @@ START_TEST(test_events_push_retry_schedule)
 	int delivered = -1;
 	char *jti = NULL;
 	char *kid = approve("alice", "read", T0);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "bye", T0 + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "user:alice", "bye", T0 + 5, false), CS_OK);
 	/* A port that was just free: the receiver is down (connection refused). */
 	rcv_start(&rv, 0);
 	unsigned port = rv.port;
@@ -616,7 +616,7 @@ START_TEST(test_events_push_no_uri_waits)
 	int delivered = -1;
 	int64_t w = -1, f = -1, d = -1;
 	char *kid = approve("alice", "read", T0);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "x", T0 + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "x", T0 + 5, false), CS_OK);
 	cfg.events_uri = NULL;
 	ck_assert_int_eq(events_push_run(sc, &cfg, kr, T0 + 6, &delivered), CS_OK);
 	ck_assert_int_eq(delivered, 0);
@@ -636,8 +636,8 @@ START_TEST(test_events_push_stops_when_unreachable)
 	char url[96];
 	char *k1 = approve("alice", "read", T0);
 	char *k2 = approve("bob", "read", T0);
-	ck_assert_int_eq(consent_revoke(sc, k1, 0, "admin:root", "x", T0 + 5, false), CS_OK);
-	ck_assert_int_eq(consent_revoke(sc, k2, 0, "admin:root", "x", T0 + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, k1, 0, "admin:root", "x", T0 + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, k2, 0, "admin:root", "x", T0 + 5, false), CS_OK);
 	rcv_start(&rv, 0);
 	ck_assert_int_eq(str_fmt(url, sizeof url, "%s", rv.url), CS_OK);
 	rcv_stop(&rv);
@@ -663,13 +663,13 @@ START_TEST(test_events_list_and_json)
 	int delivered = 0;
 	char *k1 = approve("alice", "read", T0);
 	char *k2 = approve("bob", "read", T0);
-	ck_assert_int_eq(consent_revoke(sc, k1, 0, "admin:root", "x", T0 + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, k1, 0, "admin:root", "x", T0 + 5, false), CS_OK);
 	rcv_start(&rv, 0);
 	cfg.events_uri = rv.url;
 	ck_assert_int_eq(events_push_run(sc, &cfg, kr, T0 + 6, &delivered), CS_OK);
 	ck_assert_int_eq(delivered, 1);
 	rcv_stop(&rv);
-	ck_assert_int_eq(consent_revoke(sc, k2, 0, "admin:root", NULL, T0 + 7, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, k2, 0, "admin:root", NULL, T0 + 7, false), CS_OK);
 
 	ck_assert_int_eq(events_list(sc, NULL, STORE_EVENTS_ANY, 0, 10, &v, &n), CS_OK);
 	ck_assert_uint_eq(n, 2);

@@ -143,7 +143,7 @@ static char *make_consent(const char *sub, const char *ticked, int64_t duration,
 	struct scope_set req = set(ticked);
 	char *kid = NULL;
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, "coder", "notes", &req, NULL, ACTOR,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, "coder", "notes", &req, NULL, ACTOR,
 	    now, &a), CS_OK);
 	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
 	ck_assert_ptr_nonnull(a.request_id);
@@ -154,7 +154,7 @@ static char *make_consent(const char *sub, const char *ticked, int64_t duration,
 	d.offline = offline;
 	int64_t uid = q_int("SELECT id FROM users WHERE subject = ?1", sub);
 	tu_decision_version(sc, a.request_id, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, a.request_id, uid, &d, "user:x", now, &kid), CS_OK);
+	ck_assert_int_eq(tu_decide(sc, &cfg, a.request_id, uid, &d, "user:x", now, &kid), CS_OK);
 	ck_assert_ptr_nonnull(kid);
 	scope_set_clear(&req);
 	consent_answer_clear(&a);
@@ -454,7 +454,7 @@ START_TEST(test_grant_issue_refused_cases)
 	/* The caller's snapshot says live, the database says revoked: refused. */
 	struct consent k = load(kid, NOW);
 	struct scope_set s = set("read");
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:x", "test", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:x", "test", NOW + 1, false), CS_OK);
 	memset(&g, 0, sizeof g);
 	struct grant_issue_req rq = { .k = &k, .scope = &s, .actor = ACTOR, .now = NOW + 2 };
 	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_EPERM);
@@ -532,7 +532,7 @@ START_TEST(test_grant_introspect_inactive_after_consent_revoke)
 	char *kid = make_consent("alice", "read", 3600, false, NOW);
 	issue(kid, "read", false, NOW, &g);
 	ck_active(g.access_token, NOW + 1, "grant");
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 2, false),
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 2, false),
 	    CS_OK);
 	ck_inactive(g.access_token, NOW + 3);
 	ck_assert(!validate(g.access_token, NOW + 3));
@@ -762,7 +762,7 @@ START_TEST(test_grant_validate_reasons)
 	ck_assert(validate(g2.access_token, NOW + 12));
 
 	/* The person revokes the consent: its grants are revoked with it. */
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 13, false),
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 13, false),
 	    CS_OK);
 	ck_assert(!validate(g2.access_token, NOW + 14));
 	ck_assert_str_eq(last_why, "grant revoked");
@@ -885,7 +885,7 @@ START_TEST(test_grant_refresh_dies_with_consent)
 	struct grant_response g, x;
 	char *kid = make_consent("alice", "read", 7200, true, NOW);
 	issue(kid, "read", true, NOW, &g);
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 5, false),
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 5, false),
 	    CS_OK);
 	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 6, &x), GRANT_REFRESH_INVALID);
 	ck_assert_ptr_null(x.access_token);

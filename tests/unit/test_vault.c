@@ -114,7 +114,7 @@ START_TEST(test_vault_seal_round_trip)
 	struct consent_decision d = decision("read");
 	char *nk = NULL;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW, &nk), CS_OK);
+	ck_assert_int_eq(tu_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW, &nk), CS_OK);
 	ck_assert_int_eq(release_o(nk, NOW, &r), VAULT_RELEASE_GONE);      /* notes has no provider */
 	scope_set_clear(&d.selected);
 	free(nk);
@@ -250,7 +250,7 @@ START_TEST(test_vault_cascade_revoke_moves_to_outbox)
 	char *rec_id = q_text("SELECT id FROM vault_records WHERE consent_id = ?1", kid);
 	int64_t len = q_int("SELECT length(access_sealed) FROM vault_records WHERE consent_id = ?1",
 	    kid);
-	ck_assert_int_eq(consent_revoke(sc, kid, uid("alice"), ACT, "user", NOW + 5, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, uid("alice"), ACT, "user", NOW + 5, false), CS_OK);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_records", NULL), 0);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox WHERE record_id = ?1", rec_id), 1);
 	ck_assert_int_eq(q_int("SELECT length(access_sealed) FROM vault_outbox", NULL), len);
@@ -280,7 +280,7 @@ START_TEST(test_vault_cascade_replaced)
 	struct consent_decision d = decision("issues:read issues:write");
 	char *nk = NULL;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(consent_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW + 1, &nk), CS_OK);
+	ck_assert_int_eq(tu_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW + 1, &nk), CS_OK);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_records", NULL), 0);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox WHERE consent_id = ?1", kid), 1);
 	scope_set_clear(&d.selected);
@@ -487,7 +487,7 @@ START_TEST(test_vault_outbox_revokes_refresh_then_access)
 {
 	char *kid = connect_alice(NOW);
 	int fin = -1;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1, &fin), CS_OK);
 	ck_assert_int_eq(fin, 1);
 	pthread_mutex_lock(&sv.mu);
@@ -509,7 +509,7 @@ START_TEST(test_vault_outbox_provider_down_retries)
 	char *kid = connect_alice(NOW);
 	int fin = -1;
 	uint16_t port = sv.port;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	srv_down();
 	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1, &fin), CS_OK);
 	ck_assert_int_eq(fin, 0);
@@ -540,7 +540,7 @@ START_TEST(test_vault_outbox_partial_and_expired)
 {
 	char *kid = connect_alice(NOW);
 	int fin = -1;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	/* The provider refuses to revoke: retried. */
 	pthread_mutex_lock(&sv.mu);
 	sv.revoke_status = 503;
@@ -569,7 +569,7 @@ START_TEST(test_vault_outbox_unreadable_kept_until_expiry)
 {
 	char *kid = connect_alice(NOW);
 	int fin = -1;
-	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
 	raw_exec("UPDATE vault_outbox SET consent_id = 'another'");   /* no longer opens */
 	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1, &fin), CS_OK);
 	ck_assert_int_eq(fin, 0);

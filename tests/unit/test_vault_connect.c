@@ -474,7 +474,7 @@ START_TEST(test_vault_begin_moves_exact_record)
 	 * (issues:write was just unticked: the person first lets the agent ask again.) */
 	char *cur = q_text("SELECT consent_id FROM vault_records", NULL);
 	bool lifted = false;
-	ck_assert_int_eq(consent_allow_asking(sc, &cfg, rid, uid("alice"), ACT, NOW + 2, &lifted),
+	ck_assert_int_eq(tu_allow_asking(sc, &cfg, rid, uid("alice"), ACT, NOW + 2, &lifted),
 	    CS_OK);
 	ck_assert(lifted);
 	char *rid2 = request("alice", "coder", "github", "issues:write", NOW + 2);

@@ -413,7 +413,7 @@ static inline char *request(const char *sub, const char *agent, const char *reso
 	struct scope_set req = set(scopes_s);
 	struct consent_answer a;
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
 	    &a), CS_OK);
 	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
 	char *rid = strdup(a.request_id);
@@ -428,7 +428,7 @@ static inline enum consent_outcome exchange(const char *sub, const char *agent,
 	struct scope_set req = set(scopes_s);
 	struct consent_answer a;
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(consent_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, sub, agent, resource, &req, NULL, GW, now,
 	    &a), CS_OK);
 	enum consent_outcome o = a.outcome;
 	consent_answer_clear(&a);
