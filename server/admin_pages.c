@@ -275,7 +275,7 @@ static enum cs_err back_url(const struct http_request *req, struct buf *out)
  * anonymous POSTs get a 401, non-admins a 403 (audited), stale admins a 403
  * with a link to sign in again -- or, for a step-up page, the forced login
  * itself. */
-static enum cs_err admin_enter(const struct http_request *req, struct http_reply *rep, bool stepup,
+enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *rep, bool stepup,
     struct session *s, bool *ok)
 {
 	const struct config *cfg = req->app->cfg;
@@ -496,20 +496,16 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 	const char *state = form_get(&req->params, "state");
 	const char *after = form_get(&req->params, "after");
 	struct admin_consent_filter f;
-	struct session s;
+	const struct session *s = req->auth.session;
 	json_t *res = NULL, *rows = NULL, *states = NULL, *agents = NULL, *resources = NULL;
 	json_t *ctx = NULL, *k;
 	struct buf next;
 	size_t i;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	buf_init(&next, 4096);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	if (user && !*user) user = NULL;
 	if (agent && !*agent) agent = NULL;
 	if (resource && !*resource) resource = NULL;
@@ -558,7 +554,7 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 	    "has_consents", json_array_size(rows) > 0, "next_url", next.data);
 	if (ctx == NULL)
 		goto out;
-	e = page_render(rep, 200, "admin.html", ctx, &s);
+	e = page_render(rep, 200, "admin.html", ctx, s);
 out:
 	buf_clear(&next);
 	json_decref(ctx);
@@ -567,7 +563,6 @@ out:
 	json_decref(states);
 	json_decref(rows);
 	json_decref(res);
-	session_clear(&s);
 	return e;
 }
 
@@ -576,17 +571,13 @@ out:
 enum cs_err admin_pages_consent(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	struct session s;
+	const struct session *s = req->auth.session;
 	json_t *res = NULL, *ctx = NULL, *events = NULL, *ev;
 	size_t i;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	e = admin_consent_show(c, req->captures[0], req->now, &res);
 	if (e == CS_ENOENT) {
 		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
@@ -606,12 +597,11 @@ enum cs_err admin_pages_consent(const struct http_request *req, struct http_repl
 	    json_object_set(ctx, "events", events) != 0 ||
 	    json_object_set_new(ctx, "has_events", json_boolean(json_array_size(events) > 0)) != 0)
 		goto out;
-	e = page_render(rep, 200, "admin_consent.html", ctx, &s);
+	e = page_render(rep, 200, "admin_consent.html", ctx, s);
 out:
 	json_decref(events);
 	json_decref(ctx);
 	json_decref(res);
-	session_clear(&s);
 	return e;
 }
 
@@ -624,24 +614,20 @@ static const char *reason_or_default(const struct http_request *req)
 enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	struct session s;
+	const struct session *s = req->auth.session;
 	char actor[300];
 	struct buf loc;
 	int revoked = 0;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	buf_init(&loc, 256);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if (!csrf_ok(req, &s)) {
+	if (!csrf_ok(req, s)) {
 		e = csrf_refused(rep);
 		goto out;
 	}
-	e = admin_consent_revoke(c, req->captures[0], admin_actor(&s, actor), reason_or_default(req),
+	e = admin_consent_revoke(c, req->captures[0], admin_actor(s, actor), reason_or_default(req),
 	    req->now, &revoked);
 	if (e == CS_ENOENT) {
 		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
@@ -664,7 +650,6 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 		e = redirect_to(rep, loc.data);
 out:
 	buf_clear(&loc);
-	session_clear(&s);
 	return e;
 }
 
@@ -750,17 +735,12 @@ enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http
 	const char *value = form_get(&req->params, "value");
 	const char *label = NULL;
 	enum admin_bulk_by b;
-	struct session s;
+	const struct session *s = req->auth.session;
 	int64_t n = 0;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	/* SECURITY: the step-up -- a forced, fresh login before a bulk revocation. */
-	if ((e = admin_enter(req, rep, true, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	if (!bulk_by(by, &b, &label) || value == NULL || value[0] == '\0') {
 		e = refused(rep, 400, "Bad request",
 		    "Say whose consents to revoke: a person, an agent or a resource, and its name.", NULL);
@@ -768,10 +748,9 @@ enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http
 	}
 	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
 		goto out;
-	e = bulk_page(rep, 200, "admin_revoke.html", &s, req->app->cfg, b, by, label, value, n,
+	e = bulk_page(rep, 200, "admin_revoke.html", s, req->app->cfg, b, by, label, value, n,
 	    "Admin: revoke in bulk");
 out:
-	session_clear(&s);
 	return e;
 }
 
@@ -780,28 +759,21 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 	struct store_conn *c = store_conn(req->app->store);
 	const char *by = form_get(&req->params, "by");
 	const char *value = form_get(&req->params, "value");
-	const char *expected = form_get(&req->params, "count");
 	const char *label = NULL;
 	enum admin_bulk_by b;
-	struct session s;
-	char actor[300], *end = NULL;
-	int64_t n = 0, want;
-	bool ok;
+	const struct session *s = req->auth.session;
+	char actor[300];
+	int64_t n = 0, want = -1;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	/* SECURITY: the step-up is checked again: the confirmation may be old. */
-	if ((e = admin_enter(req, rep, true, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if (!csrf_ok(req, &s)) {
+	if (!csrf_ok(req, s)) {
 		e = csrf_refused(rep);
 		goto out;
 	}
-	want = expected ? strtoll(expected, &end, 10) : -1;
-	if (!bulk_by(by, &b, &label) || value == NULL || value[0] == '\0' || expected == NULL ||
-	    *end != '\0' || want < 0) {
+	if (!bulk_by(by, &b, &label) || value == NULL || value[0] == '\0' ||
+	    !http_param_int(req, "count", &want) || want < 0) {
 		e = refused(rep, 400, "Bad request", "This form is incomplete. Start again from /admin.", NULL);
 		goto out;
 	}
@@ -810,22 +782,21 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
 		goto out;
 	if (n != want) {
-		e = bulk_page(rep, 409, "admin_revoke.html", &s, req->app->cfg, b, by, label, value, n,
+		e = bulk_page(rep, 409, "admin_revoke.html", s, req->app->cfg, b, by, label, value, n,
 		    "The number changed: confirm again");
 		goto out;
 	}
 	e = admin_bulk_revoke(c, b, value, b == ADMIN_BY_USER ? req->app->cfg->oidc_issuer : NULL,
-	    admin_actor(&s, actor), reason_or_default(req), req->now, &n);
+	    admin_actor(s, actor), reason_or_default(req), req->now, &n);
 	if (e == CS_EINVAL) {
 		e = refused(rep, 400, "Bad request", "The reason is not valid.", NULL);
 		goto out;
 	} else if (e != CS_OK) {
 		goto out;
 	}
-	e = bulk_page(rep, 200, "admin_revoke_done.html", &s, req->app->cfg, b, by, label, value, n,
+	e = bulk_page(rep, 200, "admin_revoke_done.html", s, req->app->cfg, b, by, label, value, n,
 	    "Consents revoked");
 out:
-	session_clear(&s);
 	return e;
 }
 
@@ -900,20 +871,16 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	const char *since = form_get(&req->params, "since");
 	const char *after = form_get(&req->params, "after");
 	struct admin_audit_filter f;
-	struct session s;
+	const struct session *s = req->auth.session;
 	json_t *res = NULL, *rows = NULL, *ctx = NULL, *ev;
 	char since_input[32] = "", since_shown[32] = "";
 	struct buf next;
 	size_t i;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	buf_init(&next, 4096);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	if (action && !*action) action = NULL;
 	if (consent && !*consent) consent = NULL;
 	if (since && !*since) since = NULL;
@@ -962,12 +929,11 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	    "entries", rows, "has_entries", json_array_size(rows) > 0, "next_url", next.data);
 	if (ctx == NULL)
 		goto out;
-	e = page_render(rep, 200, "admin_audit.html", ctx, &s);
+	e = page_render(rep, 200, "admin_audit.html", ctx, s);
 out:
 	buf_clear(&next);
 	json_decref(ctx);
 	json_decref(rows);
 	json_decref(res);
-	session_clear(&s);
 	return e;
 }

@@ -447,8 +447,8 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	struct consent_decision d;
 	struct store_conn *c = store_conn(app->store);
 	const char *decision = form_get(&req->params, "decision");
-	const char *dur = form_get(&req->params, "duration");
 	const char *version = form_get(&req->params, "version");
+	uint64_t boxes = http_param_family(req, "s");
 	char actor[300], *new_id = NULL;
 	json_t *ctx = NULL;
 	bool ok;
@@ -484,9 +484,7 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 		 * version (checked in consent_decide) makes the positions those the
 		 * person saw. */
 		for (size_t i = 0; i < r.scopes.n; i++) {
-			char field[24];
-			snprintf(field, sizeof field, "s%zu", i);
-			if (form_get(&req->params, field) != NULL) {
+			if (boxes & (UINT64_C(1) << i)) {
 				d.selected.v[d.selected.n] = strdup(r.scopes.v[i]);
 				if (d.selected.v[d.selected.n++] == NULL) {
 					e = CS_ENOMEM;
@@ -494,27 +492,21 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 				}
 			}
 		}
-		for (size_t i = r.scopes.n; i < CONSENT_MAX_SCOPES; i++) {
-			char field[24];
-			snprintf(field, sizeof field, "s%zu", i);
-			if (form_get(&req->params, field) != NULL) {
-				e = reply_html_error(rep, 400, "Bad request",
-				    "The form names a permission the agent did not ask for.");
-				goto out;
-			}
+		if (r.scopes.n < CONSENT_MAX_SCOPES && (boxes >> r.scopes.n) != 0) {
+			e = reply_html_error(rep, 400, "Bad request",
+			    "The form names a permission the agent did not ask for.");
+			goto out;
 		}
 		if (d.selected.n == 0) {
 			e = reply_html_error(rep, 400, "Nothing selected",
 			    "Tick at least one permission to approve, or choose Deny.");
 			goto out;
 		}
-		char *end = NULL;
-		d.duration = dur ? strtoll(dur, &end, 10) : 0;
-		if (dur == NULL || *end != '\0' || d.duration <= 0) {
+		if (!http_param_int(req, "duration", &d.duration) || d.duration <= 0) {
 			e = reply_html_error(rep, 400, "Bad request", "Choose how long the permission lasts.");
 			goto out;
 		}
-		d.offline = form_get(&req->params, "offline") != NULL;
+		d.offline = http_param(req, "offline") != NULL;
 	}
 	snprintf(actor, sizeof actor, "user:%s", s.subject);
 	if (d.approve && vault_provider(app->vault, r.resource) != NULL) {

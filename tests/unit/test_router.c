@@ -70,27 +70,27 @@ static bool valid_hint(const char *v)
 	return true;
 }
 
-#define NO_PARAMS { { NULL, 0, NULL, 0 } }
+#define NO_PARAMS PARAMS_NONE
 
 static const struct route table[] = {
-	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0 },
-	{ HTTP_POST, "/token", ROUTE_OAUTH, h_token,
-	  { { "grant_type", 64, valid_token68, PARAM_REQUIRED },
-	    { "hint", 8, valid_hint, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, h_page,
-	  { { "return_to", 512, valid_return_to, 0 },
-	    { NULL, 0, NULL, 0 } }, 0 },
-	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, h_form,
-	  { { "decision", 16, valid_printable, PARAM_REQUIRED },
-	    { "note", 32, valid_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
-	{ HTTP_POST, "/admin/api/things", ROUTE_API, h_api, NO_PARAMS, ROUTE_JSON_BODY },
-	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_two, NO_PARAMS, 0 },
-	{ HTTP_GET, "/fail", ROUTE_BROWSER, h_fail, NO_PARAMS, 0 },
-	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, h_fail, NO_PARAMS, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, h_nostatus, NO_PARAMS, 0 },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0 },
+	{ HTTP_GET, "/status", ROUTE_PUBLIC, ROUTE_AUTH_NONE, h_public, NO_PARAMS, 0 },
+	{ HTTP_POST, "/token", ROUTE_OAUTH, ROUTE_AUTH_NONE, h_token,
+	  { PARAM_STR("grant_type", 64, valid_token68, PARAM_REQUIRED),
+	    PARAM_STR("hint", 8, valid_hint, 0),
+	    PARAM_END }, ROUTE_FORM_BODY },
+	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, ROUTE_AUTH_NONE, h_page,
+	  { PARAM_STR("return_to", 512, valid_return_to, 0),
+	    PARAM_END }, 0 },
+	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, ROUTE_AUTH_NONE, h_form,
+	  { PARAM_STR("decision", 16, valid_printable, PARAM_REQUIRED),
+	    PARAM_STR("note", 32, valid_printable, 0),
+	    PARAM_END }, ROUTE_FORM_BODY },
+	{ HTTP_POST, "/admin/api/things", ROUTE_API, ROUTE_AUTH_NONE, h_api, NO_PARAMS, ROUTE_JSON_BODY },
+	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, ROUTE_AUTH_NONE, h_two, NO_PARAMS, 0 },
+	{ HTTP_GET, "/fail", ROUTE_BROWSER, ROUTE_AUTH_NONE, h_fail, NO_PARAMS, 0 },
+	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, ROUTE_AUTH_NONE, h_fail, NO_PARAMS, ROUTE_FORM_BODY },
+	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, ROUTE_AUTH_NONE, h_nostatus, NO_PARAMS, 0 },
+	{ HTTP_GET, NULL, 0, ROUTE_AUTH_NONE, NULL, NO_PARAMS, 0 },
 };
 
 /* --- request and reply helpers ------------------------------------------- */
@@ -347,13 +347,14 @@ END_TEST
 
 START_TEST(test_router_unknown_path_oauth_json_404)
 {
-	/* A table without /token: the OAuth-looking paths answer in JSON. */
+	/* A table without /token: the paths under a prefix routes.c declares
+	 * JSON (http_route_prefixes) answer in JSON. */
 	static const struct route small[] = {
-		{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0 },
-		{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0 },
+		{ HTTP_GET, "/status", ROUTE_PUBLIC, ROUTE_AUTH_NONE, h_public, NO_PARAMS, 0 },
+		{ HTTP_GET, NULL, 0, ROUTE_AUTH_NONE, NULL, NO_PARAMS, 0 },
 	};
 	static const char *const paths[] = {
-		"/token", "/introspect", "/revoke", "/.well-known/nothing", "/admin/api/nothing",
+		"/.well-known/nothing", "/admin/api/nothing", "/proxy/nothing",
 	};
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
 		struct http_request req;
@@ -363,6 +364,28 @@ START_TEST(test_router_unknown_path_oauth_json_404)
 		assert_json_error(&rep, 404, "not_found");
 		done(&req, &rep);
 	}
+}
+END_TEST
+
+/* The kind of a path is its route's, read from the table: the real table's
+ * gateway endpoints are OAuth whatever the method, the admin API's API, the
+ * pages browser, and only the proxy is deferred. */
+START_TEST(test_router_kind_for_path_from_table)
+{
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/token"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/revoke"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/proxy/r/x/y"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/proxy/junk"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/admin/api/consents"), ROUTE_API);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/admin/api/nothing"), ROUTE_API);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/admin"), ROUTE_BROWSER);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/healthz"), ROUTE_PUBLIC);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/.well-known/nothing"), ROUTE_PUBLIC);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/no/such/page"), ROUTE_BROWSER);
+	for (const struct route *r = http_routes; r->pattern; r++)
+		ck_assert_int_eq((r->flags & ROUTE_DEFERRED) != 0, strncmp(r->pattern, "/proxy/", 7) == 0);
+	ck_assert_ptr_nonnull(router_route_for_path(http_routes, "/proxy/r/x"));
+	ck_assert_ptr_null(router_route_for_path(http_routes, "/proxy/r"));
 }
 END_TEST
 
@@ -1158,8 +1181,8 @@ static enum cs_err h_rest(const struct http_request *q, struct http_reply *r) { 
 START_TEST(test_router_match_rest_capture_raw)
 {
 	static const struct route rest_table[] = {
-		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0 },
-		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0 },
+		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, ROUTE_AUTH_NONE, h_rest, PARAMS_NONE, 0 },
+		{ HTTP_GET, NULL, 0, ROUTE_AUTH_NONE, NULL, PARAMS_NONE, 0 },
 	};
 	struct http_request req;
 	struct http_reply rep;
@@ -1243,6 +1266,7 @@ static Suite *router_suite(void)
 	tcase_add_test(tc, test_router_unknown_path_browser_html_404);
 	tcase_add_test(tc, test_router_unknown_path_not_reflected);
 	tcase_add_test(tc, test_router_unknown_path_oauth_json_404);
+	tcase_add_test(tc, test_router_kind_for_path_from_table);
 	tcase_add_test(tc, test_router_method_405_allow_lists_methods);
 	tcase_add_test(tc, test_router_method_405_oauth_json);
 	tcase_add_test(tc, test_router_method_head_served_by_get);
