@@ -39,39 +39,41 @@ enum route_auth {
 };
 
 #define PARAM_REQUIRED 0x1u
+/* A family of n parameters, name0 .. name<n-1> (decimal, no leading zero),
+ * each checked by the same type; read with http_param_family.  n <= 64. */
+#define PARAM_FAMILY(n) ((unsigned)(n) << 8)
+#define PARAM_FAMILY_COUNT(flags) (((flags) >> 8) & 0xffu)
 
-/* What a parameter's value is once the router has checked it. */
-enum param_type {
+/* What a parameter's value is once the router has checked it (as kcgi's
+ * kvalid): declared once per type in routes.c, never re-parsed by a handler. */
+enum param_kind {
 	PARAM_STRING = 0,        /* text, checked by valid (when set) */
 	PARAM_INT,               /* decimal digits only, min..max; read with http_param_int */
-	PARAM_WORD,              /* exactly one of words (a NULL-ended list) */
+	PARAM_WORD,              /* exactly one of words (a NULL-ended list); num is its index */
 	PARAM_ON,                /* a checkbox: present means "on", the only value accepted */
-	PARAM_TYPE__MAX
+	PARAM_KIND__MAX
+};
+
+struct param_type {
+	enum param_kind    kind;
+	bool             (*valid)(const char *v);   /* PARAM_STRING: NULL accepts any */
+	int64_t            min, max;                /* PARAM_INT */
+	const char *const *words;                   /* PARAM_WORD */
 };
 
 struct param_spec {
 	const char *name;
 	size_t      max_len;                 /* bytes after decoding */
-	bool      (*valid)(const char *v);   /* NULL: any (already valid UTF-8, no NUL) */
+	/* An array of one (so that a table names it as one word); NULL: any text
+	 * (already valid UTF-8, no NUL). */
+	const struct param_type *type;
 	unsigned    flags;
-	enum param_type type;
-	int64_t     min, max;                /* PARAM_INT's range */
-	const char *const *words;            /* PARAM_WORD's choices */
-	/* > 0: a family of count parameters, name0 .. name<count-1> (decimal, no
-	 * leading zero), each one checked as above; read with http_param_family. */
-	unsigned    count;
 };
 
-/* Declarations for routes.c and the tests' tables. */
-#define PARAM_STR(n, len, v, f) { .name = (n), .max_len = (len), .valid = (v), .flags = (f) }
-#define PARAM_INT_RANGE(n, len, lo, hi, f) { .name = (n), .max_len = (len), .flags = (f), \
-	.type = PARAM_INT, .min = (lo), .max = (hi) }
-#define PARAM_WORDS(n, len, list, f) { .name = (n), .max_len = (len), .flags = (f), \
-	.type = PARAM_WORD, .words = (list) }
-#define PARAM_CHECKBOX(n) { .name = (n), .max_len = 2, .type = PARAM_ON }
-#define PARAM_CHECKBOXES(prefix, n) { .name = (prefix), .max_len = 2, .type = PARAM_ON, .count = (n) }
-#define PARAM_END { .name = NULL }
-#define PARAMS_NONE { PARAM_END }
+/* The string types the route tables share (router.c). */
+extern const struct param_type param_printable[1];   /* valid_printable */
+extern const struct param_type param_token68[1];     /* valid_token68 */
+extern const struct param_type param_return_to[1];   /* valid_return_to */
 
 #define ROUTE_MAX_CAPTURES 4
 #define ROUTE_MAX_PARAMS 24
@@ -159,10 +161,10 @@ struct route {
 	enum http_method  method;
 	const char       *pattern;           /* "/consent/{id}"; a final "{rest*}" takes the rest raw */
 	enum route_kind   kind;
-	enum route_auth   auth;
 	http_handler      handler;
 	struct param_spec params[ROUTE_MAX_PARAMS];   /* ends at a NULL name */
 	unsigned          flags;
+	enum route_auth   auth;              /* the gate the router runs before the handler */
 };
 #define ROUTE_FORM_BODY 0x1u     /* POST body is application/x-www-form-urlencoded */
 #define ROUTE_JSON_BODY 0x2u     /* POST body is application/json (kept raw for the handler) */

@@ -285,6 +285,10 @@ bool valid_return_to(const char *v)
 	return true;
 }
 
+const struct param_type param_printable[1] = { { .kind = PARAM_STRING, .valid = valid_printable } };
+const struct param_type param_token68[1] = { { .kind = PARAM_STRING, .valid = valid_token68 } };
+const struct param_type param_return_to[1] = { { .kind = PARAM_STRING, .valid = valid_return_to } };
+
 /* --- matching ------------------------------------------------------------ */
 
 void http_request_clear(struct http_request *req)
@@ -396,9 +400,10 @@ static const struct param_spec *spec_find(const struct route *rt, const char *na
 {
 	for (const struct param_spec *ps = rt->params; ps->name; ps++) {
 		size_t n = strlen(ps->name);
+		unsigned count = PARAM_FAMILY_COUNT(ps->flags);
 		*at = (size_t)(ps - rt->params);
 		*member = -1;
-		if (ps->count == 0) {
+		if (count == 0) {
 			if (strcmp(ps->name, name) == 0)
 				return ps;
 			continue;
@@ -409,9 +414,9 @@ static const struct param_spec *spec_find(const struct route *rt, const char *na
 		unsigned v = 0;
 		if (strncmp(ps->name, name, n) != 0 || *d == '\0' || (d[0] == '0' && d[1] != '\0'))
 			continue;
-		for (; *d >= '0' && *d <= '9' && v < ps->count; d++)
+		for (; *d >= '0' && *d <= '9' && v < count; d++)
 			v = v * 10 + (unsigned)(*d - '0');
-		if (*d == '\0' && v < ps->count) {
+		if (*d == '\0' && v < count && v < PARAM_FAMILY_MAX) {
 			*member = (int)v;
 			return ps;
 		}
@@ -423,8 +428,11 @@ static const struct param_spec *spec_find(const struct route *rt, const char *na
  * index in *num. */
 static bool value_ok(const struct param_spec *ps, const char *v, int64_t *num)
 {
+	const struct param_type *t = ps->type;
 	*num = 0;
-	switch (ps->type) {
+	if (t == NULL)
+		return true;
+	switch (t->kind) {
 	case PARAM_INT: {
 		int64_t n = 0;
 		if (*v == '\0')
@@ -434,25 +442,25 @@ static bool value_ok(const struct param_spec *ps, const char *v, int64_t *num)
 				return false;
 			n = n * 10 + (*v - '0');
 		}
-		if (n < ps->min || n > ps->max)
+		if (n < t->min || n > t->max)
 			return false;
 		*num = n;
 		return true;
 	}
 	case PARAM_WORD:
-		for (int64_t k = 0; ps->words != NULL && ps->words[k] != NULL; k++)
-			if (strcmp(ps->words[k], v) == 0) {
+		for (int64_t k = 0; t->words != NULL && t->words[k] != NULL; k++)
+			if (strcmp(t->words[k], v) == 0) {
 				*num = k;
-				return ps->valid == NULL || ps->valid(v);
+				return true;
 			}
 		return false;
 	case PARAM_ON:
 		return strcmp(v, "on") == 0;
 	case PARAM_STRING:
-	case PARAM_TYPE__MAX:
+	case PARAM_KIND__MAX:
 		break;
 	}
-	return ps->valid == NULL || ps->valid(v);
+	return t->valid == NULL || t->valid(v);
 }
 
 /* Validates raw parameters against the route's declaration, moving the

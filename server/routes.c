@@ -20,26 +20,6 @@
 #include "session.h"
 #include "token.h"
 
-/* The words a parameter may be (PARAM_WORD), each list ending at NULL. */
-static const char *const w_prompt[] = { "login", NULL };
-static const char *const w_decision[] = { "approve", "deny", NULL };
-static const char *const w_yes[] = { "yes", NULL };
-/* The words logout sends the browser back to / with (through the IdP's
- * end_session_endpoint as its `state`, or directly): meta.c says each in its
- * own words, never the URL's. */
-static const char *const w_signed_out[] = { "signed-out", "signed-out-here", NULL };
-/* The outcomes the provider callback names on the done page: words chosen by
- * consentd, never text (pages.c says each in its own words). */
-static const char *const w_done_outcome[] = { "cancelled", "too_much", "failed", "changed", NULL };
-/* The admin search's states ("" = any). */
-static const char *const w_admin_state[] = { "", "live", "expired", "revoked",
-	"reconnect_required", NULL };
-static const char *const w_admin_by[] = { "user", "agent", "resource", NULL };
-
-/* The largest number of n decimal digits (a PARAM_INT as long as max_len allows). */
-#define DIGITS_10 INT64_C(9999999999)
-#define DIGITS_12 INT64_C(999999999999)
-
 static bool valid_digits(const char *v)
 {
 	if (*v == '\0')
@@ -71,196 +51,228 @@ static bool valid_admin_since(const char *v)
 	return *v == '\0' || admin_parse_since(v, &t) == CS_OK;
 }
 
+/* --- parameter types (arrays of one: a table names each as one word) ------ */
+
+static const char *const prompt_words[] = { "login", NULL };
+static const char *const decision_words[] = { "approve", "deny", NULL };
+static const char *const yes_words[] = { "yes", NULL };
+/* The words logout sends the browser back to / with (through the IdP's
+ * end_session_endpoint as its `state`, or directly): meta.c says each in its
+ * own words, never the URL's. */
+static const char *const signed_out_words[] = { "signed-out", "signed-out-here", NULL };
+/* The outcomes the provider callback names on the done page: words chosen by
+ * consentd, never text (pages.c says each in its own words). */
+static const char *const done_outcome_words[] = { "cancelled", "too_much", "failed", "changed",
+	NULL };
+/* The admin search's states ("" = any). */
+static const char *const admin_state_words[] = { "", "live", "expired", "revoked",
+	"reconnect_required", NULL };
+static const char *const admin_by_words[] = { "user", "agent", "resource", NULL };
+
+static const struct param_type digits[1] = { { .kind = PARAM_STRING, .valid = valid_digits } };
+static const struct param_type hex[1] = { { .kind = PARAM_STRING, .valid = valid_hex } };
+static const struct param_type admin_since[1] = { { .kind = PARAM_STRING, .valid = valid_admin_since } };
+static const struct param_type api_state[1] = { { .kind = PARAM_STRING, .valid = admin_api_valid_state } };
+static const struct param_type api_limit[1] = { { .kind = PARAM_STRING, .valid = admin_api_valid_limit } };
+/* Numbers as long as their max_len allows: a handler checks its own range. */
+static const struct param_type seconds[1] = { { .kind = PARAM_INT, .min = 0,
+	.max = INT64_C(9999999999) } };
+static const struct param_type count12[1] = { { .kind = PARAM_INT, .min = 0,
+	.max = INT64_C(999999999999) } };
+static const struct param_type checkbox[1] = { { .kind = PARAM_ON } };
+static const struct param_type prompt[1] = { { .kind = PARAM_WORD, .words = prompt_words } };
+static const struct param_type decision[1] = { { .kind = PARAM_WORD, .words = decision_words } };
+static const struct param_type yes[1] = { { .kind = PARAM_WORD, .words = yes_words } };
+static const struct param_type signed_out[1] = { { .kind = PARAM_WORD, .words = signed_out_words } };
+static const struct param_type done_outcome[1] = { { .kind = PARAM_WORD,
+	.words = done_outcome_words } };
+static const struct param_type admin_state[1] = { { .kind = PARAM_WORD, .words = admin_state_words } };
+static const struct param_type admin_by[1] = { { .kind = PARAM_WORD, .words = admin_by_words } };
+
 const struct route http_routes[] = {
-	{ HTTP_GET, "/", ROUTE_BROWSER, ROUTE_AUTH_NONE, meta_index, {
-		PARAM_WORDS("state", 16, w_signed_out, 0),
-		PARAM_END }, 0 },
-	{ HTTP_GET, "/.well-known/oauth-authorization-server", ROUTE_PUBLIC, ROUTE_AUTH_NONE, meta_as_metadata,
-	  PARAMS_NONE, 0 },
-	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, ROUTE_AUTH_NONE, meta_jwks, PARAMS_NONE, 0 },
-	{ HTTP_GET, "/healthz", ROUTE_PUBLIC, ROUTE_AUTH_NONE, meta_healthz, PARAMS_NONE, 0 },
-	{ HTTP_GET, "/readyz", ROUTE_PUBLIC, ROUTE_AUTH_NONE, meta_readyz, PARAMS_NONE, 0 },
-	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, ROUTE_AUTH_GATEWAY, proxy_metrics, PARAMS_NONE, 0 },
-	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, ROUTE_AUTH_NONE, meta_stylesheet, PARAMS_NONE, 0 },
-	{ HTTP_GET, "/static/local-time.js", ROUTE_PUBLIC, ROUTE_AUTH_NONE, meta_local_time_script,
-	  PARAMS_NONE, 0 },
-	{ HTTP_GET, "/login", ROUTE_BROWSER, ROUTE_AUTH_NONE, login_start, {
-		PARAM_STR("return_to", LOGIN_RETURN_TO_MAX, valid_return_to, 0),
-		PARAM_WORDS("prompt", 16, w_prompt, 0),
-		PARAM_INT_RANGE("max_age", 10, 0, DIGITS_10, 0),
-		PARAM_END }, 0 },
+	{ HTTP_GET, "/", ROUTE_BROWSER, meta_index, {
+		{ "state", 16, signed_out, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/.well-known/oauth-authorization-server", ROUTE_PUBLIC, meta_as_metadata,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, meta_jwks, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/healthz", ROUTE_PUBLIC, meta_healthz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/readyz", ROUTE_PUBLIC, meta_readyz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, proxy_metrics, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_GATEWAY },
+	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/static/local-time.js", ROUTE_PUBLIC, meta_local_time_script,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/login", ROUTE_BROWSER, login_start, {
+		{ "return_to", LOGIN_RETURN_TO_MAX, param_return_to, 0 },
+		{ "prompt", 16, prompt, 0 },
+		{ "max_age", 10, seconds, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	/* The IdP decides which parameters come back; these are every one that
 	 * OpenID Connect and RFC 9207 define for a code response. */
-	{ HTTP_GET, "/callback", ROUTE_BROWSER, ROUTE_AUTH_NONE, login_callback, {
-		PARAM_STR("code", 4096, valid_printable, 0),
-		PARAM_STR("state", 128, valid_token68, 0),
-		PARAM_STR("iss", 1024, valid_printable, 0),
-		PARAM_STR("error", 256, valid_printable, 0),
-		PARAM_STR("error_description", 1024, valid_printable, 0),
-		PARAM_STR("error_uri", 1024, valid_printable, 0),
-		PARAM_STR("session_state", 1024, valid_printable, 0),
-		PARAM_END }, 0 },
-	{ HTTP_POST, "/logout", ROUTE_BROWSER, ROUTE_AUTH_NONE, login_logout, {
-		PARAM_STR("csrf", 64, valid_token68, PARAM_REQUIRED),
-		PARAM_END }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/me", ROUTE_BROWSER, ROUTE_AUTH_NONE, me_pages_show, PARAMS_NONE, 0 },
+	{ HTTP_GET, "/callback", ROUTE_BROWSER, login_callback, {
+		{ "code", 4096, param_printable, 0 },
+		{ "state", 128, param_token68, 0 },
+		{ "iss", 1024, param_printable, 0 },
+		{ "error", 256, param_printable, 0 },
+		{ "error_description", 1024, param_printable, 0 },
+		{ "error_uri", 1024, param_printable, 0 },
+		{ "session_state", 1024, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_POST, "/logout", ROUTE_BROWSER, login_logout, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/me", ROUTE_BROWSER, me_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	/* Revoking on /me: a confirmation page, its form (confirm=yes, so no other
 	 * form revokes), and the page that says what happened. */
-	{ HTTP_GET, "/me/consents/{id}/revoke", ROUTE_BROWSER, ROUTE_AUTH_NONE, me_pages_revoke_confirm, {
-		PARAM_END }, 0 },
-	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, ROUTE_AUTH_NONE, me_pages_revoke, {
-		PARAM_STR("csrf", 64, valid_token68, PARAM_REQUIRED),
-		PARAM_WORDS("confirm", 4, w_yes, PARAM_REQUIRED),
-		PARAM_END }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/me/consents/{id}/revoked", ROUTE_BROWSER, ROUTE_AUTH_NONE, me_pages_revoked, {
-		PARAM_END }, 0 },
+	{ HTTP_GET, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke_confirm, {
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ "confirm", 4, yes, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/me/consents/{id}/revoked", ROUTE_BROWSER, me_pages_revoked, {
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	/* "Allow it to ask again": lifts the deny_cooldown a decision holds. */
-	{ HTTP_POST, "/me/requests/{id}/allow", ROUTE_BROWSER, ROUTE_AUTH_NONE, me_pages_allow, {
-		PARAM_STR("csrf", 64, valid_token68, PARAM_REQUIRED),
-		PARAM_END }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, ROUTE_AUTH_NONE, pages_consent_show, PARAMS_NONE, 0 },
-	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, ROUTE_AUTH_NONE, pages_consent_done, {
-		PARAM_WORDS("outcome", 16, w_done_outcome, 0),
-		PARAM_END }, 0 },
-	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, ROUTE_AUTH_NONE, pages_approve_show, PARAMS_NONE, 0 },
-	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, ROUTE_AUTH_NONE, pages_approve_decide, {
-		PARAM_STR("csrf", 64, valid_token68, PARAM_REQUIRED),
-		PARAM_WORDS("decision", 8, w_decision, PARAM_REQUIRED),
-		PARAM_END }, ROUTE_FORM_BODY },
+	{ HTTP_POST, "/me/requests/{id}/allow", ROUTE_BROWSER, me_pages_allow, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, pages_consent_done, {
+		{ "outcome", 16, done_outcome, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, pages_approve_decide, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ "decision", 8, decision, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
 	/* One redirect URI per resource (against mix-up): the provider's answer. */
-	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, ROUTE_AUTH_NONE, pages_provider_callback, {
-		PARAM_STR("code", 4096, valid_printable, 0),
-		PARAM_STR("state", 128, valid_token68, 0),
-		PARAM_STR("iss", 1024, valid_printable, 0),
-		PARAM_STR("error", 256, valid_printable, 0),
-		PARAM_STR("error_description", 1024, valid_printable, 0),
-		PARAM_STR("error_uri", 1024, valid_printable, 0),
-		PARAM_STR("scope", 2048, valid_printable, 0),
-		PARAM_END }, 0 },
-	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, ROUTE_AUTH_NONE, pages_consent_decide, {
-		PARAM_STR("csrf", 64, valid_token68, PARAM_REQUIRED),
-		PARAM_WORDS("decision", 8, w_decision, PARAM_REQUIRED),
-		PARAM_INT_RANGE("duration", 10, 0, DIGITS_10, 0),
-		PARAM_CHECKBOX("offline"),
-		PARAM_STR("version", 64, valid_hex, 0),
+	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, pages_provider_callback, {
+		{ "code", 4096, param_printable, 0 },
+		{ "state", 128, param_token68, 0 },
+		{ "iss", 1024, param_printable, 0 },
+		{ "error", 256, param_printable, 0 },
+		{ "error_description", 1024, param_printable, 0 },
+		{ "error_uri", 1024, param_printable, 0 },
+		{ "scope", 2048, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, pages_consent_decide, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ "decision", 8, decision, PARAM_REQUIRED },
+		{ "duration", 10, seconds, 0 },
+		{ "offline", 2, checkbox, 0 },
+		{ "version", 64, hex, 0 },
 		/* One checkbox per position in the stored request: s0 .. s19. */
-		PARAM_CHECKBOXES("s", CONSENT_MAX_SCOPES),
-		PARAM_END }, ROUTE_FORM_BODY },
+		{ "s", 2, checkbox, PARAM_FAMILY(CONSENT_MAX_SCOPES) },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
 	/* Admin pages (admin_pages.c), behind the admin gate (admin_pages_gate);
 	 * search values are bound parameters and escaped output, never patterns. */
-	{ HTTP_GET, "/admin", ROUTE_BROWSER, ROUTE_AUTH_ADMIN_PAGE, admin_pages_search, {
-		PARAM_STR("user", 255, valid_printable, 0),
-		PARAM_STR("agent", 128, valid_printable, 0),
-		PARAM_STR("resource", 128, valid_printable, 0),
-		PARAM_WORDS("state", 24, w_admin_state, 0),
-		PARAM_STR("after", 64, valid_printable, 0),
-		PARAM_END }, 0 },
-	{ HTTP_GET, "/admin/consents/{id}", ROUTE_BROWSER, ROUTE_AUTH_ADMIN_PAGE, admin_pages_consent,
-	  PARAMS_NONE, 0 },
-	{ HTTP_POST, "/admin/consents/{id}/revoke", ROUTE_BROWSER, ROUTE_AUTH_ADMIN_PAGE, admin_pages_revoke_one, {
-		PARAM_STR("csrf", 64, valid_token68, PARAM_REQUIRED),
-		PARAM_STR("reason", 200, valid_printable, 0),
-		PARAM_END }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/admin/revoke", ROUTE_BROWSER, ROUTE_AUTH_ADMIN_STEPUP, admin_pages_bulk_confirm, {
-		PARAM_WORDS("by", 10, w_admin_by, 0),
-		PARAM_STR("value", 255, valid_printable, 0),
-		PARAM_END }, 0 },
-	{ HTTP_POST, "/admin/revoke", ROUTE_BROWSER, ROUTE_AUTH_ADMIN_STEPUP, admin_pages_bulk_revoke, {
-		PARAM_STR("csrf", 64, valid_token68, PARAM_REQUIRED),
-		PARAM_WORDS("by", 10, w_admin_by, PARAM_REQUIRED),
-		PARAM_STR("value", 255, valid_printable, PARAM_REQUIRED),
-		PARAM_INT_RANGE("count", 12, 0, DIGITS_12, PARAM_REQUIRED),
-		PARAM_STR("reason", 200, valid_printable, 0),
-		PARAM_END }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/admin/audit", ROUTE_BROWSER, ROUTE_AUTH_ADMIN_PAGE, admin_pages_audit, {
-		PARAM_STR("action", 128, valid_printable, 0),
-		PARAM_STR("consent", 64, valid_printable, 0),
-		PARAM_STR("since", ADMIN_SINCE_MAX, valid_admin_since, 0),
-		PARAM_STR("after", 20, valid_digits, 0),
-		PARAM_END }, 0 },
+	{ HTTP_GET, "/admin", ROUTE_BROWSER, admin_pages_search, {
+		{ "user", 255, param_printable, 0 },
+		{ "agent", 128, param_printable, 0 },
+		{ "resource", 128, param_printable, 0 },
+		{ "state", 24, admin_state, 0 },
+		{ "after", 64, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE },
+	{ HTTP_GET, "/admin/consents/{id}", ROUTE_BROWSER, admin_pages_consent,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE },
+	{ HTTP_POST, "/admin/consents/{id}/revoke", ROUTE_BROWSER, admin_pages_revoke_one, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ "reason", 200, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE },
+	{ HTTP_GET, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_confirm, {
+		{ "by", 10, admin_by, 0 },
+		{ "value", 255, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_STEPUP },
+	{ HTTP_POST, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_revoke, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ "by", 10, admin_by, PARAM_REQUIRED },
+		{ "value", 255, param_printable, PARAM_REQUIRED },
+		{ "count", 12, count12, PARAM_REQUIRED },
+		{ "reason", 200, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_STEPUP },
+	{ HTTP_GET, "/admin/audit", ROUTE_BROWSER, admin_pages_audit, {
+		{ "action", 128, param_printable, 0 },
+		{ "consent", 64, param_printable, 0 },
+		{ "since", ADMIN_SINCE_MAX, admin_since, 0 },
+		{ "after", 20, digits, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE },
 	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */
-	{ HTTP_POST, "/token", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, token_endpoint, {
-		PARAM_STR("grant_type", 128, valid_printable, PARAM_REQUIRED),
-		PARAM_STR("subject_token", 16384, valid_token68, 0),
-		PARAM_STR("subject_token_type", 128, valid_printable, 0),
-		PARAM_STR("requested_token_type", 128, valid_printable, 0),
-		PARAM_STR("audience", 256, valid_printable, 0),
-		PARAM_STR("resource", 1024, valid_printable, 0),
-		PARAM_STR("scope", 2048, valid_printable, 0),
-		PARAM_STR("agent_id", 128, valid_printable, 0),
+	{ HTTP_POST, "/token", ROUTE_OAUTH, token_endpoint, {
+		{ "grant_type", 128, param_printable, PARAM_REQUIRED },
+		{ "subject_token", 16384, param_token68, 0 },
+		{ "subject_token_type", 128, param_printable, 0 },
+		{ "requested_token_type", 128, param_printable, 0 },
+		{ "audience", 256, param_printable, 0 },
+		{ "resource", 1024, param_printable, 0 },
+		{ "scope", 2048, param_printable, 0 },
+		{ "agent_id", 128, param_printable, 0 },
 		/* The rule (200 characters, no control character) is token.c's, which
 		 * says it in one sentence; this only bounds the bytes. */
-		PARAM_STR("reason", 8192, NULL, 0),
-		PARAM_STR("refresh_token", 128, valid_token68, 0),
-		PARAM_STR("action", 128, valid_printable, 0),
-		PARAM_STR("authorization_details", 16384, NULL, 0),   /* JSON: the approval parser checks it */
+		{ "reason", 8192, NULL, 0 },
+		{ "refresh_token", 128, param_token68, 0 },
+		{ "action", 128, param_printable, 0 },
+		{ "authorization_details", 16384, NULL, 0 },   /* JSON: the approval parser checks it */
 		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
-		PARAM_STR("client_assertion_type", 128, valid_printable, 0),
-		PARAM_STR("client_assertion", 16384, valid_token68, 0),
-		PARAM_STR("client_id", 128, valid_printable, 0),
-		PARAM_END }, ROUTE_FORM_BODY },
-	{ HTTP_POST, "/introspect", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, token_introspect, {
-		PARAM_STR("token", 16384, valid_token68, PARAM_REQUIRED),
-		PARAM_STR("token_type_hint", 64, valid_printable, 0),
+		{ "client_assertion_type", 128, param_printable, 0 },
+		{ "client_assertion", 16384, param_token68, 0 },
+		{ "client_id", 128, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY },
+	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_introspect, {
+		{ "token", 16384, param_token68, PARAM_REQUIRED },
+		{ "token_type_hint", 64, param_printable, 0 },
 		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
-		PARAM_STR("client_assertion_type", 128, valid_printable, 0),
-		PARAM_STR("client_assertion", 16384, valid_token68, 0),
-		PARAM_STR("client_id", 128, valid_printable, 0),
-		PARAM_END }, ROUTE_FORM_BODY },
-	{ HTTP_POST, "/revoke", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, token_revoke, {
-		PARAM_STR("token", 16384, valid_token68, PARAM_REQUIRED),
-		PARAM_STR("token_type_hint", 64, valid_printable, 0),
+		{ "client_assertion_type", 128, param_printable, 0 },
+		{ "client_assertion", 16384, param_token68, 0 },
+		{ "client_id", 128, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY },
+	{ HTTP_POST, "/revoke", ROUTE_OAUTH, token_revoke, {
+		{ "token", 16384, param_token68, PARAM_REQUIRED },
+		{ "token_type_hint", 64, param_printable, 0 },
 		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
-		PARAM_STR("client_assertion_type", 128, valid_printable, 0),
-		PARAM_STR("client_assertion", 16384, valid_token68, 0),
-		PARAM_STR("client_id", 128, valid_printable, 0),
-		PARAM_END }, ROUTE_FORM_BODY },
+		{ "client_assertion_type", 128, param_printable, 0 },
+		{ "client_assertion", 16384, param_token68, 0 },
+		{ "client_id", 128, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY },
 	/* Proxy mode (flow H, proxy.c): the rest of the path comes raw, the query
 	 * and body are read by the handler (no declared parameters); it waits on
 	 * the upstream, so it runs deferred, off the server's workers (http.c). */
-	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, proxy_handle,
-	  PARAMS_NONE, ROUTE_DEFERRED },
-	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, proxy_handle,
-	  PARAMS_NONE, ROUTE_DEFERRED },
-	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, proxy_handle,
-	  PARAMS_NONE, ROUTE_DEFERRED },
-	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, proxy_handle,
-	  PARAMS_NONE, ROUTE_DEFERRED },
-	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, ROUTE_AUTH_GATEWAY, proxy_handle,
-	  PARAMS_NONE, ROUTE_DEFERRED },
+	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
+	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
+	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
+	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
+	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
-	{ HTTP_GET, "/admin/api/consents", ROUTE_API, ROUTE_AUTH_ADMIN_API, admin_api_consents, {
-		PARAM_STR("user", 256, valid_printable, 0),
-		PARAM_STR("agent", 128, valid_printable, 0),
-		PARAM_STR("resource", 128, valid_printable, 0),
-		PARAM_STR("state", 32, admin_api_valid_state, 0),
-		PARAM_STR("cursor", 64, valid_printable, 0),
-		PARAM_STR("limit", 3, admin_api_valid_limit, 0),
-		PARAM_END }, 0 },
-	{ HTTP_GET, "/admin/api/consents/{id}", ROUTE_API, ROUTE_AUTH_ADMIN_API, admin_api_consent,
-	  PARAMS_NONE, 0 },
-	{ HTTP_POST, "/admin/api/consents/{id}/revoke", ROUTE_API, ROUTE_AUTH_ADMIN_API, admin_api_consent_revoke,
-	  PARAMS_NONE, ROUTE_JSON_BODY },
-	{ HTTP_POST, "/admin/api/revocations", ROUTE_API, ROUTE_AUTH_ADMIN_API, admin_api_revocations,
-	  PARAMS_NONE, ROUTE_JSON_BODY },
-	{ HTTP_GET, "/admin/api/requests", ROUTE_API, ROUTE_AUTH_ADMIN_API, admin_api_requests, {
-		PARAM_STR("limit", 3, admin_api_valid_limit, 0),
-		PARAM_END }, 0 },
-	{ HTTP_GET, "/admin/api/events", ROUTE_API, ROUTE_AUTH_ADMIN_API, admin_api_events, {
-		PARAM_STR("consent_id", 64, valid_token68, 0),
-		PARAM_STR("limit", 3, admin_api_valid_limit, 0),
-		PARAM_END }, 0 },
-	{ HTTP_GET, "/admin/api/audit", ROUTE_API, ROUTE_AUTH_ADMIN_API, admin_api_audit, {
-		PARAM_STR("since", 18, valid_digits, 0),
-		PARAM_STR("action", 64, valid_printable, 0),
-		PARAM_STR("consent_id", 64, valid_token68, 0),
-		PARAM_STR("cursor", 20, valid_digits, 0),
-		PARAM_STR("limit", 3, admin_api_valid_limit, 0),
-		PARAM_END }, 0 },
-	{ HTTP_GET, NULL, 0, ROUTE_AUTH_NONE, NULL, PARAMS_NONE, 0 },
+	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {
+		{ "user", 256, param_printable, 0 },
+		{ "agent", 128, param_printable, 0 },
+		{ "resource", 128, param_printable, 0 },
+		{ "state", 32, api_state, 0 },
+		{ "cursor", 64, param_printable, 0 },
+		{ "limit", 3, api_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+	{ HTTP_GET, "/admin/api/consents/{id}", ROUTE_API, admin_api_consent,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+	{ HTTP_POST, "/admin/api/consents/{id}/revoke", ROUTE_API, admin_api_consent_revoke,
+	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API },
+	{ HTTP_POST, "/admin/api/revocations", ROUTE_API, admin_api_revocations,
+	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API },
+	{ HTTP_GET, "/admin/api/requests", ROUTE_API, admin_api_requests, {
+		{ "limit", 3, api_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+	{ HTTP_GET, "/admin/api/events", ROUTE_API, admin_api_events, {
+		{ "consent_id", 64, param_token68, 0 },
+		{ "limit", 3, api_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+	{ HTTP_GET, "/admin/api/audit", ROUTE_API, admin_api_audit, {
+		{ "since", 18, digits, 0 },
+		{ "action", 64, param_printable, 0 },
+		{ "consent_id", 64, param_token68, 0 },
+		{ "cursor", 20, digits, 0 },
+		{ "limit", 3, api_limit, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+	{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 };
-
 /* Paths no route matches are answered in the kind of the routes around them. */
 const struct route_prefix http_route_prefixes[] = {
 	{ "/admin/api/", ROUTE_API },
