@@ -11,4 +11,23 @@ if [ -n "$hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources)"
+# Route properties (kind, authentication, deferral) are declared in routes.c
+# alone: elsewhere no request path is compared with a literal path, no route
+# kind or auth class is named (router.c reads them), and no handler calls an
+# authentication gate (the router runs the route's, from routes.c's http_gates).
+comments='^\S+:[0-9]+:\s*(/?\*|//)'
+route_hits=$( {
+	grep -nHE '\b(strn?(case)?cmp|strstr)[[:space:]]*\([^;]*"/' $(ls server/*.c | grep -v '^server/routes\.c$')
+	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED)\b' \
+	    $(ls server/*.c | grep -vE '^server/(routes|router|http)\.c$')
+	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+)\b' server/http.c
+	grep -nHE '^[[:space:]]+.*\b(gateway_authenticate|admin_api_authenticate|admin_pages_gate|admin_enter|authenticate)[[:space:]]*\(' \
+	    /dev/null $(ls server/*.c | grep -v '^server/routes\.c$')
+} 2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$route_hits" ]; then
+	echo "lint: a route property decided outside routes.c (declare it in the route table):"
+	echo "$route_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; route properties only in routes.c)"

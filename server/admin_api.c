@@ -38,7 +38,7 @@ bool admin_api_valid_limit(const char *v)
 
 static enum cs_err api_error(struct http_reply *rep, int status, const char *code, const char *desc)
 {
-	return reply_error(rep, ROUTE_API, status, code, desc);
+	return reply_oauth_error(rep, status, code, desc);   /* the admin API answers in JSON */
 }
 
 /* The domain's answer as an HTTP status, for errors that are the caller's. */
