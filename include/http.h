@@ -31,6 +31,7 @@ enum route_kind {
  * request through, with the identity it established in req->auth. */
 enum route_auth {
 	ROUTE_AUTH_NONE = 0,     /* public, or the handler reads an optional session itself */
+	ROUTE_AUTH_SESSION,      /* a person signed in: else a 303 to sign-in that comes back */
 	ROUTE_AUTH_ADMIN_PAGE,   /* an admin's browser session with a recent enough login */
 	ROUTE_AUTH_ADMIN_STEPUP, /* the same with a login from the last few minutes (bulk) */
 	ROUTE_AUTH_ADMIN_API,    /* Authorization: Bearer <admin token>, never a cookie */
@@ -95,7 +96,7 @@ struct param_value {
 /* Who the route's gate established (ROUTE_AUTH_NONE: nobody); freed with
  * the request. */
 struct http_auth {
-	struct session *session;             /* ADMIN_PAGE, ADMIN_STEPUP */
+	struct session *session;             /* SESSION, ADMIN_PAGE, ADMIN_STEPUP */
 	char           *admin;               /* ADMIN_API: the admin token's name */
 	bool            gateway;             /* GATEWAY */
 };

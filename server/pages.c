@@ -398,26 +398,20 @@ out:
 enum cs_err pages_consent_show(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
-	struct session s;
+	const struct session *s = req->auth.session;
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
-	char back[128];
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&r, 0, sizeof r);
 	if (c == NULL)
 		return CS_EDB;
-	snprintf(back, sizeof back, "/consent/%s", req->captures[0]);
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+	if ((e = bound_request(req, rep, c, s, &r, &ok)) != CS_OK || !ok)
 		goto out;
-	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
-		goto out;
-	e = consent_page(req, rep, &s, &r, 200, NULL);
+	e = consent_page(req, rep, s, &r, 200, NULL);
 out:
 	consent_request_clear(&r);
-	session_clear(&s);
 	return e;
 }
 
@@ -579,21 +573,17 @@ static enum cs_err done_page(struct http_reply *rep, const struct config *cfg, i
 enum cs_err pages_consent_done(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
-	struct session s;
+	const struct session *s = req->auth.session;
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
 	const char *outcome = form_get(&req->params, "outcome");
 	char back[128];
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
-	memset(&s, 0, sizeof s);
 	memset(&r, 0, sizeof r);
 	if (c == NULL)
 		return CS_EDB;
-	snprintf(back, sizeof back, "/consent/%s/done", req->captures[0]);
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
-		goto out;
-	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
+	if ((e = bound_request(req, rep, c, s, &r, &ok)) != CS_OK || !ok)
 		goto out;
 	char cancelled[600];
 	snprintf(cancelled, sizeof cancelled, "You cancelled at %s, so %s was not connected to it "
@@ -610,24 +600,23 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 		e = reply_header(rep, "Location", back);
 	} else if (strcmp(r.status, "pending") != 0 || outcome == NULL)
 		/* What was left out comes from the stored request, never from the link. */
-		e = done_page(rep, app->cfg, 200, &r, &s, strcmp(r.status, "approved") == 0,
+		e = done_page(rep, app->cfg, 200, &r, s, strcmp(r.status, "approved") == 0,
 		    strcmp(r.status, "approved") == 0 ? r.narrowed : NULL, NULL);
 	else if (strcmp(outcome, "cancelled") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false,  NULL, cancelled);
+		e = done_page(rep, app->cfg, 200, &r, s, false,  NULL, cancelled);
 	else if (strcmp(outcome, "too_much") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
+		e = done_page(rep, app->cfg, 200, &r, s, false, NULL,
 		    "The provider granted more than was asked for, so consentd revoked those tokens at once "
 		    "and gave nothing. Try again or ask the provider's administrator.");
 	else if (strcmp(outcome, "changed") == 0)
-		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
+		e = done_page(rep, app->cfg, 200, &r, s, false, NULL,
 		    "The request changed while you were at the provider, so nothing was given and the "
 		    "connection was undone. Open the request again to see it as it is now.");
 	else
-		e = done_page(rep, app->cfg, 200, &r, &s, false, NULL,
+		e = done_page(rep, app->cfg, 200, &r, s, false, NULL,
 		    "The connection to the provider failed. Nothing was given; you can try again.");
 out:
 	consent_request_clear(&r);
-	session_clear(&s);
 	return e;
 }
 
@@ -779,23 +768,19 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	const struct session *s = req->auth.session;
 	struct approval a;
 	struct store_conn *c = store_conn(app->store);
-	char back[128], other[200];
+	char other[200];
 	char *shown = NULL, *who = NULL;
 	json_t *ctx = NULL, *expires = NULL;
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&a, 0, sizeof a);
 	if (c == NULL)
 		return CS_EDB;
-	snprintf(back, sizeof back, "/approve/%s", req->captures[0]);
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
-		goto out;
-	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
+	if ((e = bound_approval(req, rep, c, s, &a, &ok)) != CS_OK || !ok)
 		goto out;
 	if (strcmp(a.status, "pending") != 0 || a.expires_at <= req->now) {
 		e = reply_html_error(rep, 410, "This request is closed",
@@ -808,7 +793,7 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	const struct config_resource *res = config_resource(cfg, a.resource);
 	/* The exact parameters are the canonical JSON text itself, the very bytes the
 	 * digest is of, with invisible characters made visible. */
-	if ((shown = visible_text(a.parameters)) == NULL || (who = signed_in_name(&s)) == NULL ||
+	if ((shown = visible_text(a.parameters)) == NULL || (who = signed_in_name(s)) == NULL ||
 	    (expires = time_value(a.expires_at)) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -841,14 +826,13 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 			goto out;
 		}
 	}
-	e = page_render(rep, 200, "approve.html", ctx, &s);
+	e = page_render(rep, 200, "approve.html", ctx, s);
 out:
 	free(shown);
 	free(who);
 	json_decref(expires);
 	json_decref(ctx);
 	approval_clear(&a);
-	session_clear(&s);
 	return e;
 }
 

@@ -121,7 +121,7 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/logout", ROUTE_BROWSER, login_logout, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/me", ROUTE_BROWSER, me_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/me", ROUTE_BROWSER, me_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
 	/* Revoking on /me: a confirmation page, its form (confirm=yes, so no other
 	 * form revokes), and the page that says what happened. */
 	{ HTTP_GET, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke_confirm, {
@@ -136,11 +136,11 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/me/requests/{id}/allow", ROUTE_BROWSER, me_pages_allow, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
 	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, pages_consent_done, {
 		{ "outcome", 16, done_outcome, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
+	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
 	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, pages_approve_decide, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "decision", 8, decision, PARAM_REQUIRED },
@@ -283,6 +283,49 @@ const struct route_prefix http_route_prefixes[] = {
 
 /* --- the gates ------------------------------------------------------------ */
 
+/* The page a route's pattern names for req: its captures in place of the
+ * {x} segments (where sign-in comes back to). */
+static enum cs_err page_of(const struct http_request *req, struct buf *out)
+{
+	enum cs_err e = CS_OK;
+	size_t k = 0;
+	for (const char *p = req->route->pattern; *p && e == CS_OK; p++) {
+		const char *end = *p == '{' ? strchr(p, '}') : NULL;
+		if (end != NULL && k < req->ncaptures) {
+			e = buf_puts(out, req->captures[k++]);
+			p = end;
+		} else {
+			e = buf_append(out, p, 1);
+		}
+	}
+	return e;
+}
+
+/* SECURITY: a person's pages (login_require): without a live session the
+ * answer is the sign-in that comes back to this page; the session found goes
+ * with the request. */
+static enum cs_err gate_session(struct http_request *req, struct http_reply *rep, bool *ok)
+{
+	struct session *s = calloc(1, sizeof *s);
+	struct buf back;
+	enum cs_err e;
+	*ok = false;
+	if (s == NULL)
+		return CS_ENOMEM;
+	buf_init(&back, 4096);
+	if ((e = page_of(req, &back)) == CS_OK)
+		e = login_require(req, rep, back.data, s, ok);
+	buf_clear(&back);
+	if (e != CS_OK || !*ok) {
+		*ok = false;
+		session_clear(s);
+		free(s);
+		return e;
+	}
+	req->auth.session = s;
+	return CS_OK;
+}
+
 /* SECURITY: the admin pages' gate (admin_pages_gate says what each refusal
  * answers and audits); the session it found goes with the request. */
 static enum cs_err admin_session(struct http_request *req, struct http_reply *rep, bool stepup,
@@ -337,6 +380,7 @@ static enum cs_err gate_gateway(struct http_request *req, struct http_reply *rep
 
 const http_gate http_gates[ROUTE_AUTH__MAX] = {
 	[ROUTE_AUTH_NONE] = NULL,
+	[ROUTE_AUTH_SESSION] = gate_session,
 	[ROUTE_AUTH_ADMIN_PAGE] = gate_admin_page,
 	[ROUTE_AUTH_ADMIN_STEPUP] = gate_admin_stepup,
 	[ROUTE_AUTH_ADMIN_API] = gate_admin_api,

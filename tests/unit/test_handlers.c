@@ -269,7 +269,24 @@ START_TEST(test_handlers_consent_decide)
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(str_fmt(path, sizeof path, "/consent/%s", rid), CS_OK);
 
-	/* No session: the handler's 401 page, nothing decided. */
+	/* The consent page: without a session the router's session gate sends
+	 * the person to sign in and back to this very page. */
+	req_init(&req, HTTP_GET, path, "");
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 303);
+	ck_assert_ptr_nonnull(reply_hdr(&rep, "Location"));
+	ck_assert(strncmp(reply_hdr(&rep, "Location"), "/login?return_to=%2Fconsent%2F", 30) == 0);
+	ck_assert_ptr_nonnull(strstr(reply_hdr(&rep, "Location"), rid));
+	done(&req, &rep);
+	req_init(&req, HTTP_GET, path, "");
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "%d %s", rep.status, body(&rep));
+	ck_assert_ptr_nonnull(strstr(body(&rep), d.version));
+	ck_assert_ptr_nonnull(strstr(body(&rep), "name=\"s1\""));
+	done(&req, &rep);
+
+	/* No session on the form: the handler's 401 page, nothing decided. */
 	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&decision=approve&duration=3600&s0=on"
 	    "&version=%s", alice.csrf, d.version), CS_OK);
 	req_form(&req, path, form, true);
