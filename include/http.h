@@ -216,8 +216,10 @@ enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status,
 /* Dispatches a request whose method, path, query, body and headers are filled:
  * finds the route (404; 405 with Allow), checks same-origin for browser POSTs,
  * parses and validates parameters (duplicates, unknown, oversized, invalid,
- * missing), then runs the handler.  Always leaves a complete reply in *rep:
- * a handler failure becomes a 500 of the route's kind. */
+ * missing) into their typed values, runs the route's authentication gate
+ * (http_gates) and, when it lets the request through, the handler.  Always
+ * leaves a complete reply in *rep: a gate or handler failure becomes a 500 of
+ * the route's kind. */
 void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep);
 /* The first route whose pattern matches path, whatever its method; NULL: none. */
 const struct route *router_route_for_path(const struct route *table, const char *path);

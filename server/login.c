@@ -175,10 +175,9 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 		goto out;
 	}
 	ls.max_age = -1;
-	if (max_age != NULL) {
-		char *end = NULL;
-		long long v = strtoll(max_age, &end, 10);
-		if (end == max_age || *end != '\0' || v < 0 || v > 86400 * 365) {
+	int64_t v;
+	if (http_param_int(req, "max_age", &v)) {       /* digits, checked by the router */
+		if (v > 86400 * 365) {
 			e = reply_html_error(rep, 400, "Bad request", "max_age is not a valid number.");
 			goto out;
 		}
