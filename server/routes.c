@@ -179,6 +179,8 @@ const struct route http_routes[] = {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "reason", 200, param_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE },
+	/* SECURITY: the step-up -- a forced, fresh login before a bulk revocation,
+	 * checked again on the POST: the confirmation may be old. */
 	{ HTTP_GET, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_confirm, {
 		{ "by", 10, admin_by, 0 },
 		{ "value", 255, param_printable, 0 },
