@@ -45,7 +45,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick lint bench clean
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick lint bench clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -79,10 +79,10 @@ build/consentd-asan: build/asan/server/main.o build/asan/libconsentd.a
 	$(CC) $(BASE) $(SAN) $^ $(PKG_LIBS) -o $@
 
 # Unit tests: one Check program per module, built twice (release flags, and ASan+UBSan).
-build/rel/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h build/rel/libconsentd.a
+build/rel/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h tests/unit/tu_vault.h build/rel/libconsentd.a
 	@mkdir -p $(@D)
 	$(CC) $(BASE) $(WARN) $(HARDEN) -Itests/unit $< build/rel/libconsentd.a $(PKG_LIBS) $(CHECK_LIBS) -o $@
-build/asan/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h build/asan/libconsentd.a
+build/asan/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h tests/unit/tu_vault.h build/asan/libconsentd.a
 	@mkdir -p $(@D)
 	$(CC) $(BASE) $(WARN) $(SAN) -Itests/unit $< build/asan/libconsentd.a $(PKG_LIBS) $(CHECK_LIBS) -o $@
 
@@ -136,3 +136,34 @@ bench: deps
 
 clean:
 	rm -rf build
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary (migrations and
+# templates are compiled into it), the man pages, the example config and the
+# systemd unit (docs/deploy.md).  It installs build/consentd as `make` built it
+# and never rebuilds it with other flags.  /etc/consentd/consentd.conf is
+# written from the example only when there is none; the unit's ExecStart names
+# $(SBINDIR)/consentd.  Directories that exist keep their owner and mode.
+# SYSCONFDIR stays /etc whatever PREFIX is: the unit and
+# the defaults ([keys] master_key_file) name /etc/consentd.
+PREFIX         ?= /usr/local
+SBINDIR        ?= $(PREFIX)/sbin
+MANDIR         ?= $(PREFIX)/share/man
+DOCDIR         ?= $(PREFIX)/share/doc/consentd
+SYSCONFDIR     ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL        ?= install
+
+install: build/consentd
+	for d in $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSCONFDIR)/consentd; do \
+		test -d $$d || $(INSTALL) -d -m 0755 $$d || exit 1; done
+	$(INSTALL) -m 0755 build/consentd $(DESTDIR)$(SBINDIR)/consentd
+	$(INSTALL) -m 0644 man/consentd.8 $(DESTDIR)$(MANDIR)/man8/consentd.8
+	$(INSTALL) -m 0644 man/consentd.conf.5 $(DESTDIR)$(MANDIR)/man5/consentd.conf.5
+	$(INSTALL) -m 0644 config/consentd.conf.example $(DESTDIR)$(DOCDIR)/consentd.conf.example
+	sed 's|/usr/local/sbin/consentd|$(SBINDIR)/consentd|' contrib/systemd/consentd.service \
+		> $(DESTDIR)$(SYSTEMDUNITDIR)/consentd.service.tmp
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/consentd.service.tmp
+	mv $(DESTDIR)$(SYSTEMDUNITDIR)/consentd.service.tmp $(DESTDIR)$(SYSTEMDUNITDIR)/consentd.service
+	test -e $(DESTDIR)$(SYSCONFDIR)/consentd/consentd.conf || \
+		$(INSTALL) -m 0640 config/consentd.conf.example $(DESTDIR)$(SYSCONFDIR)/consentd/consentd.conf

@@ -11,6 +11,7 @@
  *   admin.token.created     `consentd admin token create` (detail name=...)
  *   admin.token.revoked     `consentd admin token revoke` (detail name=...)
  *   admin.cli               a read-only CLI command ran (detail the command)
+ *   admin.page.refused      a signed-in person who is not an admin asked for /admin
  *   admin.bulk_revoked      a bulk revocation finished (detail by=..., count=..., reason) */
 #ifndef CS_ADMIN_H
 #define CS_ADMIN_H
@@ -34,16 +35,26 @@
 bool admin_token_name_ok(const char *name);
 
 /* --- admin tokens -------------------------------------------------------- */
+enum admin_token_outcome {
+	ADMIN_TOKEN_DONE = 0,            /* created, or revoked */
+	ADMIN_TOKEN_BAD_NAME,            /* not a token name (admin_token_name_ok) */
+	ADMIN_TOKEN_NAME_TAKEN,          /* create: the name was ever used (revoked names stay taken) */
+	ADMIN_TOKEN_UNKNOWN,             /* revoke: no token is called that */
+	ADMIN_TOKEN_ALREADY_REVOKED,     /* revoke: nothing changed */
+	ADMIN_TOKEN__MAX
+};
 /* Creates a token called name: 256 random bits, stored as its SHA-256; the
- * token itself goes only to *token (the caller shows it once and wipes it).
- * CS_EINVAL for a bad name, CS_EEXIST when the name was ever used.  Audited
- * (admin.token.created) in the same transaction. */
+ * token itself goes only to *token (the caller shows it once and wipes it),
+ * written only with ADMIN_TOKEN_DONE.  Audited (admin.token.created) in the
+ * same transaction.  *outcome is DONE, BAD_NAME or NAME_TAKEN on CS_OK. */
 enum cs_err admin_token_create(struct store_conn *c, const char *name, const char *actor,
-    int64_t now, char token[SESSION_TOKEN_LEN + 1]) CS_MUST_CHECK;
-/* Revokes the token called name (CS_ENOENT when there is none); revoking
- * twice is CS_OK with *changed 0.  Audited. */
+    int64_t now, char token[SESSION_TOKEN_LEN + 1],
+    enum admin_token_outcome *outcome) CS_MUST_CHECK;
+/* Revokes the token called name, audited (admin.token.revoked) in the same
+ * transaction.  *outcome is DONE, UNKNOWN (also for a name no token could
+ * have) or ALREADY_REVOKED (nothing written) on CS_OK. */
 enum cs_err admin_token_revoke(struct store_conn *c, const char *name, const char *actor,
-    int64_t now, int *changed) CS_MUST_CHECK;
+    int64_t now, enum admin_token_outcome *outcome) CS_MUST_CHECK;
 /* [{name, created_at, last_used_at, revoked_at}] by name. */
 enum cs_err admin_token_list(struct store_conn *c, json_t **out) CS_MUST_CHECK;
 /* Checks a presented token: CS_OK with *name (malloc'd) for a known,
@@ -74,21 +85,34 @@ enum cs_err admin_consents_list(struct store_conn *c, const struct admin_consent
  * events}}; CS_ENOENT when unknown. */
 enum cs_err admin_consent_show(struct store_conn *c, const char *id, int64_t now,
     json_t **out) CS_MUST_CHECK;
+enum admin_revoke_outcome {
+	ADMIN_REVOKED = 0,               /* it was live (or expired) until now: revoked */
+	ADMIN_REVOKED_ALREADY,           /* it was revoked before (the cascade ran again) */
+	ADMIN_REVOKE_UNKNOWN,            /* no consent has this id */
+	ADMIN_REVOKE_BAD_REASON,         /* empty, or longer than ADMIN_REASON_MAX: nothing written */
+	ADMIN_REVOKE__MAX
+};
 /* Revokes one consent with the whole cascade (consent_revoke), audited with
- * actor and reason; *revoked 1 when it was live (or expired) until now, 0
- * when it was revoked already.  CS_ENOENT when unknown. */
+ * actor and reason, in one transaction.  *outcome on CS_OK. */
 enum cs_err admin_consent_revoke(struct store_conn *c, const char *id, const char *actor,
-    const char *reason, int64_t now, int *revoked) CS_MUST_CHECK;
+    const char *reason, int64_t now, enum admin_revoke_outcome *outcome) CS_MUST_CHECK;
 
 enum admin_bulk_by { ADMIN_BY_USER = 0, ADMIN_BY_AGENT, ADMIN_BY_RESOURCE, ADMIN_BY__MAX };
+struct admin_bulk {                  /* what to revoke, and who asks why */
+	enum admin_bulk_by by;
+	const char *value;               /* the subject, agent id or resource id */
+	const char *issuer;              /* ADMIN_BY_USER: the IdP the subject is at */
+	const char *actor, *reason;
+};
 /* Revokes every unrevoked consent of a person (subject at issuer), an agent or
  * a resource, ADMIN_BULK_BATCH per transaction, each with the full cascade and
  * its own audit entry; *count how many were revoked (repeating it gives 0).  A
  * failure part way leaves earlier batches committed: running it again finishes
- * the job. */
-enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const char *value,
-    const char *issuer, const char *actor, const char *reason, int64_t now,
-    int64_t *count) CS_MUST_CHECK;
+ * the job.  *outcome is ADMIN_REVOKED (then *count is set) or
+ * ADMIN_REVOKE_BAD_REASON (nothing written) on CS_OK; CS_EINVAL for a bad by
+ * or an empty value, which the caller should have refused. */
+enum cs_err admin_bulk_revoke(struct store_conn *c, const struct admin_bulk *b, int64_t now,
+    int64_t *count, enum admin_revoke_outcome *outcome) CS_MUST_CHECK;
 
 /* {"consent_requests": [...], "approvals": [...]}: pending and unexpired, newest first. */
 enum cs_err admin_pending(struct store_conn *c, int64_t now, int64_t limit,
@@ -106,5 +130,10 @@ enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_fil
  * the command line's read-only commands. */
 enum cs_err admin_audit_note(struct store_conn *c, const char *actor, const char *action,
     const char *detail, int64_t now) CS_MUST_CHECK;
+
+/* Records, in its own transaction, that the signed-in person subject asked
+ * for an admin page without being an admin (admin.page.refused). */
+enum cs_err admin_page_refused(struct store_conn *c, const char *subject,
+    int64_t now) CS_MUST_CHECK;
 
 #endif

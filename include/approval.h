@@ -27,31 +27,10 @@
 enum cs_err approval_parse_details(const char *text, const char *action, json_t **parameters,
     char *why, size_t whylen) CS_MUST_CHECK;
 
-/* RFC 8785 (JCS) canonical form of v appended to out. */
-enum cs_err jcs_canonicalize(json_t *v, struct buf *out) CS_MUST_CHECK;
-/* (Added, jcs.c.)  jcs_canonicalize refuses (CS_EINVAL, out unchanged) what is
- * not I-JSON -- integers beyond ±(2^53-1), invalid UTF-8 -- and (CS_ETOOBIG)
- * nesting deeper than JCS_MAX_DEPTH, jansson's own parsing limit.
- * approval_parse_details guarantees that the canonical form of the
- * parameters it returns fits in APPROVAL_MAX_CANONICAL bytes (numbers such as
- * 1e20 grow when written out in full). */
-#define JCS_MAX_DEPTH 2048
+/* approval_parse_details guarantees that the JCS canonical form (jcs.h) of
+ * the parameters it returns fits in APPROVAL_MAX_CANONICAL bytes (numbers
+ * such as 1e20 grow when written out in full). */
 #define APPROVAL_MAX_CANONICAL (2 * APPROVAL_MAX_DETAILS)
-/* CS_EINVAL with a short reason (no input text) when v is not I-JSON: an
- * integer beyond ±(2^53-1), a non-finite real, a string or member name that is
- * not valid UTF-8, nesting deeper than JCS_MAX_DEPTH.  For values built
- * outside approval_parse_details (the proxy's request parameters). */
-enum cs_err jcs_ijson_check(const json_t *v, char *why, size_t whylen) CS_MUST_CHECK;
-/* ECMAScript Number::toString of a finite x (RFC 8785 §3.2.2.3) appended to
- * out; CS_EINVAL for NaN and infinities. */
-enum cs_err jcs_number(double x, struct buf *out) CS_MUST_CHECK;
-/* (Added, jcs.c.)  For showing an approval's parameters to the person: the
- * canonical text (struct approval's parameters) re-read and written with the
- * very same member order, strings and numbers, only indented (two spaces per
- * level, ": " after names).  jansson's own json_dumps would print 0.1 as
- * 0.10000000000000001 and cannot re-read 100000000000000000000.  CS_EINVAL
- * when canonical is not JSON; out unchanged on failure. */
-enum cs_err jcs_pretty(const char *canonical, struct buf *out) CS_MUST_CHECK;
 /* base64url(SHA-256(JCS(parameters))), NUL-terminated. */
 enum cs_err approval_digest(json_t *parameters, char out[APPROVAL_DIGEST_LEN + 1]) CS_MUST_CHECK;
 

@@ -1,34 +1,31 @@
-/* audit_cli.h -- `consentd audit verify|export` and `consentd vault rekey`:
- * the operator's commands for the audit chain and for master-key rotation.
- * Never prints key material, a token or a sealed value. */
+/* audit_cli.h -- `consentd audit verify|export`: the operator's commands for
+ * the audit chain, and the steps `consentd vault rekey` (vault_cli.h) shares
+ * with them.  Never prints key material, a token or a sealed value. */
 #ifndef CS_AUDIT_CLI_H
 #define CS_AUDIT_CLI_H
 
-#include <stddef.h>
 #include <stdint.h>
-#include "cs_err.h"
+#include "audit.h"
+#include "config.h"
 #include "seal.h"
 #include "store.h"
 
-/* Runs one `audit` / `vault` subcommand; argv[0] is the subcommand, the rest
- * its arguments.  Results go to stdout, problems to stderr.  Returns the exit
- * status: 0 done (chain intact), 1 failed, broken or refused, 2 usage. */
+/* Runs one `audit` subcommand; argv[0] is the subcommand, the rest its
+ * arguments.  Results go to stdout, problems to stderr.  Returns the exit
+ * status: 0 done (chain intact), 1 failed or broken, 2 usage. */
 int audit_cli_main(int argc, char *const *argv);
-int vault_cli_main(int argc, char *const *argv);
 
-/* What a rekey did. */
-struct rekey_report {
-	size_t  signing_keys, vault_records, outbox_entries;
-	int64_t audit_entries;       /* re-linked, before the rotation's own entry */
-	int64_t broken;              /* when refused for a broken chain: the entry */
-	char    why[160];            /* and why */
-};
-/* Master-key rotation in ONE transaction on c: verifies the audit chain under
- * old (CS_EPERM when broken: report->broken and why say where), re-seals every
- * signing key, vault record and outbox entry from old to new, re-links every
- * audit entry under new and appends "master-key-rotated" (the process chain
- * key is left set to new).  On any error it rolls back: the old state stays. */
-enum cs_err vault_rekey(struct store_conn *c, const struct master_key *old,
-    const struct master_key *new_mk, int64_t now, struct rekey_report *report) CS_MUST_CHECK;
+/* The steps the operator's commands share.  Each returns 0 when done, else 1
+ * after saying why on stderr, prefixed with who ("consentd audit"). */
+/* Opens cfg's database and the calling thread's connection. */
+int audit_cli_open_store(const char *who, const struct config *cfg, struct store **s,
+    struct store_conn **c);
+/* Loads cfg's master key (file, or CONSENTD_KEYS_MASTER_KEY). */
+int audit_cli_load_master(const char *who, const struct config *cfg, struct master_key *mk);
+/* Every head listed in the file at path against c, the chain being intact up
+ * to verified; a file listing no head passes when empty_ok.  *heads (may be
+ * NULL) gets how many heads the file lists. */
+int audit_cli_check_heads(const char *who, struct store_conn *c, const char *path,
+    const struct audit_head *verified, int empty_ok, int64_t *heads);
 
 #endif

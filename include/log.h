@@ -59,9 +59,16 @@ void log_msg(enum log_level lv, const char *fmt, ...) __attribute__((format(prin
  * bytes, overlong forms, surrogates, beyond U+10FFFF, cut sequences) becomes
  * \ufffd.  On failure b keeps what it held. */
 enum cs_err log_json_str(struct buf *b, const char *s) CS_MUST_CHECK;
-/* Formats one line, ending in "\n", for the time ts_ms (milliseconds since the
- * epoch, UTC) into b; msg and event may be NULL. */
-enum cs_err log_format(struct buf *b, int64_t ts_ms, enum log_level lv, const char *event,
-    const char *msg, const struct log_field *f, size_t n) CS_MUST_CHECK;
+/* One line's content, for log_format. */
+struct log_line {
+	int64_t                 ts_ms;   /* milliseconds since the epoch, UTC */
+	enum log_level          lv;
+	const char             *event;   /* may be NULL */
+	const char             *msg;     /* may be NULL */
+	const struct log_field *f;       /* n fields */
+	size_t                  n;
+};
+/* Formats line, ending in "\n", into b; on failure b keeps what it held. */
+enum cs_err log_format(struct buf *b, const struct log_line *line) CS_MUST_CHECK;
 
 #endif

@@ -6,7 +6,6 @@
 enum cs_err pages_consent_show(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err pages_consent_decide(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err pages_consent_done(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
-enum cs_err pages_provider_callback(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err pages_approve_show(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err pages_approve_decide(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 

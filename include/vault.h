@@ -1,8 +1,8 @@
 /* vault.h -- the token vault (ARCHITECTURE.md flow D): one sealed provider
- * authorization per consent, the connect flow, release to the gateway with
- * refresh, and the revocation outbox.  Plaintext tokens exist only briefly in
- * memory and are wiped; a ciphertext is bound to (record, consent, user,
- * resource) and fails to open anywhere else. */
+ * authorization per consent, release to the gateway with refresh, and the
+ * revocation outbox; connecting a provider is vault_connect.h.  Plaintext
+ * tokens exist only briefly in memory and are wiped; a ciphertext is bound to
+ * (record, consent, user, resource) and fails to open anywhere else. */
 #ifndef CS_VAULT_H
 #define CS_VAULT_H
 
@@ -14,8 +14,6 @@
 #include "provider.h"
 #include "seal.h"
 #include "store.h"
-
-#define VAULT_CONNECT_TTL 600
 
 struct vault;                     /* process-wide: providers per resource, refresh locks */
 
@@ -29,58 +27,6 @@ struct provider *vault_provider(struct vault *v, const char *resource);
  * `provider` list, sorted, unique. */
 enum cs_err vault_map_scopes(const struct config *cfg, const char *resource,
     const struct scope_set *scopes, struct scope_set *out) CS_MUST_CHECK;
-
-/* --- connecting (flow B + D) -------------------------------------------- */
-struct vault_begin {              /* release with vault_begin_clear() */
-	char *authorize_url;          /* non-NULL: send the browser there */
-	char *consent_id;             /* non-NULL: the consent went live already (record moved over) */
-};
-void vault_begin_clear(struct vault_begin *b);
-
-/* After the person approved request_id (for a resource with a provider) with
- * decision d.  If the live consent's vault record serves exactly the mapping of
- * d->selected, the decision is recorded and the record re-sealed under the new
- * consent id in one transaction (out->consent_id).  Otherwise a connect state
- * is stored (session hash, user, request, resource, provider issuer, PKCE
- * verifier, the decision, expiry) and out->authorize_url asks the provider for
- * exactly the mapped scopes with PKCE S256 and state; the consent does not go
- * live and the previous consent is untouched until the callback succeeds. */
-enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const char *request_id, int64_t user_id, const unsigned char session_hash[32],
-    const struct consent_decision *d, const char *actor, int64_t now,
-    struct vault_begin *out) CS_MUST_CHECK;
-
-enum vault_connect_outcome {
-	VAULT_CONNECTED = 0,          /* the consent is live with its record */
-	VAULT_NARROWED,               /* live, narrowed to what the provider granted (out->dropped) */
-	VAULT_CANCELLED,              /* the person cancelled at the provider: no consent */
-	VAULT_TOO_MUCH,               /* the provider granted more than asked: tokens revoked, no consent */
-	VAULT_BAD_STATE,              /* unknown, used, expired state; another session; wrong iss or resource */
-	VAULT_FAILED,                 /* the code exchange failed */
-	VAULT_CHANGED,                /* the request changed since the person decided: tokens revoked, no consent */
-	VAULT_OUTCOME__MAX
-};
-
-struct vault_finish {             /* release with vault_finish_clear() */
-	enum vault_connect_outcome outcome;
-	char  *consent_id;
-	char  *request_id;            /* the consent request the connection was for (when known) */
-	char  *agent, *resource;
-	struct scope_set dropped;     /* consent scopes removed by narrowing */
-	char  *why;                   /* a short reason for a person (no secrets) */
-};
-void vault_finish_clear(struct vault_finish *f);
-
-/* The callback at /oauth/callback/{resource}.  Order: state single-use lookup
- * (it must name this resource and this session/user), then `iss` (required
- * when the provider advertises RFC 9207; exact), then error, then the code
- * exchange; then the consent goes live with its sealed record in one
- * transaction, replacing the previous consent (whose record goes to the
- * revocation outbox). */
-enum cs_err vault_finish_connect(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const char *resource, const char *state, const char *code, const char *iss,
-    const char *error, const unsigned char session_hash[32], int64_t user_id,
-    const char *actor, int64_t now, struct vault_finish *out) CS_MUST_CHECK;
 
 /* --- release (flow D) -------------------------------------------------- */
 struct vault_release {            /* release with vault_release_clear() (wipes) */

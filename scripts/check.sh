@@ -57,6 +57,9 @@ node_tests() {
 }
 step "integration" node_tests tests/integration
 step "e2e (chromium)" node_tests tests/e2e
+# make install, the systemd unit, the man pages and the Debian package: built, installed
+# with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
+step "deploy (install, .deb)" bash scripts/test-deploy.sh
 step "fuzz (${FUZZ_SECONDS}s each)" bash scripts/run-fuzz.sh "$FUZZ_SECONDS" \
 	$(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|\1|')
 

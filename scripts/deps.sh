@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libssl-dev libcjose-dev libcurl4-openssl-dev
       libsqlite3-dev sqlite3 libjansson-dev libinih-dev check
-      curl ca-certificates chromium wrk unicode-data)
+      curl ca-certificates chromium wrk unicode-data
+      debhelper man-db systemd python3)   # the last four: scripts/test-deploy.sh (README)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -6,7 +6,30 @@ banned='\b(strcpy|strcat|sprintf|vsprintf|strncpy|strtok|atoi|sscanf|gets)[[:spa
 hits=$(grep -nE "$banned" server/*.c include/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null \
 	| grep -vE '^\S+:[0-9]+:\s*(/?\*|//)' || true)
 if [ -n "$hits" ]; then
-	echo "lint: banned functions (use buf.h / strtoll with bounds / snprintf):"
+	echo "lint: banned functions (use buf.h / strtoll with bounds / str_fmt):"
+	echo "$hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+# Bounded strings (#13.7): text goes into a fixed array only through str_fmt
+# (buf.h), which fails on truncation instead of cutting; snprintf and
+# vsnprintf live in buf.c alone.  For now this holds for the files converted
+# so far; once every file is, set snprintf_files to
+# "server/*.c tests/unit/*.c tests/fuzz/*.c" (buf.c stays excluded below).
+snprintf_files="server/app.c server/audit.c server/audit_cli.c server/audit_head.c
+	server/config.c server/config_*.c server/cs_err.c server/dpop.c server/events.c
+	server/form.c server/http.c server/httpc.c server/jcs.c server/jws.c server/jwt.c server/keys_cli.c
+	server/log.c server/main.c server/meta.c server/oidc.c server/provider.c server/router.c server/routes.c server/seal.c
+	server/template.c server/vault_cli.c tests/fuzz/*.c
+	tests/unit/test_audit.c tests/unit/test_buf.c tests/unit/test_config.c tests/unit/test_dpop.c
+	tests/unit/test_events.c tests/unit/test_form.c tests/unit/test_handlers.c tests/unit/test_jws.c tests/unit/test_jwt.c
+	tests/unit/test_log.c tests/unit/test_oidc.c tests/unit/test_provider.c tests/unit/test_seal.c
+	tests/unit/test_template.c"
+# shellcheck disable=SC2086  # the list is globbed on purpose
+hits=$(grep -nE '\bv?snprintf[[:space:]]*\(' $snprintf_files 2>/dev/null \
+	| grep -v '^server/buf\.c:' | grep -vE '^\S+:[0-9]+:\s*(/?\*|//)' || true)
+if [ -n "$hits" ]; then
+	echo "lint: snprintf outside buf.c (use str_fmt, and check its result, or a struct buf):"
 	echo "$hits"
 	echo "lint: FAIL"
 	exit 1
@@ -30,4 +53,4 @@ if [ -n "$route_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; route properties only in routes.c)"
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c)"

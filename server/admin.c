@@ -2,13 +2,13 @@
  * single and bulk revocation, pending work and the audit query (admin.h).
  * It must never return or audit token material, and every revocation goes
  * through consent_revoke so the cascade is the same whoever starts it. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
 
 #include "admin.h"
 #include "audit.h"
+#include "buf.h"
 #include "consent.h"
 #include "store_admin.h"
 #include "vault.h"
@@ -29,80 +29,98 @@ bool admin_token_name_ok(const char *name)
 	return n >= 1 && n <= ADMIN_TOKEN_NAME_MAX;
 }
 
-static enum cs_err note(struct store_conn *c, int64_t now, const char *actor, const char *action,
-    const char *consent_id, const char *outcome, const char *detail)
-{
-	struct audit_entry a;
-	memset(&a, 0, sizeof a);
-	a.ts = now;
-	a.actor = actor;
-	a.action = action;
-	a.consent_id = consent_id;
-	a.outcome = outcome;
-	a.detail = detail;
-	return audit_append(c, &a);
-}
-
-enum cs_err admin_audit_note(struct store_conn *c, const char *actor, const char *action,
-    const char *detail, int64_t now)
+/* Appends a in a transaction of its own. */
+static enum cs_err append_alone(struct store_conn *c, const struct audit_entry *a)
 {
 	enum cs_err e;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	if ((e = note(c, now, actor, action, NULL, "ok", detail)) != CS_OK ||
-	    (e = store_commit(c)) != CS_OK) {
+	if ((e = audit_append(c, a)) != CS_OK || (e = store_commit(c)) != CS_OK) {
 		store_rollback(c);
 		return e;
 	}
 	return CS_OK;
 }
 
+enum cs_err admin_audit_note(struct store_conn *c, const char *actor, const char *action,
+    const char *detail, int64_t now)
+{
+	return append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor, .action = action,
+	    .outcome = "ok", .detail = detail });
+}
+
+enum cs_err admin_page_refused(struct store_conn *c, const char *subject, int64_t now)
+{
+	char actor[300];
+	enum cs_err e;
+	if ((e = str_fmt(actor, sizeof actor, "user:%s", subject)) != CS_OK)
+		return e;
+	return append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor,
+	    .action = "admin.page.refused", .subject = subject, .outcome = "refused",
+	    .detail = "not an admin" });
+}
+
 /* --- admin tokens -------------------------------------------------------- */
 
 enum cs_err admin_token_create(struct store_conn *c, const char *name, const char *actor,
-    int64_t now, char token[SESSION_TOKEN_LEN + 1])
+    int64_t now, char token[SESSION_TOKEN_LEN + 1], enum admin_token_outcome *outcome)
 {
 	char t[SESSION_TOKEN_LEN + 1], detail[ADMIN_TOKEN_NAME_MAX + 8];
 	unsigned char h[32];
 	enum cs_err e;
-	if (!admin_token_name_ok(name))
-		return CS_EINVAL;
+	if (!admin_token_name_ok(name)) {
+		*outcome = ADMIN_TOKEN_BAD_NAME;
+		return CS_OK;
+	}
 	if ((e = random_token(t)) != CS_OK)
 		return e;
 	sha256_str(t, h);
-	snprintf(detail, sizeof detail, "name=%s", name);
-	if ((e = store_begin(c)) != CS_OK)
+	if ((e = str_fmt(detail, sizeof detail, "name=%s", name)) != CS_OK ||
+	    (e = store_begin(c)) != CS_OK)
 		goto out;
 	if ((e = store_admin_token_insert(c, name, h, now)) != CS_OK ||
-	    (e = note(c, now, actor, "admin.token.created", NULL, "ok", detail)) != CS_OK ||
+	    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = actor,
+	    .action = "admin.token.created", .outcome = "ok", .detail = detail })) != CS_OK ||
 	    (e = store_commit(c)) != CS_OK) {
 		store_rollback(c);
+		if (e == CS_EEXIST) {
+			*outcome = ADMIN_TOKEN_NAME_TAKEN;
+			e = CS_OK;
+		}
 		goto out;
 	}
 	memcpy(token, t, sizeof t);
+	*outcome = ADMIN_TOKEN_DONE;
 out:
 	OPENSSL_cleanse(t, sizeof t);
 	return e;
 }
 
 enum cs_err admin_token_revoke(struct store_conn *c, const char *name, const char *actor,
-    int64_t now, int *changed)
+    int64_t now, enum admin_token_outcome *outcome)
 {
 	char detail[ADMIN_TOKEN_NAME_MAX + 8];
 	int ch = 0;
 	enum cs_err e;
-	if (!admin_token_name_ok(name))
-		return CS_ENOENT;
-	snprintf(detail, sizeof detail, "name=%s", name);
-	if ((e = store_begin(c)) != CS_OK)
+	if (!admin_token_name_ok(name)) {
+		*outcome = ADMIN_TOKEN_UNKNOWN;
+		return CS_OK;
+	}
+	if ((e = str_fmt(detail, sizeof detail, "name=%s", name)) != CS_OK ||
+	    (e = store_begin(c)) != CS_OK)
 		return e;
 	if ((e = store_admin_token_revoke(c, name, now, &ch)) != CS_OK ||
-	    (ch && (e = note(c, now, actor, "admin.token.revoked", NULL, "ok", detail)) != CS_OK) ||
+	    (ch && (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = actor,
+	    .action = "admin.token.revoked", .outcome = "ok", .detail = detail })) != CS_OK) ||
 	    (e = store_commit(c)) != CS_OK) {
 		store_rollback(c);
+		if (e == CS_ENOENT) {
+			*outcome = ADMIN_TOKEN_UNKNOWN;
+			return CS_OK;
+		}
 		return e;
 	}
-	*changed = ch;
+	*outcome = ch ? ADMIN_TOKEN_DONE : ADMIN_TOKEN_ALREADY_REVOKED;
 	return CS_OK;
 }
 
@@ -139,21 +157,20 @@ enum cs_err admin_token_check(struct store_conn *c, const char *token, const cha
 		return CS_EPERM;
 	if (e != CS_OK)
 		return e;
-	snprintf(actor, sizeof actor, "admin:%s", n);
-	if ((e = store_begin(c)) != CS_OK)
+	if ((e = str_fmt(actor, sizeof actor, "admin:%s", n)) != CS_OK)
 		goto out;
 	if (revoked_at != 0) {
 		/* SECURITY: a revoked token is refused; its use is worth a record. */
-		if ((e = note(c, now, actor, "admin.api.refused", NULL, "refused", what)) != CS_OK ||
-		    (e = store_commit(c)) != CS_OK) {
-			store_rollback(c);
-			goto out;
-		}
-		e = CS_EPERM;
+		if ((e = append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor,
+		    .action = "admin.api.refused", .outcome = "refused", .detail = what })) == CS_OK)
+			e = CS_EPERM;
 		goto out;
 	}
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
 	if ((e = store_admin_token_touch(c, n, now)) != CS_OK ||
-	    (e = note(c, now, actor, "admin.api", NULL, "ok", what)) != CS_OK ||
+	    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = actor,
+	    .action = "admin.api", .outcome = "ok", .detail = what })) != CS_OK ||
 	    (e = store_commit(c)) != CS_OK) {
 		store_rollback(c);
 		goto out;
@@ -317,8 +334,11 @@ enum cs_err admin_consents_list(struct store_conn *c, const struct admin_consent
 	json_t *cur = json_null();
 	if ((int64_t)json_array_size(rows) == limit) {
 		const json_t *last = json_array_get(rows, json_array_size(rows) - 1);
-		snprintf(next, sizeof next, "%lld.%s", (long long)int_of(last, "created_at"),
-		    str_of(last, "id") ? str_of(last, "id") : "");
+		if ((e = str_fmt(next, sizeof next, "%lld.%s", (long long)int_of(last, "created_at"),
+		    str_of(last, "id") ? str_of(last, "id") : "")) != CS_OK) {
+			json_decref(cur);
+			goto out;
+		}
 		json_decref(cur);
 		cur = json_string(next);
 	}
@@ -418,16 +438,25 @@ out:
 	return e;
 }
 
+static bool reason_ok(const char *reason)
+{
+	return reason != NULL && reason[0] != '\0' && strlen(reason) <= ADMIN_REASON_MAX;
+}
+
 enum cs_err admin_consent_revoke(struct store_conn *c, const char *id, const char *actor,
-    const char *reason, int64_t now, int *revoked)
+    const char *reason, int64_t now, enum admin_revoke_outcome *outcome)
 {
 	json_t *row = NULL;
 	enum cs_err e;
-	int was_unrevoked;
-	if (id == NULL || !id_chars_ok(id))
-		return CS_ENOENT;
-	if (reason == NULL || reason[0] == '\0' || strlen(reason) > ADMIN_REASON_MAX)
-		return CS_EINVAL;
+	bool was_unrevoked;
+	if (id == NULL || !id_chars_ok(id)) {
+		*outcome = ADMIN_REVOKE_UNKNOWN;
+		return CS_OK;
+	}
+	if (!reason_ok(reason)) {
+		*outcome = ADMIN_REVOKE_BAD_REASON;
+		return CS_OK;
+	}
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
 	if ((e = store_admin_consent(c, id, now, &row)) != CS_OK)
@@ -437,16 +466,20 @@ enum cs_err admin_consent_revoke(struct store_conn *c, const char *id, const cha
 	    (e = store_commit(c)) != CS_OK)
 		goto fail;
 	json_decref(row);
-	*revoked = was_unrevoked;
+	*outcome = was_unrevoked ? ADMIN_REVOKED : ADMIN_REVOKED_ALREADY;
 	return CS_OK;
 fail:
 	store_rollback(c);
 	json_decref(row);
+	if (e == CS_ENOENT) {
+		*outcome = ADMIN_REVOKE_UNKNOWN;
+		return CS_OK;
+	}
 	return e;
 }
 
-enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const char *value,
-    const char *issuer, const char *actor, const char *reason, int64_t now, int64_t *count)
+enum cs_err admin_bulk_revoke(struct store_conn *c, const struct admin_bulk *b, int64_t now,
+    int64_t *count, enum admin_revoke_outcome *outcome)
 {
 	static const enum store_admin_by map[ADMIN_BY__MAX] = {
 		[ADMIN_BY_USER] = STORE_ADMIN_BY_USER, [ADMIN_BY_AGENT] = STORE_ADMIN_BY_AGENT,
@@ -455,13 +488,17 @@ enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const
 	static const char *const by_name[ADMIN_BY__MAX] = {
 		[ADMIN_BY_USER] = "user", [ADMIN_BY_AGENT] = "agent", [ADMIN_BY_RESOURCE] = "resource",
 	};
+	enum admin_bulk_by by = b->by;
 	int64_t total = 0;
 	enum cs_err e;
 	char detail[ADMIN_REASON_MAX + 64];
 
-	if ((unsigned)by >= ADMIN_BY__MAX || value == NULL || value[0] == '\0' ||
-	    reason == NULL || reason[0] == '\0' || strlen(reason) > ADMIN_REASON_MAX)
+	if ((unsigned)by >= ADMIN_BY__MAX || b->value == NULL || b->value[0] == '\0')
 		return CS_EINVAL;
+	if (!reason_ok(b->reason)) {
+		*outcome = ADMIN_REVOKE_BAD_REASON;
+		return CS_OK;
+	}
 	/* Batches of ADMIN_BULK_BATCH per transaction keep the write lock short
 	 * for the servers still answering; each batch selects only unrevoked
 	 * consents, so a rerun after a failure continues where it stopped. */
@@ -470,12 +507,12 @@ enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const
 		size_t i, n;
 		if ((e = store_begin(c)) != CS_OK)
 			return e;
-		if ((e = store_admin_unrevoked_ids(c, map[by], value, issuer, ADMIN_BULK_BATCH,
+		if ((e = store_admin_unrevoked_ids(c, map[by], b->value, b->issuer, ADMIN_BULK_BATCH,
 		    &ids)) != CS_OK)
 			goto fail;
 		n = json_array_size(ids);
 		json_array_foreach(ids, i, id) {
-			if ((e = consent_revoke(c, json_string_value(id), 0, actor, reason, now,
+			if ((e = consent_revoke(c, json_string_value(id), 0, b->actor, b->reason, now,
 			    true)) != CS_OK) {
 				json_decref(ids);
 				goto fail;
@@ -484,9 +521,10 @@ enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const
 		json_decref(ids);
 		if (n < ADMIN_BULK_BATCH) {
 			/* The last batch carries the summary entry. */
-			snprintf(detail, sizeof detail, "by=%s count=%lld reason=%s", by_name[by],
-			    (long long)(total + (int64_t)n), reason);
-			if ((e = note(c, now, actor, "admin.bulk_revoked", NULL, "ok", detail)) != CS_OK)
+			if ((e = str_fmt(detail, sizeof detail, "by=%s count=%lld reason=%s", by_name[by],
+			    (long long)(total + (int64_t)n), b->reason)) != CS_OK ||
+			    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = b->actor,
+			    .action = "admin.bulk_revoked", .outcome = "ok", .detail = detail })) != CS_OK)
 				goto fail;
 		}
 		if ((e = store_commit(c)) != CS_OK)
@@ -496,6 +534,7 @@ enum cs_err admin_bulk_revoke(struct store_conn *c, enum admin_bulk_by by, const
 			break;
 	}
 	*count = total;
+	*outcome = ADMIN_REVOKED;
 	return CS_OK;
 fail:
 	store_rollback(c);
@@ -556,8 +595,11 @@ enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_fil
 	if ((e = store_admin_audit(c, &q, &rows)) != CS_OK)
 		return e;
 	if ((int64_t)json_array_size(rows) == limit) {
-		snprintf(next, sizeof next, "%lld",
-		    (long long)int_of(json_array_get(rows, json_array_size(rows) - 1), "seq"));
+		if ((e = str_fmt(next, sizeof next, "%lld",
+		    (long long)int_of(json_array_get(rows, json_array_size(rows) - 1), "seq"))) != CS_OK) {
+			json_decref(rows);
+			return e;
+		}
 		cur = json_string(next);
 	} else {
 		cur = json_null();

@@ -11,6 +11,7 @@
 #include "admin_api.h"
 #include "events.h"
 #include "app.h"
+#include "buf.h"
 #include "form.h"
 
 #define ADMIN_REALM "Bearer realm=\"consentd-admin\""
@@ -91,9 +92,11 @@ char *admin_api_authenticate(const struct http_request *req, struct http_reply *
 	return NULL;
 }
 
-static void actor_of(const char *name, char *out, size_t n)
+/* The audit actor of an admin token called name; CS_ETOOBIG cannot happen
+ * for a name admin_token_name_ok accepted. */
+static enum cs_err actor_of(const char *name, char *out, size_t n)
 {
-	snprintf(out, n, "admin:%s", name);
+	return str_fmt(out, n, "admin:%s", name);
 }
 
 /* The JSON object body of a write; NULL with a 400 in rep otherwise.  Only
@@ -188,9 +191,10 @@ enum cs_err admin_api_consent_revoke(const struct http_request *req, struct http
 	static const char *const allowed[] = { "reason", NULL };
 	json_t *body, *out = NULL;
 	char actor[ADMIN_TOKEN_NAME_MAX + 16];
-	int revoked = 0;
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	enum cs_err e;
-	actor_of(req->auth.admin, actor, sizeof actor);
+	if ((e = actor_of(req->auth.admin, actor, sizeof actor)) != CS_OK)
+		return e;
 	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
 		return CS_OK;
 	const char *reason = json_string_value(json_object_get(body, "reason"));
@@ -200,13 +204,16 @@ enum cs_err admin_api_consent_revoke(const struct http_request *req, struct http
 	} else if (c == NULL) {
 		e = CS_EDB;
 	} else if ((e = admin_consent_revoke(c, req->captures[0], actor, reason, req->now,
-	    &revoked)) != CS_OK ||
-	    (e = admin_consent_show(c, req->captures[0], req->now, &out)) != CS_OK) {
+	    &o)) != CS_OK || o == ADMIN_REVOKE_UNKNOWN || o == ADMIN_REVOKE_BAD_REASON) {
+		e = domain_error(rep, e != CS_OK ? e : o == ADMIN_REVOKE_UNKNOWN ? CS_ENOENT : CS_EINVAL,
+		    "The reason is not valid.");
+	} else if ((e = admin_consent_show(c, req->captures[0], req->now, &out)) != CS_OK) {
 		e = domain_error(rep, e, "The reason is not valid.");
 	} else {
 		json_t *k = json_incref(json_object_get(out, "consent"));
 		json_decref(out);
-		e = reply_json_value(rep, 200, json_pack("{s:i, s:o}", "revoked", revoked, "consent", k));
+		e = reply_json_value(rep, 200, json_pack("{s:i, s:o}", "revoked", o == ADMIN_REVOKED,
+		    "consent", k));
 	}
 	json_decref(body);
 	return e;
@@ -220,11 +227,13 @@ enum cs_err admin_api_revocations(const struct http_request *req, struct http_re
 	};
 	json_t *body;
 	char actor[ADMIN_TOKEN_NAME_MAX + 16];
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	int64_t count = 0;
 	enum cs_err e;
 	int nsel = 0;
 	enum admin_bulk_by by = ADMIN_BY_USER;
-	actor_of(req->auth.admin, actor, sizeof actor);
+	if ((e = actor_of(req->auth.admin, actor, sizeof actor)) != CS_OK)
+		return e;
 	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
 		return CS_OK;
 	for (int i = 0; i < ADMIN_BY__MAX; i++) {
@@ -240,9 +249,11 @@ enum cs_err admin_api_revocations(const struct http_request *req, struct http_re
 		    "Name exactly one of user, agent or resource, and a reason.");
 	} else if (c == NULL) {
 		e = CS_EDB;
-	} else if ((e = admin_bulk_revoke(c, by, json_string_value(json_object_get(body, by_key[by])),
-	    req->app->cfg->oidc_issuer, actor, reason, req->now, &count)) != CS_OK) {
-		e = domain_error(rep, e, "The revocation request is not valid.");
+	} else if ((e = admin_bulk_revoke(c, &(struct admin_bulk){ .by = by,
+	    .value = json_string_value(json_object_get(body, by_key[by])),
+	    .issuer = req->app->cfg->oidc_issuer, .actor = actor, .reason = reason }, req->now,
+	    &count, &o)) != CS_OK || o != ADMIN_REVOKED) {
+		e = domain_error(rep, e == CS_OK ? CS_EINVAL : e, "The revocation request is not valid.");
 	} else {
 		e = reply_json_value(rep, 200, json_pack("{s:I}", "revoked", (json_int_t)count));
 	}

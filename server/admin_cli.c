@@ -2,6 +2,7 @@
  * revoke-resource -c FILE`: argument parsing, opening config and store, and
  * telling the operator what happened.  The semantics live in admin.c; this
  * file must never touch SQL, and prints an admin token only once, at creation. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "admin_cli.h"
 #include "audit.h"
 #include "audit_head.h"
+#include "buf.h"
 #include "config.h"
 #include "seal.h"
 #include "store.h"
@@ -44,8 +46,11 @@ static const char *fmt_time(int64_t t, char buf[TIME_MAX_LEN])
 	if (t == 0)
 		return "-";
 	if ((int64_t)tt != t || gmtime_r(&tt, &tm) == NULL ||
-	    strftime(buf, TIME_MAX_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, TIME_MAX_LEN, "%lld", (long long)t);
+	    strftime(buf, TIME_MAX_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+		/* 20 digits and a sign fit in TIME_MAX_LEN. */
+		if (str_fmt(buf, TIME_MAX_LEN, "%lld", (long long)t) != CS_OK)
+			return "?";
+	}
 	return buf;
 }
 
@@ -124,19 +129,20 @@ static int fail(const char *what, enum cs_err e)
 static int token_create(struct ctx *x, const char *name)
 {
 	char t[SESSION_TOKEN_LEN + 1];
-	enum cs_err e = admin_token_create(x->c, name, ACTOR, x->now, t);
-	if (e == CS_EINVAL) {
+	enum admin_token_outcome o = ADMIN_TOKEN__MAX;
+	enum cs_err e = admin_token_create(x->c, name, ACTOR, x->now, t, &o);
+	if (e != CS_OK)
+		return fail("token create", e);
+	if (o == ADMIN_TOKEN_BAD_NAME) {
 		fprintf(stderr, "consentd admin token create: a name is 1-%d letters, digits, '.', '_' "
 		    "or '-'\n", ADMIN_TOKEN_NAME_MAX);
 		return 1;
 	}
-	if (e == CS_EEXIST) {
+	if (o == ADMIN_TOKEN_NAME_TAKEN) {
 		fprintf(stderr, "consentd admin token create: the name %s is taken (revoked names "
 		    "stay taken, so the audit log keeps meaning one token)\n", name);
 		return 1;
 	}
-	if (e != CS_OK)
-		return fail("token create", e);
 	/* The token alone on stdout (scripts read it); the advice on stderr. */
 	printf("%s\n", t);
 	fflush(stdout);
@@ -170,16 +176,16 @@ static int token_list(struct ctx *x)
 
 static int token_revoke(struct ctx *x, const char *name)
 {
-	int changed = 0;
-	enum cs_err e = admin_token_revoke(x->c, name, ACTOR, x->now, &changed);
-	if (e == CS_ENOENT) {
+	enum admin_token_outcome o = ADMIN_TOKEN__MAX;
+	enum cs_err e = admin_token_revoke(x->c, name, ACTOR, x->now, &o);
+	if (e != CS_OK)
+		return fail("token revoke", e);
+	if (o == ADMIN_TOKEN_UNKNOWN) {
 		fprintf(stderr, "consentd admin token revoke: no token is called %s "
 		    "(see consentd admin token list)\n", name);
 		return 1;
 	}
-	if (e != CS_OK)
-		return fail("token revoke", e);
-	printf(changed ? "revoked admin token %s\n" : "admin token %s was revoked already\n", name);
+	printf(o == ADMIN_TOKEN_DONE ? "revoked admin token %s\n" : "admin token %s was revoked already\n", name);
 	return 0;
 }
 
@@ -224,20 +230,20 @@ static int consents_list(struct ctx *x, const struct admin_consent_filter *f, co
 
 static int consents_revoke(struct ctx *x, const char *id, const char *reason)
 {
-	int revoked = 0;
-	enum cs_err e = admin_consent_revoke(x->c, id, ACTOR, reason, x->now, &revoked);
-	if (e == CS_ENOENT) {
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
+	enum cs_err e = admin_consent_revoke(x->c, id, ACTOR, reason, x->now, &o);
+	if (e != CS_OK)
+		return fail("consents revoke", e);
+	if (o == ADMIN_REVOKE_UNKNOWN) {
 		fprintf(stderr, "consentd admin consents revoke: no consent has id %s\n", id);
 		return 1;
 	}
-	if (e == CS_EINVAL) {
+	if (o == ADMIN_REVOKE_BAD_REASON) {
 		fprintf(stderr, "consentd admin consents revoke: --reason must be 1-%d bytes\n",
 		    ADMIN_REASON_MAX);
 		return 1;
 	}
-	if (e != CS_OK)
-		return fail("consents revoke", e);
-	printf(revoked ? "revoked consent %s with its grants, refresh tokens and approvals\n" :
+	printf(o == ADMIN_REVOKED ? "revoked consent %s with its grants, refresh tokens and approvals\n" :
 	    "consent %s was revoked already\n", id);
 	return 0;
 }
@@ -245,9 +251,10 @@ static int consents_revoke(struct ctx *x, const char *id, const char *reason)
 static int bulk(struct ctx *x, enum admin_bulk_by by, const char *value, const char *reason)
 {
 	int64_t n = 0;
-	enum cs_err e = admin_bulk_revoke(x->c, by, value, x->cfg->oidc_issuer, ACTOR, reason,
-	    x->now, &n);
-	if (e == CS_EINVAL) {
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
+	enum cs_err e = admin_bulk_revoke(x->c, &(struct admin_bulk){ .by = by, .value = value,
+	    .issuer = x->cfg->oidc_issuer, .actor = ACTOR, .reason = reason }, x->now, &n, &o);
+	if (e == CS_EINVAL || (e == CS_OK && o != ADMIN_REVOKED)) {
 		fprintf(stderr, "consentd admin: the value and --reason (1-%d bytes) are required\n",
 		    ADMIN_REASON_MAX);
 		return 1;
@@ -274,114 +281,130 @@ static int parse_limit(const char *s, int64_t *out)
 	return 0;
 }
 
+/* A command line, read. */
+struct args {
+	const char *cmd, *sub;           /* "token" "create", ...; sub NULL for revoke-* */
+	const char *cfgpath, *name, *reason, *cursor;
+	const char *pos;                 /* the one positional argument: an id, subject or name */
+	struct admin_consent_filter f;
+	int64_t limit;
+};
+
+/* Reads the options after the command words; false on anything unknown,
+ * repeated or missing its value. */
+static bool parse_options(int first, int argc, char *const *argv, struct args *g)
+{
+	for (int i = first; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = v != NULL;
+		if (strcmp(a, "-c") == 0 && takes && g->cfgpath == NULL)
+			g->cfgpath = argv[++i];
+		else if (strcmp(a, "--name") == 0 && takes && g->name == NULL)
+			g->name = argv[++i];
+		else if (strcmp(a, "--reason") == 0 && takes && g->reason == NULL)
+			g->reason = argv[++i];
+		else if (strcmp(a, "--user") == 0 && takes && g->f.user == NULL)
+			g->f.user = argv[++i];
+		else if (strcmp(a, "--agent") == 0 && takes && g->f.agent == NULL)
+			g->f.agent = argv[++i];
+		else if (strcmp(a, "--resource") == 0 && takes && g->f.resource == NULL)
+			g->f.resource = argv[++i];
+		else if (strcmp(a, "--state") == 0 && takes && g->f.state == NULL)
+			g->f.state = argv[++i];
+		else if (strcmp(a, "--cursor") == 0 && takes && g->cursor == NULL)
+			g->cursor = argv[++i];
+		else if (strcmp(a, "--limit") == 0 && takes && parse_limit(argv[i + 1], &g->limit) == 0)
+			i++;
+		else if (g->pos == NULL && a[0] != '\0' && strcmp(a, "-c") != 0)
+			g->pos = a;            /* ids and subjects may start with '-' */
+		else
+			return false;
+	}
+	return g->cfgpath != NULL;
+}
+
+/* Whether each command has the arguments it needs (and none it refuses). */
+static bool args_complete(const struct args *g)
+{
+	const char *cmd = g->cmd, *sub = g->sub;
+	if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "create") == 0)
+		return g->name != NULL && g->pos == NULL;
+	if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "list") == 0)
+		return g->pos == NULL && g->name == NULL;
+	if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "revoke") == 0)
+		return g->pos != NULL;
+	if (sub && strcmp(cmd, "consents") == 0 && strcmp(sub, "list") == 0)
+		return g->pos == NULL;
+	if (sub && strcmp(cmd, "consents") == 0 && strcmp(sub, "revoke") == 0)
+		return g->pos != NULL && g->reason != NULL;
+	if (sub == NULL)
+		return g->pos != NULL && g->reason != NULL;
+	return false;
+}
+
+/* Runs the command g names against an open ctx. */
+static int run(struct ctx *x, struct args *g)
+{
+	const char *cmd = g->cmd, *sub = g->sub;
+	g->f.issuer = x->cfg->oidc_issuer;
+	if (strcmp(cmd, "token") == 0) {
+		if (strcmp(sub, "create") == 0)
+			return token_create(x, g->name);
+		if (strcmp(sub, "list") == 0)
+			return token_list(x);
+		return token_revoke(x, g->pos);
+	}
+	if (strcmp(cmd, "consents") == 0) {
+		if (strcmp(sub, "list") == 0)
+			return consents_list(x, &g->f, g->cursor, g->limit);
+		return consents_revoke(x, g->pos, g->reason);
+	}
+	if (strcmp(cmd, "revoke-user") == 0)
+		return bulk(x, ADMIN_BY_USER, g->pos, g->reason);
+	if (strcmp(cmd, "revoke-agent") == 0)
+		return bulk(x, ADMIN_BY_AGENT, g->pos, g->reason);
+	return bulk(x, ADMIN_BY_RESOURCE, g->pos, g->reason);
+}
+
 int admin_cli_main(int argc, char *const *argv)
 {
-	const char *cfgpath = NULL, *name = NULL, *reason = NULL, *cursor = NULL, *pos = NULL;
-	const char *cmd, *sub = NULL;
-	struct admin_consent_filter f;
+	struct args g;
 	struct ctx x;
-	int64_t limit = ADMIN_LIST_DEFAULT;
 	int rc, first = 1;
 
-	memset(&f, 0, sizeof f);
+	memset(&g, 0, sizeof g);
 	memset(&x, 0, sizeof x);
+	g.limit = ADMIN_LIST_DEFAULT;
 	if (argc < 1) {
 		admin_usage(stderr);
 		return 2;
 	}
-	cmd = argv[0];
-	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+	g.cmd = argv[0];
+	if (strcmp(g.cmd, "--help") == 0 || strcmp(g.cmd, "-h") == 0) {
 		admin_usage(stdout);
 		return 0;
 	}
-	if (strcmp(cmd, "token") == 0 || strcmp(cmd, "consents") == 0) {
+	if (strcmp(g.cmd, "token") == 0 || strcmp(g.cmd, "consents") == 0) {
 		if (argc < 2) {
 			admin_usage(stderr);
 			return 2;
 		}
-		sub = argv[1];
+		g.sub = argv[1];
 		first = 2;
-	} else if (strcmp(cmd, "revoke-user") != 0 && strcmp(cmd, "revoke-agent") != 0 &&
-	    strcmp(cmd, "revoke-resource") != 0) {
+	} else if (strcmp(g.cmd, "revoke-user") != 0 && strcmp(g.cmd, "revoke-agent") != 0 &&
+	    strcmp(g.cmd, "revoke-resource") != 0) {
 		admin_usage(stderr);
 		return 2;
 	}
-	for (int i = first; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int takes = v != NULL;
-		if (strcmp(a, "-c") == 0 && takes && cfgpath == NULL)
-			cfgpath = argv[++i];
-		else if (strcmp(a, "--name") == 0 && takes && name == NULL)
-			name = argv[++i];
-		else if (strcmp(a, "--reason") == 0 && takes && reason == NULL)
-			reason = argv[++i];
-		else if (strcmp(a, "--user") == 0 && takes && f.user == NULL)
-			f.user = argv[++i];
-		else if (strcmp(a, "--agent") == 0 && takes && f.agent == NULL)
-			f.agent = argv[++i];
-		else if (strcmp(a, "--resource") == 0 && takes && f.resource == NULL)
-			f.resource = argv[++i];
-		else if (strcmp(a, "--state") == 0 && takes && f.state == NULL)
-			f.state = argv[++i];
-		else if (strcmp(a, "--cursor") == 0 && takes && cursor == NULL)
-			cursor = argv[++i];
-		else if (strcmp(a, "--limit") == 0 && takes && parse_limit(argv[i + 1], &limit) == 0)
-			i++;
-		else if (pos == NULL && a[0] != '\0' && strcmp(a, "-c") != 0)
-			pos = a;               /* ids and subjects may start with '-' */
-		else {
-			admin_usage(stderr);
-			return 2;
-		}
-	}
-	if (cfgpath == NULL) {
+	if (!parse_options(first, argc, argv, &g) || !args_complete(&g)) {
 		admin_usage(stderr);
 		return 2;
 	}
-	/* Which arguments each command needs. */
-	int ok;
-	if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "create") == 0)
-		ok = name != NULL && pos == NULL;
-	else if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "list") == 0)
-		ok = pos == NULL && name == NULL;
-	else if (sub && strcmp(cmd, "token") == 0 && strcmp(sub, "revoke") == 0)
-		ok = pos != NULL;
-	else if (sub && strcmp(cmd, "consents") == 0 && strcmp(sub, "list") == 0)
-		ok = pos == NULL;
-	else if (sub && strcmp(cmd, "consents") == 0 && strcmp(sub, "revoke") == 0)
-		ok = pos != NULL && reason != NULL;
-	else if (sub == NULL)
-		ok = pos != NULL && reason != NULL;
-	else
-		ok = 0;
-	if (!ok) {
-		admin_usage(stderr);
-		return 2;
-	}
-	if (ctx_open(&x, cfgpath) != 0) {
+	if (ctx_open(&x, g.cfgpath) != 0) {
 		ctx_close(&x);
 		return 1;
 	}
-	f.issuer = x.cfg->oidc_issuer;
-	if (strcmp(cmd, "token") == 0) {
-		if (strcmp(sub, "create") == 0)
-			rc = token_create(&x, name);
-		else if (strcmp(sub, "list") == 0)
-			rc = token_list(&x);
-		else
-			rc = token_revoke(&x, pos);
-	} else if (strcmp(cmd, "consents") == 0) {
-		if (strcmp(sub, "list") == 0)
-			rc = consents_list(&x, &f, cursor, limit);
-		else
-			rc = consents_revoke(&x, pos, reason);
-	} else if (strcmp(cmd, "revoke-user") == 0) {
-		rc = bulk(&x, ADMIN_BY_USER, pos, reason);
-	} else if (strcmp(cmd, "revoke-agent") == 0) {
-		rc = bulk(&x, ADMIN_BY_AGENT, pos, reason);
-	} else {
-		rc = bulk(&x, ADMIN_BY_RESOURCE, pos, reason);
-	}
+	rc = run(&x, &g);
 	ctx_close(&x);
 	return rc;
 }

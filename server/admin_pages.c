@@ -1,7 +1,8 @@
 /* admin_pages.c -- the admin's browser pages under /admin: search, one
  * consent's history, revoking one, bulk revocation after a confirmation that
- * says how many, and the audit log.  Thin views over admin.h: no SQL and no
- * rule of its own beyond who may see them.  It must never show a page to
+ * says how many, and the audit log.  Thin views over admin.h: no SQL, no
+ * transaction, no audit entry of its own (admin.c writes them), and no rule
+ * of its own beyond who may see them.  It must never show a page to
  * anyone but an admin whose IdP login (auth_time) is recent enough. */
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +11,10 @@
 #include "admin.h"
 #include "admin_pages.h"
 #include "app.h"
-#include "audit.h"
 #include "buf.h"
 #include "form.h"
 #include "login.h"
+#include "page.h"
 
 #define ADMIN_PAGE_ROWS 50
 #define ADMIN_COUNT_MAX_PAGES 2000     /* 2000 pages of ADMIN_LIST_MAX: a million consents */
@@ -50,7 +51,7 @@ static void fmt_time_as(int64_t t, enum time_form form, char out[32])
 	struct tm tm;
 	size_t n = 0;
 	if (t <= 0 || gmtime_r(&tt, &tm) == NULL) {
-		snprintf(out, 32, "-");
+		memcpy(out, "-", 2);
 		return;
 	}
 	switch (form) {
@@ -60,7 +61,7 @@ static void fmt_time_as(int64_t t, enum time_form form, char out[32])
 	case TIME_INPUT: n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm); break;
 	}
 	if (n == 0)
-		snprintf(out, 32, "-");
+		memcpy(out, "-", 2);
 }
 
 static void fmt_time(int64_t t, char out[32])
@@ -206,26 +207,13 @@ fail:
 	return NULL;
 }
 
-static enum cs_err redirect_to(struct http_reply *rep, const char *location)
-{
-	rep->status = 303;
-	rep->content_type = "text/plain; charset=utf-8";
-	buf_reset(&rep->body);
-	return reply_header(rep, "Location", location);
-}
-
-/* Appends "&name=value" (or "?name=value" first) percent-encoded. */
+/* Appends "&name=value" (or "?name=value" first) percent-encoded; nothing
+ * for an empty value (a filter not set). */
 static enum cs_err add_param(struct buf *b, const char *name, const char *value)
 {
-	char *enc = NULL;
-	enum cs_err e;
 	if (value == NULL || value[0] == '\0')
 		return CS_OK;
-	if ((e = pct_encode(value, &enc)) != CS_OK)
-		return e;
-	e = buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name, enc);
-	free(enc);
-	return e;
+	return page_url_param(b, name, value);
 }
 
 /* The sign-in URL that comes back to back: with stepup a forced, fresh login
@@ -297,7 +285,7 @@ enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *
 			    "Your session ended. Sign in again and repeat what you were doing.", NULL);
 		} else if ((e = back_url(req, &back)) == CS_OK &&
 		    (e = login_url(back.data, stepup, &loc)) == CS_OK) {
-			e = redirect_to(rep, loc.data);
+			e = page_redirect(rep, loc.data);
 		}
 		goto out;
 	} else if (e != CS_OK) {
@@ -305,22 +293,8 @@ enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *
 	}
 	g = admin_gate_check(cfg, s, req->now, stepup);
 	if (g == ADMIN_GATE_NOT_ADMIN) {
-		char actor[300];
-		struct audit_entry a;
-		snprintf(actor, sizeof actor, "user:%s", s->subject);
-		memset(&a, 0, sizeof a);
-		a.ts = req->now;
-		a.actor = actor;
-		a.action = "admin.page.refused";
-		a.subject = s->subject;
-		a.outcome = "refused";
-		a.detail = "not an admin";
-		if ((e = store_begin(c)) != CS_OK)
+		if ((e = admin_page_refused(c, s->subject, req->now)) != CS_OK)
 			goto out;
-		if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK) {
-			store_rollback(c);
-			goto out;
-		}
 		e = refused(rep, 403, "Not an administrator",
 		    "These pages are for consentd's administrators only.", NULL);
 		goto out;
@@ -333,7 +307,7 @@ enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *
 		if (e != CS_OK)
 			goto out;
 		if (stepup && get)
-			e = redirect_to(rep, loc.data);
+			e = page_redirect(rep, loc.data);
 		else
 			e = refused(rep, 403, stepup ? "Confirm it is you" : "Sign in again",
 			    stepup ? "Revoking in bulk needs a sign-in from the last few minutes. "
@@ -359,10 +333,10 @@ static enum cs_err csrf_refused(struct http_reply *rep)
 	    "This form is stale or did not come from this site. Reload the page and try again.", NULL);
 }
 
-static const char *admin_actor(const struct session *s, char out[300])
+/* The audit actor of an admin acting on these pages. */
+static enum cs_err admin_actor(const struct session *s, char out[300])
 {
-	snprintf(out, 300, "admin:%s", s->subject);
-	return out;
+	return str_fmt(out, 300, "admin:%s", s->subject);
 }
 
 /* A consent object of admin.h as a row for the templates: the agent and the
@@ -617,7 +591,7 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 	const struct session *s = req->auth.session;
 	char actor[300];
 	struct buf loc;
-	int revoked = 0;
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	enum cs_err e;
 
 	buf_init(&loc, 256);
@@ -627,15 +601,15 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 		e = csrf_refused(rep);
 		goto out;
 	}
-	e = admin_consent_revoke(c, req->captures[0], admin_actor(s, actor), reason_or_default(req),
-	    req->now, &revoked);
-	if (e == CS_ENOENT) {
+	if ((e = admin_actor(s, actor)) != CS_OK ||
+	    (e = admin_consent_revoke(c, req->captures[0], actor, reason_or_default(req), req->now,
+	    &o)) != CS_OK)
+		goto out;
+	if (o == ADMIN_REVOKE_UNKNOWN) {
 		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
 		goto out;
-	} else if (e == CS_EINVAL) {
+	} else if (o == ADMIN_REVOKE_BAD_REASON) {
 		e = refused(rep, 400, "Bad request", "The reason is not valid.", NULL);
-		goto out;
-	} else if (e != CS_OK) {
 		goto out;
 	}
 	if ((e = buf_puts(&loc, "/admin/consents/")) != CS_OK)
@@ -647,7 +621,7 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 		free(enc);
 	}
 	if (e == CS_OK)
-		e = redirect_to(rep, loc.data);
+		e = page_redirect(rep, loc.data);
 out:
 	buf_clear(&loc);
 	return e;
@@ -665,24 +639,32 @@ static bool bulk_by(const char *by, enum admin_bulk_by *out, const char **label)
 	return false;
 }
 
+/* A bulk revocation as the admin chose it. */
+struct bulk_form {
+	enum admin_bulk_by b;
+	const char *by, *label;          /* the form's word, and how the pages say it */
+	const char *value;               /* the subject, agent id or resource id */
+	int64_t count;                   /* how many it is (to confirm) or was (done) */
+};
+
 /* How many consents admin_bulk_revoke would revoke now: the unrevoked ones
  * (live, expired or reconnect_required) matching, counted through the same
  * listing the search uses. */
-static enum cs_err bulk_count(struct store_conn *c, const struct config *cfg, enum admin_bulk_by by,
-    const char *value, int64_t now, int64_t *count)
+static enum cs_err bulk_count(struct store_conn *c, const struct config *cfg,
+    const struct bulk_form *w, int64_t now, int64_t *count)
 {
 	struct admin_consent_filter f;
 	char cursor[ADMIN_CURSOR_MAX + 32];
 	const char *cur = NULL;
 	int64_t n = 0;
 	memset(&f, 0, sizeof f);
-	if (by == ADMIN_BY_USER) {
+	if (w->b == ADMIN_BY_USER) {
 		f.issuer = cfg->oidc_issuer;
-		f.user = value;
-	} else if (by == ADMIN_BY_AGENT) {
-		f.agent = value;
+		f.user = w->value;
+	} else if (w->b == ADMIN_BY_AGENT) {
+		f.agent = w->value;
 	} else {
-		f.resource = value;
+		f.resource = w->value;
 	}
 	for (int page = 0; page < ADMIN_COUNT_MAX_PAGES; page++) {
 		json_t *res = NULL, *k, *next;
@@ -699,71 +681,83 @@ static enum cs_err bulk_count(struct store_conn *c, const struct config *cfg, en
 			*count = n;
 			return CS_OK;
 		}
-		snprintf(cursor, sizeof cursor, "%s", json_string_value(next));
-		cur = cursor;
+		e = str_fmt(cursor, sizeof cursor, "%s", json_string_value(next));
 		json_decref(res);
+		if (e != CS_OK)
+			return e;
+		cur = cursor;
 	}
 	return CS_ETOOBIG;
 }
 
+/* The three pages of a bulk revocation. */
+enum bulk_view { BULK_CONFIRM, BULK_CHANGED, BULK_DONE, BULK__MAX };
+static const struct { int status; const char *tpl, *title; } bulk_views[BULK__MAX] = {
+	[BULK_CONFIRM] = { 200, "admin_revoke.html", "Admin: revoke in bulk" },
+	[BULK_CHANGED] = { 409, "admin_revoke.html", "The number changed: confirm again" },
+	[BULK_DONE] = { 200, "admin_revoke_done.html", "Consents revoked" },
+};
+
 /* The confirmation and the result: what is revoked named as the admin knows
  * it (an agent or a resource by its configured name, with its id). */
-static enum cs_err bulk_page(struct http_reply *rep, int status, const char *tpl,
-    const struct session *s, const struct config *cfg, enum admin_bulk_by b, const char *by,
-    const char *label, const char *value, int64_t count, const char *title)
+static enum cs_err bulk_page(struct http_reply *rep, enum bulk_view v, const struct config *cfg,
+    const struct session *s, const struct bulk_form *w)
 {
-	json_t *what = b == ADMIN_BY_AGENT ? agent_named(cfg, value) :
-	    b == ADMIN_BY_RESOURCE ? resource_named(cfg, value) : named(value, value);
+	json_t *what = w->b == ADMIN_BY_AGENT ? agent_named(cfg, w->value) :
+	    w->b == ADMIN_BY_RESOURCE ? resource_named(cfg, w->value) : named(w->value, w->value);
 	json_t *ctx;
 	enum cs_err e;
 	if (what == NULL)
 		return CS_ENOMEM;
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:b}", "title", title, "by", by,
-	    "by_label", label, "value", value, "what", what, "count", (json_int_t)count,
-	    "revoked", (json_int_t)count, "nonzero", count > 0);
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:b}", "title", bulk_views[v].title,
+	    "by", w->by, "by_label", w->label, "value", w->value, "what", what,
+	    "count", (json_int_t)w->count, "revoked", (json_int_t)w->count, "nonzero", w->count > 0);
 	if (ctx == NULL)
 		return CS_ENOMEM;
-	e = page_render(rep, status, tpl, ctx, s);
+	e = page_render(rep, bulk_views[v].status, bulk_views[v].tpl, ctx, s);
 	json_decref(ctx);
 	return e;
+}
+
+/* The by and value of the bulk forms; false when either is missing or wrong. */
+static bool bulk_form_read(const struct http_request *req, struct bulk_form *w)
+{
+	memset(w, 0, sizeof *w);
+	w->by = form_get(&req->params, "by");
+	w->value = form_get(&req->params, "value");
+	return bulk_by(w->by, &w->b, &w->label) && w->value != NULL && w->value[0] != '\0';
 }
 
 enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	const char *by = form_get(&req->params, "by");
-	const char *value = form_get(&req->params, "value");
-	const char *label = NULL;
-	enum admin_bulk_by b;
+	struct bulk_form w;
 	const struct session *s = req->auth.session;
-	int64_t n = 0;
 	enum cs_err e;
 
 	if (c == NULL)
 		return CS_EDB;
-	if (!bulk_by(by, &b, &label) || value == NULL || value[0] == '\0') {
+	if (!bulk_form_read(req, &w)) {
 		e = refused(rep, 400, "Bad request",
 		    "Say whose consents to revoke: a person, an agent or a resource, and its name.", NULL);
 		goto out;
 	}
-	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
+	if ((e = bulk_count(c, req->app->cfg, &w, req->now, &w.count)) != CS_OK)
 		goto out;
-	e = bulk_page(rep, 200, "admin_revoke.html", s, req->app->cfg, b, by, label, value, n,
-	    "Admin: revoke in bulk");
+	e = bulk_page(rep, BULK_CONFIRM, req->app->cfg, s, &w);
 out:
 	return e;
 }
 
 enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_reply *rep)
 {
+	const struct config *cfg = req->app->cfg;
 	struct store_conn *c = store_conn(req->app->store);
-	const char *by = form_get(&req->params, "by");
-	const char *value = form_get(&req->params, "value");
-	const char *label = NULL;
-	enum admin_bulk_by b;
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
+	struct bulk_form w;
 	const struct session *s = req->auth.session;
 	char actor[300];
-	int64_t n = 0, want = -1;
+	int64_t want = -1;
 	enum cs_err e;
 
 	if (c == NULL)
@@ -772,30 +766,28 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 		e = csrf_refused(rep);
 		goto out;
 	}
-	if (!bulk_by(by, &b, &label) || value == NULL || value[0] == '\0' ||
-	    !http_param_int(req, "count", &want) || want < 0) {
+	if (!bulk_form_read(req, &w) || !http_param_int(req, "count", &want) || want < 0) {
 		e = refused(rep, 400, "Bad request", "This form is incomplete. Start again from /admin.", NULL);
 		goto out;
 	}
 	/* The admin confirmed a number: when it changed meanwhile, they see the
 	 * new one and confirm again rather than revoke something else. */
-	if ((e = bulk_count(c, req->app->cfg, b, value, req->now, &n)) != CS_OK)
+	if ((e = bulk_count(c, cfg, &w, req->now, &w.count)) != CS_OK)
 		goto out;
-	if (n != want) {
-		e = bulk_page(rep, 409, "admin_revoke.html", s, req->app->cfg, b, by, label, value, n,
-		    "The number changed: confirm again");
+	if (w.count != want) {
+		e = bulk_page(rep, BULK_CHANGED, cfg, s, &w);
 		goto out;
 	}
-	e = admin_bulk_revoke(c, b, value, b == ADMIN_BY_USER ? req->app->cfg->oidc_issuer : NULL,
-	    admin_actor(s, actor), reason_or_default(req), req->now, &n);
-	if (e == CS_EINVAL) {
+	if ((e = admin_actor(s, actor)) != CS_OK ||
+	    (e = admin_bulk_revoke(c, &(struct admin_bulk){ .by = w.b, .value = w.value,
+	    .issuer = w.b == ADMIN_BY_USER ? cfg->oidc_issuer : NULL, .actor = actor,
+	    .reason = reason_or_default(req) }, req->now, &w.count, &o)) != CS_OK)
+		goto out;
+	if (o == ADMIN_REVOKE_BAD_REASON) {
 		e = refused(rep, 400, "Bad request", "The reason is not valid.", NULL);
 		goto out;
-	} else if (e != CS_OK) {
-		goto out;
 	}
-	e = bulk_page(rep, 200, "admin_revoke_done.html", s, req->app->cfg, b, by, label, value, n,
-	    "Consents revoked");
+	e = bulk_page(rep, BULK_DONE, cfg, s, &w);
 out:
 	return e;
 }

@@ -11,6 +11,7 @@
 #include <openssl/sha.h>
 
 #include "approval.h"
+#include "jcs.h"
 #include "http.h"
 #include "audit.h"
 #include "store_approval.h"

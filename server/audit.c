@@ -58,6 +58,7 @@
  *   dpop.refused               a DPoP proof was missing or refused (detail: method, path, why)
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,7 @@
 #include <openssl/params.h>
 
 #include "audit.h"
+#include "buf.h"
 #include "store_audit.h"
 #include "log.h"
 
@@ -121,7 +123,10 @@ void audit_set_key(const unsigned char key[AUDIT_LINK_LEN], const char *master_k
 {
 	pthread_mutex_lock(&chain.lock);
 	memcpy(chain.key, key, AUDIT_LINK_LEN);
-	snprintf(chain.kid, sizeof chain.kid, "%s", master_kid != NULL ? master_kid : "");
+	/* A master key id is MASTER_KID_LEN hex digits and chain.kid holds one:
+	 * a longer id (not one of ours) leaves it "" (str_fmt's rule). */
+	if (str_fmt(chain.kid, sizeof chain.kid, "%s", master_kid != NULL ? master_kid : "") != CS_OK)
+		chain.kid[0] = '\0';
 	chain.set = 1;
 	pthread_mutex_unlock(&chain.lock);
 }
@@ -375,11 +380,21 @@ enum cs_err audit_head_parse(const char *s, struct audit_head *out)
 
 /* --- verify, relink, export --------------------------------------------- */
 
-static void broken(struct audit_verify_result *res, int64_t seq, const char *why)
+/* Marks res broken at entry seq, with why formatted.  The verdict is what
+ * counts: every reason below fits res->why by construction (numbers, and
+ * master key ids of MASTER_KID_LEN), and one that did not would leave it ""
+ * (str_fmt's rule), never a cut reason. */
+static void broken(struct audit_verify_result *res, int64_t seq, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void broken(struct audit_verify_result *res, int64_t seq, const char *fmt, ...)
 {
+	va_list ap;
 	res->ok = 0;
 	res->broken = seq;
-	snprintf(res->why, sizeof res->why, "%s", why);
+	va_start(ap, fmt);
+	if (str_vfmt(res->why, sizeof res->why, fmt, ap) != CS_OK)
+		res->why[0] = '\0';
+	va_end(ap);
 }
 
 enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
@@ -392,7 +407,6 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 	size_t n = 0;
 	int64_t expect = 1, after = 0;
 	int want_seen = 0;
-	char why[sizeof res->why];
 
 	if (c == NULL || mk == NULL || res == NULL)
 		return CS_EINVAL;
@@ -413,8 +427,7 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 			const struct store_audit_row *r = &rows[i];
 			struct audit_entry e;
 			if (r->seq != expect) {
-				snprintf(why, sizeof why, "entry %" PRId64 " before it is missing", expect);
-				broken(res, r->seq, why);
+				broken(res, r->seq, "entry %" PRId64 " before it is missing", expect);
 				break;
 			}
 			if (r->link == NULL || r->link_len != AUDIT_LINK_LEN) {
@@ -427,12 +440,11 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 			/* SECURITY: links compared in constant time. */
 			if (CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
 				if (r->master_kid != NULL && strcmp(r->master_kid, mk->kid) != 0)
-					snprintf(why, sizeof why, "link does not match; it names master key "
+					broken(res, r->seq, "link does not match; it names master key "
 					    "%.16s, verifying with %s", r->master_kid, mk->kid);
 				else
-					snprintf(why, sizeof why, "link does not match its content "
+					broken(res, r->seq, "link does not match its content "
 					    "and the entry before it");
-				broken(res, r->seq, why);
 				break;
 			}
 			if (want != NULL && r->seq == want->seq) {
@@ -456,9 +468,8 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 			break;
 	}
 	if (res->ok && want != NULL && want->seq > 0 && !want_seen) {
-		snprintf(why, sizeof why, "head %" PRId64 " missing: the log ends at entry %" PRId64
+		broken(res, want->seq, "head %" PRId64 " missing: the log ends at entry %" PRId64
 		    " (cut off?)", want->seq, res->head.seq);
-		broken(res, want->seq, why);
 		res->head_missing = 1;
 	}
 	err = CS_OK;

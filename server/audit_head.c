@@ -20,11 +20,13 @@
 #include <openssl/crypto.h>
 
 #include "audit_head.h"
+#include "buf.h"
 #include "log.h"
 #include "store_audit.h"
 
 #define LOG_TAG "audit head "           /* what a log line holds before a head */
 #define TAIL_BYTES 8192                  /* read from head_file's end at start */
+#define SAY_MAX 8192                     /* bytes of one message the publisher says */
 #define ZERO_HEX "0000000000000000000000000000000000000000000000000000000000000000"
 
 _Static_assert(sizeof ZERO_HEX == AUDIT_LINK_HEX + 1, "one link size");
@@ -220,14 +222,19 @@ static bool cut_off_head(const char *line)
 
 static enum cs_err bad_line(struct audit_heads_result *res, int64_t line, enum cs_err e)
 {
+	enum cs_err f;
 	res->ok = 0;
 	res->line = line;
 	if (e == CS_ETOOBIG)
-		snprintf(res->why, sizeof res->why, "line %" PRId64 ": longer than %d characters",
+		f = str_fmt(res->why, sizeof res->why, "line %" PRId64 ": longer than %d characters",
 		    line, AUDIT_HEAD_LINE_MAX - 1);
 	else
-		snprintf(res->why, sizeof res->why, "line %" PRId64 ": %s", line, e == CS_EIO ?
+		f = str_fmt(res->why, sizeof res->why, "line %" PRId64 ": %s", line, e == CS_EIO ?
 		    "cannot read" : "not a head (N:LINK, or a log line \"audit head N:LINK\")");
+	/* A number and a constant always fit res->why; the error below is what
+	 * the caller acts on, the why only says it. */
+	if (f != CS_OK)
+		res->why[0] = '\0';
 	return e == CS_EIO ? CS_EIO : e == CS_ETOOBIG ? CS_ETOOBIG : CS_EINVAL;
 }
 
@@ -253,11 +260,13 @@ static enum cs_err check_one(struct store_conn *c, const struct audit_head *h, i
 		audit_link_hex(link, hex);
 	if (e == CS_ENOENT) {
 		res->missing = 1;
-		snprintf(res->why, sizeof res->why, "line %" PRId64 "; the log ends at entry %" PRId64
-		    ": cut off?", line, verified->seq);
+		if ((e = str_fmt(res->why, sizeof res->why, "line %" PRId64 "; the log ends at entry %"
+		    PRId64 ": cut off?", line, verified->seq)) != CS_OK)
+			return e;
 	} else if (link_too && CRYPTO_memcmp(hex, h->hex, AUDIT_LINK_HEX) != 0) {
-		snprintf(res->why, sizeof res->why, "line %" PRId64 "; entry %" PRId64 " has another "
-		    "link: rewritten?", line, h->seq);
+		if ((e = str_fmt(res->why, sizeof res->why, "line %" PRId64 "; entry %" PRId64
+		    " has another link: rewritten?", line, h->seq)) != CS_OK)
+			return e;
 	} else {
 		return CS_OK;
 	}
@@ -300,7 +309,8 @@ enum cs_err audit_heads_check(struct store_conn *c, FILE *f, const struct audit_
 	}
 	if (heads == 0) {
 		res->ok = 0;
-		snprintf(res->why, sizeof res->why, "no head listed");
+		if (str_fmt(res->why, sizeof res->why, "no head listed") != CS_OK)
+			res->why[0] = '\0';
 		return CS_ENOENT;
 	}
 	/* Pass 2: each head against the database, up to the first that does not match. */
@@ -344,20 +354,23 @@ static struct {
 static void say(enum log_level lv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(enum log_level lv, const char *fmt, ...)
 {
-	char msg[512];
+	struct buf b;
 	va_list ap;
+	buf_init(&b, SAY_MAX);
 	va_start(ap, fmt);
-	int r = vsnprintf(msg, sizeof msg, fmt, ap);
+	enum cs_err e = buf_vprintf(&b, fmt, ap);
 	va_end(ap);
-	if (r < 0)
-		return;
+	/* A message is said whole or, too long (paths are its only long part),
+	 * replaced by one that says so: never a cut one. */
+	const char *msg = e == CS_OK && b.data != NULL ? b.data : "(this message was too long to log)";
 	if (pub.log == NULL) {
 		/* The level says "error"; the words need not. */
 		log_msg(lv, "%s", strncmp(msg, "error: ", 7) == 0 ? msg + 7 : msg);
-		return;
+	} else {
+		fprintf(pub.log, "consentd: %s\n", msg);
+		fflush(pub.log);
 	}
-	fprintf(pub.log, "consentd: %s\n", msg);
-	fflush(pub.log);
+	buf_clear(&b);
 }
 
 static void file_append(const struct audit_head *h)
@@ -368,9 +381,11 @@ static void file_append(const struct audit_head *h)
 
 	if (pub.fd < 0)
 		return;
-	n = snprintf(line, sizeof line, "%s%" PRId64 ":%s\n", pub.torn ? "\n" : "", h->seq, h->hex);
-	if (n < 0 || (size_t)n >= sizeof line)
+	/* A number and 64 hex digits: it always fits. */
+	if (str_fmt(line, sizeof line, "%s%" PRId64 ":%s\n", pub.torn ? "\n" : "", h->seq,
+	    h->hex) != CS_OK)
 		return;
+	n = (int)strlen(line);
 	do
 		w = write(pub.fd, line, (size_t)n);
 	while (w < 0 && errno == EINTR);
@@ -416,10 +431,10 @@ static void on_commit(void *arg, int64_t seq, const unsigned char link[STORE_AUD
 	} else if (seq <= pub.published.seq) {
 		/* SECURITY: commits come here in order with ever higher numbers; a
 		 * number not above the published head was handed out again. */
-		snprintf(why, sizeof why, "database head %" PRId64 " %s published %" PRId64
-		    " (the numbers were rewound)", seq, seq < pub.published.seq ? "<" : "re-uses",
-		    pub.published.seq);
-		mark_behind(why);
+		/* Numbers only: it fits; the constant stands in if it ever did not. */
+		mark_behind(str_fmt(why, sizeof why, "database head %" PRId64 " %s published %"
+		    PRId64 " (the numbers were rewound)", seq, seq < pub.published.seq ? "<" :
+		    "re-uses", pub.published.seq) == CS_OK ? why : "the numbers were rewound");
 	} else {
 		pub.published = h;
 		file_append(&h);
@@ -579,23 +594,22 @@ static enum cs_err compare(struct store_conn *c, const struct audit_head *p,
 	if (p->seq == 0)
 		return CS_OK;
 	if (db->seq < p->seq) {
-		snprintf(why, n, "database head %" PRId64 " < published %" PRId64, db->seq, p->seq);
 		*is_behind = 1;
-		return CS_OK;
+		return str_fmt(why, n, "database head %" PRId64 " < published %" PRId64, db->seq,
+		    p->seq);
 	}
 	if ((e = store_audit_link_at(c, p->seq, link)) == CS_ENOENT) {
-		snprintf(why, n, "published head %" PRId64 " is missing from the database (head %"
-		    PRId64 ")", p->seq, db->seq);
 		*is_behind = 1;
-		return CS_OK;
+		return str_fmt(why, n, "published head %" PRId64 " is missing from the database "
+		    "(head %" PRId64 ")", p->seq, db->seq);
 	}
 	if (e != CS_OK)
 		return e;
 	audit_link_hex(link, hex);
 	if (CRYPTO_memcmp(hex, p->hex, AUDIT_LINK_HEX) != 0) {
-		snprintf(why, n, "entry %" PRId64 " has another link than the published head "
-		    "(database head %" PRId64 ")", p->seq, db->seq);
 		*is_behind = 1;
+		return str_fmt(why, n, "entry %" PRId64 " has another link than the published head "
+		    "(database head %" PRId64 ")", p->seq, db->seq);
 	}
 	return CS_OK;
 }
@@ -688,10 +702,10 @@ enum cs_err audit_head_file_rotated(const char *path, const char *old_kid, const
 
 	if (path == NULL || old_kid == NULL || new_kid == NULL || h == NULL)
 		return CS_EINVAL;
-	n = snprintf(text, sizeof text, "\n" AUDIT_ROTATED_MARK " old=%s new=%s\n%" PRId64 ":%s\n",
-	    old_kid, new_kid, h->seq, h->hex);
-	if (n < 0 || (size_t)n >= sizeof text)
-		return CS_ETOOBIG;
+	if ((e = str_fmt(text, sizeof text, "\n" AUDIT_ROTATED_MARK " old=%s new=%s\n%" PRId64
+	    ":%s\n", old_kid, new_kid, h->seq, h->hex)) != CS_OK)
+		return e;
+	n = (int)strlen(text);
 	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
 		return CS_EIO;
 	/* The leading newline ends a line a crash may have left torn (a blank

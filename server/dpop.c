@@ -11,13 +11,16 @@
 #include <openssl/hmac.h>
 #include "app.h"
 #include "audit.h"
+#include "buf.h"
 #include "dpop.h"
 #include "store_replay.h"
 
 static void set_why(char *why, size_t whylen, const char *s)
 {
-	if (why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", s);
+	/* The reasons are short constants: one longer than the caller's why
+	 * leaves it "" (str_fmt's rule), never a cut reason. */
+	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", s) != CS_OK)
+		why[0] = '\0';
 }
 
 void dpop_proof_clear(struct dpop_proof *p)
@@ -69,8 +72,10 @@ enum cs_err dpop_proof_check(const char *proof, const struct dpop_expect *e,
 	/* SECURITY: the key comes with the proof; it must be a public key, and
 	 * the header's algorithm must be that key's (no algorithm confusion). */
 	if (jws_key_from_jwk(json_object_get(p.header, "jwk"), &k, kwhy, sizeof kwhy) != CS_OK) {
-		if (why != NULL)
-			snprintf(why, whylen, "jwk: %s", json_object_get(p.header, "jwk") ? kwhy : "missing");
+		/* kwhy is shorter than any caller's why; too long, it would leave why "". */
+		if (why != NULL && whylen > 0 && str_fmt(why, whylen, "jwk: %s",
+		    json_object_get(p.header, "jwk") ? kwhy : "missing") != CS_OK)
+			why[0] = '\0';
 		goto out;
 	}
 	if (!jws_verify(&p, k)) {
@@ -190,8 +195,16 @@ static void audit_refused(const struct http_request *req, const char *why)
 	struct audit_entry a;
 	if (c == NULL)
 		return;
-	snprintf(detail, sizeof detail, "%s %s: %s", http_method_name(req->method), req->path, why);
-	snprintf(actor, sizeof actor, "gateway:%s", req->app->cfg->gateway_id);
+	/* Every refusal is audited: a path too long for detail is left out (and
+	 * said so), never cut; why is at most 160 bytes, so the rest fits.  The
+	 * gateway id is at most 255 bytes (config.c): actor always fits. */
+	const char *method = http_method_name(req->method);
+	if (str_fmt(detail, sizeof detail, "%s %s: %s", method, req->path, why) != CS_OK &&
+	    str_fmt(detail, sizeof detail, "%s (a path too long to record): %s", method,
+	    why) != CS_OK)
+		return;
+	if (str_fmt(actor, sizeof actor, "gateway:%s", req->app->cfg->gateway_id) != CS_OK)
+		return;
 	memset(&a, 0, sizeof a);
 	a.ts = req->now;
 	a.actor = actor;
@@ -235,8 +248,8 @@ static void refuse(const struct http_request *req, struct http_reply *rep, int s
 		return;
 	}
 	if (status == 401) {
-		snprintf(chal, sizeof chal, "DPoP error=\"%s\", algs=\"ES256 PS256 EdDSA\"", err);
-		if (reply_header(rep, "WWW-Authenticate", chal) != CS_OK)
+		if (str_fmt(chal, sizeof chal, "DPoP error=\"%s\", algs=\"ES256 PS256 EdDSA\"",
+		    err) != CS_OK || reply_header(rep, "WWW-Authenticate", chal) != CS_OK)
 			rep->status = status;
 	}
 }
@@ -248,8 +261,7 @@ static enum dpop_verdict proof_for(const struct http_request *req, const char *p
 	const struct config *cfg = req->app->cfg;
 	char htu[1200];
 	enum dpop_verdict v = DPOP_INVALID;
-	int n = snprintf(htu, sizeof htu, "%s%s", cfg->public_url, req->path);
-	if (n < 0 || (size_t)n >= sizeof htu) {
+	if (str_fmt(htu, sizeof htu, "%s%s", cfg->public_url, req->path) != CS_OK) {
 		set_why(why, whylen, "the URL is too long");
 		return DPOP_INVALID;
 	}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "buf.h"
 #include "events.h"
 #include "httpc.h"
 #include "log.h"
@@ -70,10 +71,12 @@ static void status_text(char *out, size_t cap, const struct httpc_response *res)
 	    JSON_REJECT_DUPLICATES, NULL);
 	const char *err = json_string_value(json_object_get(j, "err"));
 	clean_text(code, sizeof code, err);
-	if (code[0] != '\0')
-		snprintf(out, cap, "HTTP %ld: %s", res->status, code);
-	else
-		snprintf(out, cap, "HTTP %ld", res->status);
+	/* The callers' out holds a status and a cleaned code (at most 63
+	 * bytes); were the code ever too long, the status alone is said. */
+	if ((code[0] == '\0' ||
+	    str_fmt(out, cap, "HTTP %ld: %s", res->status, code) != CS_OK) &&
+	    str_fmt(out, cap, "HTTP %ld", res->status) != CS_OK)
+		out[0] = '\0';
 	json_decref(j);
 }
 
@@ -85,10 +88,11 @@ static enum cs_err mark_delivered(struct store_conn *c, const struct store_event
 	char detail[96];
 	struct audit_entry a;
 
+	if ((e = str_fmt(detail, sizeof detail, "jti=%s attempt=%lld", r->jti,
+	    (long long)(r->attempts + 1))) != CS_OK)
+		return e;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	snprintf(detail, sizeof detail, "jti=%s attempt=%lld", r->jti,
-	    (long long)(r->attempts + 1));
 	memset(&a, 0, sizeof a);
 	a.ts = now;
 	a.actor = "system";
@@ -107,11 +111,22 @@ static enum cs_err mark_delivered(struct store_conn *c, const struct store_event
 	return store_commit(c);
 }
 
-/* Tries one entry.  *unreachable set when no answer came. */
-static enum cs_err push_one(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct store_event_row *r, int64_t now,
-    int *delivered, int *unreachable)
+/* One run of events_push_run: what every entry is pushed with, and the tally. */
+struct push_run {
+	struct store_conn    *c;
+	const struct config  *cfg;
+	const struct keyring *kr;
+	int64_t               now;
+	int                   delivered;
+	int                   unreachable;   /* set when an entry got no answer */
+};
+
+/* Tries one entry. */
+static enum cs_err push_one(struct push_run *run, const struct store_event_row *r)
 {
+	struct store_conn *c = run->c;
+	const struct config *cfg = run->cfg;
+	const int64_t now = run->now;
 	enum cs_err e, pe;
 	json_t *claims = NULL;
 	char *set = NULL;
@@ -122,19 +137,20 @@ static enum cs_err push_one(struct store_conn *c, const struct config *cfg,
 	memset(&res, 0, sizeof res);
 	if ((e = events_set_claims(cfg, r, now, &claims)) != CS_OK)
 		goto out;
-	if ((e = jwt_sign(kr, EVENTS_SET_TYP, claims, &set)) != CS_OK)
+	if ((e = jwt_sign(run->kr, EVENTS_SET_TYP, claims, &set)) != CS_OK)
 		goto out;
 	/* SECURITY: outside any transaction -- the receiver may take up to the
 	 * client's timeout, and no writer must wait for it. */
 	pe = httpc_post(cfg->events_uri, EVENTS_MEDIA_TYPE, set, strlen(set), &res);
 	if (pe == CS_OK && res.status == 202) {
 		if ((e = mark_delivered(c, r, now, res.status)) == CS_OK)
-			(*delivered)++;
+			run->delivered++;
 		goto out;
 	}
 	if (pe != CS_OK) {
-		snprintf(why, sizeof why, "no answer: %s", cs_strerror(pe));
-		*unreachable = pe == CS_EIO;
+		run->unreachable = pe == CS_EIO;
+		if ((e = str_fmt(why, sizeof why, "no answer: %s", cs_strerror(pe))) != CS_OK)
+			goto out;
 	} else {
 		status_text(why, sizeof why, &res);
 	}
@@ -156,7 +172,7 @@ enum cs_err events_push_run(struct store_conn *c, const struct config *cfg,
 	enum cs_err e;
 	struct store_event_row *due = NULL;
 	size_t n = 0;
-	int done = 0, unreachable = 0;
+	struct push_run run = { .c = c, .cfg = cfg, .kr = kr, .now = now };
 
 	if (c == NULL || cfg == NULL || delivered == NULL)
 		return CS_EINVAL;
@@ -167,11 +183,11 @@ enum cs_err events_push_run(struct store_conn *c, const struct config *cfg,
 		return CS_EINVAL;
 	if ((e = store_events_due(c, now, EVENTS_BATCH, &due, &n)) != CS_OK)
 		return e;
-	for (size_t i = 0; i < n && !unreachable; i++)
-		if ((e = push_one(c, cfg, kr, &due[i], now, &done, &unreachable)) != CS_OK)
+	for (size_t i = 0; i < n && !run.unreachable; i++)
+		if ((e = push_one(&run, &due[i])) != CS_OK)
 			break;
 	store_event_rows_free(due, n);
-	*delivered = done;
+	*delivered = run.delivered;
 	return e;
 }
 

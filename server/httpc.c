@@ -350,7 +350,11 @@ enum cs_err httpc_post(const char *url, const char *content_type, const char *bo
 		response_init(res);
 		return CS_EINVAL;
 	}
-	snprintf(line, sizeof line, "Content-Type: %s", content_type);
+	/* media_type_ok bounds content_type below HTTPC_MAX_MEDIA_TYPE: it fits. */
+	if (str_fmt(line, sizeof line, "Content-Type: %s", content_type) != CS_OK) {
+		response_init(res);
+		return CS_EINVAL;
+	}
 	return perform(url, body, body_len, line, NULL, res);
 }
 

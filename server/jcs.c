@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "approval.h"
+#include "jcs.h"
 
 #define JCS_MAX_SAFE_INT 9007199254740991LL  /* 2^53 - 1 */
 
@@ -186,8 +186,10 @@ enum cs_err jcs_ijson_check(const json_t *v, char *why, size_t whylen)
 	if (v == NULL)
 		return CS_EINVAL;
 	e = ijson_walk(v, 0, &w);
-	if (e != CS_OK && why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", w);
+	/* The reasons are short constants: one longer than the caller's why
+	 * leaves it "" (str_fmt's rule), never a cut reason; e is what counts. */
+	if (e != CS_OK && why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", w) != CS_OK)
+		why[0] = '\0';
 	return e;
 }
 
@@ -221,7 +223,10 @@ static bool sci_parse(const char *s, char *digits, size_t dlen, int *k, int *exp
 static double sci_value(const char *digits, int k, int exp10)
 {
 	char s[48];
-	snprintf(s, sizeof s, "%c.%se%d", digits[0], k > 1 ? digits + 1 : "0", exp10);
+	/* At most 23 digits and an exponent: it fits.  NaN, were it not, equals
+	 * no x, so the caller only loses a candidate. */
+	if (str_fmt(s, sizeof s, "%c.%se%d", digits[0], k > 1 ? digits + 1 : "0", exp10) != CS_OK)
+		return NAN;
 	return strtod(s, NULL);
 }
 
@@ -260,8 +265,10 @@ static void shortest(double x, char digits[24], int *k, int *n)
 	char s[48], d[24];
 	int kk = 0, ex = 0;
 	for (int p = 1; p <= 17; p++) {
-		snprintf(s, sizeof s, "%.*e", p - 1, x);
-		if (!sci_parse(s, d, sizeof d, &kk, &ex))
+		/* At most 17 digits and an exponent: it fits (else the "" it
+		 * leaves does not parse and the candidate is skipped). */
+		if (str_fmt(s, sizeof s, "%.*e", p - 1, x) != CS_OK || !sci_parse(s, d, sizeof d,
+		    &kk, &ex))
 			continue;
 		double y = strtod(s, NULL);
 		if (y == x)
@@ -273,8 +280,7 @@ static void shortest(double x, char digits[24], int *k, int *n)
 			goto found;
 	}
 	/* 17 significant digits always round-trip; this is a safe fallback. */
-	snprintf(s, sizeof s, "%.16e", x);
-	if (!sci_parse(s, d, sizeof d, &kk, &ex)) {
+	if (str_fmt(s, sizeof s, "%.16e", x) != CS_OK || !sci_parse(s, d, sizeof d, &kk, &ex)) {
 		d[0] = '0';
 		d[1] = '\0';
 		kk = 1;
@@ -363,7 +369,8 @@ static enum cs_err put_string(struct buf *out, const char *s, size_t n)
 		case '\r': esc = "\\r"; break;
 		case '\t': esc = "\\t"; break;
 		default:
-			snprintf(u, sizeof u, "\\u%04x", (unsigned)ch);
+			if ((e = str_fmt(u, sizeof u, "\\u%04x", (unsigned)ch)) != CS_OK)
+				return e;
 			esc = u;
 			break;
 		}

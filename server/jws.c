@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
+#include "buf.h"
 #include "jws.h"
 
 static const char *const alg_names[JWS_ALG__MAX] = {
@@ -37,8 +38,19 @@ enum jws_alg jws_alg_parse(const char *name)
 
 static void set_why(char *why, size_t whylen, const char *s)
 {
-	if (why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", s);
+	/* The reasons are short constants: one longer than the caller's why
+	 * leaves it "" (str_fmt's rule), never a cut reason. */
+	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", s) != CS_OK)
+		why[0] = '\0';
+}
+
+/* "key N: reason" for the i-th key of a set (why may be NULL). */
+static void why_key(char *why, size_t whylen, size_t i, const char *reason)
+{
+	/* reason is a constant or a key's why (96 bytes): both fit the callers'
+	 * why; one that did not would leave it "" (str_fmt's rule). */
+	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "key %zu: %s", i + 1, reason) != CS_OK)
+		why[0] = '\0';
 }
 
 static bool b64u_only(const char *s, size_t n)
@@ -331,21 +343,20 @@ enum cs_err jws_keyset_parse(const char *json, struct jws_keyset **out, char *wh
 		json_t *k = json_array_get(keys, i);
 		const char *use = json_string_value(json_object_get(k, "use"));
 		if (json_object_get(k, "use") != NULL && (use == NULL || strcmp(use, "sig") != 0)) {
-			snprintf(why, whylen, "key %zu: use must be sig", i + 1);
 			e = CS_EINVAL;
+			why_key(why, whylen, i, "use must be sig");
 			goto out;
 		}
 		if ((e = jws_key_from_jwk(k, &ks->keys[i], kwhy, sizeof kwhy)) != CS_OK) {
-			if (why != NULL)
-				snprintf(why, whylen, "key %zu: %s", i + 1, kwhy);
+			why_key(why, whylen, i, kwhy);
 			goto out;
 		}
 		ks->n++;
 		for (size_t j = 0; j < i; j++) {
 			if (ks->keys[i]->kid != NULL && ks->keys[j]->kid != NULL &&
 			    strcmp(ks->keys[i]->kid, ks->keys[j]->kid) == 0) {
-				snprintf(why, whylen, "key %zu: kid is used twice", i + 1);
 				e = CS_EINVAL;
+				why_key(why, whylen, i, "kid is used twice");
 				goto out;
 			}
 		}

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "config.h"
 #include "jwt.h"
 #include "keys_cli.h"
@@ -33,8 +34,11 @@ static const char *fmt_time(int64_t t, char buf[TIME_MAX_LEN])
 	struct tm tm;
 	time_t tt = (time_t)t;
 	if ((int64_t)tt != t || gmtime_r(&tt, &tm) == NULL ||
-	    strftime(buf, TIME_MAX_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, TIME_MAX_LEN, "%lld", (long long)t);
+	    strftime(buf, TIME_MAX_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+		/* An int64 always fits TIME_MAX_LEN. */
+		if (str_fmt(buf, TIME_MAX_LEN, "%lld", (long long)t) != CS_OK)
+			return "?";
+	}
 	return buf;
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "buf.h"
 #include "log.h"
 
 #define LOG_LINE_MAX 16384        /* bytes of one line, escapes included */
@@ -169,13 +170,15 @@ static enum cs_err put_field(struct buf *b, const struct log_field *f)
 	}
 }
 
-enum cs_err log_format(struct buf *b, int64_t ts_ms, enum log_level lv, const char *event,
-    const char *msg, const struct log_field *f, size_t n)
+enum cs_err log_format(struct buf *b, const struct log_line *line)
 {
+	const char *event = line->event, *msg = line->msg;
+	const struct log_field *f = line->f;
+	size_t n = line->n;
 	enum cs_err e;
 	size_t start = b->len;
-	if ((e = buf_puts(b, "{\"ts\":")) != CS_OK || (e = put_ts(b, ts_ms)) != CS_OK ||
-	    (e = buf_printf(b, ",\"level\":\"%s\"", log_level_name(lv))) != CS_OK)
+	if ((e = buf_puts(b, "{\"ts\":")) != CS_OK || (e = put_ts(b, line->ts_ms)) != CS_OK ||
+	    (e = buf_printf(b, ",\"level\":\"%s\"", log_level_name(line->lv))) != CS_OK)
 		goto out;
 	if (event != NULL && ((e = buf_puts(b, ",\"event\":")) != CS_OK ||
 	    (e = log_json_str(b, event)) != CS_OK))
@@ -232,10 +235,13 @@ static void emit(enum log_level lv, const char *event, const char *msg,
 		buf_clear(&b);
 		return;
 	}
-	if (log_format(&b, now_ms(), lv, event, msg, f, n) != CS_OK) {
+	struct log_line line = { .ts_ms = now_ms(), .lv = lv, .event = event, .msg = msg, .f = f,
+		.n = n };
+	if (log_format(&b, &line) != CS_OK) {
 		buf_reset(&b);
-		if (log_format(&b, now_ms(), lv, event, "(this line was too long to log)", NULL,
-		    0) != CS_OK) {
+		line = (struct log_line){ .ts_ms = line.ts_ms, .lv = lv, .event = event,
+			.msg = "(this line was too long to log)" };
+		if (log_format(&b, &line) != CS_OK) {
 			buf_clear(&b);
 			return;
 		}
@@ -254,17 +260,19 @@ void log_event(enum log_level lv, const char *event, const struct log_field *f, 
 
 void log_msg(enum log_level lv, const char *fmt, ...)
 {
-	char msg[LOG_MSG_MAX];
+	struct buf b;
 	va_list ap;
 	if (!log_enabled(lv))
 		return;
+	buf_init(&b, LOG_MSG_MAX);
 	va_start(ap, fmt);
-	int r = vsnprintf(msg, sizeof msg, fmt, ap);
+	enum cs_err e = buf_vprintf(&b, fmt, ap);
 	va_end(ap);
-	if (r < 0)
-		return;
-	/* A message longer than LOG_MSG_MAX is cut: vsnprintf left it terminated. */
-	emit(lv, NULL, msg, NULL, 0);
+	/* A message is logged whole or, longer than LOG_MSG_MAX, replaced by one
+	 * that says so (as emit does with a line too long): never a cut one. */
+	emit(lv, NULL, e == CS_OK && b.data != NULL ? b.data : "(this message was too long to log)",
+	    NULL, 0);
+	buf_clear(&b);
 }
 
 enum cs_err log_open(const char *where, enum log_level min)

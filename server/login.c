@@ -1,59 +1,20 @@
-/* login.c -- OpenID Connect login for people (ARCHITECTURE.md flow E).
- * The browser only ever holds an opaque session cookie and a short-lived
- * login-binding cookie; the code is exchanged server-side and no token, code
- * or verifier is ever put in a page, a URL we build, or a log. */
+/* login.c -- OpenID Connect login for people (ARCHITECTURE.md flow E), the
+ * domain (login.h): login states, PKCE, the callback's checks, the ID token
+ * and the person's session.  It knows no HTTP.  No token, code or verifier
+ * ever leaves it except towards the IdP; the browser only ever holds an
+ * opaque session cookie and a short-lived login-binding cookie. */
 #include <arpa/inet.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include "app.h"
 #include "buf.h"
-#include "form.h"
-#include "login.h"
-#include "oidc.h"
-#include "template.h"
 #include "log.h"
-
-static enum cs_err redirect_to(struct http_reply *rep, const char *location)
-{
-	rep->status = 303;
-	rep->content_type = "text/plain; charset=utf-8";
-	buf_reset(&rep->body);
-	return reply_header(rep, "Location", location);
-}
-
-static enum cs_err set_cookie(struct http_reply *rep, const struct config *cfg, const char *name,
-    const char *value, int64_t max_age)
-{
-	char *c = NULL;
-	enum cs_err e = cookie_format(cfg, name, value, max_age, &c);
-	if (e == CS_OK)
-		e = reply_header(rep, "Set-Cookie", c);
-	if (c) {
-		OPENSSL_cleanse(c, strlen(c));
-		free(c);
-	}
-	return e;
-}
-
-enum cs_err page_render(struct http_reply *rep, int status, const char *tpl, json_t *ctx,
-    const struct session *s)
-{
-	if (s != NULL) {
-		json_t *u = json_pack("{s:s?, s:s?, s:s?}", "name", s->name, "subject", s->subject,
-		    "email", s->email);
-		if (u == NULL || json_object_set_new(ctx, "user", u) != 0 ||
-		    json_object_set_new(ctx, "csrf", json_string(s->csrf)) != 0)
-			return CS_ENOMEM;
-	}
-	buf_reset(&rep->body);
-	rep->status = status;
-	rep->content_type = "text/html; charset=utf-8";
-	return template_render(tpl, ctx, &rep->body);
-}
+#include "login.h"
+#include "form.h"
+#include "oidc.h"
 
 /* base64url(SHA-256(verifier)) for PKCE S256. */
 static void pkce_challenge(const char *verifier, char out[44])
@@ -68,7 +29,9 @@ static void pkce_challenge(const char *verifier, char out[44])
 	}
 }
 
-static enum cs_err append_param(struct buf *b, const char *name, const char *value)
+/* Appends "?name=value", or "&name=value" once b holds a '?', value
+ * percent-encoded: the IdP's URLs are built here, not in a handler. */
+static enum cs_err url_param(struct buf *b, const char *name, const char *value)
 {
 	char *enc = NULL;
 	enum cs_err e = pct_encode(value, &enc);
@@ -117,45 +80,72 @@ static void warn_all_full(const struct config *cfg, int64_t now)
 	    "refusing new ones until some finish or expire", (long long)cfg->login_max_pending);
 }
 
-/* The 429 for a refused start: a page for a person, and Retry-After. */
-static enum cs_err too_many(struct http_reply *rep, enum store_login_admit why, int64_t wait)
+/* --- starting a login ------------------------------------------------------ */
+
+void login_begin_out_clear(struct login_begin_out *o)
 {
-	char msg[200], secs[24];
-	int64_t minutes;
-	enum cs_err e;
-	if (wait < 1)
-		wait = 1;
-	if (wait > LOGIN_STATE_TTL)
-		wait = LOGIN_STATE_TTL;
-	minutes = (wait + 59) / 60;
-	const char *lead = why == STORE_LOGIN_ADDRESS_FULL ?
-	    "Too many sign-in attempts from your network." :
-	    "Too many people are signing in right now.";
-	if (minutes <= 1)
-		snprintf(msg, sizeof msg, "%s Wait a minute and try again.", lead);
-	else
-		snprintf(msg, sizeof msg, "%s Wait %lld minutes and try again.", lead,
-		    (long long)minutes);
-	snprintf(secs, sizeof secs, "%lld", (long long)wait);
-	if ((e = reply_html_error(rep, 429, "Too many sign-in attempts", msg)) != CS_OK)
-		return e;
-	return reply_header(rep, "Retry-After", secs);
+	if (o == NULL)
+		return;
+	free(o->location);
+	OPENSSL_cleanse(o, sizeof *o);
 }
 
-enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
+/* The secrets of one start: they live only here, in the stored state and, for
+ * bind, in the browser's cookie. */
+struct start_secrets {
+	char state[SESSION_TOKEN_LEN + 1], nonce[SESSION_TOKEN_LEN + 1];
+	char verifier[SESSION_TOKEN_LEN + 1], challenge[44];
+};
+
+/* The IdP's authorization URL for this start. */
+static enum cs_err authorize_url(const struct config *cfg, const struct oidc_meta *m,
+    const struct login_begin_in *in, const struct start_secrets *k, struct buf *loc)
 {
-	struct app *app = req->app;
+	char redirect_uri[600];
+	enum cs_err e;
+	if ((e = str_fmt(redirect_uri, sizeof redirect_uri, "%s/callback", cfg->public_url)) != CS_OK ||
+	    (e = buf_puts(loc, m->authorization_endpoint)) != CS_OK ||
+	    (e = url_param(loc, "response_type", "code")) != CS_OK ||
+	    (e = url_param(loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
+	    (e = url_param(loc, "redirect_uri", redirect_uri)) != CS_OK ||
+	    (e = url_param(loc, "scope", cfg->oidc_scopes)) != CS_OK ||
+	    (e = url_param(loc, "state", k->state)) != CS_OK ||
+	    (e = url_param(loc, "nonce", k->nonce)) != CS_OK ||
+	    (e = url_param(loc, "code_challenge", k->challenge)) != CS_OK ||
+	    (e = url_param(loc, "code_challenge_method", "S256")) != CS_OK)
+		return e;
+	if (in->prompt && (e = url_param(loc, "prompt", in->prompt)) != CS_OK)
+		return e;
+	if (in->max_age && (e = url_param(loc, "max_age", in->max_age)) != CS_OK)
+		return e;
+	return CS_OK;
+}
+
+/* -1 for none; false when max_age is not 0..one year of seconds. */
+static bool parse_max_age(const char *s, int64_t *out)
+{
+	char *end = NULL;
+	long long v;
+	*out = -1;
+	if (s == NULL)
+		return true;
+	v = strtoll(s, &end, 10);
+	if (end == s || *end != '\0' || v < 0 || v > 86400 * 365)
+		return false;
+	*out = v;
+	return true;
+}
+
+enum cs_err login_begin(struct app *app, const struct login_begin_in *in,
+    struct login_begin_out *out, enum login_begin_outcome *outcome)
+{
 	const struct config *cfg = app->cfg;
 	const struct oidc_meta *m = oidc_meta(app->idp);
-	const char *return_to = form_get(&req->params, "return_to");
-	const char *prompt = form_get(&req->params, "prompt");
-	const char *max_age = form_get(&req->params, "max_age");
-	char state[SESSION_TOKEN_LEN + 1], nonce[SESSION_TOKEN_LEN + 1];
-	char verifier[SESSION_TOKEN_LEN + 1], bind[SESSION_TOKEN_LEN + 1];
-	char challenge[44], redirect_uri[600], *prev = NULL;
+	struct start_secrets k;
+	char bind[SESSION_TOKEN_LEN + 1];
 	unsigned char prev_hash[32];
-	struct store_login_state ls;
-	struct store_login_limits lim;
+	struct store_login_state ls = { .return_to = NULL };
+	struct store_login_limits lim = { .now = in->now };
 	enum store_login_admit admit;
 	int64_t free_at = 0;
 	struct store_conn *c;
@@ -163,94 +153,80 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 	enum cs_err e;
 
 	buf_init(&loc, 8192);
-	memset(&ls, 0, sizeof ls);
-	memset(&lim, 0, sizeof lim);
+	memset(&k, 0, sizeof k);
+	memset(bind, 0, sizeof bind);
 	if (m == NULL) {
-		e = reply_html_error(rep, 503, "Sign-in is not available yet",
-		    "consentd cannot reach its identity provider right now. Try again in a minute.");
+		*outcome = LOGIN_BEGIN_NO_IDP;
+		e = CS_OK;
 		goto out;
 	}
 	if ((c = store_conn(app->store)) == NULL) {
 		e = CS_EDB;
 		goto out;
 	}
-	ls.max_age = -1;
-	int64_t v;
-	if (http_param_int(req, "max_age", &v)) {       /* digits, checked by the router */
-		if (v > 86400 * 365) {
-			e = reply_html_error(rep, 400, "Bad request", "max_age is not a valid number.");
-			goto out;
-		}
-		ls.max_age = v;
-	}
-	if ((e = random_token(state)) != CS_OK || (e = random_token(nonce)) != CS_OK ||
-	    (e = random_token(verifier)) != CS_OK || (e = random_token(bind)) != CS_OK)
+	if (!parse_max_age(in->max_age, &ls.max_age)) {
+		*outcome = LOGIN_BEGIN_BAD_MAX_AGE;
+		e = CS_OK;
 		goto out;
-	pkce_challenge(verifier, challenge);
-	sha256_str(state, ls.state_hash);
+	}
+	if ((e = random_token(k.state)) != CS_OK || (e = random_token(k.nonce)) != CS_OK ||
+	    (e = random_token(k.verifier)) != CS_OK || (e = random_token(bind)) != CS_OK)
+		goto out;
+	pkce_challenge(k.verifier, k.challenge);
+	sha256_str(k.state, ls.state_hash);
 	sha256_str(bind, ls.browser_hash);
-	login_client_key(req->remote_ip, ls.addr_hash);
-	ls.nonce = nonce;
-	ls.code_verifier = verifier;
-	ls.return_to = (char *)(return_to ? return_to : "/me");
-	ls.created_at = req->now;
-	ls.expires_at = req->now + LOGIN_STATE_TTL;
+	login_client_key(in->remote_ip, ls.addr_hash);
+	ls.nonce = k.nonce;
+	ls.code_verifier = k.verifier;
+	ls.return_to = (char *)(in->return_to ? in->return_to : "/me");
+	ls.created_at = in->now;
+	ls.expires_at = in->now + LOGIN_STATE_TTL;
 
 	/* The whole answer first, so that after the state is stored nothing is
 	 * left that could fail and strand it. */
-	snprintf(redirect_uri, sizeof redirect_uri, "%s/callback", cfg->public_url);
-	if ((e = buf_puts(&loc, m->authorization_endpoint)) != CS_OK ||
-	    (e = append_param(&loc, "response_type", "code")) != CS_OK ||
-	    (e = append_param(&loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
-	    (e = append_param(&loc, "redirect_uri", redirect_uri)) != CS_OK ||
-	    (e = append_param(&loc, "scope", cfg->oidc_scopes)) != CS_OK ||
-	    (e = append_param(&loc, "state", state)) != CS_OK ||
-	    (e = append_param(&loc, "nonce", nonce)) != CS_OK ||
-	    (e = append_param(&loc, "code_challenge", challenge)) != CS_OK ||
-	    (e = append_param(&loc, "code_challenge_method", "S256")) != CS_OK)
-		goto out;
-	if (prompt && (e = append_param(&loc, "prompt", prompt)) != CS_OK)
-		goto out;
-	if (max_age && (e = append_param(&loc, "max_age", max_age)) != CS_OK)
+	if ((e = authorize_url(cfg, m, in, &k, &loc)) != CS_OK)
 		goto out;
 
 	/* SECURITY: anonymous starts are bounded (issue #12): per address and in
 	 * total, or a stream of GET /login fills the disk and stalls the writers.
 	 * A browser starting again replaces its own earlier login (its cookie is
 	 * about to be overwritten, so that state could never finish anyway). */
-	lim.now = req->now;
 	lim.per_address = cfg->login_max_pending_per_address;
 	lim.total = cfg->login_max_pending;
-	if (cookie_get(req->cookie, login_cookie_name(cfg), &prev) == CS_OK) {
-		sha256_str(prev, prev_hash);
+	if (in->prev_bind != NULL) {
+		sha256_str(in->prev_bind, prev_hash);
 		lim.replaces = prev_hash;
 	}
 	if ((e = store_login_state_admit(c, &ls, &lim, &admit, &free_at)) != CS_OK)
 		goto out;
 	if (admit != STORE_LOGIN_ADMITTED) {
 		if (admit == STORE_LOGIN_ALL_FULL)
-			warn_all_full(cfg, req->now);
-		e = too_many(rep, admit, free_at - req->now);
+			warn_all_full(cfg, in->now);
+		*outcome = admit == STORE_LOGIN_ALL_FULL ? LOGIN_BEGIN_ALL_FULL : LOGIN_BEGIN_ADDRESS_FULL;
+		out->retry_after = free_at - in->now;
 		goto out;
 	}
-	if ((e = redirect_to(rep, loc.data)) != CS_OK)
+	if ((out->location = buf_steal(&loc)) == NULL) {
+		e = CS_ENOMEM;
 		goto out;
-	/* SECURITY: the state only counts in the browser that started the login. */
-	e = set_cookie(rep, cfg, login_cookie_name(cfg), bind, LOGIN_STATE_TTL);
+	}
+	memcpy(out->bind, bind, sizeof bind);
+	*outcome = LOGIN_BEGUN;
 out:
-	OPENSSL_cleanse(verifier, sizeof verifier);
+	OPENSSL_cleanse(&k, sizeof k);
 	OPENSSL_cleanse(bind, sizeof bind);
-	if (prev) {
-		OPENSSL_cleanse(prev, strlen(prev));
-		free(prev);
-	}
 	buf_clear(&loc);
 	return e;
 }
 
-static enum cs_err login_fail(struct http_reply *rep, const char *msg)
+/* --- finishing it ------------------------------------------------------------ */
+
+void login_finish_out_clear(struct login_finish_out *o)
 {
-	return reply_html_error(rep, 400, "Sign-in failed", msg);
+	if (o == NULL)
+		return;
+	free(o->return_to);
+	OPENSSL_cleanse(o, sizeof *o);
 }
 
 static bool claim_admin(const struct config *cfg, json_t *claims)
@@ -268,121 +244,114 @@ static bool claim_admin(const struct config *cfg, json_t *claims)
 	return false;
 }
 
-enum cs_err login_callback(const struct http_request *req, struct http_reply *rep)
+/* Takes (deletes) the state and checks that this browser, and the expected
+ * IdP, finish it, before anything from the IdP is believed. */
+static enum cs_err check_state(struct store_conn *c, const struct oidc_meta *m,
+    const struct login_finish_in *in, struct store_login_state *ls,
+    enum login_finish_outcome *outcome)
 {
-	struct app *app = req->app;
-	const struct config *cfg = app->cfg;
-	const struct oidc_meta *m = oidc_meta(app->idp);
-	const char *state = form_get(&req->params, "state");
-	const char *code = form_get(&req->params, "code");
-	const char *iss = form_get(&req->params, "iss");
-	const char *err = form_get(&req->params, "error");
-	char *bind = NULL, *id_token = NULL, *old = NULL;
-	json_t *claims = NULL;
-	struct store_login_state ls;
-	struct store_conn *c = store_conn(app->store);
 	unsigned char h[32];
-	char redirect_uri[600], why[128], sid[SESSION_TOKEN_LEN + 1];
-	const char *aud[1];
-	struct oidc_expect ex;
-	int64_t user_id = 0;
 	enum cs_err e;
-
-	memset(&ls, 0, sizeof ls);
-	if (c == NULL)
-		return CS_EDB;
-	if (m == NULL) {
-		e = reply_html_error(rep, 503, "Sign-in is not available yet",
-		    "consentd cannot reach its identity provider right now.");
-		goto out;
-	}
-	if (state == NULL) {
-		e = login_fail(rep, "The sign-in response has no state. Start again from the beginning.");
-		goto out;
+	*outcome = LOGIN_FINISH__MAX;
+	if (in->state == NULL) {
+		*outcome = LOGIN_FINISH_NO_STATE;
+		return CS_OK;
 	}
 	/* The state is single-use: taking it deletes it, whatever happens next. */
-	sha256_str(state, h);
-	e = store_login_state_take(c, h, &ls);
-	if (e == CS_ENOENT) {
-		e = login_fail(rep, "This sign-in response is unknown or was already used. "
-		    "Start again from the beginning.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	if (ls.expires_at <= req->now) {
-		e = login_fail(rep, "This sign-in took too long and expired. Start again.");
-		goto out;
+	sha256_str(in->state, h);
+	e = store_login_state_take(c, h, ls);
+	if (e == CS_ENOENT)
+		*outcome = LOGIN_FINISH_UNKNOWN_STATE;
+	if (e != CS_OK)
+		return e == CS_ENOENT ? CS_OK : e;
+	if (ls->expires_at <= in->now) {
+		*outcome = LOGIN_FINISH_EXPIRED;
+		return CS_OK;
 	}
 	/* SECURITY: the browser finishing the login must be the one that began it. */
-	if (cookie_get(req->cookie, login_cookie_name(cfg), &bind) != CS_OK) {
-		e = login_fail(rep, "This sign-in was started in another browser or its cookie is "
-		    "missing. Start again from the beginning.");
-		goto out;
+	if (in->bind == NULL) {
+		*outcome = LOGIN_FINISH_NO_BINDING;
+		return CS_OK;
 	}
-	sha256_str(bind, h);
-	if (CRYPTO_memcmp(h, ls.browser_hash, 32) != 0) {
-		e = login_fail(rep, "This sign-in was started in another browser. Start again.");
-		goto out;
+	sha256_str(in->bind, h);
+	if (CRYPTO_memcmp(h, ls->browser_hash, 32) != 0) {
+		*outcome = LOGIN_FINISH_OTHER_BROWSER;
+		return CS_OK;
 	}
 	/* SECURITY: RFC 9207 -- the issuer is checked before anything else, even
 	 * before an error from the provider is shown (mix-up defence). */
-	if ((m->iss_parameter_supported && iss == NULL) ||
-	    (iss != NULL && strcmp(iss, m->issuer) != 0)) {
-		e = login_fail(rep, "The sign-in response did not come from the expected identity provider.");
-		goto out;
-	}
-	if (err != NULL) {
-		/* SECURITY: said in consentd's words; no text of the URL reaches the page
-		 * (error_description is the IdP's, for developers, and may be anyone's). */
-		bool cancelled = strcmp(err, "access_denied") == 0;
-		e = reply_html_error(rep, 400, cancelled ? "Sign-in cancelled" : "Sign-in failed",
-		    cancelled ? "You cancelled the sign-in at your identity provider, so you are not "
-		    "signed in. Start again when you are ready." :
-		    "Your identity provider could not sign you in. Start again; if it keeps failing, "
-		    "ask your administrator.");
-		goto out;
-	}
-	if (code == NULL) {
-		e = login_fail(rep, "The sign-in response has no code.");
-		goto out;
-	}
-	snprintf(redirect_uri, sizeof redirect_uri, "%s/callback", cfg->public_url);
+	if ((m->iss_parameter_supported && in->iss == NULL) ||
+	    (in->iss != NULL && strcmp(in->iss, m->issuer) != 0))
+		*outcome = LOGIN_FINISH_WRONG_ISSUER;
+	/* SECURITY: said in consentd's words by the handler; no text of the
+	 * IdP's (error_description may be anyone's) reaches the page. */
+	else if (in->error != NULL)
+		*outcome = strcmp(in->error, "access_denied") == 0 ? LOGIN_FINISH_CANCELLED :
+		    LOGIN_FINISH_IDP_ERROR;
+	else if (in->code == NULL)
+		*outcome = LOGIN_FINISH_NO_CODE;
+	return CS_OK;
+}
+
+/* Exchanges the code and validates the ID token; *claims on LOGIN_FINISHED. */
+static enum cs_err id_token_claims(struct app *app, const struct login_finish_in *in,
+    const struct store_login_state *ls, json_t **claims, enum login_finish_outcome *outcome)
+{
+	const struct config *cfg = app->cfg;
+	const char *aud[1] = { cfg->oidc_client_id };
+	struct oidc_expect ex = {
+		.audiences = aud, .naudiences = 1, .client_id = cfg->oidc_client_id,
+		.nonce = ls->nonce, .now = in->now, .max_age = ls->max_age,
+	};
+	char redirect_uri[600], why[128], *id_token = NULL;
+	enum cs_err e;
+	if ((e = str_fmt(redirect_uri, sizeof redirect_uri, "%s/callback", cfg->public_url)) != CS_OK)
+		return e;
 	e = oidc_exchange_code(app->idp, cfg->oidc_client_id, cfg->oidc_client_secret,
 	    cfg->oidc_token_endpoint_auth == AUTH_CLIENT_SECRET_POST ? OIDC_AUTH_POST : OIDC_AUTH_BASIC,
-	    code, redirect_uri, ls.code_verifier, &id_token);
-	if (e != CS_OK) {
-		e = login_fail(rep, "The identity provider did not accept this sign-in. Start again.");
-		goto out;
+	    in->code, redirect_uri, ls->code_verifier, &id_token);
+	if (e != CS_OK)
+		*outcome = LOGIN_FINISH_EXCHANGE_FAILED;
+	else if (oidc_validate(app->idp, id_token, &ex, claims, why, sizeof why) != CS_OK)
+		*outcome = LOGIN_FINISH_UNVERIFIED;
+	else
+		*outcome = LOGIN_FINISHED;
+	if (id_token) {
+		OPENSSL_cleanse(id_token, strlen(id_token));
+		free(id_token);
 	}
-	aud[0] = cfg->oidc_client_id;
-	memset(&ex, 0, sizeof ex);
-	ex.audiences = aud;
-	ex.naudiences = 1;
-	ex.client_id = cfg->oidc_client_id;
-	ex.nonce = ls.nonce;
-	ex.now = req->now;
-	ex.max_age = ls.max_age;
-	if (oidc_validate(app->idp, id_token, &ex, &claims, why, sizeof why) != CS_OK) {
-		e = login_fail(rep, "The identity provider's answer could not be verified.");
-		goto out;
-	}
-	json_t *subj = json_object_get(claims, cfg->oidc_subject_claim);
-	if (!json_is_string(subj) || json_string_length(subj) == 0 || json_string_length(subj) > 255) {
-		e = login_fail(rep, "The identity provider did not say who you are.");
-		goto out;
-	}
-	json_t *at = json_object_get(claims, "auth_time");
+	return CS_OK;
+}
+
+/* The one place a person's user row is written from a login: created, or
+ * its name, email and last login refreshed. */
+static enum cs_err user_record(struct store_conn *c, const char *issuer, json_t *claims,
+    const char *subject, int64_t now, int64_t *user_id)
+{
 	json_t *nm = json_object_get(claims, "name");
 	json_t *em = json_object_get(claims, "email");
+	return store_user_upsert(c, issuer, subject, json_is_string(nm) ? json_string_value(nm) : NULL,
+	    json_is_string(em) ? json_string_value(em) : NULL, now, user_id);
+}
+
+/* The user row (subject at issuer) and the session, in one transaction. */
+static enum cs_err sign_in(struct app *app, const struct login_finish_in *in, json_t *claims,
+    const char *issuer, const char *subject, char sid[SESSION_TOKEN_LEN + 1])
+{
+	const struct config *cfg = app->cfg;
+	struct store_conn *c = store_conn(app->store);
+	json_t *at = json_object_get(claims, "auth_time");
+	unsigned char h[32];
+	int64_t user_id = 0;
+	enum cs_err e;
+	if (c == NULL)
+		return CS_EDB;
 	if ((e = store_begin(c)) != CS_OK)
-		goto out;
-	e = store_user_upsert(c, m->issuer, json_string_value(subj),
-	    json_is_string(nm) ? json_string_value(nm) : NULL,
-	    json_is_string(em) ? json_string_value(em) : NULL, req->now, &user_id);
+		return e;
+	e = user_record(c, issuer, claims, subject, in->now, &user_id);
 	/* SECURITY: a new session id at every login (no fixation); the old one ends. */
-	if (e == CS_OK && cookie_get(req->cookie, session_cookie_name(cfg), &old) == CS_OK) {
-		sha256_str(old, h);
+	if (e == CS_OK && in->old_session != NULL) {
+		sha256_str(in->old_session, h);
 		e = session_end(c, h);
 	}
 	if (e == CS_OK)
@@ -390,114 +359,84 @@ enum cs_err login_callback(const struct http_request *req, struct http_reply *re
 		 * from this login (single sign-on logs people in without a password):
 		 * an ID token without one records 0, which no admin check accepts. */
 		e = session_create(c, user_id, json_is_integer(at) ? json_integer_value(at) : 0,
-		    claim_admin(cfg, claims), req->now, sid);
+		    claim_admin(cfg, claims), in->now, sid);
 	if (e == CS_OK)
 		e = store_commit(c);
-	if (e != CS_OK) {
+	if (e != CS_OK)
 		store_rollback(c);
+	return e;
+}
+
+enum cs_err login_finish(struct app *app, const struct login_finish_in *in,
+    struct login_finish_out *out, enum login_finish_outcome *outcome)
+{
+	const struct oidc_meta *m = oidc_meta(app->idp);
+	struct store_conn *c = store_conn(app->store);
+	struct store_login_state ls = { .return_to = NULL };
+	char sid[SESSION_TOKEN_LEN + 1] = "";
+	json_t *claims = NULL, *subj;
+	enum cs_err e;
+
+	if (c == NULL)
+		return CS_EDB;
+	if (m == NULL) {
+		*outcome = LOGIN_FINISH_NO_IDP;
+		return CS_OK;
+	}
+	/* LOGIN_FINISH__MAX from check_state: nothing stood against it so far. */
+	if ((e = check_state(c, m, in, &ls, outcome)) != CS_OK || *outcome != LOGIN_FINISH__MAX)
+		goto out;
+	if ((e = id_token_claims(app, in, &ls, &claims, outcome)) != CS_OK ||
+	    *outcome != LOGIN_FINISHED)
+		goto out;
+	subj = json_object_get(claims, app->cfg->oidc_subject_claim);
+	if (!json_is_string(subj) || json_string_length(subj) == 0 || json_string_length(subj) > 255) {
+		*outcome = LOGIN_FINISH_NO_SUBJECT;
 		goto out;
 	}
-	if ((e = redirect_to(rep, ls.return_to)) != CS_OK ||
-	    (e = set_cookie(rep, cfg, session_cookie_name(cfg), sid, -1)) != CS_OK ||
-	    (e = set_cookie(rep, cfg, login_cookie_name(cfg), "", 0)) != CS_OK)
+	if ((e = sign_in(app, in, claims, m->issuer, json_string_value(subj), sid)) != CS_OK)
 		goto out;
+	memcpy(out->sid, sid, sizeof sid);
+	out->return_to = ls.return_to;
+	ls.return_to = NULL;
 out:
 	OPENSSL_cleanse(sid, sizeof sid);
-	if (id_token) {
-		OPENSSL_cleanse(id_token, strlen(id_token));
-		free(id_token);
-	}
-	if (bind) {
-		OPENSSL_cleanse(bind, strlen(bind));
-		free(bind);
-	}
-	if (old) {
-		OPENSSL_cleanse(old, strlen(old));
-		free(old);
-	}
 	json_decref(claims);
 	store_login_state_clear(&ls);
 	return e;
 }
 
-enum cs_err login_require(const struct http_request *req, struct http_reply *rep,
-    const char *return_to, struct session *s, bool *have)
-{
-	struct store_conn *c = store_conn(req->app->store);
-	struct buf loc;
-	enum cs_err e;
-	*have = false;
-	if (c == NULL)
-		return CS_EDB;
-	e = session_from_cookie(c, req->app->cfg, req->cookie, req->now, s);
-	if (e == CS_OK) {
-		*have = true;
-		return CS_OK;
-	}
-	if (e != CS_ENOENT)
-		return e;
-	/* A return_to /login would refuse (too long) would strand the person. */
-	if (strlen(return_to) > LOGIN_RETURN_TO_MAX)
-		return_to = "/me";
-	buf_init(&loc, 4096);
-	e = buf_puts(&loc, "/login");
-	if (e == CS_OK)
-		e = append_param(&loc, "return_to", return_to);
-	if (e == CS_OK)
-		e = redirect_to(rep, loc.data);
-	buf_clear(&loc);
-	return e;
-}
+/* --- ending a session -------------------------------------------------------- */
 
-enum cs_err login_logout(const struct http_request *req, struct http_reply *rep)
+enum cs_err login_end(struct app *app, const unsigned char id_hash[32], char **idp_logout)
 {
-	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
 	const struct oidc_meta *m = oidc_meta(app->idp);
-	struct session s;
 	struct store_conn *c = store_conn(app->store);
-	struct buf loc;
 	char post_logout[600];
+	struct buf loc;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
-	buf_init(&loc, 4096);
+	*idp_logout = NULL;
 	if (c == NULL)
 		return CS_EDB;
-	/* The front page says what ended (meta_index): "signed-out" when the
-	 * browser went through the IdP's sign-out, "signed-out-here" otherwise. */
-	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
-	if (e == CS_ENOENT) {
-		e = redirect_to(rep, "/?state=signed-out-here");
+	if ((e = session_end(c, id_hash)) != CS_OK)
+		return e;
+	if (m == NULL || m->end_session_endpoint == NULL)
+		return CS_OK;
+	/* SECURITY: RP-initiated logout names the client, never an id_token_hint:
+	 * the ID token never passes through the browser.  The IdP hands
+	 * `state` back to the registered post_logout_redirect_uri. */
+	buf_init(&loc, 4096);
+	if ((e = str_fmt(post_logout, sizeof post_logout, "%s/", cfg->public_url)) != CS_OK ||
+	    (e = buf_puts(&loc, m->end_session_endpoint)) != CS_OK ||
+	    (e = url_param(&loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
+	    (e = url_param(&loc, "post_logout_redirect_uri", post_logout)) != CS_OK ||
+	    (e = url_param(&loc, "state", "signed-out")) != CS_OK)
 		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	if (!session_csrf_ok(&s, form_get(&req->params, "csrf"))) {
-		e = reply_html_error(rep, 403, "Not allowed",
-		    "This sign-out form is stale or did not come from this site. Reload the page and try again.");
-		goto out;
-	}
-	if ((e = session_end(c, s.id_hash)) != CS_OK)
-		goto out;
-	if (m != NULL && m->end_session_endpoint != NULL) {
-		/* SECURITY: RP-initiated logout names the client, never an id_token_hint:
-		 * the ID token never passes through the browser.  The IdP hands
-		 * `state` back to the registered post_logout_redirect_uri. */
-		snprintf(post_logout, sizeof post_logout, "%s/", cfg->public_url);
-		if ((e = buf_puts(&loc, m->end_session_endpoint)) != CS_OK ||
-		    (e = append_param(&loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
-		    (e = append_param(&loc, "post_logout_redirect_uri", post_logout)) != CS_OK ||
-		    (e = append_param(&loc, "state", "signed-out")) != CS_OK)
-			goto out;
-		e = redirect_to(rep, loc.data);
-	} else {
-		e = redirect_to(rep, "/?state=signed-out-here");
-	}
-	if (e == CS_OK)
-		e = set_cookie(rep, cfg, session_cookie_name(cfg), "", 0);
+	if ((*idp_logout = buf_steal(&loc)) == NULL)
+		e = CS_ENOMEM;
 out:
 	buf_clear(&loc);
-	session_clear(&s);
 	return e;
 }

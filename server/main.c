@@ -13,6 +13,7 @@
 #include "app.h"
 #include "audit.h"
 #include "audit_cli.h"
+#include "vault_cli.h"
 #include "audit_head.h"
 #include "config.h"
 #include "http.h"

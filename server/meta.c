@@ -7,10 +7,11 @@
 #include <jansson.h>
 #include "app.h"
 #include "audit_head.h"
+#include "buf.h"
 #include "embed.h"
 #include "form.h"
 #include "jws.h"
-#include "login.h"
+#include "page.h"
 #include "meta.h"
 #include "oidc.h"
 #include "session.h"
@@ -32,8 +33,10 @@ static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
 		"revocation_endpoint", NULL };
 	char name[96];
 	for (size_t i = 0; eps[i] != NULL; i++) {
+		enum cs_err e = str_fmt(name, sizeof name, "%s_auth_methods_supported", eps[i]);
+		if (e != CS_OK)
+			return e;
 		json_t *methods = json_array();
-		snprintf(name, sizeof name, "%s_auth_methods_supported", eps[i]);
 		if (methods == NULL || json_object_set_new(m, name, methods) != 0)
 			return CS_ENOMEM;
 		if (cfg->gateway_auth_basic &&
@@ -43,8 +46,10 @@ static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
 			continue;
 		if (json_array_append_new(methods, json_string("private_key_jwt")) != 0)
 			return CS_ENOMEM;
+		if ((e = str_fmt(name, sizeof name, "%s_auth_signing_alg_values_supported",
+		    eps[i])) != CS_OK)
+			return e;
 		json_t *algs = json_array();
-		snprintf(name, sizeof name, "%s_auth_signing_alg_values_supported", eps[i]);
 		if (algs == NULL || json_object_set_new(m, name, algs) != 0)
 			return CS_ENOMEM;
 		for (int a = 0; a < JWS_ALG__MAX; a++)
@@ -58,10 +63,13 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 {
 	const char *pub = req->app->cfg->public_url;
 	char jwks[512], tok[512], intro[512], rev[512];
-	snprintf(jwks, sizeof jwks, "%s/.well-known/jwks.json", pub);
-	snprintf(tok, sizeof tok, "%s/token", pub);
-	snprintf(intro, sizeof intro, "%s/introspect", pub);
-	snprintf(rev, sizeof rev, "%s/revoke", pub);
+	enum cs_err e;
+	/* A public_url too long for these is refused whole, never cut. */
+	if ((e = str_fmt(jwks, sizeof jwks, "%s/.well-known/jwks.json", pub)) != CS_OK ||
+	    (e = str_fmt(tok, sizeof tok, "%s/token", pub)) != CS_OK ||
+	    (e = str_fmt(intro, sizeof intro, "%s/introspect", pub)) != CS_OK ||
+	    (e = str_fmt(rev, sizeof rev, "%s/revoke", pub)) != CS_OK)
+		return e;
 	/* Only endpoints that exist are listed; later capabilities add theirs.
 	 * consentd has no authorization endpoint of its own: no response types. */
 	/* Held against what consentd does by tests/integration/metadata.test.js:

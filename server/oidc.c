@@ -86,8 +86,10 @@ static int64_t mono_now(void)
 
 static void set_why(char *why, size_t whylen, const char *reason)
 {
-	if (why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", reason);
+	/* The reasons are short constants: one longer than the caller's why
+	 * leaves it "" (str_fmt's rule), never a cut reason. */
+	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", reason) != CS_OK)
+		why[0] = '\0';
 }
 
 /* True when v is a JSON string equal to s, byte for byte (length included). */
@@ -715,6 +717,34 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 	return CS_OK;
 }
 
+/* The key for kid and alg in p's key set, which *ks holds (a reference,
+ * released with keyset_put by the caller).  An unknown kid may be a rotation:
+ * the JWKS is fetched again, at most once a minute and only for a discovered
+ * provider, and *ks then holds the new set.  *kid_seen as key_find sets it. */
+static const struct oidc_key *key_lookup(struct oidc_provider *p, struct keyset **ks,
+    const char *kid, int alg, bool *kid_seen)
+{
+	const char *uri = NULL;
+	*ks = keyset_get(p);
+	const struct oidc_key *key = key_find(*ks, kid, alg, kid_seen);
+	if (key != NULL || *kid_seen)
+		return key;
+	pthread_mutex_lock(&p->mu);
+	int64_t m = mono_now();
+	if (p->meta != NULL && (!p->fetched || m - p->fetched_at >= OIDC_REFETCH_EVERY)) {
+		uri = p->meta->jwks_uri;   /* immutable once set */
+		p->fetched_at = m;         /* claimed: concurrent misses do not fetch too */
+		p->fetched = true;
+	}
+	pthread_mutex_unlock(&p->mu);
+	if (uri != NULL && jwks_fetch(p, uri) == CS_OK) {
+		keyset_put(p, *ks);
+		*ks = keyset_get(p);
+		key = key_find(*ks, kid, alg, kid_seen);
+	}
+	return key;
+}
+
 enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
     const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen)
 {
@@ -765,26 +795,7 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 		goto out;
 
 	e = CS_ECRYPTO;
-	ks = keyset_get(p);
-	key = key_find(ks, kid, alg, &kid_seen);
-	if (key == NULL && !kid_seen) {
-		/* An unknown kid may be a rotation: refetch the JWKS, at most once a
-		 * minute, and only for a discovered provider. */
-		const char *uri = NULL;
-		pthread_mutex_lock(&p->mu);
-		int64_t m = mono_now();
-		if (p->meta != NULL && (!p->fetched || m - p->fetched_at >= OIDC_REFETCH_EVERY)) {
-			uri = p->meta->jwks_uri;   /* immutable once set */
-			p->fetched_at = m;         /* claimed: concurrent misses do not fetch too */
-			p->fetched = true;
-		}
-		pthread_mutex_unlock(&p->mu);
-		if (uri != NULL && jwks_fetch(p, uri) == CS_OK) {
-			keyset_put(p, ks);
-			ks = keyset_get(p);
-			key = key_find(ks, kid, alg, &kid_seen);
-		}
-	}
+	key = key_lookup(p, &ks, kid, alg, &kid_seen);
 	reason = "is signed with a key the IdP does not publish (unknown kid)";
 	if (key == NULL && !kid_seen)
 		goto out;

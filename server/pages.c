@@ -11,14 +11,17 @@
 #include <jansson.h>
 #include "app.h"
 #include "approval.h"
+#include "jcs.h"
 #include "audit.h"
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
-#include "login.h"
+#include "login_pages.h"
+#include "page.h"
 #include "pages.h"
 #include "session.h"
 #include "vault.h"
+#include "vault_connect.h"
 
 static const int64_t durations[] = { 3600, 86400, 7 * 86400, 30 * 86400, 90 * 86400, 365 * 86400 };
 static const char *const duration_names[] = { "1 hour", "1 day", "7 days", "30 days", "90 days", "1 year" };
@@ -507,8 +510,9 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 		/* A resource with a provider: the consent goes live only once the
 		 * provider authorized exactly its scopes (or a record moves over). */
 		struct vault_begin vb = { NULL, NULL };
-		e = vault_begin_connect(app->vault, c, cfg, r.id, s.user_id, s.id_hash, &d, actor,
-		    req->now, &vb);
+		e = vault_begin_connect(app->vault, c, cfg,
+		    &(struct vault_person){ s.user_id, s.id_hash, actor, req->now },
+		    &(struct vault_decision){ r.id, &d }, &vb);
 		if (e == CS_OK && vb.authorize_url != NULL) {
 			rep->status = 303;
 			rep->content_type = "text/plain; charset=utf-8";
@@ -617,60 +621,6 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 		    "The connection to the provider failed. Nothing was given; you can try again.");
 out:
 	consent_request_clear(&r);
-	return e;
-}
-
-enum cs_err pages_provider_callback(const struct http_request *req, struct http_reply *rep)
-{
-	struct app *app = req->app;
-	const struct config *cfg = app->cfg;
-	struct session s;
-	struct vault_finish f;
-	struct store_conn *c = store_conn(app->store);
-	char actor[300];
-	struct buf loc;
-	enum cs_err e;
-	memset(&s, 0, sizeof s);
-	memset(&f, 0, sizeof f);
-	buf_init(&loc, 4096);
-	if (c == NULL)
-		return CS_EDB;
-	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
-	if (e == CS_ENOENT) {
-		e = reply_html_error(rep, 400, "Not connected",
-		    "Your session ended while you were at the provider. Open the link from your agent again.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = vault_finish_connect(app->vault, c, cfg, req->captures[0], form_get(&req->params, "state"),
-	    form_get(&req->params, "code"), form_get(&req->params, "iss"),
-	    form_get(&req->params, "error"), s.id_hash, s.user_id, actor, req->now, &f);
-	if (e != CS_OK)
-		goto out;
-	if (f.outcome == VAULT_BAD_STATE || f.request_id == NULL) {
-		e = reply_html_error(rep, 400, "Not connected", f.why ? f.why :
-		    "This answer from the provider is unknown, was already used, or belongs to another session.");
-		goto out;
-	}
-	/* SECURITY: answer with a 303 to a URL without the code. */
-	const char *outcome = f.outcome == VAULT_CANCELLED ? "cancelled" :
-	    f.outcome == VAULT_TOO_MUCH ? "too_much" : f.outcome == VAULT_FAILED ? "failed" :
-	    f.outcome == VAULT_CHANGED ? "changed" : NULL;
-	if ((e = buf_printf(&loc, "/consent/%s/done", f.request_id ? f.request_id : "-")) != CS_OK)
-		goto out;
-	if (outcome != NULL)
-		e = buf_printf(&loc, "?outcome=%s", outcome);
-	if (e != CS_OK)
-		goto out;
-	rep->status = 303;
-	rep->content_type = "text/plain; charset=utf-8";
-	e = reply_header(rep, "Location", loc.data);
-out:
-	buf_clear(&loc);
-	vault_finish_clear(&f);
-	session_clear(&s);
 	return e;
 }
 

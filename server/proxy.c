@@ -13,6 +13,7 @@
 
 #include "app.h"
 #include "approval.h"
+#include "jcs.h"
 #include "audit.h"
 #include "audit_head.h"
 #include "buf.h"

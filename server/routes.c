@@ -12,13 +12,14 @@
 #include "buf.h"
 #include "consent.h"
 #include "http.h"
-#include "login.h"
+#include "login_pages.h"
 #include "me_pages.h"
 #include "meta.h"
 #include "pages.h"
 #include "proxy.h"
 #include "session.h"
 #include "token.h"
+#include "vault_pages.h"
 
 static bool valid_digits(const char *v)
 {
@@ -146,7 +147,7 @@ const struct route http_routes[] = {
 		{ "decision", 8, decision, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
 	/* One redirect URI per resource (against mix-up): the provider's answer. */
-	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, pages_provider_callback, {
+	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, vault_pages_callback, {
 		{ "code", 4096, param_printable, 0 },
 		{ "state", 128, param_token68, 0 },
 		{ "iss", 1024, param_printable, 0 },

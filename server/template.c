@@ -3,6 +3,7 @@
  * print a value raw.  Includes and sections nest to a fixed depth. */
 #include <stdio.h>
 #include <string.h>
+#include "buf.h"
 #include "embed.h"
 #include "template.h"
 
@@ -55,12 +56,12 @@ static enum cs_err tpl_print(json_t *v, struct buf *out)
 	if (json_is_string(v))
 		return buf_html(out, json_string_value(v));
 	if (json_is_integer(v)) {
-		snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-		return buf_html(out, num);
+		enum cs_err e = str_fmt(num, sizeof num, "%lld", (long long)json_integer_value(v));
+		return e != CS_OK ? e : buf_html(out, num);
 	}
 	if (json_is_real(v)) {
-		snprintf(num, sizeof num, "%g", json_real_value(v));
-		return buf_html(out, num);
+		enum cs_err e = str_fmt(num, sizeof num, "%g", json_real_value(v));
+		return e != CS_OK ? e : buf_html(out, num);
 	}
 	if (json_is_boolean(v))
 		return buf_html(out, json_is_true(v) ? "true" : "false");

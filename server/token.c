@@ -19,6 +19,7 @@
 #include "oidc.h"
 #include "session.h"
 #include "approval.h"
+#include "jcs.h"
 #include "token.h"
 #include "vault.h"
 

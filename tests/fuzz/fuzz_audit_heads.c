@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "audit_head.h"
+#include "buf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -26,8 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (h.seq < 0 || strlen(h.hex) != AUDIT_LINK_HEX ||
 		    strspn(h.hex, "0123456789abcdef") != AUDIT_LINK_HEX)
 			abort();
-		snprintf(text, sizeof text, "%lld:%s\n", (long long)h.seq, h.hex);
-		if (audit_head_line(text, &kind, &again) != CS_OK || kind != AUDIT_LINE_HEAD ||
+		if (str_fmt(text, sizeof text, "%lld:%s\n", (long long)h.seq, h.hex) != CS_OK ||
+		    audit_head_line(text, &kind, &again) != CS_OK || kind != AUDIT_LINE_HEAD ||
 		    again.seq != h.seq || strcmp(again.hex, h.hex) != 0)
 			abort();
 	}

@@ -14,6 +14,7 @@
 #include <openssl/sha.h>
 
 #include "approval.h"
+#include "jcs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "buf.h"
 #include "jwt.h"
 #include "seal.h"
 #include "store.h"
@@ -32,10 +33,10 @@ static void cleanup(void)
 	store_close(st);
 	unlink(dbpath);
 	char p[sizeof dbpath + 8];
-	snprintf(p, sizeof p, "%s-wal", dbpath);
-	unlink(p);
-	snprintf(p, sizeof p, "%s-shm", dbpath);
-	unlink(p);
+	if (str_fmt(p, sizeof p, "%s-wal", dbpath) == CS_OK)
+		unlink(p);
+	if (str_fmt(p, sizeof p, "%s-shm", dbpath) == CS_OK)
+		unlink(p);
 	rmdir(dir);
 }
 
@@ -48,8 +49,8 @@ static void setup(void)
 	memcpy(mk.kid, "5a5a5a5a5a5a5a5a", MASTER_KID_LEN + 1);
 	if (mkdtemp(dir) == NULL)
 		abort();
-	snprintf(dbpath, sizeof dbpath, "%s/fuzz.db", dir);
-	if (store_open(dbpath, &st) != CS_OK)
+	if (str_fmt(dbpath, sizeof dbpath, "%s/fuzz.db", dir) != CS_OK ||
+	    store_open(dbpath, &st) != CS_OK)
 		abort();
 	memset(&k, 0, sizeof k);
 	k.kid = (char *)FUZZ_KID;

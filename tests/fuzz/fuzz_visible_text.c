@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "form.h"
 #include "pages.h"
 #include "../unit/ucd.h"
@@ -62,7 +63,8 @@ static char *expected_output(const char *in, size_t len)
 		const unsigned char *start = p;
 		uint32_t cp = next_valid(&p);
 		if (must_mark(cp)) {
-			w += (size_t)snprintf(want + w, 8 * len + 1 - w, "[U+%04X]", (unsigned)cp);
+			CHECK(str_fmt(want + w, 8 * len + 1 - w, "[U+%04X]", (unsigned)cp) == CS_OK);
+			w += strlen(want + w);
 		} else {
 			memcpy(want + w, start, (size_t)(p - start));
 			w += (size_t)(p - start);

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include "admin.h"
 #include "audit.h"
+#include "buf.h"
 #include "store.h"
 #include "testutil.h"
 
@@ -205,7 +206,7 @@ START_TEST(test_admin_cursor_pagination)
 	char id[16];
 	/* Seven consents, several sharing a created_at: ties are broken by id. */
 	for (int i = 0; i < 7; i++) {
-		snprintf(id, sizeof id, "k%d", i);
+		ck_assert_int_eq(str_fmt(id, sizeof id, "k%d", i), CS_OK);
 		consent(id, a, "coder", id, T0 + i / 3, T0 + 100, 0);
 	}
 	json_t *seen = json_object();
@@ -259,12 +260,22 @@ START_TEST(test_admin_cursor_pagination)
 }
 END_TEST
 
+/* admin_bulk_revoke's outcome for this request; *n its count. */
+static enum admin_revoke_outcome bulk(enum admin_bulk_by by, const char *value, const char *issuer,
+    const char *actor, const char *reason, int64_t *n)
+{
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
+	ck_assert_int_eq(admin_bulk_revoke(sc, &(struct admin_bulk){ .by = by, .value = value,
+	    .issuer = issuer, .actor = actor, .reason = reason }, T0, n, &o), CS_OK);
+	return o;
+}
+
 START_TEST(test_admin_bulk_revoke_batches_idempotent)
 {
 	int64_t bob = user("bob"), alice = user("alice");
 	char id[16];
 	for (int i = 0; i < 250; i++) {
-		snprintf(id, sizeof id, "b%03d", i);
+		ck_assert_int_eq(str_fmt(id, sizeof id, "b%03d", i), CS_OK);
 		consent(id, bob, i % 2 ? "coder" : "butler", id, T0 + i, T0 + 1000, 0);
 	}
 	consent("b-expired", bob, "coder", "zzz", T0, T0 - 1, 0);
@@ -274,8 +285,7 @@ START_TEST(test_admin_bulk_revoke_batches_idempotent)
 	    "digest, status, created_at, expires_at, interval) SELECT 'ap-' || id, id, user_id, agent, "
 	    "resource, 'act', '{}', 'd', 'pending', 0, 99999999, 5 FROM consents");
 	int64_t n = -1;
-	ck_assert_int_eq(admin_bulk_revoke(sc, ADMIN_BY_USER, "bob", ISS, "admin:t", "offboarded",
-	    T0, &n), CS_OK);
+	ck_assert_int_eq(bulk(ADMIN_BY_USER, "bob", ISS, "admin:t", "offboarded", &n), ADMIN_REVOKED);
 	ck_assert_int_eq(n, 251);               /* 250 + the expired one; not the revoked one */
 	ck_assert_int_eq(count("SELECT count(*) FROM consents c JOIN users u ON u.id = c.user_id "
 	    "WHERE u.subject = 'bob' AND c.revoked_at = 0"), 0);
@@ -297,22 +307,22 @@ START_TEST(test_admin_bulk_revoke_batches_idempotent)
 	/* Alice is untouched. */
 	ck_assert_int_eq(count("SELECT revoked_at FROM consents WHERE id = 'alice1'"), 0);
 	/* Again: nothing left to do. */
-	ck_assert_int_eq(admin_bulk_revoke(sc, ADMIN_BY_USER, "bob", ISS, "admin:t", "again",
-	    T0, &n), CS_OK);
+	ck_assert_int_eq(bulk(ADMIN_BY_USER, "bob", ISS, "admin:t", "again", &n), ADMIN_REVOKED);
 	ck_assert_int_eq(n, 0);
 	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'consent.revoked'"), 251);
 	/* By agent and resource, with metacharacters taken literally. */
-	ck_assert_int_eq(admin_bulk_revoke(sc, ADMIN_BY_AGENT, "%", NULL, "cli", "r", T0, &n), CS_OK);
+	ck_assert_int_eq(bulk(ADMIN_BY_AGENT, "%", NULL, "cli", "r", &n), ADMIN_REVOKED);
 	ck_assert_int_eq(n, 0);
-	ck_assert_int_eq(admin_bulk_revoke(sc, ADMIN_BY_RESOURCE, "notes' OR 1=1 --", NULL, "cli", "r",
-	    T0, &n), CS_OK);
+	ck_assert_int_eq(bulk(ADMIN_BY_RESOURCE, "notes' OR 1=1 --", NULL, "cli", "r", &n),
+	    ADMIN_REVOKED);
 	ck_assert_int_eq(n, 0);
-	ck_assert_int_eq(admin_bulk_revoke(sc, ADMIN_BY_RESOURCE, "notes", NULL, "cli", "r", T0, &n),
-	    CS_OK);
+	ck_assert_int_eq(bulk(ADMIN_BY_RESOURCE, "notes", NULL, "cli", "r", &n), ADMIN_REVOKED);
 	ck_assert_int_eq(n, 1);
 	/* Bad input. */
-	ck_assert_int_eq(admin_bulk_revoke(sc, ADMIN_BY_USER, "bob", ISS, "cli", "", T0, &n), CS_EINVAL);
-	ck_assert_int_eq(admin_bulk_revoke(sc, ADMIN_BY_USER, "", ISS, "cli", "r", T0, &n), CS_EINVAL);
+	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
+	ck_assert_int_eq(bulk(ADMIN_BY_USER, "bob", ISS, "cli", "", &n), ADMIN_REVOKE_BAD_REASON);
+	ck_assert_int_eq(admin_bulk_revoke(sc, &(struct admin_bulk){ .by = ADMIN_BY_USER, .value = "",
+	    .issuer = ISS, .actor = "cli", .reason = "r" }, T0, &n, &o), CS_EINVAL);
 }
 END_TEST
 
@@ -348,12 +358,12 @@ START_TEST(test_admin_consent_history)
 	ck_assert(json_is_null(json_object_get(h, "revocation")));
 	json_decref(r);
 
-	int revoked = -1;
+	enum admin_revoke_outcome revoked = ADMIN_REVOKE__MAX;
 	ck_assert_int_eq(admin_consent_revoke(sc, "h1", "admin:t", "lost laptop", T0 + 1, &revoked),
 	    CS_OK);
-	ck_assert_int_eq(revoked, 1);
+	ck_assert_int_eq(revoked, ADMIN_REVOKED);
 	ck_assert_int_eq(admin_consent_revoke(sc, "h1", "admin:t", "again", T0 + 2, &revoked), CS_OK);
-	ck_assert_int_eq(revoked, 0);
+	ck_assert_int_eq(revoked, ADMIN_REVOKED_ALREADY);
 	ck_assert_int_eq(admin_consent_show(sc, "h1", T0 + 3, &r), CS_OK);
 	h = json_object_get(r, "history");
 	json_t *rv = json_object_get(h, "revocation");
@@ -368,15 +378,19 @@ START_TEST(test_admin_consent_history)
 	json_decref(r);
 	ck_assert_int_eq(admin_consent_show(sc, "nope", T0, &r), CS_ENOENT);
 	ck_assert_int_eq(admin_consent_show(sc, "' OR 1=1 --", T0, &r), CS_ENOENT);
-	ck_assert_int_eq(admin_consent_revoke(sc, "nope", "cli", "r", T0, &revoked), CS_ENOENT);
+	ck_assert_int_eq(admin_consent_revoke(sc, "nope", "cli", "r", T0, &revoked), CS_OK);
+	ck_assert_int_eq(revoked, ADMIN_REVOKE_UNKNOWN);
+	ck_assert_int_eq(admin_consent_revoke(sc, "h1", "cli", "", T0, &revoked), CS_OK);
+	ck_assert_int_eq(revoked, ADMIN_REVOKE_BAD_REASON);
 }
 END_TEST
 
 START_TEST(test_admin_tokens)
 {
 	char t[SESSION_TOKEN_LEN + 1], *name = NULL;
-	int changed = -1;
-	ck_assert_int_eq(admin_token_create(sc, "ops-1", "cli", T0, t), CS_OK);
+	enum admin_token_outcome o = ADMIN_TOKEN__MAX;
+	ck_assert_int_eq(admin_token_create(sc, "ops-1", "cli", T0, t, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_DONE);
 	ck_assert_uint_eq(strlen(t), SESSION_TOKEN_LEN);
 	/* Stored hashed only: the token appears nowhere in the database. */
 	sqlite3_stmt *s;
@@ -388,12 +402,17 @@ START_TEST(test_admin_tokens)
 	sqlite3_finalize(s);
 	ck_assert_int_eq(count("SELECT length(hash) FROM admin_tokens"), 32);
 
-	ck_assert_int_eq(admin_token_create(sc, "ops-1", "cli", T0, t), CS_EEXIST);
-	ck_assert_int_eq(admin_token_create(sc, "bad name", "cli", T0, t), CS_EINVAL);
-	ck_assert_int_eq(admin_token_create(sc, "", "cli", T0, t), CS_EINVAL);
-	ck_assert_int_eq(admin_token_create(sc, "x'--", "cli", T0, t), CS_EINVAL);
+	ck_assert_int_eq(admin_token_create(sc, "ops-1", "cli", T0, t, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_NAME_TAKEN);
+	ck_assert_int_eq(admin_token_create(sc, "bad name", "cli", T0, t, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_BAD_NAME);
+	ck_assert_int_eq(admin_token_create(sc, "", "cli", T0, t, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_BAD_NAME);
+	ck_assert_int_eq(admin_token_create(sc, "x'--", "cli", T0, t, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_BAD_NAME);
 	char t2[SESSION_TOKEN_LEN + 1];
-	ck_assert_int_eq(admin_token_create(sc, "ops-2", "cli", T0, t2), CS_OK);
+	ck_assert_int_eq(admin_token_create(sc, "ops-2", "cli", T0, t2, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_DONE);
 
 	ck_assert_int_eq(admin_token_check(sc, t, "GET /x", T0 + 5, &name), CS_OK);
 	ck_assert_str_eq(name, "ops-1");
@@ -409,11 +428,12 @@ START_TEST(test_admin_tokens)
 	ck_assert_int_eq(admin_token_check(sc, t, "GET /x", T0, &name), CS_EPERM);
 	t[0] = t[0] == 'A' ? 'B' : 'A';   /* not necessarily the original: re-derive below */
 
-	ck_assert_int_eq(admin_token_revoke(sc, "ops-2", "cli", T0, &changed), CS_OK);
-	ck_assert_int_eq(changed, 1);
-	ck_assert_int_eq(admin_token_revoke(sc, "ops-2", "cli", T0, &changed), CS_OK);
-	ck_assert_int_eq(changed, 0);
-	ck_assert_int_eq(admin_token_revoke(sc, "ghost", "cli", T0, &changed), CS_ENOENT);
+	ck_assert_int_eq(admin_token_revoke(sc, "ops-2", "cli", T0, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_DONE);
+	ck_assert_int_eq(admin_token_revoke(sc, "ops-2", "cli", T0, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_ALREADY_REVOKED);
+	ck_assert_int_eq(admin_token_revoke(sc, "ghost", "cli", T0, &o), CS_OK);
+	ck_assert_int_eq(o, ADMIN_TOKEN_UNKNOWN);
 	ck_assert_int_eq(admin_token_check(sc, t2, "GET /x", T0, &name), CS_EPERM);
 	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'admin.api.refused' AND "
 	    "actor = 'admin:ops-2'"), 1);

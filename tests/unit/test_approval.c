@@ -14,6 +14,7 @@
 #include "testutil.h"
 #include "tu_consent.h"
 #include "approval.h"
+#include "jcs.h"
 #include "http.h"
 #include "audit.h"
 #include "consent.h"

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include "audit.h"
 #include "audit_cli.h"
+#include "vault_cli.h"
 #include "audit_head.h"
 #include "buf.h"
 #include "jwt.h"
@@ -84,7 +85,7 @@ static void append_n(int n)
 {
 	for (int i = 0; i < n; i++) {
 		char sub[16];
-		snprintf(sub, sizeof sub, "user%d", i);
+		ck_assert_int_eq(str_fmt(sub, sizeof sub, "user%d", i), CS_OK);
 		const struct audit_entry e = {
 			.ts = T0 + i, .actor = "gateway:agent-gateway", .action = "consent.request.created",
 			.subject = sub, .agent = "coder", .resource = "notes", .scopes = "notes:read",
@@ -122,7 +123,7 @@ START_TEST(test_audit_chain_intact)
 	/* An older head is still in the chain. */
 	struct audit_head old;
 	char buf[100];
-	snprintf(buf, sizeof buf, "5:%s", h.hex);
+	ck_assert_int_eq(str_fmt(buf, sizeof buf, "5:%s", h.hex), CS_OK);
 	ck_assert_int_eq(audit_head_parse(buf, &old), CS_OK);
 	ck_assert_int_eq(old.seq, 5);
 	ck_assert_int_eq(audit_head_parse("5:abc", &old), CS_EINVAL);
@@ -574,7 +575,7 @@ START_TEST(test_audit_heads_file_bad)
 	struct audit_head h;
 	ck_assert_int_eq(audit_head(sc, &h), CS_OK);
 	char good[100];
-	snprintf(good, sizeof good, "2:%s\n", h.hex);
+	ck_assert_int_eq(str_fmt(good, sizeof good, "2:%s\n", h.hex), CS_OK);
 
 	/* Empty, or only blank lines and comments: no head, nothing proven. */
 	ck_assert_int_eq(heads_check_text("", 0, &hr), CS_ENOENT);
@@ -582,7 +583,8 @@ START_TEST(test_audit_heads_file_bad)
 	ck_assert_int_eq(heads_check_text("\n# nothing\n\n", 12, &hr), CS_ENOENT);
 	/* Garbage on line 3 is named, even after a good head. */
 	char text[4096];
-	int n = snprintf(text, sizeof text, "%s\nnot a head\n", good);
+	ck_assert_int_eq(str_fmt(text, sizeof text, "%s\nnot a head\n", good), CS_OK);
+	int n = (int)strlen(text);
 	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_EINVAL);
 	ck_assert_int_eq(hr.line, 3);
 	ck_assert_ptr_nonnull(strstr(hr.why, "line 3"));
@@ -590,22 +592,26 @@ START_TEST(test_audit_heads_file_bad)
 	ck_assert_int_eq(heads_check_text("2:zz\n", 5, &hr), CS_EINVAL);
 	ck_assert_int_eq(hr.line, 1);
 	/* A link of the wrong length that is not hex all through is garbage. */
-	n = snprintf(text, sizeof text, "%s2:%.62sxx\n", good, h.hex);
+	ck_assert_int_eq(str_fmt(text, sizeof text, "%s2:%.62sxx\n", good, h.hex), CS_OK);
+	n = (int)strlen(text);
 	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_EINVAL);
 	ck_assert_int_eq(hr.line, 2);
 	/* A head a crash cut short (digits, ':' and fewer hex digits), or a tail of
 	 * NUL bytes after one, is skipped and counted: the heads around it count. */
-	n = snprintf(text, sizeof text, "2:%.20s\n%s", h.hex, good);
+	ck_assert_int_eq(str_fmt(text, sizeof text, "2:%.20s\n%s", h.hex, good), CS_OK);
+	n = (int)strlen(text);
 	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_OK);
 	ck_assert_int_eq(hr.ok, 1);
 	ck_assert_int_eq(hr.heads, 1);
 	ck_assert_int_eq(hr.torn, 1);
-	n = snprintf(text, sizeof text, "%s2:%.63s", good, h.hex);
+	ck_assert_int_eq(str_fmt(text, sizeof text, "%s2:%.63s", good, h.hex), CS_OK);
+	n = (int)strlen(text);
 	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_OK);
 	ck_assert_int_eq(hr.torn, 1);
 	{
 		char tail[256];
-		size_t tl = (size_t)snprintf(tail, sizeof tail, "%s1", good);
+		ck_assert_int_eq(str_fmt(tail, sizeof tail, "%s1", good), CS_OK);
+		size_t tl = strlen(tail);
 		memset(tail + tl, 0, 40);
 		tail[tl + 40] = '\n';
 		ck_assert_int_eq(heads_check_text(tail, tl + 41, &hr), CS_OK);
@@ -614,14 +620,16 @@ START_TEST(test_audit_heads_file_bad)
 	}
 	/* Only cut-off lines: no head, nothing proven. */
 	ck_assert_int_eq(heads_check_text("2:ab\n", 5, &hr), CS_ENOENT);
-	n = snprintf(text, sizeof text, "two:%s\n", h.hex);
+	ck_assert_int_eq(str_fmt(text, sizeof text, "two:%s\n", h.hex), CS_OK);
+	n = (int)strlen(text);
 	ck_assert_int_eq(heads_check_text(text, (size_t)n, &hr), CS_EINVAL);
 	/* A NUL byte. */
 	ck_assert_int_eq(heads_check_text("2:\0abc\n", 7, &hr), CS_EINVAL);
 	/* A line longer than AUDIT_HEAD_LINE_MAX: refused without reading it all in. */
 	char *big = malloc(3 * AUDIT_HEAD_LINE_MAX);
 	ck_assert_ptr_nonnull(big);
-	n = snprintf(big, 3 * AUDIT_HEAD_LINE_MAX, "%s", good);
+	ck_assert_int_eq(str_fmt(big, 3 * AUDIT_HEAD_LINE_MAX, "%s", good), CS_OK);
+	n = (int)strlen(big);
 	memset(big + n, '1', 2 * AUDIT_HEAD_LINE_MAX);
 	big[n + 2 * AUDIT_HEAD_LINE_MAX] = '\n';
 	ck_assert_int_eq(heads_check_text(big, (size_t)n + 2 * AUDIT_HEAD_LINE_MAX + 1, &hr),
@@ -665,10 +673,10 @@ static void db_link(int64_t seq, char hex[AUDIT_LINK_HEX + 1])
 {
 	char sql[100];
 	sqlite3_stmt *q = NULL;
-	snprintf(sql, sizeof sql, "SELECT lower(hex(link)) FROM audit WHERE seq = %lld", (long long)seq);
+	ck_assert_int_eq(str_fmt(sql, sizeof sql, "SELECT lower(hex(link)) FROM audit WHERE seq = %lld", (long long)seq), CS_OK);
 	ck_assert_int_eq(sqlite3_prepare_v2(raw, sql, -1, &q, NULL), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-	snprintf(hex, AUDIT_LINK_HEX + 1, "%s", (const char *)sqlite3_column_text(q, 0));
+	ck_assert_int_eq(str_fmt(hex, AUDIT_LINK_HEX + 1, "%s", (const char *)sqlite3_column_text(q, 0)), CS_OK);
 	sqlite3_finalize(q);
 }
 
@@ -680,7 +688,8 @@ static char *db_lines(int64_t from, int64_t to)
 	ck_assert_ptr_nonnull(s);
 	for (int64_t i = from; i <= to; i++) {
 		db_link(i, hex);
-		o += (size_t)snprintf(s + o, cap - o, "%lld:%s\n", (long long)i, hex);
+		ck_assert_int_eq(str_fmt(s + o, cap - o, "%lld:%s\n", (long long)i, hex), CS_OK);
+		o += strlen(s + o);
 	}
 	return s;
 }
@@ -690,8 +699,8 @@ static char *db_lines(int64_t from, int64_t to)
 static void cut_tail(int keep)
 {
 	char sql[200];
-	snprintf(sql, sizeof sql, "DELETE FROM audit WHERE seq > %d; "
-	    "UPDATE sqlite_sequence SET seq = %d WHERE name = 'audit'", keep, keep);
+	ck_assert_int_eq(str_fmt(sql, sizeof sql, "DELETE FROM audit WHERE seq > %d; "
+	    "UPDATE sqlite_sequence SET seq = %d WHERE name = 'audit'", keep, keep), CS_OK);
 	rawsql(sql);
 }
 
@@ -743,9 +752,10 @@ START_TEST(test_audit_heads_history)
 	size_t o = 0;
 	for (int64_t i = 1; i <= 5; i++) {
 		db_link(i, hex);
-		o += (size_t)snprintf(text + o, sizeof text - o, i % 2 ?
+		ck_assert_int_eq(str_fmt(text + o, sizeof text - o, i % 2 ?
 		    "Jan 31 host consentd[7]: consentd: audit head %lld:%s\n" :
-		    "audit head seq=%lld link=%s\n", (long long)i, hex);
+		    "audit head seq=%lld link=%s\n", (long long)i, hex), CS_OK);
+		o += strlen(text + o);
 	}
 	ck_assert_int_eq(heads_check_text(text, o, &hr), CS_OK);
 	ck_assert_int_eq(hr.ok, 1);
@@ -763,7 +773,8 @@ START_TEST(test_audit_heads_history_rotated)
 	append_n(3);
 	for (int64_t i = 1; i <= 3; i++) {
 		db_link(i, hex);
-		o += (size_t)snprintf(text + o, sizeof text - o, "%lld:%s\n", (long long)i, hex);
+		ck_assert_int_eq(str_fmt(text + o, sizeof text - o, "%lld:%s\n", (long long)i, hex), CS_OK);
+		o += strlen(text + o);
 	}
 	ck_assert_int_eq(vault_rekey(sc, &mk, &mk2, T0 + 10, &rep), CS_OK);
 	struct audit_head h;
@@ -825,7 +836,7 @@ START_TEST(test_audit_publish_per_commit)
 	char *log = publish_log();
 	db_link(3, h.hex);
 	char line[200];
-	snprintf(line, sizeof line, "consentd: audit head 3:%s\n", h.hex);
+	ck_assert_int_eq(str_fmt(line, sizeof line, "consentd: audit head 3:%s\n", h.hex), CS_OK);
 	ck_assert_ptr_nonnull(strstr(log, line));
 	free(log);
 	/* A transaction of two entries publishes its last; a rolled-back one nothing. */
@@ -1028,7 +1039,7 @@ START_TEST(test_audit_publish_log_only)
 	char *log = publish_log();
 	char hex[AUDIT_LINK_HEX + 1], line[200];
 	db_link(2, hex);
-	snprintf(line, sizeof line, "consentd: audit head 2:%s\n", hex);
+	ck_assert_int_eq(str_fmt(line, sizeof line, "consentd: audit head 2:%s\n", hex), CS_OK);
 	ck_assert_ptr_nonnull(strstr(log, line));
 	free(log);
 	/* Without head_file the process still holds the database to what it logged. */

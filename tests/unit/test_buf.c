@@ -93,7 +93,7 @@ START_TEST(test_buf_printf_formats_and_grows)
 	for (int i = 0; i < 300; i++) {
 		ck_assert_int_eq(buf_printf(&b, "%03d,", i), CS_OK);
 		char t[16];
-		snprintf(t, sizeof t, "%03d,", i);
+		ck_assert_int_eq(str_fmt(t, sizeof t, "%03d,", i), CS_OK);
 		ck_assert_int_eq(buf_puts(&want, t), CS_OK);
 	}
 	ck_assert_uint_eq(b.len, 1200);

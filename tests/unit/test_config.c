@@ -3,6 +3,7 @@
  * It must never depend on the process environment except in the example-file test. */
 #include <string.h>
 #include <openssl/evp.h>
+#include "buf.h"
 #include "config.h"
 #include "jws_vectors.h"
 #include "testutil.h"
@@ -293,11 +294,11 @@ START_TEST(test_config_bool_values)
 	static const char *const no[] = { "false", "no", "0", "off", "Off" };
 	for (size_t i = 0; i < 5; i++) {
 		char text[512];
-		snprintf(text, sizeof text, MINIMAL "[agent.a]\noffline = %s\n", yes[i]);
+		ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "[agent.a]\noffline = %s\n", yes[i]), CS_OK);
 		struct config *c = expect_ok(text, NULL);
 		ck_assert(config_agent(c, "a")->offline);
 		config_free(c);
-		snprintf(text, sizeof text, MINIMAL "[agent.a]\noffline = %s\n", no[i]);
+		ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "[agent.a]\noffline = %s\n", no[i]), CS_OK);
 		c = expect_ok(text, NULL);
 		ck_assert(!config_agent(c, "a")->offline);
 		config_free(c);
@@ -366,7 +367,7 @@ START_TEST(test_config_public_url_http)
 		"http://[::1]:8080" };
 	for (size_t i = 0; i < 3; i++) {
 		char text[512];
-		snprintf(text, sizeof text, "[server]\npublic_url = %s\n" MIN_OIDC MIN_GATEWAY, ok[i]);
+		ck_assert_int_eq(str_fmt(text, sizeof text, "[server]\npublic_url = %s\n" MIN_OIDC MIN_GATEWAY, ok[i]), CS_OK);
 		struct config *c = expect_ok(text, NULL);
 		ck_assert(!c->public_url_is_https);
 		ck_assert_str_eq(c->public_url, ok[i]);
@@ -418,8 +419,8 @@ START_TEST(test_config_subject_claim_reassignable)
 		"phone_number" };
 	for (size_t i = 0; i < 5; i++) {
 		char text[512], want[128];
-		snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "subject_claim = %s\n" MIN_GATEWAY, bad[i]);
-		snprintf(want, sizeof want, "x.conf:7: subject_claim: '%s' can be reassigned", bad[i]);
+		ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER MIN_OIDC "subject_claim = %s\n" MIN_GATEWAY, bad[i]), CS_OK);
+		ck_assert_int_eq(str_fmt(want, sizeof want, "x.conf:7: subject_claim: '%s' can be reassigned", bad[i]), CS_OK);
 		expect_error(text, NULL, want);
 	}
 }
@@ -450,15 +451,15 @@ START_TEST(test_config_line_too_long)
 	char value[200];
 	memset(value, 'a', sizeof value);
 	/* "log = " is 6 characters: 194 more make a 200-character line */
-	snprintf(text, sizeof text, MIN_SERVER "log = /%.193s\n" MIN_OIDC MIN_GATEWAY, value);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER "log = /%.193s\n" MIN_OIDC MIN_GATEWAY, value), CS_OK);
 	expect_error(text, NULL, "x.conf:3: line too long (max 199 characters)");
 	/* 199 characters is fine */
-	snprintf(text, sizeof text, MIN_SERVER "log = /%.192s\n" MIN_OIDC MIN_GATEWAY, value);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER "log = /%.192s\n" MIN_OIDC MIN_GATEWAY, value), CS_OK);
 	struct config *c = expect_ok(text, NULL);
 	ck_assert_uint_eq(strlen(c->log), 193);
 	config_free(c);
 	/* a long comment is refused too, and later lines keep their numbers */
-	snprintf(text, sizeof text, "; %.198s\n" MIN_SERVER "listn = 1\n" MIN_OIDC MIN_GATEWAY, value);
+	ck_assert_int_eq(str_fmt(text, sizeof text, "; %.198s\n" MIN_SERVER "listn = 1\n" MIN_OIDC MIN_GATEWAY, value), CS_OK);
 	struct config *c2 = NULL;
 	char *msgs = NULL;
 	ck_assert_int_eq(load(text, NULL, &msgs, &c2), CS_ECONFIG);
@@ -605,8 +606,8 @@ START_TEST(test_config_gateway_secret)
 	char text[1024];
 	char hex[65];
 	for (size_t i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02X", want[i]);
-	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\nclient_secret_sha256 = %s\n", hex);
+		ck_assert_int_eq(str_fmt(hex + 2 * i, 3, "%02X", want[i]), CS_OK);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\nclient_secret_sha256 = %s\n", hex), CS_OK);
 	c = expect_ok(text, NULL);
 	ck_assert(c->gateway_has_secret);
 	ck_assert_ptr_null(c->gateway_client_secret);
@@ -638,34 +639,34 @@ START_TEST(test_config_gateway_private_key_jwt)
 	ck_assert(!c->gateway_dpop_nonce);
 	config_free(c);
 
-	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
-	    "jwks_file = %s\n", good);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s\n", good), CS_OK);
 	c = expect_ok(text, NULL);
 	ck_assert(!c->gateway_auth_basic);
 	ck_assert(c->gateway_auth_private_key_jwt);
 	ck_assert_ptr_nonnull(c->gateway_jwks_json);
 	config_free(c);
 
-	snprintf(text, sizeof text, MINIMAL "token_endpoint_auth = client_secret_basic private_key_jwt\n"
-	    "jwks_file = %s\n", good);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "token_endpoint_auth = client_secret_basic private_key_jwt\n"
+	    "jwks_file = %s\n", good), CS_OK);
 	c = expect_ok(text, NULL);
 	ck_assert(c->gateway_auth_basic && c->gateway_auth_private_key_jwt);
 	config_free(c);
 
 	expect_error(MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n", NULL,
 	    "jwks_file: required with private_key_jwt");
-	snprintf(text, sizeof text, MINIMAL "token_endpoint_auth = private_key_jwt\njwks_file = %s\n", good);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "token_endpoint_auth = private_key_jwt\njwks_file = %s\n", good), CS_OK);
 	expect_error(text, NULL, "client_secret: not used without client_secret_basic");
-	snprintf(text, sizeof text, MINIMAL "jwks_file = %s\n", good);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "jwks_file = %s\n", good), CS_OK);
 	expect_error(text, NULL, "jwks_file: used only with private_key_jwt");
-	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
-	    "jwks_file = %s\n", bad);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s\n", bad), CS_OK);
 	expect_error(text, NULL, "private or symmetric key");
-	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
-	    "jwks_file = %s/none.jwks\n", dir);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s/none.jwks\n", dir), CS_OK);
 	expect_error(text, NULL, "cannot open");
-	snprintf(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
-	    "jwks_file = %s\njwks_uri = https://gw.example.com/jwks\n", good);
+	ck_assert_int_eq(str_fmt(text, sizeof text, MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
+	    "jwks_file = %s\njwks_uri = https://gw.example.com/jwks\n", good), CS_OK);
 	expect_error(text, NULL, "give jwks_file or jwks_uri, not both");
 	c = expect_ok(MIN_SERVER MIN_OIDC "[gateway]\ntoken_endpoint_auth = private_key_jwt\n"
 	    "jwks_uri = https://gw.example.com/jwks\n", NULL);
@@ -895,7 +896,7 @@ START_TEST(test_config_file_line_numbers)
 	ck_assert_int_eq(config_load(path, m, &c), CS_ECONFIG);
 	fclose(m);
 	char want[512];
-	snprintf(want, sizeof want, "%s:10: grant_ttl: out of range", path);
+	ck_assert_int_eq(str_fmt(want, sizeof want, "%s:10: grant_ttl: out of range", path), CS_OK);
 	ck_assert_msg(strstr(msgs, want) != NULL, "got: %s", msgs);
 	free(msgs);
 	free(path);
@@ -1015,8 +1016,8 @@ START_TEST(test_config_log_level)
 	static const char *const names[] = { "debug", "info", "warn", "error" };
 	for (int i = 0; i < 4; i++) {
 		char text[512];
-		snprintf(text, sizeof text, "[server]\npublic_url = https://consent.example.com\n"
-		    "log = /var/log/consentd.log\nlog_level = %s\n" MIN_OIDC MIN_GATEWAY, names[i]);
+		ck_assert_int_eq(str_fmt(text, sizeof text, "[server]\npublic_url = https://consent.example.com\n"
+		    "log = /var/log/consentd.log\nlog_level = %s\n" MIN_OIDC MIN_GATEWAY, names[i]), CS_OK);
 		c = expect_ok(text, NULL);
 		ck_assert_int_eq((int)c->log_level, i);
 		ck_assert_str_eq(c->log, "/var/log/consentd.log");

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "buf.h"
 #include "testutil.h"
 #include "jwt.h"
 #include "seal.h"
@@ -79,7 +80,7 @@ static char *join3(const char *a, const char *b, const char *c)
 	size_t n = strlen(a) + strlen(b) + strlen(c) + 3;
 	char *r = malloc(n);
 	ck_assert_ptr_nonnull(r);
-	snprintf(r, n, "%s.%s.%s", a, b, c);
+	ck_assert_int_eq(str_fmt(r, n, "%s.%s.%s", a, b, c), CS_OK);
 	return r;
 }
 
@@ -301,8 +302,9 @@ static size_t jwks_kids(const struct keyring *kr, char *out, size_t cap)
 	size_t n = json_array_size(keys), used = 0;
 	out[0] = '\0';
 	for (size_t i = 0; i < n; i++) {
-		int w = snprintf(out + used, cap - used, "%s%s", i ? " " : "",
-		    json_string_value(json_object_get(json_array_get(keys, i), "kid")));
+		ck_assert_int_eq(str_fmt(out + used, cap - used, "%s%s", i ? " " : "",
+		    json_string_value(json_object_get(json_array_get(keys, i), "kid"))), CS_OK);
+		int w = (int)strlen(out + used);
 		ck_assert(w > 0 && (size_t)w < cap - used);
 		used += (size_t)w;
 	}
@@ -691,8 +693,8 @@ START_TEST(test_jwt_kid_rfc7638)
 	ck_assert_int_eq(keyring_jwks(f.kr, &doc), CS_OK);
 	json_t *j = json_loads(doc, 0, NULL);
 	json_t *k = json_array_get(json_object_get(j, "keys"), 0);
-	snprintf(in, sizeof in, "{\"crv\":\"P-256\",\"kty\":\"EC\",\"x\":\"%s\",\"y\":\"%s\"}",
-	    json_string_value(json_object_get(k, "x")), json_string_value(json_object_get(k, "y")));
+	ck_assert_int_eq(str_fmt(in, sizeof in, "{\"crv\":\"P-256\",\"kty\":\"EC\",\"x\":\"%s\",\"y\":\"%s\"}",
+	    json_string_value(json_object_get(k, "x")), json_string_value(json_object_get(k, "y"))), CS_OK);
 	ck_assert_int_eq(EVP_Digest(in, strlen(in), md, &md_len, EVP_sha256(), NULL), 1);
 	ck_assert_uint_eq(md_len, 32);
 	char *tp = b64u(md, md_len);
@@ -720,8 +722,8 @@ START_TEST(test_jwt_sign_verify_roundtrip)
 	char *h, *p, *s;
 	split3(t, &h, &p, &s);
 	char hdr[512];
-	snprintf(hdr, sizeof hdr, "{\"alg\":\"ES256\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
-	    keyring_signing_kid(f.kr));
+	ck_assert_int_eq(str_fmt(hdr, sizeof hdr, "{\"alg\":\"ES256\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
+	    keyring_signing_kid(f.kr)), CS_OK);
 	json_t *want_hdr = json_loads(hdr, 0, NULL);
 	unsigned char raw[512];
 	size_t hl = strlen(h), pad = (4 - hl % 4) % 4;
@@ -767,8 +769,8 @@ START_TEST(test_jwt_verify_alg_none_refused)
 	struct fixture f;
 	char hdr[256];
 	fx_init(&f, 0x11);
-	snprintf(hdr, sizeof hdr, "{\"alg\":\"none\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
-	    keyring_signing_kid(f.kr));
+	ck_assert_int_eq(str_fmt(hdr, sizeof hdr, "{\"alg\":\"none\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
+	    keyring_signing_kid(f.kr)), CS_OK);
 	char *t = craft(hdr, "{\"sub\":\"admin\"}", "");
 	expect_refused(f.kr, "at+jwt", t);
 	free(t);
@@ -808,8 +810,8 @@ START_TEST(test_jwt_verify_hs256_pubkey_refused)
 	secrets[0] = pubkey;
 	secrets[1] = doc;
 	for (size_t a = 0; a < 2; a++) {
-		snprintf(hdr, sizeof hdr, "{\"alg\":\"%s\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
-		    algs[a], keyring_signing_kid(f.kr));
+		ck_assert_int_eq(str_fmt(hdr, sizeof hdr, "{\"alg\":\"%s\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
+		    algs[a], keyring_signing_kid(f.kr)), CS_OK);
 		char *h = b64u_str(hdr), *p = b64u_str("{\"sub\":\"admin\"}");
 		for (size_t i = 0; i < 2; i++) {
 			char *input = join3(h, p, "");
@@ -859,7 +861,7 @@ START_TEST(test_jwt_verify_wrong_typ_refused)
 	free(t);
 	/* typ missing altogether */
 	char hdr[256];
-	snprintf(hdr, sizeof hdr, "{\"alg\":\"ES256\",\"kid\":\"%s\"}", keyring_signing_kid(f.kr));
+	ck_assert_int_eq(str_fmt(hdr, sizeof hdr, "{\"alg\":\"ES256\",\"kid\":\"%s\"}", keyring_signing_kid(f.kr)), CS_OK);
 	t = sign_sample(f.kr, "at+jwt");
 	char *h, *p, *s;
 	split3(t, &h, &p, &s);
@@ -946,22 +948,22 @@ START_TEST(test_jwt_verify_malformed_refused)
 	char *t = sign_sample(f.kr, "at+jwt");
 	char *h, *p, *s;
 	split3(t, &h, &p, &s);
-	size_t n = strlen(t) + 64;
+	size_t n = 2 * strlen(t) + 64;        /* room for the signature twice */
 	char *m = malloc(n);
 	/* two segments */
-	snprintf(m, n, "%s.%s", h, p);
+	ck_assert_int_eq(str_fmt(m, n, "%s.%s", h, p), CS_OK);
 	expect_refused(f.kr, "at+jwt", m);
 	/* four segments */
-	snprintf(m, n, "%s.%s.%s.%s", h, p, s, s);
+	ck_assert_int_eq(str_fmt(m, n, "%s.%s.%s.%s", h, p, s, s), CS_OK);
 	expect_refused(f.kr, "at+jwt", m);
-	snprintf(m, n, "%s.%s.%s.", h, p, s);
+	ck_assert_int_eq(str_fmt(m, n, "%s.%s.%s.", h, p, s), CS_OK);
 	expect_refused(f.kr, "at+jwt", m);
 	/* empty segments */
-	snprintf(m, n, ".%s.%s", p, s);
+	ck_assert_int_eq(str_fmt(m, n, ".%s.%s", p, s), CS_OK);
 	expect_refused(f.kr, "at+jwt", m);
-	snprintf(m, n, "%s..%s", h, s);
+	ck_assert_int_eq(str_fmt(m, n, "%s..%s", h, s), CS_OK);
 	expect_refused(f.kr, "at+jwt", m);
-	snprintf(m, n, "%s.%s.", h, p);
+	ck_assert_int_eq(str_fmt(m, n, "%s.%s.", h, p), CS_OK);
 	expect_refused(f.kr, "at+jwt", m);
 	expect_refused(f.kr, "at+jwt", "..");
 	expect_refused(f.kr, "at+jwt", "");
@@ -978,7 +980,7 @@ START_TEST(test_jwt_verify_malformed_refused)
 		expect_refused(f.kr, "at+jwt", c);
 		free(c);
 	}
-	snprintf(m, n, "%s.%s.%s==", h, p, s);
+	ck_assert_int_eq(str_fmt(m, n, "%s.%s.%s==", h, p, s), CS_OK);
 	expect_refused(f.kr, "at+jwt", m);
 	/* the header not JSON, or not an object, or with duplicate members */
 	char *hb = b64u_str("not json"), *tb = join3(hb, p, s);
@@ -991,8 +993,8 @@ START_TEST(test_jwt_verify_malformed_refused)
 	free(hb);
 	free(tb);
 	char dup[256];
-	snprintf(dup, sizeof dup, "{\"alg\":\"none\",\"alg\":\"ES256\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
-	    keyring_signing_kid(f.kr));
+	ck_assert_int_eq(str_fmt(dup, sizeof dup, "{\"alg\":\"none\",\"alg\":\"ES256\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
+	    keyring_signing_kid(f.kr)), CS_OK);
 	hb = b64u_str(dup);
 	tb = join3(hb, p, s);
 	expect_refused(f.kr, "at+jwt", tb);
@@ -1049,8 +1051,8 @@ START_TEST(test_jwt_verify_other_ring_refused)
 	/* even when the other ring's token claims our kid */
 	char *h, *p, *s, hdr[256];
 	split3(t, &h, &p, &s);
-	snprintf(hdr, sizeof hdr, "{\"alg\":\"ES256\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
-	    keyring_signing_kid(a.kr));
+	ck_assert_int_eq(str_fmt(hdr, sizeof hdr, "{\"alg\":\"ES256\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}",
+	    keyring_signing_kid(a.kr)), CS_OK);
 	char *h2 = b64u_str(hdr), *t2 = join3(h2, p, s);
 	expect_refused(a.kr, "at+jwt", t2);
 	free(h);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <jansson.h>
 
+#include "buf.h"
 #include "testutil.h"
 #include "log.h"
 
@@ -87,13 +88,13 @@ START_TEST(test_log_json_str_every_c0_and_del_escaped)
 		char in[4] = { 'a', (char)c, 'b', 0 };
 		char want[16];
 		if (c == '\n')
-			snprintf(want, sizeof want, "\"a\\nb\"");
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\nb\""), CS_OK);
 		else if (c == '\r')
-			snprintf(want, sizeof want, "\"a\\rb\"");
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\rb\""), CS_OK);
 		else if (c == '\t')
-			snprintf(want, sizeof want, "\"a\\tb\"");
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\tb\""), CS_OK);
 		else
-			snprintf(want, sizeof want, "\"a\\u%04xb\"", c);
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"a\\u%04xb\"", c), CS_OK);
 		expect_esc(in, want);
 	}
 	expect_esc("a\x7f" "b", "\"a\\u007fb\"");
@@ -177,10 +178,10 @@ START_TEST(test_log_json_str_every_code_point)
 		if (surrogate) {
 			ck_assert_str_eq(b.data, "\"\\ufffd\\ufffd\\ufffd\"");
 		} else if ((ctl || bidi) && cp != '\n' && cp != '\r' && cp != '\t') {
-			snprintf(want, sizeof want, "\"\\u%04x\"", (unsigned)cp);
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"\\u%04x\"", (unsigned)cp), CS_OK);
 			ck_assert_str_eq(b.data, want);
 		} else if (!ctl && cp != '"' && cp != '\\') {
-			snprintf(want, sizeof want, "\"%s\"", (const char *)in);
+			ck_assert_int_eq(str_fmt(want, sizeof want, "\"%s\"", (const char *)in), CS_OK);
 			ck_assert_msg(strcmp(b.data, want) == 0, "U+%04X changed", (unsigned)cp);
 		}
 		buf_clear(&b);
@@ -241,8 +242,9 @@ START_TEST(test_log_format_line_is_one_json_object)
 	};
 	buf_init(&b, 4096);
 	/* 2024-02-29T12:34:56.789Z */
-	ck_assert_int_eq(log_format(&b, INT64_C(1709210096789), LOG_WARN, "request", "said \"hi\"\n",
-	    f, sizeof f / sizeof f[0]), CS_OK);
+	ck_assert_int_eq(log_format(&b, &(struct log_line){ .ts_ms = INT64_C(1709210096789),
+	    .lv = LOG_WARN, .event = "request", .msg = "said \"hi\"\n", .f = f,
+	    .n = sizeof f / sizeof f[0] }), CS_OK);
 	ck_assert_uint_gt(b.len, 2);
 	ck_assert_int_eq(b.data[b.len - 1], '\n');
 	ck_assert_ptr_eq(strchr(b.data, '\n'), b.data + b.len - 1);
@@ -265,7 +267,7 @@ START_TEST(test_log_format_line_is_one_json_object)
 
 	/* No event, no message: still a line. */
 	buf_init(&b, 256);
-	ck_assert_int_eq(log_format(&b, 0, LOG_ERROR, NULL, NULL, NULL, 0), CS_OK);
+	ck_assert_int_eq(log_format(&b, &(struct log_line){ .lv = LOG_ERROR }), CS_OK);
 	ck_assert_str_eq(b.data, "{\"ts\":\"1970-01-01T00:00:00.000Z\",\"level\":\"error\"}\n");
 	buf_clear(&b);
 }

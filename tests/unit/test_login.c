@@ -1,6 +1,8 @@
-/* test_login.c -- the parts of flow E's browser side that need no IdP: the key
- * under which login starts are counted per client address (issue #12). */
+/* test_login.c -- the parts of the login domain that need no IdP: the key
+ * under which login starts are counted per client address (issue #12), and a
+ * start while the IdP is not discovered yet. */
 #include <string.h>
+#include "app.h"
 #include "login.h"
 #include "testutil.h"
 
@@ -46,6 +48,28 @@ START_TEST(test_login_client_key_unknown_text)
 }
 END_TEST
 
+START_TEST(test_login_begin_no_idp)
+{
+	/* Before discovery nothing is stored and nothing is handed out: the
+	 * outcome alone, and a cleared result that stays safe to clear. */
+	struct config cfg;
+	struct app app;
+	struct login_begin_in in = { .remote_ip = "192.0.2.1", .now = 1000 };
+	struct login_begin_out out = { .location = NULL };
+	enum login_begin_outcome o = LOGIN_BEGIN__MAX;
+	memset(&cfg, 0, sizeof cfg);
+	memset(&app, 0, sizeof app);
+	app.cfg = &cfg;
+	ck_assert_int_eq(login_begin(&app, &in, &out, &o), CS_OK);
+	ck_assert_int_eq(o, LOGIN_BEGIN_NO_IDP);
+	ck_assert_ptr_null(out.location);
+	ck_assert_str_eq(out.bind, "");
+	login_begin_out_clear(&out);
+	login_begin_out_clear(NULL);
+	login_finish_out_clear(NULL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("login");
@@ -53,6 +77,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_login_client_key_ipv4_per_address);
 	tcase_add_test(tc, test_login_client_key_ipv6_per_64);
 	tcase_add_test(tc, test_login_client_key_unknown_text);
+	tcase_add_test(tc, test_login_begin_no_idp);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "buf.h"
 #include "testutil.h"
 #include "seal.h"
 
@@ -232,7 +233,7 @@ START_TEST(test_seal_master_env_wins)
 	memset(other, 0xaa, sizeof other);
 	write_file(p, key32, 32, 0600);
 	b64(other, 32, text);
-	snprintf(padded, sizeof padded, "  %s \n", text);
+	ck_assert_int_eq(str_fmt(padded, sizeof padded, "  %s \n", text), CS_OK);
 	ck_assert_int_eq(master_key_load(p, padded, &mk), CS_OK);
 	ck_assert_int_eq(memcmp(mk.bytes, other, 32), 0);
 	/* env wins even when the file is missing */

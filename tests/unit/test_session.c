@@ -1,6 +1,7 @@
 /* test_session.c -- cookies, session lifetimes and CSRF tokens, against a real
  * SQLite file built from migrations/. */
 #include <string.h>
+#include "buf.h"
 #include "session.h"
 #include "store.h"
 #include "testutil.h"
@@ -105,7 +106,8 @@ END_TEST
 static char *cookie_for(const char *id)
 {
 	char *h = malloc(100);
-	snprintf(h, 100, "other=1; consentd_session=%s", id);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_int_eq(str_fmt(h, 100, "other=1; consentd_session=%s", id), CS_OK);
 	return h;
 }
 

@@ -1,0 +1,29 @@
+/* page.h -- the shapes every HTML page handler answers with: a template
+ * rendered with the signed-in person and their CSRF token, a 303 redirect, a
+ * Set-Cookie, and a percent-encoded query parameter on a URL being built.
+ * Nothing here reads the database or decides who may see a page. */
+#ifndef CS_PAGE_H
+#define CS_PAGE_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include "buf.h"
+#include "config.h"
+#include "http.h"
+#include "session.h"
+
+/* Renders a page template with a context that already has "title"; adds the
+ * session's user and CSRF token as "user" and "csrf" when s is non-NULL. */
+enum cs_err page_render(struct http_reply *rep, int status, const char *tpl, json_t *ctx,
+    const struct session *s) CS_MUST_CHECK;
+/* A 303 See Other to location, with an empty body. */
+enum cs_err page_redirect(struct http_reply *rep, const char *location) CS_MUST_CHECK;
+/* Adds a Set-Cookie (cookie_format's attributes; max_age < 0 a session
+ * cookie, 0 deletes it); the formatted value is wiped after use. */
+enum cs_err page_set_cookie(struct http_reply *rep, const struct config *cfg, const char *name,
+    const char *value, int64_t max_age) CS_MUST_CHECK;
+/* Appends "?name=value", or "&name=value" once b holds a '?', with value
+ * percent-encoded. */
+enum cs_err page_url_param(struct buf *b, const char *name, const char *value) CS_MUST_CHECK;
+
+#endif

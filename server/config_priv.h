@@ -1,0 +1,169 @@
+/* config_priv.h -- for config's own files only (config.c, config_read.c,
+ * config_value.c, config_section.c): the load's working state (sections and
+ * entries as read, messages waiting to be written) and the helpers the files
+ * share.  Every other module sees only the immutable struct config of config.h. */
+#ifndef CS_CONFIG_PRIV_H
+#define CS_CONFIG_PRIV_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "buf.h"
+#include "config.h"
+
+#define MAX_FILE        (1024 * 1024)   /* bytes of configuration text */
+#define MAX_VALUE       65536           /* a value, continuation lines included */
+#define MAX_ENV_VALUE   4096            /* a value from the environment */
+#define MAX_PART        64              /* agent, resource, scope, action names */
+#define MAX_ID          255             /* client ids, claim names */
+#define MIN_GW_SECRET   16              /* characters of the gateway's client secret */
+#define MAX_THREADS     1024
+
+#define ENV_PREFIX      "CONSENTD_"
+#define ENV_MASTER_KEY  "CONSENTD_KEYS_MASTER_KEY"
+
+enum sec_kind {
+	SK_SERVER, SK_DATABASE, SK_KEYS, SK_OIDC, SK_SESSION, SK_LOGIN, SK_CONSENT, SK_GATEWAY,
+	SK_AUDIT,
+	SK_AGENT, SK_RESOURCE, SK_SCOPE, SK_ACTION,
+	SK__MAX
+};
+#define SK_NFIXED SK_AGENT       /* kinds before this one are fixed sections */
+
+struct entry {
+	char      *key;
+	struct buf val;          /* continuation lines are appended with one space */
+	int        line;         /* 0 when the value came from the environment only */
+	char      *env;          /* the variable that set it, NULL when from the file */
+	bool       bad;          /* already reported as invalid */
+};
+
+struct section {
+	char          *name;     /* as written between the brackets */
+	enum sec_kind  kind;
+	char          *a, *b;    /* name parts of dynamic sections */
+	int            line;     /* 0 when absent from the file */
+	struct entry  *ents;
+	size_t         nents, cap;
+};
+
+struct msg {
+	int    line;             /* INT_MAX for messages without a line */
+	size_t seq;
+	char  *text;
+};
+
+struct ctx {
+	const char *file;
+	struct msg *msgs;
+	size_t      nmsgs, capmsgs;
+	FILE       *errs;
+	unsigned    nerr;
+	bool        oom;
+
+	/* reader state */
+	const char *text;
+	size_t      len, pos;
+	int         lineno;
+	bool        have_prev;   /* inih remembers a key name: indented lines continue it */
+	bool        cont;        /* the current line is a continuation */
+	bool        expect_kv;   /* the current line must reach the handler */
+	bool        got_kv;
+	long        cur;         /* current section index, -1 for none */
+	bool        cur_quiet;   /* no section because of an error already reported */
+	long        last_sec, last_ent;   /* target of continuation lines, -1 for none */
+
+	struct section *secs;
+	size_t      nsecs, capsecs;
+
+	char *const *env;
+	const char *master_key;  /* points into env */
+	const char *master_key_var;
+};
+
+/* get_str's flags. */
+enum { S_REQUIRED = 1, S_EMPTY_NULL = 2, S_EMPTY_OK = 4 };
+/* check_url's allowances. */
+enum { URL_PATH = 1, URL_QUERY = 2 };
+
+/* --- config.c: messages (kept, and written sorted by line at the end) --- */
+/* An error at a line of the file (0: the file as a whole). */
+void cfg_err_line(struct ctx *c, int line, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* An error about an environment variable that is not tied to a key. */
+void cfg_err_env(struct ctx *c, const char *var, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An error (a warning) about the value of e, located where it came from. */
+void cfg_err_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void cfg_warn_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* --- config.c: small helpers; an allocation failure sets c->oom --- */
+char *cfg_xstrdup(struct ctx *c, const char *s);
+char *cfg_xstrndup(struct ctx *c, const char *s, size_t n);
+bool cfg_in_list(const char *const *list, const char *s);
+int cfg_list_index(const char *const *list, const char *s);
+void cfg_free_strv(char **v);
+bool cfg_valid_part(const char *s, size_t n, bool colon);
+bool cfg_valid_token(const char *s);
+bool cfg_valid_scope_token(const char *s);
+const char *cfg_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
+char **cfg_split_words(struct ctx *c, const char *s, size_t *count);
+bool cfg_has_dup(char *const *v, size_t n, size_t *which);
+/* --- config.c: sections and entries --- */
+/* A section to add: its name as written, its kind, the name parts of a
+ * dynamic section (a: the agent or resource; b: the scope or action of
+ * resource a) and
+ * its line (0 when absent from the file). */
+struct section_head {
+	const char   *name;
+	enum sec_kind kind;
+	const char   *a, *b;
+	size_t        alen, blen;
+	int           line;
+};
+struct section *cfg_add_section(struct ctx *c, const struct section_head *h);
+struct entry *cfg_find(const struct section *s, const char *key);
+struct entry *cfg_add_entry(struct ctx *c, struct section *s, const char *key,
+    const char *value, int line);
+struct section *cfg_find_section(struct ctx *c, const char *name);
+const char *cfg_value_of(const struct entry *e);
+bool cfg_section_has_value(const struct section *s, const char *key);
+/* --- config_value.c: typed getters (each reports what it refuses) and
+ * value checks --- */
+const struct entry *cfg_get_str(struct ctx *c, const struct section *s, const char *key,
+    const char *def, unsigned flags, char **out);
+void cfg_get_int(struct ctx *c, const struct section *s, const char *key, int64_t def,
+    int64_t min, int64_t max, int64_t *out);
+void cfg_get_bool(struct ctx *c, const struct section *s, const char *key, bool def,
+    bool *out);
+void cfg_get_enum(struct ctx *c, const struct section *s, const char *key,
+    const char *const *names, int def, int *out);
+bool cfg_check_url(struct ctx *c, const struct entry *e, const char *v, unsigned allow,
+    bool *https);
+void cfg_check_listen(struct ctx *c, const struct entry *e, const char *v, char **host,
+    uint16_t *port);
+bool cfg_check_abs_uri(struct ctx *c, const struct entry *e, const char *v);
+void cfg_check_route(struct ctx *c, const struct entry *e, const char *v, char **method,
+    char **path);
+int cfg_hexval(char ch);
+bool cfg_is_b64_32(const char *s);
+/* A key holding a list of words: its default, the test each word must pass,
+ * and what a word is called in a refusal ("'x' is not a valid <what>"). */
+struct words_key {
+	const char *key, *def;
+	bool      (*ok)(const char *);
+	const char *what;
+};
+/* The words of k in s (malloc'd, NULL-terminated; *count of them); *given
+ * when the file or the environment set the key. */
+char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_key *k,
+    size_t *count, bool *given);
+
+/* The load's steps, in order (config.c's load_text runs them). */
+void cfg_read(struct ctx *c);                                  /* config_read.c */
+void cfg_load_sections(struct ctx *c, struct config *cfg);     /* config_section.c */
+
+#endif

@@ -1,0 +1,670 @@
+/* config_section.c -- each section of the configuration turned into struct
+ * config (the fixed sections, then agents, resources, scopes and actions), and
+ * the checks across sections.  It must never print a secret value. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include "buf.h"
+#include "config.h"
+#include "config_priv.h"
+#include "jws.h"
+
+/* Claims a person can change or an IdP can hand to someone else. */
+static const char *const reassignable_claims[] = { "email", "preferred_username", "upn",
+	"name", "phone_number", NULL };
+static const char *const token_types[] = { "id_token", "access_token", "jwt", NULL };
+static const char *const auth_names[] = { "client_secret_basic", "client_secret_post", NULL };
+static const char *const release_names[] = { "gateway", "never", NULL };
+static const char *const approval_names[] = { "none", "required", NULL };
+
+/* ---------------------------------------------------------------- fixed sections */
+
+static void load_server(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	char *v = NULL;
+	int64_t n;
+	const struct entry *e = cfg_get_str(c, s, "listen", "127.0.0.1:8080", 0, &v);
+	if (v != NULL) {
+		static const struct entry def = { .key = (char *)"listen" };
+		cfg_check_listen(c, e != NULL ? e : &def, v, &cfg->listen_host, &cfg->listen_port);
+	}
+	free(v);
+
+	e = cfg_get_str(c, s, "public_url", NULL, S_REQUIRED, &cfg->public_url);
+	if (e != NULL && !cfg_check_url(c, e, cfg->public_url, 0, &cfg->public_url_is_https)) {
+		free(cfg->public_url);
+		cfg->public_url = NULL;
+	} else if (e != NULL) {
+		size_t l = strlen(cfg->public_url);
+		if (cfg->public_url[l - 1] == '/')
+			cfg->public_url[l - 1] = '\0';
+	}
+
+	cfg_get_int(c, s, "threads", 0, 0, MAX_THREADS, &n);
+	if (n == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		n = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus;
+	}
+	cfg->threads = (unsigned)n;
+	cfg_get_int(c, s, "max_body", 65536, 1024, 16 * 1024 * 1024, &n);
+	cfg->max_body = (size_t)n;
+	cfg_get_int(c, s, "per_ip_connections", 64, 1, 10000, &n);
+	cfg->per_ip_connections = (unsigned)n;
+	cfg_get_int(c, s, "idle_timeout", 30, 1, 3600, &n);
+	cfg->idle_timeout = (unsigned)n;
+	(void)cfg_get_str(c, s, "log", "stderr", 0, &cfg->log);
+	static const char *const level_names[] = { "debug", "info", "warn", "error", NULL };
+	int lv;
+	cfg_get_enum(c, s, "log_level", level_names, LOG_INFO, &lv);
+	cfg->log_level = (enum log_level)lv;
+}
+
+static void load_keys(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	(void)cfg_get_str(c, s, "master_key_file", "/etc/consentd/master.key", 0, &cfg->master_key_file);
+	cfg_get_int(c, s, "grant_ttl", 300, 1, 900, &cfg->grant_ttl);
+	cfg_get_int(c, s, "publish_lead", 3600, 0, 2592000, &cfg->publish_lead);
+	if (c->master_key != NULL) {
+		if (!cfg_is_b64_32(c->master_key))
+			cfg_err_env(c, c->master_key_var, "master_key: must be base64 of exactly 32 bytes");
+		else
+			cfg->master_key_b64 = cfg_xstrdup(c, c->master_key);
+	}
+}
+
+static bool word_ok_token(const char *w) { return cfg_valid_token(w); }
+static bool word_ok_scope(const char *w) { return cfg_valid_scope_token(w); }
+static bool word_ok_type(const char *w) { return cfg_in_list(token_types, w); }
+
+static void load_oidc(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	bool https;
+	int i;
+	const struct entry *e = cfg_get_str(c, s, "issuer", NULL, S_REQUIRED, &cfg->oidc_issuer);
+	if (e != NULL)
+		(void)cfg_check_url(c, e, cfg->oidc_issuer, URL_PATH, &https);
+	e = cfg_get_str(c, s, "client_id", NULL, S_REQUIRED, &cfg->oidc_client_id);
+	if (e != NULL && !cfg_valid_token(cfg->oidc_client_id))
+		cfg_err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
+	(void)cfg_get_str(c, s, "client_secret", NULL, S_REQUIRED, &cfg->oidc_client_secret);
+	cfg_get_enum(c, s, "token_endpoint_auth", auth_names, AUTH_CLIENT_SECRET_BASIC, &i);
+	cfg->oidc_token_endpoint_auth = (enum config_auth)i;
+
+	e = cfg_get_str(c, s, "scopes", "openid profile email", 0, &cfg->oidc_scopes);
+	if (e != NULL) {
+		size_t n = 0;
+		char **w = cfg_split_words(c, cfg->oidc_scopes, &n);
+		bool openid = false;
+		for (size_t j = 0; w != NULL && j < n; j++) {
+			if (!cfg_valid_scope_token(w[j])) {
+				cfg_err_e(c, e, "'%s' is not a valid scope", w[j]);
+				break;
+			}
+			openid = openid || strcmp(w[j], "openid") == 0;
+		}
+		if (w != NULL && !openid)
+			cfg_err_e(c, e, "must include openid");
+		cfg_free_strv(w);
+	}
+
+	e = cfg_get_str(c, s, "subject_claim", "sub", 0, &cfg->oidc_subject_claim);
+	if (e != NULL) {
+		const char *v = cfg->oidc_subject_claim;
+		if (!cfg_valid_token(v))
+			cfg_err_e(c, e, "must be a claim name (printable ASCII without spaces)");
+		else if (cfg_in_list(reassignable_claims, v))
+			/* SECURITY: a reassignable claim would let a new holder of an old
+			 * address inherit someone else's consents. */
+			cfg_err_e(c, e, "'%s' can be reassigned to another person; use sub", v);
+		else if (strcmp(v, "sub") != 0)
+			cfg_warn_e(c, e, "'%s' is not sub: make sure the IdP never reuses its values "
+			    "and that the gateway's tokens carry the same claim", v);
+	}
+	e = cfg_get_str(c, s, "admin_claim", "groups", 0, &cfg->oidc_admin_claim);
+	if (e != NULL && !cfg_valid_token(cfg->oidc_admin_claim))
+		cfg_err_e(c, e, "must be a claim name (printable ASCII without spaces)");
+	(void)cfg_get_str(c, s, "admin_value", "consent-admins", 0, &cfg->oidc_admin_value);
+	cfg_get_int(c, s, "clock_skew", 60, 0, 600, &cfg->oidc_clock_skew);
+}
+
+static const char *const gateway_auth_names[] = { "client_secret_basic", "private_key_jwt", NULL };
+static bool word_ok_gateway_auth(const char *w) { return cfg_in_list(gateway_auth_names, w); }
+
+/* The gateway's public keys, for private_key_jwt: a JWKS file read and checked
+ * here, so that consentd -n catches a bad one. */
+static void load_gateway_jwks(struct ctx *c, struct config *cfg, const struct entry *e)
+{
+	struct buf b;
+	char chunk[4096], why[160];
+	struct jws_keyset *ks = NULL;
+	FILE *f = fopen(cfg->gateway_jwks_file, "re");
+	buf_init(&b, 256 * 1024);
+	if (f == NULL) {
+		cfg_err_e(c, e, "cannot open '%s': %s", cfg->gateway_jwks_file, strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		size_t got = fread(chunk, 1, sizeof chunk, f);
+		enum cs_err r = got > 0 ? buf_append(&b, chunk, got) : CS_OK;
+		if (r != CS_OK) {
+			cfg_err_e(c, e, "'%s' is larger than 256 KiB", cfg->gateway_jwks_file);
+			goto out;
+		}
+		if (got < sizeof chunk) {
+			if (ferror(f)) {
+				cfg_err_e(c, e, "cannot read '%s': %s", cfg->gateway_jwks_file, strerror(errno));
+				goto out;
+			}
+			break;
+		}
+	}
+	if (buf_append(&b, "", 1) != CS_OK) {
+		c->oom = true;
+		goto out;
+	}
+	enum cs_err r = jws_keyset_parse(b.data, &ks, why, sizeof why);
+	if (r == CS_ENOMEM)
+		c->oom = true;
+	else if (r != CS_OK)
+		cfg_err_e(c, e, "'%s': %s", cfg->gateway_jwks_file, why);
+	else
+		cfg->gateway_jwks_json = buf_steal(&b);
+out:
+	jws_keyset_free(ks);
+	if (f != NULL)
+		fclose(f);
+	buf_clear(&b);
+}
+
+static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	bool given;
+	size_t n = 0;
+	char **w = cfg_get_words(c, s, &(struct words_key){ .key = "token_endpoint_auth",
+	    .def = "client_secret_basic", .ok = word_ok_gateway_auth,
+	    .what = "method (client_secret_basic or private_key_jwt)" }, &n, &given);
+	const struct entry *e = cfg_find(s, "token_endpoint_auth");
+	for (size_t i = 0; w != NULL && i < n; i++) {
+		if (strcmp(w[i], "client_secret_basic") == 0)
+			cfg->gateway_auth_basic = true;
+		else if (strcmp(w[i], "private_key_jwt") == 0)
+			cfg->gateway_auth_private_key_jwt = true;
+	}
+	if (w != NULL && n == 0 && e != NULL)
+		cfg_err_e(c, e, "must name client_secret_basic, private_key_jwt or both");
+	cfg_free_strv(w);
+	if (e != NULL && e->bad)
+		cfg->gateway_auth_basic = true;     /* already an error; keep the rest quiet */
+	bool https;
+	e = cfg_get_str(c, s, "jwks_file", NULL, S_EMPTY_NULL, &cfg->gateway_jwks_file);
+	const struct entry *ue = cfg_get_str(c, s, "jwks_uri", NULL, S_EMPTY_NULL, &cfg->gateway_jwks_uri);
+	if (cfg->gateway_jwks_file != NULL && cfg->gateway_jwks_uri != NULL)
+		cfg_err_e(c, ue, "give jwks_file or jwks_uri, not both");
+	else if (cfg->gateway_auth_private_key_jwt && cfg->gateway_jwks_file == NULL &&
+	    cfg->gateway_jwks_uri == NULL && ue == NULL)
+		cfg_err_line(c, s->line, "jwks_file", "required with private_key_jwt in token_endpoint_auth "
+		    "(the gateway's public keys; or jwks_uri)");
+	else if (!cfg->gateway_auth_private_key_jwt && (cfg_find(s, "jwks_file") != NULL ||
+	    cfg_find(s, "jwks_uri") != NULL))
+		cfg_err_e(c, cfg_find(s, "jwks_file") ? cfg_find(s, "jwks_file") : cfg_find(s, "jwks_uri"),
+		    "used only with private_key_jwt in token_endpoint_auth");
+	else if (e != NULL)
+		load_gateway_jwks(c, cfg, e);
+	else if (ue != NULL && !cfg_check_url(c, ue, cfg->gateway_jwks_uri, URL_PATH | URL_QUERY, &https)) {
+		free(cfg->gateway_jwks_uri);
+		cfg->gateway_jwks_uri = NULL;
+	}
+	cfg_get_int(c, s, "clock_skew", 60, 5, 300, &cfg->gateway_clock_skew);
+	cfg_get_bool(c, s, "require_dpop", false, &cfg->gateway_require_dpop);
+	cfg_get_bool(c, s, "dpop_nonce", false, &cfg->gateway_dpop_nonce);
+}
+
+static void load_gateway(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	bool https, given;
+	char *hex = NULL;
+	const struct entry *e = cfg_get_str(c, s, "id", "agent-gateway", 0, &cfg->gateway_id);
+	if (e != NULL && !cfg_valid_token(cfg->gateway_id))
+		cfg_err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
+
+	load_gateway_auth(c, cfg, s);
+	const struct entry *se = cfg_get_str(c, s, "client_secret", NULL, 0, &cfg->gateway_client_secret);
+	const struct entry *he = cfg_get_str(c, s, "client_secret_sha256", NULL, 0, &hex);
+	const struct entry *sraw = cfg_find(s, "client_secret");
+	const struct entry *hraw = cfg_find(s, "client_secret_sha256");
+	if (!cfg->gateway_auth_basic) {
+		/* SECURITY: a secret that no longer opens anything is not kept around
+		 * to be found; the operator removes it. */
+		if (sraw != NULL || hraw != NULL)
+			cfg_err_e(c, sraw != NULL ? sraw : hraw, "not used without client_secret_basic in "
+			    "token_endpoint_auth; remove it");
+	} else if (sraw != NULL && hraw != NULL) {
+		cfg_err_e(c, hraw, "give client_secret or client_secret_sha256, not both");
+	} else if (sraw == NULL && hraw == NULL) {
+		cfg_err_line(c, s->line, "client_secret", "required in [gateway] (or client_secret_sha256, "
+		    "or CONSENTD_GATEWAY_CLIENT_SECRET)");
+	} else if (se != NULL) {
+		size_t n = strlen(cfg->gateway_client_secret);
+		if (n < MIN_GW_SECRET)
+			cfg_err_e(c, se, "must be at least %d characters", MIN_GW_SECRET);
+		else if (EVP_Digest(cfg->gateway_client_secret, n, cfg->gateway_secret_sha256, NULL,
+		    EVP_sha256(), NULL) != 1)
+			c->oom = true;
+		else
+			cfg->gateway_has_secret = true;
+	} else if (he != NULL) {
+		bool ok = strlen(hex) == 64;
+		for (size_t i = 0; ok && i < 32; i++) {
+			int hi = cfg_hexval(hex[2 * i]), lo = cfg_hexval(hex[2 * i + 1]);
+			if (hi < 0 || lo < 0)
+				ok = false;
+			else
+				cfg->gateway_secret_sha256[i] = (unsigned char)(hi << 4 | lo);
+		}
+		if (ok)
+			cfg->gateway_has_secret = true;
+		else
+			cfg_err_e(c, he, "must be 64 hexadecimal characters (a SHA-256)");
+	}
+	free(hex);
+
+	cfg->subject_audiences = cfg_get_words(c, s, &(struct words_key){
+	    .key = "subject_audiences", .def = "gateway-app", .ok = word_ok_token,
+	    .what = "audience" }, &cfg->nsubject_audiences, &given);
+	e = cfg_find(s, "subject_audiences");
+	if (cfg->subject_audiences != NULL && cfg->nsubject_audiences == 0 && e != NULL)
+		cfg_err_e(c, e, "must name at least one audience");
+	for (size_t i = 0; e != NULL && cfg->subject_audiences != NULL &&
+	    i < cfg->nsubject_audiences; i++) {
+		const char *a = cfg->subject_audiences[i];
+		/* SECURITY: tokens minted for the gateway itself or for consentd's own login
+		 * must never pass as a user's subject token. */
+		if (cfg->gateway_id != NULL && strcmp(a, cfg->gateway_id) == 0)
+			cfg_err_e(c, e, "'%s' is the gateway id; subject tokens must be for the gateway's "
+			    "application, not for the gateway client", a);
+		if (cfg->oidc_client_id != NULL && strcmp(a, cfg->oidc_client_id) == 0)
+			cfg_err_e(c, e, "'%s' is consentd's own [oidc] client_id; its ID tokens must not "
+			    "serve as subject tokens", a);
+	}
+
+	cfg->subject_token_types = cfg_get_words(c, s, &(struct words_key){
+	    .key = "subject_token_types", .def = "id_token access_token jwt", .ok = word_ok_type,
+	    .what = "token type (id_token, access_token or jwt)" },
+	    &cfg->nsubject_token_types, &given);
+	e = cfg_find(s, "subject_token_types");
+	if (cfg->subject_token_types != NULL && cfg->nsubject_token_types == 0 && e != NULL)
+		cfg_err_e(c, e, "must name at least one of id_token, access_token, jwt");
+
+	e = cfg_get_str(c, s, "events_uri", NULL, S_EMPTY_NULL, &cfg->events_uri);
+	if (e != NULL && !cfg_check_url(c, e, cfg->events_uri, URL_PATH | URL_QUERY, &https)) {
+		free(cfg->events_uri);
+		cfg->events_uri = NULL;
+	}
+}
+
+/* ---------------------------------------------------------------- dynamic sections */
+
+static void load_agent(struct ctx *c, struct config_agent *a, const struct section *s)
+{
+	bool given;
+	a->id = cfg_xstrdup(c, s->a);
+	(void)cfg_get_str(c, s, "name", s->a, 0, &a->name);
+	(void)cfg_get_str(c, s, "description", "", S_EMPTY_OK, &a->description);
+	a->allow = cfg_get_words(c, s, &(struct words_key){ .key = "allow", .def = "",
+	    .ok = word_ok_token, .what = "RESOURCE:SCOPE entry" }, &a->nallow, &given);
+	cfg_get_bool(c, s, "offline", false, &a->offline);
+}
+
+static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
+{
+	bool https;
+	int i;
+	const struct entry *e;
+	char *def_uri = NULL;
+	struct buf b;
+	buf_init(&b, 256);
+
+	r->id = cfg_xstrdup(c, s->a);
+	(void)cfg_get_str(c, s, "name", s->a, 0, &r->name);
+	if (buf_printf(&b, "urn:consentd:resource:%s", s->a) != CS_OK || (def_uri = buf_steal(&b)) == NULL)
+		c->oom = true;
+	e = cfg_get_str(c, s, "uri", def_uri != NULL ? def_uri : "", 0, &r->uri);
+	if (e != NULL && !cfg_check_abs_uri(c, e, r->uri)) {
+		free(r->uri);
+		r->uri = NULL;
+	}
+	cfg_get_int(c, s, "max_consent", 2592000, 1, 315360000, &r->max_consent);
+
+	static const char *const provider_keys[] = { "provider_issuer",
+		"provider_authorization_endpoint", "provider_token_endpoint",
+		"provider_revocation_endpoint" };
+	char **fields[] = { &r->provider_issuer, &r->provider_authorization_endpoint,
+		&r->provider_token_endpoint, &r->provider_revocation_endpoint };
+	bool any = false;
+	for (size_t k = 0; k < 4; k++) {
+		e = cfg_get_str(c, s, provider_keys[k], NULL, S_EMPTY_NULL, fields[k]);
+		if (e != NULL && !cfg_check_url(c, e, *fields[k], k == 0 ? URL_PATH : URL_PATH | URL_QUERY,
+		    &https)) {
+			free(*fields[k]);
+			*fields[k] = NULL;
+		}
+		any = any || cfg_section_has_value(s, provider_keys[k]);
+	}
+	e = cfg_get_str(c, s, "provider_client_id", NULL, S_EMPTY_NULL, &r->provider_client_id);
+	if (e != NULL && !cfg_valid_token(r->provider_client_id))
+		cfg_err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
+	(void)cfg_get_str(c, s, "provider_client_secret", NULL, S_EMPTY_NULL, &r->provider_client_secret);
+	any = any || cfg_section_has_value(s, "provider_client_id") ||
+	    cfg_section_has_value(s, "provider_client_secret");
+	if (any) {
+		if (!cfg_section_has_value(s, "provider_issuer") &&
+		    !(cfg_section_has_value(s, "provider_authorization_endpoint") &&
+		    cfg_section_has_value(s, "provider_token_endpoint")))
+			cfg_err_line(c, s->line, "provider_issuer", "required in [%s] (or both "
+			    "provider_authorization_endpoint and provider_token_endpoint)", s->name);
+		if (!cfg_section_has_value(s, "provider_client_id"))
+			cfg_err_line(c, s->line, "provider_client_id", "required in [%s] when a provider "
+			    "is configured", s->name);
+	}
+	cfg_get_int(c, s, "refresh_margin", 60, 0, 3600, &r->refresh_margin);
+	cfg_get_enum(c, s, "token_release", release_names, RELEASE_GATEWAY, &i);
+	r->token_release = (enum config_release)i;
+
+	e = cfg_get_str(c, s, "base_url", NULL, S_EMPTY_NULL, &r->base_url);
+	if (e != NULL && !cfg_check_url(c, e, r->base_url, URL_PATH, &https)) {
+		free(r->base_url);
+		r->base_url = NULL;
+	} else if (e != NULL) {
+		size_t l = strlen(r->base_url);
+		if (r->base_url[l - 1] == '/')
+			r->base_url[l - 1] = '\0';    /* routes bring their own leading '/' */
+	}
+	e = cfg_find(s, "token_release");
+	if (e != NULL && r->token_release == RELEASE_NEVER && !cfg_section_has_value(s, "base_url"))
+		cfg_err_e(c, e, "never (proxy only) needs base_url in [%s]", s->name);
+	free(def_uri);
+	buf_clear(&b);
+}
+
+static void load_scope(struct ctx *c, struct config_scope *sc, const struct section *s)
+{
+	bool given;
+	sc->resource = cfg_xstrdup(c, s->a);
+	sc->name = cfg_xstrdup(c, s->b);
+	(void)cfg_get_str(c, s, "description", s->b, 0, &sc->description);
+	sc->provider = cfg_get_words(c, s, &(struct words_key){ .key = "provider", .def = "",
+	    .ok = word_ok_scope, .what = "provider scope" }, &sc->nprovider, &given);
+}
+
+static void load_action(struct ctx *c, struct config_action *ac, const struct section *s)
+{
+	int i;
+	ac->resource = cfg_xstrdup(c, s->a);
+	ac->name = cfg_xstrdup(c, s->b);
+	(void)cfg_get_str(c, s, "description", s->b, 0, &ac->description);
+	const struct entry *e = cfg_get_str(c, s, "scope", NULL, S_REQUIRED, &ac->scope);
+	if (e != NULL && !cfg_valid_part(ac->scope, strlen(ac->scope), true))
+		cfg_err_e(c, e, "must be a bare scope name of resource %s", s->a);
+	cfg_get_enum(c, s, "approval", approval_names, APPROVAL_NONE, &i);
+	ac->approval = (enum config_approval)i;
+	char *route = NULL;
+	e = cfg_get_str(c, s, "route", NULL, S_EMPTY_NULL, &route);
+	if (e != NULL)
+		cfg_check_route(c, e, route, &ac->route_method, &ac->route_path);
+	free(route);
+}
+
+/* ---------------------------------------------------------------- cross-checks */
+
+static const struct section *resource_section(const struct ctx *c, const char *res)
+{
+	for (size_t j = 0; j < c->nsecs; j++)
+		if (c->secs[j].kind == SK_RESOURCE && strcmp(c->secs[j].a, res) == 0)
+			return &c->secs[j];
+	return NULL;
+}
+
+/* Whether the resource's section names a provider (judged on the keys given, so
+ * that a provider URL already reported as bad does not cause a second error). */
+static bool section_has_provider(const struct section *rs)
+{
+	for (size_t j = 0; rs != NULL && j < rs->nents; j++)
+		if (strncmp(rs->ents[j].key, "provider_", 9) == 0 && cfg_value_of(&rs->ents[j])[0])
+			return true;
+	return false;
+}
+
+
+static void check_agent(struct ctx *c, const struct config *cfg, const struct section *s,
+    const struct config_agent *a)
+{
+	const struct entry *e = cfg_find(s, "allow");
+	for (size_t j = 0; e != NULL && a->allow != NULL && j < a->nallow; j++) {
+		const char *w = a->allow[j];
+		const char *colon = strchr(w, ':');       /* the first colon separates */
+		if (colon == NULL || colon == w || colon[1] == '\0') {
+			cfg_err_e(c, e, "'%s' is not RESOURCE:SCOPE", w);
+			continue;
+		}
+		char *res = cfg_xstrndup(c, w, (size_t)(colon - w));
+		if (res == NULL)
+			return;
+		if (config_resource(cfg, res) == NULL)
+			cfg_err_e(c, e, "'%s': no [resource.%s] section", w, res);
+		else if (config_scope(cfg, res, colon + 1) == NULL)
+			cfg_err_e(c, e, "'%s': no [scope.%s.%s] section", w, res, colon + 1);
+		free(res);
+	}
+}
+
+/* 1 when some path matches both templates (checked by check_route: '/'-separated
+ * segments, each a literal or a whole {capture}): the same number of segments, and at
+ * every position equal literals or a capture on either side. */
+static int routes_overlap(const char *a, const char *b)
+{
+	for (;;) {
+		size_t al = strcspn(a, "/"), bl = strcspn(b, "/");
+		if (!(a[0] == '{' || b[0] == '{' || (al == bl && memcmp(a, b, al) == 0)))
+			return 0;
+		a += al;
+		b += bl;
+		if (*a == '\0' || *b == '\0')
+			return *a == *b;
+		a++;
+		b++;
+	}
+}
+
+static void check_action(struct ctx *c, const struct config *cfg, const struct section *s,
+    const struct config_action *ac, size_t index)
+{
+	if (config_resource(cfg, s->a) == NULL) {
+		cfg_err_line(c, s->line, NULL, "[%s]: no [resource.%s] section", s->name, s->a);
+		return;
+	}
+	const struct entry *e = cfg_find(s, "scope");
+	if (ac->scope != NULL && e != NULL && config_scope(cfg, s->a, ac->scope) == NULL)
+		cfg_err_e(c, e, "no [scope.%s.%s] section", s->a, ac->scope);
+	e = cfg_find(s, "route");
+	if (ac->route_method == NULL || ac->route_path == NULL || e == NULL)
+		return;
+	if (!cfg_section_has_value(resource_section(c, s->a), "base_url"))
+		cfg_err_e(c, e, "a route needs base_url in [resource.%s]", s->a);
+	for (size_t j = 0; j < index; j++) {
+		const struct config_action *o = &cfg->actions[j];
+		if (o->route_method != NULL && o->route_path != NULL && o->resource != NULL &&
+		    strcmp(o->resource, s->a) == 0 && strcmp(o->route_method, ac->route_method) == 0 &&
+		    routes_overlap(o->route_path, ac->route_path))
+			cfg_err_e(c, e, "overlaps the route of [action.%s.%s]: one request could match "
+			    "both", o->resource, o->name);
+	}
+}
+
+/* [consent] default_duration is one value for every resource, and each resource
+ * caps its consents with max_consent: the page preselects the smaller of the two.
+ * An operator who wrote a default longer than a resource allows hears so (it is
+ * not an error: a short max_consent on one sensitive resource is normal). */
+static void check_default_duration(struct ctx *c, const struct config *cfg)
+{
+	const struct entry *e = cfg_find(cfg_find_section(c, "consent"), "default_duration");
+	if (e == NULL || e->bad)
+		return;
+	for (size_t i = 0; i < cfg->nresources; i++)
+		if (cfg->resources[i].max_consent < cfg->consent_default_duration)
+			cfg_warn_e(c, e, "%lld is longer than max_consent of [resource.%s] (%lld): its "
+			    "consent page preselects %lld", (long long)cfg->consent_default_duration,
+			    cfg->resources[i].id, (long long)cfg->resources[i].max_consent,
+			    (long long)cfg->resources[i].max_consent);
+}
+
+static void cross_check(struct ctx *c, const struct config *cfg)
+{
+	size_t ia = 0, ir = 0, iac = 0;
+
+	check_default_duration(c, cfg);
+
+	const struct entry *e = cfg_find(cfg_find_section(c, "server"), "public_url");
+	if (e != NULL && cfg->public_url != NULL && cfg->oidc_issuer != NULL) {
+		size_t l = strlen(cfg->oidc_issuer);
+		if (l > 0 && cfg->oidc_issuer[l - 1] == '/')
+			l--;
+		/* SECURITY: consentd's grants and the IdP's tokens must never share an issuer. */
+		if (strlen(cfg->public_url) == l && strncasecmp(cfg->public_url, cfg->oidc_issuer, l) == 0)
+			cfg_err_e(c, e, "must differ from [oidc] issuer");
+	}
+
+	for (size_t i = 0; i < c->nsecs; i++) {
+		const struct section *s = &c->secs[i];
+		switch (s->kind) {
+		case SK_AGENT:
+			check_agent(c, cfg, s, &cfg->agents[ia++]);
+			break;
+		case SK_RESOURCE: {
+			const struct config_resource *r = &cfg->resources[ir];
+			e = cfg_find(s, "uri");
+			for (size_t j = 0; r->uri != NULL && j < ir; j++) {
+				if (cfg->resources[j].uri == NULL || strcmp(cfg->resources[j].uri, r->uri) != 0)
+					continue;
+				if (e != NULL)
+					cfg_err_e(c, e, "same as the uri of [resource.%s]", cfg->resources[j].id);
+				else
+					cfg_err_line(c, s->line, "uri", "the default uri of [%s] is already the uri "
+					    "of [resource.%s]", s->name, cfg->resources[j].id);
+			}
+			ir++;
+			break;
+		}
+		case SK_SCOPE: {
+			const struct section *rs = resource_section(c, s->a);
+			if (rs == NULL) {
+				cfg_err_line(c, s->line, NULL, "[%s]: no [resource.%s] section", s->name, s->a);
+				break;
+			}
+			e = cfg_find(s, "provider");
+			if (e != NULL && cfg_value_of(e)[0] != '\0' && !section_has_provider(rs))
+				cfg_err_e(c, e, "[resource.%s] has no provider", s->a);
+			break;
+		}
+		case SK_ACTION:
+			check_action(c, cfg, s, &cfg->actions[iac], iac);
+			iac++;
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static size_t count_kind(const struct ctx *c, enum sec_kind k)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < c->nsecs; i++)
+		n += c->secs[i].kind == k;
+	return n;
+}
+
+static void *calloc_n(struct ctx *c, size_t n, size_t size)
+{
+	if (n == 0)
+		return NULL;
+	void *p = calloc(n, size);
+	if (p == NULL)
+		c->oom = true;
+	return p;
+}
+
+static void load_dynamic(struct ctx *c, struct config *cfg)
+{
+	size_t na = count_kind(c, SK_AGENT), nr = count_kind(c, SK_RESOURCE);
+	size_t ns = count_kind(c, SK_SCOPE), nac = count_kind(c, SK_ACTION);
+	cfg->agents = calloc_n(c, na, sizeof *cfg->agents);
+	cfg->resources = calloc_n(c, nr, sizeof *cfg->resources);
+	cfg->scopes = calloc_n(c, ns, sizeof *cfg->scopes);
+	cfg->actions = calloc_n(c, nac, sizeof *cfg->actions);
+	if (c->oom)
+		return;
+	for (size_t i = 0; i < c->nsecs; i++) {
+		const struct section *s = &c->secs[i];
+		switch (s->kind) {
+		case SK_AGENT:    load_agent(c, &cfg->agents[cfg->nagents++], s); break;
+		case SK_RESOURCE: load_resource(c, &cfg->resources[cfg->nresources++], s); break;
+		case SK_SCOPE:    load_scope(c, &cfg->scopes[cfg->nscopes++], s); break;
+		case SK_ACTION:   load_action(c, &cfg->actions[cfg->nactions++], s); break;
+		default:          break;
+		}
+	}
+}
+
+/* Every section into cfg, then the checks across them; problems reported
+ * through c, c->oom on allocation failure. */
+void cfg_load_sections(struct ctx *c, struct config *cfg)
+{
+	int64_t n;
+
+	load_server(c, cfg, cfg_find_section(c, "server"));
+	(void)cfg_get_str(c, cfg_find_section(c, "database"), "path", "/var/lib/consentd/consentd.db", 0,
+	    &cfg->db_path);
+	load_keys(c, cfg, cfg_find_section(c, "keys"));
+	load_oidc(c, cfg, cfg_find_section(c, "oidc"));
+
+	const struct section *s = cfg_find_section(c, "session");
+	cfg_get_int(c, s, "idle_timeout", 1800, 1, 2592000, &cfg->session_idle_timeout);
+	cfg_get_int(c, s, "absolute_timeout", 43200, 1, 31536000, &cfg->session_absolute_timeout);
+	cfg_get_int(c, s, "admin_timeout", 3600, 1, 86400, &cfg->session_admin_timeout);
+	s = cfg_find_section(c, "login");
+	cfg_get_int(c, s, "max_pending", 10000, 1, 1000000, &cfg->login_max_pending);
+	cfg_get_int(c, s, "max_pending_per_address", 16, 1, 1000000,
+	    &cfg->login_max_pending_per_address);
+	if (cfg->login_max_pending_per_address > cfg->login_max_pending) {
+		const struct entry *pe = cfg_find(s, "max_pending_per_address");
+		if (pe == NULL)          /* the default: a small max_pending lowers it */
+			cfg->login_max_pending_per_address = cfg->login_max_pending;
+		else if (!pe->bad)
+			cfg_err_e(c, pe, "must not be more than [login] max_pending (%lld)",
+			    (long long)cfg->login_max_pending);
+	}
+	s = cfg_find_section(c, "consent");
+	cfg_get_int(c, s, "request_ttl", 600, 1, 86400, &cfg->consent_request_ttl);
+	cfg_get_int(c, s, "interval", 5, 1, 300, &cfg->consent_interval);
+	cfg_get_int(c, s, "deny_cooldown", 86400, 0, 31536000, &cfg->consent_deny_cooldown);
+	cfg_get_int(c, s, "max_pending_per_user", 5, 1, 1000, &n);
+	cfg->consent_max_pending_per_user = n;
+	cfg_get_int(c, s, "default_duration", 86400, 1, 315360000, &cfg->consent_default_duration);
+
+	load_gateway(c, cfg, cfg_find_section(c, "gateway"));
+	(void)cfg_get_str(c, cfg_find_section(c, "audit"), "head_file", NULL, S_EMPTY_NULL,
+	    &cfg->audit_head_file);
+	load_dynamic(c, cfg);
+	if (c->oom)
+		return;
+	cross_check(c, cfg);
+}
