@@ -403,7 +403,9 @@ START_TEST(test_handlers_admin_api_bearer_gate)
 	    "Bearer realm=\"consentd-admin\", error=\"invalid_token\"");
 	done(&req, &rep);
 
-	ck_assert_int_eq(admin_token_create(sc, "ops-1", "cli", now, token), CS_OK);
+	enum admin_token_outcome to = ADMIN_TOKEN__MAX;
+	ck_assert_int_eq(admin_token_create(sc, "ops-1", "cli", now, token, &to), CS_OK);
+	ck_assert_int_eq(to, ADMIN_TOKEN_DONE);
 	ck_assert_int_eq(str_fmt(auth, sizeof auth, "Bearer %s", token), CS_OK);
 	req_init(&req, HTTP_GET, "/admin/api/consents", "limit=5");
 	req.authorization = auth;
