@@ -68,10 +68,17 @@ build/asan/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(BASE) $(WARN) $(SAN) $(CFLAGS) -c $< -o $@
 
-build/rel/libconsentd.a: $(OBJ)
-	ar rcs $@ $^
-build/asan/libconsentd.a: $(ASAN_OBJ)
-	ar rcs $@ $^
+# The archives are rebuilt whole, and also when a source file is added, renamed or
+# removed (build/sources.list changes then), so that no stale member outlives its file.
+build/sources.list: FORCE
+	@mkdir -p $(@D)
+	@echo '$(LIB_SRCS)' | cmp -s - $@ || echo '$(LIB_SRCS)' > $@
+FORCE:
+.PHONY: FORCE
+build/rel/libconsentd.a: $(OBJ) build/sources.list
+	rm -f $@ && ar rcs $@ $(OBJ)
+build/asan/libconsentd.a: $(ASAN_OBJ) build/sources.list
+	rm -f $@ && ar rcs $@ $(ASAN_OBJ)
 
 build/consentd: build/rel/server/main.o build/rel/libconsentd.a
 	$(CC) $(BASE) $(HARDEN) $(LDFLAGS_HARDEN) $^ $(PKG_LIBS) -o $@
@@ -96,8 +103,8 @@ FUZZ_OBJ := $(patsubst %.c,build/fuzzobj/%.o,$(LIB_SRCS) $(GEN_SRCS))
 build/fuzzobj/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-build/fuzzobj/libconsentd.a: $(FUZZ_OBJ)
-	ar rcs $@ $^
+build/fuzzobj/libconsentd.a: $(FUZZ_OBJ) build/sources.list
+	rm -f $@ && ar rcs $@ $(FUZZ_OBJ)
 build/fuzz/%: tests/fuzz/%.c build/fuzzobj/libconsentd.a
 	@mkdir -p $(@D)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< build/fuzzobj/libconsentd.a $(PKG_LIBS) -o $@

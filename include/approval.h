@@ -54,6 +54,7 @@ enum approval_outcome {
 	APPROVAL_DENIED,         /* access_denied */
 	APPROVAL_EXPIRED,        /* expired_token */
 	APPROVAL_TOO_MANY,       /* 429 too_many_pending_requests */
+	APPROVAL_CONSENT_ENDED,  /* the consent is no longer live (ended since the grant was checked) */
 	APPROVAL_OUTCOME__MAX
 };
 
@@ -64,37 +65,55 @@ struct approval_answer {             /* release with approval_answer_clear() */
 };
 void approval_answer_clear(struct approval_answer *a);
 
-struct http_reply;
-/* The OAuth error for an outcome other than APPROVAL_RELEASE: approval_required,
- * authorization_pending or slow_down (with approval_request_id, approval_uri,
- * expires_in and interval), access_denied or expired_token, all with status;
- * too_many_pending_requests is always 429 with Retry-After.  status is 400 at
- * the token endpoint (RFC 6749 section 5.2) and 403 at the proxy. */
-enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *cfg,
-    const struct approval_answer *a, int status) CS_MUST_CHECK;
+/* One downstream-token call that needs approval (approval_check). */
+struct approval_ask {
+	const struct consent *k;         /* the grant's consent */
+	const char *action;
+	const char *parameters;          /* the canonical JSON text (JCS) */
+	const char *digest;              /* approval_digest of the parameters */
+	const char *actor;
+	int64_t now;
+};
 
-/* The polling state machine for one downstream-token call on live consent k
- * for action with canonical parameters (text) and digest, in one transaction
- * with audit entries.  An approval matches on (consent, action, digest); one
- * pending approval per exact parameters; an approved one is redeemable until
- * its decision is older than [consent] request_ttl; used, expired and
- * cancelled ones never match again. */
-enum cs_err approval_check(struct store_conn *c, const struct config *cfg, const struct consent *k,
-    const char *action, const char *parameters, const char *digest, const char *actor,
-    int64_t now, struct approval_answer *out) CS_MUST_CHECK;
+/* The polling state machine for one downstream-token call q, in one
+ * transaction with audit entries.  An approval matches on (consent, action,
+ * digest); one pending approval per exact parameters; an approved one is
+ * redeemable until its decision is older than [consent] request_ttl; used,
+ * expired and cancelled ones never match again.  APPROVAL_CONSENT_ENDED when
+ * the consent is no longer live.  CS_EINVAL (a caller's bug) when parameters
+ * do not hash to digest. */
+enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
+    const struct approval_ask *q, struct approval_answer *out) CS_MUST_CHECK;
 
-/* Marks the approval used -- exactly once: CS_EPERM when it was already used,
- * cancelled, or is no longer redeemable.  Call in the caller's transaction
+enum approval_redeem_outcome {
+	APPROVAL_REDEEMED = 0,           /* used now, for this release */
+	APPROVAL_NOT_REDEEMABLE,         /* already used, cancelled, or no longer redeemable */
+	APPROVAL_REDEEM__MAX
+};
+/* Marks the approval used -- exactly once.  Call in the caller's transaction
  * right before handing the token out; audited ("approval.released" with the
- * digest). */
+ * digest, or "approval.refused" with the reason).  CS_ENOENT for an unknown id. */
 enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, const char *approval_id,
-    const char *actor, int64_t now) CS_MUST_CHECK;
+    const char *actor, int64_t now, enum approval_redeem_outcome *oc) CS_MUST_CHECK;
 
 enum cs_err approval_get(struct store_conn *c, const char *id, struct approval *out) CS_MUST_CHECK;
-/* The person's decision on a pending, unexpired approval of theirs (CS_EPERM
- * for someone else's, CS_EINVAL when decided or expired), audited. */
-enum cs_err approval_decide(struct store_conn *c, const struct config *cfg, const char *id,
-    int64_t user_id, bool approve, const char *actor, int64_t now) CS_MUST_CHECK;
+struct approval_decision {
+	const char *id;                  /* the approval */
+	int64_t user_id;                 /* who decides */
+	bool approve;
+	const char *actor;
+	int64_t now;
+};
+enum approval_decide_outcome {
+	APPROVAL_DECIDED = 0,            /* recorded */
+	APPROVAL_NOT_YOURS,              /* someone else's approval: nothing changes */
+	APPROVAL_CLOSED,                 /* already decided, expired, or its consent ended */
+	APPROVAL_DECIDE__MAX
+};
+/* The person's decision on a pending, unexpired approval of theirs, audited
+ * in one transaction.  CS_ENOENT for an unknown id. */
+enum cs_err approval_decide(struct store_conn *c, const struct config *cfg,
+    const struct approval_decision *d, enum approval_decide_outcome *oc) CS_MUST_CHECK;
 /* Pending approvals of a person, for /me. */
 enum cs_err approval_pending_for_user(struct store_conn *c, int64_t user_id, int64_t now,
     struct approval **out, size_t *n) CS_MUST_CHECK;

@@ -58,5 +58,11 @@ void client_keys_free(struct client_keys *k);    /* NULL-safe */
  * rep set to 401 invalid_client when it fails; a refused assertion is audited
  * (gateway.auth.refused). */
 bool client_auth_gateway(const struct http_request *req, struct http_reply *rep);
+/* The gateway's endpoints' name for client_auth_gateway. */
+bool gateway_authenticate(const struct http_request *req, struct http_reply *rep);
+
+/* Parses "Basic base64(urlencode(id):urlencode(secret))" (RFC 6749 §2.3.1).
+ * On true, *id and *secret are malloc'd (the caller wipes the secret). */
+bool basic_credentials(const char *hdr, char **id, char **secret);
 
 #endif

@@ -22,41 +22,55 @@ struct grant_response {              /* release with grant_response_clear() (wip
 };
 void grant_response_clear(struct grant_response *g);
 
-/* Issues a grant for a live consent k with scope (⊆ k's granted scopes):
- * claims iss (public_url), sub, aud and client_id (gateway id), act.sub (agent),
- * scope, resource (the resource's URI), cid, jti, iat, exp = min(iat +
- * grant_ttl, k's expiry).  Records the jti; with_refresh (for an offline
- * consent) also starts a refresh-token family.  Audited ("grant.issued",
- * jti only).  Runs in its own transaction. */
+/* What grant_issue is asked for. */
+struct grant_issue_req {
+	const struct consent *k;         /* a live consent */
+	const struct scope_set *scope;   /* ⊆ k's granted scopes, non-empty */
+	bool with_refresh;               /* an offline consent: start a refresh family */
+	const char *jkt;                 /* DPoP (RFC 9449): the proof key's thumbprint, or NULL */
+	const char *actor;
+	int64_t now;
+};
+
+/* Issues a grant for rq->k with rq->scope: claims iss (public_url), sub, aud
+ * and client_id (gateway id), act.sub (agent), scope, resource (the resource's
+ * URI), cid, jti, iat, exp = min(iat + grant_ttl, k's expiry), and cnf.jkt when
+ * rq->jkt is set.  Records the jti; with_refresh (for an offline consent) also
+ * starts a refresh-token family, bound to jkt when given, in the same
+ * transaction.  Audited ("grant.issued", jti only).  Runs in its own
+ * transaction.  CS_EPERM when the consent was revoked meanwhile, CS_EINVAL
+ * when it is gone or the scope does not fit. */
 enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const struct consent *k, const struct scope_set *scope, bool with_refresh, const char *actor,
-    int64_t now, struct grant_response *out) CS_MUST_CHECK;
+    const struct grant_issue_req *rq, struct grant_response *out) CS_MUST_CHECK;
 
-/* grant_issue for a DPoP-bound grant (RFC 9449): jkt, when not NULL, is the
- * thumbprint of the gateway's proof key; the grant carries cnf.jkt and its
- * refresh family, if any, is bound to jkt in the same transaction. */
-enum cs_err grant_issue_bound(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct consent *k, const struct scope_set *scope,
-    bool with_refresh, const char *jkt, const char *actor, int64_t now,
-    struct grant_response *out) CS_MUST_CHECK;
-/* grant_type=refresh_token: the token must be current (unused, unrevoked) and
- * its consent live.  It is used up and replaced by a new one of the same family
- * together with a new grant (same transaction).  A used token presented again
- * revokes its whole family and is audited as reuse.  scope, when non-NULL,
- * narrows (must be ⊆ granted).  CS_EPERM for any refusal (invalid_grant),
- * CS_EINVAL for a scope outside the consent (invalid_scope). */
+/* grant_type=refresh_token. */
+struct grant_refresh_req {
+	const char *refresh_token;
+	const struct scope_set *scope;   /* NULL, or a narrowing (must be ⊆ granted) */
+	const char *jkt;                 /* the thumbprint of the request's DPoP proof, or NULL */
+	const char *actor;
+	int64_t now;
+};
+
+enum grant_refresh_outcome {
+	GRANT_REFRESHED = 0,             /* *out holds the new grant and refresh token */
+	GRANT_REFRESH_INVALID,           /* invalid_grant: unknown, used, revoked, consent ended */
+	GRANT_REFRESH_WRONG_KEY,         /* the family is DPoP-bound to another key (or a proof is missing) */
+	GRANT_REFRESH_BAD_SCOPE,         /* invalid_scope: scope outside the consent */
+	GRANT_REFRESH__MAX
+};
+
+/* The token must be current (unused, unrevoked) and its consent live.  It is
+ * used up and replaced by a new one of the same family together with a new
+ * grant (same transaction).  A used token presented again revokes its whole
+ * family and is audited as reuse.  A family bound to a key renews only with
+ * jkt equal to it, and nothing is used up otherwise; the new grant is bound to
+ * jkt when one is given.  CS_OK with *oc for every answer (*out written only
+ * for GRANT_REFRESHED); an error only when the refresh could not be judged. */
 enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const char *refresh_token, const struct scope_set *scope, const char *actor, int64_t now,
+    const struct grant_refresh_req *rq, enum grant_refresh_outcome *oc,
     struct grant_response *out) CS_MUST_CHECK;
 
-/* grant_refresh with the thumbprint jkt of the request's DPoP proof (NULL:
- * none).  A family bound to a key renews only with jkt equal to it: otherwise
- * CS_EPERM with *wrong_key set, and nothing is used up.  The new grant is
- * bound to jkt when one is given. */
-enum cs_err grant_refresh_bound(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *refresh_token, const struct scope_set *scope,
-    const char *jkt, bool *wrong_key, const char *actor, int64_t now,
-    struct grant_response *out) CS_MUST_CHECK;
 /* RFC 7662: *out is {"active":false} unless token is a grant consentd issued
  * (signature with its keys, typ at+jwt, unexpired, jti not revoked, consent
  * live) or a current refresh token of a live consent; active answers carry the
@@ -69,17 +83,29 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 enum cs_err grant_revoke(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const char *token, const char *actor, int64_t now) CS_MUST_CHECK;
 
+/* Whether a validated grant's scope claim holds scope (an action's). */
+bool grant_claims_have_scope(json_t *claims, const char *scope);
+
+/* What grant_validate found; release with grant_check_clear(). */
+struct grant_check {
+	bool        valid;
+	const char *why;                 /* !valid: the failing check, a fixed phrase */
+	json_t     *claims;              /* valid: the grant's claims */
+	struct consent k;                /* valid: its live consent */
+};
+void grant_check_clear(struct grant_check *g);   /* NULL-safe */
+
 /* Validates a grant presented back to consentd (downstream-token exchange,
  * proxy): signature, typ at+jwt, iss, aud, exp, jti not revoked and consent
- * live.  *claims (new reference) and *k filled on CS_OK.  CS_EPERM for a token
- * that is refused; then *why (when why is not NULL) names the failing check as
- * a fixed phrase: "not a consentd grant", "not a grant for this gateway",
- * "grant expired", "grant issued in the future", "grant unknown to this
- * consentd", "grant revoked", "the grant's consent was revoked", "the grant's
- * consent expired", "the grant's consent is gone", "grant does not match its
+ * live.  CS_OK whenever the grant could be judged; out->valid says whether it
+ * passed.  For a refused token out->why names the failing check as a fixed
+ * phrase: "not a consentd grant", "not a grant for this gateway", "grant
+ * expired", "grant issued in the future", "grant unknown to this consentd",
+ * "grant revoked", "the grant's consent was revoked", "the grant's consent
+ * expired", "the grant's consent is gone", "grant does not match its
  * consent".  Never token material. */
 enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *token, int64_t now, json_t **claims,
-    struct consent *k, const char **why) CS_MUST_CHECK;
+    const struct keyring *kr, const char *token, int64_t now,
+    struct grant_check *out) CS_MUST_CHECK;
 
 #endif

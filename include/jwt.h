@@ -9,6 +9,7 @@
 #include "cs_err.h"
 #include "seal.h"
 #include "store.h"
+#include "store_keys.h"
 
 struct keyring;   /* an immutable snapshot of the signing keys */
 

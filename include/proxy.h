@@ -1,14 +1,20 @@
-/* proxy.h -- proxy mode (ARCHITECTURE.md flow H): /proxy/{resource}/{path...}
- * normalised once, matched against configured action routes (default deny),
- * approval on the request itself, and forwarding with the provider token.
- * Pure functions (normalise, match, parameters, URL) are exported for tests. */
+/* proxy.h -- proxy mode's domain (ARCHITECTURE.md flow H), knowing no HTTP:
+ * /proxy/{resource}/{path...} normalised once, matched against configured
+ * action routes (default deny), approval on the request itself (the gate in
+ * exchange.h), the upstream URL, and each call's audit entries.  The handler
+ * and the upstream call are proxy_api.h's. */
 #ifndef CS_PROXY_H
 #define CS_PROXY_H
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 #include "config.h"
+#include "consent.h"
 #include "cs_err.h"
-#include "http.h"
+#include "exchange.h"
+#include "store.h"
+#include "vault.h"
 
 #define PROXY_MAX_SEGMENTS 64
 #define PROXY_MAX_PATH 4096
@@ -41,30 +47,78 @@ void proxy_match_clear(struct proxy_match *m);   /* NULL-safe */
 enum cs_err proxy_route_match(const struct config *cfg, const char *resource, const char *method,
     const struct proxy_path *p, struct proxy_match *out) CS_MUST_CHECK;
 
+/* What the gateway sent besides the path. */
+struct proxy_input {
+	const char *query;                    /* without '?', or NULL */
+	const char *content_type;
+	const char *body;
+	size_t body_len;
+};
+
 /* The action's parameters {"path":{capture:value},"query":{name:[values]},
  * "body":<JSON or null>}.  The body must be empty (null) or application/json
- * I-JSON (no duplicate keys, ...).  On failure *status is 400 or 415 and why
- * holds a short reason. */
-enum cs_err proxy_params_build(const struct proxy_match *m, const char *query,
-    const char *content_type, const char *body, size_t body_len, json_t **out, int *status,
-    char *why, size_t whylen) CS_MUST_CHECK;
+ * I-JSON (no duplicate keys, ...).  On failure *status is 400, 413 or 415 and
+ * why holds a short reason (500: out of memory). */
+enum cs_err proxy_params_build(const struct proxy_match *m, const struct proxy_input *in,
+    json_t **out, int *status, char *why, size_t whylen) CS_MUST_CHECK;
 
 /* base_url + the route template with each capture percent-encoded + the
  * parameters' query re-encoded (never the raw path). */
 enum cs_err proxy_url_build(const char *base_url, const char *route_path,
     const struct proxy_match *m, json_t *params, char **out) CS_MUST_CHECK;
 
-/* The handler for every method on /proxy/{resource}/{rest*}. */
-enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
+/* One proxied call with a validated grant. */
+struct proxy_call {
+	struct vault *vault;
+	const struct consent *k;              /* the grant's consent (grant_validate) */
+	json_t *claims;                       /* the grant's claims */
+	const char *rest;                     /* the path after /proxy/{resource}/ */
+	const char *method;                   /* "GET", "POST", ... */
+	bool bodyless;                        /* GET or HEAD: a body is refused */
+	struct proxy_input in;
+	const char *actor;
+	int64_t now;
+};
 
-/* Proxied calls so far for (resource, action) (in-memory, since start). */
-unsigned long proxy_count(const char *resource, const char *action);
-/* GET /metrics, with the gateway's Basic authentication (as at /token), in the
- * Prometheus text format: consentd_proxy_requests_total{resource,action,status}
- * for calls forwarded upstream (status 504 for a timeout, 502 for no answer) and
- * consentd_proxy_refused_total{resource,action,reason,status} for calls with a
- * valid grant refused before the upstream (action "" when no route matched);
- * then the audit publisher's consentd_audit_head_behind, consentd_audit_head_seq
- * and consentd_audit_head_file_errors_total (audit_head_metrics). */
-enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
+enum proxy_outcome {
+	PROXY_READY = 0,          /* forward: url, rel.tok, body */
+	PROXY_NO_ROUTE,           /* no configured route (default deny); audited */
+	PROXY_SCOPE,              /* the action's scope is not in the grant; audited */
+	PROXY_BODY_ON_GET,        /* a GET or HEAD request with a body */
+	PROXY_BAD_INPUT,          /* status (400, 413, 415) and why */
+	PROXY_NOT_IJSON,          /* the body is not I-JSON */
+	PROXY_NOT_RELEASED,       /* rel.outcome says why: approval, consent ended, ... */
+	PROXY_OUTCOME__MAX
+};
+
+struct proxy_plan {                       /* release with proxy_plan_clear() (wipes) */
+	enum proxy_outcome outcome;
+	const struct config_resource *res;    /* the grant's resource (NULL when not configured) */
+	const struct config_action *act;      /* the matched action; NULL for PROXY_NO_ROUTE */
+	int    status;                        /* PROXY_BAD_INPUT */
+	char   why[160];
+	struct exchange_release rel;          /* the gate's answer and the provider token */
+	char  *url;                           /* PROXY_READY: where to send it */
+	char  *body;                          /* the canonical body to forward, or NULL */
+	size_t body_len;
+};
+void proxy_plan_clear(struct proxy_plan *p);   /* NULL-safe */
+
+/* In this order: the route (normalised path, default deny) and the grant's
+ * scope, each refusal audited ("proxy.refused"); no body on GET or HEAD; the
+ * parameters and the canonical body; then the approval gate and the release
+ * (exchange_release); then the upstream URL.  out->outcome says what to do. */
+enum cs_err proxy_prepare(struct store_conn *c, const struct config *cfg,
+    const struct proxy_call *call, struct proxy_plan *out) CS_MUST_CHECK;
+
+/* After the upstream answered 401: a forced refresh (vault_release_refreshed)
+ * replaces p's token; false (and p unchanged) when there is none. */
+bool proxy_refresh_token(struct store_conn *c, const struct config *cfg,
+    const struct proxy_call *call, struct proxy_plan *p);
+
+/* After the upstream call: "proxy.forwarded" (status when answered, else
+ * "failed"), in its own transaction. */
+enum cs_err proxy_record(struct store_conn *c, const struct proxy_call *call,
+    const struct proxy_plan *p, bool answered, long status) CS_MUST_CHECK;
+
 #endif

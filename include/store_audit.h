@@ -70,10 +70,9 @@ void store_sealed_free(struct store_sealed *v, size_t n);   /* NULL-safe */
 /* Every row of kind (revoked signing keys too). */
 enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,
     struct store_sealed **out, size_t *n) CS_MUST_CHECK;
-/* Writes new blobs (b may be NULL) and master kid for the row kind/id;
+/* Writes new blobs (b may be NULL) and their master kid for the row kind/id;
  * CS_ENOENT when no row changed. */
 enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kind, const char *id,
-    const unsigned char *a, size_t a_len, const unsigned char *b, size_t b_len,
-    const char *master_kid) CS_MUST_CHECK;
+    const struct store_sealed_blobs *blobs) CS_MUST_CHECK;
 
 #endif

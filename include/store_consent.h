@@ -1,6 +1,6 @@
 /* store_consent.h -- the SQL behind consent.c (consent requests, consents, the
- * revocation cascade onto grants, refresh tokens and vault records) and audit.c (the insert).
- * Plain rows with text columns: parsing and rules belong to consent.c, not here. */
+ * revocation cascade onto grants, refresh tokens and vault records).  Plain
+ * rows with text columns: parsing and rules belong to consent.c, not here. */
 #ifndef CS_STORE_CONSENT_H
 #define CS_STORE_CONSENT_H
 
@@ -40,11 +40,6 @@ struct store_creq_row {          /* caller-owned; release with store_creq_row_cl
 };
 void store_creq_row_clear(struct store_creq_row *r);                     /* NULL-safe */
 void store_creq_rows_free(struct store_creq_row *v, size_t n);           /* NULL-safe */
-
-/* The user (issuer, subject), inserted when missing with name and email NULL
- * and last_login_at 0; an existing row is left untouched.  *id its row id. */
-enum cs_err store_consent_user_ensure(struct store_conn *c, const char *issuer,
-    const char *subject, int64_t now, int64_t *id) CS_MUST_CHECK;
 
 /* --- consents ---------------------------------------------------------- */
 /* CS_ENOENT when unknown.  *out written only on CS_OK (here and below). */

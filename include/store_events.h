@@ -49,12 +49,15 @@ enum store_events_state {
 	STORE_EVENTS_DELIVERED,
 	STORE_EVENTS__MAX
 };
-/* Entries newest first (by id), only those with id < before_id when
- * before_id > 0 (a keyset cursor), of consent_id when it is not NULL, in
- * state; at most max (capped at STORE_EVENTS_LIST_MAX).  *out NULL and *n 0
- * when none. */
-enum cs_err store_events_list(struct store_conn *c, const char *consent_id,
-    enum store_events_state state, int64_t before_id, size_t max,
+/* Which entries store_events_list returns. */
+struct store_events_filter {
+	const char              *consent_id;   /* NULL: of every consent */
+	enum store_events_state  state;
+	int64_t                  before_id;    /* > 0: only ids below it (a keyset cursor) */
+	size_t                   max;          /* capped at STORE_EVENTS_LIST_MAX */
+};
+/* Entries newest first (by id) that pass f.  *out NULL and *n 0 when none. */
+enum cs_err store_events_list(struct store_conn *c, const struct store_events_filter *f,
     struct store_event_row **out, size_t *n) CS_MUST_CHECK;
 /* How many entries wait (undelivered), how many of those failed at least
  * once, and how many were delivered. */

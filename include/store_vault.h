@@ -40,18 +40,21 @@ enum cs_err store_vault_record_insert(struct store_conn *c,
 /* Sets (or with NULL clears) reserved_for; CS_ENOENT when the record is gone. */
 enum cs_err store_vault_record_reserve(struct store_conn *c, const char *id,
     const char *reserved_for, int64_t now) CS_MUST_CHECK;
-/* Moves the record to consent_id with new ciphertexts, clearing reserved_for.
- * refresh may be NULL.  CS_ENOENT when the record is gone. */
+/* Moves the record to consent_id with new ciphertexts (blobs: a the access
+ * token, b the refresh one or NULL), clearing reserved_for.  CS_ENOENT when
+ * the record is gone. */
 enum cs_err store_vault_record_move(struct store_conn *c, const char *id, const char *consent_id,
-    const unsigned char *access, size_t access_len, const unsigned char *refresh,
-    size_t refresh_len, const char *master_kid, int64_t now) CS_MUST_CHECK;
-/* After a refresh: the new access ciphertext, and the refresh one when
- * refresh != NULL (else the old stays), scopes and expiry, in one UPDATE.
+    const struct store_sealed_blobs *blobs, int64_t now) CS_MUST_CHECK;
+/* What a refresh changes in a record. */
+struct store_vault_refresh {
+	struct store_sealed_blobs blobs;  /* b NULL: the old refresh token stays */
+	const char *provider_scopes;
+	int64_t     access_expires_at;
+};
+/* After a refresh: the new ciphertexts, scopes and expiry, in one UPDATE.
  * CS_ENOENT when the record is gone. */
 enum cs_err store_vault_record_refreshed(struct store_conn *c, const char *id,
-    const unsigned char *access, size_t access_len, const unsigned char *refresh,
-    size_t refresh_len, const char *provider_scopes, int64_t access_expires_at,
-    const char *master_kid, int64_t now) CS_MUST_CHECK;
+    const struct store_vault_refresh *r, int64_t now) CS_MUST_CHECK;
 
 /* The revocation cascade (called by store_consent_cascade): the consent's
  * record, unless reserved for a move, is copied to the outbox (due at now)

@@ -29,44 +29,64 @@ enum cs_err vault_map_scopes(const struct config *cfg, const char *resource,
     const struct scope_set *scopes, struct scope_set *out) CS_MUST_CHECK;
 
 /* --- release (flow D) -------------------------------------------------- */
+enum vault_release_outcome {
+	VAULT_RELEASED = 0,           /* the access token is in the struct */
+	VAULT_RELEASE_GONE,           /* no provider connection: no record or provider, consent not
+	                               * live or reconnect_required, the provider ended it */
+	VAULT_RELEASE_UNAVAILABLE,    /* the token expired and the provider could not refresh it */
+	VAULT_RELEASE_APPROVAL_USED,  /* the approval was used meanwhile or is no longer redeemable */
+	VAULT_RELEASE_TOO_SOON,       /* a forced refresh within VAULT_FORCED_REFRESH_MIN of the last change */
+	VAULT_RELEASE__MAX
+};
+
 struct vault_release {            /* release with vault_release_clear() (wipes) */
-	char   *access_token;
+	enum vault_release_outcome outcome;
+	char   *access_token;         /* the rest only for VAULT_RELEASED */
 	char   *token_type;
 	char   *scope;                /* provider scopes */
 	int64_t expires_in;
 };
 void vault_release_clear(struct vault_release *r);
 
-/* The provider access token of live consent k for action (already checked by
- * the caller against the grant).  Refreshed first when within refresh_margin of
- * expiry, one refresh at a time per record (others wait and reuse its result);
- * a rotated refresh token replaces the old one atomically; invalid_grant marks
- * the consent reconnect_required and returns CS_EPERM.  CS_ENOENT when the
- * consent holds no record.  Audited ("vault.released", action). */
-enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const struct consent *k, const char *action, const char *actor, int64_t now,
-    struct vault_release *out) CS_MUST_CHECK;
+/* One release: the provider access token of live consent k for action
+ * (already checked by the caller against the grant). */
+struct vault_release_req {
+	const struct consent *k;
+	const char *action;
+	const char *approval_id;      /* vault_release_approved only; NULL otherwise */
+	const char *actor;
+	int64_t now;
+};
 
-/* The same for a release that an approval authorises (flow F, and the proxy's
- * flow H): the approval is redeemed (approval_redeem) in the very transaction
- * that records "vault.released", so that a release entry exists exactly when
- * the approval was used for it.  CS_ESTALE, with the refusal audited and no
- * release, when the approval was used meanwhile or is no longer redeemable. */
+/* Refreshed first when within refresh_margin of expiry, one refresh at a time
+ * per record (others wait and reuse its result); a rotated refresh token
+ * replaces the old one atomically; invalid_grant marks the consent
+ * reconnect_required (VAULT_RELEASE_GONE).  Audited ("vault.released",
+ * action).  CS_OK with out->outcome for every answer; an error (CS_ECRYPTO
+ * for a record that does not open, ...) only for failures. */
+enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,
+    const struct vault_release_req *rq, struct vault_release *out) CS_MUST_CHECK;
+
+/* The same for a release that an approval (rq->approval_id) authorises
+ * (flow F, and the proxy's flow H): the approval is redeemed (approval_redeem)
+ * in the very transaction that records "vault.released", so that a release
+ * entry exists exactly when the approval was used for it.
+ * VAULT_RELEASE_APPROVAL_USED, with the refusal audited and no release, when
+ * the approval was used meanwhile or is no longer redeemable. */
 enum cs_err vault_release_approved(struct vault *v, struct store_conn *c,
-    const struct config *cfg, const struct consent *k, const char *action,
-    const char *approval_id, const char *actor, int64_t now,
+    const struct config *cfg, const struct vault_release_req *rq,
     struct vault_release *out) CS_MUST_CHECK;
 
 /* The same, refreshing first whatever the expiry (one refresh, shared with a
  * concurrent one as above): for the proxy's single retry after the provider
  * answered 401.  Without a refresh token the stored access token is returned.
- * CS_EBUSY, and nothing refreshed, when the record changed less than
- * VAULT_FORCED_REFRESH_MIN seconds ago: an upstream that answers 401 to every
- * call must not turn each call into a refresh at the provider. */
+ * VAULT_RELEASE_TOO_SOON, and nothing refreshed, when the record changed less
+ * than VAULT_FORCED_REFRESH_MIN seconds ago: an upstream that answers 401 to
+ * every call must not turn each call into a refresh at the provider. */
 #define VAULT_FORCED_REFRESH_MIN 60
 enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
-    const struct config *cfg, const struct consent *k, const char *action, const char *actor,
-    int64_t now, struct vault_release *out) CS_MUST_CHECK;
+    const struct config *cfg, const struct vault_release_req *rq,
+    struct vault_release *out) CS_MUST_CHECK;
 /* true when consent_id holds a provider connection (for /me; no token material). */
 bool vault_has_record(struct store_conn *c, const char *consent_id);
 

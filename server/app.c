@@ -11,6 +11,7 @@
 #include "audit_head.h"
 #include "events.h"
 #include "log.h"
+#include "store_session.h"
 
 int64_t app_now(void)
 {

@@ -3,7 +3,6 @@
  * machine, the person's decision and single-use redemption.  Every change
  * commits with its audit entries; an audit entry names the action and the
  * digest, never a parameter's value, and nothing here ever sees a token. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,8 +11,8 @@
 
 #include "approval.h"
 #include "jcs.h"
-#include "http.h"
 #include "audit.h"
+#include "buf.h"
 #include "store_approval.h"
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
@@ -76,8 +75,9 @@ static enum cs_err random_id(char out[CONSENT_ID_LEN + 1])
 
 static void set_why(char *why, size_t whylen, const char *msg)
 {
-	if (why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", msg);
+	/* A reason longer than the caller's array is left out rather than cut. */
+	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", msg) != CS_OK)
+		why[0] = '\0';
 }
 
 /* --- authorization_details --------------------------------------------- */
@@ -275,57 +275,66 @@ static enum cs_err approval_from_row(struct store_approval_row *r, struct approv
 
 /* --- audit ------------------------------------------------------------- */
 
-/* One entry about approval r (or the call being made): names the action and
- * the parameters' digest, never their values. */
-static enum cs_err audit_approval(struct store_conn *c, int64_t now, const char *actor,
-    const char *action_name, const char *subject, const char *agent, const char *resource,
-    const char *consent_id, const char *approval_id, const char *outcome, const char *why,
-    const char *action, const char *digest)
+/* One entry about an approval (or the call being made): *base with the
+ * detail "why; action=...; params_digest=..." -- the action and the
+ * parameters' digest, never their values. */
+static enum cs_err audit_approval(struct store_conn *c, const struct audit_entry *base,
+    const char *why, const char *action, const char *digest)
 {
-	struct audit_entry a;
+	struct audit_entry a = *base;
 	char detail[300];
-	snprintf(detail, sizeof detail, "%s%saction=%s; params_digest=%s", why ? why : "",
-	    why ? "; " : "", action, digest);
-	memset(&a, 0, sizeof a);
-	a.ts = now;
-	a.actor = actor;
-	a.action = action_name;
-	a.subject = subject;
-	a.agent = agent;
-	a.resource = resource;
-	a.consent_id = consent_id;
-	a.request_id = approval_id;
-	a.outcome = outcome;
+	enum cs_err e = str_fmt(detail, sizeof detail, "%s%saction=%s; params_digest=%s",
+	    why ? why : "", why ? "; " : "", action, digest);
+	if (e != CS_OK)
+		return e;
 	a.detail = detail;
 	return audit_append(c, &a);
 }
 
-static enum cs_err audit_row(struct store_conn *c, int64_t now, const char *actor,
-    const char *action_name, const struct store_approval_row *r, const char *outcome,
-    const char *why)
+/* The entry of what happened to row r: action and outcome, and why. */
+static enum cs_err audit_row(struct store_conn *c, const struct audit_entry *what,
+    const struct store_approval_row *r, const char *why)
 {
-	return audit_approval(c, now, actor, action_name, r->subject, r->agent, r->resource,
-	    r->consent_id, r->id, outcome, why, r->action, r->digest);
+	struct audit_entry a = *what;
+	a.subject = r->subject;
+	a.agent = r->agent;
+	a.resource = r->resource;
+	a.consent_id = r->consent_id;
+	a.request_id = r->id;
+	return audit_approval(c, &a, why, r->action, r->digest);
+}
+
+/* The entry of a refusal or request about the call q itself. */
+static enum cs_err audit_ask(struct store_conn *c, const struct approval_ask *q,
+    const struct audit_entry *what, const char *why)
+{
+	struct audit_entry a = *what;
+	a.ts = q->now;
+	a.actor = q->actor;
+	a.subject = q->k->subject;
+	a.agent = q->k->agent;
+	a.resource = q->k->resource;
+	a.consent_id = q->k->id;
+	return audit_approval(c, &a, why, q->action, q->digest);
 }
 
 /* --- the gateway's state machine --------------------------------------- */
 
 /* A new pending approval, unless the person has too many pending already. */
 static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
-    const struct consent *k, const char *action, const char *parameters, const char *digest,
-    const char *actor, int64_t now, struct approval_answer *a)
+    const struct approval_ask *q, struct approval_answer *a)
 {
 	enum cs_err e;
-	int64_t count = 0, earliest = 0;
+	int64_t count = 0, earliest = 0, now = q->now;
+	const struct consent *k = q->k;
 	struct store_approval_row r;
 	char id[CONSENT_ID_LEN + 1];
 
 	if ((e = store_approval_count_pending(c, k->user_id, now, &count, &earliest)) != CS_OK)
 		return e;
 	if (count >= cfg->consent_max_pending_per_user) {
-		if ((e = audit_approval(c, now, actor, "approval.refused", k->subject, k->agent,
-		    k->resource, k->id, NULL, "refused", "too many pending approvals", action,
-		    digest)) != CS_OK)
+		if ((e = audit_ask(c, q, &(struct audit_entry){ .action = "approval.refused",
+		    .outcome = "refused" }, "too many pending approvals")) != CS_OK)
 			return e;
 		a->outcome = APPROVAL_TOO_MANY;
 		a->retry_after = earliest - now >= 1 ? earliest - now : 1;
@@ -339,17 +348,17 @@ static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
 	r.user_id = k->user_id;
 	r.agent = k->agent;
 	r.resource = k->resource;
-	r.action = (char *)action;
-	r.parameters = (char *)parameters;
-	r.digest = (char *)digest;
+	r.action = (char *)q->action;
+	r.parameters = (char *)q->parameters;
+	r.digest = (char *)q->digest;
 	r.status = "pending";
 	r.created_at = now;
 	r.expires_at = now + cfg->consent_request_ttl;
 	r.last_poll_at = now;
 	r.interval = cfg->consent_interval;
 	if ((e = store_approval_insert(c, &r)) != CS_OK ||
-	    (e = audit_approval(c, now, actor, "approval.requested", k->subject, k->agent,
-	    k->resource, k->id, id, "pending", NULL, action, digest)) != CS_OK)
+	    (e = audit_ask(c, q, &(struct audit_entry){ .action = "approval.requested",
+	    .request_id = id, .outcome = "pending" }, NULL)) != CS_OK)
 		return e;
 	if ((a->approval_id = strdup(id)) == NULL)
 		return CS_ENOMEM;
@@ -363,23 +372,25 @@ static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
  * request, or NULL when it never was. */
 static const char *slow_down_note(int64_t n, char buf[64])
 {
-	if (n <= 0)
+	if (n <= 0 || str_fmt(buf, 64, "slow_down answered %lld time%s", (long long)n,
+	    n == 1 ? "" : "s") != CS_OK)
 		return NULL;
-	snprintf(buf, 64, "slow_down answered %lld time%s", (long long)n, n == 1 ? "" : "s");
 	return buf;
 }
 
 /* The pending approval r: expired, polled too fast, or still waiting. */
 static enum cs_err check_pending(struct store_conn *c, struct store_approval_row *r,
-    const char *actor, int64_t now, struct approval_answer *a)
+    const struct approval_ask *q, struct approval_answer *a)
 {
 	enum cs_err e;
 	char note[64];
+	int64_t now = q->now;
 	if (r->expires_at <= now) {
 		/* The person never decided: expired_token once; the next call
 		 * starts a new approval. */
 		if ((e = store_approval_set_status(c, r->id, "pending", "expired", 0)) != CS_OK ||
-		    (e = audit_row(c, now, actor, "approval.expired", r, "expired",
+		    (e = audit_row(c, &(struct audit_entry){ .ts = now, .actor = q->actor,
+		    .action = "approval.expired", .outcome = "expired" }, r,
 		    slow_down_note(r->slow_downs, note))) != CS_OK)
 			return e;
 		a->outcome = APPROVAL_EXPIRED;
@@ -389,8 +400,9 @@ static enum cs_err check_pending(struct store_conn *c, struct store_approval_row
 	if (slow) {
 		r->interval += SLOW_DOWN_STEP;
 		/* Audited the first time only; the rest are counted (slow_downs). */
-		if (r->slow_downs == 0 && (e = audit_row(c, now, actor, "approval.slow_down", r,
-		    "slow_down", "the first; later ones are counted")) != CS_OK)
+		if (r->slow_downs == 0 && (e = audit_row(c, &(struct audit_entry){ .ts = now,
+		    .actor = q->actor, .action = "approval.slow_down", .outcome = "slow_down" }, r,
+		    "the first; later ones are counted")) != CS_OK)
 			return e;
 		a->outcome = APPROVAL_SLOW_DOWN;
 	} else {
@@ -405,12 +417,46 @@ static enum cs_err check_pending(struct store_conn *c, struct store_approval_row
 	return CS_OK;
 }
 
-enum cs_err approval_check(struct store_conn *c, const struct config *cfg, const struct consent *k,
-    const char *action, const char *parameters, const char *digest, const char *actor,
-    int64_t now, struct approval_answer *out)
+/* (a) of approval_check: an approved, unused approval is released while its
+ * decision is younger than request_ttl; an older one expires (and the search
+ * goes on).  *found set when a->outcome is APPROVAL_RELEASE. */
+static enum cs_err check_approved(struct store_conn *c, const struct config *cfg,
+    const struct approval_ask *q, struct approval_answer *a, bool *found)
+{
+	enum cs_err e = CS_OK;
+	struct store_approval_row r;
+	*found = false;
+	memset(&r, 0, sizeof r);
+	for (int i = 0; i < STALE_MAX; i++) {
+		e = store_approval_find_unused(c, q->k->id, q->action, q->digest, &r);
+		if (e == CS_ENOENT)
+			return CS_OK;
+		if (e != CS_OK)
+			return e;
+		if (r.decided_at + cfg->consent_request_ttl > q->now) {
+			if ((a->approval_id = strdup(r.id)) == NULL)
+				e = CS_ENOMEM;
+			a->outcome = APPROVAL_RELEASE;
+			a->expires_in = r.decided_at + cfg->consent_request_ttl - q->now;
+			*found = e == CS_OK;
+			break;
+		}
+		if ((e = store_approval_set_status(c, r.id, "approved", "expired", 0)) != CS_OK ||
+		    (e = audit_row(c, &(struct audit_entry){ .ts = q->now, .actor = q->actor,
+		    .action = "approval.expired", .outcome = "expired" }, &r,
+		    "approved but not used within request_ttl")) != CS_OK)
+			break;
+		store_approval_row_clear(&r);
+	}
+	store_approval_row_clear(&r);
+	return e;
+}
+
+enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
+    const struct approval_ask *q, struct approval_answer *out)
 {
 	enum cs_err e;
-	bool in_tx = false;
+	bool in_tx = false, found = false;
 	int live = 0;
 	struct store_approval_row r;
 	struct approval_answer a;
@@ -418,55 +464,36 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg, const
 
 	memset(&r, 0, sizeof r);
 	memset(&a, 0, sizeof a);
-	if (c == NULL || cfg == NULL || k == NULL || k->id == NULL || k->subject == NULL ||
-	    k->agent == NULL || k->resource == NULL || k->user_id <= 0 || action == NULL ||
-	    action[0] == '\0' || parameters == NULL || digest == NULL || out == NULL)
+	if (c == NULL || cfg == NULL || q == NULL || q->k == NULL || q->k->id == NULL ||
+	    q->k->subject == NULL || q->k->agent == NULL || q->k->resource == NULL ||
+	    q->k->user_id <= 0 || q->action == NULL || q->action[0] == '\0' ||
+	    q->parameters == NULL || q->digest == NULL || out == NULL)
 		return CS_EINVAL;
 	/* SECURITY: the digest binds exactly the text the person will see: the
 	 * parameters are the canonical bytes, so their hash must be the digest. */
-	digest_bytes(parameters, strlen(parameters), check);
-	if (strcmp(check, digest) != 0)
+	digest_bytes(q->parameters, strlen(q->parameters), check);
+	if (strcmp(check, q->digest) != 0)
 		return CS_EINVAL;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
 	in_tx = true;
 	/* SECURITY: invariant 8 -- never without a live consent, checked again
 	 * inside the transaction (the grant may predate a revocation). */
-	if ((e = store_approval_consent_live(c, k->id, now, &live)) != CS_OK)
+	if ((e = store_approval_consent_live(c, q->k->id, q->now, &live)) != CS_OK)
 		goto out;
 	if (!live) {
-		e = CS_EPERM;
+		a.outcome = APPROVAL_CONSENT_ENDED;
+		goto commit;
+	}
+	if ((e = check_approved(c, cfg, q, &a, &found)) != CS_OK)
 		goto out;
-	}
-
-	/* (a) an approved, unused approval: released while its decision is
-	 * younger than request_ttl; an older one expires (and we go on). */
-	for (int i = 0; i < STALE_MAX; i++) {
-		e = store_approval_find_unused(c, k->id, action, digest, &r);
-		if (e == CS_ENOENT)
-			break;
-		if (e != CS_OK)
-			goto out;
-		if (r.decided_at + cfg->consent_request_ttl > now) {
-			if ((a.approval_id = strdup(r.id)) == NULL) {
-				e = CS_ENOMEM;
-				goto out;
-			}
-			a.outcome = APPROVAL_RELEASE;
-			a.expires_in = r.decided_at + cfg->consent_request_ttl - now;
-			goto commit;
-		}
-		if ((e = store_approval_set_status(c, r.id, "approved", "expired", 0)) != CS_OK ||
-		    (e = audit_row(c, now, actor, "approval.expired", &r, "expired",
-		    "approved but not used within request_ttl")) != CS_OK)
-			goto out;
-		store_approval_row_clear(&r);
-	}
+	if (found)
+		goto commit;
 
 	/* (b) the pending approval for these exact parameters. */
-	e = store_approval_find(c, k->id, action, digest, "pending", &r);
+	e = store_approval_find(c, q->k->id, q->action, q->digest, "pending", &r);
 	if (e == CS_OK) {
-		if ((e = check_pending(c, &r, actor, now, &a)) != CS_OK)
+		if ((e = check_pending(c, &r, q, &a)) != CS_OK)
 			goto out;
 		goto commit;
 	} else if (e != CS_ENOENT) {
@@ -474,8 +501,8 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg, const
 	}
 
 	/* (c) a recent denial of these exact parameters holds for deny_cooldown. */
-	e = store_approval_find(c, k->id, action, digest, "denied", &r);
-	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > now) {
+	e = store_approval_find(c, q->k->id, q->action, q->digest, "denied", &r);
+	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > q->now) {
 		a.outcome = APPROVAL_DENIED;
 		goto commit;
 	} else if (e != CS_OK && e != CS_ENOENT) {
@@ -484,7 +511,7 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg, const
 	store_approval_row_clear(&r);
 
 	/* (d) a new approval request. */
-	if ((e = check_new(c, cfg, k, action, parameters, digest, actor, now, &a)) != CS_OK)
+	if ((e = check_new(c, cfg, q, &a)) != CS_OK)
 		goto out;
 
 commit:
@@ -523,14 +550,15 @@ static const char *refusal_reason(const struct store_approval_row *r, const stru
 }
 
 enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, const char *approval_id,
-    const char *actor, int64_t now)
+    const char *actor, int64_t now, enum approval_redeem_outcome *oc)
 {
 	enum cs_err e;
 	int changed = 0;
 	struct store_approval_row r;
+	struct audit_entry what = { .ts = now, .actor = actor };
 
 	memset(&r, 0, sizeof r);
-	if (c == NULL || cfg == NULL || approval_id == NULL)
+	if (c == NULL || cfg == NULL || approval_id == NULL || oc == NULL)
 		return CS_EINVAL;
 	if ((e = store_approval_get(c, approval_id, &r)) != CS_OK)
 		return e;
@@ -540,13 +568,16 @@ enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, cons
 	if (!changed) {
 		/* Recorded in the caller's transaction: it stays only if the caller
 		 * commits after this refusal. */
-		if ((e = audit_row(c, now, actor, "approval.refused", &r, "refused",
-		    refusal_reason(&r, cfg, now))) != CS_OK)
-			goto out;
-		e = CS_EPERM;
+		what.action = "approval.refused";
+		what.outcome = "refused";
+		if ((e = audit_row(c, &what, &r, refusal_reason(&r, cfg, now))) == CS_OK)
+			*oc = APPROVAL_NOT_REDEEMABLE;
 		goto out;
 	}
-	e = audit_row(c, now, actor, "approval.released", &r, "ok", NULL);
+	what.action = "approval.released";
+	what.outcome = "ok";
+	if ((e = audit_row(c, &what, &r, NULL)) == CS_OK)
+		*oc = APPROVAL_REDEEMED;
 out:
 	store_approval_row_clear(&r);
 	return e;
@@ -554,69 +585,70 @@ out:
 
 /* --- the person's decision --------------------------------------------- */
 
-enum cs_err approval_decide(struct store_conn *c, const struct config *cfg, const char *id,
-    int64_t user_id, bool approve, const char *actor, int64_t now)
+/* Inside approval_decide's transaction, for the pending row r: an expiry or a
+ * consent no longer live is recorded (and closes it), else the decision. */
+static enum cs_err decide_pending(struct store_conn *c, const struct approval_decision *d,
+    struct store_approval_row *r, enum approval_decide_outcome *oc)
 {
 	enum cs_err e;
-	bool in_tx = false;
 	int live = 0;
-	struct store_approval_row r;
 	char note[64];
-
-	memset(&r, 0, sizeof r);
-	if (c == NULL || cfg == NULL || id == NULL)
-		return CS_EINVAL;
-	if ((e = store_begin(c)) != CS_OK)
-		return e;
-	in_tx = true;
-	if ((e = store_approval_get(c, id, &r)) != CS_OK)
-		goto out;
-	/* SECURITY: invariant 4 -- only the person the agent acts for decides. */
-	if (user_id <= 0 || r.user_id != user_id) {
-		e = CS_EPERM;
-		goto out;
-	}
-	if (strcmp(r.status, "pending") != 0) {
-		e = CS_EINVAL;
-		goto out;
-	}
-	if (r.expires_at <= now) {
+	struct audit_entry what = { .ts = d->now, .actor = d->actor };
+	*oc = APPROVAL_CLOSED;
+	if (r->expires_at <= d->now) {
 		/* Record the expiry, then refuse the decision. */
-		if ((e = store_approval_set_status(c, r.id, "pending", "expired", 0)) != CS_OK ||
-		    (e = audit_row(c, now, actor, "approval.expired", &r, "expired", NULL)) != CS_OK)
-			goto out;
-		e = CS_EINVAL;
-		goto commit;
+		what.action = "approval.expired";
+		what.outcome = "expired";
+		if ((e = store_approval_set_status(c, r->id, "pending", "expired", 0)) != CS_OK)
+			return e;
+		return audit_row(c, &what, r, NULL);
 	}
 	/* SECURITY: invariant 8 -- an approval never outlives its consent; one
 	 * whose consent expired (revocation cancels them at once) is cancelled. */
-	if ((e = store_approval_consent_live(c, r.consent_id, now, &live)) != CS_OK)
-		goto out;
+	if ((e = store_approval_consent_live(c, r->consent_id, d->now, &live)) != CS_OK)
+		return e;
 	if (!live) {
-		if ((e = store_approval_set_status(c, r.id, "pending", "cancelled", 0)) != CS_OK ||
-		    (e = audit_row(c, now, actor, "approval.cancelled", &r, "cancelled",
-		    "consent not live")) != CS_OK)
-			goto out;
-		e = CS_EINVAL;
-		goto commit;
+		what.action = "approval.cancelled";
+		what.outcome = "cancelled";
+		if ((e = store_approval_set_status(c, r->id, "pending", "cancelled", 0)) != CS_OK)
+			return e;
+		return audit_row(c, &what, r, "consent not live");
 	}
-	if ((e = store_approval_set_status(c, r.id, "pending", approve ? "approved" : "denied",
-	    now)) != CS_OK ||
-	    (e = audit_row(c, now, actor, approve ? "approval.approved" : "approval.denied", &r,
-	    approve ? "approved" : "denied", slow_down_note(r.slow_downs, note))) != CS_OK)
+	what.action = d->approve ? "approval.approved" : "approval.denied";
+	what.outcome = d->approve ? "approved" : "denied";
+	if ((e = store_approval_set_status(c, r->id, "pending", what.outcome, d->now)) != CS_OK ||
+	    (e = audit_row(c, &what, r, slow_down_note(r->slow_downs, note))) != CS_OK)
+		return e;
+	*oc = APPROVAL_DECIDED;
+	return CS_OK;
+}
+
+enum cs_err approval_decide(struct store_conn *c, const struct config *cfg,
+    const struct approval_decision *d, enum approval_decide_outcome *oc)
+{
+	enum cs_err e;
+	struct store_approval_row r;
+	enum approval_decide_outcome o = APPROVAL_CLOSED;
+
+	memset(&r, 0, sizeof r);
+	if (c == NULL || cfg == NULL || d == NULL || d->id == NULL || oc == NULL)
+		return CS_EINVAL;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = store_approval_get(c, d->id, &r)) != CS_OK)
 		goto out;
-commit:
-	{
-		enum cs_err ce = store_commit(c);
-		in_tx = false;
-		if (ce != CS_OK) {
-			store_rollback(c);
-			e = ce;
-		}
-	}
+	/* SECURITY: invariant 4 -- only the person the agent acts for decides. */
+	if (d->user_id <= 0 || r.user_id != d->user_id)
+		o = APPROVAL_NOT_YOURS;
+	else if (strcmp(r.status, "pending") == 0 && (e = decide_pending(c, d, &r, &o)) != CS_OK)
+		goto out;
+	/* Nothing was written for someone else's or a decided approval. */
+	e = store_commit(c);
 out:
-	if (in_tx)
+	if (e != CS_OK)
 		store_rollback(c);
+	else
+		*oc = o;
 	store_approval_row_clear(&r);
 	return e;
 }
@@ -663,54 +695,4 @@ out:
 	approval_list_free(v, i);
 	store_approval_rows_free(rows, nrows);
 	return e;
-}
-
-/* --- answers ------------------------------------------------------------- */
-
-enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *cfg,
-    const struct approval_answer *a, int status)
-{
-	char uri[600], ra[32];
-	json_t *v;
-	enum cs_err e;
-	switch (a->outcome) {
-	case APPROVAL_DENIED:
-		return reply_oauth_error(rep, status, "access_denied",
-		    "the person denied this action with these parameters");
-	case APPROVAL_EXPIRED:
-		return reply_oauth_error(rep, status, "expired_token",
-		    "the approval request expired before the person decided; the next call starts a "
-		    "new one");
-	case APPROVAL_TOO_MANY:
-		snprintf(ra, sizeof ra, "%lld", (long long)(a->retry_after > 0 ? a->retry_after : 1));
-		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
-		    "this person has too many pending approvals");
-		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
-	default:
-		break;
-	}
-	const char *error_code = a->outcome == APPROVAL_NEEDED ? "approval_required" :
-	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending";
-	char desc[200];
-	if (a->outcome == APPROVAL_NEEDED)
-		snprintf(desc, sizeof desc, "this action needs the person's approval: send them to "
-		    "approval_uri, then repeat this call every %lld s", (long long)a->interval);
-	else if (a->outcome == APPROVAL_SLOW_DOWN)
-		snprintf(desc, sizeof desc, "polled faster than the interval: wait %lld s between calls "
-		    "from now on", (long long)a->interval);
-	else
-		snprintf(desc, sizeof desc, "the person has not decided on this action yet; repeat this "
-		    "call in %lld s", (long long)a->interval);
-	v = json_pack("{s:s, s:s}", "error", error_code, "error_description", desc);
-	if (v == NULL)
-		return CS_ENOMEM;
-	reply_log_error(rep, error_code, desc);
-	if (a->approval_id) {
-		snprintf(uri, sizeof uri, "%s/approve/%s", cfg->public_url, a->approval_id);
-		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
-		json_object_set_new(v, "approval_uri", json_string(uri));
-		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
-		json_object_set_new(v, "interval", json_integer(a->interval));
-	}
-	return reply_json_value(rep, status, v);
 }

@@ -8,20 +8,26 @@
 #include <string.h>
 #include <strings.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <openssl/crypto.h>
 #include "app.h"
 #include "audit.h"
+#include "buf.h"
 #include "client_auth.h"
 #include "httpc.h"
 #include "log.h"
 #include "session.h"
 #include "store_replay.h"
-#include "token.h"
+#include "form.h"
+
+#define AUDIT_REFUSED_DETAIL 255     /* bytes of a refused assertion's audit detail */
+#define DETAIL_BUILD_CAP 16384       /* more than any path http.c lets through and a reason */
 
 static void set_why(char *why, size_t whylen, const char *s)
 {
-	if (why != NULL && whylen > 0)
-		snprintf(why, whylen, "%s", s);
+	/* Fixed phrases that fit every caller's array; never a cut one. */
+	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", s) != CS_OK)
+		why[0] = '\0';
 }
 
 /* A NumericDate claim (RFC 7519 §2): CS_ENOENT when absent. */
@@ -298,6 +304,51 @@ static bool set_has_kid(const struct shared_set *s, const char *kid)
 
 /* --- at the endpoints ---------------------------------------------------------- */
 
+bool basic_credentials(const char *hdr, char **id, char **secret)
+{
+	unsigned char *dec = NULL;
+	size_t n, len;
+	bool ok = false;
+	char *colon;
+	*id = *secret = NULL;
+	if (hdr == NULL || strncasecmp(hdr, "Basic ", 6) != 0)
+		return false;
+	hdr += 6;
+	while (*hdr == ' ')
+		hdr++;
+	n = strlen(hdr);
+	if (n == 0 || n > 2048 || n % 4 != 0)
+		return false;
+	dec = malloc(n / 4 * 3 + 1);
+	if (dec == NULL)
+		return false;
+	int r = EVP_DecodeBlock(dec, (const unsigned char *)hdr, (int)n);
+	if (r < 0)
+		goto out;
+	len = (size_t)r;
+	if (n >= 1 && hdr[n - 1] == '=')
+		len--;
+	if (n >= 2 && hdr[n - 2] == '=')
+		len--;
+	dec[len] = '\0';
+	if (memchr(dec, '\0', len) != NULL || (colon = strchr((char *)dec, ':')) == NULL)
+		goto out;
+	*colon = '\0';
+	/* RFC 6749 §2.3.1: both parts are form-urlencoded before Base64. */
+	if (pct_decode((char *)dec, strlen((char *)dec), 1, id, NULL) != CS_OK)
+		goto out;
+	if (pct_decode(colon + 1, strlen(colon + 1), 1, secret, NULL) != CS_OK) {
+		free(*id);
+		*id = NULL;
+		goto out;
+	}
+	ok = true;
+out:
+	OPENSSL_cleanse(dec, n / 4 * 3 + 1);
+	free(dec);
+	return ok;
+}
+
 static bool basic_ok(const struct http_request *req)
 {
 	const struct config *cfg = req->app->cfg;
@@ -323,21 +374,24 @@ static bool basic_ok(const struct http_request *req)
 static void audit_refused(const struct http_request *req, const char *why)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	char detail[256];
-	struct audit_entry a;
+	struct buf detail;
 	if (c == NULL)
 		return;
-	snprintf(detail, sizeof detail, "private_key_jwt at %s: %s", req->path, why);
-	memset(&a, 0, sizeof a);
-	a.ts = req->now;
-	a.actor = "client:-";
-	a.action = "gateway.auth.refused";
-	a.outcome = "refused";
-	a.detail = detail;
+	/* The entry names the endpoint (a long /proxy path is cut to the first
+	 * AUDIT_REFUSED_DETAIL bytes). */
+	buf_init(&detail, DETAIL_BUILD_CAP);
+	if (buf_printf(&detail, "private_key_jwt at %s: %s", req->path, why) != CS_OK)
+		goto out;
+	if (detail.len > AUDIT_REFUSED_DETAIL)
+		detail.data[AUDIT_REFUSED_DETAIL] = '\0';
 	if (store_begin(c) != CS_OK)
-		return;
-	if (audit_append(c, &a) != CS_OK || store_commit(c) != CS_OK)
+		goto out;
+	if (audit_append(c, &(struct audit_entry){ .ts = req->now, .actor = "client:-",
+	    .action = "gateway.auth.refused", .outcome = "refused", .detail = detail.data }) != CS_OK ||
+	    store_commit(c) != CS_OK)
 		store_rollback(c);
+out:
+	buf_clear(&detail);
 }
 
 /* true: authenticated; otherwise the refusal's reason is in why. */
@@ -350,7 +404,8 @@ static bool assertion_ok(const struct http_request *req, const char *assertion, 
 	bool ok = false;
 	struct client_keys *keys = req->app->gateway_keys;
 	struct shared_set *set = NULL;
-	int n = snprintf(endpoint, sizeof endpoint, "%s%s", cfg->public_url, req->path);
+	bool with_endpoint = str_fmt(endpoint, sizeof endpoint, "%s%s", cfg->public_url,
+	    req->path) == CS_OK;
 	const char *auds[2] = { cfg->public_url, endpoint };
 	if (keys == NULL) {
 		set_why(why, whylen, "no keys are configured for the client");
@@ -367,7 +422,7 @@ static bool assertion_ok(const struct http_request *req, const char *assertion, 
 	free(kid);
 	struct client_assertion_expect ex = {
 		.keys = set != NULL ? set->ks : NULL, .client_id = cfg->gateway_id, .audiences = auds,
-		.naudiences = n > 0 && (size_t)n < sizeof endpoint ? 2 : 1, .now = req->now,
+		.naudiences = with_endpoint ? 2 : 1, .now = req->now,
 		.clock_skew = cfg->gateway_clock_skew,
 	};
 	enum cs_err ce = client_assertion_check(assertion, &ex, &jti, &exp, why, whylen);
@@ -432,4 +487,9 @@ bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
 	    reply_header(rep, "WWW-Authenticate", "Basic realm=\"consentd\"") != CS_OK))
 		rep->status = 401;
 	return false;
+}
+
+bool gateway_authenticate(const struct http_request *req, struct http_reply *rep)
+{
+	return client_auth_gateway(req, rep);
 }

@@ -13,6 +13,7 @@
 #include "audit.h"
 #include "consent.h"
 #include "store_consent.h"
+#include "store_user.h"
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
 #define REASON_REPLACED "replaced"
@@ -975,7 +976,8 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
 	in_tx = true;
-	if ((e = store_consent_user_ensure(c, issuer, subject, now, &user_id)) != CS_OK)
+	if ((e = store_user_put(c, &(struct store_user){ .issuer = issuer,
+	    .subject = subject, .now = now }, &user_id)) != CS_OK)
 		goto out;
 
 	/* (a) a live consent that covers the call: a grant. */

@@ -199,7 +199,8 @@ enum cs_err events_list(struct store_conn *c, const char *consent_id,
 {
 	if (c == NULL || out == NULL || n == NULL)
 		return CS_EINVAL;
-	return store_events_list(c, consent_id, state, before_id, max, out, n);
+	return store_events_list(c, &(struct store_events_filter){ .consent_id = consent_id,
+	    .state = state, .before_id = before_id, .max = max }, out, n);
 }
 
 const char *events_state_name(const struct store_event_row *r)

@@ -2,13 +2,13 @@
  * offline consents (rotated on every use, reuse revokes the family),
  * introspection (RFC 7662) and revocation (RFC 7009).  It must never store or
  * audit a token: grants are recorded by jti, refresh tokens only by SHA-256. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
 
 #include "audit.h"
+#include "buf.h"
 #include "grant.h"
 #include "session.h"
 #include "store_grant.h"
@@ -94,28 +94,25 @@ static bool token_present(const char *t)
 	return t != NULL && t[0] != '\0' && strnlen(t, GRANT_MAX_TOKEN + 1) <= GRANT_MAX_TOKEN;
 }
 
-/* One audit entry about consent k (may be NULL: then only consent_id is
- * known); detail is "key=id" -- an id, never a token. */
-static enum cs_err audit_k(struct store_conn *c, const char *actor, const char *action,
-    const struct consent *k, const char *consent_id, const char *scopes, const char *outcome,
-    const char *key, const char *id, int64_t now)
+/* "key=id" (an id, never a token) for an audit entry's detail. */
+static enum cs_err id_detail(char out[128], const char *key, const char *id)
 {
-	struct audit_entry a;
+	return str_fmt(out, 128, "%s=%s", key, id);
+}
+
+/* One audit entry about consent k; detail is "key=id". */
+static enum cs_err audit_k(struct store_conn *c, const struct audit_entry *base,
+    const struct consent *k, const char *key, const char *id)
+{
+	struct audit_entry a = *base;
 	char detail[128];
-	memset(&a, 0, sizeof a);
-	snprintf(detail, sizeof detail, "%s=%s", key, id);
-	a.ts = now;
-	a.actor = actor;
-	a.action = action;
-	if (k != NULL) {
-		a.subject = k->subject;
-		a.agent = k->agent;
-		a.resource = k->resource;
-		consent_id = k->id;
-	}
-	a.consent_id = consent_id;
-	a.scopes = scopes;
-	a.outcome = outcome;
+	enum cs_err e = id_detail(detail, key, id);
+	if (e != CS_OK)
+		return e;
+	a.subject = k->subject;
+	a.agent = k->agent;
+	a.resource = k->resource;
+	a.consent_id = k->id;
 	a.detail = detail;
 	return audit_append(c, &a);
 }
@@ -130,23 +127,23 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
 
 /* --- issuing ----------------------------------------------------------- */
 
-/* Signs a grant for consent k with scope (⊆ k's granted, non-empty) and
- * records its jti; with family != NULL also mints a refresh token of that
+/* Signs a grant for consent rq->k with rq->scope (⊆ k's granted, non-empty)
+ * and records its jti; with family != NULL also mints a refresh token of that
  * family.  Runs inside the caller's transaction and audits "grant.issued".
  * CS_EPERM for a revoked consent, CS_EINVAL for a bad scope, an unknown
  * resource or an expiry that is not after now.  *out written only on CS_OK. */
 static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct consent *k, const struct scope_set *scope,
-    const char *family, const char *jkt, const char *actor, int64_t now,
+    const struct keyring *kr, const struct grant_issue_req *rq, const char *family,
     struct grant_response *out)
 {
 	enum cs_err e;
+	const struct consent *k = rq->k;
 	const struct config_resource *res;
 	struct grant_response g;
 	json_t *claims = NULL;
 	char jti[GRANT_ID_LEN + 1], rt[SESSION_TOKEN_LEN + 1];
 	unsigned char h[STORE_REFRESH_HASH_LEN];
-	int64_t ttl, exp;
+	int64_t ttl, exp, now = rq->now;
 
 	memset(&g, 0, sizeof g);
 	memset(rt, 0, sizeof rt);
@@ -161,7 +158,7 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 	}
 	/* SECURITY: a grant never carries a scope the person did not grant
 	 * (invariant 7), and never an empty one. */
-	if (scope->n == 0 || !scope_set_subset(scope, &k->granted))
+	if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &k->granted))
 		goto out;
 	if ((res = config_resource(cfg, k->resource)) == NULL || res->uri == NULL)
 		goto out;
@@ -178,7 +175,7 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 		goto out;
 	if ((e = random_id(jti)) != CS_OK)
 		goto out;
-	if ((g.scope = scope_set_join(scope)) == NULL || (g.jti = strdup(jti)) == NULL) {
+	if ((g.scope = scope_set_join(rq->scope)) == NULL || (g.jti = strdup(jti)) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
@@ -192,7 +189,8 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 		goto out;
 	}
 	/* RFC 9449 §6: a grant bound to the gateway's DPoP key names it. */
-	if (jkt != NULL && json_object_set_new(claims, "cnf", json_pack("{s:s}", "jkt", jkt)) != 0) {
+	if (rq->jkt != NULL &&
+	    json_object_set_new(claims, "cnf", json_pack("{s:s}", "jkt", rq->jkt)) != 0) {
 		e = CS_ENOMEM;
 		goto out;
 	}
@@ -203,7 +201,8 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 	/* A grant issued is a use of its consent (/me's "last used"). */
 	if ((e = consent_touch(c, k->id, now)) != CS_OK)
 		goto out;
-	if ((e = audit_k(c, actor, "grant.issued", k, NULL, g.scope, "ok", "jti", jti, now)) != CS_OK)
+	if ((e = audit_k(c, &(struct audit_entry){ .ts = now, .actor = rq->actor,
+	    .action = "grant.issued", .scopes = g.scope, .outcome = "ok" }, k, "jti", jti)) != CS_OK)
 		goto out;
 	if (family != NULL) {
 		/* SECURITY: the refresh token leaves here in clear exactly once; the
@@ -231,56 +230,51 @@ out:
 }
 
 enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const struct consent *k, const struct scope_set *scope, bool with_refresh, const char *actor,
-    int64_t now, struct grant_response *out)
-{
-	return grant_issue_bound(c, cfg, kr, k, scope, with_refresh, NULL, actor, now, out);
-}
-
-enum cs_err grant_issue_bound(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct consent *k, const struct scope_set *scope,
-    bool with_refresh, const char *jkt, const char *actor, int64_t now,
-    struct grant_response *out)
+    const struct grant_issue_req *rq, struct grant_response *out)
 {
 	enum cs_err e;
 	struct consent cur;
 	struct grant_response g;
+	struct grant_issue_req now_rq;
 	char family[GRANT_ID_LEN + 1];
 	bool in_tx = false, refresh = false;
 
 	memset(&cur, 0, sizeof cur);
 	memset(&g, 0, sizeof g);
-	if (c == NULL || cfg == NULL || k == NULL || k->id == NULL || scope == NULL || out == NULL)
+	if (c == NULL || cfg == NULL || rq == NULL || rq->k == NULL || rq->k->id == NULL ||
+	    rq->scope == NULL || out == NULL)
 		return CS_EINVAL;
 	if (kr == NULL)
 		return CS_ECRYPTO;            /* no keys: a server fault, not the caller's */
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
-	/* SECURITY: k is the caller's snapshot; the consent may have been revoked
-	 * or replaced since.  Read it again inside this transaction and sign only
-	 * for what is live now. */
-	if ((e = consent_get(c, k->id, now, &cur)) != CS_OK) {
+	/* SECURITY: rq->k is the caller's snapshot; the consent may have been
+	 * revoked or replaced since.  Read it again inside this transaction and
+	 * sign only for what is live now. */
+	if ((e = consent_get(c, rq->k->id, rq->now, &cur)) != CS_OK) {
 		if (e == CS_ENOENT)
 			e = CS_EINVAL;
 		goto out;
 	}
-	if (with_refresh && !cur.offline) {
+	if (rq->with_refresh && !cur.offline) {
 		e = CS_EINVAL;                /* a refresh token only for an offline consent */
 		goto out;
 	}
 	/* An agent no longer configured offline gets grants but no new family. */
-	refresh = with_refresh && offline_allowed(cfg, &cur);
+	refresh = rq->with_refresh && offline_allowed(cfg, &cur);
 	if (refresh && (e = random_id(family)) != CS_OK)
 		goto out;
-	if ((e = issue_locked(c, cfg, kr, &cur, scope, refresh ? family : NULL, jkt, actor, now,
-	    &g)) != CS_OK)
+	now_rq = *rq;
+	now_rq.k = &cur;
+	if ((e = issue_locked(c, cfg, kr, &now_rq, refresh ? family : NULL, &g)) != CS_OK)
 		goto out;
 	/* SECURITY: the family is bound to the proof's key from its first token. */
-	if (refresh && jkt != NULL && (e = store_refresh_bind(c, family, jkt)) != CS_OK)
+	if (refresh && rq->jkt != NULL && (e = store_refresh_bind(c, family, rq->jkt)) != CS_OK)
 		goto out;
-	if (refresh && (e = audit_k(c, actor, "refresh.issued", &cur, NULL, g.scope, "ok",
-	    "family", family, now)) != CS_OK)
+	if (refresh && (e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+	    .action = "refresh.issued", .scopes = g.scope, .outcome = "ok" }, &cur, "family",
+	    family)) != CS_OK)
 		goto out;
 	if ((e = store_commit(c)) != CS_OK)
 		goto out;
@@ -342,101 +336,114 @@ static bool refresh_current(const struct config *cfg, const struct store_refresh
 	    offline_allowed(cfg, k);
 }
 
-enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const char *refresh_token, const struct scope_set *scope, const char *actor, int64_t now,
-    struct grant_response *out)
-{
-	bool wrong_key = false;
-	return grant_refresh_bound(c, cfg, kr, refresh_token, scope, NULL, &wrong_key, actor, now,
-	    out);
-}
+/* What grant_refresh found and is working with. */
+struct renewal {
+	struct store_conn *c;
+	const struct config *cfg;
+	const struct keyring *kr;
+	const struct grant_refresh_req *rq;
+	struct store_refresh_row r;            /* the token presented */
+	struct consent k;                      /* its consent */
+	unsigned char h[STORE_REFRESH_HASH_LEN];
+};
 
-enum cs_err grant_refresh_bound(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *refresh_token, const struct scope_set *scope,
-    const char *jkt, bool *wrong_key, const char *actor, int64_t now,
+/* Inside grant_refresh's transaction, for the current token x->r: the key
+ * binding, the narrowing, then the token used up and the new grant issued.
+ * *oc says which refusal when not GRANT_REFRESHED. */
+static enum cs_err refresh_renew(const struct renewal *x, enum grant_refresh_outcome *oc,
     struct grant_response *out)
 {
 	char *bound = NULL;
-	enum cs_err e;
-	struct store_refresh_row r;
-	struct consent k;
-	struct grant_response g;
-	const struct scope_set *use;
-	unsigned char h[STORE_REFRESH_HASH_LEN];
-	bool in_tx = false;
 	int changed = 0;
+	const struct grant_refresh_req *rq = x->rq;
+	struct grant_issue_req iq = { .k = &x->k, .scope = &x->k.granted, .jkt = rq->jkt,
+		.actor = rq->actor, .now = rq->now };
+	/* SECURITY: a bound family renews only with a proof by its own key; a
+	 * token stolen without the key is not used up by the thief's attempt. */
+	enum cs_err e = store_refresh_binding(x->c, x->r.family, &bound);
+	if (e != CS_OK && e != CS_ENOENT)
+		goto out;
+	if (e == CS_OK && (rq->jkt == NULL || strcmp(rq->jkt, bound) != 0)) {
+		*oc = GRANT_REFRESH_WRONG_KEY;
+		e = CS_OK;
+		goto out;
+	}
+	if (rq->scope != NULL) {
+		/* SECURITY: narrowing only; never wider than the consent (invariant 7). */
+		if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &x->k.granted)) {
+			*oc = GRANT_REFRESH_BAD_SCOPE;
+			e = CS_OK;
+			goto out;
+		}
+		iq.scope = rq->scope;
+	}
+	if ((e = store_refresh_mark_used(x->c, x->h, rq->now, &changed)) != CS_OK)
+		goto out;
+	*oc = GRANT_REFRESH_INVALID;
+	if (!changed)                     /* cannot happen inside BEGIN IMMEDIATE */
+		goto out;
+	if ((e = issue_locked(x->c, x->cfg, x->kr, &iq, x->r.family, out)) != CS_OK) {
+		/* The scope was checked above: what remains (a resource no longer
+		 * configured, say) is the token's problem, invalid_grant. */
+		if (e == CS_EINVAL || e == CS_EPERM)
+			e = CS_OK;
+		goto out;
+	}
+	*oc = GRANT_REFRESHED;
+out:
+	free(bound);
+	return e;
+}
+
+enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const struct grant_refresh_req *rq, enum grant_refresh_outcome *oc,
+    struct grant_response *out)
+{
+	enum cs_err e;
+	struct renewal x = { .c = c, .cfg = cfg, .kr = kr, .rq = rq };
+	struct grant_response g;
+	enum grant_refresh_outcome o = GRANT_REFRESH_INVALID;
+	bool in_tx = false;
 	int64_t n = 0;
 
-	memset(&r, 0, sizeof r);
-	memset(&k, 0, sizeof k);
 	memset(&g, 0, sizeof g);
-	memset(h, 0, sizeof h);
-	if (c == NULL || cfg == NULL || out == NULL)
+	if (c == NULL || cfg == NULL || rq == NULL || oc == NULL || out == NULL)
 		return CS_EINVAL;
-	/* The handler answers CS_EINVAL with invalid_scope: keep it for the scope. */
 	if (kr == NULL)
 		return CS_ECRYPTO;
-	if (!token_present(refresh_token))
-		return CS_EPERM;
+	if (!token_present(rq->refresh_token)) {
+		*oc = GRANT_REFRESH_INVALID;
+		return CS_OK;
+	}
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
-	if ((e = refresh_find(c, refresh_token, now, h, &r, &k)) != CS_OK)
+	if ((e = refresh_find(c, rq->refresh_token, rq->now, x.h, &x.r, &x.k)) != CS_OK) {
+		if (e == CS_EPERM)
+			e = CS_OK;
 		goto out;
-	if (r.used_at != 0) {
+	}
+	if (x.r.used_at != 0) {
 		/* SECURITY: a used token presented again means it was copied: the
 		 * holder and the thief cannot be told apart, so the whole family
 		 * dies (RFC 9700 §4.14.2), and that sticks: commit, then refuse. */
-		if ((e = store_refresh_revoke_family(c, r.family, now, &n)) != CS_OK ||
-		    (e = audit_k(c, actor, "refresh.reuse_detected", &k, NULL, NULL, "refused",
-		    "family", r.family, now)) != CS_OK ||
+		if ((e = store_refresh_revoke_family(c, x.r.family, rq->now, &n)) != CS_OK ||
+		    (e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+		    .action = "refresh.reuse_detected", .outcome = "refused" }, &x.k, "family",
+		    x.r.family)) != CS_OK ||
 		    (e = store_commit(c)) != CS_OK)
 			goto out;
 		in_tx = false;
-		e = CS_EPERM;
 		goto out;
 	}
 	/* SECURITY: a refresh token lives exactly as long as its consent. */
-	if (!refresh_current(cfg, &r, &k, now)) {
-		e = CS_EPERM;
+	if (!refresh_current(cfg, &x.r, &x.k, rq->now))
 		goto out;
-	}
-	/* SECURITY: a bound family renews only with a proof by its own key; a
-	 * token stolen without the key is not used up by the thief's attempt. */
-	*wrong_key = false;
-	e = store_refresh_binding(c, r.family, &bound);
-	if (e != CS_OK && e != CS_ENOENT)
+	if ((e = refresh_renew(&x, &o, &g)) != CS_OK || o != GRANT_REFRESHED)
 		goto out;
-	if (e == CS_OK && (jkt == NULL || strcmp(jkt, bound) != 0)) {
-		*wrong_key = true;
-		e = CS_EPERM;
-		goto out;
-	}
-	if (scope != NULL) {
-		/* SECURITY: narrowing only; never wider than the consent (invariant 7). */
-		if (scope->n == 0 || !scope_set_subset(scope, &k.granted)) {
-			e = CS_EINVAL;
-			goto out;
-		}
-		use = scope;
-	} else {
-		use = &k.granted;
-	}
-	if ((e = store_refresh_mark_used(c, h, now, &changed)) != CS_OK)
-		goto out;
-	if (!changed) {                   /* cannot happen inside BEGIN IMMEDIATE */
-		e = CS_EPERM;
-		goto out;
-	}
-	if ((e = issue_locked(c, cfg, kr, &k, use, r.family, jkt, actor, now, &g)) != CS_OK) {
-		/* The scope was checked above: what remains (a resource no longer
-		 * configured, say) is the token's problem, invalid_grant. */
-		if (e == CS_EINVAL)
-			e = CS_EPERM;
-		goto out;
-	}
-	if ((e = audit_k(c, actor, "refresh.used", &k, NULL, g.scope, "ok", "family", r.family,
-	    now)) != CS_OK ||
+	if ((e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+	    .action = "refresh.used", .scopes = g.scope, .outcome = "ok" }, &x.k, "family",
+	    x.r.family)) != CS_OK ||
 	    (e = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
@@ -445,15 +452,26 @@ enum cs_err grant_refresh_bound(struct store_conn *c, const struct config *cfg,
 out:
 	if (in_tx)
 		store_rollback(c);
-	OPENSSL_cleanse(h, sizeof h);
-	free(bound);
+	if (e == CS_OK)
+		*oc = o;
+	OPENSSL_cleanse(x.h, sizeof x.h);
 	grant_response_clear(&g);
-	store_refresh_row_clear(&r);
-	consent_clear(&k);
+	store_refresh_row_clear(&x.r);
+	consent_clear(&x.k);
 	return e;
 }
 
 /* --- validation and introspection -------------------------------------- */
+
+bool grant_claims_have_scope(json_t *claims, const char *scope)
+{
+	struct scope_set gs = { .n = 0 };
+	json_t *sc = json_object_get(claims, "scope");
+	bool ok = json_is_string(sc) && scope_set_parse(json_string_value(sc), &gs) == CS_OK &&
+	    scope_set_has(&gs, scope);
+	scope_set_clear(&gs);
+	return ok;
+}
 
 static const char *str_claim(json_t *o, const char *name)
 {
@@ -485,10 +503,22 @@ static bool aud_ok(json_t *aud, const char *want)
 	return false;
 }
 
-enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *token, int64_t now, json_t **claims,
-    struct consent *k, const char **why)
+void grant_check_clear(struct grant_check *g)
 {
+	if (g == NULL)
+		return;
+	json_decref(g->claims);
+	consent_clear(&g->k);
+	memset(g, 0, sizeof *g);
+}
+
+/* grant_validate's checks: CS_EPERM with *why for a refused token. */
+static enum cs_err validate(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, int64_t now, struct grant_check *out)
+{
+	json_t **claims = &out->claims;
+	struct consent *k = &out->k;
+	const char **why = &out->why;
 	enum cs_err e;
 	json_t *cl = NULL;
 	struct store_grant_row row;
@@ -502,8 +532,6 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	memset(&row, 0, sizeof row);
 	memset(&kk, 0, sizeof kk);
 	memset(&sc, 0, sizeof sc);
-	if (c == NULL || cfg == NULL || claims == NULL || k == NULL)
-		return CS_EINVAL;
 	e = CS_EPERM;
 	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
 	    cfg->gateway_id == NULL)
@@ -578,13 +606,24 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 out:
 	if (e == CS_ENOENT)
 		e = CS_EPERM;
-	if (why != NULL)
-		*why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
+	*why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
 	json_decref(cl);
 	store_grant_row_clear(&row);
 	consent_clear(&kk);
 	scope_set_clear(&sc);
 	return e;
+}
+
+enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, int64_t now, struct grant_check *out)
+{
+	enum cs_err e;
+	if (c == NULL || cfg == NULL || out == NULL)
+		return CS_EINVAL;
+	memset(out, 0, sizeof *out);
+	e = validate(c, cfg, kr, token, now, out);
+	out->valid = e == CS_OK;
+	return e == CS_EPERM ? CS_OK : e;
 }
 
 /* The active answer for a current refresh token of a live consent. */
@@ -631,7 +670,11 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 	if (!token_present(token) || cfg->gateway_id == NULL)
 		goto answer;
 	if (looks_like_jws(token)) {
-		e = grant_validate(c, cfg, kr, token, now, &v, &k, NULL);
+		struct grant_check gc;
+		memset(&gc, 0, sizeof gc);
+		e = validate(c, cfg, kr, token, now, &gc);
+		v = gc.claims;
+		k = gc.k;
 		if (e == CS_OK &&
 		    (json_object_set_new(v, "active", json_true()) != 0 ||
 		    json_object_set_new(v, "token_use", json_string("grant")) != 0 ||
@@ -685,6 +728,7 @@ static enum cs_err revoke_grant(struct store_conn *c, const struct keyring *kr, 
 	struct store_grant_row row;
 	struct consent k;
 	const char *jti;
+	char detail[128];
 	bool in_tx = false, have_k = false;
 	int changed = 0;
 
@@ -713,8 +757,12 @@ static enum cs_err revoke_grant(struct store_conn *c, const struct keyring *kr, 
 		if (e != CS_OK && e != CS_ENOENT)
 			goto out;
 		have_k = e == CS_OK;
-		if ((e = audit_k(c, actor, "grant.revoked", have_k ? &k : NULL, row.consent_id, NULL,
-		    "ok", "jti", row.jti, now)) != CS_OK)
+		if ((e = id_detail(detail, "jti", row.jti)) != CS_OK ||
+		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = actor,
+		    .action = "grant.revoked", .subject = have_k ? k.subject : NULL,
+		    .agent = have_k ? k.agent : NULL, .resource = have_k ? k.resource : NULL,
+		    .consent_id = have_k ? k.id : row.consent_id, .outcome = "ok",
+		    .detail = detail })) != CS_OK)
 			goto out;
 	}
 	if ((e = store_commit(c)) != CS_OK)
@@ -754,8 +802,8 @@ static enum cs_err revoke_refresh(struct store_conn *c, const char *token, const
 	}
 	if ((e = store_refresh_revoke_family(c, r.family, now, &n)) != CS_OK)
 		goto out;
-	if (n > 0 && (e = audit_k(c, actor, "refresh.revoked", &k, NULL, NULL, "ok", "family",
-	    r.family, now)) != CS_OK)
+	if (n > 0 && (e = audit_k(c, &(struct audit_entry){ .ts = now, .actor = actor,
+	    .action = "refresh.revoked", .outcome = "ok" }, &k, "family", r.family)) != CS_OK)
 		goto out;
 	if ((e = store_commit(c)) != CS_OK)
 		goto out;

@@ -11,6 +11,8 @@
 #include <openssl/evp.h>
 #include "app.h"
 #include "buf.h"
+#include "store_session.h"
+#include "store_user.h"
 #include "log.h"
 #include "login.h"
 #include "form.h"
@@ -330,8 +332,10 @@ static enum cs_err user_record(struct store_conn *c, const char *issuer, json_t 
 {
 	json_t *nm = json_object_get(claims, "name");
 	json_t *em = json_object_get(claims, "email");
-	return store_user_upsert(c, issuer, subject, json_is_string(nm) ? json_string_value(nm) : NULL,
-	    json_is_string(em) ? json_string_value(em) : NULL, now, user_id);
+	return store_user_put(c, &(struct store_user){ .issuer = issuer, .subject = subject,
+	    .name = json_is_string(nm) ? json_string_value(nm) : NULL,
+	    .email = json_is_string(em) ? json_string_value(em) : NULL,
+	    .now = now, .login = true }, user_id);
 }
 
 /* The user row (subject at issuer) and the session, in one transaction. */

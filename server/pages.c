@@ -818,15 +818,17 @@ enum cs_err pages_approve_decide(const struct http_request *req, struct http_rep
 	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
 		goto out;
 	snprintf(actor, sizeof actor, "user:%s", s.subject);
-	e = approval_decide(c, cfg, a.id, s.user_id, approve, actor, req->now);
-	if (e == CS_EPERM) {
+	enum approval_decide_outcome decided;
+	e = approval_decide(c, cfg, &(struct approval_decision){ .id = a.id, .user_id = s.user_id,
+	    .approve = approve, .actor = actor, .now = req->now }, &decided);
+	if (e != CS_OK) {
+		goto out;
+	} else if (decided == APPROVAL_NOT_YOURS) {
 		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
 		goto out;
-	} else if (e == CS_EINVAL) {
+	} else if (decided == APPROVAL_CLOSED) {
 		e = reply_html_error(rep, 400, "This request cannot be decided",
 		    "It was already decided, it expired, or its consent ended.");
-		goto out;
-	} else if (e != CS_OK) {
 		goto out;
 	}
 	const struct config_resource *res = config_resource(cfg, a.resource);

@@ -10,6 +10,7 @@
 #include "admin_api.h"
 #include "admin_pages.h"
 #include "buf.h"
+#include "client_auth.h"
 #include "consent.h"
 #include "http.h"
 #include "login_pages.h"
@@ -18,8 +19,9 @@
 #include "pages.h"
 #include "proxy.h"
 #include "session.h"
-#include "token.h"
 #include "vault_pages.h"
+#include "proxy_api.h"
+#include "token_api.h"
 
 static bool valid_digits(const char *v)
 {

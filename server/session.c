@@ -8,6 +8,7 @@
 #include <openssl/rand.h>
 #include "buf.h"
 #include "session.h"
+#include "store_session.h"
 
 const char *session_cookie_name(const struct config *cfg)
 {
@@ -142,7 +143,8 @@ enum cs_err session_create(struct store_conn *c, int64_t user_id, int64_t auth_t
 	if ((e = random_token(id)) != CS_OK || (e = random_token(csrf)) != CS_OK)
 		goto out;
 	sha256_str(id, h);
-	e = store_session_insert(c, h, user_id, csrf, now, auth_time, admin_claim);
+	e = store_session_insert(c, h, &(struct store_session_new){ .user_id = user_id,
+	    .csrf = csrf, .now = now, .auth_time = auth_time, .admin_claim = admin_claim });
 	if (e == CS_OK)
 		memcpy(id_out, id, sizeof id);
 out:

@@ -1,6 +1,8 @@
-/* store.c -- the only door to SQL: one SQLite connection per thread, WAL,
- * migrations embedded at build time, statements fixed up front in one table.
- * It must never build SQL from input: every value travels as a bound parameter. */
+/* store.c -- the SQLite backend's core: one connection per thread, WAL,
+ * migrations embedded at build time, transactions, and the one statement
+ * mechanism every store_X.c uses (store_priv.h).  The SQL of each family lives
+ * in its store_X.c.  It must never build SQL from input: every value travels
+ * as a bound parameter. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -17,88 +19,15 @@
 #include "store_priv.h"
 #include "log.h"
 
-/* Every statement consentd runs, by index (kcgi/sqlbox style).  Prepared on a
- * connection at first use and kept there. */
-enum stmt {
-	STMT_BEGIN,
-	STMT_COMMIT,
-	STMT_ROLLBACK,
-	STMT_PING,
-	STMT_SCHEMA_MAX,
-	STMT_SCHEMA_HAS,
-	STMT_SCHEMA_INSERT,
-	STMT_KEY_INSERT,
-	STMT_KEYS_LIST,
-	STMT_KEY_RETIRE,
-	STMT_KEY_REVOKE,
-	STMT_USER_UPSERT,
-	STMT_SESSION_INSERT,
-	STMT_SESSION_GET,
-	STMT_SESSION_TOUCH,
-	STMT_SESSION_DELETE,
-	STMT_LOGIN_INSERT,
-	STMT_LOGIN_TAKE,
-	STMT_LOGIN_LIVE_ADDR,
-	STMT_LOGIN_LIVE_ALL,
-	STMT_LOGIN_LIVE_BROWSER,
-	STMT_LOGIN_DELETE_BROWSER,
-	STMT_PURGE_LOGINS,
-	STMT_PURGE_SESSIONS,
-	STMT__MAX
-};
-
-static const char *const stmt_sql[STMT__MAX] = {
-	[STMT_BEGIN] = "BEGIN IMMEDIATE",
-	[STMT_COMMIT] = "COMMIT",
-	[STMT_ROLLBACK] = "ROLLBACK",
-	[STMT_PING] = "SELECT 1",
-	[STMT_SCHEMA_MAX] = "SELECT coalesce(max(version), 0) FROM schema_version",
-	[STMT_SCHEMA_HAS] = "SELECT 1 FROM schema_version WHERE version = ?1",
-	[STMT_SCHEMA_INSERT] = "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)",
-	[STMT_KEY_INSERT] =
-	    "INSERT INTO signing_keys (kid, alg, created_at, sign_after, retired_at, "
-	    "revoked_at, master_kid, sealed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-	[STMT_KEYS_LIST] =
-	    "SELECT kid, alg, created_at, sign_after, retired_at, revoked_at, master_kid, sealed "
-	    "FROM signing_keys WHERE revoked_at = 0 ORDER BY created_at ASC, rowid ASC",
-	[STMT_KEY_RETIRE] = "UPDATE signing_keys SET retired_at = ?2 WHERE kid = ?1 AND revoked_at = 0",
-	[STMT_KEY_REVOKE] = "UPDATE signing_keys SET revoked_at = ?2 WHERE kid = ?1 AND revoked_at = 0",
-	[STMT_USER_UPSERT] =
-	    "INSERT INTO users (issuer, subject, name, email, created_at, last_login_at) "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?5) ON CONFLICT (issuer, subject) DO UPDATE SET "
-	    "name = excluded.name, email = excluded.email, last_login_at = excluded.last_login_at "
-	    "RETURNING id",
-	[STMT_SESSION_INSERT] =
-	    "INSERT INTO sessions (id_hash, user_id, csrf, created_at, last_seen_at, auth_time, "
-	    "admin_claim) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
-	[STMT_SESSION_GET] =
-	    "SELECT s.user_id, u.issuer, u.subject, u.name, u.email, s.csrf, s.created_at, "
-	    "s.last_seen_at, s.auth_time, s.admin_claim FROM sessions s JOIN users u ON u.id = s.user_id "
-	    "WHERE s.id_hash = ?1",
-	[STMT_SESSION_TOUCH] = "UPDATE sessions SET last_seen_at = ?2 WHERE id_hash = ?1",
-	[STMT_SESSION_DELETE] = "DELETE FROM sessions WHERE id_hash = ?1",
-	[STMT_LOGIN_INSERT] =
-	    "INSERT INTO login_states (state_hash, browser_hash, nonce, code_verifier, return_to, "
-	    "max_age, created_at, expires_at, addr_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-	[STMT_LOGIN_TAKE] =
-	    "DELETE FROM login_states WHERE state_hash = ?1 RETURNING browser_hash, nonce, "
-	    "code_verifier, return_to, max_age, created_at, expires_at",
-	/* The live states (expires_at > now) of one address, and of all, counted
-	 * no further than the limit (?3, ?2), with the soonest expiry among them:
-	 * both walk an index (addr_hash, expires_at) or (expires_at), never the table. */
-	[STMT_LOGIN_LIVE_ADDR] =
-	    "SELECT count(*), coalesce(min(expires_at), 0) FROM (SELECT expires_at FROM login_states "
-	    "WHERE addr_hash = ?1 AND expires_at > ?2 ORDER BY expires_at LIMIT ?3)",
-	[STMT_LOGIN_LIVE_ALL] =
-	    "SELECT count(*), coalesce(min(expires_at), 0) FROM (SELECT expires_at FROM login_states "
-	    "WHERE expires_at > ?1 ORDER BY expires_at LIMIT ?2)",
-	[STMT_LOGIN_LIVE_BROWSER] =
-	    "SELECT count(*) FROM login_states WHERE browser_hash = ?1 AND expires_at > ?2",
-	[STMT_LOGIN_DELETE_BROWSER] = "DELETE FROM login_states WHERE browser_hash = ?1",
-	[STMT_PURGE_LOGINS] = "DELETE FROM login_states WHERE expires_at <= ?1",
-	[STMT_PURGE_SESSIONS] =
-	    "DELETE FROM sessions WHERE last_seen_at < ?1 - ?2 OR created_at < ?1 - ?3",
-};
+/* store.c's own statements; the cache (store_stmt) knows them by address. */
+static const char SQL_BEGIN[] = "BEGIN IMMEDIATE";
+static const char SQL_COMMIT[] = "COMMIT";
+static const char SQL_ROLLBACK[] = "ROLLBACK";
+static const char SQL_PING[] = "SELECT 1";
+static const char SQL_SCHEMA_MAX[] = "SELECT coalesce(max(version), 0) FROM schema_version";
+static const char SQL_SCHEMA_HAS[] = "SELECT 1 FROM schema_version WHERE version = ?1";
+static const char SQL_SCHEMA_INSERT[] =
+    "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)";
 
 /* Created by store.c, not by a migration: it records the migrations. */
 static const char schema_version_sql[] =
@@ -109,15 +38,20 @@ static const char conn_pragmas[] =
     "PRAGMA foreign_keys = ON;"
     "PRAGMA synchronous = FULL;";
 
+/* The statement cache: an open-addressed table keyed by the address of the
+ * static SQL constant, never more than half full, so a look-up is one or two
+ * pointer compares and always finds an empty slot to stop at. */
+#define STMT_SLOTS (2 * STORE_MAX_STMTS)
+_Static_assert((STMT_SLOTS & (STMT_SLOTS - 1)) == 0, "STMT_SLOTS masks: a power of two");
+
 struct store_conn {
 	struct store      *s;
 	sqlite3           *db;
-	sqlite3_stmt      *stmt[STMT__MAX];
-	struct {                          /* statements of the other store_*.c files */
-		const char   *sql;            /* keyed by the address of their SQL constant */
+	struct {
+		const char   *sql;            /* the key: the address of a static constant */
 		sqlite3_stmt *st;
-	} extra[STORE_MAX_EXTRA];
-	size_t             nextra;
+	} stmts[STMT_SLOTS];
+	size_t             nstmts;
 	struct store_conn *next;          /* in s->conns */
 	struct {                          /* the last audit entry the open transaction appended */
 		int           set;
@@ -161,10 +95,8 @@ static void conn_close(struct store_conn *c)
 {
 	if (c == NULL)
 		return;
-	for (size_t i = 0; i < STMT__MAX; i++)
-		sqlite3_finalize(c->stmt[i]);
-	for (size_t i = 0; i < c->nextra; i++)
-		sqlite3_finalize(c->extra[i].st);
+	for (size_t i = 0; i < STMT_SLOTS; i++)
+		sqlite3_finalize(c->stmts[i].st);
 	sqlite3_close_v2(c->db);
 	free(c);
 }
@@ -252,26 +184,40 @@ struct store_conn *store_conn(struct store *s)
 	return c;
 }
 
-/* --- statements -------------------------------------------------------- */
+/* --- statements (store_priv.h) --------------------------------------- */
 
-/* The cached statement for idx, prepared on first use. */
-static sqlite3_stmt *stmt_get(struct store_conn *c, enum stmt idx)
+static size_t stmt_slot(const char *sql)
 {
-	if (c == NULL || (unsigned)idx >= STMT__MAX)
+	/* Fibonacci hashing of the address; the low bits are alignment. */
+	uint64_t h = (uint64_t)(uintptr_t)sql * UINT64_C(0x9e3779b97f4a7c15);
+	return (size_t)(h >> 32) & (STMT_SLOTS - 1);
+}
+
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
+{
+	if (c == NULL || sql == NULL)
 		return NULL;
-	if (c->stmt[idx] == NULL &&
-	    sqlite3_prepare_v3(c->db, stmt_sql[idx], -1, SQLITE_PREPARE_PERSISTENT,
-	    &c->stmt[idx], NULL) != SQLITE_OK) {
-		log_msg(LOG_ERROR, "cannot prepare statement %d: %s", (int)idx,
-		    sqlite3_errmsg(c->db));
-		c->stmt[idx] = NULL;
+	size_t i = stmt_slot(sql);
+	for (; c->stmts[i].sql != NULL; i = (i + 1) & (STMT_SLOTS - 1))
+		if (c->stmts[i].sql == sql)
+			return c->stmts[i].st;
+	if (c->nstmts == STORE_MAX_STMTS) {
+		log_msg(LOG_ERROR, "too many prepared statements (raise STORE_MAX_STMTS)");
 		return NULL;
 	}
-	return c->stmt[idx];
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+		log_msg(LOG_ERROR, "cannot prepare statement: %s", sqlite3_errmsg(c->db));
+		return NULL;
+	}
+	c->stmts[i].sql = sql;
+	c->stmts[i].st = st;
+	c->nstmts++;
+	return st;
 }
 
 /* Ready for the next use: reset and drop bound values (which may be secrets). */
-static void stmt_done(sqlite3_stmt *st)
+void store_stmt_done(sqlite3_stmt *st)
 {
 	if (st != NULL) {
 		sqlite3_reset(st);
@@ -279,7 +225,7 @@ static void stmt_done(sqlite3_stmt *st)
 	}
 }
 
-static enum cs_err rc_err(int rc)
+enum cs_err store_rc_err(int rc)
 {
 	switch (rc & 0xff) {
 	case SQLITE_OK:
@@ -302,17 +248,31 @@ static enum cs_err rc_err(int rc)
 }
 
 /* Runs a statement that returns no rows.  Clears it in every case. */
-static enum cs_err stmt_exec(struct store_conn *c, sqlite3_stmt *st)
+enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
-	enum cs_err e = rc == SQLITE_DONE ? CS_OK : rc_err(rc);
+	enum cs_err e = rc == SQLITE_DONE ? CS_OK : store_rc_err(rc);
 	if (rc == SQLITE_ROW)
 		e = CS_EDB;    /* a programming error: this statement returns rows */
 	if (e != CS_OK && e != CS_EEXIST && e != CS_EBUSY)
 		log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->db));
-	stmt_done(st);
+	store_stmt_done(st);
 	return e;
 }
+
+enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		return CS_OK;
+	if (rc == SQLITE_DONE)
+		return CS_ENOENT;
+	enum cs_err e = store_rc_err(rc);
+	log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->db));
+	return e == CS_OK ? CS_EDB : e;
+}
+
+int64_t store_changes(struct store_conn *c) { return (int64_t)sqlite3_changes64(c->db); }
 
 static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v)
 {
@@ -338,8 +298,59 @@ static enum cs_err bind_int64(sqlite3_stmt *st, int i, int64_t v)
 	return sqlite3_bind_int64(st, i, (sqlite3_int64)v) == SQLITE_OK ? CS_OK : CS_EDB;
 }
 
+enum cs_err store_bind(sqlite3_stmt *st, const struct store_val *v, size_t n)
+{
+	enum cs_err e = CS_OK;
+	if (n > INT_MAX)
+		e = CS_EINVAL;
+	for (size_t k = 0; k < n && e == CS_OK; k++) {
+		int i = (int)k + 1;
+		switch (v[k].kind) {
+		case STORE_VAL_TEXT:
+			e = bind_text(st, i, v[k].p);
+			break;
+		case STORE_VAL_INT:
+			e = bind_int64(st, i, v[k].i);
+			break;
+		case STORE_VAL_BLOB:
+			e = bind_blob(st, i, v[k].p, v[k].n);
+			break;
+		case STORE_VAL_BLOB_OR_NULL:
+			e = v[k].p == NULL ? (sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB)
+			    : bind_blob(st, i, v[k].p, v[k].n);
+			break;
+		default:
+			e = CS_EINVAL;    /* can't happen: the SV_ macros make every value */
+			break;
+		}
+	}
+	if (e != CS_OK)
+		store_stmt_done(st);
+	return e;
+}
+
+sqlite3_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, enum cs_err *e)
+{
+	sqlite3_stmt *st = store_stmt(c, sql);
+	if (st == NULL) {
+		*e = CS_EDB;
+		return NULL;
+	}
+	if ((*e = store_bind(st, v, n)) != CS_OK)
+		return NULL;
+	return st;
+}
+
+enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v, size_t n)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_query(c, sql, v, n, &e);
+	return st == NULL ? e : store_exec(c, st);
+}
+
 /* A malloc'd copy of a text column; NULL column -> *out NULL. */
-static enum cs_err col_text(sqlite3_stmt *st, int i, char **out)
+enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out)
 {
 	const unsigned char *t = sqlite3_column_text(st, i);
 	if (t == NULL) {
@@ -358,7 +369,7 @@ static enum cs_err col_text(sqlite3_stmt *st, int i, char **out)
 	return CS_OK;
 }
 
-static enum cs_err col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
 {
 	const void *b = sqlite3_column_blob(st, i);
 	int n = sqlite3_column_bytes(st, i);
@@ -372,15 +383,47 @@ static enum cs_err col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t
 	return CS_OK;
 }
 
+enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
+    const struct store_row_type *t, void **out, size_t *n)
+{
+	enum cs_err e = CS_OK;
+	unsigned char *v = NULL;
+	size_t nv = 0;
+	if (max > 0 && (v = calloc(max, t->size)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	while (nv < max && (e = store_step(c, st)) == CS_OK) {
+		if ((e = t->read(st, v + nv * t->size)) != CS_OK)
+			goto out;
+		nv++;
+	}
+	if (e == CS_ENOENT || nv == max)
+		e = CS_OK;
+out:
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		t->free(v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
 /* --- transactions ------------------------------------------------------ */
 
 enum cs_err store_begin(struct store_conn *c)
 {
-	sqlite3_stmt *st = stmt_get(c, STMT_BEGIN);
+	sqlite3_stmt *st = store_stmt(c, SQL_BEGIN);
 	if (st == NULL)
 		return CS_EDB;
 	c->audit.set = 0;
-	return stmt_exec(c, st);
+	return store_exec(c, st);
 }
 
 void store_audit_appended(struct store_conn *c, int64_t seq,
@@ -415,14 +458,14 @@ void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)
  * before the caller answers anyone, so no acknowledged entry goes unpublished. */
 enum cs_err store_commit(struct store_conn *c)
 {
-	sqlite3_stmt *st = stmt_get(c, STMT_COMMIT);
+	sqlite3_stmt *st = store_stmt(c, SQL_COMMIT);
 	enum cs_err e;
 	if (st == NULL)
 		return CS_EDB;
 	if (!c->audit.set)
-		return stmt_exec(c, st);
+		return store_exec(c, st);
 	pthread_mutex_lock(&c->s->commit_lock);
-	e = stmt_exec(c, st);
+	e = store_exec(c, st);
 	if (e == CS_OK) {
 		c->audit.set = 0;
 		if (c->s->audit_hook != NULL)
@@ -438,21 +481,21 @@ void store_rollback(struct store_conn *c)
 		c->audit.set = 0;
 	if (c == NULL || c->db == NULL || sqlite3_get_autocommit(c->db))
 		return;
-	sqlite3_stmt *st = stmt_get(c, STMT_ROLLBACK);
+	sqlite3_stmt *st = store_stmt(c, SQL_ROLLBACK);
 	if (st == NULL)
 		return;
 	sqlite3_step(st);
-	stmt_done(st);
+	store_stmt_done(st);
 }
 
 enum cs_err store_ping(struct store_conn *c)
 {
-	sqlite3_stmt *st = stmt_get(c, STMT_PING);
+	sqlite3_stmt *st = store_stmt(c, SQL_PING);
 	if (st == NULL)
 		return CS_EDB;
 	int rc = sqlite3_step(st);
 	enum cs_err e = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 ? CS_OK : CS_EDB;
-	stmt_done(st);
+	store_stmt_done(st);
 	return e;
 }
 
@@ -491,7 +534,7 @@ enum cs_err store_schema_version(struct store_conn *c, int *out)
 {
 	if (out == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = stmt_get(c, STMT_SCHEMA_MAX);
+	sqlite3_stmt *st = store_stmt(c, SQL_SCHEMA_MAX);
 	if (st == NULL)
 		return CS_EDB;
 	enum cs_err e = CS_EDB;
@@ -503,9 +546,9 @@ enum cs_err store_schema_version(struct store_conn *c, int *out)
 			e = CS_OK;
 		}
 	} else {
-		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+		e = store_rc_err(rc) == CS_OK ? CS_EDB : store_rc_err(rc);
 	}
-	stmt_done(st);
+	store_stmt_done(st);
 	return e;
 }
 
@@ -520,37 +563,23 @@ static enum cs_err migration_apply(struct store_conn *c, int version, const stru
 	e = store_begin(c);
 	if (e != CS_OK)
 		goto out;
-	e = CS_EDB;
-	if ((st = stmt_get(c, STMT_SCHEMA_HAS)) == NULL)
+	if ((st = store_query(c, SQL_SCHEMA_HAS, STORE_VALS(SV_INT(version)), &e)) == NULL)
 		goto out;
-	if ((e = bind_int64(st, 1, version)) != CS_OK) {
-		stmt_done(st);
-		goto out;
-	}
-	int rc = sqlite3_step(st);
-	stmt_done(st);
-	if (rc == SQLITE_ROW) {           /* already there */
+	e = store_step(c, st);
+	store_stmt_done(st);
+	if (e == CS_OK) {                 /* already there */
 		e = store_commit(c);
 		goto out;
 	}
-	if (rc != SQLITE_DONE) {
-		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+	if (e != CS_ENOENT)
 		goto out;
-	}
 	if (sqlite3_exec(c->db, f->data, NULL, NULL, &msg) != SQLITE_OK) {
 		log_msg(LOG_ERROR, "migration %s failed: %s", f->name, msg ? msg : "?");
 		e = CS_EDB;
 		goto out;
 	}
-	e = CS_EDB;
-	if ((st = stmt_get(c, STMT_SCHEMA_INSERT)) == NULL)
-		goto out;
-	if ((e = bind_int64(st, 1, version)) != CS_OK ||
-	    (e = bind_int64(st, 2, (int64_t)time(NULL))) != CS_OK) {
-		stmt_done(st);
-		goto out;
-	}
-	if ((e = stmt_exec(c, st)) != CS_OK)
+	if ((e = store_run(c, SQL_SCHEMA_INSERT, STORE_VALS(SV_INT(version),
+	    SV_INT((int64_t)time(NULL))))) != CS_OK)
 		goto out;
 	e = store_commit(c);
 out:
@@ -674,587 +703,4 @@ void store_close(struct store *s)
 	pthread_mutex_destroy(&s->commit_lock);
 	free(s->path);
 	free(s);
-}
-
-/* --- signing keys ------------------------------------------------------ */
-
-void store_key_clear(struct store_key *k)
-{
-	if (k == NULL)
-		return;
-	free(k->kid);
-	free(k->alg);
-	free(k->master_kid);
-	free(k->sealed);
-	memset(k, 0, sizeof *k);
-}
-
-void store_keys_free(struct store_key *ks, size_t n)
-{
-	if (ks == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		store_key_clear(&ks[i]);
-	free(ks);
-}
-
-enum cs_err store_key_insert(struct store_conn *c, const struct store_key *k)
-{
-	enum cs_err e = CS_EINVAL;
-	if (k == NULL || k->kid == NULL || k->alg == NULL || k->master_kid == NULL ||
-	    k->sealed == NULL || k->sealed_len == 0)
-		return CS_EINVAL;
-	sqlite3_stmt *st = stmt_get(c, STMT_KEY_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_text(st, 1, k->kid)) != CS_OK ||
-	    (e = bind_text(st, 2, k->alg)) != CS_OK ||
-	    (e = bind_int64(st, 3, k->created_at)) != CS_OK ||
-	    (e = bind_int64(st, 4, k->sign_after)) != CS_OK ||
-	    (e = bind_int64(st, 5, k->retired_at)) != CS_OK ||
-	    (e = bind_int64(st, 6, k->revoked_at)) != CS_OK ||
-	    (e = bind_text(st, 7, k->master_kid)) != CS_OK ||
-	    (e = bind_blob(st, 8, k->sealed, k->sealed_len)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	return stmt_exec(c, st);
-}
-
-enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t *n)
-{
-	enum cs_err e = CS_EDB;
-	struct store_key *ks = NULL;
-	size_t len = 0, cap = 0;
-
-	if (out == NULL || n == NULL)
-		return CS_EINVAL;
-	sqlite3_stmt *st = stmt_get(c, STMT_KEYS_LIST);
-	if (st == NULL)
-		return CS_EDB;
-	int rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 4;
-			if (ncap > SIZE_MAX / sizeof *ks) {
-				e = CS_ENOMEM;
-				goto out;
-			}
-			struct store_key *p = realloc(ks, ncap * sizeof *ks);
-			if (p == NULL) {
-				e = CS_ENOMEM;
-				goto out;
-			}
-			ks = p;
-			cap = ncap;
-		}
-		struct store_key *k = &ks[len++];
-		memset(k, 0, sizeof *k);
-		if ((e = col_text(st, 0, &k->kid)) != CS_OK ||
-		    (e = col_text(st, 1, &k->alg)) != CS_OK ||
-		    (e = col_text(st, 6, &k->master_kid)) != CS_OK ||
-		    (e = col_blob(st, 7, &k->sealed, &k->sealed_len)) != CS_OK)
-			goto out;
-		if (k->kid == NULL || k->alg == NULL || k->master_kid == NULL) {
-			e = CS_EDB;
-			goto out;
-		}
-		k->created_at = sqlite3_column_int64(st, 2);
-		k->sign_after = sqlite3_column_int64(st, 3);
-		k->retired_at = sqlite3_column_int64(st, 4);
-		k->revoked_at = sqlite3_column_int64(st, 5);
-	}
-	if (rc != SQLITE_DONE) {
-		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
-		goto out;
-	}
-	*out = len > 0 ? ks : NULL;
-	*n = len;
-	if (len == 0)
-		free(ks);
-	ks = NULL;
-	len = 0;
-	e = CS_OK;
-out:
-	stmt_done(st);
-	store_keys_free(ks, len);
-	return e;
-}
-
-static enum cs_err key_set_time(struct store_conn *c, enum stmt idx, const char *kid, int64_t at)
-{
-	enum cs_err e;
-	if (kid == NULL || at <= 0)
-		return CS_EINVAL;
-	sqlite3_stmt *st = stmt_get(c, idx);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_text(st, 1, kid)) != CS_OK || (e = bind_int64(st, 2, at)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	e = stmt_exec(c, st);
-	if (e == CS_OK && sqlite3_changes(c->db) == 0)
-		e = CS_ENOENT;
-	return e;
-}
-
-enum cs_err store_key_set_retired(struct store_conn *c, const char *kid, int64_t at)
-{
-	return key_set_time(c, STMT_KEY_RETIRE, kid, at);
-}
-
-enum cs_err store_key_set_revoked(struct store_conn *c, const char *kid, int64_t at)
-{
-	return key_set_time(c, STMT_KEY_REVOKE, kid, at);
-}
-
-/* --- users, sessions, login states ------------------------------------- */
-
-enum cs_err store_user_upsert(struct store_conn *c, const char *issuer, const char *subject,
-    const char *name, const char *email, int64_t now, int64_t *id)
-{
-	enum cs_err e;
-	int rc;
-	sqlite3_stmt *st = stmt_get(c, STMT_USER_UPSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_text(st, 1, issuer)) != CS_OK || (e = bind_text(st, 2, subject)) != CS_OK ||
-	    (e = bind_text(st, 3, name)) != CS_OK || (e = bind_text(st, 4, email)) != CS_OK ||
-	    (e = bind_int64(st, 5, now)) != CS_OK)
-		goto out;
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
-		goto out;
-	}
-	*id = sqlite3_column_int64(st, 0);
-	e = CS_OK;
-out:
-	stmt_done(st);
-	return e;
-}
-
-void store_session_clear(struct store_session *s)
-{
-	if (s == NULL)
-		return;
-	free(s->issuer);
-	free(s->subject);
-	free(s->name);
-	free(s->email);
-	OPENSSL_cleanse(s, sizeof *s);
-}
-
-enum cs_err store_session_insert(struct store_conn *c, const unsigned char id_hash[32],
-    int64_t user_id, const char *csrf, int64_t now, int64_t auth_time, int admin_claim)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = stmt_get(c, STMT_SESSION_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_blob(st, 1, id_hash, 32)) != CS_OK || (e = bind_int64(st, 2, user_id)) != CS_OK ||
-	    (e = bind_text(st, 3, csrf)) != CS_OK || (e = bind_int64(st, 4, now)) != CS_OK ||
-	    (e = bind_int64(st, 5, auth_time)) != CS_OK ||
-	    (e = bind_int64(st, 6, admin_claim ? 1 : 0)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	return stmt_exec(c, st);
-}
-
-enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[32],
-    struct store_session *out)
-{
-	enum cs_err e;
-	int rc;
-	char *csrf = NULL;
-	struct store_session s;
-	sqlite3_stmt *st = stmt_get(c, STMT_SESSION_GET);
-	memset(&s, 0, sizeof s);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_blob(st, 1, id_hash, 32)) != CS_OK)
-		goto out;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		e = CS_ENOENT;
-		goto out;
-	} else if (rc != SQLITE_ROW) {
-		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
-		goto out;
-	}
-	s.user_id = sqlite3_column_int64(st, 0);
-	if ((e = col_text(st, 1, &s.issuer)) != CS_OK || (e = col_text(st, 2, &s.subject)) != CS_OK ||
-	    (e = col_text(st, 3, &s.name)) != CS_OK || (e = col_text(st, 4, &s.email)) != CS_OK ||
-	    (e = col_text(st, 5, &csrf)) != CS_OK)
-		goto out;
-	if (csrf == NULL || strlen(csrf) >= sizeof s.csrf || s.issuer == NULL || s.subject == NULL) {
-		e = CS_EDB;
-		goto out;
-	}
-	memcpy(s.csrf, csrf, strlen(csrf) + 1);
-	s.created_at = sqlite3_column_int64(st, 6);
-	s.last_seen_at = sqlite3_column_int64(st, 7);
-	s.auth_time = sqlite3_column_int64(st, 8);
-	s.admin_claim = sqlite3_column_int(st, 9) != 0;
-	*out = s;
-	memset(&s, 0, sizeof s);
-	e = CS_OK;
-out:
-	stmt_done(st);
-	if (csrf) {
-		OPENSSL_cleanse(csrf, strlen(csrf));
-		free(csrf);
-	}
-	store_session_clear(&s);
-	return e;
-}
-
-static enum cs_err session_by_hash(struct store_conn *c, enum stmt idx,
-    const unsigned char id_hash[32], int64_t now, int with_time)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = stmt_get(c, idx);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_blob(st, 1, id_hash, 32)) != CS_OK ||
-	    (with_time && (e = bind_int64(st, 2, now)) != CS_OK)) {
-		stmt_done(st);
-		return e;
-	}
-	return stmt_exec(c, st);
-}
-
-enum cs_err store_session_touch(struct store_conn *c, const unsigned char id_hash[32], int64_t now)
-{
-	return session_by_hash(c, STMT_SESSION_TOUCH, id_hash, now, 1);
-}
-
-enum cs_err store_session_delete(struct store_conn *c, const unsigned char id_hash[32])
-{
-	return session_by_hash(c, STMT_SESSION_DELETE, id_hash, 0, 0);
-}
-
-void store_login_state_clear(struct store_login_state *s)
-{
-	if (s == NULL)
-		return;
-	if (s->nonce) {
-		OPENSSL_cleanse(s->nonce, strlen(s->nonce));
-		free(s->nonce);
-	}
-	if (s->code_verifier) {
-		OPENSSL_cleanse(s->code_verifier, strlen(s->code_verifier));
-		free(s->code_verifier);
-	}
-	free(s->return_to);
-	OPENSSL_cleanse(s, sizeof *s);
-}
-
-enum cs_err store_login_state_insert(struct store_conn *c, const struct store_login_state *s)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = stmt_get(c, STMT_LOGIN_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_blob(st, 1, s->state_hash, 32)) != CS_OK ||
-	    (e = bind_blob(st, 2, s->browser_hash, 32)) != CS_OK ||
-	    (e = bind_text(st, 3, s->nonce)) != CS_OK ||
-	    (e = bind_text(st, 4, s->code_verifier)) != CS_OK ||
-	    (e = bind_text(st, 5, s->return_to)) != CS_OK ||
-	    (e = bind_int64(st, 6, s->max_age)) != CS_OK ||
-	    (e = bind_int64(st, 7, s->created_at)) != CS_OK ||
-	    (e = bind_int64(st, 8, s->expires_at)) != CS_OK ||
-	    (e = bind_blob(st, 9, s->addr_hash, 32)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	return stmt_exec(c, st);
-}
-
-/* Runs a counting statement already bound: *n = column 0, *soonest = column 1
- * when asked for. */
-static enum cs_err login_count(struct store_conn *c, sqlite3_stmt *st, int64_t *n, int64_t *soonest)
-{
-	enum cs_err e = store_step(c, st);
-	if (e == CS_OK) {
-		*n = sqlite3_column_int64(st, 0);
-		if (soonest != NULL)
-			*soonest = sqlite3_column_int64(st, 1);
-	} else if (e == CS_ENOENT) {
-		e = CS_EDB;                   /* an aggregate always returns its row */
-	}
-	stmt_done(st);
-	return e;
-}
-
-/* How many live states the address and everyone hold, each counted to at most
- * its limit plus mine; mine = the live states of browser hash replaces (0 for
- * NULL).  The soonest expiry among each count goes to addr_free / all_free. */
-static enum cs_err login_live(struct store_conn *c, const unsigned char addr_hash[32],
-    const unsigned char *replaces, const struct store_login_limits *lim, int64_t *mine,
-    int64_t *addr, int64_t *addr_free, int64_t *all, int64_t *all_free)
-{
-	enum cs_err e;
-	sqlite3_stmt *st;
-	*mine = 0;
-	if (replaces != NULL) {
-		if ((st = stmt_get(c, STMT_LOGIN_LIVE_BROWSER)) == NULL)
-			return CS_EDB;
-		if ((e = bind_blob(st, 1, replaces, 32)) != CS_OK ||
-		    (e = bind_int64(st, 2, lim->now)) != CS_OK) {
-			stmt_done(st);
-			return e;
-		}
-		if ((e = login_count(c, st, mine, NULL)) != CS_OK)
-			return e;
-	}
-	if ((st = stmt_get(c, STMT_LOGIN_LIVE_ADDR)) == NULL)
-		return CS_EDB;
-	if ((e = bind_blob(st, 1, addr_hash, 32)) != CS_OK ||
-	    (e = bind_int64(st, 2, lim->now)) != CS_OK ||
-	    (e = bind_int64(st, 3, lim->per_address + *mine)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	if ((e = login_count(c, st, addr, addr_free)) != CS_OK)
-		return e;
-	if ((st = stmt_get(c, STMT_LOGIN_LIVE_ALL)) == NULL)
-		return CS_EDB;
-	if ((e = bind_int64(st, 1, lim->now)) != CS_OK ||
-	    (e = bind_int64(st, 2, lim->total + *mine)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	return login_count(c, st, all, all_free);
-}
-
-/* The verdict on counts that already leave out the browser's own states. */
-static enum store_login_admit login_verdict(const struct store_login_limits *lim, int64_t addr,
-    int64_t addr_free, int64_t all, int64_t all_free, int64_t *free_at)
-{
-	if (addr >= lim->per_address) {
-		*free_at = addr_free;
-		return STORE_LOGIN_ADDRESS_FULL;
-	}
-	if (all >= lim->total) {
-		*free_at = all_free;
-		return STORE_LOGIN_ALL_FULL;
-	}
-	*free_at = 0;
-	return STORE_LOGIN_ADMITTED;
-}
-
-enum cs_err store_login_state_admit(struct store_conn *c, const struct store_login_state *s,
-    const struct store_login_limits *lim, enum store_login_admit *out, int64_t *free_at)
-{
-	enum cs_err e;
-	enum store_login_admit v;
-	int64_t mine, addr, addr_free, all, all_free, at;
-	sqlite3_stmt *st;
-
-	if (lim->per_address < 1 || lim->total < 1)
-		return CS_EINVAL;
-	/* 1. A look without the write lock: a flood from one address is refused
-	 *    here, by reads alone, so it cannot queue up in front of the writers
-	 *    (token issuance).  The browser's own states do not count: they are
-	 *    about to be replaced.  Its counts can only be too low (mine may lie at
-	 *    another address), never too high, so it refuses only what step 2 would. */
-	if ((e = login_live(c, s->addr_hash, lim->replaces, lim, &mine, &addr, &addr_free, &all,
-	    &all_free)) != CS_OK)
-		return e;
-	v = login_verdict(lim, addr - mine, addr_free, all - mine, all_free, &at);
-	if (v != STORE_LOGIN_ADMITTED)
-		goto done;
-	/* 2. SECURITY: the decision that counts: the browser's earlier states go,
-	 *    then count and insert in one IMMEDIATE transaction, so concurrent
-	 *    starts cannot both take the last place.  Refused: rolled back, so a
-	 *    refused start has written (and deleted) nothing. */
-	if ((e = store_begin(c)) != CS_OK)
-		return e;
-	if (lim->replaces != NULL) {
-		if ((st = stmt_get(c, STMT_LOGIN_DELETE_BROWSER)) == NULL) {
-			e = CS_EDB;
-			goto fail;
-		}
-		if ((e = bind_blob(st, 1, lim->replaces, 32)) != CS_OK) {
-			stmt_done(st);
-			goto fail;
-		}
-		if ((e = stmt_exec(c, st)) != CS_OK)
-			goto fail;
-	}
-	if ((e = login_live(c, s->addr_hash, NULL, lim, &mine, &addr, &addr_free, &all,
-	    &all_free)) != CS_OK)
-		goto fail;
-	v = login_verdict(lim, addr, addr_free, all, all_free, &at);
-	if (v != STORE_LOGIN_ADMITTED) {
-		store_rollback(c);
-		goto done;
-	}
-	if ((e = store_login_state_insert(c, s)) != CS_OK || (e = store_commit(c)) != CS_OK)
-		goto fail;
-done:
-	*out = v;
-	*free_at = at;
-	return CS_OK;
-fail:
-	store_rollback(c);
-	return e;
-}
-
-enum cs_err store_login_state_take(struct store_conn *c, const unsigned char state_hash[32],
-    struct store_login_state *out)
-{
-	enum cs_err e;
-	int rc;
-	unsigned char *bh = NULL;
-	size_t bhlen = 0;
-	struct store_login_state s;
-	sqlite3_stmt *st = stmt_get(c, STMT_LOGIN_TAKE);
-	memset(&s, 0, sizeof s);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_blob(st, 1, state_hash, 32)) != CS_OK)
-		goto out;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		e = CS_ENOENT;
-		goto out;
-	} else if (rc != SQLITE_ROW) {
-		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
-		goto out;
-	}
-	if ((e = col_blob(st, 0, &bh, &bhlen)) != CS_OK || (e = col_text(st, 1, &s.nonce)) != CS_OK ||
-	    (e = col_text(st, 2, &s.code_verifier)) != CS_OK ||
-	    (e = col_text(st, 3, &s.return_to)) != CS_OK)
-		goto out;
-	if (bhlen != 32 || s.nonce == NULL || s.code_verifier == NULL || s.return_to == NULL) {
-		e = CS_EDB;
-		goto out;
-	}
-	memcpy(s.state_hash, state_hash, 32);
-	memcpy(s.browser_hash, bh, 32);
-	s.max_age = sqlite3_column_int64(st, 4);
-	s.created_at = sqlite3_column_int64(st, 5);
-	s.expires_at = sqlite3_column_int64(st, 6);
-	/* Finish the statement so the DELETE really happens (RETURNING runs it). */
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_DONE) {
-		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
-		goto out;
-	}
-	*out = s;
-	memset(&s, 0, sizeof s);
-	e = CS_OK;
-out:
-	stmt_done(st);
-	free(bh);
-	store_login_state_clear(&s);
-	return e;
-}
-
-enum cs_err store_purge_expired(struct store_conn *c, int64_t now, int64_t idle, int64_t absolute)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = stmt_get(c, STMT_PURGE_LOGINS);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_int64(st, 1, now)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	if ((e = stmt_exec(c, st)) != CS_OK)
-		return e;
-	if ((st = stmt_get(c, STMT_PURGE_SESSIONS)) == NULL)
-		return CS_EDB;
-	if ((e = bind_int64(st, 1, now)) != CS_OK || (e = bind_int64(st, 2, idle)) != CS_OK ||
-	    (e = bind_int64(st, 3, absolute)) != CS_OK) {
-		stmt_done(st);
-		return e;
-	}
-	return stmt_exec(c, st);
-}
-
-/* --- for the other store_*.c files (store_priv.h) ----------------------- */
-
-sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
-{
-	if (c == NULL)
-		return NULL;
-	for (size_t i = 0; i < c->nextra; i++)
-		if (c->extra[i].sql == sql)
-			return c->extra[i].st;
-	if (c->nextra == STORE_MAX_EXTRA) {
-		log_msg(LOG_ERROR, "too many prepared statements (raise STORE_MAX_EXTRA)");
-		return NULL;
-	}
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
-		log_msg(LOG_ERROR, "cannot prepare statement: %s", sqlite3_errmsg(c->db));
-		return NULL;
-	}
-	c->extra[c->nextra].sql = sql;
-	c->extra[c->nextra].st = st;
-	c->nextra++;
-	return st;
-}
-
-enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max, size_t elem,
-    enum cs_err (*read_row)(sqlite3_stmt *st, void *row),
-    void (*free_rows)(void *rows, size_t n), void **out, size_t *n)
-{
-	enum cs_err e = CS_OK;
-	unsigned char *v = NULL;
-	size_t nv = 0;
-	if (max > 0 && (v = calloc(max, elem)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	while (nv < max && (e = store_step(c, st)) == CS_OK) {
-		if ((e = read_row(st, v + nv * elem)) != CS_OK)
-			goto out;
-		nv++;
-	}
-	if (e == CS_ENOENT || nv == max)
-		e = CS_OK;
-out:
-	stmt_done(st);
-	if (e != CS_OK) {
-		free_rows(v, nv);
-		return e;
-	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
-}
-
-void store_stmt_done(sqlite3_stmt *st) { stmt_done(st); }
-enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st) { return stmt_exec(c, st); }
-enum cs_err store_rc_err(int rc) { return rc_err(rc); }
-enum cs_err store_bind_text(sqlite3_stmt *st, int i, const char *v) { return bind_text(st, i, v); }
-enum cs_err store_bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n) { return bind_blob(st, i, v, n); }
-enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v) { return bind_int64(st, i, v); }
-enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) { return col_text(st, i, out); }
-enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
-{
-	return col_blob(st, i, out, len);
-}
-int64_t store_changes(struct store_conn *c) { return (int64_t)sqlite3_changes64(c->db); }
-
-enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		return CS_OK;
-	if (rc == SQLITE_DONE)
-		return CS_ENOENT;
-	enum cs_err e = rc_err(rc);
-	log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->db));
-	return e == CS_OK ? CS_EDB : e;
 }

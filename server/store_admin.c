@@ -187,17 +187,8 @@ static enum cs_err one_json(struct store_conn *c, sqlite3_stmt *st, json_t **out
 enum cs_err store_admin_token_insert(struct store_conn *c, const char *name,
     const unsigned char hash[32], int64_t now)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_TOKEN_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, name)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, hash, 32)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_TOKEN_INSERT, STORE_VALS(SV_TEXT(name), SV_BLOB(hash, 32),
+	    SV_INT(now)));
 }
 
 enum cs_err store_admin_token_find(struct store_conn *c, const unsigned char hash[32],
@@ -208,7 +199,7 @@ enum cs_err store_admin_token_find(struct store_conn *c, const unsigned char has
 	sqlite3_stmt *st = store_stmt(c, SQL_TOKEN_FIND);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, hash, 32)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_BLOB(hash, 32)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK &&
 	    (e = store_col_text(st, 0, &n)) == CS_OK) {
 		if (n == NULL) {
@@ -226,16 +217,7 @@ enum cs_err store_admin_token_find(struct store_conn *c, const unsigned char has
 
 enum cs_err store_admin_token_touch(struct store_conn *c, const char *name, int64_t now)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_TOKEN_TOUCH);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, name)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_TOKEN_TOUCH, STORE_VALS(SV_TEXT(name), SV_INT(now)));
 }
 
 enum cs_err store_admin_token_revoke(struct store_conn *c, const char *name, int64_t now,
@@ -245,18 +227,14 @@ enum cs_err store_admin_token_revoke(struct store_conn *c, const char *name, int
 	sqlite3_stmt *st = store_stmt(c, SQL_TOKEN_EXISTS);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, name)) == CS_OK)
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(name)))) == CS_OK)
 		e = store_step(c, st);
 	store_stmt_done(st);
 	if (e != CS_OK)
 		return e;                      /* CS_ENOENT: no such name */
-	if ((st = store_stmt(c, SQL_TOKEN_REVOKE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, name)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_TOKEN_REVOKE, STORE_VALS(SV_TEXT(name), SV_INT(now)),
+	    &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) > 0;
@@ -277,35 +255,22 @@ enum cs_err store_admin_consents(struct store_conn *c, const struct store_admin_
     json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENTS);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENTS, STORE_VALS(SV_INT(q->now),
+	    SV_TEXT(q->issuer), SV_TEXT(q->subject), SV_TEXT(q->agent), SV_TEXT(q->resource),
+	    SV_INT((int64_t)q->state), SV_TEXT(q->after_id), SV_INT(q->after_created),
+	    SV_INT(q->limit)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, q->now)) != CS_OK ||
-	    (e = store_bind_text(st, 2, q->issuer)) != CS_OK ||
-	    (e = store_bind_text(st, 3, q->subject)) != CS_OK ||
-	    (e = store_bind_text(st, 4, q->agent)) != CS_OK ||
-	    (e = store_bind_text(st, 5, q->resource)) != CS_OK ||
-	    (e = store_bind_int64(st, 6, (int64_t)q->state)) != CS_OK ||
-	    (e = store_bind_text(st, 7, q->after_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 8, q->after_created)) != CS_OK ||
-	    (e = store_bind_int64(st, 9, q->limit)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return rows_json(c, st, out);
 }
 
 enum cs_err store_admin_consent(struct store_conn *c, const char *id, int64_t now, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_ONE);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_ONE, STORE_VALS(SV_INT(now), SV_TEXT(id)),
+	    &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
-	    (e = store_bind_text(st, 2, id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_json(c, st, out);
 }
 
@@ -317,8 +282,7 @@ enum cs_err store_admin_consent_counts(struct store_conn *c, const char *id, int
 	sqlite3_stmt *st = store_stmt(c, SQL_COUNT_GRANTS);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) == CS_OK &&
-	    (e = store_bind_int64(st, 2, now)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
 		gi = sqlite3_column_int64(st, 0);
 		gl = sqlite3_column_int64(st, 1);
@@ -328,7 +292,8 @@ enum cs_err store_admin_consent_counts(struct store_conn *c, const char *id, int
 		return e == CS_ENOENT ? CS_EDB : e;
 	if ((st = store_stmt(c, SQL_COUNT_REFRESH)) == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) == CS_OK && (e = store_step(c, st)) == CS_OK)
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(id)))) == CS_OK &&
+	    (e = store_step(c, st)) == CS_OK)
 		ri = sqlite3_column_int64(st, 0);
 	store_stmt_done(st);
 	if (e != CS_OK)
@@ -342,27 +307,19 @@ enum cs_err store_admin_consent_counts(struct store_conn *c, const char *id, int
 enum cs_err store_admin_request(struct store_conn *c, const char *id, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_REQUEST_ONE);
+	sqlite3_stmt *st = store_query(c, SQL_REQUEST_ONE, STORE_VALS(SV_TEXT(id)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_json(c, st, out);
 }
 
 enum cs_err store_admin_consent_approvals(struct store_conn *c, const char *id, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_APPROVALS);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_APPROVALS, STORE_VALS(SV_TEXT(id),
+	    SV_INT(HISTORY_MAX)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, HISTORY_MAX)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return rows_json(c, st, out);
 }
 
@@ -370,15 +327,10 @@ enum cs_err store_admin_consent_events(struct store_conn *c, const char *consent
     const char *request_id, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_EVENTS);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_EVENTS, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(request_id), SV_INT(HISTORY_MAX)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, request_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, HISTORY_MAX)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return rows_json(c, st, out);
 }
 
@@ -397,12 +349,9 @@ enum cs_err store_admin_unrevoked_ids(struct store_conn *c, enum store_admin_by 
 	sqlite3_stmt *st = store_stmt(c, sql[by]);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, value)) != CS_OK ||
-	    (e = store_bind_text(st, 2, issuer)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, limit)) != CS_OK) {
-		store_stmt_done(st);
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(value), SV_TEXT(issuer),
+	    SV_INT(limit)))) != CS_OK)
 		return e;
-	}
 	if ((e = rows_json(c, st, &rows)) != CS_OK)
 		return e;
 	if ((ids = json_array()) == NULL) {
@@ -433,14 +382,9 @@ static enum cs_err now_limit(struct store_conn *c, const char *sql, int64_t now,
     json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, sql);
+	sqlite3_stmt *st = store_query(c, sql, STORE_VALS(SV_INT(now), SV_INT(limit)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, limit)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return rows_json(c, st, out);
 }
 
@@ -460,16 +404,10 @@ enum cs_err store_admin_audit(struct store_conn *c, const struct store_admin_aud
     json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_AUDIT);
+	sqlite3_stmt *st = store_query(c, SQL_AUDIT, STORE_VALS(SV_INT(q->after_seq),
+	    SV_INT(q->since), SV_TEXT(q->action), SV_TEXT(q->consent_id), SV_INT(q->limit)),
+	    &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, q->after_seq)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, q->since)) != CS_OK ||
-	    (e = store_bind_text(st, 3, q->action)) != CS_OK ||
-	    (e = store_bind_text(st, 4, q->consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 5, q->limit)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return rows_json(c, st, out);
 }

@@ -130,31 +130,15 @@ static enum cs_err one_approval(struct store_conn *c, sqlite3_stmt *st,
 	return e;
 }
 
-/* Binds (consent, action, digest) as ?1 ?2 ?3. */
-static enum cs_err bind_match(sqlite3_stmt *st, const char *consent_id, const char *action,
-    const char *digest)
-{
-	enum cs_err e;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, action)) != CS_OK ||
-	    (e = store_bind_text(st, 3, digest)) != CS_OK)
-		return e;
-	return CS_OK;
-}
-
 /* --- reading ----------------------------------------------------------- */
 
 enum cs_err store_approval_get(struct store_conn *c, const char *id,
     struct store_approval_row *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_GET);
+	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_GET, STORE_VALS(SV_TEXT(id)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_approval(c, st, out);
 }
 
@@ -162,14 +146,10 @@ enum cs_err store_approval_find(struct store_conn *c, const char *consent_id, co
     const char *digest, const char *status, struct store_approval_row *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_FIND);
+	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_FIND, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(action), SV_TEXT(digest), SV_TEXT(status)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_match(st, consent_id, action, digest)) != CS_OK ||
-	    (e = store_bind_text(st, 4, status)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_approval(c, st, out);
 }
 
@@ -177,13 +157,10 @@ enum cs_err store_approval_find_unused(struct store_conn *c, const char *consent
     const char *action, const char *digest, struct store_approval_row *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_FIND_UNUSED);
+	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_FIND_UNUSED, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(action), SV_TEXT(digest)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_match(st, consent_id, action, digest)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_approval(c, st, out);
 }
 
@@ -194,8 +171,7 @@ enum cs_err store_approval_count_pending(struct store_conn *c, int64_t user_id, 
 	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_COUNT);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, user_id)) == CS_OK &&
-	    (e = store_bind_int64(st, 2, now)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
 		*count = sqlite3_column_int64(st, 0);
 		*earliest = sqlite3_column_int64(st, 1);
@@ -213,8 +189,7 @@ enum cs_err store_approval_consent_live(struct store_conn *c, const char *consen
 	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_CONSENT_LIVE);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, consent_id)) == CS_OK &&
-	    (e = store_bind_int64(st, 2, now)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(consent_id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK)
 		*live = sqlite3_column_int64(st, 0) > 0;
 	if (e == CS_ENOENT)
@@ -233,6 +208,10 @@ static void approval_row_free(void *rows, size_t n)
 	store_approval_rows_free(rows, n);
 }
 
+static const struct store_row_type approval_rows = {
+	sizeof(struct store_approval_row), approval_row_read, approval_row_free
+};
+
 enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_approval_row **out, size_t *n)
 {
@@ -242,15 +221,11 @@ enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, i
 		return CS_EDB;
 	if (max > 1000)
 		max = 1000;
-	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK) {
-		store_stmt_done(st);
+	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now),
+	    SV_INT((int64_t)max)))) != CS_OK)
 		return e;
-	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, max, sizeof **out, approval_row_read, approval_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, max, &approval_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }
@@ -259,29 +234,11 @@ enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, i
 
 enum cs_err store_approval_insert(struct store_conn *c, const struct store_approval_row *r)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, r->consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, r->user_id)) != CS_OK ||
-	    (e = store_bind_text(st, 4, r->agent)) != CS_OK ||
-	    (e = store_bind_text(st, 5, r->resource)) != CS_OK ||
-	    (e = store_bind_text(st, 6, r->action)) != CS_OK ||
-	    (e = store_bind_text(st, 7, r->parameters)) != CS_OK ||
-	    (e = store_bind_text(st, 8, r->digest)) != CS_OK ||
-	    (e = store_bind_text(st, 9, r->status)) != CS_OK ||
-	    (e = store_bind_int64(st, 10, r->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 11, r->expires_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 12, r->decided_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 13, r->used_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 14, r->last_poll_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 15, r->interval)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_APPROVAL_INSERT, STORE_VALS(SV_TEXT(r->id),
+	    SV_TEXT(r->consent_id), SV_INT(r->user_id), SV_TEXT(r->agent), SV_TEXT(r->resource),
+	    SV_TEXT(r->action), SV_TEXT(r->parameters), SV_TEXT(r->digest), SV_TEXT(r->status),
+	    SV_INT(r->created_at), SV_INT(r->expires_at), SV_INT(r->decided_at),
+	    SV_INT(r->used_at), SV_INT(r->last_poll_at), SV_INT(r->interval)));
 }
 
 /* Runs a bound UPDATE that must touch exactly one row. */
@@ -297,16 +254,10 @@ enum cs_err store_approval_set_status(struct store_conn *c, const char *id, cons
     const char *to, int64_t decided_at)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_SET_STATUS);
+	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_SET_STATUS, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(from), SV_TEXT(to), SV_INT(decided_at)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, from)) != CS_OK ||
-	    (e = store_bind_text(st, 3, to)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, decided_at)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -314,16 +265,10 @@ enum cs_err store_approval_poll(struct store_conn *c, const char *id, int64_t la
     int64_t interval, int slow_down)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_POLL);
+	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_POLL, STORE_VALS(SV_TEXT(id),
+	    SV_INT(last_poll_at), SV_INT(interval), SV_INT(slow_down ? 1 : 0)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, last_poll_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, interval)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, slow_down ? 1 : 0)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -331,15 +276,10 @@ enum cs_err store_approval_use(struct store_conn *c, const char *id, int64_t ttl
     int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_USE);
+	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_USE, STORE_VALS(SV_TEXT(id), SV_INT(ttl),
+	    SV_INT(now)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, ttl)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) == 1;
@@ -348,13 +288,5 @@ enum cs_err store_approval_use(struct store_conn *c, const char *id, int64_t ttl
 
 enum cs_err store_approval_cancel_for_consent(struct store_conn *c, const char *consent_id)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_CANCEL_CONSENT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_APPROVAL_CANCEL_CONSENT, STORE_VALS(SV_TEXT(consent_id)));
 }

@@ -97,26 +97,13 @@ enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *a
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_AUDIT_APPEND);
+	sqlite3_stmt *st = store_query(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),
+	    SV_INT(a->ts), SV_TEXT(a->actor), SV_TEXT(a->action), SV_TEXT(a->subject),
+	    SV_TEXT(a->agent), SV_TEXT(a->resource), SV_TEXT(a->scopes), SV_TEXT(a->consent_id),
+	    SV_TEXT(a->request_id), SV_TEXT(a->outcome), SV_TEXT(a->detail),
+	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, seq)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, a->ts)) != CS_OK ||
-	    (e = store_bind_text(st, 3, a->actor)) != CS_OK ||
-	    (e = store_bind_text(st, 4, a->action)) != CS_OK ||
-	    (e = store_bind_text(st, 5, a->subject)) != CS_OK ||
-	    (e = store_bind_text(st, 6, a->agent)) != CS_OK ||
-	    (e = store_bind_text(st, 7, a->resource)) != CS_OK ||
-	    (e = store_bind_text(st, 8, a->scopes)) != CS_OK ||
-	    (e = store_bind_text(st, 9, a->consent_id)) != CS_OK ||
-	    (e = store_bind_text(st, 10, a->request_id)) != CS_OK ||
-	    (e = store_bind_text(st, 11, a->outcome)) != CS_OK ||
-	    (e = store_bind_text(st, 12, a->detail)) != CS_OK ||
-	    (e = store_bind_blob(st, 13, link, STORE_AUDIT_LINK_LEN)) != CS_OK ||
-	    (e = store_bind_text(st, 14, master_kid)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) == CS_OK)
 		store_audit_appended(c, seq, link);
 	return e;
@@ -130,12 +117,8 @@ enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
 
 	if (c == NULL || link == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_AUDIT_LINK_AT)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, seq)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_AUDIT_LINK_AT, STORE_VALS(SV_INT(seq)), &e)) == NULL)
 		return e;
-	}
 	e = store_step(c, st);
 	if (e == CS_OK) {
 		if (sqlite3_column_type(st, 0) == SQLITE_BLOB &&
@@ -208,8 +191,7 @@ enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
 		return CS_EINVAL;
 	if ((st = store_stmt(c, SQL_AUDIT_PAGE)) == NULL)
 		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, after)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)limit)) != CS_OK)
+	if ((e = store_bind(st, STORE_VALS(SV_INT(after), SV_INT((int64_t)limit)))) != CS_OK)
 		goto out;
 	if ((v = calloc(limit, sizeof *v)) == NULL) {
 		e = CS_ENOMEM;
@@ -246,15 +228,10 @@ enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_AUDIT_SET_LINK);
+	sqlite3_stmt *st = store_query(c, SQL_AUDIT_SET_LINK, STORE_VALS(SV_INT(seq),
+	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, seq)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, link, STORE_AUDIT_LINK_LEN)) != CS_OK ||
-	    (e = store_bind_text(st, 3, master_kid)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
@@ -363,8 +340,7 @@ out:
 }
 
 enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kind, const char *id,
-    const unsigned char *a, size_t a_len, const unsigned char *b, size_t b_len,
-    const char *master_kid)
+    const struct store_sealed_blobs *blobs)
 {
 	static const char *const sql[SEALED__MAX] = {
 		[SEALED_SIGNING_KEY] = SQL_KEY_RESEAL,
@@ -374,18 +350,14 @@ enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kin
 	enum cs_err e;
 	sqlite3_stmt *st;
 
-	if (c == NULL || id == NULL || a == NULL || master_kid == NULL || (unsigned)kind >= SEALED__MAX)
+	if (c == NULL || id == NULL || blobs == NULL || blobs->a == NULL || blobs->master_kid == NULL ||
+	    (unsigned)kind >= SEALED__MAX)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, sql[kind])) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, a, a_len)) != CS_OK ||
-	    (kind != SEALED_SIGNING_KEY && (e = (b != NULL ? store_bind_blob(st, 3, b, b_len) :
-	        store_bind_text(st, 3, NULL))) != CS_OK) ||
-	    (e = store_bind_text(st, 4, master_kid)) != CS_OK) {
-		store_stmt_done(st);
+	/* A signing key's statement has no ?3 (b is NULL for it): it binds unused. */
+	if ((st = store_query(c, sql[kind], STORE_VALS(SV_TEXT(id),
+	    SV_BLOB(blobs->a, blobs->a_len), SV_BLOB_OR_NULL(blobs->b, blobs->b_len),
+	    SV_TEXT(blobs->master_kid)), &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;

@@ -1,6 +1,7 @@
-/* store_consent.c -- the SQL for consent requests, consents, their revocation
- * cascade (grants, refresh tokens, vault records) (the audit insert moved to store_audit.c).  Rules live in consent.c; this file only moves
- * rows.  It must never build SQL from input: every value is a bound parameter. */
+/* store_consent.c -- the SQL of consent requests, consents and their revocation
+ * cascade (grants, refresh tokens, vault records).  Rules live in consent.c;
+ * this file only moves rows.  It must never build SQL from input: every value
+ * is a bound parameter. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +27,6 @@
 /* A person's pending requests are capped by [consent] max_pending_per_user;
  * this only bounds a listing should the cap have been lowered since. */
 #define CREQ_LIST_MAX 100
-
-static const char SQL_USER_INSERT[] =
-    "INSERT INTO users (issuer, subject, name, email, created_at, last_login_at) "
-    "VALUES (?1, ?2, NULL, NULL, ?3, 0) ON CONFLICT (issuer, subject) DO NOTHING";
-static const char SQL_USER_ID[] = "SELECT id FROM users WHERE issuer = ?1 AND subject = ?2";
 
 static const char SQL_CONSENT_GET[] = "SELECT " CONSENT_COLS "WHERE k.id = ?1";
 static const char SQL_CONSENT_CURRENT[] =
@@ -226,18 +222,6 @@ fail:
 	return e;
 }
 
-/* Binds (user_id, agent, resource) as ?1 ?2 ?3. */
-static enum cs_err bind_triple(sqlite3_stmt *st, int64_t user_id, const char *agent,
-    const char *resource)
-{
-	enum cs_err e;
-	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, agent)) != CS_OK ||
-	    (e = store_bind_text(st, 3, resource)) != CS_OK)
-		return e;
-	return CS_OK;
-}
-
 /* Steps an already bound single-row consent query; clears the statement. */
 static enum cs_err one_consent(struct store_conn *c, sqlite3_stmt *st, struct store_consent_row *out)
 {
@@ -259,49 +243,14 @@ static enum cs_err one_creq(struct store_conn *c, sqlite3_stmt *st, struct store
 	return e;
 }
 
-/* --- users ------------------------------------------------------------- */
-
-enum cs_err store_consent_user_ensure(struct store_conn *c, const char *issuer,
-    const char *subject, int64_t now, int64_t *id)
-{
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_USER_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	/* SECURITY: insert-if-missing only: a token exchange must never overwrite
-	 * what the person's own login recorded (name, email, last login). */
-	if ((e = store_bind_text(st, 1, issuer)) != CS_OK ||
-	    (e = store_bind_text(st, 2, subject)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	if ((st = store_stmt(c, SQL_USER_ID)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, issuer)) == CS_OK &&
-	    (e = store_bind_text(st, 2, subject)) == CS_OK &&
-	    (e = store_step(c, st)) == CS_OK)
-		*id = sqlite3_column_int64(st, 0);
-	if (e == CS_ENOENT)
-		e = CS_EDB;                   /* just inserted: cannot be missing */
-	store_stmt_done(st);
-	return e;
-}
-
 /* --- consents ---------------------------------------------------------- */
 
 enum cs_err store_consent_get(struct store_conn *c, const char *id, struct store_consent_row *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_GET);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_GET, STORE_VALS(SV_TEXT(id)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_consent(c, st, out);
 }
 
@@ -309,55 +258,30 @@ enum cs_err store_consent_current(struct store_conn *c, int64_t user_id, const c
     const char *resource, struct store_consent_row *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_CURRENT);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_CURRENT, STORE_VALS(SV_INT(user_id),
+	    SV_TEXT(agent), SV_TEXT(resource)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_triple(st, user_id, agent, resource)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_consent(c, st, out);
 }
 
 enum cs_err store_consent_insert(struct store_conn *c, const struct store_consent_row *r)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, r->user_id)) != CS_OK ||
-	    (e = store_bind_text(st, 3, r->agent)) != CS_OK ||
-	    (e = store_bind_text(st, 4, r->resource)) != CS_OK ||
-	    (e = store_bind_text(st, 5, r->granted)) != CS_OK ||
-	    (e = store_bind_text(st, 6, r->declined)) != CS_OK ||
-	    (e = store_bind_int64(st, 7, r->offline ? 1 : 0)) != CS_OK ||
-	    (e = store_bind_int64(st, 8, r->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 9, r->expires_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 10, r->revoked_at)) != CS_OK ||
-	    (e = store_bind_text(st, 11, r->revoked_by)) != CS_OK ||
-	    (e = store_bind_text(st, 12, r->revoke_reason)) != CS_OK ||
-	    (e = store_bind_text(st, 13, r->request_id)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_CONSENT_INSERT, STORE_VALS(SV_TEXT(r->id), SV_INT(r->user_id),
+	    SV_TEXT(r->agent), SV_TEXT(r->resource), SV_TEXT(r->granted), SV_TEXT(r->declined),
+	    SV_INT(r->offline ? 1 : 0), SV_INT(r->created_at), SV_INT(r->expires_at),
+	    SV_INT(r->revoked_at), SV_TEXT(r->revoked_by), SV_TEXT(r->revoke_reason),
+	    SV_TEXT(r->request_id)));
 }
 
 enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int64_t now,
     const char *by, const char *reason, int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_REVOKE);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_REVOKE, STORE_VALS(SV_TEXT(id),
+	    SV_INT(now), SV_TEXT(by), SV_TEXT(reason)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_text(st, 3, by)) != CS_OK ||
-	    (e = store_bind_text(st, 4, reason)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) > 0;
@@ -368,16 +292,7 @@ enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int6
 static enum cs_err revoke_children(struct store_conn *c, const char *sql, const char *id,
     int64_t now)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, sql);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, sql, STORE_VALS(SV_TEXT(id), SV_INT(now)));
 }
 
 enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t now)
@@ -405,13 +320,9 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_RECONNECT);
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_RECONNECT, STORE_VALS(SV_TEXT(id)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) > 0;
@@ -420,16 +331,7 @@ enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, in
 
 enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t now)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_TOUCH);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_CONSENT_TOUCH, STORE_VALS(SV_TEXT(id), SV_INT(now)));
 }
 
 static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
@@ -442,6 +344,10 @@ static void consent_row_free(void *rows, size_t n)
 	store_consent_rows_free(rows, n);
 }
 
+static const struct store_row_type consent_rows = {
+	sizeof(struct store_consent_row), consent_row_read, consent_row_free
+};
+
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_consent_row **out, size_t *n)
 {
@@ -451,15 +357,11 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 		return CS_EDB;
 	if (max > 10000)
 		max = 10000;
-	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, (int64_t)max)) != CS_OK) {
-		store_stmt_done(st);
+	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now),
+	    SV_INT((int64_t)max)))) != CS_OK)
 		return e;
-	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, max, sizeof **out, consent_row_read, consent_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, max, &consent_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }
@@ -469,13 +371,9 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 enum cs_err store_creq_get(struct store_conn *c, const char *id, struct store_creq_row *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_GET);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_GET, STORE_VALS(SV_TEXT(id)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_creq(c, st, out);
 }
 
@@ -483,13 +381,10 @@ enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char
     const char *resource, struct store_creq_row *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_PENDING);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_PENDING, STORE_VALS(SV_INT(user_id),
+	    SV_TEXT(agent), SV_TEXT(resource)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = bind_triple(st, user_id, agent, resource)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return one_creq(c, st, out);
 }
 
@@ -500,7 +395,8 @@ enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const 
 	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LAST_DENIED);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = bind_triple(st, user_id, agent, resource)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_TEXT(agent),
+	    SV_TEXT(resource)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
 		*decided_at = sqlite3_column_int64(st, 0);
 		*lifted_at = sqlite3_column_int64(st, 1);
@@ -513,14 +409,10 @@ enum cs_err store_creq_lift_cooldown(struct store_conn *c, const char *id, int64
     int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIFT);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_LIFT, STORE_VALS(SV_TEXT(id), SV_INT(now)),
+	    &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) > 0;
@@ -534,8 +426,7 @@ enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int6
 	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_COUNT);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, user_id)) == CS_OK &&
-	    (e = store_bind_int64(st, 2, now)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
 		*count = sqlite3_column_int64(st, 0);
 		*earliest = sqlite3_column_int64(st, 1);
@@ -548,28 +439,12 @@ enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int6
 
 enum cs_err store_creq_insert(struct store_conn *c, const struct store_creq_row *r)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, r->user_id)) != CS_OK ||
-	    (e = store_bind_text(st, 3, r->agent)) != CS_OK ||
-	    (e = store_bind_text(st, 4, r->resource)) != CS_OK ||
-	    (e = store_bind_text(st, 5, r->scopes)) != CS_OK ||
-	    (e = store_bind_text(st, 6, r->pre_granted ? r->pre_granted : "")) != CS_OK ||
-	    (e = store_bind_text(st, 7, r->reason)) != CS_OK ||
-	    (e = store_bind_text(st, 8, r->status)) != CS_OK ||
-	    (e = store_bind_int64(st, 9, r->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 10, r->expires_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 11, r->decided_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 12, r->last_poll_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 13, r->interval)) != CS_OK ||
-	    (e = store_bind_text(st, 14, r->consent_id)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_CREQ_INSERT, STORE_VALS(SV_TEXT(r->id), SV_INT(r->user_id),
+	    SV_TEXT(r->agent), SV_TEXT(r->resource), SV_TEXT(r->scopes),
+	    SV_TEXT(r->pre_granted ? r->pre_granted : ""), SV_TEXT(r->reason),
+	    SV_TEXT(r->status), SV_INT(r->created_at), SV_INT(r->expires_at),
+	    SV_INT(r->decided_at), SV_INT(r->last_poll_at), SV_INT(r->interval),
+	    SV_TEXT(r->consent_id)));
 }
 
 /* Runs a bound UPDATE that must touch exactly one pending row. */
@@ -585,16 +460,10 @@ enum cs_err store_creq_decide(struct store_conn *c, const char *id, const char *
     int64_t decided_at, const char *consent_id)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_DECIDE);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_DECIDE, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(status), SV_INT(decided_at), SV_TEXT(consent_id)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, status)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, decided_at)) != CS_OK ||
-	    (e = store_bind_text(st, 4, consent_id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -602,29 +471,20 @@ enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *s
     const char *reason)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_MERGE);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_MERGE, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(scopes), SV_TEXT(reason)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, scopes)) != CS_OK ||
-	    (e = store_bind_text(st, 3, reason)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
 enum cs_err store_creq_set_narrowed(struct store_conn *c, const char *id, const char *dropped)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_NARROWED);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_NARROWED, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(dropped)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, dropped)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -632,16 +492,10 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
     int64_t interval, int slow_down)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_POLL);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_POLL, STORE_VALS(SV_TEXT(id),
+	    SV_INT(last_poll_at), SV_INT(interval), SV_INT(slow_down ? 1 : 0)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, last_poll_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, interval)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, slow_down ? 1 : 0)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -655,18 +509,17 @@ static void creq_row_free(void *rows, size_t n)
 	store_creq_rows_free(rows, n);
 }
 
-/* A listing of requests: st bound but for ?3 (the limit). */
+static const struct store_row_type creq_rows = {
+	sizeof(struct store_creq_row), creq_row_read, creq_row_free
+};
+
+/* A listing of requests: st bound, its ?3 (the limit) CREQ_LIST_MAX. */
 static enum cs_err creq_list(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row **out,
     size_t *n)
 {
 	enum cs_err e;
-	if ((e = store_bind_int64(st, 3, CREQ_LIST_MAX)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, CREQ_LIST_MAX, sizeof **out, creq_row_read, creq_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, CREQ_LIST_MAX, &creq_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }
@@ -675,14 +528,10 @@ enum cs_err store_creq_list_denied(struct store_conn *c, int64_t user_id, int64_
     struct store_creq_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIST_DENIED);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_LIST_DENIED, STORE_VALS(SV_INT(user_id),
+	    SV_INT(since), SV_INT(CREQ_LIST_MAX)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, since)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return creq_list(c, st, out, n);
 }
 
@@ -690,13 +539,9 @@ enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64
     struct store_creq_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LIST);
+	sqlite3_stmt *st = store_query(c, SQL_CREQ_LIST, STORE_VALS(SV_INT(user_id),
+	    SV_INT(now), SV_INT(CREQ_LIST_MAX)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, user_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return creq_list(c, st, out, n);
 }

@@ -104,12 +104,16 @@ static void event_row_free(void *rows, size_t n)
 	store_event_rows_free(rows, n);
 }
 
+static const struct store_row_type event_rows = {
+	sizeof(struct store_event_row), event_row_read, event_row_free
+};
+
 /* Steps a bound row query into at most max rows; clears the statement. */
 static enum cs_err read_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
     struct store_event_row **out, size_t *n)
 {
 	void *rows = NULL;
-	enum cs_err e = store_rows(c, st, max, sizeof **out, event_row_read, event_row_free, &rows, n);
+	enum cs_err e = store_rows(c, st, max, &event_rows, &rows, n);
 	if (e == CS_OK)
 		*out = rows;
 	return e;
@@ -140,14 +144,9 @@ enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id, i
 		return CS_EINVAL;
 	if ((e = random_jti(jti)) != CS_OK)
 		return e;
-	if ((st = store_stmt(c, SQL_EVENTS_ENQUEUE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, jti)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_EVENTS_ENQUEUE, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(jti), SV_INT(now)), &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
@@ -162,66 +161,37 @@ enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
 		return CS_EDB;
 	if (max > STORE_EVENTS_LIST_MAX)
 		max = STORE_EVENTS_LIST_MAX;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)max)) != CS_OK) {
-		store_stmt_done(st);
+	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT((int64_t)max)))) != CS_OK)
 		return e;
-	}
 	return read_rows(c, st, max, out, n);
 }
 
 enum cs_err store_events_delivered(struct store_conn *c, int64_t id, int64_t now, int64_t status)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_DELIVERED);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, status)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_EVENTS_DELIVERED, STORE_VALS(SV_INT(id), SV_INT(now),
+	    SV_INT(status)));
 }
 
 enum cs_err store_events_retry(struct store_conn *c, int64_t id, int64_t attempts,
     int64_t next_attempt_at, int64_t status, const char *error)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_RETRY);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, attempts)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, next_attempt_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, status)) != CS_OK ||
-	    (e = store_bind_text(st, 5, error)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_EVENTS_RETRY, STORE_VALS(SV_INT(id), SV_INT(attempts),
+	    SV_INT(next_attempt_at), SV_INT(status), SV_TEXT(error)));
 }
 
-enum cs_err store_events_list(struct store_conn *c, const char *consent_id,
-    enum store_events_state state, int64_t before_id, size_t max,
+enum cs_err store_events_list(struct store_conn *c, const struct store_events_filter *f,
     struct store_event_row **out, size_t *n)
 {
 	enum cs_err e;
 	sqlite3_stmt *st;
-	if ((unsigned)state >= STORE_EVENTS__MAX)
+	if (f == NULL || (unsigned)f->state >= STORE_EVENTS__MAX)
 		return CS_EINVAL;
 	if ((st = store_stmt(c, SQL_EVENTS_LIST)) == NULL)
 		return CS_EDB;
-	if (max > STORE_EVENTS_LIST_MAX)
-		max = STORE_EVENTS_LIST_MAX;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)state)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, before_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, (int64_t)max)) != CS_OK) {
-		store_stmt_done(st);
+	size_t max = f->max > STORE_EVENTS_LIST_MAX ? STORE_EVENTS_LIST_MAX : f->max;
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(f->consent_id), SV_INT((int64_t)f->state),
+	    SV_INT(f->before_id), SV_INT((int64_t)max)))) != CS_OK)
 		return e;
-	}
 	return read_rows(c, st, max, out, n);
 }
 

@@ -56,21 +56,10 @@ void store_refresh_row_clear(struct store_refresh_row *r)
 enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char *consent_id,
     const char *family, int64_t issued_at, int64_t expires_at)
 {
-	enum cs_err e;
-	sqlite3_stmt *st;
 	if (c == NULL || jti == NULL || consent_id == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_GRANT_INSERT)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, jti)) != CS_OK ||
-	    (e = store_bind_text(st, 2, consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, issued_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, expires_at)) != CS_OK ||
-	    (e = (family != NULL ? store_bind_text(st, 5, family) : CS_OK)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_GRANT_INSERT, STORE_VALS(SV_TEXT(jti), SV_TEXT(consent_id),
+	    SV_INT(issued_at), SV_INT(expires_at), SV_TEXT(family)));
 }
 
 enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_grant_row *out)
@@ -83,7 +72,7 @@ enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_
 		return CS_EINVAL;
 	if ((st = store_stmt(c, SQL_GRANT_GET)) == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, jti)) != CS_OK ||
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(jti)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_text(st, 0, &r.jti)) != CS_OK ||
@@ -111,13 +100,9 @@ enum cs_err store_grant_revoke(struct store_conn *c, const char *jti, int64_t no
 	sqlite3_stmt *st;
 	if (c == NULL || jti == NULL || changed == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_GRANT_REVOKE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, jti)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_GRANT_REVOKE, STORE_VALS(SV_TEXT(jti), SV_INT(now)),
+	    &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) > 0;
@@ -130,20 +115,10 @@ enum cs_err store_refresh_insert(struct store_conn *c,
     const unsigned char hash[STORE_REFRESH_HASH_LEN], const char *family,
     const char *consent_id, int64_t issued_at)
 {
-	enum cs_err e;
-	sqlite3_stmt *st;
 	if (c == NULL || hash == NULL || family == NULL || consent_id == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_REFRESH_INSERT)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, hash, STORE_REFRESH_HASH_LEN)) != CS_OK ||
-	    (e = store_bind_text(st, 2, family)) != CS_OK ||
-	    (e = store_bind_text(st, 3, consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, issued_at)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_REFRESH_INSERT, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN),
+	    SV_TEXT(family), SV_TEXT(consent_id), SV_INT(issued_at)));
 }
 
 enum cs_err store_refresh_get(struct store_conn *c,
@@ -159,7 +134,7 @@ enum cs_err store_refresh_get(struct store_conn *c,
 		return CS_EINVAL;
 	if ((st = store_stmt(c, SQL_REFRESH_GET)) == NULL)
 		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, hash, STORE_REFRESH_HASH_LEN)) != CS_OK ||
+	if ((e = store_bind(st, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &h, &hlen)) != CS_OK ||
@@ -190,13 +165,9 @@ enum cs_err store_refresh_mark_used(struct store_conn *c,
 	sqlite3_stmt *st;
 	if (c == NULL || hash == NULL || changed == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_REFRESH_USE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, hash, STORE_REFRESH_HASH_LEN)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_REFRESH_USE, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN),
+	    SV_INT(now)), &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) > 0;
@@ -210,25 +181,14 @@ enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family
 	sqlite3_stmt *st;
 	if (c == NULL || family == NULL || n == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_REFRESH_REVOKE_FAMILY)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, family)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_REFRESH_REVOKE_FAMILY, STORE_VALS(SV_TEXT(family),
+	    SV_INT(now)), &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*n = store_changes(c);
 	/* SECURITY: the grants minted in the family end with it. */
-	if ((st = store_stmt(c, SQL_GRANT_REVOKE_FAMILY)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, family)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_GRANT_REVOKE_FAMILY, STORE_VALS(SV_TEXT(family), SV_INT(now)));
 }
 
 /* --- DPoP bindings ---------------------------------------------------------- */
@@ -240,18 +200,9 @@ static const char SQL_REFRESH_BINDING[] =
 
 enum cs_err store_refresh_bind(struct store_conn *c, const char *family, const char *jkt)
 {
-	enum cs_err e;
-	sqlite3_stmt *st;
 	if (c == NULL || family == NULL || jkt == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_REFRESH_BIND)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, family)) != CS_OK ||
-	    (e = store_bind_text(st, 2, jkt)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_REFRESH_BIND, STORE_VALS(SV_TEXT(family), SV_TEXT(jkt)));
 }
 
 enum cs_err store_refresh_binding(struct store_conn *c, const char *family, char **jkt)
@@ -261,12 +212,8 @@ enum cs_err store_refresh_binding(struct store_conn *c, const char *family, char
 	char *v = NULL;
 	if (c == NULL || family == NULL || jkt == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_REFRESH_BINDING)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, family)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_REFRESH_BINDING, STORE_VALS(SV_TEXT(family)), &e)) == NULL)
 		return e;
-	}
 	e = store_step(c, st);
 	if (e == CS_OK && (e = store_col_text(st, 0, &v)) == CS_OK && v == NULL)
 		e = CS_ENOENT;

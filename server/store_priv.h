@@ -1,6 +1,8 @@
 /* store_priv.h -- for the store's own files (store.c, store_*.c) only: the
- * per-connection statement cache and the binding helpers.  Every other module
- * talks to the database through include/store.h and never sees SQL. */
+ * one statement mechanism (a per-connection cache of prepared statements keyed
+ * by the address of their static SQL) and the binding helpers.  This is the
+ * SQLite side of the backend boundary (see store.h); every other module talks
+ * to the database through include/store*.h and never sees SQL. */
 #ifndef CS_STORE_PRIV_H
 #define CS_STORE_PRIV_H
 
@@ -8,11 +10,15 @@
 #include <sqlite3.h>
 #include "store.h"
 
-#define STORE_MAX_EXTRA 128
+/* Statements one connection may hold prepared, a power of two (all of them
+ * fit today, with room: a new store_X.c statement needs no registration,
+ * only a constant). */
+#define STORE_MAX_STMTS 256
 
 /* The connection's prepared statement for sql, prepared on first use and
- * cached under the address of sql (so pass a static constant, never a
- * built string).  NULL on failure (already reported on stderr). */
+ * kept on that connection until it closes, cached under the address of sql:
+ * pass a file-scope `static const char SQL_X[]`, never a built string.
+ * NULL on failure (already reported on stderr). */
 sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql);
 /* Reset + clear bindings (bound values may be secrets). */
 void store_stmt_done(sqlite3_stmt *st);
@@ -21,19 +27,60 @@ enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
 /* One step: CS_OK with a row, CS_ENOENT when done, an error otherwise. */
 enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
 enum cs_err store_rc_err(int rc);
-enum cs_err store_bind_text(sqlite3_stmt *st, int i, const char *v) CS_MUST_CHECK;
-enum cs_err store_bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n) CS_MUST_CHECK;
-enum cs_err store_bind_int64(sqlite3_stmt *st, int i, int64_t v) CS_MUST_CHECK;
+/* One value for a statement's parameter, the way every store_X.c binds:
+ * the kind is fixed by the macro that makes it, so a text cannot go where a
+ * number is meant without a compiler error. */
+enum store_val_kind {
+	STORE_VAL_TEXT,              /* p a NUL-terminated string; NULL binds NULL */
+	STORE_VAL_INT,               /* i */
+	STORE_VAL_BLOB,              /* p, n bytes; NULL or 0 bytes binds an empty blob */
+	STORE_VAL_BLOB_OR_NULL,      /* p, n bytes; NULL binds NULL ("no refresh token",
+	                              * which an empty blob is not) */
+	STORE_VAL__MAX
+};
+struct store_val {
+	enum store_val_kind kind;
+	const void         *p;
+	size_t              n;
+	int64_t             i;
+};
+static inline const char *store_val_text_(const char *v) { return v; }   /* type check only */
+static inline const void *store_val_blob_(const void *v) { return v; }
+#define SV_TEXT(v)      ((struct store_val){ .kind = STORE_VAL_TEXT, .p = store_val_text_(v) })
+#define SV_INT(v)       ((struct store_val){ .kind = STORE_VAL_INT, .i = (v) })
+#define SV_BLOB(v, len) ((struct store_val){ .kind = STORE_VAL_BLOB, .p = store_val_blob_(v), \
+	.n = (len) })
+#define SV_BLOB_OR_NULL(v, len) ((struct store_val){ .kind = STORE_VAL_BLOB_OR_NULL, \
+	.p = store_val_blob_(v), .n = (len) })
+/* The values of ?1, ?2, ... in order, as the (array, count) pair the
+ * functions below take. */
+#define STORE_VALS(...) (const struct store_val[]){ __VA_ARGS__ }, \
+	sizeof((const struct store_val[]){ __VA_ARGS__ }) / sizeof(struct store_val)
+/* Binds v[0 .. n-1] to ?1 .. ?n.  On failure st is cleared (store_stmt_done)
+ * and the error returned. */
+enum cs_err store_bind(sqlite3_stmt *st, const struct store_val *v, size_t n) CS_MUST_CHECK;
+/* store_stmt + store_bind: the statement for sql with v bound, ready to
+ * step; NULL with *e set on failure. */
+sqlite3_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, enum cs_err *e);
+/* store_query + store_exec: runs sql, which returns no rows, with v bound. */
+enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n) CS_MUST_CHECK;
 /* malloc'd copies; a NULL column gives *out NULL. */
 enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) CS_MUST_CHECK;
 enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
-/* Steps a bound query into a calloc'd array of at most max rows of elem bytes,
- * each filled by read_row (which leaves nothing allocated in its row when it
- * fails); always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On
- * an error the rows read so far are released with free_rows. */
-enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max, size_t elem,
-    enum cs_err (*read_row)(sqlite3_stmt *st, void *row),
-    void (*free_rows)(void *rows, size_t n), void **out, size_t *n) CS_MUST_CHECK;
+/* A kind of row store_rows reads: its size, how one is read (leaving nothing
+ * allocated in its row when it fails) and how n of them are released. */
+struct store_row_type {
+	size_t        size;
+	enum cs_err (*read)(sqlite3_stmt *st, void *row);
+	void        (*free)(void *rows, size_t n);
+};
+/* Steps a bound query into a calloc'd array of at most max rows of type t;
+ * always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On an
+ * error the rows read so far are released with t->free. */
+enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
+    const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);

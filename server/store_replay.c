@@ -26,23 +26,13 @@ enum cs_err store_replay_use(struct store_conn *c, enum store_replay_kind kind, 
 		return CS_EINVAL;
 	/* Every use also purges what expired (an index range, usually empty):
 	 * the table holds only the jtis of the last few minutes. */
-	if ((st = store_stmt(c, SQL_REPLAY_PURGE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_REPLAY_PURGE, STORE_VALS(SV_INT(now)), &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
-	if ((st = store_stmt(c, SQL_REPLAY_USE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, kind_names[kind])) != CS_OK ||
-	    (e = store_bind_text(st, 2, jti)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, expires_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 4, now)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_REPLAY_USE, STORE_VALS(SV_TEXT(kind_names[kind]),
+	    SV_TEXT(jti), SV_INT(expires_at), SV_INT(now)), &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	return store_changes(c) == 1 ? CS_OK : CS_EEXIST;

@@ -91,15 +91,6 @@ static enum cs_err col_blob_null(sqlite3_stmt *st, int i, unsigned char **out, s
 	return store_col_blob(st, i, out, len);
 }
 
-/* Binds a blob, or SQL NULL when p is NULL (store_bind_blob would bind an
- * empty blob, which is not "no refresh token"). */
-static enum cs_err bind_blob_null(sqlite3_stmt *st, int i, const unsigned char *p, size_t n)
-{
-	if (p == NULL)
-		return sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB;
-	return store_bind_blob(st, i, p, n);
-}
-
 /* Runs a bound statement that must change exactly one row. */
 static enum cs_err exec_one(struct store_conn *c, sqlite3_stmt *st)
 {
@@ -170,7 +161,8 @@ static enum cs_err record_by(struct store_conn *c, const char *sql, const char *
 	sqlite3_stmt *st = store_stmt(c, sql);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_text(st, 1, key)) == CS_OK && (e = store_step(c, st)) == CS_OK &&
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(key)))) == CS_OK &&
+	    (e = store_step(c, st)) == CS_OK &&
 	    (e = read_record(st, &r)) == CS_OK)
 		*out = r;
 	store_stmt_done(st);
@@ -195,7 +187,8 @@ int store_vault_record_exists(struct store_conn *c, const char *consent_id)
 	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_EXISTS);
 	if (st == NULL)
 		return 0;
-	if (store_bind_text(st, 1, consent_id) == CS_OK && store_step(c, st) == CS_OK)
+	if (store_bind(st, STORE_VALS(SV_TEXT(consent_id))) == CS_OK &&
+	    store_step(c, st) == CS_OK)
 		found = 1;
 	store_stmt_done(st);
 	return found;
@@ -203,85 +196,53 @@ int store_vault_record_exists(struct store_conn *c, const char *consent_id)
 
 enum cs_err store_vault_record_insert(struct store_conn *c, const struct store_vault_record *r)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, r->id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, r->consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, r->user_id)) != CS_OK ||
-	    (e = store_bind_text(st, 4, r->subject)) != CS_OK ||
-	    (e = store_bind_text(st, 5, r->agent)) != CS_OK ||
-	    (e = store_bind_text(st, 6, r->resource)) != CS_OK ||
-	    (e = store_bind_text(st, 7, r->provider_scopes)) != CS_OK ||
-	    (e = store_bind_text(st, 8, r->token_type)) != CS_OK ||
-	    (e = store_bind_blob(st, 9, r->access_sealed, r->access_sealed_len)) != CS_OK ||
-	    (e = bind_blob_null(st, 10, r->refresh_sealed, r->refresh_sealed_len)) != CS_OK ||
-	    (e = store_bind_int64(st, 11, r->access_expires_at)) != CS_OK ||
-	    (e = store_bind_text(st, 12, r->master_kid)) != CS_OK ||
-	    (e = store_bind_int64(st, 13, r->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 14, r->updated_at)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_RECORD_INSERT, STORE_VALS(SV_TEXT(r->id),
+	    SV_TEXT(r->consent_id), SV_INT(r->user_id), SV_TEXT(r->subject), SV_TEXT(r->agent),
+	    SV_TEXT(r->resource), SV_TEXT(r->provider_scopes), SV_TEXT(r->token_type),
+	    SV_BLOB(r->access_sealed, r->access_sealed_len),
+	    SV_BLOB_OR_NULL(r->refresh_sealed, r->refresh_sealed_len),
+	    SV_INT(r->access_expires_at), SV_TEXT(r->master_kid), SV_INT(r->created_at),
+	    SV_INT(r->updated_at)));
 }
 
 enum cs_err store_vault_record_reserve(struct store_conn *c, const char *id,
     const char *reserved_for, int64_t now)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_RESERVE);
+	sqlite3_stmt *st = store_query(c, SQL_RECORD_RESERVE, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(reserved_for), SV_INT(now)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, reserved_for)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
 enum cs_err store_vault_record_move(struct store_conn *c, const char *id, const char *consent_id,
-    const unsigned char *access, size_t access_len, const unsigned char *refresh,
-    size_t refresh_len, const char *master_kid, int64_t now)
+    const struct store_sealed_blobs *blobs, int64_t now)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_MOVE);
+	if (blobs == NULL)
+		return CS_EINVAL;
+	sqlite3_stmt *st = store_query(c, SQL_RECORD_MOVE, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(consent_id), SV_BLOB(blobs->a, blobs->a_len),
+	    SV_BLOB_OR_NULL(blobs->b, blobs->b_len), SV_TEXT(blobs->master_kid), SV_INT(now)),
+	    &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_text(st, 2, consent_id)) != CS_OK ||
-	    (e = store_bind_blob(st, 3, access, access_len)) != CS_OK ||
-	    (e = bind_blob_null(st, 4, refresh, refresh_len)) != CS_OK ||
-	    (e = store_bind_text(st, 5, master_kid)) != CS_OK ||
-	    (e = store_bind_int64(st, 6, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
 enum cs_err store_vault_record_refreshed(struct store_conn *c, const char *id,
-    const unsigned char *access, size_t access_len, const unsigned char *refresh,
-    size_t refresh_len, const char *provider_scopes, int64_t access_expires_at,
-    const char *master_kid, int64_t now)
+    const struct store_vault_refresh *r, int64_t now)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_REFRESHED);
+	if (r == NULL)
+		return CS_EINVAL;
+	sqlite3_stmt *st = store_query(c, SQL_RECORD_REFRESHED, STORE_VALS(SV_TEXT(id),
+	    SV_BLOB(r->blobs.a, r->blobs.a_len), SV_BLOB_OR_NULL(r->blobs.b, r->blobs.b_len),
+	    SV_TEXT(r->provider_scopes), SV_INT(r->access_expires_at),
+	    SV_TEXT(r->blobs.master_kid), SV_INT(now)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, id)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, access, access_len)) != CS_OK ||
-	    (e = bind_blob_null(st, 3, refresh, refresh_len)) != CS_OK ||
-	    (e = store_bind_text(st, 4, provider_scopes)) != CS_OK ||
-	    (e = store_bind_int64(st, 5, access_expires_at)) != CS_OK ||
-	    (e = store_bind_text(st, 6, master_kid)) != CS_OK ||
-	    (e = store_bind_int64(st, 7, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -290,25 +251,18 @@ enum cs_err store_vault_to_outbox(struct store_conn *c, const char *consent_id, 
 {
 	enum cs_err e;
 	int64_t n;
-	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_TO_OUTBOX);
+	sqlite3_stmt *st = store_query(c, SQL_RECORD_TO_OUTBOX, STORE_VALS(SV_TEXT(consent_id),
+	    SV_INT(now)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, now)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	n = store_changes(c);
 	/* SECURITY: the ciphertexts now live only in the outbox, from which
 	 * nothing is ever released. */
-	if ((st = store_stmt(c, SQL_RECORD_DELETE_UNRESERVED)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind_text(st, 1, consent_id)) != CS_OK) {
-		store_stmt_done(st);
+	if ((st = store_query(c, SQL_RECORD_DELETE_UNRESERVED, STORE_VALS(SV_TEXT(consent_id)),
+	    &e)) == NULL)
 		return e;
-	}
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	/* Defensive: what was copied is exactly what was deleted. */
@@ -385,6 +339,10 @@ static void outbox_row_free(void *rows, size_t n)
 	store_vault_outbox_free(rows, n);
 }
 
+static const struct store_row_type outbox_rows = {
+	sizeof(struct store_vault_outbox), outbox_row_read, outbox_row_free
+};
+
 enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max,
     struct store_vault_outbox **out, size_t *n)
 {
@@ -394,14 +352,10 @@ enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max
 		return CS_EDB;
 	if (max > OUTBOX_MAX)
 		max = OUTBOX_MAX;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, (int64_t)max)) != CS_OK) {
-		store_stmt_done(st);
+	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT((int64_t)max)))) != CS_OK)
 		return e;
-	}
 	void *rows = NULL;
-	if ((e = store_rows(c, st, max, sizeof **out, outbox_row_read, outbox_row_free,
-	    &rows, n)) == CS_OK)
+	if ((e = store_rows(c, st, max, &outbox_rows, &rows, n)) == CS_OK)
 		*out = rows;
 	return e;
 }
@@ -410,15 +364,10 @@ enum cs_err store_vault_outbox_mark(struct store_conn *c, int64_t id, int refres
     int access_revoked)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_MARK);
+	sqlite3_stmt *st = store_query(c, SQL_OUTBOX_MARK, STORE_VALS(SV_INT(id),
+	    SV_INT(refresh_revoked ? 1 : 0), SV_INT(access_revoked ? 1 : 0)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, refresh_revoked ? 1 : 0)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, access_revoked ? 1 : 0)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -426,28 +375,19 @@ enum cs_err store_vault_outbox_retry(struct store_conn *c, int64_t id, int64_t a
     int64_t next_attempt_at)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_RETRY);
+	sqlite3_stmt *st = store_query(c, SQL_OUTBOX_RETRY, STORE_VALS(SV_INT(id),
+	    SV_INT(attempts), SV_INT(next_attempt_at)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, id)) != CS_OK ||
-	    (e = store_bind_int64(st, 2, attempts)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, next_attempt_at)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
 enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_DELETE);
+	sqlite3_stmt *st = store_query(c, SQL_OUTBOX_DELETE, STORE_VALS(SV_INT(id)), &e);
 	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, id)) != CS_OK) {
-		store_stmt_done(st);
 		return e;
-	}
 	return exec_one(c, st);
 }
 
@@ -486,28 +426,12 @@ void store_vault_connect_clear(struct store_vault_connect *s)
 
 enum cs_err store_vault_connect_insert(struct store_conn *c, const struct store_vault_connect *s)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONNECT_INSERT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, s->state_hash, 32)) != CS_OK ||
-	    (e = store_bind_blob(st, 2, s->session_hash, 32)) != CS_OK ||
-	    (e = store_bind_int64(st, 3, s->user_id)) != CS_OK ||
-	    (e = store_bind_text(st, 4, s->request_id)) != CS_OK ||
-	    (e = store_bind_text(st, 5, s->resource)) != CS_OK ||
-	    (e = store_bind_text(st, 6, s->provider_issuer)) != CS_OK ||
-	    (e = store_bind_text(st, 7, s->code_verifier)) != CS_OK ||
-	    (e = store_bind_text(st, 8, s->selected)) != CS_OK ||
-	    (e = store_bind_int64(st, 9, s->duration)) != CS_OK ||
-	    (e = store_bind_int64(st, 10, s->offline ? 1 : 0)) != CS_OK ||
-	    (e = store_bind_text(st, 11, s->provider_scopes)) != CS_OK ||
-	    (e = store_bind_int64(st, 12, s->created_at)) != CS_OK ||
-	    (e = store_bind_int64(st, 13, s->expires_at)) != CS_OK ||
-	    (e = store_bind_text(st, 14, s->request_version)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_CONNECT_INSERT, STORE_VALS(SV_BLOB(s->state_hash, 32),
+	    SV_BLOB(s->session_hash, 32), SV_INT(s->user_id), SV_TEXT(s->request_id),
+	    SV_TEXT(s->resource), SV_TEXT(s->provider_issuer), SV_TEXT(s->code_verifier),
+	    SV_TEXT(s->selected), SV_INT(s->duration), SV_INT(s->offline ? 1 : 0),
+	    SV_TEXT(s->provider_scopes), SV_INT(s->created_at), SV_INT(s->expires_at),
+	    SV_TEXT(s->request_version)));
 }
 
 enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char state_hash[32],
@@ -521,7 +445,7 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
-	if ((e = store_bind_blob(st, 1, state_hash, 32)) != CS_OK ||
+	if ((e = store_bind(st, STORE_VALS(SV_BLOB(state_hash, 32)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &sh, &shlen)) != CS_OK ||
@@ -563,13 +487,5 @@ out:
 
 enum cs_err store_vault_connect_purge(struct store_conn *c, int64_t now)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONNECT_PURGE);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind_int64(st, 1, now)) != CS_OK) {
-		store_stmt_done(st);
-		return e;
-	}
-	return store_exec(c, st);
+	return store_run(c, SQL_CONNECT_PURGE, STORE_VALS(SV_INT(now)));
 }

@@ -321,15 +321,40 @@ void vault_release_clear(struct vault_release *r)
 	memset(r, 0, sizeof *r);
 }
 
-/* Marks k reconnect_required with its audit entry, in one transaction. */
-static enum cs_err mark_reconnect(const struct vctx *x, const struct consent *k, const char *why)
+/* What the steps of one release share: the call, and whom its audit entries
+ * are about (the consent's subject, agent and resource). */
+struct rel {
+	struct vault      *v;
+	struct store_conn *c;
+	const struct config *cfg;
+	const struct vault_release_req *rq;
+	struct provider   *p;
+};
+
+/* One audit entry of the release path about rq's consent. */
+static enum cs_err rel_audit(const struct rel *x, const struct audit_entry *what)
+{
+	struct audit_entry a = *what;
+	a.ts = x->rq->now;
+	a.actor = x->rq->actor;
+	a.subject = x->rq->k->subject;
+	a.agent = x->rq->k->agent;
+	a.resource = x->rq->k->resource;
+	return audit_append(x->c, &a);
+}
+
+/* Marks the consent reconnect_required with its audit entry, in one
+ * transaction.  CS_OK: the caller answers VAULT_RELEASE_GONE. */
+static enum cs_err mark_reconnect(const struct rel *x, const char *why)
 {
 	enum cs_err e;
+	const char *kid = x->rq->k->id;
 	if ((e = store_begin(x->c)) != CS_OK)
 		return e;
-	e = consent_set_reconnect_required(x->c, k->id);
+	e = consent_set_reconnect_required(x->c, kid);
 	if (e == CS_OK || e == CS_ENOENT)
-		e = vaudit(x, "vault.reconnect_required", NULL, k->id, NULL, "reconnect_required", why);
+		e = rel_audit(x, &(struct audit_entry){ .action = "vault.reconnect_required",
+		    .consent_id = kid, .outcome = "reconnect_required", .detail = why });
 	if (e != CS_OK || (e = store_commit(x->c)) != CS_OK) {
 		store_rollback(x->c);
 		return e;
@@ -337,37 +362,96 @@ static enum cs_err mark_reconnect(const struct vctx *x, const struct consent *k,
 	return CS_OK;
 }
 
-/* One refresh of rec (the leader's): the provider is called outside any
- * transaction; the new tokens are stored in one.  *rec is re-read on CS_OK. */
-static enum cs_err do_refresh(struct vault *v, struct store_conn *c, struct provider *p,
-    const struct consent *k, struct store_vault_record *rec, const struct vctx *x)
+/* do_refresh's transaction: the new tokens t (scopes g_s) sealed into the
+ * record as it is now (*cur: revoked meanwhile, or moved to a newer consent of
+ * the same triple), audited.  On failure the caller revokes t. */
+static enum cs_err refresh_store(const struct rel *x, const struct store_vault_record *rec,
+    const struct provider_tokens *t, const char *g_s, struct store_vault_record *cur)
 {
 	enum cs_err e;
-	bool in_tx = false;
-	char *rt = NULL, *g_s = NULL;
-	struct provider_tokens t;
-	struct scope_set have, g;
-	struct store_vault_record cur, fresh;
 	struct vault_sealed sl = { NULL, 0, NULL, 0, NULL };
 	char detail[DETAIL_MAX];
-	int64_t now = x->now;
+	int64_t now = x->rq->now;
+	const struct consent *k = x->rq->k;
+
+	if ((e = store_begin(x->c)) != CS_OK)
+		return e;
+	if ((e = store_vault_record_get(x->c, rec->id, cur)) != CS_OK)
+		goto out;
+	if ((e = vault_seal_pair(x->v->mk, &(struct vault_aad){ cur->id, cur->consent_id,
+	    k->subject, k->resource }, t->access_token, t->refresh_token, &sl)) != CS_OK)
+		goto out;
+	if ((e = store_vault_record_refreshed(x->c, cur->id, &(struct store_vault_refresh){
+	    .blobs = { .a = sl.access, .a_len = sl.access_len, .b = sl.refresh,
+	        .b_len = sl.refresh_len, .master_kid = x->v->mk->kid },
+	    .provider_scopes = g_s,
+	    .access_expires_at = now + (t->expires_in > 0 ? t->expires_in : VAULT_DEFAULT_EXPIRES_IN) },
+	    now)) != CS_OK)
+		goto out;
+	if ((e = str_fmt(detail, sizeof detail, "rotated=%s provider_scopes=%s",
+	    t->refresh_token ? "yes" : "no", g_s)) != CS_OK)
+		goto out;
+	if ((e = rel_audit(x, &(struct audit_entry){ .action = "vault.refreshed", .scopes = g_s,
+	    .consent_id = cur->consent_id, .outcome = "ok", .detail = detail })) != CS_OK)
+		goto out;
+	e = store_commit(x->c);
+out:
+	if (e != CS_OK)
+		store_rollback(x->c);
+	blob_free(sl.access, sl.access_len);
+	blob_free(sl.refresh, sl.refresh_len);
+	return e;
+}
+
+/* The scopes the provider's refresh answer t grants (*g), within the record's
+ * (invariant 7).  CS_EPERM when it grants more. */
+static enum cs_err refresh_scopes(const struct store_vault_record *rec,
+    const struct provider_tokens *t, struct scope_set *g)
+{
+	struct scope_set have;
+	enum cs_err e;
+	memset(&have, 0, sizeof have);
+	if (set_parse(rec->provider_scopes, &have) != CS_OK)
+		return CS_EDB;
+	if (t->scope == NULL)
+		e = set_parse(rec->provider_scopes, g);
+	else if (scope_set_parse(t->scope, g) != CS_OK || !scope_set_subset(g, &have))
+		e = CS_EPERM;
+	else
+		e = CS_OK;
+	scope_set_clear(&have);
+	return e;
+}
+
+/* One refresh of rec (the leader's): the provider is called outside any
+ * transaction; the new tokens are stored in one.  *rec is re-read on CS_OK.
+ * CS_EPERM (the consent marked reconnect_required) when the provider ended
+ * the authorization or answered with more scopes; CS_EIO when it could not
+ * be used; CS_ENOENT when the consent no longer holds the record. */
+static enum cs_err do_refresh(const struct rel *x, struct store_vault_record *rec)
+{
+	enum cs_err e;
+	char *rt = NULL, *g_s = NULL;
+	struct provider_tokens t;
+	struct scope_set g;
+	struct store_vault_record cur, fresh;
+	const struct consent *k = x->rq->k;
 
 	memset(&t, 0, sizeof t);
-	memset(&have, 0, sizeof have);
 	memset(&g, 0, sizeof g);
 	memset(&cur, 0, sizeof cur);
 	memset(&fresh, 0, sizeof fresh);
-	if ((e = vault_record_open(v->mk, rec, k, NULL, &rt)) != CS_OK)
+	if ((e = vault_record_open(x->v->mk, rec, k, NULL, &rt)) != CS_OK)
 		goto out;
 	if (rt == NULL) {                 /* the caller checked; defensive */
 		e = CS_EPERM;
 		goto out;
 	}
-	e = provider_refresh(p, rt, &t);
+	e = provider_refresh(x->p, rt, &t);
 	if (e == CS_EPERM) {
 		/* invalid_grant: the provider ended this authorization (perhaps by
 		 * revoking another consent's tokens for the same user and client). */
-		if ((e = mark_reconnect(x, k, "refresh refused (invalid_grant)")) == CS_OK)
+		if ((e = mark_reconnect(x, "refresh refused (invalid_grant)")) == CS_OK)
 			e = CS_EPERM;
 		goto out;
 	} else if (e != CS_OK) {
@@ -375,80 +459,42 @@ static enum cs_err do_refresh(struct vault *v, struct store_conn *c, struct prov
 		goto out;
 	}
 	if (t.access_token == NULL || t.access_token[0] == '\0' || !is_bearer(t.token_type)) {
-		vault_revoke_now(p, &t);
+		vault_revoke_now(x->p, &t);
 		log_msg(LOG_WARN, "vault: the provider's refresh answer is unusable");
 		e = CS_EIO;
 		goto out;
 	}
-	if ((e = set_parse(rec->provider_scopes, &have)) != CS_OK) {
-		e = CS_EDB;
+	if ((e = refresh_scopes(rec, &t, &g)) == CS_EPERM) {
+		/* SECURITY: invariant 7 holds on refresh too: a token with more
+		 * scopes than the record's is revoked, never stored. */
+		vault_revoke_now(x->p, &t);
+		if ((e = mark_reconnect(x, "refresh answered with more scopes")) == CS_OK)
+			e = CS_EPERM;
 		goto out;
 	}
-	if (t.scope != NULL) {
-		if (scope_set_parse(t.scope, &g) != CS_OK || !scope_set_subset(&g, &have)) {
-			/* SECURITY: invariant 7 holds on refresh too: a token with more
-			 * scopes than the record's is revoked, never stored. */
-			vault_revoke_now(p, &t);
-			if ((e = mark_reconnect(x, k, "refresh answered with more scopes")) == CS_OK)
-				e = CS_EPERM;
-			goto out;
-		}
-	} else if ((e = set_parse(rec->provider_scopes, &g)) != CS_OK) {
-		goto out;
-	}
-	if ((g_s = scope_set_join(&g)) == NULL) {
+	if (e == CS_OK && (g_s = scope_set_join(&g)) == NULL)
 		e = CS_ENOMEM;
+	if (e == CS_OK)
+		e = refresh_store(x, rec, &t, g_s, &cur);
+	if (e != CS_OK) {
+		/* SECURITY: tokens that no record holds must not live on. */
+		if (g_s != NULL)
+			vault_revoke_now(x->p, &t);
 		goto out;
 	}
-	if ((e = store_begin(c)) != CS_OK)
-		goto fail_revoke;
-	in_tx = true;
-	/* The record as it is now: revoked meanwhile (gone to the outbox), or
-	 * moved to a newer consent of the same triple. */
-	if ((e = store_vault_record_get(c, rec->id, &cur)) != CS_OK)
-		goto fail_revoke;
-	if ((e = vault_seal_pair(v->mk, &(struct vault_aad){ cur.id, cur.consent_id, k->subject,
-	    k->resource }, t.access_token, t.refresh_token, &sl)) != CS_OK)
-		goto fail_revoke;
-	if ((e = store_vault_record_refreshed(c, cur.id, sl.access, sl.access_len, sl.refresh,
-	    sl.refresh_len, g_s,
-	    now + (t.expires_in > 0 ? t.expires_in : VAULT_DEFAULT_EXPIRES_IN), v->mk->kid,
-	    now)) != CS_OK)
-		goto fail_revoke;
-	snprintf(detail, sizeof detail, "rotated=%s provider_scopes=%s",
-	    t.refresh_token ? "yes" : "no", g_s);
-	if ((e = vaudit(x, "vault.refreshed", g_s, cur.consent_id, NULL, "ok", detail)) != CS_OK)
-		goto fail_revoke;
-	if ((e = store_commit(c)) != CS_OK)
-		goto fail_revoke;
-	in_tx = false;
 	if (strcmp(cur.consent_id, k->id) != 0) {
 		e = CS_ENOENT;                /* k no longer holds the record */
 		goto out;
 	}
-	if ((e = store_vault_record_get(c, rec->id, &fresh)) != CS_OK)
+	if ((e = store_vault_record_get(x->c, rec->id, &fresh)) != CS_OK)
 		goto out;
 	store_vault_record_clear(rec);
 	*rec = fresh;
 	memset(&fresh, 0, sizeof fresh);
-	e = CS_OK;
-	goto out;
-fail_revoke:
-	if (in_tx) {
-		store_rollback(c);
-		in_tx = false;
-	}
-	/* SECURITY: tokens that no record holds must not live on. */
-	vault_revoke_now(p, &t);
 out:
-	if (in_tx)
-		store_rollback(c);
 	wipe_free(rt);
 	free(g_s);
-	blob_free(sl.access, sl.access_len);
-	blob_free(sl.refresh, sl.refresh_len);
 	provider_tokens_clear(&t);
-	scope_set_clear(&have);
 	scope_set_clear(&g);
 	store_vault_record_clear(&cur);
 	store_vault_record_clear(&fresh);
@@ -467,13 +513,14 @@ static void inflight_put(struct inflight *f)
 /* Refreshes rec unless another thread of this process is refreshing the
  * same record; then waits for it and takes its result.  On CS_OK *rec is
  * the current record (re-read). */
-static enum cs_err refresh_single(struct vault *v, struct store_conn *c, struct provider *p,
-    const struct consent *k, int64_t margin, struct store_vault_record *rec,
-    const struct vctx *x)
+static enum cs_err refresh_single(const struct rel *x, int64_t margin,
+    struct store_vault_record *rec)
 {
 	enum cs_err e;
 	struct inflight *f;
 	struct store_vault_record cur;
+	struct vault *v = x->v;
+	const struct consent *k = x->rq->k;
 
 	memset(&cur, 0, sizeof cur);
 	pthread_mutex_lock(&v->mu);
@@ -489,7 +536,7 @@ static enum cs_err refresh_single(struct vault *v, struct store_conn *c, struct 
 		inflight_put(f);
 		pthread_mutex_unlock(&v->mu);
 		if (e == CS_OK || e == CS_EIO) {
-			enum cs_err e2 = store_vault_record_by_consent(c, k->id, &cur);
+			enum cs_err e2 = store_vault_record_by_consent(x->c, k->id, &cur);
 			if (e2 != CS_OK)
 				return e2;
 			store_vault_record_clear(rec);
@@ -509,16 +556,16 @@ static enum cs_err refresh_single(struct vault *v, struct store_conn *c, struct 
 
 	/* The leader.  Another leader may have finished just before: re-read,
 	 * and refresh only if the record still needs it. */
-	e = store_vault_record_by_consent(c, k->id, &cur);
+	e = store_vault_record_by_consent(x->c, k->id, &cur);
 	if (e == CS_OK) {
 		store_vault_record_clear(rec);
 		*rec = cur;
-		if (rec->access_expires_at - x->now > margin)
+		if (rec->access_expires_at - x->rq->now > margin)
 			e = CS_OK;
 		else if (rec->refresh_sealed == NULL)
 			e = CS_EIO;               /* nothing to refresh with (cannot be: checked) */
 		else
-			e = do_refresh(v, c, p, k, rec, x);
+			e = do_refresh(x, rec);
 	}
 
 	pthread_mutex_lock(&v->mu);
@@ -535,127 +582,117 @@ static enum cs_err refresh_single(struct vault *v, struct store_conn *c, struct 
 	return e;
 }
 
-static enum cs_err release(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const struct consent *k, const char *action, const char *approval_id, const char *actor,
-    int64_t now, bool force, struct vault_release *out);
-
-enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const struct consent *k, const char *action, const char *actor, int64_t now,
-    struct vault_release *out)
-{
-	return release(v, c, cfg, k, action, NULL, actor, now, false, out);
-}
-
-enum cs_err vault_release_approved(struct vault *v, struct store_conn *c,
-    const struct config *cfg, const struct consent *k, const char *action,
-    const char *approval_id, const char *actor, int64_t now, struct vault_release *out)
-{
-	if (approval_id == NULL)
-		return CS_EINVAL;
-	return release(v, c, cfg, k, action, approval_id, actor, now, false, out);
-}
-
-enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
-    const struct config *cfg, const struct consent *k, const char *action, const char *actor,
-    int64_t now, struct vault_release *out)
-{
-	return release(v, c, cfg, k, action, NULL, actor, now, true, out);
-}
-
 /* The release's one transaction: the approval (if any) is used up and the
  * release audited together.  An approval refused meanwhile keeps its refusal
- * entry and records no release (CS_ESTALE). */
-static enum cs_err release_commit(const struct vctx *x, const struct config *cfg,
-    const char *approval_id, const char *scopes, const char *consent_id, const char *outcome,
-    const char *detail)
+ * entry and records no release (VAULT_RELEASE_APPROVAL_USED in *oc). */
+static enum cs_err release_commit(const struct rel *x, const struct store_vault_record *rec,
+    const char *outcome, enum vault_release_outcome *oc)
 {
 	enum cs_err e;
-	bool refused = false;
+	char detail[DETAIL_MAX];
+	const struct vault_release_req *rq = x->rq;
+	enum approval_redeem_outcome ro = APPROVAL_REDEEMED;
+	if ((e = str_fmt(detail, sizeof detail, "action=%s%s%s", rq->action,
+	    rq->approval_id ? "; approval=" : "", rq->approval_id ? rq->approval_id : "")) != CS_OK)
+		return e;
 	if ((e = store_begin(x->c)) != CS_OK)
 		return e;
-	if (approval_id != NULL) {
-		/* SECURITY: invariant 8 -- used once, in the transaction of its release. */
-		e = approval_redeem(x->c, cfg, approval_id, x->actor, x->now);
-		if (e == CS_EPERM) {
-			refused = true;
-			e = CS_OK;
-		}
-	}
-	if (e == CS_OK && !refused)
-		e = vaudit(x, "vault.released", scopes, consent_id, NULL, outcome, detail);
+	/* SECURITY: invariant 8 -- used once, in the transaction of its release. */
+	if (rq->approval_id != NULL)
+		e = approval_redeem(x->c, x->cfg, rq->approval_id, rq->actor, rq->now, &ro);
+	if (e == CS_OK && ro == APPROVAL_REDEEMED)
+		e = rel_audit(x, &(struct audit_entry){ .action = "vault.released",
+		    .scopes = rec->provider_scopes, .consent_id = rq->k->id, .outcome = outcome,
+		    .detail = detail });
 	/* A token released is a use of its consent (/me's "last used"). */
-	if (e == CS_OK && !refused)
-		e = consent_touch(x->c, consent_id, x->now);
-	if (e == CS_OK && (e = store_commit(x->c)) == CS_OK)
-		return refused ? CS_ESTALE : CS_OK;
+	if (e == CS_OK && ro == APPROVAL_REDEEMED)
+		e = consent_touch(x->c, rq->k->id, rq->now);
+	if (e == CS_OK && (e = store_commit(x->c)) == CS_OK) {
+		*oc = ro == APPROVAL_REDEEMED ? VAULT_RELEASED : VAULT_RELEASE_APPROVAL_USED;
+		return CS_OK;
+	}
 	store_rollback(x->c);
 	return e;
 }
 
+/* The record's access token made current for the release: refreshed first
+ * when within margin of expiry.  *outcome is "refresh_failed" when a
+ * transient failure leaves a token that still works; *oc is set (and CS_OK
+ * returned) when nothing can be released. */
+static enum cs_err release_fresh(const struct rel *x, int64_t margin,
+    struct store_vault_record *rec, const char **outcome, enum vault_release_outcome *oc)
+{
+	enum cs_err e;
+	int64_t now = x->rq->now;
+	if (rec->access_expires_at - now > margin)
+		return CS_OK;
+	if (rec->refresh_sealed == NULL) {
+		if (rec->access_expires_at > now)
+			return CS_OK;
+		/* Expired, and nothing to refresh it with: only a new connection helps. */
+		if ((e = mark_reconnect(x, "access token expired; no refresh token")) == CS_OK)
+			*oc = VAULT_RELEASE_GONE;
+		return e;
+	}
+	e = refresh_single(x, margin, rec);
+	/* Our call: a transient failure (CS_EIO) still releases an access token
+	 * that has not expired -- it works until then, and the next release tries
+	 * the refresh again.  An expired one is never released. */
+	if (e == CS_EIO && rec->access_expires_at > now) {
+		*outcome = "refresh_failed";
+		return CS_OK;
+	}
+	if (e == CS_EIO || e == CS_EPERM || e == CS_ENOENT) {
+		*oc = e == CS_EIO ? VAULT_RELEASE_UNAVAILABLE : VAULT_RELEASE_GONE;
+		return CS_OK;
+	}
+	return e;
+}
+
 static enum cs_err release(struct vault *v, struct store_conn *c, const struct config *cfg,
-    const struct consent *k, const char *action, const char *approval_id, const char *actor,
-    int64_t now, bool force, struct vault_release *out)
+    const struct vault_release_req *rq, bool force, struct vault_release *out)
 {
 	enum cs_err e;
 	struct store_vault_record rec;
 	struct vault_release rl;
-	struct provider *p;
 	const struct config_resource *res;
-	char detail[DETAIL_MAX];
 	const char *outcome = "ok";
-	int64_t margin;
-	struct vctx x = { c, now, actor, NULL, NULL, NULL };
+	const struct consent *k = rq != NULL ? rq->k : NULL;
+	struct rel x = { v, c, cfg, rq, NULL };
 
 	memset(&rec, 0, sizeof rec);
 	memset(&rl, 0, sizeof rl);
 	if (v == NULL || c == NULL || cfg == NULL || k == NULL || k->id == NULL ||
-	    k->subject == NULL || k->resource == NULL || action == NULL || out == NULL)
+	    k->subject == NULL || k->resource == NULL || rq->action == NULL || out == NULL)
 		return CS_EINVAL;
-	x.subject = k->subject;
-	x.agent = k->agent;
-	x.resource = k->resource;
+	memset(out, 0, sizeof *out);
+	out->outcome = VAULT_RELEASE_GONE;
+	/* The caller validated a grant of k; the consent may still have lost its
+	 * provider connection since. */
 	if ((res = config_resource(cfg, k->resource)) == NULL ||
-	    (p = vault_provider(v, k->resource)) == NULL)
-		return CS_ENOENT;
-	margin = res->refresh_margin;
+	    (x.p = vault_provider(v, k->resource)) == NULL ||
+	    !consent_is_live(k, rq->now) || k->reconnect_required)
+		return CS_OK;
+	if ((e = store_vault_record_by_consent(c, k->id, &rec)) != CS_OK) {
+		if (e == CS_ENOENT)
+			e = CS_OK;
+		goto out;
+	}
+	rl.outcome = VAULT_RELEASE_TOO_SOON;
+	if (force && rq->now - rec.updated_at < VAULT_FORCED_REFRESH_MIN)
+		goto done;
+	if ((e = kid_ok(v->mk, rec.master_kid)) != CS_OK)
+		goto out;
+	rl.outcome = VAULT_RELEASE_GONE;
+	if (!is_bearer(rec.token_type))
+		goto done;
 	/* A forced refresh (the provider refused the token) treats the token as
 	 * due: a margin beyond any lifetime.  Bounded so that expiry - now never
 	 * overflows against it. */
-	if (force)
-		margin = INT64_MAX / 4;
-	/* The caller validated a grant of k; the consent may still have lost its
-	 * provider connection since. */
-	if (!consent_is_live(k, now) || k->reconnect_required)
-		return CS_EPERM;
-	if ((e = store_vault_record_by_consent(c, k->id, &rec)) != CS_OK)
-		goto out;
-	if (force && now - rec.updated_at < VAULT_FORCED_REFRESH_MIN) {
-		e = CS_EBUSY;
-		goto out;
-	}
-	if ((e = kid_ok(v->mk, rec.master_kid)) != CS_OK)
-		goto out;
-	if (!is_bearer(rec.token_type)) {
-		e = CS_EPERM;
-		goto out;
-	}
-	if (rec.access_expires_at - now <= margin) {
-		if (rec.refresh_sealed != NULL) {
-			e = refresh_single(v, c, p, k, margin, &rec, &x);
-			/* Our call: a transient failure (CS_EIO) still releases an access
-			 * token that has not expired -- it works until then, and the next
-			 * release tries the refresh again.  An expired one is never released. */
-			if (e == CS_EIO && rec.access_expires_at > now)
-				outcome = "refresh_failed";
-			else if (e != CS_OK)
-				goto out;
-		} else if (rec.access_expires_at <= now) {
-			/* Expired, and nothing to refresh it with: only a new connection helps. */
-			if ((e = mark_reconnect(&x, k, "access token expired; no refresh token")) == CS_OK)
-				e = CS_EPERM;
-			goto out;
-		}
-	}
+	rl.outcome = VAULT_RELEASED;
+	if ((e = release_fresh(&x, force ? INT64_MAX / 4 : res->refresh_margin, &rec, &outcome,
+	    &rl.outcome)) != CS_OK || rl.outcome != VAULT_RELEASED)
+		goto done;
 	/* SECURITY: invariant 2 -- only the access token leaves, never the refresh token. */
 	if ((e = vault_record_open(v->mk, &rec, k, &rl.access_token, NULL)) != CS_OK)
 		goto out;
@@ -664,20 +701,48 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 		e = CS_ENOMEM;
 		goto out;
 	}
-	rl.expires_in = rec.access_expires_at - now;
+	rl.expires_in = rec.access_expires_at - rq->now;
 	/* Invariant 10: the release is audited before the token is handed out. */
-	snprintf(detail, sizeof detail, "action=%s%s%s", action, approval_id ? "; approval=" : "",
-	    approval_id ? approval_id : "");
-	if ((e = release_commit(&x, cfg, approval_id, rec.provider_scopes, k->id, outcome,
-	    detail)) != CS_OK)
+	if ((e = release_commit(&x, &rec, outcome, &rl.outcome)) != CS_OK)
 		goto out;
-	*out = rl;
-	memset(&rl, 0, sizeof rl);
-	e = CS_OK;
+done:
+	if (e == CS_OK && rl.outcome != VAULT_RELEASED) {
+		enum vault_release_outcome o = rl.outcome;
+		vault_release_clear(&rl);
+		rl.outcome = o;
+	}
+	if (e == CS_OK) {
+		*out = rl;
+		memset(&rl, 0, sizeof rl);
+	}
 out:
 	vault_release_clear(&rl);
 	store_vault_record_clear(&rec);
 	return e;
+}
+
+enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,
+    const struct vault_release_req *rq, struct vault_release *out)
+{
+	if (rq == NULL || rq->approval_id != NULL)
+		return CS_EINVAL;
+	return release(v, c, cfg, rq, false, out);
+}
+
+enum cs_err vault_release_approved(struct vault *v, struct store_conn *c,
+    const struct config *cfg, const struct vault_release_req *rq, struct vault_release *out)
+{
+	if (rq == NULL || rq->approval_id == NULL)
+		return CS_EINVAL;
+	return release(v, c, cfg, rq, false, out);
+}
+
+enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
+    const struct config *cfg, const struct vault_release_req *rq, struct vault_release *out)
+{
+	if (rq == NULL || rq->approval_id != NULL)
+		return CS_EINVAL;
+	return release(v, c, cfg, rq, true, out);
 }
 
 bool vault_has_record(struct store_conn *c, const char *consent_id)

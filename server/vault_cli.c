@@ -147,7 +147,8 @@ static enum cs_err reseal_kind(struct store_conn *c, enum store_sealed_kind kind
 			goto next;
 		if (r->b != NULL && (e = reseal_one(&rs, r->b, r->b_len, &b, &b_len)) != CS_OK)
 			goto next;
-		e = store_sealed_update(c, kind, r->id, a, a_len, b, b_len, new_mk->kid);
+		e = store_sealed_update(c, kind, r->id, &(struct store_sealed_blobs){ .a = a,
+		    .a_len = a_len, .b = b, .b_len = b_len, .master_kid = new_mk->kid });
 next:
 		if (e != CS_OK)
 			fprintf(stderr, "consentd vault rekey: %s %s: %s\n", kind_name[kind], r->id,

@@ -168,8 +168,9 @@ static enum cs_err move_record(const struct cx *x, const struct consent_request 
 	/* Re-sealed under the new consent id, with fresh nonces. */
 	if ((e = vault_seal_pair(x->v->mk, &(struct vault_aad){ rec.id, nid, r->subject,
 	    r->resource }, access, refresh, &sl)) != CS_OK ||
-	    (e = store_vault_record_move(x->c, rec.id, nid, sl.access, sl.access_len, sl.refresh,
-	    sl.refresh_len, x->v->mk->kid, now)) != CS_OK)
+	    (e = store_vault_record_move(x->c, rec.id, nid, &(struct store_sealed_blobs){
+	    .a = sl.access, .a_len = sl.access_len, .b = sl.refresh, .b_len = sl.refresh_len,
+	    .master_kid = x->v->mk->kid }, now)) != CS_OK)
 		goto out;
 	if ((e = str_fmt(detail, sizeof detail, "from=%s provider_scopes=%s", k->id,
 	    rec.provider_scopes)) != CS_OK ||

@@ -5,7 +5,7 @@
 #include <string.h>
 #include "form.h"
 #include "pages.h"
-#include "token.h"
+#include "client_auth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

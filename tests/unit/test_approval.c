@@ -15,6 +15,7 @@
 #include "tu_consent.h"
 #include "approval.h"
 #include "jcs.h"
+#include "approval_api.h"
 #include "http.h"
 #include "audit.h"
 #include "consent.h"
@@ -271,7 +272,9 @@ static enum approval_outcome call(const char *kid, const char *params, int64_t n
 	ck_assert_int_eq(approval_digest(p, dg), CS_OK);
 	struct consent k = load(kid, now);
 	memset(a, 0, sizeof *a);
-	ck_assert_int_eq(approval_check(sc, &cfg, &k, ACTION, b.data, dg, ACTOR, now, a), CS_OK);
+	struct approval_ask q = { .k = &k, .action = ACTION, .parameters = b.data, .digest = dg,
+		.actor = ACTOR, .now = now };
+	ck_assert_int_eq(approval_check(sc, &cfg, &q, a), CS_OK);
 	consent_clear(&k);
 	buf_clear(&b);
 	json_decref(p);
@@ -289,18 +292,36 @@ static enum approval_outcome call_o(const char *kid, const char *params, int64_t
 	return o;
 }
 
-static enum cs_err redeem(const char *id, int64_t now)
+static enum cs_err redeem_e(const char *id, int64_t now, enum approval_redeem_outcome *oc)
 {
 	ck_assert_int_eq(store_begin(sc), CS_OK);
-	enum cs_err e = approval_redeem(sc, &cfg, id, ACTOR, now);
+	enum cs_err e = approval_redeem(sc, &cfg, id, ACTOR, now, oc);
 	/* The refusal's audit entry is kept by committing either way. */
 	ck_assert_int_eq(store_commit(sc), CS_OK);
 	return e;
 }
 
-static enum cs_err decide(const char *id, const char *sub, bool approve, int64_t now)
+static enum approval_redeem_outcome redeem(const char *id, int64_t now)
 {
-	return approval_decide(sc, &cfg, id, user_id(sub), approve, "user:x", now);
+	enum approval_redeem_outcome oc = APPROVAL_REDEEM__MAX;
+	ck_assert_int_eq(redeem_e(id, now, &oc), CS_OK);
+	return oc;
+}
+
+static enum cs_err decide_e(const char *id, int64_t uid, bool approve, int64_t now,
+    enum approval_decide_outcome *oc)
+{
+	struct approval_decision d = { .id = id, .user_id = uid, .approve = approve,
+		.actor = "user:x", .now = now };
+	return approval_decide(sc, &cfg, &d, oc);
+}
+
+static enum approval_decide_outcome decide(const char *id, const char *sub, bool approve,
+    int64_t now)
+{
+	enum approval_decide_outcome oc = APPROVAL_DECIDE__MAX;
+	ck_assert_int_eq(decide_e(id, user_id(sub), approve, now, &oc), CS_OK);
+	return oc;
 }
 
 /* --- RFC 8785 ---------------------------------------------------------- */
@@ -663,18 +684,18 @@ START_TEST(test_approval_flow_release_once)
 	ck_assert_int_eq(audits("approval.slow_down"), 1);
 	ck_assert_int_eq(q_int("SELECT slow_downs FROM approvals WHERE id = ?1", id), 2);
 	/* The person approves; the next call may release, once. */
-	ck_assert_int_eq(decide(id, "alice", true, T0 + 30), CS_OK);
+	ck_assert_int_eq(decide(id, "alice", true, T0 + 30), APPROVAL_DECIDED);
 	ck_status(id, "approved");
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.approved' AND "
 	    "detail LIKE 'slow_down answered 2 times; %'", NULL), 1);
 	ck_assert_int_eq(call(kid, P1, T0 + 40, &a), APPROVAL_RELEASE);
 	ck_assert_str_eq(a.approval_id, id);
 	approval_answer_clear(&a);
-	ck_assert_int_eq(redeem(id, T0 + 40), CS_OK);
+	ck_assert_int_eq(redeem(id, T0 + 40), APPROVAL_REDEEMED);
 	ck_status(id, "used");
 	ck_assert_int_eq(q_int("SELECT used_at FROM approvals WHERE id = ?1", id), T0 + 40);
 	ck_assert_int_eq(audits("approval.released"), 1);
-	ck_assert_int_eq(redeem(id, T0 + 41), CS_EPERM);
+	ck_assert_int_eq(redeem(id, T0 + 41), APPROVAL_NOT_REDEEMABLE);
 	ck_assert_int_eq(audits("approval.refused"), 1);
 	ck_assert_int_eq(audits("approval.released"), 1);
 	/* Used: the same parameters need a new approval. */
@@ -682,7 +703,7 @@ START_TEST(test_approval_flow_release_once)
 	ck_assert_ptr_nonnull(id2);
 	ck_assert_str_ne(id2, id);
 	ck_status(id, "used");
-	ck_assert_int_eq(redeem(id2, T0 + 51), CS_EPERM);        /* pending: not redeemable */
+	ck_assert_int_eq(redeem(id2, T0 + 51), APPROVAL_NOT_REDEEMABLE);        /* pending: not redeemable */
 	/* The audit log names action and digest, never a parameter's value. */
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE coalesce(detail, '') || "
 	    "coalesce(scopes, '') || coalesce(outcome, '') LIKE '%SECRET-PARAM%'", NULL), 0);
@@ -705,7 +726,7 @@ START_TEST(test_approval_flow_other_parameters_other_approval)
 	ck_assert_int_eq(call_o(kid, P1, T0, &id1), APPROVAL_NEEDED);
 	ck_assert_int_eq(call_o(kid, P2, T0, &id2), APPROVAL_NEEDED);
 	ck_assert_str_ne(id1, id2);
-	ck_assert_int_eq(decide(id1, "alice", true, T0 + 5), CS_OK);
+	ck_assert_int_eq(decide(id1, "alice", true, T0 + 5), APPROVAL_DECIDED);
 	/* P2 is still pending; P1 released; P1 again after use is new. */
 	ck_assert_int_eq(call_o(kid, P2, T0 + 10, NULL), APPROVAL_PENDING);
 	ck_assert_int_eq(call_o(kid, P1_REORDERED, T0 + 10, &id3), APPROVAL_RELEASE);
@@ -723,8 +744,9 @@ START_TEST(test_approval_flow_other_parameters_other_approval)
 	struct consent k = load(kid, T0 + 11);
 	struct approval_answer a;
 	memset(&a, 0, sizeof a);
-	ck_assert_int_eq(approval_check(sc, &cfg, &k, ACTION, P2, want, ACTOR, T0 + 11, &a),
-	    CS_EINVAL);
+	struct approval_ask q = { .k = &k, .action = ACTION, .parameters = P2, .digest = want,
+		.actor = ACTOR, .now = T0 + 11 };
+	ck_assert_int_eq(approval_check(sc, &cfg, &q, &a), CS_EINVAL);
 	ck_assert_ptr_null(a.approval_id);
 	consent_clear(&k);
 	free(id1);
@@ -739,14 +761,14 @@ START_TEST(test_approval_flow_deny_cooldown)
 	char *kid = make_consent("alice", "write", 3600, T0);
 	char *id = NULL, *id2 = NULL;
 	ck_assert_int_eq(call_o(kid, P1, T0, &id), APPROVAL_NEEDED);
-	ck_assert_int_eq(decide(id, "alice", false, T0 + 10), CS_OK);
+	ck_assert_int_eq(decide(id, "alice", false, T0 + 10), APPROVAL_DECIDED);
 	ck_status(id, "denied");
 	ck_assert_int_eq(audits("approval.denied"), 1);
 	ck_assert_int_eq(call_o(kid, P1, T0 + 20, NULL), APPROVAL_DENIED);
 	ck_assert_int_eq(call_o(kid, P1, T0 + 10 + 299, NULL), APPROVAL_DENIED);
 	/* Other parameters are another question. */
 	ck_assert_int_eq(call_o(kid, P2, T0 + 30, NULL), APPROVAL_NEEDED);
-	ck_assert_int_eq(redeem(id, T0 + 40), CS_EPERM);
+	ck_assert_int_eq(redeem(id, T0 + 40), APPROVAL_NOT_REDEEMABLE);
 	/* After deny_cooldown: a new request. */
 	ck_assert_int_eq(call_o(kid, P1, T0 + 10 + 300, &id2), APPROVAL_NEEDED);
 	ck_assert_str_ne(id2, id);
@@ -769,12 +791,12 @@ START_TEST(test_approval_flow_expiry)
 	ck_status(id, "expired");
 	ck_assert_int_eq(audits("approval.expired"), 1);
 	/* Too late to decide. */
-	ck_assert_int_eq(decide(id, "alice", true, T0 + 601), CS_EINVAL);
+	ck_assert_int_eq(decide(id, "alice", true, T0 + 601), APPROVAL_CLOSED);
 	ck_status(id, "expired");
 	ck_assert_int_eq(call_o(kid, P1, T0 + 605, &id2), APPROVAL_NEEDED);
 	ck_assert_str_ne(id2, id);
 	/* A decision on an expired-but-unmarked pending approval marks it. */
-	ck_assert_int_eq(decide(id2, "alice", true, T0 + 605 + 600), CS_EINVAL);
+	ck_assert_int_eq(decide(id2, "alice", true, T0 + 605 + 600), APPROVAL_CLOSED);
 	ck_status(id2, "expired");
 	ck_assert_int_eq(audits("approval.expired"), 2);
 	free(id);
@@ -788,11 +810,11 @@ START_TEST(test_approval_flow_approved_too_old)
 	char *kid = make_consent("alice", "write", 3600, T0);
 	char *id = NULL, *id2 = NULL, *id3 = NULL;
 	ck_assert_int_eq(call_o(kid, P1, T0, &id), APPROVAL_NEEDED);
-	ck_assert_int_eq(decide(id, "alice", true, T0 + 100), CS_OK);
+	ck_assert_int_eq(decide(id, "alice", true, T0 + 100), APPROVAL_DECIDED);
 	/* Released by check within request_ttl of the decision, but redeemed
 	 * after it: refused. */
 	ck_assert_int_eq(call_o(kid, P1, T0 + 699, NULL), APPROVAL_RELEASE);
-	ck_assert_int_eq(redeem(id, T0 + 700), CS_EPERM);
+	ck_assert_int_eq(redeem(id, T0 + 700), APPROVAL_NOT_REDEEMABLE);
 	ck_status(id, "approved");
 	char *detail = q_text("SELECT detail FROM audit WHERE action = 'approval.refused'", NULL);
 	ck_assert(strstr(detail, "request_ttl") != NULL);
@@ -802,12 +824,12 @@ START_TEST(test_approval_flow_approved_too_old)
 	ck_assert_str_ne(id2, id);
 	ck_status(id, "expired");
 	ck_assert_int_eq(audits("approval.expired"), 1);
-	ck_assert_int_eq(redeem(id, T0 + 701), CS_EPERM);
+	ck_assert_int_eq(redeem(id, T0 + 701), APPROVAL_NOT_REDEEMABLE);
 	/* The new one works as usual. */
-	ck_assert_int_eq(decide(id2, "alice", true, T0 + 710), CS_OK);
+	ck_assert_int_eq(decide(id2, "alice", true, T0 + 710), APPROVAL_DECIDED);
 	ck_assert_int_eq(call_o(kid, P1, T0 + 720, &id3), APPROVAL_RELEASE);
 	ck_assert_str_eq(id3, id2);
-	ck_assert_int_eq(redeem(id2, T0 + 720), CS_OK);
+	ck_assert_int_eq(redeem(id2, T0 + 720), APPROVAL_REDEEMED);
 	free(id);
 	free(id2);
 	free(id3);
@@ -851,29 +873,31 @@ START_TEST(test_approval_consent_revoked_cancels)
 	ck_assert_int_eq(call_o(kid, "{\"n\":2}", T0, &appr), APPROVAL_NEEDED);
 	ck_assert_int_eq(call_o(kid, "{\"n\":3}", T0, &used), APPROVAL_NEEDED);
 	ck_assert_int_eq(call_o(kid, "{\"n\":4}", T0, &den), APPROVAL_NEEDED);
-	ck_assert_int_eq(decide(appr, "alice", true, T0 + 5), CS_OK);
-	ck_assert_int_eq(decide(used, "alice", true, T0 + 5), CS_OK);
-	ck_assert_int_eq(decide(den, "alice", false, T0 + 5), CS_OK);
-	ck_assert_int_eq(redeem(used, T0 + 6), CS_OK);
+	ck_assert_int_eq(decide(appr, "alice", true, T0 + 5), APPROVAL_DECIDED);
+	ck_assert_int_eq(decide(used, "alice", true, T0 + 5), APPROVAL_DECIDED);
+	ck_assert_int_eq(decide(den, "alice", false, T0 + 5), APPROVAL_DECIDED);
+	ck_assert_int_eq(redeem(used, T0 + 6), APPROVAL_REDEEMED);
 	ck_assert_int_eq(consent_revoke(sc, kid, user_id("alice"), "user:alice", "revoked by user",
 	    T0 + 10, false), CS_OK);
 	ck_status(pend, "cancelled");
 	ck_status(appr, "cancelled");
 	ck_status(used, "used");
 	ck_status(den, "denied");
-	ck_assert_int_eq(redeem(appr, T0 + 11), CS_EPERM);
-	ck_assert_int_eq(decide(pend, "alice", true, T0 + 11), CS_EINVAL);
+	ck_assert_int_eq(redeem(appr, T0 + 11), APPROVAL_NOT_REDEEMABLE);
+	ck_assert_int_eq(decide(pend, "alice", true, T0 + 11), APPROVAL_CLOSED);
 	/* The stale struct still says live: approval_check looks again. */
 	struct consent k = load(kid, T0);
 	struct approval_answer a;
 	memset(&a, 0, sizeof a);
 	k.revoked_at = 0;
-	ck_assert_int_eq(approval_check(sc, &cfg, &k, ACTION, "{\"n\":2}",
-	    "x", ACTOR, T0 + 12, &a), CS_EINVAL);    /* digest mismatch first */
+	struct approval_ask q = { .k = &k, .action = ACTION, .parameters = "{\"n\":2}",
+		.digest = "x", .actor = ACTOR, .now = T0 + 12 };
+	ck_assert_int_eq(approval_check(sc, &cfg, &q, &a), CS_EINVAL);    /* digest mismatch first */
 	char dg[APPROVAL_DIGEST_LEN + 1];
 	expected_digest("{\"n\":2}", dg);
-	ck_assert_int_eq(approval_check(sc, &cfg, &k, ACTION, "{\"n\":2}", dg, ACTOR, T0 + 12, &a),
-	    CS_EPERM);
+	q.digest = dg;
+	ck_assert_int_eq(approval_check(sc, &cfg, &q, &a), CS_OK);
+	ck_assert_int_eq(a.outcome, APPROVAL_CONSENT_ENDED);
 	consent_clear(&k);
 	/* A new consent starts from nothing: none of the old approvals match. */
 	char *kid2 = make_consent("alice", "write", 3600, T0 + 20);
@@ -881,7 +905,7 @@ START_TEST(test_approval_consent_revoked_cancels)
 	ck_assert_str_ne(id, appr);
 	ck_assert_int_eq(call_o(kid2, "{\"n\":4}", T0 + 21, NULL), APPROVAL_NEEDED);
 	/* Replacement (a new consent for the same triple) cancels as well. */
-	ck_assert_int_eq(decide(id, "alice", true, T0 + 22), CS_OK);
+	ck_assert_int_eq(decide(id, "alice", true, T0 + 22), APPROVAL_DECIDED);
 	struct consent_answer ca;
 	struct consent_decision d;
 	struct scope_set req = set("read write");
@@ -921,30 +945,32 @@ START_TEST(test_approval_decide_rules)
 	char *id = NULL, *idb = NULL;
 	ck_assert_int_eq(call_o(kid, P1, T0, &id), APPROVAL_NEEDED);
 	/* Someone else: CS_EPERM, nothing changes. */
-	ck_assert_int_eq(decide(id, "bob", true, T0 + 1), CS_EPERM);
-	ck_assert_int_eq(approval_decide(sc, &cfg, id, 0, true, "user:x", T0 + 1), CS_EPERM);
-	ck_assert_int_eq(approval_decide(sc, &cfg, id, -1, true, "user:x", T0 + 1), CS_EPERM);
+	ck_assert_int_eq(decide(id, "bob", true, T0 + 1), APPROVAL_NOT_YOURS);
+	enum approval_decide_outcome oc;
+	ck_assert_int_eq(decide_e(id, 0, true, T0 + 1, &oc), CS_OK);
+	ck_assert_int_eq(oc, APPROVAL_NOT_YOURS);
+	ck_assert_int_eq(decide_e(id, -1, true, T0 + 1, &oc), CS_OK);
+	ck_assert_int_eq(oc, APPROVAL_NOT_YOURS);
 	ck_status(id, "pending");
 	ck_assert_int_eq(audits("approval.approved"), 0);
-	ck_assert_int_eq(approval_decide(sc, &cfg, "nope", user_id("alice"), true, "user:x",
-	    T0 + 1), CS_ENOENT);
+	ck_assert_int_eq(decide_e("nope", user_id("alice"), true, T0 + 1, &oc), CS_ENOENT);
 	/* Decided once only. */
-	ck_assert_int_eq(decide(id, "alice", true, T0 + 2), CS_OK);
-	ck_assert_int_eq(decide(id, "alice", false, T0 + 3), CS_EINVAL);
+	ck_assert_int_eq(decide(id, "alice", true, T0 + 2), APPROVAL_DECIDED);
+	ck_assert_int_eq(decide(id, "alice", false, T0 + 3), APPROVAL_CLOSED);
 	ck_status(id, "approved");
 	ck_assert_int_eq(q_int("SELECT decided_at FROM approvals WHERE id = ?1", id), T0 + 2);
 	ck_assert_int_eq(audits("approval.approved"), 1);
 	/* A consent that expired meanwhile: the approval is cancelled. */
 	ck_assert_int_eq(call_o(kb, P1, T0 + 3590, &idb), APPROVAL_NEEDED);
-	ck_assert_int_eq(decide(idb, "bob", true, T0 + 3600), CS_EINVAL);
+	ck_assert_int_eq(decide(idb, "bob", true, T0 + 3600), APPROVAL_CLOSED);
 	ck_status(idb, "cancelled");
 	ck_assert_int_eq(audits("approval.cancelled"), 1);
 	/* An approved one is not redeemable once its consent has expired. */
 	char *id3 = NULL;
 	ck_assert_int_eq(call_o(kid, P2, T0 + 3500, &id3), APPROVAL_NEEDED);
-	ck_assert_int_eq(decide(id3, "alice", true, T0 + 3550), CS_OK);
+	ck_assert_int_eq(decide(id3, "alice", true, T0 + 3550), APPROVAL_DECIDED);
 	ck_assert_int_eq(call_o(kid, P2, T0 + 3560, NULL), APPROVAL_RELEASE);
-	ck_assert_int_eq(redeem(id3, T0 + 3600), CS_EPERM);
+	ck_assert_int_eq(redeem(id3, T0 + 3600), APPROVAL_NOT_REDEEMABLE);
 	ck_status(id3, "approved");
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.refused' "
 	    "AND detail LIKE 'consent not live;%'", NULL), 1);
@@ -996,7 +1022,7 @@ START_TEST(test_approval_get_and_pending_list)
 	ck_assert_str_eq(v[1].id, id1);
 	approval_list_free(v, n);
 	/* Decided and expired ones leave the list. */
-	ck_assert_int_eq(decide(id2, "alice", false, T0 + 30), CS_OK);
+	ck_assert_int_eq(decide(id2, "alice", false, T0 + 30), APPROVAL_DECIDED);
 	ck_assert_int_eq(approval_pending_for_user(sc, user_id("alice"), T0 + 30, &v, &n), CS_OK);
 	ck_assert_uint_eq(n, 1);
 	approval_list_free(v, n);
@@ -1019,15 +1045,18 @@ START_TEST(test_approval_redeem_in_callers_tx_rolls_back)
 	char *kid = make_consent("alice", "write", 3600, T0);
 	char *id = NULL;
 	ck_assert_int_eq(call_o(kid, P1, T0, &id), APPROVAL_NEEDED);
-	ck_assert_int_eq(decide(id, "alice", true, T0 + 1), CS_OK);
+	ck_assert_int_eq(decide(id, "alice", true, T0 + 1), APPROVAL_DECIDED);
 	/* The caller's release failed after redeeming: its rollback undoes the use. */
 	ck_assert_int_eq(store_begin(sc), CS_OK);
-	ck_assert_int_eq(approval_redeem(sc, &cfg, id, ACTOR, T0 + 2), CS_OK);
+	enum approval_redeem_outcome oc;
+	ck_assert_int_eq(approval_redeem(sc, &cfg, id, ACTOR, T0 + 2, &oc), CS_OK);
+	ck_assert_int_eq(oc, APPROVAL_REDEEMED);
 	store_rollback(sc);
 	ck_status(id, "approved");
 	ck_assert_int_eq(audits("approval.released"), 0);
-	ck_assert_int_eq(redeem(id, T0 + 3), CS_OK);
-	ck_assert_int_eq(redeem("no-such-approval", T0 + 3), CS_ENOENT);
+	ck_assert_int_eq(redeem(id, T0 + 3), APPROVAL_REDEEMED);
+	enum approval_redeem_outcome ro;
+	ck_assert_int_eq(redeem_e("no-such-approval", T0 + 3, &ro), CS_ENOENT);
 	free(id);
 	free(kid);
 }

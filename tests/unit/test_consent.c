@@ -6,6 +6,7 @@
 #include "audit.h"
 #include "consent.h"
 #include "store.h"
+#include "store_user.h"
 #include "testutil.h"
 #include "tu_consent.h"
 
@@ -354,7 +355,8 @@ END_TEST
 START_TEST(test_consent_exchange_keeps_user_profile)
 {
 	int64_t id = 0, id2 = 0;
-	ck_assert_int_eq(store_user_upsert(sc, ISS, "alice", "Alice", "a@x.test", 10, &id), CS_OK);
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = ISS, .subject = "alice",
+	    .name = "Alice", .email = "a@x.test", .now = 10, .login = true }, &id), CS_OK);
 	ck_assert_int_eq(exch_o("alice", "read", T0, NULL), CONSENT_REQUIRED);
 	ck_assert_int_eq(user_id("alice"), id);
 	char *name = q_text("SELECT name || ' ' || email FROM users WHERE subject = ?1", "alice");

@@ -175,7 +175,9 @@ static enum cs_err issue_with(const struct keyring *ring, const char *kid, const
 	struct consent k = load(kid, now);
 	struct scope_set s = set(scope_s);
 	memset(g, 0, sizeof *g);
-	enum cs_err e = grant_issue(sc, &cfg, ring, &k, &s, refresh, ACTOR, now, g);
+	struct grant_issue_req rq = { .k = &k, .scope = &s, .with_refresh = refresh, .actor = ACTOR,
+		.now = now };
+	enum cs_err e = grant_issue(sc, &cfg, ring, &rq, g);
 	scope_set_clear(&s);
 	consent_clear(&k);
 	return e;
@@ -188,16 +190,25 @@ static void issue(const char *kid, const char *scope_s, bool refresh, int64_t no
 	ck_assert_ptr_nonnull(g->access_token);
 }
 
-static enum cs_err refresh(const char *rt, const char *scope_s, int64_t now,
-    struct grant_response *g)
+static enum grant_refresh_outcome refresh_jkt(const char *rt, const char *scope_s,
+    const char *jkt, int64_t now, struct grant_response *g)
 {
 	struct scope_set s = { .n = 0 };
+	enum grant_refresh_outcome oc = GRANT_REFRESH__MAX;
 	if (scope_s != NULL)
 		s = set(scope_s);
 	memset(g, 0, sizeof *g);
-	enum cs_err e = grant_refresh(sc, &cfg, kr, rt, scope_s ? &s : NULL, ACTOR, now, g);
+	struct grant_refresh_req rq = { .refresh_token = rt, .scope = scope_s ? &s : NULL,
+		.jkt = jkt, .actor = ACTOR, .now = now };
+	ck_assert_int_eq(grant_refresh(sc, &cfg, kr, &rq, &oc, g), CS_OK);
 	scope_set_clear(&s);
-	return e;
+	return oc;
+}
+
+static enum grant_refresh_outcome refresh(const char *rt, const char *scope_s, int64_t now,
+    struct grant_response *g)
+{
+	return refresh_jkt(rt, scope_s, NULL, now, g);
 }
 
 static json_t *verified_claims(const char *token)
@@ -290,25 +301,25 @@ static char *sign_ours(json_t *claims, const char *typ)
 
 static const char *last_why;     /* grant_validate's reason in the last validate() */
 
-static enum cs_err validate(const char *token, int64_t now)
+/* true when token validates; last_why holds the reason when it does not. */
+static bool validate(const char *token, int64_t now)
 {
-	json_t *cl = NULL;
-	struct consent k;
-	memset(&k, 0, sizeof k);
+	struct grant_check gc;
 	last_why = "(not written)";
-	enum cs_err e = grant_validate(sc, &cfg, kr, token, now, &cl, &k, &last_why);
-	if (e == CS_OK) {
-		ck_assert_ptr_nonnull(cl);
-		ck_assert_ptr_nonnull(k.id);
+	ck_assert_int_eq(grant_validate(sc, &cfg, kr, token, now, &gc), CS_OK);
+	last_why = gc.why;
+	if (gc.valid) {
+		ck_assert_ptr_nonnull(gc.claims);
+		ck_assert_ptr_nonnull(gc.k.id);
 		ck_assert_ptr_null(last_why);
 	} else {
-		ck_assert_ptr_null(cl);
-		ck_assert_ptr_null(k.id);
+		ck_assert_ptr_null(gc.claims);
+		ck_assert_ptr_null(gc.k.id);
 		ck_assert_ptr_nonnull(last_why);
 	}
-	json_decref(cl);
-	consent_clear(&k);
-	return e;
+	bool valid = gc.valid;
+	grant_check_clear(&gc);
+	return valid;
 }
 
 /* Does any row of table hold needle, in any column, as text or bytes? */
@@ -445,12 +456,15 @@ START_TEST(test_grant_issue_refused_cases)
 	struct scope_set s = set("read");
 	ck_assert_int_eq(consent_revoke(sc, kid, 0, "admin:x", "test", NOW + 1, false), CS_OK);
 	memset(&g, 0, sizeof g);
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &k, &s, false, ACTOR, NOW + 2, &g), CS_EPERM);
+	struct grant_issue_req rq = { .k = &k, .scope = &s, .actor = ACTOR, .now = NOW + 2 };
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_EPERM);
 	ck_assert_ptr_null(g.access_token);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), 0);
 	/* Bad arguments. */
-	ck_assert_int_eq(grant_issue(sc, &cfg, NULL, &k, &s, false, ACTOR, NOW, &g), CS_ECRYPTO);
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, NULL, &s, false, ACTOR, NOW, &g), CS_EINVAL);
+	rq.now = NOW;
+	ck_assert_int_eq(grant_issue(sc, &cfg, NULL, &rq, &g), CS_ECRYPTO);
+	rq.k = NULL;
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_EINVAL);
 	scope_set_clear(&s);
 	consent_clear(&k);
 	free(kid);
@@ -478,15 +492,13 @@ START_TEST(test_grant_introspect_active_grant)
 	json_decref(v);
 
 	/* grant_validate hands back the consent. */
-	json_t *cl = NULL;
-	struct consent k;
-	memset(&k, 0, sizeof k);
-	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 10, &cl, &k, NULL), CS_OK);
-	ck_assert_str_eq(k.id, kid);
-	ck_assert_str_eq(k.subject, "alice");
-	ck_assert_str_eq(jstr(cl, "jti"), g.jti);
-	json_decref(cl);
-	consent_clear(&k);
+	struct grant_check gc;
+	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 10, &gc), CS_OK);
+	ck_assert(gc.valid);
+	ck_assert_str_eq(gc.k.id, kid);
+	ck_assert_str_eq(gc.k.subject, "alice");
+	ck_assert_str_eq(jstr(gc.claims, "jti"), g.jti);
+	grant_check_clear(&gc);
 	grant_response_clear(&g);
 	free(kid);
 }
@@ -501,7 +513,7 @@ START_TEST(test_grant_introspect_inactive_after_revoke)
 	ck_active(g.access_token, NOW + 1, "grant");
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 2), CS_OK);
 	ck_inactive(g.access_token, NOW + 3);
-	ck_assert_int_eq(validate(g.access_token, NOW + 3), CS_EPERM);
+	ck_assert(!validate(g.access_token, NOW + 3));
 	ck_assert_int_eq(q_int("SELECT revoked_at FROM grants WHERE jti = ?1", g.jti), NOW + 2);
 	ck_assert_int_eq(audits("grant.revoked"), 1);
 	/* Revoking again is fine and not audited twice; the other grant lives. */
@@ -523,7 +535,7 @@ START_TEST(test_grant_introspect_inactive_after_consent_revoke)
 	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 2, false),
 	    CS_OK);
 	ck_inactive(g.access_token, NOW + 3);
-	ck_assert_int_eq(validate(g.access_token, NOW + 3), CS_EPERM);
+	ck_assert(!validate(g.access_token, NOW + 3));
 	grant_response_clear(&g);
 	free(kid);
 }
@@ -537,7 +549,7 @@ START_TEST(test_grant_introspect_inactive_after_expiry)
 	ck_active(g.access_token, NOW + TTL - 1, "grant");
 	ck_inactive(g.access_token, NOW + TTL);
 	ck_inactive(g.access_token, NOW + TTL + 1000);
-	ck_assert_int_eq(validate(g.access_token, NOW + TTL), CS_EPERM);
+	ck_assert(!validate(g.access_token, NOW + TTL));
 	/* A grant cut short by its consent dies with the consent's expiry. */
 	grant_response_clear(&g);
 	free(kid);
@@ -558,7 +570,7 @@ START_TEST(test_grant_introspect_inactive_foreign_keyring)
 	 * only the signature is wrong. */
 	ck_assert_int_eq(issue_with(kr_other, kid, "read", false, NOW, &g), CS_OK);
 	ck_inactive(g.access_token, NOW + 1);
-	ck_assert_int_eq(validate(g.access_token, NOW + 1), CS_EPERM);
+	ck_assert(!validate(g.access_token, NOW + 1));
 	/* Nor may it revoke anything. */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 2), CS_OK);
 	ck_assert_int_eq(q_int("SELECT revoked_at FROM grants WHERE jti = ?1", g.jti), 0);
@@ -611,8 +623,8 @@ START_TEST(test_grant_introspect_inactive_alg_none)
 	snprintf(t2, n, "%s.%s%s", h, payload, d2);
 	ck_inactive(t1, NOW + 1);
 	ck_inactive(t2, NOW + 1);
-	ck_assert_int_eq(validate(t1, NOW + 1), CS_EPERM);
-	ck_assert_int_eq(validate(t2, NOW + 1), CS_EPERM);
+	ck_assert(!validate(t1, NOW + 1));
+	ck_assert(!validate(t2, NOW + 1));
 	/* And they revoke nothing. */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, t2, ACTOR, NOW + 1), CS_OK);
 	ck_active(g.access_token, NOW + 2, "grant");
@@ -656,7 +668,7 @@ START_TEST(test_grant_validate_claim_checks)
 		ck_assert_ptr_nonnull(bad[i].value);
 		json_object_set_new(c, bad[i].claim, bad[i].value);
 		char *t = sign_ours(c, "at+jwt");
-		ck_assert_msg(validate(t, NOW + 10) == CS_EPERM, "claim %s (case %zu) accepted",
+		ck_assert_msg(!validate(t, NOW + 10), "claim %s (case %zu) accepted",
 		    bad[i].claim, i);
 		ck_inactive(t, NOW + 10);
 		free(t);
@@ -668,20 +680,20 @@ START_TEST(test_grant_validate_claim_checks)
 		json_t *c = json_deep_copy(base);
 		json_object_del(c, need[i]);
 		char *t = sign_ours(c, "at+jwt");
-		ck_assert_msg(validate(t, NOW + 10) == CS_EPERM, "without %s accepted", need[i]);
+		ck_assert_msg(!validate(t, NOW + 10), "without %s accepted", need[i]);
 		free(t);
 		json_decref(c);
 	}
 	/* Our key, our claims, but another typ: an ID-token-like JWT. */
 	char *t = sign_ours(base, "JWT");
-	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert(!validate(t, NOW + 10));
 	ck_inactive(t, NOW + 10);
 	free(t);
 	/* An audience array holding the gateway is accepted (RFC 7519 §4.1.3). */
 	json_t *c = json_deep_copy(base);
 	json_object_set_new(c, "aud", json_pack("[s,s]", "x", GW_ID));
 	t = sign_ours(c, "at+jwt");
-	ck_assert_int_eq(validate(t, NOW + 10), CS_OK);
+	ck_assert(validate(t, NOW + 10));
 	free(t);
 	json_decref(c);
 	json_decref(base);
@@ -697,47 +709,47 @@ START_TEST(test_grant_validate_reasons)
 	char *kid = make_consent("alice", "read", 3600, false, NOW);
 	issue(kid, "read", false, NOW, &g);
 	issue(kid, "read", false, NOW, &g2);
-	ck_assert_int_eq(validate(g.access_token, NOW + 10), CS_OK);
+	ck_assert(validate(g.access_token, NOW + 10));
 
-	ck_assert_int_eq(validate(g.access_token, NOW + TTL), CS_EPERM);
+	ck_assert(!validate(g.access_token, NOW + TTL));
 	ck_assert_str_eq(last_why, "grant expired");
-	ck_assert_int_eq(validate(g.access_token, NOW + TTL + 1000), CS_EPERM);
+	ck_assert(!validate(g.access_token, NOW + TTL + 1000));
 	ck_assert_str_eq(last_why, "grant expired");
 
-	ck_assert_int_eq(validate("not.a.grant", NOW + 10), CS_EPERM);
+	ck_assert(!validate("not.a.grant", NOW + 10));
 	ck_assert_str_eq(last_why, "not a consentd grant");
-	ck_assert_int_eq(validate("", NOW + 10), CS_EPERM);
+	ck_assert(!validate("", NOW + 10));
 	ck_assert_str_eq(last_why, "not a consentd grant");
 	json_t *base = verified_claims(g.access_token);
 	char *t = sign_ours(base, "JWT");                  /* our key, another typ */
-	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert(!validate(t, NOW + 10));
 	ck_assert_str_eq(last_why, "not a consentd grant");
 	free(t);
 	json_t *c = json_deep_copy(base);
 	json_object_set_new(c, "aud", json_string("someone-else"));
 	t = sign_ours(c, "at+jwt");
-	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert(!validate(t, NOW + 10));
 	ck_assert_str_eq(last_why, "not a grant for this gateway");
 	free(t);
 	json_decref(c);
 	c = json_deep_copy(base);
 	json_object_set_new(c, "iat", json_integer(NOW + 100));
 	t = sign_ours(c, "at+jwt");
-	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert(!validate(t, NOW + 10));
 	ck_assert_str_eq(last_why, "grant issued in the future");
 	free(t);
 	json_decref(c);
 	c = json_deep_copy(base);
 	json_object_set_new(c, "jti", json_string("unknown-jti-unknown-jti"));
 	t = sign_ours(c, "at+jwt");
-	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert(!validate(t, NOW + 10));
 	ck_assert_str_eq(last_why, "grant unknown to this consentd");
 	free(t);
 	json_decref(c);
 	c = json_deep_copy(base);
 	json_object_set_new(c, "sub", json_string("mallory"));
 	t = sign_ours(c, "at+jwt");
-	ck_assert_int_eq(validate(t, NOW + 10), CS_EPERM);
+	ck_assert(!validate(t, NOW + 10));
 	ck_assert_str_eq(last_why, "grant does not match its consent");
 	free(t);
 	json_decref(c);
@@ -745,14 +757,14 @@ START_TEST(test_grant_validate_reasons)
 
 	/* The gateway revokes one grant: that one is "revoked", the other still good. */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 11), CS_OK);
-	ck_assert_int_eq(validate(g.access_token, NOW + 12), CS_EPERM);
+	ck_assert(!validate(g.access_token, NOW + 12));
 	ck_assert_str_eq(last_why, "grant revoked");
-	ck_assert_int_eq(validate(g2.access_token, NOW + 12), CS_OK);
+	ck_assert(validate(g2.access_token, NOW + 12));
 
 	/* The person revokes the consent: its grants are revoked with it. */
 	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 13, false),
 	    CS_OK);
-	ck_assert_int_eq(validate(g2.access_token, NOW + 14), CS_EPERM);
+	ck_assert(!validate(g2.access_token, NOW + 14));
 	ck_assert_str_eq(last_why, "grant revoked");
 
 	/* A consent that ran out while its grant is unexpired (a grant signed
@@ -763,7 +775,7 @@ START_TEST(test_grant_validate_reasons)
 	snprintf(sql, sizeof sql, "UPDATE consents SET expires_at = %lld WHERE id = '%s'",
 	    (long long)(NOW + 5), kid2);
 	ck_assert_int_eq(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
-	ck_assert_int_eq(validate(g3.access_token, NOW + 10), CS_EPERM);
+	ck_assert(!validate(g3.access_token, NOW + 10));
 	ck_assert_str_eq(last_why, "the grant's consent expired");
 	grant_response_clear(&g);
 	grant_response_clear(&g2);
@@ -797,7 +809,7 @@ START_TEST(test_grant_refresh_rotation)
 	json_decref(v);
 
 	/* Rotation: a new grant and a new refresh token; the old one is used up. */
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 600, &g2), CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 600, &g2), GRANT_REFRESHED);
 	ck_assert_ptr_nonnull(g2.access_token);
 	ck_assert_ptr_nonnull(g2.refresh_token);
 	ck_assert_str_ne(g2.refresh_token, g.refresh_token);
@@ -815,7 +827,7 @@ START_TEST(test_grant_refresh_rotation)
 	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), NOW + 600);
 
 	/* The new one works in turn. */
-	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 1200, &g3), CS_OK);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 1200, &g3), GRANT_REFRESHED);
 	ck_assert_ptr_nonnull(g3.refresh_token);
 	ck_assert_int_eq(audits("refresh.used"), 2);
 	/* Same family throughout. */
@@ -834,15 +846,15 @@ START_TEST(test_grant_refresh_reuse_revokes_family)
 	char *kid = make_consent("alice", "read", 7200, true, NOW);
 	issue(kid, "read", true, NOW, &g);
 	issue(kid, "read", true, NOW, &other);    /* a second family of the same consent */
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 10, &g2), CS_OK);
-	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 20, &g3), CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 10, &g2), GRANT_REFRESHED);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 20, &g3), GRANT_REFRESHED);
 	/* The first token, already used, comes back: someone copied it. */
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 30, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 30, &x), GRANT_REFRESH_INVALID);
 	ck_assert_ptr_null(x.access_token);
 	ck_assert_ptr_null(x.refresh_token);
 	ck_assert_int_eq(audits("refresh.reuse_detected"), 1);
 	/* The whole family is dead, the current token included, and it sticks. */
-	ck_assert_int_eq(refresh(g3.refresh_token, NULL, NOW + 40, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g3.refresh_token, NULL, NOW + 40, &x), GRANT_REFRESH_INVALID);
 	ck_inactive(g3.refresh_token, NOW + 40);
 	/* So is every grant minted in it: the thief's as much as the holder's. */
 	ck_inactive(g.access_token, NOW + 40);
@@ -854,11 +866,11 @@ START_TEST(test_grant_refresh_reuse_revokes_family)
 	ck_assert_int_eq(q_int("SELECT count(*) FROM refresh_tokens WHERE revoked_at = ?1", "1700000030"),
 	    3);
 	/* The reuse of a middle token is detected the same way. */
-	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 50, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 50, &x), GRANT_REFRESH_INVALID);
 	ck_assert_int_eq(audits("refresh.reuse_detected"), 2);
 	/* The other family of the consent is untouched. */
 	ck_active(other.refresh_token, NOW + 60, "refresh");
-	ck_assert_int_eq(refresh(other.refresh_token, NULL, NOW + 60, &x), CS_OK);
+	ck_assert_int_eq(refresh(other.refresh_token, NULL, NOW + 60, &x), GRANT_REFRESHED);
 	grant_response_clear(&x);
 	grant_response_clear(&g);
 	grant_response_clear(&g2);
@@ -875,7 +887,7 @@ START_TEST(test_grant_refresh_dies_with_consent)
 	issue(kid, "read", true, NOW, &g);
 	ck_assert_int_eq(consent_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 5, false),
 	    CS_OK);
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 6, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 6, &x), GRANT_REFRESH_INVALID);
 	ck_assert_ptr_null(x.access_token);
 	ck_inactive(g.refresh_token, NOW + 6);
 	ck_assert_int_eq(audits("refresh.used"), 0);
@@ -888,10 +900,10 @@ START_TEST(test_grant_refresh_dies_with_consent)
 	ck_active(g.refresh_token, NOW + 999, "refresh");
 	/* Near the end the new grant is cut to what remains ... */
 	struct grant_response y;
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 900, &y), CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 900, &y), GRANT_REFRESHED);
 	ck_assert_int_eq(y.expires_in, 100);
 	/* ... and at the end the new refresh token dies with the consent. */
-	ck_assert_int_eq(refresh(y.refresh_token, NULL, NOW + 1000, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(y.refresh_token, NULL, NOW + 1000, &x), GRANT_REFRESH_INVALID);
 	ck_inactive(y.refresh_token, NOW + 1000);
 	grant_response_clear(&y);
 	grant_response_clear(&g);
@@ -905,20 +917,20 @@ START_TEST(test_grant_refresh_scope_narrowing)
 	char *kid = make_consent("alice", "read write", 7200, true, NOW);
 	issue(kid, "read write", true, NOW, &g);
 	/* Wider than the consent: invalid_scope, and the token is not used up. */
-	ck_assert_int_eq(refresh(g.refresh_token, "read admin", NOW + 1, &x), CS_EINVAL);
-	ck_assert_int_eq(refresh(g.refresh_token, "admin", NOW + 1, &x), CS_EINVAL);
-	ck_assert_int_eq(refresh(g.refresh_token, "", NOW + 1, &x), CS_EINVAL);
+	ck_assert_int_eq(refresh(g.refresh_token, "read admin", NOW + 1, &x), GRANT_REFRESH_BAD_SCOPE);
+	ck_assert_int_eq(refresh(g.refresh_token, "admin", NOW + 1, &x), GRANT_REFRESH_BAD_SCOPE);
+	ck_assert_int_eq(refresh(g.refresh_token, "", NOW + 1, &x), GRANT_REFRESH_BAD_SCOPE);
 	ck_assert_ptr_null(x.access_token);
 	ck_active(g.refresh_token, NOW + 2, "refresh");
 	ck_assert_int_eq(audits("refresh.reuse_detected"), 0);
 	/* Narrower: granted as asked. */
-	ck_assert_int_eq(refresh(g.refresh_token, "read", NOW + 3, &g2), CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, "read", NOW + 3, &g2), GRANT_REFRESHED);
 	ck_assert_str_eq(g2.scope, "read");
 	json_t *cl = verified_claims(g2.access_token);
 	ck_assert_str_eq(jstr(cl, "scope"), "read");
 	json_decref(cl);
 	/* The next refresh without scope gets the consent's full set again. */
-	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 4, &x), CS_OK);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 4, &x), GRANT_REFRESHED);
 	ck_assert_str_eq(x.scope, "read write");
 	grant_response_clear(&x);
 	grant_response_clear(&g);
@@ -935,26 +947,28 @@ START_TEST(test_grant_refresh_refused_cases)
 		"a.b.c",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		ck_assert_int_eq(refresh(bad[i], NULL, NOW, &x), CS_EPERM);
+		ck_assert_int_eq(refresh(bad[i], NULL, NOW, &x), GRANT_REFRESH_INVALID);
 		ck_assert_ptr_null(x.access_token);
 	}
-	ck_assert_int_eq(refresh(NULL, NULL, NOW, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(NULL, NULL, NOW, &x), GRANT_REFRESH_INVALID);
 	/* A grant is not a refresh token. */
 	char *kid = make_consent("alice", "read", 7200, true, NOW);
 	issue(kid, "read", true, NOW, &g);
-	ck_assert_int_eq(refresh(g.access_token, NULL, NOW + 1, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g.access_token, NULL, NOW + 1, &x), GRANT_REFRESH_INVALID);
 	/* No keys is the server's fault (never invalid_scope); the token survives. */
-	ck_assert_int_eq(grant_refresh(sc, &cfg, NULL, g.refresh_token, NULL, ACTOR, NOW + 1, &x),
-	    CS_ECRYPTO);
+	enum grant_refresh_outcome oc;
+	struct grant_refresh_req rq = { .refresh_token = g.refresh_token, .actor = ACTOR,
+		.now = NOW + 1 };
+	ck_assert_int_eq(grant_refresh(sc, &cfg, NULL, &rq, &oc, &x), CS_ECRYPTO);
 	/* A resource no longer configured: invalid_grant, not invalid_scope. */
 	cfg.nresources = 0;
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &x), GRANT_REFRESH_INVALID);
 	cfg.nresources = 1;
 	ck_active(g.refresh_token, NOW + 1, "refresh");
 	/* An agent no longer configured offline: the family stops renewing, and
 	 * new grants come without a refresh token. */
 	agents[0].offline = false;
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), GRANT_REFRESH_INVALID);
 	ck_inactive(g.refresh_token, NOW + 2);
 	grant_response_clear(&g);
 	issue(kid, "read", true, NOW + 3, &g);
@@ -969,12 +983,12 @@ START_TEST(test_grant_revoke_refresh_family)
 	struct grant_response g, g2, x;
 	char *kid = make_consent("alice", "read", 7200, true, NOW);
 	issue(kid, "read", true, NOW, &g);
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &g2), CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &g2), GRANT_REFRESHED);
 	/* Revoking the used first token ends the family, the current one too. */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.refresh_token, ACTOR, NOW + 2), CS_OK);
 	ck_assert_int_eq(audits("refresh.revoked"), 1);
 	ck_inactive(g2.refresh_token, NOW + 3);
-	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 3, &x), CS_EPERM);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 3, &x), GRANT_REFRESH_INVALID);
 	/* Again: fine, not audited twice. */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.refresh_token, ACTOR, NOW + 4), CS_OK);
 	ck_assert_int_eq(audits("refresh.revoked"), 1);
@@ -997,8 +1011,8 @@ START_TEST(test_grant_refresh_never_stored_in_clear)
 	unsigned char h[32];
 	char *kid = make_consent("alice", "read write", 7200, true, NOW);
 	issue(kid, "read write", true, NOW, &g);
-	ck_assert_int_eq(refresh(g.refresh_token, "read", NOW + 1, &g2), CS_OK);
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), CS_EPERM);   /* reuse */
+	ck_assert_int_eq(refresh(g.refresh_token, "read", NOW + 1, &g2), GRANT_REFRESHED);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), GRANT_REFRESH_INVALID);   /* reuse */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.access_token, ACTOR, NOW + 3), CS_OK);
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.refresh_token, ACTOR, NOW + 3), CS_OK);
 	const char *tokens[] = { g.refresh_token, g2.refresh_token };
@@ -1033,7 +1047,7 @@ START_TEST(test_grant_audit_entries)
 	struct grant_response g, g2;
 	char *kid = make_consent("alice", "read", 7200, true, NOW);
 	issue(kid, "read", true, NOW, &g);
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &g2), CS_OK);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &g2), GRANT_REFRESHED);
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.access_token, ACTOR, NOW + 2), CS_OK);
 	/* Each entry names the consent, the person and the agent, and ids only. */
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action IN ('grant.issued', "
@@ -1063,12 +1077,13 @@ START_TEST(test_grant_dpop_binding)
 	static const char jkt[] = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I";
 	static const char other[] = "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs";
 	struct grant_response g, r;
-	bool wrong = false;
 	char *kid = make_consent("alice", "read", 7200, true, NOW);
 	struct consent k = load(kid, NOW);
 	struct scope_set s = set("read");
 	memset(&g, 0, sizeof g);
-	ck_assert_int_eq(grant_issue_bound(sc, &cfg, kr, &k, &s, true, jkt, ACTOR, NOW, &g), CS_OK);
+	struct grant_issue_req rq = { .k = &k, .scope = &s, .with_refresh = true, .jkt = jkt,
+		.actor = ACTOR, .now = NOW };
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
 	json_t *cl = verified_claims(g.access_token);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cl, "cnf"), "jkt")), jkt);
 	json_decref(cl);
@@ -1081,19 +1096,13 @@ START_TEST(test_grant_dpop_binding)
 	json_decref(v);
 
 	memset(&r, 0, sizeof r);
-	ck_assert_int_eq(grant_refresh_bound(sc, &cfg, kr, g.refresh_token, NULL, NULL, &wrong, ACTOR,
-	    NOW + 1, &r), CS_EPERM);
-	ck_assert(wrong);
-	wrong = false;
-	ck_assert_int_eq(grant_refresh_bound(sc, &cfg, kr, g.refresh_token, NULL, other, &wrong, ACTOR,
-	    NOW + 1, &r), CS_EPERM);
-	ck_assert(wrong);
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &r), CS_EPERM);   /* plain refresh */
+	ck_assert_int_eq(refresh_jkt(g.refresh_token, NULL, NULL, NOW + 1, &r),
+	    GRANT_REFRESH_WRONG_KEY);
+	ck_assert_int_eq(refresh_jkt(g.refresh_token, NULL, other, NOW + 1, &r),
+	    GRANT_REFRESH_WRONG_KEY);
 	ck_active(g.refresh_token, NOW + 1, "refresh");          /* not used up, family alive */
 	ck_assert_int_eq(audits("refresh.reuse_detected"), 0);
-	ck_assert_int_eq(grant_refresh_bound(sc, &cfg, kr, g.refresh_token, NULL, jkt, &wrong, ACTOR,
-	    NOW + 2, &r), CS_OK);
-	ck_assert(!wrong);
+	ck_assert_int_eq(refresh_jkt(g.refresh_token, NULL, jkt, NOW + 2, &r), GRANT_REFRESHED);
 	cl = verified_claims(r.access_token);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cl, "cnf"), "jkt")), jkt);
 	json_decref(cl);

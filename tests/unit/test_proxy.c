@@ -7,6 +7,7 @@
 #include "app.h"
 #include "config.h"
 #include "proxy.h"
+#include "proxy_api.h"
 
 #define CFG \
 	"[server]\npublic_url = https://consent.example.com\n" \
@@ -125,8 +126,8 @@ static json_t *params_ok(const struct proxy_match *m, const char *q, const char 
 	json_t *v = NULL;
 	int status = 0;
 	char why[160];
-	ck_assert_int_eq(proxy_params_build(m, q, ct, body, body ? strlen(body) : 0, &v, &status,
-	    why, sizeof why), CS_OK);
+	ck_assert_int_eq(proxy_params_build(m, &(struct proxy_input){ q, ct, body,
+	    body ? strlen(body) : 0 }, &v, &status, why, sizeof why), CS_OK);
 	return v;
 }
 
@@ -135,8 +136,8 @@ static int params_status(const struct proxy_match *m, const char *q, const char 
 	json_t *v = NULL;
 	int status = 0;
 	char why[160];
-	ck_assert_int_ne(proxy_params_build(m, q, ct, body, body ? strlen(body) : 0, &v, &status,
-	    why, sizeof why), CS_OK);
+	ck_assert_int_ne(proxy_params_build(m, &(struct proxy_input){ q, ct, body,
+	    body ? strlen(body) : 0 }, &v, &status, why, sizeof why), CS_OK);
 	ck_assert_ptr_null(v);
 	return status;
 }

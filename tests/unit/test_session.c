@@ -4,6 +4,8 @@
 #include "buf.h"
 #include "session.h"
 #include "store.h"
+#include "store_session.h"
+#include "store_user.h"
 #include "testutil.h"
 
 static char *dir;
@@ -35,7 +37,8 @@ static void teardown(void)
 static int64_t new_user(const char *sub)
 {
 	int64_t id = 0;
-	ck_assert_int_eq(store_user_upsert(sc, "https://idp.test", sub, "N", NULL, 1000, &id), CS_OK);
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = "https://idp.test",
+	    .subject = sub, .name = "N", .email = NULL, .now = 1000, .login = true }, &id), CS_OK);
 	return id;
 }
 
@@ -345,11 +348,14 @@ END_TEST
 START_TEST(test_session_user_upsert_keeps_id)
 {
 	int64_t a = 0, b = 0, c2 = 0;
-	ck_assert_int_eq(store_user_upsert(sc, "https://idp.test", "u1", "One", "a@x", 1, &a), CS_OK);
-	ck_assert_int_eq(store_user_upsert(sc, "https://idp.test", "u1", "One Renamed", NULL, 2, &b), CS_OK);
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = "https://idp.test",
+	    .subject = "u1", .name = "One", .email = "a@x", .now = 1, .login = true }, &a), CS_OK);
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = "https://idp.test",
+	    .subject = "u1", .name = "One Renamed", .email = NULL, .now = 2, .login = true }, &b), CS_OK);
 	ck_assert_int_eq(a, b);
 	/* Same subject at another issuer is another person. */
-	ck_assert_int_eq(store_user_upsert(sc, "https://other.test", "u1", "X", NULL, 3, &c2), CS_OK);
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = "https://other.test",
+	    .subject = "u1", .name = "X", .email = NULL, .now = 3, .login = true }, &c2), CS_OK);
 	ck_assert_int_ne(a, c2);
 }
 END_TEST

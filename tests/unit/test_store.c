@@ -1,13 +1,17 @@
 /* test_store.c -- the store: migrations (fresh, repeated, too new), WAL, the
- * signing-key rows and per-thread connections.  A database newer than the
- * binary must never be opened for use. */
+ * statement cache, the signing-key and user rows, and per-thread connections.
+ * A database newer than the binary must never be opened for use. */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "embed.h"
 #include "testutil.h"
 #include "store.h"
+#include "store_keys.h"
+#include "store_user.h"
+#include "../../server/store_priv.h"   /* the statement cache, tested from outside */
 
 struct fixture {
 	char *dir;
@@ -87,7 +91,7 @@ START_TEST(test_store_migrate_reopen_idempotent)
 	int nmig = 0;
 	for (const struct embedded_file *m = embedded_migrations; m->name != NULL; m++)
 		nmig++;
-	snprintf(want, sizeof want, "%d", nmig);
+	ck_assert_int_eq(str_fmt(want, sizeof want, "%d", nmig), CS_OK);
 	ck_assert_str_eq(n, want);
 	free(n);
 	fx_clear(&f);
@@ -207,6 +211,96 @@ START_TEST(test_store_keys_roundtrip)
 }
 END_TEST
 
+/* One SQL constant per slot: the cache tells statements apart by address. */
+static char many_sql[STORE_MAX_STMTS + 1][24];
+
+static void many_sql_fill(void)
+{
+	for (int i = 0; i <= STORE_MAX_STMTS; i++)
+		ck_assert_int_eq(str_fmt(many_sql[i], sizeof many_sql[i], "SELECT %d", i), CS_OK);
+}
+
+START_TEST(test_store_stmt_cache_by_address)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	fx_init(&f);
+	many_sql_fill();
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	/* The statements prepared already (begin, commit, schema, ping) share
+	 * the room: fill what is left, then ask for each again. */
+	ck_assert_int_eq(store_ping(c), CS_OK);
+	sqlite3_stmt *first = store_stmt(c, many_sql[0]);
+	ck_assert_ptr_nonnull(first);
+	ck_assert_ptr_eq(store_stmt(c, many_sql[0]), first);   /* cached, not prepared again */
+	int got = 1;
+	while (got <= STORE_MAX_STMTS && store_stmt(c, many_sql[got]) != NULL)
+		got++;
+	ck_assert_int_lt(got, STORE_MAX_STMTS + 1);            /* the cap holds: NULL, no overflow */
+	ck_assert_int_gt(got, STORE_MAX_STMTS / 2);
+	for (int i = 0; i < got; i++) {
+		sqlite3_stmt *st = store_stmt(c, many_sql[i]);
+		ck_assert_ptr_nonnull(st);
+		ck_assert_int_eq(store_step(c, st), CS_OK);
+		ck_assert_int_eq(sqlite3_column_int(st, 0), i);
+		store_stmt_done(st);
+	}
+	/* Transactions still work with the cache full: their statements are in it. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_ping(c), CS_OK);
+	ck_assert_ptr_null(store_stmt(c, many_sql[got]));      /* still full */
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+START_TEST(test_store_user_put_login_or_ensure)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	int64_t a = 0, b = 0, d = 0, e2 = 0;
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	const char *iss = "https://idp.test";
+
+	/* Not a login: created bare, whatever name it is handed. */
+	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = iss, .subject = "u1",
+	    .name = "Ignored", .now = 10 }, &a), CS_OK);
+	char *row = raw_query(f.db, "SELECT coalesce(name, '-') || ' ' || coalesce(email, '-') || ' ' "
+	    "|| created_at || ' ' || last_login_at FROM users WHERE subject = 'u1'");
+	ck_assert_str_eq(row, "- - 10 0");
+	free(row);
+	/* A login records what the IdP said, on the same row. */
+	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = iss, .subject = "u1",
+	    .name = "One", .email = "a@x", .now = 20, .login = true }, &b), CS_OK);
+	ck_assert_int_eq(a, b);
+	row = raw_query(f.db, "SELECT name || ' ' || email || ' ' || created_at || ' ' || "
+	    "last_login_at FROM users WHERE subject = 'u1'");
+	ck_assert_str_eq(row, "One a@x 10 20");
+	free(row);
+	/* SECURITY: not a login again: the row is left as the login wrote it. */
+	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = iss, .subject = "u1",
+	    .name = "Mallory", .email = "m@x", .now = 30 }, &d), CS_OK);
+	ck_assert_int_eq(d, a);
+	row = raw_query(f.db, "SELECT name || ' ' || email || ' ' || created_at || ' ' || "
+	    "last_login_at FROM users WHERE subject = 'u1'");
+	ck_assert_str_eq(row, "One a@x 10 20");
+	free(row);
+	/* A first login creates the row whole; another issuer is another person. */
+	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = "https://other.test",
+	    .subject = "u1", .name = "X", .now = 40, .login = true }, &e2), CS_OK);
+	ck_assert_int_ne(e2, a);
+	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .subject = "u1", .now = 1 }, &d),
+	    CS_EINVAL);
+	ck_assert_int_eq(store_user_put(c, NULL, &d), CS_EINVAL);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 START_TEST(test_store_tx_rollback)
 {
 	struct fixture f;
@@ -291,6 +385,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_wal_on);
 	tcase_add_test(tc, test_store_open_bad_path_fails);
 	tcase_add_test(tc, test_store_keys_roundtrip);
+	tcase_add_test(tc, test_store_stmt_cache_by_address);
+	tcase_add_test(tc, test_store_user_put_login_or_ensure);
 	tcase_add_test(tc, test_store_tx_rollback);
 	tcase_add_test(tc, test_store_conn_per_thread);
 	suite_add_tcase(s, tc);

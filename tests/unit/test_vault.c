@@ -35,7 +35,7 @@ END_TEST
 
 /* An approved release: the approval is used up in the transaction that
  * records the release.  The second redemption (a lost race) is refused with
- * CS_ESTALE, its refusal audited, and leaves no release entry behind. */
+ * VAULT_RELEASE_APPROVAL_USED, its refusal audited, and leaves no release entry behind. */
 START_TEST(test_vault_release_approved_one_transaction)
 {
 	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 3600);
@@ -50,8 +50,10 @@ START_TEST(test_vault_release_approved_one_transaction)
 	    kid, (long long)uid("alice"), (long long)NOW, (long long)NOW + 600, (long long)NOW + 1);
 	raw_exec(sql);
 	memset(&r, 0, sizeof r);
-	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues",
-	    "apprAAAAAAAAAAAAAAAAAA", ACT, NOW + 2, &r), CS_OK);
+	struct vault_release_req rq = { .k = &k, .action = "list_issues",
+		.approval_id = "apprAAAAAAAAAAAAAAAAAA", .actor = ACT, .now = NOW + 2 };
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASED);
 	ck_assert_str_eq(r.access_token, "AT-secret-1");
 	vault_release_clear(&r);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released' AND "
@@ -65,8 +67,9 @@ START_TEST(test_vault_release_approved_one_transaction)
 	free(status);
 	/* The loser of the race: no token, no release entry, the refusal recorded. */
 	memset(&r, 0, sizeof r);
-	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues",
-	    "apprAAAAAAAAAAAAAAAAAA", ACT, NOW + 3, &r), CS_ESTALE);
+	rq.now = NOW + 3;
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASE_APPROVAL_USED);
 	ck_assert_ptr_null(r.access_token);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released'", NULL), 1);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'approval.refused'", NULL), 1);
@@ -74,13 +77,14 @@ START_TEST(test_vault_release_approved_one_transaction)
 	/* A release failing before its transaction (the consent ended) uses nothing up. */
 	raw_exec("UPDATE approvals SET status = 'approved', used_at = 0 WHERE id = 'apprAAAAAAAAAAAAAAAAAA'");
 	k.reconnect_required = true;
-	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues",
-	    "apprAAAAAAAAAAAAAAAAAA", ACT, NOW + 4, &r), CS_EPERM);
+	rq.now = NOW + 4;
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASE_GONE);
 	status = q_text("SELECT status FROM approvals WHERE id = ?1", "apprAAAAAAAAAAAAAAAAAA");
 	ck_assert_str_eq(status, "approved");
 	free(status);
-	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &k, "list_issues", NULL, ACT, NOW + 4,
-	    &r), CS_EINVAL);
+	rq.approval_id = NULL;
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &rq, &r), CS_EINVAL);
 	consent_clear(&k);
 	ck_no_plaintext();
 	free(kid);
@@ -95,7 +99,7 @@ START_TEST(test_vault_seal_round_trip)
 	srv_set_tokens("AT-secret-1", "RT-secret-1", NULL, 0);
 	char *kid = connect_alice(NOW);
 	struct vault_release r;
-	ck_assert_int_eq(release(kid, NOW + 10, &r), CS_OK);
+	ck_assert_int_eq(release_o(kid, NOW + 10, &r), VAULT_RELEASED);
 	ck_assert_str_eq(r.access_token, "AT-secret-1");
 	ck_assert_str_eq(r.token_type, "Bearer");
 	ck_assert_str_eq(r.scope, "issues:read repo");
@@ -111,7 +115,7 @@ START_TEST(test_vault_seal_round_trip)
 	char *nk = NULL;
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(consent_decide(sc, &cfg, rid, uid("alice"), &d, ACT, NOW, &nk), CS_OK);
-	ck_assert_int_eq(release(nk, NOW, &r), CS_ENOENT);      /* notes has no provider */
+	ck_assert_int_eq(release_o(nk, NOW, &r), VAULT_RELEASE_GONE);      /* notes has no provider */
 	scope_set_clear(&d.selected);
 	free(nk);
 	free(rid);
@@ -261,7 +265,7 @@ START_TEST(test_vault_cascade_revoke_moves_to_outbox)
 	ck_assert(!vault_has_record(sc, kid));
 	/* Nothing is released from the outbox. */
 	struct vault_release r;
-	ck_assert_int_eq(release(kid, NOW + 6, &r), CS_EPERM);
+	ck_assert_int_eq(release_o(kid, NOW + 6, &r), VAULT_RELEASE_GONE);
 	ck_no_plaintext();
 	free(rec_id);
 	free(kid);
@@ -346,7 +350,7 @@ START_TEST(test_vault_release_refresh_more_scopes_refused)
 	    "\"scope\":\"admin issues:read repo\",\"expires_in\":3600}", 0);
 	char *kid = connect_alice(NOW);
 	struct vault_release r;
-	ck_assert_int_eq(release(kid, NOW, &r), CS_EPERM);
+	ck_assert_int_eq(release_o(kid, NOW, &r), VAULT_RELEASE_GONE);
 	ck_assert_ptr_null(r.access_token);
 	pthread_mutex_lock(&sv.mu);
 	ck_assert_int_eq(sv.nrevoked, 1);
@@ -409,7 +413,7 @@ START_TEST(test_vault_release_invalid_grant_reconnect)
 	char *kid = connect_alice(NOW);
 	ck_assert_int_eq(exchange("alice", "coder", "github", "issues:read", NOW), CONSENT_GRANT);
 	struct vault_release r;
-	ck_assert_int_eq(release(kid, NOW, &r), CS_EPERM);
+	ck_assert_int_eq(release_o(kid, NOW, &r), VAULT_RELEASE_GONE);
 	ck_assert_ptr_null(r.access_token);
 	struct consent k = load(kid, NOW);
 	ck_assert_str_eq(k.state, "reconnect_required");
@@ -418,7 +422,7 @@ START_TEST(test_vault_release_invalid_grant_reconnect)
 	consent_clear(&k);
 	ck_assert_int_eq(audits("vault.reconnect_required"), 1);
 	/* No second call to the provider: the consent says reconnect. */
-	ck_assert_int_eq(release(kid, NOW + 1, &r), CS_EPERM);
+	ck_assert_int_eq(release_o(kid, NOW + 1, &r), VAULT_RELEASE_GONE);
 	ck_assert_int_eq(srv_refreshes(), 1);
 	/* Flow A asks the person again; /me shows the state. */
 	ck_assert_int_eq(exchange("alice", "coder", "github", "issues:read", NOW + 2),
@@ -457,7 +461,7 @@ START_TEST(test_vault_release_provider_down)
 	    "outcome = 'refresh_failed'", NULL), 1);
 	/* ...an expired one never. */
 	struct vault_release r;
-	ck_assert_int_eq(release(kid, NOW + 100, &r), CS_EIO);
+	ck_assert_int_eq(release_o(kid, NOW + 100, &r), VAULT_RELEASE_UNAVAILABLE);
 	ck_assert_ptr_null(r.access_token);
 	free(kid);
 }
@@ -469,7 +473,7 @@ START_TEST(test_vault_release_expired_without_refresh)
 	char *kid = connect_alice(NOW);
 	ck_release(kid, NOW + 50, "AT-secret-1");            /* near expiry, nothing to refresh */
 	struct vault_release r;
-	ck_assert_int_eq(release(kid, NOW + 100, &r), CS_EPERM);
+	ck_assert_int_eq(release_o(kid, NOW + 100, &r), VAULT_RELEASE_GONE);
 	struct consent k = load(kid, NOW + 100);
 	ck_assert_str_eq(k.state, "reconnect_required");
 	consent_clear(&k);

@@ -539,7 +539,8 @@ static inline enum cs_err release_with(struct vault *vv, struct store_conn *c, c
 	memset(r, 0, sizeof *r);
 	if (consent_get(c, kid, now, &k) != CS_OK)
 		return CS_ENOENT;
-	enum cs_err e = vault_release(vv, c, &cfg, &k, "list_issues", GW, now, r);
+	struct vault_release_req rq = { .k = &k, .action = "list_issues", .actor = GW, .now = now };
+	enum cs_err e = vault_release(vv, c, &cfg, &rq, r);
 	consent_clear(&k);
 	return e;
 }
@@ -547,6 +548,14 @@ static inline enum cs_err release_with(struct vault *vv, struct store_conn *c, c
 static inline enum cs_err release(const char *kid, int64_t now, struct vault_release *r)
 {
 	return release_with(v, sc, kid, now, r);
+}
+
+/* The outcome of a release that did not fail. */
+static inline enum vault_release_outcome release_o(const char *kid, int64_t now,
+    struct vault_release *r)
+{
+	ck_assert_int_eq(release(kid, now, r), CS_OK);
+	return r->outcome;
 }
 
 /* The access token released for kid at now (which must succeed). */

@@ -1,8 +1,8 @@
-/* token.h -- the gateway's endpoints: /token (RFC 8693 token exchange for
- * grants, refresh_token), /introspect (RFC 7662) and /revoke (RFC 7009), and the
- * gateway's client authentication (client_secret_basic, RFC 6749 §2.3.1). */
-#ifndef CS_TOKEN_H
-#define CS_TOKEN_H
+/* token_api.h -- the gateway's endpoints (token_api.c): /token (RFC 8693
+ * token exchange for grants and provider tokens, refresh_token), /introspect
+ * (RFC 7662) and /revoke (RFC 7009).  Client authentication is client_auth.h's. */
+#ifndef CS_TOKEN_API_H
+#define CS_TOKEN_API_H
 #include <stdbool.h>
 #include <stddef.h>
 #include "http.h"
@@ -26,16 +26,8 @@ const char *token_reason_problem(const char *reason);
  * when a denied request may be asked again, ...), including whether the call's
  * new scopes joined the pending request or its new reason was not taken.
  * Fixed words and numbers only, never anything the gateway sent. */
-void token_consent_description(const struct consent_answer *a, char *out, size_t outlen);
-
-/* Parses "Basic base64(urlencode(id):urlencode(secret))" (RFC 6749 §2.3.1).
- * On true, *id and *secret are malloc'd (the caller wipes the secret). */
-bool basic_credentials(const char *hdr, char **id, char **secret);
-
-/* true when the request's Authorization header carries the gateway's id and
- * secret (Basic, each form-urlencoded before Base64).  Otherwise fills rep
- * with 401 invalid_client and WWW-Authenticate and returns false. */
-bool gateway_authenticate(const struct http_request *req, struct http_reply *rep);
+enum cs_err token_consent_description(const struct consent_answer *a, char *out,
+    size_t outlen) CS_MUST_CHECK;   /* CS_ETOOBIG (out "") when outlen is too small */
 
 enum cs_err token_endpoint(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err token_introspect(const struct http_request *, struct http_reply *) CS_MUST_CHECK;

@@ -1,0 +1,123 @@
+/* exchange.h -- the gateway's exchanges as domain operations, knowing no HTTP:
+ * flow A (a grant for a person's live consent), flow D (a provider token for
+ * one action of a grant), and the one approval gate with its release that
+ * flow D and the proxy (flow H) both pass.  Each owns its transactions and
+ * writes its audit entries; outcomes say what to answer, cs_err only fails. */
+#ifndef CS_EXCHANGE_H
+#define CS_EXCHANGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "approval.h"
+#include "config.h"
+#include "consent.h"
+#include "cs_err.h"
+#include "grant.h"
+#include "jwt.h"
+#include "store.h"
+#include "vault.h"
+
+enum exchange_outcome {
+	EXCHANGE_RELEASED = 0,        /* the provider token is in out->tok */
+	EXCHANGE_APPROVAL,            /* out->approval says which answer (approval_required, ...) */
+	EXCHANGE_CONSENT_ENDED,       /* the consent ended since the grant was checked */
+	EXCHANGE_APPROVAL_USED,       /* the approval was used meanwhile or is no longer valid */
+	EXCHANGE_CONNECTION_GONE,     /* the provider connection is gone: reconnect */
+	EXCHANGE_PROVIDER_DOWN,       /* the provider could not refresh an expired token */
+	/* flow D only (exchange_provider_token): */
+	EXCHANGE_SCOPE_ESCALATION,    /* the action's scope is not in the grant (audited) */
+	EXCHANGE_PROXY_ONLY,          /* token_release = never (audited) */
+	EXCHANGE_BAD_DETAILS,         /* authorization_details refused; out->why says why */
+	EXCHANGE_DETAILS_NEEDED,      /* the action needs approval and no details were sent */
+	EXCHANGE_OUTCOME__MAX
+};
+
+struct exchange_release {         /* release with exchange_release_clear() (wipes) */
+	enum exchange_outcome outcome;
+	struct approval_answer approval;   /* EXCHANGE_APPROVAL, and the approval released */
+	struct vault_release tok;          /* EXCHANGE_RELEASED */
+	json_t *params;                    /* the parameters approved (flow D: parsed details) */
+	char    digest[APPROVAL_DIGEST_LEN + 1];   /* their digest; "" without approval */
+	char    why[160];                  /* EXCHANGE_BAD_DETAILS */
+	bool    at_release;                /* set once the vault's release was called: an error
+	                                    * (CS_ECRYPTO: the record does not open) came from it */
+};
+void exchange_release_clear(struct exchange_release *r);
+
+/* One release of a provider token for action act of live consent k. */
+struct exchange_release_req {
+	struct vault *vault;
+	const struct consent *k;
+	const struct config_action *act;
+	json_t *params;               /* the action's parameters: required when act needs approval */
+	size_t canonical_max;         /* the cap on their canonical form */
+	const char *actor;
+	int64_t now;
+};
+
+/* The approval gate, then the release.  When act needs approval: the
+ * parameters canonicalised (RFC 8785) and digested, approval_check (its own
+ * transaction), and on an approval to release, the approval redeemed in the
+ * transaction that records the release (vault_release_approved) -- released
+ * once, never twice.  Otherwise vault_release.  out->outcome says what
+ * happened; out->params is not touched. */
+enum cs_err exchange_release(struct store_conn *c, const struct config *cfg,
+    const struct exchange_release_req *rq, struct exchange_release *out) CS_MUST_CHECK;
+
+/* Flow D: a provider token for one action of a validated grant. */
+struct exchange_token_req {
+	struct vault *vault;
+	const struct consent *k;      /* the grant's consent (grant_validate) */
+	json_t *claims;               /* the grant's claims */
+	const struct config_resource *res;
+	const struct config_action *act;
+	const char *details;          /* authorization_details, or NULL */
+	const char *actor;
+	int64_t now;
+};
+
+/* In this order: the action's scope must be in the grant (else audited
+ * "vault.release.refused", escalation attempt), the resource must release
+ * tokens (else audited, token_release = never), the details (when sent) must
+ * name exactly this action (approval_parse_details; out->params), an action
+ * that needs approval needs details; then exchange_release. */
+enum cs_err exchange_provider_token(struct store_conn *c, const struct config *cfg,
+    const struct exchange_token_req *rq, struct exchange_release *out) CS_MUST_CHECK;
+
+/* Flow A: a grant for a person's consent. */
+struct exchange_grant_req {
+	const struct keyring *kr;
+	const char *issuer;           /* the IdP's issuer and the person's subject there */
+	const char *subject;
+	const struct config_agent *agent;
+	const struct config_resource *res;
+	const struct scope_set *want; /* checked against the configuration and the agent's allow */
+	const char *reason;           /* the agent's reason, or NULL */
+	const char *jkt;              /* DPoP: the proof key's thumbprint, or NULL */
+	const char *actor;
+	int64_t now;
+};
+
+enum exchange_grant_outcome {
+	EXCHANGE_GRANTED = 0,         /* out->grant */
+	EXCHANGE_NO_GRANT,            /* out->answer.outcome says what to answer instead */
+	EXCHANGE_GRANT_ENDED,         /* the consent was revoked or expired just now */
+	EXCHANGE_TOO_MANY_SCOPES,     /* with the scopes already asked for, past CONSENT_MAX_SCOPES */
+	EXCHANGE_GRANT__MAX
+};
+
+struct exchange_grant {           /* release with exchange_grant_clear() (wipes) */
+	enum exchange_grant_outcome outcome;
+	struct consent_answer answer;
+	struct grant_response grant;
+};
+void exchange_grant_clear(struct exchange_grant *g);
+
+/* consent_exchange's state machine, and for a live consent a grant
+ * (grant_issue; a refresh family when the consent and the agent are offline),
+ * each in its own transaction with its audit entries. */
+enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
+    const struct exchange_grant_req *rq, struct exchange_grant *out) CS_MUST_CHECK;
+
+#endif

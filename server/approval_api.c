@@ -1,0 +1,66 @@
+/* approval_api.c -- the OAuth answers for approval outcomes (flow F), for the
+ * gateway's handlers at /token and /proxy.  Fixed words, numbers and ids only:
+ * never a parameter's value, never a token. */
+#include <string.h>
+#include <jansson.h>
+
+#include "approval_api.h"
+#include "buf.h"
+
+/* The description of a waiting outcome (needed, slow_down, pending). */
+static enum cs_err waiting_description(const struct approval_answer *a, char *desc, size_t n)
+{
+	long long iv = (long long)a->interval;
+	if (a->outcome == APPROVAL_NEEDED)
+		return str_fmt(desc, n, "this action needs the person's approval: send them to "
+		    "approval_uri, then repeat this call every %lld s", iv);
+	if (a->outcome == APPROVAL_SLOW_DOWN)
+		return str_fmt(desc, n, "polled faster than the interval: wait %lld s between calls "
+		    "from now on", iv);
+	return str_fmt(desc, n, "the person has not decided on this action yet; repeat this "
+	    "call in %lld s", iv);
+}
+
+enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *cfg,
+    const struct approval_answer *a, int status)
+{
+	char uri[600], ra[32], desc[200];
+	json_t *v;
+	enum cs_err e;
+	switch (a->outcome) {
+	case APPROVAL_DENIED:
+		return reply_oauth_error(rep, status, "access_denied",
+		    "the person denied this action with these parameters");
+	case APPROVAL_EXPIRED:
+		return reply_oauth_error(rep, status, "expired_token",
+		    "the approval request expired before the person decided; the next call starts a "
+		    "new one");
+	case APPROVAL_TOO_MANY:
+		if ((e = str_fmt(ra, sizeof ra, "%lld",
+		    (long long)(a->retry_after > 0 ? a->retry_after : 1))) != CS_OK)
+			return e;
+		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
+		    "this person has too many pending approvals");
+		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
+	default:
+		break;
+	}
+	const char *error_code = a->outcome == APPROVAL_NEEDED ? "approval_required" :
+	    a->outcome == APPROVAL_SLOW_DOWN ? "slow_down" : "authorization_pending";
+	if ((e = waiting_description(a, desc, sizeof desc)) != CS_OK)
+		return e;
+	if (a->approval_id != NULL && (e = str_fmt(uri, sizeof uri, "%s/approve/%s", cfg->public_url,
+	    a->approval_id)) != CS_OK)
+		return e;
+	v = json_pack("{s:s, s:s}", "error", error_code, "error_description", desc);
+	if (v == NULL)
+		return CS_ENOMEM;
+	reply_log_error(rep, error_code, desc);
+	if (a->approval_id) {
+		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
+		json_object_set_new(v, "approval_uri", json_string(uri));
+		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
+		json_object_set_new(v, "interval", json_integer(a->interval));
+	}
+	return reply_json_value(rep, status, v);
+}

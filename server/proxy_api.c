@@ -1,0 +1,445 @@
+/* proxy_api.c -- proxy mode's handler (ARCHITECTURE.md flow H): /proxy/{resource}/
+ * {path...} for the gateway, the upstream call with the provider token, the
+ * answer streamed back, and /metrics.  The decisions (route, scope, approval,
+ * release) and their audit entries are proxy.c's.  It must never forward the
+ * gateway's raw path, credentials or cookies, or send a byte upstream before
+ * proxy_prepare said PROXY_READY. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include "app.h"
+#include "approval_api.h"
+#include "audit_head.h"
+#include "buf.h"
+#include "client_auth.h"
+#include "consent.h"
+#include "dpop.h"
+#include "grant.h"
+#include "httpc.h"
+#include "log.h"
+#include "proxy.h"
+#include "proxy_api.h"
+
+#define PROXY_CONNECT_TIMEOUT 5L
+#define PROXY_TIMEOUT        30L
+#define PROXY_MAX_GRANT      16384
+#define PROXY_MAX_REPLY_HEADERS 6
+
+/* --- counters ------------------------------------------------------------ */
+
+#define PROXY_COUNTERS 512
+/* reason NULL: forwarded (status = the upstream's, 504/502 for none); else refused
+ * by consentd (status = consentd's answer; action NULL when no route matched). */
+struct counter {
+	const char *resource;
+	const struct config_action *action;
+	const char *reason;
+	int status;
+	unsigned long n;
+};
+static struct counter counters[PROXY_COUNTERS];
+static pthread_mutex_t counters_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The configuration's strings and actions live as long as the process: their
+ * addresses are the key.  A full table stops counting new keys rather than grow. */
+static void count_key(const char *resource, const struct config_action *a, const char *reason,
+    int status)
+{
+	if (resource == NULL)
+		return;
+	pthread_mutex_lock(&counters_mu);
+	for (size_t i = 0; i < PROXY_COUNTERS; i++) {
+		struct counter *k = &counters[i];
+		if (k->resource == NULL) {
+			k->resource = resource;
+			k->action = a;
+			k->reason = reason;
+			k->status = status;
+		} else if (k->resource != resource || k->action != a || k->reason != reason ||
+		    k->status != status) {
+			continue;
+		}
+		k->n++;
+		break;
+	}
+	pthread_mutex_unlock(&counters_mu);
+}
+
+static void count(const struct config_action *a, int status)
+{
+	count_key(a->resource, a, NULL, status);
+}
+
+static void count_refused(const struct config_resource *r, const struct config_action *a,
+    const char *reason, int status)
+{
+	count_key(r ? r->id : NULL, a, reason, status);
+}
+
+unsigned long proxy_count(const char *resource, const char *action)
+{
+	unsigned long n = 0;
+	pthread_mutex_lock(&counters_mu);
+	for (size_t i = 0; i < PROXY_COUNTERS && counters[i].resource != NULL; i++)
+		if (counters[i].reason == NULL && counters[i].action != NULL &&
+		    strcmp(counters[i].resource, resource) == 0 &&
+		    strcmp(counters[i].action->name, action) == 0)
+			n += counters[i].n;
+	pthread_mutex_unlock(&counters_mu);
+	return n;
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static enum cs_err label(struct buf *b, const char *v)
+{
+	enum cs_err e = CS_OK;
+	for (; *v && e == CS_OK; v++) {
+		if (*v == '\\' || *v == '"')
+			e = buf_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			e = buf_puts(b, "\\n");
+		else
+			e = buf_append(b, v, 1);
+	}
+	return e;
+}
+
+static enum cs_err metric_lines(struct buf *b, bool refused)
+{
+	enum cs_err e = CS_OK;
+	for (size_t i = 0; e == CS_OK && i < PROXY_COUNTERS && counters[i].resource != NULL; i++) {
+		const struct counter *k = &counters[i];
+		if ((k->reason != NULL) != refused)
+			continue;
+		if ((e = buf_printf(b, "consentd_proxy_%s_total{resource=\"",
+		    refused ? "refused" : "requests")) != CS_OK ||
+		    (e = label(b, k->resource)) != CS_OK ||
+		    (e = buf_puts(b, "\",action=\"")) != CS_OK ||
+		    (e = label(b, k->action ? k->action->name : "")) != CS_OK)
+			break;
+		if (refused && ((e = buf_puts(b, "\",reason=\"")) != CS_OK ||
+		    (e = label(b, k->reason)) != CS_OK))
+			break;
+		e = buf_printf(b, "\",status=\"%d\"} %lu\n", k->status, k->n);
+	}
+	return e;
+}
+
+enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep)
+{
+	enum cs_err e;
+	(void)req;
+	/* The counts name resources and actions: for the gateway (or its scraper),
+	 * which routes.c's ROUTE_AUTH_GATEWAY lets through alone. */
+	buf_reset(&rep->body);
+	e = buf_puts(&rep->body, "# HELP consentd_proxy_requests_total Proxied calls forwarded "
+	    "upstream, by resource, action and the upstream's status (504: no answer in time, "
+	    "502: none).\n# TYPE consentd_proxy_requests_total counter\n");
+	pthread_mutex_lock(&counters_mu);
+	if (e == CS_OK)
+		e = metric_lines(&rep->body, false);
+	if (e == CS_OK)
+		e = buf_puts(&rep->body, "# HELP consentd_proxy_refused_total Proxied calls with a "
+		    "valid grant that consentd refused before the upstream, by resource, action (empty: "
+		    "no route), reason and consentd's status.\n"
+		    "# TYPE consentd_proxy_refused_total counter\n");
+	if (e == CS_OK)
+		e = metric_lines(&rep->body, true);
+	pthread_mutex_unlock(&counters_mu);
+	if (e == CS_OK)
+		e = audit_head_metrics(&rep->body);
+	if (e != CS_OK)
+		return e;
+	rep->status = 200;
+	rep->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	return CS_OK;
+}
+
+/* SECURITY: an allowlist -- Authorization, Cookie, Consentd-Grant and the
+ * hop-by-hop headers are never among them. */
+static const char *const fwd_request[] = { "Accept", "If-None-Match", "If-Match",
+	"If-Modified-Since", "If-Unmodified-Since", NULL };
+static const char *const fwd_response[] = { "Content-Type", "ETag", "Link", "Location",
+	"Last-Modified", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining",
+	"X-RateLimit-Reset", NULL };
+
+static bool in_list(const char *const *l, const char *name)
+{
+	for (size_t i = 0; l[i]; i++)
+		if (strcasecmp(l[i], name) == 0)
+			return true;
+	return false;
+}
+
+#define PROXY_MAX_HEADER_VALUE 4096
+
+/* Moves line's text into the header lines (own[] frees it). */
+static enum cs_err own_line(struct buf *line, char **own, const char **lines, size_t *n)
+{
+	if ((own[*n] = buf_steal(line)) == NULL)
+		return CS_ENOMEM;
+	lines[*n] = own[*n];
+	(*n)++;
+	return CS_OK;
+}
+
+/* One upstream call with token; lines[] is filled here and wiped after. */
+static enum cs_err forward(const struct http_request *req, const struct proxy_plan *p,
+    struct httpc_reply *res, struct httpc_stream **st)
+{
+	const char *url = p->url, *token = p->rel.tok.access_token, *body = p->body;
+	size_t body_len = p->body_len;
+	const char *lines[16] = { 0 };
+	char *own[16] = { 0 };
+	size_t n = 0;
+	struct buf line;
+	enum cs_err e = CS_OK;
+	const char *method = http_method_name(req->method);
+
+	buf_init(&line, PROXY_MAX_GRANT + 64);
+	if ((e = buf_printf(&line, "Authorization: Bearer %s", token)) != CS_OK ||
+	    (e = own_line(&line, own, lines, &n)) != CS_OK)
+		goto out;
+	for (size_t i = 0; fwd_request[i] && req->header; i++) {
+		const char *v = req->header(req->hctx, fwd_request[i]);
+		if (v == NULL || strlen(v) > PROXY_MAX_HEADER_VALUE)   /* CR/LF: refused earlier */
+			continue;
+		buf_init(&line, PROXY_MAX_HEADER_VALUE + 64);
+		if ((e = buf_printf(&line, "%s: %s", fwd_request[i], v)) != CS_OK ||
+		    (e = own_line(&line, own, lines, &n)) != CS_OK)
+			goto out;
+	}
+	if (body != NULL) {
+		lines[n++] = "Content-Type: application/json";
+	}
+	{
+		struct httpc_request rq = { method, url, lines, body, body_len, PROXY_MAX_BODY,
+			PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
+		e = httpc_stream_open(&rq, res, st);
+	}
+out:
+	buf_wipe_clear(&line);
+	for (size_t i = 0; i < 16; i++)
+		if (own[i] != NULL) {
+			OPENSSL_cleanse(own[i], strlen(own[i]));
+			free(own[i]);
+		}
+	return e;
+}
+
+/* The upstream body, streamed to the gateway as it arrives (http.c, reply_stream). */
+static enum cs_err upstream_read(void *ctx, char *dst, size_t max, size_t *got)
+{
+	enum cs_err e = httpc_stream_read(ctx, dst, max, got);
+	if (e != CS_OK)
+		log_msg(LOG_WARN, "proxy: the upstream answer was cut: %s",
+		    e == CS_EBUSY ? "timeout" : e == CS_ETOOBIG ? "larger than the cap" :
+		    "transport error");
+	return e;
+}
+
+static void upstream_done(void *ctx)
+{
+	httpc_stream_close(ctx);
+}
+
+/* --- the handler --------------------------------------------------------- */
+
+static enum cs_err invalid_token(struct http_reply *rep, const char *desc)
+{
+	enum cs_err e = reply_oauth_error(rep, 401, "invalid_token", desc);
+	if (e == CS_OK)
+		e = reply_header(rep, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+	return e;
+}
+
+/* The error each outcome answers, as the refusal reason in /metrics. */
+static const char *const approval_reasons[APPROVAL_OUTCOME__MAX] = {
+	[APPROVAL_NEEDED] = "approval_required", [APPROVAL_PENDING] = "authorization_pending",
+	[APPROVAL_SLOW_DOWN] = "slow_down", [APPROVAL_DENIED] = "access_denied",
+	[APPROVAL_EXPIRED] = "expired_token", [APPROVAL_TOO_MANY] = "too_many_pending_requests",
+};
+
+/* The grant from Consentd-Grant, validated, and the request's headers free of
+ * CR and LF.  *ok false when rep holds the refusal. */
+static enum cs_err grant_of(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, struct grant_check *gc, bool *ok)
+{
+	struct app *app = req->app;
+	const struct consent *k = &gc->k;
+	const char *grant;
+	enum cs_err e;
+	*ok = false;
+	if (req->ncaptures != 2)
+		return reply_oauth_error(rep, 403, "access_denied", "no such route");
+	/* SECURITY: a CR or LF inside a header we read or forward is a smuggling
+	 * attempt: the whole request is refused, before anything goes upstream. */
+	for (size_t i = 0; req->header && fwd_request[i]; i++) {
+		const char *hv = req->header(req->hctx, fwd_request[i]);
+		if (hv != NULL && strpbrk(hv, "\r\n") != NULL)
+			return reply_oauth_error(rep, 400, "invalid_request", "a header value holds CR or LF");
+	}
+	grant = req->header ? req->header(req->hctx, "Consentd-Grant") : NULL;
+	if (grant != NULL && strpbrk(grant, "\r\n") != NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", "a header value holds CR or LF");
+	if (grant == NULL || grant[0] == '\0' || strlen(grant) > PROXY_MAX_GRANT)
+		return invalid_token(rep, "a grant is required in Consentd-Grant");
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_validate(c, app->cfg, kr, grant, req->now, gc);
+	app_keys_put(app);
+	if (e != CS_OK)
+		return e;
+	if (!gc->valid)
+		return invalid_token(rep, gc->why != NULL ? gc->why : "not a consentd grant");
+	const struct config_resource *lr = config_resource(app->cfg, k->resource);
+	const struct config_agent *la = config_agent(app->cfg, k->agent);
+	rep->log.resource = lr != NULL ? lr->id : NULL;
+	rep->log.agent = la != NULL ? la->id : NULL;
+	/* SECURITY: a DPoP-bound grant is refused without a proof by its key for
+	 * this method, URL and grant (RFC 9449 §7). */
+	if (!dpop_check_grant(req, rep, gc->claims, grant, 401))
+		return CS_OK;
+	/* SECURITY: a grant reaches only its own resource. */
+	if (strcmp(k->resource, req->captures[0]) != 0)
+		return reply_oauth_error(rep, 403, "access_denied", "the grant is for another resource");
+	*ok = true;
+	return CS_OK;
+}
+
+/* The reply (and the refusal count) for a call that is not forwarded. */
+static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cfg,
+    const struct proxy_plan *p)
+{
+	const struct exchange_release *x = &p->rel;
+	enum cs_err e;
+	switch (p->outcome) {
+	case PROXY_NO_ROUTE:
+		count_refused(p->res, NULL, "no_route", 403);
+		return reply_oauth_error(rep, 403, "access_denied", "no configured action of this "
+		    "resource has a route for this method and path (default deny)");
+	case PROXY_SCOPE:
+		count_refused(p->res, p->act, "scope", 403);
+		return reply_oauth_error(rep, 403, "invalid_scope", "the action's scope is not in the grant");
+	case PROXY_BODY_ON_GET:
+		return reply_oauth_error(rep, 400, "invalid_request", "a GET or HEAD request has no body");
+	case PROXY_BAD_INPUT:
+		return reply_oauth_error(rep, p->status, "invalid_request", p->why);
+	case PROXY_NOT_IJSON:
+		return reply_oauth_error(rep, 400, "invalid_request", "the body is not I-JSON");
+	default:
+		break;
+	}
+	switch (x->outcome) {
+	case EXCHANGE_CONSENT_ENDED:
+		count_refused(p->res, p->act, "consent_ended", 401);
+		return invalid_token(rep, "the grant's consent has ended");
+	case EXCHANGE_APPROVAL:
+		e = approval_answer_reply(rep, cfg, &x->approval, 403);
+		if (x->approval.outcome > APPROVAL_RELEASE && x->approval.outcome < APPROVAL_OUTCOME__MAX &&
+		    approval_reasons[x->approval.outcome] != NULL)
+			count_refused(p->res, p->act, approval_reasons[x->approval.outcome], rep->status);
+		return e;
+	case EXCHANGE_APPROVAL_USED:
+		count_refused(p->res, p->act, "approval_used", 403);
+		return reply_oauth_error(rep, 403, "access_denied",
+		    "this approval was already used or is no longer valid");
+	case EXCHANGE_PROVIDER_DOWN:
+		return reply_oauth_error(rep, 503, "temporarily_unavailable",
+		    "the provider could not be reached to refresh the token");
+	default:
+		return invalid_token(rep, "the provider connection is gone: ask for consent again to "
+		    "reconnect");
+	}
+}
+
+/* The upstream's answer (or the lack of one) as the reply; the body follows
+ * as it arrives (*st is handed to rep). */
+static enum cs_err upstream_reply(struct http_reply *rep, enum cs_err e,
+    const struct httpc_reply *up, struct httpc_stream **st)
+{
+	if (e == CS_EBUSY)
+		return reply_oauth_error(rep, 504, "upstream_timeout", "the resource did not answer in time");
+	if (e == CS_ETOOBIG)
+		return reply_oauth_error(rep, 502, "upstream_error", "the resource's answer is too large");
+	if (e == CS_EIO || e == CS_EINVAL)
+		return reply_oauth_error(rep, 502, "upstream_unreachable", "the resource could not be reached");
+	if (e != CS_OK)
+		return e;
+	if (up->status < 200 || up->status > 599)
+		return reply_oauth_error(rep, 502, "upstream_error", "the resource's answer is not usable");
+	rep->status = (int)up->status;
+	rep->content_type = NULL;
+	/* At most PROXY_MAX_REPLY_HEADERS: the router adds its security headers after. */
+	for (size_t i = 0, kept = 0; i < up->nheaders && kept < PROXY_MAX_REPLY_HEADERS; i++) {
+		if (!in_list(fwd_response, up->headers[i].name))
+			continue;
+		kept++;
+		if (reply_header(rep, up->headers[i].name, up->headers[i].value) != CS_OK)
+			continue;     /* CR/LF or too many: dropped */
+	}
+	/* The body follows as it arrives, at most PROXY_MAX_BODY bytes (http.c
+	 * drops it where the status or HEAD allows none). */
+	rep->stream.ctx = *st;
+	rep->stream.read = upstream_read;
+	rep->stream.done = upstream_done;
+	*st = NULL;
+	return CS_OK;
+}
+
+enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	struct store_conn *c = store_conn(app->store);
+	struct grant_check gc;
+	struct proxy_plan p;
+	struct httpc_reply up;
+	struct httpc_stream *st = NULL;
+	char actor[300];
+	bool ok = false;
+	enum cs_err e;
+
+	memset(&gc, 0, sizeof gc);
+	memset(&p, 0, sizeof p);
+	httpc_reply_init(&up);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = grant_of(req, rep, c, &gc, &ok)) != CS_OK || !ok)
+		goto out;
+	if ((e = str_fmt(actor, sizeof actor, "gateway:%s", cfg->gateway_id)) != CS_OK)
+		goto out;
+	struct proxy_call call = { .vault = app->vault, .k = &gc.k, .claims = gc.claims,
+		.rest = req->captures[1], .method = http_method_name(req->method),
+		.bodyless = req->method == HTTP_GET || req->method == HTTP_HEAD,
+		.in = { req->query, req->content_type, req->body, req->body_len },
+		.actor = actor, .now = req->now };
+	if ((e = proxy_prepare(c, cfg, &call, &p)) != CS_OK)
+		goto out;
+	if (p.outcome != PROXY_READY) {
+		e = refusal_reply(rep, cfg, &p);
+		goto out;
+	}
+	e = forward(req, &p, &up, &st);
+	/* One refresh and one retry: the provider may have revoked the token early
+	 * (at most one forced refresh a minute per connection: else the 401 goes
+	 * back as it is). */
+	if (e == CS_OK && up.status == 401 && proxy_refresh_token(c, cfg, &call, &p)) {
+		httpc_stream_close(st);
+		st = NULL;
+		httpc_reply_clear(&up);
+		e = forward(req, &p, &up, &st);
+	}
+	count(p.act, e == CS_OK ? (int)up.status : e == CS_EBUSY ? 504 : 502);
+	enum cs_err ea = proxy_record(c, &call, &p, e == CS_OK, up.status);
+	e = ea != CS_OK ? ea : upstream_reply(rep, e, &up, &st);
+out:
+	httpc_stream_close(st);
+	grant_check_clear(&gc);
+	proxy_plan_clear(&p);
+	httpc_reply_clear(&up);
+	return e;
+}

@@ -1,0 +1,640 @@
+/* token_api.c -- the gateway's OAuth endpoints: /token (RFC 8693 token
+ * exchange for grants and provider tokens, refresh_token), /introspect and
+ * /revoke.  Handlers only: they read the request, call one domain function
+ * (exchange.c, grant.c) and map its outcome to RFC 6749 JSON with
+ * Cache-Control: no-store.  No transaction and no audit entry is written here.
+ * The subject token is validated only against the upstream IdP; a token
+ * consentd issued is never accepted as a subject. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <jansson.h>
+#include "app.h"
+#include "approval_api.h"
+#include "buf.h"
+#include "client_auth.h"
+#include "consent.h"
+#include "dpop.h"
+#include "exchange.h"
+#include "form.h"
+#include "grant.h"
+#include "jwt.h"
+#include "oidc.h"
+#include "token_api.h"
+#include "vault.h"
+
+/* --- helpers -------------------------------------------------------------- */
+
+static size_t utf8_chars(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			n++;
+	return n;
+}
+
+const char *token_reason_problem(const char *reason)
+{
+	const unsigned char *p = (const unsigned char *)reason;
+	if (reason == NULL)
+		return NULL;
+	for (; *p; p++) {
+		/* C0 and DEL; C1 (U+0080..U+009F) is 0xC2 0x80..0x9F in UTF-8 (the
+		 * router let only valid UTF-8 through). */
+		if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+			return TOKEN_REASON_RULE;
+	}
+	return utf8_chars(reason) > AGENT_REASON_MAX_CHARS ? TOKEN_REASON_RULE : NULL;
+}
+
+/* " (UTC time)" of t, or "" when it cannot be shown. */
+static void utc_time(int64_t t, char *out, size_t outlen)
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if (outlen == 0)
+		return;
+	out[0] = '\0';
+	if ((int64_t)tt == t && gmtime_r(&tt, &tm) != NULL)
+		strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+enum cs_err token_consent_description(const struct consent_answer *a, char *out, size_t outlen)
+{
+	static const char kept[] = "; the pending request keeps the reason the person sees (a new "
+	    "reason is shown only with new scopes, or in the next request)";
+	char when[32];
+	long long iv = (long long)a->interval;
+	switch (a->outcome) {
+	case CONSENT_REQUIRED:
+		if (a->reconnect)
+			return str_fmt(out, outlen, "the consent's provider connection must be made "
+			    "again: send the person to consent_uri, then poll every %lld s", iv);
+		if (a->merged)
+			return str_fmt(out, outlen, "the request was updated: the pending request now "
+			    "also asks for the new scopes; the person decides on it at consent_uri (poll "
+			    "every %lld s)", iv);
+		return str_fmt(out, outlen, "the person has not consented: send them to consent_uri, "
+		    "then poll every %lld s", iv);
+	case CONSENT_PENDING:
+		return str_fmt(out, outlen, "the person has not decided yet; poll again in %lld s%s",
+		    iv, a->reason_kept ? kept : "");
+	case CONSENT_SLOW_DOWN:
+		return str_fmt(out, outlen, "polled faster than the interval: wait %lld s between "
+		    "calls from now on%s", iv, a->reason_kept ? kept : "");
+	case CONSENT_DENIED:
+		utc_time(a->denied_until, when, sizeof when);
+		return str_fmt(out, outlen, "the person denied this request; a new request can be "
+		    "made from %s", when[0] ? when : "the end of [consent] deny_cooldown");
+	case CONSENT_EXPIRED:
+		return str_fmt(out, outlen, "the consent request expired before the person decided; "
+		    "the next call starts a new one");
+	case CONSENT_TOO_MANY:
+		return str_fmt(out, outlen, "this person has too many pending requests; retry after "
+		    "%lld s", (long long)(a->retry_after > 0 ? a->retry_after : 1));
+	default:
+		return str_fmt(out, outlen, "the consent was found");
+	}
+}
+
+static const char *subject_type_name(const char *urn)
+{
+	if (strcmp(urn, URN_TT_ID_TOKEN) == 0)
+		return "id_token";
+	if (strcmp(urn, URN_TT_ACCESS_TOKEN) == 0)
+		return "access_token";
+	if (strcmp(urn, URN_TT_JWT) == 0)
+		return "jwt";
+	return NULL;
+}
+
+static bool subject_type_allowed(const struct config *cfg, const char *urn)
+{
+	const char *name = subject_type_name(urn);
+	if (name == NULL)
+		return false;
+	for (size_t i = 0; i < cfg->nsubject_token_types; i++)
+		if (strcmp(cfg->subject_token_types[i], name) == 0)
+			return true;
+	return false;
+}
+
+static bool agent_allows(const struct config_agent *a, const char *resource, const char *scope)
+{
+	size_t rl = strlen(resource);
+	for (size_t i = 0; i < a->nallow; i++) {
+		const char *e = a->allow[i];
+		if (strncmp(e, resource, rl) == 0 && e[rl] == ':' && strcmp(e + rl + 1, scope) == 0)
+			return true;
+	}
+	return false;
+}
+
+static enum cs_err gateway_actor(const struct config *cfg, char actor[300])
+{
+	return str_fmt(actor, 300, "gateway:%s", cfg->gateway_id);
+}
+
+static enum cs_err grant_reply(struct http_reply *rep, const struct grant_response *g,
+    const char *jkt)
+{
+	/* RFC 9449 §5: a grant bound to the proof's key is of type DPoP. */
+	json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", g->access_token,
+	    "issued_token_type", URN_TT_JWT, "token_type", jkt != NULL ? "DPoP" : "Bearer",
+	    "expires_in", (json_int_t)g->expires_in, "scope", g->scope);
+	if (v != NULL && g->refresh_token != NULL &&
+	    json_object_set_new(v, "refresh_token", json_string(g->refresh_token)) != 0) {
+		json_decref(v);
+		return CS_ENOMEM;
+	}
+	return reply_json_value(rep, 200, v);
+}
+
+static enum cs_err pending_reply(struct http_reply *rep, const struct config *cfg, const char *error,
+    const struct consent_answer *a)
+{
+	char uri[600], desc[300];
+	enum cs_err e;
+	if ((e = token_consent_description(a, desc, sizeof desc)) != CS_OK ||
+	    (a->request_id != NULL && (e = str_fmt(uri, sizeof uri, "%s/consent/%s", cfg->public_url,
+	    a->request_id)) != CS_OK))
+		return e;
+	json_t *v = json_pack("{s:s, s:s}", "error", error, "error_description", desc);
+	if (v == NULL)
+		return CS_ENOMEM;
+	reply_log_error(rep, error, desc);
+	if (a->request_id) {
+		json_object_set_new(v, "consent_request_id", json_string(a->request_id));
+		json_object_set_new(v, "consent_uri", json_string(uri));
+		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
+		json_object_set_new(v, "interval", json_integer(a->interval));
+	}
+	return reply_json_value(rep, 400, v);
+}
+
+/* An OAuth error whose description is formatted (fixed words and config names). */
+static enum cs_err oauth_errorf(struct http_reply *rep, int status, const char *error,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum cs_err oauth_errorf(struct http_reply *rep, int status, const char *error,
+    const char *fmt, ...)
+{
+	char desc[400];
+	va_list ap;
+	va_start(ap, fmt);
+	enum cs_err e = str_vfmt(desc, sizeof desc, fmt, ap);
+	va_end(ap);
+	return e != CS_OK ? e : reply_oauth_error(rep, status, error, desc);
+}
+
+/* The accepted subject token types, for a description: "id_token, jwt". */
+static enum cs_err types_accepted(const struct config *cfg, struct buf *out)
+{
+	enum cs_err e = CS_OK;
+	for (size_t i = 0; i < cfg->nsubject_token_types && e == CS_OK; i++)
+		e = buf_printf(out, "%s%s", i ? ", " : "", cfg->subject_token_types[i]);
+	return e;
+}
+
+/* Whether t verifies as a token consentd signed: then it was sent as a subject
+ * by mistake (or on purpose), which the description says. */
+static bool is_own_grant(struct app *app, const char *t)
+{
+	json_t *cl = NULL;
+	const struct keyring *kr = app_keys_get(app);
+	bool ours = kr != NULL && jwt_verify(kr, "at+jwt", t, &cl) == CS_OK;
+	app_keys_put(app);
+	json_decref(cl);
+	return ours;
+}
+
+/* --- flow A: a grant for a person's live consent ------------------------- */
+
+/* The person's subject from the subject token, checked against the upstream
+ * IdP only.  *ok false when rep holds the refusal. */
+static enum cs_err subject_of(const struct http_request *req, struct http_reply *rep,
+    json_t **claims, const char **sub, bool *ok)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	const char *stt = form_get(&req->params, "subject_token_type");
+	const char *st = form_get(&req->params, "subject_token");
+	char why[128];
+	*ok = false;
+	if (st == NULL || stt == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", st == NULL ?
+		    "subject_token is missing" : "subject_token_type is missing");
+	if (!subject_type_allowed(cfg, stt)) {
+		struct buf types;
+		buf_init(&types, 64);
+		enum cs_err e = types_accepted(cfg, &types);
+		if (e == CS_OK)
+			e = oauth_errorf(rep, 400, "invalid_request", "subject_token_type is not one this "
+			    "consentd accepts (urn:ietf:params:oauth:token-type: %s)",
+			    types.data ? types.data : "");
+		buf_clear(&types);
+		return e;
+	}
+	if (oidc_meta(app->idp) == NULL)
+		return reply_oauth_error(rep, 503, "temporarily_unavailable",
+		    "consentd has not reached its IdP yet, so it cannot check the subject token; retry");
+	/* SECURITY: only the upstream IdP's keys, issuer and audiences count; a
+	 * consentd grant (our iss, our keys) can never pass this. */
+	struct oidc_expect ex = { .audiences = (const char *const *)cfg->subject_audiences,
+		.naudiences = cfg->nsubject_audiences, .now = req->now, .max_age = -1 };
+	if (oidc_validate(app->idp, st, &ex, claims, why, sizeof why) != CS_OK) {
+		/* RFC 8693 §2.2.2: invalid_request, naming the check that failed. */
+		if (is_own_grant(app, st))
+			return reply_oauth_error(rep, 400, "invalid_request", "the subject token is a "
+			    "consentd grant; send the person's token from the IdP");
+		return oauth_errorf(rep, 400, "invalid_request", "subject token %s", why);
+	}
+	json_t *s = json_object_get(*claims, cfg->oidc_subject_claim);
+	if (!json_is_string(s) || json_string_length(s) == 0 || json_string_length(s) > 255)
+		return oauth_errorf(rep, 400, "invalid_request", "the subject token has no usable %s "
+		    "claim (a string of 1 to 255 bytes; [oidc] subject_claim)", cfg->oidc_subject_claim);
+	*sub = json_string_value(s);
+	*ok = true;
+	return CS_OK;
+}
+
+/* The resource (by name or URI; both must agree), the agent, and the scopes
+ * (requested ⊆ configured ∩ agent-allowed) into rq.  *ok false when rep holds
+ * the refusal. */
+static enum cs_err target_of(const struct http_request *req, struct http_reply *rep,
+    struct exchange_grant_req *rq, struct scope_set *want, bool *ok)
+{
+	const struct config *cfg = req->app->cfg;
+	const char *aud = form_get(&req->params, "audience");
+	const char *res = form_get(&req->params, "resource");
+	const char *agent_id = form_get(&req->params, "agent_id");
+	const char *scope = form_get(&req->params, "scope");
+	const struct config_resource *r = NULL, *r2 = NULL;
+	const struct config_agent *agent;
+	*ok = false;
+	if (aud == NULL && res == NULL)
+		return reply_oauth_error(rep, 400, "invalid_target",
+		    "the resource is missing: name it with audience or resource");
+	if (aud != NULL && (r = config_resource(cfg, aud)) == NULL)
+		return reply_oauth_error(rep, 400, "invalid_target", "audience names no configured resource");
+	if (res != NULL && ((r2 = config_resource_by_uri(cfg, res)) == NULL || (r != NULL && r2 != r)))
+		return reply_oauth_error(rep, 400, "invalid_target", r2 == NULL ?
+		    "resource is not the URI of a configured resource" :
+		    "audience and resource name different resources");
+	if (res != NULL)
+		r = r2;
+	rep->log.resource = r->id;
+	if (agent_id == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", "agent_id is missing");
+	if ((agent = config_agent(cfg, agent_id)) == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", "agent_id names no configured agent");
+	rep->log.agent = agent->id;
+	if (scope == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", "scope is missing");
+	if (scope_set_parse(scope, want) != CS_OK || want->n == 0)
+		return oauth_errorf(rep, 400, "invalid_scope", "scope is malformed: at most %d distinct "
+		    "scopes of at most %d characters, separated by single spaces", CONSENT_MAX_SCOPES,
+		    CONSENT_MAX_SCOPE_LEN);
+	for (size_t i = 0; i < want->n; i++) {
+		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7).  The
+		 * scope is named: scope_set_parse let only printable ASCII through. */
+		if (config_scope(cfg, r->id, want->v[i]) == NULL)
+			return oauth_errorf(rep, 400, "invalid_scope", "scope %s is not configured for "
+			    "resource %s", want->v[i], r->id);
+		if (!agent_allows(agent, r->id, want->v[i]))
+			return oauth_errorf(rep, 400, "invalid_scope", "agent %s may not ask for scope %s "
+			    "of resource %s ([agent.%s] allow)", agent->id, want->v[i], r->id, agent->id);
+	}
+	rq->res = r;
+	rq->agent = agent;
+	rq->want = want;
+	*ok = true;
+	return CS_OK;
+}
+
+/* The reply for flow A's outcome. */
+static enum cs_err grant_answer(struct http_reply *rep, const struct config *cfg,
+    const struct exchange_grant *x, const char *jkt)
+{
+	char desc[400], ra[32];
+	const struct consent_answer *a = &x->answer;
+	enum cs_err e;
+	if (x->outcome == EXCHANGE_TOO_MANY_SCOPES)
+		return oauth_errorf(rep, 400, "invalid_scope", "together with the scopes already asked "
+		    "for, this is more than %d scopes", CONSENT_MAX_SCOPES);
+	if (x->outcome == EXCHANGE_GRANT_ENDED)
+		return reply_oauth_error(rep, 400, "consent_required",
+		    "the consent ended just now (revoked or expired); ask again");
+	if (x->outcome == EXCHANGE_GRANTED)
+		return grant_reply(rep, &x->grant, jkt);
+	switch (a->outcome) {
+	case CONSENT_REQUIRED:
+		return pending_reply(rep, cfg, "consent_required", a);
+	case CONSENT_PENDING:
+		return pending_reply(rep, cfg, "authorization_pending", a);
+	case CONSENT_SLOW_DOWN:
+		return pending_reply(rep, cfg, "slow_down", a);
+	case CONSENT_DENIED:
+	case CONSENT_EXPIRED:
+		if ((e = token_consent_description(a, desc, sizeof desc)) != CS_OK)
+			return e;
+		return reply_oauth_error(rep, 400, a->outcome == CONSENT_DENIED ? "access_denied" :
+		    "expired_token", desc);
+	case CONSENT_TOO_MANY:
+		if ((e = str_fmt(ra, sizeof ra, "%lld",
+		    (long long)(a->retry_after > 0 ? a->retry_after : 1))) != CS_OK ||
+		    (e = token_consent_description(a, desc, sizeof desc)) != CS_OK ||
+		    (e = reply_oauth_error(rep, 429, "too_many_pending_requests", desc)) != CS_OK)
+			return e;
+		return reply_header(rep, "Retry-After", ra);
+	default:
+		return CS_EINVAL;
+	}
+}
+
+static enum cs_err exchange_for_grant(const struct http_request *req, struct http_reply *rep,
+    const char *jkt)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	const char *reason = form_get(&req->params, "reason");
+	struct scope_set want = { .n = 0 };
+	struct exchange_grant x;
+	struct exchange_grant_req rq = { .jkt = jkt, .now = req->now };
+	json_t *claims = NULL;
+	char actor[300];
+	struct store_conn *c = store_conn(app->store);
+	enum cs_err e;
+	bool ok = false;
+
+	memset(&x, 0, sizeof x);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = subject_of(req, rep, &claims, &rq.subject, &ok)) != CS_OK || !ok)
+		goto out;
+	if ((e = target_of(req, rep, &rq, &want, &ok)) != CS_OK || !ok)
+		goto out;
+	if (token_reason_problem(reason) != NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", TOKEN_REASON_RULE);
+		goto out;
+	}
+	if ((e = gateway_actor(cfg, actor)) != CS_OK)
+		goto out;
+	rq.issuer = oidc_meta(app->idp)->issuer;
+	rq.reason = reason && *reason ? reason : NULL;
+	rq.actor = actor;
+	rq.kr = app_keys_get(app);
+	e = exchange_grant(c, cfg, &rq, &x);
+	app_keys_put(app);
+	if (e == CS_OK)
+		e = grant_answer(rep, cfg, &x, jkt);
+out:
+	json_decref(claims);
+	scope_set_clear(&want);
+	exchange_grant_clear(&x);
+	return e;
+}
+
+static enum cs_err refresh(const struct http_request *req, struct http_reply *rep, const char *jkt)
+{
+	struct app *app = req->app;
+	const char *rt = form_get(&req->params, "refresh_token");
+	const char *scope = form_get(&req->params, "scope");
+	struct scope_set narrow = { .n = 0 };
+	struct grant_response g;
+	struct store_conn *c = store_conn(app->store);
+	enum grant_refresh_outcome oc = GRANT_REFRESH_INVALID;
+	char actor[300];
+	enum cs_err e;
+	memset(&g, 0, sizeof g);
+	if (c == NULL)
+		return CS_EDB;
+	if (rt == NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", "refresh_token is missing");
+		goto out;
+	}
+	if (scope != NULL && (scope_set_parse(scope, &narrow) != CS_OK || narrow.n == 0)) {
+		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is malformed");
+		goto out;
+	}
+	if ((e = gateway_actor(app->cfg, actor)) != CS_OK)
+		goto out;
+	struct grant_refresh_req rq = { .refresh_token = rt, .scope = scope ? &narrow : NULL,
+		.jkt = jkt, .actor = actor, .now = req->now };
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_refresh(c, app->cfg, kr, &rq, &oc, &g);
+	app_keys_put(app);
+	if (e != CS_OK)
+		goto out;
+	switch (oc) {
+	case GRANT_REFRESHED:
+		e = grant_reply(rep, &g, jkt);
+		break;
+	case GRANT_REFRESH_WRONG_KEY:
+		dpop_refuse(req, rep, 400, jkt == NULL ?
+		    "the refresh token is DPoP-bound: a DPoP proof is required" :
+		    "the refresh token is bound to another key");
+		break;
+	case GRANT_REFRESH_BAD_SCOPE:
+		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is outside the consent");
+		break;
+	default:
+		e = reply_oauth_error(rep, 400, "invalid_grant", "the refresh token is unknown, used, "
+		    "revoked or expired, or its consent ended");
+	}
+out:
+	scope_set_clear(&narrow);
+	grant_response_clear(&g);
+	return e;
+}
+
+/* --- flow D: a provider token for one action of a grant ----------------- */
+
+/* The grant's resource, provider and action (pure configuration checks).
+ * *act NULL when rep holds the refusal. */
+static enum cs_err action_of(const struct http_request *req, struct http_reply *rep,
+    const struct consent *k, const struct config_resource **r, const struct config_action **act)
+{
+	const struct config *cfg = req->app->cfg;
+	const char *want_aud = form_get(&req->params, "audience");
+	const char *want_res = form_get(&req->params, "resource");
+	const struct config_agent *ag = config_agent(cfg, k->agent);
+	const struct config_action *a = config_action(cfg, k->resource,
+	    form_get(&req->params, "action"));
+	*act = NULL;
+	*r = config_resource(cfg, k->resource);
+	rep->log.resource = *r != NULL ? (*r)->id : NULL;
+	rep->log.agent = ag != NULL ? ag->id : NULL;
+	/* SECURITY: a grant obtains only its own resource's token. */
+	if ((want_aud != NULL && strcmp(want_aud, k->resource) != 0) ||
+	    (want_res != NULL && (*r == NULL || strcmp(want_res, (*r)->uri) != 0)))
+		return reply_oauth_error(rep, 400, "invalid_target", "the grant is for another resource");
+	if (*r == NULL || vault_provider(req->app->vault, k->resource) == NULL)
+		return reply_oauth_error(rep, 400, "invalid_target", "the grant's resource has no provider");
+	if (a == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request",
+		    "unknown action: action names no configured action of the grant's resource");
+	*act = a;
+	return CS_OK;
+}
+
+/* The reply for flow D's outcome. */
+static enum cs_err release_reply(struct http_reply *rep, const struct config *cfg,
+    const struct exchange_release *x, const char *action)
+{
+	const struct vault_release *t = &x->tok;
+	json_t *v;
+	switch (x->outcome) {
+	case EXCHANGE_RELEASED:
+		v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", t->access_token,
+		    "issued_token_type", URN_TT_ACCESS_TOKEN, "token_type", t->token_type,
+		    "expires_in", (json_int_t)t->expires_in, "scope", t->scope ? t->scope : "");
+		if (v != NULL && x->approval.approval_id != NULL)
+			json_object_set_new(v, "authorization_details", json_pack("[{s:s, s:s, s:O, s:s}]",
+			    "type", "agent_action", "action", action, "parameters", x->params,
+			    "params_digest", x->digest));
+		return reply_json_value(rep, 200, v);
+	case EXCHANGE_APPROVAL:
+		return approval_answer_reply(rep, cfg, &x->approval, 400);
+	case EXCHANGE_CONSENT_ENDED:
+		return reply_oauth_error(rep, 400, "invalid_request", "the grant's consent has ended");
+	case EXCHANGE_APPROVAL_USED:
+		return reply_oauth_error(rep, 400, "access_denied",
+		    "this approval was already used or is no longer valid");
+	case EXCHANGE_CONNECTION_GONE:
+		return reply_oauth_error(rep, 400, "invalid_grant",
+		    "the provider connection is gone; ask for consent again to reconnect");
+	case EXCHANGE_PROVIDER_DOWN:
+		return reply_oauth_error(rep, 503, "temporarily_unavailable",
+		    "the provider could not be reached to refresh the token");
+	case EXCHANGE_SCOPE_ESCALATION:
+		return reply_oauth_error(rep, 400, "invalid_scope", "the action's scope is not in the grant");
+	case EXCHANGE_PROXY_ONLY:
+		return reply_oauth_error(rep, 400, "invalid_request",
+		    "this resource's tokens are used only by consentd's proxy");
+	case EXCHANGE_BAD_DETAILS:
+		return reply_oauth_error(rep, 400, "invalid_authorization_details", x->why);
+	case EXCHANGE_DETAILS_NEEDED:
+		return reply_oauth_error(rep, 400, "invalid_request",
+		    "this action needs a person's approval: send authorization_details");
+	default:
+		return CS_EINVAL;
+	}
+}
+
+static enum cs_err exchange_for_provider_token(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	const char *st = form_get(&req->params, "subject_token");
+	const char *stt = form_get(&req->params, "subject_token_type");
+	const char *action = form_get(&req->params, "action");
+	struct store_conn *c = store_conn(app->store);
+	struct grant_check gc;
+	struct exchange_release x;
+	char actor[300];
+	enum cs_err e;
+
+	memset(&gc, 0, sizeof gc);
+	memset(&x, 0, sizeof x);
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = gateway_actor(cfg, actor)) != CS_OK)
+		return e;
+	if (st == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", "subject_token (the grant) is missing");
+	if (stt == NULL || strcmp(stt, URN_TT_ACCESS_TOKEN) != 0)
+		return reply_oauth_error(rep, 400, "invalid_request", "subject_token_type must be "
+		    "urn:ietf:params:oauth:token-type:access_token (the subject token is a grant)");
+	if (action == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", "action is missing");
+	/* SECURITY: the grant is checked only with consentd's own keys and typ
+	 * at+jwt; an IdP token, a revoked or expired grant all fail here. */
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_validate(c, cfg, kr, st, req->now, &gc);
+	app_keys_put(app);
+	if (e != CS_OK)
+		goto out;
+	if (!gc.valid) {     /* RFC 8693 §2.2.2: a bad subject token is invalid_request. */
+		e = oauth_errorf(rep, 400, "invalid_request", "subject token: %s",
+		    gc.why ? gc.why : "not a consentd grant");
+		goto out;
+	}
+	/* SECURITY: a DPoP-bound grant releases nothing without a proof by its key. */
+	if (!dpop_check_grant(req, rep, gc.claims, st, 400))
+		goto out;
+	struct exchange_token_req rq = { .vault = app->vault, .k = &gc.k, .claims = gc.claims,
+		.details = form_get(&req->params, "authorization_details"), .actor = actor,
+		.now = req->now };
+	if ((e = action_of(req, rep, &gc.k, &rq.res, &rq.act)) != CS_OK || rq.act == NULL)
+		goto out;
+	if ((e = exchange_provider_token(c, cfg, &rq, &x)) == CS_OK)
+		e = release_reply(rep, cfg, &x, action);
+	else if (e == CS_ECRYPTO && x.at_release)
+		e = reply_oauth_error(rep, 500, "server_error", "the stored token could not be opened");
+out:
+	grant_check_clear(&gc);
+	exchange_release_clear(&x);
+	return e;
+}
+
+/* --- the endpoints -------------------------------------------------------- */
+
+enum cs_err token_endpoint(const struct http_request *req, struct http_reply *rep)
+{
+	const char *gt = form_get(&req->params, "grant_type");
+	const char *rtt = form_get(&req->params, "requested_token_type");
+	char jkt[JWS_JKT_LEN + 1];
+	bool for_grant = strcmp(gt, "refresh_token") == 0 || (strcmp(gt, URN_TOKEN_EXCHANGE) == 0 &&
+	    (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0));
+	/* RFC 9449 §5: a proof at the exchange binds the grant to its key. */
+	if (for_grant && !dpop_at_token(req, rep, jkt))
+		return CS_OK;
+	if (strcmp(gt, "refresh_token") == 0)
+		return refresh(req, rep, jkt[0] ? jkt : NULL);
+	if (strcmp(gt, URN_TOKEN_EXCHANGE) != 0)
+		return reply_oauth_error(rep, 400, "unsupported_grant_type",
+		    "grant_type must be token-exchange or refresh_token");
+	/* requested_token_type tells the two exchanges apart (ARCHITECTURE.md flow D). */
+	if (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0)
+		return exchange_for_grant(req, rep, jkt[0] ? jkt : NULL);
+	if (strcmp(rtt, URN_TT_ACCESS_TOKEN) == 0)
+		return exchange_for_provider_token(req, rep);
+	return reply_oauth_error(rep, 400, "invalid_request", "requested_token_type must be "
+	    "urn:ietf:params:oauth:token-type:jwt (a grant) or ...:access_token (a provider token)");
+}
+
+enum cs_err token_introspect(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct store_conn *c = store_conn(app->store);
+	json_t *out = NULL;
+	enum cs_err e;
+	if (c == NULL)
+		return CS_EDB;
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_introspect(c, app->cfg, kr, form_get(&req->params, "token"), req->now, &out);
+	app_keys_put(app);
+	if (e != CS_OK)
+		return e;
+	return reply_json_value(rep, 200, out);
+}
+
+enum cs_err token_revoke(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	struct store_conn *c = store_conn(app->store);
+	char actor[300];
+	enum cs_err e;
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = gateway_actor(app->cfg, actor)) != CS_OK)
+		return e;
+	const struct keyring *kr = app_keys_get(app);
+	e = grant_revoke(c, app->cfg, kr, form_get(&req->params, "token"), actor, req->now);
+	app_keys_put(app);
+	if (e != CS_OK)
+		return e;
+	/* RFC 7009 §2.2: 200 whether or not the token was known. */
+	return reply_json(rep, 200, "{}");
+}
