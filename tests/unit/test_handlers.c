@@ -19,6 +19,7 @@
 #include "http.h"
 #include "session.h"
 #include "store.h"
+#include "store_user.h"
 
 #define PUBLIC_URL "http://127.0.0.1:8080"
 #define ISS "https://idp.example.com"
@@ -176,7 +177,8 @@ static void sign_in(const char *subject, bool admin, struct person *p)
 	char sid[SESSION_TOKEN_LEN + 1];
 	struct session s;
 	memset(&s, 0, sizeof s);
-	ck_assert_int_eq(store_user_upsert(sc, ISS, subject, subject, NULL, now, &p->uid), CS_OK);
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = ISS, .subject = subject,
+	    .name = subject, .now = now, .login = true }, &p->uid), CS_OK);
 	ck_assert_int_eq(session_create(sc, p->uid, now, admin, now, sid), CS_OK);
 	ck_assert_int_eq(str_fmt(p->cookie, sizeof p->cookie, "%s=%s", session_cookie_name(cfg), sid),
 	    CS_OK);
