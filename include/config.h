@@ -72,6 +72,7 @@ struct config {                  /* immutable after config_load(); free with con
 	unsigned threads;            /* 0 in the file = one per core, resolved at load */
 	size_t   max_body;           /* default 65536 */
 	unsigned per_ip_connections; /* default 64 */
+	unsigned max_connections;    /* in all; default 16384 (the open-file limit is raised to fit) */
 	unsigned idle_timeout;       /* default 30 */
 	char    *log;                /* "stderr" | "stdout" | a path; default stderr */
 	enum log_level log_level;    /* lines below it are not written; default info */

@@ -25,7 +25,7 @@
 static const char *const env_allowlist[] = { "CONSENTD_CONFIG", "CONSENTD_BIN", NULL };
 
 static const char *const keys_server[] = { "listen", "public_url", "threads", "max_body",
-	"per_ip_connections", "idle_timeout", "log", "log_level", NULL };
+	"per_ip_connections", "max_connections", "idle_timeout", "log", "log_level", NULL };
 static const char *const keys_database[] = { "path", NULL };
 static const char *const keys_keys[] = { "master_key_file", "grant_ttl", "publish_lead", NULL };
 static const char *const keys_oidc[] = { "issuer", "client_id", "client_secret",

@@ -59,6 +59,8 @@ static void load_server(struct ctx *c, struct config *cfg, const struct section 
 	cfg->max_body = (size_t)n;
 	cfg_get_int(c, s, "per_ip_connections", 64, 1, 10000, &n);
 	cfg->per_ip_connections = (unsigned)n;
+	cfg_get_int(c, s, "max_connections", 16384, 16, 1048576, &n);
+	cfg->max_connections = (unsigned)n;
 	cfg_get_int(c, s, "idle_timeout", 30, 1, 3600, &n);
 	cfg->idle_timeout = (unsigned)n;
 	(void)cfg_get_str(c, s, "log", "stderr", 0, &cfg->log);
