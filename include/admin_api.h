@@ -15,6 +15,12 @@ enum cs_err admin_api_audit(const struct http_request *, struct http_reply *) CS
 
 /* Route validators (routes.c): a consent state name; an admin listing limit
  * (1..500).  Cursors are checked strictly by admin.c. */
+/* SECURITY: the bearer admin-token gate the router runs before every
+ * /admin/api/ handler (routes.c's ROUTE_AUTH_ADMIN_API); what names the call
+ * ("GET /admin/api/consents").  The token's name (free it), or NULL with the
+ * 401 (or 500) in rep. */
+char *admin_api_authenticate(const struct http_request *req, struct http_reply *rep,
+    const char *what);
 bool admin_api_valid_state(const char *v);
 bool admin_api_valid_limit(const char *v);
 

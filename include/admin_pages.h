@@ -41,6 +41,13 @@ enum admin_gate {
 enum admin_gate admin_gate_check(const struct config *cfg, const struct session *s, int64_t now,
     bool stepup);
 
+/* SECURITY: the admin gate the router runs before every /admin page and form
+ * (routes.c's ROUTE_AUTH_ADMIN_PAGE / _STEPUP).  CS_OK with *ok true: *s is an
+ * admin's session with a recent enough login (a step-up when stepup);
+ * otherwise the reply is complete (sign-in redirect, 401, audited 403). */
+enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *rep, bool stepup,
+    struct session *s, bool *ok) CS_MUST_CHECK;
+
 enum cs_err admin_pages_search(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_consent(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_revoke_one(const struct http_request *, struct http_reply *) CS_MUST_CHECK;

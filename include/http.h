@@ -26,18 +26,80 @@ enum route_kind {
 	ROUTE_KIND__MAX
 };
 
+/* Who may call a route: the router runs this class's gate (routes.c's
+ * http_gates) before the handler, and the handler runs only when it let the
+ * request through, with the identity it established in req->auth. */
+enum route_auth {
+	ROUTE_AUTH_NONE = 0,     /* public, or the handler reads an optional session itself */
+	ROUTE_AUTH_SESSION,      /* a person signed in: else a 303 to sign-in that comes back */
+	ROUTE_AUTH_ADMIN_PAGE,   /* an admin's browser session with a recent enough login */
+	ROUTE_AUTH_ADMIN_STEPUP, /* the same with a login from the last few minutes (bulk) */
+	ROUTE_AUTH_ADMIN_API,    /* Authorization: Bearer <admin token>, never a cookie */
+	ROUTE_AUTH_GATEWAY,      /* the gateway's client authentication (client_auth.c) */
+	ROUTE_AUTH__MAX
+};
+
 #define PARAM_REQUIRED 0x1u
+/* A family of n parameters, name0 .. name<n-1> (decimal, no leading zero),
+ * each checked by the same type; read with http_param_family.  n <= 64. */
+#define PARAM_FAMILY(n) ((unsigned)(n) << 8)
+#define PARAM_FAMILY_COUNT(flags) (((flags) >> 8) & 0xffu)
+
+/* What a parameter's value is once the router has checked it (as kcgi's
+ * kvalid): declared once per type in routes.c, never re-parsed by a handler. */
+enum param_kind {
+	PARAM_STRING = 0,        /* text, checked by valid (when set) */
+	PARAM_INT,               /* decimal digits only, min..max; read with http_param_int */
+	PARAM_WORD,              /* exactly one of words (a NULL-ended list); num is its index */
+	PARAM_ON,                /* a checkbox: present means "on", the only value accepted */
+	PARAM_KIND__MAX
+};
+
+struct param_type {
+	enum param_kind    kind;
+	bool             (*valid)(const char *v);   /* PARAM_STRING: NULL accepts any */
+	int64_t            min, max;                /* PARAM_INT */
+	const char *const *words;                   /* PARAM_WORD */
+};
 
 struct param_spec {
 	const char *name;
 	size_t      max_len;                 /* bytes after decoding */
-	bool      (*valid)(const char *v);   /* NULL: any (already valid UTF-8, no NUL) */
+	/* An array of one (so that a table names it as one word); NULL: any text
+	 * (already valid UTF-8, no NUL). */
+	const struct param_type *type;
 	unsigned    flags;
 };
 
+/* The string types the route tables share (router.c). */
+extern const struct param_type param_printable[1];   /* valid_printable */
+extern const struct param_type param_token68[1];     /* valid_token68 */
+extern const struct param_type param_return_to[1];   /* valid_return_to */
+
 #define ROUTE_MAX_CAPTURES 4
-#define ROUTE_MAX_PARAMS 32
+#define ROUTE_MAX_PARAMS 24
+#define PARAM_FAMILY_MAX 64       /* a family's count fits a uint64_t's bits */
 #define HTTP_MAX_HEADERS 16
+
+struct route;
+struct session;
+
+/* A parameter as the router checked it: the decoded value (NULL: absent),
+ * the number of a PARAM_INT or the index of a PARAM_WORD, and for a family
+ * which members were present (bit i: name<i>). */
+struct param_value {
+	const char *str;
+	int64_t     num;
+	uint64_t    members;
+};
+
+/* Who the route's gate established (ROUTE_AUTH_NONE: nobody); freed with
+ * the request. */
+struct http_auth {
+	struct session *session;             /* SESSION, ADMIN_PAGE, ADMIN_STEPUP */
+	char           *admin;               /* ADMIN_API: the admin token's name */
+	bool            gateway;             /* GATEWAY */
+};
 
 struct http_request {
 	enum http_method method;
@@ -46,6 +108,9 @@ struct http_request {
 	char       *captures[ROUTE_MAX_CAPTURES];   /* percent-decoded {x} segments */
 	size_t      ncaptures;
 	struct form params;                  /* validated: only declared names, no duplicates */
+	const struct route *route;           /* the route that answers (set by the router) */
+	struct param_value values[ROUTE_MAX_PARAMS];   /* typed, by position in route->params */
+	struct http_auth auth;               /* set by the route's gate */
 	const char *body;                    /* raw body (NUL-terminated), may be NULL */
 	size_t      body_len;
 	const char *content_type, *cookie, *origin, *sec_fetch_site, *authorization, *host;
@@ -100,12 +165,29 @@ struct route {
 	http_handler      handler;
 	struct param_spec params[ROUTE_MAX_PARAMS];   /* ends at a NULL name */
 	unsigned          flags;
+	enum route_auth   auth;              /* the gate the router runs before the handler */
 };
 #define ROUTE_FORM_BODY 0x1u     /* POST body is application/x-www-form-urlencoded */
 #define ROUTE_JSON_BODY 0x2u     /* POST body is application/json (kept raw for the handler) */
+#define ROUTE_DEFERRED  0x4u     /* waits on an upstream: run off the server's workers (http.c) */
 
-/* The route table (routes.c), ending with a NULL pattern. */
+/* An authentication gate: CS_OK with *ok true lets req through (req->auth
+ * filled); CS_OK with *ok false leaves the complete refusal in rep; an error
+ * is a failure (a 500 of the route's kind). */
+typedef enum cs_err (*http_gate)(struct http_request *req, struct http_reply *rep, bool *ok);
+
+/* The kind of answer for a path no route matches: the first prefix that
+ * starts it, else ROUTE_BROWSER.  Ends at a NULL prefix. */
+struct route_prefix {
+	const char     *prefix;
+	enum route_kind kind;
+};
+
+/* The route table (routes.c), ending with a NULL pattern; the gate of each
+ * authentication class (NULL for ROUTE_AUTH_NONE); the unmatched paths' kinds. */
 extern const struct route http_routes[];
+extern const http_gate http_gates[ROUTE_AUTH__MAX];
+extern const struct route_prefix http_route_prefixes[];
 
 /* --- replies ------------------------------------------------------------ */
 #define REPLY_MAX_BODY (4u * 1024 * 1024)
@@ -134,9 +216,23 @@ enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status,
 /* Dispatches a request whose method, path, query, body and headers are filled:
  * finds the route (404; 405 with Allow), checks same-origin for browser POSTs,
  * parses and validates parameters (duplicates, unknown, oversized, invalid,
- * missing), then runs the handler.  Always leaves a complete reply in *rep:
- * a handler failure becomes a 500 of the route's kind. */
+ * missing) into their typed values, runs the route's authentication gate
+ * (http_gates) and, when it lets the request through, the handler.  Always
+ * leaves a complete reply in *rep: a gate or handler failure becomes a 500 of
+ * the route's kind. */
 void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep);
+/* The first route whose pattern matches path, whatever its method; NULL: none. */
+const struct route *router_route_for_path(const struct route *table, const char *path);
+/* The kind of answer path gets: its route's, or http_route_prefixes' for an
+ * unknown path (errors answered before routing, 404 and 405 use it). */
+enum route_kind router_kind_for_path(const struct route *table, const char *path);
+/* The typed value of the parameter called name of the route that answers
+ * req: NULL when the route declares no such parameter or it was absent. */
+const struct param_value *http_param(const struct http_request *req, const char *name);
+/* A present PARAM_INT's value into *out: true; false when absent. */
+bool http_param_int(const struct http_request *req, const char *name, int64_t *out);
+/* A family's members present (bit i: name<i>); 0 when none. */
+uint64_t http_param_family(const struct http_request *req, const char *name);
 /* Adds the security headers every response carries (CSP, framing, nosniff,
  * referrer policy, cache control, HSTS for https). */
 enum cs_err router_security_headers(const struct app *app, struct http_reply *rep) CS_MUST_CHECK;

@@ -39,7 +39,7 @@ bool admin_api_valid_limit(const char *v)
 
 static enum cs_err api_error(struct http_reply *rep, int status, const char *code, const char *desc)
 {
-	return reply_error(rep, ROUTE_API, status, code, desc);
+	return reply_oauth_error(rep, status, code, desc);   /* the admin API answers in JSON */
 }
 
 /* The domain's answer as an HTTP status, for errors that are the caller's. */
@@ -59,7 +59,7 @@ static enum cs_err domain_error(struct http_reply *rep, enum cs_err e, const cha
  * admin's -- is ambient authority a browser attaches cross-site, so the API
  * would be open to CSRF if it counted.  On failure rep holds the 401 with
  * WWW-Authenticate (RFC 6750 §3) and NULL is returned. */
-static char *authenticate(const struct http_request *req, struct http_reply *rep, const char *what)
+char *admin_api_authenticate(const struct http_request *req, struct http_reply *rep, const char *what)
 {
 	const char *h = req->authorization;
 	char *name = NULL;
@@ -161,9 +161,6 @@ enum cs_err admin_api_consents(const struct http_request *req, struct http_reply
 	struct admin_consent_filter f;
 	json_t *out = NULL;
 	enum cs_err e;
-	char *name = authenticate(req, rep, "GET /admin/api/consents");
-	if (name == NULL)
-		return CS_OK;
 	struct store_conn *c = store_conn(req->app->store);
 	memset(&f, 0, sizeof f);
 	f.issuer = req->app->cfg->oidc_issuer;
@@ -173,7 +170,6 @@ enum cs_err admin_api_consents(const struct http_request *req, struct http_reply
 	f.state = form_get(&req->params, "state");
 	e = c == NULL ? CS_EDB : admin_consents_list(c, &f, form_get(&req->params, "cursor"),
 	    limit_of(req), req->now, &out);
-	free(name);
 	if (e != CS_OK)
 		return domain_error(rep, e == CS_ENOENT ? CS_EINVAL : e, "The cursor is not valid.");
 	return reply_json_value(rep, 200, out);
@@ -183,10 +179,6 @@ enum cs_err admin_api_consent(const struct http_request *req, struct http_reply 
 {
 	json_t *out = NULL;
 	enum cs_err e;
-	char *name = authenticate(req, rep, "GET /admin/api/consents/{id}");
-	if (name == NULL)
-		return CS_OK;
-	free(name);
 	struct store_conn *c = store_conn(req->app->store);
 	e = c == NULL ? CS_EDB : admin_consent_show(c, req->captures[0], req->now, &out);
 	if (e != CS_OK)
@@ -201,12 +193,7 @@ enum cs_err admin_api_consent_revoke(const struct http_request *req, struct http
 	char actor[ADMIN_TOKEN_NAME_MAX + 16];
 	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	enum cs_err e;
-	char *name = authenticate(req, rep, "POST /admin/api/consents/{id}/revoke");
-	if (name == NULL)
-		return CS_OK;
-	e = actor_of(name, actor, sizeof actor);
-	free(name);
-	if (e != CS_OK)
+	if ((e = actor_of(req->auth.admin, actor, sizeof actor)) != CS_OK)
 		return e;
 	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
 		return CS_OK;
@@ -245,12 +232,7 @@ enum cs_err admin_api_revocations(const struct http_request *req, struct http_re
 	enum cs_err e;
 	int nsel = 0;
 	enum admin_bulk_by by = ADMIN_BY_USER;
-	char *name = authenticate(req, rep, "POST /admin/api/revocations");
-	if (name == NULL)
-		return CS_OK;
-	e = actor_of(name, actor, sizeof actor);
-	free(name);
-	if (e != CS_OK)
+	if ((e = actor_of(req->auth.admin, actor, sizeof actor)) != CS_OK)
 		return e;
 	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
 		return CS_OK;
@@ -283,10 +265,6 @@ enum cs_err admin_api_requests(const struct http_request *req, struct http_reply
 {
 	json_t *out = NULL;
 	enum cs_err e;
-	char *name = authenticate(req, rep, "GET /admin/api/requests");
-	if (name == NULL)
-		return CS_OK;
-	free(name);
 	struct store_conn *c = store_conn(req->app->store);
 	e = c == NULL ? CS_EDB : admin_pending(c, req->now, limit_of(req), &out);
 	if (e != CS_OK)
@@ -300,10 +278,6 @@ enum cs_err admin_api_audit(const struct http_request *req, struct http_reply *r
 	json_t *out = NULL;
 	enum cs_err e;
 	const char *since = form_get(&req->params, "since");
-	char *name = authenticate(req, rep, "GET /admin/api/audit");
-	if (name == NULL)
-		return CS_OK;
-	free(name);
 	memset(&f, 0, sizeof f);
 	if (since != NULL) {
 		if (strlen(since) > 18)
@@ -328,10 +302,6 @@ enum cs_err admin_api_events(const struct http_request *req, struct http_reply *
 	int64_t waiting = 0, failing = 0, delivered = 0;
 	json_t *out = NULL, *items = NULL;
 	enum cs_err e;
-	char *name = authenticate(req, rep, "GET /admin/api/events");
-	if (name == NULL)
-		return CS_OK;
-	free(name);
 	const char *cid = form_get(&req->params, "consent_id");
 	struct store_conn *c = store_conn(req->app->store);
 	if (c == NULL)

@@ -263,7 +263,7 @@ static enum cs_err back_url(const struct http_request *req, struct buf *out)
  * anonymous POSTs get a 401, non-admins a 403 (audited), stale admins a 403
  * with a link to sign in again -- or, for a step-up page, the forced login
  * itself. */
-static enum cs_err admin_enter(const struct http_request *req, struct http_reply *rep, bool stepup,
+enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *rep, bool stepup,
     struct session *s, bool *ok)
 {
 	const struct config *cfg = req->app->cfg;
@@ -470,20 +470,16 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 	const char *state = form_get(&req->params, "state");
 	const char *after = form_get(&req->params, "after");
 	struct admin_consent_filter f;
-	struct session s;
+	const struct session *s = req->auth.session;
 	json_t *res = NULL, *rows = NULL, *states = NULL, *agents = NULL, *resources = NULL;
 	json_t *ctx = NULL, *k;
 	struct buf next;
 	size_t i;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	buf_init(&next, 4096);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	if (user && !*user) user = NULL;
 	if (agent && !*agent) agent = NULL;
 	if (resource && !*resource) resource = NULL;
@@ -532,7 +528,7 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 	    "has_consents", json_array_size(rows) > 0, "next_url", next.data);
 	if (ctx == NULL)
 		goto out;
-	e = page_render(rep, 200, "admin.html", ctx, &s);
+	e = page_render(rep, 200, "admin.html", ctx, s);
 out:
 	buf_clear(&next);
 	json_decref(ctx);
@@ -541,7 +537,6 @@ out:
 	json_decref(states);
 	json_decref(rows);
 	json_decref(res);
-	session_clear(&s);
 	return e;
 }
 
@@ -550,17 +545,13 @@ out:
 enum cs_err admin_pages_consent(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	struct session s;
+	const struct session *s = req->auth.session;
 	json_t *res = NULL, *ctx = NULL, *events = NULL, *ev;
 	size_t i;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	e = admin_consent_show(c, req->captures[0], req->now, &res);
 	if (e == CS_ENOENT) {
 		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
@@ -580,12 +571,11 @@ enum cs_err admin_pages_consent(const struct http_request *req, struct http_repl
 	    json_object_set(ctx, "events", events) != 0 ||
 	    json_object_set_new(ctx, "has_events", json_boolean(json_array_size(events) > 0)) != 0)
 		goto out;
-	e = page_render(rep, 200, "admin_consent.html", ctx, &s);
+	e = page_render(rep, 200, "admin_consent.html", ctx, s);
 out:
 	json_decref(events);
 	json_decref(ctx);
 	json_decref(res);
-	session_clear(&s);
 	return e;
 }
 
@@ -598,24 +588,20 @@ static const char *reason_or_default(const struct http_request *req)
 enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	struct session s;
+	const struct session *s = req->auth.session;
 	char actor[300];
 	struct buf loc;
 	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	buf_init(&loc, 256);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if (!csrf_ok(req, &s)) {
+	if (!csrf_ok(req, s)) {
 		e = csrf_refused(rep);
 		goto out;
 	}
-	if ((e = admin_actor(&s, actor)) != CS_OK ||
+	if ((e = admin_actor(s, actor)) != CS_OK ||
 	    (e = admin_consent_revoke(c, req->captures[0], actor, reason_or_default(req), req->now,
 	    &o)) != CS_OK)
 		goto out;
@@ -638,7 +624,6 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 		e = page_redirect(rep, loc.data);
 out:
 	buf_clear(&loc);
-	session_clear(&s);
 	return e;
 }
 
@@ -747,16 +732,11 @@ enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http
 {
 	struct store_conn *c = store_conn(req->app->store);
 	struct bulk_form w;
-	struct session s;
-	bool ok;
+	const struct session *s = req->auth.session;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	/* SECURITY: the step-up -- a forced, fresh login before a bulk revocation. */
-	if ((e = admin_enter(req, rep, true, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	if (!bulk_form_read(req, &w)) {
 		e = refused(rep, 400, "Bad request",
 		    "Say whose consents to revoke: a person, an agent or a resource, and its name.", NULL);
@@ -764,9 +744,8 @@ enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http
 	}
 	if ((e = bulk_count(c, req->app->cfg, &w, req->now, &w.count)) != CS_OK)
 		goto out;
-	e = bulk_page(rep, BULK_CONFIRM, req->app->cfg, &s, &w);
+	e = bulk_page(rep, BULK_CONFIRM, req->app->cfg, s, &w);
 out:
-	session_clear(&s);
 	return e;
 }
 
@@ -774,27 +753,20 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 {
 	const struct config *cfg = req->app->cfg;
 	struct store_conn *c = store_conn(req->app->store);
-	const char *expected = form_get(&req->params, "count");
 	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	struct bulk_form w;
-	struct session s;
-	char actor[300], *end = NULL;
-	int64_t want;
-	bool ok;
+	const struct session *s = req->auth.session;
+	char actor[300];
+	int64_t want = -1;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	/* SECURITY: the step-up is checked again: the confirmation may be old. */
-	if ((e = admin_enter(req, rep, true, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if (!csrf_ok(req, &s)) {
+	if (!csrf_ok(req, s)) {
 		e = csrf_refused(rep);
 		goto out;
 	}
-	want = expected ? strtoll(expected, &end, 10) : -1;
-	if (!bulk_form_read(req, &w) || expected == NULL || *end != '\0' || want < 0) {
+	if (!bulk_form_read(req, &w) || !http_param_int(req, "count", &want) || want < 0) {
 		e = refused(rep, 400, "Bad request", "This form is incomplete. Start again from /admin.", NULL);
 		goto out;
 	}
@@ -803,10 +775,10 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 	if ((e = bulk_count(c, cfg, &w, req->now, &w.count)) != CS_OK)
 		goto out;
 	if (w.count != want) {
-		e = bulk_page(rep, BULK_CHANGED, cfg, &s, &w);
+		e = bulk_page(rep, BULK_CHANGED, cfg, s, &w);
 		goto out;
 	}
-	if ((e = admin_actor(&s, actor)) != CS_OK ||
+	if ((e = admin_actor(s, actor)) != CS_OK ||
 	    (e = admin_bulk_revoke(c, &(struct admin_bulk){ .by = w.b, .value = w.value,
 	    .issuer = w.b == ADMIN_BY_USER ? cfg->oidc_issuer : NULL, .actor = actor,
 	    .reason = reason_or_default(req) }, req->now, &w.count, &o)) != CS_OK)
@@ -815,9 +787,8 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 		e = refused(rep, 400, "Bad request", "The reason is not valid.", NULL);
 		goto out;
 	}
-	e = bulk_page(rep, BULK_DONE, cfg, &s, &w);
+	e = bulk_page(rep, BULK_DONE, cfg, s, &w);
 out:
-	session_clear(&s);
 	return e;
 }
 
@@ -892,20 +863,16 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	const char *since = form_get(&req->params, "since");
 	const char *after = form_get(&req->params, "after");
 	struct admin_audit_filter f;
-	struct session s;
+	const struct session *s = req->auth.session;
 	json_t *res = NULL, *rows = NULL, *ctx = NULL, *ev;
 	char since_input[32] = "", since_shown[32] = "";
 	struct buf next;
 	size_t i;
-	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	buf_init(&next, 4096);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = admin_enter(req, rep, false, &s, &ok)) != CS_OK || !ok)
-		goto out;
 	if (action && !*action) action = NULL;
 	if (consent && !*consent) consent = NULL;
 	if (since && !*since) since = NULL;
@@ -954,12 +921,11 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	    "entries", rows, "has_entries", json_array_size(rows) > 0, "next_url", next.data);
 	if (ctx == NULL)
 		goto out;
-	e = page_render(rep, 200, "admin_audit.html", ctx, &s);
+	e = page_render(rep, 200, "admin_audit.html", ctx, s);
 out:
 	buf_clear(&next);
 	json_decref(ctx);
 	json_decref(rows);
 	json_decref(res);
-	session_clear(&s);
 	return e;
 }

@@ -112,23 +112,19 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct approval a;
 	struct store_conn *c = store_conn(app->store);
-	char back[LOGIN_RETURN_TO_MAX + 1], other[200];
+	char other[200];
 	char *shown = NULL, *who = NULL;
 	json_t *ctx = NULL, *expires = NULL;
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&a, 0, sizeof a);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = login_require(req, rep, pages_return_path(back, "approve", req->captures[0], ""), &s,
-	    &have)) != CS_OK || !have)
-		goto out;
-	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
+	if ((e = bound_approval(req, rep, c, s, &a, &ok)) != CS_OK || !ok)
 		goto out;
 	if (strcmp(a.status, "pending") != 0 || a.expires_at <= req->now) {
 		e = reply_html_error(rep, 410, "This request is closed",
@@ -141,7 +137,7 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 	const struct config_resource *res = config_resource(cfg, a.resource);
 	/* The exact parameters are the canonical JSON text itself, the very bytes the
 	 * digest is of, with invisible characters made visible. */
-	if ((shown = visible_text(a.parameters)) == NULL || (who = pages_signed_in_name(&s)) == NULL ||
+	if ((shown = visible_text(a.parameters)) == NULL || (who = pages_signed_in_name(s)) == NULL ||
 	    (expires = pages_time_value(a.expires_at)) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -178,14 +174,13 @@ enum cs_err pages_approve_show(const struct http_request *req, struct http_reply
 			goto out;
 		}
 	}
-	e = page_render(rep, 200, "approve.html", ctx, &s);
+	e = page_render(rep, 200, "approve.html", ctx, s);
 out:
 	free(shown);
 	free(who);
 	json_decref(expires);
 	json_decref(ctx);
 	approval_clear(&a);
-	session_clear(&s);
 	return e;
 }
 

@@ -204,26 +204,20 @@ out:
 enum cs_err pages_consent_show(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
-	char back[LOGIN_RETURN_TO_MAX + 1];
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&r, 0, sizeof r);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = login_require(req, rep, pages_return_path(back, "consent", req->captures[0], ""), &s,
-	    &have)) != CS_OK || !have)
+	if ((e = bound_request(req, rep, c, s, &r, &ok)) != CS_OK || !ok)
 		goto out;
-	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
-		goto out;
-	e = consent_page(req, rep, &s, &r, 200, NULL);
+	e = consent_page(req, rep, s, &r, 200, NULL);
 out:
 	consent_request_clear(&r);
-	session_clear(&s);
 	return e;
 }
 
@@ -252,10 +246,8 @@ static enum cs_err consent_changed(const struct http_request *req, struct http_r
 static enum cs_err read_decision(const struct http_request *req, struct http_reply *rep,
     const struct consent_request *r, struct consent_decision *d, bool *ok)
 {
-	const char *dur = form_get(&req->params, "duration");
 	const char *version = form_get(&req->params, "version");
-	char field[24], *end = NULL;
-	enum cs_err e;
+	uint64_t boxes = http_param_family(req, "s");    /* typed by the router: s0 .. s19, "on" */
 	*ok = false;
 	d->approve = strcmp(form_get(&req->params, "decision"), "approve") == 0;
 	/* A form without a version is treated as drawn from another version. */
@@ -265,14 +257,12 @@ static enum cs_err read_decision(const struct http_request *req, struct http_rep
 		*ok = true;
 		return CS_OK;
 	}
-	for (size_t i = 0; i < CONSENT_MAX_SCOPES; i++) {
-		if ((e = str_fmt(field, sizeof field, "s%zu", i)) != CS_OK)
-			return e;
-		if (form_get(&req->params, field) == NULL)
+	if (r->scopes.n < CONSENT_MAX_SCOPES && (boxes >> r->scopes.n) != 0)
+		return reply_html_error(rep, 400, "Bad request",
+		    "The form names a permission the agent did not ask for.");
+	for (size_t i = 0; i < r->scopes.n; i++) {
+		if (!(boxes & (UINT64_C(1) << i)))
 			continue;
-		if (i >= r->scopes.n)
-			return reply_html_error(rep, 400, "Bad request",
-			    "The form names a permission the agent did not ask for.");
 		if ((d->selected.v[d->selected.n] = strdup(r->scopes.v[i])) == NULL)
 			return CS_ENOMEM;
 		d->selected.n++;
@@ -280,10 +270,9 @@ static enum cs_err read_decision(const struct http_request *req, struct http_rep
 	if (d->selected.n == 0)
 		return reply_html_error(rep, 400, "Nothing selected",
 		    "Tick at least one permission to approve, or choose Deny.");
-	d->duration = dur ? strtoll(dur, &end, 10) : 0;
-	if (dur == NULL || *end != '\0' || d->duration <= 0)
+	if (!http_param_int(req, "duration", &d->duration) || d->duration <= 0)
 		return reply_html_error(rep, 400, "Bad request", "Choose how long the permission lasts.");
-	d->offline = form_get(&req->params, "offline") != NULL;
+	d->offline = http_param(req, "offline") != NULL;
 	*ok = true;
 	return CS_OK;
 }
@@ -450,21 +439,17 @@ static const char *done_failure(const char *outcome)
 enum cs_err pages_consent_done(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
 	const char *outcome = form_get(&req->params, "outcome");
 	char back[LOGIN_RETURN_TO_MAX + 1], cancelled[600];
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
-	memset(&s, 0, sizeof s);
 	memset(&r, 0, sizeof r);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = login_require(req, rep, pages_return_path(back, "consent", req->captures[0], "/done"), &s,
-	    &have)) != CS_OK || !have)
-		goto out;
-	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
+	if ((e = bound_request(req, rep, c, s, &r, &ok)) != CS_OK || !ok)
 		goto out;
 	/* SECURITY: the stored status decides what the page says; a link (an agent
 	 * hands the person that link) chooses at most which of consentd's sentences
@@ -477,7 +462,7 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 			e = reply_header(rep, "Location", back);
 	} else if (strcmp(r.status, "pending") != 0 || outcome == NULL) {
 		/* What was left out comes from the stored request, never from the link. */
-		e = done_page(rep, app->cfg, &r, &s, &(struct done_says){
+		e = done_page(rep, app->cfg, &r, s, &(struct done_says){
 		    .approved = strcmp(r.status, "approved") == 0,
 		    .narrowed = strcmp(r.status, "approved") == 0 ? r.narrowed : NULL });
 	} else if (strcmp(outcome, "cancelled") == 0) {
@@ -485,13 +470,12 @@ enum cs_err pages_consent_done(const struct http_request *req, struct http_reply
 		    "connected to it and nothing was given. The request still waits for you: review "
 		    "it again to connect, or deny it.", pages_resource_name(app->cfg, r.resource),
 		    pages_agent_name(app->cfg, r.agent))) == CS_OK)
-			e = done_page(rep, app->cfg, &r, &s, &(struct done_says){ .failure = cancelled });
+			e = done_page(rep, app->cfg, &r, s, &(struct done_says){ .failure = cancelled });
 	} else {
-		e = done_page(rep, app->cfg, &r, &s, &(struct done_says){
+		e = done_page(rep, app->cfg, &r, s, &(struct done_says){
 		    .failure = done_failure(outcome) });
 	}
 out:
 	consent_request_clear(&r);
-	session_clear(&s);
 	return e;
 }

@@ -84,9 +84,10 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
 	(void)cls;
-	int r = vsnprintf(msg, sizeof msg, fmt, ap);
-	if (r < 0)
+	if (str_vfmt(msg, sizeof msg, fmt, ap) != CS_OK) {
+		log_msg(LOG_WARN, "libmicrohttpd: a diagnostic too long to log");
 		return;
+	}
 	size_t n = strlen(msg);
 	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = '\0';
@@ -148,7 +149,9 @@ static void remote_ip(struct MHD_Connection *c, char *out, size_t outlen)
 {
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	snprintf(out, outlen, "-");
+	if (outlen < 2)
+		return;
+	memcpy(out, "-", 2);
 	if (ci == NULL || ci->client_addr == NULL)
 		return;
 	if (ci->client_addr->sa_family == AF_INET)
@@ -758,14 +761,6 @@ static enum MHD_Result name_is_token(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
-static enum route_kind kind_of_path(const char *path)
-{
-	if (strcmp(path, "/token") == 0 || strcmp(path, "/introspect") == 0 ||
-	    strcmp(path, "/revoke") == 0 || strncmp(path, "/proxy/", 7) == 0)
-		return ROUTE_OAUTH;
-	return strncmp(path, "/admin/api/", 11) == 0 ? ROUTE_API : ROUTE_BROWSER;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
     const char *method, const char *version, const char *upload_data,
     size_t *upload_data_size, void **req_cls)
@@ -813,7 +808,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		goto send;
 	}
 	if (ctx->bad_header || ctx->too_big) {
-		enum route_kind k = kind_of_path(path);
+		enum route_kind k = router_kind_for_path(http_routes, path);
 		int st = ctx->bad_header ? 400 : 413;
 		if (reply_error(&rep, k, st, "invalid_request", ctx->bad_header ?
 		    "A header line is malformed." : "The request body is too large.") != CS_OK)
@@ -844,8 +839,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	remote_ip(c, req.remote_ip, sizeof req.remote_ip);
 	req.now = app_now();
 	req.app = srv->app;
-	/* The proxy waits on its upstream: off the MHD workers (see "deferred"). */
-	int deferred = strncmp(path, "/proxy/", 7) == 0 ? job_start(srv, c, ctx, &req, &uricopy) : 0;
+	/* A route that waits on an upstream (the proxy) runs off the MHD workers
+	 * (see "deferred"); the route table says which. */
+	const struct route *rt = router_route_for_path(http_routes, path);
+	int deferred = rt != NULL && (rt->flags & ROUTE_DEFERRED) ?
+	    job_start(srv, c, ctx, &req, &uricopy) : 0;
 	if (deferred > 0) {
 		reply_clear(&rep);
 		return MHD_YES;

@@ -182,7 +182,7 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	const struct session *s = req->auth.session;
 	struct store_conn *c = store_conn(app->store);
 	struct consent *ks = NULL;
 	struct consent_request *rs = NULL;
@@ -191,20 +191,16 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 	size_t nk = 0, nr = 0, na = 0, nb = 0;
 	json_t *ctx = NULL, *active = json_array(), *history = json_array(), *pending = json_array(),
 	    *approvals = json_array(), *blocks = json_array();
-	bool have;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	if (c == NULL) {
 		e = CS_EDB;
 		goto out;
 	}
-	if ((e = login_require(req, rep, "/me", &s, &have)) != CS_OK || !have)
-		goto out;
-	if ((e = consent_list_for_user(c, s.user_id, req->now, ME_LIST_MAX, &ks, &nk)) != CS_OK ||
-	    (e = consent_pending_for_user(c, s.user_id, req->now, &rs, &nr)) != CS_OK ||
-	    (e = approval_pending_for_user(c, s.user_id, req->now, &as, &na)) != CS_OK ||
-	    (e = consent_blocks_for_user(c, cfg, s.user_id, req->now, &bs, &nb)) != CS_OK)
+	if ((e = consent_list_for_user(c, s->user_id, req->now, ME_LIST_MAX, &ks, &nk)) != CS_OK ||
+	    (e = consent_pending_for_user(c, s->user_id, req->now, &rs, &nr)) != CS_OK ||
+	    (e = approval_pending_for_user(c, s->user_id, req->now, &as, &na)) != CS_OK ||
+	    (e = consent_blocks_for_user(c, cfg, s->user_id, req->now, &bs, &nb)) != CS_OK)
 		goto out;
 	for (size_t i = 0; i < nk; i++) {
 		if (consent_is_live(&ks[i], req->now))
@@ -236,13 +232,13 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 		if ((e = push(blocks, block_item(cfg, &bs[i]))) != CS_OK)
 			goto out;
 	ctx = json_pack("{s:s, s:s?, s:O, s:O, s:O, s:O, s:O, s:b}", "title", "Your consents",
-	    "issuer", s.issuer, "active", active, "history", history, "pending", pending,
+	    "issuer", s->issuer, "active", active, "history", history, "pending", pending,
 	    "approvals", approvals, "blocks", blocks, "has_blocks", nb > 0);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	e = page_render(rep, 200, "me.html", ctx, &s);
+	e = page_render(rep, 200, "me.html", ctx, s);
 out:
 	json_decref(active);
 	json_decref(history);
@@ -254,7 +250,6 @@ out:
 	consent_list_free(ks, nk);
 	consent_request_list_free(rs, nr);
 	consent_block_list_free(bs, nb);
-	session_clear(&s);
 	return e;
 }
 

@@ -1,6 +1,8 @@
-/* router.c -- the pure half of the HTTP core: route matching, parameter
- * validation, same-origin checks, security headers and error replies.
- * Knows nothing of sockets; never lets a handler see an undeclared parameter. */
+/* router.c -- the pure half of the HTTP core: route matching, typed parameter
+ * validation, same-origin checks, the route's authentication gate, security
+ * headers and error replies.  Knows nothing of sockets; never lets a handler
+ * see an undeclared parameter or run before its route's gate let it.  What a
+ * route is (kind, gate, deferral) it reads from the table, never from a path. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include <openssl/crypto.h>
 #include "app.h"
 #include "http.h"
+#include "session.h"
 #include "template.h"
 
 static const char *const method_names[HTTP_METHOD__MAX] = {
@@ -96,10 +99,21 @@ enum cs_err reply_json_value(struct http_reply *r, int status, json_t *v)
 	return e;
 }
 
+/* Copies what fits of src into dst[n]: a log line may carry a shortened
+ * description, never an overrun. */
+static void log_copy(char *dst, size_t n, const char *src)
+{
+	size_t len = strlen(src);
+	if (len >= n)
+		len = n - 1;
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
 void reply_log_error(struct http_reply *r, const char *code, const char *desc)
 {
-	snprintf(r->log.error, sizeof r->log.error, "%s", code ? code : "");
-	snprintf(r->log.description, sizeof r->log.description, "%s", desc ? desc : "");
+	log_copy(r->log.error, sizeof r->log.error, code ? code : "");
+	log_copy(r->log.description, sizeof r->log.description, desc ? desc : "");
 }
 
 enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code, const char *desc)
@@ -207,9 +221,12 @@ enum cs_err router_security_headers(const struct app *app, struct http_reply *re
 				add_origin(&fa, r->provider_issuer);
 		}
 	}
-	snprintf(csp, sizeof csp, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-	    "form-action 'self'%s; frame-ancestors 'none'; base-uri 'none'", fa.data ? fa.data : "");
+	e = str_fmt(csp, sizeof csp, "default-src 'none'; script-src 'self'; style-src 'self'; "
+	    "img-src 'self'; form-action 'self'%s; frame-ancestors 'none'; base-uri 'none'",
+	    fa.data ? fa.data : "");
 	buf_clear(&fa);
+	if (e != CS_OK)
+		return e;
 	/* SECURITY: no inline script anywhere (scripts only from our own /static/);
 	 * no framing; no referrer leaks. */
 	if ((e = reply_header(rep, "Content-Security-Policy", csp)) != CS_OK ||
@@ -223,8 +240,8 @@ enum cs_err router_security_headers(const struct app *app, struct http_reply *re
 		    (e = reply_header(rep, "Pragma", "no-cache")) != CS_OK)
 			return e;
 	} else {
-		snprintf(cc, sizeof cc, "public, max-age=%d", rep->cache_max_age);
-		if ((e = reply_header(rep, "Cache-Control", cc)) != CS_OK)
+		if ((e = str_fmt(cc, sizeof cc, "public, max-age=%d", rep->cache_max_age)) != CS_OK ||
+		    (e = reply_header(rep, "Cache-Control", cc)) != CS_OK)
 			return e;
 	}
 	if (app && app->cfg && app->cfg->public_url_is_https &&
@@ -268,6 +285,10 @@ bool valid_return_to(const char *v)
 	return true;
 }
 
+const struct param_type param_printable[1] = { { .kind = PARAM_STRING, .valid = valid_printable } };
+const struct param_type param_token68[1] = { { .kind = PARAM_STRING, .valid = valid_token68 } };
+const struct param_type param_return_to[1] = { { .kind = PARAM_STRING, .valid = valid_return_to } };
+
 /* --- matching ------------------------------------------------------------ */
 
 void http_request_clear(struct http_request *req)
@@ -278,6 +299,13 @@ void http_request_clear(struct http_request *req)
 	}
 	req->ncaptures = 0;
 	form_clear(&req->params);
+	memset(req->values, 0, sizeof req->values);
+	if (req->auth.session != NULL) {
+		session_clear(req->auth.session);
+		free(req->auth.session);
+	}
+	free(req->auth.admin);
+	memset(&req->auth, 0, sizeof req->auth);
 }
 
 /* Matches path against pattern; on a match fills captures (decoded) and
@@ -334,6 +362,29 @@ out:
 	return ok;
 }
 
+const struct route *router_route_for_path(const struct route *table, const char *path)
+{
+	for (const struct route *r = table; r->pattern; r++) {
+		struct http_request probe = { 0 };
+		int hit = route_match(r->pattern, path, &probe);
+		http_request_clear(&probe);
+		if (hit)
+			return r;
+	}
+	return NULL;
+}
+
+enum route_kind router_kind_for_path(const struct route *table, const char *path)
+{
+	const struct route *r = router_route_for_path(table, path);
+	if (r != NULL)
+		return r->kind;
+	for (const struct route_prefix *p = http_route_prefixes; p->prefix; p++)
+		if (strncmp(path, p->prefix, strlen(p->prefix)) == 0)
+			return p->kind;
+	return ROUTE_BROWSER;
+}
+
 static int content_type_is(const char *ct, const char *want)
 {
 	size_t n = strlen(want);
@@ -342,58 +393,155 @@ static int content_type_is(const char *ct, const char *want)
 	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
 }
 
-static const struct param_spec *spec_find(const struct route *rt, const char *name)
+/* The spec of parameter name in rt (its position in *at), with for a
+ * family's member its index in *member (else -1); NULL when undeclared. */
+static const struct param_spec *spec_find(const struct route *rt, const char *name, size_t *at,
+    int *member)
 {
-	for (const struct param_spec *ps = rt->params; ps->name; ps++)
-		if (strcmp(ps->name, name) == 0)
+	for (const struct param_spec *ps = rt->params; ps->name; ps++) {
+		size_t n = strlen(ps->name);
+		unsigned count = PARAM_FAMILY_COUNT(ps->flags);
+		*at = (size_t)(ps - rt->params);
+		*member = -1;
+		if (count == 0) {
+			if (strcmp(ps->name, name) == 0)
+				return ps;
+			continue;
+		}
+		/* A member: the prefix, then a decimal index below count with no
+		 * leading zero ("s0" .. "s19", never "s01"). */
+		const char *d = name + n;
+		unsigned v = 0;
+		if (strncmp(ps->name, name, n) != 0 || *d == '\0' || (d[0] == '0' && d[1] != '\0'))
+			continue;
+		for (; *d >= '0' && *d <= '9' && v < count; d++)
+			v = v * 10 + (unsigned)(*d - '0');
+		if (*d == '\0' && v < count && v < PARAM_FAMILY_MAX) {
+			*member = (int)v;
 			return ps;
+		}
+	}
 	return NULL;
 }
 
+/* Whether v is a valid value of ps; a PARAM_INT's number or a PARAM_WORD's
+ * index in *num. */
+static bool value_ok(const struct param_spec *ps, const char *v, int64_t *num)
+{
+	const struct param_type *t = ps->type;
+	*num = 0;
+	if (t == NULL)
+		return true;
+	switch (t->kind) {
+	case PARAM_INT: {
+		int64_t n = 0;
+		if (*v == '\0')
+			return false;
+		for (; *v; v++) {
+			if (*v < '0' || *v > '9' || n > (INT64_MAX - (*v - '0')) / 10)
+				return false;
+			n = n * 10 + (*v - '0');
+		}
+		if (n < t->min || n > t->max)
+			return false;
+		*num = n;
+		return true;
+	}
+	case PARAM_WORD:
+		for (int64_t k = 0; t->words != NULL && t->words[k] != NULL; k++)
+			if (strcmp(t->words[k], v) == 0) {
+				*num = k;
+				return true;
+			}
+		return false;
+	case PARAM_ON:
+		return strcmp(v, "on") == 0;
+	case PARAM_STRING:
+	case PARAM_KIND__MAX:
+		break;
+	}
+	return t->valid == NULL || t->valid(v);
+}
+
 /* Validates raw parameters against the route's declaration, moving the
- * accepted ones into req->params.  Returns NULL or a static reason. */
+ * accepted ones into req->params and their typed values into req->values.
+ * Returns NULL or a reason (static, or written into why). */
 static const char *params_validate(const struct route *rt, struct form *raw, struct http_request *req,
     char *why, size_t whylen)
 {
 	int tolerate_unknown = (rt->kind == ROUTE_OAUTH || rt->kind == ROUTE_PUBLIC);
+	const struct param_spec *ps;
+	size_t at;
+	int member;
+	int64_t num;
 	form_init(&req->params);
+	memset(req->values, 0, sizeof req->values);
 	/* Check everything before moving anything: form_count() reads every
 	 * name in raw, and a moved entry's name is NULL. */
 	for (size_t i = 0; i < raw->n; i++) {
-		const struct param_spec *ps = spec_find(rt, raw->p[i].name);
-		if (ps == NULL) {
+		const char *name = raw->p[i].name;
+		if ((ps = spec_find(rt, name, &at, &member)) == NULL) {
 			if (tolerate_unknown)
 				continue;     /* RFC 6749 §3.2: unknown parameters are ignored */
 			return "unknown parameter";
 		}
-		if (form_count(raw, ps->name) > 1) {
-			snprintf(why, whylen, "parameter %s is repeated", ps->name);
-			return why;
-		}
-		if (raw->p[i].value_len > ps->max_len) {
-			snprintf(why, whylen, "parameter %s is too long", ps->name);
-			return why;
-		}
-		if (ps->valid && !ps->valid(raw->p[i].value)) {
-			snprintf(why, whylen, "parameter %s is malformed", ps->name);
-			return why;
-		}
+		const char *what = form_count(raw, name) > 1 ? "repeated" :
+		    raw->p[i].value_len > ps->max_len ? "too long" :
+		    !value_ok(ps, raw->p[i].value, &num) ? "malformed" : NULL;
+		if (what != NULL)
+			return str_fmt(why, whylen, "parameter %s is %s", name, what) == CS_OK ? why :
+			    "parameter is refused";
 	}
 	for (size_t i = 0; i < raw->n; i++) {
-		if (spec_find(rt, raw->p[i].name) == NULL)
+		if ((ps = spec_find(rt, raw->p[i].name, &at, &member)) == NULL)
 			continue;
+		struct param_value *pv = &req->values[at];
+		if (!value_ok(ps, raw->p[i].value, &num))
+			return "parameter is refused";      /* cannot happen: checked above */
+		if (member >= 0) {
+			pv->members |= UINT64_C(1) << member;
+		} else {
+			pv->str = raw->p[i].value;
+			pv->num = num;
+		}
 		req->params.p[req->params.n++] = raw->p[i];      /* moves ownership */
 		raw->p[i].name = NULL;
 		raw->p[i].value = NULL;
 		raw->p[i].value_len = 0;
 	}
-	for (const struct param_spec *ps = rt->params; ps->name; ps++) {
-		if ((ps->flags & PARAM_REQUIRED) && form_get(&req->params, ps->name) == NULL) {
-			snprintf(why, whylen, "parameter %s is missing", ps->name);
-			return why;
-		}
+	for (ps = rt->params; ps->name; ps++) {
+		if ((ps->flags & PARAM_REQUIRED) && form_get(&req->params, ps->name) == NULL)
+			return str_fmt(why, whylen, "parameter %s is missing", ps->name) == CS_OK ? why :
+			    "parameter is missing";
 	}
 	return NULL;
+}
+
+const struct param_value *http_param(const struct http_request *req, const char *name)
+{
+	if (req->route == NULL)
+		return NULL;
+	for (const struct param_spec *ps = req->route->params; ps->name; ps++) {
+		const struct param_value *pv = &req->values[ps - req->route->params];
+		if (strcmp(ps->name, name) == 0)
+			return pv->str != NULL || pv->members != 0 ? pv : NULL;
+	}
+	return NULL;
+}
+
+bool http_param_int(const struct http_request *req, const char *name, int64_t *out)
+{
+	const struct param_value *pv = http_param(req, name);
+	if (pv == NULL || pv->str == NULL)
+		return false;
+	*out = pv->num;
+	return true;
+}
+
+uint64_t http_param_family(const struct http_request *req, const char *name)
+{
+	const struct param_value *pv = http_param(req, name);
+	return pv != NULL ? pv->members : 0;
 }
 
 /* Frees what params_validate left in raw (moved entries are NULL, which
@@ -436,7 +584,7 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 			for (size_t i = 0; i < probe.ncaptures; i++)
 				req->captures[i] = probe.captures[i];
 			req->ncaptures = probe.ncaptures;
-			rt = r;
+			req->route = rt = r;
 		} else {
 			http_request_clear(&probe);
 		}
@@ -449,10 +597,7 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 		}
 	}
 	if (rt == NULL) {
-		enum route_kind k = strncmp(req->path, "/admin/api/", 11) == 0 ? ROUTE_API :
-		    (strncmp(req->path, "/.well-known/", 13) == 0 || strcmp(req->path, "/token") == 0 ||
-		     strcmp(req->path, "/introspect") == 0 || strcmp(req->path, "/revoke") == 0)
-		    ? ROUTE_OAUTH : ROUTE_BROWSER;
+		enum route_kind k = router_kind_for_path(table, req->path);
 		if (path_known) {
 			e = reply_error(rep, k, 405, "invalid_request", "This method is not allowed here.");
 			if (e == CS_OK)
@@ -497,7 +642,22 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 		goto done;
 	}
 
-	e = rt->handler(req, rep);
+	/* SECURITY: the route's gate decides who may call it; the handler runs
+	 * only after it let the request through (a class without a gate fails
+	 * closed). */
+	if (rt->auth != ROUTE_AUTH_NONE) {
+		http_gate gate = (unsigned)rt->auth < ROUTE_AUTH__MAX ? http_gates[rt->auth] : NULL;
+		bool ok = false;
+		e = gate != NULL ? gate(req, rep, &ok) : CS_ECONFIG;
+		if (e == CS_OK && !ok && rep->status != 0)
+			goto done;                 /* the gate's refusal is the answer */
+		if (e == CS_OK && !ok)
+			e = CS_EPERM;              /* a refusal without an answer: a gate bug */
+	} else {
+		e = CS_OK;
+	}
+	if (e == CS_OK)
+		e = rt->handler(req, rep);
 	if (e != CS_OK || rep->status == 0) {
 		reply_reset(rep);
 		e = reply_error(rep, rt->kind, 500, "server_error",

@@ -585,8 +585,6 @@ enum cs_err token_endpoint(const struct http_request *req, struct http_reply *re
 	const char *gt = form_get(&req->params, "grant_type");
 	const char *rtt = form_get(&req->params, "requested_token_type");
 	char jkt[JWS_JKT_LEN + 1];
-	if (!gateway_authenticate(req, rep))
-		return CS_OK;
 	bool for_grant = strcmp(gt, "refresh_token") == 0 || (strcmp(gt, URN_TOKEN_EXCHANGE) == 0 &&
 	    (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0));
 	/* RFC 9449 §5: a proof at the exchange binds the grant to its key. */
@@ -612,8 +610,6 @@ enum cs_err token_introspect(const struct http_request *req, struct http_reply *
 	struct store_conn *c = store_conn(app->store);
 	json_t *out = NULL;
 	enum cs_err e;
-	if (!gateway_authenticate(req, rep))
-		return CS_OK;
 	if (c == NULL)
 		return CS_EDB;
 	const struct keyring *kr = app_keys_get(app);
@@ -630,8 +626,6 @@ enum cs_err token_revoke(const struct http_request *req, struct http_reply *rep)
 	struct store_conn *c = store_conn(app->store);
 	char actor[300];
 	enum cs_err e;
-	if (!gateway_authenticate(req, rep))
-		return CS_OK;
 	if (c == NULL)
 		return CS_EDB;
 	if ((e = gateway_actor(app->cfg, actor)) != CS_OK)

@@ -818,18 +818,18 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
 	if (done) {
-		snprintf(detail, sizeof detail, "record=%s refresh=%s access=%s", o->record_id,
+		if ((e = str_fmt(detail, sizeof detail, "record=%s refresh=%s access=%s", o->record_id,
 		    o->refresh_sealed == NULL ? "none" : o->refresh_revoked ? "revoked" : "expired",
-		    o->access_revoked ? "revoked" : "expired");
-		if ((e = store_vault_outbox_delete(c, o->id)) != CS_OK ||
+		    o->access_revoked ? "revoked" : "expired")) != CS_OK ||
+		    (e = store_vault_outbox_delete(c, o->id)) != CS_OK ||
 		    (e = vaudit(&x, "vault.revoked", NULL, o->consent_id, NULL,
 		    o->access_revoked && rdone ? "ok" : "expired", detail)) != CS_OK)
 			goto rollback;
 	} else {
 		int64_t attempts = o->attempts + 1;
-		snprintf(detail, sizeof detail, "record=%s attempt=%lld%s", o->record_id,
-		    (long long)attempts, cannot ? " cannot_revoke" : "");
-		if ((e = store_vault_outbox_retry(c, o->id, attempts, now + backoff(attempts))) != CS_OK ||
+		if ((e = str_fmt(detail, sizeof detail, "record=%s attempt=%lld%s", o->record_id,
+		    (long long)attempts, cannot ? " cannot_revoke" : "")) != CS_OK ||
+		    (e = store_vault_outbox_retry(c, o->id, attempts, now + backoff(attempts))) != CS_OK ||
 		    (e = vaudit(&x, "vault.revoke_retry", NULL, o->consent_id, NULL, "retry",
 		    detail)) != CS_OK)
 			goto rollback;

@@ -207,12 +207,17 @@ START_TEST(test_proxy_metrics_format)
 	app.cfg = cfg;
 	memset(&req, 0, sizeof req);
 	req.app = &app;
-	/* Without the gateway's credentials, or with a wrong secret: 401 invalid_client. */
+	req.method = HTTP_GET;
+	req.path = "/metrics";
+	req.query = "";
+	/* Without the gateway's credentials, or with a wrong secret: 401 invalid_client
+	 * (the route's gateway gate, which the router runs before proxy_metrics). */
 	const char *bad[] = { NULL, "Basic YWdlbnQtZ2F0ZXdheTp3cm9uZw==", "Bearer x" };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		reply_init(&rep);
 		req.authorization = bad[i];
-		ck_assert_int_eq(proxy_metrics(&req, &rep), CS_OK);
+		router_dispatch(http_routes, &req, &rep);
+		http_request_clear(&req);
 		ck_assert_int_eq(rep.status, 401);
 		ck_assert_ptr_null(strstr(rep.body.data, "consentd_proxy"));
 		reply_clear(&rep);
@@ -220,7 +225,8 @@ START_TEST(test_proxy_metrics_format)
 	/* agent-gateway:gateway-secret-0123456789 */
 	reply_init(&rep);
 	req.authorization = "Basic YWdlbnQtZ2F0ZXdheTpnYXRld2F5LXNlY3JldC0wMTIzNDU2Nzg5";
-	ck_assert_int_eq(proxy_metrics(&req, &rep), CS_OK);
+	router_dispatch(http_routes, &req, &rep);
+	http_request_clear(&req);
 	ck_assert_int_eq(rep.status, 200);
 	ck_assert_ptr_nonnull(strstr(rep.body.data, "# TYPE consentd_proxy_requests_total counter\n"));
 	ck_assert_ptr_nonnull(strstr(rep.body.data, "# TYPE consentd_proxy_refused_total counter\n"));

@@ -70,27 +70,29 @@ static bool valid_hint(const char *v)
 	return true;
 }
 
+static const struct param_type hint_type[1] = { { .kind = PARAM_STRING, .valid = valid_hint } };
+
 #define NO_PARAMS { { NULL, 0, NULL, 0 } }
 
 static const struct route table[] = {
-	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0 },
+	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE },
 	{ HTTP_POST, "/token", ROUTE_OAUTH, h_token,
-	  { { "grant_type", 64, valid_token68, PARAM_REQUIRED },
-	    { "hint", 8, valid_hint, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	  { { "grant_type", 64, param_token68, PARAM_REQUIRED },
+	    { "hint", 8, hint_type, 0 },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, h_page,
-	  { { "return_to", 512, valid_return_to, 0 },
-	    { NULL, 0, NULL, 0 } }, 0 },
+	  { { "return_to", 512, param_return_to, 0 },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, h_form,
-	  { { "decision", 16, valid_printable, PARAM_REQUIRED },
-	    { "note", 32, valid_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
-	{ HTTP_POST, "/admin/api/things", ROUTE_API, h_api, NO_PARAMS, ROUTE_JSON_BODY },
-	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_two, NO_PARAMS, 0 },
-	{ HTTP_GET, "/fail", ROUTE_BROWSER, h_fail, NO_PARAMS, 0 },
-	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, h_fail, NO_PARAMS, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, h_nostatus, NO_PARAMS, 0 },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0 },
+	  { { "decision", 16, param_printable, PARAM_REQUIRED },
+	    { "note", 32, param_printable, 0 },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	{ HTTP_POST, "/admin/api/things", ROUTE_API, h_api, NO_PARAMS, ROUTE_JSON_BODY, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_two, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/fail", ROUTE_BROWSER, h_fail, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, h_fail, NO_PARAMS, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, h_nostatus, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
 };
 
 /* --- request and reply helpers ------------------------------------------- */
@@ -347,13 +349,14 @@ END_TEST
 
 START_TEST(test_router_unknown_path_oauth_json_404)
 {
-	/* A table without /token: the OAuth-looking paths answer in JSON. */
+	/* A table without /token: the paths under a prefix routes.c declares
+	 * JSON (http_route_prefixes) answer in JSON. */
 	static const struct route small[] = {
-		{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0 },
-		{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0 },
+		{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+		{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
 	};
 	static const char *const paths[] = {
-		"/token", "/introspect", "/revoke", "/.well-known/nothing", "/admin/api/nothing",
+		"/.well-known/nothing", "/admin/api/nothing", "/proxy/nothing",
 	};
 	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
 		struct http_request req;
@@ -363,6 +366,102 @@ START_TEST(test_router_unknown_path_oauth_json_404)
 		assert_json_error(&rep, 404, "not_found");
 		done(&req, &rep);
 	}
+}
+END_TEST
+
+/* The kind of a path is its route's, read from the table: the real table's
+ * gateway endpoints are OAuth whatever the method, the admin API's API, the
+ * pages browser, and only the proxy is deferred. */
+START_TEST(test_router_kind_for_path_from_table)
+{
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/token"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/revoke"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/proxy/r/x/y"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/proxy/junk"), ROUTE_OAUTH);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/admin/api/consents"), ROUTE_API);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/admin/api/nothing"), ROUTE_API);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/admin"), ROUTE_BROWSER);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/healthz"), ROUTE_PUBLIC);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/.well-known/nothing"), ROUTE_PUBLIC);
+	ck_assert_int_eq(router_kind_for_path(http_routes, "/no/such/page"), ROUTE_BROWSER);
+	for (const struct route *r = http_routes; r->pattern; r++)
+		ck_assert_int_eq((r->flags & ROUTE_DEFERRED) != 0, strncmp(r->pattern, "/proxy/", 7) == 0);
+	ck_assert_ptr_nonnull(router_route_for_path(http_routes, "/proxy/r/x"));
+	ck_assert_ptr_null(router_route_for_path(http_routes, "/proxy/r"));
+}
+END_TEST
+
+/* --- typed parameters ------------------------------------------------------ */
+
+static const char *const color_words[] = { "red", "green", NULL };
+static const struct param_type days_type[1] = { { .kind = PARAM_INT, .min = 1, .max = 365 } };
+static const struct param_type color_type[1] = { { .kind = PARAM_WORD, .words = color_words } };
+static const struct param_type on_type[1] = { { .kind = PARAM_ON } };
+
+/* Writes what the typed accessors read: "days=N|color=I|on=B|boxes=MASK". */
+static enum cs_err h_typed(const struct http_request *req, struct http_reply *rep)
+{
+	int64_t days = -1;
+	const struct param_value *c = http_param(req, "color");
+	bool have = http_param_int(req, "days", &days);
+	rep->status = 200;
+	rep->content_type = "text/plain; charset=utf-8";
+	return buf_printf(&rep->body, "days=%lld|color=%lld|on=%d|boxes=%llx", have ? (long long)days : -1LL,
+	    c ? (long long)c->num : -1LL, http_param(req, "on") != NULL,
+	    (unsigned long long)http_param_family(req, "b"));
+}
+
+static const struct route typed_table[] = {
+	{ HTTP_GET, "/typed", ROUTE_BROWSER, h_typed,
+	  { { "days", 3, days_type, 0 },
+	    { "color", 8, color_type, 0 },
+	    { "on", 2, on_type, 0 },
+	    { "b", 2, on_type, PARAM_FAMILY(12) },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+};
+
+static void typed(const char *query, int status, const char *want)
+{
+	struct http_request req;
+	struct http_reply rep;
+	req_get(&req, HTTP_GET, "/typed", query);
+	run_table(typed_table, &req, &rep);
+	ck_assert_msg(rep.status == status, "%s: %d %s", query, rep.status, body(&rep));
+	if (want != NULL)
+		ck_assert_msg(strstr(body(&rep), want) != NULL, "%s: %s lacks %s", query, body(&rep), want);
+	done(&req, &rep);
+}
+
+START_TEST(test_router_typed_values_reach_the_handler)
+{
+	typed("", 200, "days=-1|color=-1|on=0|boxes=0");
+	typed("days=7&color=green&on=on", 200, "days=7|color=1|on=1|boxes=0");
+	typed("b0=on&b3=on&b11=on", 200, "boxes=809");
+	typed("days=365", 200, "days=365|");
+}
+END_TEST
+
+START_TEST(test_router_typed_values_refused_before_the_handler)
+{
+	typed("days=0", 400, "parameter days is malformed");        /* below min */
+	typed("days=366", 400, "parameter days is malformed");      /* above max */
+	typed("days=1a", 400, "parameter days is malformed");
+	typed("days=", 400, "parameter days is malformed");
+	typed("days=-1", 400, "parameter days is malformed");
+	typed("days=0012", 400, "parameter days is too long");
+	typed("color=blue", 400, "parameter color is malformed");
+	typed("color=", 400, "parameter color is malformed");
+	typed("on=no", 400, "parameter on is malformed");
+	typed("on=on&on=on", 400, "parameter on is repeated");
+	/* A family: only name0 .. name11, no leading zero, each checked and once. */
+	typed("b12=on", 400, "unknown parameter");
+	typed("b01=on", 400, "unknown parameter");
+	typed("b=on", 400, "unknown parameter");
+	typed("bx=on", 400, "unknown parameter");
+	typed("b99999999999999999999=on", 400, "unknown parameter");
+	typed("b2=no", 400, "parameter b2 is malformed");
+	typed("b2=on&b2=on", 400, "parameter b2 is repeated");
 }
 END_TEST
 
@@ -1158,8 +1257,8 @@ static enum cs_err h_rest(const struct http_request *q, struct http_reply *r) { 
 START_TEST(test_router_match_rest_capture_raw)
 {
 	static const struct route rest_table[] = {
-		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0 },
-		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0 },
+		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	};
 	struct http_request req;
 	struct http_reply rep;
@@ -1243,6 +1342,9 @@ static Suite *router_suite(void)
 	tcase_add_test(tc, test_router_unknown_path_browser_html_404);
 	tcase_add_test(tc, test_router_unknown_path_not_reflected);
 	tcase_add_test(tc, test_router_unknown_path_oauth_json_404);
+	tcase_add_test(tc, test_router_kind_for_path_from_table);
+	tcase_add_test(tc, test_router_typed_values_reach_the_handler);
+	tcase_add_test(tc, test_router_typed_values_refused_before_the_handler);
 	tcase_add_test(tc, test_router_method_405_allow_lists_methods);
 	tcase_add_test(tc, test_router_method_405_oauth_json);
 	tcase_add_test(tc, test_router_method_head_served_by_get);

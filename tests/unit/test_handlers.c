@@ -1,0 +1,490 @@
+/* test_handlers.c -- the real route table dispatched without a socket (as in
+ * h2o): a request struct in, a reply struct out, through router_dispatch and
+ * the real handlers over a real store (a SQLite file in a temporary
+ * directory) and a real app (app_init).  Covers /token, the consent decision,
+ * the proxy and the admin API and pages, with the refusals the router's
+ * authentication gates decide before any handler runs. */
+#include <stdint.h>
+#include <string.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "testutil.h"
+#include "tu_consent.h"
+#include "admin.h"
+#include "app.h"
+#include "config.h"
+#include "consent.h"
+#include "http.h"
+#include "session.h"
+#include "store.h"
+#include "store_user.h"
+
+#define PUBLIC_URL "http://127.0.0.1:8080"
+#define ISS "https://idp.example.com"
+/* agent-gateway:gateway-secret-0123456789 */
+#define GATEWAY_BASIC "Basic YWdlbnQtZ2F0ZXdheTpnYXRld2F5LXNlY3JldC0wMTIzNDU2Nzg5"
+#define FORM_CT "application/x-www-form-urlencoded"
+
+static char *dir, *db;
+static struct config *cfg;
+static struct app app;
+static struct store_conn *sc;
+static int64_t now;
+
+static void setup(void)
+{
+	char text[4096];
+	dir = tu_tmpdir();
+	db = tu_path(dir, "t.db");
+	char *key = tu_path(dir, "master.key");
+	ck_assert_int_eq(master_key_create_file(key), CS_OK);
+	enum cs_err fe = str_fmt(text, sizeof text,
+	    "[server]\npublic_url = " PUBLIC_URL "\n"
+	    "[database]\npath = %s\n"
+	    "[keys]\nmaster_key_file = %s\n"
+	    "[oidc]\nissuer = " ISS "\nclient_id = consentd\nclient_secret = oidc-secret\n"
+	    "[gateway]\nclient_secret = gateway-secret-0123456789\n"
+	    "[agent.coder]\nallow = notes:read notes:write gh:read\n"
+	    "[resource.notes]\nmax_consent = 86400\n"
+	    "[scope.notes.read]\n[scope.notes.write]\n"
+	    "[resource.gh]\nbase_url = http://127.0.0.1:9/v1/\n"
+	    "[scope.gh.read]\n"
+	    "[action.gh.user]\nscope = read\nroute = GET /user\n", db, key);
+	ck_assert_int_eq(fe, CS_OK);
+	free(key);
+	ck_assert_int_eq(config_load_string(text, strlen(text), "x.conf", NULL, stderr, &cfg), CS_OK);
+	ck_assert_int_eq(app_init(&app, cfg), CS_OK);
+	sc = store_conn(app.store);
+	ck_assert_ptr_nonnull(sc);
+	now = app_now();
+}
+
+static void teardown(void)
+{
+	app_clear(&app);
+	config_free(cfg);
+	free(db);
+	tu_rmdir(dir);
+}
+
+/* --- requests and replies ------------------------------------------------- */
+
+struct hdr { const char *name, *value; };
+
+static struct hdr extra[4];
+
+static const char *header_of(void *hctx, const char *name)
+{
+	(void)hctx;
+	for (size_t i = 0; i < sizeof extra / sizeof extra[0] && extra[i].name; i++)
+		if (strcasecmp(extra[i].name, name) == 0)
+			return extra[i].value;
+	return NULL;
+}
+
+static void req_init(struct http_request *r, enum http_method m, const char *path,
+    const char *query)
+{
+	memset(r, 0, sizeof *r);
+	memset(extra, 0, sizeof extra);
+	r->method = m;
+	r->path = path;
+	r->query = query;
+	r->app = &app;
+	r->now = now;
+	r->header = header_of;
+	memcpy(r->remote_ip, "127.0.0.1", 10);
+	memcpy(r->request_id, "test", 5);
+}
+
+/* A form POST; from the browser of our own site when origin. */
+static void req_form(struct http_request *r, const char *path, const char *body, bool origin)
+{
+	req_init(r, HTTP_POST, path, "");
+	r->content_type = FORM_CT;
+	r->body = body;
+	r->body_len = strlen(body);
+	if (origin) {
+		r->origin = PUBLIC_URL;
+		r->sec_fetch_site = "same-origin";
+	}
+}
+
+static void dispatch(struct http_request *req, struct http_reply *rep)
+{
+	reply_init(rep);
+	router_dispatch(http_routes, req, rep);
+}
+
+static void done(struct http_request *req, struct http_reply *rep)
+{
+	reply_clear(rep);
+	http_request_clear(req);
+}
+
+static const char *body(const struct http_reply *rep)
+{
+	return rep->body.data ? rep->body.data : "";
+}
+
+static const char *reply_hdr(const struct http_reply *rep, const char *name)
+{
+	for (size_t i = 0; i < rep->nheaders; i++)
+		if (strcasecmp(rep->headers[i].name, name) == 0)
+			return rep->headers[i].value;
+	return NULL;
+}
+
+/* A JSON error: the status, the error code and (when desc) its description. */
+static void assert_oauth(const struct http_reply *rep, int status, const char *code, const char *desc)
+{
+	json_error_t err;
+	ck_assert_msg(rep->status == status, "status %d, want %d: %s", rep->status, status, body(rep));
+	ck_assert_str_eq(rep->content_type, "application/json");
+	json_t *v = json_loads(body(rep), 0, &err);
+	ck_assert_msg(v != NULL, "not JSON: %s", body(rep));
+	ck_assert_str_eq(json_string_value(json_object_get(v, "error")), code);
+	if (desc != NULL)
+		ck_assert_str_eq(json_string_value(json_object_get(v, "error_description")), desc);
+	json_decref(v);
+}
+
+static int64_t count(const char *sql)
+{
+	sqlite3 *raw;
+	sqlite3_stmt *st;
+	int64_t n = -1;
+	ck_assert_int_eq(sqlite3_open_v2(db, &raw, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(raw, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(raw);
+	return n;
+}
+
+/* A signed-in person: their user id, a Cookie header and the session's CSRF token. */
+struct person {
+	int64_t uid;
+	char    cookie[128];
+	char    csrf[SESSION_TOKEN_LEN + 1];
+};
+
+static void sign_in(const char *subject, bool admin, struct person *p)
+{
+	char sid[SESSION_TOKEN_LEN + 1];
+	struct session s;
+	memset(&s, 0, sizeof s);
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = ISS, .subject = subject,
+	    .name = subject, .now = now, .login = true }, &p->uid), CS_OK);
+	ck_assert_int_eq(session_create(sc, p->uid, now, admin, now, sid), CS_OK);
+	ck_assert_int_eq(str_fmt(p->cookie, sizeof p->cookie, "%s=%s", session_cookie_name(cfg), sid),
+	    CS_OK);
+	ck_assert_int_eq(session_from_cookie(sc, cfg, p->cookie, now, &s), CS_OK);
+	memcpy(p->csrf, s.csrf, sizeof p->csrf);
+	session_clear(&s);
+}
+
+/* The gateway's token exchange for alice, as far as the consent: a pending
+ * request for notes:read and notes:write (malloc'd id). */
+static char *consent_request(void)
+{
+	struct scope_set want = { .n = 0 };
+	struct consent_answer a;
+	memset(&a, 0, sizeof a);
+	ck_assert_int_eq(scope_set_parse("read write", &want), CS_OK);
+	ck_assert_int_eq(tu_exchange(sc, cfg, ISS, "alice", "coder", "notes", &want, NULL,
+	    "gateway:agent-gateway", now, &a), CS_OK);
+	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
+	char *id = strdup(a.request_id);
+	consent_answer_clear(&a);
+	scope_set_clear(&want);
+	return id;
+}
+
+/* --- /token ---------------------------------------------------------------- */
+
+START_TEST(test_handlers_token_gateway_gate)
+{
+	struct http_request req;
+	struct http_reply rep;
+	/* No client authentication: the router's gateway gate answers, RFC 6749 JSON. */
+	req_form(&req, "/token", "grant_type=password", false);
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	ck_assert_str_eq(rep.content_type, "application/json");
+	ck_assert_ptr_nonnull(strstr(body(&rep), "\"error\":\"invalid_client\""));
+	ck_assert_str_eq(rep.log.route, "/token");
+	done(&req, &rep);
+	/* A wrong secret: the same. */
+	req_form(&req, "/token", "grant_type=password", false);
+	req.authorization = "Basic YWdlbnQtZ2F0ZXdheTp3cm9uZw==";
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "\"error\":\"invalid_client\""));
+	done(&req, &rep);
+	/* The gateway, authenticated: the handler answers. */
+	req_form(&req, "/token", "grant_type=password", false);
+	req.authorization = GATEWAY_BASIC;
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 400, "unsupported_grant_type",
+	    "grant_type must be token-exchange or refresh_token");
+	done(&req, &rep);
+	/* A parameter the router refuses is answered before the gate: 400 even
+	 * without credentials, as before the gate moved into the router. */
+	req_form(&req, "/token", "scope=a", false);
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 400, "invalid_request", "parameter grant_type is missing");
+	done(&req, &rep);
+}
+END_TEST
+
+START_TEST(test_handlers_token_refresh_unknown_token)
+{
+	struct http_request req;
+	struct http_reply rep;
+	req_form(&req, "/token", "grant_type=refresh_token&refresh_token=nosuchtoken", false);
+	req.authorization = GATEWAY_BASIC;
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 400, "invalid_grant", NULL);
+	done(&req, &rep);
+}
+END_TEST
+
+/* --- the consent decision --------------------------------------------------- */
+
+START_TEST(test_handlers_consent_decide)
+{
+	struct http_request req;
+	struct http_reply rep;
+	struct person alice;
+	struct consent_decision d;
+	struct consent k;
+	char path[128], form[512];
+	char *rid = consent_request();
+
+	memset(&d, 0, sizeof d);
+	memset(&k, 0, sizeof k);
+	sign_in("alice", false, &alice);
+	tu_decision_version(sc, rid, &d);
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/consent/%s", rid), CS_OK);
+
+	/* The consent page: without a session the router's session gate sends
+	 * the person to sign in and back to this very page. */
+	req_init(&req, HTTP_GET, path, "");
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 303);
+	ck_assert_ptr_nonnull(reply_hdr(&rep, "Location"));
+	ck_assert(strncmp(reply_hdr(&rep, "Location"), "/login?return_to=%2Fconsent%2F", 30) == 0);
+	ck_assert_ptr_nonnull(strstr(reply_hdr(&rep, "Location"), rid));
+	done(&req, &rep);
+	req_init(&req, HTTP_GET, path, "");
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "%d %s", rep.status, body(&rep));
+	ck_assert_ptr_nonnull(strstr(body(&rep), d.version));
+	ck_assert_ptr_nonnull(strstr(body(&rep), "name=\"s1\""));
+	done(&req, &rep);
+
+	/* No session on the form: the handler's 401 page, nothing decided. */
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&decision=approve&duration=3600&s0=on"
+	    "&version=%s", alice.csrf, d.version), CS_OK);
+	req_form(&req, path, form, true);
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Not signed in"));
+	done(&req, &rep);
+
+	/* A box past the family's bound (s0 .. s19) is refused by the router. */
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&decision=approve&duration=3600&s20=on"
+	    "&version=%s", alice.csrf, d.version), CS_OK);
+	req_form(&req, path, form, true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 400);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "unknown parameter"));
+	done(&req, &rep);
+
+	/* A box inside the bound but past the request's two scopes: the handler's 400. */
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&decision=approve&duration=3600&s2=on"
+	    "&version=%s", alice.csrf, d.version), CS_OK);
+	req_form(&req, path, form, true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 400);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "The form names a permission the agent did not ask for."));
+	done(&req, &rep);
+
+	/* A duration of 0 passes the router (a number) and not the handler. */
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&decision=approve&duration=0&s0=on"
+	    "&version=%s", alice.csrf, d.version), CS_OK);
+	req_form(&req, path, form, true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 400);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Choose how long the permission lasts."));
+	done(&req, &rep);
+	ck_assert_int_eq(consent_current(sc, alice.uid, "coder", "notes", now, &k), CS_ENOENT);
+
+	/* Approve notes:read only (box 0), for an hour. */
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&decision=approve&duration=3600&s0=on"
+	    "&version=%s", alice.csrf, d.version), CS_OK);
+	req_form(&req, path, form, true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "%d %s", rep.status, body(&rep));
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Permission given"));
+	done(&req, &rep);
+	ck_assert_int_eq(consent_current(sc, alice.uid, "coder", "notes", now, &k), CS_OK);
+	ck_assert_uint_eq(k.granted.n, 1);
+	ck_assert_str_eq(k.granted.v[0], "read");
+	ck_assert(k.expires_at == now + 3600);
+	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'consent.granted'"), 1);
+	consent_clear(&k);
+	free(rid);
+}
+END_TEST
+
+/* --- the proxy ------------------------------------------------------------- */
+
+START_TEST(test_handlers_proxy_gates)
+{
+	struct http_request req;
+	struct http_reply rep;
+	/* No gateway credentials: the router's gate, before the handler reads anything. */
+	req_init(&req, HTTP_GET, "/proxy/gh/user", "");
+	extra[0] = (struct hdr){ "Consentd-Grant", "x.y.z" };
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "\"error\":\"invalid_client\""));
+	ck_assert_str_eq(rep.log.route, "/proxy/{resource}/{rest*}");
+	done(&req, &rep);
+	/* The gateway without a grant: the handler's RFC 6750 answer. */
+	req_init(&req, HTTP_GET, "/proxy/gh/user", "");
+	req.authorization = GATEWAY_BASIC;
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 401, "invalid_token", "a grant is required in Consentd-Grant");
+	ck_assert_str_eq(reply_hdr(&rep, "WWW-Authenticate"), "Bearer error=\"invalid_token\"");
+	done(&req, &rep);
+	/* A grant that is no consentd grant. */
+	req_init(&req, HTTP_GET, "/proxy/gh/user", "");
+	req.authorization = GATEWAY_BASIC;
+	extra[0] = (struct hdr){ "Consentd-Grant", "not.a.grant" };
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "\"error\":\"invalid_token\""));
+	done(&req, &rep);
+}
+END_TEST
+
+/* --- admin ----------------------------------------------------------------- */
+
+START_TEST(test_handlers_admin_api_bearer_gate)
+{
+	struct http_request req;
+	struct http_reply rep;
+	char token[SESSION_TOKEN_LEN + 1], auth[SESSION_TOKEN_LEN + 16];
+	struct person admin;
+	json_error_t err;
+
+	/* A cookie, even an admin's, is no authentication here. */
+	sign_in("root", true, &admin);
+	req_init(&req, HTTP_GET, "/admin/api/consents", "");
+	req.cookie = admin.cookie;
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 401, "invalid_token", "An admin token is required (Authorization: Bearer).");
+	ck_assert_str_eq(reply_hdr(&rep, "WWW-Authenticate"), "Bearer realm=\"consentd-admin\"");
+	done(&req, &rep);
+	req_init(&req, HTTP_GET, "/admin/api/consents", "");
+	req.authorization = "Bearer nosuchtoken";
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 401, "invalid_token", "The admin token is not valid.");
+	ck_assert_str_eq(reply_hdr(&rep, "WWW-Authenticate"),
+	    "Bearer realm=\"consentd-admin\", error=\"invalid_token\"");
+	done(&req, &rep);
+
+	enum admin_token_outcome to = ADMIN_TOKEN__MAX;
+	ck_assert_int_eq(admin_token_create(sc, "ops-1", "cli", now, token, &to), CS_OK);
+	ck_assert_int_eq(to, ADMIN_TOKEN_DONE);
+	ck_assert_int_eq(str_fmt(auth, sizeof auth, "Bearer %s", token), CS_OK);
+	req_init(&req, HTTP_GET, "/admin/api/consents", "limit=5");
+	req.authorization = auth;
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "%d %s", rep.status, body(&rep));
+	json_t *v = json_loads(body(&rep), 0, &err);
+	ck_assert_ptr_nonnull(v);
+	ck_assert(json_is_array(json_object_get(v, "consents")));
+	json_decref(v);
+	done(&req, &rep);
+	/* The gate audits the call under the route's method and pattern. */
+	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'admin.api' AND "
+	    "detail = 'GET /admin/api/consents'"), 1);
+	/* The limit is still the route's to refuse, before the gate. */
+	req_init(&req, HTTP_GET, "/admin/api/consents", "limit=0");
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 400, "invalid_request", "parameter limit is malformed");
+	done(&req, &rep);
+}
+END_TEST
+
+START_TEST(test_handlers_admin_page_gate)
+{
+	struct http_request req;
+	struct http_reply rep;
+	struct person alice, root;
+
+	/* Nobody signed in: a GET goes to sign-in and comes back. */
+	req_init(&req, HTTP_GET, "/admin", "");
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 303);
+	ck_assert_ptr_nonnull(reply_hdr(&rep, "Location"));
+	ck_assert(strncmp(reply_hdr(&rep, "Location"), "/login?return_to=", 17) == 0);
+	done(&req, &rep);
+	/* A POST without a session: 401. */
+	req_form(&req, "/admin/revoke", "csrf=x&by=user&value=bob&count=1", true);
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	done(&req, &rep);
+	/* A person who is no admin: 403, audited. */
+	sign_in("alice", false, &alice);
+	req_init(&req, HTTP_GET, "/admin", "");
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 403);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Not an administrator"));
+	done(&req, &rep);
+	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'admin.page.refused' "
+	    "AND actor = 'user:alice'"), 1);
+	/* An admin: the page. */
+	sign_in("root", true, &root);
+	req_init(&req, HTTP_GET, "/admin", "");
+	req.cookie = root.cookie;
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "%d %s", rep.status, body(&rep));
+	ck_assert_ptr_nonnull(strstr(body(&rep), "<h1>Consents</h1>"));
+	done(&req, &rep);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("handlers");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_handlers_token_gateway_gate);
+	tcase_add_test(tc, test_handlers_token_refresh_unknown_token);
+	tcase_add_test(tc, test_handlers_consent_decide);
+	tcase_add_test(tc, test_handlers_proxy_gates);
+	tcase_add_test(tc, test_handlers_admin_api_bearer_gate);
+	tcase_add_test(tc, test_handlers_admin_page_gate);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(suite());
+}
