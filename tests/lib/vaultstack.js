@@ -24,6 +24,9 @@
 //   await v.release(grant, action, extra)  // flow D release exchange -> { status, body, ... }
 //   await v.callApi(token, path, method)   // the downstream API -> { status, body }
 //   await v.waitFor(fn, ms)     // poll until truthy
+//   await v.kill(signal = 'SIGKILL')  // signals consentd by pid -> its { code, signal } once it exited
+//   await v.restart()           // consentd again on the same directory (database, master key),
+//                               //   port and config, after kill(); v.c is the new handle
 //   await v.stop()              // everything; asserts consentd exited 0 (sanitizers clean)
 //
 // HTTP (no browser) helpers for the connect flow:
@@ -190,7 +193,7 @@ export async function startVaultStack({
     const merged = { ...base };
     for (const [k, v] of Object.entries(extra)) merged[k] = v && typeof v === 'object' ? { ...(base[k] || {}), ...v } : v;
     merged.oidc = { issuer: idp.issuer, ...(extra.oidc || {}) };
-    const c = await startConsentd({ port, config: merged });
+    let c = await startConsentd({ port, config: merged });
     let cStopped = null;
     stoppers.push(async () => { if (!cStopped) cStopped = await c.stop(); });
     await waitReady(url);
@@ -346,6 +349,23 @@ export async function startVaultStack({
         const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
         const d = await v.deliverCallback({ jar, callbackUrl });
         return { approve: a, callbackUrl, ...d };
+      },
+      // SIGKILL (or signal) to consentd by pid; resolves when it has exited.
+      async kill(signal = 'SIGKILL') {
+        if (!c.proc.exitStatus) {
+          try { process.kill(c.proc.pid, signal); } catch { /* gone already */ }
+        }
+        return c.proc.exited;
+      },
+      // consentd again, after kill(): the same directory, port and config (startConsentd keeps
+      // an existing master key); resolves once /healthz answers.
+      async restart() {
+        assert.ok(c.proc.exitStatus, 'restart() after consentd exited (kill() first)');
+        c = await startConsentd({ port, dir: c.dir, config: merged });
+        v.c = c;
+        cStopped = null;
+        await waitReady(url);
+        return c;
       },
       async stop() {
         cStopped = await c.stop();
