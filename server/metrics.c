@@ -1,0 +1,324 @@
+/* metrics.c -- the registry behind GET /metrics.  Families and their series
+ * are allocated when first named and kept in fixed tables (METRICS_MAX_SERIES
+ * a family), one mutex a family; rendering takes each family's mutex in
+ * turn, so a scrape never sees half an update of one series.  Nothing here
+ * knows HTTP: the handler asks metrics_render for the text. */
+#include <math.h>
+#include <stdbool.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "metrics.h"
+
+#define MAX_FAMILIES 64
+#define MAX_COLLECTORS 16
+#define OTHER "other"
+
+struct series {
+	char   *values[METRICS_MAX_LABELS];
+	double  value;                          /* counter, gauge */
+	double  sum;                            /* histogram */
+	uint64_t count;
+	uint64_t buckets[METRICS_MAX_BUCKETS + 1];   /* per bucket, not cumulative; last = +Inf */
+};
+
+struct metric_family {
+	char            *name, *help;
+	enum metric_type type;
+	char            *labels[METRICS_MAX_LABELS];
+	size_t           nlabels;
+	double           le[METRICS_MAX_BUCKETS];
+	size_t           nbuckets;
+	pthread_mutex_t  mu;
+	struct series   *series;                /* METRICS_MAX_SERIES */
+	size_t           nseries;
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct metric_family *families[MAX_FAMILIES];
+static size_t nfamilies;
+static struct { metrics_collect_fn fn; void *arg; } collectors[MAX_COLLECTORS];
+static size_t ncollectors;
+
+static bool valid_name(const char *s)
+{
+	if (s == NULL || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' ||
+		    (*s >= '0' && *s <= '9')))
+			return false;
+	return true;
+}
+
+static void family_free(struct metric_family *f)
+{
+	if (f == NULL)
+		return;
+	for (size_t i = 0; f->series != NULL && i < f->nseries; i++)
+		for (size_t j = 0; j < f->nlabels; j++)
+			free(f->series[i].values[j]);
+	for (size_t j = 0; j < f->nlabels; j++)
+		free(f->labels[j]);
+	free(f->series);
+	free(f->name);
+	free(f->help);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+struct metric_family *metrics_family(const char *name, const char *help, enum metric_type type,
+    const char *const *labels, const double *buckets, size_t nbuckets)
+{
+	struct metric_family *f = NULL;
+	if (!valid_name(name) || help == NULL || type >= METRIC_TYPE__MAX ||
+	    (type == METRIC_HISTOGRAM) != (nbuckets > 0) || nbuckets > METRICS_MAX_BUCKETS)
+		return NULL;
+	if (type == METRIC_COUNTER && (strlen(name) < 6 || strcmp(name + strlen(name) - 6, "_total") != 0))
+		return NULL;
+	for (size_t i = 1; i < nbuckets; i++)
+		if (!(buckets[i] > buckets[i - 1]))
+			return NULL;
+	f = calloc(1, sizeof *f);
+	if (f == NULL || pthread_mutex_init(&f->mu, NULL) != 0) {
+		free(f);
+		return NULL;
+	}
+	f->type = type;
+	f->name = strdup(name);
+	f->help = strdup(help);
+	f->series = calloc(METRICS_MAX_SERIES, sizeof *f->series);
+	if (f->name == NULL || f->help == NULL || f->series == NULL)
+		goto fail;
+	for (; labels != NULL && labels[f->nlabels] != NULL; f->nlabels++) {
+		if (f->nlabels == METRICS_MAX_LABELS || !valid_name(labels[f->nlabels]) ||
+		    strcmp(labels[f->nlabels], "le") == 0 ||
+		    (f->labels[f->nlabels] = strdup(labels[f->nlabels])) == NULL)
+			goto fail;
+	}
+	for (size_t i = 0; i < nbuckets; i++)
+		f->le[i] = buckets[i];
+	f->nbuckets = nbuckets;
+	pthread_mutex_lock(&reg_mu);
+	for (size_t i = 0; i < nfamilies; i++)
+		if (strcmp(families[i]->name, name) == 0) {
+			pthread_mutex_unlock(&reg_mu);
+			goto fail;
+		}
+	if (nfamilies == MAX_FAMILIES) {
+		pthread_mutex_unlock(&reg_mu);
+		goto fail;
+	}
+	families[nfamilies++] = f;
+	pthread_mutex_unlock(&reg_mu);
+	return f;
+fail:
+	family_free(f);
+	return NULL;
+}
+
+/* The series for values, created when new; the "other" series once the
+ * table is full.  Called with f->mu held.  NULL only when memory fails. */
+static struct series *series_for(struct metric_family *f, const char *const *values)
+{
+	const char *other[METRICS_MAX_LABELS] = { OTHER, OTHER, OTHER };
+	for (int pass = 0; pass < 2; pass++) {
+		const char *const *want = pass == 0 ? values : other;
+		for (size_t i = 0; i < f->nseries; i++) {
+			size_t j = 0;
+			while (j < f->nlabels && strcmp(f->series[i].values[j],
+			    want != NULL && want[j] != NULL ? want[j] : "") == 0)
+				j++;
+			if (j == f->nlabels)
+				return &f->series[i];
+		}
+		/* Room for a new series; the last slot is kept for "other". */
+		if (f->nseries < METRICS_MAX_SERIES - (pass == 0 ? 1 : 0)) {
+			struct series *s = &f->series[f->nseries];
+			memset(s, 0, sizeof *s);
+			for (size_t j = 0; j < f->nlabels; j++) {
+				s->values[j] = strdup(want != NULL && want[j] != NULL ? want[j] : "");
+				if (s->values[j] == NULL) {
+					while (j-- > 0)
+						free(s->values[j]);
+					return NULL;
+				}
+			}
+			f->nseries++;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+void metrics_add(struct metric_family *f, const char *const *values, double v)
+{
+	struct series *s;
+	if (f == NULL || f->type == METRIC_HISTOGRAM || (f->type == METRIC_COUNTER && !(v >= 0)))
+		return;
+	pthread_mutex_lock(&f->mu);
+	if ((s = series_for(f, values)) != NULL)
+		s->value += v;
+	pthread_mutex_unlock(&f->mu);
+}
+
+void metrics_set(struct metric_family *f, const char *const *values, double v)
+{
+	struct series *s;
+	if (f == NULL || f->type != METRIC_GAUGE)
+		return;
+	pthread_mutex_lock(&f->mu);
+	if ((s = series_for(f, values)) != NULL)
+		s->value = v;
+	pthread_mutex_unlock(&f->mu);
+}
+
+void metrics_observe(struct metric_family *f, const char *const *values, double v)
+{
+	struct series *s;
+	size_t b = 0;
+	if (f == NULL || f->type != METRIC_HISTOGRAM || isnan(v))
+		return;
+	while (b < f->nbuckets && v > f->le[b])
+		b++;
+	pthread_mutex_lock(&f->mu);
+	if ((s = series_for(f, values)) != NULL) {
+		s->buckets[b]++;
+		s->count++;
+		s->sum += v;
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
+enum cs_err metrics_collector(metrics_collect_fn fn, void *arg)
+{
+	enum cs_err e = CS_ETOOBIG;
+	pthread_mutex_lock(&reg_mu);
+	if (ncollectors < MAX_COLLECTORS) {
+		collectors[ncollectors].fn = fn;
+		collectors[ncollectors].arg = arg;
+		ncollectors++;
+		e = CS_OK;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	return e;
+}
+
+/* --- the text format ------------------------------------------------------ */
+
+static enum cs_err put_escaped(struct buf *out, const char *s, bool quote)
+{
+	enum cs_err e = CS_OK;
+	for (; *s && e == CS_OK; s++) {
+		if (*s == '\\')
+			e = buf_puts(out, "\\\\");
+		else if (*s == '\n')
+			e = buf_puts(out, "\\n");
+		else if (*s == '"' && quote)
+			e = buf_puts(out, "\\\"");
+		else
+			e = buf_append(out, s, 1);
+	}
+	return e;
+}
+
+static enum cs_err put_number(struct buf *out, double v)
+{
+	if (isinf(v))
+		return buf_puts(out, v > 0 ? "+Inf" : "-Inf");
+	if (isnan(v))
+		return buf_puts(out, "NaN");
+	if (v == floor(v) && fabs(v) < 1e15)
+		return buf_printf(out, "%.0f", v);
+	return buf_printf(out, "%.9g", v);
+}
+
+/* name{labels[,le="x"]} value\n */
+static enum cs_err put_line(struct buf *out, const struct metric_family *f, const char *suffix,
+    const struct series *s, const double *le, double v)
+{
+	enum cs_err e = buf_printf(out, "%s%s", f->name, suffix);
+	if (e == CS_OK && (f->nlabels > 0 || le != NULL))
+		e = buf_puts(out, "{");
+	for (size_t j = 0; e == CS_OK && j < f->nlabels; j++) {
+		e = buf_printf(out, "%s%s=\"", j ? "," : "", f->labels[j]);
+		if (e == CS_OK)
+			e = put_escaped(out, s->values[j], true);
+		if (e == CS_OK)
+			e = buf_puts(out, "\"");
+	}
+	if (e == CS_OK && le != NULL) {
+		e = buf_printf(out, "%sle=\"", f->nlabels ? "," : "");
+		if (e == CS_OK)
+			e = put_number(out, *le);
+		if (e == CS_OK)
+			e = buf_puts(out, "\"");
+	}
+	if (e == CS_OK && (f->nlabels > 0 || le != NULL))
+		e = buf_puts(out, "}");
+	if (e == CS_OK)
+		e = buf_puts(out, " ");
+	if (e == CS_OK)
+		e = put_number(out, v);
+	if (e == CS_OK)
+		e = buf_puts(out, "\n");
+	return e;
+}
+
+static enum cs_err render_family(struct buf *out, struct metric_family *f)
+{
+	static const char *const type_names[] = { "counter", "gauge", "histogram" };
+	enum cs_err e = buf_printf(out, "# HELP %s ", f->name);
+	if (e == CS_OK)
+		e = put_escaped(out, f->help, false);
+	if (e == CS_OK)
+		e = buf_printf(out, "\n# TYPE %s %s\n", f->name, type_names[f->type]);
+	pthread_mutex_lock(&f->mu);
+	for (size_t i = 0; e == CS_OK && i < f->nseries; i++) {
+		const struct series *s = &f->series[i];
+		if (f->type != METRIC_HISTOGRAM) {
+			e = put_line(out, f, "", s, NULL, s->value);
+			continue;
+		}
+		uint64_t cum = 0;
+		for (size_t b = 0; e == CS_OK && b <= f->nbuckets; b++) {
+			double inf = INFINITY;
+			cum += s->buckets[b];
+			e = put_line(out, f, "_bucket", s, b < f->nbuckets ? &f->le[b] : &inf, (double)cum);
+		}
+		if (e == CS_OK)
+			e = put_line(out, f, "_sum", s, NULL, s->sum);
+		if (e == CS_OK)
+			e = put_line(out, f, "_count", s, NULL, (double)s->count);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return e;
+}
+
+enum cs_err metrics_render(struct buf *out)
+{
+	enum cs_err e = CS_OK;
+	size_t n, nc;
+	pthread_mutex_lock(&reg_mu);
+	nc = ncollectors;
+	pthread_mutex_unlock(&reg_mu);
+	for (size_t i = 0; i < nc; i++)
+		collectors[i].fn(collectors[i].arg);
+	pthread_mutex_lock(&reg_mu);
+	n = nfamilies;
+	pthread_mutex_unlock(&reg_mu);
+	/* Families are only appended (until metrics_reset), so the first n are stable. */
+	for (size_t i = 0; e == CS_OK && i < n; i++)
+		e = render_family(out, families[i]);
+	return e;
+}
+
+void metrics_reset(void)
+{
+	pthread_mutex_lock(&reg_mu);
+	for (size_t i = 0; i < nfamilies; i++)
+		family_free(families[i]);
+	nfamilies = 0;
+	ncollectors = 0;
+	pthread_mutex_unlock(&reg_mu);
+}

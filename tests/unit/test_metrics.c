@@ -1,0 +1,174 @@
+/* test_metrics.c -- the /metrics registry: the exact text of counters,
+ * gauges and histograms (cumulative buckets, +Inf, _sum, _count), label
+ * escaping, the bound on series (overflow counted as "other"), refused
+ * declarations, collectors run at each render. */
+#include <string.h>
+
+#include "testutil.h"
+#include "buf.h"
+#include "metrics.h"
+
+static char *render(void)
+{
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	ck_assert_int_eq(metrics_render(&b), CS_OK);
+	return buf_steal(&b);
+}
+
+START_TEST(test_counter_and_gauge_text)
+{
+	const char *const by_route[] = { "route", "status", NULL };
+	struct metric_family *req = metrics_family("consentd_http_requests_total", "Requests answered.",
+	    METRIC_COUNTER, by_route, NULL, 0);
+	struct metric_family *up = metrics_family("consentd_up", "1 while serving.", METRIC_GAUGE, NULL, NULL, 0);
+	ck_assert_ptr_nonnull(req);
+	ck_assert_ptr_nonnull(up);
+	metrics_add(req, (const char *const[]){ "/token", "200" }, 1);
+	metrics_add(req, (const char *const[]){ "/token", "200" }, 2);
+	metrics_add(req, (const char *const[]){ "/token", "400" }, 1);
+	metrics_add(req, (const char *const[]){ "/token", "400" }, -5);   /* a counter never goes down */
+	metrics_set(up, NULL, 1);
+	char *t = render();
+	ck_assert_str_eq(t,
+	    "# HELP consentd_http_requests_total Requests answered.\n"
+	    "# TYPE consentd_http_requests_total counter\n"
+	    "consentd_http_requests_total{route=\"/token\",status=\"200\"} 3\n"
+	    "consentd_http_requests_total{route=\"/token\",status=\"400\"} 1\n"
+	    "# HELP consentd_up 1 while serving.\n"
+	    "# TYPE consentd_up gauge\n"
+	    "consentd_up 1\n");
+	free(t);
+	metrics_reset();
+}
+END_TEST
+
+START_TEST(test_histogram_text)
+{
+	const double le[] = { 0.005, 0.1, 1 };
+	const char *const labels[] = { "route", NULL };
+	struct metric_family *h = metrics_family("consentd_http_request_duration_seconds", "Time to answer.",
+	    METRIC_HISTOGRAM, labels, le, 3);
+	ck_assert_ptr_nonnull(h);
+	const char *const v[] = { "/token" };
+	metrics_observe(h, v, 0.001);
+	metrics_observe(h, v, 0.005);    /* on a bound: in that bucket (le is <=) */
+	metrics_observe(h, v, 0.5);
+	metrics_observe(h, v, 7);
+	char *t = render();
+	ck_assert_str_eq(t,
+	    "# HELP consentd_http_request_duration_seconds Time to answer.\n"
+	    "# TYPE consentd_http_request_duration_seconds histogram\n"
+	    "consentd_http_request_duration_seconds_bucket{route=\"/token\",le=\"0.005\"} 2\n"
+	    "consentd_http_request_duration_seconds_bucket{route=\"/token\",le=\"0.1\"} 2\n"
+	    "consentd_http_request_duration_seconds_bucket{route=\"/token\",le=\"1\"} 3\n"
+	    "consentd_http_request_duration_seconds_bucket{route=\"/token\",le=\"+Inf\"} 4\n"
+	    "consentd_http_request_duration_seconds_sum{route=\"/token\"} 7.506\n"
+	    "consentd_http_request_duration_seconds_count{route=\"/token\"} 4\n");
+	free(t);
+	metrics_reset();
+}
+END_TEST
+
+START_TEST(test_label_values_are_escaped)
+{
+	const char *const labels[] = { "resource", NULL };
+	struct metric_family *f = metrics_family("x_total", "Help with a \\ and a\nnewline.",
+	    METRIC_COUNTER, labels, NULL, 0);
+	metrics_add(f, (const char *const[]){ "a\"b\\c\nd" }, 1);
+	char *t = render();
+	ck_assert_str_eq(t,
+	    "# HELP x_total Help with a \\\\ and a\\nnewline.\n"
+	    "# TYPE x_total counter\n"
+	    "x_total{resource=\"a\\\"b\\\\c\\nd\"} 1\n");
+	free(t);
+	metrics_reset();
+}
+END_TEST
+
+START_TEST(test_series_are_bounded)
+{
+	const char *const labels[] = { "k", NULL };
+	struct metric_family *f = metrics_family("many_total", "Many.", METRIC_COUNTER, labels, NULL, 0);
+	char v[32];
+	for (int i = 0; i < 10000; i++) {
+		ck_assert_int_eq(str_fmt(v, sizeof v, "v%d", i), CS_OK);
+		metrics_add(f, (const char *const[]){ v }, 1);
+	}
+	char *t = render();
+	size_t lines = 0;
+	for (const char *p = t; *p; p++)
+		lines += *p == '\n';
+	ck_assert_uint_eq(lines, 2 + METRICS_MAX_SERIES);
+	char want[64];
+	ck_assert_int_eq(str_fmt(want, sizeof want, "many_total{k=\"other\"} %d\n",
+	    10000 - (METRICS_MAX_SERIES - 1)), CS_OK);
+	ck_assert_ptr_nonnull(strstr(t, want));
+	free(t);
+	metrics_reset();
+}
+END_TEST
+
+START_TEST(test_bad_declarations_are_refused)
+{
+	const double up[] = { 1, 0.5 };
+	const char *const le[] = { "le", NULL };
+	const char *const bad[] = { "a-b", NULL };
+	ck_assert_ptr_null(metrics_family("requests", "A counter without _total.", METRIC_COUNTER, NULL, NULL, 0));
+	ck_assert_ptr_null(metrics_family("9lives", "A bad name.", METRIC_GAUGE, NULL, NULL, 0));
+	ck_assert_ptr_null(metrics_family("h_seconds", "Buckets going down.", METRIC_HISTOGRAM, NULL, up, 2));
+	ck_assert_ptr_null(metrics_family("h2_seconds", "No buckets.", METRIC_HISTOGRAM, NULL, NULL, 0));
+	ck_assert_ptr_null(metrics_family("g", "A label named le.", METRIC_GAUGE, le, NULL, 0));
+	ck_assert_ptr_null(metrics_family("g", "A bad label.", METRIC_GAUGE, bad, NULL, 0));
+	ck_assert_ptr_nonnull(metrics_family("g", "Fine.", METRIC_GAUGE, NULL, NULL, 0));
+	ck_assert_ptr_null(metrics_family("g", "Twice.", METRIC_GAUGE, NULL, NULL, 0));
+	/* Updates on a family that failed to declare do nothing. */
+	metrics_add(NULL, NULL, 1);
+	metrics_observe(NULL, NULL, 1);
+	metrics_set(NULL, NULL, 1);
+	metrics_reset();
+}
+END_TEST
+
+static struct metric_family *backlog;
+static int collected;
+
+static void collect(void *arg)
+{
+	(void)arg;
+	metrics_set(backlog, NULL, 40 + ++collected);
+}
+
+START_TEST(test_collectors_run_at_each_render)
+{
+	backlog = metrics_family("consentd_events_backlog", "Events waiting.", METRIC_GAUGE, NULL, NULL, 0);
+	collected = 0;
+	ck_assert_int_eq(metrics_collector(collect, NULL), CS_OK);
+	char *t = render();
+	ck_assert_ptr_nonnull(strstr(t, "consentd_events_backlog 41\n"));
+	free(t);
+	t = render();
+	ck_assert_ptr_nonnull(strstr(t, "consentd_events_backlog 42\n"));
+	free(t);
+	metrics_reset();
+}
+END_TEST
+
+static Suite *metrics_suite(void)
+{
+	Suite *s = suite_create("metrics");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_counter_and_gauge_text);
+	tcase_add_test(tc, test_histogram_text);
+	tcase_add_test(tc, test_label_values_are_escaped);
+	tcase_add_test(tc, test_series_are_bounded);
+	tcase_add_test(tc, test_bad_declarations_are_refused);
+	tcase_add_test(tc, test_collectors_run_at_each_render);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(metrics_suite());
+}
