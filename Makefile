@@ -45,7 +45,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick lint bench clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long lint bench clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -125,6 +125,14 @@ fuzz: $(FUZZ_BINS)
 	@bash scripts/run-fuzz.sh 60 $(FUZZ_NAMES)
 fuzz-quick: $(FUZZ_BINS)
 	@bash scripts/run-fuzz.sh 10 $(FUZZ_NAMES)
+# The long runs issue 16 asks for, outside `make check`: every fuzz target for 10
+# minutes, 10,000 idle connections beside a well-behaved client, 100 SIGKILLs under load.
+fuzz-long: $(FUZZ_BINS)
+	@bash scripts/run-fuzz.sh 600 $(FUZZ_NAMES)
+hostile-long: build/consentd-asan
+	cd tests && HOSTILE_IDLE=10000 TEST_CONSENTD_BIN=$(CURDIR)/build/consentd-asan node --test --test-concurrency=1 integration/hostile.test.js
+crash-long: build/consentd-asan
+	cd tests && CRASH_KILLS=100 TEST_CONSENTD_BIN=$(CURDIR)/build/consentd-asan node --test --test-concurrency=1 integration/crash.test.js
 
 run: deps
 	@$(MAKE) --no-print-directory build/consentd

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <microhttpd.h>
@@ -26,7 +27,7 @@
 
 #define HTTP_MAX_URI 8192
 #define HTTP_CONN_MEMORY (64u * 1024)   /* bounds the request line and headers */
-#define HTTP_CONN_LIMIT 1024
+#define HTTP_FD_SPARE 256   /* descriptors beyond the connections: database, log, clients, epoll */
 
 struct job;
 
@@ -793,7 +794,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (!ctx->too_big && buf_append(&ctx->body, upload_data, *upload_data_size) != CS_OK)
 			ctx->too_big = 1;
 		*upload_data_size = 0;
-		return MHD_YES;
+		/* A body past [server] max_body (one without a Content-Length that
+		 * said so, e.g. chunked) is answered 413 at once, below, and the
+		 * connection closed: the rest is never read. */
+		if (!ctx->too_big)
+			return MHD_YES;
 	}
 	if (ctx->job != NULL)                   /* a deferred request, resumed */
 		return job_answer(srv, c, ctx, method);
@@ -864,6 +869,31 @@ send:
 	return ret;
 }
 
+/* The connections consentd serves at once: [server] max_connections, the
+ * open-file limit raised to fit them (up to its hard limit); when the hard
+ * limit is lower, as many as fit, said in the log. */
+static unsigned connection_limit(const struct config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->max_connections + HTTP_FD_SPARE;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return cfg->max_connections;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		rlim_t cur = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			rl.rlim_cur = cur;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		unsigned fit = rl.rlim_cur > HTTP_FD_SPARE + 16 ? (unsigned)(rl.rlim_cur - HTTP_FD_SPARE) : 16;
+		log_msg(LOG_WARN, "the open-file limit (%llu) fits %u of [server] max_connections = %u; "
+		    "raise it (LimitNOFILE=, ulimit -n) to serve them all",
+		    (unsigned long long)rl.rlim_cur, fit, cfg->max_connections);
+		return fit;
+	}
+	return cfg->max_connections;
+}
+
 enum cs_err http_start(struct app *app, struct http_server **out)
 {
 	const struct config *cfg = app->cfg;
@@ -901,7 +931,7 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	srv->d = MHD_start_daemon(flags, cfg->listen_port, NULL, NULL, on_request, srv,
 	    MHD_OPTION_SOCK_ADDR, sa,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->threads ? cfg->threads : 1),
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_LIMIT,
+	    MHD_OPTION_CONNECTION_LIMIT, connection_limit(cfg),
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connections,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,

@@ -1,7 +1,7 @@
 // A development IdP and a consentd that trusts it, wired for one test file:
 // consentd's port is chosen first so the IdP can register its redirect URIs.
 //
-//   const s = await startStack({ config: { session: { idle_timeout: 2 } } });
+//   const s = await startStack({ config: { session: { idle_timeout: 2 } }, env });  // env: consentd's
 //   s.idp (tests/lib/idp.js handle), s.c (tests/lib/consentd.js handle), s.url
 //   await s.stop()   // both, by pid; asserts consentd exited 0 (sanitizers clean)
 import assert from 'node:assert/strict';
@@ -19,7 +19,7 @@ export async function waitReady(url, ms = 15000) {
   throw new Error(`consentd at ${url} never became ready`);
 }
 
-export async function startStack({ config = {}, clients, idpOptions = {} } = {}) {
+export async function startStack({ config = {}, clients, idpOptions = {}, env } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
   const cl = (clients || DEFAULT_CLIENTS).map((x) => (x.client_id === 'consentd'
@@ -27,7 +27,7 @@ export async function startStack({ config = {}, clients, idpOptions = {} } = {})
   const idp = await startIdp({ clients: cl, ...idpOptions });
   let c;
   try {
-    c = await startConsentd({ port, config: { ...config, oidc: { issuer: idp.issuer, ...(config.oidc || {}) } } });
+    c = await startConsentd({ port, env, config: { ...config, oidc: { issuer: idp.issuer, ...(config.oidc || {}) } } });
     await waitReady(url);
   } catch (e) {
     await c?.stop();
