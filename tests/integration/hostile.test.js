@@ -38,9 +38,15 @@ let s; let gw; let adminToken; let port;
 
 // RLIMIT_NOFILE for this process (its children inherit it): enough for the idle connections.
 function raiseFdLimit(n) {
+  const m = /^Max open files\s+(\d+)\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+  const hard = !m || m[2] === 'unlimited' ? Infinity : Number(m[2]);
   try {
-    execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${n}:${n}`]);
-  } catch { /* not root: the limit stays, and the idle test says so if it does not fit */ }
+    if (n > hard) execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${n}:${n}`], { stdio: 'ignore' });
+    else execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${n}:${hard}`], { stdio: 'ignore' });
+  } catch {
+    // Not allowed past the hard limit here: as far as it goes (the idle test fails if too few).
+    if (Number.isFinite(hard)) execFileSync('prlimit', ['--pid', String(process.pid), `--nofile=${hard}:${hard}`], { stdio: 'ignore' });
+  }
 }
 
 function rssKiB(pid) {
