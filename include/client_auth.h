@@ -9,8 +9,11 @@
 #include <stdint.h>
 #include "config.h"
 #include "cs_err.h"
-#include "http.h"
 #include "jws.h"
+
+struct http_request;              /* http.h: only pointers here, so that a domain
+                                   * file including this one sees no HTTP */
+struct http_reply;
 
 #define CLIENT_ASSERTION_TYPE "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 /* The longest an assertion may be valid ahead: its exp at most this far from now. */

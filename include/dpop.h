@@ -9,8 +9,11 @@
 #include <stdint.h>
 #include <jansson.h>
 #include "cs_err.h"
-#include "http.h"
 #include "jws.h"
+
+struct http_request;              /* http.h: only pointers here, so that a domain
+                                   * file including this one sees no HTTP */
+struct http_reply;
 
 #define DPOP_HEADER "DPoP"
 #define DPOP_NONCE_HEADER "DPoP-Nonce"

@@ -50,4 +50,36 @@ if [ -n "$route_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c)"
+# Layers (STYLE.md "Layers", #13.10).  Handlers: X_pages.c, X_api.c, meta.c and
+# pages.c (what the person's pages share).  The HTTP side: http.c, router.c,
+# routes.c, page.c (what handlers render with), main.c, and the two request
+# gates the router runs (client_auth.c, dpop.c).  Every other file is domain,
+# store or command: it must not see http.h, not even through a header (the
+# compiler's own dependency list says), and only the domain opens a
+# transaction or writes an audit entry, never a handler.
+handlers=$(ls server/*_pages.c server/*_api.c server/meta.c server/pages.c 2>/dev/null)
+http_side="server/http.c server/router.c server/routes.c server/page.c server/main.c server/client_auth.c server/dpop.c"
+pkg_cflags=$(pkg-config --cflags libmicrohttpd openssl cjose libcurl sqlite3 jansson inih 2>/dev/null)
+layer_hits=""
+for f in server/*.c; do
+	case " $(echo $handlers) $http_side " in *" $f "*) continue ;; esac
+	# shellcheck disable=SC2086  # the flags are words on purpose
+	deps=$(cc -MM -std=c17 -D_GNU_SOURCE -Iinclude -Ibuild $pkg_cflags "$f" 2>&1) || {
+		layer_hits="$layer_hits
+$f: cc -MM failed: $deps"; continue; }
+	if printf '%s' "$deps" | tr ' \\' '\n\n' | grep -qx 'include/http.h'; then
+		layer_hits="$layer_hits
+$f: a domain, store or command file sees http.h"
+	fi
+done
+# shellcheck disable=SC2086
+tx_hits=$(grep -nHE '\b(store_begin|store_commit|store_rollback|audit_append)[[:space:]]*\(' $handlers 2>/dev/null \
+	| grep -vE "$comments" || true)
+if [ -n "$layer_hits$tx_hits" ]; then
+	echo "lint: the layers are crossed (handlers parse, call the domain and answer; the domain knows no HTTP):"
+	[ -n "$layer_hits" ] && echo "$layer_hits" | sed '/^$/d'
+	[ -n "$tx_hits" ] && echo "$tx_hits" | sed 's/$/   <- a handler opens a transaction or writes an audit entry/'
+	echo "lint: FAIL"
+	exit 1
+fi
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP)"

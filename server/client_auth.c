@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 #include <openssl/crypto.h>
 #include "app.h"
+#include "http.h"
 #include "audit.h"
 #include "buf.h"
 #include "client_auth.h"

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include "app.h"
+#include "http.h"
 #include "audit.h"
 #include "buf.h"
 #include "dpop.h"

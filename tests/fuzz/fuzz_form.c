@@ -39,22 +39,24 @@ static bool valid_hint(const char *v)
 
 #define NO_PARAMS { { NULL, 0, NULL, 0 } }
 
+static const struct param_type hint[1] = { { .kind = PARAM_STRING, .valid = valid_hint } };
+
 static const struct route table[] = {
-	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0 },
+	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0, ROUTE_AUTH_NONE },
 	{ HTTP_POST, "/token", ROUTE_OAUTH, h_echo,
-	  { { "grant_type", 64, valid_token68, PARAM_REQUIRED },
-	    { "hint", 8, valid_hint, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
+	  { { "grant_type", 64, param_token68, PARAM_REQUIRED },
+	    { "hint", 8, hint, 0 },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, h_echo,
-	  { { "return_to", 512, valid_return_to, 0 },
-	    { "decision", 16, valid_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, 0 },
+	  { { "return_to", 512, param_return_to, 0 },
+	    { "decision", 16, param_printable, 0 },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, h_echo,
-	  { { "decision", 16, valid_printable, PARAM_REQUIRED },
-	    { "note", 32, valid_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY },
-	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0 },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0 },
+	  { { "decision", 16, param_printable, PARAM_REQUIRED },
+	    { "note", 32, param_printable, 0 },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
 };
 
 static struct config cfg = { .public_url = (char *)"http://127.0.0.1:8080" };
@@ -73,7 +75,7 @@ static void check_params(const struct route *rt, const struct http_request *req)
 		CHECK(form_count(&req->params, p->name) == 1);
 		CHECK(p->value_len <= ps->max_len);
 		CHECK(strlen(p->value) == p->value_len);
-		CHECK(ps->valid == NULL || ps->valid(p->value));
+		CHECK(ps->type == NULL || ps->type->valid == NULL || ps->type->valid(p->value));
 	}
 	for (const struct param_spec *s = rt->params; s->name; s++)
 		if (s->flags & PARAM_REQUIRED)
