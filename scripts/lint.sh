@@ -82,4 +82,20 @@ if [ -n "$layer_hits$tx_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
+# The README's table of server/ names every file there, and only those (#13: one
+# line per file, saying what it owns).
+table=$(sed -n '/^### `server\/`, file by file/,/^## /p' README.md)
+readme_hits=""
+for f in server/*.c server/*.h; do
+	b=$(basename "$f")
+	printf '%s' "$table" | grep -E '^\| ' | grep -q "\`$b\`" || readme_hits="$readme_hits $b"
+done
+for b in $(printf '%s' "$table" | grep -oE '^\| [^|]*' | grep -oE '`[a-z_]+\.[ch]`' | tr -d '`' | sort -u); do
+	[ -e "server/$b" ] || readme_hits="$readme_hits (no such file: $b)"
+done
+if [ -n "$readme_hits" ]; then
+	echo "lint: README.md's table of server/ is out of step with the files:$readme_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
 echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP)"
