@@ -172,31 +172,6 @@ out:
 
 /* --- audit -------------------------------------------------------------- */
 
-struct vctx {                           /* what the audit entries of one call share */
-	struct store_conn *c;
-	int64_t     now;
-	const char *actor, *subject, *agent, *resource;
-};
-
-static enum cs_err vaudit(const struct vctx *x, const char *action, const char *scopes,
-    const char *consent_id, const char *request_id, const char *outcome, const char *detail)
-{
-	struct audit_entry a;
-	memset(&a, 0, sizeof a);
-	a.ts = x->now;
-	a.actor = x->actor;
-	a.action = action;
-	a.subject = x->subject;
-	a.agent = x->agent;
-	a.resource = x->resource;
-	a.scopes = scopes;
-	a.consent_id = consent_id;
-	a.request_id = request_id;
-	a.outcome = outcome;
-	a.detail = detail;
-	return audit_append(x->c, &a);
-}
-
 /* --- the vault ---------------------------------------------------------- */
 
 static bool has_provider(const struct config_resource *r)
@@ -773,7 +748,6 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 	bool rdone, adone, expired = o->access_expires_at <= now;
 	struct provider *p = vault_provider(v, o->resource);
 	char detail[DETAIL_MAX];
-	struct vctx x = { c, now, "system", o->subject, NULL, o->resource };
 
 	*finished = 0;
 	if (p == NULL) {
@@ -822,16 +796,19 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 		    o->refresh_sealed == NULL ? "none" : o->refresh_revoked ? "revoked" : "expired",
 		    o->access_revoked ? "revoked" : "expired")) != CS_OK ||
 		    (e = store_vault_outbox_delete(c, o->id)) != CS_OK ||
-		    (e = vaudit(&x, "vault.revoked", NULL, o->consent_id, NULL,
-		    o->access_revoked && rdone ? "ok" : "expired", detail)) != CS_OK)
+		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = "system",
+		    .action = "vault.revoked", .subject = o->subject, .resource = o->resource,
+		    .consent_id = o->consent_id, .outcome = o->access_revoked && rdone ? "ok" : "expired",
+		    .detail = detail })) != CS_OK)
 			goto rollback;
 	} else {
 		int64_t attempts = o->attempts + 1;
 		if ((e = str_fmt(detail, sizeof detail, "record=%s attempt=%lld%s", o->record_id,
 		    (long long)attempts, cannot ? " cannot_revoke" : "")) != CS_OK ||
 		    (e = store_vault_outbox_retry(c, o->id, attempts, now + backoff(attempts))) != CS_OK ||
-		    (e = vaudit(&x, "vault.revoke_retry", NULL, o->consent_id, NULL, "retry",
-		    detail)) != CS_OK)
+		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = "system",
+		    .action = "vault.revoke_retry", .subject = o->subject, .resource = o->resource,
+		    .consent_id = o->consent_id, .outcome = "retry", .detail = detail })) != CS_OK)
 			goto rollback;
 	}
 	if ((e = store_commit(c)) != CS_OK)
