@@ -1,7 +1,8 @@
 /* pages.c -- what the person's pages share (consent_pages.c, approval_pages.c,
  * me_pages.c): agent text made visible, times and names as templates show
- * them, and the 403 page for a request opened by another account; and, for
- * now, the provider's callback.  It must never show agent text unfiltered. */
+ * them, and the 403 page for a request opened by another account (the
+ * provider's callback is vault_pages.c).  It must never show agent text
+ * unfiltered. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
