@@ -27,6 +27,7 @@
 
 #define HTTP_MAX_URI 8192
 #define HTTP_CONN_MEMORY (64u * 1024)   /* bounds the request line and headers */
+#define HTTP_DISCARD_MAX (1024u * 1024)   /* body dropped past max_body before a 413 cuts it off */
 #define HTTP_FD_SPARE 256   /* descriptors beyond the connections: database, log, clients, epoll */
 
 struct job;
@@ -73,6 +74,7 @@ struct conn_ctx {
 	struct buf      body;
 	int             started;
 	int             too_big;
+	size_t          discarded;      /* body bytes dropped past max_body */
 	int             bad_header;    /* a field name that is not an RFC 9110 token */
 	struct job     *job;           /* a deferred request, while it runs and answers */
 	struct timespec t0;
@@ -793,11 +795,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	} else if (*upload_data_size > 0) {
 		if (!ctx->too_big && buf_append(&ctx->body, upload_data, *upload_data_size) != CS_OK)
 			ctx->too_big = 1;
+		if (ctx->too_big)
+			ctx->discarded += *upload_data_size;
 		*upload_data_size = 0;
-		/* A body past [server] max_body (one without a Content-Length that
-		 * said so, e.g. chunked) is answered 413 at once, below, and the
-		 * connection closed: the rest is never read. */
-		if (!ctx->too_big)
+		/* A body past [server] max_body that no Content-Length announced (a
+		 * chunked one) is read on and dropped up to HTTP_DISCARD_MAX more, so
+		 * that a client that sends it whole still reads its 413; past that it
+		 * is answered at once and the connection closed: the rest of a body
+		 * of any size is never read. */
+		if (!ctx->too_big || ctx->discarded <= HTTP_DISCARD_MAX)
 			return MHD_YES;
 	}
 	if (ctx->job != NULL)                   /* a deferred request, resumed */
