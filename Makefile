@@ -70,11 +70,9 @@ build/asan/%.o: %.c $(HDRS)
 
 # The archives are rebuilt whole, and also when a source file is added, renamed or
 # removed (build/sources.list changes then), so that no stale member outlives its file.
-build/sources.list: FORCE
-	@mkdir -p $(@D)
-	@echo '$(LIB_SRCS)' | cmp -s - $@ || echo '$(LIB_SRCS)' > $@
-FORCE:
-.PHONY: FORCE
+# (Written as the Makefile is read, and only when the list differs, so that its time
+# says when the list last changed.)
+$(shell mkdir -p build && { echo '$(LIB_SRCS)' | cmp -s - build/sources.list || echo '$(LIB_SRCS)' > build/sources.list; })
 build/rel/libconsentd.a: $(OBJ) build/sources.list
 	rm -f $@ && ar rcs $@ $(OBJ)
 build/asan/libconsentd.a: $(ASAN_OBJ) build/sources.list

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-deploy.sh -- the deployment, tested for real on this machine (issue 16, item 7):
 #  - the man pages render without a warning and document every section and key of
-#    config/consentd.conf.example and of server/config.c's key lists;
+#    config/consentd.conf.example and of the key lists in server/config_read.c;
 #  - `make install` honours PREFIX and DESTDIR, installs build/consentd as it is, with
 #    sane modes, and keeps an existing /etc/consentd/consentd.conf;
 #  - the systemd unit: `systemd-analyze security --offline=yes` (exposure score) and
@@ -86,9 +86,9 @@ for page in man/consentd.8 man/consentd.conf.5; do
 	check "$page: man --warnings -l says nothing" test -z "$out"
 	[ -n "$out" ] && echo "$out"
 done
-# Every (section, key) of the example and of config.c's key lists is a tag (.TP/.TQ
+# Every (section, key) of the example and of config_read.c's key lists is a tag (.TP/.TQ
 # line) under its "SECTION [...]" heading of consentd.conf.5.
-keys_out=$(python3 - config/consentd.conf.example server/config.c man/consentd.conf.5 <<'EOF'
+keys_out=$(python3 - config/consentd.conf.example server/config_read.c man/consentd.conf.5 <<'EOF'
 import re, sys
 example, config_c, page = sys.argv[1:4]
 def kind(sec):   # [agent.coder] -> agent, [scope.notes.read] -> scope
@@ -105,7 +105,7 @@ for line in open(example):
 src = open(config_c).read()
 lists = dict(re.findall(r'static const char \*const keys_(\w+)\[\] = \{([^}]*)\}', src))
 if not lists:
-    print('no key lists found in server/config.c'); sys.exit(1)
+    print('no key lists found in server/config_read.c'); sys.exit(1)
 for name, body in lists.items():
     want.add((name, None))
     for k in re.findall(r'"([a-z_0-9]+)"', body):
@@ -132,7 +132,7 @@ EOF
 )
 rc=$?
 echo "$keys_out" | sed 's/^/    /'
-check "consentd.conf.5 documents every section and key (example and config.c)" test "$rc" -eq 0
+check "consentd.conf.5 documents every section and key (example and config_read.c)" test "$rc" -eq 0
 # Every command of the usage text is in consentd.8.
 for cmd in keygen "keys rotate" "keys list" "keys revoke" "admin token create" "admin token list" \
 	"admin token revoke" "admin consents list" "admin consents revoke" "admin revoke-user" \
@@ -191,7 +191,7 @@ src=$tmp/src/consentd
 mkdir -p "$src/build"
 cp -a Makefile server include migrations templates scripts config man contrib debian "$src/"
 # build/consentd and what make checks it against, with their times: nothing is rebuilt.
-tar -C build -cf - --exclude=rel/tests consentd rel gen | tar -C "$src/build" -xf -
+tar -C build -cf - --exclude=rel/tests consentd rel gen sources.list | tar -C "$src/build" -xf -
 export DEB_BUILD_OPTIONS=noautodbgsym   # no -dbgsym package: faster, and not tested here
 if (cd "$src" && dpkg-buildpackage -us -uc -b >"$tmp/build1.log" 2>&1); then ok "dpkg-buildpackage -us -uc -b"
 else bad "dpkg-buildpackage -us -uc -b"; tail -20 "$tmp/build1.log"; finish; fi

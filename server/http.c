@@ -27,7 +27,7 @@
 
 #define HTTP_MAX_URI 8192
 #define HTTP_CONN_MEMORY (64u * 1024)   /* bounds the request line and headers */
-#define HTTP_DISCARD_MAX (1024u * 1024)   /* body dropped past max_body before a 413 cuts it off */
+#define HTTP_DISCARD_MAX (4u * 1024 * 1024)   /* body dropped past max_body before a 413 cuts it off */
 #define HTTP_FD_SPARE 256   /* descriptors beyond the connections: database, log, clients, epoll */
 
 struct job;
@@ -799,7 +799,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			ctx->discarded += *upload_data_size;
 		*upload_data_size = 0;
 		/* A body past [server] max_body that no Content-Length announced (a
-		 * chunked one) is read on and dropped up to HTTP_DISCARD_MAX more, so
+		 * chunked one) is read on and dropped up to HTTP_DISCARD_MAX (4 MiB) more, so
 		 * that a client that sends it whole still reads its 413; past that it
 		 * is answered at once and the connection closed: the rest of a body
 		 * of any size is never read. */
