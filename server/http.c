@@ -934,7 +934,9 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 		a4.sin_port = htons(cfg->listen_port);
 		sa = (const struct sockaddr *)&a4;
 	}
+	/* The logger first: libmicrohttpd uses its own for what the options before it say. */
 	srv->d = MHD_start_daemon(flags, cfg->listen_port, NULL, NULL, on_request, srv,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
 	    MHD_OPTION_SOCK_ADDR, sa,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->threads ? cfg->threads : 1),
 	    MHD_OPTION_CONNECTION_LIMIT, connection_limit(cfg),
@@ -942,7 +944,6 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
 	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
 	    MHD_OPTION_URI_LOG_CALLBACK, uri_logger, srv,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
 	    MHD_OPTION_END);
