@@ -369,6 +369,19 @@ enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out)
 	return CS_OK;
 }
 
+enum cs_err store_cols_text(sqlite3_stmt *st, const struct store_text_col *cols, size_t n)
+{
+	enum cs_err e;
+	for (size_t k = 0; k < n; k++)
+		if ((e = store_col_text(st, cols[k].i, cols[k].out)) != CS_OK)
+			return e;
+	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
+	for (size_t k = 0; k < n; k++)
+		if (cols[k].required && *cols[k].out == NULL)
+			return CS_EDB;
+	return CS_OK;
+}
+
 enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
 {
 	const void *b = sqlite3_column_blob(st, i);

@@ -87,23 +87,17 @@ static enum cs_err read_approval(sqlite3_stmt *st, struct store_approval_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-	    (e = store_col_text(st, 1, &r->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->action)) != CS_OK ||
-	    (e = store_col_text(st, 7, &r->parameters)) != CS_OK ||
-	    (e = store_col_text(st, 8, &r->digest)) != CS_OK ||
-	    (e = store_col_text(st, 9, &r->status)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 1, &r->consent_id, true },
+	    { 3, &r->subject, true },
+	    { 4, &r->agent, true },
+	    { 5, &r->resource, true },
+	    { 6, &r->action, true },
+	    { 7, &r->parameters, true },
+	    { 8, &r->digest, true },
+	    { 9, &r->status, true }))) != CS_OK)
 		goto fail;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	if (r->id == NULL || r->consent_id == NULL || r->subject == NULL || r->agent == NULL ||
-	    r->resource == NULL || r->action == NULL || r->parameters == NULL ||
-	    r->digest == NULL || r->status == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
 	r->user_id = sqlite3_column_int64(st, 2);
 	r->created_at = sqlite3_column_int64(st, 10);
 	r->expires_at = sqlite3_column_int64(st, 11);

@@ -159,22 +159,17 @@ static enum cs_err read_consent(sqlite3_stmt *st, struct store_consent_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-	    (e = store_col_text(st, 2, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->granted)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->declined)) != CS_OK ||
-	    (e = store_col_text(st, 11, &r->revoked_by)) != CS_OK ||
-	    (e = store_col_text(st, 12, &r->revoke_reason)) != CS_OK ||
-	    (e = store_col_text(st, 13, &r->request_id)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 2, &r->subject, true },
+	    { 3, &r->agent, true },
+	    { 4, &r->resource, true },
+	    { 5, &r->granted, true },
+	    { 6, &r->declined, true },
+	    { 11, &r->revoked_by, false },
+	    { 12, &r->revoke_reason, false },
+	    { 13, &r->request_id, false }))) != CS_OK)
 		goto fail;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	if (r->id == NULL || r->subject == NULL || r->agent == NULL || r->resource == NULL ||
-	    r->granted == NULL || r->declined == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
 	r->user_id = sqlite3_column_int64(st, 1);
 	r->offline = sqlite3_column_int(st, 7) != 0;
 	r->created_at = sqlite3_column_int64(st, 8);
@@ -192,22 +187,18 @@ static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-	    (e = store_col_text(st, 2, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->scopes)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->pre_granted)) != CS_OK ||
-	    (e = store_col_text(st, 7, &r->reason)) != CS_OK ||
-	    (e = store_col_text(st, 8, &r->status)) != CS_OK ||
-	    (e = store_col_text(st, 14, &r->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 15, &r->narrowed)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 2, &r->subject, true },
+	    { 3, &r->agent, true },
+	    { 4, &r->resource, true },
+	    { 5, &r->scopes, true },
+	    { 6, &r->pre_granted, true },
+	    { 7, &r->reason, false },
+	    { 8, &r->status, true },
+	    { 14, &r->consent_id, false },
+	    { 15, &r->narrowed, false }))) != CS_OK)
 		goto fail;
-	if (r->id == NULL || r->subject == NULL || r->agent == NULL || r->resource == NULL ||
-	    r->scopes == NULL || r->pre_granted == NULL || r->status == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
 	r->user_id = sqlite3_column_int64(st, 1);
 	r->created_at = sqlite3_column_int64(st, 9);
 	r->expires_at = sqlite3_column_int64(st, 10);
