@@ -29,6 +29,9 @@ enum cs_err buf_json_str(struct buf *b, const char *s) CS_MUST_CHECK;
 enum cs_err buf_html(struct buf *b, const char *s) CS_MUST_CHECK;
 /* Empties the buffer without freeing it. */
 void buf_reset(struct buf *b);
+/* Cuts the buffer back to its first len bytes (len <= b->len), e.g. to leave
+ * nothing half-written behind after a failed append. */
+void buf_truncate(struct buf *b, size_t len);
 /* Hands the data to the caller (who frees it) and empties the buffer.
  * Returns an empty allocated string when nothing was appended, NULL on OOM. */
 char *buf_steal(struct buf *b);

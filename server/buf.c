@@ -99,11 +99,8 @@ enum cs_err buf_json_str(struct buf *b, const char *s)
 	}
 	if (e == CS_OK)
 		e = buf_append(b, "\"", 1);
-	if (e != CS_OK) {               /* leave no half-written literal behind */
-		b->len = start;
-		if (b->data)
-			b->data[start] = '\0';
-	}
+	if (e != CS_OK)               /* leave no half-written literal behind */
+		buf_truncate(b, start);
 	return e;
 }
 
@@ -123,19 +120,21 @@ enum cs_err buf_html(struct buf *b, const char *s)
 		default:   e = buf_append(b, p, 1);
 		}
 	}
-	if (e != CS_OK) {
-		b->len = start;
-		if (b->data)
-			b->data[start] = '\0';
-	}
+	if (e != CS_OK)
+		buf_truncate(b, start);
 	return e;
 }
 
 void buf_reset(struct buf *b)
 {
-	b->len = 0;
+	buf_truncate(b, 0);
+}
+
+void buf_truncate(struct buf *b, size_t len)
+{
+	b->len = len;
 	if (b->data)
-		b->data[0] = '\0';
+		b->data[len] = '\0';
 }
 
 char *buf_steal(struct buf *b)
