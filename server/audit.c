@@ -334,6 +334,18 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 	return err;
 }
 
+enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e)
+{
+	enum cs_err err;
+	if ((err = store_begin(c)) != CS_OK)
+		return err;
+	if ((err = audit_append(c, e)) != CS_OK || (err = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		return err;
+	}
+	return CS_OK;
+}
+
 /* --- head ---------------------------------------------------------------- */
 
 void audit_link_hex(const unsigned char link[AUDIT_LINK_LEN], char hex[AUDIT_LINK_HEX + 1])
