@@ -1,6 +1,6 @@
 /* page.h -- the shapes every HTML page handler answers with: a template
- * rendered with the signed-in person and their CSRF token, a 303 redirect, a
- * Set-Cookie, and a percent-encoded query parameter on a URL being built.
+ * rendered with the signed-in person and their CSRF token, a 303 redirect and a
+ * Set-Cookie (a URL's query parameters: form_url_param in form.h).
  * Nothing here reads the database or decides who may see a page. */
 #ifndef CS_PAGE_H
 #define CS_PAGE_H
@@ -22,8 +22,5 @@ enum cs_err page_redirect(struct http_reply *rep, const char *location) CS_MUST_
  * cookie, 0 deletes it); the formatted value is wiped after use. */
 enum cs_err page_set_cookie(struct http_reply *rep, const struct config *cfg, const char *name,
     const char *value, int64_t max_age) CS_MUST_CHECK;
-/* Appends "?name=value", or "&name=value" once b holds a '?', with value
- * percent-encoded. */
-enum cs_err page_url_param(struct buf *b, const char *name, const char *value) CS_MUST_CHECK;
 
 #endif

@@ -213,7 +213,7 @@ static enum cs_err add_param(struct buf *b, const char *name, const char *value)
 {
 	if (value == NULL || value[0] == '\0')
 		return CS_OK;
-	return page_url_param(b, name, value);
+	return form_url_param(b, name, value);
 }
 
 /* The sign-in URL that comes back to back: with stepup a forced, fresh login

@@ -122,6 +122,16 @@ enum cs_err pct_encode(const char *s, char **out)
 	return *out ? CS_OK : CS_ENOMEM;
 }
 
+enum cs_err form_url_param(struct buf *b, const char *name, const char *value)
+{
+	char *enc = NULL;
+	enum cs_err e = pct_encode(value, &enc);
+	if (e == CS_OK)
+		e = buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name, enc);
+	free(enc);
+	return e;
+}
+
 enum cs_err form_parse(struct form *f, const char *s, size_t len)
 {
 	enum cs_err e = CS_OK;

@@ -1,5 +1,5 @@
 /* page.c -- the answers HTML page handlers share (page.h): rendering through
- * the template engine, redirects, cookies, and query parameters on URLs.  It
+ * the template engine, redirects and cookies.  It
  * must never print raw HTML (only template.c writes pages) nor log a cookie. */
 #include <stdlib.h>
 #include <string.h>
@@ -43,15 +43,5 @@ enum cs_err page_set_cookie(struct http_reply *rep, const struct config *cfg, co
 		OPENSSL_cleanse(c, strlen(c));
 		free(c);
 	}
-	return e;
-}
-
-enum cs_err page_url_param(struct buf *b, const char *name, const char *value)
-{
-	char *enc = NULL;
-	enum cs_err e = pct_encode(value, &enc);
-	if (e == CS_OK)
-		e = buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name, enc);
-	free(enc);
 	return e;
 }
