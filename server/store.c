@@ -396,6 +396,19 @@ enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t 
 	return CS_OK;
 }
 
+enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, const struct store_row_type *t, void *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_query(c, sql, v, n, &e);
+	if (st == NULL)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK)
+		e = t->read(st, out);
+	store_stmt_done(st);
+	return e;
+}
+
 enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n)
 {

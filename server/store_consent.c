@@ -213,47 +213,46 @@ fail:
 	return e;
 }
 
-/* Steps an already bound single-row consent query; clears the statement. */
-static enum cs_err one_consent(struct store_conn *c, sqlite3_stmt *st, struct store_consent_row *out)
+static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
 {
-	struct store_consent_row r;
-	enum cs_err e = store_step(c, st);
-	if (e == CS_OK && (e = read_consent(st, &r)) == CS_OK)
-		*out = r;
-	store_stmt_done(st);
-	return e;
+	return read_consent(st, row);
 }
 
-static enum cs_err one_creq(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row *out)
+static void consent_row_free(void *rows, size_t n)
 {
-	struct store_creq_row r;
-	enum cs_err e = store_step(c, st);
-	if (e == CS_OK && (e = read_creq(st, &r)) == CS_OK)
-		*out = r;
-	store_stmt_done(st);
-	return e;
+	store_consent_rows_free(rows, n);
 }
+
+static const struct store_row_type consent_rows = {
+	sizeof(struct store_consent_row), consent_row_read, consent_row_free
+};
+
+static enum cs_err creq_row_read(sqlite3_stmt *st, void *row)
+{
+	return read_creq(st, row);
+}
+
+static void creq_row_free(void *rows, size_t n)
+{
+	store_creq_rows_free(rows, n);
+}
+
+static const struct store_row_type creq_rows = {
+	sizeof(struct store_creq_row), creq_row_read, creq_row_free
+};
 
 /* --- consents ---------------------------------------------------------- */
 
 enum cs_err store_consent_get(struct store_conn *c, const char *id, struct store_consent_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_GET, STORE_VALS(SV_TEXT(id)), &e);
-	if (st == NULL)
-		return e;
-	return one_consent(c, st, out);
+	return store_get(c, SQL_CONSENT_GET, STORE_VALS(SV_TEXT(id)), &consent_rows, out);
 }
 
 enum cs_err store_consent_current(struct store_conn *c, int64_t user_id, const char *agent,
     const char *resource, struct store_consent_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_CURRENT, STORE_VALS(SV_INT(user_id),
-	    SV_TEXT(agent), SV_TEXT(resource)), &e);
-	if (st == NULL)
-		return e;
-	return one_consent(c, st, out);
+	return store_get(c, SQL_CONSENT_CURRENT, STORE_VALS(SV_INT(user_id),
+	    SV_TEXT(agent), SV_TEXT(resource)), &consent_rows, out);
 }
 
 enum cs_err store_consent_insert(struct store_conn *c, const struct store_consent_row *r)
@@ -325,20 +324,6 @@ enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t no
 	return store_run(c, SQL_CONSENT_TOUCH, STORE_VALS(SV_TEXT(id), SV_INT(now)));
 }
 
-static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
-{
-	return read_consent(st, row);
-}
-
-static void consent_row_free(void *rows, size_t n)
-{
-	store_consent_rows_free(rows, n);
-}
-
-static const struct store_row_type consent_rows = {
-	sizeof(struct store_consent_row), consent_row_read, consent_row_free
-};
-
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_consent_row **out, size_t *n)
 {
@@ -361,22 +346,14 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 
 enum cs_err store_creq_get(struct store_conn *c, const char *id, struct store_creq_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_GET, STORE_VALS(SV_TEXT(id)), &e);
-	if (st == NULL)
-		return e;
-	return one_creq(c, st, out);
+	return store_get(c, SQL_CREQ_GET, STORE_VALS(SV_TEXT(id)), &creq_rows, out);
 }
 
 enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char *agent,
     const char *resource, struct store_creq_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_PENDING, STORE_VALS(SV_INT(user_id),
-	    SV_TEXT(agent), SV_TEXT(resource)), &e);
-	if (st == NULL)
-		return e;
-	return one_creq(c, st, out);
+	return store_get(c, SQL_CREQ_PENDING, STORE_VALS(SV_INT(user_id),
+	    SV_TEXT(agent), SV_TEXT(resource)), &creq_rows, out);
 }
 
 enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const char *agent,
@@ -489,20 +466,6 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
 		return e;
 	return exec_one(c, st);
 }
-
-static enum cs_err creq_row_read(sqlite3_stmt *st, void *row)
-{
-	return read_creq(st, row);
-}
-
-static void creq_row_free(void *rows, size_t n)
-{
-	store_creq_rows_free(rows, n);
-}
-
-static const struct store_row_type creq_rows = {
-	sizeof(struct store_creq_row), creq_row_read, creq_row_free
-};
 
 /* A listing of requests: st bound, its ?3 (the limit) CREQ_LIST_MAX. */
 static enum cs_err creq_list(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row **out,

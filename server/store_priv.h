@@ -97,6 +97,11 @@ struct store_row_type {
  * error the rows read so far are released with t->free. */
 enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
+/* store_query, one step and t->read into *out (a single row of type t);
+ * always finishes the statement.  CS_ENOENT when there is no row (*out
+ * untouched); after a failed read *out is left zeroed. */
+enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, const struct store_row_type *t, void *out) CS_MUST_CHECK;
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);
