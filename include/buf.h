@@ -1,5 +1,6 @@
 /* buf.h -- a growable byte buffer with a mandatory size cap (curl's dynbuf idea).
- * All string building in consentd goes through it; it never grows past max. */
+ * All string building in consentd goes through it; it never grows past max.
+ * Also the fixed-array formatter str_fmt and hex_digit. */
 #ifndef CS_BUF_H
 #define CS_BUF_H
 
@@ -39,6 +40,9 @@ char *buf_steal(struct buf *b);
 void buf_clear(struct buf *b);
 /* Wipes then frees; for buffers that held secrets. NULL-safe. */
 void buf_wipe_clear(struct buf *b);
+
+/* The value of one hexadecimal digit (either case), -1 when ch is none. */
+int hex_digit(char ch);
 
 /* Formats into a fixed array of n bytes, the one way consentd writes text
  * into an array: CS_ETOOBIG when the text would not fit whole (dst is then

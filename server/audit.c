@@ -247,23 +247,12 @@ static void hex_encode(const unsigned char *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int hex_val(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 static enum cs_err hex_decode_link(const char *s, unsigned char out[AUDIT_LINK_LEN])
 {
 	if (strlen(s) != AUDIT_LINK_HEX)
 		return CS_EINVAL;
 	for (size_t i = 0; i < AUDIT_LINK_LEN; i++) {
-		int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+		int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return CS_EINVAL;
 		out[i] = (unsigned char)(hi << 4 | lo);

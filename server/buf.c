@@ -1,5 +1,6 @@
-/* buf.c -- capped growable buffer.  Every append checks the cap before it
- * computes a new size, so no arithmetic here can overflow. */
+/* buf.c -- capped growable buffer, plus the small text helpers around it
+ * (str_fmt, hex_digit).  Every append checks the cap before it computes a
+ * new size, so no arithmetic here can overflow. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,4 +189,15 @@ enum cs_err str_fmt(char *dst, size_t n, const char *fmt, ...)
 	enum cs_err e = str_vfmt(dst, n, fmt, ap);
 	va_end(ap);
 	return e;
+}
+
+int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
 }
