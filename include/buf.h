@@ -1,11 +1,12 @@
 /* buf.h -- a growable byte buffer with a mandatory size cap (curl's dynbuf idea).
  * All string building in consentd goes through it; it never grows past max.
- * Also the fixed-array formatter str_fmt and hex_digit. */
+ * Also the fixed-array formatter str_fmt, str_time and hex_digit. */
 #ifndef CS_BUF_H
 #define CS_BUF_H
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "cs_err.h"
 
 struct buf {            /* caller-owned; release with buf_clear() */
@@ -41,6 +42,10 @@ void buf_clear(struct buf *b);
 /* Wipes then frees; for buffers that held secrets. NULL-safe. */
 void buf_wipe_clear(struct buf *b);
 
+/* t as "2006-01-02T15:04:05Z" (UTC) in buf, or as its decimal digits when
+ * out of range (an int64 always fits STR_TIME_LEN); returns buf. */
+#define STR_TIME_LEN 32
+const char *str_time(int64_t t, char buf[STR_TIME_LEN]);
 /* The value of one hexadecimal digit (either case), -1 when ch is none. */
 int hex_digit(char ch);
 

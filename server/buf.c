@@ -1,9 +1,10 @@
 /* buf.c -- capped growable buffer, plus the small text helpers around it
- * (str_fmt, hex_digit).  Every append checks the cap before it computes a
+ * (str_fmt, str_time, hex_digit).  Every append checks the cap before it computes a
  * new size, so no arithmetic here can overflow. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <openssl/crypto.h>
 #include "buf.h"
 
@@ -200,4 +201,17 @@ int hex_digit(char ch)
 	if (ch >= 'A' && ch <= 'F')
 		return ch - 'A' + 10;
 	return -1;
+}
+
+const char *str_time(int64_t t, char buf[STR_TIME_LEN])
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if ((int64_t)tt != t || gmtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, STR_TIME_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+		/* 20 digits and a sign fit in STR_TIME_LEN. */
+		if (str_fmt(buf, STR_TIME_LEN, "%lld", (long long)t) != CS_OK)
+			return "?";
+	}
+	return buf;
 }
