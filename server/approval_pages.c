@@ -200,7 +200,7 @@ enum cs_err pages_approve_decide(const struct http_request *req, struct http_rep
 	memset(&a, 0, sizeof a);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = page_form_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
+	if ((e = page_form_session(req, rep, c, PAGE_SIGNIN_AGENT_LINK, &s, &ok)) != CS_OK || !ok)
 		goto out;
 	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
 		goto out;

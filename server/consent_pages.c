@@ -345,7 +345,7 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	memset(&d, 0, sizeof d);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = page_form_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
+	if ((e = page_form_session(req, rep, c, PAGE_SIGNIN_AGENT_LINK, &s, &ok)) != CS_OK || !ok)
 		goto out;
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;

@@ -1,6 +1,6 @@
 /* page.c -- the answers HTML page handlers share (page.h): rendering through
  * the template engine, redirects, cookies, and the session and CSRF check of
- * a decision form.  It
+ * a form POST.  It
  * must never print raw HTML (only template.c writes pages) nor log a cookie. */
 #include <stdlib.h>
 #include <string.h>
@@ -49,13 +49,12 @@ enum cs_err page_set_cookie(struct http_reply *rep, const struct config *cfg, co
 }
 
 enum cs_err page_form_session(const struct http_request *req, struct http_reply *rep,
-    struct store_conn *c, struct session *s, bool *ok)
+    struct store_conn *c, const char *signin_why, struct session *s, bool *ok)
 {
 	enum cs_err e = session_from_cookie(c, req->app->cfg, req->cookie, req->now, s);
 	*ok = false;
 	if (e == CS_ENOENT)
-		return reply_html_error(rep, 401, "Not signed in",
-		    "Your session ended. Open the link from your agent again to sign in.");
+		return reply_html_error(rep, 401, "Not signed in", signin_why);
 	if (e != CS_OK)
 		return e;
 	if (!session_csrf_ok(s, form_get(&req->params, "csrf")))
