@@ -448,16 +448,16 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &sh, &shlen)) != CS_OK ||
-	    (e = store_col_text(st, 2, &s.request_id)) != CS_OK ||
-	    (e = store_col_text(st, 3, &s.resource)) != CS_OK ||
-	    (e = store_col_text(st, 4, &s.provider_issuer)) != CS_OK ||
-	    (e = store_col_text(st, 5, &s.code_verifier)) != CS_OK ||
-	    (e = store_col_text(st, 6, &s.selected)) != CS_OK ||
-	    (e = store_col_text(st, 9, &s.provider_scopes)) != CS_OK ||
-	    (e = store_col_text(st, 12, &s.request_version)) != CS_OK)
+	    (e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 2, &s.request_id, true },
+	    { 3, &s.resource, true },
+	    { 4, &s.provider_issuer, false },
+	    { 5, &s.code_verifier, true },
+	    { 6, &s.selected, true },
+	    { 9, &s.provider_scopes, true },
+	    { 12, &s.request_version, true }))) != CS_OK)
 		goto out;
-	if (shlen != 32 || s.request_id == NULL || s.resource == NULL || s.code_verifier == NULL ||
-	    s.selected == NULL || s.provider_scopes == NULL || s.request_version == NULL) {
+	if (shlen != 32) {
 		e = CS_EDB;
 		goto out;
 	}
