@@ -46,6 +46,9 @@ void audit_clear_key(void);
  * head and inserting is race-free).  CS_ECRYPTO when no chain key is set:
  * an unchained entry is never written. */
 enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
+/* audit_append in a transaction of its own (begin, append, commit; rolled
+ * back on failure), for an entry that goes with no other write. */
+enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
 
 /* The chain head: number and link of the last entry (0 and 32 zero bytes
  * when the log is empty).  hex gets the link in lowercase hex. */

@@ -1,10 +1,12 @@
 /* buf.h -- a growable byte buffer with a mandatory size cap (curl's dynbuf idea).
- * All string building in consentd goes through it; it never grows past max. */
+ * All string building in consentd goes through it; it never grows past max.
+ * Also the fixed-array formatter str_fmt, str_time and hex_digit. */
 #ifndef CS_BUF_H
 #define CS_BUF_H
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "cs_err.h"
 
 struct buf {            /* caller-owned; release with buf_clear() */
@@ -29,6 +31,9 @@ enum cs_err buf_json_str(struct buf *b, const char *s) CS_MUST_CHECK;
 enum cs_err buf_html(struct buf *b, const char *s) CS_MUST_CHECK;
 /* Empties the buffer without freeing it. */
 void buf_reset(struct buf *b);
+/* Cuts the buffer back to its first len bytes (len <= b->len), e.g. to leave
+ * nothing half-written behind after a failed append. */
+void buf_truncate(struct buf *b, size_t len);
 /* Hands the data to the caller (who frees it) and empties the buffer.
  * Returns an empty allocated string when nothing was appended, NULL on OOM. */
 char *buf_steal(struct buf *b);
@@ -36,6 +41,13 @@ char *buf_steal(struct buf *b);
 void buf_clear(struct buf *b);
 /* Wipes then frees; for buffers that held secrets. NULL-safe. */
 void buf_wipe_clear(struct buf *b);
+
+/* t as "2006-01-02T15:04:05Z" (UTC) in buf, or as its decimal digits when
+ * out of range (an int64 always fits STR_TIME_LEN); returns buf. */
+#define STR_TIME_LEN 32
+const char *str_time(int64_t t, char buf[STR_TIME_LEN]);
+/* The value of one hexadecimal digit (either case), -1 when ch is none. */
+int hex_digit(char ch);
 
 /* Formats into a fixed array of n bytes, the one way consentd writes text
  * into an array: CS_ETOOBIG when the text would not fit whole (dst is then

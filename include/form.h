@@ -1,5 +1,5 @@
 /* form.h -- the application/x-www-form-urlencoded parser (bodies and query
- * strings) and percent-decoding.  A parser of outside input: it never trusts a
+ * strings), percent-decoding and -encoding.  A parser of outside input: it never trusts a
  * length, rejects NUL bytes, bad escapes and invalid UTF-8, and caps everything. */
 #ifndef CS_FORM_H
 #define CS_FORM_H
@@ -38,6 +38,10 @@ enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out,
     size_t *out_len) CS_MUST_CHECK;
 /* Percent-encodes s for a query value or path segment (unreserved kept). */
 enum cs_err pct_encode(const char *s, char **out) CS_MUST_CHECK;
+/* Appends "?name=value", or "&name=value" once b holds a '?', with value
+ * percent-encoded: how consentd builds every URL it sends a browser to. */
+struct buf;
+enum cs_err form_url_param(struct buf *b, const char *name, const char *value) CS_MUST_CHECK;
 /* 1 when s[0..len) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
 int utf8_valid(const char *s, size_t len);
 

@@ -98,4 +98,11 @@ bool vault_has_record(struct store_conn *c, const char *consent_id);
 enum cs_err vault_outbox_run(struct vault *v, struct store_conn *c, int64_t now,
     int *finished) CS_MUST_CHECK;
 
+/* The additional data a vault ciphertext is bound to, malloc'd into *out:
+ * "v1" NUL record id NUL consent id NUL subject NUL resource.  vault.c seals
+ * with it and `consentd vault rekey` (vault_cli.c) reseals with it.
+ * CS_EINVAL when a part is NULL. */
+enum cs_err vault_aad_encode(const char *record_id, const char *consent_id,
+    const char *subject, const char *resource, unsigned char **out, size_t *len) CS_MUST_CHECK;
+
 #endif

@@ -29,23 +29,10 @@ bool admin_token_name_ok(const char *name)
 	return n >= 1 && n <= ADMIN_TOKEN_NAME_MAX;
 }
 
-/* Appends a in a transaction of its own. */
-static enum cs_err append_alone(struct store_conn *c, const struct audit_entry *a)
-{
-	enum cs_err e;
-	if ((e = store_begin(c)) != CS_OK)
-		return e;
-	if ((e = audit_append(c, a)) != CS_OK || (e = store_commit(c)) != CS_OK) {
-		store_rollback(c);
-		return e;
-	}
-	return CS_OK;
-}
-
 enum cs_err admin_audit_note(struct store_conn *c, const char *actor, const char *action,
     const char *detail, int64_t now)
 {
-	return append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor, .action = action,
+	return audit_append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor, .action = action,
 	    .outcome = "ok", .detail = detail });
 }
 
@@ -55,7 +42,7 @@ enum cs_err admin_page_refused(struct store_conn *c, const char *subject, int64_
 	enum cs_err e;
 	if ((e = str_fmt(actor, sizeof actor, "user:%s", subject)) != CS_OK)
 		return e;
-	return append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor,
+	return audit_append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor,
 	    .action = "admin.page.refused", .subject = subject, .outcome = "refused",
 	    .detail = "not an admin" });
 }
@@ -161,7 +148,7 @@ enum cs_err admin_token_check(struct store_conn *c, const char *token, const cha
 		goto out;
 	if (revoked_at != 0) {
 		/* SECURITY: a revoked token is refused; its use is worth a record. */
-		if ((e = append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor,
+		if ((e = audit_append_alone(c, &(struct audit_entry){ .ts = now, .actor = actor,
 		    .action = "admin.api.refused", .outcome = "refused", .detail = what })) == CS_OK)
 			e = CS_EPERM;
 		goto out;

@@ -21,7 +21,6 @@
 #include "store.h"
 
 #define ACTOR "cli"
-#define TIME_MAX_LEN 32
 
 static void admin_usage(FILE *f)
 {
@@ -39,19 +38,10 @@ static void admin_usage(FILE *f)
 	    "Revocation takes effect at once for running servers (same database).\n");
 }
 
-static const char *fmt_time(int64_t t, char buf[TIME_MAX_LEN])
+/* t as str_time writes it, or "-" for 0 (never). */
+static const char *fmt_time(int64_t t, char buf[STR_TIME_LEN])
 {
-	struct tm tm;
-	time_t tt = (time_t)t;
-	if (t == 0)
-		return "-";
-	if ((int64_t)tt != t || gmtime_r(&tt, &tm) == NULL ||
-	    strftime(buf, TIME_MAX_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-		/* 20 digits and a sign fit in TIME_MAX_LEN. */
-		if (str_fmt(buf, TIME_MAX_LEN, "%lld", (long long)t) != CS_OK)
-			return "?";
-	}
-	return buf;
+	return t == 0 ? "-" : str_time(t, buf);
 }
 
 /* Prints s with control characters as '?': names come from outside (IdP
@@ -156,7 +146,7 @@ static int token_list(struct ctx *x)
 {
 	json_t *a = NULL, *r;
 	size_t i;
-	char t1[TIME_MAX_LEN], t2[TIME_MAX_LEN], t3[TIME_MAX_LEN];
+	char t1[STR_TIME_LEN], t2[STR_TIME_LEN], t3[STR_TIME_LEN];
 	enum cs_err e = admin_token_list(x->c, &a);
 	if (e != CS_OK)
 		return fail("token list", e);
@@ -196,7 +186,7 @@ static int consents_list(struct ctx *x, const struct admin_consent_filter *f, co
 {
 	json_t *res = NULL, *k;
 	size_t i;
-	char t1[TIME_MAX_LEN];
+	char t1[STR_TIME_LEN];
 	enum cs_err e = admin_consents_list(x->c, f, cursor, limit, x->now, &res);
 	if (e == CS_EINVAL) {
 		fprintf(stderr, "consentd admin consents list: bad --state, --cursor or --limit (1-%d)\n",

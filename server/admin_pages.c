@@ -213,7 +213,7 @@ static enum cs_err add_param(struct buf *b, const char *name, const char *value)
 {
 	if (value == NULL || value[0] == '\0')
 		return CS_OK;
-	return page_url_param(b, name, value);
+	return form_url_param(b, name, value);
 }
 
 /* The sign-in URL that comes back to back: with stepup a forced, fresh login
@@ -460,14 +460,21 @@ out:
 static const char *const search_states[] = { "", "live", "expired", "revoked",
 	"reconnect_required" };
 
+/* A list filter from the query: NULL when absent or empty (no filter). */
+static const char *filter_param(const struct http_request *req, const char *name)
+{
+	const char *v = form_get(&req->params, name);
+	return v != NULL && *v != '\0' ? v : NULL;
+}
+
 enum cs_err admin_pages_search(const struct http_request *req, struct http_reply *rep)
 {
 	const struct config *cfg = req->app->cfg;
 	struct store_conn *c = store_conn(req->app->store);
-	const char *user = form_get(&req->params, "user");
-	const char *agent = form_get(&req->params, "agent");
-	const char *resource = form_get(&req->params, "resource");
-	const char *state = form_get(&req->params, "state");
+	const char *user = filter_param(req, "user");
+	const char *agent = filter_param(req, "agent");
+	const char *resource = filter_param(req, "resource");
+	const char *state = filter_param(req, "state");
 	const char *after = form_get(&req->params, "after");
 	struct admin_consent_filter f;
 	const struct session *s = req->auth.session;
@@ -480,10 +487,6 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 	buf_init(&next, 4096);
 	if (c == NULL)
 		return CS_EDB;
-	if (user && !*user) user = NULL;
-	if (agent && !*agent) agent = NULL;
-	if (resource && !*resource) resource = NULL;
-	if (state && !*state) state = NULL;
 	memset(&f, 0, sizeof f);
 	f.issuer = user ? cfg->oidc_issuer : NULL;
 	f.user = user;
@@ -858,9 +861,9 @@ enum cs_err admin_parse_since(const char *s, int64_t *out)
 enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	const char *action = form_get(&req->params, "action");
-	const char *consent = form_get(&req->params, "consent");
-	const char *since = form_get(&req->params, "since");
+	const char *action = filter_param(req, "action");
+	const char *consent = filter_param(req, "consent");
+	const char *since = filter_param(req, "since");
 	const char *after = form_get(&req->params, "after");
 	struct admin_audit_filter f;
 	const struct session *s = req->auth.session;
@@ -873,9 +876,6 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	buf_init(&next, 4096);
 	if (c == NULL)
 		return CS_EDB;
-	if (action && !*action) action = NULL;
-	if (consent && !*consent) consent = NULL;
-	if (since && !*since) since = NULL;
 	memset(&f, 0, sizeof f);
 	f.action = action;
 	f.consent_id = consent;

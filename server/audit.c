@@ -247,23 +247,12 @@ static void hex_encode(const unsigned char *b, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-static int hex_val(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 static enum cs_err hex_decode_link(const char *s, unsigned char out[AUDIT_LINK_LEN])
 {
 	if (strlen(s) != AUDIT_LINK_HEX)
 		return CS_EINVAL;
 	for (size_t i = 0; i < AUDIT_LINK_LEN; i++) {
-		int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+		int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return CS_EINVAL;
 		out[i] = (unsigned char)(hi << 4 | lo);
@@ -334,6 +323,18 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 	return err;
 }
 
+enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e)
+{
+	enum cs_err err;
+	if ((err = store_begin(c)) != CS_OK)
+		return err;
+	if ((err = audit_append(c, e)) != CS_OK || (err = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		return err;
+	}
+	return CS_OK;
+}
+
 /* --- head ---------------------------------------------------------------- */
 
 void audit_link_hex(const unsigned char link[AUDIT_LINK_LEN], char hex[AUDIT_LINK_HEX + 1])
@@ -397,123 +398,152 @@ static void broken(struct audit_verify_result *res, int64_t seq, const char *fmt
 	va_end(ap);
 }
 
-enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
-    const struct audit_head *want, struct audit_verify_result *res)
+/* Calls fn on every entry in order, a page of AUDIT_PAGE at a time, until fn
+ * fails or sets *stop. */
+static enum cs_err each_row(struct store_conn *c,
+    enum cs_err (*fn)(void *arg, const struct store_audit_row *r, bool *stop), void *arg)
 {
 	enum cs_err err;
-	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
-	unsigned char want_link[AUDIT_LINK_LEN];
 	struct store_audit_row *rows = NULL;
 	size_t n = 0;
-	int64_t expect = 1, after = 0;
-	int want_seen = 0;
+	int64_t after = 0;
+	bool stop = false;
 
-	if (c == NULL || mk == NULL || res == NULL)
-		return CS_EINVAL;
-	memset(res, 0, sizeof *res);
-	memset(prev, 0, sizeof prev);
-	hex_encode(prev, AUDIT_LINK_LEN, res->head.hex);
-	if (want != NULL && (want->seq < 0 || hex_decode_link(want->hex, want_link) != CS_OK))
-		return CS_EINVAL;
-	if ((err = seal_derive_key(mk, AUDIT_KEY_PURPOSE, key)) != CS_OK)
-		return err;
-	res->ok = 1;
-	for (;;) {
+	while (!stop) {
 		if ((err = store_audit_page(c, after, AUDIT_PAGE, &rows, &n)) != CS_OK)
 			goto out;
 		if (n == 0)
 			break;
-		for (size_t i = 0; i < n && res->ok; i++) {
-			const struct store_audit_row *r = &rows[i];
-			struct audit_entry e;
-			if (r->seq != expect) {
-				broken(res, r->seq, "entry %" PRId64 " before it is missing", expect);
-				break;
-			}
-			if (r->link == NULL || r->link_len != AUDIT_LINK_LEN) {
-				broken(res, r->seq, "it has no link");
-				break;
-			}
-			row_entry(r, &e);
-			if ((err = link_compute(key, prev, r->seq, &e, link)) != CS_OK)
+		for (size_t i = 0; i < n && !stop; i++)
+			if ((err = fn(arg, &rows[i], &stop)) != CS_OK)
 				goto out;
-			/* SECURITY: links compared in constant time. */
-			if (CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
-				if (r->master_kid != NULL && strcmp(r->master_kid, mk->kid) != 0)
-					broken(res, r->seq, "link does not match; it names master key "
-					    "%.16s, verifying with %s", r->master_kid, mk->kid);
-				else
-					broken(res, r->seq, "link does not match its content "
-					    "and the entry before it");
-				break;
-			}
-			if (want != NULL && r->seq == want->seq) {
-				want_seen = 1;
-				if (CRYPTO_memcmp(link, want_link, AUDIT_LINK_LEN) != 0) {
-					broken(res, r->seq, "its link differs from the expected head's");
-					break;
-				}
-			}
-			memcpy(prev, link, AUDIT_LINK_LEN);
-			res->entries++;
-			res->head.seq = r->seq;
-			hex_encode(link, AUDIT_LINK_LEN, res->head.hex);
-			expect = r->seq + 1;
-		}
 		after = rows[n - 1].seq;
 		store_audit_rows_free(rows, n);
 		rows = NULL;
 		n = 0;
-		if (!res->ok)
-			break;
-	}
-	if (res->ok && want != NULL && want->seq > 0 && !want_seen) {
-		broken(res, want->seq, "head %" PRId64 " missing: the log ends at entry %" PRId64
-		    " (cut off?)", want->seq, res->head.seq);
-		res->head_missing = 1;
 	}
 	err = CS_OK;
 out:
 	store_audit_rows_free(rows, n);
-	OPENSSL_cleanse(key, sizeof key);
 	return err;
+}
+
+/* audit_verify's walk: the chain so far and what it is checked against. */
+struct verify_walk {
+	const struct master_key    *mk;
+	const struct audit_head    *want;
+	struct audit_verify_result *res;
+	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], want_link[AUDIT_LINK_LEN];
+	int64_t expect;
+	int     want_seen;
+};
+
+static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *stop)
+{
+	struct verify_walk *w = arg;
+	struct audit_verify_result *res = w->res;
+	unsigned char link[AUDIT_LINK_LEN];
+	struct audit_entry e;
+	enum cs_err err;
+
+	if (r->seq != w->expect) {
+		broken(res, r->seq, "entry %" PRId64 " before it is missing", w->expect);
+		goto done;
+	}
+	if (r->link == NULL || r->link_len != AUDIT_LINK_LEN) {
+		broken(res, r->seq, "it has no link");
+		goto done;
+	}
+	row_entry(r, &e);
+	if ((err = link_compute(w->key, w->prev, r->seq, &e, link)) != CS_OK)
+		return err;
+	/* SECURITY: links compared in constant time. */
+	if (CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
+		if (r->master_kid != NULL && strcmp(r->master_kid, w->mk->kid) != 0)
+			broken(res, r->seq, "link does not match; it names master key "
+			    "%.16s, verifying with %s", r->master_kid, w->mk->kid);
+		else
+			broken(res, r->seq, "link does not match its content "
+			    "and the entry before it");
+		goto done;
+	}
+	if (w->want != NULL && r->seq == w->want->seq) {
+		w->want_seen = 1;
+		if (CRYPTO_memcmp(link, w->want_link, AUDIT_LINK_LEN) != 0) {
+			broken(res, r->seq, "its link differs from the expected head's");
+			goto done;
+		}
+	}
+	memcpy(w->prev, link, AUDIT_LINK_LEN);
+	res->entries++;
+	res->head.seq = r->seq;
+	hex_encode(link, AUDIT_LINK_LEN, res->head.hex);
+	w->expect = r->seq + 1;
+done:
+	*stop = !res->ok;
+	return CS_OK;
+}
+
+enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
+    const struct audit_head *want, struct audit_verify_result *res)
+{
+	enum cs_err err;
+	struct verify_walk w = { .mk = mk, .want = want, .res = res, .expect = 1 };
+
+	if (c == NULL || mk == NULL || res == NULL)
+		return CS_EINVAL;
+	memset(res, 0, sizeof *res);
+	hex_encode(w.prev, AUDIT_LINK_LEN, res->head.hex);
+	if (want != NULL && (want->seq < 0 || hex_decode_link(want->hex, w.want_link) != CS_OK))
+		return CS_EINVAL;
+	if ((err = seal_derive_key(mk, AUDIT_KEY_PURPOSE, w.key)) != CS_OK)
+		return err;
+	res->ok = 1;
+	if ((err = each_row(c, verify_row, &w)) != CS_OK)
+		goto out;
+	if (res->ok && want != NULL && want->seq > 0 && !w.want_seen) {
+		broken(res, want->seq, "head %" PRId64 " missing: the log ends at entry %" PRId64
+		    " (cut off?)", want->seq, res->head.seq);
+		res->head_missing = 1;
+	}
+out:
+	OPENSSL_cleanse(w.key, sizeof w.key);
+	return err;
+}
+
+/* audit_relink's walk: the new chain key and the link before. */
+struct relink_walk {
+	struct store_conn       *c;
+	const struct master_key *new_mk;
+	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN];
+};
+
+static enum cs_err relink_row(void *arg, const struct store_audit_row *r, bool *stop)
+{
+	struct relink_walk *w = arg;
+	unsigned char link[AUDIT_LINK_LEN];
+	struct audit_entry e;
+	enum cs_err err;
+	(void)stop;
+	row_entry(r, &e);
+	if ((err = link_compute(w->key, w->prev, r->seq, &e, link)) != CS_OK ||
+	    (err = store_audit_set_link(w->c, r->seq, link, w->new_mk->kid)) != CS_OK)
+		return err;
+	memcpy(w->prev, link, AUDIT_LINK_LEN);
+	return CS_OK;
 }
 
 enum cs_err audit_relink(struct store_conn *c, const struct master_key *new_mk)
 {
 	enum cs_err err;
-	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
-	struct store_audit_row *rows = NULL;
-	size_t n = 0;
-	int64_t after = 0;
+	struct relink_walk w = { .c = c, .new_mk = new_mk };
 
 	if (c == NULL || new_mk == NULL)
 		return CS_EINVAL;
-	memset(prev, 0, sizeof prev);
-	if ((err = seal_derive_key(new_mk, AUDIT_KEY_PURPOSE, key)) != CS_OK)
+	if ((err = seal_derive_key(new_mk, AUDIT_KEY_PURPOSE, w.key)) != CS_OK)
 		return err;
-	for (;;) {
-		if ((err = store_audit_page(c, after, AUDIT_PAGE, &rows, &n)) != CS_OK)
-			goto out;
-		if (n == 0)
-			break;
-		for (size_t i = 0; i < n; i++) {
-			struct audit_entry e;
-			row_entry(&rows[i], &e);
-			if ((err = link_compute(key, prev, rows[i].seq, &e, link)) != CS_OK ||
-			    (err = store_audit_set_link(c, rows[i].seq, link, new_mk->kid)) != CS_OK)
-				goto out;
-			memcpy(prev, link, AUDIT_LINK_LEN);
-		}
-		after = rows[n - 1].seq;
-		store_audit_rows_free(rows, n);
-		rows = NULL;
-		n = 0;
-	}
-	err = CS_OK;
-out:
-	store_audit_rows_free(rows, n);
-	OPENSSL_cleanse(key, sizeof key);
+	err = each_row(c, relink_row, &w);
+	OPENSSL_cleanse(w.key, sizeof w.key);
 	return err;
 }
 
@@ -557,39 +587,32 @@ out:
 	return err;
 }
 
+/* audit_export's walk: where it starts and whom it hands each entry. */
+struct export_walk {
+	int64_t since;
+	enum cs_err (*fn)(void *arg, const char *json);
+	void *arg;
+};
+
+static enum cs_err export_row(void *arg, const struct store_audit_row *r, bool *stop)
+{
+	struct export_walk *w = arg;
+	char *js = NULL;
+	enum cs_err err;
+	(void)stop;
+	if (r->ts < w->since)
+		return CS_OK;
+	if ((err = row_json(r, &js)) != CS_OK)
+		return err;
+	err = w->fn(w->arg, js);
+	free(js);
+	return err;
+}
+
 enum cs_err audit_export(struct store_conn *c, int64_t since,
     enum cs_err (*fn)(void *arg, const char *json), void *arg)
 {
-	enum cs_err err;
-	struct store_audit_row *rows = NULL;
-	size_t n = 0;
-	int64_t after = 0;
-
 	if (c == NULL || fn == NULL)
 		return CS_EINVAL;
-	for (;;) {
-		if ((err = store_audit_page(c, after, AUDIT_PAGE, &rows, &n)) != CS_OK)
-			goto out;
-		if (n == 0)
-			break;
-		for (size_t i = 0; i < n; i++) {
-			char *js = NULL;
-			if (rows[i].ts < since)
-				continue;
-			if ((err = row_json(&rows[i], &js)) != CS_OK)
-				goto out;
-			err = fn(arg, js);
-			free(js);
-			if (err != CS_OK)
-				goto out;
-		}
-		after = rows[n - 1].seq;
-		store_audit_rows_free(rows, n);
-		rows = NULL;
-		n = 0;
-	}
-	err = CS_OK;
-out:
-	store_audit_rows_free(rows, n);
-	return err;
+	return each_row(c, export_row, &(struct export_walk){ .since = since, .fn = fn, .arg = arg });
 }

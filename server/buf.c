@@ -1,8 +1,10 @@
-/* buf.c -- capped growable buffer.  Every append checks the cap before it
- * computes a new size, so no arithmetic here can overflow. */
+/* buf.c -- capped growable buffer, plus the small text helpers around it
+ * (str_fmt, str_time, hex_digit).  Every append checks the cap before it computes a
+ * new size, so no arithmetic here can overflow. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <openssl/crypto.h>
 #include "buf.h"
 
@@ -99,11 +101,8 @@ enum cs_err buf_json_str(struct buf *b, const char *s)
 	}
 	if (e == CS_OK)
 		e = buf_append(b, "\"", 1);
-	if (e != CS_OK) {               /* leave no half-written literal behind */
-		b->len = start;
-		if (b->data)
-			b->data[start] = '\0';
-	}
+	if (e != CS_OK)               /* leave no half-written literal behind */
+		buf_truncate(b, start);
 	return e;
 }
 
@@ -123,19 +122,21 @@ enum cs_err buf_html(struct buf *b, const char *s)
 		default:   e = buf_append(b, p, 1);
 		}
 	}
-	if (e != CS_OK) {
-		b->len = start;
-		if (b->data)
-			b->data[start] = '\0';
-	}
+	if (e != CS_OK)
+		buf_truncate(b, start);
 	return e;
 }
 
 void buf_reset(struct buf *b)
 {
-	b->len = 0;
+	buf_truncate(b, 0);
+}
+
+void buf_truncate(struct buf *b, size_t len)
+{
+	b->len = len;
 	if (b->data)
-		b->data[0] = '\0';
+		b->data[len] = '\0';
 }
 
 char *buf_steal(struct buf *b)
@@ -189,4 +190,28 @@ enum cs_err str_fmt(char *dst, size_t n, const char *fmt, ...)
 	enum cs_err e = str_vfmt(dst, n, fmt, ap);
 	va_end(ap);
 	return e;
+}
+
+int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+const char *str_time(int64_t t, char buf[STR_TIME_LEN])
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if ((int64_t)tt != t || gmtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, STR_TIME_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+		/* 20 digits and a sign fit in STR_TIME_LEN. */
+		if (str_fmt(buf, STR_TIME_LEN, "%lld", (long long)t) != CS_OK)
+			return "?";
+	}
+	return buf;
 }

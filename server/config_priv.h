@@ -148,7 +148,6 @@ void cfg_check_listen(struct ctx *c, const struct entry *e, const char *v, char 
 bool cfg_check_abs_uri(struct ctx *c, const struct entry *e, const char *v);
 void cfg_check_route(struct ctx *c, const struct entry *e, const char *v, char **method,
     char **path);
-int cfg_hexval(char ch);
 bool cfg_is_b64_32(const char *s);
 /* A key holding a list of words: its default, the test each word must pass,
  * and what a word is called in a refusal ("'x' is not a valid <what>"). */

@@ -266,7 +266,7 @@ static void load_gateway(struct ctx *c, struct config *cfg, const struct section
 	} else if (he != NULL) {
 		bool ok = strlen(hex) == 64;
 		for (size_t i = 0; ok && i < 32; i++) {
-			int hi = cfg_hexval(hex[2 * i]), lo = cfg_hexval(hex[2 * i + 1]);
+			int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
 			if (hi < 0 || lo < 0)
 				ok = false;
 			else

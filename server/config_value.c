@@ -402,17 +402,6 @@ out:
 	cfg_free_strv(w);
 }
 
-int cfg_hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Base64 (standard alphabet) of exactly 32 bytes: 43 characters, or 44 with one '='. */
 bool cfg_is_b64_32(const char *s)
 {

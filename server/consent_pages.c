@@ -345,19 +345,8 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 	memset(&d, 0, sizeof d);
 	if (c == NULL)
 		return CS_EDB;
-	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
-	if (e == CS_ENOENT) {
-		e = reply_html_error(rep, 401, "Not signed in",
-		    "Your session ended. Open the link from your agent again to sign in.");
+	if ((e = page_form_session(req, rep, c, PAGE_SIGNIN_AGENT_LINK, &s, &ok)) != CS_OK || !ok)
 		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	if (!session_csrf_ok(&s, form_get(&req->params, "csrf"))) {
-		e = reply_html_error(rep, 403, "Not allowed",
-		    "This form is stale or did not come from this site. Reload the page and try again.");
-		goto out;
-	}
 	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
 		goto out;
 	if ((e = read_decision(req, rep, &r, &d, &ok)) != CS_OK || !ok)

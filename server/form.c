@@ -54,14 +54,6 @@ int utf8_valid(const char *str, size_t len)
 	return 1;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
-}
-
 enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out, size_t *out_len)
 {
 	char *d = malloc(len + 1);
@@ -73,7 +65,7 @@ enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out, si
 		if (c == '%') {
 			if (len - i < 3)
 				goto bad;
-			int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+			int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
 			if (hi < 0 || lo < 0)
 				goto bad;
 			c = (char)(hi * 16 + lo);
@@ -120,6 +112,16 @@ enum cs_err pct_encode(const char *s, char **out)
 	}
 	*out = buf_steal(&b);
 	return *out ? CS_OK : CS_ENOMEM;
+}
+
+enum cs_err form_url_param(struct buf *b, const char *name, const char *value)
+{
+	char *enc = NULL;
+	enum cs_err e = pct_encode(value, &enc);
+	if (e == CS_OK)
+		e = buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name, enc);
+	free(enc);
+	return e;
 }
 
 enum cs_err form_parse(struct form *f, const char *s, size_t len)

@@ -764,6 +764,41 @@ static enum MHD_Result name_is_token(void *cls, enum MHD_ValueKind kind, const c
 	return MHD_YES;
 }
 
+/* The first calls for a request: checks the header names and the announced
+ * length, then gathers the body as it arrives. True while MHD should call
+ * again with more; false once the request is whole or already refused. */
+static bool still_receiving(struct http_server *srv, struct MHD_Connection *c,
+    struct conn_ctx *ctx, const char *upload_data, size_t *upload_data_size)
+{
+	if (!ctx->started) {
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+		    MHD_HTTP_HEADER_CONTENT_LENGTH);
+		ctx->started = 1;
+		MHD_get_connection_values_n(c, MHD_HEADER_KIND, name_is_token, &ctx->bad_header);
+		if (cl != NULL) {
+			char *end = NULL;
+			unsigned long long n = strtoull(cl, &end, 10);
+			if (end == cl || *end != '\0' || n > srv->app->cfg->max_body)
+				ctx->too_big = 1;
+		}
+		return !ctx->too_big && !ctx->bad_header;   /* wait for the body */
+	}
+	if (*upload_data_size > 0) {
+		if (!ctx->too_big && buf_append(&ctx->body, upload_data, *upload_data_size) != CS_OK)
+			ctx->too_big = 1;
+		if (ctx->too_big)
+			ctx->discarded += *upload_data_size;
+		*upload_data_size = 0;
+		/* A body past [server] max_body that no Content-Length announced (a
+		 * chunked one) is read on and dropped up to HTTP_DISCARD_MAX (4 MiB) more, so
+		 * that a client that sends it whole still reads its 413; past that it
+		 * is answered at once and the connection closed: the rest of a body
+		 * of any size is never read. */
+		return !ctx->too_big || ctx->discarded <= HTTP_DISCARD_MAX;
+	}
+	return false;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
     const char *method, const char *version, const char *upload_data,
     size_t *upload_data_size, void **req_cls)
@@ -779,33 +814,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 	if (ctx == NULL)
 		return MHD_NO;
-	if (!ctx->started) {
-		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-		    MHD_HTTP_HEADER_CONTENT_LENGTH);
-		ctx->started = 1;
-		MHD_get_connection_values_n(c, MHD_HEADER_KIND, name_is_token, &ctx->bad_header);
-		if (cl != NULL) {
-			char *end = NULL;
-			unsigned long long n = strtoull(cl, &end, 10);
-			if (end == cl || *end != '\0' || n > srv->app->cfg->max_body)
-				ctx->too_big = 1;
-		}
-		if (!ctx->too_big && !ctx->bad_header)
-			return MHD_YES;        /* wait for the body */
-	} else if (*upload_data_size > 0) {
-		if (!ctx->too_big && buf_append(&ctx->body, upload_data, *upload_data_size) != CS_OK)
-			ctx->too_big = 1;
-		if (ctx->too_big)
-			ctx->discarded += *upload_data_size;
-		*upload_data_size = 0;
-		/* A body past [server] max_body that no Content-Length announced (a
-		 * chunked one) is read on and dropped up to HTTP_DISCARD_MAX (4 MiB) more, so
-		 * that a client that sends it whole still reads its 413; past that it
-		 * is answered at once and the connection closed: the rest of a body
-		 * of any size is never read. */
-		if (!ctx->too_big || ctx->discarded <= HTTP_DISCARD_MAX)
-			return MHD_YES;
-	}
+	if (still_receiving(srv, c, ctx, upload_data, upload_data_size))
+		return MHD_YES;
 	if (ctx->job != NULL)                   /* a deferred request, resumed */
 		return job_answer(srv, c, ctx, method);
 

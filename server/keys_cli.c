@@ -16,8 +16,6 @@
 #include "seal.h"
 #include "store.h"
 
-#define TIME_MAX_LEN 32
-
 static void keys_usage(FILE *f)
 {
 	fprintf(f,
@@ -26,20 +24,6 @@ static void keys_usage(FILE *f)
 	    "       consentd keys revoke KID -c FILE  withdraw a key at once\n"
 	    "       consentd keys list -c FILE        every key that is not revoked, and its state\n"
 	    "Running servers pick changes up within 60 s, or at once on SIGHUP.\n");
-}
-
-/* t as "2006-01-02T15:04:05Z" (UTC), or as seconds when out of range. */
-static const char *fmt_time(int64_t t, char buf[TIME_MAX_LEN])
-{
-	struct tm tm;
-	time_t tt = (time_t)t;
-	if ((int64_t)tt != t || gmtime_r(&tt, &tm) == NULL ||
-	    strftime(buf, TIME_MAX_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-		/* An int64 always fits TIME_MAX_LEN. */
-		if (str_fmt(buf, TIME_MAX_LEN, "%lld", (long long)t) != CS_OK)
-			return "?";
-	}
-	return buf;
 }
 
 /* The store of cfg, with the calling thread's connection. */
@@ -63,7 +47,7 @@ static int keys_rotate(const struct config *cfg, int64_t now)
 	struct store *s = NULL;
 	struct store_conn *c = NULL;
 	struct keyring *kr = NULL;
-	char *kid = NULL, when[TIME_MAX_LEN];
+	char *kid = NULL, when[STR_TIME_LEN];
 	enum cs_err e;
 	int rc = 1;
 
@@ -89,7 +73,7 @@ static int keys_rotate(const struct config *cfg, int64_t now)
 		goto out;
 	}
 	printf("new signing key %s: published now, signs from %s (in %lld s; %s signs until then)\n",
-	    kid, fmt_time(sign_after, when), (long long)cfg->publish_lead,
+	    kid, str_time(sign_after, when), (long long)cfg->publish_lead,
 	    keyring_signing_kid(kr));
 	printf("running servers publish it within 60 s, or at once on SIGHUP\n");
 	rc = 0;
@@ -147,7 +131,7 @@ static int keys_list(const struct config *cfg, int64_t now)
 	size_t n = 0;
 	enum cs_err e;
 	int rc = 1;
-	char t1[TIME_MAX_LEN], t2[TIME_MAX_LEN], t3[TIME_MAX_LEN];
+	char t1[STR_TIME_LEN], t2[STR_TIME_LEN], t3[STR_TIME_LEN];
 
 	if (open_store(cfg, &s, &c) != 0)
 		goto out;
@@ -162,12 +146,12 @@ static int keys_list(const struct config *cfg, int64_t now)
 	keyring_classify(ks, n, now, cfg->grant_ttl, st);
 	printf("%-43s  %-20s  %-20s  %s\n", "KID", "CREATED", "SIGN_AFTER", "STATE");
 	for (size_t i = 0; i < n; i++) {
-		printf("%-43s  %-20s  %-20s  %s", ks[i].kid, fmt_time(ks[i].created_at, t1),
-		    fmt_time(ks[i].sign_after, t2), key_state_name(st[i].state));
+		printf("%-43s  %-20s  %-20s  %s", ks[i].kid, str_time(ks[i].created_at, t1),
+		    str_time(ks[i].sign_after, t2), key_state_name(st[i].state));
 		if (st[i].state == KEY_RETIRED_PUBLISHED)
-			printf(" (published until %s)", fmt_time(st[i].unpublish_at, t3));
+			printf(" (published until %s)", str_time(st[i].unpublish_at, t3));
 		else if (st[i].state == KEY_RETIRED)
-			printf(" (unpublished since %s)", fmt_time(st[i].unpublish_at, t3));
+			printf(" (unpublished since %s)", str_time(st[i].unpublish_at, t3));
 		printf("\n");
 	}
 	if (n == 0)

@@ -126,11 +126,8 @@ static enum cs_err escape(struct buf *b, const char *s, bool json)
 	}
 	if (e == CS_OK && json)
 		e = buf_append(b, "\"", 1);
-	if (e != CS_OK) {                  /* leave no half-written literal behind */
-		b->len = start;
-		if (b->data)
-			b->data[start] = '\0';
-	}
+	if (e != CS_OK)                  /* leave no half-written literal behind */
+		buf_truncate(b, start);
 	return e;
 }
 
@@ -191,11 +188,8 @@ enum cs_err log_format(struct buf *b, const struct log_line *line)
 		goto out;
 	e = buf_puts(b, "}\n");
 out:
-	if (e != CS_OK) {
-		b->len = start;
-		if (b->data)
-			b->data[start] = '\0';
-	}
+	if (e != CS_OK)
+		buf_truncate(b, start);
 	return e;
 }
 

@@ -31,18 +31,6 @@ static void pkce_challenge(const char *verifier, char out[44])
 	}
 }
 
-/* Appends "?name=value", or "&name=value" once b holds a '?', value
- * percent-encoded: the IdP's URLs are built here, not in a handler. */
-static enum cs_err url_param(struct buf *b, const char *name, const char *value)
-{
-	char *enc = NULL;
-	enum cs_err e = pct_encode(value, &enc);
-	if (e == CS_OK)
-		e = buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name, enc);
-	free(enc);
-	return e;
-}
-
 void login_client_key(const char *ip, unsigned char out[32])
 {
 	static const char domain[] = "consentd login address";
@@ -107,18 +95,18 @@ static enum cs_err authorize_url(const struct config *cfg, const struct oidc_met
 	enum cs_err e;
 	if ((e = str_fmt(redirect_uri, sizeof redirect_uri, "%s/callback", cfg->public_url)) != CS_OK ||
 	    (e = buf_puts(loc, m->authorization_endpoint)) != CS_OK ||
-	    (e = url_param(loc, "response_type", "code")) != CS_OK ||
-	    (e = url_param(loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
-	    (e = url_param(loc, "redirect_uri", redirect_uri)) != CS_OK ||
-	    (e = url_param(loc, "scope", cfg->oidc_scopes)) != CS_OK ||
-	    (e = url_param(loc, "state", k->state)) != CS_OK ||
-	    (e = url_param(loc, "nonce", k->nonce)) != CS_OK ||
-	    (e = url_param(loc, "code_challenge", k->challenge)) != CS_OK ||
-	    (e = url_param(loc, "code_challenge_method", "S256")) != CS_OK)
+	    (e = form_url_param(loc, "response_type", "code")) != CS_OK ||
+	    (e = form_url_param(loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
+	    (e = form_url_param(loc, "redirect_uri", redirect_uri)) != CS_OK ||
+	    (e = form_url_param(loc, "scope", cfg->oidc_scopes)) != CS_OK ||
+	    (e = form_url_param(loc, "state", k->state)) != CS_OK ||
+	    (e = form_url_param(loc, "nonce", k->nonce)) != CS_OK ||
+	    (e = form_url_param(loc, "code_challenge", k->challenge)) != CS_OK ||
+	    (e = form_url_param(loc, "code_challenge_method", "S256")) != CS_OK)
 		return e;
-	if (in->prompt && (e = url_param(loc, "prompt", in->prompt)) != CS_OK)
+	if (in->prompt && (e = form_url_param(loc, "prompt", in->prompt)) != CS_OK)
 		return e;
-	if (in->max_age && (e = url_param(loc, "max_age", in->max_age)) != CS_OK)
+	if (in->max_age && (e = form_url_param(loc, "max_age", in->max_age)) != CS_OK)
 		return e;
 	return CS_OK;
 }
@@ -434,9 +422,9 @@ enum cs_err login_end(struct app *app, const unsigned char id_hash[32], char **i
 	buf_init(&loc, 4096);
 	if ((e = str_fmt(post_logout, sizeof post_logout, "%s/", cfg->public_url)) != CS_OK ||
 	    (e = buf_puts(&loc, m->end_session_endpoint)) != CS_OK ||
-	    (e = url_param(&loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
-	    (e = url_param(&loc, "post_logout_redirect_uri", post_logout)) != CS_OK ||
-	    (e = url_param(&loc, "state", "signed-out")) != CS_OK)
+	    (e = form_url_param(&loc, "client_id", cfg->oidc_client_id)) != CS_OK ||
+	    (e = form_url_param(&loc, "post_logout_redirect_uri", post_logout)) != CS_OK ||
+	    (e = form_url_param(&loc, "state", "signed-out")) != CS_OK)
 		goto out;
 	if ((*idp_logout = buf_steal(&loc)) == NULL)
 		e = CS_ENOMEM;

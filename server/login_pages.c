@@ -182,7 +182,7 @@ enum cs_err login_require(const struct http_request *req, struct http_reply *rep
 	buf_init(&loc, 4096);
 	e = buf_puts(&loc, "/login");
 	if (e == CS_OK)
-		e = page_url_param(&loc, "return_to", return_to);
+		e = form_url_param(&loc, "return_to", return_to);
 	if (e == CS_OK)
 		e = page_redirect(rep, loc.data);
 	buf_clear(&loc);

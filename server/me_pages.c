@@ -19,6 +19,9 @@
 #include "session.h"
 #include "vault.h"
 
+/* The 401 of a /me form POST without a session. */
+#define ME_SIGNIN "Sign in again to manage your consents."
+
 #define ME_LIST_MAX 100              /* consents shown, live ones first */
 
 /* Each scope with what it lets the agent do, in the operator's words; a scope
@@ -58,24 +61,6 @@ static bool id_shaped(const char *id)
 static enum cs_err not_found(struct http_reply *rep)
 {
 	return reply_html_error(rep, 404, "No such consent", "There is no such consent of yours.");
-}
-
-/* The session of a form POST with its CSRF token checked; otherwise the reply
- * (401 or 403) is complete and *ok false. */
-static enum cs_err post_session(const struct http_request *req, struct http_reply *rep,
-    struct store_conn *c, struct session *s, bool *ok)
-{
-	enum cs_err e = session_from_cookie(c, req->app->cfg, req->cookie, req->now, s);
-	*ok = false;
-	if (e == CS_ENOENT)
-		return reply_html_error(rep, 401, "Not signed in", "Sign in again to manage your consents.");
-	if (e != CS_OK)
-		return e;
-	if (!session_csrf_ok(s, form_get(&req->params, "csrf")))
-		return reply_html_error(rep, 403, "Not allowed",
-		    "This form is stale or did not come from this site. Reload the page and try again.");
-	*ok = true;
-	return CS_OK;
 }
 
 /* The signed-in person's consent named in the URL; a 404 page (*ok false)
@@ -318,7 +303,7 @@ enum cs_err me_pages_revoke(const struct http_request *req, struct http_reply *r
 	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = post_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
+	if ((e = page_form_session(req, rep, c, ME_SIGNIN, &s, &ok)) != CS_OK || !ok)
 		goto out;
 	if (!id_shaped(req->captures[0])) {
 		e = not_found(rep);
@@ -408,7 +393,7 @@ enum cs_err me_pages_allow(const struct http_request *req, struct http_reply *re
 	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = post_session(req, rep, c, &s, &ok)) != CS_OK || !ok)
+	if ((e = page_form_session(req, rep, c, ME_SIGNIN, &s, &ok)) != CS_OK || !ok)
 		goto out;
 	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK ||
 	    (e = consent_allow_asking(c, app->cfg, req->captures[0], &(struct consent_actor){

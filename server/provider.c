@@ -162,6 +162,21 @@ static bool issuer_ok(const char *iss)
 	return httpc_url_allowed(iss) && strchr(iss, '?') == NULL && strchr(iss, '#') == NULL;
 }
 
+/* Frees p and what it copied from the config; NULL-safe.  SECURITY: the
+ * client secret does not outlive the provider. */
+static void copies_free(struct provider *p)
+{
+	if (p == NULL)
+		return;
+	free(p->issuer);
+	free(p->cfg_authorization);
+	free(p->cfg_token);
+	free(p->cfg_revocation);
+	free(p->client_id);
+	wipe_free(p->client_secret);
+	free(p);
+}
+
 enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 {
 	enum cs_err e = CS_EINVAL;
@@ -199,15 +214,7 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 	p = NULL;
 	e = CS_OK;
 out:
-	if (p != NULL) {                      /* the mutex was not initialised yet */
-		free(p->issuer);
-		free(p->cfg_authorization);
-		free(p->cfg_token);
-		free(p->cfg_revocation);
-		free(p->client_id);
-		wipe_free(p->client_secret);
-		free(p);
-	}
+	copies_free(p);                       /* the mutex was not initialised yet */
 	return e;
 }
 
@@ -228,14 +235,7 @@ void provider_free(struct provider *p)
 		return;
 	meta_free(p->meta);
 	pthread_mutex_destroy(&p->mu);
-	free(p->issuer);
-	free(p->cfg_authorization);
-	free(p->cfg_token);
-	free(p->cfg_revocation);
-	free(p->client_id);
-	/* SECURITY: the client secret does not outlive the provider. */
-	wipe_free(p->client_secret);
-	free(p);
+	copies_free(p);
 }
 
 void provider_tokens_clear(struct provider_tokens *t)

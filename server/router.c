@@ -562,23 +562,19 @@ static int same_origin(const struct http_request *req)
 	return req->sec_fetch_site && strcmp(req->sec_fetch_site, "same-origin") == 0;
 }
 
-void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep)
+/* The first route whose pattern and method match; its captures move into
+ * req. allow collects every method the path answers to (for a 405), and
+ * *path_known says whether any pattern matched the path at all. */
+static const struct route *route_lookup(const struct route *table, struct http_request *req,
+    enum http_method m, char *allow, size_t allowsz, int *path_known)
 {
 	const struct route *rt = NULL;
-	char allow[96] = "";
-	char why[160];
-	struct form raw;
-	const char *bad = NULL;
-	enum http_method m = req->method == HTTP_HEAD ? HTTP_GET : req->method;
-	enum cs_err e;
-	int path_known = 0;
 
-	form_init(&raw);
 	for (const struct route *r = table; r->pattern; r++) {
 		struct http_request probe = { 0 };
 		if (!route_match(r->pattern, req->path, &probe))
 			continue;
-		path_known = 1;
+		*path_known = 1;
 		if (r->method == m && rt == NULL) {
 			http_request_clear(req);
 			for (size_t i = 0; i < probe.ncaptures; i++)
@@ -590,12 +586,28 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 		}
 		if (strstr(allow, http_method_name(r->method)) == NULL) {
 			if (allow[0])
-				strncat(allow, ", ", sizeof allow - strlen(allow) - 1);
-			strncat(allow, http_method_name(r->method), sizeof allow - strlen(allow) - 1);
+				strncat(allow, ", ", allowsz - strlen(allow) - 1);
+			strncat(allow, http_method_name(r->method), allowsz - strlen(allow) - 1);
 			if (r->method == HTTP_GET)
-				strncat(allow, ", HEAD", sizeof allow - strlen(allow) - 1);
+				strncat(allow, ", HEAD", allowsz - strlen(allow) - 1);
 		}
 	}
+	return rt;
+}
+
+void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep)
+{
+	const struct route *rt;
+	char allow[96] = "";
+	char why[160];
+	struct form raw;
+	const char *bad = NULL;
+	enum http_method m = req->method == HTTP_HEAD ? HTTP_GET : req->method;
+	enum cs_err e;
+	int path_known = 0;
+
+	form_init(&raw);
+	rt = route_lookup(table, req, m, allow, sizeof allow, &path_known);
 	if (rt == NULL) {
 		enum route_kind k = router_kind_for_path(table, req->path);
 		if (path_known) {

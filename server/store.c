@@ -369,6 +369,19 @@ enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out)
 	return CS_OK;
 }
 
+enum cs_err store_cols_text(sqlite3_stmt *st, const struct store_text_col *cols, size_t n)
+{
+	enum cs_err e;
+	for (size_t k = 0; k < n; k++)
+		if ((e = store_col_text(st, cols[k].i, cols[k].out)) != CS_OK)
+			return e;
+	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
+	for (size_t k = 0; k < n; k++)
+		if (cols[k].required && *cols[k].out == NULL)
+			return CS_EDB;
+	return CS_OK;
+}
+
 enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
 {
 	const void *b = sqlite3_column_blob(st, i);
@@ -381,6 +394,19 @@ enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t 
 	*out = p;
 	*len = n > 0 ? (size_t)n : 0;
 	return CS_OK;
+}
+
+enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, const struct store_row_type *t, void *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_query(c, sql, v, n, &e);
+	if (st == NULL)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK)
+		e = t->read(st, out);
+	store_stmt_done(st);
+	return e;
 }
 
 enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,

@@ -87,23 +87,17 @@ static enum cs_err read_approval(sqlite3_stmt *st, struct store_approval_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-	    (e = store_col_text(st, 1, &r->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->action)) != CS_OK ||
-	    (e = store_col_text(st, 7, &r->parameters)) != CS_OK ||
-	    (e = store_col_text(st, 8, &r->digest)) != CS_OK ||
-	    (e = store_col_text(st, 9, &r->status)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 1, &r->consent_id, true },
+	    { 3, &r->subject, true },
+	    { 4, &r->agent, true },
+	    { 5, &r->resource, true },
+	    { 6, &r->action, true },
+	    { 7, &r->parameters, true },
+	    { 8, &r->digest, true },
+	    { 9, &r->status, true }))) != CS_OK)
 		goto fail;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	if (r->id == NULL || r->consent_id == NULL || r->subject == NULL || r->agent == NULL ||
-	    r->resource == NULL || r->action == NULL || r->parameters == NULL ||
-	    r->digest == NULL || r->status == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
 	r->user_id = sqlite3_column_int64(st, 2);
 	r->created_at = sqlite3_column_int64(st, 10);
 	r->expires_at = sqlite3_column_int64(st, 11);
@@ -118,50 +112,40 @@ fail:
 	return e;
 }
 
-/* Steps an already bound single-row query; clears the statement. */
-static enum cs_err one_approval(struct store_conn *c, sqlite3_stmt *st,
-    struct store_approval_row *out)
+static enum cs_err approval_row_read(sqlite3_stmt *st, void *row)
 {
-	struct store_approval_row r;
-	enum cs_err e = store_step(c, st);
-	if (e == CS_OK && (e = read_approval(st, &r)) == CS_OK)
-		*out = r;
-	store_stmt_done(st);
-	return e;
+	return read_approval(st, row);
 }
+
+static void approval_row_free(void *rows, size_t n)
+{
+	store_approval_rows_free(rows, n);
+}
+
+static const struct store_row_type approval_rows = {
+	sizeof(struct store_approval_row), approval_row_read, approval_row_free
+};
 
 /* --- reading ----------------------------------------------------------- */
 
 enum cs_err store_approval_get(struct store_conn *c, const char *id,
     struct store_approval_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_GET, STORE_VALS(SV_TEXT(id)), &e);
-	if (st == NULL)
-		return e;
-	return one_approval(c, st, out);
+	return store_get(c, SQL_APPROVAL_GET, STORE_VALS(SV_TEXT(id)), &approval_rows, out);
 }
 
 enum cs_err store_approval_find(struct store_conn *c, const char *consent_id, const char *action,
     const char *digest, const char *status, struct store_approval_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_FIND, STORE_VALS(SV_TEXT(consent_id),
-	    SV_TEXT(action), SV_TEXT(digest), SV_TEXT(status)), &e);
-	if (st == NULL)
-		return e;
-	return one_approval(c, st, out);
+	return store_get(c, SQL_APPROVAL_FIND, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(action), SV_TEXT(digest), SV_TEXT(status)), &approval_rows, out);
 }
 
 enum cs_err store_approval_find_unused(struct store_conn *c, const char *consent_id,
     const char *action, const char *digest, struct store_approval_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_FIND_UNUSED, STORE_VALS(SV_TEXT(consent_id),
-	    SV_TEXT(action), SV_TEXT(digest)), &e);
-	if (st == NULL)
-		return e;
-	return one_approval(c, st, out);
+	return store_get(c, SQL_APPROVAL_FIND_UNUSED, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(action), SV_TEXT(digest)), &approval_rows, out);
 }
 
 enum cs_err store_approval_count_pending(struct store_conn *c, int64_t user_id, int64_t now,
@@ -197,20 +181,6 @@ enum cs_err store_approval_consent_live(struct store_conn *c, const char *consen
 	store_stmt_done(st);
 	return e;
 }
-
-static enum cs_err approval_row_read(sqlite3_stmt *st, void *row)
-{
-	return read_approval(st, row);
-}
-
-static void approval_row_free(void *rows, size_t n)
-{
-	store_approval_rows_free(rows, n);
-}
-
-static const struct store_row_type approval_rows = {
-	sizeof(struct store_approval_row), approval_row_read, approval_row_free
-};
 
 enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_approval_row **out, size_t *n)

@@ -179,49 +179,35 @@ fail:
 	return e;
 }
 
+static enum cs_err audit_row_read_v(sqlite3_stmt *st, void *row)
+{
+	return audit_row_read(st, row);
+}
+
+static void audit_rows_free_v(void *rows, size_t n)
+{
+	store_audit_rows_free(rows, n);
+}
+
+static const struct store_row_type audit_rows = {
+	sizeof(struct store_audit_row), audit_row_read_v, audit_rows_free_v
+};
+
 enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
     struct store_audit_row **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_audit_row *v = NULL;
-	size_t nv = 0;
 	sqlite3_stmt *st;
+	void *rows = NULL;
 
 	if (c == NULL || out == NULL || n == NULL || limit == 0 || limit > PAGE_MAX)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_AUDIT_PAGE)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(after), SV_INT((int64_t)limit)))) != CS_OK)
-		goto out;
-	if ((v = calloc(limit, sizeof *v)) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	while ((e = store_step(c, st)) == CS_OK) {
-		if (nv == limit) {
-			e = CS_EDB;           /* can't happen: LIMIT */
-			goto out;
-		}
-		if ((e = audit_row_read(st, &v[nv])) != CS_OK)
-			goto out;
-		nv++;
-	}
-	if (e != CS_ENOENT)
-		goto out;
-	e = CS_OK;
-out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_audit_rows_free(v, nv);
+	if ((st = store_query(c, SQL_AUDIT_PAGE, STORE_VALS(SV_INT(after),
+	    SV_INT((int64_t)limit)), &e)) == NULL)
 		return e;
-	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
+	if ((e = store_rows(c, st, limit, &audit_rows, &rows, n)) == CS_OK)
+		*out = rows;
+	return e;
 }
 
 enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,

@@ -159,22 +159,17 @@ static enum cs_err read_consent(sqlite3_stmt *st, struct store_consent_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-	    (e = store_col_text(st, 2, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->granted)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->declined)) != CS_OK ||
-	    (e = store_col_text(st, 11, &r->revoked_by)) != CS_OK ||
-	    (e = store_col_text(st, 12, &r->revoke_reason)) != CS_OK ||
-	    (e = store_col_text(st, 13, &r->request_id)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 2, &r->subject, true },
+	    { 3, &r->agent, true },
+	    { 4, &r->resource, true },
+	    { 5, &r->granted, true },
+	    { 6, &r->declined, true },
+	    { 11, &r->revoked_by, false },
+	    { 12, &r->revoke_reason, false },
+	    { 13, &r->request_id, false }))) != CS_OK)
 		goto fail;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	if (r->id == NULL || r->subject == NULL || r->agent == NULL || r->resource == NULL ||
-	    r->granted == NULL || r->declined == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
 	r->user_id = sqlite3_column_int64(st, 1);
 	r->offline = sqlite3_column_int(st, 7) != 0;
 	r->created_at = sqlite3_column_int64(st, 8);
@@ -192,22 +187,18 @@ static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-	    (e = store_col_text(st, 2, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->scopes)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->pre_granted)) != CS_OK ||
-	    (e = store_col_text(st, 7, &r->reason)) != CS_OK ||
-	    (e = store_col_text(st, 8, &r->status)) != CS_OK ||
-	    (e = store_col_text(st, 14, &r->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 15, &r->narrowed)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 2, &r->subject, true },
+	    { 3, &r->agent, true },
+	    { 4, &r->resource, true },
+	    { 5, &r->scopes, true },
+	    { 6, &r->pre_granted, true },
+	    { 7, &r->reason, false },
+	    { 8, &r->status, true },
+	    { 14, &r->consent_id, false },
+	    { 15, &r->narrowed, false }))) != CS_OK)
 		goto fail;
-	if (r->id == NULL || r->subject == NULL || r->agent == NULL || r->resource == NULL ||
-	    r->scopes == NULL || r->pre_granted == NULL || r->status == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
 	r->user_id = sqlite3_column_int64(st, 1);
 	r->created_at = sqlite3_column_int64(st, 9);
 	r->expires_at = sqlite3_column_int64(st, 10);
@@ -222,47 +213,46 @@ fail:
 	return e;
 }
 
-/* Steps an already bound single-row consent query; clears the statement. */
-static enum cs_err one_consent(struct store_conn *c, sqlite3_stmt *st, struct store_consent_row *out)
+static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
 {
-	struct store_consent_row r;
-	enum cs_err e = store_step(c, st);
-	if (e == CS_OK && (e = read_consent(st, &r)) == CS_OK)
-		*out = r;
-	store_stmt_done(st);
-	return e;
+	return read_consent(st, row);
 }
 
-static enum cs_err one_creq(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row *out)
+static void consent_row_free(void *rows, size_t n)
 {
-	struct store_creq_row r;
-	enum cs_err e = store_step(c, st);
-	if (e == CS_OK && (e = read_creq(st, &r)) == CS_OK)
-		*out = r;
-	store_stmt_done(st);
-	return e;
+	store_consent_rows_free(rows, n);
 }
+
+static const struct store_row_type consent_rows = {
+	sizeof(struct store_consent_row), consent_row_read, consent_row_free
+};
+
+static enum cs_err creq_row_read(sqlite3_stmt *st, void *row)
+{
+	return read_creq(st, row);
+}
+
+static void creq_row_free(void *rows, size_t n)
+{
+	store_creq_rows_free(rows, n);
+}
+
+static const struct store_row_type creq_rows = {
+	sizeof(struct store_creq_row), creq_row_read, creq_row_free
+};
 
 /* --- consents ---------------------------------------------------------- */
 
 enum cs_err store_consent_get(struct store_conn *c, const char *id, struct store_consent_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_GET, STORE_VALS(SV_TEXT(id)), &e);
-	if (st == NULL)
-		return e;
-	return one_consent(c, st, out);
+	return store_get(c, SQL_CONSENT_GET, STORE_VALS(SV_TEXT(id)), &consent_rows, out);
 }
 
 enum cs_err store_consent_current(struct store_conn *c, int64_t user_id, const char *agent,
     const char *resource, struct store_consent_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_CURRENT, STORE_VALS(SV_INT(user_id),
-	    SV_TEXT(agent), SV_TEXT(resource)), &e);
-	if (st == NULL)
-		return e;
-	return one_consent(c, st, out);
+	return store_get(c, SQL_CONSENT_CURRENT, STORE_VALS(SV_INT(user_id),
+	    SV_TEXT(agent), SV_TEXT(resource)), &consent_rows, out);
 }
 
 enum cs_err store_consent_insert(struct store_conn *c, const struct store_consent_row *r)
@@ -334,20 +324,6 @@ enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t no
 	return store_run(c, SQL_CONSENT_TOUCH, STORE_VALS(SV_TEXT(id), SV_INT(now)));
 }
 
-static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
-{
-	return read_consent(st, row);
-}
-
-static void consent_row_free(void *rows, size_t n)
-{
-	store_consent_rows_free(rows, n);
-}
-
-static const struct store_row_type consent_rows = {
-	sizeof(struct store_consent_row), consent_row_read, consent_row_free
-};
-
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_consent_row **out, size_t *n)
 {
@@ -370,22 +346,14 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 
 enum cs_err store_creq_get(struct store_conn *c, const char *id, struct store_creq_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_GET, STORE_VALS(SV_TEXT(id)), &e);
-	if (st == NULL)
-		return e;
-	return one_creq(c, st, out);
+	return store_get(c, SQL_CREQ_GET, STORE_VALS(SV_TEXT(id)), &creq_rows, out);
 }
 
 enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char *agent,
     const char *resource, struct store_creq_row *out)
 {
-	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_PENDING, STORE_VALS(SV_INT(user_id),
-	    SV_TEXT(agent), SV_TEXT(resource)), &e);
-	if (st == NULL)
-		return e;
-	return one_creq(c, st, out);
+	return store_get(c, SQL_CREQ_PENDING, STORE_VALS(SV_INT(user_id),
+	    SV_TEXT(agent), SV_TEXT(resource)), &creq_rows, out);
 }
 
 enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const char *agent,
@@ -498,20 +466,6 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
 		return e;
 	return exec_one(c, st);
 }
-
-static enum cs_err creq_row_read(sqlite3_stmt *st, void *row)
-{
-	return read_creq(st, row);
-}
-
-static void creq_row_free(void *rows, size_t n)
-{
-	store_creq_rows_free(rows, n);
-}
-
-static const struct store_row_type creq_rows = {
-	sizeof(struct store_creq_row), creq_row_read, creq_row_free
-};
 
 /* A listing of requests: st bound, its ?3 (the limit) CREQ_LIST_MAX. */
 static enum cs_err creq_list(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row **out,

@@ -67,21 +67,16 @@ static enum cs_err read_event(sqlite3_stmt *st, struct store_event_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 1, &r->jti)) != CS_OK ||
-	    (e = store_col_text(st, 2, &r->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->subject_iss)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 7, &r->reason)) != CS_OK ||
-	    (e = store_col_text(st, 13, &r->last_error)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 1, &r->jti, true },
+	    { 2, &r->consent_id, true },
+	    { 3, &r->subject_iss, true },
+	    { 4, &r->subject, true },
+	    { 5, &r->agent, true },
+	    { 6, &r->resource, true },
+	    { 7, &r->reason, false },
+	    { 13, &r->last_error, false }))) != CS_OK)
 		goto fail;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	if (r->jti == NULL || r->consent_id == NULL || r->subject_iss == NULL ||
-	    r->subject == NULL || r->agent == NULL || r->resource == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
 	r->id = sqlite3_column_int64(st, 0);
 	r->created_at = sqlite3_column_int64(st, 8);
 	r->attempts = sqlite3_column_int64(st, 9);

@@ -75,14 +75,9 @@ enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(jti)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
-	if ((e = store_col_text(st, 0, &r.jti)) != CS_OK ||
-	    (e = store_col_text(st, 1, &r.consent_id)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS({ 0, &r.jti, true },
+	    { 1, &r.consent_id, true }))) != CS_OK)
 		goto out;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	if (r.jti == NULL || r.consent_id == NULL) {
-		e = CS_EDB;
-		goto out;
-	}
 	r.issued_at = sqlite3_column_int64(st, 2);
 	r.expires_at = sqlite3_column_int64(st, 3);
 	r.revoked_at = sqlite3_column_int64(st, 4);
@@ -138,10 +133,10 @@ enum cs_err store_refresh_get(struct store_conn *c,
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &h, &hlen)) != CS_OK ||
-	    (e = store_col_text(st, 1, &r.family)) != CS_OK ||
-	    (e = store_col_text(st, 2, &r.consent_id)) != CS_OK)
+	    (e = store_cols_text(st, STORE_TEXT_COLS({ 1, &r.family, true },
+	    { 2, &r.consent_id, true }))) != CS_OK)
 		goto out;
-	if (hlen != STORE_REFRESH_HASH_LEN || r.family == NULL || r.consent_id == NULL) {
+	if (hlen != STORE_REFRESH_HASH_LEN) {
 		e = CS_EDB;
 		goto out;
 	}

@@ -81,15 +81,10 @@ enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t
 		}
 		struct store_key *k = &ks[len++];
 		memset(k, 0, sizeof *k);
-		if ((e = store_col_text(st, 0, &k->kid)) != CS_OK ||
-		    (e = store_col_text(st, 1, &k->alg)) != CS_OK ||
-		    (e = store_col_text(st, 6, &k->master_kid)) != CS_OK ||
-		    (e = store_col_blob(st, 7, &k->sealed, &k->sealed_len)) != CS_OK)
+		if ((e = store_col_blob(st, 7, &k->sealed, &k->sealed_len)) != CS_OK ||
+		    (e = store_cols_text(st, STORE_TEXT_COLS({ 0, &k->kid, true },
+		    { 1, &k->alg, true }, { 6, &k->master_kid, true }))) != CS_OK)
 			goto out;
-		if (k->kid == NULL || k->alg == NULL || k->master_kid == NULL) {
-			e = CS_EDB;
-			goto out;
-		}
 		k->created_at = sqlite3_column_int64(st, 2);
 		k->sign_after = sqlite3_column_int64(st, 3);
 		k->retired_at = sqlite3_column_int64(st, 4);

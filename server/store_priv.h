@@ -6,6 +6,7 @@
 #ifndef CS_STORE_PRIV_H
 #define CS_STORE_PRIV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sqlite3.h>
 #include "store.h"
@@ -69,6 +70,21 @@ enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_
 /* malloc'd copies; a NULL column gives *out NULL. */
 enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) CS_MUST_CHECK;
 enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
+/* One text column of a row: column i copied into *out (store_col_text);
+ * required marks a NOT NULL column, whose NULL means a damaged database. */
+struct store_text_col {
+	int    i;
+	char **out;
+	bool   required;
+};
+/* The (array, count) pair store_cols_text takes. */
+#define STORE_TEXT_COLS(...) (const struct store_text_col[]){ __VA_ARGS__ }, \
+	sizeof((const struct store_text_col[]){ __VA_ARGS__ }) / sizeof(struct store_text_col)
+/* Copies the text columns cols[0 .. n-1] of st's current row, then CS_EDB if
+ * a required one came back NULL.  On failure what was copied stays in the
+ * outs, for the caller's row clear to free. */
+enum cs_err store_cols_text(sqlite3_stmt *st, const struct store_text_col *cols,
+    size_t n) CS_MUST_CHECK;
 /* A kind of row store_rows reads: its size, how one is read (leaving nothing
  * allocated in its row when it fails) and how n of them are released. */
 struct store_row_type {
@@ -81,6 +97,11 @@ struct store_row_type {
  * error the rows read so far are released with t->free. */
 enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
+/* store_query, one step and t->read into *out (a single row of type t);
+ * always finishes the statement.  CS_ENOENT when there is no row (*out
+ * untouched); after a failed read *out is left zeroed. */
+enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, const struct store_row_type *t, void *out) CS_MUST_CHECK;
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);

@@ -83,11 +83,11 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	s.user_id = sqlite3_column_int64(st, 0);
-	if ((e = store_col_text(st, 1, &s.issuer)) != CS_OK || (e = store_col_text(st, 2, &s.subject)) != CS_OK ||
-	    (e = store_col_text(st, 3, &s.name)) != CS_OK || (e = store_col_text(st, 4, &s.email)) != CS_OK ||
-	    (e = store_col_text(st, 5, &csrf)) != CS_OK)
+	if ((e = store_cols_text(st, STORE_TEXT_COLS({ 1, &s.issuer, true },
+	    { 2, &s.subject, true }, { 3, &s.name, false }, { 4, &s.email, false },
+	    { 5, &csrf, true }))) != CS_OK)
 		goto out;
-	if (csrf == NULL || strlen(csrf) >= sizeof s.csrf || s.issuer == NULL || s.subject == NULL) {
+	if (strlen(csrf) >= sizeof s.csrf) {
 		e = CS_EDB;
 		goto out;
 	}
@@ -282,11 +282,11 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	if ((e = store_bind(st, STORE_VALS(SV_BLOB(state_hash, 32)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
-	if ((e = store_col_blob(st, 0, &bh, &bhlen)) != CS_OK || (e = store_col_text(st, 1, &s.nonce)) != CS_OK ||
-	    (e = store_col_text(st, 2, &s.code_verifier)) != CS_OK ||
-	    (e = store_col_text(st, 3, &s.return_to)) != CS_OK)
+	if ((e = store_col_blob(st, 0, &bh, &bhlen)) != CS_OK ||
+	    (e = store_cols_text(st, STORE_TEXT_COLS({ 1, &s.nonce, true },
+	    { 2, &s.code_verifier, true }, { 3, &s.return_to, true }))) != CS_OK)
 		goto out;
-	if (bhlen != 32 || s.nonce == NULL || s.code_verifier == NULL || s.return_to == NULL) {
+	if (bhlen != 32) {
 		e = CS_EDB;
 		goto out;
 	}

@@ -124,22 +124,21 @@ static enum cs_err read_record(sqlite3_stmt *st, struct store_vault_record *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-	    (e = store_col_text(st, 1, &r->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 3, &r->subject)) != CS_OK ||
-	    (e = store_col_text(st, 4, &r->agent)) != CS_OK ||
-	    (e = store_col_text(st, 5, &r->resource)) != CS_OK ||
-	    (e = store_col_text(st, 6, &r->provider_scopes)) != CS_OK ||
-	    (e = store_col_text(st, 7, &r->token_type)) != CS_OK ||
-	    (e = col_blob_null(st, 8, &r->access_sealed, &r->access_sealed_len)) != CS_OK ||
+	if ((e = col_blob_null(st, 8, &r->access_sealed, &r->access_sealed_len)) != CS_OK ||
 	    (e = col_blob_null(st, 9, &r->refresh_sealed, &r->refresh_sealed_len)) != CS_OK ||
-	    (e = store_col_text(st, 11, &r->master_kid)) != CS_OK ||
-	    (e = store_col_text(st, 14, &r->reserved_for)) != CS_OK)
+	    (e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 1, &r->consent_id, true },
+	    { 3, &r->subject, true },
+	    { 4, &r->agent, true },
+	    { 5, &r->resource, true },
+	    { 6, &r->provider_scopes, true },
+	    { 7, &r->token_type, true },
+	    { 11, &r->master_kid, true },
+	    { 14, &r->reserved_for, false }))) != CS_OK)
 		goto fail;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	if (r->id == NULL || r->consent_id == NULL || r->subject == NULL || r->agent == NULL ||
-	    r->resource == NULL || r->provider_scopes == NULL || r->token_type == NULL ||
-	    r->access_sealed == NULL || r->master_kid == NULL) {
+	/* Defensive: a NOT NULL column that comes back NULL means a damaged database. */
+	if (r->access_sealed == NULL) {
 		e = CS_EDB;
 		goto fail;
 	}
@@ -449,16 +448,16 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &sh, &shlen)) != CS_OK ||
-	    (e = store_col_text(st, 2, &s.request_id)) != CS_OK ||
-	    (e = store_col_text(st, 3, &s.resource)) != CS_OK ||
-	    (e = store_col_text(st, 4, &s.provider_issuer)) != CS_OK ||
-	    (e = store_col_text(st, 5, &s.code_verifier)) != CS_OK ||
-	    (e = store_col_text(st, 6, &s.selected)) != CS_OK ||
-	    (e = store_col_text(st, 9, &s.provider_scopes)) != CS_OK ||
-	    (e = store_col_text(st, 12, &s.request_version)) != CS_OK)
+	    (e = store_cols_text(st, STORE_TEXT_COLS(
+	    { 2, &s.request_id, true },
+	    { 3, &s.resource, true },
+	    { 4, &s.provider_issuer, false },
+	    { 5, &s.code_verifier, true },
+	    { 6, &s.selected, true },
+	    { 9, &s.provider_scopes, true },
+	    { 12, &s.request_version, true }))) != CS_OK)
 		goto out;
-	if (shlen != 32 || s.request_id == NULL || s.resource == NULL || s.code_verifier == NULL ||
-	    s.selected == NULL || s.provider_scopes == NULL || s.request_version == NULL) {
+	if (shlen != 32) {
 		e = CS_EDB;
 		goto out;
 	}

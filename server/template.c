@@ -201,11 +201,8 @@ enum cs_err template_render(const char *name, json_t *ctx, struct buf *out)
 		return CS_ENOENT;
 	c.stack[c.n++] = ctx;
 	enum cs_err e = tpl_run(f->data, f->data + f->len, &c, out, 0);
-	if (e != CS_OK) {
-		out->len = start;
-		if (out->data)
-			out->data[start] = '\0';
-	}
+	if (e != CS_OK)
+		buf_truncate(out, start);
 	return e;
 }
 

@@ -36,12 +36,12 @@ struct inflight {
 
 /* --- sealing ------------------------------------------------------------ */
 
-/* The additional data binding a ciphertext to its row: "v1" NUL record id NUL
- * consent id NUL subject NUL resource.  None of the parts can hold a NUL, so
- * the encoding is unambiguous. */
-static enum cs_err aad_make(const struct vault_aad *id, unsigned char **out, size_t *len)
+/* The additional data binding a ciphertext to its row (vault.h).  None of
+ * the parts can hold a NUL, so the encoding is unambiguous. */
+enum cs_err vault_aad_encode(const char *record_id, const char *consent_id,
+    const char *subject, const char *resource, unsigned char **out, size_t *len)
 {
-	const char *parts[] = { "v1", id->record_id, id->consent_id, id->subject, id->resource };
+	const char *parts[] = { "v1", record_id, consent_id, subject, resource };
 	size_t n = 0, o = 0;
 	unsigned char *p;
 	for (size_t i = 0; i < 5; i++) {
@@ -111,7 +111,8 @@ enum cs_err vault_open_pair(const struct master_key *mk, const struct vault_aad 
 	char *a = NULL, *r = NULL;
 	if ((e = kid_ok(mk, in->kid)) != CS_OK)
 		return e;
-	if ((e = aad_make(id, &aad, &aad_len)) != CS_OK)
+	if ((e = vault_aad_encode(id->record_id, id->consent_id, id->subject,
+	    id->resource, &aad, &aad_len)) != CS_OK)
 		return e;
 	if (access != NULL &&
 	    (e = open_token(mk, aad, aad_len, in->access, in->access_len, &a)) != CS_OK)
@@ -150,7 +151,8 @@ enum cs_err vault_seal_pair(const struct master_key *mk, const struct vault_aad 
 	enum cs_err e;
 	unsigned char *aad = NULL, *a = NULL, *r = NULL;
 	size_t aad_len = 0, an = 0, rn = 0;
-	if ((e = aad_make(id, &aad, &aad_len)) != CS_OK)
+	if ((e = vault_aad_encode(id->record_id, id->consent_id, id->subject,
+	    id->resource, &aad, &aad_len)) != CS_OK)
 		return e;
 	if ((e = seal_token(mk, aad, aad_len, access, &a, &an)) != CS_OK)
 		goto out;

@@ -21,10 +21,11 @@
 #include "seal.h"
 #include "store.h"
 #include "store_audit.h"
+#include "vault.h"
 #include "vault_cli.h"
 
 /* The seal.h purposes of jwt.c and vault.c.  SECURITY: they and the vault's
- * additional data (below) must match those modules exactly, or a rotated
+ * additional data (vault_aad_encode) must match those modules exactly, or a rotated
  * value no longer opens; test_audit and audit.test.js open rotated values
  * through jwt.c and vault.c to hold them to it. */
 #define SIGNING_KEY_PURPOSE "signing-key"
@@ -37,33 +38,6 @@ static void vault_usage(FILE *f)
 	    "       with every server stopped: verify the audit chain under the current master\n"
 	    "       key, then in one transaction re-seal every signing key and vault token and\n"
 	    "       re-link the audit chain under NEW.  Then replace the master key with NEW.\n");
-}
-
-/* The vault's additional data, as vault.c builds it: "v1" NUL record id NUL
- * consent id NUL subject NUL resource. */
-static enum cs_err vault_aad(const struct store_sealed *r, unsigned char **out, size_t *len)
-{
-	const char *parts[] = { "v1", r->record_id, r->consent_id, r->subject, r->resource };
-	size_t n = 0, o = 0;
-	unsigned char *p;
-	for (size_t i = 0; i < 5; i++) {
-		if (parts[i] == NULL)
-			return CS_EINVAL;
-		n += strlen(parts[i]) + 1;
-	}
-	n--;
-	if ((p = malloc(n)) == NULL)
-		return CS_ENOMEM;
-	for (size_t i = 0; i < 5; i++) {
-		size_t k = strlen(parts[i]);
-		memcpy(p + o, parts[i], k);
-		o += k;
-		if (i < 4)
-			p[o++] = '\0';
-	}
-	*out = p;
-	*len = n;
-	return CS_OK;
 }
 
 static void wipe_free(unsigned char *p, size_t n)
@@ -133,7 +107,8 @@ static enum cs_err reseal_kind(struct store_conn *c, enum store_sealed_kind kind
 				goto next;
 			}
 			memcpy(aad, r->id, aad_len + 1);
-		} else if ((e = vault_aad(r, &aad, &aad_len)) != CS_OK) {
+		} else if ((e = vault_aad_encode(r->record_id, r->consent_id,
+		    r->subject, r->resource, &aad, &aad_len)) != CS_OK) {
 			goto next;
 		}
 		if (r->a == NULL) {

@@ -138,19 +138,6 @@ out:
 	return e;
 }
 
-/* One audit entry in a transaction of its own. */
-static enum cs_err audit_tx(struct store_conn *c, const struct audit_entry *a)
-{
-	enum cs_err e;
-	if ((e = store_begin(c)) != CS_OK)
-		return e;
-	if ((e = audit_append(c, a)) != CS_OK || (e = store_commit(c)) != CS_OK) {
-		store_rollback(c);
-		return e;
-	}
-	return CS_OK;
-}
-
 /* --- begin -------------------------------------------------------------- */
 
 void vault_begin_clear(struct vault_begin *b)
@@ -794,7 +781,7 @@ static enum cs_err go_live(const struct cx *x, const struct vault_callback *cb,
 static enum cs_err audit_refusal(const struct cx *x, const struct vault_callback *cb,
     const struct finish_work *w, const struct vault_finish *f)
 {
-	return audit_tx(x->c, &(struct audit_entry){ .ts = x->who->now, .actor = x->who->actor,
+	return audit_append_alone(x->c, &(struct audit_entry){ .ts = x->who->now, .actor = x->who->actor,
 	    .action = "vault.connect.failed", .subject = w->have_req ? w->r.subject : NULL,
 	    .agent = w->have_req ? w->r.agent : NULL, .resource = cb->resource,
 	    .scopes = w->have_state ? w->cs.provider_scopes : NULL,
