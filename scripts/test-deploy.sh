@@ -191,7 +191,9 @@ src=$tmp/src/consentd
 mkdir -p "$src/build"
 cp -a Makefile server include migrations templates scripts config man contrib debian "$src/"
 # build/consentd and what make checks it against, with their times: nothing is rebuilt.
-tar -C build -cf - --exclude=rel/tests consentd rel gen sources.list | tar -C "$src/build" -xf -
+# (The POSIX format keeps the times to the nanosecond: ustar's whole seconds would make
+# an object built in the same second as its source look older than it.)
+tar --format=posix -C build -cf - --exclude=rel/tests consentd rel gen sources.list | tar -C "$src/build" -xf -
 export DEB_BUILD_OPTIONS=noautodbgsym   # no -dbgsym package: faster, and not tested here
 if (cd "$src" && dpkg-buildpackage -us -uc -b >"$tmp/build1.log" 2>&1); then ok "dpkg-buildpackage -us -uc -b"
 else bad "dpkg-buildpackage -us -uc -b"; tail -20 "$tmp/build1.log"; finish; fi
