@@ -37,6 +37,14 @@ struct store_conn *store_conn(struct store *s);
 int store_schema_known(void);
 enum cs_err store_schema_version(struct store_conn *c, int *out) CS_MUST_CHECK;
 
+/* A consistent copy of the database into dest_path (a new or empty file), made
+ * with SQLite's online backup API while the server writes: a few pages at a
+ * time with short sleeps between, so that no writer waits long; a copy that
+ * keeps restarting under writes is finished in one step.  Then the copy must
+ * pass PRAGMA integrity_check (CS_EDB otherwise, said on the log).  The copy
+ * is closed, not fsync'ed, when this returns; the caller places it. */
+enum cs_err store_backup(struct store_conn *c, const char *dest_path) CS_MUST_CHECK;
+
 /* A cheap "is the database there" check for /readyz. */
 enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
 

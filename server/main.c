@@ -13,6 +13,7 @@
 #include "app.h"
 #include "audit.h"
 #include "audit_cli.h"
+#include "backup_cli.h"
 #include "vault_cli.h"
 #include "audit_head.h"
 #include "config.h"
@@ -47,6 +48,8 @@ static void usage(FILE *f)
 	    "                                      (consentd admin --help)\n"
 	    "       consentd audit verify|export -c FILE   check or export the audit chain\n"
 	    "       consentd vault rekey -c FILE --new-key-file NEW   rotate the master key\n"
+	    "       consentd backup -c FILE --to PATH [--force]   a consistent copy of the\n"
+	    "                                      database while serving (consentd backup --help)\n"
 	    "       consentd --version | --help\n"
 	    "\n"
 	    "Every configuration key can also come from the environment as\n"
@@ -297,6 +300,8 @@ int main(int argc, char **argv)
 		return audit_cli_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], "vault") == 0)
 		return vault_cli_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], "backup") == 0)
+		return backup_cli_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
 		return keygen_main(argc - 2, argv + 2);
 	for (int i = 1; i < argc; i++) {

@@ -525,6 +525,81 @@ enum cs_err store_ping(struct store_conn *c)
 	return e;
 }
 
+/* --- backup ------------------------------------------------------------ */
+
+#define BACKUP_PAGES 64          /* pages per step */
+#define BACKUP_SLEEP_NS (2 * 1000 * 1000)
+#define BACKUP_STEPS_MAX 20000   /* then the rest in one step (a copy that restarts) */
+
+/* The destination's integrity_check answers exactly one row "ok". */
+static enum cs_err backup_check(sqlite3 *db, const char *path)
+{
+	sqlite3_stmt *st = NULL;
+	enum cs_err e = CS_EDB;
+	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	int rc = sqlite3_step(st);
+	const unsigned char *t = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+	if (t == NULL || strcmp((const char *)t, "ok") != 0) {
+		log_msg(LOG_ERROR, "backup %s: integrity_check: %s", path,
+		    t != NULL ? (const char *)t : sqlite3_errmsg(db));
+		goto out;
+	}
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto out;
+	e = CS_OK;
+out:
+	sqlite3_finalize(st);
+	return e;
+}
+
+enum cs_err store_backup(struct store_conn *c, const char *dest_path)
+{
+	sqlite3 *dst = NULL;
+	sqlite3_backup *b = NULL;
+	enum cs_err e = CS_EDB;
+	int rc;
+
+	if (c == NULL || c->db == NULL || dest_path == NULL)
+		return CS_EINVAL;
+	rc = sqlite3_open_v2(dest_path, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_msg(LOG_ERROR, "backup %s: %s", dest_path,
+		    dst != NULL ? sqlite3_errmsg(dst) : sqlite3_errstr(rc));
+		goto out;
+	}
+	if ((b = sqlite3_backup_init(dst, "main", c->db, "main")) == NULL) {
+		log_msg(LOG_ERROR, "backup %s: %s", dest_path, sqlite3_errmsg(dst));
+		goto out;
+	}
+	for (int steps = 0;; steps++) {
+		rc = sqlite3_backup_step(b, steps < BACKUP_STEPS_MAX ? BACKUP_PAGES : -1);
+		if (rc == SQLITE_DONE)
+			break;
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED) {
+			log_msg(LOG_ERROR, "backup %s: %s", dest_path, sqlite3_errstr(rc));
+			goto out;
+		}
+		struct timespec ts = { 0, BACKUP_SLEEP_NS };
+		nanosleep(&ts, NULL);
+	}
+	rc = sqlite3_backup_finish(b);
+	b = NULL;
+	if (rc != SQLITE_OK) {
+		log_msg(LOG_ERROR, "backup %s: %s", dest_path, sqlite3_errstr(rc));
+		goto out;
+	}
+	e = backup_check(dst, dest_path);
+out:
+	if (b != NULL)
+		sqlite3_backup_finish(b);
+	if (dst != NULL && sqlite3_close(dst) != SQLITE_OK && e == CS_OK) {
+		log_msg(LOG_ERROR, "backup %s: cannot close the copy", dest_path);
+		e = CS_EDB;
+	}
+	return e;
+}
+
 /* --- migrations -------------------------------------------------------- */
 
 /* The version of a migration named "NNNN_what.sql"; -1 when malformed. */

@@ -375,6 +375,47 @@ START_TEST(test_store_conn_per_thread)
 }
 END_TEST
 
+/* store_backup: every row, in a copy that passes integrity_check, stepped over
+ * many pages; a destination that does not exist is refused (the caller makes it). */
+static const char SQL_BK_CREATE[] = "CREATE TABLE bk (i INTEGER PRIMARY KEY, v TEXT)";
+static const char SQL_BK_INSERT[] = "INSERT INTO bk (i, v) VALUES (?1, ?2)";
+START_TEST(test_store_backup_copy)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	char v[200];
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(store_run(c, SQL_BK_CREATE, NULL, 0), CS_OK);
+	memset(v, 'x', sizeof v - 1);
+	v[sizeof v - 1] = '\0';
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	for (int64_t i = 1; i <= 3000; i++)   /* ~600 KB: many steps of 64 pages */
+		ck_assert_int_eq(store_run(c, SQL_BK_INSERT, STORE_VALS(SV_INT(i), SV_TEXT(v))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+
+	char *copy = tu_path(f.dir, "copy.db");
+	FILE *fp = fopen(copy, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	ck_assert_int_eq(store_backup(c, copy), CS_OK);
+	char *n = raw_query(copy, "SELECT count(*) FROM bk");
+	ck_assert_str_eq(n, "3000");
+	free(n);
+	n = raw_query(copy, "PRAGMA integrity_check");
+	ck_assert_str_eq(n, "ok");
+	free(n);
+	char *missing = tu_path(f.dir, "none/copy.db");
+	ck_assert_int_ne(store_backup(c, missing), CS_OK);
+	free(missing);
+	free(copy);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -389,6 +430,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_user_put_login_or_ensure);
 	tcase_add_test(tc, test_store_tx_rollback);
 	tcase_add_test(tc, test_store_conn_per_thread);
+	tcase_add_test(tc, test_store_backup_copy);
 	suite_add_tcase(s, tc);
 	return s;
 }
