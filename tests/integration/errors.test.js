@@ -187,6 +187,10 @@ test('grants presented back: "grant revoked", "grant expired", "not a consentd g
   secrets.add(grant);
   // Alive: the grant passes its check (and the resource has no provider, which is said).
   refused(await release(h, grant), 400, 'invalid_target', 'the grant\'s resource has no provider');
+  // An introspection of it (the log check at the end looks for the grant in its line too).
+  const live = await h.gw.introspect(grant);
+  assert.equal(live.status, 200, live.text);
+  assert.equal(live.body.active, true, live.text);
   const rv = await h.gw.revoke(grant);
   assert.equal(rv.status, 200, rv.text);
   refused(await release(h, grant), 400, 'invalid_request', 'subject token: grant revoked');
