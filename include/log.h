@@ -27,6 +27,14 @@ enum cs_err log_level_parse(const char *s, enum log_level *out) CS_MUST_CHECK;
  * cannot be opened (errno kept). */
 enum cs_err log_open(const char *where, enum log_level min) CS_MUST_CHECK;
 void log_started(void);
+/* When the stream is a file: opens its path again (appended, created as
+ * log_open creates it) and makes it the stream, for logrotate's
+ * move-then-SIGHUP.  Safe while other threads log: every line goes whole to the
+ * old file or to the new one, and the old file is closed once no writer uses
+ * it.  When the path cannot be opened, the old stream stays, an error line says
+ * why, and CS_EIO is returned (errno kept).  CS_OK and nothing done on stderr
+ * or stdout. */
+enum cs_err log_reopen(void) CS_MUST_CHECK;
 /* Back to plain text on stderr; closes a file stream.  Call after every thread
  * that logs has stopped. */
 void log_close(void);

@@ -2,7 +2,9 @@
  * lines with a level.  It must never write a byte it was given unescaped: every
  * string goes through log_json_str, so a line is always one line of valid JSON. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,9 +22,15 @@ static const char *const level_names[LOG_LEVEL__MAX] = {
 };
 
 /* The stream.  Written only by log_open / log_close, which run while no other
- * thread logs; starting is flipped by log_started while workers may log. */
+ * thread logs, and by log_reopen, which swaps log_f under the write side of
+ * log_lock while every writer holds the read side from reading log_f to the end
+ * of its line: the old file is closed only when no writer uses it, and a line is
+ * written whole to one file or the other.  starting is flipped by log_started
+ * while workers may log. */
+static pthread_rwlock_t log_lock = PTHREAD_RWLOCK_INITIALIZER;
 static FILE *log_f;               /* NULL: plain text on stderr */
 static bool log_own;              /* log_f is a file we opened */
+static char log_path[PATH_MAX];   /* its path, when log_own (for log_reopen) */
 static enum log_level log_min = LOG_INFO;
 static atomic_bool starting = true;
 
@@ -221,13 +229,13 @@ static void emit(enum log_level lv, const char *event, const char *msg,
 	if (!log_enabled(lv))
 		return;
 	buf_init(&b, LOG_LINE_MAX);
+	pthread_rwlock_rdlock(&log_lock);
 	if (log_f == NULL && msg != NULL && event == NULL && n == 0) {
 		/* Not serving: the tools' plain text, controls escaped all the same. */
 		if (buf_puts(&b, lv == LOG_WARN ? "consentd: warning: " : "consentd: ") == CS_OK &&
 		    escape(&b, msg, false) == CS_OK && buf_puts(&b, "\n") == CS_OK)
 			put_line(stderr, b.data, b.len);
-		buf_clear(&b);
-		return;
+		goto out;
 	}
 	struct log_line line = { .ts_ms = now_ms(), .lv = lv, .event = event, .msg = msg, .f = f,
 		.n = n };
@@ -235,15 +243,15 @@ static void emit(enum log_level lv, const char *event, const char *msg,
 		buf_reset(&b);
 		line = (struct log_line){ .ts_ms = line.ts_ms, .lv = lv, .event = event,
 			.msg = "(this line was too long to log)" };
-		if (log_format(&b, &line) != CS_OK) {
-			buf_clear(&b);
-			return;
-		}
+		if (log_format(&b, &line) != CS_OK)
+			goto out;
 	}
-	FILE *out = log_f != NULL ? log_f : stderr;
-	put_line(out, b.data, b.len);
-	if (out != stderr && lv >= LOG_ERROR && atomic_load(&starting))
+	FILE *to = log_f != NULL ? log_f : stderr;
+	put_line(to, b.data, b.len);
+	if (to != stderr && lv >= LOG_ERROR && atomic_load(&starting))
 		put_line(stderr, b.data, b.len);
+out:
+	pthread_rwlock_unlock(&log_lock);
 	buf_clear(&b);
 }
 
@@ -280,6 +288,8 @@ enum cs_err log_open(const char *where, enum log_level min)
 	} else if (strcmp(where, "stdout") == 0) {
 		f = stdout;
 	} else {
+		if (str_fmt(log_path, sizeof log_path, "%s", where) != CS_OK)
+			return CS_EINVAL;
 		if ((f = fopen(where, "ae")) == NULL)
 			return CS_EIO;
 		own = true;
@@ -289,6 +299,35 @@ enum cs_err log_open(const char *where, enum log_level min)
 	log_own = own;
 	log_min = min;
 	atomic_store(&starting, true);
+	return CS_OK;
+}
+
+enum cs_err log_reopen(void)
+{
+	char path[PATH_MAX];
+	pthread_rwlock_rdlock(&log_lock);
+	bool own = log_own && log_f != NULL;
+	enum cs_err e = own ? str_fmt(path, sizeof path, "%s", log_path) : CS_OK;
+	pthread_rwlock_unlock(&log_lock);
+	if (!own)
+		return CS_OK;             /* stderr or stdout: nothing to reopen */
+	if (e != CS_OK)
+		return e;
+	/* Opened before the swap: on failure the old stream stays as it was. */
+	FILE *f = fopen(path, "ae");
+	if (f == NULL) {
+		int err = errno;
+		log_msg(LOG_ERROR, "cannot reopen the log %s: %s; keeping the current file",
+		    path, strerror(err));
+		errno = err;
+		return CS_EIO;
+	}
+	pthread_rwlock_wrlock(&log_lock);
+	FILE *old = log_f;
+	log_f = f;
+	pthread_rwlock_unlock(&log_lock);
+	/* No writer holds old now: each took the read side before using it. */
+	fclose(old);
 	return CS_OK;
 }
 

@@ -120,6 +120,10 @@ static int serve(const struct config *cfg)
 		sig = sigtimedwait(&set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM)
 			break;
+		/* SIGHUP: logrotate moved the log file; the next lines go to a new one
+		 * (on failure the old stream stays and says why). */
+		if (sig == SIGHUP && log_reopen() == CS_OK)
+			log_msg(LOG_INFO, "log reopened (SIGHUP)");
 		if (sig == SIGHUP || app_now() - last_reload >= KEY_RELOAD_SECONDS) {
 			if (app_reload_keys(&app, app_now()) != CS_OK)
 				log_msg(LOG_ERROR, "key reload failed; keeping the current keys");

@@ -62,13 +62,21 @@ function refused(r, status, error, want, what = '') {
 
 // The person decides on the consent page at uri (decision approve or deny).
 async function decide(h, user, uri, decision = 'approve') {
-  const { jar, final } = await consentdLogin({ url: h.url, user, password: `${user}-password` });
+  const { jar, final, callbackUrl } = await consentdLogin({ url: h.url, user, password: `${user}-password` });
   assert.equal(final.status, 303, `login of ${user}`);
+  // The authorization code, the OIDC state, and every cookie (the session) are secrets too.
+  for (const k of ['code', 'state']) {
+    const v = new URL(callbackUrl).searchParams.get(k);
+    if (v && v.length >= 8) secrets.add(v);
+  }
   const page = await req(jar, uri);
   const html = await page.text();
   assert.equal(page.status, 200, html.slice(0, 300));
   const form = postForm(html);
   assert.ok(form, 'the consent page has a form');
+  for (const c of jar.cookies.values()) if (c.value.length >= 16) secrets.add(c.value);
+  // The CSRF token (and any other long hidden value) of the form.
+  for (const v of Object.values(form.fields)) if (typeof v === 'string' && v.length >= 16) secrets.add(v);
   const f = { ...form.fields, decision };
   for (const name of Object.keys(form.fields)) if (/^s\d+$/.test(name)) f[name] = 'on';
   const duration = (html.match(/<option value="(\d+)"/) || [])[1];
@@ -179,6 +187,10 @@ test('grants presented back: "grant revoked", "grant expired", "not a consentd g
   secrets.add(grant);
   // Alive: the grant passes its check (and the resource has no provider, which is said).
   refused(await release(h, grant), 400, 'invalid_target', 'the grant\'s resource has no provider');
+  // An introspection of it (the log check at the end looks for the grant in its line too).
+  const live = await h.gw.introspect(grant);
+  assert.equal(live.status, 200, live.text);
+  assert.equal(live.body.active, true, live.text);
   const rv = await h.gw.revoke(grant);
   assert.equal(rv.status, 200, rv.text);
   refused(await release(h, grant), 400, 'invalid_request', 'subject token: grant revoked');
@@ -348,6 +360,9 @@ test('the log stream: JSON lines; /token lines carry error, agent and resource, 
   const proxied = all.find((l) => l.event === 'request' && l.route === '/proxy/{resource}/{rest*}');
   assert.equal(proxied.error, 'invalid_token');
   // No grant, subject token, client secret, password or code anywhere in the stream.
+  const key = readFileSync(join(h.s.c.dir, 'master.key'));
+  for (const k of [key.toString('hex'), key.toString('base64'), key.toString('base64url')]) secrets.add(k);
+  assert.ok(secrets.size >= 12, `${secrets.size} secrets looked for`);
   for (const s of secrets) assert.ok(!text.includes(s), `the log holds a secret (${s.slice(0, 12)}...)`);
   assert.doesNotMatch(text, /eyJ/, 'no JWT of any kind');
   assert.doesNotMatch(text, /code=|Basic /);

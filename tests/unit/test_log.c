@@ -1,7 +1,11 @@
 /* test_log.c -- the log stream: its JSON string escaping (no raw control or
  * bidirectional character, no ill-formed UTF-8 ever reaches a line), whole
  * lines (one line, valid JSON, the fields given), levels, and the stream itself
- * (a file of JSON lines once opened; plain text on stderr before). */
+ * (a file of JSON lines once opened; plain text on stderr before), and its
+ * reopen after a move (logrotate), with writers on several threads. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <jansson.h>
@@ -413,6 +417,130 @@ START_TEST(test_log_text_mode_before_open)
 }
 END_TEST
 
+/* --- reopen (logrotate: move the file, SIGHUP) ----------------------------- */
+
+#define REOPEN_THREADS 4
+#define REOPEN_LINES   2000
+
+static atomic_int reopen_written;
+
+static void *reopen_writer(void *arg)
+{
+	int t = (int)(intptr_t)arg;
+	for (int i = 0; i < REOPEN_LINES; i++) {
+		struct log_field f[] = { LOG_INT("t", t), LOG_INT("i", i) };
+		log_event(LOG_INFO, "w", f, 2);
+		atomic_fetch_add(&reopen_written, 1);
+	}
+	return NULL;
+}
+
+/* Counts the lines of text (each one JSON object) and marks seen[t][i]. */
+static int count_lines(char *text, unsigned char seen[REOPEN_THREADS][REOPEN_LINES])
+{
+	int lines = 0;
+	for (char *line = text, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+		*nl = '\0';
+		json_error_t err;
+		json_t *v = json_loads(line, 0, &err);
+		ck_assert_msg(json_is_object(v), "torn line: %s (%s)", line, err.text);
+		json_t *t = json_object_get(v, "t"), *i = json_object_get(v, "i");
+		if (json_is_integer(t) && json_is_integer(i)) {
+			json_int_t ti = json_integer_value(t), ii = json_integer_value(i);
+			ck_assert(ti >= 0 && ti < REOPEN_THREADS && ii >= 0 && ii < REOPEN_LINES);
+			ck_assert_msg(!seen[ti][ii], "line %lld/%lld twice", (long long)ti, (long long)ii);
+			seen[ti][ii] = 1;
+		}
+		json_decref(v);
+		lines++;
+	}
+	return lines;
+}
+
+START_TEST(test_log_reopen_after_move)
+{
+	char *dir = tu_tmpdir();
+	char *path = tu_path(dir, "consentd.log");
+	char *moved = tu_path(dir, "consentd.log.1");
+	static unsigned char seen[REOPEN_THREADS][REOPEN_LINES];
+	memset(seen, 0, sizeof seen);
+	atomic_store(&reopen_written, 0);
+	ck_assert_int_eq(log_open(path, LOG_INFO), CS_OK);
+	log_started();
+	log_msg(LOG_INFO, "before the move");
+
+	/* Writers on several threads while the file is moved and reopened. */
+	pthread_t th[REOPEN_THREADS];
+	for (int t = 0; t < REOPEN_THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, reopen_writer, (void *)(intptr_t)t), 0);
+	while (atomic_load(&reopen_written) < REOPEN_THREADS * REOPEN_LINES / 4)
+		sched_yield();
+	ck_assert_int_eq(rename(path, moved), 0);
+	ck_assert_int_eq(log_reopen(), CS_OK);
+	int at_reopen = atomic_load(&reopen_written);
+	for (int t = 0; t < REOPEN_THREADS; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	log_msg(LOG_INFO, "after the reopen");
+	log_close();
+
+	char *old_text = slurp(moved), *new_text = slurp(path);
+	ck_assert_ptr_nonnull(strstr(old_text, "before the move"));
+	ck_assert_ptr_null(strstr(old_text, "after the reopen"));
+	ck_assert_ptr_nonnull(strstr(new_text, "after the reopen"));
+	ck_assert_ptr_null(strstr(new_text, "before the move"));
+	int old_n = count_lines(old_text, seen), new_n = count_lines(new_text, seen);
+	/* None lost, none twice, none torn; both files got some of the writers' lines. */
+	ck_assert_int_eq(old_n + new_n, REOPEN_THREADS * REOPEN_LINES + 2);
+	for (int t = 0; t < REOPEN_THREADS; t++)
+		for (int i = 0; i < REOPEN_LINES; i++)
+			ck_assert_msg(seen[t][i], "line %d/%d lost", t, i);
+	ck_assert_int_ge(old_n - 1, REOPEN_THREADS * REOPEN_LINES / 4);
+	if (at_reopen < REOPEN_THREADS * REOPEN_LINES)
+		ck_assert_int_gt(new_n, 1);
+	/* The new file is created as log_open creates one (0666 less the umask). */
+	struct stat st;
+	mode_t um = umask(0);
+	umask(um);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0666 & ~um);
+	free(old_text);
+	free(new_text);
+	free(moved);
+	free(path);
+	tu_rmdir(dir);
+}
+END_TEST
+
+/* A path that cannot be opened again: the old stream stays and says why. */
+START_TEST(test_log_reopen_failure_keeps_old_stream)
+{
+	char *dir = tu_tmpdir();
+	char *path = tu_path(dir, "consentd.log");
+	char *moved = tu_path(dir, "consentd.log.1");
+	ck_assert_int_eq(log_open(path, LOG_INFO), CS_OK);
+	log_started();
+	log_msg(LOG_INFO, "one");
+	ck_assert_int_eq(rename(path, moved), 0);
+	ck_assert_int_eq(mkdir(path, 0700), 0);    /* a directory cannot be appended to */
+	ck_assert_int_eq(log_reopen(), CS_EIO);
+	log_msg(LOG_INFO, "two");
+	log_close();
+	char *text = slurp(moved);
+	ck_assert_ptr_nonnull(strstr(text, "one"));
+	ck_assert_ptr_nonnull(strstr(text, "cannot reopen the log"));
+	ck_assert_ptr_nonnull(strstr(text, "keeping the current file"));
+	ck_assert_ptr_nonnull(strstr(text, "\"msg\":\"two\""));
+	free(text);
+	/* Nothing to reopen on stderr. */
+	ck_assert_int_eq(log_open("stderr", LOG_INFO), CS_OK);
+	ck_assert_int_eq(log_reopen(), CS_OK);
+	log_close();
+	free(moved);
+	free(path);
+	tu_rmdir(dir);
+}
+END_TEST
+
 static Suite *log_suite(void)
 {
 	Suite *s = suite_create("log");
@@ -431,6 +559,8 @@ static Suite *log_suite(void)
 	tcase_add_test(tc, test_log_stream_file_of_json_lines);
 	tcase_add_test(tc, test_log_levels_filter);
 	tcase_add_test(tc, test_log_text_mode_before_open);
+	tcase_add_test(tc, test_log_reopen_after_move);
+	tcase_add_test(tc, test_log_reopen_failure_keeps_old_stream);
 	suite_add_tcase(s, tc);
 	return s;
 }
