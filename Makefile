@@ -45,7 +45,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long lint bench clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -129,6 +129,8 @@ fuzz-long: $(FUZZ_BINS)
 	@bash scripts/run-fuzz.sh 600 $(FUZZ_NAMES)
 hostile-long: build/consentd-asan
 	cd tests && HOSTILE_IDLE=10000 TEST_CONSENTD_BIN=$(CURDIR)/build/consentd-asan node --test --test-concurrency=1 integration/hostile.test.js
+systemd-test: build/consentd
+	@bash scripts/test-systemd.sh
 crash-long: build/consentd-asan
 	cd tests && CRASH_KILLS=100 TEST_CONSENTD_BIN=$(CURDIR)/build/consentd-asan node --test --test-concurrency=1 integration/crash.test.js
 
