@@ -525,8 +525,6 @@ out:
 	return e;
 }
 
-enum req_kind { REQ_CODE = 0, REQ_REFRESH, REQ__MAX };
-
 /* Error codes that mean "this grant or this client is refused", not "try
  * again".  bad_refresh_token is GitHub's name for invalid_grant. */
 static bool refusal(const char *err)
@@ -565,43 +563,51 @@ static enum cs_err post(struct provider *p, const char *url, struct kv *kv, size
 	return e;
 }
 
-/* One call to the token endpoint and the reading of its answer. */
-static enum cs_err token_call(struct provider *p, enum req_kind kind, struct kv *kv, size_t n,
+enum cs_err provider_token_answer(enum provider_token_kind kind, long status, const char *body,
     struct provider_tokens *out)
+{
+	enum cs_err e;
+	json_t *doc = json_loads(body != NULL ? body : "", JSON_REJECT_DUPLICATES, NULL);
+	const char *err = json_is_object(doc) ? jstr(json_object_get(doc, "error")) : NULL;
+
+	if (status == 200 && err != NULL && json_object_get(doc, "access_token") == NULL) {
+		/* Some providers (GitHub) answer errors with 200: read them as 400. */
+		status = 400;
+	}
+	if (status == 200) {
+		e = json_is_object(doc) ? parse_tokens(doc, out) : CS_EINVAL;
+	} else if (kind == PROVIDER_TOKEN_CODE) {
+		/* The code is single-use and short-lived: any 400/401 is final. */
+		e = status == 400 || status == 401 ? CS_EPERM : CS_EIO;
+	} else {
+		/* For a refresh, only an answer that says the grant or the client is
+		 * refused is final (the vault then asks for a reconnect); anything
+		 * else may pass, so the refresh token is kept. */
+		if (status == 401 || (status == 400 && refusal(err)))
+			e = CS_EPERM;             /* 401 is invalid_client (RFC 6749 §5.2) */
+		else
+			e = CS_EIO;
+	}
+	/* SECURITY: the response held tokens: wipe jansson's copies. */
+	json_wipe_strings(doc);
+	json_decref(doc);
+	return e;
+}
+
+/* One call to the token endpoint and the reading of its answer. */
+static enum cs_err token_call(struct provider *p, enum provider_token_kind kind, struct kv *kv,
+    size_t n, struct provider_tokens *out)
 {
 	enum cs_err e;
 	const struct provider_meta *m = NULL;
 	struct httpc_response res;
-	json_t *doc = NULL;
-	const char *err;
 
 	if ((e = provider_meta(p, &m)) != CS_OK)
 		return e == CS_ENOMEM ? e : CS_EIO;
 	if ((e = post(p, m->token_endpoint, kv, n, &res)) != CS_OK)
 		return e;
-	doc = json_loads(res.body.data, JSON_REJECT_DUPLICATES, NULL);
-	err = json_is_object(doc) ? jstr(json_object_get(doc, "error")) : NULL;
-	if (res.status == 200 && err != NULL && json_object_get(doc, "access_token") == NULL) {
-		/* Some providers (GitHub) answer errors with 200: read them as 400. */
-		res.status = 400;
-	}
-	if (res.status == 200) {
-		e = json_is_object(doc) ? parse_tokens(doc, out) : CS_EINVAL;
-	} else if (kind == REQ_CODE) {
-		/* The code is single-use and short-lived: any 400/401 is final. */
-		e = res.status == 400 || res.status == 401 ? CS_EPERM : CS_EIO;
-	} else {
-		/* For a refresh, only an answer that says the grant or the client is
-		 * refused is final (the vault then asks for a reconnect); anything
-		 * else may pass, so the refresh token is kept. */
-		if (res.status == 401 || (res.status == 400 && refusal(err)))
-			e = CS_EPERM;             /* 401 is invalid_client (RFC 6749 §5.2) */
-		else
-			e = CS_EIO;
-	}
-	/* SECURITY: the response held tokens: wipe jansson's copies and the body. */
-	json_wipe_strings(doc);
-	json_decref(doc);
+	e = provider_token_answer(kind, res.status, res.body.data, out);
+	/* SECURITY: the response held tokens: wipe the body. */
 	httpc_response_clear(&res);
 	return e;
 }
@@ -619,7 +625,7 @@ enum cs_err provider_exchange_code(struct provider *p, const char *code, const c
 		{ "code_verifier", code_verifier },
 		{ NULL, NULL },                   /* client_id, for a public client */
 	};
-	return token_call(p, REQ_CODE, kv, sizeof kv / sizeof kv[0], out);
+	return token_call(p, PROVIDER_TOKEN_CODE, kv, sizeof kv / sizeof kv[0], out);
 }
 
 enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
@@ -632,7 +638,7 @@ enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
 		{ "refresh_token", refresh_token },
 		{ NULL, NULL },                   /* client_id, for a public client */
 	};
-	return token_call(p, REQ_REFRESH, kv, sizeof kv / sizeof kv[0], out);
+	return token_call(p, PROVIDER_TOKEN_REFRESH, kv, sizeof kv / sizeof kv[0], out);
 }
 
 /* --- revocation --------------------------------------------------------- */
