@@ -161,12 +161,33 @@ static void keyset_put(struct oidc_provider *p, struct keyset *ks)
 	pthread_mutex_unlock(&p->mu);
 }
 
+static bool b64u_char(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* A JWK member fit for cjose's decoder: non-empty, only the base64url
+ * alphabet (no padding), and a length a base64 text can have.  SECURITY:
+ * cjose asserts (aborts) on some malformed text, e.g. an '=' inside it, so
+ * nothing from a JWKS reaches it unchecked (found by fuzz_jwks_set). */
+static bool b64u_strict(const char *s)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+	if (n == 0 || n % 4 == 1)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!b64u_char((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
 /* Length in bytes of a base64url big-endian integer without leading zeros. */
 static bool b64u_uint_len(const char *s, size_t *out)
 {
 	uint8_t *raw = NULL;
 	size_t n = 0, i = 0;
-	if (!cjose_base64url_decode(s, strlen(s), &raw, &n, NULL))
+	if (!b64u_strict(s) || !cjose_base64url_decode(s, strlen(s), &raw, &n, NULL))
 		return false;
 	while (i < n && raw[i] == 0)
 		i++;
@@ -231,7 +252,7 @@ static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
 		kind = KIND_RSA;
 		e = CS_OK;
 		/* SECURITY: no RSA modulus below 2048 bits. */
-		if (n == NULL || ex == NULL || !b64u_uint_len(n, &nlen) ||
+		if (n == NULL || ex == NULL || !b64u_strict(ex) || !b64u_uint_len(n, &nlen) ||
 		    nlen < OIDC_RSA_MIN_BYTES || nlen > OIDC_RSA_MAX_BYTES)
 			goto out;
 		e = CS_ENOMEM;
@@ -241,7 +262,8 @@ static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
 		const char *y = jstr(json_object_get(k, "y"));
 		kind = KIND_EC_P256;
 		e = CS_OK;
-		if (!jstr_eq(json_object_get(k, "crv"), "P-256") || x == NULL || y == NULL)
+		if (!jstr_eq(json_object_get(k, "crv"), "P-256") || !b64u_strict(x) ||
+		    !b64u_strict(y))
 			goto out;
 		e = CS_ENOMEM;
 		clean = json_pack("{s:s, s:s, s:s, s:s}", "kty", "EC", "crv", "P-256", "x", x, "y", y);
@@ -520,12 +542,6 @@ void oidc_backdate_jwks_fetch(struct oidc_provider *p, int64_t seconds)
 }
 
 /* --- validation --------------------------------------------------------- */
-
-static bool b64u_char(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
 
 /* A time claim: an integer, or a finite real, in [0, OIDC_MAX_TIME].
  * CS_ENOENT when absent, CS_EINVAL when present but not a sane time. */
