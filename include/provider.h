@@ -39,6 +39,16 @@ void provider_free(struct provider *p);   /* NULL-safe */
  * endpoint must pass httpc_url_allowed).  Discovers on first use; a failure
  * is retried on the next call.  *out stays valid until provider_free. */
 enum cs_err provider_meta(struct provider *p, const struct provider_meta **out) CS_MUST_CHECK;
+/* Reads a discovered metadata document (body, NUL-terminated, of a 200) as
+ * provider_meta would: CS_ENOENT when it is not a JSON object without
+ * duplicate members (the next well-known path is then tried); CS_EINVAL when
+ * its "issuer" is not the configured one exactly, or a required endpoint that
+ * the configuration does not name is missing, or a named one (configured
+ * ones win unread) is not a string passing httpc_url_allowed.  *out (release
+ * with provider_meta_free) only on CS_OK.  No I/O. */
+enum cs_err provider_meta_parse(const struct provider *p, const char *body,
+    struct provider_meta **out) CS_MUST_CHECK;
+void provider_meta_free(struct provider_meta *m);   /* NULL-safe */
 
 /* Authorization-code exchange with PKCE (client_secret_basic with the
  * resource's client id and secret).  CS_EPERM when the provider refused. */

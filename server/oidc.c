@@ -464,12 +464,52 @@ static bool array_has(json_t *a, const char *s)
 	return false;
 }
 
+enum cs_err oidc_meta_parse(const char *issuer, const char *body, struct oidc_meta **out)
+{
+	enum cs_err e = CS_EINVAL;
+	json_t *doc = NULL;
+	struct oidc_meta *m = NULL;
+
+	if (issuer == NULL || body == NULL || out == NULL)
+		goto out;
+	doc = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(doc))
+		goto out;
+	/* SECURITY: the document must name exactly the issuer we were configured
+	 * with (OIDC Discovery §4.3): no trailing-slash or case games. */
+	if (!jstr_eq(json_object_get(doc, "issuer"), issuer))
+		goto out;
+	e = CS_ENOMEM;
+	if ((m = calloc(1, sizeof *m)) == NULL || (m->issuer = strdup(issuer)) == NULL)
+		goto out;
+	if ((e = meta_url(doc, "authorization_endpoint", true, &m->authorization_endpoint)) != CS_OK ||
+	    (e = meta_url(doc, "token_endpoint", true, &m->token_endpoint)) != CS_OK ||
+	    (e = meta_url(doc, "jwks_uri", true, &m->jwks_uri)) != CS_OK ||
+	    (e = meta_url(doc, "end_session_endpoint", false, &m->end_session_endpoint)) != CS_OK)
+		goto out;
+	m->iss_parameter_supported =
+	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
+	m->public_subjects = array_has(json_object_get(doc, "subject_types_supported"), "public");
+	m->s256_supported = array_has(json_object_get(doc, "code_challenge_methods_supported"), "S256");
+	*out = m;
+	m = NULL;
+	e = CS_OK;
+out:
+	meta_free(m);
+	json_decref(doc);
+	return e;
+}
+
+void oidc_meta_free(struct oidc_meta *m)
+{
+	meta_free(m);
+}
+
 enum cs_err oidc_discover(struct oidc_provider *p)
 {
 	enum cs_err e = CS_ENOMEM;
 	struct buf url;
 	struct httpc_response res;
-	json_t *doc = NULL;
 	struct oidc_meta *m = NULL;
 	size_t ilen;
 
@@ -496,26 +536,8 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 	e = CS_EIO;
 	if (res.status != 200)
 		goto out;
-	e = CS_EINVAL;
-	doc = json_loads(res.body.data, JSON_REJECT_DUPLICATES, NULL);
-	if (!json_is_object(doc))
+	if ((e = oidc_meta_parse(p->issuer, res.body.data != NULL ? res.body.data : "", &m)) != CS_OK)
 		goto out;
-	/* SECURITY: the document must name exactly the issuer we were configured
-	 * with (OIDC Discovery §4.3): no trailing-slash or case games. */
-	if (!jstr_eq(json_object_get(doc, "issuer"), p->issuer))
-		goto out;
-	e = CS_ENOMEM;
-	if ((m = calloc(1, sizeof *m)) == NULL || (m->issuer = strdup(p->issuer)) == NULL)
-		goto out;
-	if ((e = meta_url(doc, "authorization_endpoint", true, &m->authorization_endpoint)) != CS_OK ||
-	    (e = meta_url(doc, "token_endpoint", true, &m->token_endpoint)) != CS_OK ||
-	    (e = meta_url(doc, "jwks_uri", true, &m->jwks_uri)) != CS_OK ||
-	    (e = meta_url(doc, "end_session_endpoint", false, &m->end_session_endpoint)) != CS_OK)
-		goto out;
-	m->iss_parameter_supported =
-	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
-	m->public_subjects = array_has(json_object_get(doc, "subject_types_supported"), "public");
-	m->s256_supported = array_has(json_object_get(doc, "code_challenge_methods_supported"), "S256");
 	if ((e = jwks_fetch(p, m->jwks_uri)) != CS_OK)
 		goto out;
 	pthread_mutex_lock(&p->mu);
@@ -526,7 +548,6 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 out:
 	pthread_mutex_unlock(&p->discover_mu);
 	meta_free(m);
-	json_decref(doc);
 	httpc_response_clear(&res);
 	buf_clear(&url);
 	return e;

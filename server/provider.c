@@ -341,6 +341,60 @@ static enum cs_err pick_url(json_t *doc, const char *name, bool required, const 
 	return doc_url(doc, name, required, out);
 }
 
+/* The metadata from the configuration and doc (the discovered document, or
+ * NULL when both endpoints are configured). */
+static enum cs_err meta_build(const struct provider *p, json_t *doc, struct provider_meta **out)
+{
+	enum cs_err e;
+	struct provider_meta *m = NULL;
+
+	if (doc != NULL) {
+		/* SECURITY: the document must name exactly the issuer we were
+		 * configured with (RFC 8414 §3.3, OpenID Discovery §4.3): no
+		 * trailing-slash or case games, no mix-up with another provider. */
+		e = CS_EINVAL;
+		if (p->issuer == NULL || !jstr_eq(json_object_get(doc, "issuer"), p->issuer))
+			goto out;
+	}
+	e = CS_ENOMEM;
+	if ((m = calloc(1, sizeof *m)) == NULL || !dup_opt(p->issuer, &m->issuer))
+		goto out;
+	if ((e = pick_url(doc, "authorization_endpoint", true, p->cfg_authorization,
+	    &m->authorization_endpoint)) != CS_OK ||
+	    (e = pick_url(doc, "token_endpoint", true, p->cfg_token, &m->token_endpoint)) != CS_OK ||
+	    (e = pick_url(doc, "revocation_endpoint", false, p->cfg_revocation,
+	    &m->revocation_endpoint)) != CS_OK)
+		goto out;
+	/* RFC 9207 support can only be learned from the provider itself. */
+	m->iss_parameter_supported = doc != NULL &&
+	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
+	*out = m;
+	m = NULL;
+	e = CS_OK;
+out:
+	meta_free(m);
+	return e;
+}
+
+enum cs_err provider_meta_parse(const struct provider *p, const char *body,
+    struct provider_meta **out)
+{
+	enum cs_err e;
+	json_t *doc;
+
+	if (p == NULL || body == NULL || out == NULL)
+		return CS_EINVAL;
+	doc = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+	e = json_is_object(doc) ? meta_build(p, doc, out) : CS_ENOENT;
+	json_decref(doc);
+	return e;
+}
+
+void provider_meta_free(struct provider_meta *m)
+{
+	meta_free(m);
+}
+
 /* Builds the metadata, discovering when the configuration does not name both
  * endpoints.  The caller holds p->mu. */
 static enum cs_err meta_obtain(struct provider *p, struct provider_meta **out)
@@ -348,7 +402,6 @@ static enum cs_err meta_obtain(struct provider *p, struct provider_meta **out)
 	enum cs_err e = CS_ENOMEM;
 	struct buf url;
 	json_t *doc = NULL;
-	struct provider_meta *m = NULL;
 	bool discover = p->cfg_authorization == NULL || p->cfg_token == NULL;
 
 	buf_init(&url, PROVIDER_MAX_URL);
@@ -370,30 +423,9 @@ static enum cs_err meta_obtain(struct provider *p, struct provider_meta **out)
 			e = CS_EIO;                   /* neither path serves metadata */
 		if (e != CS_OK)
 			goto out;
-		/* SECURITY: the document must name exactly the issuer we were
-		 * configured with (RFC 8414 §3.3, OpenID Discovery §4.3): no
-		 * trailing-slash or case games, no mix-up with another provider. */
-		e = CS_EINVAL;
-		if (!jstr_eq(json_object_get(doc, "issuer"), p->issuer))
-			goto out;
 	}
-	e = CS_ENOMEM;
-	if ((m = calloc(1, sizeof *m)) == NULL || !dup_opt(p->issuer, &m->issuer))
-		goto out;
-	if ((e = pick_url(doc, "authorization_endpoint", true, p->cfg_authorization,
-	    &m->authorization_endpoint)) != CS_OK ||
-	    (e = pick_url(doc, "token_endpoint", true, p->cfg_token, &m->token_endpoint)) != CS_OK ||
-	    (e = pick_url(doc, "revocation_endpoint", false, p->cfg_revocation,
-	    &m->revocation_endpoint)) != CS_OK)
-		goto out;
-	/* RFC 9207 support can only be learned from the provider itself. */
-	m->iss_parameter_supported = doc != NULL &&
-	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
-	*out = m;
-	m = NULL;
-	e = CS_OK;
+	e = meta_build(p, doc, out);
 out:
-	meta_free(m);
 	json_decref(doc);
 	buf_clear(&url);
 	return e;

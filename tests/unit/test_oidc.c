@@ -1294,6 +1294,45 @@ static void *miss_main(void *arg)
 	return NULL;
 }
 
+/* The discovery document alone (oidc_meta_parse): what oidc_discover refuses. */
+START_TEST(test_oidc_meta_parse_bad)
+{
+#define DOC(iss, rest) "{\"issuer\":\"" iss "\",\"authorization_endpoint\":\"https://i.test/a\"," \
+	"\"token_endpoint\":\"https://i.test/t\"" rest "}"
+	static const char *const bad[] = {
+		"", "not json", "[]", "\"https://i.test\"", "{}",
+		DOC("https://i.test/", ",\"jwks_uri\":\"https://i.test/k\""),     /* trailing slash */
+		DOC("https://I.test", ",\"jwks_uri\":\"https://i.test/k\""),      /* case */
+		DOC("https://i.test", ""),                                       /* no jwks_uri */
+		DOC("https://i.test", ",\"jwks_uri\":\"http://i.test/k\""),       /* plain http */
+		DOC("https://i.test", ",\"jwks_uri\":\"https://u:p@i.test/k\""),  /* userinfo */
+		DOC("https://i.test", ",\"jwks_uri\":7"),
+		DOC("https://i.test", ",\"jwks_uri\":\"https://i.test/k\",\"end_session_endpoint\":null"),
+		DOC("https://i.test", ",\"jwks_uri\":\"https://i.test/k\",\"issuer\":\"https://i.test\""),
+		"{\"issuer\":\"https://i.test\",\"authorization_endpoint\":\"https://i.test/a\","
+		    "\"jwks_uri\":\"https://i.test/k\"}",                            /* no token_endpoint */
+	};
+	struct oidc_meta *m = NULL;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_msg(oidc_meta_parse("https://i.test", bad[i], &m) == CS_EINVAL, "accepted %s",
+		    bad[i]);
+		ck_assert_ptr_null(m);
+	}
+	ck_assert_int_eq(oidc_meta_parse("https://i.test", NULL, &m), CS_EINVAL);
+	ck_assert_int_eq(oidc_meta_parse(NULL, "{}", &m), CS_EINVAL);
+	ck_assert_int_eq(oidc_meta_parse("https://i.test",
+	    DOC("https://i.test", ",\"jwks_uri\":\"https://i.test/k\",\"subject_types_supported\":\"public\"")
+	    , &m), CS_OK);
+	ck_assert_str_eq(m->jwks_uri, "https://i.test/k");
+	ck_assert_ptr_null(m->end_session_endpoint);
+	ck_assert(!m->public_subjects);                  /* a string, not the array */
+	ck_assert(!m->s256_supported && !m->iss_parameter_supported);
+	oidc_meta_free(m);
+	oidc_meta_free(NULL);
+#undef DOC
+}
+END_TEST
+
 START_TEST(test_oidc_discover_and_refetch)
 {
 	struct srv sv;
@@ -1589,6 +1628,7 @@ static Suite *oidc_suite(void)
 	tcase_add_test(tc, test_oidc_validate_bad_args);
 	tcase_add_test(tc, test_oidc_jwks_rejects);
 	tcase_add_test(tc, test_oidc_jwks_malformed_base64);
+	tcase_add_test(tc, test_oidc_meta_parse_bad);
 	tcase_add_test(tc, test_oidc_provider_new_rejects);
 	tcase_add_test(tc, test_oidc_validate_concurrent_jwks_swap);
 	suite_add_tcase(s, tc);

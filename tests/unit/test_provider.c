@@ -591,6 +591,51 @@ START_TEST(test_provider_new_rejects)
 }
 END_TEST
 
+/* The metadata document alone (provider_meta_parse): what provider_meta refuses. */
+START_TEST(test_provider_meta_parse_bad)
+{
+	struct config_resource r = res_issuer("https://provider.test");
+	struct provider *p = NULL, *pc = NULL;
+	struct provider_meta *m = NULL;
+	ck_assert_int_eq(provider_new(&r, &p), CS_OK);
+	r.provider_token_endpoint = "https://provider.test/configured";
+	ck_assert_int_eq(provider_new(&r, &pc), CS_OK);
+	/* Not an object (or a duplicate member): the other well-known path is tried. */
+	static const char *const notdoc[] = { "", "nope", "[]", "null", "\"x\"",
+		"{\"issuer\":\"https://provider.test\",\"issuer\":\"https://provider.test\"}" };
+	for (size_t i = 0; i < sizeof notdoc / sizeof notdoc[0]; i++)
+		ck_assert_int_eq(provider_meta_parse(p, notdoc[i], &m), CS_ENOENT);
+	static const char *const bad[] = {
+		"{}",
+		"{\"issuer\":\"https://provider.test/\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\"}",
+		"{\"issuer\":\"https://other.test\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\"}",
+		"{\"issuer\":\"https://provider.test\",\"authorization_endpoint\":\"https://provider.test/a\"}",
+		"{\"issuer\":\"https://provider.test\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"http://provider.test/t\"}",
+		"{\"issuer\":\"https://provider.test\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\",\"revocation_endpoint\":false}",
+		"{\"issuer\":[\"https://provider.test\"],\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\"}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_msg(provider_meta_parse(p, bad[i], &m) == CS_EINVAL, "accepted %s", bad[i]);
+		ck_assert_ptr_null(m);
+	}
+	/* A configured endpoint wins, and the document's is not even read. */
+	ck_assert_int_eq(provider_meta_parse(pc, "{\"issuer\":\"https://provider.test\","
+	    "\"authorization_endpoint\":\"https://provider.test/a\",\"token_endpoint\":42}", &m), CS_OK);
+	ck_assert_str_eq(m->token_endpoint, "https://provider.test/configured");
+	ck_assert_ptr_null(m->revocation_endpoint);
+	provider_meta_free(m);
+	ck_assert_int_eq(provider_meta_parse(p, NULL, &m), CS_EINVAL);
+	provider_meta_free(NULL);
+	provider_free(p);
+	provider_free(pc);
+}
+END_TEST
+
 struct race {
 	struct provider *p;
 	const struct provider_meta *m[4];
@@ -1128,6 +1173,7 @@ static Suite *provider_suite(void)
 	tcase_add_test(tc, test_provider_tokens_clear_wipes);
 	tcase_add_test(tc, test_provider_token_answer_good);
 	tcase_add_test(tc, test_provider_token_answer_bad);
+	tcase_add_test(tc, test_provider_meta_parse_bad);
 	tcase_add_test(tc, test_provider_discover_rfc8414);
 	tcase_add_test(tc, test_provider_discover_rfc8414_path_insertion);
 	tcase_add_test(tc, test_provider_discover_fallback_openid);
