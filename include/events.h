@@ -48,6 +48,13 @@ int64_t events_retry_delay(int64_t attempts);
 enum cs_err events_set_claims(const struct config *cfg, const struct store_event_row *r,
     int64_t now, json_t **out) CS_MUST_CHECK;
 
+/* What a receiver's non-202 answer says, for last_error: "HTTP <status>", or
+ * "HTTP <status>: <err>" when body (body_len bytes, may be NULL) is a JSON
+ * object whose "err" (RFC 8935 §2.4) is a string; at most 63 characters of
+ * it, each outside printable ASCII replaced by '?'.  out is
+ * always NUL-terminated when cap > 0 (empty when even the status does not fit). */
+void events_receiver_status(long status, const char *body, size_t body_len, char *out, size_t cap);
+
 /* One push pass: for each undelivered entry due at now (at most
  * EVENTS_BATCH), signs its SET with kr (typ secevent+jwt) and POSTs it to
  * cfg->events_uri as application/secevent+jwt.  A 202 marks it delivered

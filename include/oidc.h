@@ -36,6 +36,14 @@ void oidc_provider_free(struct oidc_provider *p);   /* NULL-safe */
  * pass httpc_url_allowed) and the JWKS.  Safe to call again after a failure
  * (e.g. from a retry loop); once it succeeded the metadata never changes. */
 enum cs_err oidc_discover(struct oidc_provider *p) CS_MUST_CHECK;
+/* Reads a discovery document (body, NUL-terminated, of a 200) for issuer:
+ * a JSON object without duplicate members whose "issuer" is issuer exactly,
+ * with authorization_endpoint, token_endpoint and jwks_uri (and
+ * end_session_endpoint when present) strings that pass httpc_url_allowed.
+ * CS_EINVAL otherwise; *out (release with oidc_meta_free) only on CS_OK.
+ * No I/O: oidc_discover fetches, then calls it. */
+enum cs_err oidc_meta_parse(const char *issuer, const char *body, struct oidc_meta **out) CS_MUST_CHECK;
+void oidc_meta_free(struct oidc_meta *m);   /* NULL-safe */
 /* The metadata, or NULL while discovery has not succeeded. */
 const struct oidc_meta *oidc_meta(struct oidc_provider *p);
 

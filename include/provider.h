@@ -39,6 +39,16 @@ void provider_free(struct provider *p);   /* NULL-safe */
  * endpoint must pass httpc_url_allowed).  Discovers on first use; a failure
  * is retried on the next call.  *out stays valid until provider_free. */
 enum cs_err provider_meta(struct provider *p, const struct provider_meta **out) CS_MUST_CHECK;
+/* Reads a discovered metadata document (body, NUL-terminated, of a 200) as
+ * provider_meta would: CS_ENOENT when it is not a JSON object without
+ * duplicate members (the next well-known path is then tried); CS_EINVAL when
+ * its "issuer" is not the configured one exactly, or a required endpoint that
+ * the configuration does not name is missing, or a named one (configured
+ * ones win unread) is not a string passing httpc_url_allowed.  *out (release
+ * with provider_meta_free) only on CS_OK.  No I/O. */
+enum cs_err provider_meta_parse(const struct provider *p, const char *body,
+    struct provider_meta **out) CS_MUST_CHECK;
+void provider_meta_free(struct provider_meta *m);   /* NULL-safe */
 
 /* Authorization-code exchange with PKCE (client_secret_basic with the
  * resource's client id and secret).  CS_EPERM when the provider refused. */
@@ -48,6 +58,20 @@ enum cs_err provider_exchange_code(struct provider *p, const char *code, const c
  * CS_EIO when the provider could not be reached or failed otherwise. */
 enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
     struct provider_tokens *out) CS_MUST_CHECK;
+/* Reads the token endpoint's answer (status and NUL-terminated body, which may
+ * be NULL) to an authorization-code exchange or a refresh: a 200 with an
+ * RFC 6749 §5.1 object (access_token and token_type required, strings without
+ * NUL; expires_in a non-negative integer or digit string, clamped; GitHub's
+ * comma-separated scope read as spaces) gives CS_OK and *out.  A 200 with an
+ * "error" and no access_token is read as a 400.  CS_EPERM when the answer is
+ * final (code: any 400/401; refresh: 401, or 400 with invalid_grant,
+ * invalid_client, unauthorized_client or bad_refresh_token), CS_EIO for any
+ * other status, CS_EINVAL for a malformed 200.  *out written only on CS_OK;
+ * jansson's copies of the strings are wiped.  No I/O. */
+enum provider_token_kind { PROVIDER_TOKEN_CODE = 0, PROVIDER_TOKEN_REFRESH, PROVIDER_TOKEN__MAX };
+enum cs_err provider_token_answer(enum provider_token_kind kind, long status, const char *body,
+    struct provider_tokens *out) CS_MUST_CHECK;
+
 /* RFC 7009 with token_type_hint ("refresh_token" | "access_token").  CS_OK on
  * 200, CS_ENOENT when the provider has no revocation endpoint, CS_EIO otherwise. */
 enum cs_err provider_revoke(struct provider *p, const char *token, const char *hint) CS_MUST_CHECK;

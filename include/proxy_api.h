@@ -2,8 +2,30 @@
  * /proxy/{resource}/{rest*}, and /metrics with the proxy's counters. */
 #ifndef CS_PROXY_API_H
 #define CS_PROXY_API_H
+#include <stdbool.h>
+#include <stddef.h>
 #include "cs_err.h"
 #include "http.h"
+
+#define PROXY_MAX_HEADER_VALUE 4096
+#define PROXY_MAX_HEADER_LINES 8          /* Authorization, the allowlist, Content-Type */
+
+/* The header lines of one upstream request: line[] ends with a NULL. */
+struct proxy_headers {                    /* release with proxy_headers_clear() (wipes) */
+	const char *line[PROXY_MAX_HEADER_LINES + 1];
+	char       *own[PROXY_MAX_HEADER_LINES];
+	size_t      n;
+};
+void proxy_headers_clear(struct proxy_headers *h);   /* NULL-safe */
+/* "Authorization: Bearer <token>" first, then each allowlisted request header
+ * of req (Accept, If-None-Match, If-Match, If-Modified-Since,
+ * If-Unmodified-Since) as it came, skipping values longer than
+ * PROXY_MAX_HEADER_VALUE, then "Content-Type: application/json" when body.
+ * Nothing else of req is ever forwarded (Authorization, Cookie,
+ * Consentd-Grant, hop-by-hop headers).  CS_EINVAL for a NULL token, or a
+ * token or forwarded value holding CR or LF (as httpc would refuse).  *out written only on CS_OK.  No I/O. */
+enum cs_err proxy_upstream_headers(const struct http_request *req, const char *token, bool body,
+    struct proxy_headers *out) CS_MUST_CHECK;
 
 /* The handler for every method on /proxy/{resource}/{rest*}. */
 enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;

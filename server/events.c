@@ -63,19 +63,18 @@ static void clean_text(char *out, size_t cap, const char *s)
 	out[o] = '\0';
 }
 
-/* "HTTP 400", with the RFC 8935 §2.4 error code when the body has one. */
-static void status_text(char *out, size_t cap, const struct httpc_response *res)
+void events_receiver_status(long status, const char *body, size_t body_len, char *out, size_t cap)
 {
 	char code[64] = "";
-	json_t *j = json_loadb(res->body.data != NULL ? res->body.data : "", res->body.len,
+	json_t *j = json_loadb(body != NULL ? body : "", body != NULL ? body_len : 0,
 	    JSON_REJECT_DUPLICATES, NULL);
 	const char *err = json_string_value(json_object_get(j, "err"));
 	clean_text(code, sizeof code, err);
 	/* The callers' out holds a status and a cleaned code (at most 63
 	 * bytes); were the code ever too long, the status alone is said. */
 	if ((code[0] == '\0' ||
-	    str_fmt(out, cap, "HTTP %ld: %s", res->status, code) != CS_OK) &&
-	    str_fmt(out, cap, "HTTP %ld", res->status) != CS_OK)
+	    str_fmt(out, cap, "HTTP %ld: %s", status, code) != CS_OK) &&
+	    str_fmt(out, cap, "HTTP %ld", status) != CS_OK && cap > 0)
 		out[0] = '\0';
 	json_decref(j);
 }
@@ -152,7 +151,7 @@ static enum cs_err push_one(struct push_run *run, const struct store_event_row *
 		if ((e = str_fmt(why, sizeof why, "no answer: %s", cs_strerror(pe))) != CS_OK)
 			goto out;
 	} else {
-		status_text(why, sizeof why, &res);
+		events_receiver_status(res.status, res.body.data, res.body.len, why, sizeof why);
 	}
 	wait = events_retry_delay(r->attempts);
 	log_msg(LOG_WARN, "revocation event %s: %s; retry %lld in %lld s", r->jti, why,

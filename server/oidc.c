@@ -161,12 +161,33 @@ static void keyset_put(struct oidc_provider *p, struct keyset *ks)
 	pthread_mutex_unlock(&p->mu);
 }
 
+static bool b64u_char(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* A JWK member fit for cjose's decoder: non-empty, only the base64url
+ * alphabet (no padding), and a length a base64 text can have.  SECURITY:
+ * cjose asserts (aborts) on some malformed text, e.g. an '=' inside it, so
+ * nothing from a JWKS reaches it unchecked (found by fuzz_jwks_set). */
+static bool b64u_strict(const char *s)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+	if (n == 0 || n % 4 == 1)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!b64u_char((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
 /* Length in bytes of a base64url big-endian integer without leading zeros. */
 static bool b64u_uint_len(const char *s, size_t *out)
 {
 	uint8_t *raw = NULL;
 	size_t n = 0, i = 0;
-	if (!cjose_base64url_decode(s, strlen(s), &raw, &n, NULL))
+	if (!b64u_strict(s) || !cjose_base64url_decode(s, strlen(s), &raw, &n, NULL))
 		return false;
 	while (i < n && raw[i] == 0)
 		i++;
@@ -231,7 +252,7 @@ static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
 		kind = KIND_RSA;
 		e = CS_OK;
 		/* SECURITY: no RSA modulus below 2048 bits. */
-		if (n == NULL || ex == NULL || !b64u_uint_len(n, &nlen) ||
+		if (n == NULL || ex == NULL || !b64u_strict(ex) || !b64u_uint_len(n, &nlen) ||
 		    nlen < OIDC_RSA_MIN_BYTES || nlen > OIDC_RSA_MAX_BYTES)
 			goto out;
 		e = CS_ENOMEM;
@@ -241,7 +262,8 @@ static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
 		const char *y = jstr(json_object_get(k, "y"));
 		kind = KIND_EC_P256;
 		e = CS_OK;
-		if (!jstr_eq(json_object_get(k, "crv"), "P-256") || x == NULL || y == NULL)
+		if (!jstr_eq(json_object_get(k, "crv"), "P-256") || !b64u_strict(x) ||
+		    !b64u_strict(y))
 			goto out;
 		e = CS_ENOMEM;
 		clean = json_pack("{s:s, s:s, s:s, s:s}", "kty", "EC", "crv", "P-256", "x", x, "y", y);
@@ -442,12 +464,52 @@ static bool array_has(json_t *a, const char *s)
 	return false;
 }
 
+enum cs_err oidc_meta_parse(const char *issuer, const char *body, struct oidc_meta **out)
+{
+	enum cs_err e = CS_EINVAL;
+	json_t *doc = NULL;
+	struct oidc_meta *m = NULL;
+
+	if (issuer == NULL || body == NULL || out == NULL)
+		goto out;
+	doc = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(doc))
+		goto out;
+	/* SECURITY: the document must name exactly the issuer we were configured
+	 * with (OIDC Discovery §4.3): no trailing-slash or case games. */
+	if (!jstr_eq(json_object_get(doc, "issuer"), issuer))
+		goto out;
+	e = CS_ENOMEM;
+	if ((m = calloc(1, sizeof *m)) == NULL || (m->issuer = strdup(issuer)) == NULL)
+		goto out;
+	if ((e = meta_url(doc, "authorization_endpoint", true, &m->authorization_endpoint)) != CS_OK ||
+	    (e = meta_url(doc, "token_endpoint", true, &m->token_endpoint)) != CS_OK ||
+	    (e = meta_url(doc, "jwks_uri", true, &m->jwks_uri)) != CS_OK ||
+	    (e = meta_url(doc, "end_session_endpoint", false, &m->end_session_endpoint)) != CS_OK)
+		goto out;
+	m->iss_parameter_supported =
+	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
+	m->public_subjects = array_has(json_object_get(doc, "subject_types_supported"), "public");
+	m->s256_supported = array_has(json_object_get(doc, "code_challenge_methods_supported"), "S256");
+	*out = m;
+	m = NULL;
+	e = CS_OK;
+out:
+	meta_free(m);
+	json_decref(doc);
+	return e;
+}
+
+void oidc_meta_free(struct oidc_meta *m)
+{
+	meta_free(m);
+}
+
 enum cs_err oidc_discover(struct oidc_provider *p)
 {
 	enum cs_err e = CS_ENOMEM;
 	struct buf url;
 	struct httpc_response res;
-	json_t *doc = NULL;
 	struct oidc_meta *m = NULL;
 	size_t ilen;
 
@@ -474,26 +536,8 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 	e = CS_EIO;
 	if (res.status != 200)
 		goto out;
-	e = CS_EINVAL;
-	doc = json_loads(res.body.data, JSON_REJECT_DUPLICATES, NULL);
-	if (!json_is_object(doc))
+	if ((e = oidc_meta_parse(p->issuer, res.body.data != NULL ? res.body.data : "", &m)) != CS_OK)
 		goto out;
-	/* SECURITY: the document must name exactly the issuer we were configured
-	 * with (OIDC Discovery §4.3): no trailing-slash or case games. */
-	if (!jstr_eq(json_object_get(doc, "issuer"), p->issuer))
-		goto out;
-	e = CS_ENOMEM;
-	if ((m = calloc(1, sizeof *m)) == NULL || (m->issuer = strdup(p->issuer)) == NULL)
-		goto out;
-	if ((e = meta_url(doc, "authorization_endpoint", true, &m->authorization_endpoint)) != CS_OK ||
-	    (e = meta_url(doc, "token_endpoint", true, &m->token_endpoint)) != CS_OK ||
-	    (e = meta_url(doc, "jwks_uri", true, &m->jwks_uri)) != CS_OK ||
-	    (e = meta_url(doc, "end_session_endpoint", false, &m->end_session_endpoint)) != CS_OK)
-		goto out;
-	m->iss_parameter_supported =
-	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
-	m->public_subjects = array_has(json_object_get(doc, "subject_types_supported"), "public");
-	m->s256_supported = array_has(json_object_get(doc, "code_challenge_methods_supported"), "S256");
 	if ((e = jwks_fetch(p, m->jwks_uri)) != CS_OK)
 		goto out;
 	pthread_mutex_lock(&p->mu);
@@ -504,7 +548,6 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 out:
 	pthread_mutex_unlock(&p->discover_mu);
 	meta_free(m);
-	json_decref(doc);
 	httpc_response_clear(&res);
 	buf_clear(&url);
 	return e;
@@ -520,12 +563,6 @@ void oidc_backdate_jwks_fetch(struct oidc_provider *p, int64_t seconds)
 }
 
 /* --- validation --------------------------------------------------------- */
-
-static bool b64u_char(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
 
 /* A time claim: an integer, or a finite real, in [0, OIDC_MAX_TIME].
  * CS_ENOENT when absent, CS_EINVAL when present but not a sane time. */

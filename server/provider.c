@@ -341,6 +341,60 @@ static enum cs_err pick_url(json_t *doc, const char *name, bool required, const 
 	return doc_url(doc, name, required, out);
 }
 
+/* The metadata from the configuration and doc (the discovered document, or
+ * NULL when both endpoints are configured). */
+static enum cs_err meta_build(const struct provider *p, json_t *doc, struct provider_meta **out)
+{
+	enum cs_err e;
+	struct provider_meta *m = NULL;
+
+	if (doc != NULL) {
+		/* SECURITY: the document must name exactly the issuer we were
+		 * configured with (RFC 8414 §3.3, OpenID Discovery §4.3): no
+		 * trailing-slash or case games, no mix-up with another provider. */
+		e = CS_EINVAL;
+		if (p->issuer == NULL || !jstr_eq(json_object_get(doc, "issuer"), p->issuer))
+			goto out;
+	}
+	e = CS_ENOMEM;
+	if ((m = calloc(1, sizeof *m)) == NULL || !dup_opt(p->issuer, &m->issuer))
+		goto out;
+	if ((e = pick_url(doc, "authorization_endpoint", true, p->cfg_authorization,
+	    &m->authorization_endpoint)) != CS_OK ||
+	    (e = pick_url(doc, "token_endpoint", true, p->cfg_token, &m->token_endpoint)) != CS_OK ||
+	    (e = pick_url(doc, "revocation_endpoint", false, p->cfg_revocation,
+	    &m->revocation_endpoint)) != CS_OK)
+		goto out;
+	/* RFC 9207 support can only be learned from the provider itself. */
+	m->iss_parameter_supported = doc != NULL &&
+	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
+	*out = m;
+	m = NULL;
+	e = CS_OK;
+out:
+	meta_free(m);
+	return e;
+}
+
+enum cs_err provider_meta_parse(const struct provider *p, const char *body,
+    struct provider_meta **out)
+{
+	enum cs_err e;
+	json_t *doc;
+
+	if (p == NULL || body == NULL || out == NULL)
+		return CS_EINVAL;
+	doc = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+	e = json_is_object(doc) ? meta_build(p, doc, out) : CS_ENOENT;
+	json_decref(doc);
+	return e;
+}
+
+void provider_meta_free(struct provider_meta *m)
+{
+	meta_free(m);
+}
+
 /* Builds the metadata, discovering when the configuration does not name both
  * endpoints.  The caller holds p->mu. */
 static enum cs_err meta_obtain(struct provider *p, struct provider_meta **out)
@@ -348,7 +402,6 @@ static enum cs_err meta_obtain(struct provider *p, struct provider_meta **out)
 	enum cs_err e = CS_ENOMEM;
 	struct buf url;
 	json_t *doc = NULL;
-	struct provider_meta *m = NULL;
 	bool discover = p->cfg_authorization == NULL || p->cfg_token == NULL;
 
 	buf_init(&url, PROVIDER_MAX_URL);
@@ -370,30 +423,9 @@ static enum cs_err meta_obtain(struct provider *p, struct provider_meta **out)
 			e = CS_EIO;                   /* neither path serves metadata */
 		if (e != CS_OK)
 			goto out;
-		/* SECURITY: the document must name exactly the issuer we were
-		 * configured with (RFC 8414 §3.3, OpenID Discovery §4.3): no
-		 * trailing-slash or case games, no mix-up with another provider. */
-		e = CS_EINVAL;
-		if (!jstr_eq(json_object_get(doc, "issuer"), p->issuer))
-			goto out;
 	}
-	e = CS_ENOMEM;
-	if ((m = calloc(1, sizeof *m)) == NULL || !dup_opt(p->issuer, &m->issuer))
-		goto out;
-	if ((e = pick_url(doc, "authorization_endpoint", true, p->cfg_authorization,
-	    &m->authorization_endpoint)) != CS_OK ||
-	    (e = pick_url(doc, "token_endpoint", true, p->cfg_token, &m->token_endpoint)) != CS_OK ||
-	    (e = pick_url(doc, "revocation_endpoint", false, p->cfg_revocation,
-	    &m->revocation_endpoint)) != CS_OK)
-		goto out;
-	/* RFC 9207 support can only be learned from the provider itself. */
-	m->iss_parameter_supported = doc != NULL &&
-	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
-	*out = m;
-	m = NULL;
-	e = CS_OK;
+	e = meta_build(p, doc, out);
 out:
-	meta_free(m);
 	json_decref(doc);
 	buf_clear(&url);
 	return e;
@@ -525,8 +557,6 @@ out:
 	return e;
 }
 
-enum req_kind { REQ_CODE = 0, REQ_REFRESH, REQ__MAX };
-
 /* Error codes that mean "this grant or this client is refused", not "try
  * again".  bad_refresh_token is GitHub's name for invalid_grant. */
 static bool refusal(const char *err)
@@ -565,43 +595,51 @@ static enum cs_err post(struct provider *p, const char *url, struct kv *kv, size
 	return e;
 }
 
-/* One call to the token endpoint and the reading of its answer. */
-static enum cs_err token_call(struct provider *p, enum req_kind kind, struct kv *kv, size_t n,
+enum cs_err provider_token_answer(enum provider_token_kind kind, long status, const char *body,
     struct provider_tokens *out)
+{
+	enum cs_err e;
+	json_t *doc = json_loads(body != NULL ? body : "", JSON_REJECT_DUPLICATES, NULL);
+	const char *err = json_is_object(doc) ? jstr(json_object_get(doc, "error")) : NULL;
+
+	if (status == 200 && err != NULL && json_object_get(doc, "access_token") == NULL) {
+		/* Some providers (GitHub) answer errors with 200: read them as 400. */
+		status = 400;
+	}
+	if (status == 200) {
+		e = json_is_object(doc) ? parse_tokens(doc, out) : CS_EINVAL;
+	} else if (kind == PROVIDER_TOKEN_CODE) {
+		/* The code is single-use and short-lived: any 400/401 is final. */
+		e = status == 400 || status == 401 ? CS_EPERM : CS_EIO;
+	} else {
+		/* For a refresh, only an answer that says the grant or the client is
+		 * refused is final (the vault then asks for a reconnect); anything
+		 * else may pass, so the refresh token is kept. */
+		if (status == 401 || (status == 400 && refusal(err)))
+			e = CS_EPERM;             /* 401 is invalid_client (RFC 6749 §5.2) */
+		else
+			e = CS_EIO;
+	}
+	/* SECURITY: the response held tokens: wipe jansson's copies. */
+	json_wipe_strings(doc);
+	json_decref(doc);
+	return e;
+}
+
+/* One call to the token endpoint and the reading of its answer. */
+static enum cs_err token_call(struct provider *p, enum provider_token_kind kind, struct kv *kv,
+    size_t n, struct provider_tokens *out)
 {
 	enum cs_err e;
 	const struct provider_meta *m = NULL;
 	struct httpc_response res;
-	json_t *doc = NULL;
-	const char *err;
 
 	if ((e = provider_meta(p, &m)) != CS_OK)
 		return e == CS_ENOMEM ? e : CS_EIO;
 	if ((e = post(p, m->token_endpoint, kv, n, &res)) != CS_OK)
 		return e;
-	doc = json_loads(res.body.data, JSON_REJECT_DUPLICATES, NULL);
-	err = json_is_object(doc) ? jstr(json_object_get(doc, "error")) : NULL;
-	if (res.status == 200 && err != NULL && json_object_get(doc, "access_token") == NULL) {
-		/* Some providers (GitHub) answer errors with 200: read them as 400. */
-		res.status = 400;
-	}
-	if (res.status == 200) {
-		e = json_is_object(doc) ? parse_tokens(doc, out) : CS_EINVAL;
-	} else if (kind == REQ_CODE) {
-		/* The code is single-use and short-lived: any 400/401 is final. */
-		e = res.status == 400 || res.status == 401 ? CS_EPERM : CS_EIO;
-	} else {
-		/* For a refresh, only an answer that says the grant or the client is
-		 * refused is final (the vault then asks for a reconnect); anything
-		 * else may pass, so the refresh token is kept. */
-		if (res.status == 401 || (res.status == 400 && refusal(err)))
-			e = CS_EPERM;             /* 401 is invalid_client (RFC 6749 §5.2) */
-		else
-			e = CS_EIO;
-	}
-	/* SECURITY: the response held tokens: wipe jansson's copies and the body. */
-	json_wipe_strings(doc);
-	json_decref(doc);
+	e = provider_token_answer(kind, res.status, res.body.data, out);
+	/* SECURITY: the response held tokens: wipe the body. */
 	httpc_response_clear(&res);
 	return e;
 }
@@ -619,7 +657,7 @@ enum cs_err provider_exchange_code(struct provider *p, const char *code, const c
 		{ "code_verifier", code_verifier },
 		{ NULL, NULL },                   /* client_id, for a public client */
 	};
-	return token_call(p, REQ_CODE, kv, sizeof kv / sizeof kv[0], out);
+	return token_call(p, PROVIDER_TOKEN_CODE, kv, sizeof kv / sizeof kv[0], out);
 }
 
 enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
@@ -632,7 +670,7 @@ enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
 		{ "refresh_token", refresh_token },
 		{ NULL, NULL },                   /* client_id, for a public client */
 	};
-	return token_call(p, REQ_REFRESH, kv, sizeof kv / sizeof kv[0], out);
+	return token_call(p, PROVIDER_TOKEN_REFRESH, kv, sizeof kv / sizeof kv[0], out);
 }
 
 /* --- revocation --------------------------------------------------------- */

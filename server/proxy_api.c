@@ -175,59 +175,85 @@ static bool in_list(const char *const *l, const char *name)
 	return false;
 }
 
-#define PROXY_MAX_HEADER_VALUE 4096
-
-/* Moves line's text into the header lines (own[] frees it). */
-static enum cs_err own_line(struct buf *line, char **own, const char **lines, size_t *n)
+/* Moves line's text into h (proxy_headers_clear frees it). */
+static enum cs_err own_line(struct buf *line, struct proxy_headers *h)
 {
-	if ((own[*n] = buf_steal(line)) == NULL)
+	if (h->n >= PROXY_MAX_HEADER_LINES)
+		return CS_ETOOBIG;
+	if ((h->own[h->n] = buf_steal(line)) == NULL)
 		return CS_ENOMEM;
-	lines[*n] = own[*n];
-	(*n)++;
+	h->line[h->n] = h->own[h->n];
+	h->n++;
 	return CS_OK;
 }
 
-/* One upstream call with token; lines[] is filled here and wiped after. */
-static enum cs_err forward(const struct http_request *req, const struct proxy_plan *p,
-    struct httpc_reply *res, struct httpc_stream **st)
+void proxy_headers_clear(struct proxy_headers *h)
 {
-	const char *url = p->url, *token = p->rel.tok.access_token, *body = p->body;
-	size_t body_len = p->body_len;
-	const char *lines[16] = { 0 };
-	char *own[16] = { 0 };
-	size_t n = 0;
-	struct buf line;
-	enum cs_err e = CS_OK;
-	const char *method = http_method_name(req->method);
+	if (h == NULL)
+		return;
+	for (size_t i = 0; i < PROXY_MAX_HEADER_LINES; i++)
+		if (h->own[i] != NULL) {
+			OPENSSL_cleanse(h->own[i], strlen(h->own[i]));
+			free(h->own[i]);
+		}
+	memset(h, 0, sizeof *h);
+}
 
+enum cs_err proxy_upstream_headers(const struct http_request *req, const char *token, bool body,
+    struct proxy_headers *out)
+{
+	struct proxy_headers h;
+	struct buf line;
+	enum cs_err e;
+
+	memset(&h, 0, sizeof h);
 	buf_init(&line, PROXY_MAX_GRANT + 64);
+	/* SECURITY: a CR or LF would smuggle another header (httpc refuses it too). */
+	if (token == NULL || strpbrk(token, "\r\n") != NULL) {
+		e = CS_EINVAL;
+		goto out;
+	}
 	if ((e = buf_printf(&line, "Authorization: Bearer %s", token)) != CS_OK ||
-	    (e = own_line(&line, own, lines, &n)) != CS_OK)
+	    (e = own_line(&line, &h)) != CS_OK)
 		goto out;
 	for (size_t i = 0; fwd_request[i] && req->header; i++) {
 		const char *v = req->header(req->hctx, fwd_request[i]);
-		if (v == NULL || strlen(v) > PROXY_MAX_HEADER_VALUE)   /* CR/LF: refused earlier */
+		if (v == NULL || strlen(v) > PROXY_MAX_HEADER_VALUE)
 			continue;
+		if (strpbrk(v, "\r\n") != NULL) {   /* refused by http.c already */
+			e = CS_EINVAL;
+			goto out;
+		}
 		buf_init(&line, PROXY_MAX_HEADER_VALUE + 64);
 		if ((e = buf_printf(&line, "%s: %s", fwd_request[i], v)) != CS_OK ||
-		    (e = own_line(&line, own, lines, &n)) != CS_OK)
+		    (e = own_line(&line, &h)) != CS_OK)
 			goto out;
 	}
-	if (body != NULL) {
-		lines[n++] = "Content-Type: application/json";
-	}
-	{
-		struct httpc_request rq = { method, url, lines, body, body_len, PROXY_MAX_BODY,
-			PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
-		e = httpc_stream_open(&rq, res, st);
-	}
+	if (body)
+		h.line[h.n++] = "Content-Type: application/json";
+	*out = h;
+	memset(&h, 0, sizeof h);
 out:
 	buf_wipe_clear(&line);
-	for (size_t i = 0; i < 16; i++)
-		if (own[i] != NULL) {
-			OPENSSL_cleanse(own[i], strlen(own[i]));
-			free(own[i]);
-		}
+	proxy_headers_clear(&h);
+	return e;
+}
+
+/* One upstream call with p's token; the header lines are wiped after. */
+static enum cs_err forward(const struct http_request *req, const struct proxy_plan *p,
+    struct httpc_reply *res, struct httpc_stream **st)
+{
+	struct proxy_headers h;
+	enum cs_err e;
+
+	if ((e = proxy_upstream_headers(req, p->rel.tok.access_token, p->body != NULL, &h)) != CS_OK)
+		return e;
+	{
+		struct httpc_request rq = { http_method_name(req->method), p->url, h.line, p->body,
+			p->body_len, PROXY_MAX_BODY, PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
+		e = httpc_stream_open(&rq, res, st);
+	}
+	proxy_headers_clear(&h);
 	return e;
 }
 

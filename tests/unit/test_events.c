@@ -475,6 +475,45 @@ START_TEST(test_events_retry_delay)
 }
 END_TEST
 
+/* What a receiver's refusal leaves in last_error: the status, and its "err"
+ * only when the body is a JSON object with a string there, cleaned and cut. */
+static const char *rstatus(long status, const char *body, size_t cap)
+{
+	static char out[256];
+	memset(out, 'X', sizeof out);
+	events_receiver_status(status, body, body != NULL ? strlen(body) : 0, out, cap);
+	return out;
+}
+
+START_TEST(test_events_receiver_status)
+{
+	ck_assert_str_eq(rstatus(400, "{\"err\":\"invalid_key\",\"description\":\"x\"}", 128),
+	    "HTTP 400: invalid_key");
+	ck_assert_str_eq(rstatus(503, NULL, 128), "HTTP 503");
+	ck_assert_str_eq(rstatus(400, "", 128), "HTTP 400");
+	ck_assert_str_eq(rstatus(400, "not json", 128), "HTTP 400");
+	ck_assert_str_eq(rstatus(400, "[\"err\"]", 128), "HTTP 400");
+	ck_assert_str_eq(rstatus(400, "{\"err\":42}", 128), "HTTP 400");
+	ck_assert_str_eq(rstatus(400, "{\"err\":\"\"}", 128), "HTTP 400");
+	ck_assert_str_eq(rstatus(400, "{\"err\":\"a\",\"err\":\"b\"}", 128), "HTTP 400");
+	/* Control bytes and non-ASCII bytes become '?'; a NUL escape is not JSON here. */
+	ck_assert_str_eq(rstatus(400, "{\"err\":\"a\\n\\u00e9\\u0001b\"}", 128),
+	    "HTTP 400: a????b");   /* é is two bytes */
+	ck_assert_str_eq(rstatus(400, "{\"err\":\"ab\\u0000cd\"}", 128), "HTTP 400");
+	/* At most 63 characters of the code. */
+	char big[300] = "{\"err\":\"";
+	memset(big + 8, 'e', 200);
+	memcpy(big + 208, "\"}", 3);
+	const char *o = rstatus(400, big, 128);
+	ck_assert_uint_eq(strlen(o), strlen("HTTP 400: ") + 63);
+	/* Too small for the code: the status alone; too small for that: empty;
+	 * no room at all: nothing written. */
+	ck_assert_str_eq(rstatus(400, "{\"err\":\"invalid_key\"}", 12), "HTTP 400");
+	ck_assert_str_eq(rstatus(400, "{\"err\":\"invalid_key\"}", 5), "");
+	ck_assert_int_eq(rstatus(400, "{\"err\":\"invalid_key\"}", 0)[0], 'X');
+}
+END_TEST
+
 /* --- push -------------------------------------------------------------- */
 
 START_TEST(test_events_push_delivers_signed_set)
@@ -755,6 +794,7 @@ static Suite *events_suite(void)
 	tcase_add_test(tc, test_events_enqueue_replace);
 	tcase_add_test(tc, test_events_set_claims_exact);
 	tcase_add_test(tc, test_events_retry_delay);
+	tcase_add_test(tc, test_events_receiver_status);
 	tcase_add_test(tc, test_events_push_delivers_signed_set);
 	tcase_add_test(tc, test_events_push_retry_schedule);
 	tcase_add_test(tc, test_events_push_no_uri_waits);

@@ -898,6 +898,83 @@ START_TEST(test_oidc_jwks_rejects)
 }
 END_TEST
 
+/* A JWKS member that is not strict base64url never reaches cjose, whose
+ * decoder aborts on some (an '=' inside the text: found by fuzz_jwks_set);
+ * the key is skipped and the last good set kept. */
+static char *with_member(const char *jwk, const char *name, const char *value)
+{
+	json_t *k = json_loads(jwk, 0, NULL), *doc;
+	ck_assert_ptr_nonnull(k);
+	ck_assert_int_eq(json_object_set_new(k, name, json_string(value)), 0);
+	doc = json_pack("{s:[o]}", "keys", k);
+	ck_assert_ptr_nonnull(doc);
+	char *s = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	return s;
+}
+
+START_TEST(test_oidc_jwks_malformed_base64)
+{
+	static const char ec_ok[] = "{\"kty\":\"EC\",\"kid\":\"k1\",\"crv\":\"P-256\","
+	    "\"x\":\"TdApgr4qEIPFccesI2NieuWbfOAoDTBk6OlxgYHPSnw\","
+	    "\"y\":\"XAi4MN0tGcwV8EJGFCO5PaBLljjNZ7ojSGhL9BSMrfE\"}";
+	static const char *const bad_ec[] = {
+		"T=Apgr4qEIPFccesI2NieuWbfOAoDTBk6OlxgYHPSnw",     /* the fuzzer's input */
+		"TdApgr4qEIPFccesI2NieuWbfOAoDTBk6OlxgYHPSnw=",    /* padding */
+		"TdApgr4qEIPFccesI2NieuWbfOAoDTBk6OlxgYHPSn",      /* 42: fine length, wrong point */
+		"TdApgr4qEIPFccesI2NieuWbfOAoDTBk6OlxgYHPSnwAA",   /* 45: no base64 has it */
+		"TdApgr4qEIPFccesI2NieuWb+OAoDTBk6OlxgYHPSnw",     /* base64, not base64url */
+		"TdApgr4qEIPFccesI2NieuWb fOAoDTBk6OlxgYHPSnw", "=", "==", "A", "",
+	};
+	struct oidc_provider *p = NULL;
+	char *doc;
+	ck_assert_int_eq(oidc_provider_new(ISSUER, SKEW, &p), CS_OK);
+	ck_assert_int_eq(oidc_set_jwks(p, jwks), CS_OK);
+	doc = with_member(ec_ok, "kid", "k1");
+	ck_assert_int_eq(oidc_set_jwks(p, doc), CS_OK);     /* the unmutated key is usable */
+	free(doc);
+	for (size_t i = 0; i < sizeof bad_ec / sizeof bad_ec[0]; i++)
+		for (int m = 0; m < 2; m++) {
+			doc = with_member(ec_ok, m ? "y" : "x", bad_ec[i]);
+			ck_assert_msg(oidc_set_jwks(p, doc) == CS_EINVAL, "accepted %s", doc);
+			free(doc);
+		}
+	json_t *k = json_loads(rsa_jwk, 0, NULL);
+	ck_assert_ptr_nonnull(k);
+	const char *n = json_string_value(json_object_get(k, "n"));
+	ck_assert_ptr_nonnull(n);
+	size_t nl = strlen(n);
+	char *bad_n = malloc(nl + 2);
+	ck_assert_ptr_nonnull(bad_n);
+	/* An '=' in the modulus, padding after it, one character too many. */
+	memcpy(bad_n, n, nl + 1);
+	bad_n[1] = '=';
+	doc = with_member(rsa_jwk, "n", bad_n);
+	ck_assert_int_eq(oidc_set_jwks(p, doc), CS_EINVAL);
+	free(doc);
+	memcpy(bad_n, n, nl);
+	memcpy(bad_n + nl, "=", 2);
+	doc = with_member(rsa_jwk, "n", bad_n);
+	ck_assert_int_eq(oidc_set_jwks(p, doc), CS_EINVAL);
+	free(doc);
+	static const char *const bad_e[] = { "AQ=B", "AQAB=", "A", "AQ AB", "" };
+	for (size_t i = 0; i < sizeof bad_e / sizeof bad_e[0]; i++) {
+		doc = with_member(rsa_jwk, "e", bad_e[i]);
+		ck_assert_msg(oidc_set_jwks(p, doc) == CS_EINVAL, "accepted e=%s", bad_e[i]);
+		free(doc);
+	}
+	free(bad_n);
+	json_decref(k);
+	/* The last good set (the EC k1 only) is still in place: rsa1 is not. */
+	struct oidc_expect ex = expect_default();
+	json_t *claims = NULL;
+	char *t = token("RS256", "rsa1");
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &claims, NULL, 0), CS_OK);
+	free(t);
+	oidc_provider_free(p);
+}
+END_TEST
+
 START_TEST(test_oidc_provider_new_rejects)
 {
 	struct oidc_provider *p = NULL;
@@ -1217,6 +1294,45 @@ static void *miss_main(void *arg)
 	return NULL;
 }
 
+/* The discovery document alone (oidc_meta_parse): what oidc_discover refuses. */
+START_TEST(test_oidc_meta_parse_bad)
+{
+#define DOC(iss, rest) "{\"issuer\":\"" iss "\",\"authorization_endpoint\":\"https://i.test/a\"," \
+	"\"token_endpoint\":\"https://i.test/t\"" rest "}"
+	static const char *const bad[] = {
+		"", "not json", "[]", "\"https://i.test\"", "{}",
+		DOC("https://i.test/", ",\"jwks_uri\":\"https://i.test/k\""),     /* trailing slash */
+		DOC("https://I.test", ",\"jwks_uri\":\"https://i.test/k\""),      /* case */
+		DOC("https://i.test", ""),                                       /* no jwks_uri */
+		DOC("https://i.test", ",\"jwks_uri\":\"http://i.test/k\""),       /* plain http */
+		DOC("https://i.test", ",\"jwks_uri\":\"https://u:p@i.test/k\""),  /* userinfo */
+		DOC("https://i.test", ",\"jwks_uri\":7"),
+		DOC("https://i.test", ",\"jwks_uri\":\"https://i.test/k\",\"end_session_endpoint\":null"),
+		DOC("https://i.test", ",\"jwks_uri\":\"https://i.test/k\",\"issuer\":\"https://i.test\""),
+		"{\"issuer\":\"https://i.test\",\"authorization_endpoint\":\"https://i.test/a\","
+		    "\"jwks_uri\":\"https://i.test/k\"}",                            /* no token_endpoint */
+	};
+	struct oidc_meta *m = NULL;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_msg(oidc_meta_parse("https://i.test", bad[i], &m) == CS_EINVAL, "accepted %s",
+		    bad[i]);
+		ck_assert_ptr_null(m);
+	}
+	ck_assert_int_eq(oidc_meta_parse("https://i.test", NULL, &m), CS_EINVAL);
+	ck_assert_int_eq(oidc_meta_parse(NULL, "{}", &m), CS_EINVAL);
+	ck_assert_int_eq(oidc_meta_parse("https://i.test",
+	    DOC("https://i.test", ",\"jwks_uri\":\"https://i.test/k\",\"subject_types_supported\":\"public\"")
+	    , &m), CS_OK);
+	ck_assert_str_eq(m->jwks_uri, "https://i.test/k");
+	ck_assert_ptr_null(m->end_session_endpoint);
+	ck_assert(!m->public_subjects);                  /* a string, not the array */
+	ck_assert(!m->s256_supported && !m->iss_parameter_supported);
+	oidc_meta_free(m);
+	oidc_meta_free(NULL);
+#undef DOC
+}
+END_TEST
+
 START_TEST(test_oidc_discover_and_refetch)
 {
 	struct srv sv;
@@ -1511,6 +1627,8 @@ static Suite *oidc_suite(void)
 	tcase_add_test(tc, test_oidc_validate_bad_header_payload);
 	tcase_add_test(tc, test_oidc_validate_bad_args);
 	tcase_add_test(tc, test_oidc_jwks_rejects);
+	tcase_add_test(tc, test_oidc_jwks_malformed_base64);
+	tcase_add_test(tc, test_oidc_meta_parse_bad);
 	tcase_add_test(tc, test_oidc_provider_new_rejects);
 	tcase_add_test(tc, test_oidc_validate_concurrent_jwks_swap);
 	suite_add_tcase(s, tc);

@@ -591,6 +591,51 @@ START_TEST(test_provider_new_rejects)
 }
 END_TEST
 
+/* The metadata document alone (provider_meta_parse): what provider_meta refuses. */
+START_TEST(test_provider_meta_parse_bad)
+{
+	struct config_resource r = res_issuer("https://provider.test");
+	struct provider *p = NULL, *pc = NULL;
+	struct provider_meta *m = NULL;
+	ck_assert_int_eq(provider_new(&r, &p), CS_OK);
+	r.provider_token_endpoint = "https://provider.test/configured";
+	ck_assert_int_eq(provider_new(&r, &pc), CS_OK);
+	/* Not an object (or a duplicate member): the other well-known path is tried. */
+	static const char *const notdoc[] = { "", "nope", "[]", "null", "\"x\"",
+		"{\"issuer\":\"https://provider.test\",\"issuer\":\"https://provider.test\"}" };
+	for (size_t i = 0; i < sizeof notdoc / sizeof notdoc[0]; i++)
+		ck_assert_int_eq(provider_meta_parse(p, notdoc[i], &m), CS_ENOENT);
+	static const char *const bad[] = {
+		"{}",
+		"{\"issuer\":\"https://provider.test/\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\"}",
+		"{\"issuer\":\"https://other.test\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\"}",
+		"{\"issuer\":\"https://provider.test\",\"authorization_endpoint\":\"https://provider.test/a\"}",
+		"{\"issuer\":\"https://provider.test\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"http://provider.test/t\"}",
+		"{\"issuer\":\"https://provider.test\",\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\",\"revocation_endpoint\":false}",
+		"{\"issuer\":[\"https://provider.test\"],\"authorization_endpoint\":\"https://provider.test/a\","
+		    "\"token_endpoint\":\"https://provider.test/t\"}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		ck_assert_msg(provider_meta_parse(p, bad[i], &m) == CS_EINVAL, "accepted %s", bad[i]);
+		ck_assert_ptr_null(m);
+	}
+	/* A configured endpoint wins, and the document's is not even read. */
+	ck_assert_int_eq(provider_meta_parse(pc, "{\"issuer\":\"https://provider.test\","
+	    "\"authorization_endpoint\":\"https://provider.test/a\",\"token_endpoint\":42}", &m), CS_OK);
+	ck_assert_str_eq(m->token_endpoint, "https://provider.test/configured");
+	ck_assert_ptr_null(m->revocation_endpoint);
+	provider_meta_free(m);
+	ck_assert_int_eq(provider_meta_parse(p, NULL, &m), CS_EINVAL);
+	provider_meta_free(NULL);
+	provider_free(p);
+	provider_free(pc);
+}
+END_TEST
+
 struct race {
 	struct provider *p;
 	const struct provider_meta *m[4];
@@ -1034,6 +1079,91 @@ START_TEST(test_provider_tokens_clear_wipes)
 }
 END_TEST
 
+/* provider_token_answer on what a provider may send: never tokens from a
+ * malformed 200, and the final/transient split for each call. */
+static enum cs_err answer(enum provider_token_kind kind, long status, const char *body)
+{
+	struct provider_tokens t;
+	memset(&t, 0x5a, sizeof t);
+	enum cs_err e = provider_token_answer(kind, status, body, &t);
+	if (e == CS_OK)
+		provider_tokens_clear(&t);
+	else
+		ck_assert_uint_eq((uintptr_t)t.access_token, (uintptr_t)0x5a5a5a5a5a5a5a5aULL);
+	return e;
+}
+
+START_TEST(test_provider_token_answer_good)
+{
+	struct provider_tokens t;
+	ck_assert_int_eq(provider_token_answer(PROVIDER_TOKEN_CODE, 200,
+	    "{\"access_token\":\"gho_x\",\"token_type\":\"bearer\",\"scope\":\"repo,gist\","
+	    "\"refresh_token\":\"r1\",\"expires_in\":\"99999999999\"}", &t), CS_OK);
+	ck_assert_str_eq(t.access_token, "gho_x");
+	ck_assert_str_eq(t.token_type, "bearer");
+	ck_assert_str_eq(t.refresh_token, "r1");
+	ck_assert_str_eq(t.scope, "repo gist");
+	ck_assert_int_eq(t.expires_in, 315360000);       /* clamped to ten years */
+	provider_tokens_clear(&t);
+	ck_assert_int_eq(provider_token_answer(PROVIDER_TOKEN_REFRESH, 200,
+	    "{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"scope\":\"a,b c\","
+	    "\"expires_in\":null,\"refresh_token\":null}", &t), CS_OK);
+	ck_assert_str_eq(t.scope, "a,b c");               /* has a space: RFC 6749's list */
+	ck_assert_int_eq(t.expires_in, 0);
+	ck_assert_ptr_null(t.refresh_token);
+	provider_tokens_clear(&t);
+}
+END_TEST
+
+START_TEST(test_provider_token_answer_bad)
+{
+	static const char *const bad200[] = {
+		NULL, "", "not json", "[]", "\"a\"", "{\"access_token\":\"a\"",
+		"{\"token_type\":\"Bearer\"}",
+		"{\"access_token\":\"a\"}",
+		"{\"access_token\":\"\",\"token_type\":\"Bearer\"}",
+		"{\"access_token\":\"a\",\"token_type\":\"\"}",
+		"{\"access_token\":1,\"token_type\":\"Bearer\"}",
+		"{\"access_token\":\"a\\u0000b\",\"token_type\":\"Bearer\"}",
+		"{\"access_token\":\"a\",\"access_token\":\"b\",\"token_type\":\"Bearer\"}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"refresh_token\":\"\"}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"scope\":[]}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":-1}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":1.5}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":\"\"}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":\"12a\"}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":\"-1\"}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":\"1234567890123456789\"}",
+		"{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"expires_in\":true}",
+	};
+	for (size_t i = 0; i < sizeof bad200 / sizeof bad200[0]; i++)
+		for (int k = 0; k < PROVIDER_TOKEN__MAX; k++)
+			ck_assert_msg(answer((enum provider_token_kind)k, 200, bad200[i]) == CS_EINVAL,
+			    "accepted: %s", bad200[i] ? bad200[i] : "(null)");
+	/* GitHub's errors with 200 are read as 400. */
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_CODE, 200, "{\"error\":\"bad_verification_code\"}"),
+	    CS_EPERM);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 200, "{\"error\":\"bad_refresh_token\"}"),
+	    CS_EPERM);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 200, "{\"error\":\"slow_down\"}"), CS_EIO);
+	/* Code: any 400/401 is final, anything else transient, whatever the body. */
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_CODE, 400, "garbage"), CS_EPERM);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_CODE, 401, NULL), CS_EPERM);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_CODE, 500, "{\"error\":\"invalid_grant\"}"), CS_EIO);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_CODE, 302, ""), CS_EIO);
+	/* Refresh: final only for 401 or a refusal code in a 400. */
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 400, "{\"error\":\"invalid_grant\"}"), CS_EPERM);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 400, "{\"error\":\"invalid_client\"}"), CS_EPERM);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 400, "{\"error\":\"invalid_grant\","
+	    "\"error\":\"x\"}"), CS_EIO);            /* duplicate member: not read */
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 400, "{\"error\":[\"invalid_grant\"]}"), CS_EIO);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 400, "{\"error\":\"invalid_grant \"}"), CS_EIO);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 400, "not json"), CS_EIO);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 401, "not json"), CS_EPERM);
+	ck_assert_int_eq(answer(PROVIDER_TOKEN_REFRESH, 503, "{\"error\":\"invalid_grant\"}"), CS_EIO);
+}
+END_TEST
+
 static Suite *provider_suite(void)
 {
 	Suite *s = suite_create("provider");
@@ -1041,6 +1171,9 @@ static Suite *provider_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_provider_new_rejects);
 	tcase_add_test(tc, test_provider_tokens_clear_wipes);
+	tcase_add_test(tc, test_provider_token_answer_good);
+	tcase_add_test(tc, test_provider_token_answer_bad);
+	tcase_add_test(tc, test_provider_meta_parse_bad);
 	tcase_add_test(tc, test_provider_discover_rfc8414);
 	tcase_add_test(tc, test_provider_discover_rfc8414_path_insertion);
 	tcase_add_test(tc, test_provider_discover_fallback_openid);

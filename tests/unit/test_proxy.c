@@ -2,6 +2,7 @@
  * traversal and separator trick), route matching with default deny, the
  * action's parameters from a request, and the rebuilt upstream URL. */
 #include <stdint.h>
+#include <strings.h>
 
 #include "testutil.h"
 #include "app.h"
@@ -197,6 +198,84 @@ START_TEST(test_proxy_url_rebuilt)
 }
 END_TEST
 
+/* The request headers a test request carries, by name (case-insensitive). */
+struct hdrs { const char *name[8]; const char *value[8]; };
+static const char *hdr_get(void *ctx, const char *name)
+{
+	const struct hdrs *h = ctx;
+	for (size_t i = 0; i < 8 && h->name[i]; i++)
+		if (strcasecmp(h->name[i], name) == 0)
+			return h->value[i];
+	return NULL;
+}
+
+START_TEST(test_proxy_upstream_headers_allowlist)
+{
+	struct hdrs in = { { "Authorization", "Cookie", "Consentd-Grant", "Connection", "Accept",
+		"if-none-match", "Host" }, { "Basic eA==", "sid=1", "g", "close", "application/json",
+		"\"v1\"", "evil.example" } };
+	struct http_request req;
+	struct proxy_headers h;
+	memset(&req, 0, sizeof req);
+	req.header = hdr_get;
+	req.hctx = &in;
+	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", true, &h), CS_OK);
+	ck_assert_uint_eq(h.n, 4);
+	ck_assert_str_eq(h.line[0], "Authorization: Bearer tok");
+	ck_assert_str_eq(h.line[1], "Accept: application/json");
+	ck_assert_str_eq(h.line[2], "If-None-Match: \"v1\"");
+	ck_assert_str_eq(h.line[3], "Content-Type: application/json");
+	ck_assert_ptr_null(h.line[4]);
+	proxy_headers_clear(&h);
+	ck_assert_uint_eq(h.n, 0);
+	ck_assert_ptr_null(h.own[0]);
+	/* No body, no Content-Type; no header callback, the token alone. */
+	req.header = NULL;
+	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_OK);
+	ck_assert_uint_eq(h.n, 1);
+	ck_assert_ptr_null(h.line[1]);
+	proxy_headers_clear(&h);
+	proxy_headers_clear(NULL);
+}
+END_TEST
+
+START_TEST(test_proxy_upstream_headers_refusals)
+{
+	char big[PROXY_MAX_HEADER_VALUE + 2];
+	struct hdrs in = { { "Accept", "If-Match" }, { big, "\"e\"" } };
+	struct http_request req;
+	struct proxy_headers h;
+	memset(big, 'a', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	memset(&req, 0, sizeof req);
+	req.header = hdr_get;
+	req.hctx = &in;
+	/* An oversized value is left out, the others kept. */
+	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_OK);
+	ck_assert_uint_eq(h.n, 2);
+	ck_assert_str_eq(h.line[1], "If-Match: \"e\"");
+	proxy_headers_clear(&h);
+	/* A CR or LF, in a forwarded value or the provider's token, would be a
+	 * second header line: refused, *out untouched. */
+	memset(&h, 0x5a, sizeof h);
+	in.value[0] = "text/html\r\nCookie: sid=1";
+	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_EINVAL);
+	ck_assert_uint_eq(h.n, 0x5a5a5a5a5a5a5a5aULL);
+	in.value[0] = "a\nb";
+	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_EINVAL);
+	in.value[0] = "text/plain";
+	ck_assert_int_eq(proxy_upstream_headers(&req, "t\r\nX-Evil: 1", false, &h), CS_EINVAL);
+	ck_assert_int_eq(proxy_upstream_headers(&req, "t\n", false, &h), CS_EINVAL);
+	ck_assert_int_eq(proxy_upstream_headers(&req, NULL, false, &h), CS_EINVAL);
+	/* A token beyond the cap. */
+	char *tok = malloc(20000);
+	memset(tok, 'a', 19999);
+	tok[19999] = '\0';
+	ck_assert_int_eq(proxy_upstream_headers(&req, tok, false, &h), CS_ETOOBIG);
+	free(tok);
+}
+END_TEST
+
 START_TEST(test_proxy_metrics_format)
 {
 	struct config *cfg = load();
@@ -246,6 +325,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_proxy_match_route_and_default_deny);
 	tcase_add_test(tc, test_proxy_params_shape);
 	tcase_add_test(tc, test_proxy_url_rebuilt);
+	tcase_add_test(tc, test_proxy_upstream_headers_allowlist);
+	tcase_add_test(tc, test_proxy_upstream_headers_refusals);
 	tcase_add_test(tc, test_proxy_metrics_format);
 	suite_add_tcase(s, tc);
 	return s;
