@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "form.h"
 #include "httpc.h"
+#include "metrics.h"
 #include "oidc.h"
 
 #define OIDC_WELL_KNOWN     "/.well-known/openid-configuration"
@@ -406,12 +407,15 @@ static enum cs_err jwks_fetch(struct oidc_provider *p, const char *uri)
 	p->fetched = true;
 	pthread_mutex_unlock(&p->mu);
 	if ((e = httpc_get(uri, &res)) != CS_OK)
-		return e;
+		goto out;
 	if (res.status != 200)
 		e = CS_EIO;
 	else
 		e = oidc_set_jwks(p, res.body.data);
 	httpc_response_clear(&res);
+out:
+	if (e != CS_OK && e != CS_ENOMEM)
+		metrics_inc(M_FETCH_ERRORS, "idp_jwks");
 	return e;
 }
 
@@ -450,6 +454,7 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 	json_t *doc = NULL;
 	struct oidc_meta *m = NULL;
 	size_t ilen;
+	bool counted = false;
 
 	if (p == NULL)
 		return CS_EINVAL;
@@ -494,6 +499,7 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
 	m->public_subjects = array_has(json_object_get(doc, "subject_types_supported"), "public");
 	m->s256_supported = array_has(json_object_get(doc, "code_challenge_methods_supported"), "S256");
+	counted = true;                       /* jwks_fetch counts its own failures */
 	if ((e = jwks_fetch(p, m->jwks_uri)) != CS_OK)
 		goto out;
 	pthread_mutex_lock(&p->mu);
@@ -502,6 +508,8 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 	pthread_mutex_unlock(&p->mu);
 	e = CS_OK;
 out:
+	if (e != CS_OK && e != CS_ENOMEM && !counted)
+		metrics_inc(M_FETCH_ERRORS, "idp_discovery");
 	pthread_mutex_unlock(&p->discover_mu);
 	meta_free(m);
 	json_decref(doc);
