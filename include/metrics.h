@@ -85,7 +85,9 @@ enum metric_id {
 extern struct metric_family *metric[M__MAX];
 
 /* Declares every family of enum metric_id (idempotent: a second call keeps
- * the first's).  CS_ENOMEM when one could not be declared. */
+ * the first's), with the series known in advance at zero: each family without
+ * labels, and consentd_fetch_errors_total's and _event_deliveries_total's
+ * label values.  CS_ENOMEM when one could not be declared. */
 enum cs_err metrics_declare_consentd(void) CS_MUST_CHECK;
 
 /* Shorthands: one label value (or none), add 1. */

@@ -399,6 +399,18 @@ static const struct {
 	    "consentd_audit_head_behind instead).", METRIC_GAUGE, NULL, NULL, 0 },
 };
 
+/* The series for values, at zero: a scrape shows it before anything is counted. */
+static void series_touch(struct metric_family *f, const char *const *values)
+{
+	pthread_mutex_lock(&f->mu);
+	(void)series_for(f, values);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Label values known before anything happens, shown at zero. */
+static const char *const zero_fetch[] = { "idp_discovery", "idp_jwks", "provider_discovery", NULL };
+static const char *const zero_delivery[] = { "delivered", "failed", NULL };
+
 enum cs_err metrics_declare_consentd(void)
 {
 	for (size_t i = 0; i < M__MAX; i++) {
@@ -408,7 +420,13 @@ enum cs_err metrics_declare_consentd(void)
 		    defs[i].buckets, defs[i].nbuckets);
 		if (metric[i] == NULL)
 			return CS_ENOMEM;
+		if (defs[i].labels == NULL)
+			series_touch(metric[i], NULL);
 	}
+	for (size_t i = 0; zero_fetch[i] != NULL; i++)
+		series_touch(metric[M_FETCH_ERRORS], &zero_fetch[i]);
+	for (size_t i = 0; zero_delivery[i] != NULL; i++)
+		series_touch(metric[M_EVENT_DELIVERIES], &zero_delivery[i]);
 	return CS_OK;
 }
 

@@ -174,6 +174,12 @@ START_TEST(test_consentd_families)
 	ck_assert_ptr_nonnull(strstr(t,
 	    "\nconsentd_vault_refreshes_total{resource=\"gh\",outcome=\"ok\"} 1\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_busy_waits_total 1\n"));
+	/* Known before anything is counted: shown at zero. */
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_backlog 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_seconds_count 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_batch_size_bucket{le=\"+Inf\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_fetch_errors_total{what=\"idp_jwks\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_deliveries_total{outcome=\"failed\"} 0\n"));
 	free(t);
 	/* After a reset the ids point at nothing, and updates do nothing. */
 	metrics_reset();
