@@ -1024,7 +1024,7 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 			e = listen_on(srv->metrics, cfg->metrics_listen_host, cfg->metrics_listen_port, 1,
 			    METRICS_CONNECTIONS, METRICS_CONNECTIONS);
 		if (e != CS_OK) {
-			free(srv->metrics);
+			free(srv->metrics);               /* its daemon did not start */
 			MHD_stop_daemon(srv->d);
 			free(srv);
 			return e;
@@ -1064,8 +1064,12 @@ void http_stop(struct http_server *s)
 {
 	if (s == NULL)
 		return;
-	http_stop(s->metrics);
-	s->metrics = NULL;
+	/* [metrics] listen defers nothing and suspends no connection: stopped at once. */
+	if (s->metrics != NULL) {
+		MHD_stop_daemon(s->metrics->d);
+		free(s->metrics);
+		s->metrics = NULL;
+	}
 	/* Upstream transfers still running fail within a second, so every job
 	 * answers (an error, or a cut stream) and resumes its connection: libmicrohttpd
 	 * 0.9.75 aborts the process when stopped with a connection suspended.  Then

@@ -379,7 +379,8 @@ static const struct {
 	    "by resource.", METRIC_COUNTER, l_resource, NULL, 0 },
 	[M_FETCH_ERRORS] = { "consentd_fetch_errors_total", "Documents consentd fetches that "
 	    "could not be fetched or used, by what (idp_discovery, idp_jwks: the IdP's "
-	    "metadata and keys; provider_discovery: a resource provider's metadata).", METRIC_COUNTER, l_what, NULL, 0 },
+	    "metadata and keys; provider_discovery: a resource provider's metadata; gateway_jwks: "
+	    "[gateway] jwks_uri).", METRIC_COUNTER, l_what, NULL, 0 },
 	[M_EVENT_DELIVERIES] = { "consentd_event_deliveries_total", "Security event deliveries "
 	    "to [gateway] events_uri, by outcome (delivered, failed).", METRIC_COUNTER, l_outcome,
 	    NULL, 0 },
@@ -408,7 +409,8 @@ static void series_touch(struct metric_family *f, const char *const *values)
 }
 
 /* Label values known before anything happens, shown at zero. */
-static const char *const zero_fetch[] = { "idp_discovery", "idp_jwks", "provider_discovery", NULL };
+static const char *const zero_fetch[] = { "idp_discovery", "idp_jwks", "provider_discovery",
+	"gateway_jwks", NULL };
 static const char *const zero_delivery[] = { "delivered", "failed", NULL };
 
 enum cs_err metrics_declare_consentd(void)
