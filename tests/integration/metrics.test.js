@@ -295,7 +295,8 @@ test('after a real flow, promtool accepts the text and every family counts what 
   assert.equal(delta('consentd_db_commit_batch_size_count'), commits);
   assert.equal(delta('consentd_db_commit_batch_size_sum'), commits, 'every batch is 1');
   assert.equal(value(m1, 'consentd_db_commit_batch_size_bucket', { le: '1' }), value(m1, 'consentd_db_commit_batch_size_count'));
-  assert.ok(value(m1, 'consentd_db_busy_waits_total') >= 0);
+  // Busy waits depend on which writes overlap: the series is there (a count, not asserted).
+  assert.match(m1, /\nconsentd_db_busy_waits_total \d+\n/);
   // The audit head: published up to the database's last entry.
   assert.equal(value(m1, 'consentd_audit_head_lag_entries'), 0);
   assert.equal(value(m1, 'consentd_audit_head_behind'), 0);
