@@ -139,6 +139,11 @@ struct config {                  /* immutable after config_load(); free with con
 	/* [audit] */
 	char  *audit_head_file;              /* append-only record of published heads; NULL = none */
 
+	/* [metrics] */
+	char    *metrics_token;              /* secret: never log; from token or token_file; NULL = none */
+	char    *metrics_listen_host;        /* a second listener serving only /metrics; NULL = none */
+	uint16_t metrics_listen_port;
+
 	struct config_agent    *agents;    size_t nagents;
 	struct config_resource *resources; size_t nresources;
 	struct config_scope    *scopes;    size_t nscopes;

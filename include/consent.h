@@ -216,6 +216,13 @@ enum consent_revoker {
 };
 enum consent_revoker consent_revoker(const struct consent *k);
 
+/* Consents by state at now, counted in one aggregate query (for /metrics):
+ * out[i] for the state called consent_state_names[i]. */
+#define CONSENT_STATES 4
+extern const char *const consent_state_names[CONSENT_STATES];
+enum cs_err consent_count_by_state(struct store_conn *c, int64_t now,
+    int64_t out[CONSENT_STATES]) CS_MUST_CHECK;
+
 /* Records a use of consent_id at now (a grant issued, a provider token
  * released): its last_used_at, shown on /me.  Inside the caller's transaction,
  * which must be the one recording the use; one indexed UPDATE. */

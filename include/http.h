@@ -36,6 +36,7 @@ enum route_auth {
 	ROUTE_AUTH_ADMIN_STEPUP, /* the same with a login from the last few minutes (bulk) */
 	ROUTE_AUTH_ADMIN_API,    /* Authorization: Bearer <admin token>, never a cookie */
 	ROUTE_AUTH_GATEWAY,      /* the gateway's client authentication (client_auth.c) */
+	ROUTE_AUTH_METRICS,      /* the gateway's, or Authorization: Bearer <[metrics] token> */
 	ROUTE_AUTH__MAX
 };
 
@@ -186,6 +187,9 @@ struct route_prefix {
 /* The route table (routes.c), ending with a NULL pattern; the gate of each
  * authentication class (NULL for ROUTE_AUTH_NONE); the unmatched paths' kinds. */
 extern const struct route http_routes[];
+/* The table of [metrics] listen: GET /metrics alone, without authentication
+ * (the address is meant to be private). */
+extern const struct route http_metrics_routes[];
 extern const http_gate http_gates[ROUTE_AUTH__MAX];
 extern const struct route_prefix http_route_prefixes[];
 

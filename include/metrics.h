@@ -54,7 +54,44 @@ enum cs_err metrics_collector(metrics_collect_fn fn, void *arg) CS_MUST_CHECK;
 /* Appends every family: # HELP, # TYPE and one line per series. */
 enum cs_err metrics_render(struct buf *out) CS_MUST_CHECK;
 
-/* Forgets every family and collector (tests, and the end of a process). */
+/* Forgets every family and collector (tests, and the end of a process);
+ * metric[] goes back to NULLs. */
 void metrics_reset(void);
+
+/* --- consentd's own families ---------------------------------------------
+ * Declared once at start (metrics_declare_consentd, from app_init) so that a
+ * scrape shows every family, counted or not; each module updates its own
+ * through metric[M_X] (NULL before the declaration: updates do nothing, as in
+ * unit tests).  README's "Metrics" says where each is counted. */
+enum metric_id {
+	M_HTTP_REQUESTS,        /* consentd_http_requests_total{route,method,status} */
+	M_HTTP_DURATION,        /* consentd_http_request_duration_seconds{route} */
+	M_GRANTS_ISSUED,        /* consentd_grants_issued_total{kind} */
+	M_CONSENTS,             /* consentd_consents{state} (a collector) */
+	M_CONSENT_REQUESTS,     /* consentd_consent_requests_total{outcome} */
+	M_APPROVALS,            /* consentd_approvals_total{outcome} */
+	M_VAULT_RELEASES,       /* consentd_vault_releases_total{resource} */
+	M_VAULT_REFRESHES,      /* consentd_vault_refreshes_total{resource,outcome} */
+	M_PROVIDER_ERRORS,      /* consentd_provider_errors_total{resource} */
+	M_FETCH_ERRORS,         /* consentd_fetch_errors_total{what} */
+	M_EVENT_DELIVERIES,     /* consentd_event_deliveries_total{outcome} */
+	M_EVENT_BACKLOG,        /* consentd_event_backlog (a collector) */
+	M_DB_COMMIT_SECONDS,    /* consentd_db_commit_seconds */
+	M_DB_COMMIT_BATCH,      /* consentd_db_commit_batch_size */
+	M_DB_BUSY_WAITS,        /* consentd_db_busy_waits_total */
+	M_AUDIT_HEAD_LAG,       /* consentd_audit_head_lag_entries (a collector) */
+	M__MAX
+};
+extern struct metric_family *metric[M__MAX];
+
+/* Declares every family of enum metric_id (idempotent: a second call keeps
+ * the first's), with the series known in advance at zero: each family without
+ * labels, and consentd_fetch_errors_total's and _event_deliveries_total's
+ * label values.  CS_ENOMEM when one could not be declared. */
+enum cs_err metrics_declare_consentd(void) CS_MUST_CHECK;
+
+/* Shorthands: one label value (or none), add 1. */
+void metrics_inc(enum metric_id id, const char *value);
+void metrics_inc2(enum metric_id id, const char *v1, const char *v2);
 
 #endif

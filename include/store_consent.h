@@ -70,6 +70,12 @@ enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id,
  * last_used_at = now unless it is later already.  An unknown id changes
  * nothing.  Inside the caller's transaction. */
 enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t now) CS_MUST_CHECK;
+/* Consents by state at now, counted in one pass over the table (one row
+ * answered, whatever its size): for GET /metrics. */
+enum store_consent_state { STORE_CONSENT_LIVE, STORE_CONSENT_EXPIRED, STORE_CONSENT_REVOKED,
+	STORE_CONSENT_RECONNECT_REQUIRED, STORE_CONSENT_STATE__MAX };
+enum cs_err store_consent_count_states(struct store_conn *c, int64_t now,
+    int64_t out[STORE_CONSENT_STATE__MAX]) CS_MUST_CHECK;
 /* The user's consents: live ones (unrevoked, unexpired at now) first, then
  * the others, each group most recent first; at most max rows.  *out NULL and
  * *n 0 when none. */

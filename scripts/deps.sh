@@ -8,7 +8,8 @@ PKGS=(build-essential pkg-config clang libclang-rt-dev
       libmicrohttpd-dev libssl-dev libcjose-dev libcurl4-openssl-dev
       libsqlite3-dev sqlite3 libjansson-dev libinih-dev check
       curl ca-certificates chromium wrk unicode-data
-      debhelper man-db systemd python3)   # the last four: scripts/test-deploy.sh (README)
+      debhelper man-db systemd python3    # these four: scripts/test-deploy.sh (README)
+      prometheus)                         # promtool check metrics: tests/integration/metrics.test.js
 
 missing=()
 for p in "${PKGS[@]}"; do

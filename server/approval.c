@@ -11,6 +11,7 @@
 
 #include "approval.h"
 #include "jcs.h"
+#include "metrics.h"
 #include "audit.h"
 #include "buf.h"
 #include "store_approval.h"
@@ -579,6 +580,9 @@ enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, cons
 	if ((e = audit_row(c, &what, &r, NULL)) == CS_OK)
 		*oc = APPROVAL_REDEEMED;
 out:
+	/* Counted in the caller's transaction, which commits unless the store fails. */
+	if (e == CS_OK)
+		metrics_inc(M_APPROVALS, *oc == APPROVAL_REDEEMED ? "used" : "not_redeemable");
 	store_approval_row_clear(&r);
 	return e;
 }
@@ -649,6 +653,9 @@ out:
 		store_rollback(c);
 	else
 		*oc = o;
+	if (e == CS_OK)
+		metrics_inc(M_APPROVALS, o == APPROVAL_DECIDED ? (d->approve ? "approved" : "denied") :
+		    o == APPROVAL_NOT_YOURS ? "not_yours" : "closed");
 	store_approval_row_clear(&r);
 	return e;
 }

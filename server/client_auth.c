@@ -17,6 +17,7 @@
 #include "client_auth.h"
 #include "httpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "session.h"
 #include "store_replay.h"
 #include "form.h"
@@ -270,14 +271,20 @@ static void keys_refetch(struct client_keys *k)
 		k->fetched_at = now;
 	}
 	pthread_mutex_unlock(&k->mu);
-	if (!due || httpc_get(k->uri, &res) != CS_OK)
+	if (!due)
 		return;
+	if (httpc_get(k->uri, &res) != CS_OK) {
+		metrics_inc(M_FETCH_ERRORS, "gateway_jwks");
+		return;
+	}
 	if (res.status == 200 && res.body.data != NULL &&
-	    jws_keyset_parse(res.body.data, &ks, why, sizeof why) == CS_OK)
+	    jws_keyset_parse(res.body.data, &ks, why, sizeof why) == CS_OK) {
 		(void)set_install(k, ks);
-	else
+	} else {
+		metrics_inc(M_FETCH_ERRORS, "gateway_jwks");
 		log_msg(LOG_WARN, "[gateway] jwks_uri: status %ld: %s", res.status,
 		    res.status == 200 ? why : "not fetched");
+	}
 	httpc_response_clear(&res);
 }
 

@@ -598,6 +598,8 @@ void config_free(struct config *c)
 	free(c->gateway_jwks_uri);
 	free(c->gateway_jwks_json);
 	free(c->audit_head_file);
+	wipe_free(c->metrics_token);
+	free(c->metrics_listen_host);
 	for (size_t i = 0; i < c->nagents; i++) {
 		free(c->agents[i].id);
 		free(c->agents[i].name);

@@ -313,6 +313,75 @@ static void load_gateway(struct ctx *c, struct config *cfg, const struct section
 	}
 }
 
+#define METRICS_TOKEN_MIN 16
+#define METRICS_TOKEN_MAX 512
+
+/* The token's characters: printable ASCII without spaces (it travels in an
+ * Authorization header). */
+static bool metrics_token_ok(const char *t)
+{
+	size_t n = strlen(t);
+	if (n < METRICS_TOKEN_MIN || n > METRICS_TOKEN_MAX)
+		return false;
+	for (; *t; t++)
+		if (*t <= ' ' || *t > '~')
+			return false;
+	return true;
+}
+
+/* token_file: the whole file is the token, one final newline allowed. */
+static void load_metrics_token_file(struct ctx *c, struct config *cfg, const struct entry *e,
+    const char *path)
+{
+	char tok[METRICS_TOKEN_MAX + 2];
+	FILE *f = fopen(path, "re");
+	size_t n;
+	if (f == NULL) {
+		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
+		return;
+	}
+	n = fread(tok, 1, sizeof tok - 1, f);
+	if (ferror(f))
+		cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
+	fclose(f);
+	tok[n] = '\0';
+	if (n > 0 && tok[n - 1] == '\n')
+		tok[--n] = '\0';
+	if (n > 0 && tok[n - 1] == '\r')
+		tok[--n] = '\0';
+	if (memchr(tok, '\0', n) != NULL || !metrics_token_ok(tok))
+		cfg_err_e(c, e, "'%s' must hold one token of %d to %d printable characters without "
+		    "spaces", path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
+	else
+		cfg->metrics_token = cfg_xstrdup(c, tok);
+	OPENSSL_cleanse(tok, sizeof tok);
+}
+
+static void load_metrics(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	char *v = NULL, *path = NULL;
+	const struct entry *te = cfg_get_str(c, s, "token", NULL, S_EMPTY_NULL, &cfg->metrics_token);
+	const struct entry *fe = cfg_get_str(c, s, "token_file", NULL, S_EMPTY_NULL, &path);
+	if (te != NULL && fe != NULL) {
+		cfg_err_e(c, fe, "give token or token_file, not both");
+	} else if (te != NULL && cfg->metrics_token != NULL && !metrics_token_ok(cfg->metrics_token)) {
+		cfg_err_e(c, te, "must be %d to %d printable characters without spaces",
+		    METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
+	} else if (fe != NULL && path != NULL) {
+		load_metrics_token_file(c, cfg, fe, path);
+	}
+	free(path);
+	const struct entry *le = cfg_get_str(c, s, "listen", NULL, S_EMPTY_NULL, &v);
+	if (le != NULL && v != NULL) {
+		cfg_check_listen(c, le, v, &cfg->metrics_listen_host, &cfg->metrics_listen_port);
+		if (cfg->metrics_listen_host != NULL && cfg->listen_host != NULL &&
+		    cfg->metrics_listen_port == cfg->listen_port &&
+		    strcmp(cfg->metrics_listen_host, cfg->listen_host) == 0)
+			cfg_err_e(c, le, "must differ from [server] listen");
+	}
+	free(v);
+}
+
 /* ---------------------------------------------------------------- dynamic sections */
 
 static void load_agent(struct ctx *c, struct config_agent *a, const struct section *s)
@@ -665,6 +734,7 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	load_gateway(c, cfg, cfg_find_section(c, "gateway"));
 	(void)cfg_get_str(c, cfg_find_section(c, "audit"), "head_file", NULL, S_EMPTY_NULL,
 	    &cfg->audit_head_file);
+	load_metrics(c, cfg, cfg_find_section(c, "metrics"));
 	load_dynamic(c, cfg);
 	if (c->oom)
 		return;

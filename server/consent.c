@@ -206,6 +206,19 @@ out:
 
 /* --- revocation -------------------------------------------------------- */
 
+const char *const consent_state_names[CONSENT_STATES] = {
+	[STORE_CONSENT_LIVE] = "live", [STORE_CONSENT_EXPIRED] = "expired",
+	[STORE_CONSENT_REVOKED] = "revoked", [STORE_CONSENT_RECONNECT_REQUIRED] = "reconnect_required",
+};
+_Static_assert(CONSENT_STATES == STORE_CONSENT_STATE__MAX, "one name a state");
+
+enum cs_err consent_count_by_state(struct store_conn *c, int64_t now, int64_t out[CONSENT_STATES])
+{
+	if (c == NULL || out == NULL)
+		return CS_EINVAL;
+	return store_consent_count_states(c, now, out);
+}
+
 enum cs_err consent_touch(struct store_conn *c, const char *consent_id, int64_t now)
 {
 	if (c == NULL || consent_id == NULL)

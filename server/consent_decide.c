@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "consent_priv.h"
+#include "metrics.h"
 
 /* --- versions ---------------------------------------------------------- */
 
@@ -311,6 +312,20 @@ out:
 	return e;
 }
 
+/* The outcome in consentd_consent_requests_total (CONSENT_DECIDED: approved or denied). */
+static const char *const decide_words[CONSENT_DECIDE__MAX] = {
+	[CONSENT_DECIDE_UNKNOWN] = "unknown", [CONSENT_DECIDE_NOT_YOURS] = "not_yours",
+	[CONSENT_DECIDE_CLOSED] = "closed", [CONSENT_DECIDE_INVALID] = "invalid",
+	[CONSENT_DECIDE_CHANGED] = "changed",
+};
+
+static const char *decide_word(enum consent_decide_outcome o, bool approve)
+{
+	if (o == CONSENT_DECIDED)
+		return approve ? "approved" : "denied";
+	return (unsigned)o < CONSENT_DECIDE__MAX && decide_words[o] != NULL ? decide_words[o] : "other";
+}
+
 enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const char *request_id,
     const struct consent_actor *who, const struct consent_decision *d,
     struct consent_decided *out)
@@ -331,6 +346,7 @@ enum cs_err consent_decide(struct store_conn *c, const struct config *cfg, const
 		consent_decided_clear(&got);
 		return e;
 	}
+	metrics_inc(M_CONSENT_REQUESTS, decide_word(got.outcome, d->approve));
 	*out = got;
 	return CS_OK;
 }

@@ -11,6 +11,7 @@
 #include "events.h"
 #include "httpc.h"
 #include "log.h"
+#include "metrics.h"
 
 #define EVENTS_ERR_MAX 120            /* last_error: short, printable ASCII */
 
@@ -142,10 +143,13 @@ static enum cs_err push_one(struct push_run *run, const struct store_event_row *
 	 * client's timeout, and no writer must wait for it. */
 	pe = httpc_post(cfg->events_uri, EVENTS_MEDIA_TYPE, set, strlen(set), &res);
 	if (pe == CS_OK && res.status == 202) {
-		if ((e = mark_delivered(c, r, now, res.status)) == CS_OK)
+		if ((e = mark_delivered(c, r, now, res.status)) == CS_OK) {
 			run->delivered++;
+			metrics_inc(M_EVENT_DELIVERIES, "delivered");
+		}
 		goto out;
 	}
+	metrics_inc(M_EVENT_DELIVERIES, "failed");
 	if (pe != CS_OK) {
 		run->unreachable = pe == CS_EIO;
 		if ((e = str_fmt(why, sizeof why, "no answer: %s", cs_strerror(pe))) != CS_OK)

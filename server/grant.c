@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "grant.h"
+#include "metrics.h"
 #include "scope.h"
 #include "session.h"
 #include "store_grant.h"
@@ -280,6 +281,7 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 	if ((e = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
+	metrics_inc(M_GRANTS_ISSUED, "token_exchange");
 	*out = g;
 	memset(&g, 0, sizeof g);
 out:
@@ -448,6 +450,7 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 	    (e = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
+	metrics_inc(M_GRANTS_ISSUED, "refresh_token");
 	*out = g;
 	memset(&g, 0, sizeof g);
 out:

@@ -24,6 +24,7 @@
 #include "http.h"
 #include "httpc.h"
 #include "log.h"
+#include "metrics.h"
 
 #define HTTP_MAX_URI 8192
 #define HTTP_CONN_MEMORY (64u * 1024)   /* bounds the request line and headers */
@@ -41,6 +42,8 @@ struct job;
 struct http_server {
 	struct MHD_Daemon *d;
 	struct app        *app;
+	const struct route *table;      /* http_routes, or http_metrics_routes */
+	struct http_server *metrics;    /* [metrics] listen's server; NULL when none */
 	atomic_int         stopping;
 	atomic_uint        in_flight;   /* requests begun and not yet completed */
 	/* the deferred pool: a LIFO of idle threads (the one idle last gets the next
@@ -212,6 +215,26 @@ static void access_log(const struct conn_ctx *ctx, const char *ip, const char *m
 	log_event(lv, "request", f, n);
 }
 
+/* The request in consentd_http_requests_total and its duration.  SECURITY:
+ * label values are consentd's words only -- the route pattern that answered
+ * ("other" when none did), the method's name when it is one of ours, the
+ * status -- never the path or any other text of the request. */
+static void count_request(const struct conn_ctx *ctx, const char *method,
+    const struct http_reply *rep)
+{
+	struct timespec t1;
+	char status[12];
+	enum http_method m = method_of(method);
+	const char *route = rep->log.route != NULL ? rep->log.route : "other";
+	if (str_fmt(status, sizeof status, "%d", rep->status) != CS_OK)
+		return;
+	const char *v[] = { route, m < HTTP_METHOD__MAX ? http_method_name(m) : "other", status };
+	metrics_add(metric[M_HTTP_REQUESTS], v, 1);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	metrics_observe(metric[M_HTTP_DURATION], v, (double)(t1.tv_sec - ctx->t0.tv_sec) +
+	    (double)(t1.tv_nsec - ctx->t0.tv_nsec) / 1e9);
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *dst, size_t max)
 {
 	struct reply_stream *rs = cls;
@@ -263,6 +286,7 @@ static enum MHD_Result queue_reply(struct http_server *srv, struct MHD_Connectio
 	MHD_destroy_response(resp);
 	remote_ip(c, ip, sizeof ip);
 	access_log(ctx, ip, method, rid, rep);
+	count_request(ctx, method, rep);
 	return ret;
 }
 
@@ -829,7 +853,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		goto send;
 	}
 	if (ctx->bad_header || ctx->too_big) {
-		enum route_kind k = router_kind_for_path(http_routes, path);
+		enum route_kind k = router_kind_for_path(srv->table, path);
 		int st = ctx->bad_header ? 400 : 413;
 		if (reply_error(&rep, k, st, "invalid_request", ctx->bad_header ?
 		    "A header line is malformed." : "The request body is too large.") != CS_OK)
@@ -862,7 +886,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.app = srv->app;
 	/* A route that waits on an upstream (the proxy) runs off the MHD workers
 	 * (see "deferred"); the route table says which. */
-	const struct route *rt = router_route_for_path(http_routes, path);
+	const struct route *rt = router_route_for_path(srv->table, path);
 	int deferred = rt != NULL && (rt->flags & ROUTE_DEFERRED) ?
 	    job_start(srv, c, ctx, &req, &uricopy) : 0;
 	if (deferred > 0) {
@@ -876,7 +900,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			rep.status = 503;
 		goto send;
 	}
-	router_dispatch(http_routes, &req, &rep);
+	router_dispatch(srv->table, &req, &rep);
 	http_request_clear(&req);
 send:
 	ret = send_reply(srv, c, ctx, method, req.request_id, &rep);
@@ -910,22 +934,18 @@ static unsigned connection_limit(const struct config *cfg)
 	return cfg->max_connections;
 }
 
-enum cs_err http_start(struct app *app, struct http_server **out)
+/* A daemon for srv on host:port (host as the config stores it). */
+static enum cs_err listen_on(struct http_server *srv, const char *host_cfg, uint16_t port,
+    unsigned threads, unsigned conn_limit, unsigned per_ip)
 {
-	const struct config *cfg = app->cfg;
-	struct http_server *srv = calloc(1, sizeof *srv);
+	const struct config *cfg = srv->app->cfg;
 	struct sockaddr_in a4;
 	struct sockaddr_in6 a6;
 	const struct sockaddr *sa;
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
 	    MHD_ALLOW_SUSPEND_RESUME;
-	const char *host = cfg->listen_host;
+	const char *host = host_cfg;
 
-	if (srv == NULL)
-		return CS_ENOMEM;
-	srv->app = app;
-	pthread_mutex_init(&srv->pool_mu, NULL);
-	pthread_mutex_init(&srv->resume_mu, NULL);
 	memset(&a4, 0, sizeof a4);
 	memset(&a6, 0, sizeof a6);
 	if (strcmp(host, "localhost") == 0)
@@ -934,23 +954,23 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 		if (inet_pton(AF_INET6, host, &a6.sin6_addr) != 1)
 			goto bad;
 		a6.sin6_family = AF_INET6;
-		a6.sin6_port = htons(cfg->listen_port);
+		a6.sin6_port = htons(port);
 		sa = (const struct sockaddr *)&a6;
 		flags |= MHD_USE_IPv6;
 	} else {
 		if (inet_pton(AF_INET, host, &a4.sin_addr) != 1)
 			goto bad;
 		a4.sin_family = AF_INET;
-		a4.sin_port = htons(cfg->listen_port);
+		a4.sin_port = htons(port);
 		sa = (const struct sockaddr *)&a4;
 	}
 	/* The logger first: libmicrohttpd uses its own for what the options before it say. */
-	srv->d = MHD_start_daemon(flags, cfg->listen_port, NULL, NULL, on_request, srv,
+	srv->d = MHD_start_daemon(flags, port, NULL, NULL, on_request, srv,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
 	    MHD_OPTION_SOCK_ADDR, sa,
-	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(cfg->threads ? cfg->threads : 1),
-	    MHD_OPTION_CONNECTION_LIMIT, connection_limit(cfg),
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connections,
+	    MHD_OPTION_THREAD_POOL_SIZE, threads,
+	    MHD_OPTION_CONNECTION_LIMIT, conn_limit,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
 	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
@@ -958,10 +978,57 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
 	    MHD_OPTION_END);
 	if (srv->d == NULL) {
-		log_msg(LOG_ERROR, "cannot listen on %s:%u", cfg->listen_host,
-		    (unsigned)cfg->listen_port);
-		free(srv);
+		log_msg(LOG_ERROR, "cannot listen on %s:%u", host_cfg, (unsigned)port);
 		return CS_EIO;
+	}
+	return CS_OK;
+bad:
+	log_msg(LOG_ERROR, "listen address %s is not an IP address", host_cfg);
+	return CS_ECONFIG;
+}
+
+static struct http_server *server_new(struct app *app, const struct route *table)
+{
+	struct http_server *srv = calloc(1, sizeof *srv);
+	if (srv == NULL)
+		return NULL;
+	srv->app = app;
+	srv->table = table;
+	pthread_mutex_init(&srv->pool_mu, NULL);
+	pthread_mutex_init(&srv->resume_mu, NULL);
+	return srv;
+}
+
+/* [metrics] listen: one worker, a few connections, only http_metrics_routes,
+ * no deferred pool (that table defers nothing). */
+#define METRICS_CONNECTIONS 16
+
+enum cs_err http_start(struct app *app, struct http_server **out)
+{
+	const struct config *cfg = app->cfg;
+	struct http_server *srv = server_new(app, http_routes);
+	enum cs_err e;
+
+	if (srv == NULL)
+		return CS_ENOMEM;
+	if ((e = listen_on(srv, cfg->listen_host, cfg->listen_port,
+	    (unsigned)(cfg->threads ? cfg->threads : 1), connection_limit(cfg),
+	    (unsigned)cfg->per_ip_connections)) != CS_OK) {
+		free(srv);
+		return e;
+	}
+	if (cfg->metrics_listen_host != NULL) {
+		if ((srv->metrics = server_new(app, http_metrics_routes)) == NULL)
+			e = CS_ENOMEM;
+		else
+			e = listen_on(srv->metrics, cfg->metrics_listen_host, cfg->metrics_listen_port, 1,
+			    METRICS_CONNECTIONS, METRICS_CONNECTIONS);
+		if (e != CS_OK) {
+			free(srv->metrics);               /* its daemon did not start */
+			MHD_stop_daemon(srv->d);
+			free(srv);
+			return e;
+		}
 	}
 	/* Without pool threads a deferred request is answered on the worker. */
 	for (size_t i = 0; i < DEFER_THREADS; i++) {
@@ -975,16 +1042,13 @@ enum cs_err http_start(struct app *app, struct http_server **out)
 	}
 	*out = srv;
 	return CS_OK;
-bad:
-	log_msg(LOG_ERROR, "listen address %s is not an IP address", cfg->listen_host);
-	free(srv);
-	return CS_ECONFIG;
 }
 
 void http_quiesce(struct http_server *s)
 {
 	if (s == NULL || s->d == NULL)
 		return;
+	http_quiesce(s->metrics);
 	atomic_store(&s->stopping, 1);
 	MHD_socket fd = MHD_quiesce_daemon(s->d);
 	if (fd != MHD_INVALID_SOCKET)
@@ -1000,6 +1064,12 @@ void http_stop(struct http_server *s)
 {
 	if (s == NULL)
 		return;
+	/* [metrics] listen defers nothing and suspends no connection: stopped at once. */
+	if (s->metrics != NULL) {
+		MHD_stop_daemon(s->metrics->d);
+		free(s->metrics);
+		s->metrics = NULL;
+	}
 	/* Upstream transfers still running fail within a second, so every job
 	 * answers (an error, or a cut stream) and resumes its connection: libmicrohttpd
 	 * 0.9.75 aborts the process when stopped with a connection suspended.  Then

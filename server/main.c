@@ -23,6 +23,7 @@
 #include "admin_cli.h"
 #include "keys_cli.h"
 #include "log.h"
+#include "metrics_api.h"
 #include "seal.h"
 #include "template.h"
 
@@ -95,7 +96,9 @@ static int serve(const struct config *cfg)
 		log_close();
 		return 1;
 	}
-	if (httpc_global_init() != CS_OK || app_init(&app, cfg) != CS_OK) {
+	/* The families first, so that the start's own commits are counted too. */
+	if (metrics_api_init(&app) != CS_OK || httpc_global_init() != CS_OK ||
+	    app_init(&app, cfg) != CS_OK) {
 		log_msg(LOG_ERROR, "not started");
 		log_close();
 		return 1;
@@ -104,6 +107,9 @@ static int serve(const struct config *cfg)
 		goto out;
 	if (http_start(&app, &srv) != CS_OK)
 		goto out;
+	if (cfg->metrics_listen_host != NULL)
+		log_msg(LOG_INFO, "metrics listening on %s:%u (GET /metrics only, no authentication)",
+		    cfg->metrics_listen_host, (unsigned)cfg->metrics_listen_port);
 	{
 		const struct keyring *kr = app_keys_get(&app);
 		log_msg(LOG_INFO, "consentd %s listening on %s:%u, public URL %s, %u threads, "

@@ -316,9 +316,132 @@ enum cs_err metrics_render(struct buf *out)
 void metrics_reset(void)
 {
 	pthread_mutex_lock(&reg_mu);
+	for (size_t i = 0; i < M__MAX; i++)
+		metric[i] = NULL;
 	for (size_t i = 0; i < nfamilies; i++)
 		family_free(families[i]);
 	nfamilies = 0;
 	ncollectors = 0;
 	pthread_mutex_unlock(&reg_mu);
+}
+
+/* --- consentd's own families ---------------------------------------------- */
+
+struct metric_family *metric[M__MAX];
+
+static const char *const l_route_method_status[] = { "route", "method", "status", NULL };
+static const char *const l_route[] = { "route", NULL };
+static const char *const l_kind[] = { "kind", NULL };
+static const char *const l_state[] = { "state", NULL };
+static const char *const l_outcome[] = { "outcome", NULL };
+static const char *const l_resource[] = { "resource", NULL };
+static const char *const l_resource_outcome[] = { "resource", "outcome", NULL };
+static const char *const l_what[] = { "what", NULL };
+static const double b_http[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
+static const double b_commit[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+	0.5, 1, 5 };
+static const double b_batch[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
+
+#define NB(a) (sizeof (a) / sizeof (a)[0])
+
+static const struct {
+	const char *name, *help;
+	enum metric_type type;
+	const char *const *labels;
+	const double *buckets;
+	size_t nbuckets;
+} defs[M__MAX] = {
+	[M_HTTP_REQUESTS] = { "consentd_http_requests_total", "HTTP requests answered, by route "
+	    "pattern (\"other\": no route matched), method and status.", METRIC_COUNTER,
+	    l_route_method_status, NULL, 0 },
+	[M_HTTP_DURATION] = { "consentd_http_request_duration_seconds", "Time from a request's "
+	    "first byte to its answer being queued, by route pattern (a proxied call: until its "
+	    "upstream's status).", METRIC_HISTOGRAM, l_route, b_http, NB(b_http) },
+	[M_GRANTS_ISSUED] = { "consentd_grants_issued_total", "Grants issued, by kind "
+	    "(token_exchange: a new grant for a live consent; refresh_token: a refresh).",
+	    METRIC_COUNTER, l_kind, NULL, 0 },
+	[M_CONSENTS] = { "consentd_consents", "Consents in the database, by state (live, expired, "
+	    "revoked, reconnect_required), counted at each scrape.", METRIC_GAUGE, l_state, NULL, 0 },
+	[M_CONSENT_REQUESTS] = { "consentd_consent_requests_total", "Decisions on consent "
+	    "requests, by outcome (approved, denied; refused: unknown, not_yours, closed, invalid, "
+	    "changed).", METRIC_COUNTER, l_outcome, NULL, 0 },
+	[M_APPROVALS] = { "consentd_approvals_total", "Approvals of single actions, by outcome "
+	    "(approved, denied, not_yours, closed: decisions; used, not_redeemable: releases).",
+	    METRIC_COUNTER, l_outcome, NULL, 0 },
+	[M_VAULT_RELEASES] = { "consentd_vault_releases_total", "Provider tokens released from "
+	    "the vault (to the gateway or to the proxy), by resource.", METRIC_COUNTER, l_resource,
+	    NULL, 0 },
+	[M_VAULT_REFRESHES] = { "consentd_vault_refreshes_total", "Provider token refreshes, by "
+	    "resource and outcome (ok, revoked: the provider refused the refresh token, error).",
+	    METRIC_COUNTER, l_resource_outcome, NULL, 0 },
+	[M_PROVIDER_ERRORS] = { "consentd_provider_errors_total", "Calls to a provider's token "
+	    "or revocation endpoint that failed (no answer, or an answer that is not a valid one), "
+	    "by resource.", METRIC_COUNTER, l_resource, NULL, 0 },
+	[M_FETCH_ERRORS] = { "consentd_fetch_errors_total", "Documents consentd fetches that "
+	    "could not be fetched or used, by what (idp_discovery, idp_jwks: the IdP's "
+	    "metadata and keys; provider_discovery: a resource provider's metadata; gateway_jwks: "
+	    "[gateway] jwks_uri).", METRIC_COUNTER, l_what, NULL, 0 },
+	[M_EVENT_DELIVERIES] = { "consentd_event_deliveries_total", "Security event deliveries "
+	    "to [gateway] events_uri, by outcome (delivered, failed).", METRIC_COUNTER, l_outcome,
+	    NULL, 0 },
+	[M_EVENT_BACKLOG] = { "consentd_event_backlog", "Security events waiting to be "
+	    "delivered, counted at each scrape.", METRIC_GAUGE, NULL, NULL, 0 },
+	[M_DB_COMMIT_SECONDS] = { "consentd_db_commit_seconds", "Time a COMMIT took, waits for "
+	    "the write lock included.", METRIC_HISTOGRAM, NULL, b_commit, NB(b_commit) },
+	[M_DB_COMMIT_BATCH] = { "consentd_db_commit_batch_size", "Transactions made durable by "
+	    "one COMMIT.  Every transaction commits on its own today, so every observation is 1.",
+	    METRIC_HISTOGRAM, NULL, b_batch, NB(b_batch) },
+	[M_DB_BUSY_WAITS] = { "consentd_db_busy_waits_total", "Times a database connection found "
+	    "the database locked by another and waited (SQLite busy handler, first call of each "
+	    "wait).", METRIC_COUNTER, NULL, NULL, 0 },
+	[M_AUDIT_HEAD_LAG] = { "consentd_audit_head_lag_entries", "Audit entries in the database "
+	    "past the highest head consentd published, at the scrape (0 normally: each commit "
+	    "publishes its head before it answers; a database behind the heads shows in "
+	    "consentd_audit_head_behind instead).", METRIC_GAUGE, NULL, NULL, 0 },
+};
+
+/* The series for values, at zero: a scrape shows it before anything is counted. */
+static void series_touch(struct metric_family *f, const char *const *values)
+{
+	pthread_mutex_lock(&f->mu);
+	(void)series_for(f, values);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Label values known before anything happens, shown at zero. */
+static const char *const zero_fetch[] = { "idp_discovery", "idp_jwks", "provider_discovery",
+	"gateway_jwks", NULL };
+static const char *const zero_delivery[] = { "delivered", "failed", NULL };
+
+enum cs_err metrics_declare_consentd(void)
+{
+	for (size_t i = 0; i < M__MAX; i++) {
+		if (metric[i] != NULL)
+			continue;
+		metric[i] = metrics_family(defs[i].name, defs[i].help, defs[i].type, defs[i].labels,
+		    defs[i].buckets, defs[i].nbuckets);
+		if (metric[i] == NULL)
+			return CS_ENOMEM;
+		if (defs[i].labels == NULL)
+			series_touch(metric[i], NULL);
+	}
+	for (size_t i = 0; zero_fetch[i] != NULL; i++)
+		series_touch(metric[M_FETCH_ERRORS], &zero_fetch[i]);
+	for (size_t i = 0; zero_delivery[i] != NULL; i++)
+		series_touch(metric[M_EVENT_DELIVERIES], &zero_delivery[i]);
+	return CS_OK;
+}
+
+void metrics_inc(enum metric_id id, const char *value)
+{
+	const char *v[] = { value };
+	if ((unsigned)id < M__MAX)
+		metrics_add(metric[id], value != NULL ? v : NULL, 1);
+}
+
+void metrics_inc2(enum metric_id id, const char *v1, const char *v2)
+{
+	const char *v[] = { v1, v2 };
+	if ((unsigned)id < M__MAX)
+		metrics_add(metric[id], v, 1);
 }

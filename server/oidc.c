@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "form.h"
 #include "httpc.h"
+#include "metrics.h"
 #include "oidc.h"
 
 #define OIDC_WELL_KNOWN     "/.well-known/openid-configuration"
@@ -428,12 +429,15 @@ static enum cs_err jwks_fetch(struct oidc_provider *p, const char *uri)
 	p->fetched = true;
 	pthread_mutex_unlock(&p->mu);
 	if ((e = httpc_get(uri, &res)) != CS_OK)
-		return e;
+		goto out;
 	if (res.status != 200)
 		e = CS_EIO;
 	else
 		e = oidc_set_jwks(p, res.body.data);
 	httpc_response_clear(&res);
+out:
+	if (e != CS_OK && e != CS_ENOMEM)
+		metrics_inc(M_FETCH_ERRORS, "idp_jwks");
 	return e;
 }
 
@@ -512,6 +516,7 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 	struct httpc_response res;
 	struct oidc_meta *m = NULL;
 	size_t ilen;
+	bool counted = false;
 
 	if (p == NULL)
 		return CS_EINVAL;
@@ -538,6 +543,7 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 		goto out;
 	if ((e = oidc_meta_parse(p->issuer, res.body.data != NULL ? res.body.data : "", &m)) != CS_OK)
 		goto out;
+	counted = true;                       /* jwks_fetch counts its own failures */
 	if ((e = jwks_fetch(p, m->jwks_uri)) != CS_OK)
 		goto out;
 	pthread_mutex_lock(&p->mu);
@@ -546,6 +552,8 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 	pthread_mutex_unlock(&p->mu);
 	e = CS_OK;
 out:
+	if (e != CS_OK && e != CS_ENOMEM && !counted)
+		metrics_inc(M_FETCH_ERRORS, "idp_discovery");
 	pthread_mutex_unlock(&p->discover_mu);
 	meta_free(m);
 	httpc_response_clear(&res);

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "httpc.h"
+#include "metrics.h"
 #include "provider.h"
 
 #define PROVIDER_WK_OAUTH      "/.well-known/oauth-authorization-server"
@@ -31,6 +32,7 @@ struct provider {
 	char *cfg_revocation;
 	char *client_id;
 	char *client_secret;          /* NULL: a public client; wiped on free */
+	const char *resource;         /* the configured resource's id (outlives p): a metrics label */
 
 	pthread_mutex_t      mu;      /* guards everything below; held during discovery */
 	struct provider_meta *meta;   /* NULL until obtained; then immutable */
@@ -209,6 +211,7 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 	    !dup_opt(r->provider_client_id, &p->client_id) ||
 	    !dup_opt(r->provider_client_secret, &p->client_secret))
 		goto out;
+	p->resource = r->id;
 	pthread_mutex_init(&p->mu, NULL);
 	*out = p;
 	p = NULL;
@@ -458,6 +461,8 @@ enum cs_err provider_meta(struct provider *p, const struct provider_meta **out)
 	p->attempted_at = now;
 	if ((e = meta_obtain(p, &p->meta)) != CS_OK) {
 		p->last_err = e;
+		if (e != CS_ENOMEM)
+			metrics_inc(M_FETCH_ERRORS, "provider_discovery");
 		goto out;
 	}
 	*out = p->meta;
@@ -626,9 +631,18 @@ enum cs_err provider_token_answer(enum provider_token_kind kind, long status, co
 	return e;
 }
 
+/* A call that failed for want of a usable answer (CS_EIO; a refusal is not
+ * an error) in consentd_provider_errors_total. */
+static enum cs_err counted(const struct provider *p, enum cs_err e)
+{
+	if (e == CS_EIO)
+		metrics_inc(M_PROVIDER_ERRORS, p->resource != NULL ? p->resource : "other");
+	return e;
+}
+
 /* One call to the token endpoint and the reading of its answer. */
-static enum cs_err token_call(struct provider *p, enum provider_token_kind kind, struct kv *kv,
-    size_t n, struct provider_tokens *out)
+static enum cs_err token_call_once(struct provider *p, enum provider_token_kind kind,
+    struct kv *kv, size_t n, struct provider_tokens *out)
 {
 	enum cs_err e;
 	const struct provider_meta *m = NULL;
@@ -642,6 +656,12 @@ static enum cs_err token_call(struct provider *p, enum provider_token_kind kind,
 	/* SECURITY: the response held tokens: wipe the body. */
 	httpc_response_clear(&res);
 	return e;
+}
+
+static enum cs_err token_call(struct provider *p, enum provider_token_kind kind, struct kv *kv,
+    size_t n, struct provider_tokens *out)
+{
+	return counted(p, token_call_once(p, kind, kv, n, out));
 }
 
 enum cs_err provider_exchange_code(struct provider *p, const char *code, const char *redirect_uri,
@@ -675,7 +695,7 @@ enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
 
 /* --- revocation --------------------------------------------------------- */
 
-enum cs_err provider_revoke(struct provider *p, const char *token, const char *hint)
+static enum cs_err revoke_once(struct provider *p, const char *token, const char *hint)
 {
 	enum cs_err e;
 	const struct provider_meta *m = NULL;
@@ -700,4 +720,10 @@ enum cs_err provider_revoke(struct provider *p, const char *token, const char *h
 	e = res.status == 200 ? CS_OK : CS_EIO;
 	httpc_response_clear(&res);
 	return e;
+}
+
+enum cs_err provider_revoke(struct provider *p, const char *token, const char *hint)
+{
+	enum cs_err e = revoke_once(p, token, hint);
+	return p != NULL ? counted(p, e) : e;
 }

@@ -1,6 +1,6 @@
 /* proxy_api.c -- proxy mode's handler (ARCHITECTURE.md flow H): /proxy/{resource}/
  * {path...} for the gateway, the upstream call with the provider token, the
- * answer streamed back, and /metrics.  The decisions (route, scope, approval,
+ * answer streamed back, and the proxy's counters for /metrics.  The decisions (route, scope, approval,
  * release) and their audit entries are proxy.c's.  It must never forward the
  * gateway's raw path, credentials or cookies, or send a byte upstream before
  * proxy_prepare said PROXY_READY. */
@@ -13,7 +13,6 @@
 
 #include "app.h"
 #include "approval_api.h"
-#include "audit_head.h"
 #include "buf.h"
 #include "client_auth.h"
 #include "consent.h"
@@ -129,34 +128,24 @@ static enum cs_err metric_lines(struct buf *b, bool refused)
 	return e;
 }
 
-enum cs_err proxy_metrics(const struct http_request *req, struct http_reply *rep)
+enum cs_err proxy_metrics_render(struct buf *b)
 {
 	enum cs_err e;
-	(void)req;
-	/* The counts name resources and actions: for the gateway (or its scraper),
-	 * which routes.c's ROUTE_AUTH_GATEWAY lets through alone. */
-	buf_reset(&rep->body);
-	e = buf_puts(&rep->body, "# HELP consentd_proxy_requests_total Proxied calls forwarded "
+	e = buf_puts(b, "# HELP consentd_proxy_requests_total Proxied calls forwarded "
 	    "upstream, by resource, action and the upstream's status (504: no answer in time, "
 	    "502: none).\n# TYPE consentd_proxy_requests_total counter\n");
 	pthread_mutex_lock(&counters_mu);
 	if (e == CS_OK)
-		e = metric_lines(&rep->body, false);
+		e = metric_lines(b, false);
 	if (e == CS_OK)
-		e = buf_puts(&rep->body, "# HELP consentd_proxy_refused_total Proxied calls with a "
+		e = buf_puts(b, "# HELP consentd_proxy_refused_total Proxied calls with a "
 		    "valid grant that consentd refused before the upstream, by resource, action (empty: "
 		    "no route), reason and consentd's status.\n"
 		    "# TYPE consentd_proxy_refused_total counter\n");
 	if (e == CS_OK)
-		e = metric_lines(&rep->body, true);
+		e = metric_lines(b, true);
 	pthread_mutex_unlock(&counters_mu);
-	if (e == CS_OK)
-		e = audit_head_metrics(&rep->body);
-	if (e != CS_OK)
-		return e;
-	rep->status = 200;
-	rep->content_type = "text/plain; version=0.0.4; charset=utf-8";
-	return CS_OK;
+	return e;
 }
 
 /* SECURITY: an allowlist -- Authorization, Cookie, Consentd-Grant and the

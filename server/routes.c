@@ -17,6 +17,7 @@
 #include "http.h"
 #include "login_pages.h"
 #include "me_pages.h"
+#include "metrics_api.h"
 #include "meta.h"
 #include "pages.h"
 #include "proxy.h"
@@ -103,7 +104,8 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, meta_jwks, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	{ HTTP_GET, "/healthz", ROUTE_PUBLIC, meta_healthz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	{ HTTP_GET, "/readyz", ROUTE_PUBLIC, meta_readyz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, proxy_metrics, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_GATEWAY },
+	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, metrics_api_scrape, { { NULL, 0, NULL, 0 } }, 0,
+	  ROUTE_AUTH_METRICS },
 	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 	{ HTTP_GET, "/static/local-time.js", ROUTE_PUBLIC, meta_local_time_script,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
@@ -385,6 +387,22 @@ static enum cs_err gate_gateway(struct http_request *req, struct http_reply *rep
 	return CS_OK;
 }
 
+/* SECURITY: /metrics on the main listener: the [metrics] token when one is
+ * configured and presented as a Bearer credential (a wrong one is refused as
+ * such), else the gateway's client authentication. */
+static enum cs_err gate_metrics(struct http_request *req, struct http_reply *rep, bool *ok)
+{
+	bool presented = false;
+	*ok = false;
+	if (metrics_api_token_ok(req, &presented)) {
+		*ok = true;
+		return CS_OK;
+	}
+	if (presented)
+		return metrics_api_refuse(rep);
+	return gate_gateway(req, rep, ok);
+}
+
 const http_gate http_gates[ROUTE_AUTH__MAX] = {
 	[ROUTE_AUTH_NONE] = NULL,
 	[ROUTE_AUTH_SESSION] = gate_session,
@@ -392,4 +410,13 @@ const http_gate http_gates[ROUTE_AUTH__MAX] = {
 	[ROUTE_AUTH_ADMIN_STEPUP] = gate_admin_stepup,
 	[ROUTE_AUTH_ADMIN_API] = gate_admin_api,
 	[ROUTE_AUTH_GATEWAY] = gate_gateway,
+	[ROUTE_AUTH_METRICS] = gate_metrics,
+};
+
+/* SECURITY: served only on [metrics] listen, which the operator keeps on a
+ * private interface: what /metrics shows there needs no credentials. */
+const struct route http_metrics_routes[] = {
+	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, metrics_api_scrape, { { NULL, 0, NULL, 0 } }, 0,
+	  ROUTE_AUTH_NONE },
+	{ 0, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
 };

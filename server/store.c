@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 
 #include "embed.h"
+#include "metrics.h"
 #include "store.h"
 #include "store_priv.h"
 #include "log.h"
@@ -81,6 +82,8 @@ static int busy_wait(void *arg, int count)
 {
 	(void)arg;
 	const int quick = 50;
+	if (count == 0)
+		metrics_add(metric[M_DB_BUSY_WAITS], NULL, 1);
 	if (count >= quick + (STORE_BUSY_TIMEOUT_MS - quick) / 2)
 		return 0;
 	struct timespec ts = { 0, count < quick ? 1000 * 1000 : 2 * 1000 * 1000 };
@@ -482,14 +485,32 @@ void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)
  * SQLite's writer lock orders the commits; commit_lock keeps the hook calls in
  * that order, so the heads the hook publishes only ever grow -- and it runs
  * before the caller answers anyone, so no acknowledged entry goes unpublished. */
+/* consentd_db_commit_seconds and _batch_size: one transaction a COMMIT today
+ * (a group-commit writer will observe the batches it makes). */
+static void count_commit(const struct timespec *t0, enum cs_err e)
+{
+	struct timespec t1;
+	if (e != CS_OK)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	metrics_observe(metric[M_DB_COMMIT_SECONDS], NULL, (double)(t1.tv_sec - t0->tv_sec) +
+	    (double)(t1.tv_nsec - t0->tv_nsec) / 1e9);
+	metrics_observe(metric[M_DB_COMMIT_BATCH], NULL, 1);
+}
+
 enum cs_err store_commit(struct store_conn *c)
 {
 	sqlite3_stmt *st = store_stmt(c, SQL_COMMIT);
+	struct timespec t0;
 	enum cs_err e;
 	if (st == NULL)
 		return CS_EDB;
-	if (!c->audit.set)
-		return store_exec(c, st);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!c->audit.set) {
+		e = store_exec(c, st);
+		count_commit(&t0, e);
+		return e;
+	}
 	pthread_mutex_lock(&c->s->commit_lock);
 	e = store_exec(c, st);
 	if (e == CS_OK) {
@@ -498,6 +519,7 @@ enum cs_err store_commit(struct store_conn *c)
 			c->s->audit_hook(c->s->audit_arg, c->audit.seq, c->audit.link);
 	}
 	pthread_mutex_unlock(&c->s->commit_lock);
+	count_commit(&t0, e);
 	return e;
 }
 

@@ -51,6 +51,13 @@ static const char SQL_CONSENT_RECONNECT[] =
 static const char SQL_CONSENT_TOUCH[] =
     "UPDATE consents SET last_used_at = ?2 WHERE id = ?1 AND last_used_at < ?2";
 /* Live ones by when they were given; ended ones by when they ended. */
+/* One pass, one row: the states as store_admin.c's CONSENT_ROW names them. */
+static const char SQL_CONSENT_COUNT_STATES[] =
+    "SELECT coalesce(sum(revoked_at = 0 AND expires_at > ?1 AND reconnect_required = 0), 0), "
+    "coalesce(sum(revoked_at = 0 AND expires_at <= ?1), 0), "
+    "coalesce(sum(revoked_at != 0), 0), "
+    "coalesce(sum(revoked_at = 0 AND expires_at > ?1 AND reconnect_required != 0), 0) "
+    "FROM consents";
 static const char SQL_CONSENT_LIST[] =
     "SELECT " CONSENT_COLS "WHERE k.user_id = ?1 "
     "ORDER BY (k.revoked_at = 0 AND k.expires_at > ?2) DESC, "
@@ -339,6 +346,22 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 	void *rows = NULL;
 	if ((e = store_rows(c, st, max, &consent_rows, &rows, n)) == CS_OK)
 		*out = rows;
+	return e;
+}
+
+enum cs_err store_consent_count_states(struct store_conn *c, int64_t now,
+    int64_t out[STORE_CONSENT_STATE__MAX])
+{
+	enum cs_err e;
+	sqlite3_stmt *st = store_query(c, SQL_CONSENT_COUNT_STATES, STORE_VALS(SV_INT(now)), &e);
+	if (st == NULL)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK)
+		for (int i = 0; i < STORE_CONSENT_STATE__MAX; i++)
+			out[i] = sqlite3_column_int64(st, i);
+	if (e == CS_ENOENT)
+		e = CS_EDB;                   /* an aggregate always answers one row */
+	store_stmt_done(st);
 	return e;
 }
 

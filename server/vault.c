@@ -11,6 +11,7 @@
 #include "approval.h"
 #include "audit.h"
 #include "buf.h"
+#include "metrics.h"
 #include "scope.h"
 #include "store_consent.h"
 #include "store_vault.h"
@@ -542,8 +543,13 @@ static enum cs_err refresh_single(const struct rel *x, int64_t margin,
 			e = CS_OK;
 		else if (rec->refresh_sealed == NULL)
 			e = CS_EIO;               /* nothing to refresh with (cannot be: checked) */
-		else
+		else {
+			const struct config_resource *r = config_resource(x->cfg, k->resource);
 			e = do_refresh(x, rec);
+			/* revoked: the provider ended the authorization (or widened it) */
+			metrics_inc2(M_VAULT_REFRESHES, r != NULL ? r->id : "other",
+			    e == CS_OK ? "ok" : e == CS_EPERM ? "revoked" : "error");
+		}
 	}
 
 	pthread_mutex_lock(&v->mu);
@@ -683,6 +689,8 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 	/* Invariant 10: the release is audited before the token is handed out. */
 	if ((e = release_commit(&x, &rec, outcome, &rl.outcome)) != CS_OK)
 		goto out;
+	if (rl.outcome == VAULT_RELEASED)
+		metrics_inc(M_VAULT_RELEASES, res->id);
 done:
 	if (e == CS_OK && rl.outcome != VAULT_RELEASED) {
 		enum vault_release_outcome o = rl.outcome;

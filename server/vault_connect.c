@@ -16,6 +16,7 @@
 #include "form.h"
 #include "session.h"
 #include "store_consent.h"
+#include "metrics.h"
 #include "vault_connect.h"
 #include "vault_priv.h"
 
@@ -197,6 +198,7 @@ static enum cs_err move_record(const struct cx *x, const struct consent_request 
 	if ((e = store_commit(x->c)) != CS_OK)
 		goto out;
 	in_tx = false;
+	metrics_inc(M_CONSENT_REQUESTS, "approved");   /* decided with the connection */
 	*new_id = nid;
 	nid = NULL;
 out:
@@ -732,6 +734,7 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	    (e = store_commit(x->c)) != CS_OK)
 		goto out;
 	in_tx = false;
+	metrics_inc(M_CONSENT_REQUESTS, "approved");   /* decided with the connection */
 	*new_id = nid;
 	nid = NULL;
 out:

@@ -1,7 +1,9 @@
 /* test_config.c -- unit tests of the INI configuration loader: defaults, every kind of
  * bad value, cross-checks and environment overrides, with the exact messages operators see.
  * It must never depend on the process environment except in the example-file test. */
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 #include <openssl/evp.h>
 #include "buf.h"
 #include "config.h"
@@ -715,6 +717,60 @@ START_TEST(test_config_gateway_audiences)
 }
 END_TEST
 
+START_TEST(test_config_metrics)
+{
+	/* None by default: /metrics only for the gateway, on the main listener. */
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_ptr_null(c->metrics_token);
+	ck_assert_ptr_null(c->metrics_listen_host);
+	config_free(c);
+	c = expect_ok(MINIMAL "[metrics]\ntoken = scrape-token-0123456789\nlisten = 127.0.0.1:9464\n", NULL);
+	ck_assert_str_eq(c->metrics_token, "scrape-token-0123456789");
+	ck_assert_str_eq(c->metrics_listen_host, "127.0.0.1");
+	ck_assert_uint_eq(c->metrics_listen_port, 9464);
+	config_free(c);
+	c = expect_ok(MINIMAL "[metrics]\nlisten = [::1]:9464\n", NULL);
+	ck_assert_str_eq(c->metrics_listen_host, "::1");
+	config_free(c);
+	/* From the environment too. */
+	char *const env[] = { (char *)"CONSENTD_METRICS_TOKEN=env-scrape-token-0123456789", NULL };
+	c = expect_ok(MINIMAL, env);
+	ck_assert_str_eq(c->metrics_token, "env-scrape-token-0123456789");
+	config_free(c);
+
+	/* A token file: its one line, a final newline (or CRLF) dropped. */
+	char path[] = "/tmp/consentd-metrics-token-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "file-scrape-token-0123456789\r\n", 30), 30);
+	close(fd);
+	char text[1024];
+	ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "[metrics]\ntoken_file = %s\n", path), CS_OK);
+	c = expect_ok(text, NULL);
+	ck_assert_str_eq(c->metrics_token, "file-scrape-token-0123456789");
+	config_free(c);
+	/* Two lines, or spaces, are not one token. */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "file-scrape-token-0123456789\nsecond-line-0123456\n", 48), 48);
+	close(fd);
+	expect_error(text, NULL, "x.conf:10: token_file: '");
+	unlink(path);
+	expect_error(text, NULL, "x.conf:10: token_file: cannot open");
+
+	expect_error(MINIMAL "[metrics]\ntoken = short\n", NULL,
+	    "x.conf:10: token: must be 16 to 512 printable characters without spaces");
+	expect_error(MINIMAL "[metrics]\ntoken = has a space in the token\n", NULL,
+	    "x.conf:10: token: must be 16");
+	expect_error(MINIMAL "[metrics]\ntoken = scrape-token-0123456789\ntoken_file = /x\n", NULL,
+	    "x.conf:11: token_file: give token or token_file, not both");
+	expect_error(MINIMAL "[metrics]\nlisten = 9464\n", NULL, "x.conf:10: listen: expected HOST:PORT");
+	expect_error(MINIMAL "[metrics]\nlisten = 127.0.0.1:8080\n", NULL,
+	    "x.conf:10: listen: must differ from [server] listen");
+	expect_error(MINIMAL "[metrics]\nport = 9464\n", NULL, "x.conf:10: port");
+}
+END_TEST
+
 START_TEST(test_config_audit_head_file)
 {
 	struct config *c = expect_ok(MINIMAL "[audit]\nhead_file = /var/lib/consentd/heads\n", NULL);
@@ -1076,6 +1132,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_file_line_numbers);
 	tcase_add_test(t, test_config_default_duration);
 	tcase_add_test(t, test_config_warn_gateway_approvals);
+	tcase_add_test(t, test_config_metrics);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -1,7 +1,7 @@
 /* test_metrics.c -- the /metrics registry: the exact text of counters,
  * gauges and histograms (cumulative buckets, +Inf, _sum, _count), label
  * escaping, the bound on series (overflow counted as "other"), refused
- * declarations, collectors run at each render. */
+ * declarations, collectors run at each render, consentd's own families. */
 #include <string.h>
 
 #include "testutil.h"
@@ -139,6 +139,59 @@ static void collect(void *arg)
 	metrics_set(backlog, NULL, 40 + ++collected);
 }
 
+/* consentd's families: every one declared (a bad name or help would leave a
+ * NULL), a second declaration keeps the first, and each renders its HELP and
+ * TYPE before anything is counted. */
+START_TEST(test_consentd_families)
+{
+	static const char *const names[] = { "consentd_http_requests_total",
+		"consentd_http_request_duration_seconds", "consentd_grants_issued_total",
+		"consentd_consents", "consentd_consent_requests_total", "consentd_approvals_total",
+		"consentd_vault_releases_total", "consentd_vault_refreshes_total",
+		"consentd_provider_errors_total", "consentd_fetch_errors_total",
+		"consentd_event_deliveries_total", "consentd_event_backlog",
+		"consentd_db_commit_seconds", "consentd_db_commit_batch_size",
+		"consentd_db_busy_waits_total", "consentd_audit_head_lag_entries", NULL };
+	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
+	for (size_t i = 0; i < M__MAX; i++)
+		ck_assert_ptr_nonnull(metric[i]);
+	struct metric_family *first = metric[M_GRANTS_ISSUED];
+	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
+	ck_assert_ptr_eq(metric[M_GRANTS_ISSUED], first);
+	metrics_inc(M_GRANTS_ISSUED, "token_exchange");
+	metrics_inc(M_GRANTS_ISSUED, "token_exchange");
+	metrics_inc2(M_VAULT_REFRESHES, "gh", "ok");
+	metrics_inc(M_DB_BUSY_WAITS, NULL);
+	char *t = render();
+	size_t n = 0;
+	for (; names[n] != NULL; n++) {
+		char want[160];
+		ck_assert_int_eq(str_fmt(want, sizeof want, "# TYPE %s ", names[n]), CS_OK);
+		ck_assert_msg(strstr(t, want) != NULL, "%s missing in:\n%s", names[n], t);
+	}
+	ck_assert_uint_eq(n, M__MAX);
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_grants_issued_total{kind=\"token_exchange\"} 2\n"));
+	ck_assert_ptr_nonnull(strstr(t,
+	    "\nconsentd_vault_refreshes_total{resource=\"gh\",outcome=\"ok\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_busy_waits_total 1\n"));
+	/* Known before anything is counted: shown at zero. */
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_backlog 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_seconds_count 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_batch_size_bucket{le=\"+Inf\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_fetch_errors_total{what=\"idp_jwks\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_deliveries_total{outcome=\"failed\"} 0\n"));
+	free(t);
+	/* After a reset the ids point at nothing, and updates do nothing. */
+	metrics_reset();
+	for (size_t i = 0; i < M__MAX; i++)
+		ck_assert_ptr_null(metric[i]);
+	metrics_inc(M_GRANTS_ISSUED, "token_exchange");
+	t = render();
+	ck_assert_str_eq(t, "");
+	free(t);
+}
+END_TEST
+
 START_TEST(test_collectors_run_at_each_render)
 {
 	backlog = metrics_family("consentd_events_backlog", "Events waiting.", METRIC_GAUGE, NULL, NULL, 0);
@@ -164,6 +217,7 @@ static Suite *metrics_suite(void)
 	tcase_add_test(tc, test_series_are_bounded);
 	tcase_add_test(tc, test_bad_declarations_are_refused);
 	tcase_add_test(tc, test_collectors_run_at_each_render);
+	tcase_add_test(tc, test_consentd_families);
 	suite_add_tcase(s, tc);
 	return s;
 }
