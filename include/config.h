@@ -139,6 +139,14 @@ struct config {                  /* immutable after config_load(); free with con
 	/* [audit] */
 	char  *audit_head_file;              /* append-only record of published heads; NULL = none */
 
+	/* [retention] (janitor.h) */
+	bool    retention_enabled;           /* default true */
+	int64_t retention_interval;          /* default 300: seconds between janitor passes */
+	int64_t retention_batch_size;        /* default 500: rows per delete transaction */
+	int64_t retention_grace;             /* default 3600: a finished row stays at least this long, s */
+	int64_t retention_revoked_consent_days; /* default 90 */
+	int64_t retention_audit_days;        /* default 0: keep every audit entry */
+
 	struct config_agent    *agents;    size_t nagents;
 	struct config_resource *resources; size_t nresources;
 	struct config_scope    *scopes;    size_t nscopes;

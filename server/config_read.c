@@ -40,6 +40,8 @@ static const char *const keys_gateway[] = { "id", "client_secret", "client_secre
 	"subject_audiences", "subject_token_types", "events_uri", "token_endpoint_auth", "jwks_file",
 	"jwks_uri", "clock_skew", "require_dpop", "dpop_nonce", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
+static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
+	"revoked_consent_days", "audit_days", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
 	"provider_authorization_endpoint", "provider_token_endpoint",
@@ -61,6 +63,7 @@ static const struct {
 	[SK_CONSENT]  = { "consent", keys_consent },
 	[SK_GATEWAY]  = { "gateway", keys_gateway },
 	[SK_AUDIT]    = { "audit", keys_audit },
+	[SK_RETENTION] = { "retention", keys_retention },
 	[SK_AGENT]    = { "agent", keys_agent },
 	[SK_RESOURCE] = { "resource", keys_resource },
 	[SK_SCOPE]    = { "scope", keys_scope },
