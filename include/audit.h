@@ -85,15 +85,17 @@ struct audit_verify_result {
 enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
     const struct audit_head *want, struct audit_verify_result *res) CS_MUST_CHECK;
 
-/* Prunes the oldest entries written before `before` (UTC seconds), at most
- * limit of them, in one transaction of its own: checks the anchor and the
+/* Prunes the oldest entries, at most limit of them, that were written before
+ * `before` (UTC seconds; 0: no age limit) or are not among the newest keep
+ * (0: no count limit), in one transaction of its own; the prefix pruned ends
+ * at the first entry that is neither: checks the anchor and the
  * links of what it removes (a chain that does not verify is left alone:
  * CS_ECRYPTO), never removes the head, records the last removed entry's
  * number and link as the new anchor (audit_anchor, MACed under the chain
- * key) and appends an "audit.pruned" entry.  audit_verify and
+ * key; no entry is appended, so that pruning never feeds itself).  audit_verify and
  * audit_heads_check then start from the anchor.  *removed gets the count. */
-enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t limit, int64_t now,
-    int64_t *removed) CS_MUST_CHECK;
+enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int64_t limit,
+    int64_t now, int64_t *removed) CS_MUST_CHECK;
 
 /* Recomputes every link under new_mk (master-key rotation): the caller has
  * verified the chain under the old key and holds the transaction. */

@@ -56,8 +56,6 @@
  *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
  *   gateway.auth.refused       a client assertion (private_key_jwt) was refused (detail: why)
  *   dpop.refused               a DPoP proof was missing or refused (detail: method, path, why)
- *   audit.pruned               the janitor pruned the chain's oldest entries (detail
- *                              "through=N": the new anchor, see audit_prune)
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -578,11 +576,11 @@ out:
 
 /* --- prune --------------------------------------------------------------- */
 
-enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t limit, int64_t now,
-    int64_t *removed)
+enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int64_t limit,
+    int64_t now, int64_t *removed)
 {
 	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
-	char kid[MASTER_KID_LEN + 1], detail[48];
+	char kid[MASTER_KID_LEN + 1];
 	struct store_audit_anchor a;
 	struct store_audit_head h;
 	struct store_audit_row *rows = NULL;
@@ -593,7 +591,7 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t limit, int
 	enum cs_err err;
 	bool in_tx = false;
 
-	if (c == NULL || removed == NULL || limit < 1)
+	if (c == NULL || removed == NULL || limit < 1 || before < 0 || keep < 0)
 		return CS_EINVAL;
 	if ((err = chain_key(key, kid)) != CS_OK)
 		return err;
@@ -619,7 +617,9 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t limit, int
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		/* The head is never pruned: the next append links to it. */
-		if (rows[i].seq >= h.seq || rows[i].ts >= before)
+		if (rows[i].seq >= h.seq)
+			break;
+		if (!(before > 0 && rows[i].ts < before) && !(keep > 0 && rows[i].seq <= h.seq - keep))
 			break;
 		row_entry(&rows[i], &e);
 		err = CS_ECRYPTO;
@@ -647,12 +647,7 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t limit, int
 	if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", kid)) != CS_OK ||
 	    (err = anchor_mac(key, &a, a.mac)) != CS_OK ||
 	    (err = store_audit_prune(c, last)) != CS_OK ||
-	    (err = store_audit_anchor_set(c, &a)) != CS_OK ||
-	    (err = str_fmt(detail, sizeof detail, "through=%" PRId64, last)) != CS_OK)
-		goto out;
-	const struct audit_entry pe = { .ts = now, .actor = "system", .action = "audit.pruned",
-		.outcome = "ok", .detail = detail };
-	if ((err = append_with(c, key, kid, &pe)) != CS_OK || (err = store_commit(c)) != CS_OK)
+	    (err = store_audit_anchor_set(c, &a)) != CS_OK || (err = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
 	*removed = count;

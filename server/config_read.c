@@ -41,7 +41,7 @@ static const char *const keys_gateway[] = { "id", "client_secret", "client_secre
 	"jwks_uri", "clock_skew", "require_dpop", "dpop_nonce", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
-	"revoked_consent_days", "audit_days", NULL };
+	"revoked_consent_days", "audit_days", "audit_keep", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
 	"provider_authorization_endpoint", "provider_token_endpoint",

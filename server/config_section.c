@@ -672,6 +672,7 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	cfg_get_int(c, s, "grace", 3600, 0, 31536000, &cfg->retention_grace);
 	cfg_get_int(c, s, "revoked_consent_days", 90, 1, 36500, &cfg->retention_revoked_consent_days);
 	cfg_get_int(c, s, "audit_days", 0, 0, 36500, &cfg->retention_audit_days);
+	cfg_get_int(c, s, "audit_keep", 0, 0, INT64_C(1000000000000), &cfg->retention_audit_keep);
 	load_dynamic(c, cfg);
 	if (c->oom)
 		return;

@@ -21,7 +21,8 @@
  *                    refresh tokens and bindings, approvals and delivered events,
  *                    and never while a vault record, outbox entry or undelivered
  *                    event still names the consent.
- *   audit            entries older than audit_days (0: kept forever); the head
+ *   audit            entries older than audit_days, or beyond the newest
+ *                    audit_keep (both 0, the default: kept forever); the head
  *                    is never pruned, and audit_prune records the anchor.
  * The vault's revocation outbox deletes its own entries when they finish
  * (vault.c); sessions, login and connect states are purged by the maintenance
@@ -89,11 +90,12 @@ enum cs_err janitor_run(struct store_conn *c, const struct config *cfg, int64_t 
 	janitor_cutoffs(cfg, now, &cut);
 	for (int k = 0; k < JANITOR__MAX && e == CS_OK; k++)
 		e = run_kind(c, (enum store_janitor_kind)k, &cut, cfg->retention_batch_size, &st);
-	if (e == CS_OK && cfg->retention_audit_days > 0) {
-		int64_t before = now - cfg->retention_audit_days * DAY;
+	if (e == CS_OK && (cfg->retention_audit_days > 0 || cfg->retention_audit_keep > 0)) {
+		int64_t before = cfg->retention_audit_days > 0 ? now - cfg->retention_audit_days * DAY : 0;
 		for (int i = 0; i < JANITOR_MAX_BATCHES; i++) {
 			int64_t n = 0;
-			if ((e = audit_prune(c, before, cfg->retention_batch_size, now, &n)) != CS_OK)
+			if ((e = audit_prune(c, before, cfg->retention_audit_keep,
+			    cfg->retention_batch_size, now, &n)) != CS_OK)
 				break;
 			st.audit_pruned += n;
 			if (n == 0)

@@ -1041,15 +1041,17 @@ START_TEST(test_config_retention)
 	ck_assert_int_eq(c->retention_grace, 3600);
 	ck_assert_int_eq(c->retention_revoked_consent_days, 90);
 	ck_assert_int_eq(c->retention_audit_days, 0);
+	ck_assert_int_eq(c->retention_audit_keep, 0);
 	config_free(c);
 	c = expect_ok(MINIMAL "[retention]\nenabled = false\ninterval = 1\nbatch_size = 7\n"
-	    "grace = 0\nrevoked_consent_days = 1\naudit_days = 30\n", NULL);
+	    "grace = 0\nrevoked_consent_days = 1\naudit_days = 30\naudit_keep = 1000\n", NULL);
 	ck_assert(!c->retention_enabled);
 	ck_assert_int_eq(c->retention_interval, 1);
 	ck_assert_int_eq(c->retention_batch_size, 7);
 	ck_assert_int_eq(c->retention_grace, 0);
 	ck_assert_int_eq(c->retention_revoked_consent_days, 1);
 	ck_assert_int_eq(c->retention_audit_days, 30);
+	ck_assert_int_eq(c->retention_audit_keep, 1000);
 	config_free(c);
 	expect_error(MINIMAL "[retention]\ninterval = 0\n", NULL,
 	    "x.conf:10: interval: out of range (expected an integer from 1 to 86400)");
@@ -1062,6 +1064,8 @@ START_TEST(test_config_retention)
 	    "x.conf:10: revoked_consent_days: out of range");
 	expect_error(MINIMAL "[retention]\naudit_days = -3\n", NULL,
 	    "x.conf:10: audit_days: out of range");
+	expect_error(MINIMAL "[retention]\naudit_keep = -1\n", NULL,
+	    "x.conf:10: audit_keep: out of range");
 	expect_error(MINIMAL "[retention]\nenabled = maybe\n", NULL, "x.conf:10: enabled:");
 	expect_error(MINIMAL "[retention]\nkeep = 3\n", NULL, "x.conf:10:");
 }

@@ -360,13 +360,12 @@ START_TEST(test_janitor_audit_prune_verifies)
 	pruned_chain();
 	ck_assert_int_eq(rawint("SELECT min(seq) FROM audit"), 7);
 	ck_assert_int_eq(rawint("SELECT seq FROM audit_anchor"), 6);
-	ck_assert_int_eq(rawint("SELECT count(*) FROM audit WHERE action = 'audit.pruned' "
-	    "AND detail = 'through=6'"), 1);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), 4);
 	struct audit_verify_result r = verify(&mk, NULL);
 	ck_assert_msg(r.ok == 1, "%s", r.why);
 	ck_assert_int_eq(r.anchor, 6);
-	ck_assert_int_eq(r.entries, 5);             /* 7..10 and the audit.pruned entry */
-	ck_assert_int_eq(r.head.seq, 11);
+	ck_assert_int_eq(r.entries, 4);             /* 7..10 */
+	ck_assert_int_eq(r.head.seq, 10);
 	/* Appending goes on from the head; a second pass finds nothing more. */
 	entries(1, NOW);
 	ck_assert_int_eq(run().audit_pruned, 0);
@@ -435,7 +434,7 @@ START_TEST(test_janitor_audit_prune_refuses_broken_prefix)
 	entries(2, NOW);
 	rawsql("UPDATE audit SET detail = 'forged' WHERE seq = 3");
 	int64_t n = -1;
-	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 500, NOW, &n), CS_ECRYPTO);
+	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 0, 500, NOW, &n), CS_ECRYPTO);
 	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), 8);
 	ck_assert_int_eq(rawint("SELECT count(*) FROM audit_anchor"), 0);
 	struct audit_verify_result r = verify(&mk, NULL);
@@ -449,18 +448,42 @@ START_TEST(test_janitor_audit_head_kept_and_batches)
 	entries(6, NOW - 2 * DAY);
 	int64_t n = 0;
 	/* Batches of 4: 4, then 1 -- the head (entry 6) is never pruned. */
-	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 4, NOW, &n), CS_OK);
+	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 0, 4, NOW, &n), CS_OK);
 	ck_assert_int_eq(n, 4);
 	ck_assert_int_eq(rawint("SELECT seq FROM audit_anchor"), 4);
-	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 4, NOW, &n), CS_OK);
-	ck_assert_int_eq(n, 2);                     /* 5 and 6: 7 (audit.pruned) is the head */
-	ck_assert_int_eq(rawint("SELECT seq FROM audit_anchor"), 6);
-	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 4, NOW, &n), CS_OK);
+	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 0, 4, NOW, &n), CS_OK);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(rawint("SELECT seq FROM audit_anchor"), 5);
+	ck_assert_int_eq(audit_prune(sc, NOW - DAY, 0, 4, NOW, &n), CS_OK);
 	ck_assert_int_eq(n, 0);
-	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), 2);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), 1);
+	ck_assert_int_eq(rawint("SELECT seq FROM audit"), 6);
 	struct audit_verify_result r = verify(&mk, NULL);
 	ck_assert_msg(r.ok == 1, "%s", r.why);
-	ck_assert_int_eq(r.anchor, 6);
+	ck_assert_int_eq(r.anchor, 5);
+	/* Appending goes on from the kept head. */
+	entries(1, NOW);
+	ck_assert_int_eq(verify(&mk, NULL).ok, 1);
+}
+END_TEST
+
+START_TEST(test_janitor_audit_keep)
+{
+	/* audit_keep = 3 keeps the newest 3 whatever their age, in batches of 2. */
+	entries(10, NOW);
+	cfg.retention_audit_keep = 3;
+	cfg.retention_batch_size = 2;
+	struct janitor_stats s = run();
+	ck_assert_int_eq(s.audit_pruned, 7);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), 3);
+	ck_assert_int_eq(run().audit_pruned, 0);    /* nothing feeds the next pass */
+	struct audit_verify_result r = verify(&mk, NULL);
+	ck_assert_msg(r.ok == 1, "%s", r.why);
+	ck_assert_int_eq(r.anchor, 7);
+	int64_t n = -1;
+	ck_assert_int_eq(audit_prune(sc, -1, 0, 10, NOW, &n), CS_EINVAL);
+	ck_assert_int_eq(audit_prune(sc, 0, -1, 10, NOW, &n), CS_EINVAL);
+	ck_assert_int_eq(audit_prune(sc, 0, 0, 0, NOW, &n), CS_EINVAL);
 }
 END_TEST
 
@@ -560,6 +583,7 @@ static Suite *janitor_suite(void)
 	tcase_add_test(tc, test_janitor_audit_anchor_deleted);
 	tcase_add_test(tc, test_janitor_audit_prune_refuses_broken_prefix);
 	tcase_add_test(tc, test_janitor_audit_head_kept_and_batches);
+	tcase_add_test(tc, test_janitor_audit_keep);
 	tcase_add_test(tc, test_janitor_audit_heads_after_anchor);
 	tcase_add_test(tc, test_janitor_audit_relink_after_prune);
 	suite_add_tcase(s, tc);
