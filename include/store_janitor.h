@@ -24,6 +24,7 @@ struct store_janitor_cutoffs {
 	int64_t decided_before;      /* now - grace - request_ttl: approvals and approved requests */
 	int64_t denied_before;       /* now - grace - max(request_ttl, deny_cooldown) */
 	int64_t consents_before;     /* now - revoked_consent_days */
+	int     keep_waiting_events; /* 1: an undelivered revocation event keeps its consent */
 };
 
 /* Deletes at most limit rows of kind (for JANITOR_CONSENTS: limit consents,

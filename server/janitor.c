@@ -19,8 +19,10 @@
  *   events           delivered_at + grace (undelivered ones are retried forever).
  *   consents         revoked_at + revoked_consent_days, with their grants,
  *                    refresh tokens and bindings, approvals and delivered events,
- *                    and never while a vault record, outbox entry or undelivered
- *                    event still names the consent.
+ *                    and never while a vault record or outbox entry still names
+ *                    the consent, nor, with [gateway] events_uri set, while its
+ *                    revocation event is undelivered (without a receiver events
+ *                    wait for one; past the consent's age they go with it).
  *   audit            entries older than audit_days, or beyond the newest
  *                    audit_keep (both 0, the default: kept forever); the head
  *                    is never pruned, and audit_prune records the anchor.
@@ -53,6 +55,7 @@ void janitor_cutoffs(const struct config *cfg, int64_t now, struct store_janitor
 	out->decided_before = out->done_before - ttl;
 	out->denied_before = out->done_before - (cool > ttl ? cool : ttl);
 	out->consents_before = now - cfg->retention_revoked_consent_days * DAY;
+	out->keep_waiting_events = cfg->events_uri != NULL;
 }
 
 /* Batches of one kind until one comes back short. */

@@ -38,14 +38,16 @@ static const char SQL_EVENTS[] =
     "WHERE delivered_at > 0 AND delivered_at <= ?1 LIMIT ?2)";
 
 /* Consents revoked long ago, and the rows that refer to them.  Never one
- * whose vault record, revocation outbox entry or revocation event is still
- * waiting: those are work in progress. */
+ * whose vault record or revocation outbox entry is still there, nor, when a
+ * receiver is configured (?3), one whose revocation event still waits: those
+ * are work in progress.  Without a receiver, events wait for one to be
+ * configured (events.h); past the consent's age they go with it. */
 #define CONSENT_BATCH \
 	"SELECT k.id FROM consents k WHERE k.revoked_at > 0 AND k.revoked_at <= ?1 " \
 	"AND NOT EXISTS (SELECT 1 FROM vault_records v WHERE v.consent_id = k.id) " \
 	"AND NOT EXISTS (SELECT 1 FROM vault_outbox o WHERE o.consent_id = k.id) " \
-	"AND NOT EXISTS (SELECT 1 FROM events_outbox e WHERE e.consent_id = k.id " \
-	"AND e.delivered_at = 0) ORDER BY k.revoked_at, k.id LIMIT ?2"
+	"AND NOT (?3 AND EXISTS (SELECT 1 FROM events_outbox e WHERE e.consent_id = k.id " \
+	"AND e.delivered_at = 0)) ORDER BY k.revoked_at, k.id LIMIT ?2"
 static const char SQL_CONSENT_GRANTS[] =
     "DELETE FROM grants WHERE consent_id IN (" CONSENT_BATCH ")";
 static const char SQL_CONSENT_BINDINGS[] =
@@ -59,8 +61,8 @@ static const char SQL_CONSENT_EVENTS[] =
     "DELETE FROM events_outbox WHERE consent_id IN (" CONSENT_BATCH ")";
 static const char SQL_CONSENTS[] = "DELETE FROM consents WHERE id IN (" CONSENT_BATCH ")";
 
-static enum cs_err consents_batch(struct store_conn *c, int64_t before, int64_t limit,
-    int64_t *removed)
+static enum cs_err consents_batch(struct store_conn *c, int64_t before, int64_t keep_waiting,
+    int64_t limit, int64_t *removed)
 {
 	/* The same ordered selection in every statement, inside one transaction:
 	 * the dependants of exactly the consents deleted last go first. */
@@ -68,9 +70,11 @@ static enum cs_err consents_batch(struct store_conn *c, int64_t before, int64_t 
 		SQL_CONSENT_REFRESH, SQL_CONSENT_APPROVALS, SQL_CONSENT_EVENTS };
 	enum cs_err e;
 	for (size_t i = 0; i < sizeof deps / sizeof deps[0]; i++)
-		if ((e = store_run(c, deps[i], STORE_VALS(SV_INT(before), SV_INT(limit)))) != CS_OK)
+		if ((e = store_run(c, deps[i], STORE_VALS(SV_INT(before), SV_INT(limit),
+		    SV_INT(keep_waiting)))) != CS_OK)
 			return e;
-	if ((e = store_run(c, SQL_CONSENTS, STORE_VALS(SV_INT(before), SV_INT(limit)))) != CS_OK)
+	if ((e = store_run(c, SQL_CONSENTS, STORE_VALS(SV_INT(before), SV_INT(limit),
+	    SV_INT(keep_waiting)))) != CS_OK)
 		return e;
 	*removed = store_changes(c);
 	return CS_OK;
@@ -99,7 +103,8 @@ enum cs_err store_janitor_batch(struct store_conn *c, enum store_janitor_kind ki
 		e = store_run(c, SQL_EVENTS, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
 		break;
 	case JANITOR_CONSENTS:
-		return consents_batch(c, cut->consents_before, limit, removed);
+		return consents_batch(c, cut->consents_before, cut->keep_waiting_events ? 1 : 0, limit,
+		    removed);
 	default:
 		return CS_EINVAL;
 	}

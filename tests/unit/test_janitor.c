@@ -267,6 +267,7 @@ START_TEST(test_janitor_revoked_consents)
 	    "updated_at) VALUES ('r1', 'vaulted', 1, 'alice', 'a4', 'mail', '', 'Bearer', x'00', 0, "
 	    "'k', 0, 0)");
 	event("ev_wait", "eventing", 0);
+	cfg.events_uri = (char *)"https://gateway.example/events";   /* a receiver: events wait */
 	struct janitor_stats s = run();
 	ck_assert_int_eq(s.removed[JANITOR_CONSENTS], 1);
 	ck_assert_int_eq(has("consents", "id", "old"), 0);
@@ -285,6 +286,13 @@ START_TEST(test_janitor_revoked_consents)
 	s = run();
 	ck_assert_int_eq(s.removed[JANITOR_CONSENTS], 1);
 	ck_assert_int_eq(has("consents", "id", "young"), 0);
+	/* Without a receiver nobody waits for the event: it goes with its consent. */
+	cfg.events_uri = NULL;
+	s = run();
+	ck_assert_int_eq(s.removed[JANITOR_CONSENTS], 1);
+	ck_assert_int_eq(has("consents", "id", "eventing"), 0);
+	ck_assert_int_eq(has("events_outbox", "jti", "ev_wait"), 0);
+	ck_assert_int_eq(has("consents", "id", "vaulted"), 1);
 }
 END_TEST
 
