@@ -559,6 +559,45 @@ START_TEST(test_janitor_audit_heads_after_anchor)
 }
 END_TEST
 
+START_TEST(test_janitor_audit_published_head_pruned_not_behind)
+{
+	/* head_file's last head (6) was pruned away after more entries were
+	 * written: at the next start that is not "behind". */
+	char *hp = tu_path(dir, "heads"), *lp = tu_path(dir, "pub.log");
+	FILE *log = fopen(lp, "a");
+	ck_assert_ptr_nonnull(log);
+	ck_assert_int_eq(audit_publish_open(st, hp, log), CS_OK);
+	entries(6, NOW);
+	audit_publish_close(st);
+	entries(4, NOW);                            /* not published */
+	cfg.retention_audit_keep = 2;
+	ck_assert_int_eq(run().audit_pruned, 8);
+	int behind = -1;
+	ck_assert_int_eq(audit_publish_open(st, hp, log), CS_OK);
+	ck_assert_int_eq(audit_publish_check(sc, 1, &behind), CS_OK);
+	ck_assert_int_eq(behind, 0);
+	audit_publish_close(st);
+	/* A head file ahead of the database is still behind, pruned or not. */
+	rawsql("DELETE FROM audit WHERE seq = 10");
+	rawsql("UPDATE sqlite_sequence SET seq = 9 WHERE name = 'audit'");
+	FILE *f = fopen(hp, "a");
+	ck_assert_ptr_nonnull(f);
+	struct audit_head h10;
+	h10.seq = 10;
+	memset(h10.hex, 'a', AUDIT_LINK_HEX);
+	h10.hex[AUDIT_LINK_HEX] = '\0';
+	fprintf(f, "10:%s\n", h10.hex);
+	fclose(f);
+	ck_assert_int_eq(audit_publish_open(st, hp, log), CS_OK);
+	ck_assert_int_eq(audit_publish_check(sc, 0, &behind), CS_OK);
+	ck_assert_int_eq(behind, 1);
+	audit_publish_close(st);
+	fclose(log);
+	free(hp);
+	free(lp);
+}
+END_TEST
+
 START_TEST(test_janitor_audit_relink_after_prune)
 {
 	pruned_chain();
@@ -593,6 +632,7 @@ static Suite *janitor_suite(void)
 	tcase_add_test(tc, test_janitor_audit_head_kept_and_batches);
 	tcase_add_test(tc, test_janitor_audit_keep);
 	tcase_add_test(tc, test_janitor_audit_heads_after_anchor);
+	tcase_add_test(tc, test_janitor_audit_published_head_pruned_not_behind);
 	tcase_add_test(tc, test_janitor_audit_relink_after_prune);
 	suite_add_tcase(s, tc);
 	return s;
