@@ -8,7 +8,8 @@
 // revocation the script sets that consent's revoked_at back by one day with sqlite3,
 // standing in for the day the real setting waits (revoked_at is not in the audit chain).
 // Everything else -- grant expiry, decided requests, the audit prefix (audit_keep) -- is
-// real time.  Environment: RETENTION_SECONDS (180), SAMPLE (10), WORKERS (4), GRANTS (5).
+// real time.  Environment: RETENTION_SECONDS (180), SAMPLE (10), WORKERS (4), GRANTS (5),
+// RETENTION=off (the janitor disabled, for comparison).
 import { spawnSync } from 'node:child_process';
 import { statSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -32,6 +33,8 @@ for (let i = 0; i < WORKERS; i += 1) {
   users[`p${i}`] = { password: `p${i}-password`, name: `Person ${i}`, email: `p${i}@example.test`, groups: [] };
 }
 const retention = { interval: 2, batch_size: 500, grace: 5, revoked_consent_days: 1, audit_keep: 2000 };
+// RETENTION=off: the same flow with the janitor disabled, for comparison.
+if (process.env.RETENTION === 'off') retention.enabled = 'false';
 const s = await startStack({
   idpOptions: { users: { ...DEFAULT_USERS, ...users } },
   config: consentConfig({
