@@ -45,7 +45,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench retention-steady clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -143,6 +143,11 @@ check: deps
 
 build/bench_jwt: bench/bench_jwt.c build/rel/libconsentd.a
 	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
+
+# make retention-steady [RETENTION_SECONDS=180 SAMPLE=10 WORKERS=4]: the database's size
+# and row counts under a constant flow with short [retention] values (docs/BENCHMARKS.md).
+retention-steady: build/consentd
+	cd tests && node ../bench/retention-steady.mjs
 
 bench: deps
 	@$(MAKE) --no-print-directory build/consentd build/bench_jwt

@@ -29,6 +29,8 @@ struct app {
 	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;
+	pthread_t            janitor_thread;
+	int                  janitor_started;
 	pthread_mutex_t      stop_lock;
 	pthread_cond_t       stop_cond;
 	int                  stopping;
@@ -40,6 +42,9 @@ enum cs_err app_start_discovery(struct app *app) CS_MUST_CHECK;
 /* Starts the thread that, every few seconds, works the revocation outbox and
  * purges expired sessions and login states. */
 enum cs_err app_start_maintenance(struct app *app) CS_MUST_CHECK;
+/* Starts the janitor's thread (janitor.h), a pass every [retention] interval
+ * seconds; does nothing when [retention] enabled = false. */
+enum cs_err app_start_janitor(struct app *app) CS_MUST_CHECK;
 
 /* 1 when the upstream IdP is usable for login: discovered, and offering public
  * subject identifiers when subject_claim = sub. */

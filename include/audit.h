@@ -71,14 +71,31 @@ struct audit_verify_result {
 	int64_t          entries;       /* entries walked */
 	struct audit_head head;         /* the last entry that verified */
 	int64_t          broken;        /* the first broken entry's number */
+	int64_t          anchor;        /* a pruned chain: the walk began after this entry; 0 = genesis */
 	char             why[160];      /* "link does not match", "entry 4 missing", ... */
 };
 /* Walks the whole chain in seq order under mk, recomputing every link and
  * checking that numbers are contiguous from 1.  want (may be NULL) is a head
- * logged earlier: it must be present with that link.  CS_OK whenever the walk
+ * logged earlier: it must be present with that link.  A pruned chain (see
+ * audit_prune) is walked from its anchor, which must verify under mk, and its
+ * first kept entry must link to the anchor's link; an expected head at or before
+ * the anchor is compared with the anchor when it is the anchor, else passes as
+ * pruned.  CS_OK whenever the walk
  * ran (read res->ok); an error only when it could not. */
 enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
     const struct audit_head *want, struct audit_verify_result *res) CS_MUST_CHECK;
+
+/* Prunes the oldest entries, at most limit of them, that were written before
+ * `before` (UTC seconds; 0: no age limit) or are not among the newest keep
+ * (0: no count limit), in one transaction of its own; the prefix pruned ends
+ * at the first entry that is neither: checks the anchor and the
+ * links of what it removes (a chain that does not verify is left alone:
+ * CS_ECRYPTO), never removes the head, records the last removed entry's
+ * number and link as the new anchor (audit_anchor, MACed under the chain
+ * key; no entry is appended, so that pruning never feeds itself).  audit_verify and
+ * audit_heads_check then start from the anchor.  *removed gets the count. */
+enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int64_t limit,
+    int64_t now, int64_t *removed) CS_MUST_CHECK;
 
 /* Recomputes every link under new_mk (master-key rotation): the caller has
  * verified the chain under the old key and holds the transaction. */

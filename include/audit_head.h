@@ -47,12 +47,15 @@ struct audit_heads_result {
 	int               missing;   /* 1: the entry is gone; 0: its link differs */
 	char              why[200];  /* the line, and what the database holds instead */
 	int64_t           torn;      /* lines a crash cut short (skipped, never compared) */
+	int64_t           pruned;    /* heads before the anchor of a pruned chain (not compared) */
 };
 /* Checks every head listed in f (seekable: it is read twice) against the
  * database: each must be present with its link.  verified is the head
  * audit_verify reached, which says where the log ends.  Heads listed before
  * the last AUDIT_LINE_ROTATED line only have to be present (`vault rekey`
- * re-linked them).  CS_OK when the check ran (read res->ok); CS_EINVAL for a
+ * re-linked them).  In a pruned chain (audit_prune), a head before the anchor
+ * is counted in res->pruned and not compared; the anchor's own number is
+ * compared with the anchor's link.  CS_OK when the check ran (read res->ok); CS_EINVAL for a
  * malformed line, CS_ETOOBIG for one longer than AUDIT_HEAD_LINE_MAX (res->line
  * and res->why say which); CS_ENOENT when f lists no head at all. */
 enum cs_err audit_heads_check(struct store_conn *c, FILE *f, const struct audit_head *verified,

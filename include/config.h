@@ -143,6 +143,14 @@ struct config {                  /* immutable after config_load(); free with con
 	char    *metrics_token;              /* secret: never log; from token or token_file; NULL = none */
 	char    *metrics_listen_host;        /* a second listener serving only /metrics; NULL = none */
 	uint16_t metrics_listen_port;
+	/* [retention] (janitor.h) */
+	bool    retention_enabled;           /* default true */
+	int64_t retention_interval;          /* default 300: seconds between janitor passes */
+	int64_t retention_batch_size;        /* default 500: rows per delete transaction */
+	int64_t retention_grace;             /* default 3600: a finished row stays at least this long, s */
+	int64_t retention_revoked_consent_days; /* default 90 */
+	int64_t retention_audit_days;        /* default 0: no age limit on audit entries */
+	int64_t retention_audit_keep;        /* default 0: no count limit (keep the newest N) */
 
 	struct config_agent    *agents;    size_t nagents;
 	struct config_resource *resources; size_t nresources;

@@ -45,6 +45,23 @@ enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
  * has no link. */
 enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
     unsigned char link[STORE_AUDIT_LINK_LEN]) CS_MUST_CHECK;
+/* --- the anchor of a pruned chain (migration 0016) ------------------------ */
+struct store_audit_anchor {
+	int64_t       seq;                          /* the last pruned entry */
+	unsigned char link[STORE_AUDIT_LINK_LEN];   /* its link */
+	unsigned char mac[STORE_AUDIT_LINK_LEN];    /* audit.c's MAC over seq and link */
+	char          master_kid[32];
+	int64_t       pruned_at;
+};
+/* The anchor; CS_ENOENT when the chain was never pruned (it starts at 1). */
+enum cs_err store_audit_anchor_get(struct store_conn *c, struct store_audit_anchor *out)
+    CS_MUST_CHECK;
+/* Writes the anchor (one row, replaced), inside the caller's transaction. */
+enum cs_err store_audit_anchor_set(struct store_conn *c, const struct store_audit_anchor *a)
+    CS_MUST_CHECK;
+/* Deletes every entry numbered through seq (inside the caller's transaction). */
+enum cs_err store_audit_prune(struct store_conn *c, int64_t through) CS_MUST_CHECK;
+
 /* Replaces one entry's link and master kid (master-key rotation only). */
 enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid) CS_MUST_CHECK;

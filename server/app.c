@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "audit_head.h"
 #include "events.h"
+#include "janitor.h"
 #include "log.h"
 #include "store_session.h"
 
@@ -94,6 +95,10 @@ void app_clear(struct app *app)
 	if (app->maintenance_started) {
 		pthread_join(app->maintenance_thread, NULL);
 		app->maintenance_started = 0;
+	}
+	if (app->janitor_started) {
+		pthread_join(app->janitor_thread, NULL);
+		app->janitor_started = 0;
 	}
 	vault_free(app->vault);
 	app->vault = NULL;
@@ -200,6 +205,33 @@ enum cs_err app_start_maintenance(struct app *app)
 	if (pthread_create(&app->maintenance_thread, NULL, maintenance_main, app) != 0)
 		return CS_ENOMEM;
 	app->maintenance_started = 1;
+	return CS_OK;
+}
+
+/* The janitor's own thread, so that a long pass never delays the outbox
+ * and event deliveries of the maintenance thread. */
+static void *janitor_main(void *arg)
+{
+	struct app *app = arg;
+	const struct config *cfg = app->cfg;
+	while (!app_wait(app, (int)cfg->retention_interval)) {
+		struct store_conn *c = store_conn(app->store);
+		enum cs_err e;
+		if (c == NULL)
+			continue;
+		if ((e = janitor_run(c, cfg, app_now(), NULL)) != CS_OK)
+			log_msg(LOG_WARN, "janitor pass failed (%s); will retry", cs_strerror(e));
+	}
+	return NULL;
+}
+
+enum cs_err app_start_janitor(struct app *app)
+{
+	if (!app->cfg->retention_enabled)
+		return CS_OK;
+	if (pthread_create(&app->janitor_thread, NULL, janitor_main, app) != 0)
+		return CS_ENOMEM;
+	app->janitor_started = 1;
 	return CS_OK;
 }
 

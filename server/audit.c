@@ -276,6 +276,39 @@ static void row_entry(const struct store_audit_row *r, struct audit_entry *e)
 	e->detail = r->detail;
 }
 
+/* --- the anchor of a pruned chain ---------------------------------------- */
+
+/* The anchor's MAC: the link function over (anchor link, seq, an entry that
+ * only says "audit.anchor"), so that only who holds the chain key can move
+ * the anchor -- deleting more of the prefix and pointing the anchor at a
+ * later entry is then detected, as is changing its number or link. */
+static enum cs_err anchor_mac(const unsigned char key[AUDIT_LINK_LEN],
+    const struct store_audit_anchor *a, unsigned char out[AUDIT_LINK_LEN])
+{
+	const struct audit_entry e = { .action = "audit.anchor" };
+	return link_compute(key, a->link, a->seq, &e, out);
+}
+
+/* The anchor, checked under key: *have 0 when the chain was never pruned,
+ * *good 0 when the anchor does not verify. */
+static enum cs_err anchor_load(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    struct store_audit_anchor *a, int *have, int *good)
+{
+	unsigned char mac[AUDIT_LINK_LEN];
+	enum cs_err e = store_audit_anchor_get(c, a);
+	*have = *good = 0;
+	if (e == CS_ENOENT)
+		return CS_OK;
+	if (e != CS_OK)
+		return e;
+	*have = 1;
+	if ((e = anchor_mac(key, a, mac)) != CS_OK)
+		return e;
+	/* SECURITY: compared in constant time, like every link. */
+	*good = a->seq > 0 && CRYPTO_memcmp(mac, a->mac, AUDIT_LINK_LEN) == 0;
+	return CS_OK;
+}
+
 /* --- append -------------------------------------------------------------- */
 
 /* Appends e linked under key: reads the head and inserts the next entry.
@@ -499,6 +532,36 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 	if ((err = seal_derive_key(mk, AUDIT_KEY_PURPOSE, w.key)) != CS_OK)
 		return err;
 	res->ok = 1;
+	{
+		struct store_audit_anchor a;
+		int have, good;
+		if ((err = anchor_load(c, w.key, &a, &have, &good)) != CS_OK)
+			goto out;
+		if (have && !good) {
+			broken(res, a.seq, "the anchor of the pruned prefix does not verify "
+			    "(moved or rewritten?)");
+			goto out;
+		}
+		if (have) {
+			/* A pruned chain starts after its anchor: the first kept entry
+			 * must link to the anchor's link. */
+			memcpy(w.prev, a.link, AUDIT_LINK_LEN);
+			w.expect = a.seq + 1;
+			res->anchor = a.seq;
+			res->head.seq = a.seq;
+			hex_encode(a.link, AUDIT_LINK_LEN, res->head.hex);
+			if (want != NULL && want->seq > 0 && want->seq <= a.seq) {
+				/* An expected head at or before the anchor: only the anchor
+				 * itself can still be compared. */
+				w.want_seen = 1;
+				if (want->seq == a.seq &&
+				    CRYPTO_memcmp(a.link, w.want_link, AUDIT_LINK_LEN) != 0) {
+					broken(res, a.seq, "its link differs from the expected head's");
+					goto out;
+				}
+			}
+		}
+	}
 	if ((err = each_row(c, verify_row, &w)) != CS_OK)
 		goto out;
 	if (res->ok && want != NULL && want->seq > 0 && !w.want_seen) {
@@ -508,6 +571,94 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 	}
 out:
 	OPENSSL_cleanse(w.key, sizeof w.key);
+	return err;
+}
+
+/* --- prune --------------------------------------------------------------- */
+
+enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int64_t limit,
+    int64_t now, int64_t *removed)
+{
+	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
+	char kid[MASTER_KID_LEN + 1];
+	struct store_audit_anchor a;
+	struct store_audit_head h;
+	struct store_audit_row *rows = NULL;
+	struct audit_entry e;
+	size_t n = 0;
+	int have = 0, good = 0;
+	int64_t expect, last = 0, count = 0;
+	enum cs_err err;
+	bool in_tx = false;
+
+	if (c == NULL || removed == NULL || limit < 1 || before < 0 || keep < 0)
+		return CS_EINVAL;
+	if ((err = chain_key(key, kid)) != CS_OK)
+		return err;
+	if ((err = store_begin(c)) != CS_OK)
+		goto out;
+	in_tx = true;
+	if ((err = anchor_load(c, key, &a, &have, &good)) != CS_OK ||
+	    (err = store_audit_head(c, &h)) != CS_OK)
+		goto out;
+	/* SECURITY: what is pruned is verified first, so pruning can never hide a
+	 * rewritten entry: a chain that does not verify is left as it is, for
+	 * `consentd audit verify` to report. */
+	err = CS_ECRYPTO;
+	if (have && !good) {
+		log_msg(LOG_ERROR, "audit: the anchor does not verify; not pruning");
+		goto out;
+	}
+	memset(prev, 0, sizeof prev);
+	if (have)
+		memcpy(prev, a.link, AUDIT_LINK_LEN);
+	expect = have ? a.seq + 1 : 1;
+	if ((err = store_audit_page(c, expect - 1, (size_t)limit, &rows, &n)) != CS_OK)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		/* The head is never pruned: the next append links to it. */
+		if (rows[i].seq >= h.seq)
+			break;
+		if (!(before > 0 && rows[i].ts < before) && !(keep > 0 && rows[i].seq <= h.seq - keep))
+			break;
+		row_entry(&rows[i], &e);
+		err = CS_ECRYPTO;
+		if (rows[i].seq != expect || rows[i].link == NULL ||
+		    rows[i].link_len != AUDIT_LINK_LEN ||
+		    link_compute(key, prev, rows[i].seq, &e, link) != CS_OK ||
+		    CRYPTO_memcmp(link, rows[i].link, AUDIT_LINK_LEN) != 0) {
+			log_msg(LOG_ERROR, "audit: entry %" PRId64 " does not verify; not pruning",
+			    rows[i].seq);
+			goto out;
+		}
+		memcpy(prev, link, AUDIT_LINK_LEN);
+		last = rows[i].seq;
+		expect = last + 1;
+		count++;
+	}
+	if (count == 0) {
+		err = CS_OK;
+		goto out;
+	}
+	memset(&a, 0, sizeof a);
+	a.seq = last;
+	memcpy(a.link, prev, AUDIT_LINK_LEN);
+	a.pruned_at = now;
+	if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", kid)) != CS_OK ||
+	    (err = anchor_mac(key, &a, a.mac)) != CS_OK ||
+	    (err = store_audit_prune(c, last)) != CS_OK ||
+	    (err = store_audit_anchor_set(c, &a)) != CS_OK || (err = store_commit(c)) != CS_OK)
+		goto out;
+	in_tx = false;
+	*removed = count;
+	err = CS_OK;
+out:
+	if (in_tx)
+		store_rollback(c);
+	if (err == CS_OK && count == 0)
+		*removed = 0;
+	store_audit_rows_free(rows, n);
+	OPENSSL_cleanse(key, sizeof key);
 	return err;
 }
 
@@ -542,7 +693,23 @@ enum cs_err audit_relink(struct store_conn *c, const struct master_key *new_mk)
 		return CS_EINVAL;
 	if ((err = seal_derive_key(new_mk, AUDIT_KEY_PURPOSE, w.key)) != CS_OK)
 		return err;
+	{
+		/* A pruned chain goes on from its anchor's link (the link itself
+		 * stays: it was the old chain's); the anchor's MAC moves to the new key. */
+		struct store_audit_anchor a;
+		err = store_audit_anchor_get(c, &a);
+		if (err == CS_OK) {
+			memcpy(w.prev, a.link, AUDIT_LINK_LEN);
+			if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", new_mk->kid)) != CS_OK ||
+			    (err = anchor_mac(w.key, &a, a.mac)) != CS_OK ||
+			    (err = store_audit_anchor_set(c, &a)) != CS_OK)
+				goto out;
+		} else if (err != CS_ENOENT) {
+			goto out;
+		}
+	}
 	err = each_row(c, relink_row, &w);
+out:
 	OPENSSL_cleanse(w.key, sizeof w.key);
 	return err;
 }

@@ -87,6 +87,9 @@ int audit_cli_check_heads(const char *who, struct store_conn *c, const char *pat
 	} else {
 		rc = 0;
 	}
+	if (rc == 0 && hr.pruned > 0)
+		printf("audit: %" PRId64 " head(s) listed in %s lie before the anchor of the pruned "
+		    "prefix (not compared)\n", hr.pruned, path);
 	if (hr.torn > 0)
 		fprintf(stderr, "%s: warning: heads file %s: %" PRId64 " line(s) cut short by a crash "
 		    "were skipped\n", who, path, hr.torn);
@@ -133,6 +136,9 @@ static int audit_verify_cmd(const struct config *cfg, const char *head_arg, cons
 		fprintf(stderr, "audit: verified up to %" PRId64 ":%s\n", res.head.seq, res.head.hex);
 		goto out;
 	}
+	if (res.anchor > 0)
+		printf("audit: entries through %" PRId64 " were pruned; the chain starts at its "
+		    "anchor, which verifies\n", res.anchor);
 	printf("audit: %" PRId64 " entries intact under master key %s; head %" PRId64 ":%s\n",
 	    res.entries, mk.kid, res.head.seq, res.head.hex);
 	if (heads_arg != NULL)

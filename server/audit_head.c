@@ -253,6 +253,17 @@ static enum cs_err check_one(struct store_conn *c, const struct audit_head *h, i
 		e = store_audit_link_at(c, h->seq, link);
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
+	if (e == CS_ENOENT) {
+		/* Gone because a pruned prefix took it?  Only below the anchor. */
+		struct store_audit_anchor a;
+		enum cs_err ae = store_audit_anchor_get(c, &a);
+		if (ae != CS_OK && ae != CS_ENOENT)
+			return ae;
+		if (ae == CS_OK && h->seq < a.seq) {
+			res->pruned++;
+			return CS_OK;
+		}
+	}
 	res->heads++;
 	if (h->seq == 0)
 		memcpy(hex, ZERO_HEX, sizeof hex);
@@ -599,6 +610,13 @@ static enum cs_err compare(struct store_conn *c, const struct audit_head *p,
 		    p->seq);
 	}
 	if ((e = store_audit_link_at(c, p->seq, link)) == CS_ENOENT) {
+		/* Pruned (audit_prune) is not behind: the anchor is past it. */
+		struct store_audit_anchor a;
+		enum cs_err ae = store_audit_anchor_get(c, &a);
+		if (ae != CS_OK && ae != CS_ENOENT)
+			return ae;
+		if (ae == CS_OK && p->seq < a.seq)
+			return CS_OK;
 		*is_behind = 1;
 		return str_fmt(why, n, "published head %" PRId64 " is missing from the database "
 		    "(head %" PRId64 ")", p->seq, db->seq);

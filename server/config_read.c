@@ -41,6 +41,8 @@ static const char *const keys_gateway[] = { "id", "client_secret", "client_secre
 	"jwks_uri", "clock_skew", "require_dpop", "dpop_nonce", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_metrics[] = { "token", "token_file", "listen", NULL };
+static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
+	"revoked_consent_days", "audit_days", "audit_keep", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
 	"provider_authorization_endpoint", "provider_token_endpoint",
@@ -63,6 +65,7 @@ static const struct {
 	[SK_GATEWAY]  = { "gateway", keys_gateway },
 	[SK_AUDIT]    = { "audit", keys_audit },
 	[SK_METRICS]  = { "metrics", keys_metrics },
+	[SK_RETENTION] = { "retention", keys_retention },
 	[SK_AGENT]    = { "agent", keys_agent },
 	[SK_RESOURCE] = { "resource", keys_resource },
 	[SK_SCOPE]    = { "scope", keys_scope },

@@ -735,6 +735,14 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	(void)cfg_get_str(c, cfg_find_section(c, "audit"), "head_file", NULL, S_EMPTY_NULL,
 	    &cfg->audit_head_file);
 	load_metrics(c, cfg, cfg_find_section(c, "metrics"));
+	s = cfg_find_section(c, "retention");
+	cfg_get_bool(c, s, "enabled", true, &cfg->retention_enabled);
+	cfg_get_int(c, s, "interval", 300, 1, 86400, &cfg->retention_interval);
+	cfg_get_int(c, s, "batch_size", 500, 1, 100000, &cfg->retention_batch_size);
+	cfg_get_int(c, s, "grace", 3600, 0, 31536000, &cfg->retention_grace);
+	cfg_get_int(c, s, "revoked_consent_days", 90, 1, 36500, &cfg->retention_revoked_consent_days);
+	cfg_get_int(c, s, "audit_days", 0, 0, 36500, &cfg->retention_audit_days);
+	cfg_get_int(c, s, "audit_keep", 0, 0, INT64_C(1000000000000), &cfg->retention_audit_keep);
 	load_dynamic(c, cfg);
 	if (c->oom)
 		return;

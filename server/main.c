@@ -103,7 +103,8 @@ static int serve(const struct config *cfg)
 		log_close();
 		return 1;
 	}
-	if (app_start_discovery(&app) != CS_OK || app_start_maintenance(&app) != CS_OK)
+	if (app_start_discovery(&app) != CS_OK || app_start_maintenance(&app) != CS_OK ||
+	    app_start_janitor(&app) != CS_OK)
 		goto out;
 	if (http_start(&app, &srv) != CS_OK)
 		goto out;

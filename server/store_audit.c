@@ -24,7 +24,15 @@ static const char SQL_AUDIT_APPEND[] =
     "request_id, outcome, detail, link, master_kid) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 static const char SQL_AUDIT_PAGE[] = "SELECT " AUDIT_COLS "WHERE seq > ?1 ORDER BY seq LIMIT ?2";
-static const char SQL_AUDIT_LINK_AT[] = "SELECT link FROM audit WHERE seq = ?1";
+/* The anchor's link stands for the pruned entry it names (audit_heads_check). */
+static const char SQL_AUDIT_LINK_AT[] =
+    "SELECT link FROM audit WHERE seq = ?1 UNION ALL SELECT link FROM audit_anchor WHERE seq = ?1";
+static const char SQL_ANCHOR_GET[] =
+    "SELECT seq, link, mac, master_kid, pruned_at FROM audit_anchor WHERE id = 1";
+static const char SQL_ANCHOR_SET[] =
+    "INSERT OR REPLACE INTO audit_anchor (id, seq, link, mac, master_kid, pruned_at) "
+    "VALUES (1, ?1, ?2, ?3, ?4, ?5)";
+static const char SQL_AUDIT_PRUNE[] = "DELETE FROM audit WHERE seq <= ?1";
 static const char SQL_AUDIT_SET_LINK[] = "UPDATE audit SET link = ?2, master_kid = ?3 WHERE seq = ?1";
 
 static const char SQL_KEYS_ALL[] = "SELECT kid, master_kid, sealed FROM signing_keys ORDER BY kid";
@@ -347,4 +355,52 @@ enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kin
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}
+
+/* --- the anchor ------------------------------------------------------------ */
+
+enum cs_err store_audit_anchor_get(struct store_conn *c, struct store_audit_anchor *out)
+{
+	enum cs_err e;
+	sqlite3_stmt *st;
+	const unsigned char *kid;
+
+	if (c == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_ANCHOR_GET)) == NULL)
+		return CS_EDB;
+	if ((e = store_step(c, st)) == CS_OK) {
+		kid = sqlite3_column_text(st, 3);
+		/* A damaged row (wrong sizes) is reported as a damaged database:
+		 * verification must not quietly fall back to genesis. */
+		if (sqlite3_column_bytes(st, 1) != STORE_AUDIT_LINK_LEN ||
+		    sqlite3_column_bytes(st, 2) != STORE_AUDIT_LINK_LEN || kid == NULL ||
+		    (size_t)sqlite3_column_bytes(st, 3) >= sizeof out->master_kid) {
+			e = CS_EDB;
+		} else {
+			out->seq = sqlite3_column_int64(st, 0);
+			memcpy(out->link, sqlite3_column_blob(st, 1), STORE_AUDIT_LINK_LEN);
+			memcpy(out->mac, sqlite3_column_blob(st, 2), STORE_AUDIT_LINK_LEN);
+			memcpy(out->master_kid, kid, (size_t)sqlite3_column_bytes(st, 3) + 1);
+			out->pruned_at = sqlite3_column_int64(st, 4);
+		}
+	}
+	store_stmt_done(st);
+	return e;
+}
+
+enum cs_err store_audit_anchor_set(struct store_conn *c, const struct store_audit_anchor *a)
+{
+	if (c == NULL || a == NULL)
+		return CS_EINVAL;
+	return store_run(c, SQL_ANCHOR_SET, STORE_VALS(SV_INT(a->seq),
+	    SV_BLOB(a->link, STORE_AUDIT_LINK_LEN), SV_BLOB(a->mac, STORE_AUDIT_LINK_LEN),
+	    SV_TEXT(a->master_kid), SV_INT(a->pruned_at)));
+}
+
+enum cs_err store_audit_prune(struct store_conn *c, int64_t through)
+{
+	if (c == NULL)
+		return CS_EINVAL;
+	return store_run(c, SQL_AUDIT_PRUNE, STORE_VALS(SV_INT(through)));
 }

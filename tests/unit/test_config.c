@@ -1088,6 +1088,45 @@ START_TEST(test_config_log_level)
 }
 END_TEST
 
+START_TEST(test_config_retention)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert(c->retention_enabled);
+	ck_assert_int_eq(c->retention_interval, 300);
+	ck_assert_int_eq(c->retention_batch_size, 500);
+	ck_assert_int_eq(c->retention_grace, 3600);
+	ck_assert_int_eq(c->retention_revoked_consent_days, 90);
+	ck_assert_int_eq(c->retention_audit_days, 0);
+	ck_assert_int_eq(c->retention_audit_keep, 0);
+	config_free(c);
+	c = expect_ok(MINIMAL "[retention]\nenabled = false\ninterval = 1\nbatch_size = 7\n"
+	    "grace = 0\nrevoked_consent_days = 1\naudit_days = 30\naudit_keep = 1000\n", NULL);
+	ck_assert(!c->retention_enabled);
+	ck_assert_int_eq(c->retention_interval, 1);
+	ck_assert_int_eq(c->retention_batch_size, 7);
+	ck_assert_int_eq(c->retention_grace, 0);
+	ck_assert_int_eq(c->retention_revoked_consent_days, 1);
+	ck_assert_int_eq(c->retention_audit_days, 30);
+	ck_assert_int_eq(c->retention_audit_keep, 1000);
+	config_free(c);
+	expect_error(MINIMAL "[retention]\ninterval = 0\n", NULL,
+	    "x.conf:10: interval: out of range (expected an integer from 1 to 86400)");
+	expect_error(MINIMAL "[retention]\nbatch_size = 0\n", NULL,
+	    "x.conf:10: batch_size: out of range");
+	expect_error(MINIMAL "[retention]\nbatch_size = lots\n", NULL,
+	    "x.conf:10: batch_size: not an integer");
+	expect_error(MINIMAL "[retention]\ngrace = -1\n", NULL, "x.conf:10: grace: out of range");
+	expect_error(MINIMAL "[retention]\nrevoked_consent_days = 0\n", NULL,
+	    "x.conf:10: revoked_consent_days: out of range");
+	expect_error(MINIMAL "[retention]\naudit_days = -3\n", NULL,
+	    "x.conf:10: audit_days: out of range");
+	expect_error(MINIMAL "[retention]\naudit_keep = -1\n", NULL,
+	    "x.conf:10: audit_keep: out of range");
+	expect_error(MINIMAL "[retention]\nenabled = maybe\n", NULL, "x.conf:10: enabled:");
+	expect_error(MINIMAL "[retention]\nkeep = 3\n", NULL, "x.conf:10:");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1102,6 +1141,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_key_duplicate);
 	tcase_add_test(t, test_config_section_duplicate);
 	tcase_add_test(t, test_config_int_bad);
+	tcase_add_test(t, test_config_retention);
 	tcase_add_test(t, test_config_grant_ttl_range);
 	tcase_add_test(t, test_config_bool_values);
 	tcase_add_test(t, test_config_listen_forms);
