@@ -75,24 +75,24 @@ static const struct param_type hint_type[1] = { { .kind = PARAM_STRING, .valid =
 #define NO_PARAMS { { NULL, 0, NULL, 0 } }
 
 static const struct route table[] = {
-	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_POST, "/token", ROUTE_OAUTH, h_token,
 	  { { "grant_type", 64, param_token68, PARAM_REQUIRED },
 	    { "hint", 8, hint_type, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, h_page,
 	  { { "return_to", 512, param_return_to, 0 },
-	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, h_form,
 	  { { "decision", 16, param_printable, PARAM_REQUIRED },
 	    { "note", 32, param_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_POST, "/admin/api/things", ROUTE_API, h_api, NO_PARAMS, ROUTE_JSON_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_two, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/fail", ROUTE_BROWSER, h_fail, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, h_fail, NO_PARAMS, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, h_nostatus, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_POST, "/admin/api/things", ROUTE_API, h_api, NO_PARAMS, ROUTE_JSON_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_two, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/fail", ROUTE_BROWSER, h_fail, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, h_fail, NO_PARAMS, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, h_nostatus, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
 
 /* --- request and reply helpers ------------------------------------------- */
@@ -352,8 +352,8 @@ START_TEST(test_router_unknown_path_oauth_json_404)
 	/* A table without /token: the paths under a prefix routes.c declares
 	 * JSON (http_route_prefixes) answer in JSON. */
 	static const struct route small[] = {
-		{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-		{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+		{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+		{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	};
 	static const char *const paths[] = {
 		"/.well-known/nothing", "/admin/api/nothing", "/proxy/nothing",
@@ -417,8 +417,8 @@ static const struct route typed_table[] = {
 	    { "color", 8, color_type, 0 },
 	    { "on", 2, on_type, 0 },
 	    { "b", 2, on_type, PARAM_FAMILY(12) },
-	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
 
 static void typed(const char *query, int status, const char *want)
@@ -1257,8 +1257,8 @@ static enum cs_err h_rest(const struct http_request *q, struct http_reply *r) { 
 START_TEST(test_router_match_rest_capture_raw)
 {
 	static const struct route rest_table[] = {
-		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	};
 	struct http_request req;
 	struct http_reply rep;
