@@ -10,6 +10,12 @@
 // Other local addresses (127.0.0.2, 127.0.0.3) are other clients.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { consentdBin, toIni, baseConfig } from '../lib/consentd.js';
 import { startStack } from '../lib/stack.js';
 import { getIdToken, basicAuth } from '../lib/idplogin.js';
 import { fetchFrom } from '../lib/weblogin.js';
@@ -163,4 +169,36 @@ test('per person on new consent requests: the third new request for alice is ref
   // Another person is served meanwhile.
   const bob = await ask(await token('bob'), 'butler', 'notes');
   assert.equal(bob.body?.error, 'consent_required', bob.text);
+});
+
+test('consentd -n names a bad [limits] value or trusted proxy with its line', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'consentd-limits-'));
+  try {
+    const base = baseConfig({ port: 8080, dir });
+    writeFileSync(base.keys.master_key_file, randomBytes(32), { mode: 0o600 });
+    const check = (over) => {
+      const path = join(dir, 'c.ini');
+      const text = toIni({ ...base, ...over });
+      writeFileSync(path, text);
+      const r = spawnSync(consentdBin, ['-n', '-c', path], { encoding: 'utf8' });
+      return { ...r, lines: text.split('\n') };
+    };
+    const good = check({ server: { ...base.server, trusted_proxies: '127.0.0.1 10.0.0.0/8' },
+      limits: { address_rate: '0.5', person_rate: '0' } });
+    assert.equal(good.status, 0, good.stderr);
+    for (const [over, key, why] of [
+      [{ limits: { address_rate: 'fast' } }, 'address_rate', /not a rate/],
+      [{ limits: { gateway_burst: '0' } }, 'gateway_burst', /out of range/],
+      [{ server: { ...base.server, trusted_proxies: '10.0.0.1/8' } }, 'trusted_proxies', /not an IPv4 or IPv6 address or network/],
+    ]) {
+      const r = check(over);
+      assert.notEqual(r.status, 0, `${key} accepted`);
+      const line = r.lines.findIndex((l) => l.startsWith(`${key} =`)) + 1;
+      assert.ok(line > 0);
+      assert.match(r.stderr, new RegExp(`c\\.ini:${line}: ${key}: `), r.stderr);
+      assert.match(r.stderr, why);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
