@@ -20,7 +20,9 @@ const { wrkRunner } = await import(join(here, 'wrk.js'));
 
 const DURATION = Number(process.argv[2] || 10);
 const CONNS = Number(process.argv[3] || 16);
-const s = await startStack({ config: { ...consentConfig(), server: { log: '/dev/null', threads: 2 } } });
+// [limits] gateway_rate off: the bench measures consentd, not its rate limit.
+const s = await startStack({ config: { ...consentConfig(), server: { log: '/dev/null', threads: 2 },
+  limits: { gateway_rate: 0 } } });
 const w = wrkRunner({ threads: 2, connections: CONNS, duration: DURATION });
 try {
   const gw = gateway({ url: s.url });

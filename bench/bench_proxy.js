@@ -57,6 +57,7 @@ try {
     extraDsClients: (url) => [ghproxyClient(url)],
     config: ({ providerIssuer }) => ({
       server: { log: '/dev/null', threads: 2 },
+      limits: { gateway_rate: 0 },    // the bench measures consentd, not [limits]
       ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
       'agent.coder': { allow: 'ghproxy:issues:read' },
     }),

@@ -13,6 +13,7 @@
 #include "oidc.h"
 #include "vault.h"
 #include "client_auth.h"
+#include "rate_limits.h"
 
 struct app {
 	const struct config *cfg;
@@ -26,6 +27,7 @@ struct app {
 	int                  discovery_started;
 	struct vault        *vault;        /* downstream providers and sealed tokens */
 	struct client_keys  *gateway_keys; /* the gateway's public keys; NULL without private_key_jwt */
+	struct rate_limits  *limits;       /* [limits]; NULL (as in unit tests): nothing is limited */
 	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;

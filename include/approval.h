@@ -62,6 +62,7 @@ struct approval_answer {             /* release with approval_answer_clear() */
 	enum approval_outcome outcome;
 	char   *approval_id;
 	int64_t expires_in, interval, retry_after;
+	bool    rate_limited;            /* APPROVAL_TOO_MANY: [limits] person_rate refused it */
 };
 void approval_answer_clear(struct approval_answer *a);
 
@@ -73,6 +74,7 @@ struct approval_ask {
 	const char *digest;              /* approval_digest of the parameters */
 	const char *actor;
 	int64_t now;
+	struct rate_limits *limits;      /* LIMIT_PERSON before a new approval; NULL: none */
 };
 
 /* The polling state machine for one downstream-token call q, in one

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "cs_err.h"
+#include "forwarded.h"
 #include "log.h"
 
 #define CONFIG_MAX_LINE 199          /* inih's line buffer is 200 bytes with the NUL */
@@ -60,6 +61,11 @@ struct config_agent {            /* [agent.NAME] */
 	bool   offline;
 };
 
+struct config_limit {            /* one [limits] class */
+	int64_t rate_milli;          /* requests a second, in thousandths; 0 = the class is off */
+	int64_t burst;               /* the bucket's size: requests allowed at once */
+};
+
 struct config {                  /* immutable after config_load(); free with config_free() */
 	char *path;                  /* the file it came from */
 
@@ -76,6 +82,11 @@ struct config {                  /* immutable after config_load(); free with con
 	unsigned idle_timeout;       /* default 30 */
 	char    *log;                /* "stderr" | "stdout" | a path; default stderr */
 	enum log_level log_level;    /* lines below it are not written; default info */
+	/* The reverse proxies whose X-Forwarded-For / Forwarded header names the
+	 * client (forwarded.h); none by default, and then no header is read. */
+	struct net_prefix *trusted_proxies;
+	size_t   ntrusted_proxies;
+	enum forwarded_header proxy_header;   /* default x-forwarded-for */
 
 	/* [database] */
 	char *db_path;               /* default /var/lib/consentd/consentd.db */
@@ -106,6 +117,12 @@ struct config {                  /* immutable after config_load(); free with con
 	/* [login] */
 	int64_t login_max_pending;           /* default 10000 */
 	int64_t login_max_pending_per_address; /* default 16 */
+
+	/* [limits] (rate_limits.h) */
+	struct config_limit limit_address;   /* default 20/s, burst 100 */
+	struct config_limit limit_person;    /* default 1/s, burst 20 */
+	struct config_limit limit_gateway;   /* default 1000/s, burst 2000 */
+	int64_t limit_buckets;               /* default 65536: keys an address or person table holds */
 
 	/* [consent] */
 	int64_t consent_request_ttl;         /* default 600 */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "config.h"
+#include "rate_limits.h"
 #include "cs_err.h"
 #include "scope.h"
 #include "store.h"
@@ -80,6 +81,8 @@ struct consent_answer {              /* release with consent_answer_clear() */
 	int64_t expires_in;              /* seconds left on the request */
 	int64_t interval;                /* current polling interval */
 	int64_t retry_after;             /* CONSENT_TOO_MANY */
+	bool    rate_limited;            /* CONSENT_TOO_MANY: [limits] person_rate refused it,
+	                                    not max_pending_per_user */
 	/* What the gateway is told besides the outcome (error_description): */
 	bool    merged;                  /* CONSENT_REQUIRED: the call's new scopes joined the
 	                                    pending request (and its reason, when it sent one) */
@@ -99,6 +102,7 @@ struct consent_ask {
 	const char *reason;              /* the agent's text, or NULL */
 	const char *actor;               /* for the audit log: "gateway:<id>" */
 	int64_t     now;
+	struct rate_limits *limits;      /* LIMIT_PERSON before a new request; NULL: none */
 };
 
 /* Runs flow A's state machine for one token-exchange call, in one transaction,

@@ -54,6 +54,7 @@ struct exchange_release_req {
 	size_t canonical_max;         /* the cap on their canonical form */
 	const char *actor;
 	int64_t now;
+	struct rate_limits *limits;   /* [limits] person, before a new approval; NULL: none */
 };
 
 /* The approval gate, then the release.  When act needs approval: the
@@ -75,6 +76,7 @@ struct exchange_token_req {
 	const char *details;          /* authorization_details, or NULL */
 	const char *actor;
 	int64_t now;
+	struct rate_limits *limits;   /* [limits] person, before a new approval; NULL: none */
 };
 
 /* In this order: the action's scope must be in the grant (else audited
@@ -97,6 +99,7 @@ struct exchange_grant_req {
 	const char *jkt;              /* DPoP: the proof key's thumbprint, or NULL */
 	const char *actor;
 	int64_t now;
+	struct rate_limits *limits;   /* [limits] person, before a new consent request; NULL: none */
 };
 
 enum exchange_grant_outcome {

@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "cs_err.h"
 #include "form.h"
+#include "rate_limits.h"
 
 struct app;
 
@@ -167,6 +168,9 @@ struct route {
 	struct param_spec params[ROUTE_MAX_PARAMS];   /* ends at a NULL name */
 	unsigned          flags;
 	enum route_auth   auth;              /* the gate the router runs before the handler */
+	/* The [limits] class the router applies (rate_limits.h): LIMIT_ADDRESS
+	 * before the gate, LIMIT_GATEWAY after it let the gateway in. */
+	enum limit_class  limit;
 };
 #define ROUTE_FORM_BODY 0x1u     /* POST body is application/x-www-form-urlencoded */
 #define ROUTE_JSON_BODY 0x2u     /* POST body is application/json (kept raw for the handler) */

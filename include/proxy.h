@@ -78,6 +78,7 @@ struct proxy_call {
 	struct proxy_input in;
 	const char *actor;
 	int64_t now;
+	struct rate_limits *limits;           /* [limits] person, before a new approval */
 };
 
 enum proxy_outcome {

@@ -69,6 +69,11 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	}
 	if ((e = client_keys_new(cfg, &app->gateway_keys)) != CS_OK)
 		goto fail;
+	if ((app->limits = rate_limits_new(cfg)) == NULL) {
+		e = CS_ENOMEM;
+		log_msg(LOG_ERROR, "[limits]: %s", cs_strerror(e));
+		goto fail;
+	}
 	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
 		log_msg(LOG_ERROR, "signing keys: %s", cs_strerror(e));
@@ -104,6 +109,8 @@ void app_clear(struct app *app)
 	app->vault = NULL;
 	client_keys_free(app->gateway_keys);
 	app->gateway_keys = NULL;
+	rate_limits_free(app->limits);
+	app->limits = NULL;
 	OPENSSL_cleanse(app->dpop_nonce_key, sizeof app->dpop_nonce_key);
 	oidc_provider_free(app->idp);
 	app->idp = NULL;

@@ -341,6 +341,18 @@ static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
 		a->retry_after = earliest - now >= 1 ? earliest - now : 1;
 		return CS_OK;
 	}
+	/* SECURITY: [limits] person: how fast approval requests for one person
+	 * may appear, whatever asks for them. */
+	int64_t ra = 0, uid = k->user_id;
+	if (!rate_limits_take(q->limits, LIMIT_PERSON, &uid, sizeof uid, &ra)) {
+		if ((e = audit_ask(c, q, &(struct audit_entry){ .action = "approval.refused",
+		    .outcome = "refused" }, "rate limit: person")) != CS_OK)
+			return e;
+		a->outcome = APPROVAL_TOO_MANY;
+		a->rate_limited = true;
+		a->retry_after = ra;
+		return CS_OK;
+	}
 	if ((e = random_id(id)) != CS_OK)
 		return e;
 	memset(&r, 0, sizeof r);

@@ -39,7 +39,10 @@ enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *c
 		if ((e = str_fmt(ra, sizeof ra, "%lld",
 		    (long long)(a->retry_after > 0 ? a->retry_after : 1))) != CS_OK)
 			return e;
-		e = reply_oauth_error(rep, 429, "too_many_pending_requests",
+		e = a->rate_limited ? reply_oauth_error(rep, 429, "too_many_requests",
+		    "rate limit exceeded: the person limit ([limits] person_rate) refused a new "
+		    "approval request for this person") :
+		    reply_oauth_error(rep, 429, "too_many_pending_requests",
 		    "this person has too many pending approvals");
 		return e == CS_OK ? reply_header(rep, "Retry-After", ra) : e;
 	default:

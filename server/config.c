@@ -579,6 +579,7 @@ void config_free(struct config *c)
 	free(c->listen_host);
 	free(c->public_url);
 	free(c->log);
+	free(c->trusted_proxies);
 	free(c->db_path);
 	free(c->master_key_file);
 	wipe_free(c->master_key_b64);

@@ -27,7 +27,7 @@
 enum sec_kind {
 	SK_SERVER, SK_DATABASE, SK_KEYS, SK_OIDC, SK_SESSION, SK_LOGIN, SK_CONSENT, SK_GATEWAY,
 	SK_AUDIT, SK_METRICS,
-	SK_RETENTION,
+	SK_RETENTION, SK_LIMITS,
 	SK_AGENT, SK_RESOURCE, SK_SCOPE, SK_ACTION,
 	SK__MAX
 };
@@ -150,6 +150,10 @@ bool cfg_check_abs_uri(struct ctx *c, const struct entry *e, const char *v);
 void cfg_check_route(struct ctx *c, const struct entry *e, const char *v, char **method,
     char **path);
 bool cfg_is_b64_32(const char *s);
+/* A rate in requests a second: a decimal with at most three decimals from 0
+ * to max, in thousandths (0 = off). */
+void cfg_get_rate(struct ctx *c, const struct section *s, const char *key, int64_t def_milli,
+    int64_t max, int64_t *out);
 /* A key holding a list of words: its default, the test each word must pass,
  * and what a word is called in a refusal ("'x' is not a valid <what>"). */
 struct words_key {

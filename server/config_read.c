@@ -25,7 +25,8 @@
 static const char *const env_allowlist[] = { "CONSENTD_CONFIG", "CONSENTD_BIN", NULL };
 
 static const char *const keys_server[] = { "listen", "public_url", "threads", "max_body",
-	"per_ip_connections", "max_connections", "idle_timeout", "log", "log_level", NULL };
+	"per_ip_connections", "max_connections", "idle_timeout", "log", "log_level",
+	"trusted_proxies", "proxy_header", NULL };
 static const char *const keys_database[] = { "path", NULL };
 static const char *const keys_keys[] = { "master_key_file", "grant_ttl", "publish_lead", NULL };
 static const char *const keys_oidc[] = { "issuer", "client_id", "client_secret",
@@ -43,6 +44,8 @@ static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_metrics[] = { "token", "token_file", "listen", NULL };
 static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
 	"revoked_consent_days", "audit_days", "audit_keep", NULL };
+static const char *const keys_limits[] = { "address_rate", "address_burst", "person_rate",
+	"person_burst", "gateway_rate", "gateway_burst", "buckets", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
 	"provider_authorization_endpoint", "provider_token_endpoint",
@@ -66,6 +69,7 @@ static const struct {
 	[SK_AUDIT]    = { "audit", keys_audit },
 	[SK_METRICS]  = { "metrics", keys_metrics },
 	[SK_RETENTION] = { "retention", keys_retention },
+	[SK_LIMITS]   = { "limits", keys_limits },
 	[SK_AGENT]    = { "agent", keys_agent },
 	[SK_RESOURCE] = { "resource", keys_resource },
 	[SK_SCOPE]    = { "scope", keys_scope },

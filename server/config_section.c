@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <ini.h>
 #include <stdarg.h>
@@ -27,6 +28,33 @@ static const char *const release_names[] = { "gateway", "never", NULL };
 static const char *const approval_names[] = { "none", "required", NULL };
 
 /* ---------------------------------------------------------------- fixed sections */
+
+/* [server] trusted_proxies: addresses and networks (forwarded.h), spaces between. */
+static void load_trusted_proxies(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	char *v = NULL;
+	char **w = NULL;
+	size_t n = 0;
+	const struct entry *e = cfg_get_str(c, s, "trusted_proxies", NULL, S_EMPTY_NULL, &v);
+	if (e == NULL || v == NULL)
+		goto out;
+	if ((w = cfg_split_words(c, v, &n)) == NULL || n == 0)
+		goto out;
+	if ((cfg->trusted_proxies = calloc(n, sizeof *cfg->trusted_proxies)) == NULL) {
+		c->oom = true;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!net_prefix_parse(w[i], &cfg->trusted_proxies[i])) {
+			cfg_err_e(c, e, "'%s' is not an IPv4 or IPv6 address or network (such as "
+			    "10.0.0.0/8 or 2001:db8::/32, without host bits past the prefix)", w[i]);
+			goto out;
+		}
+	cfg->ntrusted_proxies = n;
+out:
+	cfg_free_strv(w);
+	free(v);
+}
 
 static void load_server(struct ctx *c, struct config *cfg, const struct section *s)
 {
@@ -68,6 +96,32 @@ static void load_server(struct ctx *c, struct config *cfg, const struct section 
 	int lv;
 	cfg_get_enum(c, s, "log_level", level_names, LOG_INFO, &lv);
 	cfg->log_level = (enum log_level)lv;
+	load_trusted_proxies(c, cfg, s);
+	static const char *const header_names[] = { "x-forwarded-for", "forwarded", NULL };
+	int hk;
+	cfg_get_enum(c, s, "proxy_header", header_names, FORWARDED_XFF, &hk);
+	cfg->proxy_header = (enum forwarded_header)hk;
+}
+
+/* [limits]: each class's rate and burst (rate 0 switches the class off), and
+ * how many keys an address or person table holds (its memory: 24 bytes each). */
+static void load_limits(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	static const struct {
+		const char *rate, *burst;
+		int64_t def_rate_milli, def_burst;
+		size_t off;
+	} classes[] = {
+		{ "address_rate", "address_burst", 20000, 100, offsetof(struct config, limit_address) },
+		{ "person_rate", "person_burst", 1000, 20, offsetof(struct config, limit_person) },
+		{ "gateway_rate", "gateway_burst", 1000000, 2000, offsetof(struct config, limit_gateway) },
+	};
+	for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+		struct config_limit *l = (struct config_limit *)(void *)((char *)cfg + classes[i].off);
+		cfg_get_rate(c, s, classes[i].rate, classes[i].def_rate_milli, 1000000, &l->rate_milli);
+		cfg_get_int(c, s, classes[i].burst, classes[i].def_burst, 1, 1000000, &l->burst);
+	}
+	cfg_get_int(c, s, "buckets", 65536, 64, 16777216, &cfg->limit_buckets);
 }
 
 static void load_keys(struct ctx *c, struct config *cfg, const struct section *s)
@@ -723,6 +777,7 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 			cfg_err_e(c, pe, "must not be more than [login] max_pending (%lld)",
 			    (long long)cfg->login_max_pending);
 	}
+	load_limits(c, cfg, cfg_find_section(c, "limits"));
 	s = cfg_find_section(c, "consent");
 	cfg_get_int(c, s, "request_ttl", 600, 1, 86400, &cfg->consent_request_ttl);
 	cfg_get_int(c, s, "interval", 5, 1, 300, &cfg->consent_interval);

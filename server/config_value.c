@@ -96,6 +96,40 @@ void cfg_get_bool(struct ctx *c, const struct section *s, const char *key, bool 
 	cfg_err_e(c, e, "not a boolean (expected true/false, yes/no, on/off or 1/0)");
 }
 
+void cfg_get_rate(struct ctx *c, const struct section *s, const char *key, int64_t def_milli,
+    int64_t max, int64_t *out)
+{
+	*out = def_milli;
+	const struct entry *e = cfg_find(s, key);
+	if (e == NULL || e->bad)
+		return;
+	const char *v = cfg_value_of(e), *p = v;
+	int64_t whole = 0, frac = 0;
+	int nfrac = 0;
+	/* Digits, then at most three decimals: no sign, exponent, or spaces. */
+	while (*p >= '0' && *p <= '9' && whole <= max)
+		whole = whole * 10 + (*p++ - '0');
+	if (p == v || (*p == '.' && p[1] == '\0'))
+		goto bad;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9' && nfrac < 3; nfrac++)
+			frac = frac * 10 + (*p++ - '0');
+	if (*p != '\0')
+		goto bad;
+	if (whole > max || (whole == max && frac > 0)) {
+		cfg_err_e(c, e, "out of range (expected requests a second from 0 to %lld; 0 is off)",
+		    (long long)max);
+		return;
+	}
+	while (nfrac++ < 3)
+		frac *= 10;
+	*out = whole * 1000 + frac;
+	return;
+bad:
+	cfg_err_e(c, e, "not a rate (expected requests a second such as 20 or 0.5, at most "
+	    "three decimals; 0 is off)");
+}
+
 /* One of names; *out = its index (or def). */
 void cfg_get_enum(struct ctx *c, const struct section *s, const char *key,
     const char *const *names, int def, int *out)

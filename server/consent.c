@@ -439,9 +439,10 @@ out:
 	return e;
 }
 
-/* (d) refused: the person has too many requests pending already. */
+/* (d) refused: the person has too many requests pending already, or (rated)
+ * made new ones faster than [limits] person_rate allows. */
 static enum cs_err exchange_refused(struct store_conn *c, const struct consent_ask *ask,
-    int64_t earliest, struct consent_answer *a)
+    int64_t earliest, bool rated, struct consent_answer *a)
 {
 	enum cs_err e;
 	char *joined = scope_set_join(ask->requested);
@@ -450,10 +451,11 @@ static enum cs_err exchange_refused(struct store_conn *c, const struct consent_a
 	e = audit_append(c, &(struct audit_entry){ .ts = ask->now, .actor = ask->actor,
 	    .action = "consent.request.refused", .subject = ask->subject, .agent = ask->agent,
 	    .resource = ask->resource, .scopes = joined, .outcome = "refused",
-	    .detail = "too many pending requests" });
+	    .detail = rated ? "rate limit: person" : "too many pending requests" });
 	free(joined);
 	if (e == CS_OK) {
 		a->outcome = CONSENT_TOO_MANY;
+		a->rate_limited = rated;
 		a->retry_after = earliest - ask->now >= 1 ? earliest - ask->now : 1;
 	}
 	return e;
@@ -477,7 +479,14 @@ static enum cs_err exchange_new(struct store_conn *c, const struct config *cfg,
 	if ((e = store_creq_count_pending(c, user_id, now, &count, &earliest)) != CS_OK)
 		goto out;
 	if (count >= cfg->consent_max_pending_per_user) {
-		e = exchange_refused(c, ask, earliest, a);
+		e = exchange_refused(c, ask, earliest, false, a);
+		goto out;
+	}
+	/* SECURITY: [limits] person: how fast requests for one person may appear
+	 * on their pages, whatever agent asks (polls and merges are not new). */
+	int64_t ra = 0;
+	if (!rate_limits_take(ask->limits, LIMIT_PERSON, &user_id, sizeof user_id, &ra)) {
+		e = exchange_refused(c, ask, now + ra, true, a);
 		goto out;
 	}
 	/* The person sees everything the agent would hold, with what the live

@@ -45,7 +45,8 @@ static enum cs_err gate_check(struct store_conn *c, const struct config *cfg,
 	    (e = approval_digest(rq->params, out->digest)) != CS_OK)
 		goto out;
 	e = approval_check(c, cfg, &(struct approval_ask){ .k = rq->k, .action = rq->act->name,
-	    .parameters = canon.data, .digest = out->digest, .actor = rq->actor, .now = rq->now },
+	    .parameters = canon.data, .digest = out->digest, .actor = rq->actor, .now = rq->now,
+	    .limits = rq->limits },
 	    &out->approval);
 	if (e != CS_OK)
 		goto out;
@@ -151,7 +152,8 @@ enum cs_err exchange_provider_token(struct store_conn *c, const struct config *c
 	}
 	return exchange_release(c, cfg, &(struct exchange_release_req){ .vault = rq->vault,
 	    .k = rq->k, .act = rq->act, .params = out->params,
-	    .canonical_max = 2 * APPROVAL_MAX_DETAILS, .actor = rq->actor, .now = rq->now }, out);
+	    .canonical_max = 2 * APPROVAL_MAX_DETAILS, .actor = rq->actor, .now = rq->now,
+	    .limits = rq->limits }, out);
 }
 
 /* --- flow A ------------------------------------------------------------ */
@@ -165,7 +167,8 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
 		return CS_EINVAL;
 	e = consent_exchange(c, cfg, &(struct consent_ask){ .issuer = rq->issuer,
 	    .subject = rq->subject, .agent = rq->agent->id, .resource = rq->res->id,
-	    .requested = rq->want, .reason = rq->reason, .actor = rq->actor, .now = rq->now },
+	    .requested = rq->want, .reason = rq->reason, .actor = rq->actor, .now = rq->now,
+	    .limits = rq->limits },
 	    &out->answer);
 	if (e == CS_ETOOBIG) {
 		out->outcome = EXCHANGE_TOO_MANY_SCOPES;

@@ -168,6 +168,55 @@ static void remote_ip(struct MHD_Connection *c, char *out, size_t outlen)
 		    out, (socklen_t)outlen);
 }
 
+/* Every instance of one request header, joined with "," (RFC 9110 section
+ * 5.3), for the forwarded-address parsers. */
+struct joined_header {
+	const char *name;
+	char        text[FORWARDED_MAX_LEN + 2];
+	size_t      len;
+	bool        any, too_long;
+};
+
+static enum MHD_Result join_header(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	struct joined_header *j = cls;
+	size_t n = value != NULL ? strlen(value) : 0;
+	(void)kind;
+	if (key == NULL || strcasecmp(key, j->name) != 0)
+		return MHD_YES;
+	if (j->len + (j->any ? 1 : 0) + n > FORWARDED_MAX_LEN) {
+		j->too_long = true;
+		return MHD_NO;
+	}
+	if (j->any)
+		j->text[j->len++] = ',';
+	memcpy(j->text + j->len, value != NULL ? value : "", n);
+	j->len += n;
+	j->text[j->len] = '\0';
+	j->any = true;
+	return MHD_YES;
+}
+
+/* SECURITY: the client address (forwarded.h): the TCP peer, unless it is one
+ * of [server] trusted_proxies; then the header it names.  A header too long
+ * to read counts as malformed, so such a request is the proxy's own. */
+static void client_address(struct MHD_Connection *c, const struct config *cfg, const char *peer,
+    char *out, size_t outlen)
+{
+	struct joined_header j = { .name = cfg->proxy_header == FORWARDED_RFC7239 ? "Forwarded" :
+	    "X-Forwarded-For" };
+	char addr[FORWARDED_ADDR_LEN];
+	if (cfg->ntrusted_proxies == 0 || outlen < sizeof addr)
+		return;
+	if (!net_prefix_match(cfg->trusted_proxies, cfg->ntrusted_proxies, peer))
+		return;
+	MHD_get_connection_values(c, MHD_HEADER_KIND, join_header, &j);
+	(void)forwarded_client(cfg->trusted_proxies, cfg->ntrusted_proxies, cfg->proxy_header, peer,
+	    j.any && !j.too_long ? j.text : j.any ? "" : NULL, addr);
+	memcpy(out, addr, strlen(addr) + 1);
+}
+
 static void new_request_id(char out[17])
 {
 	static const char hex[] = "0123456789abcdef";
@@ -882,6 +931,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.authorization = header_of(c, MHD_HTTP_HEADER_AUTHORIZATION);
 	req.host = header_of(c, MHD_HTTP_HEADER_HOST);
 	remote_ip(c, req.remote_ip, sizeof req.remote_ip);
+	if (srv->app != NULL && srv->app->cfg != NULL)
+		client_address(c, srv->app->cfg, req.remote_ip, req.remote_ip, sizeof req.remote_ip);
 	req.now = app_now();
 	req.app = srv->app;
 	/* A route that waits on an upstream (the proxy) runs off the MHD workers

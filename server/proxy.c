@@ -490,7 +490,7 @@ enum cs_err proxy_prepare(struct store_conn *c, const struct config *cfg,
 	e = exchange_release(c, cfg, &(struct exchange_release_req){ .vault = call->vault,
 	    .k = call->k, .act = out->act, .params = params,
 	    .canonical_max = 2 * PROXY_MAX_BODY + APPROVAL_MAX_CANONICAL, .actor = call->actor,
-	    .now = call->now }, &out->rel);
+	    .now = call->now, .limits = call->limits }, &out->rel);
 	if (e != CS_OK)
 		goto out;
 	if (out->rel.outcome != EXCHANGE_RELEASED) {

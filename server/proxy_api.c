@@ -427,7 +427,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		goto out;
 	if ((e = str_fmt(actor, sizeof actor, "gateway:%s", cfg->gateway_id)) != CS_OK)
 		goto out;
-	struct proxy_call call = { .vault = app->vault, .k = &gc.k, .claims = gc.claims,
+	struct proxy_call call = { .limits = app->limits, .vault = app->vault, .k = &gc.k, .claims = gc.claims,
 		.rest = req->captures[1], .method = http_method_name(req->method),
 		.bodyless = req->method == HTTP_GET || req->method == HTTP_HEAD,
 		.in = { req->query, req->content_type, req->body, req->body_len },

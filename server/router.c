@@ -595,6 +595,59 @@ static const struct route *route_lookup(const struct route *table, struct http_r
 	return rt;
 }
 
+/* --- rate limits ----------------------------------------------------------- */
+
+/* The 429 of a [limits] class k for a route of kind kind: a page for people,
+ * RFC 6749-shaped JSON for the gateway, and Retry-After in whole seconds. */
+static enum cs_err limit_refusal(struct http_reply *rep, enum route_kind kind,
+    enum limit_class k, int64_t retry_after)
+{
+	char secs[24], msg[240];
+	enum cs_err e;
+	if (retry_after < 1)
+		retry_after = 1;
+	if ((e = str_fmt(secs, sizeof secs, "%lld", (long long)retry_after)) != CS_OK)
+		return e;
+	if (kind == ROUTE_BROWSER) {
+		e = str_fmt(msg, sizeof msg, "Too many requests came from your network in a short "
+		    "time. Wait %lld second%s and try again.", (long long)retry_after,
+		    retry_after == 1 ? "" : "s");
+		if (e == CS_OK) {
+			reply_log_error(rep, "too_many_requests", "rate limit: address");
+			e = reply_html_error(rep, 429, "Too many requests", msg);
+		}
+	} else {
+		/* No OAuth error code is registered for this (RFC 6749 section 5.2 lets
+		 * extensions add some); the status and Retry-After say it to any client,
+		 * too_many_requests names it as HTTP does (README "Rate limits"). */
+		e = str_fmt(msg, sizeof msg, "rate limit exceeded: the %s limit ([limits] %s_rate) "
+		    "refused this call; retry after %lld s", limit_class_name(k), limit_class_name(k),
+		    (long long)retry_after);
+		if (e == CS_OK)
+			e = reply_oauth_error(rep, 429, "too_many_requests", msg);
+	}
+	return e == CS_OK ? reply_header(rep, "Retry-After", secs) : e;
+}
+
+/* SECURITY: the route's [limits] class at the point where its key is known:
+ * a client address before any work, the gateway once its gate let it in.
+ * true: go on; false: rep holds the 429 (or *e an error). */
+static bool limit_ok(const struct route *rt, struct http_request *req, struct http_reply *rep,
+    bool authenticated, enum cs_err *e)
+{
+	struct rate_limits *l = req->app != NULL ? req->app->limits : NULL;
+	const char *gw = req->app != NULL && req->app->cfg != NULL ? req->app->cfg->gateway_id : NULL;
+	int64_t ra = 0;
+	bool ok = true;
+	if (rt->limit == LIMIT_ADDRESS && !authenticated)
+		ok = rate_limits_take_address(l, req->remote_ip, &ra);
+	else if (rt->limit == LIMIT_GATEWAY && authenticated && req->auth.gateway && gw != NULL)
+		ok = rate_limits_take(l, LIMIT_GATEWAY, gw, strlen(gw), &ra);
+	if (!ok)
+		*e = limit_refusal(rep, rt->kind, rt->limit, ra);
+	return ok;
+}
+
 void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep)
 {
 	const struct route *rt;
@@ -619,6 +672,9 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 		}
 		goto done;
 	}
+
+	if (!limit_ok(rt, req, rep, false, &e))
+		goto done;
 
 	if (rt->kind == ROUTE_BROWSER && m != HTTP_GET && !same_origin(req)) {
 		e = reply_error(rep, rt->kind, 403, "invalid_request",
@@ -665,6 +721,8 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 			goto done;                 /* the gate's refusal is the answer */
 		if (e == CS_OK && !ok)
 			e = CS_EPERM;              /* a refusal without an answer: a gate bug */
+		if (e == CS_OK && !limit_ok(rt, req, rep, true, &e))
+			goto done;
 	} else {
 		e = CS_OK;
 	}

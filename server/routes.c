@@ -98,22 +98,22 @@ static const struct param_type admin_by[1] = { { .kind = PARAM_WORD, .words = ad
 const struct route http_routes[] = {
 	{ HTTP_GET, "/", ROUTE_BROWSER, meta_index, {
 		{ "state", 16, signed_out, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/.well-known/oauth-authorization-server", ROUTE_PUBLIC, meta_as_metadata,
-	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, meta_jwks, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/healthz", ROUTE_PUBLIC, meta_healthz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/readyz", ROUTE_PUBLIC, meta_readyz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, meta_jwks, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/healthz", ROUTE_PUBLIC, meta_healthz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/readyz", ROUTE_PUBLIC, meta_readyz, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, metrics_api_scrape, { { NULL, 0, NULL, 0 } }, 0,
-	  ROUTE_AUTH_METRICS },
-	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	  ROUTE_AUTH_METRICS, LIMIT_NONE },
+	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/static/local-time.js", ROUTE_PUBLIC, meta_local_time_script,
-	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/login", ROUTE_BROWSER, login_start, {
 		{ "return_to", LOGIN_RETURN_TO_MAX, param_return_to, 0 },
 		{ "prompt", 16, prompt, 0 },
 		{ "max_age", 10, seconds, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	/* The IdP decides which parameters come back; these are every one that
 	 * OpenID Connect and RFC 9207 define for a code response. */
 	{ HTTP_GET, "/callback", ROUTE_BROWSER, login_callback, {
@@ -124,34 +124,34 @@ const struct route http_routes[] = {
 		{ "error_description", 1024, param_printable, 0 },
 		{ "error_uri", 1024, param_printable, 0 },
 		{ "session_state", 1024, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	{ HTTP_POST, "/logout", ROUTE_BROWSER, login_logout, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/me", ROUTE_BROWSER, me_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_GET, "/me", ROUTE_BROWSER, me_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	/* Revoking on /me: a confirmation page, its form (confirm=yes, so no other
 	 * form revokes), and the page that says what happened. */
 	{ HTTP_GET, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke_confirm, {
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "confirm", 4, yes, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	{ HTTP_GET, "/me/consents/{id}/revoked", ROUTE_BROWSER, me_pages_revoked, {
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	/* "Allow it to ask again": lifts the deny_cooldown a decision holds. */
 	{ HTTP_POST, "/me/requests/{id}/allow", ROUTE_BROWSER, me_pages_allow, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, pages_consent_done, {
 		{ "outcome", 16, done_outcome, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
-	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
+	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, pages_approve_decide, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "decision", 8, decision, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	/* One redirect URI per resource (against mix-up): the provider's answer. */
 	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, vault_pages_callback, {
 		{ "code", 4096, param_printable, 0 },
@@ -161,7 +161,7 @@ const struct route http_routes[] = {
 		{ "error_description", 1024, param_printable, 0 },
 		{ "error_uri", 1024, param_printable, 0 },
 		{ "scope", 2048, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, pages_consent_decide, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "decision", 8, decision, PARAM_REQUIRED },
@@ -170,7 +170,7 @@ const struct route http_routes[] = {
 		{ "version", 64, hex, 0 },
 		/* One checkbox per position in the stored request: s0 .. s19. */
 		{ "s", 2, checkbox, PARAM_FAMILY(CONSENT_MAX_SCOPES) },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	/* Admin pages (admin_pages.c), behind the admin gate (admin_pages_gate);
 	 * search values are bound parameters and escaped output, never patterns. */
 	{ HTTP_GET, "/admin", ROUTE_BROWSER, admin_pages_search, {
@@ -179,32 +179,32 @@ const struct route http_routes[] = {
 		{ "resource", 128, param_printable, 0 },
 		{ "state", 24, admin_state, 0 },
 		{ "after", 64, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	{ HTTP_GET, "/admin/consents/{id}", ROUTE_BROWSER, admin_pages_consent,
-	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE },
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	{ HTTP_POST, "/admin/consents/{id}/revoke", ROUTE_BROWSER, admin_pages_revoke_one, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "reason", 200, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* SECURITY: the step-up -- a forced, fresh login before a bulk revocation,
 	 * checked again on the POST: the confirmation may be old. */
 	{ HTTP_GET, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_confirm, {
 		{ "by", 10, admin_by, 0 },
 		{ "value", 255, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_STEPUP },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_STEPUP, LIMIT_NONE },
 	{ HTTP_POST, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_revoke, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "by", 10, admin_by, PARAM_REQUIRED },
 		{ "value", 255, param_printable, PARAM_REQUIRED },
 		{ "count", 12, count12, PARAM_REQUIRED },
 		{ "reason", 200, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_STEPUP },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_STEPUP, LIMIT_NONE },
 	{ HTTP_GET, "/admin/audit", ROUTE_BROWSER, admin_pages_audit, {
 		{ "action", 128, param_printable, 0 },
 		{ "consent", 64, param_printable, 0 },
 		{ "since", ADMIN_SINCE_MAX, admin_since, 0 },
 		{ "after", 20, digits, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */
 	{ HTTP_POST, "/token", ROUTE_OAUTH, token_endpoint, {
 		{ "grant_type", 128, param_printable, PARAM_REQUIRED },
@@ -225,7 +225,7 @@ const struct route http_routes[] = {
 		{ "client_assertion_type", 128, param_printable, 0 },
 		{ "client_assertion", 16384, param_token68, 0 },
 		{ "client_id", 128, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_introspect, {
 		{ "token", 16384, param_token68, PARAM_REQUIRED },
 		{ "token_type_hint", 64, param_printable, 0 },
@@ -233,7 +233,7 @@ const struct route http_routes[] = {
 		{ "client_assertion_type", 128, param_printable, 0 },
 		{ "client_assertion", 16384, param_token68, 0 },
 		{ "client_id", 128, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	{ HTTP_POST, "/revoke", ROUTE_OAUTH, token_revoke, {
 		{ "token", 16384, param_token68, PARAM_REQUIRED },
 		{ "token_type_hint", 64, param_printable, 0 },
@@ -241,15 +241,15 @@ const struct route http_routes[] = {
 		{ "client_assertion_type", 128, param_printable, 0 },
 		{ "client_assertion", 16384, param_token68, 0 },
 		{ "client_id", 128, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	/* Proxy mode (flow H, proxy.c): the rest of the path comes raw, the query
 	 * and body are read by the handler (no declared parameters); it waits on
 	 * the upstream, so it runs deferred, off the server's workers (http.c). */
-	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
-	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
-	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
-	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
-	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY },
+	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
 	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {
@@ -259,28 +259,28 @@ const struct route http_routes[] = {
 		{ "state", 32, api_state, 0 },
 		{ "cursor", 64, param_printable, 0 },
 		{ "limit", 3, api_limit, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/consents/{id}", ROUTE_API, admin_api_consent,
-	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_POST, "/admin/api/consents/{id}/revoke", ROUTE_API, admin_api_consent_revoke,
-	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API },
+	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_POST, "/admin/api/revocations", ROUTE_API, admin_api_revocations,
-	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API },
+	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/requests", ROUTE_API, admin_api_requests, {
 		{ "limit", 3, api_limit, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/events", ROUTE_API, admin_api_events, {
 		{ "consent_id", 64, param_token68, 0 },
 		{ "limit", 3, api_limit, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/audit", ROUTE_API, admin_api_audit, {
 		{ "since", 18, digits, 0 },
 		{ "action", 64, param_printable, 0 },
 		{ "consent_id", 64, param_token68, 0 },
 		{ "cursor", 20, digits, 0 },
 		{ "limit", 3, api_limit, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API },
-	{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
+	{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
 /* Paths no route matches are answered in the kind of the routes around them. */
 const struct route_prefix http_route_prefixes[] = {
@@ -417,6 +417,6 @@ const http_gate http_gates[ROUTE_AUTH__MAX] = {
  * private interface: what /metrics shows there needs no credentials. */
 const struct route http_metrics_routes[] = {
 	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, metrics_api_scrape, { { NULL, 0, NULL, 0 } }, 0,
-	  ROUTE_AUTH_NONE },
-	{ 0, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	  ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ 0, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };

@@ -91,6 +91,10 @@ enum cs_err token_consent_description(const struct consent_answer *a, char *out,
 		return str_fmt(out, outlen, "the consent request expired before the person decided; "
 		    "the next call starts a new one");
 	case CONSENT_TOO_MANY:
+		if (a->rate_limited)
+			return str_fmt(out, outlen, "rate limit exceeded: the person limit ([limits] "
+			    "person_rate) refused a new consent request for this person; retry after "
+			    "%lld s", (long long)(a->retry_after > 0 ? a->retry_after : 1));
 		return str_fmt(out, outlen, "this person has too many pending requests; retry after "
 		    "%lld s", (long long)(a->retry_after > 0 ? a->retry_after : 1));
 	default:
@@ -344,7 +348,8 @@ static enum cs_err grant_answer(struct http_reply *rep, const struct config *cfg
 		if ((e = str_fmt(ra, sizeof ra, "%lld",
 		    (long long)(a->retry_after > 0 ? a->retry_after : 1))) != CS_OK ||
 		    (e = token_consent_description(a, desc, sizeof desc)) != CS_OK ||
-		    (e = reply_oauth_error(rep, 429, "too_many_pending_requests", desc)) != CS_OK)
+		    (e = reply_oauth_error(rep, 429, a->rate_limited ? "too_many_requests" :
+		    "too_many_pending_requests", desc)) != CS_OK)
 			return e;
 		return reply_header(rep, "Retry-After", ra);
 	default:
@@ -360,7 +365,7 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	const char *reason = form_get(&req->params, "reason");
 	struct scope_set want = { .n = 0 };
 	struct exchange_grant x;
-	struct exchange_grant_req rq = { .jkt = jkt, .now = req->now };
+	struct exchange_grant_req rq = { .jkt = jkt, .now = req->now, .limits = app->limits };
 	json_t *claims = NULL;
 	char actor[300];
 	struct store_conn *c = store_conn(app->store);
@@ -565,7 +570,7 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 		goto out;
 	struct exchange_token_req rq = { .vault = app->vault, .k = &gc.k, .claims = gc.claims,
 		.details = form_get(&req->params, "authorization_details"), .actor = actor,
-		.now = req->now };
+		.now = req->now, .limits = app->limits };
 	if ((e = action_of(req, rep, &gc.k, &rq.res, &rq.act)) != CS_OK || rq.act == NULL)
 		goto out;
 	if ((e = exchange_provider_token(c, cfg, &rq, &x)) == CS_OK)

@@ -42,21 +42,21 @@ static bool valid_hint(const char *v)
 static const struct param_type hint[1] = { { .kind = PARAM_STRING, .valid = valid_hint } };
 
 static const struct route table[] = {
-	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_POST, "/token", ROUTE_OAUTH, h_echo,
 	  { { "grant_type", 64, param_token68, PARAM_REQUIRED },
 	    { "hint", 8, hint, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, h_echo,
 	  { { "return_to", 512, param_return_to, 0 },
 	    { "decision", 16, param_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, h_echo,
 	  { { "decision", 16, param_printable, PARAM_REQUIRED },
 	    { "note", 32, param_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_echo, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
 
 static struct config cfg = { .public_url = (char *)"http://127.0.0.1:8080" };

@@ -20,7 +20,10 @@ import { consentConfig, GATEWAY_APP } from '../lib/fixtures.js';
 let s;
 const out = mkdtempSync(join(tmpdir(), 'consentd-backup-'));
 const AGENTS = 600;   // one pending request each (a pending one is reused, not duplicated)
+// The load is one person's consent requests, as fast as they go: [limits] person_rate off
+// (ratelimit.test.js holds the limit; here it would stop the load this test needs).
 const cfg = () => { const c = consentConfig(); c.consent = { ...c.consent, max_pending_per_user: 1000 };
+  c.limits = { person_rate: 0 };
   for (let i = 0; i < AGENTS; i++) c[`agent.load${i}`] = { name: `Load ${i}`, description: 'Writes', allow: 'notes:read notes:write' };
   return c;
 };

@@ -258,6 +258,9 @@ static void ck_params_ok(const char *params)
 	free(t);
 }
 
+/* The [limits] a call passes on (NULL: none). */
+static struct rate_limits *call_limits;
+
 /* One downstream-token call for ACTION with parameters (JSON text) on
  * consent kid at now. */
 static enum approval_outcome call(const char *kid, const char *params, int64_t now,
@@ -273,7 +276,7 @@ static enum approval_outcome call(const char *kid, const char *params, int64_t n
 	struct consent k = load(kid, now);
 	memset(a, 0, sizeof *a);
 	struct approval_ask q = { .k = &k, .action = ACTION, .parameters = b.data, .digest = dg,
-		.actor = ACTOR, .now = now };
+		.actor = ACTOR, .now = now, .limits = call_limits };
 	ck_assert_int_eq(approval_check(sc, &cfg, &q, a), CS_OK);
 	consent_clear(&k);
 	buf_clear(&b);
@@ -865,6 +868,39 @@ START_TEST(test_approval_flow_pending_cap)
 }
 END_TEST
 
+/* [limits] person: new approval requests of one person beyond the burst are
+ * refused (rate_limited, audited), polls are not, and another person is served. */
+START_TEST(test_approval_flow_person_rate_limit)
+{
+	struct config lc;
+	memset(&lc, 0, sizeof lc);
+	lc.limit_person = (struct config_limit){ .rate_milli = 1, .burst = 2 };   /* 0.001/s */
+	lc.limit_buckets = 64;
+	call_limits = rate_limits_new(&lc);
+	ck_assert_ptr_nonnull(call_limits);
+	char *kid = make_consent("alice", "write", 3600, T0);
+	struct approval_answer a;
+	ck_assert_int_eq(call_o(kid, "{\"n\":1}", T0, NULL), APPROVAL_NEEDED);
+	ck_assert_int_eq(call_o(kid, "{\"n\":2}", T0 + 10, NULL), APPROVAL_NEEDED);
+	ck_assert_int_eq(call(kid, "{\"n\":3}", T0 + 20, &a), APPROVAL_TOO_MANY);
+	ck_assert(a.rate_limited);
+	ck_assert_ptr_null(a.approval_id);
+	ck_assert_int_ge(a.retry_after, 1);
+	approval_answer_clear(&a);
+	ck_assert_int_eq(audits("approval.refused"), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM approvals", NULL), 2);
+	/* A poll creates nothing: not limited. */
+	ck_assert_int_eq(call_o(kid, "{\"n\":1}", T0 + 60, NULL), APPROVAL_PENDING);
+	/* Another person has a bucket of their own. */
+	char *kb = make_consent("bob", "write", 3600, T0);
+	ck_assert_int_eq(call_o(kb, "{\"n\":3}", T0 + 61, NULL), APPROVAL_NEEDED);
+	free(kb);
+	free(kid);
+	rate_limits_free(call_limits);
+	call_limits = NULL;
+}
+END_TEST
+
 START_TEST(test_approval_consent_revoked_cancels)
 {
 	char *kid = make_consent("alice", "write", 3600, T0);
@@ -1131,6 +1167,7 @@ static Suite *approval_suite(void)
 	tcase_add_test(tc, test_approval_flow_expiry);
 	tcase_add_test(tc, test_approval_flow_approved_too_old);
 	tcase_add_test(tc, test_approval_flow_pending_cap);
+	tcase_add_test(tc, test_approval_flow_person_rate_limit);
 	tcase_add_test(tc, test_approval_consent_revoked_cancels);
 	tcase_add_test(tc, test_approval_decide_rules);
 	tcase_add_test(tc, test_approval_get_and_pending_list);

@@ -222,6 +222,81 @@ START_TEST(test_config_section_duplicate)
 }
 END_TEST
 
+START_TEST(test_config_limits)
+{
+	/* The defaults: generous enough for people behind one NAT and a busy gateway. */
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_int_eq(c->limit_address.rate_milli, 20000);
+	ck_assert_int_eq(c->limit_address.burst, 100);
+	ck_assert_int_eq(c->limit_person.rate_milli, 1000);
+	ck_assert_int_eq(c->limit_person.burst, 20);
+	ck_assert_int_eq(c->limit_gateway.rate_milli, 1000000);
+	ck_assert_int_eq(c->limit_gateway.burst, 2000);
+	ck_assert_int_eq(c->limit_buckets, 65536);
+	ck_assert_uint_eq(c->ntrusted_proxies, 0);
+	ck_assert_int_eq(c->proxy_header, FORWARDED_XFF);
+	config_free(c);
+	/* Decimals, 0 = off, and the environment. */
+	c = expect_ok(MINIMAL "[limits]\naddress_rate = 0.5\naddress_burst = 3\nperson_rate = 0\n"
+	    "gateway_rate = 12.125\nbuckets = 64\n",
+	    (char *[]){ "CONSENTD_LIMITS_PERSON_BURST=7", NULL });
+	ck_assert_int_eq(c->limit_address.rate_milli, 500);
+	ck_assert_int_eq(c->limit_address.burst, 3);
+	ck_assert_int_eq(c->limit_person.rate_milli, 0);
+	ck_assert_int_eq(c->limit_person.burst, 7);
+	ck_assert_int_eq(c->limit_gateway.rate_milli, 12125);
+	ck_assert_int_eq(c->limit_buckets, 64);
+	config_free(c);
+	/* Bad values, each named with its line. */
+	const char *const bad_rates[] = { "-1", "1e3", "1.", ".5", "0.0001", "1,5", "fast", "",
+		"0x10", "+2", "1 2", NULL };
+	for (size_t i = 0; bad_rates[i] != NULL; i++) {
+		char text[512];
+		ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "[limits]\naddress_rate = %s\n",
+		    bad_rates[i]), CS_OK);
+		expect_error(text, NULL, "x.conf:10: address_rate: not a rate");
+	}
+	expect_error(MINIMAL "[limits]\ngateway_rate = 1000001\n", NULL,
+	    "x.conf:10: gateway_rate: out of range (expected requests a second from 0 to 1000000");
+	expect_error(MINIMAL "[limits]\ngateway_rate = 1000000.5\n", NULL,
+	    "x.conf:10: gateway_rate: out of range");
+	expect_error(MINIMAL "[limits]\naddress_burst = 0\n", NULL,
+	    "x.conf:10: address_burst: out of range (expected an integer from 1 to 1000000)");
+	expect_error(MINIMAL "[limits]\nbuckets = 63\n", NULL, "x.conf:10: buckets: out of range");
+	expect_error(MINIMAL "[limits]\nrate = 5\n", NULL, "rate");
+}
+END_TEST
+
+#define PROXIES(v) MIN_SERVER "trusted_proxies = " v "\n" MIN_OIDC MIN_GATEWAY
+
+START_TEST(test_config_trusted_proxies)
+{
+	struct config *c = expect_ok(PROXIES("127.0.0.1 10.0.0.0/8\t2001:db8::/32") , NULL);
+	ck_assert_uint_eq(c->ntrusted_proxies, 3);
+	ck_assert(net_prefix_match(c->trusted_proxies, c->ntrusted_proxies, "10.9.8.7"));
+	ck_assert(net_prefix_match(c->trusted_proxies, c->ntrusted_proxies, "127.0.0.1"));
+	ck_assert(!net_prefix_match(c->trusted_proxies, c->ntrusted_proxies, "127.0.0.2"));
+	config_free(c);
+	c = expect_ok(MIN_SERVER "trusted_proxies =\nproxy_header = forwarded\n" MIN_OIDC MIN_GATEWAY,
+	    NULL);
+	ck_assert_uint_eq(c->ntrusted_proxies, 0);
+	ck_assert_int_eq(c->proxy_header, FORWARDED_RFC7239);
+	config_free(c);
+	c = expect_ok(MINIMAL, (char *[]){ "CONSENTD_SERVER_TRUSTED_PROXIES=::1", NULL });
+	ck_assert_uint_eq(c->ntrusted_proxies, 1);
+	config_free(c);
+	expect_error(PROXIES("10.0.0.1/8"), NULL,
+	    "x.conf:3: trusted_proxies: '10.0.0.1/8' is not an IPv4 or IPv6 address or network");
+	expect_error(PROXIES("127.0.0.1, 10.0.0.0/8"), NULL,
+	    "x.conf:3: trusted_proxies: '127.0.0.1,' is not an IPv4");
+	expect_error(PROXIES("[::1]"), NULL, "x.conf:3: trusted_proxies: '[::1]' is not");
+	expect_error(PROXIES("localhost"), NULL, "x.conf:3: trusted_proxies: 'localhost' is not");
+	expect_error(PROXIES("10.0.0.0/33"), NULL, "x.conf:3: trusted_proxies:");
+	expect_error(MIN_SERVER "proxy_header = x-real-ip\n" MIN_OIDC MIN_GATEWAY, NULL,
+	    "x.conf:3: proxy_header: must be one of: x-forwarded-for, forwarded");
+}
+END_TEST
+
 START_TEST(test_config_login_bounds)
 {
 	struct config *c = expect_ok(MINIMAL "[login]\nmax_pending = 50\nmax_pending_per_address = 50\n", NULL);
@@ -1135,6 +1210,8 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_minimal_defaults);
 	tcase_add_test(t, test_config_log_level);
 	tcase_add_test(t, test_config_login_bounds);
+	tcase_add_test(t, test_config_limits);
+	tcase_add_test(t, test_config_trusted_proxies);
 	tcase_add_test(t, test_config_dynamic_defaults);
 	tcase_add_test(t, test_config_key_unknown);
 	tcase_add_test(t, test_config_section_unknown);

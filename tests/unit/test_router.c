@@ -75,24 +75,24 @@ static const struct param_type hint_type[1] = { { .kind = PARAM_STRING, .valid =
 #define NO_PARAMS { { NULL, 0, NULL, 0 } }
 
 static const struct route table[] = {
-	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_POST, "/token", ROUTE_OAUTH, h_token,
 	  { { "grant_type", 64, param_token68, PARAM_REQUIRED },
 	    { "hint", 8, hint_type, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, h_page,
 	  { { "return_to", 512, param_return_to, 0 },
-	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, h_form,
 	  { { "decision", 16, param_printable, PARAM_REQUIRED },
 	    { "note", 32, param_printable, 0 },
-	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_POST, "/admin/api/things", ROUTE_API, h_api, NO_PARAMS, ROUTE_JSON_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_two, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/fail", ROUTE_BROWSER, h_fail, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, h_fail, NO_PARAMS, ROUTE_FORM_BODY, ROUTE_AUTH_NONE },
-	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, h_nostatus, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_POST, "/admin/api/things", ROUTE_API, h_api, NO_PARAMS, ROUTE_JSON_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/a/{x}/b/{y}", ROUTE_PUBLIC, h_two, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/fail", ROUTE_BROWSER, h_fail, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_POST, "/oauth-fail", ROUTE_OAUTH, h_fail, NO_PARAMS, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/nostatus", ROUTE_PUBLIC, h_nostatus, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
 
 /* --- request and reply helpers ------------------------------------------- */
@@ -352,8 +352,8 @@ START_TEST(test_router_unknown_path_oauth_json_404)
 	/* A table without /token: the paths under a prefix routes.c declares
 	 * JSON (http_route_prefixes) answer in JSON. */
 	static const struct route small[] = {
-		{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE },
-		{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+		{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+		{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	};
 	static const char *const paths[] = {
 		"/.well-known/nothing", "/admin/api/nothing", "/proxy/nothing",
@@ -417,8 +417,8 @@ static const struct route typed_table[] = {
 	    { "color", 8, color_type, 0 },
 	    { "on", 2, on_type, 0 },
 	    { "b", 2, on_type, PARAM_FAMILY(12) },
-	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE },
+	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
 
 static void typed(const char *query, int status, const char *want)
@@ -1257,8 +1257,8 @@ static enum cs_err h_rest(const struct http_request *q, struct http_reply *r) { 
 START_TEST(test_router_match_rest_capture_raw)
 {
 	static const struct route rest_table[] = {
-		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
-		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE },
+		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	};
 	struct http_request req;
 	struct http_reply rep;
@@ -1326,6 +1326,61 @@ START_TEST(test_router_reply_log_fields)
 }
 END_TEST
 
+/* [limits] address on a route that declares it: the burst passes, then a 429
+ * page with Retry-After before the handler (or the same-origin check) runs;
+ * another address is served; a route without the class never is refused. */
+static const struct route limited_table[] = {
+	{ HTTP_GET, "/page/{id}", ROUTE_BROWSER, h_page, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_POST, "/page/{id}", ROUTE_BROWSER, h_form, NO_PARAMS, ROUTE_FORM_BODY, ROUTE_AUTH_NONE,
+	  LIMIT_ADDRESS },
+	{ HTTP_GET, "/status", ROUTE_PUBLIC, h_public, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+};
+
+START_TEST(test_router_rate_limit_address)
+{
+	struct http_request req;
+	struct http_reply rep;
+	test_cfg.limit_address = (struct config_limit){ .rate_milli = 1, .burst = 2 };
+	test_cfg.limit_buckets = 64;
+	test_app.limits = rate_limits_new(&test_cfg);
+	ck_assert_ptr_nonnull(test_app.limits);
+	for (int i = 0; i < 2; i++) {
+		req_get(&req, HTTP_GET, "/page/a", "");
+		memcpy(req.remote_ip, "192.0.2.1", 10);
+		run_table(limited_table, &req, &rep);
+		ck_assert_int_eq(rep.status, 200);
+		done(&req, &rep);
+	}
+	/* A cross-site POST is refused by the limit first: no check costs more than it. */
+	req_post(&req, "/page/a", FORM_CT, "");
+	memcpy(req.remote_ip, "192.0.2.1", 10);
+	run_table(limited_table, &req, &rep);
+	ck_assert_int_eq(rep.status, 429);
+	ck_assert_str_eq(rep.content_type, "text/html; charset=utf-8");
+	ck_assert_ptr_nonnull(hdr(&rep, "Retry-After"));
+	ck_assert_int_ge(strtol(hdr(&rep, "Retry-After"), NULL, 10), 1);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Too many requests came from your network"));
+	ck_assert_ptr_null(strstr(body(&rep), "form"));      /* the handler did not run */
+	ck_assert_str_eq(rep.log.error, "too_many_requests");
+	done(&req, &rep);
+	for (int i = 0; i < 5; i++) {          /* not limited: /status */
+		req_get(&req, HTTP_GET, "/status", "");
+		memcpy(req.remote_ip, "192.0.2.1", 10);
+		run_table(limited_table, &req, &rep);
+		ck_assert_int_eq(rep.status, 200);
+		done(&req, &rep);
+	}
+	req_get(&req, HTTP_GET, "/page/a", "");
+	memcpy(req.remote_ip, "192.0.2.2", 10);
+	run_table(limited_table, &req, &rep);
+	ck_assert_int_eq(rep.status, 200);
+	done(&req, &rep);
+	rate_limits_free(test_app.limits);
+	test_app.limits = NULL;
+}
+END_TEST
+
 static Suite *router_suite(void)
 {
 	Suite *s = suite_create("router");
@@ -1388,6 +1443,7 @@ static Suite *router_suite(void)
 	tcase_add_test(tc, test_router_reply_header_cap);
 	tcase_add_test(tc, test_router_reply_oauth_error_escapes);
 	tcase_add_test(tc, test_router_method_name);
+	tcase_add_test(tc, test_router_rate_limit_address);
 	suite_add_tcase(s, tc);
 	return s;
 }
