@@ -193,9 +193,17 @@ test('audit heads: published per commit before the answer; a cut-off tail is nam
   // A restart: the database is behind head_file; consentd serves, unready, and says why.
   const c3 = await startConsentd({ port: v.c.port, dir: v.c.dir, config: v.c.config });
   try {
-    const ready = await fetch(`${c3.url}/readyz`);
+    // Unready for the audit head alone: wait until it has reached the IdP (under load the
+    // first discovery can come after the first answers), then every other check is true.
+    let ready; let body;
+    for (let i = 0; i < 100; i++) {
+      ready = await fetch(`${c3.url}/readyz`);
+      body = await ready.json();
+      if (body.checks.identity_provider) break;
+      await new Promise((r) => { setTimeout(r, 100); });
+    }
+    assert.equal(body.checks.identity_provider, true, JSON.stringify(body));
     assert.equal(ready.status, 503);
-    const body = await ready.json();
     assert.equal(body.checks.audit_head, false);
     assert.equal(body.checks.database, true);
     const m = await fetch(`${c3.url}/metrics`, { headers: { authorization: GW_AUTH } });

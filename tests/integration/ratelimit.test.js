@@ -152,6 +152,13 @@ test('per gateway on /token, /introspect, /revoke and /proxy: JSON 429 with Retr
   retryAfter(px);
   // People's pages are another class: served meanwhile.
   assert.equal((await fetch(`${gw.url}/login`, { redirect: 'manual' })).status, 303);
+  // Each refusal is counted in /metrics (which no limit guards), by its class.
+  const m = await fetch(`${gw.url}/metrics`, { headers: await g.authHeaders() });
+  assert.equal(m.status, 200);
+  const text = await m.text();
+  assert.match(text, /^# TYPE consentd_rate_limit_refusals_total counter$/m);
+  assert.match(text, /^consentd_rate_limit_refusals_total\{limit="gateway"\} 4$/m, 'introspect, token, revoke, proxy');
+  assert.doesNotMatch(text, /^consentd_rate_limit_refusals_total\{limit="address"\} [1-9]/m);
 });
 
 test('a bucket refills: after the Retry-After it was given, the gateway is served again', async () => {
@@ -184,6 +191,8 @@ test('per person on new consent requests: the third new request for alice is ref
   // Another person is served meanwhile.
   const bob = await ask(await token('bob'), 'butler', 'notes');
   assert.equal(bob.body?.error, 'consent_required', bob.text);
+  const m = await (await fetch(`${people.url}/metrics`, { headers: await g.authHeaders() })).text();
+  assert.match(m, /^consentd_rate_limit_refusals_total\{limit="person"\} 1$/m);
 });
 
 test('consentd -n names a bad [limits] value or trusted proxy with its line', () => {
