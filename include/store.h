@@ -10,7 +10,9 @@
  * migrations, transactions and the statement cache; store_X.c holds X's SQL.
  * A second backend (PostgreSQL) implements these same headers below the line
  * (the one future subfolder, server/store/); callers never change.  Group
- * commit belongs below the line too, behind store_begin / store_commit. */
+ * commit lives below the line too, behind store_begin / store_commit: a
+ * backend makes many callers' transactions durable together, and each
+ * caller's store_commit returns only once its own writes are durable. */
 #ifndef CS_STORE_H
 #define CS_STORE_H
 
@@ -48,18 +50,39 @@ enum cs_err store_backup(struct store_conn *c, const char *dest_path) CS_MUST_CH
 /* A cheap "is the database there" check for /readyz. */
 enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
 
-/* Transactions: BEGIN IMMEDIATE / COMMIT / ROLLBACK (rollback is NULL-safe and
- * never fails loudly, for use after `out:`).  When the transaction appended
- * audit entries, store_commit calls the store's audit hook (below) after the
- * COMMIT succeeded and before it returns. */
+/* Transactions, one at a time per connection, serialised across threads and
+ * made durable in groups (the group commit, store.c):
+ * - store_begin waits for the writer's turn: CS_EBUSY (answer 503) when
+ *   the write queue is full, the store is stopping, or no turn came within
+ *   5 s.  Nested transactions are refused (CS_EDB).
+ * - store_commit returns CS_OK only when the transaction's writes are
+ *   durable (synchronous = FULL), committed together with those of the
+ *   transactions that ended around it; an error means none of its writes
+ *   stay.  It may wait for others' commit: never call it holding a lock
+ *   another caller of store_begin could need.
+ * - store_rollback undoes only this transaction (NULL-safe, quiet, for use
+ *   after `out:`).
+ * When the transaction appended audit entries, the audit hook (below) has
+ * been called with its batch's last entry before store_commit returns. */
 enum cs_err store_begin(struct store_conn *c) CS_MUST_CHECK;
 enum cs_err store_commit(struct store_conn *c) CS_MUST_CHECK;
 void store_rollback(struct store_conn *c);
 
-/* Called with the number and link of the last audit entry a committed
- * transaction appended.  Calls for one store come one at a time and in commit
- * order: store_commit holds one lock from its COMMIT through the call, so the
- * hook must be quick and must not commit on the store itself. */
+/* At most max callers wait for the writer's turn ([database] write_queue);
+ * the next one gets CS_EBUSY at once rather than a place in an unbounded
+ * queue.  0 refuses every caller that would have to wait. */
+#define STORE_WRITE_QUEUE_DEFAULT 256
+void store_set_write_queue(struct store *s, unsigned max);
+/* An orderly stop of the writer: from now on store_begin answers CS_EBUSY;
+ * returns once every transaction that held or waited for a turn has ended
+ * and everything committed is durable.  store_close calls it.  Never call
+ * it from inside a transaction. */
+void store_stop(struct store *s);
+
+/* Called with the number and link of the last audit entry a committed batch
+ * of transactions appended.  Calls for one store come one at a time and in
+ * commit order (the committer holds the writer's turn through the call), so
+ * the hook must be quick and must not use the store's transactions itself. */
 #define STORE_AUDIT_LINK_LEN 32
 typedef void (*store_audit_hook)(void *arg, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN]);

@@ -386,14 +386,16 @@ static const struct {
 	    NULL, 0 },
 	[M_EVENT_BACKLOG] = { "consentd_event_backlog", "Security events waiting to be "
 	    "delivered, counted at each scrape.", METRIC_GAUGE, NULL, NULL, 0 },
-	[M_DB_COMMIT_SECONDS] = { "consentd_db_commit_seconds", "Time a COMMIT took, waits for "
-	    "the write lock included.", METRIC_HISTOGRAM, NULL, b_commit, NB(b_commit) },
+	[M_DB_COMMIT_SECONDS] = { "consentd_db_commit_seconds", "Time one group COMMIT took "
+	    "(its fsync included).", METRIC_HISTOGRAM, NULL, b_commit, NB(b_commit) },
 	[M_DB_COMMIT_BATCH] = { "consentd_db_commit_batch_size", "Transactions made durable by "
-	    "one COMMIT.  Every transaction commits on its own today, so every observation is 1.",
-	    METRIC_HISTOGRAM, NULL, b_batch, NB(b_batch) },
+	    "one group COMMIT (one fsync).", METRIC_HISTOGRAM, NULL, b_batch, NB(b_batch) },
 	[M_DB_BUSY_WAITS] = { "consentd_db_busy_waits_total", "Times a database connection found "
 	    "the database locked by another and waited (SQLite busy handler, first call of each "
 	    "wait).", METRIC_COUNTER, NULL, NULL, 0 },
+	[M_DB_QUEUE_FULL] = { "consentd_db_write_queue_full_total", "Transactions refused at "
+	    "once (503) because [database] write_queue callers already waited for the writer.",
+	    METRIC_COUNTER, NULL, NULL, 0 },
 	[M_AUDIT_HEAD_LAG] = { "consentd_audit_head_lag_entries", "Audit entries in the database "
 	    "past the highest head consentd published, at the scrape (0 normally: each commit "
 	    "publishes its head before it answers; a database behind the heads shows in "

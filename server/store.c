@@ -1,8 +1,10 @@
-/* store.c -- the SQLite backend's core: one connection per thread, WAL,
+/* store.c -- the SQLite backend's core: one reading connection per thread,
+ * one writer connection shared by all of them through a group commit, WAL,
  * migrations embedded at build time, transactions, and the one statement
  * mechanism every store_X.c uses (store_priv.h).  The SQL of each family lives
  * in its store_X.c.  It must never build SQL from input: every value travels
- * as a bound parameter. */
+ * as a bound parameter, and it must never answer a caller's commit before that
+ * caller's writes are durable. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -24,6 +26,10 @@
 static const char SQL_BEGIN[] = "BEGIN IMMEDIATE";
 static const char SQL_COMMIT[] = "COMMIT";
 static const char SQL_ROLLBACK[] = "ROLLBACK";
+/* One savepoint at a time on the writer: callers take turns (see "group commit"). */
+static const char SQL_SAVEPOINT[] = "SAVEPOINT caller";
+static const char SQL_RELEASE[] = "RELEASE caller";
+static const char SQL_ROLLBACK_TO[] = "ROLLBACK TO caller";
 static const char SQL_PING[] = "SELECT 1";
 static const char SQL_SCHEMA_MAX[] = "SELECT coalesce(max(version), 0) FROM schema_version";
 static const char SQL_SCHEMA_HAS[] = "SELECT 1 FROM schema_version WHERE version = ?1";
@@ -45,16 +51,57 @@ static const char conn_pragmas[] =
 #define STMT_SLOTS (2 * STORE_MAX_STMTS)
 _Static_assert((STMT_SLOTS & (STMT_SLOTS - 1)) == 0, "STMT_SLOTS masks: a power of two");
 
-struct store_conn {
-	struct store      *s;
+/* A SQLite connection and its statements.  A thread's own one serves its
+ * reads; the writer's one (struct store's w) serves every transaction. */
+struct conn_core {
 	sqlite3           *db;
 	struct {
 		const char   *sql;            /* the key: the address of a static constant */
 		sqlite3_stmt *st;
 	} stmts[STMT_SLOTS];
 	size_t             nstmts;
+};
+
+struct store_conn {
+	struct store      *s;
+	struct conn_core   own;           /* this thread's connection, for reads */
+	struct conn_core  *cur;           /* &own, or the writer's while in a transaction */
+	bool               in_tx;         /* between store_begin and commit/rollback */
 	struct store_conn *next;          /* in s->conns */
 	struct {                          /* the last audit entry the open transaction appended */
+		int           set;
+		int64_t       seq;
+		unsigned char link[STORE_AUDIT_LINK_LEN];
+	} audit;
+};
+
+/* A caller waiting for the batch that holds its released savepoint. */
+struct commit_wait {
+	struct commit_wait *next;
+	bool                done;
+	enum cs_err         e;
+};
+
+/* The group commit's state, guarded by mu.  Callers take turns on the
+ * writer connection: the turn's holder runs its transaction inside a
+ * savepoint of one outer transaction (the batch); when it ends its turn and
+ * nobody else is waiting for one (or the batch is full), it commits the
+ * batch -- one COMMIT, one fsync -- for everyone in it. */
+struct writer {
+	pthread_mutex_t     mu;
+	pthread_cond_t      turn_cv;      /* the turn became free */
+	pthread_cond_t      done_cv;      /* a batch ended */
+	struct conn_core    core;         /* the writer connection; used by the turn's holder only */
+	bool                busy;         /* someone holds the turn */
+	bool                open;         /* the outer transaction is open on core */
+	bool                stopping;     /* store_stop: no new turns */
+	unsigned            waiting;      /* callers waiting for the turn */
+	unsigned            queue_max;    /* more waiting than this: CS_EBUSY at once */
+	unsigned            pending;      /* released savepoints in the open batch */
+	uint64_t            batches;      /* COMMITs made, and the transactions in them */
+	uint64_t            transactions;
+	struct commit_wait *waits;        /* their callers */
+	struct {                          /* the batch's last audit entry, in commit order */
 		int           set;
 		int64_t       seq;
 		unsigned char link[STORE_AUDIT_LINK_LEN];
@@ -66,9 +113,11 @@ struct store {
 	pthread_key_t      key;
 	pthread_mutex_t    lock;          /* guards conns */
 	struct store_conn *conns;         /* every open connection, to close at store_close */
-	pthread_mutex_t    commit_lock;   /* held from an audited COMMIT through the hook */
+	pthread_mutex_t    commit_lock;   /* guards the hook; held through each call */
 	store_audit_hook   audit_hook;    /* guarded by commit_lock */
 	void              *audit_arg;
+	struct writer      w;
+	bool               w_ok;          /* w's mutex and conditions exist */
 };
 
 #define STORE_BUSY_TIMEOUT_MS 5000
@@ -94,13 +143,19 @@ static int busy_wait(void *arg, int count)
 
 /* --- connections ------------------------------------------------------- */
 
+static void core_close(struct conn_core *k)
+{
+	for (size_t i = 0; i < STMT_SLOTS; i++)
+		sqlite3_finalize(k->stmts[i].st);
+	sqlite3_close_v2(k->db);
+	memset(k, 0, sizeof *k);
+}
+
 static void conn_close(struct store_conn *c)
 {
 	if (c == NULL)
 		return;
-	for (size_t i = 0; i < STMT_SLOTS; i++)
-		sqlite3_finalize(c->stmts[i].st);
-	sqlite3_close_v2(c->db);
+	core_close(&c->own);
 	free(c);
 }
 
@@ -126,44 +181,57 @@ static void conn_destroy(void *p)
 	conn_close(c);
 }
 
+/* Opens path into k: WAL, foreign keys, synchronous=FULL, our busy handler.
+ * Each connection is used by one thread at a time (a thread's own, or the
+ * writer by the turn's holder): SQLite's own mutexes are not needed. */
+static enum cs_err core_open(const char *path, struct conn_core *k)
+{
+	memset(k, 0, sizeof *k);
+	int rc = sqlite3_open_v2(path, &k->db,
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_msg(LOG_ERROR, "cannot open database %s: %s", path,
+		    k->db != NULL ? sqlite3_errmsg(k->db) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_extended_result_codes(k->db, 1);
+	if (sqlite3_busy_handler(k->db, busy_wait, NULL) != SQLITE_OK)
+		goto fail;
+	char *msg = NULL;
+	if (sqlite3_exec(k->db, conn_pragmas, NULL, NULL, &msg) != SQLITE_OK) {
+		log_msg(LOG_ERROR, "database %s: %s", path, msg ? msg : "pragma failed");
+		sqlite3_free(msg);
+		goto fail;
+	}
+	/* journal_mode answers with the mode it ended up in; insist on wal. */
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(k->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL &&
+	    strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+	sqlite3_finalize(st);
+	if (!ok) {
+		log_msg(LOG_ERROR, "database %s: cannot switch to WAL mode", path);
+		goto fail;
+	}
+	return CS_OK;
+fail:
+	core_close(k);
+	return CS_EDB;
+}
+
 static struct store_conn *conn_open(struct store *s)
 {
 	struct store_conn *c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return NULL;
 	c->s = s;
-	/* One connection per thread: SQLite's own mutexes are not needed. */
-	int rc = sqlite3_open_v2(s->path, &c->db,
-	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		log_msg(LOG_ERROR, "cannot open database %s: %s", s->path,
-		    c->db != NULL ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
-		goto fail;
-	}
-	sqlite3_extended_result_codes(c->db, 1);
-	if (sqlite3_busy_handler(c->db, busy_wait, NULL) != SQLITE_OK)
-		goto fail;
-	char *msg = NULL;
-	if (sqlite3_exec(c->db, conn_pragmas, NULL, NULL, &msg) != SQLITE_OK) {
-		log_msg(LOG_ERROR, "database %s: %s", s->path, msg ? msg : "pragma failed");
-		sqlite3_free(msg);
-		goto fail;
-	}
-	/* journal_mode answers with the mode it ended up in; insist on wal. */
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(c->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL &&
-	    strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
-	sqlite3_finalize(st);
-	if (!ok) {
-		log_msg(LOG_ERROR, "database %s: cannot switch to WAL mode", s->path);
-		goto fail;
+	c->cur = &c->own;
+	if (core_open(s->path, &c->own) != CS_OK) {
+		free(c);
+		return NULL;
 	}
 	return c;
-fail:
-	conn_close(c);
-	return NULL;
 }
 
 struct store_conn *store_conn(struct store *s)
@@ -196,10 +264,8 @@ static size_t stmt_slot(const char *sql)
 	return (size_t)(h >> 32) & (STMT_SLOTS - 1);
 }
 
-sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
+static sqlite3_stmt *core_stmt(struct conn_core *c, const char *sql)
 {
-	if (c == NULL || sql == NULL)
-		return NULL;
 	size_t i = stmt_slot(sql);
 	for (; c->stmts[i].sql != NULL; i = (i + 1) & (STMT_SLOTS - 1))
 		if (c->stmts[i].sql == sql)
@@ -217,6 +283,15 @@ sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
 	c->stmts[i].st = st;
 	c->nstmts++;
 	return st;
+}
+
+/* In a transaction the statement is the writer's: every statement of a
+ * transaction runs on the one writer connection, inside the caller's savepoint. */
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
+{
+	if (c == NULL || sql == NULL)
+		return NULL;
+	return core_stmt(c->cur, sql);
 }
 
 /* Ready for the next use: reset and drop bound values (which may be secrets). */
@@ -258,7 +333,7 @@ enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st)
 	if (rc == SQLITE_ROW)
 		e = CS_EDB;    /* a programming error: this statement returns rows */
 	if (e != CS_OK && e != CS_EEXIST && e != CS_EBUSY)
-		log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->db));
+		log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->cur->db));
 	store_stmt_done(st);
 	return e;
 }
@@ -271,11 +346,11 @@ enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
 	if (rc == SQLITE_DONE)
 		return CS_ENOENT;
 	enum cs_err e = store_rc_err(rc);
-	log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->db));
+	log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(c->cur->db));
 	return e == CS_OK ? CS_EDB : e;
 }
 
-int64_t store_changes(struct store_conn *c) { return (int64_t)sqlite3_changes64(c->db); }
+int64_t store_changes(struct store_conn *c) { return (int64_t)sqlite3_changes64(c->cur->db); }
 
 static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v)
 {
@@ -444,15 +519,196 @@ out:
 	return CS_OK;
 }
 
-/* --- transactions ------------------------------------------------------ */
+/* --- transactions: the group commit ------------------------------------
+ *
+ * Every transaction runs on the one writer connection, one caller at a time
+ * (the "turn"), inside a savepoint of an outer transaction that may hold the
+ * released savepoints of many callers (the "batch").  A caller that ends its
+ * turn while others wait for one hands the turn on and sleeps; the last of a
+ * run of callers (nobody waiting, or the batch full) commits the batch: one
+ * COMMIT, one fsync (synchronous = FULL), for all of them.  Then each caller's
+ * store_commit returns.
+ *
+ * SECURITY: store_commit returns CS_OK only after the COMMIT that holds the
+ * caller's writes returned, so nothing is acknowledged before it is durable.
+ * A caller that read a batch-mate's uncommitted row commits in the same batch
+ * or a later one, so no answer depends on a write that could still be lost.
+ * A failing caller rolls back to its own savepoint and takes nobody with it;
+ * a failure that ends the outer transaction (SQLite does so itself after an
+ * I/O error, a full disk or no memory) or a failed COMMIT fails exactly the
+ * callers of that batch. */
+
+#define STORE_BATCH_MAX 64           /* transactions one COMMIT makes durable, at most */
+
+static enum cs_err core_run(struct conn_core *k, const char *sql)
+{
+	sqlite3_stmt *st = core_stmt(k, sql);
+	if (st == NULL)
+		return CS_EDB;
+	int rc = sqlite3_step(st);
+	enum cs_err e = rc == SQLITE_DONE ? CS_OK : store_rc_err(rc);
+	if (e == CS_OK && rc != SQLITE_DONE)
+		e = CS_EDB;
+	if (e != CS_OK && e != CS_EBUSY)
+		log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(k->db));
+	store_stmt_done(st);
+	return e;
+}
+
+/* consentd_db_commit_seconds and _batch_size: one observation per COMMIT. */
+static void count_commit(const struct timespec *t0, enum cs_err e, unsigned n)
+{
+	struct timespec t1;
+	if (e != CS_OK)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	metrics_observe(metric[M_DB_COMMIT_SECONDS], NULL, (double)(t1.tv_sec - t0->tv_sec) +
+	    (double)(t1.tv_nsec - t0->tv_nsec) / 1e9);
+	metrics_observe(metric[M_DB_COMMIT_BATCH], NULL, (double)n);
+}
+
+/* Wakes the callers of a batch with its outcome.  mu held. */
+static void batch_finish_locked(struct writer *w, struct commit_wait *list, enum cs_err e)
+{
+	for (struct commit_wait *x = list; x != NULL; x = x->next) {
+		x->e = e;
+		x->done = true;
+	}
+	pthread_cond_broadcast(&w->done_cv);
+}
+
+/* Commits the open batch.  mu held and the turn ours; mu is let go during the
+ * COMMIT (the turn keeps the writer ours) and held again on return. */
+static void batch_commit_locked(struct store *s)
+{
+	struct writer *w = &s->w;
+	struct commit_wait *list = w->waits;
+	unsigned n = w->pending;
+	int audited = w->audit.set;
+	int64_t seq = w->audit.seq;
+	unsigned char link[STORE_AUDIT_LINK_LEN];
+	struct timespec t0;
+
+	memcpy(link, w->audit.link, sizeof link);
+	w->waits = NULL;
+	w->pending = 0;
+	w->audit.set = 0;
+	pthread_mutex_unlock(&w->mu);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	enum cs_err e = core_run(&w->core, SQL_COMMIT);
+	if (e != CS_OK && !sqlite3_get_autocommit(w->core.db))
+		(void)core_run(&w->core, SQL_ROLLBACK);
+	w->open = false;
+	/* SECURITY: the hook publishes the batch's last audit entry before any
+	 * caller of the batch answers; batches commit one at a time, so the
+	 * published heads follow commit order and only grow. */
+	if (e == CS_OK && audited) {
+		pthread_mutex_lock(&s->commit_lock);
+		if (s->audit_hook != NULL)
+			s->audit_hook(s->audit_arg, seq, link);
+		pthread_mutex_unlock(&s->commit_lock);
+	}
+	count_commit(&t0, e, n);
+	OPENSSL_cleanse(link, sizeof link);
+
+	pthread_mutex_lock(&w->mu);
+	if (e == CS_OK) {
+		w->batches++;
+		w->transactions += n;
+	}
+	batch_finish_locked(w, list, e);
+}
+
+/* Ends the caller's turn: commits the batch when nobody waits to add to it
+ * (or it is full), hands the turn on otherwise.  mu held, the turn ours. */
+static void turn_end_locked(struct store *s)
+{
+	struct writer *w = &s->w;
+	if (w->open && sqlite3_get_autocommit(w->core.db)) {
+		/* SQLite ended the outer transaction itself: the batch is gone. */
+		log_msg(LOG_ERROR, "database: a transaction batch was rolled back by the database");
+		struct commit_wait *list = w->waits;
+		w->waits = NULL;
+		w->pending = 0;
+		w->audit.set = 0;
+		w->open = false;
+		batch_finish_locked(w, list, CS_EDB);
+	}
+	if (w->open && w->pending == 0 && w->waiting == 0) {
+		(void)core_run(&w->core, SQL_ROLLBACK);    /* nothing in it: let the lock go */
+		w->open = false;
+	} else if (w->open && w->pending > 0 && (w->waiting == 0 || w->pending >= STORE_BATCH_MAX)) {
+		batch_commit_locked(s);
+	}
+	w->busy = false;
+	pthread_cond_signal(&w->turn_cv);
+	if (w->stopping)
+		pthread_cond_broadcast(&w->done_cv);    /* store_stop watches the queue drain */
+}
+
+/* Takes the writer's turn.  CS_EBUSY at once when the store is stopping or
+ * queue_max callers wait already, and after STORE_BUSY_TIMEOUT_MS without it. */
+static enum cs_err turn_take(struct writer *w)
+{
+	enum cs_err e = CS_OK;
+	struct timespec until;
+
+	pthread_mutex_lock(&w->mu);
+	if (w->stopping) {
+		e = CS_EBUSY;
+		goto out;
+	}
+	if (w->busy) {
+		if (w->waiting >= w->queue_max) {
+			metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
+			e = CS_EBUSY;
+			goto out;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += STORE_BUSY_TIMEOUT_MS / 1000;
+		w->waiting++;
+		while (w->busy && e == CS_OK)
+			if (pthread_cond_timedwait(&w->turn_cv, &w->mu, &until) == ETIMEDOUT && w->busy)
+				e = CS_EBUSY;
+		w->waiting--;
+		if (e != CS_OK)
+			goto out;
+	}
+	w->busy = true;
+out:
+	pthread_mutex_unlock(&w->mu);
+	return e;
+}
 
 enum cs_err store_begin(struct store_conn *c)
 {
-	sqlite3_stmt *st = store_stmt(c, SQL_BEGIN);
-	if (st == NULL)
+	enum cs_err e;
+	if (c == NULL)
+		return CS_EINVAL;
+	if (c->in_tx) {
+		log_msg(LOG_ERROR, "database: a transaction began inside another");
 		return CS_EDB;
+	}
+	struct writer *w = &c->s->w;
+	if ((e = turn_take(w)) != CS_OK)
+		return e;
+	if (!w->open) {
+		if ((e = core_run(&w->core, SQL_BEGIN)) != CS_OK)
+			goto fail;
+		w->open = true;
+	}
+	if ((e = core_run(&w->core, SQL_SAVEPOINT)) != CS_OK)
+		goto fail;
+	c->cur = &w->core;
+	c->in_tx = true;
 	c->audit.set = 0;
-	return store_exec(c, st);
+	return CS_OK;
+fail:
+	pthread_mutex_lock(&w->mu);
+	turn_end_locked(c->s);
+	pthread_mutex_unlock(&w->mu);
+	return e;
 }
 
 void store_audit_appended(struct store_conn *c, int64_t seq,
@@ -463,7 +719,7 @@ void store_audit_appended(struct store_conn *c, int64_t seq,
 	memcpy(c->audit.link, link, STORE_AUDIT_LINK_LEN);
 	/* Can't happen (audit.h: appends run inside a transaction), but if one
 	 * ran outside, its row is committed already: publish it now, not never. */
-	if (sqlite3_get_autocommit(c->db)) {
+	if (!c->in_tx) {
 		pthread_mutex_lock(&c->s->commit_lock);
 		if (c->s->audit_hook != NULL)
 			c->s->audit_hook(c->s->audit_arg, seq, link);
@@ -480,60 +736,96 @@ void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)
 	pthread_mutex_unlock(&s->commit_lock);
 }
 
-/* SECURITY: a transaction that appended audit entries commits under
- * commit_lock and hands its last entry to the hook before the lock is let go.
- * SQLite's writer lock orders the commits; commit_lock keeps the hook calls in
- * that order, so the heads the hook publishes only ever grow -- and it runs
- * before the caller answers anyone, so no acknowledged entry goes unpublished. */
-/* consentd_db_commit_seconds and _batch_size: one transaction a COMMIT today
- * (a group-commit writer will observe the batches it makes). */
-static void count_commit(const struct timespec *t0, enum cs_err e)
-{
-	struct timespec t1;
-	if (e != CS_OK)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	metrics_observe(metric[M_DB_COMMIT_SECONDS], NULL, (double)(t1.tv_sec - t0->tv_sec) +
-	    (double)(t1.tv_nsec - t0->tv_nsec) / 1e9);
-	metrics_observe(metric[M_DB_COMMIT_BATCH], NULL, 1);
-}
-
 enum cs_err store_commit(struct store_conn *c)
 {
-	sqlite3_stmt *st = store_stmt(c, SQL_COMMIT);
-	struct timespec t0;
-	enum cs_err e;
-	if (st == NULL)
-		return CS_EDB;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (!c->audit.set) {
-		e = store_exec(c, st);
-		count_commit(&t0, e);
-		return e;
+	if (c == NULL || !c->in_tx)
+		return CS_EDB;                /* can't happen: no transaction to commit */
+	struct writer *w = &c->s->w;
+	struct commit_wait me = { .next = NULL, .done = false, .e = CS_EDB };
+	enum cs_err e = core_run(&w->core, SQL_RELEASE);
+	if (e != CS_OK && !sqlite3_get_autocommit(w->core.db)) {
+		(void)core_run(&w->core, SQL_ROLLBACK_TO);
+		(void)core_run(&w->core, SQL_RELEASE);
 	}
-	pthread_mutex_lock(&c->s->commit_lock);
-	e = store_exec(c, st);
+	c->cur = &c->own;
+	c->in_tx = false;
+
+	pthread_mutex_lock(&w->mu);
 	if (e == CS_OK) {
-		c->audit.set = 0;
-		if (c->s->audit_hook != NULL)
-			c->s->audit_hook(c->s->audit_arg, c->audit.seq, c->audit.link);
+		me.next = w->waits;
+		w->waits = &me;
+		w->pending++;
+		if (c->audit.set) {
+			w->audit.set = 1;
+			w->audit.seq = c->audit.seq;
+			memcpy(w->audit.link, c->audit.link, STORE_AUDIT_LINK_LEN);
+		}
 	}
-	pthread_mutex_unlock(&c->s->commit_lock);
-	count_commit(&t0, e);
+	c->audit.set = 0;
+	turn_end_locked(c->s);
+	while (e == CS_OK && !me.done)
+		pthread_cond_wait(&w->done_cv, &w->mu);
+	if (e == CS_OK)
+		e = me.e;
+	pthread_mutex_unlock(&w->mu);
 	return e;
 }
 
 void store_rollback(struct store_conn *c)
 {
-	if (c != NULL)
-		c->audit.set = 0;
-	if (c == NULL || c->db == NULL || sqlite3_get_autocommit(c->db))
+	if (c == NULL)
 		return;
-	sqlite3_stmt *st = store_stmt(c, SQL_ROLLBACK);
-	if (st == NULL)
+	c->audit.set = 0;
+	if (!c->in_tx) {
+		/* Outside store_begin nothing should be open on the thread's own
+		 * connection; if something is, it goes. */
+		if (c->own.db != NULL && !sqlite3_get_autocommit(c->own.db))
+			(void)core_run(&c->own, SQL_ROLLBACK);
 		return;
-	sqlite3_step(st);
-	store_stmt_done(st);
+	}
+	struct writer *w = &c->s->w;
+	if (!sqlite3_get_autocommit(w->core.db)) {
+		(void)core_run(&w->core, SQL_ROLLBACK_TO);
+		(void)core_run(&w->core, SQL_RELEASE);
+	}
+	c->cur = &c->own;
+	c->in_tx = false;
+	pthread_mutex_lock(&w->mu);
+	turn_end_locked(c->s);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void store_set_write_queue(struct store *s, unsigned max)
+{
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->w.mu);
+	s->w.queue_max = max;
+	pthread_mutex_unlock(&s->w.mu);
+}
+
+void store_writer_stats(struct store *s, struct store_writer_stats *out)
+{
+	pthread_mutex_lock(&s->w.mu);
+	out->stopping = s->w.stopping;
+	out->waiting = s->w.waiting;
+	out->batches = s->w.batches;
+	out->transactions = s->w.transactions;
+	pthread_mutex_unlock(&s->w.mu);
+}
+
+void store_stop(struct store *s)
+{
+	if (s == NULL || !s->w_ok)
+		return;
+	struct writer *w = &s->w;
+	pthread_mutex_lock(&w->mu);
+	w->stopping = true;
+	/* The queue drains: every caller that holds or waits for a turn ends it,
+	 * and the last one commits what is pending. */
+	while (w->busy || w->waiting > 0 || w->pending > 0)
+		pthread_cond_wait(&w->done_cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
 enum cs_err store_ping(struct store_conn *c)
@@ -582,7 +874,7 @@ enum cs_err store_backup(struct store_conn *c, const char *dest_path)
 	enum cs_err e = CS_EDB;
 	int rc;
 
-	if (c == NULL || c->db == NULL || dest_path == NULL)
+	if (c == NULL || c->own.db == NULL || dest_path == NULL)
 		return CS_EINVAL;
 	rc = sqlite3_open_v2(dest_path, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -590,7 +882,7 @@ enum cs_err store_backup(struct store_conn *c, const char *dest_path)
 		    dst != NULL ? sqlite3_errmsg(dst) : sqlite3_errstr(rc));
 		goto out;
 	}
-	if ((b = sqlite3_backup_init(dst, "main", c->db, "main")) == NULL) {
+	if ((b = sqlite3_backup_init(dst, "main", c->own.db, "main")) == NULL) {
 		log_msg(LOG_ERROR, "backup %s: %s", dest_path, sqlite3_errmsg(dst));
 		goto out;
 	}
@@ -696,7 +988,7 @@ static enum cs_err migration_apply(struct store_conn *c, int version, const stru
 	}
 	if (e != CS_ENOENT)
 		goto out;
-	if (sqlite3_exec(c->db, f->data, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sqlite3_exec(c->cur->db, f->data, NULL, NULL, &msg) != SQLITE_OK) {
 		log_msg(LOG_ERROR, "migration %s failed: %s", f->name, msg ? msg : "?");
 		e = CS_EDB;
 		goto out;
@@ -718,7 +1010,7 @@ static enum cs_err migrate(struct store_conn *c)
 	char *msg = NULL;
 	int have = 0, known = store_schema_known(), prev = 0;
 
-	if (sqlite3_exec(c->db, schema_version_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sqlite3_exec(c->own.db, schema_version_sql, NULL, NULL, &msg) != SQLITE_OK) {
 		log_msg(LOG_ERROR, "database: %s", msg ? msg : "cannot create schema_version");
 		sqlite3_free(msg);
 		return CS_EDB;
@@ -750,6 +1042,37 @@ static enum cs_err migrate(struct store_conn *c)
 	return CS_OK;
 }
 
+/* The writer: its connection and the group commit's lock and conditions
+ * (the turn's wait is timed on the monotonic clock). */
+static enum cs_err writer_init(struct store *s)
+{
+	struct writer *w = &s->w;
+	pthread_condattr_t ca;
+	int ok = 0;
+	if (pthread_condattr_init(&ca) != 0)
+		return CS_ENOMEM;
+	if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+	    pthread_mutex_init(&w->mu, NULL) == 0) {
+		ok = 1;
+		if (pthread_cond_init(&w->turn_cv, &ca) == 0) {
+			ok = 2;
+			if (pthread_cond_init(&w->done_cv, &ca) == 0)
+				ok = 3;
+		}
+	}
+	pthread_condattr_destroy(&ca);
+	if (ok < 3) {
+		if (ok >= 2)
+			pthread_cond_destroy(&w->turn_cv);
+		if (ok >= 1)
+			pthread_mutex_destroy(&w->mu);
+		return CS_ENOMEM;
+	}
+	w->queue_max = STORE_WRITE_QUEUE_DEFAULT;
+	s->w_ok = true;
+	return core_open(s->path, &w->core);
+}
+
 enum cs_err store_open(const char *path, struct store **out)
 {
 	enum cs_err e = CS_ENOMEM;
@@ -773,6 +1096,9 @@ enum cs_err store_open(const char *path, struct store **out)
 	if (pthread_key_create(&s->key, conn_destroy) != 0)
 		goto out;
 	key_ok = 1;
+	if ((e = writer_init(s)) != CS_OK)
+		goto out;
+	e = CS_ENOMEM;
 	struct store_conn *c = store_conn(s);
 	if (c == NULL) {
 		e = CS_EDB;
@@ -805,8 +1131,12 @@ void store_close(struct store *s)
 	if (s == NULL)
 		return;
 	/* The caller's connection, then any a still-running-but-idle thread left;
-	 * worker threads must have been joined (or stopped using s) by now. */
+	 * worker threads must have been joined (or stopped using s) by now.  The
+	 * writer's queue drains first: what was released gets committed. */
 	struct store_conn *mine = pthread_getspecific(s->key);
+	if (mine != NULL && mine->in_tx)
+		store_rollback(mine);
+	store_stop(s);
 	if (mine != NULL) {
 		pthread_setspecific(s->key, NULL);
 		conn_unlink(s, mine);
@@ -821,6 +1151,12 @@ void store_close(struct store *s)
 		struct store_conn *next = c->next;
 		conn_close(c);
 		c = next;
+	}
+	if (s->w_ok) {
+		core_close(&s->w.core);
+		pthread_cond_destroy(&s->w.turn_cv);
+		pthread_cond_destroy(&s->w.done_cv);
+		pthread_mutex_destroy(&s->w.mu);
 	}
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->commit_lock);

@@ -105,6 +105,16 @@ enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);
+/* The group commit as seen from outside, for tests and benchmarks: callers
+ * waiting for the writer's turn now, and since store_open the COMMITs made
+ * (batches) and the transactions they made durable. */
+struct store_writer_stats {
+	bool     stopping;
+	unsigned waiting;
+	uint64_t batches;
+	uint64_t transactions;
+};
+void store_writer_stats(struct store *s, struct store_writer_stats *out);
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 

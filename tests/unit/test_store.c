@@ -2,8 +2,10 @@
  * statement cache, the signing-key and user rows, and per-thread connections.
  * A database newer than the binary must never be opened for use. */
 #include <pthread.h>
+#include <semaphore.h>
 #include <sqlite3.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "embed.h"
@@ -416,6 +418,388 @@ START_TEST(test_store_backup_copy)
 }
 END_TEST
 
+/* --- the group commit --------------------------------------------------
+ * Callers are threads driven step by step (begin, then write and commit on a
+ * signal), so that who waits for the writer's turn is known, not raced. */
+static const char SQL_GC_INSERT[] = "INSERT INTO bk (i, v) VALUES (?1, 'gc')";
+
+struct caller {
+	struct store *s;
+	const char   *db;             /* for an independent connection's look */
+	int64_t       rows[2];        /* inserted in order; 0 = none */
+	bool          fail;           /* roll back instead of committing */
+	sem_t         go;             /* posted: write and commit */
+	sem_t         began;          /* posted by the caller: it holds the turn */
+	enum cs_err   begin_e, write_e, commit_e;
+	char          seen_after[16]; /* count(*) of its rows from another connection, after commit */
+	pthread_t     t;
+};
+
+static void *caller_main(void *arg)
+{
+	struct caller *x = arg;
+	struct store_conn *c = store_conn(x->s);
+	ck_assert_ptr_nonnull(c);
+	x->begin_e = store_begin(c);
+	sem_post(&x->began);
+	if (x->begin_e != CS_OK)
+		return NULL;
+	sem_wait(&x->go);
+	x->write_e = CS_OK;
+	for (int k = 0; k < 2 && x->rows[k] != 0 && x->write_e == CS_OK; k++)
+		x->write_e = store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(x->rows[k])));
+	if (x->fail || x->write_e != CS_OK) {
+		store_rollback(c);
+		x->commit_e = CS_EINVAL;
+		return NULL;
+	}
+	x->commit_e = store_commit(c);
+	char sql[100];
+	ck_assert_int_eq(str_fmt(sql, sizeof sql, "SELECT count(*) FROM bk WHERE i = %lld",
+	    (long long)x->rows[0]), CS_OK);
+	char *n = raw_query(x->db, sql);
+	ck_assert_ptr_nonnull(n);
+	ck_assert_int_eq(str_fmt(x->seen_after, sizeof x->seen_after, "%s", n), CS_OK);
+	free(n);
+	return NULL;
+}
+
+static void caller_start(struct caller *x, struct store *s, const char *db, int64_t r0, int64_t r1)
+{
+	memset(x, 0, sizeof *x);
+	x->s = s;
+	x->db = db;
+	x->rows[0] = r0;
+	x->rows[1] = r1;
+	x->begin_e = x->write_e = x->commit_e = CS_EDB;
+	ck_assert_int_eq(sem_init(&x->go, 0, 0), 0);
+	ck_assert_int_eq(sem_init(&x->began, 0, 0), 0);
+	ck_assert_int_eq(pthread_create(&x->t, NULL, caller_main, x), 0);
+}
+
+static void caller_join(struct caller *x)
+{
+	pthread_join(x->t, NULL);
+	sem_destroy(&x->go);
+	sem_destroy(&x->began);
+}
+
+/* Waits (without a time limit that could flake) until n callers wait for the turn. */
+static void wait_for_waiting(struct store *s, unsigned n)
+{
+	struct store_writer_stats ws;
+	for (;;) {
+		store_writer_stats(s, &ws);
+		if (ws.waiting == n)
+			return;
+		usleep(1000);
+	}
+}
+
+static struct store *gc_open(struct fixture *f)
+{
+	struct store *s = NULL;
+	fx_init(f);
+	ck_assert_int_eq(store_open(f->db, &s), CS_OK);
+	ck_assert_int_eq(store_run(store_conn(s), SQL_BK_CREATE, NULL, 0), CS_OK);
+	return s;
+}
+
+static char *count_rows(const char *db)
+{
+	return raw_query(db, "SELECT group_concat(i) FROM (SELECT i FROM bk ORDER BY i)");
+}
+
+/* Three callers whose turns overlap share one COMMIT; none of them hears
+ * "committed" before its row is visible to another connection (durable). */
+START_TEST(test_store_group_commit_batches_callers)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, after;
+	struct caller a, b, c;
+	store_writer_stats(s, &before);
+	caller_start(&a, s, f.db, 1, 0);
+	sem_wait(&a.began);                         /* a holds the turn */
+	ck_assert_int_eq(a.begin_e, CS_OK);
+	caller_start(&b, s, f.db, 2, 0);
+	wait_for_waiting(s, 1);
+	caller_start(&c, s, f.db, 3, 0);
+	wait_for_waiting(s, 2);
+	sem_post(&a.go);                            /* a commits: b and c wait, so it hands on */
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	sem_wait(&c.began);
+	sem_post(&c.go);                            /* c is the last: it commits all three */
+	caller_join(&a);
+	caller_join(&b);
+	caller_join(&c);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(b.commit_e, CS_OK);
+	ck_assert_int_eq(c.commit_e, CS_OK);
+	store_writer_stats(s, &after);
+	ck_assert_uint_eq(after.transactions - before.transactions, 3);
+	ck_assert_uint_eq(after.batches - before.batches, 1);     /* one COMMIT, one fsync */
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "1,2,3");
+	free(rows);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* What each caller saw right after its store_commit returned: its own row,
+ * from a connection of its own (a commit acknowledged before the batch's
+ * COMMIT would show 0 here). */
+START_TEST(test_store_group_commit_acknowledged_is_committed)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct caller a, b;
+	caller_start(&a, s, f.db, 10, 0);
+	sem_wait(&a.began);
+	caller_start(&b, s, f.db, 11, 0);
+	wait_for_waiting(s, 1);
+	sem_post(&a.go);                            /* a's savepoint released, batch open */
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	caller_join(&a);
+	caller_join(&b);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(b.commit_e, CS_OK);
+	ck_assert_str_eq(a.seen_after, "1");
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A failing caller in the middle of a batch rolls back alone: its first
+ * write goes with it, the others' rows stay. */
+START_TEST(test_store_group_commit_failure_rolls_back_alone)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct caller a, b, c;
+	caller_start(&a, s, f.db, 20, 0);
+	sem_wait(&a.began);
+	caller_start(&b, s, f.db, 21, 20);          /* its second row clashes with a's */
+	wait_for_waiting(s, 1);
+	caller_start(&c, s, f.db, 22, 0);
+	wait_for_waiting(s, 2);
+	sem_post(&a.go);
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	sem_wait(&c.began);
+	sem_post(&c.go);
+	caller_join(&a);
+	caller_join(&b);
+	caller_join(&c);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(b.write_e, CS_EEXIST);
+	ck_assert_int_eq(c.commit_e, CS_OK);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "20,22");            /* 21 rolled back with its caller */
+	free(rows);
+	/* And a caller that rolls back on its own choice leaves nothing either. */
+	caller_start(&a, s, f.db, 23, 0);
+	a.fail = true;
+	sem_wait(&a.began);
+	sem_post(&a.go);
+	caller_join(&a);
+	rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "20,22");
+	free(rows);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The queue is bounded: past write_queue waiting callers the next one is
+ * refused at once with CS_EBUSY (a 503), and the queue still drains. */
+START_TEST(test_store_group_commit_queue_full)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct caller a, b;
+	store_set_write_queue(s, 1);
+	caller_start(&a, s, f.db, 30, 0);
+	sem_wait(&a.began);
+	caller_start(&b, s, f.db, 31, 0);
+	wait_for_waiting(s, 1);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_begin(c), CS_EBUSY);   /* the queue holds b already */
+	sem_post(&a.go);
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	caller_join(&a);
+	caller_join(&b);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(b.commit_e, CS_OK);
+	/* With room again, the same caller is served. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(32))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	/* 0: nobody may wait at all. */
+	store_set_write_queue(s, 0);
+	caller_start(&a, s, f.db, 33, 0);
+	sem_wait(&a.began);
+	ck_assert_int_eq(store_begin(c), CS_EBUSY);
+	sem_post(&a.go);
+	caller_join(&a);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "30,31,32,33");
+	free(rows);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+struct stopper {
+	struct store *s;
+	bool          done;
+	pthread_t     t;
+};
+
+static void *stopper_main(void *arg)
+{
+	struct stopper *x = arg;
+	store_stop(x->s);
+	__atomic_store_n(&x->done, true, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* An orderly stop refuses new transactions but lets the queue drain: the
+ * caller holding the turn and those waiting all commit, then stop returns. */
+START_TEST(test_store_group_commit_stop_drains)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct caller a, b, c;
+	struct stopper st = { .s = s };
+	caller_start(&a, s, f.db, 40, 0);
+	sem_wait(&a.began);
+	caller_start(&b, s, f.db, 41, 0);
+	wait_for_waiting(s, 1);
+	caller_start(&c, s, f.db, 42, 0);
+	wait_for_waiting(s, 2);
+	ck_assert_int_eq(pthread_create(&st.t, NULL, stopper_main, &st), 0);
+	/* Stopping: a new caller is refused at once, nobody queued is. */
+	struct store_writer_stats ws;
+	do {
+		usleep(1000);
+		store_writer_stats(s, &ws);
+	} while (!ws.stopping);
+	struct store_conn *m = store_conn(s);
+	ck_assert_int_eq(store_begin(m), CS_EBUSY);
+	ck_assert_uint_eq(ws.waiting, 2);
+	ck_assert(!__atomic_load_n(&st.done, __ATOMIC_SEQ_CST));   /* a still holds the turn */
+	sem_post(&a.go);
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	sem_wait(&c.began);
+	sem_post(&c.go);
+	pthread_join(st.t, NULL);
+	caller_join(&a);
+	caller_join(&b);
+	caller_join(&c);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(b.commit_e, CS_OK);
+	ck_assert_int_eq(c.commit_e, CS_OK);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "40,41,42");
+	free(rows);
+	ck_assert_int_eq(store_begin(m), CS_EBUSY);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+#define GC_THREADS 8
+#define GC_PER_THREAD 40
+
+struct many { struct store *s; int64_t base; enum cs_err e; };
+
+static void *many_main(void *arg)
+{
+	struct many *x = arg;
+	struct store_conn *c = store_conn(x->s);
+	x->e = CS_OK;
+	for (int64_t i = 0; i < GC_PER_THREAD && x->e == CS_OK; i++) {
+		if ((x->e = store_begin(c)) != CS_OK)
+			break;
+		x->e = store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(x->base + i)));
+		if (x->e == CS_OK && (i % 7) == 3) {          /* every seventh one fails on purpose */
+			store_rollback(c);
+			continue;
+		}
+		if (x->e == CS_OK)
+			x->e = store_commit(c);
+		else
+			store_rollback(c);
+	}
+	return NULL;
+}
+
+/* Many concurrent writers, some failing: every committed row is there, no
+ * rolled-back one is, and the transactions were made durable by no more
+ * COMMITs than there were transactions. */
+START_TEST(test_store_group_commit_concurrent_writers)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct many m[GC_THREADS];
+	pthread_t t[GC_THREADS];
+	struct store_writer_stats before, after;
+	store_writer_stats(s, &before);
+	for (int i = 0; i < GC_THREADS; i++) {
+		m[i] = (struct many){ .s = s, .base = (i + 1) * 1000 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, many_main, &m[i]), 0);
+	}
+	for (int i = 0; i < GC_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < GC_THREADS; i++)
+		ck_assert_int_eq(m[i].e, CS_OK);
+	store_writer_stats(s, &after);
+	int per = 0;
+	for (int i = 0; i < GC_PER_THREAD; i++)
+		per += (i % 7) != 3;
+	ck_assert_uint_eq(after.transactions - before.transactions, (uint64_t)(GC_THREADS * per));
+	ck_assert_uint_le(after.batches - before.batches, after.transactions - before.transactions);
+	char *n = raw_query(f.db, "SELECT count(*) FROM bk");
+	char want[32];
+	ck_assert_int_eq(str_fmt(want, sizeof want, "%d", GC_THREADS * per), CS_OK);
+	ck_assert_str_eq(n, want);
+	free(n);
+	n = raw_query(f.db, "SELECT count(*) FROM bk WHERE i % 1000 % 7 = 3");
+	ck_assert_str_eq(n, "0");
+	free(n);
+	n = raw_query(f.db, "PRAGMA integrity_check");
+	ck_assert_str_eq(n, "ok");
+	free(n);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A transaction inside a transaction is refused, and the outer one goes on. */
+START_TEST(test_store_group_commit_nested_refused)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_begin(c), CS_EDB);
+	ck_assert_int_eq(store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(50))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_EDB);     /* none open */
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "50");
+	free(rows);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -431,6 +815,16 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_tx_rollback);
 	tcase_add_test(tc, test_store_conn_per_thread);
 	tcase_add_test(tc, test_store_backup_copy);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("group_commit");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_store_group_commit_batches_callers);
+	tcase_add_test(tc, test_store_group_commit_acknowledged_is_committed);
+	tcase_add_test(tc, test_store_group_commit_failure_rolls_back_alone);
+	tcase_add_test(tc, test_store_group_commit_queue_full);
+	tcase_add_test(tc, test_store_group_commit_stop_drains);
+	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
+	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
