@@ -90,6 +90,7 @@ struct config {                  /* immutable after config_load(); free with con
 
 	/* [database] */
 	char *db_path;               /* default /var/lib/consentd/consentd.db */
+	unsigned db_write_queue;     /* transactions that may wait for the writer, then 503 */
 
 	/* [keys] */
 	char    *master_key_file;    /* default /etc/consentd/master.key */

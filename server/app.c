@@ -49,6 +49,7 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		log_msg(LOG_ERROR, "database %s: %s", cfg->db_path, cs_strerror(e));
 		goto fail;
 	}
+	store_set_write_queue(app->store, cfg->db_write_queue);
 	c = store_conn(app->store);
 	if (c == NULL) {
 		e = CS_EDB;

@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "config.h"
 #include "config_priv.h"
+#include "store.h"
 #include "jws.h"
 
 /* Claims a person can change or an IdP can hand to someone else. */
@@ -758,6 +759,9 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	load_server(c, cfg, cfg_find_section(c, "server"));
 	(void)cfg_get_str(c, cfg_find_section(c, "database"), "path", "/var/lib/consentd/consentd.db", 0,
 	    &cfg->db_path);
+	cfg_get_int(c, cfg_find_section(c, "database"), "write_queue", STORE_WRITE_QUEUE_DEFAULT, 0,
+	    65536, &n);
+	cfg->db_write_queue = (unsigned)n;
 	load_keys(c, cfg, cfg_find_section(c, "keys"));
 	load_oidc(c, cfg, cfg_find_section(c, "oidc"));
 

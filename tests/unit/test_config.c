@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include "buf.h"
 #include "config.h"
+#include "store.h"
 #include "jws_vectors.h"
 #include "testutil.h"
 
@@ -1202,6 +1203,24 @@ START_TEST(test_config_retention)
 }
 END_TEST
 
+START_TEST(test_config_write_queue)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_uint_eq(c->db_write_queue, STORE_WRITE_QUEUE_DEFAULT);
+	config_free(c);
+	c = expect_ok(MINIMAL "[database]\nwrite_queue = 0\n", NULL);
+	ck_assert_uint_eq(c->db_write_queue, 0);
+	config_free(c);
+	c = expect_ok(MINIMAL "[database]\nwrite_queue = 64\n", NULL);
+	ck_assert_uint_eq(c->db_write_queue, 64);
+	config_free(c);
+	expect_error(MINIMAL "[database]\nwrite_queue = -1\n", NULL,
+	    "x.conf:10: write_queue: out of range (expected an integer from 0 to 65536)");
+	expect_error(MINIMAL "[database]\nwrite_queue = many\n", NULL,
+	    "x.conf:10: write_queue: not an integer");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1219,6 +1238,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_section_duplicate);
 	tcase_add_test(t, test_config_int_bad);
 	tcase_add_test(t, test_config_retention);
+	tcase_add_test(t, test_config_write_queue);
 	tcase_add_test(t, test_config_grant_ttl_range);
 	tcase_add_test(t, test_config_bool_values);
 	tcase_add_test(t, test_config_listen_forms);

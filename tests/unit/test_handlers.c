@@ -4,6 +4,8 @@
  * directory) and a real app (app_init).  Covers /token, the consent decision,
  * the proxy and the admin API and pages, with the refusals the router's
  * authentication gates decide before any handler runs. */
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <string.h>
 #include <fcntl.h>
@@ -255,6 +257,59 @@ END_TEST
 
 /* --- the consent decision --------------------------------------------------- */
 
+/* A thread that holds the writer's turn until told to let it go. */
+struct turn_holder {
+	sem_t     held, release;
+	pthread_t t;
+};
+
+static void *turn_hold(void *arg)
+{
+	struct turn_holder *h = arg;
+	struct store_conn *c = store_conn(app.store);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	sem_post(&h->held);
+	sem_wait(&h->release);
+	store_rollback(c);
+	return NULL;
+}
+
+/* A full write queue answers a clean 503 with Retry-After (RFC 6749 JSON on
+ * an OAuth endpoint), writes nothing, and the next request after it is served. */
+START_TEST(test_handlers_write_queue_full_503)
+{
+	struct http_request req;
+	struct http_reply rep;
+	struct turn_holder h;
+	ck_assert_int_eq(sem_init(&h.held, 0, 0), 0);
+	ck_assert_int_eq(sem_init(&h.release, 0, 0), 0);
+	store_set_write_queue(app.store, 0);
+	ck_assert_int_eq(pthread_create(&h.t, NULL, turn_hold, &h), 0);
+	sem_wait(&h.held);
+	req_form(&req, "/token", "grant_type=refresh_token&refresh_token=nosuchtoken", false);
+	req.authorization = GATEWAY_BASIC;
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 503, "temporarily_unavailable", NULL);
+	const char *ra = NULL;
+	for (size_t i = 0; i < rep.nheaders; i++)
+		if (strcmp(rep.headers[i].name, "Retry-After") == 0)
+			ra = rep.headers[i].value;
+	ck_assert_ptr_nonnull(ra);
+	ck_assert_str_eq(ra, "1");
+	done(&req, &rep);
+	sem_post(&h.release);
+	pthread_join(h.t, NULL);
+	store_set_write_queue(app.store, STORE_WRITE_QUEUE_DEFAULT);
+	req_form(&req, "/token", "grant_type=refresh_token&refresh_token=nosuchtoken", false);
+	req.authorization = GATEWAY_BASIC;
+	dispatch(&req, &rep);
+	assert_oauth(&rep, 400, "invalid_grant", NULL);
+	done(&req, &rep);
+	sem_destroy(&h.held);
+	sem_destroy(&h.release);
+}
+END_TEST
+
 START_TEST(test_handlers_consent_decide)
 {
 	struct http_request req;
@@ -476,6 +531,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_handlers_token_gateway_gate);
 	tcase_add_test(tc, test_handlers_token_refresh_unknown_token);
+	tcase_add_test(tc, test_handlers_write_queue_full_503);
 	tcase_add_test(tc, test_handlers_consent_decide);
 	tcase_add_test(tc, test_handlers_proxy_gates);
 	tcase_add_test(tc, test_handlers_admin_api_bearer_gate);
