@@ -16,6 +16,9 @@
 //     (create_issue: 403 approval_required, the person approves on /approve/ID, the call
 //     again -> 201 and the approval is used), grant revocations (/revoke) and consent
 //     revocations on /me.
+// Grants also come in bursts of BURST at once, and consentd runs 8 worker threads, so that
+// writes meet in the group commit (issue 15): the test fails unless some COMMIT carried more
+// than one transaction (consentd_db_commit_batch_size, scraped before each kill).
 // Every answer a worker received is an acknowledgement, recorded with what it implies in the
 // database.  A connection error (consentd is down) acknowledges nothing; any other unexpected
 // answer is a "surprise" (counted and shown, and the worker starts its flow again: a kill can
@@ -88,6 +91,7 @@ import { DEFAULT_USERS } from '../lib/idp.js';
 
 const KILLS = Number(process.env.CRASH_KILLS || 10);
 const WORKERS = Number(process.env.CRASH_WORKERS || 4);
+const BURST = 6;                      // grants asked at once in a burst step
 const LOAD_MS = [300, 2000];          // load between a restart and the next kill
 const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
 const ALLOW = 'github:issues:read github:issues:write gitlab:issues:read ghproxy:issues:read ghproxy:issues:write';
@@ -118,6 +122,8 @@ before(async () => {
     extraDsClients: (url) => [ghproxyClient(url)],
     config: ({ providerIssuer }) => ({
       consent: { deny_cooldown: 1, max_pending_per_user: 50 },
+      // More workers than cores, so that concurrent writes meet in the group commit.
+      server: { threads: 8 },
       ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
       'agent.coder': { allow: `notes:read notes:write wiki:read ${ALLOW}` },
       'agent.butler': { allow: `notes:read notes:write ${ALLOW}` },
@@ -320,9 +326,14 @@ async function step(w, t) {
   } else if (x < 0.62 && t.resource === 'ghproxy') {
     await approvalFlow(w, t, g);
   } else if (x < 0.74) {
-    const r = await exchange(w, t);
-    if (r.status !== 200) throw new Surprise(`another grant: ${r.status} ${r.text.slice(0, 160)}`);
-    gotGrant(t, r);
+    // A burst of grants at once: their writes share group commits (issue 15), and each one
+    // answered 200 is acknowledged and must survive the next kill.
+    const rs = await Promise.allSettled(Array.from({ length: BURST }, () => exchange(w, t)));
+    for (const x1 of rs) if (x1.status === 'fulfilled' && x1.value.status === 200) gotGrant(t, x1.value);
+    const bad = rs.find((x1) => x1.status === 'rejected');
+    if (bad) throw bad.reason;
+    const r = rs.map((x1) => x1.value).find((y) => y.status !== 200);
+    if (r) throw new Surprise(`another grant: ${r.status} ${r.text.slice(0, 160)}`);
   } else if (x < 0.82) {
     const r = await v.gw.revoke(g.token);
     if (r.status !== 200) throw new Surprise(`revoke grant: ${r.status} ${r.text.slice(0, 160)}`);
@@ -637,6 +648,18 @@ async function check(label, workers) {
 
 // --- the test ---------------------------------------------------------------------------------
 
+// The group commit at work: transactions and COMMITs counted by consentd_db_commit_batch_size
+// (sum = transactions, count = COMMITs), added up over the lives of the process.
+const batches = { tx: 0, commits: 0 };
+async function scrapeBatches() {
+  const r = await fetch(`${v.url}/metrics`, { headers: { authorization: GW_AUTH } }).catch(() => null);
+  if (!r || r.status !== 200) return;
+  const text = await r.text();
+  const num = (name) => Number((new RegExp(`\\n${name} ([0-9.e+]+)\\n`).exec(text) || [])[1] || 0);
+  batches.tx += num('consentd_db_commit_batch_size_sum');
+  batches.commits += num('consentd_db_commit_batch_size_count');
+}
+
 test(`${KILLS} SIGKILLs under load lose nothing acknowledged and leave nothing half-written`, async (t) => {
   const t0 = Date.now();
   const workers = Array.from({ length: WORKERS }, (_, i) => newWorker(i));
@@ -647,6 +670,7 @@ test(`${KILLS} SIGKILLs under load lose nothing acknowledged and leave nothing h
     await sleep(1500);              // warm-up: logins and first consents
     for (let k = 1; k <= KILLS; k++) {
       await sleep(rand(...LOAD_MS));
+      await scrapeBatches();
       const pid = v.c.proc.pid;
       const wasAlive = !v.c.proc.exitStatus;
       closeGate();
@@ -680,6 +704,8 @@ test(`${KILLS} SIGKILLs under load lose nothing acknowledged and leave nothing h
   const nSurprises = [...stats.surprises.values()].reduce((a, b) => a + b, 0);
   t.diagnostic(`connection errors (unacknowledged): ${stats.connErrors}; surprises: ${nSurprises}; live vault consents released after restarts: ${stats.releaseChecks}; consents asked to reconnect: ${stats.reconnects.size}`);
   for (const [x, n] of [...stats.surprises].sort((a, b) => b[1] - a[1]).slice(0, 10)) t.diagnostic(`surprise x${n}: ${x}`);
+  t.diagnostic(`group commit: ${batches.tx} transactions in ${batches.commits} COMMITs before the kills`);
+  assert.ok(batches.tx > batches.commits, `no COMMIT carried more than one transaction (${batches.tx} in ${batches.commits}): the load did not exercise the group commit`);
   for (const kind of ['login', 'decision', 'grant', 'consentRevoked', 'approvalUsed']) {
     assert.ok((ackCount[kind] || 0) > 0, `no acknowledged ${kind}: the load did not exercise it`);
   }
