@@ -20,6 +20,7 @@
 #define MAX_ID          255             /* client ids, claim names */
 #define MIN_GW_SECRET   16              /* characters of the gateway's client secret */
 #define MAX_THREADS     1024
+#define THREADS_PER_CORE 8     /* threads = 0: workers per core */
 
 #define ENV_PREFIX      "CONSENTD_"
 #define ENV_MASTER_KEY  "CONSENTD_KEYS_MASTER_KEY"

@@ -80,8 +80,10 @@ static void load_server(struct ctx *c, struct config *cfg, const struct section 
 
 	cfg_get_int(c, s, "threads", 0, 0, MAX_THREADS, &n);
 	if (n == 0) {
+		/* A worker waiting for the group commit's fsync holds no core: more
+		 * workers than cores let more writes share one fsync. */
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		n = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus;
+		n = cpus < 1 ? 1 : cpus > MAX_THREADS / THREADS_PER_CORE ? MAX_THREADS : cpus * THREADS_PER_CORE;
 	}
 	cfg->threads = (unsigned)n;
 	cfg_get_int(c, s, "max_body", 65536, 1024, 16 * 1024 * 1024, &n);

@@ -110,7 +110,8 @@ START_TEST(test_config_minimal_defaults)
 	ck_assert_str_eq(c->listen_host, "127.0.0.1");
 	ck_assert_uint_eq(c->listen_port, 8080);
 	ck_assert(c->public_url_is_https);
-	ck_assert_uint_ge(c->threads, 1);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	ck_assert_uint_eq(c->threads, (unsigned)(cpus < 1 ? 1 : cpus * 8));   /* 8 per core */
 	ck_assert_uint_eq(c->max_body, 65536);
 	ck_assert_uint_eq(c->per_ip_connections, 64);
 	ck_assert_uint_eq(c->idle_timeout, 30);
