@@ -245,7 +245,7 @@ static enum cs_err subject_of(const struct http_request *req, struct http_reply 
 	/* SECURITY: only the upstream IdP's keys, issuer and audiences count; a
 	 * consentd grant (our iss, our keys) can never pass this. */
 	struct oidc_expect ex = { .audiences = (const char *const *)cfg->subject_audiences,
-		.naudiences = cfg->nsubject_audiences, .now = req->now, .max_age = -1 };
+		.naudiences = cfg->nsubject_audiences, .now = req->now, .max_age = -1, .cache = true };
 	if (oidc_validate(app->idp, st, &ex, claims, why, sizeof why) != CS_OK) {
 		/* RFC 8693 §2.2.2: invalid_request, naming the check that failed. */
 		if (is_own_grant(app, st))
