@@ -201,7 +201,10 @@ static enum cs_err types_accepted(const struct config *cfg, struct buf *out)
 }
 
 /* Whether t verifies as a token consentd signed: then it was sent as a subject
- * by mistake (or on purpose), which the description says. */
+ * by mistake (or on purpose), which the description says.  Asked only after the
+ * IdP refused t, and cheap for a token that cannot be ours: jwt_verify refuses
+ * a header whose alg, typ or kid is not one of ours before any signature check,
+ * so a full ES256 verification runs only for a token that names our own key. */
 static bool is_own_grant(struct app *app, const char *t)
 {
 	json_t *cl = NULL;
