@@ -60,6 +60,7 @@ struct oidc_expect {
 	int64_t      now;
 	int64_t      max_age;            /* >= 0: auth_time required and now - auth_time <= max_age + skew */
 	bool         require_auth_time;  /* auth_time must be present even without max_age */
+	bool         cache;              /* subject tokens: use the provider's cache (below) */
 };
 
 /* Validates a compact JWS from the provider: length cap, three non-empty
@@ -74,13 +75,23 @@ struct oidc_expect {
  * audience", "is signed with a key the IdP does not publish (unknown kid)",
  * "has a bad signature", "uses an algorithm that is not allowed", "has a typ
  * that is not allowed", ... -- never token material.  *claims (new reference)
- * written only on CS_OK. */
+ * written only on CS_OK.
+ *
+ * With exp->cache (subject tokens, which come back on every call of an agent,
+ * where an ID token is seen once), a token that passed is remembered by its
+ * SHA-256 (subject_cache.h) until its exp, and until a new key set is
+ * installed (oidc_set_jwks, a JWKS fetch): seen again, its signature and header
+ * checks are not repeated, but every claim check above is, at exp->now, with
+ * the same reasons.  Failures are never remembered.  *claims may then be an
+ * object other threads share: read it, never change it. */
 enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
     const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen) CS_MUST_CHECK;
 
 /* For tests only: pretends the last JWKS fetch happened `seconds` earlier, so
  * that the once-a-minute refetch on an unknown kid can be exercised quickly. */
 void oidc_backdate_jwks_fetch(struct oidc_provider *p, int64_t seconds);
+/* For tests: how many subject tokens the provider's cache holds. */
+size_t oidc_subject_cache_count(struct oidc_provider *p);
 
 enum oidc_auth { OIDC_AUTH_BASIC = 0, OIDC_AUTH_POST };
 /* Exchanges an authorization code at the token endpoint (PKCE verifier,

@@ -20,6 +20,7 @@
 #include "httpc.h"
 #include "metrics.h"
 #include "oidc.h"
+#include "subject_cache.h"
 
 #define OIDC_WELL_KNOWN     "/.well-known/openid-configuration"
 #define OIDC_MAX_HEADER_B64 4096          /* encoded protected header */
@@ -62,6 +63,7 @@ struct oidc_key {
  * it is freed only when that thread lets go of it. */
 struct keyset {
 	unsigned        refs;
+	uint64_t        gen;      /* 1, 2, ... in the order the sets were installed */
 	size_t          n;
 	struct oidc_key keys[OIDC_MAX_KEYS];
 };
@@ -75,6 +77,8 @@ struct oidc_provider {
 	struct keyset    *keys;       /* current set; NULL when none */
 	int64_t           fetched_at; /* monotonic seconds of the last JWKS fetch attempt */
 	bool              fetched;
+	uint64_t          gen;        /* of the newest key set installed */
+	struct subject_cache *cache;  /* verified subject tokens (thread-safe on its own) */
 };
 
 static int64_t mono_now(void)
@@ -354,9 +358,14 @@ enum cs_err oidc_set_jwks(struct oidc_provider *p, const char *jwks_json)
 		return e;
 	pthread_mutex_lock(&p->mu);
 	struct keyset *old = p->keys;
+	uint64_t gen = ks->gen = ++p->gen;
 	p->keys = ks;
 	keyset_unref_locked(old);            /* freed now, or by its last reader */
 	pthread_mutex_unlock(&p->mu);
+	/* SECURITY: a new key set forgets every cached subject token: each is
+	 * verified again with the keys the IdP publishes now.  (A thread still
+	 * holding the old set cannot put an entry back: its generation is older.) */
+	subject_cache_advance(p->cache, gen);
 	return CS_OK;
 }
 
@@ -374,6 +383,12 @@ enum cs_err oidc_provider_new(const char *issuer, int64_t clock_skew, struct oid
 	if ((p->issuer = strdup(issuer)) == NULL) {
 		free(p);
 		return CS_ENOMEM;
+	}
+	enum cs_err e = subject_cache_new(SUBJECT_CACHE_ENTRIES, &p->cache);
+	if (e != CS_OK) {
+		free(p->issuer);
+		free(p);
+		return e;
 	}
 	p->skew = clock_skew;
 	pthread_mutex_init(&p->mu, NULL);
@@ -400,6 +415,7 @@ void oidc_provider_free(struct oidc_provider *p)
 		return;
 	/* No thread may still use p: its key set has no other reader left. */
 	keyset_free(p->keys);
+	subject_cache_free(p->cache);
 	meta_free(p->meta);
 	pthread_mutex_destroy(&p->mu);
 	pthread_mutex_destroy(&p->discover_mu);
@@ -568,6 +584,11 @@ void oidc_backdate_jwks_fetch(struct oidc_provider *p, int64_t seconds)
 	pthread_mutex_lock(&p->mu);
 	p->fetched_at -= seconds;
 	pthread_mutex_unlock(&p->mu);
+}
+
+size_t oidc_subject_cache_count(struct oidc_provider *p)
+{
+	return p != NULL ? subject_cache_count(p->cache) : 0;
 }
 
 /* --- validation --------------------------------------------------------- */
@@ -790,6 +811,40 @@ static const struct oidc_key *key_lookup(struct oidc_provider *p, struct keyset 
 	return key;
 }
 
+/* A subject token verified before under the current key set: CS_OK with
+ * *claims (shared, read-only) when its claims pass every check at exp->now
+ * again; CS_EINVAL with *why when they no longer do; CS_ENOENT when it is not
+ * in the cache (then it is validated in full).  Only the signature and header
+ * checks are remembered: the claim checks are the same code either way. */
+static enum cs_err cache_lookup(struct oidc_provider *p, const unsigned char *digest,
+    const struct oidc_expect *exp, json_t **claims, const char **why)
+{
+	json_t *c = NULL;
+	pthread_mutex_lock(&p->mu);
+	uint64_t gen = p->keys != NULL ? p->keys->gen : 0;
+	pthread_mutex_unlock(&p->mu);
+	if (!subject_cache_get(p->cache, digest, gen, exp->now, &c))
+		return CS_ENOENT;
+	enum cs_err e = claims_check(p, c, exp, why);
+	if (e != CS_OK) {
+		json_decref(c);
+		return e;
+	}
+	*claims = c;
+	return CS_OK;
+}
+
+/* Remembers a token that passed every check (claims c, verified with ks). */
+static void cache_put(struct oidc_provider *p, const unsigned char *digest,
+    const struct keyset *ks, const struct oidc_expect *exp, json_t *c)
+{
+	int64_t t = 0;
+	/* SECURITY: an entry lives until the token's exp, never longer (the
+	 * clock skew is not added: past exp, the token is validated in full). */
+	if (time_claim(c, "exp", &t) == CS_OK)
+		subject_cache_put(p->cache, digest, ks->gen, exp->now, t, c);
+}
+
 enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
     const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen)
 {
@@ -804,6 +859,7 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	uint8_t *pt = NULL;
 	size_t pt_len = 0;
 	bool kid_seen = false;
+	unsigned char digest[SUBJECT_CACHE_DIGEST];
 
 	set_why(why, whylen, "");
 	if (p == NULL || jwt == NULL || exp == NULL || claims == NULL)
@@ -830,6 +886,18 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	}
 	if (nd != 2 || dots[0] == 0 || dots[1] == dots[0] + 1 || dots[1] + 1 == len)
 		goto out;
+
+	if (exp->cache) {
+		reason = "could not be checked (no digest)";
+		if ((e = subject_cache_digest(p->cache, jwt, len, digest)) != CS_OK)
+			goto out;
+		e = cache_lookup(p, digest, exp, &c, &reason);
+		if (e == CS_OK)
+			goto done;
+		if (e != CS_ENOENT)
+			goto out;
+		e = CS_EINVAL;
+	}
 
 	if ((e = header_parse(jwt, dots[0], &alg, &hdr, &reason)) != CS_OK)
 		goto out;
@@ -875,6 +943,9 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 		goto out;
 	if ((e = claims_check(p, c, exp, &reason)) != CS_OK)
 		goto out;
+	if (exp->cache)
+		cache_put(p, digest, ks, exp, c);
+done:
 	*claims = c;
 	c = NULL;
 	reason = "";

@@ -201,7 +201,10 @@ static enum cs_err types_accepted(const struct config *cfg, struct buf *out)
 }
 
 /* Whether t verifies as a token consentd signed: then it was sent as a subject
- * by mistake (or on purpose), which the description says. */
+ * by mistake (or on purpose), which the description says.  Asked only after the
+ * IdP refused t, and cheap for a token that cannot be ours: jwt_verify refuses
+ * a header whose alg, typ or kid is not one of ours before any signature check,
+ * so a full ES256 verification runs only for a token that names our own key. */
 static bool is_own_grant(struct app *app, const char *t)
 {
 	json_t *cl = NULL;
@@ -245,7 +248,7 @@ static enum cs_err subject_of(const struct http_request *req, struct http_reply 
 	/* SECURITY: only the upstream IdP's keys, issuer and audiences count; a
 	 * consentd grant (our iss, our keys) can never pass this. */
 	struct oidc_expect ex = { .audiences = (const char *const *)cfg->subject_audiences,
-		.naudiences = cfg->nsubject_audiences, .now = req->now, .max_age = -1 };
+		.naudiences = cfg->nsubject_audiences, .now = req->now, .max_age = -1, .cache = true };
 	if (oidc_validate(app->idp, st, &ex, claims, why, sizeof why) != CS_OK) {
 		/* RFC 8693 §2.2.2: invalid_request, naming the check that failed. */
 		if (is_own_grant(app, st))

@@ -1035,6 +1035,223 @@ START_TEST(test_oidc_validate_concurrent_jwks_swap)
 }
 END_TEST
 
+/* --- the subject-token cache ------------------------------------------- */
+
+static struct oidc_expect expect_cached(void)
+{
+	struct oidc_expect ex = expect_default();
+	ex.cache = true;
+	return ex;
+}
+
+START_TEST(test_oidc_cache_hit_returns_cached_validation)
+{
+	struct oidc_provider *p = provider();
+	struct oidc_expect ex = expect_cached();
+	char *t = token("RS256", "rsa1");
+	json_t *c1 = NULL, *c2 = NULL;
+	char why[128];
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &c1, why, sizeof why), CS_OK);
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	/* Seen again: the claims object the first validation produced. */
+	ex.now = NOW + 100;
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &c2, why, sizeof why), CS_OK);
+	ck_assert_ptr_eq(c1, c2);
+	ck_assert_str_eq(why, "");
+	ck_assert_str_eq(json_string_value(json_object_get(c2, "sub")), "alice");
+	json_decref(c2);
+	c2 = NULL;
+	/* Without exp->cache (an ID token) the cache is neither read nor written. */
+	ex.cache = false;
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &c2, why, sizeof why), CS_OK);
+	ck_assert_ptr_ne(c1, c2);
+	json_decref(c2);
+	char *t2 = token("ES256", "ec1");
+	ck_assert_int_eq(oidc_validate(p, t2, &ex, &c2, why, sizeof why), CS_OK);
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	json_decref(c2);
+	json_decref(c1);
+	free(t);
+	free(t2);
+	oidc_provider_free(p);
+}
+END_TEST
+
+START_TEST(test_oidc_cache_hit_checks_claims_again)
+{
+	struct oidc_provider *p = provider();
+	struct oidc_expect ex = expect_cached();
+	char *t = token("RS256", "rsa1");        /* exp NOW + 300; skew 60 */
+	json_t *c = NULL;
+	char why[128];
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	c = NULL;
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	/* A cached token is held to every claim rule of the moment: another
+	 * audience, nonce or max_age refuses it with the validator's reason. */
+	const char *other[] = { "someone-else" };
+	ex.audiences = other;
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &c, why, sizeof why), CS_OK);
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(why, "has the wrong audience");
+	ex = expect_cached();
+	ex.nonce = "another-nonce";
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &c, why, sizeof why), CS_OK);
+	ck_assert_str_eq(why, "has the wrong nonce");
+	ex = expect_cached();
+	ex.now = NOW + 200;
+	ex.max_age = 60;
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &c, why, sizeof why), CS_OK);
+	ck_assert_str_eq(why, "is from a sign-in that is too old");
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	/* Up to exp it is a hit; at exp the entry is gone (the skew still lets
+	 * the full validation pass, which does not cache it again), and past
+	 * exp + skew it is "expired", as without a cache. */
+	ex = expect_cached();
+	ex.now = NOW + 299;
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	c = NULL;
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	ex.now = NOW + 300;
+	ck_assert_int_eq(oidc_validate(p, t, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	c = NULL;
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 0);
+	ex.now = NOW + 360;
+	ck_assert_int_ne(oidc_validate(p, t, &ex, &c, why, sizeof why), CS_OK);
+	ck_assert_str_eq(why, "expired");
+	ck_assert_ptr_null(c);
+	free(t);
+	oidc_provider_free(p);
+}
+END_TEST
+
+START_TEST(test_oidc_cache_failure_not_cached)
+{
+	struct oidc_provider *p = provider();
+	struct oidc_expect ex = expect_cached();
+	json_t *c = NULL;
+	char why[128];
+	/* A good signature with a failing claim: refused twice, never remembered. */
+	json_t *cl = claims_default();
+	json_object_set_new(cl, "aud", json_string("not-us"));
+	char *bad_aud = token_with("RS256", "rsa1", cl);
+	cl = claims_default();
+	json_object_set_new(cl, "exp", json_integer(NOW - 100));
+	char *expired = token_with("ES256", "ec1", cl);
+	char *good = token("RS256", "rsa1");
+	char *tampered = strdup(good);
+	ck_assert_ptr_nonnull(tampered);
+	size_t dot = (size_t)(strrchr(tampered, '.') - tampered);
+	tampered[dot + 10] = tampered[dot + 10] == 'A' ? 'B' : 'A';
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_ne(oidc_validate(p, bad_aud, &ex, &c, why, sizeof why), CS_OK);
+		ck_assert_str_eq(why, "has the wrong audience");
+		ck_assert_int_ne(oidc_validate(p, expired, &ex, &c, why, sizeof why), CS_OK);
+		ck_assert_str_eq(why, "expired");
+		ck_assert_int_ne(oidc_validate(p, tampered, &ex, &c, why, sizeof why), CS_OK);
+		ck_assert_str_eq(why, "has a bad signature");
+		ck_assert_ptr_null(c);
+		ck_assert_uint_eq(oidc_subject_cache_count(p), 0);
+	}
+	/* The good token is cached; the tampered one (one character of the
+	 * signature apart) still fails: no shared entry. */
+	ck_assert_int_eq(oidc_validate(p, good, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	c = NULL;
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	ck_assert_int_ne(oidc_validate(p, tampered, &ex, &c, why, sizeof why), CS_OK);
+	ck_assert_str_eq(why, "has a bad signature");
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	free(bad_aud);
+	free(expired);
+	free(good);
+	free(tampered);
+	oidc_provider_free(p);
+}
+END_TEST
+
+START_TEST(test_oidc_cache_key_set_change_drops_all)
+{
+	struct oidc_provider *p = provider();
+	struct oidc_expect ex = expect_cached();
+	char *rs = token("RS256", "rsa1"), *es = token("ES256", "ec1");
+	json_t *c = NULL;
+	char why[128], only_ec[1024];
+	ck_assert_int_eq(oidc_validate(p, rs, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	ck_assert_int_eq(oidc_validate(p, es, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	c = NULL;
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 2);
+	/* The same JWKS installed again is a new key set: everything is dropped. */
+	ck_assert_int_eq(oidc_set_jwks(p, jwks), CS_OK);
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 0);
+	ck_assert_int_eq(oidc_validate(p, rs, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	c = NULL;
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	/* The IdP rotated: rsa1 is no longer published.  The token cached a
+	 * moment ago is verified again, and refused. */
+	char *ec = ec_public_jwk(ec_key, "ec1", "");
+	ck_assert_int_eq(str_fmt(only_ec, sizeof only_ec, "{\"keys\":[%s]}", ec), CS_OK);
+	free(ec);
+	ck_assert_int_eq(oidc_set_jwks(p, only_ec), CS_OK);
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 0);
+	ck_assert_int_ne(oidc_validate(p, rs, &ex, &c, why, sizeof why), CS_OK);
+	ck_assert_str_eq(why, "is signed with a key the IdP does not publish (unknown kid)");
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(oidc_validate(p, es, &ex, &c, why, sizeof why), CS_OK);
+	json_decref(c);
+	/* A JWKS without a usable key leaves the set, and the cache, as they were. */
+	ck_assert_int_ne(oidc_set_jwks(p, "{\"keys\":[]}"), CS_OK);
+	ck_assert_uint_eq(oidc_subject_cache_count(p), 1);
+	free(rs);
+	free(es);
+	oidc_provider_free(p);
+}
+END_TEST
+
+static void *race_validate_cached(void *arg)
+{
+	struct race *r = arg;
+	struct oidc_expect ex = expect_cached();
+	for (int i = 0; i < 200; i++) {
+		json_t *claims = NULL;
+		ex.now = NOW + (i % 7);
+		if (oidc_validate(r->p, r->tok[i & 1], &ex, &claims, NULL, 0) == CS_OK &&
+		    json_is_object(claims) &&
+		    strcmp(json_string_value(json_object_get(claims, "sub")), "alice") == 0)
+			__atomic_add_fetch(&r->ok, 1, __ATOMIC_RELAXED);
+		json_decref(claims);
+	}
+	return NULL;
+}
+
+START_TEST(test_oidc_cache_concurrent_threads)
+{
+	struct race r;
+	pthread_t th[4];
+	r.p = provider();
+	r.tok[0] = token("RS256", "rsa1");
+	r.tok[1] = token("ES256", "ec1");
+	r.ok = 0;
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, race_validate_cached, &r), 0);
+	for (int i = 0; i < 40; i++)
+		ck_assert_int_eq(oidc_set_jwks(r.p, jwks), CS_OK);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_int_eq(r.ok, 800);
+	ck_assert_uint_le(oidc_subject_cache_count(r.p), 2);
+	free(r.tok[0]);
+	free(r.tok[1]);
+	oidc_provider_free(r.p);
+}
+END_TEST
+
 /* --- httpc -------------------------------------------------------------- */
 
 START_TEST(test_httpc_url_allowed)
@@ -1631,6 +1848,11 @@ static Suite *oidc_suite(void)
 	tcase_add_test(tc, test_oidc_meta_parse_bad);
 	tcase_add_test(tc, test_oidc_provider_new_rejects);
 	tcase_add_test(tc, test_oidc_validate_concurrent_jwks_swap);
+	tcase_add_test(tc, test_oidc_cache_hit_returns_cached_validation);
+	tcase_add_test(tc, test_oidc_cache_hit_checks_claims_again);
+	tcase_add_test(tc, test_oidc_cache_failure_not_cached);
+	tcase_add_test(tc, test_oidc_cache_key_set_change_drops_all);
+	tcase_add_test(tc, test_oidc_cache_concurrent_threads);
 	suite_add_tcase(s, tc);
 	TCase *tn = tcase_create("network");
 	tcase_set_timeout(tn, 60);
