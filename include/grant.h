@@ -103,7 +103,9 @@ void grant_check_clear(struct grant_check *g);   /* NULL-safe */
  * expired", "grant issued in the future", "grant unknown to this consentd",
  * "grant revoked", "the grant's consent was revoked", "the grant's consent
  * expired", "the grant's consent is gone", "grant does not match its
- * consent".  Never token material. */
+ * consent".  Never token material.  The signature check alone may be answered
+ * by the verified-grant cache (grant_cache.h), for grant_introspect too; every
+ * other check runs on every call, so a revocation counts at the next one. */
 enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now,
     struct grant_check *out) CS_MUST_CHECK;

@@ -60,6 +60,12 @@ void keyring_free(struct keyring *kr);   /* NULL-safe; wipes private keys */
 /* The JWKS document {"keys":[...]} with kid, kty, crv, x, y, use "sig",
  * alg "ES256" for every published key; never a private member.  *json malloc'd. */
 enum cs_err keyring_jwks(const struct keyring *kr, char **json) CS_MUST_CHECK;
+/* What identifies the set of keys a ring verifies with: the SHA-256 of its
+ * JWKS document.  Two rings with equal fingerprints accept exactly the same
+ * signatures; adding, retiring or revoking a key changes it, a reload that
+ * found the same keys does not.  KEYRING_FP_LEN bytes; NULL for a NULL ring. */
+#define KEYRING_FP_LEN 32
+const unsigned char *keyring_fingerprint(const struct keyring *kr);
 /* The kid that signs now; NULL when none. */
 const char *keyring_signing_kid(const struct keyring *kr);
 

@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "grant.h"
+#include "grant_cache.h"
 #include "metrics.h"
 #include "scope.h"
 #include "session.h"
@@ -516,6 +517,21 @@ void grant_check_clear(struct grant_check *g)
 	memset(g, 0, sizeof *g);
 }
 
+/* The claims of token if its signature verifies under kr (jwt_verify's
+ * checks: ES256, typ at+jwt, a kid in kr).  From the verified-grant cache
+ * when this very token verified under the same key set before and its exp is
+ * ahead (*hit true), else by jwt_verify.  Only the signature is remembered:
+ * the caller checks claims, times and the database as for a fresh one. */
+static enum cs_err verify_grant(const struct keyring *kr, const char *token, int64_t now,
+    json_t **cl, bool *hit)
+{
+	enum cs_err e = grant_cache_get(kr, token, now, cl);
+	*hit = e == CS_OK;
+	if (e != CS_ENOENT)
+		return e;
+	return jwt_verify(kr, GRANT_TYP, token, cl);
+}
+
 /* grant_validate's checks: CS_EPERM with *why for a refused token. */
 static enum cs_err validate(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now, struct grant_check *out)
@@ -532,6 +548,7 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 	const char *iss, *sub, *cid, *jti, *client, *actsub, *scope, *resource;
 	const char *w = "not a consentd grant";
 	int64_t iat = 0, exp = 0;
+	bool hit = false;
 
 	memset(&row, 0, sizeof row);
 	memset(&kk, 0, sizeof kk);
@@ -541,8 +558,9 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 	    cfg->gateway_id == NULL)
 		goto out;
 	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 6):
-	 * an IdP token, an alg-none or HMAC token and a foreign key all fail here. */
-	if ((e = jwt_verify(kr, GRANT_TYP, token, &cl)) != CS_OK) {
+	 * an IdP token, an alg-none or HMAC token and a foreign key all fail here.
+	 * A cache hit stands for this check alone, never for the ones below. */
+	if ((e = verify_grant(kr, token, now, &cl, &hit)) != CS_OK) {
 		if (e != CS_ENOMEM)
 			e = CS_EPERM;
 		goto out;
@@ -601,6 +619,10 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 		goto out;
 	if (scope_set_parse(scope, &sc) != CS_OK || sc.n == 0 || !scope_set_subset(&sc, &kk.granted))
 		goto out;
+	/* Only a grant that passed every check is remembered, and only its
+	 * signature and claims, until its exp; before anyone may change cl. */
+	if (!hit)
+		grant_cache_put(kr, token, cl, exp, now);
 	*claims = cl;
 	cl = NULL;
 	*k = kk;

@@ -39,6 +39,7 @@ struct keyring {
 	size_t         n;
 	size_t         signer;     /* index into keys; n when none may sign */
 	char          *jwks;       /* the JWKS document, built at load */
+	unsigned char  fp[KEYRING_FP_LEN];   /* SHA-256 of jwks: the verifying key set */
 };
 
 /* --- base64url --------------------------------------------------------- */
@@ -436,6 +437,7 @@ static enum cs_err ring_build(struct store_conn *c, const struct master_key *mk,
 	size_t n = 0;
 	struct keyring *kr = NULL;
 	json_t *keys = NULL, *doc = NULL;
+	unsigned int fp_len = KEYRING_FP_LEN;
 
 	if ((e = keys_classified(c, now, token_ttl, &ks, &st, &n)) != CS_OK)
 		goto out;
@@ -463,6 +465,12 @@ static enum cs_err ring_build(struct store_conn *c, const struct master_key *mk,
 	e = CS_ENOMEM;
 	doc = json_pack("{s:O}", "keys", keys);
 	if (doc == NULL || (kr->jwks = json_dumps(doc, JSON_COMPACT)) == NULL)
+		goto out;
+	/* The JWKS names every key that verifies (kid = its RFC 7638 thumbprint,
+	 * checked at import) and no other, so its digest identifies the set. */
+	e = CS_ECRYPTO;
+	if (EVP_Digest(kr->jwks, strlen(kr->jwks), kr->fp, &fp_len, EVP_sha256(), NULL) != 1 ||
+	    fp_len != KEYRING_FP_LEN)
 		goto out;
 	*out = kr;
 	kr = NULL;
@@ -625,6 +633,11 @@ const char *keyring_signing_kid(const struct keyring *kr)
 	if (kr == NULL || kr->signer >= kr->n)
 		return NULL;
 	return kr->keys[kr->signer].kid;
+}
+
+const unsigned char *keyring_fingerprint(const struct keyring *kr)
+{
+	return kr != NULL ? kr->fp : NULL;
 }
 
 static const struct kr_key *ring_find(const struct keyring *kr, const char *kid)

@@ -2,18 +2,22 @@
  * revocation, refresh-token rotation, reuse detection and narrowing, against a
  * real SQLite file built from migrations/, fixed keys and explicit clocks.
  * Attacker tokens (foreign keys, alg none, garbage, replays) are first-class. */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sqlite3.h>
 
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "testutil.h"
 #include "tu_consent.h"
 #include "audit.h"
+#include "buf.h"
 #include "consent.h"
 #include "grant.h"
+#include "grant_cache.h"
 #include "jwt.h"
 #include "seal.h"
 #include "session.h"
@@ -43,6 +47,7 @@ static struct config_scope scopes[3];
 
 static void setup(void)
 {
+	grant_cache_clear();   /* process-wide: every test starts without entries */
 	audit_set_key((const unsigned char[32]){ 0 }, "test");   /* the audit chain's key */
 	dir = tu_tmpdir();
 	char *db = tu_path(dir, "t.db"), *db2 = tu_path(dir, "other.db");
@@ -98,6 +103,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	grant_cache_clear();
 	keyring_free(kr);
 	keyring_free(kr_other);
 	sqlite3_close(raw);
@@ -1125,6 +1131,348 @@ START_TEST(test_grant_dpop_binding)
 }
 END_TEST
 
+/* --- the verified-grant cache (issue 15) ------------------------------- */
+
+/* Cache hits and misses since the last mark. */
+static struct grant_cache_stats mark_at;
+static void mark(void)
+{
+	grant_cache_stats(&mark_at);
+}
+static uint64_t hits_since(void)
+{
+	struct grant_cache_stats s;
+	grant_cache_stats(&s);
+	return s.hits - mark_at.hits;
+}
+static uint64_t misses_since(void)
+{
+	struct grant_cache_stats s;
+	grant_cache_stats(&s);
+	return s.misses - mark_at.misses;
+}
+
+/* validate() with another ring. */
+static bool validate_kr(const struct keyring *ring, const char *token, int64_t now)
+{
+	struct grant_check gc;
+	last_why = "(not written)";
+	ck_assert_int_eq(grant_validate(sc, &cfg, ring, token, now, &gc), CS_OK);
+	last_why = gc.why;
+	bool valid = gc.valid;
+	grant_check_clear(&gc);
+	return valid;
+}
+
+/* A grant validated once is not verified again: the second call is a hit,
+ * with the very claims the signature vouched for. */
+START_TEST(test_grant_cache_hit_skips_verify)
+{
+	struct grant_response g;
+	struct grant_check gc;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	mark();
+	ck_assert(validate(g.access_token, NOW + 1));
+	ck_assert_uint_eq(hits_since(), 0);
+	ck_assert_uint_eq(misses_since(), 1);          /* one jwt_verify */
+	mark();
+	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 2, &gc), CS_OK);
+	ck_assert(gc.valid);
+	ck_assert_uint_eq(hits_since(), 1);
+	ck_assert_uint_eq(misses_since(), 0);          /* no jwt_verify */
+	json_t *want = verified_claims(g.access_token);
+	ck_assert(json_equal(gc.claims, want));
+	ck_assert_str_eq(gc.k.id, kid);
+	json_decref(want);
+	grant_check_clear(&gc);
+	/* Introspection goes through the same cache: active, from a hit. */
+	mark();
+	ck_active(g.access_token, NOW + 3, "grant");
+	ck_assert_uint_eq(hits_since(), 1);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+/* SECURITY: the cache remembers a signature, never liveness: a revoked grant,
+ * or one whose consent was revoked, is refused on the very next call, and
+ * that call was a hit. */
+START_TEST(test_grant_cache_revoked_refused_on_hit)
+{
+	struct grant_response g, g2;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	issue(kid, "read", false, NOW, &g2);
+	ck_assert(validate(g.access_token, NOW + 1));
+	ck_assert(validate(g2.access_token, NOW + 1));
+	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.access_token, ACTOR, NOW + 2), CS_OK);
+	mark();
+	ck_assert(!validate(g.access_token, NOW + 2));
+	ck_assert_str_eq(last_why, "grant revoked");
+	ck_inactive(g.access_token, NOW + 2);
+	ck_assert_uint_eq(hits_since(), 2);
+	ck_assert_uint_eq(misses_since(), 0);
+	/* The person revokes the consent on /me: its other grant dies with it. */
+	ck_assert(validate(g2.access_token, NOW + 3));
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 3, false),
+	    CS_OK);
+	mark();
+	ck_assert(!validate(g2.access_token, NOW + 3));
+	ck_inactive(g2.access_token, NOW + 3);
+	ck_assert_uint_eq(hits_since(), 2);
+	ck_assert_uint_eq(misses_since(), 0);
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+}
+END_TEST
+
+/* SECURITY: every hit runs the time checks against the caller's now: never
+ * past exp (not even a hit then), never before iat, never past the consent's
+ * expiry. */
+START_TEST(test_grant_cache_times_checked_on_hit)
+{
+	struct grant_response g, g2;
+	char sql[256];
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	ck_assert(validate(g.access_token, NOW + 10));
+	mark();
+	ck_assert(!validate(g.access_token, NOW + TTL));
+	ck_assert_str_eq(last_why, "grant expired");
+	ck_inactive(g.access_token, NOW + TTL + 1000);
+	ck_assert_uint_eq(hits_since(), 0);            /* an entry ends at exp */
+	ck_assert(validate(g.access_token, NOW + TTL - 1));
+	mark();
+	ck_assert(!validate(g.access_token, NOW - 1));
+	ck_assert_str_eq(last_why, "grant issued in the future");
+	ck_assert_uint_eq(hits_since(), 1);
+	/* The consent shortened by hand: the grant's hit is refused all the same. */
+	char *kid2 = make_consent("bob", "read", 3600, false, NOW);
+	issue(kid2, "read", false, NOW, &g2);
+	ck_assert(validate(g2.access_token, NOW + 1));
+	ck_assert_int_eq(str_fmt(sql, sizeof sql,
+	    "UPDATE consents SET expires_at = %lld WHERE id = '%s'", (long long)(NOW + 5), kid2),
+	    CS_OK);
+	ck_assert_int_eq(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
+	mark();
+	ck_assert(!validate(g2.access_token, NOW + 10));
+	ck_assert_str_eq(last_why, "the grant's consent expired");
+	ck_assert_uint_eq(hits_since(), 1);
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+	free(kid2);
+}
+END_TEST
+
+/* SECURITY: entries belong to the key set they verified under.  After
+ * `keys revoke` of the signing key and a reload, a grant it signed is
+ * refused at once; a reload that found the same keys keeps the entries. */
+START_TEST(test_grant_cache_keyring_change_drops)
+{
+	struct grant_response g;
+	struct keyring *same = NULL, *after = NULL;
+	char *kid_b = NULL, *next = NULL;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	char *kid_a = strdup(keyring_signing_kid(kr));
+	ck_assert(validate(g.access_token, NOW + 1));
+	/* A reload with nothing changed: same fingerprint, still a hit. */
+	ck_assert_int_eq(keyring_load(sc, &mk, NOW + 2, TTL, &same), CS_OK);
+	ck_assert_mem_eq(keyring_fingerprint(same), keyring_fingerprint(kr), KEYRING_FP_LEN);
+	mark();
+	ck_assert(validate_kr(same, g.access_token, NOW + 2));
+	ck_assert_uint_eq(hits_since(), 1);
+	/* keys rotate (a second key, ready now), then keys revoke the first. */
+	ck_assert_int_eq(keyring_generate_key(sc, &mk, NOW + 3, NOW + 3, &kid_b), CS_OK);
+	ck_assert_int_eq(keyring_revoke_key(sc, kid_a, NOW + 4, TTL, &next), CS_OK);
+	ck_assert_str_eq(next, kid_b);
+	ck_assert_int_eq(keyring_load(sc, &mk, NOW + 5, TTL, &after), CS_OK);
+	ck_assert(CRYPTO_memcmp(keyring_fingerprint(after), keyring_fingerprint(kr),
+	    KEYRING_FP_LEN) != 0);
+	mark();
+	ck_assert(!validate_kr(after, g.access_token, NOW + 5));
+	ck_assert_str_eq(last_why, "not a consentd grant");
+	ck_assert_uint_eq(hits_since(), 0);
+	ck_assert_uint_eq(misses_since(), 1);
+	json_t *v = NULL;
+	ck_assert_int_eq(grant_introspect(sc, &cfg, after, g.access_token, NOW + 5, &v), CS_OK);
+	ck_assert(json_is_false(json_object_get(v, "active")));
+	json_decref(v);
+	keyring_free(same);
+	keyring_free(after);
+	free(kid_a);
+	free(kid_b);
+	free(next);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+/* A token one byte away from a cached grant is another token: a miss, then
+ * refused by the signature check.  The cached grant is still a hit. */
+START_TEST(test_grant_cache_tampered_not_hit)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	ck_assert(validate(g.access_token, NOW + 1));
+	size_t n = strlen(g.access_token);
+	const size_t at[] = { n - 5, strchr(g.access_token, '.') - g.access_token + 5, 3 };
+	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+		char *t = strdup(g.access_token);
+		t[at[i]] = t[at[i]] == 'A' ? 'B' : 'A';
+		mark();
+		ck_assert_msg(!validate(t, NOW + 2), "tampered at %zu accepted", at[i]);
+		ck_inactive(t, NOW + 2);
+		ck_assert_uint_eq(hits_since(), 0);
+		free(t);
+	}
+	mark();
+	ck_assert(validate(g.access_token, NOW + 3));
+	ck_assert_uint_eq(hits_since(), 1);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+/* alg none carrying a cached grant's real claims (and its real signature)
+ * is not a hit and is refused. */
+START_TEST(test_grant_cache_alg_none_refused)
+{
+	struct grant_response g;
+	char hdr[256];
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	ck_assert(validate(g.access_token, NOW + 1));
+	const char *d1 = strchr(g.access_token, '.');
+	const char *d2 = strchr(d1 + 1, '.');
+	char *payload = strndup(d1 + 1, (size_t)(d2 - d1 - 1));
+	ck_assert_int_eq(str_fmt(hdr, sizeof hdr,
+	    "{\"alg\":\"none\",\"typ\":\"at+jwt\",\"kid\":\"%s\"}", keyring_signing_kid(kr)),
+	    CS_OK);
+	char *h = b64u_encode(hdr);
+	size_t n = strlen(h) + strlen(payload) + strlen(d2) + 4;
+	char *t1 = malloc(n), *t2 = malloc(n);
+	ck_assert_int_eq(str_fmt(t1, n, "%s.%s.", h, payload), CS_OK);
+	ck_assert_int_eq(str_fmt(t2, n, "%s.%s%s", h, payload, d2), CS_OK);
+	mark();
+	ck_assert(!validate(t1, NOW + 2));
+	ck_assert(!validate(t2, NOW + 2));
+	ck_inactive(t2, NOW + 2);
+	ck_assert_uint_eq(hits_since(), 0);
+	free(t1);
+	free(t2);
+	free(h);
+	free(payload);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
+/* A DPoP-bound grant keeps its cnf.jkt on a hit: the caller's proof check
+ * (dpop_check_grant, per request) sees the same claims as on a miss. */
+START_TEST(test_grant_cache_dpop_cnf_on_hit)
+{
+	static const char jkt[] = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I";
+	struct grant_response g;
+	struct grant_check gc;
+	char *kid = make_consent("alice", "read", 7200, false, NOW);
+	struct consent k = load(kid, NOW);
+	struct scope_set s = set("read");
+	memset(&g, 0, sizeof g);
+	struct grant_issue_req rq = { .k = &k, .scope = &s, .jkt = jkt, .actor = ACTOR, .now = NOW };
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	ck_assert(validate(g.access_token, NOW + 1));
+	mark();
+	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 2, &gc), CS_OK);
+	ck_assert(gc.valid);
+	ck_assert_uint_eq(hits_since(), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(gc.claims, "cnf"),
+	    "jkt")), jkt);
+	grant_check_clear(&gc);
+	json_t *v = introspect(g.access_token, NOW + 3);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "token_type")), "DPoP");
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "cnf"), "jkt")), jkt);
+	json_decref(v);
+	grant_response_clear(&g);
+	scope_set_clear(&s);
+	consent_clear(&k);
+	free(kid);
+}
+END_TEST
+
+/* Worker threads (each with its own connection, as MHD's and the proxy's)
+ * validate live and revoked grants at once, while another revokes: every
+ * answer is right, and ASan sees no race on the cache's memory. */
+#define CC_THREADS 4
+#define CC_ROUNDS 150
+struct cc_arg {
+	char **live, **dead;
+	size_t n;
+	int wrong;
+};
+
+static void *cc_worker(void *p)
+{
+	struct cc_arg *a = p;
+	struct store_conn *c = store_conn(st);
+	if (c == NULL) {
+		a->wrong++;
+		return NULL;
+	}
+	for (int r = 0; r < CC_ROUNDS; r++) {
+		for (size_t i = 0; i < a->n; i++) {
+			struct grant_check gc;
+			if (grant_validate(c, &cfg, kr, a->live[i], NOW + 1 + r % 50, &gc) != CS_OK ||
+			    !gc.valid)
+				a->wrong++;
+			grant_check_clear(&gc);
+			if (grant_validate(c, &cfg, kr, a->dead[i], NOW + 1 + r % 50, &gc) != CS_OK ||
+			    gc.valid)
+				a->wrong++;
+			grant_check_clear(&gc);
+		}
+		if (r % 37 == 0)
+			grant_cache_clear();
+	}
+	return NULL;
+}
+
+START_TEST(test_grant_cache_concurrent_use)
+{
+	enum { N = 4 };
+	struct grant_response live[N], dead[N];
+	char *lt[N], *dt[N];
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	for (size_t i = 0; i < N; i++) {
+		issue(kid, "read", false, NOW, &live[i]);
+		issue(kid, "read", false, NOW, &dead[i]);
+		lt[i] = live[i].access_token;
+		dt[i] = dead[i].access_token;
+		ck_assert(validate(dt[i], NOW + 1));     /* cached while live */
+		ck_assert_int_eq(grant_revoke(sc, &cfg, kr, dt[i], ACTOR, NOW + 1), CS_OK);
+	}
+	pthread_t th[CC_THREADS];
+	struct cc_arg args[CC_THREADS];
+	for (size_t t = 0; t < CC_THREADS; t++) {
+		args[t] = (struct cc_arg){ .live = lt, .dead = dt, .n = N };
+		ck_assert_int_eq(pthread_create(&th[t], NULL, cc_worker, &args[t]), 0);
+	}
+	for (size_t t = 0; t < CC_THREADS; t++) {
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+		ck_assert_int_eq(args[t].wrong, 0);
+	}
+	for (size_t i = 0; i < N; i++) {
+		grant_response_clear(&live[i]);
+		grant_response_clear(&dead[i]);
+	}
+	free(kid);
+}
+END_TEST
+
 static Suite *grant_suite(void)
 {
 	Suite *s = suite_create("grant");
@@ -1153,6 +1501,14 @@ static Suite *grant_suite(void)
 	tcase_add_test(tc, test_grant_refresh_never_stored_in_clear);
 	tcase_add_test(tc, test_grant_audit_entries);
 	tcase_add_test(tc, test_grant_dpop_binding);
+	tcase_add_test(tc, test_grant_cache_hit_skips_verify);
+	tcase_add_test(tc, test_grant_cache_revoked_refused_on_hit);
+	tcase_add_test(tc, test_grant_cache_times_checked_on_hit);
+	tcase_add_test(tc, test_grant_cache_keyring_change_drops);
+	tcase_add_test(tc, test_grant_cache_tampered_not_hit);
+	tcase_add_test(tc, test_grant_cache_alg_none_refused);
+	tcase_add_test(tc, test_grant_cache_dpop_cnf_on_hit);
+	tcase_add_test(tc, test_grant_cache_concurrent_use);
 	suite_add_tcase(s, tc);
 	return s;
 }
