@@ -105,7 +105,10 @@ struct consent_ask {
 	struct rate_limits *limits;      /* LIMIT_PERSON before a new request; NULL: none */
 };
 
-/* Runs flow A's state machine for one token-exchange call, in one transaction,
+/* Runs flow A's state machine for one token-exchange call.  A known person
+ * whose live consent covers the call is answered from committed rows without
+ * a transaction (nothing to write; grant_issue reads the consent again in its
+ * own); everything else runs in one transaction,
  * with audit entries (created, merged, expired; slow_down only the first time
  * per request, later ones are counted in the request and named in the entry
  * that ends it).  A pending request keeps its reason unless the call merges new

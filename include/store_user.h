@@ -24,5 +24,8 @@ struct store_user {
  * CS_EINVAL when issuer or subject is missing. */
 enum cs_err store_user_put(struct store_conn *c, const struct store_user *u,
     int64_t *id) CS_MUST_CHECK;
+/* The row id of (issuer, subject), read only; CS_ENOENT when there is none. */
+enum cs_err store_user_find(struct store_conn *c, const char *issuer, const char *subject,
+    int64_t *id) CS_MUST_CHECK;
 
 #endif

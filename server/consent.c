@@ -628,6 +628,44 @@ out:
 	return e;
 }
 
+/* The common case without a transaction: a person already known with a live
+ * consent that covers the call.  Read on the thread's own connection, so only
+ * committed rows; nothing is written.  *done false: take the full path.
+ * SECURITY: the answer is a consent to sign for, and grant_issue reads that
+ * consent again inside its own transaction and signs only for what is live
+ * then -- as it does after the full path's transaction. */
+static enum cs_err exchange_known(struct store_conn *c, const struct consent_ask *ask,
+    struct consent_answer *out, bool *done)
+{
+	enum cs_err e;
+	int64_t user_id = 0;
+	bool covers = false;
+	struct store_consent_row k;
+	struct consent_answer a;
+
+	*done = false;
+	memset(&k, 0, sizeof k);
+	memset(&a, 0, sizeof a);
+	if ((e = store_user_find(c, ask->issuer, ask->subject, &user_id)) != CS_OK)
+		return e == CS_ENOENT ? CS_OK : e;
+	e = store_consent_current(c, user_id, ask->agent, ask->resource, &k);
+	if (e == CS_ENOENT) {
+		e = CS_OK;
+		goto out;
+	}
+	if (e != CS_OK || k.expires_at <= ask->now)
+		goto out;
+	if ((e = exchange_live(&k, ask, &covers, &a)) != CS_OK || !covers)
+		goto out;
+	*out = a;
+	memset(&a, 0, sizeof a);
+	*done = true;
+out:
+	store_consent_row_clear(&k);
+	consent_answer_clear(&a);
+	return e;
+}
+
 enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
     const struct consent_ask *ask, struct consent_answer *out)
 {
@@ -644,6 +682,8 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 	    ask->subject == NULL || ask->agent == NULL || ask->resource == NULL ||
 	    ask->requested == NULL || ask->requested->n == 0 || out == NULL)
 		return CS_EINVAL;
+	if ((e = exchange_known(c, ask, out, &covers)) != CS_OK || covers)
+		return e;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
 	in_tx = true;

@@ -63,3 +63,20 @@ out:
 	store_stmt_done(st);
 	return e;
 }
+
+enum cs_err store_user_find(struct store_conn *c, const char *issuer, const char *subject,
+    int64_t *id)
+{
+	enum cs_err e;
+	if (issuer == NULL || subject == NULL || id == NULL)
+		return CS_EINVAL;
+	sqlite3_stmt *st = store_stmt(c, SQL_USER_ID);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind(st, STORE_VALS(SV_TEXT(issuer), SV_TEXT(subject)))) != CS_OK)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK)
+		*id = sqlite3_column_int64(st, 0);
+	store_stmt_done(st);
+	return e;
+}

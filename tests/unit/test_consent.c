@@ -8,6 +8,7 @@
 #include "store.h"
 #include "store_user.h"
 #include "testutil.h"
+#include "../../server/store_priv.h"   /* store_writer_stats */
 #include "tu_consent.h"
 
 #define ISS "https://idp.test"
@@ -385,6 +386,44 @@ START_TEST(test_consent_approve_partial_then_grant)
 	consent_answer_clear(&a);
 	free(rid);
 	free(rid2);
+	free(kid);
+}
+END_TEST
+
+/* A known person's covered call is answered from committed rows: no
+ * transaction, so no turn at the writer and no wait for a group commit.  A
+ * call that is not covered, or a person not known yet, still runs one. */
+START_TEST(test_consent_exchange_covered_without_transaction)
+{
+	char *rid = NULL, *kid = NULL;
+	struct consent_answer a;
+	struct store_writer_stats w0, w1;
+	ck_assert_int_eq(exch_o("alice", "read", T0, &rid), CONSENT_REQUIRED);
+	ck_assert_int_eq(decide(rid, "alice", true, "read", 3600, false, T0 + 30, &kid), CS_OK);
+	store_writer_stats(st, &w0);
+	ck_assert_int_eq(exch("alice", "read", T0 + 35, &a), CONSENT_GRANT);
+	ck_assert_str_eq(a.live.id, kid);
+	ck_set(&a.grant_scopes, "read");
+	consent_answer_clear(&a);
+	store_writer_stats(st, &w1);
+	ck_assert_uint_eq(w1.transactions, w0.transactions);
+	/* Not covered: the full path, one transaction. */
+	ck_assert_int_eq(exch("alice", "read write", T0 + 36, &a), CONSENT_REQUIRED);
+	consent_answer_clear(&a);
+	store_writer_stats(st, &w0);
+	ck_assert_uint_eq(w0.transactions, w1.transactions + 1);
+	/* Someone new: the full path makes the user row. */
+	ck_assert_int_eq(exch_o("bob", "read", T0 + 37, NULL), CONSENT_REQUIRED);
+	store_writer_stats(st, &w1);
+	ck_assert_uint_eq(w1.transactions, w0.transactions + 1);
+	/* Once revoked, the same call is not covered any more. */
+	enum consent_revoke_outcome ro;
+	const struct consent_actor al = { .user_id = user_id("alice"), .actor = "user:alice",
+	    .now = T0 + 38 };
+	ck_assert_int_eq(consent_revoke(sc, kid, &al, "x", &ro), CS_OK);
+	ck_assert_int_eq(ro, CONSENT_REVOKED);
+	ck_assert_int_ne(exch_o("alice", "read", T0 + 39, NULL), CONSENT_GRANT);
+	free(rid);
 	free(kid);
 }
 END_TEST
@@ -1422,6 +1461,7 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_exchange_keeps_user_profile);
 	tcase_add_test(tc, test_consent_exchange_merge_same_request);
 	tcase_add_test(tc, test_consent_approve_partial_then_grant);
+	tcase_add_test(tc, test_consent_exchange_covered_without_transaction);
 	tcase_add_test(tc, test_consent_deny_cooldown);
 	tcase_add_test(tc, test_consent_exchange_expired_then_new);
 	tcase_add_test(tc, test_consent_exchange_too_many);
