@@ -144,13 +144,19 @@ check: deps
 build/bench_jwt: bench/bench_jwt.c build/rel/libconsentd.a
 	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
 
+build/bench_fsync: bench/bench_fsync.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(WARN) $(HARDEN) $< -o $@
+
 # make retention-steady [RETENTION_SECONDS=180 SAMPLE=10 WORKERS=4]: the database's size
 # and row counts under a constant flow with short [retention] values (docs/BENCHMARKS.md).
 retention-steady: build/consentd
 	cd tests && node ../bench/retention-steady.mjs
 
+# make bench [RUNS=3 DURATION=10 CONNECTIONS=32 FSYNC_N=1000]: consentd beside oidc-provider
+# in one run, medians of RUNS, a Markdown report (bench/all.js, docs/BENCHMARKS.md).
 bench: deps
-	@$(MAKE) --no-print-directory build/consentd build/bench_jwt
+	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync
 	./build/bench_jwt
 	@bash bench/run.sh
 

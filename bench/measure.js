@@ -142,14 +142,19 @@ export async function issueMany(url, body, headers, n, concurrency = 32) {
 // wrk at about `fraction` of peakRps: conns connections, each waiting between requests (the
 // wrk Lua delay()); the wait is calibrated by a short run first.  wrk 4 has no fixed-rate
 // mode (-R is wrk2's), so this is a closed loop with think time, not an open-loop rate.
+// Calibration costs 2 x min(3, duration) s more.
 export async function atFractionOfPeak(w, pid, name, url, scriptOpts, peakRps, fraction = 0.5) {
   const conns = w.connections;
   const target = peakRps * fraction;
   let delay = (conns * 1000) / target;                  // ms: as if answers took no time
-  const cal = await w.run(`${name} (calibration)`, url, w.script({ ...scriptOpts, delay }),
-    { duration: Math.min(3, w.duration) });
-  const latency = (conns * 1000) / Number(cal.rps) - delay;      // ms per answer, measured
-  delay = Math.max(0, (conns * 1000) / target - Math.max(0, latency));
+  // Two short calibration runs: each measures the time an answer takes at that rate and
+  // sets the wait so that conns / (wait + answer) = target.
+  for (let i = 0; i < 2; i += 1) {
+    const cal = await w.run(`${name} (calibration)`, url, w.script({ ...scriptOpts, delay }),
+      { duration: Math.min(3, w.duration) });
+    const latency = (conns * 1000) / Number(cal.rps) - delay;    // ms per answer, measured
+    delay = Math.max(0, (conns * 1000) / target - Math.max(0, latency));
+  }
   const r = await timed(w, pid, name, url, w.script({ ...scriptOpts, delay }));
   r.fractionOfPeak = Number(r.rps) / peakRps;
   r.delayMs = delay;

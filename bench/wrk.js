@@ -29,6 +29,10 @@ export function toMs(s) {
   return Number(m[1]) * { us: 0.001, ms: 1, s: 1000, m: 60000 }[m[2]];
 }
 
+// wrk processes still running: killed (by pid) if this process exits first.
+const live = new Set();
+process.on('exit', () => { for (const p of live) { try { p.kill('SIGKILL'); } catch { /* gone */ } } });
+
 const lstr = (s) => JSON.stringify(String(s));   // a JSON string is a valid Lua string here (ASCII)
 
 export function wrkRunner({ threads = 2, connections = 32, duration = 10 } = {}) {
@@ -75,6 +79,7 @@ export function wrkRunner({ threads = 2, connections = 32, duration = 10 } = {})
       args.push(url);
       const out = await new Promise((resolve, reject) => {
         const p = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        live.add(p);
         let so = '';
         let se = '';
         const timer = setTimeout(() => p.kill('SIGKILL'), (secs + 30) * 1000);
@@ -83,6 +88,7 @@ export function wrkRunner({ threads = 2, connections = 32, duration = 10 } = {})
         p.on('error', (err) => { clearTimeout(timer); reject(err); });
         p.on('close', (code, sig) => {
           clearTimeout(timer);
+          live.delete(p);
           if (code !== 0) reject(new Error(`wrk ${args.join(' ')}: ${code ?? sig} ${se}`));
           else resolve(so);
         });
