@@ -12,7 +12,7 @@ PKGS      = libmicrohttpd openssl cjose libcurl sqlite3 jansson inih
 # missing and then build in a second make, so that these flags are read only
 # after scripts/deps.sh has put pkg-config and the libraries there.  Any other
 # target built by hand on a machine without them stops here with that advice.
-ENTRY_GOALS := all run check bench deps clean lint
+ENTRY_GOALS := all run check bench bench-seeded deps clean lint
 PKG_CONFIG_OK := $(shell pkg-config --exists $(PKGS) check 2>/dev/null && echo yes)
 ifneq ($(PKG_CONFIG_OK),yes)
 ifneq ($(filter-out $(ENTRY_GOALS),$(if $(MAKECMDGOALS),$(MAKECMDGOALS),all)),)
@@ -45,7 +45,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench retention-steady clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-seeded retention-steady clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -144,15 +144,31 @@ check: deps
 build/bench_jwt: bench/bench_jwt.c build/rel/libconsentd.a
 	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
 
+build/bench_seed: bench/bench_seed.c build/rel/libconsentd.a
+	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
+
+build/bench_fsync: bench/bench_fsync.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(WARN) $(HARDEN) $< -o $@
+
 # make retention-steady [RETENTION_SECONDS=180 SAMPLE=10 WORKERS=4]: the database's size
 # and row counts under a constant flow with short [retention] values (docs/BENCHMARKS.md).
 retention-steady: build/consentd
 	cd tests && node ../bench/retention-steady.mjs
 
+# make bench [RUNS=3 DURATION=10 CONNECTIONS=32 FSYNC_N=1000]: consentd beside oidc-provider
+# in one run, medians of RUNS, a Markdown report (bench/all.js, docs/BENCHMARKS.md).
 bench: deps
-	@$(MAKE) --no-print-directory build/consentd build/bench_jwt
+	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync
 	./build/bench_jwt
 	@bash bench/run.sh
+
+# make bench-seeded [RUNS=3 DURATION=10 CONNECTIONS=32 SEED_CONSENTS=1000000 SEED_AUDIT=10000000]:
+# the grant path with 1,000 consents beside 1,000,000 consents and 10,000,000 audit entries
+# (bench/seeded.js, bench/bench_seed.c; several GB in $$TMPDIR while it runs).
+bench-seeded: deps
+	@$(MAKE) --no-print-directory build/consentd build/bench_seed
+	cd tests && node ../bench/seeded.js
 
 clean:
 	rm -rf build

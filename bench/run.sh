@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# run.sh -- `make bench`: wrk against the release binary on loopback (bench/bench.js, then
-# proxy mode: bench/bench_proxy.js).
+# run.sh -- `make bench`: consentd and the development IdP's software side by side, the proxy
+# beside its upstream, openssl speed, fsync latency, memory (bench/all.js; docs/BENCHMARKS.md).
+# RUNS (3), DURATION (10 s per endpoint), CONNECTIONS (32), FSYNC_N (1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-node bench/bench.js "${DURATION:-10}" "${CONNECTIONS:-16}"
-echo
-exec node bench/bench_proxy.js "${DURATION:-10}" "${CONNECTIONS:-16}"
+# 1,000 held connections plus wrk's: more descriptors than a default soft limit of 1,024.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+exec node bench/all.js
