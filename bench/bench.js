@@ -55,10 +55,11 @@ export async function approvedConsent(s) {
 }
 
 // consentd's bench config: [limits] gateway_rate off (the bench measures consentd, not its
-// rate limit); per_ip_connections above the 1,000 held connections (all come from 127.0.0.1).
+// rate limit); per_ip_connections above the 1,000 held connections (all come from 127.0.0.1);
+// threads = 0, the default (eight workers per core).
 export async function benchConfig(extra = {}) {
   const { consentConfig } = await lib('fixtures.js');
-  return { ...consentConfig(), server: { log: '/dev/null', threads: 2, per_ip_connections: HELD + 100 },
+  return { ...consentConfig(), server: { log: '/dev/null', threads: 0, per_ip_connections: HELD + 100 },
     limits: { gateway_rate: 0 }, ...extra };
 }
 

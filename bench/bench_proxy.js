@@ -60,7 +60,7 @@ export async function measureProxy({ duration: DURATION = 10, connections: CONNS
       accessTokenTTL: 3600,             // no provider refresh during the runs
       extraDsClients: (url) => [ghproxyClient(url)],
       config: ({ providerIssuer }) => ({
-        server: { log: '/dev/null', threads: 2 },
+        server: { log: '/dev/null', threads: 0 },   // the default: eight workers per core
         limits: { gateway_rate: 0 },    // the bench measures consentd, not [limits]
         ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
         'agent.coder': { allow: 'ghproxy:issues:read' },
@@ -133,6 +133,6 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const w = wrkRunner();
   console.log(`\n${w.table([rows.upstream, rows.proxy])}`);
   w.cleanup();
-  console.log(`\n(${CONNS} connections, 2 wrk threads, ${DURATION} s each, consentd threads = 2, loopback, `
+  console.log(`\n(${CONNS} connections, 2 wrk threads, ${DURATION} s each, consentd threads = 0 (eight per core), loopback, `
     + `the upstream does not introspect the provider token, ${new Date().toISOString()})`);
 }
