@@ -135,22 +135,21 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
  * family.  Runs inside the caller's transaction and audits "grant.issued".
  * CS_EPERM for a revoked consent, CS_EINVAL for a bad scope, an unknown
  * resource or an expiry that is not after now.  *out written only on CS_OK. */
-static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct grant_issue_req *rq, const char *family,
-    struct grant_response *out)
+/* Signs a grant for rq->k (no database): the checks of invariant 7, the
+ * claims, the ES256 signature.  *g and *exp written only on CS_OK; CS_EPERM for
+ * a revoked consent, CS_EINVAL for anything else it cannot sign for. */
+static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr,
+    const struct grant_issue_req *rq, struct grant_response *out, int64_t *exp_out)
 {
 	enum cs_err e;
 	const struct consent *k = rq->k;
 	const struct config_resource *res;
 	struct grant_response g;
 	json_t *claims = NULL;
-	char jti[GRANT_ID_LEN + 1], rt[SESSION_TOKEN_LEN + 1];
-	unsigned char h[STORE_REFRESH_HASH_LEN];
+	char jti[GRANT_ID_LEN + 1];
 	int64_t ttl, exp, now = rq->now;
 
 	memset(&g, 0, sizeof g);
-	memset(rt, 0, sizeof rt);
-	memset(h, 0, sizeof h);
 	e = CS_EINVAL;
 	if (k->id == NULL || k->subject == NULL || k->agent == NULL || k->resource == NULL ||
 	    cfg->public_url == NULL || cfg->gateway_id == NULL)
@@ -199,13 +198,37 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 	}
 	if ((e = jwt_sign(kr, GRANT_TYP, claims, &g.access_token)) != CS_OK)
 		goto out;
-	if ((e = store_grant_insert(c, jti, k->id, family, now, exp)) != CS_OK)
+	g.expires_in = exp - now;
+	*out = g;
+	*exp_out = exp;
+	memset(&g, 0, sizeof g);
+	e = CS_OK;
+out:
+	json_decref(claims);
+	grant_response_clear(&g);
+	return e;
+}
+
+/* Records the signed grant g for rq->k in the caller's transaction: its jti,
+ * the consent's last use, grant.issued, and a refresh token of family when
+ * one is asked for (g->refresh_token written). */
+static enum cs_err issue_record(struct store_conn *c, const struct grant_issue_req *rq,
+    const char *family, int64_t exp, struct grant_response *g)
+{
+	enum cs_err e;
+	const struct consent *k = rq->k;
+	char rt[SESSION_TOKEN_LEN + 1];
+	unsigned char h[STORE_REFRESH_HASH_LEN];
+
+	memset(rt, 0, sizeof rt);
+	memset(h, 0, sizeof h);
+	if ((e = store_grant_insert(c, g->jti, k->id, family, rq->now, exp)) != CS_OK)
 		goto out;
 	/* A grant issued is a use of its consent (/me's "last used"). */
-	if ((e = consent_touch(c, k->id, now)) != CS_OK)
+	if ((e = consent_touch(c, k->id, rq->now)) != CS_OK)
 		goto out;
-	if ((e = audit_k(c, &(struct audit_entry){ .ts = now, .actor = rq->actor,
-	    .action = "grant.issued", .scopes = g.scope, .outcome = "ok" }, k, "jti", jti)) != CS_OK)
+	if ((e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+	    .action = "grant.issued", .scopes = g->scope, .outcome = "ok" }, k, "jti", g->jti)) != CS_OK)
 		goto out;
 	if (family != NULL) {
 		/* SECURITY: the refresh token leaves here in clear exactly once; the
@@ -213,23 +236,48 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 		if ((e = random_token(rt)) != CS_OK)
 			goto out;
 		sha256_str(rt, h);
-		if ((e = store_refresh_insert(c, h, family, k->id, now)) != CS_OK)
+		if ((e = store_refresh_insert(c, h, family, k->id, rq->now)) != CS_OK)
 			goto out;
-		if ((g.refresh_token = strdup(rt)) == NULL) {
+		if ((g->refresh_token = strdup(rt)) == NULL) {
 			e = CS_ENOMEM;
 			goto out;
 		}
 	}
-	g.expires_in = exp - now;
-	*out = g;
-	memset(&g, 0, sizeof g);
-	e = CS_OK;
 out:
-	json_decref(claims);
 	OPENSSL_cleanse(rt, sizeof rt);
 	OPENSSL_cleanse(h, sizeof h);
+	return e;
+}
+
+static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct grant_issue_req *rq, const char *family,
+    struct grant_response *out)
+{
+	enum cs_err e;
+	struct grant_response g;
+	int64_t exp = 0;
+	memset(&g, 0, sizeof g);
+	if ((e = issue_sign(cfg, kr, rq, &g, &exp)) == CS_OK &&
+	    (e = issue_record(c, rq, family, exp, &g)) == CS_OK) {
+		*out = g;
+		memset(&g, 0, sizeof g);
+	}
 	grant_response_clear(&g);
 	return e;
+}
+
+/* Whether a grant signed for snapshot a says exactly what one signed for b
+ * would: the same consent, person, agent and resource, unrevoked in both,
+ * the same end, and the scope still within what b granted. */
+static bool same_grant(const struct consent *a, const struct consent *b,
+    const struct scope_set *scope)
+{
+	return a->id != NULL && b->id != NULL && strcmp(a->id, b->id) == 0 &&
+	    a->subject != NULL && b->subject != NULL && strcmp(a->subject, b->subject) == 0 &&
+	    a->agent != NULL && b->agent != NULL && strcmp(a->agent, b->agent) == 0 &&
+	    a->resource != NULL && b->resource != NULL && strcmp(a->resource, b->resource) == 0 &&
+	    a->revoked_at == 0 && b->revoked_at == 0 && a->expires_at == b->expires_at &&
+	    scope_set_subset(scope, &b->granted);
 }
 
 enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
@@ -237,18 +285,25 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 {
 	enum cs_err e;
 	struct consent cur;
-	struct grant_response g;
+	struct grant_response g, pre;
 	struct grant_issue_req now_rq;
 	char family[GRANT_ID_LEN + 1];
-	bool in_tx = false, refresh = false;
+	bool in_tx = false, refresh = false, presigned = false;
+	int64_t pre_exp = 0;
 
 	memset(&cur, 0, sizeof cur);
 	memset(&g, 0, sizeof g);
+	memset(&pre, 0, sizeof pre);
 	if (c == NULL || cfg == NULL || rq == NULL || rq->k == NULL || rq->k->id == NULL ||
 	    rq->scope == NULL || out == NULL)
 		return CS_EINVAL;
 	if (kr == NULL)
 		return CS_ECRYPTO;            /* no keys: a server fault, not the caller's */
+	/* The signature first, outside the transaction: every transaction takes
+	 * its turn at the one writer (store.h), and ES256 is the slowest step of a
+	 * grant.  It is signed for the caller's snapshot and kept below only when
+	 * it says exactly what one signed for the consent as it is now would. */
+	presigned = issue_sign(cfg, kr, rq, &pre, &pre_exp) == CS_OK;
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
@@ -270,8 +325,14 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 		goto out;
 	now_rq = *rq;
 	now_rq.k = &cur;
-	if ((e = issue_locked(c, cfg, kr, &now_rq, refresh ? family : NULL, &g)) != CS_OK)
+	if (presigned && same_grant(rq->k, &cur, rq->scope)) {
+		if ((e = issue_record(c, &now_rq, refresh ? family : NULL, pre_exp, &pre)) != CS_OK)
+			goto out;
+		g = pre;
+		memset(&pre, 0, sizeof pre);
+	} else if ((e = issue_locked(c, cfg, kr, &now_rq, refresh ? family : NULL, &g)) != CS_OK) {
 		goto out;
+	}
 	/* SECURITY: the family is bound to the proof's key from its first token. */
 	if (refresh && rq->jkt != NULL && (e = store_refresh_bind(c, family, rq->jkt)) != CS_OK)
 		goto out;
@@ -289,6 +350,7 @@ out:
 	if (in_tx)
 		store_rollback(c);
 	grant_response_clear(&g);
+	grant_response_clear(&pre);
 	consent_clear(&cur);
 	return e;
 }

@@ -477,6 +477,62 @@ START_TEST(test_grant_issue_refused_cases)
 }
 END_TEST
 
+/* The signature is made before the transaction, for the caller's snapshot of
+ * the consent; when the database says otherwise inside the transaction, the
+ * grant follows the database (signed again there) or is refused. */
+START_TEST(test_grant_issue_snapshot_differs_from_database)
+{
+	struct grant_response g;
+	char *kid = make_consent("alice", "read", 100, false, NOW);
+	struct consent k = load(kid, NOW);
+	struct scope_set s = set("read"), rw = set("read write");
+	struct grant_issue_req rq = { .k = &k, .scope = &s, .actor = ACTOR, .now = NOW };
+	int64_t real_end = k.expires_at;
+	/* A snapshot that promises a longer life than the consent has. */
+	k.expires_at = NOW + 3600;
+	memset(&g, 0, sizeof g);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	ck_assert_int_eq(g.expires_in, 100);
+	json_t *cl = verified_claims(g.access_token);
+	ck_assert_int_eq(jint(cl, "exp"), NOW + 100);
+	json_decref(cl);
+	grant_response_clear(&g);
+	/* A snapshot naming another person: the grant is the consent's person's. */
+	k.expires_at = real_end;
+	free(k.subject);
+	k.subject = strdup("mallory");
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	cl = verified_claims(g.access_token);
+	ck_assert_str_eq(jstr(cl, "sub"), "alice");
+	json_decref(cl);
+	grant_response_clear(&g);
+	/* A snapshot that grants a scope the consent does not: refused, nothing kept. */
+	int64_t before = q_int("SELECT count(*) FROM grants", NULL);
+	scope_set_clear(&k.granted);
+	k.granted = set("read write");
+	rq.scope = &rw;
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_EINVAL);
+	ck_assert_ptr_null(g.access_token);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), before);
+	/* The snapshot as it is: signed outside and kept, exactly as asked. */
+	consent_clear(&k);
+	k = load(kid, NOW);
+	rq.scope = &s;
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	cl = verified_claims(g.access_token);
+	ck_assert_str_eq(jstr(cl, "sub"), "alice");
+	ck_assert_str_eq(jstr(cl, "scope"), "read");
+	ck_assert_str_eq(jstr(cl, "jti"), g.jti);
+	json_decref(cl);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM grants WHERE jti = ?1", g.jti), 1);
+	grant_response_clear(&g);
+	scope_set_clear(&s);
+	scope_set_clear(&rw);
+	consent_clear(&k);
+	free(kid);
+}
+END_TEST
+
 /* --- validation and introspection -------------------------------------- */
 
 START_TEST(test_grant_introspect_active_grant)
@@ -1483,6 +1539,7 @@ static Suite *grant_suite(void)
 	tcase_add_test(tc, test_grant_issue_header_typ);
 	tcase_add_test(tc, test_grant_issue_exp_capped_by_consent);
 	tcase_add_test(tc, test_grant_issue_refused_cases);
+	tcase_add_test(tc, test_grant_issue_snapshot_differs_from_database);
 	tcase_add_test(tc, test_grant_introspect_active_grant);
 	tcase_add_test(tc, test_grant_introspect_inactive_after_revoke);
 	tcase_add_test(tc, test_grant_introspect_inactive_after_consent_revoke);
