@@ -202,6 +202,7 @@ function assertMappedSafely(e, label) {
 }
 
 let alice;   // alice's consent and grant for issues:read issues:write
+let carol;   // carol's, for issues:read only
 
 // --- pass-through ----------------------------------------------------------------------
 
@@ -390,7 +391,7 @@ test('missing or invalid grant -> 401 invalid_token; bad gateway credentials -> 
 });
 
 test('an action outside the grant\'s scope is refused before the upstream', async () => {
-  const carol = await connect({ user: 'carol', scope: 'issues:read' });
+  carol = await connect({ user: 'carol', scope: 'issues:read' });
   assert.equal(carol.scope, 'issues:read');
   const n = rec.seen.length;
   const rows = approvalRows();
@@ -882,6 +883,32 @@ test('an approved call: the approval used, the release and the forward entry in 
   assert.match(approval(a.approval_request_id), /^used /);
   const got = t1 - t0 - (refreshCount() - f0);
   assert.ok(got >= 1 && got <= 3, `an approved call: ${got} transactions, expected 1`);
+});
+
+test('consecutive calls of two persons: each carries only its own provider token and headers upstream', async () => {
+  // The deferred pool hands the next job to the thread idle last, so these calls run on one
+  // thread, whose curl handles are reused (reset between calls).
+  assert.ok(carol, 'the scope test connected carol');
+  const n = rec.seen.length;
+  const a = await proxy('/repos/o/hdr-a/issues', { grant: alice.grant, headers: { 'if-none-match': '"alice-etag"', accept: 'application/vnd.alice+json' } });
+  assert.equal(a.status, 200, a.text);
+  const b = await proxy('/repos/o/hdr-b/issues', { grant: carol.grant });
+  assert.equal(b.status, 200, b.text);
+  const ups = rec.since(n);
+  assert.equal(ups.length, 2);
+  const [ea, eb] = ups;
+  const bearer = (e) => /^Bearer ([\x21-\x7e]+)$/.exec(e.headers.authorization || '')?.[1];
+  assert.ok(bearer(ea) && bearer(eb) && bearer(ea) !== bearer(eb), 'two persons, two provider tokens');
+  assert.equal(ea.headers['if-none-match'], '"alice-etag"');
+  assert.equal(eb.introspection?.sub, 'carol', 'carol\'s call carries carol\'s token');
+  assert.equal(eb.method, 'GET');
+  assert.equal(eb.body, '', 'no body');
+  assert.equal(eb.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'authorization').length, 1,
+    'exactly one Authorization header');
+  assert.ok(!eb.rawHeaders.join('\n').includes(bearer(ea)), 'nothing of alice\'s token in carol\'s call');
+  assert.equal(eb.headers['if-none-match'], undefined, 'no header of the call before');
+  assert.notEqual(eb.headers.accept, 'application/vnd.alice+json', 'no header of the call before');
+  assert.equal(eb.headers['content-type'], undefined);
 });
 
 test('a body on a GET is refused (libcurl would send it as a POST: another action)', async () => {
