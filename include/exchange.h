@@ -55,14 +55,18 @@ struct exchange_release_req {
 	const char *actor;
 	int64_t now;
 	struct rate_limits *limits;   /* [limits] person, before a new approval; NULL: none */
+	/* The caller's writes in the release's transaction (vault_release_req.with). */
+	enum cs_err (*with)(struct store_conn *c, void *ctx);
+	void *with_ctx;
 };
 
 /* The approval gate, then the release.  When act needs approval: the
  * parameters canonicalised (RFC 8785) and digested, approval_check (its own
  * transaction), and on an approval to release, the approval redeemed in the
  * transaction that records the release (vault_release_approved) -- released
- * once, never twice.  Otherwise vault_release.  out->outcome says what
- * happened; out->params is not touched. */
+ * once, never twice.  Otherwise vault_release.  Either way rq->with's writes
+ * join the release's transaction.  out->outcome says what happened;
+ * out->params is not touched. */
 enum cs_err exchange_release(struct store_conn *c, const struct config *cfg,
     const struct exchange_release_req *rq, struct exchange_release *out) CS_MUST_CHECK;
 

@@ -70,10 +70,11 @@ enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *re
  * body bytes have arrived or the response is complete (so a Content-Length past
  * max_body, a refused connection or a timeout before the answer are still
  * errors here, as for httpc_request).  res->body stays empty: the body comes
- * from httpc_stream_read, max_body bytes at most in all.  The stream has its own
- * curl handle; this thread's connection cache is shared (CURLSH), so consecutive
- * calls still reuse connections.  A stream must be read and closed on the thread
- * that opened it. */
+ * from httpc_stream_read, max_body bytes at most in all.  The stream's curl
+ * handles (a multi handle and its easy handle) are the thread's: taken from
+ * those of its streams that ended, wiped with curl_easy_reset, or new; this
+ * thread's connection cache is shared (CURLSH), so consecutive calls reuse
+ * connections.  A stream must be read and closed on the thread that opened it. */
 struct httpc_stream;
 enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply *res,
     struct httpc_stream **out) CS_MUST_CHECK;
@@ -86,6 +87,9 @@ void httpc_stream_close(struct httpc_stream *s);    /* NULL-safe */
 /* At shutdown: every stream's transfer (running or to come) fails within about
  * a second (CS_EIO), so that threads waiting on an upstream can be joined. */
 void httpc_abort_all(void);
+/* How many multi-and-easy handle pairs streams have made so far, all threads
+ * together (a thread reuses its own: tests count them). */
+unsigned long httpc_handles_made(void);
 void httpc_reply_init(struct httpc_reply *res);
 void httpc_reply_clear(struct httpc_reply *res);   /* NULL-safe; wipes the body */
 #endif

@@ -107,19 +107,19 @@ void proxy_plan_clear(struct proxy_plan *p);   /* NULL-safe */
 
 /* In this order: the route (normalised path, default deny) and the grant's
  * scope, each refusal audited ("proxy.refused"); no body on GET or HEAD; the
- * parameters and the canonical body; then the approval gate and the release
- * (exchange_release); then the upstream URL.  out->outcome says what to do. */
+ * parameters and the canonical body; the upstream URL; then the approval gate
+ * and the release (exchange_release), whose one transaction also holds the
+ * call's "proxy.forwarded" entry (action, method, route, approval: written
+ * before the upstream is called, so it holds no upstream status -- that goes
+ * to the access log and /metrics).  out->outcome says what to do. */
 enum cs_err proxy_prepare(struct store_conn *c, const struct config *cfg,
     const struct proxy_call *call, struct proxy_plan *out) CS_MUST_CHECK;
 
 /* After the upstream answered 401: a forced refresh (vault_release_refreshed)
- * replaces p's token; false (and p unchanged) when there is none. */
+ * replaces p's token, its release transaction holding the retry's own
+ * "proxy.forwarded" entry ("retry after 401"); false (and p unchanged, nothing
+ * audited) when there is none. */
 bool proxy_refresh_token(struct store_conn *c, const struct config *cfg,
     const struct proxy_call *call, struct proxy_plan *p);
-
-/* After the upstream call: "proxy.forwarded" (status when answered, else
- * "failed"), in its own transaction. */
-enum cs_err proxy_record(struct store_conn *c, const struct proxy_call *call,
-    const struct proxy_plan *p, bool answered, long status) CS_MUST_CHECK;
 
 #endif

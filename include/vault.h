@@ -56,6 +56,12 @@ struct vault_release_req {
 	const char *approval_id;      /* vault_release_approved only; NULL otherwise */
 	const char *actor;
 	int64_t now;
+	/* The caller's own writes (the proxy's "proxy.forwarded"), made in the
+	 * release's transaction after "vault.released" and only when the token is
+	 * released: they commit with the release or not at all (an error rolls the
+	 * release back and is returned).  NULL: none. */
+	enum cs_err (*with)(struct store_conn *c, void *ctx);
+	void *with_ctx;
 };
 
 /* Refreshed first when within refresh_margin of expiry, one refresh at a time

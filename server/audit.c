@@ -51,7 +51,8 @@
  *   admin.page.refused         /admin refused a person (not an admin, or a stale login)
  *   master-key-rotated         consentd vault rekey (old and new key ids)
  *   event.delivered            a revocation event (SET) was accepted by the gateway (202)
- *   proxy.forwarded            flow H: a request went upstream (action, method, route, status, approval)
+ *   proxy.forwarded            flow H: a request let through upstream, committed with its
+ *                              vault.released before it goes (action, method, route, approval)
  *   proxy.refused              flow H: refused before anything went upstream (no route, ...)
  *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
  *   gateway.auth.refused       a client assertion (private_key_jwt) was refused (detail: why)

@@ -376,39 +376,122 @@ void httpc_response_clear(struct httpc_response *res)
  * shares it, so consecutive proxied calls reuse connections and TLS sessions.
  * A share touched by one thread only needs no lock callbacks; streams are read
  * and closed on the thread that opened them (an MHD worker keeps its
- * connections). */
-static pthread_key_t  share_key;
-static pthread_once_t share_once = PTHREAD_ONCE_INIT;
-static int            share_key_ok;
+ * connections).  The thread also keeps the curl handles of streams that ended
+ * (a multi handle and its easy handle, wiped with curl_easy_reset): a new
+ * multi handle costs a wake-up socketpair, which a proxied call then does not
+ * pay. */
+#define HTTPC_IDLE_HANDLES 2          /* a pool thread holds one stream at a time */
 
-static void share_free(void *sh)
+struct handles {
+	CURLM *multi;
+	CURL  *h;
+};
+
+struct thread_curl {
+	CURLSH        *share;
+	struct handles idle[HTTPC_IDLE_HANDLES];
+	size_t         nidle;
+};
+
+static pthread_key_t  tc_key;
+static pthread_once_t tc_once = PTHREAD_ONCE_INIT;
+static int            tc_key_ok;
+static atomic_ulong   handles_made;
+
+static void handles_free(struct handles *hs)
 {
-	curl_share_cleanup(sh);
+	if (hs->multi != NULL && hs->h != NULL)
+		curl_multi_remove_handle(hs->multi, hs->h);
+	curl_easy_cleanup(hs->h);          /* before the share it uses */
+	curl_multi_cleanup(hs->multi);
+	hs->h = NULL;
+	hs->multi = NULL;
 }
 
-static void share_key_init(void)
+static void thread_curl_free(void *p)
 {
-	share_key_ok = pthread_key_create(&share_key, share_free) == 0;
+	struct thread_curl *tc = p;
+	for (size_t i = 0; i < tc->nidle; i++)
+		handles_free(&tc->idle[i]);
+	curl_share_cleanup(tc->share);
+	free(tc);
 }
 
-static CURLSH *thread_share(void)
+static void tc_key_init(void)
 {
+	tc_key_ok = pthread_key_create(&tc_key, thread_curl_free) == 0;
+}
+
+static struct thread_curl *thread_curl(void)
+{
+	struct thread_curl *tc;
 	CURLSH *sh;
-	pthread_once(&share_once, share_key_init);
-	if (!share_key_ok)
+	pthread_once(&tc_once, tc_key_init);
+	if (!tc_key_ok)
 		return NULL;
-	if ((sh = pthread_getspecific(share_key)) != NULL)
-		return sh;
-	if ((sh = curl_share_init()) == NULL)
+	if ((tc = pthread_getspecific(tc_key)) != NULL)
+		return tc;
+	if ((tc = calloc(1, sizeof *tc)) == NULL)
 		return NULL;
+	if ((sh = curl_share_init()) == NULL) {
+		free(tc);
+		return NULL;
+	}
+	tc->share = sh;
 	if (curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
 	    curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
 	    curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
-	    pthread_setspecific(share_key, sh) != 0) {
-		curl_share_cleanup(sh);
+	    pthread_setspecific(tc_key, tc) != 0) {
+		thread_curl_free(tc);
 		return NULL;
 	}
-	return sh;
+	return tc;
+}
+
+/* A multi handle with its easy handle for one stream: the thread's last idle
+ * pair, or a new one. */
+static bool handles_take(struct thread_curl *tc, struct handles *out)
+{
+	if (tc->nidle > 0) {
+		*out = tc->idle[--tc->nidle];
+		memset(&tc->idle[tc->nidle], 0, sizeof tc->idle[tc->nidle]);
+		return true;
+	}
+	if ((out->h = curl_easy_init()) == NULL)
+		return false;
+	if ((out->multi = curl_multi_init()) == NULL) {
+		curl_easy_cleanup(out->h);
+		out->h = NULL;
+		return false;
+	}
+	atomic_fetch_add(&handles_made, 1);
+	return true;
+}
+
+/* A stream's handles back to the thread that opened it, wiped of the call:
+ * SECURITY: curl_easy_reset drops every option -- the header list (the
+ * provider token is one of its lines, wiped by the caller), the URL, the
+ * method, the body -- and the handle's authentication state; only the share
+ * (connections, TLS sessions, DNS) stays.  Kept only on the opening thread
+ * and only while there is room, else freed. */
+static void handles_put(struct thread_curl *tc, struct handles *hs)
+{
+	if (hs->multi != NULL && hs->h != NULL)
+		curl_multi_remove_handle(hs->multi, hs->h);
+	if (tc != NULL && hs->multi != NULL && hs->h != NULL &&
+	    pthread_getspecific(tc_key) == tc && tc->nidle < HTTPC_IDLE_HANDLES) {
+		curl_easy_reset(hs->h);
+		tc->idle[tc->nidle++] = *hs;
+	} else {
+		handles_free(hs);
+	}
+	hs->h = NULL;
+	hs->multi = NULL;
+}
+
+unsigned long httpc_handles_made(void)
+{
+	return atomic_load(&handles_made);
 }
 
 void httpc_reply_init(struct httpc_reply *res)
@@ -506,8 +589,8 @@ static bool method_ok(const char *m)
 }
 
 struct httpc_stream {
-	CURLM             *multi;
-	CURL              *h;
+	struct thread_curl *tc;          /* the opening thread's: its handles go back there */
+	struct handles     cu;           /* its multi and easy handle, from tc */
 	CURLU             *u;
 	struct curl_slist *hdrs;         /* the provider token is one of these lines */
 	struct buf         pending;      /* body bytes received and not yet read */
@@ -566,9 +649,9 @@ static enum cs_err stream_step(struct httpc_stream *s)
 {
 	int running = 0, left = 0;
 	CURLMsg *msg;
-	if (curl_multi_perform(s->multi, &running) != CURLM_OK)
+	if (curl_multi_perform(s->cu.multi, &running) != CURLM_OK)
 		return CS_EIO;
-	while ((msg = curl_multi_info_read(s->multi, &left)) != NULL)
+	while ((msg = curl_multi_info_read(s->cu.multi, &left)) != NULL)
 		if (msg->msg == CURLMSG_DONE) {
 			s->rc = msg->data.result;
 			s->done = true;
@@ -579,19 +662,15 @@ static enum cs_err stream_step(struct httpc_stream *s)
 	}
 	if (s->pending.len > s->off)
 		return CS_OK;
-	return curl_multi_poll(s->multi, NULL, 0, 1000, NULL) == CURLM_OK ? CS_OK : CS_EIO;
+	return curl_multi_poll(s->cu.multi, NULL, 0, 1000, NULL) == CURLM_OK ? CS_OK : CS_EIO;
 }
 
 void httpc_stream_close(struct httpc_stream *s)
 {
 	if (s == NULL)
 		return;
-	if (s->multi != NULL && s->h != NULL)
-		curl_multi_remove_handle(s->multi, s->h);
-	if (s->h != NULL)
-		curl_easy_cleanup(s->h);       /* its connection stays in the thread's share */
-	if (s->multi != NULL)
-		curl_multi_cleanup(s->multi);
+	/* Its connection stays in the thread's share; its handles are kept there. */
+	handles_put(s->tc, &s->cu);
 	curl_url_cleanup(s->u);
 	slist_wipe_free(s->hdrs);
 	buf_wipe_clear(&s->pending);
@@ -600,7 +679,7 @@ void httpc_stream_close(struct httpc_stream *s)
 
 static bool stream_setup(struct httpc_stream *s, const struct httpc_request *rq, CURLSH *sh)
 {
-	CURL *h = s->h;
+	CURL *h = s->cu.h;
 	bool ok = curl_easy_setopt(h, CURLOPT_CURLU, s->u) == CURLE_OK &&
 #if LIBCURL_VERSION_NUM >= 0x075500
 	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
@@ -648,7 +727,6 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
 {
 	enum cs_err e = CS_EINVAL;
 	struct httpc_stream *s = NULL;
-	CURLSH *sh;
 
 	if (res == NULL || out == NULL)
 		return CS_EINVAL;
@@ -681,11 +759,11 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
 			goto out;
 		s->hdrs = t;
 	}
-	if ((sh = thread_share()) == NULL || (s->h = curl_easy_init()) == NULL ||
-	    (s->multi = curl_multi_init()) == NULL)
+	if ((s->tc = thread_curl()) == NULL || !handles_take(s->tc, &s->cu))
 		goto out;
 	e = CS_EIO;
-	if (!stream_setup(s, rq, sh) || curl_multi_add_handle(s->multi, s->h) != CURLM_OK)
+	if (!stream_setup(s, rq, s->tc->share) ||
+	    curl_multi_add_handle(s->cu.multi, s->cu.h) != CURLM_OK)
 		goto out;
 	/* Until the final headers and the first body bytes (or the end). */
 	while (!s->done && !(s->hs.final && s->pending.len > 0))

@@ -377,23 +377,53 @@ void proxy_plan_clear(struct proxy_plan *p)
 	memset(p, 0, sizeof *p);
 }
 
-/* One audit entry about the call, in its own transaction. */
-static enum cs_err paudit(struct store_conn *c, const struct proxy_call *call,
+/* what, about the call, appended in the caller's transaction. */
+static enum cs_err paudit_in(struct store_conn *c, const struct proxy_call *call,
     const struct audit_entry *what)
 {
 	struct audit_entry a = *what;
-	enum cs_err e;
 	a.ts = call->now;
 	a.actor = call->actor;
 	a.subject = call->k->subject;
 	a.agent = call->k->agent;
 	a.resource = call->k->resource;
 	a.consent_id = call->k->id;
+	return audit_append(c, &a);
+}
+
+/* One audit entry about the call, in its own transaction. */
+static enum cs_err paudit(struct store_conn *c, const struct proxy_call *call,
+    const struct audit_entry *what)
+{
+	enum cs_err e;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	if ((e = audit_append(c, &a)) != CS_OK || (e = store_commit(c)) != CS_OK)
+	if ((e = paudit_in(c, call, what)) != CS_OK || (e = store_commit(c)) != CS_OK)
 		store_rollback(c);
 	return e;
+}
+
+/* The forward entry of one upstream request, in the transaction of the
+ * release whose token it carries (vault_release_req.with). */
+struct forward_entry {
+	const struct proxy_call *call;
+	const struct proxy_plan *p;          /* act, and rel.approval once the gate passed */
+	bool retry;                          /* the one retry after a 401, with a refreshed token */
+};
+
+static enum cs_err forward_entry_write(struct store_conn *c, void *ctx)
+{
+	const struct forward_entry *f = ctx;
+	const struct proxy_plan *p = f->p;
+	const char *approval = p->rel.approval.approval_id;
+	char detail[600];
+	enum cs_err e = str_fmt(detail, sizeof detail, "action=%s; method=%s; route=%s; approval=%s%s",
+	    p->act->name, f->call->method, p->act->route_path, approval ? approval : "-",
+	    f->retry ? "; retry after 401" : "");
+	if (e != CS_OK)
+		return e;
+	return paudit_in(c, f->call, &(struct audit_entry){ .action = "proxy.forwarded",
+	    .request_id = approval, .outcome = "ok", .detail = detail });
 }
 
 /* A call refused before the upstream, audited ("proxy.refused"). */
@@ -485,19 +515,23 @@ enum cs_err proxy_prepare(struct store_conn *c, const struct config *cfg,
 	}
 	if ((e = prepare_params(call, &m, &params, out)) != CS_OK || out->outcome != PROXY_READY)
 		goto out;
-	/* The approval is used up before the call, in the transaction of the
-	 * release: single use even when the upstream call then fails. */
+	/* Built before the release: once the release has committed, nothing may
+	 * stop the call that its forward entry records. */
+	if ((e = proxy_url_build(out->res->base_url, out->act->route_path, &m, params,
+	    &out->url)) != CS_OK)
+		goto out;
+	/* One transaction for the whole call: the approval used up (single use
+	 * even when the upstream call then fails), the release audited and the
+	 * forward entry written, all committed before the token leaves. */
 	e = exchange_release(c, cfg, &(struct exchange_release_req){ .vault = call->vault,
 	    .k = call->k, .act = out->act, .params = params,
 	    .canonical_max = 2 * PROXY_MAX_BODY + APPROVAL_MAX_CANONICAL, .actor = call->actor,
-	    .now = call->now, .limits = call->limits }, &out->rel);
+	    .now = call->now, .limits = call->limits, .with = forward_entry_write,
+	    .with_ctx = &(struct forward_entry){ .call = call, .p = out } }, &out->rel);
 	if (e != CS_OK)
 		goto out;
-	if (out->rel.outcome != EXCHANGE_RELEASED) {
+	if (out->rel.outcome != EXCHANGE_RELEASED)
 		out->outcome = PROXY_NOT_RELEASED;
-		goto out;
-	}
-	e = proxy_url_build(out->res->base_url, out->act->route_path, &m, params, &out->url);
 out:
 	json_decref(params);
 	proxy_match_clear(&m);
@@ -509,8 +543,12 @@ bool proxy_refresh_token(struct store_conn *c, const struct config *cfg,
 {
 	struct vault_release tok;
 	memset(&tok, 0, sizeof tok);
+	/* The retry is another request upstream: its forward entry goes in the
+	 * transaction of this release as well. */
 	enum cs_err e = vault_release_refreshed(call->vault, c, cfg, &(struct vault_release_req){
-	    .k = call->k, .action = p->act->name, .actor = call->actor, .now = call->now }, &tok);
+	    .k = call->k, .action = p->act->name, .actor = call->actor, .now = call->now,
+	    .with = forward_entry_write,
+	    .with_ctx = &(struct forward_entry){ .call = call, .p = p, .retry = true } }, &tok);
 	if (e == CS_OK && tok.outcome == VAULT_RELEASED) {
 		vault_release_clear(&p->rel.tok);
 		p->rel.tok = tok;
@@ -518,18 +556,4 @@ bool proxy_refresh_token(struct store_conn *c, const struct config *cfg,
 	}
 	vault_release_clear(&tok);
 	return false;
-}
-
-enum cs_err proxy_record(struct store_conn *c, const struct proxy_call *call,
-    const struct proxy_plan *p, bool answered, long status)
-{
-	char detail[600];
-	const char *approval = p->rel.approval.approval_id;
-	enum cs_err e = str_fmt(detail, sizeof detail, "action=%s; method=%s; route=%s; status=%ld; "
-	    "approval=%s", p->act->name, call->method, p->act->route_path, answered ? status : 0L,
-	    approval ? approval : "-");
-	if (e != CS_OK)
-		return e;
-	return paudit(c, call, &(struct audit_entry){ .action = "proxy.forwarded",
-	    .request_id = approval, .outcome = answered ? "ok" : "failed", .detail = detail });
 }

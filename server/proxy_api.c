@@ -448,9 +448,10 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		httpc_reply_clear(&up);
 		e = forward(req, &p, &up, &st);
 	}
+	/* The forward entries were committed with the releases: the upstream's
+	 * status goes to the counters and, as the reply's, to the access log. */
 	count(p.act, e == CS_OK ? (int)up.status : e == CS_EBUSY ? 504 : 502);
-	enum cs_err ea = proxy_record(c, &call, &p, e == CS_OK, up.status);
-	e = ea != CS_OK ? ea : upstream_reply(rep, e, &up, &st);
+	e = upstream_reply(rep, e, &up, &st);
 out:
 	httpc_stream_close(st);
 	grant_check_clear(&gc);

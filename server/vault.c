@@ -566,8 +566,8 @@ static enum cs_err refresh_single(const struct rel *x, int64_t margin,
 	return e;
 }
 
-/* The release's one transaction: the approval (if any) is used up and the
- * release audited together.  An approval refused meanwhile keeps its refusal
+/* The release's one transaction: the approval (if any) is used up, the
+ * release audited and the caller's own writes (rq->with) made together.  An approval refused meanwhile keeps its refusal
  * entry and records no release (VAULT_RELEASE_APPROVAL_USED in *oc). */
 static enum cs_err release_commit(const struct rel *x, const struct store_vault_record *rec,
     const char *outcome, enum vault_release_outcome *oc)
@@ -591,6 +591,8 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 	/* A token released is a use of its consent (/me's "last used"). */
 	if (e == CS_OK && ro == APPROVAL_REDEEMED)
 		e = consent_touch(x->c, rq->k->id, rq->now);
+	if (e == CS_OK && ro == APPROVAL_REDEEMED && rq->with != NULL)
+		e = rq->with(x->c, rq->with_ctx);
 	if (e == CS_OK && (e = store_commit(x->c)) == CS_OK) {
 		*oc = ro == APPROVAL_REDEEMED ? VAULT_RELEASED : VAULT_RELEASE_APPROVAL_USED;
 		return CS_OK;

@@ -202,6 +202,7 @@ function assertMappedSafely(e, label) {
 }
 
 let alice;   // alice's consent and grant for issues:read issues:write
+let carol;   // carol's, for issues:read only
 
 // --- pass-through ----------------------------------------------------------------------
 
@@ -390,7 +391,7 @@ test('missing or invalid grant -> 401 invalid_token; bad gateway credentials -> 
 });
 
 test('an action outside the grant\'s scope is refused before the upstream', async () => {
-  const carol = await connect({ user: 'carol', scope: 'issues:read' });
+  carol = await connect({ user: 'carol', scope: 'issues:read' });
   assert.equal(carol.scope, 'issues:read');
   const n = rec.seen.length;
   const rows = approvalRows();
@@ -647,6 +648,7 @@ test('an upstream 401 gets one refresh and one retry with a new provider token; 
   v.sql(`UPDATE vault_records SET updated_at = updated_at - 120 WHERE consent_id = '${alice.cid}'`);
   rec.mode('/repos/expired/r/issues', 'unauthorized-once');
   const n = rec.seen.length;
+  const s0 = lastSeq();
   const r = await proxy('/repos/expired/r/issues', { grant: alice.grant });
   assert.equal(r.status, 200, r.text);
   const ups = rec.since(n);
@@ -655,6 +657,13 @@ test('an upstream 401 gets one refresh and one retry with a new provider token; 
   assert.ok(t1 && t2 && t1 !== t2, 'the retry carries a refreshed token');
   assert.equal(ups[1].introspection?.active, true);
   for (const t of [t1, t2]) assert.ok(!received(r).includes(t), 'no provider token in the reply');
+  // Two requests upstream, two releases, each right before its own forward entry.
+  const entries = releasesAndForwards(alice.cid, s0);
+  assert.deepEqual(entries.map((a) => a.action), ['vault.released', 'proxy.forwarded', 'vault.released', 'proxy.forwarded']);
+  assert.equal(entries[1].seq, entries[0].seq + 1);
+  assert.equal(entries[3].seq, entries[2].seq + 1);
+  assert.ok(!entries[1].detail.includes('retry'), entries[1].detail);
+  assert.ok(entries[3].detail.endsWith('; retry after 401'), entries[3].detail);
 
   // Right after that refresh, another 401 goes back to the gateway as it is: no second forced
   // refresh, so an upstream that answers 401 to everything cannot make every call a refresh.
@@ -770,6 +779,136 @@ test('/metrics: the gateway\'s credentials; forwarded calls by upstream status, 
   assert.ok(!m.text.includes(alice.grant));
   assert.ok(!m.text.includes(lastUpstreamToken()));
   assert.ok(!/Proxy approval|repos\/o/.test(m.text));
+});
+
+// --- one durable transaction per proxied call (issue 15) -----------------------------------
+
+// A consent's release and forward entries after seq, in order.
+function releasesAndForwards(cid, seq) {
+  return v.sql(`SELECT seq || '|' || ts || '|' || action || '|' || ifnull(request_id, '-') || '|' || ifnull(detail, '')
+    FROM audit WHERE consent_id = '${cid}' AND seq > ${seq}
+    AND action IN ('approval.released', 'vault.released', 'proxy.forwarded') ORDER BY seq`)
+    .split('\n').filter(Boolean).map((l) => {
+      const [n, ts, action, requestId, ...d] = l.split('|');
+      return { seq: Number(n), ts: Number(ts), action, requestId, detail: d.join('|') };
+    });
+}
+const lastSeq = () => Number(v.sql('SELECT ifnull(max(seq), 0) FROM audit'));
+
+// Transactions made durable so far (the sum of consentd_db_commit_batch_size), and the
+// provider refreshes (each its own transaction) so far.
+async function durableTransactions() {
+  const m = await call('/metrics', { headers: { authorization: GW_AUTH } });
+  assert.equal(m.status, 200, m.text);
+  const line = m.text.split('\n').find((x) => x.startsWith('consentd_db_commit_batch_size_sum '));
+  assert.ok(line, 'consentd_db_commit_batch_size_sum in /metrics');
+  return Number(line.split(' ').pop());
+}
+const refreshCount = () => Number(v.sql("SELECT count(*) FROM audit WHERE action = 'vault.refreshed'"));
+
+test('a proxied call\'s release and its forward entry are durable before the upstream is called, one after the other', async () => {
+  const s0 = lastSeq();
+  const atUpstream = [];
+  rec.onRequest((e) => { if (/^\/repos\/o\/tx\d+\/issues$/.test(e.path)) atUpstream.push(releasesAndForwards(alice.cid, s0)); });
+  const N = 5;
+  try {
+    for (let i = 0; i < N; i++) {
+      const r = await proxy(`/repos/o/tx${i}/issues`, { grant: alice.grant });
+      assert.equal(r.status, 200, r.text);
+    }
+  } finally {
+    rec.onRequest(null);
+  }
+  assert.equal(atUpstream.length, N, 'every call reached the upstream');
+  atUpstream.forEach((entries, i) => {
+    // What another connection reads while consentd waits on its upstream: committed entries.
+    assert.equal(entries.length, 2 * (i + 1), `call ${i}: a release and a forward entry per call so far: ${JSON.stringify(entries)}`);
+    const [rel, fwd] = entries.slice(-2);
+    assert.equal(rel.action, 'vault.released', `call ${i}`);
+    assert.equal(fwd.action, 'proxy.forwarded', `call ${i}: the forward entry before the upstream call`);
+    assert.equal(fwd.seq, rel.seq + 1, `call ${i}: the forward entry right after its release`);
+    assert.equal(fwd.ts, rel.ts, `call ${i}: the same time`);
+    // Written before the upstream answers: no status in it (that is in the access log and /metrics).
+    assert.equal(fwd.detail, 'action=list_issues; method=GET; route=/repos/{owner}/{repo}/issues; approval=-');
+  });
+  // Nothing more once the upstream answered.
+  assert.deepEqual(releasesAndForwards(alice.cid, s0).map((a) => a.action),
+    Array.from({ length: N }, () => ['vault.released', 'proxy.forwarded']).flat());
+});
+
+test('N proxied calls make N durable transactions, not 2N', async () => {
+  const N = 10;
+  const t0 = await durableTransactions();
+  const f0 = refreshCount();
+  const s0 = lastSeq();
+  for (let i = 0; i < N; i++) {
+    const r = await proxy(`/repos/o/one${i}/issues`, { grant: alice.grant });
+    assert.equal(r.status, 200, r.text);
+  }
+  const t1 = await durableTransactions();
+  const refreshes = refreshCount() - f0;   // a provider refresh (TTL 60 s) commits on its own
+  const entries = releasesAndForwards(alice.cid, s0);
+  assert.equal(entries.filter((a) => a.action === 'vault.released').length, N);
+  assert.equal(entries.filter((a) => a.action === 'proxy.forwarded').length, N);
+  // The maintenance thread may commit a purge meanwhile (every 2 s): at most 2 more.
+  const got = t1 - t0 - refreshes;
+  assert.ok(got >= N && got <= N + 2, `${N} proxied calls: ${got} transactions (${refreshes} refreshes aside), expected ${N}`);
+});
+
+test('an approved call: the approval used, the release and the forward entry in one transaction, before the upstream', async () => {
+  const body = { title: 'one transaction' };
+  const path = '/repos/o/approved-tx/issues';
+  const a = assertApprovalRequired(await proxy(path, { grant: alice.grant, method: 'POST', json: body }), 'first call');
+  await decide('alice', a.approval_uri);
+  const s0 = lastSeq();
+  let atUpstream = null;
+  rec.onRequest((e) => { if (e.path === path) atUpstream = releasesAndForwards(alice.cid, s0); });
+  const t0 = await durableTransactions();
+  const f0 = refreshCount();
+  let r;
+  try {
+    r = await proxy(path, { grant: alice.grant, method: 'POST', json: body });
+  } finally {
+    rec.onRequest(null);
+  }
+  assert.equal(r.status, 201, r.text);
+  const t1 = await durableTransactions();
+  assert.deepEqual(atUpstream?.map((x) => x.action), ['approval.released', 'vault.released', 'proxy.forwarded'],
+    `committed when the upstream got the call: ${JSON.stringify(atUpstream)}`);
+  const [used, rel, fwd] = atUpstream;
+  assert.deepEqual([rel.seq, fwd.seq], [used.seq + 1, used.seq + 2]);
+  assert.ok(used.ts === rel.ts && rel.ts === fwd.ts);
+  assert.equal(fwd.requestId, a.approval_request_id);
+  assert.equal(fwd.detail, `action=create_issue; method=POST; route=/repos/{owner}/{repo}/issues; approval=${a.approval_request_id}`);
+  assert.match(approval(a.approval_request_id), /^used /);
+  const got = t1 - t0 - (refreshCount() - f0);
+  assert.ok(got >= 1 && got <= 3, `an approved call: ${got} transactions, expected 1`);
+});
+
+test('consecutive calls of two persons: each carries only its own provider token and headers upstream', async () => {
+  // The deferred pool hands the next job to the thread idle last, so these calls run on one
+  // thread, whose curl handles are reused (reset between calls).
+  assert.ok(carol, 'the scope test connected carol');
+  const n = rec.seen.length;
+  const a = await proxy('/repos/o/hdr-a/issues', { grant: alice.grant, headers: { 'if-none-match': '"alice-etag"', accept: 'application/vnd.alice+json' } });
+  assert.equal(a.status, 200, a.text);
+  const b = await proxy('/repos/o/hdr-b/issues', { grant: carol.grant });
+  assert.equal(b.status, 200, b.text);
+  const ups = rec.since(n);
+  assert.equal(ups.length, 2);
+  const [ea, eb] = ups;
+  const bearer = (e) => /^Bearer ([\x21-\x7e]+)$/.exec(e.headers.authorization || '')?.[1];
+  assert.ok(bearer(ea) && bearer(eb) && bearer(ea) !== bearer(eb), 'two persons, two provider tokens');
+  assert.equal(ea.headers['if-none-match'], '"alice-etag"');
+  assert.equal(eb.introspection?.sub, 'carol', 'carol\'s call carries carol\'s token');
+  assert.equal(eb.method, 'GET');
+  assert.equal(eb.body, '', 'no body');
+  assert.equal(eb.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'authorization').length, 1,
+    'exactly one Authorization header');
+  assert.ok(!eb.rawHeaders.join('\n').includes(bearer(ea)), 'nothing of alice\'s token in carol\'s call');
+  assert.equal(eb.headers['if-none-match'], undefined, 'no header of the call before');
+  assert.notEqual(eb.headers.accept, 'application/vnd.alice+json', 'no header of the call before');
+  assert.equal(eb.headers['content-type'], undefined);
 });
 
 test('a body on a GET is refused (libcurl would send it as a POST: another action)', async () => {

@@ -18,6 +18,9 @@
 //   rec.mode(path, m)            // for that exact raw path: 'normal' (default), 'redirect',
 //                                //   'hang', 'unauthorized-once', 'stream', 'huge', 'huge-chunked' or 'not-modified'
 //   rec.release(path)            // lets a 'stream' answer at that path send its second part
+//   rec.onRequest(fn)            // fn(entry) runs as each request arrives (its body read),
+//                                //   before any answer: to look at consentd's state while it
+//                                //   waits on its upstream.  null removes it.
 //   await rec.stop()
 //
 // Modes:
@@ -48,6 +51,7 @@ export async function startRecorder({ port = 0, record = true } = {}) {
   const sockets = new WeakMap(); // socket -> its number, to see connection reuse
   let nsockets = 0;
   let check = null;
+  let onRequest = null;
   const rec = {};
 
   const server = createServer(async (req, res) => {
@@ -71,6 +75,7 @@ export async function startRecorder({ port = 0, record = true } = {}) {
       const chunks = [];
       for await (const c of req) chunks.push(c);
       entry.body = Buffer.concat(chunks).toString('utf8');
+      if (onRequest) onRequest(entry);
       const mode = modes.get(entry.path) || 'normal';
       if (mode === 'hang') {
         hanging.add(res);
@@ -152,6 +157,7 @@ export async function startRecorder({ port = 0, record = true } = {}) {
     since(n) { return seen.slice(n); },
     count() { return nrequests; },
     connections() { return nsockets; },
+    onRequest(fn) { onRequest = fn; },
     introspectWith({ introspectionEndpoint, clientId, clientSecret, audience }) {
       check = { introspectionEndpoint, clientId, clientSecret, audience };
     },

@@ -91,6 +91,59 @@ START_TEST(test_vault_release_approved_one_transaction)
 }
 END_TEST
 
+/* The caller's writes (rq->with, the proxy's forward entry) commit with the
+ * release, right after its entry; when they fail, the release rolls back and
+ * no token comes out. */
+static int with_calls;
+static enum cs_err with_entry(struct store_conn *c, void *ctx)
+{
+	with_calls++;
+	return audit_append(c, &(struct audit_entry){ .ts = NOW, .actor = ACT,
+	    .action = "proxy.forwarded", .consent_id = ctx, .outcome = "ok" });
+}
+static enum cs_err with_fail(struct store_conn *c, void *ctx)
+{
+	(void)c;
+	(void)ctx;
+	with_calls++;
+	return CS_EIO;
+}
+
+START_TEST(test_vault_release_with_callers_writes)
+{
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 3600);
+	char *kid = connect_alice(NOW);
+	struct consent k = load(kid, NOW);
+	struct vault_release r;
+	memset(&r, 0, sizeof r);
+	struct vault_release_req rq = { .k = &k, .action = "list_issues", .actor = ACT,
+		.now = NOW + 2, .with = with_entry, .with_ctx = kid };
+	ck_assert_int_eq(vault_release(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASED);
+	vault_release_clear(&r);
+	ck_assert_int_eq(with_calls, 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit a JOIN audit b ON b.seq = a.seq + 1 "
+	    "WHERE a.action = 'vault.released' AND b.action = 'proxy.forwarded' AND a.consent_id = ?1 "
+	    "AND b.consent_id = ?1", kid), 1);
+	/* Failing: no token, no release entry, no use of the consent. */
+	rq.with = with_fail;
+	rq.now = NOW + 5;
+	ck_assert_int_eq(vault_release(v, sc, &cfg, &rq, &r), CS_EIO);
+	ck_assert_ptr_null(r.access_token);
+	ck_assert_int_eq(with_calls, 2);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released'", NULL), 1);
+	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), NOW + 2);
+	/* Nothing released (the consent gone): the caller's writes are not made. */
+	k.reconnect_required = true;
+	ck_assert_int_eq(vault_release(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASE_GONE);
+	ck_assert_int_eq(with_calls, 2);
+	consent_clear(&k);
+	ck_no_plaintext();
+	free(kid);
+}
+END_TEST
+
 /* --- sealing ------------------------------------------------------------ */
 
 START_TEST(test_vault_seal_round_trip)
@@ -591,6 +644,7 @@ static Suite *vault_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_vault_map_scopes);
 	tcase_add_test(tc, test_vault_release_approved_one_transaction);
+	tcase_add_test(tc, test_vault_release_with_callers_writes);
 	tcase_add_test(tc, test_vault_seal_round_trip);
 	tcase_add_test(tc, test_vault_ciphertext_swapped_between_rows);
 	tcase_add_test(tc, test_vault_tampered_ciphertexts);
