@@ -98,6 +98,13 @@ struct writer {
 	unsigned            waiting;      /* callers waiting for the turn */
 	unsigned            queue_max;    /* more waiting than this: CS_EBUSY at once */
 	unsigned            pending;      /* released savepoints in the open batch */
+	pthread_cond_t      ckpt_cv;      /* the checkpointer has work, or must stop */
+	bool                ckpt_wanted;  /* the WAL passed STORE_CHECKPOINT_PAGES */
+	bool                ckpt_stop;
+	bool                ckpt_started; /* ckpt_thread runs */
+	pthread_t           ckpt_thread;
+	int                 wal_pages;    /* the WAL's size after the last COMMIT (the WAL hook) */
+	uint64_t            checkpoints;
 	uint64_t            batches;      /* COMMITs made, and the transactions in them */
 	uint64_t            transactions;
 	struct commit_wait *waits;        /* their callers */
@@ -539,6 +546,7 @@ out:
  * callers of that batch. */
 
 #define STORE_BATCH_MAX 64           /* transactions one COMMIT makes durable, at most */
+#define STORE_CHECKPOINT_PAGES 1000  /* WAL pages that wake the checkpointer (SQLite's default) */
 
 static enum cs_err core_run(struct conn_core *k, const char *sql)
 {
@@ -616,6 +624,10 @@ static void batch_commit_locked(struct store *s)
 	if (e == CS_OK) {
 		w->batches++;
 		w->transactions += n;
+	}
+	if (w->wal_pages >= STORE_CHECKPOINT_PAGES && w->ckpt_started) {
+		w->ckpt_wanted = true;
+		pthread_cond_signal(&w->ckpt_cv);
 	}
 	batch_finish_locked(w, list, e);
 }
@@ -808,6 +820,7 @@ void store_writer_stats(struct store *s, struct store_writer_stats *out)
 {
 	pthread_mutex_lock(&s->w.mu);
 	out->stopping = s->w.stopping;
+	out->checkpoints = s->w.checkpoints;
 	out->waiting = s->w.waiting;
 	out->batches = s->w.batches;
 	out->transactions = s->w.transactions;
@@ -1042,6 +1055,52 @@ static enum cs_err migrate(struct store_conn *c)
 	return CS_OK;
 }
 
+/* --- checkpoints ------------------------------------------------------
+ * SQLite's automatic checkpoint would run inside the COMMIT of the batch that
+ * crossed its threshold, on the writer, while every other caller waits for
+ * the turn.  So the writer's is off, and a thread of its own copies the WAL
+ * back into the database (PASSIVE: it never blocks the writer nor a reader,
+ * and does what it can) whenever a COMMIT left STORE_CHECKPOINT_PAGES or more
+ * in the WAL. */
+
+/* The writer's WAL hook: the WAL's size after each COMMIT (under the turn). */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	(void)db;
+	(void)name;
+	struct writer *w = arg;
+	pthread_mutex_lock(&w->mu);
+	w->wal_pages = pages;
+	pthread_mutex_unlock(&w->mu);
+	return SQLITE_OK;
+}
+
+static void *checkpointer(void *arg)
+{
+	struct store *s = arg;
+	struct writer *w = &s->w;
+	struct conn_core k;
+	if (core_open(s->path, &k) != CS_OK)
+		return NULL;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->ckpt_wanted && !w->ckpt_stop)
+			pthread_cond_wait(&w->ckpt_cv, &w->mu);
+		if (w->ckpt_stop)
+			break;
+		w->ckpt_wanted = false;
+		pthread_mutex_unlock(&w->mu);
+		int rc = sqlite3_wal_checkpoint_v2(k.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+			log_msg(LOG_ERROR, "database checkpoint: %s", sqlite3_errmsg(k.db));
+		pthread_mutex_lock(&w->mu);
+		w->checkpoints++;
+	}
+	pthread_mutex_unlock(&w->mu);
+	core_close(&k);
+	return NULL;
+}
+
 /* The writer: its connection and the group commit's lock and conditions
  * (the turn's wait is timed on the monotonic clock). */
 static enum cs_err writer_init(struct store *s)
@@ -1056,12 +1115,17 @@ static enum cs_err writer_init(struct store *s)
 		ok = 1;
 		if (pthread_cond_init(&w->turn_cv, &ca) == 0) {
 			ok = 2;
-			if (pthread_cond_init(&w->done_cv, &ca) == 0)
+			if (pthread_cond_init(&w->done_cv, &ca) == 0) {
 				ok = 3;
+				if (pthread_cond_init(&w->ckpt_cv, &ca) == 0)
+					ok = 4;
+			}
 		}
 	}
 	pthread_condattr_destroy(&ca);
-	if (ok < 3) {
+	if (ok < 4) {
+		if (ok >= 3)
+			pthread_cond_destroy(&w->done_cv);
 		if (ok >= 2)
 			pthread_cond_destroy(&w->turn_cv);
 		if (ok >= 1)
@@ -1070,7 +1134,15 @@ static enum cs_err writer_init(struct store *s)
 	}
 	w->queue_max = STORE_WRITE_QUEUE_DEFAULT;
 	s->w_ok = true;
-	return core_open(s->path, &w->core);
+	enum cs_err e = core_open(s->path, &w->core);
+	if (e != CS_OK)
+		return e;
+	sqlite3_wal_autocheckpoint(w->core.db, 0);
+	sqlite3_wal_hook(w->core.db, wal_hook, w);
+	if (pthread_create(&w->ckpt_thread, NULL, checkpointer, s) != 0)
+		return CS_ENOMEM;
+	w->ckpt_started = true;
+	return CS_OK;
 }
 
 enum cs_err store_open(const char *path, struct store **out)
@@ -1153,9 +1225,17 @@ void store_close(struct store *s)
 		c = next;
 	}
 	if (s->w_ok) {
+		if (s->w.ckpt_started) {
+			pthread_mutex_lock(&s->w.mu);
+			s->w.ckpt_stop = true;
+			pthread_cond_signal(&s->w.ckpt_cv);
+			pthread_mutex_unlock(&s->w.mu);
+			pthread_join(s->w.ckpt_thread, NULL);
+		}
 		core_close(&s->w.core);
 		pthread_cond_destroy(&s->w.turn_cv);
 		pthread_cond_destroy(&s->w.done_cv);
+		pthread_cond_destroy(&s->w.ckpt_cv);
 		pthread_mutex_destroy(&s->w.mu);
 	}
 	pthread_mutex_destroy(&s->lock);

@@ -107,12 +107,14 @@ enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);
 /* The group commit as seen from outside, for tests and benchmarks: callers
  * waiting for the writer's turn now, and since store_open the COMMITs made
- * (batches) and the transactions they made durable. */
+ * (batches), the transactions they made durable and the WAL checkpoints run
+ * off the writer. */
 struct store_writer_stats {
 	bool     stopping;
 	unsigned waiting;
 	uint64_t batches;
 	uint64_t transactions;
+	uint64_t checkpoints;        /* WAL checkpoints the checkpointer ran */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);
 /* Rows changed by the connection's last statement. */

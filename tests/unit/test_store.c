@@ -781,6 +781,42 @@ START_TEST(test_store_group_commit_concurrent_writers)
 }
 END_TEST
 
+/* Checkpoints run off the writer: past STORE_CHECKPOINT_PAGES in the WAL a
+ * COMMIT wakes the checkpointer thread, which copies the WAL back (the
+ * writer's own automatic checkpoint, which would stall every caller waiting
+ * for the turn, is off), and the data stays whole. */
+START_TEST(test_store_group_commit_checkpoint_off_the_writer)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_conn *c = store_conn(s);
+	struct store_writer_stats ws;
+	char v[3001];
+	memset(v, 'x', sizeof v - 1);
+	v[sizeof v - 1] = '\0';
+	/* ~6 MB in 60 transactions: well past 1000 pages of 4 KiB. */
+	for (int64_t t = 0; t < 60; t++) {
+		ck_assert_int_eq(store_begin(c), CS_OK);
+		for (int64_t i = 0; i < 30; i++)
+			ck_assert_int_eq(store_run(c, SQL_BK_INSERT, STORE_VALS(SV_INT(t * 100 + i),
+			    SV_TEXT(v))), CS_OK);
+		ck_assert_int_eq(store_commit(c), CS_OK);
+	}
+	do {                                  /* the checkpointer runs on its own */
+		usleep(2000);
+		store_writer_stats(s, &ws);
+	} while (ws.checkpoints == 0);
+	char *n = raw_query(f.db, "SELECT count(*) FROM bk");
+	ck_assert_str_eq(n, "1800");
+	free(n);
+	n = raw_query(f.db, "PRAGMA integrity_check");
+	ck_assert_str_eq(n, "ok");
+	free(n);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* A transaction inside a transaction is refused, and the outer one goes on. */
 START_TEST(test_store_group_commit_nested_refused)
 {
@@ -825,6 +861,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_stop_drains);
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
+	tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
 	suite_add_tcase(s, tc);
 	return s;
 }
