@@ -3,9 +3,9 @@
  * live consents (4 per seeded person: agents coder and butler x resources notes
  * and wiki; ids "seed.N", people "seed.N" at ISSUER) and AUDIT audit entries
  * ("grant.issued" by the gateway, for those consents) appended to the chain:
- * each linked as server/audit.c links it (HMAC-SHA-256 under the key derived
- * from the master key for "audit-chain", over the previous link and the
- * canonical entry), so `consentd audit verify` accepts the result.  One
+ * each linked by server/audit.c's own audit_link under the key derived from
+ * the master key for "audit-chain", so `consentd audit verify` accepts the
+ * result.  One
  * transaction; the seeding connection runs with synchronous = OFF (bench data,
  * not acknowledged writes).  Run it again to add more: numbering continues.
  *
@@ -15,64 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <sqlite3.h>
+#include "audit.h"
 #include "seal.h"
 
-#define LINK_LEN 32
+#define LINK_LEN AUDIT_LINK_LEN
 #define NFIELDS 10
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (unsigned char)(v & 0xff);
-		v >>= 8;
-	}
-}
-
-/* The link of server/audit.c link_compute: HMAC(key, prev || seq || ts ||
- * each field as 0x00 (NULL) or 0x01 + 4-byte length + bytes).  base is an
- * HMAC context already keyed. */
-static int link_of(EVP_MAC_CTX *base, const unsigned char prev[LINK_LEN], int64_t seq,
-    int64_t ts, const char *const f[NFIELDS], unsigned char out[LINK_LEN])
-{
-	unsigned char hdr[16], tag[5];
-	size_t mlen = 0;
-	int ok = 0;
-	EVP_MAC_CTX *h = EVP_MAC_CTX_dup(base);
-
-	if (h == NULL)
-		return 0;
-	put_u64(hdr, (uint64_t)seq);
-	put_u64(hdr + 8, (uint64_t)ts);
-	if (EVP_MAC_update(h, prev, LINK_LEN) != 1 || EVP_MAC_update(h, hdr, sizeof hdr) != 1)
-		goto out;
-	for (int i = 0; i < NFIELDS; i++) {
-		size_t n;
-		if (f[i] == NULL) {
-			tag[0] = 0;
-			if (EVP_MAC_update(h, tag, 1) != 1)
-				goto out;
-			continue;
-		}
-		n = strlen(f[i]);
-		tag[0] = 1;
-		tag[1] = (unsigned char)(n >> 24);
-		tag[2] = (unsigned char)(n >> 16);
-		tag[3] = (unsigned char)(n >> 8);
-		tag[4] = (unsigned char)n;
-		if (EVP_MAC_update(h, tag, sizeof tag) != 1 ||
-		    EVP_MAC_update(h, (const unsigned char *)f[i], n) != 1)
-			goto out;
-	}
-	ok = EVP_MAC_final(h, out, &mlen, LINK_LEN) == 1 && mlen == LINK_LEN;
-out:
-	EVP_MAC_CTX_free(h);
-	return ok;
-}
 
 static int exec(sqlite3 *db, const char *sql)
 {
@@ -139,10 +88,7 @@ static int seed_audit(sqlite3 *db, const struct master_key *mk, int64_t nconsent
 	    "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
 	    "request_id, outcome, detail, link, master_kid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 	unsigned char key[SEAL_DERIVED_KEY_LEN], prev[LINK_LEN], link[LINK_LEN];
-	char digest[] = "SHA256", subject[32], consent[32], detail[48];
-	OSSL_PARAM params[2];
-	EVP_MAC *mac = NULL;
-	EVP_MAC_CTX *base = NULL;
+	char subject[32], consent[32], detail[48];
 	sqlite3_stmt *head = NULL, *ins = NULL;
 	int64_t seq = 1;
 	int ok = 0;
@@ -160,11 +106,6 @@ static int seed_audit(sqlite3 *db, const struct master_key *mk, int64_t nconsent
 			memcpy(prev, sqlite3_column_blob(head, 1), LINK_LEN);
 	}
 	if (seal_derive_key(mk, "audit-chain", key) != CS_OK)
-		goto out;
-	params[0] = OSSL_PARAM_construct_utf8_string("digest", digest, 0);
-	params[1] = OSSL_PARAM_construct_end();
-	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL || (base = EVP_MAC_CTX_new(mac)) == NULL ||
-	    EVP_MAC_init(base, key, sizeof key, params) != 1)
 		goto out;
 	if (sqlite3_prepare_v2(db, ins_sql, -1, &ins, NULL) != SQLITE_OK)
 		goto out;
@@ -184,7 +125,10 @@ static int seed_audit(sqlite3 *db, const struct master_key *mk, int64_t nconsent
 		f[7] = NULL;
 		f[8] = "ok";
 		f[9] = detail;
-		if (!link_of(base, prev, seq, now, f, link))
+		const struct audit_entry e = { .ts = now, .actor = f[0], .action = f[1],
+			.subject = f[2], .agent = f[3], .resource = f[4], .scopes = f[5],
+			.consent_id = f[6], .request_id = f[7], .outcome = f[8], .detail = f[9] };
+		if (audit_link(key, prev, seq, &e, link) != CS_OK)
 			goto out;
 		sqlite3_bind_int64(ins, 1, seq);
 		sqlite3_bind_int64(ins, 2, now);
@@ -208,8 +152,6 @@ out:
 	OPENSSL_cleanse(key, sizeof key);
 	sqlite3_finalize(head);
 	sqlite3_finalize(ins);
-	EVP_MAC_CTX_free(base);
-	EVP_MAC_free(mac);
 	return ok;
 }
 

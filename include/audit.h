@@ -41,9 +41,17 @@ void audit_set_key(const unsigned char key[AUDIT_LINK_LEN], const char *master_k
 /* Forgets (wipes) the chain key; appends fail with CS_ECRYPTO afterwards. */
 void audit_clear_key(void);
 
+/* The link of entry e numbered seq after the link prev, under the chain key:
+ * HMAC-SHA-256(key, prev || canonical(seq, e)), exactly what audit_append
+ * writes and `audit verify` checks -- for a tool that builds a chain outside
+ * the server (bench/bench_seed.c).  CS_ETOOBIG for a field over 4 GiB. */
+enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
+    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
+    unsigned char out[AUDIT_LINK_LEN]) CS_MUST_CHECK;
+
 /* Appends one entry, numbered and linked to the head.  Call inside the
- * caller's transaction (BEGIN IMMEDIATE serialises writers, so reading the
- * head and inserting is race-free).  CS_ECRYPTO when no chain key is set:
+ * caller's transaction (the writer's turn serialises transactions, so
+ * reading the head and inserting is race-free).  CS_ECRYPTO when no chain key is set:
  * an unchained entry is never written. */
 enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
 /* audit_append in a transaction of its own (begin, append, commit; rolled

@@ -183,7 +183,13 @@ static void put_u64(unsigned char *p, uint64_t v)
  * subject, agent, resource, scopes, consent_id, request_id, outcome, detail)
  * as 0x00 when NULL, else 0x01, its length as 4-byte big-endian, its bytes --
  * unambiguous, and NULL distinct from "". */
-static enum cs_err link_compute(const unsigned char key[AUDIT_LINK_LEN],
+/* HMAC's implementation, fetched once: a fetch per link looked the algorithm
+ * up in OpenSSL's provider store (under its lock) inside every writer's turn. */
+static EVP_MAC *hmac_alg;
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+static void hmac_fetch(void) { hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL); }
+
+enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
     const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
     unsigned char out[AUDIT_LINK_LEN])
 {
@@ -194,7 +200,6 @@ static enum cs_err link_compute(const unsigned char key[AUDIT_LINK_LEN],
 	enum cs_err err = CS_ECRYPTO;
 	unsigned char hdr[16], tag[5];
 	size_t mlen = 0;
-	EVP_MAC *mac = NULL;
 	EVP_MAC_CTX *h = NULL;
 	char digest[] = "SHA256";
 	OSSL_PARAM params[2];
@@ -203,7 +208,8 @@ static enum cs_err link_compute(const unsigned char key[AUDIT_LINK_LEN],
 	put_u64(hdr + 8, (uint64_t)e->ts);
 	params[0] = OSSL_PARAM_construct_utf8_string("digest", digest, 0);
 	params[1] = OSSL_PARAM_construct_end();
-	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL || (h = EVP_MAC_CTX_new(mac)) == NULL)
+	if (pthread_once(&hmac_once, hmac_fetch) != 0 || hmac_alg == NULL ||
+	    (h = EVP_MAC_CTX_new(hmac_alg)) == NULL)
 		goto out;
 	if (EVP_MAC_init(h, key, AUDIT_LINK_LEN, params) != 1 ||
 	    EVP_MAC_update(h, prev, AUDIT_LINK_LEN) != 1 || EVP_MAC_update(h, hdr, sizeof hdr) != 1)
@@ -234,7 +240,6 @@ static enum cs_err link_compute(const unsigned char key[AUDIT_LINK_LEN],
 	err = CS_OK;
 out:
 	EVP_MAC_CTX_free(h);
-	EVP_MAC_free(mac);
 	return err;
 }
 
@@ -287,7 +292,7 @@ static enum cs_err anchor_mac(const unsigned char key[AUDIT_LINK_LEN],
     const struct store_audit_anchor *a, unsigned char out[AUDIT_LINK_LEN])
 {
 	const struct audit_entry e = { .action = "audit.anchor" };
-	return link_compute(key, a->link, a->seq, &e, out);
+	return audit_link(key, a->link, a->seq, &e, out);
 }
 
 /* The anchor, checked under key: *have 0 when the chain was never pruned,
@@ -327,7 +332,7 @@ static enum cs_err append_with(struct store_conn *c, const unsigned char key[AUD
 	memset(prev, 0, sizeof prev);
 	if (h.link_len == AUDIT_LINK_LEN)
 		memcpy(prev, h.link, AUDIT_LINK_LEN);
-	if ((err = link_compute(key, prev, h.next, e, link)) != CS_OK)
+	if ((err = audit_link(key, prev, h.next, e, link)) != CS_OK)
 		return err;
 	return store_audit_append(c, e, h.next, link, kid);
 }
@@ -489,7 +494,7 @@ static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *
 		goto done;
 	}
 	row_entry(r, &e);
-	if ((err = link_compute(w->key, w->prev, r->seq, &e, link)) != CS_OK)
+	if ((err = audit_link(w->key, w->prev, r->seq, &e, link)) != CS_OK)
 		return err;
 	/* SECURITY: links compared in constant time. */
 	if (CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
@@ -626,7 +631,7 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int6
 		err = CS_ECRYPTO;
 		if (rows[i].seq != expect || rows[i].link == NULL ||
 		    rows[i].link_len != AUDIT_LINK_LEN ||
-		    link_compute(key, prev, rows[i].seq, &e, link) != CS_OK ||
+		    audit_link(key, prev, rows[i].seq, &e, link) != CS_OK ||
 		    CRYPTO_memcmp(link, rows[i].link, AUDIT_LINK_LEN) != 0) {
 			log_msg(LOG_ERROR, "audit: entry %" PRId64 " does not verify; not pruning",
 			    rows[i].seq);
@@ -678,7 +683,7 @@ static enum cs_err relink_row(void *arg, const struct store_audit_row *r, bool *
 	enum cs_err err;
 	(void)stop;
 	row_entry(r, &e);
-	if ((err = link_compute(w->key, w->prev, r->seq, &e, link)) != CS_OK ||
+	if ((err = audit_link(w->key, w->prev, r->seq, &e, link)) != CS_OK ||
 	    (err = store_audit_set_link(w->c, r->seq, link, w->new_mk->kid)) != CS_OK)
 		return err;
 	memcpy(w->prev, link, AUDIT_LINK_LEN);
