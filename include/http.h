@@ -127,12 +127,20 @@ struct http_request {
 
 struct http_header { char *name; char *value; };
 
-struct http_reply {                      /* initialise with reply_init(), free with reply_clear() */
+/* Header names and values live in the reply itself up to this many bytes
+ * (a reply's own headers fit many times), and on the heap past it: no
+ * allocation per header on the hot paths. */
+#define HTTP_REPLY_HEADER_BYTES 2048
+
+struct http_reply {                      /* initialise with reply_init(), free with reply_clear();
+                                            never copied (headers may point into hmem) */
 	int          status;
 	const char  *content_type;           /* static string */
 	struct buf   body;
 	struct http_header headers[HTTP_MAX_HEADERS];
 	size_t       nheaders;
+	char         hmem[HTTP_REPLY_HEADER_BYTES];
+	size_t       hmem_used;
 	int          cache_max_age;          /* < 0: Cache-Control: no-store (the default) */
 	/* A body produced while it is sent (the proxy's upstream answer), instead of
 	 * body: read() copies up to max bytes and returns CS_OK with *got == 0 at the

@@ -3,6 +3,8 @@
  * headers and error replies.  Knows nothing of sockets; never lets a handler
  * see an undeclared parameter or run before its route's gate let it.  What a
  * route is (kind, gate, deferral) it reads from the table, never from a path. */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,25 @@ const char *http_method_name(enum http_method m)
 
 /* --- replies ------------------------------------------------------------ */
 
+/* Whether p points into r's own header memory (else it is the heap's). */
+static bool in_hmem(const struct http_reply *r, const char *p)
+{
+	uintptr_t a = (uintptr_t)p, lo = (uintptr_t)r->hmem;
+	return a >= lo && a < lo + sizeof r->hmem;
+}
+
+/* A copy of s in r's header memory, or on the heap once that is full. */
+static char *header_copy(struct http_reply *r, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	if (n > sizeof r->hmem - r->hmem_used)
+		return strdup(s);
+	char *p = r->hmem + r->hmem_used;
+	memcpy(p, s, n);
+	r->hmem_used += n;
+	return p;
+}
+
 void reply_init(struct http_reply *r)
 {
 	memset(r, 0, sizeof *r);
@@ -39,10 +60,17 @@ void reply_clear(struct http_reply *r)
 		return;
 	buf_wipe_clear(&r->body);
 	for (size_t i = 0; i < r->nheaders; i++) {
-		free(r->headers[i].name);
-		free(r->headers[i].value);
+		if (!in_hmem(r, r->headers[i].name))
+			free(r->headers[i].name);
+		if (!in_hmem(r, r->headers[i].value)) {
+			OPENSSL_cleanse(r->headers[i].value, strlen(r->headers[i].value));
+			free(r->headers[i].value);
+		}
 	}
 	r->nheaders = 0;
+	/* A header may be a secret (Set-Cookie carries the session). */
+	OPENSSL_cleanse(r->hmem, r->hmem_used);
+	r->hmem_used = 0;
 	if (r->stream.done != NULL && r->stream.ctx != NULL)
 		r->stream.done(r->stream.ctx);
 	memset(&r->stream, 0, sizeof r->stream);
@@ -62,10 +90,10 @@ enum cs_err reply_header(struct http_reply *r, const char *name, const char *val
 		return CS_EINVAL;
 	if (r->nheaders == HTTP_MAX_HEADERS)
 		return CS_ETOOBIG;
-	char *n = strdup(name), *v = strdup(value);
+	char *n = header_copy(r, name), *v = n != NULL ? header_copy(r, value) : NULL;
 	if (n == NULL || v == NULL) {
-		free(n);
-		free(v);
+		if (n != NULL && !in_hmem(r, n))
+			free(n);
 		return CS_ENOMEM;
 	}
 	r->headers[r->nheaders].name = n;

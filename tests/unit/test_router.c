@@ -1211,6 +1211,37 @@ START_TEST(test_router_reply_header_refuses_crlf)
 }
 END_TEST
 
+/* Header names and values go into the reply's own memory while they fit and
+ * to the heap past it; every one reads back whole, the secrets among them are
+ * wiped at reply_clear, and nothing leaks (ASan). */
+START_TEST(test_router_reply_headers_in_reply_memory)
+{
+	struct http_reply rep;
+	char name[16], value[301];
+	reply_init(&rep);
+	ck_assert_int_eq(reply_header(&rep, "Set-Cookie", "s=secret-session-token"), CS_OK);
+	ck_assert((uintptr_t)rep.headers[0].value >= (uintptr_t)rep.hmem &&   /* no allocation */
+	    (uintptr_t)rep.headers[0].value < (uintptr_t)(rep.hmem + sizeof rep.hmem));
+	for (int i = 1; i < HTTP_MAX_HEADERS; i++) {                       /* 15 x 300 B: past it */
+		memset(value, 'a' + i, sizeof value - 1);
+		value[sizeof value - 1] = '\0';
+		ck_assert_int_eq(str_fmt(name, sizeof name, "X-H%d", i), CS_OK);
+		ck_assert_int_eq(reply_header(&rep, name, value), CS_OK);
+	}
+	ck_assert_uint_eq(rep.nheaders, HTTP_MAX_HEADERS);
+	ck_assert_str_eq(rep.headers[0].value, "s=secret-session-token");
+	for (int i = 1; i < HTTP_MAX_HEADERS; i++) {
+		ck_assert_int_eq(str_fmt(name, sizeof name, "X-H%d", i), CS_OK);
+		ck_assert_str_eq(rep.headers[i].name, name);
+		ck_assert_uint_eq(strlen(rep.headers[i].value), 300);
+		ck_assert_int_eq(rep.headers[i].value[299], 'a' + i);
+	}
+	reply_clear(&rep);
+	ck_assert_uint_eq(rep.hmem_used, 0);
+	ck_assert_ptr_null(memmem(rep.hmem, sizeof rep.hmem, "secret-session-token", 20));
+}
+END_TEST
+
 START_TEST(test_router_reply_header_cap)
 {
 	struct http_reply rep;
@@ -1441,6 +1472,7 @@ static Suite *router_suite(void)
 	tcase_add_test(tc, test_router_security_headers_after_error_reply);
 	tcase_add_test(tc, test_router_reply_header_refuses_crlf);
 	tcase_add_test(tc, test_router_reply_header_cap);
+	tcase_add_test(tc, test_router_reply_headers_in_reply_memory);
 	tcase_add_test(tc, test_router_reply_oauth_error_escapes);
 	tcase_add_test(tc, test_router_method_name);
 	tcase_add_test(tc, test_router_rate_limit_address);
