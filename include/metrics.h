@@ -80,6 +80,7 @@ enum metric_id {
 	M_DB_COMMIT_BATCH,      /* consentd_db_commit_batch_size */
 	M_DB_BUSY_WAITS,        /* consentd_db_busy_waits_total */
 	M_DB_QUEUE_FULL,        /* consentd_db_write_queue_full_total */
+	M_CACHE_LOOKUPS,        /* consentd_cache_lookups_total */
 	M_AUDIT_HEAD_LAG,       /* consentd_audit_head_lag_entries (a collector) */
 	M__MAX
 };

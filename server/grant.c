@@ -589,6 +589,8 @@ static enum cs_err verify_grant(const struct keyring *kr, const char *token, int
 {
 	enum cs_err e = grant_cache_get(kr, token, now, cl);
 	*hit = e == CS_OK;
+	if (e == CS_OK || e == CS_ENOENT)
+		metrics_inc2(M_CACHE_LOOKUPS, "grant", *hit ? "hit" : "miss");
 	if (e != CS_ENOENT)
 		return e;
 	return jwt_verify(kr, GRANT_TYP, token, cl);

@@ -337,6 +337,7 @@ static const char *const l_outcome[] = { "outcome", NULL };
 static const char *const l_resource[] = { "resource", NULL };
 static const char *const l_resource_outcome[] = { "resource", "outcome", NULL };
 static const char *const l_what[] = { "what", NULL };
+static const char *const l_cache_outcome[] = { "cache", "outcome", NULL };
 static const double b_http[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
 static const double b_commit[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 	0.5, 1, 5 };
@@ -396,6 +397,10 @@ static const struct {
 	[M_DB_QUEUE_FULL] = { "consentd_db_write_queue_full_total", "Transactions refused at "
 	    "once (503) because [database] write_queue callers already waited for the writer.",
 	    METRIC_COUNTER, NULL, NULL, 0 },
+	[M_CACHE_LOOKUPS] = { "consentd_cache_lookups_total", "Look-ups in the verification "
+	    "caches, by cache (subject_token: the IdP's signature on a subject token at /token; "
+	    "grant: consentd's signature on a grant at /introspect and /proxy) and outcome (hit, "
+	    "miss: verified in full).", METRIC_COUNTER, l_cache_outcome, NULL, 0 },
 	[M_AUDIT_HEAD_LAG] = { "consentd_audit_head_lag_entries", "Audit entries in the database "
 	    "past the highest head consentd published, at the scrape (0 normally: each commit "
 	    "publishes its head before it answers; a database behind the heads shows in "
@@ -414,6 +419,8 @@ static void series_touch(struct metric_family *f, const char *const *values)
 static const char *const zero_fetch[] = { "idp_discovery", "idp_jwks", "provider_discovery",
 	"gateway_jwks", NULL };
 static const char *const zero_delivery[] = { "delivered", "failed", NULL };
+static const char *const zero_cache[][2] = { { "subject_token", "hit" },
+	{ "subject_token", "miss" }, { "grant", "hit" }, { "grant", "miss" } };
 
 enum cs_err metrics_declare_consentd(void)
 {
@@ -431,6 +438,8 @@ enum cs_err metrics_declare_consentd(void)
 		series_touch(metric[M_FETCH_ERRORS], &zero_fetch[i]);
 	for (size_t i = 0; zero_delivery[i] != NULL; i++)
 		series_touch(metric[M_EVENT_DELIVERIES], &zero_delivery[i]);
+	for (size_t i = 0; i < sizeof zero_cache / sizeof zero_cache[0]; i++)
+		series_touch(metric[M_CACHE_LOOKUPS], zero_cache[i]);
 	return CS_OK;
 }
 

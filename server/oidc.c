@@ -823,8 +823,11 @@ static enum cs_err cache_lookup(struct oidc_provider *p, const unsigned char *di
 	pthread_mutex_lock(&p->mu);
 	uint64_t gen = p->keys != NULL ? p->keys->gen : 0;
 	pthread_mutex_unlock(&p->mu);
-	if (!subject_cache_get(p->cache, digest, gen, exp->now, &c))
+	if (!subject_cache_get(p->cache, digest, gen, exp->now, &c)) {
+		metrics_inc2(M_CACHE_LOOKUPS, "subject_token", "miss");
 		return CS_ENOENT;
+	}
+	metrics_inc2(M_CACHE_LOOKUPS, "subject_token", "hit");
 	enum cs_err e = claims_check(p, c, exp, why);
 	if (e != CS_OK) {
 		json_decref(c);

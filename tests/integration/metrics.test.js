@@ -134,6 +134,7 @@ const FAMILIES = [
   'consentd_db_commit_batch_size', 'consentd_db_busy_waits_total',
   'consentd_audit_head_lag_entries', 'consentd_audit_head_behind', 'consentd_audit_head_seq',
   'consentd_proxy_requests_total', 'consentd_proxy_refused_total',
+  'consentd_db_write_queue_full_total', 'consentd_cache_lookups_total',
 ];
 
 test('who may scrape: the gateway, the metrics token, [metrics] listen; nobody else', async () => {
@@ -295,6 +296,14 @@ test('after a real flow, promtool accepts the text and every family counts what 
   assert.equal(delta('consentd_db_commit_batch_size_count'), commits);
   assert.equal(delta('consentd_db_commit_batch_size_sum'), commits, 'every batch is 1');
   assert.equal(value(m1, 'consentd_db_commit_batch_size_bucket', { le: '1' }), value(m1, 'consentd_db_commit_batch_size_count'));
+  // The verification caches: alice's and bob's subject tokens were verified in full once
+  // each and alice's again from the cache; alice's grant was verified in full once, then
+  // introspected and proxied from the cache.
+  assert.ok(delta('consentd_cache_lookups_total', { cache: 'subject_token', outcome: 'miss' }) >= 2);
+  assert.ok(delta('consentd_cache_lookups_total', { cache: 'subject_token', outcome: 'hit' }) >= 1);
+  assert.ok(delta('consentd_cache_lookups_total', { cache: 'grant', outcome: 'miss' }) >= 1);
+  assert.ok(delta('consentd_cache_lookups_total', { cache: 'grant', outcome: 'hit' }) >= 1);
+  assert.equal(delta('consentd_db_write_queue_full_total'), 0);
   // Busy waits depend on which writes overlap: the series is there (a count, not asserted).
   assert.match(m1, /\nconsentd_db_busy_waits_total \d+\n/);
   // The audit head: published up to the database's last entry.

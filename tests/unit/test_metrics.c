@@ -152,6 +152,7 @@ START_TEST(test_consentd_families)
 		"consentd_event_deliveries_total", "consentd_event_backlog",
 		"consentd_db_commit_seconds", "consentd_db_commit_batch_size",
 		"consentd_db_busy_waits_total", "consentd_db_write_queue_full_total",
+		"consentd_cache_lookups_total",
 		"consentd_audit_head_lag_entries", NULL };
 	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
 	for (size_t i = 0; i < M__MAX; i++)
@@ -178,6 +179,9 @@ START_TEST(test_consentd_families)
 	/* Known before anything is counted: shown at zero. */
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_backlog 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_write_queue_full_total 0\n"));
+	ck_assert_ptr_nonnull(strstr(t,
+	    "\nconsentd_cache_lookups_total{cache=\"subject_token\",outcome=\"miss\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_cache_lookups_total{cache=\"grant\",outcome=\"hit\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_seconds_count 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_batch_size_bucket{le=\"+Inf\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_fetch_errors_total{what=\"idp_jwks\"} 0\n"));
