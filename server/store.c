@@ -103,7 +103,8 @@ struct writer {
 	bool                ckpt_stop;
 	bool                ckpt_started; /* ckpt_thread runs */
 	pthread_t           ckpt_thread;
-	int                 wal_pages;    /* the WAL's size after the last COMMIT (the WAL hook) */
+	int                 wal_pages;    /* the WAL's size after the last COMMIT (the WAL hook;
+	                                     written and read by the turn's holder only) */
 	uint64_t            checkpoints;
 	uint64_t            batches;      /* COMMITs made, and the transactions in them */
 	uint64_t            transactions;
@@ -1063,15 +1064,15 @@ static enum cs_err migrate(struct store_conn *c)
  * and does what it can) whenever a COMMIT left STORE_CHECKPOINT_PAGES or more
  * in the WAL. */
 
-/* The writer's WAL hook: the WAL's size after each COMMIT (under the turn). */
+/* The writer's WAL hook: the WAL's size after each COMMIT.  It runs inside
+ * batch_commit_locked's COMMIT, on the thread holding the turn, which alone
+ * reads wal_pages right after: no lock needed on this per-commit path. */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
 	(void)db;
 	(void)name;
 	struct writer *w = arg;
-	pthread_mutex_lock(&w->mu);
 	w->wal_pages = pages;
-	pthread_mutex_unlock(&w->mu);
 	return SQLITE_OK;
 }
 
