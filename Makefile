@@ -7,7 +7,7 @@
 
 CC       ?= cc
 CLANG    ?= clang
-PKGS      = libmicrohttpd openssl cjose libcurl sqlite3 jansson inih
+PKGS      = libmicrohttpd openssl cjose libcurl sqlite3 libpq jansson inih
 # The targets a person types (all, run, check, bench) first install what is
 # missing and then build in a second make, so that these flags are read only
 # after scripts/deps.sh has put pkg-config and the libraries there.  Any other
@@ -33,9 +33,10 @@ LDFLAGS_HARDEN = -pie -Wl,-z,relro,-z,now
 
 SRCS      := $(sort $(wildcard server/*.c))
 LIB_SRCS  := $(filter-out server/main.c,$(SRCS))
-GEN_SRCS  := build/gen/migrations.c build/gen/templates.c
+GEN_SRCS  := build/gen/migrations.c build/gen/migrations_pg.c build/gen/templates.c
 HDRS      := $(wildcard include/*.h)
 MIGRATIONS:= $(sort $(wildcard migrations/*.sql))
+MIGRATIONS_PG:= $(sort $(wildcard migrations/pg/*.sql))
 TEMPLATES := $(sort $(wildcard templates/*.html templates/*.css templates/*.js))
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_NAMES:= $(patsubst tests/unit/%.c,%,$(UNIT_SRCS))
@@ -57,6 +58,9 @@ deps:
 build/gen/migrations.c: $(MIGRATIONS) scripts/embed.sh
 	@mkdir -p $(@D)
 	bash scripts/embed.sh embedded_migrations $(MIGRATIONS) > $@.tmp && mv $@.tmp $@
+build/gen/migrations_pg.c: $(MIGRATIONS_PG) scripts/embed.sh
+	@mkdir -p $(@D)
+	bash scripts/embed.sh embedded_migrations_pg $(MIGRATIONS_PG) > $@.tmp && mv $@.tmp $@
 build/gen/templates.c: $(TEMPLATES) scripts/embed.sh
 	@mkdir -p $(@D)
 	bash scripts/embed.sh embedded_templates $(TEMPLATES) > $@.tmp && mv $@.tmp $@

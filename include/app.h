@@ -52,6 +52,13 @@ enum cs_err app_start_janitor(struct app *app) CS_MUST_CHECK;
  * subject identifiers when subject_claim = sub. */
 int app_idp_ready(struct app *app);
 
+/* Opens the store [database] names (the SQLite path or the PostgreSQL URL,
+ * with its password and statement mode) under policy pol (store.h). */
+enum cs_err app_store_open(const struct config *cfg, enum store_schema_policy pol,
+    struct store **out) CS_MUST_CHECK;
+/* What [database] names, for messages: the path or the URL (no password in it). */
+const char *app_db_name(const struct config *cfg);
+
 /* Loads config-dependent state: opens the store (migrating it), loads the
  * master key and the keyring (generating the first signing key).  Messages
  * for the operator go to stderr.  *app is filled only on CS_OK. */

@@ -90,6 +90,9 @@ struct config {                  /* immutable after config_load(); free with con
 
 	/* [database] */
 	char *db_path;               /* default /var/lib/consentd/consentd.db */
+	char *db_url;                /* postgresql://... (the PostgreSQL backend), or NULL: db_path */
+	char *db_password;           /* secret: password or password_file (CONSENTD_DATABASE_PASSWORD) */
+	bool  db_prepared;           /* default true; false for PgBouncer < 1.21 in transaction mode */
 	unsigned db_write_queue;     /* transactions that may wait for the writer, then 503 */
 
 	/* [keys] */

@@ -11,6 +11,7 @@ struct embedded_file {
 };
 
 extern const struct embedded_file embedded_migrations[];   /* sorted by name */
+extern const struct embedded_file embedded_migrations_pg[]; /* migrations/pg/, the same versions */
 extern const struct embedded_file embedded_templates[];
 
 #endif

@@ -16,6 +16,7 @@
 #ifndef CS_STORE_H
 #define CS_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "cs_err.h"
@@ -28,6 +29,30 @@ struct store_conn;   /* one SQLite connection; owned by one thread at a time */
  * transaction, recording them in schema_version.  A database whose schema is
  * newer than this binary knows fails with CS_ESCHEMA (and a message on stderr). */
 enum cs_err store_open(const char *path, struct store **out) CS_MUST_CHECK;
+
+/* What a node does with a PostgreSQL schema older than it knows.  SQLite
+ * always migrates (one process owns the file); a PostgreSQL database is
+ * shared by many nodes, so only `consentd migrate` (MIGRATE) changes it. */
+enum store_schema_policy {
+	STORE_SCHEMA_REQUIRE,        /* CS_ESCHEMA unless current (the CLI tools) */
+	STORE_SCHEMA_WAIT,           /* open anyway; store_ping says CS_ESCHEMA until migrated */
+	STORE_SCHEMA_MIGRATE,        /* apply what is pending (consentd migrate) */
+};
+struct store_opts {
+	const char               *password;   /* PostgreSQL; NULL: libpq's own (PGPASSWORD, ~/.pgpass) */
+	bool                      unprepared; /* PostgreSQL: send statements unnamed (PgBouncer
+	                                         < 1.21 in transaction mode) */
+	enum store_schema_policy  schema;
+};
+/* store_open on loc: a SQLite file path, or a postgresql:// URL (store_pg.c).
+ * Newer schemas than this binary knows fail with CS_ESCHEMA either way. */
+enum cs_err store_open_with(const char *loc, const struct store_opts *o,
+    struct store **out) CS_MUST_CHECK;
+/* Checks a [database] url without connecting: a postgresql:// URL libpq
+ * parses, with no password in it.  why gets the failing check. */
+enum cs_err store_url_check(const char *url, char *why, size_t whylen) CS_MUST_CHECK;
+/* Whether the store is the PostgreSQL backend. */
+bool store_is_pg(const struct store *s);
 /* Closes the calling thread's connection too.  NULL-safe. */
 void store_close(struct store *s);
 

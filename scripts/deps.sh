@@ -9,7 +9,8 @@ PKGS=(build-essential pkg-config clang libclang-rt-dev
       libsqlite3-dev sqlite3 libjansson-dev libinih-dev check
       curl ca-certificates chromium wrk unicode-data
       debhelper man-db systemd python3    # these four: scripts/test-deploy.sh (README)
-      prometheus)                         # promtool check metrics: tests/integration/metrics.test.js
+      prometheus                          # promtool check metrics: tests/integration/metrics.test.js
+      libpq-dev postgresql)               # the PostgreSQL backend (libpq) and its tests' server
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -16,6 +16,7 @@
 #include "audit.h"
 #include "audit_head.h"
 #include "buf.h"
+#include "app.h"
 #include "config.h"
 #include "seal.h"
 #include "store.h"
@@ -81,12 +82,12 @@ static int ctx_open(struct ctx *x, const char *cfgpath)
 		fprintf(stderr, "consentd admin: audit chain key: %s\n", cs_strerror(e));
 		return 1;
 	}
-	if ((e = store_open(x->cfg->db_path, &x->store)) != CS_OK) {
-		fprintf(stderr, "consentd admin: database %s: %s\n", x->cfg->db_path, cs_strerror(e));
+	if ((e = app_store_open(x->cfg, STORE_SCHEMA_REQUIRE, &x->store)) != CS_OK) {
+		fprintf(stderr, "consentd admin: database %s: %s\n", app_db_name(x->cfg), cs_strerror(e));
 		return 1;
 	}
 	if ((x->c = store_conn(x->store)) == NULL) {
-		fprintf(stderr, "consentd admin: database %s: cannot connect\n", x->cfg->db_path);
+		fprintf(stderr, "consentd admin: database %s: cannot connect\n", app_db_name(x->cfg));
 		return 1;
 	}
 	/* The entries below are published like a server's: logged here and

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 #include <openssl/crypto.h>
 #include "app.h"
@@ -17,6 +18,19 @@
 int64_t app_now(void)
 {
 	return (int64_t)time(NULL);
+}
+
+const char *app_db_name(const struct config *cfg)
+{
+	return cfg->db_url != NULL ? cfg->db_url : cfg->db_path;
+}
+
+enum cs_err app_store_open(const struct config *cfg, enum store_schema_policy pol,
+    struct store **out)
+{
+	const struct store_opts o = { .password = cfg->db_password, .unprepared = !cfg->db_prepared,
+	    .schema = pol };
+	return store_open_with(app_db_name(cfg), &o, out);
 }
 
 enum cs_err app_init(struct app *app, const struct config *cfg)
@@ -44,9 +58,9 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	/* The audit chain's key comes from the master key; without it no entry is written. */
 	if ((e = audit_set_master_key(&app->mk)) != CS_OK)
 		goto fail;
-	e = store_open(cfg->db_path, &app->store);
+	e = app_store_open(cfg, STORE_SCHEMA_WAIT, &app->store);
 	if (e != CS_OK) {
-		log_msg(LOG_ERROR, "database %s: %s", cfg->db_path, cs_strerror(e));
+		log_msg(LOG_ERROR, "database %s: %s", app_db_name(cfg), cs_strerror(e));
 		goto fail;
 	}
 	store_set_write_queue(app->store, cfg->db_write_queue);
@@ -54,6 +68,14 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	if (c == NULL) {
 		e = CS_EDB;
 		goto fail;
+	}
+	/* PostgreSQL: a schema older than ours waits for `consentd migrate`
+	 * (run once, from one node or a deploy job); nothing listens meanwhile. */
+	for (int waited = 0; store_is_pg(app->store) && store_ping(c) == CS_ESCHEMA; waited++) {
+		if (waited % 30 == 0)
+			log_msg(LOG_WARN, "database: waiting for `consentd migrate` (schema older than %d)",
+			    store_schema_known());
+		sleep(1);
 	}
 	/* From here on every commit that appends audit entries publishes its
 	 * head; the first check runs before any thread can commit, so a database

@@ -14,6 +14,7 @@
 #include "audit.h"
 #include "audit_cli.h"
 #include "audit_head.h"
+#include "app.h"
 #include "config.h"
 #include "seal.h"
 #include "store.h"
@@ -35,13 +36,13 @@ static void audit_usage(FILE *f)
 int audit_cli_open_store(const char *who, const struct config *cfg, struct store **s,
     struct store_conn **c)
 {
-	enum cs_err e = store_open(cfg->db_path, s);
+	enum cs_err e = app_store_open(cfg, STORE_SCHEMA_REQUIRE, s);
 	if (e != CS_OK) {
-		fprintf(stderr, "%s: database %s: %s\n", who, cfg->db_path, cs_strerror(e));
+		fprintf(stderr, "%s: database %s: %s\n", who, app_db_name(cfg), cs_strerror(e));
 		return 1;
 	}
 	if ((*c = store_conn(*s)) == NULL) {
-		fprintf(stderr, "%s: database %s: cannot connect\n", who, cfg->db_path);
+		fprintf(stderr, "%s: database %s: cannot connect\n", who, app_db_name(cfg));
 		return 1;
 	}
 	return 0;

@@ -581,6 +581,8 @@ void config_free(struct config *c)
 	free(c->log);
 	free(c->trusted_proxies);
 	free(c->db_path);
+	free(c->db_url);
+	wipe_free(c->db_password);
 	free(c->master_key_file);
 	wipe_free(c->master_key_b64);
 	free(c->oidc_issuer);

@@ -414,6 +414,54 @@ static void load_metrics_token_file(struct ctx *c, struct config *cfg, const str
 	OPENSSL_cleanse(tok, sizeof tok);
 }
 
+/* password_file: the whole file is the password, one final newline allowed. */
+static void load_db_password_file(struct ctx *c, struct config *cfg, const struct entry *e,
+    const char *path)
+{
+	char pw[1024 + 2];
+	FILE *f = fopen(path, "re");
+	size_t n;
+	if (f == NULL) {
+		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
+		return;
+	}
+	n = fread(pw, 1, sizeof pw - 1, f);
+	if (ferror(f))
+		cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
+	fclose(f);
+	pw[n] = '\0';
+	if (n > 0 && pw[n - 1] == '\n')
+		pw[--n] = '\0';
+	if (n == 0 || n > 1024 || memchr(pw, '\0', n) != NULL)
+		cfg_err_e(c, e, "'%s' must hold one password of 1 to 1024 bytes", path);
+	else
+		cfg->db_password = cfg_xstrdup(c, pw);
+	OPENSSL_cleanse(pw, sizeof pw);
+}
+
+/* [database]: a SQLite path (the default), or a postgresql:// URL whose
+ * password comes apart from it (CONSENTD_DATABASE_PASSWORD or password_file). */
+static void load_database(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	char why[160], *path = NULL;
+	(void)cfg_get_str(c, s, "path", "/var/lib/consentd/consentd.db", 0, &cfg->db_path);
+	const struct entry *ue = cfg_get_str(c, s, "url", NULL, S_EMPTY_NULL, &cfg->db_url);
+	if (ue != NULL && cfg->db_url != NULL && store_url_check(cfg->db_url, why, sizeof why) != CS_OK)
+		cfg_err_e(c, ue, "%s", why);
+	if (ue != NULL && cfg->db_url != NULL && cfg_find(s, "path") != NULL)
+		cfg_err_e(c, ue, "give path (SQLite) or url (PostgreSQL), not both");
+	const struct entry *pe = cfg_get_str(c, s, "password", NULL, S_EMPTY_NULL, &cfg->db_password);
+	const struct entry *fe = cfg_get_str(c, s, "password_file", NULL, S_EMPTY_NULL, &path);
+	if (pe != NULL && fe != NULL)
+		cfg_err_e(c, fe, "give password (CONSENTD_DATABASE_PASSWORD) or password_file, not both");
+	else if (fe != NULL && path != NULL)
+		load_db_password_file(c, cfg, fe, path);
+	free(path);
+	if ((pe != NULL || fe != NULL) && cfg->db_url == NULL)
+		cfg_err_e(c, pe != NULL ? pe : fe, "is for a PostgreSQL database: [database] url");
+	cfg_get_bool(c, s, "prepared_statements", true, &cfg->db_prepared);
+}
+
 static void load_metrics(struct ctx *c, struct config *cfg, const struct section *s)
 {
 	char *v = NULL, *path = NULL;
@@ -759,8 +807,7 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	int64_t n;
 
 	load_server(c, cfg, cfg_find_section(c, "server"));
-	(void)cfg_get_str(c, cfg_find_section(c, "database"), "path", "/var/lib/consentd/consentd.db", 0,
-	    &cfg->db_path);
+	load_database(c, cfg, cfg_find_section(c, "database"));
 	cfg_get_int(c, cfg_find_section(c, "database"), "write_queue", STORE_WRITE_QUEUE_DEFAULT, 0,
 	    65536, &n);
 	cfg->db_write_queue = (unsigned)n;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "app.h"
 #include "config.h"
 #include "jwt.h"
 #include "keys_cli.h"
@@ -29,13 +30,13 @@ static void keys_usage(FILE *f)
 /* The store of cfg, with the calling thread's connection. */
 static int open_store(const struct config *cfg, struct store **s, struct store_conn **c)
 {
-	enum cs_err e = store_open(cfg->db_path, s);
+	enum cs_err e = app_store_open(cfg, STORE_SCHEMA_REQUIRE, s);
 	if (e != CS_OK) {
-		fprintf(stderr, "consentd keys: database %s: %s\n", cfg->db_path, cs_strerror(e));
+		fprintf(stderr, "consentd keys: database %s: %s\n", app_db_name(cfg), cs_strerror(e));
 		return 1;
 	}
 	if ((*c = store_conn(*s)) == NULL) {
-		fprintf(stderr, "consentd keys: database %s: cannot connect\n", cfg->db_path);
+		fprintf(stderr, "consentd keys: database %s: cannot connect\n", app_db_name(cfg));
 		return 1;
 	}
 	return 0;

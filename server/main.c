@@ -51,10 +51,77 @@ static void usage(FILE *f)
 	    "       consentd vault rekey -c FILE --new-key-file NEW   rotate the master key\n"
 	    "       consentd backup -c FILE --to PATH [--force]   a consistent copy of the\n"
 	    "                                      database while serving (consentd backup --help)\n"
+	    "       consentd migrate -c FILE          apply the database's pending migrations\n"
+	    "                                      (PostgreSQL nodes wait for it; SQLite migrates\n"
+	    "                                      at every start)\n"
 	    "       consentd --version | --help\n"
 	    "\n"
 	    "Every configuration key can also come from the environment as\n"
 	    "CONSENTD_<SECTION>_<KEY> (e.g. CONSENTD_OIDC_CLIENT_SECRET).\n");
+}
+
+/* -n with a PostgreSQL URL: the start connects, so this does: the server
+ * must answer, and its schema must not be newer than ours (older is said:
+ * the node would wait for `consentd migrate`). */
+static int check_database_url(const struct config *cfg)
+{
+	struct store *s = NULL;
+	struct store_conn *c;
+	int have = 0;
+	enum cs_err e = app_store_open(cfg, STORE_SCHEMA_WAIT, &s);
+	if (e == CS_OK && ((c = store_conn(s)) == NULL ||
+	    (e = store_schema_version(c, &have)) != CS_OK) && e == CS_OK)
+		e = CS_EDB;
+	if (e != CS_OK) {
+		fprintf(stderr, "[database] url: %s: %s\n", cfg->db_url, e == CS_ESCHEMA ?
+		    "its schema is newer than this consentd knows" : "cannot connect and read its schema");
+		store_close(s);
+		return 1;
+	}
+	if (have < store_schema_known())
+		fprintf(stderr, "[database] url: schema %d, this consentd's is %d: run `consentd migrate "
+		    "-c FILE` (until then the server waits)\n", have, store_schema_known());
+	store_close(s);
+	return 0;
+}
+
+/* `consentd migrate -c FILE`: applies the migrations the database lacks
+ * (PostgreSQL, where nodes never do it themselves; SQLite migrates at every
+ * start anyway) under the migration lock, then says the schema. */
+static int migrate_main(int argc, char **argv)
+{
+	const char *path = NULL;
+	struct config *cfg = NULL;
+	struct store *s = NULL;
+	struct store_conn *c;
+	int have = 0, rc = 1;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+			path = argv[++i];
+		else
+			path = NULL, i = argc;
+	}
+	if (path == NULL) {
+		fprintf(stderr, "usage: consentd migrate -c FILE\n");
+		return 2;
+	}
+	if (config_load(path, stderr, &cfg) != CS_OK)
+		return 1;
+	enum cs_err e = app_store_open(cfg, STORE_SCHEMA_MIGRATE, &s);
+	if (e == CS_OK && ((c = store_conn(s)) == NULL || (e = store_schema_version(c, &have)) != CS_OK)
+	    && e == CS_OK)
+		e = CS_EDB;
+	if (e != CS_OK) {
+		fprintf(stderr, "consentd migrate: database %s: %s\n", app_db_name(cfg), cs_strerror(e));
+		goto out;
+	}
+	printf("consentd migrate: database %s: schema %d (this consentd knows %d)\n",
+	    app_db_name(cfg), have, store_schema_known());
+	rc = have == store_schema_known() ? 0 : 1;
+out:
+	store_close(s);
+	config_free(cfg);
+	return rc;
 }
 
 /* Holds the database to the audit heads published (a database found behind
@@ -248,7 +315,9 @@ static int check_start(const struct config *cfg)
 	if (master_key_load(cfg->master_key_file, cfg->master_key_b64, &mk) != CS_OK)
 		bad++;
 	master_key_clear(&mk);
-	if (!path_usable("database", cfg->db_path, true))
+	if (cfg->db_url != NULL)
+		bad += check_database_url(cfg);
+	else if (!path_usable("database", cfg->db_path, true))
 		bad++;
 	if (strcmp(cfg->log, "stderr") != 0 && strcmp(cfg->log, "stdout") != 0 &&
 	    !path_usable("log", cfg->log, false))
@@ -315,6 +384,8 @@ int main(int argc, char **argv)
 		return backup_cli_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
 		return keygen_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], "migrate") == 0)
+		return migrate_main(argc - 2, argv + 2);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("consentd %s\n", CONSENTD_VERSION);

@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "store.h"
 #include "store_priv.h"
+#include "store_pg.h"
 #include "log.h"
 
 /* store.c's own statements; the cache (store_stmt) knows them by address. */
@@ -56,14 +57,15 @@ _Static_assert((STMT_SLOTS & (STMT_SLOTS - 1)) == 0, "STMT_SLOTS masks: a power 
 struct conn_core {
 	sqlite3           *db;
 	struct {
-		const char   *sql;            /* the key: the address of a static constant */
-		sqlite3_stmt *st;
+		const char       *sql;        /* the key: the address of a static constant */
+		struct store_stmt st;         /* st.lite */
 	} stmts[STMT_SLOTS];
 	size_t             nstmts;
 };
 
 struct store_conn {
 	struct store      *s;
+	struct pg_conn    *pg;            /* the PostgreSQL backend's connection (own unused) */
 	struct conn_core   own;           /* this thread's connection, for reads */
 	struct conn_core  *cur;           /* &own, or the writer's while in a transaction */
 	bool               in_tx;         /* between store_begin and commit/rollback */
@@ -118,6 +120,8 @@ struct writer {
 
 struct store {
 	char              *path;
+	struct pg_store   *pg;            /* opened on a postgresql:// URL: store_pg.c does the work */
+	int64_t            hook_seq;      /* the last audit entry given to the hook (PostgreSQL) */
 	pthread_key_t      key;
 	pthread_mutex_t    lock;          /* guards conns */
 	struct store_conn *conns;         /* every open connection, to close at store_close */
@@ -154,7 +158,7 @@ static int busy_wait(void *arg, int count)
 static void core_close(struct conn_core *k)
 {
 	for (size_t i = 0; i < STMT_SLOTS; i++)
-		sqlite3_finalize(k->stmts[i].st);
+		sqlite3_finalize(k->stmts[i].st.lite);
 	sqlite3_close_v2(k->db);
 	memset(k, 0, sizeof *k);
 }
@@ -163,6 +167,7 @@ static void conn_close(struct store_conn *c)
 {
 	if (c == NULL)
 		return;
+	pg_conn_close(c->pg);
 	core_close(&c->own);
 	free(c);
 }
@@ -235,6 +240,13 @@ static struct store_conn *conn_open(struct store *s)
 		return NULL;
 	c->s = s;
 	c->cur = &c->own;
+	if (s->pg != NULL) {
+		if ((c->pg = pg_conn_open(s->pg)) == NULL) {
+			free(c);
+			return NULL;
+		}
+		return c;
+	}
 	if (core_open(s->path, &c->own) != CS_OK) {
 		free(c);
 		return NULL;
@@ -272,12 +284,12 @@ static size_t stmt_slot(const char *sql)
 	return (size_t)(h >> 32) & (STMT_SLOTS - 1);
 }
 
-static sqlite3_stmt *core_stmt(struct conn_core *c, const char *sql)
+static struct store_stmt *core_stmt(struct conn_core *c, const char *sql)
 {
 	size_t i = stmt_slot(sql);
 	for (; c->stmts[i].sql != NULL; i = (i + 1) & (STMT_SLOTS - 1))
 		if (c->stmts[i].sql == sql)
-			return c->stmts[i].st;
+			return &c->stmts[i].st;
 	if (c->nstmts == STORE_MAX_STMTS) {
 		log_msg(LOG_ERROR, "too many prepared statements (raise STORE_MAX_STMTS)");
 		return NULL;
@@ -288,27 +300,33 @@ static sqlite3_stmt *core_stmt(struct conn_core *c, const char *sql)
 		return NULL;
 	}
 	c->stmts[i].sql = sql;
-	c->stmts[i].st = st;
+	c->stmts[i].st.lite = st;
 	c->nstmts++;
-	return st;
+	return &c->stmts[i].st;
 }
 
 /* In a transaction the statement is the writer's: every statement of a
  * transaction runs on the one writer connection, inside the caller's savepoint. */
-sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql)
+struct store_stmt *store_stmt(struct store_conn *c, const char *sql)
 {
 	if (c == NULL || sql == NULL)
 		return NULL;
+	if (c->pg != NULL)
+		return pg_stmt(c->pg, sql);
 	return core_stmt(c->cur, sql);
 }
 
 /* Ready for the next use: reset and drop bound values (which may be secrets). */
-void store_stmt_done(sqlite3_stmt *st)
+void store_stmt_done(struct store_stmt *st)
 {
-	if (st != NULL) {
-		sqlite3_reset(st);
-		sqlite3_clear_bindings(st);
+	if (st == NULL)
+		return;
+	if (st->pg != NULL) {
+		pg_stmt_done(st);
+		return;
 	}
+	sqlite3_reset(st->lite);
+	sqlite3_clear_bindings(st->lite);
 }
 
 enum cs_err store_rc_err(int rc)
@@ -334,9 +352,11 @@ enum cs_err store_rc_err(int rc)
 }
 
 /* Runs a statement that returns no rows.  Clears it in every case. */
-enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st)
+enum cs_err store_exec(struct store_conn *c, struct store_stmt *st)
 {
-	int rc = sqlite3_step(st);
+	if (st->pg != NULL)
+		return pg_exec(st);
+	int rc = sqlite3_step(st->lite);
 	enum cs_err e = rc == SQLITE_DONE ? CS_OK : store_rc_err(rc);
 	if (rc == SQLITE_ROW)
 		e = CS_EDB;    /* a programming error: this statement returns rows */
@@ -346,9 +366,11 @@ enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st)
 	return e;
 }
 
-enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
+enum cs_err store_step(struct store_conn *c, struct store_stmt *st)
 {
-	int rc = sqlite3_step(st);
+	if (st->pg != NULL)
+		return pg_step(st);
+	int rc = sqlite3_step(st->lite);
 	if (rc == SQLITE_ROW)
 		return CS_OK;
 	if (rc == SQLITE_DONE)
@@ -358,7 +380,12 @@ enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st)
 	return e == CS_OK ? CS_EDB : e;
 }
 
-int64_t store_changes(struct store_conn *c) { return (int64_t)sqlite3_changes64(c->cur->db); }
+int64_t store_changes(struct store_conn *c)
+{
+	if (c->pg != NULL)
+		return pg_changes(c->pg);
+	return (int64_t)sqlite3_changes64(c->cur->db);
+}
 
 static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v)
 {
@@ -384,9 +411,16 @@ static enum cs_err bind_int64(sqlite3_stmt *st, int i, int64_t v)
 	return sqlite3_bind_int64(st, i, (sqlite3_int64)v) == SQLITE_OK ? CS_OK : CS_EDB;
 }
 
-enum cs_err store_bind(sqlite3_stmt *st, const struct store_val *v, size_t n)
+enum cs_err store_bind(struct store_stmt *sst, const struct store_val *v, size_t n)
 {
 	enum cs_err e = CS_OK;
+	if (sst->pg != NULL) {
+		/* PostgreSQL runs the statement here, with every value at once. */
+		if ((e = pg_bind(sst, v, n)) != CS_OK)
+			store_stmt_done(sst);
+		return e;
+	}
+	sqlite3_stmt *st = sst->lite;
 	if (n > INT_MAX)
 		e = CS_EINVAL;
 	for (size_t k = 0; k < n && e == CS_OK; k++) {
@@ -411,14 +445,14 @@ enum cs_err store_bind(sqlite3_stmt *st, const struct store_val *v, size_t n)
 		}
 	}
 	if (e != CS_OK)
-		store_stmt_done(st);
+		store_stmt_done(sst);
 	return e;
 }
 
-sqlite3_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
+struct store_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n, enum cs_err *e)
 {
-	sqlite3_stmt *st = store_stmt(c, sql);
+	struct store_stmt *st = store_stmt(c, sql);
 	if (st == NULL) {
 		*e = CS_EDB;
 		return NULL;
@@ -431,21 +465,21 @@ sqlite3_stmt *store_query(struct store_conn *c, const char *sql, const struct st
 enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v, size_t n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, sql, v, n, &e);
+	struct store_stmt *st = store_query(c, sql, v, n, &e);
 	return st == NULL ? e : store_exec(c, st);
 }
 
 /* A malloc'd copy of a text column; NULL column -> *out NULL. */
-enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out)
+enum cs_err store_col_text(struct store_stmt *st, int i, char **out)
 {
-	const unsigned char *t = sqlite3_column_text(st, i);
+	const unsigned char *t = store_col_raw_text(st, i);
 	if (t == NULL) {
-		if (sqlite3_errcode(sqlite3_db_handle(st)) == SQLITE_NOMEM)
+		if (st->pg == NULL && sqlite3_errcode(sqlite3_db_handle(st->lite)) == SQLITE_NOMEM)
 			return CS_ENOMEM;
 		*out = NULL;
 		return CS_OK;
 	}
-	int n = sqlite3_column_bytes(st, i);
+	int n = store_col_bytes(st, i);
 	char *p = malloc((size_t)n + 1);
 	if (p == NULL)
 		return CS_ENOMEM;
@@ -455,7 +489,7 @@ enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out)
 	return CS_OK;
 }
 
-enum cs_err store_cols_text(sqlite3_stmt *st, const struct store_text_col *cols, size_t n)
+enum cs_err store_cols_text(struct store_stmt *st, const struct store_text_col *cols, size_t n)
 {
 	enum cs_err e;
 	for (size_t k = 0; k < n; k++)
@@ -468,10 +502,10 @@ enum cs_err store_cols_text(sqlite3_stmt *st, const struct store_text_col *cols,
 	return CS_OK;
 }
 
-enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+enum cs_err store_col_blob(struct store_stmt *st, int i, unsigned char **out, size_t *len)
 {
-	const void *b = sqlite3_column_blob(st, i);
-	int n = sqlite3_column_bytes(st, i);
+	const void *b = store_col_raw_blob(st, i);
+	int n = store_col_bytes(st, i);
 	unsigned char *p = malloc(n > 0 ? (size_t)n : 1);
 	if (p == NULL)
 		return CS_ENOMEM;
@@ -482,11 +516,65 @@ enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t 
 	return CS_OK;
 }
 
+/* The current row's columns, either backend (store_priv.h). */
+enum store_col_kind store_col_type(struct store_stmt *st, int i)
+{
+	if (st->pg != NULL)
+		return pg_col_type(st, i);
+	switch (sqlite3_column_type(st->lite, i)) {
+	case SQLITE_INTEGER:
+		return STORE_COL_INTEGER;
+	case SQLITE_FLOAT:
+		return STORE_COL_FLOAT;
+	case SQLITE_TEXT:
+		return STORE_COL_TEXT;
+	case SQLITE_BLOB:
+		return STORE_COL_BLOB;
+	default:
+		return STORE_COL_NULL;
+	}
+}
+
+int64_t store_col_int64(struct store_stmt *st, int i)
+{
+	return st->pg != NULL ? pg_col_int64(st, i) : (int64_t)sqlite3_column_int64(st->lite, i);
+}
+
+int store_col_int(struct store_stmt *st, int i)
+{
+	return st->pg != NULL ? (int)pg_col_int64(st, i) : sqlite3_column_int(st->lite, i);
+}
+
+int store_col_bytes(struct store_stmt *st, int i)
+{
+	return st->pg != NULL ? pg_col_bytes(st, i) : sqlite3_column_bytes(st->lite, i);
+}
+
+const void *store_col_raw_blob(struct store_stmt *st, int i)
+{
+	return st->pg != NULL ? pg_col_raw_blob(st, i) : sqlite3_column_blob(st->lite, i);
+}
+
+const unsigned char *store_col_raw_text(struct store_stmt *st, int i)
+{
+	return st->pg != NULL ? pg_col_raw_text(st, i) : sqlite3_column_text(st->lite, i);
+}
+
+int store_col_count(struct store_stmt *st)
+{
+	return st->pg != NULL ? pg_col_count(st) : sqlite3_column_count(st->lite);
+}
+
+const char *store_col_name(struct store_stmt *st, int i)
+{
+	return st->pg != NULL ? pg_col_name(st, i) : sqlite3_column_name(st->lite, i);
+}
+
 enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n, const struct store_row_type *t, void *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, sql, v, n, &e);
+	struct store_stmt *st = store_query(c, sql, v, n, &e);
 	if (st == NULL)
 		return e;
 	if ((e = store_step(c, st)) == CS_OK)
@@ -495,7 +583,7 @@ enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_
 	return e;
 }
 
-enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
+enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n)
 {
 	enum cs_err e = CS_OK;
@@ -551,10 +639,10 @@ out:
 
 static enum cs_err core_run(struct conn_core *k, const char *sql)
 {
-	sqlite3_stmt *st = core_stmt(k, sql);
+	struct store_stmt *st = core_stmt(k, sql);
 	if (st == NULL)
 		return CS_EDB;
-	int rc = sqlite3_step(st);
+	int rc = sqlite3_step(st->lite);
 	enum cs_err e = rc == SQLITE_DONE ? CS_OK : store_rc_err(rc);
 	if (e == CS_OK && rc != SQLITE_DONE)
 		e = CS_EDB;
@@ -703,6 +791,12 @@ enum cs_err store_begin(struct store_conn *c)
 		log_msg(LOG_ERROR, "database: a transaction began inside another");
 		return CS_EDB;
 	}
+	c->audit.set = 0;
+	if (c->pg != NULL) {
+		if ((e = pg_begin(c->pg)) == CS_OK)
+			c->in_tx = true;
+		return e;
+	}
 	struct writer *w = &c->s->w;
 	if ((e = turn_take(w)) != CS_OK)
 		return e;
@@ -741,6 +835,34 @@ void store_audit_appended(struct store_conn *c, int64_t seq,
 	}
 }
 
+/* PostgreSQL: commits run one at a time across the nodes (the write lock),
+ * but this node's callers reach the hook after their COMMIT in any order:
+ * only a later entry than the last one given goes on, so the heads a node
+ * publishes only grow.  commit_lock held. */
+static void hook_call_locked(struct store *s, int64_t seq, const unsigned char *link)
+{
+	if (s->audit_hook != NULL && seq > s->hook_seq) {
+		s->audit_hook(s->audit_arg, seq, link);
+		s->hook_seq = seq;
+	}
+}
+
+static enum cs_err pg_tx_commit(struct store_conn *c)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	enum cs_err e = pg_commit(c->pg);
+	c->in_tx = false;
+	count_commit(&t0, e, 1);
+	if (e == CS_OK && c->audit.set) {
+		pthread_mutex_lock(&c->s->commit_lock);
+		hook_call_locked(c->s, c->audit.seq, c->audit.link);
+		pthread_mutex_unlock(&c->s->commit_lock);
+	}
+	c->audit.set = 0;
+	return e;
+}
+
 void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)
 {
 	pthread_mutex_lock(&s->commit_lock);
@@ -753,6 +875,8 @@ enum cs_err store_commit(struct store_conn *c)
 {
 	if (c == NULL || !c->in_tx)
 		return CS_EDB;                /* can't happen: no transaction to commit */
+	if (c->pg != NULL)
+		return pg_tx_commit(c);
 	struct writer *w = &c->s->w;
 	struct commit_wait me = { .next = NULL, .done = false, .e = CS_EDB };
 	enum cs_err e = core_run(&w->core, SQL_RELEASE);
@@ -789,6 +913,11 @@ void store_rollback(struct store_conn *c)
 	if (c == NULL)
 		return;
 	c->audit.set = 0;
+	if (c->pg != NULL) {
+		pg_rollback(c->pg);
+		c->in_tx = false;
+		return;
+	}
 	if (!c->in_tx) {
 		/* Outside store_begin nothing should be open on the thread's own
 		 * connection; if something is, it goes. */
@@ -812,6 +941,10 @@ void store_set_write_queue(struct store *s, unsigned max)
 {
 	if (s == NULL)
 		return;
+	if (s->pg != NULL) {
+		pg_set_write_queue(s->pg, max);
+		return;
+	}
 	pthread_mutex_lock(&s->w.mu);
 	s->w.queue_max = max;
 	pthread_mutex_unlock(&s->w.mu);
@@ -819,6 +952,10 @@ void store_set_write_queue(struct store *s, unsigned max)
 
 void store_writer_stats(struct store *s, struct store_writer_stats *out)
 {
+	if (s->pg != NULL) {
+		pg_writer_stats(s->pg, out);
+		return;
+	}
 	pthread_mutex_lock(&s->w.mu);
 	out->stopping = s->w.stopping;
 	out->checkpoints = s->w.checkpoints;
@@ -844,11 +981,19 @@ void store_stop(struct store *s)
 
 enum cs_err store_ping(struct store_conn *c)
 {
-	sqlite3_stmt *st = store_stmt(c, SQL_PING);
+	if (c->pg != NULL) {
+		/* Ready means the schema this binary knows, too (consentd migrate). */
+		int have = 0;
+		enum cs_err e = pg_schema_version(c->pg, &have);
+		/* A newer schema is a rolling upgrade's (migrations keep the
+		 * previous release working): only an older one is unready. */
+		return e != CS_OK ? e : have >= pg_schema_known() ? CS_OK : CS_ESCHEMA;
+	}
+	struct store_stmt *st = store_stmt(c, SQL_PING);
 	if (st == NULL)
 		return CS_EDB;
-	int rc = sqlite3_step(st);
-	enum cs_err e = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 ? CS_OK : CS_EDB;
+	int rc = sqlite3_step(st->lite);
+	enum cs_err e = rc == SQLITE_ROW && sqlite3_column_int(st->lite, 0) == 1 ? CS_OK : CS_EDB;
 	store_stmt_done(st);
 	return e;
 }
@@ -888,6 +1033,10 @@ enum cs_err store_backup(struct store_conn *c, const char *dest_path)
 	enum cs_err e = CS_EDB;
 	int rc;
 
+	if (c != NULL && c->pg != NULL) {
+		log_msg(LOG_ERROR, "backup: the database is PostgreSQL: use pg_dump or pg_basebackup");
+		return CS_EINVAL;
+	}
 	if (c == NULL || c->own.db == NULL || dest_path == NULL)
 		return CS_EINVAL;
 	rc = sqlite3_open_v2(dest_path, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
@@ -963,13 +1112,15 @@ enum cs_err store_schema_version(struct store_conn *c, int *out)
 {
 	if (out == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, SQL_SCHEMA_MAX);
+	if (c->pg != NULL)
+		return pg_schema_version(c->pg, out);
+	struct store_stmt *st = store_stmt(c, SQL_SCHEMA_MAX);
 	if (st == NULL)
 		return CS_EDB;
 	enum cs_err e = CS_EDB;
-	int rc = sqlite3_step(st);
+	int rc = sqlite3_step(st->lite);
 	if (rc == SQLITE_ROW) {
-		sqlite3_int64 v = sqlite3_column_int64(st, 0);
+		sqlite3_int64 v = sqlite3_column_int64(st->lite, 0);
 		if (v >= 0 && v <= INT_MAX) {
 			*out = (int)v;
 			e = CS_OK;
@@ -987,7 +1138,7 @@ static enum cs_err migration_apply(struct store_conn *c, int version, const stru
 {
 	enum cs_err e;
 	char *msg = NULL;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 
 	e = store_begin(c);
 	if (e != CS_OK)
@@ -1146,14 +1297,54 @@ static enum cs_err writer_init(struct store *s)
 	return CS_OK;
 }
 
+bool store_is_pg(const struct store *s) { return s != NULL && s->pg != NULL; }
+
+enum cs_err store_url_check(const char *url, char *why, size_t whylen)
+{
+	return pg_url_check(url, why, whylen);
+}
+
 enum cs_err store_open(const char *path, struct store **out)
+{
+	return store_open_with(path, NULL, out);
+}
+
+/* The PostgreSQL side of store_open_with, after the common set-up. */
+static enum cs_err pg_open_schema(struct store_conn *c, enum store_schema_policy pol)
+{
+	int have = 0, known = pg_schema_known();
+	enum cs_err e;
+	if (pol == STORE_SCHEMA_MIGRATE)
+		return pg_migrate(c->pg);
+	if ((e = pg_schema_version(c->pg, &have)) != CS_OK)
+		return e;
+	/* SECURITY: never run against a schema we do not understand. */
+	if (have > known) {
+		log_msg(LOG_ERROR, "database schema version %d is newer than this consentd (knows "
+		    "%d); refusing to start", have, known);
+		return CS_ESCHEMA;
+	}
+	if (have < known) {
+		log_msg(pol == STORE_SCHEMA_WAIT ? LOG_WARN : LOG_ERROR, "database schema version %d "
+		    "is older than this consentd's (%d): run `consentd migrate -c FILE`%s", have, known,
+		    pol == STORE_SCHEMA_WAIT ? "; serving unready until then" : "");
+		if (pol != STORE_SCHEMA_WAIT)
+			return CS_ESCHEMA;
+	}
+	return CS_OK;
+}
+
+enum cs_err store_open_with(const char *path, const struct store_opts *o, struct store **out)
 {
 	enum cs_err e = CS_ENOMEM;
 	struct store *s = NULL;
 	int key_ok = 0, lock_ok = 0, commit_lock_ok = 0;
+	const struct store_opts none = { .schema = STORE_SCHEMA_REQUIRE };
 
 	if (path == NULL || path[0] == '\0' || out == NULL)
 		return CS_EINVAL;
+	if (o == NULL)
+		o = &none;
 	s = calloc(1, sizeof *s);
 	if (s == NULL)
 		goto out;
@@ -1169,15 +1360,19 @@ enum cs_err store_open(const char *path, struct store **out)
 	if (pthread_key_create(&s->key, conn_destroy) != 0)
 		goto out;
 	key_ok = 1;
-	if ((e = writer_init(s)) != CS_OK)
+	if (pg_is_url(path)) {
+		if ((e = pg_store_open(path, o->password, !o->unprepared, &s->pg)) != CS_OK)
+			goto out;
+	} else if ((e = writer_init(s)) != CS_OK) {
 		goto out;
+	}
 	e = CS_ENOMEM;
 	struct store_conn *c = store_conn(s);
 	if (c == NULL) {
 		e = CS_EDB;
 		goto out;
 	}
-	e = migrate(c);
+	e = s->pg != NULL ? pg_open_schema(c, o->schema) : migrate(c);
 	if (e != CS_OK)
 		goto out;
 	*out = s;
@@ -1239,6 +1434,7 @@ void store_close(struct store *s)
 		pthread_cond_destroy(&s->w.ckpt_cv);
 		pthread_mutex_destroy(&s->w.mu);
 	}
+	pg_store_close(s->pg);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->commit_lock);
 	free(s->path);

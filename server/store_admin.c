@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
 
 #include "store_admin.h"
 #include "store_priv.h"
@@ -104,22 +103,22 @@ static const char SQL_AUDIT[] = AUDIT_ROW
 /* The current row as an object: integers, text (invalid UTF-8, which no
  * writer stores, becomes null rather than broken JSON) and nulls.  Blobs are
  * never selected here. */
-static enum cs_err row_json(sqlite3_stmt *st, json_t **out)
+static enum cs_err row_json(struct store_stmt *st, json_t **out)
 {
 	json_t *o = json_object();
 	if (o == NULL)
 		return CS_ENOMEM;
-	int n = sqlite3_column_count(st);
+	int n = store_col_count(st);
 	for (int i = 0; i < n; i++) {
-		const char *name = sqlite3_column_name(st, i);
+		const char *name = store_col_name(st, i);
 		json_t *v;
-		switch (sqlite3_column_type(st, i)) {
-		case SQLITE_INTEGER:
-			v = json_integer((json_int_t)sqlite3_column_int64(st, i));
+		switch (store_col_type(st, i)) {
+		case STORE_COL_INTEGER:
+			v = json_integer((json_int_t)store_col_int64(st, i));
 			break;
-		case SQLITE_TEXT: {
-			const unsigned char *t = sqlite3_column_text(st, i);
-			int len = sqlite3_column_bytes(st, i);
+		case STORE_COL_TEXT: {
+			const unsigned char *t = store_col_raw_text(st, i);
+			int len = store_col_bytes(st, i);
 			v = t ? json_stringn((const char *)t, (size_t)len) : NULL;
 			if (v == NULL)
 				v = json_null();
@@ -140,7 +139,7 @@ static enum cs_err row_json(sqlite3_stmt *st, json_t **out)
 
 /* Steps an already bound statement to the end, collecting every row; clears
  * the statement. */
-static enum cs_err rows_json(struct store_conn *c, sqlite3_stmt *st, json_t **out)
+static enum cs_err rows_json(struct store_conn *c, struct store_stmt *st, json_t **out)
 {
 	enum cs_err e;
 	json_t *a = json_array();
@@ -167,7 +166,7 @@ static enum cs_err rows_json(struct store_conn *c, sqlite3_stmt *st, json_t **ou
 }
 
 /* The first row of rows_json, or CS_ENOENT. */
-static enum cs_err one_json(struct store_conn *c, sqlite3_stmt *st, json_t **out)
+static enum cs_err one_json(struct store_conn *c, struct store_stmt *st, json_t **out)
 {
 	json_t *a = NULL;
 	enum cs_err e = rows_json(c, st, &a);
@@ -196,7 +195,7 @@ enum cs_err store_admin_token_find(struct store_conn *c, const unsigned char has
 {
 	enum cs_err e;
 	char *n = NULL;
-	sqlite3_stmt *st = store_stmt(c, SQL_TOKEN_FIND);
+	struct store_stmt *st = store_stmt(c, SQL_TOKEN_FIND);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_BLOB(hash, 32)))) == CS_OK &&
@@ -205,7 +204,7 @@ enum cs_err store_admin_token_find(struct store_conn *c, const unsigned char has
 		if (n == NULL) {
 			e = CS_EDB;
 		} else {
-			*revoked_at = sqlite3_column_int64(st, 1);
+			*revoked_at = store_col_int64(st, 1);
 			*name = n;
 			n = NULL;
 		}
@@ -224,7 +223,7 @@ enum cs_err store_admin_token_revoke(struct store_conn *c, const char *name, int
     int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_TOKEN_EXISTS);
+	struct store_stmt *st = store_stmt(c, SQL_TOKEN_EXISTS);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(name)))) == CS_OK)
@@ -243,7 +242,7 @@ enum cs_err store_admin_token_revoke(struct store_conn *c, const char *name, int
 
 enum cs_err store_admin_token_list(struct store_conn *c, json_t **out)
 {
-	sqlite3_stmt *st = store_stmt(c, SQL_TOKEN_LIST);
+	struct store_stmt *st = store_stmt(c, SQL_TOKEN_LIST);
 	if (st == NULL)
 		return CS_EDB;
 	return rows_json(c, st, out);
@@ -255,7 +254,7 @@ enum cs_err store_admin_consents(struct store_conn *c, const struct store_admin_
     json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENTS, STORE_VALS(SV_INT(q->now),
+	struct store_stmt *st = store_query(c, SQL_CONSENTS, STORE_VALS(SV_INT(q->now),
 	    SV_TEXT(q->issuer), SV_TEXT(q->subject), SV_TEXT(q->agent), SV_TEXT(q->resource),
 	    SV_INT((int64_t)q->state), SV_TEXT(q->after_id), SV_INT(q->after_created),
 	    SV_INT(q->limit)), &e);
@@ -267,7 +266,7 @@ enum cs_err store_admin_consents(struct store_conn *c, const struct store_admin_
 enum cs_err store_admin_consent(struct store_conn *c, const char *id, int64_t now, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_ONE, STORE_VALS(SV_INT(now), SV_TEXT(id)),
+	struct store_stmt *st = store_query(c, SQL_CONSENT_ONE, STORE_VALS(SV_INT(now), SV_TEXT(id)),
 	    &e);
 	if (st == NULL)
 		return e;
@@ -279,13 +278,13 @@ enum cs_err store_admin_consent_counts(struct store_conn *c, const char *id, int
 {
 	enum cs_err e;
 	int64_t gi = 0, gl = 0, ri = 0;
-	sqlite3_stmt *st = store_stmt(c, SQL_COUNT_GRANTS);
+	struct store_stmt *st = store_stmt(c, SQL_COUNT_GRANTS);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
-		gi = sqlite3_column_int64(st, 0);
-		gl = sqlite3_column_int64(st, 1);
+		gi = store_col_int64(st, 0);
+		gl = store_col_int64(st, 1);
 	}
 	store_stmt_done(st);
 	if (e != CS_OK)
@@ -294,7 +293,7 @@ enum cs_err store_admin_consent_counts(struct store_conn *c, const char *id, int
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(id)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK)
-		ri = sqlite3_column_int64(st, 0);
+		ri = store_col_int64(st, 0);
 	store_stmt_done(st);
 	if (e != CS_OK)
 		return e == CS_ENOENT ? CS_EDB : e;
@@ -307,7 +306,7 @@ enum cs_err store_admin_consent_counts(struct store_conn *c, const char *id, int
 enum cs_err store_admin_request(struct store_conn *c, const char *id, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_REQUEST_ONE, STORE_VALS(SV_TEXT(id)), &e);
+	struct store_stmt *st = store_query(c, SQL_REQUEST_ONE, STORE_VALS(SV_TEXT(id)), &e);
 	if (st == NULL)
 		return e;
 	return one_json(c, st, out);
@@ -316,7 +315,7 @@ enum cs_err store_admin_request(struct store_conn *c, const char *id, json_t **o
 enum cs_err store_admin_consent_approvals(struct store_conn *c, const char *id, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_APPROVALS, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_CONSENT_APPROVALS, STORE_VALS(SV_TEXT(id),
 	    SV_INT(HISTORY_MAX)), &e);
 	if (st == NULL)
 		return e;
@@ -327,7 +326,7 @@ enum cs_err store_admin_consent_events(struct store_conn *c, const char *consent
     const char *request_id, json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_EVENTS, STORE_VALS(SV_TEXT(consent_id),
+	struct store_stmt *st = store_query(c, SQL_CONSENT_EVENTS, STORE_VALS(SV_TEXT(consent_id),
 	    SV_TEXT(request_id), SV_INT(HISTORY_MAX)), &e);
 	if (st == NULL)
 		return e;
@@ -346,7 +345,7 @@ enum cs_err store_admin_unrevoked_ids(struct store_conn *c, enum store_admin_by 
 	json_t *rows = NULL, *ids = NULL;
 	if ((unsigned)by >= STORE_ADMIN_BY__MAX || value == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, sql[by]);
+	struct store_stmt *st = store_stmt(c, sql[by]);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(value), SV_TEXT(issuer),
@@ -382,7 +381,7 @@ static enum cs_err now_limit(struct store_conn *c, const char *sql, int64_t now,
     json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, sql, STORE_VALS(SV_INT(now), SV_INT(limit)), &e);
+	struct store_stmt *st = store_query(c, sql, STORE_VALS(SV_INT(now), SV_INT(limit)), &e);
 	if (st == NULL)
 		return e;
 	return rows_json(c, st, out);
@@ -404,7 +403,7 @@ enum cs_err store_admin_audit(struct store_conn *c, const struct store_admin_aud
     json_t **out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_AUDIT, STORE_VALS(SV_INT(q->after_seq),
+	struct store_stmt *st = store_query(c, SQL_AUDIT, STORE_VALS(SV_INT(q->after_seq),
 	    SV_INT(q->since), SV_TEXT(q->action), SV_TEXT(q->consent_id), SV_INT(q->limit)),
 	    &e);
 	if (st == NULL)

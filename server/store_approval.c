@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
 
 #include "store_approval.h"
 #include "store_priv.h"
@@ -83,7 +82,7 @@ void store_approval_rows_free(struct store_approval_row *v, size_t n)
 
 /* Reads the current row of an APPROVAL_COLS statement.  r is zeroed first
  * and cleared again on failure. */
-static enum cs_err read_approval(sqlite3_stmt *st, struct store_approval_row *r)
+static enum cs_err read_approval(struct store_stmt *st, struct store_approval_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
@@ -98,21 +97,21 @@ static enum cs_err read_approval(sqlite3_stmt *st, struct store_approval_row *r)
 	    { 8, &r->digest, true },
 	    { 9, &r->status, true }))) != CS_OK)
 		goto fail;
-	r->user_id = sqlite3_column_int64(st, 2);
-	r->created_at = sqlite3_column_int64(st, 10);
-	r->expires_at = sqlite3_column_int64(st, 11);
-	r->decided_at = sqlite3_column_int64(st, 12);
-	r->used_at = sqlite3_column_int64(st, 13);
-	r->last_poll_at = sqlite3_column_int64(st, 14);
-	r->interval = sqlite3_column_int64(st, 15);
-	r->slow_downs = sqlite3_column_int64(st, 16);
+	r->user_id = store_col_int64(st, 2);
+	r->created_at = store_col_int64(st, 10);
+	r->expires_at = store_col_int64(st, 11);
+	r->decided_at = store_col_int64(st, 12);
+	r->used_at = store_col_int64(st, 13);
+	r->last_poll_at = store_col_int64(st, 14);
+	r->interval = store_col_int64(st, 15);
+	r->slow_downs = store_col_int64(st, 16);
 	return CS_OK;
 fail:
 	store_approval_row_clear(r);
 	return e;
 }
 
-static enum cs_err approval_row_read(sqlite3_stmt *st, void *row)
+static enum cs_err approval_row_read(struct store_stmt *st, void *row)
 {
 	return read_approval(st, row);
 }
@@ -152,13 +151,13 @@ enum cs_err store_approval_count_pending(struct store_conn *c, int64_t user_id, 
     int64_t *count, int64_t *earliest)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_COUNT);
+	struct store_stmt *st = store_stmt(c, SQL_APPROVAL_COUNT);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
-		*count = sqlite3_column_int64(st, 0);
-		*earliest = sqlite3_column_int64(st, 1);
+		*count = store_col_int64(st, 0);
+		*earliest = store_col_int64(st, 1);
 	}
 	if (e == CS_ENOENT)
 		e = CS_EDB;                   /* an aggregate always answers one row */
@@ -170,12 +169,12 @@ enum cs_err store_approval_consent_live(struct store_conn *c, const char *consen
     int64_t now, int *live)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_CONSENT_LIVE);
+	struct store_stmt *st = store_stmt(c, SQL_APPROVAL_CONSENT_LIVE);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(consent_id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK)
-		*live = sqlite3_column_int64(st, 0) > 0;
+		*live = store_col_int64(st, 0) > 0;
 	if (e == CS_ENOENT)
 		e = CS_EDB;
 	store_stmt_done(st);
@@ -186,7 +185,7 @@ enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, i
     size_t max, struct store_approval_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_APPROVAL_LIST);
+	struct store_stmt *st = store_stmt(c, SQL_APPROVAL_LIST);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > 1000)
@@ -212,7 +211,7 @@ enum cs_err store_approval_insert(struct store_conn *c, const struct store_appro
 }
 
 /* Runs a bound UPDATE that must touch exactly one row. */
-static enum cs_err exec_one(struct store_conn *c, sqlite3_stmt *st)
+static enum cs_err exec_one(struct store_conn *c, struct store_stmt *st)
 {
 	enum cs_err e = store_exec(c, st);
 	if (e == CS_OK && store_changes(c) != 1)
@@ -224,7 +223,7 @@ enum cs_err store_approval_set_status(struct store_conn *c, const char *id, cons
     const char *to, int64_t decided_at)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_SET_STATUS, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_APPROVAL_SET_STATUS, STORE_VALS(SV_TEXT(id),
 	    SV_TEXT(from), SV_TEXT(to), SV_INT(decided_at)), &e);
 	if (st == NULL)
 		return e;
@@ -235,7 +234,7 @@ enum cs_err store_approval_poll(struct store_conn *c, const char *id, int64_t la
     int64_t interval, int slow_down)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_POLL, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_APPROVAL_POLL, STORE_VALS(SV_TEXT(id),
 	    SV_INT(last_poll_at), SV_INT(interval), SV_INT(slow_down ? 1 : 0)), &e);
 	if (st == NULL)
 		return e;
@@ -246,7 +245,7 @@ enum cs_err store_approval_use(struct store_conn *c, const char *id, int64_t ttl
     int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_APPROVAL_USE, STORE_VALS(SV_TEXT(id), SV_INT(ttl),
+	struct store_stmt *st = store_query(c, SQL_APPROVAL_USE, STORE_VALS(SV_TEXT(id), SV_INT(ttl),
 	    SV_INT(now)), &e);
 	if (st == NULL)
 		return e;

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 
 #include "audit.h"
 #include "store_audit.h"
@@ -53,11 +52,11 @@ static const char SQL_OUTBOX_RESEAL[] =
 #define PAGE_MAX 10000               /* rows per page, bounded by the caller too */
 
 /* A blob column copied, or NULL (len 0) when the column is NULL. */
-static enum cs_err col_blob_or_null(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+static enum cs_err col_blob_or_null(struct store_stmt *st, int i, unsigned char **out, size_t *len)
 {
 	*out = NULL;
 	*len = 0;
-	if (sqlite3_column_type(st, i) == SQLITE_NULL)
+	if (store_col_type(st, i) == STORE_COL_NULL)
 		return CS_OK;
 	return store_col_blob(st, i, out, len);
 }
@@ -66,7 +65,7 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 {
 	enum cs_err e;
 	struct store_audit_head h;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 
 	memset(&h, 0, sizeof h);
 	if (c == NULL || out == NULL)
@@ -75,10 +74,10 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 		return CS_EDB;
 	e = store_step(c, st);
 	if (e == CS_OK) {
-		h.seq = sqlite3_column_int64(st, 0);
-		if (sqlite3_column_type(st, 1) == SQLITE_BLOB &&
-		    sqlite3_column_bytes(st, 1) == STORE_AUDIT_LINK_LEN) {
-			memcpy(h.link, sqlite3_column_blob(st, 1), STORE_AUDIT_LINK_LEN);
+		h.seq = store_col_int64(st, 0);
+		if (store_col_type(st, 1) == STORE_COL_BLOB &&
+		    store_col_bytes(st, 1) == STORE_AUDIT_LINK_LEN) {
+			memcpy(h.link, store_col_raw_blob(st, 1), STORE_AUDIT_LINK_LEN);
 			h.link_len = STORE_AUDIT_LINK_LEN;
 		}
 	}
@@ -89,8 +88,8 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	if ((st = store_stmt(c, SQL_AUDIT_SEQUENCE)) == NULL)
 		return CS_EDB;
 	e = store_step(c, st);
-	if (e == CS_OK && sqlite3_column_int64(st, 0) > h.next)
-		h.next = sqlite3_column_int64(st, 0);
+	if (e == CS_OK && store_col_int64(st, 0) > h.next)
+		h.next = store_col_int64(st, 0);
 	store_stmt_done(st);
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
@@ -105,7 +104,7 @@ enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *a
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),
+	struct store_stmt *st = store_query(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),
 	    SV_INT(a->ts), SV_TEXT(a->actor), SV_TEXT(a->action), SV_TEXT(a->subject),
 	    SV_TEXT(a->agent), SV_TEXT(a->resource), SV_TEXT(a->scopes), SV_TEXT(a->consent_id),
 	    SV_TEXT(a->request_id), SV_TEXT(a->outcome), SV_TEXT(a->detail),
@@ -121,7 +120,7 @@ enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
     unsigned char link[STORE_AUDIT_LINK_LEN])
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 
 	if (c == NULL || link == NULL)
 		return CS_EINVAL;
@@ -129,9 +128,9 @@ enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
 		return e;
 	e = store_step(c, st);
 	if (e == CS_OK) {
-		if (sqlite3_column_type(st, 0) == SQLITE_BLOB &&
-		    sqlite3_column_bytes(st, 0) == STORE_AUDIT_LINK_LEN)
-			memcpy(link, sqlite3_column_blob(st, 0), STORE_AUDIT_LINK_LEN);
+		if (store_col_type(st, 0) == STORE_COL_BLOB &&
+		    store_col_bytes(st, 0) == STORE_AUDIT_LINK_LEN)
+			memcpy(link, store_col_raw_blob(st, 0), STORE_AUDIT_LINK_LEN);
 		else
 			e = CS_ENOENT;
 	}
@@ -165,12 +164,12 @@ void store_audit_rows_free(struct store_audit_row *rows, size_t n)
 	free(rows);
 }
 
-static enum cs_err audit_row_read(sqlite3_stmt *st, struct store_audit_row *r)
+static enum cs_err audit_row_read(struct store_stmt *st, struct store_audit_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	r->seq = sqlite3_column_int64(st, 0);
-	r->ts = sqlite3_column_int64(st, 1);
+	r->seq = store_col_int64(st, 0);
+	r->ts = store_col_int64(st, 1);
 	char **texts[] = {
 		&r->actor, &r->action, &r->subject, &r->agent, &r->resource, &r->scopes,
 		&r->consent_id, &r->request_id, &r->outcome, &r->detail,
@@ -187,7 +186,7 @@ fail:
 	return e;
 }
 
-static enum cs_err audit_row_read_v(sqlite3_stmt *st, void *row)
+static enum cs_err audit_row_read_v(struct store_stmt *st, void *row)
 {
 	return audit_row_read(st, row);
 }
@@ -205,7 +204,7 @@ enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
     struct store_audit_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	void *rows = NULL;
 
 	if (c == NULL || out == NULL || n == NULL || limit == 0 || limit > PAGE_MAX)
@@ -222,7 +221,7 @@ enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_AUDIT_SET_LINK, STORE_VALS(SV_INT(seq),
+	struct store_stmt *st = store_query(c, SQL_AUDIT_SET_LINK, STORE_VALS(SV_INT(seq),
 	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)), &e);
 	if (st == NULL)
 		return e;
@@ -258,7 +257,7 @@ void store_sealed_free(struct store_sealed *v, size_t n)
 	free(v);
 }
 
-static enum cs_err sealed_read(sqlite3_stmt *st, enum store_sealed_kind kind, struct store_sealed *r)
+static enum cs_err sealed_read(struct store_stmt *st, enum store_sealed_kind kind, struct store_sealed *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
@@ -293,7 +292,7 @@ enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,
 	enum cs_err e;
 	struct store_sealed *v = NULL;
 	size_t nv = 0, cap = 0;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 
 	if (c == NULL || out == NULL || n == NULL || (unsigned)kind >= SEALED__MAX)
 		return CS_EINVAL;
@@ -342,7 +341,7 @@ enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kin
 		[SEALED_VAULT_OUTBOX] = SQL_OUTBOX_RESEAL,
 	};
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 
 	if (c == NULL || id == NULL || blobs == NULL || blobs->a == NULL || blobs->master_kid == NULL ||
 	    (unsigned)kind >= SEALED__MAX)
@@ -362,7 +361,7 @@ enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kin
 enum cs_err store_audit_anchor_get(struct store_conn *c, struct store_audit_anchor *out)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	const unsigned char *kid;
 
 	if (c == NULL || out == NULL)
@@ -370,19 +369,19 @@ enum cs_err store_audit_anchor_get(struct store_conn *c, struct store_audit_anch
 	if ((st = store_stmt(c, SQL_ANCHOR_GET)) == NULL)
 		return CS_EDB;
 	if ((e = store_step(c, st)) == CS_OK) {
-		kid = sqlite3_column_text(st, 3);
+		kid = store_col_raw_text(st, 3);
 		/* A damaged row (wrong sizes) is reported as a damaged database:
 		 * verification must not quietly fall back to genesis. */
-		if (sqlite3_column_bytes(st, 1) != STORE_AUDIT_LINK_LEN ||
-		    sqlite3_column_bytes(st, 2) != STORE_AUDIT_LINK_LEN || kid == NULL ||
-		    (size_t)sqlite3_column_bytes(st, 3) >= sizeof out->master_kid) {
+		if (store_col_bytes(st, 1) != STORE_AUDIT_LINK_LEN ||
+		    store_col_bytes(st, 2) != STORE_AUDIT_LINK_LEN || kid == NULL ||
+		    (size_t)store_col_bytes(st, 3) >= sizeof out->master_kid) {
 			e = CS_EDB;
 		} else {
-			out->seq = sqlite3_column_int64(st, 0);
-			memcpy(out->link, sqlite3_column_blob(st, 1), STORE_AUDIT_LINK_LEN);
-			memcpy(out->mac, sqlite3_column_blob(st, 2), STORE_AUDIT_LINK_LEN);
-			memcpy(out->master_kid, kid, (size_t)sqlite3_column_bytes(st, 3) + 1);
-			out->pruned_at = sqlite3_column_int64(st, 4);
+			out->seq = store_col_int64(st, 0);
+			memcpy(out->link, store_col_raw_blob(st, 1), STORE_AUDIT_LINK_LEN);
+			memcpy(out->mac, store_col_raw_blob(st, 2), STORE_AUDIT_LINK_LEN);
+			memcpy(out->master_kid, kid, (size_t)store_col_bytes(st, 3) + 1);
+			out->pruned_at = store_col_int64(st, 4);
 		}
 	}
 	store_stmt_done(st);

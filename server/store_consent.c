@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
 
 #include "audit.h"
 #include "store_approval.h"
@@ -162,7 +161,7 @@ void store_creq_rows_free(struct store_creq_row *v, size_t n)
 
 /* Reads the current row of a CONSENT_COLS statement.  r is zeroed first and
  * cleared again on failure. */
-static enum cs_err read_consent(sqlite3_stmt *st, struct store_consent_row *r)
+static enum cs_err read_consent(struct store_stmt *st, struct store_consent_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
@@ -177,20 +176,20 @@ static enum cs_err read_consent(sqlite3_stmt *st, struct store_consent_row *r)
 	    { 12, &r->revoke_reason, false },
 	    { 13, &r->request_id, false }))) != CS_OK)
 		goto fail;
-	r->user_id = sqlite3_column_int64(st, 1);
-	r->offline = sqlite3_column_int(st, 7) != 0;
-	r->created_at = sqlite3_column_int64(st, 8);
-	r->expires_at = sqlite3_column_int64(st, 9);
-	r->revoked_at = sqlite3_column_int64(st, 10);
-	r->reconnect_required = sqlite3_column_int(st, 14) != 0;
-	r->last_used_at = sqlite3_column_int64(st, 15);
+	r->user_id = store_col_int64(st, 1);
+	r->offline = store_col_int(st, 7) != 0;
+	r->created_at = store_col_int64(st, 8);
+	r->expires_at = store_col_int64(st, 9);
+	r->revoked_at = store_col_int64(st, 10);
+	r->reconnect_required = store_col_int(st, 14) != 0;
+	r->last_used_at = store_col_int64(st, 15);
 	return CS_OK;
 fail:
 	store_consent_row_clear(r);
 	return e;
 }
 
-static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
+static enum cs_err read_creq(struct store_stmt *st, struct store_creq_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
@@ -206,21 +205,21 @@ static enum cs_err read_creq(sqlite3_stmt *st, struct store_creq_row *r)
 	    { 14, &r->consent_id, false },
 	    { 15, &r->narrowed, false }))) != CS_OK)
 		goto fail;
-	r->user_id = sqlite3_column_int64(st, 1);
-	r->created_at = sqlite3_column_int64(st, 9);
-	r->expires_at = sqlite3_column_int64(st, 10);
-	r->decided_at = sqlite3_column_int64(st, 11);
-	r->last_poll_at = sqlite3_column_int64(st, 12);
-	r->interval = sqlite3_column_int64(st, 13);
-	r->cooldown_lifted_at = sqlite3_column_int64(st, 16);
-	r->slow_downs = sqlite3_column_int64(st, 17);
+	r->user_id = store_col_int64(st, 1);
+	r->created_at = store_col_int64(st, 9);
+	r->expires_at = store_col_int64(st, 10);
+	r->decided_at = store_col_int64(st, 11);
+	r->last_poll_at = store_col_int64(st, 12);
+	r->interval = store_col_int64(st, 13);
+	r->cooldown_lifted_at = store_col_int64(st, 16);
+	r->slow_downs = store_col_int64(st, 17);
 	return CS_OK;
 fail:
 	store_creq_row_clear(r);
 	return e;
 }
 
-static enum cs_err consent_row_read(sqlite3_stmt *st, void *row)
+static enum cs_err consent_row_read(struct store_stmt *st, void *row)
 {
 	return read_consent(st, row);
 }
@@ -234,7 +233,7 @@ static const struct store_row_type consent_rows = {
 	sizeof(struct store_consent_row), consent_row_read, consent_row_free
 };
 
-static enum cs_err creq_row_read(sqlite3_stmt *st, void *row)
+static enum cs_err creq_row_read(struct store_stmt *st, void *row)
 {
 	return read_creq(st, row);
 }
@@ -275,7 +274,7 @@ enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int6
     const char *by, const char *reason, int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_REVOKE, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_CONSENT_REVOKE, STORE_VALS(SV_TEXT(id),
 	    SV_INT(now), SV_TEXT(by), SV_TEXT(reason)), &e);
 	if (st == NULL)
 		return e;
@@ -317,7 +316,7 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_RECONNECT, STORE_VALS(SV_TEXT(id)), &e);
+	struct store_stmt *st = store_query(c, SQL_CONSENT_RECONNECT, STORE_VALS(SV_TEXT(id)), &e);
 	if (st == NULL)
 		return e;
 	if ((e = store_exec(c, st)) != CS_OK)
@@ -335,7 +334,7 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
     size_t max, struct store_consent_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONSENT_LIST);
+	struct store_stmt *st = store_stmt(c, SQL_CONSENT_LIST);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > 10000)
@@ -353,12 +352,12 @@ enum cs_err store_consent_count_states(struct store_conn *c, int64_t now,
     int64_t out[STORE_CONSENT_STATE__MAX])
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CONSENT_COUNT_STATES, STORE_VALS(SV_INT(now)), &e);
+	struct store_stmt *st = store_query(c, SQL_CONSENT_COUNT_STATES, STORE_VALS(SV_INT(now)), &e);
 	if (st == NULL)
 		return e;
 	if ((e = store_step(c, st)) == CS_OK)
 		for (int i = 0; i < STORE_CONSENT_STATE__MAX; i++)
-			out[i] = sqlite3_column_int64(st, i);
+			out[i] = store_col_int64(st, i);
 	if (e == CS_ENOENT)
 		e = CS_EDB;                   /* an aggregate always answers one row */
 	store_stmt_done(st);
@@ -383,14 +382,14 @@ enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const 
     const char *resource, int64_t *decided_at, int64_t *lifted_at)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_LAST_DENIED);
+	struct store_stmt *st = store_stmt(c, SQL_CREQ_LAST_DENIED);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_TEXT(agent),
 	    SV_TEXT(resource)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
-		*decided_at = sqlite3_column_int64(st, 0);
-		*lifted_at = sqlite3_column_int64(st, 1);
+		*decided_at = store_col_int64(st, 0);
+		*lifted_at = store_col_int64(st, 1);
 	}
 	store_stmt_done(st);
 	return e;
@@ -400,7 +399,7 @@ enum cs_err store_creq_lift_cooldown(struct store_conn *c, const char *id, int64
     int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_LIFT, STORE_VALS(SV_TEXT(id), SV_INT(now)),
+	struct store_stmt *st = store_query(c, SQL_CREQ_LIFT, STORE_VALS(SV_TEXT(id), SV_INT(now)),
 	    &e);
 	if (st == NULL)
 		return e;
@@ -414,13 +413,13 @@ enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int6
     int64_t *count, int64_t *earliest)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_CREQ_COUNT);
+	struct store_stmt *st = store_stmt(c, SQL_CREQ_COUNT);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK) {
-		*count = sqlite3_column_int64(st, 0);
-		*earliest = sqlite3_column_int64(st, 1);
+		*count = store_col_int64(st, 0);
+		*earliest = store_col_int64(st, 1);
 	}
 	if (e == CS_ENOENT)
 		e = CS_EDB;                   /* an aggregate always answers one row */
@@ -439,7 +438,7 @@ enum cs_err store_creq_insert(struct store_conn *c, const struct store_creq_row 
 }
 
 /* Runs a bound UPDATE that must touch exactly one pending row. */
-static enum cs_err exec_one(struct store_conn *c, sqlite3_stmt *st)
+static enum cs_err exec_one(struct store_conn *c, struct store_stmt *st)
 {
 	enum cs_err e = store_exec(c, st);
 	if (e == CS_OK && store_changes(c) != 1)
@@ -451,7 +450,7 @@ enum cs_err store_creq_decide(struct store_conn *c, const char *id, const char *
     int64_t decided_at, const char *consent_id)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_DECIDE, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_CREQ_DECIDE, STORE_VALS(SV_TEXT(id),
 	    SV_TEXT(status), SV_INT(decided_at), SV_TEXT(consent_id)), &e);
 	if (st == NULL)
 		return e;
@@ -462,7 +461,7 @@ enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *s
     const char *reason)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_MERGE, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_CREQ_MERGE, STORE_VALS(SV_TEXT(id),
 	    SV_TEXT(scopes), SV_TEXT(reason)), &e);
 	if (st == NULL)
 		return e;
@@ -472,7 +471,7 @@ enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *s
 enum cs_err store_creq_set_narrowed(struct store_conn *c, const char *id, const char *dropped)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_NARROWED, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_CREQ_NARROWED, STORE_VALS(SV_TEXT(id),
 	    SV_TEXT(dropped)), &e);
 	if (st == NULL)
 		return e;
@@ -483,7 +482,7 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
     int64_t interval, int slow_down)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_POLL, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_CREQ_POLL, STORE_VALS(SV_TEXT(id),
 	    SV_INT(last_poll_at), SV_INT(interval), SV_INT(slow_down ? 1 : 0)), &e);
 	if (st == NULL)
 		return e;
@@ -491,7 +490,7 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
 }
 
 /* A listing of requests: st bound, its ?3 (the limit) CREQ_LIST_MAX. */
-static enum cs_err creq_list(struct store_conn *c, sqlite3_stmt *st, struct store_creq_row **out,
+static enum cs_err creq_list(struct store_conn *c, struct store_stmt *st, struct store_creq_row **out,
     size_t *n)
 {
 	enum cs_err e;
@@ -505,7 +504,7 @@ enum cs_err store_creq_list_denied(struct store_conn *c, int64_t user_id, int64_
     struct store_creq_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_LIST_DENIED, STORE_VALS(SV_INT(user_id),
+	struct store_stmt *st = store_query(c, SQL_CREQ_LIST_DENIED, STORE_VALS(SV_INT(user_id),
 	    SV_INT(since), SV_INT(CREQ_LIST_MAX)), &e);
 	if (st == NULL)
 		return e;
@@ -516,7 +515,7 @@ enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64
     struct store_creq_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_CREQ_LIST, STORE_VALS(SV_INT(user_id),
+	struct store_stmt *st = store_query(c, SQL_CREQ_LIST, STORE_VALS(SV_INT(user_id),
 	    SV_INT(now), SV_INT(CREQ_LIST_MAX)), &e);
 	if (st == NULL)
 		return e;

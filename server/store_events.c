@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include <openssl/rand.h>
-#include <sqlite3.h>
 
 #include "store_events.h"
 #include "store_priv.h"
@@ -63,7 +62,7 @@ void store_event_rows_free(struct store_event_row *v, size_t n)
 	free(v);
 }
 
-static enum cs_err read_event(sqlite3_stmt *st, struct store_event_row *r)
+static enum cs_err read_event(struct store_stmt *st, struct store_event_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
@@ -77,19 +76,19 @@ static enum cs_err read_event(sqlite3_stmt *st, struct store_event_row *r)
 	    { 7, &r->reason, false },
 	    { 13, &r->last_error, false }))) != CS_OK)
 		goto fail;
-	r->id = sqlite3_column_int64(st, 0);
-	r->created_at = sqlite3_column_int64(st, 8);
-	r->attempts = sqlite3_column_int64(st, 9);
-	r->next_attempt_at = sqlite3_column_int64(st, 10);
-	r->delivered_at = sqlite3_column_int64(st, 11);
-	r->last_status = sqlite3_column_int64(st, 12);
+	r->id = store_col_int64(st, 0);
+	r->created_at = store_col_int64(st, 8);
+	r->attempts = store_col_int64(st, 9);
+	r->next_attempt_at = store_col_int64(st, 10);
+	r->delivered_at = store_col_int64(st, 11);
+	r->last_status = store_col_int64(st, 12);
 	return CS_OK;
 fail:
 	store_event_row_clear(r);
 	return e;
 }
 
-static enum cs_err event_row_read(sqlite3_stmt *st, void *row)
+static enum cs_err event_row_read(struct store_stmt *st, void *row)
 {
 	return read_event(st, row);
 }
@@ -104,7 +103,7 @@ static const struct store_row_type event_rows = {
 };
 
 /* Steps a bound row query into at most max rows; clears the statement. */
-static enum cs_err read_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
+static enum cs_err read_rows(struct store_conn *c, struct store_stmt *st, size_t max,
     struct store_event_row **out, size_t *n)
 {
 	void *rows = NULL;
@@ -134,7 +133,7 @@ enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id, i
 {
 	enum cs_err e;
 	char jti[STORE_EVENTS_JTI_LEN + 1];
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	if (c == NULL || consent_id == NULL)
 		return CS_EINVAL;
 	if ((e = random_jti(jti)) != CS_OK)
@@ -151,7 +150,7 @@ enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
     struct store_event_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_DUE);
+	struct store_stmt *st = store_stmt(c, SQL_EVENTS_DUE);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > STORE_EVENTS_LIST_MAX)
@@ -178,7 +177,7 @@ enum cs_err store_events_list(struct store_conn *c, const struct store_events_fi
     struct store_event_row **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	if (f == NULL || (unsigned)f->state >= STORE_EVENTS__MAX)
 		return CS_EINVAL;
 	if ((st = store_stmt(c, SQL_EVENTS_LIST)) == NULL)
@@ -194,13 +193,13 @@ enum cs_err store_events_count(struct store_conn *c, int64_t *waiting, int64_t *
     int64_t *delivered)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_EVENTS_COUNT);
+	struct store_stmt *st = store_stmt(c, SQL_EVENTS_COUNT);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_step(c, st)) == CS_OK) {
-		*waiting = sqlite3_column_int64(st, 0);
-		*failing = sqlite3_column_int64(st, 1);
-		*delivered = sqlite3_column_int64(st, 2);
+		*waiting = store_col_int64(st, 0);
+		*failing = store_col_int64(st, 1);
+		*delivered = store_col_int64(st, 2);
 	}
 	if (e == CS_ENOENT)
 		e = CS_EDB;                   /* an aggregate always answers one row */

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 
 #include "store_grant.h"
 #include "store_priv.h"
@@ -66,7 +65,7 @@ enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_
 {
 	enum cs_err e;
 	struct store_grant_row r;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	memset(&r, 0, sizeof r);
 	if (c == NULL || jti == NULL || out == NULL)
 		return CS_EINVAL;
@@ -78,9 +77,9 @@ enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_
 	if ((e = store_cols_text(st, STORE_TEXT_COLS({ 0, &r.jti, true },
 	    { 1, &r.consent_id, true }))) != CS_OK)
 		goto out;
-	r.issued_at = sqlite3_column_int64(st, 2);
-	r.expires_at = sqlite3_column_int64(st, 3);
-	r.revoked_at = sqlite3_column_int64(st, 4);
+	r.issued_at = store_col_int64(st, 2);
+	r.expires_at = store_col_int64(st, 3);
+	r.revoked_at = store_col_int64(st, 4);
 	*out = r;
 	memset(&r, 0, sizeof r);
 out:
@@ -92,7 +91,7 @@ out:
 enum cs_err store_grant_revoke(struct store_conn *c, const char *jti, int64_t now, int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	if (c == NULL || jti == NULL || changed == NULL)
 		return CS_EINVAL;
 	if ((st = store_query(c, SQL_GRANT_REVOKE, STORE_VALS(SV_TEXT(jti), SV_INT(now)),
@@ -123,7 +122,7 @@ enum cs_err store_refresh_get(struct store_conn *c,
 	struct store_refresh_row r;
 	unsigned char *h = NULL;
 	size_t hlen = 0;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	memset(&r, 0, sizeof r);
 	if (c == NULL || hash == NULL || out == NULL)
 		return CS_EINVAL;
@@ -141,9 +140,9 @@ enum cs_err store_refresh_get(struct store_conn *c,
 		goto out;
 	}
 	memcpy(r.hash, h, STORE_REFRESH_HASH_LEN);
-	r.issued_at = sqlite3_column_int64(st, 3);
-	r.used_at = sqlite3_column_int64(st, 4);
-	r.revoked_at = sqlite3_column_int64(st, 5);
+	r.issued_at = store_col_int64(st, 3);
+	r.used_at = store_col_int64(st, 4);
+	r.revoked_at = store_col_int64(st, 5);
 	*out = r;
 	memset(&r, 0, sizeof r);
 out:
@@ -157,7 +156,7 @@ enum cs_err store_refresh_mark_used(struct store_conn *c,
     const unsigned char hash[STORE_REFRESH_HASH_LEN], int64_t now, int *changed)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	if (c == NULL || hash == NULL || changed == NULL)
 		return CS_EINVAL;
 	if ((st = store_query(c, SQL_REFRESH_USE, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN),
@@ -173,7 +172,7 @@ enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family
     int64_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	if (c == NULL || family == NULL || n == NULL)
 		return CS_EINVAL;
 	if ((st = store_query(c, SQL_REFRESH_REVOKE_FAMILY, STORE_VALS(SV_TEXT(family),
@@ -203,7 +202,7 @@ enum cs_err store_refresh_bind(struct store_conn *c, const char *family, const c
 enum cs_err store_refresh_binding(struct store_conn *c, const char *family, char **jkt)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	char *v = NULL;
 	if (c == NULL || family == NULL || jkt == NULL)
 		return CS_EINVAL;

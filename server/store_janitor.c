@@ -2,7 +2,6 @@
  * of finished rows deleted by rowid.  It decides nothing about what is
  * finished beyond the cut-offs it is given, and never builds SQL from input. */
 #include <stddef.h>
-#include <sqlite3.h>
 
 #include "store_janitor.h"
 #include "store_priv.h"

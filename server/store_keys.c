@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
 
 #include "store_keys.h"
 #include "store_priv.h"
@@ -61,7 +60,7 @@ enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t
 
 	if (out == NULL || n == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, SQL_KEYS_LIST);
+	struct store_stmt *st = store_stmt(c, SQL_KEYS_LIST);
 	if (st == NULL)
 		return CS_EDB;
 	while ((e = store_step(c, st)) == CS_OK) {
@@ -85,10 +84,10 @@ enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t
 		    (e = store_cols_text(st, STORE_TEXT_COLS({ 0, &k->kid, true },
 		    { 1, &k->alg, true }, { 6, &k->master_kid, true }))) != CS_OK)
 			goto out;
-		k->created_at = sqlite3_column_int64(st, 2);
-		k->sign_after = sqlite3_column_int64(st, 3);
-		k->retired_at = sqlite3_column_int64(st, 4);
-		k->revoked_at = sqlite3_column_int64(st, 5);
+		k->created_at = store_col_int64(st, 2);
+		k->sign_after = store_col_int64(st, 3);
+		k->retired_at = store_col_int64(st, 4);
+		k->revoked_at = store_col_int64(st, 5);
 	}
 	if (e != CS_ENOENT)
 		goto out;
@@ -110,7 +109,7 @@ static enum cs_err key_set_time(struct store_conn *c, const char *sql, const cha
 	enum cs_err e;
 	if (kid == NULL || at <= 0)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_query(c, sql, STORE_VALS(SV_TEXT(kid), SV_INT(at)), &e);
+	struct store_stmt *st = store_query(c, sql, STORE_VALS(SV_TEXT(kid), SV_INT(at)), &e);
 	if (st == NULL)
 		return e;
 	e = store_exec(c, st);

@@ -1,15 +1,26 @@
 /* store_priv.h -- for the store's own files (store.c, store_*.c) only: the
  * one statement mechanism (a per-connection cache of prepared statements keyed
  * by the address of their static SQL) and the binding helpers.  This is the
- * SQLite side of the backend boundary (see store.h); every other module talks
- * to the database through include/store*.h and never sees SQL. */
+ * backend side of the boundary (see store.h): a statement is a struct
+ * store_stmt of either backend, SQLite (store.c) or PostgreSQL (store_pg.c),
+ * and its SQL is written once, in the dialect both accept (?N parameters;
+ * store_pg.c numbers them $N).  Every other module talks to the database
+ * through include/store*.h and never sees SQL. */
 #ifndef CS_STORE_PRIV_H
 #define CS_STORE_PRIV_H
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sqlite3.h>
 #include "store.h"
+
+/* One prepared statement of one connection: a SQLite statement, or a
+ * PostgreSQL one (store_pg.c) with its bound values and its result. */
+struct sqlite3_stmt;
+struct pg_stmt;
+struct store_stmt {
+	struct sqlite3_stmt *lite;
+	struct pg_stmt      *pg;
+};
 
 /* Statements one connection may hold prepared, a power of two (all of them
  * fit today, with room: a new store_X.c statement needs no registration,
@@ -20,14 +31,31 @@
  * kept on that connection until it closes, cached under the address of sql:
  * pass a file-scope `static const char SQL_X[]`, never a built string.
  * NULL on failure (already reported on stderr). */
-sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql);
+struct store_stmt *store_stmt(struct store_conn *c, const char *sql);
 /* Reset + clear bindings (bound values may be secrets). */
-void store_stmt_done(sqlite3_stmt *st);
+void store_stmt_done(struct store_stmt *st);
 /* Steps a statement that returns no rows to completion, then store_stmt_done. */
-enum cs_err store_exec(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
+enum cs_err store_exec(struct store_conn *c, struct store_stmt *st) CS_MUST_CHECK;
 /* One step: CS_OK with a row, CS_ENOENT when done, an error otherwise. */
-enum cs_err store_step(struct store_conn *c, sqlite3_stmt *st) CS_MUST_CHECK;
+enum cs_err store_step(struct store_conn *c, struct store_stmt *st) CS_MUST_CHECK;
 enum cs_err store_rc_err(int rc);
+/* The current row's column i, either backend.  A pointer (raw text or blob)
+ * stays valid until the next step or store_stmt_done. */
+enum store_col_kind {
+	STORE_COL_NULL,
+	STORE_COL_INTEGER,
+	STORE_COL_FLOAT,
+	STORE_COL_TEXT,
+	STORE_COL_BLOB,
+};
+enum store_col_kind store_col_type(struct store_stmt *st, int i);
+int64_t store_col_int64(struct store_stmt *st, int i);
+int store_col_int(struct store_stmt *st, int i);
+int store_col_bytes(struct store_stmt *st, int i);
+const void *store_col_raw_blob(struct store_stmt *st, int i);
+const unsigned char *store_col_raw_text(struct store_stmt *st, int i);
+int store_col_count(struct store_stmt *st);
+const char *store_col_name(struct store_stmt *st, int i);
 /* One value for a statement's parameter, the way every store_X.c binds:
  * the kind is fixed by the macro that makes it, so a text cannot go where a
  * number is meant without a compiler error. */
@@ -59,17 +87,17 @@ static inline const void *store_val_blob_(const void *v) { return v; }
 	sizeof((const struct store_val[]){ __VA_ARGS__ }) / sizeof(struct store_val)
 /* Binds v[0 .. n-1] to ?1 .. ?n.  On failure st is cleared (store_stmt_done)
  * and the error returned. */
-enum cs_err store_bind(sqlite3_stmt *st, const struct store_val *v, size_t n) CS_MUST_CHECK;
+enum cs_err store_bind(struct store_stmt *st, const struct store_val *v, size_t n) CS_MUST_CHECK;
 /* store_stmt + store_bind: the statement for sql with v bound, ready to
  * step; NULL with *e set on failure. */
-sqlite3_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
+struct store_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n, enum cs_err *e);
 /* store_query + store_exec: runs sql, which returns no rows, with v bound. */
 enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n) CS_MUST_CHECK;
 /* malloc'd copies; a NULL column gives *out NULL. */
-enum cs_err store_col_text(sqlite3_stmt *st, int i, char **out) CS_MUST_CHECK;
-enum cs_err store_col_blob(sqlite3_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
+enum cs_err store_col_text(struct store_stmt *st, int i, char **out) CS_MUST_CHECK;
+enum cs_err store_col_blob(struct store_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
 /* One text column of a row: column i copied into *out (store_col_text);
  * required marks a NOT NULL column, whose NULL means a damaged database. */
 struct store_text_col {
@@ -83,19 +111,19 @@ struct store_text_col {
 /* Copies the text columns cols[0 .. n-1] of st's current row, then CS_EDB if
  * a required one came back NULL.  On failure what was copied stays in the
  * outs, for the caller's row clear to free. */
-enum cs_err store_cols_text(sqlite3_stmt *st, const struct store_text_col *cols,
+enum cs_err store_cols_text(struct store_stmt *st, const struct store_text_col *cols,
     size_t n) CS_MUST_CHECK;
 /* A kind of row store_rows reads: its size, how one is read (leaving nothing
  * allocated in its row when it fails) and how n of them are released. */
 struct store_row_type {
 	size_t        size;
-	enum cs_err (*read)(sqlite3_stmt *st, void *row);
+	enum cs_err (*read)(struct store_stmt *st, void *row);
 	void        (*free)(void *rows, size_t n);
 };
 /* Steps a bound query into a calloc'd array of at most max rows of type t;
  * always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On an
  * error the rows read so far are released with t->free. */
-enum cs_err store_rows(struct store_conn *c, sqlite3_stmt *st, size_t max,
+enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
 /* store_query, one step and t->read into *out (a single row of type t);
  * always finishes the statement.  CS_ENOENT when there is no row (*out

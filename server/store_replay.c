@@ -1,7 +1,6 @@
 /* store_replay.c -- the SQL for the replay cache (migration 0015).  It only
  * inserts and purges rows; deciding what a jti is worth belongs to its caller.
  * Every value is a bound parameter. */
-#include <sqlite3.h>
 #include "store_priv.h"
 #include "store_replay.h"
 
@@ -20,7 +19,7 @@ static const char SQL_REPLAY_PURGE[] =
 enum cs_err store_replay_use(struct store_conn *c, enum store_replay_kind kind, const char *jti,
     int64_t expires_at, int64_t now)
 {
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	enum cs_err e;
 	if ((unsigned)kind >= REPLAY__MAX || jti == NULL)
 		return CS_EINVAL;

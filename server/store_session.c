@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 
 #include "store_priv.h"
 #include "store_session.h"
@@ -75,14 +74,14 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
 	enum cs_err e;
 	char *csrf = NULL;
 	struct store_session s;
-	sqlite3_stmt *st = store_stmt(c, SQL_SESSION_GET);
+	struct store_stmt *st = store_stmt(c, SQL_SESSION_GET);
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_BLOB(id_hash, 32)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
-	s.user_id = sqlite3_column_int64(st, 0);
+	s.user_id = store_col_int64(st, 0);
 	if ((e = store_cols_text(st, STORE_TEXT_COLS({ 1, &s.issuer, true },
 	    { 2, &s.subject, true }, { 3, &s.name, false }, { 4, &s.email, false },
 	    { 5, &csrf, true }))) != CS_OK)
@@ -92,10 +91,10 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
 		goto out;
 	}
 	memcpy(s.csrf, csrf, strlen(csrf) + 1);
-	s.created_at = sqlite3_column_int64(st, 6);
-	s.last_seen_at = sqlite3_column_int64(st, 7);
-	s.auth_time = sqlite3_column_int64(st, 8);
-	s.admin_claim = sqlite3_column_int(st, 9) != 0;
+	s.created_at = store_col_int64(st, 6);
+	s.last_seen_at = store_col_int64(st, 7);
+	s.auth_time = store_col_int64(st, 8);
+	s.admin_claim = store_col_int(st, 9) != 0;
 	*out = s;
 	memset(&s, 0, sizeof s);
 	e = CS_OK;
@@ -147,13 +146,13 @@ enum cs_err store_login_state_insert(struct store_conn *c, const struct store_lo
 
 /* Runs a counting statement already bound: *n = column 0, *soonest = column 1
  * when asked for. */
-static enum cs_err login_count(struct store_conn *c, sqlite3_stmt *st, int64_t *n, int64_t *soonest)
+static enum cs_err login_count(struct store_conn *c, struct store_stmt *st, int64_t *n, int64_t *soonest)
 {
 	enum cs_err e = store_step(c, st);
 	if (e == CS_OK) {
-		*n = sqlite3_column_int64(st, 0);
+		*n = store_col_int64(st, 0);
 		if (soonest != NULL)
-			*soonest = sqlite3_column_int64(st, 1);
+			*soonest = store_col_int64(st, 1);
 	} else if (e == CS_ENOENT) {
 		e = CS_EDB;                   /* an aggregate always returns its row */
 	}
@@ -175,7 +174,7 @@ static enum cs_err login_live(struct store_conn *c, const unsigned char addr_has
     const unsigned char *replaces, const struct store_login_limits *lim, struct login_counts *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 	n->mine = 0;
 	if (replaces != NULL) {
 		if ((st = store_query(c, SQL_LOGIN_LIVE_BROWSER, STORE_VALS(SV_BLOB(replaces, 32),
@@ -218,7 +217,7 @@ enum cs_err store_login_state_admit(struct store_conn *c, const struct store_log
 	enum store_login_admit v;
 	struct login_counts n;
 	int64_t at;
-	sqlite3_stmt *st;
+	struct store_stmt *st;
 
 	if (lim->per_address < 1 || lim->total < 1)
 		return CS_EINVAL;
@@ -275,7 +274,7 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	unsigned char *bh = NULL;
 	size_t bhlen = 0;
 	struct store_login_state s;
-	sqlite3_stmt *st = store_stmt(c, SQL_LOGIN_TAKE);
+	struct store_stmt *st = store_stmt(c, SQL_LOGIN_TAKE);
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
@@ -292,9 +291,9 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	}
 	memcpy(s.state_hash, state_hash, 32);
 	memcpy(s.browser_hash, bh, 32);
-	s.max_age = sqlite3_column_int64(st, 4);
-	s.created_at = sqlite3_column_int64(st, 5);
-	s.expires_at = sqlite3_column_int64(st, 6);
+	s.max_age = store_col_int64(st, 4);
+	s.created_at = store_col_int64(st, 5);
+	s.expires_at = store_col_int64(st, 6);
 	/* Finish the statement so the DELETE really happens (RETURNING runs it). */
 	if ((e = store_step(c, st)) != CS_ENOENT) {
 		e = e == CS_OK ? CS_EDB : e;
@@ -315,7 +314,7 @@ out:
 enum cs_err store_purge_expired(struct store_conn *c, int64_t now, int64_t idle, int64_t absolute)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_PURGE_LOGINS, STORE_VALS(SV_INT(now)), &e);
+	struct store_stmt *st = store_query(c, SQL_PURGE_LOGINS, STORE_VALS(SV_INT(now)), &e);
 	if (st == NULL)
 		return e;
 	if ((e = store_exec(c, st)) != CS_OK)

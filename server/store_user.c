@@ -3,7 +3,6 @@
  * writes what the IdP said about a person. */
 #include <stddef.h>
 
-#include <sqlite3.h>
 
 #include "store_priv.h"
 #include "store_user.h"
@@ -21,13 +20,13 @@ static const char SQL_USER_ID[] = "SELECT id FROM users WHERE issuer = ?1 AND su
 static enum cs_err user_id(struct store_conn *c, const struct store_user *u, int64_t *id)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_USER_ID);
+	struct store_stmt *st = store_stmt(c, SQL_USER_ID);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(u->issuer),
 	    SV_TEXT(u->subject)))) == CS_OK &&
 	    (e = store_step(c, st)) == CS_OK)
-		*id = sqlite3_column_int64(st, 0);
+		*id = store_col_int64(st, 0);
 	if (e == CS_ENOENT)
 		e = CS_EDB;                   /* just inserted or there: cannot be missing */
 	store_stmt_done(st);
@@ -40,7 +39,7 @@ enum cs_err store_user_put(struct store_conn *c, const struct store_user *u, int
 	int64_t v = 0;
 	if (u == NULL || u->issuer == NULL || u->subject == NULL || id == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, SQL_USER_PUT);
+	struct store_stmt *st = store_stmt(c, SQL_USER_PUT);
 	if (st == NULL)
 		return CS_EDB;
 	/* SECURITY: only a login records name, email and last login: a token
@@ -51,7 +50,7 @@ enum cs_err store_user_put(struct store_conn *c, const struct store_user *u, int
 		goto out;
 	e = store_step(c, st);
 	if (e == CS_OK) {
-		v = sqlite3_column_int64(st, 0);   /* the first step ran it whole */
+		v = store_col_int64(st, 0);   /* the first step ran it whole */
 	} else if (e == CS_ENOENT) {
 		store_stmt_done(st);
 		st = NULL;
@@ -70,13 +69,13 @@ enum cs_err store_user_find(struct store_conn *c, const char *issuer, const char
 	enum cs_err e;
 	if (issuer == NULL || subject == NULL || id == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_stmt(c, SQL_USER_ID);
+	struct store_stmt *st = store_stmt(c, SQL_USER_ID);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(issuer), SV_TEXT(subject)))) != CS_OK)
 		return e;
 	if ((e = store_step(c, st)) == CS_OK)
-		*id = sqlite3_column_int64(st, 0);
+		*id = store_col_int64(st, 0);
 	store_stmt_done(st);
 	return e;
 }

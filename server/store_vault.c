@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 
 #include "store_priv.h"
 #include "store_vault.h"
@@ -81,9 +80,9 @@ static void free_blob(unsigned char *p, size_t n)
 }
 
 /* A blob column that may be NULL: *out NULL and *len 0 then. */
-static enum cs_err col_blob_null(sqlite3_stmt *st, int i, unsigned char **out, size_t *len)
+static enum cs_err col_blob_null(struct store_stmt *st, int i, unsigned char **out, size_t *len)
 {
-	if (sqlite3_column_type(st, i) == SQLITE_NULL) {
+	if (store_col_type(st, i) == STORE_COL_NULL) {
 		*out = NULL;
 		*len = 0;
 		return CS_OK;
@@ -92,7 +91,7 @@ static enum cs_err col_blob_null(sqlite3_stmt *st, int i, unsigned char **out, s
 }
 
 /* Runs a bound statement that must change exactly one row. */
-static enum cs_err exec_one(struct store_conn *c, sqlite3_stmt *st)
+static enum cs_err exec_one(struct store_conn *c, struct store_stmt *st)
 {
 	enum cs_err e = store_exec(c, st);
 	if (e == CS_OK && store_changes(c) != 1)
@@ -120,7 +119,7 @@ void store_vault_record_clear(struct store_vault_record *r)
 	memset(r, 0, sizeof *r);
 }
 
-static enum cs_err read_record(sqlite3_stmt *st, struct store_vault_record *r)
+static enum cs_err read_record(struct store_stmt *st, struct store_vault_record *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
@@ -142,10 +141,10 @@ static enum cs_err read_record(sqlite3_stmt *st, struct store_vault_record *r)
 		e = CS_EDB;
 		goto fail;
 	}
-	r->user_id = sqlite3_column_int64(st, 2);
-	r->access_expires_at = sqlite3_column_int64(st, 10);
-	r->created_at = sqlite3_column_int64(st, 12);
-	r->updated_at = sqlite3_column_int64(st, 13);
+	r->user_id = store_col_int64(st, 2);
+	r->access_expires_at = store_col_int64(st, 10);
+	r->created_at = store_col_int64(st, 12);
+	r->updated_at = store_col_int64(st, 13);
 	return CS_OK;
 fail:
 	store_vault_record_clear(r);
@@ -157,7 +156,7 @@ static enum cs_err record_by(struct store_conn *c, const char *sql, const char *
 {
 	enum cs_err e;
 	struct store_vault_record r;
-	sqlite3_stmt *st = store_stmt(c, sql);
+	struct store_stmt *st = store_stmt(c, sql);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(key)))) == CS_OK &&
@@ -183,7 +182,7 @@ enum cs_err store_vault_record_get(struct store_conn *c, const char *id,
 int store_vault_record_exists(struct store_conn *c, const char *consent_id)
 {
 	int found = 0;
-	sqlite3_stmt *st = store_stmt(c, SQL_RECORD_EXISTS);
+	struct store_stmt *st = store_stmt(c, SQL_RECORD_EXISTS);
 	if (st == NULL)
 		return 0;
 	if (store_bind(st, STORE_VALS(SV_TEXT(consent_id))) == CS_OK &&
@@ -208,7 +207,7 @@ enum cs_err store_vault_record_reserve(struct store_conn *c, const char *id,
     const char *reserved_for, int64_t now)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_RECORD_RESERVE, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_RECORD_RESERVE, STORE_VALS(SV_TEXT(id),
 	    SV_TEXT(reserved_for), SV_INT(now)), &e);
 	if (st == NULL)
 		return e;
@@ -221,7 +220,7 @@ enum cs_err store_vault_record_move(struct store_conn *c, const char *id, const 
 	enum cs_err e;
 	if (blobs == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_query(c, SQL_RECORD_MOVE, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_RECORD_MOVE, STORE_VALS(SV_TEXT(id),
 	    SV_TEXT(consent_id), SV_BLOB(blobs->a, blobs->a_len),
 	    SV_BLOB_OR_NULL(blobs->b, blobs->b_len), SV_TEXT(blobs->master_kid), SV_INT(now)),
 	    &e);
@@ -236,7 +235,7 @@ enum cs_err store_vault_record_refreshed(struct store_conn *c, const char *id,
 	enum cs_err e;
 	if (r == NULL)
 		return CS_EINVAL;
-	sqlite3_stmt *st = store_query(c, SQL_RECORD_REFRESHED, STORE_VALS(SV_TEXT(id),
+	struct store_stmt *st = store_query(c, SQL_RECORD_REFRESHED, STORE_VALS(SV_TEXT(id),
 	    SV_BLOB(r->blobs.a, r->blobs.a_len), SV_BLOB_OR_NULL(r->blobs.b, r->blobs.b_len),
 	    SV_TEXT(r->provider_scopes), SV_INT(r->access_expires_at),
 	    SV_TEXT(r->blobs.master_kid), SV_INT(now)), &e);
@@ -250,7 +249,7 @@ enum cs_err store_vault_to_outbox(struct store_conn *c, const char *consent_id, 
 {
 	enum cs_err e;
 	int64_t n;
-	sqlite3_stmt *st = store_query(c, SQL_RECORD_TO_OUTBOX, STORE_VALS(SV_TEXT(consent_id),
+	struct store_stmt *st = store_query(c, SQL_RECORD_TO_OUTBOX, STORE_VALS(SV_TEXT(consent_id),
 	    SV_INT(now)), &e);
 	if (st == NULL)
 		return e;
@@ -297,7 +296,7 @@ void store_vault_outbox_free(struct store_vault_outbox *v, size_t n)
 	free(v);
 }
 
-static enum cs_err read_outbox(sqlite3_stmt *st, struct store_vault_outbox *o)
+static enum cs_err read_outbox(struct store_stmt *st, struct store_vault_outbox *o)
 {
 	enum cs_err e;
 	memset(o, 0, sizeof *o);
@@ -314,21 +313,21 @@ static enum cs_err read_outbox(sqlite3_stmt *st, struct store_vault_outbox *o)
 		e = CS_EDB;
 		goto fail;
 	}
-	o->id = sqlite3_column_int64(st, 0);
-	o->user_id = sqlite3_column_int64(st, 3);
-	o->access_expires_at = sqlite3_column_int64(st, 9);
-	o->created_at = sqlite3_column_int64(st, 10);
-	o->attempts = sqlite3_column_int64(st, 11);
-	o->next_attempt_at = sqlite3_column_int64(st, 12);
-	o->refresh_revoked = sqlite3_column_int(st, 13) != 0;
-	o->access_revoked = sqlite3_column_int(st, 14) != 0;
+	o->id = store_col_int64(st, 0);
+	o->user_id = store_col_int64(st, 3);
+	o->access_expires_at = store_col_int64(st, 9);
+	o->created_at = store_col_int64(st, 10);
+	o->attempts = store_col_int64(st, 11);
+	o->next_attempt_at = store_col_int64(st, 12);
+	o->refresh_revoked = store_col_int(st, 13) != 0;
+	o->access_revoked = store_col_int(st, 14) != 0;
 	return CS_OK;
 fail:
 	store_vault_outbox_clear(o);
 	return e;
 }
 
-static enum cs_err outbox_row_read(sqlite3_stmt *st, void *row)
+static enum cs_err outbox_row_read(struct store_stmt *st, void *row)
 {
 	return read_outbox(st, row);
 }
@@ -346,7 +345,7 @@ enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max
     struct store_vault_outbox **out, size_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_DUE);
+	struct store_stmt *st = store_stmt(c, SQL_OUTBOX_DUE);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > OUTBOX_MAX)
@@ -363,7 +362,7 @@ enum cs_err store_vault_outbox_mark(struct store_conn *c, int64_t id, int refres
     int access_revoked)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_OUTBOX_MARK, STORE_VALS(SV_INT(id),
+	struct store_stmt *st = store_query(c, SQL_OUTBOX_MARK, STORE_VALS(SV_INT(id),
 	    SV_INT(refresh_revoked ? 1 : 0), SV_INT(access_revoked ? 1 : 0)), &e);
 	if (st == NULL)
 		return e;
@@ -374,7 +373,7 @@ enum cs_err store_vault_outbox_retry(struct store_conn *c, int64_t id, int64_t a
     int64_t next_attempt_at)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_OUTBOX_RETRY, STORE_VALS(SV_INT(id),
+	struct store_stmt *st = store_query(c, SQL_OUTBOX_RETRY, STORE_VALS(SV_INT(id),
 	    SV_INT(attempts), SV_INT(next_attempt_at)), &e);
 	if (st == NULL)
 		return e;
@@ -384,7 +383,7 @@ enum cs_err store_vault_outbox_retry(struct store_conn *c, int64_t id, int64_t a
 enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_query(c, SQL_OUTBOX_DELETE, STORE_VALS(SV_INT(id)), &e);
+	struct store_stmt *st = store_query(c, SQL_OUTBOX_DELETE, STORE_VALS(SV_INT(id)), &e);
 	if (st == NULL)
 		return e;
 	return exec_one(c, st);
@@ -393,11 +392,11 @@ enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id)
 enum cs_err store_vault_outbox_count(struct store_conn *c, int64_t *n)
 {
 	enum cs_err e;
-	sqlite3_stmt *st = store_stmt(c, SQL_OUTBOX_COUNT);
+	struct store_stmt *st = store_stmt(c, SQL_OUTBOX_COUNT);
 	if (st == NULL)
 		return CS_EDB;
 	if ((e = store_step(c, st)) == CS_OK)
-		*n = sqlite3_column_int64(st, 0);
+		*n = store_col_int64(st, 0);
 	if (e == CS_ENOENT)
 		e = CS_EDB;                   /* an aggregate always answers one row */
 	store_stmt_done(st);
@@ -440,7 +439,7 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	unsigned char *sh = NULL;
 	size_t shlen = 0;
 	struct store_vault_connect s;
-	sqlite3_stmt *st = store_stmt(c, SQL_CONNECT_TAKE);
+	struct store_stmt *st = store_stmt(c, SQL_CONNECT_TAKE);
 	memset(&s, 0, sizeof s);
 	if (st == NULL)
 		return CS_EDB;
@@ -463,11 +462,11 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	}
 	memcpy(s.state_hash, state_hash, 32);
 	memcpy(s.session_hash, sh, 32);
-	s.user_id = sqlite3_column_int64(st, 1);
-	s.duration = sqlite3_column_int64(st, 7);
-	s.offline = sqlite3_column_int(st, 8) != 0;
-	s.created_at = sqlite3_column_int64(st, 10);
-	s.expires_at = sqlite3_column_int64(st, 11);
+	s.user_id = store_col_int64(st, 1);
+	s.duration = store_col_int64(st, 7);
+	s.offline = store_col_int(st, 8) != 0;
+	s.created_at = store_col_int64(st, 10);
+	s.expires_at = store_col_int64(st, 11);
 	/* Step to the end so the DELETE really happens (RETURNING runs it). */
 	if ((e = store_step(c, st)) != CS_ENOENT) {
 		if (e == CS_OK)

@@ -233,7 +233,7 @@ START_TEST(test_store_stmt_cache_by_address)
 	/* The statements prepared already (begin, commit, schema, ping) share
 	 * the room: fill what is left, then ask for each again. */
 	ck_assert_int_eq(store_ping(c), CS_OK);
-	sqlite3_stmt *first = store_stmt(c, many_sql[0]);
+	struct store_stmt *first = store_stmt(c, many_sql[0]);
 	ck_assert_ptr_nonnull(first);
 	ck_assert_ptr_eq(store_stmt(c, many_sql[0]), first);   /* cached, not prepared again */
 	int got = 1;
@@ -242,10 +242,10 @@ START_TEST(test_store_stmt_cache_by_address)
 	ck_assert_int_lt(got, STORE_MAX_STMTS + 1);            /* the cap holds: NULL, no overflow */
 	ck_assert_int_gt(got, STORE_MAX_STMTS / 2);
 	for (int i = 0; i < got; i++) {
-		sqlite3_stmt *st = store_stmt(c, many_sql[i]);
+		struct store_stmt *st = store_stmt(c, many_sql[i]);
 		ck_assert_ptr_nonnull(st);
 		ck_assert_int_eq(store_step(c, st), CS_OK);
-		ck_assert_int_eq(sqlite3_column_int(st, 0), i);
+		ck_assert_int_eq(store_col_int(st, 0), i);
 		store_stmt_done(st);
 	}
 	/* Transactions still work with the cache full: their statements are in it. */

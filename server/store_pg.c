@@ -1,0 +1,845 @@
+/* store_pg.c -- the PostgreSQL backend: libpq, one connection per thread,
+ * statements prepared once per connection (or, for a pooler that cannot keep
+ * them, sent with their parameters every time), results read in text form.
+ *
+ * The SQL is the store_X.c files' own: "?N" becomes "$N" here, each
+ * parameter's type comes from how it is bound (an SV_INT is int8, an SV_TEXT
+ * text, a blob bytea), and migrations/pg/ gives the same tables the same
+ * columns as migrations/ does for SQLite (one schema contract).
+ *
+ * Transactions keep SQLite's one-writer semantics across every node: each
+ * takes one transaction advisory lock (PG_WRITE_LOCK) before its first
+ * statement, so the transactions of all nodes on one database run one at a
+ * time, in one order -- the order the audit chain needs -- and a read-check-
+ * write inside a transaction sees no other writer.  The lock goes with the
+ * COMMIT or ROLLBACK, and with the connection if it dies. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+#include <openssl/crypto.h>
+
+#include "embed.h"
+#include "log.h"
+#include "metrics.h"
+#include "store_pg.h"
+
+/* Advisory lock keys: every transaction's, and the migrations'. */
+#define PG_WRITE_LOCK   "7165066974071780353"    /* 0x636f6e73656e7401: "consent", 01 */
+#define PG_MIGRATE_LOCK "7165066974071780354"
+/* How long a transaction waits for the write lock: then CS_EBUSY (503). */
+#define PG_LOCK_WAIT "5s"
+#define PG_MAX_PARAMS 32
+#define PG_MAX_COLS 64                /* bytea columns decoded per row */
+#define PG_SLOTS 512                  /* statements per connection, a power of two */
+#define PG_MAX_STR (1024 * 1024)
+
+/* The OIDs of the built-in types we send and read (pg_type.h). */
+#define OID_BOOL    16
+#define OID_BYTEA   17
+#define OID_INT8    20
+#define OID_INT2    21
+#define OID_INT4    23
+#define OID_TEXT    25
+#define OID_FLOAT4  700
+#define OID_FLOAT8  701
+#define OID_NUMERIC 1700
+
+struct pg_store {
+	char           *url;
+	char           *password;         /* NULL when the URL's environment gives none */
+	bool            prepared;         /* named prepared statements (not behind a pooler) */
+	atomic_uint     waiting;          /* callers waiting for the write lock */
+	atomic_uint     queue_max;
+	atomic_ulong    commits;
+};
+
+struct pg_stmt {
+	struct store_stmt  h;             /* the handle store_X.c holds: h.pg = this */
+	struct pg_conn    *k;
+	const char        *sql;           /* the key: the static constant's address */
+	char              *text;          /* with $N */
+	int                nparams;
+	char               name[16];      /* the prepared statement's, on connection gen */
+	unsigned           gen;           /* 0: not prepared */
+	bool               typed;
+	Oid                types[PG_MAX_PARAMS];
+	PGresult          *res;
+	int                row;           /* the current row, -1 before the first */
+	bool               executed;
+	int                ndec;          /* columns with a decoded bytea this row */
+	unsigned char     *dec[PG_MAX_COLS];
+	size_t             declen[PG_MAX_COLS];
+};
+
+struct pg_conn {
+	struct pg_store *p;
+	PGconn          *db;
+	unsigned         gen;             /* bumped at every (re)connect: prepared statements go */
+	unsigned         names;
+	bool             in_tx;
+	int64_t          changes;
+	struct pg_stmt  *slots[PG_SLOTS];
+	size_t           nslots;
+};
+
+bool pg_is_url(const char *loc)
+{
+	return loc != NULL && (strncmp(loc, "postgresql://", 13) == 0 ||
+	    strncmp(loc, "postgres://", 11) == 0);
+}
+
+enum cs_err pg_url_check(const char *url, char *why, size_t whylen)
+{
+	char *err = NULL;
+	if (!pg_is_url(url)) {
+		snprintf(why, whylen, "is not a postgresql:// URL");
+		return CS_ECONFIG;
+	}
+	PQconninfoOption *o = PQconninfoParse(url, &err);
+	if (o == NULL) {
+		/* libpq's message may quote the URL: say only that it failed. */
+		snprintf(why, whylen, "libpq cannot parse it%s", err != NULL ? "" : " (out of memory)");
+		PQfreemem(err);
+		return CS_ECONFIG;
+	}
+	enum cs_err e = CS_OK;
+	for (PQconninfoOption *i = o; i->keyword != NULL; i++) {
+		if (strcmp(i->keyword, "password") == 0 && i->val != NULL && i->val[0] != '\0') {
+			snprintf(why, whylen, "carries a password: give it in CONSENTD_DATABASE_PASSWORD "
+			    "or [database] password_file, never in the URL (it is logged and listed)");
+			e = CS_ECONFIG;
+		}
+	}
+	PQconninfoFree(o);
+	return e;
+}
+
+/* --- errors ------------------------------------------------------------ */
+
+/* The SQLSTATE of a failed result as a cs_err: a unique key taken is
+ * CS_EEXIST, a connection gone or the server shutting down, a lock not had in
+ * time or a serialisation failure CS_EBUSY (answer 503; try again). */
+static enum cs_err pg_err(struct pg_conn *k, const PGresult *r)
+{
+	const char *st = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	if (PQstatus(k->db) != CONNECTION_OK || st == NULL)
+		return CS_EBUSY;
+	if (strcmp(st, "23505") == 0)
+		return CS_EEXIST;
+	if (strncmp(st, "23", 2) == 0)
+		return CS_EINVAL;
+	if (strncmp(st, "08", 2) == 0 || strncmp(st, "57", 2) == 0 || strncmp(st, "53", 2) == 0 ||
+	    strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0 || strcmp(st, "55P03") == 0 ||
+	    strcmp(st, "25P02") == 0)
+		return CS_EBUSY;
+	if (strcmp(st, "54000") == 0 || strcmp(st, "22001") == 0)
+		return CS_ETOOBIG;
+	if (strncmp(st, "22", 2) == 0)
+		return CS_EINVAL;
+	return CS_EDB;
+}
+
+/* SECURITY: the primary message only, never DETAIL (which quotes the key
+ * values of a constraint), and for a data exception (class 22, which quotes
+ * the value) not even that. */
+static void pg_log(struct pg_conn *k, const PGresult *r, const char *what)
+{
+	const char *st = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = r != NULL ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	if (st != NULL && strncmp(st, "22", 2) == 0)
+		msg = "invalid value";
+	if (st == NULL) {
+		/* No result from the server: the connection's own message (no values in it). */
+		const char *cm = PQerrorMessage(k->db);
+		size_t n = strcspn(cm, "\n");
+		log_msg(LOG_ERROR, "database: %s: %.*s", what, (int)n, cm);
+		return;
+	}
+	log_msg(LOG_ERROR, "database: %s: %s (SQLSTATE %s)", what, msg ? msg : "?", st);
+}
+
+/* --- connections ------------------------------------------------------- */
+
+static PGconn *pg_connect(const struct pg_store *p)
+{
+	const char *kw[] = { "dbname", "password", "application_name", "connect_timeout",
+	    "keepalives_idle", "keepalives_interval", "keepalives_count", NULL };
+	const char *val[] = { p->url, p->password, "consentd", "5", "10", "5", "3", NULL };
+	if (p->password == NULL)
+		kw[1] = "client_encoding", val[1] = "UTF8";
+	PGconn *db = PQconnectdbParams(kw, val, 1);
+	if (db == NULL)
+		return NULL;
+	if (PQstatus(db) != CONNECTION_OK) {
+		const char *cm = PQerrorMessage(db);
+		log_msg(LOG_ERROR, "database: cannot connect: %.*s", (int)strcspn(cm, "\n"), cm);
+		PQfinish(db);
+		return NULL;
+	}
+	PGresult *r = PQexec(db, "SET client_encoding = 'UTF8'; SET TIME ZONE 'UTC'");
+	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (!ok) {
+		PQfinish(db);
+		return NULL;
+	}
+	return db;
+}
+
+/* Outside a transaction, a connection that broke is made again (its prepared
+ * statements go with it: gen moves on).  CS_EBUSY while the server is away. */
+static enum cs_err pg_alive(struct pg_conn *k)
+{
+	if (k->db != NULL && PQstatus(k->db) == CONNECTION_OK)
+		return CS_OK;
+	if (k->in_tx)
+		return CS_EBUSY;
+	if (k->db != NULL)
+		PQfinish(k->db);
+	k->db = pg_connect(k->p);
+	k->gen++;
+	if (k->gen == 0)
+		k->gen = 1;
+	return k->db != NULL ? CS_OK : CS_EBUSY;
+}
+
+struct pg_conn *pg_conn_open(struct pg_store *p)
+{
+	struct pg_conn *k = calloc(1, sizeof *k);
+	if (k == NULL)
+		return NULL;
+	k->p = p;
+	if (pg_alive(k) != CS_OK) {
+		free(k);
+		return NULL;
+	}
+	return k;
+}
+
+static void stmt_clear_row(struct pg_stmt *s)
+{
+	for (int i = 0; i < s->ndec && i < PG_MAX_COLS; i++) {
+		if (s->dec[i] != NULL) {
+			OPENSSL_cleanse(s->dec[i], s->declen[i]);
+			PQfreemem(s->dec[i]);
+		}
+		s->dec[i] = NULL;
+		s->declen[i] = 0;
+	}
+	s->ndec = 0;
+}
+
+static void stmt_reset(struct pg_stmt *s)
+{
+	stmt_clear_row(s);
+	if (s->res != NULL)
+		PQclear(s->res);
+	s->res = NULL;
+	s->row = -1;
+	s->executed = false;
+}
+
+void pg_conn_close(struct pg_conn *k)
+{
+	if (k == NULL)
+		return;
+	for (size_t i = 0; i < PG_SLOTS; i++) {
+		struct pg_stmt *s = k->slots[i];
+		if (s == NULL)
+			continue;
+		stmt_reset(s);
+		free(s->text);
+		free(s);
+	}
+	if (k->db != NULL)
+		PQfinish(k->db);
+	free(k);
+}
+
+/* --- statements -------------------------------------------------------- */
+
+/* sql with each ?N (or bare ?) as $N, outside quotes; *np the highest N. */
+static char *translate(const char *sql, int *np)
+{
+	size_t n = strlen(sql);
+	char *out = malloc(n * 2 + 1);
+	if (out == NULL)
+		return NULL;
+	size_t o = 0;
+	int next = 0, max = 0;
+	char q = 0;
+	for (size_t i = 0; i < n; i++) {
+		char ch = sql[i];
+		if (q != 0) {
+			if (ch == q)
+				q = 0;
+			out[o++] = ch;
+			continue;
+		}
+		if (ch == '\'' || ch == '"') {
+			q = ch;
+			out[o++] = ch;
+			continue;
+		}
+		if (ch != '?') {
+			out[o++] = ch;
+			continue;
+		}
+		int v = 0;
+		size_t j = i + 1;
+		while (j < n && sql[j] >= '0' && sql[j] <= '9' && v < 1000)
+			v = v * 10 + (sql[j++] - '0');
+		if (j == i + 1)
+			v = ++next;
+		else
+			next = v;
+		i = j - 1;
+		o += (size_t)snprintf(out + o, 8, "$%d", v);
+		if (v > max)
+			max = v;
+	}
+	out[o] = '\0';
+	*np = max;
+	return out;
+}
+
+static size_t slot_of(const char *sql)
+{
+	uint64_t h = (uint64_t)(uintptr_t)sql * UINT64_C(0x9e3779b97f4a7c15);
+	return (size_t)(h >> 32) & (PG_SLOTS - 1);
+}
+
+struct store_stmt *pg_stmt(struct pg_conn *k, const char *sql)
+{
+	size_t i = slot_of(sql);
+	for (; k->slots[i] != NULL; i = (i + 1) & (PG_SLOTS - 1))
+		if (k->slots[i]->sql == sql)
+			return &k->slots[i]->h;
+	if (k->nslots >= PG_SLOTS / 2) {
+		log_msg(LOG_ERROR, "too many prepared statements (raise PG_SLOTS)");
+		return NULL;
+	}
+	struct pg_stmt *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	if ((s->text = translate(sql, &s->nparams)) == NULL || s->nparams > PG_MAX_PARAMS) {
+		log_msg(LOG_ERROR, "database: a statement has too many parameters");
+		free(s->text);
+		free(s);
+		return NULL;
+	}
+	s->h.pg = s;
+	s->k = k;
+	s->sql = sql;
+	s->row = -1;
+	k->slots[i] = s;
+	k->nslots++;
+	return &s->h;
+}
+
+void pg_stmt_done(struct store_stmt *st)
+{
+	if (st != NULL && st->pg != NULL)
+		stmt_reset(st->pg);
+}
+
+/* Runs s with the values given (already in libpq's arrays); the result is
+ * kept for pg_step.  The statement is prepared on this connection first
+ * unless the store sends every statement unnamed (a transaction pooler). */
+static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const int *lens,
+    const int *fmts)
+{
+	struct pg_conn *k = s->k;
+	enum cs_err e = pg_alive(k);
+	if (e != CS_OK)
+		return e;
+	PGresult *r;
+	if (k->p->prepared) {
+		if (s->gen != k->gen) {
+			snprintf(s->name, sizeof s->name, "cs%u", ++k->names);
+			r = PQprepare(k->db, s->name, s->text, s->nparams, s->nparams ? s->types : NULL);
+			if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+				e = pg_err(k, r);
+				pg_log(k, r, "prepare");
+				PQclear(r);
+				return e == CS_OK ? CS_EDB : e;
+			}
+			PQclear(r);
+			s->gen = k->gen;
+		}
+		r = PQexecPrepared(k->db, s->name, s->nparams, vals, lens, fmts, 0);
+	} else {
+		r = PQexecParams(k->db, s->text, s->nparams, s->nparams ? s->types : NULL, vals, lens,
+		    fmts, 0);
+	}
+	ExecStatusType t = PQresultStatus(r);
+	if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
+		e = pg_err(k, r);
+		if (e != CS_EEXIST && e != CS_EBUSY)
+			pg_log(k, r, "statement");
+		PQclear(r);
+		return e == CS_OK ? CS_EDB : e;
+	}
+	const char *ct = PQcmdTuples(r);
+	k->changes = ct != NULL && ct[0] != '\0' ? strtoll(ct, NULL, 10) : 0;
+	s->res = r;
+	s->row = -1;
+	s->executed = true;
+	return CS_OK;
+}
+
+/* Binding runs the statement: every value is bound at once (store_bind), so
+ * nothing of the caller's needs copying, and what a value held is in
+ * PostgreSQL's hands, not ours, when this returns. */
+enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, size_t n)
+{
+	struct pg_stmt *s = st->pg;
+	const char *vals[PG_MAX_PARAMS];
+	int lens[PG_MAX_PARAMS], fmts[PG_MAX_PARAMS];
+	char ints[PG_MAX_PARAMS][24];
+	Oid types[PG_MAX_PARAMS];
+	enum cs_err e = CS_OK;
+
+	stmt_reset(s);
+	if (n != (size_t)s->nparams) {
+		log_msg(LOG_ERROR, "database: %zu values for %d parameters", n, s->nparams);
+		return CS_EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		lens[i] = 0;
+		fmts[i] = 0;
+		switch (v[i].kind) {
+		case STORE_VAL_TEXT:
+			types[i] = OID_TEXT;
+			vals[i] = v[i].p;
+			if (v[i].p != NULL && strlen(v[i].p) > PG_MAX_STR)
+				e = CS_ETOOBIG;
+			break;
+		case STORE_VAL_INT:
+			types[i] = OID_INT8;
+			snprintf(ints[i], sizeof ints[i], "%lld", (long long)v[i].i);
+			vals[i] = ints[i];
+			break;
+		case STORE_VAL_BLOB:
+		case STORE_VAL_BLOB_OR_NULL:
+			types[i] = OID_BYTEA;
+			fmts[i] = 1;
+			if (v[i].n > INT_MAX)
+				e = CS_ETOOBIG;
+			lens[i] = (int)v[i].n;
+			vals[i] = v[i].p != NULL ? v[i].p : "";
+			if (v[i].p == NULL && v[i].kind == STORE_VAL_BLOB_OR_NULL)
+				vals[i] = NULL;
+			if (v[i].p != NULL && v[i].n == 0)
+				lens[i] = 0;
+			break;
+		default:
+			e = CS_EINVAL;
+			break;
+		}
+	}
+	if (e != CS_OK)
+		return e;
+	if (!s->typed) {
+		memcpy(s->types, types, n * sizeof *types);
+		s->typed = true;
+	} else if (n > 0 && memcmp(s->types, types, n * sizeof *types) != 0) {
+		log_msg(LOG_ERROR, "database: a statement bound with other types than before");
+		return CS_EINVAL;
+	}
+	e = stmt_run(s, vals, lens, fmts);
+	OPENSSL_cleanse(ints, sizeof ints);
+	return e;
+}
+
+enum cs_err pg_step(struct store_stmt *st)
+{
+	struct pg_stmt *s = st->pg;
+	enum cs_err e;
+	if (!s->executed) {
+		if (s->nparams != 0) {
+			log_msg(LOG_ERROR, "database: a statement stepped with its values unbound");
+			return CS_EINVAL;
+		}
+		s->typed = true;
+		if ((e = stmt_run(s, NULL, NULL, NULL)) != CS_OK)
+			return e;
+	}
+	stmt_clear_row(s);
+	if (s->res == NULL || s->row + 1 >= PQntuples(s->res))
+		return CS_ENOENT;
+	s->row++;
+	return CS_OK;
+}
+
+enum cs_err pg_exec(struct store_stmt *st)
+{
+	struct pg_stmt *s = st->pg;
+	enum cs_err e = pg_step(st);
+	if (e == CS_ENOENT)
+		e = CS_OK;
+	else if (e == CS_OK)
+		e = CS_EDB;     /* a programming error: this statement returns rows */
+	stmt_reset(s);
+	return e;
+}
+
+int64_t pg_changes(struct pg_conn *k) { return k->changes; }
+
+/* --- columns ----------------------------------------------------------- */
+
+static bool col_ok(const struct pg_stmt *s, int i)
+{
+	return s->res != NULL && s->row >= 0 && i >= 0 && i < PQnfields(s->res);
+}
+
+enum store_col_kind pg_col_type(struct store_stmt *st, int i)
+{
+	struct pg_stmt *s = st->pg;
+	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
+		return STORE_COL_NULL;
+	switch (PQftype(s->res, i)) {
+	case OID_INT8: case OID_INT4: case OID_INT2: case OID_BOOL: case OID_NUMERIC:
+		return STORE_COL_INTEGER;
+	case OID_FLOAT4: case OID_FLOAT8:
+		return STORE_COL_FLOAT;
+	case OID_BYTEA:
+		return STORE_COL_BLOB;
+	default:
+		return STORE_COL_TEXT;
+	}
+}
+
+int64_t pg_col_int64(struct store_stmt *st, int i)
+{
+	struct pg_stmt *s = st->pg;
+	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
+		return 0;
+	const char *t = PQgetvalue(s->res, s->row, i);
+	if (PQftype(s->res, i) == OID_BOOL)
+		return t[0] == 't';
+	return strtoll(t, NULL, 10);
+}
+
+/* Column i's bytea, decoded once per row (PQunescapeBytea of the hex form). */
+static const unsigned char *col_bytea(struct pg_stmt *s, int i, size_t *len)
+{
+	*len = 0;
+	if (i >= PG_MAX_COLS)
+		return NULL;
+	if (s->dec[i] == NULL) {
+		s->dec[i] = PQunescapeBytea((const unsigned char *)PQgetvalue(s->res, s->row, i),
+		    &s->declen[i]);
+		if (s->dec[i] == NULL)
+			return NULL;
+		if (i + 1 > s->ndec)
+			s->ndec = i + 1;
+	}
+	*len = s->declen[i];
+	return s->dec[i];
+}
+
+int pg_col_bytes(struct store_stmt *st, int i)
+{
+	struct pg_stmt *s = st->pg;
+	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
+		return 0;
+	if (PQftype(s->res, i) == OID_BYTEA) {
+		size_t n;
+		(void)col_bytea(s, i, &n);
+		return n > INT_MAX ? INT_MAX : (int)n;
+	}
+	return PQgetlength(s->res, s->row, i);
+}
+
+const void *pg_col_raw_blob(struct store_stmt *st, int i)
+{
+	struct pg_stmt *s = st->pg;
+	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
+		return NULL;
+	if (PQftype(s->res, i) == OID_BYTEA) {
+		size_t n;
+		return col_bytea(s, i, &n);
+	}
+	return PQgetvalue(s->res, s->row, i);
+}
+
+const unsigned char *pg_col_raw_text(struct store_stmt *st, int i)
+{
+	struct pg_stmt *s = st->pg;
+	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
+		return NULL;
+	return (const unsigned char *)PQgetvalue(s->res, s->row, i);
+}
+
+int pg_col_count(struct store_stmt *st)
+{
+	return st->pg->res != NULL ? PQnfields(st->pg->res) : 0;
+}
+
+const char *pg_col_name(struct store_stmt *st, int i)
+{
+	return st->pg->res != NULL ? PQfname(st->pg->res, i) : NULL;
+}
+
+/* --- transactions ------------------------------------------------------ */
+
+/* One simple query on k; CS_OK when it ended with status want. */
+static enum cs_err pg_simple(struct pg_conn *k, const char *sql, ExecStatusType want,
+    PGresult **keep)
+{
+	PGresult *r = PQexec(k->db, sql);
+	enum cs_err e = CS_OK;
+	if (PQresultStatus(r) != want) {
+		e = pg_err(k, r);
+		if (e != CS_EBUSY)
+			pg_log(k, r, "transaction");
+		if (e == CS_OK)
+			e = CS_EDB;
+	}
+	if (keep != NULL && e == CS_OK)
+		*keep = r;
+	else
+		PQclear(r);
+	return e;
+}
+
+bool pg_in_tx(const struct pg_conn *k) { return k->in_tx; }
+
+enum cs_err pg_begin(struct pg_conn *k)
+{
+	enum cs_err e = pg_alive(k);
+	PGresult *r = NULL;
+	if (e != CS_OK)
+		return e;
+	/* One round trip when nobody holds the lock. */
+	if ((e = pg_simple(k, "BEGIN; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'; "
+	    "SELECT pg_try_advisory_xact_lock(" PG_WRITE_LOCK ")", PGRES_TUPLES_OK, &r)) != CS_OK)
+		goto fail;
+	bool got = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	k->in_tx = true;
+	if (got)
+		return CS_OK;
+	/* Someone holds it: wait, unless the queue is full. */
+	unsigned w = atomic_fetch_add(&k->p->waiting, 1);
+	if (w >= atomic_load(&k->p->queue_max)) {
+		atomic_fetch_sub(&k->p->waiting, 1);
+		metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
+		pg_rollback(k);
+		return CS_EBUSY;
+	}
+	e = pg_simple(k, "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")", PGRES_TUPLES_OK, NULL);
+	atomic_fetch_sub(&k->p->waiting, 1);
+	if (e == CS_OK)
+		return CS_OK;
+	pg_rollback(k);
+	return e;
+fail:
+	if (PQstatus(k->db) == CONNECTION_OK)
+		(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
+	return e;
+}
+
+/* SECURITY: only a COMMIT that answers "COMMIT" committed: one that ends an
+ * aborted transaction answers "ROLLBACK" with a success status. */
+enum cs_err pg_commit(struct pg_conn *k)
+{
+	PGresult *r = NULL;
+	if (!k->in_tx)
+		return CS_EDB;
+	enum cs_err e = pg_simple(k, "COMMIT", PGRES_COMMAND_OK, &r);
+	k->in_tx = false;
+	if (e == CS_OK) {
+		if (strcmp(PQcmdStatus(r), "COMMIT") != 0)
+			e = CS_EDB;
+		PQclear(r);
+	}
+	if (e == CS_OK)
+		atomic_fetch_add(&k->p->commits, 1);
+	return e;
+}
+
+void pg_rollback(struct pg_conn *k)
+{
+	if (k == NULL)
+		return;
+	if (k->db != NULL && PQstatus(k->db) == CONNECTION_OK &&
+	    PQtransactionStatus(k->db) != PQTRANS_IDLE)
+		(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
+	k->in_tx = false;
+}
+
+/* --- the store --------------------------------------------------------- */
+
+enum cs_err pg_store_open(const char *url, const char *password, bool prepared,
+    struct pg_store **out)
+{
+	struct pg_store *p = calloc(1, sizeof *p);
+	if (p == NULL)
+		return CS_ENOMEM;
+	p->url = strdup(url);
+	p->password = password != NULL ? strdup(password) : NULL;
+	p->prepared = prepared;
+	atomic_init(&p->waiting, 0);
+	atomic_init(&p->queue_max, 256);
+	atomic_init(&p->commits, 0);
+	if (p->url == NULL || (password != NULL && p->password == NULL)) {
+		pg_store_close(p);
+		return CS_ENOMEM;
+	}
+	*out = p;
+	return CS_OK;
+}
+
+void pg_store_close(struct pg_store *p)
+{
+	if (p == NULL)
+		return;
+	free(p->url);
+	if (p->password != NULL) {
+		OPENSSL_cleanse(p->password, strlen(p->password));
+		free(p->password);
+	}
+	free(p);
+}
+
+void pg_set_write_queue(struct pg_store *p, unsigned max) { atomic_store(&p->queue_max, max); }
+
+void pg_writer_stats(struct pg_store *p, struct store_writer_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	out->waiting = atomic_load(&p->waiting);
+	out->batches = atomic_load(&p->commits);
+	out->transactions = out->batches;
+}
+
+enum cs_err pg_ping(struct pg_conn *k)
+{
+	enum cs_err e = pg_alive(k);
+	if (e != CS_OK)
+		return e;
+	return pg_simple(k, "SELECT 1", PGRES_TUPLES_OK, NULL);
+}
+
+/* --- migrations -------------------------------------------------------- */
+
+static int migration_version(const char *name)
+{
+	long v = 0;
+	size_t i = 0;
+	for (; name[i] >= '0' && name[i] <= '9'; i++) {
+		v = v * 10 + (name[i] - '0');
+		if (v > INT_MAX / 10)
+			return -1;
+	}
+	return i == 0 || name[i] != '_' || v <= 0 ? -1 : (int)v;
+}
+
+int pg_schema_known(void)
+{
+	int max = 0;
+	for (const struct embedded_file *f = embedded_migrations_pg; f->name != NULL; f++) {
+		int v = migration_version(f->name);
+		if (v > max)
+			max = v;
+	}
+	return max;
+}
+
+enum cs_err pg_schema_version(struct pg_conn *k, int *out)
+{
+	PGresult *r = NULL;
+	enum cs_err e = pg_alive(k);
+	if (e != CS_OK)
+		return e;
+	if ((e = pg_simple(k, "SELECT to_regclass('schema_version') IS NOT NULL",
+	    PGRES_TUPLES_OK, &r)) != CS_OK)
+		return e;
+	bool have = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	if (!have) {
+		*out = 0;
+		return CS_OK;
+	}
+	if ((e = pg_simple(k, "SELECT coalesce(max(version), 0) FROM schema_version",
+	    PGRES_TUPLES_OK, &r)) != CS_OK)
+		return e;
+	long long v = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+	PQclear(r);
+	if (v < 0 || v > INT_MAX)
+		return CS_EDB;
+	*out = (int)v;
+	return CS_OK;
+}
+
+static enum cs_err migration_apply(struct pg_conn *k, int v, const struct embedded_file *f)
+{
+	char ins[128];
+	enum cs_err e;
+	if ((e = pg_simple(k, "BEGIN", PGRES_COMMAND_OK, NULL)) != CS_OK)
+		return e;
+	if ((e = pg_simple(k, f->data, PGRES_COMMAND_OK, NULL)) != CS_OK) {
+		log_msg(LOG_ERROR, "migration %s failed", f->name);
+		goto fail;
+	}
+	snprintf(ins, sizeof ins, "INSERT INTO schema_version (version, applied_at) VALUES (%d, %lld)",
+	    v, (long long)time(NULL));
+	if ((e = pg_simple(k, ins, PGRES_COMMAND_OK, NULL)) != CS_OK)
+		goto fail;
+	if ((e = pg_simple(k, "COMMIT", PGRES_COMMAND_OK, NULL)) != CS_OK)
+		goto fail;
+	log_msg(LOG_INFO, "database: applied migration %s", f->name);
+	return CS_OK;
+fail:
+	(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
+	return e;
+}
+
+enum cs_err pg_migrate(struct pg_conn *k)
+{
+	enum cs_err e = pg_alive(k);
+	int have = 0, known = pg_schema_known(), prev = 0;
+	if (e != CS_OK)
+		return e;
+	/* One migrating node at a time; the others wait here, then find nothing to do. */
+	if ((e = pg_simple(k, "SELECT pg_advisory_lock(" PG_MIGRATE_LOCK ")",
+	    PGRES_TUPLES_OK, NULL)) != CS_OK)
+		return e;
+	if ((e = pg_simple(k, "CREATE TABLE IF NOT EXISTS schema_version ("
+	    "version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)", PGRES_COMMAND_OK, NULL)) != CS_OK)
+		goto out;
+	if ((e = pg_schema_version(k, &have)) != CS_OK)
+		goto out;
+	if (have > known) {
+		log_msg(LOG_ERROR, "database schema version %d is newer than this consentd (knows %d); "
+		    "refusing to migrate", have, known);
+		e = CS_ESCHEMA;
+		goto out;
+	}
+	for (const struct embedded_file *f = embedded_migrations_pg; f->name != NULL; f++) {
+		int v = migration_version(f->name);
+		if (v <= prev) {
+			log_msg(LOG_ERROR, "embedded migration pg/%s is misnamed or out of order", f->name);
+			e = CS_ESCHEMA;
+			goto out;
+		}
+		prev = v;
+		if (v <= have)
+			continue;
+		if ((e = migration_apply(k, v, f)) != CS_OK)
+			goto out;
+	}
+out:
+	if (PQstatus(k->db) == CONNECTION_OK)
+		(void)pg_simple(k, "SELECT pg_advisory_unlock(" PG_MIGRATE_LOCK ")",
+		    PGRES_TUPLES_OK, NULL);
+	return e;
+}
