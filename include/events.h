@@ -28,6 +28,8 @@
 #define EVENTS_MEDIA_TYPE   "application/secevent+jwt"
 #define EVENTS_REVOKED_URI  "urn:consentd:event:consent-revoked"
 #define EVENTS_BATCH        20      /* the most entries one pass tries */
+#define EVENTS_CLAIM_LEASE  120     /* seconds a pass holds what it claimed (store_events_claim):
+                                       more than EVENTS_BATCH pushes take */
 #define EVENTS_RETRY_FIRST  5       /* seconds before the first retry */
 #define EVENTS_RETRY_MAX    3600    /* the longest wait between attempts */
 

@@ -51,6 +51,15 @@ enum cs_err store_open_with(const char *loc, const struct store_opts *o,
 /* Checks a [database] url without connecting: a postgresql:// URL libpq
  * parses, with no password in it.  why gets the failing check. */
 enum cs_err store_url_check(const char *url, char *why, size_t whylen) CS_MUST_CHECK;
+/* Single flight across processes: while one caller holds key (any node on
+ * the same database), another store_flight_begin on key waits for its
+ * store_flight_end (at most STORE_FLIGHT_WAIT_S, then CS_EBUSY).  A holder
+ * that dies lets go.  Never call it inside a transaction; one key at a time
+ * per connection.  SQLite: one process owns the file, and the caller's own
+ * in-process single flight is the whole of it, so CS_OK at once. */
+#define STORE_FLIGHT_WAIT_S 30
+enum cs_err store_flight_begin(struct store_conn *c, const char *key) CS_MUST_CHECK;
+void store_flight_end(struct store_conn *c);
 /* Whether the store is the PostgreSQL backend. */
 bool store_is_pg(const struct store *s);
 /* Closes the calling thread's connection too.  NULL-safe. */

@@ -34,6 +34,15 @@ enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id,
  * waiting first, at most max.  *out NULL and *n 0 when none. */
 enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
     struct store_event_row **out, size_t *n) CS_MUST_CHECK;
+/* Claims the undelivered entries due at now, the longest waiting first, at
+ * most max, for one delivery run: their next attempt moves to now + lease, so
+ * that no other node (or run) delivers them meanwhile; one that is neither
+ * delivered nor retried by then (its node died) is due again.  Writes: call
+ * it in a transaction.  *out NULL and *n 0 when none. */
+enum cs_err store_events_claim(struct store_conn *c, int64_t now, int64_t lease, size_t max,
+    struct store_event_row **out, size_t *n) CS_MUST_CHECK;
+/* Gives back a claimed entry not tried: due again at at. */
+enum cs_err store_events_release(struct store_conn *c, int64_t id, int64_t at) CS_MUST_CHECK;
 /* Records a delivery: attempts + 1, delivered_at = now, last_status. */
 enum cs_err store_events_delivered(struct store_conn *c, int64_t id, int64_t now,
     int64_t status) CS_MUST_CHECK;

@@ -184,11 +184,28 @@ enum cs_err events_push_run(struct store_conn *c, const struct config *cfg,
 		return CS_OK;                 /* entries wait (see events.h) */
 	if (kr == NULL)
 		return CS_EINVAL;
-	if ((e = store_events_due(c, now, EVENTS_BATCH, &due, &n)) != CS_OK)
+	/* SECURITY: claimed in a transaction of its own, so that of many nodes
+	 * sharing the outbox one delivers each entry (at least once: a node that
+	 * dies after the push but before recording it lets another push again
+	 * when the lease ends; receivers dedupe on the SET's jti, RFC 8417). */
+	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	for (size_t i = 0; i < n && !run.unreachable; i++)
-		if ((e = push_one(&run, &due[i])) != CS_OK)
+	if ((e = store_events_claim(c, now, EVENTS_CLAIM_LEASE, EVENTS_BATCH, &due, &n)) != CS_OK ||
+	    (e = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		store_event_rows_free(due, n);
+		return e;
+	}
+	size_t i = 0;
+	for (; i < n && !run.unreachable; i++)
+		if ((e = push_one(&run, &due[i])) != CS_OK) {
+			i++;
 			break;
+		}
+	/* What this pass claimed but did not try is due again at once. */
+	for (; i < n; i++)
+		if (store_events_release(c, due[i].id, now) != CS_OK)
+			break;                    /* then due again when the lease ends */
 	store_event_rows_free(due, n);
 	*delivered = run.delivered;
 	return e;

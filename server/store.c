@@ -1298,6 +1298,20 @@ static enum cs_err writer_init(struct store *s)
 }
 
 bool store_is_pg(const struct store *s) { return s != NULL && s->pg != NULL; }
+bool store_is_pg_conn(const struct store_conn *c) { return c != NULL && c->pg != NULL; }
+
+enum cs_err store_flight_begin(struct store_conn *c, const char *key)
+{
+	if (c == NULL || key == NULL)
+		return CS_EINVAL;
+	return c->pg != NULL ? pg_flight_begin(c->pg, key) : CS_OK;
+}
+
+void store_flight_end(struct store_conn *c)
+{
+	if (c != NULL && c->pg != NULL)
+		pg_flight_end(c->pg);
+}
 
 enum cs_err store_url_check(const char *url, char *why, size_t whylen)
 {

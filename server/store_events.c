@@ -9,9 +9,10 @@
 #include "store_events.h"
 #include "store_priv.h"
 
-#define EVENT_COLS \
+#define EVENT_COLS_ONLY \
 	"id, jti, consent_id, subject_iss, subject, agent, resource, reason, created_at, " \
-	"attempts, next_attempt_at, delivered_at, last_status, last_error FROM events_outbox "
+	"attempts, next_attempt_at, delivered_at, last_status, last_error "
+#define EVENT_COLS EVENT_COLS_ONLY "FROM events_outbox "
 
 /* SECURITY: the person, agent, resource and reason come from the consent row
  * itself (server-side state), never from the caller. */
@@ -23,6 +24,21 @@ static const char SQL_EVENTS_ENQUEUE[] =
 static const char SQL_EVENTS_DUE[] =
     "SELECT " EVENT_COLS "WHERE delivered_at = 0 AND next_attempt_at <= ?1 "
     "ORDER BY next_attempt_at, id LIMIT ?2";
+/* A claim: the due entries' next attempt moves past the lease, so no other
+ * node (nor this one) takes them meanwhile; a node that dies mid-delivery
+ * leaves them due again when the lease ends.  The outer WHERE repeats the
+ * due test, so a claim that waited for another's row lock re-checks the row
+ * as committed and skips what the other took.  PostgreSQL skips the rows
+ * another claim holds rather than waiting for them. */
+#define EVENTS_CLAIM(lock) \
+    "UPDATE events_outbox SET next_attempt_at = ?2 WHERE delivered_at = 0 AND " \
+    "next_attempt_at <= ?1 AND id IN (SELECT id FROM events_outbox WHERE delivered_at = 0 " \
+    "AND next_attempt_at <= ?1 ORDER BY next_attempt_at, id LIMIT ?3" lock ") " \
+    "RETURNING " EVENT_COLS_ONLY
+static const char SQL_EVENTS_CLAIM[] = EVENTS_CLAIM("");
+static const char SQL_EVENTS_CLAIM_PG[] = EVENTS_CLAIM(" FOR UPDATE SKIP LOCKED");
+static const char SQL_EVENTS_RELEASE[] =
+    "UPDATE events_outbox SET next_attempt_at = ?2 WHERE id = ?1 AND delivered_at = 0";
 static const char SQL_EVENTS_DELIVERED[] =
     "UPDATE events_outbox SET attempts = attempts + 1, delivered_at = ?2, last_status = ?3, "
     "last_error = NULL WHERE id = ?1 AND delivered_at = 0";
@@ -158,6 +174,27 @@ enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
 	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT((int64_t)max)))) != CS_OK)
 		return e;
 	return read_rows(c, st, max, out, n);
+}
+
+enum cs_err store_events_claim(struct store_conn *c, int64_t now, int64_t lease, size_t max,
+    struct store_event_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st = store_stmt(c, store_is_pg_conn(c) ? SQL_EVENTS_CLAIM_PG :
+	    SQL_EVENTS_CLAIM);
+	if (st == NULL)
+		return CS_EDB;
+	if (max > STORE_EVENTS_LIST_MAX)
+		max = STORE_EVENTS_LIST_MAX;
+	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT(now + lease),
+	    SV_INT((int64_t)max)))) != CS_OK)
+		return e;
+	return read_rows(c, st, max, out, n);
+}
+
+enum cs_err store_events_release(struct store_conn *c, int64_t id, int64_t at)
+{
+	return store_run(c, SQL_EVENTS_RELEASE, STORE_VALS(SV_INT(id), SV_INT(at)));
 }
 
 enum cs_err store_events_delivered(struct store_conn *c, int64_t id, int64_t now, int64_t status)

@@ -84,6 +84,8 @@ struct pg_conn {
 	unsigned         gen;             /* bumped at every (re)connect: prepared statements go */
 	unsigned         names;
 	bool             in_tx;
+	PGconn          *flight;          /* store_flight_begin's, opened on first use */
+	bool             flying;
 	int64_t          changes;
 	struct pg_stmt  *slots[PG_SLOTS];
 	size_t           nslots;
@@ -260,6 +262,8 @@ void pg_conn_close(struct pg_conn *k)
 	}
 	if (k->db != NULL)
 		PQfinish(k->db);
+	if (k->flight != NULL)
+		PQfinish(k->flight);
 	free(k);
 }
 
@@ -719,6 +723,44 @@ void pg_writer_stats(struct pg_store *p, struct store_writer_stats *out)
 	out->waiting = atomic_load(&p->waiting);
 	out->batches = atomic_load(&p->commits);
 	out->transactions = out->batches;
+}
+
+enum cs_err pg_flight_begin(struct pg_conn *k, const char *key)
+{
+	if (k->flying)
+		return CS_EINVAL;
+	if (k->flight != NULL && PQstatus(k->flight) != CONNECTION_OK) {
+		PQfinish(k->flight);
+		k->flight = NULL;
+	}
+	if (k->flight == NULL && (k->flight = pg_connect(k->p)) == NULL)
+		return CS_EBUSY;
+	PGresult *r = PQexec(k->flight, "BEGIN; SET LOCAL lock_timeout = '30s'");
+	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (ok) {
+		const char *v[1] = { key };
+		r = PQexecParams(k->flight, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", 1,
+		    NULL, v, NULL, NULL, 0);
+		ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+		PQclear(r);
+	}
+	if (!ok) {
+		r = PQexec(k->flight, "ROLLBACK");
+		PQclear(r);
+		return CS_EBUSY;
+	}
+	k->flying = true;
+	return CS_OK;
+}
+
+void pg_flight_end(struct pg_conn *k)
+{
+	if (!k->flying)
+		return;
+	PGresult *r = PQexec(k->flight, "COMMIT");
+	PQclear(r);
+	k->flying = false;
 }
 
 enum cs_err pg_ping(struct pg_conn *k)

@@ -54,6 +54,12 @@ enum cs_err pg_commit(struct pg_conn *k) CS_MUST_CHECK;
 void pg_rollback(struct pg_conn *k);
 bool pg_in_tx(const struct pg_conn *k);
 
+/* store_flight_begin/_end: a transaction advisory lock on a second
+ * connection of the thread's (so that it works through a transaction pooler
+ * and never holds the write lock), held open while the caller works. */
+enum cs_err pg_flight_begin(struct pg_conn *k, const char *key) CS_MUST_CHECK;
+void pg_flight_end(struct pg_conn *k);
+
 enum cs_err pg_ping(struct pg_conn *k) CS_MUST_CHECK;
 enum cs_err pg_schema_version(struct pg_conn *k, int *out) CS_MUST_CHECK;
 /* Applies every migration of migrations/pg/ newer than the database's, each

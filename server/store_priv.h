@@ -145,6 +145,9 @@ struct store_writer_stats {
 	uint64_t checkpoints;        /* WAL checkpoints the checkpointer ran */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);
+/* Whether c is the PostgreSQL backend's: for the few statements written
+ * twice, once per dialect (a row lock clause SQLite has no word for). */
+bool store_is_pg_conn(const struct store_conn *c);
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 

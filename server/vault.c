@@ -534,8 +534,13 @@ static enum cs_err refresh_single(const struct rel *x, int64_t margin,
 	pthread_mutex_unlock(&v->mu);
 
 	/* The leader.  Another leader may have finished just before: re-read,
-	 * and refresh only if the record still needs it. */
-	e = store_vault_record_by_consent(x->c, k->id, &cur);
+	 * and refresh only if the record still needs it.  SECURITY: the same
+	 * holds across the nodes sharing a database: the flight lock makes one
+	 * of them refresh, and the others, once it lets go, read its result
+	 * (a refresh token used twice may end the grant at the provider). */
+	e = store_flight_begin(x->c, rec->id);
+	if (e == CS_OK)
+		e = store_vault_record_by_consent(x->c, k->id, &cur);
 	if (e == CS_OK) {
 		store_vault_record_clear(rec);
 		*rec = cur;
@@ -551,6 +556,7 @@ static enum cs_err refresh_single(const struct rel *x, int64_t margin,
 			    e == CS_OK ? "ok" : e == CS_EPERM ? "revoked" : "error");
 		}
 	}
+	store_flight_end(x->c);
 
 	pthread_mutex_lock(&v->mu);
 	for (struct inflight **pp = &v->inflight; *pp != NULL; pp = &(*pp)->next)
