@@ -357,7 +357,7 @@ void pg_stmt_done(struct store_stmt *st)
 /* Runs s with the values given (already in libpq's arrays); the result is
  * kept for pg_step.  The statement is prepared on this connection first
  * unless the store sends every statement unnamed (a transaction pooler). */
-static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const int *lens,
+static enum cs_err stmt_run_once(struct pg_stmt *s, const char *const *vals, const int *lens,
     const int *fmts)
 {
 	struct pg_conn *k = s->k;
@@ -397,6 +397,25 @@ static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const in
 	s->row = -1;
 	s->executed = true;
 	return CS_OK;
+}
+
+/* A connection found dead (the server restarted since its last use) is
+ * made again and a read outside a transaction tried once more: it changed
+ * nothing.  A write is never sent twice (it may have been done). */
+static bool is_read(const char *sql)
+{
+	while (*sql == ' ' || *sql == '\n' || *sql == '\t')
+		sql++;
+	return strncmp(sql, "SELECT", 6) == 0;
+}
+
+static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const int *lens,
+    const int *fmts)
+{
+	enum cs_err e = stmt_run_once(s, vals, lens, fmts);
+	if (e == CS_EBUSY && !s->k->in_tx && PQstatus(s->k->db) != CONNECTION_OK && is_read(s->text))
+		e = stmt_run_once(s, vals, lens, fmts);
+	return e;
 }
 
 /* Binding runs the statement: every value is bound at once (store_bind), so
@@ -617,17 +636,23 @@ static enum cs_err pg_simple(struct pg_conn *k, const char *sql, ExecStatusType 
 
 bool pg_in_tx(const struct pg_conn *k) { return k->in_tx; }
 
+#define SQL_BEGIN_TRY "BEGIN; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'; " \
+	"SELECT pg_try_advisory_xact_lock(" PG_WRITE_LOCK ")"
+
 enum cs_err pg_begin(struct pg_conn *k)
 {
 	enum cs_err e = pg_alive(k);
 	PGresult *r = NULL;
 	if (e != CS_OK)
 		return e;
-	/* One round trip when nobody holds the lock. */
-	if ((e = pg_simple(k, "BEGIN; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'; "
-	    "SELECT pg_try_advisory_xact_lock(" PG_WRITE_LOCK ")", PGRES_TUPLES_OK, &r)) != CS_OK)
+	/* One round trip when nobody holds the lock; once more on a connection
+	 * found dead (nothing was begun on it). */
+	e = pg_simple(k, SQL_BEGIN_TRY, PGRES_TUPLES_OK, &r);
+	if (e == CS_EBUSY && PQstatus(k->db) != CONNECTION_OK && pg_alive(k) == CS_OK)
+		e = pg_simple(k, SQL_BEGIN_TRY, PGRES_TUPLES_OK, &r);
+	if (e != CS_OK)
 		goto fail;
-	bool got = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+	bool got = PQntuples(r) == 1 && PQnfields(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	k->in_tx = true;
 	if (got)

@@ -8,13 +8,16 @@
 //   await c.stop()  // SIGTERM by pid, then removes the directory
 //
 // The binary is $TEST_CONSENTD_BIN (make check points it at the ASan+UBSan build) or build/consentd.
-import { mkdtempSync, writeFileSync, rmSync, chmodSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync, chmodSync, cpSync } from 'node:fs';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startProcess } from './proc.js';
 import { getFreePort } from './ports.js';
+import { startPostgres } from './pg.js';
+import { startLb } from './lb.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const consentdBin = process.env.TEST_CONSENTD_BIN || join(root, 'build', 'consentd');
@@ -54,27 +57,118 @@ export function baseConfig({ port, dir, issuer }) {
   };
 }
 
-export async function startConsentd({ config = {}, env = {}, port, dir, keepDir = false } = {}) {
+// The PostgreSQL backend: TEST_DB=pg runs every startConsentd of the test
+// file against one PostgreSQL server (tests/lib/pg.js, started on first use),
+// each in a fresh database of its own that `consentd migrate` prepares; and
+// TEST_NODES=2 (with TEST_DB=pg) runs two nodes on that database behind a
+// round-robin balancer (tests/lib/lb.js) at the public URL, so every flow of
+// the test crosses nodes.  A config with database.url set uses that database.
+export const testDb = process.env.TEST_DB === 'pg' ? 'pg' : 'sqlite';
+export const testNodes = testDb === 'pg' ? Math.max(1, Number(process.env.TEST_NODES || 1)) : 1;
+let pgServer = null;
+let pgDbs = 0;
+export async function sharedPostgres() {
+  if (!pgServer) pgServer = await startPostgres();
+  return pgServer;
+}
+export async function freshPgDatabase() {
+  const pg = await sharedPostgres();
+  const name = `it${process.pid}_${pgDbs++}`;
+  await pg.psql(`CREATE DATABASE ${name}`, { db: 'postgres' });
+  return pg.url.replace('/consentd?', `/${name}?`);
+}
+
+// Runs `consentd SUB... -c cfgPath` to completion: { code, stdout, stderr }.
+export async function consentdCommand(args, { env = {} } = {}) {
+  return new Promise((resolve) => {
+    execFile(consentdBin, args, { env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1', ...env },
+      timeout: 60000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+async function startNode({ cfg, dir, port, env, name }) {
+  const cfgPath = join(dir, 'config.ini');
+  writeFileSync(cfgPath, toIni(cfg));
+  const proc = await startProcess(consentdBin, ['-c', cfgPath], {
+    env: { ASAN_OPTIONS: 'detect_leaks=1', ...env },
+    ready: { url: `http://127.0.0.1:${port}/healthz`, status: 200 },
+    timeoutMs: 20000,
+    name,
+  });
+  return { proc, cfgPath };
+}
+
+export async function startConsentd({ config = {}, env = {}, port, dir, keepDir = false,
+  nodes = testNodes, migrate = true } = {}) {
   dir = dir || mkdtempSync(join(tmpdir(), 'consentd-it-'));
   port = port || await getFreePort();
-  const cfg = merge(baseConfig({ port, dir, issuer: config?.oidc?.issuer }), config);
+  let cfg = merge(baseConfig({ port, dir, issuer: config?.oidc?.issuer }), config);
+  const pg = testDb === 'pg' || cfg.database?.url;
+  if (pg) {
+    const dbUrl = cfg.database?.url || await freshPgDatabase();
+    cfg = { ...cfg, database: { ...cfg.database, path: undefined, url: dbUrl } };
+  }
   const cfgPath = join(dir, 'config.ini');
   writeFileSync(cfgPath, toIni(cfg));
   const keyPath = join(dir, 'master.key');
   try { writeFileSync(keyPath, randomBytes(32), { flag: 'wx', mode: 0o600 }); } catch { /* kept */ }
   chmodSync(keyPath, 0o600);
+  if (pg && migrate) {
+    const m = await consentdCommand(['migrate', '-c', cfgPath], { env });
+    if (m.code !== 0) throw new Error(`consentd migrate: ${m.stderr}`);
+  }
   const url = cfg.server.public_url;
-  const proc = await startProcess(consentdBin, ['-c', cfgPath], {
-    env: { ASAN_OPTIONS: 'detect_leaks=1', ...env },
-    ready: { url: `http://127.0.0.1:${port}/healthz`, status: 200 },
-    timeoutMs: 20000,
-    name: 'consentd',
-  });
+  if (nodes <= 1) {
+    const { proc } = await startNode({ cfg, dir, port, env, name: 'consentd' });
+    return {
+      url, port, dir, cfgPath, proc, config: cfg, nodes: [{ proc, dir, port }],
+      async stop({ remove = !keepDir } = {}) {
+        const st = await proc.stop(10000);
+        if (remove) rmSync(dir, { recursive: true, force: true });
+        return st;
+      },
+    };
+  }
+  // N nodes: each its own port and directory (a copy of dir: the same
+  // master key and files), the same database, the balancer on `port`.
+  const list = [];
+  let lb = null;
+  try {
+    for (let i = 0; i < nodes; i++) {
+      const nport = await getFreePort();
+      const ndir = `${dir}-node${i}`;
+      cpSync(dir, ndir, { recursive: true });
+      const rewrite = (v) => (typeof v === 'string' && v.startsWith(dir) ? ndir + v.slice(dir.length) : v);
+      const ncfg = {};
+      for (const [sec, keys] of Object.entries(cfg)) {
+        if (keys == null) continue;
+        ncfg[sec] = {};
+        for (const [k, v] of Object.entries(keys)) ncfg[sec][k] = rewrite(v);
+      }
+      ncfg.server = { ...ncfg.server, listen: `127.0.0.1:${nport}`, public_url: url };
+      const { proc } = await startNode({ cfg: ncfg, dir: ndir, port: nport, env, name: `consentd#${i}` });
+      list.push({ proc, dir: ndir, port: nport, config: ncfg });
+    }
+    lb = await startLb({ port, backends: list.map((n) => n.port) });
+  } catch (e) {
+    for (const n of list) await n.proc.stop(10000);
+    throw e;
+  }
   return {
-    url, port, dir, cfgPath, proc, config: cfg,
+    url, port, dir, cfgPath, proc: list[0].proc, config: cfg, nodes: list, lb,
     async stop({ remove = !keepDir } = {}) {
-      const st = await proc.stop(10000);
-      if (remove) rmSync(dir, { recursive: true, force: true });
+      await lb.stop();
+      let st = null;
+      for (const n of list) {
+        const s1 = await n.proc.stop(10000);
+        if (st === null || (s1 && s1.code !== 0)) st = s1;
+      }
+      if (remove) {
+        rmSync(dir, { recursive: true, force: true });
+        for (const n of list) rmSync(n.dir, { recursive: true, force: true });
+      }
       return st;
     },
   };

@@ -1,0 +1,260 @@
+// Many consentd nodes on one PostgreSQL (issue 17), with real processes: Debian's
+// PostgreSQL 15 in a temporary directory (tests/lib/pg.js), the development IdP, and
+// two consentd nodes on one database behind a round-robin balancer (tests/lib/lb.js),
+// so that every step of a flow lands on the other node than the step before.
+//
+// What must hold is that N nodes behave like one consentd: flows that cross nodes,
+// revocation seen at once by the other node, one audit chain that verifies after both
+// wrote to it at once, a node killed under load losing nothing it acknowledged, a
+// database restart answered with 503 and readiness, never a crash; and the schema
+// rules: a node waits for `consentd migrate`, and refuses a schema newer than it knows.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startIdp, DEFAULT_CLIENTS } from '../lib/idp.js';
+import {
+  startConsentd, sharedPostgres, freshPgDatabase, consentdCommand, consentdBin, toIni, baseConfig,
+} from '../lib/consentd.js';
+import { getFreePort } from '../lib/ports.js';
+import { gateway } from '../lib/gateway.js';
+import { consentdLogin, revokeOnMe } from '../lib/weblogin.js';
+import { approveConsent } from '../lib/seed.js';
+import { consentConfig } from '../lib/fixtures.js';
+import { waitReady } from '../lib/stack.js';
+
+const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
+const ALICE = { user: 'alice', password: 'alice-password' };
+const ASK = { agentId: 'coder', audience: 'notes', scope: 'read' };
+
+let pg;
+let idp;
+let c;            // two nodes and the balancer
+let url;
+let gw;           // the gateway, through the balancer
+let gwNode;       // [gateway of node 0, of node 1], each straight at its node
+
+before(async () => {
+  pg = await sharedPostgres();
+  const port = await getFreePort();
+  url = `http://127.0.0.1:${port}`;
+  const clients = DEFAULT_CLIENTS.map((x) => (x.client_id === 'consentd'
+    ? { ...x, redirect_uris: [`${url}/callback`], post_logout_redirect_uris: [`${url}/`] } : x));
+  idp = await startIdp({ clients });
+  c = await startConsentd({
+    port, nodes: 2,
+    config: { ...consentConfig(), database: { url: await freshPgDatabase() }, oidc: { issuer: idp.issuer } },
+  });
+  await waitReady(url);
+  gw = gateway({ url });
+  gwNode = c.nodes.map((n) => gateway({ url: `http://127.0.0.1:${n.port}` }));
+});
+
+after(async () => {
+  const st = await c?.stop();
+  await idp?.stop();
+  await pg?.stop();
+  assert.equal(st?.code, 0, 'every node exited 0 (sanitizers clean)');
+});
+
+const cli = (...args) => consentdCommand([...args, '-c', c.cfgPath]);
+
+// A fresh consent (each user and scope once per file) and its grant.
+async function grantFor(user = 'alice', scope = 'read') {
+  const { jar } = await consentdLogin({ url, user, password: `${user}-password` });
+  return { jar, ...(await approveConsent({ url, issuer: idp.issuer, gw, jar, user, ...ASK, scope })) };
+}
+
+async function waitListening(u, ms = 15000) {
+  for (let t = 0; t < ms; t += 100) {
+    const st = await fetch(`${u}/readyz`).then((r) => r.status, () => 0);
+    if (st === 200) return;
+    await sleep(100);
+  }
+  throw new Error(`${u} never became ready`);
+}
+
+test('a flow crosses nodes at every step: login, callback, consent page, decision, exchange', async () => {
+  const before0 = [...c.lb.counts];
+  const { grant, cid } = await grantFor();
+  assert.ok(grant && cid);
+  // Round robin: both nodes served steps of this one flow.
+  assert.ok(c.lb.counts[0] > before0[0] && c.lb.counts[1] > before0[1], `${c.lb.counts}`);
+  // A grant signed on one node verifies, and introspects active, on each.
+  for (const g of gwNode) {
+    const r = await g.introspect(grant);
+    assert.equal(r.status, 200);
+    assert.equal(r.body.active, true, JSON.stringify(r.body));
+  }
+});
+
+test('a revocation on one node is refused at once by introspection on the other', async () => {
+  const { jar, grant, cid } = await grantFor('bob');
+  // Both nodes have answered "active" (any per-node cache is warm).
+  for (const g of gwNode) assert.equal((await g.introspect(grant)).body.active, true);
+  c.lb.pin(0);
+  try {
+    const r = await revokeOnMe({ url, jar, cid });
+    assert.equal(r.status, 303);
+  } finally {
+    c.lb.pin(null);
+  }
+  // No wait: the very next question to the other node.
+  const other = await gwNode[1].introspect(grant);
+  assert.equal(other.status, 200);
+  assert.equal(other.body.active, false, 'node 1 still answered active after node 0 revoked');
+  assert.equal((await gwNode[0].introspect(grant)).body.active, false);
+});
+
+test('both nodes write the audit chain at once: one total order, and audit verify passes', async () => {
+  const { jar } = await consentdLogin({ url, ...ALICE });
+  await approveConsent({ url, issuer: idp.issuer, gw, jar, user: 'alice', agentId: 'coder',
+    audience: 'notes', scope: 'write' });
+  const subjectToken = (await import('../lib/idplogin.js')).getIdToken;
+  const { id_token: st } = await subjectToken({ issuer: idp.issuer, clientId: 'gateway-app',
+    clientSecret: 'gateway-app-dev-secret', redirectUri: 'http://127.0.0.1:43999/gateway-callback',
+    user: 'alice', password: 'alice-password' });
+  // 40 exchanges at once, 20 on each node, each one audited.
+  const rs = await Promise.all(Array.from({ length: 40 }, (_, i) => gwNode[i % 2].exchange({
+    subjectToken: st, agentId: 'coder', audience: 'notes', scope: 'write' })));
+  for (const r of rs) assert.equal(r.status, 200, r.text);
+  const seq = (await pg.psql('SELECT count(*), min(seq), max(seq) FROM audit',
+    { db: new URL(c.config.database.url).pathname.slice(1) })).trim().split('|').map(Number);
+  assert.equal(seq[0], seq[2] - seq[1] + 1, 'no gap and no fork in the sequence');
+  const v = await cli('audit', 'verify');
+  assert.equal(v.code, 0, v.stderr + v.stdout);
+});
+
+test('a rotated signing key is seen by both nodes at their reload, and signs for both', async () => {
+  const rot = await cli('keys', 'rotate');
+  assert.equal(rot.code, 0, rot.stderr);
+  for (const n of c.nodes) process.kill(n.proc.pid, 'SIGHUP');   // the reload (every 60 s anyway)
+  let kids;
+  for (let i = 0; i < 50; i++) {
+    kids = await Promise.all(c.nodes.map(async (n) => (await (await fetch(
+      `http://127.0.0.1:${n.port}/.well-known/jwks.json`)).json()).keys.map((k) => k.kid).sort().join()));
+    if (kids[0] === kids[1] && kids[0].split(',').length === 2) break;
+    await sleep(100);
+  }
+  assert.equal(kids[0], kids[1], 'both nodes publish the same keys');
+  assert.equal(kids[0].split(',').length, 2);
+});
+
+test('the database restarts: nodes answer 503 and unready meanwhile, never crash, and come back', async () => {
+  const { grant } = await grantFor('carol');
+  const halted = pg.restart();     // stop, then start again on the same socket
+  await sleep(150);
+  await halted;
+  // Right after the restart the nodes' connections are gone: each answer is a
+  // clean one (200 once reconnected, or 503 with RFC 6749 JSON), never a dropped connection.
+  for (const g of gwNode) {
+    const r = await g.introspect(grant);
+    assert.ok(r.status === 200 || r.status === 503, `${r.status} ${r.text}`);
+    if (r.status === 503) assert.equal(r.body.error, 'temporarily_unavailable');
+  }
+  for (const n of c.nodes) await waitListening(`http://127.0.0.1:${n.port}`);
+  for (const g of gwNode) assert.equal((await g.introspect(grant)).body.active, true);
+  for (const n of c.nodes) assert.equal(n.proc.exitStatus, null, `${n.proc.name} is still running`);
+});
+
+test('while the database is down /readyz says 503 and OAuth endpoints answer 503 JSON', async () => {
+  const { grant } = await grantFor('carol', 'write');
+  const db = new URL(c.config.database.url).pathname.slice(1);
+  // Cut the nodes' connections and keep them out: no new connection to this database.
+  await pg.psql(`ALTER DATABASE ${db} ALLOW_CONNECTIONS false`, { db: 'postgres' });
+  await pg.psql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${db}'`,
+    { db: 'postgres' });
+  try {
+    for (const n of c.nodes) {
+      const r = await fetch(`http://127.0.0.1:${n.port}/readyz`);
+      assert.equal(r.status, 503, `${n.proc.name} /readyz`);
+    }
+    for (const g of gwNode) {
+      const r = await g.introspect(grant);
+      assert.equal(r.status, 503, r.text);
+      assert.equal(r.body.error, 'temporarily_unavailable');
+    }
+  } finally {
+    await pg.psql(`ALTER DATABASE ${db} ALLOW_CONNECTIONS true`, { db: 'postgres' });
+  }
+  for (const n of c.nodes) await waitListening(`http://127.0.0.1:${n.port}`);
+  for (const g of gwNode) assert.equal((await g.introspect(grant)).body.active, true);
+});
+
+test('a node killed with SIGKILL under load: the other serves on, nothing acknowledged is lost, the chain verifies', async () => {
+  const { id_token: st } = await (await import('../lib/idplogin.js')).getIdToken({
+    issuer: idp.issuer, clientId: 'gateway-app', clientSecret: 'gateway-app-dev-secret',
+    redirectUri: 'http://127.0.0.1:43999/gateway-callback', user: 'alice', password: 'alice-password' });
+  const ask = { subjectToken: st, agentId: 'coder', audience: 'notes', scope: 'read' };
+  const acked = [];
+  let stop = false;
+  const load = Promise.all([0, 1, 2, 3].map(async (w) => {
+    while (!stop) {
+      const r = await gwNode[w % 2].exchange(ask).catch(() => null);
+      if (r?.status === 200) acked.push(r.body.access_token);
+    }
+  }));
+  await sleep(700);
+  const victim = c.nodes[1];
+  process.kill(victim.proc.pid, 'SIGKILL');
+  c.lb.markDown(1);
+  await victim.proc.exited;
+  await sleep(500);
+  stop = true;
+  await load;
+  assert.ok(acked.length > 10, `${acked.length} grants acknowledged`);
+  // Every acknowledged grant is in the database: the survivor introspects each active.
+  for (const t of acked) {
+    const r = await gwNode[0].introspect(t);
+    assert.equal(r.body.active, true, 'an acknowledged grant was lost');
+  }
+  const v = await cli('audit', 'verify');
+  assert.equal(v.code, 0, v.stderr + v.stdout);
+  // The dead node comes back on the same database.
+  const cfg = join(victim.dir, 'config.ini');
+  const { startProcess } = await import('../lib/proc.js');
+  victim.proc = await startProcess(consentdBin, ['-c', cfg], {
+    env: { ASAN_OPTIONS: 'detect_leaks=1' },
+    ready: { url: `http://127.0.0.1:${victim.port}/healthz`, status: 200 }, timeoutMs: 20000,
+    name: 'consentd#1',
+  });
+});
+
+test('schema: a node waits for `consentd migrate`, then serves; a newer schema is refused', async () => {
+  const dbUrl = await freshPgDatabase();
+  const dir = c.nodes[0].dir;
+  const port = await getFreePort();
+  const cfg = { ...baseConfig({ port, dir, issuer: idp.issuer }), database: { url: dbUrl },
+    keys: { master_key_file: join(dir, 'master.key') }, server: { listen: `127.0.0.1:${port}`,
+      public_url: `http://127.0.0.1:${port}`, threads: 2, log: 'stderr' } };
+  const cfgPath = join(dir, 'schema.ini');
+  writeFileSync(cfgPath, toIni(cfg));
+  const p = spawn(consentdBin, ['-c', cfgPath], { stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1' } });
+  let err = '';
+  p.stderr.on('data', (d) => { err += d; });
+  const exited = new Promise((r) => { p.once('exit', (code, sig) => r({ code, sig })); });
+  try {
+    await sleep(1500);
+    assert.equal(p.exitCode, null, `waits, does not exit: ${err}`);
+    assert.match(err, /consentd migrate/);
+    const down = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 'refused');
+    assert.notEqual(down, 200, 'not ready before the migration');
+    const m = await consentdCommand(['migrate', '-c', cfgPath]);
+    assert.equal(m.code, 0, m.stderr);
+    assert.match(m.stdout, /schema (\d+) \(this consentd knows \1\)/);
+    await waitListening(`http://127.0.0.1:${port}`);
+  } finally {
+    p.kill('SIGTERM');
+  }
+  assert.equal((await exited).code, 0, err.slice(-2000));
+  // A schema from the future: refused at start, and by consentd migrate.
+  await pg.psql('INSERT INTO schema_version (version, applied_at) VALUES (9999, 0)',
+    { db: new URL(dbUrl).pathname.slice(1) });
+  const n = await consentdCommand(['-n', '-c', cfgPath]);
+  assert.notEqual(n.code, 0);
+  assert.match(n.stderr, /newer than this consentd/);
+  const again = await consentdCommand(['migrate', '-c', cfgPath]);
+  assert.notEqual(again.code, 0);
+});
