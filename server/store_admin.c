@@ -52,8 +52,11 @@ static const char SQL_CONSENTS[] = CONSENT_ROW
     "ORDER BY k.created_at DESC, k.id DESC LIMIT ?9";
 static const char SQL_CONSENT_ONE[] = CONSENT_ROW "WHERE k.id = ?2";
 
+/* Counts by sum(CASE ... THEN 1 ELSE 0 END), not sum(condition): PostgreSQL
+ * has no sum of booleans (the statement runs on both backends). */
 static const char SQL_COUNT_GRANTS[] =
-    "SELECT count(*), coalesce(sum(revoked_at = 0 AND expires_at > ?2), 0) "
+    "SELECT count(*), "
+    "coalesce(sum(CASE WHEN revoked_at = 0 AND expires_at > ?2 THEN 1 ELSE 0 END), 0) "
     "FROM grants WHERE consent_id = ?1";
 static const char SQL_COUNT_REFRESH[] =
     "SELECT count(*) FROM refresh_tokens WHERE consent_id = ?1";

@@ -29,9 +29,13 @@ static const char SQL_AUDIT_LINK_AT[] =
     "SELECT link FROM audit WHERE seq = ?1 UNION ALL SELECT link FROM audit_anchor WHERE seq = ?1";
 static const char SQL_ANCHOR_GET[] =
     "SELECT seq, link, mac, master_kid, pruned_at FROM audit_anchor WHERE id = 1";
+/* An upsert rather than INSERT OR REPLACE, which PostgreSQL lacks: every
+ * column is written either way, so the row ends the same. */
 static const char SQL_ANCHOR_SET[] =
-    "INSERT OR REPLACE INTO audit_anchor (id, seq, link, mac, master_kid, pruned_at) "
-    "VALUES (1, ?1, ?2, ?3, ?4, ?5)";
+    "INSERT INTO audit_anchor (id, seq, link, mac, master_kid, pruned_at) "
+    "VALUES (1, ?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, "
+    "link = excluded.link, mac = excluded.mac, master_kid = excluded.master_kid, "
+    "pruned_at = excluded.pruned_at";
 static const char SQL_AUDIT_PRUNE[] = "DELETE FROM audit WHERE seq <= ?1";
 static const char SQL_AUDIT_SET_LINK[] = "UPDATE audit SET link = ?2, master_kid = ?3 WHERE seq = ?1";
 
@@ -46,9 +50,11 @@ static const char SQL_KEY_RESEAL[] =
     "UPDATE signing_keys SET sealed = ?2, master_kid = ?4 WHERE kid = ?1";
 static const char SQL_RECORD_RESEAL[] =
     "UPDATE vault_records SET access_sealed = ?2, refresh_sealed = ?3, master_kid = ?4 WHERE id = ?1";
+/* BIGINT, not INTEGER: the same to SQLite, but PostgreSQL's INTEGER is
+ * 32 bits and the id is 64. */
 static const char SQL_OUTBOX_RESEAL[] =
     "UPDATE vault_outbox SET access_sealed = ?2, refresh_sealed = ?3, master_kid = ?4 "
-    "WHERE id = CAST(?1 AS INTEGER)";
+    "WHERE id = CAST(?1 AS BIGINT)";
 
 #define PAGE_MAX 10000               /* rows per page, bounded by the caller too */
 

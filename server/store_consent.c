@@ -51,12 +51,15 @@ static const char SQL_CONSENT_RECONNECT[] =
 static const char SQL_CONSENT_TOUCH[] =
     "UPDATE consents SET last_used_at = ?2 WHERE id = ?1 AND last_used_at < ?2";
 /* Live ones by when they were given; ended ones by when they ended. */
-/* One pass, one row: the states as store_admin.c's CONSENT_ROW names them. */
+/* One pass, one row: the states as store_admin.c's CONSENT_ROW names them
+ * (CASE ... THEN 1 ELSE 0: PostgreSQL has no sum of booleans). */
 static const char SQL_CONSENT_COUNT_STATES[] =
-    "SELECT coalesce(sum(revoked_at = 0 AND expires_at > ?1 AND reconnect_required = 0), 0), "
-    "coalesce(sum(revoked_at = 0 AND expires_at <= ?1), 0), "
-    "coalesce(sum(revoked_at != 0), 0), "
-    "coalesce(sum(revoked_at = 0 AND expires_at > ?1 AND reconnect_required != 0), 0) "
+    "SELECT coalesce(sum(CASE WHEN revoked_at = 0 AND expires_at > ?1 "
+    "AND reconnect_required = 0 THEN 1 ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN revoked_at = 0 AND expires_at <= ?1 THEN 1 ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN revoked_at != 0 THEN 1 ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN revoked_at = 0 AND expires_at > ?1 "
+    "AND reconnect_required != 0 THEN 1 ELSE 0 END), 0) "
     "FROM consents";
 static const char SQL_CONSENT_LIST[] =
     "SELECT " CONSENT_COLS "WHERE k.user_id = ?1 "

@@ -34,10 +34,11 @@ static const char SQL_EVENTS_LIST[] =
     "SELECT " EVENT_COLS "WHERE (?1 IS NULL OR consent_id = ?1) "
     "AND (?2 = 0 OR (?2 = 1 AND delivered_at = 0) OR (?2 = 2 AND delivered_at <> 0)) "
     "AND (?3 <= 0 OR id < ?3) ORDER BY id DESC LIMIT ?4";
+/* CASE ... THEN 1 ELSE 0: PostgreSQL has no sum of booleans. */
 static const char SQL_EVENTS_COUNT[] =
-    "SELECT coalesce(sum(delivered_at = 0), 0), "
-    "coalesce(sum(delivered_at = 0 AND attempts > 0), 0), "
-    "coalesce(sum(delivered_at <> 0), 0) FROM events_outbox";
+    "SELECT coalesce(sum(CASE WHEN delivered_at = 0 THEN 1 ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN delivered_at = 0 AND attempts > 0 THEN 1 ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN delivered_at <> 0 THEN 1 ELSE 0 END), 0) FROM events_outbox";
 
 void store_event_row_clear(struct store_event_row *r)
 {

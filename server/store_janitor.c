@@ -41,12 +41,13 @@ static const char SQL_EVENTS[] =
  * whose vault record or revocation outbox entry is still there, nor, when a
  * receiver is configured (?3), one whose revocation event still waits: those
  * are work in progress.  Without a receiver, events wait for one to be
- * configured (events.h); past the consent's age they go with it. */
+ * configured (events.h); past the consent's age they go with it.  ?3 <> 0,
+ * not ?3 alone: PostgreSQL takes no integer as a condition. */
 #define CONSENT_BATCH \
 	"SELECT k.id FROM consents k WHERE k.revoked_at > 0 AND k.revoked_at <= ?1 " \
 	"AND NOT EXISTS (SELECT 1 FROM vault_records v WHERE v.consent_id = k.id) " \
 	"AND NOT EXISTS (SELECT 1 FROM vault_outbox o WHERE o.consent_id = k.id) " \
-	"AND NOT (?3 AND EXISTS (SELECT 1 FROM events_outbox e WHERE e.consent_id = k.id " \
+	"AND NOT (?3 <> 0 AND EXISTS (SELECT 1 FROM events_outbox e WHERE e.consent_id = k.id " \
 	"AND e.delivered_at = 0)) ORDER BY k.revoked_at, k.id LIMIT ?2"
 static const char SQL_CONSENT_GRANTS[] =
     "DELETE FROM grants WHERE consent_id IN (" CONSENT_BATCH ")";

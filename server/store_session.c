@@ -30,13 +30,14 @@ static const char SQL_LOGIN_TAKE[] =
     "code_verifier, return_to, max_age, created_at, expires_at";
 /* The live states (expires_at > now) of one address, and of all, counted
  * no further than the limit (?3, ?2), with the soonest expiry among them:
- * both walk an index (addr_hash, expires_at) or (expires_at), never the table. */
+ * both walk an index (addr_hash, expires_at) or (expires_at), never the table.
+ * The subquery is named (AS live): PostgreSQL 15 requires it. */
 static const char SQL_LOGIN_LIVE_ADDR[] =
     "SELECT count(*), coalesce(min(expires_at), 0) FROM (SELECT expires_at FROM login_states "
-    "WHERE addr_hash = ?1 AND expires_at > ?2 ORDER BY expires_at LIMIT ?3)";
+    "WHERE addr_hash = ?1 AND expires_at > ?2 ORDER BY expires_at LIMIT ?3) AS live";
 static const char SQL_LOGIN_LIVE_ALL[] =
     "SELECT count(*), coalesce(min(expires_at), 0) FROM (SELECT expires_at FROM login_states "
-    "WHERE expires_at > ?1 ORDER BY expires_at LIMIT ?2)";
+    "WHERE expires_at > ?1 ORDER BY expires_at LIMIT ?2) AS live";
 static const char SQL_LOGIN_LIVE_BROWSER[] =
     "SELECT count(*) FROM login_states WHERE browser_hash = ?1 AND expires_at > ?2";
 static const char SQL_LOGIN_DELETE_BROWSER[] =

@@ -8,14 +8,15 @@
 #include "store_priv.h"
 #include "store_user.h"
 
-/* One statement for both kinds of caller: ?7 (a login) decides whether a row
- * already there is updated.  When it is not, the conflict does nothing and
- * RETURNING yields no row, so the id is read by SQL_USER_ID. */
+/* One statement for both kinds of caller: ?7 (a login, 1 or 0) decides whether
+ * a row already there is updated.  When it is not, the conflict does nothing and
+ * RETURNING yields no row, so the id is read by SQL_USER_ID.  ?7 <> 0, not ?7
+ * alone: PostgreSQL takes no integer as a condition. */
 static const char SQL_USER_PUT[] =
     "INSERT INTO users (issuer, subject, name, email, created_at, last_login_at) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (issuer, subject) DO UPDATE SET "
     "name = excluded.name, email = excluded.email, last_login_at = excluded.last_login_at "
-    "WHERE ?7 RETURNING id";
+    "WHERE ?7 <> 0 RETURNING id";
 static const char SQL_USER_ID[] = "SELECT id FROM users WHERE issuer = ?1 AND subject = ?2";
 
 static enum cs_err user_id(struct store_conn *c, const struct store_user *u, int64_t *id)

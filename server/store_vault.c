@@ -49,9 +49,13 @@ static const char SQL_RECORD_DELETE_UNRESERVED[] =
 
 static const char SQL_OUTBOX_DUE[] =
     "SELECT " OUTBOX_COLS "WHERE next_attempt_at <= ?1 ORDER BY next_attempt_at, id LIMIT ?2";
+/* A flag once set stays set.  CASE rather than SQLite's two-argument max(),
+ * which PostgreSQL spells GREATEST (neither side is ever NULL). */
 static const char SQL_OUTBOX_MARK[] =
-    "UPDATE vault_outbox SET refresh_revoked = max(refresh_revoked, ?2), "
-    "access_revoked = max(access_revoked, ?3) WHERE id = ?1";
+    "UPDATE vault_outbox SET "
+    "refresh_revoked = CASE WHEN ?2 > refresh_revoked THEN ?2 ELSE refresh_revoked END, "
+    "access_revoked = CASE WHEN ?3 > access_revoked THEN ?3 ELSE access_revoked END "
+    "WHERE id = ?1";
 static const char SQL_OUTBOX_RETRY[] =
     "UPDATE vault_outbox SET attempts = ?2, next_attempt_at = ?3 WHERE id = ?1";
 static const char SQL_OUTBOX_DELETE[] = "DELETE FROM vault_outbox WHERE id = ?1";
