@@ -9,7 +9,10 @@ PKGS=(build-essential pkg-config clang libclang-rt-dev
       libsqlite3-dev sqlite3 libjansson-dev libinih-dev check
       curl ca-certificates chromium wrk unicode-data
       debhelper man-db systemd python3    # these four: scripts/test-deploy.sh (README)
-      prometheus)                         # promtool check metrics: tests/integration/metrics.test.js
+      prometheus                          # promtool check metrics: tests/integration/metrics.test.js
+      postgresql libpq-dev)               # the PostgreSQL backend builds against libpq; its tests run
+                                          # Debian's server in a throw-away cluster (tests/lib/pg.js,
+                                          # scripts/pg-sql-check.py), never the packaged 15/main
 
 missing=()
 for p in "${PKGS[@]}"; do
