@@ -10,7 +10,9 @@ PKGS=(build-essential pkg-config clang libclang-rt-dev
       curl ca-certificates chromium wrk unicode-data
       debhelper man-db systemd python3    # these four: scripts/test-deploy.sh (README)
       prometheus                          # promtool check metrics: tests/integration/metrics.test.js
-      libpq-dev postgresql)               # the PostgreSQL backend (libpq) and its tests' server
+      postgresql libpq-dev)               # the PostgreSQL backend builds against libpq; its tests run
+                                          # Debian's server in a throw-away cluster (tests/lib/pg.js,
+                                          # scripts/pg-sql-check.py), never the packaged 15/main
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -18,6 +18,9 @@
 
 static const char SQL_AUDIT_HEAD[] = "SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1";
 static const char SQL_AUDIT_SEQUENCE[] = "SELECT seq FROM sqlite_sequence WHERE name = 'audit'";
+/* PostgreSQL keeps no high-water mark of explicitly numbered rows: the
+ * highest entry present (the published heads catch a cut-off tail). */
+static const char SQL_AUDIT_SEQUENCE_PG[] = "SELECT coalesce(max(seq), 0) FROM audit";
 static const char SQL_AUDIT_APPEND[] =
     "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
     "request_id, outcome, detail, link, master_kid) "
@@ -91,7 +94,7 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
 	h.next = h.seq;
-	if ((st = store_stmt(c, SQL_AUDIT_SEQUENCE)) == NULL)
+	if ((st = store_stmt(c, store_is_pg_conn(c) ? SQL_AUDIT_SEQUENCE_PG : SQL_AUDIT_SEQUENCE)) == NULL)
 		return CS_EDB;
 	e = store_step(c, st);
 	if (e == CS_OK && store_col_int64(st, 0) > h.next)
