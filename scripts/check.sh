@@ -57,6 +57,26 @@ node_tests() {
 	return "$rc"
 }
 step "integration" node_tests tests/integration
+# The PostgreSQL backend, two nodes behind a round-robin balancer on one database
+# (tests/lib/consentd.js TEST_DB/TEST_NODES): the suites whose flows touch the
+# most store functions and whose checks read the database without SQLite's CLI.
+# tests/integration/pg_nodes.test.js (in the step above) holds the multi-node
+# properties themselves.  Every statement of the store also runs on both
+# engines in scripts/pg-sql-check.py.
+pg_tests() {
+	TEST_DB=pg TEST_NODES=2 TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
+	    --test-concurrency=1 tests/integration/approval_attacks.test.js \
+	    tests/integration/admin_bulk.test.js 2>&1 | tee /tmp/consentd-pg-$$.log
+	local rc=${PIPESTATUS[0]}
+	local p f
+	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' /tmp/consentd-pg-$$.log | tail -n 1)
+	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' /tmp/consentd-pg-$$.log | tail -n 1)
+	rm -f /tmp/consentd-pg-$$.log
+	echo "postgresql: ${p:-0} passed, ${f:-0} failed"
+	return "$rc"
+}
+step "integration (pg, 2 nodes)" pg_tests
+gate "sql on both engines" python3 scripts/pg-sql-check.py
 step "e2e (chromium)" node_tests tests/e2e
 # make install, the systemd unit, the man pages and the Debian package: built, installed
 # with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).

@@ -43,18 +43,6 @@ PG_ONLY = {
     # PostgreSQL transaction has no such lock (the driver serialises its
     # writers itself, e.g. with an advisory lock taken right after BEGIN).
     'store.c:SQL_BEGIN': 'BEGIN',
-    # sqlite_sequence holds the highest seq ever inserted (AUTOINCREMENT), so
-    # a deleted tail leaves a gap.  No identity-sequence read can stand in:
-    # audit.seq is always inserted explicitly, which never advances the
-    # sequence, and setval/nextval are not rolled back (a rolled-back append
-    # would leave a gap that verification rejects).  This form needs no new
-    # table and equals sqlite_sequence as long as entries leave only through
-    # audit_prune (which moves the anchor in the same transaction); a tail
-    # deleted behind consentd's back is then not seen as a gap.  The exact
-    # form needs a PostgreSQL-only high-water row kept by an AFTER INSERT
-    # trigger on audit (INSERT ... ON CONFLICT DO UPDATE SET seq =
-    # GREATEST(...)), read with SELECT seq FROM audit_seq WHERE id = 1.
-    'store_audit.c:SQL_AUDIT_SEQUENCE': 'SELECT seq FROM audit_anchor WHERE id = 1',
 }
 
 
@@ -140,7 +128,7 @@ def c_strings(text):
 def statements():
     """[(file, name, sql)] from the preprocessed sources (macros expanded)."""
     flags = run(['pkg-config', '--cflags', 'libmicrohttpd', 'openssl', 'cjose', 'libcurl',
-                 'sqlite3', 'jansson', 'inih']).stdout.split()
+                 'sqlite3', 'libpq', 'jansson', 'inih']).stdout.split()
     out = []
     for path in sorted(glob.glob(os.path.join(ROOT, 'server', 'store*.c'))):
         r = run(['cc', '-E', '-P', '-std=c17', '-D_GNU_SOURCE', '-Iinclude', '-Ibuild', *flags,
@@ -455,9 +443,27 @@ def main():
     bad += len(diffs)
 
     pg_only = []
+    # A statement SQL_X_PG beside SQL_X in one file is the code's own pair of
+    # dialects (store_is_pg_conn picks): SQL_X_PG runs on PostgreSQL only, and
+    # SQL_X on SQLite only.
+    names = {(f, name) for f, name, _ in stmts}
     for f, name, sql in stmts:
         key = f'{f}:{name}'
         kinds = types.get(key, [])
+        if name.endswith('_PG') and (f, name[:-3]) in names:
+            kinds = types.get(f'{f}:{name[:-3]}', kinds) if not kinds else kinds
+            ok, err = pg_check(pg, sql, kinds)
+            if not ok:
+                log(f'FAIL {key} on PostgreSQL: {to_pg(sql)}\n    {err}')
+                bad += 1
+            pg_only.append(key)
+            continue
+        if (f, name + '_PG') in names:
+            ok, err = sqlite_check(db, sql)
+            if not ok:
+                log(f'FAIL {key} on SQLite: {err}')
+                bad += 1
+            continue
         if max_param(sql) > len(kinds):
             log(f'FAIL {key}: ?{max_param(sql)} used, call sites bind {len(kinds)}')
             bad += 1

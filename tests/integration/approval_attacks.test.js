@@ -146,7 +146,7 @@ async function decide(s, user, uri, decision = 'approve') {
 }
 
 const status = (s, id) => s.sql(`SELECT status FROM approvals WHERE id = '${id}'`);
-const approvalRows = (s, where = '1') => Number(s.sql(`SELECT count(*) FROM approvals WHERE ${where}`));
+const approvalRows = (s, where = '1 = 1') => Number(s.sql(`SELECT count(*) FROM approvals WHERE ${where}`));
 const auditCount = (s, where) => Number(s.sql(`SELECT count(*) FROM audit WHERE ${where}`));
 // The text of the page's parameters block (entities decoded).
 function parametersBlock(html) {

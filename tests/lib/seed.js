@@ -32,7 +32,7 @@ export async function approveConsent({
   assert.equal(first.body?.error, 'consent_required', first.text);
   const page = await req(jar, first.body.consent_uri);
   const html = await page.text();
-  assert.equal(page.status, 200, html.slice(0, 300));
+  assert.equal(page.status, 200, `${page.headers.get('location')} ${html.slice(0, 300)}`);
   const form = postForm(html);
   const fields = { ...form.fields, decision: 'approve' };
   for (const m of html.matchAll(/<input type="checkbox" name="(s\d+)"/g)) fields[m[1]] = 'on';

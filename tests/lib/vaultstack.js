@@ -203,8 +203,12 @@ export async function startVaultStack({
     const v = {
       url, c, idp, ds, api, gw, dsMeta, dbPath,
       sql(query) {
-        const r = spawnSync('sqlite3', ['-cmd', '.timeout 5000', dbPath, query], { encoding: 'utf8' });
-        if (r.status !== 0) throw new Error(`sqlite3 ${query}: ${r.stderr}`);
+        // PostgreSQL (TEST_DB=pg): psql unaligned, tuples only: the sqlite3 CLI's own format.
+        const dbUrl = c.config.database?.url;
+        const r = dbUrl
+          ? spawnSync('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', dbUrl, '-c', query], { encoding: 'utf8' })
+          : spawnSync('sqlite3', ['-cmd', '.timeout 5000', dbPath, query], { encoding: 'utf8' });
+        if (r.status !== 0) throw new Error(`${dbUrl ? 'psql' : 'sqlite3'} ${query}: ${r.stderr}`);
         return r.stdout.trim();
       },
       dsIntrospect(token, hint) {
