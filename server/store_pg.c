@@ -412,9 +412,15 @@ static bool is_read(const char *sql)
 static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const int *lens,
     const int *fmts)
 {
+	struct pg_conn *k = s->k;
 	enum cs_err e = stmt_run_once(s, vals, lens, fmts);
-	if (e == CS_EBUSY && !s->k->in_tx && PQstatus(s->k->db) != CONNECTION_OK && is_read(s->text))
+	if (e == CS_EBUSY && !k->in_tx && is_read(s->text) && k->db != NULL) {
+		/* The server may have said why it ends the connection (57P01)
+		 * before libpq saw it closed: a new one either way. */
+		PQfinish(k->db);
+		k->db = NULL;
 		e = stmt_run_once(s, vals, lens, fmts);
+	}
 	return e;
 }
 
@@ -648,8 +654,12 @@ enum cs_err pg_begin(struct pg_conn *k)
 	/* One round trip when nobody holds the lock; once more on a connection
 	 * found dead (nothing was begun on it). */
 	e = pg_simple(k, SQL_BEGIN_TRY, PGRES_TUPLES_OK, &r);
-	if (e == CS_EBUSY && PQstatus(k->db) != CONNECTION_OK && pg_alive(k) == CS_OK)
-		e = pg_simple(k, SQL_BEGIN_TRY, PGRES_TUPLES_OK, &r);
+	if (e == CS_EBUSY && PQtransactionStatus(k->db) != PQTRANS_INTRANS) {
+		PQfinish(k->db);
+		k->db = NULL;
+		if ((e = pg_alive(k)) == CS_OK)
+			e = pg_simple(k, SQL_BEGIN_TRY, PGRES_TUPLES_OK, &r);
+	}
 	if (e != CS_OK)
 		goto fail;
 	bool got = PQntuples(r) == 1 && PQnfields(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
