@@ -25,6 +25,7 @@
 #include <libpq-fe.h>
 #include <openssl/crypto.h>
 
+#include "buf.h"
 #include "embed.h"
 #include "log.h"
 #include "metrics.h"
@@ -101,21 +102,25 @@ enum cs_err pg_url_check(const char *url, char *why, size_t whylen)
 {
 	char *err = NULL;
 	if (!pg_is_url(url)) {
-		snprintf(why, whylen, "is not a postgresql:// URL");
+		if (str_fmt(why, whylen, "is not a postgresql:// URL") != CS_OK)
+			why[0] = '\0';
 		return CS_ECONFIG;
 	}
 	PQconninfoOption *o = PQconninfoParse(url, &err);
 	if (o == NULL) {
 		/* libpq's message may quote the URL: say only that it failed. */
-		snprintf(why, whylen, "libpq cannot parse it%s", err != NULL ? "" : " (out of memory)");
+		if (str_fmt(why, whylen, "libpq cannot parse it%s", err != NULL ? "" :
+		    " (out of memory)") != CS_OK)
+			why[0] = '\0';
 		PQfreemem(err);
 		return CS_ECONFIG;
 	}
 	enum cs_err e = CS_OK;
 	for (PQconninfoOption *i = o; i->keyword != NULL; i++) {
 		if (strcmp(i->keyword, "password") == 0 && i->val != NULL && i->val[0] != '\0') {
-			snprintf(why, whylen, "carries a password: give it in CONSENTD_DATABASE_PASSWORD "
-			    "or [database] password_file, never in the URL (it is logged and listed)");
+			if (str_fmt(why, whylen, "carries a password: give it in CONSENTD_DATABASE_PASSWORD "
+			    "or [database] password_file, never in the URL (it is logged and listed)") != CS_OK)
+				why[0] = '\0';
 			e = CS_ECONFIG;
 		}
 	}
@@ -305,7 +310,11 @@ static char *translate(const char *sql, int *np)
 		else
 			next = v;
 		i = j - 1;
-		o += (size_t)snprintf(out + o, 8, "$%d", v);
+		if (str_fmt(out + o, 8, "$%d", v) != CS_OK) {
+			free(out);
+			return NULL;
+		}
+		o += strlen(out + o);
 		if (v > max)
 			max = v;
 	}
@@ -367,7 +376,8 @@ static enum cs_err stmt_run_once(struct pg_stmt *s, const char *const *vals, con
 	PGresult *r;
 	if (k->p->prepared) {
 		if (s->gen != k->gen) {
-			snprintf(s->name, sizeof s->name, "cs%u", ++k->names);
+			if (str_fmt(s->name, sizeof s->name, "cs%u", ++k->names) != CS_OK)
+				return CS_EDB;
 			r = PQprepare(k->db, s->name, s->text, s->nparams, s->nparams ? s->types : NULL);
 			if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 				e = pg_err(k, r);
@@ -453,7 +463,8 @@ enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, size_t n)
 			break;
 		case STORE_VAL_INT:
 			types[i] = OID_INT8;
-			snprintf(ints[i], sizeof ints[i], "%lld", (long long)v[i].i);
+			if (str_fmt(ints[i], sizeof ints[i], "%lld", (long long)v[i].i) != CS_OK)
+				e = CS_EINVAL;
 			vals[i] = ints[i];
 			break;
 		case STORE_VAL_BLOB:
@@ -859,7 +870,7 @@ enum cs_err pg_schema_version(struct pg_conn *k, int *out)
 
 static enum cs_err migration_apply(struct pg_conn *k, int v, const struct embedded_file *f)
 {
-	char ins[128];
+	char ver[24], at[24];
 	enum cs_err e;
 	if ((e = pg_simple(k, "BEGIN", PGRES_COMMAND_OK, NULL)) != CS_OK)
 		return e;
@@ -867,9 +878,17 @@ static enum cs_err migration_apply(struct pg_conn *k, int v, const struct embedd
 		log_msg(LOG_ERROR, "migration %s failed", f->name);
 		goto fail;
 	}
-	snprintf(ins, sizeof ins, "INSERT INTO schema_version (version, applied_at) VALUES (%d, %lld)",
-	    v, (long long)time(NULL));
-	if ((e = pg_simple(k, ins, PGRES_COMMAND_OK, NULL)) != CS_OK)
+	if (str_fmt(ver, sizeof ver, "%d", v) != CS_OK ||
+	    str_fmt(at, sizeof at, "%lld", (long long)time(NULL)) != CS_OK) {
+		e = CS_EINVAL;
+		goto fail;
+	}
+	const char *vals[2] = { ver, at };
+	PGresult *r = PQexecParams(k->db, "INSERT INTO schema_version (version, applied_at) "
+	    "VALUES ($1::bigint, $2::bigint)", 2, NULL, vals, NULL, NULL, 0);
+	e = PQresultStatus(r) == PGRES_COMMAND_OK ? CS_OK : pg_err(k, r);
+	PQclear(r);
+	if (e != CS_OK)
 		goto fail;
 	if ((e = pg_simple(k, "COMMIT", PGRES_COMMAND_OK, NULL)) != CS_OK)
 		goto fail;
