@@ -60,6 +60,25 @@ enum cs_err store_url_check(const char *url, char *why, size_t whylen) CS_MUST_C
 #define STORE_FLIGHT_WAIT_S 30
 enum cs_err store_flight_begin(struct store_conn *c, const char *key) CS_MUST_CHECK;
 void store_flight_end(struct store_conn *c);
+/* `consentd db copy`: every row of a SQLite store (from) into an empty
+ * PostgreSQL store (to) of the same schema version, in one read snapshot of
+ * from and one transaction of to (which holds the write lock of every node
+ * meanwhile), tables parents first, each in its rowid order; then the
+ * identity sequences past the highest ids, and each table's count held
+ * against the source's.  A destination with any row is refused
+ * (CS_EEXIST); nothing is written unless everything is.  report gets the
+ * tables and their counts. */
+#define STORE_COPY_TABLES 64
+struct store_copy_report {
+	size_t ntables;
+	struct {
+		char    name[64];
+		int64_t rows;            /* copied, and counted on both sides */
+	} t[STORE_COPY_TABLES];
+	char why[160];               /* what failed, when it did */
+};
+enum cs_err store_copy(struct store *from, struct store *to,
+    struct store_copy_report *report) CS_MUST_CHECK;
 /* Whether the store is the PostgreSQL backend. */
 bool store_is_pg(const struct store *s);
 /* Closes the calling thread's connection too.  NULL-safe. */

@@ -14,6 +14,7 @@
 #include "audit.h"
 #include "audit_cli.h"
 #include "backup_cli.h"
+#include "db_cli.h"
 #include "vault_cli.h"
 #include "audit_head.h"
 #include "config.h"
@@ -54,6 +55,8 @@ static void usage(FILE *f)
 	    "       consentd migrate -c FILE          apply the database's pending migrations\n"
 	    "                                      (PostgreSQL nodes wait for it; SQLite migrates\n"
 	    "                                      at every start)\n"
+	    "       consentd db copy -c FILE --from SQLITE_FILE --to postgresql://...\n"
+	    "                                      move a SQLite deployment to PostgreSQL\n"
 	    "       consentd --version | --help\n"
 	    "\n"
 	    "Every configuration key can also come from the environment as\n"
@@ -83,45 +86,6 @@ static int check_database_url(const struct config *cfg)
 		    "-c FILE` (until then the server waits)\n", have, store_schema_known());
 	store_close(s);
 	return 0;
-}
-
-/* `consentd migrate -c FILE`: applies the migrations the database lacks
- * (PostgreSQL, where nodes never do it themselves; SQLite migrates at every
- * start anyway) under the migration lock, then says the schema. */
-static int migrate_main(int argc, char **argv)
-{
-	const char *path = NULL;
-	struct config *cfg = NULL;
-	struct store *s = NULL;
-	struct store_conn *c;
-	int have = 0, rc = 1;
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
-			path = argv[++i];
-		else
-			path = NULL, i = argc;
-	}
-	if (path == NULL) {
-		fprintf(stderr, "usage: consentd migrate -c FILE\n");
-		return 2;
-	}
-	if (config_load(path, stderr, &cfg) != CS_OK)
-		return 1;
-	enum cs_err e = app_store_open(cfg, STORE_SCHEMA_MIGRATE, &s);
-	if (e == CS_OK && ((c = store_conn(s)) == NULL || (e = store_schema_version(c, &have)) != CS_OK)
-	    && e == CS_OK)
-		e = CS_EDB;
-	if (e != CS_OK) {
-		fprintf(stderr, "consentd migrate: database %s: %s\n", app_db_name(cfg), cs_strerror(e));
-		goto out;
-	}
-	printf("consentd migrate: database %s: schema %d (this consentd knows %d)\n",
-	    app_db_name(cfg), have, store_schema_known());
-	rc = have == store_schema_known() ? 0 : 1;
-out:
-	store_close(s);
-	config_free(cfg);
-	return rc;
 }
 
 /* Holds the database to the audit heads published (a database found behind
@@ -385,7 +349,9 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
 		return keygen_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], "migrate") == 0)
-		return migrate_main(argc - 2, argv + 2);
+		return migrate_cli_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], "db") == 0)
+		return db_cli_main(argc - 2, argv + 2);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("consentd %s\n", CONSENTD_VERSION);

@@ -1300,6 +1300,16 @@ static enum cs_err writer_init(struct store *s)
 bool store_is_pg(const struct store *s) { return s != NULL && s->pg != NULL; }
 bool store_is_pg_conn(const struct store_conn *c) { return c != NULL && c->pg != NULL; }
 
+enum cs_err store_copy(struct store *from, struct store *to, struct store_copy_report *r)
+{
+	if (from == NULL || to == NULL || r == NULL || from->pg != NULL || to->pg == NULL)
+		return CS_EINVAL;
+	struct store_conn *a = store_conn(from), *b = store_conn(to);
+	if (a == NULL || b == NULL)
+		return CS_EDB;
+	return pg_copy_from_sqlite(b->pg, a->own.db, r);
+}
+
 enum cs_err store_flight_begin(struct store_conn *c, const char *key)
 {
 	if (c == NULL || key == NULL)

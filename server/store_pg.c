@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include <libpq-fe.h>
+#include <sqlite3.h>
 #include <openssl/crypto.h>
 
 #include "buf.h"
@@ -937,5 +938,306 @@ out:
 	if (PQstatus(k->db) == CONNECTION_OK)
 		(void)pg_simple(k, "SELECT pg_advisory_unlock(" PG_MIGRATE_LOCK ")",
 		    PGRES_TUPLES_OK, NULL);
+	return e;
+}
+
+/* --- consentd db copy: SQLite into PostgreSQL -------------------------- */
+
+#define COPY_WHY(r, ...) do { if (str_fmt((r)->why, sizeof (r)->why, __VA_ARGS__) != CS_OK) \
+	(r)->why[0] = '\0'; } while (0)
+
+/* Our own table and column names only: letters, digits, underscores. */
+static bool ident_ok(const char *s)
+{
+	if (s == NULL || s[0] == '\0' || strlen(s) >= 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+			return false;
+	return true;
+}
+
+/* The tables of db (ours, not SQLite's nor schema_version), parents before
+ * the tables whose foreign keys name them. */
+static enum cs_err copy_tables(sqlite3 *db, struct store_copy_report *r)
+{
+	char names[STORE_COPY_TABLES][64], parents[STORE_COPY_TABLES][8][64];
+	size_t n = 0, np[STORE_COPY_TABLES];
+	bool done[STORE_COPY_TABLES];
+	sqlite3_stmt *st = NULL;
+	enum cs_err e = CS_OK;
+
+	if (sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND "
+	    "name NOT LIKE 'sqlite_%' AND name <> 'schema_version' ORDER BY rowid", -1, &st,
+	    NULL) != SQLITE_OK)
+		return CS_EDB;
+	while (e == CS_OK && sqlite3_step(st) == SQLITE_ROW) {
+		const char *t = (const char *)sqlite3_column_text(st, 0);
+		if (n == STORE_COPY_TABLES || !ident_ok(t)) {
+			COPY_WHY(r, "the source has a table consentd does not know");
+			e = CS_EINVAL;
+			break;
+		}
+		memcpy(names[n], t, strlen(t) + 1);
+		np[n] = 0;
+		done[n] = false;
+		n++;
+	}
+	sqlite3_finalize(st);
+	for (size_t i = 0; i < n && e == CS_OK; i++) {
+		char q[128];
+		if (str_fmt(q, sizeof q, "SELECT DISTINCT \"table\" FROM pragma_foreign_key_list('%s')",
+		    names[i]) != CS_OK || sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK)
+			return CS_EDB;
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			const char *t = (const char *)sqlite3_column_text(st, 0);
+			if (np[i] == 8 || !ident_ok(t)) {
+				e = CS_EINVAL;
+				break;
+			}
+			memcpy(parents[i][np[i]++], t, strlen(t) + 1);
+		}
+		sqlite3_finalize(st);
+	}
+	r->ntables = 0;
+	for (bool moved = true; e == CS_OK && moved;) {
+		moved = false;
+		for (size_t i = 0; i < n; i++) {
+			if (done[i])
+				continue;
+			bool ready = true;
+			for (size_t p = 0; p < np[i] && ready; p++)
+				for (size_t j = 0; j < n; j++)
+					if (!done[j] && j != i && strcmp(names[j], parents[i][p]) == 0)
+						ready = false;
+			if (!ready)
+				continue;
+			done[i] = true;
+			moved = true;
+			memcpy(r->t[r->ntables].name, names[i], sizeof names[i]);
+			r->t[r->ntables++].rows = 0;
+		}
+	}
+	if (e == CS_OK && r->ntables != n) {
+		COPY_WHY(r, "the source's foreign keys go round in a circle");
+		e = CS_EINVAL;
+	}
+	return e;
+}
+
+static int64_t pg_count(struct pg_conn *k, const char *table, enum cs_err *e)
+{
+	char q[128];
+	PGresult *res = NULL;
+	int64_t v = -1;
+	if (str_fmt(q, sizeof q, "SELECT count(*) FROM %s", table) != CS_OK) {
+		*e = CS_EINVAL;
+		return -1;
+	}
+	if ((*e = pg_simple(k, q, PGRES_TUPLES_OK, &res)) == CS_OK) {
+		v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+	}
+	return v;
+}
+
+/* One value of a SQLite row in PostgreSQL's text form, for a parameter whose
+ * type PostgreSQL takes from the column it goes into.  NULL for SQL NULL;
+ * *owned set when the text was made here. */
+static const char *copy_value(sqlite3_stmt *st, int i, char **owned, enum cs_err *e)
+{
+	static const char hex[] = "0123456789abcdef";
+	*owned = NULL;
+	switch (sqlite3_column_type(st, i)) {
+	case SQLITE_NULL:
+		return NULL;
+	case SQLITE_BLOB: {
+		const unsigned char *b = sqlite3_column_blob(st, i);
+		size_t n = (size_t)sqlite3_column_bytes(st, i);
+		char *t = malloc(2 * n + 3);
+		if (t == NULL) {
+			*e = CS_ENOMEM;
+			return NULL;
+		}
+		t[0] = '\\';
+		t[1] = 'x';
+		for (size_t j = 0; j < n; j++) {
+			t[2 + 2 * j] = hex[b[j] >> 4];
+			t[3 + 2 * j] = hex[b[j] & 15];
+		}
+		t[2 + 2 * n] = '\0';
+		*owned = t;
+		return t;
+	}
+	default:
+		/* Integers and text: SQLite's text form is PostgreSQL's. */
+		return (const char *)sqlite3_column_text(st, i);
+	}
+}
+
+static enum cs_err copy_table(struct pg_conn *k, sqlite3 *db, const char *table, int64_t *rows,
+    struct store_copy_report *r)
+{
+	char q[256], ins[4096];
+	sqlite3_stmt *st = NULL;
+	enum cs_err e = CS_OK;
+	const char *vals[PG_MAX_COLS];
+	char *owned[PG_MAX_COLS];
+	int ncol;
+
+	/* In rowid order where there is one, so that PostgreSQL's generated
+	 * rowid (the tie-breaker of some orderings) follows the same order. */
+	if (str_fmt(q, sizeof q, "SELECT * FROM %s ORDER BY rowid", table) != CS_OK)
+		return CS_EINVAL;
+	if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK) {
+		if (str_fmt(q, sizeof q, "SELECT * FROM %s", table) != CS_OK ||
+		    sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK)
+			return CS_EDB;
+	}
+	ncol = sqlite3_column_count(st);
+	if (ncol <= 0 || ncol > PG_MAX_COLS) {
+		sqlite3_finalize(st);
+		return CS_EINVAL;
+	}
+	struct buf b;
+	buf_init(&b, sizeof ins);
+	e = buf_printf(&b, "INSERT INTO %s (", table);
+	for (int i = 0; i < ncol && e == CS_OK; i++) {
+		const char *c = sqlite3_column_name(st, i);
+		if (!ident_ok(c))
+			e = CS_EINVAL;
+		else
+			e = buf_printf(&b, "%s%s", i ? ", " : "", c);
+	}
+	if (e == CS_OK)
+		e = buf_puts(&b, ") VALUES (");
+	for (int i = 0; i < ncol && e == CS_OK; i++)
+		e = buf_printf(&b, "%s$%d", i ? ", " : "", i + 1);
+	if (e == CS_OK)
+		e = buf_puts(&b, ")");
+	if (e == CS_OK && b.len >= sizeof ins)
+		e = CS_ETOOBIG;
+	if (e == CS_OK)
+		memcpy(ins, b.data, b.len + 1);
+	buf_clear(&b);
+	if (e != CS_OK) {
+		sqlite3_finalize(st);
+		return e;
+	}
+	PGresult *res = PQprepare(k->db, "", ins, ncol, NULL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		pg_log(k, res, "copy");
+		COPY_WHY(r, "table %s: PostgreSQL refused its INSERT", table);
+		PQclear(res);
+		sqlite3_finalize(st);
+		return CS_EDB;
+	}
+	PQclear(res);
+	int rc;
+	while (e == CS_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		for (int i = 0; i < ncol; i++)
+			vals[i] = copy_value(st, i, &owned[i], &e);
+		if (e == CS_OK) {
+			res = PQexecPrepared(k->db, "", ncol, vals, NULL, NULL, 0);
+			if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+				pg_log(k, res, "copy");
+				COPY_WHY(r, "table %s: row %lld refused by PostgreSQL", table,
+				    (long long)*rows + 1);
+				e = pg_err(k, res);
+				if (e == CS_OK)
+					e = CS_EDB;
+			}
+			PQclear(res);
+		}
+		for (int i = 0; i < ncol; i++)
+			free(owned[i]);
+		if (e == CS_OK)
+			(*rows)++;
+	}
+	if (e == CS_OK && rc != SQLITE_DONE)
+		e = CS_EDB;
+	sqlite3_finalize(st);
+	return e;
+}
+
+/* Identity columns that take given values (GENERATED BY DEFAULT) go on from
+ * the highest copied. */
+static enum cs_err copy_sequences(struct pg_conn *k)
+{
+	PGresult *res = NULL;
+	enum cs_err e = pg_simple(k, "SELECT table_name, column_name FROM information_schema.columns "
+	    "WHERE table_schema = current_schema() AND is_identity = 'YES' AND "
+	    "identity_generation = 'BY DEFAULT'", PGRES_TUPLES_OK, &res);
+	if (e != CS_OK)
+		return e;
+	for (int i = 0; i < PQntuples(res) && e == CS_OK; i++) {
+		const char *t = PQgetvalue(res, i, 0), *c = PQgetvalue(res, i, 1);
+		char q[256];
+		if (!ident_ok(t) || !ident_ok(c) || str_fmt(q, sizeof q, "SELECT setval("
+		    "pg_get_serial_sequence('%s', '%s'), max(%s)) FROM %s HAVING max(%s) IS NOT NULL",
+		    t, c, c, t, c) != CS_OK) {
+			e = CS_EINVAL;
+			break;
+		}
+		e = pg_simple(k, q, PGRES_TUPLES_OK, NULL);
+	}
+	PQclear(res);
+	return e;
+}
+
+enum cs_err pg_copy_from_sqlite(struct pg_conn *k, sqlite3 *db, struct store_copy_report *r)
+{
+	enum cs_err e;
+	bool lite_tx = false, pg_tx = false;
+	memset(r, 0, sizeof *r);
+	if ((e = pg_alive(k)) != CS_OK)
+		return e;
+	if ((e = copy_tables(db, r)) != CS_OK)
+		return e;
+	/* One snapshot of the source: a read transaction for the whole copy. */
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		return CS_EDB;
+	lite_tx = true;
+	/* The destination: the write lock of every node, and empty. */
+	if ((e = pg_begin(k)) != CS_OK)
+		goto out;
+	pg_tx = true;
+	for (size_t i = 0; i < r->ntables && e == CS_OK; i++) {
+		int64_t have = pg_count(k, r->t[i].name, &e);
+		if (e == CS_OK && have != 0) {
+			COPY_WHY(r, "the destination is not empty: table %s has %lld rows",
+			    r->t[i].name, (long long)have);
+			e = CS_EEXIST;
+		}
+	}
+	for (size_t i = 0; i < r->ntables && e == CS_OK; i++)
+		e = copy_table(k, db, r->t[i].name, &r->t[i].rows, r);
+	if (e == CS_OK)
+		e = copy_sequences(k);
+	/* What arrived is what was there: each table's count on both sides. */
+	for (size_t i = 0; i < r->ntables && e == CS_OK; i++) {
+		char q[128];
+		sqlite3_stmt *st = NULL;
+		int64_t src = -1, dst = pg_count(k, r->t[i].name, &e);
+		if (e == CS_OK && str_fmt(q, sizeof q, "SELECT count(*) FROM %s", r->t[i].name) == CS_OK &&
+		    sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+			src = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+		if (e == CS_OK && (src != dst || dst != r->t[i].rows)) {
+			COPY_WHY(r, "table %s: %lld rows in the source, %lld copied, %lld counted in the "
+			    "destination", r->t[i].name, (long long)src, (long long)r->t[i].rows,
+			    (long long)dst);
+			e = CS_EDB;
+		}
+	}
+	if (e == CS_OK) {
+		e = pg_commit(k);
+		pg_tx = false;
+	}
+out:
+	if (pg_tx)
+		pg_rollback(k);
+	if (lite_tx)
+		(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	return e;
 }

@@ -60,6 +60,11 @@ bool pg_in_tx(const struct pg_conn *k);
 enum cs_err pg_flight_begin(struct pg_conn *k, const char *key) CS_MUST_CHECK;
 void pg_flight_end(struct pg_conn *k);
 
+/* store_copy: the rows of the SQLite database db into k's (empty) database. */
+struct sqlite3;
+enum cs_err pg_copy_from_sqlite(struct pg_conn *k, struct sqlite3 *db,
+    struct store_copy_report *r) CS_MUST_CHECK;
+
 enum cs_err pg_ping(struct pg_conn *k) CS_MUST_CHECK;
 enum cs_err pg_schema_version(struct pg_conn *k, int *out) CS_MUST_CHECK;
 /* Applies every migration of migrations/pg/ newer than the database's, each
