@@ -66,7 +66,8 @@ step "integration" node_tests tests/integration
 pg_tests() {
 	TEST_DB=pg TEST_NODES=2 TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
 	    --test-concurrency=1 tests/integration/approval_attacks.test.js \
-	    tests/integration/admin_bulk.test.js 2>&1 | tee /tmp/consentd-pg-$$.log
+	    tests/integration/admin_bulk.test.js tests/integration/vault_attacks.test.js 2>&1 \
+	    | tee /tmp/consentd-pg-$$.log
 	local rc=${PIPESTATUS[0]}
 	local p f
 	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' /tmp/consentd-pg-$$.log | tail -n 1)

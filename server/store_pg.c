@@ -202,9 +202,17 @@ static PGconn *pg_connect(const struct pg_store *p)
 }
 
 /* Outside a transaction, a connection that broke is made again (its prepared
- * statements go with it: gen moves on).  CS_EBUSY while the server is away. */
+ * statements go with it: gen moves on).  CS_EBUSY while the server is away.
+ * Outside a transaction the connection is first asked, without blocking
+ * (one recv), whether the server has closed it meanwhile (a restart, a
+ * failover, an idle timeout): then a new one is made before anything is
+ * sent, so that nothing is sent on a dead one, nor twice. */
 static enum cs_err pg_alive(struct pg_conn *k)
 {
+	if (k->db != NULL && !k->in_tx && PQconsumeInput(k->db) == 0) {
+		PQfinish(k->db);
+		k->db = NULL;
+	}
 	if (k->db != NULL && PQstatus(k->db) == CONNECTION_OK)
 		return CS_OK;
 	if (k->in_tx)
@@ -384,6 +392,9 @@ static enum cs_err stmt_run_once(struct pg_stmt *s, const char *const *vals, con
 				e = pg_err(k, r);
 				pg_log(k, r, "prepare");
 				PQclear(r);
+				/* Not run: a connection that died here may be made again. */
+				if (e == CS_EBUSY && !k->in_tx && PQstatus(k->db) != CONNECTION_OK)
+					return CS_ESTALE;
 				return e == CS_OK ? CS_EDB : e;
 			}
 			PQclear(r);
@@ -425,6 +436,10 @@ static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const in
 {
 	struct pg_conn *k = s->k;
 	enum cs_err e = stmt_run_once(s, vals, lens, fmts);
+	if (e == CS_ESTALE)             /* the prepare found the connection dead: nothing ran */
+		e = stmt_run_once(s, vals, lens, fmts);
+	if (e == CS_ESTALE)
+		e = CS_EBUSY;
 	if (e == CS_EBUSY && !k->in_tx && is_read(s->text) && k->db != NULL) {
 		/* The server may have said why it ends the connection (57P01)
 		 * before libpq saw it closed: a new one either way. */

@@ -11,6 +11,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startIdp, DEFAULT_CLIENTS } from '../lib/idp.js';
@@ -34,6 +35,30 @@ let c;            // two nodes and the balancer
 let url;
 let gw;           // the gateway, through the balancer
 let gwNode;       // [gateway of node 0, of node 1], each straight at its node
+let rcv;          // the revocation-event receiver: every SET's jti, how often it came
+
+// A webhook receiver that answers 202 after delay ms (slow on purpose: a slow
+// receiver keeps one node's delivery pass open while the other node's runs).
+async function startReceiver(port) {
+  const got = new Map();
+  const byCid = new Map();
+  const r = { got, byCid, delay: 0 };
+  const server = createServer((rq, rs) => {
+    const chunks = [];
+    rq.on('data', (ch) => chunks.push(ch));
+    rq.on('end', () => {
+      const set = Buffer.concat(chunks).toString('utf8');
+      const p = JSON.parse(Buffer.from(set.split('.')[1], 'base64url').toString('utf8'));
+      got.set(p.jti, (got.get(p.jti) || 0) + 1);
+      const cid = p.events?.[Object.keys(p.events)[0]]?.cid;
+      if (cid) byCid.set(cid, (byCid.get(cid) || 0) + 1);
+      setTimeout(() => rs.writeHead(202).end(), r.delay);
+    });
+  });
+  await new Promise((resolve) => { server.listen(port, '127.0.0.1', resolve); });
+  r.stop = () => new Promise((resolve) => { server.closeAllConnections?.(); server.close(() => resolve()); });
+  return r;
+}
 
 before(async () => {
   pg = await sharedPostgres();
@@ -42,9 +67,12 @@ before(async () => {
   const clients = DEFAULT_CLIENTS.map((x) => (x.client_id === 'consentd'
     ? { ...x, redirect_uris: [`${url}/callback`], post_logout_redirect_uris: [`${url}/`] } : x));
   idp = await startIdp({ clients });
+  const rport = await getFreePort();
+  rcv = await startReceiver(rport);
   c = await startConsentd({
     port, nodes: 2,
-    config: { ...consentConfig(), database: { url: await freshPgDatabase() }, oidc: { issuer: idp.issuer } },
+    config: { ...consentConfig(), database: { url: await freshPgDatabase() }, oidc: { issuer: idp.issuer },
+      gateway: { events_uri: `http://127.0.0.1:${rport}/events` } },
   });
   await waitReady(url);
   gw = gateway({ url });
@@ -53,6 +81,7 @@ before(async () => {
 
 after(async () => {
   const st = await c?.stop();
+  await rcv?.stop();
   await idp?.stop();
   await pg?.stop();
   assert.equal(st?.code, 0, 'every node exited 0 (sanitizers clean)');
@@ -126,6 +155,31 @@ test('both nodes write the audit chain at once: one total order, and audit verif
   assert.equal(v.code, 0, v.stderr + v.stdout);
 });
 
+test('the events outbox: both nodes deliver, each event exactly once, with a slow receiver', async () => {
+  // Seven consents, revoked at once: seven events due together.
+  const made = [];
+  for (const user of ['alice', 'bob', 'carol']) {
+    const { jar } = await consentdLogin({ url, user, password: `${user}-password` });
+    for (const ask of [{ agentId: 'coder', audience: 'wiki', scope: 'read' },
+      { agentId: 'butler', audience: 'notes', scope: 'read' }]) {
+      made.push({ jar, ...(await approveConsent({ url, issuer: idp.issuer, gw, jar, user, ...ask })) });
+    }
+  }
+  const { jar: aj } = await consentdLogin({ url, user: 'admin', password: 'admin-password' });
+  made.push({ jar: aj, ...(await approveConsent({ url, issuer: idp.issuer, gw, jar: aj, user: 'admin',
+    agentId: 'coder', audience: 'wiki', scope: 'read' })) });
+  rcv.delay = 1500;    // each push holds its node's pass 1.5 s; passes run every 2 s on each node
+  try {
+    await Promise.all(made.map((m) => revokeOnMe({ url, jar: m.jar, cid: m.cid })));
+    for (let i = 0; i < 300 && made.some((m) => !rcv.byCid.has(m.cid)); i++) await sleep(100);
+    await sleep(6000);   // every node had passes enough to send any event twice
+  } finally {
+    rcv.delay = 0;
+  }
+  for (const m of made) assert.equal(rcv.byCid.get(m.cid), 1, `the event of ${m.cid} arrived once`);
+  for (const [jti, n] of rcv.got) assert.equal(n, 1, `event ${jti} was delivered ${n} times`);
+});
+
 test('a rotated signing key is seen by both nodes at their reload, and signs for both', async () => {
   const rot = await cli('keys', 'rotate');
   assert.equal(rot.code, 0, rot.stderr);
@@ -159,7 +213,14 @@ test('the database restarts: nodes answer 503 and unready meanwhile, never crash
 });
 
 test('while the database is down /readyz says 503 and OAuth endpoints answer 503 JSON', async () => {
-  const { grant } = await grantFor('carol', 'write');
+  let grant;
+  try {
+    ({ grant } = await grantFor('carol', 'write'));
+  } catch (e) {
+    const { readFileSync } = await import('node:fs');
+    for (const n of c.nodes) console.error(readFileSync(join(n.dir, 'access.log'), 'utf8').split('\n').slice(-25).join('\n'));
+    throw e;
+  }
   const db = new URL(c.config.database.url).pathname.slice(1);
   // Cut the nodes' connections and keep them out: no new connection to this database.
   await pg.psql(`ALTER DATABASE ${db} ALLOW_CONNECTIONS false`, { db: 'postgres' });

@@ -105,14 +105,16 @@ test('a ciphertext swapped between two rows fails to open; the request fails cle
   const tb = await released(b.grant);
   assert.notEqual(ta.access_token, tb.access_token);
 
-  const cols = v.sql("SELECT name FROM pragma_table_info('vault_records')").split('\n');
+  const pg = Boolean(v.c.config.database?.url);      // TEST_DB=pg: the same, in PostgreSQL's words
+  const cols = v.sql(pg ? "SELECT column_name FROM information_schema.columns WHERE table_name = 'vault_records' ORDER BY ordinal_position"
+    : "SELECT name FROM pragma_table_info('vault_records')").split('\n');
   const sealed = cols.filter((c) => /sealed|cipher|nonce|tag/i.test(c));
   assert.ok(sealed.includes('access_sealed'), `vault_records has access_sealed (columns: ${cols.join(', ')})`);
   // Swap the sealed material (every sealed column, so that no refresh can route around it).
   const set = sealed.map((c) => `${c} = (SELECT ${c} FROM swap WHERE swap.consent_id = CASE vault_records.consent_id WHEN '${a.cid}' THEN '${b.cid}' ELSE '${a.cid}' END)`).join(', ');
   v.sql(`BEGIN; CREATE TEMP TABLE swap AS SELECT consent_id, ${sealed.join(', ')} FROM vault_records WHERE consent_id IN ('${a.cid}', '${b.cid}');
     UPDATE vault_records SET ${set} WHERE consent_id IN ('${a.cid}', '${b.cid}'); COMMIT;`);
-  const swapped = v.sql(`SELECT hex(access_sealed) FROM vault_records WHERE consent_id IN ('${a.cid}', '${b.cid}') ORDER BY consent_id`);
+  const swapped = v.sql(`SELECT ${pg ? "encode(access_sealed, 'hex')" : 'hex(access_sealed)'} FROM vault_records WHERE consent_id IN ('${a.cid}', '${b.cid}') ORDER BY consent_id`);
   assert.equal(swapped.split('\n').length, 2);
 
   for (const [who, g, other] of [['coder', a.grant, tb], ['butler', b.grant, ta]]) {
@@ -327,7 +329,8 @@ test('20 concurrent exchanges of one near-expiry token cause exactly one refresh
 
 test('consentd\'s logs hold no provider token, code or grant', async () => {
   assert.ok(seenSecrets.length > 10);
-  const log = readFileSync(join(v.c.dir, 'access.log'), 'utf8') + v.log();
+  // Every node's access log (TEST_NODES=2 runs two).
+  const log = v.c.nodes.map((n) => readFileSync(join(n.dir, 'access.log'), 'utf8')).join('') + v.log();
   for (const [what, val] of seenSecrets) {
     if (val) assert.ok(!log.includes(val), `no ${what} in consentd's logs`);
   }

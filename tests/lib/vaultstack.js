@@ -232,9 +232,12 @@ export async function startVaultStack({
       },
       // consentd's output: stdout, stderr and its log stream ([server] log, one JSON object per line).
       log() {
-        let file = '';
-        try { file = readFileSync(join(c.dir, 'access.log'), 'utf8'); } catch { /* not written yet */ }
-        return c.proc.stdout + c.proc.stderr + file;
+        let out = '';
+        for (const n of c.nodes || [c]) {
+          try { out += readFileSync(join(n.dir, 'access.log'), 'utf8'); } catch { /* not written yet */ }
+          out += n.proc.stdout + n.proc.stderr;
+        }
+        return out;
       },
       // An ID token of the login IdP for the gateway's subject_token.
       async idToken(user) {
