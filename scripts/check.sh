@@ -59,14 +59,17 @@ node_tests() {
 step "integration" node_tests tests/integration
 # The PostgreSQL backend, two nodes behind a round-robin balancer on one database
 # (tests/lib/consentd.js TEST_DB/TEST_NODES): the suites whose flows touch the
-# most store functions and whose checks read the database without SQLite's CLI.
+# most store functions (approval, bulk revocation and events, the vault with its
+# single-flight refresh), and the browser's consent flow with its pages split
+# across the two nodes.
 # tests/integration/pg_nodes.test.js (in the step above) holds the multi-node
 # properties themselves.  Every statement of the store also runs on both
 # engines in scripts/pg-sql-check.py.
 pg_tests() {
 	TEST_DB=pg TEST_NODES=2 TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
 	    --test-concurrency=1 tests/integration/approval_attacks.test.js \
-	    tests/integration/admin_bulk.test.js tests/integration/vault_attacks.test.js 2>&1 \
+	    tests/integration/admin_bulk.test.js tests/integration/vault_attacks.test.js \
+	    tests/e2e/consent.test.js 2>&1 \
 	    | tee /tmp/consentd-pg-$$.log
 	local rc=${PIPESTATUS[0]}
 	local p f

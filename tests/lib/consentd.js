@@ -160,6 +160,8 @@ export async function startConsentd({ config = {}, env = {}, port, dir, keepDir 
     url, port, dir, cfgPath, proc: list[0].proc, config: cfg, nodes: list, lb,
     async stop({ remove = !keepDir } = {}) {
       await lb.stop();
+      // Every node took part: round robin gave each its share of the flows.
+      const idle = lb.counts.findIndex((n) => n === 0);
       let st = null;
       for (const n of list) {
         const s1 = await n.proc.stop(10000);
@@ -168,6 +170,9 @@ export async function startConsentd({ config = {}, env = {}, port, dir, keepDir 
       if (remove) {
         rmSync(dir, { recursive: true, force: true });
         for (const n of list) rmSync(n.dir, { recursive: true, force: true });
+      }
+      if (idle >= 0 && lb.counts.some((n) => n > 0)) {
+        throw new Error(`node ${idle} of ${list.length} served no request (${lb.counts})`);
       }
       return st;
     },

@@ -1222,11 +1222,78 @@ START_TEST(test_config_write_queue)
 }
 END_TEST
 
+/* [database] url: the PostgreSQL backend; its password apart from it. */
+START_TEST(test_config_database_url)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_ptr_null(c->db_url);
+	ck_assert_ptr_null(c->db_password);
+	ck_assert(c->db_prepared);
+	config_free(c);
+	c = expect_ok(MINIMAL "[database]\nurl = postgresql://consentd@db:5432/consentd\n"
+	    "prepared_statements = false\n",
+	    (char *[]){ "CONSENTD_DATABASE_PASSWORD=pw-from-env", NULL });
+	ck_assert_str_eq(c->db_url, "postgresql://consentd@db:5432/consentd");
+	ck_assert_str_eq(c->db_password, "pw-from-env");
+	ck_assert(!c->db_prepared);
+	config_free(c);
+	c = expect_ok(MINIMAL "[database]\nurl = postgres:///consentd?host=/run/postgresql\n", NULL);
+	ck_assert_str_eq(c->db_url, "postgres:///consentd?host=/run/postgresql");
+	config_free(c);
+	/* A password in the URL is refused, and not repeated in the message. */
+	expect_error(MINIMAL "[database]\nurl = postgresql://u:hunter2@db/consentd\n", NULL,
+	    "x.conf:10: url: carries a password");
+	{
+		struct config *bad = NULL;
+		char *msgs = NULL;
+		ck_assert_int_eq(load(MINIMAL "[database]\nurl = postgresql://u:hunter2@db/x\n", no_env,
+		    &msgs, &bad), CS_ECONFIG);
+		ck_assert_ptr_null(strstr(msgs, "hunter2"));
+		free(msgs);
+	}
+	expect_error(MINIMAL "[database]\nurl = mysql://db/consentd\n", NULL,
+	    "x.conf:10: url: is not a postgresql:// URL");
+	expect_error(MINIMAL "[database]\nurl = postgresql://db/x?nosuchoption=1\n", NULL,
+	    "x.conf:10: url: libpq cannot parse it");
+	expect_error(MINIMAL "[database]\npath = /tmp/x.db\nurl = postgresql://db/x\n", NULL,
+	    "give path (SQLite) or url (PostgreSQL), not both");
+	expect_error(MINIMAL "[database]\npassword = x\n", NULL,
+	    "password: is for a PostgreSQL database: [database] url");
+	expect_error(MINIMAL "[database]\nurl = postgresql://db/x\npassword = a\n"
+	    "password_file = /nonexistent\n", NULL, "give password (CONSENTD_DATABASE_PASSWORD) or "
+	    "password_file, not both");
+	expect_error(MINIMAL "[database]\nurl = postgresql://db/x\npassword_file = /nonexistent/pw\n",
+	    NULL, "cannot open '/nonexistent/pw'");
+}
+END_TEST
+
+START_TEST(test_config_database_password_file)
+{
+	char path[] = "/tmp/consentd-pw-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "s3cret\n", 7), 7);
+	close(fd);
+	char text[1024];
+	ck_assert_int_eq(str_fmt(text, sizeof text, "%s[database]\nurl = postgresql://db/x\n"
+	    "password_file = %s\n", MINIMAL, path), CS_OK);
+	struct config *c = expect_ok(text, NULL);
+	ck_assert_str_eq(c->db_password, "s3cret");      /* the final newline is not part of it */
+	config_free(c);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	close(fd);
+	expect_error(text, NULL, "must hold one password of 1 to 1024 bytes");
+	unlink(path);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
 	TCase *t = tcase_create("config");
 	tcase_add_test(t, test_config_example_loads);
+	tcase_add_test(t, test_config_database_url);
+	tcase_add_test(t, test_config_database_password_file);
 	tcase_add_test(t, test_config_minimal_defaults);
 	tcase_add_test(t, test_config_log_level);
 	tcase_add_test(t, test_config_login_bounds);

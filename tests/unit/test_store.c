@@ -836,11 +836,58 @@ START_TEST(test_store_group_commit_nested_refused)
 }
 END_TEST
 
+/* One schema contract: migrations/pg/ holds the PostgreSQL form of each
+ * migration of migrations/, under the same name and version, and no other. */
+START_TEST(test_store_migrations_one_contract)
+{
+	size_t n = 0, npg = 0;
+	for (; embedded_migrations[n].name != NULL; n++)
+		;
+	for (; embedded_migrations_pg[npg].name != NULL; npg++)
+		;
+	ck_assert_uint_gt(n, 0);
+	ck_assert_uint_eq(npg, n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_str_eq(embedded_migrations_pg[i].name, embedded_migrations[i].name);
+}
+END_TEST
+
+/* The URL check of [database] url and `consentd db copy --to`. */
+START_TEST(test_store_url_check)
+{
+	char why[160];
+	ck_assert_int_eq(store_url_check("postgresql://consentd@db:5432/consentd", why, sizeof why),
+	    CS_OK);
+	ck_assert_int_eq(store_url_check("postgres:///x?host=/run/postgresql", why, sizeof why), CS_OK);
+	ck_assert_int_eq(store_url_check("postgresql://u:pw@db/x", why, sizeof why), CS_ECONFIG);
+	ck_assert_ptr_nonnull(strstr(why, "carries a password"));
+	ck_assert_ptr_null(strstr(why, "pw@"));
+	ck_assert_int_eq(store_url_check("postgresql://db/x?password=pw", why, sizeof why), CS_ECONFIG);
+	ck_assert_int_eq(store_url_check("/var/lib/consentd/consentd.db", why, sizeof why), CS_ECONFIG);
+	ck_assert_int_eq(store_url_check("postgresql://db/x?bogus=1", why, sizeof why), CS_ECONFIG);
+	ck_assert_int_eq(store_url_check("postgresql://[::1/x", why, sizeof why), CS_ECONFIG);
+	/* A SQLite store is not the PostgreSQL backend, and copies nothing into one. */
+	struct fixture f;
+	fx_init(&f);
+	struct store *s = NULL;
+	struct store_copy_report r;
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert(!store_is_pg(s));
+	ck_assert_int_eq(store_copy(s, s, &r), CS_EINVAL);
+	ck_assert_int_eq(store_flight_begin(store_conn(s), "k"), CS_OK);   /* one process: nothing */
+	store_flight_end(store_conn(s));
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_store_migrate_fresh);
+	tcase_add_test(tc, test_store_migrations_one_contract);
+	tcase_add_test(tc, test_store_url_check);
 	tcase_add_test(tc, test_store_migrate_reopen_idempotent);
 	tcase_add_test(tc, test_store_migrate_newer_eschema);
 	tcase_add_test(tc, test_store_wal_on);
