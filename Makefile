@@ -46,7 +46,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-seeded retention-steady clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-seeded bench-nodes retention-steady clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -166,6 +166,12 @@ bench: deps
 	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync
 	./build/bench_jwt
 	@bash bench/run.sh
+
+# make bench-nodes [RUNS=3 DURATION=10 CONNECTIONS=32]: the same wrk runs on one node on
+# SQLite, one on PostgreSQL and two on one PostgreSQL (bench/nodes.js; docs/BENCHMARKS.md).
+bench-nodes: deps
+	@$(MAKE) --no-print-directory build/consentd
+	node bench/nodes.js
 
 # make bench-seeded [RUNS=3 DURATION=10 CONNECTIONS=32 SEED_CONSENTS=1000000 SEED_AUDIT=10000000]:
 # the grant path with 1,000 consents beside 1,000,000 consents and 10,000,000 audit entries

@@ -19,7 +19,7 @@ export async function waitReady(url, ms = 15000) {
   throw new Error(`consentd at ${url} never became ready`);
 }
 
-export async function startStack({ config = {}, clients, idpOptions = {}, env } = {}) {
+export async function startStack({ config = {}, clients, idpOptions = {}, env, nodes } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
   const cl = (clients || DEFAULT_CLIENTS).map((x) => (x.client_id === 'consentd'
@@ -27,7 +27,7 @@ export async function startStack({ config = {}, clients, idpOptions = {}, env } 
   const idp = await startIdp({ clients: cl, ...idpOptions });
   let c;
   try {
-    c = await startConsentd({ port, env, config: { ...config, oidc: { issuer: idp.issuer, ...(config.oidc || {}) } } });
+    c = await startConsentd({ port, env, nodes, config: { ...config, oidc: { issuer: idp.issuer, ...(config.oidc || {}) } } });
     await waitReady(url);
   } catch (e) {
     await c?.stop();
