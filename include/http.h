@@ -264,6 +264,13 @@ bool valid_return_to(const char *v);    /* same-origin relative path, no open re
 struct http_server;
 /* Starts libmicrohttpd with an internal epoll thread pool per the config. */
 enum cs_err http_start(struct app *app, struct http_server **out) CS_MUST_CHECK;
+/* While a node waits for `consentd migrate` (a PostgreSQL schema older than
+ * it knows), a stand-in on [server] listen answers /healthz 200, /readyz 503
+ * and everything else 503 temporarily_unavailable; stopped before
+ * http_start takes the address. */
+struct http_waiter;
+enum cs_err http_waiter_start(const struct config *cfg, struct http_waiter **out) CS_MUST_CHECK;
+void http_waiter_stop(struct http_waiter *w);
 /* Stops accepting new connections (in-flight ones continue). */
 void http_quiesce(struct http_server *s);
 /* Requests begun and not yet answered (idle keep-alive connections do not count). */

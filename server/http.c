@@ -990,35 +990,47 @@ static unsigned connection_limit(const struct config *cfg)
 }
 
 /* A daemon for srv on host:port (host as the config stores it). */
+/* host (as the config stores it: IPv6 without brackets) and port as a socket
+ * address in *a4 or *a6; *sa points at the one filled, *v6 says which. */
+static enum cs_err sock_addr(const char *host, uint16_t port, struct sockaddr_in *a4,
+    struct sockaddr_in6 *a6, const struct sockaddr **sa, bool *v6)
+{
+	memset(a4, 0, sizeof *a4);
+	memset(a6, 0, sizeof *a6);
+	if (strcmp(host, "localhost") == 0)
+		host = "127.0.0.1";
+	*v6 = strchr(host, ':') != NULL;
+	if (*v6) {
+		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+			return CS_ECONFIG;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		*sa = (const struct sockaddr *)a6;
+	} else {
+		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+			return CS_ECONFIG;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(port);
+		*sa = (const struct sockaddr *)a4;
+	}
+	return CS_OK;
+}
+
 static enum cs_err listen_on(struct http_server *srv, const char *host_cfg, uint16_t port,
     unsigned threads, unsigned conn_limit, unsigned per_ip)
 {
 	const struct config *cfg = srv->app->cfg;
 	struct sockaddr_in a4;
 	struct sockaddr_in6 a6;
-	const struct sockaddr *sa;
+	const struct sockaddr *sa = NULL;
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
 	    MHD_ALLOW_SUSPEND_RESUME;
-	const char *host = host_cfg;
+	bool v6;
 
-	memset(&a4, 0, sizeof a4);
-	memset(&a6, 0, sizeof a6);
-	if (strcmp(host, "localhost") == 0)
-		host = "127.0.0.1";
-	if (strchr(host, ':') != NULL) {          /* config stores IPv6 without brackets */
-		if (inet_pton(AF_INET6, host, &a6.sin6_addr) != 1)
-			goto bad;
-		a6.sin6_family = AF_INET6;
-		a6.sin6_port = htons(port);
-		sa = (const struct sockaddr *)&a6;
+	if (sock_addr(host_cfg, port, &a4, &a6, &sa, &v6) != CS_OK)
+		goto bad;
+	if (v6)
 		flags |= MHD_USE_IPv6;
-	} else {
-		if (inet_pton(AF_INET, host, &a4.sin_addr) != 1)
-			goto bad;
-		a4.sin_family = AF_INET;
-		a4.sin_port = htons(port);
-		sa = (const struct sockaddr *)&a4;
-	}
 	/* The logger first: libmicrohttpd uses its own for what the options before it say. */
 	srv->d = MHD_start_daemon(flags, port, NULL, NULL, on_request, srv,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
@@ -1040,6 +1052,89 @@ static enum cs_err listen_on(struct http_server *srv, const char *host_cfg, uint
 bad:
 	log_msg(LOG_ERROR, "listen address %s is not an IP address", host_cfg);
 	return CS_ECONFIG;
+}
+
+/* --- the stand-in while the schema awaits its migration ------------------ */
+
+struct http_waiter {
+	struct MHD_Daemon *d;
+};
+
+/* Every request: /healthz 200 (the process lives), /readyz 503 saying why,
+ * anything else 503 temporarily_unavailable with Retry-After.  No body is
+ * read, no state is kept. */
+static enum MHD_Result on_wait(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *data, size_t *size, void **state)
+{
+	static const char ready[] = "{\"status\":\"unready\",\"checks\":{\"database\":false,"
+	    "\"database_schema\":\"older than this consentd: waiting for consentd migrate\"}}";
+	static const char alive[] = "{\"status\":\"ok\"}";
+	static const char busy[] = "{\"error\":\"temporarily_unavailable\",\"error_description\":"
+	    "\"the database schema is older than this consentd: waiting for consentd migrate\"}";
+	(void)cls;
+	(void)method;
+	(void)version;
+	(void)data;
+	if (*state == NULL) {              /* the headers: answer once the body (if any) is in */
+		*state = conn;
+		return MHD_YES;
+	}
+	if (*size != 0) {
+		*size = 0;                     /* a body is not read: dropped */
+		return MHD_YES;
+	}
+	const char *body = strcmp(url, "/healthz") == 0 ? alive : strcmp(url, "/readyz") == 0 ?
+	    ready : busy;
+	unsigned status = body == alive ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
+	    MHD_RESPMEM_PERSISTENT);
+	if (r == NULL)
+		return MHD_NO;
+	enum MHD_Result ok = MHD_add_response_header(r, "Content-Type", "application/json");
+	if (ok == MHD_YES && body != alive)
+		ok = MHD_add_response_header(r, "Retry-After", "5");
+	if (ok == MHD_YES)
+		ok = MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (ok == MHD_YES)
+		ok = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+enum cs_err http_waiter_start(const struct config *cfg, struct http_waiter **out)
+{
+	struct sockaddr_in a4;
+	struct sockaddr_in6 a6;
+	const struct sockaddr *sa = NULL;
+	bool v6;
+	struct http_waiter *w;
+	if (sock_addr(cfg->listen_host, cfg->listen_port, &a4, &a6, &sa, &v6) != CS_OK)
+		return CS_ECONFIG;
+	if ((w = calloc(1, sizeof *w)) == NULL)
+		return CS_ENOMEM;
+	w->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | (v6 ? MHD_USE_IPv6 : 0),
+	    cfg->listen_port, NULL, NULL, on_wait, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+	    MHD_OPTION_SOCK_ADDR, sa,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+	    MHD_OPTION_END);
+	if (w->d == NULL) {
+		free(w);
+		log_msg(LOG_ERROR, "cannot listen on %s:%u", cfg->listen_host, (unsigned)cfg->listen_port);
+		return CS_EIO;
+	}
+	*out = w;
+	return CS_OK;
+}
+
+void http_waiter_stop(struct http_waiter *w)
+{
+	if (w == NULL)
+		return;
+	MHD_stop_daemon(w->d);
+	free(w);
 }
 
 static struct http_server *server_new(struct app *app, const struct route *table)

@@ -95,6 +95,15 @@ async function grantFor(user = 'alice', scope = 'read') {
   return { jar, ...(await approveConsent({ url, issuer: idp.issuer, gw, jar, user, ...ASK, scope })) };
 }
 
+async function waitStatus(u, want, ms = 15000) {
+  for (let t = 0; t < ms; t += 100) {
+    const st = await fetch(u).then((r) => r.status, () => 0);
+    if (st === want) return;
+    await sleep(100);
+  }
+  throw new Error(`${u} never answered ${want}`);
+}
+
 async function waitListening(u, ms = 15000) {
   for (let t = 0; t < ms; t += 100) {
     const st = await fetch(`${u}/readyz`).then((r) => r.status, () => 0);
@@ -297,11 +306,23 @@ test('schema: a node waits for `consentd migrate`, then serves; a newer schema i
   p.stderr.on('data', (d) => { err += d; });
   const exited = new Promise((r) => { p.once('exit', (code, sig) => r({ code, sig })); });
   try {
-    await sleep(1500);
+    const base = `http://127.0.0.1:${port}`;
+    let ready;
+    for (let i = 0; i < 100 && !ready; i++) {
+      ready = await fetch(`${base}/readyz`).catch(() => null);
+      if (!ready) await sleep(100);
+    }
     assert.equal(p.exitCode, null, `waits, does not exit: ${err}`);
     assert.match(err, /consentd migrate/);
-    const down = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 'refused');
-    assert.notEqual(down, 200, 'not ready before the migration');
+    // Meanwhile: alive, unready, and every other answer a clean 503.
+    assert.equal(ready.status, 503, 'unready before the migration');
+    assert.match((await ready.json()).checks.database_schema, /waiting for consentd migrate/);
+    assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    const tok = await fetch(`${base}/token`, { method: 'POST', body: 'grant_type=client_credentials',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    assert.equal(tok.status, 503);
+    assert.equal(tok.headers.get('retry-after'), '5');
+    assert.equal((await tok.json()).error, 'temporarily_unavailable');
     const m = await consentdCommand(['migrate', '-c', cfgPath]);
     assert.equal(m.code, 0, m.stderr);
     assert.match(m.stdout, /schema (\d+) \(this consentd knows \1\)/);
@@ -310,6 +331,17 @@ test('schema: a node waits for `consentd migrate`, then serves; a newer schema i
     p.kill('SIGTERM');
   }
   assert.equal((await exited).code, 0, err.slice(-2000));
+  // A node waiting for the migration stops on SIGTERM.
+  const dbUrl2 = await freshPgDatabase();
+  const cfgPath2 = join(dir, 'schema2.ini');
+  writeFileSync(cfgPath2, toIni({ ...cfg, database: { url: dbUrl2 } }));
+  const p2 = spawn(consentdBin, ['-c', cfgPath2], { stdio: 'ignore',
+    env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1' } });
+  const exited2 = new Promise((r) => { p2.once('exit', (code, sig) => r({ code, sig })); });
+  await waitStatus(`http://127.0.0.1:${port}/readyz`, 503);
+  p2.kill('SIGTERM');
+  const e2 = await exited2;
+  assert.equal(e2.sig, null, 'it exits by itself on SIGTERM, not killed');
   // A schema from the future: refused at start, and by consentd migrate.
   await pg.psql('INSERT INTO schema_version (version, applied_at) VALUES (9999, 0)',
     { db: new URL(dbUrl).pathname.slice(1) });
