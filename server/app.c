@@ -1,7 +1,6 @@
 /* app.c -- process-wide state shared by worker threads: config, store,
  * master key, keyring.  The keyring pointer is swapped only under the write
  * lock; readers hold the read lock for as long as they use it. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,6 @@
 #include "audit.h"
 #include "audit_head.h"
 #include "events.h"
-#include "http.h"
 #include "janitor.h"
 #include "log.h"
 #include "store_session.h"
@@ -70,33 +68,6 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	if (c == NULL) {
 		e = CS_EDB;
 		goto fail;
-	}
-	/* PostgreSQL: a schema older than ours waits for `consentd migrate`
-	 * (run once, from one node or a deploy job), /readyz answering 503
-	 * meanwhile; SIGINT or SIGTERM (blocked here: sigtimedwait) ends the wait. */
-	if (store_is_pg(app->store) && store_ping(c) == CS_ESCHEMA) {
-		struct http_waiter *hw = NULL;
-		sigset_t stop;
-		sigemptyset(&stop);
-		sigaddset(&stop, SIGINT);
-		sigaddset(&stop, SIGTERM);
-		if ((e = http_waiter_start(cfg, &hw)) != CS_OK)
-			goto fail;
-		for (int waited = 0; (e = store_ping(c)) == CS_ESCHEMA || e == CS_EBUSY; waited++) {
-			if (waited % 30 == 0)
-				log_msg(LOG_WARN, "database: waiting for `consentd migrate` (schema older "
-				    "than %d); /readyz answers 503 meanwhile", store_schema_known());
-			struct timespec ts = { 1, 0 };
-			int sig = sigtimedwait(&stop, NULL, &ts);
-			if (sig == SIGINT || sig == SIGTERM) {
-				log_msg(LOG_INFO, "stopped while waiting for `consentd migrate`");
-				e = CS_EBUSY;
-				break;
-			}
-		}
-		http_waiter_stop(hw);
-		if (e != CS_OK)
-			goto fail;
 	}
 	/* From here on every commit that appends audit entries publishes its
 	 * head; the first check runs before any thread can commit, so a database

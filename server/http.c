@@ -22,6 +22,7 @@
 #include <openssl/rand.h>
 #include "app.h"
 #include "http.h"
+#include "meta.h"
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -1083,8 +1084,10 @@ static enum MHD_Result on_wait(void *cls, struct MHD_Connection *conn, const cha
 		*size = 0;                     /* a body is not read: dropped */
 		return MHD_YES;
 	}
-	const char *body = strcmp(url, "/healthz") == 0 ? alive : strcmp(url, "/readyz") == 0 ?
-	    ready : busy;
+	/* Which path is which is the route table's (routes.c). */
+	const struct route *rt = router_route_for_path(http_routes, url);
+	const char *body = rt != NULL && rt->handler == meta_healthz ? alive :
+	    rt != NULL && rt->handler == meta_readyz ? ready : busy;
 	unsigned status = body == alive ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
 	    MHD_RESPMEM_PERSISTENT);

@@ -99,6 +99,48 @@ static void check_audit_head(struct app *app)
 		log_msg(LOG_ERROR, "audit head: cannot read");
 }
 
+/* PostgreSQL: a schema older than this binary's waits for `consentd
+ * migrate` (run once, from one node or a deploy job) before the start goes
+ * on, a stand-in answering on the address meanwhile (/readyz 503); SIGINT or
+ * SIGTERM (blocked: sigtimedwait) ends the wait.  0: go on; 1: stop. */
+static int wait_for_schema(const struct config *cfg, const sigset_t *stop)
+{
+	struct store *s = NULL;
+	struct store_conn *c;
+	struct http_waiter *hw = NULL;
+	enum cs_err e;
+	int rc = 1;
+	if (cfg->db_url == NULL)
+		return 0;
+	if ((e = app_store_open(cfg, STORE_SCHEMA_WAIT, &s)) != CS_OK || (c = store_conn(s)) == NULL) {
+		log_msg(LOG_ERROR, "database %s: %s", app_db_name(cfg), cs_strerror(e != CS_OK ? e : CS_EDB));
+		goto out;
+	}
+	if (store_ping(c) != CS_ESCHEMA) {
+		rc = 0;
+		goto out;
+	}
+	if (http_waiter_start(cfg, &hw) != CS_OK)
+		goto out;
+	for (int waited = 0; (e = store_ping(c)) == CS_ESCHEMA || e == CS_EBUSY; waited++) {
+		if (waited % 30 == 0)
+			log_msg(LOG_WARN, "database: waiting for `consentd migrate` (schema older than %d); "
+			    "/readyz answers 503 meanwhile", store_schema_known());
+		struct timespec ts = { 1, 0 };
+		int sig = sigtimedwait(stop, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM) {
+			log_msg(LOG_INFO, "stopped while waiting for `consentd migrate`");
+			rc = 2;
+			goto out;
+		}
+	}
+	rc = e == CS_OK ? 0 : 1;
+out:
+	http_waiter_stop(hw);
+	store_close(s);
+	return rc;
+}
+
 static int serve(const struct config *cfg)
 {
 	struct app app;
@@ -124,6 +166,17 @@ static int serve(const struct config *cfg)
 	}
 	if (template_check_all() != CS_OK) {
 		log_msg(LOG_ERROR, "a compiled-in template is malformed");
+		log_close();
+		return 1;
+	}
+	switch (wait_for_schema(cfg, &set)) {
+	case 0:
+		break;
+	case 2:                           /* asked to stop while waiting: a clean exit */
+		log_close();
+		return 0;
+	default:
+		log_msg(LOG_ERROR, "not started");
 		log_close();
 		return 1;
 	}
