@@ -15,6 +15,7 @@
  * COMMIT or ROLLBACK, and with the connection if it dies. */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -137,8 +138,15 @@ enum cs_err pg_url_check(const char *url, char *why, size_t whylen)
 static enum cs_err pg_err(struct pg_conn *k, const PGresult *r)
 {
 	const char *st = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-	if (PQstatus(k->db) != CONNECTION_OK || st == NULL)
+	if (PQstatus(k->db) != CONNECTION_OK || st == NULL || strncmp(st, "08", 2) == 0 ||
+	    strncmp(st, "57", 2) == 0) {
+		/* Said once per connection lost: the next use makes a new one. */
+		const char *m = st != NULL ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) :
+		    PQerrorMessage(k->db);
+		log_msg(LOG_WARN, "database: connection lost (%.*s)%s", m != NULL ? (int)strcspn(m, "\n") : 1,
+		    m != NULL ? m : "?", k->in_tx ? "; its transaction rolls back" : "");
 		return CS_EBUSY;
+	}
 	if (strcmp(st, "23505") == 0)
 		return CS_EEXIST;
 	if (strncmp(st, "23", 2) == 0)
@@ -207,9 +215,24 @@ static PGconn *pg_connect(const struct pg_store *p)
  * (one recv), whether the server has closed it meanwhile (a restart, a
  * failover, an idle timeout): then a new one is made before anything is
  * sent, so that nothing is sent on a dead one, nor twice. */
+static bool conn_closed_by_server(PGconn *db)
+{
+	struct pollfd p = { .fd = PQsocket(db), .events = POLLIN | POLLRDHUP, .revents = 0 };
+	if (p.fd < 0)
+		return true;
+	if (poll(&p, 1, 0) < 0)
+		return false;
+	/* The server's FIN (or an error) is there: it said goodbye (57P01 and
+	 * the like) even if libpq has not read it yet. */
+	if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
+		return true;
+	/* Anything else an idle connection gets (a notice) is read now. */
+	return (p.revents & POLLIN) && (PQconsumeInput(db) == 0 || PQstatus(db) != CONNECTION_OK);
+}
+
 static enum cs_err pg_alive(struct pg_conn *k)
 {
-	if (k->db != NULL && !k->in_tx && PQconsumeInput(k->db) == 0) {
+	if (k->db != NULL && !k->in_tx && conn_closed_by_server(k->db)) {
 		PQfinish(k->db);
 		k->db = NULL;
 	}

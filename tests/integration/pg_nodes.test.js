@@ -252,6 +252,51 @@ test('while the database is down /readyz says 503 and OAuth endpoints answer 503
   for (const g of gwNode) assert.equal((await g.introspect(grant)).body.active, true);
 });
 
+test('connections cut mid-transaction under load: each transaction is all or nothing, the chain verifies', async (t) => {
+  const { id_token: st } = await (await import('../lib/idplogin.js')).getIdToken({
+    issuer: idp.issuer, clientId: 'gateway-app', clientSecret: 'gateway-app-dev-secret',
+    redirectUri: 'http://127.0.0.1:43999/gateway-callback', user: 'alice', password: 'alice-password' });
+  const ask = { subjectToken: st, agentId: 'coder', audience: 'notes', scope: 'read' };
+  const db = new URL(c.config.database.url).pathname.slice(1);
+  const count = async (q) => Number((await pg.psql(q, { db })).trim());
+  const acked = [];
+  const statuses = {};
+  let stop = false;
+  const load = Promise.all([0, 1, 2, 3].map(async (w) => {
+    while (!stop) {
+      const r = await gwNode[w % 2].exchange(ask).catch(() => null);
+      const k = r ? r.status : 'dropped';
+      statuses[k] = (statuses[k] || 0) + 1;
+      if (r?.status === 200) acked.push(r.body.access_token);
+      else if (r && r.body?.error !== 'temporarily_unavailable') {
+        const { readFileSync } = await import('node:fs');
+        const logs = c.nodes.map((n) => readFileSync(join(n.dir, 'access.log'), 'utf8').split('\n')
+          .filter((l) => /"level":"(error|warn)"/.test(l)).slice(-15).join('\n')).join('\n');
+        assert.fail(`${r.status} ${r.text}\n${logs}`);
+      }
+    }
+  }));
+  // Every 50 ms for 2 s, every backend of the nodes is cut, whatever it is doing.
+  let cuts = 0;
+  for (let i = 0; i < 40; i++) {
+    cuts += await count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '${db}' AND pid <> pg_backend_pid()`);
+    await sleep(50);
+  }
+  stop = true;
+  await load;
+  t.diagnostic(`cuts ${cuts}, answers ${JSON.stringify(statuses)}`);
+  assert.ok(cuts > 20, `${cuts} connections cut`);
+  assert.ok(statuses[503] > 0, `some requests met a cut connection: ${JSON.stringify(statuses)}`);
+  assert.equal(statuses.dropped, undefined, 'no connection to consentd dropped');
+  for (const n of c.nodes) await waitListening(`http://127.0.0.1:${n.port}`);
+  // All or nothing: a grant row exactly when its audit entry is there.
+  assert.equal(await count('SELECT count(*) FROM grants'),
+    await count("SELECT count(*) FROM audit WHERE action = 'grant.issued'"));
+  for (const tk of acked) assert.equal((await gwNode[0].introspect(tk)).body.active, true, 'an acknowledged grant was lost');
+  const v = await cli('audit', 'verify');
+  assert.equal(v.code, 0, v.stderr + v.stdout);
+});
+
 test('a node killed with SIGKILL under load: the other serves on, nothing acknowledged is lost, the chain verifies', async () => {
   const { id_token: st } = await (await import('../lib/idplogin.js')).getIdToken({
     issuer: idp.issuer, clientId: 'gateway-app', clientSecret: 'gateway-app-dev-secret',
