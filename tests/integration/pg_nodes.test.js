@@ -162,6 +162,17 @@ test('both nodes write the audit chain at once: one total order, and audit verif
   assert.equal(seq[0], seq[2] - seq[1] + 1, 'no gap and no fork in the sequence');
   const v = await cli('audit', 'verify');
   assert.equal(v.code, 0, v.stderr + v.stdout);
+  // The heads each node published (its log's "audit head N:LINK" lines) are all in
+  // the one chain: both nodes published, and neither forked it.
+  for (const n of c.nodes) {
+    const log = join(n.dir, 'access.log');
+    const { readFileSync } = await import('node:fs');
+    const heads = readFileSync(log, 'utf8').match(/audit head \d+:[0-9a-f]{64}/g) || [];
+    assert.ok(heads.length > 5, `${n.proc.name} published ${heads.length} heads`);
+    const h = await cli('audit', 'verify', '--heads', log);
+    assert.equal(h.code, 0, h.stderr + h.stdout);
+    assert.match(h.stdout, /all \d+ heads listed in .* are present/);
+  }
 });
 
 test('the events outbox: both nodes deliver, each event exactly once, with a slow receiver', async () => {
