@@ -386,55 +386,55 @@ static bool metrics_token_ok(const char *t)
 	return true;
 }
 
-/* token_file: the whole file is the token, one final newline allowed. */
+/* A secret file (token_file, password_file): the whole file is the secret,
+ * one final newline (or CRLF) allowed; read into buf (cap bytes), *n its
+ * length.  false when it could not be read (said through c). */
+static bool read_secret_file(struct ctx *c, const struct entry *e, const char *path, char *buf,
+    size_t cap, size_t *n)
+{
+	FILE *f = fopen(path, "re");
+	if (f == NULL) {
+		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
+		return false;
+	}
+	*n = fread(buf, 1, cap - 1, f);
+	bool ok = !ferror(f);
+	if (!ok)
+		cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
+	fclose(f);
+	buf[*n] = '\0';
+	if (*n > 0 && buf[*n - 1] == '\n')
+		buf[--*n] = '\0';
+	if (*n > 0 && buf[*n - 1] == '\r')
+		buf[--*n] = '\0';
+	return ok;
+}
+
+/* token_file: one token of printable characters. */
 static void load_metrics_token_file(struct ctx *c, struct config *cfg, const struct entry *e,
     const char *path)
 {
 	char tok[METRICS_TOKEN_MAX + 2];
-	FILE *f = fopen(path, "re");
-	size_t n;
-	if (f == NULL) {
-		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
-		return;
-	}
-	n = fread(tok, 1, sizeof tok - 1, f);
-	if (ferror(f))
-		cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
-	fclose(f);
-	tok[n] = '\0';
-	if (n > 0 && tok[n - 1] == '\n')
-		tok[--n] = '\0';
-	if (n > 0 && tok[n - 1] == '\r')
-		tok[--n] = '\0';
-	if (memchr(tok, '\0', n) != NULL || !metrics_token_ok(tok))
+	size_t n = 0;
+	bool ok = read_secret_file(c, e, path, tok, sizeof tok, &n);
+	if (ok && (memchr(tok, '\0', n) != NULL || !metrics_token_ok(tok)))
 		cfg_err_e(c, e, "'%s' must hold one token of %d to %d printable characters without "
 		    "spaces", path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
-	else
+	else if (ok)
 		cfg->metrics_token = cfg_xstrdup(c, tok);
 	OPENSSL_cleanse(tok, sizeof tok);
 }
 
-/* password_file: the whole file is the password, one final newline allowed. */
+/* password_file: the PostgreSQL password. */
 static void load_db_password_file(struct ctx *c, struct config *cfg, const struct entry *e,
     const char *path)
 {
 	char pw[1024 + 2];
-	FILE *f = fopen(path, "re");
-	size_t n;
-	if (f == NULL) {
-		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
-		return;
-	}
-	n = fread(pw, 1, sizeof pw - 1, f);
-	if (ferror(f))
-		cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
-	fclose(f);
-	pw[n] = '\0';
-	if (n > 0 && pw[n - 1] == '\n')
-		pw[--n] = '\0';
-	if (n == 0 || n > 1024 || memchr(pw, '\0', n) != NULL)
+	size_t n = 0;
+	bool ok = read_secret_file(c, e, path, pw, sizeof pw, &n);
+	if (ok && (n == 0 || n > 1024 || memchr(pw, '\0', n) != NULL))
 		cfg_err_e(c, e, "'%s' must hold one password of 1 to 1024 bytes", path);
-	else
+	else if (ok)
 		cfg->db_password = cfg_xstrdup(c, pw);
 	OPENSSL_cleanse(pw, sizeof pw);
 }

@@ -1080,7 +1080,7 @@ out:
 /* --- migrations -------------------------------------------------------- */
 
 /* The version of a migration named "NNNN_what.sql"; -1 when malformed. */
-static int migration_version(const char *name)
+int store_migration_version(const char *name)
 {
 	long v = 0;
 	size_t i = 0;
@@ -1097,15 +1097,20 @@ static int migration_version(const char *name)
 	return (int)v;
 }
 
-int store_schema_known(void)
+int store_migrations_known(const struct embedded_file *set)
 {
 	int max = 0;
-	for (const struct embedded_file *f = embedded_migrations; f->name != NULL; f++) {
-		int v = migration_version(f->name);
+	for (const struct embedded_file *f = set; f->name != NULL; f++) {
+		int v = store_migration_version(f->name);
 		if (v > max)
 			max = v;
 	}
 	return max;
+}
+
+int store_schema_known(void)
+{
+	return store_migrations_known(embedded_migrations);
 }
 
 enum cs_err store_schema_version(struct store_conn *c, int *out)
@@ -1191,7 +1196,7 @@ static enum cs_err migrate(struct store_conn *c)
 		return CS_ESCHEMA;
 	}
 	for (const struct embedded_file *f = embedded_migrations; f->name != NULL; f++) {
-		int v = migration_version(f->name);
+		int v = store_migration_version(f->name);
 		if (v <= prev) {
 			log_msg(LOG_ERROR, "embedded migration %s is misnamed or out of order",
 			    f->name);

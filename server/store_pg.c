@@ -858,27 +858,9 @@ enum cs_err pg_ping(struct pg_conn *k)
 
 /* --- migrations -------------------------------------------------------- */
 
-static int migration_version(const char *name)
-{
-	long v = 0;
-	size_t i = 0;
-	for (; name[i] >= '0' && name[i] <= '9'; i++) {
-		v = v * 10 + (name[i] - '0');
-		if (v > INT_MAX / 10)
-			return -1;
-	}
-	return i == 0 || name[i] != '_' || v <= 0 ? -1 : (int)v;
-}
-
 int pg_schema_known(void)
 {
-	int max = 0;
-	for (const struct embedded_file *f = embedded_migrations_pg; f->name != NULL; f++) {
-		int v = migration_version(f->name);
-		if (v > max)
-			max = v;
-	}
-	return max;
+	return store_migrations_known(embedded_migrations_pg);
 }
 
 enum cs_err pg_schema_version(struct pg_conn *k, int *out)
@@ -960,7 +942,7 @@ enum cs_err pg_migrate(struct pg_conn *k)
 		goto out;
 	}
 	for (const struct embedded_file *f = embedded_migrations_pg; f->name != NULL; f++) {
-		int v = migration_version(f->name);
+		int v = store_migration_version(f->name);
 		if (v <= prev) {
 			log_msg(LOG_ERROR, "embedded migration pg/%s is misnamed or out of order", f->name);
 			e = CS_ESCHEMA;

@@ -148,6 +148,11 @@ void store_writer_stats(struct store *s, struct store_writer_stats *out);
 /* Whether c is the PostgreSQL backend's: for the few statements written
  * twice, once per dialect (a row lock clause SQLite has no word for). */
 bool store_is_pg_conn(const struct store_conn *c);
+/* The version of a migration named "NNNN_what.sql" (-1 when misnamed), and
+ * the highest of a set of them (both backends' migrations, embed.h). */
+struct embedded_file;
+int store_migration_version(const char *name);
+int store_migrations_known(const struct embedded_file *set);
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 
