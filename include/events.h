@@ -28,8 +28,10 @@
 #define EVENTS_MEDIA_TYPE   "application/secevent+jwt"
 #define EVENTS_REVOKED_URI  "urn:consentd:event:consent-revoked"
 #define EVENTS_BATCH        20      /* the most entries one pass tries */
-#define EVENTS_CLAIM_LEASE  120     /* seconds a pass holds what it claimed (store_events_claim):
-                                       more than EVENTS_BATCH pushes take */
+#define EVENTS_CLAIM_LEASE  300     /* seconds a pass holds what it claimed (store_events_claim):
+                                       more than EVENTS_BATCH pushes can take (each at most
+                                       httpc's 10 s timeout plus the 5 s connect), so no other
+                                       node takes an entry a slow pass has yet to push */
 #define EVENTS_RETRY_FIRST  5       /* seconds before the first retry */
 #define EVENTS_RETRY_MAX    3600    /* the longest wait between attempts */
 

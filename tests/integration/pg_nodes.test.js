@@ -10,7 +10,7 @@
 // rules: a node waits for `consentd migrate`, and refuses a schema newer than it knows.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,7 +42,7 @@ let rcv;          // the revocation-event receiver: every SET's jti, how often i
 async function startReceiver(port) {
   const got = new Map();
   const byCid = new Map();
-  const r = { got, byCid, delay: 0 };
+  const r = { got, byCid, delay: 0, hang: false, held: [] };
   const server = createServer((rq, rs) => {
     const chunks = [];
     rq.on('data', (ch) => chunks.push(ch));
@@ -52,7 +52,8 @@ async function startReceiver(port) {
       got.set(p.jti, (got.get(p.jti) || 0) + 1);
       const cid = p.events?.[Object.keys(p.events)[0]]?.cid;
       if (cid) byCid.set(cid, (byCid.get(cid) || 0) + 1);
-      setTimeout(() => rs.writeHead(202).end(), r.delay);
+      if (r.hang) r.held.push(rs);                 // no answer: the pushing node waits
+      else setTimeout(() => rs.writeHead(202).end(), r.delay);
     });
   });
   await new Promise((resolve) => { server.listen(port, '127.0.0.1', resolve); });
@@ -198,6 +199,55 @@ test('the events outbox: both nodes deliver, each event exactly once, with a slo
   }
   for (const m of made) assert.equal(rcv.byCid.get(m.cid), 1, `the event of ${m.cid} arrived once`);
   for (const [jti, n] of rcv.got) assert.equal(n, 1, `event ${jti} was delivered ${n} times`);
+});
+
+test('the events outbox: a node killed while delivering, its claimed events are delivered by the other node', async () => {
+  const db = new URL(c.config.database.url).pathname.slice(1);
+  const { jar } = await consentdLogin({ url, user: 'admin', password: 'admin-password' });
+  const k = await approveConsent({ url, issuer: idp.issuer, gw, jar, user: 'admin',
+    agentId: 'butler', audience: 'notes', scope: 'read' });
+  rcv.hang = true;                    // the receiver takes the SET and never answers
+  let victim;
+  try {
+    assert.equal((await revokeOnMe({ url, jar, cid: k.cid })).status, 303);
+    for (let i = 0; i < 100 && !rcv.byCid.has(k.cid); i++) await sleep(100);
+    assert.equal(rcv.byCid.get(k.cid), 1, 'the SET reached the receiver');
+    // The node holding the push open is the one whose socket goes to the receiver.
+    const rport = Number(new URL(c.nodes[0].config.gateway.events_uri).port);
+    const ss = spawnSync('ss', ['-Htnp', 'dst', `127.0.0.1:${rport}`], { encoding: 'utf8' }).stdout;
+    const pid = Number((ss.match(/pid=(\d+)/) || [])[1]);
+    victim = c.nodes.findIndex((n) => n.proc.pid === pid);
+    assert.ok(victim >= 0, `a node is pushing: ${ss}`);
+    process.kill(pid, 'SIGKILL');
+    c.lb.markDown(victim);
+    await c.nodes[victim].proc.exited;
+  } finally {
+    rcv.hang = false;
+    for (const rs of rcv.held.splice(0)) rs.destroy();
+  }
+  // The entry stays claimed by the dead node until its lease ends: the lease's end
+  // brought forward here (what 300 s would do), the survivor delivers it.
+  const row = (await pg.psql(`SELECT delivered_at, next_attempt_at FROM events_outbox WHERE consent_id = '${k.cid}'`, { db })).trim();
+  assert.equal(row.split('|')[0], '0', 'not delivered yet');
+  assert.ok(Number(row.split('|')[1]) > Date.now() / 1000 + 200, `claimed for the lease: ${row}`);
+  await pg.psql(`UPDATE events_outbox SET next_attempt_at = 0 WHERE consent_id = '${k.cid}'`, { db });
+  for (let i = 0; i < 100 && rcv.byCid.get(k.cid) < 2; i++) await sleep(100);
+  assert.equal(rcv.byCid.get(k.cid), 2, 'delivered again by the surviving node (at least once)');
+  for (let i = 0; i < 50; i++) {
+    if (Number((await pg.psql(`SELECT delivered_at FROM events_outbox WHERE consent_id = '${k.cid}'`, { db })).trim()) > 0) break;
+    await sleep(100);
+  }
+  assert.ok(Number((await pg.psql(`SELECT delivered_at FROM events_outbox WHERE consent_id = '${k.cid}'`, { db })).trim()) > 0,
+    'the survivor recorded the delivery');
+  // The dead node comes back (the later tests use both).
+  const n = c.nodes[victim];
+  const { startProcess } = await import('../lib/proc.js');
+  n.proc = await startProcess(consentdBin, ['-c', join(n.dir, 'config.ini')], {
+    env: { ASAN_OPTIONS: 'detect_leaks=1' },
+    ready: { url: `http://127.0.0.1:${n.port}/healthz`, status: 200 }, timeoutMs: 20000,
+    name: `consentd#${victim}`,
+  });
+  c.lb.markUp(victim);
 });
 
 test('a rotated signing key is seen by both nodes at their reload, and signs for both', async () => {

@@ -46,6 +46,7 @@ export async function startLb({ port, backends, host = '127.0.0.1' }) {
     pin(i) { pinned = i; },
     // A node taken out (killed): the balancer skips it, as a health check would.
     markDown(i) { down.add(i); },
+    markUp(i) { down.delete(i); },
     async stop() {
       for (const s of sockets) s.destroy();
       await new Promise((resolve) => { server.close(() => resolve()); });
