@@ -310,7 +310,8 @@ void pg_conn_close(struct pg_conn *k)
 static char *translate(const char *sql, int *np)
 {
 	size_t n = strlen(sql);
-	char *out = malloc(n * 2 + 1);
+	/* "?" may become "$NNN" (4 bytes for 1): room for that at every byte. */
+	char *out = malloc(n * 4 + 8);
 	if (out == NULL)
 		return NULL;
 	size_t o = 0;
