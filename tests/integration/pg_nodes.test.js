@@ -10,9 +10,9 @@
 // rules: a node waits for `consentd migrate`, and refuses a schema newer than it knows.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startIdp, DEFAULT_CLIENTS } from '../lib/idp.js';
 import {
@@ -96,6 +96,22 @@ async function grantFor(user = 'alice', scope = 'read') {
   return { jar, ...(await approveConsent({ url, issuer: idp.issuer, gw, jar, user, ...ASK, scope })) };
 }
 
+// How many of pid's sockets are TCP connections to 127.0.0.1:port (/proc: its fds'
+// socket inodes, matched against /proc/net/tcp's remote addresses).
+function socketsTo(pid, port) {
+  const inodes = new Set();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = readlinkSync(`/proc/${pid}/fd/${fd}`).match(/^socket:\[(\d+)\]$/);
+      if (m) inodes.add(m[1]);
+    } catch { /* closed meanwhile */ }
+  }
+  const want = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  return readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f[2] === want && inodes.has(f[9])).length;
+}
+
 async function waitStatus(u, want, ms = 15000) {
   for (let t = 0; t < ms; t += 100) {
     const st = await fetch(u).then((r) => r.status, () => 0);
@@ -167,7 +183,6 @@ test('both nodes write the audit chain at once: one total order, and audit verif
   // the one chain: both nodes published, and neither forked it.
   for (const n of c.nodes) {
     const log = join(n.dir, 'access.log');
-    const { readFileSync } = await import('node:fs');
     const heads = readFileSync(log, 'utf8').match(/audit head \d+:[0-9a-f]{64}/g) || [];
     assert.ok(heads.length > 5, `${n.proc.name} published ${heads.length} heads`);
     const h = await cli('audit', 'verify', '--heads', log);
@@ -212,12 +227,11 @@ test('the events outbox: a node killed while delivering, its claimed events are 
     assert.equal((await revokeOnMe({ url, jar, cid: k.cid })).status, 303);
     for (let i = 0; i < 100 && !rcv.byCid.has(k.cid); i++) await sleep(100);
     assert.equal(rcv.byCid.get(k.cid), 1, 'the SET reached the receiver');
-    // The node holding the push open is the one whose socket goes to the receiver.
+    // The node holding the push open is the one with a socket to the receiver.
     const rport = Number(new URL(c.nodes[0].config.gateway.events_uri).port);
-    const ss = spawnSync('ss', ['-Htnp', 'dst', `127.0.0.1:${rport}`], { encoding: 'utf8' }).stdout;
-    const pid = Number((ss.match(/pid=(\d+)/) || [])[1]);
-    victim = c.nodes.findIndex((n) => n.proc.pid === pid);
-    assert.ok(victim >= 0, `a node is pushing: ${ss}`);
+    victim = c.nodes.findIndex((n) => socketsTo(n.proc.pid, rport) > 0);
+    assert.ok(victim >= 0, 'a node is pushing');
+    const pid = c.nodes[victim].proc.pid;
     process.kill(pid, 'SIGKILL');
     c.lb.markDown(victim);
     await c.nodes[victim].proc.exited;
@@ -287,7 +301,6 @@ test('while the database is down /readyz says 503 and OAuth endpoints answer 503
   try {
     ({ grant } = await grantFor('carol', 'write'));
   } catch (e) {
-    const { readFileSync } = await import('node:fs');
     for (const n of c.nodes) console.error(readFileSync(join(n.dir, 'access.log'), 'utf8').split('\n').slice(-25).join('\n'));
     throw e;
   }
@@ -330,7 +343,6 @@ test('connections cut mid-transaction under load: each transaction is all or not
       statuses[k] = (statuses[k] || 0) + 1;
       if (r?.status === 200) acked.push(r.body.access_token);
       else if (r && r.body?.error !== 'temporarily_unavailable') {
-        const { readFileSync } = await import('node:fs');
         const logs = c.nodes.map((n) => readFileSync(join(n.dir, 'access.log'), 'utf8').split('\n')
           .filter((l) => /"level":"(error|warn)"/.test(l)).slice(-15).join('\n')).join('\n');
         assert.fail(`${r.status} ${r.text}\n${logs}`);
