@@ -26,9 +26,10 @@ step() {   # step NAME COMMAND...
 	local log; log=$(mktemp)
 	echo "== $name"
 	local t; t=$(date +%s)
-	"$@" > >(tee "$log") 2>&1
-	local rc=$?
-	wait $!     # the tee (only: a background job of the caller's runs on)
+	# A pipeline, not a process substitution: it waits for its tee alone (a bare
+	# `wait` would also wait for the PostgreSQL pass running in the background).
+	"$@" 2>&1 | tee "$log"
+	local rc=${PIPESTATUS[0]}
 	tally "$name" "$log" "$rc" "$(( $(date +%s) - t ))"
 	rm -f "$log"
 }
