@@ -757,11 +757,14 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 	if (e == CS_OK)
 		e = rt->handler(req, rep);
 	if (e == CS_EBUSY) {
-		/* The database's write queue is full or it is stopping (store.h):
-		 * nothing was written; the caller may try again in a moment. */
+		/* The database's write queue is full or it is stopping (store.h),
+		 * or (PostgreSQL) the database is out of reach or the connection
+		 * was lost: whatever the request began was rolled back; the caller
+		 * may try again in a moment. */
 		reply_reset(rep);
 		e = reply_error(rep, rt->kind, 503, "temporarily_unavailable",
-		    "The server is busy: too many writes are waiting. Try again in a moment.");
+		    "The database is busy or out of reach (too many writes waiting, or its "
+		    "connection lost). Try again in a moment.");
 		if (e == CS_OK)
 			e = reply_header(rep, "Retry-After", "1");
 	} else if (e != CS_OK || rep->status == 0) {
