@@ -226,7 +226,7 @@ static bool conn_closed_by_server(PGconn *db)
 	 * the like) even if libpq has not read it yet. */
 	if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
 		return true;
-	/* Anything else an idle connection gets (a notice) is read now. */
+	/* Anything else that came to an idle connection (a notice) is read now. */
 	return (p.revents & POLLIN) && (PQconsumeInput(db) == 0 || PQstatus(db) != CONNECTION_OK);
 }
 
