@@ -40,6 +40,9 @@ static char *raw_query(const char *db, const char *sql)
 	sqlite3_stmt *st = NULL;
 	char *res = NULL;
 	ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+	/* The store's writer or checkpointer may hold a lock for a moment (a
+	 * busy machine): wait for it rather than fail with SQLITE_BUSY. */
+	ck_assert_int_eq(sqlite3_busy_timeout(h, 10000), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
 	int rc = sqlite3_step(st);
 	ck_assert(rc == SQLITE_ROW || rc == SQLITE_DONE);
