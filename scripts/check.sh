@@ -58,22 +58,29 @@ node_tests() {
 	echo "$(basename "$dir"): ${p:-0} passed, ${f:-0} failed"
 	return "$rc"
 }
-step "integration" node_tests tests/integration
 # The PostgreSQL backend, two nodes behind a round-robin balancer on one database
 # (tests/lib/consentd.js TEST_DB/TEST_NODES): the suites whose flows touch the
-# most store functions (approval, bulk revocation and events, the vault with its
-# single-flight refresh), and the browser's consent flow with its pages split
-# across the two nodes.
-# tests/integration/pg_nodes.test.js (in the step above) holds the multi-node
+# store functions -- approval; bulk revocation and events; the vault with its
+# single-flight refresh; the replay caches of private_key_jwt and DPoP (dpop);
+# /me's denials and cooldowns (me); the admin listings, pages and CLI (admin_api,
+# admin_pages); the janitor and the audit pruning (retention); key rotation
+# (keys) -- and the browser's consent flow with its pages split across the two
+# nodes.  Left out: the files whose flows repeat these on one store function
+# each, or that are about one process (its sockets, logs, limits, crash, start).
+# tests/integration/pg_nodes.test.js (in the integration step) holds the multi-node
 # properties themselves.  Every statement of the store also runs on both
 # engines in scripts/pg-sql-check.py.
 # These run with prepared statements off (what PgBouncer < 1.21 in transaction mode
 # needs); pg_nodes.test.js and pg_copy.test.js run them on (the default).
 pg_tests() {
+	local t; t=$(date +%s)
 	CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2 \
 	    TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
 	    --test-concurrency=1 tests/integration/approval_attacks.test.js \
 	    tests/integration/admin_bulk.test.js tests/integration/vault_attacks.test.js \
+	    tests/integration/dpop.test.js tests/integration/me.test.js \
+	    tests/integration/admin_api.test.js tests/integration/admin_pages.test.js \
+	    tests/integration/retention.test.js tests/integration/keys.test.js \
 	    tests/e2e/consent.test.js 2>&1 \
 	    | tee /tmp/consentd-pg-$$.log
 	local rc=${PIPESTATUS[0]}
@@ -82,17 +89,19 @@ pg_tests() {
 	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' /tmp/consentd-pg-$$.log | tail -n 1)
 	rm -f /tmp/consentd-pg-$$.log
 	echo "postgresql: ${p:-0} passed, ${f:-0} failed"
+	echo "$(( $(date +%s) - t ))" > "$pg_log.secs"
 	return "$rc"
 }
-gate "sql on both engines" python3 scripts/pg-sql-check.py
-step "e2e (chromium)" node_tests tests/e2e
-# The PostgreSQL pass runs beside the deploy and fuzz steps (each of those keeps one
-# core busy; the pass mostly waits on PostgreSQL, its receivers and its timers), and
-# is reported once they are done: two minutes less of make check.
+# The PostgreSQL pass runs beside the integration, e2e, deploy and fuzz steps (the
+# integration step mostly waits on its IdPs, receivers and timers, and so does the
+# pass), and is reported once they are done.
 pg_log=$(mktemp)
 pg_t0=$(date +%s)
 pg_tests > "$pg_log" 2>&1 &
 pg_pid=$!
+step "integration" node_tests tests/integration
+gate "sql on both engines" python3 scripts/pg-sql-check.py
+step "e2e (chromium)" node_tests tests/e2e
 # make install, the systemd unit, the man pages and the Debian package: built, installed
 # with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
 step "deploy (install, .deb)" bash scripts/test-deploy.sh
@@ -100,10 +109,11 @@ step "fuzz (${FUZZ_SECONDS}s each)" bash scripts/run-fuzz.sh "$FUZZ_SECONDS" \
 	$(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|\1|')
 wait "$pg_pid"
 pg_rc=$?
-echo "== integration (pg, 2 nodes), begun after e2e, $(( $(date +%s) - pg_t0 ))s"
+pg_secs=$(cat "$pg_log.secs" 2>/dev/null || echo "?")
+echo "== integration (pg, 2 nodes), beside the steps above: ${pg_secs}s of its own, done $(( $(date +%s) - pg_t0 ))s after it began"
 cat "$pg_log"
-tally "integration (pg, 2 nodes)" "$pg_log" "$pg_rc" "$(( $(date +%s) - pg_t0 ))"
-rm -f "$pg_log"
+tally "integration (pg, 2 nodes)" "$pg_log" "$pg_rc" "$pg_secs"
+rm -f "$pg_log" "$pg_log.secs"
 
 echo
 echo "== summary ($(( $(date +%s) - t0 ))s)"

@@ -160,11 +160,7 @@ function cli(...args) {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-function sql(query) {
-  const r = spawnSync('sqlite3', ['-json', join(s.c.dir, 'consentd.db'), query], { encoding: 'utf8' });
-  assert.equal(r.status, 0, `sqlite3: ${r.stderr}`);
-  return r.stdout.trim() ? JSON.parse(r.stdout) : [];
-}
+const sql = (query) => s.c.rows(query);
 
 // One API call: { status, body, text, headers }.
 async function api(method, path, { bearer = token, body, headers = {} } = {}) {

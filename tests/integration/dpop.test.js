@@ -382,7 +382,9 @@ test('jwks_uri: the gateway\'s keys fetched on first use, again for an unknown k
   });
   await new Promise((r) => { srv.listen(0, '127.0.0.1', r); });
   const jwksUri = `http://127.0.0.1:${srv.address().port}/jwks`;
-  const c = await startConsentd({ config: { gateway: { token_endpoint_auth: 'private_key_jwt', jwks_uri: jwksUri, client_secret: null } } });
+  // One process: the key set is cached per process (every node fetches its own), and
+  // this counts one cache's fetches, whichever backend the test runs on.
+  const c = await startConsentd({ nodes: 1, config: { gateway: { token_endpoint_auth: 'private_key_jwt', jwks_uri: jwksUri, client_secret: null } } });
   try {
     const intro = async (key, alg, kid) => {
       const r = await fetch(`${c.url}/introspect`, {

@@ -10,8 +10,6 @@
 //                       bob/coder/notes (revocation); the cooldown stack its own
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import { startStack } from '../lib/stack.js';
 import { getIdToken } from '../lib/idplogin.js';
 import { consentdLogin, req, postForm, revokeOnMe } from '../lib/weblogin.js';
@@ -44,11 +42,7 @@ async function harness(opts) {
       }
       return jars.get(user);
     },
-    sql(query) {
-      const r = spawnSync('sqlite3', ['-json', join(s.c.dir, 'consentd.db'), query], { encoding: 'utf8' });
-      assert.equal(r.status, 0, `sqlite3: ${r.stderr}`);
-      return r.stdout.trim() ? JSON.parse(r.stdout) : [];
-    },
+    sql: (query) => s.c.rows(query),
     stop: () => s.stop(),
   };
 }

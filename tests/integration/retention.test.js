@@ -44,13 +44,8 @@ after(async () => {
   rmSync(headDir, { recursive: true, force: true });
 });
 
-function sql(query) {
-  const r = spawnSync('sqlite3', ['-cmd', '.timeout 5000', join(s.c.dir, 'consentd.db'), query],
-    { encoding: 'utf8' });
-  assert.equal(r.status, 0, `sqlite3: ${r.stderr}`);
-  return r.stdout.trim();
-}
-const count = (table, where = '1') => Number(sql(`SELECT count(*) FROM ${table} WHERE ${where}`));
+const sql = (query) => s.c.sql(query);
+const count = (table, where = 'true') => Number(sql(`SELECT count(*) FROM ${table} WHERE ${where}`));
 
 function cli(...args) {
   const r = spawnSync(consentdBin, ['audit', ...args, '-c', s.c.cfgPath], {

@@ -5,11 +5,13 @@
 //   c.url        // http://127.0.0.1:PORT (also the public URL)
 //   c.dir        // the temporary directory (config.ini, master.key, consentd.db)
 //   c.proc       // the process handle from proc.js (stdout, stderr, exited, ...)
+//   c.sql(q)     // q on consentd's database, either backend: rows as text, '|' between columns
+//   c.rows(q)    // a SELECT q on it: an array of row objects
 //   await c.stop()  // SIGTERM by pid, then removes the directory
 //
 // The binary is $TEST_CONSENTD_BIN (make check points it at the ASan+UBSan build) or build/consentd.
 import { mkdtempSync, writeFileSync, rmSync, chmodSync, cpSync } from 'node:fs';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -78,6 +80,26 @@ export async function freshPgDatabase() {
   return pg.url.replace('/consentd?', `/${name}?`);
 }
 
+// A query on the database of config cfg, whichever backend it names: the sqlite3 CLI
+// on the file, or psql on the PostgreSQL URL (unaligned, tuples only: the same text).
+// With json, a SELECT's rows come back as an array of objects (sqlite3 -json, or
+// json_agg on PostgreSQL; integers are numbers on both).
+export function dbQuery(cfg, query, { json = false } = {}) {
+  const url = cfg.database?.url;
+  let r;
+  if (url) {
+    const q = json ? `SELECT coalesce(json_agg(q), '[]') FROM (${query}) q` : query;
+    r = spawnSync('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', q], { encoding: 'utf8' });
+  } else {
+    r = spawnSync('sqlite3', [...(json ? ['-json'] : []), '-cmd', '.timeout 5000', cfg.database.path, query],
+      { encoding: 'utf8' });
+  }
+  if (r.status !== 0) throw new Error(`${url ? 'psql' : 'sqlite3'} ${query}: ${r.stderr}`);
+  const out = r.stdout.trim();
+  if (!json) return out;
+  return out ? JSON.parse(out) : [];
+}
+
 // Runs `consentd SUB... -c cfgPath` to completion: { code, stdout, stderr }.
 export async function consentdCommand(args, { env = {} } = {}) {
   return new Promise((resolve) => {
@@ -124,6 +146,8 @@ export async function startConsentd({ config = {}, env = {}, port, dir, keepDir 
     const { proc } = await startNode({ cfg, dir, port, env, name: 'consentd' });
     return {
       url, port, dir, cfgPath, proc, config: cfg, nodes: [{ proc, dir, port }],
+      sql: (q) => dbQuery(cfg, q),
+      rows: (q) => dbQuery(cfg, q, { json: true }),
       async stop({ remove = !keepDir } = {}) {
         const st = await proc.stop(10000);
         if (remove) rmSync(dir, { recursive: true, force: true });
@@ -158,6 +182,8 @@ export async function startConsentd({ config = {}, env = {}, port, dir, keepDir 
   }
   return {
     url, port, dir, cfgPath, proc: list[0].proc, config: cfg, nodes: list, lb,
+    sql: (q) => dbQuery(cfg, q),
+    rows: (q) => dbQuery(cfg, q, { json: true }),
     async stop({ remove = !keepDir } = {}) {
       await lb.stop();
       // Every node took part: round robin gave each its share of the flows.

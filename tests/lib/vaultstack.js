@@ -40,7 +40,6 @@
 //     approve + provider login + callback, following consentd's redirects to the final page
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startIdp, DEFAULT_CLIENTS, DEFAULT_USERS, DEVIDP } from './idp.js';
@@ -202,15 +201,7 @@ export async function startVaultStack({
     const dbPath = join(c.dir, 'consentd.db');
     const v = {
       url, c, idp, ds, api, gw, dsMeta, dbPath,
-      sql(query) {
-        // PostgreSQL (TEST_DB=pg): psql unaligned, tuples only: the sqlite3 CLI's own format.
-        const dbUrl = c.config.database?.url;
-        const r = dbUrl
-          ? spawnSync('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', dbUrl, '-c', query], { encoding: 'utf8' })
-          : spawnSync('sqlite3', ['-cmd', '.timeout 5000', dbPath, query], { encoding: 'utf8' });
-        if (r.status !== 0) throw new Error(`${dbUrl ? 'psql' : 'sqlite3'} ${query}: ${r.stderr}`);
-        return r.stdout.trim();
-      },
+      sql: (query) => c.sql(query),   // either backend (tests/lib/consentd.js)
       dsIntrospect(token, hint) {
         return introspect({
           introspectionEndpoint: dsMeta.introspection_endpoint, clientId: 'resource-server',
