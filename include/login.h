@@ -27,6 +27,10 @@ struct app;
  * parse; an IPv4-mapped IPv6 address counts as its IPv4 address. */
 void login_client_key(const char *ip, unsigned char out[32]);
 
+/* PKCE S256 (RFC 7636 §4.2): base64url(SHA-256(verifier)), 43 characters and a NUL. */
+#define LOGIN_PKCE_CHALLENGE_LEN 43
+void login_pkce_challenge(const char *verifier, char out[LOGIN_PKCE_CHALLENGE_LEN + 1]);
+
 /* --- starting a login ------------------------------------------------------ */
 struct login_begin_in {
 	const char *return_to;        /* where the finished login goes; NULL: /me */

@@ -18,17 +18,22 @@
 #include "form.h"
 #include "oidc.h"
 
-/* base64url(SHA-256(verifier)) for PKCE S256. */
-static void pkce_challenge(const char *verifier, char out[44])
+/* base64url(SHA-256(verifier)) for PKCE S256 (RFC 7636 §4.2): 43 characters.
+ * SECURITY: EVP_EncodeBlock writes 44 characters and a NUL, 45 bytes, and is
+ * not instrumented by ASan: it writes into a buffer of its own size, never
+ * into out (a 44-byte out once took a NUL past its end, onto the caller's
+ * stack; test_login.c holds out's size). */
+void login_pkce_challenge(const char *verifier, char out[LOGIN_PKCE_CHALLENGE_LEN + 1])
 {
-	unsigned char h[32];
+	unsigned char h[32], b64[4 * 32 / 3 + 4 + 1];      /* 44 characters, one '=', NUL */
 	sha256_str(verifier, h);
-	EVP_EncodeBlock((unsigned char *)out, h, 32);      /* 44 chars with one '=' */
-	for (char *p = out; *p; p++) {
-		if (*p == '+') *p = '-';
-		else if (*p == '/') *p = '_';
-		else if (*p == '=') { *p = '\0'; break; }
+	EVP_EncodeBlock(b64, h, 32);
+	for (size_t i = 0; i < LOGIN_PKCE_CHALLENGE_LEN; i++) {
+		char ch = (char)b64[i];
+		out[i] = ch == '+' ? '-' : ch == '/' ? '_' : ch;
 	}
+	out[LOGIN_PKCE_CHALLENGE_LEN] = '\0';
+	OPENSSL_cleanse(b64, sizeof b64);
 }
 
 void login_client_key(const char *ip, unsigned char out[32])
@@ -84,7 +89,7 @@ void login_begin_out_clear(struct login_begin_out *o)
  * bind, in the browser's cookie. */
 struct start_secrets {
 	char state[SESSION_TOKEN_LEN + 1], nonce[SESSION_TOKEN_LEN + 1];
-	char verifier[SESSION_TOKEN_LEN + 1], challenge[44];
+	char verifier[SESSION_TOKEN_LEN + 1], challenge[LOGIN_PKCE_CHALLENGE_LEN + 1];
 };
 
 /* The IdP's authorization URL for this start. */
@@ -162,7 +167,7 @@ enum cs_err login_begin(struct app *app, const struct login_begin_in *in,
 	if ((e = random_token(k.state)) != CS_OK || (e = random_token(k.nonce)) != CS_OK ||
 	    (e = random_token(k.verifier)) != CS_OK || (e = random_token(bind)) != CS_OK)
 		goto out;
-	pkce_challenge(k.verifier, k.challenge);
+	login_pkce_challenge(k.verifier, k.challenge);
 	sha256_str(k.state, ls.state_hash);
 	sha256_str(bind, ls.browser_hash);
 	login_client_key(in->remote_ip, ls.addr_hash);

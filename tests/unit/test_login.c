@@ -48,6 +48,24 @@ START_TEST(test_login_client_key_unknown_text)
 }
 END_TEST
 
+START_TEST(test_login_pkce_challenge_s256)
+{
+	/* RFC 7636 §4.2 S256, the expected values from Python's hashlib and
+	 * base64.urlsafe_b64encode; '+' and '/' become '-' and '_', no '='.
+	 * And nothing written past the 44 bytes the challenge owns (libcrypto's
+	 * base64 writes 45, unseen by ASan). */
+	char out[LOGIN_PKCE_CHALLENGE_LEN + 1 + 8];
+	memset(out, 'X', sizeof out);
+	login_pkce_challenge("dBjftJeZ4CVP-mB92K9uhvDQaoBsa7Z3sG3HJ7sFqPs", out);
+	ck_assert_str_eq(out, "_FwW__09BtSWsiPtsX737l681A-NNg3Bg0z5-drHqMA");
+	for (size_t i = LOGIN_PKCE_CHALLENGE_LEN + 1; i < sizeof out; i++)
+		ck_assert_int_eq(out[i], 'X');
+	char o2[LOGIN_PKCE_CHALLENGE_LEN + 1];
+	login_pkce_challenge("d", o2);     /* base64: GKw+c0PwFokMUQ6T+TUmEWnZ4/VlQ2Qpgw+vCTT0+OQ= */
+	ck_assert_str_eq(o2, "GKw-c0PwFokMUQ6T-TUmEWnZ4_VlQ2Qpgw-vCTT0-OQ");
+}
+END_TEST
+
 START_TEST(test_login_begin_no_idp)
 {
 	/* Before discovery nothing is stored and nothing is handed out: the
@@ -77,6 +95,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_login_client_key_ipv4_per_address);
 	tcase_add_test(tc, test_login_client_key_ipv6_per_64);
 	tcase_add_test(tc, test_login_client_key_unknown_text);
+	tcase_add_test(tc, test_login_pkce_challenge_s256);
 	tcase_add_test(tc, test_login_begin_no_idp);
 	suite_add_tcase(s, tc);
 	return s;
