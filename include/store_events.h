@@ -30,10 +30,6 @@ void store_event_rows_free(struct store_event_row *v, size_t n);       /* NULL-s
 enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id,
     int64_t now) CS_MUST_CHECK;
 
-/* Undelivered entries due at now (next_attempt_at <= now), the longest
- * waiting first, at most max.  *out NULL and *n 0 when none. */
-enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
-    struct store_event_row **out, size_t *n) CS_MUST_CHECK;
 /* Claims the undelivered entries due at now, the longest waiting first, at
  * most max, for one delivery run: their next attempt moves to now + lease, so
  * that no other node (or run) delivers them meanwhile; one that is neither

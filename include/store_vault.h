@@ -78,10 +78,13 @@ struct store_vault_outbox {      /* caller-owned; release with store_vault_outbo
 };
 void store_vault_outbox_clear(struct store_vault_outbox *o);             /* NULL-safe */
 void store_vault_outbox_free(struct store_vault_outbox *v, size_t n);    /* NULL-safe */
-/* Entries due at now (next_attempt_at <= now), oldest first, at most max.
- * *out NULL and *n 0 when none. */
-enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max,
-    struct store_vault_outbox **out, size_t *n) CS_MUST_CHECK;
+/* Claims at most max entries due at now (next_attempt_at <= now), oldest
+ * first: their next attempt moves to now + lease, so no other node, and no
+ * later pass, takes them until the lease ends (a retry or delete settles them
+ * sooner).  Run it in a transaction of its own and commit before calling the
+ * provider.  *out NULL and *n 0 when none. */
+enum cs_err store_vault_outbox_claim(struct store_conn *c, int64_t now, int64_t lease,
+    size_t max, struct store_vault_outbox **out, size_t *n) CS_MUST_CHECK;
 /* Records that the refresh and/or access token was revoked (flags only go up). */
 enum cs_err store_vault_outbox_mark(struct store_conn *c, int64_t id, int refresh_revoked,
     int access_revoked) CS_MUST_CHECK;
@@ -89,8 +92,6 @@ enum cs_err store_vault_outbox_retry(struct store_conn *c, int64_t id, int64_t a
     int64_t next_attempt_at) CS_MUST_CHECK;
 /* Erases the entry and its ciphertexts. */
 enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id) CS_MUST_CHECK;
-/* How many entries wait (for tests and metrics). */
-enum cs_err store_vault_outbox_count(struct store_conn *c, int64_t *n) CS_MUST_CHECK;
 
 /* --- connect states ----------------------------------------------------- */
 struct store_vault_connect {     /* caller-owned; release with store_vault_connect_clear() (wipes) */

@@ -97,6 +97,11 @@ enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
 bool vault_has_record(struct store_conn *c, const char *consent_id);
 
 /* --- revocation outbox ------------------------------------------------- */
+/* Seconds a pass holds the entries it claimed (store_vault_outbox_claim):
+ * more than the 10 entries of one claim can take at the provider (two calls
+ * each, at most httpc's 10 s timeout plus the 5 s connect), so no other node
+ * revokes what a slow pass has yet to. */
+#define VAULT_OUTBOX_LEASE 600
 /* One pass: for each due outbox entry revoke the refresh token at the provider
  * (RFC 7009), then the access token; erase the ciphertexts when that
  * succeeded or the access token expired; otherwise retry later with backoff.

@@ -21,9 +21,6 @@ static const char SQL_EVENTS_ENQUEUE[] =
     "reason, created_at, next_attempt_at) "
     "SELECT ?2, k.id, u.issuer, u.subject, k.agent, k.resource, k.revoke_reason, ?3, ?3 "
     "FROM consents k JOIN users u ON u.id = k.user_id WHERE k.id = ?1";
-static const char SQL_EVENTS_DUE[] =
-    "SELECT " EVENT_COLS "WHERE delivered_at = 0 AND next_attempt_at <= ?1 "
-    "ORDER BY next_attempt_at, id LIMIT ?2";
 /* A claim: the due entries' next attempt moves past the lease, so no other
  * node (nor this one) takes them meanwhile; a node that dies mid-delivery
  * leaves them due again when the lease ends.  The outer WHERE repeats the
@@ -161,20 +158,6 @@ enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id, i
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
-}
-
-enum cs_err store_events_due(struct store_conn *c, int64_t now, size_t max,
-    struct store_event_row **out, size_t *n)
-{
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_EVENTS_DUE);
-	if (st == NULL)
-		return CS_EDB;
-	if (max > STORE_EVENTS_LIST_MAX)
-		max = STORE_EVENTS_LIST_MAX;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	return read_rows(c, st, max, out, n);
 }
 
 enum cs_err store_events_claim(struct store_conn *c, int64_t now, int64_t lease, size_t max,

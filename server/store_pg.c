@@ -691,7 +691,6 @@ static enum cs_err pg_simple(struct pg_conn *k, const char *sql, ExecStatusType 
 	return e;
 }
 
-bool pg_in_tx(const struct pg_conn *k) { return k->in_tx; }
 
 #define SQL_BEGIN_TRY "BEGIN; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'; " \
 	"SELECT pg_try_advisory_xact_lock(" PG_WRITE_LOCK ")"
@@ -847,14 +846,6 @@ void pg_flight_end(struct pg_conn *k)
 	PGresult *r = PQexec(k->flight, "COMMIT");
 	PQclear(r);
 	k->flying = false;
-}
-
-enum cs_err pg_ping(struct pg_conn *k)
-{
-	enum cs_err e = pg_alive(k);
-	if (e != CS_OK)
-		return e;
-	return pg_simple(k, "SELECT 1", PGRES_TUPLES_OK, NULL);
 }
 
 /* --- migrations -------------------------------------------------------- */

@@ -52,7 +52,6 @@ const char *pg_col_name(struct store_stmt *st, int i);
 enum cs_err pg_begin(struct pg_conn *k) CS_MUST_CHECK;
 enum cs_err pg_commit(struct pg_conn *k) CS_MUST_CHECK;
 void pg_rollback(struct pg_conn *k);
-bool pg_in_tx(const struct pg_conn *k);
 
 /* store_flight_begin/_end: a transaction advisory lock on a second
  * connection of the thread's (so that it works through a transaction pooler
@@ -65,7 +64,6 @@ struct sqlite3;
 enum cs_err pg_copy_from_sqlite(struct pg_conn *k, struct sqlite3 *db,
     struct store_copy_report *r) CS_MUST_CHECK;
 
-enum cs_err pg_ping(struct pg_conn *k) CS_MUST_CHECK;
 enum cs_err pg_schema_version(struct pg_conn *k, int *out) CS_MUST_CHECK;
 /* Applies every migration of migrations/pg/ newer than the database's, each
  * in one transaction under the migration lock (one node at a time). */

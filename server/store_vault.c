@@ -13,10 +13,10 @@
 	"id, consent_id, user_id, subject, agent, resource, provider_scopes, token_type, " \
 	"access_sealed, refresh_sealed, access_expires_at, master_kid, created_at, updated_at, " \
 	"reserved_for FROM vault_records "
-#define OUTBOX_COLS \
+#define OUTBOX_COLS_ONLY \
 	"id, record_id, consent_id, user_id, subject, resource, access_sealed, refresh_sealed, " \
 	"master_kid, access_expires_at, created_at, attempts, next_attempt_at, refresh_revoked, " \
-	"access_revoked FROM vault_outbox "
+	"access_revoked "
 
 static const char SQL_RECORD_BY_CONSENT[] = "SELECT " RECORD_COLS "WHERE consent_id = ?1";
 static const char SQL_RECORD_GET[] = "SELECT " RECORD_COLS "WHERE id = ?1";
@@ -46,8 +46,17 @@ static const char SQL_RECORD_TO_OUTBOX[] =
 static const char SQL_RECORD_DELETE_UNRESERVED[] =
     "DELETE FROM vault_records WHERE consent_id = ?1 AND reserved_for IS NULL";
 
-static const char SQL_OUTBOX_DUE[] =
-    "SELECT " OUTBOX_COLS "WHERE next_attempt_at <= ?1 ORDER BY next_attempt_at, id LIMIT ?2";
+/* A claim, as the events outbox's (store_events.c): the due entries' next
+ * attempt moves past the lease, so no other node (nor this one) takes them
+ * meanwhile, and a node that dies mid-pass leaves them due when the lease
+ * ends.  The outer WHERE re-checks a row another claim committed meanwhile;
+ * PostgreSQL skips the rows another claim holds rather than waiting. */
+#define OUTBOX_CLAIM(lock) \
+    "UPDATE vault_outbox SET next_attempt_at = ?2 WHERE next_attempt_at <= ?1 AND id IN " \
+    "(SELECT id FROM vault_outbox WHERE next_attempt_at <= ?1 " \
+    "ORDER BY next_attempt_at, id LIMIT ?3" lock ") RETURNING " OUTBOX_COLS_ONLY
+static const char SQL_OUTBOX_CLAIM[] = OUTBOX_CLAIM("");
+static const char SQL_OUTBOX_CLAIM_PG[] = OUTBOX_CLAIM(" FOR UPDATE SKIP LOCKED");
 /* A flag once set stays set.  CASE rather than SQLite's two-argument max(),
  * which PostgreSQL spells GREATEST (neither side is ever NULL). */
 static const char SQL_OUTBOX_MARK[] =
@@ -58,7 +67,6 @@ static const char SQL_OUTBOX_MARK[] =
 static const char SQL_OUTBOX_RETRY[] =
     "UPDATE vault_outbox SET attempts = ?2, next_attempt_at = ?3 WHERE id = ?1";
 static const char SQL_OUTBOX_DELETE[] = "DELETE FROM vault_outbox WHERE id = ?1";
-static const char SQL_OUTBOX_COUNT[] = "SELECT count(*) FROM vault_outbox";
 
 static const char SQL_CONNECT_INSERT[] =
     "INSERT INTO vault_connects (state_hash, session_hash, user_id, request_id, resource, "
@@ -345,16 +353,18 @@ static const struct store_row_type outbox_rows = {
 	sizeof(struct store_vault_outbox), outbox_row_read, outbox_row_free
 };
 
-enum cs_err store_vault_outbox_due(struct store_conn *c, int64_t now, size_t max,
-    struct store_vault_outbox **out, size_t *n)
+enum cs_err store_vault_outbox_claim(struct store_conn *c, int64_t now, int64_t lease,
+    size_t max, struct store_vault_outbox **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_OUTBOX_DUE);
+	struct store_stmt *st = store_stmt(c, store_is_pg_conn(c) ? SQL_OUTBOX_CLAIM_PG :
+	    SQL_OUTBOX_CLAIM);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > OUTBOX_MAX)
 		max = OUTBOX_MAX;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT((int64_t)max)))) != CS_OK)
+	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT(now + lease),
+	    SV_INT((int64_t)max)))) != CS_OK)
 		return e;
 	void *rows = NULL;
 	if ((e = store_rows(c, st, max, &outbox_rows, &rows, n)) == CS_OK)
@@ -391,20 +401,6 @@ enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id)
 	if (st == NULL)
 		return e;
 	return exec_one(c, st);
-}
-
-enum cs_err store_vault_outbox_count(struct store_conn *c, int64_t *n)
-{
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_OUTBOX_COUNT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_step(c, st)) == CS_OK)
-		*n = store_col_int64(st, 0);
-	if (e == CS_ENOENT)
-		e = CS_EDB;                   /* an aggregate always answers one row */
-	store_stmt_done(st);
-	return e;
 }
 
 /* --- connect states ----------------------------------------------------- */

@@ -21,6 +21,7 @@
 
 #define VAULT_PURPOSE "vault"           /* seal.h purpose: its own derived key */
 #define OUTBOX_BATCH 100                /* entries per pass */
+#define OUTBOX_CLAIM 10                 /* entries per claim, claimed in turn up to OUTBOX_BATCH */
 #define BACKOFF_BASE 5                  /* seconds, doubled per attempt */
 #define BACKOFF_MAX 3600
 #define DETAIL_MAX 1024
@@ -850,16 +851,33 @@ enum cs_err vault_outbox_run(struct vault *v, struct store_conn *c, int64_t now,
 	int count = 0;
 	if (v == NULL || c == NULL || finished == NULL)
 		return CS_EINVAL;
-	if ((e = store_vault_outbox_due(c, now, OUTBOX_BATCH, &due, &n)) != CS_OK)
-		return e;
-	for (size_t i = 0; i < n; i++) {
-		int one = 0;
-		/* One entry's failure does not hold up the others. */
-		if ((e = outbox_one(v, c, &due[i], now, &one)) != CS_OK && first == CS_OK)
-			first = e;
-		count += one;
+	*finished = 0;
+	/* SECURITY: claimed in transactions of their own, a few at a time, so
+	 * that of many nodes sharing the outbox one calls the provider for each
+	 * entry (a node that dies mid-pass leaves its claim due again when the
+	 * lease ends: a revocation is idempotent at the provider). */
+	for (size_t done = 0; done < OUTBOX_BATCH; done += n) {
+		due = NULL;
+		n = 0;
+		if ((e = store_begin(c)) != CS_OK)
+			return e;
+		if ((e = store_vault_outbox_claim(c, now, VAULT_OUTBOX_LEASE, OUTBOX_CLAIM, &due,
+		    &n)) != CS_OK || (e = store_commit(c)) != CS_OK) {
+			store_rollback(c);
+			store_vault_outbox_free(due, n);
+			return first != CS_OK ? first : e;
+		}
+		for (size_t i = 0; i < n; i++) {
+			int one = 0;
+			/* One entry's failure does not hold up the others. */
+			if ((e = outbox_one(v, c, &due[i], now, &one)) != CS_OK && first == CS_OK)
+				first = e;
+			count += one;
+		}
+		store_vault_outbox_free(due, n);
+		*finished = count;
+		if (n < OUTBOX_CLAIM)
+			break;
 	}
-	store_vault_outbox_free(due, n);
-	*finished = count;
 	return first;
 }

@@ -34,6 +34,8 @@
 //                                          //   and per revocation request
 //                                          //   "[devidp] REVOKE client_id=C hint=H kind=K status=S grant=ID"
 //                                          //   (kind/grant "-" when the token was unknown); no token values
+//     "revocationDelayMs": 0,              // > 0: every revocation request waits this long before
+//                                          //   it is handled (a slow provider, for outbox tests)
 //     "introspectGrantId": false,         // true: introspection answers carry grant_id (the token's grant)
 //     "title": "GitHub (development)",    // who this IdP plays, named on its sign-in page
 //     "cookiePrefix": "_provider",         // prefix of its cookie names (default: oidc-provider's
@@ -280,6 +282,14 @@ export async function buildProvider(issuer, cfg = {}) {
 
   const provider = new Provider(issuer, configuration);
   provider.on('server_error', (ctx, err) => log('server_error', err));
+  if (cfg.revocationDelayMs > 0) {
+    provider.use(async (ctx, next) => {
+      if (ctx.method === 'POST' && ctx.path === '/token/revocation') {
+        await new Promise((r) => { setTimeout(r, cfg.revocationDelayMs); });
+      }
+      await next();
+    });
+  }
   if (cfg.logTokenRequests) {
     // Opt-in request log for tests (e.g. "exactly one refresh"): names, never token values.
     provider.use(async (ctx, next) => {

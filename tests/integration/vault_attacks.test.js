@@ -7,7 +7,10 @@
 // - `state` replay, a callback in another browser session or of another person, and a
 //   callback for resource A arriving at B's redirect URI are refused before the code is used;
 // - 20 concurrent exchanges of one near-expiry token cause exactly one refresh at the provider;
-// - consentd's logs hold no provider token, code or grant.
+// - consentd's logs hold no provider token, code or grant;
+// - a revoked consent's provider tokens are revoked at a slow provider once each, however
+//   many nodes' outbox passes see them (the outbox claim; two nodes in make check's
+//   PostgreSQL pass).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -325,6 +328,32 @@ test('20 concurrent exchanges of one near-expiry token cause exactly one refresh
   assert.equal(refreshesFor(dsGrant).length, 2);
   assert.ok(refreshesFor(dsGrant).every((e) => e.status === 200), 'no refresh was refused');
   assert.equal((await v.callApi(again.access_token)).status, 200);
+});
+
+test('a revoked consent\'s provider tokens: each revoked once at a slow provider, whichever pass finds them', { timeout: 90000 }, async () => {
+  // A stack of its own whose provider takes 2.5 s a revocation: longer than the 2 s
+  // between outbox passes, so every node's pass finds the entry while the first call waits.
+  const shared = v;
+  const w = await startVaultStack({ accessTokenTTL: 60, users, revocationDelayMs: 2500 });
+  v = w;
+  try {
+    const k = await connected({ user: 'ivan', agent: 'coder' });
+    await released(k.grant);
+    const revokes = () => v.dsLog().filter((e) => e.what === 'REVOKE');
+    assert.equal(revokes().length, 0);
+    await v.revokeHttp({ jar: k.jar, cid: k.cid });
+    await v.waitFor(() => v.sql('SELECT count(*) FROM vault_outbox') === '0' &&
+      revokes().length >= 2, 30000);
+    // Room for any other pass that had taken the entry to reach the provider too.
+    await sleep(6000);
+    const seen = revokes();
+    assert.deepEqual(seen.map((e) => `${e.hint} ${e.status}`).sort(), ['access_token 200', 'refresh_token 200'],
+      `each token revoked once: ${JSON.stringify(seen)}`);
+    assert.equal(v.sql("SELECT count(*) FROM audit WHERE action = 'vault.revoked'"), '1');
+  } finally {
+    v = shared;
+    await w.stop();
+  }
 });
 
 test('consentd\'s logs hold no provider token, code or grant', async () => {

@@ -10,6 +10,7 @@
 //     different clients and redirect URIs) and agents coder and butler.
 //
 //   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, users, ... });
+//     revocationDelayMs: the provider waits this long before each revocation (a slow provider)
 //     config: consentd sections merged over fixtures.js vaultConfig() (or a function of
 //       { url, providerIssuer } returning them); users: both IdPs' users
 //     extraDsClients: more clients at the downstream IdP (or a function of consentd's URL)
@@ -19,7 +20,7 @@
 //   v.dsMeta                    // the downstream IdP's discovery document
 //   v.dsIntrospect(token)       // introspection at the provider with the resource-server client
 //   v.dsLog()                   // the downstream IdP's parsed TOKEN/REVOKE lines (see devidp.js)
-//   v.sql(query)                // sqlite3 CLI on consentd's database -> stdout trimmed
+//   v.sql(query)                // consentd's database, either backend (c.sql) -> stdout trimmed
 //   await v.idToken(user)       // the login IdP's ID token for the gateway (subject_token)
 //   await v.release(grant, action, extra)  // flow D release exchange -> { status, body, ... }
 //   await v.callApi(token, path, method)   // the downstream API -> { status, body }
@@ -59,12 +60,14 @@ export { DOWNSTREAM };
 // introspectGrantId).
 export async function startDownstreamIdp({
   clients, users = DEFAULT_USERS, downstream, ttl, rotateRefreshToken = true,
-  reuseGrant = false, logTokenRequests = true, introspectGrantId = true, env, echo,
+  reuseGrant = false, logTokenRequests = true, introspectGrantId = true, revocationDelayMs = 0,
+  env, echo,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'devidp-ds-'));
   const configFile = join(dir, 'config.json');
   const cfg = {
     clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests, introspectGrantId,
+    revocationDelayMs,
   };
   if (ttl) cfg.ttl = ttl;
   writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
@@ -137,6 +140,7 @@ export const PROVIDER_SECRETS = {
 export async function startVaultStack({
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
   reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo, gatewayOptions = {},
+  revocationDelayMs = 0,
 } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
@@ -167,7 +171,7 @@ export async function startVaultStack({
     const ds = await startDownstreamIdp({
       clients: dsClients,
       downstream: { resource: DOWNSTREAM.resource, scopes: DOWNSTREAM.scopes, accessTokenTTL },
-      rotateRefreshToken, reuseGrant, users, echo,
+      rotateRefreshToken, reuseGrant, users, echo, revocationDelayMs,
     });
     stoppers.push(() => ds.stop());
     const dsMeta = await discover(ds.issuer);

@@ -4,6 +4,7 @@
  * cases first-class: swapped, truncated and altered ciphertexts, foreign
  * keys, providers that answer with more scopes or not at all. */
 #include "tu_vault.h"
+#include "store_vault.h"
 
 /* --- mapping ------------------------------------------------------------ */
 
@@ -636,6 +637,65 @@ START_TEST(test_vault_outbox_unreadable_kept_until_expiry)
 }
 END_TEST
 
+START_TEST(test_vault_outbox_claim_holds_entries)
+{
+	/* What one pass (one node) claimed, no other pass takes until its lease
+	 * ends: the provider hears each token once, then again only when the
+	 * claimer died before settling it. */
+	char *kid = connect_alice(NOW);
+	struct store_vault_outbox *o = NULL;
+	size_t n = 99;
+	int fin = -1;
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	ck_assert_int_eq(store_begin(sc), CS_OK);
+	ck_assert_int_eq(store_vault_outbox_claim(sc, NOW + 1, VAULT_OUTBOX_LEASE, 10, &o, &n), CS_OK);
+	ck_assert_int_eq(store_commit(sc), CS_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(o[0].consent_id, kid);
+	ck_assert_int_eq(o[0].next_attempt_at, NOW + 1 + VAULT_OUTBOX_LEASE);
+	store_vault_outbox_free(o, n);
+	ck_assert_int_eq(q_int("SELECT next_attempt_at FROM vault_outbox", NULL), NOW + 1 + VAULT_OUTBOX_LEASE);
+	/* Another pass meanwhile: nothing to claim, nothing revoked. */
+	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 2, &fin), CS_OK);
+	ck_assert_int_eq(fin, 0);
+	pthread_mutex_lock(&sv.mu);
+	ck_assert_int_eq(sv.nrevoked, 0);
+	pthread_mutex_unlock(&sv.mu);
+	/* The claimer never settled it: due again when the lease ends. */
+	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1 + VAULT_OUTBOX_LEASE, &fin), CS_OK);
+	ck_assert_int_eq(fin, 1);
+	pthread_mutex_lock(&sv.mu);
+	ck_assert_int_eq(sv.nrevoked, 2);
+	pthread_mutex_unlock(&sv.mu);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox", NULL), 0);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_vault_outbox_pass_claims_in_turn)
+{
+	/* 12 entries due: one pass claims 10, then the other 2, and finishes all. */
+	char *kid = connect_alice(NOW);
+	int fin = -1;
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:root", "admin", NOW + 1, false), CS_OK);
+	for (int i = 0; i < 11; i++)
+		raw_exec("INSERT INTO vault_outbox (record_id, consent_id, user_id, subject, resource, "
+		    "access_sealed, refresh_sealed, master_kid, access_expires_at, created_at, attempts, "
+		    "next_attempt_at, refresh_revoked, access_revoked) SELECT record_id, consent_id, "
+		    "user_id, subject, resource, access_sealed, refresh_sealed, master_kid, "
+		    "access_expires_at, created_at, attempts, next_attempt_at, refresh_revoked, "
+		    "access_revoked FROM vault_outbox ORDER BY id LIMIT 1");
+	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox", NULL), 12);
+	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 1, &fin), CS_OK);
+	ck_assert_int_eq(fin, 12);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox", NULL), 0);
+	pthread_mutex_lock(&sv.mu);
+	ck_assert_int_eq(sv.nrevoked, 24);
+	pthread_mutex_unlock(&sv.mu);
+	free(kid);
+}
+END_TEST
+
 static Suite *vault_suite(void)
 {
 	Suite *s = suite_create("vault");
@@ -661,6 +721,8 @@ static Suite *vault_suite(void)
 	tcase_add_test(tc, test_vault_outbox_provider_down_retries);
 	tcase_add_test(tc, test_vault_outbox_partial_and_expired);
 	tcase_add_test(tc, test_vault_outbox_unreadable_kept_until_expiry);
+	tcase_add_test(tc, test_vault_outbox_claim_holds_entries);
+	tcase_add_test(tc, test_vault_outbox_pass_claims_in_turn);
 	suite_add_tcase(s, tc);
 	return s;
 }
