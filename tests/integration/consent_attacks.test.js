@@ -13,9 +13,7 @@
 //                        T12 admin/butler/notes
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { startStack } from '../lib/stack.js';
 import { startIdp } from '../lib/idp.js';
 import { CookieJar, getIdToken, basicAuth } from '../lib/idplogin.js';
@@ -62,12 +60,8 @@ async function harness(opts) {
     async ask(user, args) {
       return gw.exchange({ subjectToken: await this.idToken(user), ...args });
     },
-    // Rows of the audit table (sqlite3 CLI on the live database, WAL).
-    sql(query) {
-      const r = spawnSync('sqlite3', ['-json', join(s.c.dir, 'consentd.db'), query], { encoding: 'utf8' });
-      assert.equal(r.status, 0, `sqlite3: ${r.stderr}`);
-      return r.stdout.trim() ? JSON.parse(r.stdout) : [];
-    },
+    // Rows of the live database, either backend (tests/lib/consentd.js).
+    sql: (query) => s.c.rows(query),
     stop: () => s.stop(),
   };
 }

@@ -7,8 +7,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { startStack, waitReady } from '../lib/stack.js';
 import { startConsentd } from '../lib/consentd.js';
@@ -58,16 +56,14 @@ async function startReceiver({ port, consentdUrl }) {
   };
 }
 
-// Rows from the live database (sqlite3 CLI, WAL).
-function sql(dir, query) {
-  const r = spawnSync('sqlite3', ['-json', join(dir, 'consentd.db'), query], { encoding: 'utf8' });
-  assert.equal(r.status, 0, `sqlite3: ${r.stderr}`);
-  return r.stdout.trim() ? JSON.parse(r.stdout) : [];
+// Rows from the live database of consentd c, either backend (tests/lib/consentd.js).
+function sql(c, query) {
+  return c.rows(query);
 }
 
 // The IdP subject of the person who gave consent cid.
-function subjectOf(dir, cid) {
-  return sql(dir, `SELECT u.subject FROM consents k JOIN users u ON u.id = k.user_id WHERE k.id = '${cid}'`)[0].subject;
+function subjectOf(c, cid) {
+  return sql(c, `SELECT u.subject FROM consents k JOIN users u ON u.id = k.user_id WHERE k.id = '${cid}'`)[0].subject;
 }
 
 // alice approves coder on notes over HTTP (the gateway asks, she approves in her
@@ -99,7 +95,7 @@ async function approveThenRevoke(s, jar) {
   // The person revokes on /me, through its confirmation page.
   const rv = await revokeOnMe({ url: s.url, jar, cid });
   assert.equal(rv.status, 303, 'revoked');
-  assert.equal(sql(s.c.dir, `SELECT revoked_at FROM consents WHERE id = '${cid}'`)[0].revoked_at > 0, true);
+  assert.equal(sql(s.c, `SELECT revoked_at FROM consents WHERE id = '${cid}'`)[0].revoked_at > 0, true);
   return cid;
 }
 
@@ -146,20 +142,20 @@ test('a revocation on /me arrives at the receiver as a verified SET within 10 s,
     assert.equal(final.status, 303);
     const t0 = Date.now();
     const cid = await approveThenRevoke(s, jar);
-    const subject = subjectOf(s.c.dir, cid);
+    const subject = subjectOf(s.c, cid);
     await waitFor('the SET', () => rcv.got.length >= 1, 10000);
     assert.ok(Date.now() - t0 < 15000);
     assert.deepEqual(rcv.refused, []);
     checkSet(rcv.got[0], { cid, issuer: s.idp.issuer, consentdUrl: s.url, subject });
     // The receiver has the SET before consentd has read its 202 and marked the row.
-    const rowOf = () => sql(s.c.dir, `SELECT jti, attempts, delivered_at, last_status FROM events_outbox WHERE consent_id = '${cid}'`);
+    const rowOf = () => sql(s.c, `SELECT jti, attempts, delivered_at, last_status FROM events_outbox WHERE consent_id = '${cid}'`);
     await waitFor('the outbox row marked delivered', () => rowOf()[0]?.delivered_at > 0, 5000);
     const row = rowOf();
     assert.equal(row.length, 1);
     assert.equal(row[0].jti, rcv.got[0].payload.jti);
     assert.ok(row[0].delivered_at > 0);
     assert.equal(row[0].last_status, 202);
-    assert.equal(sql(s.c.dir, "SELECT count(*) AS n FROM audit WHERE action = 'event.delivered'")[0].n, 1);
+    assert.equal(sql(s.c, "SELECT count(*) AS n FROM audit WHERE action = 'event.delivered'")[0].n, 1);
     // Nothing more comes.
     await sleep(4500);
     assert.equal(rcv.got.length, 1);
@@ -181,30 +177,30 @@ test('receiver down: the event waits in the outbox, survives a restart of consen
     const cid = await approveThenRevoke(s, jar);
     // consentd tries, fails and schedules a retry; nothing is delivered.
     const tried = await waitFor('a failed attempt', () => {
-      const r = sql(s.c.dir, `SELECT attempts, delivered_at, last_status, last_error FROM events_outbox WHERE consent_id = '${cid}'`);
+      const r = sql(s.c, `SELECT attempts, delivered_at, last_status, last_error FROM events_outbox WHERE consent_id = '${cid}'`);
       return r.length === 1 && r[0].attempts >= 1 ? r[0] : null;
     }, 10000);
     assert.equal(tried.delivered_at, 0);
     assert.equal(tried.last_status, 0);
     assert.match(tried.last_error, /no answer/);
 
-    // Stop consentd, keep its directory; start it again on the same port and database.
+    // Stop consentd (every node), keep its directory; start it again on the same port and database.
     const st = await s.c.stop({ remove: false });
     assert.equal(st.code, 0, s.c.proc.stderr.slice(-2000));
     c2 = await startConsentd({ dir: s.c.dir, port: s.c.port, keepDir: true,
-      config: { ...config, oidc: { issuer: s.idp.issuer } } });
+      config: { ...config, oidc: { issuer: s.idp.issuer }, database: s.c.config.database } });
     await waitReady(c2.url);
-    assert.equal(sql(c2.dir, `SELECT delivered_at FROM events_outbox WHERE consent_id = '${cid}'`)[0].delivered_at, 0);
+    assert.equal(sql(c2, `SELECT delivered_at FROM events_outbox WHERE consent_id = '${cid}'`)[0].delivered_at, 0);
 
     // The receiver comes back: the event arrives (the retry delay doubles from 5 s).
     rcv = await startReceiver({ port: rport, consentdUrl: c2.url });
     await waitFor('the SET after the restart', () => rcv.got.length >= 1, 30000);
     assert.deepEqual(rcv.refused, []);
-    const subject = subjectOf(c2.dir, cid);
+    const subject = subjectOf(c2, cid);
     checkSet(rcv.got[0], { cid, issuer: s.idp.issuer, consentdUrl: c2.url, subject });
-    await waitFor('the outbox row marked delivered', () => sql(c2.dir,
+    await waitFor('the outbox row marked delivered', () => sql(c2,
       `SELECT delivered_at FROM events_outbox WHERE consent_id = '${cid}'`)[0]?.delivered_at > 0, 5000);
-    const row = sql(c2.dir, `SELECT jti, attempts, delivered_at FROM events_outbox WHERE consent_id = '${cid}'`);
+    const row = sql(c2, `SELECT jti, attempts, delivered_at FROM events_outbox WHERE consent_id = '${cid}'`);
     assert.equal(row.length, 1);
     assert.equal(row[0].jti, rcv.got[0].payload.jti);
     assert.ok(row[0].attempts >= 2);
@@ -213,7 +209,7 @@ test('receiver down: the event waits in the outbox, survives a restart of consen
     await sleep(4500);
     assert.equal(rcv.got.length, 1);
     assert.equal(new Set(rcv.got.map((g) => g.payload.jti)).size, 1);
-    assert.equal(sql(c2.dir, 'SELECT count(*) AS n FROM events_outbox')[0].n, 1);
+    assert.equal(sql(c2, 'SELECT count(*) AS n FROM events_outbox')[0].n, 1);
   } finally {
     await rcv?.stop();
     if (c2) {

@@ -6,9 +6,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { readFileSync, statSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startStack } from '../lib/stack.js';
+import { testDb } from '../lib/consentd.js';
 import { CookieJar } from '../lib/idplogin.js';
 import { consentdLogin, req, postForm, setCookieLines } from '../lib/weblogin.js';
 
@@ -49,7 +49,7 @@ test('a person logs in at the IdP and /me shows who they are', async () => {
   assert.equal(me.headers.get('cache-control'), 'no-store');
   // The code travelled only in the callback's query, and is never logged.
   const code = new URL(r.callbackUrl).searchParams.get('code');
-  const log = readFileSync(join(c.dir, 'access.log'), 'utf8');
+  const log = c.nodes.map((n) => readFileSync(join(n.dir, 'access.log'), 'utf8')).join('');   // every node's
   assert.ok(!log.includes(code), 'the authorization code is not in the access log');
   assert.ok(log.includes('"route":"/callback"'), 'the callback is logged by its route');
 });
@@ -130,8 +130,7 @@ test('return_to is at most 512 bytes: a longer one gets a 400 page that says so,
   const ok = await fetch(`${c.url}/login?return_to=${encodeURIComponent(longest)}`, { redirect: 'manual' });
   assert.equal(ok.status, 303);
   await ok.arrayBuffer();
-  const rows = () => Number(spawnSync('sqlite3', [join(c.dir, 'consentd.db'), 'SELECT count(*) FROM login_states'],
-    { encoding: 'utf8' }).stdout.trim());
+  const rows = () => Number(c.sql('SELECT count(*) FROM login_states'));
   const before = rows();
   for (const bad of [`${longest}x`, `/${'%'.repeat(600)}`, `/${'é'.repeat(300)}`]) {   // 513, 601 and 601 bytes
     const res = await fetch(`${c.url}/login?return_to=${encodeURIComponent(bad)}`, { redirect: 'manual' });
@@ -197,19 +196,15 @@ test('an idle session expires', async () => {
 
 // --- issue #12: anonymous sign-in starts cannot fill the disk ---------------
 
-// Bytes of a SQLite database and its WAL.
-function dbBytes(db) {
+// Bytes of consentd c's database: a SQLite file and its WAL, or the PostgreSQL database.
+function dbBytes(c) {
+  if (testDb === 'pg') return Number(c.sql('SELECT pg_database_size(current_database())'));
+  const db = join(c.dir, 'consentd.db');
   let n = 0;
   for (const f of [db, `${db}-wal`]) {
     try { n += statSync(f).size; } catch { /* no WAL yet */ }
   }
   return n;
-}
-
-function sql(db, query) {
-  const r = spawnSync('sqlite3', [db, query], { encoding: 'utf8' });
-  assert.equal(r.status, 0, `sqlite3: ${r.stderr}`);
-  return r.stdout.trim();
 }
 
 // GET url+path n times from localAddress, `concurrency` at a time on kept-alive
@@ -281,8 +276,7 @@ test('a flood of anonymous sign-in starts from one address gets 429s and stores 
   // would answer the flood first; ratelimit.test.js holds that one).
   const s = await startStack({ config: { login: { max_pending: TOTAL }, limits: { address_rate: 0 } } });
   try {
-    const db = join(s.c.dir, 'consentd.db');
-    const bytesBefore = dbBytes(db);
+    const bytesBefore = dbBytes(s.c);
     // The longest return_to there is, so that every stored state is as big as it can be.
     const path = `/login?return_to=${encodeURIComponent(`/${'a'.repeat(511)}`)}`;
     const f = flood({ url: s.url, path, n: N, localAddress: '127.0.0.1' });
@@ -305,11 +299,11 @@ test('a flood of anonymous sign-in starts from one address gets 429s and stores 
     assert.equal(f.status[429], N - PER_ADDRESS);
     assertRefusals(f, FROM_NETWORK, '127.0.0.1');
     // alice's state was taken by her callback: the flood's are all that is left.
-    assert.equal(Number(sql(db, 'SELECT count(*) FROM login_states')), PER_ADDRESS);
-    const grew = dbBytes(db) - bytesBefore;
+    assert.equal(Number(s.c.sql('SELECT count(*) FROM login_states')), PER_ADDRESS);
+    const grew = dbBytes(s.c) - bytesBefore;
     assert.ok(grew < 1024 * 1024, `database + WAL grew by ${grew} bytes (bound: 1 MiB)`);
     console.log(`# flood: ${f.sent} sent in ${f.ms} ms, ${f.status[303]} admitted, ${f.status[429]} × 429, `
-      + `${PER_ADDRESS} rows left, db+WAL ${bytesBefore} -> ${dbBytes(db)} bytes`);
+      + `${PER_ADDRESS} rows left, db+WAL ${bytesBefore} -> ${dbBytes(s.c)} bytes`);
 
     // A browser that starts again (its login cookie sent back) replaces its own
     // earlier state instead of taking another place: 40 restarts, 1 row.
@@ -318,7 +312,7 @@ test('a flood of anonymous sign-in starts from one address gets 429s and stores 
       const res = await req(jar, `${s.url}/login`, { localAddress: '127.0.0.3' });
       assert.equal(res.status, 303, `restart ${i}`);
     }
-    assert.equal(Number(sql(db, 'SELECT count(*) FROM login_states')), PER_ADDRESS + 1);
+    assert.equal(Number(s.c.sql('SELECT count(*) FROM login_states')), PER_ADDRESS + 1);
 
     // The total: more addresses fill the remaining 23 places, then everyone is
     // refused -- with a message that does not blame the person's network.
@@ -336,7 +330,7 @@ test('a flood of anonymous sign-in starts from one address gets 429s and stores 
     assert.equal(admitted, TOTAL - PER_ADDRESS - 1);
     assert.equal(floods[2].status[429], 100, 'the third address found no place');
     assertRefusals(floods[2], FROM_EVERYONE, '127.0.0.6');
-    assert.equal(Number(sql(db, 'SELECT count(*) FROM login_states')), TOTAL);
+    assert.equal(Number(s.c.sql('SELECT count(*) FROM login_states')), TOTAL);
     const late = await req(new CookieJar(), `${s.url}/login`, { localAddress: '127.0.0.7' });
     assert.equal(late.status, 429);
     assert.ok(Number(late.headers.get('retry-after')) >= 1);

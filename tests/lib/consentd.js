@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { startProcess } from './proc.js';
 import { getFreePort } from './ports.js';
 import { startPostgres } from './pg.js';
-import { startLb } from './lb.js';
+import { startLb, PROXY_ADDRESS } from './lb.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const consentdBin = process.env.TEST_CONSENTD_BIN || join(root, 'build', 'consentd');
@@ -171,7 +171,9 @@ export async function startConsentd({ config = {}, env = {}, port, dir, keepDir 
         ncfg[sec] = {};
         for (const [k, v] of Object.entries(keys)) ncfg[sec][k] = rewrite(v);
       }
-      ncfg.server = { ...ncfg.server, listen: `127.0.0.1:${nport}`, public_url: url };
+      // The balancer is a trusted proxy: the nodes key their per-address limits by the client.
+      ncfg.server = { ...ncfg.server, listen: `127.0.0.1:${nport}`, public_url: url,
+        trusted_proxies: [ncfg.server.trusted_proxies, PROXY_ADDRESS].filter(Boolean).join(' ') };
       const { proc } = await startNode({ cfg: ncfg, dir: ndir, port: nport, env, name: `consentd#${i}` });
       list.push({ proc, dir: ndir, port: nport, config: ncfg });
     }

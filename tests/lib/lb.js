@@ -3,12 +3,18 @@
 // two requests in a row reach different nodes, and every flow of a test
 // crosses nodes at each step (login and callback, consent page and exchange,
 // approval and redemption, provider connect and callback).  No stickiness.
+// Like a real balancer it appends the client's address to X-Forwarded-For, and
+// it reaches the nodes from an address of its own, PROXY_ADDRESS, which the
+// nodes list in [server] trusted_proxies (tests/lib/consentd.js): each node
+// sees the test's client addresses (localAddress), not the balancer's.
 //
 //   const lb = await startLb({ port, backends: [portA, portB] });
 //   lb.counts      // requests sent to each backend
 //   lb.pin(i)      // send everything to backend i (null: round robin again)
 //   await lb.stop()
 import http from 'node:http';
+
+export const PROXY_ADDRESS = '127.0.0.254';
 
 export async function startLb({ port, backends, host = '127.0.0.1' }) {
   const counts = backends.map(() => 0);
@@ -20,9 +26,10 @@ export async function startLb({ port, backends, host = '127.0.0.1' }) {
     let i = pinned ?? next++ % backends.length;
     for (let k = 0; k < backends.length && down.has(i); k++) i = (i + 1) % backends.length;
     counts[i]++;
+    const xff = [req.headers['x-forwarded-for'], req.socket.remoteAddress].filter(Boolean).join(', ');
     const up = http.request({
-      host, port: backends[i], method: req.method, path: req.url,
-      headers: { ...req.headers, connection: 'close' },
+      host, port: backends[i], method: req.method, path: req.url, localAddress: PROXY_ADDRESS,
+      headers: { ...req.headers, connection: 'close', 'x-forwarded-for': xff },
     }, (r) => {
       res.writeHead(r.statusCode, r.rawHeaders);
       r.pipe(res);
