@@ -46,7 +46,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-seeded bench-nodes retention-steady clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-seeded bench-nodes retention-steady pg-coverage clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -137,6 +137,18 @@ systemd-test: build/consentd
 	@bash scripts/test-systemd.sh
 crash-long: build/consentd-asan
 	cd tests && CRASH_KILLS=100 TEST_CONSENTD_BIN=$(CURDIR)/build/consentd-asan node --test --test-concurrency=1 integration/crash.test.js
+
+# make pg-coverage: the functions of the store (server/store*.c) that no flow of make
+# check's PostgreSQL pass runs -- consentd built with gcov (-O0 --coverage, build/cov),
+# the files of scripts/pg-pass.list on two nodes, then gcov's list (scripts/pg-coverage.sh).
+COV_OBJ := $(patsubst %.c,build/cov/%.o,$(LIB_SRCS) $(GEN_SRCS) server/main.c)
+build/cov/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(WARN) -O0 --coverage $(CFLAGS) -c $< -o $@
+build/consentd-cov: $(COV_OBJ)
+	$(CC) $(BASE) --coverage $^ $(PKG_LIBS) -o $@
+pg-coverage: build/consentd-cov
+	@bash scripts/pg-coverage.sh
 
 run: deps
 	@$(MAKE) --no-print-directory build/consentd

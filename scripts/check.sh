@@ -59,29 +59,16 @@ node_tests() {
 	return "$rc"
 }
 # The PostgreSQL backend, two nodes behind a round-robin balancer on one database
-# (tests/lib/consentd.js TEST_DB/TEST_NODES): the suites whose flows touch the
-# store functions -- approval; bulk revocation and events; the vault with its
-# single-flight refresh; the replay caches of private_key_jwt and DPoP (dpop);
-# /me's denials and cooldowns (me); the admin listings, pages and CLI (admin_api,
-# admin_pages); the janitor and the audit pruning (retention); key rotation
-# (keys) -- and the browser's consent flow with its pages split across the two
-# nodes.  Left out: the files whose flows repeat these on one store function
-# each, or that are about one process (its sockets, logs, limits, crash, start).
-# tests/integration/pg_nodes.test.js (in the integration step) holds the multi-node
-# properties themselves.  Every statement of the store also runs on both
-# engines in scripts/pg-sql-check.py.
-# These run with prepared statements off (what PgBouncer < 1.21 in transaction mode
-# needs); pg_nodes.test.js and pg_copy.test.js run them on (the default).
+# (tests/lib/consentd.js TEST_DB/TEST_NODES): the files of scripts/pg-pass.list,
+# which says what they cover and what is left out.  These run with prepared
+# statements off (what PgBouncer < 1.21 in transaction mode needs);
+# pg_nodes.test.js and pg_copy.test.js (in the integration step) hold the
+# multi-node properties themselves and run them on (the default).
 pg_tests() {
 	local t; t=$(date +%s)
 	CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2 \
 	    TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
-	    --test-concurrency=1 tests/integration/approval_attacks.test.js \
-	    tests/integration/admin_bulk.test.js tests/integration/vault_attacks.test.js \
-	    tests/integration/dpop.test.js tests/integration/me.test.js \
-	    tests/integration/admin_api.test.js tests/integration/admin_pages.test.js \
-	    tests/integration/retention.test.js tests/integration/keys.test.js \
-	    tests/e2e/consent.test.js 2>&1 \
+	    --test-concurrency=1 $(grep -v '^#' scripts/pg-pass.list) 2>&1 \
 	    | tee /tmp/consentd-pg-$$.log
 	local rc=${PIPESTATUS[0]}
 	local p f
