@@ -36,6 +36,9 @@
 //                                          //   (kind/grant "-" when the token was unknown); no token values
 //     "revocationDelayMs": 0,              // > 0: every revocation request waits this long before
 //                                          //   it is handled (a slow provider, for outbox tests)
+//     "revocationFailures": 0,             // > 0: that many first revocation requests answer 503
+//                                          //   temporarily_unavailable, unhandled (logged as REVOKE
+//                                          //   ... status=503)
 //     "introspectGrantId": false,         // true: introspection answers carry grant_id (the token's grant)
 //     "title": "GitHub (development)",    // who this IdP plays, named on its sign-in page
 //     "cookiePrefix": "_provider",         // prefix of its cookie names (default: oidc-provider's
@@ -282,10 +285,18 @@ export async function buildProvider(issuer, cfg = {}) {
 
   const provider = new Provider(issuer, configuration);
   provider.on('server_error', (ctx, err) => log('server_error', err));
-  if (cfg.revocationDelayMs > 0) {
+  if (cfg.revocationDelayMs > 0 || cfg.revocationFailures > 0) {
+    let failures = cfg.revocationFailures || 0;
     provider.use(async (ctx, next) => {
       if (ctx.method === 'POST' && ctx.path === '/token/revocation') {
-        await new Promise((r) => { setTimeout(r, cfg.revocationDelayMs); });
+        if (cfg.revocationDelayMs > 0) await new Promise((r) => { setTimeout(r, cfg.revocationDelayMs); });
+        if (failures > 0) {
+          failures -= 1;
+          ctx.status = 503;
+          ctx.body = { error: 'temporarily_unavailable' };
+          if (cfg.logTokenRequests) log('REVOKE client_id=- hint=- kind=- status=503 grant=-');
+          return;
+        }
       }
       await next();
     });

@@ -11,6 +11,7 @@
 //
 //   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, users, ... });
 //     revocationDelayMs: the provider waits this long before each revocation (a slow provider)
+//     revocationFailures: the provider answers that many first revocations 503
 //     config: consentd sections merged over fixtures.js vaultConfig() (or a function of
 //       { url, providerIssuer } returning them); users: both IdPs' users
 //     extraDsClients: more clients at the downstream IdP (or a function of consentd's URL)
@@ -61,13 +62,13 @@ export { DOWNSTREAM };
 export async function startDownstreamIdp({
   clients, users = DEFAULT_USERS, downstream, ttl, rotateRefreshToken = true,
   reuseGrant = false, logTokenRequests = true, introspectGrantId = true, revocationDelayMs = 0,
-  env, echo,
+  revocationFailures = 0, env, echo,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'devidp-ds-'));
   const configFile = join(dir, 'config.json');
   const cfg = {
     clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests, introspectGrantId,
-    revocationDelayMs,
+    revocationDelayMs, revocationFailures,
   };
   if (ttl) cfg.ttl = ttl;
   writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
@@ -140,7 +141,7 @@ export const PROVIDER_SECRETS = {
 export async function startVaultStack({
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
   reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo, gatewayOptions = {},
-  revocationDelayMs = 0,
+  revocationDelayMs = 0, revocationFailures = 0,
 } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
@@ -171,7 +172,7 @@ export async function startVaultStack({
     const ds = await startDownstreamIdp({
       clients: dsClients,
       downstream: { resource: DOWNSTREAM.resource, scopes: DOWNSTREAM.scopes, accessTokenTTL },
-      rotateRefreshToken, reuseGrant, users, echo, revocationDelayMs,
+      rotateRefreshToken, reuseGrant, users, echo, revocationDelayMs, revocationFailures,
     });
     stoppers.push(() => ds.stop());
     const dsMeta = await discover(ds.issuer);
