@@ -18,7 +18,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
-import { startConsentd, consentdBin } from '../lib/consentd.js';
+import { startConsentd, consentdBin, testDb } from '../lib/consentd.js';
 import { pollExchange } from '../lib/gateway.js';
 
 let v;
@@ -48,6 +48,8 @@ function cli(group, ...args) {
 const heads = (log) => [...log.matchAll(/audit head (\d+):([0-9a-f]{64})/g)].map((m) => `${m[1]}:${m[2]}`);
 // head_file's heads, in file order (the rotation's mark and blank lines left out).
 const fileHeads = () => readFileSync(headFile, 'utf8').split('\n').filter((l) => /^\d+:/.test(l));
+// The log streams of a server's nodes (one node on SQLite; each node its own [server] log).
+const logStreams = (c) => c.nodes.map((n) => readFileSync(join(n.dir, 'access.log'), 'utf8')).join('');
 const GW_AUTH = `Basic ${Buffer.from('agent-gateway:gateway-dev-secret').toString('base64')}`;
 
 async function jwksKids(url) {
@@ -94,9 +96,10 @@ test('audit chain: verify, tampering named, cut-off tail, vault rekey', async ()
   for (const s of [grant, providerToken]) assert.ok(!exp.out.includes(s), 'no token in the audit log');
   assert.equal(cli('audit', 'export', '--since', '4102444800').out, '', 'nothing after 2100');
 
-  const backup = join(v.c.dir, 'backup.db');
-  v.sql(`.backup ${backup}`);
-  const restore = () => v.sql(`.restore ${backup}`);
+  // The tampering below touches the audit table alone: a copy of it undoes each (on either
+  // backend; SQLite's sqlite_sequence only grows, PostgreSQL's high-water mark is max(seq)).
+  v.sql('CREATE TABLE audit_saved AS SELECT * FROM audit');
+  const restore = () => v.sql('DELETE FROM audit; INSERT INTO audit SELECT * FROM audit_saved');
   const broken = (args, re) => {
     const b = cli('audit', 'verify', ...args);
     assert.equal(b.code, 1, `verify must fail: ${b.out}`);
@@ -131,6 +134,7 @@ test('audit chain: verify, tampering named, cut-off tail, vault rekey', async ()
     + 'request_id, outcome, detail, link FROM t WHERE t.seq = 5 - audit.seq) WHERE seq IN (2, 3);');
   broken([], /audit: entry 2 is broken/);
   restore();
+  v.sql('DROP TABLE audit_saved');
   assert.equal(cli('audit', 'verify', '--head', logged).code, 0, 'restored');
 
   // Rotate the master key.
@@ -162,11 +166,11 @@ test('audit heads: published per commit before the answer; a cut-off tail is nam
   const r = await v.gw.exchange(ask);
   assert.equal(r.body?.error, 'consent_required', JSON.stringify(r.body));
   const onFile = fileHeads();
-  const entry = v.sql("SELECT seq || ':' || lower(hex(link)) FROM audit "
+  const linkHex = testDb === 'pg' ? "encode(link, 'hex')" : 'lower(hex(link))';
+  const entry = v.sql(`SELECT seq || ':' || ${linkHex} FROM audit `
     + "WHERE action = 'consent.request.created' ORDER BY seq DESC LIMIT 1");
   assert.ok(onFile.includes(entry), `head ${entry} on head_file before the answer: ${onFile.slice(-3)}`);
-  assert.ok(heads(readFileSync(join(v.c.dir, 'access.log'), 'utf8')).includes(entry),
-    'and on the log stream');
+  assert.ok(heads(logStreams(c2)).includes(entry), 'and on the log stream');
   // Heads on the file only grow, one per commit, and the history verifies (the heads from
   // before the rotation by their number: the mark says they were re-linked).
   const seqs = onFile.map((h) => Number(h.split(':')[0]));
@@ -183,7 +187,9 @@ test('audit heads: published per commit before the answer; a cut-off tail is nam
   const published = fileHeads().at(-1);
   const top = Number(published.split(':')[0]);
   const keep = top - 2;
-  v.sql(`DELETE FROM audit WHERE seq > ${keep}; UPDATE sqlite_sequence SET seq = ${keep} WHERE name = 'audit'`);
+  // SQLite's high-water mark is sqlite_sequence; PostgreSQL's is max(seq), rewound by the DELETE.
+  v.sql(`DELETE FROM audit WHERE seq > ${keep}`);
+  if (testDb !== 'pg') v.sql(`UPDATE sqlite_sequence SET seq = ${keep} WHERE name = 'audit'`);
   assert.equal(cli('audit', 'verify').code, 0, 'the chain alone does not tell');
   const firstGone = fileHeads().find((h) => Number(h.split(':')[0]) > keep);
   vr = cli('audit', 'verify', '--heads', headFile);
@@ -191,30 +197,34 @@ test('audit heads: published per commit before the answer; a cut-off tail is nam
   assert.match(vr.err, new RegExp(`audit: head ${firstGone} missing`));
 
   // A restart: the database is behind head_file; consentd serves, unready, and says why.
+  // Readiness is per process: every node is asked directly, each its own /readyz, metrics and log.
   const c3 = await startConsentd({ port: v.c.port, dir: v.c.dir, config: v.c.config });
   try {
-    // Unready for the audit head alone: wait until it has reached the IdP (under load the
-    // first discovery can come after the first answers), then every other check is true.
-    let ready; let body;
-    for (let i = 0; i < 100; i++) {
-      ready = await fetch(`${c3.url}/readyz`);
-      body = await ready.json();
-      if (body.checks.identity_provider) break;
-      await new Promise((r) => { setTimeout(r, 100); });
+    for (const node of c3.nodes) {
+      const url = `http://127.0.0.1:${node.port}`;
+      // Unready for the audit head alone: wait until it has reached the IdP (under load the
+      // first discovery can come after the first answers), then every other check is true.
+      let ready; let body;
+      for (let i = 0; i < 100; i++) {
+        ready = await fetch(`${url}/readyz`);
+        body = await ready.json();
+        if (body.checks.identity_provider) break;
+        await new Promise((r) => { setTimeout(r, 100); });
+      }
+      assert.equal(body.checks.identity_provider, true, JSON.stringify(body));
+      assert.equal(ready.status, 503);
+      assert.equal(body.checks.audit_head, false);
+      assert.equal(body.checks.database, true);
+      const m = await fetch(`${url}/metrics`, { headers: { authorization: GW_AUTH } });
+      assert.equal(m.status, 200);
+      const text = await m.text();
+      assert.match(text, /^consentd_audit_head_behind 1$/m);
+      assert.match(text, new RegExp(`^consentd_audit_head_seq ${top}$`, 'm'));
+      // An error while starting is a line of the log stream and is shown on stderr too.
+      const behind = new RegExp(`"level":"error","msg":"audit head behind: database head ${keep} < published ${top}`);
+      assert.match(node.proc.stderr, behind);
+      assert.match(readFileSync(join(node.dir, 'access.log'), 'utf8'), behind);
     }
-    assert.equal(body.checks.identity_provider, true, JSON.stringify(body));
-    assert.equal(ready.status, 503);
-    assert.equal(body.checks.audit_head, false);
-    assert.equal(body.checks.database, true);
-    const m = await fetch(`${c3.url}/metrics`, { headers: { authorization: GW_AUTH } });
-    assert.equal(m.status, 200);
-    const text = await m.text();
-    assert.match(text, /^consentd_audit_head_behind 1$/m);
-    assert.match(text, new RegExp(`^consentd_audit_head_seq ${top}$`, 'm'));
-    // An error while starting is a line of the log stream and is shown on stderr too.
-    const behind = new RegExp(`"level":"error","msg":"audit head behind: database head ${keep} < published ${top}`);
-    assert.match(c3.proc.stderr, behind);
-    assert.match(readFileSync(join(v.c.dir, 'access.log'), 'utf8'), behind);
     // New entries go on the log but no longer on head_file: its last line stays the last good head.
     const again = await v.gw.exchange({ ...ask, scope: 'issues:write' });
     assert.equal(again.body?.error, 'consent_required', JSON.stringify(again.body));
