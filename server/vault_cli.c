@@ -255,6 +255,13 @@ static int vault_rekey_cmd(const struct config *cfg, const char *new_file)
 			fprintf(stderr, "consentd vault rekey: cannot append to %s; add these lines "
 			    "yourself before starting a server:\n" AUDIT_ROTATED_MARK " old=%s new=%s\n%"
 			    PRId64 ":%s\n", cfg->audit_head_file, old.kid, nk.kid, head.seq, head.hex);
+		/* Many nodes on one database: each publishes to a head file of its
+		 * own, whose old heads carry the old links; each needs the mark
+		 * too, or it stays unready (docs/deploy.md "Rotating the master
+		 * key"). */
+		printf("other nodes on this database: append these two lines to each one's "
+		    "[audit] head_file before starting it:\n" AUDIT_ROTATED_MARK " old=%s new=%s\n%"
+		    PRId64 ":%s\n", old.kid, nk.kid, head.seq, head.hex);
 	}
 	printf("now replace the master key (%s or CONSENTD_KEYS_MASTER_KEY) with %s, "
 	    "then start the servers\n", cfg->master_key_file ? cfg->master_key_file : "-", new_file);
