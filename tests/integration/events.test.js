@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { startStack, waitReady } from '../lib/stack.js';
+import { startStack, waitReady, waitNodesReady } from '../lib/stack.js';
 import { startConsentd } from '../lib/consentd.js';
 import { getIdToken } from '../lib/idplogin.js';
 import { consentdLogin, req, postForm, revokeOnMe } from '../lib/weblogin.js';
@@ -190,6 +190,7 @@ test('receiver down: the event waits in the outbox, survives a restart of consen
     c2 = await startConsentd({ dir: s.c.dir, port: s.c.port, keepDir: true,
       config: { ...config, oidc: { issuer: s.idp.issuer }, database: s.c.config.database } });
     await waitReady(c2.url);
+    await waitNodesReady(c2);
     assert.equal(sql(c2, `SELECT delivered_at FROM events_outbox WHERE consent_id = '${cid}'`)[0].delivered_at, 0);
 
     // The receiver comes back: the event arrives (the retry delay doubles from 5 s).

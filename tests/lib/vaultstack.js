@@ -48,7 +48,7 @@ import { startIdp, DEFAULT_CLIENTS, DEFAULT_USERS, DEVIDP } from './idp.js';
 import { startConsentd } from './consentd.js';
 import { startProcess } from './proc.js';
 import { getFreePort } from './ports.js';
-import { waitReady } from './stack.js';
+import { waitReady, waitNodesReady } from './stack.js';
 import { CookieJar, discover, getIdToken } from './idplogin.js';
 import { consentdLogin, req, postForm, revokeOnMe } from './weblogin.js';
 import { startDownstreamApi, introspect } from './downstream.js';
@@ -201,6 +201,7 @@ export async function startVaultStack({
     let cStopped = null;
     stoppers.push(async () => { if (!cStopped) cStopped = await c.stop(); });
     await waitReady(url);
+    await waitNodesReady(c);
 
     const gw = gateway({ url, ...gatewayOptions });
     const dbPath = join(c.dir, 'consentd.db');
@@ -368,6 +369,7 @@ export async function startVaultStack({
         v.c = c;
         cStopped = null;
         await waitReady(url);
+        await waitNodesReady(c);
         return c;
       },
       async stop() {

@@ -16,7 +16,7 @@ import { gateway } from '../lib/gateway.js';
 import { consentdLogin } from '../lib/weblogin.js';
 import { approveConsent } from '../lib/seed.js';
 import { consentConfig } from '../lib/fixtures.js';
-import { waitReady } from '../lib/stack.js';
+import { waitReady, waitNodesReady } from '../lib/stack.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 
@@ -36,6 +36,7 @@ before(async () => {
     database: { url: await freshPgDatabase() }, oidc: { issuer: idp.issuer } };
   c = await startConsentd({ port, dir, nodes: 2, keepDir: true, config });
   await waitReady(url);
+  await waitNodesReady(c);
 });
 
 after(async () => {
