@@ -36,6 +36,9 @@
 //                                          //   (kind/grant "-" when the token was unknown); no token values
 //     "revocationDelayMs": 0,              // > 0: every revocation request waits this long before
 //                                          //   it is handled (a slow provider, for outbox tests)
+//     "refreshRefusals": 0,                // > 0: that many first refresh_token grants answer 400
+//                                          //   invalid_grant, unhandled (the provider ended the
+//                                          //   authorization), logged as TOKEN ... status=400
 //     "revocationFailures": 0,             // > 0: that many first revocation requests answer 503
 //                                          //   temporarily_unavailable, unhandled (logged as REVOKE
 //                                          //   ... status=503)
@@ -285,6 +288,29 @@ export async function buildProvider(issuer, cfg = {}) {
 
   const provider = new Provider(issuer, configuration);
   provider.on('server_error', (ctx, err) => log('server_error', err));
+  if (cfg.refreshRefusals > 0) {
+    let refusals = cfg.refreshRefusals;
+    provider.use(async (ctx, next) => {
+      if (ctx.method === 'POST' && ctx.path === '/token' && refusals > 0) {
+        const body = await new Promise((resolve) => {
+          let s = '';
+          ctx.req.on('data', (d) => { s += d; });
+          ctx.req.on('end', () => resolve(s));
+        });
+        const grantType = new URLSearchParams(body).get('grant_type');
+        if (grantType === 'refresh_token') {
+          refusals -= 1;
+          ctx.status = 400;
+          ctx.body = { error: 'invalid_grant', error_description: 'grant request is invalid' };
+          if (cfg.logTokenRequests) log('TOKEN grant_type=refresh_token client_id=- status=400 grant=-');
+          return;
+        }
+        // Not a refresh: oidc-provider takes an already read body from req.body.
+        ctx.req.body = body;
+      }
+      await next();
+    });
+  }
   if (cfg.revocationDelayMs > 0 || cfg.revocationFailures > 0) {
     let failures = cfg.revocationFailures || 0;
     provider.use(async (ctx, next) => {

@@ -8,6 +8,7 @@
 //   callback for resource A arriving at B's redirect URI are refused before the code is used;
 // - 20 concurrent exchanges of one near-expiry token cause exactly one refresh at the provider;
 // - consentd's logs hold no provider token, code or grant;
+// - a provider that refuses the vault's refresh marks the consent reconnect_required;
 // - a revoked consent's provider tokens are revoked at a slow provider once each, however
 //   many nodes' outbox passes see them (the outbox claim; two nodes in make check's
 //   PostgreSQL pass).
@@ -352,6 +353,32 @@ test('a revoked consent\'s provider tokens: each revoked once at a slow, then fa
       ['- 503', 'access_token 200', 'refresh_token 200'], `each token revoked once: ${JSON.stringify(seen)}`);
     assert.equal(v.sql("SELECT count(*) FROM audit WHERE action = 'vault.revoke_retry'"), '1');
     assert.equal(v.sql("SELECT count(*) FROM audit WHERE action = 'vault.revoked'"), '1');
+  } finally {
+    v = shared;
+    await w.stop();
+  }
+});
+
+test('a provider that refuses the refresh (it ended the authorization): the consent needs reconnecting, audited; nothing is released', { timeout: 90000 }, async () => {
+  const shared = v;
+  const w = await startVaultStack({ accessTokenTTL: 5, refreshMargin: 2, users, refreshRefusals: 1 });
+  v = w;
+  try {
+    const k = await connected({ user: 'ivan', agent: 'coder' });
+    const t0 = await released(k.grant);
+    // Into the refresh margin (expires_in 5, refresh_margin 2), not past expiry.
+    await sleep((t0.expires_in - 2) * 1000 + 700);
+    for (const attempt of ['first', 'again']) {
+      const r = await v.release(k.grant, 'list_issues');
+      assert.equal(r.status, 400, `${attempt}: ${r.text}`);
+      assert.equal(r.body?.error, 'invalid_grant', r.text);
+      assert.match(r.body.error_description, /reconnect/);
+      assert.equal(r.body.access_token, undefined);
+    }
+    const refreshes = v.dsLog().filter((e) => e.what === 'TOKEN' && e.grant_type === 'refresh_token');
+    assert.deepEqual(refreshes.map((e) => e.status), [400], 'one refresh tried, refused; none after the mark');
+    assert.equal(v.sql(`SELECT reconnect_required FROM consents WHERE id = '${k.cid}'`), '1');
+    assert.equal(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.reconnect_required' AND consent_id = '${k.cid}'`), '1');
   } finally {
     v = shared;
     await w.stop();

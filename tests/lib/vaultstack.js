@@ -12,6 +12,7 @@
 //   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, users, ... });
 //     revocationDelayMs: the provider waits this long before each revocation (a slow provider)
 //     revocationFailures: the provider answers that many first revocations 503
+//     refreshRefusals: the provider refuses that many first refreshes (invalid_grant)
 //     config: consentd sections merged over fixtures.js vaultConfig() (or a function of
 //       { url, providerIssuer } returning them); users: both IdPs' users
 //     extraDsClients: more clients at the downstream IdP (or a function of consentd's URL)
@@ -62,13 +63,13 @@ export { DOWNSTREAM };
 export async function startDownstreamIdp({
   clients, users = DEFAULT_USERS, downstream, ttl, rotateRefreshToken = true,
   reuseGrant = false, logTokenRequests = true, introspectGrantId = true, revocationDelayMs = 0,
-  revocationFailures = 0, env, echo,
+  revocationFailures = 0, refreshRefusals = 0, env, echo,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'devidp-ds-'));
   const configFile = join(dir, 'config.json');
   const cfg = {
     clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests, introspectGrantId,
-    revocationDelayMs, revocationFailures,
+    revocationDelayMs, revocationFailures, refreshRefusals,
   };
   if (ttl) cfg.ttl = ttl;
   writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
@@ -141,7 +142,7 @@ export const PROVIDER_SECRETS = {
 export async function startVaultStack({
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
   reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo, gatewayOptions = {},
-  revocationDelayMs = 0, revocationFailures = 0,
+  revocationDelayMs = 0, revocationFailures = 0, refreshRefusals = 0,
 } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
@@ -173,6 +174,7 @@ export async function startVaultStack({
       clients: dsClients,
       downstream: { resource: DOWNSTREAM.resource, scopes: DOWNSTREAM.scopes, accessTokenTTL },
       rotateRefreshToken, reuseGrant, users, echo, revocationDelayMs, revocationFailures,
+      refreshRefusals,
     });
     stoppers.push(() => ds.stop());
     const dsMeta = await discover(ds.issuer);
