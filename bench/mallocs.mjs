@@ -37,7 +37,7 @@ function symbols(path, dynamic) {
   try {
     return execFileSync('nm', [...(dynamic ? ['-D'] : []), '--defined-only', path],
       { encoding: 'utf8', maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'ignore'] })
-      .split('\n').map((l) => l.trim().split(/\s+/)).filter((f) => /^[tTiW]$/.test(f[1] || '')).map((f) => f[2].replace(/@.*$/, ''));
+      .split('\n').map((l) => l.trim().split(/\s+/)).filter((f) => /^[tTiW]$/.test(f[1] || '')).map((f) => f[2].replace(/@.*$/, '').replace(/\.(isra|part|constprop|cold)\..*$/, ''));
   } catch { return []; }
 }
 
@@ -76,6 +76,9 @@ function summarize(folded, map) {
       return { fn, lib: r ? r[2] : 'unknown' };
     }
     const base = fn.replace(/^__GI_/, '');
+    // Inlined functions have no symbol of their own; their source file says whose they are.
+    const src = frame.match(/\(([\w.-]+\.c)\)$/);
+    if (src && existsSync(join(root, 'server', src[1]))) return { fn, lib: 'consentd' };
     return { fn, lib: map.byName.get(fn) || map.byName.get(base) || (/\.[cS]\)$/.test(frame) && /^__/.test(fn) ? 'libc' : 'unknown') };
   };
   const byLib = {}; const byOurs = {}; const byLeaf = {}; const byLibOurs = {};
