@@ -149,10 +149,11 @@ static enum cs_err grant_reply(struct http_reply *rep, const struct grant_respon
 	enum cs_err e;
 	if (g->access_token == NULL || g->scope == NULL)
 		return CS_EINVAL;                 /* can't happen: grant_issue writes both */
-	if ((e = reply_json(rep, 200, "{")) != CS_OK ||
-	    /* Room for the token and the rest at once (a hint: refused values still fail). */
-	    (e = buf_expect(b, strlen(g->access_token) + (g->refresh_token ?
+	buf_reset(b);
+	/* Room for the token and the rest at once (a hint: refused values still fail). */
+	if ((e = buf_expect(b, strlen(g->access_token) + (g->refresh_token ?
 	    strlen(g->refresh_token) : 0) + strlen(g->scope) + 256)) != CS_OK ||
+	    (e = reply_json(rep, 200, "{")) != CS_OK ||
 	    (e = buf_json_member(b, "access_token", g->access_token)) != CS_OK ||
 	    (e = buf_json_member(b, "issued_token_type", URN_TT_JWT)) != CS_OK ||
 	    /* RFC 9449 §5: a grant bound to the proof's key is of type DPoP. */
