@@ -7,12 +7,15 @@
 // jansson's jsonp_*, sqlite3's mem wrappers are counted as their library's own calls).
 // Not part of `make check`: it needs heaptrack and gdb, and takes about a minute.
 // Alone: node bench/mallocs.mjs [N] [WARMUP] [CONCURRENCY]; writes build/mallocs/*.
+// WRK_SECONDS=10 first runs wrk (-t2 -c32) on POST /token for that long, before heaptrack
+// attaches: grants/s and consentd's CPU ms per grant (noisy on a shared machine).
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync, readFileSync, existsSync, rmSync, readdirSync, readlinkSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { approvedConsent, benchConfig } from './bench.js';
-import { issueMany } from './measure.js';
+import { issueMany, timed } from './measure.js';
+import { wrkRunner } from './wrk.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -125,6 +128,18 @@ try {
   const form = { 'Content-Type': 'application/x-www-form-urlencoded', Authorization: c.auth };
   await issueMany(`${s.url}/token`, c.tokenBody, form, WARMUP, CONC);
   const pid = s.c.proc.pid;
+  let wrkLine = '';
+  if (Number(process.env.WRK_SECONDS) > 0) {
+    const w = wrkRunner({ threads: 2, connections: 32, duration: Number(process.env.WRK_SECONDS) });
+    try {
+      const r = await timed(w, pid, 'POST /token (grant issued)', `${s.url}/token`,
+        w.script({ method: 'POST', body: c.tokenBody, headers: form }));
+      wrkLine = `wrk -t2 -c32 ${process.env.WRK_SECONDS} s: ${r.rps} grants/s, p50 ${r.p50}, p99 ${r.p99}, `
+        + `${r.cpuMsPerReq.toFixed(3)} ms consentd CPU a grant, non-2xx ${r.non2xx}\n\n`;
+    } finally {
+      w.cleanup();
+    }
+  }
   const map = loadMap(pid);
   const file = join(out, 'consentd');
   for (const f of [`${file}.zst`, `${file}.gz`]) rmSync(f, { force: true });
@@ -167,7 +182,7 @@ try {
   writeFileSync(join(out, 'heaptrack_print.txt'), summary);
   const r = summarize(readFileSync(folded, 'utf8'), map);
   const calls = summary.match(/calls to allocation functions: (\d+)/);
-  const report = [
+  const report = wrkLine + [
     `${N} grants (POST /token, token exchange of a consented person -> ES256 JWT), ${CONC} at a time, `
       + `after ${WARMUP} warm-up grants; ${ms} ms under heaptrack`,
     `allocation calls: ${calls ? calls[1] : r.total} in all, ${per(r.total)} per grant`,
