@@ -140,9 +140,6 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
  * family.  Runs inside the caller's transaction and audits "grant.issued".
  * CS_EPERM for a revoked consent, CS_EINVAL for a bad scope, an unknown
  * resource or an expiry that is not after now.  *out written only on CS_OK. */
-/* Signs a grant for rq->k (no database): the checks of invariant 7, the
- * claims, the ES256 signature.  *g and *exp written only on CS_OK; CS_EPERM for
- * a revoked consent, CS_EINVAL for anything else it cannot sign for. */
 /* The grant's claims as JSON text, written into b (empty): one buffer instead of a
  * jansson tree of some forty allocations.  Every string goes through buf_json_member,
  * which escapes it and refuses invalid UTF-8, as json_pack did. */
@@ -176,6 +173,9 @@ static enum cs_err grant_claims(struct buf *b, const struct config *cfg, const s
 	return buf_append(b, "}", 1);
 }
 
+/* Signs a grant for rq->k (no database): the checks of invariant 7, the
+ * claims, the ES256 signature.  *g and *exp written only on CS_OK; CS_EPERM for
+ * a revoked consent, CS_EINVAL for anything else it cannot sign for. */
 static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr,
     const struct grant_issue_req *rq, struct grant_response *out, int64_t *exp_out)
 {
