@@ -31,15 +31,6 @@ enum cs_err buf_printf(struct buf *b, const char *fmt, ...)
 enum cs_err buf_vprintf(struct buf *b, const char *fmt, va_list ap) CS_MUST_CHECK;
 /* Appends s as a JSON string literal (with quotes), escaping as RFC 8259 asks. */
 enum cs_err buf_json_str(struct buf *b, const char *s) CS_MUST_CHECK;
-/* Small JSON objects written straight into b, for hot paths where a jansson tree
- * would cost an allocation a member (the grant and its answer).  Each appends
- * `"name":value`, preceded by a comma unless b ends in '{'; the caller writes the
- * braces.  Strings are escaped by buf_json_str and refused (CS_EINVAL) when they are
- * not valid UTF-8, as jansson refuses them.  On failure b keeps its previous content. */
-enum cs_err buf_json_member(struct buf *b, const char *name, const char *value) CS_MUST_CHECK;
-enum cs_err buf_json_member_int(struct buf *b, const char *name, int64_t value) CS_MUST_CHECK;
-/* `"name":{` (with the comma rule above): a nested object the caller closes with '}'. */
-enum cs_err buf_json_member_open(struct buf *b, const char *name) CS_MUST_CHECK;
 /* Appends s with HTML special characters escaped (& < > " ' ` =). */
 enum cs_err buf_html(struct buf *b, const char *s) CS_MUST_CHECK;
 /* Empties the buffer without freeing it. */

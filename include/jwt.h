@@ -87,11 +87,6 @@ enum cs_err keyring_revoke_key(struct store_conn *c, const char *kid, int64_t no
  * *compact is malloc'd. */
 enum cs_err jwt_sign(const struct keyring *kr, const char *typ, json_t *claims,
     char **compact) CS_MUST_CHECK;
-/* jwt_sign for claims already written as JSON text (payload[0..len), an object written
- * with buf_json_member and friends): signed as given.  CS_EINVAL unless it is braced,
- * NUL-free and at most 1 MiB. */
-enum cs_err jwt_sign_json(const struct keyring *kr, const char *typ, const char *payload,
-    size_t len, char **compact) CS_MUST_CHECK;
 /* Verifies a compact JWS made by jwt_sign: exactly three non-empty segments,
  * header alg == ES256 and typ == expected_typ, kid known in kr, signature valid.
  * Does not check claims' times; *claims (new reference) written only on CS_OK. */

@@ -1,14 +1,12 @@
 /* buf.c -- capped growable buffer, plus the small text helpers around it
  * (str_fmt, str_time, hex_digit).  Every append checks the cap before it computes a
  * new size, so no arithmetic here can overflow. */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <openssl/crypto.h>
 #include "buf.h"
-#include "form.h"
 
 void buf_init(struct buf *b, size_t max)
 {
@@ -113,58 +111,6 @@ enum cs_err buf_json_str(struct buf *b, const char *s)
 	if (e == CS_OK)
 		e = buf_append(b, "\"", 1);
 	if (e != CS_OK)               /* leave no half-written literal behind */
-		buf_truncate(b, start);
-	return e;
-}
-
-/* `,"name":` or `"name":` right after a '{'; the name is one of ours, escaped all
- * the same.  Leaves b as it was on failure. */
-static enum cs_err json_name(struct buf *b, const char *name, size_t start)
-{
-	enum cs_err e = CS_OK;
-	if (b->len > 0 && b->data[b->len - 1] != '{')
-		e = buf_append(b, ",", 1);
-	if (e == CS_OK)
-		e = buf_json_str(b, name);
-	if (e == CS_OK)
-		e = buf_append(b, ":", 1);
-	if (e != CS_OK)
-		buf_truncate(b, start);
-	return e;
-}
-
-enum cs_err buf_json_member(struct buf *b, const char *name, const char *value)
-{
-	size_t start = b->len;
-	enum cs_err e;
-	if (name == NULL || value == NULL)
-		return CS_EINVAL;
-	if (!utf8_valid(name, strlen(name)) || !utf8_valid(value, strlen(value)))
-		return CS_EINVAL;
-	if ((e = json_name(b, name, start)) == CS_OK && (e = buf_json_str(b, value)) != CS_OK)
-		buf_truncate(b, start);
-	return e;
-}
-
-enum cs_err buf_json_member_int(struct buf *b, const char *name, int64_t value)
-{
-	size_t start = b->len;
-	enum cs_err e;
-	if (name == NULL || !utf8_valid(name, strlen(name)))
-		return CS_EINVAL;
-	if ((e = json_name(b, name, start)) == CS_OK &&
-	    (e = buf_printf(b, "%" PRId64, value)) != CS_OK)
-		buf_truncate(b, start);
-	return e;
-}
-
-enum cs_err buf_json_member_open(struct buf *b, const char *name)
-{
-	size_t start = b->len;
-	enum cs_err e;
-	if (name == NULL || !utf8_valid(name, strlen(name)))
-		return CS_EINVAL;
-	if ((e = json_name(b, name, start)) == CS_OK && (e = buf_append(b, "{", 1)) != CS_OK)
 		buf_truncate(b, start);
 	return e;
 }

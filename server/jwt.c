@@ -18,7 +18,6 @@
 
 #define JWT_ALG          "ES256"
 #define JWT_MAX_COMPACT  (16 * 1024)   /* SECURITY: hard cap before any parsing */
-#define JWT_MAX_PAYLOAD  (1024 * 1024) /* claims we sign: a cap for the buffer, not for outsiders */
 #define JWT_MAX_HEADER   1024          /* decoded protected header */
 #define JWT_ES256_SIG_B64U 86          /* 64 bytes R || S, base64url without padding */
 #define JWT_KEY_PURPOSE  "signing-key"
@@ -651,19 +650,16 @@ static const struct kr_key *ring_find(const struct keyring *kr, const char *kid)
 
 /* --- JWS --------------------------------------------------------------- */
 
-enum cs_err jwt_sign_json(const struct keyring *kr, const char *typ, const char *payload,
-    size_t len, char **compact)
+enum cs_err jwt_sign(const struct keyring *kr, const char *typ, json_t *claims, char **compact)
 {
 	enum cs_err e = CS_EINVAL;
 	cjose_header_t *hdr = NULL;
 	cjose_jws_t *jws = NULL;
-	char *res = NULL;
+	char *payload = NULL, *res = NULL;
 	const char *ser = NULL;
 
-	/* An object's text and nothing else is signed (the caller wrote the inside). */
-	if (kr == NULL || typ == NULL || typ[0] == '\0' || payload == NULL || compact == NULL ||
-	    len < 2 || payload[0] != '{' || payload[len - 1] != '}' ||
-	    len > JWT_MAX_PAYLOAD || memchr(payload, '\0', len) != NULL)
+	if (kr == NULL || typ == NULL || typ[0] == '\0' || !json_is_object(claims) ||
+	    compact == NULL)
 		return CS_EINVAL;
 	if (kr->signer >= kr->n)
 		return CS_ENOENT;
@@ -675,8 +671,10 @@ enum cs_err jwt_sign_json(const struct keyring *kr, const char *typ, const char 
 	    !cjose_header_set(hdr, "typ", typ, NULL) ||
 	    !cjose_header_set(hdr, CJOSE_HDR_KID, k->kid, NULL))
 		goto out;
+	if ((payload = json_dumps(claims, JSON_COMPACT)) == NULL)
+		goto out;
 	e = CS_ECRYPTO;
-	jws = cjose_jws_sign(k->jwk, hdr, (const uint8_t *)payload, len, NULL);
+	jws = cjose_jws_sign(k->jwk, hdr, (const uint8_t *)payload, strlen(payload), NULL);
 	if (jws == NULL || !cjose_jws_export(jws, &ser, NULL) || ser == NULL)
 		goto out;
 	e = CS_ENOMEM;
@@ -687,29 +685,7 @@ enum cs_err jwt_sign_json(const struct keyring *kr, const char *typ, const char 
 out:
 	cjose_jws_release(jws);
 	cjose_header_release(hdr);
-	return e;
-}
-
-/* json_dump_callback's sink: the claims' text goes straight into a buf (json_dumps
- * would build it in a growing buffer of its own, then copy it). */
-static int dump_to_buf(const char *p, size_t n, void *data)
-{
-	return buf_append(data, p, n) == CS_OK ? 0 : -1;
-}
-
-enum cs_err jwt_sign(const struct keyring *kr, const char *typ, json_t *claims, char **compact)
-{
-	struct buf payload;
-	enum cs_err e;
-	if (kr == NULL || typ == NULL || typ[0] == '\0' || !json_is_object(claims) ||
-	    compact == NULL)
-		return CS_EINVAL;
-	buf_init(&payload, JWT_MAX_PAYLOAD);
-	if (json_dump_callback(claims, dump_to_buf, &payload, JSON_COMPACT) != 0)
-		e = CS_ENOMEM;
-	else
-		e = jwt_sign_json(kr, typ, payload.data, payload.len, compact);
-	buf_clear(&payload);
+	free(payload);
 	return e;
 }
 

@@ -143,30 +143,16 @@ static enum cs_err gateway_actor(const struct config *cfg, char actor[300])
 static enum cs_err grant_reply(struct http_reply *rep, const struct grant_response *g,
     const char *jkt)
 {
-	/* Written straight into the body (buf_json_member escapes every value), not
-	 * through a jansson tree and its dump: a grant is the hot path (issue 15). */
-	struct buf *b = &rep->body;
-	enum cs_err e;
-	if (g->access_token == NULL || g->scope == NULL)
-		return CS_EINVAL;                 /* can't happen: grant_issue writes both */
-	buf_reset(b);
-	/* Room for the token and the rest at once (a hint: refused values still fail). */
-	if ((e = buf_expect(b, strlen(g->access_token) + (g->refresh_token ?
-	    strlen(g->refresh_token) : 0) + strlen(g->scope) + 256)) != CS_OK ||
-	    (e = reply_json(rep, 200, "{")) != CS_OK ||
-	    (e = buf_json_member(b, "access_token", g->access_token)) != CS_OK ||
-	    (e = buf_json_member(b, "issued_token_type", URN_TT_JWT)) != CS_OK ||
-	    /* RFC 9449 §5: a grant bound to the proof's key is of type DPoP. */
-	    (e = buf_json_member(b, "token_type", jkt != NULL ? "DPoP" : "Bearer")) != CS_OK ||
-	    (e = buf_json_member_int(b, "expires_in", g->expires_in)) != CS_OK ||
-	    (e = buf_json_member(b, "scope", g->scope)) != CS_OK ||
-	    (g->refresh_token != NULL &&
-	    (e = buf_json_member(b, "refresh_token", g->refresh_token)) != CS_OK) ||
-	    (e = buf_append(b, "}", 1)) != CS_OK) {
-		buf_reset(b);      /* no half answer; reply_clear wipes the body in any case */
-		return e;
+	/* RFC 9449 §5: a grant bound to the proof's key is of type DPoP. */
+	json_t *v = json_pack("{s:s, s:s, s:s, s:I, s:s}", "access_token", g->access_token,
+	    "issued_token_type", URN_TT_JWT, "token_type", jkt != NULL ? "DPoP" : "Bearer",
+	    "expires_in", (json_int_t)g->expires_in, "scope", g->scope);
+	if (v != NULL && g->refresh_token != NULL &&
+	    json_object_set_new(v, "refresh_token", json_string(g->refresh_token)) != 0) {
+		json_decref(v);
+		return CS_ENOMEM;
 	}
-	return CS_OK;
+	return reply_json_value(rep, 200, v);
 }
 
 static enum cs_err pending_reply(struct http_reply *rep, const struct config *cfg, const char *error,

@@ -202,64 +202,6 @@ START_TEST(test_buf_cap_json_str_toobig_unchanged)
 }
 END_TEST
 
-/* buf_json_member and friends: what they write parses back (jansson) to the values
- * given, whatever bytes those hold; commas only between members. */
-START_TEST(test_buf_json_member_roundtrip)
-{
-	struct buf b;
-	const char *hostile = "q\"uo\\te </script> & \x01\x1f\x7f \n\r\t \xc3\xa9\xe2\x80\x94\xf0\x9f\x98\x80";
-	buf_init(&b, 4096);
-	ck_assert_int_eq(buf_append(&b, "{", 1), CS_OK);
-	ck_assert_int_eq(buf_json_member(&b, "a", hostile), CS_OK);
-	ck_assert_int_eq(buf_json_member(&b, "e", ""), CS_OK);
-	ck_assert_int_eq(buf_json_member_open(&b, "o"), CS_OK);
-	ck_assert_int_eq(buf_json_member(&b, "in\"ner", "x"), CS_OK);
-	ck_assert_int_eq(buf_json_member_int(&b, "n", INT64_MIN), CS_OK);
-	ck_assert_int_eq(buf_append(&b, "}", 1), CS_OK);
-	ck_assert_int_eq(buf_json_member_int(&b, "m", INT64_MAX), CS_OK);
-	ck_assert_int_eq(buf_append(&b, "}", 1), CS_OK);
-	ck_assert_ptr_null(strchr(b.data, '<'));        /* safe inside HTML too */
-	json_error_t err;
-	json_t *v = json_loadb(b.data, b.len, JSON_REJECT_DUPLICATES, &err);
-	ck_assert_msg(v != NULL, "%s: %s", b.data, err.text);
-	ck_assert_str_eq(json_string_value(json_object_get(v, "a")), hostile);
-	ck_assert_str_eq(json_string_value(json_object_get(v, "e")), "");
-	json_t *o = json_object_get(v, "o");
-	ck_assert_str_eq(json_string_value(json_object_get(o, "in\"ner")), "x");
-	ck_assert(json_integer_value(json_object_get(o, "n")) == INT64_MIN);
-	ck_assert(json_integer_value(json_object_get(v, "m")) == INT64_MAX);
-	ck_assert_uint_eq(json_object_size(v), 4);
-	json_decref(v);
-	buf_clear(&b);
-}
-END_TEST
-
-/* Invalid UTF-8 and NULL are refused, as jansson refuses them; the cap leaves no half
- * member behind. */
-START_TEST(test_buf_json_member_refuses)
-{
-	struct buf b;
-	buf_init(&b, 24);
-	ck_assert_int_eq(buf_puts(&b, "{\"a\":1"), CS_OK);
-	ck_assert_int_eq(buf_json_member(&b, "x", "\xc0\x80"), CS_EINVAL);       /* overlong NUL */
-	ck_assert_int_eq(buf_json_member(&b, "x", "\xed\xa0\x80"), CS_EINVAL);   /* surrogate */
-	ck_assert_int_eq(buf_json_member(&b, "\xff", "x"), CS_EINVAL);
-	ck_assert_int_eq(buf_json_member(&b, "x", NULL), CS_EINVAL);
-	ck_assert_int_eq(buf_json_member(&b, NULL, "x"), CS_EINVAL);
-	ck_assert_int_eq(buf_json_member_int(&b, "\xff", 1), CS_EINVAL);
-	ck_assert_int_eq(buf_json_member_open(&b, "\xff"), CS_EINVAL);
-	ck_assert_str_eq(b.data, "{\"a\":1");
-	/* ,"bb":"<<<" would be 6 + 18 > 24 bytes escaped: refused whole. */
-	ck_assert_int_eq(buf_json_member(&b, "bb", "<<<"), CS_ETOOBIG);
-	ck_assert_str_eq(b.data, "{\"a\":1");
-	ck_assert_int_eq(buf_json_member_int(&b, "n", INT64_MIN), CS_ETOOBIG);
-	ck_assert_str_eq(b.data, "{\"a\":1");
-	ck_assert_int_eq(buf_json_member(&b, "b", "c"), CS_OK);
-	ck_assert_str_eq(b.data, "{\"a\":1,\"b\":\"c\"");
-	buf_clear(&b);
-}
-END_TEST
-
 /* buf_expect makes room once and never past the cap; what fits then needs no more. */
 START_TEST(test_buf_expect_hint)
 {
@@ -554,8 +496,6 @@ static Suite *buf_suite(void)
 	tcase_add_test(tc, test_buf_steal_empty_gives_empty_string);
 	tcase_add_test(tc, test_buf_reset_keeps_allocation);
 	tcase_add_test(tc, test_buf_clear_null_safe);
-	tcase_add_test(tc, test_buf_json_member_roundtrip);
-	tcase_add_test(tc, test_buf_json_member_refuses);
 	tcase_add_test(tc, test_buf_expect_hint);
 	tcase_add_test(tc, test_str_fmt_fits_exactly);
 	tcase_add_test(tc, test_str_fmt_refuses_truncation);

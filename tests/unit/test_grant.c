@@ -351,8 +351,8 @@ static bool table_holds(const char *table, const char *needle)
 
 /* --- issuing ----------------------------------------------------------- */
 
-/* The claims are written by hand (grant_claims), not by jansson: a subject with every
- * kind of byte JSON must escape still comes back exactly, and nothing else is added. */
+/* A subject with every kind of byte JSON must escape comes back exactly, and
+ * nothing else is added to the claims. */
 START_TEST(test_grant_issue_claims_escaped_subject)
 {
 	struct grant_response g;
@@ -1554,8 +1554,8 @@ static Suite *grant_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_grant_issue_claims_exact);
 	tcase_add_test(tc, test_grant_issue_claims_escaped_subject);
+	tcase_add_test(tc, test_grant_issue_claims_exact);
 	tcase_add_test(tc, test_grant_issue_header_typ);
 	tcase_add_test(tc, test_grant_issue_exp_capped_by_consent);
 	tcase_add_test(tc, test_grant_issue_refused_cases);

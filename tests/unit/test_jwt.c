@@ -758,36 +758,8 @@ START_TEST(test_jwt_sign_bad_args_einval)
 	ck_assert_int_eq(jwt_sign(f.kr, "at+jwt", arr, &t), CS_EINVAL);
 	ck_assert_int_eq(jwt_sign(f.kr, "", arr, &t), CS_EINVAL);
 	ck_assert_int_eq(jwt_sign(NULL, "at+jwt", arr, &t), CS_EINVAL);
-	/* Claims as text: an object's braces, no NUL, within len. */
-	ck_assert_int_eq(jwt_sign_json(f.kr, "at+jwt", "[1]", 3, &t), CS_EINVAL);
-	ck_assert_int_eq(jwt_sign_json(f.kr, "at+jwt", "{", 1, &t), CS_EINVAL);
-	ck_assert_int_eq(jwt_sign_json(f.kr, "at+jwt", "{}", 1, &t), CS_EINVAL);
-	ck_assert_int_eq(jwt_sign_json(f.kr, "at+jwt", "{\0}", 3, &t), CS_EINVAL);
-	ck_assert_int_eq(jwt_sign_json(f.kr, "at+jwt", NULL, 0, &t), CS_EINVAL);
-	ck_assert_int_eq(jwt_sign_json(f.kr, "", "{}", 2, &t), CS_EINVAL);
-	ck_assert_int_eq(jwt_sign_json(NULL, "at+jwt", "{}", 2, &t), CS_EINVAL);
 	ck_assert_ptr_null(t);
 	json_decref(arr);
-	fx_clear(&f);
-}
-END_TEST
-
-/* jwt_sign_json signs the text it is given, byte for byte. */
-START_TEST(test_jwt_sign_json_roundtrip)
-{
-	struct fixture f;
-	const char claims[] = "{\"sub\":\"a\\\"b\",\"exp\":4102444800,\"o\":{\"k\":\"\\u003c\"}}";
-	char *t = NULL;
-	json_t *got = NULL;
-	fx_init(&f, 0x11);
-	ck_assert_int_eq(jwt_sign_json(f.kr, "at+jwt", claims, sizeof claims - 1, &t), CS_OK);
-	ck_assert_int_eq(jwt_verify(f.kr, "at+jwt", t, &got), CS_OK);
-	json_t *want = json_loads(claims, 0, NULL);
-	ck_assert(json_equal(want, got));
-	ck_assert_str_eq(json_string_value(json_object_get(got, "sub")), "a\"b");
-	json_decref(want);
-	json_decref(got);
-	free(t);
 	fx_clear(&f);
 }
 END_TEST
@@ -1154,7 +1126,6 @@ static Suite *jwt_suite(void)
 	tcase_add_test(tc, test_jwt_kid_rfc7638);
 	tcase_add_test(tc, test_jwt_sign_verify_roundtrip);
 	tcase_add_test(tc, test_jwt_sign_bad_args_einval);
-	tcase_add_test(tc, test_jwt_sign_json_roundtrip);
 	tcase_add_test(tc, test_jwt_verify_alg_none_refused);
 	tcase_add_test(tc, test_jwt_verify_hs256_pubkey_refused);
 	tcase_add_test(tc, test_jwt_verify_other_ec_alg_refused);
