@@ -46,7 +46,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-seeded bench-nodes retention-steady pg-coverage clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-mallocs bench-seeded bench-nodes retention-steady pg-coverage clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -178,6 +178,12 @@ bench: deps
 	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync
 	./build/bench_jwt
 	@bash bench/run.sh
+
+# make bench-mallocs [N=2000]: heap allocation calls per grant issuance by who made them
+# (bench/mallocs.mjs: heaptrack attached to the release binary after a warm-up; issue 15).
+bench-mallocs: deps
+	@$(MAKE) --no-print-directory build/consentd
+	cd tests && node ../bench/mallocs.mjs $(or $(N),2000)
 
 # make bench-nodes [RUNS=3 DURATION=10 CONNECTIONS=32]: the same wrk runs on one node on
 # SQLite, one on PostgreSQL and two on one PostgreSQL (bench/nodes.js; docs/BENCHMARKS.md).

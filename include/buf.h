@@ -18,6 +18,10 @@ struct buf {            /* caller-owned; release with buf_clear() */
 
 /* Prepares an empty buffer that will refuse to grow beyond max bytes. */
 void buf_init(struct buf *b, size_t max);
+/* Makes room for n more bytes now: one allocation instead of the doublings, for a
+ * caller that knows about how much it will write.  A hint, so never past the cap (it
+ * then makes room up to the cap); CS_ENOMEM on allocation failure. */
+enum cs_err buf_expect(struct buf *b, size_t n) CS_MUST_CHECK;
 /* Appends n bytes; CS_ETOOBIG past the cap, CS_ENOMEM on allocation failure.
  * On failure the buffer keeps its previous content. */
 enum cs_err buf_append(struct buf *b, const void *p, size_t n) CS_MUST_CHECK;

@@ -27,7 +27,7 @@ struct consent {                     /* caller-owned; release with consent_clear
 	bool    offline;
 	int64_t created_at, expires_at, revoked_at;
 	bool    reconnect_required;      /* the provider rejected its vault record (flow D) */
-	char   *state;                   /* "live", "revoked", "expired", or "reconnect_required"
+	const char *state;               /* static: "live", "revoked", "expired", or "reconnect_required"
 	                                    (unrevoked, unexpired, but its provider connection
 	                                    must be made again) */
 	char   *revoked_by, *revoke_reason;   /* the actor and the reason; NULL until revoked */

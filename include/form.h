@@ -10,26 +10,30 @@
 #define FORM_MAX_PARAMS 64
 
 struct form_param {
-	char *name;              /* decoded, NUL-terminated */
-	char *value;             /* decoded, NUL-terminated */
+	char *name;              /* decoded, NUL-terminated; points into the form's block */
+	char *value;             /* decoded, NUL-terminated; points into the form's block */
 	size_t value_len;
 };
 
 struct form {                /* caller-owned; release with form_clear() */
 	struct form_param p[FORM_MAX_PARAMS];
 	size_t n;
+	char *block;             /* every name and value, decoded: one allocation a form */
+	size_t block_size;       /* wiped whole by form_clear() */
 };
 
 void form_init(struct form *f);
-/* Parses len bytes of s.  CS_EINVAL on a bad escape, a NUL, invalid UTF-8 or
- * an empty name; CS_ETOOBIG beyond FORM_MAX_PARAMS.  Duplicates are kept (the
- * router decides about them).  On failure f is left empty. */
+/* Parses len bytes of s, decoding every name and value into one block that f owns
+ * (one allocation a form, none for an empty one).  CS_EINVAL on a bad escape, a NUL,
+ * invalid UTF-8 or an empty name; CS_ETOOBIG beyond FORM_MAX_PARAMS.  Duplicates are
+ * kept (the router decides about them).  On failure f is left empty and what was
+ * decoded is wiped. */
 enum cs_err form_parse(struct form *f, const char *s, size_t len) CS_MUST_CHECK;
 /* The first value named name, or NULL. */
 const char *form_get(const struct form *f, const char *name);
 /* How many times name occurs. */
 size_t form_count(const struct form *f, const char *name);
-void form_clear(struct form *f);   /* NULL-safe; wipes values (they may be secrets) */
+void form_clear(struct form *f);   /* NULL-safe; wipes the block (values may be secrets) */
 
 /* Percent-decodes len bytes of s into a new NUL-terminated string; plus_space
  * turns '+' into ' ' (forms) or keeps it (paths).  CS_EINVAL on a bad escape,

@@ -36,6 +36,15 @@ static enum cs_err buf_reserve(struct buf *b, size_t extra)
 	return CS_OK;
 }
 
+enum cs_err buf_expect(struct buf *b, size_t n)
+{
+	if (b->len >= b->max)
+		return CS_OK;
+	if (n > b->max - b->len)
+		n = b->max - b->len;
+	return buf_reserve(b, n);
+}
+
 enum cs_err buf_append(struct buf *b, const void *p, size_t n)
 {
 	enum cs_err e = buf_reserve(b, n);

@@ -59,7 +59,6 @@ void consent_clear(struct consent *k)
 	free(k->resource);
 	scope_set_clear(&k->granted);
 	scope_set_clear(&k->declined);
-	free(k->state);
 	free(k->revoked_by);
 	free(k->revoke_reason);
 	free(k->request_id);
@@ -135,11 +134,7 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	if ((e = consent_scopes_from_db(r->granted, &k.granted)) != CS_OK ||
 	    (e = consent_scopes_from_db(r->declined, &k.declined)) != CS_OK)
 		goto out;
-	if ((k.state = strdup(consent_state(r->revoked_at, r->expires_at, r->reconnect_required,
-	    now))) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
+	k.state = consent_state(r->revoked_at, r->expires_at, r->reconnect_required, now);
 	k.id = r->id;
 	r->id = NULL;
 	k.subject = r->subject;

@@ -1,6 +1,7 @@
 /* form.c -- form-urlencoded and percent-decoding for every outside input.
  * Must never read past len, never accept a NUL byte in a decoded value, and
  * never hand out a half-parsed form. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
@@ -16,12 +17,10 @@ void form_clear(struct form *f)
 {
 	if (f == NULL)
 		return;
-	for (size_t i = 0; i < f->n; i++) {
-		free(f->p[i].name);
-		if (f->p[i].value) {
-			OPENSSL_cleanse(f->p[i].value, f->p[i].value_len);
-			free(f->p[i].value);
-		}
+	/* Every name and value lives in the one block: wiping it wipes them all. */
+	if (f->block != NULL) {
+		OPENSSL_cleanse(f->block, f->block_size);
+		free(f->block);
 	}
 	memset(f, 0, sizeof *f);
 }
@@ -54,40 +53,54 @@ int utf8_valid(const char *str, size_t len)
 	return 1;
 }
 
-enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out, size_t *out_len)
+/* Percent-decodes len bytes of s into d, which holds at least len + 1 bytes, and
+ * NUL-terminates it; *dlen is the decoded length.  Nothing is written past d[len]:
+ * decoding never lengthens.  CS_EINVAL on a bad escape, a NUL or invalid UTF-8; what
+ * was written is then the caller's to wipe. */
+static enum cs_err decode_into(const char *s, size_t len, int plus_space, char *d, size_t *dlen)
 {
-	char *d = malloc(len + 1);
 	size_t j = 0;
-	if (d == NULL)
-		return CS_ENOMEM;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
 		if (c == '%') {
 			if (len - i < 3)
-				goto bad;
+				return CS_EINVAL;
 			int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
 			if (hi < 0 || lo < 0)
-				goto bad;
+				return CS_EINVAL;
 			c = (char)(hi * 16 + lo);
 			i += 2;
 		} else if (c == '+' && plus_space) {
 			c = ' ';
 		}
 		if (c == '\0')
-			goto bad;
+			return CS_EINVAL;
 		d[j++] = c;
 	}
 	d[j] = '\0';
 	if (!utf8_valid(d, j))
-		goto bad;
+		return CS_EINVAL;
+	*dlen = j;
+	return CS_OK;
+}
+
+enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out, size_t *out_len)
+{
+	size_t j = 0;
+	if (len == SIZE_MAX)
+		return CS_ETOOBIG;
+	char *d = malloc(len + 1);
+	if (d == NULL)
+		return CS_ENOMEM;
+	if (decode_into(s, len, plus_space, d, &j) != CS_OK) {
+		OPENSSL_cleanse(d, len + 1);
+		free(d);
+		return CS_EINVAL;
+	}
 	*out = d;
 	if (out_len)
 		*out_len = j;
 	return CS_OK;
-bad:
-	OPENSSL_cleanse(d, len + 1);
-	free(d);
-	return CS_EINVAL;
 }
 
 enum cs_err pct_encode(const char *s, char **out)
@@ -124,11 +137,30 @@ enum cs_err form_url_param(struct buf *b, const char *name, const char *value)
 	return e;
 }
 
+/* How many bytes the decoded form needs: each pair's name and value decode to no more
+ * than their encoded bytes, plus a NUL each.  Pairs beyond FORM_MAX_PARAMS are refused
+ * before they are decoded, so len + 2 * FORM_MAX_PARAMS bounds the block. */
+static enum cs_err block_size(size_t len, size_t *out)
+{
+	if (len > SIZE_MAX - 2 * FORM_MAX_PARAMS)
+		return CS_ETOOBIG;
+	*out = len + 2 * FORM_MAX_PARAMS;
+	return CS_OK;
+}
+
 enum cs_err form_parse(struct form *f, const char *s, size_t len)
 {
 	enum cs_err e = CS_OK;
-	size_t i = 0;
+	size_t i = 0, used = 0, size = 0;
 	form_init(f);
+	if (len == 0)
+		return CS_OK;
+	if ((e = block_size(len, &size)) != CS_OK)
+		return e;
+	/* One allocation for the whole form: every name and value is decoded into it. */
+	if ((f->block = malloc(size)) == NULL)
+		return CS_ENOMEM;
+	f->block_size = size;
 	while (i < len) {
 		size_t start = i;
 		while (i < len && s[i] != '&')
@@ -141,6 +173,8 @@ enum cs_err form_parse(struct form *f, const char *s, size_t len)
 		const char *pair = s + start;
 		const char *eq = memchr(pair, '=', plen);
 		size_t nlen = eq ? (size_t)(eq - pair) : plen;
+		size_t vlen = eq ? plen - nlen - 1 : 0;
+		size_t got = 0;
 		if (nlen == 0) {
 			e = CS_EINVAL;
 			goto out;
@@ -149,19 +183,21 @@ enum cs_err form_parse(struct form *f, const char *s, size_t len)
 			e = CS_ETOOBIG;
 			goto out;
 		}
-		struct form_param *p = &f->p[f->n];
-		e = pct_decode(pair, nlen, 1, &p->name, NULL);
-		if (e != CS_OK)
-			goto out;
-		if (eq)
-			e = pct_decode(eq + 1, plen - nlen - 1, 1, &p->value, &p->value_len);
-		else
-			e = pct_decode("", 0, 1, &p->value, &p->value_len);
-		if (e != CS_OK) {
-			free(p->name);
-			p->name = NULL;
+		/* Can't happen (block_size's bound), but never write past the block. */
+		if (size - used < nlen + 1 + vlen + 1) {
+			e = CS_ETOOBIG;
 			goto out;
 		}
+		struct form_param *p = &f->p[f->n];
+		if ((e = decode_into(pair, nlen, 1, f->block + used, &got)) != CS_OK)
+			goto out;
+		p->name = f->block + used;
+		used += got + 1;
+		if ((e = decode_into(eq ? eq + 1 : "", vlen, 1, f->block + used, &got)) != CS_OK)
+			goto out;
+		p->value = f->block + used;
+		p->value_len = got;
+		used += got + 1;
 		f->n++;
 	}
 out:

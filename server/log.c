@@ -15,6 +15,7 @@
 #include "log.h"
 
 #define LOG_LINE_MAX 16384        /* bytes of one line, escapes included */
+#define LOG_LINE_EXPECT 1024      /* most lines (an access log line is ~400 bytes) */
 #define LOG_MSG_MAX  2048         /* bytes of a formatted message before escaping */
 
 static const char *const level_names[LOG_LEVEL__MAX] = {
@@ -229,6 +230,9 @@ static void emit(enum log_level lv, const char *event, const char *msg,
 	if (!log_enabled(lv))
 		return;
 	buf_init(&b, LOG_LINE_MAX);
+	/* Room for a usual line at once, not by doublings (issue 15). */
+	if (buf_expect(&b, LOG_LINE_EXPECT) != CS_OK)
+		return;                   /* out of memory: the line could not be built anyway */
 	pthread_rwlock_rdlock(&log_lock);
 	if (log_f == NULL && msg != NULL && event == NULL && n == 0) {
 		/* Not serving: the tools' plain text, controls escaped all the same. */

@@ -520,6 +520,12 @@ static const char *params_validate(const struct route *rt, struct form *raw, str
 			return str_fmt(why, whylen, "parameter %s is %s", name, what) == CS_OK ? why :
 			    "parameter is refused";
 	}
+	/* The accepted names and values point into raw's block: req->params owns it from
+	 * here on, and raw_clear() wipes in place what stays behind. */
+	req->params.block = raw->block;
+	req->params.block_size = raw->block_size;
+	raw->block = NULL;
+	raw->block_size = 0;
 	for (size_t i = 0; i < raw->n; i++) {
 		if ((ps = spec_find(rt, raw->p[i].name, &at, &member)) == NULL)
 			continue;
@@ -572,10 +578,14 @@ uint64_t http_param_family(const struct http_request *req, const char *name)
 	return pv != NULL ? pv->members : 0;
 }
 
-/* Frees what params_validate left in raw (moved entries are NULL, which
- * form_clear skips); it wipes the values: a refused one may be a secret. */
+/* Wipes the values params_validate left in raw (moved entries are NULL): a
+ * refused one may be a secret.  Their bytes may sit in the block req->params now
+ * owns, so they are wiped in place; then raw's block, if it still has it, goes. */
 static void raw_clear(struct form *raw)
 {
+	for (size_t i = 0; i < raw->n; i++)
+		if (raw->p[i].value != NULL)
+			OPENSSL_cleanse(raw->p[i].value, raw->p[i].value_len);
 	form_clear(raw);
 }
 

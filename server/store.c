@@ -387,23 +387,24 @@ int64_t store_changes(struct store_conn *c)
 	return (int64_t)sqlite3_changes64(c->cur->db);
 }
 
-static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v)
+static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v, sqlite3_destructor_type how)
 {
 	if (v == NULL)
 		return sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB;
 	size_t n = strlen(v);
 	if (n > STORE_MAX_STR)
 		return CS_ETOOBIG;
-	return sqlite3_bind_text(st, i, v, (int)n, SQLITE_TRANSIENT) == SQLITE_OK ? CS_OK : CS_EDB;
+	return sqlite3_bind_text(st, i, v, (int)n, how) == SQLITE_OK ? CS_OK : CS_EDB;
 }
 
-static enum cs_err bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n)
+static enum cs_err bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n,
+    sqlite3_destructor_type how)
 {
 	if (n > INT_MAX)
 		return CS_ETOOBIG;
 	if (v == NULL || n == 0)
 		return sqlite3_bind_zeroblob(st, i, 0) == SQLITE_OK ? CS_OK : CS_EDB;
-	return sqlite3_bind_blob(st, i, v, (int)n, SQLITE_TRANSIENT) == SQLITE_OK ? CS_OK : CS_EDB;
+	return sqlite3_bind_blob(st, i, v, (int)n, how) == SQLITE_OK ? CS_OK : CS_EDB;
 }
 
 static enum cs_err bind_int64(sqlite3_stmt *st, int i, int64_t v)
@@ -411,7 +412,11 @@ static enum cs_err bind_int64(sqlite3_stmt *st, int i, int64_t v)
 	return sqlite3_bind_int64(st, i, (sqlite3_int64)v) == SQLITE_OK ? CS_OK : CS_EDB;
 }
 
-enum cs_err store_bind(struct store_stmt *sst, const struct store_val *v, size_t n)
+/* Binds v[0..n) to sst.  how is SQLITE_TRANSIENT (SQLite copies each text and blob)
+ * or SQLITE_STATIC (no copy: only for a caller that steps and clears the statement
+ * before it returns, while v's values are still alive). */
+static enum cs_err bind_values(struct store_stmt *sst, const struct store_val *v, size_t n,
+    sqlite3_destructor_type how)
 {
 	enum cs_err e = CS_OK;
 	if (sst->pg != NULL) {
@@ -427,17 +432,17 @@ enum cs_err store_bind(struct store_stmt *sst, const struct store_val *v, size_t
 		int i = (int)k + 1;
 		switch (v[k].kind) {
 		case STORE_VAL_TEXT:
-			e = bind_text(st, i, v[k].p);
+			e = bind_text(st, i, v[k].p, how);
 			break;
 		case STORE_VAL_INT:
 			e = bind_int64(st, i, v[k].i);
 			break;
 		case STORE_VAL_BLOB:
-			e = bind_blob(st, i, v[k].p, v[k].n);
+			e = bind_blob(st, i, v[k].p, v[k].n, how);
 			break;
 		case STORE_VAL_BLOB_OR_NULL:
 			e = v[k].p == NULL ? (sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB)
-			    : bind_blob(st, i, v[k].p, v[k].n);
+			    : bind_blob(st, i, v[k].p, v[k].n, how);
 			break;
 		default:
 			e = CS_EINVAL;    /* can't happen: the SV_ macros make every value */
@@ -447,6 +452,28 @@ enum cs_err store_bind(struct store_stmt *sst, const struct store_val *v, size_t
 	if (e != CS_OK)
 		store_stmt_done(sst);
 	return e;
+}
+
+enum cs_err store_bind(struct store_stmt *sst, const struct store_val *v, size_t n)
+{
+	return bind_values(sst, v, n, SQLITE_TRANSIENT);
+}
+
+/* store_query without SQLite's copies of the values, for store_run and store_get:
+ * they step the statement and clear its bindings (store_stmt_done) before they
+ * return, so the caller's values outlive every use SQLite makes of them.  No copy
+ * also means no unwiped copy of a secret in SQLite's heap. */
+static struct store_stmt *query_nocopy(struct store_conn *c, const char *sql,
+    const struct store_val *v, size_t n, enum cs_err *e)
+{
+	struct store_stmt *st = store_stmt(c, sql);
+	if (st == NULL) {
+		*e = CS_EDB;
+		return NULL;
+	}
+	if ((*e = bind_values(st, v, n, SQLITE_STATIC)) != CS_OK)
+		return NULL;
+	return st;
 }
 
 struct store_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
@@ -465,7 +492,7 @@ struct store_stmt *store_query(struct store_conn *c, const char *sql, const stru
 enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v, size_t n)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_query(c, sql, v, n, &e);
+	struct store_stmt *st = query_nocopy(c, sql, v, n, &e);
 	return st == NULL ? e : store_exec(c, st);
 }
 
@@ -574,7 +601,7 @@ enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_
     size_t n, const struct store_row_type *t, void *out)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_query(c, sql, v, n, &e);
+	struct store_stmt *st = query_nocopy(c, sql, v, n, &e);
 	if (st == NULL)
 		return e;
 	if ((e = store_step(c, st)) == CS_OK)

@@ -112,15 +112,13 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *a, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),
+	/* store_run: bound without SQLite's copies of the entry's fields. */
+	enum cs_err e = store_run(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),
 	    SV_INT(a->ts), SV_TEXT(a->actor), SV_TEXT(a->action), SV_TEXT(a->subject),
 	    SV_TEXT(a->agent), SV_TEXT(a->resource), SV_TEXT(a->scopes), SV_TEXT(a->consent_id),
 	    SV_TEXT(a->request_id), SV_TEXT(a->outcome), SV_TEXT(a->detail),
-	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)), &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_exec(c, st)) == CS_OK)
+	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)));
+	if (e == CS_OK)
 		store_audit_appended(c, seq, link);
 	return e;
 }

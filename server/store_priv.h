@@ -92,7 +92,8 @@ enum cs_err store_bind(struct store_stmt *st, const struct store_val *v, size_t 
  * step; NULL with *e set on failure. */
 struct store_stmt *store_query(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n, enum cs_err *e);
-/* store_query + store_exec: runs sql, which returns no rows, with v bound. */
+/* store_query + store_exec: runs sql, which returns no rows, with v bound.  SQLite
+ * reads v's texts and blobs in place (no copy): they need to live only for the call. */
 enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n) CS_MUST_CHECK;
 /* malloc'd copies; a NULL column gives *out NULL. */

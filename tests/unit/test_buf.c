@@ -202,6 +202,34 @@ START_TEST(test_buf_cap_json_str_toobig_unchanged)
 }
 END_TEST
 
+/* buf_expect makes room once and never past the cap; what fits then needs no more. */
+START_TEST(test_buf_expect_hint)
+{
+	struct buf b;
+	buf_init(&b, 100);
+	ck_assert_int_eq(buf_expect(&b, 50), CS_OK);
+	ck_assert_uint_ge(b.cap, 51);
+	ck_assert_uint_eq(b.len, 0);
+	char *before = b.data;
+	size_t cap = b.cap;
+	for (int i = 0; i < 50; i++)
+		ck_assert_int_eq(buf_append(&b, "x", 1), CS_OK);
+	ck_assert_ptr_eq(b.data, before);
+	ck_assert_uint_eq(b.cap, cap);
+	/* Past the cap: room up to it, and the cap still holds for appends. */
+	ck_assert_int_eq(buf_expect(&b, SIZE_MAX), CS_OK);
+	ck_assert_uint_le(b.cap, 101);
+	static const char more[51];
+	ck_assert_int_eq(buf_append(&b, more, sizeof more), CS_ETOOBIG);
+	ck_assert_uint_eq(b.len, 50);
+	buf_clear(&b);
+	buf_init(&b, 0);
+	ck_assert_int_eq(buf_expect(&b, 10), CS_OK);
+	ck_assert_int_eq(buf_append(&b, "a", 1), CS_ETOOBIG);
+	buf_clear(&b);
+}
+END_TEST
+
 START_TEST(test_buf_cap_html_exact_fit_ok)
 {
 	struct buf b;
@@ -468,6 +496,7 @@ static Suite *buf_suite(void)
 	tcase_add_test(tc, test_buf_steal_empty_gives_empty_string);
 	tcase_add_test(tc, test_buf_reset_keeps_allocation);
 	tcase_add_test(tc, test_buf_clear_null_safe);
+	tcase_add_test(tc, test_buf_expect_hint);
 	tcase_add_test(tc, test_str_fmt_fits_exactly);
 	tcase_add_test(tc, test_str_fmt_refuses_truncation);
 	suite_add_tcase(s, tc);

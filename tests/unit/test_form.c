@@ -19,6 +19,7 @@ static void parse_fails(const char *s, size_t len, enum cs_err want)
 	struct form f;
 	ck_assert_int_eq(form_parse(&f, s, len), want);
 	ck_assert_uint_eq(f.n, 0);
+	ck_assert_ptr_null(f.block);                    /* wiped and freed */
 	ck_assert_ptr_null(form_get(&f, "a"));
 	ck_assert_ptr_null(form_get(&f, "b"));
 	form_clear(&f);
@@ -181,6 +182,82 @@ START_TEST(test_form_parse_too_many_params)
 	ck_assert_int_eq(form_parse(&f, b.data, b.len), CS_ETOOBIG);
 	ck_assert_uint_eq(f.n, 0);
 	ck_assert_ptr_null(form_get(&f, "p0"));
+	form_clear(&f);
+	buf_clear(&b);
+}
+END_TEST
+
+/* Every name and value lies inside f's one block, NUL-terminated there. */
+static void assert_in_block(const struct form *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		const char *lo = f->block, *hi = f->block + f->block_size;
+		ck_assert(f->p[i].name >= lo && f->p[i].name + strlen(f->p[i].name) < hi);
+		ck_assert(f->p[i].value >= lo && f->p[i].value + f->p[i].value_len < hi);
+		ck_assert_uint_eq(strlen(f->p[i].value), f->p[i].value_len);
+	}
+}
+
+START_TEST(test_form_parse_one_block)
+{
+	struct form f;
+	ck_assert_int_eq(parse(&f, "grant_type=x&subject_token=a%2Eb.c&scope=read+write&e="), CS_OK);
+	ck_assert_ptr_nonnull(f.block);
+	ck_assert_uint_eq(f.n, 4);
+	assert_in_block(&f);
+	ck_assert_str_eq(form_get(&f, "subject_token"), "a.b.c");
+	ck_assert_str_eq(form_get(&f, "scope"), "read write");
+	form_clear(&f);
+	ck_assert_ptr_null(f.block);
+	ck_assert_uint_eq(f.block_size, 0);
+	/* Nothing to decode: no block at all. */
+	ck_assert_int_eq(parse(&f, ""), CS_OK);
+	ck_assert_ptr_null(f.block);
+	form_clear(&f);
+}
+END_TEST
+
+/* The block's worst case: the most pairs, each the shortest (a bare name, so two NULs
+ * for one input byte), and the most NUL overhead with '=' and empty values. */
+START_TEST(test_form_parse_block_worst_case)
+{
+	struct form f;
+	struct buf b;
+	const char *shapes[] = { "a", "a=", "%41", "a=%41" };
+	for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+		buf_init(&b, 4096);
+		for (int i = 0; i < FORM_MAX_PARAMS; i++)
+			ck_assert_int_eq(buf_printf(&b, "%s%s", i ? "&" : "", shapes[k]), CS_OK);
+		ck_assert_int_eq(form_parse(&f, b.data, b.len), CS_OK);
+		ck_assert_uint_eq(f.n, FORM_MAX_PARAMS);
+		assert_in_block(&f);
+		form_clear(&f);
+		ck_assert_int_eq(buf_append(&b, "&", 1), CS_OK);
+		ck_assert_int_eq(buf_puts(&b, shapes[k]), CS_OK);
+		ck_assert_int_eq(form_parse(&f, b.data, b.len), CS_ETOOBIG);
+		ck_assert_uint_eq(f.n, 0);
+		ck_assert_ptr_null(f.block);
+		form_clear(&f);
+		buf_clear(&b);
+	}
+}
+END_TEST
+
+/* A long value (a token) next to short ones: lengths, not a fixed size, bound the block. */
+START_TEST(test_form_parse_long_value)
+{
+	struct form f;
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	ck_assert_int_eq(buf_puts(&b, "a=1&t="), CS_OK);
+	for (int i = 0; i < 100000; i++)
+		ck_assert_int_eq(buf_puts(&b, i % 2 ? "%41" : "b"), CS_OK);
+	ck_assert_int_eq(buf_puts(&b, "&z"), CS_OK);
+	ck_assert_int_eq(form_parse(&f, b.data, b.len), CS_OK);
+	ck_assert_uint_eq(f.n, 3);
+	assert_in_block(&f);
+	ck_assert_uint_eq(strlen(form_get(&f, "t")), 100000);
+	ck_assert_str_eq(form_get(&f, "z"), "");
 	form_clear(&f);
 	buf_clear(&b);
 }
@@ -468,6 +545,9 @@ static Suite *form_suite(void)
 	tcase_add_test(tc, test_form_parse_duplicates_kept);
 	tcase_add_test(tc, test_form_parse_max_params_ok);
 	tcase_add_test(tc, test_form_parse_too_many_params);
+	tcase_add_test(tc, test_form_parse_one_block);
+	tcase_add_test(tc, test_form_parse_block_worst_case);
+	tcase_add_test(tc, test_form_parse_long_value);
 	tcase_add_test(tc, test_form_parse_bad_escapes);
 	tcase_add_test(tc, test_form_parse_nul_refused);
 	tcase_add_test(tc, test_form_parse_invalid_utf8_refused);

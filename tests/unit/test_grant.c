@@ -351,6 +351,25 @@ static bool table_holds(const char *table, const char *needle)
 
 /* --- issuing ----------------------------------------------------------- */
 
+/* A subject with every kind of byte JSON must escape comes back exactly, and
+ * nothing else is added to the claims. */
+START_TEST(test_grant_issue_claims_escaped_subject)
+{
+	struct grant_response g;
+	const char *sub = "a\"b\\c/</script>&\x01\x1f\x7f\n\xc3\xa9\xf0\x9f\x98\x80";
+	char *kid = make_consent(sub, "read", 3600, false, NOW);
+	issue(kid, "read", false, NOW, &g);
+	json_t *cl = verified_claims(g.access_token);
+	ck_assert_str_eq(jstr(cl, "sub"), sub);
+	ck_assert_str_eq(jstr(json_object_get(cl, "act"), "sub"), "coder");
+	ck_assert_str_eq(jstr(cl, "cid"), kid);
+	ck_assert_uint_eq(json_object_size(cl), 11);
+	json_decref(cl);
+	grant_response_clear(&g);
+	free(kid);
+}
+END_TEST
+
 START_TEST(test_grant_issue_claims_exact)
 {
 	struct grant_response g;
@@ -1535,6 +1554,7 @@ static Suite *grant_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_grant_issue_claims_escaped_subject);
 	tcase_add_test(tc, test_grant_issue_claims_exact);
 	tcase_add_test(tc, test_grant_issue_header_typ);
 	tcase_add_test(tc, test_grant_issue_exp_capped_by_consent);
