@@ -36,6 +36,8 @@
 //                                          //   (kind/grant "-" when the token was unknown); no token values
 //     "revocationDelayMs": 0,              // > 0: every revocation request waits this long before
 //                                          //   it is handled (a slow provider, for outbox tests)
+//     "withholdScopes": [],                // downstream scopes never granted, though asked for (a
+//                                          //   provider, or a person there, narrowing the request)
 //     "refreshRefusals": 0,                // > 0: that many first refresh_token grants answer 400
 //                                          //   invalid_grant, unhandled (the provider ended the
 //                                          //   authorization), logged as TOKEN ... status=400
@@ -234,7 +236,9 @@ export async function buildProvider(issuer, cfg = {}) {
         async getResourceServerInfo(ctx, indicator) {
           if (indicator !== dsResource) throw new errors.InvalidTarget();
           return {
-            scope: [...dsScopes].join(' '),
+            // withholdScopes: the resource server does not know them, so a request
+            // naming them gets a token without them (no error), as a narrowing provider.
+            scope: [...dsScopes].filter((s) => !(cfg.withholdScopes || []).includes(s)).join(' '),
             audience: dsResource,
             accessTokenFormat: 'opaque',
             accessTokenTTL: downstream.accessTokenTTL || ttlCfg.AccessToken || 3600,

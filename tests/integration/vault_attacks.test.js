@@ -8,6 +8,7 @@
 //   callback for resource A arriving at B's redirect URI are refused before the code is used;
 // - 20 concurrent exchanges of one near-expiry token cause exactly one refresh at the provider;
 // - consentd's logs hold no provider token, code or grant;
+// - a provider that grants fewer scopes than asked: the rest declined, named on the done page;
 // - a provider that refuses the vault's refresh marks the consent reconnect_required;
 // - a revoked consent's provider tokens are revoked at a slow provider once each, however
 //   many nodes' outbox passes see them (the outbox claim; two nodes in make check's
@@ -353,6 +354,38 @@ test('a revoked consent\'s provider tokens: each revoked once at a slow, then fa
       ['- 503', 'access_token 200', 'refresh_token 200'], `each token revoked once: ${JSON.stringify(seen)}`);
     assert.equal(v.sql("SELECT count(*) FROM audit WHERE action = 'vault.revoke_retry'"), '1');
     assert.equal(v.sql("SELECT count(*) FROM audit WHERE action = 'vault.revoked'"), '1');
+  } finally {
+    v = shared;
+    await w.stop();
+  }
+});
+
+test('a provider that grants fewer scopes than asked: the consent holds what it granted, the rest is declined and named on the done page', { timeout: 90000 }, async () => {
+  const shared = v;
+  const w = await startVaultStack({ users, withholdScopes: ['issues:write'] });
+  v = w;
+  try {
+    const ask = { subjectToken: await v.idToken('ivan'), audience: 'github', scope: 'issues:read issues:write', agentId: 'coder' };
+    const first = await v.gw.exchange(ask);
+    assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
+    const rid = first.body.consent_request_id;
+    const cn = await v.connectHttp({ jar: new OriginJar(), consentUri: first.body.consent_uri, user: 'ivan' });
+    assert.equal(cn.first?.status, 303, `callback: ${cn.first?.status} ${cn.text?.slice(0, 300)}`);
+    assert.equal(cn.final.status, 200, cn.text?.slice(0, 300));
+    assert.match(cn.text, /left out/, `the done page names what the provider left out: ${cn.finalUrl} ${cn.text}`);
+    assert.match(cn.text, /were left out: <code>issues:write<\/code>/);
+    assert.equal(v.sql(`SELECT narrowed FROM consent_requests WHERE id = '${rid}'`), 'issues:write');
+    // The narrower grant works; the withheld scope is not in it.
+    const g = await pollExchange(v.gw, { ...ask, scope: 'issues:read' });
+    assert.equal(g.status, 200, JSON.stringify(g.body));
+    assert.equal(g.body.scope, 'issues:read');
+    // Asking for both again never yields issues:write (at most the granted part).
+    const wide = await v.gw.exchange(ask);
+    if (wide.status === 200) seenSecrets.push(['grant', wide.body.access_token]);
+    assert.ok(wide.status !== 200 || wide.body.scope === 'issues:read', `issues:write is not granted: ${wide.status} ${wide.body?.scope}`);
+    const r = await v.release(g.body.access_token, 'list_issues');
+    assert.equal(r.status, 200, r.text);
+    seenSecrets.push(['provider access token', r.body.access_token], ['grant', g.body.access_token]);
   } finally {
     v = shared;
     await w.stop();

@@ -13,6 +13,7 @@
 //     revocationDelayMs: the provider waits this long before each revocation (a slow provider)
 //     revocationFailures: the provider answers that many first revocations 503
 //     refreshRefusals: the provider refuses that many first refreshes (invalid_grant)
+//     withholdScopes: provider scopes the provider never grants, though asked for
 //     config: consentd sections merged over fixtures.js vaultConfig() (or a function of
 //       { url, providerIssuer } returning them); users: both IdPs' users
 //     extraDsClients: more clients at the downstream IdP (or a function of consentd's URL)
@@ -63,13 +64,13 @@ export { DOWNSTREAM };
 export async function startDownstreamIdp({
   clients, users = DEFAULT_USERS, downstream, ttl, rotateRefreshToken = true,
   reuseGrant = false, logTokenRequests = true, introspectGrantId = true, revocationDelayMs = 0,
-  revocationFailures = 0, refreshRefusals = 0, env, echo,
+  revocationFailures = 0, refreshRefusals = 0, withholdScopes = [], env, echo,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'devidp-ds-'));
   const configFile = join(dir, 'config.json');
   const cfg = {
     clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests, introspectGrantId,
-    revocationDelayMs, revocationFailures, refreshRefusals,
+    revocationDelayMs, revocationFailures, refreshRefusals, withholdScopes,
   };
   if (ttl) cfg.ttl = ttl;
   writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
@@ -142,7 +143,7 @@ export const PROVIDER_SECRETS = {
 export async function startVaultStack({
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
   reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo, gatewayOptions = {},
-  revocationDelayMs = 0, revocationFailures = 0, refreshRefusals = 0,
+  revocationDelayMs = 0, revocationFailures = 0, refreshRefusals = 0, withholdScopes = [],
 } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
@@ -174,7 +175,7 @@ export async function startVaultStack({
       clients: dsClients,
       downstream: { resource: DOWNSTREAM.resource, scopes: DOWNSTREAM.scopes, accessTokenTTL },
       rotateRefreshToken, reuseGrant, users, echo, revocationDelayMs, revocationFailures,
-      refreshRefusals,
+      refreshRefusals, withholdScopes,
     });
     stoppers.push(() => ds.stop());
     const dsMeta = await discover(ds.issuer);
