@@ -79,7 +79,7 @@ pg_tests() {
 	echo "$(( $(date +%s) - t ))" > "$pg_log.secs"
 	return "$rc"
 }
-# The PostgreSQL pass runs beside the integration, e2e, deploy and fuzz steps (the
+# The PostgreSQL pass runs beside the integration, e2e, fuzz and deploy steps (the
 # integration step mostly waits on its IdPs, receivers and timers, and so does the
 # pass), and is reported once they are done.
 pg_log=$(mktemp)
@@ -88,12 +88,30 @@ pg_tests > "$pg_log" 2>&1 &
 pg_pid=$!
 step "integration" node_tests tests/integration
 gate "sql on both engines" python3 scripts/pg-sql-check.py
+# The fuzz targets (each a fixed FUZZ_SECONDS on one core) run beside the browser
+# tests and the deploy step, and are reported after them: nearly two minutes less.
+fuzz_log=$(mktemp)
+fuzz_tests() {
+	local t rc; t=$(date +%s)
+	bash scripts/run-fuzz.sh "$FUZZ_SECONDS" \
+	    $(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|\1|')
+	rc=$?
+	echo "$(( $(date +%s) - t ))" > "$fuzz_log.secs"
+	return "$rc"
+}
+fuzz_tests > "$fuzz_log" 2>&1 &
+fuzz_pid=$!
 step "e2e (chromium)" node_tests tests/e2e
 # make install, the systemd unit, the man pages and the Debian package: built, installed
 # with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
 step "deploy (install, .deb)" bash scripts/test-deploy.sh
-step "fuzz (${FUZZ_SECONDS}s each)" bash scripts/run-fuzz.sh "$FUZZ_SECONDS" \
-	$(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|\1|')
+wait "$fuzz_pid"
+fuzz_rc=$?
+fuzz_secs=$(cat "$fuzz_log.secs" 2>/dev/null || echo "?")
+echo "== fuzz (${FUZZ_SECONDS}s each), beside e2e and deploy: ${fuzz_secs}s"
+cat "$fuzz_log"
+tally "fuzz (${FUZZ_SECONDS}s each)" "$fuzz_log" "$fuzz_rc" "$fuzz_secs"
+rm -f "$fuzz_log" "$fuzz_log.secs"
 wait "$pg_pid"
 pg_rc=$?
 pg_secs=$(cat "$pg_log.secs" 2>/dev/null || echo "?")
