@@ -19,7 +19,7 @@ import { spawnSync } from 'node:child_process';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { startConsentd, consentdBin } from '../lib/consentd.js';
-import { waitReady, waitNodesReady } from '../lib/stack.js';
+import { waitNodesReady } from '../lib/stack.js';
 import { pollExchange } from '../lib/gateway.js';
 import { getFreePort } from '../lib/ports.js';
 
@@ -226,7 +226,6 @@ test('consentd restarted on the same directory, receiver back: one verified SET 
   const st = await v.c.stop({ remove: false });
   assert.equal(st.code, 0, `consentd exit: ${v.c.proc.stderr.slice(-3000)}`);
   c2 = await startConsentd({ dir: v.c.dir, port: v.c.port, keepDir: true, config });
-  await waitReady(c2.url);
   await waitNodesReady(c2);
   assert.equal(c2.url, v.url);
   assert.equal(v.sql('SELECT count(*) FROM events_outbox WHERE delivered_at = 0'), '2', 'both events still wait');

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { startStack, waitReady, waitNodesReady } from '../lib/stack.js';
+import { startStack, waitNodesReady } from '../lib/stack.js';
 import { startConsentd } from '../lib/consentd.js';
 import { getIdToken } from '../lib/idplogin.js';
 import { consentdLogin, req, postForm, revokeOnMe } from '../lib/weblogin.js';
@@ -189,7 +189,6 @@ test('receiver down: the event waits in the outbox, survives a restart of consen
     assert.equal(st.code, 0, s.c.proc.stderr.slice(-2000));
     c2 = await startConsentd({ dir: s.c.dir, port: s.c.port, keepDir: true,
       config: { ...config, oidc: { issuer: s.idp.issuer }, database: s.c.config.database } });
-    await waitReady(c2.url);
     await waitNodesReady(c2);
     assert.equal(sql(c2, `SELECT delivered_at FROM events_outbox WHERE consent_id = '${cid}'`)[0].delivered_at, 0);
 

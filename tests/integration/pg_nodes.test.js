@@ -23,7 +23,7 @@ import { gateway } from '../lib/gateway.js';
 import { consentdLogin, revokeOnMe } from '../lib/weblogin.js';
 import { approveConsent } from '../lib/seed.js';
 import { consentConfig } from '../lib/fixtures.js';
-import { waitReady, waitNodesReady } from '../lib/stack.js';
+import { waitNodesReady } from '../lib/stack.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const ALICE = { user: 'alice', password: 'alice-password' };
@@ -75,7 +75,6 @@ before(async () => {
     config: { ...consentConfig(), database: { url: await freshPgDatabase() }, oidc: { issuer: idp.issuer },
       gateway: { events_uri: `http://127.0.0.1:${rport}/events` } },
   });
-  await waitReady(url);
   await waitNodesReady(c);
   gw = gateway({ url });
   gwNode = c.nodes.map((n) => gateway({ url: `http://127.0.0.1:${n.port}` }));

@@ -337,7 +337,7 @@ test('a revoked consent\'s provider tokens: each revoked once at a slow, then fa
   // between outbox passes, so every node's pass finds the entry while the first call
   // waits), and answers the first one 503: the entry is retried 10 s later, once.
   const shared = v;
-  const w = await startVaultStack({ accessTokenTTL: 60, users, revocationDelayMs: 2500, revocationFailures: 1 });
+  const w = await startVaultStack({ accessTokenTTL: 60, users, provider: { revocationDelayMs: 2500, revocationFailures: 1 } });
   v = w;
   try {
     const k = await connected({ user: 'ivan', agent: 'coder' });
@@ -362,7 +362,7 @@ test('a revoked consent\'s provider tokens: each revoked once at a slow, then fa
 
 test('a provider that grants fewer scopes than asked: the consent holds what it granted, the rest is declined and named on the done page', { timeout: 90000 }, async () => {
   const shared = v;
-  const w = await startVaultStack({ users, withholdScopes: ['issues:write'] });
+  const w = await startVaultStack({ users, provider: { withholdScopes: ['issues:write'] } });
   v = w;
   try {
     const ask = { subjectToken: await v.idToken('ivan'), audience: 'github', scope: 'issues:read issues:write', agentId: 'coder' };
@@ -394,7 +394,7 @@ test('a provider that grants fewer scopes than asked: the consent holds what it 
 
 test('a provider that refuses the refresh (it ended the authorization): the consent needs reconnecting, audited; nothing is released', { timeout: 90000 }, async () => {
   const shared = v;
-  const w = await startVaultStack({ accessTokenTTL: 5, refreshMargin: 2, users, refreshRefusals: 1 });
+  const w = await startVaultStack({ accessTokenTTL: 5, refreshMargin: 2, users, provider: { refreshRefusals: 1 } });
   v = w;
   try {
     const k = await connected({ user: 'ivan', agent: 'coder' });

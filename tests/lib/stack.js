@@ -19,9 +19,9 @@ export async function waitReady(url, ms = 15000) {
   throw new Error(`consentd at ${url} never became ready`);
 }
 
-// Every node of a consentd handle ready on its own port: with many nodes behind the
-// test balancer, the balancer's /readyz is one node's answer, and a node that has not
-// discovered the IdP yet would answer the next step 503.
+// A consentd handle ready: every node on its own port (one node: its URL).  With many
+// nodes behind the test balancer, the balancer's /readyz is one node's answer, and a node
+// that has not discovered the IdP yet would answer the next step 503.
 export async function waitNodesReady(c, ms = 15000) {
   for (const n of c.nodes || []) await waitReady(`http://127.0.0.1:${n.port}`, ms);
 }
@@ -35,7 +35,6 @@ export async function startStack({ config = {}, clients, idpOptions = {}, env, n
   let c;
   try {
     c = await startConsentd({ port, env, nodes, config: { ...config, oidc: { issuer: idp.issuer, ...(config.oidc || {}) } } });
-    await waitReady(url);
     await waitNodesReady(c);
   } catch (e) {
     await c?.stop();

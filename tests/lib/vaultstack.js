@@ -10,10 +10,8 @@
 //     different clients and redirect URIs) and agents coder and butler.
 //
 //   const v = await startVaultStack({ accessTokenTTL = 5, refreshMargin = 2, config, users, ... });
-//     revocationDelayMs: the provider waits this long before each revocation (a slow provider)
-//     revocationFailures: the provider answers that many first revocations 503
-//     refreshRefusals: the provider refuses that many first refreshes (invalid_grant)
-//     withholdScopes: provider scopes the provider never grants, though asked for
+//     provider: more of the downstream devidp's config, as tests/idp/devidp.js documents it
+//       (e.g. { revocationDelayMs, revocationFailures, refreshRefusals, withholdScopes })
 //     config: consentd sections merged over fixtures.js vaultConfig() (or a function of
 //       { url, providerIssuer } returning them); users: both IdPs' users
 //     extraDsClients: more clients at the downstream IdP (or a function of consentd's URL)
@@ -50,7 +48,7 @@ import { startIdp, DEFAULT_CLIENTS, DEFAULT_USERS, DEVIDP } from './idp.js';
 import { startConsentd } from './consentd.js';
 import { startProcess } from './proc.js';
 import { getFreePort } from './ports.js';
-import { waitReady, waitNodesReady } from './stack.js';
+import { waitNodesReady } from './stack.js';
 import { CookieJar, discover, getIdToken } from './idplogin.js';
 import { consentdLogin, req, postForm, revokeOnMe } from './weblogin.js';
 import { startDownstreamApi, introspect } from './downstream.js';
@@ -60,17 +58,16 @@ import { vaultConfig, DOWNSTREAM, GATEWAY_APP } from './fixtures.js';
 export { DOWNSTREAM };
 
 // A second devidp with the options startIdp does not pass on (reuseGrant, logTokenRequests,
-// introspectGrantId).
+// introspectGrantId); more: any other keys of its config (tests/idp/devidp.js).
 export async function startDownstreamIdp({
   clients, users = DEFAULT_USERS, downstream, ttl, rotateRefreshToken = true,
-  reuseGrant = false, logTokenRequests = true, introspectGrantId = true, revocationDelayMs = 0,
-  revocationFailures = 0, refreshRefusals = 0, withholdScopes = [], env, echo,
+  reuseGrant = false, logTokenRequests = true, introspectGrantId = true, more = {}, env, echo,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'devidp-ds-'));
   const configFile = join(dir, 'config.json');
   const cfg = {
-    clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests, introspectGrantId,
-    revocationDelayMs, revocationFailures, refreshRefusals, withholdScopes,
+    ...more, clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests,
+    introspectGrantId,
   };
   if (ttl) cfg.ttl = ttl;
   writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
@@ -143,7 +140,7 @@ export const PROVIDER_SECRETS = {
 export async function startVaultStack({
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
   reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo, gatewayOptions = {},
-  revocationDelayMs = 0, revocationFailures = 0, refreshRefusals = 0, withholdScopes = [],
+  provider = {},
 } = {}) {
   const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
@@ -174,8 +171,7 @@ export async function startVaultStack({
     const ds = await startDownstreamIdp({
       clients: dsClients,
       downstream: { resource: DOWNSTREAM.resource, scopes: DOWNSTREAM.scopes, accessTokenTTL },
-      rotateRefreshToken, reuseGrant, users, echo, revocationDelayMs, revocationFailures,
-      refreshRefusals, withholdScopes,
+      rotateRefreshToken, reuseGrant, users, echo, more: provider,
     });
     stoppers.push(() => ds.stop());
     const dsMeta = await discover(ds.issuer);
@@ -203,7 +199,6 @@ export async function startVaultStack({
     let c = await startConsentd({ port, config: merged });
     let cStopped = null;
     stoppers.push(async () => { if (!cStopped) cStopped = await c.stop(); });
-    await waitReady(url);
     await waitNodesReady(c);
 
     const gw = gateway({ url, ...gatewayOptions });
@@ -371,7 +366,6 @@ export async function startVaultStack({
         c = await startConsentd({ port, dir: c.dir, config: merged });
         v.c = c;
         cStopped = null;
-        await waitReady(url);
         await waitNodesReady(c);
         return c;
       },

@@ -14,7 +14,7 @@ import { gateway } from '../lib/gateway.js';
 import { consentdLogin } from '../lib/weblogin.js';
 import { approveConsent } from '../lib/seed.js';
 import { consentConfig } from '../lib/fixtures.js';
-import { waitReady, waitNodesReady } from '../lib/stack.js';
+import { waitNodesReady } from '../lib/stack.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const RELOAD_SECONDS = 60;     // server/main.c KEY_RELOAD_SECONDS
@@ -35,7 +35,6 @@ before(async () => {
     config: { ...cc, keys: { ...(cc.keys || {}), publish_lead: 0 }, database: { url: await freshPgDatabase() },
       oidc: { issuer: idp.issuer } },
   });
-  await waitReady(url);
   await waitNodesReady(c);
 });
 

@@ -16,7 +16,7 @@ import { gateway } from '../lib/gateway.js';
 import { consentdLogin } from '../lib/weblogin.js';
 import { approveConsent } from '../lib/seed.js';
 import { consentConfig } from '../lib/fixtures.js';
-import { waitReady, waitNodesReady } from '../lib/stack.js';
+import { waitNodesReady } from '../lib/stack.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 
@@ -35,7 +35,6 @@ before(async () => {
   config = { ...consentConfig(), audit: { head_file: join(dir, 'heads') },
     database: { url: await freshPgDatabase() }, oidc: { issuer: idp.issuer } };
   c = await startConsentd({ port, dir, nodes: 2, keepDir: true, config });
-  await waitReady(url);
   await waitNodesReady(c);
 });
 
