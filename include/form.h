@@ -4,6 +4,7 @@
 #ifndef CS_FORM_H
 #define CS_FORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "cs_err.h"
 
@@ -20,6 +21,7 @@ struct form {                /* caller-owned; release with form_clear() */
 	size_t n;
 	char *block;             /* every name and value, decoded: one allocation a form */
 	size_t block_size;       /* wiped whole by form_clear() */
+	bool block_in_arena;     /* the block is request-lifetime memory: arena_clear frees it */
 };
 
 void form_init(struct form *f);
@@ -29,6 +31,11 @@ void form_init(struct form *f);
  * kept (the router decides about them).  On failure f is left empty and what was
  * decoded is wiped. */
 enum cs_err form_parse(struct form *f, const char *s, size_t len) CS_MUST_CHECK;
+/* As form_parse, but the block comes from a (the request's memory, arena.h)
+ * when a is not NULL: form_clear still wipes it, and arena_clear releases it. */
+struct arena;
+enum cs_err form_parse_in(struct form *f, struct arena *a, const char *s,
+    size_t len) CS_MUST_CHECK;
 /* The first value named name, or NULL. */
 const char *form_get(const struct form *f, const char *name);
 /* How many times name occurs. */
@@ -40,6 +47,12 @@ void form_clear(struct form *f);   /* NULL-safe; wipes the block (values may be 
  * a NUL or invalid UTF-8. */
 enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out,
     size_t *out_len) CS_MUST_CHECK;
+/* Percent-decodes len bytes of s into d, which holds at least len + 1 bytes,
+ * and NUL-terminates it (*dlen: the decoded length).  d may be s: decoding
+ * never lengthens.  CS_EINVAL as pct_decode; what was written is then the
+ * caller's to wipe. */
+enum cs_err pct_decode_into(const char *s, size_t len, int plus_space, char *d,
+    size_t *dlen) CS_MUST_CHECK;
 /* Percent-encodes s for a query value or path segment (unreserved kept). */
 enum cs_err pct_encode(const char *s, char **out) CS_MUST_CHECK;
 /* Appends "?name=value", or "&name=value" once b holds a '?', with value

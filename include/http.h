@@ -79,6 +79,7 @@ extern const struct param_type param_token68[1];     /* valid_token68 */
 extern const struct param_type param_return_to[1];   /* valid_return_to */
 
 #define ROUTE_MAX_CAPTURES 4
+#define HTTP_MAX_URI 8192               /* bytes of a request target; 400 past it */
 #define ROUTE_MAX_PARAMS 24
 #define PARAM_FAMILY_MAX 64       /* a family's count fits a uint64_t's bits */
 #define HTTP_MAX_HEADERS 16
@@ -107,7 +108,10 @@ struct http_request {
 	enum http_method method;
 	const char *path;                    /* raw path, without the query */
 	const char *query;                   /* raw query ("" when none) */
-	char       *captures[ROUTE_MAX_CAPTURES];   /* percent-decoded {x} segments */
+	char       *captures[ROUTE_MAX_CAPTURES];   /* percent-decoded {x} segments, in one piece */
+	char       *capture_block;           /* that piece when it came from the heap (no arena) */
+	struct arena *arena;                 /* request-lifetime memory (arena.h): the
+	                                        connection's; NULL in unit tests (the heap) */
 	size_t      ncaptures;
 	struct form params;                  /* validated: only declared names, no duplicates */
 	const struct route *route;           /* the route that answers (set by the router) */
@@ -249,9 +253,16 @@ const struct param_value *http_param(const struct http_request *req, const char 
 bool http_param_int(const struct http_request *req, const char *name, int64_t *out);
 /* A family's members present (bit i: name<i>); 0 when none. */
 uint64_t http_param_family(const struct http_request *req, const char *name);
+/* The Content-Security-Policy for app's configuration (NULL: our own origin
+ * alone) into out.  It depends on the configuration only, so the HTTP server
+ * computes it once at start instead of per answer.  CS_ETOOBIG past outsz. */
+#define ROUTER_CSP_MAX 2048
+enum cs_err router_csp(const struct app *app, char *out, size_t outsz) CS_MUST_CHECK;
 /* Adds the security headers every response carries (CSP, framing, nosniff,
- * referrer policy, cache control, HSTS for https). */
-enum cs_err router_security_headers(const struct app *app, struct http_reply *rep) CS_MUST_CHECK;
+ * referrer policy, cache control, HSTS for https).  csp: router_csp's answer
+ * for app, or NULL to compute it here. */
+enum cs_err router_security_headers(const struct app *app, const char *csp,
+    struct http_reply *rep) CS_MUST_CHECK;
 void http_request_clear(struct http_request *req);   /* frees captures and params */
 const char *http_method_name(enum http_method m);
 

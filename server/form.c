@@ -6,6 +6,7 @@
 #include <string.h>
 #include <openssl/crypto.h>
 #include "buf.h"
+#include "arena.h"
 #include "form.h"
 
 void form_init(struct form *f)
@@ -20,7 +21,8 @@ void form_clear(struct form *f)
 	/* Every name and value lives in the one block: wiping it wipes them all. */
 	if (f->block != NULL) {
 		OPENSSL_cleanse(f->block, f->block_size);
-		free(f->block);
+		if (!f->block_in_arena)
+			free(f->block);
 	}
 	memset(f, 0, sizeof *f);
 }
@@ -53,11 +55,9 @@ int utf8_valid(const char *str, size_t len)
 	return 1;
 }
 
-/* Percent-decodes len bytes of s into d, which holds at least len + 1 bytes, and
- * NUL-terminates it; *dlen is the decoded length.  Nothing is written past d[len]:
- * decoding never lengthens.  CS_EINVAL on a bad escape, a NUL or invalid UTF-8; what
- * was written is then the caller's to wipe. */
-static enum cs_err decode_into(const char *s, size_t len, int plus_space, char *d, size_t *dlen)
+/* Nothing is written past d[len] and d[j] is written only after s[i] (i >= j)
+ * was read, so d may be s. */
+enum cs_err pct_decode_into(const char *s, size_t len, int plus_space, char *d, size_t *dlen)
 {
 	size_t j = 0;
 	for (size_t i = 0; i < len; i++) {
@@ -92,7 +92,7 @@ enum cs_err pct_decode(const char *s, size_t len, int plus_space, char **out, si
 	char *d = malloc(len + 1);
 	if (d == NULL)
 		return CS_ENOMEM;
-	if (decode_into(s, len, plus_space, d, &j) != CS_OK) {
+	if (pct_decode_into(s, len, plus_space, d, &j) != CS_OK) {
 		OPENSSL_cleanse(d, len + 1);
 		free(d);
 		return CS_EINVAL;
@@ -150,6 +150,11 @@ static enum cs_err block_size(size_t len, size_t *out)
 
 enum cs_err form_parse(struct form *f, const char *s, size_t len)
 {
+	return form_parse_in(f, NULL, s, len);
+}
+
+enum cs_err form_parse_in(struct form *f, struct arena *a, const char *s, size_t len)
+{
 	enum cs_err e = CS_OK;
 	size_t i = 0, used = 0, size = 0;
 	form_init(f);
@@ -157,9 +162,12 @@ enum cs_err form_parse(struct form *f, const char *s, size_t len)
 		return CS_OK;
 	if ((e = block_size(len, &size)) != CS_OK)
 		return e;
-	/* One allocation for the whole form: every name and value is decoded into it. */
-	if ((f->block = malloc(size)) == NULL)
+	/* One allocation for the whole form (none from the heap with an arena):
+	 * every name and value is decoded into it. */
+	f->block = a != NULL ? arena_alloc(a, size) : malloc(size);
+	if (f->block == NULL)
 		return CS_ENOMEM;
+	f->block_in_arena = a != NULL;
 	f->block_size = size;
 	while (i < len) {
 		size_t start = i;
@@ -189,11 +197,11 @@ enum cs_err form_parse(struct form *f, const char *s, size_t len)
 			goto out;
 		}
 		struct form_param *p = &f->p[f->n];
-		if ((e = decode_into(pair, nlen, 1, f->block + used, &got)) != CS_OK)
+		if ((e = pct_decode_into(pair, nlen, 1, f->block + used, &got)) != CS_OK)
 			goto out;
 		p->name = f->block + used;
 		used += got + 1;
-		if ((e = decode_into(eq ? eq + 1 : "", vlen, 1, f->block + used, &got)) != CS_OK)
+		if ((e = pct_decode_into(eq ? eq + 1 : "", vlen, 1, f->block + used, &got)) != CS_OK)
 			goto out;
 		p->value = f->block + used;
 		p->value_len = got;

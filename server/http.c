@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +22,13 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include "app.h"
+#include "arena.h"
 #include "http.h"
 #include "meta.h"
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
 
-#define HTTP_MAX_URI 8192
 /* Bounds the request line and headers.  libmicrohttpd touches the whole of it
  * per connection: 32 KiB keeps 1,000 keep-alive connections near 47 MB
  * resident (64 KiB: 78 MB), and our largest header (a client assertion or a
@@ -49,6 +50,7 @@ struct http_server {
 	struct app        *app;
 	const struct route *table;      /* http_routes, or http_metrics_routes */
 	struct http_server *metrics;    /* [metrics] listen's server; NULL when none */
+	char               csp[ROUTER_CSP_MAX];   /* router_csp's, computed once by server_new */
 	atomic_int         stopping;
 	atomic_uint        in_flight;   /* requests begun and not yet completed */
 	/* the deferred pool: a LIFO of idle threads (the one idle last gets the next
@@ -77,8 +79,13 @@ struct http_server {
 	atomic_int         suspended;
 };
 
+/* Request-lifetime memory held in the request's own state: the URI's copies,
+ * the parameters and the captures of a typical request fit, so it allocates
+ * nothing else for them. */
+#define HTTP_REQ_ARENA 4096
+
 struct conn_ctx {
-	char           *raw_uri;       /* as the client sent it, before any decoding */
+	char           *raw_uri;       /* as the client sent it, before any decoding (in arena) */
 	struct buf      body;
 	int             started;
 	int             too_big;
@@ -86,9 +93,18 @@ struct conn_ctx {
 	int             bad_header;    /* a field name that is not an RFC 9110 token */
 	struct job     *job;           /* a deferred request, while it runs and answers */
 	struct timespec t0;
+	struct arena    arena;         /* this request's memory, cleared when it completes */
+	_Alignas(16) unsigned char mem[HTTP_REQ_ARENA];   /* the arena's first block */
 };
 
 static void job_closed(struct job *j);
+
+/* The most a request takes from its arena: two copies of the URI, its query
+ * and captures decoded, the body's parameters decoded, and slack. */
+static size_t req_arena_cap(const struct config *cfg)
+{
+	return (size_t)cfg->max_body + 4 * ((size_t)HTTP_MAX_URI + 2) + 16384;
+}
 
 /* libmicrohttpd's own diagnostics join the log stream. */
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
@@ -108,13 +124,16 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 static void *uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct http_server *srv = cls;
-	struct conn_ctx *ctx = calloc(1, sizeof *ctx);
+	/* Not calloc: the arena's block needs no zeroing, only the fields before it. */
+	struct conn_ctx *ctx = malloc(sizeof *ctx);
 	(void)c;
 	if (ctx == NULL)
 		return NULL;
+	memset(ctx, 0, offsetof(struct conn_ctx, mem));
 	clock_gettime(CLOCK_MONOTONIC, &ctx->t0);
 	buf_init(&ctx->body, srv->app->cfg->max_body);
-	ctx->raw_uri = strndup(uri, HTTP_MAX_URI + 1);
+	arena_init(&ctx->arena, ctx->mem, sizeof ctx->mem, req_arena_cap(srv->app->cfg));
+	ctx->raw_uri = arena_strndup(&ctx->arena, uri, HTTP_MAX_URI + 1);
 	atomic_fetch_add(&srv->in_flight, 1);
 	return ctx;
 }
@@ -133,7 +152,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	}
 	atomic_fetch_sub(&srv->in_flight, 1);
 	buf_wipe_clear(&ctx->body);     /* bodies may hold secrets */
-	free(ctx->raw_uri);
+	arena_clear(&ctx->arena);       /* wiped too: parameters may be secrets */
 	free(ctx);
 	*req_cls = NULL;
 }
@@ -348,7 +367,7 @@ static enum MHD_Result send_reply(struct http_server *srv, struct MHD_Connection
     struct conn_ctx *ctx, const char *method, const char *rid, struct http_reply *rep)
 {
 	struct MHD_Response *resp;
-	if (router_security_headers(srv->app, rep) != CS_OK ||
+	if (router_security_headers(srv->app, srv->csp, rep) != CS_OK ||
 	    reply_header(rep, "X-Request-Id", rid) != CS_OK) {
 		reply_clear(rep);
 		reply_init(rep);
@@ -408,10 +427,14 @@ struct job {
 	size_t                 off;
 	struct http_request    req;
 	struct http_reply      rep;
-	char                  *uricopy;    /* req.path and req.query point into it */
 	struct buf             body;       /* the request body */
-	char                 **hname, **hvalue;   /* copies of the request's headers */
+	char                 **hname, **hvalue;   /* copies of the request's headers (in arena) */
 	size_t                 nh;
+	/* The job's own request memory: the URI (req.path and req.query point into
+	 * its copy), the headers, and what the router takes.  The connection's
+	 * arena may be gone before the pool thread is done with the job. */
+	struct arena           arena;
+	_Alignas(16) unsigned char mem[HTTP_REQ_ARENA];
 	struct job            *next;       /* in the queue */
 };
 
@@ -426,17 +449,9 @@ static void job_unref(struct job *j)
 		j->src.done(j->src.ctx);
 	http_request_clear(&j->req);
 	reply_clear(&j->rep);
-	for (size_t i = 0; i < j->nh; i++) {
-		free(j->hname[i]);
-		if (j->hvalue[i] != NULL)
-			OPENSSL_cleanse(j->hvalue[i], strlen(j->hvalue[i]));   /* Authorization */
-		free(j->hvalue[i]);
-	}
-	free(j->hname);
-	free(j->hvalue);
 	buf_wipe_clear(&j->body);
 	buf_wipe_clear(&j->data);
-	free(j->uricopy);
+	arena_clear(&j->arena);           /* wipes the headers' copies (Authorization) */
 	pthread_cond_destroy(&j->space);
 	pthread_mutex_destroy(&j->mu);
 	free(j);
@@ -484,24 +499,24 @@ static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const cha
 	struct job *j = h->j;
 	(void)kind;
 	if (j->nh == h->cap) {
+		/* The arena does not reallocate: the arrays are copied into twice the room. */
 		size_t ncap = h->cap ? 2 * h->cap : 16;
-		char **nn = realloc(j->hname, ncap * sizeof *nn);
-		if (nn == NULL)
+		char **nn = arena_alloc(&j->arena, ncap * sizeof *nn);
+		char **nv = arena_alloc(&j->arena, ncap * sizeof *nv);
+		if (nn == NULL || nv == NULL)
 			goto nomem;
+		if (j->nh > 0) {
+			memcpy(nn, j->hname, j->nh * sizeof *nn);
+			memcpy(nv, j->hvalue, j->nh * sizeof *nv);
+		}
 		j->hname = nn;
-		char **nv = realloc(j->hvalue, ncap * sizeof *nv);
-		if (nv == NULL)
-			goto nomem;
 		j->hvalue = nv;
 		h->cap = ncap;
 	}
-	j->hname[j->nh] = strndup(key, key_len);
-	j->hvalue[j->nh] = value ? strndup(value, value_len) : strdup("");
-	if (j->hname[j->nh] == NULL || j->hvalue[j->nh] == NULL) {
-		free(j->hname[j->nh]);
-		free(j->hvalue[j->nh]);
+	j->hname[j->nh] = arena_strndup(&j->arena, key, key_len);
+	j->hvalue[j->nh] = arena_strndup(&j->arena, value ? value : "", value ? value_len : 0);
+	if (j->hname[j->nh] == NULL || j->hvalue[j->nh] == NULL)
 		goto nomem;
-	}
 	j->nh++;
 	return MHD_YES;
 nomem:
@@ -676,15 +691,18 @@ static void job_response_free(void *cls)
 }
 
 /* Takes the request out of MHD's hands: copies of its headers, body and URI
- * (uricopy is taken over), the connection suspended, the job queued: 1.  0: not
- * deferred (out of memory, or no pool), answer as usual; -1: the queue is full. */
+ * in the job's own memory, the connection suspended, the job queued: 1.  0:
+ * not deferred (out of memory, or no pool), answer as usual; -1: the queue is
+ * full. */
 static int job_start(struct http_server *srv, struct MHD_Connection *c, struct conn_ctx *ctx,
-    const struct http_request *proto, char **uricopy)
+    const struct http_request *proto)
 {
 	struct job *j = calloc(1, sizeof *j);
 	struct hcopy h = { j, 0, false };
 	if (j == NULL)
 		return 0;
+	arena_init(&j->arena, j->mem, sizeof j->mem,
+	    req_arena_cap(srv->app->cfg) + 2 * HTTP_CONN_MEMORY);
 	pthread_mutex_init(&j->mu, NULL);
 	{
 		pthread_condattr_t ca;
@@ -701,6 +719,20 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	buf_init(&j->data, DEFER_BUF + 16384);
 	reply_init(&j->rep);
 	j->req = *proto;
+	j->req.arena = &j->arena;
+	/* path and query, copied whole into the job's memory (proto's point into
+	 * the connection's copy of the URI). */
+	size_t pl = strlen(proto->path), ql = strlen(proto->query);
+	char *pq = arena_alloc(&j->arena, pl + ql + 2);
+	if (pq == NULL) {
+		j->refs = 1;
+		job_unref(j);
+		return 0;
+	}
+	memcpy(pq, proto->path, pl + 1);
+	memcpy(pq + pl + 1, proto->query, ql + 1);
+	j->req.path = pq;
+	j->req.query = pq + pl + 1;
 	j->body = ctx->body;                      /* taken over */
 	buf_init(&ctx->body, srv->app->cfg->max_body);
 	j->req.body = j->body.data;
@@ -732,8 +764,6 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 		job_unref(j);
 		return busy;
 	}
-	j->uricopy = *uricopy;                    /* taken over */
-	*uricopy = NULL;
 	ctx->job = j;
 	atomic_fetch_add(&srv->suspended, 1);
 	MHD_suspend_connection(c);
@@ -768,7 +798,7 @@ static enum MHD_Result job_answer(struct http_server *srv, struct MHD_Connection
 	streamed = j->streamed;
 	pthread_mutex_unlock(&j->mu);
 	struct http_reply *rep = &j->rep;
-	if (router_security_headers(srv->app, rep) != CS_OK ||
+	if (router_security_headers(srv->app, srv->csp, rep) != CS_OK ||
 	    reply_header(rep, "X-Request-Id", j->req.request_id) != CS_OK) {
 		reply_clear(rep);
 		reply_init(rep);
@@ -797,13 +827,15 @@ static enum MHD_Result job_answer(struct http_server *srv, struct MHD_Connection
 	return queue_reply(srv, c, ctx, method, j->req.request_id, rep, resp);
 }
 
-/* Splits the raw URI into a NUL-terminated path and query inside *copy. */
-static int split_uri(const char *raw, char **copy, const char **path, const char **query)
+/* Splits the raw URI into a NUL-terminated path and query inside *copy, a
+ * copy from a. */
+static int split_uri(struct arena *a, const char *raw, char **copy, const char **path,
+    const char **query)
 {
 	char *q;
 	if (raw == NULL || raw[0] != '/' || strlen(raw) > HTTP_MAX_URI)
 		return 0;
-	*copy = strdup(raw);
+	*copy = arena_strdup(a, raw);
 	if (*copy == NULL)
 		return 0;
 	q = strchr(*copy, '?');
@@ -900,7 +932,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	memset(&req, 0, sizeof req);
 	reply_init(&rep);
 	new_request_id(req.request_id);
-	if (!split_uri(ctx->raw_uri, &uricopy, &path, &query)) {
+	req.arena = &ctx->arena;
+	if (!split_uri(&ctx->arena, ctx->raw_uri, &uricopy, &path, &query)) {
 		path = "-";
 		if (reply_html_error(&rep, 400, "Bad request", "The address is malformed.") != CS_OK)
 			rep.status = 400;
@@ -944,7 +977,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	 * (see "deferred"); the route table says which. */
 	const struct route *rt = router_route_for_path(srv->table, path);
 	int deferred = rt != NULL && (rt->flags & ROUTE_DEFERRED) ?
-	    job_start(srv, c, ctx, &req, &uricopy) : 0;
+	    job_start(srv, c, ctx, &req) : 0;
 	if (deferred > 0) {
 		reply_clear(&rep);
 		return MHD_YES;
@@ -961,7 +994,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 send:
 	ret = send_reply(srv, c, ctx, method, req.request_id, &rep);
 	reply_clear(&rep);
-	free(uricopy);
 	return ret;
 }
 
@@ -1147,6 +1179,12 @@ static struct http_server *server_new(struct app *app, const struct route *table
 		return NULL;
 	srv->app = app;
 	srv->table = table;
+	if (router_csp(app, srv->csp, sizeof srv->csp) != CS_OK) {
+		log_msg(LOG_ERROR, "the Content-Security-Policy for the configured origins is "
+		    "longer than %d bytes", ROUTER_CSP_MAX);
+		free(srv);
+		return NULL;
+	}
 	pthread_mutex_init(&srv->pool_mu, NULL);
 	pthread_mutex_init(&srv->resume_mu, NULL);
 	return srv;

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include "app.h"
+#include "arena.h"
 #include "http.h"
 #include "session.h"
 #include "template.h"
@@ -227,10 +228,9 @@ static void add_origin(struct buf *b, const char *url)
 		return;
 }
 
-enum cs_err router_security_headers(const struct app *app, struct http_reply *rep)
+enum cs_err router_csp(const struct app *app, char *out, size_t outsz)
 {
 	enum cs_err e;
-	char cc[64], csp[2048];
 	struct buf fa;
 	/* form-action: our own origin, plus the origins a form's answer may
 	 * redirect to -- the IdP's logout page, and the providers' authorization
@@ -249,12 +249,23 @@ enum cs_err router_security_headers(const struct app *app, struct http_reply *re
 				add_origin(&fa, r->provider_issuer);
 		}
 	}
-	e = str_fmt(csp, sizeof csp, "default-src 'none'; script-src 'self'; style-src 'self'; "
+	e = str_fmt(out, outsz, "default-src 'none'; script-src 'self'; style-src 'self'; "
 	    "img-src 'self'; form-action 'self'%s; frame-ancestors 'none'; base-uri 'none'",
 	    fa.data ? fa.data : "");
 	buf_clear(&fa);
-	if (e != CS_OK)
-		return e;
+	return e;
+}
+
+enum cs_err router_security_headers(const struct app *app, const char *csp,
+    struct http_reply *rep)
+{
+	enum cs_err e;
+	char cc[64], own[ROUTER_CSP_MAX];
+	if (csp == NULL) {
+		if ((e = router_csp(app, own, sizeof own)) != CS_OK)
+			return e;
+		csp = own;
+	}
 	/* SECURITY: no inline script anywhere (scripts only from our own /static/);
 	 * no framing; no referrer leaks. */
 	if ((e = reply_header(rep, "Content-Security-Policy", csp)) != CS_OK ||
@@ -321,10 +332,11 @@ const struct param_type param_return_to[1] = { { .kind = PARAM_STRING, .valid = 
 
 void http_request_clear(struct http_request *req)
 {
-	for (size_t i = 0; i < req->ncaptures; i++) {
-		free(req->captures[i]);
+	/* The captures live in one piece: the request's arena's, or this one. */
+	free(req->capture_block);
+	req->capture_block = NULL;
+	for (size_t i = 0; i < req->ncaptures; i++)
 		req->captures[i] = NULL;
-	}
 	req->ncaptures = 0;
 	form_clear(&req->params);
 	memset(req->values, 0, sizeof req->values);
@@ -337,37 +349,45 @@ void http_request_clear(struct http_request *req)
 }
 
 /* Matches path against pattern; on a match fills captures (decoded) and
- * returns 1.  A capture must be non-empty and must not decode to a '/'. */
+ * returns 1.  A capture must be non-empty and must not decode to a '/'.  The
+ * captures are decoded into scratch first and kept, in one piece, only on a
+ * match: from req->arena when the request has one, else from the heap
+ * (req->capture_block, freed by http_request_clear). */
 static int route_match(const char *pattern, const char *path, struct http_request *req)
 {
 	const char *p = pattern, *s = path;
-	size_t nc = 0;
-	char *caps[ROUTE_MAX_CAPTURES] = { 0 };
+	size_t nc = 0, used = 0, plen = strlen(path);
+	size_t off[ROUTE_MAX_CAPTURES] = { 0 };
+	char scratch[HTTP_MAX_URI + ROUTE_MAX_CAPTURES];
 	int ok = 0;
-	if (*s != '/' || *p != '/')
+	if (*s != '/' || *p != '/' || plen > HTTP_MAX_URI)
 		return 0;
 	while (*p && *s) {
 		if (*p == '{' && strncmp(p, "{rest*}", 7) == 0 && p[7] == '\0') {
 			/* A trailing {rest*} takes the remaining path raw (undecoded): its
 			 * handler normalises it once, itself (the proxy). */
-			if (nc == ROUTE_MAX_CAPTURES || (caps[nc] = strdup(s)) == NULL)
+			size_t rl = strlen(s);
+			if (nc == ROUTE_MAX_CAPTURES)
 				goto out;
-			nc++;
+			memcpy(scratch + used, s, rl + 1);
+			off[nc++] = used;
+			used += rl + 1;
 			p += 7;
-			s += strlen(s);
+			s += rl;
 		} else if (*p == '{') {
 			const char *pe = strchr(p, '}');
 			const char *se = strchr(s, '/');
-			size_t slen = se ? (size_t)(se - s) : strlen(s);
+			size_t slen = se ? (size_t)(se - s) : strlen(s), got = 0;
 			if (pe == NULL || slen == 0 || nc == ROUTE_MAX_CAPTURES)
 				goto out;
-			if (pct_decode(s, slen, 0, &caps[nc], NULL) != CS_OK)
+			/* Each capture is a distinct part of path, so scratch (the path's
+			 * length plus a NUL a capture) always has room for it. */
+			if (pct_decode_into(s, slen, 0, scratch + used, &got) != CS_OK)
 				goto out;
-			if (strchr(caps[nc], '/') || caps[nc][0] == '\0') {
-				nc++;
+			if (got == 0 || memchr(scratch + used, '/', got) != NULL)
 				goto out;
-			}
-			nc++;
+			off[nc++] = used;
+			used += got + 1;
 			p = pe + 1;
 			s += slen;
 		} else if (*p == *s) {
@@ -378,15 +398,21 @@ static int route_match(const char *pattern, const char *path, struct http_reques
 		}
 	}
 	ok = (*p == '\0' && *s == '\0');
-out:
-	if (ok) {
+	if (ok && nc > 0) {
+		char *block = req->arena != NULL ? arena_alloc(req->arena, used) : malloc(used);
+		if (block == NULL) {
+			ok = 0;
+			goto out;
+		}
+		memcpy(block, scratch, used);
+		if (req->arena == NULL)
+			req->capture_block = block;
 		for (size_t i = 0; i < nc; i++)
-			req->captures[i] = caps[i];
+			req->captures[i] = block + off[i];
 		req->ncaptures = nc;
-	} else {
-		for (size_t i = 0; i < nc; i++)
-			free(caps[i]);
 	}
+out:
+	OPENSSL_cleanse(scratch, used);
 	return ok;
 }
 
@@ -524,8 +550,10 @@ static const char *params_validate(const struct route *rt, struct form *raw, str
 	 * here on, and raw_clear() wipes in place what stays behind. */
 	req->params.block = raw->block;
 	req->params.block_size = raw->block_size;
+	req->params.block_in_arena = raw->block_in_arena;
 	raw->block = NULL;
 	raw->block_size = 0;
+	raw->block_in_arena = false;
 	for (size_t i = 0; i < raw->n; i++) {
 		if ((ps = spec_find(rt, raw->p[i].name, &at, &member)) == NULL)
 			continue;
@@ -610,6 +638,9 @@ static const struct route *route_lookup(const struct route *table, struct http_r
 
 	for (const struct route *r = table; r->pattern; r++) {
 		struct http_request probe = { 0 };
+		/* Only the route that answers keeps its captures: the others'
+		 * come from the heap and go at once. */
+		probe.arena = r->method == m && rt == NULL ? req->arena : NULL;
 		if (!route_match(r->pattern, req->path, &probe))
 			continue;
 		*path_known = 1;
@@ -618,6 +649,7 @@ static const struct route *route_lookup(const struct route *table, struct http_r
 			for (size_t i = 0; i < probe.ncaptures; i++)
 				req->captures[i] = probe.captures[i];
 			req->ncaptures = probe.ncaptures;
+			req->capture_block = probe.capture_block;      /* NULL from an arena */
 			req->route = rt = r;
 		} else {
 			http_request_clear(&probe);
@@ -722,7 +754,7 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 
 	/* Parameters: the query for GET; the body for form POSTs. */
 	if (m == HTTP_GET || !(rt->flags & (ROUTE_FORM_BODY | ROUTE_JSON_BODY))) {
-		if (form_parse(&raw, req->query, strlen(req->query)) != CS_OK)
+		if (form_parse_in(&raw, req->arena, req->query, strlen(req->query)) != CS_OK)
 			bad = "malformed query string";
 	} else {
 		if (req->query[0] != '\0' && rt->kind != ROUTE_OAUTH) {
@@ -733,7 +765,7 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 				    "The body must be application/x-www-form-urlencoded.");
 				goto done;
 			}
-			if (form_parse(&raw, req->body ? req->body : "", req->body_len) != CS_OK)
+			if (form_parse_in(&raw, req->arena, req->body ? req->body : "", req->body_len) != CS_OK)
 				bad = "malformed form body";
 		} else if (!content_type_is(req->content_type, "application/json")) {
 			e = reply_error(rep, rt->kind, 415, "invalid_request",

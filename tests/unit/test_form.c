@@ -2,8 +2,10 @@
  * shape a browser or OAuth client sends, and every malformed or hostile byte
  * sequence an attacker can put in a query string or a body. */
 #include <stdint.h>
+#include <string.h>
 
 #include "testutil.h"
+#include "arena.h"
 #include "buf.h"
 #include "form.h"
 
@@ -529,10 +531,65 @@ START_TEST(test_form_utf8_valid_honours_len)
 }
 END_TEST
 
+/* --- request memory ------------------------------------------------------ */
+
+/* form_parse_in takes the block from the request's arena: the same result as
+ * form_parse, form_clear wipes it without freeing it, a failure leaves the
+ * form empty, and past the arena's cap it is CS_ENOMEM with nothing parsed. */
+START_TEST(test_form_parse_in_arena)
+{
+	unsigned char mem[512];
+	struct arena a;
+	struct form f;
+	arena_init(&a, mem, sizeof mem, 4096);
+	ck_assert_int_eq(form_parse_in(&f, &a, "a=1&b=x%20y+z", 13), CS_OK);
+	ck_assert_uint_eq(f.n, 2);
+	ck_assert_str_eq(form_get(&f, "b"), "x y z");
+	ck_assert(f.block_in_arena);
+	ck_assert((unsigned char *)f.block >= mem && (unsigned char *)f.block < mem + sizeof mem);
+	char *block = f.block;
+	form_clear(&f);                              /* ASan: a free of mem would abort */
+	ck_assert_uint_eq((unsigned char)block[0], 0);
+	ck_assert_int_eq(form_parse_in(&f, &a, "a=%zz", 5), CS_EINVAL);
+	ck_assert_uint_eq(f.n, 0);
+	ck_assert_ptr_null(f.block);
+	arena_clear(&a);
+
+	arena_init(&a, NULL, 0, 64);                 /* the block would pass the cap */
+	ck_assert_int_eq(form_parse_in(&f, &a, "a=1", 3), CS_ENOMEM);
+	ck_assert_uint_eq(f.n, 0);
+	arena_clear(&a);
+	ck_assert_int_eq(form_parse_in(&f, NULL, "a=1", 3), CS_OK);   /* NULL: the heap */
+	ck_assert(!f.block_in_arena);
+	ck_assert_str_eq(form_get(&f, "a"), "1");
+	form_clear(&f);
+}
+END_TEST
+
+/* pct_decode_into may decode in place: Basic credentials are decoded so. */
+START_TEST(test_form_pct_decode_into_in_place)
+{
+	char s[] = "a%3Ab+c%2B%C3%A9";
+	size_t n = 0;
+	ck_assert_int_eq(pct_decode_into(s, strlen(s), 1, s, &n), CS_OK);
+	ck_assert_str_eq(s, "a:b c+\xc3\xa9");
+	ck_assert_uint_eq(n, 8);
+	char t[] = "%41%42%43";
+	ck_assert_int_eq(pct_decode_into(t, strlen(t), 0, t, &n), CS_OK);
+	ck_assert_str_eq(t, "ABC");
+	char u[] = "ab%0";
+	ck_assert_int_eq(pct_decode_into(u, strlen(u), 0, u, &n), CS_EINVAL);
+	char v[] = "a%00b";
+	ck_assert_int_eq(pct_decode_into(v, strlen(v), 0, v, &n), CS_EINVAL);
+}
+END_TEST
+
 static Suite *form_suite(void)
 {
 	Suite *s = suite_create("form");
 	TCase *tc = tcase_create("form");
+	tcase_add_test(tc, test_form_parse_in_arena);
+	tcase_add_test(tc, test_form_pct_decode_into_in_place);
 	tcase_add_test(tc, test_form_parse_two_pairs);
 	tcase_add_test(tc, test_form_parse_plus_is_space);
 	tcase_add_test(tc, test_form_parse_percent_escapes);

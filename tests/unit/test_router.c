@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <jansson.h>
 
+#include "arena.h"
 #include "testutil.h"
 #include "app.h"
 #include "config.h"
@@ -242,6 +243,44 @@ START_TEST(test_router_match_capture_decoded)
 	run(&req, &rep);
 	assert_ok(&rep, "route=page|cap=a+b c\xc3\xa9");
 	done(&req, &rep);
+}
+END_TEST
+
+/* With the request's arena (as http.c gives every request), captures and
+ * parameters come from it, not the heap: they sit in its first block, the
+ * request's clear frees none of them (ASan would see a bad free), and the
+ * arena's clear wipes them. */
+START_TEST(test_router_arena_holds_captures_and_params)
+{
+	struct http_request req;
+	struct http_reply rep;
+	struct arena a;
+	unsigned char mem[1024];
+	arena_init(&a, mem, sizeof mem, 1u << 16);
+	req_get(&req, HTTP_GET, "/a/one/b/t%77o", "");
+	req.arena = &a;
+	run(&req, &rep);
+	assert_ok(&rep, "route=two|cap=one|cap=two");
+	ck_assert_ptr_null(req.capture_block);
+	for (size_t i = 0; i < 2; i++)
+		ck_assert((unsigned char *)req.captures[i] >= mem &&
+		    (unsigned char *)req.captures[i] < mem + sizeof mem);
+	ck_assert_ptr_null(a.heap);
+	done(&req, &rep);
+
+	req_post(&req, "/token", FORM_CT, "grant_type=code&hint=abc");
+	req.arena = &a;
+	run(&req, &rep);
+	assert_ok(&rep, "route=token|grant_type=code|hint=abc");
+	ck_assert(req.params.block_in_arena);
+	ck_assert((unsigned char *)req.params.block >= mem &&
+	    (unsigned char *)req.params.block < mem + sizeof mem);
+	size_t used = a.first_used;
+	done(&req, &rep);
+	ck_assert_ptr_null(a.heap);
+	arena_clear(&a);
+	for (size_t i = 0; i < used; i++)
+		ck_assert_uint_eq(a.first[i], 0);
 }
 END_TEST
 
@@ -1083,7 +1122,7 @@ START_TEST(test_router_security_headers_defaults)
 {
 	struct http_reply rep;
 	reply_init(&rep);
-	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
 	const char *csp = hdr(&rep, "Content-Security-Policy");
 	ck_assert_ptr_nonnull(csp);
 	ck_assert_ptr_nonnull(strstr(csp, "frame-ancestors 'none'"));
@@ -1099,12 +1138,34 @@ START_TEST(test_router_security_headers_defaults)
 }
 END_TEST
 
+/* The server computes the policy once (router_csp) and passes it in: the
+ * header carries exactly what it was given, and router_csp's answer is what
+ * a call without one computes. */
+START_TEST(test_router_security_headers_given_csp)
+{
+	struct http_reply rep;
+	char csp[ROUTER_CSP_MAX];
+	reply_init(&rep);
+	ck_assert_int_eq(router_security_headers(&test_app, "default-src 'none'; given", &rep), CS_OK);
+	ck_assert_str_eq(hdr(&rep, "Content-Security-Policy"), "default-src 'none'; given");
+	ck_assert_uint_eq(hdr_count(&rep, "Content-Security-Policy"), 1);
+	reply_clear(&rep);
+
+	ck_assert_int_eq(router_csp(&test_app, csp, sizeof csp), CS_OK);
+	reply_init(&rep);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
+	ck_assert_str_eq(hdr(&rep, "Content-Security-Policy"), csp);
+	reply_clear(&rep);
+	ck_assert_int_eq(router_csp(&test_app, csp, 16), CS_ETOOBIG);
+}
+END_TEST
+
 START_TEST(test_router_security_headers_cache_max_age)
 {
 	struct http_reply rep;
 	reply_init(&rep);
 	rep.cache_max_age = 300;
-	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
 	ck_assert_str_eq(hdr(&rep, "Cache-Control"), "public, max-age=300");
 	ck_assert_uint_eq(hdr_count(&rep, "Cache-Control"), 1);
 	ck_assert_ptr_null(hdr(&rep, "Pragma"));
@@ -1119,7 +1180,7 @@ START_TEST(test_router_security_headers_hsts_only_https)
 	reply_init(&rep);
 	test_cfg.public_url = (char *)"https://consent.example";
 	test_cfg.public_url_is_https = true;
-	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
 	const char *hsts = hdr(&rep, "Strict-Transport-Security");
 	ck_assert_ptr_nonnull(hsts);
 	ck_assert(strncmp(hsts, "max-age=", 8) == 0);
@@ -1127,7 +1188,7 @@ START_TEST(test_router_security_headers_hsts_only_https)
 	reply_clear(&rep);
 
 	reply_init(&rep);                   /* no app: no HSTS, the rest still there */
-	ck_assert_int_eq(router_security_headers(NULL, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(NULL, NULL, &rep), CS_OK);
 	ck_assert_ptr_null(hdr(&rep, "Strict-Transport-Security"));
 	ck_assert_str_eq(hdr(&rep, "X-Frame-Options"), "DENY");
 	reply_clear(&rep);
@@ -1140,7 +1201,7 @@ START_TEST(test_router_security_headers_form_action_idp_origin)
 	struct http_reply rep;
 	reply_init(&rep);
 	test_cfg.oidc_issuer = (char *)"https://idp.example:8443/realms/main";
-	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
 	const char *csp = hdr(&rep, "Content-Security-Policy");
 	ck_assert_ptr_nonnull(csp);
 	ck_assert_ptr_nonnull(strstr(csp, "form-action 'self' https://idp.example:8443;"));
@@ -1149,7 +1210,7 @@ START_TEST(test_router_security_headers_form_action_idp_origin)
 	reply_clear(&rep);
 	test_cfg.oidc_issuer = NULL;
 	reply_init(&rep);
-	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
 	ck_assert_ptr_nonnull(strstr(hdr(&rep, "Content-Security-Policy"), "form-action 'self';"));
 	reply_clear(&rep);
 
@@ -1166,7 +1227,7 @@ START_TEST(test_router_security_headers_form_action_idp_origin)
 	test_cfg.nresources = 4;
 	test_cfg.oidc_issuer = (char *)"https://gh.example:4430";             /* a longer look-alike */
 	reply_init(&rep);
-	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
 	ck_assert_ptr_nonnull(strstr(hdr(&rep, "Content-Security-Policy"),
 	    "form-action 'self' https://gh.example:4430 https://gh.example https://auth.gl.example:444;"));
 	ck_assert_ptr_null(strstr(hdr(&rep, "Content-Security-Policy"), "evil"));
@@ -1185,7 +1246,7 @@ START_TEST(test_router_security_headers_after_error_reply)
 	req_get(&req, HTTP_GET, "/nope", "");
 	run(&req, &rep);
 	ck_assert_int_eq(rep.status, 404);
-	ck_assert_int_eq(router_security_headers(&test_app, &rep), CS_OK);
+	ck_assert_int_eq(router_security_headers(&test_app, NULL, &rep), CS_OK);
 	ck_assert_str_eq(hdr(&rep, "Cache-Control"), "no-store");
 	done(&req, &rep);
 }
@@ -1420,6 +1481,7 @@ static Suite *router_suite(void)
 	tcase_add_test(tc, test_router_match_exact);
 	tcase_add_test(tc, test_router_reply_log_fields);
 	tcase_add_test(tc, test_router_match_capture_decoded);
+	tcase_add_test(tc, test_router_arena_holds_captures_and_params);
 	tcase_add_test(tc, test_router_match_two_captures);
 	tcase_add_test(tc, test_router_match_encoded_slash_404);
 	tcase_add_test(tc, test_router_match_bad_capture_encoding_404);
@@ -1465,6 +1527,7 @@ static Suite *router_suite(void)
 	tcase_add_test(tc, test_router_handler_error_oauth_500_json);
 	tcase_add_test(tc, test_router_handler_no_status_500);
 	tcase_add_test(tc, test_router_security_headers_defaults);
+	tcase_add_test(tc, test_router_security_headers_given_csp);
 	tcase_add_test(tc, test_router_security_headers_cache_max_age);
 	tcase_add_test(tc, test_router_security_headers_hsts_only_https);
 	tcase_add_test(tc, test_router_security_headers_form_action_idp_origin);
