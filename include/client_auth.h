@@ -64,8 +64,17 @@ bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
 /* The gateway's endpoints' name for client_auth_gateway. */
 bool gateway_authenticate(const struct http_request *req, struct http_reply *rep);
 
-/* Parses "Basic base64(urlencode(id):urlencode(secret))" (RFC 6749 §2.3.1).
- * On true, *id and *secret are malloc'd (the caller wipes the secret). */
-bool basic_credentials(const char *hdr, char **id, char **secret);
+/* Base64 bytes of a Basic credential consentd reads; longer is refused. */
+#define BASIC_CREDENTIALS_MAX 2048
+/* A Basic credential, decoded on the caller's stack: id and secret point into
+ * buf.  Wipe it with basic_credentials_clear. */
+struct basic_credentials {
+	char        buf[BASIC_CREDENTIALS_MAX / 4 * 3 + 1];
+	const char *id, *secret;
+};
+/* Parses "Basic base64(urlencode(id):urlencode(secret))" (RFC 6749 §2.3.1)
+ * into *out; false (and out wiped) when it is not one. */
+bool basic_credentials(const char *hdr, struct basic_credentials *out);
+void basic_credentials_clear(struct basic_credentials *c);   /* wipes; NULL-safe */
 
 #endif

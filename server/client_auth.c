@@ -312,70 +312,67 @@ static bool set_has_kid(const struct shared_set *s, const char *kid)
 
 /* --- at the endpoints ---------------------------------------------------------- */
 
-bool basic_credentials(const char *hdr, char **id, char **secret)
+void basic_credentials_clear(struct basic_credentials *c)
 {
-	unsigned char *dec = NULL;
-	size_t n, len;
-	bool ok = false;
+	if (c != NULL)
+		OPENSSL_cleanse(c, sizeof *c);
+}
+
+bool basic_credentials(const char *hdr, struct basic_credentials *out)
+{
+	size_t n, len, idlen = 0, slen = 0;
 	char *colon;
-	*id = *secret = NULL;
+	out->id = out->secret = NULL;
 	if (hdr == NULL || strncasecmp(hdr, "Basic ", 6) != 0)
 		return false;
 	hdr += 6;
 	while (*hdr == ' ')
 		hdr++;
 	n = strlen(hdr);
-	if (n == 0 || n > 2048 || n % 4 != 0)
+	if (n == 0 || n > BASIC_CREDENTIALS_MAX || n % 4 != 0)
 		return false;
-	dec = malloc(n / 4 * 3 + 1);
-	if (dec == NULL)
-		return false;
-	int r = EVP_DecodeBlock(dec, (const unsigned char *)hdr, (int)n);
+	/* n / 4 * 3 + 1 bytes: what EVP_DecodeBlock writes for n, and a NUL. */
+	int r = EVP_DecodeBlock((unsigned char *)out->buf, (const unsigned char *)hdr, (int)n);
 	if (r < 0)
-		goto out;
+		goto bad;
 	len = (size_t)r;
 	if (n >= 1 && hdr[n - 1] == '=')
 		len--;
 	if (n >= 2 && hdr[n - 2] == '=')
 		len--;
-	dec[len] = '\0';
-	if (memchr(dec, '\0', len) != NULL || (colon = strchr((char *)dec, ':')) == NULL)
-		goto out;
+	out->buf[len] = '\0';
+	if (memchr(out->buf, '\0', len) != NULL || (colon = strchr(out->buf, ':')) == NULL)
+		goto bad;
 	*colon = '\0';
-	/* RFC 6749 §2.3.1: both parts are form-urlencoded before Base64. */
-	if (pct_decode((char *)dec, strlen((char *)dec), 1, id, NULL) != CS_OK)
-		goto out;
-	if (pct_decode(colon + 1, strlen(colon + 1), 1, secret, NULL) != CS_OK) {
-		free(*id);
-		*id = NULL;
-		goto out;
-	}
-	ok = true;
-out:
-	OPENSSL_cleanse(dec, n / 4 * 3 + 1);
-	free(dec);
-	return ok;
+	/* RFC 6749 §2.3.1: both parts are form-urlencoded before Base64; they are
+	 * decoded in place (decoding never lengthens). */
+	if (pct_decode_into(out->buf, (size_t)(colon - out->buf), 1, out->buf, &idlen) != CS_OK ||
+	    pct_decode_into(colon + 1, strlen(colon + 1), 1, colon + 1, &slen) != CS_OK)
+		goto bad;
+	out->id = out->buf;
+	out->secret = colon + 1;
+	return true;
+bad:
+	basic_credentials_clear(out);
+	return false;
 }
 
 static bool basic_ok(const struct http_request *req)
 {
 	const struct config *cfg = req->app->cfg;
-	char *id = NULL, *secret = NULL;
+	struct basic_credentials bc;
 	unsigned char h[32];
 	bool ok = false;
-	if (basic_credentials(req->authorization, &id, &secret)) {
-		sha256_str(secret, h);
+	if (basic_credentials(req->authorization, &bc)) {
+		sha256_str(bc.secret, h);
 		/* SECURITY: the secret is compared as a SHA-256, in constant time;
 		 * the id is public. */
-		int id_ok = strcmp(id, cfg->gateway_id) == 0;
+		int id_ok = strcmp(bc.id, cfg->gateway_id) == 0;
 		int secret_ok = CRYPTO_memcmp(h, cfg->gateway_secret_sha256, 32) == 0;
 		ok = id_ok && secret_ok && cfg->gateway_has_secret;
+		basic_credentials_clear(&bc);
 	}
-	if (secret) {
-		OPENSSL_cleanse(secret, strlen(secret));
-		free(secret);
-	}
-	free(id);
+	OPENSSL_cleanse(h, sizeof h);
 	return ok;
 }
 

@@ -12,16 +12,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = malloc(size + 1);
-	char *id = NULL, *secret = NULL, *v;
+	struct basic_credentials bc;
+	char *v;
 	if (s == NULL)
 		return 0;
 	memcpy(s, data, size);
 	s[size] = '\0';
-	if (basic_credentials(s, &id, &secret)) {
-		if (id == NULL || secret == NULL)
+	if (basic_credentials(s, &bc)) {
+		/* Both inside the stack buffer, terminated within it. */
+		if (bc.id != bc.buf || bc.secret <= bc.id ||
+		    bc.secret + strlen(bc.secret) >= bc.buf + sizeof bc.buf)
 			abort();
-		free(id);
-		free(secret);
+		basic_credentials_clear(&bc);
 	}
 	if (utf8_valid(s, strlen(s)) && (v = visible_text(s)) != NULL)
 		free(v);

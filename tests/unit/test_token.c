@@ -2,6 +2,7 @@
  * agent-supplied strings (pure functions; the endpoints are tested over HTTP). */
 #include <stdint.h>
 #include <string.h>
+#include <openssl/evp.h>
 #include "consent.h"
 #include "pages.h"
 #include "client_auth.h"
@@ -11,20 +12,23 @@
 
 static void basic_ok(const char *hdr, const char *want_id, const char *want_secret)
 {
-	char *id = NULL, *secret = NULL;
-	ck_assert_msg(basic_credentials(hdr, &id, &secret), "parse %s", hdr);
-	ck_assert_str_eq(id, want_id);
-	ck_assert_str_eq(secret, want_secret);
-	free(id);
-	free(secret);
+	struct basic_credentials bc;
+	ck_assert_msg(basic_credentials(hdr, &bc), "parse %s", hdr);
+	ck_assert_str_eq(bc.id, want_id);
+	ck_assert_str_eq(bc.secret, want_secret);
+	ck_assert(bc.id >= bc.buf && bc.secret > bc.id &&
+	    bc.secret < bc.buf + sizeof bc.buf);             /* on the caller's stack */
+	basic_credentials_clear(&bc);
+	for (size_t i = 0; i < sizeof bc.buf; i++)
+		ck_assert_uint_eq((unsigned char)bc.buf[i], 0);  /* the secret is wiped */
 }
 
 static void basic_bad(const char *hdr)
 {
-	char *id = NULL, *secret = NULL;
-	ck_assert_msg(!basic_credentials(hdr, &id, &secret), "should refuse %s", hdr ? hdr : "NULL");
-	ck_assert_ptr_null(id);
-	ck_assert_ptr_null(secret);
+	struct basic_credentials bc;
+	ck_assert_msg(!basic_credentials(hdr, &bc), "should refuse %s", hdr ? hdr : "NULL");
+	ck_assert_ptr_null(bc.id);
+	ck_assert_ptr_null(bc.secret);
 }
 
 START_TEST(test_token_basic_good)
@@ -34,6 +38,27 @@ START_TEST(test_token_basic_good)
 	/* RFC 6749 §2.3.1: form-urlencoded before Base64: "a%3Ab:c%2Bd+e" -> id "a:b", secret "c+d e" */
 	basic_ok("Basic YSUzQWI6YyUyQmQrZQ==", "a:b", "c+d e");
 	basic_ok("Basic OnNlY3JldA==", "", "secret");      /* empty id parses; the id check refuses it */
+}
+END_TEST
+
+/* The longest credential read (BASIC_CREDENTIALS_MAX base64 bytes) fills the
+ * stack buffer exactly; four bytes more are refused. */
+START_TEST(test_token_basic_longest_fits)
+{
+	unsigned char raw[BASIC_CREDENTIALS_MAX / 4 * 3 + 3];
+	char hdr[6 + BASIC_CREDENTIALS_MAX + 8], want[sizeof raw];
+	size_t n = BASIC_CREDENTIALS_MAX / 4 * 3;
+	raw[0] = 'a';
+	raw[1] = ':';
+	memset(raw + 2, 'b', sizeof raw - 2);
+	memcpy(hdr, "Basic ", 6);
+	ck_assert_int_eq(EVP_EncodeBlock((unsigned char *)hdr + 6, raw, (int)n), BASIC_CREDENTIALS_MAX);
+	memset(want, 'b', n - 2);
+	want[n - 2] = '\0';
+	basic_ok(hdr, "a", want);
+	ck_assert_int_eq(EVP_EncodeBlock((unsigned char *)hdr + 6, raw, (int)n + 3),
+	    BASIC_CREDENTIALS_MAX + 4);
+	basic_bad(hdr);
 }
 END_TEST
 
@@ -437,6 +462,7 @@ static Suite *suite(void)
 	Suite *s = suite_create("token");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_token_basic_good);
+	tcase_add_test(tc, test_token_basic_longest_fits);
 	tcase_add_test(tc, test_token_basic_hostile);
 	tcase_add_test(tc, test_token_visible_text_shows_invisible);
 	tcase_add_test(tc, test_token_reason_rule);
