@@ -86,7 +86,7 @@ static enum cs_err read_approval(struct store_stmt *st, struct store_approval_ro
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text_each(st, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 1, &r->consent_id, true },
 	    { 3, &r->subject, true },

@@ -168,7 +168,7 @@ static enum cs_err read_consent(struct store_stmt *st, struct store_consent_row 
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text_each(st, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 2, &r->subject, true },
 	    { 3, &r->agent, true },
@@ -196,7 +196,7 @@ static enum cs_err read_creq(struct store_stmt *st, struct store_creq_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text_each(st, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 2, &r->subject, true },
 	    { 3, &r->agent, true },

@@ -80,7 +80,7 @@ static enum cs_err read_event(struct store_stmt *st, struct store_event_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text_each(st, STORE_TEXT_COLS(
 	    { 1, &r->jti, true },
 	    { 2, &r->consent_id, true },
 	    { 3, &r->subject_iss, true },

@@ -83,7 +83,7 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	s.user_id = store_col_int64(st, 0);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS({ 1, &s.issuer, true },
+	if ((e = store_cols_text_each(st, STORE_TEXT_COLS({ 1, &s.issuer, true },
 	    { 2, &s.subject, true }, { 3, &s.name, false }, { 4, &s.email, false },
 	    { 5, &csrf, true }))) != CS_OK)
 		goto out;
@@ -283,7 +283,7 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &bh, &bhlen)) != CS_OK ||
-	    (e = store_cols_text(st, STORE_TEXT_COLS({ 1, &s.nonce, true },
+	    (e = store_cols_text_each(st, STORE_TEXT_COLS({ 1, &s.nonce, true },
 	    { 2, &s.code_verifier, true }, { 3, &s.return_to, true }))) != CS_OK)
 		goto out;
 	if (bhlen != 32) {

@@ -137,7 +137,7 @@ static enum cs_err read_record(struct store_stmt *st, struct store_vault_record 
 	memset(r, 0, sizeof *r);
 	if ((e = col_blob_null(st, 8, &r->access_sealed, &r->access_sealed_len)) != CS_OK ||
 	    (e = col_blob_null(st, 9, &r->refresh_sealed, &r->refresh_sealed_len)) != CS_OK ||
-	    (e = store_cols_text(st, STORE_TEXT_COLS(
+	    (e = store_cols_text_each(st, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 1, &r->consent_id, true },
 	    { 3, &r->subject, true },
@@ -447,7 +447,7 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &sh, &shlen)) != CS_OK ||
-	    (e = store_cols_text(st, STORE_TEXT_COLS(
+	    (e = store_cols_text_each(st, STORE_TEXT_COLS(
 	    { 2, &s.request_id, true },
 	    { 3, &s.resource, true },
 	    { 4, &s.provider_issuer, false },
