@@ -70,6 +70,7 @@ enum cs_err store_vault_to_outbox(struct store_conn *c, const char *consent_id, 
 
 /* --- the revocation outbox ---------------------------------------------- */
 struct store_vault_outbox {      /* caller-owned; release with store_vault_outbox_clear() */
+	char          *block;        /* the one allocation record_id .. master_kid point into */
 	int64_t        id;
 	char          *record_id, *consent_id;
 	int64_t        user_id;

@@ -523,20 +523,6 @@ enum cs_err store_col_text(struct store_stmt *st, int i, char **out)
 	return CS_OK;
 }
 
-/* Until every row is read into one block: one malloc'd copy a column. */
-enum cs_err store_cols_text_each(struct store_stmt *st, const struct store_text_col *cols, size_t n)
-{
-	enum cs_err e;
-	for (size_t k = 0; k < n; k++)
-		if ((e = store_col_text(st, cols[k].i, cols[k].out)) != CS_OK)
-			return e;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	for (size_t k = 0; k < n; k++)
-		if (cols[k].required && *cols[k].out == NULL)
-			return CS_EDB;
-	return CS_OK;
-}
-
 /* Two passes over the row: the first measures every column (and finds a
  * required one NULL before anything is allocated), the second copies.  Both
  * backends answer the same pointer and length for a column asked twice

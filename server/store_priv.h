@@ -121,10 +121,6 @@ struct store_text_col {
  * every out are NULL. */
 enum cs_err store_cols_text(struct store_stmt *st, char **block, const struct store_text_col *cols,
     size_t n) CS_MUST_CHECK;
-/* Transitional: the old way, one malloc'd copy an out (the caller frees each),
- * for the rows not read into one block yet. */
-enum cs_err store_cols_text_each(struct store_stmt *st, const struct store_text_col *cols,
-    size_t n) CS_MUST_CHECK;
 /* A kind of row store_rows reads: its size, how one is read (leaving nothing
  * allocated in its row when it fails) and how n of them are released. */
 struct store_row_type {

@@ -281,13 +281,9 @@ void store_vault_outbox_clear(struct store_vault_outbox *o)
 {
 	if (o == NULL)
 		return;
-	free(o->record_id);
-	free(o->consent_id);
-	free(o->subject);
-	free(o->resource);
+	free(o->block);
 	free_blob(o->access_sealed, o->access_sealed_len);
 	free_blob(o->refresh_sealed, o->refresh_sealed_len);
-	free(o->master_kid);
 	memset(o, 0, sizeof *o);
 }
 
@@ -304,16 +300,17 @@ static enum cs_err read_outbox(struct store_stmt *st, struct store_vault_outbox 
 {
 	enum cs_err e;
 	memset(o, 0, sizeof *o);
-	if ((e = store_col_text(st, 1, &o->record_id)) != CS_OK ||
-	    (e = store_col_text(st, 2, &o->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 4, &o->subject)) != CS_OK ||
-	    (e = store_col_text(st, 5, &o->resource)) != CS_OK ||
+	if ((e = store_cols_text(st, &o->block, STORE_TEXT_COLS(
+	    { 1, &o->record_id, true },
+	    { 2, &o->consent_id, true },
+	    { 4, &o->subject, true },
+	    { 5, &o->resource, true },
+	    { 8, &o->master_kid, true }))) != CS_OK ||
 	    (e = col_blob_null(st, 6, &o->access_sealed, &o->access_sealed_len)) != CS_OK ||
-	    (e = col_blob_null(st, 7, &o->refresh_sealed, &o->refresh_sealed_len)) != CS_OK ||
-	    (e = store_col_text(st, 8, &o->master_kid)) != CS_OK)
+	    (e = col_blob_null(st, 7, &o->refresh_sealed, &o->refresh_sealed_len)) != CS_OK)
 		goto fail;
-	if (o->record_id == NULL || o->consent_id == NULL || o->subject == NULL ||
-	    o->resource == NULL || o->access_sealed == NULL || o->master_kid == NULL) {
+	/* Defensive: a NOT NULL column that comes back NULL means a damaged database. */
+	if (o->access_sealed == NULL) {
 		e = CS_EDB;
 		goto fail;
 	}
