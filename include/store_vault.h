@@ -11,9 +11,9 @@
 #include "store.h"
 
 /* Read from the store, a row's strings are one block (block; its text fields
- * point into it, store_cols_text): its clear frees that block (wiping it
- * first where the row holds a secret) and the blobs, never a text field.  A
- * row filled by a caller for an insert leaves block NULL: its strings stay the
+ * point into it, store_cols_text): its clear frees that block (a connect
+ * state's verifier wiped first) and the blobs, never a text field.  A row
+ * filled by a caller for an insert leaves block NULL: its strings stay the
  * caller's. */
 struct store_vault_record {      /* caller-owned; release with store_vault_record_clear() */
 	char          *block;        /* the one allocation id .. reserved_for point into */
