@@ -34,7 +34,10 @@ enum cs_err approval_parse_details(const char *text, const char *action, json_t 
 /* base64url(SHA-256(JCS(parameters))), NUL-terminated. */
 enum cs_err approval_digest(json_t *parameters, char out[APPROVAL_DIGEST_LEN + 1]) CS_MUST_CHECK;
 
+/* Its strings are one block (strings): every char * field points into it.
+ * approval_clear frees that block, never a field. */
 struct approval {                    /* caller-owned; release with approval_clear() */
+	char   *strings;                 /* the one allocation id .. status point into */
 	char   *id;
 	char   *consent_id;
 	int64_t user_id;
@@ -44,7 +47,7 @@ struct approval {                    /* caller-owned; release with approval_clea
 	char   *status;                  /* pending | approved | denied | expired | used | cancelled */
 	int64_t created_at, expires_at, decided_at, used_at;
 };
-void approval_clear(struct approval *a);
+void approval_clear(struct approval *a);    /* NULL-safe */
 
 enum approval_outcome {
 	APPROVAL_RELEASE = 0,    /* approved and unused: the caller may release once (approval_redeem) */

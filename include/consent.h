@@ -18,7 +18,12 @@
 #define CONSENT_ID_LEN 22            /* base64url of 16 random bytes */
 #define CONSENT_VERSION_LEN 64       /* hex of a SHA-256 */
 
+/* struct consent and struct consent_request own their strings as one block
+ * (strings): every char * field points into it or is NULL.  Their _clear
+ * frees that block, never a field; code that wants another value in one
+ * field points it elsewhere and keeps that storage alive itself. */
 struct consent {                     /* caller-owned; release with consent_clear() */
+	char   *strings;                 /* the one allocation id .. request_id point into */
 	char   *id;
 	int64_t user_id;
 	char   *subject;                 /* the person (IdP subject) */
@@ -34,9 +39,10 @@ struct consent {                     /* caller-owned; release with consent_clear
 	char   *request_id;              /* the request whose approval made it, or NULL */
 	int64_t last_used_at;            /* the last grant issued or token released; 0 = never */
 };
-void consent_clear(struct consent *c);
+void consent_clear(struct consent *c);  /* NULL-safe */
 
 struct consent_request {             /* caller-owned; release with consent_request_clear() */
+	char   *strings;                 /* the one allocation id .. narrowed point into */
 	char   *id;
 	int64_t user_id;
 	char   *subject;
@@ -50,7 +56,7 @@ struct consent_request {             /* caller-owned; release with consent_reque
 	char   *narrowed;                /* scopes dropped because the provider granted less, or NULL */
 	int64_t cooldown_lifted_at;      /* the person let the agent ask again (0 = not) */
 };
-void consent_request_clear(struct consent_request *r);
+void consent_request_clear(struct consent_request *r);   /* NULL-safe */
 
 /* Who acts on a person's consents and requests, and when: the person on
  * their pages, an administrator, or consentd itself. */

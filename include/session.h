@@ -36,6 +36,8 @@ enum cs_err random_token(char out[SESSION_TOKEN_LEN + 1]) CS_MUST_CHECK;
 void sha256_str(const char *s, unsigned char out[32]);
 
 struct session {                       /* caller-owned; release with session_clear() */
+	char    *strings;                    /* the one allocation issuer .. email point into:
+	                                        session_clear frees it, never a field */
 	unsigned char id_hash[32];
 	int64_t  user_id;
 	char    *issuer, *subject, *name, *email;

@@ -10,7 +10,12 @@
 #include "cs_err.h"
 #include "store.h"
 
+/* A row read from the store owns its strings as one block (block; the text
+ * fields point into it, store_cols_text): store_approval_row_clear frees that
+ * block, never a field, and whoever takes the strings over takes the block.
+ * A row filled by a caller for an insert leaves block NULL. */
 struct store_approval_row {      /* caller-owned; release with store_approval_row_clear() */
+	char   *block;               /* the text fields' one allocation, or NULL */
 	char   *id, *consent_id;
 	int64_t user_id;
 	char   *subject;             /* users.subject (read only; ignored on insert) */

@@ -30,6 +30,8 @@ enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *e
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid) CS_MUST_CHECK;
 
 struct store_audit_row {         /* caller-owned; release with store_audit_rows_free() */
+	char          *block;        /* the one allocation actor .. master_kid point into
+	                                (store_cols_text): freed whole, never a field */
 	int64_t        seq, ts;
 	char          *actor, *action, *subject, *agent, *resource, *scopes;
 	char          *consent_id, *request_id, *outcome, *detail;
@@ -74,6 +76,8 @@ enum store_sealed_kind {
 	SEALED__MAX
 };
 struct store_sealed {            /* caller-owned; release with store_sealed_free() */
+	char          *block;        /* the one allocation id .. master_kid point into
+	                                (store_cols_text): freed whole, never a field */
 	enum store_sealed_kind kind;
 	char          *id;           /* kid, record id, or outbox row number in decimal */
 	char          *record_id, *consent_id, *subject, *resource;   /* vault rows only */

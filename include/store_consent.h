@@ -9,7 +9,13 @@
 #include "cs_err.h"
 #include "store.h"
 
+/* A row read from the store owns its strings as one block (block; the text
+ * fields point into it, store_cols_text): store_X_row_clear frees that block,
+ * never a field, and whoever takes the strings over takes the block.  A row
+ * filled by a caller for an insert leaves block NULL: its fields stay the
+ * caller's, and clearing it frees nothing of theirs. */
 struct store_consent_row {       /* caller-owned; release with store_consent_row_clear() */
+	char   *block;               /* the text fields' one allocation, or NULL */
 	char   *id;
 	int64_t user_id;
 	char   *subject;             /* users.subject (read only; ignored on insert) */
@@ -25,6 +31,7 @@ void store_consent_row_clear(struct store_consent_row *r);               /* NULL
 void store_consent_rows_free(struct store_consent_row *v, size_t n);     /* NULL-safe */
 
 struct store_creq_row {          /* caller-owned; release with store_creq_row_clear() */
+	char   *block;               /* the text fields' one allocation, or NULL */
 	char   *id;
 	int64_t user_id;
 	char   *subject;             /* users.subject (read only; ignored on insert) */

@@ -12,7 +12,11 @@
 #define STORE_EVENTS_JTI_LEN 32      /* lowercase hex of 16 random bytes */
 #define STORE_EVENTS_LIST_MAX 1000   /* the most rows one listing returns */
 
+/* Read from the store, a row's strings are one block (block; the fields point
+ * into it, store_cols_text): store_event_row_clear frees that block, never a
+ * field (one set to NULL or pointed elsewhere is fine). */
 struct store_event_row {         /* caller-owned; release with store_event_row_clear() */
+	char   *block;               /* the one allocation jti .. last_error point into */
 	int64_t id;
 	char   *jti, *consent_id, *subject_iss, *subject, *agent, *resource;
 	char   *reason;              /* may be NULL */

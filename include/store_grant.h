@@ -10,7 +10,10 @@
 
 #define STORE_REFRESH_HASH_LEN 32    /* SHA-256 */
 
+/* Read from the store, a row's strings are one block (block; the fields point
+ * into it, store_cols_text): its clear frees that block, never a field. */
 struct store_grant_row {         /* caller-owned; release with store_grant_row_clear() */
+	char   *block;               /* the one allocation jti and consent_id point into */
 	char   *jti;
 	char   *consent_id;
 	int64_t issued_at, expires_at, revoked_at;   /* revoked_at 0 = not revoked */
@@ -18,6 +21,7 @@ struct store_grant_row {         /* caller-owned; release with store_grant_row_c
 void store_grant_row_clear(struct store_grant_row *r);      /* NULL-safe */
 
 struct store_refresh_row {       /* caller-owned; release with store_refresh_row_clear() */
+	char   *block;               /* the one allocation family and consent_id point into */
 	unsigned char hash[STORE_REFRESH_HASH_LEN];
 	char   *family;
 	char   *consent_id;

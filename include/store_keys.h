@@ -9,7 +9,12 @@
 #include "cs_err.h"
 #include "store.h"
 
+/* Read from the store, a key's strings are one block (block; kid, alg and
+ * master_kid point into it): store_key_clear frees that block and the sealed
+ * blob, never a string field.  A key filled for store_key_insert leaves block
+ * NULL. */
 struct store_key {               /* caller-owned; release with store_key_clear() */
+	char          *block;        /* the one allocation kid, alg and master_kid point into */
 	char          *kid;
 	char          *alg;          /* "ES256" */
 	int64_t        created_at;   /* UTC seconds */

@@ -9,6 +9,8 @@
 #include "store.h"
 
 struct store_session {           /* caller-owned; release with store_session_clear() */
+	char   *block;               /* the one allocation issuer .. email point into
+	                                (store_cols_text): freed whole, never a field */
 	int64_t user_id;
 	char   *issuer, *subject, *name, *email;
 	char    csrf[44];
@@ -33,7 +35,12 @@ enum cs_err store_session_touch(struct store_conn *c, const unsigned char id_has
     int64_t now) CS_MUST_CHECK;
 enum cs_err store_session_delete(struct store_conn *c, const unsigned char id_hash[32]) CS_MUST_CHECK;
 
+/* Read (store_login_state_take), its strings are one block that
+ * store_login_state_clear wipes (nonce, code_verifier) and frees, never a
+ * field.  Filled by a caller for an insert, block is NULL and the strings
+ * stay the caller's: clearing it then touches none of them. */
 struct store_login_state {       /* release with store_login_state_clear() when read */
+	char         *block;         /* the one allocation nonce .. return_to point into, or NULL */
 	unsigned char state_hash[32];
 	unsigned char browser_hash[32];
 	unsigned char addr_hash[32];     /* the client address it came from (login_client_key) */

@@ -10,7 +10,13 @@
 #include "cs_err.h"
 #include "store.h"
 
+/* Read from the store, a row's strings are one block (block; its text fields
+ * point into it, store_cols_text): its clear frees that block (a connect
+ * state's verifier wiped first) and the blobs, never a text field.  A row
+ * filled by a caller for an insert leaves block NULL: its strings stay the
+ * caller's. */
 struct store_vault_record {      /* caller-owned; release with store_vault_record_clear() */
+	char          *block;        /* the one allocation id .. reserved_for point into */
 	char          *id, *consent_id;
 	int64_t        user_id;
 	char          *subject, *agent, *resource;
@@ -64,6 +70,7 @@ enum cs_err store_vault_to_outbox(struct store_conn *c, const char *consent_id, 
 
 /* --- the revocation outbox ---------------------------------------------- */
 struct store_vault_outbox {      /* caller-owned; release with store_vault_outbox_clear() */
+	char          *block;        /* the one allocation record_id .. master_kid point into */
 	int64_t        id;
 	char          *record_id, *consent_id;
 	int64_t        user_id;
@@ -95,6 +102,7 @@ enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id) CS_MUST_
 
 /* --- connect states ----------------------------------------------------- */
 struct store_vault_connect {     /* caller-owned; release with store_vault_connect_clear() (wipes) */
+	char    *block;              /* the one allocation request_id .. request_version point into */
 	unsigned char state_hash[32], session_hash[32];
 	int64_t  user_id;
 	char    *request_id, *resource;

@@ -213,14 +213,7 @@ void approval_clear(struct approval *a)
 {
 	if (a == NULL)
 		return;
-	free(a->id);
-	free(a->consent_id);
-	free(a->subject);
-	free(a->agent);
-	free(a->resource);
-	free(a->action);
-	free(a->parameters);
-	free(a->status);
+	free(a->strings);
 	memset(a, 0, sizeof *a);
 }
 
@@ -241,35 +234,33 @@ void approval_list_free(struct approval *v, size_t n)
 	free(v);
 }
 
-/* Moves a row into *out (the row's strings change owner). */
+/* Moves a row into *out: the row's block of strings changes owner (it
+ * becomes out->strings) and the row's text fields are NULL after.  *out
+ * written only on CS_OK; on failure the row keeps its strings. */
 static enum cs_err approval_from_row(struct store_approval_row *r, struct approval *out)
 {
 	struct approval a;
 	if (strlen(r->digest) != APPROVAL_DIGEST_LEN)
 		return CS_EDB;
 	memset(&a, 0, sizeof a);
-	a.id = r->id;
-	r->id = NULL;
-	a.consent_id = r->consent_id;
-	r->consent_id = NULL;
-	a.subject = r->subject;
-	r->subject = NULL;
-	a.agent = r->agent;
-	r->agent = NULL;
-	a.resource = r->resource;
-	r->resource = NULL;
-	a.action = r->action;
-	r->action = NULL;
-	a.parameters = r->parameters;
-	r->parameters = NULL;
-	a.status = r->status;
-	r->status = NULL;
 	memcpy(a.digest, r->digest, APPROVAL_DIGEST_LEN + 1);
+	a.strings = r->block;
+	a.id = r->id;
+	a.consent_id = r->consent_id;
+	a.subject = r->subject;
+	a.agent = r->agent;
+	a.resource = r->resource;
+	a.action = r->action;
+	a.parameters = r->parameters;
+	a.status = r->status;
 	a.user_id = r->user_id;
 	a.created_at = r->created_at;
 	a.expires_at = r->expires_at;
 	a.decided_at = r->decided_at;
 	a.used_at = r->used_at;
+	r->block = NULL;
+	r->id = r->consent_id = r->subject = r->agent = r->resource = NULL;
+	r->action = r->parameters = r->digest = r->status = NULL;
 	*out = a;
 	return CS_OK;
 }

@@ -53,15 +53,9 @@ void consent_clear(struct consent *k)
 {
 	if (k == NULL)
 		return;
-	free(k->id);
-	free(k->subject);
-	free(k->agent);
-	free(k->resource);
+	free(k->strings);
 	scope_set_clear(&k->granted);
 	scope_set_clear(&k->declined);
-	free(k->revoked_by);
-	free(k->revoke_reason);
-	free(k->request_id);
 	memset(k, 0, sizeof *k);
 }
 
@@ -69,16 +63,9 @@ void consent_request_clear(struct consent_request *r)
 {
 	if (r == NULL)
 		return;
-	free(r->id);
-	free(r->subject);
-	free(r->agent);
-	free(r->resource);
+	free(r->strings);
 	scope_set_clear(&r->scopes);
 	scope_set_clear(&r->pre_granted);
-	free(r->reason);
-	free(r->status);
-	free(r->consent_id);
-	free(r->narrowed);
 	memset(r, 0, sizeof *r);
 }
 
@@ -125,7 +112,10 @@ static const char *consent_state(int64_t revoked_at, int64_t expires_at, int rec
 	return reconnect ? "reconnect_required" : "live";
 }
 
-/* Moves a row into *out (the row's strings change owner); *out written only on CS_OK. */
+/* Moves a row into *out: the row's block of strings changes owner (it
+ * becomes out->strings) and the row's text fields are NULL after, so nothing
+ * reads them through the row once the consent may be gone.  *out written
+ * only on CS_OK; on failure the row keeps its strings. */
 static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, struct consent *out)
 {
 	struct consent k;
@@ -135,20 +125,14 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	    (e = consent_scopes_from_db(r->declined, &k.declined)) != CS_OK)
 		goto out;
 	k.state = consent_state(r->revoked_at, r->expires_at, r->reconnect_required, now);
+	k.strings = r->block;
 	k.id = r->id;
-	r->id = NULL;
 	k.subject = r->subject;
-	r->subject = NULL;
 	k.agent = r->agent;
-	r->agent = NULL;
 	k.resource = r->resource;
-	r->resource = NULL;
 	k.revoked_by = r->revoked_by;
-	r->revoked_by = NULL;
 	k.revoke_reason = r->revoke_reason;
-	r->revoke_reason = NULL;
 	k.request_id = r->request_id;
-	r->request_id = NULL;
 	k.last_used_at = r->last_used_at;
 	k.user_id = r->user_id;
 	k.offline = r->offline != 0;
@@ -156,6 +140,9 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	k.expires_at = r->expires_at;
 	k.revoked_at = r->revoked_at;
 	k.reconnect_required = r->reconnect_required != 0;
+	r->block = NULL;
+	r->id = r->subject = r->agent = r->resource = r->granted = r->declined = NULL;
+	r->revoked_by = r->revoke_reason = r->request_id = NULL;
 	*out = k;
 	memset(&k, 0, sizeof k);
 out:
@@ -163,6 +150,7 @@ out:
 	return e;
 }
 
+/* Moves a row into *out as consent_from_row does (out->strings is the row's block). */
 static enum cs_err request_from_row(struct store_creq_row *r, struct consent_request *out)
 {
 	struct consent_request q;
@@ -171,27 +159,23 @@ static enum cs_err request_from_row(struct store_creq_row *r, struct consent_req
 	if ((e = consent_scopes_from_db(r->scopes, &q.scopes)) != CS_OK ||
 	    (e = consent_scopes_from_db(r->pre_granted, &q.pre_granted)) != CS_OK)
 		goto out;
+	q.strings = r->block;
 	q.id = r->id;
-	r->id = NULL;
 	q.subject = r->subject;
-	r->subject = NULL;
 	q.agent = r->agent;
-	r->agent = NULL;
 	q.resource = r->resource;
-	r->resource = NULL;
 	q.reason = r->reason;
-	r->reason = NULL;
 	q.status = r->status;
-	r->status = NULL;
 	q.consent_id = r->consent_id;
-	r->consent_id = NULL;
 	q.narrowed = r->narrowed;
-	r->narrowed = NULL;
 	q.user_id = r->user_id;
 	q.created_at = r->created_at;
 	q.expires_at = r->expires_at;
 	q.decided_at = r->decided_at;
 	q.cooldown_lifted_at = r->cooldown_lifted_at;
+	r->block = NULL;
+	r->id = r->subject = r->agent = r->resource = r->scopes = r->pre_granted = NULL;
+	r->reason = r->status = r->consent_id = r->narrowed = NULL;
 	*out = q;
 	memset(&q, 0, sizeof q);
 out:

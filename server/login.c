@@ -370,7 +370,7 @@ enum cs_err login_finish(struct app *app, const struct login_finish_in *in,
 	const struct oidc_meta *m = oidc_meta(app->idp);
 	struct store_conn *c = store_conn(app->store);
 	struct store_login_state ls = { .return_to = NULL };
-	char sid[SESSION_TOKEN_LEN + 1] = "";
+	char sid[SESSION_TOKEN_LEN + 1] = "", *back = NULL;
 	json_t *claims = NULL, *subj;
 	enum cs_err e;
 
@@ -391,12 +391,19 @@ enum cs_err login_finish(struct app *app, const struct login_finish_in *in,
 		*outcome = LOGIN_FINISH_NO_SUBJECT;
 		goto out;
 	}
+	/* A copy, made before the session is: the state's strings are one block,
+	 * wiped and freed below. */
+	if ((back = strdup(ls.return_to)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
 	if ((e = sign_in(app, in, claims, m->issuer, json_string_value(subj), sid)) != CS_OK)
 		goto out;
 	memcpy(out->sid, sid, sizeof sid);
-	out->return_to = ls.return_to;
-	ls.return_to = NULL;
+	out->return_to = back;
+	back = NULL;
 out:
+	free(back);
 	OPENSSL_cleanse(sid, sizeof sid);
 	json_decref(claims);
 	store_login_state_clear(&ls);

@@ -127,10 +127,7 @@ void session_clear(struct session *s)
 {
 	if (s == NULL)
 		return;
-	free(s->issuer);
-	free(s->subject);
-	free(s->name);
-	free(s->email);
+	free(s->strings);
 	OPENSSL_cleanse(s, sizeof *s);
 }
 
@@ -198,10 +195,13 @@ enum cs_err session_from_cookie(struct store_conn *c, const struct config *cfg,
 	memset(out, 0, sizeof *out);
 	memcpy(out->id_hash, h, 32);
 	out->user_id = ss.user_id;
-	out->issuer = ss.issuer; ss.issuer = NULL;
-	out->subject = ss.subject; ss.subject = NULL;
-	out->name = ss.name; ss.name = NULL;
-	out->email = ss.email; ss.email = NULL;
+	/* The row's block of strings changes owner. */
+	out->strings = ss.block;
+	out->issuer = ss.issuer;
+	out->subject = ss.subject;
+	out->name = ss.name;
+	out->email = ss.email;
+	ss.block = ss.issuer = ss.subject = ss.name = ss.email = NULL;
 	memcpy(out->csrf, ss.csrf, sizeof out->csrf);
 	out->created_at = ss.created_at;
 	out->last_seen_at = now;

@@ -496,12 +496,19 @@ enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_
 	return st == NULL ? e : store_exec(c, st);
 }
 
+/* Whether a NULL from store_col_raw_text means SQLite ran out of memory
+ * converting the value, rather than a NULL column. */
+static bool raw_text_nomem(struct store_stmt *st)
+{
+	return st->pg == NULL && sqlite3_errcode(sqlite3_db_handle(st->lite)) == SQLITE_NOMEM;
+}
+
 /* A malloc'd copy of a text column; NULL column -> *out NULL. */
 enum cs_err store_col_text(struct store_stmt *st, int i, char **out)
 {
 	const unsigned char *t = store_col_raw_text(st, i);
 	if (t == NULL) {
-		if (st->pg == NULL && sqlite3_errcode(sqlite3_db_handle(st->lite)) == SQLITE_NOMEM)
+		if (raw_text_nomem(st))
 			return CS_ENOMEM;
 		*out = NULL;
 		return CS_OK;
@@ -516,17 +523,69 @@ enum cs_err store_col_text(struct store_stmt *st, int i, char **out)
 	return CS_OK;
 }
 
-enum cs_err store_cols_text(struct store_stmt *st, const struct store_text_col *cols, size_t n)
+/* Two passes over the row: the first measures every column (and finds a
+ * required one NULL before anything is allocated), the second copies.  Both
+ * backends answer the same pointer and length for a column asked twice
+ * within one row (SQLite converts a value to text once and keeps it). */
+enum cs_err store_cols_text(struct store_stmt *st, char **block, const struct store_text_col *cols,
+    size_t n)
 {
-	enum cs_err e;
+	enum cs_err e = CS_OK;
+	size_t total = 0, at = 0;
+	char *p = NULL;
+
+	*block = NULL;
 	for (size_t k = 0; k < n; k++)
-		if ((e = store_col_text(st, cols[k].i, cols[k].out)) != CS_OK)
-			return e;
-	/* Defensive: NOT NULL columns that come back NULL mean a damaged database. */
-	for (size_t k = 0; k < n; k++)
-		if (cols[k].required && *cols[k].out == NULL)
-			return CS_EDB;
-	return CS_OK;
+		*cols[k].out = NULL;
+	for (size_t k = 0; k < n; k++) {
+		const unsigned char *t = store_col_raw_text(st, cols[k].i);
+		if (t == NULL) {
+			/* Defensive: a NOT NULL column that comes back NULL means a
+			 * damaged database. */
+			e = raw_text_nomem(st) ? CS_ENOMEM : cols[k].required ? CS_EDB : CS_OK;
+			if (e != CS_OK)
+				goto out;
+			continue;
+		}
+		int len = store_col_bytes(st, cols[k].i);
+		if (len < 0 || (size_t)len >= SIZE_MAX - total) {
+			e = CS_ETOOBIG;
+			goto out;
+		}
+		total += (size_t)len + 1;
+	}
+	if (total == 0)
+		goto out;                 /* every column NULL: no block */
+	if ((p = malloc(total)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const unsigned char *t = store_col_raw_text(st, cols[k].i);
+		if (t == NULL && !cols[k].required)
+			continue;
+		int len = t != NULL ? store_col_bytes(st, cols[k].i) : -1;
+		/* Defensive, cannot happen: the column changed between the passes. */
+		if (len < 0 || (size_t)len >= total - at) {
+			e = CS_EDB;
+			goto out;
+		}
+		memcpy(p + at, t, (size_t)len);
+		p[at + (size_t)len] = '\0';
+		*cols[k].out = p + at;
+		at += (size_t)len + 1;
+	}
+	*block = p;
+	p = NULL;
+out:
+	if (p != NULL) {
+		OPENSSL_cleanse(p, total);    /* a partial copy may hold a secret column */
+		free(p);
+	}
+	if (e != CS_OK)
+		for (size_t k = 0; k < n; k++)
+			*cols[k].out = NULL;
+	return e;
 }
 
 enum cs_err store_col_blob(struct store_stmt *st, int i, unsigned char **out, size_t *len)

@@ -59,15 +59,7 @@ void store_approval_row_clear(struct store_approval_row *r)
 {
 	if (r == NULL)
 		return;
-	free(r->id);
-	free(r->consent_id);
-	free(r->subject);
-	free(r->agent);
-	free(r->resource);
-	free(r->action);
-	free(r->parameters);
-	free(r->digest);
-	free(r->status);
+	free(r->block);
 	memset(r, 0, sizeof *r);
 }
 
@@ -80,13 +72,13 @@ void store_approval_rows_free(struct store_approval_row *v, size_t n)
 	free(v);
 }
 
-/* Reads the current row of an APPROVAL_COLS statement.  r is zeroed first
- * and cleared again on failure. */
+/* Reads the current row of an APPROVAL_COLS statement, its strings in one
+ * block (store_cols_text).  r is zeroed first and holds nothing on failure. */
 static enum cs_err read_approval(struct store_stmt *st, struct store_approval_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 1, &r->consent_id, true },
 	    { 3, &r->subject, true },

@@ -147,18 +147,8 @@ enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
 
 static void audit_row_clear(struct store_audit_row *r)
 {
-	free(r->actor);
-	free(r->action);
-	free(r->subject);
-	free(r->agent);
-	free(r->resource);
-	free(r->scopes);
-	free(r->consent_id);
-	free(r->request_id);
-	free(r->outcome);
-	free(r->detail);
+	free(r->block);
 	free(r->link);
-	free(r->master_kid);
 	memset(r, 0, sizeof *r);
 }
 
@@ -177,15 +167,21 @@ static enum cs_err audit_row_read(struct store_stmt *st, struct store_audit_row 
 	memset(r, 0, sizeof *r);
 	r->seq = store_col_int64(st, 0);
 	r->ts = store_col_int64(st, 1);
-	char **texts[] = {
-		&r->actor, &r->action, &r->subject, &r->agent, &r->resource, &r->scopes,
-		&r->consent_id, &r->request_id, &r->outcome, &r->detail,
-	};
-	for (int i = 0; i < 10; i++)
-		if ((e = store_col_text(st, 2 + i, texts[i])) != CS_OK)
-			goto fail;
-	if ((e = col_blob_or_null(st, 12, &r->link, &r->link_len)) != CS_OK ||
-	    (e = store_col_text(st, 13, &r->master_kid)) != CS_OK)
+	/* None required: a damaged entry is read as it is, for verification to
+	 * report, not refused here. */
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
+	    { 2, &r->actor, false },
+	    { 3, &r->action, false },
+	    { 4, &r->subject, false },
+	    { 5, &r->agent, false },
+	    { 6, &r->resource, false },
+	    { 7, &r->scopes, false },
+	    { 8, &r->consent_id, false },
+	    { 9, &r->request_id, false },
+	    { 10, &r->outcome, false },
+	    { 11, &r->detail, false },
+	    { 13, &r->master_kid, false }))) != CS_OK ||
+	    (e = col_blob_or_null(st, 12, &r->link, &r->link_len)) != CS_OK)
 		goto fail;
 	return CS_OK;
 fail:
@@ -252,12 +248,7 @@ void store_sealed_free(struct store_sealed *v, size_t n)
 	if (v == NULL)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		free(v[i].id);
-		free(v[i].record_id);
-		free(v[i].consent_id);
-		free(v[i].subject);
-		free(v[i].resource);
-		free(v[i].master_kid);
+		free(v[i].block);
 		blob_wipe_free(v[i].a, v[i].a_len);
 		blob_wipe_free(v[i].b, v[i].b_len);
 	}
@@ -269,23 +260,25 @@ static enum cs_err sealed_read(struct store_stmt *st, enum store_sealed_kind kin
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
 	r->kind = kind;
+	/* Only the id is required (CS_EDB without it); a missing master kid is
+	 * for the rekey to report by name. */
 	if (kind == SEALED_SIGNING_KEY) {
-		if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-		    (e = store_col_text(st, 1, &r->master_kid)) != CS_OK ||
+		if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS({ 0, &r->id, true },
+		    { 1, &r->master_kid, false }))) != CS_OK ||
 		    (e = col_blob_or_null(st, 2, &r->a, &r->a_len)) != CS_OK)
 			return e;
 	} else {
-		if ((e = store_col_text(st, 0, &r->id)) != CS_OK ||
-		    (e = store_col_text(st, 1, &r->record_id)) != CS_OK ||
-		    (e = store_col_text(st, 2, &r->consent_id)) != CS_OK ||
-		    (e = store_col_text(st, 3, &r->subject)) != CS_OK ||
-		    (e = store_col_text(st, 4, &r->resource)) != CS_OK ||
-		    (e = store_col_text(st, 5, &r->master_kid)) != CS_OK ||
+		if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS({ 0, &r->id, true },
+		    { 1, &r->record_id, false },
+		    { 2, &r->consent_id, false },
+		    { 3, &r->subject, false },
+		    { 4, &r->resource, false },
+		    { 5, &r->master_kid, false }))) != CS_OK ||
 		    (e = col_blob_or_null(st, 6, &r->a, &r->a_len)) != CS_OK ||
 		    (e = col_blob_or_null(st, 7, &r->b, &r->b_len)) != CS_OK)
 			return e;
 	}
-	return r->id != NULL ? CS_OK : CS_EDB;
+	return CS_OK;
 }
 
 enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,

@@ -115,15 +115,7 @@ void store_consent_row_clear(struct store_consent_row *r)
 {
 	if (r == NULL)
 		return;
-	free(r->id);
-	free(r->subject);
-	free(r->agent);
-	free(r->resource);
-	free(r->granted);
-	free(r->declined);
-	free(r->revoked_by);
-	free(r->revoke_reason);
-	free(r->request_id);
+	free(r->block);
 	memset(r, 0, sizeof *r);
 }
 
@@ -140,16 +132,7 @@ void store_creq_row_clear(struct store_creq_row *r)
 {
 	if (r == NULL)
 		return;
-	free(r->id);
-	free(r->subject);
-	free(r->agent);
-	free(r->resource);
-	free(r->scopes);
-	free(r->pre_granted);
-	free(r->reason);
-	free(r->status);
-	free(r->consent_id);
-	free(r->narrowed);
+	free(r->block);
 	memset(r, 0, sizeof *r);
 }
 
@@ -162,13 +145,13 @@ void store_creq_rows_free(struct store_creq_row *v, size_t n)
 	free(v);
 }
 
-/* Reads the current row of a CONSENT_COLS statement.  r is zeroed first and
- * cleared again on failure. */
+/* Reads the current row of a CONSENT_COLS statement, its strings in one
+ * block (store_cols_text).  r is zeroed first and holds nothing on failure. */
 static enum cs_err read_consent(struct store_stmt *st, struct store_consent_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 2, &r->subject, true },
 	    { 3, &r->agent, true },
@@ -196,7 +179,7 @@ static enum cs_err read_creq(struct store_stmt *st, struct store_creq_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 2, &r->subject, true },
 	    { 3, &r->agent, true },

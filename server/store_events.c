@@ -56,14 +56,7 @@ void store_event_row_clear(struct store_event_row *r)
 {
 	if (r == NULL)
 		return;
-	free(r->jti);
-	free(r->consent_id);
-	free(r->subject_iss);
-	free(r->subject);
-	free(r->agent);
-	free(r->resource);
-	free(r->reason);
-	free(r->last_error);
+	free(r->block);
 	memset(r, 0, sizeof *r);
 }
 
@@ -80,7 +73,7 @@ static enum cs_err read_event(struct store_stmt *st, struct store_event_row *r)
 {
 	enum cs_err e;
 	memset(r, 0, sizeof *r);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS(
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 1, &r->jti, true },
 	    { 2, &r->consent_id, true },
 	    { 3, &r->subject_iss, true },

@@ -36,8 +36,7 @@ void store_grant_row_clear(struct store_grant_row *r)
 {
 	if (r == NULL)
 		return;
-	free(r->jti);
-	free(r->consent_id);
+	free(r->block);
 	memset(r, 0, sizeof *r);
 }
 
@@ -45,8 +44,7 @@ void store_refresh_row_clear(struct store_refresh_row *r)
 {
 	if (r == NULL)
 		return;
-	free(r->family);
-	free(r->consent_id);
+	free(r->block);
 	OPENSSL_cleanse(r, sizeof *r);
 }
 
@@ -74,7 +72,7 @@ enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_
 	if ((e = store_bind(st, STORE_VALS(SV_TEXT(jti)))) != CS_OK ||
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
-	if ((e = store_cols_text(st, STORE_TEXT_COLS({ 0, &r.jti, true },
+	if ((e = store_cols_text(st, &r.block, STORE_TEXT_COLS({ 0, &r.jti, true },
 	    { 1, &r.consent_id, true }))) != CS_OK)
 		goto out;
 	r.issued_at = store_col_int64(st, 2);
@@ -132,7 +130,7 @@ enum cs_err store_refresh_get(struct store_conn *c,
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &h, &hlen)) != CS_OK ||
-	    (e = store_cols_text(st, STORE_TEXT_COLS({ 1, &r.family, true },
+	    (e = store_cols_text(st, &r.block, STORE_TEXT_COLS({ 1, &r.family, true },
 	    { 2, &r.consent_id, true }))) != CS_OK)
 		goto out;
 	if (hlen != STORE_REFRESH_HASH_LEN) {

@@ -24,9 +24,7 @@ void store_key_clear(struct store_key *k)
 {
 	if (k == NULL)
 		return;
-	free(k->kid);
-	free(k->alg);
-	free(k->master_kid);
+	free(k->block);
 	free(k->sealed);
 	memset(k, 0, sizeof *k);
 }
@@ -81,7 +79,7 @@ enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t
 		struct store_key *k = &ks[len++];
 		memset(k, 0, sizeof *k);
 		if ((e = store_col_blob(st, 7, &k->sealed, &k->sealed_len)) != CS_OK ||
-		    (e = store_cols_text(st, STORE_TEXT_COLS({ 0, &k->kid, true },
+		    (e = store_cols_text(st, &k->block, STORE_TEXT_COLS({ 0, &k->kid, true },
 		    { 1, &k->alg, true }, { 6, &k->master_kid, true }))) != CS_OK)
 			goto out;
 		k->created_at = store_col_int64(st, 2);

@@ -96,11 +96,13 @@ struct store_stmt *store_query(struct store_conn *c, const char *sql, const stru
  * reads v's texts and blobs in place (no copy): they need to live only for the call. */
 enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n) CS_MUST_CHECK;
-/* malloc'd copies; a NULL column gives *out NULL. */
+/* A malloc'd copy of one column (for a single value; a row's text columns go
+ * through store_cols_text); a NULL column gives *out NULL. */
 enum cs_err store_col_text(struct store_stmt *st, int i, char **out) CS_MUST_CHECK;
 enum cs_err store_col_blob(struct store_stmt *st, int i, unsigned char **out, size_t *len) CS_MUST_CHECK;
-/* One text column of a row: column i copied into *out (store_col_text);
- * required marks a NOT NULL column, whose NULL means a damaged database. */
+/* One text column of a row: column i, whose copy *out will point into the
+ * row's block (store_cols_text); required marks a NOT NULL column, whose NULL
+ * means a damaged database. */
 struct store_text_col {
 	int    i;
 	char **out;
@@ -109,10 +111,15 @@ struct store_text_col {
 /* The (array, count) pair store_cols_text takes. */
 #define STORE_TEXT_COLS(...) (const struct store_text_col[]){ __VA_ARGS__ }, \
 	sizeof((const struct store_text_col[]){ __VA_ARGS__ }) / sizeof(struct store_text_col)
-/* Copies the text columns cols[0 .. n-1] of st's current row, then CS_EDB if
- * a required one came back NULL.  On failure what was copied stays in the
- * outs, for the caller's row clear to free. */
-enum cs_err store_cols_text(struct store_stmt *st, const struct store_text_col *cols,
+/* Copies the text columns cols[0 .. n-1] of st's current row into ONE
+ * malloc'd block, each NUL-terminated, and points every out into it (a NULL
+ * column leaves its out NULL).  On CS_OK *block is that allocation (NULL when
+ * every column was NULL) and the row owns it: the row's clear frees *block --
+ * wiping first the fields that can hold a secret -- and never one of the outs,
+ * and whatever takes the strings over takes the block with them.  CS_EDB when
+ * a required column is NULL.  On failure nothing stays allocated: *block and
+ * every out are NULL. */
+enum cs_err store_cols_text(struct store_stmt *st, char **block, const struct store_text_col *cols,
     size_t n) CS_MUST_CHECK;
 /* A kind of row store_rows reads: its size, how one is read (leaving nothing
  * allocated in its row when it fails) and how n of them are released. */

@@ -52,10 +52,7 @@ void store_session_clear(struct store_session *s)
 {
 	if (s == NULL)
 		return;
-	free(s->issuer);
-	free(s->subject);
-	free(s->name);
-	free(s->email);
+	free(s->block);
 	OPENSSL_cleanse(s, sizeof *s);
 }
 
@@ -73,7 +70,8 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
     struct store_session *out)
 {
 	enum cs_err e;
-	char *csrf = NULL;
+	const unsigned char *csrf;
+	int csrf_len;
 	struct store_session s;
 	struct store_stmt *st = store_stmt(c, SQL_SESSION_GET);
 	memset(&s, 0, sizeof s);
@@ -83,15 +81,18 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	s.user_id = store_col_int64(st, 0);
-	if ((e = store_cols_text(st, STORE_TEXT_COLS({ 1, &s.issuer, true },
-	    { 2, &s.subject, true }, { 3, &s.name, false }, { 4, &s.email, false },
-	    { 5, &csrf, true }))) != CS_OK)
+	if ((e = store_cols_text(st, &s.block, STORE_TEXT_COLS({ 1, &s.issuer, true },
+	    { 2, &s.subject, true }, { 3, &s.name, false }, { 4, &s.email, false }))) != CS_OK)
 		goto out;
-	if (strlen(csrf) >= sizeof s.csrf) {
+	/* The CSRF token goes straight into its array: no heap copy to wipe. */
+	csrf = store_col_raw_text(st, 5);
+	csrf_len = store_col_bytes(st, 5);
+	if (csrf == NULL || csrf_len < 0 || (size_t)csrf_len >= sizeof s.csrf) {
 		e = CS_EDB;
 		goto out;
 	}
-	memcpy(s.csrf, csrf, strlen(csrf) + 1);
+	memcpy(s.csrf, csrf, (size_t)csrf_len);
+	s.csrf[csrf_len] = '\0';
 	s.created_at = store_col_int64(st, 6);
 	s.last_seen_at = store_col_int64(st, 7);
 	s.auth_time = store_col_int64(st, 8);
@@ -101,10 +102,6 @@ enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[
 	e = CS_OK;
 out:
 	store_stmt_done(st);
-	if (csrf) {
-		OPENSSL_cleanse(csrf, strlen(csrf));
-		free(csrf);
-	}
 	store_session_clear(&s);
 	return e;
 }
@@ -125,15 +122,15 @@ void store_login_state_clear(struct store_login_state *s)
 {
 	if (s == NULL)
 		return;
-	if (s->nonce) {
-		OPENSSL_cleanse(s->nonce, strlen(s->nonce));
-		free(s->nonce);
+	/* SECURITY: the nonce and the PKCE verifier are wiped before their block
+	 * is freed.  A caller's insert row (block NULL) is the caller's own. */
+	if (s->block != NULL) {
+		if (s->nonce)
+			OPENSSL_cleanse(s->nonce, strlen(s->nonce));
+		if (s->code_verifier)
+			OPENSSL_cleanse(s->code_verifier, strlen(s->code_verifier));
+		free(s->block);
 	}
-	if (s->code_verifier) {
-		OPENSSL_cleanse(s->code_verifier, strlen(s->code_verifier));
-		free(s->code_verifier);
-	}
-	free(s->return_to);
 	OPENSSL_cleanse(s, sizeof *s);
 }
 
@@ -283,7 +280,7 @@ enum cs_err store_login_state_take(struct store_conn *c, const unsigned char sta
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &bh, &bhlen)) != CS_OK ||
-	    (e = store_cols_text(st, STORE_TEXT_COLS({ 1, &s.nonce, true },
+	    (e = store_cols_text(st, &s.block, STORE_TEXT_COLS({ 1, &s.nonce, true },
 	    { 2, &s.code_verifier, true }, { 3, &s.return_to, true }))) != CS_OK)
 		goto out;
 	if (bhlen != 32) {

@@ -117,17 +117,9 @@ void store_vault_record_clear(struct store_vault_record *r)
 {
 	if (r == NULL)
 		return;
-	free(r->id);
-	free(r->consent_id);
-	free(r->subject);
-	free(r->agent);
-	free(r->resource);
-	free(r->provider_scopes);
-	free(r->token_type);
+	free(r->block);
 	free_blob(r->access_sealed, r->access_sealed_len);
 	free_blob(r->refresh_sealed, r->refresh_sealed_len);
-	free(r->master_kid);
-	free(r->reserved_for);
 	memset(r, 0, sizeof *r);
 }
 
@@ -137,7 +129,7 @@ static enum cs_err read_record(struct store_stmt *st, struct store_vault_record 
 	memset(r, 0, sizeof *r);
 	if ((e = col_blob_null(st, 8, &r->access_sealed, &r->access_sealed_len)) != CS_OK ||
 	    (e = col_blob_null(st, 9, &r->refresh_sealed, &r->refresh_sealed_len)) != CS_OK ||
-	    (e = store_cols_text(st, STORE_TEXT_COLS(
+	    (e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 1, &r->consent_id, true },
 	    { 3, &r->subject, true },
@@ -289,13 +281,9 @@ void store_vault_outbox_clear(struct store_vault_outbox *o)
 {
 	if (o == NULL)
 		return;
-	free(o->record_id);
-	free(o->consent_id);
-	free(o->subject);
-	free(o->resource);
+	free(o->block);
 	free_blob(o->access_sealed, o->access_sealed_len);
 	free_blob(o->refresh_sealed, o->refresh_sealed_len);
-	free(o->master_kid);
 	memset(o, 0, sizeof *o);
 }
 
@@ -312,16 +300,17 @@ static enum cs_err read_outbox(struct store_stmt *st, struct store_vault_outbox 
 {
 	enum cs_err e;
 	memset(o, 0, sizeof *o);
-	if ((e = store_col_text(st, 1, &o->record_id)) != CS_OK ||
-	    (e = store_col_text(st, 2, &o->consent_id)) != CS_OK ||
-	    (e = store_col_text(st, 4, &o->subject)) != CS_OK ||
-	    (e = store_col_text(st, 5, &o->resource)) != CS_OK ||
+	if ((e = store_cols_text(st, &o->block, STORE_TEXT_COLS(
+	    { 1, &o->record_id, true },
+	    { 2, &o->consent_id, true },
+	    { 4, &o->subject, true },
+	    { 5, &o->resource, true },
+	    { 8, &o->master_kid, true }))) != CS_OK ||
 	    (e = col_blob_null(st, 6, &o->access_sealed, &o->access_sealed_len)) != CS_OK ||
-	    (e = col_blob_null(st, 7, &o->refresh_sealed, &o->refresh_sealed_len)) != CS_OK ||
-	    (e = store_col_text(st, 8, &o->master_kid)) != CS_OK)
+	    (e = col_blob_null(st, 7, &o->refresh_sealed, &o->refresh_sealed_len)) != CS_OK)
 		goto fail;
-	if (o->record_id == NULL || o->consent_id == NULL || o->subject == NULL ||
-	    o->resource == NULL || o->access_sealed == NULL || o->master_kid == NULL) {
+	/* Defensive: a NOT NULL column that comes back NULL means a damaged database. */
+	if (o->access_sealed == NULL) {
 		e = CS_EDB;
 		goto fail;
 	}
@@ -409,16 +398,13 @@ void store_vault_connect_clear(struct store_vault_connect *s)
 {
 	if (s == NULL)
 		return;
-	free(s->request_id);
-	free(s->resource);
-	free(s->provider_issuer);
-	if (s->code_verifier != NULL) {
-		OPENSSL_cleanse(s->code_verifier, strlen(s->code_verifier));
-		free(s->code_verifier);
+	/* SECURITY: the PKCE verifier is wiped before its block is freed.  A
+	 * caller's insert row (block NULL) is the caller's own. */
+	if (s->block != NULL) {
+		if (s->code_verifier != NULL)
+			OPENSSL_cleanse(s->code_verifier, strlen(s->code_verifier));
+		free(s->block);
 	}
-	free(s->selected);
-	free(s->provider_scopes);
-	free(s->request_version);
 	OPENSSL_cleanse(s, sizeof *s);
 }
 
@@ -447,7 +433,7 @@ enum cs_err store_vault_connect_take(struct store_conn *c, const unsigned char s
 	    (e = store_step(c, st)) != CS_OK)
 		goto out;
 	if ((e = store_col_blob(st, 0, &sh, &shlen)) != CS_OK ||
-	    (e = store_cols_text(st, STORE_TEXT_COLS(
+	    (e = store_cols_text(st, &s.block, STORE_TEXT_COLS(
 	    { 2, &s.request_id, true },
 	    { 3, &s.resource, true },
 	    { 4, &s.provider_issuer, false },

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "consent.h"
 #include "embed.h"
 #include "testutil.h"
 #include "store.h"
+#include "store_consent.h"
 #include "store_keys.h"
 #include "store_user.h"
 #include "../../server/store_priv.h"   /* the statement cache, tested from outside */
@@ -884,6 +886,297 @@ START_TEST(test_store_url_check)
 }
 END_TEST
 
+/* --- rows: a row's text columns in one block (store_cols_text, #15) ------ */
+
+static const char SQL_COLS_ALL[] = "SELECT 'alice', '', 42, 'sj\xc3\xb6 \xe2\x80\x94 x', 'eyJ.z'";
+static const char SQL_COLS_SOME_NULL[] = "SELECT NULL, 'b', NULL, 'd', NULL";
+static const char SQL_COLS_ALL_NULL[] = "SELECT NULL, NULL";
+
+/* Steps sql (no parameters) to its one row on c. */
+static struct store_stmt *one_row(struct store_conn *c, const char *sql)
+{
+	struct store_stmt *st = store_stmt(c, sql);
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(store_step(c, st), CS_OK);
+	return st;
+}
+
+/* Every column set: read back exactly, each NUL-terminated, one after the
+ * other in one allocation (an integer column as its text). */
+START_TEST(test_store_cols_text_all_set)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	char *block = NULL, *a, *b, *n, *u, *j;
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	struct store_stmt *st = one_row(c, SQL_COLS_ALL);
+	ck_assert_int_eq(store_cols_text(st, &block, STORE_TEXT_COLS({ 0, &a, true },
+	    { 1, &b, true }, { 2, &n, true }, { 3, &u, true }, { 4, &j, false })), CS_OK);
+	store_stmt_done(st);
+	ck_assert_ptr_nonnull(block);
+	ck_assert_str_eq(a, "alice");
+	ck_assert_str_eq(b, "");
+	ck_assert_str_eq(n, "42");
+	ck_assert_str_eq(u, "sj\xc3\xb6 \xe2\x80\x94 x");
+	ck_assert_str_eq(j, "eyJ.z");
+	/* One block, in the order asked: the outs point into it. */
+	ck_assert_ptr_eq(a, block);
+	ck_assert_ptr_eq(b, a + 6);
+	ck_assert_ptr_eq(n, b + 1);
+	ck_assert_ptr_eq(u, n + 3);
+	ck_assert_ptr_eq(j, u + strlen(u) + 1);
+	free(block);                       /* the one free: ASan sees a leak otherwise */
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* NULL optional columns stay NULL pointers and take no room; a row whose
+ * every column is NULL allocates nothing. */
+START_TEST(test_store_cols_text_null_optional)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	char *block = NULL, *a = (char *)"x", *b = NULL, *c3 = (char *)"x", *d = NULL, *e5 = (char *)"x";
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	struct store_stmt *st = one_row(c, SQL_COLS_SOME_NULL);
+	ck_assert_int_eq(store_cols_text(st, &block, STORE_TEXT_COLS({ 0, &a, false },
+	    { 1, &b, true }, { 2, &c3, false }, { 3, &d, true }, { 4, &e5, false })), CS_OK);
+	store_stmt_done(st);
+	ck_assert_ptr_null(a);
+	ck_assert_ptr_null(c3);
+	ck_assert_ptr_null(e5);
+	ck_assert_str_eq(b, "b");
+	ck_assert_str_eq(d, "d");
+	ck_assert_ptr_eq(b, block);
+	ck_assert_ptr_eq(d, b + 2);
+	free(block);
+	st = one_row(c, SQL_COLS_ALL_NULL);
+	block = (char *)"x";
+	ck_assert_int_eq(store_cols_text(st, &block, STORE_TEXT_COLS({ 0, &a, false },
+	    { 1, &b, false })), CS_OK);
+	store_stmt_done(st);
+	ck_assert_ptr_null(block);
+	ck_assert_ptr_null(a);
+	ck_assert_ptr_null(b);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A required column NULL (a damaged row): CS_EDB, and nothing stays
+ * allocated -- no block, every out NULL, whatever was read before it. */
+START_TEST(test_store_cols_text_required_null)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	char *block = (char *)"x", *a = (char *)"x", *b = (char *)"x", *d = (char *)"x";
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	struct store_stmt *st = one_row(c, SQL_COLS_SOME_NULL);
+	ck_assert_int_eq(store_cols_text(st, &block, STORE_TEXT_COLS({ 1, &b, true },
+	    { 3, &d, true }, { 4, &a, true })), CS_EDB);
+	store_stmt_done(st);
+	ck_assert_ptr_null(block);
+	ck_assert_ptr_null(a);
+	ck_assert_ptr_null(b);
+	ck_assert_ptr_null(d);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+#define ROWS_ISS "https://idp.test"
+
+/* A user row for subject, and the consent k1 of it: fully set when full
+ * (revoked, with an actor, a reason and its request), else live with the
+ * optional columns NULL. */
+static int64_t consent_fill(struct store_conn *c, bool full)
+{
+	int64_t uid = 0;
+	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = ROWS_ISS,
+	    .subject = "alice", .now = 10 }, &uid), CS_OK);
+	struct store_consent_row k = {
+		.id = (char *)"k1", .user_id = uid, .agent = (char *)"coder",
+		.resource = (char *)"notes", .granted = (char *)"notes:read notes:write",
+		.declined = (char *)"", .offline = full, .created_at = 100, .expires_at = 5000,
+		.revoked_at = full ? 200 : 0, .revoked_by = full ? (char *)"user:alice" : NULL,
+		.revoke_reason = full ? (char *)"no longer needed" : NULL,
+		.request_id = full ? (char *)"r1" : NULL,
+	};
+	ck_assert_int_eq(store_consent_insert(c, &k), CS_OK);
+	/* An insert row's strings are the caller's (block NULL): clearing it
+	 * frees none of them (these are literals). */
+	store_consent_row_clear(&k);
+	ck_assert_ptr_null(k.id);
+	return uid;
+}
+
+START_TEST(test_store_consent_row_all_set)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct store_consent_row r;
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	int64_t uid = consent_fill(c, true);
+	ck_assert_int_eq(store_consent_touch(c, "k1", 150), CS_OK);
+	ck_assert_int_eq(store_consent_get(c, "k1", &r), CS_OK);
+	ck_assert_ptr_nonnull(r.block);
+	ck_assert_ptr_eq(r.id, r.block);   /* the first column opens the block */
+	ck_assert_str_eq(r.id, "k1");
+	ck_assert_int_eq(r.user_id, uid);
+	ck_assert_str_eq(r.subject, "alice");
+	ck_assert_str_eq(r.agent, "coder");
+	ck_assert_str_eq(r.resource, "notes");
+	ck_assert_str_eq(r.granted, "notes:read notes:write");
+	ck_assert_str_eq(r.declined, "");
+	ck_assert_int_eq(r.offline, 1);
+	ck_assert_int_eq(r.created_at, 100);
+	ck_assert_int_eq(r.expires_at, 5000);
+	ck_assert_int_eq(r.revoked_at, 200);
+	ck_assert_str_eq(r.revoked_by, "user:alice");
+	ck_assert_str_eq(r.revoke_reason, "no longer needed");
+	ck_assert_str_eq(r.request_id, "r1");
+	ck_assert_int_eq(r.reconnect_required, 0);
+	ck_assert_int_eq(r.last_used_at, 150);
+	store_consent_row_clear(&r);
+	ck_assert_ptr_null(r.block);
+	store_consent_row_clear(&r);       /* twice is fine */
+	store_consent_row_clear(NULL);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+START_TEST(test_store_consent_row_null_optional)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct store_consent_row *v = NULL;
+	size_t n = 0;
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	int64_t uid = consent_fill(c, false);
+	ck_assert_int_eq(store_consent_list_user(c, uid, 300, 10, &v, &n), CS_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0].id, "k1");
+	ck_assert_str_eq(v[0].declined, "");
+	ck_assert_ptr_null(v[0].revoked_by);
+	ck_assert_ptr_null(v[0].revoke_reason);
+	ck_assert_ptr_null(v[0].request_id);
+	ck_assert_int_eq(v[0].revoked_at, 0);
+	store_consent_rows_free(v, n);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A consent row whose NOT NULL column is NULL (a damaged database: the table
+ * made again without its constraints): CS_EDB, *out left zeroed, nothing
+ * leaked (ASan, which sees every test: CK_FORK=no), and a listing and
+ * consent_get refuse it alike. */
+START_TEST(test_store_consent_row_damaged)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct store_consent_row r, *v = NULL;
+	struct consent k;
+	size_t n = 7;
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	int64_t uid = consent_fill(c, true);
+	free(raw_query(f.db, "ALTER TABLE consents RENAME TO consents_whole"));
+	free(raw_query(f.db, "CREATE TABLE consents AS SELECT * FROM consents_whole"));
+	free(raw_query(f.db, "UPDATE consents SET declined = NULL WHERE id = 'k1'"));
+	memset(&r, 0x5a, sizeof r);
+	ck_assert_int_eq(store_consent_get(c, "k1", &r), CS_EDB);
+	ck_assert_ptr_null(r.block);
+	ck_assert_ptr_null(r.id);
+	ck_assert_int_eq(store_consent_list_user(c, uid, 300, 10, &v, &n), CS_EDB);
+	ck_assert_ptr_null(v);
+	ck_assert_uint_eq(n, 7);
+	memset(&k, 0, sizeof k);
+	ck_assert_int_eq(consent_get(c, "k1", 300, &k), CS_EDB);
+	ck_assert_ptr_null(k.strings);
+	/* Another required column, with the optional ones after it set. */
+	free(raw_query(f.db, "UPDATE consents SET declined = '', granted = NULL WHERE id = 'k1'"));
+	ck_assert_int_eq(store_consent_get(c, "k1", &r), CS_EDB);
+	free(raw_query(f.db, "UPDATE consents SET granted = 'notes:read' WHERE id = 'k1'"));
+	ck_assert_int_eq(store_consent_get(c, "k1", &r), CS_OK);
+	ck_assert_str_eq(r.granted, "notes:read");
+	store_consent_row_clear(&r);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The strings of a consent (and of a request) outlive the row they were read
+ * into: consent_get and consent_list_for_user clear or free their rows before
+ * returning, so the block changed owner (k.strings), and consent_clear frees
+ * it -- ASan would see a use after free or a leak otherwise. */
+START_TEST(test_store_consent_strings_survive_row_clear)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct consent k, *ks = NULL;
+	struct consent_request q;
+	size_t n = 0;
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	int64_t uid = consent_fill(c, true);
+	ck_assert_int_eq(consent_get(c, "k1", 300, &k), CS_OK);
+	ck_assert_ptr_nonnull(k.strings);
+	ck_assert_ptr_eq(k.id, k.strings);
+	ck_assert_str_eq(k.id, "k1");
+	ck_assert_str_eq(k.subject, "alice");
+	ck_assert_str_eq(k.agent, "coder");
+	ck_assert_str_eq(k.resource, "notes");
+	ck_assert_str_eq(k.revoked_by, "user:alice");
+	ck_assert_str_eq(k.revoke_reason, "no longer needed");
+	ck_assert_str_eq(k.request_id, "r1");
+	ck_assert_str_eq(k.state, "revoked");
+	ck_assert_uint_eq(k.granted.n, 2);
+	ck_assert_int_eq(consent_revoker(&k), CONSENT_BY_PERSON);
+	consent_clear(&k);
+	ck_assert_ptr_null(k.strings);
+	consent_clear(&k);                 /* twice is fine */
+	consent_clear(NULL);
+	ck_assert_int_eq(consent_list_for_user(c, uid, 300, 10, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(ks[0].id, "k1");
+	ck_assert_str_eq(ks[0].request_id, "r1");
+	consent_list_free(ks, n);
+	/* A request: its strings change owner the same way. */
+	ck_assert_int_eq(store_creq_insert(c, &(struct store_creq_row){ .id = (char *)"r2",
+	    .user_id = uid, .agent = (char *)"coder", .resource = (char *)"notes",
+	    .scopes = (char *)"notes:read", .status = (char *)"pending", .created_at = 100,
+	    .expires_at = 700, .last_poll_at = 100, .interval = 5 }), CS_OK);
+	ck_assert_int_eq(consent_request_get(c, "r2", &q), CS_OK);
+	ck_assert_ptr_eq(q.id, q.strings);
+	ck_assert_str_eq(q.id, "r2");
+	ck_assert_str_eq(q.subject, "alice");
+	ck_assert_str_eq(q.status, "pending");
+	ck_assert_ptr_null(q.reason);
+	ck_assert_ptr_null(q.consent_id);
+	ck_assert_ptr_null(q.narrowed);
+	ck_assert_uint_eq(q.pre_granted.n, 0);
+	consent_request_clear(&q);
+	consent_request_clear(&q);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -901,6 +1194,15 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_tx_rollback);
 	tcase_add_test(tc, test_store_conn_per_thread);
 	tcase_add_test(tc, test_store_backup_copy);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rows");
+	tcase_add_test(tc, test_store_cols_text_all_set);
+	tcase_add_test(tc, test_store_cols_text_null_optional);
+	tcase_add_test(tc, test_store_cols_text_required_null);
+	tcase_add_test(tc, test_store_consent_row_all_set);
+	tcase_add_test(tc, test_store_consent_row_null_optional);
+	tcase_add_test(tc, test_store_consent_row_damaged);
+	tcase_add_test(tc, test_store_consent_strings_survive_row_clear);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("group_commit");
 	tcase_set_timeout(tc, 60);
