@@ -46,7 +46,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-mallocs bench-seeded bench-nodes retention-steady pg-coverage clean install
+.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-ab bench-mallocs bench-seeded bench-nodes retention-steady pg-coverage clean install
 .DEFAULT_GOAL := all
 
 all: deps
@@ -184,6 +184,12 @@ bench: deps
 bench-mallocs: deps
 	@$(MAKE) --no-print-directory build/consentd
 	cd tests && node ../bench/mallocs.mjs $(or $(N),2000)
+
+# make bench-ab A=BINARY B=BINARY [R=5 D=5]: two builds of consentd at once, wrk alternating
+# between them round by round (bench/ab.mjs): a before/after that shares the same minutes.
+bench-ab: deps
+	@test -x "$(A)" && test -x "$(B)" || { echo "make bench-ab A=path/to/consentd B=path/to/consentd"; exit 2; }
+	cd tests && node ../bench/ab.mjs "$(abspath $(A))" "$(abspath $(B))"
 
 # make bench-nodes [RUNS=3 DURATION=10 CONNECTIONS=32]: the same wrk runs on one node on
 # SQLite, one on PostgreSQL and two on one PostgreSQL (bench/nodes.js; docs/BENCHMARKS.md).

@@ -43,6 +43,7 @@ struct job;
 #define DEFER_THREADS 16
 #define DEFER_QUEUE   256
 #define DEFER_BUF     (64u * 1024)   /* upstream body bytes held for one connection */
+#define DEFER_ARENA   4096u          /* a job's own request memory: its URI and header copies fit */
 #define DEFER_DEADLINE 45             /* s: a job's pump gives up on a slow reader after */
 
 struct http_server {
@@ -80,9 +81,14 @@ struct http_server {
 };
 
 /* Request-lifetime memory held in the request's own state: the URI's copies,
- * the parameters and the captures of a typical request fit, so it allocates
- * nothing else for them. */
-#define HTTP_REQ_ARENA 4096
+ * the query's parameters and the captures of a typical request fit, so it
+ * allocates nothing else for them.  Sized so that the whole state stays a
+ * small allocation for glibc (at most 1,024 bytes: its per-thread cache);
+ * a larger one made every request consolidate the allocator's fast bins,
+ * measured at 10 % more CPU per JWKS answer.  A form body past what is left
+ * takes a heap block, as it took a malloc of its own before. */
+#define HTTP_REQ_ARENA 768
+#define HTTP_CONN_CTX_MAX 1024
 
 struct conn_ctx {
 	char           *raw_uri;       /* as the client sent it, before any decoding (in arena) */
@@ -96,6 +102,9 @@ struct conn_ctx {
 	struct arena    arena;         /* this request's memory, cleared when it completes */
 	_Alignas(16) unsigned char mem[HTTP_REQ_ARENA];   /* the arena's first block */
 };
+
+_Static_assert(sizeof(struct conn_ctx) <= HTTP_CONN_CTX_MAX,
+    "struct conn_ctx must stay a small allocation (HTTP_REQ_ARENA)");
 
 static void job_closed(struct job *j);
 
@@ -434,7 +443,7 @@ struct job {
 	 * its copy), the headers, and what the router takes.  The connection's
 	 * arena may be gone before the pool thread is done with the job. */
 	struct arena           arena;
-	_Alignas(16) unsigned char mem[HTTP_REQ_ARENA];
+	_Alignas(16) unsigned char mem[DEFER_ARENA];
 	struct job            *next;       /* in the queue */
 };
 

@@ -348,12 +348,20 @@ void http_request_clear(struct http_request *req)
 	memset(&req->auth, 0, sizeof req->auth);
 }
 
-/* Matches path against pattern; on a match fills captures (decoded) and
- * returns 1.  A capture must be non-empty and must not decode to a '/'.  The
- * captures are decoded into scratch first and kept, in one piece, only on a
- * match: from req->arena when the request has one, else from the heap
- * (req->capture_block, freed by http_request_clear). */
-static int route_match(const char *pattern, const char *path, struct http_request *req)
+/* A match's captures: v points into one piece, from an arena or the heap. */
+struct route_caps {
+	char  *v[ROUTE_MAX_CAPTURES];
+	size_t n;
+	char  *heap;                     /* the piece when it came from the heap, else NULL */
+};
+
+/* Matches path against pattern: 1 on a match.  A capture must be non-empty
+ * and must not decode to a '/'.  The captures are decoded into scratch first;
+ * only on a match, and only when out is not NULL, are they kept in one piece
+ * from a (the request's arena), or from the heap when a is NULL (out->heap).
+ * A probe (out NULL) allocates nothing. */
+static int route_match(const char *pattern, const char *path, struct arena *a,
+    struct route_caps *out)
 {
 	const char *p = pattern, *s = path;
 	size_t nc = 0, used = 0, plen = strlen(path);
@@ -398,18 +406,17 @@ static int route_match(const char *pattern, const char *path, struct http_reques
 		}
 	}
 	ok = (*p == '\0' && *s == '\0');
-	if (ok && nc > 0) {
-		char *block = req->arena != NULL ? arena_alloc(req->arena, used) : malloc(used);
+	if (ok && out != NULL && nc > 0) {
+		char *block = a != NULL ? arena_alloc(a, used) : malloc(used);
 		if (block == NULL) {
 			ok = 0;
 			goto out;
 		}
 		memcpy(block, scratch, used);
-		if (req->arena == NULL)
-			req->capture_block = block;
+		out->heap = a != NULL ? NULL : block;
 		for (size_t i = 0; i < nc; i++)
-			req->captures[i] = block + off[i];
-		req->ncaptures = nc;
+			out->v[i] = block + off[i];
+		out->n = nc;
 	}
 out:
 	OPENSSL_cleanse(scratch, used);
@@ -418,13 +425,9 @@ out:
 
 const struct route *router_route_for_path(const struct route *table, const char *path)
 {
-	for (const struct route *r = table; r->pattern; r++) {
-		struct http_request probe = { 0 };
-		int hit = route_match(r->pattern, path, &probe);
-		http_request_clear(&probe);
-		if (hit)
+	for (const struct route *r = table; r->pattern; r++)
+		if (route_match(r->pattern, path, NULL, NULL))
 			return r;
-	}
 	return NULL;
 }
 
@@ -637,22 +640,20 @@ static const struct route *route_lookup(const struct route *table, struct http_r
 	const struct route *rt = NULL;
 
 	for (const struct route *r = table; r->pattern; r++) {
-		struct http_request probe = { 0 };
-		/* Only the route that answers keeps its captures: the others'
-		 * come from the heap and go at once. */
-		probe.arena = r->method == m && rt == NULL ? req->arena : NULL;
-		if (!route_match(r->pattern, req->path, &probe))
+		/* Only the route that answers keeps its captures; the others are
+		 * probes that allocate nothing. */
+		bool answers = r->method == m && rt == NULL;
+		struct route_caps caps = { .n = 0 };
+		if (!route_match(r->pattern, req->path, req->arena, answers ? &caps : NULL))
 			continue;
 		*path_known = 1;
-		if (r->method == m && rt == NULL) {
+		if (answers) {
 			http_request_clear(req);
-			for (size_t i = 0; i < probe.ncaptures; i++)
-				req->captures[i] = probe.captures[i];
-			req->ncaptures = probe.ncaptures;
-			req->capture_block = probe.capture_block;      /* NULL from an arena */
+			for (size_t i = 0; i < caps.n; i++)
+				req->captures[i] = caps.v[i];
+			req->ncaptures = caps.n;
+			req->capture_block = caps.heap;
 			req->route = rt = r;
-		} else {
-			http_request_clear(&probe);
 		}
 		if (strstr(allow, http_method_name(r->method)) == NULL) {
 			if (allow[0])
