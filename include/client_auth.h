@@ -73,7 +73,8 @@ struct basic_credentials {
 	const char *id, *secret;
 };
 /* Parses "Basic base64(urlencode(id):urlencode(secret))" (RFC 6749 §2.3.1)
- * into *out; false (and out wiped) when it is not one. */
+ * into *out; false when it is not one (then out->id and out->secret are NULL
+ * and nothing decoded is left in buf). */
 bool basic_credentials(const char *hdr, struct basic_credentials *out);
 void basic_credentials_clear(struct basic_credentials *c);   /* wipes; NULL-safe */
 

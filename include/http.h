@@ -111,7 +111,8 @@ struct http_request {
 	char       *captures[ROUTE_MAX_CAPTURES];   /* percent-decoded {x} segments, in one piece */
 	char       *capture_block;           /* that piece when it came from the heap (no arena) */
 	struct arena *arena;                 /* request-lifetime memory (arena.h): the
-	                                        connection's; NULL in unit tests (the heap) */
+	                                        connection's, or a deferred job's own;
+	                                        NULL in unit tests (the heap) */
 	size_t      ncaptures;
 	struct form params;                  /* validated: only declared names, no duplicates */
 	const struct route *route;           /* the route that answers (set by the router) */

@@ -43,7 +43,8 @@ struct job;
 #define DEFER_THREADS 16
 #define DEFER_QUEUE   256
 #define DEFER_BUF     (64u * 1024)   /* upstream body bytes held for one connection */
-#define DEFER_ARENA   4096u          /* a job's own request memory: its URI and header copies fit */
+#define DEFER_ARENA   4096u          /* a job's own request memory: a usual proxied call's URI and
+                                        header copies fit; more takes heap blocks */
 #define DEFER_DEADLINE 45             /* s: a job's pump gives up on a slow reader after */
 
 struct http_server {
@@ -81,8 +82,9 @@ struct http_server {
 };
 
 /* Request-lifetime memory held in the request's own state: the URI's copies,
- * the query's parameters and the captures of a typical request fit, so it
- * allocates nothing else for them.  Sized so that the whole state stays a
+ * the parameters and the captures of a short request (a JWKS or introspection
+ * call, a page without a long query) fit, so it allocates nothing else for
+ * them; a longer one takes heap blocks.  Sized so that the whole state stays a
  * small allocation for glibc (at most 1,024 bytes: its per-thread cache);
  * a larger one made every request consolidate the allocator's fast bins,
  * measured at 10 % more CPU per JWKS answer.  A form body past what is left
