@@ -12,8 +12,11 @@ PKGS      = libmicrohttpd openssl cjose libcurl sqlite3 libpq jansson inih
 # missing and then build in a second make, so that these flags are read only
 # after scripts/deps.sh has put pkg-config and the libraries there.  Any other
 # target built by hand on a machine without them stops here with that advice.
-ENTRY_GOALS := all run check bench bench-seeded deps clean lint
-PKG_CONFIG_OK := $(shell pkg-config --exists $(PKGS) check 2>/dev/null && echo yes)
+ENTRY_GOALS := all run check bench bench-seeded deps deps-run clean lint
+# The binary needs PKGS alone (debian/control's Build-Depends); Check is for the unit
+# tests, whose targets say so when it is missing (CHECK_OK below).
+PKG_CONFIG_OK := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes)
+CHECK_OK := $(shell pkg-config --exists check 2>/dev/null && echo yes)
 ifneq ($(PKG_CONFIG_OK),yes)
 ifneq ($(filter-out $(ENTRY_GOALS),$(if $(MAKECMDGOALS),$(MAKECMDGOALS),all)),)
 $(error pkg-config or a library is missing: run `make deps` (or `make run` / `make check`, which install them) first)
@@ -46,14 +49,18 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: all deps run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-ab bench-mallocs bench-seeded bench-nodes retention-steady pg-coverage clean install
+.PHONY: deb-clean all deps deps-run run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-ab bench-mallocs bench-seeded bench-nodes retention-steady pg-coverage clean install
 .DEFAULT_GOAL := all
 
-all: deps
+all: deps-run
 	@$(MAKE) --no-print-directory build/consentd
 
+# deps: what make check and make bench need; deps-run: what building and make run need
+# (scripts/deps.sh says which packages, and keeps system services down while installing).
 deps:
-	@bash scripts/deps.sh
+	@bash scripts/deps.sh check
+deps-run:
+	@bash scripts/deps.sh run
 
 build/gen/migrations.c: $(MIGRATIONS) scripts/embed.sh
 	@mkdir -p $(@D)
@@ -90,9 +97,11 @@ build/consentd-asan: build/asan/server/main.o build/asan/libconsentd.a
 # Unit tests: one Check program per module, built twice (release flags, and ASan+UBSan).
 build/rel/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h tests/unit/tu_vault.h build/rel/libconsentd.a
 	@mkdir -p $(@D)
+	@test "$(CHECK_OK)" = yes || { echo "the unit tests need Check (pkg-config check): make deps installs it"; exit 1; }
 	$(CC) $(BASE) $(WARN) $(HARDEN) -Itests/unit $< build/rel/libconsentd.a $(PKG_LIBS) $(CHECK_LIBS) -o $@
 build/asan/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h tests/unit/tu_vault.h build/asan/libconsentd.a
 	@mkdir -p $(@D)
+	@test "$(CHECK_OK)" = yes || { echo "the unit tests need Check (pkg-config check): make deps installs it"; exit 1; }
 	$(CC) $(BASE) $(WARN) $(SAN) -Itests/unit $< build/asan/libconsentd.a $(PKG_LIBS) $(CHECK_LIBS) -o $@
 
 UNIT_BINS      := $(addprefix build/rel/tests/,$(UNIT_NAMES))
@@ -133,6 +142,10 @@ fuzz-long: $(FUZZ_BINS)
 	@bash scripts/run-fuzz.sh 600 $(FUZZ_NAMES)
 hostile-long: build/consentd-asan
 	cd tests && HOSTILE_IDLE=10000 TEST_CONSENTD_BIN=$(CURDIR)/build/consentd-asan node --test --test-concurrency=1 integration/hostile.test.js
+# make deb-clean: the Debian package built from debian/control's Build-Depends alone, in a
+# new minimal Debian 12 root, as a clean builder does (scripts/test-deb-clean.sh; root, network).
+deb-clean:
+	@bash scripts/test-deb-clean.sh
 systemd-test: build/consentd
 	@bash scripts/test-systemd.sh
 crash-long: build/consentd-asan
@@ -150,7 +163,7 @@ build/consentd-cov: $(COV_OBJ)
 pg-coverage: build/consentd-cov
 	@bash scripts/pg-coverage.sh
 
-run: deps
+run: deps-run
 	@$(MAKE) --no-print-directory build/consentd
 	@bash scripts/run-dev.sh
 

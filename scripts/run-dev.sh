@@ -297,6 +297,57 @@ fi
 
 [ "$PREPARE" = 0 ] || exit 0
 
+# ---- ports -------------------------------------------------------------------------------
+# Each port must be free on 127.0.0.1 before anything starts. A port that something else holds
+# (Debian's prometheus.service listens on *:9090, for example) is named with the variable that
+# changes it and, where /proc shows it, the process and the systemd unit that hold it.
+# holder PORT: "NAME (pid PID[, UNIT])" of a process listening on PORT on a wildcard or
+# loopback address, from /proc/net/tcp{,6} (state 0A) and /proc/*/fd; empty when none is seen.
+holder() {
+	local port hex inodes inode fd pid unit
+	port=$1
+	hex=$(printf '%04X' "$port")
+	# local address is field 2 ("0100007F:2382" or 32 hex digits ":2382"); st is field 4.
+	inodes=$(awk -v h="$hex" 'FNR > 1 && $4 == "0A" {
+		split($2, a, ":"); if (a[2] != h) next
+		ip = a[1]
+		if (ip ~ /^0+$/ || ip == "0100007F" || ip == "00000000000000000000000001000000" ||
+		    ip == "0000000000000000FFFF00000100007F") print $10 }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u)
+	[ -n "$inodes" ] || return 0
+	for inode in $inodes; do
+		fd=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\[$inode\]" -print -quit 2>/dev/null)
+		if [ -n "$fd" ]; then
+			pid=${fd#/proc/}; pid=${pid%%/*}
+			unit=$(sed -nE 's|^0::.*/([^/]+\.service)$|\1|p' "/proc/$pid/cgroup" 2>/dev/null | head -n 1)
+			echo "$(cat "/proc/$pid/comm" 2>/dev/null || echo '?') (pid $pid${unit:+, systemd unit $unit})"
+			return 0
+		fi
+	done
+	echo "a process this user cannot see"
+}
+# port_free PORT: can something listen on 127.0.0.1:PORT now? (bash's /dev/tcp connects: a
+# refused connection and no listener in /proc mean free.)
+taken=0
+for v in PORT IDP_PORT PROVIDER_PORT API_PORT; do
+	case $v in
+		PORT) what="consentd" ;;
+		IDP_PORT) what="the development IdP" ;;
+		PROVIDER_PORT) what="the development provider" ;;
+		API_PORT) what="the development API" ;;
+	esac
+	who=$(holder "${!v}")
+	if [ -z "$who" ] && (exec 3<>"/dev/tcp/127.0.0.1/${!v}") 2>/dev/null; then
+		who="a process (it accepts connections; /proc does not show which)"
+	fi
+	if [ -n "$who" ]; then
+		echo "run: port ${!v} on 127.0.0.1 (for $what, $v) is in use by $who." >&2
+		echo "run:   stop it, or choose another port: $v=<port> make run" >&2
+		taken=1
+	fi
+done
+[ "$taken" = 0 ] || exit 1
+
 # ---- processes ---------------------------------------------------------------------------
 pids=() names=()
 stopped=0

@@ -186,6 +186,21 @@ done
 ok "the unit has every setting issue 16 names"
 
 # --- the Debian package: build two versions -------------------------------------
+echo "== Build-Depends"
+# A clean builder installs Build-Depends and nothing else (apt-get build-dep ./), so each
+# library the Makefile's pkg-config gate asks for (PKGS) must come from a package named
+# there; `make deb-clean` (scripts/test-deb-clean.sh) does that build in a new Debian 12 root.
+build_deps=$(sed -n '/^Build-Depends:/,/^[A-Z][A-Za-z-]*:/p' debian/control | sed '$d' |
+	sed 's/^Build-Depends://' | tr ',' '\n' | sed -E 's/\(.*\)//; s/\[.*\]//; s/^[[:space:]]+//; s/[[:space:]]+$//' | grep -v '^$')
+for m in $(sed -nE 's/^PKGS[[:space:]]*=[[:space:]]*//p' Makefile); do
+	pc=$(pkg-config --path "$m" 2>/dev/null)
+	pkg=$(dpkg -S "$(readlink -f "$pc")" 2>/dev/null | head -n 1 | cut -d: -f1)
+	if [ -n "$pkg" ] && printf '%s\n' "$build_deps" | grep -qx "$pkg"; then
+		ok "Build-Depends has $pkg (pkg-config $m)"
+	else bad "Build-Depends has the package of pkg-config $m (${pkg:-not found})"; fi
+done
+check "dpkg-checkbuilddeps: the Build-Depends are met here" quiet dpkg-checkbuilddeps debian/control
+
 echo "== dpkg-buildpackage"
 src=$tmp/src/consentd
 mkdir -p "$src/build"

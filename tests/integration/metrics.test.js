@@ -15,6 +15,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
@@ -97,8 +98,14 @@ function value(text, name, labels = {}) {
   return line === undefined ? 0 : Number(line.slice(want.length));
 }
 
+// scripts/deps.sh unpacks promtool alone from Debian's prometheus package into build/tools/
+// (installing Prometheus would enable and start its server on :9090); one on PATH also does.
+const PROMTOOL = [new URL('../../build/tools/promtool', import.meta.url).pathname]
+  .find((p) => existsSync(p)) || 'promtool';
 function promtool(text) {
-  return spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  const r = spawnSync(PROMTOOL, ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  if (r.error) throw new Error(`promtool (${PROMTOOL}): ${r.error.message}; make deps unpacks it`);
+  return r;
 }
 
 // --- the flow ------------------------------------------------------------------------------
