@@ -22,9 +22,18 @@ command -v debootstrap >/dev/null ||
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null ||
 	{ bad "debootstrap installs"; finish; }
 # The mirror this machine's apt reads bookworm from (one-line or deb822 sources).
-mirror=$(grep -rhoE '^(deb|URIs:)[[:space:]]+(\[[^]]*\][[:space:]]+)?[a-z]+://[^[:space:]]+' \
-	/etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | grep -v security |
-	awk '{ print $NF }' | head -n 1)
+mirror=$( { for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -f "$f" ] && awk '{ sub(/#.*/, ""); gsub(/\[[^]]*\]/, " ") } $1 == "deb" && $3 == "bookworm" { print $2 }' "$f"
+	done
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] && awk 'BEGIN { RS = ""; FS = "\n" }
+			{ u = ""; ok = 0; deb = 0
+			  for (i = 1; i <= NF; i++) {
+				if ($i ~ /^URIs:/) { u = $i; sub(/^URIs:[ \t]*/, "", u); sub(/[ \t].*/, "", u) }
+				if ($i ~ /^Suites:/ && $i ~ /[ \t]bookworm([ \t]|$)/) ok = 1
+				if ($i ~ /^Types:/ && $i ~ /[ \t]deb([ \t]|$)/) deb = 1 }
+			  if (u != "" && ok && deb) print u }' "$f"
+	done; } | head -n 1)
 [ -n "$mirror" ] || { bad "a Debian mirror in this machine's apt sources"; finish; }
 
 root=$(mktemp -d /var/tmp/consentd-deb-clean.XXXXXX)
