@@ -67,7 +67,7 @@ if inroot 'cd /src/consentd && DEB_BUILD_OPTIONS=noautodbgsym dpkg-buildpackage 
 	ok "dpkg-buildpackage -us -uc -b from the Build-Depends alone"
 else bad "dpkg-buildpackage -us -uc -b"; tail -30 "$root/build.log"; finish; fi
 deb=$(ls "$root"/src/consentd_*.deb 2>/dev/null | head -n 1)
-if [ -n "$deb" ] && dpkg-deb -c "$deb" | grep -q '/usr/sbin/consentd$'; then
+if [ -n "$deb" ] && dpkg-deb -c "$deb" | grep >/dev/null '/usr/sbin/consentd$'; then
 	ok "the package holds /usr/sbin/consentd ($(basename "$deb"))"
 else bad "a .deb with /usr/sbin/consentd"; fi
 finish
