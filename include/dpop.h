@@ -83,6 +83,10 @@ bool dpop_check_grant(const struct http_request *req, struct http_reply *rep,
 void dpop_refuse(const struct http_request *req, struct http_reply *rep, int status,
     const char *why);
 
+/* RFC 9449 §7.1: a WWW-Authenticate: DPoP challenge on rep naming the
+ * algorithms a proof may use, with error when not NULL (a fixed word). */
+enum cs_err dpop_challenge(struct http_reply *rep, const char *error) CS_MUST_CHECK;
+
 /* The DPoP-Nonce header on a reply (when nonces are on); for successful answers. */
 enum cs_err dpop_reply_nonce(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
 

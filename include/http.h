@@ -79,6 +79,12 @@ extern const struct param_type param_token68[1];     /* valid_token68 */
 extern const struct param_type param_return_to[1];   /* valid_return_to */
 
 #define ROUTE_MAX_CAPTURES 4
+/* The longest a {x} capture may be once decoded (a trailing {rest*} excepted):
+ * every id consentd makes is 22 characters and every configured name at most
+ * 64, so a longer one names nothing; the router answers 404 in the route's
+ * kind before its gate or handler sees it (a handler's fixed buffers never
+ * meet it). */
+#define ROUTE_CAPTURE_MAX 256
 #define HTTP_MAX_URI 8192               /* bytes of a request target; 400 past it */
 #define ROUTE_MAX_PARAMS 24
 #define PARAM_FAMILY_MAX 64       /* a family's count fits a uint64_t's bits */
@@ -86,6 +92,7 @@ extern const struct param_type param_return_to[1];   /* valid_return_to */
 
 struct route;
 struct session;
+struct grant_check;
 
 /* A parameter as the router checked it: the decoded value (NULL: absent),
  * the number of a PARAM_INT or the index of a PARAM_WORD, and for a family
@@ -102,6 +109,9 @@ struct http_auth {
 	struct session *session;             /* SESSION, ADMIN_PAGE, ADMIN_STEPUP */
 	char           *admin;               /* ADMIN_API: the admin token's name */
 	bool            gateway;             /* GATEWAY */
+	/* The grant the gateway presented, validated (grant.h), where the route
+	 * checks one (struct route's grant); freed with the request. */
+	struct grant_check *grant;
 };
 
 struct http_request {
@@ -172,6 +182,10 @@ struct http_reply {                      /* initialise with reply_init(), free w
 };
 
 typedef enum cs_err (*http_handler)(const struct http_request *, struct http_reply *);
+/* An authentication gate: CS_OK with *ok true lets req through (req->auth
+ * filled); CS_OK with *ok false leaves the complete refusal in rep; an error
+ * is a failure (a 500 of the route's kind). */
+typedef enum cs_err (*http_gate)(struct http_request *req, struct http_reply *rep, bool *ok);
 
 struct route {
 	enum http_method  method;
@@ -188,11 +202,11 @@ struct route {
 #define ROUTE_FORM_BODY 0x1u     /* POST body is application/x-www-form-urlencoded */
 #define ROUTE_JSON_BODY 0x2u     /* POST body is application/json (kept raw for the handler) */
 #define ROUTE_DEFERRED  0x4u     /* waits on an upstream: run off the server's workers (http.c) */
+/* The gateway presents a grant besides its own credentials (the proxy):
+ * http_grant_check runs after the gate and the limit, before the handler --
+ * for a deferred route before the request may wait for a pool thread. */
+#define ROUTE_GRANT     0x8u
 
-/* An authentication gate: CS_OK with *ok true lets req through (req->auth
- * filled); CS_OK with *ok false leaves the complete refusal in rep; an error
- * is a failure (a 500 of the route's kind). */
-typedef enum cs_err (*http_gate)(struct http_request *req, struct http_reply *rep, bool *ok);
 
 /* The kind of answer for a path no route matches: the first prefix that
  * starts it, else ROUTE_BROWSER.  Ends at a NULL prefix. */
@@ -208,6 +222,9 @@ extern const struct route http_routes[];
  * (the address is meant to be private). */
 extern const struct route http_metrics_routes[];
 extern const http_gate http_gates[ROUTE_AUTH__MAX];
+/* The check of ROUTE_GRANT routes (proxy_api.c proxy_grant_gate): req->auth.grant
+ * holds the grant when it lets the request through. */
+extern const http_gate http_grant_check;
 extern const struct route_prefix http_route_prefixes[];
 
 /* --- replies ------------------------------------------------------------ */
@@ -242,6 +259,14 @@ enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status,
  * leaves a complete reply in *rep: a gate or handler failure becomes a 500 of
  * the route's kind. */
 void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep);
+/* router_dispatch in two halves, for a deferred route (http.c): router_admit
+ * does everything before the handler -- route, limits, parameters, the gate
+ * and the route's grant check -- on the connection's thread.  false: rep
+ * holds the complete answer (a refusal); true: rep is untouched and
+ * router_handle runs req->route's handler (on a pool thread), with req and
+ * rep as router_admit left them. */
+bool router_admit(const struct route *table, struct http_request *req, struct http_reply *rep);
+void router_handle(struct http_request *req, struct http_reply *rep);
 /* The first route whose pattern matches path, whatever its method; NULL: none. */
 const struct route *router_route_for_path(const struct route *table, const char *path);
 /* The kind of answer path gets: its route's, or http_route_prefixes' for an

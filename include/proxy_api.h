@@ -27,7 +27,39 @@ void proxy_headers_clear(struct proxy_headers *h);   /* NULL-safe */
 enum cs_err proxy_upstream_headers(const struct http_request *req, const char *token, bool body,
     struct proxy_headers *out) CS_MUST_CHECK;
 
-/* The handler for every method on /proxy/{resource}/{rest*}. */
+/* Where the gateway put the grant it presents at /proxy. */
+enum proxy_grant_via {
+	PROXY_GRANT_ABSENT = 0,     /* nowhere (or an empty Consentd-Grant) */
+	PROXY_GRANT_HEADER,         /* Consentd-Grant: <grant> */
+	PROXY_GRANT_DPOP,           /* Authorization: DPoP <grant> (RFC 9449 §7.1) */
+	PROXY_GRANT_BEARER,         /* Authorization: Bearer <grant> (RFC 6750 §2.1) */
+	PROXY_GRANT_MALFORMED,      /* refused: *why says why (400 invalid_request) */
+	PROXY_GRANT_VIA__MAX
+};
+/* Reads the grant from a request's Authorization header (NULL: none) and
+ * Consentd-Grant header (NULL: none).  Authorization holds a grant only with
+ * the DPoP or Bearer scheme (case-insensitive), one or more spaces and a
+ * token68 credential; any other scheme (Basic: the gateway's own
+ * credentials) holds none.  MALFORMED, with a fixed phrase in *why, for a
+ * grant in both headers, a CR or LF in either, or a DPoP or Bearer
+ * credential that is not a token68.  *grant points into the header it came
+ * from, written for HEADER, DPOP and BEARER.  Checks no length and no
+ * signature; no I/O. */
+enum proxy_grant_via proxy_grant_presented(const char *authorization, const char *consentd_grant,
+    const char **grant, const char **why);
+
+/* The proxy routes' grant check (struct route's grant), after the gateway's
+ * gate and limit, on the connection's thread: the grant presented
+ * (proxy_grant_presented; Consentd-Grant when the gateway authenticates by
+ * Basic), validated (grant_validate), its DPoP proof checked when it is bound
+ * (dpop_check_grant) and for the path's resource.  *ok true: req->auth.grant
+ * holds it; false: rep holds the refusal (401 invalid_token with a Bearer or
+ * DPoP challenge, 400 invalid_request, 403 access_denied). */
+enum cs_err proxy_grant_gate(struct http_request *req, struct http_reply *rep, bool *ok)
+    CS_MUST_CHECK;
+
+/* The handler for every method on /proxy/{resource}/{rest*}, once
+ * proxy_grant_gate let the request through. */
 enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
 
 /* Proxied calls so far for (resource, action) (in-memory, since start). */

@@ -38,7 +38,7 @@ fi
 comments='^\S+:[0-9]+:\s*(/?\*|//)'
 route_hits=$( {
 	grep -nHE '\b(strn?(case)?cmp|strstr)[[:space:]]*\([^;]*"/' $(ls server/*.c | grep -v '^server/routes\.c$')
-	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED)\b' \
+	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED|GRANT)\b' \
 	    $(ls server/*.c | grep -vE '^server/(routes|router|http)\.c$')
 	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+)\b' server/http.c
 	grep -nHE '^[[:space:]]+.*\b(gateway_authenticate|admin_api_authenticate|admin_pages_gate|admin_enter|authenticate)[[:space:]]*\(' \

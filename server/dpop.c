@@ -229,13 +229,24 @@ enum cs_err dpop_reply_nonce(const struct http_request *req, struct http_reply *
 	return reply_header(rep, DPOP_NONCE_HEADER, nonce);
 }
 
+/* The algorithms a proof may use, as the challenge names them. */
+#define DPOP_CHALLENGE_ALGS "ES256 PS256 EdDSA"
+
+enum cs_err dpop_challenge(struct http_reply *rep, const char *error)
+{
+	char chal[160];
+	enum cs_err e = error != NULL ?
+	    str_fmt(chal, sizeof chal, "DPoP error=\"%s\", algs=\"" DPOP_CHALLENGE_ALGS "\"", error) :
+	    str_fmt(chal, sizeof chal, "DPoP algs=\"" DPOP_CHALLENGE_ALGS "\"");
+	return e == CS_OK ? reply_header(rep, "WWW-Authenticate", chal) : e;
+}
+
 /* Answers a refusal: the RFC's error, the nonce to use, and for a resource
  * (401) the DPoP challenge of RFC 9449 §7.1. */
 static void refuse(const struct http_request *req, struct http_reply *rep, int status,
     enum dpop_verdict v, const char *why)
 {
 	const char *err = v == DPOP_NEED_NONCE ? "use_dpop_nonce" : "invalid_dpop_proof";
-	char chal[160];
 	enum cs_err e;
 	audit_refused(req, why);
 	/* The two codes spelled at their calls: tests/integration/openapi.test.js
@@ -248,11 +259,8 @@ static void refuse(const struct http_request *req, struct http_reply *rep, int s
 		rep->status = status;
 		return;
 	}
-	if (status == 401) {
-		if (str_fmt(chal, sizeof chal, "DPoP error=\"%s\", algs=\"ES256 PS256 EdDSA\"",
-		    err) != CS_OK || reply_header(rep, "WWW-Authenticate", chal) != CS_OK)
-			rep->status = status;
-	}
+	if (status == 401 && dpop_challenge(rep, err) != CS_OK)
+		rep->status = status;
 }
 
 /* Checks req's proof and records its jti; the verdict and why on refusal. */

@@ -62,7 +62,7 @@ struct http_server {
 		struct http_server *srv;
 		pthread_t           t;
 		pthread_cond_t      cv;
-		struct job         *job;     /* handed over by job_start */
+		struct job         *job;     /* handed over by job_queue */
 	}                  pool[DEFER_THREADS];
 	size_t             npool;
 	struct pool_worker *idle[DEFER_THREADS];   /* a stack: the last idle on top */
@@ -603,7 +603,7 @@ static void job_pump(struct job *j)
 static void job_run(struct job *j)
 {
 	bool pump;
-	router_dispatch(http_routes, &j->req, &j->rep);
+	router_handle(&j->req, &j->rep);       /* router_admit let it through (job_admit) */
 	pthread_mutex_lock(&j->mu);
 	pump = j->rep.stream.read != NULL;
 	if (pump) {
@@ -702,16 +702,15 @@ static void job_response_free(void *cls)
 }
 
 /* Takes the request out of MHD's hands: copies of its headers, body and URI
- * in the job's own memory, the connection suspended, the job queued: 1.  0:
- * not deferred (out of memory, or no pool), answer as usual; -1: the queue is
- * full. */
-static int job_start(struct http_server *srv, struct MHD_Connection *c, struct conn_ctx *ctx,
+ * in the job's own memory, one reference (the caller's: job_unref).  NULL
+ * when out of memory (ctx keeps its body): answer as usual. */
+static struct job *job_new(struct http_server *srv, struct MHD_Connection *c, struct conn_ctx *ctx,
     const struct http_request *proto)
 {
 	struct job *j = calloc(1, sizeof *j);
 	struct hcopy h = { j, 0, false };
 	if (j == NULL)
-		return 0;
+		return NULL;
 	arena_init(&j->arena, j->mem, sizeof j->mem,
 	    req_arena_cap(srv->app->cfg) + 2 * HTTP_CONN_MEMORY);
 	pthread_mutex_init(&j->mu, NULL);
@@ -724,7 +723,7 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	}
 	clock_gettime(CLOCK_MONOTONIC, &j->deadline);
 	j->deadline.tv_sec += DEFER_DEADLINE;
-	j->refs = 2;                              /* the pool thread and the connection */
+	j->refs = 1;
 	j->srv = srv;
 	j->c = c;
 	buf_init(&j->data, DEFER_BUF + 16384);
@@ -736,9 +735,8 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	size_t pl = strlen(proto->path), ql = strlen(proto->query);
 	char *pq = arena_alloc(&j->arena, pl + ql + 2);
 	if (pq == NULL) {
-		j->refs = 1;
 		job_unref(j);
-		return 0;
+		return NULL;
 	}
 	memcpy(pq, proto->path, pl + 1);
 	memcpy(pq + pl + 1, proto->query, ql + 1);
@@ -750,11 +748,10 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	j->req.body_len = j->body.len;
 	MHD_get_connection_values_n(c, MHD_HEADER_KIND, copy_header, &h);
 	if (h.nomem) {
-		j->refs = 1;
 		ctx->body = j->body;                  /* give it back */
 		memset(&j->body, 0, sizeof j->body);
 		job_unref(j);
-		return 0;
+		return NULL;
 	}
 	j->req.header = job_header;
 	j->req.hctx = j;
@@ -764,17 +761,24 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	j->req.sec_fetch_site = job_header(j, "Sec-Fetch-Site");
 	j->req.authorization = job_header(j, MHD_HTTP_HEADER_AUTHORIZATION);
 	j->req.host = job_header(j, MHD_HTTP_HEADER_HOST);
+	return j;
+}
+
+/* Hands an admitted job to the pool: the connection suspended, the job with
+ * an idle thread or queued: 1.  0: no pool (answer on this thread); -1: the
+ * queue is full or the server is stopping.  On 0 and -1 the job is still the
+ * caller's alone. */
+static int job_queue(struct http_server *srv, struct MHD_Connection *c, struct conn_ctx *ctx,
+    struct job *j)
+{
 	pthread_mutex_lock(&srv->pool_mu);
 	if (srv->queued >= DEFER_QUEUE || srv->pool_stop || srv->npool == 0 ||
 	    atomic_load(&srv->draining)) {
 		int busy = srv->queued >= DEFER_QUEUE || atomic_load(&srv->draining) ? -1 : 0;
 		pthread_mutex_unlock(&srv->pool_mu);
-		j->refs = 1;
-		ctx->body = j->body;
-		memset(&j->body, 0, sizeof j->body);
-		job_unref(j);
 		return busy;
 	}
+	j->refs = 2;                              /* the pool thread and the connection */
 	ctx->job = j;
 	atomic_fetch_add(&srv->suspended, 1);
 	MHD_suspend_connection(c);
@@ -792,6 +796,37 @@ static int job_start(struct http_server *srv, struct MHD_Connection *c, struct c
 	}
 	pthread_mutex_unlock(&srv->pool_mu);
 	return 1;
+}
+
+/* A deferred route's request: admitted on this (the connection's) thread --
+ * route, limits, parameters, the gateway's gate and the grant the route
+ * takes (router_admit) -- and only then handed to the pool.  SECURITY: a
+ * caller that fails any of them is answered here and never holds a pool
+ * thread or a place in its queue, so anonymous requests cannot crowd the
+ * gateway's calls out (there is one gateway: the pool is all its own). */
+static enum MHD_Result job_admit(struct http_server *srv, struct MHD_Connection *c,
+    struct conn_ctx *ctx, const char *method, struct job *j)
+{
+	enum MHD_Result ret;
+	if (router_admit(srv->table, &j->req, &j->rep)) {
+		int queued = job_queue(srv, c, ctx, j);
+		if (queued > 0)
+			return MHD_YES;
+		if (queued < 0) {
+			reply_clear(&j->rep);
+			reply_init(&j->rep);
+			if (reply_oauth_error(&j->rep, 503, "temporarily_unavailable",
+			    "too many proxied calls are waiting; retry later") != CS_OK ||
+			    reply_header(&j->rep, "Retry-After", "1") != CS_OK)
+				j->rep.status = 503;
+			j->rep.log.route = j->req.route != NULL ? j->req.route->pattern : NULL;
+		} else {
+			router_handle(&j->req, &j->rep);  /* no pool: on this thread */
+		}
+	}
+	ret = send_reply(srv, c, ctx, method, j->req.request_id, &j->rep);
+	job_unref(j);
+	return ret;
 }
 
 /* The deferred answer, once the handler ran (on_request after the resume). */
@@ -985,20 +1020,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.now = app_now();
 	req.app = srv->app;
 	/* A route that waits on an upstream (the proxy) runs off the MHD workers
-	 * (see "deferred"); the route table says which. */
+	 * once admitted (see "deferred"); the route table says which. */
 	const struct route *rt = router_route_for_path(srv->table, path);
-	int deferred = rt != NULL && (rt->flags & ROUTE_DEFERRED) ?
-	    job_start(srv, c, ctx, &req) : 0;
-	if (deferred > 0) {
+	struct job *j = rt != NULL && (rt->flags & ROUTE_DEFERRED) ? job_new(srv, c, ctx, &req) : NULL;
+	if (j != NULL) {
 		reply_clear(&rep);
-		return MHD_YES;
-	}
-	if (deferred < 0) {
-		if (reply_oauth_error(&rep, 503, "temporarily_unavailable",
-		    "too many proxied calls are waiting; retry later") != CS_OK ||
-		    reply_header(&rep, "Retry-After", "1") != CS_OK)
-			rep.status = 503;
-		goto send;
+		return job_admit(srv, c, ctx, method, j);
 	}
 	router_dispatch(srv->table, &req, &rep);
 	http_request_clear(&req);
@@ -1277,7 +1304,7 @@ void http_stop(struct http_server *s)
 	 * 0.9.75 aborts the process when stopped with a connection suspended.  Then
 	 * no pool thread resumes anything any more, the daemon closes every
 	 * connection and the pool drains its queue. */
-	/* draining first (under pool_mu, which job_start holds while it suspends):
+	/* draining first (under pool_mu, which job_queue holds while it suspends):
 	 * from here the count of suspended connections only goes down. */
 	pthread_mutex_lock(&s->pool_mu);
 	atomic_store(&s->draining, 1);

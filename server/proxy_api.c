@@ -264,11 +264,16 @@ static void upstream_done(void *ctx)
 
 /* --- the handler --------------------------------------------------------- */
 
-static enum cs_err invalid_token(struct http_reply *rep, const char *desc)
+/* The challenges an invalid_token answer carries (RFC 6750 §3, RFC 9449 §7.1). */
+enum challenge { CHALLENGE_BEARER = 1, CHALLENGE_DPOP = 2, CHALLENGE_BOTH = 3 };
+
+static enum cs_err invalid_token(struct http_reply *rep, const char *desc, enum challenge ch)
 {
 	enum cs_err e = reply_oauth_error(rep, 401, "invalid_token", desc);
-	if (e == CS_OK)
+	if (e == CS_OK && (ch & CHALLENGE_BEARER))
 		e = reply_header(rep, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+	if (e == CS_OK && (ch & CHALLENGE_DPOP))
+		e = dpop_challenge(rep, "invalid_token");
 	return e;
 }
 
@@ -279,14 +284,78 @@ static const char *const approval_reasons[APPROVAL_OUTCOME__MAX] = {
 	[APPROVAL_EXPIRED] = "expired_token", [APPROVAL_TOO_MANY] = "too_many_pending_requests",
 };
 
-/* The grant from Consentd-Grant, validated, and the request's headers free of
- * CR and LF.  *ok false when rep holds the refusal. */
+/* The credential after an Authorization scheme of n letters ("DPoP", "Bearer"),
+ * case-insensitive (RFC 9110 §11.1), and one or more spaces; NULL when v has
+ * another scheme. */
+static const char *after_scheme(const char *v, const char *scheme)
+{
+	size_t n = strlen(scheme);
+	if (strncasecmp(v, scheme, n) != 0 || v[n] != ' ')
+		return NULL;
+	for (v += n; *v == ' '; v++)
+		;
+	return v;
+}
+
+enum proxy_grant_via proxy_grant_presented(const char *authorization, const char *consentd_grant,
+    const char **grant, const char **why)
+{
+	const char *in_auth = NULL;
+	enum proxy_grant_via via = PROXY_GRANT_ABSENT;
+	*why = NULL;
+	/* SECURITY: a CR or LF inside a header we read is a smuggling attempt. */
+	if ((consentd_grant != NULL && strpbrk(consentd_grant, "\r\n") != NULL) ||
+	    (authorization != NULL && strpbrk(authorization, "\r\n") != NULL)) {
+		*why = "a header value holds CR or LF";
+		return PROXY_GRANT_MALFORMED;
+	}
+	if (authorization != NULL) {
+		if ((in_auth = after_scheme(authorization, "DPoP")) != NULL)
+			via = PROXY_GRANT_DPOP;
+		else if ((in_auth = after_scheme(authorization, "Bearer")) != NULL)
+			via = PROXY_GRANT_BEARER;
+	}
+	if (consentd_grant != NULL && consentd_grant[0] == '\0')
+		consentd_grant = NULL;                /* an empty header: none */
+	if (in_auth != NULL && consentd_grant != NULL) {
+		*why = "the grant is given twice: present it in Authorization or in Consentd-Grant, "
+		    "not both";
+		return PROXY_GRANT_MALFORMED;
+	}
+	if (in_auth != NULL) {
+		/* RFC 9110 §11.4 and RFC 9449 §7.1: the credential is one token68. */
+		if (!valid_token68(in_auth)) {
+			*why = via == PROXY_GRANT_DPOP ? "the Authorization header is not DPoP <grant>" :
+			    "the Authorization header is not Bearer <grant>";
+			return PROXY_GRANT_MALFORMED;
+		}
+		*grant = in_auth;
+		return via;
+	}
+	if (consentd_grant != NULL) {
+		*grant = consentd_grant;
+		return PROXY_GRANT_HEADER;
+	}
+	return PROXY_GRANT_ABSENT;
+}
+
+/* Whether the gateway's own credentials are in Authorization (client_secret_basic):
+ * then the grant can only be in Consentd-Grant. */
+static bool authorization_is_basic(const struct http_request *req)
+{
+	return req->authorization != NULL && strncasecmp(req->authorization, "Basic ", 6) == 0;
+}
+
+/* The grant the gateway presents (proxy_grant_presented), validated into gc;
+ * the request's forwarded headers free of CR and LF.  *ok false when rep
+ * holds the refusal. */
 static enum cs_err grant_of(const struct http_request *req, struct http_reply *rep,
     struct store_conn *c, struct grant_check *gc, bool *ok)
 {
 	struct app *app = req->app;
 	const struct consent *k = &gc->k;
-	const char *grant;
+	const char *grant = NULL, *why = NULL;
+	enum proxy_grant_via via;
 	enum cs_err e;
 	*ok = false;
 	if (req->ncaptures != 2)
@@ -298,22 +367,39 @@ static enum cs_err grant_of(const struct http_request *req, struct http_reply *r
 		if (hv != NULL && strpbrk(hv, "\r\n") != NULL)
 			return reply_oauth_error(rep, 400, "invalid_request", "a header value holds CR or LF");
 	}
-	grant = req->header ? req->header(req->hctx, "Consentd-Grant") : NULL;
-	if (grant != NULL && strpbrk(grant, "\r\n") != NULL)
-		return reply_oauth_error(rep, 400, "invalid_request", "a header value holds CR or LF");
-	if (grant == NULL || grant[0] == '\0' || strlen(grant) > PROXY_MAX_GRANT)
-		return invalid_token(rep, "a grant is required in Consentd-Grant");
+	via = proxy_grant_presented(req->authorization,
+	    req->header ? req->header(req->hctx, "Consentd-Grant") : NULL, &grant, &why);
+	if (via == PROXY_GRANT_MALFORMED)
+		return reply_oauth_error(rep, 400, "invalid_request", why);
+	if (via == PROXY_GRANT_ABSENT || strlen(grant) > PROXY_MAX_GRANT) {
+		/* A gateway that authenticates by Basic has only Consentd-Grant left;
+		 * any other may use Authorization as RFC 9449 §7.1 and RFC 6750 say. */
+		if (authorization_is_basic(req))
+			return invalid_token(rep, "a grant is required in Consentd-Grant", CHALLENGE_BEARER);
+		return invalid_token(rep, "a grant is required: Authorization: DPoP <grant> (Bearer "
+		    "for a grant not bound to a DPoP key), or Consentd-Grant", CHALLENGE_BOTH);
+	}
 	const struct keyring *kr = app_keys_get(app);
 	e = grant_validate(c, app->cfg, kr, grant, req->now, gc);
 	app_keys_put(app);
 	if (e != CS_OK)
 		return e;
 	if (!gc->valid)
-		return invalid_token(rep, gc->why != NULL ? gc->why : "not a consentd grant");
+		return invalid_token(rep, gc->why != NULL ? gc->why : "not a consentd grant",
+		    via == PROXY_GRANT_DPOP ? CHALLENGE_DPOP : CHALLENGE_BEARER);
 	const struct config_resource *lr = config_resource(app->cfg, k->resource);
 	const struct config_agent *la = config_agent(app->cfg, k->agent);
 	rep->log.resource = lr != NULL ? lr->id : NULL;
 	rep->log.agent = la != NULL ? la->id : NULL;
+	/* SECURITY: RFC 9449 §7.2: a DPoP-bound grant is no bearer token, not even
+	 * in form; and a DPoP scheme names a binding the grant must have. */
+	bool bound = json_object_get(json_object_get(gc->claims, "cnf"), "jkt") != NULL;
+	if (via == PROXY_GRANT_BEARER && bound)
+		return invalid_token(rep, "the grant is DPoP-bound: present it as Authorization: DPoP "
+		    "<grant> with a DPoP proof, not as a Bearer token", CHALLENGE_DPOP);
+	if (via == PROXY_GRANT_DPOP && !bound)
+		return invalid_token(rep, "the grant is not bound to a DPoP key: present it as "
+		    "Authorization: Bearer <grant>", CHALLENGE_BEARER);
 	/* SECURITY: a DPoP-bound grant is refused without a proof by its key for
 	 * this method, URL and grant (RFC 9449 §7). */
 	if (!dpop_check_grant(req, rep, gc->claims, grant, 401))
@@ -325,9 +411,37 @@ static enum cs_err grant_of(const struct http_request *req, struct http_reply *r
 	return CS_OK;
 }
 
+enum cs_err proxy_grant_gate(struct http_request *req, struct http_reply *rep, bool *ok)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	struct grant_check *gc;
+	enum cs_err e;
+	*ok = false;
+	if (c == NULL)
+		return CS_EDB;
+	if ((gc = calloc(1, sizeof *gc)) == NULL)
+		return CS_ENOMEM;
+	e = grant_of(req, rep, c, gc, ok);
+	if (e != CS_OK || !*ok) {
+		*ok = false;
+		grant_check_clear(gc);
+		free(gc);
+		return e;
+	}
+	req->auth.grant = gc;
+	return CS_OK;
+}
+
 /* The reply (and the refusal count) for a call that is not forwarded. */
+/* A grant bound to a DPoP key is challenged with DPoP (RFC 9449 §7.1). */
+static enum challenge challenge_of(const struct grant_check *gc)
+{
+	return json_object_get(json_object_get(gc->claims, "cnf"), "jkt") != NULL ?
+	    CHALLENGE_DPOP : CHALLENGE_BEARER;
+}
+
 static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cfg,
-    const struct proxy_plan *p)
+    const struct proxy_plan *p, const struct grant_check *gc)
 {
 	const struct exchange_release *x = &p->rel;
 	enum cs_err e;
@@ -351,7 +465,7 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 	switch (x->outcome) {
 	case EXCHANGE_CONSENT_ENDED:
 		count_refused(p->res, p->act, "consent_ended", 401);
-		return invalid_token(rep, "the grant's consent has ended");
+		return invalid_token(rep, "the grant's consent has ended", challenge_of(gc));
 	case EXCHANGE_APPROVAL:
 		e = approval_answer_reply(rep, cfg, &x->approval, 403);
 		if (x->approval.outcome > APPROVAL_RELEASE && x->approval.outcome < APPROVAL_OUTCOME__MAX &&
@@ -367,7 +481,7 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		    "the provider could not be reached to refresh the token");
 	default:
 		return invalid_token(rep, "the provider connection is gone: ask for consent again to "
-		    "reconnect");
+		    "reconnect", challenge_of(gc));
 	}
 }
 
@@ -410,24 +524,24 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
 	struct store_conn *c = store_conn(app->store);
-	struct grant_check gc;
+	/* The route's grant check (proxy_grant_gate) let it through: the grant is valid,
+	 * its proof checked and for this resource. */
+	const struct grant_check *gc = req->auth.grant;
 	struct proxy_plan p;
 	struct httpc_reply up;
 	struct httpc_stream *st = NULL;
 	char actor[300];
-	bool ok = false;
 	enum cs_err e;
 
-	memset(&gc, 0, sizeof gc);
 	memset(&p, 0, sizeof p);
 	httpc_reply_init(&up);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = grant_of(req, rep, c, &gc, &ok)) != CS_OK || !ok)
-		goto out;
+	if (gc == NULL || !gc->valid || req->ncaptures != 2)
+		return CS_EPERM;        /* cannot happen: the route table checks the grant first */
 	if ((e = str_fmt(actor, sizeof actor, "gateway:%s", cfg->gateway_id)) != CS_OK)
 		goto out;
-	struct proxy_call call = { .limits = app->limits, .vault = app->vault, .k = &gc.k, .claims = gc.claims,
+	struct proxy_call call = { .limits = app->limits, .vault = app->vault, .k = &gc->k, .claims = gc->claims,
 		.rest = req->captures[1], .method = http_method_name(req->method),
 		.bodyless = req->method == HTTP_GET || req->method == HTTP_HEAD,
 		.in = { req->query, req->content_type, req->body, req->body_len },
@@ -435,7 +549,7 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	if ((e = proxy_prepare(c, cfg, &call, &p)) != CS_OK)
 		goto out;
 	if (p.outcome != PROXY_READY) {
-		e = refusal_reply(rep, cfg, &p);
+		e = refusal_reply(rep, cfg, &p, gc);
 		goto out;
 	}
 	e = forward(req, &p, &up, &st);
@@ -454,7 +568,6 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 	e = upstream_reply(rep, e, &up, &st);
 out:
 	httpc_stream_close(st);
-	grant_check_clear(&gc);
 	proxy_plan_clear(&p);
 	httpc_reply_clear(&up);
 	return e;

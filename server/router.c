@@ -13,6 +13,7 @@
 #include <openssl/crypto.h>
 #include "app.h"
 #include "arena.h"
+#include "grant.h"
 #include "http.h"
 #include "session.h"
 #include "template.h"
@@ -185,6 +186,7 @@ static const char *status_title(int status)
 	case 404: return "Not found";
 	case 405: return "Method not allowed";
 	case 413: return "Request too large";
+	case 414: return "Address too long";
 	case 415: return "Unsupported content type";
 	case 429: return "Too many requests";
 	case 503: return "Not ready";
@@ -345,6 +347,10 @@ void http_request_clear(struct http_request *req)
 		free(req->auth.session);
 	}
 	free(req->auth.admin);
+	if (req->auth.grant != NULL) {
+		grant_check_clear(req->auth.grant);
+		free(req->auth.grant);
+	}
 	memset(&req->auth, 0, sizeof req->auth);
 }
 
@@ -666,6 +672,20 @@ static const struct route *route_lookup(const struct route *table, struct http_r
 	return rt;
 }
 
+/* Whether each {x} capture of req is at most ROUTE_CAPTURE_MAX bytes; a
+ * trailing {rest*} (rt's last capture) is bounded by HTTP_MAX_URI alone. */
+static bool captures_fit(const struct route *rt, const struct http_request *req)
+{
+	size_t n = req->ncaptures;
+	size_t pl = strlen(rt->pattern);
+	if (n > 0 && pl >= 7 && strcmp(rt->pattern + pl - 7, "{rest*}") == 0)
+		n--;
+	for (size_t i = 0; i < n; i++)
+		if (strlen(req->captures[i]) > ROUTE_CAPTURE_MAX)
+			return false;
+	return true;
+}
+
 /* --- rate limits ----------------------------------------------------------- */
 
 /* The 429 of a [limits] class k for a route of kind kind: a page for people,
@@ -719,7 +739,62 @@ static bool limit_ok(const struct route *rt, struct http_request *req, struct ht
 	return ok;
 }
 
-void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep)
+/* The answer for a gate's or a handler's failure e: CS_EBUSY a 503 to retry,
+ * any other failure (or a handler that set no status) a 500 of the route's
+ * kind; rep untouched when neither. */
+static enum cs_err failure_reply(const struct route *rt, struct http_reply *rep, enum cs_err e)
+{
+	if (e == CS_EBUSY) {
+		/* The database's write queue is full or it is stopping (store.h),
+		 * or (PostgreSQL) the database is out of reach or the connection
+		 * was lost: whatever the request began was rolled back; the caller
+		 * may try again in a moment. */
+		reply_reset(rep);
+		e = reply_error(rep, rt->kind, 503, "temporarily_unavailable",
+		    "The database is busy or out of reach (too many writes waiting, or its "
+		    "connection lost). Try again in a moment.");
+		if (e == CS_OK)
+			e = reply_header(rep, "Retry-After", "1");
+	} else if (e != CS_OK || rep->status == 0) {
+		reply_reset(rep);
+		e = reply_error(rep, rt->kind, 500, "server_error",
+		    "The server could not complete this request.");
+	}
+	return e;
+}
+
+/* The log's route, and the last resort when the answer itself failed: a
+ * fixed reply that cannot fail. */
+static void finish(const struct route *rt, struct http_reply *rep, enum cs_err e)
+{
+	rep->log.route = rt != NULL ? rt->pattern : NULL;
+	if (e != CS_OK) {
+		reply_reset(rep);
+		rep->log.route = rt != NULL ? rt->pattern : NULL;
+		reply_log_error(rep, "server_error", NULL);
+		rep->status = 500;
+		rep->content_type = "text/plain; charset=utf-8";
+		if (buf_puts(&rep->body, "internal error\n") != CS_OK)
+			rep->body.len = 0;
+	}
+}
+
+/* Runs a gate (or a grant check): CS_OK and true when it let req through;
+ * false with rep holding its refusal, or with *e its failure. */
+static bool gate_run(http_gate gate, struct http_request *req, struct http_reply *rep,
+    enum cs_err *e)
+{
+	bool ok = false;
+	*e = gate != NULL ? gate(req, rep, &ok) : CS_ECONFIG;
+	if (*e == CS_OK && !ok && rep->status == 0)
+		*e = CS_EPERM;              /* a refusal without an answer: a gate bug */
+	return *e == CS_OK && ok;
+}
+
+/* Everything before the handler.  true: the handler may run (rep untouched);
+ * false: rep holds the answer, or *ep the failure finish() turns into one. */
+static bool admit(const struct route *table, struct http_request *req, struct http_reply *rep,
+    enum cs_err *ep)
 {
 	const struct route *rt;
 	char allow[96] = "";
@@ -727,8 +802,9 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 	struct form raw;
 	const char *bad = NULL;
 	enum http_method m = req->method == HTTP_HEAD ? HTTP_GET : req->method;
-	enum cs_err e;
+	enum cs_err e = CS_OK;
 	int path_known = 0;
+	bool go = false;
 
 	form_init(&raw);
 	rt = route_lookup(table, req, m, allow, sizeof allow, &path_known);
@@ -746,6 +822,14 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 
 	if (!limit_ok(rt, req, rep, false, &e))
 		goto done;
+
+	/* SECURITY: a capture longer than any id or name is no page: 404 before
+	 * any gate or handler (their buffers are sized for real ids). */
+	if (!captures_fit(rt, req)) {
+		e = reply_error(rep, rt->kind, 404, "not_found",
+		    "There is no such page: a part of its address is too long to name anything here.");
+		goto done;
+	}
 
 	if (rt->kind == ROUTE_BROWSER && m != HTTP_GET && !same_origin(req)) {
 		e = reply_error(rep, rt->kind, 403, "invalid_request",
@@ -783,48 +867,48 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 
 	/* SECURITY: the route's gate decides who may call it; the handler runs
 	 * only after it let the request through (a class without a gate fails
-	 * closed). */
+	 * closed).  Then the caller's limit, then the grant the route takes: all
+	 * before the handler, so that a deferred request waits for a pool
+	 * thread only once all of them passed (http.c). */
 	if (rt->auth != ROUTE_AUTH_NONE) {
 		http_gate gate = (unsigned)rt->auth < ROUTE_AUTH__MAX ? http_gates[rt->auth] : NULL;
-		bool ok = false;
-		e = gate != NULL ? gate(req, rep, &ok) : CS_ECONFIG;
-		if (e == CS_OK && !ok && rep->status != 0)
-			goto done;                 /* the gate's refusal is the answer */
-		if (e == CS_OK && !ok)
-			e = CS_EPERM;              /* a refusal without an answer: a gate bug */
-		if (e == CS_OK && !limit_ok(rt, req, rep, true, &e))
-			goto done;
-	} else {
-		e = CS_OK;
+		if (!gate_run(gate, req, rep, &e) ||
+		    !limit_ok(rt, req, rep, true, &e))
+			goto failed;
 	}
-	if (e == CS_OK)
-		e = rt->handler(req, rep);
-	if (e == CS_EBUSY) {
-		/* The database's write queue is full or it is stopping (store.h),
-		 * or (PostgreSQL) the database is out of reach or the connection
-		 * was lost: whatever the request began was rolled back; the caller
-		 * may try again in a moment. */
-		reply_reset(rep);
-		e = reply_error(rep, rt->kind, 503, "temporarily_unavailable",
-		    "The database is busy or out of reach (too many writes waiting, or its "
-		    "connection lost). Try again in a moment.");
-		if (e == CS_OK)
-			e = reply_header(rep, "Retry-After", "1");
-	} else if (e != CS_OK || rep->status == 0) {
-		reply_reset(rep);
-		e = reply_error(rep, rt->kind, 500, "server_error",
-		    "The server could not complete this request.");
-	}
+	if ((rt->flags & ROUTE_GRANT) && !gate_run(http_grant_check, req, rep, &e))
+		goto failed;
+	go = true;
+	goto done;
+failed:
+	if (e != CS_OK)
+		e = failure_reply(rt, rep, e);
 done:
-	rep->log.route = rt != NULL ? rt->pattern : NULL;
 	raw_clear(&raw);
-	if (e != CS_OK) {          /* last resort: a fixed reply that cannot fail */
-		reply_reset(rep);
-		rep->log.route = rt != NULL ? rt->pattern : NULL;
-		reply_log_error(rep, "server_error", NULL);
-		rep->status = 500;
-		rep->content_type = "text/plain; charset=utf-8";
-		if (buf_puts(&rep->body, "internal error\n") != CS_OK)
-			rep->body.len = 0;
-	}
+	*ep = e;
+	return go;
+}
+
+bool router_admit(const struct route *table, struct http_request *req, struct http_reply *rep)
+{
+	enum cs_err e = CS_OK;
+	if (admit(table, req, rep, &e))
+		return true;
+	finish(req->route, rep, e);
+	return false;
+}
+
+void router_handle(struct http_request *req, struct http_reply *rep)
+{
+	const struct route *rt = req->route;
+	enum cs_err e = rt != NULL ? rt->handler(req, rep) : CS_ECONFIG;
+	if (rt != NULL)
+		e = failure_reply(rt, rep, e);
+	finish(rt, rep, e);
+}
+
+void router_dispatch(const struct route *table, struct http_request *req, struct http_reply *rep)
+{
+	if (router_admit(table, req, rep))
+		router_handle(req, rep);
 }

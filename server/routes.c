@@ -244,12 +244,20 @@ const struct route http_routes[] = {
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	/* Proxy mode (flow H, proxy.c): the rest of the path comes raw, the query
 	 * and body are read by the handler (no declared parameters); it waits on
-	 * the upstream, so it runs deferred, off the server's workers (http.c). */
-	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } }, ROUTE_DEFERRED, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	 * the upstream, so it runs deferred, off the server's workers (http.c).
+	 * SECURITY: the gateway's gate, its limit and the grant it presents
+	 * (proxy_grant_gate) are all checked on the connection's thread first:
+	 * only a call that passed them may wait for a pool thread. */
+	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
 	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {
@@ -293,7 +301,11 @@ const struct route_prefix http_route_prefixes[] = {
 /* --- the gates ------------------------------------------------------------ */
 
 /* The page a route's pattern names for req: its captures in place of the
- * {x} segments (where sign-in comes back to). */
+ * {x} segments (where sign-in comes back to).  The router refused any capture
+ * over ROUTE_CAPTURE_MAX, so every page of the table fits PAGE_OF_MAX. */
+#define PAGE_OF_MAX 4096
+_Static_assert(ROUTE_MAX_CAPTURES * ROUTE_CAPTURE_MAX + 1024 <= PAGE_OF_MAX,
+    "a page with its longest captures fits page_of's buffer");
 static enum cs_err page_of(const struct http_request *req, struct buf *out)
 {
 	enum cs_err e = CS_OK;
@@ -321,9 +333,12 @@ static enum cs_err gate_session(struct http_request *req, struct http_reply *rep
 	*ok = false;
 	if (s == NULL)
 		return CS_ENOMEM;
-	buf_init(&back, 4096);
+	buf_init(&back, PAGE_OF_MAX);
 	if ((e = page_of(req, &back)) == CS_OK)
 		e = login_require(req, rep, back.data, s, ok);
+	else if (e == CS_ETOOBIG)     /* cannot happen (see PAGE_OF_MAX): a 4xx, not a 500 */
+		e = reply_error(rep, ROUTE_BROWSER, 414, "invalid_request",
+		    "This address is too long to be a page of this site.");
 	buf_clear(&back);
 	if (e != CS_OK || !*ok) {
 		*ok = false;
@@ -412,6 +427,9 @@ const http_gate http_gates[ROUTE_AUTH__MAX] = {
 	[ROUTE_AUTH_GATEWAY] = gate_gateway,
 	[ROUTE_AUTH_METRICS] = gate_metrics,
 };
+
+/* SECURITY: the grant a ROUTE_GRANT route's caller presents (the proxy's). */
+const http_gate http_grant_check = proxy_grant_gate;
 
 /* SECURITY: served only on [metrics] listen, which the operator keeps on a
  * private interface: what /metrics shows there needs no credentials. */

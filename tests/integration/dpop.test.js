@@ -10,6 +10,7 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPair, exportJWK, SignJWT, createRemoteJWKSet } from 'jose';
+import * as oauth from 'oauth4webapi';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
@@ -317,6 +318,97 @@ test('DPoP: at /proxy a stolen bound grant opens nothing; the holder with its ke
   assert.equal(again.body?.error, 'invalid_dpop_proof');
   assert.match(lastDetail('dpop.refused'), /used before/);
   assert.equal(rec.seen.length, n + 1, 'the replay reached nothing');
+});
+
+// --- the grant in Authorization (RFC 9449 §7.1, RFC 6750 §2.1; issue 28 item 5) -------
+
+// panva's oauth4webapi 3.x, a strict client library, as the gateway: private_key_jwt at
+// /token, a DPoP-bound grant by token exchange, then protectedResourceRequest, which puts
+// the grant in `Authorization: DPoP <grant>` with a proof whose ath is the grant's hash.
+// The gateway's own credentials go in Consentd-Client-Assertion, so Authorization is free.
+test('oauth4webapi 3.x as the gateway: a DPoP-bound grant, then protectedResourceRequest at /proxy with Authorization: DPoP', async () => {
+  await boundGrant('ghproxy');                 // alice's standing consent for butler on ghproxy
+  const opts = { [oauth.allowInsecureRequests]: true };
+  const issuer = new URL(v.url);
+  const as = await oauth.processDiscoveryResponse(issuer,
+    await oauth.discoveryRequest(issuer, { ...opts, algorithm: 'oauth2' }));
+  const client = { client_id: GW };
+  // The library signs with a WebCrypto key: the gateway's assertion key, imported as one.
+  const gwCryptoKey = await crypto.subtle.importKey('jwk', await exportJWK(gwKey),
+    { name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign']);
+  const clientAuth = oauth.PrivateKeyJwt({ key: gwCryptoKey, kid: 'gw-1' });
+  const dpop = oauth.DPoP(client, await oauth.generateKeyPair('ES256'));
+  // A use_dpop_nonce answer is retried once with the nonce, as the library's docs say.
+  const retryNonce = async (fn) => {
+    try { return await fn(); } catch (err) { if (oauth.isDPoPNonceError(err)) return fn(); throw err; }
+  };
+  const { grant_type: grantType, ...params } = held.ghproxy.ask;
+  const tok = await retryNonce(async () => oauth.processGenericTokenEndpointResponse(as, client,
+    await oauth.genericTokenEndpointRequest(as, client, clientAuth, grantType, params, { ...opts, DPoP: dpop })));
+  assert.equal(tok.token_type, 'dpop');
+  const n = rec.seen.length;
+  const res = await retryNonce(async () => oauth.protectedResourceRequest(tok.access_token, 'GET',
+    new URL(`${v.url}${PROXY_PATH}?state=open`), new Headers({ 'consentd-client-assertion': await assertion() }),
+    null, { ...opts, DPoP: dpop }));
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  assert.equal(JSON.parse(text).path, '/repos/acme/widgets/issues');
+  assert.equal(rec.seen.length, n + 1, 'one call upstream');
+  const up = rec.seen[rec.seen.length - 1];
+  for (const h of ['dpop', 'consentd-client-assertion', 'consentd-grant']) assert.equal(up.headers[h], undefined, h);
+  assert.match(up.headers.authorization || '', /^Bearer /, 'the provider token upstream');
+  assert.ok(!up.rawHeaders.join('\n').includes(tok.access_token), 'the grant never goes upstream');
+});
+
+// The same by hand, and every way of getting it wrong: each refused with what to do instead.
+async function proxyWith(headers) {
+  const res = await fetch(`${v.url}${PROXY_PATH}?state=open`, {
+    headers: { 'consentd-client-assertion': await assertion(), ...headers },
+  });
+  const text = await res.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, body, text, headers: res.headers };
+}
+
+test('Authorization at /proxy: DPoP <bound grant> with its proof passes, Bearer <unbound grant> passes; both places, the wrong scheme, no proof, no grant are refused and said so', async () => {
+  const { grant } = await boundGrant('ghproxy');
+  const plainRes = await token({ ...held.ghproxy.ask });       // no proof: a grant not bound to a key
+  assert.equal(plainRes.status, 200, plainRes.text);
+  assert.equal(plainRes.body.token_type, 'Bearer');
+  const plain = plainRes.body.access_token;
+  const n = rec.seen.length;
+  const refusals = [
+    ['the grant in both places', { authorization: `DPoP ${grant}`, 'consentd-grant': grant, dpop: await proxyProof(grant) },
+      400, 'invalid_request', /given twice/, null],
+    ['a bound grant as Bearer', { authorization: `Bearer ${grant}`, dpop: await proxyProof(grant) },
+      401, 'invalid_token', /DPoP-bound: present it as Authorization: DPoP/, /^DPoP error="invalid_token", algs="[A-Za-z0-9 ]+"$/],
+    ['DPoP without a proof', { authorization: `DPoP ${grant}` },
+      401, 'invalid_dpop_proof', /DPoP proof is required/, /^DPoP error="invalid_dpop_proof", algs=/],
+    ['DPoP with the thief\'s proof', { authorization: `DPoP ${grant}`, dpop: await proxyProof(grant, thiefKey) },
+      401, 'invalid_dpop_proof', /another key/, /^DPoP error="invalid_dpop_proof"/],
+    ['an unbound grant as DPoP', { authorization: `DPoP ${plain}`, dpop: await proxyProof(plain) },
+      401, 'invalid_token', /not bound to a DPoP key: present it as Authorization: Bearer/, /^Bearer error="invalid_token"$/],
+    ['DPoP with two credentials', { authorization: `DPoP ${grant} ${grant}`, dpop: await proxyProof(grant) },
+      400, 'invalid_request', /not DPoP <grant>/, null],
+    ['no grant at all', {},
+      401, 'invalid_token', /Authorization: DPoP <grant>.*Consentd-Grant/, /^Bearer error="invalid_token", DPoP error="invalid_token", algs=/],
+  ];
+  for (const [what, headers, status, error, why, challenge] of refusals) {
+    const r = await proxyWith(headers);
+    assert.equal(r.status, status, `${what}: ${r.text}`);
+    assert.equal(r.body?.error, error, `${what}: ${r.text}`);
+    assert.match(r.body.error_description, why, what);
+    if (challenge) assert.match(r.headers.get('www-authenticate') || '', challenge, what);
+  }
+  assert.equal(rec.seen.length, n, 'nothing reached the upstream');
+  // RFC 6750 §2.1: an unbound grant as a Bearer token, beside the client assertion.
+  const ok = await proxyWith({ authorization: `Bearer ${plain}` });
+  assert.equal(ok.status, 200, ok.text);
+  // RFC 9449 §7.1 by hand: the scheme in any case, the proof's ath over the grant.
+  const okDpop = await proxyWith({ authorization: `dpop ${grant}`, dpop: await proxyProof(grant) });
+  assert.equal(okDpop.status, 200, okDpop.text);
+  assert.equal(rec.seen.length, n + 2);
 });
 
 test('metadata: DPoP algorithms and private_key_jwt as configured', async () => {

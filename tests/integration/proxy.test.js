@@ -19,6 +19,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest, Agent } from 'node:http';
 import { connect as netConnect } from 'node:net';
+import { readFileSync } from 'node:fs';
 import canonicalize from 'canonicalize';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
@@ -955,6 +956,94 @@ test('an upstream 304 comes back without a body, and the keep-alive connection s
   } finally {
     agent.destroy();
   }
+});
+
+// Issue 28 item 3: anonymous callers cannot crowd the gateway out of proxy mode.  480
+// connections from 8 loopback addresses (60 each: under [server] per_ip_connections) send
+// /proxy calls back to back without the gateway's credentials -- half with a stolen grant
+// alone, half with a bogus Consentd-Client-Assertion as well (a refused private_key_jwt:
+// audited, a durable write each, until item 1 lands) -- while the gateway makes 40 calls,
+// 4 at a time.  Every anonymous call is refused at the gate on the connection's thread and
+// never holds a pool thread, so none of the gateway's calls meets a full queue (503).
+// Bounded: the flood stops when the gateway is done, after 60 s or after 60,000 calls.
+test('an anonymous /proxy flood from 8 addresses cannot take the pool: the gateway\'s 40 calls all pass', { timeout: 150000 }, async () => {
+  const n0 = rec.seen.length;
+  const u = new URL(v.url);
+  const agents = Array.from({ length: 8 }, (_, a) => new Agent({ keepAlive: true, maxSockets: 60, localAddress: `127.0.0.${2 + a}` }));
+  const anon = { sent: 0, status: {} };
+  let stop = false;
+  const once = (agent, w) => new Promise((resolve) => {
+    const headers = { 'consentd-grant': alice.grant };
+    if (w % 2) headers['consentd-client-assertion'] = 'eyJhbGciOiJFUzI1NiJ9.e30.c2ln';
+    const r = httpRequest({ host: u.hostname, port: u.port, path: '/proxy/ghproxy/repos/o/r/issues', agent, headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+      res.on('error', () => resolve(0));
+    });
+    r.setTimeout(30000, () => r.destroy(new Error('timeout')));
+    r.on('error', () => resolve(0));
+    r.end();
+  });
+  const flood = Promise.all(Array.from({ length: 480 }, async (_, w) => {
+    while (!stop && anon.sent < 60000) {
+      const st = await once(agents[w % 8], w);
+      anon.sent++;
+      anon.status[st] = (anon.status[st] || 0) + 1;
+    }
+  }));
+  const cap = setTimeout(() => { stop = true; }, 60000);
+  const gw = [];
+  try {
+    while (anon.sent < 480 && !stop) await new Promise((r) => { setTimeout(r, 20); });   // the flood is on
+    const t0 = Date.now();
+    await Promise.all(Array.from({ length: 4 }, async () => {
+      for (let i = 0; i < 10; i++) {
+        const r = await proxy('/repos/o/r/issues', { grant: alice.grant, timeoutMs: 60000 })
+          .catch((err) => ({ status: 0, text: err.message }));
+        gw.push(r);
+      }
+    }));
+    // eslint-disable-next-line no-console
+    console.log(`# proxy flood: the gateway's 40 calls in ${Date.now() - t0} ms beside ${anon.sent} anonymous ones ${JSON.stringify(anon.status)}`);
+  } finally {
+    stop = true;
+    clearTimeout(cap);
+    await flood;
+    for (const a of agents) a.destroy();
+  }
+  const failed = gw.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.text.slice(0, 120)}`);
+  assert.deepEqual(failed, [], `the gateway's calls that did not pass: ${failed.length} of 40`);
+  assert.equal(gw.length, 40);
+  assert.ok(anon.sent >= 480, `the flood ran: ${anon.sent} anonymous calls`);
+  assert.deepEqual(Object.keys(anon.status), ['401'], `every anonymous call refused at the gate: ${JSON.stringify(anon.status)}`);
+  assert.equal(rec.since(n0).length, 40, 'only the gateway\'s calls reached the upstream');
+});
+
+// Issue 28 item 4: a capture of any length is a 4xx, never a 500.  Every pattern of the
+// route table (read from server/routes.c) with each {x} capture 5,000 bytes long, anonymous
+// and as alice signed in; the people's pages answer with a page.
+test('every route with a 5,000-byte capture: a 4xx for the gateway and for people, never a 500', async () => {
+  const src = readFileSync(new URL('../../server/routes.c', import.meta.url), 'utf8');
+  const routes = [...src.matchAll(/\{ HTTP_([A-Z]+), "(\/[^"]*\{[^"]*)", (ROUTE_[A-Z]+)/g)]
+    .map((m) => ({ method: m[1], pattern: m[2], kind: m[3] }));
+  assert.ok(routes.length >= 15, `the table's patterns with captures: ${routes.length}`);
+  const jar = await jarOf('alice');
+  const long = 'a'.repeat(5000);
+  const seen = [];
+  for (const r of routes) {
+    const path = r.pattern.replace(/\{rest\*\}/, 'x').replace(/\{[a-z_]+\}/g, long);
+    const headers = { origin: v.url, 'content-type': 'application/x-www-form-urlencoded' };
+    const a = await call(path, { method: r.method, headers, body: r.method === 'GET' ? undefined : '' });
+    const b = await req(jar, `${v.url}${path}`, { method: r.method, headers, body: r.method === 'GET' ? undefined : '', redirect: 'manual' });
+    const btext = await b.text();
+    for (const [who, st, ct, text] of [['anonymous', a.status, a.headers['content-type'], a.text], ['alice', b.status, b.headers.get('content-type'), btext]]) {
+      seen.push(`${r.method} ${r.pattern} ${who} ${st}`);
+      assert.ok(st >= 400 && st < 500, `${r.method} ${r.pattern} (${who}): ${st} ${text.slice(0, 200)}`);
+      if (r.kind === 'ROUTE_BROWSER') assert.match(ct || '', /^text\/html/, `${r.method} ${r.pattern} (${who}): a page for people`);
+      else assert.match(ct || '', /^application\/json/, `${r.method} ${r.pattern} (${who}): JSON`);
+    }
+  }
+  assert.ok(seen.length >= 30);
 });
 
 // Last: it stops consentd.

@@ -315,6 +315,71 @@ START_TEST(test_proxy_metrics_format)
 }
 END_TEST
 
+/* --- where the gateway puts the grant (RFC 9449 §7.1, RFC 6750 §2.1) -------- */
+
+#define G "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
+
+static enum proxy_grant_via via_of(const char *authz, const char *cg, const char **grant,
+    const char **why)
+{
+	*grant = NULL;
+	*why = NULL;
+	return proxy_grant_presented(authz, cg, grant, why);
+}
+
+START_TEST(test_proxy_grant_presented_places)
+{
+	const char *g, *why;
+	/* Authorization: DPoP <grant>, the scheme in any case, one or more spaces. */
+	ck_assert_int_eq(via_of("DPoP " G, NULL, &g, &why), PROXY_GRANT_DPOP);
+	ck_assert_str_eq(g, G);
+	ck_assert_ptr_null(why);
+	ck_assert_int_eq(via_of("dpop   " G, NULL, &g, &why), PROXY_GRANT_DPOP);
+	ck_assert_str_eq(g, G);
+	ck_assert_int_eq(via_of("Bearer " G, NULL, &g, &why), PROXY_GRANT_BEARER);
+	ck_assert_str_eq(g, G);
+	ck_assert_int_eq(via_of("BEARER " G, "", &g, &why), PROXY_GRANT_BEARER);
+	/* Consentd-Grant beside the gateway's Basic credentials, or alone. */
+	ck_assert_int_eq(via_of("Basic YWdlbnQ6c2VjcmV0", G, &g, &why), PROXY_GRANT_HEADER);
+	ck_assert_str_eq(g, G);
+	ck_assert_int_eq(via_of(NULL, G, &g, &why), PROXY_GRANT_HEADER);
+	/* Nowhere: no header, an empty one, or Authorization with another scheme. */
+	ck_assert_int_eq(via_of(NULL, NULL, &g, &why), PROXY_GRANT_ABSENT);
+	ck_assert_ptr_null(g);
+	ck_assert_int_eq(via_of(NULL, "", &g, &why), PROXY_GRANT_ABSENT);
+	ck_assert_int_eq(via_of("Basic YWdlbnQ6c2VjcmV0", NULL, &g, &why), PROXY_GRANT_ABSENT);
+	ck_assert_int_eq(via_of("DPoPx " G, NULL, &g, &why), PROXY_GRANT_ABSENT);
+	ck_assert_int_eq(via_of("Bearer", NULL, &g, &why), PROXY_GRANT_ABSENT);
+	ck_assert_int_eq(via_of("Negotiate abc", NULL, &g, &why), PROXY_GRANT_ABSENT);
+	ck_assert_ptr_null(why);
+}
+END_TEST
+
+START_TEST(test_proxy_grant_presented_refusals)
+{
+	const char *g, *why;
+	/* Both places: never guess which one counts. */
+	ck_assert_int_eq(via_of("DPoP " G, G, &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_ptr_nonnull(strstr(why, "given twice"));
+	ck_assert_ptr_null(g);
+	ck_assert_int_eq(via_of("Bearer " G, "other", &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_ptr_nonnull(strstr(why, "given twice"));
+	/* Not one token68 after the scheme. */
+	ck_assert_int_eq(via_of("DPoP ", NULL, &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_str_eq(why, "the Authorization header is not DPoP <grant>");
+	ck_assert_int_eq(via_of("DPoP " G " extra", NULL, &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_int_eq(via_of("DPoP " G ",x", NULL, &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_int_eq(via_of("Bearer a\"b", NULL, &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_str_eq(why, "the Authorization header is not Bearer <grant>");
+	/* CR or LF in either header: a smuggling attempt. */
+	ck_assert_int_eq(via_of(NULL, G "\r\nX-Injected: 1", &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_str_eq(why, "a header value holds CR or LF");
+	ck_assert_int_eq(via_of("DPoP " G "\n", NULL, &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_int_eq(via_of("Basic x\r", G, &g, &why), PROXY_GRANT_MALFORMED);
+	ck_assert_ptr_null(g);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("proxy");
@@ -328,6 +393,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_proxy_upstream_headers_allowlist);
 	tcase_add_test(tc, test_proxy_upstream_headers_refusals);
 	tcase_add_test(tc, test_proxy_metrics_format);
+	tcase_add_test(tc, test_proxy_grant_presented_places);
+	tcase_add_test(tc, test_proxy_grant_presented_refusals);
 	suite_add_tcase(s, tc);
 	return s;
 }

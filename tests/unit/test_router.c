@@ -1373,6 +1373,61 @@ START_TEST(test_router_match_rest_capture_raw)
 }
 END_TEST
 
+/* A {x} capture past ROUTE_CAPTURE_MAX names nothing: 404 in the route's kind
+ * (a page for people, JSON for the gateway) before any handler; at the bound
+ * it still reaches the handler; a trailing {rest*} is bounded by the URI alone. */
+START_TEST(test_router_capture_over_bound_404)
+{
+	static const struct route rest_table[] = {
+		{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, h_rest, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+		{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	};
+	char path[2 * ROUTE_CAPTURE_MAX + 64];
+	char cap[2 * ROUTE_CAPTURE_MAX];
+	struct http_request req;
+	struct http_reply rep;
+	memset(cap, 'a', sizeof cap);
+	/* At the bound: the page's handler. */
+	cap[ROUTE_CAPTURE_MAX] = '\0';
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/consent/%s", cap), CS_OK);
+	req_get(&req, HTTP_GET, path, "");
+	run(&req, &rep);
+	ck_assert_int_eq(rep.status, 200);
+	done(&req, &rep);
+	/* One byte past it, or as many bytes decoded from an encoded form: a 404 page. */
+	cap[ROUTE_CAPTURE_MAX] = 'a';
+	cap[ROUTE_CAPTURE_MAX + 1] = '\0';
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/consent/%s", cap), CS_OK);
+	req_get(&req, HTTP_GET, path, "");
+	run(&req, &rep);
+	ck_assert_int_eq(rep.status, 404);
+	ck_assert_str_eq(rep.content_type, "text/html; charset=utf-8");
+	ck_assert_ptr_nonnull(strstr(rep.body.data, "too long"));
+	ck_assert_ptr_null(strstr(rep.body.data, "route="));
+	ck_assert_str_eq(rep.log.route, "/consent/{id}");
+	done(&req, &rep);
+	/* The second of two captures. */
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/a/one/b/%s", cap), CS_OK);
+	req_get(&req, HTTP_GET, path, "");
+	run(&req, &rep);
+	ck_assert_int_eq(rep.status, 404);
+	ck_assert_str_eq(rep.content_type, "application/json");
+	done(&req, &rep);
+	/* The gateway's {resource}: JSON; its {rest*} may be long. */
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/proxy/%s/x", cap), CS_OK);
+	req_get(&req, HTTP_GET, path, "");
+	run_table(rest_table, &req, &rep);
+	ck_assert_int_eq(rep.status, 404);
+	ck_assert_ptr_nonnull(strstr(rep.body.data, "\"error\":\"not_found\""));
+	done(&req, &rep);
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/proxy/gh/%s", cap), CS_OK);
+	req_get(&req, HTTP_GET, path, "");
+	run_table(rest_table, &req, &rep);
+	ck_assert_int_eq(rep.status, 200);
+	done(&req, &rep);
+}
+END_TEST
+
 /* What the log line says of an answer: the route pattern (never the path with
  * its ids), the error code and description sent; nothing for a handler's 200. */
 START_TEST(test_router_reply_log_fields)
@@ -1480,6 +1535,7 @@ static Suite *router_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_router_match_exact);
 	tcase_add_test(tc, test_router_reply_log_fields);
+	tcase_add_test(tc, test_router_capture_over_bound_404);
 	tcase_add_test(tc, test_router_match_capture_decoded);
 	tcase_add_test(tc, test_router_arena_holds_captures_and_params);
 	tcase_add_test(tc, test_router_match_two_captures);
