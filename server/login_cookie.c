@@ -3,14 +3,14 @@
  * opens and sorts those cookies; it must never hand out the fields of a
  * cookie that did not verify, nor keep a nonce or verifier unwiped. */
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjose/base64.h>
 #include <cjose/util.h>
 #include <openssl/crypto.h>
+#include "buf.h"
 #include "login_cookie.h"
-#include "http.h"
+#include "form.h"
 
 /* The sealing key is derived per day ("login-state <day>"), so that no key
  * seals more than a day of sign-in starts: AES-GCM with random 96-bit nonces
@@ -56,7 +56,7 @@ static bool b64u_char(char c)
 	    c == '-' || c == '_';
 }
 
-/* A return_to as /login accepts it (router.c valid_return_to), n bytes. */
+/* A return_to as /login accepts it (form.c valid_return_to), n bytes. */
 static bool return_to_ok(const char *s, size_t n)
 {
 	char copy[LOGIN_RETURN_TO_MAX + 1];
@@ -99,17 +99,15 @@ static int64_t get64(const unsigned char *p)
 static enum cs_err aad_of(const char *name, char out[sizeof AAD_PREFIX + LOGIN_COOKIE_NAME_MAX],
     size_t *len)
 {
-	int n = snprintf(out, sizeof AAD_PREFIX + LOGIN_COOKIE_NAME_MAX, "%s%s", AAD_PREFIX, name);
-	if (n < 0 || (size_t)n >= sizeof AAD_PREFIX + LOGIN_COOKIE_NAME_MAX)
+	if (str_fmt(out, sizeof AAD_PREFIX + LOGIN_COOKIE_NAME_MAX, "%s%s", AAD_PREFIX, name) != CS_OK)
 		return CS_EINVAL;
-	*len = (size_t)n;
+	*len = strlen(out);
 	return CS_OK;
 }
 
 static enum cs_err purpose_of(int64_t day, char out[40])
 {
-	int n = snprintf(out, 40, PURPOSE_FMT, (long long)day);
-	return n > 0 && n < 40 ? CS_OK : CS_EINVAL;
+	return str_fmt(out, 40, PURPOSE_FMT, (long long)day) == CS_OK ? CS_OK : CS_EINVAL;
 }
 
 enum cs_err login_cookie_parse(const unsigned char *pt, size_t n, struct login_cookie *out)
