@@ -121,7 +121,8 @@ enum cs_err cookie_format(const struct config *cfg, const char *name, const char
 {
 	struct buf b;
 	enum cs_err e;
-	buf_init(&b, 1024);
+	/* The longest is a login cookie: a 34-byte name, a 900-byte value. */
+	buf_init(&b, 2048);
 	e = buf_printf(&b, "%s=%s; Path=/; HttpOnly; SameSite=Lax%s", name, value,
 	    cfg->public_url_is_https ? "; Secure" : "");
 	if (e == CS_OK && max_age >= 0)

@@ -91,6 +91,13 @@ START_TEST(test_session_cookie_format_attributes)
 	ck_assert_int_eq(cookie_format(&cfg, "__Host-consentd", "v", 0, &c), CS_OK);
 	ck_assert_str_eq(c, "__Host-consentd=v; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=0");
 	free(c);
+	/* The longest there is: a login cookie (issue #28), the largest sealed value. */
+	char v[901];
+	memset(v, 'A', 900);
+	v[900] = '\0';
+	ck_assert_int_eq(cookie_format(&cfg, "__Host-consentd-login-0123456789ab", v, 300, &c), CS_OK);
+	ck_assert_uint_eq(strlen(c), 34 + 1 + 900 + strlen("; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=300"));
+	free(c);
 }
 END_TEST
 
