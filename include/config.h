@@ -118,10 +118,6 @@ struct config {                  /* immutable after config_load(); free with con
 	int64_t session_absolute_timeout;    /* default 43200 */
 	int64_t session_admin_timeout;       /* default 3600 */
 
-	/* [login] */
-	int64_t login_max_pending;           /* default 10000 */
-	int64_t login_max_pending_per_address; /* default 16 */
-
 	/* [limits] (rate_limits.h) */
 	struct config_limit limit_address;   /* default 20/s, burst 100 */
 	struct config_limit limit_person;    /* default 1/s, burst 20 */

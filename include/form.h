@@ -59,6 +59,10 @@ enum cs_err pct_encode(const char *s, char **out) CS_MUST_CHECK;
  * percent-encoded: how consentd builds every URL it sends a browser to. */
 struct buf;
 enum cs_err form_url_param(struct buf *b, const char *name, const char *value) CS_MUST_CHECK;
+/* Whether v is a same-origin absolute path a browser may be sent to ("/x",
+ * never "//host", "/\host", a scheme, a backslash or a control character): the
+ * check of /login's return_to (routes.c) and of the one sealed in a login cookie. */
+bool valid_return_to(const char *v);
 /* 1 when s[0..len) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
 int utf8_valid(const char *s, size_t len);
 

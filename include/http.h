@@ -295,7 +295,6 @@ const char *http_method_name(enum http_method m);
 /* --- validators for param_spec ----------------------------------------- */
 bool valid_token68(const char *v);      /* opaque token characters (RFC 7235 token68 + '.') */
 bool valid_printable(const char *v);    /* no control characters */
-bool valid_return_to(const char *v);    /* same-origin relative path, no open redirect */
 
 /* --- the server (http.c) ----------------------------------------------- */
 struct http_server;

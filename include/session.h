@@ -17,13 +17,21 @@
 /* Cookie names: "__Host-" names need Secure, which a plain-http development
  * URL (http://127.0.0.1) cannot have; there the documented names are used. */
 const char *session_cookie_name(const struct config *cfg);   /* __Host-consentd | consentd_session */
-const char *login_cookie_name(const struct config *cfg);     /* __Host-consentd-login | consentd_login */
 
 /* Finds the cookie called name in a Cookie header.  CS_ENOENT when absent;
  * CS_EINVAL for a header that is malformed, oversized, or names the cookie
  * twice (a second copy is how cookie tossing works: refuse both).
  * *value is malloc'd (caller frees) and written only on CS_OK. */
 enum cs_err cookie_get(const char *header, const char *name, char **value) CS_MUST_CHECK;
+
+/* Calls each(name, name_len, value, value_len, arg) for every cookie of the
+ * header whose name begins with prefix, in the header's order, until each
+ * returns false; name and value point into header (value without its quotes).
+ * CS_ENOENT for a NULL header, CS_EINVAL for one cookie_get refuses (oversized,
+ * control characters). */
+enum cs_err cookie_each(const char *header, const char *prefix,
+    bool (*each)(const char *name, size_t nlen, const char *value, size_t vlen, void *arg),
+    void *arg) CS_MUST_CHECK;
 
 /* A Set-Cookie value: HttpOnly, SameSite=Lax, Path=/, Secure unless the public
  * URL is plain http; max_age < 0 omits Max-Age (session cookie), 0 deletes. */

@@ -818,17 +818,17 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	cfg_get_int(c, s, "idle_timeout", 1800, 1, 2592000, &cfg->session_idle_timeout);
 	cfg_get_int(c, s, "absolute_timeout", 43200, 1, 31536000, &cfg->session_absolute_timeout);
 	cfg_get_int(c, s, "admin_timeout", 3600, 1, 86400, &cfg->session_admin_timeout);
+	/* [login] max_pending and max_pending_per_address bounded the sign-ins
+	 * stored before the IdP answered.  None is stored any more (issue #28):
+	 * the keys are obsolete, accepted with a warning so that an upgrade does
+	 * not fail on a configuration copied from the old example. */
 	s = cfg_find_section(c, "login");
-	cfg_get_int(c, s, "max_pending", 10000, 1, 1000000, &cfg->login_max_pending);
-	cfg_get_int(c, s, "max_pending_per_address", 16, 1, 1000000,
-	    &cfg->login_max_pending_per_address);
-	if (cfg->login_max_pending_per_address > cfg->login_max_pending) {
-		const struct entry *pe = cfg_find(s, "max_pending_per_address");
-		if (pe == NULL)          /* the default: a small max_pending lowers it */
-			cfg->login_max_pending_per_address = cfg->login_max_pending;
-		else if (!pe->bad)
-			cfg_err_e(c, pe, "must not be more than [login] max_pending (%lld)",
-			    (long long)cfg->login_max_pending);
+	for (const char *const *k = (const char *const[]){ "max_pending", "max_pending_per_address",
+	    NULL }; s != NULL && *k != NULL; k++) {
+		const struct entry *le = cfg_find(s, *k);
+		if (le != NULL)
+			cfg_warn_e(c, le, "obsolete and ignored: sign-ins in progress are no longer "
+			    "stored at consentd, so there is nothing to bound (remove the key)");
 	}
 	load_limits(c, cfg, cfg_find_section(c, "limits"));
 	s = cfg_find_section(c, "consent");

@@ -230,3 +230,15 @@ size_t form_count(const struct form *f, const char *name)
 			c++;
 	return c;
 }
+
+bool valid_return_to(const char *v)
+{
+	/* SECURITY: only a same-origin absolute path: "/x", never "//host", "/\host",
+	 * a scheme, a backslash or a control character anywhere (no open redirect). */
+	if (v[0] != '/' || v[1] == '/' || v[1] == '\\')
+		return false;
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || *p == '\\')
+			return false;
+	return true;
+}

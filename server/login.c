@@ -2,21 +2,26 @@
  * domain (login.h): login states, PKCE, the callback's checks, the ID token
  * and the person's session.  It knows no HTTP.  No token, code or verifier
  * ever leaves it except towards the IdP; the browser only ever holds an
- * opaque session cookie and a short-lived login-binding cookie. */
-#include <arpa/inet.h>
-#include <stdatomic.h>
+ * opaque session cookie and short-lived login cookies whose state, nonce and
+ * verifier are sealed under the master key (login_cookie.c). */
+
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include "app.h"
 #include "buf.h"
+#include "login_cookie.h"
 #include "store_session.h"
 #include "store_user.h"
 #include "log.h"
 #include "login.h"
 #include "form.h"
 #include "oidc.h"
+
+/* How long past its cookie's expiry a used state is kept: a node whose clock
+ * is behind would still take the cookie for that long. */
+#define LOGIN_USED_MARGIN 300
 
 /* base64url(SHA-256(verifier)) for PKCE S256 (RFC 7636 §4.2): 43 characters.
  * SECURITY: EVP_EncodeBlock writes 44 characters and a NUL, 45 bytes, and is
@@ -36,45 +41,6 @@ void login_pkce_challenge(const char *verifier, char out[LOGIN_PKCE_CHALLENGE_LE
 	OPENSSL_cleanse(b64, sizeof b64);
 }
 
-void login_client_key(const char *ip, unsigned char out[32])
-{
-	static const char domain[] = "consentd login address";
-	unsigned char a[16], in[sizeof domain + 1 + 16];
-	size_t n = 0;
-	memcpy(in, domain, sizeof domain);             /* with its NUL */
-	if (inet_pton(AF_INET, ip, a) == 1) {
-		n = 4;
-	} else if (inet_pton(AF_INET6, ip, a) == 1) {
-		static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-		if (memcmp(a, mapped, sizeof mapped) == 0) {
-			memmove(a, a + 12, 4);
-			n = 4;
-		} else {
-			n = 8;                                 /* the /64 */
-		}
-	}
-	if (n == 0) {
-		sha256_str(ip, out);                       /* "-": the address was not known */
-		return;
-	}
-	in[sizeof domain] = (unsigned char)n;
-	memcpy(in + sizeof domain + 1, a, n);
-	/* Can't fail; if it ever did, all such clients would share one key. */
-	if (EVP_Digest(in, sizeof domain + 1 + n, out, NULL, EVP_sha256(), NULL) != 1)
-		memset(out, 0, 32);
-}
-
-/* Tells the operator, at most once a minute, that everyone is being refused. */
-static void warn_all_full(const struct config *cfg, int64_t now)
-{
-	static _Atomic int64_t warned_at;
-	int64_t last = atomic_load(&warned_at);
-	if (now - last < 60 || !atomic_compare_exchange_strong(&warned_at, &last, now))
-		return;
-	log_msg(LOG_WARN, "%lld sign-ins are started and not finished ([login] max_pending); "
-	    "refusing new ones until some finish or expire", (long long)cfg->login_max_pending);
-}
-
 /* --- starting a login ------------------------------------------------------ */
 
 void login_begin_out_clear(struct login_begin_out *o)
@@ -82,11 +48,15 @@ void login_begin_out_clear(struct login_begin_out *o)
 	if (o == NULL)
 		return;
 	free(o->location);
+	if (o->value != NULL) {
+		OPENSSL_cleanse(o->value, strlen(o->value));
+		free(o->value);
+	}
 	OPENSSL_cleanse(o, sizeof *o);
 }
 
-/* The secrets of one start: they live only here, in the stored state and, for
- * bind, in the browser's cookie. */
+/* The secrets of one start: they live only here and, sealed, in the
+ * browser's cookie. */
 struct start_secrets {
 	char state[SESSION_TOKEN_LEN + 1], nonce[SESSION_TOKEN_LEN + 1];
 	char verifier[SESSION_TOKEN_LEN + 1], challenge[LOGIN_PKCE_CHALLENGE_LEN + 1];
@@ -137,79 +107,61 @@ enum cs_err login_begin(struct app *app, const struct login_begin_in *in,
 	const struct config *cfg = app->cfg;
 	const struct oidc_meta *m = oidc_meta(app->idp);
 	struct start_secrets k;
-	char bind[SESSION_TOKEN_LEN + 1];
-	unsigned char prev_hash[32];
-	struct store_login_state ls = { .return_to = NULL };
-	struct store_login_limits lim = { .now = in->now };
-	enum store_login_admit admit;
-	int64_t free_at = 0;
-	struct store_conn *c;
+	struct login_cookie lc;
+	const char *back = in->return_to ? in->return_to : "/me";
+	char *value = NULL;
 	struct buf loc;
-	enum cs_err e;
+	enum cs_err e = CS_OK;
 
 	buf_init(&loc, 8192);
 	memset(&k, 0, sizeof k);
-	memset(bind, 0, sizeof bind);
+	memset(&lc, 0, sizeof lc);
 	if (m == NULL) {
 		*outcome = LOGIN_BEGIN_NO_IDP;
-		e = CS_OK;
 		goto out;
 	}
-	if ((c = store_conn(app->store)) == NULL) {
-		e = CS_EDB;
-		goto out;
-	}
-	if (!parse_max_age(in->max_age, &ls.max_age)) {
+	if (!parse_max_age(in->max_age, &lc.max_age)) {
 		*outcome = LOGIN_BEGIN_BAD_MAX_AGE;
-		e = CS_OK;
+		goto out;
+	}
+	if (strlen(back) > LOGIN_RETURN_TO_MAX) {     /* routes.c refuses it first */
+		e = CS_EINVAL;
 		goto out;
 	}
 	if ((e = random_token(k.state)) != CS_OK || (e = random_token(k.nonce)) != CS_OK ||
-	    (e = random_token(k.verifier)) != CS_OK || (e = random_token(bind)) != CS_OK)
+	    (e = random_token(k.verifier)) != CS_OK)
 		goto out;
 	login_pkce_challenge(k.verifier, k.challenge);
-	sha256_str(k.state, ls.state_hash);
-	sha256_str(bind, ls.browser_hash);
-	login_client_key(in->remote_ip, ls.addr_hash);
-	ls.nonce = k.nonce;
-	ls.code_verifier = k.verifier;
-	ls.return_to = (char *)(in->return_to ? in->return_to : "/me");
-	ls.created_at = in->now;
-	ls.expires_at = in->now + LOGIN_STATE_TTL;
+	sha256_str(k.state, lc.state_hash);
+	memcpy(lc.nonce, k.nonce, sizeof lc.nonce);
+	memcpy(lc.verifier, k.verifier, sizeof lc.verifier);
+	memcpy(lc.return_to, back, strlen(back) + 1);
+	lc.expires_at = in->now + LOGIN_STATE_TTL;
 
-	/* The whole answer first, so that after the state is stored nothing is
-	 * left that could fail and strand it. */
-	if ((e = authorize_url(cfg, m, in, &k, &loc)) != CS_OK)
+	/* SECURITY: nothing is written at consentd (issue #28): the state is
+	 * sealed into this start's own cookie, named by its state's hash, so that
+	 * only the browser that started it can finish it and several tabs can
+	 * sign in at once.  The browser's oldest starts beyond LOGIN_COOKIES_MAX
+	 * are deleted, so its Cookie header always has room for the session. */
+	login_cookie_name(cfg, lc.state_hash, out->name);
+	if ((e = login_cookie_seal(&app->mk, out->name, &lc, in->now, &value)) != CS_OK ||
+	    (e = authorize_url(cfg, m, in, &k, &loc)) != CS_OK)
 		goto out;
-
-	/* SECURITY: anonymous starts are bounded (issue #12): per address and in
-	 * total, or a stream of GET /login fills the disk and stalls the writers.
-	 * A browser starting again replaces its own earlier login (its cookie is
-	 * about to be overwritten, so that state could never finish anyway). */
-	lim.per_address = cfg->login_max_pending_per_address;
-	lim.total = cfg->login_max_pending;
-	if (in->prev_bind != NULL) {
-		sha256_str(in->prev_bind, prev_hash);
-		lim.replaces = prev_hash;
-	}
-	if ((e = store_login_state_admit(c, &ls, &lim, &admit, &free_at)) != CS_OK)
-		goto out;
-	if (admit != STORE_LOGIN_ADMITTED) {
-		if (admit == STORE_LOGIN_ALL_FULL)
-			warn_all_full(cfg, in->now);
-		*outcome = admit == STORE_LOGIN_ALL_FULL ? LOGIN_BEGIN_ALL_FULL : LOGIN_BEGIN_ADDRESS_FULL;
-		out->retry_after = free_at - in->now;
-		goto out;
-	}
 	if ((out->location = buf_steal(&loc)) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	memcpy(out->bind, bind, sizeof bind);
+	login_cookie_stale(&app->mk, cfg, in->cookie_header, in->now, out->drop, &out->ndrop);
+	out->value = value;
+	value = NULL;
 	*outcome = LOGIN_BEGUN;
 out:
+	if (value != NULL) {
+		OPENSSL_cleanse(value, strlen(value));
+		free(value);
+	}
 	OPENSSL_cleanse(&k, sizeof k);
-	OPENSSL_cleanse(bind, sizeof bind);
+	login_cookie_clear(&lc);
 	buf_clear(&loc);
 	return e;
 }
@@ -239,40 +191,67 @@ static bool claim_admin(const struct config *cfg, json_t *claims)
 	return false;
 }
 
-/* Takes (deletes) the state and checks that this browser, and the expected
- * IdP, finish it, before anything from the IdP is believed. */
-static enum cs_err check_state(struct store_conn *c, const struct oidc_meta *m,
-    const struct login_finish_in *in, struct store_login_state *ls,
+/* A state as login_begin makes them: 43 base64url characters. */
+static bool state_shape_ok(const char *s)
+{
+	if (strlen(s) != SESSION_TOKEN_LEN)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
+			return false;
+	return true;
+}
+
+/* Opens the state's cookie and checks that this browser, and the expected
+ * IdP, finish it, before anything from the IdP is believed.  *lc filled
+ * when *outcome is left LOGIN_FINISH__MAX (nothing stood against it). */
+static enum cs_err check_state(struct app *app, struct store_conn *c, const struct oidc_meta *m,
+    const struct login_finish_in *in, struct login_cookie *lc, char name[LOGIN_COOKIE_NAME_MAX],
     enum login_finish_outcome *outcome)
 {
 	unsigned char h[32];
-	enum cs_err e;
+	char *value = NULL;
+	enum cs_err e, ce;
 	*outcome = LOGIN_FINISH__MAX;
 	if (in->state == NULL) {
 		*outcome = LOGIN_FINISH_NO_STATE;
 		return CS_OK;
 	}
-	/* The state is single-use: taking it deletes it, whatever happens next. */
-	sha256_str(in->state, h);
-	e = store_login_state_take(c, h, ls);
-	if (e == CS_ENOENT)
+	if (!state_shape_ok(in->state)) {
 		*outcome = LOGIN_FINISH_UNKNOWN_STATE;
-	if (e != CS_OK)
-		return e == CS_ENOENT ? CS_OK : e;
-	if (ls->expires_at <= in->now) {
-		*outcome = LOGIN_FINISH_EXPIRED;
 		return CS_OK;
 	}
-	/* SECURITY: the browser finishing the login must be the one that began it. */
-	if (in->bind == NULL) {
+	sha256_str(in->state, h);
+	login_cookie_name(app->cfg, h, name);
+	/* SECURITY: single use -- a state that signed someone in is refused
+	 * before the IdP is asked again. */
+	if ((e = store_login_used_get(c, h)) == CS_OK) {
+		*outcome = LOGIN_FINISH_UNKNOWN_STATE;
+		return CS_OK;
+	}
+	if (e != CS_ENOENT)
+		return e;
+	/* SECURITY: the browser finishing the login must be the one that began
+	 * it: only its cookie holds the state's hash, sealed under the master key. */
+	ce = cookie_get(in->cookie_header, name, &value);
+	if (ce == CS_ENOMEM)
+		return ce;
+	if (ce == CS_ENOENT)
 		*outcome = LOGIN_FINISH_NO_BINDING;
-		return CS_OK;
-	}
-	sha256_str(in->bind, h);
-	if (CRYPTO_memcmp(h, ls->browser_hash, 32) != 0) {
+	else if (ce != CS_OK || login_cookie_open(&app->mk, name, value, strlen(value), in->now,
+	    lc) != CS_OK)
+		*outcome = LOGIN_FINISH_BAD_BINDING;
+	else if (CRYPTO_memcmp(lc->state_hash, h, 32) != 0)
 		*outcome = LOGIN_FINISH_OTHER_BROWSER;
-		return CS_OK;
+	else if (lc->expires_at <= in->now)
+		*outcome = LOGIN_FINISH_EXPIRED;
+	if (value != NULL) {
+		OPENSSL_cleanse(value, strlen(value));
+		free(value);
 	}
+	if (*outcome != LOGIN_FINISH__MAX)
+		return CS_OK;
 	/* SECURITY: RFC 9207 -- the issuer is checked before anything else, even
 	 * before an error from the provider is shown (mix-up defence). */
 	if ((m->iss_parameter_supported && in->iss == NULL) ||
@@ -290,7 +269,7 @@ static enum cs_err check_state(struct store_conn *c, const struct oidc_meta *m,
 
 /* Exchanges the code and validates the ID token; *claims on LOGIN_FINISHED. */
 static enum cs_err id_token_claims(struct app *app, const struct login_finish_in *in,
-    const struct store_login_state *ls, json_t **claims, enum login_finish_outcome *outcome)
+    const struct login_cookie *ls, json_t **claims, enum login_finish_outcome *outcome)
 {
 	const struct config *cfg = app->cfg;
 	const char *aud[1] = { cfg->oidc_client_id };
@@ -304,7 +283,7 @@ static enum cs_err id_token_claims(struct app *app, const struct login_finish_in
 		return e;
 	e = oidc_exchange_code(app->idp, cfg->oidc_client_id, cfg->oidc_client_secret,
 	    cfg->oidc_token_endpoint_auth == AUTH_CLIENT_SECRET_POST ? OIDC_AUTH_POST : OIDC_AUTH_BASIC,
-	    in->code, redirect_uri, ls->code_verifier, &id_token);
+	    in->code, redirect_uri, ls->verifier, &id_token);
 	if (e != CS_OK)
 		*outcome = LOGIN_FINISH_EXCHANGE_FAILED;
 	else if (oidc_validate(app->idp, id_token, &ex, claims, why, sizeof why) != CS_OK)
@@ -331,9 +310,11 @@ static enum cs_err user_record(struct store_conn *c, const char *issuer, json_t 
 	    .now = now, .login = true }, user_id);
 }
 
-/* The user row (subject at issuer) and the session, in one transaction. */
+/* The state marked used, the user row (subject at issuer) and the session, in
+ * one transaction; *used when the state was used already (nothing written). */
 static enum cs_err sign_in(struct app *app, const struct login_finish_in *in, json_t *claims,
-    const char *issuer, const char *subject, char sid[SESSION_TOKEN_LEN + 1])
+    const struct login_cookie *lc, const char *issuer, const char *subject,
+    char sid[SESSION_TOKEN_LEN + 1], bool *used)
 {
 	const struct config *cfg = app->cfg;
 	struct store_conn *c = store_conn(app->store);
@@ -341,11 +322,23 @@ static enum cs_err sign_in(struct app *app, const struct login_finish_in *in, js
 	unsigned char h[32];
 	int64_t user_id = 0;
 	enum cs_err e;
+	*used = false;
 	if (c == NULL)
 		return CS_EDB;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	e = user_record(c, issuer, claims, subject, in->now, &user_id);
+	/* SECURITY: single use, recorded only now that the IdP has answered (so
+	 * strangers' callbacks write nothing), and kept past the cookie's expiry
+	 * by LOGIN_USED_MARGIN for nodes whose clocks differ.  The insert is the
+	 * check: of two racing callbacks only one signs in. */
+	e = store_login_used_put(c, lc->state_hash, lc->expires_at + LOGIN_USED_MARGIN);
+	if (e == CS_EEXIST) {
+		*used = true;
+		store_rollback(c);
+		return CS_OK;
+	}
+	if (e == CS_OK)
+		e = user_record(c, issuer, claims, subject, in->now, &user_id);
 	/* SECURITY: a new session id at every login (no fixation); the old one ends. */
 	if (e == CS_OK && in->old_session != NULL) {
 		sha256_str(in->old_session, h);
@@ -369,11 +362,14 @@ enum cs_err login_finish(struct app *app, const struct login_finish_in *in,
 {
 	const struct oidc_meta *m = oidc_meta(app->idp);
 	struct store_conn *c = store_conn(app->store);
-	struct store_login_state ls = { .return_to = NULL };
+	struct login_cookie lc;
 	char sid[SESSION_TOKEN_LEN + 1] = "", *back = NULL;
 	json_t *claims = NULL, *subj;
+	bool used = false;
 	enum cs_err e;
 
+	memset(&lc, 0, sizeof lc);
+	out->name[0] = '\0';
 	if (c == NULL)
 		return CS_EDB;
 	if (m == NULL) {
@@ -381,9 +377,10 @@ enum cs_err login_finish(struct app *app, const struct login_finish_in *in,
 		return CS_OK;
 	}
 	/* LOGIN_FINISH__MAX from check_state: nothing stood against it so far. */
-	if ((e = check_state(c, m, in, &ls, outcome)) != CS_OK || *outcome != LOGIN_FINISH__MAX)
+	if ((e = check_state(app, c, m, in, &lc, out->name, outcome)) != CS_OK ||
+	    *outcome != LOGIN_FINISH__MAX)
 		goto out;
-	if ((e = id_token_claims(app, in, &ls, &claims, outcome)) != CS_OK ||
+	if ((e = id_token_claims(app, in, &lc, &claims, outcome)) != CS_OK ||
 	    *outcome != LOGIN_FINISHED)
 		goto out;
 	subj = json_object_get(claims, app->cfg->oidc_subject_claim);
@@ -391,14 +388,17 @@ enum cs_err login_finish(struct app *app, const struct login_finish_in *in,
 		*outcome = LOGIN_FINISH_NO_SUBJECT;
 		goto out;
 	}
-	/* A copy, made before the session is: the state's strings are one block,
-	 * wiped and freed below. */
-	if ((back = strdup(ls.return_to)) == NULL) {
+	if ((back = strdup(lc.return_to)) == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	if ((e = sign_in(app, in, claims, m->issuer, json_string_value(subj), sid)) != CS_OK)
+	if ((e = sign_in(app, in, claims, &lc, m->issuer, json_string_value(subj), sid,
+	    &used)) != CS_OK)
 		goto out;
+	if (used) {
+		*outcome = LOGIN_FINISH_UNKNOWN_STATE;
+		goto out;
+	}
 	memcpy(out->sid, sid, sizeof sid);
 	out->return_to = back;
 	back = NULL;
@@ -406,7 +406,7 @@ out:
 	free(back);
 	OPENSSL_cleanse(sid, sizeof sid);
 	json_decref(claims);
-	store_login_state_clear(&ls);
+	login_cookie_clear(&lc);
 	return e;
 }
 

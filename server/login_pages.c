@@ -27,31 +27,6 @@ static char *cookie_or_null(const struct http_request *req, const char *name)
 	return cookie_get(req->cookie, name, &v) == CS_OK ? v : NULL;
 }
 
-/* The 429 for a refused start: a page for a person, and Retry-After. */
-static enum cs_err too_many(struct http_reply *rep, enum login_begin_outcome why, int64_t wait)
-{
-	char msg[200], secs[24];
-	int64_t minutes;
-	enum cs_err e;
-	if (wait < 1)
-		wait = 1;
-	if (wait > LOGIN_STATE_TTL)
-		wait = LOGIN_STATE_TTL;
-	minutes = (wait + 59) / 60;
-	const char *lead = why == LOGIN_BEGIN_ADDRESS_FULL ?
-	    "Too many sign-in attempts from your network." :
-	    "Too many people are signing in right now.";
-	if (minutes <= 1)
-		e = str_fmt(msg, sizeof msg, "%s Wait a minute and try again.", lead);
-	else
-		e = str_fmt(msg, sizeof msg, "%s Wait %lld minutes and try again.", lead,
-		    (long long)minutes);
-	if (e != CS_OK || (e = str_fmt(secs, sizeof secs, "%lld", (long long)wait)) != CS_OK ||
-	    (e = reply_html_error(rep, 429, "Too many sign-in attempts", msg)) != CS_OK)
-		return e;
-	return reply_header(rep, "Retry-After", secs);
-}
-
 enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 {
 	const struct config *cfg = req->app->cfg;
@@ -59,21 +34,23 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 		.return_to = form_get(&req->params, "return_to"),
 		.prompt = form_get(&req->params, "prompt"),
 		.max_age = form_get(&req->params, "max_age"),
-		.remote_ip = req->remote_ip, .now = req->now,
+		.cookie_header = req->cookie, .now = req->now,
 	};
 	struct login_begin_out out = { .location = NULL };
 	enum login_begin_outcome o = LOGIN_BEGIN__MAX;
-	char *prev = cookie_or_null(req, login_cookie_name(cfg));
 	enum cs_err e;
 
-	in.prev_bind = prev;
 	if ((e = login_begin(req->app, &in, &out, &o)) != CS_OK)
 		goto out;
 	switch (o) {
 	case LOGIN_BEGUN:
-		/* SECURITY: the state only counts in the browser that started the login. */
+		/* SECURITY: the state only counts in the browser that started the
+		 * login: its own cookie, HttpOnly, SameSite=Lax (the IdP's redirect
+		 * back is a top-level GET), __Host- and Secure on https. */
 		if ((e = page_redirect(rep, out.location)) == CS_OK)
-			e = page_set_cookie(rep, cfg, login_cookie_name(cfg), out.bind, LOGIN_STATE_TTL);
+			e = page_set_cookie(rep, cfg, out.name, out.value, LOGIN_STATE_TTL);
+		for (size_t i = 0; i < out.ndrop && e == CS_OK; i++)
+			e = page_set_cookie(rep, cfg, out.drop[i], "", 0);
 		break;
 	case LOGIN_BEGIN_NO_IDP:
 		e = reply_html_error(rep, 503, "Sign-in is not available yet",
@@ -83,11 +60,10 @@ enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
 		e = reply_html_error(rep, 400, "Bad request", "max_age is not a valid number.");
 		break;
 	default:
-		e = too_many(rep, o, out.retry_after);
+		e = CS_EINVAL;
 		break;
 	}
 out:
-	cookie_free(prev);
 	login_begin_out_clear(&out);
 	return e;
 }
@@ -105,6 +81,8 @@ static const struct { int status; const char *title, *msg; } finish_fail[LOGIN_F
 	[LOGIN_FINISH_NO_BINDING] = { 400, "Sign-in failed",
 	    "This sign-in was started in another browser or its cookie is missing. "
 	    "Start again from the beginning." },
+	[LOGIN_FINISH_BAD_BINDING] = { 400, "Sign-in failed",
+	    "This sign-in's cookie could not be read. Start again from the beginning." },
 	[LOGIN_FINISH_OTHER_BROWSER] = { 400, "Sign-in failed",
 	    "This sign-in was started in another browser. Start again." },
 	[LOGIN_FINISH_WRONG_ISSUER] = { 400, "Sign-in failed",
@@ -136,25 +114,23 @@ enum cs_err login_callback(const struct http_request *req, struct http_reply *re
 	};
 	struct login_finish_out out = { .return_to = NULL };
 	enum login_finish_outcome o = LOGIN_FINISH__MAX;
-	char *bind = cookie_or_null(req, login_cookie_name(cfg));
 	char *old = cookie_or_null(req, session_cookie_name(cfg));
 	enum cs_err e;
 
-	in.bind = bind;
+	in.cookie_header = req->cookie;
 	in.old_session = old;
 	if ((e = login_finish(req->app, &in, &out, &o)) != CS_OK)
 		goto out;
 	if (o != LOGIN_FINISHED) {
 		e = o < LOGIN_FINISH__MAX && finish_fail[o].msg ? reply_html_error(rep,
 		    finish_fail[o].status, finish_fail[o].title, finish_fail[o].msg) : CS_EINVAL;
-		goto out;
+	} else if ((e = page_redirect(rep, out.return_to)) == CS_OK) {
+		e = page_set_cookie(rep, cfg, session_cookie_name(cfg), out.sid, -1);
 	}
-	if ((e = page_redirect(rep, out.return_to)) != CS_OK ||
-	    (e = page_set_cookie(rep, cfg, session_cookie_name(cfg), out.sid, -1)) != CS_OK ||
-	    (e = page_set_cookie(rep, cfg, login_cookie_name(cfg), "", 0)) != CS_OK)
-		goto out;
+	/* The start's cookie is spent whatever the outcome. */
+	if (e == CS_OK && out.name[0] != '\0')
+		e = page_set_cookie(rep, cfg, out.name, "", 0);
 out:
-	cookie_free(bind);
 	cookie_free(old);
 	login_finish_out_clear(&out);
 	return e;

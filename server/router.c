@@ -314,18 +314,6 @@ bool valid_token68(const char *v)
 	return true;
 }
 
-bool valid_return_to(const char *v)
-{
-	/* SECURITY: only a same-origin absolute path: "/x", never "//host", "/\host",
-	 * a scheme, a backslash or a control character anywhere (no open redirect). */
-	if (v[0] != '/' || v[1] == '/' || v[1] == '\\')
-		return false;
-	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-		if (*p < 0x20 || *p == 0x7f || *p == '\\')
-			return false;
-	return true;
-}
-
 const struct param_type param_printable[1] = { { .kind = PARAM_STRING, .valid = valid_printable } };
 const struct param_type param_token68[1] = { { .kind = PARAM_STRING, .valid = valid_token68 } };
 const struct param_type param_return_to[1] = { { .kind = PARAM_STRING, .valid = valid_return_to } };

@@ -15,35 +15,38 @@ const char *session_cookie_name(const struct config *cfg)
 	return cfg->public_url_is_https ? "__Host-consentd" : "consentd_session";
 }
 
-const char *login_cookie_name(const struct config *cfg)
-{
-	return cfg->public_url_is_https ? "__Host-consentd-login" : "consentd_login";
-}
-
 static int is_ows(char c)
 {
 	return c == ' ' || c == '\t';
 }
 
-enum cs_err cookie_get(const char *header, const char *name, char **value)
+/* CS_EINVAL for a Cookie header no cookie is read from: oversized, or with a
+ * control character other than a tab. */
+static enum cs_err cookie_header_check(const char *header)
 {
-	size_t nlen = strlen(name);
-	const char *found = NULL;
-	size_t found_len = 0;
-	const char *p;
-	if (header == NULL)
-		return CS_ENOENT;
 	if (strlen(header) > COOKIE_MAX_HEADER)
 		return CS_EINVAL;
-	for (p = header; *p; p++)
+	for (const char *p = header; *p; p++)
 		if ((unsigned char)*p < 0x20 && *p != '\t')
 			return CS_EINVAL;
-	p = header;
-	while (*p) {
+	return CS_OK;
+}
+
+/* The next name=value pair of a Cookie header from *pp on, advancing *pp past
+ * it: the name without surrounding whitespace, the value without it and
+ * without one pair of double quotes.  A bare word (no '=') names no cookie and
+ * is skipped.  false at the end of the header. */
+static bool cookie_next(const char **pp, const char **name, size_t *nlen, const char **val,
+    size_t *vlen)
+{
+	const char *p = *pp;
+	for (;;) {
 		while (is_ows(*p) || *p == ';')
 			p++;
-		if (*p == '\0')
-			break;
+		if (*p == '\0') {
+			*pp = p;
+			return false;
+		}
 		const char *start = p;
 		while (*p && *p != ';')
 			p++;
@@ -52,24 +55,43 @@ enum cs_err cookie_get(const char *header, const char *name, char **value)
 			end--;
 		const char *eq = memchr(start, '=', (size_t)(end - start));
 		if (eq == NULL)
-			continue;                         /* a bare word names no cookie */
+			continue;
 		const char *ne = eq;
 		while (ne > start && is_ows(ne[-1]))
 			ne--;
-		if ((size_t)(ne - start) != nlen || memcmp(start, name, nlen) != 0)
-			continue;
-		if (found != NULL)
-			return CS_EINVAL;                 /* SECURITY: two copies -> trust neither */
 		const char *v = eq + 1;
 		while (v < end && is_ows(*v))
 			v++;
-		size_t vlen = (size_t)(end - v);
-		if (vlen >= 2 && v[0] == '"' && v[vlen - 1] == '"') {
+		size_t n = (size_t)(end - v);
+		if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
 			v++;
-			vlen -= 2;
+			n -= 2;
 		}
+		*name = start;
+		*nlen = (size_t)(ne - start);
+		*val = v;
+		*vlen = n;
+		*pp = p;
+		return true;
+	}
+}
+
+enum cs_err cookie_get(const char *header, const char *name, char **value)
+{
+	size_t nlen = strlen(name), found_len = 0, n, vl;
+	const char *found = NULL, *p = header, *nm, *v;
+	enum cs_err e;
+	if (header == NULL)
+		return CS_ENOENT;
+	if ((e = cookie_header_check(header)) != CS_OK)
+		return e;
+	while (cookie_next(&p, &nm, &n, &v, &vl)) {
+		if (n != nlen || memcmp(nm, name, nlen) != 0)
+			continue;
+		if (found != NULL)
+			return CS_EINVAL;                 /* SECURITY: two copies -> trust neither */
 		found = v;
-		found_len = vlen;
+		found_len = vl;
 	}
 	if (found == NULL)
 		return CS_ENOENT;
@@ -77,12 +99,30 @@ enum cs_err cookie_get(const char *header, const char *name, char **value)
 	return *value ? CS_OK : CS_ENOMEM;
 }
 
+enum cs_err cookie_each(const char *header, const char *prefix,
+    bool (*each)(const char *name, size_t nlen, const char *value, size_t vlen, void *arg),
+    void *arg)
+{
+	size_t plen = strlen(prefix), n, vl;
+	const char *p = header, *nm, *v;
+	enum cs_err e;
+	if (header == NULL)
+		return CS_ENOENT;
+	if ((e = cookie_header_check(header)) != CS_OK)
+		return e;
+	while (cookie_next(&p, &nm, &n, &v, &vl))
+		if (n >= plen && memcmp(nm, prefix, plen) == 0 && !each(nm, n, v, vl, arg))
+			break;
+	return CS_OK;
+}
+
 enum cs_err cookie_format(const struct config *cfg, const char *name, const char *value,
     int64_t max_age, char **out)
 {
 	struct buf b;
 	enum cs_err e;
-	buf_init(&b, 1024);
+	/* The longest is a login cookie: a 34-byte name, a 900-byte value. */
+	buf_init(&b, 2048);
 	e = buf_printf(&b, "%s=%s; Path=/; HttpOnly; SameSite=Lax%s", name, value,
 	    cfg->public_url_is_https ? "; Secure" : "");
 	if (e == CS_OK && max_age >= 0)

@@ -3,12 +3,12 @@
 // storage entry -- is scanned for tokens, the PKCE verifier and the code.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startStack } from '../lib/stack.js';
 import { launchBrowser } from '../lib/browser.js';
+import { openLoginCookie } from '../lib/logincookie.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
 let s; let b;
@@ -31,13 +31,17 @@ test('a person signs in with Chromium and no token, code or verifier leaks to th
   });
 
   await page.goto(`${s.url}/me`);
-  // Now at the IdP's login form: the login state (with its verifier) exists server-side.
+  // Now at the IdP's login form: the login state (with its verifier) is in the
+  // browser's login cookie, sealed under consentd's master key (issue #28).
   await page.waitForSelector('input[name=login]');
   assert.ok(page.url().startsWith(s.idp.issuer), 'sent to the IdP to sign in');
-  const q = spawnSync('sqlite3', [join(s.c.dir, 'consentd.db'), 'SELECT code_verifier, nonce FROM login_states'], { encoding: 'utf8' });
-  assert.equal(q.status, 0, q.stderr);
-  const [verifier, nonce] = q.stdout.trim().split('\n')[0].split('|');
+  const started = (await b.context.cookies()).filter((k) => k.name.startsWith('consentd_login_'));
+  assert.equal(started.length, 1, 'one login cookie');
+  assert.equal(started[0].httpOnly, true);
+  assert.equal(started[0].sameSite, 'Lax');
+  const { verifier, nonce } = openLoginCookie(readFileSync(join(s.c.dir, 'master.key')), started[0].name, started[0].value);
   assert.match(verifier, /^[A-Za-z0-9_-]{43}$/);
+  assert.ok(!started[0].value.includes(verifier), 'the verifier is sealed, not in the clear');
 
   await page.fill('input[name=login]', 'alice');
   await page.fill('input[name=password]', 'alice-password');
@@ -76,9 +80,8 @@ test('a person signs in with Chromium and no token, code or verifier leaks to th
   assert.equal(page.url(), `${s.url}/me`);
   const log = readFileSync(join(s.c.dir, 'access.log'), 'utf8');
   assert.ok(!log.includes(code) && !log.includes(verifier), 'the access log holds neither code nor verifier');
-  // The login state was single-use and is gone.
-  const left = spawnSync('sqlite3', [join(s.c.dir, 'consentd.db'), 'SELECT count(*) FROM login_states'], { encoding: 'utf8' });
-  assert.equal(left.stdout.trim(), '0');
+  // The login cookie was spent: the callback deleted it.
+  assert.equal(cookies.filter((k) => k.name.startsWith('consentd_login_')).length, 0, 'login cookie deleted');
   await page.close();
 });
 

@@ -1,6 +1,7 @@
 // What the real binary says about the person-facing settings of issue 14: `consentd -n`
 // warns for each approval = required action of a resource that releases its tokens to the
-// gateway (and for none in proxy mode), checks [consent] default_duration, and the server
+// gateway (and for none in proxy mode), checks [consent] default_duration, warns for the
+// obsolete [login] bounds (issue #28), and the server
 // serves the pages' one script, /static/local-time.js, under a CSP that allows only it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -68,6 +69,20 @@ test('consentd -n: default_duration is checked, and a value past a resource\'s m
     }
     const none = check(dir, sections(dir));
     assert.doesNotMatch(none.stderr, /default_duration/, 'the built-in default never warns');
+  } finally { rmSync(dir, { recursive: true, force: true }); }
+});
+
+test('consentd -n: [login] max_pending and max_pending_per_address are obsolete: a warning each, not a failure (issue #28)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'consentd-n-'));
+  try {
+    const r = check(dir, { ...sections(dir), login: { max_pending: 10000, max_pending_per_address: 16 } });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /configuration OK/);
+    for (const key of ['max_pending', 'max_pending_per_address']) {
+      assert.match(r.stderr, new RegExp(`^warning: .*c\\.ini:\\d+: ${key}: obsolete and ignored: sign-ins in progress are no longer stored at consentd`, 'm'), r.stderr);
+    }
+    const none = check(dir, sections(dir));
+    assert.doesNotMatch(none.stderr, /obsolete/);
   } finally { rmSync(dir, { recursive: true, force: true }); }
 });
 

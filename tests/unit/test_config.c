@@ -134,8 +134,6 @@ START_TEST(test_config_minimal_defaults)
 	ck_assert_int_eq(c->consent_interval, 5);
 	ck_assert_int_eq(c->consent_deny_cooldown, 86400);
 	ck_assert_int_eq(c->consent_max_pending_per_user, 5);
-	ck_assert_int_eq(c->login_max_pending, 10000);
-	ck_assert_int_eq(c->login_max_pending_per_address, 16);
 	ck_assert_str_eq(c->gateway_id, "agent-gateway");
 	ck_assert(c->gateway_has_secret);
 	ck_assert_uint_eq(c->nsubject_audiences, 1);
@@ -299,28 +297,36 @@ START_TEST(test_config_trusted_proxies)
 }
 END_TEST
 
-START_TEST(test_config_login_bounds)
+START_TEST(test_config_login_bounds_obsolete)
 {
-	struct config *c = expect_ok(MINIMAL "[login]\nmax_pending = 50\nmax_pending_per_address = 50\n", NULL);
-	ck_assert_int_eq(c->login_max_pending, 50);
-	ck_assert_int_eq(c->login_max_pending_per_address, 50);
+	/* Issue #28: no sign-in is stored before the IdP answers, so [login]
+	 * max_pending and max_pending_per_address bound nothing.  A configuration
+	 * that still has them loads, with one warning a key naming it; any value,
+	 * even one the old bounds refused, since nothing reads it. */
+	struct config *c = NULL;
+	char *msgs = NULL;
+	ck_assert_int_eq(load(MINIMAL "[login]\nmax_pending = 4\nmax_pending_per_address = many\n",
+	    NULL, &msgs, &c), CS_OK);
+	ck_assert_str_eq(msgs,
+	    "warning: x.conf:10: max_pending: obsolete and ignored: sign-ins in progress are no "
+	    "longer stored at consentd, so there is nothing to bound (remove the key)\n"
+	    "warning: x.conf:11: max_pending_per_address: obsolete and ignored: sign-ins in "
+	    "progress are no longer stored at consentd, so there is nothing to bound (remove the key)\n");
+	free(msgs);
 	config_free(c);
-	/* A small total lowers the default per-address bound with it ... */
-	c = expect_ok(MINIMAL "[login]\nmax_pending = 4\n", NULL);
-	ck_assert_int_eq(c->login_max_pending_per_address, 4);
-	config_free(c);
-	/* ... but one given above the total is an error, and so are 0 and junk. */
-	expect_error(MINIMAL "[login]\nmax_pending = 4\nmax_pending_per_address = 5\n", NULL,
-	    "x.conf:11: max_pending_per_address: must not be more than [login] max_pending (4)");
-	expect_error(MINIMAL "[login]\nmax_pending = 0\n", NULL,
-	    "x.conf:10: max_pending: out of range (expected an integer from 1 to 1000000)");
-	expect_error(MINIMAL "[login]\nmax_pending_per_address = many\n", NULL,
-	    "max_pending_per_address: not an integer");
-	expect_error(MINIMAL "[login]\nttl = 60\n", NULL, "ttl");
 	char *env[] = { "CONSENTD_LOGIN_MAX_PENDING_PER_ADDRESS=64", NULL };
-	c = expect_ok(MINIMAL, env);
-	ck_assert_int_eq(c->login_max_pending_per_address, 64);
+	ck_assert_int_eq(load(MINIMAL, env, &msgs, &c), CS_OK);
+	ck_assert_msg(strstr(msgs, "warning: CONSENTD_LOGIN_MAX_PENDING_PER_ADDRESS") == msgs &&
+	    strstr(msgs, "obsolete and ignored") != NULL, "got: %s", msgs);
+	free(msgs);
 	config_free(c);
+	/* No [login] section, or an empty one: no word. */
+	ck_assert_int_eq(load(MINIMAL "[login]\n", NULL, &msgs, &c), CS_OK);
+	ck_assert_str_eq(msgs, "");
+	free(msgs);
+	config_free(c);
+	/* Other keys of [login] stay unknown. */
+	expect_error(MINIMAL "[login]\nttl = 60\n", NULL, "ttl");
 }
 END_TEST
 
@@ -1296,7 +1302,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_database_password_file);
 	tcase_add_test(t, test_config_minimal_defaults);
 	tcase_add_test(t, test_config_log_level);
-	tcase_add_test(t, test_config_login_bounds);
+	tcase_add_test(t, test_config_login_bounds_obsolete);
 	tcase_add_test(t, test_config_limits);
 	tcase_add_test(t, test_config_trusted_proxies);
 	tcase_add_test(t, test_config_dynamic_defaults);

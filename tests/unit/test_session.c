@@ -91,6 +91,13 @@ START_TEST(test_session_cookie_format_attributes)
 	ck_assert_int_eq(cookie_format(&cfg, "__Host-consentd", "v", 0, &c), CS_OK);
 	ck_assert_str_eq(c, "__Host-consentd=v; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=0");
 	free(c);
+	/* The longest there is: a login cookie (issue #28), the largest sealed value. */
+	char v[901];
+	memset(v, 'A', 900);
+	v[900] = '\0';
+	ck_assert_int_eq(cookie_format(&cfg, "__Host-consentd-login-0123456789ab", v, 300, &c), CS_OK);
+	ck_assert_uint_eq(strlen(c), 34 + 1 + 900 + strlen("; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=300"));
+	free(c);
 }
 END_TEST
 
@@ -178,170 +185,61 @@ START_TEST(test_session_bad_cookie_values)
 }
 END_TEST
 
-START_TEST(test_session_login_state_single_use)
+START_TEST(test_session_login_used_single_use)
 {
-	struct store_login_state ls, out;
-	memset(&ls, 0, sizeof ls);
-	memset(ls.state_hash, 1, 32);
-	memset(ls.browser_hash, 2, 32);
-	ls.nonce = "n";
-	ls.code_verifier = "v";
-	ls.return_to = "/me";
-	ls.max_age = -1;
-	ls.created_at = 10;
-	ls.expires_at = 610;
-	ck_assert_int_eq(store_login_state_insert(sc, &ls), CS_OK);
-	ck_assert_int_eq(store_login_state_take(sc, ls.state_hash, &out), CS_OK);
-	ck_assert_str_eq(out.code_verifier, "v");
-	ck_assert_int_eq(memcmp(out.browser_hash, ls.browser_hash, 32), 0);
-	ck_assert_int_eq(out.max_age, -1);
-	store_login_state_clear(&out);
-	ck_assert_int_eq(store_login_state_take(sc, ls.state_hash, &out), CS_ENOENT);
-	/* Purge removes expired states. */
-	memset(ls.state_hash, 3, 32);
-	ck_assert_int_eq(store_login_state_insert(sc, &ls), CS_OK);
-	ck_assert_int_eq(store_purge_expired(sc, 611, 1800, 43200), CS_OK);
-	ck_assert_int_eq(store_login_state_take(sc, ls.state_hash, &out), CS_ENOENT);
+	unsigned char h[32], other[32];
+	memset(h, 1, 32);
+	memset(other, 2, 32);
+	ck_assert_int_eq(store_login_used_get(sc, h), CS_ENOENT);
+	ck_assert_int_eq(store_login_used_put(sc, h, 610), CS_OK);
+	ck_assert_int_eq(store_login_used_get(sc, h), CS_OK);
+	ck_assert_int_eq(store_login_used_get(sc, other), CS_ENOENT);
+	/* The insert is the check: a second use is refused and changes nothing. */
+	ck_assert_int_eq(store_login_used_put(sc, h, 9999), CS_EEXIST);
+	/* Kept until its expiry, then purged. */
+	ck_assert_int_eq(store_purge_expired(sc, 609, 1800, 43200), CS_OK);
+	ck_assert_int_eq(store_login_used_get(sc, h), CS_OK);
+	ck_assert_int_eq(store_purge_expired(sc, 610, 1800, 43200), CS_OK);
+	ck_assert_int_eq(store_login_used_get(sc, h), CS_ENOENT);
 }
 END_TEST
 
-/* A login state numbered id (its state hash), from address addr, started by
- * browser, live until exp. */
-static struct store_login_state login_state(int id, int addr, int browser, int64_t exp)
+/* cookie_each's visits, "name=value;" one after another. */
+static bool collect(const char *name, size_t nlen, const char *value, size_t vlen, void *arg)
 {
-	struct store_login_state ls;
-	memset(&ls, 0, sizeof ls);
-	memset(ls.state_hash, id, 32);
-	memset(ls.browser_hash, browser, 32);
-	memset(ls.addr_hash, addr, 32);
-	ls.nonce = "n";
-	ls.code_verifier = "v";
-	ls.return_to = "/me";
-	ls.max_age = -1;
-	ls.created_at = exp - 300;
-	ls.expires_at = exp;
-	return ls;
+	struct buf *b = arg;
+	ck_assert_int_eq(buf_printf(b, "%.*s=%.*s;", (int)nlen, name, (int)vlen, value), CS_OK);
+	return b->len < 40;
 }
 
-/* store_login_state_admit with limits per_address and total at now. */
-static enum store_login_admit admit(int id, int addr, int browser, int64_t exp, int64_t now,
-    int64_t per_address, int64_t total, const unsigned char *replaces, int64_t *free_at)
+START_TEST(test_session_cookie_each_prefix)
 {
-	struct store_login_state ls = login_state(id, addr, browser, exp);
-	struct store_login_limits lim = { now, per_address, total, replaces };
-	enum store_login_admit out = STORE_LOGIN_ADMIT__MAX;
-	int64_t at = -1;
-	ck_assert_int_eq(store_login_state_admit(sc, &ls, &lim, &out, &at), CS_OK);
-	if (free_at != NULL)
-		*free_at = at;
-	return out;
-}
-
-/* Whether the state numbered id is stored (taking it: single use). */
-static bool login_state_there(int id)
-{
-	unsigned char h[32];
-	struct store_login_state out;
-	memset(h, id, 32);
-	enum cs_err e = store_login_state_take(sc, h, &out);
-	ck_assert(e == CS_OK || e == CS_ENOENT);
-	if (e == CS_OK)
-		store_login_state_clear(&out);
-	return e == CS_OK;
-}
-
-START_TEST(test_session_login_admit_per_address_cap)
-{
-	int64_t at = 0;
-	/* Three places per address: the fourth start from address 7 is refused,
-	 * and a place frees when the soonest of the three expires. */
-	ck_assert_int_eq(admit(1, 7, 1, 1300, 1000, 3, 100, NULL, &at), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(at, 0);
-	ck_assert_int_eq(admit(2, 7, 2, 1200, 1000, 3, 100, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(3, 7, 3, 1250, 1000, 3, 100, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(4, 7, 4, 1300, 1000, 3, 100, NULL, &at), STORE_LOGIN_ADDRESS_FULL);
-	ck_assert_int_eq(at, 1200);
-	/* Another address is not affected. */
-	ck_assert_int_eq(admit(5, 8, 5, 1300, 1000, 3, 100, NULL, NULL), STORE_LOGIN_ADMITTED);
-	/* The refused one wrote nothing; the others are there. */
-	ck_assert(!login_state_there(4));
-	ck_assert(login_state_there(2));
-	/* Finishing a login (taking its state) gives its place back. */
-	ck_assert_int_eq(admit(6, 7, 6, 1300, 1000, 3, 100, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(9, 7, 9, 1300, 1000, 3, 100, NULL, NULL), STORE_LOGIN_ADDRESS_FULL);
-}
-END_TEST
-
-START_TEST(test_session_login_admit_total_cap)
-{
-	int64_t at = 0;
-	/* Four places in all, three per address: addresses 1 and 2 fill them,
-	 * address 3 is refused as "everyone", not as its own address. */
-	ck_assert_int_eq(admit(1, 1, 1, 1100, 1000, 3, 4, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(2, 1, 2, 1400, 1000, 3, 4, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(3, 2, 3, 1050, 1000, 3, 4, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(4, 2, 4, 1400, 1000, 3, 4, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(5, 3, 5, 1400, 1000, 3, 4, NULL, &at), STORE_LOGIN_ALL_FULL);
-	ck_assert_int_eq(at, 1050);
-	ck_assert(!login_state_there(5));
-	/* Once the soonest expires, its place is free again (no purge needed). */
-	ck_assert_int_eq(admit(5, 3, 5, 1400, 1050, 3, 4, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(6, 3, 6, 1400, 1050, 3, 4, NULL, NULL), STORE_LOGIN_ALL_FULL);
-	/* Bad limits are a programming error, not a verdict. */
-	struct store_login_state ls = login_state(7, 3, 7, 1400);
-	struct store_login_limits lim = { 1000, 0, 4, NULL };
-	enum store_login_admit out;
-	int64_t f;
-	ck_assert_int_eq(store_login_state_admit(sc, &ls, &lim, &out, &f), CS_EINVAL);
-}
-END_TEST
-
-START_TEST(test_session_login_admit_expired_not_counted)
-{
-	/* Expired states (expires_at <= now) that the purge has not reached yet
-	 * hold no place, neither for their address nor in the total. */
-	for (int i = 1; i <= 5; i++)
-		ck_assert_int_eq(admit(i, 7, i, 1000 + i, 1000, 5, 5, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(9, 7, 9, 2000, 1000, 5, 5, NULL, NULL), STORE_LOGIN_ADDRESS_FULL);
-	ck_assert_int_eq(admit(9, 8, 9, 2000, 1000, 9, 5, NULL, NULL), STORE_LOGIN_ALL_FULL);
-	/* At 1003 the states expiring at 1001..1003 are dead (expiry itself counts as dead). */
-	ck_assert_int_eq(admit(10, 7, 10, 2000, 1003, 5, 5, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(11, 7, 11, 2000, 1003, 5, 5, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(12, 7, 12, 2000, 1003, 5, 5, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(13, 7, 13, 2000, 1003, 5, 5, NULL, NULL), STORE_LOGIN_ADDRESS_FULL);
-	/* ... and the purge then removes them. */
-	ck_assert_int_eq(store_purge_expired(sc, 1003, 1800, 43200), CS_OK);
-	ck_assert(!login_state_there(1));
-	ck_assert(!login_state_there(3));
-	ck_assert(login_state_there(4));
-}
-END_TEST
-
-START_TEST(test_session_login_admit_browser_replaces_its_own)
-{
-	unsigned char b1[32], b2[32];
-	memset(b1, 1, 32);
-	memset(b2, 2, 32);
-	/* Two places per address, both taken by browsers 1 and 2. */
-	ck_assert_int_eq(admit(1, 7, 1, 1300, 1000, 2, 10, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(2, 7, 2, 1300, 1000, 2, 10, NULL, NULL), STORE_LOGIN_ADMITTED);
-	/* Browser 1 starts again (its cookie names state 1): admitted in place
-	 * of state 1, which is gone; it does so again and again. */
-	ck_assert_int_eq(admit(3, 7, 1, 1300, 1000, 2, 10, b1, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(4, 7, 1, 1300, 1000, 2, 10, b1, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert(!login_state_there(1));
-	ck_assert(!login_state_there(3));
-	/* A third browser is still refused, and a cookie naming no state helps nothing. */
-	unsigned char b9[32];
-	memset(b9, 9, 32);
-	ck_assert_int_eq(admit(5, 7, 9, 1300, 1000, 2, 10, b9, NULL), STORE_LOGIN_ADDRESS_FULL);
-	/* A refused start deletes nothing either: browser 2, starting again from
-	 * address 8, which is full, gets past the first look (its own state lies
-	 * elsewhere), is refused inside the transaction, and keeps its state. */
-	ck_assert_int_eq(admit(6, 8, 6, 1300, 1000, 2, 3, NULL, NULL), STORE_LOGIN_ADMITTED);
-	ck_assert_int_eq(admit(7, 8, 2, 1300, 1000, 1, 3, b2, NULL), STORE_LOGIN_ADDRESS_FULL);
-	ck_assert(login_state_there(2));
-	ck_assert(login_state_there(4));
+	struct buf b;
+	buf_init(&b, 4096);
+	ck_assert_int_eq(cookie_each("a=1; consentd_login_x=\"q\" ; bare; consentd_login_=2;"
+	    " consentd_loginX=3; xconsentd_login_y=4;  consentd_login_z = 5 ", "consentd_login_",
+	    collect, &b), CS_OK);
+	ck_assert_str_eq(b.data, "consentd_login_x=q;consentd_login_=2;consentd_login_z=5;");
+	/* The callback stops the walk. */
+	buf_clear(&b);
+	buf_init(&b, 4096);
+	ck_assert_int_eq(cookie_each("p_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=1; p_b=2", "p_",
+	    collect, &b), CS_OK);
+	ck_assert_str_eq(b.data, "p_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=1;");
+	buf_clear(&b);
+	/* Absent, oversized or with control characters: nothing is visited. */
+	buf_init(&b, 4096);
+	ck_assert_int_eq(cookie_each(NULL, "p_", collect, &b), CS_ENOENT);
+	ck_assert_int_eq(cookie_each("p_a=1\r\nX: y", "p_", collect, &b), CS_EINVAL);
+	char *big = malloc(COOKIE_MAX_HEADER + 2);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'a', COOKIE_MAX_HEADER + 1);
+	memcpy(big, "p_a=", 4);
+	big[COOKIE_MAX_HEADER + 1] = '\0';
+	ck_assert_int_eq(cookie_each(big, "p_", collect, &b), CS_EINVAL);
+	free(big);
+	ck_assert_uint_eq(b.len, 0);
+	buf_clear(&b);
 }
 END_TEST
 
@@ -372,11 +270,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_session_roundtrip_and_csrf);
 	tcase_add_test(tc, test_session_idle_and_absolute_expiry);
 	tcase_add_test(tc, test_session_bad_cookie_values);
-	tcase_add_test(tc, test_session_login_state_single_use);
-	tcase_add_test(tc, test_session_login_admit_per_address_cap);
-	tcase_add_test(tc, test_session_login_admit_total_cap);
-	tcase_add_test(tc, test_session_login_admit_expired_not_counted);
-	tcase_add_test(tc, test_session_login_admit_browser_replaces_its_own);
+	tcase_add_test(tc, test_session_login_used_single_use);
+	tcase_add_test(tc, test_session_cookie_each_prefix);
 	tcase_add_test(tc, test_session_user_upsert_keeps_id);
 	suite_add_tcase(s, tc);
 	return s;
