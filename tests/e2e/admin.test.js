@@ -445,7 +445,7 @@ test('a person\'s /me has no link to /admin', async () => {
   }
 });
 
-test('the audit log: newest first, a page at a time, an action chosen from a list, and the chain verified', async () => {
+test('the audit log: newest first, a page at a time, an action chosen from a list, and the chain verified', async (t) => {
   const max = Number(sql('SELECT max(seq) FROM audit'));
   await page.goto(`${s.url}/admin/audit`);
   const seqs = async () => (await page.locator('#audit tbody tr td:first-child').allInnerTexts()).map(Number);
@@ -453,7 +453,7 @@ test('the audit log: newest first, a page at a time, an action chosen from a lis
   assert.equal(p1[0], max, 'the newest entry on top');
   assert.deepEqual(p1, [...p1].sort((x, y) => y - x));
   assert.equal(p1.length, 50);
-  const height = await page.evaluate(() => document.documentElement.scrollHeight);
+  t.diagnostic(`the first audit page: ${await page.evaluate(() => document.documentElement.scrollHeight)} px tall at 1280 px`);
   assert.equal(await page.getByRole('link', { name: 'Previous (newer)' }).count(), 0);
   await Promise.all([page.waitForURL(/before=/), page.getByRole('link', { name: 'Next (older)' }).click()]);
   const p2 = await seqs();
@@ -479,7 +479,6 @@ test('the audit log: newest first, a page at a time, an action chosen from a lis
   assert.match(await page.locator('#verify-ok').innerText(), new RegExp(`^${head.split(':')[0]} entries intact under master key [0-9a-f]+\\.$`));
   assert.equal(await page.locator('#verify-head').innerText(), head);
   await page.screenshot({ path: join(shots, 'admin-1280-verify.png'), fullPage: true });
-  return height;
 });
 
 // Last: it ends the admin's session.
