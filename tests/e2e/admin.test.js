@@ -79,7 +79,13 @@ async function seed(batch) {
 
 before(async () => {
   s = await startStack({
-    config: { ...consentConfig(), oidc: { scopes: 'openid profile email groups' } },
+    config: {
+      ...consentConfig(),
+      oidc: { scopes: 'openid profile email groups' },
+      // A resource named as operators name them: its option is wider than a phone.
+      'resource.crm': { name: 'Customer relationship management, production tenant (EU)', max_consent: 86400 },
+      'scope.crm.read': { description: 'Read customer records' },
+    },
     idpOptions: { users: USERS_WITH_LONG_SUBJECTS },
   });
   gw = gateway({ url: s.url });
