@@ -1,18 +1,19 @@
 /* admin_pages.c -- the admin's browser pages under /admin: search, one
- * consent's history, revoking one after a confirmation with a reason, bulk
- * revocation after a confirmation that says how many (a reason required too),
- * the audit log newest first and the check of its chain.  Thin views over admin.h: no SQL, no
- * transaction, no audit entry of its own (admin.c writes them), and no rule
- * of its own beyond who may see them.  It must never show a page to
- * anyone but an admin whose IdP login (auth_time) is recent enough. */
+ * consent's history, revoking one after a confirmation, bulk revocation after
+ * a confirmation that says how many, the audit log newest first and the check
+ * of its chain.  Thin views over admin.h: no SQL, no transaction, no audit
+ * entry of its own (admin.c writes them), and no rule of its own beyond who
+ * may see them and that every revocation carries the admin's reason.  It must
+ * never show a page to anyone but an admin whose IdP login (auth_time) is
+ * recent enough. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <jansson.h>
 #include "admin.h"
-#include "audit.h"
 #include "admin_pages.h"
 #include "app.h"
+#include "audit.h"
 #include "buf.h"
 #include "form.h"
 #include "login.h"
@@ -620,6 +621,7 @@ static enum cs_err revoke_one_page(const struct http_request *req, struct http_r
 {
 	struct store_conn *c = store_conn(req->app->store);
 	json_t *res = NULL, *ctx = NULL;
+	const char *reason;
 	enum cs_err e;
 
 	if (c == NULL)
@@ -631,12 +633,13 @@ static enum cs_err revoke_one_page(const struct http_request *req, struct http_r
 	} else if (e != CS_OK) {
 		goto out;
 	}
+	/* After a refusal the form comes back with what was typed. */
+	reason = error ? form_get(&req->params, "reason") : NULL;
 	e = CS_ENOMEM;
 	if ((ctx = consent_row(req->app->cfg, json_object_get(res, "consent"))) == NULL ||
 	    json_object_set_new(ctx, "title", json_string("Admin: revoke a consent")) != 0 ||
 	    (error && json_object_set_new(ctx, "error", json_string(error)) != 0) ||
-	    (error && json_object_set_new(ctx, "q_reason",
-	    json_string(form_get(&req->params, "reason") ? form_get(&req->params, "reason") : "")) != 0))
+	    (reason && json_object_set_new(ctx, "q_reason", json_string(reason)) != 0))
 		goto out;
 	e = admin_render(rep, error ? 400 : 200, "admin_revoke_one.html", ctx, req->auth.session);
 out:
