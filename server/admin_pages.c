@@ -20,6 +20,8 @@
 #include "page.h"
 
 #define ADMIN_PAGE_ROWS 50
+/* Audit rows are taller (details, two names a row): 25 keep a page near 2,000 px at 1280 px. */
+#define ADMIN_AUDIT_ROWS 25
 #define ADMIN_COUNT_MAX_PAGES 2000     /* 2000 pages of ADMIN_LIST_MAX: a million consents */
 
 enum admin_gate admin_gate_check(const struct config *cfg, const struct session *s, int64_t now,
@@ -1024,7 +1026,7 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 		e = refused(rep, 400, "Bad request", "The page marker is not valid.", NULL);
 		goto out;
 	}
-	e = admin_audit_recent(c, &f, before, after, ADMIN_PAGE_ROWS, &res);
+	e = admin_audit_recent(c, &f, before, after, ADMIN_AUDIT_ROWS, &res);
 	if (e == CS_EINVAL) {
 		e = refused(rep, 400, "Bad request", "The filter or its page marker is not valid.", NULL);
 		goto out;
@@ -1052,8 +1054,8 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 	    (e = audit_url(&first, action, consent, since, NULL, 0)) != CS_OK))
 		goto out;
 	e = CS_ENOMEM;
-	ctx = json_pack("{s:s, s:O, s:s, s:s, s:s?, s:O, s:b, s:s?, s:s?, s:s?, s:b}",
-	    "title", "Admin: audit log", "actions", actions, "q_consent", consent ? consent : "",
+	ctx = json_pack("{s:s, s:I, s:O, s:s, s:s, s:s?, s:O, s:b, s:s?, s:s?, s:s?, s:b}",
+	    "title", "Admin: audit log", "page_rows", (json_int_t)ADMIN_AUDIT_ROWS, "actions", actions, "q_consent", consent ? consent : "",
 	    "q_since", since_input, "since_shown", since_shown[0] ? since_shown : NULL,
 	    "entries", rows, "has_entries", json_array_size(rows) > 0, "next_url", next.data,
 	    "prev_url", prev.data, "newest_url", first.data,
