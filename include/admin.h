@@ -68,6 +68,8 @@ enum cs_err admin_token_check(struct store_conn *c, const char *token, const cha
 struct admin_consent_filter {        /* NULL: no filter */
 	const char *issuer;              /* the IdP issuer people are identified at */
 	const char *user;                /* the person's subject at issuer */
+	const char *person;              /* the person by subject, or by the email or name
+	                                    their last login gave (case-insensitive, whole) */
 	const char *agent, *resource;
 	const char *state;               /* live | expired | revoked | reconnect_required */
 };
@@ -125,6 +127,18 @@ struct admin_audit_filter {          /* NULL / 0: no filter */
 /* {"entries": [...], "next_cursor": string|null} in seq order. */
 enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_filter *f,
     const char *cursor, int64_t limit, json_t **out) CS_MUST_CHECK;
+
+/* The audit log newest first (the admin pages), a page of at most limit
+ * (1..ADMIN_LIST_MAX) entries matching f: with before > 0 the entries just
+ * older than entry number before, with after > 0 the page just newer than
+ * entry after (the newest page when fewer than limit are newer), with both 0
+ * the newest.  Pages are marked by entry numbers, so entries written
+ * meanwhile never shift a page.  {"entries": [...] newest first, "older":
+ * seq|null (give it as before for the next, older page), "newer": seq|null
+ * (give it as after for the previous, newer page)}.  CS_EINVAL for a bad
+ * limit, a negative marker or both markers. */
+enum cs_err admin_audit_recent(struct store_conn *c, const struct admin_audit_filter *f,
+    int64_t before, int64_t after, int64_t limit, json_t **out) CS_MUST_CHECK;
 
 /* Appends one audit entry (action, actor, detail) in its own transaction: for
  * the command line's read-only commands. */

@@ -50,9 +50,19 @@ enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *
 
 enum cs_err admin_pages_search(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_consent(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /admin/consents/{id}/revoke: the confirmation, with a reason to give. */
+enum cs_err admin_pages_revoke_confirm(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* POST: revokes it when the form carries this session's CSRF token and a
+ * reason (not only spaces); without a reason the confirmation comes back with
+ * 400 and nothing is revoked. */
 enum cs_err admin_pages_revoke_one(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_bulk_confirm(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_bulk_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /admin/audit: newest first, a page at a time (?before=, ?after= entry
+ * numbers), filtered by an action of audit_actions, a consent and a time. */
 enum cs_err admin_pages_audit(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* POST /admin/audit/verify: audit_verify, as `consentd audit verify` runs
+ * it, and a page with its result and the head it reached. */
+enum cs_err admin_pages_audit_verify(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 #endif

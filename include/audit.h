@@ -31,6 +31,10 @@ struct audit_entry {             /* every field but action may be NULL / 0 */
 	const char *detail;          /* short, no secrets (e.g. "jti=...") */
 };
 
+/* The action names consentd writes (audit.c lists what each records),
+ * sorted, NULL-terminated. */
+extern const char *const audit_actions[];
+
 /* Sets the process-wide chain key from the master key (derived for
  * "audit-chain"; the master key itself is not kept).  Call once at start,
  * before any thread appends (app_init, the CLI commands, test setups). */

@@ -7,6 +7,7 @@
 #ifndef CS_STORE_ADMIN_H
 #define CS_STORE_ADMIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -37,6 +38,8 @@ enum store_admin_state {
 
 struct store_admin_consent_query {   /* NULL / 0 fields do not filter */
 	const char *issuer, *subject;    /* the person: subject at issuer (issuer NULL: any) */
+	const char *person;              /* the person's subject, or their email or name as the
+	                                    IdP last gave it at a login (case-insensitive) */
 	const char *agent, *resource;    /* exact matches: no pattern characters exist here */
 	enum store_admin_state state;
 	int64_t     now;                 /* decides expired / live */
@@ -87,10 +90,12 @@ struct store_admin_audit_query {     /* NULL / 0 fields do not filter */
 	int64_t     since;               /* ts >= since */
 	const char *action, *consent_id; /* exact matches */
 	int64_t     after_seq;           /* keyset cursor: seq > after_seq */
+	bool        newest_first;        /* then seq < before_seq (0: from the newest), after_seq unused */
+	int64_t     before_seq;
 	int64_t     limit;
 };
-/* Rows in seq order: seq, ts, actor, action, subject, agent, resource, scopes,
- * consent_id, request_id, outcome, detail. */
+/* Rows in seq order (descending with newest_first): seq, ts, actor, action,
+ * subject, agent, resource, scopes, consent_id, request_id, outcome, detail. */
 enum cs_err store_admin_audit(struct store_conn *c, const struct store_admin_audit_query *q,
     json_t **out) CS_MUST_CHECK;
 

@@ -282,6 +282,7 @@ enum cs_err admin_consents_list(struct store_conn *c, const struct admin_consent
 		return CS_EINVAL;
 	q.issuer = f ? f->issuer : NULL;
 	q.subject = f ? f->user : NULL;
+	q.person = f ? f->person : NULL;
 	q.agent = f ? f->agent : NULL;
 	q.resource = f ? f->resource : NULL;
 	q.state = STORE_ADMIN_ANY;
@@ -598,4 +599,104 @@ enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_fil
 		return CS_ENOMEM;
 	*out = res;
 	return CS_OK;
+}
+
+/* The rows of one query as entries newest first: rows come newest first,
+ * or oldest first when asc (then they are turned around). */
+static json_t *newest_first(json_t *rows, bool asc)
+{
+	json_t *a = json_array();
+	size_t n = json_array_size(rows);
+	for (size_t i = 0; a != NULL && i < n; i++)
+		if (json_array_append(a, json_array_get(rows, asc ? n - 1 - i : i)) != 0) {
+			json_decref(a);
+			a = NULL;
+		}
+	return a;
+}
+
+/* Whether an entry matching f lies beyond seq: before it (older) or after it. */
+static enum cs_err audit_beyond(struct store_conn *c, const struct store_admin_audit_query *f,
+    int64_t seq, bool older, bool *any)
+{
+	struct store_admin_audit_query q = *f;
+	json_t *rows = NULL;
+	enum cs_err e;
+	q.limit = 1;
+	q.newest_first = older;
+	q.before_seq = older ? seq : 0;
+	q.after_seq = older ? 0 : seq;
+	if ((e = store_admin_audit(c, &q, &rows)) != CS_OK)
+		return e;
+	*any = json_array_size(rows) > 0;
+	json_decref(rows);
+	return CS_OK;
+}
+
+enum cs_err admin_audit_recent(struct store_conn *c, const struct admin_audit_filter *f,
+    int64_t before, int64_t after, int64_t limit, json_t **out)
+{
+	struct store_admin_audit_query q;
+	json_t *rows = NULL, *entries = NULL, *res = NULL;
+	bool older = false, newer = false;
+	size_t n;
+	enum cs_err e;
+
+	memset(&q, 0, sizeof q);
+	if (limit < 1 || limit > ADMIN_LIST_MAX || before < 0 || after < 0 || (before && after))
+		return CS_EINVAL;
+	if (f != NULL) {
+		q.since = f->since;
+		q.action = f->action;
+		q.consent_id = f->consent_id;
+	}
+	q.limit = limit;
+	if (after > 0) {
+		/* The page just newer than after: the limit entries after it,
+		 * oldest first from the store.  Fewer than a page means the
+		 * newest end is near: the newest page is shown instead, so that
+		 * a page is always full while there is enough to fill it. */
+		q.after_seq = after;
+		if ((e = store_admin_audit(c, &q, &rows)) != CS_OK)
+			return e;
+		if ((int64_t)json_array_size(rows) < limit) {
+			json_decref(rows);
+			rows = NULL;
+			after = 0;
+		}
+	}
+	if (rows == NULL) {
+		q.after_seq = 0;
+		q.newest_first = true;
+		q.before_seq = before;
+		if ((e = store_admin_audit(c, &q, &rows)) != CS_OK)
+			return e;
+	}
+	e = CS_ENOMEM;
+	if ((entries = newest_first(rows, after > 0)) == NULL)
+		goto out;
+	n = json_array_size(entries);
+	if (n > 0) {
+		int64_t top = int_of(json_array_get(entries, 0), "seq");
+		int64_t bottom = int_of(json_array_get(entries, n - 1), "seq");
+		if ((e = audit_beyond(c, &q, bottom, true, &older)) != CS_OK ||
+		    ((before > 0 || after > 0) && (e = audit_beyond(c, &q, top, false, &newer)) != CS_OK))
+			goto out;
+		e = CS_ENOMEM;
+		res = json_pack("{s:O, s:o, s:o}", "entries", entries,
+		    "older", older ? json_integer((json_int_t)bottom) : json_null(),
+		    "newer", newer ? json_integer((json_int_t)top) : json_null());
+	} else {
+		res = json_pack("{s:O, s:n, s:n}", "entries", entries, "older", "newer");
+	}
+	if (res == NULL)
+		goto out;
+	*out = res;
+	res = NULL;
+	e = CS_OK;
+out:
+	json_decref(res);
+	json_decref(entries);
+	json_decref(rows);
+	return e;
 }

@@ -75,6 +75,25 @@
 #include "store_audit.h"
 #include "log.h"
 
+/* The list above as the admin audit page's filter offers it, sorted.  An
+ * integration test (tests/integration/admin_pages.test.js) fails when an
+ * action written in server/ is missing here. */
+const char *const audit_actions[] = {
+	"admin.api", "admin.api.refused", "admin.bulk_revoked", "admin.cli",
+	"admin.page.refused", "admin.token.created", "admin.token.revoked",
+	"approval.approved", "approval.cancelled", "approval.denied", "approval.expired",
+	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
+	"consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
+	"consent.request.approved", "consent.request.created", "consent.request.denied",
+	"consent.request.expired", "consent.request.merged", "consent.request.refused",
+	"consent.request.slow_down", "consent.revoked", "dpop.refused", "event.delivered",
+	"gateway.auth.refused", "grant.issued", "grant.revoked", "master-key-rotated",
+	"proxy.forwarded", "proxy.refused", "refresh.issued", "refresh.reuse_detected",
+	"refresh.revoked", "refresh.used", "vault.connect.failed", "vault.connected",
+	"vault.reconnect_required", "vault.record.moved", "vault.refreshed",
+	"vault.release.refused", "vault.released", "vault.revoke_retry", "vault.revoked", NULL,
+};
+
 #define AUDIT_KEY_PURPOSE "audit-chain"  /* seal_derive_key purpose */
 #define AUDIT_NFIELDS 10                 /* text fields in the canonical form */
 #define AUDIT_PAGE 500                   /* rows read at a time */

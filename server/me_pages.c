@@ -216,9 +216,12 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 	for (size_t i = 0; i < nb; i++)
 		if ((e = push(blocks, block_item(cfg, &bs[i]))) != CS_OK)
 			goto out;
-	ctx = json_pack("{s:s, s:s?, s:O, s:O, s:O, s:O, s:O, s:b}", "title", "Your consents",
+	/* An admin (the ID token's admin claim) is offered the admin pages; the
+	 * admin gate still decides on every one of them (a recent login too). */
+	ctx = json_pack("{s:s, s:s?, s:O, s:O, s:O, s:O, s:O, s:b, s:b}", "title", "Your consents",
 	    "issuer", s->issuer, "active", active, "history", history, "pending", pending,
-	    "approvals", approvals, "blocks", blocks, "has_blocks", nb > 0);
+	    "approvals", approvals, "blocks", blocks, "has_blocks", nb > 0,
+	    "is_admin", s->admin_claim);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;

@@ -83,6 +83,8 @@ static const struct param_type api_limit[1] = { { .kind = PARAM_STRING, .valid =
 /* Numbers as long as their max_len allows: a handler checks its own range. */
 static const struct param_type seconds[1] = { { .kind = PARAM_INT, .min = 0,
 	.max = INT64_C(9999999999) } };
+static const struct param_type audit_seq[1] = { { .kind = PARAM_INT, .min = 1,
+	.max = INT64_C(999999999999999999) } };
 static const struct param_type count12[1] = { { .kind = PARAM_INT, .min = 0,
 	.max = INT64_C(999999999999) } };
 static const struct param_type checkbox[1] = { { .kind = PARAM_ON } };
@@ -182,6 +184,10 @@ const struct route http_routes[] = {
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	{ HTTP_GET, "/admin/consents/{id}", ROUTE_BROWSER, admin_pages_consent,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
+	/* Revoking one consent: a confirmation page, then its form, which needs
+	 * a reason (admin_pages_revoke_one refuses a blank one). */
+	{ HTTP_GET, "/admin/consents/{id}/revoke", ROUTE_BROWSER, admin_pages_revoke_confirm,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	{ HTTP_POST, "/admin/consents/{id}/revoke", ROUTE_BROWSER, admin_pages_revoke_one, {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ "reason", 200, param_printable, 0 },
@@ -203,8 +209,15 @@ const struct route http_routes[] = {
 		{ "action", 128, param_printable, 0 },
 		{ "consent", 64, param_printable, 0 },
 		{ "since", ADMIN_SINCE_MAX, admin_since, 0 },
-		{ "after", 20, digits, 0 },
+		/* Newest first: the page older than entry `before`, or newer than `after`. */
+		{ "before", 18, audit_seq, 0 },
+		{ "after", 18, audit_seq, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
+	/* The chain's check, as `consentd audit verify` runs it: a POST, so that
+	 * a link or a prefetch never starts a walk of the whole log. */
+	{ HTTP_POST, "/admin/audit/verify", ROUTE_BROWSER, admin_pages_audit_verify, {
+		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */
 	{ HTTP_POST, "/token", ROUTE_OAUTH, token_endpoint, {
 		{ "grant_type", 128, param_printable, PARAM_REQUIRED },

@@ -41,6 +41,8 @@ static const char SQL_TOKEN_LIST[] =
 
 static const char SQL_CONSENTS[] = CONSENT_ROW
     "WHERE (?2 IS NULL OR u.issuer = ?2) AND (?3 IS NULL OR u.subject = ?3) "
+    "AND (?10 IS NULL OR u.subject = ?10 OR lower(u.email) = lower(?10) "
+    "OR lower(u.name) = lower(?10)) "
     "AND (?4 IS NULL OR k.agent = ?4) AND (?5 IS NULL OR k.resource = ?5) "
     "AND (?6 = 0 "
     "OR (?6 = 1 AND k.revoked_at = 0 AND k.expires_at > ?1 AND k.reconnect_required = 0) "
@@ -100,6 +102,10 @@ static const char SQL_PENDING_APPROVALS[] =
 static const char SQL_AUDIT[] = AUDIT_ROW
     "WHERE seq > ?1 AND ts >= ?2 AND (?3 IS NULL OR action = ?3) "
     "AND (?4 IS NULL OR consent_id = ?4) ORDER BY seq LIMIT ?5";
+/* Newest first: the entries before ?1 (?1 = 0: from the newest). */
+static const char SQL_AUDIT_DESC[] = AUDIT_ROW
+    "WHERE (?1 = 0 OR seq < ?1) AND ts >= ?2 AND (?3 IS NULL OR action = ?3) "
+    "AND (?4 IS NULL OR consent_id = ?4) ORDER BY seq DESC LIMIT ?5";
 
 /* --- rows as JSON -------------------------------------------------------- */
 
@@ -260,7 +266,7 @@ enum cs_err store_admin_consents(struct store_conn *c, const struct store_admin_
 	struct store_stmt *st = store_query(c, SQL_CONSENTS, STORE_VALS(SV_INT(q->now),
 	    SV_TEXT(q->issuer), SV_TEXT(q->subject), SV_TEXT(q->agent), SV_TEXT(q->resource),
 	    SV_INT((int64_t)q->state), SV_TEXT(q->after_id), SV_INT(q->after_created),
-	    SV_INT(q->limit)), &e);
+	    SV_INT(q->limit), SV_TEXT(q->person)), &e);
 	if (st == NULL)
 		return e;
 	return rows_json(c, st, out);
@@ -406,7 +412,8 @@ enum cs_err store_admin_audit(struct store_conn *c, const struct store_admin_aud
     json_t **out)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_AUDIT, STORE_VALS(SV_INT(q->after_seq),
+	struct store_stmt *st = store_query(c, q->newest_first ? SQL_AUDIT_DESC : SQL_AUDIT,
+	    STORE_VALS(SV_INT(q->newest_first ? q->before_seq : q->after_seq),
 	    SV_INT(q->since), SV_TEXT(q->action), SV_TEXT(q->consent_id), SV_INT(q->limit)),
 	    &e);
 	if (st == NULL)

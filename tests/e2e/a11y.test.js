@@ -8,6 +8,7 @@
 // 409 page of a request that changed under the open page, consent done (a resource without a
 // provider, and one whose provider connection finished), the page for another account's
 // request, the approval page and its done page, /me, the admin search, a consent's page, the
+// confirmation of one revocation (and its refusal of a blank reason), the chain's check, the
 // bulk confirmation and its result, the audit log, the admin pages' refusal of a person, the
 // page after signing out, and the 404 and 400 error pages.
 import { test, before, after } from 'node:test';
@@ -170,9 +171,18 @@ test('the admin pages', () => pages(async (check) => {
   const href = await page.locator('#results a[href^="/admin/consents/"]').first().getAttribute('href');
   await page.goto(`${v.url}${href}`);
   await check('admin consent', { status: 200 });
+  // Revoking one: the confirmation, and the same page refusing a blank reason.
+  await page.goto(`${v.url}${href}/revoke`);
+  await check('admin revoke confirmation', { status: 200 });
+  await page.locator('#reason').evaluate((el) => { el.removeAttribute('required'); el.value = ' '; });
+  await Promise.all([page.waitForLoadState('load'), page.click('#revoke-one button[type=submit]')]);
+  await page.waitForSelector('#reason-error');
+  await check('admin revoke confirmation, reason missing', { status: 400 });
   await page.goto(`${v.url}/admin/audit`);
   await page.waitForSelector('#audit');
   await check('admin audit log', { status: 200 });
+  await Promise.all([page.waitForURL(`${v.url}/admin/audit/verify`), page.click('#verify button[type=submit]')]);
+  await check('admin audit verified', { status: 200 });
   // Bulk: the confirmation (the admin signed in moments ago: no second sign-in) and the result.
   await page.goto(`${v.url}/admin`);
   await page.selectOption('#bulk select[name=by]', 'user');
@@ -182,7 +192,8 @@ test('the admin pages', () => pages(async (check) => {
   await page.goto(`${v.url}/admin/revoke?by=agent&value=coder`);
   await page.waitForSelector('#count');
   await check('admin bulk confirmation', { status: 200 });
-  await Promise.all([page.waitForLoadState('load'), page.click('form[method=post] button[type=submit]')]);
+  await page.fill('#reason', 'a11y test');
+  await Promise.all([page.waitForLoadState('load'), page.click('form[action="/admin/revoke"] button[type=submit]')]);
   await page.waitForSelector('#revoked');
   await check('admin bulk done', { status: 200 });
 }));
@@ -191,7 +202,8 @@ test('every page kind was checked', (t) => {
   const labels = checked.map((c) => c.label);
   for (const want of ['index', 'sign-in cancelled', 'consent page', 'consent page, request changed (409)',
     'consent done', 'consent for another account', 'consent done (provider connected)', 'approval page',
-    'approval done', '/me', 'admin refused (not an administrator)', 'signed out', '404 page', '400 page', 'admin search', 'admin consent', 'admin audit log',
+    'approval done', '/me', 'admin refused (not an administrator)', 'signed out', '404 page', '400 page', 'admin search', 'admin consent', 'admin revoke confirmation',
+    'admin revoke confirmation, reason missing', 'admin audit log', 'admin audit verified',
     'admin bulk confirmation', 'admin bulk done']) {
     assert.ok(labels.includes(want), `not checked: ${want}`);
   }

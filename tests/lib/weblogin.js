@@ -54,11 +54,13 @@ export async function req(jar, url, init = {}) {
 const unescapeHtml = (s) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<')
   .replace(/&gt;/g, '>').replace(/&#61;/g, '=').replace(/&amp;/g, '&');
 
-// The first POST form of a page: { action, fields }.
-export function postForm(html) {
+// The first POST form of a page: { action, fields }; with notAction (a RegExp), the first
+// whose action it does not match (the admin pages' header has a sign-out form first).
+export function postForm(html, notAction = null) {
   for (const m of html.matchAll(/<form\b([^>]*)>([\s\S]*?)<\/form>/gi)) {
     if (!/method\s*=\s*["']?post/i.test(m[1])) continue;
     const action = unescapeHtml((m[1].match(/action\s*=\s*"([^"]*)"/i) || [])[1] || '');
+    if (notAction && notAction.test(action)) continue;
     const fields = {};
     for (const im of m[2].matchAll(/<input\b([^>]*)>/gi)) {
       const name = (im[1].match(/name\s*=\s*"([^"]*)"/i) || [])[1];

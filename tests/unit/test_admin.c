@@ -1,7 +1,9 @@
 /* test_admin.c -- the admin domain against a real SQLite file built from
  * migrations/: filters that treat SQL metacharacters and LIKE wildcards as
  * plain text, keyset cursors, bulk revocation in batches (cascade, idempotent),
- * one consent's history, and admin tokens (hashed, revocable, audited). */
+ * one consent's history, and admin tokens (hashed, revocable, audited); a
+ * person found by subject, email or name; the audit log newest first, in pages
+ * marked by entry number (the admin pages). */
 #include <string.h>
 #include <sqlite3.h>
 #include <jansson.h>
@@ -260,6 +262,102 @@ START_TEST(test_admin_cursor_pagination)
 }
 END_TEST
 
+/* The seqs of a page of admin_audit_recent, newest first, as "5 4 3". */
+static void recent(const struct admin_audit_filter *f, int64_t before, int64_t after, int64_t limit,
+    const char *want, int64_t older, int64_t newer)
+{
+	json_t *r = NULL, *e;
+	size_t i;
+	char got[256] = "";
+	size_t n = 0;
+	ck_assert_int_eq(admin_audit_recent(sc, f, before, after, limit, &r), CS_OK);
+	json_array_foreach(json_object_get(r, "entries"), i, e) {
+		ck_assert_int_eq(str_fmt(got + n, sizeof got - n, "%s%lld", i ? " " : "",
+		    (long long)json_integer_value(json_object_get(e, "seq"))), CS_OK);
+		n = strlen(got);
+	}
+	ck_assert_msg(strcmp(got, want) == 0, "before %lld after %lld: got \"%s\", want \"%s\"",
+	    (long long)before, (long long)after, got, want);
+	json_t *o = json_object_get(r, "older"), *w = json_object_get(r, "newer");
+	ck_assert_int_eq(older ? json_integer_value(o) : 0, older);
+	ck_assert(older ? json_is_integer(o) : json_is_null(o));
+	ck_assert_int_eq(newer ? json_integer_value(w) : 0, newer);
+	ck_assert(newer ? json_is_integer(w) : json_is_null(w));
+	json_decref(r);
+}
+
+START_TEST(test_admin_audit_recent_pages)
+{
+	/* Entries 1..7; 2, 4 and 6 are admin.page.refused. */
+	for (int i = 1; i <= 7; i++)
+		ck_assert_int_eq(admin_audit_note(sc, "cli", i % 2 ? "admin.cli" : "admin.page.refused",
+		    "test", T0 + i), CS_OK);
+	/* Newest first; Next (older) from the last shown, Previous (newer) from the first. */
+	recent(NULL, 0, 0, 3, "7 6 5", 5, 0);
+	recent(NULL, 5, 0, 3, "4 3 2", 2, 4);
+	recent(NULL, 2, 0, 3, "1", 0, 1);
+	recent(NULL, 0, 4, 3, "7 6 5", 5, 0);        /* exactly the page before it */
+	recent(NULL, 0, 1, 3, "4 3 2", 2, 4);
+	recent(NULL, 0, 5, 3, "7 6 5", 5, 0);        /* fewer than a page newer: the newest page */
+	/* New entries shift no page: the page older than 5 is still 4 3 2. */
+	ck_assert_int_eq(admin_audit_note(sc, "cli", "admin.cli", "test", T0 + 8), CS_OK);
+	recent(NULL, 5, 0, 3, "4 3 2", 2, 4);
+	recent(NULL, 0, 4, 3, "7 6 5", 5, 7);        /* and the newer entry is one click away */
+	recent(NULL, 0, 0, 3, "8 7 6", 6, 0);
+	/* Filters go with the pages. */
+	struct admin_audit_filter af = { .action = "admin.page.refused" };
+	recent(&af, 0, 0, 2, "6 4", 4, 0);
+	recent(&af, 4, 0, 2, "2", 0, 2);
+	recent(&af, 0, 2, 2, "6 4", 4, 0);
+	struct admin_audit_filter since = { .since = T0 + 6 };
+	recent(&since, 0, 0, 10, "8 7 6", 0, 0);
+	/* Past either end, and bad markers. */
+	recent(NULL, 1, 0, 3, "", 0, 0);
+	recent(NULL, 0, 8, 3, "8 7 6", 6, 0);
+	json_t *r = NULL;
+	ck_assert_int_eq(admin_audit_recent(sc, NULL, 3, 3, 3, &r), CS_EINVAL);
+	ck_assert_int_eq(admin_audit_recent(sc, NULL, -1, 0, 3, &r), CS_EINVAL);
+	ck_assert_int_eq(admin_audit_recent(sc, NULL, 0, -1, 3, &r), CS_EINVAL);
+	ck_assert_int_eq(admin_audit_recent(sc, NULL, 0, 0, 0, &r), CS_EINVAL);
+	ck_assert_int_eq(admin_audit_recent(sc, NULL, 0, 0, ADMIN_LIST_MAX + 1, &r), CS_EINVAL);
+	ck_assert_ptr_null(r);
+}
+END_TEST
+
+START_TEST(test_admin_person_by_email_or_name)
+{
+	int64_t a = user("alice"), b = user("bob"), x = user("alice@example.test");
+	exec("UPDATE users SET name = 'Alice Example', email = 'Alice@Example.TEST' WHERE subject = 'alice'");
+	exec("UPDATE users SET name = 'Bob', email = 'bob@example.test' WHERE subject = 'bob'");
+	consent("ka", a, "coder", "notes", T0, T0 + 100, 0);
+	consent("kb", b, "coder", "notes", T0, T0 + 100, 0);
+	consent("kx", x, "coder", "notes", T0, T0 + 100, 0);
+	struct admin_consent_filter f = { .issuer = ISS };
+	f.person = "alice";
+	ck_assert_uint_eq(list_n(&f, NULL), 1);
+	f.person = "alice example";
+	ck_assert_uint_eq(list_n(&f, NULL), 1);
+	f.person = "BOB";
+	ck_assert_uint_eq(list_n(&f, NULL), 1);
+	/* A subject that is an email address, and a person whose email it is: both. */
+	f.person = "alice@example.test";
+	ck_assert_uint_eq(list_n(&f, NULL), 2);
+	/* Whole values only, and no pattern characters. */
+	const char *none[] = { "Alice", "example.test", "%", "_lice", "alice%", "' OR '1'='1", NULL };
+	for (int i = 0; none[i]; i++) {
+		f.person = none[i];
+		ck_assert_msg(list_n(&f, NULL) == 0, "%s", none[i]);
+	}
+	/* At another IdP: nobody. */
+	f.issuer = "https://other.test";
+	f.person = "alice";
+	ck_assert_uint_eq(list_n(&f, NULL), 0);
+	/* The admin API's user filter stays the subject alone. */
+	struct admin_consent_filter api = { .issuer = ISS, .user = "Alice Example" };
+	ck_assert_uint_eq(list_n(&api, NULL), 0);
+}
+END_TEST
+
 /* admin_bulk_revoke's outcome for this request; *n its count. */
 static enum admin_revoke_outcome bulk(enum admin_bulk_by by, const char *value, const char *issuer,
     const char *actor, const char *reason, int64_t *n)
@@ -453,6 +551,8 @@ static Suite *suite(void)
 	Suite *s = suite_create("admin");
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_admin_audit_recent_pages);
+	tcase_add_test(tc, test_admin_person_by_email_or_name);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_admin_filters_metacharacters_literal);
 	tcase_add_test(tc, test_admin_states);

@@ -1,9 +1,11 @@
 /* test_admin_pages.c -- the parts of the admin pages that need no browser: the
  * audit filter's "since" (a UTC date and time, or the old UTC seconds; never
  * an impossible date) and the gate's rule of how recent the IdP login must be
- * (admin_timeout, and the step-up for bulk revocation), as README.md states it. */
+ * (admin_timeout, and the step-up for bulk revocation), as README.md states it;
+ * the audit page's list of actions. */
 #include <string.h>
 #include "admin_pages.h"
+#include "audit.h"
 #include "testutil.h"
 
 static int64_t since_of(const char *s)
@@ -96,6 +98,21 @@ START_TEST(test_admin_pages_gate_ages)
 }
 END_TEST
 
+/* The audit filter's choices: sorted, each once, each an action name. */
+START_TEST(test_admin_pages_audit_actions)
+{
+	size_t n = 0;
+	for (; audit_actions[n] != NULL; n++) {
+		const char *a = audit_actions[n];
+		ck_assert_msg(a[0] != '\0' && strspn(a, "abcdefghijklmnopqrstuvwxyz._-") == strlen(a), "%s", a);
+		if (n > 0)
+			ck_assert_msg(strcmp(audit_actions[n - 1], a) < 0, "%s before %s",
+			    audit_actions[n - 1], a);
+	}
+	ck_assert_uint_ge(n, 40);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("admin_pages");
@@ -103,6 +120,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_admin_pages_since_forms);
 	tcase_add_test(tc, test_admin_pages_since_refused);
 	tcase_add_test(tc, test_admin_pages_gate_ages);
+	tcase_add_test(tc, test_admin_pages_audit_actions);
 	suite_add_tcase(s, tc);
 	return s;
 }
