@@ -93,7 +93,7 @@ apt_install() {
 		else
 			rm -f "$link"
 		fi
-		echo "deps: $owner enabled $unit on install; disabled it again (consentd's tests start their own)"
+		echo "deps: $owner enabled $unit on install; disabled it again (installed for tests, which need no service of it)"
 	done < <(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after"))
 	if [ "$ours" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
 }
