@@ -249,7 +249,7 @@ static void refuse(const struct http_request *req, struct http_reply *rep, int s
 		return;
 	}
 	if (status == 401) {
-		if (str_fmt(chal, sizeof chal, "DPoP error=\"%s\", algs=\"ES256 PS256 EdDSA\"",
+		if (str_fmt(chal, sizeof chal, "DPoP error=\"%s\", algs=\"ES256 PS256 EdDSA Ed25519\"",
 		    err) != CS_OK || reply_header(rep, "WWW-Authenticate", chal) != CS_OK)
 			rep->status = status;
 	}
