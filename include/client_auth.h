@@ -31,10 +31,10 @@ struct client_assertion_expect {
 };
 
 /* Checks a client assertion without touching the database: a compact JWS from
- * jws_parse (ES256, PS256 or EdDSA only) signed by a key of e->keys (by kid
- * when the header names one, else any key of the header's algorithm);
- * iss == sub == client_id; aud (a string or an array) holding one of
- * e->audiences; exp present, not past (clock_skew allowed) and at most
+ * jws_parse (ES256, PS256, EdDSA or Ed25519 only) signed by a key of e->keys (the
+ * one the header's kid names; a kid is required when the set holds more than
+ * one key); iss == sub == client_id; aud one of e->audiences, as a string or
+ * an array of that one value (an array with more is refused); exp present, not past (clock_skew allowed) and at most
  * CLIENT_ASSERTION_MAX_AHEAD ahead; nbf and iat, when present, not ahead of
  * now + clock_skew; jti a string of 1 to CLIENT_ASSERTION_JTI_MAX characters.
  * CS_EINVAL with why (no secret in it) when anything fails; on CS_OK *jti
