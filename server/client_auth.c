@@ -502,7 +502,9 @@ bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
 	 * auth_failure_burst times is refused here, before any signature, hash or
 	 * database work (issue 28). */
 	if (!rate_limits_auth_allowed(req->app->limits, req->remote_ip, &retry_after)) {
-		if (router_limit_refusal(rep, ROUTE_OAUTH, LIMIT_AUTH_FAILURE, retry_after) != CS_OK)
+		/* Every gateway route answers JSON: the kind only picks that shape. */
+		if (req->route == NULL ||
+		    router_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, retry_after) != CS_OK)
 			rep->status = 429;
 		return false;
 	}
