@@ -41,12 +41,14 @@ struct auth_refusal_summary {
 };
 
 /* Counts one refusal of reason from ip (a client address's text) at now (UTC
- * seconds) in the metric.  true when the caller is to write one audit entry for
+ * seconds) in the metric.  Only a refusal that is audited (audited: a refused
+ * assertion) enters the table, so refusals that are never audited cannot use
+ * up an address's entry.  true when the caller is to write one audit entry for
  * it (the address's first in AUTH_REFUSAL_INTERVAL, and the node's entries of
  * this interval below AUTH_REFUSAL_MAX_ENTRIES); then *out says what it stands
  * for.  Addresses count as [limits] does (an IPv6 /64 as one).  With t NULL
- * (unit tests without an app) every refusal is to be written. */
+ * (unit tests without an app) every audited refusal is to be written. */
 bool auth_refusals_note(struct auth_refusals *t, const char *ip, enum auth_refusal_reason reason,
-    int64_t now, struct auth_refusal_summary *out);
+    bool audited, int64_t now, struct auth_refusal_summary *out);
 
 #endif

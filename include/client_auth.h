@@ -55,11 +55,16 @@ void client_keys_free(struct client_keys *k);    /* NULL-safe */
 /* Authenticates the gateway for req by the methods enabled: Basic
  * credentials, or a client assertion (client_assertion_type and
  * client_assertion parameters, or the CLIENT_ASSERTION_HEADER header) whose
- * audience is consentd's issuer (public_url) or this endpoint's URL, and whose
+ * audience is consentd's issuer (public_url) or its token endpoint, and whose
  * jti has not been used before (the database's replay cache, kept until exp).
  * More than one method in one request is refused (RFC 6749 §2.3).  false with
- * rep set to 401 invalid_client when it fails; a refused assertion is audited
- * (gateway.auth.refused). */
+ * rep set to 401 invalid_client when it fails (error_description saying why,
+ * but for a wrong Basic credential), or to 429 when req's address used up
+ * [limits] auth_failure_burst: that is checked first, before any signature,
+ * hash or database work.  Every refusal spends a token of that bucket and is
+ * counted (auth_refusal.h); a refused assertion is audited as
+ * gateway.auth.refused at most once per address and interval; a method that
+ * is not enabled never is. */
 bool client_auth_gateway(const struct http_request *req, struct http_reply *rep);
 /* The gateway's endpoints' name for client_auth_gateway. */
 bool gateway_authenticate(const struct http_request *req, struct http_reply *rep);

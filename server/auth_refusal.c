@@ -84,12 +84,14 @@ static struct entry *entry_for(struct auth_refusals *t, const char *ip)
 }
 
 bool auth_refusals_note(struct auth_refusals *t, const char *ip, enum auth_refusal_reason reason,
-    int64_t now, struct auth_refusal_summary *out)
+    bool audited, int64_t now, struct auth_refusal_summary *out)
 {
 	bool write = false;
 	metrics_add(metric[M_GATEWAY_AUTH_REFUSED], (const char *[]){ auth_refusal_reason_name(reason) },
 	    1);
 	memset(out, 0, sizeof *out);
+	if (!audited)
+		return false;
 	if (t == NULL)
 		return true;
 	pthread_mutex_lock(&t->mu);

@@ -478,8 +478,7 @@ static void refused(const struct http_request *req, enum auth_refusal_reason rea
 {
 	struct auth_refusal_summary sum;
 	rate_limits_auth_failed(req->app->limits, req->remote_ip);
-	if (auth_refusals_note(req->app->auth_refusals, req->remote_ip, reason, req->now, &sum) &&
-	    audit)
+	if (auth_refusals_note(req->app->auth_refusals, req->remote_ip, reason, audit, req->now, &sum))
 		audit_refused(req, why, &sum);
 }
 

@@ -15,7 +15,7 @@
 
 static bool note(struct auth_refusals *t, const char *ip, int64_t now, struct auth_refusal_summary *s)
 {
-	return auth_refusals_note(t, ip, AUTH_REFUSED_ASSERTION, now, s);
+	return auth_refusals_note(t, ip, AUTH_REFUSED_ASSERTION, true, now, s);
 }
 
 START_TEST(test_auth_refusal_once_per_address_and_interval)
@@ -71,14 +71,16 @@ START_TEST(test_auth_refusal_counted_by_reason)
 	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
 	struct auth_refusals *t = auth_refusals_new();
 	for (int i = 0; i < 5; i++)
-		(void)auth_refusals_note(t, "192.0.2.1", AUTH_REFUSED_METHOD_NOT_ENABLED, T0, &s);
-	(void)auth_refusals_note(t, "192.0.2.1", AUTH_REFUSED_REPLAY, T0, &s);
-	ck_assert(auth_refusals_note(NULL, "192.0.2.1", AUTH_REFUSED_BASIC, T0, &s));   /* no table */
+		ck_assert(!auth_refusals_note(t, "192.0.2.1", AUTH_REFUSED_METHOD_NOT_ENABLED, false, T0, &s));
+	/* Refusals never audited did not use up the address's entry. */
+	ck_assert(auth_refusals_note(t, "192.0.2.1", AUTH_REFUSED_REPLAY, true, T0, &s));
+	ck_assert(auth_refusals_note(NULL, "192.0.2.1", AUTH_REFUSED_BASIC, true, T0, &s));   /* no table */
+	ck_assert(!auth_refusals_note(NULL, "192.0.2.1", AUTH_REFUSED_BASIC, false, T0, &s));
 	buf_init(&b, 1 << 18);
 	ck_assert_int_eq(metrics_render(&b), CS_OK);
 	ck_assert_ptr_nonnull(strstr(b.data, "consentd_gateway_auth_refused_total{reason=\"method_not_enabled\"} 5\n"));
 	ck_assert_ptr_nonnull(strstr(b.data, "consentd_gateway_auth_refused_total{reason=\"replay\"} 1\n"));
-	ck_assert_ptr_nonnull(strstr(b.data, "consentd_gateway_auth_refused_total{reason=\"basic\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(b.data, "consentd_gateway_auth_refused_total{reason=\"basic\"} 2\n"));
 	ck_assert_ptr_nonnull(strstr(b.data, "consentd_gateway_auth_refused_total{reason=\"missing\"} 0\n"));
 	for (int r = 0; r < AUTH_REFUSED__MAX; r++)
 		ck_assert_str_ne(auth_refusal_reason_name((enum auth_refusal_reason)r), "other");
