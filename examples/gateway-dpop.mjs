@@ -27,8 +27,8 @@ export async function newDpopKey(alg = 'ES256') {
   return { alg, privateKey, publicJwk, jkt: await calculateJwkThumbprint(publicJwk, 'sha256') };
 }
 
-// RFC 7523 §3: iss = sub = the gateway's client id, aud = consentd's issuer (or the
-// endpoint's URL), a short exp (consentd accepts at most 5 minutes), a jti used once.
+// RFC 7523 §3: iss = sub = the gateway's client id, aud = consentd's issuer (or its
+// token endpoint; no other endpoint, one value: draft-ietf-oauth-rfc7523bis), a short exp (consentd accepts at most 5 minutes), a jti used once.
 export function clientAssertion({ key, alg = 'ES256', kid, clientId, audience, ttl = 60 }) {
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT({ jti: randomUUID() })

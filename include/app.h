@@ -14,6 +14,7 @@
 #include "vault.h"
 #include "client_auth.h"
 #include "rate_limits.h"
+#include "auth_refusal.h"
 
 struct app {
 	const struct config *cfg;
@@ -28,6 +29,8 @@ struct app {
 	struct vault        *vault;        /* downstream providers and sealed tokens */
 	struct client_keys  *gateway_keys; /* the gateway's public keys; NULL without private_key_jwt */
 	struct rate_limits  *limits;       /* [limits]; NULL (as in unit tests): nothing is limited */
+	struct auth_refusals *auth_refusals; /* refused gateway authentications' audit summary;
+	                                    * NULL (unit tests): each refusal is audited */
 	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;

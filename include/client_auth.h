@@ -31,10 +31,10 @@ struct client_assertion_expect {
 };
 
 /* Checks a client assertion without touching the database: a compact JWS from
- * jws_parse (ES256, PS256 or EdDSA only) signed by a key of e->keys (by kid
- * when the header names one, else any key of the header's algorithm);
- * iss == sub == client_id; aud (a string or an array) holding one of
- * e->audiences; exp present, not past (clock_skew allowed) and at most
+ * jws_parse (ES256, PS256, EdDSA or Ed25519 only) signed by a key of e->keys (the
+ * one the header's kid names; a kid is required when the set holds more than
+ * one key); iss == sub == client_id; aud one of e->audiences, as a string or
+ * an array of that one value (an array with more is refused); exp present, not past (clock_skew allowed) and at most
  * CLIENT_ASSERTION_MAX_AHEAD ahead; nbf and iat, when present, not ahead of
  * now + clock_skew; jti a string of 1 to CLIENT_ASSERTION_JTI_MAX characters.
  * CS_EINVAL with why (no secret in it) when anything fails; on CS_OK *jti
@@ -55,11 +55,16 @@ void client_keys_free(struct client_keys *k);    /* NULL-safe */
 /* Authenticates the gateway for req by the methods enabled: Basic
  * credentials, or a client assertion (client_assertion_type and
  * client_assertion parameters, or the CLIENT_ASSERTION_HEADER header) whose
- * audience is consentd's issuer (public_url) or this endpoint's URL, and whose
+ * audience is consentd's issuer (public_url) or its token endpoint, and whose
  * jti has not been used before (the database's replay cache, kept until exp).
  * More than one method in one request is refused (RFC 6749 §2.3).  false with
- * rep set to 401 invalid_client when it fails; a refused assertion is audited
- * (gateway.auth.refused). */
+ * rep set to 401 invalid_client when it fails (error_description saying why,
+ * but for a wrong Basic credential), or to 429 when req's address used up
+ * [limits] auth_failure_burst: that is checked first, before any signature,
+ * hash or database work.  Every refusal spends a token of that bucket and is
+ * counted (auth_refusal.h); a refused assertion is audited as
+ * gateway.auth.refused at most once per address and interval; a method that
+ * is not enabled never is. */
 bool client_auth_gateway(const struct http_request *req, struct http_reply *rep);
 /* The gateway's endpoints' name for client_auth_gateway. */
 bool gateway_authenticate(const struct http_request *req, struct http_reply *rep);

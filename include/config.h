@@ -122,6 +122,8 @@ struct config {                  /* immutable after config_load(); free with con
 	struct config_limit limit_address;   /* default 20/s, burst 100 */
 	struct config_limit limit_person;    /* default 1/s, burst 20 */
 	struct config_limit limit_gateway;   /* default 1000/s, burst 2000 */
+	struct config_limit limit_auth_failure;  /* default 1/s, burst 50: failed gateway
+	                                      * authentications per address (issue 28) */
 	int64_t limit_buckets;               /* default 65536: keys an address or person table holds */
 
 	/* [consent] */

@@ -40,7 +40,7 @@ void dpop_proof_clear(struct dpop_proof *p);   /* NULL-safe */
 enum dpop_verdict { DPOP_VALID = 0, DPOP_INVALID, DPOP_NEED_NONCE, DPOP_VERDICT__MAX };
 
 /* Checks a DPoP proof JWT without the database (RFC 9449 §4.3): typ dpop+jwt;
- * alg ES256, PS256 or EdDSA (never HMAC or none); a jwk header that is a
+ * alg ES256, PS256, EdDSA or Ed25519 (never HMAC or none); a jwk header that is a
  * public key of that algorithm (no private member) and verifies the
  * signature; jti a string of 1 to DPOP_JTI_MAX characters; htm equal to
  * e->htm; htu, without its query and fragment, equal to e->htu; iat within

@@ -39,13 +39,15 @@ enum forwarded_header {
  * (normalised by inet_ntop, IPv4-mapped IPv6 as IPv4).  SECURITY: header
  * (the text of every instance of the header, joined with ",", or NULL) is
  * read only when peer is one of the n trusted prefixes; then the answer is the
- * right-most address in it that is not itself a trusted proxy.  When the
- * header is absent, malformed, longer than FORWARDED_MAX_LEN or holds more
- * than FORWARDED_MAX_HOPS entries, the answer is peer (so such requests
- * share the proxy's own bucket); when the walk meets an entry that is not an
- * address ("unknown", an obfuscated "_name", an element without for=), the
- * answer is the trusted hop that wrote it.  Returns true when the answer came
- * from the header. */
+ * right-most address in it that is not itself a trusted proxy.  A header that
+ * does not parse whole (malformed, or more than FORWARDED_MAX_HOPS entries) is
+ * read from its longest tail of whole elements that does (what a client wrote
+ * on the left cannot make it the proxy); when not even the right-most element
+ * parses, or the header is absent or longer than FORWARDED_MAX_LEN, the answer
+ * is peer; when the walk meets an entry that is not an address ("unknown", an
+ * obfuscated "_name", an element without for=), or every entry of a tail is a
+ * trusted proxy, the answer is the trusted hop that wrote it.  Returns true
+ * when the answer came from the header. */
 bool forwarded_client(const struct net_prefix *trusted, size_t n, enum forwarded_header kind,
     const char *peer, const char *header, char out[FORWARDED_ADDR_LEN]);
 

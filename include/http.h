@@ -267,6 +267,12 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
  * rep as router_admit left them. */
 bool router_admit(const struct route *table, struct http_request *req, struct http_reply *rep);
 void router_handle(struct http_request *req, struct http_reply *rep);
+
+/* The 429 of [limits] class k for a route of kind kind: a page for people,
+ * RFC 6749-shaped JSON (too_many_requests, naming the class) otherwise, and
+ * Retry-After in whole seconds (at least 1). */
+enum cs_err router_limit_refusal(struct http_reply *rep, enum route_kind kind, enum limit_class k,
+    int64_t retry_after) CS_MUST_CHECK;
 /* The first route whose pattern matches path, whatever its method; NULL: none. */
 const struct route *router_route_for_path(const struct route *table, const char *path);
 /* The kind of answer path gets: its route's, or http_route_prefixes' for an

@@ -18,8 +18,13 @@ enum jws_alg { JWS_ES256 = 0, JWS_PS256, JWS_EDDSA, JWS_ALG__MAX };
 
 /* "ES256", "PS256" or "EdDSA". */
 const char *jws_alg_name(enum jws_alg a);
-/* The allowlisted algorithm called name; JWS_ALG__MAX for anything else. */
+/* The allowlisted algorithm called name; JWS_ALG__MAX for anything else.
+ * "Ed25519" (RFC 9864's fully specified name) is JWS_EDDSA, whose keys are
+ * Ed25519 only. */
 enum jws_alg jws_alg_parse(const char *name);
+/* Every "alg" value jws_alg_parse accepts, NULL-terminated, in the order the
+ * metadata advertises them: "ES256", "PS256", "EdDSA", "Ed25519". */
+extern const char *const jws_alg_names_accepted[];
 
 struct jws_key {                 /* heap; release with jws_key_free() */
 	void        *pkey;           /* EVP_PKEY *, public only */

@@ -82,6 +82,7 @@ enum metric_id {
 	M_DB_QUEUE_FULL,        /* consentd_db_write_queue_full_total */
 	M_CACHE_LOOKUPS,        /* consentd_cache_lookups_total */
 	M_AUDIT_HEAD_LAG,       /* consentd_audit_head_lag_entries (a collector) */
+	M_GATEWAY_AUTH_REFUSED, /* consentd_gateway_auth_refused_total{reason} */
 	M__MAX
 };
 extern struct metric_family *metric[M__MAX];

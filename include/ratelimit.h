@@ -37,6 +37,12 @@ void limiter_free(struct limiter *l);
 bool limiter_take(struct limiter *l, const void *key, size_t keylen, int64_t now_ms,
     int64_t *retry_after);
 
+/* Whether key's bucket holds a token at now_ms, taking none: true for a key
+ * the limiter does not hold (its bucket would start full).  false: *retry_after
+ * as limiter_take's.  Never makes room for a key. */
+bool limiter_peek(struct limiter *l, const void *key, size_t keylen, int64_t now_ms,
+    int64_t *retry_after);
+
 /* How many buckets a limiter has forgotten to make room (for metrics). */
 uint64_t limiter_evictions(const struct limiter *l);
 

@@ -84,7 +84,8 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	}
 	if ((e = client_keys_new(cfg, &app->gateway_keys)) != CS_OK)
 		goto fail;
-	if ((app->limits = rate_limits_new(cfg)) == NULL) {
+	if ((app->limits = rate_limits_new(cfg)) == NULL ||
+	    (app->auth_refusals = auth_refusals_new()) == NULL) {
 		e = CS_ENOMEM;
 		log_msg(LOG_ERROR, "[limits]: %s", cs_strerror(e));
 		goto fail;
@@ -126,6 +127,8 @@ void app_clear(struct app *app)
 	app->gateway_keys = NULL;
 	rate_limits_free(app->limits);
 	app->limits = NULL;
+	auth_refusals_free(app->auth_refusals);
+	app->auth_refusals = NULL;
 	OPENSSL_cleanse(app->dpop_nonce_key, sizeof app->dpop_nonce_key);
 	oidc_provider_free(app->idp);
 	app->idp = NULL;

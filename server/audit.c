@@ -55,7 +55,10 @@
  *                              vault.released before it goes (action, method, route, approval)
  *   proxy.refused              flow H: refused before anything went upstream (no route, ...)
  *   master-key-rotated         flow G: `consentd vault rekey` (detail "old=<kid> new=<kid>")
- *   gateway.auth.refused       a client assertion (private_key_jwt) was refused (detail: why)
+ *   gateway.auth.refused       client assertions (private_key_jwt) from one address were
+ *                              refused: at most one entry per address and 5 minutes
+ *                              (auth_refusal.h; detail: the address, the last reason and
+ *                              how many refusals it stands for)
  *   dpop.refused               a DPoP proof was missing or refused (detail: method, path, why)
  */
 #include <inttypes.h>

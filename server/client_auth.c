@@ -13,6 +13,7 @@
 #include "app.h"
 #include "http.h"
 #include "audit.h"
+#include "auth_refusal.h"
 #include "buf.h"
 #include "client_auth.h"
 #include "httpc.h"
@@ -51,18 +52,19 @@ static enum cs_err time_claim(const json_t *c, const char *name, int64_t *out)
 	return *out >= 0 ? CS_OK : CS_EINVAL;
 }
 
+/* SECURITY: S1 (draft-ietf-oauth-rfc7523bis, audience injection): aud is one
+ * value, a string or an array of one, equal to one of e->audiences (the issuer,
+ * or the token endpoint for clients written to RFC 7523's "MAY").  An array
+ * with more values is what a client tricked into signing for another server
+ * sends, so it is refused even when one of them is ours. */
 static bool aud_matches(const json_t *aud, const struct client_assertion_expect *e)
 {
-	if (json_is_string(aud)) {
-		for (size_t i = 0; i < e->naudiences; i++)
-			if (strcmp(json_string_value(aud), e->audiences[i]) == 0)
-				return true;
+	if (json_is_array(aud) && json_array_size(aud) == 1)
+		aud = json_array_get(aud, 0);
+	if (!json_is_string(aud))
 		return false;
-	}
-	if (!json_is_array(aud) || json_array_size(aud) == 0 || json_array_size(aud) > 16)
-		return false;
-	for (size_t j = 0; j < json_array_size(aud); j++)
-		if (aud_matches(json_array_get(aud, j), e))
+	for (size_t i = 0; i < e->naudiences; i++)
+		if (strcmp(json_string_value(aud), e->audiences[i]) == 0)
 			return true;
 	return false;
 }
@@ -93,6 +95,14 @@ enum cs_err client_assertion_check(const char *compact, const struct client_asse
 		set_why(why, whylen, "kid is not a string");
 		goto out;
 	}
+	/* SECURITY: S4: without a kid an assertion could make consentd try every
+	 * key of the set (32 RSA keys of 8192 bits) before refusing it; OpenID
+	 * Connect Core §10.1 asks for a kid whenever the set has more than one
+	 * key, so there is at most one signature check per assertion. */
+	if (kid == NULL && e->keys->n > 1) {
+		set_why(why, whylen, "kid is required: the client has more than one key");
+		goto out;
+	}
 	for (size_t i = 0; !verified && i < e->keys->n; i++) {
 		const struct jws_key *k = e->keys->keys[i];
 		if (kid != NULL && (k->kid == NULL || strcmp(k->kid, json_string_value(kid)) != 0))
@@ -109,7 +119,7 @@ enum cs_err client_assertion_check(const char *compact, const struct client_asse
 		goto out;
 	}
 	if (!aud_matches(json_object_get(p.payload, "aud"), e)) {
-		set_why(why, whylen, "aud is not this server or this endpoint");
+		set_why(why, whylen, "aud must be this server's issuer or token endpoint, one value");
 		goto out;
 	}
 	if (time_claim(p.payload, "exp", &t_exp) != CS_OK) {
@@ -376,16 +386,22 @@ static bool basic_ok(const struct http_request *req)
 	return ok;
 }
 
-static void audit_refused(const struct http_request *req, const char *why)
+/* The audit entry that stands for a refused assertion from req's address
+ * (auth_refusal.h: at most one per address and interval): the address, the
+ * reason, what it summarises, and the endpoint last (a long /proxy path is cut
+ * at AUDIT_REFUSED_DETAIL bytes). */
+static void audit_refused(const struct http_request *req, const char *why,
+    const struct auth_refusal_summary *sum)
 {
 	struct store_conn *c = store_conn(req->app->store);
 	struct buf detail;
 	if (c == NULL)
 		return;
-	/* The entry names the endpoint (a long /proxy path is cut to the first
-	 * AUDIT_REFUSED_DETAIL bytes). */
 	buf_init(&detail, DETAIL_BUILD_CAP);
-	if (buf_printf(&detail, "private_key_jwt at %s: %s", req->path, why) != CS_OK)
+	if (buf_printf(&detail, "private_key_jwt refused from %s: %s; %llu earlier from this "
+	    "address and %llu from addresses past the interval's cap not recorded one by one; at %s",
+	    req->remote_ip, why, (unsigned long long)sum->earlier,
+	    (unsigned long long)sum->unrecorded, req->path) != CS_OK)
 		goto out;
 	if (detail.len > AUDIT_REFUSED_DETAIL)
 		detail.data[AUDIT_REFUSED_DETAIL] = '\0';
@@ -399,19 +415,21 @@ out:
 	buf_clear(&detail);
 }
 
-/* true: authenticated; otherwise the refusal's reason is in why. */
+/* true: authenticated; otherwise the refusal's reason is in why and *reason. */
 static bool assertion_ok(const struct http_request *req, const char *assertion, char *why,
-    size_t whylen)
+    size_t whylen, enum auth_refusal_reason *reason)
 {
 	const struct config *cfg = req->app->cfg;
-	char endpoint[600], *jti = NULL;
+	char token_ep[600], *jti = NULL;
 	int64_t exp = 0;
 	bool ok = false;
 	struct client_keys *keys = req->app->gateway_keys;
 	struct shared_set *set = NULL;
-	bool with_endpoint = str_fmt(endpoint, sizeof endpoint, "%s%s", cfg->public_url,
-	    req->path) == CS_OK;
-	const char *auds[2] = { cfg->public_url, endpoint };
+	/* S1: the issuer; the token endpoint too, for clients that follow RFC
+	 * 7523's "MAY" and OpenID Connect's "SHOULD"; no other endpoint. */
+	bool with_token_ep = str_fmt(token_ep, sizeof token_ep, "%s/token", cfg->public_url) == CS_OK;
+	const char *auds[2] = { cfg->public_url, token_ep };
+	*reason = AUTH_REFUSED_ASSERTION;
 	if (keys == NULL) {
 		set_why(why, whylen, "no keys are configured for the client");
 		goto out;
@@ -427,7 +445,7 @@ static bool assertion_ok(const struct http_request *req, const char *assertion, 
 	free(kid);
 	struct client_assertion_expect ex = {
 		.keys = set != NULL ? set->ks : NULL, .client_id = cfg->gateway_id, .audiences = auds,
-		.naudiences = with_endpoint ? 2 : 1, .now = req->now,
+		.naudiences = with_token_ep ? 2 : 1, .now = req->now,
 		.clock_skew = cfg->gateway_clock_skew,
 	};
 	enum cs_err ce = client_assertion_check(assertion, &ex, &jti, &exp, why, whylen);
@@ -439,15 +457,29 @@ static bool assertion_ok(const struct http_request *req, const char *assertion, 
 	 * until the assertion could not be accepted anyway. */
 	enum cs_err e = c == NULL ? CS_EDB :
 	    store_replay_use(c, REPLAY_CLIENT_ASSERTION, jti, exp + cfg->gateway_clock_skew, req->now);
-	if (e == CS_EEXIST)
+	if (e == CS_EEXIST) {
 		set_why(why, whylen, "the assertion's jti was used before");
-	else if (e != CS_OK)
+		*reason = AUTH_REFUSED_REPLAY;
+	} else if (e != CS_OK) {
 		set_why(why, whylen, "the replay cache could not be consulted");
-	else
+	} else {
 		ok = true;
+	}
 out:
 	free(jti);
 	return ok;
+}
+
+/* Records a refusal: the metric, the address's failure (its [limits]
+ * auth_failure bucket) and, for a refused assertion, the summary entry when
+ * one is due. */
+static void refused(const struct http_request *req, enum auth_refusal_reason reason, bool audit,
+    const char *why)
+{
+	struct auth_refusal_summary sum;
+	rate_limits_auth_failed(req->app->limits, req->remote_ip);
+	if (auth_refusals_note(req->app->auth_refusals, req->remote_ip, reason, audit, req->now, &sum))
+		audit_refused(req, why, &sum);
 }
 
 bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
@@ -457,19 +489,37 @@ bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
 	const char *assertion = form_get(&req->params, "client_assertion");
 	const char *hdr = req->header ? req->header(req->hctx, CLIENT_ASSERTION_HEADER) : NULL;
 	const char *client_id = form_get(&req->params, "client_id");
-	char why[160] = "client authentication failed";
-	bool ok = false, audit = false;
+	char why[160] = "client authentication failed", desc[200];
+	enum auth_refusal_reason reason = AUTH_REFUSED_MISSING;
+	int64_t retry_after = 0;
+	bool ok = false, audit = false, tell = false;
 	bool has_basic = req->authorization != NULL &&
 	    strncasecmp(req->authorization, "Basic ", 6) == 0;
 	bool has_assertion = type != NULL || assertion != NULL || hdr != NULL;
 
+	/* SECURITY: an address whose authentications failed [limits]
+	 * auth_failure_burst times is refused here, before any signature, hash or
+	 * database work (issue 28). */
+	if (!rate_limits_auth_allowed(req->app->limits, req->remote_ip, &retry_after)) {
+		/* Every gateway route answers JSON: the kind only picks that shape. */
+		if (req->route == NULL ||
+		    router_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, retry_after) != CS_OK)
+			rep->status = 429;
+		return false;
+	}
 	if (has_basic && has_assertion) {
 		set_why(why, sizeof why, "use one client authentication method, not two");
+		reason = AUTH_REFUSED_MALFORMED;
+		tell = true;
+	} else if (has_assertion && !cfg->gateway_auth_private_key_jwt) {
+		/* A method that is not enabled is no attempt at it: never audited. */
+		set_why(why, sizeof why, "private_key_jwt is not enabled");
+		reason = AUTH_REFUSED_METHOD_NOT_ENABLED;
+		tell = true;
 	} else if (has_assertion) {
-		audit = true;
-		if (!cfg->gateway_auth_private_key_jwt)
-			set_why(why, sizeof why, "private_key_jwt is not enabled");
-		else if (hdr != NULL && (type != NULL || assertion != NULL))
+		audit = tell = true;
+		reason = AUTH_REFUSED_MALFORMED;
+		if (hdr != NULL && (type != NULL || assertion != NULL))
 			set_why(why, sizeof why, "the assertion is given twice");
 		else if (hdr == NULL && (type == NULL || strcmp(type, CLIENT_ASSERTION_TYPE) != 0))
 			set_why(why, sizeof why, "client_assertion_type must be jwt-bearer");
@@ -478,16 +528,26 @@ bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
 		else if (client_id != NULL && strcmp(client_id, cfg->gateway_id) != 0)
 			set_why(why, sizeof why, "client_id is not the assertion's client");
 		else
-			ok = assertion_ok(req, hdr != NULL ? hdr : assertion, why, sizeof why);
-	} else if (has_basic && cfg->gateway_auth_basic) {
+			ok = assertion_ok(req, hdr != NULL ? hdr : assertion, why, sizeof why, &reason);
+	} else if (has_basic && !cfg->gateway_auth_basic) {
+		set_why(why, sizeof why, "client_secret_basic is not enabled");
+		reason = AUTH_REFUSED_METHOD_NOT_ENABLED;
+		tell = true;
+	} else if (has_basic) {
 		ok = basic_ok(req);
+		reason = AUTH_REFUSED_BASIC;
 	}
 	if (ok)
 		return true;
-	if (audit)
-		audit_refused(req, why);
-	/* RFC 6749 §5.2: a challenge for the scheme the client can use. */
-	if (reply_oauth_error(rep, 401, "invalid_client", "client authentication failed") != CS_OK ||
+	refused(req, reason, audit, why);
+	/* RFC 6749 §5.2: a challenge for the scheme the client can use.  The
+	 * description names what failed for an assertion or a method (never which
+	 * part of a Basic credential was wrong). */
+	if (str_fmt(desc, sizeof desc, "client authentication failed%s%s", tell ? ": " : "",
+	    tell ? why : "") != CS_OK)
+		desc[0] = '\0';
+	if (reply_oauth_error(rep, 401, "invalid_client", desc[0] ? desc :
+	    "client authentication failed") != CS_OK ||
 	    (cfg->gateway_auth_basic &&
 	    reply_header(rep, "WWW-Authenticate", "Basic realm=\"consentd\"") != CS_OK))
 		rep->status = 401;

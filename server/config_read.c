@@ -46,7 +46,8 @@ static const char *const keys_metrics[] = { "token", "token_file", "listen", NUL
 static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
 	"revoked_consent_days", "audit_days", "audit_keep", NULL };
 static const char *const keys_limits[] = { "address_rate", "address_burst", "person_rate",
-	"person_burst", "gateway_rate", "gateway_burst", "buckets", NULL };
+	"person_burst", "gateway_rate", "gateway_burst", "auth_failure_rate", "auth_failure_burst",
+	"buckets", NULL };
 static const char *const keys_agent[] = { "name", "description", "allow", "offline", NULL };
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
 	"provider_authorization_endpoint", "provider_token_endpoint",

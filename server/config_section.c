@@ -118,6 +118,8 @@ static void load_limits(struct ctx *c, struct config *cfg, const struct section 
 		{ "address_rate", "address_burst", 20000, 100, offsetof(struct config, limit_address) },
 		{ "person_rate", "person_burst", 1000, 20, offsetof(struct config, limit_person) },
 		{ "gateway_rate", "gateway_burst", 1000000, 2000, offsetof(struct config, limit_gateway) },
+		{ "auth_failure_rate", "auth_failure_burst", 1000, 50,
+		  offsetof(struct config, limit_auth_failure) },
 	};
 	for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
 		struct config_limit *l = (struct config_limit *)(void *)((char *)cfg + classes[i].off);

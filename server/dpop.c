@@ -230,7 +230,7 @@ enum cs_err dpop_reply_nonce(const struct http_request *req, struct http_reply *
 }
 
 /* The algorithms a proof may use, as the challenge names them. */
-#define DPOP_CHALLENGE_ALGS "ES256 PS256 EdDSA"
+#define DPOP_CHALLENGE_ALGS "ES256 PS256 EdDSA Ed25519"
 
 enum cs_err dpop_challenge(struct http_reply *rep, const char *error)
 {

@@ -340,6 +340,31 @@ static void copy_addr(char out[FORWARDED_ADDR_LEN], const char *ip)
 	out[n] = '\0';
 }
 
+/* SECURITY: S3 (issue 28).  The entries of header, or when it does not parse
+ * whole, of its longest tail that does: the text right of one of its last
+ * FORWARDED_MAX_HOPS + 1 commas.  Each proxy appends on the right, so the
+ * entries a walk from the right needs are at the right end, and whatever a
+ * client wrote itself is on the left; malformed text there (or too many hops)
+ * must not turn its request into the proxy's own. */
+static bool parse_tail(enum forwarded_header kind, const char *header,
+    char v[FORWARDED_MAX_HOPS][FORWARDED_ADDR_LEN], size_t *hops)
+{
+	const char *best = NULL;
+	unsigned tries = 0;
+	if (forwarded_parse(kind, header, v, hops))
+		return true;
+	for (const char *p = header + strlen(header); p > header && tries <= FORWARDED_MAX_HOPS;) {
+		if (*--p != ',')
+			continue;
+		tries++;
+		/* A longer tail may parse where a shorter one did not (a comma
+		 * inside a quoted string): the last success is the longest. */
+		if (forwarded_parse(kind, p + 1, v, hops))
+			best = p + 1;
+	}
+	return best != NULL && forwarded_parse(kind, best, v, hops);
+}
+
 bool forwarded_client(const struct net_prefix *trusted, size_t n, enum forwarded_header kind,
     const char *peer, const char *header, char out[FORWARDED_ADDR_LEN])
 {
@@ -347,7 +372,7 @@ bool forwarded_client(const struct net_prefix *trusted, size_t n, enum forwarded
 	size_t hops = 0;
 	/* SECURITY: an untrusted peer's headers are its own words: never read. */
 	if (header == NULL || !net_prefix_match(trusted, n, peer) ||
-	    !forwarded_parse(kind, header, v, &hops) || hops == 0) {
+	    !parse_tail(kind, header, v, &hops) || hops == 0) {
 		copy_addr(out, peer);
 		return false;
 	}

@@ -204,29 +204,43 @@ static void remote_ip(struct MHD_Connection *c, char *out, size_t outlen)
 }
 
 /* Every instance of one request header, joined with "," (RFC 9110 section
- * 5.3), for the forwarded-address parsers. */
+ * 5.3), for the forwarded-address parsers: its last FORWARDED_MAX_LEN bytes
+ * when it is longer (cut says so). */
 struct joined_header {
 	const char *name;
 	char        text[FORWARDED_MAX_LEN + 2];
 	size_t      len;
-	bool        any, too_long;
+	bool        any, cut;
 };
 
 static enum MHD_Result join_header(void *cls, enum MHD_ValueKind kind, const char *key,
     const char *value)
 {
 	struct joined_header *j = cls;
-	size_t n = value != NULL ? strlen(value) : 0;
+	size_t n = value != NULL ? strlen(value) : 0, sep = j->any ? 1 : 0;
 	(void)kind;
 	if (key == NULL || strcasecmp(key, j->name) != 0)
 		return MHD_YES;
-	if (j->len + (j->any ? 1 : 0) + n > FORWARDED_MAX_LEN) {
-		j->too_long = true;
-		return MHD_NO;
+	if (value == NULL)
+		value = "";
+	/* SECURITY: S3 (issue 28): the proxies append on the right, so a header
+	 * too long keeps its right end; the client wrote what is dropped. */
+	if (j->len + sep + n > FORWARDED_MAX_LEN) {
+		j->cut = true;
+		if (n >= FORWARDED_MAX_LEN) {
+			memcpy(j->text, value + n - FORWARDED_MAX_LEN, FORWARDED_MAX_LEN);
+			j->len = FORWARDED_MAX_LEN;
+			j->text[j->len] = '\0';
+			j->any = true;
+			return MHD_YES;
+		}
+		size_t keep = FORWARDED_MAX_LEN - n - sep;      /* < j->len here */
+		memmove(j->text, j->text + j->len - keep, keep);
+		j->len = keep;
 	}
-	if (j->any)
+	if (sep)
 		j->text[j->len++] = ',';
-	memcpy(j->text + j->len, value != NULL ? value : "", n);
+	memcpy(j->text + j->len, value, n);
 	j->len += n;
 	j->text[j->len] = '\0';
 	j->any = true;
@@ -234,8 +248,9 @@ static enum MHD_Result join_header(void *cls, enum MHD_ValueKind kind, const cha
 }
 
 /* SECURITY: the client address (forwarded.h): the TCP peer, unless it is one
- * of [server] trusted_proxies; then the header it names.  A header too long
- * to read counts as malformed, so such a request is the proxy's own. */
+ * of [server] trusted_proxies; then the header it names.  Of a header too long
+ * to read whole, the right end is read, from its first whole element on (the
+ * cut one might parse as another address). */
 static void client_address(struct MHD_Connection *c, const struct config *cfg, const char *peer,
     char *out, size_t outlen)
 {
@@ -247,8 +262,11 @@ static void client_address(struct MHD_Connection *c, const struct config *cfg, c
 	if (!net_prefix_match(cfg->trusted_proxies, cfg->ntrusted_proxies, peer))
 		return;
 	MHD_get_connection_values(c, MHD_HEADER_KIND, join_header, &j);
+	const char *h = j.text;
+	if (j.cut)
+		h = (h = strchr(j.text, ',')) != NULL ? h + 1 : "";
 	(void)forwarded_client(cfg->trusted_proxies, cfg->ntrusted_proxies, cfg->proxy_header, peer,
-	    j.any && !j.too_long ? j.text : j.any ? "" : NULL, addr);
+	    j.any ? h : NULL, addr);
 	memcpy(out, addr, strlen(addr) + 1);
 }
 

@@ -28,11 +28,19 @@ const char *jws_alg_name(enum jws_alg a)
 	return (unsigned)a < JWS_ALG__MAX ? alg_names[a] : "?";
 }
 
+const char *const jws_alg_names_accepted[] = { "ES256", "PS256", "EdDSA", "Ed25519", NULL };
+
 enum jws_alg jws_alg_parse(const char *name)
 {
 	for (int i = 0; name != NULL && i < JWS_ALG__MAX; i++)
 		if (strcmp(name, alg_names[i]) == 0)
 			return (enum jws_alg)i;
+	/* SECURITY: RFC 9864's fully specified "Ed25519" is EdDSA on the Ed25519
+	 * curve alone.  It maps to JWS_EDDSA, whose only keys are Ed25519 ones
+	 * (ed25519() refuses any other crv, and jws_verify checks the key's type
+	 * again), so it verifies with nothing else. */
+	if (name != NULL && strcmp(name, "Ed25519") == 0)
+		return JWS_EDDSA;
 	return JWS_ALG__MAX;
 }
 
@@ -423,7 +431,7 @@ enum cs_err jws_parse(const char *compact, struct jws_parsed *out, char *why, si
 	/* SECURITY: the algorithm comes from a fixed allowlist of asymmetric
 	 * ones; none and HMAC never reach a key. */
 	if ((p.alg = jws_alg_parse(alg)) == JWS_ALG__MAX) {
-		set_why(why, whylen, "the algorithm is not ES256, PS256 or EdDSA");
+		set_why(why, whylen, "the algorithm is not ES256, PS256, EdDSA or Ed25519");
 		goto fail;
 	}
 	if (json_object_get(p.header, "crit") != NULL) {
@@ -510,7 +518,8 @@ bool jws_verify(const struct jws_parsed *p, const struct jws_key *k)
 			goto out;
 		break;
 	case JWS_EDDSA:
-		if (sig_len != 64 || EVP_DigestVerifyInit(md, NULL, NULL, NULL, k->pkey) != 1)
+		if (sig_len != 64 || EVP_PKEY_get_id(k->pkey) != EVP_PKEY_ED25519 ||
+		    EVP_DigestVerifyInit(md, NULL, NULL, NULL, k->pkey) != 1)
 			goto out;
 		break;
 	default:

@@ -52,8 +52,8 @@ static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
 		json_t *algs = json_array();
 		if (algs == NULL || json_object_set_new(m, name, algs) != 0)
 			return CS_ENOMEM;
-		for (int a = 0; a < JWS_ALG__MAX; a++)
-			if (json_array_append_new(algs, json_string(jws_alg_name((enum jws_alg)a))) != 0)
+		for (size_t a = 0; jws_alg_names_accepted[a] != NULL; a++)
+			if (json_array_append_new(algs, json_string(jws_alg_names_accepted[a])) != 0)
 				return CS_ENOMEM;
 	}
 	return CS_OK;
@@ -90,8 +90,8 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 		json_decref(m);
 		return CS_ENOMEM;
 	}
-	for (int a = 0; a < JWS_ALG__MAX; a++)
-		if (json_array_append_new(dpop_algs, json_string(jws_alg_name((enum jws_alg)a))) != 0) {
+	for (size_t a = 0; jws_alg_names_accepted[a] != NULL; a++)
+		if (json_array_append_new(dpop_algs, json_string(jws_alg_names_accepted[a])) != 0) {
 			json_decref(m);
 			return CS_ENOMEM;
 		}

@@ -338,6 +338,7 @@ static const char *const l_resource[] = { "resource", NULL };
 static const char *const l_resource_outcome[] = { "resource", "outcome", NULL };
 static const char *const l_what[] = { "what", NULL };
 static const char *const l_cache_outcome[] = { "cache", "outcome", NULL };
+static const char *const l_reason[] = { "reason", NULL };
 static const double b_http[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
 static const double b_commit[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 	0.5, 1, 5 };
@@ -405,6 +406,10 @@ static const struct {
 	    "past the highest head consentd published, at the scrape (0 normally: each commit "
 	    "publishes its head before it answers; a database behind the heads shows in "
 	    "consentd_audit_head_behind instead).", METRIC_GAUGE, NULL, NULL, 0 },
+	[M_GATEWAY_AUTH_REFUSED] = { "consentd_gateway_auth_refused_total", "Refused gateway "
+	    "authentications at /token, /introspect, /revoke, /proxy and /metrics, by reason "
+	    "(missing, method_not_enabled, malformed, basic, assertion, replay); each one, whether "
+	    "or not an audit entry summarised it.", METRIC_COUNTER, l_reason, NULL, 0 },
 };
 
 /* The series for values, at zero: a scrape shows it before anything is counted. */
@@ -419,6 +424,9 @@ static void series_touch(struct metric_family *f, const char *const *values)
 static const char *const zero_fetch[] = { "idp_discovery", "idp_jwks", "provider_discovery",
 	"gateway_jwks", NULL };
 static const char *const zero_delivery[] = { "delivered", "failed", NULL };
+/* auth_refusal.h's reasons. */
+static const char *const zero_refused[] = { "missing", "method_not_enabled", "malformed", "basic",
+	"assertion", "replay", NULL };
 static const char *const zero_cache[][2] = { { "subject_token", "hit" },
 	{ "subject_token", "miss" }, { "grant", "hit" }, { "grant", "miss" } };
 
@@ -440,6 +448,8 @@ enum cs_err metrics_declare_consentd(void)
 		series_touch(metric[M_EVENT_DELIVERIES], &zero_delivery[i]);
 	for (size_t i = 0; i < sizeof zero_cache / sizeof zero_cache[0]; i++)
 		series_touch(metric[M_CACHE_LOOKUPS], zero_cache[i]);
+	for (size_t i = 0; zero_refused[i] != NULL; i++)
+		series_touch(metric[M_GATEWAY_AUTH_REFUSED], &zero_refused[i]);
 	return CS_OK;
 }
 

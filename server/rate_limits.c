@@ -19,7 +19,7 @@ struct rate_limits {
 
 static const char *const class_names[LIMIT__MAX] = {
 	[LIMIT_NONE] = "none", [LIMIT_ADDRESS] = "address", [LIMIT_PERSON] = "person",
-	[LIMIT_GATEWAY] = "gateway",
+	[LIMIT_GATEWAY] = "gateway", [LIMIT_AUTH_FAILURE] = "auth_failure",
 };
 
 const char *limit_class_name(enum limit_class k)
@@ -32,12 +32,12 @@ struct rate_limits *rate_limits_new(const struct config *cfg)
 	struct rate_limits *l = calloc(1, sizeof *l);
 	const struct config_limit *rules[LIMIT__MAX] = {
 		[LIMIT_ADDRESS] = &cfg->limit_address, [LIMIT_PERSON] = &cfg->limit_person,
-		[LIMIT_GATEWAY] = &cfg->limit_gateway,
+		[LIMIT_GATEWAY] = &cfg->limit_gateway, [LIMIT_AUTH_FAILURE] = &cfg->limit_auth_failure,
 	};
 	/* One gateway today: its table needs no room for many keys. */
 	const size_t slots[LIMIT__MAX] = {
 		[LIMIT_ADDRESS] = (size_t)cfg->limit_buckets, [LIMIT_PERSON] = (size_t)cfg->limit_buckets,
-		[LIMIT_GATEWAY] = 64,
+		[LIMIT_GATEWAY] = 64, [LIMIT_AUTH_FAILURE] = (size_t)cfg->limit_buckets,
 	};
 	if (l == NULL)
 		return NULL;
@@ -86,20 +86,57 @@ bool rate_limits_take(struct rate_limits *l, enum limit_class k, const void *key
 	return false;
 }
 
-bool rate_limits_take_address(struct rate_limits *l, const char *ip, int64_t *retry_after)
+size_t rate_limits_address_key(const char *ip, unsigned char out[RATE_LIMITS_KEY_MAX])
 {
 	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	unsigned char a[16];
-	if (inet_pton(AF_INET, ip, a) == 1)
-		return rate_limits_take(l, LIMIT_ADDRESS, a, 4, retry_after);
+	if (inet_pton(AF_INET, ip, a) == 1) {
+		memcpy(out, a, 4);
+		return 4;
+	}
 	if (inet_pton(AF_INET6, ip, a) == 1) {
 		/* SECURITY: one subscriber gets a whole /64; counting its addresses
 		 * apart would let it rotate through 2^64 buckets. */
-		if (memcmp(a, mapped, sizeof mapped) == 0)
-			return rate_limits_take(l, LIMIT_ADDRESS, a + 12, 4, retry_after);
-		return rate_limits_take(l, LIMIT_ADDRESS, a, 8, retry_after);
+		if (memcmp(a, mapped, sizeof mapped) == 0) {
+			memcpy(out, a + 12, 4);
+			return 4;
+		}
+		memcpy(out, a, 8);
+		return 8;
 	}
-	return rate_limits_take(l, LIMIT_ADDRESS, ip, strlen(ip), retry_after);
+	size_t n = strlen(ip);
+	if (n > RATE_LIMITS_KEY_MAX)
+		n = RATE_LIMITS_KEY_MAX;
+	memcpy(out, ip, n);
+	return n;
+}
+
+bool rate_limits_take_address(struct rate_limits *l, const char *ip, int64_t *retry_after)
+{
+	unsigned char key[RATE_LIMITS_KEY_MAX];
+	size_t n = rate_limits_address_key(ip, key);
+	return rate_limits_take(l, LIMIT_ADDRESS, key, n, retry_after);
+}
+
+bool rate_limits_auth_allowed(struct rate_limits *l, const char *ip, int64_t *retry_after)
+{
+	unsigned char key[RATE_LIMITS_KEY_MAX];
+	if (l == NULL || l->by[LIMIT_AUTH_FAILURE] == NULL)
+		return true;
+	size_t n = rate_limits_address_key(ip, key);
+	if (limiter_peek(l->by[LIMIT_AUTH_FAILURE], key, n, monotonic_ms(), retry_after))
+		return true;
+	metrics_add(l->refusals, (const char *[]){ class_names[LIMIT_AUTH_FAILURE] }, 1);
+	return false;
+}
+
+void rate_limits_auth_failed(struct rate_limits *l, const char *ip)
+{
+	unsigned char key[RATE_LIMITS_KEY_MAX];
+	if (l == NULL || l->by[LIMIT_AUTH_FAILURE] == NULL)
+		return;
+	size_t n = rate_limits_address_key(ip, key);
+	(void)limiter_take(l->by[LIMIT_AUTH_FAILURE], key, n, monotonic_ms(), NULL);
 }
 
 double rate_limits_rate(const struct rate_limits *l, enum limit_class k)

@@ -136,15 +136,55 @@ static double refilled(const struct limiter *l, const struct slot *s, int64_t no
 	return t > l->rule.burst ? l->rule.burst : t;
 }
 
-bool limiter_take(struct limiter *l, const void *key, size_t keylen, int64_t now_ms,
-    int64_t *retry_after)
+/* The whole seconds until tokens (< 1) is back at 1, at least 1. */
+static int64_t wait_secs(const struct limiter *l, double tokens)
+{
+	double wait = (1.0 - tokens) / l->rule.rate;
+	int64_t secs = (int64_t)wait;
+	if ((double)secs < wait)
+		secs++;
+	return secs < 1 ? 1 : secs;
+}
+
+/* key's hash (never 0), the first slot of its probe window and its shard. */
+static uint64_t key_place(const struct limiter *l, const void *key, size_t keylen, size_t *start,
+    size_t *shard)
 {
 	uint64_t h = ratelimit_siphash(l->sipkey, key, keylen);
 	if (h == 0)
 		h = 1;
 	/* The probe window stays inside one shard: start at a multiple of PROBE. */
-	size_t start = (size_t)h & l->mask & ~(size_t)(PROBE - 1);
-	size_t shard = (start / SHARD_SLOTS) % l->nshards;
+	*start = (size_t)h & l->mask & ~(size_t)(PROBE - 1);
+	*shard = (*start / SHARD_SLOTS) % l->nshards;
+	return h;
+}
+
+bool limiter_peek(struct limiter *l, const void *key, size_t keylen, int64_t now_ms,
+    int64_t *retry_after)
+{
+	size_t start, shard;
+	uint64_t h = key_place(l, key, keylen, &start, &shard);
+	bool ok = true;
+	pthread_mutex_lock(&l->shards[shard].mu);
+	for (size_t i = 0; i < PROBE; i++) {
+		const struct slot *s = &l->slots[start + i];
+		if (s->h != h)
+			continue;
+		double t = refilled(l, s, now_ms);
+		ok = t >= 1.0;
+		if (!ok && retry_after != NULL)
+			*retry_after = wait_secs(l, t);
+		break;
+	}
+	pthread_mutex_unlock(&l->shards[shard].mu);
+	return ok;
+}
+
+bool limiter_take(struct limiter *l, const void *key, size_t keylen, int64_t now_ms,
+    int64_t *retry_after)
+{
+	size_t start, shard;
+	uint64_t h = key_place(l, key, keylen, &start, &shard);
 	struct slot *found = NULL, *victim = NULL;
 	bool ok;
 
@@ -178,11 +218,7 @@ bool limiter_take(struct limiter *l, const void *key, size_t keylen, int64_t now
 	if (ok) {
 		found->tokens -= 1.0;
 	} else if (retry_after != NULL) {
-		double wait = (1.0 - found->tokens) / l->rule.rate;
-		int64_t secs = (int64_t)wait;
-		if ((double)secs < wait)
-			secs++;
-		*retry_after = secs < 1 ? 1 : secs;
+		*retry_after = wait_secs(l, found->tokens);
 	}
 	pthread_mutex_unlock(&l->shards[shard].mu);
 	return ok;

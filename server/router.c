@@ -676,10 +676,8 @@ static bool captures_fit(const struct route *rt, const struct http_request *req)
 
 /* --- rate limits ----------------------------------------------------------- */
 
-/* The 429 of a [limits] class k for a route of kind kind: a page for people,
- * RFC 6749-shaped JSON for the gateway, and Retry-After in whole seconds. */
-static enum cs_err limit_refusal(struct http_reply *rep, enum route_kind kind,
-    enum limit_class k, int64_t retry_after)
+enum cs_err router_limit_refusal(struct http_reply *rep, enum route_kind kind, enum limit_class k,
+    int64_t retry_after)
 {
 	char secs[24], msg[240];
 	enum cs_err e;
@@ -723,7 +721,7 @@ static bool limit_ok(const struct route *rt, struct http_request *req, struct ht
 	else if (rt->limit == LIMIT_GATEWAY && authenticated && req->auth.gateway && gw != NULL)
 		ok = rate_limits_take(l, LIMIT_GATEWAY, gw, strlen(gw), &ra);
 	if (!ok)
-		*e = limit_refusal(rep, rt->kind, rt->limit, ra);
+		*e = router_limit_refusal(rep, rt->kind, rt->limit, ra);
 	return ok;
 }
 

@@ -8,7 +8,8 @@ static const char *const kind_names[REPLAY__MAX] = {
 	[REPLAY_CLIENT_ASSERTION] = "client_assertion", [REPLAY_DPOP] = "dpop",
 };
 
-/* An expired row may be taken over; a live one makes the insert a no-op. */
+/* A row past its expiry and the margin may be taken over; any other makes the
+ * insert a no-op (?4 is now - REPLAY_CLOCK_MARGIN). */
 static const char SQL_REPLAY_USE[] =
     "INSERT INTO replay_cache (kind, jti, expires_at) VALUES (?1, ?2, ?3) "
     "ON CONFLICT (kind, jti) DO UPDATE SET expires_at = excluded.expires_at "
@@ -25,12 +26,13 @@ enum cs_err store_replay_use(struct store_conn *c, enum store_replay_kind kind, 
 		return CS_EINVAL;
 	/* Every use also purges what expired (an index range, usually empty):
 	 * the table holds only the jtis of the last few minutes. */
-	if ((st = store_query(c, SQL_REPLAY_PURGE, STORE_VALS(SV_INT(now)), &e)) == NULL)
+	int64_t cutoff = now - REPLAY_CLOCK_MARGIN;
+	if ((st = store_query(c, SQL_REPLAY_PURGE, STORE_VALS(SV_INT(cutoff)), &e)) == NULL)
 		return e;
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	if ((st = store_query(c, SQL_REPLAY_USE, STORE_VALS(SV_TEXT(kind_names[kind]),
-	    SV_TEXT(jti), SV_INT(expires_at), SV_INT(now)), &e)) == NULL)
+	    SV_TEXT(jti), SV_INT(expires_at), SV_INT(cutoff)), &e)) == NULL)
 		return e;
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;

@@ -44,6 +44,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* An untrusted peer's header is never read. */
 	if (forwarded_client(trusted, 2, kind, "192.0.2.1", h, out) || strcmp(out, "192.0.2.1") != 0)
 		abort();
+	/* S3 (issue 28): whatever a client wrote, the entry its trusted proxy then
+	 * appends names it (the client's text cannot make it the proxy). */
+	const char *tail = kind == FORWARDED_RFC7239 ? ", for=203.0.113.77" : ", 203.0.113.77";
+	size_t hl = strlen(h), tl = strlen(tail);
+	char *h2 = malloc(hl + tl + 1);
+	if (h2 == NULL) {
+		free(h);
+		return 0;
+	}
+	memcpy(h2, h, hl);
+	memcpy(h2 + hl, tail, tl + 1);
+	if (!forwarded_client(trusted, 2, kind, "127.0.0.1", h2, out) || strcmp(out, "203.0.113.77") != 0)
+		abort();
+	free(h2);
 	free(h);
 	return 0;
 }

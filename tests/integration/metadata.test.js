@@ -18,7 +18,9 @@ import { basicAuth } from '../lib/idplogin.js';
 import { pollExchange, TOKEN_EXCHANGE, TT_ACCESS_TOKEN, CLIENT_ASSERTION_TYPE } from '../lib/gateway.js';
 import { example } from '../lib/example.js';
 
-const ALGS = ['ES256', 'PS256', 'EdDSA'];
+// EdDSA and RFC 9864's fully specified Ed25519 (what oauth4webapi 3 signs with), both
+// advertised and both working (issue 28 item 6).
+const ALGS = ['ES256', 'PS256', 'EdDSA', 'Ed25519'];
 
 // The gateway's key pairs, one per algorithm, and a JWKS file with their public halves.
 async function gatewayKeys(dir) {

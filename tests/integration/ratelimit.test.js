@@ -121,6 +121,25 @@ test('a trusted proxy: X-Forwarded-For names the client, right-most untrusted fi
   assert.equal((await login(pages, '127.0.0.1')).status, 303);
 });
 
+test('a trusted proxy: a client\'s malformed or overlong X-Forwarded-For does not make it the proxy (issue 28 S3)', async () => {
+  const xff = (v) => login(pages, '127.0.0.1', { 'x-forwarded-for': v });
+  // The client's junk, then the address its proxy appended: counted as that address, so
+  // spending it leaves the proxy's own bucket alone.
+  const [ok, refused] = await until429(() => xff('junk]], 192.0.2.20'));
+  assert.deepEqual(ok, [303, 303, 303]);
+  assert.equal(refused.status, 429);
+  assert.equal((await xff('192.0.2.20')).status, 429, 'the same client, written cleanly');
+  // 6 KiB of junk (longer than consentd reads) before the proxy's entry: the right end counts.
+  const long = `${'x'.repeat(6000)}, 192.0.2.21`;
+  const [ok2, refused2] = await until429(() => xff(long));
+  assert.deepEqual(ok2, [303, 303, 303]);
+  assert.equal(refused2.status, 429);
+  assert.equal((await xff('192.0.2.21')).status, 429, 'the same client, written cleanly');
+  // The proxy's own bucket was not spent by either: it still has room (one sign-in here;
+  // the previous test spent two of its three).
+  assert.equal((await login(pages, '127.0.0.1')).status, 303);
+});
+
 test('per gateway on /token, /introspect, /revoke and /proxy: JSON 429 with Retry-After and a description; a caller without credentials cannot spend the gateway\'s bucket', async () => {
   const g = gateway({ url: gw.url });
   // Failed authentication is answered before the limit: these take no token.

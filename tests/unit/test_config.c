@@ -232,13 +232,15 @@ START_TEST(test_config_limits)
 	ck_assert_int_eq(c->limit_person.burst, 20);
 	ck_assert_int_eq(c->limit_gateway.rate_milli, 1000000);
 	ck_assert_int_eq(c->limit_gateway.burst, 2000);
+	ck_assert_int_eq(c->limit_auth_failure.rate_milli, 1000);   /* issue 28 */
+	ck_assert_int_eq(c->limit_auth_failure.burst, 50);
 	ck_assert_int_eq(c->limit_buckets, 65536);
 	ck_assert_uint_eq(c->ntrusted_proxies, 0);
 	ck_assert_int_eq(c->proxy_header, FORWARDED_XFF);
 	config_free(c);
 	/* Decimals, 0 = off, and the environment. */
 	c = expect_ok(MINIMAL "[limits]\naddress_rate = 0.5\naddress_burst = 3\nperson_rate = 0\n"
-	    "gateway_rate = 12.125\nbuckets = 64\n",
+	    "gateway_rate = 12.125\nbuckets = 64\nauth_failure_rate = 0.2\nauth_failure_burst = 5\n",
 	    (char *[]){ "CONSENTD_LIMITS_PERSON_BURST=7", NULL });
 	ck_assert_int_eq(c->limit_address.rate_milli, 500);
 	ck_assert_int_eq(c->limit_address.burst, 3);
@@ -246,6 +248,8 @@ START_TEST(test_config_limits)
 	ck_assert_int_eq(c->limit_person.burst, 7);
 	ck_assert_int_eq(c->limit_gateway.rate_milli, 12125);
 	ck_assert_int_eq(c->limit_buckets, 64);
+	ck_assert_int_eq(c->limit_auth_failure.rate_milli, 200);
+	ck_assert_int_eq(c->limit_auth_failure.burst, 5);
 	config_free(c);
 	/* Bad values, each named with its line. */
 	const char *const bad_rates[] = { "-1", "1e3", "1.", ".5", "0.0001", "1,5", "fast", "",

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "dpop.h"
 #include "jws_vectors.h"
+#include "jws_vectors_9864.h"
 #include "testutil.h"
 
 #define HTU "https://consent.example.com/token"
@@ -92,6 +93,21 @@ START_TEST(test_dpop_proof_hostile)
 }
 END_TEST
 
+/* RFC 9864: "Ed25519" is EdDSA with an Ed25519 key (oauth4webapi 3 signs proofs so), and
+ * only with one: the jwk's key type still decides. */
+START_TEST(test_dpop_proof_ed25519)
+{
+	struct dpop_proof p;
+	char why[160] = "";
+	ck_assert_msg(check(W_PROOF_ED25519, "POST", HTU, NULL, NULL, V_NOW, why, sizeof why, &p) ==
+	    DPOP_VALID, "%s", why);
+	ck_assert_str_eq(p.jkt, W_JKT_ED);
+	dpop_proof_clear(&p);
+	bad(W_PROOF_ED25519_EC_JWK, "POST", HTU, NULL, V_NOW, "signature");   /* an EC jwk */
+	bad(W_PROOF_ES256_ED_JWK, "POST", HTU, NULL, V_NOW, "signature");     /* ES256 over an Ed25519 jwk */
+}
+END_TEST
+
 START_TEST(test_dpop_nonce)
 {
 	unsigned char key[DPOP_NONCE_KEY_LEN], other[DPOP_NONCE_KEY_LEN];
@@ -127,6 +143,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_dpop_proof_good);
 	tcase_add_test(tc, test_dpop_proof_hostile);
+	tcase_add_test(tc, test_dpop_proof_ed25519);
 	tcase_add_test(tc, test_dpop_nonce);
 	suite_add_tcase(s, tc);
 	return tu_run(s);

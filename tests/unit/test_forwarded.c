@@ -191,6 +191,48 @@ START_TEST(test_forwarded_client_walk)
 }
 END_TEST
 
+/* S3 (issue 28): a client's own malformed text left of what its proxy appended, or more
+ * hops than are read, does not make its request the proxy's own (whose bucket and pending
+ * sign-ins everyone behind the proxy would then share). */
+START_TEST(test_forwarded_client_malformed_left_of_the_proxy)
+{
+	struct net_prefix t[2];
+	char out[FORWARDED_ADDR_LEN];
+	ck_assert(net_prefix_parse("127.0.0.1", &t[0]));
+	ck_assert(net_prefix_parse("10.0.0.0/8", &t[1]));
+	ck_assert(forwarded_client(t, 2, FORWARDED_XFF, "127.0.0.1", "junk]], 203.0.113.9", out));
+	ck_assert_str_eq(out, "203.0.113.9");
+	ck_assert(forwarded_client(t, 2, FORWARDED_XFF, "127.0.0.1",
+	    "1.1.1.1, two words, 203.0.113.9, 10.1.1.1", out));
+	ck_assert_str_eq(out, "203.0.113.9");
+	ck_assert(forwarded_client(t, 2, FORWARDED_XFF, "127.0.0.1", ",,, 203.0.113.9", out));
+	ck_assert_str_eq(out, "203.0.113.9");
+	/* 40 hops the client wrote, then its proxy's entry: the right end is read. */
+	char many[1024] = "";
+	size_t k = 0;
+	for (int i = 0; i < 40; i++)
+		k += (size_t)snprintf(many + k, sizeof many - k, "192.0.2.%d, ", i);
+	snprintf(many + k, sizeof many - k, "203.0.113.9");
+	ck_assert(forwarded_client(t, 2, FORWARDED_XFF, "127.0.0.1", many, out));
+	ck_assert_str_eq(out, "203.0.113.9");
+	/* Forwarded: an unbalanced quote the client opened swallows nothing of the proxy's. */
+	ck_assert(forwarded_client(t, 2, FORWARDED_RFC7239, "127.0.0.1",
+	    "for=\"[2001:db8::1, for=203.0.113.9", out));
+	ck_assert_str_eq(out, "203.0.113.9");
+	ck_assert(forwarded_client(t, 2, FORWARDED_RFC7239, "127.0.0.1",
+	    "for=\"a,b\";by=x, for=\"[2001:db8::7]:80\", for=10.0.0.2", out));
+	ck_assert_str_eq(out, "2001:db8::7");
+	/* Junk the trusted hop 10.0.0.9 would have written: that hop. */
+	ck_assert(forwarded_client(t, 2, FORWARDED_XFF, "127.0.0.1", "junk, 10.0.0.9, 10.0.0.8", out));
+	ck_assert_str_eq(out, "10.0.0.9");
+	/* Junk in the right-most entry, which the trusted peer wrote: the peer, as before. */
+	ck_assert(!forwarded_client(t, 2, FORWARDED_XFF, "127.0.0.1", "203.0.113.9, junk", out));
+	ck_assert_str_eq(out, "127.0.0.1");
+	ck_assert(!forwarded_client(t, 2, FORWARDED_XFF, "127.0.0.1", ",", out));
+	ck_assert_str_eq(out, "127.0.0.1");
+}
+END_TEST
+
 static Suite *forwarded_suite(void)
 {
 	Suite *s = suite_create("forwarded");
@@ -202,6 +244,7 @@ static Suite *forwarded_suite(void)
 	tcase_add_test(tc, test_forwarded_rfc7239_parse);
 	tcase_add_test(tc, test_forwarded_rfc7239_bad_input);
 	tcase_add_test(tc, test_forwarded_client_walk);
+	tcase_add_test(tc, test_forwarded_client_malformed_left_of_the_proxy);
 	suite_add_tcase(s, tc);
 	return s;
 }

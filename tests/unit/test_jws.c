@@ -7,6 +7,7 @@
 #include "client_auth.h"
 #include "jws.h"
 #include "jws_vectors.h"
+#include "jws_vectors_9864.h"
 #include "testutil.h"
 
 static json_t *J(const char *s)
@@ -166,8 +167,7 @@ static void teardown(void)
 START_TEST(test_jws_assertion_good)
 {
 	char why[160];
-	static const char *const good[] = { V_ASSERT_ES, V_ASSERT_PS, V_ASSERT_ED, V_ASSERT_NOKID,
-		V_ASSERT_AUD_ARRAY, NULL };
+	static const char *const good[] = { V_ASSERT_ES, V_ASSERT_PS, V_ASSERT_ED, NULL };
 	for (size_t i = 0; good[i] != NULL; i++)
 		ck_assert_msg(check(good[i], why, sizeof why) == CS_OK, "%zu: %s", i, why);
 }
@@ -177,6 +177,10 @@ START_TEST(test_jws_assertion_hostile)
 {
 	static const struct { const char *a, *why; } bad[] = {
 		{ V_ASSERT_AUD_OTHER, "aud" },
+		/* S1: an array naming this server and another is audience injection's shape */
+		{ V_ASSERT_AUD_ARRAY, "aud" },
+		/* S4: no kid while the set has three keys: refused before any signature */
+		{ V_ASSERT_NOKID, "kid is required" },
 		{ V_ASSERT_EXPIRED, "expired" },
 		{ V_ASSERT_TOO_LONG, "5 minutes" },
 		{ V_ASSERT_NO_EXP, "exp" },
@@ -189,7 +193,8 @@ START_TEST(test_jws_assertion_hostile)
 		{ V_ASSERT_ALG_MISMATCH, "not signed" },
 		{ V_ASSERT_HS256, "algorithm" },
 		{ V_ASSERT_NONE, "non-empty" },      /* no signature at all */
-		{ V_PROOF_ES, "iss and sub" },         /* a DPoP proof by the same key is no assertion */
+		/* a DPoP proof by the same key is no assertion (it has no kid: refused for that first) */
+		{ V_PROOF_ES, "kid is required" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		char why[160] = "";
@@ -212,6 +217,71 @@ START_TEST(test_jws_assertion_hostile)
 }
 END_TEST
 
+/* Checks a against the keys of jwks (a JWKS text). */
+static enum cs_err check_with(const char *jwks, const char *a, char *why, size_t whylen)
+{
+	struct jws_keyset *ks = NULL;
+	ck_assert_int_eq(jws_keyset_parse(jwks, &ks, why, whylen), CS_OK);
+	struct jws_keyset *saved = keys;
+	keys = ks;
+	enum cs_err r = check(a, why, whylen);
+	keys = saved;
+	jws_keyset_free(ks);
+	return r;
+}
+
+/* RFC 9864: "Ed25519" is accepted wherever EdDSA is, by the parser, in a JWK's alg and
+ * for assertions; never with a key of another type. */
+START_TEST(test_jws_ed25519)
+{
+	struct jws_parsed p;
+	char why[160] = "";
+	ck_assert_int_eq(jws_alg_parse("Ed25519"), JWS_EDDSA);
+	ck_assert_int_eq(jws_alg_parse("EdDSA"), JWS_EDDSA);
+	ck_assert_int_eq(jws_alg_parse("Ed448"), JWS_ALG__MAX);
+	ck_assert_int_eq(jws_alg_parse("ed25519"), JWS_ALG__MAX);
+	ck_assert_int_eq(jws_parse(W_ASSERT_ED25519, &p, why, sizeof why), CS_OK);
+	ck_assert_int_eq(p.alg, JWS_EDDSA);
+	jws_parsed_clear(&p);
+	/* the advertised list: the three algorithms and the fully specified name */
+	size_t n = 0;
+	for (; jws_alg_names_accepted[n] != NULL; n++)
+		ck_assert_int_ne(jws_alg_parse(jws_alg_names_accepted[n]), JWS_ALG__MAX);
+	ck_assert_uint_eq(n, 4);
+	ck_assert_str_eq(jws_alg_names_accepted[3], "Ed25519");
+	/* a JWKS whose OKP key says alg Ed25519 imports; an EC key saying so does not */
+	ck_assert_msg(check_with(W_JWKS, W_ASSERT_ED25519, why, sizeof why) == CS_OK, "%s", why);
+	key_bad(W_JWK_EC_ALG_ED25519, "alg");
+	/* "Ed25519" naming the EC key, or an ES256 signature under an "Ed25519" header */
+	ck_assert_int_eq(check_with(W_JWKS, W_ASSERT_ED25519_ON_ES, why, sizeof why), CS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "not signed"));
+	ck_assert_int_eq(check_with(W_JWKS, W_ASSERT_ES_SIG_ED25519_ALG, why, sizeof why), CS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "not signed"));
+}
+END_TEST
+
+/* S1 (draft-ietf-oauth-rfc7523bis): aud is the issuer, or the token endpoint for older
+ * clients, as a string or a one-value array; no other endpoint, no extra values.  S4: a
+ * kid is required when the set holds more than one key, not when it holds one. */
+START_TEST(test_jws_assertion_audience_and_kid)
+{
+	char why[160] = "";
+	ck_assert_msg(check_with(W_JWKS, W_ASSERT_AUD_ONE, why, sizeof why) == CS_OK, "%s", why);
+	ck_assert_msg(check_with(W_JWKS, W_ASSERT_AUD_TOKEN, why, sizeof why) == CS_OK, "%s", why);
+	ck_assert_int_eq(check_with(W_JWKS, W_ASSERT_AUD_INTROSPECT, why, sizeof why), CS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "aud"));
+	ck_assert_int_eq(check_with(W_JWKS, W_ASSERT_AUD_TWO, why, sizeof why), CS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "aud"));
+	ck_assert_int_eq(check_with(W_JWKS, W_ASSERT_ED25519_NOKID, why, sizeof why), CS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "kid is required"));
+	ck_assert_msg(check_with(W_JWKS_ONE, W_ASSERT_ED25519_NOKID, why, sizeof why) == CS_OK, "%s",
+	    why);
+	/* with one key, a DPoP proof by it is still no assertion */
+	ck_assert_int_eq(check_with(W_JWKS_ONE, W_PROOF_ED25519, why, sizeof why), CS_EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "iss and sub"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("jws");
@@ -223,6 +293,8 @@ int main(void)
 	tcase_add_test(tc, test_jws_parse_hostile);
 	tcase_add_test(tc, test_jws_assertion_good);
 	tcase_add_test(tc, test_jws_assertion_hostile);
+	tcase_add_test(tc, test_jws_ed25519);
+	tcase_add_test(tc, test_jws_assertion_audience_and_kid);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

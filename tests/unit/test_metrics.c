@@ -153,7 +153,7 @@ START_TEST(test_consentd_families)
 		"consentd_db_commit_seconds", "consentd_db_commit_batch_size",
 		"consentd_db_busy_waits_total", "consentd_db_write_queue_full_total",
 		"consentd_cache_lookups_total",
-		"consentd_audit_head_lag_entries", NULL };
+		"consentd_audit_head_lag_entries", "consentd_gateway_auth_refused_total", NULL };
 	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
 	for (size_t i = 0; i < M__MAX; i++)
 		ck_assert_ptr_nonnull(metric[i]);
@@ -186,6 +186,8 @@ START_TEST(test_consentd_families)
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_batch_size_bucket{le=\"+Inf\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_fetch_errors_total{what=\"idp_jwks\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_deliveries_total{outcome=\"failed\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(t,
+	    "\nconsentd_gateway_auth_refused_total{reason=\"method_not_enabled\"} 0\n"));
 	free(t);
 	/* After a reset the ids point at nothing, and updates do nothing. */
 	metrics_reset();

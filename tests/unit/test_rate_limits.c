@@ -17,6 +17,7 @@ static struct rate_limits *make(int64_t addr_milli, int64_t person_milli, int64_
 	c.limit_address = (struct config_limit){ .rate_milli = addr_milli, .burst = burst };
 	c.limit_person = (struct config_limit){ .rate_milli = person_milli, .burst = burst };
 	c.limit_gateway = (struct config_limit){ .rate_milli = 1, .burst = burst };
+	c.limit_auth_failure = (struct config_limit){ .rate_milli = 1, .burst = burst };
 	c.limit_buckets = 64;
 	struct rate_limits *l = rate_limits_new(&c);
 	ck_assert_ptr_nonnull(l);
@@ -95,6 +96,49 @@ START_TEST(test_rate_limits_refusals_counted)
 }
 END_TEST
 
+/* The failed-authentication class: asking spends nothing, failures do; by address
+ * (an IPv6 /64 as one), apart from the address class; refusals counted. */
+START_TEST(test_rate_limits_auth_failures)
+{
+	struct buf b;
+	int64_t ra = 0;
+	metrics_reset();
+	struct rate_limits *l = make(1, 1, 3);
+	for (int i = 0; i < 20; i++)
+		ck_assert(rate_limits_auth_allowed(l, "192.0.2.1", &ra));
+	for (int i = 0; i < 3; i++)
+		rate_limits_auth_failed(l, "192.0.2.1");
+	ra = 0;
+	ck_assert(!rate_limits_auth_allowed(l, "192.0.2.1", &ra));
+	ck_assert_int_ge(ra, 1);
+	ck_assert(!rate_limits_auth_allowed(l, "::ffff:192.0.2.1", &ra));      /* the same address */
+	ck_assert(rate_limits_auth_allowed(l, "192.0.2.2", &ra));              /* another */
+	ck_assert(addr(l, "192.0.2.1"));                       /* the address class is apart */
+	for (int i = 0; i < 3; i++)
+		rate_limits_auth_failed(l, "2001:db8:1:2::1");
+	ck_assert(!rate_limits_auth_allowed(l, "2001:db8:1:2:ffff::9", &ra));  /* its /64 */
+	ck_assert(rate_limits_auth_allowed(l, "2001:db8:1:3::1", &ra));
+	ck_assert(rate_limits_auth_allowed(NULL, "192.0.2.1", &ra));           /* no limits */
+	rate_limits_auth_failed(NULL, "192.0.2.1");
+	ck_assert_str_eq(limit_class_name(LIMIT_AUTH_FAILURE), "auth_failure");
+	buf_init(&b, 1 << 16);
+	ck_assert_int_eq(metrics_render(&b), CS_OK);
+	ck_assert_ptr_nonnull(strstr(b.data, "consentd_rate_limit_refusals_total{limit=\"auth_failure\"} 3\n"));
+	buf_clear(&b);
+	rate_limits_free(l);
+	/* rate 0: the class is off */
+	struct config c;
+	memset(&c, 0, sizeof c);
+	c.limit_buckets = 64;
+	l = rate_limits_new(&c);
+	for (int i = 0; i < 100; i++)
+		rate_limits_auth_failed(l, "192.0.2.1");
+	ck_assert(rate_limits_auth_allowed(l, "192.0.2.1", &ra));
+	rate_limits_free(l);
+	metrics_reset();
+}
+END_TEST
+
 static Suite *rate_limits_suite(void)
 {
 	Suite *s = suite_create("rate_limits");
@@ -102,6 +146,7 @@ static Suite *rate_limits_suite(void)
 	tcase_add_test(tc, test_rate_limits_off_and_apart);
 	tcase_add_test(tc, test_rate_limits_ipv6_by_64);
 	tcase_add_test(tc, test_rate_limits_refusals_counted);
+	tcase_add_test(tc, test_rate_limits_auth_failures);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -157,6 +157,28 @@ START_TEST(test_threads_share_one_burst)
 }
 END_TEST
 
+/* limiter_peek looks without taking, and never makes room for a key it does not hold. */
+START_TEST(test_peek_takes_nothing)
+{
+	struct limit_rule r = { .rate = 1, .burst = 2 };
+	struct limiter *l = limiter_new(&r, 64);
+	int64_t ra = 0;
+	ck_assert(limiter_peek(l, "new", 3, 0, &ra));             /* unknown: a full bucket */
+	for (int i = 0; i < 10; i++)
+		ck_assert(limiter_peek(l, "a", 1, 0, &ra));       /* peeks spend nothing */
+	ck_assert(limiter_take(l, "a", 1, 0, &ra));
+	ck_assert(limiter_peek(l, "a", 1, 0, &ra));
+	ck_assert(limiter_take(l, "a", 1, 0, &ra));
+	ra = 0;
+	ck_assert(!limiter_peek(l, "a", 1, 0, &ra));              /* empty: refused, Retry-After */
+	ck_assert_int_eq(ra, 1);
+	ck_assert(!limiter_take(l, "a", 1, 500, &ra));            /* half a token */
+	ck_assert(limiter_peek(l, "a", 1, 1000, &ra));            /* a whole one by now */
+	ck_assert_uint_eq(limiter_evictions(l), 0);
+	limiter_free(l);
+}
+END_TEST
+
 static Suite *ratelimit_suite(void)
 {
 	Suite *s = suite_create("ratelimit");
@@ -167,6 +189,7 @@ static Suite *ratelimit_suite(void)
 	tcase_add_test(tc, test_flood_of_keys_is_bounded);
 	tcase_add_test(tc, test_full_buckets_are_reused_before_live_ones);
 	tcase_add_test(tc, test_siphash_vectors);
+	tcase_add_test(tc, test_peek_takes_nothing);
 	tcase_add_test(tc, test_bad_rules_are_refused);
 	tcase_add_test(tc, test_threads_share_one_burst);
 	suite_add_tcase(s, tc);

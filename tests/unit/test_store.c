@@ -14,6 +14,7 @@
 #include "store.h"
 #include "store_consent.h"
 #include "store_keys.h"
+#include "store_replay.h"
 #include "store_user.h"
 #include "../../server/store_priv.h"   /* the statement cache, tested from outside */
 
@@ -330,6 +331,32 @@ START_TEST(test_store_tx_rollback)
 	ck_assert_int_eq(store_keys_list(c, &ks, &n), CS_OK);
 	ck_assert_uint_eq(n, 1);
 	store_keys_free(ks, n);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* S2 (issue 28): two nodes whose clocks differ.  Node A, 200 s ahead, purges the replay
+ * cache; node B, on time, must still find the jti it may accept until its expiry. */
+START_TEST(test_store_replay_survives_a_fast_clock)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	const int64_t t = 1700000000, exp = t + 60;
+	fx_init(&f);
+	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_replay_use(c, REPLAY_CLIENT_ASSERTION, "j-1", exp, t), CS_OK);
+	ck_assert_int_eq(store_replay_use(c, REPLAY_CLIENT_ASSERTION, "j-1", exp, t + 1), CS_EEXIST);
+	/* Node A at B's t + 30 reads t + 230: past exp, so it purges by its clock ... */
+	ck_assert_int_eq(store_replay_use(c, REPLAY_DPOP, "other", t + 290, t + 230), CS_OK);
+	/* ... and B, for which the assertion is valid until exp, sees the replay. */
+	ck_assert_int_eq(store_replay_use(c, REPLAY_CLIENT_ASSERTION, "j-1", exp, t + 30), CS_EEXIST);
+	/* Kinds are apart; past expiry and the margin, a row is purged and may be reused. */
+	ck_assert_int_eq(store_replay_use(c, REPLAY_DPOP, "j-1", exp, t + 30), CS_OK);
+	ck_assert_int_eq(store_replay_use(c, REPLAY_CLIENT_ASSERTION, "j-1", exp + 1000,
+	    exp + REPLAY_CLOCK_MARGIN + 1), CS_OK);
+	ck_assert_int_eq(store_replay_use(c, REPLAY__MAX, "j-1", exp, t), CS_EINVAL);
 	store_close(s);
 	fx_clear(&f);
 }
@@ -1214,6 +1241,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
+	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
 	suite_add_tcase(s, tc);
 	return s;
 }
