@@ -26,6 +26,7 @@ let v;
 let rec;
 let keyDir;
 let gwKey;          // the gateway's assertion key (its public half in jwks_file)
+let gwEdKey;        // its Ed25519 assertion key (kid gw-ed)
 let dpopKey;        // the gateway's DPoP key
 let thiefKey;       // the attacker's own keys
 let thiefAssertionKey;
@@ -34,7 +35,13 @@ before(async () => {
   const pair = await generateKeyPair('ES256', { extractable: true });
   gwKey = pair.privateKey;
   const jwksFile = join(keyDir, 'gateway-jwks.json');
-  writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(pair.publicKey)), kid: 'gw-1', alg: 'ES256', use: 'sig' }] }));
+  // gw-ed: an Ed25519 key the strict client library signs with under RFC 9864's "Ed25519".
+  const ed = await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify']);
+  gwEdKey = ed.privateKey;
+  writeFileSync(jwksFile, JSON.stringify({ keys: [
+    { ...(await exportJWK(pair.publicKey)), kid: 'gw-1', alg: 'ES256', use: 'sig' },
+    { ...(await crypto.subtle.exportKey('jwk', ed.publicKey)), kid: 'gw-ed', use: 'sig', key_ops: undefined, ext: undefined },
+  ] }));
   thiefAssertionKey = (await generateKeyPair('ES256')).privateKey;
   dpopKey = await newDpopKey('ES256');
   thiefKey = await newDpopKey('EdDSA');
@@ -370,6 +377,45 @@ test('oauth4webapi 3.x as the gateway: a DPoP-bound grant, then protectedResourc
   for (const h of ['dpop', 'consentd-client-assertion', 'consentd-grant']) assert.equal(up.headers[h], undefined, h);
   assert.match(up.headers.authorization || '', /^Bearer /, 'the provider token upstream');
   assert.ok(!up.rawHeaders.join('\n').includes(tok.access_token), 'the grant never goes upstream');
+});
+
+// Issue 28 item 6: oauth4webapi 3.x signs with an Ed25519 key as RFC 9864's fully specified
+// "Ed25519" -- the client assertion (private_key_jwt) and the DPoP proofs alike.
+test('oauth4webapi 3.x with Ed25519 keys: its "Ed25519" client assertion and DPoP proofs are accepted at /token and /proxy', async () => {
+  await boundGrant('ghproxy');
+  const opts = { [oauth.allowInsecureRequests]: true };
+  const issuer = new URL(v.url);
+  const as = await oauth.processDiscoveryResponse(issuer,
+    await oauth.discoveryRequest(issuer, { ...opts, algorithm: 'oauth2' }));
+  assert.ok(as.token_endpoint_auth_signing_alg_values_supported.includes('Ed25519'), 'advertised for assertions');
+  assert.ok(as.dpop_signing_alg_values_supported.includes('Ed25519'), 'advertised for DPoP');
+  const client = { client_id: GW };
+  const seen = [];
+  const peek = async (url, init) => {
+    for (const [k, val] of new Headers(init?.headers)) if (k === 'dpop') seen.push(val);
+    if (init?.body instanceof URLSearchParams && init.body.get('client_assertion')) seen.push(init.body.get('client_assertion'));
+    return fetch(url, init);
+  };
+  const clientAuth = oauth.PrivateKeyJwt({ key: gwEdKey, kid: 'gw-ed' });
+  const dpop = oauth.DPoP(client, await oauth.generateKeyPair('Ed25519'));
+  const retryNonce = async (fn) => {
+    try { return await fn(); } catch (err) { if (oauth.isDPoPNonceError(err)) return fn(); throw err; }
+  };
+  const { grant_type: grantType, ...params } = held.ghproxy.ask;
+  const tok = await retryNonce(async () => oauth.processGenericTokenEndpointResponse(as, client,
+    await oauth.genericTokenEndpointRequest(as, client, clientAuth, grantType, params,
+      { ...opts, DPoP: dpop, [oauth.customFetch]: peek })));
+  assert.equal(tok.token_type, 'dpop');
+  const n = rec.seen.length;
+  const res = await retryNonce(async () => oauth.protectedResourceRequest(tok.access_token, 'GET',
+    new URL(`${v.url}${PROXY_PATH}?state=open`), new Headers({ 'consentd-client-assertion': await assertion() }),
+    null, { ...opts, DPoP: dpop, [oauth.customFetch]: peek }));
+  assert.equal(res.status, 200, await res.text());
+  assert.equal(rec.seen.length, n + 1, 'one call upstream');
+  // What the library sent really was "Ed25519", for the assertion and for every proof.
+  const algs = seen.map((jwt) => JSON.parse(Buffer.from(jwt.split('.')[0], 'base64url')).alg);
+  assert.ok(algs.length >= 3, `assertion and proofs seen: ${algs}`);
+  assert.deepEqual([...new Set(algs)], ['Ed25519']);
 });
 
 // The same by hand, and every way of getting it wrong: each refused with what to do instead.
