@@ -451,7 +451,7 @@ static void check_all_text(struct ctx *c)
 }
 
 static enum cs_err load_text(const char *text, size_t len, const char *name,
-    char *const *env, FILE *errs, struct config **out)
+    char *const *env, bool deployed, FILE *errs, struct config **out)
 {
 	struct ctx c;
 	struct config *cfg = NULL;
@@ -479,6 +479,8 @@ static enum cs_err load_text(const char *text, size_t len, const char *name,
 		goto out;
 	}
 	cfg_load_sections(&c, cfg);
+	if (deployed && !cfg->development)
+		cfg_check_placeholders(&c);
 
 	if (c.oom)
 		goto out;
@@ -499,7 +501,7 @@ out:
 enum cs_err config_load_string(const char *text, size_t len, const char *name,
     char *const *env, FILE *errs, struct config **out)
 {
-	return load_text(text, len, name, env, errs, out);
+	return load_text(text, len, name, env, false, errs, out);
 }
 
 enum cs_err config_load(const char *path, FILE *errs, struct config **out)
@@ -539,7 +541,7 @@ enum cs_err config_load(const char *path, FILE *errs, struct config **out)
 			break;
 		}
 	}
-	rc = load_text(b.data != NULL ? b.data : "", b.len, path, environ, errs, out);
+	rc = load_text(b.data != NULL ? b.data : "", b.len, path, environ, true, errs, out);
 out:
 	OPENSSL_cleanse(chunk, sizeof chunk);
 	if (f != NULL)

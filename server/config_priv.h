@@ -170,5 +170,7 @@ char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_
 /* The load's steps, in order (config.c's load_text runs them). */
 void cfg_read(struct ctx *c);                                  /* config_read.c */
 void cfg_load_sections(struct ctx *c, struct config *cfg);     /* config_section.c */
+/* Unless development: placeholder secrets and documentation hosts are errors. */
+void cfg_check_placeholders(struct ctx *c);                    /* config_placeholder.c */
 
 #endif

@@ -204,6 +204,11 @@ static int serve(const struct config *cfg)
 		    log_level_name(cfg->log_level));
 		app_keys_put(&app);
 	}
+	/* A warning where the configuration looks deployed (an https public URL). */
+	if (cfg->development)
+		log_msg(cfg->public_url_is_https ? LOG_WARN : LOG_INFO, "[server] development = true: "
+		    "placeholder secrets and documentation hosts are allowed; never deploy this "
+		    "configuration");
 	log_started();
 	last_reload = last_head = app_now();
 	for (;;) {
@@ -436,8 +441,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		report_enforcement(cfg);
-		(void)config_warn_gateway_approvals(cfg, stderr);
-		printf("%s: configuration OK\n", cfgpath);
+		/* A development configuration shows such actions on purpose (make run's does). */
+		if (!cfg->development)
+			(void)config_warn_gateway_approvals(cfg, stderr);
+		printf("%s: configuration OK%s\n", cfgpath, cfg->development ? " (development = true: "
+		    "placeholders and documentation hosts allowed, the token_release = gateway warnings "
+		    "left out; never deploy it)" : "");
 		config_free(cfg);
 		return 0;
 	}
