@@ -209,6 +209,13 @@ enum cs_err config_load_string(const char *text, size_t len, const char *name,
 
 void config_free(struct config *c);   /* NULL-safe; wipes secrets */
 
+/* `consentd config-keys`: every key of every section, one a line, as the code
+ * reads it: "[section] key = default", "[section] key =" when it has none and
+ * "[section] key (required)"; named sections as [agent.NAME], [resource.NAME],
+ * [scope.NAME.SCOPE] and [action.NAME.ACTION] (defaults that name the section
+ * say NAME).  Reads neither a file nor the environment. */
+enum cs_err config_print_keys(FILE *out) CS_MUST_CHECK;
+
 /* For `consentd -n`: one "warning: " line to out for every approval = required
  * action of a resource with a provider and token_release = gateway, where
  * consentd releases the token once per approval but only the gateway can keep it

@@ -77,6 +77,11 @@ static const struct {
 	[SK_ACTION]   = { "action", keys_action },
 };
 
+const char *const *cfg_section_keys(enum sec_kind k, const char **name)
+{
+	*name = sec_defs[k].name;
+	return sec_defs[k].keys;
+}
 
 /* ---------------------------------------------------------------- reading (inih) */
 

@@ -57,6 +57,7 @@ static void usage(FILE *f)
 	    "                                      at every start)\n"
 	    "       consentd db copy -c FILE --from SQLITE_FILE --to postgresql://...\n"
 	    "                                      move a SQLite deployment to PostgreSQL\n"
+	    "       consentd config-keys               every configuration key with its default\n"
 	    "       consentd --version | --help\n"
 	    "\n"
 	    "Every configuration key can also come from the environment as\n"
@@ -410,6 +411,9 @@ int main(int argc, char **argv)
 		return migrate_cli_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], "db") == 0)
 		return db_cli_main(argc - 2, argv + 2);
+	/* Every configuration key with the default the code has (docs.test.js reads it). */
+	if (argc == 2 && strcmp(argv[1], "config-keys") == 0)
+		return config_print_keys(stdout) == CS_OK ? 0 : 1;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("consentd %s\n", CONSENTD_VERSION);

@@ -177,7 +177,7 @@ START_TEST(test_config_placeholder_kinds)
 	char dir[] = "/tmp/test_config_ph_XXXXXX";
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	char path[256];
-	ck_assert_int_lt(snprintf(path, sizeof path, "%s/c.conf", dir), (int)sizeof path);
+	ck_assert_int_eq(str_fmt(path, sizeof path, "%s/c.conf", dir), CS_OK);
 	for (size_t i = 0; i < sizeof bad / sizeof *bad + sizeof good / sizeof *good; i++) {
 		const bool is_bad = i < sizeof bad / sizeof *bad;
 		const char *v = is_bad ? bad[i] : good[i - sizeof bad / sizeof *bad];
@@ -231,6 +231,33 @@ START_TEST(test_config_placeholder_kinds)
 	}
 	ck_assert_int_eq(unlink(path), 0);
 	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* consentd config-keys: one line per key of config_read.c's lists, each with the
+ * default its getter has. */
+START_TEST(test_config_print_keys)
+{
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&out, &n);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(config_print_keys(f), CS_OK);
+	fclose(f);
+	static const char *const want[] = { "[server] listen = 127.0.0.1:8080\n",
+		"[server] public_url (required)\n", "[server] trusted_proxies =\n",
+		"[server] development = false\n", "[keys] grant_ttl = 300\n",
+		"[oidc] scopes = openid profile email\n", "[limits] address_rate = 20\n",
+		"[retention] enabled = true\n", "[database] write_queue = 256\n",
+		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
+		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n" };
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		ck_assert_msg(strstr(out, want[i]) != NULL, "missing %s in:\n%s", want[i], out);
+	size_t lines = 0;
+	for (const char *p = out; *p; p++)
+		lines += *p == '\n';
+	ck_assert_uint_eq(lines, 92);    /* every key of every kind of section */
+	free(out);
 }
 END_TEST
 
@@ -1422,6 +1449,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_example_loads);
 	tcase_add_test(t, test_config_example_placeholders_refused);
 	tcase_add_test(t, test_config_placeholder_kinds);
+	tcase_add_test(t, test_config_print_keys);
 	tcase_add_test(t, test_config_database_url);
 	tcase_add_test(t, test_config_database_password_file);
 	tcase_add_test(t, test_config_minimal_defaults);
