@@ -132,7 +132,7 @@ enum cs_err meta_readyz(const struct http_request *req, struct http_reply *rep)
 	app_keys_put(req->app);
 	int idp_ok = app_idp_ready(req->app);
 	/* SECURITY: a database behind the audit heads published was cut off or
-	 * rewound; it stays unready until an operator has looked (README). */
+	 * rewound; it stays unready until an operator has looked (docs/reference.md). */
 	int audit_ok = !audit_head_behind();
 	int ok = db_ok && keys_ok && idp_ok && audit_ok;
 	json_t *v = json_pack("{s:s, s:{s:b, s:b, s:b, s:b}}", "status", ok ? "ready" : "unready",
