@@ -605,6 +605,12 @@ enum cs_err config_load_string(const char *text, size_t len, const char *name,
 	return load_text(text, len, name, env, false, errs, out);
 }
 
+enum cs_err config_load_string_deployed(const char *text, size_t len, const char *name,
+    char *const *env, FILE *errs, struct config **out)
+{
+	return load_text(text, len, name, env, true, errs, out);
+}
+
 enum cs_err config_load(const char *path, FILE *errs, struct config **out)
 {
 	struct buf b;
