@@ -1,4 +1,5 @@
-// The gateway's side of consentd's key-bound grants, with jose (npm install jose):
+// The gateway's side of consentd's key-bound grants, with Node's own crypto (./jws.mjs;
+// no npm package):
 //
 //   - private_key_jwt (RFC 7523): the gateway authenticates with a signed client
 //     assertion instead of a shared secret ([gateway] token_endpoint_auth = private_key_jwt,
@@ -10,32 +11,28 @@
 //     JWKS validation alone does not bind a token to a key: plain JWKS validators
 //     (Apache's mod_auth_openidc, for one) accept a stolen bound grant as a bearer token.
 //
-// Used by consentd's tests (tests/integration/dpop.test.js).  Node 18+.
-import { createHash, randomUUID } from 'node:crypto';
-import {
-  SignJWT, jwtVerify, decodeProtectedHeader, exportJWK, generateKeyPair, calculateJwkThumbprint,
-  EmbeddedJWK,
-} from 'jose';
+// Used by consentd's tests (tests/integration/dpop.test.js, examples.test.js).  Node 18+.
+import { createHash, randomUUID, generateKeyPairSync } from 'node:crypto';
+import { signJws, verifyJws, decodeJws, jwkThumbprint, remoteJwks } from './jws.mjs';
 
 export const CLIENT_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 export const DPOP_ALGS = ['ES256', 'PS256', 'EdDSA'];
 
 // A fresh DPoP key pair: keep privateKey in the gateway, never send it anywhere.
 export async function newDpopKey(alg = 'ES256') {
-  const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: false });
-  const publicJwk = await exportJWK(publicKey);
-  return { alg, privateKey, publicJwk, jkt: await calculateJwkThumbprint(publicJwk, 'sha256') };
+  const { publicKey, privateKey } = alg === 'ES256' ? generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    : alg === 'PS256' ? generateKeyPairSync('rsa', { modulusLength: 2048 })
+      : alg === 'EdDSA' ? generateKeyPairSync('ed25519') : (() => { throw new Error(`no ${alg} keys`); })();
+  const publicJwk = publicKey.export({ format: 'jwk' });
+  return { alg, privateKey, publicJwk, jkt: jwkThumbprint(publicJwk) };
 }
 
 // RFC 7523 §3: iss = sub = the gateway's client id, aud = consentd's issuer (or its
 // token endpoint; no other endpoint, one value: draft-ietf-oauth-rfc7523bis), a short exp (consentd accepts at most 5 minutes), a jti used once.
-export function clientAssertion({ key, alg = 'ES256', kid, clientId, audience, ttl = 60 }) {
+export async function clientAssertion({ key, alg = 'ES256', kid, clientId, audience, ttl = 60 }) {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ jti: randomUUID() })
-    .setProtectedHeader({ alg, ...(kid ? { kid } : {}) })
-    .setIssuer(clientId).setSubject(clientId).setAudience(audience)
-    .setIssuedAt(now).setExpirationTime(now + ttl)
-    .sign(key);
+  return signJws({ alg, ...(kid ? { kid } : {}) },
+    { jti: randomUUID(), iss: clientId, sub: clientId, aud: audience, iat: now, exp: now + ttl }, key);
 }
 
 // base64url(SHA-256(token)): the proof's ath when it goes with a token (RFC 9449 §4.2).
@@ -43,17 +40,14 @@ export const ath = (token) => createHash('sha256').update(token).digest('base64u
 
 // RFC 9449 §4.2: a proof for one request: method, URL (without query and fragment),
 // now, a fresh jti; ath when a grant goes with it; nonce when consentd asked for one.
-export function dpopProof({ key, htm, htu, accessToken, nonce, iat }) {
+export async function dpopProof({ key, htm, htu, accessToken, nonce, iat }) {
   const u = new URL(htu);
   u.search = '';
   u.hash = '';
-  return new SignJWT({
-    htm, htu: u.href, jti: randomUUID(),
+  return signJws({ typ: 'dpop+jwt', alg: key.alg, jwk: key.publicJwk }, {
+    htm, htu: u.href, jti: randomUUID(), iat: iat ?? Math.floor(Date.now() / 1000),
     ...(accessToken ? { ath: ath(accessToken) } : {}), ...(nonce ? { nonce } : {}),
-  })
-    .setProtectedHeader({ typ: 'dpop+jwt', alg: key.alg, jwk: key.publicJwk })
-    .setIssuedAt(iat ?? Math.floor(Date.now() / 1000))
-    .sign(key.privateKey);
+  }, key.privateKey);
 }
 
 // A request to consentd with a DPoP proof; when consentd answers use_dpop_nonce
@@ -93,29 +87,36 @@ export async function exchangeBound({ consentd, clientId, assertionKey, assertio
 }
 
 // Verifies a DPoP-bound grant offline, with the proof that came with it:
-//   1. the grant: consentd's signature (jwks: createRemoteJWKSet of its jwks_uri),
+//   1. the grant: consentd's signature (jwks: the URL of its jwks_uri, or a key getter
+//      such as remoteJwks(url) or jose's createRemoteJWKSet),
 //      ES256, typ at+jwt, issuer, audience (the gateway's id), not expired;
 //   2. the proof: typ dpop+jwt, signed by the jwk in its own header (an asymmetric
 //      algorithm only), htm and htu of this request, iat within window, ath of this grant;
 //   3. the binding: the proof key's RFC 7638 thumbprint equals the grant's cnf.jkt.
 // Step 3 is what makes a stolen grant useless; without it, 1 and 2 prove nothing.
 // (A real resource server also remembers proof jtis for the window, to refuse replays.)
+const getters = new Map();   // one cached JWKS per URL
 export async function verifyBoundGrant({ grant, proof, jwks, issuer, audience, htm, htu, window = 60 }) {
-  const { payload: claims } = await jwtVerify(grant, jwks, { algorithms: ['ES256'], issuer, audience, typ: 'at+jwt' });
+  const keyFor = typeof jwks === 'function' ? jwks
+    : getters.get(String(jwks)) ?? getters.set(String(jwks), remoteJwks(String(jwks))).get(String(jwks));
+  const { payload: claims } = await verifyJws(grant, keyFor, { algorithms: ['ES256'], typ: 'at+jwt' });
+  const now = Math.floor(Date.now() / 1000);
+  if (claims.iss !== issuer) throw new Error('the grant is from another issuer');
+  if (![].concat(claims.aud).includes(audience)) throw new Error('the grant is for another audience');
+  if (typeof claims.exp !== 'number' || claims.exp <= now) throw new Error('the grant expired');
   const jkt = claims.cnf?.jkt;
   if (!jkt) throw new Error('the grant is not DPoP-bound (no cnf.jkt)');
   if (!proof) throw new Error('a DPoP-bound grant needs a DPoP proof');
-  const header = decodeProtectedHeader(proof);
+  const { header } = decodeJws(proof);
   if (header.typ !== 'dpop+jwt' || !DPOP_ALGS.includes(header.alg)) throw new Error('not a DPoP proof');
   if (!header.jwk || ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k'].some((m) => m in header.jwk)) throw new Error('the proof must carry a public key');
-  const { payload: p } = await jwtVerify(proof, EmbeddedJWK, { algorithms: DPOP_ALGS, typ: 'dpop+jwt' });
+  const { payload: p } = await verifyJws(proof, (h) => h.jwk, { algorithms: DPOP_ALGS, typ: 'dpop+jwt' });
   const u = new URL(htu);
   u.search = '';
   u.hash = '';
   if (p.htm !== htm || typeof p.htu !== 'string' || p.htu.split(/[?#]/)[0] !== u.href) throw new Error('the proof is for another request');
-  const now = Math.floor(Date.now() / 1000);
   if (typeof p.iat !== 'number' || Math.abs(now - p.iat) > window) throw new Error('the proof is not fresh');
   if (p.ath !== ath(grant)) throw new Error('the proof is for another grant');
-  if (await calculateJwkThumbprint(header.jwk, 'sha256') !== jkt) throw new Error('the proof is signed by another key than the grant names');
+  if (jwkThumbprint(header.jwk) !== jkt) throw new Error('the proof is signed by another key than the grant names');
   return claims;
 }

@@ -87,6 +87,8 @@ struct config {                  /* immutable after config_load(); free with con
 	struct net_prefix *trusted_proxies;
 	size_t   ntrusted_proxies;
 	enum forwarded_header proxy_header;   /* default x-forwarded-for */
+	bool     development;        /* default false; true: placeholder secrets and documentation
+	                                hosts are allowed (config_load refuses them otherwise) */
 
 	/* [database] */
 	char *db_path;               /* default /var/lib/consentd/consentd.db */
@@ -187,16 +189,33 @@ struct config {                  /* immutable after config_load(); free with con
  * "file:line: key: what is wrong" (or "CONSENTD_X_Y: key: what" for the
  * environment), to errs (may be NULL).  An unreadable file is CS_ECONFIG too.
  * Warnings (e.g. a subject_claim other than sub) go to errs too, prefixed
- * "warning: ", and do not fail the load.  *out is written only on CS_OK. */
+ * "warning: ", and do not fail the load.  *out is written only on CS_OK.
+ * Unless [server] development = true it also refuses what only a copied example
+ * holds (config_placeholder.c): a placeholder secret (REPLACE-ME-..., CHANGEME,
+ * one character repeated) and a documentation host (example.com/.net/.org and
+ * their subdomains, *.example, *.test, *.invalid, 192.0.2.0/24, 198.51.100.0/24,
+ * 203.0.113.0/24, 2001:db8::/32) in a URL consentd publishes or connects to. */
 enum cs_err config_load(const char *path, FILE *errs, struct config **out) CS_MUST_CHECK;
 
 /* The same over an in-memory text (for tests and the fuzzer); name is used in
- * messages.  env may be NULL (then the process environment is not read) or a
+ * messages.  It skips the placeholder checks, which only config_load (the
+ * binary's path: the server, -n and every command) runs: the unit tests'
+ * configurations use documentation hosts on purpose.  env may be NULL (then the process environment is not read) or a
  * NULL-terminated "NAME=value" array standing in for it. */
 enum cs_err config_load_string(const char *text, size_t len, const char *name,
     char *const *env, FILE *errs, struct config **out) CS_MUST_CHECK;
+/* config_load_string with the placeholder checks config_load runs (the fuzzer's). */
+enum cs_err config_load_string_deployed(const char *text, size_t len, const char *name,
+    char *const *env, FILE *errs, struct config **out) CS_MUST_CHECK;
 
 void config_free(struct config *c);   /* NULL-safe; wipes secrets */
+
+/* `consentd config-keys`: every key of every section, one a line, as the code
+ * reads it: "[section] key = default", "[section] key =" when it has none and
+ * "[section] key (required)"; named sections as [agent.NAME], [resource.NAME],
+ * [scope.NAME.SCOPE] and [action.NAME.ACTION] (defaults that name the section
+ * say NAME).  Reads neither a file nor the environment. */
+enum cs_err config_print_keys(FILE *out) CS_MUST_CHECK;
 
 /* For `consentd -n`: one "warning: " line to out for every approval = required
  * action of a resource with a provider and token_release = gateway, where

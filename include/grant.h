@@ -54,16 +54,25 @@ struct grant_refresh_req {
 
 enum grant_refresh_outcome {
 	GRANT_REFRESHED = 0,             /* *out holds the new grant and refresh token */
-	GRANT_REFRESH_INVALID,           /* invalid_grant: unknown, used, revoked, consent ended */
+	GRANT_REFRESH_INVALID,           /* invalid_grant: no such refresh token (or malformed) */
 	GRANT_REFRESH_WRONG_KEY,         /* the family is DPoP-bound to another key (or a proof is missing) */
 	GRANT_REFRESH_BAD_SCOPE,         /* invalid_scope: scope outside the consent */
+	/* invalid_grant, each said apart to the gateway that holds the token: */
+	GRANT_REFRESH_REUSED,            /* a used token again: its family is revoked now (reuse) */
+	GRANT_REFRESH_REUSE_REVOKED,     /* its family was revoked by an earlier reuse detection */
+	GRANT_REFRESH_REVOKED,           /* revoked at /revoke */
+	GRANT_REFRESH_CONSENT_REVOKED,   /* its consent was revoked */
+	GRANT_REFRESH_EXPIRED,           /* its consent (and so the token) expired */
+	GRANT_REFRESH_NOT_OFFLINE,       /* the agent or the consent no longer allows offline use */
+	GRANT_REFRESH_NOT_CONFIGURED,    /* its resource (or what the grant needs) is configured no more */
 	GRANT_REFRESH__MAX
 };
 
 /* The token must be current (unused, unrevoked) and its consent live.  It is
  * used up and replaced by a new one of the same family together with a new
  * grant (same transaction).  A used token presented again revokes its whole
- * family and is audited as reuse.  A family bound to a key renews only with
+ * family and is audited as reuse.  A refusal of a known token says which case
+ * it is (only who holds the token can ask); an unknown one is INVALID.  A family bound to a key renews only with
  * jkt equal to it, and nothing is used up otherwise; the new grant is bound to
  * jkt when one is given.  CS_OK with *oc for every answer (*out written only
  * for GRANT_REFRESHED); an error only when the refresh could not be judged. */

@@ -12,6 +12,8 @@ enum cs_err meta_stylesheet(const struct http_request *, struct http_reply *) CS
 /* /static/local-time.js: turns the pages' <time> elements (written in UTC) into the
  * reader's local time; the only script the pages load (CSP script-src 'self'). */
 enum cs_err meta_local_time_script(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /static/favicon.svg and /favicon.ico: the icon, image/svg+xml, cached an hour. */
+enum cs_err meta_favicon(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err meta_index(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 #endif

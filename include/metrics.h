@@ -62,7 +62,7 @@ void metrics_reset(void);
  * Declared once at start (metrics_declare_consentd, from app_init) so that a
  * scrape shows every family, counted or not; each module updates its own
  * through metric[M_X] (NULL before the declaration: updates do nothing, as in
- * unit tests).  README's "Metrics" says where each is counted. */
+ * unit tests).  docs/reference.md's "Metrics" says where each is counted. */
 enum metric_id {
 	M_HTTP_REQUESTS,        /* consentd_http_requests_total{route,method,status} */
 	M_HTTP_DURATION,        /* consentd_http_request_duration_seconds{route} */

@@ -4,6 +4,7 @@
 #ifndef CS_STORE_GRANT_H
 #define CS_STORE_GRANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "cs_err.h"
 #include "store.h"
@@ -26,6 +27,7 @@ struct store_refresh_row {       /* caller-owned; release with store_refresh_row
 	char   *family;
 	char   *consent_id;
 	int64_t issued_at, used_at, revoked_at;      /* 0 = not used / not revoked */
+	bool    reuse_detected;      /* revoked by a reuse detection (migration 0017) */
 };
 void store_refresh_row_clear(struct store_refresh_row *r);  /* NULL-safe */
 
@@ -56,9 +58,10 @@ enum cs_err store_refresh_get(struct store_conn *c,
 enum cs_err store_refresh_mark_used(struct store_conn *c,
     const unsigned char hash[STORE_REFRESH_HASH_LEN], int64_t now, int *changed) CS_MUST_CHECK;
 /* Revokes every unrevoked token of the family at now, and every grant minted in
- * it; *n is how many refresh tokens were. */
+ * it; *n is how many refresh tokens were.  reuse: the rows say a reuse detection
+ * revoked them (reuse_detected). */
 enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family, int64_t now,
-    int64_t *n) CS_MUST_CHECK;
+    bool reuse, int64_t *n) CS_MUST_CHECK;
 
 /* --- DPoP bindings of refresh families (migration 0015) ------------------ */
 /* Binds family to the key thumbprint jkt; CS_EEXIST when it is bound already. */

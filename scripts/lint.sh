@@ -82,9 +82,9 @@ if [ -n "$layer_hits$tx_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-# The README's table of server/ names every file there, and only those (#13: one
+# docs/reference.md's table of server/ names every file there, and only those (#13: one
 # line per file, saying what it owns).
-table=$(sed -n '/^### `server\/`, file by file/,/^## /p' README.md)
+table=$(sed -n '/^### `server\/`, file by file/,/^## /p' docs/reference.md)
 readme_hits=""
 for f in server/*.c server/*.h; do
 	b=$(basename "$f")
@@ -94,7 +94,7 @@ for b in $(printf '%s' "$table" | grep -oE '^\| [^|]*' | grep -oE '`[a-z_]+\.[ch
 	[ -e "server/$b" ] || readme_hits="$readme_hits (no such file: $b)"
 done
 if [ -n "$readme_hits" ]; then
-	echo "lint: README.md's table of server/ is out of step with the files:$readme_hits"
+	echo "lint: docs/reference.md's table of server/ is out of step with the files:$readme_hits"
 	echo "lint: FAIL"
 	exit 1
 fi

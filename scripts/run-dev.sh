@@ -113,6 +113,9 @@ listen = 127.0.0.1:$PORT
 public_url = $URL
 threads = 0
 log = stderr
+; a development setup: [action.github.create_issue] below needs approval while GitHub's token
+; is released to the gateway, on purpose (consentd -n warns about that pair otherwise)
+development = true
 
 [database]
 path = $DEV/consentd.db

@@ -136,7 +136,8 @@ check "consentd.conf.5 documents every section and key (example and config_read.
 # Every command of the usage text is in consentd.8.
 for cmd in keygen "keys rotate" "keys list" "keys revoke" "admin token create" "admin token list" \
 	"admin token revoke" "admin consents list" "admin consents revoke" "admin revoke-user" \
-	"admin revoke-agent" "admin revoke-resource" "audit verify" "audit export" "vault rekey"; do
+	"admin revoke-agent" "admin revoke-resource" "audit verify" "audit export" "vault rekey" \
+	backup config-keys; do
 	if ! MANWIDTH=200 man -l man/consentd.8 2>/dev/null | grep -q "consentd $cmd"; then
 		bad "consentd.8 documents consentd $cmd"; fi
 done

@@ -141,6 +141,107 @@ void cfg_warn_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* ---------------------------------------------------------------- defaults */
+
+static void free_sections(struct ctx *c);
+
+void cfg_note_default(struct ctx *c, const struct section *s, const char *key, char kind,
+    const char *fmt, ...)
+{
+	char head[160];
+	va_list ap;
+	enum cs_err e;
+	if (c->defaults == NULL || s == NULL ||
+	    str_fmt(head, sizeof head, "\n%s\t%s\t", s->name, key) != CS_OK)
+		return;
+	/* The first getter of a key says its default (a key read twice keeps it). */
+	if (c->defaults->data != NULL && strstr(c->defaults->data, head) != NULL)
+		return;
+	e = buf_printf(c->defaults, "%s%c\t", head + 1, kind);
+	va_start(ap, fmt);
+	if (e == CS_OK)
+		e = buf_vprintf(c->defaults, fmt, ap);
+	va_end(ap);
+	if (e == CS_OK)
+		e = buf_puts(c->defaults, "\n");
+	if (e != CS_OK)
+		c->oom = true;
+}
+
+/* The configuration config_print_keys loads: every fixed section, and one of
+ * each named kind, whose names stand for any (NAME, SCOPE, ACTION). */
+static const char keys_text[] =
+    "[server]\npublic_url = http://127.0.0.1:8080\n[database]\n[keys]\n"
+    "[oidc]\nissuer = http://127.0.0.1:9\nclient_id = consentd\nclient_secret = s\n"
+    "[session]\n[login]\n[consent]\n[gateway]\nclient_secret = 0123456789abcdef\n"
+    "[audit]\n[metrics]\n[retention]\n[limits]\n[agent.NAME]\n[resource.NAME]\n"
+    "[scope.NAME.SCOPE]\n[action.NAME.ACTION]\nscope = SCOPE\n";
+
+enum cs_err config_print_keys(FILE *out)
+{
+	struct ctx c;
+	struct config *cfg = NULL;
+	struct buf d;
+	enum cs_err rc = CS_OK;
+	static const char *const label[SK__MAX] = { [SK_AGENT] = "agent.NAME",
+		[SK_RESOURCE] = "resource.NAME", [SK_SCOPE] = "scope.NAME.SCOPE",
+		[SK_ACTION] = "action.NAME.ACTION" };
+	static char *const no_env[] = { NULL };
+
+	buf_init(&d, 256 * 1024);
+	memset(&c, 0, sizeof c);
+	c.file = "(defaults)";
+	c.text = keys_text;
+	c.len = sizeof keys_text - 1;
+	c.cur = c.last_sec = c.last_ent = -1;
+	c.env = no_env;
+	c.defaults = &d;
+	/* A leading newline lets cfg_note_default find "\nSECTION\tKEY\t" anywhere. */
+	if (buf_puts(&d, "\n") != CS_OK || (cfg = calloc(1, sizeof *cfg)) == NULL) {
+		rc = CS_ENOMEM;
+		goto out;
+	}
+	cfg_read(&c);
+	if (!c.oom)
+		cfg_load_sections(&c, cfg);
+	if (c.oom) {
+		rc = CS_ENOMEM;
+		goto out;
+	}
+	for (int k = 0; k < SK__MAX; k++) {
+		const char *name;
+		const char *const *keys = cfg_section_keys((enum sec_kind)k, &name);
+		const char *sec = label[k] != NULL ? label[k] : name;
+		for (size_t i = 0; keys[i] != NULL; i++) {
+			char head[160];
+			const char *at = NULL;
+			if (str_fmt(head, sizeof head, "\n%s\t%s\t", sec, keys[i]) == CS_OK)
+				at = strstr(d.data, head);
+			if (at == NULL) {
+				fprintf(out, "[%s] %s =\n", sec, keys[i]);
+				continue;
+			}
+			at += strlen(head);
+			const char *end = strchr(at, '\n');
+			if (at[0] == 'r')
+				fprintf(out, "[%s] %s (required)\n", sec, keys[i]);
+			else if (at[0] == 'n' || end == at + 2)
+				fprintf(out, "[%s] %s =\n", sec, keys[i]);
+			else
+				fprintf(out, "[%s] %s = %.*s\n", sec, keys[i], (int)(end - at - 2), at + 2);
+		}
+	}
+	if (fflush(out) != 0 || ferror(out))
+		rc = CS_EIO;
+out:
+	config_free(cfg);
+	free_sections(&c);
+	c.errs = NULL;
+	flush_messages(&c);
+	buf_clear(&d);
+	return rc;
+}
+
 /* ---------------------------------------------------------------- small helpers */
 
 char *cfg_xstrdup(struct ctx *c, const char *s)
@@ -451,7 +552,7 @@ static void check_all_text(struct ctx *c)
 }
 
 static enum cs_err load_text(const char *text, size_t len, const char *name,
-    char *const *env, FILE *errs, struct config **out)
+    char *const *env, bool deployed, FILE *errs, struct config **out)
 {
 	struct ctx c;
 	struct config *cfg = NULL;
@@ -479,6 +580,8 @@ static enum cs_err load_text(const char *text, size_t len, const char *name,
 		goto out;
 	}
 	cfg_load_sections(&c, cfg);
+	if (deployed && !cfg->development)
+		cfg_check_placeholders(&c);
 
 	if (c.oom)
 		goto out;
@@ -499,7 +602,13 @@ out:
 enum cs_err config_load_string(const char *text, size_t len, const char *name,
     char *const *env, FILE *errs, struct config **out)
 {
-	return load_text(text, len, name, env, errs, out);
+	return load_text(text, len, name, env, false, errs, out);
+}
+
+enum cs_err config_load_string_deployed(const char *text, size_t len, const char *name,
+    char *const *env, FILE *errs, struct config **out)
+{
+	return load_text(text, len, name, env, true, errs, out);
 }
 
 enum cs_err config_load(const char *path, FILE *errs, struct config **out)
@@ -539,7 +648,7 @@ enum cs_err config_load(const char *path, FILE *errs, struct config **out)
 			break;
 		}
 	}
-	rc = load_text(b.data != NULL ? b.data : "", b.len, path, environ, errs, out);
+	rc = load_text(b.data != NULL ? b.data : "", b.len, path, environ, true, errs, out);
 out:
 	OPENSSL_cleanse(chunk, sizeof chunk);
 	if (f != NULL)

@@ -81,6 +81,7 @@ struct ctx {
 	size_t      nsecs, capsecs;
 
 	char *const *env;
+	struct buf *defaults;    /* config_print_keys: each getter's section, key and default */
 	const char *master_key;  /* points into env */
 	const char *master_key_var;
 };
@@ -102,6 +103,10 @@ void cfg_err_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void cfg_warn_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* config_print_keys: the getter of key in s records its default: kind 'd'
+ * (the value follows), 'n' (none) or 'r' (required).  Does nothing otherwise. */
+void cfg_note_default(struct ctx *c, const struct section *s, const char *key, char kind,
+    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* --- config.c: small helpers; an allocation failure sets c->oom --- */
 char *cfg_xstrdup(struct ctx *c, const char *s);
 char *cfg_xstrndup(struct ctx *c, const char *s, size_t n);
@@ -167,8 +172,13 @@ struct words_key {
 char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_key *k,
     size_t *count, bool *given);
 
+/* config_read.c's key list of a section kind (NULL-terminated) and its name. */
+const char *const *cfg_section_keys(enum sec_kind k, const char **name);
+
 /* The load's steps, in order (config.c's load_text runs them). */
 void cfg_read(struct ctx *c);                                  /* config_read.c */
 void cfg_load_sections(struct ctx *c, struct config *cfg);     /* config_section.c */
+/* Unless development: placeholder secrets and documentation hosts are errors. */
+void cfg_check_placeholders(struct ctx *c);                    /* config_placeholder.c */
 
 #endif

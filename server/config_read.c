@@ -26,7 +26,7 @@ static const char *const env_allowlist[] = { "CONSENTD_CONFIG", "CONSENTD_BIN", 
 
 static const char *const keys_server[] = { "listen", "public_url", "threads", "max_body",
 	"per_ip_connections", "max_connections", "idle_timeout", "log", "log_level",
-	"trusted_proxies", "proxy_header", NULL };
+	"trusted_proxies", "proxy_header", "development", NULL };
 static const char *const keys_database[] = { "path", "url", "password", "password_file",
     "prepared_statements", "write_queue", NULL };
 static const char *const keys_keys[] = { "master_key_file", "grant_ttl", "publish_lead", NULL };
@@ -78,6 +78,11 @@ static const struct {
 	[SK_ACTION]   = { "action", keys_action },
 };
 
+const char *const *cfg_section_keys(enum sec_kind k, const char **name)
+{
+	*name = sec_defs[k].name;
+	return sec_defs[k].keys;
+}
 
 /* ---------------------------------------------------------------- reading (inih) */
 

@@ -104,6 +104,7 @@ static void load_server(struct ctx *c, struct config *cfg, const struct section 
 	int hk;
 	cfg_get_enum(c, s, "proxy_header", header_names, FORWARDED_XFF, &hk);
 	cfg->proxy_header = (enum forwarded_header)hk;
+	cfg_get_bool(c, s, "development", false, &cfg->development);
 }
 
 /* [limits]: each class's rate and burst (rate 0 switches the class off), and

@@ -35,6 +35,10 @@ const struct entry *cfg_get_str(struct ctx *c, const struct section *s, const ch
     const char *def, unsigned flags, char **out)
 {
 	*out = NULL;
+	if (flags & S_REQUIRED)
+		cfg_note_default(c, s, key, 'r', "%s", "");
+	else
+		cfg_note_default(c, s, key, def != NULL ? 'd' : 'n', "%s", def != NULL ? def : "");
 	const struct entry *e = cfg_find(s, key);
 	if (e == NULL) {
 		if (flags & S_REQUIRED)
@@ -62,6 +66,7 @@ void cfg_get_int(struct ctx *c, const struct section *s, const char *key, int64_
     int64_t min, int64_t max, int64_t *out)
 {
 	*out = def;
+	cfg_note_default(c, s, key, 'd', "%lld", (long long)def);
 	const struct entry *e = cfg_find(s, key);
 	if (e == NULL || e->bad)
 		return;
@@ -79,6 +84,7 @@ void cfg_get_bool(struct ctx *c, const struct section *s, const char *key, bool 
 	static const char *const yes[] = { "true", "yes", "1", "on", NULL };
 	static const char *const no[] = { "false", "no", "0", "off", NULL };
 	*out = def;
+	cfg_note_default(c, s, key, 'd', "%s", def ? "true" : "false");
 	const struct entry *e = cfg_find(s, key);
 	if (e == NULL || e->bad)
 		return;
@@ -100,6 +106,11 @@ void cfg_get_rate(struct ctx *c, const struct section *s, const char *key, int64
     int64_t max, int64_t *out)
 {
 	*out = def_milli;
+	if (def_milli % 1000 == 0)
+		cfg_note_default(c, s, key, 'd', "%lld", (long long)(def_milli / 1000));
+	else
+		cfg_note_default(c, s, key, 'd', "%lld.%03lld", (long long)(def_milli / 1000),
+		    (long long)(def_milli % 1000));
 	const struct entry *e = cfg_find(s, key);
 	if (e == NULL || e->bad)
 		return;
@@ -135,6 +146,7 @@ void cfg_get_enum(struct ctx *c, const struct section *s, const char *key,
     const char *const *names, int def, int *out)
 {
 	*out = def;
+	cfg_note_default(c, s, key, 'd', "%s", names[def]);
 	const struct entry *e = cfg_find(s, key);
 	if (e == NULL || e->bad)
 		return;

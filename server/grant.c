@@ -402,6 +402,19 @@ static bool refresh_current(const struct config *cfg, const struct store_refresh
 	    offline_allowed(cfg, k);
 }
 
+/* Why a known, unused token x is not current (refresh_current false). */
+static enum grant_refresh_outcome refresh_refusal(const struct config *cfg,
+    const struct store_refresh_row *r, const struct consent *k, int64_t now)
+{
+	if (k->revoked_at != 0)
+		return GRANT_REFRESH_CONSENT_REVOKED;
+	if (r->revoked_at != 0)
+		return r->reuse_detected ? GRANT_REFRESH_REUSE_REVOKED : GRANT_REFRESH_REVOKED;
+	if (!consent_is_live(k, now))
+		return GRANT_REFRESH_EXPIRED;
+	return offline_allowed(cfg, k) ? GRANT_REFRESH_INVALID : GRANT_REFRESH_NOT_OFFLINE;
+}
+
 /* What grant_refresh found and is working with. */
 struct renewal {
 	struct store_conn *c;
@@ -451,8 +464,10 @@ static enum cs_err refresh_renew(const struct renewal *x, enum grant_refresh_out
 	if ((e = issue_locked(x->c, x->cfg, x->kr, &iq, x->r.family, out)) != CS_OK) {
 		/* The scope was checked above: what remains (a resource no longer
 		 * configured, say) is the token's problem, invalid_grant. */
-		if (e == CS_EINVAL || e == CS_EPERM)
+		if (e == CS_EINVAL || e == CS_EPERM) {
+			*oc = GRANT_REFRESH_NOT_CONFIGURED;
 			e = CS_OK;
+		}
 		goto out;
 	}
 	*oc = GRANT_REFRESHED;
@@ -493,18 +508,21 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 		/* SECURITY: a used token presented again means it was copied: the
 		 * holder and the thief cannot be told apart, so the whole family
 		 * dies (RFC 9700 §4.14.2), and that sticks: commit, then refuse. */
-		if ((e = store_refresh_revoke_family(c, x.r.family, rq->now, &n)) != CS_OK ||
+		if ((e = store_refresh_revoke_family(c, x.r.family, rq->now, true, &n)) != CS_OK ||
 		    (e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
 		    .action = "refresh.reuse_detected", .outcome = "refused" }, &x.k, "family",
 		    x.r.family)) != CS_OK ||
 		    (e = store_commit(c)) != CS_OK)
 			goto out;
 		in_tx = false;
+		o = GRANT_REFRESH_REUSED;
 		goto out;
 	}
 	/* SECURITY: a refresh token lives exactly as long as its consent. */
-	if (!refresh_current(cfg, &x.r, &x.k, rq->now))
+	if (!refresh_current(cfg, &x.r, &x.k, rq->now)) {
+		o = refresh_refusal(cfg, &x.r, &x.k, rq->now);
 		goto out;
+	}
 	if ((e = refresh_renew(&x, &o, &g)) != CS_OK || o != GRANT_REFRESHED)
 		goto out;
 	if ((e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
@@ -890,7 +908,7 @@ static enum cs_err revoke_refresh(struct store_conn *c, const char *token, const
 			e = CS_OK;
 		goto out;
 	}
-	if ((e = store_refresh_revoke_family(c, r.family, now, &n)) != CS_OK)
+	if ((e = store_refresh_revoke_family(c, r.family, now, false, &n)) != CS_OK)
 		goto out;
 	if (n > 0 && (e = audit_k(c, &(struct audit_entry){ .ts = now, .actor = actor,
 	    .action = "refresh.revoked", .outcome = "ok" }, &k, "family", r.family)) != CS_OK)

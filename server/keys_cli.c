@@ -227,6 +227,30 @@ static void keygen_usage(FILE *f)
 	    "that would lose every secret sealed under it (to change keys: consentd vault rekey).\n");
 }
 
+/* Why file could not be made, and what to do: a missing or unwritable directory
+ * is named (the package makes /etc/consentd; a source install does not). */
+static void keygen_explain(const char *file, int err, enum cs_err e)
+{
+	char dir[4096];
+	const char *slash = strrchr(file, '/');
+	size_t n = slash == NULL ? 1 : slash == file ? 1 : (size_t)(slash - file);
+	if (n >= sizeof dir)
+		n = sizeof dir - 1;
+	memcpy(dir, slash == NULL ? "." : file, n);
+	dir[n] = '\0';
+	if (err == ENOENT)
+		fprintf(stderr, "consentd keygen: cannot create %s: the directory %s does not exist; "
+		    "create it first (e.g. install -d -m 0750 %s, owned by the user consentd runs as), "
+		    "or give another file: consentd keygen FILE\n", file, dir, dir);
+	else if (err == EACCES || err == EPERM || err == EROFS)
+		fprintf(stderr, "consentd keygen: cannot create %s: cannot write in %s (%s); run it as "
+		    "a user who may, or give another file: consentd keygen FILE\n", file, dir,
+		    strerror(err));
+	else
+		fprintf(stderr, "consentd keygen: cannot create %s: %s\n", file,
+		    err != 0 ? strerror(err) : cs_strerror(e));
+}
+
 int keygen_main(int argc, char *const *argv)
 {
 	const char *file = NULL, *cfgpath = NULL;
@@ -271,8 +295,7 @@ int keygen_main(int argc, char *const *argv)
 		goto out;
 	}
 	if (e != CS_OK) {
-		fprintf(stderr, "consentd keygen: cannot create %s: %s\n", file,
-		    errno != 0 ? strerror(errno) : cs_strerror(e));
+		keygen_explain(file, errno, e);
 		goto out;
 	}
 	/* Read back as a server would: the mode and length are right, and the

@@ -57,6 +57,7 @@ static void usage(FILE *f)
 	    "                                      at every start)\n"
 	    "       consentd db copy -c FILE --from SQLITE_FILE --to postgresql://...\n"
 	    "                                      move a SQLite deployment to PostgreSQL\n"
+	    "       consentd config-keys               every configuration key with its default\n"
 	    "       consentd --version | --help\n"
 	    "\n"
 	    "Every configuration key can also come from the environment as\n"
@@ -204,6 +205,11 @@ static int serve(const struct config *cfg)
 		    log_level_name(cfg->log_level));
 		app_keys_put(&app);
 	}
+	/* A warning where the configuration looks deployed (an https public URL). */
+	if (cfg->development)
+		log_msg(cfg->public_url_is_https ? LOG_WARN : LOG_INFO, "[server] development = true: "
+		    "placeholder secrets and documentation hosts are allowed; never deploy this "
+		    "configuration");
 	log_started();
 	last_reload = last_head = app_now();
 	for (;;) {
@@ -405,6 +411,9 @@ int main(int argc, char **argv)
 		return migrate_cli_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], "db") == 0)
 		return db_cli_main(argc - 2, argv + 2);
+	/* Every configuration key with the default the code has (docs.test.js reads it). */
+	if (argc == 2 && strcmp(argv[1], "config-keys") == 0)
+		return config_print_keys(stdout) == CS_OK ? 0 : 1;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("consentd %s\n", CONSENTD_VERSION);
@@ -436,8 +445,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		report_enforcement(cfg);
-		(void)config_warn_gateway_approvals(cfg, stderr);
-		printf("%s: configuration OK\n", cfgpath);
+		/* A development configuration shows such actions on purpose (make run's does). */
+		if (!cfg->development)
+			(void)config_warn_gateway_approvals(cfg, stderr);
+		printf("%s: configuration OK%s\n", cfgpath, cfg->development ? " (development = true: "
+		    "placeholders and documentation hosts allowed, the token_release = gateway warnings "
+		    "left out; never deploy it)" : "");
 		config_free(cfg);
 		return 0;
 	}

@@ -132,7 +132,7 @@ enum cs_err meta_readyz(const struct http_request *req, struct http_reply *rep)
 	app_keys_put(req->app);
 	int idp_ok = app_idp_ready(req->app);
 	/* SECURITY: a database behind the audit heads published was cut off or
-	 * rewound; it stays unready until an operator has looked (README). */
+	 * rewound; it stays unready until an operator has looked (docs/reference.md). */
 	int audit_ok = !audit_head_behind();
 	int ok = db_ok && keys_ok && idp_ok && audit_ok;
 	json_t *v = json_pack("{s:s, s:{s:b, s:b, s:b, s:b}}", "status", ok ? "ready" : "unready",
@@ -167,6 +167,14 @@ enum cs_err meta_local_time_script(const struct http_request *req, struct http_r
 	return static_file(rep, "local-time.js", "text/javascript; charset=utf-8");
 }
 
+/* The pages' icon (head.html links it; /favicon.ico too, which browsers ask for
+ * by themselves): a small SVG, so that no page load logs a 404. */
+enum cs_err meta_favicon(const struct http_request *req, struct http_reply *rep)
+{
+	(void)req;
+	return static_file(rep, "favicon.svg", "image/svg+xml");
+}
+
 /* The front page: a way in ("Sign in", or "Your consents" with a session),
  * and after logout (`state`, one of two fixed words, routes.c) what ended:
  * "signed-out" comes back through the IdP's end_session_endpoint,
@@ -195,7 +203,7 @@ enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)
 	signed_out = !have && state != NULL;
 	via_idp = signed_out && strcmp(state, "signed-out") == 0;
 	ctx = json_pack("{s:s, s:s, s:b, s:s?, s:b, s:b, s:b, s:s}",
-	    "title", signed_out ? "You are signed out" : "consentd", "public_url", cfg->public_url,
+	    "title", signed_out ? "You are signed out" : "Consent for AI agents", "public_url", cfg->public_url,
 	    "signed_in", have, "who", have ? (s.name ? s.name : s.subject) : NULL,
 	    "signed_out", signed_out, "via_idp", via_idp,
 	    "idp_has_logout", m != NULL && m->end_session_endpoint != NULL,

@@ -696,7 +696,7 @@ enum cs_err router_limit_refusal(struct http_reply *rep, enum route_kind kind, e
 	} else {
 		/* No OAuth error code is registered for this (RFC 6749 section 5.2 lets
 		 * extensions add some); the status and Retry-After say it to any client,
-		 * too_many_requests names it as HTTP does (README "Rate limits"). */
+		 * too_many_requests names it as HTTP does (docs/reference.md, "Rate limits" under Configuration). */
 		e = str_fmt(msg, sizeof msg, "rate limit exceeded: the %s limit ([limits] %s_rate) "
 		    "refused this call; retry after %lld s", limit_class_name(k), limit_class_name(k),
 		    (long long)retry_after);

@@ -109,6 +109,8 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/metrics", ROUTE_PUBLIC, metrics_api_scrape, { { NULL, 0, NULL, 0 } }, 0,
 	  ROUTE_AUTH_METRICS, LIMIT_NONE },
 	{ HTTP_GET, "/static/consentd.css", ROUTE_PUBLIC, meta_stylesheet, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/static/favicon.svg", ROUTE_PUBLIC, meta_favicon, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_GET, "/favicon.ico", ROUTE_PUBLIC, meta_favicon, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/static/local-time.js", ROUTE_PUBLIC, meta_local_time_script,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/login", ROUTE_BROWSER, login_start, {

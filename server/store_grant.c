@@ -21,12 +21,13 @@ static const char SQL_REFRESH_INSERT[] =
     "INSERT INTO refresh_tokens (hash, family, consent_id, issued_at, used_at, revoked_at) "
     "VALUES (?1, ?2, ?3, ?4, 0, 0)";
 static const char SQL_REFRESH_GET[] =
-    "SELECT hash, family, consent_id, issued_at, used_at, revoked_at FROM refresh_tokens "
-    "WHERE hash = ?1";
+    "SELECT hash, family, consent_id, issued_at, used_at, revoked_at, reuse_detected "
+    "FROM refresh_tokens WHERE hash = ?1";
 static const char SQL_REFRESH_USE[] =
     "UPDATE refresh_tokens SET used_at = ?2 WHERE hash = ?1 AND used_at = 0 AND revoked_at = 0";
 static const char SQL_REFRESH_REVOKE_FAMILY[] =
-    "UPDATE refresh_tokens SET revoked_at = ?2 WHERE family = ?1 AND revoked_at = 0";
+    "UPDATE refresh_tokens SET revoked_at = ?2, reuse_detected = ?3 "
+    "WHERE family = ?1 AND revoked_at = 0";
 static const char SQL_GRANT_REVOKE_FAMILY[] =
     "UPDATE grants SET revoked_at = ?2 WHERE family = ?1 AND revoked_at = 0";
 
@@ -141,6 +142,7 @@ enum cs_err store_refresh_get(struct store_conn *c,
 	r.issued_at = store_col_int64(st, 3);
 	r.used_at = store_col_int64(st, 4);
 	r.revoked_at = store_col_int64(st, 5);
+	r.reuse_detected = store_col_int64(st, 6) != 0;
 	*out = r;
 	memset(&r, 0, sizeof r);
 out:
@@ -167,14 +169,14 @@ enum cs_err store_refresh_mark_used(struct store_conn *c,
 }
 
 enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family, int64_t now,
-    int64_t *n)
+    bool reuse, int64_t *n)
 {
 	enum cs_err e;
 	struct store_stmt *st;
 	if (c == NULL || family == NULL || n == NULL)
 		return CS_EINVAL;
 	if ((st = store_query(c, SQL_REFRESH_REVOKE_FAMILY, STORE_VALS(SV_TEXT(family),
-	    SV_INT(now)), &e)) == NULL)
+	    SV_INT(now), SV_INT(reuse ? 1 : 0)), &e)) == NULL)
 		return e;
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;

@@ -403,6 +403,33 @@ out:
 	return e;
 }
 
+/* The error_description of an invalid_grant refresh: a gateway tells theft (reuse
+ * detection) from an expiry or a revocation by it. */
+static const char *refresh_refusal_text(enum grant_refresh_outcome oc)
+{
+	switch (oc) {
+	case GRANT_REFRESH_REUSED:
+		return "the refresh token was already used: a used token presented again means it "
+		    "was copied, so its whole family is now revoked (reuse detected); start again with "
+		    "a token exchange";
+	case GRANT_REFRESH_REUSE_REVOKED:
+		return "the refresh token's family was revoked because one of its used tokens was "
+		    "presented again (reuse detected); start again with a token exchange";
+	case GRANT_REFRESH_REVOKED:
+		return "the refresh token was revoked (at /revoke)";
+	case GRANT_REFRESH_CONSENT_REVOKED:
+		return "the refresh token's consent was revoked";
+	case GRANT_REFRESH_EXPIRED:
+		return "the refresh token expired with its consent";
+	case GRANT_REFRESH_NOT_OFFLINE:
+		return "the refresh token's agent or consent no longer allows offline use";
+	case GRANT_REFRESH_NOT_CONFIGURED:
+		return "the refresh token's resource is no longer configured";
+	default:
+		return "the refresh token is unknown";
+	}
+}
+
 static enum cs_err refresh(const struct http_request *req, struct http_reply *rep, const char *jkt)
 {
 	struct app *app = req->app;
@@ -447,8 +474,9 @@ static enum cs_err refresh(const struct http_request *req, struct http_reply *re
 		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is outside the consent");
 		break;
 	default:
-		e = reply_oauth_error(rep, 400, "invalid_grant", "the refresh token is unknown, used, "
-		    "revoked or expired, or its consent ended");
+		/* invalid_grant for each; the text says which case it is.  Only a
+		 * token consentd knows (by its hash) is told more than "unknown". */
+		e = reply_oauth_error(rep, 400, "invalid_grant", refresh_refusal_text(oc));
 	}
 out:
 	scope_set_clear(&narrow);

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -106,4 +106,83 @@ test('/static/local-time.js is served as JavaScript; the pages\' CSP allows scri
     const st = await c.stop();
     assert.equal(st.code, 0, c.proc.stderr);
   }
+});
+
+// Issue 35 item 4: what only a copied example holds -- a placeholder secret, a documentation
+// host -- is refused by `consentd -n` (and so by the start), each by its line, unless
+// [server] development = true; loopback URLs and the development secrets pass without it.
+test('consentd -n refuses placeholder secrets and documentation hosts unless development = true', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'consentd-n-'));
+  const provider = { provider_issuer: 'http://127.0.0.1:9', provider_client_id: 'consentd',
+    provider_client_secret: 'a-real-provider-secret' };
+  const base = () => ({
+    ...baseConfig({ port: 8080, dir }),
+    'agent.coder': { allow: 'github:issues:read' },
+    'resource.github': { ...provider },
+    'scope.github.issues:read': {},
+  });
+  // [section, key, value, what the refusal names]
+  const cases = [
+    ['server', 'public_url', 'https://consent.example.com', /public_url: consent\.example\.com in \[server\] is a documentation domain \(RFC 2606\)/],
+    ['server', 'public_url', 'https://login.example.org', /documentation domain/],
+    ['server', 'public_url', 'https://consent.example.net:8443', /documentation domain/],
+    ['server', 'public_url', 'https://consent.test', /consent\.test in \[server\] is under a reserved top-level domain/],
+    ['server', 'public_url', 'https://consent.invalid', /reserved top-level domain/],
+    ['server', 'public_url', 'https://203.0.113.7', /a documentation address \(RFC 5737\)/],
+    ['server', 'public_url', 'https://[2001:db8::7]', /a documentation address \(RFC 3849\)/],
+    ['oidc', 'issuer', 'https://idp.example.com', /issuer: idp\.example\.com in \[oidc\]/],
+    ['oidc', 'client_secret', 'REPLACE-ME-oidc-client-secret', /client_secret: a placeholder in \[oidc\] \(it says REPLACE-ME\): give the real secret, here or in CONSENTD_OIDC_CLIENT_SECRET/],
+    ['oidc', 'client_secret', 'changeme', /a placeholder in \[oidc\] \(it says CHANGEME\)/],
+    ['gateway', 'client_secret', 'REPLACE-ME-gateway-client-secret', /client_secret: a placeholder in \[gateway\]/],
+    ['gateway', 'client_secret', 'xxxxxxxxxxxxxxxxxxxx', /one character repeated/],
+    ['gateway', 'events_uri', 'https://hooks.example.com/consentd', /events_uri: hooks\.example\.com in \[gateway\]/],
+    ['resource.github', 'provider_issuer', 'https://github.example', /provider_issuer: github\.example in \[resource\.github\]/],
+    ['resource.github', 'provider_client_secret', 'REPLACE-ME-github-client-secret', /CONSENTD_RESOURCE_GITHUB_PROVIDER_CLIENT_SECRET/],
+    ['metrics', 'token', '<scraper-token-here>', /token: a placeholder in \[metrics\] \(written as <\.\.\.>\)/],
+  ];
+  try {
+    const ok = check(dir, base());
+    assert.equal(ok.status, 0, `the loopback base passes without the switch: ${ok.stderr}`);
+    assert.doesNotMatch(ok.stderr, /placeholder|documentation|development/, ok.stderr);
+    for (const [sec, key, value, why] of cases) {
+      const cfg = base();
+      cfg[sec] = { ...(cfg[sec] || {}), [key]: value };
+      const r = check(dir, cfg);
+      assert.equal(r.status, 1, `[${sec}] ${key} = ${value} passed: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /c\.ini:\d+: /, r.stderr);
+      assert.match(r.stderr, why, r.stderr);
+      assert.match(r.stderr, /\[server\] development = true allows it in a test setup/, r.stderr);
+      if (/secret|token/.test(key)) assert.ok(!r.stderr.includes(value), `the secret's value is printed: ${r.stderr}`);
+      // The switch, in the file or from the environment, lets the same file through.
+      cfg.server.development = 'true';
+      const dev = check(dir, cfg);
+      assert.equal(dev.status, 0, `[${sec}] ${key} = ${value} with development = true: ${dev.stderr}`);
+      assert.match(dev.stdout, /configuration OK \(development = true: placeholders and documentation hosts allowed/);
+      delete cfg.server.development;
+      const path = join(dir, 'c.ini');
+      writeFileSync(path, toIni(cfg));
+      const env = spawnSync(consentdBin, ['-n', '-c', path], { encoding: 'utf8',
+        env: { ...process.env, CONSENTD_SERVER_DEVELOPMENT: 'yes' } });
+      assert.equal(env.status, 0, `CONSENTD_SERVER_DEVELOPMENT=yes: ${env.stderr}`);
+    }
+    // The example configuration as shipped: refused, one line per placeholder; it names no
+    // file that does not exist and asks for the groups scope that the admin pages need.
+    const example = readFileSync(new URL('../../config/consentd.conf.example', import.meta.url), 'utf8');
+    const exPath = join(dir, 'example.conf');
+    writeFileSync(exPath, example);
+    const env = { ...process.env, CONSENTD_KEYS_MASTER_KEY: randomBytes(32).toString('base64'),
+      CONSENTD_DATABASE_PATH: join(dir, 'example.db') };
+    const ex = spawnSync(consentdBin, ['-n', '-c', exPath], { encoding: 'utf8', env });
+    assert.equal(ex.status, 1, ex.stdout + ex.stderr);
+    const lines = ex.stderr.trim().split('\n');
+    for (const k of ['public_url', 'issuer', 'client_secret', 'provider_issuer', 'provider_client_secret', 'base_url'])
+      assert.ok(lines.some((l) => l.includes(`: ${k}: `)), `${k} not refused:\n${ex.stderr}`);
+    assert.equal(lines.filter((l) => /: client_secret: a placeholder/.test(l)).length, 2, ex.stderr);
+    assert.ok(!ex.stderr.includes('REPLACE-ME-'), ex.stderr);
+    const exDev = spawnSync(consentdBin, ['-n', '-c', exPath], { encoding: 'utf8',
+      env: { ...env, CONSENTD_SERVER_DEVELOPMENT: 'true' } });
+    assert.equal(exDev.status, 0, exDev.stderr);
+    assert.doesNotMatch(example, /ARCHITECTURE\.md/);
+    assert.match(example, /^scopes = openid profile email groups /m);
+  } finally { rmSync(dir, { recursive: true, force: true }); }
 });

@@ -214,6 +214,18 @@ test('another account at the consent link: 403 with a sign-in-as-another-account
   const g = await h.ask('alice', ask);
   assert.equal(g.status, 200, g.text);
   assert.equal((await h.gw.verify(g.body.access_token)).payload.sub, 'alice');
+
+  // Bob opens the link again after alice decided (issue 35): the page says nothing false
+  // ("still waits") and nothing new: word for word what he was told while it was pending.
+  const after = await openPage(bob, uri);
+  assert.equal(after.status, 403, after.html.slice(0, 300));
+  const section = (html) => (html.match(/<section class="error">[\s\S]*?<\/section>/) || [''])[0];
+  assert.ok(section(after.html), after.html.slice(0, 500));
+  assert.equal(section(after.html), section(seen.html), 'the decided request reads as the pending one did');
+  for (const p of [seen, after]) {
+    assert.doesNotMatch(p.html, /still waits|waiting|decided|approved|denied/i, section(p.html));
+    assert.match(section(p.html), /not yours to see or decide/);
+  }
 });
 
 // --- 2. CSRF and Origin ---------------------------------------------------------------

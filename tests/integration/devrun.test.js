@@ -149,6 +149,9 @@ test('make run: admin, a provider resource, approval and a proxy resource work o
     assert.equal(first.slice(-64), sha256(rest.join('\n')), 'the checksum covers the rest of the file');
     assert.match(conf, /^scopes = openid profile email groups$/m);
     assert.match(d.out(), /configuration OK/);
+    // Nothing make run just wrote is warned about (issue 35): the config is a development one.
+    assert.match(conf, /^development = true$/m);
+    assert.doesNotMatch(d.out(), /^warning:/m, d.out());
 
     // metadata
     const meta = await (await fetch(`${url}/.well-known/oauth-authorization-server`)).json();

@@ -61,7 +61,7 @@ function refused(r, status, error, want, what = '') {
 }
 
 // The person decides on the consent page at uri (decision approve or deny).
-async function decide(h, user, uri, decision = 'approve') {
+async function decide(h, user, uri, decision = 'approve', extra = {}) {
   const { jar, final, callbackUrl } = await consentdLogin({ url: h.url, user, password: `${user}-password` });
   assert.equal(final.status, 303, `login of ${user}`);
   // The authorization code, the OIDC state, and every cookie (the session) are secrets too.
@@ -77,7 +77,7 @@ async function decide(h, user, uri, decision = 'approve') {
   for (const c of jar.cookies.values()) if (c.value.length >= 16) secrets.add(c.value);
   // The CSRF token (and any other long hidden value) of the form.
   for (const v of Object.values(form.fields)) if (typeof v === 'string' && v.length >= 16) secrets.add(v);
-  const f = { ...form.fields, decision };
+  const f = { ...form.fields, decision, ...extra };
   for (const name of Object.keys(form.fields)) if (/^s\d+$/.test(name)) f[name] = 'on';
   const duration = (html.match(/<option value="(\d+)"/) || [])[1];
   if (duration) f.duration = duration;
@@ -217,7 +217,42 @@ test('grants presented back: "grant revoked", "grant expired", "not a consentd g
   refused(await h.gw.exchange({ subjectTokenType: TT_ACCESS_TOKEN, requested_token_type: TT_ACCESS_TOKEN, action: 'x' }),
     400, 'invalid_request', 'subject_token (the grant) is missing');
   refused(await h.gw.refresh('no-such-refresh-token'), 400, 'invalid_grant',
-    'the refresh token is unknown, used, revoked or expired, or its consent ended');
+    'the refresh token is unknown');
+});
+
+// Issue 35: a gateway tells theft detection (a used refresh token presented again) from
+// the other ends of a refresh token; each is invalid_grant, each said apart.
+test('refresh refusals say which case: reuse detected, a family revoked by it, revoked at /revoke, unknown', async () => {
+  const args = { agentId: 'butler', audience: 'notes', scope: 'read' };
+  const first = await h.ask('bob', args);
+  assert.equal(first.body?.error, 'consent_required', first.text);
+  await decide(h, 'bob', first.body.consent_uri, 'approve', { offline: 'on' });
+  const g = await h.ask('bob', args);
+  assert.equal(g.status, 200, g.text);
+  const r1 = g.body.refresh_token;
+  assert.ok(r1, `an offline consent gives a refresh token: ${g.text}`);
+  const g2 = await h.gw.refresh(r1);
+  assert.equal(g2.status, 200, g2.text);
+  for (const t of [r1, g2.body.refresh_token]) secrets.add(t);
+  const said = new Set();
+  // The thief (or the holder) presents r1 again: reuse detected, the family dies.
+  said.add(refused(await h.gw.refresh(r1), 400, 'invalid_grant',
+    'the refresh token was already used: a used token presented again means it was copied, '
+    + 'so its whole family is now revoked (reuse detected); start again with a token exchange', 'reuse'));
+  // The holder's current token: revoked by that detection, and told so.
+  said.add(refused(await h.gw.refresh(g2.body.refresh_token), 400, 'invalid_grant',
+    'the refresh token\'s family was revoked because one of its used tokens was presented again '
+    + '(reuse detected); start again with a token exchange', 'the family after reuse'));
+  // A new family of the same consent, revoked by the gateway itself at /revoke.
+  const g3 = await h.ask('bob', args);
+  assert.equal(g3.status, 200, g3.text);
+  secrets.add(g3.body.refresh_token);
+  assert.equal((await h.gw.revoke(g3.body.refresh_token)).status, 200);
+  said.add(refused(await h.gw.refresh(g3.body.refresh_token), 400, 'invalid_grant',
+    'the refresh token was revoked (at /revoke)', 'revoked'));
+  said.add(refused(await h.gw.refresh('rt_unknown-but-well-formed-0123456789'), 400, 'invalid_grant',
+    'the refresh token is unknown', 'unknown'));
+  assert.equal(said.size, 4, [...said].join('\n'));
 });
 
 test('the call itself: missing agent_id, unknown agent, missing or foreign scope, the reason rule, targets', async () => {
@@ -356,7 +391,9 @@ test('the log stream: JSON lines; /token lines carry error, agent and resource, 
   assert.equal(noAgent.agent, undefined);
   assert.ok(tok.some((l) => l.error === 'invalid_request' && l.error_description === 'subject token has a bad signature'));
   const granted = tok.filter((l) => l.status === 200);
-  assert.ok(granted.length >= 2 && granted.every((l) => l.agent === 'coder' && l.resource === 'notes'));
+  assert.ok(granted.filter((l) => l.agent === 'coder').length >= 2, JSON.stringify(granted));
+  // (butler's grants and refreshes are the refresh test's)
+  assert.ok(granted.every((l) => ['coder', 'butler', undefined].includes(l.agent) && [undefined, 'notes'].includes(l.resource)), JSON.stringify(granted));
   const proxied = all.find((l) => l.event === 'request' && l.route === '/proxy/{resource}/{rest*}');
   assert.equal(proxied.error, 'invalid_token');
   // No grant, subject token, client secret, password or code anywhere in the stream.

@@ -290,3 +290,27 @@ test('the front page offers Sign in, or Your consents with a session; logout\'s 
   assert.equal(loc.searchParams.get('post_logout_redirect_uri'), `${h.url}/`);
   assert.equal(loc.searchParams.get('state'), 'signed-out');
 });
+
+// Issue 35: /me is headed by what it is, and the agents acting for the person come before
+// the ones the person said no to.
+test('/me: headed "Your consents"; "Agents acting for you" before "Agents you said no to"', async () => {
+  const ok = { agentId: 'coder', audience: 'notes', scope: 'read' };
+  const no = { agentId: 'butler', audience: 'notes', scope: 'read' };
+  const jar = await h.jar('admin');
+  const a = await h.ask('admin', ok);
+  assertError(a, 'consent_required', 'coder');
+  await decide(jar, a.body.consent_uri);
+  const d = await h.ask('admin', no);
+  assertError(d, 'consent_required', 'butler');
+  await decide(jar, d.body.consent_uri, { decision: 'deny' });
+  const me = await openPage(jar, `${h.url}/me`);
+  assert.equal(me.status, 200);
+  assert.match(me.html, /<title>Your consents · consentd<\/title>/);
+  assert.match(me.html, /<h1>Your consents<\/h1>/);
+  assert.doesNotMatch(me.html, /Signed in</);
+  const active = me.html.indexOf('<section id="active">');
+  const blocked = me.html.indexOf('<section id="blocked">');
+  assert.ok(active > 0 && blocked > 0, 'both sections are there');
+  assert.ok(active < blocked, 'acting for you first, then said no to');
+  assert.ok(blocked < me.html.indexOf('<section id="history">'));
+});

@@ -1,7 +1,7 @@
 /* test_admin_pages.c -- the parts of the admin pages that need no browser: the
  * audit filter's "since" (a UTC date and time, or the old UTC seconds; never
  * an impossible date) and the gate's rule of how recent the IdP login must be
- * (admin_timeout, and the step-up for bulk revocation), as README.md states it;
+ * (admin_timeout, and the step-up for bulk revocation), as docs/reference.md states it;
  * the audit page's list of actions. */
 #include <string.h>
 #include "admin_pages.h"
@@ -55,7 +55,7 @@ START_TEST(test_admin_pages_since_refused)
 }
 END_TEST
 
-/* The gate as README.md "Admin pages" says it: admin_timeout for every page,
+/* The gate as docs/reference.md "Admin pages" says it: admin_timeout for every page,
  * the smaller of ADMIN_STEPUP_MAX_AGE (300 s) and admin_timeout for the bulk
  * confirmation and the bulk POST, measured from the IdP's auth_time. */
 START_TEST(test_admin_pages_gate_ages)

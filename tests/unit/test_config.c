@@ -1,6 +1,7 @@
 /* test_config.c -- unit tests of the INI configuration loader: defaults, every kind of
  * bad value, cross-checks and environment overrides, with the exact messages operators see.
  * It must never depend on the process environment except in the example-file test. */
+#include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,17 +63,29 @@ static struct config *expect_ok(const char *text, char *const *env)
 	return c;
 }
 
+/* The example as a file, with CONSENTD_SERVER_DEVELOPMENT set to dev (NULL: unset). */
+static enum cs_err load_example(const char *dev, char **msgs, struct config **c)
+{
+	size_t n = 0;
+	FILE *f = open_memstream(msgs, &n);
+	ck_assert_ptr_nonnull(f);
+	if (dev != NULL)
+		ck_assert_int_eq(setenv("CONSENTD_SERVER_DEVELOPMENT", dev, 1), 0);
+	enum cs_err e = config_load("config/consentd.conf.example", f, c);
+	ck_assert_int_eq(unsetenv("CONSENTD_SERVER_DEVELOPMENT"), 0);
+	fclose(f);
+	return e;
+}
+
 START_TEST(test_config_example_loads)
 {
 	struct config *c = NULL;
 	char *msgs = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&msgs, &n);
-	ck_assert_ptr_nonnull(f);
-	enum cs_err e = config_load("config/consentd.conf.example", f, &c);
-	fclose(f);
+	enum cs_err e = load_example("true", &msgs, &c);
 	ck_assert_msg(e == CS_OK, "example failed:\n%s", msgs);
 	ck_assert_str_eq(msgs, "");
+	ck_assert(c->development);
+	ck_assert_str_eq(c->oidc_scopes, "openid profile email groups");
 	ck_assert_str_eq(c->public_url, "https://consent.example.com");
 	ck_assert_uint_eq(c->nagents, 1);
 	ck_assert_uint_eq(c->nresources, 2);
@@ -100,6 +113,151 @@ START_TEST(test_config_example_loads)
 	ck_assert_str_eq(ac->route_path, "/repos/{owner}/{repo}/issues");
 	free(msgs);
 	config_free(c);
+}
+END_TEST
+
+/* Without the development switch the example is refused: each placeholder secret
+ * and each documentation host by its line, never a secret's value. */
+START_TEST(test_config_example_placeholders_refused)
+{
+	struct config *c = NULL;
+	char *msgs = NULL;
+	ck_assert_int_eq(load_example(NULL, &msgs, &c), CS_ECONFIG);
+	ck_assert_ptr_null(c);
+	static const char *const want[] = {
+		"public_url: consent.example.com in [server] is a documentation domain (RFC 2606)",
+		"issuer: idp.example.com in [oidc] is a documentation domain",
+		"client_secret: a placeholder in [oidc] (it says REPLACE-ME): give the real secret, "
+		    "here or in CONSENTD_OIDC_CLIENT_SECRET; [server] development = true allows it",
+		"client_secret: a placeholder in [gateway] (it says REPLACE-ME)",
+		"provider_issuer: github.example in [resource.github] is under a reserved top-level "
+		    "domain (RFC 2606, 6761)",
+		"provider_client_secret: a placeholder in [resource.github] (it says REPLACE-ME): give "
+		    "the real secret, here or in CONSENTD_RESOURCE_GITHUB_PROVIDER_CLIENT_SECRET",
+		"base_url: api.github.example in [resource.github]",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		ck_assert_msg(strstr(msgs, want[i]) != NULL, "missing '%s' in:\n%s", want[i], msgs);
+	ck_assert_ptr_null(strstr(msgs, "REPLACE-ME-"));     /* no secret's value */
+	free(msgs);
+
+	/* "false" is the default; a dedicated loopback setup needs no switch. */
+	msgs = NULL;
+	ck_assert_int_eq(load_example("false", &msgs, &c), CS_ECONFIG);
+	free(msgs);
+}
+END_TEST
+
+/* What counts as a placeholder and a documentation host, key by key. */
+START_TEST(test_config_placeholder_kinds)
+{
+	static const char *const bad[] = {
+		"[server]\npublic_url = https://example.org\n",
+		"[server]\npublic_url = https://a.b.EXAMPLE.NET.\n",
+		"[server]\npublic_url = https://consent.test:8443\n",
+		"[server]\npublic_url = https://x.invalid\n",
+		"[server]\npublic_url = https://192.0.2.10\n",
+		"[server]\npublic_url = https://[2001:db8::1]:443\n",
+		"[oidc]\nclient_secret = change-me-please\n",
+		"[oidc]\nclient_secret = <your secret>\n",
+		"[oidc]\nclient_secret = ....\n",
+		"[gateway]\nclient_secret = Replace_Me_with_32_chars_or_so\n",
+		"[gateway]\nclient_secret_sha256 = 0000000000000000000000000000000000000000000000000000000000000000\n",
+		"[gateway]\nevents_uri = https://hooks.example.com/consentd\n",
+		"[database]\nurl = postgresql://consentd@db.example.com/consentd\n",
+	};
+	static const char *const good[] = {
+		"[server]\npublic_url = http://127.0.0.1:8080\n",
+		"[server]\npublic_url = http://localhost:8080\n",
+		"[server]\npublic_url = https://consent.example.co\n",
+		"[server]\npublic_url = https://notexample.com\n",
+		"[server]\npublic_url = https://192.0.3.1\n",
+		"[oidc]\nclient_secret = 9c8f0a61d5b2e7f43a1c\n",
+	};
+	char dir[] = "/tmp/test_config_ph_XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char path[256];
+	ck_assert_int_eq(str_fmt(path, sizeof path, "%s/c.conf", dir), CS_OK);
+	for (size_t i = 0; i < sizeof bad / sizeof *bad + sizeof good / sizeof *good; i++) {
+		const bool is_bad = i < sizeof bad / sizeof *bad;
+		const char *v = is_bad ? bad[i] : good[i - sizeof bad / sizeof *bad];
+		/* Each case sets one key; the others come from a loopback base. */
+		const char *sec = v + 1;
+		const char *key = strchr(v, '\n') + 1;
+		size_t seclen = (size_t)(strchr(v, ']') - sec);
+		FILE *f = fopen(path, "w");
+		ck_assert_ptr_nonnull(f);
+		const char *base[][3] = {
+			{ "server", "public_url", "http://127.0.0.1:8080" },
+			{ "oidc", "issuer", "http://127.0.0.1:9090" },
+			{ "oidc", "client_id", "consentd" },
+			{ "oidc", "client_secret", "a-real-oidc-secret" },
+			{ "gateway", "client_secret", "a-real-gateway-secret" },
+			{ "database", "path", "/tmp/x.db" },
+		};
+		const char *secs[] = { "server", "oidc", "gateway", "database" };
+		for (size_t s = 0; s < sizeof secs / sizeof *secs; s++) {
+			fprintf(f, "[%s]\n", secs[s]);
+			bool here = strlen(secs[s]) == seclen && strncmp(secs[s], sec, seclen) == 0;
+			if (here)
+				fputs(key, f);
+			for (size_t b = 0; b < sizeof base / sizeof *base; b++) {
+				size_t kl = strlen(base[b][1]);
+				bool overridden = here && strncmp(key, base[b][1], kl) == 0 && key[kl] == ' ';
+				bool sha = here && strcmp(base[b][1], "client_secret") == 0 &&
+				    strncmp(key, "client_secret_sha256", 20) == 0;
+				bool url = here && strcmp(base[b][1], "path") == 0 &&
+				    strncmp(key, "url ", 4) == 0;
+				if (strcmp(base[b][0], secs[s]) == 0 && !overridden && !sha && !url)
+					fprintf(f, "%s = %s\n", base[b][1], base[b][2]);
+			}
+		}
+		fclose(f);
+		char *msgs = NULL;
+		size_t n = 0;
+		struct config *c = NULL;
+		FILE *m = open_memstream(&msgs, &n);
+		ck_assert_ptr_nonnull(m);
+		enum cs_err e = config_load(path, m, &c);
+		fclose(m);
+		if (is_bad) {
+			ck_assert_msg(e == CS_ECONFIG, "accepted: %s", v);
+			ck_assert_msg(strstr(msgs, "development = true allows it") != NULL, "%s: %s", v, msgs);
+		} else {
+			ck_assert_msg(e == CS_OK, "refused: %s\n%s", v, msgs);
+		}
+		free(msgs);
+		config_free(c);
+	}
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* consentd config-keys: one line per key of config_read.c's lists, each with the
+ * default its getter has. */
+START_TEST(test_config_print_keys)
+{
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&out, &n);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(config_print_keys(f), CS_OK);
+	fclose(f);
+	static const char *const want[] = { "[server] listen = 127.0.0.1:8080\n",
+		"[server] public_url (required)\n", "[server] trusted_proxies =\n",
+		"[server] development = false\n", "[keys] grant_ttl = 300\n",
+		"[oidc] scopes = openid profile email\n", "[limits] address_rate = 20\n",
+		"[retention] enabled = true\n", "[database] write_queue = 256\n",
+		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
+		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n" };
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		ck_assert_msg(strstr(out, want[i]) != NULL, "missing %s in:\n%s", want[i], out);
+	size_t lines = 0;
+	for (const char *p = out; *p; p++)
+		lines += *p == '\n';
+	ck_assert_uint_eq(lines, 92);    /* every key of every kind of section */
+	free(out);
 }
 END_TEST
 
@@ -1126,10 +1284,7 @@ START_TEST(test_config_warn_gateway_approvals)
 
 	/* The example configuration: its github create_issue is such an action. */
 	char *msgs = NULL;
-	f = open_memstream(&msgs, &n);
-	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(config_load("config/consentd.conf.example", f, &c), CS_OK);
-	fclose(f);
+	ck_assert_int_eq(load_example("true", &msgs, &c), CS_OK);
 	free(msgs);
 	ck_assert_int_eq(c->consent_default_duration, 86400);
 	out = NULL;
@@ -1302,6 +1457,9 @@ static Suite *config_suite(void)
 	Suite *s = suite_create("config");
 	TCase *t = tcase_create("config");
 	tcase_add_test(t, test_config_example_loads);
+	tcase_add_test(t, test_config_example_placeholders_refused);
+	tcase_add_test(t, test_config_placeholder_kinds);
+	tcase_add_test(t, test_config_print_keys);
 	tcase_add_test(t, test_config_database_url);
 	tcase_add_test(t, test_config_database_password_file);
 	tcase_add_test(t, test_config_minimal_defaults);

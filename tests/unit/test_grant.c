@@ -929,12 +929,12 @@ START_TEST(test_grant_refresh_reuse_revokes_family)
 	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 10, &g2), GRANT_REFRESHED);
 	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 20, &g3), GRANT_REFRESHED);
 	/* The first token, already used, comes back: someone copied it. */
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 30, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 30, &x), GRANT_REFRESH_REUSED);
 	ck_assert_ptr_null(x.access_token);
 	ck_assert_ptr_null(x.refresh_token);
 	ck_assert_int_eq(audits("refresh.reuse_detected"), 1);
 	/* The whole family is dead, the current token included, and it sticks. */
-	ck_assert_int_eq(refresh(g3.refresh_token, NULL, NOW + 40, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(g3.refresh_token, NULL, NOW + 40, &x), GRANT_REFRESH_REUSE_REVOKED);
 	ck_inactive(g3.refresh_token, NOW + 40);
 	/* So is every grant minted in it: the thief's as much as the holder's. */
 	ck_inactive(g.access_token, NOW + 40);
@@ -946,7 +946,7 @@ START_TEST(test_grant_refresh_reuse_revokes_family)
 	ck_assert_int_eq(q_int("SELECT count(*) FROM refresh_tokens WHERE revoked_at = ?1", "1700000030"),
 	    3);
 	/* The reuse of a middle token is detected the same way. */
-	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 50, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 50, &x), GRANT_REFRESH_REUSED);
 	ck_assert_int_eq(audits("refresh.reuse_detected"), 2);
 	/* The other family of the consent is untouched. */
 	ck_active(other.refresh_token, NOW + 60, "refresh");
@@ -967,7 +967,7 @@ START_TEST(test_grant_refresh_dies_with_consent)
 	issue(kid, "read", true, NOW, &g);
 	ck_assert_int_eq(tu_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 5, false),
 	    CS_OK);
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 6, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 6, &x), GRANT_REFRESH_CONSENT_REVOKED);
 	ck_assert_ptr_null(x.access_token);
 	ck_inactive(g.refresh_token, NOW + 6);
 	ck_assert_int_eq(audits("refresh.used"), 0);
@@ -983,7 +983,7 @@ START_TEST(test_grant_refresh_dies_with_consent)
 	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 900, &y), GRANT_REFRESHED);
 	ck_assert_int_eq(y.expires_in, 100);
 	/* ... and at the end the new refresh token dies with the consent. */
-	ck_assert_int_eq(refresh(y.refresh_token, NULL, NOW + 1000, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(y.refresh_token, NULL, NOW + 1000, &x), GRANT_REFRESH_EXPIRED);
 	ck_inactive(y.refresh_token, NOW + 1000);
 	grant_response_clear(&y);
 	grant_response_clear(&g);
@@ -1042,13 +1042,13 @@ START_TEST(test_grant_refresh_refused_cases)
 	ck_assert_int_eq(grant_refresh(sc, &cfg, NULL, &rq, &oc, &x), CS_ECRYPTO);
 	/* A resource no longer configured: invalid_grant, not invalid_scope. */
 	cfg.nresources = 0;
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 1, &x), GRANT_REFRESH_NOT_CONFIGURED);
 	cfg.nresources = 1;
 	ck_active(g.refresh_token, NOW + 1, "refresh");
 	/* An agent no longer configured offline: the family stops renewing, and
 	 * new grants come without a refresh token. */
 	agents[0].offline = false;
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), GRANT_REFRESH_NOT_OFFLINE);
 	ck_inactive(g.refresh_token, NOW + 2);
 	grant_response_clear(&g);
 	issue(kid, "read", true, NOW + 3, &g);
@@ -1068,7 +1068,7 @@ START_TEST(test_grant_revoke_refresh_family)
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g.refresh_token, ACTOR, NOW + 2), CS_OK);
 	ck_assert_int_eq(audits("refresh.revoked"), 1);
 	ck_inactive(g2.refresh_token, NOW + 3);
-	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 3, &x), GRANT_REFRESH_INVALID);
+	ck_assert_int_eq(refresh(g2.refresh_token, NULL, NOW + 3, &x), GRANT_REFRESH_REVOKED);
 	/* Again: fine, not audited twice. */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.refresh_token, ACTOR, NOW + 4), CS_OK);
 	ck_assert_int_eq(audits("refresh.revoked"), 1);
@@ -1092,7 +1092,7 @@ START_TEST(test_grant_refresh_never_stored_in_clear)
 	char *kid = make_consent("alice", "read write", 7200, true, NOW);
 	issue(kid, "read write", true, NOW, &g);
 	ck_assert_int_eq(refresh(g.refresh_token, "read", NOW + 1, &g2), GRANT_REFRESHED);
-	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), GRANT_REFRESH_INVALID);   /* reuse */
+	ck_assert_int_eq(refresh(g.refresh_token, NULL, NOW + 2, &x), GRANT_REFRESH_REUSED);   /* reuse */
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.access_token, ACTOR, NOW + 3), CS_OK);
 	ck_assert_int_eq(grant_revoke(sc, &cfg, kr, g2.refresh_token, ACTOR, NOW + 3), CS_OK);
 	const char *tokens[] = { g.refresh_token, g2.refresh_token };
