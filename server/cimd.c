@@ -540,7 +540,7 @@ enum cs_err cimd_doc_parse(const char *url, const char *json, size_t len, struct
 		say(why, whylen, "the document is larger than %d bytes", CIMD_DOC_MAX_LIMIT);
 		goto out;
 	}
-	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (root == NULL) {
 		say(why, whylen, "the document is not JSON (or repeats a member)");
 		goto out;
