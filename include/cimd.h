@@ -126,6 +126,12 @@ struct cimd_fetch_opts {
  * (a refused address), CS_EBUSY (timeout), CS_ETOOBIG, CS_EIO (transport). */
 enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct cimd_doc *out,
     int64_t *max_age, char *why, size_t whylen) CS_MUST_CHECK;
+/* Step 1's check alone, on a list of addresses (getaddrinfo's): CS_OK when
+ * every one may be fetched from, CS_EPERM naming the first that may not,
+ * CS_EIO when the list holds no IPv4 or IPv6 address. */
+struct addrinfo;
+enum cs_err cimd_addrs_allowed(const struct cimd_fetch_opts *o, const char *host,
+    const struct addrinfo *res, char *why, size_t whylen) CS_MUST_CHECK;
 /* The max-age of a Cache-Control value: 0 for no-store / no-cache, -1 when
  * absent or malformed, else the seconds (capped at INT32_MAX). */
 int64_t cimd_cache_control_max_age(const char *value);

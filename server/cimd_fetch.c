@@ -263,6 +263,16 @@ static enum cs_err check_addrs(const struct cimd_fetch_opts *o, const char *host
 	return CS_OK;
 }
 
+enum cs_err cimd_addrs_allowed(const struct cimd_fetch_opts *o, const char *host,
+    const struct addrinfo *res, char *why, size_t whylen)
+{
+	char addrs[CIMD_MAX_ADDRS][INET6_ADDRSTRLEN];
+	size_t n;
+	if (o == NULL || host == NULL)
+		return CS_EINVAL;
+	return check_addrs(o, host, res, addrs, &n, why, whylen);
+}
+
 enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct cimd_doc *out,
     int64_t *max_age, char *why, size_t whylen)
 {

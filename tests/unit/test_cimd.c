@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -392,6 +393,67 @@ START_TEST(test_cimd_addr_classes)
 	ck_assert_int_eq(cimd_addr_classify(&sa), CIMD_ADDR_RESERVED);
 	ck_assert_int_eq(cimd_addr_classify(NULL), CIMD_ADDR_RESERVED);
 	ck_assert_str_eq(cimd_addr_name(CIMD_ADDR_PRIVATE), "a private address");
+}
+END_TEST
+
+/* Every address a name resolves to is checked: one internal address among
+ * public ones refuses the name (an attacker's DNS may list both). */
+static struct sockaddr_storage ss_of(const char *text)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof ss);
+	if (strchr(text, ':') != NULL) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		ck_assert_int_eq(inet_pton(AF_INET6, text, &s6->sin6_addr), 1);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		ck_assert_int_eq(inet_pton(AF_INET, text, &s4->sin_addr), 1);
+	}
+	return ss;
+}
+
+static enum cs_err addrs_allowed(bool loopback, const char *const *list, char *why, size_t whylen)
+{
+	struct sockaddr_storage ss[8];
+	struct addrinfo ai[8];
+	size_t n = 0;
+	struct cimd_fetch_opts o = { loopback, NULL, 5000, 2000, CIMD_DOC_MAX };
+	memset(ai, 0, sizeof ai);
+	for (; list[n] != NULL; n++) {
+		ss[n] = ss_of(list[n]);
+		ai[n].ai_family = ss[n].ss_family;
+		ai[n].ai_socktype = SOCK_STREAM;
+		ai[n].ai_addr = (struct sockaddr *)&ss[n];
+		ai[n].ai_addrlen = ss[n].ss_family == AF_INET ? sizeof(struct sockaddr_in)
+		    : sizeof(struct sockaddr_in6);
+		if (n > 0)
+			ai[n - 1].ai_next = &ai[n];
+	}
+	return cimd_addrs_allowed(&o, "multi.example", n ? ai : NULL, why, whylen);
+}
+
+START_TEST(test_cimd_addr_every_one_checked)
+{
+	char why[CIMD_WHY_MAX];
+	ck_assert_int_eq(addrs_allowed(false, (const char *const[]){ "8.8.8.8", "1.1.1.1",
+	    "2606:4700::1111", NULL }, why, sizeof why), CS_OK);
+	ck_assert_int_eq(addrs_allowed(false, (const char *const[]){ "8.8.8.8", "10.0.0.1", NULL },
+	    why, sizeof why), CS_EPERM);
+	ck_assert_msg(strstr(why, "multi.example resolves to 10.0.0.1, a private address") != NULL,
+	    "%s", why);
+	ck_assert_int_eq(addrs_allowed(false, (const char *const[]){ "8.8.8.8", "1.1.1.1",
+	    "::ffff:169.254.169.254", NULL }, why, sizeof why), CS_EPERM);
+	ck_assert_msg(strstr(why, "a link-local address") != NULL, "%s", why);
+	/* The development switch lets loopback through, and nothing else. */
+	ck_assert_int_eq(addrs_allowed(false, (const char *const[]){ "8.8.8.8", "127.0.0.1", NULL },
+	    why, sizeof why), CS_EPERM);
+	ck_assert_int_eq(addrs_allowed(true, (const char *const[]){ "8.8.8.8", "127.0.0.1", "::1",
+	    NULL }, why, sizeof why), CS_OK);
+	ck_assert_int_eq(addrs_allowed(true, (const char *const[]){ "127.0.0.1", "192.168.0.1",
+	    NULL }, why, sizeof why), CS_EPERM);
+	ck_assert_int_eq(addrs_allowed(false, (const char *const[]){ NULL }, why, sizeof why), CS_EIO);
 }
 END_TEST
 
@@ -954,6 +1016,7 @@ static Suite *cimd_suite(void)
 	tcase_add_test(tc, test_cimd_doc_good);
 	tcase_add_test(tc, test_cimd_doc_bad);
 	tcase_add_test(tc, test_cimd_addr_classes);
+	tcase_add_test(tc, test_cimd_addr_every_one_checked);
 	tcase_add_test(tc, test_cimd_policy);
 	tcase_add_test(tc, test_cimd_cache_bounds);
 	tcase_add_test(tc, test_cimd_cache_control);
