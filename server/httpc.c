@@ -2,6 +2,7 @@
  * endpoints.  It must never follow a redirect, skip TLS verification, talk plain
  * http to anything but loopback, or keep more than HTTPC_MAX_RESPONSE bytes. */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -872,12 +873,13 @@ static curl_socket_t pinned_open_cb(void *clientp, curlsocktype purpose,
 {
 	struct pinned_check *pc = clientp;
 	(void)purpose;
-	if (address->addrlen < sizeof(struct sockaddr_in) ||
-	    !pc->rq->addr_ok(&address->addr, pc->rq->addr_arg)) {
+	size_t need = address->family == AF_INET ? sizeof(struct sockaddr_in)
+	    : address->family == AF_INET6 ? sizeof(struct sockaddr_in6) : SIZE_MAX;
+	if (address->addrlen < need || !pc->rq->addr_ok(&address->addr, pc->rq->addr_arg)) {
 		pc->refused = true;
 		return CURL_SOCKET_BAD;
 	}
-	return socket(address->family, address->socktype, address->protocol);
+	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
 
 /* Trusts the extra CA file besides the default store (OpenSSL backend). */
