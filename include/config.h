@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include "cimd.h"
 #include "cs_err.h"
 #include "forwarded.h"
 #include "log.h"
@@ -172,6 +173,23 @@ struct config {                  /* immutable after config_load(); free with con
 	int64_t retention_revoked_consent_days; /* default 90 */
 	int64_t retention_audit_days;        /* default 0: no age limit on audit entries */
 	int64_t retention_audit_keep;        /* default 0: no count limit (keep the newest N) */
+
+	/* [mcp] (cimd.h): client-id URLs (Client ID Metadata Documents) */
+	enum cimd_allow mcp_cimd_allow;      /* default any */
+	char  **mcp_cimd_hosts;              /* NULL-terminated; cimd_allow = hosts */
+	size_t  nmcp_cimd_hosts;
+	char  **mcp_cimd_prefixes;           /* NULL-terminated; cimd_allow = prefixes */
+	size_t  nmcp_cimd_prefixes;
+	bool    mcp_cimd_allow_loopback;     /* default false: development only */
+	char   *mcp_cimd_ca_file;            /* extra CAs for these fetches; NULL = none */
+	int64_t mcp_cimd_timeout_ms;         /* default 5000: the whole fetch */
+	int64_t mcp_cimd_connect_timeout_ms; /* default 2000 */
+	int64_t mcp_cimd_max_bytes;          /* default 5120 */
+	int64_t mcp_cimd_cache_entries;      /* default 1000 */
+	int64_t mcp_cimd_cache_min_ttl;      /* default 60, s */
+	int64_t mcp_cimd_cache_default_ttl;  /* default 300, s: without a max-age */
+	int64_t mcp_cimd_cache_max_ttl;      /* default 86400, s */
+	int64_t mcp_cimd_failure_ttl;        /* default 10, s: a failed fetch is not retried sooner */
 
 	struct config_agent    *agents;    size_t nagents;
 	struct config_resource *resources; size_t nresources;

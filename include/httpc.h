@@ -4,7 +4,9 @@
 #ifndef CS_HTTPC_H
 #define CS_HTTPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include "buf.h"
 #include "cs_err.h"
 
@@ -92,4 +94,30 @@ void httpc_abort_all(void);
 unsigned long httpc_handles_made(void);
 void httpc_reply_init(struct httpc_reply *res);
 void httpc_reply_clear(struct httpc_reply *res);   /* NULL-safe; wipes the body */
+
+/* --- a pinned GET (client metadata documents, cimd.c) --------------------- */
+#define HTTPC_ERROR_MAX 256              /* CURL_ERROR_SIZE */
+struct httpc_pinned_get {
+	const char        *url;      /* https only (loopback too) */
+	const char *const *addrs;    /* numeric addresses the URL's host is pinned to
+	                                (CURLOPT_RESOLVE); NULL-terminated, at least one */
+	/* Asked once more for every address curl is about to connect to: false
+	 * refuses it (the call is then CS_EPERM). */
+	bool             (*addr_ok)(const struct sockaddr *sa, void *arg);
+	void              *addr_arg;
+	const char        *accept;   /* the Accept header's value; no CR/LF */
+	const char        *extra_ca_file;   /* PEM CAs trusted besides the system's; NULL: none */
+	size_t             max_body; /* > 0 */
+	long               connect_timeout_ms, timeout_ms;   /* > 0; timeout_ms is the whole call */
+	char              *error;    /* NULL, or HTTPC_ERROR_MAX bytes for curl's reason */
+};
+/* One GET on a handle of its own: nothing shared with any other call
+ * (connections, DNS, TLS sessions), the host resolved only to rq->addrs, no
+ * proxy, no redirects followed (a 3xx comes back as it is), TLS verified, the
+ * body capped at max_body.  CS_EINVAL for a bad request or a URL that is not
+ * https, CS_EPERM when addr_ok refused an address, CS_EBUSY for a timeout,
+ * CS_ETOOBIG past the cap, CS_EIO for any other transport failure (rq->error
+ * says which).  Any status is CS_OK: look at res->status and res->headers. */
+enum cs_err httpc_get_pinned(const struct httpc_pinned_get *rq, struct httpc_reply *res)
+    CS_MUST_CHECK;
 #endif

@@ -712,6 +712,9 @@ void config_free(struct config *c)
 	free(c->audit_head_file);
 	wipe_free(c->metrics_token);
 	free(c->metrics_listen_host);
+	cfg_free_strv(c->mcp_cimd_hosts);
+	cfg_free_strv(c->mcp_cimd_prefixes);
+	free(c->mcp_cimd_ca_file);
 	for (size_t i = 0; i < c->nagents; i++) {
 		free(c->agents[i].id);
 		free(c->agents[i].name);

@@ -43,6 +43,10 @@ static const char *const keys_gateway[] = { "id", "client_secret", "client_secre
 	"jwks_uri", "clock_skew", "require_dpop", "dpop_nonce", NULL };
 static const char *const keys_audit[] = { "head_file", NULL };
 static const char *const keys_metrics[] = { "token", "token_file", "listen", NULL };
+static const char *const keys_mcp[] = { "cimd_allow", "cimd_hosts", "cimd_prefixes",
+	"cimd_allow_loopback", "cimd_ca_file", "cimd_timeout_ms", "cimd_connect_timeout_ms",
+	"cimd_max_bytes", "cimd_cache_entries", "cimd_cache_min_ttl", "cimd_cache_default_ttl",
+	"cimd_cache_max_ttl", "cimd_failure_ttl", NULL };
 static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
 	"revoked_consent_days", "audit_days", "audit_keep", NULL };
 static const char *const keys_limits[] = { "address_rate", "address_burst", "person_rate",
@@ -70,6 +74,7 @@ static const struct {
 	[SK_GATEWAY]  = { "gateway", keys_gateway },
 	[SK_AUDIT]    = { "audit", keys_audit },
 	[SK_METRICS]  = { "metrics", keys_metrics },
+	[SK_MCP]      = { "mcp", keys_mcp },
 	[SK_RETENTION] = { "retention", keys_retention },
 	[SK_LIMITS]   = { "limits", keys_limits },
 	[SK_AGENT]    = { "agent", keys_agent },

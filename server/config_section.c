@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/x509_vfy.h>
 #include "buf.h"
 #include "config.h"
 #include "config_priv.h"
@@ -27,6 +28,7 @@ static const char *const token_types[] = { "id_token", "access_token", "jwt", NU
 static const char *const auth_names[] = { "client_secret_basic", "client_secret_post", NULL };
 static const char *const release_names[] = { "gateway", "never", NULL };
 static const char *const approval_names[] = { "none", "required", NULL };
+static const char *const cimd_allow_names[] = { "none", "any", "hosts", "prefixes", NULL };
 
 /* ---------------------------------------------------------------- fixed sections */
 
@@ -490,6 +492,94 @@ static void load_metrics(struct ctx *c, struct config *cfg, const struct section
 	free(v);
 }
 
+static bool word_ok_cimd_host(const char *w) { return cimd_host_entry_valid(w); }
+static bool word_ok_cimd_prefix(const char *w) { return cimd_prefix_entry_valid(w); }
+
+/* [mcp] cimd_ca_file: a readable PEM file of at least one CA certificate. */
+static void check_ca_file(struct ctx *c, const struct entry *e, const char *path)
+{
+	X509_STORE *st = X509_STORE_new();
+	if (st == NULL) {
+		c->oom = true;
+		return;
+	}
+	if (X509_STORE_load_file(st, path) != 1)
+		cfg_err_e(c, e, "'%s' is not a readable PEM file of CA certificates", path);
+	X509_STORE_free(st);
+}
+
+/* The first of two keys given in s (for a message about the pair); NULL: neither. */
+static const struct entry *first_of(const struct section *s, const char *a, const char *b)
+{
+	const struct entry *e = cfg_find(s, a);
+	return e != NULL ? e : cfg_find(s, b);
+}
+
+/* [mcp]: who may sign in with a client-id URL, and how its document is fetched
+ * and kept (cimd.h). */
+static void load_mcp(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	int i;
+	bool given;
+	const struct entry *e;
+
+	cfg_get_enum(c, s, "cimd_allow", cimd_allow_names, CIMD_ALLOW_ANY, &i);
+	cfg->mcp_cimd_allow = (enum cimd_allow)i;
+	cfg->mcp_cimd_hosts = cfg_get_words(c, s, &(struct words_key){ .key = "cimd_hosts",
+	    .def = "", .ok = word_ok_cimd_host, .what = "host (name or name:port)" },
+	    &cfg->nmcp_cimd_hosts, &given);
+	cfg->mcp_cimd_prefixes = cfg_get_words(c, s, &(struct words_key){ .key = "cimd_prefixes",
+	    .def = "", .ok = word_ok_cimd_prefix,
+	    .what = "prefix (an https URL with a path ending in '/', no query)" },
+	    &cfg->nmcp_cimd_prefixes, &given);
+	e = cfg_find(s, "cimd_allow");
+	if (e != NULL && cfg->mcp_cimd_allow == CIMD_ALLOW_HOSTS && cfg->nmcp_cimd_hosts == 0)
+		cfg_err_e(c, e, "hosts needs at least one host in cimd_hosts");
+	if (e != NULL && cfg->mcp_cimd_allow == CIMD_ALLOW_PREFIXES && cfg->nmcp_cimd_prefixes == 0)
+		cfg_err_e(c, e, "prefixes needs at least one prefix in cimd_prefixes");
+	if ((e = cfg_find(s, "cimd_hosts")) != NULL && cfg->nmcp_cimd_hosts > 0 &&
+	    cfg->mcp_cimd_allow != CIMD_ALLOW_HOSTS)
+		cfg_warn_e(c, e, "ignored: cimd_allow is not hosts");
+	if ((e = cfg_find(s, "cimd_prefixes")) != NULL && cfg->nmcp_cimd_prefixes > 0 &&
+	    cfg->mcp_cimd_allow != CIMD_ALLOW_PREFIXES)
+		cfg_warn_e(c, e, "ignored: cimd_allow is not prefixes");
+
+	cfg_get_bool(c, s, "cimd_allow_loopback", false, &cfg->mcp_cimd_allow_loopback);
+	if (cfg->mcp_cimd_allow_loopback && (e = cfg_find(s, "cimd_allow_loopback")) != NULL)
+		cfg_warn_e(c, e, "client metadata documents may be fetched from loopback addresses: "
+		    "for development only, never in production");
+	e = cfg_get_str(c, s, "cimd_ca_file", NULL, S_EMPTY_NULL, &cfg->mcp_cimd_ca_file);
+	if (e != NULL && cfg->mcp_cimd_ca_file != NULL)
+		check_ca_file(c, e, cfg->mcp_cimd_ca_file);
+
+	cfg_get_int(c, s, "cimd_timeout_ms", 5000, 100, 30000, &cfg->mcp_cimd_timeout_ms);
+	cfg_get_int(c, s, "cimd_connect_timeout_ms", 2000, 100, 30000,
+	    &cfg->mcp_cimd_connect_timeout_ms);
+	if (cfg->mcp_cimd_connect_timeout_ms > cfg->mcp_cimd_timeout_ms &&
+	    (e = first_of(s, "cimd_connect_timeout_ms", "cimd_timeout_ms")) != NULL)
+		cfg_err_e(c, e, "cimd_connect_timeout_ms must not exceed cimd_timeout_ms "
+		    "(%lld)", (long long)cfg->mcp_cimd_timeout_ms);
+	cfg_get_int(c, s, "cimd_max_bytes", CIMD_DOC_MAX, 256, CIMD_DOC_MAX_LIMIT,
+	    &cfg->mcp_cimd_max_bytes);
+	cfg_get_int(c, s, "cimd_cache_entries", 1000, 1, 1000000, &cfg->mcp_cimd_cache_entries);
+	cfg_get_int(c, s, "cimd_cache_min_ttl", 60, 0, 86400, &cfg->mcp_cimd_cache_min_ttl);
+	cfg_get_int(c, s, "cimd_cache_default_ttl", 300, 0, 604800,
+	    &cfg->mcp_cimd_cache_default_ttl);
+	cfg_get_int(c, s, "cimd_cache_max_ttl", 86400, 0, 604800, &cfg->mcp_cimd_cache_max_ttl);
+	if (cfg->mcp_cimd_cache_min_ttl > cfg->mcp_cimd_cache_max_ttl &&
+	    (e = first_of(s, "cimd_cache_min_ttl", "cimd_cache_max_ttl")) != NULL)
+		cfg_err_e(c, e, "cimd_cache_min_ttl must not exceed cimd_cache_max_ttl "
+		    "(%lld)", (long long)cfg->mcp_cimd_cache_max_ttl);
+	else if ((cfg->mcp_cimd_cache_default_ttl < cfg->mcp_cimd_cache_min_ttl ||
+	    cfg->mcp_cimd_cache_default_ttl > cfg->mcp_cimd_cache_max_ttl) &&
+	    ((e = first_of(s, "cimd_cache_default_ttl", "cimd_cache_min_ttl")) != NULL ||
+	    (e = cfg_find(s, "cimd_cache_max_ttl")) != NULL))
+		cfg_err_e(c, e, "cimd_cache_default_ttl must lie between "
+		    "cimd_cache_min_ttl (%lld) and cimd_cache_max_ttl (%lld)",
+		    (long long)cfg->mcp_cimd_cache_min_ttl, (long long)cfg->mcp_cimd_cache_max_ttl);
+	cfg_get_int(c, s, "cimd_failure_ttl", 10, 0, 300, &cfg->mcp_cimd_failure_ttl);
+}
+
 /* ---------------------------------------------------------------- dynamic sections */
 
 static void load_agent(struct ctx *c, struct config_agent *a, const struct section *s)
@@ -846,6 +936,7 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	(void)cfg_get_str(c, cfg_find_section(c, "audit"), "head_file", NULL, S_EMPTY_NULL,
 	    &cfg->audit_head_file);
 	load_metrics(c, cfg, cfg_find_section(c, "metrics"));
+	load_mcp(c, cfg, cfg_find_section(c, "mcp"));
 	s = cfg_find_section(c, "retention");
 	cfg_get_bool(c, s, "enabled", true, &cfg->retention_enabled);
 	cfg_get_int(c, s, "interval", 300, 1, 86400, &cfg->retention_interval);

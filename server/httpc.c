@@ -2,6 +2,7 @@
  * endpoints.  It must never follow a redirect, skip TLS verification, talk plain
  * http to anything but loopback, or keep more than HTTPC_MAX_RESPONSE bytes. */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -9,9 +10,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 
 #include "buf.h"
 #include "form.h"
@@ -826,6 +832,204 @@ enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *re
 	httpc_stream_close(s);
 	if (e == CS_OK && res->body.data == NULL)
 		e = body_append(&res->body, "", 0);
+	if (e != CS_OK)
+		httpc_reply_clear(res);
+	return e;
+}
+
+/* --- a pinned GET: client metadata documents (cimd.c) --------------------- */
+
+struct pinned_sink {
+	struct buf *body;
+	size_t      cap;
+	bool        too_big, nomem;
+};
+
+static size_t pinned_write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct pinned_sink *s = userdata;
+	size_t n = size * nmemb;              /* size is always 1 for curl */
+	if (n > s->cap - s->body->len) {
+		s->too_big = true;
+		return 0;                         /* 0 aborts the transfer */
+	}
+	if (body_append(s->body, ptr, n) != CS_OK) {
+		s->nomem = true;
+		return 0;
+	}
+	return n;
+}
+
+struct pinned_check {
+	const struct httpc_pinned_get *rq;
+	bool refused;                         /* addr_ok said no to an address */
+};
+
+/* SECURITY: the last look at an address before curl connects to it: even a
+ * pinned name is checked again here, so that no address reaches connect()
+ * without the caller's approval (CURLOPT_OPENSOCKETFUNCTION). */
+static curl_socket_t pinned_open_cb(void *clientp, curlsocktype purpose,
+    struct curl_sockaddr *address)
+{
+	struct pinned_check *pc = clientp;
+	(void)purpose;
+	size_t need = address->family == AF_INET ? sizeof(struct sockaddr_in)
+	    : address->family == AF_INET6 ? sizeof(struct sockaddr_in6) : SIZE_MAX;
+	if (address->addrlen < need || !pc->rq->addr_ok(&address->addr, pc->rq->addr_arg)) {
+		pc->refused = true;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+/* Trusts the extra CA file besides the default store (OpenSSL backend). */
+static CURLcode pinned_ssl_ctx_cb(CURL *h, void *ssl_ctx, void *userdata)
+{
+	const char *file = userdata;
+	X509_STORE *st = SSL_CTX_get_cert_store((SSL_CTX *)ssl_ctx);
+	(void)h;
+	if (st == NULL || X509_STORE_load_file(st, file) != 1)
+		return CURLE_SSL_CACERT_BADFILE;
+	return CURLE_OK;
+}
+
+/* "host:port:addr1,addr2" for CURLOPT_RESOLVE, the host as curl parsed it
+ * (so the name curl looks up is the name that is pinned). */
+static enum cs_err pinned_resolve_line(CURLU *u, const char *const *addrs, struct buf *line)
+{
+	enum cs_err e = CS_EINVAL;
+	char *host = NULL, *port = NULL;
+	if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+		goto out;
+	if ((e = buf_printf(line, "%s:%s:", host, port)) != CS_OK)
+		goto out;
+	for (size_t i = 0; addrs[i] != NULL; i++) {
+		bool v6 = strchr(addrs[i], ':') != NULL;
+		if ((e = buf_printf(line, "%s%s%s%s", i ? "," : "", v6 ? "[" : "", addrs[i],
+		    v6 ? "]" : "")) != CS_OK)
+			goto out;
+	}
+	e = CS_OK;
+out:
+	curl_free(host);
+	curl_free(port);
+	return e;
+}
+
+enum cs_err httpc_get_pinned(const struct httpc_pinned_get *rq, struct httpc_reply *res)
+{
+	enum cs_err e = CS_EINVAL;
+	CURLU *u = NULL;
+	CURL *h = NULL;
+	struct curl_slist *hdrs = NULL, *resolve = NULL;
+	struct buf accept, line;
+	struct hsink hs = { res, 0, false, false };
+	struct pinned_sink sink = { NULL, 0, false, false };
+	struct pinned_check pc = { rq, false };
+	char *scheme = NULL;
+	CURLcode rc;
+
+	if (res == NULL)
+		return CS_EINVAL;
+	httpc_reply_init(res);
+	buf_init(&accept, 512);
+	buf_init(&line, 4096);
+	if (rq == NULL || rq->url == NULL || rq->addrs == NULL || rq->addrs[0] == NULL ||
+	    rq->addr_ok == NULL || rq->accept == NULL || strpbrk(rq->accept, "\r\n") != NULL ||
+	    rq->max_body == 0 || rq->timeout_ms <= 0 || rq->connect_timeout_ms <= 0)
+		goto out;
+	if ((u = url_parse_allowed(rq->url)) == NULL)
+		goto out;
+	/* SECURITY: https only here, loopback included. */
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    strcasecmp(scheme, "https") != 0)
+		goto out;
+	if ((e = pinned_resolve_line(u, rq->addrs, &line)) != CS_OK ||
+	    (e = buf_printf(&accept, "Accept: %s", rq->accept)) != CS_OK)
+		goto out;
+	res->body.max = rq->max_body;
+	sink.body = &res->body;
+	sink.cap = rq->max_body;
+	e = CS_ENOMEM;
+	if ((h = curl_easy_init()) == NULL ||
+	    (hdrs = curl_slist_append(NULL, accept.data)) == NULL ||
+	    (resolve = curl_slist_append(NULL, line.data)) == NULL)
+		goto out;
+	e = CS_EIO;
+	/* SECURITY: a handle of its own (no shared connection, DNS or TLS session
+	 * cache: a connection made for another caller, to an address nobody
+	 * checked, is never reused), the host pinned to the checked addresses,
+	 * https only, no proxy from the environment, no redirects, TLS verified,
+	 * the body capped, timeouts in milliseconds. */
+	if (curl_easy_setopt(h, CURLOPT_CURLU, u) != CURLE_OK ||
+#if LIBCURL_VERSION_NUM >= 0x075500
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK ||
+#else
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTPS) != CURLE_OK ||
+#endif
+	    curl_easy_setopt(h, CURLOPT_RESOLVE, resolve) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, pinned_open_cb) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &pc) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_PROXY, "") != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, rq->connect_timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, rq->timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)rq->max_body) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, pinned_write_cb) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERDATA, &hs) != CURLE_OK)
+		goto out;
+	if (rq->error != NULL) {
+		rq->error[0] = '\0';
+		if (curl_easy_setopt(h, CURLOPT_ERRORBUFFER, rq->error) != CURLE_OK)
+			goto out;
+	}
+	if (rq->extra_ca_file != NULL &&
+	    (curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, pinned_ssl_ctx_cb) != CURLE_OK ||
+	     curl_easy_setopt(h, CURLOPT_SSL_CTX_DATA, (void *)rq->extra_ca_file) != CURLE_OK))
+		goto out;
+	rc = curl_easy_perform(h);
+	if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
+		e = CS_ETOOBIG;
+		goto out;
+	}
+	if (sink.nomem || hs.nomem) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	if (pc.refused) {
+		e = CS_EPERM;
+		goto out;
+	}
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		e = CS_EBUSY;
+		goto out;
+	}
+	if (rc != CURLE_OK || !hs.final) {
+		e = CS_EIO;
+		goto out;
+	}
+	if (res->body.data == NULL && (e = body_append(&res->body, "", 0)) != CS_OK)
+		goto out;
+	e = CS_OK;
+out:
+	curl_easy_cleanup(h);                 /* before the CURLU and lists it uses */
+	curl_url_cleanup(u);
+	curl_slist_free_all(hdrs);
+	curl_slist_free_all(resolve);
+	curl_free(scheme);
+	buf_clear(&accept);
+	buf_clear(&line);
 	if (e != CS_OK)
 		httpc_reply_clear(res);
 	return e;

@@ -1369,6 +1369,116 @@ START_TEST(test_config_retention)
 }
 END_TEST
 
+/* [mcp]: the client-id URL policy and the fetch's bounds (cimd.h), their
+ * defaults, and every refusal with its line. */
+START_TEST(test_config_mcp)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_int_eq(c->mcp_cimd_allow, CIMD_ALLOW_ANY);
+	ck_assert_uint_eq(c->nmcp_cimd_hosts, 0);
+	ck_assert_uint_eq(c->nmcp_cimd_prefixes, 0);
+	ck_assert(!c->mcp_cimd_allow_loopback);
+	ck_assert_ptr_null(c->mcp_cimd_ca_file);
+	ck_assert_int_eq(c->mcp_cimd_timeout_ms, 5000);
+	ck_assert_int_eq(c->mcp_cimd_connect_timeout_ms, 2000);
+	ck_assert_int_eq(c->mcp_cimd_max_bytes, 5120);
+	ck_assert_int_eq(c->mcp_cimd_cache_entries, 1000);
+	ck_assert_int_eq(c->mcp_cimd_cache_min_ttl, 60);
+	ck_assert_int_eq(c->mcp_cimd_cache_default_ttl, 300);
+	ck_assert_int_eq(c->mcp_cimd_cache_max_ttl, 86400);
+	ck_assert_int_eq(c->mcp_cimd_failure_ttl, 10);
+	config_free(c);
+
+	c = expect_ok(MINIMAL "[mcp]\ncimd_allow = hosts\ncimd_hosts = good.example other.example:8443\n"
+	    "cimd_timeout_ms = 3000\ncimd_connect_timeout_ms = 3000\ncimd_max_bytes = 8192\n"
+	    "cimd_cache_entries = 5\ncimd_cache_min_ttl = 0\ncimd_cache_default_ttl = 0\n"
+	    "cimd_cache_max_ttl = 0\ncimd_failure_ttl = 0\n"
+	    "cimd_ca_file = /etc/ssl/certs/ca-certificates.crt\n", NULL);
+	ck_assert_int_eq(c->mcp_cimd_allow, CIMD_ALLOW_HOSTS);
+	ck_assert_uint_eq(c->nmcp_cimd_hosts, 2);
+	ck_assert_str_eq(c->mcp_cimd_hosts[1], "other.example:8443");
+	ck_assert_ptr_null(c->mcp_cimd_hosts[2]);
+	ck_assert_str_eq(c->mcp_cimd_ca_file, "/etc/ssl/certs/ca-certificates.crt");
+	ck_assert_int_eq(c->mcp_cimd_timeout_ms, 3000);
+	ck_assert_int_eq(c->mcp_cimd_max_bytes, 8192);
+	ck_assert_int_eq(c->mcp_cimd_cache_entries, 5);
+	ck_assert_int_eq(c->mcp_cimd_failure_ttl, 0);
+	config_free(c);
+	c = expect_ok(MINIMAL "[mcp]\ncimd_allow = prefixes\n"
+	    "cimd_prefixes = https://good.example/mcp/ https://x.example:8443/\n", NULL);
+	ck_assert_int_eq(c->mcp_cimd_allow, CIMD_ALLOW_PREFIXES);
+	ck_assert_str_eq(c->mcp_cimd_prefixes[0], "https://good.example/mcp/");
+	config_free(c);
+	c = expect_ok(MINIMAL "[mcp]\ncimd_allow = none\n", NULL);
+	ck_assert_int_eq(c->mcp_cimd_allow, CIMD_ALLOW_NONE);
+	config_free(c);
+
+	/* The development switch loads with a warning that -n prints. */
+	char *msgs = NULL;
+	ck_assert_int_eq(load(MINIMAL "[mcp]\ncimd_allow_loopback = true\n", NULL, &msgs, &c), CS_OK);
+	ck_assert(c->mcp_cimd_allow_loopback);
+	ck_assert_msg(strstr(msgs, "warning: x.conf:10: cimd_allow_loopback: client metadata "
+	    "documents may be fetched from loopback addresses") != NULL, "%s", msgs);
+	free(msgs);
+	config_free(c);
+	ck_assert_int_eq(load(MINIMAL "[mcp]\ncimd_hosts = good.example\n", NULL, &msgs, &c), CS_OK);
+	ck_assert_msg(strstr(msgs, "warning: x.conf:10: cimd_hosts: ignored") != NULL, "%s", msgs);
+	free(msgs);
+	config_free(c);
+	/* From the environment too. */
+	char *const env[] = { "CONSENTD_MCP_CIMD_ALLOW=prefixes",
+	    "CONSENTD_MCP_CIMD_PREFIXES=https://env.example/c/", NULL };
+	c = expect_ok(MINIMAL, env);
+	ck_assert_int_eq(c->mcp_cimd_allow, CIMD_ALLOW_PREFIXES);
+	ck_assert_str_eq(c->mcp_cimd_prefixes[0], "https://env.example/c/");
+	config_free(c);
+
+	expect_error(MINIMAL "[mcp]\ncimd_allow = some\n", NULL, "x.conf:10: cimd_allow:");
+	expect_error(MINIMAL "[mcp]\ncimd_allow = hosts\n", NULL,
+	    "x.conf:10: cimd_allow: hosts needs at least one host in cimd_hosts");
+	expect_error(MINIMAL "[mcp]\ncimd_allow = prefixes\n", NULL,
+	    "x.conf:10: cimd_allow: prefixes needs at least one prefix in cimd_prefixes");
+	expect_error(MINIMAL "[mcp]\ncimd_allow = hosts\ncimd_hosts = https://good.example\n", NULL,
+	    "x.conf:11: cimd_hosts: 'https://good.example' is not a valid host");
+	expect_error(MINIMAL "[mcp]\ncimd_allow = hosts\ncimd_hosts = *.good.example\n", NULL,
+	    "x.conf:11: cimd_hosts: '*.good.example' is not a valid host");
+	expect_error(MINIMAL "[mcp]\ncimd_allow = hosts\ncimd_hosts = a.example a.example\n", NULL,
+	    "x.conf:11: cimd_hosts: 'a.example' is listed twice");
+	/* A prefix must end in '/', or it could end inside a host name or a segment. */
+	expect_error(MINIMAL "[mcp]\ncimd_allow = prefixes\ncimd_prefixes = https://good.example\n",
+	    NULL, "x.conf:11: cimd_prefixes: 'https://good.example' is not a valid prefix");
+	expect_error(MINIMAL "[mcp]\ncimd_allow = prefixes\ncimd_prefixes = https://good.example/x\n",
+	    NULL, "x.conf:11: cimd_prefixes: 'https://good.example/x' is not a valid prefix");
+	expect_error(MINIMAL "[mcp]\ncimd_allow = prefixes\ncimd_prefixes = http://good.example/\n",
+	    NULL, "is not a valid prefix");
+	expect_error(MINIMAL "[mcp]\ncimd_allow_loopback = perhaps\n", NULL,
+	    "x.conf:10: cimd_allow_loopback:");
+	expect_error(MINIMAL "[mcp]\ncimd_ca_file = /nonexistent/ca.pem\n", NULL,
+	    "x.conf:10: cimd_ca_file: '/nonexistent/ca.pem' is not a readable PEM file");
+	expect_error(MINIMAL "[mcp]\ncimd_ca_file = config/consentd.conf.example\n", NULL,
+	    "is not a readable PEM file");
+	expect_error(MINIMAL "[mcp]\ncimd_timeout_ms = 99\n", NULL,
+	    "x.conf:10: cimd_timeout_ms: out of range (expected an integer from 100 to 30000)");
+	expect_error(MINIMAL "[mcp]\ncimd_timeout_ms = 1000\n", NULL,
+	    "x.conf:10: cimd_timeout_ms: cimd_connect_timeout_ms must not exceed cimd_timeout_ms");
+	expect_error(MINIMAL "[mcp]\ncimd_connect_timeout_ms = 6000\n", NULL,
+	    "x.conf:10: cimd_connect_timeout_ms: cimd_connect_timeout_ms must not exceed");
+	expect_error(MINIMAL "[mcp]\ncimd_max_bytes = 65537\n", NULL,
+	    "x.conf:10: cimd_max_bytes: out of range (expected an integer from 256 to 65536)");
+	expect_error(MINIMAL "[mcp]\ncimd_cache_entries = 0\n", NULL,
+	    "x.conf:10: cimd_cache_entries: out of range");
+	expect_error(MINIMAL "[mcp]\ncimd_cache_min_ttl = 100000\n", NULL,
+	    "x.conf:10: cimd_cache_min_ttl: out of range");
+	expect_error(MINIMAL "[mcp]\ncimd_cache_max_ttl = 30\n", NULL,
+	    "x.conf:10: cimd_cache_max_ttl: cimd_cache_min_ttl must not exceed cimd_cache_max_ttl");
+	expect_error(MINIMAL "[mcp]\ncimd_cache_default_ttl = 90000\n", NULL,
+	    "x.conf:10: cimd_cache_default_ttl: cimd_cache_default_ttl must lie between");
+	expect_error(MINIMAL "[mcp]\ncimd_failure_ttl = 301\n", NULL,
+	    "x.conf:10: cimd_failure_ttl: out of range");
+	expect_error(MINIMAL "[mcp]\ncimd_whatever = 1\n", NULL, "x.conf:10:");
+}
+END_TEST
+
 START_TEST(test_config_write_queue)
 {
 	struct config *c = expect_ok(MINIMAL, NULL);
@@ -1474,6 +1584,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_section_duplicate);
 	tcase_add_test(t, test_config_int_bad);
 	tcase_add_test(t, test_config_retention);
+	tcase_add_test(t, test_config_mcp);
 	tcase_add_test(t, test_config_write_queue);
 	tcase_add_test(t, test_config_grant_ttl_range);
 	tcase_add_test(t, test_config_bool_values);
