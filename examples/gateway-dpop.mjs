@@ -22,7 +22,7 @@ export const DPOP_ALGS = ['ES256', 'PS256', 'EdDSA'];
 export async function newDpopKey(alg = 'ES256') {
   const { publicKey, privateKey } = alg === 'ES256' ? generateKeyPairSync('ec', { namedCurve: 'P-256' })
     : alg === 'PS256' ? generateKeyPairSync('rsa', { modulusLength: 2048 })
-      : alg === 'EdDSA' ? generateKeyPairSync('ed25519') : (() => { throw new Error(`no ${alg} keys`); })();
+      : alg === 'EdDSA' || alg === 'Ed25519' ? generateKeyPairSync('ed25519') : (() => { throw new Error(`no ${alg} keys`); })();
   const publicJwk = publicKey.export({ format: 'jwk' });
   return { alg, privateKey, publicJwk, jkt: jwkThumbprint(publicJwk) };
 }

@@ -1,5 +1,5 @@
 // JWS with Node's own crypto, for the examples (no npm package): compact JWS signing and
-// verification for ES256, PS256 and EdDSA, RFC 7638 thumbprints, and a cached JWKS.
+// verification for ES256, PS256 and EdDSA (also by RFC 9864's name, Ed25519), RFC 7638 thumbprints, and a cached JWKS.
 // The algorithm always comes from the caller's allowlist and must fit the key: never
 // from the token's header on trust, never "none" or HMAC.  Node 18+.
 import { createHash, createPublicKey, sign, verify, constants, KeyObject } from 'node:crypto';
@@ -11,11 +11,11 @@ const json64 = (s) => JSON.parse(Buffer.from(s, 'base64url').toString('utf8'));
 function params(alg, key) {
   if (alg === 'ES256') return { hash: 'sha256', key: { key, dsaEncoding: 'ieee-p1363' } };
   if (alg === 'PS256') return { hash: 'sha256', key: { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 } };
-  if (alg === 'EdDSA') return { hash: null, key };
+  if (alg === 'EdDSA' || alg === 'Ed25519') return { hash: null, key };
   throw new Error(`algorithm ${alg} is not allowed`);
 }
 // The key types each algorithm needs (a PS256 header over an EC key is refused).
-const KEY_TYPE = { ES256: 'ec', PS256: 'rsa', EdDSA: 'ed25519' };
+const KEY_TYPE = { ES256: 'ec', PS256: 'rsa', EdDSA: 'ed25519', Ed25519: 'ed25519' };
 const asKeyObject = (k) => (k instanceof KeyObject ? k : KeyObject.from(k));   // also WebCrypto keys
 
 // header and payload -> the compact JWS, signed with privateKey (a KeyObject or CryptoKey).

@@ -90,7 +90,7 @@ test('every [section] key the Markdown documents name exists, and each default t
     for (const para of paras) {
       const flat = para.replace(/\s*\n\s*/g, ' ');
       let lastSection = null;
-      const re = /`\[([A-Za-z0-9_.:-]+)\](?: ([a-z0-9_]+))?(?: = [^`]*)?`|`([a-z][a-z0-9_]*)`/g;
+      const re = /`\[([A-Za-z][A-Za-z0-9_.:-]*)\](?: ([a-z0-9_]+))?(?: = [^`]*)?`|`([a-z][a-z0-9_]*)`/g;
       for (let m; (m = re.exec(flat));) {
         let sec;
         let key;
