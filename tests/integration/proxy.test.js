@@ -1015,7 +1015,11 @@ test('an anonymous /proxy flood from 8 addresses cannot take the pool: the gatew
   assert.deepEqual(failed, [], `the gateway's calls that did not pass: ${failed.length} of 40`);
   assert.equal(gw.length, 40);
   assert.ok(anon.sent >= 480, `the flood ran: ${anon.sent} anonymous calls`);
-  assert.deepEqual(Object.keys(anon.status), ['401'], `every anonymous call refused at the gate: ${JSON.stringify(anon.status)}`);
+  // Refused at the gate: 401, or 429 once the address spent its failed-authentication
+  // bucket ([limits] auth_failure_burst, issue 28 item 1); never a 503 of a full pool.
+  assert.ok(anon.status['401'] > 0, `anonymous calls refused as unauthenticated: ${JSON.stringify(anon.status)}`);
+  assert.deepEqual(Object.keys(anon.status).filter((s) => s !== '401' && s !== '429'), [],
+    `every anonymous call refused at the gate: ${JSON.stringify(anon.status)}`);
   assert.equal(rec.since(n0).length, 40, 'only the gateway\'s calls reached the upstream');
 });
 
