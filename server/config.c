@@ -225,6 +225,8 @@ enum cs_err config_print_keys(FILE *out)
 			const char *end = strchr(at, '\n');
 			if (at[0] == 'r')
 				fprintf(out, "[%s] %s (required)\n", sec, keys[i]);
+			else if (at[0] == 'o')
+				fprintf(out, "[%s] %s (obsolete)\n", sec, keys[i]);
 			else if (at[0] == 'n' || end == at + 2)
 				fprintf(out, "[%s] %s =\n", sec, keys[i]);
 			else

@@ -919,6 +919,7 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	for (const char *const *k = (const char *const[]){ "max_pending", "max_pending_per_address",
 	    NULL }; s != NULL && *k != NULL; k++) {
 		const struct entry *le = cfg_find(s, *k);
+		cfg_note_default(c, s, *k, 'o', "%s", "");   /* config-keys: (obsolete) */
 		if (le != NULL)
 			cfg_warn_e(c, le, "obsolete and ignored: sign-ins in progress are no longer "
 			    "stored at consentd, so there is nothing to bound (remove the key)");

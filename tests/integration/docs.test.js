@@ -21,9 +21,10 @@ function codeKeys() {
   assert.equal(r.status, 0, r.stderr);
   const keys = new Map();
   for (const line of r.stdout.trim().split('\n')) {
-    const m = /^\[([^\]]+)\] ([a-z0-9_]+)(?: = (.*)| =| \(required\))$/.exec(line);
+    const m = /^\[([^\]]+)\] ([a-z0-9_]+)(?: = (.*)| =| \(required\)| \(obsolete\))$/.exec(line);
     assert.ok(m, `config-keys printed an unexpected line: ${line}`);
-    keys.set(`${m[1]} ${m[2]}`, { def: m[3] ?? '', required: line.endsWith('(required)') });
+    keys.set(`${m[1]} ${m[2]}`, { def: m[3] ?? '', required: line.endsWith('(required)'),
+      obsolete: line.endsWith('(obsolete)') });
   }
   return keys;
 }
@@ -165,8 +166,9 @@ test('config/consentd.conf.example names every key the code has, and each with i
     if (noDefault(code)) continue;
     if (value !== def) problems.push(`${at}: ${key} = ${value}, but the code's default is ${def}`);
   }
-  for (const k of KEYS.keys())
-    if (!seen.has(k)) problems.push(`the example lacks [${k.replace(' ', '] ')}`);
+  // An obsolete key (accepted with a warning, ignored) is no longer in the example.
+  for (const [k, v] of KEYS)
+    if (!seen.has(k) && !v.obsolete) problems.push(`the example lacks [${k.replace(' ', '] ')}`);
   assert.deepEqual(problems, [], problems.join('\n'));
 });
 

@@ -250,7 +250,8 @@ START_TEST(test_config_print_keys)
 		"[oidc] scopes = openid profile email\n", "[limits] address_rate = 20\n",
 		"[retention] enabled = true\n", "[database] write_queue = 256\n",
 		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
-		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n" };
+		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n",
+		"[login] max_pending (obsolete)\n", "[login] max_pending_per_address (obsolete)\n" };
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		ck_assert_msg(strstr(out, want[i]) != NULL, "missing %s in:\n%s", want[i], out);
 	size_t lines = 0;
