@@ -10,6 +10,7 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPair, exportJWK, SignJWT, createRemoteJWKSet } from 'jose';
+import '../lib/webcrypto.js';   // first: Node 18 has no global crypto in a module
 import * as oauth from 'oauth4webapi';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
