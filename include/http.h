@@ -105,7 +105,12 @@ struct param_value {
 
 /* Who the route's gate established (ROUTE_AUTH_NONE: nobody); freed with
  * the request. */
+#define HTTP_ACTOR_MAX 300
 struct http_auth {
+	/* Who the audit names as the caller, "user:<subject>", "admin:<token
+	 * name>" or "gateway:<id>", set by the router once the gate let the
+	 * request through ("" for ROUTE_AUTH_NONE): no handler formats it. */
+	char            actor[HTTP_ACTOR_MAX];
 	struct session *session;             /* SESSION, ADMIN_PAGE, ADMIN_STEPUP */
 	char           *admin;               /* ADMIN_API: the admin token's name */
 	bool            gateway;             /* GATEWAY */
@@ -281,6 +286,20 @@ enum route_kind router_kind_for_path(const struct route *table, const char *path
 /* The typed value of the parameter called name of the route that answers
  * req: NULL when the route declares no such parameter or it was absent. */
 const struct param_value *http_param(const struct http_request *req, const char *name);
+/* Typed parameters read by index (as kcgi's fieldmap[KEY_X]): a route's
+ * handler header declares an enum of its parameters' positions, and routes.c
+ * declares them with designated initializers ([ME_REVOKE_CSRF] = { "csrf",
+ * ... }), so an index names the parameter the table checked.  The router
+ * already refused what is missing, unknown or invalid.  http_arg: the value
+ * at idx, NULL when absent (or idx past the route's parameters). */
+const struct param_value *http_arg(const struct http_request *req, unsigned idx);
+/* Its text (NULL when absent). */
+const char *http_arg_str(const struct http_request *req, unsigned idx);
+/* A present PARAM_INT's number, or a PARAM_WORD's index, into *out: true;
+ * false when absent. */
+bool http_arg_int(const struct http_request *req, unsigned idx, int64_t *out);
+/* A family's members present (bit i: name<i>); 0 when none. */
+uint64_t http_arg_family(const struct http_request *req, unsigned idx);
 /* A present PARAM_INT's value into *out: true; false when absent. */
 bool http_param_int(const struct http_request *req, const char *name, int64_t *out);
 /* A family's members present (bit i: name<i>); 0 when none. */

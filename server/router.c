@@ -588,6 +588,38 @@ const struct param_value *http_param(const struct http_request *req, const char 
 	return NULL;
 }
 
+const struct param_value *http_arg(const struct http_request *req, unsigned idx)
+{
+	if (req->route == NULL || idx >= ROUTE_MAX_PARAMS)
+		return NULL;
+	for (unsigned i = 0; i <= idx; i++)        /* a table ends at a NULL name */
+		if (req->route->params[i].name == NULL)
+			return NULL;
+	const struct param_value *pv = &req->values[idx];
+	return pv->str != NULL || pv->members != 0 ? pv : NULL;
+}
+
+const char *http_arg_str(const struct http_request *req, unsigned idx)
+{
+	const struct param_value *pv = http_arg(req, idx);
+	return pv != NULL ? pv->str : NULL;
+}
+
+bool http_arg_int(const struct http_request *req, unsigned idx, int64_t *out)
+{
+	const struct param_value *pv = http_arg(req, idx);
+	if (pv == NULL || pv->str == NULL)
+		return false;
+	*out = pv->num;
+	return true;
+}
+
+uint64_t http_arg_family(const struct http_request *req, unsigned idx)
+{
+	const struct param_value *pv = http_arg(req, idx);
+	return pv != NULL ? pv->members : 0;
+}
+
 bool http_param_int(const struct http_request *req, const char *name, int64_t *out)
 {
 	const struct param_value *pv = http_param(req, name);
@@ -777,6 +809,20 @@ static bool gate_run(http_gate gate, struct http_request *req, struct http_reply
 	return *e == CS_OK && ok;
 }
 
+/* The audit's name for whom the gate let through (struct http_auth's actor). */
+static enum cs_err actor_set(struct http_request *req)
+{
+	struct http_auth *a = &req->auth;
+	if (a->session != NULL && a->session->subject != NULL)
+		return str_fmt(a->actor, sizeof a->actor, "user:%s", a->session->subject);
+	if (a->admin != NULL)
+		return str_fmt(a->actor, sizeof a->actor, "admin:%s", a->admin);
+	if (a->gateway && req->app != NULL && req->app->cfg != NULL)
+		return str_fmt(a->actor, sizeof a->actor, "gateway:%s", req->app->cfg->gateway_id);
+	a->actor[0] = '\0';
+	return CS_OK;
+}
+
 /* Everything before the handler.  true: the handler may run (rep untouched);
  * false: rep holds the answer, or *ep the failure finish() turns into one. */
 static bool admit(const struct route *table, struct http_request *req, struct http_reply *rep,
@@ -860,6 +906,8 @@ static bool admit(const struct route *table, struct http_request *req, struct ht
 		http_gate gate = (unsigned)rt->auth < ROUTE_AUTH__MAX ? http_gates[rt->auth] : NULL;
 		if (!gate_run(gate, req, rep, &e) ||
 		    !limit_ok(rt, req, rep, true, &e))
+			goto failed;
+		if ((e = actor_set(req)) != CS_OK)
 			goto failed;
 	}
 	if ((rt->flags & ROUTE_GRANT) && !gate_run(http_grant_check, req, rep, &e))

@@ -574,6 +574,31 @@ static int status_of(const struct route *r, const char *path, char *body_out, si
 	return st;
 }
 
+/* Issue 29 item 3: handlers read parameters by index (http_arg), and
+ * routes.c declares them with designated initializers -- so a table whose
+ * positions leave a hole would end a route's list early and silently drop
+ * what follows.  Every route: names up to the first NULL, nothing after it,
+ * and no name twice. */
+START_TEST(test_handlers_route_params_have_no_holes)
+{
+	for (const struct route *r = http_routes; r->pattern != NULL; r++) {
+		size_t n = 0;
+		while (n < ROUTE_MAX_PARAMS && r->params[n].name != NULL)
+			n++;
+		for (size_t i = n; i < ROUTE_MAX_PARAMS; i++)
+			ck_assert_msg(r->params[i].name == NULL && r->params[i].type == NULL &&
+			    r->params[i].max_len == 0 && r->params[i].flags == 0,
+			    "%s %s: parameter %zu follows the end of its list",
+			    http_method_name(r->method), r->pattern, i);
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = i + 1; j < n; j++)
+				ck_assert_msg(strcmp(r->params[i].name, r->params[j].name) != 0,
+				    "%s %s: %s twice", http_method_name(r->method), r->pattern,
+				    r->params[i].name);
+	}
+}
+END_TEST
+
 /* Issue 28 item 4: a capture of any length is a 4xx, never a 500 -- every
  * route of the table, at the router's bound and far past it (a handler's
  * fixed buffer, such as the sign-in's return page, used to fail on 4 KiB). */
@@ -647,6 +672,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_handlers_admin_api_bearer_gate);
 	tcase_add_test(tc, test_handlers_admin_page_gate);
 	tcase_add_test(tc, test_handlers_every_capture_long_is_4xx);
+	tcase_add_test(tc, test_handlers_route_params_have_no_holes);
 	tcase_add_test(tc, test_handlers_proxy_admission_before_the_pool);
 	suite_add_tcase(s, tc);
 	return s;
