@@ -68,6 +68,12 @@ enum cs_err cimd_url_host(const char *url, char *host, size_t hostlen, uint16_t 
 enum cs_err cimd_doc_parse(const char *url, const char *json, size_t len, struct cimd_doc *out,
     char *why, size_t whylen) CS_MUST_CHECK;
 
+/* A redirect URI as a document or a pre-registered client ([client.NAME]
+ * redirect_uris) may name: absolute, without fragment or userinfo, https, or
+ * http to 127.0.0.1, [::1] or localhost (native clients, RFC 8252 §7.3).
+ * false with why naming the failing check. */
+bool cimd_redirect_uri_ok(const char *uri, char *why, size_t whylen);
+
 /* --- addresses (SSRF) ------------------------------------------------------
  * Where an address may lead.  Everything but PUBLIC is refused; LOOPBACK only
  * is allowed when [mcp] cimd_allow_loopback says so.  IPv4-mapped

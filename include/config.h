@@ -62,6 +62,21 @@ struct config_agent {            /* [agent.NAME] */
 	bool   offline;
 };
 
+/* [client.NAME]: an MCP client registered by the operator (issue #30), beside
+ * the clients that arrive with a client-id URL (cimd.h).  Public (a native or
+ * browser client proving itself with PKCE alone) or private_key_jwt. */
+enum config_client_auth { CLIENT_AUTH_NONE = 0, CLIENT_AUTH_PRIVATE_KEY_JWT };
+struct config_client {
+	char  *id;                   /* the NAME part */
+	char  *client_id;            /* what the client sends (defaults to NAME) */
+	char  *name;                 /* shown on the consent page (defaults to client_id) */
+	char **redirect_uris;        /* NULL-terminated, at least one (cimd_redirect_uri_ok) */
+	size_t nredirect_uris;
+	enum config_client_auth auth;   /* token_endpoint_auth, default none */
+	char  *jwks_file, *jwks_uri; /* private_key_jwt: exactly one */
+	char  *jwks_json;            /* jwks_file's JWK Set as read and checked at start */
+};
+
 struct config_limit {            /* one [limits] class */
 	int64_t rate_milli;          /* requests a second, in thousandths; 0 = the class is off */
 	int64_t burst;               /* the bucket's size: requests allowed at once */
@@ -192,6 +207,7 @@ struct config {                  /* immutable after config_load(); free with con
 	int64_t mcp_cimd_failure_ttl;        /* default 10, s: a failed fetch is not retried sooner */
 
 	struct config_agent    *agents;    size_t nagents;
+	struct config_client   *clients;   size_t nclients;
 	struct config_resource *resources; size_t nresources;
 	struct config_scope    *scopes;    size_t nscopes;
 	struct config_action   *actions;   size_t nactions;
@@ -243,6 +259,8 @@ unsigned config_warn_gateway_approvals(const struct config *cfg, FILE *out);
 
 /* Look-ups; NULL when absent. */
 const struct config_agent    *config_agent(const struct config *, const char *id);
+/* The [client.NAME] whose client_id is client_id, byte for byte; NULL: none. */
+const struct config_client   *config_client(const struct config *, const char *client_id);
 const struct config_resource *config_resource(const struct config *, const char *id);
 const struct config_resource *config_resource_by_uri(const struct config *, const char *uri);
 const struct config_scope    *config_scope(const struct config *, const char *resource, const char *name);

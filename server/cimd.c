@@ -338,6 +338,27 @@ static bool display_text_ok(const char *s)
 	return true;
 }
 
+/* One redirect URI, named what in a refusal: absolute, no fragment or
+ * userinfo, https -- or http back to the person's own machine. */
+static bool redirect_ok(const char *s, const char *what, char *why, size_t whylen)
+{
+	struct url_parts p;
+	if (!url_parse(s, U_QUERY_OK | U_PATH_OPT | U_DOTS_OK | U_HTTP_LOOP, what, &p, why, whylen))
+		return false;
+	/* SECURITY: plain http only back to the person's own machine (RFC 8252 §7.3). */
+	if (!p.https && !host_is(&p, "127.0.0.1") && !host_is(&p, "::1") &&
+	    !host_is(&p, "localhost")) {
+		say(why, whylen, "%s: http is allowed only to 127.0.0.1, [::1] or localhost", what);
+		return false;
+	}
+	return true;
+}
+
+bool cimd_redirect_uri_ok(const char *uri, char *why, size_t whylen)
+{
+	return uri != NULL && redirect_ok(uri, "redirect URI", why, whylen);
+}
+
 static bool check_redirects(json_t *root, struct cimd_doc *d, char *why, size_t whylen)
 {
 	json_t *ru = json_object_get(root, "redirect_uris"), *v;
@@ -357,7 +378,6 @@ static bool check_redirects(json_t *root, struct cimd_doc *d, char *why, size_t 
 	if ((d->redirect_uris = calloc(json_array_size(ru) + 1, sizeof *d->redirect_uris)) == NULL)
 		return false;
 	json_array_foreach(ru, i, v) {
-		struct url_parts p;
 		char what[40];
 		const char *s = json_string_value(v);
 		if (str_fmt(what, sizeof what, "redirect_uris[%zu]", i) != CS_OK)
@@ -366,16 +386,8 @@ static bool check_redirects(json_t *root, struct cimd_doc *d, char *why, size_t 
 			say(why, whylen, "%s must be a string", what);
 			return false;
 		}
-		if (!url_parse(s, U_QUERY_OK | U_PATH_OPT | U_DOTS_OK | U_HTTP_LOOP, what, &p, why,
-		    whylen))
+		if (!redirect_ok(s, what, why, whylen))
 			return false;
-		/* SECURITY: plain http only back to the person's own machine (RFC 8252 §7.3). */
-		if (!p.https && !host_is(&p, "127.0.0.1") && !host_is(&p, "::1") &&
-		    !host_is(&p, "localhost")) {
-			say(why, whylen, "%s: http is allowed only to 127.0.0.1, [::1] or localhost",
-			    what);
-			return false;
-		}
 		if ((d->redirect_uris[i] = strdup(s)) == NULL)
 			return false;
 		d->nredirect_uris++;

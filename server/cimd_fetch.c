@@ -326,8 +326,14 @@ enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct 
 	case CS_OK:
 		break;
 	case CS_EBUSY:
-		say(why, whylen, "fetching the client metadata document took longer than %ld ms",
-		    o->timeout_ms);
+		/* libcurl's connect timeout covers the TLS handshake: the whole
+		 * deadline not yet reached, it was the connection's that ran out. */
+		if (mono_ms() < start + o->timeout_ms)
+			say(why, whylen, "connecting to the client metadata document's host took longer "
+			    "than %ld ms", rq.connect_timeout_ms);
+		else
+			say(why, whylen, "fetching the client metadata document took longer than %ld ms",
+			    o->timeout_ms);
 		goto out;
 	case CS_ETOOBIG:
 		say(why, whylen, "the client metadata document is larger than %zu bytes",

@@ -175,7 +175,8 @@ static const char keys_text[] =
     "[oidc]\nissuer = http://127.0.0.1:9\nclient_id = consentd\nclient_secret = s\n"
     "[session]\n[login]\n[consent]\n[gateway]\nclient_secret = 0123456789abcdef\n"
     "[audit]\n[metrics]\n[retention]\n[limits]\n[agent.NAME]\n[resource.NAME]\n"
-    "[scope.NAME.SCOPE]\n[action.NAME.ACTION]\nscope = SCOPE\n";
+    "[scope.NAME.SCOPE]\n[action.NAME.ACTION]\nscope = SCOPE\n"
+    "[client.NAME]\nredirect_uris = https://client.example/cb\n";
 
 enum cs_err config_print_keys(FILE *out)
 {
@@ -185,7 +186,7 @@ enum cs_err config_print_keys(FILE *out)
 	enum cs_err rc = CS_OK;
 	static const char *const label[SK__MAX] = { [SK_AGENT] = "agent.NAME",
 		[SK_RESOURCE] = "resource.NAME", [SK_SCOPE] = "scope.NAME.SCOPE",
-		[SK_ACTION] = "action.NAME.ACTION" };
+		[SK_ACTION] = "action.NAME.ACTION", [SK_CLIENT] = "client.NAME" };
 	static char *const no_env[] = { NULL };
 
 	buf_init(&d, 256 * 1024);
@@ -724,6 +725,17 @@ void config_free(struct config *c)
 		cfg_free_strv(c->agents[i].allow);
 	}
 	free(c->agents);
+	for (size_t i = 0; i < c->nclients; i++) {
+		struct config_client *k = &c->clients[i];
+		free(k->id);
+		free(k->client_id);
+		free(k->name);
+		cfg_free_strv(k->redirect_uris);
+		free(k->jwks_file);
+		free(k->jwks_uri);
+		free(k->jwks_json);
+	}
+	free(c->clients);
 	for (size_t i = 0; i < c->nresources; i++) {
 		struct config_resource *r = &c->resources[i];
 		free(r->id);
@@ -768,6 +780,14 @@ const struct config_agent *config_agent(const struct config *c, const char *id)
 	for (size_t i = 0; c != NULL && i < c->nagents; i++)
 		if (same(c->agents[i].id, id))
 			return &c->agents[i];
+	return NULL;
+}
+
+const struct config_client *config_client(const struct config *c, const char *client_id)
+{
+	for (size_t i = 0; c != NULL && i < c->nclients; i++)
+		if (same(c->clients[i].client_id, client_id))
+			return &c->clients[i];
 	return NULL;
 }
 

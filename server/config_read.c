@@ -59,6 +59,8 @@ static const char *const keys_resource[] = { "name", "uri", "max_consent", "prov
 	"refresh_margin", "token_release", "base_url", NULL };
 static const char *const keys_scope[] = { "description", "provider", NULL };
 static const char *const keys_action[] = { "description", "scope", "approval", "route", NULL };
+static const char *const keys_client[] = { "client_id", "name", "redirect_uris",
+	"token_endpoint_auth", "jwks_file", "jwks_uri", NULL };
 
 static const struct {
 	const char *name;
@@ -81,6 +83,7 @@ static const struct {
 	[SK_RESOURCE] = { "resource", keys_resource },
 	[SK_SCOPE]    = { "scope", keys_scope },
 	[SK_ACTION]   = { "action", keys_action },
+	[SK_CLIENT]   = { "client", keys_client },
 };
 
 const char *const *cfg_section_keys(enum sec_kind k, const char **name)
@@ -130,7 +133,7 @@ static void open_section(struct ctx *c, const char *name, size_t n)
 		cfg_err_line(c, c->lineno, NULL, "[%s]: unknown section", full);
 		goto out;
 	}
-	if (kind == SK_AGENT || kind == SK_RESOURCE) {
+	if (kind == SK_AGENT || kind == SK_RESOURCE || kind == SK_CLIENT) {
 		a = dot + 1;
 		alen = strlen(a);
 		if (!cfg_valid_part(a, alen, false)) {

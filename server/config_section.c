@@ -203,29 +203,29 @@ static void load_oidc(struct ctx *c, struct config *cfg, const struct section *s
 static const char *const gateway_auth_names[] = { "client_secret_basic", "private_key_jwt", NULL };
 static bool word_ok_gateway_auth(const char *w) { return cfg_in_list(gateway_auth_names, w); }
 
-/* The gateway's public keys, for private_key_jwt: a JWKS file read and checked
- * here, so that consentd -n catches a bad one. */
-static void load_gateway_jwks(struct ctx *c, struct config *cfg, const struct entry *e)
+/* A JWK Set file (a client's public keys, for private_key_jwt) read and
+ * checked here, so that consentd -n catches a bad one: *json, the text. */
+static void read_jwks_file(struct ctx *c, const struct entry *e, const char *path, char **json)
 {
 	struct buf b;
 	char chunk[4096], why[160];
 	struct jws_keyset *ks = NULL;
-	FILE *f = fopen(cfg->gateway_jwks_file, "re");
+	FILE *f = fopen(path, "re");
 	buf_init(&b, 256 * 1024);
 	if (f == NULL) {
-		cfg_err_e(c, e, "cannot open '%s': %s", cfg->gateway_jwks_file, strerror(errno));
+		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
 		goto out;
 	}
 	for (;;) {
 		size_t got = fread(chunk, 1, sizeof chunk, f);
 		enum cs_err r = got > 0 ? buf_append(&b, chunk, got) : CS_OK;
 		if (r != CS_OK) {
-			cfg_err_e(c, e, "'%s' is larger than 256 KiB", cfg->gateway_jwks_file);
+			cfg_err_e(c, e, "'%s' is larger than 256 KiB", path);
 			goto out;
 		}
 		if (got < sizeof chunk) {
 			if (ferror(f)) {
-				cfg_err_e(c, e, "cannot read '%s': %s", cfg->gateway_jwks_file, strerror(errno));
+				cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
 				goto out;
 			}
 			break;
@@ -239,9 +239,9 @@ static void load_gateway_jwks(struct ctx *c, struct config *cfg, const struct en
 	if (r == CS_ENOMEM)
 		c->oom = true;
 	else if (r != CS_OK)
-		cfg_err_e(c, e, "'%s': %s", cfg->gateway_jwks_file, why);
+		cfg_err_e(c, e, "'%s': %s", path, why);
 	else
-		cfg->gateway_jwks_json = buf_steal(&b);
+		*json = buf_steal(&b);
 out:
 	jws_keyset_free(ks);
 	if (f != NULL)
@@ -282,7 +282,7 @@ static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct se
 		cfg_err_e(c, cfg_find(s, "jwks_file") ? cfg_find(s, "jwks_file") : cfg_find(s, "jwks_uri"),
 		    "used only with private_key_jwt in token_endpoint_auth");
 	else if (e != NULL)
-		load_gateway_jwks(c, cfg, e);
+		read_jwks_file(c, e, cfg->gateway_jwks_file, &cfg->gateway_jwks_json);
 	else if (ue != NULL && !cfg_check_url(c, ue, cfg->gateway_jwks_uri, URL_PATH | URL_QUERY, &https)) {
 		free(cfg->gateway_jwks_uri);
 		cfg->gateway_jwks_uri = NULL;
@@ -593,6 +593,60 @@ static void load_agent(struct ctx *c, struct config_agent *a, const struct secti
 	cfg_get_bool(c, s, "offline", false, &a->offline);
 }
 
+static const char *const client_auth_names[] = { "none", "private_key_jwt", NULL };
+static bool word_ok_any(const char *w) { (void)w; return true; }
+
+/* [client.NAME]: an MCP client the operator registered (config.h). */
+static void load_client(struct ctx *c, struct config_client *k, const struct section *s)
+{
+	bool given, https;
+	int i;
+	const struct entry *e;
+	char why[CIMD_WHY_MAX];
+	k->id = cfg_xstrdup(c, s->a);
+	e = cfg_get_str(c, s, "client_id", s->a, 0, &k->client_id);
+	bool visible = k->client_id != NULL && k->client_id[0] != '\0' && strlen(k->client_id) <= 255;
+	for (const char *p = k->client_id; visible && *p; p++)
+		visible = *p > 0x20 && *p < 0x7f;
+	if (e != NULL && k->client_id != NULL && !visible)
+		cfg_err_e(c, e, "must be 1 to 255 visible ASCII characters (no spaces)");
+	/* An https URL is a client-id metadata document's (cimd.h): a registered
+	 * client must not take a name another party's document could claim. */
+	else if (k->client_id != NULL && strncasecmp(k->client_id, "https://", 8) == 0)
+		cfg_err_line(c, e != NULL ? e->line : s->line, "client_id", "must not be an https URL "
+		    "(that names a client by its metadata document; [mcp] cimd_allow admits those)");
+	(void)cfg_get_str(c, s, "name", k->client_id != NULL ? k->client_id : s->a, 0, &k->name);
+	k->redirect_uris = cfg_get_words(c, s, &(struct words_key){ .key = "redirect_uris",
+	    .def = "", .ok = word_ok_any, .what = "redirect URI" }, &k->nredirect_uris, &given);
+	e = cfg_find(s, "redirect_uris");
+	if (k->nredirect_uris == 0)
+		cfg_err_line(c, s->line, "redirect_uris", "[%s] needs at least one redirect URI "
+		    "(https, or http to 127.0.0.1, [::1] or localhost)", s->name);
+	for (size_t j = 0; e != NULL && j < k->nredirect_uris; j++)
+		if (!cimd_redirect_uri_ok(k->redirect_uris[j], why, sizeof why))
+			cfg_err_e(c, e, "'%s': %s", k->redirect_uris[j], why);
+	cfg_get_enum(c, s, "token_endpoint_auth", client_auth_names, CLIENT_AUTH_NONE, &i);
+	k->auth = (enum config_client_auth)i;
+	e = cfg_get_str(c, s, "jwks_file", NULL, S_EMPTY_NULL, &k->jwks_file);
+	const struct entry *ue = cfg_get_str(c, s, "jwks_uri", NULL, S_EMPTY_NULL, &k->jwks_uri);
+	if (k->jwks_file != NULL && k->jwks_uri != NULL)
+		cfg_err_e(c, ue, "give jwks_file or jwks_uri, not both");
+	else if (k->auth == CLIENT_AUTH_PRIVATE_KEY_JWT && k->jwks_file == NULL && k->jwks_uri == NULL)
+		cfg_err_line(c, s->line, "jwks_file", "required with token_endpoint_auth = "
+		    "private_key_jwt (the client's public keys; or jwks_uri)");
+	else if (k->auth == CLIENT_AUTH_NONE && (e != NULL || ue != NULL))
+		cfg_err_e(c, e != NULL ? e : ue, "used only with token_endpoint_auth = private_key_jwt");
+	else if (e != NULL)
+		read_jwks_file(c, e, k->jwks_file, &k->jwks_json);
+	else if (ue != NULL && (!cfg_check_url(c, ue, k->jwks_uri, URL_PATH | URL_QUERY, &https) ||
+	    !https)) {
+		if (k->jwks_uri != NULL)
+			cfg_err_e(c, ue, "must be https");
+		free(k->jwks_uri);
+		k->jwks_uri = NULL;
+	}
+}
+
 static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
 {
 	bool https;
@@ -797,7 +851,7 @@ static void check_default_duration(struct ctx *c, const struct config *cfg)
 
 static void cross_check(struct ctx *c, const struct config *cfg)
 {
-	size_t ia = 0, ir = 0, iac = 0;
+	size_t ia = 0, ir = 0, iac = 0, ik = 0;
 
 	check_default_duration(c, cfg);
 
@@ -817,6 +871,16 @@ static void cross_check(struct ctx *c, const struct config *cfg)
 		case SK_AGENT:
 			check_agent(c, cfg, s, &cfg->agents[ia++]);
 			break;
+		case SK_CLIENT: {
+			const struct config_client *k = &cfg->clients[ik];
+			for (size_t j = 0; k->client_id != NULL && j < ik; j++)
+				if (cfg->clients[j].client_id != NULL &&
+				    strcmp(cfg->clients[j].client_id, k->client_id) == 0)
+					cfg_err_line(c, s->line, "client_id", "[%s] has the client_id of "
+					    "[client.%s]", s->name, cfg->clients[j].id);
+			ik++;
+			break;
+		}
 		case SK_RESOURCE: {
 			const struct config_resource *r = &cfg->resources[ir];
 			e = cfg_find(s, "uri");
@@ -875,10 +939,12 @@ static void load_dynamic(struct ctx *c, struct config *cfg)
 {
 	size_t na = count_kind(c, SK_AGENT), nr = count_kind(c, SK_RESOURCE);
 	size_t ns = count_kind(c, SK_SCOPE), nac = count_kind(c, SK_ACTION);
+	size_t nk = count_kind(c, SK_CLIENT);
 	cfg->agents = calloc_n(c, na, sizeof *cfg->agents);
 	cfg->resources = calloc_n(c, nr, sizeof *cfg->resources);
 	cfg->scopes = calloc_n(c, ns, sizeof *cfg->scopes);
 	cfg->actions = calloc_n(c, nac, sizeof *cfg->actions);
+	cfg->clients = calloc_n(c, nk, sizeof *cfg->clients);
 	if (c->oom)
 		return;
 	for (size_t i = 0; i < c->nsecs; i++) {
@@ -888,6 +954,7 @@ static void load_dynamic(struct ctx *c, struct config *cfg)
 		case SK_RESOURCE: load_resource(c, &cfg->resources[cfg->nresources++], s); break;
 		case SK_SCOPE:    load_scope(c, &cfg->scopes[cfg->nscopes++], s); break;
 		case SK_ACTION:   load_action(c, &cfg->actions[cfg->nactions++], s); break;
+		case SK_CLIENT:   load_client(c, &cfg->clients[cfg->nclients++], s); break;
 		default:          break;
 		}
 	}

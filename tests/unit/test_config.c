@@ -257,7 +257,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 107);   /* every key of every kind of section ([mcp]: 13) */
+	ck_assert_uint_eq(lines, 113);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6) */
 	free(out);
 }
 END_TEST
@@ -1370,6 +1370,108 @@ START_TEST(test_config_retention)
 }
 END_TEST
 
+/* [client.NAME]: an MCP client the operator registers (issue #30): defaults,
+ * every refusal with its key, and the lookup by client_id. */
+START_TEST(test_config_clients)
+{
+	char dir[] = "/tmp/consentd-cfgclient-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char *good = tu_path(dir, "c.jwks"), *bad = tu_path(dir, "bad.jwks");
+	char text[4096];
+	FILE *f = fopen(good, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(V_JWKS, f);
+	fclose(f);
+	f = fopen(bad, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"keys\":[{\"kty\":\"oct\",\"k\":\"c2VjcmV0\"}]}", f);
+	fclose(f);
+
+	struct config *c = expect_ok(MINIMAL "[client.ide]\nredirect_uris = http://127.0.0.1/cb "
+	    "https://ide.example/cb\n[client.cli]\nclient_id = cli-7\nname = The CLI\n"
+	    "redirect_uris = http://[::1]:9/x?y=1 http://localhost/cb\n", NULL);
+	ck_assert_uint_eq(c->nclients, 2);
+	const struct config_client *k = config_client(c, "ide");
+	ck_assert_ptr_nonnull(k);
+	ck_assert_str_eq(k->id, "ide");
+	ck_assert_str_eq(k->name, "ide");                 /* name defaults to client_id */
+	ck_assert_uint_eq(k->nredirect_uris, 2);
+	ck_assert_str_eq(k->redirect_uris[1], "https://ide.example/cb");
+	ck_assert_ptr_null(k->redirect_uris[2]);
+	ck_assert_int_eq(k->auth, CLIENT_AUTH_NONE);
+	ck_assert_ptr_null(k->jwks_json);
+	k = config_client(c, "cli-7");
+	ck_assert_ptr_nonnull(k);
+	ck_assert_str_eq(k->id, "cli");
+	ck_assert_str_eq(k->name, "The CLI");
+	ck_assert_ptr_null(config_client(c, "cli"));       /* by client_id, not NAME */
+	ck_assert_ptr_null(config_client(c, "IDE"));
+	ck_assert_ptr_null(config_client(c, NULL));
+	config_free(c);
+
+	ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "[client.svc]\nredirect_uris = "
+	    "https://svc.example/cb\ntoken_endpoint_auth = private_key_jwt\njwks_file = %s\n", good),
+	    CS_OK);
+	c = expect_ok(text, NULL);
+	ck_assert_int_eq(c->clients[0].auth, CLIENT_AUTH_PRIVATE_KEY_JWT);
+	ck_assert_ptr_nonnull(c->clients[0].jwks_json);
+	config_free(c);
+	c = expect_ok(MINIMAL "[client.svc]\nredirect_uris = https://svc.example/cb\n"
+	    "token_endpoint_auth = private_key_jwt\njwks_uri = https://svc.example/jwks\n", NULL);
+	ck_assert_str_eq(c->clients[0].jwks_uri, "https://svc.example/jwks");
+	config_free(c);
+
+	/* Refusals, each naming its key. */
+	expect_error(MINIMAL "[client.a]\n", NULL, "redirect_uris: [client.a] needs at least one");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = http://app.example/cb\n", NULL,
+	    "http is allowed only to 127.0.0.1, [::1] or localhost");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://app.example/cb#frag\n", NULL,
+	    "redirect_uris: 'https://app.example/cb#frag'");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://u:p@app.example/cb\n", NULL,
+	    "redirect_uris: 'https://u:p@app.example/cb'");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = /cb\n", NULL, "redirect_uris: '/cb'");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://a.example/cb https://a.example/cb\n",
+	    NULL, "listed twice");
+	expect_error(MINIMAL "[client.a]\nclient_id = https://a.example/c.json\n"
+	    "redirect_uris = https://a.example/cb\n", NULL, "client_id: must not be an https URL");
+	expect_error(MINIMAL "[client.a]\nclient_id = a\x01b\nredirect_uris = https://a.example/cb\n",
+	    NULL, "client_id: contains a control character");
+	expect_error(MINIMAL "[client.a]\nclient_id = a\xc3\xa9\nredirect_uris = https://a.example/cb\n",
+	    NULL, "client_id: must be 1 to 255 visible ASCII");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://a.example/cb\n[client.b]\n"
+	    "client_id = a\nredirect_uris = https://b.example/cb\n", NULL,
+	    "[client.b] has the client_id of [client.a]");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://a.example/cb\n"
+	    "token_endpoint_auth = client_secret_basic\n", NULL, "token_endpoint_auth");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://a.example/cb\n"
+	    "token_endpoint_auth = private_key_jwt\n", NULL, "jwks_file: required with "
+	    "token_endpoint_auth = private_key_jwt");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://a.example/cb\n"
+	    "jwks_uri = https://a.example/jwks\n", NULL, "used only with token_endpoint_auth = "
+	    "private_key_jwt");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://a.example/cb\n"
+	    "token_endpoint_auth = private_key_jwt\njwks_uri = http://a.example/jwks\n", NULL,
+	    "jwks_uri");
+	ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "[client.a]\nredirect_uris = "
+	    "https://a.example/cb\ntoken_endpoint_auth = private_key_jwt\njwks_file = %s\n", bad),
+	    CS_OK);
+	expect_error(text, NULL, "bad.jwks");
+	ck_assert_int_eq(str_fmt(text, sizeof text, MINIMAL "[client.a]\nredirect_uris = "
+	    "https://a.example/cb\ntoken_endpoint_auth = private_key_jwt\njwks_file = %s\n"
+	    "jwks_uri = https://a.example/jwks\n", good), CS_OK);
+	expect_error(text, NULL, "give jwks_file or jwks_uri, not both");
+	expect_error(MINIMAL "[client.a.b]\nredirect_uris = https://a.example/cb\n", NULL,
+	    "[client.a.b]: the client name must be");
+	expect_error(MINIMAL "[client.a]\nredirect_uris = https://a.example/cb\nsecret = x\n", NULL,
+	    "secret");
+	unlink(good);
+	unlink(bad);
+	free(good);
+	free(bad);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /* [mcp]: the client-id URL policy and the fetch's bounds (cimd.h), their
  * defaults, and every refusal with its line. */
 START_TEST(test_config_mcp)
@@ -1586,6 +1688,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_int_bad);
 	tcase_add_test(t, test_config_retention);
 	tcase_add_test(t, test_config_mcp);
+	tcase_add_test(t, test_config_clients);
 	tcase_add_test(t, test_config_write_queue);
 	tcase_add_test(t, test_config_grant_ttl_range);
 	tcase_add_test(t, test_config_bool_values);
