@@ -130,14 +130,9 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
 
 /* --- issuing ----------------------------------------------------------- */
 
-/* Signs a grant for consent rq->k with rq->scope (⊆ k's granted, non-empty)
- * and records its jti; with family != NULL also mints a refresh token of that
- * family.  Runs inside the caller's transaction and audits "grant.issued".
- * CS_EPERM for a revoked consent, CS_EINVAL for a bad scope, an unknown
- * resource or an expiry that is not after now.  *out written only on CS_OK. */
-/* Signs a grant for rq->k (no database): the checks of invariant 7, the
- * claims, the ES256 signature.  *g and *exp written only on CS_OK; CS_EPERM for
- * a revoked consent, CS_EINVAL for anything else it cannot sign for. */
+/* Signs a grant for rq->k (no database): the checks of invariant 8, the
+ * claims, the ES256 signature.  *out and *exp_out written only on CS_OK; CS_EPERM
+ * for a revoked consent, CS_EINVAL for anything else it cannot sign for. */
 static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr,
     const struct grant_issue_req *rq, struct grant_response *out, int64_t *exp_out)
 {
@@ -249,6 +244,12 @@ out:
 	return e;
 }
 
+/* issue_sign then issue_record: signs a grant for consent rq->k with rq->scope
+ * (⊆ k's granted, non-empty) and records its jti; with family != NULL also
+ * mints a refresh token of that family.  Runs inside the caller's transaction
+ * and audits "grant.issued".  CS_EPERM for a revoked consent, CS_EINVAL for a
+ * bad scope, an unknown resource or an expiry that is not after now.  *out
+ * written only on CS_OK. */
 static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const struct grant_issue_req *rq, const char *family,
     struct grant_response *out)
