@@ -18,7 +18,7 @@ fi
 # strings, where a cut would only fail the test).
 snprintf_files="server/*.c tests/fuzz/*.c
 	tests/unit/test_audit.c tests/unit/test_buf.c tests/unit/test_config.c tests/unit/test_dpop.c
-	tests/unit/test_events.c tests/unit/test_form.c tests/unit/test_handlers.c tests/unit/test_jws.c tests/unit/test_jwt.c
+	tests/unit/test_events.c tests/unit/test_form.c tests/unit/test_routes.c tests/unit/test_jws.c tests/unit/test_jwt.c
 	tests/unit/test_log.c tests/unit/test_oidc.c tests/unit/test_provider.c tests/unit/test_seal.c
 	tests/unit/test_template.c tests/unit/test_ratelimit.c tests/unit/test_metrics.c tests/unit/test_store.c
 	tests/unit/test_admin.c tests/unit/test_session.c"
