@@ -1,4 +1,4 @@
-/* vault.c -- the token vault (ARCHITECTURE.md flow D): provider tokens sealed
+/* vault.c -- the token vault (docs/architecture.md flow D): provider tokens sealed
  * per consent, release with single-flight refresh, and the revocation outbox
  * (connecting a provider is vault_connect.c).  It must never hand out a
  * refresh token, write a token to a log or the audit log, or wait for a

@@ -1,4 +1,4 @@
-/* vault_connect.c -- connecting a provider (ARCHITECTURE.md flows B + D): the
+/* vault_connect.c -- connecting a provider (docs/architecture.md flows B + D): the
  * authorize URL with PKCE S256 and a single-use state, and the callback that
  * exchanges the code, checks what the provider granted and makes the consent
  * live with its sealed record in one transaction.  It must never exchange a
