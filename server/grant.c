@@ -154,7 +154,7 @@ static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr
 		goto out;
 	}
 	/* SECURITY: a grant never carries a scope the person did not grant
-	 * (invariant 7), and never an empty one. */
+	 * (invariant 8), and never an empty one. */
 	if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &k->granted))
 		goto out;
 	if ((res = config_resource(cfg, k->resource)) == NULL || res->uri == NULL)
@@ -449,7 +449,7 @@ static enum cs_err refresh_renew(const struct renewal *x, enum grant_refresh_out
 		goto out;
 	}
 	if (rq->scope != NULL) {
-		/* SECURITY: narrowing only; never wider than the consent (invariant 7). */
+		/* SECURITY: narrowing only; never wider than the consent (invariant 8). */
 		if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &x->k.granted)) {
 			*oc = GRANT_REFRESH_BAD_SCOPE;
 			e = CS_OK;
@@ -640,7 +640,7 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
 	    cfg->gateway_id == NULL)
 		goto out;
-	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 6):
+	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 7):
 	 * an IdP token, an alg-none or HMAC token and a foreign key all fail here.
 	 * A cache hit stands for this check alone, never for the ones below. */
 	if ((e = verify_grant(kr, token, now, &cl, &hit)) != CS_OK) {

@@ -655,7 +655,7 @@ static enum cs_err check_granted(const struct cx *x, const struct vault_callback
 	} else if ((e = set_parse(w->cs.provider_scopes, &w->g)) != CS_OK) {
 		goto out;
 	}
-	/* SECURITY: invariant 7 -- a provider token never holds more than the
+	/* SECURITY: invariant 8 -- a provider token never holds more than the
 	 * mapping of its consent's scopes. */
 	if (!scope_set_subset(&w->g, &m)) {
 		vault_revoke_now(w->p, &w->t);
