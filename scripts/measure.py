@@ -2,7 +2,7 @@
 """measure.py -- the layering figures issue 13 reports: duplicate pairs (from
 `duplicates`, when it is on PATH), functions over 100 lines, functions taking
 more than 6 parameters, and files over 1,000 lines, for server/.  A function is
-a definition whose body opens with "{" in column 0 (STYLE.md's layout)."""
+a definition whose body opens with "{" in column 0 (docs/style.md "Layout and layers")."""
 import glob, os, re, shutil, subprocess, sys
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'server')
