@@ -1,4 +1,4 @@
-// bench_proxy.js -- measures consentd's proxy mode (ARCHITECTURE.md flow H) on loopback with
+// bench_proxy.js -- measures consentd's proxy mode (docs/architecture.md flow H) on loopback with
 // wrk: the real release binary, the development IdPs, resource `ghproxy` (token_release =
 // never, base_url = a recording upstream, tests/lib/recorder.js), a connection made over
 // HTTP for alice, then wrk against

@@ -1,4 +1,4 @@
-/* admin.h -- the admin domain (ARCHITECTURE.md actor "admin", flow G): admin
+/* admin.h -- the admin domain (docs/architecture.md flow G): admin
  * API tokens, consent listings with filters and keyset cursors, one consent's
  * history, revocation of one consent or of all of a person's, an agent's or a
  * resource's consents, pending work, and the audit query.  Results are jansson

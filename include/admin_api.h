@@ -1,5 +1,5 @@
-/* admin_api.h -- the admin JSON API under /admin/api/ (ARCHITECTURE.md actor
- * "admin", flow G, invariant 5): bearer admin tokens only, never cookies;
+/* admin_api.h -- the admin JSON API under /admin/api/ (docs/security.md actor
+ * "admin", invariant 6; docs/architecture.md flow G): bearer admin tokens only;
  * JSON bodies for writes; JSON errors.  The handlers are thin: they check the
  * token, read typed parameters and call the admin domain (admin.h). */
 #ifndef CS_ADMIN_API_H

@@ -1,4 +1,4 @@
-/* approval.h -- per-action approval (ARCHITECTURE.md flow F): RFC 9396
+/* approval.h -- per-action approval (docs/architecture.md flow F): RFC 9396
  * authorization_details of type agent_action, I-JSON checks, the RFC 8785
  * canonical digest of the parameters, approval requests and their single-use
  * redemption.  Consent never implies approval; an approval never outlives

@@ -1,7 +1,7 @@
 /* audit.h -- the audit log: one entry per decision, refusal, release and
  * revocation, written in the same transaction as the change it records.
  * Never a token, code, secret or cookie in an entry: ids (jti, consent id) only.
- * Entries are numbered and chained (ARCHITECTURE.md flow G): link =
+ * Entries are numbered and chained (docs/reference.md "Audit trail"): link =
  * HMAC-SHA-256(K, previous link || canonical entry), K derived from the master
  * key for "audit-chain", so who can write the database without the master key
  * cannot re-forge the chain. */

@@ -1,5 +1,5 @@
 /* audit_head.h -- publishing the audit chain's head, and holding the database
- * to the heads published (ARCHITECTURE.md flow G).  Every commit that appended
+ * to the heads published (docs/reference.md "Audit trail").  Every commit that appended
  * audit entries publishes its last entry's number and link before the answer
  * goes out: on the log, and with [audit] head_file as one line of an
  * append-only file.  A database whose chain is behind what was published (a

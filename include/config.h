@@ -1,6 +1,6 @@
 /* config.h -- consentd's INI configuration: parsed once at start into an
  * immutable struct, validated completely, failing closed with "file:line: key: why".
- * Section and key names are a public interface (ARCHITECTURE.md "Configuration"). */
+ * Section and key names are a public interface (docs/reference.md "Configuration"). */
 #ifndef CS_CONFIG_H
 #define CS_CONFIG_H
 

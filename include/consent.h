@@ -1,4 +1,4 @@
-/* consent.h -- consent requests and consents (ARCHITECTURE.md flows A, B, G):
+/* consent.h -- consent requests and consents (docs/architecture.md flows A, B, G):
  * the polling state machine the token exchange runs, the person's decision,
  * listing and the revocation cascade.  Knows nothing of HTTP or HTML; every
  * state change commits in one transaction together with its audit entries. */

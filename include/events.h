@@ -1,4 +1,4 @@
-/* events.h -- revocation events (ARCHITECTURE.md flow G): every consent
+/* events.h -- revocation events (docs/architecture.md flow G): every consent
  * revocation is pushed to [gateway] events_uri as a Security Event Token
  * (RFC 8417) over RFC 8935 push delivery, from an outbox that survives restarts.
  *

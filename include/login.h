@@ -1,4 +1,4 @@
-/* login.h -- OpenID Connect sign-in for people (ARCHITECTURE.md flow E), the
+/* login.h -- OpenID Connect sign-in for people (docs/architecture.md flow E), the
  * domain: starting a login (state, nonce, PKCE, sealed into a cookie of the
  * browser: login_cookie.h) and finishing it (the callback's checks, the code
  * exchange, the ID token, the person's user row and a fresh session), and

@@ -1,4 +1,4 @@
-/* me_pages.h -- /me, the person's control panel (ARCHITECTURE.md flow G for
+/* me_pages.h -- /me, the person's control panel (docs/architecture.md flow G for
  * people): the agents acting for them and what each may do, when each was last
  * used, the history of ended consents, what waits for a decision, the agents
  * their "no" holds back, and revoking with a confirmation. */

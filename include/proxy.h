@@ -1,4 +1,4 @@
-/* proxy.h -- proxy mode's domain (ARCHITECTURE.md flow H), knowing no HTTP:
+/* proxy.h -- proxy mode's domain (docs/architecture.md flow H), knowing no HTTP:
  * /proxy/{resource}/{path...} normalised once, matched against configured
  * action routes (default deny), approval on the request itself (the gate in
  * exchange.h), the upstream URL, and each call's audit entries.  The handler

@@ -1,4 +1,4 @@
-/* vault.h -- the token vault (ARCHITECTURE.md flow D): one sealed provider
+/* vault.h -- the token vault (docs/architecture.md flow D): one sealed provider
  * authorization per consent, release to the gateway with refresh, and the
  * revocation outbox; connecting a provider is vault_connect.h.  Plaintext
  * tokens exist only briefly in memory and are wiped; a ciphertext is bound to

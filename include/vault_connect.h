@@ -1,4 +1,4 @@
-/* vault_connect.h -- connecting a provider (ARCHITECTURE.md flows B + D):
+/* vault_connect.h -- connecting a provider (docs/architecture.md flows B + D):
  * after the person approved a request for a resource with a provider, the
  * provider authorizes exactly the mapped scopes (PKCE S256, single-use state,
  * RFC 9207 iss) and the consent goes live with its sealed vault record.  The

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# lint.sh -- fails on the C functions STYLE.md bans, anywhere in our C sources.
+# lint.sh -- fails on what docs/style.md forbids: the banned functions ("Banned
+# functions, and why"), snprintf outside buf.c, route properties decided outside
+# routes.c, crossed layers, and citations of documents not in the repository.
 set -u
 cd "$(dirname "$0")/.."
 banned='\b(strcpy|strcat|sprintf|vsprintf|strncpy|strtok|atoi|sscanf|gets)[[:space:]]*\('
@@ -18,7 +20,7 @@ fi
 # strings, where a cut would only fail the test).
 snprintf_files="server/*.c tests/fuzz/*.c
 	tests/unit/test_audit.c tests/unit/test_buf.c tests/unit/test_config.c tests/unit/test_dpop.c
-	tests/unit/test_events.c tests/unit/test_form.c tests/unit/test_handlers.c tests/unit/test_jws.c tests/unit/test_jwt.c
+	tests/unit/test_events.c tests/unit/test_form.c tests/unit/test_routes.c tests/unit/test_jws.c tests/unit/test_jwt.c
 	tests/unit/test_log.c tests/unit/test_oidc.c tests/unit/test_provider.c tests/unit/test_seal.c
 	tests/unit/test_template.c tests/unit/test_ratelimit.c tests/unit/test_metrics.c tests/unit/test_store.c
 	tests/unit/test_admin.c tests/unit/test_session.c"
@@ -50,7 +52,7 @@ if [ -n "$route_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-# Layers (STYLE.md "Layers", #13.10).  Handlers: X_pages.c, X_api.c, meta.c and
+# Layers (docs/style.md "Layout and layers", #13.10).  Handlers: X_pages.c, X_api.c, meta.c and
 # pages.c (what the person's pages share).  The HTTP side: http.c, router.c,
 # routes.c, page.c (what handlers render with), main.c, and the two request
 # gates the router runs (client_auth.c, dpop.c).  Every other file is domain,
@@ -98,4 +100,32 @@ if [ -n "$readme_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP)"
+# Citations (#29.7): every document named in our sources, scripts, tests and docs is a
+# file of this repository.  A name with a slash is read from the repository's root; a bare
+# name from the root, docs/ or the citing file's directory (a Markdown link).  URLs are
+# not citations of ours.  docs/notes/ is left out: its notes review texts outside the
+# repository and cite them by their own paths.
+# A file that exists under the repository's root (no ../ out of it).
+in_repo() { [ -f "$1" ] && case "$(realpath -m "$1")" in "$PWD"/*) true ;; *) false ;; esac; }
+cite_hits=$(grep -rnoE --exclude-dir=node_modules --exclude-dir=notes \
+	'[A-Za-z0-9_./~:%-]*[A-Za-z0-9_-]\.md\b' \
+	server include scripts tests/unit tests/integration Makefile docs 2>/dev/null |
+	while IFS=: read -r file line name; do
+		case "$name" in *://*) continue ;; esac
+		dir=$(dirname "$file")
+		case "$name" in
+		/* | '~'*) ;;                       # outside the repository, whatever is there
+		*/*) for c in "$name" "$dir/$name"; do
+			in_repo "$c" && { echo ok; break; }; done | grep -q ok && continue ;;
+		*) for c in "$name" "docs/$name" "$dir/$name"; do
+			in_repo "$c" && { echo ok; break; }; done | grep -q ok && continue ;;
+		esac
+		echo "$file:$line: $name"
+	done)
+if [ -n "$cite_hits" ]; then
+	echo "lint: a citation of a document that is not in the repository (name a file that exists):"
+	echo "$cite_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; every document cited exists)"

@@ -182,7 +182,7 @@ def vals_at(src, i):
 
 def functions(src):
     """(name, params text, body) of each top-level function (body opens with
-    "{" in column 0, STYLE.md's layout)."""
+    "{" in column 0, docs/style.md "Layout and layers")."""
     for m in re.finditer(r'^(?:[A-Za-z_][^\n;{}]*?)\b(\w+)\s*\(([^;{}]*?)\)\s*\n\{\n(.*?)\n\}\n',
                          src, re.S | re.M):
         yield m.group(1), m.group(2), m.group(3)

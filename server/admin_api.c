@@ -1,6 +1,6 @@
 /* admin_api.c -- the /admin/api/ handlers: bearer admin-token authentication,
  * JSON bodies, JSON answers.  It must never authenticate by cookie (invariant
- * 5: a browser can be made to send one cross-site) and never reply with token
+ * 6: a browser can be made to send one cross-site) and never reply with token
  * material. */
 #include <stdlib.h>
 #include <string.h>

@@ -481,7 +481,7 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
 	in_tx = true;
-	/* SECURITY: invariant 8 -- never without a live consent, checked again
+	/* SECURITY: invariant 9 -- never without a live consent, checked again
 	 * inside the transaction (the grant may predate a revocation). */
 	if ((e = store_approval_consent_live(c, q->k->id, q->now, &live)) != CS_OK)
 		goto out;
@@ -566,7 +566,7 @@ enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, cons
 		return CS_EINVAL;
 	if ((e = store_approval_get(c, approval_id, &r)) != CS_OK)
 		return e;
-	/* SECURITY: invariant 8 -- the one UPDATE that marks it used is the check. */
+	/* SECURITY: invariant 9 -- the one UPDATE that marks it used is the check. */
 	if ((e = store_approval_use(c, approval_id, cfg->consent_request_ttl, now, &changed)) != CS_OK)
 		goto out;
 	if (!changed) {
@@ -610,7 +610,7 @@ static enum cs_err decide_pending(struct store_conn *c, const struct approval_de
 			return e;
 		return audit_row(c, &what, r, NULL);
 	}
-	/* SECURITY: invariant 8 -- an approval never outlives its consent; one
+	/* SECURITY: invariant 9 -- an approval never outlives its consent; one
 	 * whose consent expired (revocation cancels them at once) is cancelled. */
 	if ((e = store_approval_consent_live(c, r->consent_id, d->now, &live)) != CS_OK)
 		return e;

@@ -126,7 +126,7 @@ static bool approval_ok(const struct config *cfg, const char *agent, const char 
 	for (size_t i = 0; i < d->selected.n; i++) {
 		const char *s = d->selected.v[i];
 		/* SECURITY: granted ⊆ requested ∩ configured ∩ agent-allowed
-		 * (invariant 7), whatever the form sent. */
+		 * (invariant 8), whatever the form sent. */
 		if (s == NULL || !scope_set_has(req, s) || config_scope(cfg, resource, s) == NULL ||
 		    !agent_allows(ag, resource, s))
 			return false;

@@ -130,14 +130,9 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
 
 /* --- issuing ----------------------------------------------------------- */
 
-/* Signs a grant for consent rq->k with rq->scope (⊆ k's granted, non-empty)
- * and records its jti; with family != NULL also mints a refresh token of that
- * family.  Runs inside the caller's transaction and audits "grant.issued".
- * CS_EPERM for a revoked consent, CS_EINVAL for a bad scope, an unknown
- * resource or an expiry that is not after now.  *out written only on CS_OK. */
-/* Signs a grant for rq->k (no database): the checks of invariant 7, the
- * claims, the ES256 signature.  *g and *exp written only on CS_OK; CS_EPERM for
- * a revoked consent, CS_EINVAL for anything else it cannot sign for. */
+/* Signs a grant for rq->k (no database): the checks of invariant 8, the
+ * claims, the ES256 signature.  *out and *exp_out written only on CS_OK; CS_EPERM
+ * for a revoked consent, CS_EINVAL for anything else it cannot sign for. */
 static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr,
     const struct grant_issue_req *rq, struct grant_response *out, int64_t *exp_out)
 {
@@ -159,7 +154,7 @@ static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr
 		goto out;
 	}
 	/* SECURITY: a grant never carries a scope the person did not grant
-	 * (invariant 7), and never an empty one. */
+	 * (invariant 8), and never an empty one. */
 	if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &k->granted))
 		goto out;
 	if ((res = config_resource(cfg, k->resource)) == NULL || res->uri == NULL)
@@ -249,6 +244,12 @@ out:
 	return e;
 }
 
+/* issue_sign then issue_record: signs a grant for consent rq->k with rq->scope
+ * (⊆ k's granted, non-empty) and records its jti; with family != NULL also
+ * mints a refresh token of that family.  Runs inside the caller's transaction
+ * and audits "grant.issued".  CS_EPERM for a revoked consent, CS_EINVAL for a
+ * bad scope, an unknown resource or an expiry that is not after now.  *out
+ * written only on CS_OK. */
 static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const struct grant_issue_req *rq, const char *family,
     struct grant_response *out)
@@ -448,7 +449,7 @@ static enum cs_err refresh_renew(const struct renewal *x, enum grant_refresh_out
 		goto out;
 	}
 	if (rq->scope != NULL) {
-		/* SECURITY: narrowing only; never wider than the consent (invariant 7). */
+		/* SECURITY: narrowing only; never wider than the consent (invariant 8). */
 		if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &x->k.granted)) {
 			*oc = GRANT_REFRESH_BAD_SCOPE;
 			e = CS_OK;
@@ -639,7 +640,7 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
 	    cfg->gateway_id == NULL)
 		goto out;
-	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 6):
+	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 7):
 	 * an IdP token, an alg-none or HMAC token and a foreign key all fail here.
 	 * A cache hit stands for this check alone, never for the ones below. */
 	if ((e = verify_grant(kr, token, now, &cl, &hit)) != CS_OK) {

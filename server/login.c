@@ -1,4 +1,4 @@
-/* login.c -- OpenID Connect login for people (ARCHITECTURE.md flow E), the
+/* login.c -- OpenID Connect login for people (docs/architecture.md flow E), the
  * domain (login.h): login states, PKCE, the callback's checks, the ID token
  * and the person's session.  It knows no HTTP.  No token, code or verifier
  * ever leaves it except towards the IdP; the browser only ever holds an

@@ -1,4 +1,4 @@
-/* proxy.c -- proxy mode's domain (ARCHITECTURE.md flow H): the path normalised
+/* proxy.c -- proxy mode's domain (docs/architecture.md flow H): the path normalised
  * once, the route matched (default deny), the action's parameters, the
  * approval gate and release (exchange.c), the upstream URL, and the audit
  * entries of each call.  No HTTP here: proxy_api.c is the handler and does the

@@ -1,4 +1,4 @@
-/* proxy_api.c -- proxy mode's handler (ARCHITECTURE.md flow H): /proxy/{resource}/
+/* proxy_api.c -- proxy mode's handler (docs/architecture.md flow H): /proxy/{resource}/
  * {path...} for the gateway, the upstream call with the provider token, the
  * answer streamed back, and the proxy's counters for /metrics.  The decisions (route, scope, approval,
  * release) and their audit entries are proxy.c's.  It must never forward the

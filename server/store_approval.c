@@ -37,7 +37,7 @@ static const char SQL_APPROVAL_POLL[] =
     "WHERE id = ?1 AND status = 'pending'";
 /* SECURITY: the single-use step.  One statement decides and marks, so two
  * concurrent releases can never both see the approval unused; it also
- * re-checks the consent (invariant 8: never without a live consent). */
+ * re-checks the consent (invariant 9: never without a live consent). */
 static const char SQL_APPROVAL_USE[] =
     "UPDATE approvals SET status = 'used', used_at = ?3 "
     "WHERE id = ?1 AND status = 'approved' AND used_at = 0 AND decided_at + ?2 > ?3 "

@@ -282,7 +282,7 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 	enum cs_err e = revoke_children(c, SQL_GRANTS_REVOKE, id, now);
 	if (e != CS_OK)
 		return e;
-	/* SECURITY: invariant 8 -- its pending and approved-unused approvals
+	/* SECURITY: invariant 9 -- its pending and approved-unused approvals
 	 * (migration 0006) are cancelled in this same transaction. */
 	if ((e = store_approval_cancel_for_consent(c, id)) != CS_OK)
 		return e;

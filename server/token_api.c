@@ -631,7 +631,7 @@ enum cs_err token_endpoint(const struct http_request *req, struct http_reply *re
 	if (strcmp(gt, URN_TOKEN_EXCHANGE) != 0)
 		return reply_oauth_error(rep, 400, "unsupported_grant_type",
 		    "grant_type must be token-exchange or refresh_token");
-	/* requested_token_type tells the two exchanges apart (ARCHITECTURE.md flow D). */
+	/* requested_token_type tells the two exchanges apart (docs/architecture.md flow D). */
 	if (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0)
 		return exchange_for_grant(req, rep, jkt[0] ? jkt : NULL);
 	if (strcmp(rtt, URN_TT_ACCESS_TOKEN) == 0)

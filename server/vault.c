@@ -1,4 +1,4 @@
-/* vault.c -- the token vault (ARCHITECTURE.md flow D): provider tokens sealed
+/* vault.c -- the token vault (docs/architecture.md flow D): provider tokens sealed
  * per consent, release with single-flight refresh, and the revocation outbox
  * (connecting a provider is vault_connect.c).  It must never hand out a
  * refresh token, write a token to a log or the audit log, or wait for a
@@ -384,7 +384,7 @@ out:
 }
 
 /* The scopes the provider's refresh answer t grants (*g), within the record's
- * (invariant 7).  CS_EPERM when it grants more. */
+ * (invariant 8).  CS_EPERM when it grants more. */
 static enum cs_err refresh_scopes(const struct store_vault_record *rec,
     const struct provider_tokens *t, struct scope_set *g)
 {
@@ -445,7 +445,7 @@ static enum cs_err do_refresh(const struct rel *x, struct store_vault_record *re
 		goto out;
 	}
 	if ((e = refresh_scopes(rec, &t, &g)) == CS_EPERM) {
-		/* SECURITY: invariant 7 holds on refresh too: a token with more
+		/* SECURITY: invariant 8 holds on refresh too: a token with more
 		 * scopes than the record's is revoked, never stored. */
 		vault_revoke_now(x->p, &t);
 		if ((e = mark_reconnect(x, "refresh answered with more scopes")) == CS_OK)
@@ -588,7 +588,7 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 		return e;
 	if ((e = store_begin(x->c)) != CS_OK)
 		return e;
-	/* SECURITY: invariant 8 -- used once, in the transaction of its release. */
+	/* SECURITY: invariant 9 -- used once, in the transaction of its release. */
 	if (rq->approval_id != NULL)
 		e = approval_redeem(x->c, x->cfg, rq->approval_id, rq->actor, rq->now, &ro);
 	if (e == CS_OK && ro == APPROVAL_REDEEMED)

@@ -1,4 +1,4 @@
-/* vault_connect.c -- connecting a provider (ARCHITECTURE.md flows B + D): the
+/* vault_connect.c -- connecting a provider (docs/architecture.md flows B + D): the
  * authorize URL with PKCE S256 and a single-use state, and the callback that
  * exchanges the code, checks what the provider granted and makes the consent
  * live with its sealed record in one transaction.  It must never exchange a
@@ -655,7 +655,7 @@ static enum cs_err check_granted(const struct cx *x, const struct vault_callback
 	} else if ((e = set_parse(w->cs.provider_scopes, &w->g)) != CS_OK) {
 		goto out;
 	}
-	/* SECURITY: invariant 7 -- a provider token never holds more than the
+	/* SECURITY: invariant 8 -- a provider token never holds more than the
 	 * mapping of its consent's scopes. */
 	if (!scope_set_subset(&w->g, &m)) {
 		vault_revoke_now(w->p, &w->t);

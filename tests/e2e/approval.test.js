@@ -1,4 +1,4 @@
-// End to end for per-action approval (ARCHITECTURE.md flow F): the real login IdP, the
+// End to end for per-action approval (docs/architecture.md flow F): the real login IdP, the
 // downstream IdP as the provider ("GitHub"), the downstream API, Chromium, and the real binary.
 //
 // - the person connects a consent in the browser; the gateway asks for create_issue

@@ -1,4 +1,4 @@
-// End to end for proxy mode (ARCHITECTURE.md flow H) with a person in Chromium: the real login
+// End to end for proxy mode (docs/architecture.md flow H) with a person in Chromium: the real login
 // IdP, the downstream IdP as the provider ("GitHub"), a recording upstream API
 // (tests/lib/recorder.js) that accepts only tokens the provider's introspection calls active,
 // and the real binary. Resource `ghproxy` (token_release = never, base_url = the recorder) with

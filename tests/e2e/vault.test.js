@@ -1,4 +1,4 @@
-// End to end for the token vault (ARCHITECTURE.md flow D): a real login IdP, a second
+// End to end for the token vault (docs/architecture.md flow D): a real login IdP, a second
 // oidc-provider as the downstream OAuth provider ("GitHub": code + PKCE, opaque 5 s access
 // tokens, rotating refresh tokens, revocation, introspection), a downstream API that trusts
 // only that provider's introspection, Chromium, and the real binary.

@@ -553,7 +553,7 @@ test('single use under concurrency: the audit records exactly one vault release 
   assert.ok(race, 'the previous test raced');
   const released = auditCount(v, `action = 'vault.released' AND consent_id = '${race.k.cid}'`) - race.releasedBefore;
   assert.equal(released, 1, `vault.released entries for the 10 racing calls (answers: ${race.summary}); `
-    + 'ARCHITECTURE.md flow F: "the token, released once for that approval ... The approval is marked used in the same transaction"');
+    + 'docs/architecture.md flow F: "the approval is marked used in the same transaction as the release (`vault.released`), so one approval releases one token"');
 });
 
 // --- short request_ttl and a pending cap of 2 ---------------------------------------------------

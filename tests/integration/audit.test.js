@@ -1,5 +1,5 @@
 // The tamper-evident audit trail and master-key rotation with the real binary
-// (ARCHITECTURE.md flow G): a consent flow over HTTP writes entries; the server
+// (docs/reference.md "Audit trail and master-key rotation"): a consent flow over HTTP writes entries; the server
 // logs its chain head at start and stop; `consentd audit verify` passes on the
 // untouched log and names the first broken entry after each kind of tampering
 // with sqlite3 (edit, delete a middle row, cut off the tail with --head, swap

@@ -1,4 +1,4 @@
-// Proxy mode (ARCHITECTURE.md flow H) end to end against the real binary, the real IdPs and a
+// Proxy mode (docs/architecture.md flow H) end to end against the real binary, the real IdPs and a
 // recording upstream API (tests/lib/recorder.js): resource `ghproxy` at the same downstream
 // provider as `github`, with token_release = never and base_url = the recorder.
 //

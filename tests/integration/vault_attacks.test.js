@@ -1,4 +1,4 @@
-// The token vault from the attacker's side (ARCHITECTURE.md flow D, invariants 1-3 and 11),
+// The token vault from the attacker's side (docs/architecture.md flow D, docs/security.md invariants 1-3 and 12),
 // against the real binary, a login IdP, a downstream oidc-provider and a downstream API:
 // - a ciphertext swapped between two rows fails to open and the request fails cleanly;
 // - a grant for resource A cannot obtain B's token;

@@ -1,5 +1,5 @@
 // Shared configuration for tests of consent and grants: agents, resources and
-// scopes as an operator would write them (ARCHITECTURE.md "Configuration").
+// scopes as an operator would write them (docs/reference.md "Configuration").
 export const GATEWAY_APP = {
   clientId: 'gateway-app',
   clientSecret: 'gateway-app-dev-secret',

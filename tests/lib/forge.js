@@ -1,4 +1,4 @@
-// Forged and tampered JWTs for attacker-side tests (ARCHITECTURE.md invariant 6).
+// Forged and tampered JWTs for attacker-side tests (docs/security.md invariant 7).
 // Every function takes a real compact JWS and returns a string that a careless
 // verifier might accept; none of them needs a private key.
 //

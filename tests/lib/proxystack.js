@@ -1,4 +1,4 @@
-// The proxied resource `ghproxy` (ARCHITECTURE.md flow H) for startVaultStack: another
+// The proxied resource `ghproxy` (docs/architecture.md flow H) for startVaultStack: another
 // client of the downstream provider, token_release = never, base_url = an upstream API
 // (usually tests/lib/recorder.js), scopes issues:read / issues:write and two routed actions:
 //   list_issues   GET  /repos/{owner}/{repo}/issues   approval none

@@ -1,4 +1,4 @@
-// A recording upstream API for consentd's proxy mode (ARCHITECTURE.md flow H): a loopback
+// A recording upstream API for consentd's proxy mode (docs/architecture.md flow H): a loopback
 // HTTP server that records every request it receives, exactly as received, and answers per
 // path as told.
 //

@@ -1,4 +1,4 @@
-// The whole token-vault stack for one test file (ARCHITECTURE.md flow D):
+// The whole token-vault stack for one test file (docs/architecture.md flow D):
 //   - the login IdP (as startStack does: people sign in to consentd there),
 //   - a second development IdP in downstream mode: the downstream OAuth provider ("GitHub"):
 //     authorization code + PKCE, opaque short-lived access tokens, rotating refresh tokens,

@@ -2,7 +2,8 @@
  * against the RFC's own examples, the parameters' digest, I-JSON and shape
  * refusals of authorization_details, and the approval state machine (polling,
  * decision, single-use redemption, expiry, cap, the consent cascade) against a
- * real SQLite file built from migrations/, with explicit clocks. */
+ * real SQLite file built from migrations/, with explicit clocks.  Named for
+ * approval.c; it also covers jcs.c (the canonicalization) and approval_api.c. */
 #include <stdint.h>
 #include <string.h>
 #include <sqlite3.h>

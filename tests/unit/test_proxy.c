@@ -1,6 +1,7 @@
 /* test_proxy.c -- proxy mode's pure parts: path normalisation (every encoded
  * traversal and separator trick), route matching with default deny, the
- * action's parameters from a request, and the rebuilt upstream URL. */
+ * action's parameters from a request, and the rebuilt upstream URL (proxy.c);
+ * also proxy_api.c's pure helpers: the upstream headers, the presented grant. */
 #include <stdint.h>
 #include <strings.h>
 

@@ -1,5 +1,8 @@
-/* test_token.c -- client_secret_basic parsing and the visible-text filter for
- * agent-supplied strings (pure functions; the endpoints are tested over HTTP). */
+/* test_token_api.c -- token_api.c's pure parts (the reason rule, the consent
+ * descriptions) and two it stands on: client_secret_basic parsing
+ * (client_auth.c basic_credentials) and the visible-text filter for
+ * agent-supplied strings (pages.c visible_text).  The endpoints are tested
+ * over HTTP and in test_routes.c. */
 #include <stdint.h>
 #include <string.h>
 #include <openssl/evp.h>

@@ -1,4 +1,4 @@
-/* test_handlers.c -- the real route table dispatched without a socket (as in
+/* test_routes.c -- routes.c's real route table dispatched without a socket (as in
  * h2o): a request struct in, a reply struct out, through router_dispatch and
  * the real handlers over a real store (a SQLite file in a temporary
  * directory) and a real app (app_init).  Covers /token, the consent decision,
