@@ -41,20 +41,39 @@ gate() {   # a step that is one check: pass or fail
 	else total_fail=$((total_fail + 1)); steps+=("$(printf '%-26s %4s passed %4s failed' "$name" 0 1)"); fi
 }
 
+# A step run in the background: its output goes to a log, reported by bg_done
+# in the order the summary lists it (bg NAME COMMAND...; bg_done NAME).
+declare -A bg_pid bg_log bg_t
+bg() {
+	local name=$1; shift
+	bg_log[$name]=$(mktemp)
+	bg_t[$name]=$(date +%s)
+	( "$@"; echo "$?" > "${bg_log[$name]}.rc"; date +%s > "${bg_log[$name]}.end" ) \
+	    > "${bg_log[$name]}" 2>&1 &
+	bg_pid[$name]=$!
+}
+bg_done() {
+	local name=$1 rc secs
+	wait "${bg_pid[$name]}"
+	rc=$(cat "${bg_log[$name]}.rc" 2>/dev/null || echo 1)
+	secs=$(( $(cat "${bg_log[$name]}.end" 2>/dev/null || date +%s) - bg_t[$name] ))
+	echo "== $name (beside the steps above): ${secs}s, done $(( $(date +%s) - bg_t[$name] ))s after it began"
+	cat "${bg_log[$name]}"
+	tally "$name" "${bg_log[$name]}" "$rc" "$secs"
+	rm -f "${bg_log[$name]}" "${bg_log[$name]}.rc" "${bg_log[$name]}.end"
+}
+
 gate "build (-Werror)" make -s -j"$(nproc)" build-tests
-gate "fuzz build" make -s -j"$(nproc)" $(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|build/fuzz/\1|')
 gate "lint" bash scripts/lint.sh
-step "unit" make -s unit
-step "unit (asan+ubsan)" make -s unit-asan
 node_tests() {   # node_tests DIR [FILES AT ONCE]
-	local dir=$1 conc=${2:-1}
+	local dir=$1 conc=${2:-1} log; log=$(mktemp)
 	if ! ls "$dir"/*.test.js >/dev/null 2>&1; then echo "no tests in $dir"; echo "0 passed, 0 failed"; return 0; fi
-	TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test --test-concurrency="$conc" "$dir"/ 2>&1 | tee /tmp/consentd-node-$$.log
+	TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test --test-concurrency="$conc" "$dir"/ 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	local p f
-	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' /tmp/consentd-node-$$.log | tail -n 1)
-	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' /tmp/consentd-node-$$.log | tail -n 1)
-	rm -f /tmp/consentd-node-$$.log
+	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' "$log" | tail -n 1)
+	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' "$log" | tail -n 1)
+	rm -f "$log"
 	echo "$(basename "$dir"): ${p:-0} passed, ${f:-0} failed"
 	return "$rc"
 }
@@ -63,66 +82,47 @@ node_tests() {   # node_tests DIR [FILES AT ONCE]
 # which says what they cover and what is left out.  These run with prepared
 # statements off (what PgBouncer < 1.21 in transaction mode needs);
 # pg_nodes.test.js and pg_copy.test.js (in the integration step) hold the
-# multi-node properties themselves and run them on (the default).
+# multi-node properties themselves and run them on (the default).  Each file
+# starts its own PostgreSQL in its own directory on free ports, so files run
+# side by side (PG_CONCURRENCY, default 2).
 pg_tests() {
-	local t; t=$(date +%s)
+	local log; log=$(mktemp)
 	CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2 \
 	    TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
-	    --test-concurrency=1 $(grep -v '^#' scripts/pg-pass.list) 2>&1 \
-	    | tee /tmp/consentd-pg-$$.log
+	    --test-concurrency="${PG_CONCURRENCY:-2}" $(grep -v '^#' scripts/pg-pass.list) 2>&1 \
+	    | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	local p f
-	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' /tmp/consentd-pg-$$.log | tail -n 1)
-	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' /tmp/consentd-pg-$$.log | tail -n 1)
-	rm -f /tmp/consentd-pg-$$.log
+	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' "$log" | tail -n 1)
+	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' "$log" | tail -n 1)
+	rm -f "$log"
 	echo "postgresql: ${p:-0} passed, ${f:-0} failed"
-	echo "$(( $(date +%s) - t ))" > "$pg_log.secs"
 	return "$rc"
 }
-# The PostgreSQL pass runs beside the integration, e2e, fuzz and deploy steps (the
-# integration step mostly waits on its IdPs, receivers and timers, and so does the
-# pass), and is reported once they are done.
-pg_log=$(mktemp)
-pg_t0=$(date +%s)
-pg_tests > "$pg_log" 2>&1 &
-pg_pid=$!
-# Two integration files at a time: they mostly wait on their IdPs, receivers and timers
-# (every file picks its own free ports and directories), so the step takes about half as
-# long; the browser tests stay one at a time.
-step "integration" node_tests tests/integration "${INTEGRATION_CONCURRENCY:-2}"
-gate "sql on both engines" python3 scripts/pg-sql-check.py
-# The fuzz targets (each a fixed FUZZ_SECONDS on one core) run beside the browser
-# tests and the deploy step, and are reported after them: nearly two minutes less.
-fuzz_log=$(mktemp)
 fuzz_tests() {
-	local t rc; t=$(date +%s)
+	make -s -j1 $(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|build/fuzz/\1|') &&
 	bash scripts/run-fuzz.sh "$FUZZ_SECONDS" \
 	    $(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed -E 's|tests/fuzz/(.*)\.c|\1|')
-	rc=$?
-	echo "$(( $(date +%s) - t ))" > "$fuzz_log.secs"
-	return "$rc"
 }
-fuzz_tests > "$fuzz_log" 2>&1 &
-fuzz_pid=$!
+# Side by side (#29 item 9): the integration and PostgreSQL files mostly wait on
+# their IdPs, receivers and timers (every file picks its own free ports and
+# directories), so they run two at a time each, beside the CPU-bound unit
+# suites and the fuzz targets' build and run; the browser tests follow.
+# No test asserts timing, so a loaded machine changes how long, not what.
+bg "integration (pg, 2 nodes)" pg_tests
+bg "unit" make -s unit
+bg "unit (asan+ubsan)" make -s unit-asan
+bg "fuzz (${FUZZ_SECONDS}s each, with its build)" fuzz_tests
+step "integration" node_tests tests/integration "${INTEGRATION_CONCURRENCY:-2}"
+bg_done "unit"
+bg_done "unit (asan+ubsan)"
+gate "sql on both engines" python3 scripts/pg-sql-check.py
 step "e2e (chromium)" node_tests tests/e2e
 # make install, the systemd unit, the man pages and the Debian package: built, installed
 # with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
 step "deploy (install, .deb)" bash scripts/test-deploy.sh
-wait "$fuzz_pid"
-fuzz_rc=$?
-fuzz_secs=$(cat "$fuzz_log.secs" 2>/dev/null || echo "?")
-echo "== fuzz (${FUZZ_SECONDS}s each), beside e2e and deploy: ${fuzz_secs}s"
-cat "$fuzz_log"
-tally "fuzz (${FUZZ_SECONDS}s each)" "$fuzz_log" "$fuzz_rc" "$fuzz_secs"
-rm -f "$fuzz_log" "$fuzz_log.secs"
-wait "$pg_pid"
-pg_rc=$?
-pg_secs=$(cat "$pg_log.secs" 2>/dev/null || echo "?")
-echo "== integration (pg, 2 nodes), beside the steps above: ${pg_secs}s of its own, done $(( $(date +%s) - pg_t0 ))s after it began"
-cat "$pg_log"
-tally "integration (pg, 2 nodes)" "$pg_log" "$pg_rc" "$pg_secs"
-rm -f "$pg_log" "$pg_log.secs"
-
+bg_done "fuzz (${FUZZ_SECONDS}s each, with its build)"
+bg_done "integration (pg, 2 nodes)"
 echo
 echo "== summary ($(( $(date +%s) - t0 ))s)"
 printf '  %s\n' "${steps[@]}"
