@@ -61,6 +61,15 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e) CS_M
 /* audit_append in a transaction of its own (begin, append, commit; rolled
  * back on failure), for an entry that goes with no other write. */
 enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
+/* The detail of a refusal entry that names the request's path (dpop.refused,
+ * gateway.auth.refused): before, the path, after, as one text of at most
+ * AUDIT_REFUSAL_DETAIL_MAX bytes.  One rule for every such entry: a path that
+ * would not fit is left out and said so ("(a path too long to record)"),
+ * never cut, so the reason is always whole.  CS_ETOOBIG (out "") only when
+ * even that does not fit. */
+#define AUDIT_REFUSAL_DETAIL_MAX 511
+enum cs_err audit_refusal_detail(char out[AUDIT_REFUSAL_DETAIL_MAX + 1], const char *before,
+    const char *path, const char *after) CS_MUST_CHECK;
 
 /* The chain head: number and link of the last entry (0 and 32 zero bytes
  * when the log is empty).  hex gets the link in lowercase hex. */

@@ -11,9 +11,7 @@
 #include "cs_err.h"
 #include "jws.h"
 
-struct http_request;              /* http.h: only pointers here, so that a domain
-                                   * file including this one sees no HTTP */
-struct http_reply;
+struct app;
 
 #define CLIENT_ASSERTION_TYPE "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 /* The longest an assertion may be valid ahead: its exp at most this far from now. */
@@ -52,22 +50,48 @@ struct client_keys;
 enum cs_err client_keys_new(const struct config *cfg, struct client_keys **out) CS_MUST_CHECK;
 void client_keys_free(struct client_keys *k);    /* NULL-safe */
 
-/* Authenticates the gateway for req by the methods enabled: Basic
- * credentials, or a client assertion (client_assertion_type and
- * client_assertion parameters, or the CLIENT_ASSERTION_HEADER header) whose
- * audience is consentd's issuer (public_url) or its token endpoint, and whose
- * jti has not been used before (the database's replay cache, kept until exp).
- * More than one method in one request is refused (RFC 6749 §2.3).  false with
- * rep set to 401 invalid_client when it fails (error_description saying why,
- * but for a wrong Basic credential), or to 429 when req's address used up
+/* A request as client authentication sees it (client_auth_api.c fills it
+ * from the HTTP request): plain values only, NULL for what is absent. */
+struct client_auth_request {
+	const char *authorization;     /* the Authorization header */
+	const char *assertion_header;  /* the CLIENT_ASSERTION_HEADER header */
+	const char *assertion_type;    /* the form's client_assertion_type, */
+	const char *assertion;         /* client_assertion */
+	const char *client_id;         /* and client_id */
+	const char *remote_ip;         /* the client's address, as text */
+	const char *path;              /* the endpoint, for the audit */
+	int64_t     now;
+};
+
+enum client_auth_outcome {
+	CLIENT_AUTH_OK = 0,            /* the gateway, authenticated */
+	CLIENT_AUTH_LIMITED,           /* the address used up [limits] auth_failure_burst */
+	CLIENT_AUTH_REFUSED,           /* refused: 401 invalid_client */
+	CLIENT_AUTH__MAX
+};
+
+struct client_auth_result {
+	enum client_auth_outcome outcome;
+	int64_t retry_after;           /* LIMITED: seconds until the bucket allows one more */
+	char    description[200];      /* REFUSED: the error_description ("" when it did not fit) */
+	bool    basic_challenge;       /* REFUSED: answer WWW-Authenticate: Basic (Basic is on) */
+};
+
+/* Authenticates the gateway by the methods enabled: Basic credentials, or a
+ * client assertion (client_assertion_type and client_assertion, or the
+ * CLIENT_ASSERTION_HEADER header) whose audience is consentd's issuer
+ * (public_url) or its token endpoint, and whose jti has not been used before
+ * (the database's replay cache, kept until exp).  More than one method in one
+ * request is refused (RFC 6749 §2.3).  LIMITED when rq's address used up
  * [limits] auth_failure_burst: that is checked first, before any signature,
- * hash or database work.  Every refusal spends a token of that bucket and is
- * counted (auth_refusal.h); a refused assertion is audited as
- * gateway.auth.refused at most once per address and interval; a method that
- * is not enabled never is. */
-bool client_auth_gateway(const struct http_request *req, struct http_reply *rep);
-/* The gateway's endpoints' name for client_auth_gateway. */
-bool gateway_authenticate(const struct http_request *req, struct http_reply *rep);
+ * hash or database work.  REFUSED with the description saying why (but for a
+ * wrong Basic credential).  Every refusal spends a token of that bucket and
+ * is counted (auth_refusal.h); a refused assertion is audited as
+ * gateway.auth.refused at most once per address and interval, in a
+ * transaction of its own (audit_append_alone; the path left out when too
+ * long, audit_refusal_detail); a method that is not enabled never is. */
+void client_auth_gateway(struct app *app, const struct client_auth_request *rq,
+    struct client_auth_result *out);
 
 /* Base64 bytes of a Basic credential consentd reads; longer is refused. */
 #define BASIC_CREDENTIALS_MAX 2048

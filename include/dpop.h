@@ -11,9 +11,7 @@
 #include "cs_err.h"
 #include "jws.h"
 
-struct http_request;              /* http.h: only pointers here, so that a domain
-                                   * file including this one sees no HTTP */
-struct http_reply;
+struct app;
 
 #define DPOP_HEADER "DPoP"
 #define DPOP_NONCE_HEADER "DPoP-Nonce"
@@ -59,35 +57,36 @@ enum cs_err dpop_nonce_make(const unsigned char key[DPOP_NONCE_KEY_LEN], int64_t
 /* true for a nonce made with key in now's slot or the one before. */
 bool dpop_nonce_valid(const unsigned char key[DPOP_NONCE_KEY_LEN], const char *nonce, int64_t now);
 
-/* At the token endpoint (grant exchange, refresh): reads req's DPoP header.
- * No header: *jkt stays "" (a bearer request; refused with invalid_dpop_proof
- * when [gateway] require_dpop).  A valid, unused proof for POST
- * public_url/token: *jkt gets its key's thumbprint.  Anything else: rep gets
- * 400 invalid_dpop_proof or use_dpop_nonce (with a DPoP-Nonce header), the
- * refusal is audited (dpop.refused), and false is returned. */
-bool dpop_at_token(const struct http_request *req, struct http_reply *rep,
-    char jkt[JWS_JKT_LEN + 1]);
+/* A request as DPoP sees it (dpop_api.c fills it from the HTTP request):
+ * plain values only, so that no HTTP type reaches this module. */
+struct dpop_request {
+	const char *method;            /* htm: "POST", "GET", ... */
+	const char *path;              /* htu is public_url + path */
+	const char *proof;             /* the DPoP header's value; NULL: none came */
+	const char *actor;             /* whom a dpop.refused entry names ("gateway:<id>") */
+	int64_t     now;
+};
+/* The bytes of a refusal's reason (a why buffer of this size never cuts one). */
+#define DPOP_WHY_MAX 160
+
+/* At the token endpoint (grant exchange, refresh).  No proof: DPOP_VALID with
+ * *jkt "" (a bearer request), or refused when [gateway] require_dpop.  A
+ * valid, unused proof for rq's method and public_url + path: DPOP_VALID and
+ * *jkt its key's thumbprint.  Anything else: DPOP_INVALID or DPOP_NEED_NONCE,
+ * why says why, and the refusal is audited (dpop.refused). */
+enum dpop_verdict dpop_at_token(struct app *app, const struct dpop_request *rq,
+    char jkt[JWS_JKT_LEN + 1], char *why, size_t whylen);
 
 /* For a grant presented back (downstream-token exchange, /proxy): a grant
  * without cnf.jkt passes; a bound one needs a valid, unused DPoP proof for
- * this request's method and URL, with ath over grant, signed by the key the
- * grant names.  Refused: rep gets status (400 at /token, 401 at /proxy, with
- * WWW-Authenticate: DPoP) invalid_dpop_proof or use_dpop_nonce, audited, and
- * false is returned. */
-bool dpop_check_grant(const struct http_request *req, struct http_reply *rep,
-    const json_t *claims, const char *grant, int status);
+ * rq's method and URL, with ath over grant, signed by the key the grant names.
+ * Refused: DPOP_INVALID or DPOP_NEED_NONCE, why says why, audited. */
+enum dpop_verdict dpop_check_grant(struct app *app, const struct dpop_request *rq,
+    const json_t *claims, const char *grant, char *why, size_t whylen);
 
-/* Refuses req with status and invalid_dpop_proof (why as the description),
- * audited as dpop.refused: for refusals only the caller can see (a refresh
- * token bound to another key). */
-void dpop_refuse(const struct http_request *req, struct http_reply *rep, int status,
-    const char *why);
-
-/* RFC 9449 §7.1: a WWW-Authenticate: DPoP challenge on rep naming the
- * algorithms a proof may use, with error when not NULL (a fixed word). */
-enum cs_err dpop_challenge(struct http_reply *rep, const char *error) CS_MUST_CHECK;
-
-/* The DPoP-Nonce header on a reply (when nonces are on); for successful answers. */
-enum cs_err dpop_reply_nonce(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
+/* Audits a refusal only the caller can see (a refresh token bound to another
+ * key) as dpop.refused: "METHOD path: why", the path left out when too long
+ * (audit_refusal_detail), in a transaction of its own. */
+void dpop_refused(struct app *app, const struct dpop_request *rq, const char *why);
 
 #endif

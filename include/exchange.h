@@ -127,4 +127,60 @@ void exchange_grant_clear(struct exchange_grant *g);
 enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
     const struct exchange_grant_req *rq, struct exchange_grant *out) CS_MUST_CHECK;
 
+/* --- what the gateway names: the checks before an exchange ------------- */
+
+/* Flow A's target: the resource (by name, audience, or URI, resource; both
+ * must agree), the agent, and the scopes asked for. */
+enum exchange_target_outcome {
+	EXCHANGE_TARGET_OK = 0,
+	EXCHANGE_TARGET_NO_RESOURCE,      /* neither audience nor resource */
+	EXCHANGE_TARGET_UNKNOWN_AUDIENCE, /* audience names no configured resource */
+	EXCHANGE_TARGET_UNKNOWN_URI,      /* resource is not a configured resource's URI */
+	EXCHANGE_TARGET_DISAGREE,         /* audience and resource name different resources */
+	EXCHANGE_TARGET_NO_AGENT,         /* agent_id is missing */
+	EXCHANGE_TARGET_UNKNOWN_AGENT,    /* agent_id names no configured agent */
+	EXCHANGE_TARGET_NO_SCOPE,         /* scope is missing */
+	EXCHANGE_TARGET_BAD_SCOPE,        /* malformed, empty or too many scopes */
+	EXCHANGE_TARGET_SCOPE_UNKNOWN,    /* out->scope is not configured for the resource */
+	EXCHANGE_TARGET_SCOPE_DENIED,     /* the agent may not ask for out->scope ([agent.X] allow) */
+	EXCHANGE_TARGET__MAX
+};
+
+struct exchange_target {          /* release with exchange_target_clear() */
+	enum exchange_target_outcome outcome;
+	/* Set as soon as each is known, also when a later check refuses (the
+	 * access log names them): pointers into the configuration. */
+	const struct config_resource *res;
+	const struct config_agent *agent;
+	struct scope_set want;            /* OK: the scopes asked for */
+	const char *scope;                /* SCOPE_UNKNOWN, SCOPE_DENIED: the scope (in want) */
+};
+void exchange_target_clear(struct exchange_target *t);   /* NULL-safe */
+
+/* Checks what a grant exchange names, in this order: the resource (audience,
+ * resource; at least one), the agent, the scopes -- and invariant 7:
+ * requested ⊆ configured ∩ agent-allowed.  NULL for what was not sent.
+ * out->outcome says which check refused; no I/O.  CS_ENOMEM only. */
+enum cs_err exchange_target(const struct config *cfg, const char *audience,
+    const char *resource, const char *agent_id, const char *scope,
+    struct exchange_target *out) CS_MUST_CHECK;
+
+/* Whether a grant of consent k may be used for the resource a request names
+ * (its id, its URI; NULL: not named): a grant reaches only its own resource. */
+bool exchange_grant_for(const struct config *cfg, const struct consent *k, const char *id,
+    const char *uri);
+
+/* Flow D's action: the grant's resource (configured, with a provider) and
+ * the action it names. */
+enum exchange_action_outcome {
+	EXCHANGE_ACTION_OK = 0,
+	EXCHANGE_ACTION_NO_PROVIDER,      /* the grant's resource is gone or has no provider */
+	EXCHANGE_ACTION_UNKNOWN,          /* no configured action of the resource has that name */
+	EXCHANGE_ACTION__MAX
+};
+/* *res (NULL when not configured) and, on OK, *act.  Configuration only. */
+enum exchange_action_outcome exchange_action(const struct config *cfg, struct vault *vault,
+    const struct consent *k, const char *action, const struct config_resource **res,
+    const struct config_action **act);
+
 #endif

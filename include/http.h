@@ -211,6 +211,9 @@ struct route {
  * http_grant_check runs after the gate and the limit, before the handler --
  * for a deferred route before the request may wait for a pool thread. */
 #define ROUTE_GRANT     0x8u
+/* With ROUTE_GRANT: the grant comes as the form's subject token (/token's
+ * provider-token exchange, RFC 8693) rather than in headers (/proxy). */
+#define ROUTE_GRANT_SUBJECT 0x10u
 
 
 /* The kind of answer for a path no route matches: the first prefix that
@@ -227,8 +230,9 @@ extern const struct route http_routes[];
  * (the address is meant to be private). */
 extern const struct route http_metrics_routes[];
 extern const http_gate http_gates[ROUTE_AUTH__MAX];
-/* The check of ROUTE_GRANT routes (proxy_api.c proxy_grant_gate): req->auth.grant
- * holds the grant when it lets the request through. */
+/* The check of ROUTE_GRANT routes (grant_api.c grant_api_gate): req->auth.grant
+ * holds the grant when it lets the request through (NULL when the request
+ * presents none). */
 extern const http_gate http_grant_check;
 extern const struct route_prefix http_route_prefixes[];
 

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "cs_err.h"
+#include "grant_api.h"
 #include "http.h"
 
 #define PROXY_MAX_HEADER_VALUE 4096
@@ -48,19 +49,18 @@ enum proxy_grant_via {
 enum proxy_grant_via proxy_grant_presented(const char *authorization, const char *consentd_grant,
     const char **grant, const char **why);
 
-/* The proxy routes' grant check (struct route's grant), after the gateway's
- * gate and limit, on the connection's thread: the grant presented
- * (proxy_grant_presented; Consentd-Grant when the gateway authenticates by
- * Basic), validated (grant_validate), its DPoP proof checked when it is bound
- * (dpop_check_grant) and for the path's resource.  *ok true: req->auth.grant
- * holds it; false: rep holds the refusal (401 invalid_token with a Bearer or
- * DPoP challenge, 400 invalid_request, 403 access_denied). */
-enum cs_err proxy_grant_gate(struct http_request *req, struct http_reply *rep, bool *ok)
-    CS_MUST_CHECK;
+/* The proxy routes' grant presenter (grant_api_gate runs the check): the
+ * grant the gateway presents (proxy_grant_presented; Consentd-Grant when the
+ * gateway authenticates by Basic), at most 16 KiB, for the path's resource,
+ * with the request's forwarded headers free of CR and LF.  *ok false: rep
+ * holds the refusal (401 invalid_token with a Bearer or DPoP challenge, 400
+ * invalid_request, 403 access_denied). */
+enum cs_err proxy_api_grant_presented(const struct http_request *req, struct http_reply *rep,
+    struct grant_api_presented *out, bool *ok) CS_MUST_CHECK;
 
-/* The handler for every method on /proxy/{resource}/{rest*}, once
- * proxy_grant_gate let the request through. */
-enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
+/* The handler for every method on /proxy/{resource}/{rest*}, once the
+ * route's grant check let the request through (req->auth.grant). */
+enum cs_err proxy_api_handle(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
 
 /* Proxied calls so far for (resource, action) (in-memory, since start). */
 unsigned long proxy_count(const char *resource, const char *action);

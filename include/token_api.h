@@ -5,6 +5,8 @@
 #define CS_TOKEN_API_H
 #include <stdbool.h>
 #include <stddef.h>
+#include "client_auth_api.h"
+#include "grant_api.h"
 #include "http.h"
 
 #define URN_TOKEN_EXCHANGE "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -16,6 +18,31 @@
 #define TOKEN_REASON_RULE "reason: at most 200 characters, no control characters"
 
 struct consent_answer;
+
+/* /token's parameters by position in its route (routes.c), after client
+ * authentication's (client_auth_api.h), which every gateway form route
+ * declares first. */
+enum token_api_param {
+	TOKEN_P_GRANT_TYPE = CLIENT_AUTH_P__MAX,
+	TOKEN_P_SUBJECT_TOKEN,
+	TOKEN_P_SUBJECT_TOKEN_TYPE,
+	TOKEN_P_REQUESTED_TOKEN_TYPE,
+	TOKEN_P_AUDIENCE,
+	TOKEN_P_RESOURCE,
+	TOKEN_P_SCOPE,
+	TOKEN_P_AGENT_ID,
+	TOKEN_P_REASON,
+	TOKEN_P_REFRESH_TOKEN,
+	TOKEN_P_ACTION,
+	TOKEN_P_AUTHORIZATION_DETAILS,
+	TOKEN_P__MAX
+};
+/* /introspect's and /revoke's, the same on both. */
+enum token_api_token_param {
+	TOKEN_P_TOKEN = CLIENT_AUTH_P__MAX,
+	TOKEN_P_TOKEN_TYPE_HINT,
+	TOKEN_P_TOKEN__MAX
+};
 
 /* NULL when the agent's reason (valid UTF-8, or NULL) is acceptable: at most
  * AGENT_REASON_MAX_CHARS characters and no control character (C0, DEL, C1);
@@ -29,8 +56,16 @@ const char *token_reason_problem(const char *reason);
 enum cs_err token_consent_description(const struct consent_answer *a, char *out,
     size_t outlen) CS_MUST_CHECK;   /* CS_ETOOBIG (out "") when outlen is too small */
 
-enum cs_err token_endpoint(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
-enum cs_err token_introspect(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
-enum cs_err token_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* /token's grant presenter (grant_api_gate runs the check): a provider-token
+ * exchange (grant_type token-exchange, requested_token_type access_token)
+ * presents its grant as the subject token, of type access_token, and names
+ * its action; the audience and resource it names must be the grant's.  Any
+ * other /token call presents none.  *ok false: rep holds the 400. */
+enum cs_err token_api_grant_presented(const struct http_request *req, struct http_reply *rep,
+    struct grant_api_presented *out, bool *ok) CS_MUST_CHECK;
+
+enum cs_err token_api_token(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err token_api_introspect(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+enum cs_err token_api_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 #endif

@@ -40,10 +40,10 @@ fi
 comments='^\S+:[0-9]+:\s*(/?\*|//)'
 route_hits=$( {
 	grep -nHE '\b(strn?(case)?cmp|strstr)[[:space:]]*\([^;]*"/' $(ls server/*.c | grep -v '^server/routes\.c$')
-	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED|GRANT)\b' \
+	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED|GRANT[A-Z_]*)\b' \
 	    $(ls server/*.c | grep -vE '^server/(routes|router|http)\.c$')
 	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+)\b' server/http.c
-	grep -nHE '^[[:space:]]+.*\b(gateway_authenticate|admin_api_authenticate|admin_pages_gate|admin_enter|authenticate)[[:space:]]*\(' \
+	grep -nHE '^[[:space:]]+.*\b(client_auth_api_gateway|grant_api_gate|admin_api_authenticate|admin_pages_gate|admin_enter|authenticate)[[:space:]]*\(' \
 	    /dev/null $(ls server/*.c | grep -v '^server/routes\.c$')
 } 2>/dev/null | grep -vE "$comments" || true)
 if [ -n "$route_hits" ]; then
@@ -53,14 +53,16 @@ if [ -n "$route_hits" ]; then
 	exit 1
 fi
 # Layers (docs/style.md "Layout and layers", #13.10).  Handlers: X_pages.c, X_api.c, meta.c and
-# pages.c (what the person's pages share).  The HTTP side: http.c, router.c,
-# routes.c, page.c (what handlers render with), main.c, and the two request
-# gates the router runs (client_auth.c, dpop.c).  Every other file is domain,
+# pages.c (what the person's pages share); the gates the router runs are
+# handlers too (client_auth_api.c, grant_api.c, dpop_api.c: they read the
+# request, call client_auth.c, grant.c, dpop.c, and answer).  The HTTP side:
+# http.c, router.c, routes.c, page.c (what handlers render with), main.c.
+# Every other file is domain,
 # store or command: it must not see http.h, not even through a header (the
 # compiler's own dependency list says), and only the domain opens a
 # transaction or writes an audit entry, never a handler.
 handlers=$(ls server/*_pages.c server/*_api.c server/meta.c server/pages.c 2>/dev/null)
-http_side="server/http.c server/router.c server/routes.c server/page.c server/main.c server/client_auth.c server/dpop.c"
+http_side="server/http.c server/router.c server/routes.c server/page.c server/main.c"
 pkg_cflags=$(pkg-config --cflags libmicrohttpd openssl cjose libcurl sqlite3 jansson inih 2>/dev/null)
 layer_hits=""
 for f in server/*.c; do

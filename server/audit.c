@@ -396,6 +396,15 @@ enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e
 	return CS_OK;
 }
 
+enum cs_err audit_refusal_detail(char out[AUDIT_REFUSAL_DETAIL_MAX + 1], const char *before,
+    const char *path, const char *after)
+{
+	if (str_fmt(out, AUDIT_REFUSAL_DETAIL_MAX + 1, "%s%s%s", before, path, after) == CS_OK)
+		return CS_OK;
+	return str_fmt(out, AUDIT_REFUSAL_DETAIL_MAX + 1, "%s(a path too long to record)%s", before,
+	    after);
+}
+
 /* --- head ---------------------------------------------------------------- */
 
 void audit_link_hex(const unsigned char link[AUDIT_LINK_LEN], char hex[AUDIT_LINK_HEX + 1])

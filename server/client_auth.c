@@ -11,7 +11,6 @@
 #include <openssl/evp.h>
 #include <openssl/crypto.h>
 #include "app.h"
-#include "http.h"
 #include "audit.h"
 #include "auth_refusal.h"
 #include "buf.h"
@@ -20,11 +19,9 @@
 #include "log.h"
 #include "metrics.h"
 #include "session.h"
+#include "rate_limits.h"
 #include "store_replay.h"
 #include "form.h"
-
-#define AUDIT_REFUSED_DETAIL 255     /* bytes of a refused assertion's audit detail */
-#define DETAIL_BUILD_CAP 16384       /* more than any path http.c lets through and a reason */
 
 static void set_why(char *why, size_t whylen, const char *s)
 {
@@ -367,13 +364,12 @@ bad:
 	return false;
 }
 
-static bool basic_ok(const struct http_request *req)
+static bool basic_ok(const struct config *cfg, const char *authorization)
 {
-	const struct config *cfg = req->app->cfg;
 	struct basic_credentials bc;
 	unsigned char h[32];
 	bool ok = false;
-	if (basic_credentials(req->authorization, &bc)) {
+	if (basic_credentials(authorization, &bc)) {
 		sha256_str(bc.secret, h);
 		/* SECURITY: the secret is compared as a SHA-256, in constant time;
 		 * the id is public. */
@@ -386,44 +382,42 @@ static bool basic_ok(const struct http_request *req)
 	return ok;
 }
 
-/* The audit entry that stands for a refused assertion from req's address
+/* The audit entry that stands for a refused assertion from rq's address
  * (auth_refusal.h: at most one per address and interval): the address, the
- * reason, what it summarises, and the endpoint last (a long /proxy path is cut
- * at AUDIT_REFUSED_DETAIL bytes). */
-static void audit_refused(const struct http_request *req, const char *why,
+ * reason, what it summarises, and the endpoint last (left out when too long:
+ * audit_refusal_detail). */
+static void audit_refused(struct app *app, const struct client_auth_request *rq, const char *why,
     const struct auth_refusal_summary *sum)
 {
-	struct store_conn *c = store_conn(req->app->store);
-	struct buf detail;
+	struct store_conn *c = store_conn(app->store);
+	struct buf before;
+	char detail[AUDIT_REFUSAL_DETAIL_MAX + 1];
 	if (c == NULL)
 		return;
-	buf_init(&detail, DETAIL_BUILD_CAP);
-	if (buf_printf(&detail, "private_key_jwt refused from %s: %s; %llu earlier from this "
-	    "address and %llu from addresses past the interval's cap not recorded one by one; at %s",
-	    req->remote_ip, why, (unsigned long long)sum->earlier,
-	    (unsigned long long)sum->unrecorded, req->path) != CS_OK)
-		goto out;
-	if (detail.len > AUDIT_REFUSED_DETAIL)
-		detail.data[AUDIT_REFUSED_DETAIL] = '\0';
-	if (store_begin(c) != CS_OK)
-		goto out;
-	if (audit_append(c, &(struct audit_entry){ .ts = req->now, .actor = "client:-",
-	    .action = "gateway.auth.refused", .outcome = "refused", .detail = detail.data }) != CS_OK ||
-	    store_commit(c) != CS_OK)
-		store_rollback(c);
-out:
-	buf_clear(&detail);
+	buf_init(&before, AUDIT_REFUSAL_DETAIL_MAX + 1);
+	if (buf_printf(&before, "private_key_jwt refused from %s: %s; %llu earlier from this "
+	    "address and %llu from addresses past the interval's cap not recorded one by one; at ",
+	    rq->remote_ip, why, (unsigned long long)sum->earlier,
+	    (unsigned long long)sum->unrecorded) == CS_OK &&
+	    audit_refusal_detail(detail, before.data, rq->path, "") == CS_OK) {
+		/* The refusal stands whether or not its entry could be written. */
+		enum cs_err ae = audit_append_alone(c, &(struct audit_entry){ .ts = rq->now,
+		    .actor = "client:-", .action = "gateway.auth.refused", .outcome = "refused",
+		    .detail = detail });
+		(void)ae;
+	}
+	buf_clear(&before);
 }
 
 /* true: authenticated; otherwise the refusal's reason is in why and *reason. */
-static bool assertion_ok(const struct http_request *req, const char *assertion, char *why,
+static bool assertion_ok(struct app *app, int64_t now, const char *assertion, char *why,
     size_t whylen, enum auth_refusal_reason *reason)
 {
-	const struct config *cfg = req->app->cfg;
+	const struct config *cfg = app->cfg;
 	char token_ep[600], *jti = NULL;
 	int64_t exp = 0;
 	bool ok = false;
-	struct client_keys *keys = req->app->gateway_keys;
+	struct client_keys *keys = app->gateway_keys;
 	struct shared_set *set = NULL;
 	/* S1: the issuer; the token endpoint too, for clients that follow RFC
 	 * 7523's "MAY" and OpenID Connect's "SHOULD"; no other endpoint. */
@@ -445,18 +439,18 @@ static bool assertion_ok(const struct http_request *req, const char *assertion, 
 	free(kid);
 	struct client_assertion_expect ex = {
 		.keys = set != NULL ? set->ks : NULL, .client_id = cfg->gateway_id, .audiences = auds,
-		.naudiences = with_token_ep ? 2 : 1, .now = req->now,
+		.naudiences = with_token_ep ? 2 : 1, .now = now,
 		.clock_skew = cfg->gateway_clock_skew,
 	};
 	enum cs_err ce = client_assertion_check(assertion, &ex, &jti, &exp, why, whylen);
 	set_put(keys, set);
 	if (ce != CS_OK)
 		goto out;
-	struct store_conn *c = store_conn(req->app->store);
+	struct store_conn *c = store_conn(app->store);
 	/* SECURITY: RFC 7523 §3 item 7: a jti is used once, across every node,
 	 * until the assertion could not be accepted anyway. */
 	enum cs_err e = c == NULL ? CS_EDB :
-	    store_replay_use(c, REPLAY_CLIENT_ASSERTION, jti, exp + cfg->gateway_clock_skew, req->now);
+	    store_replay_use(c, REPLAY_CLIENT_ASSERTION, jti, exp + cfg->gateway_clock_skew, now);
 	if (e == CS_EEXIST) {
 		set_why(why, whylen, "the assertion's jti was used before");
 		*reason = AUTH_REFUSED_REPLAY;
@@ -473,39 +467,35 @@ out:
 /* Records a refusal: the metric, the address's failure (its [limits]
  * auth_failure bucket) and, for a refused assertion, the summary entry when
  * one is due. */
-static void refused(const struct http_request *req, enum auth_refusal_reason reason, bool audit,
-    const char *why)
+static void refused(struct app *app, const struct client_auth_request *rq,
+    enum auth_refusal_reason reason, bool audit, const char *why)
 {
 	struct auth_refusal_summary sum;
-	rate_limits_auth_failed(req->app->limits, req->remote_ip);
-	if (auth_refusals_note(req->app->auth_refusals, req->remote_ip, reason, audit, req->now, &sum))
-		audit_refused(req, why, &sum);
+	rate_limits_auth_failed(app->limits, rq->remote_ip);
+	if (auth_refusals_note(app->auth_refusals, rq->remote_ip, reason, audit, rq->now, &sum))
+		audit_refused(app, rq, why, &sum);
 }
 
-bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
+void client_auth_gateway(struct app *app, const struct client_auth_request *rq,
+    struct client_auth_result *out)
 {
-	const struct config *cfg = req->app->cfg;
-	const char *type = form_get(&req->params, "client_assertion_type");
-	const char *assertion = form_get(&req->params, "client_assertion");
-	const char *hdr = req->header ? req->header(req->hctx, CLIENT_ASSERTION_HEADER) : NULL;
-	const char *client_id = form_get(&req->params, "client_id");
-	char why[160] = "client authentication failed", desc[200];
+	const struct config *cfg = app->cfg;
+	const char *type = rq->assertion_type, *assertion = rq->assertion;
+	const char *hdr = rq->assertion_header, *client_id = rq->client_id;
+	char why[160] = "client authentication failed";
 	enum auth_refusal_reason reason = AUTH_REFUSED_MISSING;
-	int64_t retry_after = 0;
 	bool ok = false, audit = false, tell = false;
-	bool has_basic = req->authorization != NULL &&
-	    strncasecmp(req->authorization, "Basic ", 6) == 0;
+	bool has_basic = rq->authorization != NULL &&
+	    strncasecmp(rq->authorization, "Basic ", 6) == 0;
 	bool has_assertion = type != NULL || assertion != NULL || hdr != NULL;
 
+	memset(out, 0, sizeof *out);
 	/* SECURITY: an address whose authentications failed [limits]
 	 * auth_failure_burst times is refused here, before any signature, hash or
 	 * database work (issue 28). */
-	if (!rate_limits_auth_allowed(req->app->limits, req->remote_ip, &retry_after)) {
-		/* Every gateway route answers JSON: the kind only picks that shape. */
-		if (req->route == NULL ||
-		    router_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, retry_after) != CS_OK)
-			rep->status = 429;
-		return false;
+	if (!rate_limits_auth_allowed(app->limits, rq->remote_ip, &out->retry_after)) {
+		out->outcome = CLIENT_AUTH_LIMITED;
+		return;
 	}
 	if (has_basic && has_assertion) {
 		set_why(why, sizeof why, "use one client authentication method, not two");
@@ -528,33 +518,26 @@ bool client_auth_gateway(const struct http_request *req, struct http_reply *rep)
 		else if (client_id != NULL && strcmp(client_id, cfg->gateway_id) != 0)
 			set_why(why, sizeof why, "client_id is not the assertion's client");
 		else
-			ok = assertion_ok(req, hdr != NULL ? hdr : assertion, why, sizeof why, &reason);
+			ok = assertion_ok(app, rq->now, hdr != NULL ? hdr : assertion, why, sizeof why,
+			    &reason);
 	} else if (has_basic && !cfg->gateway_auth_basic) {
 		set_why(why, sizeof why, "client_secret_basic is not enabled");
 		reason = AUTH_REFUSED_METHOD_NOT_ENABLED;
 		tell = true;
 	} else if (has_basic) {
-		ok = basic_ok(req);
+		ok = basic_ok(cfg, rq->authorization);
 		reason = AUTH_REFUSED_BASIC;
 	}
-	if (ok)
-		return true;
-	refused(req, reason, audit, why);
-	/* RFC 6749 §5.2: a challenge for the scheme the client can use.  The
-	 * description names what failed for an assertion or a method (never which
-	 * part of a Basic credential was wrong). */
-	if (str_fmt(desc, sizeof desc, "client authentication failed%s%s", tell ? ": " : "",
-	    tell ? why : "") != CS_OK)
-		desc[0] = '\0';
-	if (reply_oauth_error(rep, 401, "invalid_client", desc[0] ? desc :
-	    "client authentication failed") != CS_OK ||
-	    (cfg->gateway_auth_basic &&
-	    reply_header(rep, "WWW-Authenticate", "Basic realm=\"consentd\"") != CS_OK))
-		rep->status = 401;
-	return false;
-}
-
-bool gateway_authenticate(const struct http_request *req, struct http_reply *rep)
-{
-	return client_auth_gateway(req, rep);
+	if (ok) {
+		out->outcome = CLIENT_AUTH_OK;
+		return;
+	}
+	refused(app, rq, reason, audit, why);
+	/* The description names what failed for an assertion or a method (never
+	 * which part of a Basic credential was wrong). */
+	out->outcome = CLIENT_AUTH_REFUSED;
+	out->basic_challenge = cfg->gateway_auth_basic;
+	if (str_fmt(out->description, sizeof out->description, "client authentication failed%s%s",
+	    tell ? ": " : "", tell ? why : "") != CS_OK)
+		out->description[0] = '\0';
 }

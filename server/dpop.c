@@ -10,7 +10,6 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include "app.h"
-#include "http.h"
 #include "audit.h"
 #include "buf.h"
 #include "dpop.h"
@@ -189,88 +188,33 @@ bool dpop_nonce_valid(const unsigned char key[DPOP_NONCE_KEY_LEN], const char *n
 
 /* --- at the endpoints --------------------------------------------------------- */
 
-static void audit_refused(const struct http_request *req, const char *why)
+void dpop_refused(struct app *app, const struct dpop_request *rq, const char *why)
 {
-	struct store_conn *c = store_conn(req->app->store);
-	char detail[256], actor[300];
-	struct audit_entry a;
+	struct store_conn *c = store_conn(app->store);
+	char before[16], after[DPOP_WHY_MAX + 4], detail[AUDIT_REFUSAL_DETAIL_MAX + 1];
 	if (c == NULL)
 		return;
-	/* Every refusal is audited: a path too long for detail is left out (and
-	 * said so), never cut; why is at most 160 bytes, so the rest fits.  The
-	 * gateway id is at most 255 bytes (config.c): actor always fits. */
-	const char *method = http_method_name(req->method);
-	if (str_fmt(detail, sizeof detail, "%s %s: %s", method, req->path, why) != CS_OK &&
-	    str_fmt(detail, sizeof detail, "%s (a path too long to record): %s", method,
-	    why) != CS_OK)
+	/* Every refusal is audited: "METHOD path: why", the path left out when
+	 * it is too long, never the reason (audit_refusal_detail). */
+	if (str_fmt(before, sizeof before, "%s ", rq->method) != CS_OK ||
+	    str_fmt(after, sizeof after, ": %s", why) != CS_OK ||
+	    audit_refusal_detail(detail, before, rq->path, after) != CS_OK)
 		return;
-	if (str_fmt(actor, sizeof actor, "gateway:%s", req->app->cfg->gateway_id) != CS_OK)
-		return;
-	memset(&a, 0, sizeof a);
-	a.ts = req->now;
-	a.actor = actor;
-	a.action = "dpop.refused";
-	a.outcome = "refused";
-	a.detail = detail;
-	if (store_begin(c) != CS_OK)
-		return;
-	if (audit_append(c, &a) != CS_OK || store_commit(c) != CS_OK)
-		store_rollback(c);
+	/* The refusal stands whether or not its entry could be written. */
+	enum cs_err ae = audit_append_alone(c, &(struct audit_entry){ .ts = rq->now,
+	    .actor = rq->actor, .action = "dpop.refused", .outcome = "refused", .detail = detail });
+	(void)ae;
 }
 
-enum cs_err dpop_reply_nonce(const struct http_request *req, struct http_reply *rep)
-{
-	char nonce[DPOP_NONCE_LEN + 1];
-	enum cs_err e;
-	if (!req->app->cfg->gateway_dpop_nonce)
-		return CS_OK;
-	if ((e = dpop_nonce_make(req->app->dpop_nonce_key, req->now, nonce)) != CS_OK)
-		return e;
-	return reply_header(rep, DPOP_NONCE_HEADER, nonce);
-}
-
-/* The algorithms a proof may use, as the challenge names them. */
-#define DPOP_CHALLENGE_ALGS "ES256 PS256 EdDSA Ed25519"
-
-enum cs_err dpop_challenge(struct http_reply *rep, const char *error)
-{
-	char chal[160];
-	enum cs_err e = error != NULL ?
-	    str_fmt(chal, sizeof chal, "DPoP error=\"%s\", algs=\"" DPOP_CHALLENGE_ALGS "\"", error) :
-	    str_fmt(chal, sizeof chal, "DPoP algs=\"" DPOP_CHALLENGE_ALGS "\"");
-	return e == CS_OK ? reply_header(rep, "WWW-Authenticate", chal) : e;
-}
-
-/* Answers a refusal: the RFC's error, the nonce to use, and for a resource
- * (401) the DPoP challenge of RFC 9449 §7.1. */
-static void refuse(const struct http_request *req, struct http_reply *rep, int status,
-    enum dpop_verdict v, const char *why)
-{
-	const char *err = v == DPOP_NEED_NONCE ? "use_dpop_nonce" : "invalid_dpop_proof";
-	enum cs_err e;
-	audit_refused(req, why);
-	/* The two codes spelled at their calls: tests/integration/openapi.test.js
-	 * holds docs/errors.md to the codes reply_oauth_error is given. */
-	if (v == DPOP_NEED_NONCE)
-		e = reply_oauth_error(rep, status, "use_dpop_nonce", why);
-	else
-		e = reply_oauth_error(rep, status, "invalid_dpop_proof", why);
-	if (e != CS_OK || dpop_reply_nonce(req, rep) != CS_OK) {
-		rep->status = status;
-		return;
-	}
-	if (status == 401 && dpop_challenge(rep, err) != CS_OK)
-		rep->status = status;
-}
-
-/* Checks req's proof and records its jti; the verdict and why on refusal. */
-static enum dpop_verdict proof_for(const struct http_request *req, const char *proof,
+/* Checks rq's proof and records its jti; the verdict and why on refusal. */
+static enum dpop_verdict proof_for(struct app *app, const struct dpop_request *rq,
     const char *token, struct dpop_proof *out, char *why, size_t whylen)
 {
-	const struct config *cfg = req->app->cfg;
+	const struct config *cfg = app->cfg;
+	const char *proof = rq->proof;
 	char htu[1200];
 	enum dpop_verdict v = DPOP_INVALID;
-	if (str_fmt(htu, sizeof htu, "%s%s", cfg->public_url, req->path) != CS_OK) {
+	if (str_fmt(htu, sizeof htu, "%s%s", cfg->public_url, rq->path) != CS_OK) {
 		set_why(why, whylen, "the URL is too long");
 		return DPOP_INVALID;
 	}
@@ -278,9 +222,9 @@ static enum dpop_verdict proof_for(const struct http_request *req, const char *p
 		set_why(why, whylen, "exactly one DPoP header with one proof");   /* §4.3 item 1 */
 		return DPOP_INVALID;
 	}
-	struct dpop_expect ex = { .htm = http_method_name(req->method), .htu = htu,
-		.access_token = token, .nonce_key = cfg->gateway_dpop_nonce ? req->app->dpop_nonce_key : NULL,
-		.now = req->now, .window = cfg->gateway_clock_skew };
+	struct dpop_expect ex = { .htm = rq->method, .htu = htu,
+		.access_token = token, .nonce_key = cfg->gateway_dpop_nonce ? app->dpop_nonce_key : NULL,
+		.now = rq->now, .window = cfg->gateway_clock_skew };
 	if (dpop_proof_check(proof, &ex, out, &v, why, whylen) != CS_OK) {
 		set_why(why, whylen, "the proof could not be checked");
 		return DPOP_INVALID;
@@ -289,9 +233,9 @@ static enum dpop_verdict proof_for(const struct http_request *req, const char *p
 		return v;
 	/* SECURITY: RFC 9449 §11.1: a proof is used once, across every node, for
 	 * as long as its iat would be accepted. */
-	struct store_conn *c = store_conn(req->app->store);
+	struct store_conn *c = store_conn(app->store);
 	enum cs_err e = c == NULL ? CS_EDB :
-	    store_replay_use(c, REPLAY_DPOP, out->jti, out->iat + cfg->gateway_clock_skew + 1, req->now);
+	    store_replay_use(c, REPLAY_DPOP, out->jti, out->iat + cfg->gateway_clock_skew + 1, rq->now);
 	if (e != CS_OK) {
 		set_why(why, whylen, e == CS_EEXIST ? "the proof was used before" :
 		    "the replay cache could not be consulted");
@@ -301,61 +245,57 @@ static enum dpop_verdict proof_for(const struct http_request *req, const char *p
 	return DPOP_VALID;
 }
 
-bool dpop_at_token(const struct http_request *req, struct http_reply *rep, char jkt[JWS_JKT_LEN + 1])
+/* A refusal: audited, and its verdict returned. */
+static enum dpop_verdict refused(struct app *app, const struct dpop_request *rq,
+    enum dpop_verdict v, char *why, size_t whylen, const char *say)
 {
-	const char *proof = req->header ? req->header(req->hctx, DPOP_HEADER) : NULL;
-	struct dpop_proof p;
-	char why[160] = "invalid DPoP proof";
-	jkt[0] = '\0';
-	memset(&p, 0, sizeof p);
-	if (proof == NULL) {
-		if (!req->app->cfg->gateway_require_dpop)
-			return true;
-		refuse(req, rep, 400, DPOP_INVALID, "a DPoP proof is required");
-		return false;
-	}
-	enum dpop_verdict v = proof_for(req, proof, NULL, &p, why, sizeof why);
-	if (v != DPOP_VALID) {
-		refuse(req, rep, 400, v, why);
-		return false;
-	}
-	memcpy(jkt, p.jkt, JWS_JKT_LEN + 1);
-	dpop_proof_clear(&p);
-	return true;
+	if (say != NULL)
+		set_why(why, whylen, say);
+	dpop_refused(app, rq, why);
+	return v;
 }
 
-bool dpop_check_grant(const struct http_request *req, struct http_reply *rep,
-    const json_t *claims, const char *grant, int status)
+enum dpop_verdict dpop_at_token(struct app *app, const struct dpop_request *rq,
+    char jkt[JWS_JKT_LEN + 1], char *why, size_t whylen)
+{
+	struct dpop_proof p;
+	jkt[0] = '\0';
+	set_why(why, whylen, "invalid DPoP proof");
+	memset(&p, 0, sizeof p);
+	if (rq->proof == NULL) {
+		if (!app->cfg->gateway_require_dpop)
+			return DPOP_VALID;
+		return refused(app, rq, DPOP_INVALID, why, whylen, "a DPoP proof is required");
+	}
+	enum dpop_verdict v = proof_for(app, rq, NULL, &p, why, whylen);
+	if (v != DPOP_VALID)
+		return refused(app, rq, v, why, whylen, NULL);
+	memcpy(jkt, p.jkt, JWS_JKT_LEN + 1);
+	dpop_proof_clear(&p);
+	return DPOP_VALID;
+}
+
+enum dpop_verdict dpop_check_grant(struct app *app, const struct dpop_request *rq,
+    const json_t *claims, const char *grant, char *why, size_t whylen)
 {
 	const char *bound = json_string_value(json_object_get(json_object_get(claims, "cnf"), "jkt"));
-	const char *proof = req->header ? req->header(req->hctx, DPOP_HEADER) : NULL;
 	struct dpop_proof p;
-	char why[160] = "invalid DPoP proof";
 	enum dpop_verdict v;
+	set_why(why, whylen, "invalid DPoP proof");
 	if (bound == NULL)
-		return true;
+		return DPOP_VALID;
 	memset(&p, 0, sizeof p);
 	/* SECURITY: a bound grant is no bearer token: without a proof by its key
 	 * it opens nothing. */
-	if (proof == NULL) {
-		refuse(req, rep, status, DPOP_INVALID, "the grant is DPoP-bound: a DPoP proof is required");
-		return false;
-	}
-	if ((v = proof_for(req, proof, grant, &p, why, sizeof why)) != DPOP_VALID) {
-		refuse(req, rep, status, v, why);
-		return false;
-	}
+	if (rq->proof == NULL)
+		return refused(app, rq, DPOP_INVALID, why, whylen,
+		    "the grant is DPoP-bound: a DPoP proof is required");
+	if ((v = proof_for(app, rq, grant, &p, why, whylen)) != DPOP_VALID)
+		return refused(app, rq, v, why, whylen, NULL);
 	bool same = strlen(bound) == JWS_JKT_LEN && CRYPTO_memcmp(bound, p.jkt, JWS_JKT_LEN) == 0;
 	dpop_proof_clear(&p);
-	if (!same) {
-		refuse(req, rep, status, DPOP_INVALID, "the proof is signed by another key than the grant's");
-		return false;
-	}
-	return true;
-}
-
-void dpop_refuse(const struct http_request *req, struct http_reply *rep, int status,
-    const char *why)
-{
-	refuse(req, rep, status, DPOP_INVALID, why);
+	if (!same)
+		return refused(app, rq, DPOP_INVALID, why, whylen,
+		    "the proof is signed by another key than the grant's");
+	return DPOP_VALID;
 }

@@ -191,3 +191,100 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
 	}
 	return e;
 }
+
+/* --- what the gateway names ---------------------------------------------- */
+
+void exchange_target_clear(struct exchange_target *t)
+{
+	if (t == NULL)
+		return;
+	scope_set_clear(&t->want);
+	memset(t, 0, sizeof *t);
+}
+
+/* Whether agent a is allowed scope of resource ([agent.X] allow = resource:scope). */
+static bool agent_allows(const struct config_agent *a, const char *resource, const char *scope)
+{
+	size_t rl = strlen(resource);
+	for (size_t i = 0; i < a->nallow; i++) {
+		const char *e = a->allow[i];
+		if (strncmp(e, resource, rl) == 0 && e[rl] == ':' && strcmp(e + rl + 1, scope) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The resource named by audience (its id) and resource (its URI): both must agree. */
+static enum exchange_target_outcome target_resource(const struct config *cfg, const char *aud,
+    const char *uri, const struct config_resource **out)
+{
+	const struct config_resource *r = NULL, *r2 = NULL;
+	if (aud == NULL && uri == NULL)
+		return EXCHANGE_TARGET_NO_RESOURCE;
+	if (aud != NULL && (r = config_resource(cfg, aud)) == NULL)
+		return EXCHANGE_TARGET_UNKNOWN_AUDIENCE;
+	if (uri != NULL && (r2 = config_resource_by_uri(cfg, uri)) == NULL)
+		return EXCHANGE_TARGET_UNKNOWN_URI;
+	if (uri != NULL && r != NULL && r2 != r)
+		return EXCHANGE_TARGET_DISAGREE;
+	*out = uri != NULL ? r2 : r;
+	return EXCHANGE_TARGET_OK;
+}
+
+enum cs_err exchange_target(const struct config *cfg, const char *audience,
+    const char *resource, const char *agent_id, const char *scope,
+    struct exchange_target *out)
+{
+	memset(out, 0, sizeof *out);
+	if ((out->outcome = target_resource(cfg, audience, resource, &out->res)) !=
+	    EXCHANGE_TARGET_OK)
+		return CS_OK;
+	if (agent_id == NULL || (out->agent = config_agent(cfg, agent_id)) == NULL) {
+		out->outcome = agent_id == NULL ? EXCHANGE_TARGET_NO_AGENT : EXCHANGE_TARGET_UNKNOWN_AGENT;
+		return CS_OK;
+	}
+	if (scope == NULL) {
+		out->outcome = EXCHANGE_TARGET_NO_SCOPE;
+		return CS_OK;
+	}
+	if (scope_set_parse(scope, &out->want) != CS_OK || out->want.n == 0) {
+		out->outcome = EXCHANGE_TARGET_BAD_SCOPE;
+		return CS_OK;
+	}
+	for (size_t i = 0; i < out->want.n; i++) {
+		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7). */
+		const char *w = out->want.v[i];
+		if (config_scope(cfg, out->res->id, w) == NULL ||
+		    !agent_allows(out->agent, out->res->id, w)) {
+			out->outcome = config_scope(cfg, out->res->id, w) == NULL ?
+			    EXCHANGE_TARGET_SCOPE_UNKNOWN : EXCHANGE_TARGET_SCOPE_DENIED;
+			out->scope = w;
+			return CS_OK;
+		}
+	}
+	return CS_OK;
+}
+
+bool exchange_grant_for(const struct config *cfg, const struct consent *k, const char *id,
+    const char *uri)
+{
+	const struct config_resource *r = config_resource(cfg, k->resource);
+	/* SECURITY: a grant reaches only its own resource. */
+	if (id != NULL && strcmp(id, k->resource) != 0)
+		return false;
+	return uri == NULL || (r != NULL && strcmp(uri, r->uri) == 0);
+}
+
+enum exchange_action_outcome exchange_action(const struct config *cfg, struct vault *vault,
+    const struct consent *k, const char *action, const struct config_resource **res,
+    const struct config_action **act)
+{
+	const struct config_action *a = config_action(cfg, k->resource, action);
+	*res = config_resource(cfg, k->resource);
+	if (*res == NULL || vault_provider(vault, k->resource) == NULL)
+		return EXCHANGE_ACTION_NO_PROVIDER;
+	if (a == NULL)
+		return EXCHANGE_ACTION_UNKNOWN;
+	*act = a;
+	return EXCHANGE_ACTION_OK;
+}

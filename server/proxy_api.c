@@ -14,10 +14,9 @@
 #include "app.h"
 #include "approval_api.h"
 #include "buf.h"
-#include "client_auth.h"
 #include "consent.h"
-#include "dpop.h"
 #include "grant.h"
+#include "grant_api.h"
 #include "httpc.h"
 #include "log.h"
 #include "proxy.h"
@@ -264,19 +263,6 @@ static void upstream_done(void *ctx)
 
 /* --- the handler --------------------------------------------------------- */
 
-/* The challenges an invalid_token answer carries (RFC 6750 §3, RFC 9449 §7.1). */
-enum challenge { CHALLENGE_BEARER = 1, CHALLENGE_DPOP = 2, CHALLENGE_BOTH = 3 };
-
-static enum cs_err invalid_token(struct http_reply *rep, const char *desc, enum challenge ch)
-{
-	enum cs_err e = reply_oauth_error(rep, 401, "invalid_token", desc);
-	if (e == CS_OK && (ch & CHALLENGE_BEARER))
-		e = reply_header(rep, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
-	if (e == CS_OK && (ch & CHALLENGE_DPOP))
-		e = dpop_challenge(rep, "invalid_token");
-	return e;
-}
-
 /* The error each outcome answers, as the refusal reason in /metrics. */
 static const char *const approval_reasons[APPROVAL_OUTCOME__MAX] = {
 	[APPROVAL_NEEDED] = "approval_required", [APPROVAL_PENDING] = "authorization_pending",
@@ -346,17 +332,11 @@ static bool authorization_is_basic(const struct http_request *req)
 	return req->authorization != NULL && strncasecmp(req->authorization, "Basic ", 6) == 0;
 }
 
-/* The grant the gateway presents (proxy_grant_presented), validated into gc;
- * the request's forwarded headers free of CR and LF.  *ok false when rep
- * holds the refusal. */
-static enum cs_err grant_of(const struct http_request *req, struct http_reply *rep,
-    struct store_conn *c, struct grant_check *gc, bool *ok)
+enum cs_err proxy_api_grant_presented(const struct http_request *req, struct http_reply *rep,
+    struct grant_api_presented *out, bool *ok)
 {
-	struct app *app = req->app;
-	const struct consent *k = &gc->k;
 	const char *grant = NULL, *why = NULL;
 	enum proxy_grant_via via;
-	enum cs_err e;
 	*ok = false;
 	if (req->ncaptures != 2)
 		return reply_oauth_error(rep, 403, "access_denied", "no such route");
@@ -375,71 +355,28 @@ static enum cs_err grant_of(const struct http_request *req, struct http_reply *r
 		/* A gateway that authenticates by Basic has only Consentd-Grant left;
 		 * any other may use Authorization as RFC 9449 §7.1 and RFC 6750 say. */
 		if (authorization_is_basic(req))
-			return invalid_token(rep, "a grant is required in Consentd-Grant", CHALLENGE_BEARER);
-		return invalid_token(rep, "a grant is required: Authorization: DPoP <grant> (Bearer "
-		    "for a grant not bound to a DPoP key), or Consentd-Grant", CHALLENGE_BOTH);
+			return grant_api_invalid_token(rep, "a grant is required in Consentd-Grant",
+			    GRANT_API_CHALLENGE_BEARER);
+		return grant_api_invalid_token(rep, "a grant is required: Authorization: DPoP <grant> "
+		    "(Bearer for a grant not bound to a DPoP key), or Consentd-Grant",
+		    GRANT_API_CHALLENGE_BOTH);
 	}
-	const struct keyring *kr = app_keys_get(app);
-	e = grant_validate(c, app->cfg, kr, grant, req->now, gc);
-	app_keys_put(app);
-	if (e != CS_OK)
-		return e;
-	if (!gc->valid)
-		return invalid_token(rep, gc->why != NULL ? gc->why : "not a consentd grant",
-		    via == PROXY_GRANT_DPOP ? CHALLENGE_DPOP : CHALLENGE_BEARER);
-	const struct config_resource *lr = config_resource(app->cfg, k->resource);
-	const struct config_agent *la = config_agent(app->cfg, k->agent);
-	rep->log.resource = lr != NULL ? lr->id : NULL;
-	rep->log.agent = la != NULL ? la->id : NULL;
-	/* SECURITY: RFC 9449 §7.2: a DPoP-bound grant is no bearer token, not even
-	 * in form; and a DPoP scheme names a binding the grant must have. */
-	bool bound = json_object_get(json_object_get(gc->claims, "cnf"), "jkt") != NULL;
-	if (via == PROXY_GRANT_BEARER && bound)
-		return invalid_token(rep, "the grant is DPoP-bound: present it as Authorization: DPoP "
-		    "<grant> with a DPoP proof, not as a Bearer token", CHALLENGE_DPOP);
-	if (via == PROXY_GRANT_DPOP && !bound)
-		return invalid_token(rep, "the grant is not bound to a DPoP key: present it as "
-		    "Authorization: Bearer <grant>", CHALLENGE_BEARER);
-	/* SECURITY: a DPoP-bound grant is refused without a proof by its key for
-	 * this method, URL and grant (RFC 9449 §7). */
-	if (!dpop_check_grant(req, rep, gc->claims, grant, 401))
-		return CS_OK;
-	/* SECURITY: a grant reaches only its own resource. */
-	if (strcmp(k->resource, req->captures[0]) != 0)
-		return reply_oauth_error(rep, 403, "access_denied", "the grant is for another resource");
+	*out = (struct grant_api_presented){ .grant = grant, .dialect = GRANT_API_AT_RESOURCE,
+		.scheme = via == PROXY_GRANT_DPOP ? GRANT_API_DPOP :
+		    via == PROXY_GRANT_BEARER ? GRANT_API_BEARER : GRANT_API_NO_SCHEME,
+		.resource_id = req->captures[0] };
 	*ok = true;
 	return CS_OK;
 }
 
-enum cs_err proxy_grant_gate(struct http_request *req, struct http_reply *rep, bool *ok)
+/* A grant bound to a DPoP key is challenged with DPoP (RFC 9449 §7.1). */
+static enum grant_api_challenge challenge_of(const struct grant_check *gc)
 {
-	struct store_conn *c = store_conn(req->app->store);
-	struct grant_check *gc;
-	enum cs_err e;
-	*ok = false;
-	if (c == NULL)
-		return CS_EDB;
-	if ((gc = calloc(1, sizeof *gc)) == NULL)
-		return CS_ENOMEM;
-	e = grant_of(req, rep, c, gc, ok);
-	if (e != CS_OK || !*ok) {
-		*ok = false;
-		grant_check_clear(gc);
-		free(gc);
-		return e;
-	}
-	req->auth.grant = gc;
-	return CS_OK;
+	return json_object_get(json_object_get(gc->claims, "cnf"), "jkt") != NULL ?
+	    GRANT_API_CHALLENGE_DPOP : GRANT_API_CHALLENGE_BEARER;
 }
 
 /* The reply (and the refusal count) for a call that is not forwarded. */
-/* A grant bound to a DPoP key is challenged with DPoP (RFC 9449 §7.1). */
-static enum challenge challenge_of(const struct grant_check *gc)
-{
-	return json_object_get(json_object_get(gc->claims, "cnf"), "jkt") != NULL ?
-	    CHALLENGE_DPOP : CHALLENGE_BEARER;
-}
-
 static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cfg,
     const struct proxy_plan *p, const struct grant_check *gc)
 {
@@ -465,7 +402,7 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 	switch (x->outcome) {
 	case EXCHANGE_CONSENT_ENDED:
 		count_refused(p->res, p->act, "consent_ended", 401);
-		return invalid_token(rep, "the grant's consent has ended", challenge_of(gc));
+		return grant_api_invalid_token(rep, "the grant's consent has ended", challenge_of(gc));
 	case EXCHANGE_APPROVAL:
 		e = approval_answer_reply(rep, cfg, &x->approval, 403);
 		if (x->approval.outcome > APPROVAL_RELEASE && x->approval.outcome < APPROVAL_OUTCOME__MAX &&
@@ -480,8 +417,8 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		return reply_oauth_error(rep, 503, "temporarily_unavailable",
 		    "the provider could not be reached to refresh the token");
 	default:
-		return invalid_token(rep, "the provider connection is gone: ask for consent again to "
-		    "reconnect", challenge_of(gc));
+		return grant_api_invalid_token(rep, "the provider connection is gone: ask for consent "
+		    "again to reconnect", challenge_of(gc));
 	}
 }
 
@@ -519,18 +456,17 @@ static enum cs_err upstream_reply(struct http_reply *rep, enum cs_err e,
 	return CS_OK;
 }
 
-enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
+enum cs_err proxy_api_handle(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
 	struct store_conn *c = store_conn(app->store);
-	/* The route's grant check (proxy_grant_gate) let it through: the grant is valid,
+	/* The route's grant check (grant_api_gate) let it through: the grant is valid,
 	 * its proof checked and for this resource. */
 	const struct grant_check *gc = req->auth.grant;
 	struct proxy_plan p;
 	struct httpc_reply up;
 	struct httpc_stream *st = NULL;
-	char actor[300];
 	enum cs_err e;
 
 	memset(&p, 0, sizeof p);
@@ -539,13 +475,11 @@ enum cs_err proxy_handle(const struct http_request *req, struct http_reply *rep)
 		return CS_EDB;
 	if (gc == NULL || !gc->valid || req->ncaptures != 2)
 		return CS_EPERM;        /* cannot happen: the route table checks the grant first */
-	if ((e = str_fmt(actor, sizeof actor, "gateway:%s", cfg->gateway_id)) != CS_OK)
-		goto out;
 	struct proxy_call call = { .limits = app->limits, .vault = app->vault, .k = &gc->k, .claims = gc->claims,
 		.rest = req->captures[1], .method = http_method_name(req->method),
 		.bodyless = req->method == HTTP_GET || req->method == HTTP_HEAD,
 		.in = { req->query, req->content_type, req->body, req->body_len },
-		.actor = actor, .now = req->now };
+		.actor = req->auth.actor, .now = req->now };
 	if ((e = proxy_prepare(c, cfg, &call, &p)) != CS_OK)
 		goto out;
 	if (p.outcome != PROXY_READY) {

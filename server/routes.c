@@ -12,7 +12,8 @@
 #include "approval_pages.h"
 #include "consent_pages.h"
 #include "buf.h"
-#include "client_auth.h"
+#include "client_auth_api.h"
+#include "grant_api.h"
 #include "consent.h"
 #include "http.h"
 #include "login_pages.h"
@@ -221,57 +222,62 @@ const struct route http_routes[] = {
 		{ "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */
-	{ HTTP_POST, "/token", ROUTE_OAUTH, token_endpoint, {
-		{ "grant_type", 128, param_printable, PARAM_REQUIRED },
-		{ "subject_token", 16384, param_token68, 0 },
-		{ "subject_token_type", 128, param_printable, 0 },
-		{ "requested_token_type", 128, param_printable, 0 },
-		{ "audience", 256, param_printable, 0 },
-		{ "resource", 1024, param_printable, 0 },
-		{ "scope", 2048, param_printable, 0 },
-		{ "agent_id", 128, param_printable, 0 },
+	{ HTTP_POST, "/token", ROUTE_OAUTH, token_api_token, {
+		/* private_key_jwt (client_auth_api.c): RFC 7523 §2.2, first on
+		 * every gateway form route. */
+		[CLIENT_AUTH_P_ASSERTION_TYPE] = { "client_assertion_type", 128, param_printable, 0 },
+		[CLIENT_AUTH_P_ASSERTION] = { "client_assertion", 16384, param_token68, 0 },
+		[CLIENT_AUTH_P_CLIENT_ID] = { "client_id", 128, param_printable, 0 },
+		[TOKEN_P_GRANT_TYPE] = { "grant_type", 128, param_printable, PARAM_REQUIRED },
+		[TOKEN_P_SUBJECT_TOKEN] = { "subject_token", 16384, param_token68, 0 },
+		[TOKEN_P_SUBJECT_TOKEN_TYPE] = { "subject_token_type", 128, param_printable, 0 },
+		[TOKEN_P_REQUESTED_TOKEN_TYPE] = { "requested_token_type", 128, param_printable, 0 },
+		[TOKEN_P_AUDIENCE] = { "audience", 256, param_printable, 0 },
+		[TOKEN_P_RESOURCE] = { "resource", 1024, param_printable, 0 },
+		[TOKEN_P_SCOPE] = { "scope", 2048, param_printable, 0 },
+		[TOKEN_P_AGENT_ID] = { "agent_id", 128, param_printable, 0 },
 		/* The rule (200 characters, no control character) is token.c's, which
 		 * says it in one sentence; this only bounds the bytes. */
-		{ "reason", 8192, NULL, 0 },
-		{ "refresh_token", 128, param_token68, 0 },
-		{ "action", 128, param_printable, 0 },
-		{ "authorization_details", 16384, NULL, 0 },   /* JSON: the approval parser checks it */
-		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
-		{ "client_assertion_type", 128, param_printable, 0 },
-		{ "client_assertion", 16384, param_token68, 0 },
-		{ "client_id", 128, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_introspect, {
-		{ "token", 16384, param_token68, PARAM_REQUIRED },
-		{ "token_type_hint", 64, param_printable, 0 },
-		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
-		{ "client_assertion_type", 128, param_printable, 0 },
-		{ "client_assertion", 16384, param_token68, 0 },
-		{ "client_id", 128, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_POST, "/revoke", ROUTE_OAUTH, token_revoke, {
-		{ "token", 16384, param_token68, PARAM_REQUIRED },
-		{ "token_type_hint", 64, param_printable, 0 },
-		/* private_key_jwt (client_auth.c): RFC 7523 §2.2. */
-		{ "client_assertion_type", 128, param_printable, 0 },
-		{ "client_assertion", 16384, param_token68, 0 },
-		{ "client_id", 128, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+		[TOKEN_P_REASON] = { "reason", 8192, NULL, 0 },
+		[TOKEN_P_REFRESH_TOKEN] = { "refresh_token", 128, param_token68, 0 },
+		[TOKEN_P_ACTION] = { "action", 128, param_printable, 0 },
+		/* JSON: the approval parser checks it */
+		[TOKEN_P_AUTHORIZATION_DETAILS] = { "authorization_details", 16384, NULL, 0 },
+		[TOKEN_P__MAX] = { NULL, 0, NULL, 0 } },
+	  /* SECURITY: a provider-token exchange's grant (its subject token) is
+	   * checked by the route's grant check (grant_api_gate), as /proxy's is. */
+	  ROUTE_FORM_BODY | ROUTE_GRANT | ROUTE_GRANT_SUBJECT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_api_introspect, {
+		[CLIENT_AUTH_P_ASSERTION_TYPE] = { "client_assertion_type", 128, param_printable, 0 },
+		[CLIENT_AUTH_P_ASSERTION] = { "client_assertion", 16384, param_token68, 0 },
+		[CLIENT_AUTH_P_CLIENT_ID] = { "client_id", 128, param_printable, 0 },
+		[TOKEN_P_TOKEN] = { "token", 16384, param_token68, PARAM_REQUIRED },
+		[TOKEN_P_TOKEN_TYPE_HINT] = { "token_type_hint", 64, param_printable, 0 },
+		[TOKEN_P_TOKEN__MAX] = { NULL, 0, NULL, 0 } },
+	  ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	{ HTTP_POST, "/revoke", ROUTE_OAUTH, token_api_revoke, {
+		[CLIENT_AUTH_P_ASSERTION_TYPE] = { "client_assertion_type", 128, param_printable, 0 },
+		[CLIENT_AUTH_P_ASSERTION] = { "client_assertion", 16384, param_token68, 0 },
+		[CLIENT_AUTH_P_CLIENT_ID] = { "client_id", 128, param_printable, 0 },
+		[TOKEN_P_TOKEN] = { "token", 16384, param_token68, PARAM_REQUIRED },
+		[TOKEN_P_TOKEN_TYPE_HINT] = { "token_type_hint", 64, param_printable, 0 },
+		[TOKEN_P_TOKEN__MAX] = { NULL, 0, NULL, 0 } },
+	  ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	/* Proxy mode (flow H, proxy.c): the rest of the path comes raw, the query
 	 * and body are read by the handler (no declared parameters); it waits on
 	 * the upstream, so it runs deferred, off the server's workers (http.c).
 	 * SECURITY: the gateway's gate, its limit and the grant it presents
-	 * (proxy_grant_gate) are all checked on the connection's thread first:
+	 * (grant_api_gate) are all checked on the connection's thread first:
 	 * only a call that passed them may wait for a pool thread. */
-	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	{ HTTP_GET, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_api_handle, { { NULL, 0, NULL, 0 } },
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	{ HTTP_POST, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_api_handle, { { NULL, 0, NULL, 0 } },
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	{ HTTP_PUT, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_api_handle, { { NULL, 0, NULL, 0 } },
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	{ HTTP_PATCH, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_api_handle, { { NULL, 0, NULL, 0 } },
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
-	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_handle, { { NULL, 0, NULL, 0 } },
+	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_api_handle, { { NULL, 0, NULL, 0 } },
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
@@ -413,7 +419,7 @@ static enum cs_err gate_admin_api(struct http_request *req, struct http_reply *r
 /* SECURITY: the gateway's client authentication (client_auth.c). */
 static enum cs_err gate_gateway(struct http_request *req, struct http_reply *rep, bool *ok)
 {
-	*ok = req->auth.gateway = gateway_authenticate(req, rep);
+	*ok = req->auth.gateway = client_auth_api_gateway(req, rep);
 	return CS_OK;
 }
 
@@ -443,8 +449,16 @@ const http_gate http_gates[ROUTE_AUTH__MAX] = {
 	[ROUTE_AUTH_METRICS] = gate_metrics,
 };
 
-/* SECURITY: the grant a ROUTE_GRANT route's caller presents (the proxy's). */
-const http_gate http_grant_check = proxy_grant_gate;
+/* SECURITY: the grant a ROUTE_GRANT route's caller presents, one check for
+ * every such route (grant_api_gate): as /token's subject token
+ * (ROUTE_GRANT_SUBJECT), or in /proxy's headers. */
+static enum cs_err gate_grant(struct http_request *req, struct http_reply *rep, bool *ok)
+{
+	return grant_api_gate(req, rep, (req->route->flags & ROUTE_GRANT_SUBJECT) ?
+	    token_api_grant_presented : proxy_api_grant_presented, ok);
+}
+
+const http_gate http_grant_check = gate_grant;
 
 /* SECURITY: served only on [metrics] listen, which the operator keeps on a
  * private interface: what /metrics shows there needs no credentials. */

@@ -12,11 +12,9 @@
 #include "app.h"
 #include "approval_api.h"
 #include "buf.h"
-#include "client_auth.h"
 #include "consent.h"
-#include "dpop.h"
+#include "dpop_api.h"
 #include "exchange.h"
-#include "form.h"
 #include "grant.h"
 #include "jwt.h"
 #include "oidc.h"
@@ -124,22 +122,6 @@ static bool subject_type_allowed(const struct config *cfg, const char *urn)
 	return false;
 }
 
-static bool agent_allows(const struct config_agent *a, const char *resource, const char *scope)
-{
-	size_t rl = strlen(resource);
-	for (size_t i = 0; i < a->nallow; i++) {
-		const char *e = a->allow[i];
-		if (strncmp(e, resource, rl) == 0 && e[rl] == ':' && strcmp(e + rl + 1, scope) == 0)
-			return true;
-	}
-	return false;
-}
-
-static enum cs_err gateway_actor(const struct config *cfg, char actor[300])
-{
-	return str_fmt(actor, 300, "gateway:%s", cfg->gateway_id);
-}
-
 static enum cs_err grant_reply(struct http_reply *rep, const struct grant_response *g,
     const char *jkt)
 {
@@ -224,8 +206,8 @@ static enum cs_err subject_of(const struct http_request *req, struct http_reply 
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	const char *stt = form_get(&req->params, "subject_token_type");
-	const char *st = form_get(&req->params, "subject_token");
+	const char *stt = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN_TYPE);
+	const char *st = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN);
 	char why[128];
 	*ok = false;
 	if (st == NULL || stt == NULL)
@@ -265,58 +247,42 @@ static enum cs_err subject_of(const struct http_request *req, struct http_reply 
 	return CS_OK;
 }
 
-/* The resource (by name or URI; both must agree), the agent, and the scopes
- * (requested ⊆ configured ∩ agent-allowed) into rq.  *ok false when rep holds
- * the refusal. */
-static enum cs_err target_of(const struct http_request *req, struct http_reply *rep,
-    struct exchange_grant_req *rq, struct scope_set *want, bool *ok)
+/* The refusal of what a grant exchange names (exchange_target). */
+static enum cs_err target_refusal(struct http_reply *rep, const struct exchange_target *t)
 {
-	const struct config *cfg = req->app->cfg;
-	const char *aud = form_get(&req->params, "audience");
-	const char *res = form_get(&req->params, "resource");
-	const char *agent_id = form_get(&req->params, "agent_id");
-	const char *scope = form_get(&req->params, "scope");
-	const struct config_resource *r = NULL, *r2 = NULL;
-	const struct config_agent *agent;
-	*ok = false;
-	if (aud == NULL && res == NULL)
+	const char *r = t->res != NULL ? t->res->id : "", *a = t->agent != NULL ? t->agent->id : "";
+	switch (t->outcome) {
+	case EXCHANGE_TARGET_NO_RESOURCE:
 		return reply_oauth_error(rep, 400, "invalid_target",
 		    "the resource is missing: name it with audience or resource");
-	if (aud != NULL && (r = config_resource(cfg, aud)) == NULL)
+	case EXCHANGE_TARGET_UNKNOWN_AUDIENCE:
 		return reply_oauth_error(rep, 400, "invalid_target", "audience names no configured resource");
-	if (res != NULL && ((r2 = config_resource_by_uri(cfg, res)) == NULL || (r != NULL && r2 != r)))
-		return reply_oauth_error(rep, 400, "invalid_target", r2 == NULL ?
-		    "resource is not the URI of a configured resource" :
+	case EXCHANGE_TARGET_UNKNOWN_URI:
+		return reply_oauth_error(rep, 400, "invalid_target",
+		    "resource is not the URI of a configured resource");
+	case EXCHANGE_TARGET_DISAGREE:
+		return reply_oauth_error(rep, 400, "invalid_target",
 		    "audience and resource name different resources");
-	if (res != NULL)
-		r = r2;
-	rep->log.resource = r->id;
-	if (agent_id == NULL)
+	case EXCHANGE_TARGET_NO_AGENT:
 		return reply_oauth_error(rep, 400, "invalid_request", "agent_id is missing");
-	if ((agent = config_agent(cfg, agent_id)) == NULL)
+	case EXCHANGE_TARGET_UNKNOWN_AGENT:
 		return reply_oauth_error(rep, 400, "invalid_request", "agent_id names no configured agent");
-	rep->log.agent = agent->id;
-	if (scope == NULL)
+	case EXCHANGE_TARGET_NO_SCOPE:
 		return reply_oauth_error(rep, 400, "invalid_request", "scope is missing");
-	if (scope_set_parse(scope, want) != CS_OK || want->n == 0)
+	case EXCHANGE_TARGET_BAD_SCOPE:
 		return oauth_errorf(rep, 400, "invalid_scope", "scope is malformed: at most %d distinct "
 		    "scopes of at most %d characters, separated by single spaces", CONSENT_MAX_SCOPES,
 		    SCOPE_TOKEN_MAX);
-	for (size_t i = 0; i < want->n; i++) {
-		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7).  The
-		 * scope is named: scope_set_parse let only printable ASCII through. */
-		if (config_scope(cfg, r->id, want->v[i]) == NULL)
-			return oauth_errorf(rep, 400, "invalid_scope", "scope %s is not configured for "
-			    "resource %s", want->v[i], r->id);
-		if (!agent_allows(agent, r->id, want->v[i]))
-			return oauth_errorf(rep, 400, "invalid_scope", "agent %s may not ask for scope %s "
-			    "of resource %s ([agent.%s] allow)", agent->id, want->v[i], r->id, agent->id);
+	/* The scope is named: scope_set_parse let only printable ASCII through. */
+	case EXCHANGE_TARGET_SCOPE_UNKNOWN:
+		return oauth_errorf(rep, 400, "invalid_scope", "scope %s is not configured for "
+		    "resource %s", t->scope, r);
+	case EXCHANGE_TARGET_SCOPE_DENIED:
+		return oauth_errorf(rep, 400, "invalid_scope", "agent %s may not ask for scope %s "
+		    "of resource %s ([agent.%s] allow)", a, t->scope, r, a);
+	default:
+		return CS_EINVAL;
 	}
-	rq->res = r;
-	rq->agent = agent;
-	rq->want = want;
-	*ok = true;
-	return CS_OK;
 }
 
 /* The reply for flow A's outcome. */
@@ -365,32 +331,41 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	const char *reason = form_get(&req->params, "reason");
-	struct scope_set want = { .n = 0 };
+	const char *reason = http_arg_str(req, TOKEN_P_REASON);
+	struct exchange_target t;
 	struct exchange_grant x;
-	struct exchange_grant_req rq = { .jkt = jkt, .now = req->now, .limits = app->limits };
+	struct exchange_grant_req rq = { .jkt = jkt, .now = req->now, .limits = app->limits,
+		.actor = req->auth.actor };
 	json_t *claims = NULL;
-	char actor[300];
 	struct store_conn *c = store_conn(app->store);
 	enum cs_err e;
 	bool ok = false;
 
 	memset(&x, 0, sizeof x);
+	memset(&t, 0, sizeof t);
 	if (c == NULL)
 		return CS_EDB;
 	if ((e = subject_of(req, rep, &claims, &rq.subject, &ok)) != CS_OK || !ok)
 		goto out;
-	if ((e = target_of(req, rep, &rq, &want, &ok)) != CS_OK || !ok)
+	if ((e = exchange_target(cfg, http_arg_str(req, TOKEN_P_AUDIENCE),
+	    http_arg_str(req, TOKEN_P_RESOURCE), http_arg_str(req, TOKEN_P_AGENT_ID),
+	    http_arg_str(req, TOKEN_P_SCOPE), &t)) != CS_OK)
 		goto out;
+	rep->log.resource = t.res != NULL ? t.res->id : NULL;
+	rep->log.agent = t.agent != NULL ? t.agent->id : NULL;
+	if (t.outcome != EXCHANGE_TARGET_OK) {
+		e = target_refusal(rep, &t);
+		goto out;
+	}
 	if (token_reason_problem(reason) != NULL) {
 		e = reply_oauth_error(rep, 400, "invalid_request", TOKEN_REASON_RULE);
 		goto out;
 	}
-	if ((e = gateway_actor(cfg, actor)) != CS_OK)
-		goto out;
+	rq.res = t.res;
+	rq.agent = t.agent;
+	rq.want = &t.want;
 	rq.issuer = oidc_meta(app->idp)->issuer;
 	rq.reason = reason && *reason ? reason : NULL;
-	rq.actor = actor;
 	rq.kr = app_keys_get(app);
 	e = exchange_grant(c, cfg, &rq, &x);
 	app_keys_put(app);
@@ -398,7 +373,7 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 		e = grant_answer(rep, cfg, &x, jkt);
 out:
 	json_decref(claims);
-	scope_set_clear(&want);
+	exchange_target_clear(&t);
 	exchange_grant_clear(&x);
 	return e;
 }
@@ -433,13 +408,12 @@ static const char *refresh_refusal_text(enum grant_refresh_outcome oc)
 static enum cs_err refresh(const struct http_request *req, struct http_reply *rep, const char *jkt)
 {
 	struct app *app = req->app;
-	const char *rt = form_get(&req->params, "refresh_token");
-	const char *scope = form_get(&req->params, "scope");
+	const char *rt = http_arg_str(req, TOKEN_P_REFRESH_TOKEN);
+	const char *scope = http_arg_str(req, TOKEN_P_SCOPE);
 	struct scope_set narrow = { .n = 0 };
 	struct grant_response g;
 	struct store_conn *c = store_conn(app->store);
 	enum grant_refresh_outcome oc = GRANT_REFRESH_INVALID;
-	char actor[300];
 	enum cs_err e;
 	memset(&g, 0, sizeof g);
 	if (c == NULL)
@@ -452,10 +426,8 @@ static enum cs_err refresh(const struct http_request *req, struct http_reply *re
 		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is malformed");
 		goto out;
 	}
-	if ((e = gateway_actor(app->cfg, actor)) != CS_OK)
-		goto out;
 	struct grant_refresh_req rq = { .refresh_token = rt, .scope = scope ? &narrow : NULL,
-		.jkt = jkt, .actor = actor, .now = req->now };
+		.jkt = jkt, .actor = req->auth.actor, .now = req->now };
 	const struct keyring *kr = app_keys_get(app);
 	e = grant_refresh(c, app->cfg, kr, &rq, &oc, &g);
 	app_keys_put(app);
@@ -466,7 +438,7 @@ static enum cs_err refresh(const struct http_request *req, struct http_reply *re
 		e = grant_reply(rep, &g, jkt);
 		break;
 	case GRANT_REFRESH_WRONG_KEY:
-		dpop_refuse(req, rep, 400, jkt == NULL ?
+		dpop_api_refuse(req, rep, 400, jkt == NULL ?
 		    "the refresh token is DPoP-bound: a DPoP proof is required" :
 		    "the refresh token is bound to another key");
 		break;
@@ -485,34 +457,6 @@ out:
 }
 
 /* --- flow D: a provider token for one action of a grant ----------------- */
-
-/* The grant's resource, provider and action (pure configuration checks).
- * *act NULL when rep holds the refusal. */
-static enum cs_err action_of(const struct http_request *req, struct http_reply *rep,
-    const struct consent *k, const struct config_resource **r, const struct config_action **act)
-{
-	const struct config *cfg = req->app->cfg;
-	const char *want_aud = form_get(&req->params, "audience");
-	const char *want_res = form_get(&req->params, "resource");
-	const struct config_agent *ag = config_agent(cfg, k->agent);
-	const struct config_action *a = config_action(cfg, k->resource,
-	    form_get(&req->params, "action"));
-	*act = NULL;
-	*r = config_resource(cfg, k->resource);
-	rep->log.resource = *r != NULL ? (*r)->id : NULL;
-	rep->log.agent = ag != NULL ? ag->id : NULL;
-	/* SECURITY: a grant obtains only its own resource's token. */
-	if ((want_aud != NULL && strcmp(want_aud, k->resource) != 0) ||
-	    (want_res != NULL && (*r == NULL || strcmp(want_res, (*r)->uri) != 0)))
-		return reply_oauth_error(rep, 400, "invalid_target", "the grant is for another resource");
-	if (*r == NULL || vault_provider(req->app->vault, k->resource) == NULL)
-		return reply_oauth_error(rep, 400, "invalid_target", "the grant's resource has no provider");
-	if (a == NULL)
-		return reply_oauth_error(rep, 400, "invalid_request",
-		    "unknown action: action names no configured action of the grant's resource");
-	*act = a;
-	return CS_OK;
-}
 
 /* The reply for flow D's outcome. */
 static enum cs_err release_reply(struct http_reply *rep, const struct config *cfg,
@@ -558,73 +502,82 @@ static enum cs_err release_reply(struct http_reply *rep, const struct config *cf
 	}
 }
 
-static enum cs_err exchange_for_provider_token(const struct http_request *req, struct http_reply *rep)
+enum cs_err token_api_grant_presented(const struct http_request *req, struct http_reply *rep,
+    struct grant_api_presented *out, bool *ok)
 {
-	struct app *app = req->app;
-	const struct config *cfg = app->cfg;
-	const char *st = form_get(&req->params, "subject_token");
-	const char *stt = form_get(&req->params, "subject_token_type");
-	const char *action = form_get(&req->params, "action");
-	struct store_conn *c = store_conn(app->store);
-	struct grant_check gc;
-	struct exchange_release x;
-	char actor[300];
-	enum cs_err e;
-
-	memset(&gc, 0, sizeof gc);
-	memset(&x, 0, sizeof x);
-	if (c == NULL)
-		return CS_EDB;
-	if ((e = gateway_actor(cfg, actor)) != CS_OK)
-		return e;
+	const char *gt = http_arg_str(req, TOKEN_P_GRANT_TYPE);
+	const char *rtt = http_arg_str(req, TOKEN_P_REQUESTED_TOKEN_TYPE);
+	const char *st = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN);
+	const char *stt = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN_TYPE);
+	*ok = false;
+	/* Only a provider-token exchange presents a grant (ARCHITECTURE.md flow D). */
+	if (gt == NULL || strcmp(gt, URN_TOKEN_EXCHANGE) != 0 || rtt == NULL ||
+	    strcmp(rtt, URN_TT_ACCESS_TOKEN) != 0) {
+		*ok = true;
+		return CS_OK;
+	}
 	if (st == NULL)
 		return reply_oauth_error(rep, 400, "invalid_request", "subject_token (the grant) is missing");
 	if (stt == NULL || strcmp(stt, URN_TT_ACCESS_TOKEN) != 0)
 		return reply_oauth_error(rep, 400, "invalid_request", "subject_token_type must be "
 		    "urn:ietf:params:oauth:token-type:access_token (the subject token is a grant)");
-	if (action == NULL)
+	if (http_arg_str(req, TOKEN_P_ACTION) == NULL)
 		return reply_oauth_error(rep, 400, "invalid_request", "action is missing");
-	/* SECURITY: the grant is checked only with consentd's own keys and typ
-	 * at+jwt; an IdP token, a revoked or expired grant all fail here. */
-	const struct keyring *kr = app_keys_get(app);
-	e = grant_validate(c, cfg, kr, st, req->now, &gc);
-	app_keys_put(app);
-	if (e != CS_OK)
-		goto out;
-	if (!gc.valid) {     /* RFC 8693 §2.2.2: a bad subject token is invalid_request. */
-		e = oauth_errorf(rep, 400, "invalid_request", "subject token: %s",
-		    gc.why ? gc.why : "not a consentd grant");
-		goto out;
-	}
-	/* SECURITY: a DPoP-bound grant releases nothing without a proof by its key. */
-	if (!dpop_check_grant(req, rep, gc.claims, st, 400))
-		goto out;
-	struct exchange_token_req rq = { .vault = app->vault, .k = &gc.k, .claims = gc.claims,
-		.details = form_get(&req->params, "authorization_details"), .actor = actor,
+	*out = (struct grant_api_presented){ .grant = st, .dialect = GRANT_API_AT_TOKEN,
+		.resource_id = http_arg_str(req, TOKEN_P_AUDIENCE),
+		.resource_uri = http_arg_str(req, TOKEN_P_RESOURCE) };
+	*ok = true;
+	return CS_OK;
+}
+
+/* Flow D, once the route's grant check (token_api_grant_presented) let the
+ * grant through: valid, its proof checked, for the resource named. */
+static enum cs_err exchange_for_provider_token(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct config *cfg = app->cfg;
+	const struct grant_check *gc = req->auth.grant;
+	const char *action = http_arg_str(req, TOKEN_P_ACTION);
+	struct store_conn *c = store_conn(app->store);
+	struct exchange_release x;
+	enum cs_err e;
+
+	memset(&x, 0, sizeof x);
+	if (c == NULL)
+		return CS_EDB;
+	if (gc == NULL || !gc->valid)
+		return CS_EPERM;        /* cannot happen: the route table checks the grant first */
+	struct exchange_token_req rq = { .vault = app->vault, .k = &gc->k, .claims = gc->claims,
+		.details = http_arg_str(req, TOKEN_P_AUTHORIZATION_DETAILS), .actor = req->auth.actor,
 		.now = req->now, .limits = app->limits };
-	if ((e = action_of(req, rep, &gc.k, &rq.res, &rq.act)) != CS_OK || rq.act == NULL)
-		goto out;
+	switch (exchange_action(cfg, app->vault, &gc->k, action, &rq.res, &rq.act)) {
+	case EXCHANGE_ACTION_OK:
+		break;
+	case EXCHANGE_ACTION_NO_PROVIDER:
+		return reply_oauth_error(rep, 400, "invalid_target", "the grant's resource has no provider");
+	default:
+		return reply_oauth_error(rep, 400, "invalid_request",
+		    "unknown action: action names no configured action of the grant's resource");
+	}
 	if ((e = exchange_provider_token(c, cfg, &rq, &x)) == CS_OK)
 		e = release_reply(rep, cfg, &x, action);
 	else if (e == CS_ECRYPTO && x.at_release)
 		e = reply_oauth_error(rep, 500, "server_error", "the stored token could not be opened");
-out:
-	grant_check_clear(&gc);
 	exchange_release_clear(&x);
 	return e;
 }
 
 /* --- the endpoints -------------------------------------------------------- */
 
-enum cs_err token_endpoint(const struct http_request *req, struct http_reply *rep)
+enum cs_err token_api_token(const struct http_request *req, struct http_reply *rep)
 {
-	const char *gt = form_get(&req->params, "grant_type");
-	const char *rtt = form_get(&req->params, "requested_token_type");
+	const char *gt = http_arg_str(req, TOKEN_P_GRANT_TYPE);
+	const char *rtt = http_arg_str(req, TOKEN_P_REQUESTED_TOKEN_TYPE);
 	char jkt[JWS_JKT_LEN + 1];
 	bool for_grant = strcmp(gt, "refresh_token") == 0 || (strcmp(gt, URN_TOKEN_EXCHANGE) == 0 &&
 	    (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0));
 	/* RFC 9449 §5: a proof at the exchange binds the grant to its key. */
-	if (for_grant && !dpop_at_token(req, rep, jkt))
+	if (for_grant && !dpop_api_at_token(req, rep, jkt))
 		return CS_OK;
 	if (strcmp(gt, "refresh_token") == 0)
 		return refresh(req, rep, jkt[0] ? jkt : NULL);
@@ -640,7 +593,7 @@ enum cs_err token_endpoint(const struct http_request *req, struct http_reply *re
 	    "urn:ietf:params:oauth:token-type:jwt (a grant) or ...:access_token (a provider token)");
 }
 
-enum cs_err token_introspect(const struct http_request *req, struct http_reply *rep)
+enum cs_err token_api_introspect(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	struct store_conn *c = store_conn(app->store);
@@ -649,25 +602,22 @@ enum cs_err token_introspect(const struct http_request *req, struct http_reply *
 	if (c == NULL)
 		return CS_EDB;
 	const struct keyring *kr = app_keys_get(app);
-	e = grant_introspect(c, app->cfg, kr, form_get(&req->params, "token"), req->now, &out);
+	e = grant_introspect(c, app->cfg, kr, http_arg_str(req, TOKEN_P_TOKEN), req->now, &out);
 	app_keys_put(app);
 	if (e != CS_OK)
 		return e;
 	return reply_json_value(rep, 200, out);
 }
 
-enum cs_err token_revoke(const struct http_request *req, struct http_reply *rep)
+enum cs_err token_api_revoke(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	struct store_conn *c = store_conn(app->store);
-	char actor[300];
 	enum cs_err e;
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = gateway_actor(app->cfg, actor)) != CS_OK)
-		return e;
 	const struct keyring *kr = app_keys_get(app);
-	e = grant_revoke(c, app->cfg, kr, form_get(&req->params, "token"), actor, req->now);
+	e = grant_revoke(c, app->cfg, kr, http_arg_str(req, TOKEN_P_TOKEN), req->auth.actor, req->now);
 	app_keys_put(app);
 	if (e != CS_OK)
 		return e;

@@ -6,6 +6,7 @@
 #include "jws_vectors.h"
 #include "jws_vectors_9864.h"
 #include "testutil.h"
+#include "audit.h"
 
 #define HTU "https://consent.example.com/token"
 
@@ -137,6 +138,34 @@ START_TEST(test_dpop_nonce)
 }
 END_TEST
 
+/* Issue 29 item 4: a refusal's audit detail (dpop.refused, and
+ * gateway.auth.refused alike) keeps its reason whole: a path that would not
+ * fit is left out and said so, never cut. */
+START_TEST(test_dpop_refusal_detail_never_cut)
+{
+	char d[AUDIT_REFUSAL_DETAIL_MAX + 1], path[AUDIT_REFUSAL_DETAIL_MAX + 2];
+	ck_assert_int_eq(audit_refusal_detail(d, "POST ", "/token", ": the proof was used before"),
+	    CS_OK);
+	ck_assert_str_eq(d, "POST /token: the proof was used before");
+	memset(path, 'a', sizeof path - 1);
+	path[0] = '/';
+	path[sizeof path - 1] = '\0';
+	ck_assert_int_eq(audit_refusal_detail(d, "GET ", path, ": htu is not this request's URL"),
+	    CS_OK);
+	ck_assert_str_eq(d, "GET (a path too long to record): htu is not this request's URL");
+	/* The longest path that fits is kept whole. */
+	path[AUDIT_REFUSAL_DETAIL_MAX - strlen("GET : x")] = '\0';
+	ck_assert_int_eq(audit_refusal_detail(d, "GET ", path, ": x"), CS_OK);
+	ck_assert_uint_eq(strlen(d), AUDIT_REFUSAL_DETAIL_MAX);
+	ck_assert_int_eq(strncmp(d + 4, path, strlen(path)), 0);
+	/* Nothing to say without the reason: refused rather than cut. */
+	char why[AUDIT_REFUSAL_DETAIL_MAX + 2];
+	memset(why, 'w', sizeof why - 1);
+	why[sizeof why - 1] = '\0';
+	ck_assert_int_eq(audit_refusal_detail(d, "GET ", "/p", why), CS_ETOOBIG);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dpop");
@@ -145,6 +174,7 @@ int main(void)
 	tcase_add_test(tc, test_dpop_proof_hostile);
 	tcase_add_test(tc, test_dpop_proof_ed25519);
 	tcase_add_test(tc, test_dpop_nonce);
+	tcase_add_test(tc, test_dpop_refusal_detail_never_cut);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

@@ -460,6 +460,34 @@ START_TEST(test_token_consent_descriptions)
 }
 END_TEST
 
+/* Issue 29: one gate reads the gateway's private_key_jwt parameters by index
+ * (client_auth_api.c): every route behind the gateway's gate declares them at
+ * CLIENT_AUTH_P_* -- or declares no parameters, so that they read as absent.
+ * A route that put another parameter there would hand it to the gate as an
+ * assertion. */
+START_TEST(test_token_gateway_routes_share_client_auth_positions)
+{
+	static const char *const names[CLIENT_AUTH_P__MAX] = {
+		[CLIENT_AUTH_P_ASSERTION_TYPE] = "client_assertion_type",
+		[CLIENT_AUTH_P_ASSERTION] = "client_assertion",
+		[CLIENT_AUTH_P_CLIENT_ID] = "client_id",
+	};
+	size_t with = 0;
+	for (const struct route *r = http_routes; r->pattern != NULL; r++) {
+		if (r->auth != ROUTE_AUTH_GATEWAY && r->auth != ROUTE_AUTH_METRICS)
+			continue;
+		if (r->params[0].name == NULL)
+			continue;
+		with++;
+		for (size_t i = 0; i < CLIENT_AUTH_P__MAX; i++)
+			ck_assert_msg(r->params[i].name != NULL && strcmp(r->params[i].name, names[i]) == 0,
+			    "%s: parameter %zu is %s, not %s", r->pattern, i,
+			    r->params[i].name ? r->params[i].name : "(none)", names[i]);
+	}
+	ck_assert_uint_eq(with, 3);     /* /token, /introspect, /revoke */
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("token");
@@ -470,6 +498,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_token_visible_text_shows_invisible);
 	tcase_add_test(tc, test_token_reason_rule);
 	tcase_add_test(tc, test_token_consent_descriptions);
+	tcase_add_test(tc, test_token_gateway_routes_share_client_auth_positions);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("visible_text");
 	tcase_add_test(tc, test_token_visible_text_every_default_ignorable_marked);
