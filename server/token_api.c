@@ -510,7 +510,7 @@ enum cs_err token_api_grant_presented(const struct http_request *req, struct htt
 	const char *st = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN);
 	const char *stt = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN_TYPE);
 	*ok = false;
-	/* Only a provider-token exchange presents a grant (ARCHITECTURE.md flow D). */
+	/* Only a provider-token exchange presents a grant (docs/architecture.md flow D). */
 	if (gt == NULL || strcmp(gt, URN_TOKEN_EXCHANGE) != 0 || rtt == NULL ||
 	    strcmp(rtt, URN_TT_ACCESS_TOKEN) != 0) {
 		*ok = true;
