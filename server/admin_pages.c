@@ -17,7 +17,7 @@
 #include "buf.h"
 #include "form.h"
 #include "login.h"
-#include "page.h"
+#include "page_reply.h"
 
 #define ADMIN_PAGE_ROWS 50
 /* Audit rows are taller (details, two names a row): 25 keep a page near 2,000 px at 1280 px. */

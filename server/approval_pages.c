@@ -15,7 +15,7 @@
 #include "jcs.h"
 #include "login.h"
 #include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 #include "pages.h"
 #include "session.h"
 

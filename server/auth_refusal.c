@@ -9,7 +9,7 @@
 #include "auth_refusal.h"
 #include "metrics.h"
 #include "rate_limits.h"
-#include "ratelimit.h"
+#include "limiter.h"
 
 #define PROBE 8
 

@@ -15,7 +15,7 @@
 #include "form.h"
 #include "login.h"
 #include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 #include "pages.h"
 #include "scope.h"
 #include "session.h"

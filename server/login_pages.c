@@ -9,7 +9,7 @@
 #include "buf.h"
 #include "form.h"
 #include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 
 /* Frees a cookie value (a secret) after wiping it. */
 static void cookie_free(char *v)

@@ -13,7 +13,7 @@
 #include "consent.h"
 #include "form.h"
 #include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 #include "me_pages.h"
 #include "pages.h"
 #include "session.h"

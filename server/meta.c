@@ -11,7 +11,7 @@
 #include "embed.h"
 #include "form.h"
 #include "jws.h"
-#include "page.h"
+#include "page_reply.h"
 #include "meta.h"
 #include "oidc.h"
 #include "session.h"

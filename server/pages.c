@@ -14,7 +14,7 @@
 #include "consent.h"
 #include "form.h"
 #include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 #include "pages.h"
 #include "session.h"
 #include "vault.h"

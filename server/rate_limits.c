@@ -9,7 +9,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "rate_limits.h"
-#include "ratelimit.h"
+#include "limiter.h"
 
 struct rate_limits {
 	struct limiter       *by[LIMIT__MAX];      /* NULL: the class is off */

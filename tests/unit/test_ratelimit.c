@@ -8,7 +8,7 @@
 
 #include "testutil.h"
 #include "buf.h"
-#include "ratelimit.h"
+#include "limiter.h"
 
 START_TEST(test_burst_then_refused_with_retry_after)
 {

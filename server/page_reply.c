@@ -7,7 +7,7 @@
 #include <openssl/crypto.h>
 #include "app.h"
 #include "form.h"
-#include "page.h"
+#include "page_reply.h"
 #include "template.h"
 
 enum cs_err page_render(struct http_reply *rep, int status, const char *tpl, json_t *ctx,

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/rand.h>
-#include "ratelimit.h"
+#include "limiter.h"
 
 #define PROBE 8
 #define SHARD_SLOTS 256        /* slots per mutex */
