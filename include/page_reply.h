@@ -1,10 +1,10 @@
-/* page.h -- the shapes every HTML page handler answers with: a template
+/* page_reply.h -- the shapes every HTML page handler answers with: a template
  * rendered with the signed-in person and their CSRF token, a 303 redirect and a
  * Set-Cookie (a URL's query parameters: form_url_param in form.h), and a
  * form POST's session and CSRF check.  Nothing here decides who may see
  * a page, and only that check reads the database (the session row). */
-#ifndef CS_PAGE_H
-#define CS_PAGE_H
+#ifndef CS_PAGE_REPLY_H
+#define CS_PAGE_REPLY_H
 
 #include <stdint.h>
 #include <jansson.h>

@@ -52,13 +52,13 @@ if [ -n "$route_hits" ]; then
 fi
 # Layers (STYLE.md "Layers", #13.10).  Handlers: X_pages.c, X_api.c, meta.c and
 # pages.c (what the person's pages share).  The HTTP side: http.c, router.c,
-# routes.c, page.c (what handlers render with), main.c, and the two request
+# routes.c, page_reply.c (what handlers answer with), main.c, and the two request
 # gates the router runs (client_auth.c, dpop.c).  Every other file is domain,
 # store or command: it must not see http.h, not even through a header (the
 # compiler's own dependency list says), and only the domain opens a
 # transaction or writes an audit entry, never a handler.
 handlers=$(ls server/*_pages.c server/*_api.c server/meta.c server/pages.c 2>/dev/null)
-http_side="server/http.c server/router.c server/routes.c server/page.c server/main.c server/client_auth.c server/dpop.c"
+http_side="server/http.c server/router.c server/routes.c server/page_reply.c server/main.c server/client_auth.c server/dpop.c"
 pkg_cflags=$(pkg-config --cflags libmicrohttpd openssl cjose libcurl sqlite3 jansson inih 2>/dev/null)
 layer_hits=""
 for f in server/*.c; do

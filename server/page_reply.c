@@ -1,4 +1,4 @@
-/* page.c -- the answers HTML page handlers share (page.h): rendering through
+/* page_reply.c -- the answers HTML page handlers share (page_reply.h): rendering through
  * the template engine, redirects, cookies, and the session and CSRF check of
  * a form POST.  It
  * must never print raw HTML (only template.c writes pages) nor log a cookie. */
