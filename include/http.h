@@ -31,8 +31,18 @@ enum route_kind {
  * http_gates) before the handler, and the handler runs only when it let the
  * request through, with the identity it established in req->auth. */
 enum route_auth {
-	ROUTE_AUTH_NONE = 0,     /* public, or the handler reads an optional session itself */
+	ROUTE_AUTH_NONE = 0,     /* anyone: no session is read (req->auth stays empty) */
 	ROUTE_AUTH_SESSION,      /* a person signed in: else a 303 to sign-in that comes back */
+	/* A person's form POST: the session and the form's "csrf" (the route's
+	 * first parameter) matching it: else a 401 page saying how to sign in
+	 * again (routes.c's words for the route), or a 403 for a stale form. */
+	ROUTE_AUTH_SESSION_FORM,
+	/* The provider's answer (/oauth/callback/{resource}): the session that
+	 * began the connection, else a 400 page (the session ended meanwhile). */
+	ROUTE_AUTH_SESSION_CALLBACK,
+	/* The session when there is one (req->auth.session NULL when not, or
+	 * without a store): never refuses.  The front page, the sign-out. */
+	ROUTE_AUTH_SESSION_OPTIONAL,
 	ROUTE_AUTH_ADMIN_PAGE,   /* an admin's browser session with a recent enough login */
 	ROUTE_AUTH_ADMIN_STEPUP, /* the same with a login from the last few minutes (bulk) */
 	ROUTE_AUTH_ADMIN_API,    /* Authorization: Bearer <admin token>, never a cookie */
@@ -87,6 +97,9 @@ extern const struct param_type param_return_to[1];   /* valid_return_to */
 #define ROUTE_CAPTURE_MAX 256
 #define HTTP_MAX_URI 8192               /* bytes of a request target; 400 past it */
 #define ROUTE_MAX_PARAMS 24
+/* The position of "csrf" in a form route's parameters (ROUTE_AUTH_SESSION_FORM
+ * and the admin pages' forms): their gates and handlers read it there. */
+#define ROUTE_CSRF_PARAM 0u
 #define PARAM_FAMILY_MAX 64       /* a family's count fits a uint64_t's bits */
 #define HTTP_MAX_HEADERS 16
 
@@ -111,7 +124,8 @@ struct http_auth {
 	 * name>" or "gateway:<id>", set by the router once the gate let the
 	 * request through ("" for ROUTE_AUTH_NONE): no handler formats it. */
 	char            actor[HTTP_ACTOR_MAX];
-	struct session *session;             /* SESSION, ADMIN_PAGE, ADMIN_STEPUP */
+	/* SESSION*, ADMIN_PAGE, ADMIN_STEPUP (NULL for SESSION_OPTIONAL without one) */
+	struct session *session;
 	char           *admin;               /* ADMIN_API: the admin token's name */
 	bool            gateway;             /* GATEWAY */
 	/* The grant the gateway presented, validated (grant.h), where the route

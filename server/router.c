@@ -809,12 +809,17 @@ static bool gate_run(http_gate gate, struct http_request *req, struct http_reply
 	return *e == CS_OK && ok;
 }
 
-/* The audit's name for whom the gate let through (struct http_auth's actor). */
+/* The audit's name for whom the gate let through (struct http_auth's actor):
+ * a person by their subject, "admin:<subject>" on the admin pages (an admin
+ * acting as one), the admin API's token by its name, the gateway by its id. */
 static enum cs_err actor_set(struct http_request *req)
 {
 	struct http_auth *a = &req->auth;
+	enum route_auth k = req->route->auth;
 	if (a->session != NULL && a->session->subject != NULL)
-		return str_fmt(a->actor, sizeof a->actor, "user:%s", a->session->subject);
+		return str_fmt(a->actor, sizeof a->actor, "%s:%s",
+		    k == ROUTE_AUTH_ADMIN_PAGE || k == ROUTE_AUTH_ADMIN_STEPUP ? "admin" : "user",
+		    a->session->subject);
 	if (a->admin != NULL)
 		return str_fmt(a->actor, sizeof a->actor, "admin:%s", a->admin);
 	if (a->gateway && req->app != NULL && req->app->cfg != NULL)
