@@ -82,6 +82,36 @@ if [ -n "$layer_hits$tx_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
+# Who may call a route is decided in the table (#29.1): no handler reads a
+# session cookie or checks a form's CSRF token through the session helpers
+# itself -- a route that needs a person declares the class whose gate does
+# (routes.c: ROUTE_AUTH_SESSION, _SESSION_FORM, _SESSION_CALLBACK, _SESSION_OPTIONAL)
+# and the handler finds the session in req->auth.
+# shellcheck disable=SC2086
+session_hits=$(grep -nHE '\b(login_require|page_form_session|session_from_cookie)[[:space:]]*\(' \
+	/dev/null $handlers 2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$session_hits" ]; then
+	echo "lint: a handler reads the session itself (declare the route's session class in routes.c and read req->auth.session):"
+	echo "$session_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+# Typed parameters by index (#29.3): these handlers read a route's parameters
+# as http_arg*(req, ENUM) -- the positions their header declares and routes.c
+# fills -- never by name.  (token_api.c and proxy_api.c join the list once
+# they are converted.)
+by_index="server/admin_api.c server/admin_pages.c server/approval_pages.c server/consent_pages.c
+	server/login_pages.c server/me_pages.c server/meta.c server/page_reply.c server/pages.c
+	server/vault_pages.c"
+# shellcheck disable=SC2086
+param_hits=$(grep -nHE '(form_get[[:space:]]*\([[:space:]]*&[[:space:]]*req->params|\bhttp_param(_int|_family)?[[:space:]]*\()' \
+	/dev/null $by_index 2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$param_hits" ]; then
+	echo "lint: a handler reads a parameter by name (declare its position in the handler's header and read it with http_arg*):"
+	echo "$param_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
 # docs/reference.md's table of server/ names every file there, and only those (#13: one
 # line per file, saying what it owns).
 table=$(sed -n '/^### `server\/`, file by file/,/^## /p' docs/reference.md)
@@ -98,4 +128,4 @@ if [ -n "$readme_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP)"
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; no handler reads a session itself; parameters read by index)"
