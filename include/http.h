@@ -53,7 +53,7 @@ enum route_auth {
 
 #define PARAM_REQUIRED 0x1u
 /* A family of n parameters, name0 .. name<n-1> (decimal, no leading zero),
- * each checked by the same type; read with http_param_family.  n <= 64. */
+ * each checked by the same type; read with http_arg_family.  n <= 64. */
 #define PARAM_FAMILY(n) ((unsigned)(n) << 8)
 #define PARAM_FAMILY_COUNT(flags) (((flags) >> 8) & 0xffu)
 
@@ -61,7 +61,7 @@ enum route_auth {
  * kvalid): declared once per type in routes.c, never re-parsed by a handler. */
 enum param_kind {
 	PARAM_STRING = 0,        /* text, checked by valid (when set) */
-	PARAM_INT,               /* decimal digits only, min..max; read with http_param_int */
+	PARAM_INT,               /* decimal digits only, min..max; read with http_arg_int */
 	PARAM_WORD,              /* exactly one of words (a NULL-ended list); num is its index */
 	PARAM_ON,                /* a checkbox: present means "on", the only value accepted */
 	PARAM_KIND__MAX

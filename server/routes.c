@@ -73,7 +73,7 @@ static const char *const yes_words[] = { "yes", NULL };
  * own words, never the URL's. */
 static const char *const signed_out_words[] = { "signed-out", "signed-out-here", NULL };
 /* The outcomes the provider callback names on the done page: words chosen by
- * consentd, never text (pages.c says each in its own words). */
+ * consentd, never text (consent_pages.c says each in its own words). */
 static const char *const done_outcome_words[] = { "cancelled", "too_much", "failed", "changed",
 	NULL };
 /* The admin search's states ("" = any). */
