@@ -6,6 +6,16 @@
 #define CS_ADMIN_API_H
 #include "http.h"
 
+/* Each route's parameters by position (routes.c declares them in this order;
+ * http_arg reads them). */
+enum admin_api_consents_param { ADMIN_API_CONSENTS_USER, ADMIN_API_CONSENTS_AGENT,
+	ADMIN_API_CONSENTS_RESOURCE, ADMIN_API_CONSENTS_STATE, ADMIN_API_CONSENTS_CURSOR,
+	ADMIN_API_CONSENTS_LIMIT };
+enum admin_api_requests_param { ADMIN_API_REQUESTS_LIMIT };
+enum admin_api_events_param { ADMIN_API_EVENTS_CONSENT_ID, ADMIN_API_EVENTS_LIMIT };
+enum admin_api_audit_param { ADMIN_API_AUDIT_SINCE, ADMIN_API_AUDIT_ACTION,
+	ADMIN_API_AUDIT_CONSENT_ID, ADMIN_API_AUDIT_CURSOR, ADMIN_API_AUDIT_LIMIT };
+
 enum cs_err admin_api_consents(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_api_consent(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_api_consent_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;

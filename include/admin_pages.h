@@ -42,11 +42,28 @@ enum admin_gate admin_gate_check(const struct config *cfg, const struct session 
     bool stepup);
 
 /* SECURITY: the admin gate the router runs before every /admin page and form
- * (routes.c's ROUTE_AUTH_ADMIN_PAGE / _STEPUP).  CS_OK with *ok true: *s is an
- * admin's session with a recent enough login (a step-up when stepup);
- * otherwise the reply is complete (sign-in redirect, 401, audited 403). */
+ * (routes.c's ROUTE_AUTH_ADMIN_PAGE / _STEPUP) over the request's session s
+ * (NULL: none; routes.c reads it).  CS_OK with *ok true: s is an admin's
+ * session with a recent enough login (a step-up when stepup); otherwise the
+ * reply is complete (sign-in redirect, 401, audited 403). */
 enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *rep, bool stepup,
-    struct session *s, bool *ok) CS_MUST_CHECK;
+    const struct session *s, bool *ok) CS_MUST_CHECK;
+
+/* Each route's parameters by position (routes.c declares them in this order;
+ * http_arg reads them).  A form's csrf comes first (ROUTE_CSRF_PARAM). */
+enum admin_pages_search_param { ADMIN_PAGES_SEARCH_USER, ADMIN_PAGES_SEARCH_AGENT,
+	ADMIN_PAGES_SEARCH_RESOURCE, ADMIN_PAGES_SEARCH_STATE, ADMIN_PAGES_SEARCH_AFTER };
+enum admin_pages_revoke_one_param { ADMIN_PAGES_REVOKE_ONE_CSRF, ADMIN_PAGES_REVOKE_ONE_REASON };
+enum admin_pages_bulk_confirm_param { ADMIN_PAGES_BULK_CONFIRM_BY, ADMIN_PAGES_BULK_CONFIRM_VALUE };
+enum admin_pages_bulk_revoke_param { ADMIN_PAGES_BULK_REVOKE_CSRF, ADMIN_PAGES_BULK_REVOKE_BY,
+	ADMIN_PAGES_BULK_REVOKE_VALUE, ADMIN_PAGES_BULK_REVOKE_COUNT, ADMIN_PAGES_BULK_REVOKE_REASON };
+/* Newest first: the page older than entry `before`, or newer than `after`. */
+enum admin_pages_audit_param { ADMIN_PAGES_AUDIT_ACTION, ADMIN_PAGES_AUDIT_CONSENT,
+	ADMIN_PAGES_AUDIT_SINCE, ADMIN_PAGES_AUDIT_BEFORE, ADMIN_PAGES_AUDIT_AFTER };
+enum admin_pages_audit_verify_param { ADMIN_PAGES_AUDIT_VERIFY_CSRF };
+_Static_assert(ADMIN_PAGES_REVOKE_ONE_CSRF == ROUTE_CSRF_PARAM &&
+    ADMIN_PAGES_BULK_REVOKE_CSRF == ROUTE_CSRF_PARAM &&
+    ADMIN_PAGES_AUDIT_VERIFY_CSRF == ROUTE_CSRF_PARAM, "a form's csrf is where it is read");
 
 enum cs_err admin_pages_search(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_consent(const struct http_request *, struct http_reply *) CS_MUST_CHECK;

@@ -31,8 +31,18 @@ enum route_kind {
  * http_gates) before the handler, and the handler runs only when it let the
  * request through, with the identity it established in req->auth. */
 enum route_auth {
-	ROUTE_AUTH_NONE = 0,     /* public, or the handler reads an optional session itself */
+	ROUTE_AUTH_NONE = 0,     /* anyone: no session is read (req->auth stays empty) */
 	ROUTE_AUTH_SESSION,      /* a person signed in: else a 303 to sign-in that comes back */
+	/* A person's form POST: the session and the form's "csrf" (the route's
+	 * first parameter) matching it: else a 401 page saying how to sign in
+	 * again (routes.c's words for the route), or a 403 for a stale form. */
+	ROUTE_AUTH_SESSION_FORM,
+	/* The provider's answer (/oauth/callback/{resource}): the session that
+	 * began the connection, else a 400 page (the session ended meanwhile). */
+	ROUTE_AUTH_SESSION_CALLBACK,
+	/* The session when there is one (req->auth.session NULL when not, or
+	 * without a store): never refuses.  The front page, the sign-out. */
+	ROUTE_AUTH_SESSION_OPTIONAL,
 	ROUTE_AUTH_ADMIN_PAGE,   /* an admin's browser session with a recent enough login */
 	ROUTE_AUTH_ADMIN_STEPUP, /* the same with a login from the last few minutes (bulk) */
 	ROUTE_AUTH_ADMIN_API,    /* Authorization: Bearer <admin token>, never a cookie */
@@ -43,7 +53,7 @@ enum route_auth {
 
 #define PARAM_REQUIRED 0x1u
 /* A family of n parameters, name0 .. name<n-1> (decimal, no leading zero),
- * each checked by the same type; read with http_param_family.  n <= 64. */
+ * each checked by the same type; read with http_arg_family.  n <= 64. */
 #define PARAM_FAMILY(n) ((unsigned)(n) << 8)
 #define PARAM_FAMILY_COUNT(flags) (((flags) >> 8) & 0xffu)
 
@@ -51,7 +61,7 @@ enum route_auth {
  * kvalid): declared once per type in routes.c, never re-parsed by a handler. */
 enum param_kind {
 	PARAM_STRING = 0,        /* text, checked by valid (when set) */
-	PARAM_INT,               /* decimal digits only, min..max; read with http_param_int */
+	PARAM_INT,               /* decimal digits only, min..max; read with http_arg_int */
 	PARAM_WORD,              /* exactly one of words (a NULL-ended list); num is its index */
 	PARAM_ON,                /* a checkbox: present means "on", the only value accepted */
 	PARAM_KIND__MAX
@@ -87,6 +97,9 @@ extern const struct param_type param_return_to[1];   /* valid_return_to */
 #define ROUTE_CAPTURE_MAX 256
 #define HTTP_MAX_URI 8192               /* bytes of a request target; 400 past it */
 #define ROUTE_MAX_PARAMS 24
+/* The position of "csrf" in a form route's parameters (ROUTE_AUTH_SESSION_FORM
+ * and the admin pages' forms): their gates and handlers read it there. */
+#define ROUTE_CSRF_PARAM 0u
 #define PARAM_FAMILY_MAX 64       /* a family's count fits a uint64_t's bits */
 #define HTTP_MAX_HEADERS 16
 
@@ -111,7 +124,8 @@ struct http_auth {
 	 * name>" or "gateway:<id>", set by the router once the gate let the
 	 * request through ("" for ROUTE_AUTH_NONE): no handler formats it. */
 	char            actor[HTTP_ACTOR_MAX];
-	struct session *session;             /* SESSION, ADMIN_PAGE, ADMIN_STEPUP */
+	/* SESSION*, ADMIN_PAGE, ADMIN_STEPUP (NULL for SESSION_OPTIONAL without one) */
+	struct session *session;
 	char           *admin;               /* ADMIN_API: the admin token's name */
 	bool            gateway;             /* GATEWAY */
 	/* The grant the gateway presented, validated (grant.h), where the route
@@ -287,9 +301,6 @@ const struct route *router_route_for_path(const struct route *table, const char 
 /* The kind of answer path gets: its route's, or http_route_prefixes' for an
  * unknown path (errors answered before routing, 404 and 405 use it). */
 enum route_kind router_kind_for_path(const struct route *table, const char *path);
-/* The typed value of the parameter called name of the route that answers
- * req: NULL when the route declares no such parameter or it was absent. */
-const struct param_value *http_param(const struct http_request *req, const char *name);
 /* Typed parameters read by index (as kcgi's fieldmap[KEY_X]): a route's
  * handler header declares an enum of its parameters' positions, and routes.c
  * declares them with designated initializers ([ME_REVOKE_CSRF] = { "csrf",
@@ -304,10 +315,6 @@ const char *http_arg_str(const struct http_request *req, unsigned idx);
 bool http_arg_int(const struct http_request *req, unsigned idx, int64_t *out);
 /* A family's members present (bit i: name<i>); 0 when none. */
 uint64_t http_arg_family(const struct http_request *req, unsigned idx);
-/* A present PARAM_INT's value into *out: true; false when absent. */
-bool http_param_int(const struct http_request *req, const char *name, int64_t *out);
-/* A family's members present (bit i: name<i>); 0 when none. */
-uint64_t http_param_family(const struct http_request *req, const char *name);
 /* The Content-Security-Policy for app's configuration (NULL: our own origin
  * alone) into out.  It depends on the configuration only, so the HTTP server
  * computes it once at start instead of per answer.  CS_ETOOBIG past outsz. */

@@ -6,6 +6,13 @@
 #define CS_ME_PAGES_H
 #include "http.h"
 
+/* Each route's parameters by position (routes.c declares them in this order;
+ * http_arg reads them). */
+enum me_pages_revoke_param { ME_REVOKE_CSRF, ME_REVOKE_CONFIRM };
+enum me_pages_allow_param { ME_ALLOW_CSRF };
+_Static_assert(ME_REVOKE_CSRF == ROUTE_CSRF_PARAM && ME_ALLOW_CSRF == ROUTE_CSRF_PARAM,
+    "a form's csrf is where its gate reads it");
+
 /* GET /me */
 enum cs_err me_pages_show(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 /* GET /me/consents/{id}/revoke: what revoking does, and the confirming form. */

@@ -14,6 +14,8 @@ enum cs_err meta_stylesheet(const struct http_request *, struct http_reply *) CS
 enum cs_err meta_local_time_script(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 /* GET /static/favicon.svg and /favicon.ico: the icon, image/svg+xml, cached an hour. */
 enum cs_err meta_favicon(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /: a way in, and after a sign-out what ended (?state=, routes.c's words). */
+enum meta_index_param { META_INDEX_STATE };
 enum cs_err meta_index(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 #endif

@@ -1,4 +1,4 @@
-/* rate_limits.h -- consentd's [limits]: one token-bucket limiter (ratelimit.h)
+/* rate_limits.h -- consentd's [limits]: one token-bucket limiter (limiter.h)
  * per class of caller -- a client address, a person, the gateway -- built
  * from the configuration, and the refusals counted in
  * consentd_rate_limit_refusals_total.  No HTTP here: the router applies the

@@ -5,6 +5,13 @@
 #define CS_VAULT_PAGES_H
 #include "http.h"
 
+/* The provider's answer's parameters by position (routes.c declares them in
+ * this order; http_arg reads them): every one RFC 6749 and RFC 9207 define
+ * for a code response, and the scope some providers add. */
+enum vault_pages_callback_param { VAULT_PAGES_CALLBACK_CODE, VAULT_PAGES_CALLBACK_STATE,
+	VAULT_PAGES_CALLBACK_ISS, VAULT_PAGES_CALLBACK_ERROR, VAULT_PAGES_CALLBACK_ERROR_DESCRIPTION,
+	VAULT_PAGES_CALLBACK_ERROR_URI, VAULT_PAGES_CALLBACK_SCOPE };
+
 /* GET /oauth/callback/{resource}: finishes the connection begun in the
  * signed-in session and sends the browser on to /consent/{id}/done (never to
  * a URL holding the code); a 400 page when the answer belongs to no

@@ -56,13 +56,13 @@ fi
 # pages.c (what the person's pages share); the gates the router runs are
 # handlers too (client_auth_api.c, grant_api.c, dpop_api.c: they read the
 # request, call client_auth.c, grant.c, dpop.c, and answer).  The HTTP side:
-# http.c, router.c, routes.c, page.c (what handlers render with), main.c.
+# http.c, router.c, routes.c, page_reply.c (what handlers answer with), main.c.
 # Every other file is domain,
 # store or command: it must not see http.h, not even through a header (the
 # compiler's own dependency list says), and only the domain opens a
 # transaction or writes an audit entry, never a handler.
 handlers=$(ls server/*_pages.c server/*_api.c server/meta.c server/pages.c 2>/dev/null)
-http_side="server/http.c server/router.c server/routes.c server/page.c server/main.c"
+http_side="server/http.c server/router.c server/routes.c server/page_reply.c server/main.c"
 pkg_cflags=$(pkg-config --cflags libmicrohttpd openssl cjose libcurl sqlite3 jansson inih 2>/dev/null)
 layer_hits=""
 for f in server/*.c; do
@@ -83,6 +83,33 @@ if [ -n "$layer_hits$tx_hits" ]; then
 	echo "lint: the layers are crossed (handlers parse, call the domain and answer; the domain knows no HTTP):"
 	[ -n "$layer_hits" ] && echo "$layer_hits" | sed '/^$/d'
 	[ -n "$tx_hits" ] && echo "$tx_hits" | sed 's/$/   <- a handler opens a transaction or writes an audit entry/'
+	echo "lint: FAIL"
+	exit 1
+fi
+# Who may call a route is decided in the table (#29.1): no handler reads a
+# session cookie or checks a form's CSRF token through the session helpers
+# itself -- a route that needs a person declares the class whose gate does
+# (routes.c: ROUTE_AUTH_SESSION, _SESSION_FORM, _SESSION_CALLBACK, _SESSION_OPTIONAL)
+# and the handler finds the session in req->auth.
+# shellcheck disable=SC2086
+session_hits=$(grep -nHE '\b(login_require|page_form_session|session_from_cookie)[[:space:]]*\(' \
+	/dev/null $handlers 2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$session_hits" ]; then
+	echo "lint: a handler reads the session itself (declare the route's session class in routes.c and read req->auth.session):"
+	echo "$session_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+# Typed parameters by index (#29.3): every file but the router reads a route's
+# parameters as http_arg*(req, ENUM) -- the positions its header declares and
+# routes.c fills -- never by name (there is no by-name accessor left).
+by_index=$(ls server/*.c | grep -v '^server/router\.c$')
+# shellcheck disable=SC2086
+param_hits=$(grep -nHE '(form_get[[:space:]]*\([[:space:]]*&[[:space:]]*req->params|\bhttp_param(_int|_family)?[[:space:]]*\()' \
+	/dev/null $by_index 2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$param_hits" ]; then
+	echo "lint: a handler reads a parameter by name (declare its position in the handler's header and read it with http_arg*):"
+	echo "$param_hits"
 	echo "lint: FAIL"
 	exit 1
 fi
@@ -130,4 +157,4 @@ if [ -n "$cite_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; every document cited exists)"
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; no handler reads a session itself; parameters read by index; every document cited exists)"

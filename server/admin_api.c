@@ -92,13 +92,6 @@ char *admin_api_authenticate(const struct http_request *req, struct http_reply *
 	return NULL;
 }
 
-/* The audit actor of an admin token called name; CS_ETOOBIG cannot happen
- * for a name admin_token_name_ok accepted. */
-static enum cs_err actor_of(const char *name, char *out, size_t n)
-{
-	return str_fmt(out, n, "admin:%s", name);
-}
-
 /* The JSON object body of a write; NULL with a 400 in rep otherwise.  Only
  * the names in allowed may appear, each a string of 1..max bytes. */
 static json_t *body_object(const struct http_request *req, struct http_reply *rep,
@@ -143,9 +136,9 @@ static json_t *body_object(const struct http_request *req, struct http_reply *re
 	return o;
 }
 
-static int64_t limit_of(const struct http_request *req)
+static int64_t limit_of(const struct http_request *req, unsigned idx)
 {
-	const char *l = form_get(&req->params, "limit");
+	const char *l = http_arg_str(req, idx);
 	int64_t n = 0;
 	if (l == NULL)
 		return ADMIN_LIST_DEFAULT;
@@ -164,12 +157,13 @@ enum cs_err admin_api_consents(const struct http_request *req, struct http_reply
 	struct store_conn *c = store_conn(req->app->store);
 	memset(&f, 0, sizeof f);
 	f.issuer = req->app->cfg->oidc_issuer;
-	f.user = form_get(&req->params, "user");
-	f.agent = form_get(&req->params, "agent");
-	f.resource = form_get(&req->params, "resource");
-	f.state = form_get(&req->params, "state");
-	e = c == NULL ? CS_EDB : admin_consents_list(c, &f, form_get(&req->params, "cursor"),
-	    limit_of(req), req->now, &out);
+	f.user = http_arg_str(req, ADMIN_API_CONSENTS_USER);
+	f.agent = http_arg_str(req, ADMIN_API_CONSENTS_AGENT);
+	f.resource = http_arg_str(req, ADMIN_API_CONSENTS_RESOURCE);
+	f.state = http_arg_str(req, ADMIN_API_CONSENTS_STATE);
+	e = c == NULL ? CS_EDB : admin_consents_list(c, &f,
+	    http_arg_str(req, ADMIN_API_CONSENTS_CURSOR), limit_of(req, ADMIN_API_CONSENTS_LIMIT),
+	    req->now, &out);
 	if (e != CS_OK)
 		return domain_error(rep, e == CS_ENOENT ? CS_EINVAL : e, "The cursor is not valid.");
 	return reply_json_value(rep, 200, out);
@@ -190,11 +184,9 @@ enum cs_err admin_api_consent_revoke(const struct http_request *req, struct http
 {
 	static const char *const allowed[] = { "reason", NULL };
 	json_t *body, *out = NULL;
-	char actor[ADMIN_TOKEN_NAME_MAX + 16];
+	const char *actor = req->auth.actor;     /* "admin:<token name>" (the router's) */
 	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	enum cs_err e;
-	if ((e = actor_of(req->auth.admin, actor, sizeof actor)) != CS_OK)
-		return e;
 	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
 		return CS_OK;
 	const char *reason = json_string_value(json_object_get(body, "reason"));
@@ -226,14 +218,12 @@ enum cs_err admin_api_revocations(const struct http_request *req, struct http_re
 		[ADMIN_BY_USER] = "user", [ADMIN_BY_AGENT] = "agent", [ADMIN_BY_RESOURCE] = "resource",
 	};
 	json_t *body;
-	char actor[ADMIN_TOKEN_NAME_MAX + 16];
+	const char *actor = req->auth.actor;     /* "admin:<token name>" (the router's) */
 	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	int64_t count = 0;
 	enum cs_err e;
 	int nsel = 0;
 	enum admin_bulk_by by = ADMIN_BY_USER;
-	if ((e = actor_of(req->auth.admin, actor, sizeof actor)) != CS_OK)
-		return e;
 	if ((body = body_object(req, rep, allowed, ADMIN_REASON_MAX)) == NULL)
 		return CS_OK;
 	for (int i = 0; i < ADMIN_BY__MAX; i++) {
@@ -266,7 +256,7 @@ enum cs_err admin_api_requests(const struct http_request *req, struct http_reply
 	json_t *out = NULL;
 	enum cs_err e;
 	struct store_conn *c = store_conn(req->app->store);
-	e = c == NULL ? CS_EDB : admin_pending(c, req->now, limit_of(req), &out);
+	e = c == NULL ? CS_EDB : admin_pending(c, req->now, limit_of(req, ADMIN_API_REQUESTS_LIMIT), &out);
 	if (e != CS_OK)
 		return domain_error(rep, e, "The limit is not valid.");
 	return reply_json_value(rep, 200, out);
@@ -277,7 +267,7 @@ enum cs_err admin_api_audit(const struct http_request *req, struct http_reply *r
 	struct admin_audit_filter f;
 	json_t *out = NULL;
 	enum cs_err e;
-	const char *since = form_get(&req->params, "since");
+	const char *since = http_arg_str(req, ADMIN_API_AUDIT_SINCE);
 	memset(&f, 0, sizeof f);
 	if (since != NULL) {
 		if (strlen(since) > 18)
@@ -285,11 +275,11 @@ enum cs_err admin_api_audit(const struct http_request *req, struct http_reply *r
 		for (const char *p = since; *p; p++)
 			f.since = f.since * 10 + (*p - '0');
 	}
-	f.action = form_get(&req->params, "action");
-	f.consent_id = form_get(&req->params, "consent_id");
+	f.action = http_arg_str(req, ADMIN_API_AUDIT_ACTION);
+	f.consent_id = http_arg_str(req, ADMIN_API_AUDIT_CONSENT_ID);
 	struct store_conn *c = store_conn(req->app->store);
-	e = c == NULL ? CS_EDB : admin_audit_query(c, &f, form_get(&req->params, "cursor"),
-	    limit_of(req), &out);
+	e = c == NULL ? CS_EDB : admin_audit_query(c, &f, http_arg_str(req, ADMIN_API_AUDIT_CURSOR),
+	    limit_of(req, ADMIN_API_AUDIT_LIMIT), &out);
 	if (e != CS_OK)
 		return domain_error(rep, e, "The cursor is not valid.");
 	return reply_json_value(rep, 200, out);
@@ -302,12 +292,12 @@ enum cs_err admin_api_events(const struct http_request *req, struct http_reply *
 	int64_t waiting = 0, failing = 0, delivered = 0;
 	json_t *out = NULL, *items = NULL;
 	enum cs_err e;
-	const char *cid = form_get(&req->params, "consent_id");
+	const char *cid = http_arg_str(req, ADMIN_API_EVENTS_CONSENT_ID);
 	struct store_conn *c = store_conn(req->app->store);
 	if (c == NULL)
 		return CS_EDB;
 	if ((e = events_count(c, &waiting, &failing, &delivered)) != CS_OK ||
-	    (e = events_list(c, cid, STORE_EVENTS_ANY, 0, (size_t)limit_of(req), &rows, &n)) != CS_OK)
+	    (e = events_list(c, cid, STORE_EVENTS_ANY, 0, (size_t)limit_of(req, ADMIN_API_EVENTS_LIMIT), &rows, &n)) != CS_OK)
 		goto out;
 	items = json_array();
 	for (size_t i = 0; items && i < n; i++)

@@ -17,7 +17,7 @@
 #include "buf.h"
 #include "form.h"
 #include "login.h"
-#include "page.h"
+#include "page_reply.h"
 
 #define ADMIN_PAGE_ROWS 50
 /* Audit rows are taller (details, two names a row): 25 keep a page near 2,000 px at 1280 px. */
@@ -268,22 +268,21 @@ static enum cs_err back_url(const struct http_request *req, struct buf *out)
  * with a link to sign in again -- or, for a step-up page, the forced login
  * itself. */
 enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *rep, bool stepup,
-    struct session *s, bool *ok)
+    const struct session *s, bool *ok)
 {
 	const struct config *cfg = req->app->cfg;
 	struct store_conn *c = store_conn(req->app->store);
 	bool get = req->method != HTTP_POST;
 	struct buf back, loc;
 	enum admin_gate g;
-	enum cs_err e;
+	enum cs_err e = CS_OK;
 
 	*ok = false;
 	if (c == NULL)
 		return CS_EDB;
 	buf_init(&back, 2048);
 	buf_init(&loc, 4096);
-	e = session_from_cookie(c, cfg, req->cookie, req->now, s);
-	if (e == CS_ENOENT) {
+	if (s == NULL) {
 		if (!get) {
 			e = refused(rep, 401, "Not signed in",
 			    "Your session ended. Sign in again and repeat what you were doing.", NULL);
@@ -291,8 +290,6 @@ enum cs_err admin_pages_gate(const struct http_request *req, struct http_reply *
 		    (e = login_url(back.data, stepup, &loc)) == CS_OK) {
 			e = page_redirect(rep, loc.data);
 		}
-		goto out;
-	} else if (e != CS_OK) {
 		goto out;
 	}
 	g = admin_gate_check(cfg, s, req->now, stepup);
@@ -328,7 +325,7 @@ out:
 
 static bool csrf_ok(const struct http_request *req, const struct session *s)
 {
-	return session_csrf_ok(s, form_get(&req->params, "csrf"));
+	return session_csrf_ok(s, http_arg_str(req, ROUTE_CSRF_PARAM));
 }
 
 static enum cs_err csrf_refused(struct http_reply *rep)
@@ -345,12 +342,6 @@ static enum cs_err admin_render(struct http_reply *rep, int status, const char *
 	if (json_object_set_new(ctx, "admin_bar", json_true()) != 0)
 		return CS_ENOMEM;
 	return page_render(rep, status, tpl, ctx, s);
-}
-
-/* The audit actor of an admin acting on these pages. */
-static enum cs_err admin_actor(const struct session *s, char out[300])
-{
-	return str_fmt(out, 300, "admin:%s", s->subject);
 }
 
 /* A consent object of admin.h as a row for the templates: the agent and the
@@ -475,9 +466,9 @@ static const char *const search_states[] = { "", "live", "expired", "revoked",
 	"reconnect_required" };
 
 /* A list filter from the query: NULL when absent or empty (no filter). */
-static const char *filter_param(const struct http_request *req, const char *name)
+static const char *filter_param(const struct http_request *req, unsigned idx)
 {
-	const char *v = form_get(&req->params, name);
+	const char *v = http_arg_str(req, idx);
 	return v != NULL && *v != '\0' ? v : NULL;
 }
 
@@ -485,11 +476,11 @@ enum cs_err admin_pages_search(const struct http_request *req, struct http_reply
 {
 	const struct config *cfg = req->app->cfg;
 	struct store_conn *c = store_conn(req->app->store);
-	const char *user = filter_param(req, "user");
-	const char *agent = filter_param(req, "agent");
-	const char *resource = filter_param(req, "resource");
-	const char *state = filter_param(req, "state");
-	const char *after = form_get(&req->params, "after");
+	const char *user = filter_param(req, ADMIN_PAGES_SEARCH_USER);
+	const char *agent = filter_param(req, ADMIN_PAGES_SEARCH_AGENT);
+	const char *resource = filter_param(req, ADMIN_PAGES_SEARCH_RESOURCE);
+	const char *state = filter_param(req, ADMIN_PAGES_SEARCH_STATE);
+	const char *after = http_arg_str(req, ADMIN_PAGES_SEARCH_AFTER);
 	struct admin_consent_filter f;
 	const struct session *s = req->auth.session;
 	json_t *res = NULL, *rows = NULL, *states = NULL, *agents = NULL, *resources = NULL;
@@ -600,9 +591,9 @@ out:
 /* The form's reason when it says something: NULL when it is missing or only
  * spaces.  SECURITY: a revocation always carries the admin's own words --
  * the person reads them on /me -- whatever the browser let through. */
-static const char *reason_given(const struct http_request *req)
+static const char *reason_given(const struct http_request *req, unsigned idx)
 {
-	const char *r = form_get(&req->params, "reason");
+	const char *r = http_arg_str(req, idx);
 	if (r == NULL)
 		return NULL;
 	for (const char *p = r; *p; p++)
@@ -636,7 +627,7 @@ static enum cs_err revoke_one_page(const struct http_request *req, struct http_r
 		goto out;
 	}
 	/* After a refusal the form comes back with what was typed. */
-	reason = error ? form_get(&req->params, "reason") : NULL;
+	reason = error ? http_arg_str(req, ADMIN_PAGES_REVOKE_ONE_REASON) : NULL;
 	e = CS_ENOMEM;
 	if ((ctx = consent_row(req->app->cfg, json_object_get(res, "consent"))) == NULL ||
 	    json_object_set_new(ctx, "title", json_string("Admin: revoke a consent")) != 0 ||
@@ -659,8 +650,7 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 {
 	struct store_conn *c = store_conn(req->app->store);
 	const struct session *s = req->auth.session;
-	const char *reason = reason_given(req);
-	char actor[300];
+	const char *reason = reason_given(req, ADMIN_PAGES_REVOKE_ONE_REASON);
 	struct buf loc;
 	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	enum cs_err e;
@@ -676,8 +666,8 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 		e = revoke_one_page(req, rep, REASON_MISSING);
 		goto out;
 	}
-	if ((e = admin_actor(s, actor)) != CS_OK ||
-	    (e = admin_consent_revoke(c, req->captures[0], actor, reason, req->now, &o)) != CS_OK)
+	if ((e = admin_consent_revoke(c, req->captures[0], req->auth.actor, reason, req->now,
+	    &o)) != CS_OK)
 		goto out;
 	if (o == ADMIN_REVOKE_UNKNOWN) {
 		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
@@ -795,13 +785,15 @@ static enum cs_err bulk_page(struct http_reply *rep, enum bulk_view v, const str
 	return e;
 }
 
-/* The by and value of the bulk forms; false when either is missing or wrong. */
-static bool bulk_form_read(const struct http_request *req, struct bulk_form *w)
+/* The by, value and reason (NULL: none) of the bulk forms; false when by or
+ * value is missing or wrong. */
+static bool bulk_form_read(struct bulk_form *w, const char *by, const char *value,
+    const char *reason)
 {
 	memset(w, 0, sizeof *w);
-	w->by = form_get(&req->params, "by");
-	w->value = form_get(&req->params, "value");
-	w->reason = form_get(&req->params, "reason");
+	w->by = by;
+	w->value = value;
+	w->reason = reason;
 	return bulk_by(w->by, &w->b, &w->label) && w->value != NULL && w->value[0] != '\0';
 }
 
@@ -814,7 +806,8 @@ enum cs_err admin_pages_bulk_confirm(const struct http_request *req, struct http
 
 	if (c == NULL)
 		return CS_EDB;
-	if (!bulk_form_read(req, &w)) {
+	if (!bulk_form_read(&w, http_arg_str(req, ADMIN_PAGES_BULK_CONFIRM_BY),
+	    http_arg_str(req, ADMIN_PAGES_BULK_CONFIRM_VALUE), NULL)) {
 		e = refused(rep, 400, "Bad request",
 		    "Say whose consents to revoke: a person, an agent or a resource, and its name.", NULL);
 		goto out;
@@ -833,7 +826,7 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 	enum admin_revoke_outcome o = ADMIN_REVOKE__MAX;
 	struct bulk_form w;
 	const struct session *s = req->auth.session;
-	char actor[300];
+	const char *reason = reason_given(req, ADMIN_PAGES_BULK_REVOKE_REASON);
 	int64_t want = -1;
 	enum cs_err e;
 
@@ -843,7 +836,11 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 		e = csrf_refused(rep);
 		goto out;
 	}
-	if (!bulk_form_read(req, &w) || !http_param_int(req, "count", &want) || want < 0) {
+	/* The router checked count (0 and up) is there. */
+	if (!http_arg_int(req, ADMIN_PAGES_BULK_REVOKE_COUNT, &want) ||
+	    !bulk_form_read(&w, http_arg_str(req, ADMIN_PAGES_BULK_REVOKE_BY),
+	    http_arg_str(req, ADMIN_PAGES_BULK_REVOKE_VALUE),
+	    http_arg_str(req, ADMIN_PAGES_BULK_REVOKE_REASON))) {
 		e = refused(rep, 400, "Bad request", "This form is incomplete. Start again from /admin.", NULL);
 		goto out;
 	}
@@ -857,14 +854,13 @@ enum cs_err admin_pages_bulk_revoke(const struct http_request *req, struct http_
 	}
 	/* SECURITY: no bulk revocation without the admin's reason (the admin
 	 * API's rule too): the form comes back with the count, nothing revoked. */
-	if (reason_given(req) == NULL) {
+	if (reason == NULL) {
 		e = bulk_page(rep, BULK_CONFIRM, cfg, s, &w, 400, REASON_MISSING);
 		goto out;
 	}
-	if ((e = admin_actor(s, actor)) != CS_OK ||
-	    (e = admin_bulk_revoke(c, &(struct admin_bulk){ .by = w.b, .value = w.value,
-	    .issuer = w.b == ADMIN_BY_USER ? cfg->oidc_issuer : NULL, .actor = actor,
-	    .reason = reason_given(req) }, req->now, &w.count, &o)) != CS_OK)
+	if ((e = admin_bulk_revoke(c, &(struct admin_bulk){ .by = w.b, .value = w.value,
+	    .issuer = w.b == ADMIN_BY_USER ? cfg->oidc_issuer : NULL, .actor = req->auth.actor,
+	    .reason = reason }, req->now, &w.count, &o)) != CS_OK)
 		goto out;
 	if (o == ADMIN_REVOKE_BAD_REASON) {
 		w.count = want;
@@ -979,18 +975,18 @@ static enum cs_err audit_url(struct buf *b, const char *action, const char *cons
 }
 
 /* A page marker (?before=, ?after=): 0 when absent; false when not a number. */
-static bool marker_param(const struct http_request *req, const char *name, int64_t *out)
+static bool marker_param(const struct http_request *req, unsigned idx, int64_t *out)
 {
 	*out = 0;
-	return form_get(&req->params, name) == NULL || (http_param_int(req, name, out) && *out > 0);
+	return http_arg(req, idx) == NULL || (http_arg_int(req, idx, out) && *out > 0);
 }
 
 enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
-	const char *action = filter_param(req, "action");
-	const char *consent = filter_param(req, "consent");
-	const char *since = filter_param(req, "since");
+	const char *action = filter_param(req, ADMIN_PAGES_AUDIT_ACTION);
+	const char *consent = filter_param(req, ADMIN_PAGES_AUDIT_CONSENT);
+	const char *since = filter_param(req, ADMIN_PAGES_AUDIT_SINCE);
 	struct admin_audit_filter f;
 	const struct session *s = req->auth.session;
 	json_t *res = NULL, *rows = NULL, *ctx = NULL, *actions = NULL, *ev, *older, *newer;
@@ -1021,7 +1017,8 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 		if (f.since > 0)
 			fmt_time(f.since, since_shown);
 	}
-	if (!marker_param(req, "before", &before) || !marker_param(req, "after", &after) ||
+	if (!marker_param(req, ADMIN_PAGES_AUDIT_BEFORE, &before) ||
+	    !marker_param(req, ADMIN_PAGES_AUDIT_AFTER, &after) ||
 	    (before > 0 && after > 0)) {
 		e = refused(rep, 400, "Bad request", "The page marker is not valid.", NULL);
 		goto out;

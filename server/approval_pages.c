@@ -13,9 +13,7 @@
 #include "consent.h"
 #include "form.h"
 #include "jcs.h"
-#include "login.h"
-#include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 #include "pages.h"
 #include "session.h"
 
@@ -108,7 +106,7 @@ out:
 	return e;
 }
 
-enum cs_err pages_approve_show(const struct http_request *req, struct http_reply *rep)
+enum cs_err approval_pages_show(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
@@ -184,31 +182,25 @@ out:
 	return e;
 }
 
-enum cs_err pages_approve_decide(const struct http_request *req, struct http_reply *rep)
+enum cs_err approval_pages_decide(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session form gate */
 	struct approval a;
 	struct store_conn *c = store_conn(app->store);
-	bool approve = strcmp(form_get(&req->params, "decision"), "approve") == 0, ok;
-	char actor[300];
+	bool approve = strcmp(http_arg_str(req, APPROVAL_PAGES_DECIDE_DECISION), "approve") == 0, ok;
 	json_t *ctx = NULL;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&a, 0, sizeof a);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = page_form_session(req, rep, c, PAGE_SIGNIN_AGENT_LINK, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if ((e = bound_approval(req, rep, c, &s, &a, &ok)) != CS_OK || !ok)
-		goto out;
-	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
+	if ((e = bound_approval(req, rep, c, s, &a, &ok)) != CS_OK || !ok)
 		goto out;
 	enum approval_decide_outcome decided;
-	e = approval_decide(c, cfg, &(struct approval_decision){ .id = a.id, .user_id = s.user_id,
-	    .approve = approve, .actor = actor, .now = req->now }, &decided);
+	e = approval_decide(c, cfg, &(struct approval_decision){ .id = a.id, .user_id = s->user_id,
+	    .approve = approve, .actor = req->auth.actor, .now = req->now }, &decided);
 	if (e != CS_OK) {
 		goto out;
 	} else if (decided == APPROVAL_NOT_YOURS) {
@@ -228,10 +220,9 @@ enum cs_err pages_approve_decide(const struct http_request *req, struct http_rep
 		e = CS_ENOMEM;
 		goto out;
 	}
-	e = page_render(rep, 200, "approve_done.html", ctx, &s);
+	e = page_render(rep, 200, "approve_done.html", ctx, s);
 out:
 	json_decref(ctx);
 	approval_clear(&a);
-	session_clear(&s);
 	return e;
 }

@@ -9,7 +9,7 @@
 #include "auth_refusal.h"
 #include "metrics.h"
 #include "rate_limits.h"
-#include "ratelimit.h"
+#include "limiter.h"
 
 #define PROBE 8
 
@@ -66,7 +66,7 @@ static struct entry *entry_for(struct auth_refusals *t, const char *ip)
 {
 	unsigned char key[RATE_LIMITS_KEY_MAX];
 	size_t n = rate_limits_address_key(ip, key);
-	uint64_t h = ratelimit_siphash(t->sipkey, key, n);
+	uint64_t h = limiter_siphash(t->sipkey, key, n);
 	struct entry *victim = NULL;
 	if (h == 0)
 		h = 1;

@@ -14,8 +14,7 @@
 #include "consent_pages.h"
 #include "form.h"
 #include "login.h"
-#include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 #include "pages.h"
 #include "scope.h"
 #include "session.h"
@@ -201,7 +200,7 @@ out:
 	return e;
 }
 
-enum cs_err pages_consent_show(const struct http_request *req, struct http_reply *rep)
+enum cs_err consent_pages_show(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct session *s = req->auth.session;     /* the router's session gate */
@@ -246,10 +245,11 @@ static enum cs_err consent_changed(const struct http_request *req, struct http_r
 static enum cs_err read_decision(const struct http_request *req, struct http_reply *rep,
     const struct consent_request *r, struct consent_decision *d, bool *ok)
 {
-	const char *version = form_get(&req->params, "version");
-	uint64_t boxes = http_param_family(req, "s");    /* typed by the router: s0 .. s19, "on" */
+	const char *version = http_arg_str(req, CONSENT_PAGES_DECIDE_VERSION);
+	/* typed by the router: s0 .. s19, "on" */
+	uint64_t boxes = http_arg_family(req, CONSENT_PAGES_DECIDE_S);
 	*ok = false;
-	d->approve = strcmp(form_get(&req->params, "decision"), "approve") == 0;
+	d->approve = strcmp(http_arg_str(req, CONSENT_PAGES_DECIDE_DECISION), "approve") == 0;
 	/* A form without a version is treated as drawn from another version. */
 	if (version != NULL && strlen(version) == CONSENT_VERSION_LEN)
 		memcpy(d->version, version, sizeof d->version);
@@ -270,9 +270,9 @@ static enum cs_err read_decision(const struct http_request *req, struct http_rep
 	if (d->selected.n == 0)
 		return reply_html_error(rep, 400, "Nothing selected",
 		    "Tick at least one permission to approve, or choose Deny.");
-	if (!http_param_int(req, "duration", &d->duration) || d->duration <= 0)
+	if (!http_arg_int(req, CONSENT_PAGES_DECIDE_DURATION, &d->duration) || d->duration <= 0)
 		return reply_html_error(rep, 400, "Bad request", "Choose how long the permission lasts.");
-	d->offline = http_param(req, "offline") != NULL;
+	d->offline = http_arg(req, CONSENT_PAGES_DECIDE_OFFLINE) != NULL;
 	*ok = true;
 	return CS_OK;
 }
@@ -327,38 +327,33 @@ static enum cs_err decided_page(const struct http_request *req, struct http_repl
 	return e;
 }
 
-enum cs_err pages_consent_decide(const struct http_request *req, struct http_reply *rep)
+enum cs_err consent_pages_decide(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session form gate */
+	const char *actor = req->auth.actor;
 	struct consent_request r;
 	struct consent_decision d;
 	struct consent_decided done = { CONSENT_DECIDE_UNKNOWN, NULL };
 	struct store_conn *c = store_conn(app->store);
-	char actor[300];
 	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&r, 0, sizeof r);
 	memset(&d, 0, sizeof d);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = page_form_session(req, rep, c, PAGE_SIGNIN_AGENT_LINK, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if ((e = bound_request(req, rep, c, &s, &r, &ok)) != CS_OK || !ok)
+	if ((e = bound_request(req, rep, c, s, &r, &ok)) != CS_OK || !ok)
 		goto out;
 	if ((e = read_decision(req, rep, &r, &d, &ok)) != CS_OK || !ok)
-		goto out;
-	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
 		goto out;
 	if (d.approve && vault_provider(app->vault, r.resource) != NULL) {
 		/* A resource with a provider: the consent goes live only once the
 		 * provider authorized exactly its scopes (or a record moves over). */
 		struct vault_begin vb = { NULL, NULL };
 		e = vault_begin_connect(app->vault, c, cfg,
-		    &(struct vault_person){ s.user_id, s.id_hash, actor, req->now },
+		    &(struct vault_person){ s->user_id, s->id_hash, actor, req->now },
 		    &(struct vault_decision){ r.id, &d }, &vb);
 		if (e == CS_OK && vb.authorize_url != NULL) {
 			rep->status = 303;
@@ -370,16 +365,15 @@ enum cs_err pages_consent_decide(const struct http_request *req, struct http_rep
 		vault_begin_clear(&vb);
 		done.outcome = vault_refusal(&e);
 	} else {
-		e = consent_decide(c, cfg, r.id, &(struct consent_actor){ .user_id = s.user_id,
+		e = consent_decide(c, cfg, r.id, &(struct consent_actor){ .user_id = s->user_id,
 		    .actor = actor, .now = req->now }, &d, &done);
 	}
 	if (e == CS_OK)
-		e = decided_page(req, rep, &s, &r, &d, done.outcome);
+		e = decided_page(req, rep, s, &r, &d, done.outcome);
 out:
 	consent_decided_clear(&done);
 	scope_set_clear(&d.selected);
 	consent_request_clear(&r);
-	session_clear(&s);
 	return e;
 }
 
@@ -425,13 +419,13 @@ static const char *done_failure(const char *outcome)
 	return "The connection to the provider failed. Nothing was given; you can try again.";
 }
 
-enum cs_err pages_consent_done(const struct http_request *req, struct http_reply *rep)
+enum cs_err consent_pages_done(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct consent_request r;
 	struct store_conn *c = store_conn(app->store);
-	const char *outcome = form_get(&req->params, "outcome");
+	const char *outcome = http_arg_str(req, CONSENT_PAGES_DONE_OUTCOME);
 	char back[LOGIN_RETURN_TO_MAX + 1], cancelled[600];
 	bool ok;
 	enum cs_err e;

@@ -1,5 +1,6 @@
 /* login_pages.c -- the handlers of flow E (login_pages.h): GET /login,
- * GET /callback, POST /logout, and the redirect to sign-in for other pages.
+ * GET /callback and POST /logout (the redirect to sign-in other pages answer
+ * with is their gate's, routes.c).
  * They read the request and its cookies, call the login domain (login.h) and
  * answer; no SQL, no transaction, and no text of the IdP's reaches a page. */
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include "buf.h"
 #include "form.h"
 #include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 
 /* Frees a cookie value (a secret) after wiping it. */
 static void cookie_free(char *v)
@@ -27,13 +28,13 @@ static char *cookie_or_null(const struct http_request *req, const char *name)
 	return cookie_get(req->cookie, name, &v) == CS_OK ? v : NULL;
 }
 
-enum cs_err login_start(const struct http_request *req, struct http_reply *rep)
+enum cs_err login_pages_start(const struct http_request *req, struct http_reply *rep)
 {
 	const struct config *cfg = req->app->cfg;
 	struct login_begin_in in = {
-		.return_to = form_get(&req->params, "return_to"),
-		.prompt = form_get(&req->params, "prompt"),
-		.max_age = form_get(&req->params, "max_age"),
+		.return_to = http_arg_str(req, LOGIN_PAGES_START_RETURN_TO),
+		.prompt = http_arg_str(req, LOGIN_PAGES_START_PROMPT),
+		.max_age = http_arg_str(req, LOGIN_PAGES_START_MAX_AGE),
 		.cookie_header = req->cookie, .now = req->now,
 	};
 	struct login_begin_out out = { .location = NULL };
@@ -102,14 +103,14 @@ static const struct { int status; const char *title, *msg; } finish_fail[LOGIN_F
 	    "The identity provider did not say who you are." },
 };
 
-enum cs_err login_callback(const struct http_request *req, struct http_reply *rep)
+enum cs_err login_pages_callback(const struct http_request *req, struct http_reply *rep)
 {
 	const struct config *cfg = req->app->cfg;
 	struct login_finish_in in = {
-		.state = form_get(&req->params, "state"),
-		.code = form_get(&req->params, "code"),
-		.iss = form_get(&req->params, "iss"),
-		.error = form_get(&req->params, "error"),
+		.state = http_arg_str(req, LOGIN_PAGES_CALLBACK_STATE),
+		.code = http_arg_str(req, LOGIN_PAGES_CALLBACK_CODE),
+		.iss = http_arg_str(req, LOGIN_PAGES_CALLBACK_ISS),
+		.error = http_arg_str(req, LOGIN_PAGES_CALLBACK_ERROR),
 		.now = req->now,
 	};
 	struct login_finish_out out = { .return_to = NULL };
@@ -136,68 +137,30 @@ out:
 	return e;
 }
 
-enum cs_err login_require(const struct http_request *req, struct http_reply *rep,
-    const char *return_to, struct session *s, bool *have)
-{
-	struct store_conn *c = store_conn(req->app->store);
-	struct buf loc;
-	enum cs_err e;
-	*have = false;
-	if (c == NULL)
-		return CS_EDB;
-	e = session_from_cookie(c, req->app->cfg, req->cookie, req->now, s);
-	if (e == CS_OK) {
-		*have = true;
-		return CS_OK;
-	}
-	if (e != CS_ENOENT)
-		return e;
-	/* A return_to /login would refuse (too long) would strand the person. */
-	if (strlen(return_to) > LOGIN_RETURN_TO_MAX)
-		return_to = "/me";
-	buf_init(&loc, 4096);
-	e = buf_puts(&loc, "/login");
-	if (e == CS_OK)
-		e = form_url_param(&loc, "return_to", return_to);
-	if (e == CS_OK)
-		e = page_redirect(rep, loc.data);
-	buf_clear(&loc);
-	return e;
-}
-
-enum cs_err login_logout(const struct http_request *req, struct http_reply *rep)
+enum cs_err login_pages_logout(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
-	struct store_conn *c = store_conn(app->store);
+	/* The router's optional session gate: NULL when nobody is signed in. */
+	const struct session *s = req->auth.session;
 	char *idp_logout = NULL;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
-	if (c == NULL)
+	if (store_conn(app->store) == NULL)
 		return CS_EDB;
 	/* The front page says what ended (meta_index): "signed-out" when the
 	 * browser went through the IdP's sign-out, "signed-out-here" otherwise. */
-	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
-	if (e == CS_ENOENT) {
-		e = page_redirect(rep, "/?state=signed-out-here");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	if (!session_csrf_ok(&s, form_get(&req->params, "csrf"))) {
-		e = reply_html_error(rep, 403, "Not allowed",
+	if (s == NULL)
+		return page_redirect(rep, "/?state=signed-out-here");
+	if (!session_csrf_ok(s, http_arg_str(req, LOGIN_PAGES_LOGOUT_CSRF)))
+		return reply_html_error(rep, 403, "Not allowed",
 		    "This sign-out form is stale or did not come from this site. Reload the page and try again.");
-		goto out;
-	}
-	if ((e = login_end(app, s.id_hash, &idp_logout)) != CS_OK)
+	if ((e = login_end(app, s->id_hash, &idp_logout)) != CS_OK)
 		goto out;
 	e = page_redirect(rep, idp_logout ? idp_logout : "/?state=signed-out-here");
 	if (e == CS_OK)
 		e = page_set_cookie(rep, cfg, session_cookie_name(cfg), "", 0);
 out:
 	free(idp_logout);
-	session_clear(&s);
 	return e;
 }

@@ -12,15 +12,11 @@
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
-#include "login_pages.h"
-#include "page.h"
+#include "page_reply.h"
 #include "me_pages.h"
 #include "pages.h"
 #include "session.h"
 #include "vault.h"
-
-/* The 401 of a /me form POST without a session. */
-#define ME_SIGNIN "Sign in again to manage your consents."
 
 #define ME_LIST_MAX 100              /* consents shown, live ones first */
 
@@ -245,27 +241,20 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct consent k;
 	struct store_conn *c = store_conn(app->store);
 	char back[128];
 	json_t *ctx = NULL;
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&k, 0, sizeof k);
 	if (c == NULL)
 		return CS_EDB;
-	if (!id_shaped(req->captures[0]))
-		return not_found(rep);
-	/* id_shaped: the id is CONSENT_ID_LEN characters, so these fit. */
-	if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoke", req->captures[0])) != CS_OK)
-		return e;
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
+	if ((e = own_consent(req, rep, c, s, &k, &ok)) != CS_OK || !ok)
 		goto out;
-	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
-		goto out;
+	/* own_consent: the id is CONSENT_ID_LEN characters, so this fits. */
 	if (k.revoked_at != 0) {
 		if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoked", k.id)) == CS_OK)
 			e = see_other(rep, back);
@@ -286,48 +275,35 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 		e = CS_ENOMEM;
 		goto out;
 	}
-	e = page_render(rep, 200, "me_revoke.html", ctx, &s);
+	e = page_render(rep, 200, "me_revoke.html", ctx, s);
 out:
 	json_decref(ctx);
 	consent_clear(&k);
-	session_clear(&s);
 	return e;
 }
 
 enum cs_err me_pages_revoke(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session form gate */
 	struct store_conn *c = store_conn(app->store);
-	char actor[300], done[128];
+	char done[128];
 	enum consent_revoke_outcome o = CONSENT_REVOKE_UNKNOWN;
-	bool ok;
 	enum cs_err e;
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = page_form_session(req, rep, c, ME_SIGNIN, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if (!id_shaped(req->captures[0])) {
-		e = not_found(rep);
-		goto out;
-	}
-	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
-		goto out;
-	/* The route requires confirm=yes: only the confirmation page's form revokes. */
-	if ((e = consent_revoke(c, req->captures[0], &(struct consent_actor){ .user_id = s.user_id,
-	    .actor = actor, .now = req->now }, "revoked by the person on /me", &o)) != CS_OK)
-		goto out;
-	if (o == CONSENT_REVOKE_UNKNOWN || o == CONSENT_REVOKE_NOT_YOURS) {
-		/* SECURITY: someone else's consent looks exactly like a missing one. */
-		e = not_found(rep);
-		goto out;
-	}
+	if (!id_shaped(req->captures[0]))
+		return not_found(rep);
+	/* The route requires confirm=yes (ME_REVOKE_CONFIRM): only the
+	 * confirmation page's form revokes. */
+	if ((e = consent_revoke(c, req->captures[0], &(struct consent_actor){ .user_id = s->user_id,
+	    .actor = req->auth.actor, .now = req->now }, "revoked by the person on /me", &o)) != CS_OK)
+		return e;
+	if (o == CONSENT_REVOKE_UNKNOWN || o == CONSENT_REVOKE_NOT_YOURS)
+		return not_found(rep);   /* SECURITY: someone else's looks exactly like a missing one */
 	/* Revoked now or before: the page after says how it ended. */
 	if ((e = str_fmt(done, sizeof done, "/me/consents/%s/revoked", req->captures[0])) == CS_OK)
 		e = see_other(rep, done);
-out:
-	session_clear(&s);
 	return e;
 }
 
@@ -335,26 +311,18 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct consent k;
 	struct store_conn *c = store_conn(app->store);
-	char back[128];
 	char *shown = NULL;
 	json_t *ctx = NULL;
-	bool have, ok;
+	bool ok;
 	enum cs_err e;
 
-	memset(&s, 0, sizeof s);
 	memset(&k, 0, sizeof k);
 	if (c == NULL)
 		return CS_EDB;
-	if (!id_shaped(req->captures[0]))
-		return not_found(rep);
-	if ((e = str_fmt(back, sizeof back, "/me/consents/%s/revoked", req->captures[0])) != CS_OK)
-		return e;
-	if ((e = login_require(req, rep, back, &s, &have)) != CS_OK || !have)
-		goto out;
-	if ((e = own_consent(req, rep, c, &s, &k, &ok)) != CS_OK || !ok)
+	if ((e = own_consent(req, rep, c, s, &k, &ok)) != CS_OK || !ok)
 		goto out;
 	if (k.revoked_at == 0) {
 		e = see_other(rep, "/me");   /* nothing was revoked: the panel says how it stands */
@@ -375,45 +343,32 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 		e = CS_ENOMEM;
 		goto out;
 	}
-	e = page_render(rep, 200, "me_revoked.html", ctx, &s);
+	e = page_render(rep, 200, "me_revoked.html", ctx, s);
 out:
 	free(shown);
 	json_decref(ctx);
 	consent_clear(&k);
-	session_clear(&s);
 	return e;
 }
 
 enum cs_err me_pages_allow(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
-	struct session s;
+	const struct session *s = req->auth.session;     /* the router's session form gate */
 	struct store_conn *c = store_conn(app->store);
-	char actor[300];
 	enum consent_lift_outcome o = CONSENT_LIFT_UNKNOWN;
-	bool ok;
 	enum cs_err e;
-	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = page_form_session(req, rep, c, ME_SIGNIN, &s, &ok)) != CS_OK || !ok)
-		goto out;
-	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK ||
-	    (e = consent_allow_asking(c, app->cfg, req->captures[0], &(struct consent_actor){
-	    .user_id = s.user_id, .actor = actor, .now = req->now }, &o)) != CS_OK)
-		goto out;
-	if (o == CONSENT_LIFT_UNKNOWN || o == CONSENT_LIFT_NOT_YOURS) {
+	if ((e = consent_allow_asking(c, app->cfg, req->captures[0], &(struct consent_actor){
+	    .user_id = s->user_id, .actor = req->auth.actor, .now = req->now }, &o)) != CS_OK)
+		return e;
+	if (o == CONSENT_LIFT_UNKNOWN || o == CONSENT_LIFT_NOT_YOURS)
 		/* SECURITY: someone else's request looks exactly like a missing one. */
-		e = reply_html_error(rep, 404, "No such request", "There is no such decision of yours.");
-		goto out;
-	} else if (o == CONSENT_LIFT_UNDECIDED) {
-		e = reply_html_error(rep, 400, "Nothing to allow",
+		return reply_html_error(rep, 404, "No such request", "There is no such decision of yours.");
+	if (o == CONSENT_LIFT_UNDECIDED)
+		return reply_html_error(rep, 400, "Nothing to allow",
 		    "This request was never decided, so it holds no agent back.");
-		goto out;
-	}
 	/* Lifted now, or already free to ask: either way /me shows it no longer blocked. */
-	e = see_other(rep, "/me");
-out:
-	session_clear(&s);
-	return e;
+	return see_other(rep, "/me");
 }

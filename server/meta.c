@@ -11,7 +11,7 @@
 #include "embed.h"
 #include "form.h"
 #include "jws.h"
-#include "page.h"
+#include "page_reply.h"
 #include "meta.h"
 #include "oidc.h"
 #include "session.h"
@@ -185,26 +185,18 @@ enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
 	const struct oidc_meta *m = oidc_meta(app->idp);
-	const char *state = form_get(&req->params, "state");
-	struct store_conn *c = store_conn(app->store);
-	struct session s;
-	bool have = false, signed_out = false, via_idp = false;
+	const char *state = http_arg_str(req, META_INDEX_STATE);
+	/* The router's optional session gate: NULL when nobody is signed in. */
+	const struct session *s = req->auth.session;
+	bool have = s != NULL, signed_out = false, via_idp = false;
 	json_t *ctx = NULL;
 	enum cs_err e = CS_OK;
 
-	memset(&s, 0, sizeof s);
-	if (c != NULL) {
-		e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
-		if (e == CS_OK)
-			have = true;
-		else if (e != CS_ENOENT)
-			goto out;
-	}
 	signed_out = !have && state != NULL;
 	via_idp = signed_out && strcmp(state, "signed-out") == 0;
 	ctx = json_pack("{s:s, s:s, s:b, s:s?, s:b, s:b, s:b, s:s}",
 	    "title", signed_out ? "You are signed out" : "Consent for AI agents", "public_url", cfg->public_url,
-	    "signed_in", have, "who", have ? (s.name ? s.name : s.subject) : NULL,
+	    "signed_in", have, "who", have ? (s->name ? s->name : s->subject) : NULL,
 	    "signed_out", signed_out, "via_idp", via_idp,
 	    "idp_has_logout", m != NULL && m->end_session_endpoint != NULL,
 	    "idp", cfg->oidc_issuer);
@@ -212,9 +204,8 @@ enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)
 		e = CS_ENOMEM;
 		goto out;
 	}
-	e = page_render(rep, 200, "index.html", ctx, have ? &s : NULL);
+	e = page_render(rep, 200, "index.html", ctx, s);
 out:
 	json_decref(ctx);
-	session_clear(&s);
 	return e;
 }

@@ -13,8 +13,8 @@
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
-#include "login_pages.h"
-#include "page.h"
+#include "login.h"
+#include "page_reply.h"
 #include "pages.h"
 #include "session.h"
 #include "vault.h"
@@ -164,8 +164,8 @@ json_t *pages_time_value(int64_t t)
 }
 
 /* The return_to path /kind/id/tail (tail "" or "/done"), or "/me" when it
- * would not fit: no real id is that long, and login_require falls back the
- * same way for a return_to /login would refuse. */
+ * would not fit: no real id is that long, and the session gate (routes.c)
+ * falls back the same way for a return_to /login would refuse. */
 const char *pages_return_path(char out[LOGIN_RETURN_TO_MAX + 1], const char *kind,
     const char *id, const char *tail)
 {
@@ -201,12 +201,10 @@ char *pages_signed_in_name(const struct session *s)
 enum cs_err pages_refuse_other_account(const struct http_request *req, struct http_reply *rep,
     const struct session *s, const char *kind, struct consent_refusal *f)
 {
-	char actor[300], loginurl[200];
+	char loginurl[200];
 	json_t *ctx;
 	enum cs_err e;
-	if ((e = str_fmt(actor, sizeof actor, "user:%s", s->subject)) != CS_OK)
-		return e;
-	f->actor = actor;
+	f->actor = req->auth.actor;
 	f->now = req->now;
 	if ((e = consent_refuse_binding(store_conn(req->app->store), f)) != CS_OK)
 		return e;

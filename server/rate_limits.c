@@ -1,4 +1,4 @@
-/* rate_limits.c -- the [limits] classes over ratelimit.c's token buckets, and
+/* rate_limits.c -- the [limits] classes over limiter.c's token buckets, and
  * their refusal counter.  Keys are what the caller was (an address's network,
  * a person's user id, the gateway's client id), never a request's free text;
  * the metric's label is the class's fixed name. */
@@ -9,7 +9,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "rate_limits.h"
-#include "ratelimit.h"
+#include "limiter.h"
 
 struct rate_limits {
 	struct limiter       *by[LIMIT__MAX];      /* NULL: the class is off */

@@ -576,18 +576,6 @@ static const char *params_validate(const struct route *rt, struct form *raw, str
 	return NULL;
 }
 
-const struct param_value *http_param(const struct http_request *req, const char *name)
-{
-	if (req->route == NULL)
-		return NULL;
-	for (const struct param_spec *ps = req->route->params; ps->name; ps++) {
-		const struct param_value *pv = &req->values[ps - req->route->params];
-		if (strcmp(ps->name, name) == 0)
-			return pv->str != NULL || pv->members != 0 ? pv : NULL;
-	}
-	return NULL;
-}
-
 const struct param_value *http_arg(const struct http_request *req, unsigned idx)
 {
 	if (req->route == NULL || idx >= ROUTE_MAX_PARAMS)
@@ -617,21 +605,6 @@ bool http_arg_int(const struct http_request *req, unsigned idx, int64_t *out)
 uint64_t http_arg_family(const struct http_request *req, unsigned idx)
 {
 	const struct param_value *pv = http_arg(req, idx);
-	return pv != NULL ? pv->members : 0;
-}
-
-bool http_param_int(const struct http_request *req, const char *name, int64_t *out)
-{
-	const struct param_value *pv = http_param(req, name);
-	if (pv == NULL || pv->str == NULL)
-		return false;
-	*out = pv->num;
-	return true;
-}
-
-uint64_t http_param_family(const struct http_request *req, const char *name)
-{
-	const struct param_value *pv = http_param(req, name);
 	return pv != NULL ? pv->members : 0;
 }
 
@@ -809,12 +782,17 @@ static bool gate_run(http_gate gate, struct http_request *req, struct http_reply
 	return *e == CS_OK && ok;
 }
 
-/* The audit's name for whom the gate let through (struct http_auth's actor). */
+/* The audit's name for whom the gate let through (struct http_auth's actor):
+ * a person by their subject, "admin:<subject>" on the admin pages (an admin
+ * acting as one), the admin API's token by its name, the gateway by its id. */
 static enum cs_err actor_set(struct http_request *req)
 {
 	struct http_auth *a = &req->auth;
+	enum route_auth k = req->route->auth;
 	if (a->session != NULL && a->session->subject != NULL)
-		return str_fmt(a->actor, sizeof a->actor, "user:%s", a->session->subject);
+		return str_fmt(a->actor, sizeof a->actor, "%s:%s",
+		    k == ROUTE_AUTH_ADMIN_PAGE || k == ROUTE_AUTH_ADMIN_STEPUP ? "admin" : "user",
+		    a->session->subject);
 	if (a->admin != NULL)
 		return str_fmt(a->actor, sizeof a->actor, "admin:%s", a->admin);
 	if (a->gateway && req->app != NULL && req->app->cfg != NULL)

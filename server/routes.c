@@ -1,25 +1,31 @@
 /* routes.c -- the route table: every URL consentd answers, its method, the
- * kind of client it serves, who may call it (the gate the router runs first),
- * whether it is deferred, and the typed parameters it accepts.  The one place
+ * kind of client it serves, who may call it (the gate the router runs first,
+ * defined below), whether it is deferred, and the typed parameters it accepts,
+ * at the positions its handler's header names (enum X_param).  The one place
  * that decides a route's properties: a parameter not declared here never
- * reaches a handler, and no handler authenticates its caller itself. */
+ * reaches a handler, and no handler reads a session or checks a form's CSRF
+ * token itself (scripts/lint.sh holds it): a route a person must be signed in
+ * for says so here, with the class whose gate answers when they are not. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "admin_api.h"
 #include "admin_pages.h"
+#include "app.h"
 #include "approval_pages.h"
 #include "consent_pages.h"
 #include "buf.h"
 #include "client_auth_api.h"
 #include "grant_api.h"
 #include "consent.h"
+#include "form.h"
 #include "http.h"
 #include "login_pages.h"
 #include "me_pages.h"
 #include "metrics_api.h"
 #include "meta.h"
+#include "page_reply.h"
 #include "pages.h"
 #include "proxy.h"
 #include "session.h"
@@ -68,7 +74,7 @@ static const char *const yes_words[] = { "yes", NULL };
  * own words, never the URL's. */
 static const char *const signed_out_words[] = { "signed-out", "signed-out-here", NULL };
 /* The outcomes the provider callback names on the done page: words chosen by
- * consentd, never text (pages.c says each in its own words). */
+ * consentd, never text (consent_pages.c says each in its own words). */
 static const char *const done_outcome_words[] = { "cancelled", "too_much", "failed", "changed",
 	NULL };
 /* The admin search's states ("" = any). */
@@ -100,8 +106,8 @@ static const struct param_type admin_by[1] = { { .kind = PARAM_WORD, .words = ad
 
 const struct route http_routes[] = {
 	{ HTTP_GET, "/", ROUTE_BROWSER, meta_index, {
-		{ "state", 16, signed_out, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+		[META_INDEX_STATE] = { "state", 16, signed_out, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION_OPTIONAL, LIMIT_NONE },
 	{ HTTP_GET, "/.well-known/oauth-authorization-server", ROUTE_PUBLIC, meta_as_metadata,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/.well-known/jwks.json", ROUTE_PUBLIC, meta_jwks, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
@@ -114,76 +120,78 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/favicon.ico", ROUTE_PUBLIC, meta_favicon, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, "/static/local-time.js", ROUTE_PUBLIC, meta_local_time_script,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
-	{ HTTP_GET, "/login", ROUTE_BROWSER, login_start, {
-		{ "return_to", LOGIN_RETURN_TO_MAX, param_return_to, 0 },
-		{ "prompt", 16, prompt, 0 },
-		{ "max_age", 10, seconds, 0 },
+	{ HTTP_GET, "/login", ROUTE_BROWSER, login_pages_start, {
+		[LOGIN_PAGES_START_RETURN_TO] = { "return_to", LOGIN_RETURN_TO_MAX, param_return_to, 0 },
+		[LOGIN_PAGES_START_PROMPT] = { "prompt", 16, prompt, 0 },
+		[LOGIN_PAGES_START_MAX_AGE] = { "max_age", 10, seconds, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	/* The IdP decides which parameters come back; these are every one that
 	 * OpenID Connect and RFC 9207 define for a code response. */
-	{ HTTP_GET, "/callback", ROUTE_BROWSER, login_callback, {
-		{ "code", 4096, param_printable, 0 },
-		{ "state", 128, param_token68, 0 },
-		{ "iss", 1024, param_printable, 0 },
-		{ "error", 256, param_printable, 0 },
-		{ "error_description", 1024, param_printable, 0 },
-		{ "error_uri", 1024, param_printable, 0 },
-		{ "session_state", 1024, param_printable, 0 },
+	{ HTTP_GET, "/callback", ROUTE_BROWSER, login_pages_callback, {
+		[LOGIN_PAGES_CALLBACK_CODE] = { "code", 4096, param_printable, 0 },
+		[LOGIN_PAGES_CALLBACK_STATE] = { "state", 128, param_token68, 0 },
+		[LOGIN_PAGES_CALLBACK_ISS] = { "iss", 1024, param_printable, 0 },
+		[LOGIN_PAGES_CALLBACK_ERROR] = { "error", 256, param_printable, 0 },
+		[LOGIN_PAGES_CALLBACK_ERROR_DESCRIPTION] = { "error_description", 1024, param_printable, 0 },
+		[LOGIN_PAGES_CALLBACK_ERROR_URI] = { "error_uri", 1024, param_printable, 0 },
+		[LOGIN_PAGES_CALLBACK_SESSION_STATE] = { "session_state", 1024, param_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
-	{ HTTP_POST, "/logout", ROUTE_BROWSER, login_logout, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	/* Signed out already: back to the front page; a stale form: 403 (the
+	 * handler's, over the session its gate found). */
+	{ HTTP_POST, "/logout", ROUTE_BROWSER, login_pages_logout, {
+		[LOGIN_PAGES_LOGOUT_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_OPTIONAL, LIMIT_ADDRESS },
 	{ HTTP_GET, "/me", ROUTE_BROWSER, me_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	/* Revoking on /me: a confirmation page, its form (confirm=yes, so no other
 	 * form revokes), and the page that says what happened. */
 	{ HTTP_GET, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke_confirm, {
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ "confirm", 4, yes, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+		[ME_REVOKE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		[ME_REVOKE_CONFIRM] = { "confirm", 4, yes, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	{ HTTP_GET, "/me/consents/{id}/revoked", ROUTE_BROWSER, me_pages_revoked, {
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	/* "Allow it to ask again": lifts the deny_cooldown a decision holds. */
 	{ HTTP_POST, "/me/requests/{id}/allow", ROUTE_BROWSER, me_pages_allow, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
-	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, pages_consent_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
-	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, pages_consent_done, {
-		{ "outcome", 16, done_outcome, 0 },
+		[ME_ALLOW_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
+	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, consent_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
+	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, consent_pages_done, {
+		[CONSENT_PAGES_DONE_OUTCOME] = { "outcome", 16, done_outcome, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
-	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, pages_approve_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
-	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, pages_approve_decide, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ "decision", 8, decision, PARAM_REQUIRED },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, approval_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
+	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, approval_pages_decide, {
+		[APPROVAL_PAGES_DECIDE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		[APPROVAL_PAGES_DECIDE_DECISION] = { "decision", 8, decision, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	/* One redirect URI per resource (against mix-up): the provider's answer. */
 	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, vault_pages_callback, {
-		{ "code", 4096, param_printable, 0 },
-		{ "state", 128, param_token68, 0 },
-		{ "iss", 1024, param_printable, 0 },
-		{ "error", 256, param_printable, 0 },
-		{ "error_description", 1024, param_printable, 0 },
-		{ "error_uri", 1024, param_printable, 0 },
-		{ "scope", 2048, param_printable, 0 },
-		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
-	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, pages_consent_decide, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ "decision", 8, decision, PARAM_REQUIRED },
-		{ "duration", 10, seconds, 0 },
-		{ "offline", 2, checkbox, 0 },
-		{ "version", 64, hex, 0 },
+		[VAULT_PAGES_CALLBACK_CODE] = { "code", 4096, param_printable, 0 },
+		[VAULT_PAGES_CALLBACK_STATE] = { "state", 128, param_token68, 0 },
+		[VAULT_PAGES_CALLBACK_ISS] = { "iss", 1024, param_printable, 0 },
+		[VAULT_PAGES_CALLBACK_ERROR] = { "error", 256, param_printable, 0 },
+		[VAULT_PAGES_CALLBACK_ERROR_DESCRIPTION] = { "error_description", 1024, param_printable, 0 },
+		[VAULT_PAGES_CALLBACK_ERROR_URI] = { "error_uri", 1024, param_printable, 0 },
+		[VAULT_PAGES_CALLBACK_SCOPE] = { "scope", 2048, param_printable, 0 },
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION_CALLBACK, LIMIT_ADDRESS },
+	{ HTTP_POST, "/consent/{id}", ROUTE_BROWSER, consent_pages_decide, {
+		[CONSENT_PAGES_DECIDE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		[CONSENT_PAGES_DECIDE_DECISION] = { "decision", 8, decision, PARAM_REQUIRED },
+		[CONSENT_PAGES_DECIDE_DURATION] = { "duration", 10, seconds, 0 },
+		[CONSENT_PAGES_DECIDE_OFFLINE] = { "offline", 2, checkbox, 0 },
+		[CONSENT_PAGES_DECIDE_VERSION] = { "version", 64, hex, 0 },
 		/* One checkbox per position in the stored request: s0 .. s19. */
-		{ "s", 2, checkbox, PARAM_FAMILY(CONSENT_MAX_SCOPES) },
-		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+		[CONSENT_PAGES_DECIDE_S] = { "s", 2, checkbox, PARAM_FAMILY(CONSENT_MAX_SCOPES) },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	/* Admin pages (admin_pages.c), behind the admin gate (admin_pages_gate);
 	 * search values are bound parameters and escaped output, never patterns. */
 	{ HTTP_GET, "/admin", ROUTE_BROWSER, admin_pages_search, {
-		{ "user", 255, param_printable, 0 },
-		{ "agent", 128, param_printable, 0 },
-		{ "resource", 128, param_printable, 0 },
-		{ "state", 24, admin_state, 0 },
-		{ "after", 64, param_printable, 0 },
+		[ADMIN_PAGES_SEARCH_USER] = { "user", 255, param_printable, 0 },
+		[ADMIN_PAGES_SEARCH_AGENT] = { "agent", 128, param_printable, 0 },
+		[ADMIN_PAGES_SEARCH_RESOURCE] = { "resource", 128, param_printable, 0 },
+		[ADMIN_PAGES_SEARCH_STATE] = { "state", 24, admin_state, 0 },
+		[ADMIN_PAGES_SEARCH_AFTER] = { "after", 64, param_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	{ HTTP_GET, "/admin/consents/{id}", ROUTE_BROWSER, admin_pages_consent,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
@@ -192,34 +200,34 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/admin/consents/{id}/revoke", ROUTE_BROWSER, admin_pages_revoke_confirm,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	{ HTTP_POST, "/admin/consents/{id}/revoke", ROUTE_BROWSER, admin_pages_revoke_one, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ "reason", 200, param_printable, 0 },
+		[ADMIN_PAGES_REVOKE_ONE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		[ADMIN_PAGES_REVOKE_ONE_REASON] = { "reason", 200, param_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* SECURITY: the step-up -- a forced, fresh login before a bulk revocation,
 	 * checked again on the POST: the confirmation may be old. */
 	{ HTTP_GET, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_confirm, {
-		{ "by", 10, admin_by, 0 },
-		{ "value", 255, param_printable, 0 },
+		[ADMIN_PAGES_BULK_CONFIRM_BY] = { "by", 10, admin_by, 0 },
+		[ADMIN_PAGES_BULK_CONFIRM_VALUE] = { "value", 255, param_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_STEPUP, LIMIT_NONE },
 	{ HTTP_POST, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_revoke, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
-		{ "by", 10, admin_by, PARAM_REQUIRED },
-		{ "value", 255, param_printable, PARAM_REQUIRED },
-		{ "count", 12, count12, PARAM_REQUIRED },
-		{ "reason", 200, param_printable, 0 },
+		[ADMIN_PAGES_BULK_REVOKE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		[ADMIN_PAGES_BULK_REVOKE_BY] = { "by", 10, admin_by, PARAM_REQUIRED },
+		[ADMIN_PAGES_BULK_REVOKE_VALUE] = { "value", 255, param_printable, PARAM_REQUIRED },
+		[ADMIN_PAGES_BULK_REVOKE_COUNT] = { "count", 12, count12, PARAM_REQUIRED },
+		[ADMIN_PAGES_BULK_REVOKE_REASON] = { "reason", 200, param_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_STEPUP, LIMIT_NONE },
 	{ HTTP_GET, "/admin/audit", ROUTE_BROWSER, admin_pages_audit, {
-		{ "action", 128, param_printable, 0 },
-		{ "consent", 64, param_printable, 0 },
-		{ "since", ADMIN_SINCE_MAX, admin_since, 0 },
+		[ADMIN_PAGES_AUDIT_ACTION] = { "action", 128, param_printable, 0 },
+		[ADMIN_PAGES_AUDIT_CONSENT] = { "consent", 64, param_printable, 0 },
+		[ADMIN_PAGES_AUDIT_SINCE] = { "since", ADMIN_SINCE_MAX, admin_since, 0 },
 		/* Newest first: the page older than entry `before`, or newer than `after`. */
-		{ "before", 18, audit_seq, 0 },
-		{ "after", 18, audit_seq, 0 },
+		[ADMIN_PAGES_AUDIT_BEFORE] = { "before", 18, audit_seq, 0 },
+		[ADMIN_PAGES_AUDIT_AFTER] = { "after", 18, audit_seq, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* The chain's check, as `consentd audit verify` runs it: a POST, so that
 	 * a link or a prefetch never starts a walk of the whole log. */
 	{ HTTP_POST, "/admin/audit/verify", ROUTE_BROWSER, admin_pages_audit_verify, {
-		{ "csrf", 64, param_token68, PARAM_REQUIRED },
+		[ADMIN_PAGES_AUDIT_VERIFY_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* The gateway's endpoints: RFC 6749 JSON errors, unknown parameters ignored. */
 	{ HTTP_POST, "/token", ROUTE_OAUTH, token_api_token, {
@@ -282,12 +290,12 @@ const struct route http_routes[] = {
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
 	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {
-		{ "user", 256, param_printable, 0 },
-		{ "agent", 128, param_printable, 0 },
-		{ "resource", 128, param_printable, 0 },
-		{ "state", 32, api_state, 0 },
-		{ "cursor", 64, param_printable, 0 },
-		{ "limit", 3, api_limit, 0 },
+		[ADMIN_API_CONSENTS_USER] = { "user", 256, param_printable, 0 },
+		[ADMIN_API_CONSENTS_AGENT] = { "agent", 128, param_printable, 0 },
+		[ADMIN_API_CONSENTS_RESOURCE] = { "resource", 128, param_printable, 0 },
+		[ADMIN_API_CONSENTS_STATE] = { "state", 32, api_state, 0 },
+		[ADMIN_API_CONSENTS_CURSOR] = { "cursor", 64, param_printable, 0 },
+		[ADMIN_API_CONSENTS_LIMIT] = { "limit", 3, api_limit, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/consents/{id}", ROUTE_API, admin_api_consent,
 	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
@@ -296,18 +304,18 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/admin/api/revocations", ROUTE_API, admin_api_revocations,
 	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/requests", ROUTE_API, admin_api_requests, {
-		{ "limit", 3, api_limit, 0 },
+		[ADMIN_API_REQUESTS_LIMIT] = { "limit", 3, api_limit, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/events", ROUTE_API, admin_api_events, {
-		{ "consent_id", 64, param_token68, 0 },
-		{ "limit", 3, api_limit, 0 },
+		[ADMIN_API_EVENTS_CONSENT_ID] = { "consent_id", 64, param_token68, 0 },
+		[ADMIN_API_EVENTS_LIMIT] = { "limit", 3, api_limit, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, "/admin/api/audit", ROUTE_API, admin_api_audit, {
-		{ "since", 18, digits, 0 },
-		{ "action", 64, param_printable, 0 },
-		{ "consent_id", 64, param_token68, 0 },
-		{ "cursor", 20, digits, 0 },
-		{ "limit", 3, api_limit, 0 },
+		[ADMIN_API_AUDIT_SINCE] = { "since", 18, digits, 0 },
+		[ADMIN_API_AUDIT_ACTION] = { "action", 64, param_printable, 0 },
+		[ADMIN_API_AUDIT_CONSENT_ID] = { "consent_id", 64, param_token68, 0 },
+		[ADMIN_API_AUDIT_CURSOR] = { "cursor", 20, digits, 0 },
+		[ADMIN_API_AUDIT_LIMIT] = { "limit", 3, api_limit, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
@@ -343,48 +351,135 @@ static enum cs_err page_of(const struct http_request *req, struct buf *out)
 	return e;
 }
 
-/* SECURITY: a person's pages (login_require): without a live session the
- * answer is the sign-in that comes back to this page; the session found goes
- * with the request. */
+/* The request's live session, read from its cookie, into *out: NULL when it
+ * has none (no cookie, an unknown, ended or idle one).  CS_EDB without a
+ * store; *out is freed with the request once the gate put it in req->auth. */
+static enum cs_err session_read(const struct http_request *req, struct session **out)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	struct session *s;
+	enum cs_err e;
+	*out = NULL;
+	if (c == NULL)
+		return CS_EDB;
+	if ((s = calloc(1, sizeof *s)) == NULL)
+		return CS_ENOMEM;
+	e = session_from_cookie(c, req->app->cfg, req->cookie, req->now, s);
+	if (e == CS_OK) {
+		*out = s;
+		return CS_OK;
+	}
+	session_clear(s);
+	free(s);
+	return e == CS_ENOENT ? CS_OK : e;
+}
+
+/* SECURITY: a person's pages: without a live session the answer is the
+ * sign-in that comes back to this page (to /me when this page's address is
+ * longer than /login takes); the session found goes with the request. */
 static enum cs_err gate_session(struct http_request *req, struct http_reply *rep, bool *ok)
 {
-	struct session *s = calloc(1, sizeof *s);
-	struct buf back;
+	struct buf back, loc;
 	enum cs_err e;
 	*ok = false;
-	if (s == NULL)
-		return CS_ENOMEM;
 	buf_init(&back, PAGE_OF_MAX);
-	if ((e = page_of(req, &back)) == CS_OK)
-		e = login_require(req, rep, back.data, s, ok);
-	else if (e == CS_ETOOBIG)     /* cannot happen (see PAGE_OF_MAX): a 4xx, not a 500 */
+	buf_init(&loc, 4096);
+	if ((e = page_of(req, &back)) == CS_ETOOBIG) {
+		/* cannot happen (see PAGE_OF_MAX): a 4xx, not a 500 */
 		e = reply_error(rep, ROUTE_BROWSER, 414, "invalid_request",
 		    "This address is too long to be a page of this site.");
-	buf_clear(&back);
-	if (e != CS_OK || !*ok) {
-		*ok = false;
-		session_clear(s);
-		free(s);
-		return e;
+		goto out;
 	}
-	req->auth.session = s;
+	if (e != CS_OK || (e = session_read(req, &req->auth.session)) != CS_OK)
+		goto out;
+	if (req->auth.session != NULL) {
+		*ok = true;
+		goto out;
+	}
+	if ((e = buf_puts(&loc, "/login")) == CS_OK &&
+	    (e = form_url_param(&loc, "return_to", strlen(back.data) > LOGIN_RETURN_TO_MAX ?
+	    "/me" : back.data)) == CS_OK)
+		e = page_redirect(rep, loc.data);
+out:
+	buf_clear(&back);
+	buf_clear(&loc);
+	return e;
+}
+
+/* What a person's form POST without a session says: on /me, to sign in
+ * again; on a request's page, to open the agent's link again (it signs in
+ * and comes back to the request). */
+static const char *signin_again(const struct route *rt)
+{
+	return strncmp(rt->pattern, "/me/", 4) == 0 ? "Sign in again to manage your consents." :
+	    "Your session ended. Open the link from your agent again to sign in.";
+}
+
+/* SECURITY: a person's form POST (a decision, a /me action): the session,
+ * and the form's CSRF token (the route's parameter ROUTE_CSRF_PARAM)
+ * compared with it in constant time.  401 without a session, 403 for a
+ * stale or foreign form; nothing else is read. */
+static enum cs_err gate_session_form(struct http_request *req, struct http_reply *rep, bool *ok)
+{
+	enum cs_err e;
+	*ok = false;
+	if ((e = session_read(req, &req->auth.session)) != CS_OK)
+		return e;
+	if (req->auth.session == NULL)
+		return reply_html_error(rep, 401, "Not signed in", signin_again(req->route));
+	if (!session_csrf_ok(req->auth.session, http_arg_str(req, ROUTE_CSRF_PARAM)))
+		return reply_html_error(rep, 403, "Not allowed",
+		    "This form is stale or did not come from this site. Reload the page and try again.");
+	*ok = true;
 	return CS_OK;
 }
 
+/* SECURITY: the provider's answer finishes a connection begun in a session
+ * (vault_finish_connect binds it to that session): without one, a 400 page,
+ * never a sign-in that would come back with the code in its address. */
+static enum cs_err gate_session_callback(struct http_request *req, struct http_reply *rep,
+    bool *ok)
+{
+	enum cs_err e;
+	*ok = false;
+	if ((e = session_read(req, &req->auth.session)) != CS_OK)
+		return e;
+	if (req->auth.session == NULL)
+		return reply_html_error(rep, 400, "Not connected",
+		    "Your session ended while you were at the provider. Open the link from your agent again.");
+	*ok = true;
+	return CS_OK;
+}
+
+/* The front page and the sign-out say what they say with or without a
+ * session: the session when there is one (and a store to read it from). */
+static enum cs_err gate_session_optional(struct http_request *req, struct http_reply *rep,
+    bool *ok)
+{
+	enum cs_err e = CS_OK;
+	(void)rep;
+	if (store_conn(req->app->store) != NULL)
+		e = session_read(req, &req->auth.session);
+	*ok = e == CS_OK;
+	return e;
+}
+
 /* SECURITY: the admin pages' gate (admin_pages_gate says what each refusal
- * answers and audits); the session it found goes with the request. */
+ * answers and audits) over the request's session, if any; the session goes
+ * with the request when it lets it through. */
 static enum cs_err admin_session(struct http_request *req, struct http_reply *rep, bool stepup,
     bool *ok)
 {
-	struct session *s = calloc(1, sizeof *s);
+	struct session *s = NULL;
 	enum cs_err e;
 	*ok = false;
-	if (s == NULL)
-		return CS_ENOMEM;
+	if ((e = session_read(req, &s)) != CS_OK)
+		return e;
 	e = admin_pages_gate(req, rep, stepup, s, ok);
 	if (e != CS_OK || !*ok) {
 		*ok = false;
-		session_clear(s);
+		if (s != NULL)
+			session_clear(s);
 		free(s);
 		return e;
 	}
@@ -442,6 +537,9 @@ static enum cs_err gate_metrics(struct http_request *req, struct http_reply *rep
 const http_gate http_gates[ROUTE_AUTH__MAX] = {
 	[ROUTE_AUTH_NONE] = NULL,
 	[ROUTE_AUTH_SESSION] = gate_session,
+	[ROUTE_AUTH_SESSION_FORM] = gate_session_form,
+	[ROUTE_AUTH_SESSION_CALLBACK] = gate_session_callback,
+	[ROUTE_AUTH_SESSION_OPTIONAL] = gate_session_optional,
 	[ROUTE_AUTH_ADMIN_PAGE] = gate_admin_page,
 	[ROUTE_AUTH_ADMIN_STEPUP] = gate_admin_stepup,
 	[ROUTE_AUTH_ADMIN_API] = gate_admin_api,

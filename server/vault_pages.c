@@ -1,6 +1,6 @@
 /* vault_pages.c -- the vault's browser pages: the provider's answer at
- * /oauth/callback/{resource}.  A handler only: it reads the session and the
- * query, calls vault_finish_connect once and maps its outcome to a reply; it
+ * /oauth/callback/{resource}.  A handler only: it takes the session its gate
+ * found (routes.c) and the query, calls vault_finish_connect once and maps its outcome to a reply; it
  * opens no transaction, writes no audit entry, and never echoes the code. */
 #include <stdlib.h>
 #include <string.h>
@@ -28,33 +28,23 @@ enum cs_err vault_pages_callback(const struct http_request *req, struct http_rep
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
-	struct session s;
+	/* The router's callback gate: the session the connection began in. */
+	const struct session *s = req->auth.session;
 	struct vault_finish f;
 	struct store_conn *c = store_conn(app->store);
-	char actor[300];
 	const char *outcome;
 	struct buf loc;
 	enum cs_err e;
-	memset(&s, 0, sizeof s);
 	memset(&f, 0, sizeof f);
 	buf_init(&loc, 4096);
 	if (c == NULL)
 		return CS_EDB;
-	e = session_from_cookie(c, cfg, req->cookie, req->now, &s);
-	if (e == CS_ENOENT) {
-		e = reply_html_error(rep, 400, "Not connected",
-		    "Your session ended while you were at the provider. Open the link from your agent again.");
-		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
-	if ((e = str_fmt(actor, sizeof actor, "user:%s", s.subject)) != CS_OK)
-		goto out;
 	e = vault_finish_connect(app->vault, c, cfg,
-	    &(struct vault_person){ s.user_id, s.id_hash, actor, req->now },
-	    &(struct vault_callback){ req->captures[0], form_get(&req->params, "state"),
-	    form_get(&req->params, "code"), form_get(&req->params, "iss"),
-	    form_get(&req->params, "error") }, &f);
+	    &(struct vault_person){ s->user_id, s->id_hash, req->auth.actor, req->now },
+	    &(struct vault_callback){ req->captures[0],
+	    http_arg_str(req, VAULT_PAGES_CALLBACK_STATE), http_arg_str(req, VAULT_PAGES_CALLBACK_CODE),
+	    http_arg_str(req, VAULT_PAGES_CALLBACK_ISS), http_arg_str(req, VAULT_PAGES_CALLBACK_ERROR) },
+	    &f);
 	if (e != CS_OK)
 		goto out;
 	if (f.outcome == VAULT_BAD_STATE || f.request_id == NULL) {
@@ -73,6 +63,5 @@ enum cs_err vault_pages_callback(const struct http_request *req, struct http_rep
 out:
 	buf_clear(&loc);
 	vault_finish_clear(&f);
-	session_clear(&s);
 	return e;
 }

@@ -8,7 +8,7 @@
 
 #include "testutil.h"
 #include "buf.h"
-#include "ratelimit.h"
+#include "limiter.h"
 
 START_TEST(test_burst_then_refused_with_retry_after)
 {
@@ -105,9 +105,9 @@ START_TEST(test_siphash_vectors)
 		k[i] = (unsigned char)i;
 	for (unsigned i = 0; i < 15; i++)
 		m[i] = (unsigned char)i;
-	ck_assert_uint_eq(ratelimit_siphash(k, m, 0), 0x726fdb47dd0e0e31ULL);
-	ck_assert_uint_eq(ratelimit_siphash(k, m, 8), 0x93f5f5799a932462ULL);
-	ck_assert_uint_eq(ratelimit_siphash(k, m, 15), 0xa129ca6149be45e5ULL);
+	ck_assert_uint_eq(limiter_siphash(k, m, 0), 0x726fdb47dd0e0e31ULL);
+	ck_assert_uint_eq(limiter_siphash(k, m, 8), 0x93f5f5799a932462ULL);
+	ck_assert_uint_eq(limiter_siphash(k, m, 15), 0xa129ca6149be45e5ULL);
 }
 END_TEST
 

@@ -437,25 +437,30 @@ static const struct param_type days_type[1] = { { .kind = PARAM_INT, .min = 1, .
 static const struct param_type color_type[1] = { { .kind = PARAM_WORD, .words = color_words } };
 static const struct param_type on_type[1] = { { .kind = PARAM_ON } };
 
-/* Writes what the typed accessors read: "days=N|color=I|on=B|boxes=MASK". */
+/* Writes what the typed accessors read, by index: "days=N|color=I|on=B|boxes=MASK"
+ * (and that an index past the route's parameters reads nothing). */
+enum { T_DAYS, T_COLOR, T_ON, T_B };
 static enum cs_err h_typed(const struct http_request *req, struct http_reply *rep)
 {
-	int64_t days = -1;
-	const struct param_value *c = http_param(req, "color");
-	bool have = http_param_int(req, "days", &days);
+	int64_t days = -1, color = -1;
+	bool have = http_arg_int(req, T_DAYS, &days);
+	if (!http_arg_int(req, T_COLOR, &color))
+		color = -1;
 	rep->status = 200;
 	rep->content_type = "text/plain; charset=utf-8";
+	if (http_arg(req, T_B + 1) != NULL || http_arg(req, ROUTE_MAX_PARAMS) != NULL)
+		return CS_EINVAL;
 	return buf_printf(&rep->body, "days=%lld|color=%lld|on=%d|boxes=%llx", have ? (long long)days : -1LL,
-	    c ? (long long)c->num : -1LL, http_param(req, "on") != NULL,
-	    (unsigned long long)http_param_family(req, "b"));
+	    (long long)color, http_arg_str(req, T_ON) != NULL,
+	    (unsigned long long)http_arg_family(req, T_B));
 }
 
 static const struct route typed_table[] = {
 	{ HTTP_GET, "/typed", ROUTE_BROWSER, h_typed,
-	  { { "days", 3, days_type, 0 },
-	    { "color", 8, color_type, 0 },
-	    { "on", 2, on_type, 0 },
-	    { "b", 2, on_type, PARAM_FAMILY(12) },
+	  { [T_DAYS] = { "days", 3, days_type, 0 },
+	    [T_COLOR] = { "color", 8, color_type, 0 },
+	    [T_ON] = { "on", 2, on_type, 0 },
+	    [T_B] = { "b", 2, on_type, PARAM_FAMILY(12) },
 	    { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 	{ HTTP_GET, NULL, 0, NULL, NO_PARAMS, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };

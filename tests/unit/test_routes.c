@@ -523,6 +523,154 @@ START_TEST(test_handlers_admin_page_gate)
 }
 END_TEST
 
+/* --- a person's pages: who may call them is the table's ------------------- */
+
+/* Issue 29 item 1: every route a person must be signed in for declares the
+ * class whose gate checks it (none is ROUTE_AUTH_NONE with a check inside its
+ * handler), and every session form carries its CSRF token where the gate
+ * reads it. */
+START_TEST(test_handlers_person_routes_declare_their_gate)
+{
+	static const char *const person[] = { "/me", "/consent/", "/approve/", "/oauth/callback/" };
+	size_t forms = 0;
+	for (const struct route *r = http_routes; r->pattern != NULL; r++) {
+		for (size_t i = 0; i < sizeof person / sizeof person[0]; i++)
+			if (strncmp(r->pattern, person[i], strlen(person[i])) == 0)
+				ck_assert_msg(r->auth != ROUTE_AUTH_NONE && r->auth != ROUTE_AUTH_SESSION_OPTIONAL,
+				    "%s %s needs a person and declares no session class",
+				    http_method_name(r->method), r->pattern);
+		if (r->auth != ROUTE_AUTH_SESSION_FORM)
+			continue;
+		forms++;
+		ck_assert_msg(r->params[ROUTE_CSRF_PARAM].name != NULL &&
+		    strcmp(r->params[ROUTE_CSRF_PARAM].name, "csrf") == 0 &&
+		    (r->params[ROUTE_CSRF_PARAM].flags & PARAM_REQUIRED) && r->method == HTTP_POST,
+		    "%s: a session form's csrf is its required parameter %u", r->pattern,
+		    ROUTE_CSRF_PARAM);
+	}
+	ck_assert_uint_eq(forms, 4);   /* revoke and allow on /me, the two decisions */
+}
+END_TEST
+
+/* The answers the person's gates give (routes.c), which the handlers gave
+ * before them: sign-in that comes back, the 401 of a form in the route's
+ * words, the 403 of a stale form, the provider callback's 400, the sign-out
+ * and the front page with and without a session; and the audit's actor the
+ * router sets, for a person and for an admin. */
+START_TEST(test_handlers_person_gates)
+{
+	struct http_request req;
+	struct http_reply rep;
+	struct person alice, root;
+	struct consent_decision d;
+	struct consent k;
+	char path[160], form[512];
+	char *rid = consent_request();
+
+	memset(&d, 0, sizeof d);
+	memset(&k, 0, sizeof k);
+	sign_in("alice", false, &alice);
+	sign_in("root", true, &root);
+
+	/* A page: sign in, then back to this very page. */
+	req_init(&req, HTTP_GET, "/me/consents/AAAAAAAAAAAAAAAAAAAAAA/revoked", "");
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 303);
+	ck_assert_str_eq(reply_hdr(&rep, "Location"),
+	    "/login?return_to=%2Fme%2Fconsents%2FAAAAAAAAAAAAAAAAAAAAAA%2Frevoked");
+	done(&req, &rep);
+
+	/* A /me form without a session: 401 in /me's words; a stale one: 403. */
+	req_form(&req, "/me/requests/AAAAAAAAAAAAAAAAAAAAAA/allow", "csrf=x", true);
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Sign in again to manage your consents."));
+	done(&req, &rep);
+	req_form(&req, "/me/requests/AAAAAAAAAAAAAAAAAAAAAA/allow", "csrf=x", true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 403);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "This form is stale or did not come from this site."));
+	done(&req, &rep);
+	/* With this session's token the handler runs: no such request of hers. */
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s", alice.csrf), CS_OK);
+	req_form(&req, "/me/requests/AAAAAAAAAAAAAAAAAAAAAA/allow", form, true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 404);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "There is no such decision of yours."));
+	done(&req, &rep);
+
+	/* A decision without a session: the agent's link signs in again. */
+	req_form(&req, "/approve/AAAAAAAAAAAAAAAAAAAAAA", "csrf=x&decision=approve", true);
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 401);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Open the link from your agent again to sign in."));
+	done(&req, &rep);
+
+	/* The provider's answer without a session: 400, no sign-in with the code. */
+	req_init(&req, HTTP_GET, "/oauth/callback/gh", "state=x&code=y");
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 400);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "Your session ended while you were at the provider."));
+	ck_assert_ptr_null(reply_hdr(&rep, "Location"));
+	done(&req, &rep);
+
+	/* Sign-out: signed out already goes home; a stale form is refused. */
+	req_form(&req, "/logout", "csrf=x", true);
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 303);
+	ck_assert_str_eq(reply_hdr(&rep, "Location"), "/?state=signed-out-here");
+	done(&req, &rep);
+	req_form(&req, "/logout", "csrf=x", true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 403);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "This sign-out form is stale"));
+	done(&req, &rep);
+
+	/* The front page with and without a session. */
+	req_init(&req, HTTP_GET, "/", "state=signed-out");
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 200);
+	ck_assert_ptr_nonnull(strstr(body(&rep), "You are signed out"));
+	done(&req, &rep);
+	req_init(&req, HTTP_GET, "/", "state=signed-out");
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_int_eq(rep.status, 200);
+	ck_assert_ptr_null(strstr(body(&rep), "You are signed out"));
+	ck_assert_ptr_nonnull(strstr(body(&rep), "alice"));
+	done(&req, &rep);
+
+	/* The actor the router sets: alice's decision is hers ... */
+	tu_decision_version(sc, rid, &d);
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/consent/%s", rid), CS_OK);
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&decision=approve&duration=3600&s0=on"
+	    "&version=%s", alice.csrf, d.version), CS_OK);
+	req_form(&req, path, form, true);
+	req.cookie = alice.cookie;
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "%d %s", rep.status, body(&rep));
+	done(&req, &rep);
+	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'consent.granted' "
+	    "AND actor = 'user:alice'"), 1);
+	/* ... and an admin revoking it on the admin pages acts as "admin:". */
+	ck_assert_int_eq(consent_current(sc, alice.uid, "coder", "notes", now, &k), CS_OK);
+	ck_assert_int_eq(str_fmt(path, sizeof path, "/admin/consents/%s/revoke", k.id), CS_OK);
+	ck_assert_int_eq(str_fmt(form, sizeof form, "csrf=%s&reason=done", root.csrf), CS_OK);
+	req_form(&req, path, form, true);
+	req.cookie = root.cookie;
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 303, "%d %s", rep.status, body(&rep));
+	done(&req, &rep);
+	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'consent.revoked' "
+	    "AND actor = 'admin:root'"), 1);
+	consent_clear(&k);
+	free(rid);
+}
+END_TEST
+
 /* --- every capture of every route ------------------------------------------- */
 
 /* path: route r's pattern with each {x} capture n bytes of 'a' (a trailing
@@ -673,6 +821,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_handlers_admin_page_gate);
 	tcase_add_test(tc, test_handlers_every_capture_long_is_4xx);
 	tcase_add_test(tc, test_handlers_route_params_have_no_holes);
+	tcase_add_test(tc, test_handlers_person_routes_declare_their_gate);
+	tcase_add_test(tc, test_handlers_person_gates);
 	tcase_add_test(tc, test_handlers_proxy_admission_before_the_pool);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1,4 +1,4 @@
-/* ratelimit.c -- token buckets in a fixed, keyed-hash table.  Never
+/* limiter.c -- token buckets in a fixed, keyed-hash table.  Never
  * allocates after limiter_new; never stores a key, only its 64-bit SipHash
  * under a per-limiter random key (a collision merges two buckets, with
  * probability 2^-64 per pair).  A key may live in PROBE consecutive slots
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/rand.h>
-#include "ratelimit.h"
+#include "limiter.h"
 
 #define PROBE 8
 #define SHARD_SLOTS 256        /* slots per mutex */
@@ -51,7 +51,7 @@ static uint64_t le64(const unsigned char *p)
 	return v;
 }
 
-uint64_t ratelimit_siphash(const unsigned char k[16], const void *data, size_t len)
+uint64_t limiter_siphash(const unsigned char k[16], const void *data, size_t len)
 {
 	const unsigned char *in = data;
 	uint64_t k0 = le64(k), k1 = le64(k + 8);
@@ -150,7 +150,7 @@ static int64_t wait_secs(const struct limiter *l, double tokens)
 static uint64_t key_place(const struct limiter *l, const void *key, size_t keylen, size_t *start,
     size_t *shard)
 {
-	uint64_t h = ratelimit_siphash(l->sipkey, key, keylen);
+	uint64_t h = limiter_siphash(l->sipkey, key, keylen);
 	if (h == 0)
 		h = 1;
 	/* The probe window stays inside one shard: start at a multiple of PROBE. */

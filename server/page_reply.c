@@ -1,13 +1,12 @@
-/* page.c -- the answers HTML page handlers share (page.h): rendering through
- * the template engine, redirects, cookies, and the session and CSRF check of
- * a form POST.  It
- * must never print raw HTML (only template.c writes pages) nor log a cookie. */
+/* page_reply.c -- the answers HTML page handlers share (page_reply.h):
+ * rendering through the template engine, redirects and cookies.  It must
+ * never print raw HTML (only template.c writes pages) nor log a cookie. */
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
 #include "app.h"
 #include "form.h"
-#include "page.h"
+#include "page_reply.h"
 #include "template.h"
 
 enum cs_err page_render(struct http_reply *rep, int status, const char *tpl, json_t *ctx,
@@ -46,20 +45,4 @@ enum cs_err page_set_cookie(struct http_reply *rep, const struct config *cfg, co
 		free(c);
 	}
 	return e;
-}
-
-enum cs_err page_form_session(const struct http_request *req, struct http_reply *rep,
-    struct store_conn *c, const char *signin_why, struct session *s, bool *ok)
-{
-	enum cs_err e = session_from_cookie(c, req->app->cfg, req->cookie, req->now, s);
-	*ok = false;
-	if (e == CS_ENOENT)
-		return reply_html_error(rep, 401, "Not signed in", signin_why);
-	if (e != CS_OK)
-		return e;
-	if (!session_csrf_ok(s, form_get(&req->params, "csrf")))
-		return reply_html_error(rep, 403, "Not allowed",
-		    "This form is stale or did not come from this site. Reload the page and try again.");
-	*ok = true;
-	return CS_OK;
 }

@@ -1,11 +1,11 @@
-/* ratelimit.h -- token-bucket rate limits with bounded memory (issue 16's
+/* limiter.h -- token-bucket rate limits with bounded memory (issue 16's
  * [limits]).  A limiter holds one bucket per key (a client address, a person,
  * the gateway) in a fixed table chosen at creation: it never allocates after
  * that, whatever the number of keys an attacker invents.  Keys are hashed
  * with SipHash-2-4 under a key drawn at creation, so no one can aim keys at
  * one slot.  Thread-safe. */
-#ifndef CS_RATELIMIT_H
-#define CS_RATELIMIT_H
+#ifndef CS_LIMITER_H
+#define CS_LIMITER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,6 +48,6 @@ uint64_t limiter_evictions(const struct limiter *l);
 
 /* SipHash-2-4 of len bytes under the 16-byte key k (the table's hash; here
  * for its test vectors). */
-uint64_t ratelimit_siphash(const unsigned char k[16], const void *data, size_t len);
+uint64_t limiter_siphash(const unsigned char k[16], const void *data, size_t len);
 
 #endif
