@@ -904,7 +904,7 @@ START_TEST(test_store_url_check)
 	struct store *s = NULL;
 	struct store_copy_report r;
 	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
-	ck_assert(!store_is_pg(s));
+	ck_assert_str_eq(store_engine_name(s), "sqlite");
 	ck_assert_int_eq(store_copy(s, s, &r), CS_EINVAL);
 	ck_assert_int_eq(store_flight_begin(store_conn(s), "k"), CS_OK);   /* one process: nothing */
 	store_flight_end(store_conn(s));
