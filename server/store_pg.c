@@ -1,6 +1,8 @@
-/* store_pg.c -- the PostgreSQL backend (store_backend.h): libpq, one connection per thread,
- * statements prepared once per connection (or, for a pooler that cannot keep
- * them, sent with their parameters every time), results read in text form.
+/* store_pg.c -- the PostgreSQL backend (store_backend.h): libpq, one
+ * connection per thread, statements prepared once per connection (or, for a
+ * pooler that cannot keep them, sent with their parameters every time),
+ * results read in text form.  It is reached only through store.c's dispatch
+ * table and calls nothing of store.c's.
  *
  * The SQL is the store_X.c files' own: "?N" becomes "$N" here, each
  * parameter's type comes from how it is bound (an SV_INT is int8, an SV_TEXT
