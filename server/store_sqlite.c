@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 #include <openssl/crypto.h>
 
+#include "buf.h"
 #include "embed.h"
 #include "log.h"
 #include "metrics.h"
@@ -1037,12 +1038,13 @@ static bool lite_claims(const char *loc)
 	return true;
 }
 
+/* A [database] url names a server's database; a SQLite file is a path. */
 static enum cs_err lite_url_check(const char *url, char *why, size_t whylen)
 {
 	(void)url;
-	(void)why;
-	(void)whylen;
-	return CS_ECONFIG;                /* a SQLite file is no [database] url */
+	if (str_fmt(why, whylen, "is not a postgresql:// URL") != CS_OK)
+		why[0] = '\0';
+	return CS_ECONFIG;
 }
 
 /* One process owns the file: the caller's own in-process single flight is
