@@ -116,4 +116,4 @@ if [ -n "$readme_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP)"
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; the store's engine known only in store_sqlite.c and store_pg.c)"

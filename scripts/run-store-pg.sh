@@ -9,7 +9,7 @@
 # removes the directory at the end, whatever happened.
 # TEST_PG_BIN overrides the server's binaries (default /usr/lib/postgresql/15/bin).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 dir_tests=${1:-build/asan/tests}
 pg_bin=${TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
 [ -x "$dir_tests/test_store" ] || { echo "run-store-pg: no $dir_tests/test_store (make $dir_tests/test_store)"; exit 1; }
