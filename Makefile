@@ -37,7 +37,9 @@ LDFLAGS_HARDEN = -pie -Wl,-z,relro,-z,now
 SRCS      := $(sort $(wildcard server/*.c))
 LIB_SRCS  := $(filter-out server/main.c,$(SRCS))
 GEN_SRCS  := build/gen/migrations.c build/gen/migrations_pg.c build/gen/templates.c
-HDRS      := $(wildcard include/*.h)
+# server/*.h too: the private headers of a family (store_priv.h, store_backend.h, ...)
+# change what their files compile to.
+HDRS      := $(wildcard include/*.h server/*.h)
 MIGRATIONS:= $(sort $(wildcard migrations/*.sql))
 MIGRATIONS_PG:= $(sort $(wildcard migrations/pg/*.sql))
 TEMPLATES := $(sort $(wildcard templates/*.html templates/*.css templates/*.js templates/*.svg))
@@ -49,7 +51,7 @@ FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 OBJ       := $(patsubst %.c,build/rel/%.o,$(LIB_SRCS) $(GEN_SRCS))
 ASAN_OBJ  := $(patsubst %.c,build/asan/%.o,$(LIB_SRCS) $(GEN_SRCS))
 
-.PHONY: deb-clean all deps deps-run run check test unit unit-asan integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-ab bench-mallocs bench-seeded bench-nodes retention-steady pg-coverage clean install
+.PHONY: deb-clean all deps deps-run run check test unit unit-asan unit-store-pg integration e2e fuzz fuzz-quick fuzz-long hostile-long crash-long systemd-test lint bench bench-ab bench-mallocs bench-seeded bench-nodes retention-steady pg-coverage clean install
 .DEFAULT_GOAL := all
 
 all: deps-run
@@ -131,6 +133,10 @@ unit: $(UNIT_BINS)
 	@bash scripts/run-unit.sh build/rel/tests $(UNIT_NAMES)
 unit-asan: $(UNIT_ASAN_BINS)
 	@bash scripts/run-unit.sh build/asan/tests $(UNIT_NAMES)
+# The store's unit tests on PostgreSQL (ASan+UBSan): a throw-away server, as the
+# integration tests start one, for test_store alone (scripts/run-store-pg.sh).
+unit-store-pg: build/asan/tests/test_store
+	@bash scripts/run-store-pg.sh build/asan/tests
 
 fuzz: $(FUZZ_BINS)
 	@bash scripts/run-fuzz.sh 60 $(FUZZ_NAMES)

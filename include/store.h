@@ -1,18 +1,22 @@
-/* store.h -- the only door to SQL.  One SQLite file in WAL mode, one connection
- * per worker thread, migrations from migrations/ (embedded at build time) applied
- * at start, every statement prepared with bound parameters.  No SQL elsewhere.
+/* store.h -- the only door to SQL.  Two engines behind one seam: a SQLite
+ * file (WAL, one reading connection per thread, one writer shared through a
+ * group commit, migrations from migrations/ applied at start) or a PostgreSQL
+ * database named by a postgresql:// URL (many nodes on one database, its
+ * schema from migrations/pg/, changed only by `consentd migrate`).  Every
+ * statement is prepared with bound parameters.  No SQL elsewhere.
  *
- * The backend boundary: this header and the store_X.h of each family (keys,
- * user, session, consent, grant, vault, approval, audit, events, replay,
- * admin) are backend-neutral: plain C types, no SQLite type, no SQL, and a
- * connection and a transaction are opaque.  Below them, server/store_priv.h
- * and server/store*.c are the SQLite backend: store.c holds the connection,
- * migrations, transactions and the statement cache; store_X.c holds X's SQL.
- * A second backend (PostgreSQL) implements these same headers below the line
- * (the one future subfolder, server/store/); callers never change.  Group
- * commit lives below the line too, behind store_begin / store_commit: a
- * backend makes many callers' transactions durable together, and each
- * caller's store_commit returns only once its own writes are durable. */
+ * The layers: this header and the store_X.h of each family (keys, user,
+ * session, consent, grant, vault, approval, audit, events, replay, admin) are
+ * engine-neutral: plain C types, no SQLite or libpq type, no SQL, and a
+ * connection and a transaction are opaque.  Below them, server/store_X.c
+ * holds X's SQL, written once for both engines, and runs it through
+ * server/store_priv.h; server/store.c is the one dispatcher, which hands every
+ * call to the engine the store was opened on through server/store_backend.h;
+ * server/store_sqlite.c and server/store_pg.c are the engines, one file each,
+ * and the only files that know which engine they are.  Group commit lives
+ * below the line too, behind store_begin / store_commit: an engine makes many
+ * callers' transactions durable together, and each caller's store_commit
+ * returns only once its own writes are durable. */
 #ifndef CS_STORE_H
 #define CS_STORE_H
 
@@ -21,10 +25,10 @@
 #include <stdint.h>
 #include "cs_err.h"
 
-struct store;        /* process-wide handle: the path and the migration state */
-struct store_conn;   /* one SQLite connection; owned by one thread at a time */
+struct store;        /* process-wide handle: the engine and its database */
+struct store_conn;   /* one thread's connection to it; owned by one thread at a time */
 
-/* Opens (creating if needed) the database at path, sets WAL, foreign_keys=ON,
+/* Opens (creating if needed) the SQLite database at path, sets WAL, foreign_keys=ON,
  * busy_timeout, synchronous=FULL, and applies pending migrations, each in one
  * transaction, recording them in schema_version.  A database whose schema is
  * newer than this binary knows fails with CS_ESCHEMA (and a message on stderr). */
@@ -45,6 +49,7 @@ struct store_opts {
 	enum store_schema_policy  schema;
 };
 /* store_open on loc: a SQLite file path, or a postgresql:// URL (store_pg.c).
+ * With no o, STORE_SCHEMA_REQUIRE and libpq's own password.
  * Newer schemas than this binary knows fail with CS_ESCHEMA either way. */
 enum cs_err store_open_with(const char *loc, const struct store_opts *o,
     struct store **out) CS_MUST_CHECK;
@@ -79,8 +84,9 @@ struct store_copy_report {
 };
 enum cs_err store_copy(struct store *from, struct store *to,
     struct store_copy_report *report) CS_MUST_CHECK;
-/* Whether the store is the PostgreSQL backend. */
-bool store_is_pg(const struct store *s);
+/* The engine the store was opened on: "sqlite" or "postgresql" (for
+ * messages and tests; no caller branches on it).  NULL for NULL. */
+const char *store_engine_name(const struct store *s);
 /* Closes the calling thread's connection too.  NULL-safe. */
 void store_close(struct store *s);
 
@@ -104,7 +110,7 @@ enum cs_err store_backup(struct store_conn *c, const char *dest_path) CS_MUST_CH
 enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
 
 /* Transactions, one at a time per connection, serialised across threads and
- * made durable in groups (the group commit, store.c):
+ * made durable in groups (the group commit, store_sqlite.c):
  * - store_begin waits for the writer's turn: CS_EBUSY (answer 503) when
  *   the write queue is full, the store is stopping, or no turn came within
  *   5 s.  Nested transactions are refused (CS_EDB).

@@ -112,10 +112,13 @@ fuzz_tests() {
 bg "integration (pg, 2 nodes)" pg_tests
 bg "unit" make -s unit
 bg "unit (asan+ubsan)" make -s unit-asan
+# The store's unit suite again on PostgreSQL (a throw-away server, as tests/lib/pg.js starts it).
+bg "unit (store on postgresql)" bash scripts/run-store-pg.sh build/asan/tests
 bg "fuzz (${FUZZ_SECONDS}s each, with its build)" fuzz_tests
 step "integration" node_tests tests/integration "${INTEGRATION_CONCURRENCY:-2}"
 bg_done "unit"
 bg_done "unit (asan+ubsan)"
+bg_done "unit (store on postgresql)"
 gate "sql on both engines" python3 scripts/pg-sql-check.py
 step "e2e (chromium)" node_tests tests/e2e
 # make install, the systemd unit, the man pages and the Debian package: built, installed

@@ -113,6 +113,24 @@ if [ -n "$param_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
+# The store's two engines behind one seam (#29): which engine a store runs on is known
+# in the two engine files alone (store_sqlite.c, store_pg.c), and chosen once, at open,
+# by the dispatcher (store.c), which with them is all that includes store_backend.h.
+# The dispatcher asks no engine question either (below). Elsewhere: no engine check (->pg, ->lite, store_is_pg, pg_is_url, store_engine_name,
+# a backend or dialect named), no SQLite or libpq call, no sqlite3.h or libpq-fe.h.
+engine_files='server/store.c server/store_sqlite.c server/store_pg.c server/store_backend.h'
+engine_hits=$(for f in server/*.c server/*.h include/*.h; do
+	case " $engine_files " in *" $f "*) continue ;; esac
+	grep -nHE '(->|\.)(pg|lite)\b|\bstore_is_pg|\bpg_is_url\b|\bstore_engine_name\b|\bstore_backend(_sqlite|_pg)?\b|\bSTORE_DIALECT_|\bsqlite3_[a-z0-9_]+[[:space:]]*\(|\bPQ[a-zA-Z]+[[:space:]]*\(|#[[:space:]]*include[[:space:]]*[<"](sqlite3|libpq-fe|store_backend)\.h[>"]' "$f"
+done 2>/dev/null | grep -vE "$comments" | grep -v '^include/store\.h:.*store_engine_name(const struct store' || true)
+# The dispatcher itself branches on no engine either: it calls through the table.
+engine_hits="$engine_hits$(grep -nHE '(->|\.)(pg|lite)\b|\bsqlite3_[a-z0-9_]+[[:space:]]*\(|\bPQ[a-zA-Z]+[[:space:]]*\(|#[[:space:]]*include[[:space:]]*<(sqlite3|libpq-fe)\.h>|strn?cmp[[:space:]]*\([^;]*->name\b' server/store.c 2>/dev/null | grep -vE "$comments" || true)"
+if [ -n "$engine_hits" ]; then
+	echo "lint: an engine question outside the store's two engine files (store_sqlite.c, store_pg.c; the dispatcher store.c only picks one at open, by its table): add an operation to store_backend.h instead:"
+	echo "$engine_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
 # docs/reference.md's table of server/ names every file there, and only those (#13: one
 # line per file, saying what it owns).
 table=$(sed -n '/^### `server\/`, file by file/,/^## /p' docs/reference.md)
@@ -157,4 +175,4 @@ if [ -n "$cite_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; no handler reads a session itself; parameters read by index; every document cited exists)"
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; no handler reads a session itself; parameters read by index; the store's engine known only in store_sqlite.c and store_pg.c; every document cited exists)"

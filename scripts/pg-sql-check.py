@@ -11,7 +11,8 @@ every `static const char SQL_...[]`:
     EXECUTE with dummy values inside a rolled-back transaction (a constraint
     violation from the dummies is fine; any other run-time error is not).
 Statements known to need a per-dialect form are listed in PG_ONLY with the
-text the PostgreSQL driver should use; that text is checked instead.
+text the PostgreSQL driver should use; that text is checked instead.  The
+SQLite engine's own statements (store_sqlite.c) are checked on SQLite only.
 Nothing here edits the tree.  Exit status 0 when all is well.
 
 Usage: scripts/pg-sql-check.py [-v]      (PG_BIN overrides the server's bin dir)
@@ -39,11 +40,11 @@ DUMMY = {'int8': '1', 'text': "'1'", 'bytea': "'\\x00'::bytea"}
 # Statements with no text that both engines accept: the PostgreSQL driver
 # uses the form given here (checked like the others).  Keyed by file:name.
 PG_ONLY = {
-    # SQLite's BEGIN IMMEDIATE takes the database's write lock at once; a
-    # PostgreSQL transaction has no such lock (the driver serialises its
-    # writers itself, e.g. with an advisory lock taken right after BEGIN).
-    'store.c:SQL_BEGIN': 'BEGIN',
 }
+# The SQLite engine's own statements (its transactions, savepoints and
+# schema_version; BEGIN IMMEDIATE has no PostgreSQL form) run on SQLite only:
+# store_pg.c sends its own.  They are checked on SQLite alone.
+SQLITE_ONLY_FILES = {'store_sqlite.c'}
 
 
 def log(*a):
@@ -444,12 +445,18 @@ def main():
 
     pg_only = []
     # A statement SQL_X_PG beside SQL_X in one file is the code's own pair of
-    # dialects (store_is_pg_conn picks): SQL_X_PG runs on PostgreSQL only, and
+    # dialects (store_stmt_dialect: the engine takes its own): SQL_X_PG runs on PostgreSQL only, and
     # SQL_X on SQLite only.
     names = {(f, name) for f, name, _ in stmts}
     for f, name, sql in stmts:
         key = f'{f}:{name}'
         kinds = types.get(key, [])
+        if f in SQLITE_ONLY_FILES:
+            ok, err = sqlite_check(db, sql)
+            if not ok:
+                log(f'FAIL {key} on SQLite: {err}')
+                bad += 1
+            continue
         if name.endswith('_PG') and (f, name[:-3]) in names:
             kinds = types.get(f'{f}:{name[:-3]}', kinds) if not kinds else kinds
             ok, err = pg_check(pg, sql, kinds)

@@ -1,7 +1,7 @@
 /* backup_cli.c -- `consentd backup -c FILE --to PATH [--force]`: argument
  * parsing, the temporary file beside PATH, fsync and rename, and telling the
  * operator the copy's audit head.  The copy itself (SQLite's online backup
- * API, then integrity_check) is the store's (store_backup, store.c); no SQL
+ * API, then integrity_check) is the store's (store_backup, store_sqlite.c); no SQL
  * here.  PATH is never half-written: the copy is made under a temporary name
  * in PATH's directory and renamed into place only once complete and synced,
  * and an existing PATH is refused unless --force. */

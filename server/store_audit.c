@@ -94,7 +94,7 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
 	h.next = h.seq;
-	if ((st = store_stmt(c, store_is_pg_conn(c) ? SQL_AUDIT_SEQUENCE_PG : SQL_AUDIT_SEQUENCE)) == NULL)
+	if ((st = store_stmt_dialect(c, SQL_AUDIT_SEQUENCE, SQL_AUDIT_SEQUENCE_PG)) == NULL)
 		return CS_EDB;
 	e = store_step(c, st);
 	if (e == CS_OK && store_col_int64(st, 0) > h.next)

@@ -157,8 +157,7 @@ enum cs_err store_events_claim(struct store_conn *c, int64_t now, int64_t lease,
     struct store_event_row **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, store_is_pg_conn(c) ? SQL_EVENTS_CLAIM_PG :
-	    SQL_EVENTS_CLAIM);
+	struct store_stmt *st = store_stmt_dialect(c, SQL_EVENTS_CLAIM, SQL_EVENTS_CLAIM_PG);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > STORE_EVENTS_LIST_MAX)

@@ -1,6 +1,8 @@
-/* store_pg.c -- the PostgreSQL backend: libpq, one connection per thread,
- * statements prepared once per connection (or, for a pooler that cannot keep
- * them, sent with their parameters every time), results read in text form.
+/* store_pg.c -- the PostgreSQL backend (store_backend.h): libpq, one
+ * connection per thread, statements prepared once per connection (or, for a
+ * pooler that cannot keep them, sent with their parameters every time),
+ * results read in text form.  It is reached only through store.c's dispatch
+ * table and calls nothing of store.c's.
  *
  * The SQL is the store_X.c files' own: "?N" becomes "$N" here, each
  * parameter's type comes from how it is bound (an SV_INT is int8, an SV_TEXT
@@ -31,7 +33,7 @@
 #include "embed.h"
 #include "log.h"
 #include "metrics.h"
-#include "store_pg.h"
+#include "store_backend.h"
 
 /* Advisory lock keys: every transaction's, and the migrations'. */
 #define PG_WRITE_LOCK   "7165066974071780353"    /* 0x636f6e73656e7401: "consent", 01 */
@@ -61,10 +63,11 @@ struct pg_store {
 	atomic_uint     waiting;          /* callers waiting for the write lock */
 	atomic_uint     queue_max;
 	atomic_ulong    commits;
+	struct store_publisher pub;       /* the dispatcher's audit publisher */
 };
 
 struct pg_stmt {
-	struct store_stmt  h;             /* the handle store_X.c holds: h.pg = this */
+	struct store_stmt  h;             /* the head store_X.c holds: h.be = &store_backend_pg */
 	struct pg_conn    *k;
 	const char        *sql;           /* the key: the static constant's address */
 	char              *text;          /* with $N */
@@ -81,6 +84,12 @@ struct pg_stmt {
 	size_t             declen[PG_MAX_COLS];
 };
 
+static void pg_rollback(struct pg_conn *k);
+static void pg_store_close(struct pg_store *p);
+
+/* The statement behind a head this backend made (pg_stmt). */
+static struct pg_stmt *pgs(struct store_stmt *st) { return (struct pg_stmt *)st; }
+
 struct pg_conn {
 	struct pg_store *p;
 	PGconn          *db;
@@ -94,13 +103,13 @@ struct pg_conn {
 	size_t           nslots;
 };
 
-bool pg_is_url(const char *loc)
+static bool pg_is_url(const char *loc)
 {
 	return loc != NULL && (strncmp(loc, "postgresql://", 13) == 0 ||
 	    strncmp(loc, "postgres://", 11) == 0);
 }
 
-enum cs_err pg_url_check(const char *url, char *why, size_t whylen)
+static enum cs_err pg_url_check(const char *url, char *why, size_t whylen)
 {
 	char *err = NULL;
 	if (!pg_is_url(url)) {
@@ -249,7 +258,7 @@ static enum cs_err pg_alive(struct pg_conn *k)
 	return k->db != NULL ? CS_OK : CS_EBUSY;
 }
 
-struct pg_conn *pg_conn_open(struct pg_store *p)
+static struct pg_conn *pg_conn_open(struct pg_store *p)
 {
 	struct pg_conn *k = calloc(1, sizeof *k);
 	if (k == NULL)
@@ -285,7 +294,7 @@ static void stmt_reset(struct pg_stmt *s)
 	s->executed = false;
 }
 
-void pg_conn_close(struct pg_conn *k)
+static void pg_conn_close(struct pg_conn *k)
 {
 	if (k == NULL)
 		return;
@@ -362,7 +371,7 @@ static size_t slot_of(const char *sql)
 	return (size_t)(h >> 32) & (PG_SLOTS - 1);
 }
 
-struct store_stmt *pg_stmt(struct pg_conn *k, const char *sql)
+static struct store_stmt *pg_stmt(struct pg_conn *k, const char *sql)
 {
 	size_t i = slot_of(sql);
 	for (; k->slots[i] != NULL; i = (i + 1) & (PG_SLOTS - 1))
@@ -381,7 +390,7 @@ struct store_stmt *pg_stmt(struct pg_conn *k, const char *sql)
 		free(s);
 		return NULL;
 	}
-	s->h.pg = s;
+	s->h.be = &store_backend_pg;
 	s->k = k;
 	s->sql = sql;
 	s->row = -1;
@@ -390,10 +399,10 @@ struct store_stmt *pg_stmt(struct pg_conn *k, const char *sql)
 	return &s->h;
 }
 
-void pg_stmt_done(struct store_stmt *st)
+static void pg_stmt_done(struct store_stmt *st)
 {
-	if (st != NULL && st->pg != NULL)
-		stmt_reset(st->pg);
+	if (st != NULL)
+		stmt_reset(pgs(st));
 }
 
 /* Runs s with the values given (already in libpq's arrays); the result is
@@ -477,9 +486,9 @@ static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const in
 /* Binding runs the statement: every value is bound at once (store_bind), so
  * nothing of the caller's needs copying, and what a value held is in
  * PostgreSQL's hands, not ours, when this returns. */
-enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, size_t n)
+static enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, size_t n)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	const char *vals[PG_MAX_PARAMS];
 	int lens[PG_MAX_PARAMS], fmts[PG_MAX_PARAMS];
 	char ints[PG_MAX_PARAMS][24];
@@ -539,9 +548,9 @@ enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, size_t n)
 	return e;
 }
 
-enum cs_err pg_step(struct store_stmt *st)
+static enum cs_err pg_step(struct store_stmt *st)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	enum cs_err e;
 	if (!s->executed) {
 		if (s->nparams != 0) {
@@ -559,9 +568,9 @@ enum cs_err pg_step(struct store_stmt *st)
 	return CS_OK;
 }
 
-enum cs_err pg_exec(struct store_stmt *st)
+static enum cs_err pg_exec(struct store_stmt *st)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	enum cs_err e = pg_step(st);
 	if (e == CS_ENOENT)
 		e = CS_OK;
@@ -571,7 +580,7 @@ enum cs_err pg_exec(struct store_stmt *st)
 	return e;
 }
 
-int64_t pg_changes(struct pg_conn *k) { return k->changes; }
+static int64_t pg_changes(struct pg_conn *k) { return k->changes; }
 
 /* --- columns ----------------------------------------------------------- */
 
@@ -580,9 +589,9 @@ static bool col_ok(const struct pg_stmt *s, int i)
 	return s->res != NULL && s->row >= 0 && i >= 0 && i < PQnfields(s->res);
 }
 
-enum store_col_kind pg_col_type(struct store_stmt *st, int i)
+static enum store_col_kind pg_col_type(struct store_stmt *st, int i)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
 		return STORE_COL_NULL;
 	switch (PQftype(s->res, i)) {
@@ -597,9 +606,9 @@ enum store_col_kind pg_col_type(struct store_stmt *st, int i)
 	}
 }
 
-int64_t pg_col_int64(struct store_stmt *st, int i)
+static int64_t pg_col_int64(struct store_stmt *st, int i)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
 		return 0;
 	const char *t = PQgetvalue(s->res, s->row, i);
@@ -626,9 +635,9 @@ static const unsigned char *col_bytea(struct pg_stmt *s, int i, size_t *len)
 	return s->dec[i];
 }
 
-int pg_col_bytes(struct store_stmt *st, int i)
+static int pg_col_bytes(struct store_stmt *st, int i)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
 		return 0;
 	if (PQftype(s->res, i) == OID_BYTEA) {
@@ -639,9 +648,9 @@ int pg_col_bytes(struct store_stmt *st, int i)
 	return PQgetlength(s->res, s->row, i);
 }
 
-const void *pg_col_raw_blob(struct store_stmt *st, int i)
+static const void *pg_col_raw_blob(struct store_stmt *st, int i)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
 		return NULL;
 	if (PQftype(s->res, i) == OID_BYTEA) {
@@ -651,22 +660,22 @@ const void *pg_col_raw_blob(struct store_stmt *st, int i)
 	return PQgetvalue(s->res, s->row, i);
 }
 
-const unsigned char *pg_col_raw_text(struct store_stmt *st, int i)
+static const unsigned char *pg_col_raw_text(struct store_stmt *st, int i)
 {
-	struct pg_stmt *s = st->pg;
+	struct pg_stmt *s = pgs(st);
 	if (!col_ok(s, i) || PQgetisnull(s->res, s->row, i))
 		return NULL;
 	return (const unsigned char *)PQgetvalue(s->res, s->row, i);
 }
 
-int pg_col_count(struct store_stmt *st)
+static int pg_col_count(struct store_stmt *st)
 {
-	return st->pg->res != NULL ? PQnfields(st->pg->res) : 0;
+	return pgs(st)->res != NULL ? PQnfields(pgs(st)->res) : 0;
 }
 
-const char *pg_col_name(struct store_stmt *st, int i)
+static const char *pg_col_name(struct store_stmt *st, int i)
 {
-	return st->pg->res != NULL ? PQfname(st->pg->res, i) : NULL;
+	return pgs(st)->res != NULL ? PQfname(pgs(st)->res, i) : NULL;
 }
 
 /* --- transactions ------------------------------------------------------ */
@@ -695,7 +704,7 @@ static enum cs_err pg_simple(struct pg_conn *k, const char *sql, ExecStatusType 
 #define SQL_BEGIN_TRY "BEGIN; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'; " \
 	"SELECT pg_try_advisory_xact_lock(" PG_WRITE_LOCK ")"
 
-enum cs_err pg_begin(struct pg_conn *k)
+static enum cs_err pg_begin(struct pg_conn *k)
 {
 	enum cs_err e = pg_alive(k);
 	PGresult *r = NULL;
@@ -739,7 +748,7 @@ fail:
 
 /* SECURITY: only a COMMIT that answers "COMMIT" committed: one that ends an
  * aborted transaction answers "ROLLBACK" with a success status. */
-enum cs_err pg_commit(struct pg_conn *k)
+static enum cs_err pg_commit(struct pg_conn *k)
 {
 	PGresult *r = NULL;
 	if (!k->in_tx)
@@ -756,7 +765,7 @@ enum cs_err pg_commit(struct pg_conn *k)
 	return e;
 }
 
-void pg_rollback(struct pg_conn *k)
+static void pg_rollback(struct pg_conn *k)
 {
 	if (k == NULL)
 		return;
@@ -768,7 +777,7 @@ void pg_rollback(struct pg_conn *k)
 
 /* --- the store --------------------------------------------------------- */
 
-enum cs_err pg_store_open(const char *url, const char *password, bool prepared,
+static enum cs_err pg_store_open(const char *url, const char *password, bool prepared,
     struct pg_store **out)
 {
 	struct pg_store *p = calloc(1, sizeof *p);
@@ -788,7 +797,7 @@ enum cs_err pg_store_open(const char *url, const char *password, bool prepared,
 	return CS_OK;
 }
 
-void pg_store_close(struct pg_store *p)
+static void pg_store_close(struct pg_store *p)
 {
 	if (p == NULL)
 		return;
@@ -800,9 +809,9 @@ void pg_store_close(struct pg_store *p)
 	free(p);
 }
 
-void pg_set_write_queue(struct pg_store *p, unsigned max) { atomic_store(&p->queue_max, max); }
+static void pg_set_write_queue(struct pg_store *p, unsigned max) { atomic_store(&p->queue_max, max); }
 
-void pg_writer_stats(struct pg_store *p, struct store_writer_stats *out)
+static void pg_writer_stats(struct pg_store *p, struct store_writer_stats *out)
 {
 	memset(out, 0, sizeof *out);
 	out->waiting = atomic_load(&p->waiting);
@@ -810,7 +819,7 @@ void pg_writer_stats(struct pg_store *p, struct store_writer_stats *out)
 	out->transactions = out->batches;
 }
 
-enum cs_err pg_flight_begin(struct pg_conn *k, const char *key)
+static enum cs_err pg_flight_begin(struct pg_conn *k, const char *key)
 {
 	if (k->flying)
 		return CS_EINVAL;
@@ -839,7 +848,7 @@ enum cs_err pg_flight_begin(struct pg_conn *k, const char *key)
 	return CS_OK;
 }
 
-void pg_flight_end(struct pg_conn *k)
+static void pg_flight_end(struct pg_conn *k)
 {
 	if (!k->flying)
 		return;
@@ -850,12 +859,12 @@ void pg_flight_end(struct pg_conn *k)
 
 /* --- migrations -------------------------------------------------------- */
 
-int pg_schema_known(void)
+static int pg_schema_known(void)
 {
 	return store_migrations_known(embedded_migrations_pg);
 }
 
-enum cs_err pg_schema_version(struct pg_conn *k, int *out)
+static enum cs_err pg_schema_version(struct pg_conn *k, int *out)
 {
 	PGresult *r = NULL;
 	enum cs_err e = pg_alive(k);
@@ -912,7 +921,7 @@ fail:
 	return e;
 }
 
-enum cs_err pg_migrate(struct pg_conn *k)
+static enum cs_err pg_migrate(struct pg_conn *k)
 {
 	enum cs_err e = pg_alive(k);
 	int have = 0, known = pg_schema_known(), prev = 0;
@@ -1197,7 +1206,7 @@ static enum cs_err copy_sequences(struct pg_conn *k)
 	return e;
 }
 
-enum cs_err pg_copy_from_sqlite(struct pg_conn *k, sqlite3 *db, struct store_copy_report *r)
+static enum cs_err pg_copy_from_sqlite(struct pg_conn *k, sqlite3 *db, struct store_copy_report *r)
 {
 	enum cs_err e;
 	bool lite_tx = false, pg_tx = false;
@@ -1253,3 +1262,175 @@ out:
 		(void)sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	return e;
 }
+
+/* --- the backend (store_backend.h) ------------------------------------- */
+
+static struct pg_store *store_of(struct store_db *d) { return (struct pg_store *)d; }
+static struct pg_conn *conn_of(struct store_link *k) { return (struct pg_conn *)k; }
+
+static enum cs_err be_open(const char *url, const struct store_opts *o,
+    const struct store_publisher *pub, struct store_db **out)
+{
+	struct pg_store *p = NULL;
+	enum cs_err e = pg_store_open(url, o->password, !o->unprepared, &p);
+	if (e != CS_OK)
+		return e;
+	p->pub = *pub;
+	*out = (struct store_db *)p;
+	return CS_OK;
+}
+
+/* After the first connection: the schema as o->schema says (a PostgreSQL
+ * database is shared by many nodes, so only `consentd migrate` changes it). */
+static enum cs_err be_schema_open(struct store_link *kk, enum store_schema_policy pol)
+{
+	struct pg_conn *k = conn_of(kk);
+	int have = 0, known = pg_schema_known();
+	enum cs_err e;
+	if (pol == STORE_SCHEMA_MIGRATE)
+		return pg_migrate(k);
+	if ((e = pg_schema_version(k, &have)) != CS_OK)
+		return e;
+	/* SECURITY: never run against a schema we do not understand. */
+	if (have > known) {
+		log_msg(LOG_ERROR, "database schema version %d is newer than this consentd (knows "
+		    "%d); refusing to start", have, known);
+		return CS_ESCHEMA;
+	}
+	if (have < known) {
+		log_msg(pol == STORE_SCHEMA_WAIT ? LOG_WARN : LOG_ERROR, "database schema version %d "
+		    "is older than this consentd's (%d): run `consentd migrate -c FILE`%s", have, known,
+		    pol == STORE_SCHEMA_WAIT ? "; serving unready until then" : "");
+		if (pol != STORE_SCHEMA_WAIT)
+			return CS_ESCHEMA;
+	}
+	return CS_OK;
+}
+
+/* Nothing queued in the process: the waiters wait for the server's lock. */
+static void be_stop(struct store_db *d) { (void)d; }
+static void be_close(struct store_db *d) { pg_store_close(store_of(d)); }
+static void be_set_write_queue(struct store_db *d, unsigned max)
+{
+	pg_set_write_queue(store_of(d), max);
+}
+static void be_writer_stats(struct store_db *d, struct store_writer_stats *out)
+{
+	pg_writer_stats(store_of(d), out);
+}
+static struct store_link *be_link_open(struct store_db *d)
+{
+	return (struct store_link *)pg_conn_open(store_of(d));
+}
+static void be_link_close(struct store_link *k) { pg_conn_close(conn_of(k)); }
+static struct store_stmt *be_stmt(struct store_link *k, const char *sql)
+{
+	return pg_stmt(conn_of(k), sql);
+}
+/* Binding runs the statement (pg_bind), with every value at once: nothing
+ * of the caller's is kept, copied or not. */
+static enum cs_err be_bind(struct store_stmt *st, const struct store_val *v, size_t n, bool copy)
+{
+	(void)copy;
+	return pg_bind(st, v, n);
+}
+static int64_t be_changes(struct store_link *k) { return pg_changes(conn_of(k)); }
+/* A NULL text is a NULL column: the values were read whole with the result. */
+static bool be_col_nomem(struct store_stmt *st) { (void)st; return false; }
+static enum cs_err be_begin(struct store_link *k) { return pg_begin(conn_of(k)); }
+
+/* Commits run one at a time across the nodes (the write lock), but this
+ * node's callers reach the hook after their COMMIT in any order: only a
+ * later entry than the last one given goes on (only_newer). */
+static enum cs_err be_commit(struct store_link *kk, const struct store_audit_mark *mark)
+{
+	struct pg_conn *k = conn_of(kk);
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	enum cs_err e = pg_commit(k);
+	store_count_commit(&t0, e, 1);
+	if (e == CS_OK && mark != NULL && mark->set)
+		k->p->pub.publish(k->p->pub.arg, mark->seq, mark->link, true);
+	return e;
+}
+
+static void be_rollback(struct store_link *k, bool in_tx)
+{
+	(void)in_tx;                      /* whatever is open on the connection goes */
+	pg_rollback(conn_of(k));
+}
+
+/* Ready means the schema this binary knows, too (consentd migrate).  A newer
+ * schema is a rolling upgrade's (migrations keep the previous release
+ * working): only an older one is unready. */
+static enum cs_err be_ping(struct store_link *k)
+{
+	int have = 0;
+	enum cs_err e = pg_schema_version(conn_of(k), &have);
+	return e != CS_OK ? e : have >= pg_schema_known() ? CS_OK : CS_ESCHEMA;
+}
+
+static enum cs_err be_schema_version(struct store_link *k, int *out)
+{
+	return pg_schema_version(conn_of(k), out);
+}
+
+static enum cs_err be_backup(struct store_link *k, const char *dest_path)
+{
+	(void)k;
+	(void)dest_path;
+	log_msg(LOG_ERROR, "backup: the database is PostgreSQL: use pg_dump or pg_basebackup");
+	return CS_EINVAL;
+}
+
+static enum cs_err be_flight_begin(struct store_link *k, const char *key)
+{
+	return pg_flight_begin(conn_of(k), key);
+}
+static void be_flight_end(struct store_link *k) { pg_flight_end(conn_of(k)); }
+/* A copy goes into PostgreSQL, never out of it (pg_dump does that). */
+static struct sqlite3 *be_copy_source(struct store_link *k) { (void)k; return NULL; }
+static enum cs_err be_copy_in(struct store_link *k, struct sqlite3 *src,
+    struct store_copy_report *r)
+{
+	return pg_copy_from_sqlite(conn_of(k), src, r);
+}
+
+const struct store_backend store_backend_pg = {
+	.name = "postgresql",
+	.dialect = STORE_DIALECT_PG,
+	.claims = pg_is_url,
+	.url_check = pg_url_check,
+	.open = be_open,
+	.schema_open = be_schema_open,
+	.stop = be_stop,
+	.close = be_close,
+	.set_write_queue = be_set_write_queue,
+	.writer_stats = be_writer_stats,
+	.link_open = be_link_open,
+	.link_close = be_link_close,
+	.stmt = be_stmt,
+	.stmt_done = pg_stmt_done,
+	.bind = be_bind,
+	.step = pg_step,
+	.exec = pg_exec,
+	.changes = be_changes,
+	.col_type = pg_col_type,
+	.col_int64 = pg_col_int64,
+	.col_bytes = pg_col_bytes,
+	.col_raw_blob = pg_col_raw_blob,
+	.col_raw_text = pg_col_raw_text,
+	.col_count = pg_col_count,
+	.col_name = pg_col_name,
+	.col_nomem = be_col_nomem,
+	.begin = be_begin,
+	.commit = be_commit,
+	.rollback = be_rollback,
+	.ping = be_ping,
+	.schema_version = be_schema_version,
+	.backup = be_backup,
+	.flight_begin = be_flight_begin,
+	.flight_end = be_flight_end,
+	.copy_source = be_copy_source,
+	.copy_in = be_copy_in,
+};

@@ -1,26 +1,23 @@
 /* store_priv.h -- for the store's own files (store.c, store_*.c) only: the
  * one statement mechanism (a per-connection cache of prepared statements keyed
- * by the address of their static SQL) and the binding helpers.  This is the
- * backend side of the boundary (see store.h): a statement is a struct
- * store_stmt of either backend, SQLite (store.c) or PostgreSQL (store_pg.c),
- * and its SQL is written once, in the dialect both accept (?N parameters;
- * store_pg.c numbers them $N).  Every other module talks to the database
- * through include/store*.h and never sees SQL. */
+ * by the address of their static SQL) and the binding helpers.  Every
+ * store_X.c writes its SQL once, in the dialect both engines accept (?N
+ * parameters; the PostgreSQL backend numbers them $N), and reaches it through
+ * these functions, which store.c hands to the engine the store was opened on
+ * (store_backend.h: store_sqlite.c or store_pg.c).  No store_X.c knows which
+ * engine that is.  Every other module talks to the database through
+ * include/store*.h and never sees SQL. */
 #ifndef CS_STORE_PRIV_H
 #define CS_STORE_PRIV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "store.h"
 
-/* One prepared statement of one connection: a SQLite statement, or a
- * PostgreSQL one (store_pg.c) with its bound values and its result. */
-struct sqlite3_stmt;
-struct pg_stmt;
-struct store_stmt {
-	struct sqlite3_stmt *lite;
-	struct pg_stmt      *pg;
-};
+/* One prepared statement of one connection, of whichever engine (its head
+ * is in store_backend.h; nothing here looks inside it). */
+struct store_stmt;
 
 /* Statements one connection may hold prepared, a power of two (all of them
  * fit today, with room: a new store_X.c statement needs no registration,
@@ -38,7 +35,12 @@ void store_stmt_done(struct store_stmt *st);
 enum cs_err store_exec(struct store_conn *c, struct store_stmt *st) CS_MUST_CHECK;
 /* One step: CS_OK with a row, CS_ENOENT when done, an error otherwise. */
 enum cs_err store_step(struct store_conn *c, struct store_stmt *st) CS_MUST_CHECK;
-enum cs_err store_rc_err(int rc);
+/* For the few statements written twice, once per dialect (a row lock clause
+ * SQLite has no word for, a high-water mark PostgreSQL does not keep): the
+ * engine's own of the two, as store_stmt.  Both are static constants, and
+ * scripts/pg-sql-check.py checks each on its engine (SQL_X and SQL_X_PG). */
+struct store_stmt *store_stmt_dialect(struct store_conn *c, const char *sqlite_sql,
+    const char *pg_sql);
 /* The current row's column i, either backend.  A pointer (raw text or blob)
  * stays valid until the next step or store_stmt_done. */
 enum store_col_kind {
@@ -153,14 +155,6 @@ struct store_writer_stats {
 	uint64_t checkpoints;        /* WAL checkpoints the checkpointer ran */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);
-/* Whether c is the PostgreSQL backend's: for the few statements written
- * twice, once per dialect (a row lock clause SQLite has no word for). */
-bool store_is_pg_conn(const struct store_conn *c);
-/* The version of a migration named "NNNN_what.sql" (-1 when misnamed), and
- * the highest of a set of them (both backends' migrations, embed.h). */
-struct embedded_file;
-int store_migration_version(const char *name);
-int store_migrations_known(const struct embedded_file *set);
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 

@@ -346,8 +346,7 @@ enum cs_err store_vault_outbox_claim(struct store_conn *c, int64_t now, int64_t 
     size_t max, struct store_vault_outbox **out, size_t *n)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, store_is_pg_conn(c) ? SQL_OUTBOX_CLAIM_PG :
-	    SQL_OUTBOX_CLAIM);
+	struct store_stmt *st = store_stmt_dialect(c, SQL_OUTBOX_CLAIM, SQL_OUTBOX_CLAIM_PG);
 	if (st == NULL)
 		return CS_EDB;
 	if (max > OUTBOX_MAX)

@@ -1,9 +1,16 @@
 /* test_store.c -- the store: migrations (fresh, repeated, too new), WAL, the
  * statement cache, the signing-key and user rows, and per-thread connections.
- * A database newer than the binary must never be opened for use. */
+ * A database newer than the binary must never be opened for use.
+ *
+ * On both engines: with CONSENTD_TEST_DATABASE_URL set to a postgresql:// URL
+ * (scripts/run-store-pg.sh starts a throw-away server and sets it) every test
+ * runs on that database, emptied before each (its public schema made anew);
+ * otherwise on a fresh SQLite file.  The tests of what only one engine has
+ * are added for that engine alone, each saying why (store_suite). */
 #include <pthread.h>
 #include <semaphore.h>
 #include <sqlite3.h>
+#include <libpq-fe.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -20,13 +27,54 @@
 
 struct fixture {
 	char *dir;
-	char *db;
+	char *db;                    /* the SQLite file, or the PostgreSQL URL */
 };
+
+/* The PostgreSQL database the tests run on, or NULL for SQLite. */
+static const char *pg_url;
+
+/* Runs sql on the PostgreSQL database at url as one simple query; the first
+ * column of the first row as a malloc'd string (or NULL). */
+static char *pg_query(const char *url, const char *sql)
+{
+	char *res = NULL;
+	PGconn *db = PQconnectdb(url);
+	ck_assert_msg(PQstatus(db) == CONNECTION_OK, "connect: %s", PQerrorMessage(db));
+	PGresult *r = PQexec(db, sql);
+	ExecStatusType t = PQresultStatus(r);
+	ck_assert_msg(t == PGRES_TUPLES_OK || t == PGRES_COMMAND_OK, "%s: %s", sql,
+	    PQresultErrorMessage(r));
+	if (t == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		res = strdup(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQfinish(db);
+	return res;
+}
+
+/* The text of a test's own query in the engine's dialect. */
+static const char *by_engine(const char *sqlite_sql, const char *pg_sql)
+{
+	return pg_url != NULL ? pg_sql : sqlite_sql;
+}
 
 static void fx_init(struct fixture *f)
 {
 	f->dir = tu_tmpdir();
+	if (pg_url != NULL) {
+		f->db = strdup(pg_url);
+		ck_assert_ptr_nonnull(f->db);
+		free(pg_query(pg_url, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"));
+		return;
+	}
 	f->db = tu_path(f->dir, "consentd.db");
+}
+
+/* store_open on the fixture's database: on PostgreSQL as `consentd migrate`
+ * opens it (a node never migrates a shared database by itself). */
+static enum cs_err fx_open(const struct fixture *f, struct store **out)
+{
+	const struct store_opts migrate = { .schema = STORE_SCHEMA_MIGRATE };
+	return pg_url != NULL ? store_open_with(f->db, &migrate, out) : store_open(f->db, out);
 }
 
 static void fx_clear(struct fixture *f)
@@ -39,6 +87,8 @@ static void fx_clear(struct fixture *f)
  * first row as a malloc'd string (or NULL). */
 static char *raw_query(const char *db, const char *sql)
 {
+	if (pg_url != NULL && strcmp(db, pg_url) == 0)
+		return pg_query(db, sql);
 	sqlite3 *h = NULL;
 	sqlite3_stmt *st = NULL;
 	char *res = NULL;
@@ -63,7 +113,7 @@ START_TEST(test_store_migrate_fresh)
 	int v = -1;
 	fx_init(&f);
 	ck_assert_int_ge(store_schema_known(), 1);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_int_eq(store_schema_version(c, &v), CS_OK);
@@ -71,8 +121,10 @@ START_TEST(test_store_migrate_fresh)
 	ck_assert_int_eq(store_ping(c), CS_OK);
 	store_close(s);
 	/* the tables of 0001 are there */
-	char *n = raw_query(f.db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-	    "AND name IN ('signing_keys', 'users', 'schema_version')");
+	char *n = raw_query(f.db, by_engine("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+	    "AND name IN ('signing_keys', 'users', 'schema_version')",
+	    "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public' "
+	    "AND table_name IN ('signing_keys', 'users', 'schema_version')"));
 	ck_assert_str_eq(n, "3");
 	free(n);
 	fx_clear(&f);
@@ -85,10 +137,10 @@ START_TEST(test_store_migrate_reopen_idempotent)
 	struct store *s = NULL;
 	int v = -1;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	store_close(s);
 	s = NULL;
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	ck_assert_int_eq(store_schema_version(store_conn(s), &v), CS_OK);
 	ck_assert_int_eq(v, store_schema_known());
 	store_close(s);
@@ -97,7 +149,8 @@ START_TEST(test_store_migrate_reopen_idempotent)
 	char *n = raw_query(f.db, "SELECT count(*) FROM schema_version");
 	char want[16];
 	int nmig = 0;
-	for (const struct embedded_file *m = embedded_migrations; m->name != NULL; m++)
+	for (const struct embedded_file *m = pg_url != NULL ? embedded_migrations_pg :
+	    embedded_migrations; m->name != NULL; m++)
 		nmig++;
 	ck_assert_int_eq(str_fmt(want, sizeof want, "%d", nmig), CS_OK);
 	ck_assert_str_eq(n, want);
@@ -111,11 +164,11 @@ START_TEST(test_store_migrate_newer_eschema)
 	struct fixture f;
 	struct store *s = NULL;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	store_close(s);
 	s = NULL;
 	free(raw_query(f.db, "INSERT INTO schema_version (version, applied_at) VALUES (9999, 1)"));
-	ck_assert_int_eq(store_open(f.db, &s), CS_ESCHEMA);
+	ck_assert_int_eq(fx_open(&f, &s), CS_ESCHEMA);
 	ck_assert_ptr_null(s);
 	fx_clear(&f);
 }
@@ -126,7 +179,7 @@ START_TEST(test_store_wal_on)
 	struct fixture f;
 	struct store *s = NULL;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	char *m = raw_query(f.db, "PRAGMA journal_mode");
 	ck_assert_str_eq(m, "wal");
 	free(m);
@@ -166,7 +219,7 @@ START_TEST(test_store_keys_roundtrip)
 	struct store_key k, *ks = NULL;
 	size_t n = 99;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 
 	ck_assert_int_eq(store_keys_list(c, &ks, &n), CS_OK);
@@ -234,7 +287,7 @@ START_TEST(test_store_stmt_cache_by_address)
 	struct store *s = NULL;
 	fx_init(&f);
 	many_sql_fill();
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	/* The statements prepared already (begin, commit, schema, ping) share
 	 * the room: fill what is left, then ask for each again. */
@@ -270,7 +323,7 @@ START_TEST(test_store_user_put_login_or_ensure)
 	struct store *s = NULL;
 	int64_t a = 0, b = 0, d = 0, e2 = 0;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	const char *iss = "https://idp.test";
 
@@ -316,7 +369,7 @@ START_TEST(test_store_tx_rollback)
 	struct store_key k, *ks = NULL;
 	size_t n = 0;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	ck_assert_int_eq(store_begin(c), CS_OK);
 	key_fill(&k, "kid-tx", 1);
@@ -344,7 +397,7 @@ START_TEST(test_store_replay_survives_a_fast_clock)
 	struct store *s = NULL;
 	const int64_t t = 1700000000, exp = t + 60;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	ck_assert_int_eq(store_replay_use(c, REPLAY_CLIENT_ASSERTION, "j-1", exp, t), CS_OK);
 	ck_assert_int_eq(store_replay_use(c, REPLAY_CLIENT_ASSERTION, "j-1", exp, t + 1), CS_EEXIST);
@@ -389,7 +442,7 @@ START_TEST(test_store_conn_per_thread)
 	pthread_t a, b;
 	struct thr ta = { 0 }, tb = { 0 };
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	ta.s = tb.s = s;
 	ck_assert_int_eq(pthread_barrier_init(&thr_barrier, NULL, 2), 0);
 	ck_assert_int_eq(pthread_create(&a, NULL, thr_main, &ta), 0);
@@ -419,7 +472,7 @@ START_TEST(test_store_backup_copy)
 	struct store *s = NULL;
 	char v[200];
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_int_eq(store_run(c, SQL_BK_CREATE, NULL, 0), CS_OK);
@@ -532,14 +585,15 @@ static struct store *gc_open(struct fixture *f)
 {
 	struct store *s = NULL;
 	fx_init(f);
-	ck_assert_int_eq(store_open(f->db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(f, &s), CS_OK);
 	ck_assert_int_eq(store_run(store_conn(s), SQL_BK_CREATE, NULL, 0), CS_OK);
 	return s;
 }
 
 static char *count_rows(const char *db)
 {
-	return raw_query(db, "SELECT group_concat(i) FROM (SELECT i FROM bk ORDER BY i)");
+	return raw_query(db, by_engine("SELECT group_concat(i) FROM (SELECT i FROM bk ORDER BY i)",
+	    "SELECT string_agg(i::text, ',' ORDER BY i) FROM bk"));
 }
 
 /* Three callers whose turns overlap share one COMMIT; none of them hears
@@ -571,7 +625,9 @@ START_TEST(test_store_group_commit_batches_callers)
 	ck_assert_int_eq(c.commit_e, CS_OK);
 	store_writer_stats(s, &after);
 	ck_assert_uint_eq(after.transactions - before.transactions, 3);
-	ck_assert_uint_eq(after.batches - before.batches, 1);     /* one COMMIT, one fsync */
+	/* SQLite: one COMMIT, one fsync, for the three.  PostgreSQL commits each
+	 * transaction itself (its group commit is the server's own). */
+	ck_assert_uint_eq(after.batches - before.batches, pg_url != NULL ? 3 : 1);
 	char *rows = count_rows(f.db);
 	ck_assert_str_eq(rows, "1,2,3");
 	free(rows);
@@ -805,9 +861,11 @@ START_TEST(test_store_group_commit_concurrent_writers)
 	n = raw_query(f.db, "SELECT count(*) FROM bk WHERE i % 1000 % 7 = 3");
 	ck_assert_str_eq(n, "0");
 	free(n);
-	n = raw_query(f.db, "PRAGMA integrity_check");
-	ck_assert_str_eq(n, "ok");
-	free(n);
+	if (pg_url == NULL) {             /* SQLite's own check of its file */
+		n = raw_query(f.db, "PRAGMA integrity_check");
+		ck_assert_str_eq(n, "ok");
+		free(n);
+	}
 	store_close(s);
 	fx_clear(&f);
 }
@@ -898,15 +956,17 @@ START_TEST(test_store_url_check)
 	ck_assert_int_eq(store_url_check("/var/lib/consentd/consentd.db", why, sizeof why), CS_ECONFIG);
 	ck_assert_int_eq(store_url_check("postgresql://db/x?bogus=1", why, sizeof why), CS_ECONFIG);
 	ck_assert_int_eq(store_url_check("postgresql://[::1/x", why, sizeof why), CS_ECONFIG);
-	/* A SQLite store is not the PostgreSQL backend, and copies nothing into one. */
+	/* A store names its engine, and copies nothing into itself (a copy goes
+	 * from SQLite into PostgreSQL only). */
 	struct fixture f;
 	fx_init(&f);
 	struct store *s = NULL;
 	struct store_copy_report r;
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
-	ck_assert(!store_is_pg(s));
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	ck_assert_str_eq(store_engine_name(s), pg_url != NULL ? "postgresql" : "sqlite");
 	ck_assert_int_eq(store_copy(s, s, &r), CS_EINVAL);
-	ck_assert_int_eq(store_flight_begin(store_conn(s), "k"), CS_OK);   /* one process: nothing */
+	/* SQLite: one process, nothing to wait for; PostgreSQL: the key is free. */
+	ck_assert_int_eq(store_flight_begin(store_conn(s), "k"), CS_OK);
 	store_flight_end(store_conn(s));
 	store_close(s);
 	fx_clear(&f);
@@ -936,7 +996,7 @@ START_TEST(test_store_cols_text_all_set)
 	struct store *s = NULL;
 	char *block = NULL, *a, *b, *n, *u, *j;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	struct store_stmt *st = one_row(c, SQL_COLS_ALL);
 	ck_assert_int_eq(store_cols_text(st, &block, STORE_TEXT_COLS({ 0, &a, true },
@@ -968,7 +1028,7 @@ START_TEST(test_store_cols_text_null_optional)
 	struct store *s = NULL;
 	char *block = NULL, *a = (char *)"x", *b = NULL, *c3 = (char *)"x", *d = NULL, *e5 = (char *)"x";
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	struct store_stmt *st = one_row(c, SQL_COLS_SOME_NULL);
 	ck_assert_int_eq(store_cols_text(st, &block, STORE_TEXT_COLS({ 0, &a, false },
@@ -1003,7 +1063,7 @@ START_TEST(test_store_cols_text_required_null)
 	struct store *s = NULL;
 	char *block = (char *)"x", *a = (char *)"x", *b = (char *)"x", *d = (char *)"x";
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	struct store_stmt *st = one_row(c, SQL_COLS_SOME_NULL);
 	ck_assert_int_eq(store_cols_text(st, &block, STORE_TEXT_COLS({ 1, &b, true },
@@ -1050,7 +1110,7 @@ START_TEST(test_store_consent_row_all_set)
 	struct store *s = NULL;
 	struct store_consent_row r;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	int64_t uid = consent_fill(c, true);
 	ck_assert_int_eq(store_consent_touch(c, "k1", 150), CS_OK);
@@ -1089,7 +1149,7 @@ START_TEST(test_store_consent_row_null_optional)
 	struct store_consent_row *v = NULL;
 	size_t n = 0;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	int64_t uid = consent_fill(c, false);
 	ck_assert_int_eq(store_consent_list_user(c, uid, 300, 10, &v, &n), CS_OK);
@@ -1118,7 +1178,7 @@ START_TEST(test_store_consent_row_damaged)
 	struct consent k;
 	size_t n = 7;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	int64_t uid = consent_fill(c, true);
 	free(raw_query(f.db, "ALTER TABLE consents RENAME TO consents_whole"));
@@ -1158,7 +1218,7 @@ START_TEST(test_store_consent_strings_survive_row_clear)
 	struct consent_request q;
 	size_t n = 0;
 	fx_init(&f);
-	ck_assert_int_eq(store_open(f.db, &s), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
 	struct store_conn *c = store_conn(s);
 	int64_t uid = consent_fill(c, true);
 	ck_assert_int_eq(consent_get(c, "k1", 300, &k), CS_OK);
@@ -1204,23 +1264,92 @@ START_TEST(test_store_consent_strings_survive_row_clear)
 }
 END_TEST
 
+/* --- PostgreSQL only ---------------------------------------------------- */
+
+/* A server that is not there fails the open, and leaves nothing (SQLite's
+ * form of this: test_store_open_bad_path_fails). */
+START_TEST(test_store_pg_open_unreachable_fails)
+{
+	struct store *s = NULL;
+	const struct store_opts o = { .schema = STORE_SCHEMA_MIGRATE };
+	ck_assert_int_ne(store_open_with("postgresql:///consentd?host=/nonexistent/dir&user=postgres",
+	    &o, &s), CS_OK);
+	ck_assert_ptr_null(s);
+	ck_assert_int_eq(store_open_with("", &o, &s), CS_EINVAL);
+	ck_assert_ptr_null(s);
+}
+END_TEST
+
+/* A shared database is migrated only by `consentd migrate`: a node that
+ * requires the schema refuses an older one, one that waits opens but is
+ * unready (store_ping) until it is migrated. */
+START_TEST(test_store_pg_schema_policies)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	fx_init(&f);
+	ck_assert_int_eq(store_open_with(f.db, &(struct store_opts){ .schema = STORE_SCHEMA_REQUIRE },
+	    &s), CS_ESCHEMA);
+	ck_assert_ptr_null(s);
+	ck_assert_int_eq(store_open(f.db, &s), CS_ESCHEMA);          /* REQUIRE is the default */
+	ck_assert_int_eq(store_open_with(f.db, &(struct store_opts){ .schema = STORE_SCHEMA_WAIT },
+	    &s), CS_OK);
+	ck_assert_int_eq(store_ping(store_conn(s)), CS_ESCHEMA);
+	struct store *m = NULL;
+	ck_assert_int_eq(fx_open(&f, &m), CS_OK);                      /* consentd migrate */
+	ck_assert_int_eq(store_ping(store_conn(s)), CS_OK);
+	store_close(m);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* store_backup is SQLite's online copy: on PostgreSQL it refuses (pg_dump
+ * and pg_basebackup are the tools there) and writes nothing. */
+START_TEST(test_store_pg_backup_refused)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	char *copy = tu_path(f.dir, "copy.db");
+	ck_assert_int_eq(store_backup(store_conn(s), copy), CS_EINVAL);
+	ck_assert_int_ne(access(copy, F_OK), 0);
+	ck_assert_int_eq(store_backup(NULL, copy), CS_EINVAL);
+	free(copy);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
-	Suite *s = suite_create("store");
+	Suite *s = suite_create(pg_url != NULL ? "store (postgresql)" : "store (sqlite)");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_store_migrate_fresh);
 	tcase_add_test(tc, test_store_migrations_one_contract);
 	tcase_add_test(tc, test_store_url_check);
 	tcase_add_test(tc, test_store_migrate_reopen_idempotent);
 	tcase_add_test(tc, test_store_migrate_newer_eschema);
-	tcase_add_test(tc, test_store_wal_on);
-	tcase_add_test(tc, test_store_open_bad_path_fails);
 	tcase_add_test(tc, test_store_keys_roundtrip);
 	tcase_add_test(tc, test_store_stmt_cache_by_address);
 	tcase_add_test(tc, test_store_user_put_login_or_ensure);
 	tcase_add_test(tc, test_store_tx_rollback);
 	tcase_add_test(tc, test_store_conn_per_thread);
-	tcase_add_test(tc, test_store_backup_copy);
+	if (pg_url == NULL) {
+		/* SQLite only: WAL is the journal mode of its file (PostgreSQL's WAL
+		 * is the server's, no setting of ours); a location is a file path;
+		 * store_backup is its online backup API. */
+		tcase_add_test(tc, test_store_wal_on);
+		tcase_add_test(tc, test_store_open_bad_path_fails);
+		tcase_add_test(tc, test_store_backup_copy);
+	} else {
+		/* PostgreSQL's forms of those, and the schema policies of a
+		 * database many nodes share (SQLite always migrates its file). */
+		tcase_add_test(tc, test_store_pg_open_unreachable_fails);
+		tcase_add_test(tc, test_store_pg_backup_refused);
+		tcase_add_test(tc, test_store_pg_schema_policies);
+	}
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rows");
 	tcase_add_test(tc, test_store_cols_text_all_set);
@@ -1237,16 +1366,24 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_acknowledged_is_committed);
 	tcase_add_test(tc, test_store_group_commit_failure_rolls_back_alone);
 	tcase_add_test(tc, test_store_group_commit_queue_full);
-	tcase_add_test(tc, test_store_group_commit_stop_drains);
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
-	tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
+	if (pg_url == NULL) {
+		/* SQLite only: store_stop drains the writer queue of the process
+		 * (PostgreSQL's waiters wait for the server's lock: nothing queues
+		 * in the process), and checkpoints copy SQLite's WAL into its file. */
+		tcase_add_test(tc, test_store_group_commit_stop_drains);
+		tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
+	}
 	suite_add_tcase(s, tc);
 	return s;
 }
 
 int main(void)
 {
+	pg_url = getenv("CONSENTD_TEST_DATABASE_URL");
+	if (pg_url != NULL && pg_url[0] == '\0')
+		pg_url = NULL;
 	return tu_run(store_suite());
 }

@@ -1,0 +1,1116 @@
+/* store_sqlite.c -- the SQLite backend (store_backend.h): one reading
+ * connection per thread, one writer connection shared by all of them through
+ * a group commit, WAL, checkpoints off the writer, migrations from
+ * migrations/ embedded at build time, the online backup, and the statement
+ * cache of its connections.  The SQL of each family lives in its store_X.c,
+ * which reaches this file only through store.c.  It must never build SQL
+ * from input: every value travels as a bound parameter, and it must never
+ * answer a caller's commit before that caller's writes are durable. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+#include <openssl/crypto.h>
+
+#include "buf.h"
+#include "embed.h"
+#include "log.h"
+#include "metrics.h"
+#include "store_backend.h"
+
+/* This file's own statements; the cache (core_stmt) knows them by address. */
+static const char SQL_BEGIN[] = "BEGIN IMMEDIATE";
+static const char SQL_COMMIT[] = "COMMIT";
+static const char SQL_ROLLBACK[] = "ROLLBACK";
+/* One savepoint at a time on the writer: callers take turns (see "group commit"). */
+static const char SQL_SAVEPOINT[] = "SAVEPOINT caller";
+static const char SQL_RELEASE[] = "RELEASE caller";
+static const char SQL_ROLLBACK_TO[] = "ROLLBACK TO caller";
+static const char SQL_PING[] = "SELECT 1";
+static const char SQL_SCHEMA_MAX[] = "SELECT coalesce(max(version), 0) FROM schema_version";
+static const char SQL_SCHEMA_HAS[] = "SELECT 1 FROM schema_version WHERE version = ?1";
+static const char SQL_SCHEMA_INSERT[] =
+    "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)";
+
+/* Created here, not by a migration: it records the migrations. */
+static const char schema_version_sql[] =
+    "CREATE TABLE IF NOT EXISTS schema_version ("
+    "version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)";
+
+static const char conn_pragmas[] =
+    "PRAGMA foreign_keys = ON;"
+    "PRAGMA synchronous = FULL;";
+
+/* The statement cache: an open-addressed table keyed by the address of the
+ * static SQL constant, never more than half full, so a look-up is one or two
+ * pointer compares and always finds an empty slot to stop at. */
+#define STMT_SLOTS (2 * STORE_MAX_STMTS)
+_Static_assert((STMT_SLOTS & (STMT_SLOTS - 1)) == 0, "STMT_SLOTS masks: a power of two");
+
+/* One SQLite statement: the head the dispatcher reads, then the statement. */
+struct lite_stmt {
+	struct store_stmt  h;             /* h.be = &store_backend_sqlite */
+	sqlite3_stmt      *st;
+};
+
+/* A SQLite connection and its statements.  A thread's own one serves its
+ * reads; the writer's one (struct lite_db's w) serves every transaction. */
+struct conn_core {
+	sqlite3           *db;
+	struct {
+		const char       *sql;        /* the key: the address of a static constant */
+		struct lite_stmt  st;
+	} stmts[STMT_SLOTS];
+	size_t             nstmts;
+};
+
+/* A caller waiting for the batch that holds its released savepoint. */
+struct commit_wait {
+	struct commit_wait *next;
+	bool                done;
+	enum cs_err         e;
+};
+
+/* The group commit's state, guarded by mu.  Callers take turns on the
+ * writer connection: the turn's holder runs its transaction inside a
+ * savepoint of one outer transaction (the batch); when it ends its turn and
+ * nobody else is waiting for one (or the batch is full), it commits the
+ * batch -- one COMMIT, one fsync -- for everyone in it. */
+struct writer {
+	pthread_mutex_t     mu;
+	pthread_cond_t      turn_cv;      /* the turn became free */
+	pthread_cond_t      done_cv;      /* a batch ended */
+	struct conn_core    core;         /* the writer connection; used by the turn's holder only */
+	bool                busy;         /* someone holds the turn */
+	bool                open;         /* the outer transaction is open on core */
+	bool                stopping;     /* store_stop: no new turns */
+	unsigned            waiting;      /* callers waiting for the turn */
+	unsigned            queue_max;    /* more waiting than this: CS_EBUSY at once */
+	unsigned            pending;      /* released savepoints in the open batch */
+	pthread_cond_t      ckpt_cv;      /* the checkpointer has work, or must stop */
+	bool                ckpt_wanted;  /* the WAL passed STORE_CHECKPOINT_PAGES */
+	bool                ckpt_stop;
+	bool                ckpt_started; /* ckpt_thread runs */
+	pthread_t           ckpt_thread;
+	int                 wal_pages;    /* the WAL's size after the last COMMIT (the WAL hook;
+	                                     written and read by the turn's holder only) */
+	uint64_t            checkpoints;
+	uint64_t            batches;      /* COMMITs made, and the transactions in them */
+	uint64_t            transactions;
+	struct commit_wait *waits;        /* their callers */
+	struct store_audit_mark audit;    /* the batch's last audit entry, in commit order */
+};
+
+/* The database: its path, the writer, and the dispatcher's publisher. */
+struct lite_db {
+	char                  *path;
+	struct store_publisher pub;
+	struct writer          w;
+	bool                   w_ok;      /* w's mutex and conditions exist */
+};
+
+/* One thread's connection. */
+struct lite_link {
+	struct lite_db    *d;
+	struct conn_core   own;           /* this thread's connection, for reads */
+	struct conn_core  *cur;           /* &own, or the writer's while in a transaction */
+};
+
+static struct lite_db *db_of(struct store_db *d) { return (struct lite_db *)d; }
+static struct lite_link *link_of(struct store_link *k) { return (struct lite_link *)k; }
+static struct lite_stmt *stmt_of(struct store_stmt *st) { return (struct lite_stmt *)st; }
+static sqlite3_stmt *raw_of(struct store_stmt *st) { return stmt_of(st)->st; }
+
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/* Waiting for another connection's write: short, even sleeps (SQLite's own
+ * busy_timeout backs off to 100 ms sleeps, which, with a writer commit taking
+ * one fsync of a few ms, left callers asleep long after the lock was free:
+ * p99 of proxied calls ~0.6 s).  200 us for the first 50 tries, then 2 ms,
+ * about STORE_BUSY_TIMEOUT_MS in all; 0 gives up (SQLITE_BUSY). */
+static int busy_wait(void *arg, int count)
+{
+	(void)arg;
+	const int quick = 50;
+	if (count == 0)
+		metrics_add(metric[M_DB_BUSY_WAITS], NULL, 1);
+	if (count >= quick + (STORE_BUSY_TIMEOUT_MS - quick) / 2)
+		return 0;
+	struct timespec ts = { 0, count < quick ? 1000 * 1000 : 2 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	return 1;
+}
+#define STORE_MAX_STR (1024 * 1024)  /* no text column of ours is larger */
+
+/* --- connections ------------------------------------------------------- */
+
+static void core_close(struct conn_core *k)
+{
+	for (size_t i = 0; i < STMT_SLOTS; i++)
+		sqlite3_finalize(k->stmts[i].st.st);
+	sqlite3_close_v2(k->db);
+	memset(k, 0, sizeof *k);
+}
+
+/* Opens path into k: WAL, foreign keys, synchronous=FULL, our busy handler.
+ * Each connection is used by one thread at a time (a thread's own, or the
+ * writer by the turn's holder): SQLite's own mutexes are not needed. */
+static enum cs_err core_open(const char *path, struct conn_core *k)
+{
+	memset(k, 0, sizeof *k);
+	int rc = sqlite3_open_v2(path, &k->db,
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_msg(LOG_ERROR, "cannot open database %s: %s", path,
+		    k->db != NULL ? sqlite3_errmsg(k->db) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_extended_result_codes(k->db, 1);
+	if (sqlite3_busy_handler(k->db, busy_wait, NULL) != SQLITE_OK)
+		goto fail;
+	char *msg = NULL;
+	if (sqlite3_exec(k->db, conn_pragmas, NULL, NULL, &msg) != SQLITE_OK) {
+		log_msg(LOG_ERROR, "database %s: %s", path, msg ? msg : "pragma failed");
+		sqlite3_free(msg);
+		goto fail;
+	}
+	/* journal_mode answers with the mode it ended up in; insist on wal. */
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(k->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL &&
+	    strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+	sqlite3_finalize(st);
+	if (!ok) {
+		log_msg(LOG_ERROR, "database %s: cannot switch to WAL mode", path);
+		goto fail;
+	}
+	return CS_OK;
+fail:
+	core_close(k);
+	return CS_EDB;
+}
+
+static struct store_link *lite_link_open(struct store_db *dd)
+{
+	struct lite_db *d = db_of(dd);
+	struct lite_link *k = calloc(1, sizeof *k);
+	if (k == NULL)
+		return NULL;
+	k->d = d;
+	k->cur = &k->own;
+	if (core_open(d->path, &k->own) != CS_OK) {
+		free(k);
+		return NULL;
+	}
+	return (struct store_link *)k;
+}
+
+static void lite_link_close(struct store_link *kk)
+{
+	struct lite_link *k = link_of(kk);
+	if (k == NULL)
+		return;
+	core_close(&k->own);
+	free(k);
+}
+
+/* --- statements -------------------------------------------------------- */
+
+static size_t stmt_slot(const char *sql)
+{
+	/* Fibonacci hashing of the address; the low bits are alignment. */
+	uint64_t h = (uint64_t)(uintptr_t)sql * UINT64_C(0x9e3779b97f4a7c15);
+	return (size_t)(h >> 32) & (STMT_SLOTS - 1);
+}
+
+static struct lite_stmt *core_stmt(struct conn_core *c, const char *sql)
+{
+	size_t i = stmt_slot(sql);
+	for (; c->stmts[i].sql != NULL; i = (i + 1) & (STMT_SLOTS - 1))
+		if (c->stmts[i].sql == sql)
+			return &c->stmts[i].st;
+	if (c->nstmts == STORE_MAX_STMTS) {
+		log_msg(LOG_ERROR, "too many prepared statements (raise STORE_MAX_STMTS)");
+		return NULL;
+	}
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+		log_msg(LOG_ERROR, "cannot prepare statement: %s", sqlite3_errmsg(c->db));
+		return NULL;
+	}
+	c->stmts[i].sql = sql;
+	c->stmts[i].st.h.be = &store_backend_sqlite;
+	c->stmts[i].st.st = st;
+	c->nstmts++;
+	return &c->stmts[i].st;
+}
+
+/* In a transaction the statement is the writer's: every statement of a
+ * transaction runs on the one writer connection, inside the caller's savepoint. */
+static struct store_stmt *lite_stmt(struct store_link *k, const char *sql)
+{
+	struct lite_stmt *st = core_stmt(link_of(k)->cur, sql);
+	return st != NULL ? &st->h : NULL;
+}
+
+/* Ready for the next use: reset and drop bound values (which may be secrets). */
+static void stmt_clear(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+static void lite_stmt_done(struct store_stmt *st)
+{
+	stmt_clear(raw_of(st));
+}
+
+static enum cs_err rc_err(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_DONE:
+	case SQLITE_ROW:
+		return CS_OK;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return CS_EBUSY;
+	case SQLITE_NOMEM:
+		return CS_ENOMEM;
+	case SQLITE_CONSTRAINT:
+		return (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE)
+		    ? CS_EEXIST : CS_EINVAL;
+	case SQLITE_TOOBIG:
+		return CS_ETOOBIG;
+	default:
+		return CS_EDB;
+	}
+}
+
+/* Runs a statement that returns no rows.  Clears it in every case. */
+static enum cs_err lite_exec(struct store_stmt *sst)
+{
+	sqlite3_stmt *st = raw_of(sst);
+	int rc = sqlite3_step(st);
+	enum cs_err e = rc == SQLITE_DONE ? CS_OK : rc_err(rc);
+	if (rc == SQLITE_ROW)
+		e = CS_EDB;    /* a programming error: this statement returns rows */
+	if (e != CS_OK && e != CS_EEXIST && e != CS_EBUSY)
+		log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(sqlite3_db_handle(st)));
+	stmt_clear(st);
+	return e;
+}
+
+static enum cs_err lite_step(struct store_stmt *sst)
+{
+	sqlite3_stmt *st = raw_of(sst);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		return CS_OK;
+	if (rc == SQLITE_DONE)
+		return CS_ENOENT;
+	enum cs_err e = rc_err(rc);
+	log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(sqlite3_db_handle(st)));
+	return e == CS_OK ? CS_EDB : e;
+}
+
+static int64_t lite_changes(struct store_link *k)
+{
+	return (int64_t)sqlite3_changes64(link_of(k)->cur->db);
+}
+
+static enum cs_err bind_text(sqlite3_stmt *st, int i, const char *v, sqlite3_destructor_type how)
+{
+	if (v == NULL)
+		return sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB;
+	size_t n = strlen(v);
+	if (n > STORE_MAX_STR)
+		return CS_ETOOBIG;
+	return sqlite3_bind_text(st, i, v, (int)n, how) == SQLITE_OK ? CS_OK : CS_EDB;
+}
+
+static enum cs_err bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n,
+    sqlite3_destructor_type how)
+{
+	if (n > INT_MAX)
+		return CS_ETOOBIG;
+	if (v == NULL || n == 0)
+		return sqlite3_bind_zeroblob(st, i, 0) == SQLITE_OK ? CS_OK : CS_EDB;
+	return sqlite3_bind_blob(st, i, v, (int)n, how) == SQLITE_OK ? CS_OK : CS_EDB;
+}
+
+static enum cs_err bind_int64(sqlite3_stmt *st, int i, int64_t v)
+{
+	return sqlite3_bind_int64(st, i, (sqlite3_int64)v) == SQLITE_OK ? CS_OK : CS_EDB;
+}
+
+/* Binds v[0..n) to st.  copy: SQLITE_TRANSIENT (SQLite copies each text and
+ * blob); otherwise SQLITE_STATIC (no copy: only for a caller that steps and
+ * clears the statement before it returns, while v's values are still alive;
+ * no copy also means no unwiped copy of a secret in SQLite's heap). */
+static enum cs_err lite_bind(struct store_stmt *sst, const struct store_val *v, size_t n,
+    bool copy)
+{
+	sqlite3_destructor_type how = copy ? SQLITE_TRANSIENT : SQLITE_STATIC;
+	sqlite3_stmt *st = raw_of(sst);
+	enum cs_err e = CS_OK;
+	if (n > INT_MAX)
+		e = CS_EINVAL;
+	for (size_t k = 0; k < n && e == CS_OK; k++) {
+		int i = (int)k + 1;
+		switch (v[k].kind) {
+		case STORE_VAL_TEXT:
+			e = bind_text(st, i, v[k].p, how);
+			break;
+		case STORE_VAL_INT:
+			e = bind_int64(st, i, v[k].i);
+			break;
+		case STORE_VAL_BLOB:
+			e = bind_blob(st, i, v[k].p, v[k].n, how);
+			break;
+		case STORE_VAL_BLOB_OR_NULL:
+			e = v[k].p == NULL ? (sqlite3_bind_null(st, i) == SQLITE_OK ? CS_OK : CS_EDB)
+			    : bind_blob(st, i, v[k].p, v[k].n, how);
+			break;
+		default:
+			e = CS_EINVAL;    /* can't happen: the SV_ macros make every value */
+			break;
+		}
+	}
+	return e;
+}
+
+/* --- columns ----------------------------------------------------------- */
+
+static enum store_col_kind lite_col_type(struct store_stmt *st, int i)
+{
+	switch (sqlite3_column_type(raw_of(st), i)) {
+	case SQLITE_INTEGER:
+		return STORE_COL_INTEGER;
+	case SQLITE_FLOAT:
+		return STORE_COL_FLOAT;
+	case SQLITE_TEXT:
+		return STORE_COL_TEXT;
+	case SQLITE_BLOB:
+		return STORE_COL_BLOB;
+	default:
+		return STORE_COL_NULL;
+	}
+}
+
+static int64_t lite_col_int64(struct store_stmt *st, int i)
+{
+	return (int64_t)sqlite3_column_int64(raw_of(st), i);
+}
+
+static int lite_col_bytes(struct store_stmt *st, int i)
+{
+	return sqlite3_column_bytes(raw_of(st), i);
+}
+
+static const void *lite_col_raw_blob(struct store_stmt *st, int i)
+{
+	return sqlite3_column_blob(raw_of(st), i);
+}
+
+static const unsigned char *lite_col_raw_text(struct store_stmt *st, int i)
+{
+	return sqlite3_column_text(raw_of(st), i);
+}
+
+static int lite_col_count(struct store_stmt *st)
+{
+	return sqlite3_column_count(raw_of(st));
+}
+
+static const char *lite_col_name(struct store_stmt *st, int i)
+{
+	return sqlite3_column_name(raw_of(st), i);
+}
+
+/* Whether a NULL from sqlite3_column_text meant no memory converting the
+ * value, rather than a NULL column. */
+static bool lite_col_nomem(struct store_stmt *st)
+{
+	return sqlite3_errcode(sqlite3_db_handle(raw_of(st))) == SQLITE_NOMEM;
+}
+
+/* --- transactions: the group commit ------------------------------------
+ *
+ * Every transaction runs on the one writer connection, one caller at a time
+ * (the "turn"), inside a savepoint of an outer transaction that may hold the
+ * released savepoints of many callers (the "batch").  A caller that ends its
+ * turn while others wait for one hands the turn on and sleeps; the last of a
+ * run of callers (nobody waiting, or the batch full) commits the batch: one
+ * COMMIT, one fsync (synchronous = FULL), for all of them.  Then each caller's
+ * store_commit returns.
+ *
+ * SECURITY: lite_commit returns CS_OK only after the COMMIT that holds the
+ * caller's writes returned, so nothing is acknowledged before it is durable.
+ * A caller that read a batch-mate's uncommitted row commits in the same batch
+ * or a later one, so no answer depends on a write that could still be lost.
+ * A failing caller rolls back to its own savepoint and takes nobody with it;
+ * a failure that ends the outer transaction (SQLite does so itself after an
+ * I/O error, a full disk or no memory) or a failed COMMIT fails exactly the
+ * callers of that batch. */
+
+#define STORE_BATCH_MAX 64           /* transactions one COMMIT makes durable, at most */
+#define STORE_CHECKPOINT_PAGES 1000  /* WAL pages that wake the checkpointer (SQLite's default) */
+
+static enum cs_err core_run(struct conn_core *k, const char *sql)
+{
+	struct lite_stmt *st = core_stmt(k, sql);
+	if (st == NULL)
+		return CS_EDB;
+	int rc = sqlite3_step(st->st);
+	enum cs_err e = rc == SQLITE_DONE ? CS_OK : rc_err(rc);
+	if (e == CS_OK && rc != SQLITE_DONE)
+		e = CS_EDB;
+	if (e != CS_OK && e != CS_EBUSY)
+		log_msg(LOG_ERROR, "database: %s", sqlite3_errmsg(k->db));
+	stmt_clear(st->st);
+	return e;
+}
+
+/* Wakes the callers of a batch with its outcome.  mu held. */
+static void batch_finish_locked(struct writer *w, struct commit_wait *list, enum cs_err e)
+{
+	for (struct commit_wait *x = list; x != NULL; x = x->next) {
+		x->e = e;
+		x->done = true;
+	}
+	pthread_cond_broadcast(&w->done_cv);
+}
+
+/* Commits the open batch.  mu held and the turn ours; mu is let go during the
+ * COMMIT (the turn keeps the writer ours) and held again on return. */
+static void batch_commit_locked(struct lite_db *d)
+{
+	struct writer *w = &d->w;
+	struct commit_wait *list = w->waits;
+	unsigned n = w->pending;
+	struct store_audit_mark mark = w->audit;
+	struct timespec t0;
+
+	w->waits = NULL;
+	w->pending = 0;
+	w->audit.set = false;
+	pthread_mutex_unlock(&w->mu);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	enum cs_err e = core_run(&w->core, SQL_COMMIT);
+	if (e != CS_OK && !sqlite3_get_autocommit(w->core.db))
+		(void)core_run(&w->core, SQL_ROLLBACK);
+	w->open = false;
+	/* SECURITY: the hook publishes the batch's last audit entry before any
+	 * caller of the batch answers; batches commit one at a time, so the
+	 * published heads follow commit order and only grow. */
+	if (e == CS_OK && mark.set)
+		d->pub.publish(d->pub.arg, mark.seq, mark.link, false);
+	store_count_commit(&t0, e, n);
+	OPENSSL_cleanse(mark.link, sizeof mark.link);
+
+	pthread_mutex_lock(&w->mu);
+	if (e == CS_OK) {
+		w->batches++;
+		w->transactions += n;
+	}
+	if (w->wal_pages >= STORE_CHECKPOINT_PAGES && w->ckpt_started) {
+		w->ckpt_wanted = true;
+		pthread_cond_signal(&w->ckpt_cv);
+	}
+	batch_finish_locked(w, list, e);
+}
+
+/* Ends the caller's turn: commits the batch when nobody waits to add to it
+ * (or it is full), hands the turn on otherwise.  mu held, the turn ours. */
+static void turn_end_locked(struct lite_db *d)
+{
+	struct writer *w = &d->w;
+	if (w->open && sqlite3_get_autocommit(w->core.db)) {
+		/* SQLite ended the outer transaction itself: the batch is gone. */
+		log_msg(LOG_ERROR, "database: a transaction batch was rolled back by the database");
+		struct commit_wait *list = w->waits;
+		w->waits = NULL;
+		w->pending = 0;
+		w->audit.set = false;
+		w->open = false;
+		batch_finish_locked(w, list, CS_EDB);
+	}
+	if (w->open && w->pending == 0 && w->waiting == 0) {
+		(void)core_run(&w->core, SQL_ROLLBACK);    /* nothing in it: let the lock go */
+		w->open = false;
+	} else if (w->open && w->pending > 0 && (w->waiting == 0 || w->pending >= STORE_BATCH_MAX)) {
+		batch_commit_locked(d);
+	}
+	w->busy = false;
+	pthread_cond_signal(&w->turn_cv);
+	if (w->stopping)
+		pthread_cond_broadcast(&w->done_cv);    /* store_stop watches the queue drain */
+}
+
+/* Takes the writer's turn.  CS_EBUSY at once when the store is stopping or
+ * queue_max callers wait already, and after STORE_BUSY_TIMEOUT_MS without it. */
+static enum cs_err turn_take(struct writer *w)
+{
+	enum cs_err e = CS_OK;
+	struct timespec until;
+
+	pthread_mutex_lock(&w->mu);
+	if (w->stopping) {
+		e = CS_EBUSY;
+		goto out;
+	}
+	if (w->busy) {
+		if (w->waiting >= w->queue_max) {
+			metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
+			e = CS_EBUSY;
+			goto out;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += STORE_BUSY_TIMEOUT_MS / 1000;
+		w->waiting++;
+		while (w->busy && e == CS_OK)
+			if (pthread_cond_timedwait(&w->turn_cv, &w->mu, &until) == ETIMEDOUT && w->busy)
+				e = CS_EBUSY;
+		w->waiting--;
+		if (e != CS_OK)
+			goto out;
+	}
+	w->busy = true;
+out:
+	pthread_mutex_unlock(&w->mu);
+	return e;
+}
+
+static enum cs_err lite_begin(struct store_link *kk)
+{
+	struct lite_link *k = link_of(kk);
+	struct writer *w = &k->d->w;
+	enum cs_err e;
+	if ((e = turn_take(w)) != CS_OK)
+		return e;
+	if (!w->open) {
+		if ((e = core_run(&w->core, SQL_BEGIN)) != CS_OK)
+			goto fail;
+		w->open = true;
+	}
+	if ((e = core_run(&w->core, SQL_SAVEPOINT)) != CS_OK)
+		goto fail;
+	k->cur = &w->core;
+	return CS_OK;
+fail:
+	pthread_mutex_lock(&w->mu);
+	turn_end_locked(k->d);
+	pthread_mutex_unlock(&w->mu);
+	return e;
+}
+
+static enum cs_err lite_commit(struct store_link *kk, const struct store_audit_mark *mark)
+{
+	struct lite_link *k = link_of(kk);
+	struct writer *w = &k->d->w;
+	struct commit_wait me = { .next = NULL, .done = false, .e = CS_EDB };
+	enum cs_err e = core_run(&w->core, SQL_RELEASE);
+	if (e != CS_OK && !sqlite3_get_autocommit(w->core.db)) {
+		(void)core_run(&w->core, SQL_ROLLBACK_TO);
+		(void)core_run(&w->core, SQL_RELEASE);
+	}
+	k->cur = &k->own;
+
+	pthread_mutex_lock(&w->mu);
+	if (e == CS_OK) {
+		me.next = w->waits;
+		w->waits = &me;
+		w->pending++;
+		if (mark != NULL && mark->set)
+			w->audit = *mark;
+	}
+	turn_end_locked(k->d);
+	while (e == CS_OK && !me.done)
+		pthread_cond_wait(&w->done_cv, &w->mu);
+	if (e == CS_OK)
+		e = me.e;
+	pthread_mutex_unlock(&w->mu);
+	return e;
+}
+
+static void lite_rollback(struct store_link *kk, bool in_tx)
+{
+	struct lite_link *k = link_of(kk);
+	if (!in_tx) {
+		/* Outside a transaction nothing should be open on the thread's own
+		 * connection; if something is, it goes. */
+		if (k->own.db != NULL && !sqlite3_get_autocommit(k->own.db))
+			(void)core_run(&k->own, SQL_ROLLBACK);
+		return;
+	}
+	struct writer *w = &k->d->w;
+	if (!sqlite3_get_autocommit(w->core.db)) {
+		(void)core_run(&w->core, SQL_ROLLBACK_TO);
+		(void)core_run(&w->core, SQL_RELEASE);
+	}
+	k->cur = &k->own;
+	pthread_mutex_lock(&w->mu);
+	turn_end_locked(k->d);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void lite_set_write_queue(struct store_db *dd, unsigned max)
+{
+	struct lite_db *d = db_of(dd);
+	pthread_mutex_lock(&d->w.mu);
+	d->w.queue_max = max;
+	pthread_mutex_unlock(&d->w.mu);
+}
+
+static void lite_writer_stats(struct store_db *dd, struct store_writer_stats *out)
+{
+	struct lite_db *d = db_of(dd);
+	pthread_mutex_lock(&d->w.mu);
+	out->stopping = d->w.stopping;
+	out->checkpoints = d->w.checkpoints;
+	out->waiting = d->w.waiting;
+	out->batches = d->w.batches;
+	out->transactions = d->w.transactions;
+	pthread_mutex_unlock(&d->w.mu);
+}
+
+static void lite_stop(struct store_db *dd)
+{
+	struct lite_db *d = db_of(dd);
+	if (d == NULL || !d->w_ok)
+		return;
+	struct writer *w = &d->w;
+	pthread_mutex_lock(&w->mu);
+	w->stopping = true;
+	/* The queue drains: every caller that holds or waits for a turn ends it,
+	 * and the last one commits what is pending. */
+	while (w->busy || w->waiting > 0 || w->pending > 0)
+		pthread_cond_wait(&w->done_cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static enum cs_err lite_ping(struct store_link *k)
+{
+	struct lite_stmt *st = core_stmt(link_of(k)->cur, SQL_PING);
+	if (st == NULL)
+		return CS_EDB;
+	int rc = sqlite3_step(st->st);
+	enum cs_err e = rc == SQLITE_ROW && sqlite3_column_int(st->st, 0) == 1 ? CS_OK : CS_EDB;
+	stmt_clear(st->st);
+	return e;
+}
+
+/* --- backup ------------------------------------------------------------ */
+
+#define BACKUP_PAGES 64          /* pages per step */
+#define BACKUP_SLEEP_NS (2 * 1000 * 1000)
+#define BACKUP_STEPS_MAX 20000   /* then the rest in one step (a copy that restarts) */
+
+/* The destination's integrity_check answers exactly one row "ok". */
+static enum cs_err backup_check(sqlite3 *db, const char *path)
+{
+	sqlite3_stmt *st = NULL;
+	enum cs_err e = CS_EDB;
+	if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	int rc = sqlite3_step(st);
+	const unsigned char *t = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+	if (t == NULL || strcmp((const char *)t, "ok") != 0) {
+		log_msg(LOG_ERROR, "backup %s: integrity_check: %s", path,
+		    t != NULL ? (const char *)t : sqlite3_errmsg(db));
+		goto out;
+	}
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto out;
+	e = CS_OK;
+out:
+	sqlite3_finalize(st);
+	return e;
+}
+
+static enum cs_err lite_backup(struct store_link *kk, const char *dest_path)
+{
+	struct lite_link *k = link_of(kk);
+	sqlite3 *dst = NULL;
+	sqlite3_backup *b = NULL;
+	enum cs_err e = CS_EDB;
+	int rc;
+
+	if (k->own.db == NULL || dest_path == NULL)
+		return CS_EINVAL;
+	rc = sqlite3_open_v2(dest_path, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_msg(LOG_ERROR, "backup %s: %s", dest_path,
+		    dst != NULL ? sqlite3_errmsg(dst) : sqlite3_errstr(rc));
+		goto out;
+	}
+	if ((b = sqlite3_backup_init(dst, "main", k->own.db, "main")) == NULL) {
+		log_msg(LOG_ERROR, "backup %s: %s", dest_path, sqlite3_errmsg(dst));
+		goto out;
+	}
+	for (int steps = 0;; steps++) {
+		rc = sqlite3_backup_step(b, steps < BACKUP_STEPS_MAX ? BACKUP_PAGES : -1);
+		if (rc == SQLITE_DONE)
+			break;
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED) {
+			log_msg(LOG_ERROR, "backup %s: %s", dest_path, sqlite3_errstr(rc));
+			goto out;
+		}
+		struct timespec ts = { 0, BACKUP_SLEEP_NS };
+		nanosleep(&ts, NULL);
+	}
+	rc = sqlite3_backup_finish(b);
+	b = NULL;
+	if (rc != SQLITE_OK) {
+		log_msg(LOG_ERROR, "backup %s: %s", dest_path, sqlite3_errstr(rc));
+		goto out;
+	}
+	e = backup_check(dst, dest_path);
+out:
+	if (b != NULL)
+		sqlite3_backup_finish(b);
+	if (dst != NULL && sqlite3_close(dst) != SQLITE_OK && e == CS_OK) {
+		log_msg(LOG_ERROR, "backup %s: cannot close the copy", dest_path);
+		e = CS_EDB;
+	}
+	return e;
+}
+
+/* --- migrations -------------------------------------------------------- */
+
+static enum cs_err lite_schema_version(struct store_link *kk, int *out)
+{
+	struct lite_stmt *st = core_stmt(link_of(kk)->cur, SQL_SCHEMA_MAX);
+	if (st == NULL)
+		return CS_EDB;
+	enum cs_err e = CS_EDB;
+	int rc = sqlite3_step(st->st);
+	if (rc == SQLITE_ROW) {
+		sqlite3_int64 v = sqlite3_column_int64(st->st, 0);
+		if (v >= 0 && v <= INT_MAX) {
+			*out = (int)v;
+			e = CS_OK;
+		}
+	} else {
+		e = rc_err(rc) == CS_OK ? CS_EDB : rc_err(rc);
+	}
+	stmt_clear(st->st);
+	return e;
+}
+
+/* sql with v bound (no copy), stepped once: CS_OK with a row (then finished),
+ * CS_ENOENT without, an error otherwise.  For the migrations' own statements. */
+static enum cs_err core_query(struct lite_link *k, const char *sql, const struct store_val *v,
+    size_t n, bool rows)
+{
+	struct lite_stmt *st = core_stmt(k->cur, sql);
+	if (st == NULL)
+		return CS_EDB;
+	enum cs_err e = lite_bind(&st->h, v, n, false);
+	if (e == CS_OK)
+		e = rows ? lite_step(&st->h) : lite_exec(&st->h);
+	stmt_clear(st->st);
+	return e;
+}
+
+/* Applies one migration unless another process did already: the check, the
+ * script and the schema_version row share one IMMEDIATE transaction. */
+static enum cs_err migration_apply(struct lite_link *k, int version, const struct embedded_file *f)
+{
+	enum cs_err e;
+	char *msg = NULL;
+	bool in_tx = false;
+
+	if ((e = lite_begin((struct store_link *)k)) != CS_OK)
+		goto out;
+	in_tx = true;
+	e = core_query(k, SQL_SCHEMA_HAS, STORE_VALS(SV_INT(version)), true);
+	if (e == CS_OK) {                 /* already there */
+		in_tx = false;
+		e = lite_commit((struct store_link *)k, NULL);
+		goto out;
+	}
+	if (e != CS_ENOENT)
+		goto out;
+	if (sqlite3_exec(k->cur->db, f->data, NULL, NULL, &msg) != SQLITE_OK) {
+		log_msg(LOG_ERROR, "migration %s failed: %s", f->name, msg ? msg : "?");
+		e = CS_EDB;
+		goto out;
+	}
+	if ((e = core_query(k, SQL_SCHEMA_INSERT, STORE_VALS(SV_INT(version),
+	    SV_INT((int64_t)time(NULL))), false)) != CS_OK)
+		goto out;
+	in_tx = false;
+	e = lite_commit((struct store_link *)k, NULL);
+out:
+	sqlite3_free(msg);
+	if (e != CS_OK)
+		lite_rollback((struct store_link *)k, in_tx);
+	return e;
+}
+
+/* SQLite always migrates, whatever the policy: one process owns the file. */
+static enum cs_err lite_schema_open(struct store_link *kk, enum store_schema_policy pol)
+{
+	struct lite_link *k = link_of(kk);
+	enum cs_err e;
+	char *msg = NULL;
+	int have = 0, known = store_migrations_known(embedded_migrations), prev = 0;
+
+	(void)pol;
+	if (sqlite3_exec(k->own.db, schema_version_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		log_msg(LOG_ERROR, "database: %s", msg ? msg : "cannot create schema_version");
+		sqlite3_free(msg);
+		return CS_EDB;
+	}
+	e = lite_schema_version(kk, &have);
+	if (e != CS_OK)
+		return e;
+	/* SECURITY: never run against a schema we do not understand; an older
+	 * binary could misread or damage it. */
+	if (have > known) {
+		log_msg(LOG_ERROR, "database schema version %d is newer than this "
+		    "consentd (knows %d); refusing to start", have, known);
+		return CS_ESCHEMA;
+	}
+	for (const struct embedded_file *f = embedded_migrations; f->name != NULL; f++) {
+		int v = store_migration_version(f->name);
+		if (v <= prev) {
+			log_msg(LOG_ERROR, "embedded migration %s is misnamed or out of order",
+			    f->name);
+			return CS_ESCHEMA;
+		}
+		prev = v;
+		if (v <= have)
+			continue;
+		e = migration_apply(k, v, f);
+		if (e != CS_OK)
+			return e;
+	}
+	return CS_OK;
+}
+
+/* --- checkpoints ------------------------------------------------------
+ * SQLite's automatic checkpoint would run inside the COMMIT of the batch that
+ * crossed its threshold, on the writer, while every other caller waits for
+ * the turn.  So the writer's is off, and a thread of its own copies the WAL
+ * back into the database (PASSIVE: it never blocks the writer nor a reader,
+ * and does what it can) whenever a COMMIT left STORE_CHECKPOINT_PAGES or more
+ * in the WAL. */
+
+/* The writer's WAL hook: the WAL's size after each COMMIT.  It runs inside
+ * batch_commit_locked's COMMIT, on the thread holding the turn, which alone
+ * reads wal_pages right after: no lock needed on this per-commit path. */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	(void)db;
+	(void)name;
+	struct writer *w = arg;
+	w->wal_pages = pages;
+	return SQLITE_OK;
+}
+
+static void *checkpointer(void *arg)
+{
+	struct lite_db *d = arg;
+	struct writer *w = &d->w;
+	struct conn_core k;
+	if (core_open(d->path, &k) != CS_OK)
+		return NULL;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->ckpt_wanted && !w->ckpt_stop)
+			pthread_cond_wait(&w->ckpt_cv, &w->mu);
+		if (w->ckpt_stop)
+			break;
+		w->ckpt_wanted = false;
+		pthread_mutex_unlock(&w->mu);
+		int rc = sqlite3_wal_checkpoint_v2(k.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+			log_msg(LOG_ERROR, "database checkpoint: %s", sqlite3_errmsg(k.db));
+		pthread_mutex_lock(&w->mu);
+		w->checkpoints++;
+	}
+	pthread_mutex_unlock(&w->mu);
+	core_close(&k);
+	return NULL;
+}
+
+/* The writer: its connection and the group commit's lock and conditions
+ * (the turn's wait is timed on the monotonic clock). */
+static enum cs_err writer_init(struct lite_db *d)
+{
+	struct writer *w = &d->w;
+	pthread_condattr_t ca;
+	int ok = 0;
+	if (pthread_condattr_init(&ca) != 0)
+		return CS_ENOMEM;
+	if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+	    pthread_mutex_init(&w->mu, NULL) == 0) {
+		ok = 1;
+		if (pthread_cond_init(&w->turn_cv, &ca) == 0) {
+			ok = 2;
+			if (pthread_cond_init(&w->done_cv, &ca) == 0) {
+				ok = 3;
+				if (pthread_cond_init(&w->ckpt_cv, &ca) == 0)
+					ok = 4;
+			}
+		}
+	}
+	pthread_condattr_destroy(&ca);
+	if (ok < 4) {
+		if (ok >= 3)
+			pthread_cond_destroy(&w->done_cv);
+		if (ok >= 2)
+			pthread_cond_destroy(&w->turn_cv);
+		if (ok >= 1)
+			pthread_mutex_destroy(&w->mu);
+		return CS_ENOMEM;
+	}
+	w->queue_max = STORE_WRITE_QUEUE_DEFAULT;
+	d->w_ok = true;
+	enum cs_err e = core_open(d->path, &w->core);
+	if (e != CS_OK)
+		return e;
+	sqlite3_wal_autocheckpoint(w->core.db, 0);
+	sqlite3_wal_hook(w->core.db, wal_hook, w);
+	if (pthread_create(&w->ckpt_thread, NULL, checkpointer, d) != 0)
+		return CS_ENOMEM;
+	w->ckpt_started = true;
+	return CS_OK;
+}
+
+/* --- the database ------------------------------------------------------ */
+
+/* Every connection is closed by now; the writer's queue drained (lite_stop). */
+static void lite_close(struct store_db *dd)
+{
+	struct lite_db *d = db_of(dd);
+	if (d == NULL)
+		return;
+	if (d->w_ok) {
+		if (d->w.ckpt_started) {
+			pthread_mutex_lock(&d->w.mu);
+			d->w.ckpt_stop = true;
+			pthread_cond_signal(&d->w.ckpt_cv);
+			pthread_mutex_unlock(&d->w.mu);
+			pthread_join(d->w.ckpt_thread, NULL);
+		}
+		core_close(&d->w.core);
+		pthread_cond_destroy(&d->w.turn_cv);
+		pthread_cond_destroy(&d->w.done_cv);
+		pthread_cond_destroy(&d->w.ckpt_cv);
+		pthread_mutex_destroy(&d->w.mu);
+	}
+	free(d->path);
+	free(d);
+}
+
+static enum cs_err lite_open(const char *path, const struct store_opts *o,
+    const struct store_publisher *pub, struct store_db **out)
+{
+	(void)o;                          /* the PostgreSQL options; SQLite always migrates */
+	struct lite_db *d = calloc(1, sizeof *d);
+	if (d == NULL)
+		return CS_ENOMEM;
+	d->pub = *pub;
+	enum cs_err e = CS_ENOMEM;
+	if ((d->path = strdup(path)) == NULL || (e = writer_init(d)) != CS_OK) {
+		lite_close((struct store_db *)d);
+		return e;
+	}
+	*out = (struct store_db *)d;
+	return CS_OK;
+}
+
+/* Any location that is not another engine's is a file path. */
+static bool lite_claims(const char *loc)
+{
+	(void)loc;
+	return true;
+}
+
+/* A [database] url names a server's database; a SQLite file is a path. */
+static enum cs_err lite_url_check(const char *url, char *why, size_t whylen)
+{
+	(void)url;
+	if (str_fmt(why, whylen, "is not a postgresql:// URL") != CS_OK)
+		why[0] = '\0';
+	return CS_ECONFIG;
+}
+
+/* One process owns the file: the caller's own in-process single flight is
+ * the whole of it. */
+static enum cs_err lite_flight_begin(struct store_link *k, const char *key)
+{
+	(void)k;
+	(void)key;
+	return CS_OK;
+}
+
+static void lite_flight_end(struct store_link *k)
+{
+	(void)k;
+}
+
+/* `consentd db copy` reads the calling thread's own connection. */
+static struct sqlite3 *lite_copy_source(struct store_link *k)
+{
+	return link_of(k)->own.db;
+}
+
+static enum cs_err lite_copy_in(struct store_link *k, struct sqlite3 *src,
+    struct store_copy_report *r)
+{
+	(void)k;
+	(void)src;
+	(void)r;
+	return CS_EINVAL;                 /* copies go from SQLite, never into it */
+}
+
+const struct store_backend store_backend_sqlite = {
+	.name = "sqlite",
+	.dialect = STORE_DIALECT_SQLITE,
+	.claims = lite_claims,
+	.url_check = lite_url_check,
+	.open = lite_open,
+	.schema_open = lite_schema_open,
+	.stop = lite_stop,
+	.close = lite_close,
+	.set_write_queue = lite_set_write_queue,
+	.writer_stats = lite_writer_stats,
+	.link_open = lite_link_open,
+	.link_close = lite_link_close,
+	.stmt = lite_stmt,
+	.stmt_done = lite_stmt_done,
+	.bind = lite_bind,
+	.step = lite_step,
+	.exec = lite_exec,
+	.changes = lite_changes,
+	.col_type = lite_col_type,
+	.col_int64 = lite_col_int64,
+	.col_bytes = lite_col_bytes,
+	.col_raw_blob = lite_col_raw_blob,
+	.col_raw_text = lite_col_raw_text,
+	.col_count = lite_col_count,
+	.col_name = lite_col_name,
+	.col_nomem = lite_col_nomem,
+	.begin = lite_begin,
+	.commit = lite_commit,
+	.rollback = lite_rollback,
+	.ping = lite_ping,
+	.schema_version = lite_schema_version,
+	.backup = lite_backup,
+	.flight_begin = lite_flight_begin,
+	.flight_end = lite_flight_end,
+	.copy_source = lite_copy_source,
+	.copy_in = lite_copy_in,
+};
