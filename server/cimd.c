@@ -95,13 +95,10 @@ static bool dot_segment(const char *s, size_t n)
 }
 
 /* Parses url by the rules of flags.  what names it in reasons ("client_id"). */
-static bool url_parse(const char *url, unsigned flags, const char *what, struct url_parts *p,
-    char *why, size_t whylen)
+/* The URL as text: not empty, at most CIMD_URL_MAX bytes, each one a URL's. */
+static bool url_text_ok(const char *url, const char *what, char *why, size_t whylen)
 {
-	const char *a, *end, *h, *he;
 	size_t n;
-
-	memset(p, 0, sizeof *p);
 	if (url == NULL || url[0] == '\0') {
 		say(why, whylen, "%s is empty", what);
 		return false;
@@ -116,19 +113,41 @@ static bool url_parse(const char *url, unsigned flags, const char *what, struct 
 			say(why, whylen, "%s holds a character a URL may not (byte %zu)", what, i);
 			return false;
 		}
-	if (strncmp(url, "https://", 8) == 0) {
-		p->https = true;
-		a = url + 8;
-		p->port = 443;
-	} else if ((flags & U_HTTP_LOOP) && strncmp(url, "http://", 7) == 0) {
-		a = url + 7;
-		p->port = 80;
-	} else {
-		say(why, whylen, "%s must begin with https://%s", what,
-		    (flags & U_HTTP_LOOP) ? " (or http:// to a loopback host)" : "");
+	return true;
+}
+
+/* The port after the host, from ':' at he to end (no leading zero, 1-65535). */
+static bool url_port(const char *he, const char *end, struct url_parts *p, const char *what,
+    char *why, size_t whylen)
+{
+	unsigned long port = 0;
+	const char *d = he + 1;
+	if (*he != ':' || d == end || end - d > 5 || *d == '0') {
+		say(why, whylen, "%s has a bad port", what);
 		return false;
 	}
-	end = a + strcspn(a, "/?#");
+	for (; d < end; d++) {
+		if (*d < '0' || *d > '9') {
+			say(why, whylen, "%s has a bad port", what);
+			return false;
+		}
+		port = port * 10 + (unsigned long)(*d - '0');
+	}
+	if (port == 0 || port > 65535) {
+		say(why, whylen, "%s has a bad port", what);
+		return false;
+	}
+	p->port = (uint16_t)port;
+	p->has_port = true;
+	return true;
+}
+
+/* The authority from a to end: no userinfo, a bracketed IPv6 literal or a
+ * registered name, then an optional port. */
+static bool url_authority(const char *a, const char *end, struct url_parts *p, const char *what,
+    char *why, size_t whylen)
+{
+	const char *h, *he;
 	if (memchr(a, '@', (size_t)(end - a)) != NULL) {
 		say(why, whylen, "%s must not contain userinfo (user@)", what);
 		return false;
@@ -163,34 +182,12 @@ static bool url_parse(const char *url, unsigned flags, const char *what, struct 
 		p->host = h;
 		p->hostlen = (size_t)(he - h);
 	}
-	if (he != end) {
-		unsigned long port = 0;
-		const char *d = he + 1;
-		if (*he != ':' || d == end || end - d > 5 || *d == '0') {
-			say(why, whylen, "%s has a bad port", what);
-			return false;
-		}
-		for (; d < end; d++) {
-			if (*d < '0' || *d > '9') {
-				say(why, whylen, "%s has a bad port", what);
-				return false;
-			}
-			port = port * 10 + (unsigned long)(*d - '0');
-		}
-		if (port == 0 || port > 65535) {
-			say(why, whylen, "%s has a bad port", what);
-			return false;
-		}
-		p->port = (uint16_t)port;
-		p->has_port = true;
-	}
-	if (*end != '/' && !(flags & U_PATH_OPT)) {
-		say(why, whylen, "%s must contain a path (https://host/path)", what);
-		return false;
-	}
-	p->path = end;
-	/* The path, segment by segment, up to a query or fragment. */
-	const char *s = end;
+	return he == end || url_port(he, end, p, what, why, whylen);
+}
+
+/* The path from s, segment by segment, then the query and fragment rules. */
+static bool url_rest(const char *s, unsigned flags, const char *what, char *why, size_t whylen)
+{
 	while (*s == '/') {
 		const char *seg = s + 1;
 		const char *se = seg + strcspn(seg, "/?#");
@@ -221,6 +218,36 @@ static bool url_parse(const char *url, unsigned flags, const char *what, struct 
 				return false;
 			}
 	return true;
+}
+
+static bool url_parse(const char *url, unsigned flags, const char *what, struct url_parts *p,
+    char *why, size_t whylen)
+{
+	const char *a, *end;
+	memset(p, 0, sizeof *p);
+	if (!url_text_ok(url, what, why, whylen))
+		return false;
+	if (strncmp(url, "https://", 8) == 0) {
+		p->https = true;
+		a = url + 8;
+		p->port = 443;
+	} else if ((flags & U_HTTP_LOOP) && strncmp(url, "http://", 7) == 0) {
+		a = url + 7;
+		p->port = 80;
+	} else {
+		say(why, whylen, "%s must begin with https://%s", what,
+		    (flags & U_HTTP_LOOP) ? " (or http:// to a loopback host)" : "");
+		return false;
+	}
+	end = a + strcspn(a, "/?#");
+	if (!url_authority(a, end, p, what, why, whylen))
+		return false;
+	if (*end != '/' && !(flags & U_PATH_OPT)) {
+		say(why, whylen, "%s must contain a path (https://host/path)", what);
+		return false;
+	}
+	p->path = end;
+	return url_rest(end, flags, what, why, whylen);
 }
 
 static bool host_is(const struct url_parts *p, const char *name)
