@@ -917,6 +917,79 @@ out:
 	return e;
 }
 
+/* What one pinned GET hands libcurl besides the request: its lists and the
+ * callbacks' state. */
+struct pinned_call {
+	CURLU              *u;
+	struct curl_slist  *hdrs, *resolve;
+	struct pinned_sink *sink;
+	struct hsink       *hs;
+	struct pinned_check *pc;
+};
+
+static bool pinned_setopts(CURL *h, const struct httpc_pinned_get *rq, const struct pinned_call *k)
+{
+	/* SECURITY: a handle of its own (no shared connection, DNS or TLS session
+	 * cache: a connection made for another caller, to an address nobody
+	 * checked, is never reused), the host pinned to the checked addresses,
+	 * https only, no proxy from the environment, no redirects, TLS verified,
+	 * the body capped, timeouts in milliseconds. */
+	if (curl_easy_setopt(h, CURLOPT_CURLU, k->u) != CURLE_OK ||
+#if LIBCURL_VERSION_NUM >= 0x075500
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK ||
+#else
+	    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTPS) != CURLE_OK ||
+#endif
+	    curl_easy_setopt(h, CURLOPT_RESOLVE, k->resolve) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, pinned_open_cb) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, k->pc) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_PROXY, "") != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, rq->connect_timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, rq->timeout_ms) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)rq->max_body) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, k->hdrs) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, pinned_write_cb) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, k->sink) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb) != CURLE_OK ||
+	    curl_easy_setopt(h, CURLOPT_HEADERDATA, k->hs) != CURLE_OK)
+		return false;
+	if (rq->error != NULL) {
+		rq->error[0] = '\0';
+		if (curl_easy_setopt(h, CURLOPT_ERRORBUFFER, rq->error) != CURLE_OK)
+			return false;
+	}
+	if (rq->extra_ca_file != NULL &&
+	    (curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, pinned_ssl_ctx_cb) != CURLE_OK ||
+	     curl_easy_setopt(h, CURLOPT_SSL_CTX_DATA, (void *)rq->extra_ca_file) != CURLE_OK))
+		return false;
+	return true;
+}
+
+/* What a finished pinned GET amounts to. */
+static enum cs_err pinned_outcome(CURLcode rc, const struct pinned_sink *sink,
+    const struct hsink *hs, const struct pinned_check *pc)
+{
+	if (sink->too_big || rc == CURLE_FILESIZE_EXCEEDED)
+		return CS_ETOOBIG;
+	if (sink->nomem || hs->nomem)
+		return CS_ENOMEM;
+	if (pc->refused)
+		return CS_EPERM;
+	if (rc == CURLE_OPERATION_TIMEDOUT)
+		return CS_EBUSY;
+	if (rc != CURLE_OK || !hs->final)
+		return CS_EIO;
+	return CS_OK;
+}
+
 enum cs_err httpc_get_pinned(const struct httpc_pinned_get *rq, struct httpc_reply *res)
 {
 	enum cs_err e = CS_EINVAL;
@@ -928,6 +1001,7 @@ enum cs_err httpc_get_pinned(const struct httpc_pinned_get *rq, struct httpc_rep
 	struct pinned_sink sink = { NULL, 0, false, false };
 	struct pinned_check pc = { rq, false };
 	char *scheme = NULL;
+	struct pinned_call k;
 	CURLcode rc;
 
 	if (res == NULL)
@@ -957,68 +1031,12 @@ enum cs_err httpc_get_pinned(const struct httpc_pinned_get *rq, struct httpc_rep
 	    (resolve = curl_slist_append(NULL, line.data)) == NULL)
 		goto out;
 	e = CS_EIO;
-	/* SECURITY: a handle of its own (no shared connection, DNS or TLS session
-	 * cache: a connection made for another caller, to an address nobody
-	 * checked, is never reused), the host pinned to the checked addresses,
-	 * https only, no proxy from the environment, no redirects, TLS verified,
-	 * the body capped, timeouts in milliseconds. */
-	if (curl_easy_setopt(h, CURLOPT_CURLU, u) != CURLE_OK ||
-#if LIBCURL_VERSION_NUM >= 0x075500
-	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK ||
-#else
-	    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTPS) != CURLE_OK ||
-#endif
-	    curl_easy_setopt(h, CURLOPT_RESOLVE, resolve) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, pinned_open_cb) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &pc) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_PROXY, "") != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, rq->connect_timeout_ms) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, rq->timeout_ms) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)rq->max_body) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, pinned_write_cb) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb) != CURLE_OK ||
-	    curl_easy_setopt(h, CURLOPT_HEADERDATA, &hs) != CURLE_OK)
-		goto out;
-	if (rq->error != NULL) {
-		rq->error[0] = '\0';
-		if (curl_easy_setopt(h, CURLOPT_ERRORBUFFER, rq->error) != CURLE_OK)
-			goto out;
-	}
-	if (rq->extra_ca_file != NULL &&
-	    (curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, pinned_ssl_ctx_cb) != CURLE_OK ||
-	     curl_easy_setopt(h, CURLOPT_SSL_CTX_DATA, (void *)rq->extra_ca_file) != CURLE_OK))
+	k = (struct pinned_call){ u, hdrs, resolve, &sink, &hs, &pc };
+	if (!pinned_setopts(h, rq, &k))
 		goto out;
 	rc = curl_easy_perform(h);
-	if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
-		e = CS_ETOOBIG;
+	if ((e = pinned_outcome(rc, &sink, &hs, &pc)) != CS_OK)
 		goto out;
-	}
-	if (sink.nomem || hs.nomem) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	if (pc.refused) {
-		e = CS_EPERM;
-		goto out;
-	}
-	if (rc == CURLE_OPERATION_TIMEDOUT) {
-		e = CS_EBUSY;
-		goto out;
-	}
-	if (rc != CURLE_OK || !hs.final) {
-		e = CS_EIO;
-		goto out;
-	}
 	if (res->body.data == NULL && (e = body_append(&res->body, "", 0)) != CS_OK)
 		goto out;
 	e = CS_OK;
