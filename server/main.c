@@ -142,13 +142,78 @@ out:
 	return rc;
 }
 
+/* The start's log lines: where consentd listens, with what, and the warnings
+ * a deployment must see. */
+static void log_listening(struct app *app, const struct config *cfg)
+{
+	const struct keyring *kr = app_keys_get(app);
+	if (cfg->metrics_listen_host != NULL)
+		log_msg(LOG_INFO, "metrics listening on %s:%u (GET /metrics only, no authentication)",
+		    cfg->metrics_listen_host, (unsigned)cfg->metrics_listen_port);
+	log_msg(LOG_INFO, "consentd %s listening on %s:%u, public URL %s, %u threads, "
+	    "schema %d, signing key %s, log level %s", CONSENTD_VERSION, cfg->listen_host,
+	    (unsigned)cfg->listen_port, cfg->public_url, cfg->threads,
+	    store_schema_known(), keyring_signing_kid(kr) ? keyring_signing_kid(kr) : "-",
+	    log_level_name(cfg->log_level));
+	app_keys_put(app);
+	/* A warning where the configuration looks deployed (an https public URL). */
+	if (cfg->development)
+		log_msg(cfg->public_url_is_https ? LOG_WARN : LOG_INFO, "[server] development = true: "
+		    "placeholder secrets and documentation hosts are allowed; never deploy this "
+		    "configuration");
+}
+
+/* Runs until SIGINT or SIGTERM (returned): SIGHUP reopens the log and reloads
+ * the keys, which are also reloaded every KEY_RELOAD_SECONDS; the audit head
+ * is checked every AUDIT_HEAD_SECONDS. */
+static int run_until_signal(struct app *app, const sigset_t *set)
+{
+	int64_t last_reload, last_head;
+	int sig;
+	last_reload = last_head = app_now();
+	for (;;) {
+		struct timespec ts = { 1, 0 };
+		sig = sigtimedwait(set, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM)
+			return sig;
+		/* SIGHUP: logrotate moved the log file; the next lines go to a new one
+		 * (on failure the old stream stays and says why). */
+		if (sig == SIGHUP && log_reopen() == CS_OK)
+			log_msg(LOG_INFO, "log reopened (SIGHUP)");
+		if (sig == SIGHUP || app_now() - last_reload >= KEY_RELOAD_SECONDS) {
+			if (app_reload_keys(app, app_now()) != CS_OK)
+				log_msg(LOG_ERROR, "key reload failed; keeping the current keys");
+			last_reload = app_now();
+		}
+		if (app_now() - last_head >= AUDIT_HEAD_SECONDS) {
+			check_audit_head(app);
+			last_head = app_now();
+		}
+	}
+}
+
+/* Orderly stop: refuse new connections, let in-flight requests finish (up
+ * to DRAIN_SECONDS).  A second signal ends the process at once. */
+static void drain(struct http_server *srv, const sigset_t *set, int sig)
+{
+	log_msg(LOG_INFO, "stopping (signal %d); a second signal exits at once", sig);
+	http_quiesce(srv);
+	for (int waited = 0; waited < DRAIN_SECONDS * 10 && http_in_flight(srv) > 0; waited++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		int s2 = sigtimedwait(set, NULL, &ts);
+		if (s2 == SIGINT || s2 == SIGTERM) {
+			log_msg(LOG_WARN, "second signal, exiting now");
+			_exit(2);
+		}
+	}
+}
+
 static int serve(const struct config *cfg)
 {
 	struct app app;
 	struct http_server *srv = NULL;
 	sigset_t set;
-	int rc = 1, sig;
-	int64_t last_reload, last_head;
+	int rc = 1;
 
 	/* Block the signals before any thread starts so that every worker
 	 * inherits the mask and only this thread receives them. */
@@ -193,57 +258,9 @@ static int serve(const struct config *cfg)
 		goto out;
 	if (http_start(&app, &srv) != CS_OK)
 		goto out;
-	if (cfg->metrics_listen_host != NULL)
-		log_msg(LOG_INFO, "metrics listening on %s:%u (GET /metrics only, no authentication)",
-		    cfg->metrics_listen_host, (unsigned)cfg->metrics_listen_port);
-	{
-		const struct keyring *kr = app_keys_get(&app);
-		log_msg(LOG_INFO, "consentd %s listening on %s:%u, public URL %s, %u threads, "
-		    "schema %d, signing key %s, log level %s", CONSENTD_VERSION, cfg->listen_host,
-		    (unsigned)cfg->listen_port, cfg->public_url, cfg->threads,
-		    store_schema_known(), keyring_signing_kid(kr) ? keyring_signing_kid(kr) : "-",
-		    log_level_name(cfg->log_level));
-		app_keys_put(&app);
-	}
-	/* A warning where the configuration looks deployed (an https public URL). */
-	if (cfg->development)
-		log_msg(cfg->public_url_is_https ? LOG_WARN : LOG_INFO, "[server] development = true: "
-		    "placeholder secrets and documentation hosts are allowed; never deploy this "
-		    "configuration");
+	log_listening(&app, cfg);
 	log_started();
-	last_reload = last_head = app_now();
-	for (;;) {
-		struct timespec ts = { 1, 0 };
-		sig = sigtimedwait(&set, NULL, &ts);
-		if (sig == SIGINT || sig == SIGTERM)
-			break;
-		/* SIGHUP: logrotate moved the log file; the next lines go to a new one
-		 * (on failure the old stream stays and says why). */
-		if (sig == SIGHUP && log_reopen() == CS_OK)
-			log_msg(LOG_INFO, "log reopened (SIGHUP)");
-		if (sig == SIGHUP || app_now() - last_reload >= KEY_RELOAD_SECONDS) {
-			if (app_reload_keys(&app, app_now()) != CS_OK)
-				log_msg(LOG_ERROR, "key reload failed; keeping the current keys");
-			last_reload = app_now();
-		}
-		if (app_now() - last_head >= AUDIT_HEAD_SECONDS) {
-			check_audit_head(&app);
-			last_head = app_now();
-		}
-	}
-
-	/* Orderly stop: refuse new connections, let in-flight requests finish,
-	 * then close.  A second signal ends the process at once. */
-	log_msg(LOG_INFO, "stopping (signal %d); a second signal exits at once", sig);
-	http_quiesce(srv);
-	for (int waited = 0; waited < DRAIN_SECONDS * 10 && http_in_flight(srv) > 0; waited++) {
-		struct timespec ts = { 0, 100 * 1000 * 1000 };
-		int s2 = sigtimedwait(&set, NULL, &ts);
-		if (s2 == SIGINT || s2 == SIGTERM) {
-			log_msg(LOG_WARN, "second signal, exiting now");
-			_exit(2);
-		}
-	}
+	drain(srv, &set, run_until_signal(&app, &set));
 	rc = 0;
 out:
 	http_stop(srv);
