@@ -99,6 +99,13 @@ struct consent_answer {              /* release with consent_answer_clear() */
 	int64_t denied_until;            /* CONSENT_DENIED: when a new request may be made */
 };
 void consent_answer_clear(struct consent_answer *a);
+/* The error_description for an answer that is not a grant: what the gateway
+ * should do next (send the person to consent_uri, poll again in N s, when a
+ * denied request may be asked again, ...), including whether the call's new
+ * scopes joined the pending request or its new reason was not taken.  Fixed
+ * words and numbers only, never anything the gateway sent. */
+enum cs_err consent_answer_description(const struct consent_answer *a, char *out,
+    size_t outlen) CS_MUST_CHECK;   /* CS_ETOOBIG (out "") when outlen is too small */
 
 /* One token-exchange call (flow A): who asks for whom, and for what. */
 struct consent_ask {

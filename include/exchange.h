@@ -15,8 +15,19 @@
 #include "cs_err.h"
 #include "grant.h"
 #include "jwt.h"
+#include "oidc.h"
 #include "store.h"
 #include "vault.h"
+
+#define URN_TOKEN_EXCHANGE "urn:ietf:params:oauth:grant-type:token-exchange"
+#define URN_TT_ID_TOKEN "urn:ietf:params:oauth:token-type:id_token"
+#define URN_TT_ACCESS_TOKEN "urn:ietf:params:oauth:token-type:access_token"
+#define URN_TT_JWT "urn:ietf:params:oauth:token-type:jwt"
+#define EXCHANGE_REASON_MAX_CHARS 200
+/* The rule a refused reason is answered with (invalid_request). */
+#define EXCHANGE_REASON_RULE "reason: at most 200 characters, no control characters"
+/* An error_description this module writes fits in this many bytes. */
+#define EXCHANGE_DESCRIPTION_MAX 400
 
 enum exchange_outcome {
 	EXCHANGE_RELEASED = 0,        /* the provider token is in out->tok */
@@ -44,6 +55,11 @@ struct exchange_release {         /* release with exchange_release_clear() (wipe
 	                                    * (CS_ECRYPTO: the record does not open) came from it */
 };
 void exchange_release_clear(struct exchange_release *r);
+/* The error_description /token answers r->outcome with (flow D; the proxy
+ * words its own for its 401 and 403 answers).  Fixed words, or r->why for
+ * EXCHANGE_BAD_DETAILS; "" for EXCHANGE_RELEASED and EXCHANGE_APPROVAL (the
+ * approval answer has its own). */
+const char *exchange_outcome_description(const struct exchange_release *r);
 
 /* One release of a provider token for action act of live consent k. */
 struct exchange_release_req {
@@ -120,6 +136,11 @@ struct exchange_grant {           /* release with exchange_grant_clear() (wipes)
 	struct grant_response grant;
 };
 void exchange_grant_clear(struct exchange_grant *g);
+/* The error_description for a flow A outcome that is not a grant:
+ * consent_answer_description for EXCHANGE_NO_GRANT, fixed words for the
+ * others.  CS_ETOOBIG (out "") when outlen is too small. */
+enum cs_err exchange_grant_description(const struct exchange_grant *g, char *out,
+    size_t outlen) CS_MUST_CHECK;
 
 /* consent_exchange's state machine, and for a live consent a grant
  * (grant_issue; a refresh family when the consent and the agent are offline),
@@ -128,6 +149,55 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
     const struct exchange_grant_req *rq, struct exchange_grant *out) CS_MUST_CHECK;
 
 /* --- what the gateway names: the checks before an exchange ------------- */
+
+/* Flow A's subject: the person, from the subject token the gateway sent,
+ * checked against the upstream IdP only -- a token consentd issued is never
+ * accepted as a subject. */
+enum exchange_subject_outcome {
+	EXCHANGE_SUBJECT_OK = 0,          /* out->claims, out->sub */
+	EXCHANGE_SUBJECT_NO_TOKEN,        /* subject_token is missing */
+	EXCHANGE_SUBJECT_NO_TYPE,         /* subject_token_type is missing */
+	EXCHANGE_SUBJECT_TYPE_REFUSED,    /* not one of [gateway] subject_token_types */
+	EXCHANGE_SUBJECT_IDP_UNREACHED,   /* the IdP's metadata is not known yet: retry */
+	EXCHANGE_SUBJECT_INVALID,         /* the IdP's checks refused it: out->why names the check */
+	EXCHANGE_SUBJECT_OWN_GRANT,       /* refused, and it is a consentd grant (exchange_subject_ours) */
+	EXCHANGE_SUBJECT_NO_CLAIM,        /* no usable [oidc] subject_claim */
+	EXCHANGE_SUBJECT__MAX
+};
+
+struct exchange_subject {         /* release with exchange_subject_clear() */
+	enum exchange_subject_outcome outcome;
+	json_t *claims;                   /* the token's claims, once the IdP's checks passed */
+	const char *sub;                  /* OK: the person's subject, in claims */
+	char why[128];                    /* INVALID */
+};
+void exchange_subject_clear(struct exchange_subject *s);   /* NULL-safe */
+
+/* In this order: both present, the type one of [gateway] subject_token_types,
+ * the IdP's metadata known, oidc_validate with the IdP's keys, issuer and
+ * [gateway] subject_audiences (its cache), then the subject claim: a string of
+ * 1 to 255 bytes.  NULL for what was not sent.  out->outcome says which
+ * check refused; an error only when it could not be judged. */
+enum cs_err exchange_subject(const struct config *cfg, struct oidc_provider *idp,
+    const char *type, const char *token, int64_t now, struct exchange_subject *out) CS_MUST_CHECK;
+/* For a subject token the IdP refused (EXCHANGE_SUBJECT_INVALID): when it
+ * verifies with kr as a grant consentd signed, the outcome becomes
+ * EXCHANGE_SUBJECT_OWN_GRANT (it was sent as a subject by mistake, or on
+ * purpose).  Any other outcome is left alone.  Apart from exchange_subject so
+ * that the caller holds kr only for this check: cheap for a token that cannot
+ * be ours (jwt_verify refuses another alg, typ or kid before any signature). */
+void exchange_subject_ours(const struct keyring *kr, const char *token,
+    struct exchange_subject *s);
+/* The error_description of a refused subject: names the check that failed
+ * (the accepted types, the IdP's reason, the claim).  CS_ETOOBIG (out "")
+ * when outlen is too small. */
+enum cs_err exchange_subject_description(const struct config *cfg,
+    const struct exchange_subject *s, char *out, size_t outlen) CS_MUST_CHECK;
+
+/* NULL when the agent's reason (valid UTF-8, or NULL) is acceptable: at most
+ * EXCHANGE_REASON_MAX_CHARS characters and no control character (C0, DEL,
+ * C1); otherwise EXCHANGE_REASON_RULE. */
+const char *exchange_reason_problem(const char *reason);
 
 /* Flow A's target: the resource (by name, audience, or URI, resource; both
  * must agree), the agent, and the scopes asked for. */
@@ -156,6 +226,10 @@ struct exchange_target {          /* release with exchange_target_clear() */
 	const char *scope;                /* SCOPE_UNKNOWN, SCOPE_DENIED: the scope (in want) */
 };
 void exchange_target_clear(struct exchange_target *t);   /* NULL-safe */
+/* The error_description of a refused target: the check, and the scope,
+ * resource and agent it names.  CS_ETOOBIG (out "") when outlen is too small. */
+enum cs_err exchange_target_description(const struct exchange_target *t, char *out,
+    size_t outlen) CS_MUST_CHECK;
 
 /* Checks what a grant exchange names, in this order: the resource (audience,
  * resource; at least one), the agent, the scopes -- and invariant 7:
@@ -182,5 +256,7 @@ enum exchange_action_outcome {
 enum exchange_action_outcome exchange_action(const struct config *cfg, struct vault *vault,
     const struct consent *k, const char *action, const struct config_resource **res,
     const struct config_action **act);
+/* The error_description of a refused action (fixed words). */
+const char *exchange_action_description(enum exchange_action_outcome o);
 
 #endif

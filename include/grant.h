@@ -68,6 +68,13 @@ enum grant_refresh_outcome {
 	GRANT_REFRESH__MAX
 };
 
+/* The error_description of a refused refresh (fixed words): a gateway tells
+ * theft (reuse detection) from an expiry or a revocation by it.  Only a token
+ * consentd knows (by its hash) is told more than "unknown".  Not for
+ * GRANT_REFRESHED or GRANT_REFRESH_WRONG_KEY (a DPoP refusal, worded by
+ * whether a proof came). */
+const char *grant_refresh_outcome_description(enum grant_refresh_outcome oc);
+
 /* The token must be current (unused, unrevoked) and its consent live.  It is
  * used up and replaced by a new one of the same family together with a new
  * grant (same transaction).  A used token presented again revokes its whole

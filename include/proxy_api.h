@@ -25,7 +25,7 @@ void proxy_headers_clear(struct proxy_headers *h);   /* NULL-safe */
  * Nothing else of req is ever forwarded (Authorization, Cookie,
  * Consentd-Grant, hop-by-hop headers).  CS_EINVAL for a NULL token, or a
  * token or forwarded value holding CR or LF (as httpc would refuse).  *out written only on CS_OK.  No I/O. */
-enum cs_err proxy_upstream_headers(const struct http_request *req, const char *token, bool body,
+enum cs_err proxy_api_upstream_headers(const struct http_request *req, const char *token, bool body,
     struct proxy_headers *out) CS_MUST_CHECK;
 
 /* Where the gateway put the grant it presents at /proxy. */
@@ -46,11 +46,11 @@ enum proxy_grant_via {
  * credential that is not a token68.  *grant points into the header it came
  * from, written for HEADER, DPOP and BEARER.  Checks no length and no
  * signature; no I/O. */
-enum proxy_grant_via proxy_grant_presented(const char *authorization, const char *consentd_grant,
+enum proxy_grant_via proxy_api_grant_via(const char *authorization, const char *consentd_grant,
     const char **grant, const char **why);
 
 /* The proxy routes' grant presenter (grant_api_gate runs the check): the
- * grant the gateway presents (proxy_grant_presented; Consentd-Grant when the
+ * grant the gateway presents (proxy_api_grant_via; Consentd-Grant when the
  * gateway authenticates by Basic), at most 16 KiB, for the path's resource,
  * with the request's forwarded headers free of CR and LF.  *ok false: rep
  * holds the refusal (401 invalid_token with a Bearer or DPoP challenge, 400

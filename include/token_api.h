@@ -6,18 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "client_auth_api.h"
+#include "exchange.h"
 #include "grant_api.h"
 #include "http.h"
-
-#define URN_TOKEN_EXCHANGE "urn:ietf:params:oauth:grant-type:token-exchange"
-#define URN_TT_ID_TOKEN "urn:ietf:params:oauth:token-type:id_token"
-#define URN_TT_ACCESS_TOKEN "urn:ietf:params:oauth:token-type:access_token"
-#define URN_TT_JWT "urn:ietf:params:oauth:token-type:jwt"
-#define AGENT_REASON_MAX_CHARS 200
-/* The rule a refused reason is answered with (invalid_request). */
-#define TOKEN_REASON_RULE "reason: at most 200 characters, no control characters"
-
-struct consent_answer;
 
 /* /token's parameters by position in its route (routes.c), after client
  * authentication's (client_auth_api.h), which every gateway form route
@@ -43,18 +34,6 @@ enum token_api_token_param {
 	TOKEN_P_TOKEN_TYPE_HINT,
 	TOKEN_P_TOKEN__MAX
 };
-
-/* NULL when the agent's reason (valid UTF-8, or NULL) is acceptable: at most
- * AGENT_REASON_MAX_CHARS characters and no control character (C0, DEL, C1);
- * otherwise TOKEN_REASON_RULE. */
-const char *token_reason_problem(const char *reason);
-/* The error_description for a flow A answer that is not a grant: what the
- * gateway should do next (send the person to consent_uri, poll again in N s,
- * when a denied request may be asked again, ...), including whether the call's
- * new scopes joined the pending request or its new reason was not taken.
- * Fixed words and numbers only, never anything the gateway sent. */
-enum cs_err token_consent_description(const struct consent_answer *a, char *out,
-    size_t outlen) CS_MUST_CHECK;   /* CS_ETOOBIG (out "") when outlen is too small */
 
 /* /token's grant presenter (grant_api_gate runs the check): a provider-token
  * exchange (grant_type token-exchange, requested_token_type access_token)

@@ -5,6 +5,7 @@
  * entries; it must never let anyone but a consent's person end it as theirs. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/rand.h>
 
@@ -77,6 +78,60 @@ void consent_answer_clear(struct consent_answer *a)
 	scope_set_clear(&a->grant_scopes);
 	free(a->request_id);
 	memset(a, 0, sizeof *a);
+}
+
+/* t as UTC time ("2006-01-02T15:04:05Z"), or "" when it cannot be shown. */
+static void utc_time(int64_t t, char *out, size_t outlen)
+{
+	struct tm tm;
+	time_t tt = (time_t)t;
+	if (outlen == 0)
+		return;
+	out[0] = '\0';
+	if ((int64_t)tt == t && gmtime_r(&tt, &tm) != NULL)
+		strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+enum cs_err consent_answer_description(const struct consent_answer *a, char *out, size_t outlen)
+{
+	static const char kept[] = "; the pending request keeps the reason the person sees (a new "
+	    "reason is shown only with new scopes, or in the next request)";
+	char when[32];
+	long long iv = (long long)a->interval;
+	switch (a->outcome) {
+	case CONSENT_REQUIRED:
+		if (a->reconnect)
+			return str_fmt(out, outlen, "the consent's provider connection must be made "
+			    "again: send the person to consent_uri, then poll every %lld s", iv);
+		if (a->merged)
+			return str_fmt(out, outlen, "the request was updated: the pending request now "
+			    "also asks for the new scopes; the person decides on it at consent_uri (poll "
+			    "every %lld s)", iv);
+		return str_fmt(out, outlen, "the person has not consented: send them to consent_uri, "
+		    "then poll every %lld s", iv);
+	case CONSENT_PENDING:
+		return str_fmt(out, outlen, "the person has not decided yet; poll again in %lld s%s",
+		    iv, a->reason_kept ? kept : "");
+	case CONSENT_SLOW_DOWN:
+		return str_fmt(out, outlen, "polled faster than the interval: wait %lld s between "
+		    "calls from now on%s", iv, a->reason_kept ? kept : "");
+	case CONSENT_DENIED:
+		utc_time(a->denied_until, when, sizeof when);
+		return str_fmt(out, outlen, "the person denied this request; a new request can be "
+		    "made from %s", when[0] ? when : "the end of [consent] deny_cooldown");
+	case CONSENT_EXPIRED:
+		return str_fmt(out, outlen, "the consent request expired before the person decided; "
+		    "the next call starts a new one");
+	case CONSENT_TOO_MANY:
+		if (a->rate_limited)
+			return str_fmt(out, outlen, "rate limit exceeded: the person limit ([limits] "
+			    "person_rate) refused a new consent request for this person; retry after "
+			    "%lld s", (long long)(a->retry_after > 0 ? a->retry_after : 1));
+		return str_fmt(out, outlen, "this person has too many pending requests; retry after "
+		    "%lld s", (long long)(a->retry_after > 0 ? a->retry_after : 1));
+	default:
+		return str_fmt(out, outlen, "the consent was found");
+	}
 }
 
 void consent_list_free(struct consent *v, size_t n)

@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "exchange.h"
 #include "jcs.h"
+#include "scope.h"
 
 void exchange_release_clear(struct exchange_release *r)
 {
@@ -26,6 +27,45 @@ void exchange_grant_clear(struct exchange_grant *g)
 	consent_answer_clear(&g->answer);
 	grant_response_clear(&g->grant);
 	memset(g, 0, sizeof *g);
+}
+
+const char *exchange_outcome_description(const struct exchange_release *r)
+{
+	switch (r->outcome) {
+	case EXCHANGE_CONSENT_ENDED:
+		return "the grant's consent has ended";
+	case EXCHANGE_APPROVAL_USED:
+		return "this approval was already used or is no longer valid";
+	case EXCHANGE_CONNECTION_GONE:
+		return "the provider connection is gone; ask for consent again to reconnect";
+	case EXCHANGE_PROVIDER_DOWN:
+		return "the provider could not be reached to refresh the token";
+	case EXCHANGE_SCOPE_ESCALATION:
+		return "the action's scope is not in the grant";
+	case EXCHANGE_PROXY_ONLY:
+		return "this resource's tokens are used only by consentd's proxy";
+	case EXCHANGE_BAD_DETAILS:
+		return r->why;
+	case EXCHANGE_DETAILS_NEEDED:
+		return "this action needs a person's approval: send authorization_details";
+	default:
+		return "";
+	}
+}
+
+enum cs_err exchange_grant_description(const struct exchange_grant *g, char *out, size_t outlen)
+{
+	switch (g->outcome) {
+	case EXCHANGE_NO_GRANT:
+		return consent_answer_description(&g->answer, out, outlen);
+	case EXCHANGE_TOO_MANY_SCOPES:
+		return str_fmt(out, outlen, "together with the scopes already asked for, this is more "
+		    "than %d scopes", CONSENT_MAX_SCOPES);
+	case EXCHANGE_GRANT_ENDED:
+		return str_fmt(out, outlen, "the consent ended just now (revoked or expired); ask again");
+	default:
+		return str_fmt(out, outlen, "the grant was issued");
+	}
 }
 
 /* --- the approval gate ------------------------------------------------- */
@@ -192,14 +232,131 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
 	return e;
 }
 
-/* --- what the gateway names ---------------------------------------------- */
-
 void exchange_target_clear(struct exchange_target *t)
 {
 	if (t == NULL)
 		return;
 	scope_set_clear(&t->want);
 	memset(t, 0, sizeof *t);
+}
+
+/* --- flow A's subject -------------------------------------------------- */
+
+void exchange_subject_clear(struct exchange_subject *s)
+{
+	if (s == NULL)
+		return;
+	json_decref(s->claims);
+	memset(s, 0, sizeof *s);
+}
+
+/* Whether urn names a type [oidc] subject_token_types accepts. */
+static bool subject_type_allowed(const struct config *cfg, const char *urn)
+{
+	const char *name = strcmp(urn, URN_TT_ID_TOKEN) == 0 ? "id_token" :
+	    strcmp(urn, URN_TT_ACCESS_TOKEN) == 0 ? "access_token" :
+	    strcmp(urn, URN_TT_JWT) == 0 ? "jwt" : NULL;
+	for (size_t i = 0; name != NULL && i < cfg->nsubject_token_types; i++)
+		if (strcmp(cfg->subject_token_types[i], name) == 0)
+			return true;
+	return false;
+}
+
+enum cs_err exchange_subject(const struct config *cfg, struct oidc_provider *idp,
+    const char *type, const char *token, int64_t now, struct exchange_subject *out)
+{
+	memset(out, 0, sizeof *out);
+	if (token == NULL || type == NULL) {
+		out->outcome = token == NULL ? EXCHANGE_SUBJECT_NO_TOKEN : EXCHANGE_SUBJECT_NO_TYPE;
+		return CS_OK;
+	}
+	if (!subject_type_allowed(cfg, type)) {
+		out->outcome = EXCHANGE_SUBJECT_TYPE_REFUSED;
+		return CS_OK;
+	}
+	if (oidc_meta(idp) == NULL) {
+		out->outcome = EXCHANGE_SUBJECT_IDP_UNREACHED;
+		return CS_OK;
+	}
+	/* SECURITY: only the upstream IdP's keys, issuer and audiences count; a
+	 * consentd grant (our iss, our keys) can never pass this. */
+	struct oidc_expect ex = { .audiences = (const char *const *)cfg->subject_audiences,
+		.naudiences = cfg->nsubject_audiences, .now = now, .max_age = -1, .cache = true };
+	if (oidc_validate(idp, token, &ex, &out->claims, out->why, sizeof out->why) != CS_OK) {
+		out->outcome = EXCHANGE_SUBJECT_INVALID;
+		return CS_OK;
+	}
+	json_t *s = json_object_get(out->claims, cfg->oidc_subject_claim);
+	if (!json_is_string(s) || json_string_length(s) == 0 || json_string_length(s) > 255) {
+		out->outcome = EXCHANGE_SUBJECT_NO_CLAIM;
+		return CS_OK;
+	}
+	out->sub = json_string_value(s);
+	return CS_OK;
+}
+
+void exchange_subject_ours(const struct keyring *kr, const char *token, struct exchange_subject *s)
+{
+	json_t *cl = NULL;
+	if (s->outcome == EXCHANGE_SUBJECT_INVALID && kr != NULL && token != NULL &&
+	    jwt_verify(kr, "at+jwt", token, &cl) == CS_OK)
+		s->outcome = EXCHANGE_SUBJECT_OWN_GRANT;
+	json_decref(cl);
+}
+
+enum cs_err exchange_subject_description(const struct config *cfg,
+    const struct exchange_subject *s, char *out, size_t outlen)
+{
+	struct buf types;
+	enum cs_err e = CS_OK;
+	switch (s->outcome) {
+	case EXCHANGE_SUBJECT_NO_TOKEN:
+		return str_fmt(out, outlen, "subject_token is missing");
+	case EXCHANGE_SUBJECT_NO_TYPE:
+		return str_fmt(out, outlen, "subject_token_type is missing");
+	case EXCHANGE_SUBJECT_TYPE_REFUSED:
+		buf_init(&types, 64);
+		for (size_t i = 0; i < cfg->nsubject_token_types && e == CS_OK; i++)
+			e = buf_printf(&types, "%s%s", i ? ", " : "", cfg->subject_token_types[i]);
+		if (e == CS_OK)
+			e = str_fmt(out, outlen, "subject_token_type is not one this consentd accepts "
+			    "(urn:ietf:params:oauth:token-type: %s)", types.data ? types.data : "");
+		buf_clear(&types);
+		return e;
+	case EXCHANGE_SUBJECT_IDP_UNREACHED:
+		return str_fmt(out, outlen, "consentd has not reached its IdP yet, so it cannot check "
+		    "the subject token; retry");
+	/* RFC 8693 §2.2.2: invalid_request, naming the check that failed. */
+	case EXCHANGE_SUBJECT_INVALID:
+		return str_fmt(out, outlen, "subject token %s", s->why);
+	case EXCHANGE_SUBJECT_OWN_GRANT:
+		return str_fmt(out, outlen, "the subject token is a consentd grant; send the person's "
+		    "token from the IdP");
+	case EXCHANGE_SUBJECT_NO_CLAIM:
+		return str_fmt(out, outlen, "the subject token has no usable %s claim (a string of 1 to "
+		    "255 bytes; [oidc] subject_claim)", cfg->oidc_subject_claim);
+	default:
+		return str_fmt(out, outlen, "the subject token was accepted");
+	}
+}
+
+/* --- what the gateway names ---------------------------------------------- */
+
+const char *exchange_reason_problem(const char *reason)
+{
+	const unsigned char *p = (const unsigned char *)reason;
+	size_t chars = 0;
+	if (reason == NULL)
+		return NULL;
+	for (; *p; p++) {
+		/* C0 and DEL; C1 (U+0080..U+009F) is 0xC2 0x80..0x9F in UTF-8 (the
+		 * router let only valid UTF-8 through). */
+		if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+			return EXCHANGE_REASON_RULE;
+		if ((*p & 0xc0) != 0x80)
+			chars++;
+	}
+	return chars > EXCHANGE_REASON_MAX_CHARS ? EXCHANGE_REASON_RULE : NULL;
 }
 
 /* Whether agent a is allowed scope of resource ([agent.X] allow = resource:scope). */
@@ -265,6 +422,38 @@ enum cs_err exchange_target(const struct config *cfg, const char *audience,
 	return CS_OK;
 }
 
+enum cs_err exchange_target_description(const struct exchange_target *t, char *out, size_t outlen)
+{
+	const char *r = t->res != NULL ? t->res->id : "", *a = t->agent != NULL ? t->agent->id : "";
+	switch (t->outcome) {
+	case EXCHANGE_TARGET_NO_RESOURCE:
+		return str_fmt(out, outlen, "the resource is missing: name it with audience or resource");
+	case EXCHANGE_TARGET_UNKNOWN_AUDIENCE:
+		return str_fmt(out, outlen, "audience names no configured resource");
+	case EXCHANGE_TARGET_UNKNOWN_URI:
+		return str_fmt(out, outlen, "resource is not the URI of a configured resource");
+	case EXCHANGE_TARGET_DISAGREE:
+		return str_fmt(out, outlen, "audience and resource name different resources");
+	case EXCHANGE_TARGET_NO_AGENT:
+		return str_fmt(out, outlen, "agent_id is missing");
+	case EXCHANGE_TARGET_UNKNOWN_AGENT:
+		return str_fmt(out, outlen, "agent_id names no configured agent");
+	case EXCHANGE_TARGET_NO_SCOPE:
+		return str_fmt(out, outlen, "scope is missing");
+	case EXCHANGE_TARGET_BAD_SCOPE:
+		return str_fmt(out, outlen, "scope is malformed: at most %d distinct scopes of at most "
+		    "%d characters, separated by single spaces", CONSENT_MAX_SCOPES, SCOPE_TOKEN_MAX);
+	/* The scope is named: scope_set_parse let only printable ASCII through. */
+	case EXCHANGE_TARGET_SCOPE_UNKNOWN:
+		return str_fmt(out, outlen, "scope %s is not configured for resource %s", t->scope, r);
+	case EXCHANGE_TARGET_SCOPE_DENIED:
+		return str_fmt(out, outlen, "agent %s may not ask for scope %s of resource %s "
+		    "([agent.%s] allow)", a, t->scope, r, a);
+	default:
+		return str_fmt(out, outlen, "the target was accepted");
+	}
+}
+
 bool exchange_grant_for(const struct config *cfg, const struct consent *k, const char *id,
     const char *uri)
 {
@@ -287,4 +476,16 @@ enum exchange_action_outcome exchange_action(const struct config *cfg, struct va
 		return EXCHANGE_ACTION_UNKNOWN;
 	*act = a;
 	return EXCHANGE_ACTION_OK;
+}
+
+const char *exchange_action_description(enum exchange_action_outcome o)
+{
+	switch (o) {
+	case EXCHANGE_ACTION_NO_PROVIDER:
+		return "the grant's resource has no provider";
+	case EXCHANGE_ACTION_UNKNOWN:
+		return "unknown action: action names no configured action of the grant's resource";
+	default:
+		return "the action was found";
+	}
 }

@@ -477,6 +477,33 @@ out:
 	return e;
 }
 
+const char *grant_refresh_outcome_description(enum grant_refresh_outcome oc)
+{
+	switch (oc) {
+	case GRANT_REFRESH_REUSED:
+		return "the refresh token was already used: a used token presented again means it "
+		    "was copied, so its whole family is now revoked (reuse detected); start again with "
+		    "a token exchange";
+	case GRANT_REFRESH_REUSE_REVOKED:
+		return "the refresh token's family was revoked because one of its used tokens was "
+		    "presented again (reuse detected); start again with a token exchange";
+	case GRANT_REFRESH_REVOKED:
+		return "the refresh token was revoked (at /revoke)";
+	case GRANT_REFRESH_CONSENT_REVOKED:
+		return "the refresh token's consent was revoked";
+	case GRANT_REFRESH_EXPIRED:
+		return "the refresh token expired with its consent";
+	case GRANT_REFRESH_NOT_OFFLINE:
+		return "the refresh token's agent or consent no longer allows offline use";
+	case GRANT_REFRESH_NOT_CONFIGURED:
+		return "the refresh token's resource is no longer configured";
+	case GRANT_REFRESH_BAD_SCOPE:
+		return "scope is outside the consent";
+	default:
+		return "the refresh token is unknown";
+	}
+}
+
 enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const struct grant_refresh_req *rq, enum grant_refresh_outcome *oc,
     struct grant_response *out)

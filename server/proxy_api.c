@@ -187,7 +187,7 @@ void proxy_headers_clear(struct proxy_headers *h)
 	memset(h, 0, sizeof *h);
 }
 
-enum cs_err proxy_upstream_headers(const struct http_request *req, const char *token, bool body,
+enum cs_err proxy_api_upstream_headers(const struct http_request *req, const char *token, bool body,
     struct proxy_headers *out)
 {
 	struct proxy_headers h;
@@ -234,7 +234,7 @@ static enum cs_err forward(const struct http_request *req, const struct proxy_pl
 	struct proxy_headers h;
 	enum cs_err e;
 
-	if ((e = proxy_upstream_headers(req, p->rel.tok.access_token, p->body != NULL, &h)) != CS_OK)
+	if ((e = proxy_api_upstream_headers(req, p->rel.tok.access_token, p->body != NULL, &h)) != CS_OK)
 		return e;
 	{
 		struct httpc_request rq = { http_method_name(req->method), p->url, h.line, p->body,
@@ -283,7 +283,7 @@ static const char *after_scheme(const char *v, const char *scheme)
 	return v;
 }
 
-enum proxy_grant_via proxy_grant_presented(const char *authorization, const char *consentd_grant,
+enum proxy_grant_via proxy_api_grant_via(const char *authorization, const char *consentd_grant,
     const char **grant, const char **why)
 {
 	const char *in_auth = NULL;
@@ -347,7 +347,7 @@ enum cs_err proxy_api_grant_presented(const struct http_request *req, struct htt
 		if (hv != NULL && strpbrk(hv, "\r\n") != NULL)
 			return reply_oauth_error(rep, 400, "invalid_request", "a header value holds CR or LF");
 	}
-	via = proxy_grant_presented(req->authorization,
+	via = proxy_api_grant_via(req->authorization,
 	    req->header ? req->header(req->hctx, "Consentd-Grant") : NULL, &grant, &why);
 	if (via == PROXY_GRANT_MALFORMED)
 		return reply_oauth_error(rep, 400, "invalid_request", why);

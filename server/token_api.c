@@ -2,125 +2,20 @@
  * exchange for grants and provider tokens, refresh_token), /introspect and
  * /revoke.  Handlers only: they read the request, call one domain function
  * (exchange.c, grant.c) and map its outcome to RFC 6749 JSON with
- * Cache-Control: no-store.  No transaction and no audit entry is written here.
- * The subject token is validated only against the upstream IdP; a token
- * consentd issued is never accepted as a subject. */
-#include <stdlib.h>
+ * Cache-Control: no-store; the rules and their descriptions are the domain's.
+ * No transaction and no audit entry is written here. */
 #include <string.h>
-#include <time.h>
 #include <jansson.h>
 #include "app.h"
 #include "approval_api.h"
 #include "buf.h"
-#include "consent.h"
 #include "dpop_api.h"
 #include "exchange.h"
 #include "grant.h"
-#include "jwt.h"
-#include "oidc.h"
 #include "token_api.h"
 #include "vault.h"
 
-/* --- helpers -------------------------------------------------------------- */
-
-static size_t utf8_chars(const char *s)
-{
-	size_t n = 0;
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xc0) != 0x80)
-			n++;
-	return n;
-}
-
-const char *token_reason_problem(const char *reason)
-{
-	const unsigned char *p = (const unsigned char *)reason;
-	if (reason == NULL)
-		return NULL;
-	for (; *p; p++) {
-		/* C0 and DEL; C1 (U+0080..U+009F) is 0xC2 0x80..0x9F in UTF-8 (the
-		 * router let only valid UTF-8 through). */
-		if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
-			return TOKEN_REASON_RULE;
-	}
-	return utf8_chars(reason) > AGENT_REASON_MAX_CHARS ? TOKEN_REASON_RULE : NULL;
-}
-
-/* " (UTC time)" of t, or "" when it cannot be shown. */
-static void utc_time(int64_t t, char *out, size_t outlen)
-{
-	struct tm tm;
-	time_t tt = (time_t)t;
-	if (outlen == 0)
-		return;
-	out[0] = '\0';
-	if ((int64_t)tt == t && gmtime_r(&tt, &tm) != NULL)
-		strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-enum cs_err token_consent_description(const struct consent_answer *a, char *out, size_t outlen)
-{
-	static const char kept[] = "; the pending request keeps the reason the person sees (a new "
-	    "reason is shown only with new scopes, or in the next request)";
-	char when[32];
-	long long iv = (long long)a->interval;
-	switch (a->outcome) {
-	case CONSENT_REQUIRED:
-		if (a->reconnect)
-			return str_fmt(out, outlen, "the consent's provider connection must be made "
-			    "again: send the person to consent_uri, then poll every %lld s", iv);
-		if (a->merged)
-			return str_fmt(out, outlen, "the request was updated: the pending request now "
-			    "also asks for the new scopes; the person decides on it at consent_uri (poll "
-			    "every %lld s)", iv);
-		return str_fmt(out, outlen, "the person has not consented: send them to consent_uri, "
-		    "then poll every %lld s", iv);
-	case CONSENT_PENDING:
-		return str_fmt(out, outlen, "the person has not decided yet; poll again in %lld s%s",
-		    iv, a->reason_kept ? kept : "");
-	case CONSENT_SLOW_DOWN:
-		return str_fmt(out, outlen, "polled faster than the interval: wait %lld s between "
-		    "calls from now on%s", iv, a->reason_kept ? kept : "");
-	case CONSENT_DENIED:
-		utc_time(a->denied_until, when, sizeof when);
-		return str_fmt(out, outlen, "the person denied this request; a new request can be "
-		    "made from %s", when[0] ? when : "the end of [consent] deny_cooldown");
-	case CONSENT_EXPIRED:
-		return str_fmt(out, outlen, "the consent request expired before the person decided; "
-		    "the next call starts a new one");
-	case CONSENT_TOO_MANY:
-		if (a->rate_limited)
-			return str_fmt(out, outlen, "rate limit exceeded: the person limit ([limits] "
-			    "person_rate) refused a new consent request for this person; retry after "
-			    "%lld s", (long long)(a->retry_after > 0 ? a->retry_after : 1));
-		return str_fmt(out, outlen, "this person has too many pending requests; retry after "
-		    "%lld s", (long long)(a->retry_after > 0 ? a->retry_after : 1));
-	default:
-		return str_fmt(out, outlen, "the consent was found");
-	}
-}
-
-static const char *subject_type_name(const char *urn)
-{
-	if (strcmp(urn, URN_TT_ID_TOKEN) == 0)
-		return "id_token";
-	if (strcmp(urn, URN_TT_ACCESS_TOKEN) == 0)
-		return "access_token";
-	if (strcmp(urn, URN_TT_JWT) == 0)
-		return "jwt";
-	return NULL;
-}
-
-static bool subject_type_allowed(const struct config *cfg, const char *urn)
-{
-	const char *name = subject_type_name(urn);
-	if (name == NULL)
-		return false;
-	for (size_t i = 0; i < cfg->nsubject_token_types; i++)
-		if (strcmp(cfg->subject_token_types[i], name) == 0)
-			return true;
-	return false;
-}
+/* --- replies --------------------------------------------------------------- */
 
 static enum cs_err grant_reply(struct http_reply *rep, const struct grant_response *g,
     const char *jkt)
@@ -137,14 +32,14 @@ static enum cs_err grant_reply(struct http_reply *rep, const struct grant_respon
 	return reply_json_value(rep, 200, v);
 }
 
+/* A consent answer the gateway polls on: the description and where to send the person. */
 static enum cs_err pending_reply(struct http_reply *rep, const struct config *cfg, const char *error,
-    const struct consent_answer *a)
+    const struct consent_answer *a, const char *desc)
 {
-	char uri[600], desc[300];
+	char uri[600];
 	enum cs_err e;
-	if ((e = token_consent_description(a, desc, sizeof desc)) != CS_OK ||
-	    (a->request_id != NULL && (e = str_fmt(uri, sizeof uri, "%s/consent/%s", cfg->public_url,
-	    a->request_id)) != CS_OK))
+	if (a->request_id != NULL && (e = str_fmt(uri, sizeof uri, "%s/consent/%s", cfg->public_url,
+	    a->request_id)) != CS_OK)
 		return e;
 	json_t *v = json_pack("{s:s, s:s}", "error", error, "error_description", desc);
 	if (v == NULL)
@@ -159,127 +54,42 @@ static enum cs_err pending_reply(struct http_reply *rep, const struct config *cf
 	return reply_json_value(rep, 400, v);
 }
 
-/* An OAuth error whose description is formatted (fixed words and config names). */
-static enum cs_err oauth_errorf(struct http_reply *rep, int status, const char *error,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static enum cs_err oauth_errorf(struct http_reply *rep, int status, const char *error,
-    const char *fmt, ...)
-{
-	char desc[400];
-	va_list ap;
-	va_start(ap, fmt);
-	enum cs_err e = str_vfmt(desc, sizeof desc, fmt, ap);
-	va_end(ap);
-	return e != CS_OK ? e : reply_oauth_error(rep, status, error, desc);
-}
-
-/* The accepted subject token types, for a description: "id_token, jwt". */
-static enum cs_err types_accepted(const struct config *cfg, struct buf *out)
-{
-	enum cs_err e = CS_OK;
-	for (size_t i = 0; i < cfg->nsubject_token_types && e == CS_OK; i++)
-		e = buf_printf(out, "%s%s", i ? ", " : "", cfg->subject_token_types[i]);
-	return e;
-}
-
-/* Whether t verifies as a token consentd signed: then it was sent as a subject
- * by mistake (or on purpose), which the description says.  Asked only after the
- * IdP refused t, and cheap for a token that cannot be ours: jwt_verify refuses
- * a header whose alg, typ or kid is not one of ours before any signature check,
- * so a full ES256 verification runs only for a token that names our own key. */
-static bool is_own_grant(struct app *app, const char *t)
-{
-	json_t *cl = NULL;
-	const struct keyring *kr = app_keys_get(app);
-	bool ours = kr != NULL && jwt_verify(kr, "at+jwt", t, &cl) == CS_OK;
-	app_keys_put(app);
-	json_decref(cl);
-	return ours;
-}
-
 /* --- flow A: a grant for a person's live consent ------------------------- */
 
-/* The person's subject from the subject token, checked against the upstream
- * IdP only.  *ok false when rep holds the refusal. */
-static enum cs_err subject_of(const struct http_request *req, struct http_reply *rep,
-    json_t **claims, const char **sub, bool *ok)
+/* The refusal of a subject token (exchange_subject). */
+static enum cs_err subject_refusal(struct http_reply *rep, const struct config *cfg,
+    const struct exchange_subject *s)
 {
-	struct app *app = req->app;
-	const struct config *cfg = app->cfg;
-	const char *stt = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN_TYPE);
-	const char *st = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN);
-	char why[128];
-	*ok = false;
-	if (st == NULL || stt == NULL)
-		return reply_oauth_error(rep, 400, "invalid_request", st == NULL ?
-		    "subject_token is missing" : "subject_token_type is missing");
-	if (!subject_type_allowed(cfg, stt)) {
-		struct buf types;
-		buf_init(&types, 64);
-		enum cs_err e = types_accepted(cfg, &types);
-		if (e == CS_OK)
-			e = oauth_errorf(rep, 400, "invalid_request", "subject_token_type is not one this "
-			    "consentd accepts (urn:ietf:params:oauth:token-type: %s)",
-			    types.data ? types.data : "");
-		buf_clear(&types);
+	char desc[EXCHANGE_DESCRIPTION_MAX];
+	enum cs_err e = exchange_subject_description(cfg, s, desc, sizeof desc);
+	if (e != CS_OK)
 		return e;
-	}
-	if (oidc_meta(app->idp) == NULL)
-		return reply_oauth_error(rep, 503, "temporarily_unavailable",
-		    "consentd has not reached its IdP yet, so it cannot check the subject token; retry");
-	/* SECURITY: only the upstream IdP's keys, issuer and audiences count; a
-	 * consentd grant (our iss, our keys) can never pass this. */
-	struct oidc_expect ex = { .audiences = (const char *const *)cfg->subject_audiences,
-		.naudiences = cfg->nsubject_audiences, .now = req->now, .max_age = -1, .cache = true };
-	if (oidc_validate(app->idp, st, &ex, claims, why, sizeof why) != CS_OK) {
-		/* RFC 8693 §2.2.2: invalid_request, naming the check that failed. */
-		if (is_own_grant(app, st))
-			return reply_oauth_error(rep, 400, "invalid_request", "the subject token is a "
-			    "consentd grant; send the person's token from the IdP");
-		return oauth_errorf(rep, 400, "invalid_request", "subject token %s", why);
-	}
-	json_t *s = json_object_get(*claims, cfg->oidc_subject_claim);
-	if (!json_is_string(s) || json_string_length(s) == 0 || json_string_length(s) > 255)
-		return oauth_errorf(rep, 400, "invalid_request", "the subject token has no usable %s "
-		    "claim (a string of 1 to 255 bytes; [oidc] subject_claim)", cfg->oidc_subject_claim);
-	*sub = json_string_value(s);
-	*ok = true;
-	return CS_OK;
+	if (s->outcome == EXCHANGE_SUBJECT_IDP_UNREACHED)
+		return reply_oauth_error(rep, 503, "temporarily_unavailable", desc);
+	return reply_oauth_error(rep, 400, "invalid_request", desc);
 }
 
 /* The refusal of what a grant exchange names (exchange_target). */
 static enum cs_err target_refusal(struct http_reply *rep, const struct exchange_target *t)
 {
-	const char *r = t->res != NULL ? t->res->id : "", *a = t->agent != NULL ? t->agent->id : "";
+	char desc[EXCHANGE_DESCRIPTION_MAX];
+	enum cs_err e = exchange_target_description(t, desc, sizeof desc);
+	if (e != CS_OK)
+		return e;
 	switch (t->outcome) {
 	case EXCHANGE_TARGET_NO_RESOURCE:
-		return reply_oauth_error(rep, 400, "invalid_target",
-		    "the resource is missing: name it with audience or resource");
 	case EXCHANGE_TARGET_UNKNOWN_AUDIENCE:
-		return reply_oauth_error(rep, 400, "invalid_target", "audience names no configured resource");
 	case EXCHANGE_TARGET_UNKNOWN_URI:
-		return reply_oauth_error(rep, 400, "invalid_target",
-		    "resource is not the URI of a configured resource");
 	case EXCHANGE_TARGET_DISAGREE:
-		return reply_oauth_error(rep, 400, "invalid_target",
-		    "audience and resource name different resources");
+		return reply_oauth_error(rep, 400, "invalid_target", desc);
 	case EXCHANGE_TARGET_NO_AGENT:
-		return reply_oauth_error(rep, 400, "invalid_request", "agent_id is missing");
 	case EXCHANGE_TARGET_UNKNOWN_AGENT:
-		return reply_oauth_error(rep, 400, "invalid_request", "agent_id names no configured agent");
 	case EXCHANGE_TARGET_NO_SCOPE:
-		return reply_oauth_error(rep, 400, "invalid_request", "scope is missing");
+		return reply_oauth_error(rep, 400, "invalid_request", desc);
 	case EXCHANGE_TARGET_BAD_SCOPE:
-		return oauth_errorf(rep, 400, "invalid_scope", "scope is malformed: at most %d distinct "
-		    "scopes of at most %d characters, separated by single spaces", CONSENT_MAX_SCOPES,
-		    SCOPE_TOKEN_MAX);
-	/* The scope is named: scope_set_parse let only printable ASCII through. */
 	case EXCHANGE_TARGET_SCOPE_UNKNOWN:
-		return oauth_errorf(rep, 400, "invalid_scope", "scope %s is not configured for "
-		    "resource %s", t->scope, r);
 	case EXCHANGE_TARGET_SCOPE_DENIED:
-		return oauth_errorf(rep, 400, "invalid_scope", "agent %s may not ask for scope %s "
-		    "of resource %s ([agent.%s] allow)", a, t->scope, r, a);
+		return reply_oauth_error(rep, 400, "invalid_scope", desc);
 	default:
 		return CS_EINVAL;
 	}
@@ -289,34 +99,31 @@ static enum cs_err target_refusal(struct http_reply *rep, const struct exchange_
 static enum cs_err grant_answer(struct http_reply *rep, const struct config *cfg,
     const struct exchange_grant *x, const char *jkt)
 {
-	char desc[400], ra[32];
+	char desc[EXCHANGE_DESCRIPTION_MAX], ra[32];
 	const struct consent_answer *a = &x->answer;
 	enum cs_err e;
-	if (x->outcome == EXCHANGE_TOO_MANY_SCOPES)
-		return oauth_errorf(rep, 400, "invalid_scope", "together with the scopes already asked "
-		    "for, this is more than %d scopes", CONSENT_MAX_SCOPES);
-	if (x->outcome == EXCHANGE_GRANT_ENDED)
-		return reply_oauth_error(rep, 400, "consent_required",
-		    "the consent ended just now (revoked or expired); ask again");
 	if (x->outcome == EXCHANGE_GRANTED)
 		return grant_reply(rep, &x->grant, jkt);
+	if ((e = exchange_grant_description(x, desc, sizeof desc)) != CS_OK)
+		return e;
+	if (x->outcome == EXCHANGE_TOO_MANY_SCOPES)
+		return reply_oauth_error(rep, 400, "invalid_scope", desc);
+	if (x->outcome == EXCHANGE_GRANT_ENDED)
+		return reply_oauth_error(rep, 400, "consent_required", desc);
 	switch (a->outcome) {
 	case CONSENT_REQUIRED:
-		return pending_reply(rep, cfg, "consent_required", a);
+		return pending_reply(rep, cfg, "consent_required", a, desc);
 	case CONSENT_PENDING:
-		return pending_reply(rep, cfg, "authorization_pending", a);
+		return pending_reply(rep, cfg, "authorization_pending", a, desc);
 	case CONSENT_SLOW_DOWN:
-		return pending_reply(rep, cfg, "slow_down", a);
+		return pending_reply(rep, cfg, "slow_down", a, desc);
 	case CONSENT_DENIED:
+		return reply_oauth_error(rep, 400, "access_denied", desc);
 	case CONSENT_EXPIRED:
-		if ((e = token_consent_description(a, desc, sizeof desc)) != CS_OK)
-			return e;
-		return reply_oauth_error(rep, 400, a->outcome == CONSENT_DENIED ? "access_denied" :
-		    "expired_token", desc);
+		return reply_oauth_error(rep, 400, "expired_token", desc);
 	case CONSENT_TOO_MANY:
 		if ((e = str_fmt(ra, sizeof ra, "%lld",
 		    (long long)(a->retry_after > 0 ? a->retry_after : 1))) != CS_OK ||
-		    (e = token_consent_description(a, desc, sizeof desc)) != CS_OK ||
 		    (e = reply_oauth_error(rep, 429, a->rate_limited ? "too_many_requests" :
 		    "too_many_pending_requests", desc)) != CS_OK)
 			return e;
@@ -332,21 +139,31 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
 	const char *reason = http_arg_str(req, TOKEN_P_REASON);
+	const char *st = http_arg_str(req, TOKEN_P_SUBJECT_TOKEN);
+	struct exchange_subject s;
 	struct exchange_target t;
 	struct exchange_grant x;
 	struct exchange_grant_req rq = { .jkt = jkt, .now = req->now, .limits = app->limits,
 		.actor = req->auth.actor };
-	json_t *claims = NULL;
 	struct store_conn *c = store_conn(app->store);
 	enum cs_err e;
-	bool ok = false;
 
 	memset(&x, 0, sizeof x);
 	memset(&t, 0, sizeof t);
+	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = subject_of(req, rep, &claims, &rq.subject, &ok)) != CS_OK || !ok)
+	if ((e = exchange_subject(cfg, app->idp, http_arg_str(req, TOKEN_P_SUBJECT_TOKEN_TYPE), st,
+	    req->now, &s)) != CS_OK)
 		goto out;
+	if (s.outcome == EXCHANGE_SUBJECT_INVALID) {
+		exchange_subject_ours(app_keys_get(app), st, &s);
+		app_keys_put(app);
+	}
+	if (s.outcome != EXCHANGE_SUBJECT_OK) {
+		e = subject_refusal(rep, cfg, &s);
+		goto out;
+	}
 	if ((e = exchange_target(cfg, http_arg_str(req, TOKEN_P_AUDIENCE),
 	    http_arg_str(req, TOKEN_P_RESOURCE), http_arg_str(req, TOKEN_P_AGENT_ID),
 	    http_arg_str(req, TOKEN_P_SCOPE), &t)) != CS_OK)
@@ -357,10 +174,11 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 		e = target_refusal(rep, &t);
 		goto out;
 	}
-	if (token_reason_problem(reason) != NULL) {
-		e = reply_oauth_error(rep, 400, "invalid_request", TOKEN_REASON_RULE);
+	if (exchange_reason_problem(reason) != NULL) {
+		e = reply_oauth_error(rep, 400, "invalid_request", EXCHANGE_REASON_RULE);
 		goto out;
 	}
+	rq.subject = s.sub;
 	rq.res = t.res;
 	rq.agent = t.agent;
 	rq.want = &t.want;
@@ -372,37 +190,10 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	if (e == CS_OK)
 		e = grant_answer(rep, cfg, &x, jkt);
 out:
-	json_decref(claims);
+	exchange_subject_clear(&s);
 	exchange_target_clear(&t);
 	exchange_grant_clear(&x);
 	return e;
-}
-
-/* The error_description of an invalid_grant refresh: a gateway tells theft (reuse
- * detection) from an expiry or a revocation by it. */
-static const char *refresh_refusal_text(enum grant_refresh_outcome oc)
-{
-	switch (oc) {
-	case GRANT_REFRESH_REUSED:
-		return "the refresh token was already used: a used token presented again means it "
-		    "was copied, so its whole family is now revoked (reuse detected); start again with "
-		    "a token exchange";
-	case GRANT_REFRESH_REUSE_REVOKED:
-		return "the refresh token's family was revoked because one of its used tokens was "
-		    "presented again (reuse detected); start again with a token exchange";
-	case GRANT_REFRESH_REVOKED:
-		return "the refresh token was revoked (at /revoke)";
-	case GRANT_REFRESH_CONSENT_REVOKED:
-		return "the refresh token's consent was revoked";
-	case GRANT_REFRESH_EXPIRED:
-		return "the refresh token expired with its consent";
-	case GRANT_REFRESH_NOT_OFFLINE:
-		return "the refresh token's agent or consent no longer allows offline use";
-	case GRANT_REFRESH_NOT_CONFIGURED:
-		return "the refresh token's resource is no longer configured";
-	default:
-		return "the refresh token is unknown";
-	}
 }
 
 static enum cs_err refresh(const struct http_request *req, struct http_reply *rep, const char *jkt)
@@ -443,12 +234,11 @@ static enum cs_err refresh(const struct http_request *req, struct http_reply *re
 		    "the refresh token is bound to another key");
 		break;
 	case GRANT_REFRESH_BAD_SCOPE:
-		e = reply_oauth_error(rep, 400, "invalid_scope", "scope is outside the consent");
+		e = reply_oauth_error(rep, 400, "invalid_scope", grant_refresh_outcome_description(oc));
 		break;
 	default:
-		/* invalid_grant for each; the text says which case it is.  Only a
-		 * token consentd knows (by its hash) is told more than "unknown". */
-		e = reply_oauth_error(rep, 400, "invalid_grant", refresh_refusal_text(oc));
+		/* invalid_grant for each; the text says which case it is. */
+		e = reply_oauth_error(rep, 400, "invalid_grant", grant_refresh_outcome_description(oc));
 	}
 out:
 	scope_set_clear(&narrow);
@@ -463,6 +253,7 @@ static enum cs_err release_reply(struct http_reply *rep, const struct config *cf
     const struct exchange_release *x, const char *action)
 {
 	const struct vault_release *t = &x->tok;
+	const char *desc = exchange_outcome_description(x);
 	json_t *v;
 	switch (x->outcome) {
 	case EXCHANGE_RELEASED:
@@ -477,26 +268,19 @@ static enum cs_err release_reply(struct http_reply *rep, const struct config *cf
 	case EXCHANGE_APPROVAL:
 		return approval_answer_reply(rep, cfg, &x->approval, 400);
 	case EXCHANGE_CONSENT_ENDED:
-		return reply_oauth_error(rep, 400, "invalid_request", "the grant's consent has ended");
-	case EXCHANGE_APPROVAL_USED:
-		return reply_oauth_error(rep, 400, "access_denied",
-		    "this approval was already used or is no longer valid");
-	case EXCHANGE_CONNECTION_GONE:
-		return reply_oauth_error(rep, 400, "invalid_grant",
-		    "the provider connection is gone; ask for consent again to reconnect");
-	case EXCHANGE_PROVIDER_DOWN:
-		return reply_oauth_error(rep, 503, "temporarily_unavailable",
-		    "the provider could not be reached to refresh the token");
-	case EXCHANGE_SCOPE_ESCALATION:
-		return reply_oauth_error(rep, 400, "invalid_scope", "the action's scope is not in the grant");
 	case EXCHANGE_PROXY_ONLY:
-		return reply_oauth_error(rep, 400, "invalid_request",
-		    "this resource's tokens are used only by consentd's proxy");
-	case EXCHANGE_BAD_DETAILS:
-		return reply_oauth_error(rep, 400, "invalid_authorization_details", x->why);
 	case EXCHANGE_DETAILS_NEEDED:
-		return reply_oauth_error(rep, 400, "invalid_request",
-		    "this action needs a person's approval: send authorization_details");
+		return reply_oauth_error(rep, 400, "invalid_request", desc);
+	case EXCHANGE_APPROVAL_USED:
+		return reply_oauth_error(rep, 400, "access_denied", desc);
+	case EXCHANGE_CONNECTION_GONE:
+		return reply_oauth_error(rep, 400, "invalid_grant", desc);
+	case EXCHANGE_PROVIDER_DOWN:
+		return reply_oauth_error(rep, 503, "temporarily_unavailable", desc);
+	case EXCHANGE_SCOPE_ESCALATION:
+		return reply_oauth_error(rep, 400, "invalid_scope", desc);
+	case EXCHANGE_BAD_DETAILS:
+		return reply_oauth_error(rep, 400, "invalid_authorization_details", desc);
 	default:
 		return CS_EINVAL;
 	}
@@ -550,14 +334,15 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	struct exchange_token_req rq = { .vault = app->vault, .k = &gc->k, .claims = gc->claims,
 		.details = http_arg_str(req, TOKEN_P_AUTHORIZATION_DETAILS), .actor = req->auth.actor,
 		.now = req->now, .limits = app->limits };
-	switch (exchange_action(cfg, app->vault, &gc->k, action, &rq.res, &rq.act)) {
+	enum exchange_action_outcome ao = exchange_action(cfg, app->vault, &gc->k, action, &rq.res,
+	    &rq.act);
+	switch (ao) {
 	case EXCHANGE_ACTION_OK:
 		break;
 	case EXCHANGE_ACTION_NO_PROVIDER:
-		return reply_oauth_error(rep, 400, "invalid_target", "the grant's resource has no provider");
+		return reply_oauth_error(rep, 400, "invalid_target", exchange_action_description(ao));
 	default:
-		return reply_oauth_error(rep, 400, "invalid_request",
-		    "unknown action: action names no configured action of the grant's resource");
+		return reply_oauth_error(rep, 400, "invalid_request", exchange_action_description(ao));
 	}
 	if ((e = exchange_provider_token(c, cfg, &rq, &x)) == CS_OK)
 		e = release_reply(rep, cfg, &x, action);

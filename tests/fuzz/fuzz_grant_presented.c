@@ -1,5 +1,5 @@
 /* fuzz_grant_presented.c -- libFuzzer target for where the gateway put the
- * grant at /proxy (proxy_grant_presented): the Authorization header and
+ * grant at /proxy (proxy_api_grant_via): the Authorization header and
  * Consentd-Grant, as two NUL-separated fields (a missing second field: no
  * Consentd-Grant header).  Never crashes or reads past either value; a
  * refusal says why and hands out no grant; a grant from Authorization is one
@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *authz = s;
 	size_t al = strlen(s);
 	const char *cg = al < size ? s + al + 1 : NULL;
-	enum proxy_grant_via via = proxy_grant_presented(authz, cg, &grant, &why);
+	enum proxy_grant_via via = proxy_api_grant_via(authz, cg, &grant, &why);
 	CHECK(via >= PROXY_GRANT_ABSENT && via < PROXY_GRANT_VIA__MAX);
 	CHECK((via == PROXY_GRANT_MALFORMED) == (why != NULL));
 	switch (via) {

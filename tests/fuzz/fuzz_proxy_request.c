@@ -3,7 +3,7 @@
  * normalised and matched against a fixed route table (proxy_path_normalise,
  * proxy_route_match), the query, content type and body become the action's
  * parameters (proxy_params_build), the upstream URL is rebuilt from them
- * (proxy_url_build) and the header lines are chosen (proxy_upstream_headers).
+ * (proxy_url_build) and the header lines are chosen (proxy_api_upstream_headers).
  * The input is NUL-separated fields: method, rest of the path, query,
  * Content-Type, the five forwarded request headers, then the body (the rest,
  * NULs included).  Never crashes or leaks; status 200 exactly on CS_OK; the
@@ -116,7 +116,7 @@ static void run(const char *method, const char *rest, const struct proxy_input *
 	}
 	{
 		int has_body = !json_is_null(json_object_get(params, "body"));
-		if (proxy_upstream_headers(req, "tok-123", has_body, &h) == CS_OK) {
+		if (proxy_api_upstream_headers(req, "tok-123", has_body, &h) == CS_OK) {
 			check_headers(&h, "tok-123", has_body);
 			proxy_headers_clear(&h);
 		}
@@ -162,8 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* A forwarded value with CR or LF, and a token with one: refused, never a line. */
 		{
 			struct proxy_headers h;
-			CHECK(proxy_upstream_headers(&req, "a\r\nCookie: x", 0, &h) == CS_EINVAL);
-			CHECK(proxy_upstream_headers(&req, NULL, 0, &h) == CS_EINVAL);
+			CHECK(proxy_api_upstream_headers(&req, "a\r\nCookie: x", 0, &h) == CS_EINVAL);
+			CHECK(proxy_api_upstream_headers(&req, NULL, 0, &h) == CS_EINVAL);
 		}
 	}
 	free(s);

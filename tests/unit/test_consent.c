@@ -1,6 +1,7 @@
 /* test_consent.c -- flow A's state machine, flow B's decisions and
  * the revocation cascade, against a real SQLite file built from migrations/,
- * with a hand-filled configuration and explicit clocks. */
+ * with a hand-filled configuration and explicit clocks; and the words a
+ * consent answer is described with (consent_answer_description). */
 #include <string.h>
 #include <sqlite3.h>
 #include "audit.h"
@@ -1450,6 +1451,76 @@ START_TEST(test_consent_outcomes_not_errors)
 }
 END_TEST
 
+/* RFC 6749 section 5.2: error_description is %x20-21 / %x23-5B / %x5D-7E. */
+static void ck_rfc6749_text(const char *d)
+{
+	ck_assert_uint_gt(strlen(d), 10);
+	for (const unsigned char *p = (const unsigned char *)d; *p; p++)
+		ck_assert_msg(*p >= 0x20 && *p <= 0x7e && *p != '"' && *p != '\\',
+		    "byte 0x%02x in \"%s\"", *p, d);
+}
+
+static void describe(struct consent_answer *a, char *out)
+{
+	ck_assert_int_eq(consent_answer_description(a, out, 300), CS_OK);
+	ck_rfc6749_text(out);
+}
+
+START_TEST(test_consent_answer_descriptions)
+{
+	struct consent_answer a;
+	char d[300];
+	memset(&a, 0, sizeof a);
+	a.interval = 5;
+	a.outcome = CONSENT_REQUIRED;
+	describe(&a, d);
+	ck_assert_str_eq(d, "the person has not consented: send them to consent_uri, then poll every 5 s");
+	a.merged = true;
+	describe(&a, d);
+	ck_assert_ptr_nonnull(strstr(d, "the request was updated"));
+	ck_assert_ptr_nonnull(strstr(d, "new scopes"));
+	a.merged = false;
+	a.reconnect = true;
+	describe(&a, d);
+	ck_assert_ptr_nonnull(strstr(d, "provider connection must be made again"));
+	a.reconnect = false;
+
+	a.outcome = CONSENT_PENDING;
+	describe(&a, d);
+	ck_assert_str_eq(d, "the person has not decided yet; poll again in 5 s");
+	a.reason_kept = true;
+	describe(&a, d);
+	ck_assert_ptr_nonnull(strstr(d, "the person has not decided yet; poll again in 5 s; the pending "
+	    "request keeps the reason the person sees"));
+	a.outcome = CONSENT_SLOW_DOWN;
+	a.interval = 10;
+	describe(&a, d);
+	ck_assert_ptr_nonnull(strstr(d, "polled faster than the interval: wait 10 s between calls"));
+	ck_assert_ptr_nonnull(strstr(d, "keeps the reason the person sees"));
+	a.reason_kept = false;
+	describe(&a, d);
+	ck_assert_ptr_null(strstr(d, "reason"));
+
+	a.outcome = CONSENT_DENIED;
+	a.denied_until = 1700000000;
+	describe(&a, d);
+	ck_assert_str_eq(d, "the person denied this request; a new request can be made from "
+	    "2023-11-14T22:13:20Z");
+	a.outcome = CONSENT_EXPIRED;
+	describe(&a, d);
+	ck_assert_ptr_nonnull(strstr(d, "expired"));
+	a.outcome = CONSENT_TOO_MANY;
+	a.retry_after = 42;
+	describe(&a, d);
+	ck_assert_ptr_nonnull(strstr(d, "retry after 42 s"));
+	/* A short buffer is never overrun, and never holds a cut text. */
+	char small[8];
+	a.outcome = CONSENT_PENDING;
+	ck_assert_int_eq(consent_answer_description(&a, small, sizeof small), CS_ETOOBIG);
+	ck_assert_uint_eq(strlen(small), 0);
+}
+END_TEST
+
 static Suite *consent_suite(void)
 {
 	Suite *s = suite_create("consent");
@@ -1487,6 +1558,9 @@ static Suite *consent_suite(void)
 	tcase_add_test(tc, test_consent_revoked_ends_decline_block);
 	tcase_add_test(tc, test_consent_touch_and_revoker);
 	tcase_add_test(tc, test_consent_outcomes_not_errors);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("description");
+	tcase_add_test(tc, test_consent_answer_descriptions);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1547,6 +1547,34 @@ START_TEST(test_grant_cache_concurrent_use)
 }
 END_TEST
 
+/* A gateway tells theft (reuse detection) from an expiry or a revocation by
+ * the words of each invalid_grant (what errors.test.js and dpop.test.js see). */
+START_TEST(test_grant_refresh_outcome_descriptions)
+{
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_INVALID),
+	    "the refresh token is unknown");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_REUSED),
+	    "the refresh token was already used: a used token presented again means it was "
+	    "copied, so its whole family is now revoked (reuse detected); start again with a "
+	    "token exchange");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_REUSE_REVOKED),
+	    "the refresh token's family was revoked because one of its used tokens was presented "
+	    "again (reuse detected); start again with a token exchange");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_REVOKED),
+	    "the refresh token was revoked (at /revoke)");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_CONSENT_REVOKED),
+	    "the refresh token's consent was revoked");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_EXPIRED),
+	    "the refresh token expired with its consent");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_NOT_OFFLINE),
+	    "the refresh token's agent or consent no longer allows offline use");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_NOT_CONFIGURED),
+	    "the refresh token's resource is no longer configured");
+	ck_assert_str_eq(grant_refresh_outcome_description(GRANT_REFRESH_BAD_SCOPE),
+	    "scope is outside the consent");
+}
+END_TEST
+
 static Suite *grant_suite(void)
 {
 	Suite *s = suite_create("grant");
@@ -1585,6 +1613,9 @@ static Suite *grant_suite(void)
 	tcase_add_test(tc, test_grant_cache_alg_none_refused);
 	tcase_add_test(tc, test_grant_cache_dpop_cnf_on_hit);
 	tcase_add_test(tc, test_grant_cache_concurrent_use);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("description");
+	tcase_add_test(tc, test_grant_refresh_outcome_descriptions);
 	suite_add_tcase(s, tc);
 	return s;
 }

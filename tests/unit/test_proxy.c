@@ -220,7 +220,7 @@ START_TEST(test_proxy_upstream_headers_allowlist)
 	memset(&req, 0, sizeof req);
 	req.header = hdr_get;
 	req.hctx = &in;
-	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", true, &h), CS_OK);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, "tok", true, &h), CS_OK);
 	ck_assert_uint_eq(h.n, 4);
 	ck_assert_str_eq(h.line[0], "Authorization: Bearer tok");
 	ck_assert_str_eq(h.line[1], "Accept: application/json");
@@ -232,7 +232,7 @@ START_TEST(test_proxy_upstream_headers_allowlist)
 	ck_assert_ptr_null(h.own[0]);
 	/* No body, no Content-Type; no header callback, the token alone. */
 	req.header = NULL;
-	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_OK);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, "tok", false, &h), CS_OK);
 	ck_assert_uint_eq(h.n, 1);
 	ck_assert_ptr_null(h.line[1]);
 	proxy_headers_clear(&h);
@@ -252,7 +252,7 @@ START_TEST(test_proxy_upstream_headers_refusals)
 	req.header = hdr_get;
 	req.hctx = &in;
 	/* An oversized value is left out, the others kept. */
-	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_OK);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, "tok", false, &h), CS_OK);
 	ck_assert_uint_eq(h.n, 2);
 	ck_assert_str_eq(h.line[1], "If-Match: \"e\"");
 	proxy_headers_clear(&h);
@@ -260,19 +260,19 @@ START_TEST(test_proxy_upstream_headers_refusals)
 	 * second header line: refused, *out untouched. */
 	memset(&h, 0x5a, sizeof h);
 	in.value[0] = "text/html\r\nCookie: sid=1";
-	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_EINVAL);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, "tok", false, &h), CS_EINVAL);
 	ck_assert_uint_eq(h.n, 0x5a5a5a5a5a5a5a5aULL);
 	in.value[0] = "a\nb";
-	ck_assert_int_eq(proxy_upstream_headers(&req, "tok", false, &h), CS_EINVAL);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, "tok", false, &h), CS_EINVAL);
 	in.value[0] = "text/plain";
-	ck_assert_int_eq(proxy_upstream_headers(&req, "t\r\nX-Evil: 1", false, &h), CS_EINVAL);
-	ck_assert_int_eq(proxy_upstream_headers(&req, "t\n", false, &h), CS_EINVAL);
-	ck_assert_int_eq(proxy_upstream_headers(&req, NULL, false, &h), CS_EINVAL);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, "t\r\nX-Evil: 1", false, &h), CS_EINVAL);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, "t\n", false, &h), CS_EINVAL);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, NULL, false, &h), CS_EINVAL);
 	/* A token beyond the cap. */
 	char *tok = malloc(20000);
 	memset(tok, 'a', 19999);
 	tok[19999] = '\0';
-	ck_assert_int_eq(proxy_upstream_headers(&req, tok, false, &h), CS_ETOOBIG);
+	ck_assert_int_eq(proxy_api_upstream_headers(&req, tok, false, &h), CS_ETOOBIG);
 	free(tok);
 }
 END_TEST
@@ -325,7 +325,7 @@ static enum proxy_grant_via via_of(const char *authz, const char *cg, const char
 {
 	*grant = NULL;
 	*why = NULL;
-	return proxy_grant_presented(authz, cg, grant, why);
+	return proxy_api_grant_via(authz, cg, grant, why);
 }
 
 START_TEST(test_proxy_grant_presented_places)

@@ -1,12 +1,11 @@
-/* test_token_api.c -- token_api.c's pure parts (the reason rule, the consent
- * descriptions) and two it stands on: client_secret_basic parsing
+/* test_token_api.c -- token_api.c's pure parts (the route's parameter
+ * positions) and two it stands on: client_secret_basic parsing
  * (client_auth.c basic_credentials) and the visible-text filter for
  * agent-supplied strings (pages.c visible_text).  The endpoints are tested
  * over HTTP and in test_routes.c. */
 #include <stdint.h>
 #include <string.h>
 #include <openssl/evp.h>
-#include "consent.h"
 #include "pages.h"
 #include "client_auth.h"
 #include "token_api.h"
@@ -360,106 +359,6 @@ START_TEST(test_token_visible_text_all_tags)
 }
 END_TEST
 
-/* --- error descriptions ------------------------------------------------------ */
-
-START_TEST(test_token_reason_rule)
-{
-	char r200[201], r201[202], e200[401], e201[403];
-	memset(r200, 'r', 200);
-	r200[200] = '\0';
-	memset(r201, 'r', 201);
-	r201[201] = '\0';
-	for (int i = 0; i < 200; i++)
-		memcpy(e200 + 2 * i, "\xc3\xa9", 2);           /* 200 characters, 400 bytes */
-	e200[400] = '\0';
-	memcpy(e201, e200, 400);
-	memcpy(e201 + 400, "\xc3\xa9", 3);                  /* 201 characters */
-	ck_assert_ptr_null(token_reason_problem(NULL));
-	ck_assert_ptr_null(token_reason_problem(""));
-	ck_assert_ptr_null(token_reason_problem("to file the bug you reported"));
-	ck_assert_ptr_null(token_reason_problem(r200));
-	ck_assert_ptr_null(token_reason_problem(e200));
-	ck_assert_ptr_null(token_reason_problem("tab-free \xe2\x80\xae is shown visibly, not refused"));
-	ck_assert_ptr_null(token_reason_problem("\xc2\xa0 no-break space"));
-	const char *const bad[] = { r201, e201, "line\nbreak", "tab\there", "bell\x07",
-		"esc\x1b[31m", "del\x7f", "c1 \xc2\x80", "csi \xc2\x9b" "31m", "nel \xc2\x85" };
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		ck_assert_str_eq(token_reason_problem(bad[i]),
-		    "reason: at most 200 characters, no control characters");
-	ck_assert_str_eq(TOKEN_REASON_RULE, "reason: at most 200 characters, no control characters");
-}
-END_TEST
-
-/* RFC 6749 section 5.2: error_description is %x20-21 / %x23-5B / %x5D-7E. */
-static void ck_rfc6749_text(const char *d)
-{
-	ck_assert_uint_gt(strlen(d), 10);
-	for (const unsigned char *p = (const unsigned char *)d; *p; p++)
-		ck_assert_msg(*p >= 0x20 && *p <= 0x7e && *p != '"' && *p != '\\',
-		    "byte 0x%02x in \"%s\"", *p, d);
-}
-
-static void describe(struct consent_answer *a, char *out)
-{
-	ck_assert_int_eq(token_consent_description(a, out, 300), CS_OK);
-	ck_rfc6749_text(out);
-}
-
-START_TEST(test_token_consent_descriptions)
-{
-	struct consent_answer a;
-	char d[300];
-	memset(&a, 0, sizeof a);
-	a.interval = 5;
-	a.outcome = CONSENT_REQUIRED;
-	describe(&a, d);
-	ck_assert_str_eq(d, "the person has not consented: send them to consent_uri, then poll every 5 s");
-	a.merged = true;
-	describe(&a, d);
-	ck_assert_ptr_nonnull(strstr(d, "the request was updated"));
-	ck_assert_ptr_nonnull(strstr(d, "new scopes"));
-	a.merged = false;
-	a.reconnect = true;
-	describe(&a, d);
-	ck_assert_ptr_nonnull(strstr(d, "provider connection must be made again"));
-	a.reconnect = false;
-
-	a.outcome = CONSENT_PENDING;
-	describe(&a, d);
-	ck_assert_str_eq(d, "the person has not decided yet; poll again in 5 s");
-	a.reason_kept = true;
-	describe(&a, d);
-	ck_assert_ptr_nonnull(strstr(d, "the person has not decided yet; poll again in 5 s; the pending "
-	    "request keeps the reason the person sees"));
-	a.outcome = CONSENT_SLOW_DOWN;
-	a.interval = 10;
-	describe(&a, d);
-	ck_assert_ptr_nonnull(strstr(d, "polled faster than the interval: wait 10 s between calls"));
-	ck_assert_ptr_nonnull(strstr(d, "keeps the reason the person sees"));
-	a.reason_kept = false;
-	describe(&a, d);
-	ck_assert_ptr_null(strstr(d, "reason"));
-
-	a.outcome = CONSENT_DENIED;
-	a.denied_until = 1700000000;
-	describe(&a, d);
-	ck_assert_str_eq(d, "the person denied this request; a new request can be made from "
-	    "2023-11-14T22:13:20Z");
-	a.outcome = CONSENT_EXPIRED;
-	describe(&a, d);
-	ck_assert_ptr_nonnull(strstr(d, "expired"));
-	a.outcome = CONSENT_TOO_MANY;
-	a.retry_after = 42;
-	describe(&a, d);
-	ck_assert_ptr_nonnull(strstr(d, "retry after 42 s"));
-	/* A short buffer is never overrun, and never holds a cut text. */
-	char small[8];
-	a.outcome = CONSENT_PENDING;
-	ck_assert_int_eq(token_consent_description(&a, small, sizeof small), CS_ETOOBIG);
-	ck_assert_uint_eq(strlen(small), 0);
-}
-END_TEST
-
 /* Issue 29: one gate reads the gateway's private_key_jwt parameters by index
  * (client_auth_api.c): every route behind the gateway's gate declares them at
  * CLIENT_AUTH_P_* -- or declares no parameters, so that they read as absent.
@@ -496,8 +395,6 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_token_basic_longest_fits);
 	tcase_add_test(tc, test_token_basic_hostile);
 	tcase_add_test(tc, test_token_visible_text_shows_invisible);
-	tcase_add_test(tc, test_token_reason_rule);
-	tcase_add_test(tc, test_token_consent_descriptions);
 	tcase_add_test(tc, test_token_gateway_routes_share_client_auth_positions);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("visible_text");
