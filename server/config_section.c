@@ -27,6 +27,9 @@ static const char *const reassignable_claims[] = { "email", "preferred_username"
 static const char *const token_types[] = { "id_token", "access_token", "jwt", NULL };
 static const char *const auth_names[] = { "client_secret_basic", "client_secret_post", NULL };
 static const char *const release_names[] = { "gateway", "never", NULL };
+/* Indexed by enum config_preset. */
+static const char *const preset_names[] = { "none", "github", "github-app", "google", "microsoft",
+	"slack", "gitlab", "atlassian", NULL };
 static const char *const approval_names[] = { "none", "required", NULL };
 static const char *const cimd_allow_names[] = { "none", "any", "hosts", "prefixes", NULL };
 
@@ -688,8 +691,23 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 	(void)cfg_get_str(c, s, "provider_client_secret", NULL, S_EMPTY_NULL, &r->provider_client_secret);
 	any = any || cfg_section_has_value(s, "provider_client_id") ||
 	    cfg_section_has_value(s, "provider_client_secret");
+	/* A preset names the provider's endpoints (explicit keys still win). */
+	cfg_get_enum(c, s, "preset", preset_names, PRESET_NONE, &i);
+	r->preset = (enum config_preset)i;
+	e = cfg_get_str(c, s, "provider_base_url", NULL, S_EMPTY_NULL, &r->provider_base_url);
+	if (e != NULL && !cfg_check_url(c, e, r->provider_base_url, URL_PATH, &https)) {
+		free(r->provider_base_url);
+		r->provider_base_url = NULL;
+	} else if (e != NULL) {
+		size_t l = strlen(r->provider_base_url);
+		if (r->provider_base_url[l - 1] == '/')
+			r->provider_base_url[l - 1] = '\0';   /* the preset's paths bring their own '/' */
+		if (r->preset == PRESET_NONE)
+			cfg_err_e(c, e, "needs a preset in [%s] (it is the preset's instance URL)", s->name);
+	}
+	any = any || r->preset != PRESET_NONE;
 	if (any) {
-		if (!cfg_section_has_value(s, "provider_issuer") &&
+		if (r->preset == PRESET_NONE && !cfg_section_has_value(s, "provider_issuer") &&
 		    !(cfg_section_has_value(s, "provider_authorization_endpoint") &&
 		    cfg_section_has_value(s, "provider_token_endpoint")))
 			cfg_err_line(c, s->line, "provider_issuer", "required in [%s] (or both "

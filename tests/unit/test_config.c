@@ -257,7 +257,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 113);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6) */
+	ck_assert_uint_eq(lines, 115);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6) */
 	free(out);
 }
 END_TEST
@@ -1209,6 +1209,39 @@ END_TEST
 /* [consent] default_duration: 86400 unless given, 1 .. 315360000 like max_consent, from
  * the environment too; longer than a resource's max_consent is a warning naming the
  * resource (its page preselects max_consent), and only when the key was written. */
+START_TEST(test_config_resource_preset)
+{
+	/* A preset is a provider: no issuer or endpoints needed, the client id is. */
+	struct config *c = expect_ok(MINIMAL "[resource.gl]\npreset = gitlab\n"
+	    "provider_base_url = https://gitlab.internal.example/\nprovider_client_id = cid\n", NULL);
+	const struct config_resource *r = config_resource(c, "gl");
+	ck_assert_int_eq(r->preset, PRESET_GITLAB);
+	ck_assert_str_eq(r->provider_base_url, "https://gitlab.internal.example");
+	ck_assert_ptr_null(r->provider_issuer);
+	config_free(c);
+	c = expect_ok(MINIMAL "[resource.gh]\npreset = github-app\nprovider_client_id = cid\n"
+	    "provider_token_endpoint = https://ghe.example/t\n", NULL);
+	ck_assert_int_eq(config_resource(c, "gh")->preset, PRESET_GITHUB_APP);
+	ck_assert_str_eq(config_resource(c, "gh")->provider_token_endpoint, "https://ghe.example/t");
+	config_free(c);
+	c = expect_ok(MINIMAL "[resource.n]\nname = N\n", NULL);
+	ck_assert_int_eq(config_resource(c, "n")->preset, PRESET_NONE);
+	ck_assert_ptr_null(config_resource(c, "n")->provider_base_url);
+	config_free(c);
+	/* `consentd -n`: an unknown preset names the valid ones. */
+	expect_error(MINIMAL "[resource.a]\npreset = bitbucket\nprovider_client_id = cid\n", NULL,
+	    "preset: must be one of: none, github, github-app, google, microsoft, slack, gitlab, "
+	    "atlassian");
+	expect_error(MINIMAL "[resource.a]\npreset = gitlab\n", NULL,
+	    "provider_client_id: required in [resource.a] when a provider is configured");
+	expect_error(MINIMAL "[resource.a]\nprovider_base_url = https://gitlab.example\n"
+	    "provider_issuer = https://gitlab.example\nprovider_client_id = cid\n", NULL,
+	    "provider_base_url: needs a preset in [resource.a]");
+	expect_error(MINIMAL "[resource.a]\npreset = gitlab\nprovider_client_id = cid\n"
+	    "provider_base_url = ftp://gitlab.example\n", NULL, "provider_base_url:");
+}
+END_TEST
+
 START_TEST(test_config_default_duration)
 {
 	struct config *c = expect_ok(MINIMAL, NULL);
@@ -1719,6 +1752,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_missing_file);
 	tcase_add_test(t, test_config_file_line_numbers);
 	tcase_add_test(t, test_config_default_duration);
+	tcase_add_test(t, test_config_resource_preset);
 	tcase_add_test(t, test_config_warn_gateway_approvals);
 	tcase_add_test(t, test_config_metrics);
 	suite_add_tcase(s, t);
