@@ -57,6 +57,8 @@ struct config_resource {         /* [resource.NAME] */
 	enum config_preset preset;   /* default none; explicit endpoint keys override it */
 	char    *provider_base_url;  /* a preset's instance (GitLab, GitHub Enterprise, a
 	                                Microsoft tenant); NULL: the preset's public one */
+	char    *provider_sites_endpoint;   /* not a key: Atlassian's accessible-resources
+	                                       (preset atlassian); NULL otherwise */
 	int64_t  refresh_margin;     /* default 60 */
 	enum config_release token_release;
 	char    *base_url;           /* NULL when none */

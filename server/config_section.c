@@ -650,6 +650,87 @@ static void load_client(struct ctx *c, struct config_client *k, const struct sec
 	}
 }
 
+/* A preset's endpoints (docs/providers.md cites where each is documented):
+ * the authorization server's public host and its API's, the API's path below
+ * provider_base_url (GitHub Enterprise Server: /api/v3), and the paths; the
+ * token endpoint sits on the API host where token_on_api (Google). */
+struct preset_urls {
+	const char *base, *api, *api_below;
+	const char *authorize, *token, *revoke, *sites;   /* revoke, sites: on the API; NULL: none */
+	bool        token_on_api;
+};
+static const struct preset_urls preset_urls[PRESET__MAX] = {
+	[PRESET_GITHUB] = { "https://github.com", "https://api.github.com", "/api/v3",
+		"/login/oauth/authorize", "/login/oauth/access_token", "/applications/{client_id}/token",
+		NULL, false },
+	[PRESET_GITHUB_APP] = { "https://github.com", "https://api.github.com", "/api/v3",
+		"/login/oauth/authorize", "/login/oauth/access_token", "/applications/{client_id}/token",
+		NULL, false },
+	[PRESET_GOOGLE] = { "https://accounts.google.com", "https://oauth2.googleapis.com", "",
+		"/o/oauth2/v2/auth", "/token", "/revoke", NULL, true },
+	[PRESET_MICROSOFT] = { "https://login.microsoftonline.com/common",
+		"https://login.microsoftonline.com/common", "", "/oauth2/v2.0/authorize",
+		"/oauth2/v2.0/token", NULL, NULL, false },
+	[PRESET_SLACK] = { "https://slack.com", "https://slack.com", "", "/oauth/v2/authorize",
+		"/api/oauth.v2.access", "/api/auth.revoke", NULL, false },
+	[PRESET_GITLAB] = { "https://gitlab.com", "https://gitlab.com", "", "/oauth/authorize",
+		"/oauth/token", "/oauth/revoke", NULL, false },
+	[PRESET_ATLASSIAN] = { "https://auth.atlassian.com", "https://api.atlassian.com", "",
+		"/authorize", "/oauth/token", NULL, "/oauth/token/accessible-resources", false },
+};
+
+/* base + below + path, "{client_id}" in path replaced by the percent-encoded
+ * client id; NULL for a NULL path (and on allocation failure, c->oom). */
+static char *preset_url(struct ctx *c, const char *base, const char *below, const char *path,
+    const char *client_id)
+{
+	struct buf b;
+	char *out = NULL;
+	const char *at;
+	enum cs_err e;
+	if (path == NULL)
+		return NULL;
+	buf_init(&b, 4096);
+	e = buf_printf(&b, "%s%s", base, below);
+	if (e == CS_OK && (at = strstr(path, "{client_id}")) != NULL) {
+		e = buf_append(&b, path, (size_t)(at - path));
+		for (const unsigned char *p = (const unsigned char *)(client_id ? client_id : "");
+		    e == CS_OK && *p; p++)
+			e = isalnum(*p) || strchr("-._~", *p) != NULL ?
+			    buf_append(&b, (const char *)p, 1) : buf_printf(&b, "%%%02X", *p);
+		path = at + strlen("{client_id}");
+	}
+	if (e == CS_OK)
+		e = buf_puts(&b, path);
+	if (e != CS_OK || (out = buf_steal(&b)) == NULL)
+		c->oom = true;
+	buf_clear(&b);
+	return out;
+}
+
+/* The endpoints of r's preset where no key names them: on provider_base_url
+ * when given, else on the preset's public hosts. */
+static void preset_fill(struct ctx *c, struct config_resource *r)
+{
+	const struct preset_urls *u;
+	const char *base, *api, *below;
+	if (r->preset <= PRESET_NONE || r->preset >= PRESET__MAX)
+		return;
+	u = &preset_urls[r->preset];
+	base = r->provider_base_url != NULL ? r->provider_base_url : u->base;
+	api = r->provider_base_url != NULL ? r->provider_base_url : u->api;
+	below = r->provider_base_url != NULL ? u->api_below : "";
+	if (r->provider_authorization_endpoint == NULL)
+		r->provider_authorization_endpoint = preset_url(c, base, "", u->authorize, NULL);
+	if (r->provider_token_endpoint == NULL)
+		r->provider_token_endpoint = preset_url(c, u->token_on_api ? api : base,
+		    u->token_on_api ? below : "", u->token, NULL);
+	if (r->provider_revocation_endpoint == NULL)
+		r->provider_revocation_endpoint = preset_url(c, api, below, u->revoke,
+		    r->provider_client_id);
+	r->provider_sites_endpoint = preset_url(c, api, below, u->sites, NULL);
+}
+
 static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
 {
 	bool https;
@@ -716,6 +797,7 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 			cfg_err_line(c, s->line, "provider_client_id", "required in [%s] when a provider "
 			    "is configured", s->name);
 	}
+	preset_fill(c, r);
 	cfg_get_int(c, s, "refresh_margin", 60, 0, 3600, &r->refresh_margin);
 	cfg_get_enum(c, s, "token_release", release_names, RELEASE_GATEWAY, &i);
 	r->token_release = (enum config_release)i;

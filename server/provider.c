@@ -32,10 +32,6 @@
 enum revoke_style { REVOKE_RFC7009 = 0, REVOKE_GITHUB, REVOKE_SLACK, REVOKE_NONE };
 
 struct preset {
-	const char *base, *api;       /* the public authorization server and its API */
-	const char *api_below;        /* the API under provider_base_url (GHES: "/api/v3") */
-	const char *authorize, *token, *revoke, *sites;   /* paths; NULL: none */
-	bool        token_on_api;     /* Google: the token endpoint is on the API host */
 	enum revoke_style revoke_style;
 	struct provider_authz authz;
 	const char *ignore_scopes;    /* answered scopes that are not the API's (space-separated) */
@@ -46,35 +42,24 @@ struct preset {
 
 #define AUTHZ_RFC(extra_scope, extra) { "scope", ' ', extra_scope, extra }
 
+/* The endpoints are the configuration's (config_section.c fills a preset's). */
 static const struct preset presets[PRESET__MAX] = {
 	[PRESET_NONE] = { .authz = AUTHZ_RFC(NULL, NULL) },
-	/* OAuth app: tokens without expiry (revoked after a year unused) and no
-	 * refresh token; scopes answered comma-separated (parse_tokens). */
-	[PRESET_GITHUB] = { "https://github.com", "https://api.github.com", "/api/v3",
-		"/login/oauth/authorize", "/login/oauth/access_token", "/applications/{client_id}/token",
-		NULL, false, REVOKE_GITHUB, AUTHZ_RFC(NULL, NULL), NULL, false, false, 31536000 },
+	/* OAuth app: tokens without expiry (GitHub revokes them after a year
+	 * unused) and no refresh token; scopes answered comma-separated (read
+	 * by parse_tokens for every provider). */
+	[PRESET_GITHUB] = { REVOKE_GITHUB, AUTHZ_RFC(NULL, NULL), NULL, false, false, 31536000 },
 	/* GitHub app: 8 h user tokens, single-use 6-month refresh tokens. */
-	[PRESET_GITHUB_APP] = { "https://github.com", "https://api.github.com", "/api/v3",
-		"/login/oauth/authorize", "/login/oauth/access_token", "/applications/{client_id}/token",
-		NULL, false, REVOKE_GITHUB, AUTHZ_RFC(NULL, NULL), NULL, true, false, 28800 },
-	[PRESET_GOOGLE] = { "https://accounts.google.com", "https://oauth2.googleapis.com", "",
-		"/o/oauth2/v2/auth", "/token", "/revoke", NULL, true, REVOKE_RFC7009,
-		AUTHZ_RFC(NULL, "access_type=offline&prompt=consent"), NULL, false, false, 3600 },
+	[PRESET_GITHUB_APP] = { REVOKE_GITHUB, AUTHZ_RFC(NULL, NULL), NULL, true, false, 28800 },
+	[PRESET_GOOGLE] = { REVOKE_RFC7009, AUTHZ_RFC(NULL, "access_type=offline&prompt=consent"),
+		NULL, false, false, 3600 },
 	/* Entra: no RFC 7009 endpoint; openid profile email come back unasked. */
-	[PRESET_MICROSOFT] = { "https://login.microsoftonline.com/common",
-		"https://login.microsoftonline.com/common", "", "/oauth2/v2.0/authorize",
-		"/oauth2/v2.0/token", NULL, NULL, false, REVOKE_NONE,
-		AUTHZ_RFC("offline_access", NULL), "offline_access openid profile email", false, false,
-		3600 },
-	[PRESET_SLACK] = { "https://slack.com", "https://slack.com", "", "/oauth/v2/authorize",
-		"/api/oauth.v2.access", "/api/auth.revoke", NULL, false, REVOKE_SLACK,
-		{ "user_scope", ',', NULL, NULL }, NULL, false, true, 0 },
-	[PRESET_GITLAB] = { "https://gitlab.com", "https://gitlab.com", "", "/oauth/authorize",
-		"/oauth/token", "/oauth/revoke", NULL, false, REVOKE_RFC7009, AUTHZ_RFC(NULL, NULL),
-		NULL, false, false, 7200 },
-	[PRESET_ATLASSIAN] = { "https://auth.atlassian.com", "https://api.atlassian.com", "",
-		"/authorize", "/oauth/token", NULL, "/oauth/token/accessible-resources", false,
-		REVOKE_NONE, AUTHZ_RFC("offline_access", "audience=api.atlassian.com&prompt=consent"),
+	[PRESET_MICROSOFT] = { REVOKE_NONE, AUTHZ_RFC("offline_access", NULL),
+		"offline_access openid profile email", false, false, 3600 },
+	[PRESET_SLACK] = { REVOKE_SLACK, { "user_scope", ',', NULL, NULL }, NULL, false, true, 0 },
+	[PRESET_GITLAB] = { REVOKE_RFC7009, AUTHZ_RFC(NULL, NULL), NULL, false, false, 7200 },
+	[PRESET_ATLASSIAN] = { REVOKE_NONE,
+		AUTHZ_RFC("offline_access", "audience=api.atlassian.com&prompt=consent"),
 		"offline_access", false, false, 3600 },
 };
 
@@ -236,71 +221,6 @@ static void copies_free(struct provider *p)
 	free(p);
 }
 
-/* base + path into *out, "{client_id}" in path replaced by the (percent-
- * encoded) client id.  *out stays NULL for a NULL path. */
-static enum cs_err preset_url(const char *base, const char *path, const char *client_id,
-    char **out)
-{
-	enum cs_err e;
-	struct buf b;
-	const char *at;
-	*out = NULL;
-	if (path == NULL)
-		return CS_OK;
-	buf_init(&b, PROVIDER_MAX_URL);
-	if ((e = buf_puts(&b, base)) != CS_OK)
-		goto out;
-	if ((at = strstr(path, "{client_id}")) == NULL) {
-		e = buf_puts(&b, path);
-	} else if ((e = buf_append(&b, path, (size_t)(at - path))) == CS_OK) {
-		for (const unsigned char *c = (const unsigned char *)client_id; e == CS_OK && *c; c++)
-			e = unreserved(*c) ? buf_append(&b, (const char *)c, 1) :
-			    buf_printf(&b, "%%%02X", *c);
-		if (e == CS_OK)
-			e = buf_puts(&b, at + strlen("{client_id}"));
-	}
-	if (e == CS_OK && (*out = buf_steal(&b)) == NULL)
-		e = CS_ENOMEM;
-out:
-	buf_clear(&b);
-	return e;
-}
-
-/* The preset's endpoints where the configuration names none (explicit keys
- * win): on provider_base_url when set, else on the preset's public hosts. */
-static enum cs_err preset_endpoints(const struct config_resource *r, struct provider *p)
-{
-	enum cs_err e = CS_OK;
-	const struct preset *q = p->q;
-	char *api = NULL;
-	const char *base = r->provider_base_url != NULL ? r->provider_base_url : q->base;
-	if (r->preset == PRESET_NONE)
-		return CS_OK;
-	if (r->provider_base_url != NULL) {
-		if ((e = preset_url(r->provider_base_url, q->api_below, "", &api)) != CS_OK)
-			return e;
-	} else if ((api = strdup(q->api)) == NULL) {
-		return CS_ENOMEM;
-	}
-	if (p->cfg_authorization == NULL)
-		e = preset_url(base, q->authorize, p->client_id, &p->cfg_authorization);
-	if (e == CS_OK && p->cfg_token == NULL)
-		e = preset_url(q->token_on_api ? api : base, q->token, p->client_id, &p->cfg_token);
-	if (e == CS_OK && p->cfg_revocation == NULL)
-		e = preset_url(api, q->revoke, p->client_id, &p->cfg_revocation);
-	if (e == CS_OK)
-		e = preset_url(api, q->sites, p->client_id, &p->sites_url);
-	free(api);
-	if (e != CS_OK)
-		return e;
-	/* SECURITY: a preset's URLs obey the outbound policy like configured ones. */
-	if (!httpc_url_allowed(p->cfg_authorization) || !httpc_url_allowed(p->cfg_token) ||
-	    (p->cfg_revocation != NULL && !httpc_url_allowed(p->cfg_revocation)) ||
-	    (p->sites_url != NULL && !httpc_url_allowed(p->sites_url)))
-		return CS_EINVAL;
-	return CS_OK;
-}
-
 enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 {
 	enum cs_err e = CS_EINVAL;
@@ -310,8 +230,9 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 		goto out;
 	if (r->provider_client_id == NULL || r->provider_client_id[0] == '\0')
 		goto out;
-	/* Either an issuer to discover, both endpoints a client needs, or a preset. */
-	if (r->provider_issuer == NULL && r->preset == PRESET_NONE &&
+	/* Either an issuer to discover or both endpoints a client needs (a
+	 * preset's come filled in by the configuration). */
+	if (r->provider_issuer == NULL &&
 	    (r->provider_authorization_endpoint == NULL || r->provider_token_endpoint == NULL))
 		goto out;
 	/* SECURITY: configured URLs obey the same outbound policy as discovered ones. */
@@ -321,7 +242,8 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 	    !httpc_url_allowed(r->provider_authorization_endpoint)) ||
 	    (r->provider_token_endpoint != NULL && !httpc_url_allowed(r->provider_token_endpoint)) ||
 	    (r->provider_revocation_endpoint != NULL &&
-	    !httpc_url_allowed(r->provider_revocation_endpoint)))
+	    !httpc_url_allowed(r->provider_revocation_endpoint)) ||
+	    (r->provider_sites_endpoint != NULL && !httpc_url_allowed(r->provider_sites_endpoint)))
 		goto out;
 	e = CS_ENOMEM;
 	if ((p = calloc(1, sizeof *p)) == NULL)
@@ -331,13 +253,12 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 	    !dup_opt(r->provider_token_endpoint, &p->cfg_token) ||
 	    !dup_opt(r->provider_revocation_endpoint, &p->cfg_revocation) ||
 	    !dup_opt(r->provider_client_id, &p->client_id) ||
-	    !dup_opt(r->provider_client_secret, &p->client_secret))
+	    !dup_opt(r->provider_client_secret, &p->client_secret) ||
+	    !dup_opt(r->provider_sites_endpoint, &p->sites_url))
 		goto out;
 	p->resource = r->id;
 	p->preset = r->preset;
 	p->q = &presets[r->preset];
-	if ((e = preset_endpoints(r, p)) != CS_OK)
-		goto out;
 	pthread_mutex_init(&p->mu, NULL);
 	*out = p;
 	p = NULL;

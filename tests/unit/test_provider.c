@@ -1013,84 +1013,54 @@ END_TEST
 
 /* --- presets -------------------------------------------------------------- */
 
-/* A resource of preset at base (NULL: the preset's public hosts). */
+/* A resource of preset with its endpoints on base as config_section.c
+ * fills them for provider_base_url = base (test_config checks that part). */
 static struct provider *preset_provider(enum config_preset preset, const char *base)
 {
+	static char a[256], t[256], rv[256], st[256];
 	struct config_resource r = res_issuer(NULL);
 	struct provider *p = NULL;
+	if (base == NULL)
+		base = "https://provider.test";
 	r.preset = preset;
-	r.provider_base_url = (char *)base;
+	ck_assert_int_eq(str_fmt(a, sizeof a, "%s/authorize", base), CS_OK);
+	ck_assert_int_eq(str_fmt(t, sizeof t, "%s/token", base), CS_OK);
+	r.provider_authorization_endpoint = a;
+	r.provider_token_endpoint = t;
+	if (preset == PRESET_GITHUB || preset == PRESET_GITHUB_APP)
+		ck_assert_int_eq(str_fmt(rv, sizeof rv, "%s/api/v3/applications/cli%%3Aent/token", base),
+		    CS_OK);
+	else if (preset == PRESET_SLACK)
+		ck_assert_int_eq(str_fmt(rv, sizeof rv, "%s/api/auth.revoke", base), CS_OK);
+	else
+		rv[0] = '\0';
+	r.provider_revocation_endpoint = rv[0] != '\0' ? rv : NULL;
+	ck_assert_int_eq(str_fmt(st, sizeof st, "%s/oauth/token/accessible-resources", base), CS_OK);
+	r.provider_sites_endpoint = preset == PRESET_ATLASSIAN ? st : NULL;
 	ck_assert_int_eq(provider_new(&r, &p), CS_OK);
+	ck_assert_int_eq(provider_preset(p), preset);
 	return p;
 }
 
-static void ck_endpoints(enum config_preset preset, const char *base, const char *authz,
-    const char *token, const char *revoke)
+START_TEST(test_provider_preset_new)
 {
-	const struct provider_meta *m = NULL;
-	struct provider *p = preset_provider(preset, base);
-	ck_assert_int_eq(provider_meta(p, &m), CS_OK);       /* no discovery: nothing listens */
-	ck_assert_str_eq(m->authorization_endpoint, authz);
-	ck_assert_str_eq(m->token_endpoint, token);
-	if (revoke == NULL)
-		ck_assert_ptr_null(m->revocation_endpoint);
-	else
-		ck_assert_str_eq(m->revocation_endpoint, revoke);
-	ck_assert_ptr_null(m->issuer);
-	ck_assert(!m->iss_parameter_supported);
-	ck_assert_int_eq(provider_preset(p), preset);
-	provider_free(p);
-}
-
-START_TEST(test_provider_preset_endpoints)
-{
-	ck_endpoints(PRESET_GITHUB, NULL, "https://github.com/login/oauth/authorize",
-	    "https://github.com/login/oauth/access_token",
-	    "https://api.github.com/applications/cli%3Aent/token");
-	/* GitHub Enterprise Server: the API under /api/v3. */
-	ck_endpoints(PRESET_GITHUB_APP, "https://ghe.test", "https://ghe.test/login/oauth/authorize",
-	    "https://ghe.test/login/oauth/access_token",
-	    "https://ghe.test/api/v3/applications/cli%3Aent/token");
-	ck_endpoints(PRESET_GOOGLE, NULL, "https://accounts.google.com/o/oauth2/v2/auth",
-	    "https://oauth2.googleapis.com/token", "https://oauth2.googleapis.com/revoke");
-	ck_endpoints(PRESET_MICROSOFT, NULL,
-	    "https://login.microsoftonline.com/common/oauth2/v2.0/authorize",
-	    "https://login.microsoftonline.com/common/oauth2/v2.0/token", NULL);
-	ck_endpoints(PRESET_MICROSOFT, "https://login.microsoftonline.com/contoso.test",
-	    "https://login.microsoftonline.com/contoso.test/oauth2/v2.0/authorize",
-	    "https://login.microsoftonline.com/contoso.test/oauth2/v2.0/token", NULL);
-	ck_endpoints(PRESET_SLACK, NULL, "https://slack.com/oauth/v2/authorize",
-	    "https://slack.com/api/oauth.v2.access", "https://slack.com/api/auth.revoke");
-	ck_endpoints(PRESET_GITLAB, "https://gitlab.internal.test",
-	    "https://gitlab.internal.test/oauth/authorize", "https://gitlab.internal.test/oauth/token",
-	    "https://gitlab.internal.test/oauth/revoke");
-	ck_endpoints(PRESET_ATLASSIAN, NULL, "https://auth.atlassian.com/authorize",
-	    "https://auth.atlassian.com/oauth/token", NULL);
-
-	/* Explicit keys still override the preset. */
 	struct config_resource r = res_issuer(NULL);
 	struct provider *p = NULL;
-	const struct provider_meta *m = NULL;
-	r.preset = PRESET_GITLAB;
-	r.provider_token_endpoint = "https://tokens.test/t";
-	r.provider_revocation_endpoint = "https://tokens.test/r";
-	ck_assert_int_eq(provider_new(&r, &p), CS_OK);
-	ck_assert_int_eq(provider_meta(p, &m), CS_OK);
-	ck_assert_str_eq(m->authorization_endpoint, "https://gitlab.com/oauth/authorize");
-	ck_assert_str_eq(m->token_endpoint, "https://tokens.test/t");
-	ck_assert_str_eq(m->revocation_endpoint, "https://tokens.test/r");
-	provider_free(p);
-	p = NULL;
-
-	/* SECURITY: a base URL the outbound policy refuses gives no provider. */
-	r = res_issuer(NULL);
-	r.preset = PRESET_GITLAB;
-	r.provider_base_url = "http://gitlab.internal.test";
+	/* SECURITY: a sites endpoint the outbound policy refuses gives no provider. */
+	r.preset = PRESET_ATLASSIAN;
+	r.provider_authorization_endpoint = "https://auth.atlassian.test/authorize";
+	r.provider_token_endpoint = "https://auth.atlassian.test/oauth/token";
+	r.provider_sites_endpoint = "http://api.atlassian.test/oauth/token/accessible-resources";
 	ck_assert_int_eq(provider_new(&r, &p), CS_EINVAL);
 	ck_assert_ptr_null(p);
+	r.provider_sites_endpoint = NULL;
 	r.preset = (enum config_preset)PRESET__MAX;
-	r.provider_base_url = NULL;
 	ck_assert_int_eq(provider_new(&r, &p), CS_EINVAL);
+	/* A preset without endpoints (the configuration fills them) is refused. */
+	r = res_issuer(NULL);
+	r.preset = PRESET_GITLAB;
+	ck_assert_int_eq(provider_new(&r, &p), CS_EINVAL);
+	ck_assert_ptr_null(p);
 }
 END_TEST
 
@@ -1501,7 +1471,7 @@ static Suite *provider_suite(void)
 	tcase_add_test(tc, test_provider_revoke_endpoint);
 	tcase_add_test(tc, test_provider_revoke_no_endpoint);
 	tcase_add_test(tc, test_provider_connection_refused);
-	tcase_add_test(tc, test_provider_preset_endpoints);
+	tcase_add_test(tc, test_provider_preset_new);
 	tcase_add_test(tc, test_provider_preset_authz);
 	tcase_add_test(tc, test_provider_preset_answers);
 	tcase_add_test(tc, test_provider_preset_revoke_github);
