@@ -56,7 +56,9 @@ static const struct preset presets[PRESET__MAX] = {
 	/* Entra: no RFC 7009 endpoint; openid profile email come back unasked. */
 	[PRESET_MICROSOFT] = { REVOKE_NONE, AUTHZ_RFC("offline_access", NULL),
 		"offline_access openid profile email", false, false, 3600 },
-	[PRESET_SLACK] = { REVOKE_SLACK, { "user_scope", ',', NULL, NULL }, NULL, false, true, 0 },
+	/* Slack: without (opt-in) rotation a user token does not expire. */
+	[PRESET_SLACK] = { REVOKE_SLACK, { "user_scope", ',', NULL, NULL }, NULL, false, true,
+		31536000 },
 	[PRESET_GITLAB] = { REVOKE_RFC7009, AUTHZ_RFC(NULL, NULL), NULL, false, false, 7200 },
 	[PRESET_ATLASSIAN] = { REVOKE_NONE,
 		AUTHZ_RFC("offline_access", "audience=api.atlassian.com&prompt=consent"),

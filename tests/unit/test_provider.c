@@ -1148,6 +1148,13 @@ START_TEST(test_provider_preset_answers)
 	ck_assert_str_eq(t.token_type, "Bearer");
 	ck_assert_str_eq(t.scope, "chat:write channels:read");
 	ck_assert_str_eq(t.refresh_token, "xoxe-1");
+	ck_assert_int_eq(t.expires_in, 43200);
+	provider_tokens_clear(&t);
+	/* Without rotation: no expiry, no refresh token. */
+	t = preset_answer(PRESET_SLACK, PROVIDER_TOKEN_CODE, "{\"ok\":true,\"authed_user\":"
+	    "{\"access_token\":\"xoxp-2\",\"token_type\":\"user\",\"scope\":\"a\"}}");
+	ck_assert_int_eq(t.expires_in, 31536000);
+	ck_assert_ptr_null(t.refresh_token);
 	provider_tokens_clear(&t);
 	/* A generic provider reads none of that. */
 	t = preset_answer(PRESET_NONE, PROVIDER_TOKEN_CODE,
