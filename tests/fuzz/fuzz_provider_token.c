@@ -5,7 +5,8 @@
  * 500) and the preset reading it (bits 3-7, modulo PRESET__MAX: Slack's
  * authed_user, the scopes a preset drops, its lifetime); the rest is the body.  Never crashes or leaks; only a 200 gives
  * tokens, and then with a non-empty access token and token type, expires_in
- * in [0, ten years], and a scope without commas unless it has spaces. */
+ * in [0, ten years], and a scope without commas unless it has spaces (a
+ * preset that drops scopes: single-spaced words, offline_access gone). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(t.token_type != NULL && t.token_type[0] != '\0');
 		CHECK(t.refresh_token == NULL || t.refresh_token[0] != '\0');
 		CHECK(t.expires_in >= 0 && t.expires_in <= INT64_C(315360000));
-		CHECK(t.scope == NULL || strchr(t.scope, ',') == NULL || strchr(t.scope, ' ') != NULL);
+		if (preset == PRESET_NONE) {
+			CHECK(t.scope == NULL || strchr(t.scope, ',') == NULL || strchr(t.scope, ' ') != NULL);
+		} else if (t.scope != NULL && (preset == PRESET_MICROSOFT || preset == PRESET_ATLASSIAN)) {
+			/* Scopes these presets drop are rewritten out: single spaces
+			 * between words, and never offline_access. */
+			size_t n = strlen(t.scope);
+			CHECK(strstr(t.scope, "  ") == NULL && (n == 0 || (t.scope[0] != ' ' &&
+			    t.scope[n - 1] != ' ')));
+			for (const char *w = t.scope; *w; w += strcspn(w, " ") + (w[strcspn(w, " ")] == ' '))
+				CHECK(strcspn(w, " ") != 14 || memcmp(w, "offline_access", 14) != 0);
+		}
 		provider_tokens_clear(&t);
 	} else {
 		CHECK(t.access_token == NULL && t.refresh_token == NULL && t.scope == NULL);
