@@ -16,6 +16,12 @@
 #define CONFIG_MAX_LINE 199          /* inih's line buffer is 200 bytes with the NUL */
 
 enum config_release { RELEASE_GATEWAY = 0, RELEASE_NEVER };
+/* [resource.NAME] preset: a provider whose endpoints and quirks consentd
+ * knows (provider.c's table; docs/providers.md).  PRESET_NONE: generic OAuth. */
+enum config_preset {
+	PRESET_NONE = 0, PRESET_GITHUB, PRESET_GITHUB_APP, PRESET_GOOGLE, PRESET_MICROSOFT,
+	PRESET_SLACK, PRESET_GITLAB, PRESET_ATLASSIAN, PRESET__MAX
+};
 enum config_approval { APPROVAL_NONE = 0, APPROVAL_REQUIRED };
 enum config_auth { AUTH_CLIENT_SECRET_BASIC = 0, AUTH_CLIENT_SECRET_POST };
 
@@ -48,6 +54,11 @@ struct config_resource {         /* [resource.NAME] */
 	char    *provider_revocation_endpoint;
 	char    *provider_client_id;
 	char    *provider_client_secret;   /* secret: never log */
+	enum config_preset preset;   /* default none; explicit endpoint keys override it */
+	char    *provider_base_url;  /* a preset's instance (GitLab, GitHub Enterprise, a
+	                                Microsoft tenant); NULL: the preset's public one */
+	char    *provider_sites_endpoint;   /* not a key: Atlassian's accessible-resources
+	                                       (preset atlassian); NULL otherwise */
 	int64_t  refresh_margin;     /* default 60 */
 	enum config_release token_release;
 	char    *base_url;           /* NULL when none */

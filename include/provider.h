@@ -72,8 +72,42 @@ enum provider_token_kind { PROVIDER_TOKEN_CODE = 0, PROVIDER_TOKEN_REFRESH, PROV
 enum cs_err provider_token_answer(enum provider_token_kind kind, long status, const char *body,
     struct provider_tokens *out) CS_MUST_CHECK;
 
+/* What the provider's authorization request looks like: its preset's syntax
+ * (RFC 6749's for a generic provider).  Borrowed from p. */
+struct provider_authz {
+	const char *scope_param;      /* "scope"; Slack's user tokens: "user_scope" */
+	char        scope_sep;        /* ' '; Slack: ',' */
+	const char *extra_scope;      /* asked for with every request ("offline_access"), or NULL */
+	const char *extra_params;     /* "k=v&k=v" appended as is ("access_type=offline&prompt=consent"), or NULL */
+};
+void provider_authz(const struct provider *p, struct provider_authz *out);
+enum config_preset provider_preset(const struct provider *p);
+
+/* provider_token_answer as a provider of preset reads it: Slack's user token
+ * under "authed_user" (token_type "user" read as Bearer); the preset's own
+ * scopes (offline_access, openid ...) dropped from the granted list; a GitHub
+ * app's scope ignored (its permissions are the app's, not OAuth scopes);
+ * a missing expires_in read as the preset's lifetime (GitHub OAuth app: a
+ * year, GitHub app: 8 h, GitLab: 2 h).  PRESET_NONE: provider_token_answer. */
+enum cs_err provider_token_answer_preset(enum config_preset preset, enum provider_token_kind kind,
+    long status, const char *body, struct provider_tokens *out) CS_MUST_CHECK;
+
+/* Atlassian: the cloud ids of the sites access_token reaches
+ * (accessible-resources), comma-joined into *ids.  CS_ENOENT when it reaches
+ * none or the provider has no such call, CS_EIO when it could not be asked. */
+enum cs_err provider_sites(struct provider *p, const char *access_token, char **ids) CS_MUST_CHECK;
+/* Reads an accessible-resources answer (a JSON array of objects with a string
+ * "id" of [A-Za-z0-9-], at most 64 sites): CS_ENOENT for an empty array,
+ * CS_EINVAL for anything else malformed.  No I/O. */
+enum cs_err provider_sites_parse(const char *body, char **ids) CS_MUST_CHECK;
+
 /* RFC 7009 with token_type_hint ("refresh_token" | "access_token").  CS_OK on
- * 200, CS_ENOENT when the provider has no revocation endpoint, CS_EIO otherwise. */
+ * 200, CS_ENOENT when the provider has no revocation endpoint, CS_EIO otherwise.
+ * A preset revokes its own way: GitHub's DELETE /applications/{client_id}/token
+ * with the client's credentials (204; 404: GitHub no longer knows the token),
+ * Slack's auth.revoke with the token itself (ok, or token_revoked /
+ * invalid_auth: already dead); both take access tokens only (CS_ENOENT for a
+ * refresh token), and Microsoft and Atlassian revoke nothing (CS_ENOENT). */
 enum cs_err provider_revoke(struct provider *p, const char *token, const char *hint) CS_MUST_CHECK;
 
 /* For tests: moves the last discovery attempt seconds into the past, so that

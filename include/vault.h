@@ -66,8 +66,12 @@ struct vault_release_req {
 
 /* Refreshed first when within refresh_margin of expiry, one refresh at a time
  * per record (others wait and reuse its result); a rotated refresh token
- * replaces the old one atomically; invalid_grant marks the consent
- * reconnect_required (VAULT_RELEASE_GONE).  Audited ("vault.released",
+ * replaces the old one atomically, an answer without one keeps it;
+ * invalid_grant marks the consent reconnect_required (VAULT_RELEASE_GONE).
+ * A transient failure (5xx, timeout) keeps the connection: the unexpired
+ * token is released (audited "refresh_failed"), and the record's next
+ * refresh waits 2 s, doubling to 300 s (per process); an expired token is
+ * never released (VAULT_RELEASE_UNAVAILABLE).  Audited ("vault.released",
  * action).  CS_OK with out->outcome for every answer; an error (CS_ECRYPTO
  * for a record that does not open, ...) only for failures. */
 enum cs_err vault_release(struct vault *v, struct store_conn *c, const struct config *cfg,

@@ -745,6 +745,8 @@ void config_free(struct config *c)
 		free(r->provider_authorization_endpoint);
 		free(r->provider_token_endpoint);
 		free(r->provider_revocation_endpoint);
+		free(r->provider_base_url);
+		free(r->provider_sites_endpoint);
 		free(r->provider_client_id);
 		wipe_free(r->provider_client_secret);
 		free(r->base_url);

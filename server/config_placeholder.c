@@ -30,6 +30,7 @@ static const struct {
 	{ SK_RESOURCE, "provider_authorization_endpoint", PH_URL },
 	{ SK_RESOURCE, "provider_token_endpoint", PH_URL },
 	{ SK_RESOURCE, "provider_revocation_endpoint", PH_URL },
+	{ SK_RESOURCE, "provider_base_url", PH_URL },
 	{ SK_RESOURCE, "provider_client_secret", PH_SECRET },
 	{ SK_RESOURCE, "base_url", PH_URL },
 };

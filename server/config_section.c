@@ -27,6 +27,9 @@ static const char *const reassignable_claims[] = { "email", "preferred_username"
 static const char *const token_types[] = { "id_token", "access_token", "jwt", NULL };
 static const char *const auth_names[] = { "client_secret_basic", "client_secret_post", NULL };
 static const char *const release_names[] = { "gateway", "never", NULL };
+/* Indexed by enum config_preset. */
+static const char *const preset_names[] = { "none", "github", "github-app", "google", "microsoft",
+	"slack", "gitlab", "atlassian", NULL };
 static const char *const approval_names[] = { "none", "required", NULL };
 static const char *const cimd_allow_names[] = { "none", "any", "hosts", "prefixes", NULL };
 
@@ -647,6 +650,87 @@ static void load_client(struct ctx *c, struct config_client *k, const struct sec
 	}
 }
 
+/* A preset's endpoints (docs/providers.md cites where each is documented):
+ * the authorization server's public host and its API's, the API's path below
+ * provider_base_url (GitHub Enterprise Server: /api/v3), and the paths; the
+ * token endpoint sits on the API host where token_on_api (Google). */
+struct preset_urls {
+	const char *base, *api, *api_below;
+	const char *authorize, *token, *revoke, *sites;   /* revoke, sites: on the API; NULL: none */
+	bool        token_on_api;
+};
+static const struct preset_urls preset_urls[PRESET__MAX] = {
+	[PRESET_GITHUB] = { "https://github.com", "https://api.github.com", "/api/v3",
+		"/login/oauth/authorize", "/login/oauth/access_token", "/applications/{client_id}/token",
+		NULL, false },
+	[PRESET_GITHUB_APP] = { "https://github.com", "https://api.github.com", "/api/v3",
+		"/login/oauth/authorize", "/login/oauth/access_token", "/applications/{client_id}/token",
+		NULL, false },
+	[PRESET_GOOGLE] = { "https://accounts.google.com", "https://oauth2.googleapis.com", "",
+		"/o/oauth2/v2/auth", "/token", "/revoke", NULL, true },
+	[PRESET_MICROSOFT] = { "https://login.microsoftonline.com/common",
+		"https://login.microsoftonline.com/common", "", "/oauth2/v2.0/authorize",
+		"/oauth2/v2.0/token", NULL, NULL, false },
+	[PRESET_SLACK] = { "https://slack.com", "https://slack.com", "", "/oauth/v2/authorize",
+		"/api/oauth.v2.access", "/api/auth.revoke", NULL, false },
+	[PRESET_GITLAB] = { "https://gitlab.com", "https://gitlab.com", "", "/oauth/authorize",
+		"/oauth/token", "/oauth/revoke", NULL, false },
+	[PRESET_ATLASSIAN] = { "https://auth.atlassian.com", "https://api.atlassian.com", "",
+		"/authorize", "/oauth/token", NULL, "/oauth/token/accessible-resources", false },
+};
+
+/* base + below + path, "{client_id}" in path replaced by the percent-encoded
+ * client id; NULL for a NULL path (and on allocation failure, c->oom). */
+static char *preset_url(struct ctx *c, const char *base, const char *below, const char *path,
+    const char *client_id)
+{
+	struct buf b;
+	char *out = NULL;
+	const char *at;
+	enum cs_err e;
+	if (path == NULL)
+		return NULL;
+	buf_init(&b, 4096);
+	e = buf_printf(&b, "%s%s", base, below);
+	if (e == CS_OK && (at = strstr(path, "{client_id}")) != NULL) {
+		e = buf_append(&b, path, (size_t)(at - path));
+		for (const unsigned char *p = (const unsigned char *)(client_id ? client_id : "");
+		    e == CS_OK && *p; p++)
+			e = isalnum(*p) || strchr("-._~", *p) != NULL ?
+			    buf_append(&b, (const char *)p, 1) : buf_printf(&b, "%%%02X", *p);
+		path = at + strlen("{client_id}");
+	}
+	if (e == CS_OK)
+		e = buf_puts(&b, path);
+	if (e != CS_OK || (out = buf_steal(&b)) == NULL)
+		c->oom = true;
+	buf_clear(&b);
+	return out;
+}
+
+/* The endpoints of r's preset where no key names them: on provider_base_url
+ * when given, else on the preset's public hosts. */
+static void preset_fill(struct ctx *c, struct config_resource *r)
+{
+	const struct preset_urls *u;
+	const char *base, *api, *below;
+	if (r->preset <= PRESET_NONE || r->preset >= PRESET__MAX)
+		return;
+	u = &preset_urls[r->preset];
+	base = r->provider_base_url != NULL ? r->provider_base_url : u->base;
+	api = r->provider_base_url != NULL ? r->provider_base_url : u->api;
+	below = r->provider_base_url != NULL ? u->api_below : "";
+	if (r->provider_authorization_endpoint == NULL)
+		r->provider_authorization_endpoint = preset_url(c, base, "", u->authorize, NULL);
+	if (r->provider_token_endpoint == NULL)
+		r->provider_token_endpoint = preset_url(c, u->token_on_api ? api : base,
+		    u->token_on_api ? below : "", u->token, NULL);
+	if (r->provider_revocation_endpoint == NULL)
+		r->provider_revocation_endpoint = preset_url(c, api, below, u->revoke,
+		    r->provider_client_id);
+	r->provider_sites_endpoint = preset_url(c, api, below, u->sites, NULL);
+}
+
 static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
 {
 	bool https;
@@ -688,8 +772,23 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 	(void)cfg_get_str(c, s, "provider_client_secret", NULL, S_EMPTY_NULL, &r->provider_client_secret);
 	any = any || cfg_section_has_value(s, "provider_client_id") ||
 	    cfg_section_has_value(s, "provider_client_secret");
+	/* A preset names the provider's endpoints (explicit keys still win). */
+	cfg_get_enum(c, s, "preset", preset_names, PRESET_NONE, &i);
+	r->preset = (enum config_preset)i;
+	e = cfg_get_str(c, s, "provider_base_url", NULL, S_EMPTY_NULL, &r->provider_base_url);
+	if (e != NULL && !cfg_check_url(c, e, r->provider_base_url, URL_PATH, &https)) {
+		free(r->provider_base_url);
+		r->provider_base_url = NULL;
+	} else if (e != NULL) {
+		size_t l = strlen(r->provider_base_url);
+		if (r->provider_base_url[l - 1] == '/')
+			r->provider_base_url[l - 1] = '\0';   /* the preset's paths bring their own '/' */
+		if (r->preset == PRESET_NONE)
+			cfg_err_e(c, e, "needs a preset in [%s] (it is the preset's instance URL)", s->name);
+	}
+	any = any || r->preset != PRESET_NONE;
 	if (any) {
-		if (!cfg_section_has_value(s, "provider_issuer") &&
+		if (r->preset == PRESET_NONE && !cfg_section_has_value(s, "provider_issuer") &&
 		    !(cfg_section_has_value(s, "provider_authorization_endpoint") &&
 		    cfg_section_has_value(s, "provider_token_endpoint")))
 			cfg_err_line(c, s->line, "provider_issuer", "required in [%s] (or both "
@@ -698,6 +797,7 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 			cfg_err_line(c, s->line, "provider_client_id", "required in [%s] when a provider "
 			    "is configured", s->name);
 	}
+	preset_fill(c, r);
 	cfg_get_int(c, s, "refresh_margin", 60, 0, 3600, &r->refresh_margin);
 	cfg_get_enum(c, s, "token_release", release_names, RELEASE_GATEWAY, &i);
 	r->token_release = (enum config_release)i;

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "buf.h"
 #include "httpc.h"
@@ -24,6 +25,45 @@
 #define PROVIDER_MAX_FORM      (64 * 1024)
 #define PROVIDER_MAX_EXPIRES   INT64_C(315360000)     /* ten years; larger values are clamped */
 #define PROVIDER_MAX_NUMSTR    18                     /* digits in a string expires_in */
+#define PROVIDER_MAX_SITES     64                     /* Atlassian sites read from one answer */
+
+/* --- presets (docs/providers.md says where each quirk is documented) ------ */
+
+enum revoke_style { REVOKE_RFC7009 = 0, REVOKE_GITHUB, REVOKE_SLACK, REVOKE_NONE };
+
+struct preset {
+	enum revoke_style revoke_style;
+	struct provider_authz authz;
+	const char *ignore_scopes;    /* answered scopes that are not the API's (space-separated) */
+	bool        app_permissions;  /* GitHub app: the answer's scope says nothing */
+	bool        authed_user;      /* Slack: the user token sits under "authed_user" */
+	int64_t     lifetime;         /* seconds when expires_in is missing; 0: the vault's default */
+};
+
+#define AUTHZ_RFC(extra_scope, extra) { "scope", ' ', extra_scope, extra }
+
+/* The endpoints are the configuration's (config_section.c fills a preset's). */
+static const struct preset presets[PRESET__MAX] = {
+	[PRESET_NONE] = { .authz = AUTHZ_RFC(NULL, NULL) },
+	/* OAuth app: tokens without expiry (GitHub revokes them after a year
+	 * unused) and no refresh token; scopes answered comma-separated (read
+	 * by parse_tokens for every provider). */
+	[PRESET_GITHUB] = { REVOKE_GITHUB, AUTHZ_RFC(NULL, NULL), NULL, false, false, 31536000 },
+	/* GitHub app: 8 h user tokens, single-use 6-month refresh tokens. */
+	[PRESET_GITHUB_APP] = { REVOKE_GITHUB, AUTHZ_RFC(NULL, NULL), NULL, true, false, 28800 },
+	[PRESET_GOOGLE] = { REVOKE_RFC7009, AUTHZ_RFC(NULL, "access_type=offline&prompt=consent"),
+		NULL, false, false, 3600 },
+	/* Entra: no RFC 7009 endpoint; openid profile email come back unasked. */
+	[PRESET_MICROSOFT] = { REVOKE_NONE, AUTHZ_RFC("offline_access", NULL),
+		"offline_access openid profile email", false, false, 3600 },
+	/* Slack: without (opt-in) rotation a user token does not expire. */
+	[PRESET_SLACK] = { REVOKE_SLACK, { "user_scope", ',', NULL, NULL }, NULL, false, true,
+		31536000 },
+	[PRESET_GITLAB] = { REVOKE_RFC7009, AUTHZ_RFC(NULL, NULL), NULL, false, false, 7200 },
+	[PRESET_ATLASSIAN] = { REVOKE_NONE,
+		AUTHZ_RFC("offline_access", "audience=api.atlassian.com&prompt=consent"),
+		"offline_access", false, false, 3600 },
+};
 
 struct provider {
 	char *issuer;                 /* NULL when configured by endpoints only */
@@ -33,6 +73,9 @@ struct provider {
 	char *client_id;
 	char *client_secret;          /* NULL: a public client; wiped on free */
 	const char *resource;         /* the configured resource's id (outlives p): a metrics label */
+	enum config_preset preset;
+	const struct preset *q;       /* presets[preset] */
+	char *sites_url;              /* Atlassian's accessible-resources; NULL: none */
 
 	pthread_mutex_t      mu;      /* guards everything below; held during discovery */
 	struct provider_meta *meta;   /* NULL until obtained; then immutable */
@@ -175,6 +218,7 @@ static void copies_free(struct provider *p)
 	free(p->cfg_token);
 	free(p->cfg_revocation);
 	free(p->client_id);
+	free(p->sites_url);
 	wipe_free(p->client_secret);
 	free(p);
 }
@@ -184,11 +228,12 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 	enum cs_err e = CS_EINVAL;
 	struct provider *p = NULL;
 
-	if (r == NULL || out == NULL)
+	if (r == NULL || out == NULL || (unsigned)r->preset >= PRESET__MAX)
 		goto out;
 	if (r->provider_client_id == NULL || r->provider_client_id[0] == '\0')
 		goto out;
-	/* Either an issuer to discover or both endpoints a client needs. */
+	/* Either an issuer to discover or both endpoints a client needs (a
+	 * preset's come filled in by the configuration). */
 	if (r->provider_issuer == NULL &&
 	    (r->provider_authorization_endpoint == NULL || r->provider_token_endpoint == NULL))
 		goto out;
@@ -199,7 +244,8 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 	    !httpc_url_allowed(r->provider_authorization_endpoint)) ||
 	    (r->provider_token_endpoint != NULL && !httpc_url_allowed(r->provider_token_endpoint)) ||
 	    (r->provider_revocation_endpoint != NULL &&
-	    !httpc_url_allowed(r->provider_revocation_endpoint)))
+	    !httpc_url_allowed(r->provider_revocation_endpoint)) ||
+	    (r->provider_sites_endpoint != NULL && !httpc_url_allowed(r->provider_sites_endpoint)))
 		goto out;
 	e = CS_ENOMEM;
 	if ((p = calloc(1, sizeof *p)) == NULL)
@@ -209,9 +255,12 @@ enum cs_err provider_new(const struct config_resource *r, struct provider **out)
 	    !dup_opt(r->provider_token_endpoint, &p->cfg_token) ||
 	    !dup_opt(r->provider_revocation_endpoint, &p->cfg_revocation) ||
 	    !dup_opt(r->provider_client_id, &p->client_id) ||
-	    !dup_opt(r->provider_client_secret, &p->client_secret))
+	    !dup_opt(r->provider_client_secret, &p->client_secret) ||
+	    !dup_opt(r->provider_sites_endpoint, &p->sites_url))
 		goto out;
 	p->resource = r->id;
+	p->preset = r->preset;
+	p->q = &presets[r->preset];
 	pthread_mutex_init(&p->mu, NULL);
 	*out = p;
 	p = NULL;
@@ -529,13 +578,43 @@ static enum cs_err opt_str(json_t *doc, const char *name, bool nonempty, char **
 	return (*out = strdup(s)) != NULL ? CS_OK : CS_ENOMEM;
 }
 
-/* Reads a successful token response (RFC 6749 §5.1) into *out. */
-static enum cs_err parse_tokens(json_t *doc, struct provider_tokens *out)
+/* scope without the words of drop (both space-separated), in place. */
+static void scope_drop(char *scope, const char *drop)
+{
+	char *w = scope;
+	for (char *r = scope; *r != '\0';) {
+		size_t n = strcspn(r, " ");
+		bool skip = n == 0;
+		for (const char *d = drop; !skip && *d != '\0';) {
+			size_t m = strcspn(d, " ");
+			skip = m == n && memcmp(d, r, n) == 0;
+			d += m + (d[m] == ' ');
+		}
+		if (!skip) {
+			if (w != scope)
+				*w++ = ' ';
+			memmove(w, r, n);
+			w += n;
+		}
+		r += n + (r[n] == ' ');
+	}
+	*w = '\0';
+}
+
+/* Reads a successful token response (RFC 6749 §5.1) into *out, as a
+ * provider of preset q answers it. */
+static enum cs_err parse_tokens(const struct preset *q, json_t *doc, struct provider_tokens *out)
 {
 	enum cs_err e;
 	struct provider_tokens t;
+	json_t *user = json_object_get(doc, "authed_user");
 
 	memset(&t, 0, sizeof t);
+	/* Slack: a user token comes under "authed_user" (the top level holds a
+	 * bot token when the app asked for bot scopes too; consentd never
+	 * uses it). */
+	if (q->authed_user && json_is_object(user) && json_object_get(user, "access_token") != NULL)
+		doc = user;
 	if ((e = opt_str(doc, "access_token", true, &t.access_token)) != CS_OK ||
 	    (e = opt_str(doc, "refresh_token", true, &t.refresh_token)) != CS_OK ||
 	    (e = opt_str(doc, "token_type", true, &t.token_type)) != CS_OK ||
@@ -551,9 +630,27 @@ static enum cs_err parse_tokens(json_t *doc, struct provider_tokens *out)
 	 * commas and no space is read that way; any other is RFC 6749's
 	 * space-separated list as it is. */
 	if (t.scope != NULL && strchr(t.scope, ' ') == NULL && strchr(t.scope, ',') != NULL)
-		for (char *q = t.scope; *q; q++)
-			if (*q == ',')
-				*q = ' ';
+		for (char *c = t.scope; *c; c++)
+			if (*c == ',')
+				*c = ' ';
+	if (q->authed_user && strcmp(t.token_type, "user") == 0) {
+		/* Slack's user tokens are bearer tokens by another name. */
+		free(t.token_type);
+		if ((t.token_type = strdup("Bearer")) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	}
+	if (t.scope != NULL && q->ignore_scopes != NULL)
+		scope_drop(t.scope, q->ignore_scopes);
+	if (q->app_permissions) {
+		/* A GitHub app's token carries the app's permissions; its "scope"
+		 * (empty) says nothing about them: read as "as asked". */
+		free(t.scope);
+		t.scope = NULL;
+	}
+	if (t.expires_in == 0)
+		t.expires_in = q->lifetime;
 	*out = t;
 	memset(&t, 0, sizeof t);
 	e = CS_OK;
@@ -568,6 +665,7 @@ static bool refusal(const char *err)
 {
 	static const char *const codes[] = {
 		"invalid_grant", "invalid_client", "unauthorized_client", "bad_refresh_token",
+		"invalid_refresh_token",          /* Slack's */
 	};
 	if (err == NULL)
 		return false;
@@ -600,8 +698,8 @@ static enum cs_err post(struct provider *p, const char *url, struct kv *kv, size
 	return e;
 }
 
-enum cs_err provider_token_answer(enum provider_token_kind kind, long status, const char *body,
-    struct provider_tokens *out)
+static enum cs_err token_answer(const struct preset *q, enum provider_token_kind kind,
+    long status, const char *body, struct provider_tokens *out)
 {
 	enum cs_err e;
 	json_t *doc = json_loads(body != NULL ? body : "", JSON_REJECT_DUPLICATES, NULL);
@@ -612,7 +710,7 @@ enum cs_err provider_token_answer(enum provider_token_kind kind, long status, co
 		status = 400;
 	}
 	if (status == 200) {
-		e = json_is_object(doc) ? parse_tokens(doc, out) : CS_EINVAL;
+		e = json_is_object(doc) ? parse_tokens(q, doc, out) : CS_EINVAL;
 	} else if (kind == PROVIDER_TOKEN_CODE) {
 		/* The code is single-use and short-lived: any 400/401 is final. */
 		e = status == 400 || status == 401 ? CS_EPERM : CS_EIO;
@@ -629,6 +727,30 @@ enum cs_err provider_token_answer(enum provider_token_kind kind, long status, co
 	json_wipe_strings(doc);
 	json_decref(doc);
 	return e;
+}
+
+enum cs_err provider_token_answer(enum provider_token_kind kind, long status, const char *body,
+    struct provider_tokens *out)
+{
+	return token_answer(&presets[PRESET_NONE], kind, status, body, out);
+}
+
+enum cs_err provider_token_answer_preset(enum config_preset preset, enum provider_token_kind kind,
+    long status, const char *body, struct provider_tokens *out)
+{
+	if ((unsigned)preset >= PRESET__MAX)
+		return CS_EINVAL;
+	return token_answer(&presets[preset], kind, status, body, out);
+}
+
+void provider_authz(const struct provider *p, struct provider_authz *out)
+{
+	*out = p != NULL ? p->q->authz : presets[PRESET_NONE].authz;
+}
+
+enum config_preset provider_preset(const struct provider *p)
+{
+	return p != NULL ? p->preset : PRESET_NONE;
 }
 
 /* A call that failed for want of a usable answer (CS_EIO; a refusal is not
@@ -652,7 +774,7 @@ static enum cs_err token_call_once(struct provider *p, enum provider_token_kind 
 		return e == CS_ENOMEM ? e : CS_EIO;
 	if ((e = post(p, m->token_endpoint, kv, n, &res)) != CS_OK)
 		return e;
-	e = provider_token_answer(kind, res.status, res.body.data, out);
+	e = token_answer(p->q, kind, res.status, res.body.data, out);
 	/* SECURITY: the response held tokens: wipe the body. */
 	httpc_response_clear(&res);
 	return e;
@@ -695,6 +817,103 @@ enum cs_err provider_refresh(struct provider *p, const char *refresh_token,
 
 /* --- revocation --------------------------------------------------------- */
 
+/* "Authorization: Basic base64(id:secret)" as GitHub's REST API takes it
+ * (the raw pair, not RFC 6749's form-encoded one).  The caller wipes *out. */
+static enum cs_err basic_line(const char *id, const char *secret, char **out)
+{
+	enum cs_err e = CS_ENOMEM;
+	size_t n = strlen(id) + 1 + strlen(secret), cap;
+	char *raw = NULL, *line = NULL;
+	static const char pre[] = "Authorization: Basic ";
+	if (n > PROVIDER_MAX_URL)
+		return CS_ETOOBIG;
+	cap = sizeof pre + 4 * ((n + 2) / 3) + 1;
+	if ((raw = malloc(n + 1)) == NULL || (line = malloc(cap)) == NULL)
+		goto out;
+	memcpy(raw, id, strlen(id));
+	raw[strlen(id)] = ':';
+	memcpy(raw + strlen(id) + 1, secret, strlen(secret) + 1);
+	memcpy(line, pre, sizeof pre);
+	EVP_EncodeBlock((unsigned char *)line + sizeof pre - 1, (const unsigned char *)raw, (int)n);
+	*out = line;
+	line = NULL;
+	e = CS_OK;
+out:
+	wipe_free(raw);
+	free(line);
+	return e;
+}
+
+/* A revocation in the provider's own way (GitHub's DELETE, Slack's
+ * auth.revoke): url, method and headers sent, the token in body or header.
+ * *status is the answer's, *ok whether the answer means the token is dead. */
+static enum cs_err revoke_call(const struct provider *p, const char *url, const char *token,
+    bool *dead)
+{
+	enum cs_err e = CS_ENOMEM;
+	struct httpc_reply res;
+	char *auth = NULL, *body = NULL;
+	json_t *doc = NULL;
+	const char *hdrs[4] = { NULL, NULL, NULL, NULL };
+
+	httpc_reply_init(&res);
+	*dead = false;
+	if (p->q->revoke_style == REVOKE_GITHUB) {
+		/* DELETE /applications/{client_id}/token, the token in a JSON body,
+		 * the client's credentials as Basic. */
+		if (p->client_secret == NULL)
+			return CS_ENOENT;             /* GitHub asks for the secret */
+		if ((e = basic_line(p->client_id, p->client_secret, &auth)) != CS_OK)
+			goto out;
+		if ((doc = json_pack("{s:s}", "access_token", token)) == NULL ||
+		    (body = json_dumps(doc, JSON_COMPACT)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+		hdrs[0] = "Accept: application/vnd.github+json";
+		hdrs[1] = "Content-Type: application/json";
+		hdrs[2] = auth;
+		e = httpc_request(&(struct httpc_request){ .method = "DELETE", .url = url,
+		    .headers = hdrs, .body = body, .body_len = strlen(body) }, &res);
+		/* 204 revoked; 404: GitHub does not know the token (revoked already). */
+		*dead = e == CS_OK && (res.status == 204 || res.status == 200 || res.status == 404);
+	} else {
+		/* Slack's auth.revoke: the token revokes itself. */
+		struct buf b;
+		buf_init(&b, PROVIDER_MAX_FORM);
+		e = buf_printf(&b, "Authorization: Bearer %s", token);
+		auth = e == CS_OK ? buf_steal(&b) : NULL;
+		buf_wipe_clear(&b);
+		if (e != CS_OK || auth == NULL) {
+			e = e != CS_OK ? e : CS_ENOMEM;
+			goto out;
+		}
+		hdrs[0] = "Accept: application/json";
+		hdrs[1] = "Content-Type: application/x-www-form-urlencoded";
+		hdrs[2] = auth;
+		e = httpc_request(&(struct httpc_request){ .method = "POST", .url = url,
+		    .headers = hdrs, .body = "", .body_len = 0 }, &res);
+		if (e == CS_OK && res.status == 200) {
+			json_t *a = json_loads(res.body.data != NULL ? res.body.data : "", 0, NULL);
+			const char *err = jstr(json_object_get(a, "error"));
+			*dead = json_is_true(json_object_get(a, "ok")) || (err != NULL &&
+			    (strcmp(err, "token_revoked") == 0 || strcmp(err, "invalid_auth") == 0));
+			json_decref(a);
+		}
+	}
+	if (e != CS_OK && e != CS_ENOMEM)
+		e = CS_EIO;
+out:
+	httpc_reply_clear(&res);
+	if (body != NULL)
+		OPENSSL_cleanse(body, strlen(body));
+	free(body);
+	json_wipe_strings(doc);
+	json_decref(doc);
+	wipe_free(auth);
+	return e;
+}
+
 static enum cs_err revoke_once(struct provider *p, const char *token, const char *hint)
 {
 	enum cs_err e;
@@ -704,10 +923,21 @@ static enum cs_err revoke_once(struct provider *p, const char *token, const char
 	if (p == NULL || token == NULL || token[0] == '\0' ||
 	    (hint != NULL && strcmp(hint, "refresh_token") != 0 && strcmp(hint, "access_token") != 0))
 		return CS_EINVAL;
+	if (p->q->revoke_style == REVOKE_NONE && p->cfg_revocation == NULL)
+		return CS_ENOENT;
 	if ((e = provider_meta(p, &m)) != CS_OK)
 		return e == CS_ENOMEM ? e : CS_EIO;
 	if (m->revocation_endpoint == NULL)
 		return CS_ENOENT;
+	if (p->q->revoke_style == REVOKE_GITHUB || p->q->revoke_style == REVOKE_SLACK) {
+		bool dead = false;
+		/* Both take an access token only: a refresh token cannot be named. */
+		if (hint != NULL && strcmp(hint, "refresh_token") == 0)
+			return CS_ENOENT;
+		if ((e = revoke_call(p, m->revocation_endpoint, token, &dead)) != CS_OK)
+			return e;
+		return dead ? CS_OK : CS_EIO;
+	}
 	struct kv kv[] = {
 		{ "token", token },
 		{ "token_type_hint", hint },
@@ -726,4 +956,87 @@ enum cs_err provider_revoke(struct provider *p, const char *token, const char *h
 {
 	enum cs_err e = revoke_once(p, token, hint);
 	return p != NULL ? counted(p, e) : e;
+}
+
+/* --- Atlassian's sites -------------------------------------------------- */
+
+static bool site_id_ok(const char *id)
+{
+	size_t n = strlen(id);
+	if (n == 0 || n > 64)
+		return false;
+	for (const char *c = id; *c; c++)
+		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+		    (*c >= '0' && *c <= '9') || *c == '-'))
+			return false;
+	return true;
+}
+
+enum cs_err provider_sites_parse(const char *body, char **ids)
+{
+	enum cs_err e = CS_EINVAL;
+	struct buf b;
+	json_t *doc;
+	size_t i;
+	json_t *v;
+
+	if (body == NULL || ids == NULL)
+		return CS_EINVAL;
+	buf_init(&b, PROVIDER_MAX_SITES * 66);
+	doc = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_array(doc) || json_array_size(doc) > PROVIDER_MAX_SITES)
+		goto out;
+	json_array_foreach(doc, i, v) {
+		const char *id = json_is_object(v) ? jstr(json_object_get(v, "id")) : NULL;
+		/* SECURITY: a cloud id goes into API paths: only [A-Za-z0-9-]. */
+		if (id == NULL || !site_id_ok(id))
+			goto out;
+		if ((e = buf_printf(&b, "%s%s", i > 0 ? "," : "", id)) != CS_OK)
+			goto out;
+		e = CS_EINVAL;
+	}
+	if (json_array_size(doc) == 0) {
+		e = CS_ENOENT;
+		goto out;
+	}
+	e = (*ids = buf_steal(&b)) != NULL ? CS_OK : CS_ENOMEM;
+out:
+	json_decref(doc);
+	buf_clear(&b);
+	return e;
+}
+
+enum cs_err provider_sites(struct provider *p, const char *access_token, char **ids)
+{
+	enum cs_err e;
+	struct httpc_reply res;
+	struct buf b;
+	char *auth = NULL;
+	const char *hdrs[] = { "Accept: application/json", NULL, NULL };
+
+	if (p == NULL || access_token == NULL || ids == NULL)
+		return CS_EINVAL;
+	if (p->sites_url == NULL)
+		return CS_ENOENT;
+	httpc_reply_init(&res);
+	buf_init(&b, PROVIDER_MAX_FORM);
+	if ((e = buf_printf(&b, "Authorization: Bearer %s", access_token)) != CS_OK ||
+	    (auth = buf_steal(&b)) == NULL) {
+		e = e != CS_OK ? e : CS_ENOMEM;
+		goto out;
+	}
+	hdrs[1] = auth;
+	e = httpc_request(&(struct httpc_request){ .method = "GET", .url = p->sites_url,
+	    .headers = hdrs }, &res);
+	if (e == CS_OK)
+		e = res.status == 200 ? provider_sites_parse(res.body.data, ids) : CS_EIO;
+	else if (e != CS_ENOMEM)
+		e = CS_EIO;
+	if (e == CS_EINVAL)
+		e = CS_EIO;                       /* an answer we cannot read: as unreachable */
+out:
+	httpc_reply_clear(&res);
+	buf_wipe_clear(&b);
+	wipe_free(auth);
+	return counted(p, e);
 }

@@ -36,6 +36,20 @@ struct inflight {
 	struct inflight *next;
 };
 
+/* A record whose last refresh failed transiently (5xx, timeout): the next
+ * attempt waits until `until`, doubling per failure (REFRESH_BACKOFF_BASE ..
+ * REFRESH_BACKOFF_MAX), so that a provider that is down is not asked again
+ * by every release.  Per process: each node keeps its own. */
+struct refresh_wait {
+	char                *record_id;
+	int64_t              until;
+	int64_t              failures;
+	struct refresh_wait *next;
+};
+#define REFRESH_BACKOFF_BASE 2
+#define REFRESH_BACKOFF_MAX 300
+#define REFRESH_WAITS_MAX 4096          /* records remembered at once; beyond, no backoff */
+
 /* --- sealing ------------------------------------------------------------ */
 
 /* The additional data binding a ciphertext to its row (vault.h).  None of
@@ -222,6 +236,12 @@ void vault_free(struct vault *v)
 	for (size_t i = 0; i < v->nslots; i++)
 		provider_free(v->slots[i].p);
 	free(v->slots);
+	while (v->waits != NULL) {
+		struct refresh_wait *n = v->waits->next;
+		free(v->waits->record_id);
+		free(v->waits);
+		v->waits = n;
+	}
 	/* No refresh can be under way when the vault is freed (threads joined). */
 	while (v->inflight != NULL) {
 		struct inflight *n = v->inflight->next;
@@ -481,6 +501,68 @@ out:
 	return e;
 }
 
+/* The wait of record_id, or NULL.  Called with the vault's mutex held. */
+static struct refresh_wait **wait_find(struct vault *v, const char *record_id)
+{
+	for (struct refresh_wait **w = &v->waits; *w != NULL; w = &(*w)->next)
+		if (strcmp((*w)->record_id, record_id) == 0)
+			return w;
+	return NULL;
+}
+
+/* true when record_id's refresh is to wait (a transient failure before). */
+static bool refresh_deferred(struct vault *v, const char *record_id, int64_t now)
+{
+	struct refresh_wait **w;
+	bool defer;
+	pthread_mutex_lock(&v->mu);
+	w = wait_find(v, record_id);
+	defer = w != NULL && now < (*w)->until;
+	pthread_mutex_unlock(&v->mu);
+	return defer;
+}
+
+/* After a refresh of record_id with result e: a transient failure (CS_EIO)
+ * sets or doubles its wait; any other result ends it. */
+static void refresh_outcome(struct vault *v, const char *record_id, enum cs_err e, int64_t now)
+{
+	struct refresh_wait **w, *n;
+	size_t count = 0;
+	pthread_mutex_lock(&v->mu);
+	w = wait_find(v, record_id);
+	if (e != CS_EIO) {
+		if (w != NULL) {
+			n = *w;
+			*w = n->next;
+			free(n->record_id);
+			free(n);
+		}
+		goto out;
+	}
+	if (w == NULL) {
+		for (n = v->waits; n != NULL; n = n->next)
+			count++;
+		/* Bounded: past the cap a failing record simply retries at once. */
+		if (count >= REFRESH_WAITS_MAX || (n = calloc(1, sizeof *n)) == NULL)
+			goto out;
+		if ((n->record_id = strdup(record_id)) == NULL) {
+			free(n);
+			goto out;
+		}
+		n->next = v->waits;
+		v->waits = n;
+		w = &v->waits;
+	}
+	n = *w;
+	n->failures++;
+	int64_t d = REFRESH_BACKOFF_BASE;
+	for (int64_t i = 1; i < n->failures && d < REFRESH_BACKOFF_MAX; i++)
+		d *= 2;
+	n->until = now + (d < REFRESH_BACKOFF_MAX ? d : REFRESH_BACKOFF_MAX);
+out:
+	pthread_mutex_unlock(&v->mu);
+}
+
 static void inflight_put(struct inflight *f)
 {
 	/* Called with the vault's mutex held. */
@@ -549,9 +631,12 @@ static enum cs_err refresh_single(const struct rel *x, int64_t margin,
 			e = CS_OK;
 		else if (rec->refresh_sealed == NULL)
 			e = CS_EIO;               /* nothing to refresh with (cannot be: checked) */
+		else if (refresh_deferred(v, rec->id, x->rq->now))
+			e = CS_EIO;               /* failed transiently just before: wait (backoff) */
 		else {
 			const struct config_resource *r = config_resource(x->cfg, k->resource);
 			e = do_refresh(x, rec);
+			refresh_outcome(v, rec->id, e, x->rq->now);
 			/* revoked: the provider ended the authorization (or widened it) */
 			metrics_inc2(M_VAULT_REFRESHES, r != NULL ? r->id : "other",
 			    e == CS_OK ? "ok" : e == CS_EPERM ? "revoked" : "error");
@@ -686,6 +771,12 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 	if ((e = release_fresh(&x, force ? INT64_MAX / 4 : res->refresh_margin, &rec, &outcome,
 	    &rl.outcome)) != CS_OK || rl.outcome != VAULT_RELEASED)
 		goto done;
+	/* SECURITY: never an access token past its expiry, whatever path led
+	 * here (a follower reading another release's refresh included). */
+	if (rec.access_expires_at <= rq->now) {
+		rl.outcome = VAULT_RELEASE_UNAVAILABLE;
+		goto done;
+	}
 	/* SECURITY: invariant 2 -- only the access token leaves, never the refresh token. */
 	if ((e = vault_record_open(v->mk, &rec, k, &rl.access_token, NULL)) != CS_OK)
 		goto out;
@@ -763,7 +854,7 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 {
 	enum cs_err e;
 	char *access = NULL, *refresh = NULL;
-	bool cannot = false, unreachable = false, done;
+	bool cannot = false, unreachable = false, done, r_cannot = false;
 	bool rdone, adone, expired = o->access_expires_at <= now;
 	struct provider *p = vault_provider(v, o->resource);
 	char detail[DETAIL_MAX];
@@ -787,7 +878,10 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 			if ((e = store_vault_outbox_mark(c, o->id, 1, 0)) != CS_OK)
 				goto out;
 		} else if (e == CS_ENOENT) {
-			cannot = true;
+			/* This provider cannot name a refresh token (GitHub, Slack
+			 * revoke access tokens only; Microsoft, Atlassian nothing):
+			 * the access token is still revoked where it can be. */
+			r_cannot = true;
 		} else {
 			unreachable = true;
 		}
@@ -802,7 +896,7 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 			cannot = true;
 		}
 	}
-	rdone = o->refresh_sealed == NULL || o->refresh_revoked;
+	rdone = o->refresh_sealed == NULL || o->refresh_revoked || r_cannot;
 	adone = o->access_revoked || expired;
 	/* Erased when both are revoked (or there was no refresh token), or when
 	 * the access token expired and the refresh token is revoked; a provider
@@ -812,7 +906,8 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 		goto out;
 	if (done) {
 		if ((e = str_fmt(detail, sizeof detail, "record=%s refresh=%s access=%s", o->record_id,
-		    o->refresh_sealed == NULL ? "none" : o->refresh_revoked ? "revoked" : "expired",
+		    o->refresh_sealed == NULL ? "none" : o->refresh_revoked ? "revoked" :
+		    r_cannot && !cannot ? "not_revocable" : "expired",
 		    o->access_revoked ? "revoked" : "expired")) != CS_OK ||
 		    (e = store_vault_outbox_delete(c, o->id)) != CS_OK ||
 		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = "system",

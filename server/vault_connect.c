@@ -255,19 +255,47 @@ out:
 
 struct authz {                    /* what the authorize URL asks for */
 	const char *redirect, *scope, *state, *challenge;
+	const struct provider_authz *syntax;   /* the provider's (its preset's) */
 };
 
-/* The provider's authorize URL for a->scope, with state and PKCE S256. */
+/* a->scope (space-separated) in the provider's syntax: its separator, and
+ * its offline-access scope added when the mapping asks for anything. */
+static enum cs_err scope_words(const struct authz *a, char **out)
+{
+	char *s;
+	const char *extra = a->syntax->extra_scope;
+	size_t n = strlen(a->scope), k = extra != NULL && n > 0 ? strlen(extra) + 1 : 0;
+	if ((s = malloc(n + k + 1)) == NULL)
+		return CS_ENOMEM;
+	memcpy(s, a->scope, n + 1);
+	for (char *c = s; *c; c++)
+		if (*c == ' ')
+			*c = a->syntax->scope_sep;
+	if (k > 0) {
+		s[n] = a->syntax->scope_sep;
+		memcpy(s + n + 1, extra, k);
+	}
+	*out = s;
+	return CS_OK;
+}
+
+/* The provider's authorize URL for a->scope, with state and PKCE S256, and
+ * the provider's own parameters (offline access, audience). */
 static enum cs_err authorize_url(const struct config_resource *res,
     const struct provider_meta *meta, const struct authz *a, char **out)
 {
 	enum cs_err e;
 	struct buf b;
-	const char *names[] = { "client_id", "redirect_uri", "scope", "state", "code_challenge" };
-	const char *values[] = { res->provider_client_id, a->redirect, a->scope, a->state,
+	char *scope = NULL;
+	const char *names[] = { "client_id", "redirect_uri", a->syntax->scope_param, "state",
+	    "code_challenge" };
+	const char *values[] = { res->provider_client_id, a->redirect, NULL, a->state,
 	    a->challenge };
 	if (meta->authorization_endpoint == NULL || res->provider_client_id == NULL)
 		return CS_EINVAL;
+	if ((e = scope_words(a, &scope)) != CS_OK)
+		return e;
+	values[2] = scope;
 	buf_init(&b, URL_MAX);
 	if ((e = buf_puts(&b, meta->authorization_endpoint)) != CS_OK ||
 	    (e = buf_puts(&b, strchr(meta->authorization_endpoint, '?') ? "&" : "?")) != CS_OK ||
@@ -287,9 +315,13 @@ static enum cs_err authorize_url(const struct config_resource *res,
 	}
 	if ((e = buf_puts(&b, "&code_challenge_method=S256")) != CS_OK)
 		goto out;
+	if (a->syntax->extra_params != NULL &&
+	    ((e = buf_puts(&b, "&")) != CS_OK || (e = buf_puts(&b, a->syntax->extra_params)) != CS_OK))
+		goto out;
 	if ((*out = buf_steal(&b)) == NULL)
 		e = CS_ENOMEM;
 out:
+	free(scope);
 	buf_clear(&b);
 	return e;
 }
@@ -305,10 +337,12 @@ static enum cs_err connect_state(const struct cx *x, const struct consent_reques
 	const struct config_resource *res = config_resource(x->cfg, r->resource);
 	char state[SESSION_TOKEN_LEN + 1], verifier[SESSION_TOKEN_LEN + 1], challenge[64];
 	char *m_s = NULL, *sel_s = NULL, *redirect = NULL, *u = NULL;
+	struct provider_authz syntax;
 
 	memset(&cs, 0, sizeof cs);
 	memset(state, 0, sizeof state);
 	memset(verifier, 0, sizeof verifier);
+	provider_authz(vault_provider(x->v, r->resource), &syntax);
 	if ((e = provider_meta(vault_provider(x->v, r->resource), &meta)) != CS_OK)
 		goto out;
 	if ((m_s = scope_set_join(m)) == NULL || (sel_s = scope_set_join(&d->selected)) == NULL) {
@@ -318,8 +352,8 @@ static enum cs_err connect_state(const struct cx *x, const struct consent_reques
 	if ((e = redirect_uri(x->cfg, r->resource, &redirect)) != CS_OK ||
 	    (e = random_token(state)) != CS_OK || (e = random_token(verifier)) != CS_OK ||
 	    (e = pkce_challenge(verifier, challenge)) != CS_OK ||
-	    (e = authorize_url(res, meta, &(struct authz){ redirect, m_s, state, challenge },
-	    &u)) != CS_OK)
+	    (e = authorize_url(res, meta, &(struct authz){ redirect, m_s, state, challenge,
+	    &syntax }, &u)) != CS_OK)
 		goto out;
 	/* SECURITY: the state is stored only as its hash; the decision waits
 	 * here, bound to this session, and nothing else changes until the callback. */
@@ -429,6 +463,7 @@ struct finish_work {              /* one callback's working state */
 	struct scope_set           g;     /* the provider scopes granted */
 	struct scope_set           kept;  /* the consent scopes that go live */
 	char                      *g_s, *dropped_s;
+	char                      *sites; /* Atlassian: the cloud ids the token reaches */
 };
 
 static void finish_work_clear(struct finish_work *w)
@@ -440,6 +475,7 @@ static void finish_work_clear(struct finish_work *w)
 	scope_set_clear(&w->kept);
 	free(w->g_s);
 	free(w->dropped_s);
+	free(w->sites);
 }
 
 /* Ends the callback with outcome o and the reason a person reads. */
@@ -554,6 +590,18 @@ static enum cs_err exchange(const struct cx *x, const struct vault_callback *cb,
 	    !is_bearer(w->t.token_type)) {
 		vault_revoke_now(w->p, &w->t);
 		e = stop(w, f, VAULT_FAILED, "The provider sent a token consentd cannot use.");
+	} else if (provider_preset(w->p) == PRESET_ATLASSIAN) {
+		/* Atlassian's API is reached through a site's cloud id: a token that
+		 * reaches no site is of no use. */
+		enum cs_err se = provider_sites(w->p, w->t.access_token, &w->sites);
+		if (se == CS_ENOMEM)
+			e = se;
+		else if (se != CS_OK)
+			vault_revoke_now(w->p, &w->t);
+		if (se == CS_ENOENT)
+			e = stop(w, f, VAULT_FAILED, "Your Atlassian account gave access to no site.");
+		else if (se != CS_OK && se != CS_ENOMEM)
+			e = stop(w, f, VAULT_FAILED, "The provider's list of sites could not be read.");
 	}
 	free(redirect);
 	return e;
@@ -724,9 +772,10 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	/* What the done page tells the person was left out, from here, never a URL. */
 	if (w->dropped_s != NULL && (e = store_creq_set_narrowed(x->c, r->id, w->dropped_s)) != CS_OK)
 		goto out;
-	if ((e = str_fmt(detail, sizeof detail, "provider_scopes=%s refresh=%s%s%s", w->g_s,
+	if ((e = str_fmt(detail, sizeof detail, "provider_scopes=%s refresh=%s%s%s%s%s", w->g_s,
 	    w->t.refresh_token ? "yes" : "no", w->dropped_s ? " dropped=" : "",
-	    w->dropped_s ? w->dropped_s : "")) != CS_OK ||
+	    w->dropped_s ? w->dropped_s : "", w->sites ? " sites=" : "",
+	    w->sites ? w->sites : "")) != CS_OK ||
 	    (e = audit_append(x->c, &(struct audit_entry){ .ts = now, .actor = x->who->actor,
 	    .action = "vault.connected", .subject = r->subject, .agent = r->agent,
 	    .resource = r->resource, .scopes = w->g_s, .consent_id = nid, .request_id = r->id,

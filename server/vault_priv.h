@@ -27,14 +27,16 @@ struct vault_slot {                     /* one resource with a provider */
 };
 
 struct inflight;                        /* vault.c: a refresh under way */
+struct refresh_wait;                    /* vault.c: a record whose last refresh failed transiently */
 
 struct vault {
 	const struct master_key *mk;        /* the caller's; outlives the vault */
 	struct vault_slot *slots;
 	size_t             nslots;
-	pthread_mutex_t    mu;              /* guards inflight */
+	pthread_mutex_t    mu;              /* guards inflight and waits */
 	pthread_cond_t     cv;
 	struct inflight   *inflight;
+	struct refresh_wait *waits;         /* backoff after transient refresh failures */
 };
 
 /* The identity a ciphertext is bound to (its additional data). */

@@ -50,6 +50,9 @@
 //                                          //   _session, _interaction, ...): browsers keep cookies
 //                                          //   per host, not per port, so a second devidp on
 //                                          //   127.0.0.1 needs its own names to keep both sessions
+//     "presets": ["github", "slack", ...], // instead of everything here: the preset modes of
+//                                          //   ./presets.js (issue #33), one provider per preset
+//                                          //   at /{mode} playing that provider's quirks; see there
 //     "downstream": {                      // behave as a downstream OAuth provider (flow D)
 //       "resource": "https://api.downstream.test",   // resource indicator = token audience
 //                                          //   (default: ISSUER/api)
@@ -89,6 +92,7 @@ import { readFileSync, realpathSync } from 'node:fs';
 import Provider, { errors } from 'oidc-provider';
 import { generateKeyPair, exportJWK } from 'jose';
 import { DEFAULT_USERS, DEFAULT_CLIENTS } from './defaults.js';
+import { buildPresetProvider } from './presets.js';
 
 const log = (...a) => console.error('[devidp]', ...a);
 
@@ -444,8 +448,19 @@ async function main() {
   });
   port = server.address().port;
   const issuer = `http://${host}:${port}`;
-  const { provider, users, title } = await buildProvider(issuer, cfg);
-  handler = makeHandler(provider, users, title);
+  if (cfg.presets || cfg.preset) {
+    // The preset modes (./presets.js): one provider per preset at /{mode}.
+    const ph = buildPresetProvider(issuer, { ...cfg, users: cfg.users || DEFAULT_USERS });
+    handler = async (req, res) => {
+      const url = new URL(req.url, 'http://x');
+      if (url.pathname === '/_devidp/health') return send(res, 200, 'ok', { 'content-type': 'text/plain' });
+      if (await ph(req, res, url) === false) send(res, 404, page('Not found', '<h1>Not found</h1>'));
+      return undefined;
+    };
+  } else {
+    const { provider, users, title } = await buildProvider(issuer, cfg);
+    handler = makeHandler(provider, users, title);
+  }
 
   let stopping = false;
   const stop = (sig) => {

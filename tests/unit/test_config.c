@@ -257,7 +257,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 113);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6) */
+	ck_assert_uint_eq(lines, 115);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6) */
 	free(out);
 }
 END_TEST
@@ -1209,6 +1209,96 @@ END_TEST
 /* [consent] default_duration: 86400 unless given, 1 .. 315360000 like max_consent, from
  * the environment too; longer than a resource's max_consent is a warning naming the
  * resource (its page preselects max_consent), and only when the key was written. */
+/* The endpoints preset fills for [resource.r] with more lines of config. */
+static void ck_preset_urls(const char *more, const char *authz, const char *token,
+    const char *revoke, const char *sites)
+{
+	char text[2048];
+	ck_assert_int_eq(str_fmt(text, sizeof text, "%s[resource.r]\nprovider_client_id = cli:ent\n%s",
+	    MINIMAL, more), CS_OK);
+	struct config *c = expect_ok(text, NULL);
+	const struct config_resource *r = config_resource(c, "r");
+	ck_assert_str_eq(r->provider_authorization_endpoint, authz);
+	ck_assert_str_eq(r->provider_token_endpoint, token);
+	if (revoke == NULL)
+		ck_assert_ptr_null(r->provider_revocation_endpoint);
+	else
+		ck_assert_str_eq(r->provider_revocation_endpoint, revoke);
+	if (sites == NULL)
+		ck_assert_ptr_null(r->provider_sites_endpoint);
+	else
+		ck_assert_str_eq(r->provider_sites_endpoint, sites);
+	ck_assert_ptr_null(r->provider_issuer);
+	config_free(c);
+}
+
+START_TEST(test_config_resource_preset_endpoints)
+{
+	ck_preset_urls("preset = github\n", "https://github.com/login/oauth/authorize",
+	    "https://github.com/login/oauth/access_token",
+	    "https://api.github.com/applications/cli%3Aent/token", NULL);
+	/* GitHub Enterprise Server: the API under /api/v3. */
+	ck_preset_urls("preset = github-app\nprovider_base_url = https://ghe.example\n",
+	    "https://ghe.example/login/oauth/authorize", "https://ghe.example/login/oauth/access_token",
+	    "https://ghe.example/api/v3/applications/cli%3Aent/token", NULL);
+	ck_preset_urls("preset = google\n", "https://accounts.google.com/o/oauth2/v2/auth",
+	    "https://oauth2.googleapis.com/token", "https://oauth2.googleapis.com/revoke", NULL);
+	ck_preset_urls("preset = microsoft\n",
+	    "https://login.microsoftonline.com/common/oauth2/v2.0/authorize",
+	    "https://login.microsoftonline.com/common/oauth2/v2.0/token", NULL, NULL);
+	ck_preset_urls("preset = microsoft\nprovider_base_url = https://login.microsoftonline.com/contoso\n",
+	    "https://login.microsoftonline.com/contoso/oauth2/v2.0/authorize",
+	    "https://login.microsoftonline.com/contoso/oauth2/v2.0/token", NULL, NULL);
+	ck_preset_urls("preset = slack\n", "https://slack.com/oauth/v2/authorize",
+	    "https://slack.com/api/oauth.v2.access", "https://slack.com/api/auth.revoke", NULL);
+	ck_preset_urls("preset = gitlab\nprovider_base_url = https://gitlab.internal.example\n",
+	    "https://gitlab.internal.example/oauth/authorize",
+	    "https://gitlab.internal.example/oauth/token",
+	    "https://gitlab.internal.example/oauth/revoke", NULL);
+	ck_preset_urls("preset = atlassian\n", "https://auth.atlassian.com/authorize",
+	    "https://auth.atlassian.com/oauth/token", NULL,
+	    "https://api.atlassian.com/oauth/token/accessible-resources");
+	/* Explicit keys override the preset, one by one. */
+	ck_preset_urls("preset = gitlab\nprovider_token_endpoint = https://tokens.example/t\n"
+	    "provider_revocation_endpoint = https://tokens.example/r\n",
+	    "https://gitlab.com/oauth/authorize", "https://tokens.example/t",
+	    "https://tokens.example/r", NULL);
+}
+END_TEST
+
+START_TEST(test_config_resource_preset)
+{
+	/* A preset is a provider: no issuer or endpoints needed, the client id is. */
+	struct config *c = expect_ok(MINIMAL "[resource.gl]\npreset = gitlab\n"
+	    "provider_base_url = https://gitlab.internal.example/\nprovider_client_id = cid\n", NULL);
+	const struct config_resource *r = config_resource(c, "gl");
+	ck_assert_int_eq(r->preset, PRESET_GITLAB);
+	ck_assert_str_eq(r->provider_base_url, "https://gitlab.internal.example");
+	ck_assert_ptr_null(r->provider_issuer);
+	config_free(c);
+	c = expect_ok(MINIMAL "[resource.gh]\npreset = github-app\nprovider_client_id = cid\n"
+	    "provider_token_endpoint = https://ghe.example/t\n", NULL);
+	ck_assert_int_eq(config_resource(c, "gh")->preset, PRESET_GITHUB_APP);
+	ck_assert_str_eq(config_resource(c, "gh")->provider_token_endpoint, "https://ghe.example/t");
+	config_free(c);
+	c = expect_ok(MINIMAL "[resource.n]\nname = N\n", NULL);
+	ck_assert_int_eq(config_resource(c, "n")->preset, PRESET_NONE);
+	ck_assert_ptr_null(config_resource(c, "n")->provider_base_url);
+	config_free(c);
+	/* `consentd -n`: an unknown preset names the valid ones. */
+	expect_error(MINIMAL "[resource.a]\npreset = bitbucket\nprovider_client_id = cid\n", NULL,
+	    "preset: must be one of: none, github, github-app, google, microsoft, slack, gitlab, "
+	    "atlassian");
+	expect_error(MINIMAL "[resource.a]\npreset = gitlab\n", NULL,
+	    "provider_client_id: required in [resource.a] when a provider is configured");
+	expect_error(MINIMAL "[resource.a]\nprovider_base_url = https://gitlab.example\n"
+	    "provider_issuer = https://gitlab.example\nprovider_client_id = cid\n", NULL,
+	    "provider_base_url: needs a preset in [resource.a]");
+	expect_error(MINIMAL "[resource.a]\npreset = gitlab\nprovider_client_id = cid\n"
+	    "provider_base_url = ftp://gitlab.example\n", NULL, "provider_base_url:");
+}
+END_TEST
+
 START_TEST(test_config_default_duration)
 {
 	struct config *c = expect_ok(MINIMAL, NULL);
@@ -1719,6 +1809,8 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_missing_file);
 	tcase_add_test(t, test_config_file_line_numbers);
 	tcase_add_test(t, test_config_default_duration);
+	tcase_add_test(t, test_config_resource_preset);
+	tcase_add_test(t, test_config_resource_preset_endpoints);
 	tcase_add_test(t, test_config_warn_gateway_approvals);
 	tcase_add_test(t, test_config_metrics);
 	suite_add_tcase(s, t);

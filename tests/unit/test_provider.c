@@ -1011,6 +1011,291 @@ START_TEST(test_provider_revoke_no_endpoint)
 }
 END_TEST
 
+/* --- presets -------------------------------------------------------------- */
+
+/* A resource of preset with its endpoints on base as config_section.c
+ * fills them for provider_base_url = base (test_config checks that part). */
+static struct provider *preset_provider(enum config_preset preset, const char *base)
+{
+	static char a[256], t[256], rv[256], st[256];
+	struct config_resource r = res_issuer(NULL);
+	struct provider *p = NULL;
+	if (base == NULL)
+		base = "https://provider.test";
+	r.preset = preset;
+	ck_assert_int_eq(str_fmt(a, sizeof a, "%s/authorize", base), CS_OK);
+	ck_assert_int_eq(str_fmt(t, sizeof t, "%s/token", base), CS_OK);
+	r.provider_authorization_endpoint = a;
+	r.provider_token_endpoint = t;
+	if (preset == PRESET_GITHUB || preset == PRESET_GITHUB_APP)
+		ck_assert_int_eq(str_fmt(rv, sizeof rv, "%s/api/v3/applications/cli%%3Aent/token", base),
+		    CS_OK);
+	else if (preset == PRESET_SLACK)
+		ck_assert_int_eq(str_fmt(rv, sizeof rv, "%s/api/auth.revoke", base), CS_OK);
+	else
+		rv[0] = '\0';
+	r.provider_revocation_endpoint = rv[0] != '\0' ? rv : NULL;
+	ck_assert_int_eq(str_fmt(st, sizeof st, "%s/oauth/token/accessible-resources", base), CS_OK);
+	r.provider_sites_endpoint = preset == PRESET_ATLASSIAN ? st : NULL;
+	ck_assert_int_eq(provider_new(&r, &p), CS_OK);
+	ck_assert_int_eq(provider_preset(p), preset);
+	return p;
+}
+
+START_TEST(test_provider_preset_new)
+{
+	struct config_resource r = res_issuer(NULL);
+	struct provider *p = NULL;
+	/* SECURITY: a sites endpoint the outbound policy refuses gives no provider. */
+	r.preset = PRESET_ATLASSIAN;
+	r.provider_authorization_endpoint = "https://auth.atlassian.test/authorize";
+	r.provider_token_endpoint = "https://auth.atlassian.test/oauth/token";
+	r.provider_sites_endpoint = "http://api.atlassian.test/oauth/token/accessible-resources";
+	ck_assert_int_eq(provider_new(&r, &p), CS_EINVAL);
+	ck_assert_ptr_null(p);
+	r.provider_sites_endpoint = NULL;
+	r.preset = (enum config_preset)PRESET__MAX;
+	ck_assert_int_eq(provider_new(&r, &p), CS_EINVAL);
+	/* A preset without endpoints (the configuration fills them) is refused. */
+	r = res_issuer(NULL);
+	r.preset = PRESET_GITLAB;
+	ck_assert_int_eq(provider_new(&r, &p), CS_EINVAL);
+	ck_assert_ptr_null(p);
+}
+END_TEST
+
+START_TEST(test_provider_preset_authz)
+{
+	struct provider_authz a;
+	struct provider *p = preset_provider(PRESET_SLACK, NULL);
+	provider_authz(p, &a);
+	ck_assert_str_eq(a.scope_param, "user_scope");
+	ck_assert_int_eq(a.scope_sep, ',');
+	ck_assert_ptr_null(a.extra_scope);
+	provider_free(p);
+	p = preset_provider(PRESET_GOOGLE, NULL);
+	provider_authz(p, &a);
+	ck_assert_str_eq(a.scope_param, "scope");
+	ck_assert_int_eq(a.scope_sep, ' ');
+	ck_assert_str_eq(a.extra_params, "access_type=offline&prompt=consent");
+	provider_free(p);
+	p = preset_provider(PRESET_MICROSOFT, NULL);
+	provider_authz(p, &a);
+	ck_assert_str_eq(a.extra_scope, "offline_access");
+	ck_assert_ptr_null(a.extra_params);
+	provider_free(p);
+	p = preset_provider(PRESET_ATLASSIAN, NULL);
+	provider_authz(p, &a);
+	ck_assert_str_eq(a.extra_scope, "offline_access");
+	ck_assert_str_eq(a.extra_params, "audience=api.atlassian.com&prompt=consent");
+	provider_free(p);
+	provider_authz(NULL, &a);
+	ck_assert_str_eq(a.scope_param, "scope");
+	ck_assert_ptr_null(a.extra_scope);
+	ck_assert_ptr_null(a.extra_params);
+}
+END_TEST
+
+static struct provider_tokens preset_answer(enum config_preset preset, enum provider_token_kind kind,
+    const char *body)
+{
+	struct provider_tokens t;
+	memset(&t, 0, sizeof t);
+	ck_assert_int_eq(provider_token_answer_preset(preset, kind, 200, body, &t), CS_OK);
+	return t;
+}
+
+START_TEST(test_provider_preset_answers)
+{
+	struct provider_tokens t;
+	/* GitHub OAuth app: no expiry, no refresh token, comma scopes. */
+	t = preset_answer(PRESET_GITHUB, PROVIDER_TOKEN_CODE,
+	    "{\"access_token\":\"gho_1\",\"token_type\":\"bearer\",\"scope\":\"repo,gist\"}");
+	ck_assert_str_eq(t.scope, "repo gist");
+	ck_assert_int_eq(t.expires_in, 31536000);
+	ck_assert_ptr_null(t.refresh_token);
+	provider_tokens_clear(&t);
+	/* GitHub app: the scope is the app's, "" says nothing; 8 h when unsaid. */
+	t = preset_answer(PRESET_GITHUB_APP, PROVIDER_TOKEN_REFRESH,
+	    "{\"access_token\":\"ghu_1\",\"token_type\":\"bearer\",\"scope\":\"\","
+	    "\"refresh_token\":\"ghr_1\",\"refresh_token_expires_in\":15811200}");
+	ck_assert_ptr_null(t.scope);
+	ck_assert_int_eq(t.expires_in, 28800);
+	ck_assert_str_eq(t.refresh_token, "ghr_1");
+	provider_tokens_clear(&t);
+	/* Microsoft: the OpenID and offline scopes it adds are not the API's. */
+	t = preset_answer(PRESET_MICROSOFT, PROVIDER_TOKEN_CODE,
+	    "{\"access_token\":\"eyA\",\"token_type\":\"Bearer\",\"expires_in\":3599,"
+	    "\"scope\":\"openid profile https://graph.microsoft.com/Mail.Read email offline_access\"}");
+	ck_assert_str_eq(t.scope, "https://graph.microsoft.com/Mail.Read");
+	ck_assert_int_eq(t.expires_in, 3599);
+	provider_tokens_clear(&t);
+	t = preset_answer(PRESET_ATLASSIAN, PROVIDER_TOKEN_REFRESH,
+	    "{\"access_token\":\"a\",\"token_type\":\"Bearer\",\"scope\":\"offline_access read:jira-work\"}");
+	ck_assert_str_eq(t.scope, "read:jira-work");
+	provider_tokens_clear(&t);
+	t = preset_answer(PRESET_GITLAB, PROVIDER_TOKEN_REFRESH,
+	    "{\"access_token\":\"a\",\"token_type\":\"bearer\",\"created_at\":1}");
+	ck_assert_int_eq(t.expires_in, 7200);           /* GitLab sometimes omits it */
+	provider_tokens_clear(&t);
+	/* Slack: the user token under authed_user; "user" is a bearer token. */
+	t = preset_answer(PRESET_SLACK, PROVIDER_TOKEN_CODE,
+	    "{\"ok\":true,\"app_id\":\"A1\",\"access_token\":\"xoxb-bot\",\"token_type\":\"bot\","
+	    "\"authed_user\":{\"id\":\"U1\",\"scope\":\"chat:write,channels:read\","
+	    "\"access_token\":\"xoxe.xoxp-1\",\"token_type\":\"user\",\"refresh_token\":\"xoxe-1\","
+	    "\"expires_in\":43200}}");
+	ck_assert_str_eq(t.access_token, "xoxe.xoxp-1");
+	ck_assert_str_eq(t.token_type, "Bearer");
+	ck_assert_str_eq(t.scope, "chat:write channels:read");
+	ck_assert_str_eq(t.refresh_token, "xoxe-1");
+	ck_assert_int_eq(t.expires_in, 43200);
+	provider_tokens_clear(&t);
+	/* Without rotation: no expiry, no refresh token. */
+	t = preset_answer(PRESET_SLACK, PROVIDER_TOKEN_CODE, "{\"ok\":true,\"authed_user\":"
+	    "{\"access_token\":\"xoxp-2\",\"token_type\":\"user\",\"scope\":\"a\"}}");
+	ck_assert_int_eq(t.expires_in, 31536000);
+	ck_assert_ptr_null(t.refresh_token);
+	provider_tokens_clear(&t);
+	/* A generic provider reads none of that. */
+	t = preset_answer(PRESET_NONE, PROVIDER_TOKEN_CODE,
+	    "{\"access_token\":\"a\",\"token_type\":\"user\",\"authed_user\":{\"access_token\":\"b\"},"
+	    "\"scope\":\"offline_access x\"}");
+	ck_assert_str_eq(t.access_token, "a");
+	ck_assert_str_eq(t.token_type, "user");
+	ck_assert_str_eq(t.scope, "offline_access x");
+	ck_assert_int_eq(t.expires_in, 0);
+	provider_tokens_clear(&t);
+
+	/* Bad input. */
+	memset(&t, 0, sizeof t);
+	ck_assert_int_eq(provider_token_answer_preset(PRESET_SLACK, PROVIDER_TOKEN_CODE, 200,
+	    "{\"ok\":true,\"authed_user\":[\"xoxp\"]}", &t), CS_EINVAL);
+	ck_assert_int_eq(provider_token_answer_preset(PRESET_SLACK, PROVIDER_TOKEN_CODE, 200,
+	    "{\"ok\":true,\"authed_user\":{\"access_token\":7,\"token_type\":\"user\"}}", &t),
+	    CS_EINVAL);
+	/* Slack's refusals come as 200 with ok:false. */
+	ck_assert_int_eq(provider_token_answer_preset(PRESET_SLACK, PROVIDER_TOKEN_REFRESH, 200,
+	    "{\"ok\":false,\"error\":\"invalid_refresh_token\"}", &t), CS_EPERM);
+	ck_assert_int_eq(provider_token_answer_preset(PRESET_SLACK, PROVIDER_TOKEN_REFRESH, 200,
+	    "{\"ok\":false,\"error\":\"ratelimited\"}", &t), CS_EIO);
+	ck_assert_int_eq(provider_token_answer_preset((enum config_preset)PRESET__MAX,
+	    PROVIDER_TOKEN_CODE, 200, "{\"access_token\":\"a\",\"token_type\":\"Bearer\"}", &t),
+	    CS_EINVAL);
+	ck_assert_ptr_null(t.access_token);
+}
+END_TEST
+
+START_TEST(test_provider_preset_revoke_github)
+{
+	struct srv sv;
+	char want[256];
+	const char *path = "/api/v3/applications/cli%3Aent/token";
+	srv_start(&sv);
+	struct provider *p = preset_provider(PRESET_GITHUB_APP, sv.base);
+	srv_set(&sv, path, 204, "");
+	ck_assert_int_eq(provider_revoke(p, "ghu_secret", "access_token"), CS_OK);
+	struct route seen = srv_seen(&sv, path);
+	ck_assert_str_eq(seen.last_method, "DELETE");
+	ck_assert_str_eq(seen.last_body, "{\"access_token\":\"ghu_secret\"}");
+	basic_of(CLIENT_ID ":" CLIENT_SECRET, want, sizeof want);   /* GitHub: the raw pair */
+	ck_assert_str_eq(seen.last_auth, want);
+	/* A refresh token cannot be named: nothing is sent. */
+	ck_assert_int_eq(provider_revoke(p, "ghr_secret", "refresh_token"), CS_ENOENT);
+	ck_assert_int_eq(srv_seen(&sv, path).hits, 1);
+	srv_set(&sv, path, 404, "{\"message\":\"Not Found\"}");       /* unknown: dead already */
+	ck_assert_int_eq(provider_revoke(p, "ghu_secret", "access_token"), CS_OK);
+	srv_set(&sv, path, 422, "{}");
+	ck_assert_int_eq(provider_revoke(p, "ghu_secret", "access_token"), CS_EIO);
+	srv_set(&sv, path, 503, "{}");
+	ck_assert_int_eq(provider_revoke(p, "ghu_secret", "access_token"), CS_EIO);
+	provider_free(p);
+	srv_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_provider_preset_revoke_slack_and_none)
+{
+	struct srv sv;
+	const char *path = "/api/auth.revoke";
+	srv_start(&sv);
+	struct provider *p = preset_provider(PRESET_SLACK, sv.base);
+	srv_set(&sv, path, 200, "{\"ok\":true,\"revoked\":true}");
+	ck_assert_int_eq(provider_revoke(p, "xoxp-1", "access_token"), CS_OK);
+	struct route seen = srv_seen(&sv, path);
+	ck_assert_str_eq(seen.last_method, "POST");
+	ck_assert_str_eq(seen.last_auth, "Bearer xoxp-1");
+	ck_assert_str_eq(seen.last_body, "");
+	srv_set(&sv, path, 200, "{\"ok\":false,\"error\":\"token_revoked\"}");
+	ck_assert_int_eq(provider_revoke(p, "xoxp-1", "access_token"), CS_OK);
+	srv_set(&sv, path, 200, "{\"ok\":false,\"error\":\"ratelimited\"}");
+	ck_assert_int_eq(provider_revoke(p, "xoxp-1", "access_token"), CS_EIO);
+	srv_set(&sv, path, 200, "not json");
+	ck_assert_int_eq(provider_revoke(p, "xoxp-1", "access_token"), CS_EIO);
+	srv_set(&sv, path, 500, "{\"ok\":true}");
+	ck_assert_int_eq(provider_revoke(p, "xoxp-1", "access_token"), CS_EIO);
+	ck_assert_int_eq(provider_revoke(p, "xoxe-1", "refresh_token"), CS_ENOENT);
+	provider_free(p);
+	/* Microsoft and Atlassian revoke nothing, and ask nobody. */
+	p = preset_provider(PRESET_MICROSOFT, sv.base);
+	ck_assert_int_eq(provider_revoke(p, "a", "access_token"), CS_ENOENT);
+	provider_free(p);
+	p = preset_provider(PRESET_ATLASSIAN, sv.base);
+	ck_assert_int_eq(provider_revoke(p, "a", "refresh_token"), CS_ENOENT);
+	provider_free(p);
+	ck_assert_int_eq(srv_unrouted(&sv), 0);
+	srv_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_provider_sites)
+{
+	struct srv sv;
+	char *ids = NULL;
+	const char *path = "/oauth/token/accessible-resources";
+	srv_start(&sv);
+	struct provider *p = preset_provider(PRESET_ATLASSIAN, sv.base);
+	srv_set(&sv, path, 200, "[{\"id\":\"1324a887-45db-1bf4-1e99-ef0ff456d421\",\"name\":\"Site\","
+	    "\"url\":\"https://x.atlassian.net\",\"scopes\":[\"read:jira-work\"]},{\"id\":\"b2\"}]");
+	ck_assert_int_eq(provider_sites(p, "at-1", &ids), CS_OK);
+	ck_assert_str_eq(ids, "1324a887-45db-1bf4-1e99-ef0ff456d421,b2");
+	free(ids);
+	ids = NULL;
+	ck_assert_str_eq(srv_seen(&sv, path).last_auth, "Bearer at-1");
+	ck_assert_str_eq(srv_seen(&sv, path).last_method, "GET");
+	srv_set(&sv, path, 200, "[]");
+	ck_assert_int_eq(provider_sites(p, "at-1", &ids), CS_ENOENT);
+	srv_set(&sv, path, 401, "{}");
+	ck_assert_int_eq(provider_sites(p, "at-1", &ids), CS_EIO);
+	/* SECURITY: an id goes into API paths: nothing but [A-Za-z0-9-]. */
+	srv_set(&sv, path, 200, "[{\"id\":\"../../admin\"}]");
+	ck_assert_int_eq(provider_sites(p, "at-1", &ids), CS_EIO);
+	ck_assert_ptr_null(ids);
+	provider_free(p);
+	/* Other presets have no sites. */
+	p = preset_provider(PRESET_GITLAB, sv.base);
+	ck_assert_int_eq(provider_sites(p, "at-1", &ids), CS_ENOENT);
+	provider_free(p);
+	srv_stop(&sv);
+
+	static const char *const bad[] = { "", "{}", "[1]", "[{}]", "[{\"id\":7}]",
+		"[{\"id\":\"\"}]", "[{\"id\":\"a b\"}]", "[{\"id\":\"a\\u0000b\"}]",
+		"[{\"id\":\"a\"},{\"id\":\"a?\"}]", "[{\"id\":\"a\",\"id\":\"b\"}]", NULL };
+	for (size_t i = 0; bad[i] != NULL; i++) {
+		ck_assert_msg(provider_sites_parse(bad[i], &ids) == CS_EINVAL, "accepted %s", bad[i]);
+		ck_assert_ptr_null(ids);
+	}
+	struct buf b;
+	buf_init(&b, 1 << 16);
+	ck_assert_int_eq(buf_puts(&b, "["), CS_OK);
+	for (int i = 0; i < 65; i++)
+		ck_assert_int_eq(buf_printf(&b, "%s{\"id\":\"s%d\"}", i ? "," : "", i), CS_OK);
+	ck_assert_int_eq(buf_puts(&b, "]"), CS_OK);
+	ck_assert_int_eq(provider_sites_parse(b.data, &ids), CS_EINVAL);   /* more than 64 */
+	buf_clear(&b);
+	ck_assert_int_eq(provider_sites_parse(NULL, &ids), CS_EINVAL);
+}
+END_TEST
+
 /* --- an unreachable provider -------------------------------------------- */
 
 START_TEST(test_provider_connection_refused)
@@ -1193,6 +1478,12 @@ static Suite *provider_suite(void)
 	tcase_add_test(tc, test_provider_revoke_endpoint);
 	tcase_add_test(tc, test_provider_revoke_no_endpoint);
 	tcase_add_test(tc, test_provider_connection_refused);
+	tcase_add_test(tc, test_provider_preset_new);
+	tcase_add_test(tc, test_provider_preset_authz);
+	tcase_add_test(tc, test_provider_preset_answers);
+	tcase_add_test(tc, test_provider_preset_revoke_github);
+	tcase_add_test(tc, test_provider_preset_revoke_slack_and_none);
+	tcase_add_test(tc, test_provider_sites);
 	suite_add_tcase(s, tc);
 	return s;
 }

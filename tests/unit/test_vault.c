@@ -521,6 +521,100 @@ START_TEST(test_vault_release_provider_down)
 }
 END_TEST
 
+START_TEST(test_vault_release_refresh_backoff)
+{
+	/* 503 then success: the connection is kept, and a provider that is down
+	 * is asked again only after a growing wait, not by every release. */
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 100);
+	srv_set_refresh(503, "{\"error\":\"temporarily_unavailable\"}", 0);
+	char *kid = connect_alice(NOW);
+	ck_release(kid, NOW + 50, "AT-secret-1");            /* refresh failed: still valid */
+	ck_assert_int_eq(srv_refreshes(), 1);
+	ck_release(kid, NOW + 51, "AT-secret-1");            /* waits 2 s: no call */
+	ck_assert_int_eq(srv_refreshes(), 1);
+	ck_release(kid, NOW + 52, "AT-secret-1");            /* asked again, 503 again */
+	ck_assert_int_eq(srv_refreshes(), 2);
+	ck_release(kid, NOW + 55, "AT-secret-1");            /* now 4 s */
+	ck_assert_int_eq(srv_refreshes(), 2);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released' AND "
+	    "outcome = 'refresh_failed'", NULL), 4);
+	srv_set_refresh(200, "{\"access_token\":\"AT-secret-2\",\"token_type\":\"Bearer\","
+	    "\"refresh_token\":\"RT-secret-2\",\"expires_in\":3600}", 0);
+	ck_release(kid, NOW + 56, "AT-secret-2");            /* recovered */
+	ck_assert_int_eq(srv_refreshes(), 3);
+	struct consent k = load(kid, NOW + 56);
+	ck_assert(!k.reconnect_required);
+	consent_clear(&k);
+	ck_assert_int_eq(audits("vault.reconnect_required"), 0);
+	/* A success ends the wait: the next failure starts again at 2 s. */
+	srv_set_refresh(502, "bad gateway", 0);
+	ck_release(kid, NOW + 56 + 3600 - 1, "AT-secret-2");   /* one second left */
+	ck_assert_int_eq(srv_refreshes(), 4);
+	/* Expired while waiting: nothing is released, the provider is not asked,
+	 * and the connection stays (the provider may come back). */
+	struct vault_release r;
+	ck_assert_int_eq(release_o(kid, NOW + 56 + 3600, &r), VAULT_RELEASE_UNAVAILABLE);
+	ck_assert_ptr_null(r.access_token);
+	ck_assert_int_eq(srv_refreshes(), 4);
+	k = load(kid, NOW + 56 + 3600);
+	ck_assert(!k.reconnect_required);
+	consent_clear(&k);
+	free(kid);
+}
+END_TEST
+
+/* The github resource as preset github-app with provider_base_url = the
+ * canned provider: its endpoints as config_section.c fills them. */
+static void github_app_preset(void)
+{
+	static char a[128], t[128], r[128];
+	vault_free(v);
+	ck_assert_int_eq(str_fmt(a, sizeof a, "%s/login/oauth/authorize", sv.base), CS_OK);
+	ck_assert_int_eq(str_fmt(t, sizeof t, "%s/login/oauth/access_token", sv.base), CS_OK);
+	ck_assert_int_eq(str_fmt(r, sizeof r, "%s/api/v3/applications/consentd/token", sv.base), CS_OK);
+	resources[0].provider_issuer = NULL;
+	resources[0].preset = PRESET_GITHUB_APP;
+	resources[0].provider_base_url = sv.base;
+	resources[0].provider_authorization_endpoint = a;
+	resources[0].provider_token_endpoint = t;
+	resources[0].provider_revocation_endpoint = r;
+	ck_assert_int_eq(vault_new(&cfg, &mk, &v), CS_OK);
+}
+
+START_TEST(test_vault_github_app_rotation_and_revocation)
+{
+	github_app_preset();
+	/* GitHub app: scope "" (the app's permissions), 8 h tokens, a refresh token. */
+	srv_set_tokens("ghu_secret1", "ghr_secret1", "", 0);
+	char *kid = connect_alice(NOW);
+	ck_assert_int_eq(q_int("SELECT access_expires_at FROM vault_records", NULL), NOW + 28800);
+	char *ps = q_text("SELECT provider_scopes FROM vault_records", NULL);
+	ck_assert_str_eq(ps, "issues:read repo");            /* as asked */
+	free(ps);
+	/* A refresh rotates both. */
+	srv_set_refresh(200, "{\"access_token\":\"ghu_secret2\",\"token_type\":\"bearer\",\"scope\":\"\","
+	    "\"expires_in\":28800,\"refresh_token\":\"ghr_secret2\",\"refresh_token_expires_in\":15811200}", 0);
+	ck_release(kid, NOW + 28800 - 30, "ghu_secret2");
+	pthread_mutex_lock(&sv.mu);
+	ck_assert_str_eq(sv.last_refresh_token, "ghr_secret1");
+	pthread_mutex_unlock(&sv.mu);
+	/* Revoked: GitHub deletes the access token; the refresh token cannot be
+	 * named there, and the entry is finished all the same. */
+	ck_assert_int_eq(tu_revoke(sc, kid, uid("alice"), ACT, "user", NOW + 28800, false), CS_OK);
+	int done = 0;
+	ck_assert_int_eq(vault_outbox_run(v, sc, NOW + 28800, &done), CS_OK);
+	ck_assert_int_eq(done, 1);
+	pthread_mutex_lock(&sv.mu);
+	ck_assert_int_eq(sv.nrevoked, 1);
+	ck_assert_str_eq(sv.revoked[0], "github:ghu_secret2");
+	pthread_mutex_unlock(&sv.mu);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.revoked' AND "
+	    "detail LIKE '%refresh=not_revocable access=revoked%'", NULL), 1);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_outbox", NULL), 0);
+	free(kid);
+}
+END_TEST
+
 START_TEST(test_vault_release_expired_without_refresh)
 {
 	srv_set_tokens("AT-secret-1", NULL, "issues:read repo", 100);
@@ -717,6 +811,8 @@ static Suite *vault_suite(void)
 	tcase_add_test(tc, test_vault_release_invalid_grant_reconnect);
 	tcase_add_test(tc, test_vault_release_provider_down);
 	tcase_add_test(tc, test_vault_release_expired_without_refresh);
+	tcase_add_test(tc, test_vault_release_refresh_backoff);
+	tcase_add_test(tc, test_vault_github_app_rotation_and_revocation);
 	tcase_add_test(tc, test_vault_outbox_revokes_refresh_then_access);
 	tcase_add_test(tc, test_vault_outbox_provider_down_retries);
 	tcase_add_test(tc, test_vault_outbox_partial_and_expired);

@@ -7,6 +7,92 @@
 
 /* --- begin -------------------------------------------------------------- */
 
+/* The github resource as preset on the canned provider's /authorize and /token. */
+static void as_preset(enum config_preset preset)
+{
+	static char a[128], tk[128];
+	vault_free(v);
+	ck_assert_int_eq(str_fmt(a, sizeof a, "%s/authorize", sv.base), CS_OK);
+	ck_assert_int_eq(str_fmt(tk, sizeof tk, "%s/token", sv.base), CS_OK);
+	resources[0].provider_issuer = NULL;
+	resources[0].preset = preset;
+	resources[0].provider_authorization_endpoint = a;
+	resources[0].provider_token_endpoint = tk;
+	ck_assert_int_eq(vault_new(&cfg, &mk, &v), CS_OK);
+}
+
+/* The authorize URL of a fresh request for issues:read in the current preset. */
+static char *preset_authorize_url(const char *sub)
+{
+	char *rid = request(sub, "coder", "github", "issues:read", NOW);
+	struct consent_decision d = decision("issues:read");
+	struct vault_begin b = { NULL, NULL };
+	tu_decision_version(sc, rid, &d);
+	ck_assert_int_eq(begin_as(rid, uid(sub), &d, NOW, &b), CS_OK);
+	char *u = strdup(b.authorize_url);
+	vault_begin_clear(&b);
+	scope_set_clear(&d.selected);
+	free(rid);
+	return u;
+}
+
+static void ck_param(const char *url, const char *name, const char *want)
+{
+	char *p = url_param(url, name);
+	if (want == NULL)
+		ck_assert_msg(p == NULL, "%s present in %s", name, url);
+	else
+		ck_assert_msg(p != NULL && strcmp(p, want) == 0, "%s: %s in %s", name, p ? p : "-", url);
+	free(p);
+}
+
+START_TEST(test_vault_begin_authorize_url_presets)
+{
+	/* Slack: user tokens, comma-separated scopes. */
+	as_preset(PRESET_SLACK);
+	char *u = preset_authorize_url("alice");
+	ck_param(u, "user_scope", "issues:read,repo");
+	ck_param(u, "scope", NULL);
+	ck_param(u, "code_challenge_method", "S256");
+	free(u);
+	/* Google: offline access, and consent asked again to get a refresh token. */
+	as_preset(PRESET_GOOGLE);
+	u = preset_authorize_url("bob");
+	ck_param(u, "scope", "issues:read repo");
+	ck_param(u, "access_type", "offline");
+	ck_param(u, "prompt", "consent");
+	free(u);
+	/* Atlassian: offline_access, and the API's audience. */
+	as_preset(PRESET_ATLASSIAN);
+	u = preset_authorize_url("carol");
+	ck_param(u, "scope", "issues:read repo offline_access");
+	ck_param(u, "audience", "api.atlassian.com");
+	ck_param(u, "prompt", "consent");
+	free(u);
+	/* Microsoft: offline_access only. */
+	as_preset(PRESET_MICROSOFT);
+	u = preset_authorize_url("dave");
+	ck_param(u, "scope", "issues:read repo offline_access");
+	ck_param(u, "prompt", NULL);
+	free(u);
+}
+END_TEST
+
+START_TEST(test_vault_connect_microsoft_extra_scopes)
+{
+	/* Microsoft answers with openid profile email offline_access besides the
+	 * API's scopes: the connection is exactly what was asked, not "too much". */
+	as_preset(PRESET_MICROSOFT);
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "openid issues:read repo profile email offline_access",
+	    3600);
+	char *kid = connect_alice(NOW);
+	char *ps = q_text("SELECT provider_scopes FROM vault_records WHERE consent_id = ?1", kid);
+	ck_assert_str_eq(ps, "issues:read repo");
+	free(ps);
+	free(kid);
+}
+END_TEST
+
 START_TEST(test_vault_begin_authorize_url)
 {
 	char *rid = request("alice", "coder", "github", "issues:read issues:write", NOW);
@@ -498,6 +584,8 @@ static Suite *vault_connect_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_vault_begin_authorize_url);
+	tcase_add_test(tc, test_vault_begin_authorize_url_presets);
+	tcase_add_test(tc, test_vault_connect_microsoft_extra_scopes);
 	tcase_add_test(tc, test_vault_begin_refuses);
 	tcase_add_test(tc, test_vault_finish_bad_state);
 	tcase_add_test(tc, test_vault_finish_iss_optional_when_not_advertised);

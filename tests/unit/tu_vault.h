@@ -133,7 +133,7 @@ static inline void serve_one(int c)
 		    "\"authorization_response_iss_parameter_supported\":%s}",
 		    sv.base, sv.base, sv.base, sv.base, sv.iss_supported ? "true" : "false");
 		reply(c, 200, meta);
-	} else if (strcmp(path, "/token") == 0) {
+	} else if (strcmp(path, "/token") == 0 || strcmp(path, "/login/oauth/access_token") == 0) {
 		const char *gt = form_get(&f, "grant_type");
 		if (gt != NULL && strcmp(gt, "refresh_token") == 0) {
 			const char *rt = form_get(&f, "refresh_token");
@@ -155,6 +155,14 @@ static inline void serve_one(int c)
 			snprintf(sv.revoked[sv.nrevoked++], sizeof sv.revoked[0], "%s:%s",
 			    hint ? hint : "-", t ? t : "-");
 		reply(c, sv.revoke_status, "");
+	} else if (strncmp(path, "/api/v3/applications/", 21) == 0 && strncmp(req, "DELETE ", 7) == 0) {
+		/* GitHub's token deletion (preset github, github-app): a JSON body. */
+		json_t *j = json_loads(body, 0, NULL);
+		const char *t = json_string_value(json_object_get(j, "access_token"));
+		if (sv.revoke_status == 200 && sv.nrevoked < MAX_REVOKED)
+			snprintf(sv.revoked[sv.nrevoked++], sizeof sv.revoked[0], "github:%s", t ? t : "-");
+		reply(c, sv.revoke_status == 200 ? 204 : sv.revoke_status, "");
+		json_decref(j);
 	} else {
 		reply(c, 404, "{}");
 	}
