@@ -8,6 +8,7 @@
  * postgresql:// URL (scripts/run-store-pg.sh) every test runs on that
  * database, emptied before each; otherwise on a fresh SQLite file. */
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <libpq-fe.h>
 
@@ -445,6 +446,70 @@ START_TEST(test_store_authz_code_race_one_winner)
 }
 END_TEST
 
+/* The contract of store_authz.h: a take, the issuance and set_family in one
+ * transaction make a racing take wait for their commit, so that a reuse
+ * always finds the family to revoke.  A takes inside its transaction and
+ * records the family only later; B's take, started after A's, must see it. */
+static sem_t taken;
+
+struct late_taker {
+	struct store         *s;
+	const unsigned char  *hash;
+	enum cs_err           e;
+	enum store_authz_take oc;
+	char                  family[32];
+};
+
+static void *late_taker_main(void *arg)
+{
+	struct late_taker *t = arg;
+	struct store_authz_code r;
+	struct store_conn *c = store_conn(t->s);
+	while (sem_wait(&taken) != 0)
+		;
+	t->e = c == NULL ? CS_EDB : store_authz_code_take(c, t->hash, T0 + 2, &t->oc, &r);
+	if (t->e == CS_OK && t->oc == AUTHZ_TAKE_REUSED) {
+		if (r.family_id != NULL && strlen(r.family_id) < sizeof t->family)
+			memcpy(t->family, r.family_id, strlen(r.family_id) + 1);
+		store_authz_code_clear(&r);
+	}
+	return NULL;
+}
+
+START_TEST(test_store_authz_code_reuse_waits_for_issuance)
+{
+	struct fixture f;
+	struct store_authz_code r;
+	enum store_authz_take oc = AUTHZ_TAKE__MAX;
+	unsigned char h[STORE_AUTHZ_CODE_HASH_LEN];
+	static struct late_taker t;
+	pthread_t th;
+	fx_init(&f);
+	hash_of(h, 1);
+	struct store_authz_code in = code("client-a", f.alice, T0 + 60);
+	ck_assert_int_eq(store_authz_code_put(f.c, h, &in), CS_OK);
+	memset(&t, 0, sizeof t);
+	t.s = f.s;
+	t.hash = h;
+	ck_assert_int_eq(sem_init(&taken, 0, 0), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, late_taker_main, &t), 0);
+	ck_assert_int_eq(store_begin(f.c), CS_OK);
+	ck_assert_int_eq(store_authz_code_take(f.c, h, T0 + 1, &oc, &r), CS_OK);
+	ck_assert_int_eq(oc, AUTHZ_TAKE_OK);
+	store_authz_code_clear(&r);
+	ck_assert_int_eq(sem_post(&taken), 0);
+	usleep(300 * 1000);                                   /* the issuance */
+	ck_assert_int_eq(store_authz_code_set_family(f.c, h, "fam-tx"), CS_OK);
+	ck_assert_int_eq(store_commit(f.c), CS_OK);
+	pthread_join(th, NULL);
+	sem_destroy(&taken);
+	ck_assert_int_eq(t.e, CS_OK);
+	ck_assert_int_eq(t.oc, AUTHZ_TAKE_REUSED);
+	ck_assert_str_eq(t.family, "fam-tx");
+	fx_clear(&f);
+}
+END_TEST
+
 /* The janitor removes requests and codes from expires_at + grace on, used or
  * not; until then a used code stays a reuse, after it the hash is unknown. */
 START_TEST(test_store_authz_janitor_purge)
@@ -525,6 +590,7 @@ static Suite *store_authz_suite(void)
 	tcase_add_test(tc, test_store_authz_code_expiry_and_unknown);
 	tcase_add_test(tc, test_store_authz_code_found_by_hash_alone);
 	tcase_add_test(tc, test_store_authz_code_race_one_winner);
+	tcase_add_test(tc, test_store_authz_code_reuse_waits_for_issuance);
 	tcase_add_test(tc, test_store_authz_janitor_purge);
 	suite_add_tcase(s, tc);
 	return s;
