@@ -14,6 +14,8 @@ enum store_janitor_kind {
 	JANITOR_APPROVALS,       /* approvals used, denied, expired, cancelled or unredeemable */
 	JANITOR_EVENTS,          /* revocation events delivered before done_before */
 	JANITOR_CONSENTS,        /* consents revoked before consents_before, with their rows */
+	JANITOR_AUTHZ_REQUESTS,  /* pending /authorize requests expired before done_before */
+	JANITOR_AUTHZ_CODES,     /* authorization codes, used or not, expired before done_before */
 	JANITOR__MAX
 };
 

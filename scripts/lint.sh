@@ -23,7 +23,7 @@ snprintf_files="server/*.c tests/fuzz/*.c
 	tests/unit/test_events.c tests/unit/test_form.c tests/unit/test_routes.c tests/unit/test_jws.c tests/unit/test_jwt.c
 	tests/unit/test_log.c tests/unit/test_oidc.c tests/unit/test_provider.c tests/unit/test_seal.c
 	tests/unit/test_template.c tests/unit/test_ratelimit.c tests/unit/test_metrics.c tests/unit/test_store.c
-	tests/unit/test_admin.c tests/unit/test_session.c"
+	tests/unit/test_admin.c tests/unit/test_session.c tests/unit/test_store_authz.c"
 # shellcheck disable=SC2086  # the list is globbed on purpose
 hits=$(grep -nE '\bv?snprintf[[:space:]]*\(' $snprintf_files 2>/dev/null \
 	| grep -v '^server/buf\.c:' | grep -vE '^\S+:[0-9]+:\s*(/?\*|//)' || true)

@@ -3,16 +3,20 @@
 # throw-away PostgreSQL 15 as tests/lib/pg.js does (a fresh cluster in a
 # temporary directory, reachable only through a Unix socket there, no TCP;
 # PostgreSQL refuses root, so as root initdb and the server run as user
-# postgres), runs DIR/test_store (default build/asan/tests) through
-# scripts/run-unit.sh with CONSENTD_TEST_DATABASE_URL naming its database
-# (test_store picks the engine from it), and stops the server by its pid and
+# postgres), runs the store's suites, DIR/test_store and DIR/test_store_authz
+# (default DIR build/asan/tests), through scripts/run-unit.sh with
+# CONSENTD_TEST_DATABASE_URL naming its database (each picks the engine from
+# it), and stops the server by its pid and
 # removes the directory at the end, whatever happened.
 # TEST_PG_BIN overrides the server's binaries (default /usr/lib/postgresql/15/bin).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 dir_tests=${1:-build/asan/tests}
 pg_bin=${TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
-[ -x "$dir_tests/test_store" ] || { echo "run-store-pg: no $dir_tests/test_store (make $dir_tests/test_store)"; exit 1; }
+suites="test_store test_store_authz"
+for t in $suites; do
+	[ -x "$dir_tests/$t" ] || { echo "run-store-pg: no $dir_tests/$t (make $dir_tests/$t)"; exit 1; }
+done
 [ -x "$pg_bin/initdb" ] || { echo "run-store-pg: no PostgreSQL server binaries in $pg_bin (TEST_PG_BIN)"; exit 1; }
 
 tmp=$(mktemp -d /tmp/consentd-storepg-XXXXXX)
@@ -41,4 +45,4 @@ psql -X -q -v ON_ERROR_STOP=1 -d "postgresql:///postgres?host=$tmp&user=postgres
 	|| { echo "run-store-pg: CREATE DATABASE failed"; exit 1; }
 
 CONSENTD_TEST_DATABASE_URL="postgresql:///consentd?host=$tmp&user=postgres" \
-	bash scripts/run-unit.sh "$dir_tests" test_store
+	bash scripts/run-unit.sh "$dir_tests" $suites

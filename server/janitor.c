@@ -23,6 +23,12 @@
  *                    the consent, nor, with [gateway] events_uri set, while its
  *                    revocation event is undelivered (without a receiver events
  *                    wait for one; past the consent's age they go with it).
+ *   authz requests   pending /authorize requests (migration 0019):
+ *                    expires_at + grace.
+ *   authz codes      authorization codes, used or not: expires_at + grace.
+ *                    Until then a used code presented again is a reuse
+ *                    (store_authz.h), which revokes what its first use
+ *                    issued; after it, an unknown code.
  *   audit            entries older than audit_days, or beyond the newest
  *                    audit_keep (both 0, the default: kept forever); the head
  *                    is never pruned, and audit_prune records the anchor.
@@ -46,6 +52,8 @@ static const char *const kind_names[JANITOR__MAX] = {
 	[JANITOR_APPROVALS] = "approvals",
 	[JANITOR_EVENTS] = "events",
 	[JANITOR_CONSENTS] = "revoked_consents",
+	[JANITOR_AUTHZ_REQUESTS] = "authz_requests",
+	[JANITOR_AUTHZ_CODES] = "authz_codes",
 };
 
 void janitor_cutoffs(const struct config *cfg, int64_t now, struct store_janitor_cutoffs *out)

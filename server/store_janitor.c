@@ -36,6 +36,19 @@ static const char SQL_EVENTS[] =
     "DELETE FROM events_outbox WHERE id IN (SELECT id FROM events_outbox "
     "WHERE delivered_at > 0 AND delivered_at <= ?1 LIMIT ?2)";
 
+/* Pending /authorize requests (migration 0019) after their expiry: the
+ * person's sign-in and decision come back to them only until then. */
+static const char SQL_AUTHZ_REQUESTS[] =
+    "DELETE FROM authz_requests WHERE id IN (SELECT id FROM authz_requests "
+    "WHERE expires_at <= ?1 LIMIT ?2)";
+
+/* Authorization codes, used or not, after their expiry: until then a used
+ * code presented again is told apart as a reuse (store_authz_code_take),
+ * which revokes what its first use issued. */
+static const char SQL_AUTHZ_CODES[] =
+    "DELETE FROM authz_codes WHERE code_hash IN (SELECT code_hash FROM authz_codes "
+    "WHERE expires_at <= ?1 LIMIT ?2)";
+
 /* Consents revoked long ago, and the rows that refer to them.  Never one
  * whose vault record or revocation outbox entry is still there, nor, when a
  * receiver is configured (?3), one whose revocation event still waits: those
@@ -101,6 +114,13 @@ enum cs_err store_janitor_batch(struct store_conn *c, enum store_janitor_kind ki
 		break;
 	case JANITOR_EVENTS:
 		e = store_run(c, SQL_EVENTS, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
+		break;
+	case JANITOR_AUTHZ_REQUESTS:
+		e = store_run(c, SQL_AUTHZ_REQUESTS, STORE_VALS(SV_INT(cut->done_before),
+		    SV_INT(limit)));
+		break;
+	case JANITOR_AUTHZ_CODES:
+		e = store_run(c, SQL_AUTHZ_CODES, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
 		break;
 	case JANITOR_CONSENTS:
 		return consents_batch(c, cut->consents_before, cut->keep_waiting_events ? 1 : 0, limit,

@@ -296,6 +296,50 @@ START_TEST(test_janitor_revoked_consents)
 }
 END_TEST
 
+static void authz_request(const char *id, int64_t exp, const char *user_id)
+{
+	rawsql("INSERT INTO authz_requests (id, client_id, redirect_uri, code_challenge, resource, "
+	    "created_at, expires_at, user_id) VALUES ('%s', 'c', 'http://127.0.0.1/cb', 'x', 'r', 0, "
+	    "%lld, %s)", id, (long long)exp, user_id);
+}
+
+static void authz_code(const char *hash_hex, int64_t exp, int64_t used)
+{
+	rawsql("INSERT INTO authz_codes (code_hash, request_id, client_id, redirect_uri, "
+	    "code_challenge, resource, scope, user_id, consent_id, created_at, expires_at, used_at) "
+	    "VALUES (x'%s', 'q', 'c', 'http://127.0.0.1/cb', 'x', 'r', 'read', 1, 'k1', 0, %lld, %lld)",
+	    hash_hex, (long long)exp, (long long)used);
+}
+
+/* Pending /authorize requests and authorization codes (migration 0019): from
+ * expires_at + grace on, signed in or not, used or not; a used code is kept
+ * as long as an unused one, so that its reuse is told apart until then. */
+START_TEST(test_janitor_authz_boundary)
+{
+	user();
+	authz_request("rq_old", NOW - GRACE, "NULL");
+	authz_request("rq_bound_old", NOW - GRACE - 1, "1");
+	authz_request("rq_grace", NOW - GRACE + 1, "NULL");
+	authz_request("rq_live", NOW + 600, "1");
+	authz_code("01", NOW - GRACE, 0);
+	authz_code("02", NOW - GRACE - 1, NOW - GRACE - 30);
+	authz_code("03", NOW - GRACE + 1, NOW - GRACE - 30);   /* used, within the grace */
+	authz_code("04", NOW - GRACE + 1, 0);
+	authz_code("05", NOW + 60, 0);
+	struct janitor_stats s = run();
+	ck_assert_int_eq(s.removed[JANITOR_AUTHZ_REQUESTS], 2);
+	ck_assert_int_eq(s.removed[JANITOR_AUTHZ_CODES], 2);
+	ck_assert_int_eq(has("authz_requests", "id", "rq_old"), 0);
+	ck_assert_int_eq(has("authz_requests", "id", "rq_bound_old"), 0);
+	ck_assert_int_eq(has("authz_requests", "id", "rq_grace"), 1);
+	ck_assert_int_eq(has("authz_requests", "id", "rq_live"), 1);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM authz_codes WHERE code_hash IN (x'01', x'02')"),
+	    0);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM authz_codes WHERE code_hash IN "
+	    "(x'03', x'04', x'05')"), 3);
+}
+END_TEST
+
 START_TEST(test_janitor_batch_size)
 {
 	char jti[16];
@@ -315,11 +359,11 @@ START_TEST(test_janitor_batch_size)
 	ck_assert_int_eq(n, 3);
 	ck_assert_int_eq(rawint("SELECT count(*) FROM grants"), 7);
 	/* A pass goes on in batches until one comes back short: 3 + 3 + 1 for
-	 * the grants, one (empty) batch for each of the other four kinds. */
+	 * the grants, one (empty) batch for each of the other kinds. */
 	cfg.retention_batch_size = 3;
 	struct janitor_stats s = run();
 	ck_assert_int_eq(s.removed[JANITOR_GRANTS], 7);
-	ck_assert_int_eq(s.batches, 3 + 4);
+	ck_assert_int_eq(s.batches, 3 + (JANITOR__MAX - 1));
 	ck_assert_int_eq(rawint("SELECT count(*) FROM grants"), 0);
 	ck_assert_int_eq(store_janitor_batch(sc, JANITOR_GRANTS, &cut, 0, &n), CS_EINVAL);
 }
@@ -621,6 +665,7 @@ static Suite *janitor_suite(void)
 	tcase_add_test(tc, test_janitor_approvals_boundary);
 	tcase_add_test(tc, test_janitor_events_boundary);
 	tcase_add_test(tc, test_janitor_revoked_consents);
+	tcase_add_test(tc, test_janitor_authz_boundary);
 	tcase_add_test(tc, test_janitor_batch_size);
 	tcase_add_test(tc, test_janitor_audit_default_keeps_all);
 	tcase_add_test(tc, test_janitor_audit_prune_verifies);

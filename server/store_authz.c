@@ -1,0 +1,251 @@
+/* store_authz.c -- the SQL for the authorization code flow (migration 0019):
+ * pending /authorize requests and authorization codes.  Rules live with its
+ * callers; this file only moves rows.  It must never see an authorization
+ * code in clear (only its SHA-256) nor build SQL from input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "store_authz.h"
+#include "store_priv.h"
+
+#define REQUEST_COLS "id, client_id, redirect_uri, state, code_challenge, resource, scope, " \
+	"consent_request_id, user_id, created_at, expires_at"
+#define CODE_COLS "request_id, client_id, redirect_uri, code_challenge, resource, scope, " \
+	"consent_id, dpop_jkt, family_id, user_id, created_at, expires_at, used_at"
+
+/* user_id 0 ("not signed in yet") is stored as NULL: NULLIF, in both dialects. */
+static const char SQL_REQUEST_PUT[] =
+    "INSERT INTO authz_requests (" REQUEST_COLS ") "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULLIF(?9, 0), ?10, ?11)";
+static const char SQL_REQUEST_GET[] =
+    "SELECT " REQUEST_COLS " FROM authz_requests WHERE id = ?1 AND expires_at > ?2";
+/* SECURITY: bound once to a person; only that person binds it again. */
+static const char SQL_REQUEST_BIND[] =
+    "UPDATE authz_requests SET user_id = ?2, consent_request_id = ?3 "
+    "WHERE id = ?1 AND expires_at > ?4 AND (user_id IS NULL OR user_id = ?2)";
+static const char SQL_REQUEST_DELETE[] = "DELETE FROM authz_requests WHERE id = ?1";
+
+static const char SQL_CODE_PUT[] =
+    "INSERT INTO authz_codes (code_hash, request_id, client_id, redirect_uri, code_challenge, "
+    "resource, scope, consent_id, dpop_jkt, user_id, created_at, expires_at, used_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0)";
+/* SECURITY: the one conditional write that makes a code single use: of
+ * racing takes, the database lets exactly one change the row (OAuth 2.1
+ * §4.1.3). */
+static const char SQL_CODE_TAKE[] =
+    "UPDATE authz_codes SET used_at = ?2 WHERE code_hash = ?1 AND used_at = 0 "
+    "AND expires_at > ?2 RETURNING " CODE_COLS;
+static const char SQL_CODE_GET[] =
+    "SELECT " CODE_COLS " FROM authz_codes WHERE code_hash = ?1";
+static const char SQL_CODE_SET_FAMILY[] =
+    "UPDATE authz_codes SET family_id = ?2 "
+    "WHERE code_hash = ?1 AND used_at <> 0 AND family_id IS NULL";
+
+/* --- rows -------------------------------------------------------------- */
+
+void store_authz_request_clear(struct store_authz_request *r)
+{
+	if (r == NULL)
+		return;
+	free(r->block);
+	memset(r, 0, sizeof *r);
+}
+
+void store_authz_code_clear(struct store_authz_code *r)
+{
+	if (r == NULL)
+		return;
+	free(r->block);
+	OPENSSL_cleanse(r, sizeof *r);
+}
+
+static enum cs_err request_read(struct store_stmt *st, void *row)
+{
+	struct store_authz_request *r = row;
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 1, &r->client_id, true },
+	    { 2, &r->redirect_uri, true },
+	    { 3, &r->state, false },
+	    { 4, &r->code_challenge, true },
+	    { 5, &r->resource, true },
+	    { 6, &r->scope, false },
+	    { 7, &r->consent_request_id, false }))) != CS_OK)
+		return e;
+	r->user_id = store_col_int64(st, 8);          /* NULL reads 0 */
+	r->created_at = store_col_int64(st, 9);
+	r->expires_at = store_col_int64(st, 10);
+	return CS_OK;
+}
+
+static void request_free(void *rows, size_t n)
+{
+	struct store_authz_request *r = rows;
+	for (size_t i = 0; i < n; i++)
+		store_authz_request_clear(&r[i]);
+	free(rows);
+}
+
+static const struct store_row_type request_rows = {
+	sizeof(struct store_authz_request), request_read, request_free
+};
+
+static enum cs_err code_read(struct store_stmt *st, void *row)
+{
+	struct store_authz_code *r = row;
+	enum cs_err e;
+	memset(r, 0, sizeof *r);
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
+	    { 0, &r->request_id, true },
+	    { 1, &r->client_id, true },
+	    { 2, &r->redirect_uri, true },
+	    { 3, &r->code_challenge, true },
+	    { 4, &r->resource, true },
+	    { 5, &r->scope, true },
+	    { 6, &r->consent_id, true },
+	    { 7, &r->dpop_jkt, false },
+	    { 8, &r->family_id, false }))) != CS_OK)
+		return e;
+	r->user_id = store_col_int64(st, 9);
+	r->created_at = store_col_int64(st, 10);
+	r->expires_at = store_col_int64(st, 11);
+	r->used_at = store_col_int64(st, 12);
+	return CS_OK;
+}
+
+static void code_free(void *rows, size_t n)
+{
+	struct store_authz_code *r = rows;
+	for (size_t i = 0; i < n; i++)
+		store_authz_code_clear(&r[i]);
+	free(rows);
+}
+
+static const struct store_row_type code_rows = {
+	sizeof(struct store_authz_code), code_read, code_free
+};
+
+/* --- pending requests ---------------------------------------------------- */
+
+enum cs_err store_authz_request_put(struct store_conn *c, const struct store_authz_request *r)
+{
+	if (c == NULL || r == NULL || r->id == NULL || strlen(r->id) != STORE_AUTHZ_ID_LEN ||
+	    r->client_id == NULL || r->redirect_uri == NULL || r->code_challenge == NULL ||
+	    r->resource == NULL || r->user_id < 0)
+		return CS_EINVAL;
+	return store_run(c, SQL_REQUEST_PUT, STORE_VALS(SV_TEXT(r->id), SV_TEXT(r->client_id),
+	    SV_TEXT(r->redirect_uri), SV_TEXT(r->state), SV_TEXT(r->code_challenge),
+	    SV_TEXT(r->resource), SV_TEXT(r->scope), SV_TEXT(r->consent_request_id),
+	    SV_INT(r->user_id), SV_INT(r->created_at), SV_INT(r->expires_at)));
+}
+
+enum cs_err store_authz_request_get(struct store_conn *c, const char *id, int64_t now,
+    struct store_authz_request *out)
+{
+	struct store_authz_request r;
+	enum cs_err e;
+	if (c == NULL || id == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_get(c, SQL_REQUEST_GET, STORE_VALS(SV_TEXT(id), SV_INT(now)),
+	    &request_rows, &r)) != CS_OK)
+		return e;                 /* a failed read left r empty */
+	*out = r;
+	return CS_OK;
+}
+
+enum cs_err store_authz_request_bind(struct store_conn *c, const char *id, int64_t user_id,
+    const char *consent_request_id, int64_t now)
+{
+	enum cs_err e;
+	if (c == NULL || id == NULL || user_id <= 0)
+		return CS_EINVAL;
+	if ((e = store_run(c, SQL_REQUEST_BIND, STORE_VALS(SV_TEXT(id), SV_INT(user_id),
+	    SV_TEXT(consent_request_id), SV_INT(now)))) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}
+
+enum cs_err store_authz_request_delete(struct store_conn *c, const char *id)
+{
+	enum cs_err e;
+	if (c == NULL || id == NULL)
+		return CS_EINVAL;
+	if ((e = store_run(c, SQL_REQUEST_DELETE, STORE_VALS(SV_TEXT(id)))) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}
+
+/* --- codes ---------------------------------------------------------------- */
+
+enum cs_err store_authz_code_put(struct store_conn *c,
+    const unsigned char code_hash[STORE_AUTHZ_CODE_HASH_LEN], const struct store_authz_code *r)
+{
+	if (c == NULL || code_hash == NULL || r == NULL || r->request_id == NULL ||
+	    r->client_id == NULL || r->redirect_uri == NULL || r->code_challenge == NULL ||
+	    r->resource == NULL || r->scope == NULL || r->consent_id == NULL || r->user_id <= 0)
+		return CS_EINVAL;
+	return store_run(c, SQL_CODE_PUT, STORE_VALS(SV_BLOB(code_hash, STORE_AUTHZ_CODE_HASH_LEN),
+	    SV_TEXT(r->request_id), SV_TEXT(r->client_id), SV_TEXT(r->redirect_uri),
+	    SV_TEXT(r->code_challenge), SV_TEXT(r->resource), SV_TEXT(r->scope),
+	    SV_TEXT(r->consent_id), SV_TEXT(r->dpop_jkt), SV_INT(r->user_id),
+	    SV_INT(r->created_at), SV_INT(r->expires_at)));
+}
+
+enum cs_err store_authz_code_take(struct store_conn *c,
+    const unsigned char code_hash[STORE_AUTHZ_CODE_HASH_LEN], int64_t now,
+    enum store_authz_take *oc, struct store_authz_code *out)
+{
+	struct store_authz_code r;
+	enum cs_err e;
+	if (c == NULL || code_hash == NULL || oc == NULL || out == NULL || now <= 0)
+		return CS_EINVAL;
+	/* The take itself: a row comes back only to the one caller that used
+	 * the code up. */
+	e = store_get(c, SQL_CODE_TAKE, STORE_VALS(SV_BLOB(code_hash, STORE_AUTHZ_CODE_HASH_LEN),
+	    SV_INT(now)), &code_rows, &r);
+	if (e == CS_OK) {
+		*oc = AUTHZ_TAKE_OK;
+		*out = r;
+		return CS_OK;
+	}
+	if (e != CS_ENOENT)
+		return e;
+	/* Nothing taken: say why, from the row as it is now (a used row never
+	 * becomes unused again, so a later look cannot turn a reuse into a
+	 * success). */
+	e = store_get(c, SQL_CODE_GET, STORE_VALS(SV_BLOB(code_hash, STORE_AUTHZ_CODE_HASH_LEN)),
+	    &code_rows, &r);
+	if (e == CS_ENOENT) {
+		*oc = AUTHZ_TAKE_UNKNOWN;
+		return CS_OK;
+	}
+	if (e != CS_OK)
+		return e;
+	if (r.used_at == 0) {
+		/* Unused: past its expiry, or (a row put between the two
+		 * statements, which a random code makes all but impossible)
+		 * unknown to the take. */
+		*oc = r.expires_at <= now ? AUTHZ_TAKE_EXPIRED : AUTHZ_TAKE_UNKNOWN;
+		store_authz_code_clear(&r);
+		return CS_OK;
+	}
+	*oc = AUTHZ_TAKE_REUSED;
+	*out = r;
+	return CS_OK;
+}
+
+enum cs_err store_authz_code_set_family(struct store_conn *c,
+    const unsigned char code_hash[STORE_AUTHZ_CODE_HASH_LEN], const char *family_id)
+{
+	enum cs_err e;
+	if (c == NULL || code_hash == NULL || family_id == NULL)
+		return CS_EINVAL;
+	if ((e = store_run(c, SQL_CODE_SET_FAMILY, STORE_VALS(SV_BLOB(code_hash,
+	    STORE_AUTHZ_CODE_HASH_LEN), SV_TEXT(family_id)))) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}
