@@ -9,6 +9,7 @@
 #include <openssl/rand.h>
 
 #include "audit.h"
+#include "b64.h"
 #include "buf.h"
 #include "consent_priv.h"
 #include "store_user.h"
@@ -27,20 +28,13 @@ enum cs_err consent_scopes_from_db(const char *s, struct scope_set *out)
  * JWT), so the rare draw that does is drawn again. */
 enum cs_err consent_random_id(char out[CONSENT_ID_LEN + 1])
 {
-	static const char b64u[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	unsigned char r[18];
+	unsigned char r[16];
+	enum cs_err e;
 	for (int tries = 0; tries < 16; tries++) {
-		memset(r, 0, sizeof r);
-		if (RAND_bytes(r, 16) != 1)
+		if (RAND_bytes(r, sizeof r) != 1)
 			return CS_ECRYPTO;
-		size_t o = 0;
-		for (size_t i = 0; i < 18 && o < CONSENT_ID_LEN; i += 3) {
-			unsigned v = (unsigned)r[i] << 16 | (unsigned)r[i + 1] << 8 | (unsigned)r[i + 2];
-			for (int k = 3; k >= 0 && o < CONSENT_ID_LEN; k--)
-				out[o++] = b64u[(v >> (6 * k)) & 63];
-		}
-		out[CONSENT_ID_LEN] = '\0';
+		if ((e = b64url_encode(r, sizeof r, out, CONSENT_ID_LEN + 1)) != CS_OK)
+			return e;
 		if (strstr(out, "eyJ") == NULL)
 			return CS_OK;
 	}

@@ -27,14 +27,6 @@
 
 /* --- small helpers ----------------------------------------------------- */
 
-static void wipe_free(char *s)
-{
-	if (s == NULL)
-		return;
-	OPENSSL_cleanse(s, strlen(s));
-	free(s);
-}
-
 void grant_response_clear(struct grant_response *g)
 {
 	if (g == NULL)

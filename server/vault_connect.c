@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 
 #include "audit.h"
+#include "b64.h"
 #include "buf.h"
 #include "form.h"
 #include "session.h"
@@ -62,27 +63,6 @@ static enum cs_err decide_in_tx(struct store_conn *c, const struct config *cfg,
 	return e;
 }
 
-static void b64url(const unsigned char *p, size_t n, char *out, size_t cap)
-{
-	static const char t[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0;
-	for (size_t i = 0; i < n && o + 4 < cap; i += 3) {
-		unsigned v = (unsigned)p[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned)p[i + 1] << 8;
-		if (i + 2 < n)
-			v |= p[i + 2];
-		out[o++] = t[(v >> 18) & 63];
-		out[o++] = t[(v >> 12) & 63];
-		if (i + 1 < n)
-			out[o++] = t[(v >> 6) & 63];
-		if (i + 2 < n)
-			out[o++] = t[v & 63];
-	}
-	out[o] = '\0';
-}
-
 /* A fresh record id: 22 base64url characters, never containing "eyJ" (the
  * audit log refuses what looks like a JWT). */
 static enum cs_err record_id_new(char out[RECORD_ID_LEN + 1])
@@ -92,7 +72,8 @@ static enum cs_err record_id_new(char out[RECORD_ID_LEN + 1])
 	for (int tries = 0; tries < 16; tries++) {
 		if (RAND_bytes(r, sizeof r) != 1)
 			return CS_ECRYPTO;
-		b64url(r, sizeof r, tmp, sizeof tmp);
+		if (b64url_encode(r, sizeof r, tmp, sizeof tmp) != CS_OK)
+			return CS_ETOOBIG;
 		if (strlen(tmp) == RECORD_ID_LEN && strstr(tmp, "eyJ") == NULL) {
 			memcpy(out, tmp, RECORD_ID_LEN + 1);
 			return CS_OK;
@@ -109,8 +90,7 @@ static enum cs_err pkce_challenge(const char *verifier, char out[64])
 	if (EVP_Digest(verifier, strlen(verifier), digest, &dlen, EVP_sha256(), NULL) != 1 ||
 	    dlen != sizeof digest)
 		return CS_ECRYPTO;
-	b64url(digest, sizeof digest, out, 64);
-	return CS_OK;
+	return b64url_encode(digest, sizeof digest, out, 64);
 }
 
 static bool set_equal(const struct scope_set *a, const struct scope_set *b)
