@@ -82,6 +82,37 @@ if [ -n "$layer_hits$tx_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
+# cjose only under jwt/jws (#29 item 5): its headers and calls in jwt.c (our
+# own keys and signatures) and jws.c alone; everything else verifies through
+# jws.h and encodes through b64.h.
+# shellcheck disable=SC2046
+cjose_hits=$(grep -nHE '#[[:space:]]*include[[:space:]]*<cjose/|\bcjose_[a-z_0-9]+[[:space:]]*\(|\bcjose_[a-z_0-9]+_t\b|\bCJOSE_[A-Z_0-9]+' \
+	$(ls server/*.c server/*.h include/*.h | grep -vxE 'server/(jwt|jws)\.c') 2>/dev/null \
+	| grep -vE "$comments" || true)
+if [ -n "$cjose_hits" ]; then
+	echo "lint: cjose outside jwt.c and jws.c (verify through jws.h, encode through b64.h):"
+	echo "$cjose_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+# One owner per concept (#29 item 5): base64url lives in b64.c (the only
+# copy of its alphabet), wipe_free in buf.c, mono_now in mono.h.  A second
+# definition of any of them, anywhere in server/ or include/, fails.
+def_re='^[A-Za-z_][^;]*\b(b64u[a-z_]*|b64url[a-z_]*|base64url[a-z_]*|wipe_free|wipe_free_n|mono_now)[[:space:]]*\([^;]*$'
+# shellcheck disable=SC2046  # the file lists are words on purpose
+own_hits=$( {
+	grep -nHE '0123456789-_"' $(ls server/*.c server/*.h include/*.h | grep -vx 'server/b64\.c')
+	grep -nHE "$def_re" $(ls server/*.c server/*.h include/*.h |
+	    grep -vxE 'server/b64\.c|include/b64\.h|server/buf\.c|include/buf\.h|include/mono\.h')
+	grep -nHE "^[A-Za-z_][^;]*\b(wipe_free|wipe_free_n)[[:space:]]*\([^;]*\$" server/b64.c include/b64.h include/mono.h
+	grep -nHE "^[A-Za-z_][^;]*\b(b64u[a-z_]*|b64url[a-z_]*|base64url[a-z_]*|mono_now)[[:space:]]*\([^;]*\$" server/buf.c include/buf.h
+} 2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$own_hits" ]; then
+	echo "lint: a second copy of a concept one file owns (base64url: b64.h; wipe_free: buf.h; mono_now: mono.h):"
+	echo "$own_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
 # docs/reference.md's table of server/ names every file there, and only those (#13: one
 # line per file, saying what it owns).
 table=$(sed -n '/^### `server\/`, file by file/,/^## /p' docs/reference.md)

@@ -19,6 +19,7 @@
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "mono.h"
 #include "session.h"
 #include "store_replay.h"
 #include "form.h"
@@ -82,7 +83,7 @@ enum cs_err client_assertion_check(const char *compact, const struct client_asse
 	enum cs_err r = CS_EINVAL;
 	int64_t t_exp = 0, t = 0;
 	bool verified = false;
-	if (jws_parse(compact, &p, why, whylen) != CS_OK)
+	if (jws_parse(compact, JWS_ALGS_CLIENT_ASSERTION, &p, why, whylen) != CS_OK)
 		return CS_EINVAL;
 	if (e->keys == NULL) {
 		set_why(why, whylen, "no keys are configured for the client");
@@ -174,13 +175,6 @@ struct client_keys {
 	int64_t            fetched_at;    /* monotonic seconds of the last fetch attempt */
 	bool               fetched;
 };
-
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec;
-}
 
 static void set_unref_locked(struct shared_set *s)
 {
@@ -303,7 +297,7 @@ static char *assertion_kid(const char *compact)
 {
 	struct jws_parsed p;
 	char why[96], *kid = NULL;
-	if (jws_parse(compact, &p, why, sizeof why) != CS_OK)
+	if (jws_parse(compact, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why) != CS_OK)
 		return NULL;
 	const char *v = json_string_value(json_object_get(p.header, "kid"));
 	if (v != NULL)

@@ -117,13 +117,14 @@ START_TEST(test_jws_parse_hostile)
 	struct jws_parsed p;
 	char why[128];
 	for (size_t i = 0; bad[i] != NULL; i++)
-		ck_assert_msg(jws_parse(bad[i], &p, why, sizeof why) == CS_EINVAL, "%s", bad[i]);
+		ck_assert_msg(jws_parse(bad[i], JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why) ==
+		    CS_EINVAL, "%s", bad[i]);
 	char *big = malloc(JWS_MAX_COMPACT + 2);
 	memset(big, 'A', JWS_MAX_COMPACT + 1);
 	big[JWS_MAX_COMPACT + 1] = '\0';
-	ck_assert_int_eq(jws_parse(big, &p, why, sizeof why), CS_EINVAL);
+	ck_assert_int_eq(jws_parse(big, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why), CS_EINVAL);
 	free(big);
-	ck_assert_int_eq(jws_parse(V_ASSERT_ES, &p, why, sizeof why), CS_OK);
+	ck_assert_int_eq(jws_parse(V_ASSERT_ES, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why), CS_OK);
 	ck_assert_int_eq(p.alg, JWS_ES256);
 	jws_parsed_clear(&p);
 }
@@ -240,7 +241,8 @@ START_TEST(test_jws_ed25519)
 	ck_assert_int_eq(jws_alg_parse("EdDSA"), JWS_EDDSA);
 	ck_assert_int_eq(jws_alg_parse("Ed448"), JWS_ALG__MAX);
 	ck_assert_int_eq(jws_alg_parse("ed25519"), JWS_ALG__MAX);
-	ck_assert_int_eq(jws_parse(W_ASSERT_ED25519, &p, why, sizeof why), CS_OK);
+	ck_assert_int_eq(jws_parse(W_ASSERT_ED25519, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why),
+	    CS_OK);
 	ck_assert_int_eq(p.alg, JWS_EDDSA);
 	jws_parsed_clear(&p);
 	/* the advertised list: the three algorithms and the fully specified name */
