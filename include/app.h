@@ -12,7 +12,7 @@
 #include "jwt.h"
 #include "oidc.h"
 #include "vault.h"
-#include "client_auth.h"
+#include "client_keys.h"
 #include "rate_limits.h"
 #include "auth_refusal.h"
 

@@ -91,7 +91,10 @@ enum cs_err audit_publish_check(struct store_conn *c, int publish, int *behind) 
 int audit_head_behind(void);
 /* The highest head published (seq 0 when none). */
 void audit_head_published(struct audit_head *out);
-/* The publisher's gauges and counter in the Prometheus text format. */
+/* Sets the publisher's gauges and counter in the registry (metrics.h;
+ * declared when they are not yet): consentd_audit_head_behind, _seq and
+ * _file_errors_total; then appends those three families to b as
+ * metrics_render writes them (b NULL: only sets them, GET /metrics renders). */
 enum cs_err audit_head_metrics(struct buf *b) CS_MUST_CHECK;
 
 /* For `consentd vault rekey`: appends AUDIT_ROTATED_MARK " old=OLD new=NEW\n"

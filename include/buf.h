@@ -1,6 +1,6 @@
 /* buf.h -- a growable byte buffer with a mandatory size cap (curl's dynbuf idea).
  * All string building in consentd goes through it; it never grows past max.
- * Also the fixed-array formatter str_fmt, str_time and hex_digit. */
+ * Also the fixed-array formatter str_fmt, str_time, hex_digit and wipe_free. */
 #ifndef CS_BUF_H
 #define CS_BUF_H
 
@@ -45,6 +45,11 @@ char *buf_steal(struct buf *b);
 void buf_clear(struct buf *b);
 /* Wipes then frees; for buffers that held secrets. NULL-safe. */
 void buf_wipe_clear(struct buf *b);
+/* Wipes a heap string that held a secret (up to its NUL), then frees it;
+ * wipe_free_n the same for n bytes at p.  NULL-safe.  The one definition of
+ * each (lint.sh). */
+void wipe_free(char *s);
+void wipe_free_n(void *p, size_t n);
 
 /* t as "2006-01-02T15:04:05Z" (UTC) in buf, or as its decimal digits when
  * out of range (an int64 always fits STR_TIME_LEN); returns buf. */

@@ -40,15 +40,6 @@ struct client_assertion_expect {
 enum cs_err client_assertion_check(const char *compact, const struct client_assertion_expect *e,
     char **jti, int64_t *exp, char *why, size_t whylen) CS_MUST_CHECK;
 
-/* The gateway's public keys at run time: the jwks_file read at start, or the
- * JWKS at jwks_uri, fetched on first use and again when an assertion names a
- * kid the cached set lacks, at most once per CLIENT_KEYS_REFETCH seconds (a
- * set replaced while a thread verifies with it stays alive until it is done). */
-#define CLIENT_KEYS_REFETCH 60
-struct client_keys;
-/* *out NULL (and CS_OK) when private_key_jwt is off. */
-enum cs_err client_keys_new(const struct config *cfg, struct client_keys **out) CS_MUST_CHECK;
-void client_keys_free(struct client_keys *k);    /* NULL-safe */
 
 /* A request as client authentication sees it (client_auth_api.c fills it
  * from the HTTP request): plain values only, NULL for what is absent. */

@@ -76,6 +76,7 @@ enum consent_outcome {
 	CONSENT_DENIED,          /* access_denied (within deny_cooldown) */
 	CONSENT_EXPIRED,         /* expired_token: the pending request expired; the next call starts anew */
 	CONSENT_TOO_MANY,        /* 429 too_many_pending_requests; *retry_after set */
+	CONSENT_TOO_MANY_SCOPES, /* the scopes would pass CONSENT_MAX_SCOPES: nothing written */
 	CONSENT_OUTCOME__MAX
 };
 
@@ -128,9 +129,9 @@ struct consent_ask {
  * scopes into it (then the reason joins too): an agent cannot keep rewriting
  * what an open page shows, since every change makes that page's decision stale
  * (consent_request_version); *out says which (merged, reason_kept).
- * CS_ETOOBIG (nothing written) when the request's scopes -- merged with the
- * pending request's, or with the live consent's granted ones -- would pass
- * CONSENT_MAX_SCOPES. */
+ * CONSENT_TOO_MANY_SCOPES (nothing written, nothing else in *out) when the
+ * request's scopes -- merged with the pending request's, or with the live
+ * consent's granted ones -- would pass CONSENT_MAX_SCOPES. */
 enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
     const struct consent_ask *ask, struct consent_answer *out) CS_MUST_CHECK;
 

@@ -32,16 +32,27 @@ struct grant_issue_req {
 	int64_t now;
 };
 
+enum grant_issue_outcome {
+	GRANT_ISSUED = 0,                /* *out holds the grant */
+	GRANT_ISSUE_REVOKED,             /* the consent was revoked meanwhile */
+	GRANT_ISSUE_REFUSED,             /* the consent is gone or expired, rq->scope does not fit
+	                                    it, a refresh token for a consent not offline, or what
+	                                    the grant names is configured no more */
+	GRANT_ISSUE__MAX
+};
+
 /* Issues a grant for rq->k with rq->scope: claims iss (public_url), sub, aud
  * and client_id (gateway id), act.sub (agent), scope, resource (the resource's
  * URI), cid, jti, iat, exp = min(iat + grant_ttl, k's expiry), and cnf.jkt when
  * rq->jkt is set.  Records the jti; with_refresh (for an offline consent) also
  * starts a refresh-token family, bound to jkt when given, in the same
  * transaction.  Audited ("grant.issued", jti only).  Runs in its own
- * transaction.  CS_EPERM when the consent was revoked meanwhile, CS_EINVAL
- * when it is gone or the scope does not fit. */
+ * transaction.  CS_OK with *oc for every answer (*out written only for
+ * GRANT_ISSUED; nothing written otherwise); CS_EINVAL for bad arguments,
+ * CS_ECRYPTO without keys, an error only when the grant could not be judged. */
 enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const struct grant_issue_req *rq, struct grant_response *out) CS_MUST_CHECK;
+    const struct grant_issue_req *rq, enum grant_issue_outcome *oc,
+    struct grant_response *out) CS_MUST_CHECK;
 
 /* grant_type=refresh_token. */
 struct grant_refresh_req {

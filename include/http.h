@@ -228,6 +228,10 @@ struct route {
 /* With ROUTE_GRANT: the grant comes as the form's subject token (/token's
  * provider-token exchange, RFC 8693) rather than in headers (/proxy). */
 #define ROUTE_GRANT_SUBJECT 0x10u
+/* The liveness and readiness probes (/healthz, /readyz): what the stand-in
+ * that waits for `consentd migrate` (http.c) answers on them instead of 503. */
+#define ROUTE_PROBE_LIVE  0x20u
+#define ROUTE_PROBE_READY 0x40u
 
 
 /* The kind of answer for a path no route matches: the first prefix that

@@ -1,4 +1,5 @@
-/* jwt.h -- consentd's own signing keys and JWS, through cjose.
+/* jwt.h -- consentd's own signing keys and JWS: signed through cjose, verified
+ * through jws.c (JWS_ALGS_OWN).
  * The only module that touches private key bytes.  Algorithms are pinned:
  * ES256 only, for signing and verifying consentd's own tokens. */
 #ifndef CS_JWT_H

@@ -15,7 +15,7 @@
 #include "buf.h"
 #include "cs_err.h"
 
-#define METRICS_MAX_LABELS 3
+#define METRICS_MAX_LABELS 4
 #define METRICS_MAX_SERIES 256
 #define METRICS_MAX_BUCKETS 16
 
@@ -38,9 +38,16 @@ struct metric_family;
 struct metric_family *metrics_family(const char *name, const char *help, enum metric_type type,
     const char *const *labels, const double *buckets, size_t nbuckets);
 
+/* The family called name, declared as metrics_family does when it is not
+ * yet (so a module may declare its own families when it first needs them,
+ * from any thread); NULL as metrics_family. */
+struct metric_family *metrics_family_get(const char *name, const char *help,
+    enum metric_type type, const char *const *labels, const double *buckets, size_t nbuckets);
+
 /* values: one per label name, in order (NULL when the family has none).
  * metrics_add adds v >= 0 to a counter or to a gauge (which may also take a
- * negative v); metrics_set sets a gauge; metrics_observe records v in a
+ * negative v); metrics_set sets a gauge, or a counter that something else
+ * counts (never lower than it was); metrics_observe records v in a
  * histogram (and its _sum and _count). */
 void metrics_add(struct metric_family *f, const char *const *values, double v);
 void metrics_set(struct metric_family *f, const char *const *values, double v);
@@ -53,6 +60,11 @@ enum cs_err metrics_collector(metrics_collect_fn fn, void *arg) CS_MUST_CHECK;
 
 /* Appends every family: # HELP, # TYPE and one line per series. */
 enum cs_err metrics_render(struct buf *out) CS_MUST_CHECK;
+/* Appends one family (nothing for NULL), as metrics_render writes it. */
+enum cs_err metrics_render_family(struct buf *out, struct metric_family *f) CS_MUST_CHECK;
+/* The sum of a counter's or gauge's series whose labels equal values' (a
+ * NULL value matches any); 0 for NULL. */
+double metrics_sum(struct metric_family *f, const char *const *values);
 
 /* Forgets every family and collector (tests, and the end of a process);
  * metric[] goes back to NULLs. */

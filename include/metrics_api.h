@@ -7,8 +7,8 @@
 #include "cs_err.h"
 #include "http.h"
 
-/* The handler: every family of the registry (its collectors run first), then
- * proxy_metrics_render and audit_head_metrics.  Who may call it is routes.c's
+/* The handler: every family of the registry (its collectors run first; the
+ * proxy's and the audit publisher's families among them).  Who may call it is routes.c's
  * business: the gateway or the [metrics] token on the main listener, anyone
  * on [metrics] listen. */
 enum cs_err metrics_api_scrape(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;

@@ -62,13 +62,14 @@ enum cs_err proxy_api_grant_presented(const struct http_request *req, struct htt
  * route's grant check let the request through (req->auth.grant). */
 enum cs_err proxy_api_handle(const struct http_request *req, struct http_reply *rep) CS_MUST_CHECK;
 
-/* Proxied calls so far for (resource, action) (in-memory, since start). */
+/* Proxied calls forwarded so far for (resource, action) (the registry's
+ * count, since start). */
 unsigned long proxy_count(const char *resource, const char *action);
-/* Appends, in the Prometheus text format, consentd_proxy_requests_total
+/* Declares in the registry (metrics.h; idempotent) consentd_proxy_requests_total
  * {resource,action,status} for calls forwarded upstream (status 504 for a
  * timeout, 502 for no answer) and consentd_proxy_refused_total
  * {resource,action,reason,status} for calls with a valid grant refused before
- * the upstream (action "" when no route matched).  For GET /metrics
- * (metrics_api.c). */
-enum cs_err proxy_metrics_render(struct buf *b) CS_MUST_CHECK;
+ * the upstream (action "" when no route matched).  GET /metrics (metrics_api.c)
+ * makes sure of them before it renders. */
+enum cs_err proxy_metrics_declare(void) CS_MUST_CHECK;
 #endif

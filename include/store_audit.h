@@ -9,8 +9,6 @@
 #include "cs_err.h"
 #include "store.h"
 
-struct audit_entry;
-
 /* The chain head: the highest seq present and its link (link_len 0 when the
  * row has no link), and next, the seq the next entry takes: one past the
  * highest seq ever handed out (AUTOINCREMENT), so a deleted tail leaves a gap.
@@ -23,11 +21,19 @@ struct store_audit_head {
 };
 enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out) CS_MUST_CHECK;
 
+/* The columns of one entry as audit.c hands them down (its struct
+ * audit_entry's fields: the store knows no audit type). */
+struct store_audit_fields {
+	int64_t     ts;
+	const char *actor, *action, *subject, *agent, *resource, *scopes, *consent_id,
+	            *request_id, *outcome, *detail;
+};
 /* Inserts e at seq with its link and master kid (inside the caller's
  * transaction), and notes it as the transaction's last entry for store_commit's
  * audit hook. */
-enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *e, int64_t seq,
-    const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid) CS_MUST_CHECK;
+enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fields *e,
+    int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN],
+    const char *master_kid) CS_MUST_CHECK;
 
 struct store_audit_row {         /* caller-owned; release with store_audit_rows_free() */
 	char          *block;        /* the one allocation actor .. master_kid point into

@@ -30,8 +30,10 @@ struct vault_decision {           /* the person's decision on a consent request 
 };
 
 struct vault_begin {              /* release with vault_begin_clear() */
-	char *authorize_url;          /* non-NULL: send the browser there */
-	char *consent_id;             /* non-NULL: the consent went live already (record moved over) */
+	char *authorize_url;          /* CONSENT_DECIDED, non-NULL: send the browser there */
+	char *consent_id;             /* CONSENT_DECIDED, non-NULL: the consent went live
+	                                 already (record moved over) */
+	enum consent_decide_outcome outcome;   /* CONSENT_DECIDED, or why it was refused */
 };
 void vault_begin_clear(struct vault_begin *b);
 
@@ -43,8 +45,10 @@ void vault_begin_clear(struct vault_begin *b);
  * provider issuer, PKCE verifier, the decision, expiry) and out->authorize_url
  * asks the provider for exactly the mapped scopes with PKCE S256 and state;
  * the consent does not go live and the previous consent is untouched until
- * the callback succeeds.  The request is refused as consent_decide refuses it
- * (CS_EPERM another person's, CS_ESTALE changed, CS_EINVAL otherwise). */
+ * the callback succeeds.  The request is refused as consent_decide refuses it:
+ * CS_OK with out->outcome NOT_YOURS, CLOSED, INVALID (also: the resource has
+ * no provider) or CHANGED, and nothing written; CS_ENOENT for an unknown
+ * request. */
 enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const struct config *cfg,
     const struct vault_person *who, const struct vault_decision *in,
     struct vault_begin *out) CS_MUST_CHECK;

@@ -40,7 +40,7 @@ fi
 comments='^\S+:[0-9]+:\s*(/?\*|//)'
 route_hits=$( {
 	grep -nHE '\b(strn?(case)?cmp|strstr)[[:space:]]*\([^;]*"/' $(ls server/*.c | grep -v '^server/routes\.c$')
-	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED|GRANT[A-Z_]*)\b' \
+	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED|GRANT[A-Z_]*|PROBE_[A-Z]+)\b' \
 	    $(ls server/*.c | grep -vE '^server/(routes|router|http)\.c$')
 	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+)\b' server/http.c
 	grep -nHE '^[[:space:]]+.*\b(client_auth_api_gateway|grant_api_gate|admin_api_authenticate|admin_pages_gate|admin_enter|authenticate)[[:space:]]*\(' \
@@ -128,6 +128,49 @@ engine_hits="$engine_hits$(grep -nHE '(->|\.)(pg|lite)\b|\bsqlite3_[a-z0-9_]+[[:
 if [ -n "$engine_hits" ]; then
 	echo "lint: an engine question outside the store's two engine files (store_sqlite.c, store_pg.c; the dispatcher store.c only picks one at open, by its table): add an operation to store_backend.h instead:"
 	echo "$engine_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+# cjose only under jwt/jws (#29 item 5): its headers and calls in jwt.c (our
+# own keys and signatures) and jws.c alone; everything else verifies through
+# jws.h and encodes through b64.h.
+# shellcheck disable=SC2046
+cjose_hits=$(grep -nHE '#[[:space:]]*include[[:space:]]*<cjose/|\bcjose_[a-z_0-9]+[[:space:]]*\(|\bcjose_[a-z_0-9]+_t\b|\bCJOSE_[A-Z_0-9]+' \
+	$(ls server/*.c server/*.h include/*.h | grep -vxE 'server/(jwt|jws)\.c') 2>/dev/null \
+	| grep -vE "$comments" || true)
+if [ -n "$cjose_hits" ]; then
+	echo "lint: cjose outside jwt.c and jws.c (verify through jws.h, encode through b64.h):"
+	echo "$cjose_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+# One owner per concept (#29 item 5): base64url lives in b64.c (the only
+# copy of its alphabet), wipe_free in buf.c, mono_now in mono.h.  A second
+# definition of any of them, anywhere in server/ or include/, fails.
+def_re='^[A-Za-z_][^;]*\b(b64u[a-z_]*|b64url[a-z_]*|base64url[a-z_]*|wipe_free|wipe_free_n|mono_now)[[:space:]]*\([^;]*$'
+# shellcheck disable=SC2046  # the file lists are words on purpose
+own_hits=$( {
+	grep -nHE '0123456789-_"' $(ls server/*.c server/*.h include/*.h | grep -vx 'server/b64\.c')
+	grep -nHE "$def_re" $(ls server/*.c server/*.h include/*.h |
+	    grep -vxE 'server/b64\.c|include/b64\.h|server/buf\.c|include/buf\.h|include/mono\.h')
+	grep -nHE "^[A-Za-z_][^;]*\b(wipe_free|wipe_free_n)[[:space:]]*\([^;]*\$" server/b64.c include/b64.h include/mono.h
+	grep -nHE "^[A-Za-z_][^;]*\b(b64u[a-z_]*|b64url[a-z_]*|base64url[a-z_]*|mono_now)[[:space:]]*\([^;]*\$" server/buf.c include/buf.h
+} 2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$own_hits" ]; then
+	echo "lint: a second copy of a concept one file owns (base64url: b64.h; wipe_free: buf.h; mono_now: mono.h):"
+	echo "$own_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
+# No circles of files that include each other's names (#29 item 5;
+# scripts/include-cycles.py says how a module and its names are found).  The
+# one left is the store's seam by design: the dispatcher (store.c) calls the
+# engines' tables (store_backend.h), whose operations take the store's public
+# types (curl's vtls.c and vtls_int.h have the same shape).
+cycles=$(python3 scripts/include-cycles.py --known store/store_backend 2>&1)
+if [ $? -ne 0 ]; then
+	echo "lint: a circle of files that include each other's names (or a known one gone: update lint.sh):"
+	echo "$cycles"
 	echo "lint: FAIL"
 	exit 1
 fi

@@ -13,6 +13,7 @@
 #include "jcs.h"
 #include "metrics.h"
 #include "audit.h"
+#include "b64.h"
 #include "buf.h"
 #include "store_approval.h"
 
@@ -23,37 +24,14 @@
 
 /* --- small helpers ----------------------------------------------------- */
 
-static void base64url(const unsigned char *in, size_t n, char *out)
-{
-	static const char b64u[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0, i = 0;
-	for (; i + 2 < n; i += 3) {
-		unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
-		out[o++] = b64u[(v >> 18) & 63];
-		out[o++] = b64u[(v >> 12) & 63];
-		out[o++] = b64u[(v >> 6) & 63];
-		out[o++] = b64u[v & 63];
-	}
-	if (n - i == 1) {
-		unsigned v = (unsigned)in[i] << 16;
-		out[o++] = b64u[(v >> 18) & 63];
-		out[o++] = b64u[(v >> 12) & 63];
-	} else if (n - i == 2) {
-		unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
-		out[o++] = b64u[(v >> 18) & 63];
-		out[o++] = b64u[(v >> 12) & 63];
-		out[o++] = b64u[(v >> 6) & 63];
-	}
-	out[o] = '\0';
-}
-
 /* base64url(SHA-256(n bytes at p)). */
 static void digest_bytes(const void *p, size_t n, char out[APPROVAL_DIGEST_LEN + 1])
 {
 	unsigned char h[SHA256_DIGEST_LENGTH];
 	SHA256(p, n, h);
-	base64url(h, sizeof h, out);
+	/* 43 characters: out holds them, so this cannot fail (out is "" if it did). */
+	if (b64url_encode(h, sizeof h, out, APPROVAL_DIGEST_LEN + 1) != CS_OK)
+		out[0] = '\0';
 }
 
 /* 22 characters of base64url from 16 random bytes, drawn again in the rare
@@ -65,7 +43,8 @@ static enum cs_err random_id(char out[CONSENT_ID_LEN + 1])
 	for (int tries = 0; tries < 16; tries++) {
 		if (RAND_bytes(r, sizeof r) != 1)
 			return CS_ECRYPTO;
-		base64url(r, sizeof r, tmp);
+		if (b64url_encode(r, sizeof r, tmp, sizeof tmp) != CS_OK)
+			return CS_ETOOBIG;
 		memcpy(out, tmp, CONSENT_ID_LEN);
 		out[CONSENT_ID_LEN] = '\0';
 		if (strstr(out, "eyJ") == NULL)

@@ -356,7 +356,10 @@ static enum cs_err append_with(struct store_conn *c, const unsigned char key[AUD
 		memcpy(prev, h.link, AUDIT_LINK_LEN);
 	if ((err = audit_link(key, prev, h.next, e, link)) != CS_OK)
 		return err;
-	return store_audit_append(c, e, h.next, link, kid);
+	return store_audit_append(c, &(struct store_audit_fields){ .ts = e->ts, .actor = e->actor,
+	    .action = e->action, .subject = e->subject, .agent = e->agent, .resource = e->resource,
+	    .scopes = e->scopes, .consent_id = e->consent_id, .request_id = e->request_id,
+	    .outcome = e->outcome, .detail = e->detail }, h.next, link, kid);
 }
 
 enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)

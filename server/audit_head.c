@@ -22,6 +22,7 @@
 #include "audit_head.h"
 #include "buf.h"
 #include "log.h"
+#include "metrics.h"
 #include "store_audit.h"
 
 #define LOG_TAG "audit head "           /* what a log line holds before a head */
@@ -690,24 +691,27 @@ void audit_head_published(struct audit_head *out)
 
 enum cs_err audit_head_metrics(struct buf *b)
 {
+	struct metric_family *f[] = {
+		metrics_family_get("consentd_audit_head_behind", "1 when the database's audit "
+		    "chain is behind the heads consentd published (cut off, rewound or rewritten; see "
+		    "the log).", METRIC_GAUGE, NULL, NULL, 0),
+		metrics_family_get("consentd_audit_head_seq", "The number of the highest audit "
+		    "head consentd published.", METRIC_GAUGE, NULL, NULL, 0),
+		metrics_family_get("consentd_audit_head_file_errors_total", "Heads that could not "
+		    "be appended to [audit] head_file.", METRIC_COUNTER, NULL, NULL, 0),
+	};
+	enum cs_err e = CS_OK;
 	pthread_mutex_lock(&pub.lock);
 	int behind = pub.behind;
 	int64_t seq = pub.published.seq;
 	uint64_t errors = pub.file_errors;
 	pthread_mutex_unlock(&pub.lock);
-	return buf_printf(b,
-	    "# HELP consentd_audit_head_behind 1 when the database's audit chain is behind the "
-	    "heads consentd published (cut off, rewound or rewritten; see the log).\n"
-	    "# TYPE consentd_audit_head_behind gauge\n"
-	    "consentd_audit_head_behind %d\n"
-	    "# HELP consentd_audit_head_seq The number of the highest audit head consentd "
-	    "published.\n"
-	    "# TYPE consentd_audit_head_seq gauge\n"
-	    "consentd_audit_head_seq %" PRId64 "\n"
-	    "# HELP consentd_audit_head_file_errors_total Heads that could not be appended to "
-	    "[audit] head_file.\n"
-	    "# TYPE consentd_audit_head_file_errors_total counter\n"
-	    "consentd_audit_head_file_errors_total %" PRIu64 "\n", behind, seq, errors);
+	metrics_set(f[0], NULL, behind);
+	metrics_set(f[1], NULL, (double)seq);
+	metrics_set(f[2], NULL, (double)errors);
+	for (size_t i = 0; b != NULL && e == CS_OK && i < sizeof f / sizeof f[0]; i++)
+		e = f[i] != NULL ? metrics_render_family(b, f[i]) : CS_ENOMEM;
+	return b == NULL && (f[0] == NULL || f[1] == NULL || f[2] == NULL) ? CS_ENOMEM : e;
 }
 
 enum cs_err audit_head_file_rotated(const char *path, const char *old_kid, const char *new_kid,

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <openssl/crypto.h>
 #include "authorize.h"
+#include "b64.h"
 #include "buf.h"
 #include "form.h"
 #include "login.h"
@@ -85,14 +86,10 @@ static bool unreserved(char c)
 	    c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-static bool base64url_text(const char *s, size_t want)
+/* Exactly want base64url characters (no padding). */
+static bool challenge_text(const char *s, size_t want)
 {
-	size_t n = 0;
-	for (; s[n] != '\0'; n++)
-		if (!((s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= 'a' && s[n] <= 'z') ||
-		    (s[n] >= '0' && s[n] <= '9') || s[n] == '-' || s[n] == '_'))
-			return false;
-	return n == want;
+	return strlen(s) == want && b64url_valid(s, want);
 }
 
 /* Printable ASCII without space (RFC 6749 Appendix A.5 allows VSCHAR, 0x20
@@ -199,7 +196,7 @@ void authz_check(const struct authz_client *client, const char *const *resources
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request", "code_challenge_method must be S256");
 		return;
 	}
-	if (!base64url_text(req->code_challenge, AUTHZ_CHALLENGE_LEN)) {
+	if (!challenge_text(req->code_challenge, AUTHZ_CHALLENGE_LEN)) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request",
 		    "code_challenge must be 43 base64url characters (S256 of the verifier)");
 		return;

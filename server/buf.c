@@ -1,5 +1,5 @@
 /* buf.c -- capped growable buffer, plus the small text helpers around it
- * (str_fmt, str_time, hex_digit).  Every append checks the cap before it computes a
+ * (str_fmt, str_time, hex_digit, wipe_free).  Every append checks the cap before it computes a
  * new size, so no arithmetic here can overflow. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +174,22 @@ void buf_wipe_clear(struct buf *b)
 	if (b->data)
 		OPENSSL_cleanse(b->data, b->cap);
 	buf_clear(b);
+}
+
+void wipe_free(char *s)
+{
+	if (s == NULL)
+		return;
+	OPENSSL_cleanse(s, strlen(s));
+	free(s);
+}
+
+void wipe_free_n(void *p, size_t n)
+{
+	if (p == NULL)
+		return;
+	OPENSSL_cleanse(p, n);
+	free(p);
 }
 
 enum cs_err str_vfmt(char *dst, size_t n, const char *fmt, va_list ap)

@@ -15,9 +15,11 @@
 #include "auth_refusal.h"
 #include "buf.h"
 #include "client_auth.h"
+#include "client_keys.h"
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "mono.h"
 #include "session.h"
 #include "rate_limits.h"
 #include "store_replay.h"
@@ -79,7 +81,7 @@ enum cs_err client_assertion_check(const char *compact, const struct client_asse
 	enum cs_err r = CS_EINVAL;
 	int64_t t_exp = 0, t = 0;
 	bool verified = false;
-	if (jws_parse(compact, &p, why, whylen) != CS_OK)
+	if (jws_parse(compact, JWS_ALGS_CLIENT_ASSERTION, &p, why, whylen) != CS_OK)
 		return CS_EINVAL;
 	if (e->keys == NULL) {
 		set_why(why, whylen, "no keys are configured for the client");
@@ -154,167 +156,6 @@ enum cs_err client_assertion_check(const char *compact, const struct client_asse
 out:
 	jws_parsed_clear(&p);
 	return r;
-}
-
-/* --- the gateway's keys ---------------------------------------------------------- */
-
-/* One key set, shared by reference count under the mutex. */
-struct shared_set {
-	unsigned           refs;
-	struct jws_keyset *ks;
-};
-
-struct client_keys {
-	pthread_mutex_t    mu;            /* guards cur, refs, fetched_at, fetched */
-	struct shared_set *cur;           /* NULL until a set was loaded */
-	char              *uri;           /* NULL: the file's set, never refetched */
-	int64_t            fetched_at;    /* monotonic seconds of the last fetch attempt */
-	bool               fetched;
-};
-
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec;
-}
-
-static void set_unref_locked(struct shared_set *s)
-{
-	if (s != NULL && --s->refs == 0) {
-		jws_keyset_free(s->ks);
-		free(s);
-	}
-}
-
-static enum cs_err set_install(struct client_keys *k, struct jws_keyset *ks)
-{
-	struct shared_set *s = calloc(1, sizeof *s);
-	if (s == NULL) {
-		jws_keyset_free(ks);
-		return CS_ENOMEM;
-	}
-	s->refs = 1;
-	s->ks = ks;
-	pthread_mutex_lock(&k->mu);
-	set_unref_locked(k->cur);
-	k->cur = s;
-	pthread_mutex_unlock(&k->mu);
-	return CS_OK;
-}
-
-enum cs_err client_keys_new(const struct config *cfg, struct client_keys **out)
-{
-	struct client_keys *k;
-	struct jws_keyset *ks = NULL;
-	char why[160];
-	enum cs_err e;
-	*out = NULL;
-	if (!cfg->gateway_auth_private_key_jwt)
-		return CS_OK;
-	if ((k = calloc(1, sizeof *k)) == NULL)
-		return CS_ENOMEM;
-	pthread_mutex_init(&k->mu, NULL);
-	if (cfg->gateway_jwks_uri != NULL && (k->uri = strdup(cfg->gateway_jwks_uri)) == NULL) {
-		client_keys_free(k);
-		return CS_ENOMEM;
-	}
-	if (cfg->gateway_jwks_json != NULL) {
-		if ((e = jws_keyset_parse(cfg->gateway_jwks_json, &ks, why, sizeof why)) != CS_OK ||
-		    (e = set_install(k, ks)) != CS_OK) {
-			log_msg(LOG_ERROR, "[gateway] jwks_file: %s", e == CS_EINVAL ? why :
-			    cs_strerror(e));
-			client_keys_free(k);
-			return e;
-		}
-	}
-	*out = k;
-	return CS_OK;
-}
-
-void client_keys_free(struct client_keys *k)
-{
-	if (k == NULL)
-		return;
-	set_unref_locked(k->cur);
-	free(k->uri);
-	pthread_mutex_destroy(&k->mu);
-	free(k);
-}
-
-static struct shared_set *set_get(struct client_keys *k)
-{
-	pthread_mutex_lock(&k->mu);
-	struct shared_set *s = k->cur;
-	if (s != NULL)
-		s->refs++;
-	pthread_mutex_unlock(&k->mu);
-	return s;
-}
-
-static void set_put(struct client_keys *k, struct shared_set *s)
-{
-	pthread_mutex_lock(&k->mu);
-	set_unref_locked(s);
-	pthread_mutex_unlock(&k->mu);
-}
-
-/* Fetches jwks_uri again unless that was tried less than CLIENT_KEYS_REFETCH
- * seconds ago; a set that does not parse leaves the cached one in place. */
-static void keys_refetch(struct client_keys *k)
-{
-	struct httpc_response res;
-	struct jws_keyset *ks = NULL;
-	char why[160];
-	int64_t now = mono_now();
-	if (k->uri == NULL)
-		return;
-	pthread_mutex_lock(&k->mu);
-	/* SECURITY: an attacker naming unknown kids cannot make consentd fetch
-	 * more than once a minute. */
-	bool due = !k->fetched || now - k->fetched_at >= CLIENT_KEYS_REFETCH;
-	if (due) {
-		k->fetched = true;
-		k->fetched_at = now;
-	}
-	pthread_mutex_unlock(&k->mu);
-	if (!due)
-		return;
-	if (httpc_get(k->uri, &res) != CS_OK) {
-		metrics_inc(M_FETCH_ERRORS, "gateway_jwks");
-		return;
-	}
-	if (res.status == 200 && res.body.data != NULL &&
-	    jws_keyset_parse(res.body.data, &ks, why, sizeof why) == CS_OK) {
-		(void)set_install(k, ks);
-	} else {
-		metrics_inc(M_FETCH_ERRORS, "gateway_jwks");
-		log_msg(LOG_WARN, "[gateway] jwks_uri: status %ld: %s", res.status,
-		    res.status == 200 ? why : "not fetched");
-	}
-	httpc_response_clear(&res);
-}
-
-/* The kid an assertion's header names; NULL when none (or not a JWS). */
-static char *assertion_kid(const char *compact)
-{
-	struct jws_parsed p;
-	char why[96], *kid = NULL;
-	if (jws_parse(compact, &p, why, sizeof why) != CS_OK)
-		return NULL;
-	const char *v = json_string_value(json_object_get(p.header, "kid"));
-	if (v != NULL)
-		kid = strdup(v);
-	jws_parsed_clear(&p);
-	return kid;
-}
-
-static bool set_has_kid(const struct shared_set *s, const char *kid)
-{
-	for (size_t i = 0; s != NULL && i < s->ks->n; i++)
-		if (s->ks->keys[i]->kid != NULL && strcmp(s->ks->keys[i]->kid, kid) == 0)
-			return true;
-	return false;
 }
 
 /* --- at the endpoints ---------------------------------------------------------- */
@@ -418,7 +259,7 @@ static bool assertion_ok(struct app *app, int64_t now, const char *assertion, ch
 	int64_t exp = 0;
 	bool ok = false;
 	struct client_keys *keys = app->gateway_keys;
-	struct shared_set *set = NULL;
+	struct client_keyset *set = NULL;
 	/* S1: the issuer; the token endpoint too, for clients that follow RFC
 	 * 7523's "MAY" and OpenID Connect's "SHOULD"; no other endpoint. */
 	bool with_token_ep = str_fmt(token_ep, sizeof token_ep, "%s/token", cfg->public_url) == CS_OK;
@@ -428,22 +269,14 @@ static bool assertion_ok(struct app *app, int64_t now, const char *assertion, ch
 		set_why(why, whylen, "no keys are configured for the client");
 		goto out;
 	}
-	/* A kid the cached set lacks may be a key the gateway just added. */
-	set = set_get(keys);
-	char *kid = set == NULL ? NULL : assertion_kid(assertion);
-	if (set == NULL || (kid != NULL && !set_has_kid(set, kid))) {
-		set_put(keys, set);
-		keys_refetch(keys);
-		set = set_get(keys);
-	}
-	free(kid);
+	set = client_keys_acquire(keys, assertion);
 	struct client_assertion_expect ex = {
-		.keys = set != NULL ? set->ks : NULL, .client_id = cfg->gateway_id, .audiences = auds,
+		.keys = client_keyset_keys(set), .client_id = cfg->gateway_id, .audiences = auds,
 		.naudiences = with_token_ep ? 2 : 1, .now = now,
 		.clock_skew = cfg->gateway_clock_skew,
 	};
 	enum cs_err ce = client_assertion_check(assertion, &ex, &jti, &exp, why, whylen);
-	set_put(keys, set);
+	client_keys_release(keys, set);
 	if (ce != CS_OK)
 		goto out;
 	struct store_conn *c = store_conn(app->store);

@@ -288,14 +288,6 @@ void cfg_free_strv(char **v)
 	free(v);
 }
 
-static void wipe_free(char *s)
-{
-	if (s != NULL) {
-		OPENSSL_cleanse(s, strlen(s));
-		free(s);
-	}
-}
-
 /* Letters, digits, '_' and '-' (and ':' when colon), 1..MAX_PART characters. */
 bool cfg_valid_part(const char *s, size_t n, bool colon)
 {

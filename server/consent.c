@@ -10,6 +10,7 @@
 #include <openssl/rand.h>
 
 #include "audit.h"
+#include "b64.h"
 #include "buf.h"
 #include "consent_priv.h"
 #include "store_user.h"
@@ -28,20 +29,13 @@ enum cs_err consent_scopes_from_db(const char *s, struct scope_set *out)
  * JWT), so the rare draw that does is drawn again. */
 enum cs_err consent_random_id(char out[CONSENT_ID_LEN + 1])
 {
-	static const char b64u[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	unsigned char r[18];
+	unsigned char r[16];
+	enum cs_err e;
 	for (int tries = 0; tries < 16; tries++) {
-		memset(r, 0, sizeof r);
-		if (RAND_bytes(r, 16) != 1)
+		if (RAND_bytes(r, sizeof r) != 1)
 			return CS_ECRYPTO;
-		size_t o = 0;
-		for (size_t i = 0; i < 18 && o < CONSENT_ID_LEN; i += 3) {
-			unsigned v = (unsigned)r[i] << 16 | (unsigned)r[i + 1] << 8 | (unsigned)r[i + 2];
-			for (int k = 3; k >= 0 && o < CONSENT_ID_LEN; k--)
-				out[o++] = b64u[(v >> (6 * k)) & 63];
-		}
-		out[CONSENT_ID_LEN] = '\0';
+		if ((e = b64url_encode(r, sizeof r, out, CONSENT_ID_LEN + 1)) != CS_OK)
+			return e;
 		if (strstr(out, "eyJ") == NULL)
 			return CS_OK;
 	}
@@ -385,6 +379,17 @@ static enum cs_err live_covers(const struct scope_set *kg, const struct scope_se
 	return scope_set_intersect(grant, requested, kg);
 }
 
+/* scope_set_union's CS_ETOOBIG is a full set: the request's scopes would
+ * pass CONSENT_MAX_SCOPES.  That is an answer (consent_exchange then writes
+ * nothing), not a failure; any other error stays one. */
+static enum cs_err too_many_scopes(enum cs_err e, struct consent_answer *a)
+{
+	if (e != CS_ETOOBIG)
+		return e;
+	a->outcome = CONSENT_TOO_MANY_SCOPES;
+	return CS_OK;
+}
+
 const char *consent_slow_down_note(int64_t n, char buf[64])
 {
 	if (n <= 0)
@@ -422,8 +427,10 @@ static enum cs_err exchange_pending(struct store_conn *c, const struct consent_a
 		goto out;
 	if (!scope_set_subset(ask->requested, &have)) {
 		/* At most one pending request per triple: new scopes join it. */
-		if ((e = scope_set_union(&have, ask->requested)) != CS_OK)
+		if ((e = scope_set_union(&have, ask->requested)) != CS_OK) {
+			e = too_many_scopes(e, a);
 			goto out;
+		}
 		if ((joined = scope_set_join(&have)) == NULL) {
 			e = CS_ENOMEM;
 			goto out;
@@ -526,8 +533,10 @@ static enum cs_err exchange_new(struct store_conn *c, const struct config *cfg,
 	/* The person sees everything the agent would hold, with what the live
 	 * consent already grants pre-ticked. */
 	if ((e = scope_set_union(&all, ask->requested)) != CS_OK ||
-	    (live_granted != NULL && (e = scope_set_union(&all, live_granted)) != CS_OK))
+	    (live_granted != NULL && (e = scope_set_union(&all, live_granted)) != CS_OK)) {
+		e = too_many_scopes(e, a);
 		goto out;
+	}
 	if ((joined = scope_set_join(&all)) == NULL ||
 	    (pre = scope_set_join(live_granted)) == NULL) {
 		e = CS_ENOMEM;
@@ -738,8 +747,15 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 		if ((e = exchange_ask(c, cfg, ask, user_id, live, &a)) != CS_OK)
 			goto out;
 	}
-	if ((e = store_commit(c)) != CS_OK)
+	if (a.outcome == CONSENT_TOO_MANY_SCOPES) {
+		/* Nothing is written for it, and nothing but the outcome answered. */
+		store_rollback(c);
+		in_tx = false;
+		consent_answer_clear(&a);
+		a.outcome = CONSENT_TOO_MANY_SCOPES;
+	} else if ((e = store_commit(c)) != CS_OK) {
 		goto out;
+	}
 	in_tx = false;
 	*out = a;
 	memset(&a, 0, sizeof a);

@@ -277,19 +277,6 @@ static enum cs_err read_decision(const struct http_request *req, struct http_rep
 	return CS_OK;
 }
 
-/* vault_begin_connect's refusals as consent_decide's outcomes (the vault
- * answers with cs_err until it has outcomes of its own): *e becomes CS_OK
- * when it was one. */
-static enum consent_decide_outcome vault_refusal(enum cs_err *e)
-{
-	enum consent_decide_outcome o = *e == CS_ESTALE ? CONSENT_DECIDE_CHANGED :
-	    *e == CS_EPERM ? CONSENT_DECIDE_NOT_YOURS : *e == CS_EINVAL ? CONSENT_DECIDE_INVALID :
-	    CONSENT_DECIDED;
-	if (o != CONSENT_DECIDED)
-		*e = CS_OK;
-	return o;
-}
-
 /* The page that answers a decision d on r whose outcome is o. */
 static enum cs_err decided_page(const struct http_request *req, struct http_reply *rep,
     const struct session *s, const struct consent_request *r, const struct consent_decision *d,
@@ -351,7 +338,7 @@ enum cs_err consent_pages_decide(const struct http_request *req, struct http_rep
 	if (d.approve && vault_provider(app->vault, r.resource) != NULL) {
 		/* A resource with a provider: the consent goes live only once the
 		 * provider authorized exactly its scopes (or a record moves over). */
-		struct vault_begin vb = { NULL, NULL };
+		struct vault_begin vb = { NULL, NULL, CONSENT_DECIDED };
 		e = vault_begin_connect(app->vault, c, cfg,
 		    &(struct vault_person){ s->user_id, s->id_hash, actor, req->now },
 		    &(struct vault_decision){ r.id, &d }, &vb);
@@ -362,8 +349,8 @@ enum cs_err consent_pages_decide(const struct http_request *req, struct http_rep
 			vault_begin_clear(&vb);
 			goto out;
 		}
+		done.outcome = vb.outcome;
 		vault_begin_clear(&vb);
-		done.outcome = vault_refusal(&e);
 	} else {
 		e = consent_decide(c, cfg, r.id, &(struct consent_actor){ .user_id = s->user_id,
 		    .actor = actor, .now = req->now }, &d, &done);

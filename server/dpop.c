@@ -4,13 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cjose/base64.h>
-#include <cjose/util.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include "app.h"
 #include "audit.h"
+#include "b64.h"
 #include "buf.h"
 #include "dpop.h"
 #include "store_replay.h"
@@ -34,17 +33,8 @@ void dpop_proof_clear(struct dpop_proof *p)
 static bool b64u_sha256(const void *data, size_t n, char out[JWS_JKT_LEN + 1])
 {
 	unsigned char h[32];
-	char *enc = NULL;
-	size_t el = 0;
-	if (EVP_Digest(data, n, h, NULL, EVP_sha256(), NULL) != 1 ||
-	    !cjose_base64url_encode(h, sizeof h, &enc, &el, NULL) || el != JWS_JKT_LEN) {
-		if (enc != NULL)
-			cjose_get_dealloc()(enc);
-		return false;
-	}
-	memcpy(out, enc, JWS_JKT_LEN + 1);
-	cjose_get_dealloc()(enc);
-	return true;
+	return EVP_Digest(data, n, h, NULL, EVP_sha256(), NULL) == 1 &&
+	    b64url_encode(h, sizeof h, out, JWS_JKT_LEN + 1) == CS_OK;
 }
 
 /* htu without its query and fragment (RFC 9449 §4.3 item 9). */
@@ -62,7 +52,7 @@ enum cs_err dpop_proof_check(const char *proof, const struct dpop_expect *e,
 	enum cs_err r = CS_OK;
 	char kwhy[96], ath[JWS_JKT_LEN + 1];
 	*verdict = DPOP_INVALID;
-	if (jws_parse(proof, &p, why, whylen) != CS_OK)
+	if (jws_parse(proof, JWS_ALGS_DPOP_PROOF, &p, why, whylen) != CS_OK)
 		return CS_OK;
 	const char *typ = json_string_value(json_object_get(p.header, "typ"));
 	if (typ == NULL || strcmp(typ, "dpop+jwt") != 0) {
@@ -71,7 +61,8 @@ enum cs_err dpop_proof_check(const char *proof, const struct dpop_expect *e,
 	}
 	/* SECURITY: the key comes with the proof; it must be a public key, and
 	 * the header's algorithm must be that key's (no algorithm confusion). */
-	if (jws_key_from_jwk(json_object_get(p.header, "jwk"), &k, kwhy, sizeof kwhy) != CS_OK) {
+	if (jws_key_from_jwk_for(json_object_get(p.header, "jwk"), JWS_ALGS_DPOP_PROOF, &k, kwhy,
+	    sizeof kwhy) != CS_OK) {
 		/* kwhy is shorter than any caller's why; too long, it would leave why "". */
 		if (why != NULL && whylen > 0 && str_fmt(why, whylen, "jwk: %s",
 		    json_object_get(p.header, "jwk") ? kwhy : "missing") != CS_OK)
@@ -148,19 +139,10 @@ static bool nonce_for_slot(const unsigned char key[DPOP_NONCE_KEY_LEN], uint64_t
 {
 	unsigned char raw[8 + 32];
 	unsigned int ml = 0;
-	char *enc = NULL;
-	size_t el = 0;
-	bool ok = false;
 	for (int i = 0; i < 8; i++)
 		raw[i] = (unsigned char)(slot >> (56 - 8 * i));
-	if (HMAC(EVP_sha256(), key, DPOP_NONCE_KEY_LEN, raw, 8, raw + 8, &ml) != NULL && ml == 32 &&
-	    cjose_base64url_encode(raw, sizeof raw, &enc, &el, NULL) && el == DPOP_NONCE_LEN) {
-		memcpy(out, enc, DPOP_NONCE_LEN + 1);
-		ok = true;
-	}
-	if (enc != NULL)
-		cjose_get_dealloc()(enc);
-	return ok;
+	return HMAC(EVP_sha256(), key, DPOP_NONCE_KEY_LEN, raw, 8, raw + 8, &ml) != NULL &&
+	    ml == 32 && b64url_encode(raw, sizeof raw, out, DPOP_NONCE_LEN + 1) == CS_OK;
 }
 
 enum cs_err dpop_nonce_make(const unsigned char key[DPOP_NONCE_KEY_LEN], int64_t now,

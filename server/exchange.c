@@ -210,12 +210,12 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
 	    .requested = rq->want, .reason = rq->reason, .actor = rq->actor, .now = rq->now,
 	    .limits = rq->limits },
 	    &out->answer);
-	if (e == CS_ETOOBIG) {
+	if (e != CS_OK)
+		return e;
+	if (out->answer.outcome == CONSENT_TOO_MANY_SCOPES) {
 		out->outcome = EXCHANGE_TOO_MANY_SCOPES;
 		return CS_OK;
 	}
-	if (e != CS_OK)
-		return e;
 	if (out->answer.outcome != CONSENT_GRANT) {
 		out->outcome = EXCHANGE_NO_GRANT;
 		return CS_OK;
@@ -223,13 +223,12 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
 	struct grant_issue_req iq = { .k = &out->answer.live, .scope = &out->answer.grant_scopes,
 		.with_refresh = out->answer.live.offline && rq->agent->offline, .jkt = rq->jkt,
 		.actor = rq->actor, .now = rq->now };
-	e = grant_issue(c, cfg, rq->kr, &iq, &out->grant);
-	out->outcome = EXCHANGE_GRANTED;
-	if (e == CS_EPERM || e == CS_EINVAL) {   /* revoked or expired meanwhile */
-		out->outcome = EXCHANGE_GRANT_ENDED;
-		e = CS_OK;
-	}
-	return e;
+	enum grant_issue_outcome oc = GRANT_ISSUE_REFUSED;
+	if ((e = grant_issue(c, cfg, rq->kr, &iq, &oc, &out->grant)) != CS_OK)
+		return e;
+	/* Revoked or expired meanwhile: the consent ended. */
+	out->outcome = oc == GRANT_ISSUED ? EXCHANGE_GRANTED : EXCHANGE_GRANT_ENDED;
+	return CS_OK;
 }
 
 void exchange_target_clear(struct exchange_target *t)

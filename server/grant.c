@@ -27,14 +27,6 @@
 
 /* --- small helpers ----------------------------------------------------- */
 
-static void wipe_free(char *s)
-{
-	if (s == NULL)
-		return;
-	OPENSSL_cleanse(s, strlen(s));
-	free(s);
-}
-
 void grant_response_clear(struct grant_response *g)
 {
 	if (g == NULL)
@@ -131,10 +123,12 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
 /* --- issuing ----------------------------------------------------------- */
 
 /* Signs a grant for rq->k (no database): the checks of invariant 8, the
- * claims, the ES256 signature.  *out and *exp_out written only on CS_OK; CS_EPERM
- * for a revoked consent, CS_EINVAL for anything else it cannot sign for. */
+ * claims, the ES256 signature.  CS_OK with *oc: GRANT_ISSUED (then *out and
+ * *exp_out written), GRANT_ISSUE_REVOKED for a revoked consent,
+ * GRANT_ISSUE_REFUSED for anything else it cannot sign for. */
 static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr,
-    const struct grant_issue_req *rq, struct grant_response *out, int64_t *exp_out)
+    const struct grant_issue_req *rq, enum grant_issue_outcome *oc, struct grant_response *out,
+    int64_t *exp_out)
 {
 	enum cs_err e;
 	const struct consent *k = rq->k;
@@ -145,12 +139,14 @@ static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr
 	int64_t ttl, exp, now = rq->now;
 
 	memset(&g, 0, sizeof g);
-	e = CS_EINVAL;
+	/* Every refusal below is REFUSED, unless said otherwise. */
+	e = CS_OK;
+	*oc = GRANT_ISSUE_REFUSED;
 	if (k->id == NULL || k->subject == NULL || k->agent == NULL || k->resource == NULL ||
 	    cfg->public_url == NULL || cfg->gateway_id == NULL)
 		goto out;
 	if (k->revoked_at != 0) {
-		e = CS_EPERM;
+		*oc = GRANT_ISSUE_REVOKED;
 		goto out;
 	}
 	/* SECURITY: a grant never carries a scope the person did not grant
@@ -196,6 +192,7 @@ static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr
 	g.expires_in = exp - now;
 	*out = g;
 	*exp_out = exp;
+	*oc = GRANT_ISSUED;
 	memset(&g, 0, sizeof g);
 	e = CS_OK;
 out:
@@ -247,18 +244,18 @@ out:
 /* issue_sign then issue_record: signs a grant for consent rq->k with rq->scope
  * (⊆ k's granted, non-empty) and records its jti; with family != NULL also
  * mints a refresh token of that family.  Runs inside the caller's transaction
- * and audits "grant.issued".  CS_EPERM for a revoked consent, CS_EINVAL for a
- * bad scope, an unknown resource or an expiry that is not after now.  *out
- * written only on CS_OK. */
+ * and audits "grant.issued".  CS_OK with *oc: GRANT_ISSUED (*out written),
+ * GRANT_ISSUE_REVOKED for a revoked consent, GRANT_ISSUE_REFUSED for a bad
+ * scope, an unknown resource or an expiry that is not after now. */
 static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const struct grant_issue_req *rq, const char *family,
-    struct grant_response *out)
+    enum grant_issue_outcome *oc, struct grant_response *out)
 {
 	enum cs_err e;
 	struct grant_response g;
 	int64_t exp = 0;
 	memset(&g, 0, sizeof g);
-	if ((e = issue_sign(cfg, kr, rq, &g, &exp)) == CS_OK &&
+	if ((e = issue_sign(cfg, kr, rq, oc, &g, &exp)) == CS_OK && *oc == GRANT_ISSUED &&
 	    (e = issue_record(c, rq, family, exp, &g)) == CS_OK) {
 		*out = g;
 		memset(&g, 0, sizeof g);
@@ -282,7 +279,7 @@ static bool same_grant(const struct consent *a, const struct consent *b,
 }
 
 enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const struct grant_issue_req *rq, struct grant_response *out)
+    const struct grant_issue_req *rq, enum grant_issue_outcome *oc, struct grant_response *out)
 {
 	enum cs_err e;
 	struct consent cur;
@@ -291,12 +288,13 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 	char family[GRANT_ID_LEN + 1];
 	bool in_tx = false, refresh = false, presigned = false;
 	int64_t pre_exp = 0;
+	enum grant_issue_outcome pre_oc = GRANT_ISSUE_REFUSED, now_oc = GRANT_ISSUE_REFUSED;
 
 	memset(&cur, 0, sizeof cur);
 	memset(&g, 0, sizeof g);
 	memset(&pre, 0, sizeof pre);
 	if (c == NULL || cfg == NULL || rq == NULL || rq->k == NULL || rq->k->id == NULL ||
-	    rq->scope == NULL || out == NULL)
+	    rq->scope == NULL || oc == NULL || out == NULL)
 		return CS_EINVAL;
 	if (kr == NULL)
 		return CS_ECRYPTO;            /* no keys: a server fault, not the caller's */
@@ -304,20 +302,24 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 	 * its turn at the one writer (store.h), and ES256 is the slowest step of a
 	 * grant.  It is signed for the caller's snapshot and kept below only when
 	 * it says exactly what one signed for the consent as it is now would. */
-	presigned = issue_sign(cfg, kr, rq, &pre, &pre_exp) == CS_OK;
+	presigned = issue_sign(cfg, kr, rq, &pre_oc, &pre, &pre_exp) == CS_OK &&
+	    pre_oc == GRANT_ISSUED;
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
 	/* SECURITY: rq->k is the caller's snapshot; the consent may have been
 	 * revoked or replaced since.  Read it again inside this transaction and
 	 * sign only for what is live now. */
-	if ((e = consent_get(c, rq->k->id, rq->now, &cur)) != CS_OK) {
-		if (e == CS_ENOENT)
-			e = CS_EINVAL;
+	e = consent_get(c, rq->k->id, rq->now, &cur);
+	if (e == CS_ENOENT) {
+		*oc = GRANT_ISSUE_REFUSED;    /* gone */
+		e = CS_OK;
 		goto out;
 	}
+	if (e != CS_OK)
+		goto out;
 	if (rq->with_refresh && !cur.offline) {
-		e = CS_EINVAL;                /* a refresh token only for an offline consent */
+		*oc = GRANT_ISSUE_REFUSED;    /* a refresh token only for an offline consent */
 		goto out;
 	}
 	/* An agent no longer configured offline gets grants but no new family. */
@@ -331,7 +333,9 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 			goto out;
 		g = pre;
 		memset(&pre, 0, sizeof pre);
-	} else if ((e = issue_locked(c, cfg, kr, &now_rq, refresh ? family : NULL, &g)) != CS_OK) {
+	} else if ((e = issue_locked(c, cfg, kr, &now_rq, refresh ? family : NULL, &now_oc, &g)) !=
+	    CS_OK || now_oc != GRANT_ISSUED) {
+		*oc = now_oc;                 /* REVOKED or REFUSED: nothing written */
 		goto out;
 	}
 	/* SECURITY: the family is bound to the proof's key from its first token. */
@@ -345,6 +349,7 @@ enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const st
 		goto out;
 	in_tx = false;
 	metrics_inc(M_GRANTS_ISSUED, "token_exchange");
+	*oc = GRANT_ISSUED;
 	*out = g;
 	memset(&g, 0, sizeof g);
 out:
@@ -462,13 +467,13 @@ static enum cs_err refresh_renew(const struct renewal *x, enum grant_refresh_out
 	*oc = GRANT_REFRESH_INVALID;
 	if (!changed)                     /* cannot happen inside BEGIN IMMEDIATE */
 		goto out;
-	if ((e = issue_locked(x->c, x->cfg, x->kr, &iq, x->r.family, out)) != CS_OK) {
+	enum grant_issue_outcome io = GRANT_ISSUE_REFUSED;
+	if ((e = issue_locked(x->c, x->cfg, x->kr, &iq, x->r.family, &io, out)) != CS_OK)
+		goto out;
+	if (io != GRANT_ISSUED) {
 		/* The scope was checked above: what remains (a resource no longer
 		 * configured, say) is the token's problem, invalid_grant. */
-		if (e == CS_EINVAL || e == CS_EPERM) {
-			*oc = GRANT_REFRESH_NOT_CONFIGURED;
-			e = CS_OK;
-		}
+		*oc = GRANT_REFRESH_NOT_CONFIGURED;
 		goto out;
 	}
 	*oc = GRANT_REFRESHED;

@@ -24,7 +24,6 @@
 #include "app.h"
 #include "arena.h"
 #include "http.h"
-#include "meta.h"
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -1174,8 +1173,8 @@ static enum MHD_Result on_wait(void *cls, struct MHD_Connection *conn, const cha
 	}
 	/* Which path is which is the route table's (routes.c). */
 	const struct route *rt = router_route_for_path(http_routes, url);
-	const char *body = rt != NULL && rt->handler == meta_healthz ? alive :
-	    rt != NULL && rt->handler == meta_readyz ? ready : busy;
+	const char *body = rt != NULL && (rt->flags & ROUTE_PROBE_LIVE) ? alive :
+	    rt != NULL && (rt->flags & ROUTE_PROBE_READY) ? ready : busy;
 	unsigned status = body == alive ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
 	    MHD_RESPMEM_PERSISTENT);

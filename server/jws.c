@@ -1,10 +1,9 @@
-/* jws.c -- compact JWS from outside (client assertions, DPoP proofs), verified
- * with public JWKs through OpenSSL EVP.  It must never accept an algorithm it
- * was not built for (HMAC, none), and never import a private key. */
+/* jws.c -- the one JWS signature verifier: compact JWS from outside (client
+ * assertions, DPoP proofs, the IdP's tokens) and consentd's own, with public
+ * JWKs through OpenSSL EVP.  It must never accept an algorithm outside the
+ * caller's use's list (never HMAC, never none), and never import a private key. */
 #include <stdlib.h>
 #include <string.h>
-#include <cjose/base64.h>
-#include <cjose/util.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -12,11 +11,12 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
+#include "b64.h"
 #include "buf.h"
 #include "jws.h"
 
 static const char *const alg_names[JWS_ALG__MAX] = {
-	[JWS_ES256] = "ES256", [JWS_PS256] = "PS256", [JWS_EDDSA] = "EdDSA",
+	[JWS_ES256] = "ES256", [JWS_PS256] = "PS256", [JWS_EDDSA] = "EdDSA", [JWS_RS256] = "RS256",
 };
 
 /* Members that only a private or symmetric key has (RFC 7518 §6). */
@@ -61,45 +61,17 @@ static void why_key(char *why, size_t whylen, size_t i, const char *reason)
 		why[0] = '\0';
 }
 
-static bool b64u_only(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_'))
-			return false;
-	}
-	return true;
-}
-
 /* Decodes n base64url characters; *out is malloc'd (NUL-terminated for JSON). */
-static bool b64u_decode(const char *s, size_t n, unsigned char **out, size_t *len)
+static bool part_decode(const char *s, size_t n, unsigned char **out, size_t *len)
 {
-	uint8_t *raw = NULL;
-	size_t rl = 0;
 	*out = NULL;
-	if (n == 0 || n % 4 == 1 || !b64u_only(s, n))
-		return false;
-	if (!cjose_base64url_decode(s, n, &raw, &rl, NULL) || raw == NULL)
-		return false;
-	unsigned char *copy = malloc(rl + 1);
-	if (copy != NULL) {
-		memcpy(copy, raw, rl);
-		copy[rl] = '\0';
-	}
-	OPENSSL_cleanse(raw, rl);
-	cjose_get_dealloc()(raw);
-	if (copy == NULL)
-		return false;
-	*out = copy;
-	*len = rl;
-	return true;
+	return b64url_valid(s, n) && b64url_decode_alloc(s, n, out, len) == CS_OK;
 }
 
-static bool b64u_member(const json_t *jwk, const char *name, unsigned char **out, size_t *len)
+static bool jwk_member_bytes(const json_t *jwk, const char *name, unsigned char **out, size_t *len)
 {
 	const char *v = json_string_value(json_object_get(jwk, name));
-	return v != NULL && b64u_decode(v, strlen(v), out, len);
+	return v != NULL && part_decode(v, strlen(v), out, len);
 }
 
 /* --- keys ------------------------------------------------------------------ */
@@ -129,7 +101,7 @@ static EVP_PKEY *ec_p256(const json_t *jwk, char *why, size_t whylen)
 		set_why(why, whylen, "an EC key must be on P-256");
 		goto out;
 	}
-	if (!b64u_member(jwk, "x", &x, &xl) || !b64u_member(jwk, "y", &y, &yl) || xl != 32 ||
+	if (!jwk_member_bytes(jwk, "x", &x, &xl) || !jwk_member_bytes(jwk, "y", &y, &yl) || xl != 32 ||
 	    yl != 32) {
 		set_why(why, whylen, "an EC key needs x and y of 32 bytes");
 		goto out;
@@ -168,7 +140,7 @@ static EVP_PKEY *rsa_pub(const json_t *jwk, char *why, size_t whylen)
 	BIGNUM *bn = NULL, *be = NULL;
 	OSSL_PARAM_BLD *bld = NULL;
 	EVP_PKEY *pk = NULL;
-	if (!b64u_member(jwk, "n", &n, &nl) || !b64u_member(jwk, "e", &e, &el) || el > 8) {
+	if (!jwk_member_bytes(jwk, "n", &n, &nl) || !jwk_member_bytes(jwk, "e", &e, &el) || el > 8) {
 		set_why(why, whylen, "an RSA key needs n and e");
 		goto out;
 	}
@@ -199,7 +171,7 @@ static EVP_PKEY *ed25519(const json_t *jwk, char *why, size_t whylen)
 	const char *crv = json_string_value(json_object_get(jwk, "crv"));
 	if (crv == NULL || strcmp(crv, "Ed25519") != 0)
 		set_why(why, whylen, "an OKP key must be Ed25519");
-	else if (!b64u_member(jwk, "x", &x, &xl) || xl != 32)
+	else if (!jwk_member_bytes(jwk, "x", &x, &xl) || xl != 32)
 		set_why(why, whylen, "an Ed25519 key needs x of 32 bytes");
 	else if ((pk = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, x, 32)) == NULL)
 		set_why(why, whylen, "the Ed25519 key is not usable");
@@ -215,8 +187,7 @@ static enum cs_err thumbprint(const json_t *jwk, const char *kty, char out[JWS_J
 	static const char *const okp[] = { "crv", "kty", "x", NULL };
 	const char *const *m = strcmp(kty, "EC") == 0 ? ec : strcmp(kty, "RSA") == 0 ? rsa : okp;
 	json_t *t = json_object();
-	char *s = NULL, *enc = NULL;
-	size_t el = 0;
+	char *s = NULL;
 	unsigned char h[32];
 	enum cs_err e = CS_ENOMEM;
 	if (t == NULL)
@@ -236,23 +207,33 @@ static enum cs_err thumbprint(const json_t *jwk, const char *kty, char out[JWS_J
 		e = CS_ECRYPTO;
 		goto out;
 	}
-	if (!cjose_base64url_encode(h, sizeof h, &enc, &el, NULL) || el != JWS_JKT_LEN)
-		goto out;
-	memcpy(out, enc, JWS_JKT_LEN + 1);
-	e = CS_OK;
+	e = b64url_encode(h, sizeof h, out, JWS_JKT_LEN + 1);
 out:
-	if (enc != NULL)
-		cjose_get_dealloc()(enc);
 	free(s);
 	json_decref(t);
 	return e;
 }
 
+/* The lowest algorithm of a non-empty set. */
+static enum jws_alg first_alg(jws_algs s)
+{
+	for (int i = 0; i < JWS_ALG__MAX; i++)
+		if (s & JWS_ALG_BIT(i))
+			return (enum jws_alg)i;
+	return JWS_ALG__MAX;
+}
+
 enum cs_err jws_key_from_jwk(const json_t *jwk, struct jws_key **out, char *why, size_t whylen)
+{
+	return jws_key_from_jwk_for(jwk, JWS_ALGS_CLIENT_ASSERTION, out, why, whylen);
+}
+
+enum cs_err jws_key_from_jwk_for(const json_t *jwk, jws_algs allow, struct jws_key **out,
+    char *why, size_t whylen)
 {
 	struct jws_key *k = NULL;
 	EVP_PKEY *pk = NULL;
-	enum jws_alg alg;
+	jws_algs fits;
 	enum cs_err e = CS_EINVAL;
 	set_why(why, whylen, "not a usable public key");
 	if (!json_is_object(jwk)) {
@@ -272,26 +253,38 @@ enum cs_err jws_key_from_jwk(const json_t *jwk, struct jws_key **out, char *why,
 		set_why(why, whylen, "the JWK has no kty");
 		return CS_EINVAL;
 	}
-	if (strcmp(kty, "EC") == 0) {
-		alg = JWS_ES256;
-		pk = ec_p256(jwk, why, whylen);
-	} else if (strcmp(kty, "RSA") == 0) {
-		alg = JWS_PS256;
-		pk = rsa_pub(jwk, why, whylen);
-	} else if (strcmp(kty, "OKP") == 0) {
-		alg = JWS_EDDSA;
-		pk = ed25519(jwk, why, whylen);
-	} else {
+	if (strcmp(kty, "EC") == 0)
+		fits = JWS_ALG_BIT(JWS_ES256);
+	else if (strcmp(kty, "RSA") == 0)
+		fits = JWS_ALG_BIT(JWS_PS256) | JWS_ALG_BIT(JWS_RS256);
+	else if (strcmp(kty, "OKP") == 0)
+		fits = JWS_ALG_BIT(JWS_EDDSA);
+	else {
 		set_why(why, whylen, "the key type is not EC, RSA or OKP");
 		return CS_EINVAL;
 	}
+	/* SECURITY: the key verifies only what its use allows and its type fits. */
+	if ((fits &= allow) == 0) {
+		set_why(why, whylen, "the key type is not allowed here");
+		return CS_EINVAL;
+	}
+	if (strcmp(kty, "EC") == 0)
+		pk = ec_p256(jwk, why, whylen);
+	else if (strcmp(kty, "RSA") == 0)
+		pk = rsa_pub(jwk, why, whylen);
+	else
+		pk = ed25519(jwk, why, whylen);
 	if (pk == NULL)
 		return CS_EINVAL;
 	json_t *ja = json_object_get(jwk, "alg");
-	if (ja != NULL && (!json_is_string(ja) || jws_alg_parse(json_string_value(ja)) != alg)) {
+	enum jws_alg pinned = ja != NULL ? jws_alg_parse(json_string_value(ja)) : JWS_ALG__MAX;
+	if (ja != NULL && (!json_is_string(ja) || pinned == JWS_ALG__MAX ||
+	    (fits & JWS_ALG_BIT(pinned)) == 0)) {
 		set_why(why, whylen, "the JWK's alg is not one allowed for its key type");
 		goto fail;
 	}
+	if (ja != NULL)
+		fits = JWS_ALG_BIT(pinned);
 	json_t *kid = json_object_get(jwk, "kid");
 	if (kid != NULL && (!json_is_string(kid) || json_string_length(kid) == 0 ||
 	    json_string_length(kid) > 128)) {
@@ -309,7 +302,8 @@ enum cs_err jws_key_from_jwk(const json_t *jwk, struct jws_key **out, char *why,
 	if ((e = thumbprint(jwk, kty, k->jkt)) != CS_OK)
 		goto fail;
 	k->pkey = pk;
-	k->alg = alg;
+	k->alg = first_alg(fits);
+	k->algs = fits;
 	*out = k;
 	return CS_OK;
 fail:
@@ -395,7 +389,7 @@ static json_t *segment_json(const char *s, size_t n)
 	unsigned char *raw = NULL;
 	size_t rl = 0;
 	json_t *v = NULL;
-	if (!b64u_decode(s, n, &raw, &rl))
+	if (!part_decode(s, n, &raw, &rl))
 		return NULL;
 	if (memchr(raw, '\0', rl) == NULL)
 		v = json_loadb((const char *)raw, rl, JSON_REJECT_DUPLICATES, NULL);
@@ -407,7 +401,34 @@ static json_t *segment_json(const char *s, size_t n)
 	return v;
 }
 
-enum cs_err jws_parse(const char *compact, struct jws_parsed *out, char *why, size_t whylen)
+/* "the algorithm is not A, B or C", naming allow's algorithms (EdDSA with
+ * RFC 9864's "Ed25519"). */
+static void why_alg(char *why, size_t whylen, jws_algs allow)
+{
+	const char *names[JWS_ALG__MAX + 1];
+	size_t n = 0;
+	struct buf b;
+	for (int i = 0; i < JWS_ALG__MAX; i++) {
+		if ((allow & JWS_ALG_BIT(i)) == 0)
+			continue;
+		names[n++] = alg_names[i];
+		if (i == JWS_EDDSA)
+			names[n++] = "Ed25519";
+	}
+	buf_init(&b, 128);
+	enum cs_err e = buf_puts(&b, "the algorithm is not ");
+	for (size_t i = 0; i < n && e == CS_OK; i++) {
+		if (i > 0)
+			e = buf_puts(&b, i + 1 == n ? " or " : ", ");
+		if (e == CS_OK)
+			e = buf_puts(&b, names[i]);
+	}
+	set_why(why, whylen, e == CS_OK && b.data != NULL ? b.data : "the algorithm is not allowed");
+	buf_clear(&b);
+}
+
+enum cs_err jws_parse(const char *compact, jws_algs allow, struct jws_parsed *out, char *why,
+    size_t whylen)
 {
 	struct jws_parsed p;
 	memset(&p, 0, sizeof p);
@@ -428,10 +449,10 @@ enum cs_err jws_parse(const char *compact, struct jws_parsed *out, char *why, si
 		goto fail;
 	}
 	const char *alg = json_string_value(json_object_get(p.header, "alg"));
-	/* SECURITY: the algorithm comes from a fixed allowlist of asymmetric
-	 * ones; none and HMAC never reach a key. */
-	if ((p.alg = jws_alg_parse(alg)) == JWS_ALG__MAX) {
-		set_why(why, whylen, "the algorithm is not ES256, PS256, EdDSA or Ed25519");
+	/* SECURITY: the algorithm comes from the use's fixed allowlist of
+	 * asymmetric ones; none and HMAC never reach a key. */
+	if ((p.alg = jws_alg_parse(alg)) == JWS_ALG__MAX || (allow & JWS_ALG_BIT(p.alg)) == 0) {
+		why_alg(why, whylen, allow);
 		goto fail;
 	}
 	if (json_object_get(p.header, "crit") != NULL) {
@@ -442,7 +463,7 @@ enum cs_err jws_parse(const char *compact, struct jws_parsed *out, char *why, si
 		set_why(why, whylen, "the payload is not a JSON object");
 		goto fail;
 	}
-	if (!b64u_decode(d2 + 1, n - (size_t)(d2 + 1 - compact), &p.sig, &p.sig_len)) {
+	if (!part_decode(d2 + 1, n - (size_t)(d2 + 1 - compact), &p.sig, &p.sig_len)) {
 		set_why(why, whylen, "the signature is not base64url");
 		goto fail;
 	}
@@ -492,19 +513,27 @@ static unsigned char *es256_der(const unsigned char *sig, size_t len, size_t *de
 
 bool jws_verify(const struct jws_parsed *p, const struct jws_key *k)
 {
+	return jws_verify_input(k, p->alg, p->signing_input, p->signing_input_len, p->sig,
+	    p->sig_len);
+}
+
+bool jws_verify_input(const struct jws_key *k, enum jws_alg alg, const void *input, size_t n,
+    const unsigned char *sig_in, size_t sig_in_len)
+{
 	EVP_MD_CTX *md = NULL;
 	EVP_PKEY_CTX *pctx = NULL;
 	unsigned char *der = NULL;
-	const unsigned char *sig = p->sig;
-	size_t sig_len = p->sig_len;
+	const unsigned char *sig = sig_in;
+	size_t sig_len = sig_in_len;
 	bool ok = false;
-	/* SECURITY: the key decides the algorithm; a header naming another one
+	/* SECURITY: the key decides the algorithms; a header naming another one
 	 * never verifies (no RSA key used as PSS for an ES256 header, etc.). */
-	if (p->alg != k->alg || (md = EVP_MD_CTX_new()) == NULL)
+	if ((unsigned)alg >= JWS_ALG__MAX || (k->algs & JWS_ALG_BIT(alg)) == 0 ||
+	    (md = EVP_MD_CTX_new()) == NULL)
 		goto out;
-	switch (k->alg) {
+	switch (alg) {
 	case JWS_ES256:
-		if ((der = es256_der(p->sig, p->sig_len, &sig_len)) == NULL)
+		if ((der = es256_der(sig_in, sig_in_len, &sig_len)) == NULL)
 			goto out;
 		sig = der;
 		if (EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, k->pkey) != 1)
@@ -517,6 +546,11 @@ bool jws_verify(const struct jws_parsed *p, const struct jws_key *k)
 		    EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) != 1)
 			goto out;
 		break;
+	case JWS_RS256:
+		if (EVP_DigestVerifyInit(md, &pctx, EVP_sha256(), NULL, k->pkey) != 1 ||
+		    EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1)
+			goto out;
+		break;
 	case JWS_EDDSA:
 		if (sig_len != 64 || EVP_PKEY_get_id(k->pkey) != EVP_PKEY_ED25519 ||
 		    EVP_DigestVerifyInit(md, NULL, NULL, NULL, k->pkey) != 1)
@@ -525,8 +559,7 @@ bool jws_verify(const struct jws_parsed *p, const struct jws_key *k)
 	default:
 		goto out;
 	}
-	ok = EVP_DigestVerify(md, sig, sig_len, (const unsigned char *)p->signing_input,
-	    p->signing_input_len) == 1;
+	ok = EVP_DigestVerify(md, sig, sig_len, input, n) == 1;
 out:
 	OPENSSL_free(der);
 	EVP_MD_CTX_free(md);

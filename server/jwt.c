@@ -1,6 +1,7 @@
 /* jwt.c -- consentd's ES256 signing keys (generated here, stored sealed) and
- * compact JWS signing/verification through cjose.  It must never accept an
- * algorithm other than ES256, a kid outside the ring, or publish a private member. */
+ * its own compact JWS: signed through cjose, verified through jws.c (the one
+ * verifier) with JWS_ALGS_OWN.  It must never accept an algorithm outside
+ * that list, a kid outside the ring, or publish a private member. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,7 +13,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "b64.h"
 #include "buf.h"
+#include "jws.h"
 #include "jwt.h"
 #include "log.h"
 
@@ -24,14 +27,15 @@
 #define JWT_KID_MAX      128
 
 /* One key of the ring.  Immutable after keyring_load, so any number of
- * threads may read it.  cjose's ES256 sign and verify take the jwk as const
- * and only read its EC_KEY (ECDSA_do_sign / ECDSA_do_verify allocate their
- * own contexts), so no lock is needed around them; the public JWK JSON is
- * computed once at load, never per request. */
+ * threads may read it.  cjose's ES256 sign takes the jwk as const and only
+ * reads its EC_KEY (ECDSA_do_sign allocates its own context), and jws.c's
+ * verifier only reads the public EVP key, so no lock is needed around them;
+ * the public JWK JSON and key are computed once at load, never per request. */
 struct kr_key {
-	char        *kid;
-	cjose_jwk_t *jwk;          /* private for our own keys */
-	int64_t      sign_after;
+	char           *kid;
+	cjose_jwk_t    *jwk;       /* private: signs */
+	struct jws_key *pub;       /* its public half: verifies (jws.c, JWS_ALGS_OWN) */
+	int64_t         sign_after;
 };
 
 struct keyring {
@@ -41,75 +45,6 @@ struct keyring {
 	char          *jwks;       /* the JWKS document, built at load */
 	unsigned char  fp[KEYRING_FP_LEN];   /* SHA-256 of jwks: the verifying key set */
 };
-
-/* --- base64url --------------------------------------------------------- */
-
-static bool b64u_char(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
-
-static int b64u_val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
-}
-
-/* Base64url without padding (RFC 7515 §2) into a capped buffer. */
-static enum cs_err b64u_encode(struct buf *b, const unsigned char *p, size_t n)
-{
-	static const char tbl[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	enum cs_err e = CS_OK;
-	for (size_t i = 0; i < n && e == CS_OK; i += 3) {
-		unsigned v = (unsigned)p[i] << 16;
-		size_t k = n - i;
-		if (k > 1)
-			v |= (unsigned)p[i + 1] << 8;
-		if (k > 2)
-			v |= p[i + 2];
-		char out[4] = { tbl[(v >> 18) & 63], tbl[(v >> 12) & 63],
-		    tbl[(v >> 6) & 63], tbl[v & 63] };
-		e = buf_append(b, out, k > 2 ? 4 : k + 1);
-	}
-	return e;
-}
-
-/* Strict base64url decoding: alphabet only, no padding, canonical final bits.
- * out must hold n * 3 / 4 bytes. */
-static enum cs_err b64u_decode(const char *s, size_t n, unsigned char *out, size_t *out_len)
-{
-	size_t o = 0;
-	unsigned acc = 0;
-	int bits = 0;
-	if (n % 4 == 1)
-		return CS_EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		int v = b64u_val((unsigned char)s[i]);
-		if (v < 0)
-			return CS_EINVAL;
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (unsigned char)((acc >> bits) & 0xff);
-		}
-	}
-	if (bits > 0 && (acc & ((1u << bits) - 1)) != 0)
-		return CS_EINVAL;       /* non-canonical: leftover bits set */
-	*out_len = o;
-	return CS_OK;
-}
 
 /* --- keys -------------------------------------------------------------- */
 
@@ -140,7 +75,7 @@ static enum cs_err thumbprint(const char *x, const char *y, char **out)
 		e = CS_ECRYPTO;
 		goto out;
 	}
-	if ((e = b64u_encode(&b, md, md_len)) != CS_OK)
+	if ((e = b64url_append(&b, md, md_len)) != CS_OK)
 		goto out;
 	*out = buf_steal(&b);
 	e = *out != NULL ? CS_OK : CS_ENOMEM;
@@ -187,6 +122,7 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 	unsigned char *pt = NULL;
 	size_t pt_len = 0;
 	cjose_jwk_t *jwk = NULL;
+	struct jws_key *vk = NULL;
 	json_t *pub = NULL, *entry = NULL;
 	char *tp = NULL, *kid = NULL;
 
@@ -218,6 +154,11 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 		e = CS_ECRYPTO;
 		goto out;
 	}
+	if ((e = jws_key_from_jwk_for(pub, JWS_ALGS_OWN, &vk, NULL, 0)) != CS_OK) {
+		if (e != CS_ENOMEM)
+			e = CS_ECRYPTO;
+		goto out;
+	}
 	e = CS_ENOMEM;
 	entry = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O}",
 	    "kid", sk->kid, "kty", "EC", "use", "sig", "alg", JWT_ALG, "crv", "P-256",
@@ -230,9 +171,11 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 		goto out;
 	out->kid = kid;
 	out->jwk = jwk;
+	out->pub = vk;
 	out->sign_after = sk->sign_after;
 	kid = NULL;
 	jwk = NULL;
+	vk = NULL;
 	e = CS_OK;
 out:
 	if (pt != NULL) {
@@ -240,6 +183,7 @@ out:
 		free(pt);
 	}
 	cjose_jwk_release(jwk);
+	jws_key_free(vk);
 	json_decref(pub);
 	json_decref(entry);
 	free(tp);
@@ -611,6 +555,7 @@ void keyring_free(struct keyring *kr)
 	for (size_t i = 0; i < kr->n; i++) {
 		free(kr->keys[i].kid);
 		cjose_jwk_release(kr->keys[i].jwk);   /* EC_KEY_free clears the scalar */
+		jws_key_free(kr->keys[i].pub);
 	}
 	free(kr->keys);
 	free(kr->jwks);
@@ -702,7 +647,7 @@ static enum cs_err compact_check(const char *s, size_t *len, size_t *dot1, size_
 			if (nd == 2)
 				return CS_EINVAL;
 			dots[nd++] = i;
-		} else if (!b64u_char((unsigned char)s[i])) {
+		} else if (!b64url_char((unsigned char)s[i])) {
 			return CS_EINVAL;
 		}
 	}
@@ -717,9 +662,10 @@ static enum cs_err compact_check(const char *s, size_t *len, size_t *dot1, size_
 }
 
 /* Parses the protected header ourselves (duplicates refused) and pins it:
- * alg exactly ES256, typ exactly expected, kid in the ring, no crit. */
+ * alg in JWS_ALGS_OWN (ES256 alone), typ exactly expected, kid in the ring,
+ * no crit.  *alg and *key written on CS_OK. */
 static enum cs_err header_check(const struct keyring *kr, const char *expected_typ,
-    const char *b64, size_t b64_len, const struct kr_key **key)
+    const char *b64, size_t b64_len, enum jws_alg *alg_out, const struct kr_key **key)
 {
 	enum cs_err e = CS_EINVAL;
 	unsigned char raw[JWT_MAX_HEADER];
@@ -728,7 +674,7 @@ static enum cs_err header_check(const struct keyring *kr, const char *expected_t
 
 	if (b64_len > JWT_MAX_HEADER / 3 * 4)
 		return CS_EINVAL;
-	if (b64u_decode(b64, b64_len, raw, &raw_len) != CS_OK)
+	if (b64url_decode_canonical(b64, b64_len, raw, sizeof raw, &raw_len) != CS_OK)
 		return CS_EINVAL;
 	h = json_loadb((const char *)raw, raw_len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(h))
@@ -736,9 +682,11 @@ static enum cs_err header_check(const struct keyring *kr, const char *expected_t
 	const char *alg = json_string_value(json_object_get(h, "alg"));
 	const char *typ = json_string_value(json_object_get(h, "typ"));
 	const char *kid = json_string_value(json_object_get(h, "kid"));
-	/* SECURITY: the algorithm is pinned, never taken from the token on trust:
-	 * "none", HS256 (a public key used as an HMAC secret) and the rest fail. */
-	if (alg == NULL || strcmp(alg, JWT_ALG) != 0)
+	/* SECURITY: the algorithm is pinned to this use's list, never taken from
+	 * the token on trust: "none", HS256 (a public key used as an HMAC secret)
+	 * and the rest fail. */
+	enum jws_alg a = alg != NULL ? jws_alg_parse(alg) : JWS_ALG__MAX;
+	if (a == JWS_ALG__MAX || (JWS_ALGS_OWN & JWS_ALG_BIT(a)) == 0)
 		goto out;
 	/* SECURITY: explicit typing keeps one kind of token from passing as another. */
 	if (typ == NULL || strcmp(typ, expected_typ) != 0)
@@ -748,6 +696,7 @@ static enum cs_err header_check(const struct keyring *kr, const char *expected_t
 	e = CS_ECRYPTO;
 	if (kid == NULL || (*key = ring_find(kr, kid)) == NULL)
 		goto out;
+	*alg_out = a;
 	e = CS_OK;
 out:
 	json_decref(h);
@@ -760,9 +709,9 @@ enum cs_err jwt_verify(const struct keyring *kr, const char *expected_typ,
 	enum cs_err e;
 	size_t len = 0, d1 = 0, d2 = 0;
 	const struct kr_key *key = NULL;
-	cjose_jws_t *jws = NULL;
-	uint8_t *pt = NULL;
-	size_t pt_len = 0;
+	enum jws_alg alg = JWS_ALG__MAX;
+	unsigned char *pt = NULL, sig[JWT_ES256_SIG_B64U * 3 / 4];
+	size_t pt_len = 0, sig_len = 0;
 	json_t *c = NULL;
 
 	if (kr == NULL || expected_typ == NULL || expected_typ[0] == '\0' ||
@@ -770,23 +719,20 @@ enum cs_err jwt_verify(const struct keyring *kr, const char *expected_typ,
 		return CS_EINVAL;
 	if ((e = compact_check(compact, &len, &d1, &d2)) != CS_OK)
 		goto out;
-	if ((e = header_check(kr, expected_typ, compact, d1, &key)) != CS_OK)
+	if ((e = header_check(kr, expected_typ, compact, d1, &alg, &key)) != CS_OK)
 		goto out;
-	e = CS_EINVAL;
-	jws = cjose_jws_import(compact, len, NULL);
-	if (jws == NULL)
+	/* The payload and the signature decode (the header did in header_check). */
+	if ((e = b64url_decode_alloc(compact + d1 + 1, d2 - d1 - 1, &pt, &pt_len)) != CS_OK ||
+	    (e = b64url_decode(compact + d2 + 1, len - d2 - 1, sig, sizeof sig, &sig_len)) != CS_OK) {
+		if (e != CS_ENOMEM)
+			e = CS_EINVAL;
 		goto out;
-	/* Defence in depth: cjose's reading of the header must agree with ours. */
-	const char *alg = cjose_header_get(cjose_jws_get_protected(jws), CJOSE_HDR_ALG, NULL);
-	if (alg == NULL || strcmp(alg, JWT_ALG) != 0)
-		goto out;
+	}
+	/* SECURITY: jws.c verifies, the key taking only this use's list. */
 	e = CS_ECRYPTO;
-	if (!cjose_jws_verify(jws, key->jwk, NULL))
+	if (!jws_verify_input(key->pub, alg, compact, d2, sig, sig_len))
 		goto out;
 	e = CS_EINVAL;
-	/* pt points into jws; it is released with it. */
-	if (!cjose_jws_get_plaintext(jws, &pt, &pt_len, NULL) || pt == NULL)
-		goto out;
 	c = json_loadb((const char *)pt, pt_len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(c))
 		goto out;
@@ -795,6 +741,6 @@ enum cs_err jwt_verify(const struct keyring *kr, const char *expected_typ,
 	e = CS_OK;
 out:
 	json_decref(c);
-	cjose_jws_release(jws);
+	free(pt);
 	return e;
 }

@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include "app.h"
+#include "b64.h"
 #include "buf.h"
 #include "login_cookie.h"
 #include "store_session.h"
@@ -23,22 +24,18 @@
  * is behind would still take the cookie for that long. */
 #define LOGIN_USED_MARGIN 300
 
-/* base64url(SHA-256(verifier)) for PKCE S256 (RFC 7636 §4.2): 43 characters.
- * SECURITY: EVP_EncodeBlock writes 44 characters and a NUL, 45 bytes, and is
- * not instrumented by ASan: it writes into a buffer of its own size, never
- * into out (a 44-byte out once took a NUL past its end, onto the caller's
- * stack; test_login.c holds out's size). */
+/* base64url(SHA-256(verifier)) for PKCE S256 (RFC 7636 §4.2): 43 characters
+ * and a NUL, written within out's LOGIN_PKCE_CHALLENGE_LEN + 1 bytes (a 44-byte
+ * out once took a NUL past its end, onto the caller's stack; test_login.c
+ * holds out's size). */
 void login_pkce_challenge(const char *verifier, char out[LOGIN_PKCE_CHALLENGE_LEN + 1])
 {
-	unsigned char h[32], b64[4 * 32 / 3 + 4 + 1];      /* 44 characters, one '=', NUL */
+	unsigned char h[32];
 	sha256_str(verifier, h);
-	EVP_EncodeBlock(b64, h, 32);
-	for (size_t i = 0; i < LOGIN_PKCE_CHALLENGE_LEN; i++) {
-		char ch = (char)b64[i];
-		out[i] = ch == '+' ? '-' : ch == '/' ? '_' : ch;
-	}
-	out[LOGIN_PKCE_CHALLENGE_LEN] = '\0';
-	OPENSSL_cleanse(b64, sizeof b64);
+	/* 43 characters fit out: this cannot fail (out is "" if it did). */
+	if (b64url_encode(h, sizeof h, out, LOGIN_PKCE_CHALLENGE_LEN + 1) != CS_OK)
+		out[0] = '\0';
+	OPENSSL_cleanse(h, sizeof h);
 }
 
 /* --- starting a login ------------------------------------------------------ */

@@ -5,9 +5,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cjose/base64.h>
-#include <cjose/util.h>
 #include <openssl/crypto.h>
+#include "b64.h"
 #include "buf.h"
 #include "login_cookie.h"
 #include "form.h"
@@ -50,12 +49,6 @@ void login_cookie_name(const struct config *cfg, const unsigned char state_hash[
 	out[n] = '\0';
 }
 
-static bool b64u_char(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	    c == '-' || c == '_';
-}
-
 /* A return_to as /login accepts it (form.c valid_return_to), n bytes. */
 static bool return_to_ok(const char *s, size_t n)
 {
@@ -72,12 +65,7 @@ static bool return_to_ok(const char *s, size_t n)
 
 static bool token_ok(const char *s)
 {
-	if (strlen(s) != SESSION_TOKEN_LEN)
-		return false;
-	for (size_t i = 0; i < SESSION_TOKEN_LEN; i++)
-		if (!b64u_char(s[i]))
-			return false;
-	return true;
+	return strlen(s) == SESSION_TOKEN_LEN && b64url_valid(s, SESSION_TOKEN_LEN);
 }
 
 static void put64(unsigned char *p, int64_t v)
@@ -140,7 +128,7 @@ enum cs_err login_cookie_seal(const struct master_key *mk, const char *name,
 {
 	unsigned char pt[FIXED_LEN + LOGIN_RETURN_TO_MAX], *blob = NULL;
 	char aad[sizeof AAD_PREFIX + LOGIN_COOKIE_NAME_MAX], purpose[40], *enc = NULL;
-	size_t rlen = strlen(lc->return_to), alen = 0, blen = 0, elen = 0;
+	size_t rlen = strlen(lc->return_to), alen = 0, blen = 0;
 	enum cs_err e;
 
 	if (!token_ok(lc->nonce) || !token_ok(lc->verifier) || !return_to_ok(lc->return_to, rlen) ||
@@ -159,18 +147,18 @@ enum cs_err login_cookie_seal(const struct master_key *mk, const char *name,
 	OPENSSL_cleanse(pt, sizeof pt);
 	if (e != CS_OK)
 		return e;
-	if (!cjose_base64url_encode(blob, blen, &enc, &elen, NULL) || enc == NULL ||
-	    elen > LOGIN_COOKIE_VALUE_MAX) {
-		e = enc == NULL ? CS_ENOMEM : CS_EINVAL;
+	e = CS_EINVAL;
+	if (B64URL_LEN(blen) > LOGIN_COOKIE_VALUE_MAX)
 		goto out;
-	}
-	if ((*value = strndup(enc, elen)) == NULL)
-		e = CS_ENOMEM;
+	e = CS_ENOMEM;
+	if ((enc = malloc(B64URL_LEN(blen) + 1)) == NULL)
+		goto out;
+	if ((e = b64url_encode(blob, blen, enc, B64URL_LEN(blen) + 1)) != CS_OK)
+		goto out;
+	*value = enc;
+	enc = NULL;
 out:
-	if (enc != NULL) {
-		OPENSSL_cleanse(enc, elen);
-		cjose_get_dealloc()(enc);
-	}
+	wipe_free(enc);
 	free(blob);
 	return e;
 }
@@ -179,20 +167,16 @@ enum cs_err login_cookie_open(const struct master_key *mk, const char *name,
     const char *value, size_t len, int64_t now, struct login_cookie *out)
 {
 	char aad[sizeof AAD_PREFIX + LOGIN_COOKIE_NAME_MAX], purpose[40];
-	uint8_t *blob = NULL;
-	unsigned char *pt = NULL;
+	unsigned char *blob = NULL, *pt = NULL;
 	size_t alen = 0, blen = 0, ptlen = 0;
 	enum cs_err e;
 	static const size_t min_len = ((FIXED_LEN + SEAL_OVERHEAD) * 4 + 2) / 3;
 
-	if (len < min_len || len > LOGIN_COOKIE_VALUE_MAX || len % 4 == 1)
+	if (len < min_len || len > LOGIN_COOKIE_VALUE_MAX || !b64url_valid(value, len))
 		return CS_EINVAL;
-	for (size_t i = 0; i < len; i++)
-		if (!b64u_char(value[i]))
-			return CS_EINVAL;
 	if ((e = aad_of(name, aad, &alen)) != CS_OK)
 		return e;
-	if (!cjose_base64url_decode(value, len, &blob, &blen, NULL) || blob == NULL)
+	if (b64url_decode_alloc(value, len, &blob, &blen) != CS_OK)
 		return CS_EINVAL;
 	/* SECURITY: nothing of the plaintext is read before the tag verified. */
 	e = CS_ECRYPTO;
@@ -207,7 +191,7 @@ enum cs_err login_cookie_open(const struct master_key *mk, const char *name,
 		OPENSSL_cleanse(pt, ptlen);
 		free(pt);
 	}
-	cjose_get_dealloc()(blob);
+	free(blob);
 	return e;
 }
 

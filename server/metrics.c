@@ -117,11 +117,34 @@ fail:
 	return NULL;
 }
 
+static struct metric_family *family_find(const char *name)
+{
+	struct metric_family *f = NULL;
+	pthread_mutex_lock(&reg_mu);
+	for (size_t i = 0; f == NULL && i < nfamilies; i++)
+		if (strcmp(families[i]->name, name) == 0)
+			f = families[i];
+	pthread_mutex_unlock(&reg_mu);
+	return f;
+}
+
+struct metric_family *metrics_family_get(const char *name, const char *help,
+    enum metric_type type, const char *const *labels, const double *buckets, size_t nbuckets)
+{
+	struct metric_family *f;
+	if (name == NULL || (f = family_find(name)) != NULL)
+		return name == NULL ? NULL : f;
+	/* Another thread may declare it meanwhile: then it is found the second time. */
+	if ((f = metrics_family(name, help, type, labels, buckets, nbuckets)) == NULL)
+		f = family_find(name);
+	return f;
+}
+
 /* The series for values, created when new; the "other" series once the
  * table is full.  Called with f->mu held.  NULL only when memory fails. */
 static struct series *series_for(struct metric_family *f, const char *const *values)
 {
-	const char *other[METRICS_MAX_LABELS] = { OTHER, OTHER, OTHER };
+	const char *other[METRICS_MAX_LABELS] = { OTHER, OTHER, OTHER, OTHER };
 	for (int pass = 0; pass < 2; pass++) {
 		const char *const *want = pass == 0 ? values : other;
 		for (size_t i = 0; i < f->nseries; i++) {
@@ -165,12 +188,31 @@ void metrics_add(struct metric_family *f, const char *const *values, double v)
 void metrics_set(struct metric_family *f, const char *const *values, double v)
 {
 	struct series *s;
-	if (f == NULL || f->type != METRIC_GAUGE)
+	if (f == NULL || f->type == METRIC_HISTOGRAM)
 		return;
 	pthread_mutex_lock(&f->mu);
-	if ((s = series_for(f, values)) != NULL)
+	/* A counter never goes down. */
+	if ((s = series_for(f, values)) != NULL && (f->type == METRIC_GAUGE || v >= s->value))
 		s->value = v;
 	pthread_mutex_unlock(&f->mu);
+}
+
+double metrics_sum(struct metric_family *f, const char *const *values)
+{
+	double sum = 0;
+	if (f == NULL || f->type == METRIC_HISTOGRAM)
+		return 0;
+	pthread_mutex_lock(&f->mu);
+	for (size_t i = 0; i < f->nseries; i++) {
+		size_t j = 0;
+		while (j < f->nlabels && (values == NULL || values[j] == NULL ||
+		    strcmp(f->series[i].values[j], values[j]) == 0))
+			j++;
+		if (j == f->nlabels)
+			sum += f->series[i].value;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return sum;
 }
 
 void metrics_observe(struct metric_family *f, const char *const *values, double v)
@@ -311,6 +353,11 @@ enum cs_err metrics_render(struct buf *out)
 	for (size_t i = 0; e == CS_OK && i < n; i++)
 		e = render_family(out, families[i]);
 	return e;
+}
+
+enum cs_err metrics_render_family(struct buf *out, struct metric_family *f)
+{
+	return f != NULL ? render_family(out, f) : CS_OK;
 }
 
 void metrics_reset(void)

@@ -1,6 +1,6 @@
 /* metrics_api.c -- GET /metrics: the registry's families (metrics.c), the
- * proxy's counters (proxy_api.c) and the audit publisher's (audit_head.c),
- * in the Prometheus text format; the [metrics] bearer token; and the two
+ * proxy's counters (proxy_api.c) and the audit publisher's (audit_head.c)
+ * among them, in the Prometheus text format; the [metrics] bearer token; and the two
  * collectors that read the database at each scrape.  It must never put a
  * request's text into a label, and never compare the token but in constant
  * time. */
@@ -23,9 +23,10 @@ enum cs_err metrics_api_scrape(const struct http_request *req, struct http_reply
 	enum cs_err e;
 	(void)req;
 	buf_reset(&rep->body);
-	if ((e = metrics_render(&rep->body)) != CS_OK ||
-	    (e = proxy_metrics_render(&rep->body)) != CS_OK ||
-	    (e = audit_head_metrics(&rep->body)) != CS_OK)
+	/* The proxy's and the audit publisher's families are the registry's too;
+	 * declared at start, made sure of here (idempotent), then all rendered. */
+	if ((e = proxy_metrics_declare()) != CS_OK || (e = audit_head_metrics(NULL)) != CS_OK ||
+	    (e = metrics_render(&rep->body)) != CS_OK)
 		return e;
 	rep->status = 200;
 	rep->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -103,7 +104,8 @@ static void collect_audit_lag(void *arg)
 enum cs_err metrics_api_init(struct app *app)
 {
 	enum cs_err e;
-	if ((e = metrics_declare_consentd()) != CS_OK ||
+	if ((e = metrics_declare_consentd()) != CS_OK || (e = proxy_metrics_declare()) != CS_OK ||
+	    (e = audit_head_metrics(NULL)) != CS_OK ||
 	    (e = metrics_collector(collect_consents, app)) != CS_OK ||
 	    (e = metrics_collector(collect_events, app)) != CS_OK ||
 	    (e = metrics_collector(collect_audit_lag, app)) != CS_OK)

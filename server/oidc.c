@@ -1,7 +1,8 @@
 /* oidc.c -- the upstream OpenID Provider: discovery, the JWKS cache, ID-token and
  * subject-token validation, the authorization-code exchange.  It must never accept
- * an algorithm outside {RS256, PS256, ES256}, a key the provider did not publish,
- * or let a thread verify with a key another thread has freed. */
+ * an algorithm outside its list (jws.h's JWS_ALGS_IDP_TOKEN), a key the provider
+ * did not publish, or let a thread verify with a key another thread has freed.
+ * Signatures are checked by jws.c, the one verifier. */
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -11,14 +12,16 @@
 #include <string.h>
 #include <time.h>
 
-#include <cjose/cjose.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 
+#include "b64.h"
 #include "buf.h"
 #include "form.h"
 #include "httpc.h"
+#include "jws.h"
 #include "metrics.h"
+#include "mono.h"
 #include "oidc.h"
 #include "subject_cache.h"
 
@@ -37,25 +40,14 @@
 
 /* --- algorithms and keys ------------------------------------------------ */
 
-enum oidc_alg { ALG_RS256 = 0, ALG_PS256, ALG_ES256, ALG__MAX };
-enum key_kind { KIND_RSA = 0, KIND_EC_P256 };
-
-/* SECURITY: the allowlist.  Everything else ("none", HS*, RS512 ...) fails
- * before cjose sees the token. */
-static const struct {
-	const char    *name;
-	enum key_kind  kind;
-} algs[ALG__MAX] = {
-	[ALG_RS256] = { "RS256", KIND_RSA },
-	[ALG_PS256] = { "PS256", KIND_RSA },
-	[ALG_ES256] = { "ES256", KIND_EC_P256 },
-};
+/* SECURITY: the allowlist is jws.h's JWS_ALGS_IDP_TOKEN (RS256, PS256,
+ * ES256).  Everything else ("none", HS*, RS512 ...) fails before a key is
+ * looked up. */
 
 struct oidc_key {
-	char          *kid;
-	cjose_jwk_t   *jwk;       /* public only */
-	enum key_kind  kind;
-	int            alg;       /* the JWK's own alg (an enum oidc_alg), or -1 when it names none */
+	char           *kid;
+	struct jws_key *key;      /* public only; verifies the algorithms of the list
+	                           * its type fits, only its JWK's own alg when it names one */
 };
 
 /* One imported JWKS.  Immutable once built; shared by reference count (under
@@ -80,14 +72,6 @@ struct oidc_provider {
 	uint64_t          gen;        /* of the newest key set installed */
 	struct subject_cache *cache;  /* verified subject tokens (thread-safe on its own) */
 };
-
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		return 0;
-	return (int64_t)ts.tv_sec;
-}
 
 static void set_why(char *why, size_t whylen, const char *reason)
 {
@@ -115,18 +99,12 @@ static const char *jstr(const json_t *v)
 	return strlen(s) == json_string_length(v) ? s : NULL;
 }
 
-static int alg_lookup(const char *name)
+/* The algorithm called name when it is one of the IdP's list; JWS_ALG__MAX
+ * otherwise. */
+static enum jws_alg alg_lookup(const char *name)
 {
-	for (int i = 0; i < ALG__MAX; i++)
-		if (strcmp(algs[i].name, name) == 0)
-			return i;
-	return -1;
-}
-
-static void cjose_free(void *p)
-{
-	if (p != NULL)
-		cjose_get_dealloc()(p);
+	enum jws_alg a = jws_alg_parse(name);
+	return a != JWS_ALG__MAX && (JWS_ALGS_IDP_TOKEN & JWS_ALG_BIT(a)) != 0 ? a : JWS_ALG__MAX;
 }
 
 static void keyset_free(struct keyset *ks)
@@ -135,7 +113,7 @@ static void keyset_free(struct keyset *ks)
 		return;
 	for (size_t i = 0; i < ks->n; i++) {
 		free(ks->keys[i].kid);
-		cjose_jwk_release(ks->keys[i].jwk);
+		jws_key_free(ks->keys[i].key);
 	}
 	free(ks);
 }
@@ -166,39 +144,37 @@ static void keyset_put(struct oidc_provider *p, struct keyset *ks)
 	pthread_mutex_unlock(&p->mu);
 }
 
-static bool b64u_char(unsigned char c)
+/* A JWK member of base64url text: non-empty, only the alphabet (no padding),
+ * and a length a base64url text can have. */
+static bool member_ok(const char *s)
 {
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	    (c >= '0' && c <= '9') || c == '-' || c == '_';
+	return s != NULL && b64url_valid(s, strlen(s));
 }
 
-/* A JWK member fit for cjose's decoder: non-empty, only the base64url
- * alphabet (no padding), and a length a base64 text can have.  SECURITY:
- * cjose asserts (aborts) on some malformed text, e.g. an '=' inside it, so
- * nothing from a JWKS reaches it unchecked (found by fuzz_jwks_set). */
-static bool b64u_strict(const char *s)
+/* A base64url big-endian integer as its text without leading zero bytes
+ * (*out malloc'd) and that length in bytes; false when s is no base64url
+ * (CS_ENOMEM in *e when memory ran out). */
+static bool uint_member(const char *s, char **out, size_t *len, enum cs_err *e)
 {
-	size_t n = s != NULL ? strlen(s) : 0;
-	if (n == 0 || n % 4 == 1)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!b64u_char((unsigned char)s[i]))
-			return false;
-	return true;
-}
-
-/* Length in bytes of a base64url big-endian integer without leading zeros. */
-static bool b64u_uint_len(const char *s, size_t *out)
-{
-	uint8_t *raw = NULL;
+	unsigned char *raw = NULL;
 	size_t n = 0, i = 0;
-	if (!b64u_strict(s) || !cjose_base64url_decode(s, strlen(s), &raw, &n, NULL))
+	*e = CS_OK;
+	if (!member_ok(s) || (*e = b64url_decode_alloc(s, strlen(s), &raw, &n)) != CS_OK) {
+		if (*e != CS_ENOMEM)
+			*e = CS_OK;
 		return false;
+	}
 	while (i < n && raw[i] == 0)
 		i++;
-	*out = n - i;
-	cjose_free(raw);
-	return true;
+	*len = n - i;
+	*out = malloc(B64URL_LEN(n - i) + 1);
+	if (*out == NULL || b64url_encode(raw + i, n - i, *out, B64URL_LEN(n - i) + 1) != CS_OK) {
+		free(*out);
+		*out = NULL;
+		*e = CS_ENOMEM;
+	}
+	free(raw);
+	return *out != NULL;
 }
 
 /* Imports one JWKS entry when it is a usable public signing key; *ok false
@@ -210,10 +186,9 @@ static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
 	};
 	enum cs_err e = CS_OK;
 	json_t *clean = NULL;
-	char *js = NULL, *kid = NULL;
-	cjose_jwk_t *jwk = NULL;
-	int alg = -1;
-	enum key_kind kind;
+	char *kid = NULL, *n_min = NULL;
+	struct jws_key *key = NULL;
+	const char *alg = NULL;
 
 	*ok = false;
 	if (!json_is_object(k))
@@ -245,64 +220,48 @@ static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
 		if (json_object_get(k, private_members[i]) != NULL)
 			goto out;
 	if (alg_j != NULL) {
-		const char *a = jstr(alg_j);
-		if (a == NULL || (alg = alg_lookup(a)) < 0)
+		alg = jstr(alg_j);
+		if (alg == NULL || alg_lookup(alg) == JWS_ALG__MAX)
 			goto out;             /* a key pinned to an algorithm we never accept */
 	}
-	e = CS_ENOMEM;
 	if (strcmp(kty, "RSA") == 0) {
 		const char *n = jstr(json_object_get(k, "n"));
 		const char *ex = jstr(json_object_get(k, "e"));
 		size_t nlen = 0;
-		kind = KIND_RSA;
-		e = CS_OK;
 		/* SECURITY: no RSA modulus below 2048 bits. */
-		if (n == NULL || ex == NULL || !b64u_strict(ex) || !b64u_uint_len(n, &nlen) ||
+		if (n == NULL || ex == NULL || !member_ok(ex) || !uint_member(n, &n_min, &nlen, &e) ||
 		    nlen < OIDC_RSA_MIN_BYTES || nlen > OIDC_RSA_MAX_BYTES)
 			goto out;
 		e = CS_ENOMEM;
-		clean = json_pack("{s:s, s:s, s:s}", "kty", "RSA", "n", n, "e", ex);
+		clean = json_pack("{s:s, s:s, s:s}", "kty", "RSA", "n", n_min, "e", ex);
 	} else if (strcmp(kty, "EC") == 0) {
 		const char *x = jstr(json_object_get(k, "x"));
 		const char *y = jstr(json_object_get(k, "y"));
-		kind = KIND_EC_P256;
-		e = CS_OK;
-		if (!jstr_eq(json_object_get(k, "crv"), "P-256") || !b64u_strict(x) ||
-		    !b64u_strict(y))
+		if (!jstr_eq(json_object_get(k, "crv"), "P-256") || !member_ok(x) || !member_ok(y))
 			goto out;
 		e = CS_ENOMEM;
 		clean = json_pack("{s:s, s:s, s:s, s:s}", "kty", "EC", "crv", "P-256", "x", x, "y", y);
 	} else {
-		goto out_skip;
+		goto out;
 	}
-	if (alg >= 0 && algs[alg].kind != kind)
-		goto out_skip;
-	if (clean == NULL || (js = json_dumps(clean, JSON_COMPACT)) == NULL)
+	if (clean == NULL || (alg != NULL && json_object_set_new(clean, "alg", json_string(alg)) != 0))
 		goto out;
 	if ((kid = strdup(kid_s)) == NULL)
 		goto out;
-	/* Only the public members reach cjose; it checks an EC point is on the curve. */
-	jwk = cjose_jwk_import(js, strlen(js), NULL);
-	if (jwk == NULL)
-		goto out_skip;
-	if (kind == KIND_RSA && cjose_jwk_get_kty(jwk, NULL) != CJOSE_JWK_KTY_RSA)
-		goto out_skip;
-	if (kind == KIND_EC_P256 && (cjose_jwk_get_kty(jwk, NULL) != CJOSE_JWK_KTY_EC ||
-	    cjose_jwk_EC_get_curve(jwk, NULL) != CJOSE_JWK_EC_P_256))
-		goto out_skip;
+	/* Only the public members reach jws.c; it checks an EC point is on the
+	 * curve, and that a pinned alg fits the key's type (else the key is skipped). */
+	if ((e = jws_key_from_jwk_for(clean, JWS_ALGS_IDP_TOKEN, &key, NULL, 0)) != CS_OK) {
+		if (e != CS_ENOMEM)
+			e = CS_OK;
+		goto out;
+	}
 	out->kid = kid;
-	out->jwk = jwk;
-	out->kind = kind;
-	out->alg = alg;
+	out->key = key;
 	kid = NULL;
-	jwk = NULL;
 	*ok = true;
-out_skip:
-	e = CS_OK;
 out:
-	cjose_jwk_release(jwk);
 	json_decref(clean);
-	free(js);
+	free(n_min);
 	free(kid);
 	return e;
 }
@@ -619,8 +578,8 @@ static enum cs_err time_claim(json_t *c, const char *name, int64_t *out)
 
 /* The first key named kid that fits alg, or with *kid_seen set when the kid
  * exists but no key of that kid may be used with alg. */
-static const struct oidc_key *key_find(const struct keyset *ks, const char *kid, int alg,
-    bool *kid_seen)
+static const struct oidc_key *key_find(const struct keyset *ks, const char *kid,
+    enum jws_alg alg, bool *kid_seen)
 {
 	*kid_seen = false;
 	if (ks == NULL)
@@ -631,7 +590,7 @@ static const struct oidc_key *key_find(const struct keyset *ks, const char *kid,
 			continue;
 		*kid_seen = true;
 		/* SECURITY: the algorithm must fit the key's type and the key's own alg. */
-		if (algs[alg].kind == k->kind && (k->alg < 0 || k->alg == alg))
+		if ((k->key->algs & JWS_ALG_BIT(alg)) != 0)
 			return k;
 	}
 	return NULL;
@@ -639,18 +598,18 @@ static const struct oidc_key *key_find(const struct keyset *ks, const char *kid,
 
 /* Decodes and pins the protected header: JSON object, alg in the allowlist,
  * a kid, no crit, not a logout token. */
-static enum cs_err header_parse(const char *b64, size_t len, int *alg, json_t **hdr,
+static enum cs_err header_parse(const char *b64, size_t len, enum jws_alg *alg, json_t **hdr,
     const char **why)
 {
 	enum cs_err e = CS_EINVAL;
-	uint8_t *raw = NULL;
+	unsigned char *raw = NULL;
 	size_t raw_len = 0;
 	json_t *h = NULL;
 
 	*why = "has a malformed header";
 	if (len > OIDC_MAX_HEADER_B64)
 		goto out;
-	if (!cjose_base64url_decode(b64, len, &raw, &raw_len, NULL))
+	if (b64url_decode_alloc(b64, len, &raw, &raw_len) != CS_OK)
 		goto out;
 	h = json_loadb((const char *)raw, raw_len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(h))
@@ -659,7 +618,7 @@ static enum cs_err header_parse(const char *b64, size_t len, int *alg, json_t **
 	/* SECURITY: the algorithm comes from our allowlist, never the token on
 	 * trust: "none", HS256 with a public key as secret and the rest fail here. */
 	*why = "uses an algorithm that is not allowed";
-	if (a == NULL || (*alg = alg_lookup(a)) < 0)
+	if (a == NULL || (*alg = alg_lookup(a)) == JWS_ALG__MAX)
 		goto out;
 	json_t *typ = json_object_get(h, "typ");
 	/* SECURITY: a logout token (RFC 8417 / OIDC Back-Channel Logout) signed by
@@ -673,7 +632,7 @@ static enum cs_err header_parse(const char *b64, size_t len, int *alg, json_t **
 	e = CS_OK;
 out:
 	json_decref(h);
-	cjose_free(raw);
+	free(raw);
 	return e;
 }
 
@@ -788,7 +747,7 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
  * the JWKS is fetched again, at most once a minute and only for a discovered
  * provider, and *ks then holds the new set.  *kid_seen as key_find sets it. */
 static const struct oidc_key *key_lookup(struct oidc_provider *p, struct keyset **ks,
-    const char *kid, int alg, bool *kid_seen)
+    const char *kid, enum jws_alg alg, bool *kid_seen)
 {
 	const char *uri = NULL;
 	*ks = keyset_get(p);
@@ -854,13 +813,12 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	enum cs_err e = CS_EINVAL;
 	const char *reason = "could not be checked (bad arguments)";
 	size_t len, dots[2] = { 0, 0 }, nd = 0;
-	int alg = -1;
+	enum jws_alg alg = JWS_ALG__MAX;
 	json_t *hdr = NULL, *c = NULL;
 	struct keyset *ks = NULL;
 	const struct oidc_key *key = NULL;
-	cjose_jws_t *jws = NULL;
-	uint8_t *pt = NULL;
-	size_t pt_len = 0;
+	unsigned char *pt = NULL, *sig = NULL;
+	size_t pt_len = 0, sig_len = 0;
 	bool kid_seen = false;
 	unsigned char digest[SUBJECT_CACHE_DIGEST];
 
@@ -883,7 +841,7 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 			if (nd == 2)
 				goto out;
 			dots[nd++] = i;
-		} else if (!b64u_char((unsigned char)jwt[i])) {
+		} else if (!b64url_char((unsigned char)jwt[i])) {
 			goto out;
 		}
 	}
@@ -924,23 +882,23 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	if (json_object_get(hdr, "crit") != NULL)
 		goto out;
 	reason = "has a malformed signature";
-	if (alg == ALG_ES256 && len - dots[1] - 1 != OIDC_ES256_SIG_B64U)
+	if (alg == JWS_ES256 && len - dots[1] - 1 != OIDC_ES256_SIG_B64U)
 		goto out;
+	/* The payload and the signature decode (the header did in header_parse). */
 	reason = "is not a well-formed JWS";
-	if ((jws = cjose_jws_import(jwt, len, NULL)) == NULL)
+	if ((e = b64url_decode_alloc(jwt + dots[0] + 1, dots[1] - dots[0] - 1, &pt, &pt_len)) !=
+	    CS_OK ||
+	    (e = b64url_decode_alloc(jwt + dots[1] + 1, len - dots[1] - 1, &sig, &sig_len)) != CS_OK) {
+		if (e != CS_ENOMEM)
+			e = CS_EINVAL;
 		goto out;
-	/* Defence in depth: cjose's reading of the header agrees with ours. */
-	const char *calg = cjose_header_get(cjose_jws_get_protected(jws), CJOSE_HDR_ALG, NULL);
-	if (calg == NULL || strcmp(calg, algs[alg].name) != 0)
-		goto out;
+	}
 	e = CS_ECRYPTO;
 	reason = "has a bad signature";
-	if (!cjose_jws_verify(jws, key->jwk, NULL))
+	if (!jws_verify_input(key->key, alg, jwt, dots[1], sig, sig_len))
 		goto out;
 	e = CS_EINVAL;
 	reason = "has a malformed payload";
-	if (!cjose_jws_get_plaintext(jws, &pt, &pt_len, NULL) || pt == NULL)
-		goto out;
 	c = json_loadb((const char *)pt, pt_len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(c))
 		goto out;
@@ -958,7 +916,8 @@ out:
 		set_why(why, whylen, reason);
 	json_decref(c);
 	json_decref(hdr);
-	cjose_jws_release(jws);
+	free(pt);
+	free(sig);
 	keyset_put(p, ks);
 	return e;
 }

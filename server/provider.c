@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "httpc.h"
 #include "metrics.h"
+#include "mono.h"
 #include "provider.h"
 
 #define PROVIDER_WK_OAUTH      "/.well-known/oauth-authorization-server"
@@ -85,22 +86,6 @@ struct provider {
 };
 
 /* --- small helpers ------------------------------------------------------ */
-
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		return 0;
-	return (int64_t)ts.tv_sec;
-}
-
-static void wipe_free(char *s)
-{
-	if (s == NULL)
-		return;
-	OPENSSL_cleanse(s, strlen(s));
-	free(s);
-}
 
 /* A copy of s, or NULL for NULL; false only when the copy failed. */
 static bool dup_opt(const char *s, char **out)

@@ -19,6 +19,7 @@
 #include "grant_api.h"
 #include "httpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "proxy.h"
 #include "proxy_api.h"
 
@@ -29,42 +30,35 @@
 
 /* --- counters ------------------------------------------------------------ */
 
-#define PROXY_COUNTERS 512
+/* The proxy's two families live in the registry (metrics.c), declared when
+ * first needed.  Label values are the configuration's names and consentd's
+ * own words, never a request's text. */
+static struct metric_family *family(bool refused)
+{
+	if (refused)
+		return metrics_family_get("consentd_proxy_refused_total", "Proxied calls with a "
+		    "valid grant that consentd refused before the upstream, by resource, action (empty: "
+		    "no route), reason and consentd's status.", METRIC_COUNTER,
+		    (const char *[]){ "resource", "action", "reason", "status", NULL }, NULL, 0);
+	return metrics_family_get("consentd_proxy_requests_total", "Proxied calls forwarded "
+	    "upstream, by resource, action and the upstream's status (504: no answer in time, "
+	    "502: none).", METRIC_COUNTER,
+	    (const char *[]){ "resource", "action", "status", NULL }, NULL, 0);
+}
+
 /* reason NULL: forwarded (status = the upstream's, 504/502 for none); else refused
  * by consentd (status = consentd's answer; action NULL when no route matched). */
-struct counter {
-	const char *resource;
-	const struct config_action *action;
-	const char *reason;
-	int status;
-	unsigned long n;
-};
-static struct counter counters[PROXY_COUNTERS];
-static pthread_mutex_t counters_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* The configuration's strings and actions live as long as the process: their
- * addresses are the key.  A full table stops counting new keys rather than grow. */
 static void count_key(const char *resource, const struct config_action *a, const char *reason,
     int status)
 {
-	if (resource == NULL)
+	char st[16];
+	const char *act = a != NULL ? a->name : "";
+	if (resource == NULL || str_fmt(st, sizeof st, "%d", status) != CS_OK)
 		return;
-	pthread_mutex_lock(&counters_mu);
-	for (size_t i = 0; i < PROXY_COUNTERS; i++) {
-		struct counter *k = &counters[i];
-		if (k->resource == NULL) {
-			k->resource = resource;
-			k->action = a;
-			k->reason = reason;
-			k->status = status;
-		} else if (k->resource != resource || k->action != a || k->reason != reason ||
-		    k->status != status) {
-			continue;
-		}
-		k->n++;
-		break;
-	}
-	pthread_mutex_unlock(&counters_mu);
+	if (reason == NULL)
+		metrics_add(family(false), (const char *[]){ resource, act, st }, 1);
+	else
+		metrics_add(family(true), (const char *[]){ resource, act, reason, st }, 1);
 }
 
 static void count(const struct config_action *a, int status)
@@ -80,71 +74,12 @@ static void count_refused(const struct config_resource *r, const struct config_a
 
 unsigned long proxy_count(const char *resource, const char *action)
 {
-	unsigned long n = 0;
-	pthread_mutex_lock(&counters_mu);
-	for (size_t i = 0; i < PROXY_COUNTERS && counters[i].resource != NULL; i++)
-		if (counters[i].reason == NULL && counters[i].action != NULL &&
-		    strcmp(counters[i].resource, resource) == 0 &&
-		    strcmp(counters[i].action->name, action) == 0)
-			n += counters[i].n;
-	pthread_mutex_unlock(&counters_mu);
-	return n;
+	return (unsigned long)metrics_sum(family(false), (const char *[]){ resource, action, NULL });
 }
 
-/* A Prometheus label value: backslash, quote and newline escaped. */
-static enum cs_err label(struct buf *b, const char *v)
+enum cs_err proxy_metrics_declare(void)
 {
-	enum cs_err e = CS_OK;
-	for (; *v && e == CS_OK; v++) {
-		if (*v == '\\' || *v == '"')
-			e = buf_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			e = buf_puts(b, "\\n");
-		else
-			e = buf_append(b, v, 1);
-	}
-	return e;
-}
-
-static enum cs_err metric_lines(struct buf *b, bool refused)
-{
-	enum cs_err e = CS_OK;
-	for (size_t i = 0; e == CS_OK && i < PROXY_COUNTERS && counters[i].resource != NULL; i++) {
-		const struct counter *k = &counters[i];
-		if ((k->reason != NULL) != refused)
-			continue;
-		if ((e = buf_printf(b, "consentd_proxy_%s_total{resource=\"",
-		    refused ? "refused" : "requests")) != CS_OK ||
-		    (e = label(b, k->resource)) != CS_OK ||
-		    (e = buf_puts(b, "\",action=\"")) != CS_OK ||
-		    (e = label(b, k->action ? k->action->name : "")) != CS_OK)
-			break;
-		if (refused && ((e = buf_puts(b, "\",reason=\"")) != CS_OK ||
-		    (e = label(b, k->reason)) != CS_OK))
-			break;
-		e = buf_printf(b, "\",status=\"%d\"} %lu\n", k->status, k->n);
-	}
-	return e;
-}
-
-enum cs_err proxy_metrics_render(struct buf *b)
-{
-	enum cs_err e;
-	e = buf_puts(b, "# HELP consentd_proxy_requests_total Proxied calls forwarded "
-	    "upstream, by resource, action and the upstream's status (504: no answer in time, "
-	    "502: none).\n# TYPE consentd_proxy_requests_total counter\n");
-	pthread_mutex_lock(&counters_mu);
-	if (e == CS_OK)
-		e = metric_lines(b, false);
-	if (e == CS_OK)
-		e = buf_puts(b, "# HELP consentd_proxy_refused_total Proxied calls with a "
-		    "valid grant that consentd refused before the upstream, by resource, action (empty: "
-		    "no route), reason and consentd's status.\n"
-		    "# TYPE consentd_proxy_refused_total counter\n");
-	if (e == CS_OK)
-		e = metric_lines(b, true);
-	pthread_mutex_unlock(&counters_mu);
-	return e;
+	return family(false) != NULL && family(true) != NULL ? CS_OK : CS_ENOMEM;
 }
 
 /* SECURITY: an allowlist -- Authorization, Cookie, Consentd-Grant and the

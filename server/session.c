@@ -6,6 +6,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include "b64.h"
 #include "buf.h"
 #include "session.h"
 #include "store_session.h"
@@ -137,23 +138,14 @@ enum cs_err cookie_format(const struct config *cfg, const char *name, const char
 
 enum cs_err random_token(char out[SESSION_TOKEN_LEN + 1])
 {
-	static const char b64u[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	unsigned char r[33];
-	if (RAND_bytes(r, 32) != 1)
+	unsigned char r[32];
+	enum cs_err e;
+	if (RAND_bytes(r, sizeof r) != 1)
 		return CS_ECRYPTO;
-	r[32] = 0;
 	/* 32 bytes -> 43 base64url characters (the last carries 4 bits). */
-	size_t o = 0;
-	for (size_t i = 0; i < 33 && o < SESSION_TOKEN_LEN; i += 3) {
-		unsigned v = (unsigned)r[i] << 16 | (unsigned)(i + 1 < 33 ? r[i + 1] : 0) << 8 |
-		    (unsigned)(i + 2 < 33 ? r[i + 2] : 0);
-		for (int k = 3; k >= 0 && o < SESSION_TOKEN_LEN; k--)
-			out[o++] = b64u[(v >> (6 * k)) & 63];
-	}
-	out[SESSION_TOKEN_LEN] = '\0';
+	e = b64url_encode(r, sizeof r, out, SESSION_TOKEN_LEN + 1);
 	OPENSSL_cleanse(r, sizeof r);
-	return CS_OK;
+	return e;
 }
 
 void sha256_str(const char *s, unsigned char out[32])

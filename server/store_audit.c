@@ -8,7 +8,6 @@
 
 #include <openssl/crypto.h>
 
-#include "audit.h"
 #include "store_audit.h"
 #include "store_priv.h"
 
@@ -109,8 +108,8 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	return CS_OK;
 }
 
-enum cs_err store_audit_append(struct store_conn *c, const struct audit_entry *a, int64_t seq,
-    const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
+enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fields *a,
+    int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
 	/* store_run: bound without SQLite's copies of the entry's fields. */
 	enum cs_err e = store_run(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),

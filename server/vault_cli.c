@@ -40,14 +40,6 @@ static void vault_usage(FILE *f)
 	    "       re-link the audit chain under NEW.  Then replace the master key with NEW.\n");
 }
 
-static void wipe_free(unsigned char *p, size_t n)
-{
-	if (p != NULL) {
-		OPENSSL_cleanse(p, n);
-		free(p);
-	}
-}
-
 /* One row's re-sealing: from which key to which, for what purpose, and the
  * additional data both seals bind. */
 struct reseal {
@@ -67,7 +59,7 @@ static enum cs_err reseal_one(const struct reseal *rs, const unsigned char *blob
 	if (e != CS_OK)
 		return e;
 	e = seal(rs->new_mk, rs->purpose, rs->aad, rs->aad_len, pt, n, out, out_len);
-	wipe_free(pt, n + 1);
+	wipe_free_n(pt, n + 1);
 	return e;
 }
 

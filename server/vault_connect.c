@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 
 #include "audit.h"
+#include "b64.h"
 #include "buf.h"
 #include "form.h"
 #include "session.h"
@@ -47,40 +48,34 @@ static enum cs_err decide_err(enum consent_decide_outcome o)
 	return (unsigned)o < CONSENT_DECIDE__MAX ? map[o] : CS_EINVAL;
 }
 
-/* consent_decide_tx as this file calls it: *nid on CONSENT_DECIDED, decide_err otherwise. */
-static enum cs_err decide_in_tx(struct store_conn *c, const struct config *cfg,
+/* consent_decide_tx as this file calls it: CS_OK with *o, and *nid on
+ * CONSENT_DECIDED. */
+static enum cs_err decide_in_tx_o(struct store_conn *c, const struct config *cfg,
     const char *request_id, const struct consent_actor *who, const struct consent_decision *d,
-    char **nid)
+    enum consent_decide_outcome *o, char **nid)
 {
 	struct consent_decided got = { CONSENT_DECIDE_UNKNOWN, NULL };
 	enum cs_err e = consent_decide_tx(c, cfg, request_id, who, d, &got);
-	if (e == CS_OK && (e = decide_err(got.outcome)) == CS_OK) {
-		*nid = got.consent_id;
-		got.consent_id = NULL;
+	if (e == CS_OK) {
+		*o = got.outcome;
+		if (got.outcome == CONSENT_DECIDED) {
+			*nid = got.consent_id;
+			got.consent_id = NULL;
+		}
 	}
 	consent_decided_clear(&got);
 	return e;
 }
 
-static void b64url(const unsigned char *p, size_t n, char *out, size_t cap)
+/* decide_in_tx_o for the callback, whose decision was checked when the
+ * person left: a refusal now is decide_err's. */
+static enum cs_err decide_in_tx(struct store_conn *c, const struct config *cfg,
+    const char *request_id, const struct consent_actor *who, const struct consent_decision *d,
+    char **nid)
 {
-	static const char t[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0;
-	for (size_t i = 0; i < n && o + 4 < cap; i += 3) {
-		unsigned v = (unsigned)p[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned)p[i + 1] << 8;
-		if (i + 2 < n)
-			v |= p[i + 2];
-		out[o++] = t[(v >> 18) & 63];
-		out[o++] = t[(v >> 12) & 63];
-		if (i + 1 < n)
-			out[o++] = t[(v >> 6) & 63];
-		if (i + 2 < n)
-			out[o++] = t[v & 63];
-	}
-	out[o] = '\0';
+	enum consent_decide_outcome o = CONSENT_DECIDE_UNKNOWN;
+	enum cs_err e = decide_in_tx_o(c, cfg, request_id, who, d, &o, nid);
+	return e != CS_OK ? e : decide_err(o);
 }
 
 /* A fresh record id: 22 base64url characters, never containing "eyJ" (the
@@ -92,7 +87,8 @@ static enum cs_err record_id_new(char out[RECORD_ID_LEN + 1])
 	for (int tries = 0; tries < 16; tries++) {
 		if (RAND_bytes(r, sizeof r) != 1)
 			return CS_ECRYPTO;
-		b64url(r, sizeof r, tmp, sizeof tmp);
+		if (b64url_encode(r, sizeof r, tmp, sizeof tmp) != CS_OK)
+			return CS_ETOOBIG;
 		if (strlen(tmp) == RECORD_ID_LEN && strstr(tmp, "eyJ") == NULL) {
 			memcpy(out, tmp, RECORD_ID_LEN + 1);
 			return CS_OK;
@@ -109,8 +105,7 @@ static enum cs_err pkce_challenge(const char *verifier, char out[64])
 	if (EVP_Digest(verifier, strlen(verifier), digest, &dlen, EVP_sha256(), NULL) != 1 ||
 	    dlen != sizeof digest)
 		return CS_ECRYPTO;
-	b64url(digest, sizeof digest, out, 64);
-	return CS_OK;
+	return b64url_encode(digest, sizeof digest, out, 64);
 }
 
 static bool set_equal(const struct scope_set *a, const struct scope_set *b)
@@ -151,10 +146,11 @@ void vault_begin_clear(struct vault_begin *b)
 }
 
 /* The record of live consent k moves to the new consent the decision makes,
- * in one transaction (flow B's exception). */
+ * in one transaction (flow B's exception).  *o is the decision's outcome;
+ * nothing is written unless it is CONSENT_DECIDED (then *new_id). */
 static enum cs_err move_record(const struct cx *x, const struct consent_request *r,
     const struct consent *k, const char *record_id, const struct consent_decision *d,
-    char **new_id)
+    enum consent_decide_outcome *o, char **new_id)
 {
 	enum cs_err e;
 	bool in_tx = false;
@@ -177,8 +173,9 @@ static enum cs_err move_record(const struct cx *x, const struct consent_request 
 	}
 	/* Reserved: the cascade that revokes k leaves this record alone. */
 	if ((e = store_vault_record_reserve(x->c, rec.id, r->id, now)) != CS_OK ||
-	    (e = decide_in_tx(x->c, x->cfg, r->id, &(struct consent_actor){
-	    .user_id = x->who->user_id, .actor = x->who->actor, .now = now }, d, &nid)) != CS_OK ||
+	    (e = decide_in_tx_o(x->c, x->cfg, r->id, &(struct consent_actor){
+	    .user_id = x->who->user_id, .actor = x->who->actor, .now = now }, d, o, &nid)) != CS_OK ||
+	    *o != CONSENT_DECIDED ||
 	    (e = vault_record_open(x->v->mk, &rec, k, &access, &refresh)) != CS_OK)
 		goto out;
 	/* Re-sealed under the new consent id, with fresh nonces. */
@@ -214,9 +211,11 @@ out:
 }
 
 /* When the live consent's record serves exactly mapping m (unreserved, under
- * the running master key), it moves to the consent d makes: *moved, *new_id. */
+ * the running master key), it moves to the consent d makes: *moved, *new_id;
+ * *o is the decision's outcome when it was tried (else left as it was). */
 static enum cs_err try_move(const struct cx *x, const struct consent_request *r,
-    const struct consent_decision *d, const struct scope_set *m, char **new_id, bool *moved)
+    const struct consent_decision *d, const struct scope_set *m,
+    enum consent_decide_outcome *o, char **new_id, bool *moved)
 {
 	enum cs_err e;
 	struct consent live;
@@ -244,7 +243,8 @@ static enum cs_err try_move(const struct cx *x, const struct consent_request *r,
 	e = CS_OK;
 	if (have_rec && rec.reserved_for == NULL && strcmp(rec.master_kid, x->v->mk->kid) == 0 &&
 	    set_parse(rec.provider_scopes, &have) == CS_OK && set_equal(&have, m) &&
-	    (e = move_record(x, r, &live, rec.id, d, new_id)) == CS_OK)
+	    (e = move_record(x, r, &live, rec.id, d, o, new_id)) == CS_OK &&
+	    *o == CONSENT_DECIDED)
 		*moved = true;
 out:
 	scope_set_clear(&have);
@@ -392,7 +392,7 @@ enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const str
 	enum cs_err e;
 	struct consent_request r;
 	struct scope_set m = { .n = 0 };
-	struct vault_begin b = { NULL, NULL };
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
 	const struct consent_decision *d;
 	const struct cx x = { v, c, cfg, who };
 	bool moved = false;
@@ -406,21 +406,44 @@ enum cs_err vault_begin_connect(struct vault *v, struct store_conn *c, const str
 		goto out;
 	/* SECURITY: the same checks as consent_decide, before the person is sent
 	 * anywhere (invariant 4: only the requested person decides). */
-	enum consent_decide_outcome dco = CONSENT_DECIDE_UNKNOWN;
-	if ((e = consent_decision_check(cfg, &r, who->user_id, d, who->now, &dco)) != CS_OK ||
-	    (e = decide_err(dco)) != CS_OK)
+	b.outcome = CONSENT_DECIDE_UNKNOWN;
+	if ((e = consent_decision_check(cfg, &r, who->user_id, d, who->now, &b.outcome)) != CS_OK)
 		goto out;
-	if (config_resource(cfg, r.resource) == NULL || vault_provider(v, r.resource) == NULL) {
-		e = CS_EINVAL;
+	if (b.outcome == CONSENT_DECIDE_UNKNOWN) {
+		e = CS_ENOENT;                /* as consent_request_get would say */
 		goto out;
 	}
+	if (b.outcome != CONSENT_DECIDED)
+		goto answer;
+	if (config_resource(cfg, r.resource) == NULL || vault_provider(v, r.resource) == NULL) {
+		b.outcome = CONSENT_DECIDE_INVALID;
+		goto answer;
+	}
 	if ((e = vault_map_scopes(cfg, r.resource, &d->selected, &m)) != CS_OK)
-		goto out;
+		goto unserved;
 	/* A record that serves exactly the new mapping moves to the new consent;
 	 * otherwise the person connects at the provider with exactly m. */
-	if ((e = try_move(&x, &r, d, &m, &b.consent_id, &moved)) != CS_OK ||
-	    (!moved && (e = connect_state(&x, &r, d, &m, &b.authorize_url)) != CS_OK))
+	if ((e = try_move(&x, &r, d, &m, &b.outcome, &b.consent_id, &moved)) != CS_OK)
 		goto out;
+	if (b.outcome == CONSENT_DECIDE_UNKNOWN) {
+		e = CS_ENOENT;
+		goto out;
+	}
+	if (b.outcome != CONSENT_DECIDED)
+		goto answer;
+	if (!moved && (e = connect_state(&x, &r, d, &m, &b.authorize_url)) != CS_OK)
+		goto unserved;
+	goto answer;
+unserved:
+	/* CS_EINVAL of the mapping or the authorize URL: the configuration no
+	 * longer serves a scope or the provider (changed since the request was
+	 * made), so the decision cannot be carried out: INVALID. */
+	if (e != CS_EINVAL)
+		goto out;
+	vault_begin_clear(&b);
+	b.outcome = CONSENT_DECIDE_INVALID;
+	e = CS_OK;
+answer:
 	*out = b;
 	memset(&b, 0, sizeof b);
 	e = CS_OK;

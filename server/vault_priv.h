@@ -73,14 +73,6 @@ enum cs_err vault_record_open(const struct master_key *mk, const struct store_va
  * than asked, a failed transaction): refresh token first, then access token. */
 void vault_revoke_now(struct provider *p, const struct provider_tokens *t);
 
-static inline void wipe_free(char *s)
-{
-	if (s == NULL)
-		return;
-	OPENSSL_cleanse(s, strlen(s));
-	free(s);
-}
-
 static inline void blob_free(unsigned char *p, size_t n)
 {
 	if (p == NULL)

@@ -1,6 +1,8 @@
 /* test_buf.c -- the capped buffer: appends, printf growth, the hard cap (a
  * failed append must leave the content exactly as it was) and the JSON and
  * HTML escapers every reply and page is built with. */
+#include <stdlib.h>
+#include <string.h>
 #include <jansson.h>
 
 #include "testutil.h"
@@ -465,6 +467,19 @@ START_TEST(test_buf_clear_null_safe)
 }
 END_TEST
 
+START_TEST(test_buf_wipe_free_null_safe)
+{
+	char *s = strdup("secret");
+	unsigned char *p = malloc(8);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_ptr_nonnull(p);
+	wipe_free(s);
+	wipe_free_n(p, 8);
+	wipe_free(NULL);
+	wipe_free_n(NULL, 8);
+}
+END_TEST
+
 static Suite *buf_suite(void)
 {
 	Suite *s = suite_create("buf");
@@ -499,6 +514,7 @@ static Suite *buf_suite(void)
 	tcase_add_test(tc, test_buf_expect_hint);
 	tcase_add_test(tc, test_str_fmt_fits_exactly);
 	tcase_add_test(tc, test_str_fmt_refuses_truncation);
+	tcase_add_test(tc, test_buf_wipe_free_null_safe);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -175,24 +175,26 @@ static struct consent load(const char *kid, int64_t now)
 	return k;
 }
 
-static enum cs_err issue_with(const struct keyring *ring, const char *kid, const char *scope_s,
-    bool refresh, int64_t now, struct grant_response *g)
+/* grant_issue's outcome for kid's consent (it must answer: CS_OK). */
+static enum grant_issue_outcome issue_with(const struct keyring *ring, const char *kid,
+    const char *scope_s, bool refresh, int64_t now, struct grant_response *g)
 {
 	struct consent k = load(kid, now);
 	struct scope_set s = set(scope_s);
 	memset(g, 0, sizeof *g);
 	struct grant_issue_req rq = { .k = &k, .scope = &s, .with_refresh = refresh, .actor = ACTOR,
 		.now = now };
-	enum cs_err e = grant_issue(sc, &cfg, ring, &rq, g);
+	enum grant_issue_outcome oc = GRANT_ISSUE__MAX;
+	ck_assert_int_eq(grant_issue(sc, &cfg, ring, &rq, &oc, g), CS_OK);
 	scope_set_clear(&s);
 	consent_clear(&k);
-	return e;
+	return oc;
 }
 
 static void issue(const char *kid, const char *scope_s, bool refresh, int64_t now,
     struct grant_response *g)
 {
-	ck_assert_int_eq(issue_with(kr, kid, scope_s, refresh, now, g), CS_OK);
+	ck_assert_int_eq(issue_with(kr, kid, scope_s, refresh, now, g), GRANT_ISSUED);
 	ck_assert_ptr_nonnull(g->access_token);
 }
 
@@ -457,7 +459,7 @@ START_TEST(test_grant_issue_exp_capped_by_consent)
 	ck_assert_int_eq(g.expires_in, 10);
 	grant_response_clear(&g);
 	/* At its expiry, no grant at all. */
-	ck_assert_int_eq(issue_with(kr, kid, "read", false, NOW + 100, &g), CS_EINVAL);
+	ck_assert_int_eq(issue_with(kr, kid, "read", false, NOW + 100, &g), GRANT_ISSUE_REFUSED);
 	ck_assert_ptr_null(g.access_token);
 	free(kid);
 }
@@ -468,10 +470,10 @@ START_TEST(test_grant_issue_refused_cases)
 	struct grant_response g;
 	char *kid = make_consent("alice", "read", 3600, false, NOW);
 	/* A scope the person did not grant, and the empty scope. */
-	ck_assert_int_eq(issue_with(kr, kid, "read write", false, NOW, &g), CS_EINVAL);
-	ck_assert_int_eq(issue_with(kr, kid, "", false, NOW, &g), CS_EINVAL);
+	ck_assert_int_eq(issue_with(kr, kid, "read write", false, NOW, &g), GRANT_ISSUE_REFUSED);
+	ck_assert_int_eq(issue_with(kr, kid, "", false, NOW, &g), GRANT_ISSUE_REFUSED);
 	/* A refresh token for a consent not given for offline use. */
-	ck_assert_int_eq(issue_with(kr, kid, "read", true, NOW, &g), CS_EINVAL);
+	ck_assert_int_eq(issue_with(kr, kid, "read", true, NOW, &g), GRANT_ISSUE_REFUSED);
 	ck_assert_ptr_null(g.access_token);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), 0);
 	ck_assert_int_eq(audits("grant.issued"), 0);
@@ -482,14 +484,17 @@ START_TEST(test_grant_issue_refused_cases)
 	ck_assert_int_eq(tu_revoke(sc, kid, 0, "admin:x", "test", NOW + 1, false), CS_OK);
 	memset(&g, 0, sizeof g);
 	struct grant_issue_req rq = { .k = &k, .scope = &s, .actor = ACTOR, .now = NOW + 2 };
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_EPERM);
+	enum grant_issue_outcome oc = GRANT_ISSUE__MAX;
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_OK);
+	ck_assert_int_eq(oc, GRANT_ISSUE_REVOKED);
 	ck_assert_ptr_null(g.access_token);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), 0);
 	/* Bad arguments. */
 	rq.now = NOW;
-	ck_assert_int_eq(grant_issue(sc, &cfg, NULL, &rq, &g), CS_ECRYPTO);
+	ck_assert_int_eq(grant_issue(sc, &cfg, NULL, &rq, &oc, &g), CS_ECRYPTO);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, NULL, &g), CS_EINVAL);
 	rq.k = NULL;
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_EINVAL);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_EINVAL);
 	scope_set_clear(&s);
 	consent_clear(&k);
 	free(kid);
@@ -510,7 +515,9 @@ START_TEST(test_grant_issue_snapshot_differs_from_database)
 	/* A snapshot that promises a longer life than the consent has. */
 	k.expires_at = NOW + 3600;
 	memset(&g, 0, sizeof g);
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	enum grant_issue_outcome oc = GRANT_ISSUE__MAX;
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_OK);
+	ck_assert_int_eq(oc, GRANT_ISSUED);
 	ck_assert_int_eq(g.expires_in, 100);
 	json_t *cl = verified_claims(g.access_token);
 	ck_assert_int_eq(jint(cl, "exp"), NOW + 100);
@@ -519,7 +526,8 @@ START_TEST(test_grant_issue_snapshot_differs_from_database)
 	/* A snapshot naming another person: the grant is the consent's person's. */
 	k.expires_at = real_end;
 	k.subject = (char *)"mallory";   /* k.strings still holds "alice"; consent_clear frees it */
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_OK);
+	ck_assert_int_eq(oc, GRANT_ISSUED);
 	cl = verified_claims(g.access_token);
 	ck_assert_str_eq(jstr(cl, "sub"), "alice");
 	json_decref(cl);
@@ -529,14 +537,16 @@ START_TEST(test_grant_issue_snapshot_differs_from_database)
 	scope_set_clear(&k.granted);
 	k.granted = set("read write");
 	rq.scope = &rw;
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_EINVAL);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_OK);
+	ck_assert_int_eq(oc, GRANT_ISSUE_REFUSED);
 	ck_assert_ptr_null(g.access_token);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM grants", NULL), before);
 	/* The snapshot as it is: signed outside and kept, exactly as asked. */
 	consent_clear(&k);
 	k = load(kid, NOW);
 	rq.scope = &s;
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_OK);
+	ck_assert_int_eq(oc, GRANT_ISSUED);
 	cl = verified_claims(g.access_token);
 	ck_assert_str_eq(jstr(cl, "sub"), "alice");
 	ck_assert_str_eq(jstr(cl, "scope"), "read");
@@ -648,7 +658,7 @@ START_TEST(test_grant_introspect_inactive_foreign_keyring)
 	char *kid = make_consent("alice", "read", 3600, false, NOW);
 	/* Signed by another consentd's key, yet its jti is in our database:
 	 * only the signature is wrong. */
-	ck_assert_int_eq(issue_with(kr_other, kid, "read", false, NOW, &g), CS_OK);
+	ck_assert_int_eq(issue_with(kr_other, kid, "read", false, NOW, &g), GRANT_ISSUED);
 	ck_inactive(g.access_token, NOW + 1);
 	ck_assert(!validate(g.access_token, NOW + 1));
 	/* Nor may it revoke anything. */
@@ -1163,7 +1173,9 @@ START_TEST(test_grant_dpop_binding)
 	memset(&g, 0, sizeof g);
 	struct grant_issue_req rq = { .k = &k, .scope = &s, .with_refresh = true, .jkt = jkt,
 		.actor = ACTOR, .now = NOW };
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	enum grant_issue_outcome oc = GRANT_ISSUE__MAX;
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_OK);
+	ck_assert_int_eq(oc, GRANT_ISSUED);
 	json_t *cl = verified_claims(g.access_token);
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cl, "cnf"), "jkt")), jkt);
 	json_decref(cl);
@@ -1458,7 +1470,9 @@ START_TEST(test_grant_cache_dpop_cnf_on_hit)
 	struct scope_set s = set("read");
 	memset(&g, 0, sizeof g);
 	struct grant_issue_req rq = { .k = &k, .scope = &s, .jkt = jkt, .actor = ACTOR, .now = NOW };
-	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &g), CS_OK);
+	enum grant_issue_outcome oc = GRANT_ISSUE__MAX;
+	ck_assert_int_eq(grant_issue(sc, &cfg, kr, &rq, &oc, &g), CS_OK);
+	ck_assert_int_eq(oc, GRANT_ISSUED);
 	ck_assert(validate(g.access_token, NOW + 1));
 	mark();
 	ck_assert_int_eq(grant_validate(sc, &cfg, kr, g.access_token, NOW + 2, &gc), CS_OK);

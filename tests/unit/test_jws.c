@@ -2,8 +2,10 @@
  * client assertions (client_assertion_check in client_auth.c), against vectors
  * signed by jose (tests/unit/vectors/gen_jws.mjs): every algorithm of the
  * allowlist verifies, and every way an assertion can be wrong is refused. */
+#include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#include "buf.h"
 #include "client_auth.h"
 #include "jws.h"
 #include "jws_vectors.h"
@@ -117,13 +119,14 @@ START_TEST(test_jws_parse_hostile)
 	struct jws_parsed p;
 	char why[128];
 	for (size_t i = 0; bad[i] != NULL; i++)
-		ck_assert_msg(jws_parse(bad[i], &p, why, sizeof why) == CS_EINVAL, "%s", bad[i]);
+		ck_assert_msg(jws_parse(bad[i], JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why) ==
+		    CS_EINVAL, "%s", bad[i]);
 	char *big = malloc(JWS_MAX_COMPACT + 2);
 	memset(big, 'A', JWS_MAX_COMPACT + 1);
 	big[JWS_MAX_COMPACT + 1] = '\0';
-	ck_assert_int_eq(jws_parse(big, &p, why, sizeof why), CS_EINVAL);
+	ck_assert_int_eq(jws_parse(big, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why), CS_EINVAL);
 	free(big);
-	ck_assert_int_eq(jws_parse(V_ASSERT_ES, &p, why, sizeof why), CS_OK);
+	ck_assert_int_eq(jws_parse(V_ASSERT_ES, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why), CS_OK);
 	ck_assert_int_eq(p.alg, JWS_ES256);
 	jws_parsed_clear(&p);
 }
@@ -240,7 +243,8 @@ START_TEST(test_jws_ed25519)
 	ck_assert_int_eq(jws_alg_parse("EdDSA"), JWS_EDDSA);
 	ck_assert_int_eq(jws_alg_parse("Ed448"), JWS_ALG__MAX);
 	ck_assert_int_eq(jws_alg_parse("ed25519"), JWS_ALG__MAX);
-	ck_assert_int_eq(jws_parse(W_ASSERT_ED25519, &p, why, sizeof why), CS_OK);
+	ck_assert_int_eq(jws_parse(W_ASSERT_ED25519, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why),
+	    CS_OK);
 	ck_assert_int_eq(p.alg, JWS_EDDSA);
 	jws_parsed_clear(&p);
 	/* the advertised list: the three algorithms and the fully specified name */
@@ -282,6 +286,67 @@ START_TEST(test_jws_assertion_audience_and_kid)
 }
 END_TEST
 
+/* Each use names its allowlist (jws.h): a header's algorithm outside the
+ * use's list is refused whatever the key, and a key verifies only the
+ * algorithms of its use's list its type fits (its JWK's alg, when pinned). */
+START_TEST(test_jws_allowlist_per_use)
+{
+	struct jws_parsed p;
+	struct jws_key *k = NULL;
+	char why[128] = "", *rs = NULL;
+	const char *dot = strchr(V_ASSERT_PS, '.');
+	struct buf b;
+	/* {"alg":"RS256","kid":"ps"} over the PS256 vector's payload and signature. */
+	buf_init(&b, 16384);
+	ck_assert_int_eq(buf_puts(&b, "eyJhbGciOiJSUzI1NiIsImtpZCI6InBzIn0"), CS_OK);
+	ck_assert_int_eq(buf_puts(&b, dot), CS_OK);
+	rs = buf_steal(&b);
+	ck_assert_int_eq(jws_parse(rs, JWS_ALGS_CLIENT_ASSERTION, &p, why, sizeof why), CS_EINVAL);
+	ck_assert_str_eq(why, "the algorithm is not ES256, PS256, EdDSA or Ed25519");
+	ck_assert_int_eq(jws_parse(rs, JWS_ALGS_DPOP_PROOF, &p, why, sizeof why), CS_EINVAL);
+	ck_assert_int_eq(jws_parse(V_ASSERT_ED, JWS_ALGS_IDP_TOKEN, &p, why, sizeof why), CS_EINVAL);
+	ck_assert_str_eq(why, "the algorithm is not ES256, PS256 or RS256");
+	ck_assert_int_eq(jws_parse(V_ASSERT_PS, JWS_ALGS_OWN, &p, why, sizeof why), CS_EINVAL);
+	ck_assert_str_eq(why, "the algorithm is not ES256");
+	ck_assert_int_eq(jws_parse(rs, JWS_ALGS_IDP_TOKEN, &p, why, sizeof why), CS_OK);
+	ck_assert_int_eq(p.alg, JWS_RS256);
+	jws_parsed_clear(&p);
+
+	/* An RSA key: PS256 alone for the gateway, PS256 and RS256 for the IdP. */
+	json_t *v = J(V_JWK_PS);
+	ck_assert_int_eq(jws_key_from_jwk(v, &k, why, sizeof why), CS_OK);
+	ck_assert_uint_eq(k->algs, JWS_ALG_BIT(JWS_PS256));
+	jws_key_free(k);
+	ck_assert_int_eq(jws_key_from_jwk_for(v, JWS_ALGS_IDP_TOKEN, &k, why, sizeof why), CS_OK);
+	ck_assert_uint_eq(k->algs, JWS_ALG_BIT(JWS_PS256) | JWS_ALG_BIT(JWS_RS256));
+	ck_assert_int_eq(jws_parse(V_ASSERT_PS, JWS_ALGS_IDP_TOKEN, &p, why, sizeof why), CS_OK);
+	ck_assert(jws_verify(&p, k));
+	/* The right key and signature, the wrong algorithm: never. */
+	ck_assert(!jws_verify_input(k, JWS_RS256, p.signing_input, p.signing_input_len, p.sig,
+	    p.sig_len));
+	jws_key_free(k);
+	k = NULL;
+	ck_assert_int_eq(jws_key_from_jwk_for(v, JWS_ALGS_OWN, &k, why, sizeof why), CS_EINVAL);
+	ck_assert_ptr_null(k);
+	ck_assert_str_eq(why, "the key type is not allowed here");
+	/* Pinned to RS256 by its JWK: refused for the gateway, RS256 alone for the IdP. */
+	ck_assert_int_eq(json_object_set_new(v, "alg", json_string("RS256")), 0);
+	ck_assert_int_eq(jws_key_from_jwk(v, &k, why, sizeof why), CS_EINVAL);
+	ck_assert_str_eq(why, "the JWK's alg is not one allowed for its key type");
+	ck_assert_int_eq(jws_key_from_jwk_for(v, JWS_ALGS_IDP_TOKEN, &k, why, sizeof why), CS_OK);
+	ck_assert_uint_eq(k->algs, JWS_ALG_BIT(JWS_RS256));
+	ck_assert(!jws_verify(&p, k));            /* a PS256 signature */
+	jws_key_free(k);
+	jws_parsed_clear(&p);
+	json_decref(v);
+	/* An Ed25519 key has no algorithm on the IdP's list. */
+	v = J(V_JWK_ED);
+	ck_assert_int_eq(jws_key_from_jwk_for(v, JWS_ALGS_IDP_TOKEN, &k, why, sizeof why), CS_EINVAL);
+	json_decref(v);
+	free(rs);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("jws");
@@ -291,6 +356,7 @@ int main(void)
 	tcase_add_test(tc, test_jws_keys_hostile);
 	tcase_add_test(tc, test_jws_keyset_parse);
 	tcase_add_test(tc, test_jws_parse_hostile);
+	tcase_add_test(tc, test_jws_allowlist_per_use);
 	tcase_add_test(tc, test_jws_assertion_good);
 	tcase_add_test(tc, test_jws_assertion_hostile);
 	tcase_add_test(tc, test_jws_ed25519);

@@ -215,6 +215,54 @@ START_TEST(test_collectors_run_at_each_render)
 }
 END_TEST
 
+/* Four labels (the proxy's refusals: resource, action, reason, status), the
+ * text proxy_api.c wrote by hand before it used the registry; a family
+ * declared on first need once only; a counter something else counts is set,
+ * never lowered; sums over series with a wildcard. */
+START_TEST(test_four_labels_and_shared_families)
+{
+	const char *const l4[] = { "resource", "action", "reason", "status", NULL };
+	const char *const l5[] = { "a", "b", "c", "d", "e", NULL };
+	struct metric_family *f = metrics_family_get("consentd_proxy_refused_total", "Refused.",
+	    METRIC_COUNTER, l4, NULL, 0);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_eq(metrics_family_get("consentd_proxy_refused_total", "Refused.",
+	    METRIC_COUNTER, l4, NULL, 0), f);
+	ck_assert_ptr_null(metrics_family("consentd_five_total", "Five.", METRIC_COUNTER, l5, NULL, 0));
+	metrics_add(f, (const char *const[]){ "gh", "create_issue", "scope", "403" }, 1);
+	metrics_add(f, (const char *const[]){ "gh", "", "no_route", "403" }, 2);
+	metrics_add(f, (const char *const[]){ "gh", "create_issue", "scope", "403" }, 1);
+	struct metric_family *errs = metrics_family_get("consentd_errors_total", "Errors.",
+	    METRIC_COUNTER, NULL, NULL, 0);
+	metrics_set(errs, NULL, 3);
+	metrics_set(errs, NULL, 2);                /* a counter never goes down */
+	char *t = render();
+	ck_assert_str_eq(t,
+	    "# HELP consentd_proxy_refused_total Refused.\n"
+	    "# TYPE consentd_proxy_refused_total counter\n"
+	    "consentd_proxy_refused_total{resource=\"gh\",action=\"create_issue\",reason=\"scope\","
+	    "status=\"403\"} 2\n"
+	    "consentd_proxy_refused_total{resource=\"gh\",action=\"\",reason=\"no_route\","
+	    "status=\"403\"} 2\n"
+	    "# HELP consentd_errors_total Errors.\n"
+	    "# TYPE consentd_errors_total counter\n"
+	    "consentd_errors_total 3\n");
+	free(t);
+	ck_assert(metrics_sum(f, (const char *const[]){ "gh", NULL, NULL, "403" }) == 4);
+	ck_assert(metrics_sum(f, (const char *const[]){ "gh", "create_issue", NULL, NULL }) == 2);
+	ck_assert(metrics_sum(f, (const char *const[]){ "other", NULL, NULL, NULL }) == 0);
+	ck_assert(metrics_sum(NULL, NULL) == 0);
+	struct buf b;
+	buf_init(&b, 4096);
+	ck_assert_int_eq(metrics_render_family(&b, errs), CS_OK);
+	ck_assert_int_eq(metrics_render_family(&b, NULL), CS_OK);
+	ck_assert_str_eq(b.data, "# HELP consentd_errors_total Errors.\n"
+	    "# TYPE consentd_errors_total counter\nconsentd_errors_total 3\n");
+	buf_clear(&b);
+	metrics_reset();
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("metrics");
@@ -226,6 +274,7 @@ static Suite *metrics_suite(void)
 	tcase_add_test(tc, test_bad_declarations_are_refused);
 	tcase_add_test(tc, test_collectors_run_at_each_render);
 	tcase_add_test(tc, test_consentd_families);
+	tcase_add_test(tc, test_four_labels_and_shared_families);
 	suite_add_tcase(s, tc);
 	return s;
 }

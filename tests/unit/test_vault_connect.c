@@ -26,7 +26,7 @@ static char *preset_authorize_url(const char *sub)
 {
 	char *rid = request(sub, "coder", "github", "issues:read", NOW);
 	struct consent_decision d = decision("issues:read");
-	struct vault_begin b = { NULL, NULL };
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(begin_as(rid, uid(sub), &d, NOW, &b), CS_OK);
 	char *u = strdup(b.authorize_url);
@@ -97,7 +97,7 @@ START_TEST(test_vault_begin_authorize_url)
 {
 	char *rid = request("alice", "coder", "github", "issues:read issues:write", NOW);
 	struct consent_decision d = decision("issues:read issues:write");
-	struct vault_begin b = { NULL, NULL };
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b),
 	    CS_OK);
@@ -162,26 +162,27 @@ START_TEST(test_vault_begin_refuses)
 	char *rid = request("alice", "coder", "github", "issues:read", NOW);
 	free(request("bob", "coder", "github", "issues:read", NOW));   /* makes bob */
 	struct consent_decision d = decision("issues:read");
-	struct vault_begin b = { NULL, NULL };
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
 	/* Another person. */
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(begin_as(rid, uid("bob"), &d, NOW, &b),
-	    CS_EPERM);
+	ck_assert_int_eq(begin_as(rid, uid("bob"), &d, NOW, &b), CS_OK);
+	ck_assert_int_eq(b.outcome, CONSENT_DECIDE_NOT_YOURS);
 	/* A selection outside the request, a bad duration, an expired request. */
 	scope_set_clear(&d.selected);
 	d.selected = set("issues:write");
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b),
-	    CS_EINVAL);
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b), CS_OK);
+	ck_assert_int_eq(b.outcome, CONSENT_DECIDE_INVALID);
 	scope_set_clear(&d.selected);
 	d.selected = set("issues:read");
 	d.duration = 86401;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b),
-	    CS_EINVAL);
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW, &b), CS_OK);
+	ck_assert_int_eq(b.outcome, CONSENT_DECIDE_INVALID);
 	d.duration = 3600;
 	tu_decision_version(sc, rid, &d);
-	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 600, &b), CS_EINVAL);
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 600, &b), CS_OK);
+	ck_assert_int_eq(b.outcome, CONSENT_DECIDE_CLOSED);
 	tu_decision_version(sc, "nope", &d);
 	ck_assert_int_eq(begin_as("nope", uid("alice"), &d, NOW, &b), CS_ENOENT);
 	ck_assert_ptr_null(b.authorize_url);
@@ -447,12 +448,12 @@ START_TEST(test_vault_begin_refuses_changed_request)
 {
 	char *rid = request("alice", "coder", "github", "issues:read", NOW);
 	struct consent_decision d = decision("issues:read");
-	struct vault_begin b = { NULL, NULL };
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(exchange("alice", "coder", "github", "issues:read issues:write", NOW + 1),
 	    CONSENT_REQUIRED);
-	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 2, &b),
-	    CS_ESTALE);
+	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 2, &b), CS_OK);
+	ck_assert_int_eq(b.outcome, CONSENT_DECIDE_CHANGED);
 	ck_assert_ptr_null(b.authorize_url);
 	ck_assert_int_eq(q_int("SELECT count(*) FROM vault_connects", NULL), 0);
 	scope_set_clear(&d.selected);
@@ -528,7 +529,7 @@ START_TEST(test_vault_begin_moves_exact_record)
 	/* The agent asks again (a longer duration, say): the same mapping. */
 	char *rid = request("alice", "coder", "github", "issues:write", NOW + 1);
 	struct consent_decision d = decision("issues:read");
-	struct vault_begin b = { NULL, NULL };
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(begin_as(rid, uid("alice"), &d, NOW + 1, &b), CS_OK);
 	ck_assert_ptr_null(b.authorize_url);

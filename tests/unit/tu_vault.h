@@ -484,7 +484,7 @@ static inline enum cs_err begin_as(const char *rid, int64_t user, const struct c
 static inline char *begin(const char *rid, const char *sub, const char *selected, int64_t now)
 {
 	struct consent_decision d = decision(selected);
-	struct vault_begin b = { NULL, NULL };
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
 	tu_decision_version(sc, rid, &d);
 	ck_assert_int_eq(begin_as(rid, uid(sub), &d, now, &b), CS_OK);
 	ck_assert_ptr_nonnull(b.authorize_url);
