@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <jansson.h>
+#include "agent.h"
 #include "approval.h"
 #include "config.h"
 #include "consent.h"
@@ -112,7 +113,7 @@ struct exchange_grant_req {
 	const struct keyring *kr;
 	const char *issuer;           /* the IdP's issuer and the person's subject there */
 	const char *subject;
-	const struct config_agent *agent;
+	const struct agent_view *agent;   /* resolved (agent.h) */
 	const struct config_resource *res;
 	const struct scope_set *want; /* checked against the configuration and the agent's allow */
 	const char *reason;           /* the agent's reason, or NULL */
@@ -219,9 +220,10 @@ enum exchange_target_outcome {
 struct exchange_target {          /* release with exchange_target_clear() */
 	enum exchange_target_outcome outcome;
 	/* Set as soon as each is known, also when a later check refuses (the
-	 * access log names them): pointers into the configuration. */
+	 * access log names them): pointers into the configuration; the agent's
+	 * view (agent.h) is one too, its id NULL until the agent is known. */
 	const struct config_resource *res;
-	const struct config_agent *agent;
+	struct agent_view agent;
 	struct scope_set want;            /* OK: the scopes asked for */
 	const char *scope;                /* SCOPE_UNKNOWN, SCOPE_DENIED: the scope (in want) */
 };

@@ -174,6 +174,18 @@ if [ $? -ne 0 ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
+# Who acts (#30): one resolver, agent.c, answers for an agent id (agent_resolve) and
+# holds the one RESOURCE:SCOPE rule (agent_may_ask); nothing else looks an [agent.X]
+# up with config_agent() (config.c defines it).
+# shellcheck disable=SC2086
+agent_hits=$(grep -nHE '\bconfig_agent[[:space:]]*\(' /dev/null $(ls server/*.c | grep -vE '^server/(agent|config)\.c$') \
+	2>/dev/null | grep -vE "$comments" || true)
+if [ -n "$agent_hits" ]; then
+	echo "lint: config_agent() called outside agent.c (resolve the agent with agent_resolve, agent.h):"
+	echo "$agent_hits"
+	echo "lint: FAIL"
+	exit 1
+fi
 # docs/reference.md's table of server/ names every file there, and only those (#13: one
 # line per file, saying what it owns).
 table=$(sed -n '/^### `server\/`, file by file/,/^## /p' docs/reference.md)
@@ -218,4 +230,4 @@ if [ -n "$cite_hits" ]; then
 	echo "lint: FAIL"
 	exit 1
 fi
-echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; no handler reads a session itself; parameters read by index; the store's engine known only in store_sqlite.c and store_pg.c; every document cited exists)"
+echo "lint: ok (no banned functions in $(ls server/*.c | wc -l) server sources; no snprintf outside buf.c; route properties only in routes.c; handlers over a domain that sees no HTTP; no handler reads a session itself; parameters read by index; the store's engine known only in store_sqlite.c and store_pg.c; agents looked up only in agent.c; every document cited exists)"

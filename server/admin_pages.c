@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include "admin.h"
 #include "admin_pages.h"
+#include "agent.h"
 #include "app.h"
 #include "audit.h"
 #include "buf.h"
@@ -171,8 +172,8 @@ static json_t *named(const char *id, const char *name)
 
 static json_t *agent_named(const struct config *cfg, const char *id)
 {
-	const struct config_agent *a = id ? config_agent(cfg, id) : NULL;
-	return named(id, a ? a->name : NULL);
+	struct agent_view a;
+	return named(id, agent_resolve(cfg, id, &a) ? a.name : NULL);
 }
 
 static json_t *resource_named(const struct config *cfg, const char *id)
@@ -352,7 +353,8 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 {
 	char created[32], expires[32], revoked[32], created_cell[32], expires_cell[32];
 	const char *agent = str_of(k, "agent"), *resource = str_of(k, "resource");
-	const struct config_agent *ca = config_agent(cfg, agent);
+	struct agent_view ca;
+	const char *agent_name = agent_resolve(cfg, agent, &ca) ? ca.name : agent;
 	const struct config_resource *cr = config_resource(cfg, resource);
 	char *granted = join_strings(json_object_get(k, "scopes"));
 	char *declined = join_strings(json_object_get(k, "declined_scopes"));
@@ -367,7 +369,7 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 	fmt_cell_time(int_of(k, "created_at"), created_cell);
 	fmt_cell_time(int_of(k, "expires_at"), expires_cell);
 	if (granted && declined && id_short &&
-	    buf_printf(&label, "Revoke %s on %s for %s", ca ? ca->name : agent,
+	    buf_printf(&label, "Revoke %s on %s for %s", agent_name,
 	    cr ? cr->name : resource, str_of(k, "user")) == CS_OK)
 		o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:s,"
 		    " s:s?, s:s, s:s, s:b, s:b, s:s}",
@@ -425,6 +427,7 @@ static enum cs_err add_option(json_t *opts, const char *value, const char *label
 static enum cs_err search_options(const struct config *cfg, const char *agent, const char *resource,
     json_t *agents, json_t *resources)
 {
+	struct agent_view known;
 	struct buf l;
 	enum cs_err e;
 	buf_init(&l, 1024);
@@ -447,7 +450,7 @@ static enum cs_err search_options(const struct config *cfg, const char *agent, c
 		if (e == CS_OK)
 			e = add_option(resources, r->id, l.data, resource && strcmp(resource, r->id) == 0);
 	}
-	if (e == CS_OK && agent && config_agent(cfg, agent) == NULL) {
+	if (e == CS_OK && agent && !agent_resolve(cfg, agent, &known)) {
 		buf_reset(&l);
 		if ((e = buf_printf(&l, "%s (not configured)", agent)) == CS_OK)
 			e = add_option(agents, agent, l.data, true);

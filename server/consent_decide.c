@@ -7,6 +7,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "agent.h"
 #include "audit.h"
 #include "buf.h"
 #include "consent_priv.h"
@@ -100,26 +101,16 @@ void consent_decided_clear(struct consent_decided *d)
 	memset(d, 0, sizeof *d);
 }
 
-static bool agent_allows(const struct config_agent *ag, const char *resource, const char *scope)
-{
-	size_t rl = strlen(resource);
-	for (size_t i = 0; ag != NULL && i < ag->nallow; i++) {
-		const char *e = ag->allow[i];
-		if (strncmp(e, resource, rl) == 0 && e[rl] == ':' && strcmp(e + rl + 1, scope) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* true when the approval d may be made of a request of agent for resource
  * with the scopes req: its selection non-empty, ⊆ req, still configured and
  * allowed to the agent, and its duration within the resource's max_consent. */
 static bool approval_ok(const struct config *cfg, const char *agent, const char *resource,
     const struct scope_set *req, const struct consent_decision *d)
 {
-	const struct config_agent *ag = config_agent(cfg, agent);
+	struct agent_view ag;
 	const struct config_resource *res = config_resource(cfg, resource);
-	if (res == NULL || d->duration < 1 || d->duration > res->max_consent)
+	if (!agent_resolve(cfg, agent, &ag) || res == NULL || d->duration < 1 ||
+	    d->duration > res->max_consent)
 		return false;
 	if (d->selected.n == 0 || d->selected.n > CONSENT_MAX_SCOPES)
 		return false;
@@ -128,7 +119,7 @@ static bool approval_ok(const struct config *cfg, const char *agent, const char 
 		/* SECURITY: granted ⊆ requested ∩ configured ∩ agent-allowed
 		 * (invariant 8), whatever the form sent. */
 		if (s == NULL || !scope_set_has(req, s) || config_scope(cfg, resource, s) == NULL ||
-		    !agent_allows(ag, resource, s))
+		    !agent_may_ask(&ag, resource, s))
 			return false;
 	}
 	return true;
@@ -172,7 +163,8 @@ static enum cs_err decide_approve(struct store_conn *c, const struct config *cfg
 	char id[CONSENT_ID_LEN + 1], detail[64];
 	char *granted_s = NULL, *declined_s = NULL, *nid = NULL;
 	int changed = 0;
-	const struct config_agent *ag = config_agent(cfg, r->agent);
+	struct agent_view ag;
+	bool agent_offline = agent_resolve(cfg, r->agent, &ag) && ag.offline;
 
 	memset(&req, 0, sizeof req);
 	memset(&sel, 0, sizeof sel);
@@ -212,7 +204,7 @@ static enum cs_err decide_approve(struct store_conn *c, const struct config *cfg
 	k.granted = granted_s;
 	k.declined = declined_s;
 	/* SECURITY: offline use only where the operator allowed it for this agent. */
-	k.offline = d->offline && ag != NULL && ag->offline;
+	k.offline = d->offline && agent_offline;
 	k.created_at = who->now;
 	k.expires_at = who->now + d->duration;
 	k.request_id = r->id;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#include "agent.h"
 #include "app.h"
 #include "buf.h"
 #include "consent.h"
@@ -158,8 +159,8 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 		    strcmp(r->status, "denied") == 0 ? "You already denied this request." :
 		    "This request expired. Your agent can ask again.");
 	const struct config_resource *res = config_resource(cfg, r->resource);
-	const struct config_agent *ag = config_agent(cfg, r->agent);
-	if (res == NULL || ag == NULL)
+	struct agent_view ag;
+	if (res == NULL || !agent_resolve(cfg, r->agent, &ag))
 		return reply_html_error(rep, 410, "This request is closed",
 		    "The agent or resource it names is no longer configured.");
 	provider = vault_provider(req->app->vault, r->resource) != NULL;
@@ -180,9 +181,9 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:o, s:O, s:b, s:O, s:s, s:s?, s:s, s:s, "
 	    "s:b, s:b}",
 	    "title", "An agent asks for your permission", "request_id", r->id,
-	    "agent", ag->name, "agent_description", ag->description, "resource", res->name,
+	    "agent", ag.name, "agent_description", ag.description, "resource", res->name,
 	    "reason", reason, "scopes", scope_items(cfg, r), "durations", opts,
-	    "offline", ag->offline, "expires", expires, "version", version, "notice", notice,
+	    "offline", ag.offline, "expires", expires, "version", version, "notice", notice,
 	    "signed_in_as", who, "other_account_url", other, "provider", provider,
 	    "provider_connected", provider && provider_connected(store_conn(req->app->store), r,
 	    req->now));

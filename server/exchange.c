@@ -358,18 +358,6 @@ const char *exchange_reason_problem(const char *reason)
 	return chars > EXCHANGE_REASON_MAX_CHARS ? EXCHANGE_REASON_RULE : NULL;
 }
 
-/* Whether agent a is allowed scope of resource ([agent.X] allow = resource:scope). */
-static bool agent_allows(const struct config_agent *a, const char *resource, const char *scope)
-{
-	size_t rl = strlen(resource);
-	for (size_t i = 0; i < a->nallow; i++) {
-		const char *e = a->allow[i];
-		if (strncmp(e, resource, rl) == 0 && e[rl] == ':' && strcmp(e + rl + 1, scope) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* The resource named by audience (its id) and resource (its URI): both must agree. */
 static enum exchange_target_outcome target_resource(const struct config *cfg, const char *aud,
     const char *uri, const struct config_resource **out)
@@ -395,7 +383,7 @@ enum cs_err exchange_target(const struct config *cfg, const char *audience,
 	if ((out->outcome = target_resource(cfg, audience, resource, &out->res)) !=
 	    EXCHANGE_TARGET_OK)
 		return CS_OK;
-	if (agent_id == NULL || (out->agent = config_agent(cfg, agent_id)) == NULL) {
+	if (!agent_resolve(cfg, agent_id, &out->agent)) {
 		out->outcome = agent_id == NULL ? EXCHANGE_TARGET_NO_AGENT : EXCHANGE_TARGET_UNKNOWN_AGENT;
 		return CS_OK;
 	}
@@ -411,7 +399,7 @@ enum cs_err exchange_target(const struct config *cfg, const char *audience,
 		/* SECURITY: requested ⊆ configured ∩ agent-allowed (invariant 7). */
 		const char *w = out->want.v[i];
 		if (config_scope(cfg, out->res->id, w) == NULL ||
-		    !agent_allows(out->agent, out->res->id, w)) {
+		    !agent_may_ask(&out->agent, out->res->id, w)) {
 			out->outcome = config_scope(cfg, out->res->id, w) == NULL ?
 			    EXCHANGE_TARGET_SCOPE_UNKNOWN : EXCHANGE_TARGET_SCOPE_DENIED;
 			out->scope = w;
@@ -423,7 +411,8 @@ enum cs_err exchange_target(const struct config *cfg, const char *audience,
 
 enum cs_err exchange_target_description(const struct exchange_target *t, char *out, size_t outlen)
 {
-	const char *r = t->res != NULL ? t->res->id : "", *a = t->agent != NULL ? t->agent->id : "";
+	const char *r = t->res != NULL ? t->res->id : "";
+	const char *a = t->agent.id != NULL ? t->agent.id : "";
 	switch (t->outcome) {
 	case EXCHANGE_TARGET_NO_RESOURCE:
 		return str_fmt(out, outlen, "the resource is missing: name it with audience or resource");

@@ -7,6 +7,7 @@
 
 #include <openssl/crypto.h>
 
+#include "agent.h"
 #include "audit.h"
 #include "buf.h"
 #include "grant.h"
@@ -116,8 +117,8 @@ static enum cs_err audit_k(struct store_conn *c, const struct audit_entry *base,
  * given for offline use and the agent must still be configured for it. */
 static bool offline_allowed(const struct config *cfg, const struct consent *k)
 {
-	const struct config_agent *ag = config_agent(cfg, k->agent);
-	return k->offline && ag != NULL && ag->offline;
+	struct agent_view ag;
+	return k->offline && agent_resolve(cfg, k->agent, &ag) && ag.offline;
 }
 
 /* --- issuing ----------------------------------------------------------- */

@@ -5,6 +5,7 @@
  * and must never let a request through without all of them. */
 #include <stdlib.h>
 #include <string.h>
+#include "agent.h"
 #include "app.h"
 #include "buf.h"
 #include "dpop_api.h"
@@ -27,9 +28,9 @@ enum cs_err grant_api_invalid_token(struct http_reply *rep, const char *desc,
 static void log_grant(struct http_reply *rep, const struct config *cfg, const struct consent *k)
 {
 	const struct config_resource *r = config_resource(cfg, k->resource);
-	const struct config_agent *a = config_agent(cfg, k->agent);
+	struct agent_view a;
 	rep->log.resource = r != NULL ? r->id : NULL;
-	rep->log.agent = a != NULL ? a->id : NULL;
+	rep->log.agent = agent_resolve(cfg, k->agent, &a) ? a.id : NULL;
 }
 
 /* A grant that did not validate: RFC 8693 §2.2.2 at /token (a bad subject

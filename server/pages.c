@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <jansson.h>
+#include "agent.h"
 #include "app.h"
 #include "buf.h"
 #include "consent.h"
@@ -175,8 +176,8 @@ const char *pages_return_path(char out[LOGIN_RETURN_TO_MAX + 1], const char *kin
 
 const char *pages_agent_name(const struct config *cfg, const char *id)
 {
-	const struct config_agent *a = config_agent(cfg, id);
-	return a ? a->name : id;
+	struct agent_view a;
+	return agent_resolve(cfg, id, &a) ? a.name : id;
 }
 
 const char *pages_resource_name(const struct config *cfg, const char *id)

@@ -169,7 +169,7 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	    http_arg_str(req, TOKEN_P_SCOPE), &t)) != CS_OK)
 		goto out;
 	rep->log.resource = t.res != NULL ? t.res->id : NULL;
-	rep->log.agent = t.agent != NULL ? t.agent->id : NULL;
+	rep->log.agent = t.agent.id;
 	if (t.outcome != EXCHANGE_TARGET_OK) {
 		e = target_refusal(rep, &t);
 		goto out;
@@ -180,7 +180,7 @@ static enum cs_err exchange_for_grant(const struct http_request *req, struct htt
 	}
 	rq.subject = s.sub;
 	rq.res = t.res;
-	rq.agent = t.agent;
+	rq.agent = &t.agent;
 	rq.want = &t.want;
 	rq.issuer = oidc_meta(app->idp)->issuer;
 	rq.reason = reason && *reason ? reason : NULL;

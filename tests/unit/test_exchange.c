@@ -64,7 +64,7 @@ START_TEST(test_exchange_target_resource_by_name_or_uri)
 	struct exchange_target t;
 	ck_assert_int_eq(target("notes", NULL, "coder", "read", &t), EXCHANGE_TARGET_OK);
 	ck_assert_str_eq(t.res->id, "notes");
-	ck_assert_str_eq(t.agent->id, "coder");
+	ck_assert_str_eq(t.agent.id, "coder");
 	ck_assert_uint_eq(t.want.n, 1);
 	ck_assert_str_eq(t.want.v[0], "read");
 	exchange_target_clear(&t);
@@ -97,7 +97,7 @@ START_TEST(test_exchange_target_resource_refusals)
 	    EXCHANGE_TARGET_DISAGREE);
 	/* Nothing resolved is handed back for a refused resource. */
 	ck_assert_ptr_null(t.res);
-	ck_assert_ptr_null(t.agent);
+	ck_assert_ptr_null(t.agent.id);
 	exchange_target_clear(&t);
 }
 END_TEST
@@ -108,13 +108,13 @@ START_TEST(test_exchange_target_agent_and_scope_refusals)
 	/* The resource is known before the agent is refused (the access log names it). */
 	ck_assert_int_eq(target("notes", NULL, NULL, "read", &t), EXCHANGE_TARGET_NO_AGENT);
 	ck_assert_str_eq(t.res->id, "notes");
-	ck_assert_ptr_null(t.agent);
+	ck_assert_ptr_null(t.agent.id);
 	exchange_target_clear(&t);
 	ck_assert_int_eq(target("notes", NULL, "nosuch", "read", &t), EXCHANGE_TARGET_UNKNOWN_AGENT);
-	ck_assert_ptr_null(t.agent);
+	ck_assert_ptr_null(t.agent.id);
 	exchange_target_clear(&t);
 	ck_assert_int_eq(target("notes", NULL, "coder", NULL, &t), EXCHANGE_TARGET_NO_SCOPE);
-	ck_assert_str_eq(t.agent->id, "coder");
+	ck_assert_str_eq(t.agent.id, "coder");
 	exchange_target_clear(&t);
 	ck_assert_int_eq(target_only("notes", NULL, "coder", ""), EXCHANGE_TARGET_BAD_SCOPE);
 	ck_assert_int_eq(target_only("notes", NULL, "coder", "read  write"), EXCHANGE_TARGET_BAD_SCOPE);
