@@ -516,10 +516,15 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		return reply_oauth_error(rep, 503, "temporarily_unavailable",
 		    "the provider could not be reached to refresh the token");
 	default:
-		if (p->res != NULL && p->res->credential == CREDENTIAL_API_KEY)
-			return reply_oauth_error(rep, 403, "access_denied", "no API key is stored for "
-			    "this consent: the person enters it on consentd's page /me/consents/{id}/key "
-			    "(linked from /me)");
+		if (p->res != NULL && p->res->credential == CREDENTIAL_API_KEY) {
+			char why[512];
+			/* Where the person must go: the consent's own key page. */
+			if (str_fmt(why, sizeof why, "no API key is stored for this consent: the person "
+			    "enters it at %s/me/consents/%s/key", cfg->public_url, gc->k.id) != CS_OK)
+				return CS_ETOOBIG;
+			count_refused(p->res, p->act, "no_api_key", 403);
+			return reply_oauth_error(rep, 403, "access_denied", why);
+		}
 		return grant_api_invalid_token(rep, "the provider connection is gone: ask for consent "
 		    "again to reconnect", challenge_of(gc));
 	}
