@@ -22,6 +22,10 @@ enum config_preset {
 	PRESET_NONE = 0, PRESET_GITHUB, PRESET_GITHUB_APP, PRESET_GOOGLE, PRESET_MICROSOFT,
 	PRESET_SLACK, PRESET_GITLAB, PRESET_ATLASSIAN, PRESET__MAX
 };
+/* [resource.NAME] credential: what the vault keeps for the resource -- the
+ * provider's OAuth tokens, or an API key (or static token) the person enters
+ * once on consentd's page (docs/providers.md "API keys"). */
+enum config_credential { CREDENTIAL_OAUTH = 0, CREDENTIAL_API_KEY };
 enum config_approval { APPROVAL_NONE = 0, APPROVAL_REQUIRED };
 enum config_auth { AUTH_CLIENT_SECRET_BASIC = 0, AUTH_CLIENT_SECRET_POST };
 
@@ -62,6 +66,10 @@ struct config_resource {         /* [resource.NAME] */
 	int64_t  refresh_margin;     /* default 60 */
 	enum config_release token_release;
 	char    *base_url;           /* NULL when none */
+	enum config_credential credential;   /* default oauth */
+	char    *api_key_header;     /* api_key: the header the proxy puts the key in, or NULL */
+	char    *api_key_query;      /* api_key: the query parameter instead (exactly one is set) */
+	char    *api_key_prefix;     /* api_key: put before the key ("Bearer "); "" when none */
 };
 
 struct config_agent {            /* [agent.NAME] */

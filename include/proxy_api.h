@@ -4,6 +4,7 @@
 #define CS_PROXY_API_H
 #include <stdbool.h>
 #include <stddef.h>
+#include "config.h"
 #include "cs_err.h"
 #include "grant_api.h"
 #include "http.h"
@@ -27,6 +28,14 @@ void proxy_headers_clear(struct proxy_headers *h);   /* NULL-safe */
  * token or forwarded value holding CR or LF (as httpc would refuse).  *out written only on CS_OK.  No I/O. */
 enum cs_err proxy_api_upstream_headers(const struct http_request *req, const char *token, bool body,
     struct proxy_headers *out) CS_MUST_CHECK;
+/* An API key resource's credential (credential = api_key, vault_key.h): with
+ * api_key_header, *header_line "Name: <prefix><key>" and *url_out a copy of
+ * url; with api_key_query, *header_line NULL and *url_out url with
+ * "name=<prefix><key>" (percent-encoded) added to its query.  Both malloc'd,
+ * the caller wipes and frees them.  CS_EINVAL for a resource that is not
+ * api_key or a key that is not vault_key_valid (a CR or LF, a space).  No I/O. */
+enum cs_err proxy_api_key_apply(const struct config_resource *res, const char *key,
+    const char *url, char **header_line, char **url_out) CS_MUST_CHECK;
 
 /* Where the gateway put the grant it presents at /proxy. */
 enum proxy_grant_via {

@@ -15,6 +15,10 @@
 #include "seal.h"
 #include "store.h"
 
+/* The token_type of a record that holds an API key or static token
+ * (credential = api_key, vault_key.c) rather than OAuth tokens. */
+#define VAULT_KEY_TOKEN_TYPE "api_key"
+
 struct vault;                     /* process-wide: providers per resource, refresh locks */
 
 enum cs_err vault_new(const struct config *cfg, const struct master_key *mk,

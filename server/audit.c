@@ -27,6 +27,7 @@
  *   refresh.revoked            RFC 7009 at /revoke: a refresh family was revoked
  *   vault.connected            flow D: a provider authorization sealed for a new consent
  *   vault.connect.failed       flow D: bad_state, cancelled, too_much or failed
+ *   vault.key_stored           an API key sealed for a consent (stored / replaced; never the key)
  *   vault.record.moved         flow B: a record re-sealed under the consent replacing its own
  *   vault.released             flow D: a provider access token went to the gateway (action=...)
  *   vault.release.refused      flow D/F: refused (escalation attempt, token_release = never, ...)
@@ -93,7 +94,7 @@ const char *const audit_actions[] = {
 	"gateway.auth.refused", "grant.issued", "grant.revoked", "master-key-rotated",
 	"proxy.forwarded", "proxy.refused", "refresh.issued", "refresh.reuse_detected",
 	"refresh.revoked", "refresh.used", "vault.connect.failed", "vault.connected",
-	"vault.reconnect_required", "vault.record.moved", "vault.refreshed",
+	"vault.key_stored", "vault.reconnect_required", "vault.record.moved", "vault.refreshed",
 	"vault.release.refused", "vault.released", "vault.revoke_retry", "vault.revoked", NULL,
 };
 

@@ -742,6 +742,9 @@ void config_free(struct config *c)
 		free(r->provider_client_id);
 		wipe_free(r->provider_client_secret);
 		free(r->base_url);
+		free(r->api_key_header);
+		free(r->api_key_query);
+		free(r->api_key_prefix);
 	}
 	free(c->resources);
 	for (size_t i = 0; i < c->nscopes; i++) {

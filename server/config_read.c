@@ -56,7 +56,8 @@ static const char *const keys_agent[] = { "name", "description", "allow", "offli
 static const char *const keys_resource[] = { "name", "uri", "max_consent", "provider_issuer",
 	"provider_authorization_endpoint", "provider_token_endpoint",
 	"provider_revocation_endpoint", "provider_client_id", "provider_client_secret",
-	"refresh_margin", "token_release", "base_url", "preset", "provider_base_url", NULL };
+	"refresh_margin", "token_release", "base_url", "preset", "provider_base_url", "credential",
+	"api_key_header", "api_key_query", "api_key_prefix", NULL };
 static const char *const keys_scope[] = { "description", "provider", NULL };
 static const char *const keys_action[] = { "description", "scope", "approval", "route", NULL };
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",

@@ -31,6 +31,8 @@ static const char *const release_names[] = { "gateway", "never", NULL };
 static const char *const preset_names[] = { "none", "github", "github-app", "google", "microsoft",
 	"slack", "gitlab", "atlassian", NULL };
 static const char *const approval_names[] = { "none", "required", NULL };
+/* Indexed by enum config_credential. */
+static const char *const credential_names[] = { "oauth", "api_key", NULL };
 static const char *const cimd_allow_names[] = { "none", "any", "hosts", "prefixes", NULL };
 
 /* ---------------------------------------------------------------- fixed sections */
@@ -731,6 +733,100 @@ static void preset_fill(struct ctx *c, struct config_resource *r)
 	r->provider_sites_endpoint = preset_url(c, api, below, u->sites, NULL);
 }
 
+/* Headers an API key may never be put in: the request's own framing and
+ * routing, the person's cookies, and consentd's grant (a key there would be
+ * read as something else, or smuggle the request). */
+static const char *const api_key_header_banned[] = { "Host", "Content-Length",
+	"Transfer-Encoding", "Connection", "Content-Type", "Cookie", "Consentd-Grant", "Upgrade",
+	"TE", "Trailer", "Keep-Alive", "Proxy-Authorization", NULL };
+
+/* An RFC 9110 field name: tchar only, at most 64. */
+static bool api_key_header_ok(const char *v)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v[i];
+		if (!(isalnum(ch) || strchr("!#$%&'*+-.^_`|~", ch) != NULL))
+			return false;
+	}
+	for (size_t i = 0; api_key_header_banned[i] != NULL; i++)
+		if (strcasecmp(v, api_key_header_banned[i]) == 0)
+			return false;
+	return true;
+}
+
+/* api_key_prefix: printable ASCII with spaces, at most 64; a value in double
+ * quotes keeps its trailing space ("Bearer "), which an INI line would lose. */
+static void api_key_prefix_load(struct ctx *c, struct config_resource *r, const struct section *s)
+{
+	const struct entry *e = cfg_get_str(c, s, "api_key_prefix", "", S_EMPTY_OK, &r->api_key_prefix);
+	size_t n;
+	if (e == NULL || r->api_key_prefix == NULL)
+		return;
+	n = strlen(r->api_key_prefix);
+	if (n >= 2 && r->api_key_prefix[0] == '"' && r->api_key_prefix[n - 1] == '"') {
+		memmove(r->api_key_prefix, r->api_key_prefix + 1, n - 2);
+		r->api_key_prefix[n - 2] = '\0';
+		n -= 2;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)r->api_key_prefix[i] < 0x20 || (unsigned char)r->api_key_prefix[i] > 0x7e ||
+		    r->api_key_prefix[i] == '"') {
+			cfg_err_e(c, e, "must be printable ASCII without quotes inside");
+			return;
+		}
+	if (n > 64)
+		cfg_err_e(c, e, "at most 64 characters");
+}
+
+/* credential and its api_key_* keys (docs/providers.md "API keys").  An
+ * api_key resource has no provider, needs base_url (the proxy is the only
+ * way its key is used), and releases nothing to the gateway. */
+static void load_credential(struct ctx *c, struct config_resource *r, const struct section *s)
+{
+	static const char *const key_keys[] = { "api_key_header", "api_key_query", "api_key_prefix" };
+	const struct entry *eh, *eq, *e;
+	int i;
+	cfg_get_enum(c, s, "credential", credential_names, CREDENTIAL_OAUTH, &i);
+	r->credential = (enum config_credential)i;
+	if (r->credential != CREDENTIAL_API_KEY) {
+		for (size_t k = 0; k < 3; k++)
+			if ((e = cfg_find(s, key_keys[k])) != NULL)
+				cfg_err_e(c, e, "only with credential = api_key in [%s]", s->name);
+		return;
+	}
+	eh = cfg_get_str(c, s, "api_key_header", NULL, S_EMPTY_NULL, &r->api_key_header);
+	eq = cfg_get_str(c, s, "api_key_query", NULL, S_EMPTY_NULL, &r->api_key_query);
+	api_key_prefix_load(c, r, s);
+	if ((r->api_key_header != NULL) == (r->api_key_query != NULL))
+		cfg_err_line(c, s->line, "api_key_header", "credential = api_key in [%s] needs exactly "
+		    "one of api_key_header and api_key_query", s->name);
+	if (eh != NULL && r->api_key_header != NULL && !api_key_header_ok(r->api_key_header))
+		cfg_err_e(c, eh, "must be a header name (letters, digits, -), and not one of Host, "
+		    "Cookie, Content-Type, Consentd-Grant or a hop-by-hop header");
+	if (eq != NULL && r->api_key_query != NULL &&
+	    !cfg_valid_part(r->api_key_query, strlen(r->api_key_query), false))
+		cfg_err_e(c, eq, "must be a query parameter name (letters, digits, _ and -)");
+	if (r->provider_issuer != NULL || r->provider_authorization_endpoint != NULL ||
+	    r->provider_token_endpoint != NULL || r->preset != PRESET_NONE ||
+	    cfg_section_has_value(s, "provider_client_id"))
+		cfg_err_line(c, s->line, "credential", "api_key in [%s] takes no provider or preset: "
+		    "the person enters the key on consentd's page", s->name);
+	if (r->base_url == NULL)
+		cfg_err_line(c, s->line, "base_url", "required in [%s] with credential = api_key (the "
+		    "key is used only by consentd's proxy)", s->name);
+	/* SECURITY: the gateway never receives an API key: it has no expiry, no
+	 * scope and no revocation at a provider, so a key released once is the
+	 * gateway's for good.  token_release defaults to never here. */
+	if ((e = cfg_find(s, "token_release")) != NULL && r->token_release == RELEASE_GATEWAY)
+		cfg_err_e(c, e, "gateway is refused with credential = api_key in [%s]: the gateway "
+		    "never receives an API key; use never (the default), and consentd's proxy "
+		    "injects it", s->name);
+	r->token_release = RELEASE_NEVER;
+}
+
 static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
 {
 	bool https;
@@ -814,6 +910,7 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 	e = cfg_find(s, "token_release");
 	if (e != NULL && r->token_release == RELEASE_NEVER && !cfg_section_has_value(s, "base_url"))
 		cfg_err_e(c, e, "never (proxy only) needs base_url in [%s]", s->name);
+	load_credential(c, r, s);
 	free(def_uri);
 	buf_clear(&b);
 }

@@ -356,6 +356,20 @@ enum cs_err consent_pages_decide(const struct http_request *req, struct http_rep
 		e = consent_decide(c, cfg, r.id, &(struct consent_actor){ .user_id = s->user_id,
 		    .actor = actor, .now = req->now }, &d, &done);
 	}
+	/* An API key resource: where a provider's sign-in would be, the page
+	 * that takes the key (vault_pages_key_show). */
+	if (e == CS_OK && done.outcome == CONSENT_DECIDED && done.consent_id != NULL &&
+	    config_resource(cfg, r.resource) != NULL &&
+	    config_resource(cfg, r.resource)->credential == CREDENTIAL_API_KEY) {
+		char key_page[256];
+		if ((e = str_fmt(key_page, sizeof key_page, "/me/consents/%s/key",
+		    done.consent_id)) == CS_OK) {
+			rep->status = 303;
+			rep->content_type = "text/plain; charset=utf-8";
+			e = reply_header(rep, "Location", key_page);
+		}
+		goto out;
+	}
 	if (e == CS_OK)
 		e = decided_page(req, rep, s, &r, &d, done.outcome);
 out:

@@ -22,11 +22,14 @@
 #include "metrics.h"
 #include "proxy.h"
 #include "proxy_api.h"
+#include "vault_key.h"
 
 #define PROXY_CONNECT_TIMEOUT 5L
 #define PROXY_TIMEOUT        30L
 #define PROXY_MAX_GRANT      16384
 #define PROXY_MAX_REPLY_HEADERS 6
+/* A URL (proxy.c's cap, under 64 KiB) with a percent-encoded key, its prefix and name. */
+#define PROXY_MAX_URL_KEY    (128 * 1024)
 
 /* --- counters ------------------------------------------------------------ */
 
@@ -122,22 +125,19 @@ void proxy_headers_clear(struct proxy_headers *h)
 	memset(h, 0, sizeof *h);
 }
 
-enum cs_err proxy_api_upstream_headers(const struct http_request *req, const char *token, bool body,
+/* The upstream's header lines: cred (the credential's line, moved into
+ * *out; NULL when the credential goes in the query), then the allowlisted
+ * request headers, then the body's type. */
+static enum cs_err headers_build(const struct http_request *req, struct buf *cred, bool body,
     struct proxy_headers *out)
 {
 	struct proxy_headers h;
 	struct buf line;
-	enum cs_err e;
+	enum cs_err e = CS_OK;
 
 	memset(&h, 0, sizeof h);
-	buf_init(&line, PROXY_MAX_GRANT + 64);
-	/* SECURITY: a CR or LF would smuggle another header (httpc refuses it too). */
-	if (token == NULL || strpbrk(token, "\r\n") != NULL) {
-		e = CS_EINVAL;
-		goto out;
-	}
-	if ((e = buf_printf(&line, "Authorization: Bearer %s", token)) != CS_OK ||
-	    (e = own_line(&line, &h)) != CS_OK)
+	buf_init(&line, PROXY_MAX_HEADER_VALUE + 64);
+	if (cred != NULL && (e = own_line(cred, &h)) != CS_OK)
 		goto out;
 	for (size_t i = 0; fwd_request[i] && req->header; i++) {
 		const char *v = req->header(req->hctx, fwd_request[i]);
@@ -162,21 +162,120 @@ out:
 	return e;
 }
 
+enum cs_err proxy_api_upstream_headers(const struct http_request *req, const char *token, bool body,
+    struct proxy_headers *out)
+{
+	struct buf line;
+	enum cs_err e;
+	buf_init(&line, PROXY_MAX_GRANT + 64);
+	/* SECURITY: a CR or LF would smuggle another header (httpc refuses it too). */
+	if (token == NULL || strpbrk(token, "\r\n") != NULL)
+		e = CS_EINVAL;
+	else if ((e = buf_printf(&line, "Authorization: Bearer %s", token)) == CS_OK)
+		e = headers_build(req, &line, body, out);
+	buf_wipe_clear(&line);
+	return e;
+}
+
+enum cs_err proxy_api_key_apply(const struct config_resource *res, const char *key,
+    const char *url, char **header_line, char **url_out)
+{
+	struct buf b;
+	char *name = NULL, *val = NULL;
+	const char *prefix;
+	enum cs_err e = CS_EINVAL;
+	if (res == NULL || res->credential != CREDENTIAL_API_KEY || url == NULL ||
+	    header_line == NULL || url_out == NULL || !vault_key_valid(key))
+		return CS_EINVAL;
+	prefix = res->api_key_prefix != NULL ? res->api_key_prefix : "";
+	buf_init(&b, PROXY_MAX_URL_KEY);
+	*header_line = NULL;
+	*url_out = NULL;
+	if (res->api_key_header != NULL) {
+		/* SECURITY: the key is visible ASCII (vault_key_valid): it cannot end
+		 * the line.  Exactly one of header and query (config). */
+		if ((e = buf_printf(&b, "%s: %s%s", res->api_key_header, prefix, key)) != CS_OK ||
+		    (*url_out = strdup(url)) == NULL)
+			goto out;
+		if ((*header_line = buf_steal(&b)) == NULL)
+			e = CS_ENOMEM;
+		goto out;
+	}
+	if (res->api_key_query == NULL)
+		goto out;
+	/* The key percent-encoded: '&', '#' or '=' in it stay inside its value. */
+	if ((e = buf_printf(&b, "%s%s", prefix, key)) != CS_OK ||
+	    (e = pct_encode(b.data, &val)) != CS_OK || (e = pct_encode(res->api_key_query, &name))
+	    != CS_OK)
+		goto out;
+	buf_wipe_clear(&b);
+	buf_init(&b, PROXY_MAX_URL_KEY);
+	if ((e = buf_printf(&b, "%s%c%s=%s", url, strchr(url, '?') != NULL ? '&' : '?', name,
+	    val)) != CS_OK)
+		goto out;
+	if ((*url_out = buf_steal(&b)) == NULL)
+		e = CS_ENOMEM;
+out:
+	if (e != CS_OK) {
+		free(*url_out);
+		*url_out = NULL;
+	}
+	if (val != NULL)
+		OPENSSL_cleanse(val, strlen(val));
+	free(val);
+	free(name);
+	buf_wipe_clear(&b);
+	return e;
+}
+
+/* The header lines and URL of one call with an API key (proxy_api_key_apply);
+ * *url is the caller's to wipe and free. */
+static enum cs_err key_request(const struct http_request *req, const struct proxy_plan *p,
+    struct proxy_headers *h, char **url)
+{
+	char *line = NULL;
+	struct buf cred;
+	enum cs_err e = proxy_api_key_apply(p->res, p->rel.tok.access_token, p->url, &line, url);
+	if (e != CS_OK)
+		return e;
+	buf_init(&cred, PROXY_MAX_URL_KEY);
+	if (line != NULL)
+		e = buf_puts(&cred, line);
+	if (e == CS_OK)
+		e = headers_build(req, line != NULL ? &cred : NULL, p->body != NULL, h);
+	if (line != NULL) {
+		OPENSSL_cleanse(line, strlen(line));
+		free(line);
+	}
+	buf_wipe_clear(&cred);
+	return e;
+}
+
 /* One upstream call with p's token; the header lines are wiped after. */
 static enum cs_err forward(const struct http_request *req, const struct proxy_plan *p,
     struct httpc_reply *res, struct httpc_stream **st)
 {
 	struct proxy_headers h;
+	char *key_url = NULL;
 	enum cs_err e;
 
-	if ((e = proxy_api_upstream_headers(req, p->rel.tok.access_token, p->body != NULL, &h)) != CS_OK)
+	/* An API key goes in its configured header or query parameter. */
+	if (p->res != NULL && p->res->credential == CREDENTIAL_API_KEY)
+		e = key_request(req, p, &h, &key_url);
+	else
+		e = proxy_api_upstream_headers(req, p->rel.tok.access_token, p->body != NULL, &h);
+	if (e != CS_OK)
 		return e;
 	{
-		struct httpc_request rq = { http_method_name(req->method), p->url, h.line, p->body,
-			p->body_len, PROXY_MAX_BODY, PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
+		struct httpc_request rq = { http_method_name(req->method), key_url ? key_url : p->url,
+			h.line, p->body, p->body_len, PROXY_MAX_BODY, PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
 		e = httpc_stream_open(&rq, res, st);
 	}
 	proxy_headers_clear(&h);
+	if (key_url != NULL) {
+		OPENSSL_cleanse(key_url, strlen(key_url));
+		free(key_url);
+	}
 	return e;
 }
 
@@ -352,6 +451,15 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		return reply_oauth_error(rep, 503, "temporarily_unavailable",
 		    "the provider could not be reached to refresh the token");
 	default:
+		if (p->res != NULL && p->res->credential == CREDENTIAL_API_KEY) {
+			char why[512];
+			/* Where the person must go: the consent's own key page. */
+			if (str_fmt(why, sizeof why, "no API key is stored for this consent: the person "
+			    "enters it at %s/me/consents/%s/key", cfg->public_url, gc->k.id) != CS_OK)
+				return CS_ETOOBIG;
+			count_refused(p->res, p->act, "no_api_key", 403);
+			return reply_oauth_error(rep, 403, "access_denied", why);
+		}
 		return grant_api_invalid_token(rep, "the provider connection is gone: ask for consent "
 		    "again to reconnect", challenge_of(gc));
 	}

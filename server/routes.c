@@ -29,6 +29,7 @@
 #include "pages.h"
 #include "proxy.h"
 #include "session.h"
+#include "vault_key.h"
 #include "vault_pages.h"
 #include "proxy_api.h"
 #include "token_api.h"
@@ -151,6 +152,15 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/me/consents/{id}/revoke", ROUTE_BROWSER, me_pages_revoke, {
 		[ME_REVOKE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
 		[ME_REVOKE_CONFIRM] = { "confirm", 4, yes, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
+	/* An API key (credential = api_key, vault_key.h): entered once, never
+	 * shown again; the form replaces it. */
+	{ HTTP_GET, "/me/consents/{id}/key", ROUTE_BROWSER, vault_pages_key_show, {
+		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
+	{ HTTP_POST, "/me/consents/{id}/key", ROUTE_BROWSER, vault_pages_key_store, {
+		[VAULT_PAGES_KEY_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		/* The rule (visible ASCII) is vault_key_valid's; this bounds the bytes. */
+		[VAULT_PAGES_KEY_KEY] = { "key", VAULT_KEY_MAX, NULL, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	{ HTTP_GET, "/me/consents/{id}/revoked", ROUTE_BROWSER, me_pages_revoked, {
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },

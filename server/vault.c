@@ -213,6 +213,7 @@ enum cs_err vault_new(const struct config *cfg, const struct master_key *mk, str
 		e = CS_ENOMEM;
 		goto fail;
 	}
+	v->cfg = cfg;
 	for (size_t i = 0; i < cfg->nresources; i++) {
 		const struct config_resource *r = &cfg->resources[i];
 		if (!has_provider(r))
@@ -252,6 +253,13 @@ void vault_free(struct vault *v)
 	pthread_cond_destroy(&v->cv);
 	pthread_mutex_destroy(&v->mu);
 	free(v);
+}
+
+bool vault_key_resource(const struct vault *v, const char *resource)
+{
+	const struct config_resource *r = v != NULL && resource != NULL ?
+	    config_resource(v->cfg, resource) : NULL;
+	return r != NULL && r->credential == CREDENTIAL_API_KEY;
 }
 
 struct provider *vault_provider(struct vault *v, const char *resource)
@@ -737,6 +745,7 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 	const char *outcome = "ok";
 	const struct consent *k = rq != NULL ? rq->k : NULL;
 	struct rel x = { v, c, cfg, rq, NULL };
+	bool key = false;
 
 	memset(&rec, 0, sizeof rec);
 	memset(&rl, 0, sizeof rl);
@@ -746,9 +755,10 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 	memset(out, 0, sizeof *out);
 	out->outcome = VAULT_RELEASE_GONE;
 	/* The caller validated a grant of k; the consent may still have lost its
-	 * provider connection since. */
+	 * provider connection since.  An API key has no provider (vault_key.h). */
 	if ((res = config_resource(cfg, k->resource)) == NULL ||
-	    (x.p = vault_provider(v, k->resource)) == NULL ||
+	    (!(key = res->credential == CREDENTIAL_API_KEY) &&
+	    (x.p = vault_provider(v, k->resource)) == NULL) ||
 	    !consent_is_live(k, rq->now) || k->reconnect_required)
 		return CS_OK;
 	if ((e = store_vault_record_by_consent(c, k->id, &rec)) != CS_OK) {
@@ -762,14 +772,16 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 	if ((e = kid_ok(v->mk, rec.master_kid)) != CS_OK)
 		goto out;
 	rl.outcome = VAULT_RELEASE_GONE;
-	if (!is_bearer(rec.token_type))
+	if (key ? strcmp(rec.token_type, VAULT_KEY_TOKEN_TYPE) != 0 : !is_bearer(rec.token_type))
 		goto done;
 	/* A forced refresh (the provider refused the token) treats the token as
 	 * due: a margin beyond any lifetime.  Bounded so that expiry - now never
-	 * overflows against it. */
-	rl.outcome = VAULT_RELEASED;
-	if ((e = release_fresh(&x, force ? INT64_MAX / 4 : res->refresh_margin, &rec, &outcome,
-	    &rl.outcome)) != CS_OK || rl.outcome != VAULT_RELEASED)
+	 * overflows against it.  A key has nothing to refresh it with. */
+	rl.outcome = key && force ? VAULT_RELEASE_TOO_SOON : VAULT_RELEASED;
+	if (!key && (e = release_fresh(&x, force ? INT64_MAX / 4 : res->refresh_margin, &rec,
+	    &outcome, &rl.outcome)) != CS_OK)
+		goto done;
+	if (rl.outcome != VAULT_RELEASED)
 		goto done;
 	/* SECURITY: never an access token past its expiry, whatever path led
 	 * here (a follower reading another release's refresh included). */
@@ -860,7 +872,10 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 	char detail[DETAIL_MAX];
 
 	*finished = 0;
-	if (p == NULL) {
+	if (p == NULL && vault_key_resource(v, o->resource)) {
+		/* An API key: nothing to revoke anywhere, erased at once. */
+		cannot = expired = true;
+	} else if (p == NULL) {
 		cannot = true;                /* the resource lost its provider */
 	} else if (vault_open_pair(v->mk, &(struct vault_aad){ o->record_id, o->consent_id,
 	    o->subject, o->resource }, &(struct vault_sealed){ o->access_sealed,

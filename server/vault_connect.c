@@ -21,7 +21,7 @@
 #include "vault_connect.h"
 #include "vault_priv.h"
 
-#define RECORD_ID_LEN 22                /* base64url of 16 random bytes */
+#define RECORD_ID_LEN VAULT_RECORD_ID_LEN
 #define URL_MAX 8192                    /* the authorize URL */
 #define DETAIL_MAX (4096 + 1)           /* audit.c's longest field, and its NUL */
 
@@ -80,7 +80,7 @@ static enum cs_err decide_in_tx(struct store_conn *c, const struct config *cfg,
 
 /* A fresh record id: 22 base64url characters, never containing "eyJ" (the
  * audit log refuses what looks like a JWT). */
-static enum cs_err record_id_new(char out[RECORD_ID_LEN + 1])
+enum cs_err vault_record_id_new(char out[VAULT_RECORD_ID_LEN + 1])
 {
 	unsigned char r[16];
 	char tmp[32];
@@ -764,7 +764,7 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	int64_t now = x->who->now;
 
 	memset(&rec, 0, sizeof rec);
-	if ((e = record_id_new(rid)) != CS_OK || (e = store_begin(x->c)) != CS_OK)
+	if ((e = vault_record_id_new(rid)) != CS_OK || (e = store_begin(x->c)) != CS_OK)
 		return e;
 	in_tx = true;
 	/* The previous consent's record goes to the outbox in its cascade. */

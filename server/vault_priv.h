@@ -31,6 +31,7 @@ struct refresh_wait;                    /* vault.c: a record whose last refresh 
 
 struct vault {
 	const struct master_key *mk;        /* the caller's; outlives the vault */
+	const struct config *cfg;           /* the caller's; outlives the vault */
 	struct vault_slot *slots;
 	size_t             nslots;
 	pthread_mutex_t    mu;              /* guards inflight and waits */
@@ -38,6 +39,9 @@ struct vault {
 	struct inflight   *inflight;
 	struct refresh_wait *waits;         /* backoff after transient refresh failures */
 };
+
+/* true when resource keeps an API key (credential = api_key), not OAuth tokens. */
+bool vault_key_resource(const struct vault *v, const char *resource);
 
 /* The identity a ciphertext is bound to (its additional data). */
 struct vault_aad {
@@ -68,6 +72,12 @@ enum cs_err vault_open_pair(const struct master_key *mk, const struct vault_aad 
 /* vault_open_pair for rec, a record of consent k (bound to k's identity). */
 enum cs_err vault_record_open(const struct master_key *mk, const struct store_vault_record *rec,
     const struct consent *k, char **access, char **refresh) CS_MUST_CHECK;
+
+/* A fresh record id (vault_connect.c): VAULT_RECORD_ID_LEN base64url
+ * characters of 16 random bytes, never containing "eyJ" (the audit log
+ * refuses what looks like a JWT).  CS_ECRYPTO when the RNG fails. */
+#define VAULT_RECORD_ID_LEN 22
+enum cs_err vault_record_id_new(char out[VAULT_RECORD_ID_LEN + 1]) CS_MUST_CHECK;
 
 /* Best-effort RFC 7009 revocation of tokens that must not live (more scopes
  * than asked, a failed transaction): refresh token first, then access token. */

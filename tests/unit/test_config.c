@@ -257,7 +257,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 115);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6) */
+	ck_assert_uint_eq(lines, 119);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6, [resource.NAME]: 18) */
 	free(out);
 }
 END_TEST
@@ -1232,6 +1232,58 @@ static void ck_preset_urls(const char *more, const char *authz, const char *toke
 	config_free(c);
 }
 
+/* credential = api_key (docs/providers.md "API keys"): exactly one of header
+ * and query, a quoted prefix keeps its space, no provider, base_url needed,
+ * token_release never (an explicit gateway is refused: the gateway never
+ * receives a key); the api_key_* keys only with api_key. */
+#define KEYED "[resource.k]\ncredential = api_key\nbase_url = https://api.vendor.example\n"
+START_TEST(test_config_resource_api_key)
+{
+	struct config *c = expect_ok(MINIMAL KEYED "api_key_header = X-Api-Key\n"
+	    "api_key_prefix = \"Bearer \"\n", no_env);
+	const struct config_resource *r = config_resource(c, "k");
+	ck_assert_int_eq(r->credential, CREDENTIAL_API_KEY);
+	ck_assert_str_eq(r->api_key_header, "X-Api-Key");
+	ck_assert_ptr_null(r->api_key_query);
+	ck_assert_str_eq(r->api_key_prefix, "Bearer ");
+	ck_assert_int_eq(r->token_release, RELEASE_NEVER);
+	config_free(c);
+	c = expect_ok(MINIMAL KEYED "api_key_query = key\ntoken_release = never\n", no_env);
+	r = config_resource(c, "k");
+	ck_assert_str_eq(r->api_key_query, "key");
+	ck_assert_str_eq(r->api_key_prefix, "");
+	config_free(c);
+	/* The default stays OAuth. */
+	c = expect_ok(MINIMAL "[resource.n]\n", no_env);
+	ck_assert_int_eq(config_resource(c, "n")->credential, CREDENTIAL_OAUTH);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_config_resource_api_key_refused)
+{
+	expect_error(MINIMAL KEYED "api_key_header = X-Api-Key\ntoken_release = gateway\n", NULL,
+	    "token_release: gateway is refused with credential = api_key in [resource.k]: the "
+	    "gateway never receives an API key");
+	expect_error(MINIMAL KEYED, NULL, "needs exactly one of api_key_header and api_key_query");
+	expect_error(MINIMAL KEYED "api_key_header = X-Api-Key\napi_key_query = key\n", NULL,
+	    "needs exactly one of api_key_header and api_key_query");
+	expect_error(MINIMAL "[resource.k]\ncredential = api_key\napi_key_query = key\n", NULL,
+	    "base_url: required in [resource.k] with credential = api_key");
+	expect_error(MINIMAL KEYED "api_key_query = key\npreset = github\nprovider_client_id = x\n",
+	    NULL, "credential: api_key in [resource.k] takes no provider or preset");
+	expect_error(MINIMAL KEYED "api_key_header = Cookie\n", NULL, "api_key_header: must be a header name");
+	expect_error(MINIMAL KEYED "api_key_header = Consentd-Grant\n", NULL, "api_key_header: must be");
+	expect_error(MINIMAL KEYED "api_key_header = X Key\n", NULL, "api_key_header: must be");
+	expect_error(MINIMAL KEYED "api_key_query = a&b\n", NULL, "api_key_query: must be a query");
+	expect_error(MINIMAL KEYED "api_key_query = k\napi_key_prefix = \"a\"b\"\n", NULL,
+	    "api_key_prefix: must be printable ASCII");
+	expect_error(MINIMAL KEYED "api_key_query = k\ncredential = apikey\n", NULL, "credential");
+	expect_error(MINIMAL "[resource.n]\napi_key_header = X-Api-Key\n", NULL,
+	    "api_key_header: only with credential = api_key in [resource.n]");
+}
+END_TEST
+
 START_TEST(test_config_resource_preset_endpoints)
 {
 	ck_preset_urls("preset = github\n", "https://github.com/login/oauth/authorize",
@@ -1811,6 +1863,8 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_default_duration);
 	tcase_add_test(t, test_config_resource_preset);
 	tcase_add_test(t, test_config_resource_preset_endpoints);
+	tcase_add_test(t, test_config_resource_api_key);
+	tcase_add_test(t, test_config_resource_api_key_refused);
 	tcase_add_test(t, test_config_warn_gateway_approvals);
 	tcase_add_test(t, test_config_metrics);
 	suite_add_tcase(s, t);

@@ -277,6 +277,48 @@ START_TEST(test_proxy_upstream_headers_refusals)
 }
 END_TEST
 
+/* An API key (credential = api_key): in its header with the prefix, or in
+ * the query percent-encoded after the call's own parameters; never for an
+ * OAuth resource, never a key that could split a line. */
+START_TEST(test_proxy_key_apply)
+{
+	struct config_resource r;
+	char *line = NULL, *url = NULL;
+	memset(&r, 0, sizeof r);
+	r.credential = CREDENTIAL_API_KEY;
+	r.api_key_header = "X-Api-Key";
+	r.api_key_prefix = "Token ";
+	ck_assert_int_eq(proxy_api_key_apply(&r, "sk-1", "https://api.test/items?a=1", &line, &url),
+	    CS_OK);
+	ck_assert_str_eq(line, "X-Api-Key: Token sk-1");
+	ck_assert_str_eq(url, "https://api.test/items?a=1");
+	free(line);
+	free(url);
+	r.api_key_header = NULL;
+	r.api_key_query = "key";
+	r.api_key_prefix = "";
+	ck_assert_int_eq(proxy_api_key_apply(&r, "k&x=1#f", "https://api.test/items?a=1", &line, &url),
+	    CS_OK);
+	ck_assert_ptr_null(line);
+	ck_assert_str_eq(url, "https://api.test/items?a=1&key=k%26x%3D1%23f");
+	free(url);
+	ck_assert_int_eq(proxy_api_key_apply(&r, "k", "https://api.test/items", &line, &url), CS_OK);
+	ck_assert_str_eq(url, "https://api.test/items?key=k");
+	free(url);
+	/* Refused: a key with CR, LF or a space; an OAuth resource; none of header and query. */
+	ck_assert_int_eq(proxy_api_key_apply(&r, "k\r\nX-Evil: 1", "https://a.test/", &line, &url),
+	    CS_EINVAL);
+	ck_assert_int_eq(proxy_api_key_apply(&r, "k k", "https://a.test/", &line, &url), CS_EINVAL);
+	ck_assert_int_eq(proxy_api_key_apply(&r, "", "https://a.test/", &line, &url), CS_EINVAL);
+	r.api_key_query = NULL;
+	ck_assert_int_eq(proxy_api_key_apply(&r, "k", "https://a.test/", &line, &url), CS_EINVAL);
+	ck_assert_ptr_null(url);
+	r.credential = CREDENTIAL_OAUTH;
+	r.api_key_header = "X-Api-Key";
+	ck_assert_int_eq(proxy_api_key_apply(&r, "k", "https://a.test/", &line, &url), CS_EINVAL);
+}
+END_TEST
+
 START_TEST(test_proxy_metrics_format)
 {
 	struct config *cfg = load();
@@ -395,6 +437,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_proxy_upstream_headers_refusals);
 	tcase_add_test(tc, test_proxy_metrics_format);
 	tcase_add_test(tc, test_proxy_grant_presented_places);
+	tcase_add_test(tc, test_proxy_key_apply);
 	tcase_add_test(tc, test_proxy_grant_presented_refusals);
 	suite_add_tcase(s, tc);
 	return s;
