@@ -417,6 +417,9 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		return reply_oauth_error(rep, 503, "temporarily_unavailable",
 		    "the provider could not be reached to refresh the token");
 	default:
+		/* A connection that needs the person says why and where they go (health.h). */
+		if (x->outcome == EXCHANGE_CONNECTION_GONE && x->why[0] != '\0')
+			return grant_api_invalid_token(rep, x->why, challenge_of(gc));
 		return grant_api_invalid_token(rep, "the provider connection is gone: ask for consent "
 		    "again to reconnect", challenge_of(gc));
 	}
