@@ -195,7 +195,8 @@ static enum cs_err push_one(struct push_run *run, const struct store_event_row *
 	}
 	wait = events_retry_delay(r->attempts);
 	log_msg(LOG_WARN, "%s event %s: %s; retry %lld in %lld s",
-	    r->kind != NULL ? r->kind : HEALTH_KIND_REVOKED, r->jti, why,
+	    r->kind == NULL || strcmp(r->kind, HEALTH_KIND_REVOKED) == 0 ? "revocation" :
+	    "connection-health", r->jti, why,
 	    (long long)(r->attempts + 2), (long long)wait);
 	e = store_events_retry(c, r->id, r->attempts + 1, now + wait,
 	    pe == CS_OK ? (int64_t)res.status : 0, why);
