@@ -14,6 +14,8 @@
 //   reconnect_required filter lists it with the reason;
 // - the person reconnects: a "recovered" SET arrives for the new consent, and the metrics
 //   count it ok.
+// And through consentd's proxy (token_release = never): the call that finds the connection
+// ended, and the next one, answer 401 naming the reason and <public_url>/me.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -31,8 +33,11 @@ const TTL = 4;                  // the provider's access tokens, seconds
 const MARGIN = 2;               // refresh_margin
 const MODE = 'google';
 const RES = 'xgoogle';
+const PROXY_RES = 'xgoogleproxy';   // the same provider behind consentd's proxy (token_release = never)
+const GW_AUTH = `Basic ${Buffer.from('agent-gateway:gateway-dev-secret').toString('base64')}`;
 const METRICS_TOKEN = 'health-metrics-token-5c1d2e';
-const users = { ...DEFAULT_USERS, heidi: { password: 'heidi-password', name: 'heidi', email: 'heidi@example.test', groups: [] } };
+const users = { ...DEFAULT_USERS };
+for (const n of ['heidi', 'ivan']) users[n] = { password: `${n}-password`, name: n, email: `${n}@example.test`, groups: [] };
 
 let v;
 let p;
@@ -84,16 +89,26 @@ before(async () => {
       },
       [`scope.${RES}.read`]: { description: 'Read your files', provider: 'openid.test/drive.readonly' },
       [`action.${RES}.list`]: { description: 'List files', scope: 'read', approval: 'none' },
-      'agent.porter': { name: 'Porter', description: 'Reads files', allow: `${RES}:read`, offline: 'false' },
+      [`resource.${PROXY_RES}`]: {
+        name: 'Google via proxy', preset: MODE, provider_base_url: `${p.issuer}/${MODE}`,
+        provider_client_id: `consentd-${MODE}`, provider_client_secret: secret,
+        refresh_margin: MARGIN, token_release: 'never', base_url: `${p.issuer}/${MODE}/_api`,
+        max_consent: 2592000,
+      },
+      [`scope.${PROXY_RES}.read`]: { description: 'Read your files', provider: 'openid.test/drive.readonly' },
+      [`action.${PROXY_RES}.whoami`]: { description: 'Who am I', scope: 'read', approval: 'none', route: 'GET /whoami' },
+      'agent.porter': { name: 'Porter', description: 'Reads files', allow: `${RES}:read ${PROXY_RES}:read`, offline: 'false' },
       gateway: { events_uri: `http://127.0.0.1:${rport}/events` },
       metrics: { token: METRICS_TOKEN },
       oidc: { scopes: 'openid profile email groups' },
     },
   });
-  const r = await fetch(`${p.issuer}/_devidp/register`, {
-    method: 'POST', body: JSON.stringify({ client_id: `consentd-${MODE}`, redirect_uri: `${v.url}/oauth/callback/${RES}` }),
-  });
-  assert.equal(r.status, 200);
+  for (const res of [RES, PROXY_RES]) {
+    const r = await fetch(`${p.issuer}/_devidp/register`, {
+      method: 'POST', body: JSON.stringify({ client_id: `consentd-${MODE}`, redirect_uri: `${v.url}/oauth/callback/${res}` }),
+    });
+    assert.equal(r.status, 200);
+  }
 });
 after(async () => {
   await v?.stop();
@@ -103,9 +118,9 @@ after(async () => {
 const control = (path, body) => fetch(`${p.issuer}/_devidp/${path}`, { method: 'POST', body: JSON.stringify(body) });
 
 // Ask, approve at consentd, sign in at the provider, deliver the callback, poll the grant.
-async function connect(user) {
+async function connect(user, audience = RES) {
   const jar = new OriginJar();
-  const ask = { subjectToken: await v.idToken(user), audience: RES, scope: 'read', agentId: 'porter' };
+  const ask = { subjectToken: await v.idToken(user), audience, scope: 'read', agentId: 'porter' };
   const first = await v.gw.exchange(ask);
   // Pending already when the gateway asked since the connection broke.
   assert.ok(['consent_required', 'authorization_pending'].includes(first.body?.error), JSON.stringify(first.body));
@@ -213,4 +228,22 @@ test('invalid_grant: the event (after the receiver comes back), /me, /metrics, t
   } finally {
     await rcv.stop();
   }
+});
+
+test('the proxy: the next call on a connection the provider ended answers 401 naming the reason and /me', { timeout: 60000 }, async () => {
+  const k = await connect('ivan', PROXY_RES);
+  const call = () => fetch(`${v.url}/proxy/${PROXY_RES}/whoami`, { headers: { authorization: GW_AUTH, 'consentd-grant': k.grant } });
+  const ok = await call();
+  assert.equal(ok.status, 200, await ok.text());
+  await control('revoke-user', { mode: MODE, user: 'ivan' });
+  await sleep((TTL - MARGIN) * 1000 + 300);
+  for (let i = 0; i < 2; i += 1) {           // the call that finds out, and the next one
+    const r = await call();
+    const body = await r.json();
+    assert.equal(r.status, 401, JSON.stringify(body));
+    assert.equal(body.error, 'invalid_token');
+    assert.match(body.error_description, /needs the person again: the provider refused the refresh token \(invalid_grant\)/);
+    assert.ok(body.error_description.includes(`${v.url}/me`), body.error_description);
+  }
+  assert.equal(v.sql(`SELECT reconnect_reason FROM consents WHERE id = '${k.cid}'`), 'refresh_refused');
 });
