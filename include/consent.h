@@ -38,6 +38,7 @@ struct consent {                     /* caller-owned; release with consent_clear
 	char   *revoked_by, *revoke_reason;   /* the actor and the reason; NULL until revoked */
 	char   *request_id;              /* the request whose approval made it, or NULL */
 	int64_t last_used_at;            /* the last grant issued or token released; 0 = never */
+	char   *reconnect_reason;        /* why reconnect_required (health.h's name), or NULL */
 };
 void consent_clear(struct consent *c);  /* NULL-safe */
 
@@ -97,6 +98,8 @@ struct consent_answer {              /* release with consent_answer_clear() */
 	                                    the pending request keeps the one the person sees */
 	bool    reconnect;               /* CONSENT_REQUIRED: the live consent covers the call
 	                                    but its provider connection must be made again */
+	const char *reconnect_why;       /* with reconnect: why, in the gateway's words (static,
+	                                    health.h), or NULL */
 	int64_t denied_until;            /* CONSENT_DENIED: when a new request may be made */
 };
 void consent_answer_clear(struct consent_answer *a);
@@ -211,11 +214,6 @@ bool consent_is_live(const struct consent *k, int64_t now);
  * or not; CS_ENOENT when none. */
 enum cs_err consent_current(struct store_conn *c, int64_t user_id, const char *agent,
     const char *resource, int64_t now, struct consent *out) CS_MUST_CHECK;
-/* Marks an unrevoked consent reconnect_required (flow D: its provider
- * connection was rejected), inside the caller's transaction; the token
- * exchange then answers consent_required.  CS_ENOENT when it is revoked or
- * unknown.  The caller audits. */
-enum cs_err consent_set_reconnect_required(struct store_conn *c, const char *consent_id) CS_MUST_CHECK;
 
 /* The person's consents (live ones first, then the most recent others, at most
  * max) and pending requests.  Arrays are malloc'd; free with the _free calls. */

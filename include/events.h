@@ -1,6 +1,8 @@
-/* events.h -- revocation events (docs/architecture.md flow G): every consent
- * revocation is pushed to [gateway] events_uri as a Security Event Token
- * (RFC 8417) over RFC 8935 push delivery, from an outbox that survives restarts.
+/* events.h -- revocation and connection-health events (docs/architecture.md
+ * flow G): every consent revocation, and every provider connection that needs
+ * the person again or recovers (health.h), is pushed to [gateway] events_uri as
+ * a Security Event Token (RFC 8417) over RFC 8935 push delivery, from an
+ * outbox that survives restarts.
  *
  * Enqueueing happens in the store, inside the revoking transaction: the
  * revocation cascade (store_consent_cascade) calls store_events_enqueue, so
@@ -27,6 +29,9 @@
 #define EVENTS_SET_TYP      "secevent+jwt"
 #define EVENTS_MEDIA_TYPE   "application/secevent+jwt"
 #define EVENTS_REVOKED_URI  "urn:consentd:event:consent-revoked"
+/* A provider connection needs the person again, or works again (health.h;
+ * docs/grants.md "Connection health events"). */
+#define EVENTS_HEALTH_URI   "urn:consentd:event:connection-health"
 #define EVENTS_BATCH        20      /* the most entries one pass tries */
 #define EVENTS_CLAIM_LEASE  300     /* seconds a pass holds what it claimed (store_events_claim):
                                        more than EVENTS_BATCH pushes can take (each at most
@@ -47,7 +52,11 @@ int64_t events_retry_delay(int64_t attempts);
  * "iss":r->subject_iss, "sub":r->subject} (RFC 9493), events =
  * {EVENTS_REVOKED_URI: {cid, agent_id, resource, reason}} where resource is
  * the configured resource's uri (its id when it is no longer configured) and
- * reason may be null.  No exp: a SET describes a fact, it does not expire.
+ * reason may be null -- or, for an entry of kind "reconnect_required" or
+ * "recovered" (health.h), {EVENTS_HEALTH_URI: {cid, agent_id, resource,
+ * state (the kind), reason (health.h's name), reconnect_uri (public_url/me,
+ * reconnect_required only)}}.  CS_EINVAL for a kind not known.  No exp: a SET
+ * describes a fact, it does not expire.
  * *out (new reference) written only on CS_OK. */
 enum cs_err events_set_claims(const struct config *cfg, const struct store_event_row *r,
     int64_t now, json_t **out) CS_MUST_CHECK;
@@ -82,7 +91,7 @@ enum cs_err events_list(struct store_conn *c, const char *consent_id,
     struct store_event_row **out, size_t *n) CS_MUST_CHECK;
 /* "delivered", "retrying" (failed at least once) or "pending" (not tried yet). */
 const char *events_state_name(const struct store_event_row *r);
-/* One entry as a JSON object for the admin API: id, jti, consent_id,
+/* One entry as a JSON object for the admin API: id, jti, kind, consent_id,
  * subject_iss, subject, agent, resource, reason, created_at, state, attempts,
  * next_attempt_at (null once delivered), delivered_at (null until then),
  * last_status (null when none), last_error.  NULL when out of memory. */

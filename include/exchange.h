@@ -51,14 +51,16 @@ struct exchange_release {         /* release with exchange_release_clear() (wipe
 	struct vault_release tok;          /* EXCHANGE_RELEASED */
 	json_t *params;                    /* the parameters approved (flow D: parsed details) */
 	char    digest[APPROVAL_DIGEST_LEN + 1];   /* their digest; "" without approval */
-	char    why[160];                  /* EXCHANGE_BAD_DETAILS */
+	char    why[EXCHANGE_DESCRIPTION_MAX]; /* EXCHANGE_BAD_DETAILS; EXCHANGE_CONNECTION_GONE
+	                                    * of a consent that needs the person (health.h) */
 	bool    at_release;                /* set once the vault's release was called: an error
 	                                    * (CS_ECRYPTO: the record does not open) came from it */
 };
 void exchange_release_clear(struct exchange_release *r);
 /* The error_description /token answers r->outcome with (flow D; the proxy
  * words its own for its 401 and 403 answers).  Fixed words, or r->why for
- * EXCHANGE_BAD_DETAILS; "" for EXCHANGE_RELEASED and EXCHANGE_APPROVAL (the
+ * EXCHANGE_BAD_DETAILS and for EXCHANGE_CONNECTION_GONE when it is set (the
+ * reason the connection needs the person, and where they go); "" for EXCHANGE_RELEASED and EXCHANGE_APPROVAL (the
  * approval answer has its own). */
 const char *exchange_outcome_description(const struct exchange_release *r);
 

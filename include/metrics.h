@@ -95,6 +95,7 @@ enum metric_id {
 	M_CACHE_LOOKUPS,        /* consentd_cache_lookups_total */
 	M_AUDIT_HEAD_LAG,       /* consentd_audit_head_lag_entries (a collector) */
 	M_GATEWAY_AUTH_REFUSED, /* consentd_gateway_auth_refused_total{reason} */
+	M_CONNECTIONS,          /* consentd_connections{health} (a collector) */
 	M__MAX
 };
 extern struct metric_family *metric[M__MAX];

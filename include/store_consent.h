@@ -26,6 +26,8 @@ struct store_consent_row {       /* caller-owned; release with store_consent_row
 	char   *revoked_by, *revoke_reason, *request_id;
 	int     reconnect_required;  /* migration 0005; ignored on insert (starts 0) */
 	int64_t last_used_at;        /* migration 0013; ignored on insert (starts 0) */
+	char   *reconnect_reason;    /* migration 0019: health.h's reason name; may be NULL;
+	                              * ignored on insert */
 };
 void store_consent_row_clear(struct store_consent_row *r);               /* NULL-safe */
 void store_consent_rows_free(struct store_consent_row *v, size_t n);     /* NULL-safe */
@@ -69,10 +71,16 @@ enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int6
  * pending and approved-unused approvals (0006) and queues one revocation
  * event for the gateway (store_events_enqueue, 0009). */
 enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t now) CS_MUST_CHECK;
-/* Marks an unrevoked consent reconnect_required; *changed 1 when it was
- * unrevoked (already marked counts), 0 when revoked or unknown. */
+/* Marks an unrevoked consent reconnect_required with reason (health.h's
+ * name, may be NULL); *changed 1 when it was unrevoked and not marked yet,
+ * 0 when revoked, unknown or marked already (its first reason stays). */
 enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id,
-    int *changed) CS_MUST_CHECK;
+    const char *reason, int *changed) CS_MUST_CHECK;
+/* Connections by health at now (health.h): *ok the live consents holding a
+ * vault record and not marked, *broken the live consents marked
+ * reconnect_required. */
+enum cs_err store_consent_count_health(struct store_conn *c, int64_t now, int64_t *ok,
+    int64_t *broken) CS_MUST_CHECK;
 /* Records a use of the consent (a grant issued, a token released) at now:
  * last_used_at = now unless it is later already.  An unknown id changes
  * nothing.  Inside the caller's transaction. */

@@ -22,6 +22,8 @@ struct store_event_row {         /* caller-owned; release with store_event_row_c
 	char   *reason;              /* may be NULL */
 	int64_t created_at, attempts, next_attempt_at, delivered_at, last_status;
 	char   *last_error;          /* may be NULL */
+	char   *kind;                /* migration 0019: "revoked", "reconnect_required" or
+	                              * "recovered" (health.h's HEALTH_KIND_*) */
 };
 void store_event_row_clear(struct store_event_row *r);                 /* NULL-safe */
 void store_event_rows_free(struct store_event_row *v, size_t n);       /* NULL-safe */
@@ -33,6 +35,13 @@ void store_event_rows_free(struct store_event_row *v, size_t n);       /* NULL-s
  * consent is unknown. */
 enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id,
     int64_t now) CS_MUST_CHECK;
+/* Adds an event of another kind (health.h: "reconnect_required",
+ * "recovered") about consent_id, due at now, with reason (may be NULL) in
+ * place of the consent's revoke_reason; the person, agent and resource from
+ * the consent row.  In the caller's transaction.  CS_ENOENT when the
+ * consent is unknown. */
+enum cs_err store_events_enqueue_kind(struct store_conn *c, const char *consent_id,
+    const char *kind, const char *reason, int64_t now) CS_MUST_CHECK;
 
 /* Claims the undelivered entries due at now, the longest waiting first, at
  * most max, for one delivery run: their next attempt moves to now + lease, so

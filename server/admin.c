@@ -213,7 +213,7 @@ static enum cs_err consent_json(struct store_conn *c, const json_t *row, json_t 
 	json_t *o;
 	if (id == NULL)
 		return CS_EDB;
-	o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:b}",
+	o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:b}",
 	    "id", id,
 	    "user", copy_or_null(row, "subject"),
 	    "issuer", copy_or_null(row, "issuer"),
@@ -223,6 +223,8 @@ static enum cs_err consent_json(struct store_conn *c, const json_t *row, json_t 
 	    "declined_scopes", split_scopes(str_of(row, "declined")),
 	    "offline", int_of(row, "offline") != 0,
 	    "state", copy_or_null(row, "state"),
+	    /* reconnect_required only: why (health.h's name). */
+	    "reconnect_reason", copy_or_null(row, "reconnect_reason"),
 	    "created_at", (json_int_t)int_of(row, "created_at"),
 	    "expires_at", (json_int_t)int_of(row, "expires_at"),
 	    "revoked_at", (json_int_t)int_of(row, "revoked_at"),

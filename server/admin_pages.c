@@ -17,6 +17,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "form.h"
+#include "health.h"
 #include "login.h"
 #include "page_reply.h"
 
@@ -372,7 +373,7 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 	    buf_printf(&label, "Revoke %s on %s for %s", agent_name,
 	    cr ? cr->name : resource, str_of(k, "user")) == CS_OK)
 		o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:s,"
-		    " s:s?, s:s, s:s, s:b, s:b, s:s}",
+		    " s:s?, s:s, s:s, s:b, s:b, s:s, s:s?}",
 		    "id", str_of(k, "id"), "id_short", id_short,
 		    "subject_short", short_value(str_of(k, "user")),
 		    "subject", str_of(k, "user"), "issuer", str_of(k, "issuer"),
@@ -383,7 +384,10 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 		    "revoked", int_of(k, "revoked_at") ? revoked : NULL,
 		    "revoked_by", str_of(k, "revoked_by"), "revoke_reason", str_of(k, "revoke_reason"),
 		    "offline", json_is_true(json_object_get(k, "offline")),
-		    "can_revoke", int_of(k, "revoked_at") == 0, "revoke_label", label.data);
+		    "can_revoke", int_of(k, "revoked_at") == 0, "revoke_label", label.data,
+		    /* A broken connection says why, in the person's words (health.h). */
+		    "reconnect_why", str_of(k, "reconnect_reason") != NULL ?
+		    health_reason_person(health_reason_parse(str_of(k, "reconnect_reason"))) : NULL);
 	buf_clear(&label);
 	free(id_short);
 	free(granted);

@@ -13,6 +13,7 @@
 #include "b64.h"
 #include "buf.h"
 #include "consent_priv.h"
+#include "health.h"
 #include "store_user.h"
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
@@ -96,7 +97,9 @@ enum cs_err consent_answer_description(const struct consent_answer *a, char *out
 	case CONSENT_REQUIRED:
 		if (a->reconnect)
 			return str_fmt(out, outlen, "the consent's provider connection must be made "
-			    "again: send the person to consent_uri, then poll every %lld s", iv);
+			    "again%s%s%s: send the person to consent_uri, then poll every %lld s",
+			    a->reconnect_why ? " (" : "", a->reconnect_why ? a->reconnect_why : "",
+			    a->reconnect_why ? ")" : "", iv);
 		if (a->merged)
 			return str_fmt(out, outlen, "the request was updated: the pending request now "
 			    "also asks for the new scopes; the person decides on it at consent_uri (poll "
@@ -189,7 +192,9 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	k.expires_at = r->expires_at;
 	k.revoked_at = r->revoked_at;
 	k.reconnect_required = r->reconnect_required != 0;
+	k.reconnect_reason = r->reconnect_reason;
 	r->block = NULL;
+	r->reconnect_reason = NULL;
 	r->id = r->subject = r->agent = r->resource = r->granted = r->declined = NULL;
 	r->revoked_by = r->revoke_reason = r->request_id = NULL;
 	*out = k;
@@ -744,6 +749,8 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 	}
 	if (!covers) {
 		a.reconnect = live != NULL && k.reconnect_required;
+		a.reconnect_why = a.reconnect ?
+		    health_reason_gateway(health_reason_parse(k.reconnect_reason)) : NULL;
 		if ((e = exchange_ask(c, cfg, ask, user_id, live, &a)) != CS_OK)
 			goto out;
 	}
@@ -813,17 +820,6 @@ enum cs_err consent_current(struct store_conn *c, int64_t user_id, const char *a
 out:
 	store_consent_row_clear(&r);
 	return e;
-}
-
-enum cs_err consent_set_reconnect_required(struct store_conn *c, const char *consent_id)
-{
-	enum cs_err e;
-	int changed = 0;
-	if (c == NULL || consent_id == NULL)
-		return CS_EINVAL;
-	if ((e = store_consent_set_reconnect(c, consent_id, &changed)) != CS_OK)
-		return e;
-	return changed ? CS_OK : CS_ENOENT;
 }
 
 enum cs_err consent_list_for_user(struct store_conn *c, int64_t user_id, int64_t now, size_t max,

@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "events.h"
+#include "health.h"
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -26,27 +27,62 @@ int64_t events_retry_delay(int64_t attempts)
 	return d < EVENTS_RETRY_MAX ? d : EVENTS_RETRY_MAX;
 }
 
+/* The event of a connection-health entry (health.h): what changed, why, and
+ * where the person goes while it needs them. */
+static json_t *health_event(const struct config *cfg, const struct store_event_row *r,
+    const char *resource)
+{
+	bool broken = strcmp(r->kind, HEALTH_KIND_BROKEN) == 0;
+	json_t *ev = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "cid", r->consent_id,
+	    "agent_id", r->agent, "resource", resource, "state", r->kind, "reason", r->reason);
+	struct buf uri;
+	if (ev == NULL || !broken)
+		return ev;
+	buf_init(&uri, 4096);
+	if (buf_printf(&uri, "%s/me", cfg->public_url) != CS_OK ||
+	    json_object_set_new(ev, "reconnect_uri", json_string(uri.data)) != 0) {
+		json_decref(ev);
+		ev = NULL;
+	}
+	buf_clear(&uri);
+	return ev;
+}
+
 enum cs_err events_set_claims(const struct config *cfg, const struct store_event_row *r,
     int64_t now, json_t **out)
 {
 	const struct config_resource *res;
-	const char *resource;
-	json_t *claims;
+	const char *resource, *type = EVENTS_REVOKED_URI;
+	json_t *claims, *ev;
+	bool revoked;
 
 	if (cfg == NULL || r == NULL || out == NULL || cfg->public_url == NULL ||
 	    cfg->gateway_id == NULL)
 		return CS_EINVAL;
+	revoked = r->kind == NULL || strcmp(r->kind, HEALTH_KIND_REVOKED) == 0;
+	/* An outbox kind this build does not know is never pushed as another. */
+	if (!revoked && strcmp(r->kind, HEALTH_KIND_BROKEN) != 0 &&
+	    strcmp(r->kind, HEALTH_KIND_RECOVERED) != 0)
+		return CS_EINVAL;
 	/* The gateway knows resources by uri, as in grants (grant.c's "resource"). */
 	res = config_resource(cfg, r->resource);
 	resource = res != NULL && res->uri != NULL ? res->uri : r->resource;
+	if (revoked) {
+		ev = json_pack("{s:s, s:s, s:s, s:s?}", "cid", r->consent_id, "agent_id", r->agent,
+		    "resource", resource, "reason", r->reason);
+	} else {
+		type = EVENTS_HEALTH_URI;
+		ev = health_event(cfg, r, resource);
+	}
+	if (ev == NULL)
+		return CS_ENOMEM;
 	/* SECURITY: no exp -- RFC 8417 §2.2: a SET states a fact; and nothing
 	 * taken from the receiver goes in. */
-	claims = json_pack("{s:s, s:s, s:I, s:I, s:s, s:{s:s, s:s, s:s}, s:{s:{s:s, s:s, s:s, s:s?}}}",
+	claims = json_pack("{s:s, s:s, s:I, s:I, s:s, s:{s:s, s:s, s:s}, s:{s:o}}",
 	    "iss", cfg->public_url, "aud", cfg->gateway_id,
 	    "iat", (json_int_t)now, "toe", (json_int_t)r->created_at, "jti", r->jti,
 	    "sub_id", "format", "iss_sub", "iss", r->subject_iss, "sub", r->subject,
-	    "events", EVENTS_REVOKED_URI, "cid", r->consent_id, "agent_id", r->agent,
-	    "resource", resource, "reason", r->reason);
+	    "events", type, ev);
 	if (claims == NULL)
 		return CS_ENOMEM;
 	*out = claims;
@@ -158,7 +194,9 @@ static enum cs_err push_one(struct push_run *run, const struct store_event_row *
 		events_receiver_status(res.status, res.body.data, res.body.len, why, sizeof why);
 	}
 	wait = events_retry_delay(r->attempts);
-	log_msg(LOG_WARN, "revocation event %s: %s; retry %lld in %lld s", r->jti, why,
+	log_msg(LOG_WARN, "%s event %s: %s; retry %lld in %lld s",
+	    r->kind == NULL || strcmp(r->kind, HEALTH_KIND_REVOKED) == 0 ? "revocation" :
+	    "connection-health", r->jti, why,
 	    (long long)(r->attempts + 2), (long long)wait);
 	e = store_events_retry(c, r->id, r->attempts + 1, now + wait,
 	    pe == CS_OK ? (int64_t)res.status : 0, why);
@@ -239,8 +277,9 @@ json_t *events_row_json(const struct store_event_row *r)
 {
 	if (r == NULL)
 		return NULL;
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:I, s:s, s:I, s:o, s:o, s:o, s:s?}",
-	    "id", (json_int_t)r->id, "jti", r->jti, "consent_id", r->consent_id,
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s?, s:I, s:s, s:I, s:o, s:o, s:o, s:s?}",
+	    "id", (json_int_t)r->id, "jti", r->jti,
+	    "kind", r->kind != NULL ? r->kind : HEALTH_KIND_REVOKED, "consent_id", r->consent_id,
 	    "subject_iss", r->subject_iss, "subject", r->subject, "agent", r->agent,
 	    "resource", r->resource, "reason", r->reason, "created_at", (json_int_t)r->created_at,
 	    "state", events_state_name(r), "attempts", (json_int_t)r->attempts,

@@ -7,6 +7,7 @@
 #include "audit.h"
 #include "buf.h"
 #include "exchange.h"
+#include "health.h"
 #include "jcs.h"
 #include "scope.h"
 
@@ -37,7 +38,8 @@ const char *exchange_outcome_description(const struct exchange_release *r)
 	case EXCHANGE_APPROVAL_USED:
 		return "this approval was already used or is no longer valid";
 	case EXCHANGE_CONNECTION_GONE:
-		return "the provider connection is gone; ask for consent again to reconnect";
+		return r->why[0] != '\0' ? r->why :
+		    "the provider connection is gone; ask for consent again to reconnect";
 	case EXCHANGE_PROVIDER_DOWN:
 		return "the provider could not be reached to refresh the token";
 	case EXCHANGE_SCOPE_ESCALATION:
@@ -138,6 +140,11 @@ enum cs_err exchange_release(struct store_conn *c, const struct config *cfg,
 	    vault_release(rq->vault, c, cfg, &vr, &out->tok);
 	if (e == CS_OK)
 		out->outcome = from_vault(out->tok.outcome);
+	/* Why, when the connection needs the person (issue #33 item 4). */
+	if (e == CS_OK && out->outcome == EXCHANGE_CONNECTION_GONE &&
+	    (e = health_describe_consent(c, cfg->public_url, rq->k->id, out->why,
+	    sizeof out->why)) == CS_ENOENT)
+		e = CS_OK;
 	return e;
 }
 

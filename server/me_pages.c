@@ -12,6 +12,7 @@
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
+#include "health.h"
 #include "page_reply.h"
 #include "me_pages.h"
 #include "pages.h"
@@ -111,13 +112,16 @@ static const char *ended_how(const struct consent *k, const char **why)
 static json_t *active_item(struct app *app, struct store_conn *c, const struct consent *k)
 {
 	const struct config *cfg = app->cfg;
-	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:o, s:o, s:o?}",
+	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:s?, s:o, s:o, s:o?}",
 	    "id", k->id, "agent", pages_agent_name(cfg, k->agent),
 	    "resource", pages_resource_name(cfg, k->resource),
 	    "scopes", scope_items(cfg, k->resource, &k->granted),
 	    "declined", scope_items(cfg, k->resource, &k->declined), "has_declined", k->declined.n > 0,
 	    "offline", k->offline, "connected", vault_has_record(c, k->id) && !k->reconnect_required,
-	    "reconnect", k->reconnect_required, "created", pages_time_value(k->created_at),
+	    "reconnect", k->reconnect_required,
+	    "reconnect_why", k->reconnect_required ?
+	    health_reason_person(health_reason_parse(k->reconnect_reason)) : NULL,
+	    "created", pages_time_value(k->created_at),
 	    "expires", pages_time_value(k->expires_at),
 	    "last_used", k->last_used_at > 0 ? pages_time_value(k->last_used_at) : NULL);
 }

@@ -386,6 +386,7 @@ static const char *const l_resource_outcome[] = { "resource", "outcome", NULL };
 static const char *const l_what[] = { "what", NULL };
 static const char *const l_cache_outcome[] = { "cache", "outcome", NULL };
 static const char *const l_reason[] = { "reason", NULL };
+static const char *const l_health[] = { "health", NULL };
 static const double b_http[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
 static const double b_commit[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 	0.5, 1, 5 };
@@ -457,6 +458,10 @@ static const struct {
 	    "authentications at /token, /introspect, /revoke, /proxy and /metrics, by reason "
 	    "(missing, method_not_enabled, malformed, basic, assertion, replay); each one, whether "
 	    "or not an audit entry summarised it.", METRIC_COUNTER, l_reason, NULL, 0 },
+	[M_CONNECTIONS] = { "consentd_connections", "Provider connections of live consents, by "
+	    "health (ok: tokens in the vault that work; reconnect_required: the provider ended "
+	    "the connection and the person must connect again), counted at each scrape.",
+	    METRIC_GAUGE, l_health, NULL, 0 },
 };
 
 /* The series for values, at zero: a scrape shows it before anything is counted. */

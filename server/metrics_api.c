@@ -12,6 +12,7 @@
 #include "audit_head.h"
 #include "buf.h"
 #include "events.h"
+#include "health.h"
 #include "metrics.h"
 #include "metrics_api.h"
 #include "proxy_api.h"
@@ -81,6 +82,18 @@ static void collect_consents(void *arg)
 	}
 }
 
+static void collect_connections(void *arg)
+{
+	struct app *app = arg;
+	int64_t ok, broken;
+	struct store_conn *c = store_conn(app->store);
+	if (c == NULL || health_count(c, app_now(), &ok, &broken) != CS_OK)
+		return;                         /* the last values stay */
+	metrics_set(metric[M_CONNECTIONS], (const char *const[]){ "ok" }, (double)ok);
+	metrics_set(metric[M_CONNECTIONS], (const char *const[]){ "reconnect_required" },
+	    (double)broken);
+}
+
 static void collect_events(void *arg)
 {
 	struct app *app = arg;
@@ -108,6 +121,7 @@ enum cs_err metrics_api_init(struct app *app)
 	    (e = audit_head_metrics(NULL)) != CS_OK ||
 	    (e = metrics_collector(collect_consents, app)) != CS_OK ||
 	    (e = metrics_collector(collect_events, app)) != CS_OK ||
+	    (e = metrics_collector(collect_connections, app)) != CS_OK ||
 	    (e = metrics_collector(collect_audit_lag, app)) != CS_OK)
 		return e;
 	return CS_OK;

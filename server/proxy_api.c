@@ -451,6 +451,9 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		return reply_oauth_error(rep, 503, "temporarily_unavailable",
 		    "the provider could not be reached to refresh the token");
 	default:
+		/* A connection that needs the person says why and where they go (health.h). */
+		if (x->outcome == EXCHANGE_CONNECTION_GONE && x->why[0] != '\0')
+			return grant_api_invalid_token(rep, x->why, challenge_of(gc));
 		if (p->res != NULL && p->res->credential == CREDENTIAL_API_KEY) {
 			char why[512];
 			/* Where the person must go: the consent's own key page. */

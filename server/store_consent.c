@@ -16,7 +16,8 @@
 #define CONSENT_COLS \
 	"k.id, k.user_id, u.subject, k.agent, k.resource, k.granted, k.declined, k.offline, " \
 	"k.created_at, k.expires_at, k.revoked_at, k.revoked_by, k.revoke_reason, k.request_id, " \
-	"k.reconnect_required, k.last_used_at FROM consents k JOIN users u ON u.id = k.user_id "
+	"k.reconnect_required, k.last_used_at, k.reconnect_reason " \
+	"FROM consents k JOIN users u ON u.id = k.user_id "
 #define CREQ_COLS \
 	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
 	"r.status, r.created_at, r.expires_at, r.decided_at, r.last_poll_at, r.interval, " \
@@ -43,8 +44,17 @@ static const char SQL_GRANTS_REVOKE[] =
     "UPDATE grants SET revoked_at = ?2 WHERE consent_id = ?1 AND revoked_at = 0";
 static const char SQL_REFRESH_REVOKE[] =
     "UPDATE refresh_tokens SET revoked_at = ?2 WHERE consent_id = ?1 AND revoked_at = 0";
+/* Once: a consent marked already keeps its first reason (migration 0020). */
 static const char SQL_CONSENT_RECONNECT[] =
-    "UPDATE consents SET reconnect_required = 1 WHERE id = ?1 AND revoked_at = 0";
+    "UPDATE consents SET reconnect_required = 1, reconnect_reason = ?2 "
+    "WHERE id = ?1 AND revoked_at = 0 AND reconnect_required = 0";
+/* Connections by health (health.h): live consents holding a vault record and
+ * not marked, and live consents marked reconnect_required. */
+static const char SQL_CONSENT_COUNT_HEALTH[] =
+    "SELECT coalesce(sum(CASE WHEN k.reconnect_required = 0 AND EXISTS (SELECT 1 FROM "
+    "vault_records r WHERE r.consent_id = k.id) THEN 1 ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN k.reconnect_required != 0 THEN 1 ELSE 0 END), 0) "
+    "FROM consents k WHERE k.revoked_at = 0 AND k.expires_at > ?1";
 /* Migration 0013: a use moves last_used_at forward only (two workers' uses
  * in one second write it once). */
 static const char SQL_CONSENT_TOUCH[] =
@@ -160,7 +170,8 @@ static enum cs_err read_consent(struct store_stmt *st, struct store_consent_row 
 	    { 6, &r->declined, true },
 	    { 11, &r->revoked_by, false },
 	    { 12, &r->revoke_reason, false },
-	    { 13, &r->request_id, false }))) != CS_OK)
+	    { 13, &r->request_id, false },
+	    { 16, &r->reconnect_reason, false }))) != CS_OK)
 		goto fail;
 	r->user_id = store_col_int64(st, 1);
 	r->offline = store_col_int(st, 7) != 0;
@@ -299,16 +310,35 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 	return store_events_enqueue(c, id, now);
 }
 
-enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id, int *changed)
+enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id,
+    const char *reason, int *changed)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CONSENT_RECONNECT, STORE_VALS(SV_TEXT(id)), &e);
+	struct store_stmt *st = store_query(c, SQL_CONSENT_RECONNECT, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(reason)), &e);
 	if (st == NULL)
 		return e;
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;
 	*changed = store_changes(c) > 0;
 	return CS_OK;
+}
+
+enum cs_err store_consent_count_health(struct store_conn *c, int64_t now, int64_t *ok,
+    int64_t *broken)
+{
+	enum cs_err e;
+	struct store_stmt *st = store_query(c, SQL_CONSENT_COUNT_HEALTH, STORE_VALS(SV_INT(now)), &e);
+	if (st == NULL)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK) {
+		*ok = store_col_int64(st, 0);
+		*broken = store_col_int64(st, 1);
+	}
+	if (e == CS_ENOENT)
+		e = CS_EDB;                   /* an aggregate always answers one row */
+	store_stmt_done(st);
+	return e;
 }
 
 enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t now)

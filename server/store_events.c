@@ -11,7 +11,7 @@
 
 #define EVENT_COLS_ONLY \
 	"id, jti, consent_id, subject_iss, subject, agent, resource, reason, created_at, " \
-	"attempts, next_attempt_at, delivered_at, last_status, last_error "
+	"attempts, next_attempt_at, delivered_at, last_status, last_error, kind "
 #define EVENT_COLS EVENT_COLS_ONLY "FROM events_outbox "
 
 /* SECURITY: the person, agent, resource and reason come from the consent row
@@ -20,6 +20,13 @@ static const char SQL_EVENTS_ENQUEUE[] =
     "INSERT INTO events_outbox (jti, consent_id, subject_iss, subject, agent, resource, "
     "reason, created_at, next_attempt_at) "
     "SELECT ?2, k.id, u.issuer, u.subject, k.agent, k.resource, k.revoke_reason, ?3, ?3 "
+    "FROM consents k JOIN users u ON u.id = k.user_id WHERE k.id = ?1";
+/* A connection-health event (health.h, migration 0020): its kind and reason
+ * are consentd's own words, the rest from the consent row as above. */
+static const char SQL_EVENTS_ENQUEUE_KIND[] =
+    "INSERT INTO events_outbox (jti, consent_id, subject_iss, subject, agent, resource, "
+    "reason, created_at, next_attempt_at, kind) "
+    "SELECT ?2, k.id, u.issuer, u.subject, k.agent, k.resource, ?4, ?3, ?3, ?5 "
     "FROM consents k JOIN users u ON u.id = k.user_id WHERE k.id = ?1";
 /* A claim: the due entries' next attempt moves past the lease, so no other
  * node (nor this one) takes them meanwhile; a node that dies mid-delivery
@@ -81,7 +88,8 @@ static enum cs_err read_event(struct store_stmt *st, struct store_event_row *r)
 	    { 5, &r->agent, true },
 	    { 6, &r->resource, true },
 	    { 7, &r->reason, false },
-	    { 13, &r->last_error, false }))) != CS_OK)
+	    { 13, &r->last_error, false },
+	    { 14, &r->kind, true }))) != CS_OK)
 		goto fail;
 	r->id = store_col_int64(st, 0);
 	r->created_at = store_col_int64(st, 8);
@@ -147,6 +155,24 @@ enum cs_err store_events_enqueue(struct store_conn *c, const char *consent_id, i
 		return e;
 	if ((st = store_query(c, SQL_EVENTS_ENQUEUE, STORE_VALS(SV_TEXT(consent_id),
 	    SV_TEXT(jti), SV_INT(now)), &e)) == NULL)
+		return e;
+	if ((e = store_exec(c, st)) != CS_OK)
+		return e;
+	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+}
+
+enum cs_err store_events_enqueue_kind(struct store_conn *c, const char *consent_id,
+    const char *kind, const char *reason, int64_t now)
+{
+	enum cs_err e;
+	char jti[STORE_EVENTS_JTI_LEN + 1];
+	struct store_stmt *st;
+	if (c == NULL || consent_id == NULL || kind == NULL)
+		return CS_EINVAL;
+	if ((e = random_jti(jti)) != CS_OK)
+		return e;
+	if ((st = store_query(c, SQL_EVENTS_ENQUEUE_KIND, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(jti), SV_INT(now), SV_TEXT(reason), SV_TEXT(kind)), &e)) == NULL)
 		return e;
 	if ((e = store_exec(c, st)) != CS_OK)
 		return e;

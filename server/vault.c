@@ -11,6 +11,7 @@
 #include "approval.h"
 #include "audit.h"
 #include "buf.h"
+#include "health.h"
 #include "metrics.h"
 #include "scope.h"
 #include "store_consent.h"
@@ -351,15 +352,16 @@ static enum cs_err rel_audit(const struct rel *x, const struct audit_entry *what
 	return audit_append(x->c, &a);
 }
 
-/* Marks the consent reconnect_required with its audit entry, in one
- * transaction.  CS_OK: the caller answers VAULT_RELEASE_GONE. */
-static enum cs_err mark_reconnect(const struct rel *x, const char *why)
+/* Marks the consent reconnect_required for reason r with its health event
+ * and its audit entry, in one transaction.  CS_OK: the caller answers
+ * VAULT_RELEASE_GONE. */
+static enum cs_err mark_reconnect(const struct rel *x, enum health_reason r, const char *why)
 {
 	enum cs_err e;
 	const char *kid = x->rq->k->id;
 	if ((e = store_begin(x->c)) != CS_OK)
 		return e;
-	e = consent_set_reconnect_required(x->c, kid);
+	e = health_mark_broken(x->c, kid, r, x->rq->now);
 	if (e == CS_OK || e == CS_ENOENT)
 		e = rel_audit(x, &(struct audit_entry){ .action = "vault.reconnect_required",
 		    .consent_id = kid, .outcome = "reconnect_required", .detail = why });
@@ -459,7 +461,7 @@ static enum cs_err do_refresh(const struct rel *x, struct store_vault_record *re
 	if (e == CS_EPERM) {
 		/* invalid_grant: the provider ended this authorization (perhaps by
 		 * revoking another consent's tokens for the same user and client). */
-		if ((e = mark_reconnect(x, "refresh refused (invalid_grant)")) == CS_OK)
+		if ((e = mark_reconnect(x, HEALTH_REFRESH_REFUSED, "refresh refused (invalid_grant)")) == CS_OK)
 			e = CS_EPERM;
 		goto out;
 	} else if (e != CS_OK) {
@@ -476,7 +478,7 @@ static enum cs_err do_refresh(const struct rel *x, struct store_vault_record *re
 		/* SECURITY: invariant 8 holds on refresh too: a token with more
 		 * scopes than the record's is revoked, never stored. */
 		vault_revoke_now(x->p, &t);
-		if ((e = mark_reconnect(x, "refresh answered with more scopes")) == CS_OK)
+		if ((e = mark_reconnect(x, HEALTH_MORE_SCOPES, "refresh answered with more scopes")) == CS_OK)
 			e = CS_EPERM;
 		goto out;
 	}
@@ -716,7 +718,7 @@ static enum cs_err release_fresh(const struct rel *x, int64_t margin,
 		if (rec->access_expires_at > now)
 			return CS_OK;
 		/* Expired, and nothing to refresh it with: only a new connection helps. */
-		if ((e = mark_reconnect(x, "access token expired; no refresh token")) == CS_OK)
+		if ((e = mark_reconnect(x, HEALTH_EXPIRED, "access token expired; no refresh token")) == CS_OK)
 			*oc = VAULT_RELEASE_GONE;
 		return e;
 	}

@@ -17,6 +17,7 @@
 #include "form.h"
 #include "session.h"
 #include "store_consent.h"
+#include "health.h"
 #include "metrics.h"
 #include "vault_connect.h"
 #include "vault_priv.h"
@@ -748,6 +749,26 @@ out:
 	return e;
 }
 
+/* Whether the unrevoked consent of r's (person, agent, resource) needs the
+ * person again (*broken), and why; read in the caller's transaction. */
+static enum cs_err broken_before(const struct cx *x, const struct consent_request *r,
+    bool *broken, enum health_reason *why)
+{
+	struct consent live;
+	enum cs_err e;
+	memset(&live, 0, sizeof live);
+	*broken = false;
+	e = consent_current(x->c, x->who->user_id, r->agent, r->resource, x->who->now, &live);
+	if (e == CS_ENOENT)
+		return CS_OK;
+	if (e == CS_OK && live.reconnect_required) {
+		*broken = true;
+		*why = health_reason_parse(live.reconnect_reason);
+	}
+	consent_clear(&live);
+	return e;
+}
+
 /* The consent d makes goes live with w's tokens sealed in its record, in one
  * transaction (outcome o is audited with it).  consent_decide_tx's refusals
  * come back as they are: CS_ESTALE, CS_EINVAL, CS_EPERM. */
@@ -762,11 +783,17 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	struct store_vault_record rec;
 	const struct consent_request *r = &w->r;
 	int64_t now = x->who->now;
+	bool was_broken = false;
+	enum health_reason why = HEALTH_UNKNOWN;
 
 	memset(&rec, 0, sizeof rec);
 	if ((e = vault_record_id_new(rid)) != CS_OK || (e = store_begin(x->c)) != CS_OK)
 		return e;
 	in_tx = true;
+	/* The consent this one replaces: when its connection needed the person,
+	 * the gateway hears that it works again (issue #33 item 4). */
+	if ((e = broken_before(x, r, &was_broken, &why)) != CS_OK)
+		goto out;
 	/* The previous consent's record goes to the outbox in its cascade. */
 	if ((e = decide_in_tx(x->c, x->cfg, r->id, &(struct consent_actor){
 	    .user_id = x->who->user_id, .actor = x->who->actor, .now = now }, d, &nid)) != CS_OK ||
@@ -790,7 +817,8 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	rec.master_kid = (char *)x->v->mk->kid;
 	rec.created_at = now;
 	rec.updated_at = now;
-	if ((e = store_vault_record_insert(x->c, &rec)) != CS_OK)
+	if ((e = store_vault_record_insert(x->c, &rec)) != CS_OK ||
+	    (was_broken && (e = health_recovered(x->c, nid, why, now)) != CS_OK))
 		goto out;
 	/* What the done page tells the person was left out, from here, never a URL. */
 	if (w->dropped_s != NULL && (e = store_creq_set_narrowed(x->c, r->id, w->dropped_s)) != CS_OK)

@@ -404,7 +404,7 @@ function snapshot() {
     ${q("'consent_id',consent_id,'revoked_at',revoked_at", 'refresh_tokens')}
     ${q("'id',id,'consent_id',consent_id,'status',status,'decided_at',decided_at,'used_at',used_at", 'approvals')}
     ${q("'id',id,'consent_id',consent_id,'user_id',user_id,'subject',subject,'agent',agent,'resource',resource,'scopes',provider_scopes,'token_type',token_type,'alen',length(access_sealed),'rlen',length(refresh_sealed),'exp',access_expires_at,'kid',master_kid,'created',created_at,'updated',updated_at,'reserved',reserved_for", 'vault_records')}
-    ${q("'consent_id',consent_id", 'events_outbox')}
+    ${q("'consent_id',consent_id", "events_outbox WHERE kind = 'revoked'")}
     ${q("'action',action,'consent_id',consent_id,'request_id',request_id,'detail',detail", `audit WHERE action IN (${AUDIT_ACTIONS.map((a) => `'${a}'`).join(',')})`)}
     ${q("'n',n", '(SELECT count(*) AS n FROM audit WHERE link IS NULL)')}
     ${q("'kid',master_kid", '(SELECT DISTINCT master_kid FROM signing_keys)')}
