@@ -82,14 +82,15 @@ node_tests() {   # node_tests DIR [FILES AT ONCE]
 # which says what they cover and what is left out.  These run with prepared
 # statements off (what PgBouncer < 1.21 in transaction mode needs);
 # pg_nodes.test.js and pg_copy.test.js (in the integration step) hold the
-# multi-node properties themselves and run them on (the default).  Each file
-# starts its own PostgreSQL in its own directory on free ports, so files run
-# side by side (PG_CONCURRENCY, default 2).
+# multi-node properties themselves and run them on (the default).  One file at
+# a time (PG_CONCURRENCY): two at once beside the integration step made a
+# "receiver down" test's freed port another file's, and a browser test's
+# short-lived provider token reach its refresh margin under load.
 pg_tests() {
 	local log; log=$(mktemp)
 	CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2 \
 	    TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
-	    --test-concurrency="${PG_CONCURRENCY:-2}" $(grep -v '^#' scripts/pg-pass.list) 2>&1 \
+	    --test-concurrency="${PG_CONCURRENCY:-1}" $(grep -v '^#' scripts/pg-pass.list) 2>&1 \
 	    | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	local p f
