@@ -31,6 +31,10 @@ struct cimd_doc {                /* caller-owned; release with cimd_doc_clear() 
 	char   *jwks_uri;            /* private_key_jwt: or where it is; NULL */
 	bool    refresh;             /* grant_types lists refresh_token (absent: true) */
 };
+/* A refusal's reason into why (whylen bytes), as every check here words it;
+ * one too long for why becomes a short generic one rather than a cut one. */
+void cimd_reason(char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void cimd_doc_clear(struct cimd_doc *d);     /* NULL-safe */
 /* A deep copy of src into *out (written only on CS_OK). */
 enum cs_err cimd_doc_copy(const struct cimd_doc *src, struct cimd_doc *out) CS_MUST_CHECK;

@@ -18,9 +18,7 @@
 
 /* Writes a reason into why (whylen bytes); a reason too long for it becomes a
  * short generic one rather than a cut one. */
-static void say(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t whylen, const char *fmt, ...)
+void cimd_reason(char *why, size_t whylen, const char *fmt, ...)
 {
 	va_list ap;
 	if (why == NULL || whylen == 0)
@@ -100,17 +98,17 @@ static bool url_text_ok(const char *url, const char *what, char *why, size_t why
 {
 	size_t n;
 	if (url == NULL || url[0] == '\0') {
-		say(why, whylen, "%s is empty", what);
+		cimd_reason(why, whylen, "%s is empty", what);
 		return false;
 	}
 	n = strnlen(url, CIMD_URL_MAX + 1);
 	if (n > CIMD_URL_MAX) {
-		say(why, whylen, "%s is longer than %d bytes", what, CIMD_URL_MAX);
+		cimd_reason(why, whylen, "%s is longer than %d bytes", what, CIMD_URL_MAX);
 		return false;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (!url_char((unsigned char)url[i])) {
-			say(why, whylen, "%s holds a character a URL may not (byte %zu)", what, i);
+			cimd_reason(why, whylen, "%s holds a character a URL may not (byte %zu)", what, i);
 			return false;
 		}
 	return true;
@@ -123,18 +121,18 @@ static bool url_port(const char *he, const char *end, struct url_parts *p, const
 	unsigned long port = 0;
 	const char *d = he + 1;
 	if (*he != ':' || d == end || end - d > 5 || *d == '0') {
-		say(why, whylen, "%s has a bad port", what);
+		cimd_reason(why, whylen, "%s has a bad port", what);
 		return false;
 	}
 	for (; d < end; d++) {
 		if (*d < '0' || *d > '9') {
-			say(why, whylen, "%s has a bad port", what);
+			cimd_reason(why, whylen, "%s has a bad port", what);
 			return false;
 		}
 		port = port * 10 + (unsigned long)(*d - '0');
 	}
 	if (port == 0 || port > 65535) {
-		say(why, whylen, "%s has a bad port", what);
+		cimd_reason(why, whylen, "%s has a bad port", what);
 		return false;
 	}
 	p->port = (uint16_t)port;
@@ -149,7 +147,7 @@ static bool url_authority(const char *a, const char *end, struct url_parts *p, c
 {
 	const char *h, *he;
 	if (memchr(a, '@', (size_t)(end - a)) != NULL) {
-		say(why, whylen, "%s must not contain userinfo (user@)", what);
+		cimd_reason(why, whylen, "%s must not contain userinfo (user@)", what);
 		return false;
 	}
 	if (*a == '[') {
@@ -158,13 +156,13 @@ static bool url_authority(const char *a, const char *end, struct url_parts *p, c
 		h = a + 1;
 		he = memchr(h, ']', (size_t)(end - h));
 		if (he == NULL || (size_t)(he - h) >= sizeof lit) {
-			say(why, whylen, "%s has a bad IPv6 literal", what);
+			cimd_reason(why, whylen, "%s has a bad IPv6 literal", what);
 			return false;
 		}
 		memcpy(lit, h, (size_t)(he - h));
 		lit[he - h] = '\0';
 		if (inet_pton(AF_INET6, lit, &a6) != 1) {
-			say(why, whylen, "%s has a bad IPv6 literal", what);
+			cimd_reason(why, whylen, "%s has a bad IPv6 literal", what);
 			return false;
 		}
 		p->host = h;
@@ -176,7 +174,7 @@ static bool url_authority(const char *a, const char *end, struct url_parts *p, c
 		if (he == NULL)
 			he = end;
 		if (!reg_name_ok(h, (size_t)(he - h))) {
-			say(why, whylen, "%s has no valid host name", what);
+			cimd_reason(why, whylen, "%s has no valid host name", what);
 			return false;
 		}
 		p->host = h;
@@ -194,27 +192,27 @@ static bool url_rest(const char *s, unsigned flags, const char *what, char *why,
 		for (const char *q = seg; q < se; q++)
 			if (*q == '%' && (hex_digit(q[1]) < 0 || hex_digit(q[2]) < 0 ||
 			    (q[1] == '0' && q[2] == '0'))) {
-				say(why, whylen, "%s has a bad percent-encoding", what);
+				cimd_reason(why, whylen, "%s has a bad percent-encoding", what);
 				return false;
 			}
 		if (!(flags & U_DOTS_OK) && dot_segment(seg, (size_t)(se - seg))) {
-			say(why, whylen, "%s must not contain a \".\" or \"..\" path segment", what);
+			cimd_reason(why, whylen, "%s must not contain a \".\" or \"..\" path segment", what);
 			return false;
 		}
 		s = se;
 	}
 	if (*s == '?' && !(flags & U_QUERY_OK)) {
-		say(why, whylen, "%s must not contain a query", what);
+		cimd_reason(why, whylen, "%s must not contain a query", what);
 		return false;
 	}
 	if (strchr(s, '#') != NULL) {
-		say(why, whylen, "%s must not contain a fragment", what);
+		cimd_reason(why, whylen, "%s must not contain a fragment", what);
 		return false;
 	}
 	if (*s == '?')
 		for (const char *q = s; *q; q++)
 			if (*q == '%' && (hex_digit(q[1]) < 0 || hex_digit(q[2]) < 0)) {
-				say(why, whylen, "%s has a bad percent-encoding", what);
+				cimd_reason(why, whylen, "%s has a bad percent-encoding", what);
 				return false;
 			}
 	return true;
@@ -235,7 +233,7 @@ static bool url_parse(const char *url, unsigned flags, const char *what, struct 
 		a = url + 7;
 		p->port = 80;
 	} else {
-		say(why, whylen, "%s must begin with https://%s", what,
+		cimd_reason(why, whylen, "%s must begin with https://%s", what,
 		    (flags & U_HTTP_LOOP) ? " (or http:// to a loopback host)" : "");
 		return false;
 	}
@@ -243,7 +241,7 @@ static bool url_parse(const char *url, unsigned flags, const char *what, struct 
 	if (!url_authority(a, end, p, what, why, whylen))
 		return false;
 	if (*end != '/' && !(flags & U_PATH_OPT)) {
-		say(why, whylen, "%s must contain a path (https://host/path)", what);
+		cimd_reason(why, whylen, "%s must contain a path (https://host/path)", what);
 		return false;
 	}
 	p->path = end;
@@ -335,11 +333,11 @@ static bool member_str(json_t *root, const char *key, const char **out, char *wh
 	if (v == NULL)
 		return true;
 	if (!json_is_string(v)) {
-		say(why, whylen, "%s must be a string", key);
+		cimd_reason(why, whylen, "%s must be a string", key);
 		return false;
 	}
 	if (strlen(json_string_value(v)) != json_string_length(v)) {
-		say(why, whylen, "%s must not contain NUL", key);
+		cimd_reason(why, whylen, "%s must not contain NUL", key);
 		return false;
 	}
 	*out = json_string_value(v);
@@ -375,7 +373,7 @@ static bool redirect_ok(const char *s, const char *what, char *why, size_t whyle
 	/* SECURITY: plain http only back to the person's own machine (RFC 8252 §7.3). */
 	if (!p.https && !host_is(&p, "127.0.0.1") && !host_is(&p, "::1") &&
 	    !host_is(&p, "localhost")) {
-		say(why, whylen, "%s: http is allowed only to 127.0.0.1, [::1] or localhost", what);
+		cimd_reason(why, whylen, "%s: http is allowed only to 127.0.0.1, [::1] or localhost", what);
 		return false;
 	}
 	return true;
@@ -391,15 +389,15 @@ static bool check_redirects(json_t *root, struct cimd_doc *d, char *why, size_t 
 	json_t *ru = json_object_get(root, "redirect_uris"), *v;
 	size_t i;
 	if (ru == NULL) {
-		say(why, whylen, "redirect_uris is missing");
+		cimd_reason(why, whylen, "redirect_uris is missing");
 		return false;
 	}
 	if (!json_is_array(ru) || json_array_size(ru) == 0) {
-		say(why, whylen, "redirect_uris must be a non-empty array");
+		cimd_reason(why, whylen, "redirect_uris must be a non-empty array");
 		return false;
 	}
 	if (json_array_size(ru) > CIMD_MAX_REDIRECTS) {
-		say(why, whylen, "redirect_uris has more than %d entries", CIMD_MAX_REDIRECTS);
+		cimd_reason(why, whylen, "redirect_uris has more than %d entries", CIMD_MAX_REDIRECTS);
 		return false;
 	}
 	if ((d->redirect_uris = calloc(json_array_size(ru) + 1, sizeof *d->redirect_uris)) == NULL)
@@ -410,7 +408,7 @@ static bool check_redirects(json_t *root, struct cimd_doc *d, char *why, size_t 
 		if (str_fmt(what, sizeof what, "redirect_uris[%zu]", i) != CS_OK)
 			return false;
 		if (!json_is_string(v) || strlen(s) != json_string_length(v)) {
-			say(why, whylen, "%s must be a string", what);
+			cimd_reason(why, whylen, "%s must be a string", what);
 			return false;
 		}
 		if (!redirect_ok(s, what, why, whylen))
@@ -429,17 +427,17 @@ static bool check_jwks(json_t *jwks, char *why, size_t whylen)
 	json_t *keys = json_is_object(jwks) ? json_object_get(jwks, "keys") : NULL, *k;
 	size_t i;
 	if (!json_is_array(keys) || json_array_size(keys) == 0) {
-		say(why, whylen, "jwks must be an object with a non-empty \"keys\" array");
+		cimd_reason(why, whylen, "jwks must be an object with a non-empty \"keys\" array");
 		return false;
 	}
 	json_array_foreach(keys, i, k) {
 		if (!json_is_object(k)) {
-			say(why, whylen, "jwks.keys[%zu] must be an object", i);
+			cimd_reason(why, whylen, "jwks.keys[%zu] must be an object", i);
 			return false;
 		}
 		for (size_t j = 0; priv[j]; j++)
 			if (json_object_get(k, priv[j]) != NULL) {
-				say(why, whylen, "jwks.keys[%zu] holds private key material (\"%s\"): "
+				cimd_reason(why, whylen, "jwks.keys[%zu] holds private key material (\"%s\"): "
 				    "a client metadata document is public", i, priv[j]);
 				return false;
 			}
@@ -456,7 +454,7 @@ static bool check_auth(json_t *root, struct cimd_doc *d, char *why, size_t whyle
 
 	if (json_object_get(root, "client_secret") != NULL ||
 	    json_object_get(root, "client_secret_expires_at") != NULL) {
-		say(why, whylen, "client_secret must not appear in a client metadata document");
+		cimd_reason(why, whylen, "client_secret must not appear in a client metadata document");
 		return false;
 	}
 	if (!member_str(root, "token_endpoint_auth_method", &m, why, whylen) ||
@@ -470,15 +468,15 @@ static bool check_auth(json_t *root, struct cimd_doc *d, char *why, size_t whyle
 	}
 	if (strcmp(m, "private_key_jwt") != 0) {
 		if (strncmp(m, "client_secret_", 14) == 0)
-			say(why, whylen, "token_endpoint_auth_method %s needs a shared secret, which a "
+			cimd_reason(why, whylen, "token_endpoint_auth_method %s needs a shared secret, which a "
 			    "client metadata document cannot establish", m);
 		else
-			say(why, whylen, "token_endpoint_auth_method must be none or private_key_jwt");
+			cimd_reason(why, whylen, "token_endpoint_auth_method must be none or private_key_jwt");
 		return false;
 	}
 	d->auth = CIMD_AUTH_PRIVATE_KEY_JWT;
 	if ((jwks == NULL) == (ju == NULL)) {
-		say(why, whylen, "private_key_jwt needs exactly one of jwks and jwks_uri");
+		cimd_reason(why, whylen, "private_key_jwt needs exactly one of jwks and jwks_uri");
 		return false;
 	}
 	if (ju != NULL) {
@@ -499,32 +497,32 @@ static bool check_grants(json_t *root, struct cimd_doc *d, char *why, size_t why
 	d->refresh = true;
 	if (gt != NULL) {
 		if (!json_is_array(gt)) {
-			say(why, whylen, "grant_types must be an array");
+			cimd_reason(why, whylen, "grant_types must be an array");
 			return false;
 		}
 		d->refresh = false;
 		json_array_foreach(gt, i, v) {
 			const char *g = json_string_value(v);
 			if (g == NULL) {
-				say(why, whylen, "grant_types[%zu] must be a string", i);
+				cimd_reason(why, whylen, "grant_types[%zu] must be a string", i);
 				return false;
 			}
 			if (strcmp(g, "implicit") == 0 || strcmp(g, "password") == 0) {
-				say(why, whylen, "grant_types must not list %s (OAuth 2.1 removed it)", g);
+				cimd_reason(why, whylen, "grant_types must not list %s (OAuth 2.1 removed it)", g);
 				return false;
 			}
 			code = code || strcmp(g, "authorization_code") == 0;
 			d->refresh = d->refresh || strcmp(g, "refresh_token") == 0;
 		}
 		if (!code) {
-			say(why, whylen, "grant_types must list authorization_code");
+			cimd_reason(why, whylen, "grant_types must list authorization_code");
 			return false;
 		}
 	}
 	if (rt != NULL && (!json_is_array(rt) || json_array_size(rt) != 1 ||
 	    !json_is_string(json_array_get(rt, 0)) ||
 	    strcmp(json_string_value(json_array_get(rt, 0)), "code") != 0)) {
-		say(why, whylen, "response_types must be [\"code\"]");
+		cimd_reason(why, whylen, "response_types must be [\"code\"]");
 		return false;
 	}
 	return true;
@@ -541,11 +539,11 @@ static bool check_display(json_t *root, struct cimd_doc *d, char *why, size_t wh
 	if (name != NULL) {
 		size_t n = strlen(name);
 		if (n == 0 || n > CIMD_NAME_MAX) {
-			say(why, whylen, "client_name must be 1 to %d bytes", CIMD_NAME_MAX);
+			cimd_reason(why, whylen, "client_name must be 1 to %d bytes", CIMD_NAME_MAX);
 			return false;
 		}
 		if (!display_text_ok(name)) {
-			say(why, whylen, "client_name must not contain control characters");
+			cimd_reason(why, whylen, "client_name must not contain control characters");
 			return false;
 		}
 		if ((d->client_name = strdup(name)) == NULL)
@@ -572,32 +570,32 @@ enum cs_err cimd_doc_parse(const char *url, const char *json, size_t len, struct
 	if (why != NULL && whylen > 0)
 		why[0] = '\0';
 	if (url == NULL || json == NULL || out == NULL) {
-		say(why, whylen, "no document");
+		cimd_reason(why, whylen, "no document");
 		goto out;
 	}
 	if (len > CIMD_DOC_MAX_LIMIT) {
-		say(why, whylen, "the document is larger than %d bytes", CIMD_DOC_MAX_LIMIT);
+		cimd_reason(why, whylen, "the document is larger than %d bytes", CIMD_DOC_MAX_LIMIT);
 		goto out;
 	}
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (root == NULL) {
-		say(why, whylen, "the document is not JSON (or repeats a member)");
+		cimd_reason(why, whylen, "the document is not JSON (or repeats a member)");
 		goto out;
 	}
 	if (!json_is_object(root)) {
-		say(why, whylen, "the document must be a JSON object");
+		cimd_reason(why, whylen, "the document must be a JSON object");
 		goto out;
 	}
 	if (!member_str(root, "client_id", &cid, why, whylen))
 		goto out;
 	if (cid == NULL) {
-		say(why, whylen, "client_id is missing from the document");
+		cimd_reason(why, whylen, "client_id is missing from the document");
 		goto out;
 	}
 	/* SECURITY: the document speaks for the URL it was fetched from and no other
 	 * (draft §4: simple string comparison, RFC 3986 §6.2.1). */
 	if (strcmp(cid, url) != 0) {
-		say(why, whylen, "the document's client_id is not the URL it was fetched from");
+		cimd_reason(why, whylen, "the document's client_id is not the URL it was fetched from");
 		goto out;
 	}
 	if ((d.client_id = strdup(cid)) == NULL)

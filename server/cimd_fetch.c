@@ -22,21 +22,6 @@
 #define CIMD_MAX_ADDRS    16         /* addresses of one host kept and pinned */
 #define CIMD_MAX_LOOKUPS  32         /* name lookups under way at once, all threads */
 
-static void say(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-	if (why == NULL || whylen == 0)
-		return;
-	va_start(ap, fmt);
-	enum cs_err e = str_vfmt(why, whylen, fmt, ap);
-	va_end(ap);
-	if (e != CS_OK && str_fmt(why, whylen, "%s", "the client metadata document could not be "
-	    "fetched") != CS_OK)
-		why[0] = '\0';
-}
-
 static int64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -111,7 +96,7 @@ static enum cs_err resolve(const char *host, uint16_t port, int64_t deadline,
 		return CS_OK;
 	if (atomic_fetch_add(&lookups_running, 1) >= CIMD_MAX_LOOKUPS) {
 		atomic_fetch_sub(&lookups_running, 1);
-		say(why, whylen, "too many client metadata look-ups are under way; try again");
+		cimd_reason(why, whylen, "too many client metadata look-ups are under way; try again");
 		return CS_EBUSY;
 	}
 	if ((l = calloc(1, sizeof *l)) == NULL) {
@@ -148,10 +133,10 @@ static enum cs_err resolve(const char *host, uint16_t port, int64_t deadline,
 			break;
 	if (!l->done) {
 		e = CS_EBUSY;
-		say(why, whylen, "resolving the client_id's host took too long");
+		cimd_reason(why, whylen, "resolving the client_id's host took too long");
 	} else if (l->rc != 0) {
 		e = CS_EIO;
-		say(why, whylen, "the client_id's host does not resolve (%s)", gai_strerror(l->rc));
+		cimd_reason(why, whylen, "the client_id's host does not resolve (%s)", gai_strerror(l->rc));
 	} else {
 		e = CS_OK;
 		*out = l->res;
@@ -246,7 +231,7 @@ static enum cs_err check_addrs(const struct cimd_fetch_opts *o, const char *host
 		/* SECURITY: ANY refused address refuses the host: an attacker's name
 		 * may list a public address beside an internal one. */
 		if (!addr_allowed(o, ai->ai_addr, &cls)) {
-			say(why, whylen, "the client_id's host %s resolves to %s, %s: refused "
+			cimd_reason(why, whylen, "the client_id's host %s resolves to %s, %s: refused "
 			    "(no requests to internal addresses)", host, text, cimd_addr_name(cls));
 			return CS_EPERM;
 		}
@@ -257,7 +242,7 @@ static enum cs_err check_addrs(const struct cimd_fetch_opts *o, const char *host
 			memcpy(addrs[(*n)++], text, sizeof text);
 	}
 	if (*n == 0) {
-		say(why, whylen, "the client_id's host %s has no address", host);
+		cimd_reason(why, whylen, "the client_id's host %s has no address", host);
 		return CS_EIO;
 	}
 	return CS_OK;
@@ -293,7 +278,7 @@ enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct 
 	    o->connect_timeout_ms <= 0 || o->max_bytes == 0)
 		return CS_EINVAL;
 	if (cimd_url_check(url, &uwhy) != CS_OK) {
-		say(why, whylen, "%s", uwhy);
+		cimd_reason(why, whylen, "%s", uwhy);
 		return CS_EINVAL;
 	}
 	if ((e = cimd_url_host(url, host, sizeof host, &port)) != CS_OK)
@@ -309,7 +294,7 @@ enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct 
 	/* 2. The GET, pinned to them, within what is left of the deadline. */
 	if ((left = start + o->timeout_ms - mono_ms()) <= 0) {
 		e = CS_EBUSY;
-		say(why, whylen, "fetching the client metadata document took longer than %ld ms",
+		cimd_reason(why, whylen, "fetching the client metadata document took longer than %ld ms",
 		    o->timeout_ms);
 		goto out;
 	}
@@ -329,39 +314,39 @@ enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct 
 		/* libcurl's connect timeout covers the TLS handshake: the whole
 		 * deadline not yet reached, it was the connection's that ran out. */
 		if (mono_ms() < start + o->timeout_ms)
-			say(why, whylen, "connecting to the client metadata document's host took longer "
+			cimd_reason(why, whylen, "connecting to the client metadata document's host took longer "
 			    "than %ld ms", rq.connect_timeout_ms);
 		else
-			say(why, whylen, "fetching the client metadata document took longer than %ld ms",
+			cimd_reason(why, whylen, "fetching the client metadata document took longer than %ld ms",
 			    o->timeout_ms);
 		goto out;
 	case CS_ETOOBIG:
-		say(why, whylen, "the client metadata document is larger than %zu bytes",
+		cimd_reason(why, whylen, "the client metadata document is larger than %zu bytes",
 		    o->max_bytes);
 		goto out;
 	case CS_EPERM:
-		say(why, whylen, "the client_id's host led to a refused address");
+		cimd_reason(why, whylen, "the client_id's host led to a refused address");
 		goto out;
 	case CS_ENOMEM:
 		goto out;
 	default:
-		say(why, whylen, "the client metadata document could not be fetched (%s)",
+		cimd_reason(why, whylen, "the client metadata document could not be fetched (%s)",
 		    cerr[0] ? cerr : "transport error");
 		goto out;
 	}
 	/* 3. 200, JSON, then the document itself. */
 	e = CS_EINVAL;
 	if (rep.status >= 300 && rep.status < 400) {
-		say(why, whylen, "the client_id URL answered %ld, a redirect: redirects are not "
+		cimd_reason(why, whylen, "the client_id URL answered %ld, a redirect: redirects are not "
 		    "followed", rep.status);
 		goto out;
 	}
 	if (rep.status != 200) {
-		say(why, whylen, "the client_id URL answered %ld, not 200", rep.status);
+		cimd_reason(why, whylen, "the client_id URL answered %ld, not 200", rep.status);
 		goto out;
 	}
 	if (!json_media_type(header(&rep, "Content-Type"))) {
-		say(why, whylen, "the client metadata document is not served as application/json");
+		cimd_reason(why, whylen, "the client metadata document is not served as application/json");
 		goto out;
 	}
 	if ((e = cimd_doc_parse(url, rep.body.data, rep.body.len, out, why, whylen)) != CS_OK)
@@ -457,7 +442,7 @@ static enum cs_err get_locked(struct cimd_cache *c, const char *url, int64_t now
 	if (e == NULL || e->expires <= now)
 		return CS_ENOENT;
 	if (!e->ok) {
-		say(why, whylen, "%s (remembered for %lld s)", e->why,
+		cimd_reason(why, whylen, "%s (remembered for %lld s)", e->why,
 		    (long long)c->o.failure_ttl);
 		return CS_EINVAL;
 	}
@@ -636,11 +621,11 @@ enum cs_err cimd_client(struct cimd_cache *c, const struct cimd_policy *p,
 	if (c == NULL || p == NULL || o == NULL || out == NULL)
 		return CS_EINVAL;
 	if (cimd_url_check(url, &pwhy) != CS_OK) {
-		say(why, whylen, "%s", pwhy);
+		cimd_reason(why, whylen, "%s", pwhy);
 		return CS_EINVAL;
 	}
 	if (!cimd_policy_allows(p, url, &pwhy)) {
-		say(why, whylen, "%s", pwhy);
+		cimd_reason(why, whylen, "%s", pwhy);
 		return CS_EPERM;
 	}
 	/* The cache, or a turn to fetch: one fetch per URL at a time; the others
@@ -659,7 +644,7 @@ enum cs_err cimd_client(struct cimd_cache *c, const struct cimd_policy *p,
 			break;
 		if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT) {
 			pthread_mutex_unlock(&c->mu);
-			say(why, whylen, "another fetch of this client metadata document is under way");
+			cimd_reason(why, whylen, "another fetch of this client metadata document is under way");
 			return CS_EBUSY;
 		}
 	}

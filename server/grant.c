@@ -649,26 +649,101 @@ static enum cs_err verify_grant(const struct keyring *kr, const char *token, int
 }
 
 /* grant_validate's checks: CS_EPERM with *why for a refused token. */
+/* A grant's claims as validate reads them (pointers into the claims). */
+struct grant_claims {
+	const char *iss, *sub, *cid, *jti, *client, *actsub, *scope, *resource;
+	int64_t     iat, exp;
+};
+
+/* The claims every grant carries, for this gateway, within its lifetime:
+ * false with *w saying which check failed. */
+static bool claims_fit(json_t *cl, const struct config *cfg, int64_t now,
+    struct grant_claims *g, const char **w)
+{
+	g->iss = str_claim(cl, "iss");
+	g->sub = str_claim(cl, "sub");
+	g->cid = str_claim(cl, "cid");
+	g->jti = str_claim(cl, "jti");
+	g->client = str_claim(cl, "client_id");
+	g->scope = str_claim(cl, "scope");
+	g->resource = str_claim(cl, "resource");
+	g->actsub = str_claim(json_object_get(cl, "act"), "sub");
+	if (g->iss == NULL || g->sub == NULL || g->cid == NULL || g->jti == NULL ||
+	    g->client == NULL || g->scope == NULL || g->resource == NULL || g->actsub == NULL ||
+	    !int_claim(cl, "iat", &g->iat) || !int_claim(cl, "exp", &g->exp))
+		return false;
+	*w = "not a grant for this gateway";
+	if (strcmp(g->iss, cfg->public_url) != 0 || strcmp(g->client, cfg->gateway_id) != 0 ||
+	    !aud_ok(json_object_get(cl, "aud"), cfg->gateway_id))
+		return false;
+	/* Our own clock signed it, so no skew: exp strictly ahead, iat not in the
+	 * future, and no lifetime beyond what consentd ever issues. */
+	*w = "grant expired";
+	if (g->exp <= now)
+		return false;
+	*w = "grant issued in the future";
+	return !(g->iat > now || g->iat >= g->exp || g->exp - g->iat > GRANT_TTL_CAP);
+}
+
+/* SECURITY: revocation is immediate for everything consentd checks: the
+ * grant's row, its consent (live, not revoked) and what the grant claims of
+ * it.  CS_OK with *kk the consent; CS_EPERM (or a store error) with *w. */
+static enum cs_err consent_fits(struct store_conn *c, const struct config *cfg,
+    const struct grant_claims *g, int64_t now, struct consent *kk, const char **w)
+{
+	struct store_grant_row row;
+	struct scope_set sc;
+	const struct config_resource *res;
+	enum cs_err e;
+	memset(&row, 0, sizeof row);
+	memset(&sc, 0, sizeof sc);
+	*w = "grant unknown to this consentd";
+	if ((e = store_grant_get(c, g->jti, &row)) != CS_OK)
+		goto out;
+	e = CS_EPERM;
+	*w = "grant revoked";
+	if (row.revoked_at != 0)
+		goto out;
+	*w = "grant does not match its consent";
+	if (strcmp(row.consent_id, g->cid) != 0)
+		goto out;
+	*w = "the grant's consent is gone";
+	if ((e = consent_get(c, g->cid, now, kk)) != CS_OK)
+		goto out;
+	e = CS_EPERM;
+	*w = "the grant's consent was revoked";
+	if (kk->revoked_at != 0)
+		goto out;
+	*w = "the grant's consent expired";
+	if (!consent_is_live(kk, now))
+		goto out;
+	*w = "grant does not match its consent";
+	if (strcmp(kk->subject, g->sub) != 0 || strcmp(kk->agent, g->actsub) != 0)
+		goto out;
+	if ((res = config_resource(cfg, kk->resource)) == NULL || res->uri == NULL ||
+	    strcmp(res->uri, g->resource) != 0)
+		goto out;
+	if (scope_set_parse(g->scope, &sc) != CS_OK || sc.n == 0 ||
+	    !scope_set_subset(&sc, &kk->granted))
+		goto out;
+	e = CS_OK;
+out:
+	store_grant_row_clear(&row);
+	scope_set_clear(&sc);
+	return e;
+}
+
 static enum cs_err validate(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now, struct grant_check *out)
 {
-	json_t **claims = &out->claims;
-	struct consent *k = &out->k;
-	const char **why = &out->why;
 	enum cs_err e;
 	json_t *cl = NULL;
-	struct store_grant_row row;
 	struct consent kk;
-	struct scope_set sc;
-	const struct config_resource *res;
-	const char *iss, *sub, *cid, *jti, *client, *actsub, *scope, *resource;
+	struct grant_claims g;
 	const char *w = "not a consentd grant";
-	int64_t iat = 0, exp = 0;
 	bool hit = false;
 
-	memset(&row, 0, sizeof row);
 	memset(&kk, 0, sizeof kk);
-	memset(&sc, 0, sizeof sc);
 	e = CS_EPERM;
 	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
 	    cfg->gateway_id == NULL)
@@ -682,77 +757,26 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 		goto out;
 	}
 	e = CS_EPERM;
-	iss = str_claim(cl, "iss");
-	sub = str_claim(cl, "sub");
-	cid = str_claim(cl, "cid");
-	jti = str_claim(cl, "jti");
-	client = str_claim(cl, "client_id");
-	scope = str_claim(cl, "scope");
-	resource = str_claim(cl, "resource");
-	actsub = str_claim(json_object_get(cl, "act"), "sub");
-	if (iss == NULL || sub == NULL || cid == NULL || jti == NULL || client == NULL ||
-	    scope == NULL || resource == NULL || actsub == NULL ||
-	    !int_claim(cl, "iat", &iat) || !int_claim(cl, "exp", &exp))
+	if (!claims_fit(cl, cfg, now, &g, &w))
 		goto out;
-	w = "not a grant for this gateway";
-	if (strcmp(iss, cfg->public_url) != 0 || strcmp(client, cfg->gateway_id) != 0 ||
-	    !aud_ok(json_object_get(cl, "aud"), cfg->gateway_id))
-		goto out;
-	/* Our own clock signed it, so no skew: exp strictly ahead, iat not in the
-	 * future, and no lifetime beyond what consentd ever issues. */
-	w = "grant expired";
-	if (exp <= now)
-		goto out;
-	w = "grant issued in the future";
-	if (iat > now || iat >= exp || exp - iat > GRANT_TTL_CAP)
-		goto out;
-	/* SECURITY: revocation is immediate for everything consentd checks. */
-	w = "grant unknown to this consentd";
-	if ((e = store_grant_get(c, jti, &row)) != CS_OK)
-		goto out;
-	e = CS_EPERM;
-	w = "grant revoked";
-	if (row.revoked_at != 0)
-		goto out;
-	w = "grant does not match its consent";
-	if (strcmp(row.consent_id, cid) != 0)
-		goto out;
-	w = "the grant's consent is gone";
-	if ((e = consent_get(c, cid, now, &kk)) != CS_OK)
-		goto out;
-	e = CS_EPERM;
-	w = "the grant's consent was revoked";
-	if (kk.revoked_at != 0)
-		goto out;
-	w = "the grant's consent expired";
-	if (!consent_is_live(&kk, now))
-		goto out;
-	w = "grant does not match its consent";
-	if (strcmp(kk.subject, sub) != 0 || strcmp(kk.agent, actsub) != 0)
-		goto out;
-	if ((res = config_resource(cfg, kk.resource)) == NULL || res->uri == NULL ||
-	    strcmp(res->uri, resource) != 0)
-		goto out;
-	if (scope_set_parse(scope, &sc) != CS_OK || sc.n == 0 || !scope_set_subset(&sc, &kk.granted))
+	if ((e = consent_fits(c, cfg, &g, now, &kk, &w)) != CS_OK)
 		goto out;
 	/* Only a grant that passed every check is remembered, and only its
 	 * signature and claims, until its exp; before anyone may change cl. */
 	if (!hit)
-		grant_cache_put(kr, token, cl, exp, now);
-	*claims = cl;
+		grant_cache_put(kr, token, cl, g.exp, now);
+	out->claims = cl;
 	cl = NULL;
-	*k = kk;
+	out->k = kk;
 	memset(&kk, 0, sizeof kk);
 	w = NULL;
 	e = CS_OK;
 out:
 	if (e == CS_ENOENT)
 		e = CS_EPERM;
-	*why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
+	out->why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
 	json_decref(cl);
-	store_grant_row_clear(&row);
 	consent_clear(&kk);
-	scope_set_clear(&sc);
 	return e;
 }
 

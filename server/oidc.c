@@ -807,19 +807,102 @@ static void cache_put(struct oidc_provider *p, const unsigned char *digest,
 		subject_cache_put(p->cache, digest, ks->gen, exp->now, t, c);
 }
 
+/* SECURITY: the shape, before any decoding: a length cap, three non-empty
+ * segments of base64url characters.  *len and the two dots' offsets. */
+static bool jwt_shape(const char *jwt, size_t *len, size_t dots[2], const char **reason)
+{
+	size_t nd = 0;
+	*len = strnlen(jwt, OIDC_MAX_JWT + 1);
+	*reason = "is too long";
+	if (*len > OIDC_MAX_JWT)
+		return false;
+	*reason = "is not a well-formed compact JWS";
+	for (size_t i = 0; i < *len; i++) {
+		if (jwt[i] == '.') {
+			if (nd == 2)
+				return false;
+			dots[nd++] = i;
+		} else if (!b64url_char((unsigned char)jwt[i])) {
+			return false;
+		}
+	}
+	return nd == 2 && dots[0] != 0 && dots[1] != dots[0] + 1 && dots[1] + 1 != *len;
+}
+
+/* The header, the IdP's key for its kid and alg, the signature, the payload
+ * as a JSON object into *c; *ks holds the key set the key came from (the
+ * caller puts it back). */
+static enum cs_err verify_signed(struct oidc_provider *p, const char *jwt, size_t len,
+    const size_t dots[2], struct keyset **ks, json_t **c, const char **reason)
+{
+	enum jws_alg alg = JWS_ALG__MAX;
+	json_t *hdr = NULL;
+	const struct oidc_key *key;
+	unsigned char *pt = NULL, *sig = NULL;
+	size_t pt_len = 0, sig_len = 0;
+	bool kid_seen = false;
+	enum cs_err e;
+
+	if ((e = header_parse(jwt, dots[0], &alg, &hdr, reason)) != CS_OK)
+		return e;
+	e = CS_EINVAL;
+	*reason = "has no kid";
+	const char *kid = jstr(json_object_get(hdr, "kid"));
+	if (kid == NULL || kid[0] == '\0' || strlen(kid) > OIDC_MAX_KID)
+		goto out;
+	e = CS_ECRYPTO;
+	key = key_lookup(p, ks, kid, alg, &kid_seen);
+	*reason = "is signed with a key the IdP does not publish (unknown kid)";
+	if (key == NULL && !kid_seen)
+		goto out;
+	*reason = "uses an algorithm that does not fit its key";
+	if (key == NULL)
+		goto out;
+	e = CS_EINVAL;
+	/* SECURITY: no critical extension is understood here, so none is accepted. */
+	*reason = "has a crit header";
+	if (json_object_get(hdr, "crit") != NULL)
+		goto out;
+	*reason = "has a malformed signature";
+	if (alg == JWS_ES256 && len - dots[1] - 1 != OIDC_ES256_SIG_B64U)
+		goto out;
+	/* The payload and the signature decode (the header did in header_parse). */
+	*reason = "is not a well-formed JWS";
+	if ((e = b64url_decode_alloc(jwt + dots[0] + 1, dots[1] - dots[0] - 1, &pt, &pt_len)) !=
+	    CS_OK ||
+	    (e = b64url_decode_alloc(jwt + dots[1] + 1, len - dots[1] - 1, &sig, &sig_len)) != CS_OK) {
+		if (e != CS_ENOMEM)
+			e = CS_EINVAL;
+		goto out;
+	}
+	e = CS_ECRYPTO;
+	*reason = "has a bad signature";
+	if (!jws_verify_input(key->key, alg, jwt, dots[1], sig, sig_len))
+		goto out;
+	e = CS_EINVAL;
+	*reason = "has a malformed payload";
+	*c = json_loadb((const char *)pt, pt_len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(*c)) {
+		json_decref(*c);
+		*c = NULL;
+		goto out;
+	}
+	e = CS_OK;
+out:
+	json_decref(hdr);
+	free(pt);
+	free(sig);
+	return e;
+}
+
 enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
     const struct oidc_expect *exp, json_t **claims, char *why, size_t whylen)
 {
 	enum cs_err e = CS_EINVAL;
 	const char *reason = "could not be checked (bad arguments)";
-	size_t len, dots[2] = { 0, 0 }, nd = 0;
-	enum jws_alg alg = JWS_ALG__MAX;
-	json_t *hdr = NULL, *c = NULL;
+	size_t len = 0, dots[2] = { 0, 0 };
+	json_t *c = NULL;
 	struct keyset *ks = NULL;
-	const struct oidc_key *key = NULL;
-	unsigned char *pt = NULL, *sig = NULL;
-	size_t pt_len = 0, sig_len = 0;
-	bool kid_seen = false;
 	unsigned char digest[SUBJECT_CACHE_DIGEST];
 
 	set_why(why, whylen, "");
@@ -828,26 +911,8 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 	reason = "could not be checked (bad clock)";
 	if (exp->now < 0 || exp->now > OIDC_MAX_TIME)
 		goto out;
-
-	/* SECURITY: the shape, before any decoding: a length cap, three
-	 * non-empty segments of base64url characters. */
-	len = strnlen(jwt, OIDC_MAX_JWT + 1);
-	reason = "is too long";
-	if (len > OIDC_MAX_JWT)
+	if (!jwt_shape(jwt, &len, dots, &reason))
 		goto out;
-	reason = "is not a well-formed compact JWS";
-	for (size_t i = 0; i < len; i++) {
-		if (jwt[i] == '.') {
-			if (nd == 2)
-				goto out;
-			dots[nd++] = i;
-		} else if (!b64url_char((unsigned char)jwt[i])) {
-			goto out;
-		}
-	}
-	if (nd != 2 || dots[0] == 0 || dots[1] == dots[0] + 1 || dots[1] + 1 == len)
-		goto out;
-
 	if (exp->cache) {
 		reason = "could not be checked (no digest)";
 		if ((e = subject_cache_digest(p->cache, jwt, len, digest)) != CS_OK)
@@ -859,48 +924,7 @@ enum cs_err oidc_validate(struct oidc_provider *p, const char *jwt,
 			goto out;
 		e = CS_EINVAL;
 	}
-
-	if ((e = header_parse(jwt, dots[0], &alg, &hdr, &reason)) != CS_OK)
-		goto out;
-	e = CS_EINVAL;
-	reason = "has no kid";
-	const char *kid = jstr(json_object_get(hdr, "kid"));
-	if (kid == NULL || kid[0] == '\0' || strlen(kid) > OIDC_MAX_KID)
-		goto out;
-
-	e = CS_ECRYPTO;
-	key = key_lookup(p, &ks, kid, alg, &kid_seen);
-	reason = "is signed with a key the IdP does not publish (unknown kid)";
-	if (key == NULL && !kid_seen)
-		goto out;
-	reason = "uses an algorithm that does not fit its key";
-	if (key == NULL)
-		goto out;
-	e = CS_EINVAL;
-	/* SECURITY: no critical extension is understood here, so none is accepted. */
-	reason = "has a crit header";
-	if (json_object_get(hdr, "crit") != NULL)
-		goto out;
-	reason = "has a malformed signature";
-	if (alg == JWS_ES256 && len - dots[1] - 1 != OIDC_ES256_SIG_B64U)
-		goto out;
-	/* The payload and the signature decode (the header did in header_parse). */
-	reason = "is not a well-formed JWS";
-	if ((e = b64url_decode_alloc(jwt + dots[0] + 1, dots[1] - dots[0] - 1, &pt, &pt_len)) !=
-	    CS_OK ||
-	    (e = b64url_decode_alloc(jwt + dots[1] + 1, len - dots[1] - 1, &sig, &sig_len)) != CS_OK) {
-		if (e != CS_ENOMEM)
-			e = CS_EINVAL;
-		goto out;
-	}
-	e = CS_ECRYPTO;
-	reason = "has a bad signature";
-	if (!jws_verify_input(key->key, alg, jwt, dots[1], sig, sig_len))
-		goto out;
-	e = CS_EINVAL;
-	reason = "has a malformed payload";
-	c = json_loadb((const char *)pt, pt_len, JSON_REJECT_DUPLICATES, NULL);
-	if (!json_is_object(c))
+	if ((e = verify_signed(p, jwt, len, dots, &ks, &c, &reason)) != CS_OK)
 		goto out;
 	if ((e = claims_check(p, c, exp, &reason)) != CS_OK)
 		goto out;
@@ -915,9 +939,6 @@ out:
 	if (e != CS_OK)
 		set_why(why, whylen, reason);
 	json_decref(c);
-	json_decref(hdr);
-	free(pt);
-	free(sig);
 	keyset_put(p, ks);
 	return e;
 }
