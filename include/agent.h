@@ -10,63 +10,61 @@
 
 /* Where a view came from. */
 enum agent_kind {
-	AGENT_CONFIGURED = 0,            /* an [agent.X] section */
-	AGENT_MCP_CLIENT,                /* a [client.NAME] section (provisional, below) */
+	AGENT_CONFIGURED = 0,            /* an [agent.X] section: a gateway's agent */
+	AGENT_MCP_CLIENT,                /* a [client.NAME] section: an MCP client the operator
+	                                    registered */
+	AGENT_MCP_CLIENT_URL,            /* a client-id URL (cimd.h) the [mcp] policy lets in */
 	AGENT_KIND__MAX
 };
 
 /* Which rule agent_may_ask applies. */
 enum agent_rule {
 	AGENT_RULE_ALLOW_LIST = 0,       /* exactly the allow list's RESOURCE:SCOPE entries */
-	AGENT_RULE_ANY_SCOPE,            /* any scope of any resource (provisional, below) */
+	AGENT_RULE_MCP,                  /* any configured scope of a resource an [mcp.NAME]
+	                                    endpoint stands for (the person chooses) */
 	AGENT_RULE__MAX
 };
 
 /* An agent as every check sees it.  Every pointer points into the
- * configuration the view was resolved from: the view lives as long as that
- * configuration, and there is nothing to free (it may be copied). */
+ * configuration the view was resolved from, or into the id it was resolved
+ * with (a client-id URL): the view lives as long as both, and there is
+ * nothing to free (it may be copied). */
 struct agent_view {
 	enum agent_kind kind;
 	const char *id;                  /* what consent rows and grants name as agent */
 	const char *name;                /* display name (the id when none was given) */
 	const char *description;         /* "" when none */
 	bool self_named;                 /* name was chosen by the client itself, not by the
-	                                    operator: the consent page must say so.  false for
-	                                    every kind today (a client-id URL's document would
-	                                    be the first, issue #30) */
+	                                    operator: the consent page must say so.  Never set
+	                                    here (a client-id URL's view is named by its URL;
+	                                    the page adds the document's client_name, marked) */
 	enum agent_rule rule;
 	const char *const *allow;        /* ALLOW_LIST: "RESOURCE:SCOPE" entries; else NULL */
 	size_t nallow;
 	bool offline;                    /* may consents for it renew grants offline */
+	const struct config *cfg;        /* RULE_MCP: the configuration naming the endpoints */
 };
 
-/* The [agent.X] whose id is id, byte for byte, into *out (written only when
- * true).  false for NULL or an id no [agent.X] names.  This is what every
- * existing path (exchange, consent, grants, pages) resolves with; it never
- * answers for a [client.NAME] client, so no flow that names an agent today
- * can reach one. */
+/* The agent whose id is id, byte for byte, into *out (written only when
+ * true): an [agent.X]; else the [client.NAME] whose client_id it is (name =
+ * the operator's name, offline, RULE_MCP); else a client-id URL that passes
+ * cimd_url_check and the [mcp] cimd_allow policy (name = the id itself,
+ * offline, RULE_MCP: its document, fetched at /authorize, is not needed to
+ * know what it may ask).  false for NULL or anything else.  SECURITY: the
+ * three cannot collide: config refuses a client_id equal to an [agent.X] id
+ * or written as an https URL, and an [agent.X] id has no ':'.  A gateway's
+ * exchange names gateway agents only: exchange.c refuses a view whose kind is
+ * not AGENT_CONFIGURED. */
 bool agent_resolve(const struct config *cfg, const char *id, struct agent_view *out);
-
-/* PROVISIONAL (issue #30, until issue #31 maps MCP endpoints to resources):
- * the [client.NAME] whose client_id is client_id, into *out (written only
- * when true): name = the client's name (chosen by the operator, so
- * self_named = false), no description, offline = true, and rule
- * AGENT_RULE_ANY_SCOPE -- it may ask for any scope of any resource, which the
- * person still chooses on the consent page.  Once the mapping exists, the
- * rule narrows to the resource behind the MCP endpoint the client names.
- * Kept apart from agent_resolve on purpose: only the MCP authorization leg
- * may call it, so a gateway's exchange naming a client_id stays "unknown
- * agent". */
-bool agent_resolve_mcp_client(const struct config *cfg, const char *client_id,
-    struct agent_view *out);
 
 /* Whether agent a may ask for scope of resource (a resource id, as in
  * [resource.NAME]) by its own rule.  ALLOW_LIST: an entry splits at its
  * first ':' (as config.c checks it) into exactly resource and exactly scope;
- * a prefix of either, or a colon moved between them, does not match.  false
- * for a NULL agent, a NULL or empty resource or scope, or a resource with a
- * ':' (no resource id has one).  This is only the agent's side of invariants
- * 7 and 8: callers also check that the scope is configured (config_scope). */
+ * a prefix of either, or a colon moved between them, does not match.  MCP:
+ * some [mcp.NAME] stands for resource.  false for a NULL agent, a NULL or
+ * empty resource or scope, or a resource with a ':' (no resource id has one).
+ * This is only the agent's side of invariants 7 and 8: callers also check
+ * that the scope is configured (config_scope). */
 bool agent_may_ask(const struct agent_view *a, const char *resource, const char *scope);
 
 #endif

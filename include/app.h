@@ -31,6 +31,8 @@ struct app {
 	struct rate_limits  *limits;       /* [limits]; NULL (as in unit tests): nothing is limited */
 	struct auth_refusals *auth_refusals; /* refused gateway authentications' audit summary;
 	                                    * NULL (unit tests): each refusal is audited */
+	struct cimd_cache   *cimd;         /* client-id URLs' documents (mcp_client.h); NULL:
+	                                    * [mcp] cimd_allow = none */
 	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;

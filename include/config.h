@@ -96,6 +96,16 @@ struct config_client {
 	char  *jwks_json;            /* jwks_file's JWK Set as read and checked at start */
 };
 
+/* [mcp.NAME]: an MCP endpoint, served at public_url/mcp/NAME (issue #30, and
+ * the gateway of issue #31).  Its URI is the resource indicator (RFC 8707) MCP
+ * clients ask tokens for, and the access tokens' aud; the consent the person
+ * gives for it is a consent to the consentd resource behind it. */
+struct config_mcp_endpoint {
+	char *id;                    /* the NAME part */
+	char *resource;              /* the [resource.X] id behind it (required) */
+	char *uri;                   /* public_url + "/mcp/" + NAME */
+};
+
 struct config_limit {            /* one [limits] class */
 	int64_t rate_milli;          /* requests a second, in thousandths; 0 = the class is off */
 	int64_t burst;               /* the bucket's size: requests allowed at once */
@@ -227,6 +237,7 @@ struct config {                  /* immutable after config_load(); free with con
 
 	struct config_agent    *agents;    size_t nagents;
 	struct config_client   *clients;   size_t nclients;
+	struct config_mcp_endpoint *mcp_endpoints; size_t nmcp_endpoints;
 	struct config_resource *resources; size_t nresources;
 	struct config_scope    *scopes;    size_t nscopes;
 	struct config_action   *actions;   size_t nactions;
@@ -280,6 +291,12 @@ unsigned config_warn_gateway_approvals(const struct config *cfg, FILE *out);
 const struct config_agent    *config_agent(const struct config *, const char *id);
 /* The [client.NAME] whose client_id is client_id, byte for byte; NULL: none. */
 const struct config_client   *config_client(const struct config *, const char *client_id);
+/* The [mcp.NAME] named id, or whose URI is uri, byte for byte; NULL: none. */
+const struct config_mcp_endpoint *config_mcp_endpoint(const struct config *, const char *id);
+const struct config_mcp_endpoint *config_mcp_endpoint_by_uri(const struct config *,
+    const char *uri);
+/* Whether some [mcp.NAME] stands for the [resource.X] whose id is resource. */
+bool config_resource_has_mcp_endpoint(const struct config *, const char *resource);
 const struct config_resource *config_resource(const struct config *, const char *id);
 const struct config_resource *config_resource_by_uri(const struct config *, const char *uri);
 const struct config_scope    *config_scope(const struct config *, const char *resource, const char *name);

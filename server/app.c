@@ -90,6 +90,15 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 		log_msg(LOG_ERROR, "[limits]: %s", cs_strerror(e));
 		goto fail;
 	}
+	if (cfg->mcp_cimd_allow != CIMD_ALLOW_NONE &&
+	    (e = cimd_cache_new(&(struct cimd_cache_opts){
+	    .max_entries = (size_t)cfg->mcp_cimd_cache_entries,
+	    .min_ttl = cfg->mcp_cimd_cache_min_ttl, .default_ttl = cfg->mcp_cimd_cache_default_ttl,
+	    .max_ttl = cfg->mcp_cimd_cache_max_ttl, .failure_ttl = cfg->mcp_cimd_failure_ttl },
+	    &app->cimd)) != CS_OK) {
+		log_msg(LOG_ERROR, "[mcp] client metadata cache: %s", cs_strerror(e));
+		goto fail;
+	}
 	e = keyring_load(c, &app->mk, app_now(), cfg->grant_ttl, &app->keys);
 	if (e != CS_OK) {
 		log_msg(LOG_ERROR, "signing keys: %s", cs_strerror(e));
@@ -127,6 +136,8 @@ void app_clear(struct app *app)
 	app->gateway_keys = NULL;
 	rate_limits_free(app->limits);
 	app->limits = NULL;
+	cimd_cache_free(app->cimd);
+	app->cimd = NULL;
 	auth_refusals_free(app->auth_refusals);
 	app->auth_refusals = NULL;
 	OPENSSL_cleanse(app->dpop_nonce_key, sizeof app->dpop_nonce_key);

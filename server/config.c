@@ -176,7 +176,8 @@ static const char keys_text[] =
     "[session]\n[login]\n[consent]\n[gateway]\nclient_secret = 0123456789abcdef\n"
     "[audit]\n[metrics]\n[retention]\n[limits]\n[agent.NAME]\n[resource.NAME]\n"
     "[scope.NAME.SCOPE]\n[action.NAME.ACTION]\nscope = SCOPE\n"
-    "[client.NAME]\nredirect_uris = https://client.example/cb\n";
+    "[client.NAME]\nredirect_uris = https://client.example/cb\n"
+    "[mcp.NAME]\nresource = NAME\n";
 
 enum cs_err config_print_keys(FILE *out)
 {
@@ -186,7 +187,8 @@ enum cs_err config_print_keys(FILE *out)
 	enum cs_err rc = CS_OK;
 	static const char *const label[SK__MAX] = { [SK_AGENT] = "agent.NAME",
 		[SK_RESOURCE] = "resource.NAME", [SK_SCOPE] = "scope.NAME.SCOPE",
-		[SK_ACTION] = "action.NAME.ACTION", [SK_CLIENT] = "client.NAME" };
+		[SK_ACTION] = "action.NAME.ACTION", [SK_CLIENT] = "client.NAME",
+		[SK_MCP_ENDPOINT] = "mcp.NAME" };
 	static char *const no_env[] = { NULL };
 
 	buf_init(&d, 256 * 1024);
@@ -728,6 +730,12 @@ void config_free(struct config *c)
 		free(k->jwks_json);
 	}
 	free(c->clients);
+	for (size_t i = 0; i < c->nmcp_endpoints; i++) {
+		free(c->mcp_endpoints[i].id);
+		free(c->mcp_endpoints[i].resource);
+		free(c->mcp_endpoints[i].uri);
+	}
+	free(c->mcp_endpoints);
 	for (size_t i = 0; i < c->nresources; i++) {
 		struct config_resource *r = &c->resources[i];
 		free(r->id);
@@ -786,6 +794,31 @@ const struct config_client *config_client(const struct config *c, const char *cl
 		if (same(c->clients[i].client_id, client_id))
 			return &c->clients[i];
 	return NULL;
+}
+
+const struct config_mcp_endpoint *config_mcp_endpoint(const struct config *c, const char *id)
+{
+	for (size_t i = 0; c != NULL && i < c->nmcp_endpoints; i++)
+		if (same(c->mcp_endpoints[i].id, id))
+			return &c->mcp_endpoints[i];
+	return NULL;
+}
+
+const struct config_mcp_endpoint *config_mcp_endpoint_by_uri(const struct config *c,
+    const char *uri)
+{
+	for (size_t i = 0; c != NULL && i < c->nmcp_endpoints; i++)
+		if (same(c->mcp_endpoints[i].uri, uri))
+			return &c->mcp_endpoints[i];
+	return NULL;
+}
+
+bool config_resource_has_mcp_endpoint(const struct config *c, const char *resource)
+{
+	for (size_t i = 0; c != NULL && i < c->nmcp_endpoints; i++)
+		if (same(c->mcp_endpoints[i].resource, resource))
+			return true;
+	return false;
 }
 
 const struct config_resource *config_resource(const struct config *c, const char *id)

@@ -62,6 +62,7 @@ static const char *const keys_scope[] = { "description", "provider", NULL };
 static const char *const keys_action[] = { "description", "scope", "approval", "route", NULL };
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",
 	"token_endpoint_auth", "jwks_file", "jwks_uri", NULL };
+static const char *const keys_mcp_endpoint[] = { "resource", NULL };
 
 static const struct {
 	const char *name;
@@ -85,6 +86,7 @@ static const struct {
 	[SK_SCOPE]    = { "scope", keys_scope },
 	[SK_ACTION]   = { "action", keys_action },
 	[SK_CLIENT]   = { "client", keys_client },
+	[SK_MCP_ENDPOINT] = { "mcp", keys_mcp_endpoint },
 };
 
 const char *const *cfg_section_keys(enum sec_kind k, const char **name)
@@ -134,7 +136,7 @@ static void open_section(struct ctx *c, const char *name, size_t n)
 		cfg_err_line(c, c->lineno, NULL, "[%s]: unknown section", full);
 		goto out;
 	}
-	if (kind == SK_AGENT || kind == SK_RESOURCE || kind == SK_CLIENT) {
+	if (kind == SK_AGENT || kind == SK_RESOURCE || kind == SK_CLIENT || kind == SK_MCP_ENDPOINT) {
 		a = dot + 1;
 		alen = strlen(a);
 		if (!cfg_valid_part(a, alen, false)) {

@@ -652,6 +652,21 @@ static void load_client(struct ctx *c, struct config_client *k, const struct sec
 	}
 }
 
+/* [mcp.NAME]: an MCP endpoint (config.h).  Its URI needs public_url (loaded
+ * first); the resource's existence is checked across sections. */
+static void load_mcp_endpoint(struct ctx *c, const struct config *cfg,
+    struct config_mcp_endpoint *m, const struct section *s)
+{
+	m->id = cfg_xstrdup(c, s->a);
+	(void)cfg_get_str(c, s, "resource", NULL, S_REQUIRED, &m->resource);
+	if (cfg->public_url != NULL && m->id != NULL) {
+		size_t n = strlen(cfg->public_url) + sizeof "/mcp/" + strlen(m->id);
+		m->uri = malloc(n);
+		if (m->uri == NULL || str_fmt(m->uri, n, "%s/mcp/%s", cfg->public_url, m->id) != CS_OK)
+			c->oom = true;
+	}
+}
+
 /* A preset's endpoints (docs/providers.md cites where each is documented):
  * the authorization server's public host and its API's, the API's path below
  * provider_base_url (GitHub Enterprise Server: /api/v3), and the paths; the
@@ -1075,6 +1090,11 @@ static void cross_check(struct ctx *c, const struct config *cfg)
 				    strcmp(cfg->clients[j].client_id, k->client_id) == 0)
 					cfg_err_line(c, s->line, "client_id", "[%s] has the client_id of "
 					    "[client.%s]", s->name, cfg->clients[j].id);
+			/* SECURITY: one id, one party: consent rows name either. */
+			for (size_t j = 0; k->client_id != NULL && j < cfg->nagents; j++)
+				if (cfg->agents[j].id != NULL && strcmp(cfg->agents[j].id, k->client_id) == 0)
+					cfg_err_line(c, s->line, "client_id", "[%s] has the id of "
+					    "[agent.%s]", s->name, k->client_id);
 			ik++;
 			break;
 		}
@@ -1102,6 +1122,14 @@ static void cross_check(struct ctx *c, const struct config *cfg)
 			e = cfg_find(s, "provider");
 			if (e != NULL && cfg_value_of(e)[0] != '\0' && !section_has_provider(rs))
 				cfg_err_e(c, e, "[resource.%s] has no provider", s->a);
+			break;
+		}
+		case SK_MCP_ENDPOINT: {
+			const struct config_mcp_endpoint *m = config_mcp_endpoint(cfg, s->a);
+			e = cfg_find(s, "resource");
+			if (m != NULL && m->resource != NULL && e != NULL &&
+			    config_resource(cfg, m->resource) == NULL)
+				cfg_err_e(c, e, "no [resource.%s] section", m->resource);
 			break;
 		}
 		case SK_ACTION:
@@ -1136,12 +1164,13 @@ static void load_dynamic(struct ctx *c, struct config *cfg)
 {
 	size_t na = count_kind(c, SK_AGENT), nr = count_kind(c, SK_RESOURCE);
 	size_t ns = count_kind(c, SK_SCOPE), nac = count_kind(c, SK_ACTION);
-	size_t nk = count_kind(c, SK_CLIENT);
+	size_t nk = count_kind(c, SK_CLIENT), nm = count_kind(c, SK_MCP_ENDPOINT);
 	cfg->agents = calloc_n(c, na, sizeof *cfg->agents);
 	cfg->resources = calloc_n(c, nr, sizeof *cfg->resources);
 	cfg->scopes = calloc_n(c, ns, sizeof *cfg->scopes);
 	cfg->actions = calloc_n(c, nac, sizeof *cfg->actions);
 	cfg->clients = calloc_n(c, nk, sizeof *cfg->clients);
+	cfg->mcp_endpoints = calloc_n(c, nm, sizeof *cfg->mcp_endpoints);
 	if (c->oom)
 		return;
 	for (size_t i = 0; i < c->nsecs; i++) {
@@ -1152,6 +1181,9 @@ static void load_dynamic(struct ctx *c, struct config *cfg)
 		case SK_SCOPE:    load_scope(c, &cfg->scopes[cfg->nscopes++], s); break;
 		case SK_ACTION:   load_action(c, &cfg->actions[cfg->nactions++], s); break;
 		case SK_CLIENT:   load_client(c, &cfg->clients[cfg->nclients++], s); break;
+		case SK_MCP_ENDPOINT:
+			load_mcp_endpoint(c, cfg, &cfg->mcp_endpoints[cfg->nmcp_endpoints++], s);
+			break;
 		default:          break;
 		}
 	}

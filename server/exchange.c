@@ -390,7 +390,9 @@ enum cs_err exchange_target(const struct config *cfg, const char *audience,
 	if ((out->outcome = target_resource(cfg, audience, resource, &out->res)) !=
 	    EXCHANGE_TARGET_OK)
 		return CS_OK;
-	if (!agent_resolve(cfg, agent_id, &out->agent)) {
+	/* SECURITY: a gateway acts for its [agent.X] agents only; an MCP client
+	 * signs in at /authorize, and its consents are not a gateway's to use. */
+	if (!agent_resolve(cfg, agent_id, &out->agent) || out->agent.kind != AGENT_CONFIGURED) {
 		out->outcome = agent_id == NULL ? EXCHANGE_TARGET_NO_AGENT : EXCHANGE_TARGET_UNKNOWN_AGENT;
 		return CS_OK;
 	}

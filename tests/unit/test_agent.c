@@ -1,7 +1,8 @@
 /* test_agent.c -- who acts (agent.c): an [agent.X] resolved into its view,
- * an unknown id refused without touching the view, a [client.NAME] client
- * resolved only through the provisional MCP function (never by agent_resolve,
- * so a gateway's exchange cannot name one), and the one RESOURCE:SCOPE rule
+ * an unknown id refused without touching the view, MCP clients ([client.NAME]
+ * and client-id URLs under the [mcp] policy) that may ask only for resources
+ * behind an [mcp.NAME] endpoint and that a gateway's exchange cannot name, a
+ * client_id equal to an agent's id refused at load, and the one RESOURCE:SCOPE rule
  * from the attacker's side: prefixes, a colon moved between resource and
  * scope, empty and NULL values. */
 #include <string.h>
@@ -25,8 +26,8 @@
 	"[resource.re]\n[scope.re.s:scope]\n" \
 	"[client.ide]\nredirect_uris = http://127.0.0.1/cb\n" \
 	"[client.cli]\nclient_id = cli-7\nname = The CLI\nredirect_uris = https://cli.example/cb\n" \
-	"[client.same]\nclient_id = coder\nname = Not the agent\n" \
-	"redirect_uris = https://same.example/cb\n"
+	"[mcp]\ncimd_allow = prefixes\ncimd_prefixes = https://tools.example/mcp/\n" \
+	"[mcp.notes]\nresource = notes\n"
 
 static struct config *cfg;
 
@@ -80,8 +81,8 @@ END_TEST
 START_TEST(test_agent_resolve_unknown)
 {
 	/* Nothing but the exact id: a prefix, an extension, another case, a
-	 * client's client_id or NAME, and NULL are unknown; the view stays as it was. */
-	const char *ids[] = { "code", "coder2", "Coder", "coder ", "", "cli-7", "ide", "cli" };
+	 * client's NAME, and NULL are unknown; the view stays as it was. */
+	const char *ids[] = { "code", "coder2", "Coder", "coder ", "", "cli", "cli-", "CLI-7" };
 	struct agent_view v, before;
 	memset(&before, 0xa5, sizeof before);
 	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
@@ -100,54 +101,124 @@ END_TEST
 START_TEST(test_agent_resolve_mcp_client)
 {
 	struct agent_view v, before;
-	ck_assert(agent_resolve_mcp_client(cfg, "cli-7", &v));
+	ck_assert(agent_resolve(cfg, "cli-7", &v));
 	ck_assert_int_eq(v.kind, AGENT_MCP_CLIENT);
 	ck_assert_str_eq(v.id, "cli-7");
 	ck_assert_str_eq(v.name, "The CLI");
 	ck_assert_str_eq(v.description, "");
 	ck_assert(!v.self_named);               /* the operator named it */
 	ck_assert(v.offline);
-	ck_assert_int_eq(v.rule, AGENT_RULE_ANY_SCOPE);
+	ck_assert_int_eq(v.rule, AGENT_RULE_MCP);
 	ck_assert_ptr_null(v.allow);
 	ck_assert_uint_eq(v.nallow, 0);
-	/* Provisional (agent.h): any scope of any resource, but never nothing. */
+	/* Any configured scope of a resource behind an [mcp.NAME] endpoint
+	 * (the person chooses); nothing of a resource no endpoint stands for. */
 	ck_assert(agent_may_ask(&v, "notes", "write"));
-	ck_assert(agent_may_ask(&v, "gh", "repo:status"));
+	ck_assert(agent_may_ask(&v, "notes", "read"));
+	ck_assert(!agent_may_ask(&v, "gh", "repo:status"));
+	ck_assert(!agent_may_ask(&v, "res", "scope"));
 	ck_assert(!agent_may_ask(&v, "notes", ""));
 	ck_assert(!agent_may_ask(&v, "", "read"));
 	ck_assert(!agent_may_ask(&v, NULL, "read"));
 	ck_assert(!agent_may_ask(&v, "notes", NULL));
 	/* No name given: the client_id, which defaults to NAME. */
-	ck_assert(agent_resolve_mcp_client(cfg, "ide", &v));
+	ck_assert(agent_resolve(cfg, "ide", &v));
 	ck_assert_str_eq(v.id, "ide");
 	ck_assert_str_eq(v.name, "ide");
-	/* By client_id only: not by NAME, not an agent's id, not NULL. */
+	/* By client_id only: not by NAME. */
 	memset(&before, 0xa5, sizeof before);
 	memcpy(&v, &before, sizeof v);
-	ck_assert(!agent_resolve_mcp_client(cfg, "cli", &v));
-	ck_assert(!agent_resolve_mcp_client(cfg, "plain", &v));
-	ck_assert(!agent_resolve_mcp_client(cfg, NULL, &v));
+	ck_assert(!agent_resolve(cfg, "cli", &v));
 	ck_assert(memcmp(&v, &before, sizeof v) == 0);
-	/* One id, two sections: each function answers from its own. */
-	ck_assert(agent_resolve_mcp_client(cfg, "coder", &v));
-	ck_assert_int_eq(v.kind, AGENT_MCP_CLIENT);
-	ck_assert_str_eq(v.name, "Not the agent");
-	v = agent("coder");
-	ck_assert_int_eq(v.kind, AGENT_CONFIGURED);
-	ck_assert_str_eq(v.name, "The Coder");
 }
 END_TEST
 
-/* No behaviour change (#30): a gateway that names a [client.NAME]'s
- * client_id at /token is refused as today, an unknown agent. */
+START_TEST(test_agent_resolve_client_id_url)
+{
+	struct agent_view v, before;
+	const char *url = "https://tools.example/mcp/client.json";
+	ck_assert(agent_resolve(cfg, url, &v));
+	ck_assert_int_eq(v.kind, AGENT_MCP_CLIENT_URL);
+	ck_assert_ptr_eq(v.id, url);
+	ck_assert_str_eq(v.name, url);
+	ck_assert(!v.self_named);
+	ck_assert(v.offline);
+	ck_assert(agent_may_ask(&v, "notes", "read"));
+	ck_assert(!agent_may_ask(&v, "gh", "repo"));
+	/* Outside the policy's prefixes, or not a client-id URL at all. */
+	memset(&before, 0xa5, sizeof before);
+	memcpy(&v, &before, sizeof v);
+	ck_assert(!agent_resolve(cfg, "https://tools.example/other/client.json", &v));
+	ck_assert(!agent_resolve(cfg, "https://evil.example/mcp/client.json", &v));
+	ck_assert(!agent_resolve(cfg, "http://tools.example/mcp/client.json", &v));
+	ck_assert(!agent_resolve(cfg, "https://tools.example/mcp/c.json?x=1", &v));
+	ck_assert(!agent_resolve(cfg, "https://tools.example/mcp/../c.json", &v));
+	ck_assert(memcmp(&v, &before, sizeof v) == 0);
+}
+END_TEST
+
+/* A [client.NAME] whose client_id is an [agent.X] id would make one consent
+ * row name two parties: refused at load. */
+START_TEST(test_agent_client_id_of_an_agent_refused)
+{
+	static const char bad[] = CFG "[client.same]\nclient_id = coder\n"
+	    "redirect_uris = https://same.example/cb\n";
+	struct config *c2 = NULL;
+	FILE *err = tmpfile();
+	ck_assert_int_ne(config_load_string(bad, strlen(bad), "x.conf", NULL, err, &c2), CS_OK);
+	ck_assert_ptr_null(c2);
+	char msg[1024] = "";
+	rewind(err);
+	size_t n = fread(msg, 1, sizeof msg - 1, err);
+	msg[n] = '\0';
+	fclose(err);
+	ck_assert_msg(strstr(msg, "has the id of [agent.coder]") != NULL, "%s", msg);
+}
+END_TEST
+
+/* An [mcp.NAME] must name a configured resource, and its URI is
+ * public_url/mcp/NAME. */
+START_TEST(test_agent_mcp_endpoint_config)
+{
+	const struct config_mcp_endpoint *m = config_mcp_endpoint(cfg, "notes");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(m->resource, "notes");
+	ck_assert_str_eq(m->uri, "https://consent.example.com/mcp/notes");
+	ck_assert_ptr_eq(config_mcp_endpoint_by_uri(cfg, "https://consent.example.com/mcp/notes"), m);
+	ck_assert_ptr_null(config_mcp_endpoint_by_uri(cfg, "https://consent.example.com/mcp/note"));
+	ck_assert_ptr_null(config_mcp_endpoint_by_uri(cfg, "https://consent.example.com/mcp/notes/"));
+	ck_assert(config_resource_has_mcp_endpoint(cfg, "notes"));
+	ck_assert(!config_resource_has_mcp_endpoint(cfg, "gh"));
+	static const char bad[] = CFG "[mcp.x]\nresource = nope\n";
+	struct config *c2 = NULL;
+	FILE *err = tmpfile();
+	ck_assert_int_ne(config_load_string(bad, strlen(bad), "x.conf", NULL, err, &c2), CS_OK);
+	char msg[1024] = "";
+	rewind(err);
+	size_t n = fread(msg, 1, sizeof msg - 1, err);
+	msg[n] = '\0';
+	fclose(err);
+	ck_assert_msg(strstr(msg, "no [resource.nope] section") != NULL, "%s", msg);
+	static const char none[] = CFG "[mcp.y]\n";
+	err = tmpfile();
+	ck_assert_int_ne(config_load_string(none, strlen(none), "x.conf", NULL, err, &c2), CS_OK);
+	fclose(err);
+}
+END_TEST
+
+/* A gateway that names an MCP client's client_id (or a client-id URL) at
+ * /token is refused as an unknown agent: its consents are not the
+ * gateway's. */
 START_TEST(test_agent_exchange_never_reaches_a_client)
 {
 	struct exchange_target t;
 	ck_assert_int_eq(exchange_target(cfg, "notes", NULL, "cli-7", "read", &t), CS_OK);
 	ck_assert_int_eq(t.outcome, EXCHANGE_TARGET_UNKNOWN_AGENT);
-	ck_assert_ptr_null(t.agent.id);
 	exchange_target_clear(&t);
-	/* The id an agent and a client share is the agent, with its allow list. */
+	ck_assert_int_eq(exchange_target(cfg, "notes", NULL, "https://tools.example/mcp/c.json",
+	    "read", &t), CS_OK);
+	ck_assert_int_eq(t.outcome, EXCHANGE_TARGET_UNKNOWN_AGENT);
+	exchange_target_clear(&t);
 	ck_assert_int_eq(exchange_target(cfg, "notes", NULL, "coder", "write", &t), CS_OK);
 	ck_assert_int_eq(t.outcome, EXCHANGE_TARGET_SCOPE_DENIED);
 	ck_assert_str_eq(t.agent.name, "The Coder");
@@ -221,9 +292,10 @@ START_TEST(test_agent_may_ask_empty_and_null)
 	ck_assert(!agent_may_ask(&h, "", "read"));
 	ck_assert(!agent_may_ask(&h, "notes", "read"));
 	ck_assert(!agent_may_ask(&h, "notesread", ""));
-	/* The any-scope rule is the MCP client's alone: a view that claims it
+	/* The MCP rule is the MCP client's alone: a view that claims it
 	 * without being one gets nothing. */
-	h.rule = AGENT_RULE_ANY_SCOPE;
+	h.rule = AGENT_RULE_MCP;
+	h.cfg = cfg;
 	ck_assert(!agent_may_ask(&h, "notes", "read"));
 	h.rule = AGENT_RULE__MAX;
 	ck_assert(!agent_may_ask(&h, "notes", "read"));
@@ -238,6 +310,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_agent_resolve_configured);
 	tcase_add_test(tc, test_agent_resolve_unknown);
 	tcase_add_test(tc, test_agent_resolve_mcp_client);
+	tcase_add_test(tc, test_agent_resolve_client_id_url);
+	tcase_add_test(tc, test_agent_client_id_of_an_agent_refused);
+	tcase_add_test(tc, test_agent_mcp_endpoint_config);
 	tcase_add_test(tc, test_agent_exchange_never_reaches_a_client);
 	tcase_add_test(tc, test_agent_may_ask_exact_entries);
 	tcase_add_test(tc, test_agent_may_ask_prefixes);

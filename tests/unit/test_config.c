@@ -251,13 +251,13 @@ START_TEST(test_config_print_keys)
 		"[retention] enabled = true\n", "[database] write_queue = 256\n",
 		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
 		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n",
-		"[login] max_pending (obsolete)\n", "[login] max_pending_per_address (obsolete)\n" };
+		"[mcp.NAME] resource (required)\n", "[login] max_pending (obsolete)\n", "[login] max_pending_per_address (obsolete)\n" };
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		ck_assert_msg(strstr(out, want[i]) != NULL, "missing %s in:\n%s", want[i], out);
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 119);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6, [resource.NAME]: 18) */
+	ck_assert_uint_eq(lines, 120);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6, [mcp.NAME]: 1, [resource.NAME]: 18) */
 	free(out);
 }
 END_TEST
