@@ -30,6 +30,12 @@ struct grant_issue_req {
 	const char *jkt;                 /* DPoP (RFC 9449): the proof key's thumbprint, or NULL */
 	const char *actor;
 	int64_t now;
+	/* An MCP client's access token (issue #30): both set, or both NULL (a
+	 * gateway's grant, as before).  aud = audience (the [mcp.NAME] URI the
+	 * client named as its resource), client_id = client_id (k's agent), no
+	 * act claim.  NOT YET IMPLEMENTED by grant_issue: the token leg adds it. */
+	const char *audience;
+	const char *client_id;
 };
 
 enum grant_issue_outcome {
