@@ -260,12 +260,7 @@ static enum cs_err audit_ask(struct store_conn *c, const struct approval_ask *q,
     const struct audit_entry *what, const char *why)
 {
 	struct audit_entry a = *what;
-	a.ts = q->now;
-	a.actor = q->actor;
-	a.subject = q->k->subject;
-	a.agent = q->k->agent;
-	a.resource = q->k->resource;
-	a.consent_id = q->k->id;
+	consent_audit_about(q->k, q->actor, q->now, &a);
 	return audit_approval(c, &a, why, q->action, q->digest);
 }
 

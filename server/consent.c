@@ -30,6 +30,17 @@ _Static_assert(CONSENT_ID_LEN == B64URL_ID_LEN, "CONSENT_ID_LEN is B64URL_ID_LEN
 
 /* --- structs ----------------------------------------------------------- */
 
+void consent_audit_about(const struct consent *k, const char *actor, int64_t now,
+    struct audit_entry *a)
+{
+	a->ts = now;
+	a->actor = actor;
+	a->subject = k->subject;
+	a->agent = k->agent;
+	a->resource = k->resource;
+	a->consent_id = k->id;
+}
+
 void consent_clear(struct consent *k)
 {
 	if (k == NULL)
