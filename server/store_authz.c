@@ -45,14 +45,6 @@ static const char SQL_CODE_SET_FAMILY[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-void store_authz_request_clear(struct store_authz_request *r)
-{
-	if (r == NULL)
-		return;
-	free(r->block);
-	memset(r, 0, sizeof *r);
-}
-
 void store_authz_code_clear(struct store_authz_code *r)
 {
 	if (r == NULL)
@@ -61,11 +53,11 @@ void store_authz_code_clear(struct store_authz_code *r)
 	OPENSSL_cleanse(r, sizeof *r);
 }
 
+/* Reads the current row into a zeroed row (store_get, store_rows). */
 static enum cs_err request_read(struct store_stmt *st, void *row)
 {
 	struct store_authz_request *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 1, &r->client_id, true },
@@ -82,23 +74,18 @@ static enum cs_err request_read(struct store_stmt *st, void *row)
 	return CS_OK;
 }
 
-static void request_free(void *rows, size_t n)
-{
-	struct store_authz_request *r = rows;
-	for (size_t i = 0; i < n; i++)
-		store_authz_request_clear(&r[i]);
-	free(rows);
-}
+static const struct store_row_type request_rows =
+    STORE_ROW_BLOCK(struct store_authz_request, request_read);
 
-static const struct store_row_type request_rows = {
-	sizeof(struct store_authz_request), request_read, request_free
-};
+void store_authz_request_clear(struct store_authz_request *r)
+{
+	store_row_clear(&request_rows, r);
+}
 
 static enum cs_err code_read(struct store_stmt *st, void *row)
 {
 	struct store_authz_code *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->request_id, true },
 	    { 1, &r->client_id, true },
@@ -117,16 +104,13 @@ static enum cs_err code_read(struct store_stmt *st, void *row)
 	return CS_OK;
 }
 
-static void code_free(void *rows, size_t n)
+static void code_clear(void *row)
 {
-	struct store_authz_code *r = rows;
-	for (size_t i = 0; i < n; i++)
-		store_authz_code_clear(&r[i]);
-	free(rows);
+	store_authz_code_clear(row);
 }
 
 static const struct store_row_type code_rows = {
-	sizeof(struct store_authz_code), code_read, code_free
+	.size = sizeof(struct store_authz_code), .read = code_read, .clear = code_clear
 };
 
 /* --- pending requests ---------------------------------------------------- */
