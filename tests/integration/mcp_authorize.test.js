@@ -9,7 +9,7 @@
 // (error pages), a resource consentd does not serve (invalid_target to the client).  The
 // token leg (redeeming the code) is tests of its own.
 //
-//   users: alice (the sign-in), bob (another person)
+//   users: alice (the sign-in), carol (a request bob tries to take), bob (another person)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -194,7 +194,7 @@ test('a resource consentd does not serve: invalid_target to the client', async (
 });
 
 test("a request id bound to another person: the same 404 as an unknown one", async () => {
-  const a = await jar('alice');
+  const a = await jar('carol');     // no consent for this client yet: the request waits for her
   const b = await jar('bob');
   const r = await authorize();
   const id = r.location.split('/').pop();
@@ -208,9 +208,9 @@ test("a request id bound to another person: the same 404 as an unknown one", asy
     assert.equal(res.headers.get('location'), null);
     assert.ok(html.includes('No such sign-in request'));
   }
-  // Bob opening it first does not make it his either: alice's request stays hers.
+  // Bob's tries did not make it his: the request stays carol's.
   const rows = await s.c.rows(`SELECT u.subject FROM authz_requests r JOIN users u ON u.id = r.user_id WHERE r.id = '${id}'`);
-  assert.deepEqual(rows, [{ subject: 'alice' }]);
+  assert.deepEqual(rows, [{ subject: 'carol' }]);
 });
 
 test("a client-id URL whose document's client_id is not its URL, or that the policy does not allow: an error page", async () => {
