@@ -7,6 +7,7 @@
  * requests, the consent page's done step sent back to /authorize, and the
  * single code with iss and state.  The client-id URL leg with a real HTTPS
  * server is tests/integration/mcp_authorize.test.js. */
+#include <pthread.h>
 #include <string.h>
 #include <openssl/sha.h>
 #include <sqlite3.h>
@@ -630,6 +631,65 @@ START_TEST(test_authorize_pages_one_code_per_request)
 }
 END_TEST
 
+/* Done steps racing on their own threads and connections (two tabs, a
+ * replayed link at the same moment): exactly one code. */
+#define RACERS 4
+struct racer {
+	const char *id;
+	struct authz_flow_person p;
+	pthread_barrier_t *go;
+	enum authz_step outcome;
+	enum cs_err e;
+};
+
+static void *race_done(void *arg)
+{
+	struct racer *r = arg;
+	struct authz_flow_step st;
+	memset(&st, 0, sizeof st);
+	struct store_conn *c = store_conn(app.store);
+	pthread_barrier_wait(r->go);
+	r->e = c == NULL ? CS_EDB : authz_flow_finish(c, cfg, r->id, &r->p, &st);
+	r->outcome = st.outcome;
+	authz_flow_step_clear(&st);
+	return NULL;
+}
+
+START_TEST(test_authorize_pages_racing_done_steps)
+{
+	struct http_reply rep;
+	struct person alice;
+	pthread_t t[RACERS];
+	struct racer r[RACERS];
+	pthread_barrier_t go;
+	char id[STORE_AUTHZ_ID_LEN + 1], crid[64];
+	size_t codes = 0;
+	sign_in("alice", &alice);
+	authorize(&rep, NULL, NULL, NULL, NULL);
+	request_id_of(&rep, id);
+	reply_clear(&rep);
+	ask(id, &alice, crid);
+	decide(&rep, &alice, crid, "decision=approve&duration=3600&s0=on");
+	reply_clear(&rep);
+	ck_assert_int_eq(pthread_barrier_init(&go, NULL, RACERS), 0);
+	for (size_t i = 0; i < RACERS; i++) {
+		r[i] = (struct racer){ .id = id, .go = &go, .p = { .user_id = alice.uid, .issuer = ISS,
+			.subject = "alice", .actor = "user:alice", .now = now } };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, race_done, &r[i]), 0);
+	}
+	for (size_t i = 0; i < RACERS; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_int_eq(r[i].e, CS_OK);
+		ck_assert(r[i].outcome == AUTHZ_STEP_CODE || r[i].outcome == AUTHZ_STEP_UNKNOWN);
+		codes += r[i].outcome == AUTHZ_STEP_CODE;
+	}
+	pthread_barrier_destroy(&go);
+	ck_assert_uint_eq(codes, 1);
+	ck_assert_int_eq(count("SELECT count(*) FROM authz_codes"), 1);
+	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'authz.code.issued'"), 1);
+}
+END_TEST
+
 /* The pure helpers: a redirect URI's host and whether it is this computer;
  * the dpop_jkt shape; the scopes a request asks. */
 START_TEST(test_authorize_pages_helpers)
@@ -695,6 +755,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_authorize_pages_code);
 	tcase_add_test(tc, test_authorize_pages_denied);
 	tcase_add_test(tc, test_authorize_pages_one_code_per_request);
+	tcase_add_test(tc, test_authorize_pages_racing_done_steps);
 	tcase_add_test(tc, test_authorize_pages_helpers);
 	suite_add_tcase(s, tc);
 	return s;
