@@ -26,6 +26,7 @@ enum token_api_param {
 	TOKEN_P_REFRESH_TOKEN,
 	TOKEN_P_ACTION,
 	TOKEN_P_AUTHORIZATION_DETAILS,
+	TOKEN_P_ASSERTION,               /* jwt-bearer: the ID-JAG (idjag_grant.h) */
 	TOKEN_P__MAX
 };
 /* /introspect's and /revoke's, the same on both. */

@@ -21,6 +21,7 @@
 #include "consent.h"
 #include "form.h"
 #include "http.h"
+#include "idjag.h"
 #include "login_pages.h"
 #include "me_pages.h"
 #include "metrics_api.h"
@@ -263,6 +264,8 @@ const struct route http_routes[] = {
 		[TOKEN_P_ACTION] = { "action", 128, param_printable, 0 },
 		/* JSON: the approval parser checks it */
 		[TOKEN_P_AUTHORIZATION_DETAILS] = { "authorization_details", 16384, NULL, 0 },
+		/* grant_type jwt-bearer: an ID-JAG (idjag_grant.c) */
+		[TOKEN_P_ASSERTION] = { "assertion", 16384, param_token68, 0 },
 		[TOKEN_P__MAX] = { NULL, 0, NULL, 0 } },
 	  /* SECURITY: a provider-token exchange's grant (its subject token) is
 	   * checked by the route's grant check (grant_api_gate), as /proxy's is. */
@@ -526,6 +529,14 @@ static enum cs_err gate_admin_api(struct http_request *req, struct http_reply *r
 /* SECURITY: the gateway's client authentication (client_auth.c). */
 static enum cs_err gate_gateway(struct http_request *req, struct http_reply *rep, bool *ok)
 {
+	/* SECURITY: an MCP client's ID-JAG grant at /token (issue #30): not the
+	 * gateway; idjag_grant_token authenticates the client itself. */
+	const char *gt = req->route != NULL && req->route->handler == token_api_token ?
+	    http_arg_str(req, TOKEN_P_GRANT_TYPE) : NULL;
+	if (gt != NULL && strcmp(gt, IDJAG_GRANT_TYPE) == 0) {
+		*ok = true;
+		return CS_OK;
+	}
 	*ok = req->auth.gateway = client_auth_api_gateway(req, rep);
 	return CS_OK;
 }

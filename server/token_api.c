@@ -12,6 +12,7 @@
 #include "dpop_api.h"
 #include "exchange.h"
 #include "grant.h"
+#include "idjag_grant.h"
 #include "token_api.h"
 #include "vault.h"
 
@@ -366,6 +367,8 @@ enum cs_err token_api_token(const struct http_request *req, struct http_reply *r
 		return CS_OK;
 	if (strcmp(gt, "refresh_token") == 0)
 		return refresh(req, rep, jkt[0] ? jkt : NULL);
+	if (strcmp(gt, IDJAG_GRANT_TYPE) == 0)
+		return idjag_grant_token(req, rep);       /* an MCP client (idjag_grant.h) */
 	if (strcmp(gt, URN_TOKEN_EXCHANGE) != 0)
 		return reply_oauth_error(rep, 400, "unsupported_grant_type",
 		    "grant_type must be token-exchange or refresh_token");

@@ -1,0 +1,528 @@
+/* idjag_grant.c -- enterprise-managed authorization (idjag_grant.h): an
+ * ID-JAG from a configured enterprise IdP, under the admin's policy, becomes
+ * the organisation's consent and an MCP access token.  Every refusal names
+ * its check. */
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include "app.h"
+#include "audit.h"
+#include "b64.h"
+#include "buf.h"
+#include "client_auth.h"
+#include "consent.h"
+#include "idjag_grant.h"
+#include "jws.h"
+#include "mcp_client.h"
+#include "scope.h"
+#include "store_consent.h"
+#include "store_replay.h"
+#include "store_user.h"
+#include "token_api.h"
+
+#define IDJAG_ACTOR_MAX 1100            /* "enterprise:" + NAME, "client:" + a client id */
+
+void idjag_grant_result_clear(struct idjag_grant_result *r)
+{
+	if (r == NULL)
+		return;
+	grant_response_clear(&r->grant);
+	free(r->consent_id);
+	memset(r, 0, sizeof *r);
+}
+
+static enum cs_err refuse(struct idjag_grant_result *out, enum idjag_grant_outcome oc,
+    const char *msg)
+{
+	out->outcome = oc;
+	if (str_fmt(out->why, sizeof out->why, "%s", msg) != CS_OK)
+		out->why[0] = '\0';
+	return CS_OK;
+}
+
+/* A refusal naming the [enterprise.NAME] (fmt holds one %s). */
+#define REFUSE_NAMED(out, oc, fmt, name) do { \
+	(out)->outcome = (oc); \
+	if (str_fmt((out)->why, sizeof (out)->why, fmt, name) != CS_OK) \
+		(out)->why[0] = '\0'; \
+} while (0)
+
+/* --- the assertion: signature and claims ------------------------------- */
+
+/* true when p verifies under one of ks's keys: the one its kid names, or,
+ * without a kid, any. */
+static bool signature_ok(const struct jws_parsed *p, const struct jws_keyset *ks)
+{
+	const char *kid = json_string_value(json_object_get(p->header, "kid"));
+	for (size_t i = 0; i < ks->n; i++) {
+		if (kid != NULL && (ks->keys[i]->kid == NULL || strcmp(kid, ks->keys[i]->kid) != 0))
+			continue;
+		if (jws_verify(p, ks->keys[i]))
+			return true;
+	}
+	return false;
+}
+
+/* The [mcp.NAME] URIs: the resources an ID-JAG may name (NULL-terminated). */
+static const char **mcp_uris(const struct config *cfg)
+{
+	const char **v = calloc(cfg->nmcp_endpoints + 1, sizeof *v);
+	for (size_t i = 0; v != NULL && i < cfg->nmcp_endpoints; i++)
+		v[i] = cfg->mcp_endpoints[i].uri;
+	return v;
+}
+
+/* Parses and verifies the assertion, and checks its claims into *g; *ent is
+ * its IdP.  A refusal is out->outcome (CS_OK). */
+static enum cs_err assertion_check(const struct config *cfg, const struct idjag_grant_req *rq,
+    const struct config_enterprise **ent, struct idjag *g, struct idjag_grant_result *out)
+{
+	struct jws_parsed p;
+	struct jws_keyset *ks = NULL;
+	char why[160], *hdr = NULL, *pl = NULL;
+	const char **uris = NULL;
+	enum cs_err e = CS_OK;
+
+	memset(&p, 0, sizeof p);
+	out->outcome = IDJAG_GRANT_INVALID;
+	/* SECURITY: only ES256 and RS256 (JWS_ALGS_IDJAG): none and HS* are
+	 * refused before any key is looked at. */
+	if (jws_parse(rq->assertion, JWS_ALGS_IDJAG, &p, why, sizeof why) != CS_OK)
+	{
+		REFUSE_NAMED(out, IDJAG_GRANT_INVALID, "the assertion is not an ID-JAG: %s", why);
+		return CS_OK;
+	}
+	const char *iss = json_string_value(json_object_get(p.payload, "iss"));
+	if (iss == NULL || (*ent = config_enterprise_by_issuer(cfg, iss)) == NULL ||
+	    (*ent)->jwks_json == NULL) {
+		(void)refuse(out, IDJAG_GRANT_INVALID,
+		    "the grant's iss is no configured enterprise identity provider");
+		goto out;
+	}
+	if ((e = jws_keyset_parse_for((*ent)->jwks_json, JWS_ALGS_IDJAG, &ks, why, sizeof why)) !=
+	    CS_OK)
+		goto out;                  /* checked at start: only memory can fail here */
+	if (!signature_ok(&p, ks)) {
+		REFUSE_NAMED(out, IDJAG_GRANT_INVALID, "the grant's signature does not verify with "
+		    "the keys of [enterprise.%s]", (*ent)->id);
+		goto out;
+	}
+	if ((hdr = json_dumps(p.header, JSON_COMPACT)) == NULL ||
+	    (pl = json_dumps(p.payload, JSON_COMPACT)) == NULL || (uris = mcp_uris(cfg)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	struct idjag_expect x = { .issuer = (*ent)->issuer, .audience = cfg->public_url,
+		.client_id = rq->client_id, .resources = uris, .now = rq->now };
+	e = idjag_check(hdr, strlen(hdr), pl, strlen(pl), &x, g, out->why, sizeof out->why);
+	if (e == CS_EINVAL)
+		e = CS_OK;                 /* out->why names the claim */
+	else if (e == CS_OK)
+		out->outcome = IDJAG_GRANTED;
+out:
+	free(hdr);
+	free(pl);
+	free(uris);
+	jws_keyset_free(ks);
+	jws_parsed_clear(&p);
+	return e;
+}
+
+/* The scopes to grant: the policy's, narrowed by the grant's and the
+ * request's scope when each is given. */
+static enum cs_err wanted_scopes(const struct config_enterprise_allow *a, const struct idjag *g,
+    const char *asked, struct scope_set *out, struct idjag_grant_result *res)
+{
+	struct scope_set pol = { .n = 0 }, other = { .n = 0 }, tmp = { .n = 0 };
+	enum cs_err e = CS_OK;
+	for (size_t i = 0; i < a->nscopes && e == CS_OK; i++)
+		e = scope_set_add(&pol, a->scopes[i], strlen(a->scopes[i]));
+	for (int pass = 0; pass < 2 && e == CS_OK; pass++) {
+		const char *s = pass == 0 ? g->scope : asked;
+		if (s == NULL)
+			continue;
+		if (scope_set_parse(s, &other) != CS_OK) {
+			REFUSE_NAMED(res, IDJAG_GRANT_BAD_SCOPE, "the %s scope is malformed",
+			    pass == 0 ? "grant's" : "request's");
+			goto out;
+		}
+		if ((e = scope_set_intersect(&tmp, &pol, &other)) != CS_OK)
+			goto out;
+		scope_set_clear(&pol);
+		pol = tmp;
+		memset(&tmp, 0, sizeof tmp);
+		scope_set_clear(&other);
+	}
+	if (e == CS_OK && pol.n == 0) {
+		(void)refuse(res, IDJAG_GRANT_BAD_SCOPE, "no scope asked for is one the enterprise "
+		    "policy grants this client for this resource");
+		goto out;
+	}
+	if (e == CS_OK) {
+		*out = pol;
+		memset(&pol, 0, sizeof pol);
+		res->outcome = IDJAG_GRANTED;
+	}
+out:
+	scope_set_clear(&pol);
+	scope_set_clear(&other);
+	scope_set_clear(&tmp);
+	return e;
+}
+
+/* --- the organisation's consent ----------------------------------------- */
+
+static enum cs_err random_id(char out[CONSENT_ID_LEN + 1])
+{
+	unsigned char r[16];
+	if (RAND_bytes(r, sizeof r) != 1)
+		return CS_ECRYPTO;
+	return b64url_encode(r, sizeof r, out, CONSENT_ID_LEN + 1);
+}
+
+/* Inside the open transaction: the live consent of (user, client, resource)
+ * when it covers want, else a new one given by the organisation (replacing
+ * any unrevoked one), audited.  *id is the consent's id (malloc'd). */
+static enum cs_err org_consent_locked(struct store_conn *c, const struct config_enterprise *ent,
+    const struct config_resource *res, int64_t user_id, const struct idjag *g,
+    const char *client_id, const struct scope_set *want, int64_t now, char **id)
+{
+	struct consent cur;
+	struct store_consent_row old;
+	char nid[CONSENT_ID_LEN + 1], actor[IDJAG_ACTOR_MAX], detail[160];
+	char *granted = NULL;
+	enum consent_revoke_outcome roc;
+	enum cs_err e;
+	memset(&cur, 0, sizeof cur);
+	memset(&old, 0, sizeof old);
+	e = consent_current(c, user_id, client_id, res->id, now, &cur);
+	if (e == CS_OK && scope_set_subset(want, &cur.granted)) {
+		*id = strdup(cur.id);
+		consent_clear(&cur);
+		return *id != NULL ? CS_OK : CS_ENOMEM;
+	}
+	consent_clear(&cur);
+	if (e != CS_OK && e != CS_ENOENT)
+		return e;
+	if ((e = str_fmt(actor, sizeof actor, "enterprise:%s", ent->id)) != CS_OK ||
+	    (e = random_id(nid)) != CS_OK)
+		goto out;
+	/* The unrevoked one (live, narrower, or merely expired) makes way, with
+	 * its tokens, in this transaction. */
+	e = store_consent_current(c, user_id, client_id, res->id, &old);
+	if (e == CS_OK) {
+		struct consent_actor who = { .user_id = 0, .actor = actor, .now = now };
+		if ((e = str_fmt(detail, sizeof detail, "replaced by the organisation's consent %s",
+		    nid)) != CS_OK || (e = consent_revoke_tx(c, old.id, &who, detail, &roc)) != CS_OK)
+			goto out;
+	} else if (e != CS_ENOENT) {
+		goto out;
+	}
+	if ((granted = scope_set_join(want)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	/* The organisation's consent lasts as long as the resource allows one;
+	 * its tokens are minutes long, and each needs a new ID-JAG. */
+	struct store_consent_row k = { .id = nid, .user_id = user_id, .agent = (char *)client_id,
+		.resource = res->id, .granted = granted, .declined = "", .offline = 0,
+		.created_at = now, .expires_at = now + res->max_consent,
+		.granted_by = CONSENT_BY_ORGANISATION };
+	if ((e = store_consent_insert(c, &k)) != CS_OK ||
+	    (e = str_fmt(detail, sizeof detail, "enterprise=%s", ent->id)) != CS_OK ||
+	    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = actor,
+	    .action = "consent.granted_by_policy", .subject = g->sub, .agent = client_id,
+	    .resource = res->id, .scopes = granted, .consent_id = nid, .outcome = "ok",
+	    .detail = detail })) != CS_OK)
+		goto out;
+	if ((*id = strdup(nid)) == NULL)
+		e = CS_ENOMEM;
+out:
+	free(granted);
+	store_consent_row_clear(&old);
+	return e;
+}
+
+/* The person and their organisation's consent, in one transaction. */
+static enum cs_err org_consent(struct store_conn *c, const struct config_enterprise *ent,
+    const struct config_resource *res, const struct idjag *g, const char *client_id,
+    const struct scope_set *want, int64_t now, char **id)
+{
+	int64_t user_id = 0;
+	enum cs_err e;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	/* SECURITY: the person is (the grant's iss, its sub): the same row a
+	 * sign-in through that IdP names, never one of another issuer. */
+	if ((e = store_user_put(c, &(struct store_user){ .issuer = g->iss, .subject = g->sub,
+	    .now = now, .login = false }, &user_id)) != CS_OK ||
+	    (e = org_consent_locked(c, ent, res, user_id, g, client_id, want, now, id)) != CS_OK ||
+	    (e = store_commit(c)) != CS_OK) {
+		store_rollback(c);
+		free(*id);
+		*id = NULL;
+	}
+	return e;
+}
+
+/* --- the grant ------------------------------------------------------------ */
+
+/* The endpoint the token is for: the request's resource and the grant's,
+ * equal when both are given. */
+static const struct config_mcp_endpoint *target(const struct config *cfg,
+    const struct idjag_grant_req *rq, const struct idjag *g, struct idjag_grant_result *out)
+{
+	const char *uri = rq->resource != NULL ? rq->resource : g->resource;
+	const struct config_mcp_endpoint *m;
+	if (uri == NULL) {
+		(void)refuse(out, IDJAG_GRANT_BAD_TARGET, "resource is missing: neither the request "
+		    "nor the grant names an MCP endpoint");
+		return NULL;
+	}
+	if (rq->resource != NULL && g->resource != NULL && strcmp(rq->resource, g->resource) != 0) {
+		(void)refuse(out, IDJAG_GRANT_BAD_TARGET,
+		    "resource is not the resource the grant names");
+		return NULL;
+	}
+	if ((m = config_mcp_endpoint_by_uri(cfg, uri)) == NULL)
+		(void)refuse(out, IDJAG_GRANT_BAD_TARGET,
+		    "resource is not an MCP endpoint of this server");
+	return m;
+}
+
+static enum cs_err issue(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct idjag_grant_req *rq, const char *consent_id,
+    const struct scope_set *want, const char *aud, struct idjag_grant_result *out)
+{
+	struct consent k;
+	enum grant_issue_outcome oc = GRANT_ISSUE_REFUSED;
+	char actor[IDJAG_ACTOR_MAX];
+	enum cs_err e;
+	memset(&k, 0, sizeof k);
+	if ((e = consent_get(c, consent_id, rq->now, &k)) != CS_OK ||
+	    (e = str_fmt(actor, sizeof actor, "client:%s", rq->client_id)) != CS_OK)
+		goto out;
+	struct grant_issue_req ir = { .k = &k, .scope = want, .with_refresh = false,
+		.actor = actor, .now = rq->now, .audience = aud, .client_id = rq->client_id };
+	if ((e = grant_issue(c, cfg, kr, &ir, &oc, &out->grant)) != CS_OK)
+		goto out;
+	if (oc != GRANT_ISSUED)
+		(void)refuse(out, IDJAG_GRANT_INVALID, "the organisation's consent ended before a "
+		    "token could be issued");
+	else if ((out->consent_id = strdup(consent_id)) == NULL)
+		e = CS_ENOMEM;
+out:
+	consent_clear(&k);
+	return e;
+}
+
+enum cs_err idjag_grant(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const struct idjag_grant_req *rq, struct idjag_grant_result *out)
+{
+	const struct config_enterprise *ent = NULL;
+	const struct config_enterprise_allow *allow;
+	const struct config_mcp_endpoint *m;
+	const struct config_resource *res;
+	struct idjag g;
+	struct scope_set want = { .n = 0 };
+	char *consent_id = NULL;
+	struct buf key;
+	enum cs_err e;
+
+	memset(&g, 0, sizeof g);
+	memset(out, 0, sizeof *out);
+	buf_init(&key, 2 * IDJAG_CLAIM_MAX + 64);
+	if (c == NULL || cfg == NULL || rq == NULL || rq->assertion == NULL || rq->client_id == NULL)
+		return CS_EINVAL;
+	if ((e = assertion_check(cfg, rq, &ent, &g, out)) != CS_OK || out->outcome != IDJAG_GRANTED)
+		goto out;
+	if ((m = target(cfg, rq, &g, out)) == NULL)
+		goto out;
+	if ((res = config_resource(cfg, m->resource)) == NULL) {
+		(void)refuse(out, IDJAG_GRANT_BAD_TARGET, "resource is configured no more");
+		goto out;
+	}
+	/* SECURITY: the admin's policy is what stands in for the person: only a
+	 * pair it lists, and only its scopes. */
+	if ((allow = config_enterprise_allows(ent, rq->client_id, m->id)) == NULL) {
+		REFUSE_NAMED(out, IDJAG_GRANT_INVALID, "the policy of [enterprise.%s] does not let "
+		    "this client have tokens for this resource", ent->id);
+		goto out;
+	}
+	if ((e = wanted_scopes(allow, &g, rq->scope, &want, out)) != CS_OK ||
+	    out->outcome != IDJAG_GRANTED)
+		goto out;
+	/* SECURITY: single use, across nodes: the jti (per IdP) is recorded
+	 * once, until the grant could no longer be accepted anyway. */
+	if ((e = buf_puts(&key, ent->id)) != CS_OK || (e = buf_puts(&key, " ")) != CS_OK ||
+	    (e = buf_puts(&key, g.jti)) != CS_OK)
+		goto out;
+	e = store_replay_use(c, REPLAY_IDJAG, key.data, g.exp + IDJAG_LEEWAY, rq->now);
+	if (e == CS_EEXIST) {
+		e = refuse(out, IDJAG_GRANT_INVALID, "the grant was used already (its jti is "
+		    "single-use)");
+		goto out;
+	}
+	if (e != CS_OK ||
+	    (e = org_consent(c, ent, res, &g, rq->client_id, &want, rq->now, &consent_id)) != CS_OK)
+		goto out;
+	e = issue(c, cfg, kr, rq, consent_id, &want, m->uri, out);
+out:
+	if (e != CS_OK || out->outcome != IDJAG_GRANTED) {
+		grant_response_clear(&out->grant);
+		free(out->consent_id);
+		out->consent_id = NULL;
+	}
+	free(consent_id);
+	buf_clear(&key);
+	scope_set_clear(&want);
+	idjag_clear(&g);
+	return e;
+}
+
+/* --- /token ------------------------------------------------------------------ */
+
+/* The MCP client at /token: a public client by its client_id alone, a
+ * private_key_jwt client by a client assertion signed with its keys.
+ * false: rep holds the 401. */
+static bool client_ok(const struct http_request *req, struct http_reply *rep,
+    const char *client_id, enum cs_err *err)
+{
+	struct app *app = req->app;
+	struct mcp_client k;
+	struct jws_keyset *ks = NULL;
+	char why[CIMD_WHY_MAX], desc[CIMD_WHY_MAX + 64], *jti = NULL;
+	const char *atype = http_arg_str(req, CLIENT_AUTH_P_ASSERTION_TYPE);
+	const char *assertion = http_arg_str(req, CLIENT_AUTH_P_ASSERTION);
+	int64_t exp = 0;
+	bool ok = false;
+	enum cs_err e;
+
+	memset(&k, 0, sizeof k);
+	*err = CS_OK;
+	desc[0] = '\0';
+	if (client_id == NULL) {
+		*err = reply_oauth_error(rep, 401, "invalid_client", "client_id is missing");
+		return false;
+	}
+	if (req->authorization != NULL) {
+		*err = reply_oauth_error(rep, 401, "invalid_client", "an MCP client authenticates "
+		    "with client_id (public) or a client assertion (private_key_jwt), never Basic");
+		return false;
+	}
+	e = mcp_client_lookup(app, client_id, req->now, &k, why, sizeof why);
+	if (e == CS_ENOMEM) {
+		*err = e;
+		return false;
+	}
+	if (e != CS_OK) {
+		*err = str_fmt(desc, sizeof desc, "unknown client: %s", why) == CS_OK ?
+		    reply_oauth_error(rep, 401, "invalid_client", desc) :
+		    reply_oauth_error(rep, 401, "invalid_client", "unknown client");
+		return false;
+	}
+	if (!k.private_key_jwt) {
+		if (atype != NULL || assertion != NULL)
+			*err = reply_oauth_error(rep, 401, "invalid_client",
+			    "the client is public (none): it sends no client assertion");
+		else
+			ok = true;
+		goto out;
+	}
+	if (atype == NULL || strcmp(atype, CLIENT_ASSERTION_TYPE) != 0 || assertion == NULL) {
+		*err = reply_oauth_error(rep, 401, "invalid_client", "the client authenticates with "
+		    "private_key_jwt: client_assertion_type and client_assertion are required");
+		goto out;
+	}
+	if (k.jwks == NULL) {
+		*err = reply_oauth_error(rep, 401, "invalid_client", "the client's keys are at a "
+		    "jwks_uri, which this grant does not fetch yet: register them with jwks_file");
+		goto out;
+	}
+	if ((e = jws_keyset_parse(k.jwks, &ks, why, sizeof why)) != CS_OK) {
+		*err = e == CS_ENOMEM ? e : reply_oauth_error(rep, 401, "invalid_client",
+		    "the client's keys could not be read");
+		goto out;
+	}
+	char tokep[1100];
+	if ((e = str_fmt(tokep, sizeof tokep, "%s/token", app->cfg->public_url)) != CS_OK) {
+		*err = e;
+		goto out;
+	}
+	const char *auds[] = { app->cfg->public_url, tokep };
+	struct client_assertion_expect x = { .keys = ks, .client_id = client_id, .audiences = auds,
+		.naudiences = 2, .now = req->now, .clock_skew = app->cfg->gateway_clock_skew };
+	if (client_assertion_check(assertion, &x, &jti, &exp, why, sizeof why) != CS_OK) {
+		*err = str_fmt(desc, sizeof desc, "client assertion refused: %s", why) == CS_OK ?
+		    reply_oauth_error(rep, 401, "invalid_client", desc) :
+		    reply_oauth_error(rep, 401, "invalid_client", "client assertion refused");
+		goto out;
+	}
+	struct store_conn *c = store_conn(app->store);
+	e = c == NULL ? CS_EDB : store_replay_use(c, REPLAY_CLIENT_ASSERTION, jti,
+	    exp + app->cfg->gateway_clock_skew, req->now);
+	if (e == CS_EEXIST)
+		*err = reply_oauth_error(rep, 401, "invalid_client",
+		    "client assertion refused: its jti was used already");
+	else if (e != CS_OK)
+		*err = e;
+	else
+		ok = true;
+out:
+	free(jti);
+	jws_keyset_free(ks);
+	mcp_client_clear(&k);
+	return ok;
+}
+
+static enum cs_err reply_granted(struct http_reply *rep, const struct grant_response *g)
+{
+	/* RFC 6749 §5.1; no refresh token: the client returns with a new ID-JAG. */
+	json_t *v = json_pack("{s:s, s:s, s:I, s:s}", "access_token", g->access_token,
+	    "token_type", "Bearer", "expires_in", (json_int_t)g->expires_in, "scope", g->scope);
+	return reply_json_value(rep, 200, v);
+}
+
+enum cs_err idjag_grant_token(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const char *client_id = http_arg_str(req, CLIENT_AUTH_P_CLIENT_ID);
+	const char *assertion = http_arg_str(req, TOKEN_P_ASSERTION);
+	struct idjag_grant_result r;
+	struct store_conn *c;
+	enum cs_err e;
+
+	memset(&r, 0, sizeof r);
+	if (!client_ok(req, rep, client_id, &e))
+		return e;
+	if (assertion == NULL)
+		return reply_oauth_error(rep, 400, "invalid_request", "assertion (the ID-JAG) is missing");
+	if ((c = store_conn(app->store)) == NULL)
+		return CS_EDB;
+	struct idjag_grant_req rq = { .assertion = assertion, .client_id = client_id,
+		.resource = http_arg_str(req, TOKEN_P_RESOURCE),
+		.scope = http_arg_str(req, TOKEN_P_SCOPE), .now = req->now };
+	const struct keyring *kr = app_keys_get(app);
+	e = idjag_grant(c, app->cfg, kr, &rq, &r);
+	app_keys_put(app);
+	if (e == CS_OK) {
+		rep->log.agent = client_id;
+		switch (r.outcome) {
+		case IDJAG_GRANTED:
+			e = reply_granted(rep, &r.grant);
+			break;
+		case IDJAG_GRANT_BAD_TARGET:
+			e = reply_oauth_error(rep, 400, "invalid_target", r.why);
+			break;
+		case IDJAG_GRANT_BAD_SCOPE:
+			e = reply_oauth_error(rep, 400, "invalid_scope", r.why);
+			break;
+		default:
+			e = reply_oauth_error(rep, 400, "invalid_grant", r.why);
+		}
+	}
+	idjag_grant_result_clear(&r);
+	return e;
+}
