@@ -11,11 +11,12 @@
 #ifndef CS_IDJAG_GRANT_H
 #define CS_IDJAG_GRANT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "config.h"
 #include "cs_err.h"
 #include "grant.h"
-#include "http.h"
 #include "idjag.h"
 #include "jwt.h"
 #include "store.h"
@@ -65,13 +66,23 @@ void idjag_grant_result_clear(struct idjag_grant_result *r);   /* NULL-safe */
 enum cs_err idjag_grant(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const struct idjag_grant_req *rq, struct idjag_grant_result *out) CS_MUST_CHECK;
 
-/* /token with grant_type IDJAG_GRANT_TYPE (token_api.c dispatches here; the
- * route's gate lets this grant type through without the gateway's
- * credentials): authenticates the MCP client (mcp_client_lookup: a public
- * client by client_id alone, a private_key_jwt client by its client
- * assertion, 401 invalid_client otherwise), then idjag_grant, answered as RFC
- * 6749 JSON (Cache-Control: no-store). */
-enum cs_err idjag_grant_token(const struct http_request *req, struct http_reply *rep)
-    CS_MUST_CHECK;
+/* The MCP client at /token (what idjag_api.c read from the request). */
+struct idjag_client_auth {
+	const char *client_id;           /* the form's client_id */
+	const char *assertion_type;      /* client_assertion_type, or NULL */
+	const char *assertion;           /* client_assertion, or NULL */
+	bool        basic;               /* an Authorization header came */
+	int64_t     now;
+};
+struct app;
+/* Authenticates the client (mcp_client_lookup): a public client by its
+ * client_id alone, and then no assertion; a private_key_jwt client by a client
+ * assertion (RFC 7523) signed with its keys (jwks_file; a jwks_uri is not
+ * fetched here), audience the issuer or its token endpoint, jti single-use
+ * (REPLAY_CLIENT_ASSERTION).  Never Basic (the gateway's).  *ok false: why
+ * holds the error_description for 401 invalid_client.  An error only when it
+ * could not be judged. */
+enum cs_err idjag_client_authenticate(struct app *app, const struct idjag_client_auth *rq,
+    bool *ok, char *why, size_t whylen) CS_MUST_CHECK;
 
 #endif

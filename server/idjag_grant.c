@@ -20,7 +20,6 @@
 #include "store_consent.h"
 #include "store_replay.h"
 #include "store_user.h"
-#include "token_api.h"
 
 #define IDJAG_ACTOR_MAX 1100            /* "enterprise:" + NAME, "client:" + a client id */
 
@@ -382,147 +381,88 @@ out:
 	return e;
 }
 
-/* --- /token ------------------------------------------------------------------ */
+/* --- the client ------------------------------------------------------------ */
 
-/* The MCP client at /token: a public client by its client_id alone, a
- * private_key_jwt client by a client assertion signed with its keys.
- * false: rep holds the 401. */
-static bool client_ok(const struct http_request *req, struct http_reply *rep,
-    const char *client_id, enum cs_err *err)
+enum cs_err idjag_client_authenticate(struct app *app, const struct idjag_client_auth *rq,
+    bool *ok, char *why, size_t whylen)
 {
-	struct app *app = req->app;
 	struct mcp_client k;
 	struct jws_keyset *ks = NULL;
-	char why[CIMD_WHY_MAX], desc[CIMD_WHY_MAX + 64], *jti = NULL;
-	const char *atype = http_arg_str(req, CLIENT_AUTH_P_ASSERTION_TYPE);
-	const char *assertion = http_arg_str(req, CLIENT_AUTH_P_ASSERTION);
+	char kwhy[CIMD_WHY_MAX], tokep[1100], *jti = NULL;
 	int64_t exp = 0;
-	bool ok = false;
-	enum cs_err e;
+	enum cs_err e = CS_OK;
+	const char *msg = NULL;
 
 	memset(&k, 0, sizeof k);
-	*err = CS_OK;
-	desc[0] = '\0';
-	if (client_id == NULL) {
-		*err = reply_oauth_error(rep, 401, "invalid_client", "client_id is missing");
-		return false;
-	}
-	if (req->authorization != NULL) {
-		*err = reply_oauth_error(rep, 401, "invalid_client", "an MCP client authenticates "
-		    "with client_id (public) or a client assertion (private_key_jwt), never Basic");
-		return false;
-	}
-	e = mcp_client_lookup(app, client_id, req->now, &k, why, sizeof why);
-	if (e == CS_ENOMEM) {
-		*err = e;
-		return false;
-	}
-	if (e != CS_OK) {
-		*err = str_fmt(desc, sizeof desc, "unknown client: %s", why) == CS_OK ?
-		    reply_oauth_error(rep, 401, "invalid_client", desc) :
-		    reply_oauth_error(rep, 401, "invalid_client", "unknown client");
-		return false;
-	}
-	if (!k.private_key_jwt) {
-		if (atype != NULL || assertion != NULL)
-			*err = reply_oauth_error(rep, 401, "invalid_client",
-			    "the client is public (none): it sends no client assertion");
-		else
-			ok = true;
+	*ok = false;
+	why[0] = '\0';
+	if (rq->client_id == NULL) {
+		msg = "client_id is missing";
 		goto out;
 	}
-	if (atype == NULL || strcmp(atype, CLIENT_ASSERTION_TYPE) != 0 || assertion == NULL) {
-		*err = reply_oauth_error(rep, 401, "invalid_client", "the client authenticates with "
-		    "private_key_jwt: client_assertion_type and client_assertion are required");
+	if (rq->basic) {
+		msg = "an MCP client authenticates with client_id (public) or a client assertion "
+		    "(private_key_jwt), never Basic";
+		goto out;
+	}
+	if ((e = mcp_client_lookup(app, rq->client_id, rq->now, &k, kwhy, sizeof kwhy)) != CS_OK) {
+		if (e == CS_ENOMEM)
+			return e;
+		e = CS_OK;
+		if (str_fmt(why, whylen, "unknown client: %s", kwhy) != CS_OK)
+			msg = "unknown client";
+		goto out;
+	}
+	if (!k.private_key_jwt) {
+		if (rq->assertion_type != NULL || rq->assertion != NULL)
+			msg = "the client is public (none): it sends no client assertion";
+		else
+			*ok = true;
+		goto out;
+	}
+	if (rq->assertion_type == NULL || strcmp(rq->assertion_type, CLIENT_ASSERTION_TYPE) != 0 ||
+	    rq->assertion == NULL) {
+		msg = "the client authenticates with private_key_jwt: client_assertion_type and "
+		    "client_assertion are required";
 		goto out;
 	}
 	if (k.jwks == NULL) {
-		*err = reply_oauth_error(rep, 401, "invalid_client", "the client's keys are at a "
-		    "jwks_uri, which this grant does not fetch yet: register them with jwks_file");
+		msg = "the client's keys are at a jwks_uri, which this grant does not fetch yet: "
+		    "register them with jwks_file";
 		goto out;
 	}
-	if ((e = jws_keyset_parse(k.jwks, &ks, why, sizeof why)) != CS_OK) {
-		*err = e == CS_ENOMEM ? e : reply_oauth_error(rep, 401, "invalid_client",
-		    "the client's keys could not be read");
+	if ((e = jws_keyset_parse(k.jwks, &ks, kwhy, sizeof kwhy)) != CS_OK) {
+		if (e != CS_ENOMEM) {
+			e = CS_OK;
+			msg = "the client's keys could not be read";
+		}
 		goto out;
 	}
-	char tokep[1100];
-	if ((e = str_fmt(tokep, sizeof tokep, "%s/token", app->cfg->public_url)) != CS_OK) {
-		*err = e;
+	if ((e = str_fmt(tokep, sizeof tokep, "%s/token", app->cfg->public_url)) != CS_OK)
 		goto out;
-	}
 	const char *auds[] = { app->cfg->public_url, tokep };
-	struct client_assertion_expect x = { .keys = ks, .client_id = client_id, .audiences = auds,
-		.naudiences = 2, .now = req->now, .clock_skew = app->cfg->gateway_clock_skew };
-	if (client_assertion_check(assertion, &x, &jti, &exp, why, sizeof why) != CS_OK) {
-		*err = str_fmt(desc, sizeof desc, "client assertion refused: %s", why) == CS_OK ?
-		    reply_oauth_error(rep, 401, "invalid_client", desc) :
-		    reply_oauth_error(rep, 401, "invalid_client", "client assertion refused");
+	struct client_assertion_expect x = { .keys = ks, .client_id = rq->client_id,
+		.audiences = auds, .naudiences = 2, .now = rq->now,
+		.clock_skew = app->cfg->gateway_clock_skew };
+	if (client_assertion_check(rq->assertion, &x, &jti, &exp, kwhy, sizeof kwhy) != CS_OK) {
+		if (str_fmt(why, whylen, "client assertion refused: %s", kwhy) != CS_OK)
+			msg = "client assertion refused";
 		goto out;
 	}
 	struct store_conn *c = store_conn(app->store);
 	e = c == NULL ? CS_EDB : store_replay_use(c, REPLAY_CLIENT_ASSERTION, jti,
-	    exp + app->cfg->gateway_clock_skew, req->now);
-	if (e == CS_EEXIST)
-		*err = reply_oauth_error(rep, 401, "invalid_client",
-		    "client assertion refused: its jti was used already");
-	else if (e != CS_OK)
-		*err = e;
-	else
-		ok = true;
+	    exp + app->cfg->gateway_clock_skew, rq->now);
+	if (e == CS_EEXIST) {
+		e = CS_OK;
+		msg = "client assertion refused: its jti was used already";
+	} else if (e == CS_OK) {
+		*ok = true;
+	}
 out:
+	if (msg != NULL && str_fmt(why, whylen, "%s", msg) != CS_OK && whylen > 0)
+		why[0] = '\0';
 	free(jti);
 	jws_keyset_free(ks);
 	mcp_client_clear(&k);
-	return ok;
-}
-
-static enum cs_err reply_granted(struct http_reply *rep, const struct grant_response *g)
-{
-	/* RFC 6749 §5.1; no refresh token: the client returns with a new ID-JAG. */
-	json_t *v = json_pack("{s:s, s:s, s:I, s:s}", "access_token", g->access_token,
-	    "token_type", "Bearer", "expires_in", (json_int_t)g->expires_in, "scope", g->scope);
-	return reply_json_value(rep, 200, v);
-}
-
-enum cs_err idjag_grant_token(const struct http_request *req, struct http_reply *rep)
-{
-	struct app *app = req->app;
-	const char *client_id = http_arg_str(req, CLIENT_AUTH_P_CLIENT_ID);
-	const char *assertion = http_arg_str(req, TOKEN_P_ASSERTION);
-	struct idjag_grant_result r;
-	struct store_conn *c;
-	enum cs_err e;
-
-	memset(&r, 0, sizeof r);
-	if (!client_ok(req, rep, client_id, &e))
-		return e;
-	if (assertion == NULL)
-		return reply_oauth_error(rep, 400, "invalid_request", "assertion (the ID-JAG) is missing");
-	if ((c = store_conn(app->store)) == NULL)
-		return CS_EDB;
-	struct idjag_grant_req rq = { .assertion = assertion, .client_id = client_id,
-		.resource = http_arg_str(req, TOKEN_P_RESOURCE),
-		.scope = http_arg_str(req, TOKEN_P_SCOPE), .now = req->now };
-	const struct keyring *kr = app_keys_get(app);
-	e = idjag_grant(c, app->cfg, kr, &rq, &r);
-	app_keys_put(app);
-	if (e == CS_OK) {
-		rep->log.agent = client_id;
-		switch (r.outcome) {
-		case IDJAG_GRANTED:
-			e = reply_granted(rep, &r.grant);
-			break;
-		case IDJAG_GRANT_BAD_TARGET:
-			e = reply_oauth_error(rep, 400, "invalid_target", r.why);
-			break;
-		case IDJAG_GRANT_BAD_SCOPE:
-			e = reply_oauth_error(rep, 400, "invalid_scope", r.why);
-			break;
-		default:
-			e = reply_oauth_error(rep, 400, "invalid_grant", r.why);
-		}
-	}
-	idjag_grant_result_clear(&r);
 	return e;
 }

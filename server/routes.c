@@ -530,7 +530,7 @@ static enum cs_err gate_admin_api(struct http_request *req, struct http_reply *r
 static enum cs_err gate_gateway(struct http_request *req, struct http_reply *rep, bool *ok)
 {
 	/* SECURITY: an MCP client's ID-JAG grant at /token (issue #30): not the
-	 * gateway; idjag_grant_token authenticates the client itself. */
+	 * gateway; idjag_api_token authenticates the client itself. */
 	const char *gt = req->route != NULL && req->route->handler == token_api_token ?
 	    http_arg_str(req, TOKEN_P_GRANT_TYPE) : NULL;
 	if (gt != NULL && strcmp(gt, IDJAG_GRANT_TYPE) == 0) {

@@ -12,7 +12,8 @@
 #include "dpop_api.h"
 #include "exchange.h"
 #include "grant.h"
-#include "idjag_grant.h"
+#include "idjag_api.h"
+#include "idjag.h"
 #include "token_api.h"
 #include "vault.h"
 
@@ -368,7 +369,10 @@ enum cs_err token_api_token(const struct http_request *req, struct http_reply *r
 	if (strcmp(gt, "refresh_token") == 0)
 		return refresh(req, rep, jkt[0] ? jkt : NULL);
 	if (strcmp(gt, IDJAG_GRANT_TYPE) == 0)
-		return idjag_grant_token(req, rep);       /* an MCP client (idjag_grant.h) */
+		return idjag_api_token(req, rep, &(struct idjag_api_params){      /* idjag_api.h */
+		    .assertion = http_arg_str(req, TOKEN_P_ASSERTION),
+		    .resource = http_arg_str(req, TOKEN_P_RESOURCE),
+		    .scope = http_arg_str(req, TOKEN_P_SCOPE) });
 	if (strcmp(gt, URN_TOKEN_EXCHANGE) != 0)
 		return reply_oauth_error(rep, 400, "unsupported_grant_type",
 		    "grant_type must be token-exchange or refresh_token");
