@@ -120,9 +120,10 @@ struct config_enterprise_allow {     /* one allow entry: CLIENT_ID=MCP_NAME:SCOP
 struct config_enterprise {
 	char  *id;                       /* the NAME part */
 	char  *issuer;                   /* the ID-JAG's iss, byte for byte (required) */
-	char  *jwks_file;                /* the IdP's public keys (required) */
+	char  *jwks_file, *jwks_uri;     /* the IdP's public keys: exactly one */
 	char  *jwks_json;                /* jwks_file's JWK Set as read and checked at start
-	                                    (ES256 and RS256 keys only, JWS_ALGS_IDJAG) */
+	                                    (ES256 and RS256 keys only, JWS_ALGS_IDJAG);
+	                                    NULL with jwks_uri (fetched at run time) */
 	struct config_enterprise_allow *allow;
 	size_t nallow;
 };

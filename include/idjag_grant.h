@@ -37,6 +37,8 @@ enum idjag_grant_outcome {
 	IDJAG_GRANT_BAD_TARGET,          /* invalid_target: no resource, or not an [mcp.NAME] URI,
 	                                    or the request's differs from the grant's */
 	IDJAG_GRANT_BAD_SCOPE,           /* invalid_scope: nothing of what was asked is allowed */
+	IDJAG_GRANT_UNAVAILABLE,         /* temporarily_unavailable: the IdP's jwks_uri could not
+	                                    be fetched */
 	IDJAG_GRANT__MAX
 };
 
@@ -49,9 +51,14 @@ struct idjag_grant_result {          /* release with idjag_grant_result_clear() 
 };
 void idjag_grant_result_clear(struct idjag_grant_result *r);   /* NULL-safe */
 
+/* How often an IdP's jwks_uri is fetched at most: on first use, and again
+ * when an ID-JAG names a kid the cached set lacks. */
+#define IDJAG_KEYS_REFETCH 60
+
 /* The grant itself: the JWS parsed with JWS_ALGS_IDJAG (ES256, RS256: none
  * and HS* refused), its iss an [enterprise.NAME] issuer, its signature
- * verified with that IdP's keys (the header's kid, when given, picks the key),
+ * verified with that IdP's keys (jwks_file's, or jwks_uri's, cached per
+ * process; the header's kid, when given, picks the key),
  * idjag_check (typ, iss, aud = public_url, client_id = rq->client_id, exp, iat,
  * resource an [mcp.NAME] URI), the target resource (the request's or the
  * grant's; equal when both are given), the policy's pair, the scopes (the

@@ -743,6 +743,7 @@ void config_free(struct config *c)
 		free(n->id);
 		free(n->issuer);
 		free(n->jwks_file);
+		free(n->jwks_uri);
 		free(n->jwks_json);
 		for (size_t j = 0; j < n->nallow; j++) {
 			free(n->allow[j].client_id);

@@ -63,7 +63,7 @@ static const char *const keys_action[] = { "description", "scope", "approval", "
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",
 	"token_endpoint_auth", "jwks_file", "jwks_uri", NULL };
 static const char *const keys_mcp_endpoint[] = { "resource", NULL };
-static const char *const keys_enterprise[] = { "issuer", "jwks_file", "allow", NULL };
+static const char *const keys_enterprise[] = { "issuer", "jwks_file", "jwks_uri", "allow", NULL };
 
 static const struct {
 	const char *name;

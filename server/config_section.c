@@ -733,9 +733,17 @@ static void load_enterprise(struct ctx *c, struct config_enterprise *n, const st
 	const struct entry *e = cfg_get_str(c, s, "issuer", NULL, S_REQUIRED, &n->issuer);
 	if (e != NULL && n->issuer != NULL)
 		(void)cfg_check_url(c, e, n->issuer, URL_PATH, &https);
-	e = cfg_get_str(c, s, "jwks_file", NULL, S_REQUIRED, &n->jwks_file);
-	if (e != NULL && n->jwks_file != NULL)
+	e = cfg_get_str(c, s, "jwks_file", NULL, S_EMPTY_NULL, &n->jwks_file);
+	const struct entry *ue = cfg_get_str(c, s, "jwks_uri", NULL, S_EMPTY_NULL, &n->jwks_uri);
+	if ((n->jwks_file == NULL) == (n->jwks_uri == NULL))
+		cfg_err_line(c, ue != NULL ? ue->line : s->line, "jwks_file", "give jwks_file or "
+		    "jwks_uri (the IdP's public keys), exactly one");
+	else if (e != NULL)
 		read_jwks_file_for(c, e, n->jwks_file, JWS_ALGS_IDJAG, &n->jwks_json);
+	else if (ue != NULL && !cfg_check_url(c, ue, n->jwks_uri, URL_PATH | URL_QUERY, &https)) {
+		free(n->jwks_uri);
+		n->jwks_uri = NULL;
+	}
 	char **w = cfg_get_words(c, s, &(struct words_key){ .key = "allow", .def = "",
 	    .ok = word_ok_any, .what = "allow entry" }, &nw, &given);
 	e = cfg_find(s, "allow");

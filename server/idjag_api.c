@@ -59,6 +59,9 @@ enum cs_err idjag_api_token(const struct http_request *req, struct http_reply *r
 		case IDJAG_GRANT_BAD_SCOPE:
 			e = reply_oauth_error(rep, 400, "invalid_scope", r.why);
 			break;
+		case IDJAG_GRANT_UNAVAILABLE:
+			e = reply_oauth_error(rep, 503, "temporarily_unavailable", r.why);
+			break;
 		default:
 			e = reply_oauth_error(rep, 400, "invalid_grant", r.why);
 		}

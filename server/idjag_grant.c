@@ -2,6 +2,7 @@
  * ID-JAG from a configured enterprise IdP, under the admin's policy, becomes
  * the organisation's consent and an MCP access token.  Every refusal names
  * its check. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
@@ -13,9 +14,11 @@
 #include "buf.h"
 #include "client_auth.h"
 #include "consent.h"
+#include "httpc.h"
 #include "idjag_grant.h"
 #include "jws.h"
 #include "mcp_client.h"
+#include "mono.h"
 #include "scope.h"
 #include "store_consent.h"
 #include "store_replay.h"
@@ -64,6 +67,114 @@ static bool signature_ok(const struct jws_parsed *p, const struct jws_keyset *ks
 	return false;
 }
 
+/* --- the IdP's keys ----------------------------------------------------------- */
+
+/* jwks_uri's sets, by URI, per process: the JSON text as last fetched (each
+ * use parses it: a set is a few keys).  A set replaced meanwhile is the
+ * caller's own copy. */
+#define URI_KEYS_SLOTS 32
+static struct {
+	pthread_mutex_t mu;
+	struct { char *uri, *json; int64_t fetched_at; } v[URI_KEYS_SLOTS];
+} uri_keys = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static bool has_kid(const struct jws_keyset *ks, const char *kid)
+{
+	for (size_t i = 0; kid != NULL && i < ks->n; i++)
+		if (ks->keys[i]->kid != NULL && strcmp(ks->keys[i]->kid, kid) == 0)
+			return true;
+	return kid == NULL;
+}
+
+/* The cached JSON of uri (a copy, or NULL), and whether a fetch is due now
+ * (none cached, or want_fetch, and none within IDJAG_KEYS_REFETCH s); a due
+ * fetch is recorded as made, so that concurrent callers do not repeat it. */
+static char *uri_keys_get(const char *uri, bool want_fetch, bool *fetch)
+{
+	char *json = NULL;
+	int64_t now = mono_now();
+	size_t i, slot = URI_KEYS_SLOTS;
+	*fetch = false;
+	pthread_mutex_lock(&uri_keys.mu);
+	for (i = 0; i < URI_KEYS_SLOTS; i++) {
+		if (uri_keys.v[i].uri != NULL && strcmp(uri_keys.v[i].uri, uri) == 0)
+			break;
+		if (uri_keys.v[i].uri == NULL && slot == URI_KEYS_SLOTS)
+			slot = i;
+	}
+	if (i == URI_KEYS_SLOTS && slot < URI_KEYS_SLOTS &&
+	    (uri_keys.v[slot].uri = strdup(uri)) != NULL)
+		i = slot;
+	if (i < URI_KEYS_SLOTS) {
+		if (uri_keys.v[i].json != NULL)
+			json = strdup(uri_keys.v[i].json);
+		if ((uri_keys.v[i].json == NULL || want_fetch) && (uri_keys.v[i].fetched_at == 0 ||
+		    now - uri_keys.v[i].fetched_at >= IDJAG_KEYS_REFETCH)) {
+			uri_keys.v[i].fetched_at = now;
+			*fetch = true;
+		}
+	}
+	pthread_mutex_unlock(&uri_keys.mu);
+	return json;
+}
+
+static void uri_keys_put(const char *uri, char *json)
+{
+	pthread_mutex_lock(&uri_keys.mu);
+	for (size_t i = 0; i < URI_KEYS_SLOTS; i++)
+		if (uri_keys.v[i].uri != NULL && strcmp(uri_keys.v[i].uri, uri) == 0) {
+			free(uri_keys.v[i].json);
+			uri_keys.v[i].json = json;
+			json = NULL;
+			break;
+		}
+	pthread_mutex_unlock(&uri_keys.mu);
+	free(json);
+}
+
+/* The JWKS at uri, checked with the ID-JAG list, into the cache. */
+static struct jws_keyset *uri_keys_fetch(const char *uri)
+{
+	struct httpc_response res;
+	struct jws_keyset *ks = NULL;
+	char why[160];
+	if (httpc_get(uri, &res) != CS_OK)
+		return NULL;
+	if (res.status == 200 && res.body.data != NULL &&
+	    jws_keyset_parse_for(res.body.data, JWS_ALGS_IDJAG, &ks, why, sizeof why) == CS_OK)
+		uri_keys_put(uri, buf_steal(&res.body));
+	httpc_response_clear(&res);
+	return ks;
+}
+
+/* The keys of ent to verify a JWS whose header names kid (or none): the
+ * jwks_file's, or jwks_uri's (fetched on first use, and again when kid is not
+ * in the cached set, at most once per IDJAG_KEYS_REFETCH s).  NULL: none. */
+static struct jws_keyset *idp_keys(const struct config_enterprise *ent, const char *kid)
+{
+	struct jws_keyset *ks = NULL, *fresh;
+	char why[160];
+	bool fetch;
+	if (ent->jwks_json != NULL)
+		return jws_keyset_parse_for(ent->jwks_json, JWS_ALGS_IDJAG, &ks, why, sizeof why) ==
+		    CS_OK ? ks : NULL;
+	if (ent->jwks_uri == NULL)
+		return NULL;
+	char *json = uri_keys_get(ent->jwks_uri, false, &fetch);
+	if (json != NULL && jws_keyset_parse_for(json, JWS_ALGS_IDJAG, &ks, why, sizeof why) != CS_OK)
+		ks = NULL;
+	free(json);
+	if (ks != NULL && !has_kid(ks, kid)) {
+		json = uri_keys_get(ent->jwks_uri, true, &fetch);
+		free(json);
+	}
+	if (fetch && (fresh = uri_keys_fetch(ent->jwks_uri)) != NULL) {
+		jws_keyset_free(ks);
+		ks = fresh;
+	}
+	return ks;
+}
+
 /* The [mcp.NAME] URIs: the resources an ID-JAG may name (NULL-terminated). */
 static const char **mcp_uris(const struct config *cfg)
 {
@@ -94,15 +205,16 @@ static enum cs_err assertion_check(const struct config *cfg, const struct idjag_
 		return CS_OK;
 	}
 	const char *iss = json_string_value(json_object_get(p.payload, "iss"));
-	if (iss == NULL || (*ent = config_enterprise_by_issuer(cfg, iss)) == NULL ||
-	    (*ent)->jwks_json == NULL) {
+	if (iss == NULL || (*ent = config_enterprise_by_issuer(cfg, iss)) == NULL) {
 		(void)refuse(out, IDJAG_GRANT_INVALID,
 		    "the grant's iss is no configured enterprise identity provider");
 		goto out;
 	}
-	if ((e = jws_keyset_parse_for((*ent)->jwks_json, JWS_ALGS_IDJAG, &ks, why, sizeof why)) !=
-	    CS_OK)
-		goto out;                  /* checked at start: only memory can fail here */
+	if ((ks = idp_keys(*ent, json_string_value(json_object_get(p.header, "kid")))) == NULL) {
+		REFUSE_NAMED(out, IDJAG_GRANT_UNAVAILABLE, "the keys of [enterprise.%s] could not "
+		    "be had (its jwks_uri did not answer a usable JWK Set): try again later", (*ent)->id);
+		goto out;
+	}
 	if (!signature_ok(&p, ks)) {
 		REFUSE_NAMED(out, IDJAG_GRANT_INVALID, "the grant's signature does not verify with "
 		    "the keys of [enterprise.%s]", (*ent)->id);

@@ -25,7 +25,7 @@ const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const TT_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
 const TT_ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
 
-let idp; let c; let url; let dir; let idToken; let tokenEndpoint;
+let idp; let c; let url; let dir; let idToken; let tokenEndpoint; let jwksUri;
 
 before(async () => {
   const port = await getFreePort();
@@ -42,6 +42,7 @@ before(async () => {
   idp = await startIdp({ clients, idJag: { clientIds: { 'gateway-app': 'mcp-ide' }, testKnobs: true } });
   const meta = await discover(idp.issuer);
   tokenEndpoint = meta.token_endpoint;
+  jwksUri = meta.jwks_uri;
   // The enterprise IdP's public keys, as an operator would save them to jwks_file.
   const jwks = await (await fetch(meta.jwks_uri)).json();
   writeFileSync(join(dir, 'idp.jwks'), JSON.stringify(jwks));
@@ -92,8 +93,8 @@ async function mintJag(extra = {}) {
 }
 
 // consentd's /token with the jwt-bearer grant, as the MCP client clientId (public: none).
-async function redeem(assertion, { clientId = 'mcp-ide', extra = {} } = {}) {
-  const r = await fetch(`${url}/token`, {
+async function redeem(assertion, { clientId = 'mcp-ide', extra = {}, at = url } = {}) {
+  const r = await fetch(`${at}/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams({ grant_type: JWT_BEARER, client_id: clientId, assertion, ...extra }),
@@ -207,4 +208,41 @@ test('client authentication comes first: an unknown client, Basic credentials, o
   assert.equal(rb.status, 401, 'the gateway\'s credentials are no MCP client\'s');
   // The ID-JAG was not spent by the refusals: the right client still redeems it once.
   assert.equal((await redeem(jag)).status, 200);
+});
+
+test('an IdP named by jwks_uri: its keys fetched on first use (a stranger\'s kid refused without a refetch storm); an IdP whose jwks_uri does not answer is 503', async () => {
+  const port2 = await getFreePort();
+  const url2 = `http://127.0.0.1:${port2}`;
+  const c2 = await startConsentd({
+    port: port2,
+    config: {
+      ...consentConfig({
+        'mcp.notes': { resource: 'notes' },
+        'client.ide': { client_id: 'mcp-ide', redirect_uris: 'http://127.0.0.1/callback' },
+        'enterprise.corp': { issuer: idp.issuer, jwks_uri: jwksUri, allow: 'mcp-ide=notes:read' },
+        'enterprise.down': { issuer: 'http://127.0.0.1:9', jwks_uri: 'http://127.0.0.1:9/jwks', allow: 'mcp-ide=notes:read' },
+      }),
+      oidc: { issuer: idp.issuer },
+    },
+  });
+  try {
+    await waitNodesReady(c2);
+    const jag = await mintJag({ audience: url2, resource: `${url2}/mcp/notes` });
+    const r = await redeem(jag, { at: url2 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.scope, 'read');
+    const claims = decodeJwt(jag);
+    const { privateKey } = await generateKeyPair('ES256');
+    const forged = await new SignJWT({ ...claims, jti: `${claims.jti}-forged` })
+      .setProtectedHeader({ alg: 'ES256', typ: 'oauth-id-jag+jwt', kid: 'no-such-kid' }).sign(privateKey);
+    refused(await redeem(forged, { at: url2 }), 'invalid_grant', /signature does not verify/, 'a stranger\'s kid');
+    const down = `${b64({ alg: 'ES256', typ: 'oauth-id-jag+jwt' })}.${b64({ ...claims, iss: 'http://127.0.0.1:9' })}.c2ln`;
+    const d = await redeem(down, { at: url2 });
+    assert.equal(d.status, 503, JSON.stringify(d.body));
+    assert.equal(d.body.error, 'temporarily_unavailable');
+    assert.match(d.body.error_description, /keys of \[enterprise\.down\] could not be had/);
+  } finally {
+    const st = await c2.stop();
+    assert.equal(st.code, 0, `consentd exit: ${c2.proc.stderr.slice(-2000)}`);
+  }
 });

@@ -252,14 +252,15 @@ START_TEST(test_config_print_keys)
 		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
 		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n",
 		"[mcp.NAME] resource (required)\n", "[enterprise.NAME] issuer (required)\n",
-		"[enterprise.NAME] jwks_file (required)\n", "[enterprise.NAME] allow =\n",
+		"[enterprise.NAME] jwks_file =\n", "[enterprise.NAME] jwks_uri =\n",
+		"[enterprise.NAME] allow =\n",
 		"[login] max_pending (obsolete)\n", "[login] max_pending_per_address (obsolete)\n" };
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		ck_assert_msg(strstr(out, want[i]) != NULL, "missing %s in:\n%s", want[i], out);
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 123);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6, [mcp.NAME]: 1, [enterprise.NAME]: 3, [resource.NAME]: 18) */
+	ck_assert_uint_eq(lines, 124);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6, [mcp.NAME]: 1, [enterprise.NAME]: 4, [resource.NAME]: 18) */
 	free(out);
 }
 END_TEST
@@ -1566,7 +1567,19 @@ START_TEST(test_config_enterprise)
 	expect_error(ENT_BASE "[enterprise.corp]\nallow = a=notes:read\n", NULL,
 	    "issuer: required in [enterprise.corp]");
 	expect_error(ENT_BASE "[enterprise.corp]\nissuer = https://idp.corp.example\n", NULL,
-	    "jwks_file: required in [enterprise.corp]");
+	    "jwks_file: give jwks_file or jwks_uri (the IdP's public keys), exactly one");
+	ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.corp]\n"
+	    "issuer = https://idp.corp.example\njwks_file = %s\njwks_uri = https://idp.corp.example/"
+	    "jwks\n", good), CS_OK);
+	expect_error(text, NULL, "exactly one");
+	expect_error(ENT_BASE "[enterprise.corp]\nissuer = https://idp.corp.example\n"
+	    "jwks_uri = http://idp.corp.example/jwks\n", NULL, "jwks_uri");
+	c = expect_ok(ENT_BASE "[enterprise.corp]\nissuer = https://idp.corp.example\n"
+	    "jwks_uri = https://idp.corp.example/jwks\n", NULL);
+	ck_assert_str_eq(c->enterprises[0].jwks_uri, "https://idp.corp.example/jwks");
+	ck_assert_ptr_null(c->enterprises[0].jwks_json);
+	ck_assert_uint_eq(c->enterprises[0].nallow, 0);
+	config_free(c);
 	ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.corp]\n"
 	    "issuer = https://idp.corp.example\njwks_file = %s\n", mixed), CS_OK);
 	expect_error(text, NULL, "mixed.jwks");          /* PS256 is no enterprise IdP's alg here */
