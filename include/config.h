@@ -256,6 +256,8 @@ struct config {                  /* immutable after config_load(); free with con
 	int64_t mcp_cimd_cache_default_ttl;  /* default 300, s: without a max-age */
 	int64_t mcp_cimd_cache_max_ttl;      /* default 86400, s */
 	int64_t mcp_cimd_failure_ttl;        /* default 10, s: a failed fetch is not retried sooner */
+	bool    mcp_require_dpop;            /* default false: public MCP clients must send a
+	                                        DPoP proof at /token (RFC 9449) */
 
 	struct config_agent    *agents;    size_t nagents;
 	struct config_client   *clients;   size_t nclients;

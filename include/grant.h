@@ -19,6 +19,9 @@ struct grant_response {              /* release with grant_response_clear() (wip
 	int64_t expires_in;
 	char   *scope;                   /* the granted scopes, space-separated */
 	char   *jti;
+	char   *family;                  /* the refresh family the grant was recorded in, or
+	                                    NULL (grant_issue: a refresh token was minted, or
+	                                    an MCP client's access token) */
 };
 void grant_response_clear(struct grant_response *g);
 
@@ -31,9 +34,11 @@ struct grant_issue_req {
 	const char *actor;
 	int64_t now;
 	/* An MCP client's access token (issue #30): both set, or both NULL (a
-	 * gateway's grant, as before).  aud = audience (the [mcp.NAME] URI the
-	 * client named as its resource), client_id = client_id (k's agent), no
-	 * act claim.  NOT YET IMPLEMENTED by grant_issue: the token leg adds it. */
+	 * gateway's grant).  aud = audience, the URI of an [mcp.NAME] whose
+	 * resource is k's (the client named it as its RFC 8707 resource);
+	 * client_id = client_id, which must be k's agent (an MCP client, never an
+	 * [agent.X]); no act and no resource claim.  Its refresh family remembers
+	 * both (a refresh keeps aud exactly, for that client alone). */
 	const char *audience;
 	const char *client_id;
 };
@@ -50,14 +55,25 @@ enum grant_issue_outcome {
 /* Issues a grant for rq->k with rq->scope: claims iss (public_url), sub, aud
  * and client_id (gateway id), act.sub (agent), scope, resource (the resource's
  * URI), cid, jti, iat, exp = min(iat + grant_ttl, k's expiry), and cnf.jkt when
- * rq->jkt is set.  Records the jti; with_refresh (for an offline consent) also
- * starts a refresh-token family, bound to jkt when given, in the same
- * transaction.  Audited ("grant.issued", jti only).  Runs in its own
- * transaction.  CS_OK with *oc for every answer (*out written only for
- * GRANT_ISSUED; nothing written otherwise); CS_EINVAL for bad arguments,
- * CS_ECRYPTO without keys, an error only when the grant could not be judged. */
+ * rq->jkt is set.  An MCP client's access token (rq->audience) carries iss,
+ * sub, aud (rq->audience), client_id (rq->client_id), scope, cid, jti, iat,
+ * exp and cnf.jkt, and is always recorded in a family (out->family) so that
+ * what one authorization code issued can be revoked at once.  Records the
+ * jti; with_refresh (for an offline consent) also starts a refresh-token
+ * family, bound to jkt when given, in the same transaction.  Audited
+ * ("grant.issued", jti only).  Runs in its own transaction.  CS_OK with *oc
+ * for every answer (*out written only for GRANT_ISSUED; nothing written
+ * otherwise); CS_EINVAL for bad arguments, CS_ECRYPTO without keys, an error
+ * only when the grant could not be judged. */
 enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const struct grant_issue_req *rq, enum grant_issue_outcome *oc,
+    struct grant_response *out) CS_MUST_CHECK;
+/* grant_issue inside the caller's transaction (store_begin): the same checks
+ * and writes, for a caller whose own writes must commit with the grant (the
+ * authorization code's take and its family, mcp_token.c).  On a refusal it
+ * has written nothing; on an error the caller rolls back.  Counts no metric. */
+enum cs_err grant_issue_tx(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct grant_issue_req *rq, enum grant_issue_outcome *oc,
     struct grant_response *out) CS_MUST_CHECK;
 
 /* grant_type=refresh_token. */
@@ -67,6 +83,13 @@ struct grant_refresh_req {
 	const char *jkt;                 /* the thumbprint of the request's DPoP proof, or NULL */
 	const char *actor;
 	int64_t now;
+	/* An MCP client's refresh (issue #30): client_id the authenticated
+	 * client, audience the request's resource; both NULL for the gateway's.
+	 * SECURITY: a family is refreshed only by whom it was issued to: an MCP
+	 * client's family by that client, for its own audience; a gateway's by
+	 * the gateway.  Anyone else hears "unknown". */
+	const char *client_id;
+	const char *audience;
 };
 
 enum grant_refresh_outcome {
@@ -82,6 +105,8 @@ enum grant_refresh_outcome {
 	GRANT_REFRESH_EXPIRED,           /* its consent (and so the token) expired */
 	GRANT_REFRESH_NOT_OFFLINE,       /* the agent or the consent no longer allows offline use */
 	GRANT_REFRESH_NOT_CONFIGURED,    /* its resource (or what the grant needs) is configured no more */
+	GRANT_REFRESH_WRONG_RESOURCE,    /* invalid_target: an MCP family asked for another resource
+	                                    (nothing used up) */
 	GRANT_REFRESH__MAX
 };
 
@@ -107,14 +132,26 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 /* RFC 7662: *out is {"active":false} unless token is a grant consentd issued
  * (signature with its keys, typ at+jwt, unexpired, jti not revoked, consent
  * live) or a current refresh token of a live consent; active answers carry the
- * claims and "token_use": "grant" | "refresh". */
+ * claims and "token_use": "grant" | "refresh".  An MCP client's access token
+ * is checked as grant_validate_mcp does for its own aud, and answers its
+ * claims (aud, client_id: the client's); an MCP family's refresh token
+ * answers its client_id and aud. */
 enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now, json_t **out) CS_MUST_CHECK;
 
 /* RFC 7009: revokes a grant (by its jti, if consentd's signature verifies) or a
- * refresh token (with its family).  Unknown tokens are fine (CS_OK). */
+ * refresh token (with its family).  Unknown tokens are fine (CS_OK).
+ * SECURITY (RFC 7009 §2.1): only the gateway's own: an MCP client's token is
+ * left alone, silently. */
 enum cs_err grant_revoke(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const char *token, const char *actor, int64_t now) CS_MUST_CHECK;
+/* grant_revoke for the MCP client client_id (authenticated by the caller):
+ * its own access tokens (client_id claim, no act) and refresh tokens (its
+ * family's client) only; anyone else's token, or the gateway's, is left
+ * alone and CS_OK says nothing of it. */
+enum cs_err grant_revoke_mcp(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *client_id, const char *actor,
+    int64_t now) CS_MUST_CHECK;
 
 /* Whether a validated grant's scope claim holds scope (an action's). */
 bool grant_claims_have_scope(json_t *claims, const char *scope);
@@ -141,6 +178,23 @@ void grant_check_clear(struct grant_check *g);   /* NULL-safe */
  * other check runs on every call, so a revocation counts at the next one. */
 enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, int64_t now,
+    struct grant_check *out) CS_MUST_CHECK;
+
+/* Validates an MCP client's access token presented to the MCP endpoint whose
+ * URI is audience (issue #31's gateway): signature with consentd's keys,
+ * ES256, typ at+jwt, iss, no act claim, aud a string equal to audience byte
+ * for byte and audience an [mcp.NAME] of this configuration, exp, jti not
+ * revoked, and its consent live (revoking it on /me or by an admin ends the
+ * token at the next call), the consent's agent the token's client_id, its
+ * resource the endpoint's, the scope within it.  A cnf.jkt is the caller's to
+ * hold to a DPoP proof (dpop.h).  CS_OK whenever the token could be judged;
+ * out->valid says whether it passed, and out->why names the failing check:
+ * grant_validate's phrases for the grant row and the consent, and "not a
+ * consentd access token", "not an access token for this resource", "access
+ * token expired", "access token issued in the future".  Never token
+ * material. */
+enum cs_err grant_validate_mcp(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *audience, int64_t now,
     struct grant_check *out) CS_MUST_CHECK;
 
 #endif

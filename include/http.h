@@ -48,6 +48,11 @@ enum route_auth {
 	ROUTE_AUTH_ADMIN_API,    /* Authorization: Bearer <admin token>, never a cookie */
 	ROUTE_AUTH_GATEWAY,      /* the gateway's client authentication (client_auth.c) */
 	ROUTE_AUTH_METRICS,      /* the gateway's, or Authorization: Bearer <[metrics] token> */
+	/* /token and /revoke: the gateway's client authentication, or a request
+	 * an MCP client makes (mcp_token_request_is_client: its own client_id,
+	 * no Authorization header), let through under the address's [limits]
+	 * buckets for mcp_token.c to authenticate with the client's registration. */
+	ROUTE_AUTH_TOKEN_CLIENT,
 	ROUTE_AUTH__MAX
 };
 

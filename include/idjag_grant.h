@@ -27,6 +27,7 @@ struct idjag_grant_req {
 	const char *client_id;           /* the authenticated MCP client */
 	const char *resource;            /* the request's resource (RFC 8707), or NULL */
 	const char *scope;               /* the request's scope, or NULL */
+	const char *jkt;                 /* DPoP: the valid proof's key thumbprint, or NULL */
 	int64_t     now;
 };
 
@@ -67,29 +68,12 @@ void idjag_grant_result_clear(struct idjag_grant_result *r);   /* NULL-safe */
  * transaction, the person (the grant's iss and sub, as a login by that issuer
  * names them) gets the organisation's consent for (client, resource): a live
  * one covering the scopes is reused; any other unrevoked one is replaced; the
- * new one is audited "consent.granted_by_policy".  Then grant_issue.  CS_OK
+ * new one is audited "consent.granted_by_policy"; its access token is issued
+ * (grant_issue_tx: aud = the endpoint's URI, client_id, cnf.jkt with jkt) in
+ * that same transaction.  CS_OK
  * with out->outcome for every answer; an error only when the grant could not
  * be judged. */
 enum cs_err idjag_grant(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const struct idjag_grant_req *rq, struct idjag_grant_result *out) CS_MUST_CHECK;
-
-/* The MCP client at /token (what idjag_api.c read from the request). */
-struct idjag_client_auth {
-	const char *client_id;           /* the form's client_id */
-	const char *assertion_type;      /* client_assertion_type, or NULL */
-	const char *assertion;           /* client_assertion, or NULL */
-	bool        basic;               /* an Authorization header came */
-	int64_t     now;
-};
-struct app;
-/* Authenticates the client (mcp_client_lookup): a public client by its
- * client_id alone, and then no assertion; a private_key_jwt client by a client
- * assertion (RFC 7523) signed with its keys (jwks_file; a jwks_uri is not
- * fetched here), audience the issuer or its token endpoint, jti single-use
- * (REPLAY_CLIENT_ASSERTION).  Never Basic (the gateway's).  *ok false: why
- * holds the error_description for 401 invalid_client.  An error only when it
- * could not be judged. */
-enum cs_err idjag_client_authenticate(struct app *app, const struct idjag_client_auth *rq,
-    bool *ok, char *why, size_t whylen) CS_MUST_CHECK;
 
 #endif

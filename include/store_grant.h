@@ -69,4 +69,14 @@ enum cs_err store_refresh_bind(struct store_conn *c, const char *family, const c
 /* The thumbprint family is bound to (malloc'd); CS_ENOENT when it is unbound. */
 enum cs_err store_refresh_binding(struct store_conn *c, const char *family, char **jkt) CS_MUST_CHECK;
 
+/* --- audiences of MCP clients' refresh families (migration 0021) -------- */
+/* Records that family's access tokens carry aud = audience and were issued to
+ * client_id; CS_EEXIST when the family has one already. */
+enum cs_err store_refresh_audience_put(struct store_conn *c, const char *family,
+    const char *audience, const char *client_id) CS_MUST_CHECK;
+/* The audience and client of family (both malloc'd); CS_ENOENT when it has
+ * none (a gateway's family).  Both written only on CS_OK. */
+enum cs_err store_refresh_audience(struct store_conn *c, const char *family, char **audience,
+    char **client_id) CS_MUST_CHECK;
+
 #endif

@@ -26,6 +26,10 @@ enum token_api_param {
 	TOKEN_P_REFRESH_TOKEN,
 	TOKEN_P_ACTION,
 	TOKEN_P_AUTHORIZATION_DETAILS,
+	/* grant_type=authorization_code of an MCP client (mcp_token.h) */
+	TOKEN_P_CODE,
+	TOKEN_P_REDIRECT_URI,
+	TOKEN_P_CODE_VERIFIER,
 	TOKEN_P_ASSERTION,               /* jwt-bearer: the ID-JAG (idjag_grant.h) */
 	TOKEN_P__MAX
 };

@@ -61,6 +61,9 @@
  *                              (auth_refusal.h; detail: the address, the last reason and
  *                              how many refusals it stands for)
  *   dpop.refused               a DPoP proof was missing or refused (detail: method, path, why)
+ *   authz.code_reused          an MCP client's authorization code came back a second time:
+ *                              the refresh family its first use issued was revoked, with
+ *                              every token in it (mcp_token.c; detail "family=..." or "none")
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -87,7 +90,7 @@ const char *const audit_actions[] = {
 	"admin.page.refused", "admin.token.created", "admin.token.revoked",
 	"approval.approved", "approval.cancelled", "approval.denied", "approval.expired",
 	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
-	"consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
+	"authz.code_reused", "consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
 	"consent.granted_by_policy",
 	"consent.request.approved", "consent.request.created", "consent.request.denied",
 	"consent.request.expired", "consent.request.merged", "consent.request.refused",

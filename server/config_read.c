@@ -46,7 +46,7 @@ static const char *const keys_metrics[] = { "token", "token_file", "listen", NUL
 static const char *const keys_mcp[] = { "cimd_allow", "cimd_hosts", "cimd_prefixes",
 	"cimd_allow_loopback", "cimd_ca_file", "cimd_timeout_ms", "cimd_connect_timeout_ms",
 	"cimd_max_bytes", "cimd_cache_entries", "cimd_cache_min_ttl", "cimd_cache_default_ttl",
-	"cimd_cache_max_ttl", "cimd_failure_ttl", NULL };
+	"cimd_cache_max_ttl", "cimd_failure_ttl", "require_dpop", NULL };
 static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
 	"revoked_consent_days", "audit_days", "audit_keep", NULL };
 static const char *const keys_limits[] = { "address_rate", "address_burst", "person_rate",

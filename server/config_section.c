@@ -592,6 +592,7 @@ static void load_mcp(struct ctx *c, struct config *cfg, const struct section *s)
 		    "cimd_cache_min_ttl (%lld) and cimd_cache_max_ttl (%lld)",
 		    (long long)cfg->mcp_cimd_cache_min_ttl, (long long)cfg->mcp_cimd_cache_max_ttl);
 	cfg_get_int(c, s, "cimd_failure_ttl", 10, 0, 300, &cfg->mcp_cimd_failure_ttl);
+	cfg_get_bool(c, s, "require_dpop", false, &cfg->mcp_require_dpop);
 }
 
 /* ---------------------------------------------------------------- dynamic sections */

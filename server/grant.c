@@ -37,6 +37,7 @@ void grant_response_clear(struct grant_response *g)
 	wipe_free(g->refresh_token);
 	free(g->scope);
 	free(g->jti);
+	free(g->family);
 	memset(g, 0, sizeof *g);
 }
 
@@ -123,6 +124,21 @@ static bool offline_allowed(const struct config *cfg, const struct consent *k)
 
 /* --- issuing ----------------------------------------------------------- */
 
+/* Whether an MCP client's access token may be signed for rq->k: aud an
+ * [mcp.NAME] URI standing for k's resource, and client_id k's agent, which is
+ * an MCP client. */
+static bool mcp_token_fits(const struct config *cfg, const struct grant_issue_req *rq)
+{
+	const struct config_mcp_endpoint *ep = config_mcp_endpoint_by_uri(cfg, rq->audience);
+	struct agent_view ag;
+	/* SECURITY: the token's aud is what the resource server checks; it must
+	 * name an endpoint of the very resource the person consented to, and the
+	 * client that holds it must be the consent's own (never a gateway's agent). */
+	return ep != NULL && ep->resource != NULL && rq->client_id != NULL &&
+	    strcmp(ep->resource, rq->k->resource) == 0 && strcmp(rq->client_id, rq->k->agent) == 0 &&
+	    agent_resolve(cfg, rq->k->agent, &ag) && ag.kind != AGENT_CONFIGURED;
+}
+
 /* Signs a grant for rq->k (no database): the checks of invariant 8, the
  * claims, the ES256 signature.  CS_OK with *oc: GRANT_ISSUED (then *out and
  * *exp_out written), GRANT_ISSUE_REVOKED for a revoked consent,
@@ -133,18 +149,19 @@ static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr
 {
 	enum cs_err e;
 	const struct consent *k = rq->k;
-	const struct config_resource *res;
+	const struct config_resource *res = NULL;
 	struct grant_response g;
 	json_t *claims = NULL;
 	char jti[GRANT_ID_LEN + 1];
 	int64_t ttl, exp, now = rq->now;
+	bool mcp = rq->audience != NULL;
 
 	memset(&g, 0, sizeof g);
 	/* Every refusal below is REFUSED, unless said otherwise. */
 	e = CS_OK;
 	*oc = GRANT_ISSUE_REFUSED;
 	if (k->id == NULL || k->subject == NULL || k->agent == NULL || k->resource == NULL ||
-	    cfg->public_url == NULL || cfg->gateway_id == NULL)
+	    cfg->public_url == NULL || (!mcp && cfg->gateway_id == NULL))
 		goto out;
 	if (k->revoked_at != 0) {
 		*oc = GRANT_ISSUE_REVOKED;
@@ -154,7 +171,8 @@ static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr
 	 * (invariant 8), and never an empty one. */
 	if (rq->scope->n == 0 || !scope_set_subset(rq->scope, &k->granted))
 		goto out;
-	if ((res = config_resource(cfg, k->resource)) == NULL || res->uri == NULL)
+	if (mcp ? !mcp_token_fits(cfg, rq) :
+	    (res = config_resource(cfg, k->resource)) == NULL || res->uri == NULL)
 		goto out;
 	ttl = cfg->grant_ttl;
 	if (ttl <= 0 || now < 0 || now > INT64_MAX - GRANT_TTL_CAP)
@@ -173,7 +191,15 @@ static enum cs_err issue_sign(const struct config *cfg, const struct keyring *kr
 		e = CS_ENOMEM;
 		goto out;
 	}
-	claims = json_pack("{s:s, s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:s, s:s, s:I, s:I}",
+	/* RFC 9068 §2.2: an MCP client's token names the client itself and the
+	 * resource it asked for as aud; no act: the client is not acting for a
+	 * gateway.  A gateway's grant names the gateway and its agent. */
+	claims = mcp ?
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I}",
+	    "iss", cfg->public_url, "sub", k->subject, "aud", rq->audience,
+	    "client_id", rq->client_id, "scope", g.scope, "cid", k->id, "jti", jti,
+	    "iat", (json_int_t)now, "exp", (json_int_t)exp) :
+	    json_pack("{s:s, s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:s, s:s, s:I, s:I}",
 	    "iss", cfg->public_url, "sub", k->subject, "aud", cfg->gateway_id,
 	    "client_id", cfg->gateway_id, "act", "sub", k->agent, "scope", g.scope,
 	    "resource", res->uri, "cid", k->id, "jti", jti,
@@ -202,11 +228,11 @@ out:
 	return e;
 }
 
-/* Records the signed grant g for rq->k in the caller's transaction: its jti,
- * the consent's last use, grant.issued, and a refresh token of family when
- * one is asked for (g->refresh_token written). */
+/* Records the signed grant g for rq->k in the caller's transaction: its jti
+ * (in family, when not NULL), the consent's last use, grant.issued, and with
+ * mint a refresh token of family (g->refresh_token written). */
 static enum cs_err issue_record(struct store_conn *c, const struct grant_issue_req *rq,
-    const char *family, int64_t exp, struct grant_response *g)
+    const char *family, bool mint, int64_t exp, struct grant_response *g)
 {
 	enum cs_err e;
 	const struct consent *k = rq->k;
@@ -223,7 +249,7 @@ static enum cs_err issue_record(struct store_conn *c, const struct grant_issue_r
 	if ((e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
 	    .action = "grant.issued", .scopes = g->scope, .outcome = "ok" }, k, "jti", g->jti)) != CS_OK)
 		goto out;
-	if (family != NULL) {
+	if (family != NULL && mint) {
 		/* SECURITY: the refresh token leaves here in clear exactly once; the
 		 * database keeps only its SHA-256. */
 		if ((e = random_token(rt)) != CS_OK)
@@ -257,7 +283,7 @@ static enum cs_err issue_locked(struct store_conn *c, const struct config *cfg,
 	int64_t exp = 0;
 	memset(&g, 0, sizeof g);
 	if ((e = issue_sign(cfg, kr, rq, oc, &g, &exp)) == CS_OK && *oc == GRANT_ISSUED &&
-	    (e = issue_record(c, rq, family, exp, &g)) == CS_OK) {
+	    (e = issue_record(c, rq, family, family != NULL, exp, &g)) == CS_OK) {
 		*out = g;
 		memset(&g, 0, sizeof g);
 	}
@@ -279,77 +305,144 @@ static bool same_grant(const struct consent *a, const struct consent *b,
 	    scope_set_subset(scope, &b->granted);
 }
 
-enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const struct grant_issue_req *rq, enum grant_issue_outcome *oc, struct grant_response *out)
+/* The part of grant_issue inside the transaction: the consent read again,
+ * the grant recorded (pre, signed outside for rq->k's snapshot, when it still
+ * says what one signed now would; else signed here), the family started.
+ * Writes nothing unless GRANT_ISSUED. */
+static enum cs_err issue_tx(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct grant_issue_req *rq, struct grant_response *pre,
+    int64_t pre_exp, enum grant_issue_outcome *oc, struct grant_response *out)
 {
 	enum cs_err e;
 	struct consent cur;
-	struct grant_response g, pre;
+	struct grant_response g;
 	struct grant_issue_req now_rq;
 	char family[GRANT_ID_LEN + 1];
-	bool in_tx = false, refresh = false, presigned = false;
-	int64_t pre_exp = 0;
-	enum grant_issue_outcome pre_oc = GRANT_ISSUE_REFUSED, now_oc = GRANT_ISSUE_REFUSED;
+	bool refresh, in_family;
+	enum grant_issue_outcome now_oc = GRANT_ISSUE_REFUSED;
 
 	memset(&cur, 0, sizeof cur);
 	memset(&g, 0, sizeof g);
-	memset(&pre, 0, sizeof pre);
-	if (c == NULL || cfg == NULL || rq == NULL || rq->k == NULL || rq->k->id == NULL ||
-	    rq->scope == NULL || oc == NULL || out == NULL)
-		return CS_EINVAL;
-	if (kr == NULL)
-		return CS_ECRYPTO;            /* no keys: a server fault, not the caller's */
-	/* The signature first, outside the transaction: every transaction takes
-	 * its turn at the one writer (store.h), and ES256 is the slowest step of a
-	 * grant.  It is signed for the caller's snapshot and kept below only when
-	 * it says exactly what one signed for the consent as it is now would. */
-	presigned = issue_sign(cfg, kr, rq, &pre_oc, &pre, &pre_exp) == CS_OK &&
-	    pre_oc == GRANT_ISSUED;
-	if ((e = store_begin(c)) != CS_OK)
-		goto out;
-	in_tx = true;
+	memset(family, 0, sizeof family);
+	*oc = GRANT_ISSUE_REFUSED;
 	/* SECURITY: rq->k is the caller's snapshot; the consent may have been
 	 * revoked or replaced since.  Read it again inside this transaction and
 	 * sign only for what is live now. */
 	e = consent_get(c, rq->k->id, rq->now, &cur);
 	if (e == CS_ENOENT) {
-		*oc = GRANT_ISSUE_REFUSED;    /* gone */
-		e = CS_OK;
+		e = CS_OK;                    /* gone */
 		goto out;
 	}
 	if (e != CS_OK)
 		goto out;
-	if (rq->with_refresh && !cur.offline) {
-		*oc = GRANT_ISSUE_REFUSED;    /* a refresh token only for an offline consent */
-		goto out;
-	}
+	if (rq->with_refresh && !cur.offline)
+		goto out;                     /* a refresh token only for an offline consent */
 	/* An agent no longer configured offline gets grants but no new family. */
 	refresh = rq->with_refresh && offline_allowed(cfg, &cur);
-	if (refresh && (e = random_id(family)) != CS_OK)
+	/* An MCP client's token is always in a family: a second use of the
+	 * authorization code that issued it revokes the family (OAuth 2.1 §4.1.3). */
+	in_family = refresh || rq->audience != NULL;
+	if (in_family && (e = random_id(family)) != CS_OK)
 		goto out;
 	now_rq = *rq;
 	now_rq.k = &cur;
-	if (presigned && same_grant(rq->k, &cur, rq->scope)) {
-		if ((e = issue_record(c, &now_rq, refresh ? family : NULL, pre_exp, &pre)) != CS_OK)
+	if (pre != NULL && pre->access_token != NULL && same_grant(rq->k, &cur, rq->scope)) {
+		if ((e = issue_record(c, &now_rq, in_family ? family : NULL, refresh, pre_exp,
+		    pre)) != CS_OK)
 			goto out;
-		g = pre;
-		memset(&pre, 0, sizeof pre);
-	} else if ((e = issue_locked(c, cfg, kr, &now_rq, refresh ? family : NULL, &now_oc, &g)) !=
-	    CS_OK || now_oc != GRANT_ISSUED) {
-		*oc = now_oc;                 /* REVOKED or REFUSED: nothing written */
-		goto out;
+		g = *pre;
+		memset(pre, 0, sizeof *pre);
+	} else {
+		if ((e = issue_sign(cfg, kr, &now_rq, &now_oc, &g, &pre_exp)) != CS_OK ||
+		    now_oc != GRANT_ISSUED) {
+			*oc = now_oc;             /* REVOKED or REFUSED: nothing written */
+			goto out;
+		}
+		if ((e = issue_record(c, &now_rq, in_family ? family : NULL, refresh, pre_exp,
+		    &g)) != CS_OK)
+			goto out;
 	}
 	/* SECURITY: the family is bound to the proof's key from its first token. */
 	if (refresh && rq->jkt != NULL && (e = store_refresh_bind(c, family, rq->jkt)) != CS_OK)
+		goto out;
+	/* SECURITY: an MCP family keeps its audience and its client for every refresh. */
+	if (refresh && rq->audience != NULL &&
+	    (e = store_refresh_audience_put(c, family, rq->audience, rq->client_id)) != CS_OK)
 		goto out;
 	if (refresh && (e = audit_k(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
 	    .action = "refresh.issued", .scopes = g.scope, .outcome = "ok" }, &cur, "family",
 	    family)) != CS_OK)
 		goto out;
+	if (in_family && (g.family = strdup(family)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	*oc = GRANT_ISSUED;
+	*out = g;
+	memset(&g, 0, sizeof g);
+out:
+	grant_response_clear(&g);
+	consent_clear(&cur);
+	return e;
+}
+
+/* grant_issue's and grant_issue_tx's arguments. */
+static bool issue_args_ok(const struct store_conn *c, const struct config *cfg,
+    const struct grant_issue_req *rq, const enum grant_issue_outcome *oc,
+    const struct grant_response *out)
+{
+	return c != NULL && cfg != NULL && rq != NULL && rq->k != NULL && rq->k->id != NULL &&
+	    rq->scope != NULL && oc != NULL && out != NULL &&
+	    (rq->audience == NULL) == (rq->client_id == NULL);
+}
+
+enum cs_err grant_issue_tx(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct grant_issue_req *rq, enum grant_issue_outcome *oc,
+    struct grant_response *out)
+{
+	if (!issue_args_ok(c, cfg, rq, oc, out))
+		return CS_EINVAL;
+	if (kr == NULL)
+		return CS_ECRYPTO;
+	return issue_tx(c, cfg, kr, rq, NULL, 0, oc, out);
+}
+
+enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const struct grant_issue_req *rq, enum grant_issue_outcome *oc, struct grant_response *out)
+{
+	enum cs_err e;
+	struct grant_response g, pre;
+	bool in_tx = false, presigned;
+	int64_t pre_exp = 0;
+	enum grant_issue_outcome pre_oc = GRANT_ISSUE_REFUSED, o = GRANT_ISSUE_REFUSED;
+
+	memset(&g, 0, sizeof g);
+	memset(&pre, 0, sizeof pre);
+	if (!issue_args_ok(c, cfg, rq, oc, out))
+		return CS_EINVAL;
+	if (kr == NULL)
+		return CS_ECRYPTO;            /* no keys: a server fault, not the caller's */
+	/* The signature first, outside the transaction: every transaction takes
+	 * its turn at the one writer (store.h), and ES256 is the slowest step of a
+	 * grant.  It is signed for the caller's snapshot and kept inside only when
+	 * it says exactly what one signed for the consent as it is now would. */
+	presigned = issue_sign(cfg, kr, rq, &pre_oc, &pre, &pre_exp) == CS_OK &&
+	    pre_oc == GRANT_ISSUED;
+	if (!presigned)
+		grant_response_clear(&pre);
+	if ((e = store_begin(c)) != CS_OK)
+		goto out;
+	in_tx = true;
+	if ((e = issue_tx(c, cfg, kr, rq, &pre, pre_exp, &o, &g)) != CS_OK)
+		goto out;
+	if (o != GRANT_ISSUED) {
+		*oc = o;
+		goto out;
+	}
 	if ((e = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
-	metrics_inc(M_GRANTS_ISSUED, "token_exchange");
+	metrics_inc(M_GRANTS_ISSUED, rq->audience != NULL ? "authorization_code" : "token_exchange");
 	*oc = GRANT_ISSUED;
 	*out = g;
 	memset(&g, 0, sizeof g);
@@ -358,7 +451,6 @@ out:
 		store_rollback(c);
 	grant_response_clear(&g);
 	grant_response_clear(&pre);
-	consent_clear(&cur);
 	return e;
 }
 
@@ -401,6 +493,29 @@ out:
 	return e;
 }
 
+/* Whom family was issued to: *aud and *client for an MCP client's family
+ * (malloc'd), both NULL for a gateway's. */
+static enum cs_err refresh_owner(struct store_conn *c, const char *family, char **aud,
+    char **client)
+{
+	enum cs_err e = store_refresh_audience(c, family, aud, client);
+	if (e == CS_ENOENT) {
+		*aud = NULL;
+		*client = NULL;
+		return CS_OK;
+	}
+	return e;
+}
+
+/* Whether the token's holder (client, NULL: the gateway) is who asks (want,
+ * NULL: the gateway).  Client ids are public: no constant-time compare. */
+static bool owner_is(const char *client, const char *want)
+{
+	if (client == NULL || want == NULL)
+		return client == want;
+	return strcmp(client, want) == 0;
+}
+
 /* A refresh token that grant_refresh would accept (scope aside). */
 static bool refresh_current(const struct config *cfg, const struct store_refresh_row *r,
     const struct consent *k, int64_t now)
@@ -431,6 +546,7 @@ struct renewal {
 	struct store_refresh_row r;            /* the token presented */
 	struct consent k;                      /* its consent */
 	unsigned char h[STORE_REFRESH_HASH_LEN];
+	char *aud, *client;                    /* an MCP family's audience and client, or NULL */
 };
 
 /* Inside grant_refresh's transaction, for the current token x->r: the key
@@ -442,8 +558,9 @@ static enum cs_err refresh_renew(const struct renewal *x, enum grant_refresh_out
 	char *bound = NULL;
 	int changed = 0;
 	const struct grant_refresh_req *rq = x->rq;
+	/* SECURITY: an MCP family's tokens keep their aud and client exactly. */
 	struct grant_issue_req iq = { .k = &x->k, .scope = &x->k.granted, .jkt = rq->jkt,
-		.actor = rq->actor, .now = rq->now };
+		.actor = rq->actor, .now = rq->now, .audience = x->aud, .client_id = x->client };
 	/* SECURITY: a bound family renews only with a proof by its own key; a
 	 * token stolen without the key is not used up by the thief's attempt. */
 	enum cs_err e = store_refresh_binding(x->c, x->r.family, &bound);
@@ -505,6 +622,8 @@ const char *grant_refresh_outcome_description(enum grant_refresh_outcome oc)
 		return "the refresh token's resource is no longer configured";
 	case GRANT_REFRESH_BAD_SCOPE:
 		return "scope is outside the consent";
+	case GRANT_REFRESH_WRONG_RESOURCE:
+		return "resource is not the one the refresh token was issued for";
 	default:
 		return "the refresh token is unknown";
 	}
@@ -522,7 +641,8 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 	int64_t n = 0;
 
 	memset(&g, 0, sizeof g);
-	if (c == NULL || cfg == NULL || rq == NULL || oc == NULL || out == NULL)
+	if (c == NULL || cfg == NULL || rq == NULL || oc == NULL || out == NULL ||
+	    (rq->client_id == NULL) != (rq->audience == NULL))
 		return CS_EINVAL;
 	if (kr == NULL)
 		return CS_ECRYPTO;
@@ -538,6 +658,12 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 			e = CS_OK;
 		goto out;
 	}
+	if ((e = refresh_owner(c, x.r.family, &x.aud, &x.client)) != CS_OK)
+		goto out;
+	/* SECURITY: only whom the family was issued to may use (or burn) it: the
+	 * gateway its own, an MCP client its own.  Anyone else hears "unknown". */
+	if (!owner_is(x.client, rq->client_id))
+		goto out;
 	if (x.r.used_at != 0) {
 		/* SECURITY: a used token presented again means it was copied: the
 		 * holder and the thief cannot be told apart, so the whole family
@@ -555,6 +681,12 @@ enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const 
 	/* SECURITY: a refresh token lives exactly as long as its consent. */
 	if (!refresh_current(cfg, &x.r, &x.k, rq->now)) {
 		o = refresh_refusal(cfg, &x.r, &x.k, rq->now);
+		goto out;
+	}
+	/* SECURITY (RFC 8707): an MCP client names its resource at every refresh,
+	 * and it must be the family's: a token for A is never renewed for B. */
+	if (x.aud != NULL && (rq->audience == NULL || strcmp(rq->audience, x.aud) != 0)) {
+		o = GRANT_REFRESH_WRONG_RESOURCE;
 		goto out;
 	}
 	if ((e = refresh_renew(&x, &o, &g)) != CS_OK || o != GRANT_REFRESHED)
@@ -577,6 +709,8 @@ out:
 	grant_response_clear(&g);
 	store_refresh_row_clear(&x.r);
 	consent_clear(&x.k);
+	free(x.aud);
+	free(x.client);
 	return e;
 }
 
@@ -652,8 +786,13 @@ static enum cs_err verify_grant(const struct keyring *kr, const char *token, int
 /* A grant's claims as validate reads them (pointers into the claims). */
 struct grant_claims {
 	const char *iss, *sub, *cid, *jti, *client, *actsub, *scope, *resource;
+	const char *aud;                 /* an MCP client's token: its aud; NULL: a gateway's */
 	int64_t     iat, exp;
 };
+
+/* How validate judges a token: as the gateway's grant, as an MCP client's
+ * access token for one audience, or as whichever it is (introspection). */
+enum validate_as { AS_GATEWAY, AS_MCP, AS_ANY };
 
 /* The claims every grant carries, for this gateway, within its lifetime:
  * false with *w saying which check failed. */
@@ -668,6 +807,7 @@ static bool claims_fit(json_t *cl, const struct config *cfg, int64_t now,
 	g->scope = str_claim(cl, "scope");
 	g->resource = str_claim(cl, "resource");
 	g->actsub = str_claim(json_object_get(cl, "act"), "sub");
+	g->aud = NULL;
 	if (g->iss == NULL || g->sub == NULL || g->cid == NULL || g->jti == NULL ||
 	    g->client == NULL || g->scope == NULL || g->resource == NULL || g->actsub == NULL ||
 	    !int_claim(cl, "iat", &g->iat) || !int_claim(cl, "exp", &g->exp))
@@ -682,6 +822,40 @@ static bool claims_fit(json_t *cl, const struct config *cfg, int64_t now,
 	if (g->exp <= now)
 		return false;
 	*w = "grant issued in the future";
+	return !(g->iat > now || g->iat >= g->exp || g->exp - g->iat > GRANT_TTL_CAP);
+}
+
+/* An MCP client's access token for the endpoint audience, within its
+ * lifetime: false with *w saying which check failed. */
+static bool mcp_claims_fit(json_t *cl, const struct config *cfg, const char *audience,
+    int64_t now, struct grant_claims *g, const char **w)
+{
+	json_t *aud = json_object_get(cl, "aud");
+	memset(g, 0, sizeof *g);
+	g->iss = str_claim(cl, "iss");
+	g->sub = str_claim(cl, "sub");
+	g->cid = str_claim(cl, "cid");
+	g->jti = str_claim(cl, "jti");
+	g->client = str_claim(cl, "client_id");
+	g->scope = str_claim(cl, "scope");
+	g->aud = json_is_string(aud) ? json_string_value(aud) : NULL;
+	*w = "not a consentd access token";
+	if (g->iss == NULL || g->sub == NULL || g->cid == NULL || g->jti == NULL ||
+	    g->client == NULL || g->scope == NULL || !int_claim(cl, "iat", &g->iat) ||
+	    !int_claim(cl, "exp", &g->exp))
+		return false;
+	/* SECURITY: a gateway's grant (act, aud the gateway) is not an MCP token,
+	 * and aud must name this endpoint exactly: a token for endpoint A is
+	 * refused at endpoint B (RFC 8707 §2, RFC 9068 §4). */
+	*w = "not an access token for this resource";
+	if (json_object_get(cl, "act") != NULL || g->aud == NULL || audience == NULL ||
+	    strcmp(g->iss, cfg->public_url) != 0 || strcmp(g->aud, audience) != 0 ||
+	    config_mcp_endpoint_by_uri(cfg, audience) == NULL)
+		return false;
+	*w = "access token expired";
+	if (g->exp <= now)
+		return false;
+	*w = "access token issued in the future";
 	return !(g->iat > now || g->iat >= g->exp || g->exp - g->iat > GRANT_TTL_CAP);
 }
 
@@ -718,9 +892,17 @@ static enum cs_err consent_fits(struct store_conn *c, const struct config *cfg,
 	if (!consent_is_live(kk, now))
 		goto out;
 	*w = "grant does not match its consent";
-	if (strcmp(kk->subject, g->sub) != 0 || strcmp(kk->agent, g->actsub) != 0)
+	if (strcmp(kk->subject, g->sub) != 0)
 		goto out;
-	if ((res = config_resource(cfg, kk->resource)) == NULL || res->uri == NULL ||
+	if (g->aud != NULL) {
+		/* An MCP client's token: its client is the consent's agent, and its
+		 * endpoint stands for the consent's resource. */
+		const struct config_mcp_endpoint *ep = config_mcp_endpoint_by_uri(cfg, g->aud);
+		if (strcmp(kk->agent, g->client) != 0 || ep == NULL || ep->resource == NULL ||
+		    strcmp(ep->resource, kk->resource) != 0)
+			goto out;
+	} else if (strcmp(kk->agent, g->actsub) != 0 ||
+	    (res = config_resource(cfg, kk->resource)) == NULL || res->uri == NULL ||
 	    strcmp(res->uri, g->resource) != 0)
 		goto out;
 	if (scope_set_parse(g->scope, &sc) != CS_OK || sc.n == 0 ||
@@ -734,19 +916,20 @@ out:
 }
 
 static enum cs_err validate(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *token, int64_t now, struct grant_check *out)
+    const struct keyring *kr, const char *token, enum validate_as as, const char *audience,
+    int64_t now, struct grant_check *out)
 {
 	enum cs_err e;
 	json_t *cl = NULL;
 	struct consent kk;
 	struct grant_claims g;
-	const char *w = "not a consentd grant";
+	const char *w = as == AS_MCP ? "not a consentd access token" : "not a consentd grant";
 	bool hit = false;
 
 	memset(&kk, 0, sizeof kk);
 	e = CS_EPERM;
 	if (kr == NULL || !token_present(token) || cfg->public_url == NULL ||
-	    cfg->gateway_id == NULL)
+	    (as == AS_GATEWAY && cfg->gateway_id == NULL))
 		goto out;
 	/* SECURITY: only consentd's own keys, ES256 and typ at+jwt (invariant 7):
 	 * an IdP token, an alg-none or HMAC token and a foreign key all fail here.
@@ -757,7 +940,16 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 		goto out;
 	}
 	e = CS_EPERM;
-	if (!claims_fit(cl, cfg, now, &g, &w))
+	if (as == AS_ANY) {
+		/* Introspection: a gateway's grant has act; an MCP client's token
+		 * is judged for the audience it names. */
+		as = json_object_get(cl, "act") != NULL ? AS_GATEWAY : AS_MCP;
+		audience = str_claim(cl, "aud");
+		if (as == AS_GATEWAY && cfg->gateway_id == NULL)
+			goto out;
+	}
+	if (as == AS_GATEWAY ? !claims_fit(cl, cfg, now, &g, &w) :
+	    !mcp_claims_fit(cl, cfg, audience, now, &g, &w))
 		goto out;
 	if ((e = consent_fits(c, cfg, &g, now, &kk, &w)) != CS_OK)
 		goto out;
@@ -787,17 +979,37 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	if (c == NULL || cfg == NULL || out == NULL)
 		return CS_EINVAL;
 	memset(out, 0, sizeof *out);
-	e = validate(c, cfg, kr, token, now, out);
+	e = validate(c, cfg, kr, token, AS_GATEWAY, NULL, now, out);
 	out->valid = e == CS_OK;
 	return e == CS_EPERM ? CS_OK : e;
 }
 
-/* The active answer for a current refresh token of a live consent. */
-static json_t *refresh_answer(const struct config *cfg, const struct consent *k)
+enum cs_err grant_validate_mcp(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *audience, int64_t now,
+    struct grant_check *out)
+{
+	enum cs_err e;
+	if (c == NULL || cfg == NULL || out == NULL)
+		return CS_EINVAL;
+	memset(out, 0, sizeof *out);
+	e = validate(c, cfg, kr, token, AS_MCP, audience, now, out);
+	out->valid = e == CS_OK;
+	return e == CS_EPERM ? CS_OK : e;
+}
+
+/* The active answer for a current refresh token of a live consent: a
+ * gateway's family (aud NULL), or an MCP client's (its aud and client). */
+static json_t *refresh_answer(const struct config *cfg, const struct consent *k,
+    const char *aud, const char *client)
 {
 	json_t *v = NULL;
 	char *scope = scope_set_join(&k->granted);
-	if (scope != NULL)
+	if (scope != NULL && aud != NULL)
+		v = json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:I}",
+		    "active", 1, "token_use", "refresh", "client_id", client, "aud", aud,
+		    "sub", k->subject, "scope", scope, "cid", k->id,
+		    "exp", (json_int_t)k->expires_at);
+	else if (scope != NULL)
 		v = json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:I}",
 		    "active", 1, "token_use", "refresh", "client_id", cfg->gateway_id,
 		    "sub", k->subject, "scope", scope, "cid", k->id, "act", "sub", k->agent,
@@ -827,6 +1039,7 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 	struct consent k;
 	struct store_refresh_row r;
 	unsigned char h[STORE_REFRESH_HASH_LEN];
+	char *aud = NULL, *client = NULL;
 
 	memset(&k, 0, sizeof k);
 	memset(&r, 0, sizeof r);
@@ -838,22 +1051,25 @@ enum cs_err grant_introspect(struct store_conn *c, const struct config *cfg,
 	if (looks_like_jws(token)) {
 		struct grant_check gc;
 		memset(&gc, 0, sizeof gc);
-		e = validate(c, cfg, kr, token, now, &gc);
+		e = validate(c, cfg, kr, token, AS_ANY, NULL, now, &gc);
 		v = gc.claims;
 		k = gc.k;
+		/* A gateway's grant names the gateway; an MCP client's token its
+		 * client, as its own client_id claim says. */
 		if (e == CS_OK &&
 		    (json_object_set_new(v, "active", json_true()) != 0 ||
 		    json_object_set_new(v, "token_use", json_string("grant")) != 0 ||
 		    json_object_set_new(v, "token_type", json_string(
 		    json_object_get(v, "cnf") != NULL ? "DPoP" : "Bearer")) != 0 ||
-		    json_object_set_new(v, "client_id", json_string(cfg->gateway_id)) != 0))
+		    (json_object_get(v, "act") != NULL &&
+		    json_object_set_new(v, "client_id", json_string(cfg->gateway_id)) != 0)))
 			e = CS_ENOMEM;
 	} else {
 		e = refresh_find(c, token, now, h, &r, &k);
-		if (e == CS_OK) {
+		if (e == CS_OK && (e = refresh_owner(c, r.family, &aud, &client)) == CS_OK) {
 			if (!refresh_current(cfg, &r, &k, now))
 				e = CS_EPERM;
-			else if ((v = refresh_answer(cfg, &k)) == NULL)
+			else if ((v = refresh_answer(cfg, &k, aud, client)) == NULL)
 				e = CS_ENOMEM;
 			else
 				e = refresh_cnf(c, r.family, v);
@@ -879,15 +1095,30 @@ out:
 	OPENSSL_cleanse(h, sizeof h);
 	store_refresh_row_clear(&r);
 	consent_clear(&k);
+	free(aud);
+	free(client);
 	return e;
 }
 
 /* --- revocation -------------------------------------------------------- */
 
-/* Revokes the grant whose jti a verified token names; audits "grant.revoked"
- * when it was live. */
-static enum cs_err revoke_grant(struct store_conn *c, const struct keyring *kr, const char *token,
-    const char *actor, int64_t now)
+/* Whether verified claims cl are a token of who (NULL: the gateway, an
+ * MCP client's client_id otherwise). */
+static bool grant_of(json_t *cl, const struct config *cfg, const char *who)
+{
+	const char *client = str_claim(cl, "client_id");
+	bool gateway = json_object_get(cl, "act") != NULL;
+	if (client == NULL)
+		return false;
+	if (who == NULL)
+		return gateway && cfg->gateway_id != NULL && strcmp(client, cfg->gateway_id) == 0;
+	return !gateway && strcmp(client, who) == 0;
+}
+
+/* Revokes the grant whose jti a verified token names, when it is who's
+ * (grant_of); audits "grant.revoked" when it was live. */
+static enum cs_err revoke_grant(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *who, const char *actor, int64_t now)
 {
 	enum cs_err e;
 	json_t *cl = NULL;
@@ -906,7 +1137,9 @@ static enum cs_err revoke_grant(struct store_conn *c, const struct keyring *kr, 
 		e = CS_OK;
 		goto out;
 	}
-	if ((jti = str_claim(cl, "jti")) == NULL)
+	/* SECURITY (RFC 7009 §2.1): a client revokes only its own tokens; any
+	 * other is left alone, and the answer does not say so. */
+	if ((jti = str_claim(cl, "jti")) == NULL || !grant_of(cl, cfg, who))
 		goto out;
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
@@ -943,10 +1176,10 @@ out:
 	return e;
 }
 
-/* Revokes the family of a refresh token; audits "refresh.revoked" when any
- * of it was unrevoked. */
-static enum cs_err revoke_refresh(struct store_conn *c, const char *token, const char *actor,
-    int64_t now)
+/* Revokes the family of a refresh token, when it is who's (NULL: the
+ * gateway's); audits "refresh.revoked" when any of it was unrevoked. */
+static enum cs_err revoke_refresh(struct store_conn *c, const char *token, const char *who,
+    const char *actor, int64_t now)
 {
 	enum cs_err e;
 	struct store_refresh_row r;
@@ -954,6 +1187,7 @@ static enum cs_err revoke_refresh(struct store_conn *c, const char *token, const
 	unsigned char h[STORE_REFRESH_HASH_LEN];
 	bool in_tx = false;
 	int64_t n = 0;
+	char *aud = NULL, *client = NULL;
 
 	memset(&r, 0, sizeof r);
 	memset(&k, 0, sizeof k);
@@ -966,6 +1200,10 @@ static enum cs_err revoke_refresh(struct store_conn *c, const char *token, const
 			e = CS_OK;
 		goto out;
 	}
+	if ((e = refresh_owner(c, r.family, &aud, &client)) != CS_OK)
+		goto out;
+	if (!owner_is(client, who))
+		goto out;                     /* SECURITY: not the caller's: nothing, silently */
 	if ((e = store_refresh_revoke_family(c, r.family, now, false, &n)) != CS_OK)
 		goto out;
 	if (n > 0 && (e = audit_k(c, &(struct audit_entry){ .ts = now, .actor = actor,
@@ -980,19 +1218,36 @@ out:
 	OPENSSL_cleanse(h, sizeof h);
 	store_refresh_row_clear(&r);
 	consent_clear(&k);
+	free(aud);
+	free(client);
 	return e;
 }
 
-enum cs_err grant_revoke(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const char *token, const char *actor, int64_t now)
+static enum cs_err revoke_as(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *who, const char *actor, int64_t now)
 {
 	if (c == NULL || cfg == NULL)
 		return CS_EINVAL;
 	if (!token_present(token))
 		return CS_OK;
 	if (looks_like_jws(token))
-		return revoke_grant(c, kr, token, actor, now);
+		return revoke_grant(c, cfg, kr, token, who, actor, now);
 	if (!looks_like_refresh(token))
 		return CS_OK;
-	return revoke_refresh(c, token, actor, now);
+	return revoke_refresh(c, token, who, actor, now);
+}
+
+enum cs_err grant_revoke(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const char *token, const char *actor, int64_t now)
+{
+	return revoke_as(c, cfg, kr, token, NULL, actor, now);
+}
+
+enum cs_err grant_revoke_mcp(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *client_id, const char *actor,
+    int64_t now)
+{
+	if (client_id == NULL)
+		return CS_EINVAL;
+	return revoke_as(c, cfg, kr, token, client_id, actor, now);
 }

@@ -12,12 +12,10 @@
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
-#include "client_auth.h"
 #include "consent.h"
 #include "httpc.h"
 #include "idjag_grant.h"
 #include "jws.h"
-#include "mcp_client.h"
 #include "mono.h"
 #include "scope.h"
 #include "store_consent.h"
@@ -356,25 +354,53 @@ out:
 	return e;
 }
 
-/* The person and their organisation's consent, in one transaction. */
-static enum cs_err org_consent(struct store_conn *c, const struct config_enterprise *ent,
-    const struct config_resource *res, const struct idjag *g, const char *client_id,
-    const struct scope_set *want, int64_t now, char **id)
+/* The person, their organisation's consent and its access token, in one
+ * transaction: a refusal of the issuance (the consent ended meanwhile) leaves
+ * nothing written. */
+static enum cs_err org_consent_issue(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct config_enterprise *ent,
+    const struct config_resource *res, const struct idjag *g, const struct idjag_grant_req *rq,
+    const struct scope_set *want, const char *aud, struct idjag_grant_result *out)
 {
+	struct consent k;
+	enum grant_issue_outcome oc = GRANT_ISSUE_REFUSED;
+	char actor[IDJAG_ACTOR_MAX], *id = NULL;
 	int64_t user_id = 0;
 	enum cs_err e;
+	memset(&k, 0, sizeof k);
+	if ((e = str_fmt(actor, sizeof actor, "client:%s", rq->client_id)) != CS_OK)
+		return e;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
 	/* SECURITY: the person is (the grant's iss, its sub): the same row a
 	 * sign-in through that IdP names, never one of another issuer. */
 	if ((e = store_user_put(c, &(struct store_user){ .issuer = g->iss, .subject = g->sub,
-	    .now = now, .login = false }, &user_id)) != CS_OK ||
-	    (e = org_consent_locked(c, ent, res, user_id, g, client_id, want, now, id)) != CS_OK ||
-	    (e = store_commit(c)) != CS_OK) {
-		store_rollback(c);
-		free(*id);
-		*id = NULL;
+	    .now = rq->now, .login = false }, &user_id)) != CS_OK ||
+	    (e = org_consent_locked(c, ent, res, user_id, g, rq->client_id, want, rq->now,
+	    &id)) != CS_OK ||
+	    (e = consent_get(c, id, rq->now, &k)) != CS_OK)
+		goto out;
+	struct grant_issue_req ir = { .k = &k, .scope = want, .with_refresh = false,
+		.jkt = rq->jkt, .actor = actor, .now = rq->now, .audience = aud,
+		.client_id = rq->client_id };
+	if ((e = grant_issue_tx(c, cfg, kr, &ir, &oc, &out->grant)) != CS_OK)
+		goto out;
+	if (oc != GRANT_ISSUED) {
+		(void)refuse(out, IDJAG_GRANT_INVALID, "the organisation's consent could not carry "
+		    "a token (its resource or scopes are configured no more)");
+		goto out;
 	}
+	if ((e = store_commit(c)) != CS_OK)
+		goto out;
+	out->consent_id = id;
+	id = NULL;
+out:
+	if (e != CS_OK || out->outcome != IDJAG_GRANTED) {
+		store_rollback(c);
+		grant_response_clear(&out->grant);
+	}
+	free(id);
+	consent_clear(&k);
 	return e;
 }
 
@@ -403,32 +429,6 @@ static const struct config_mcp_endpoint *target(const struct config *cfg,
 	return m;
 }
 
-static enum cs_err issue(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const struct idjag_grant_req *rq, const char *consent_id,
-    const struct scope_set *want, const char *aud, struct idjag_grant_result *out)
-{
-	struct consent k;
-	enum grant_issue_outcome oc = GRANT_ISSUE_REFUSED;
-	char actor[IDJAG_ACTOR_MAX];
-	enum cs_err e;
-	memset(&k, 0, sizeof k);
-	if ((e = consent_get(c, consent_id, rq->now, &k)) != CS_OK ||
-	    (e = str_fmt(actor, sizeof actor, "client:%s", rq->client_id)) != CS_OK)
-		goto out;
-	struct grant_issue_req ir = { .k = &k, .scope = want, .with_refresh = false,
-		.actor = actor, .now = rq->now, .audience = aud, .client_id = rq->client_id };
-	if ((e = grant_issue(c, cfg, kr, &ir, &oc, &out->grant)) != CS_OK)
-		goto out;
-	if (oc != GRANT_ISSUED)
-		(void)refuse(out, IDJAG_GRANT_INVALID, "the organisation's consent ended before a "
-		    "token could be issued");
-	else if ((out->consent_id = strdup(consent_id)) == NULL)
-		e = CS_ENOMEM;
-out:
-	consent_clear(&k);
-	return e;
-}
-
 enum cs_err idjag_grant(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const struct idjag_grant_req *rq, struct idjag_grant_result *out)
 {
@@ -438,7 +438,6 @@ enum cs_err idjag_grant(struct store_conn *c, const struct config *cfg, const st
 	const struct config_resource *res;
 	struct idjag g;
 	struct scope_set want = { .n = 0 };
-	char *consent_id = NULL;
 	struct buf key;
 	enum cs_err e;
 
@@ -476,105 +475,17 @@ enum cs_err idjag_grant(struct store_conn *c, const struct config *cfg, const st
 		    "single-use)");
 		goto out;
 	}
-	if (e != CS_OK ||
-	    (e = org_consent(c, ent, res, &g, rq->client_id, &want, rq->now, &consent_id)) != CS_OK)
+	if (e != CS_OK)
 		goto out;
-	e = issue(c, cfg, kr, rq, consent_id, &want, m->uri, out);
+	e = org_consent_issue(c, cfg, kr, ent, res, &g, rq, &want, m->uri, out);
 out:
 	if (e != CS_OK || out->outcome != IDJAG_GRANTED) {
 		grant_response_clear(&out->grant);
 		free(out->consent_id);
 		out->consent_id = NULL;
 	}
-	free(consent_id);
 	buf_clear(&key);
 	scope_set_clear(&want);
 	idjag_clear(&g);
-	return e;
-}
-
-/* --- the client ------------------------------------------------------------ */
-
-enum cs_err idjag_client_authenticate(struct app *app, const struct idjag_client_auth *rq,
-    bool *ok, char *why, size_t whylen)
-{
-	struct mcp_client k;
-	struct jws_keyset *ks = NULL;
-	char kwhy[CIMD_WHY_MAX], tokep[1100], *jti = NULL;
-	int64_t exp = 0;
-	enum cs_err e = CS_OK;
-	const char *msg = NULL;
-
-	memset(&k, 0, sizeof k);
-	*ok = false;
-	why[0] = '\0';
-	if (rq->client_id == NULL) {
-		msg = "client_id is missing";
-		goto out;
-	}
-	if (rq->basic) {
-		msg = "an MCP client authenticates with client_id (public) or a client assertion "
-		    "(private_key_jwt), never Basic";
-		goto out;
-	}
-	if ((e = mcp_client_lookup(app, rq->client_id, rq->now, &k, kwhy, sizeof kwhy)) != CS_OK) {
-		if (e == CS_ENOMEM)
-			return e;
-		e = CS_OK;
-		if (str_fmt(why, whylen, "unknown client: %s", kwhy) != CS_OK)
-			msg = "unknown client";
-		goto out;
-	}
-	if (!k.private_key_jwt) {
-		if (rq->assertion_type != NULL || rq->assertion != NULL)
-			msg = "the client is public (none): it sends no client assertion";
-		else
-			*ok = true;
-		goto out;
-	}
-	if (rq->assertion_type == NULL || strcmp(rq->assertion_type, CLIENT_ASSERTION_TYPE) != 0 ||
-	    rq->assertion == NULL) {
-		msg = "the client authenticates with private_key_jwt: client_assertion_type and "
-		    "client_assertion are required";
-		goto out;
-	}
-	if (k.jwks == NULL) {
-		msg = "the client's keys are at a jwks_uri, which this grant does not fetch yet: "
-		    "register them with jwks_file";
-		goto out;
-	}
-	if ((e = jws_keyset_parse(k.jwks, &ks, kwhy, sizeof kwhy)) != CS_OK) {
-		if (e != CS_ENOMEM) {
-			e = CS_OK;
-			msg = "the client's keys could not be read";
-		}
-		goto out;
-	}
-	if ((e = str_fmt(tokep, sizeof tokep, "%s/token", app->cfg->public_url)) != CS_OK)
-		goto out;
-	const char *auds[] = { app->cfg->public_url, tokep };
-	struct client_assertion_expect x = { .keys = ks, .client_id = rq->client_id,
-		.audiences = auds, .naudiences = 2, .now = rq->now,
-		.clock_skew = app->cfg->gateway_clock_skew };
-	if (client_assertion_check(rq->assertion, &x, &jti, &exp, kwhy, sizeof kwhy) != CS_OK) {
-		if (str_fmt(why, whylen, "client assertion refused: %s", kwhy) != CS_OK)
-			msg = "client assertion refused";
-		goto out;
-	}
-	struct store_conn *c = store_conn(app->store);
-	e = c == NULL ? CS_EDB : store_replay_use(c, REPLAY_CLIENT_ASSERTION, jti,
-	    exp + app->cfg->gateway_clock_skew, rq->now);
-	if (e == CS_EEXIST) {
-		e = CS_OK;
-		msg = "client assertion refused: its jti was used already";
-	} else if (e == CS_OK) {
-		*ok = true;
-	}
-out:
-	if (msg != NULL && str_fmt(why, whylen, "%s", msg) != CS_OK && whylen > 0)
-		why[0] = '\0';
-	free(jti);
-	jws_keyset_free(ks);
-	mcp_client_clear(&k);
 	return e;
 }

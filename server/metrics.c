@@ -408,7 +408,8 @@ static const struct {
 	    "first byte to its answer being queued, by route pattern (a proxied call: until its "
 	    "upstream's status).", METRIC_HISTOGRAM, l_route, b_http, NB(b_http) },
 	[M_GRANTS_ISSUED] = { "consentd_grants_issued_total", "Grants issued, by kind "
-	    "(token_exchange: a new grant for a live consent; refresh_token: a refresh).",
+	    "(token_exchange: a new grant for a live consent; refresh_token: a refresh; "
+	    "authorization_code: an MCP client's code).",
 	    METRIC_COUNTER, l_kind, NULL, 0 },
 	[M_CONSENTS] = { "consentd_consents", "Consents in the database, by state (live, expired, "
 	    "revoked, reconnect_required), counted at each scrape.", METRIC_GAUGE, l_state, NULL, 0 },

@@ -797,7 +797,7 @@ static enum cs_err actor_set(struct http_request *req)
 		return str_fmt(a->actor, sizeof a->actor, "admin:%s", a->admin);
 	if (a->gateway && req->app != NULL && req->app->cfg != NULL)
 		return str_fmt(a->actor, sizeof a->actor, "gateway:%s", req->app->cfg->gateway_id);
-	a->actor[0] = '\0';
+	/* Else what the gate named ("client:<client_id>", token_api_gate), or "". */
 	return CS_OK;
 }
 

@@ -21,8 +21,8 @@
 #include "consent.h"
 #include "form.h"
 #include "http.h"
-#include "idjag.h"
 #include "login_pages.h"
+#include "mcp_token.h"
 #include "me_pages.h"
 #include "metrics_api.h"
 #include "meta.h"
@@ -248,7 +248,8 @@ const struct route http_routes[] = {
 		 * every gateway form route. */
 		[CLIENT_AUTH_P_ASSERTION_TYPE] = { "client_assertion_type", 128, param_printable, 0 },
 		[CLIENT_AUTH_P_ASSERTION] = { "client_assertion", 16384, param_token68, 0 },
-		[CLIENT_AUTH_P_CLIENT_ID] = { "client_id", 128, param_printable, 0 },
+		/* 1024: an MCP client's client-id URL (cimd.h) */
+		[CLIENT_AUTH_P_CLIENT_ID] = { "client_id", 1024, param_printable, 0 },
 		[TOKEN_P_GRANT_TYPE] = { "grant_type", 128, param_printable, PARAM_REQUIRED },
 		[TOKEN_P_SUBJECT_TOKEN] = { "subject_token", 16384, param_token68, 0 },
 		[TOKEN_P_SUBJECT_TOKEN_TYPE] = { "subject_token_type", 128, param_printable, 0 },
@@ -264,12 +265,16 @@ const struct route http_routes[] = {
 		[TOKEN_P_ACTION] = { "action", 128, param_printable, 0 },
 		/* JSON: the approval parser checks it */
 		[TOKEN_P_AUTHORIZATION_DETAILS] = { "authorization_details", 16384, NULL, 0 },
+		/* grant_type=authorization_code (mcp_token.h) */
+		[TOKEN_P_CODE] = { "code", 128, param_token68, 0 },
+		[TOKEN_P_REDIRECT_URI] = { "redirect_uri", 1024, param_printable, 0 },
+		[TOKEN_P_CODE_VERIFIER] = { "code_verifier", 128, param_token68, 0 },
 		/* grant_type jwt-bearer: an ID-JAG (idjag_grant.c) */
 		[TOKEN_P_ASSERTION] = { "assertion", 16384, param_token68, 0 },
 		[TOKEN_P__MAX] = { NULL, 0, NULL, 0 } },
 	  /* SECURITY: a provider-token exchange's grant (its subject token) is
 	   * checked by the route's grant check (grant_api_gate), as /proxy's is. */
-	  ROUTE_FORM_BODY | ROUTE_GRANT | ROUTE_GRANT_SUBJECT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	  ROUTE_FORM_BODY | ROUTE_GRANT | ROUTE_GRANT_SUBJECT, ROUTE_AUTH_TOKEN_CLIENT, LIMIT_GATEWAY },
 	{ HTTP_POST, "/introspect", ROUTE_OAUTH, token_api_introspect, {
 		[CLIENT_AUTH_P_ASSERTION_TYPE] = { "client_assertion_type", 128, param_printable, 0 },
 		[CLIENT_AUTH_P_ASSERTION] = { "client_assertion", 16384, param_token68, 0 },
@@ -281,11 +286,11 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/revoke", ROUTE_OAUTH, token_api_revoke, {
 		[CLIENT_AUTH_P_ASSERTION_TYPE] = { "client_assertion_type", 128, param_printable, 0 },
 		[CLIENT_AUTH_P_ASSERTION] = { "client_assertion", 16384, param_token68, 0 },
-		[CLIENT_AUTH_P_CLIENT_ID] = { "client_id", 128, param_printable, 0 },
+		[CLIENT_AUTH_P_CLIENT_ID] = { "client_id", 1024, param_printable, 0 },
 		[TOKEN_P_TOKEN] = { "token", 16384, param_token68, PARAM_REQUIRED },
 		[TOKEN_P_TOKEN_TYPE_HINT] = { "token_type_hint", 64, param_printable, 0 },
 		[TOKEN_P_TOKEN__MAX] = { NULL, 0, NULL, 0 } },
-	  ROUTE_FORM_BODY, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	  ROUTE_FORM_BODY, ROUTE_AUTH_TOKEN_CLIENT, LIMIT_GATEWAY },
 	/* Proxy mode (flow H, proxy.c): the rest of the path comes raw, the query
 	 * and body are read by the handler (no declared parameters); it waits on
 	 * the upstream, so it runs deferred, off the server's workers (http.c).
@@ -529,15 +534,30 @@ static enum cs_err gate_admin_api(struct http_request *req, struct http_reply *r
 /* SECURITY: the gateway's client authentication (client_auth.c). */
 static enum cs_err gate_gateway(struct http_request *req, struct http_reply *rep, bool *ok)
 {
-	/* SECURITY: an MCP client's ID-JAG grant at /token (issue #30): not the
-	 * gateway; idjag_api_token authenticates the client itself. */
-	const char *gt = req->route != NULL && req->route->handler == token_api_token ?
-	    http_arg_str(req, TOKEN_P_GRANT_TYPE) : NULL;
-	if (gt != NULL && strcmp(gt, IDJAG_GRANT_TYPE) == 0) {
-		*ok = true;
-		return CS_OK;
-	}
 	*ok = req->auth.gateway = client_auth_api_gateway(req, rep);
+	return CS_OK;
+}
+
+/* SECURITY: /token and /revoke: the gateway's client authentication, or a
+ * request an MCP client makes (mcp_token_request_is_client: its own
+ * client_id, no Authorization header), which mcp_token.c authenticates with
+ * the client's registration; until then the address's buckets bound it
+ * (address, then its failed authentications, as client_auth.c does). */
+static enum cs_err gate_token_client(struct http_request *req, struct http_reply *rep, bool *ok)
+{
+	const char *client_id = http_arg_str(req, CLIENT_AUTH_P_CLIENT_ID);
+	int64_t ra = 0;
+	*ok = false;
+	if (!mcp_token_request_is_client(req->app->cfg, client_id, req->authorization))
+		return gate_gateway(req, rep, ok);
+	if (!rate_limits_take_address(req->app->limits, req->remote_ip, &ra))
+		return router_limit_refusal(rep, req->route->kind, LIMIT_ADDRESS, ra);
+	if (!rate_limits_auth_allowed(req->app->limits, req->remote_ip, &ra))
+		return router_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, ra);
+	/* The audit's name for it (router.c keeps it); a long client-id URL is cut. */
+	if (str_fmt(req->auth.actor, sizeof req->auth.actor, "client:%.280s", client_id) != CS_OK)
+		return CS_EINVAL;
+	*ok = true;
 	return CS_OK;
 }
 
@@ -568,6 +588,7 @@ const http_gate http_gates[ROUTE_AUTH__MAX] = {
 	[ROUTE_AUTH_ADMIN_API] = gate_admin_api,
 	[ROUTE_AUTH_GATEWAY] = gate_gateway,
 	[ROUTE_AUTH_METRICS] = gate_metrics,
+	[ROUTE_AUTH_TOKEN_CLIENT] = gate_token_client,
 };
 
 /* SECURITY: the grant a ROUTE_GRANT route's caller presents, one check for

@@ -218,3 +218,44 @@ enum cs_err store_refresh_binding(struct store_conn *c, const char *family, char
 		free(v);
 	return e;
 }
+
+/* --- audiences of MCP clients' refresh families ---------------------------- */
+
+static const char SQL_REFRESH_AUDIENCE_PUT[] =
+    "INSERT INTO refresh_audiences (family, audience, client_id) VALUES (?1, ?2, ?3)";
+static const char SQL_REFRESH_AUDIENCE[] =
+    "SELECT audience, client_id FROM refresh_audiences WHERE family = ?1";
+
+enum cs_err store_refresh_audience_put(struct store_conn *c, const char *family,
+    const char *audience, const char *client_id)
+{
+	if (c == NULL || family == NULL || audience == NULL || client_id == NULL)
+		return CS_EINVAL;
+	return store_run(c, SQL_REFRESH_AUDIENCE_PUT, STORE_VALS(SV_TEXT(family), SV_TEXT(audience),
+	    SV_TEXT(client_id)));
+}
+
+enum cs_err store_refresh_audience(struct store_conn *c, const char *family, char **audience,
+    char **client_id)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	char *a = NULL, *k = NULL;
+	if (c == NULL || family == NULL || audience == NULL || client_id == NULL)
+		return CS_EINVAL;
+	if ((st = store_query(c, SQL_REFRESH_AUDIENCE, STORE_VALS(SV_TEXT(family)), &e)) == NULL)
+		return e;
+	e = store_step(c, st);
+	if (e == CS_OK && (e = store_col_text(st, 0, &a)) == CS_OK &&
+	    (e = store_col_text(st, 1, &k)) == CS_OK && (a == NULL || k == NULL))
+		e = CS_ENOENT;
+	store_stmt_done(st);
+	if (e == CS_OK) {
+		*audience = a;
+		*client_id = k;
+	} else {
+		free(a);
+		free(k);
+	}
+	return e;
+}

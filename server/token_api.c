@@ -1,9 +1,10 @@
-/* token_api.c -- the gateway's OAuth endpoints: /token (RFC 8693 token
- * exchange for grants and provider tokens, refresh_token), /introspect and
- * /revoke.  Handlers only: they read the request, call one domain function
- * (exchange.c, grant.c) and map its outcome to RFC 6749 JSON with
- * Cache-Control: no-store; the rules and their descriptions are the domain's.
- * No transaction and no audit entry is written here. */
+/* token_api.c -- the OAuth endpoints: /token (the gateway's RFC 8693 token
+ * exchange for grants and provider tokens and its refresh_token; an MCP
+ * client's authorization_code and refresh_token, mcp_token.c), /introspect
+ * and /revoke.  Handlers only: they read the request, call one domain
+ * function (exchange.c, grant.c, mcp_token.c) and map its outcome to RFC 6749
+ * JSON with Cache-Control: no-store; the rules and their descriptions are the
+ * domain's.  No transaction and no audit entry is written here. */
 #include <string.h>
 #include <jansson.h>
 #include "app.h"
@@ -14,6 +15,7 @@
 #include "grant.h"
 #include "idjag_api.h"
 #include "idjag.h"
+#include "mcp_token.h"
 #include "token_api.h"
 #include "vault.h"
 
@@ -354,6 +356,101 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 	return e;
 }
 
+/* --- MCP clients (mcp_token.c) -------------------------------------------- */
+
+/* Whether the gate let req through as an MCP client's. */
+static bool is_mcp_client(const struct http_request *req)
+{
+	return mcp_token_request_is_client(req->app->cfg, http_arg_str(req, CLIENT_AUTH_P_CLIENT_ID),
+	    req->authorization);
+}
+
+/* An MCP client's request as mcp_token.h takes it; jkt the valid proof's. */
+static struct mcp_token_req mcp_request_of(const struct http_request *req, const char *jkt)
+{
+	return (struct mcp_token_req){
+		.client_id = http_arg_str(req, CLIENT_AUTH_P_CLIENT_ID),
+		.assertion_type = http_arg_str(req, CLIENT_AUTH_P_ASSERTION_TYPE),
+		.assertion = http_arg_str(req, CLIENT_AUTH_P_ASSERTION),
+		.jkt = jkt, .remote_ip = req->remote_ip, .actor = req->auth.actor, .now = req->now,
+	};
+}
+
+/* The answer mcp_token.c decided. */
+static enum cs_err mcp_reply(const struct http_request *req, struct http_reply *rep,
+    const struct mcp_token_answer *a)
+{
+	if (a->status == 200) {
+		/* RFC 6749 §5.1, RFC 9449 §5: a bound token is of type DPoP. */
+		json_t *v = json_pack("{s:s, s:s, s:I, s:s}", "access_token", a->g.access_token,
+		    "token_type", a->dpop_bound ? "DPoP" : "Bearer",
+		    "expires_in", (json_int_t)a->g.expires_in, "scope", a->g.scope);
+		if (v != NULL && a->g.refresh_token != NULL &&
+		    json_object_set_new(v, "refresh_token", json_string(a->g.refresh_token)) != 0) {
+			json_decref(v);
+			return CS_ENOMEM;
+		}
+		return reply_json_value(rep, 200, v);
+	}
+	if (a->error == NULL)
+		return CS_EINVAL;
+	if (strcmp(a->error, "invalid_dpop_proof") == 0) {
+		dpop_api_refuse(req, rep, a->status, a->description);
+		return CS_OK;
+	}
+	if (a->status == 401) {
+		/* RFC 6749 §5.2: an MCP client has no Basic credentials to offer. */
+		return reply_oauth_error(rep, 401, "invalid_client", a->description);
+	}
+	if (strcmp(a->error, "invalid_request") == 0)
+		return reply_oauth_error(rep, 400, "invalid_request", a->description);
+	if (strcmp(a->error, "invalid_grant") == 0)
+		return reply_oauth_error(rep, 400, "invalid_grant", a->description);
+	if (strcmp(a->error, "invalid_target") == 0)
+		return reply_oauth_error(rep, 400, "invalid_target", a->description);
+	if (strcmp(a->error, "invalid_scope") == 0)
+		return reply_oauth_error(rep, 400, "invalid_scope", a->description);
+	if (strcmp(a->error, "unauthorized_client") == 0)
+		return reply_oauth_error(rep, 400, "unauthorized_client", a->description);
+	return CS_EINVAL;
+}
+
+/* /token for an MCP client: authorization_code or refresh_token. */
+static enum cs_err mcp_token(const struct http_request *req, struct http_reply *rep,
+    const char *gt)
+{
+	char jkt[JWS_JKT_LEN + 1] = "";
+	struct mcp_token_answer a;
+	enum cs_err e;
+	bool code = strcmp(gt, "authorization_code") == 0;
+	memset(&a, 0, sizeof a);
+	if (!code && strcmp(gt, "refresh_token") != 0)
+		return reply_oauth_error(rep, 400, "unsupported_grant_type", "grant_type must be "
+		    "authorization_code, refresh_token or urn:ietf:params:oauth:grant-type:jwt-bearer "
+		    "for an MCP client");
+	/* RFC 9449 §5: a proof, when one came, must be valid; whether one is
+	 * required is mcp_token.c's to say. */
+	if (req->header != NULL && req->header(req->hctx, DPOP_HEADER) != NULL &&
+	    !dpop_api_at_token(req, rep, jkt))
+		return CS_OK;
+	struct mcp_token_req rq = mcp_request_of(req, jkt[0] ? jkt : NULL);
+	rq.resource = http_arg_str(req, TOKEN_P_RESOURCE);
+	rq.scope = http_arg_str(req, TOKEN_P_SCOPE);
+	if (code) {
+		rq.code = http_arg_str(req, TOKEN_P_CODE);
+		rq.redirect_uri = http_arg_str(req, TOKEN_P_REDIRECT_URI);
+		rq.code_verifier = http_arg_str(req, TOKEN_P_CODE_VERIFIER);
+		e = mcp_token_code(req->app, &rq, &a);
+	} else {
+		rq.refresh_token = http_arg_str(req, TOKEN_P_REFRESH_TOKEN);
+		e = mcp_token_refresh(req->app, &rq, &a);
+	}
+	if (e == CS_OK)
+		e = mcp_reply(req, rep, &a);
+	mcp_token_answer_clear(&a);
+	return e;
+}
+
 /* --- the endpoints -------------------------------------------------------- */
 
 enum cs_err token_api_token(const struct http_request *req, struct http_reply *rep)
@@ -363,16 +460,20 @@ enum cs_err token_api_token(const struct http_request *req, struct http_reply *r
 	char jkt[JWS_JKT_LEN + 1];
 	bool for_grant = strcmp(gt, "refresh_token") == 0 || (strcmp(gt, URN_TOKEN_EXCHANGE) == 0 &&
 	    (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0));
-	/* RFC 9449 §5: a proof at the exchange binds the grant to its key. */
-	if (for_grant && !dpop_api_at_token(req, rep, jkt))
-		return CS_OK;
-	if (strcmp(gt, "refresh_token") == 0)
-		return refresh(req, rep, jkt[0] ? jkt : NULL);
+	/* An MCP client's ID-JAG (idjag_api.h): it authenticates the client. */
 	if (strcmp(gt, IDJAG_GRANT_TYPE) == 0)
 		return idjag_api_token(req, rep, &(struct idjag_api_params){      /* idjag_api.h */
 		    .assertion = http_arg_str(req, TOKEN_P_ASSERTION),
 		    .resource = http_arg_str(req, TOKEN_P_RESOURCE),
 		    .scope = http_arg_str(req, TOKEN_P_SCOPE) });
+	/* The gate let the gateway through, or an MCP client it named. */
+	if (!req->auth.gateway && is_mcp_client(req))
+		return mcp_token(req, rep, gt);
+	/* RFC 9449 §5: a proof at the exchange binds the grant to its key. */
+	if (for_grant && !dpop_api_at_token(req, rep, jkt))
+		return CS_OK;
+	if (strcmp(gt, "refresh_token") == 0)
+		return refresh(req, rep, jkt[0] ? jkt : NULL);
 	if (strcmp(gt, URN_TOKEN_EXCHANGE) != 0)
 		return reply_oauth_error(rep, 400, "unsupported_grant_type",
 		    "grant_type must be token-exchange or refresh_token");
@@ -408,6 +509,16 @@ enum cs_err token_api_revoke(const struct http_request *req, struct http_reply *
 	enum cs_err e;
 	if (c == NULL)
 		return CS_EDB;
+	if (!req->auth.gateway && is_mcp_client(req)) {
+		/* An MCP client (token_api_gate): its own tokens only. */
+		struct mcp_token_answer a;
+		struct mcp_token_req rq = mcp_request_of(req, NULL);
+		rq.token = http_arg_str(req, TOKEN_P_TOKEN);
+		if ((e = mcp_token_revoke(app, &rq, &a)) == CS_OK)
+			e = a.status == 200 ? reply_json(rep, 200, "{}") : mcp_reply(req, rep, &a);
+		mcp_token_answer_clear(&a);
+		return e;
+	}
 	const struct keyring *kr = app_keys_get(app);
 	e = grant_revoke(c, app->cfg, kr, http_arg_str(req, TOKEN_P_TOKEN), req->auth.actor, req->now);
 	app_keys_put(app);

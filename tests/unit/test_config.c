@@ -260,7 +260,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 124);   /* every key of every kind of section ([mcp]: 13, [client.NAME]: 6, [mcp.NAME]: 1, [enterprise.NAME]: 4, [resource.NAME]: 18) */
+	ck_assert_uint_eq(lines, 125);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 1, [enterprise.NAME]: 4, [resource.NAME]: 18) */
 	free(out);
 }
 END_TEST
@@ -1733,7 +1733,13 @@ START_TEST(test_config_mcp)
 	ck_assert_int_eq(c->mcp_cimd_cache_default_ttl, 300);
 	ck_assert_int_eq(c->mcp_cimd_cache_max_ttl, 86400);
 	ck_assert_int_eq(c->mcp_cimd_failure_ttl, 10);
+	ck_assert(!c->mcp_require_dpop);
 	config_free(c);
+	c = expect_ok(MINIMAL "[mcp]\nrequire_dpop = true\n", NULL);
+	ck_assert(c->mcp_require_dpop);
+	config_free(c);
+	expect_error(MINIMAL "[mcp]\nrequire_dpop = sometimes\n", NULL,
+	    "x.conf:10: require_dpop: not a boolean");
 
 	c = expect_ok(MINIMAL "[mcp]\ncimd_allow = hosts\ncimd_hosts = good.example other.example:8443\n"
 	    "cimd_timeout_ms = 3000\ncimd_connect_timeout_ms = 3000\ncimd_max_bytes = 8192\n"

@@ -241,6 +241,10 @@ START_TEST(test_idjag_grant_good_once)
 	json_t *at = payload_of(r.grant.access_token);
 	ck_assert_str_eq(json_string_value(json_object_get(at, "sub")), "alice");
 	ck_assert_str_eq(json_string_value(json_object_get(at, "scope")), "read write");
+	ck_assert_str_eq(json_string_value(json_object_get(at, "aud")), NOTES);
+	ck_assert_str_eq(json_string_value(json_object_get(at, "client_id")), "mcp-ide");
+	ck_assert_ptr_null(json_object_get(at, "act"));
+	ck_assert_ptr_null(json_object_get(at, "cnf"));
 	json_decref(at);
 	ck_assert_int_eq(count("SELECT count(*) FROM consents WHERE agent = 'mcp-ide' AND "
 	    "resource = 'notes' AND granted = 'read write' AND granted_by = 'organisation' AND "
@@ -282,14 +286,16 @@ START_TEST(test_idjag_grant_reuse_and_revoke)
 	ck_assert_int_eq(count("SELECT count(*) FROM consents"), 2);
 	/* Revoking it (as an admin) ends its tokens. */
 	struct grant_check gc;
-	ck_assert_int_eq(grant_validate(sc, cfg, kr, r3.grant.access_token, NOW, &gc), CS_OK);
+	ck_assert_int_eq(grant_validate_mcp(sc, cfg, kr, r3.grant.access_token, NOTES, NOW, &gc),
+	    CS_OK);
 	ck_assert(gc.valid);
 	grant_check_clear(&gc);
 	enum consent_revoke_outcome oc;
 	ck_assert_int_eq(consent_revoke(sc, r3.consent_id, &(struct consent_actor){ .user_id = 0,
 	    .actor = "admin:ops", .now = NOW + 1 }, "policy review", &oc), CS_OK);
 	ck_assert_int_eq(oc, CONSENT_REVOKED);
-	ck_assert_int_eq(grant_validate(sc, cfg, kr, r3.grant.access_token, NOW + 2, &gc), CS_OK);
+	ck_assert_int_eq(grant_validate_mcp(sc, cfg, kr, r3.grant.access_token, NOTES, NOW + 2, &gc),
+	    CS_OK);
 	ck_assert(!gc.valid);
 	grant_check_clear(&gc);
 	idjag_grant_result_clear(&r1);

@@ -258,6 +258,8 @@ START_TEST(test_janitor_revoked_consents)
 	rawsql("INSERT INTO refresh_tokens (hash, family, consent_id, issued_at) "
 	    "VALUES (x'01', 'fam1', 'old', 0)");
 	rawsql("INSERT INTO refresh_bindings (family, jkt) VALUES ('fam1', 'thumb')");
+	rawsql("INSERT INTO refresh_audiences (family, audience, client_id) VALUES ('fam1', "
+	    "'https://consent.example/mcp/notes', 'ide')");
 	rawsql("INSERT INTO approvals (id, consent_id, user_id, agent, resource, action, parameters, "
 	    "digest, status, created_at, expires_at, interval) VALUES ('ap1', 'old', 1, 'a1', 'mail', "
 	    "'send', '{}', 'd', 'cancelled', 0, %lld, 5)", NOW + 100);
@@ -274,6 +276,7 @@ START_TEST(test_janitor_revoked_consents)
 	ck_assert_int_eq(has("grants", "jti", "g_old"), 0);
 	ck_assert_int_eq(rawint("SELECT count(*) FROM refresh_tokens"), 0);
 	ck_assert_int_eq(rawint("SELECT count(*) FROM refresh_bindings"), 0);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM refresh_audiences"), 0);
 	ck_assert_int_eq(has("approvals", "id", "ap1"), 0);
 	ck_assert_int_eq(has("events_outbox", "jti", "ev_old"), 0);
 	ck_assert_int_eq(has("consents", "id", "young"), 1);

@@ -373,7 +373,9 @@ START_TEST(test_token_gateway_routes_share_client_auth_positions)
 	};
 	size_t with = 0;
 	for (const struct route *r = http_routes; r->pattern != NULL; r++) {
-		if (r->auth != ROUTE_AUTH_GATEWAY && r->auth != ROUTE_AUTH_METRICS)
+		/* ROUTE_AUTH_TOKEN_CLIENT runs the same gate (token_api_gate). */
+		if (r->auth != ROUTE_AUTH_GATEWAY && r->auth != ROUTE_AUTH_METRICS &&
+		    r->auth != ROUTE_AUTH_TOKEN_CLIENT)
 			continue;
 		if (r->params[0].name == NULL)
 			continue;
