@@ -10,7 +10,10 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateKeyPair, exportJWK, SignJWT, decodeJwt, decodeProtectedHeader } from 'jose';
+import {
+  generateKeyPair, exportJWK, SignJWT, decodeJwt, decodeProtectedHeader, calculateJwkThumbprint,
+} from 'jose';
+import { randomUUID } from 'node:crypto';
 import { startIdp, DEFAULT_CLIENTS } from '../lib/idp.js';
 import { startConsentd, consentdBin } from '../lib/consentd.js';
 import { waitNodesReady } from '../lib/stack.js';
@@ -93,10 +96,10 @@ async function mintJag(extra = {}) {
 }
 
 // consentd's /token with the jwt-bearer grant, as the MCP client clientId (public: none).
-async function redeem(assertion, { clientId = 'mcp-ide', extra = {}, at = url } = {}) {
+async function redeem(assertion, { clientId = 'mcp-ide', extra = {}, at = url, headers = {} } = {}) {
   const r = await fetch(`${at}/token`, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
     body: new URLSearchParams({ grant_type: JWT_BEARER, client_id: clientId, assertion, ...extra }),
   });
   return { status: r.status, body: await r.json(), headers: r.headers };
@@ -210,7 +213,7 @@ test('client authentication comes first: an unknown client, Basic credentials, o
   assert.equal((await redeem(jag)).status, 200);
 });
 
-test('an IdP named by jwks_uri: its keys fetched on first use (a stranger\'s kid refused without a refetch storm); an IdP whose jwks_uri does not answer is 503', async () => {
+test('an IdP named by jwks_uri: its keys fetched on first use (a stranger\'s kid refused); an IdP whose jwks_uri does not answer is 503; [mcp] require_dpop asks a proof of a public client, which binds the token', async () => {
   const port2 = await getFreePort();
   const url2 = `http://127.0.0.1:${port2}`;
   const c2 = await startConsentd({
@@ -223,21 +226,37 @@ test('an IdP named by jwks_uri: its keys fetched on first use (a stranger\'s kid
         'enterprise.down': { issuer: 'http://127.0.0.1:9', jwks_uri: 'http://127.0.0.1:9/jwks', allow: 'mcp-ide=notes:read' },
       }),
       oidc: { issuer: idp.issuer },
+      mcp: { require_dpop: 'true' },
     },
   });
   try {
     await waitNodesReady(c2);
     const jag = await mintJag({ audience: url2, resource: `${url2}/mcp/notes` });
-    const r = await redeem(jag, { at: url2 });
+    const noProof = await redeem(jag, { at: url2 });
+    assert.equal(noProof.status, 400, JSON.stringify(noProof.body));
+    assert.equal(noProof.body.error, 'invalid_dpop_proof');
+    assert.match(noProof.body.error_description, /require_dpop/);
+    // A DPoP proof (RFC 9449) binds the token to its key; the refusal above spent nothing.
+    const { publicKey, privateKey: dpopPriv } = await generateKeyPair('ES256');
+    const jwk = await exportJWK(publicKey);
+    const proof = await new SignJWT({ htm: 'POST', htu: `${url2}/token`, iat: Math.floor(Date.now() / 1000), jti: randomUUID() })
+      .setProtectedHeader({ typ: 'dpop+jwt', alg: 'ES256', jwk }).sign(dpopPriv);
+    const r = await redeem(jag, { at: url2, headers: { dpop: proof } });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.scope, 'read');
+    assert.equal(r.body.token_type, 'DPoP');
+    assert.equal(decodeJwt(r.body.access_token).cnf?.jkt, await calculateJwkThumbprint(jwk));
     const claims = decodeJwt(jag);
     const { privateKey } = await generateKeyPair('ES256');
     const forged = await new SignJWT({ ...claims, jti: `${claims.jti}-forged` })
       .setProtectedHeader({ alg: 'ES256', typ: 'oauth-id-jag+jwt', kid: 'no-such-kid' }).sign(privateKey);
-    refused(await redeem(forged, { at: url2 }), 'invalid_grant', /signature does not verify/, 'a stranger\'s kid');
+    const proof2 = await new SignJWT({ htm: 'POST', htu: `${url2}/token`, iat: Math.floor(Date.now() / 1000), jti: randomUUID() })
+      .setProtectedHeader({ typ: 'dpop+jwt', alg: 'ES256', jwk }).sign(dpopPriv);
+    refused(await redeem(forged, { at: url2, headers: { dpop: proof2 } }), 'invalid_grant', /signature does not verify/, 'a stranger\'s kid');
     const down = `${b64({ alg: 'ES256', typ: 'oauth-id-jag+jwt' })}.${b64({ ...claims, iss: 'http://127.0.0.1:9' })}.c2ln`;
-    const d = await redeem(down, { at: url2 });
+    const proof3 = await new SignJWT({ htm: 'POST', htu: `${url2}/token`, iat: Math.floor(Date.now() / 1000), jti: randomUUID() })
+      .setProtectedHeader({ typ: 'dpop+jwt', alg: 'ES256', jwk }).sign(dpopPriv);
+    const d = await redeem(down, { at: url2, headers: { dpop: proof3 } });
     assert.equal(d.status, 503, JSON.stringify(d.body));
     assert.equal(d.body.error, 'temporarily_unavailable');
     assert.match(d.body.error_description, /keys of \[enterprise\.down\] could not be had/);
