@@ -30,9 +30,8 @@ static bool client_ok(const struct http_request *req, struct http_reply *rep,
 	struct mcp_token_answer a;
 	memset(&a, 0, sizeof a);
 	*e = CS_OK;
-	/* SECURITY: the gateway's credentials are no MCP client's (the route's
-	 * gate authenticated a request with an Authorization header as the
-	 * gateway's). */
+	/* SECURITY: the gateway's credentials are no MCP client's (token_api.c
+	 * sends the gateway's requests elsewhere; this holds if that changes). */
 	if (req->authorization != NULL || req->auth.gateway) {
 		*e = reply_oauth_error(rep, 401, "invalid_client", "an MCP client authenticates with "
 		    "client_id (public) or a client assertion (private_key_jwt), never Basic");

@@ -460,8 +460,9 @@ enum cs_err token_api_token(const struct http_request *req, struct http_reply *r
 	char jkt[JWS_JKT_LEN + 1];
 	bool for_grant = strcmp(gt, "refresh_token") == 0 || (strcmp(gt, URN_TOKEN_EXCHANGE) == 0 &&
 	    (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0));
-	/* An MCP client's ID-JAG (idjag_api.h): it authenticates the client. */
-	if (strcmp(gt, IDJAG_GRANT_TYPE) == 0)
+	/* An MCP client's ID-JAG (idjag_api.h): it authenticates the client.
+	 * The gateway has no such grant (unsupported_grant_type below). */
+	if (!req->auth.gateway && strcmp(gt, IDJAG_GRANT_TYPE) == 0)
 		return idjag_api_token(req, rep, &(struct idjag_api_params){      /* idjag_api.h */
 		    .assertion = http_arg_str(req, TOKEN_P_ASSERTION),
 		    .resource = http_arg_str(req, TOKEN_P_RESOURCE),

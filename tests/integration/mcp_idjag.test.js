@@ -195,7 +195,7 @@ test('the attacker\'s side: a replayed, expired, unlisted, foreign-client, unkno
   assert.equal(c.rows("SELECT count(*) AS n FROM audit WHERE action = 'consent.granted_by_policy'")[0].n, 2);
 });
 
-test('client authentication comes first: an unknown client, Basic credentials, or a public client sending an assertion get 401 invalid_client', async () => {
+test('client authentication comes first: an unknown client or a public client sending an assertion get 401 invalid_client; the gateway (Basic) has no jwt-bearer grant', async () => {
   const jag = await mintJag();
   let r = await redeem(jag, { clientId: 'nobody' });
   assert.equal(r.status, 401, JSON.stringify(r.body));
@@ -208,7 +208,9 @@ test('client authentication comes first: an unknown client, Basic credentials, o
     headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basicAuth('agent-gateway', 'gateway-dev-secret') },
     body: new URLSearchParams({ grant_type: JWT_BEARER, client_id: 'mcp-ide', assertion: jag }),
   });
-  assert.equal(rb.status, 401, 'the gateway\'s credentials are no MCP client\'s');
+  const rbBody = await rb.json();
+  assert.equal(rb.status, 400, 'the gateway\'s credentials are no MCP client\'s');
+  assert.equal(rbBody.error, 'unsupported_grant_type', 'the gateway has no jwt-bearer grant');
   // The ID-JAG was not spent by the refusals: the right client still redeems it once.
   assert.equal((await redeem(jag)).status, 200);
 });
