@@ -23,6 +23,8 @@
 #include "idjag_grant.h"
 #include "jwt.h"
 #include "store.h"
+#include "store_consent.h"
+#include "store_user.h"
 
 #define NOW 1800000000
 #define PUB "https://consent.example.com"
@@ -306,6 +308,31 @@ START_TEST(test_idjag_grant_reuse_and_revoke)
 }
 END_TEST
 
+/* A live consent the person gave that covers the scopes is used as it is:
+ * the organisation's word neither replaces nor marks it. */
+START_TEST(test_idjag_grant_persons_consent_kept)
+{
+	struct idjag_grant_result r;
+	int64_t uid = 0;
+	ck_assert_int_eq(store_user_put(sc, &(struct store_user){ .issuer = IDP, .subject = "alice",
+	    .now = NOW - 100, .login = true }, &uid), CS_OK);
+	struct store_consent_row k = { .id = "personsconsent00000001", .user_id = uid,
+		.agent = "mcp-ide", .resource = "notes", .granted = "read write", .declined = "",
+		.created_at = NOW - 100, .expires_at = NOW + 3600 };
+	ck_assert_int_eq(store_consent_insert(sc, &k), CS_OK);
+	char *pl = claims(NULL, NULL), *a = jws(HDR_ES, pl, es, NULL);
+	ck_assert_int_eq(run(a, "mcp-ide", NULL, "read", &r), IDJAG_GRANTED);
+	ck_assert_str_eq(r.consent_id, "personsconsent00000001");
+	ck_assert_int_eq(count("SELECT count(*) FROM consents"), 1);
+	ck_assert_int_eq(count("SELECT count(*) FROM consents WHERE granted_by IS NULL"), 1);
+	ck_assert_int_eq(count("SELECT count(*) FROM audit WHERE action = 'consent.granted_by_policy'"),
+	    0);
+	idjag_grant_result_clear(&r);
+	free(a);
+	free(pl);
+}
+END_TEST
+
 START_TEST(test_idjag_grant_forged)
 {
 	char *pl = claims(NULL, NULL);
@@ -425,6 +452,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_idjag_grant_good_once);
 	tcase_add_test(tc, test_idjag_grant_reuse_and_revoke);
+	tcase_add_test(tc, test_idjag_grant_persons_consent_kept);
 	tcase_add_test(tc, test_idjag_grant_forged);
 	tcase_add_test(tc, test_idjag_grant_claims_and_policy);
 	tcase_add_test(tc, test_idjag_grant_bad_arguments);
