@@ -106,6 +106,28 @@ struct config_mcp_endpoint {
 	char *uri;                   /* public_url + "/mcp/" + NAME */
 };
 
+/* [enterprise.NAME]: an enterprise IdP whose Identity Assertion JWT
+ * Authorization Grants (ID-JAG, idjag.h) consentd takes at /token as
+ * urn:ietf:params:oauth:grant-type:jwt-bearer (issue #30 item 6), and the
+ * admin's policy: which client may get a token for which MCP endpoint, with
+ * which scopes, on the organisation's word instead of the person's consent. */
+struct config_enterprise_allow {     /* one allow entry: CLIENT_ID=MCP_NAME:SCOPE,SCOPE */
+	char  *client_id;                /* a [client.NAME] client_id or a client-id URL */
+	char  *mcp;                      /* the [mcp.NAME] id */
+	char **scopes;                   /* NULL-terminated: scopes of the resource behind it */
+	size_t nscopes;
+};
+struct config_enterprise {
+	char  *id;                       /* the NAME part */
+	char  *issuer;                   /* the ID-JAG's iss, byte for byte (required) */
+	char  *jwks_file, *jwks_uri;     /* the IdP's public keys: exactly one */
+	char  *jwks_json;                /* jwks_file's JWK Set as read and checked at start
+	                                    (ES256 and RS256 keys only, JWS_ALGS_IDJAG);
+	                                    NULL with jwks_uri (fetched at run time) */
+	struct config_enterprise_allow *allow;
+	size_t nallow;
+};
+
 struct config_limit {            /* one [limits] class */
 	int64_t rate_milli;          /* requests a second, in thousandths; 0 = the class is off */
 	int64_t burst;               /* the bucket's size: requests allowed at once */
@@ -240,6 +262,7 @@ struct config {                  /* immutable after config_load(); free with con
 	struct config_agent    *agents;    size_t nagents;
 	struct config_client   *clients;   size_t nclients;
 	struct config_mcp_endpoint *mcp_endpoints; size_t nmcp_endpoints;
+	struct config_enterprise *enterprises; size_t nenterprises;
 	struct config_resource *resources; size_t nresources;
 	struct config_scope    *scopes;    size_t nscopes;
 	struct config_action   *actions;   size_t nactions;
@@ -299,6 +322,13 @@ const struct config_mcp_endpoint *config_mcp_endpoint_by_uri(const struct config
     const char *uri);
 /* Whether some [mcp.NAME] stands for the [resource.X] whose id is resource. */
 bool config_resource_has_mcp_endpoint(const struct config *, const char *resource);
+/* The [enterprise.NAME] whose issuer is issuer, byte for byte; NULL: none. */
+const struct config_enterprise *config_enterprise_by_issuer(const struct config *,
+    const char *issuer);
+/* The entry of e's allow policy for (client_id, the [mcp.NAME] mcp); NULL: the
+ * policy does not list the pair. */
+const struct config_enterprise_allow *config_enterprise_allows(const struct config_enterprise *e,
+    const char *client_id, const char *mcp);
 const struct config_resource *config_resource(const struct config *, const char *id);
 const struct config_resource *config_resource_by_uri(const struct config *, const char *uri);
 const struct config_scope    *config_scope(const struct config *, const char *resource, const char *name);

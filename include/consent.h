@@ -39,7 +39,11 @@ struct consent {                     /* caller-owned; release with consent_clear
 	char   *request_id;              /* the request whose approval made it, or NULL */
 	int64_t last_used_at;            /* the last grant issued or token released; 0 = never */
 	char   *reconnect_reason;        /* why reconnect_required (health.h's name), or NULL */
+	char   *granted_by;              /* NULL: the person gave it; CONSENT_BY_ORGANISATION:
+	                                    an enterprise IdP's ID-JAG under the admin's policy
+	                                    (idjag_grant.h, migration 0022) */
 };
+#define CONSENT_BY_ORGANISATION "organisation"
 void consent_clear(struct consent *c);  /* NULL-safe */
 struct audit_entry;
 /* An audit entry about consent k: sets a's time (now), actor, and k's

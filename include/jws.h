@@ -30,6 +30,9 @@ typedef unsigned jws_algs;
 /* The IdP's ID tokens and the subject tokens it signs (oidc.c). */
 #define JWS_ALGS_IDP_TOKEN \
 	(JWS_ALG_BIT(JWS_RS256) | JWS_ALG_BIT(JWS_PS256) | JWS_ALG_BIT(JWS_ES256))
+/* An enterprise IdP's ID-JAGs (idjag_grant.c; issue #30): the algorithms
+ * enterprise IdPs sign with. */
+#define JWS_ALGS_IDJAG (JWS_ALG_BIT(JWS_ES256) | JWS_ALG_BIT(JWS_RS256))
 /* consentd's own tokens: grants, access and refresh tokens (jwt.c signs
  * them ES256 only). */
 #define JWS_ALGS_OWN JWS_ALG_BIT(JWS_ES256)
@@ -82,6 +85,9 @@ struct jws_keyset {              /* heap; release with jws_keyset_free() */
  * "sig"); at least one, at most JWS_KEYSET_MAX, kids unique. */
 enum cs_err jws_keyset_parse(const char *json, struct jws_keyset **out, char *why,
     size_t whylen) CS_MUST_CHECK;
+/* The same for the use whose list is allow (jws_keyset_parse: the gateway's). */
+enum cs_err jws_keyset_parse_for(const char *json, jws_algs allow, struct jws_keyset **out,
+    char *why, size_t whylen) CS_MUST_CHECK;
 void jws_keyset_free(struct jws_keyset *ks);   /* NULL-safe */
 
 struct jws_parsed {              /* caller-owned; release with jws_parsed_clear() */

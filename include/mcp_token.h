@@ -85,4 +85,11 @@ enum cs_err mcp_token_refresh(struct app *app, const struct mcp_token_req *rq,
 enum cs_err mcp_token_revoke(struct app *app, const struct mcp_token_req *rq,
     struct mcp_token_answer *out) CS_MUST_CHECK;
 
+/* The client's authentication alone, as _code, _refresh and _revoke make it
+ * (for the ID-JAG grant, idjag_api.c): true when rq's client proved itself,
+ * *private_key_jwt saying how; false with the 401 invalid_client in *out (and
+ * the address's auth_failure bucket spent), or *e an error. */
+bool mcp_token_authenticate(struct app *app, const struct mcp_token_req *rq,
+    struct mcp_token_answer *out, bool *private_key_jwt, enum cs_err *e);
+
 #endif

@@ -28,6 +28,7 @@ struct store_consent_row {       /* caller-owned; release with store_consent_row
 	int64_t last_used_at;        /* migration 0013; ignored on insert (starts 0) */
 	char   *reconnect_reason;    /* migration 0019: health.h's reason name; may be NULL;
 	                              * ignored on insert */
+	char   *granted_by;          /* migration 0022: NULL (the person) or "organisation" */
 };
 void store_consent_row_clear(struct store_consent_row *r);               /* NULL-safe */
 void store_consent_rows_free(struct store_consent_row *v, size_t n);     /* NULL-safe */

@@ -1,5 +1,5 @@
 /* store_replay.h -- the SQL behind the replay cache of migration 0015: jtis of
- * client assertions and DPoP proofs, each accepted once until it expires. */
+ * client assertions, DPoP proofs and ID-JAGs (0022), each accepted once until it expires. */
 #ifndef CS_STORE_REPLAY_H
 #define CS_STORE_REPLAY_H
 
@@ -7,7 +7,9 @@
 #include "cs_err.h"
 #include "store.h"
 
-enum store_replay_kind { REPLAY_CLIENT_ASSERTION = 0, REPLAY_DPOP, REPLAY__MAX };
+/* REPLAY_IDJAG (migration 0022): an ID-JAG's jti, keyed by its enterprise IdP
+ * (idjag_grant.c). */
+enum store_replay_kind { REPLAY_CLIENT_ASSERTION = 0, REPLAY_DPOP, REPLAY_IDJAG, REPLAY__MAX };
 
 /* SECURITY: S2 (issue 28): how much longer than its expiry a row is kept.
  * expires_at is computed by the node that accepted a jti, and each node

@@ -30,6 +30,7 @@ enum token_api_param {
 	TOKEN_P_CODE,
 	TOKEN_P_REDIRECT_URI,
 	TOKEN_P_CODE_VERIFIER,
+	TOKEN_P_ASSERTION,               /* jwt-bearer: the ID-JAG (idjag_grant.h) */
 	TOKEN_P__MAX
 };
 /* /introspect's and /revoke's, the same on both. */

@@ -213,7 +213,8 @@ static enum cs_err consent_json(struct store_conn *c, const json_t *row, json_t 
 	json_t *o;
 	if (id == NULL)
 		return CS_EDB;
-	o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:b}",
+	o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:b,"
+	    " s:o}",
 	    "id", id,
 	    "user", copy_or_null(row, "subject"),
 	    "issuer", copy_or_null(row, "issuer"),
@@ -232,7 +233,9 @@ static enum cs_err consent_json(struct store_conn *c, const json_t *row, json_t 
 	    "revoke_reason", copy_or_null(row, "revoke_reason"),
 	    "request_id", copy_or_null(row, "request_id"),
 	    /* SECURITY: whether a connection is held -- never anything of it. */
-	    "provider_connection", vault_has_record(c, id));
+	    "provider_connection", vault_has_record(c, id),
+	    /* null: the person gave it; "organisation": an enterprise policy (idjag_grant.h) */
+	    "granted_by", copy_or_null(row, "granted_by"));
 	if (o == NULL)
 		return CS_ENOMEM;
 	*out = o;

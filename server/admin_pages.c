@@ -373,7 +373,7 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 	    buf_printf(&label, "Revoke %s on %s for %s", agent_name,
 	    cr ? cr->name : resource, str_of(k, "user")) == CS_OK)
 		o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:s,"
-		    " s:s?, s:s, s:s, s:b, s:b, s:s, s:s?}",
+		    " s:s?, s:s, s:s, s:b, s:b, s:s, s:s?, s:b}",
 		    "id", str_of(k, "id"), "id_short", id_short,
 		    "subject_short", short_value(str_of(k, "user")),
 		    "subject", str_of(k, "user"), "issuer", str_of(k, "issuer"),
@@ -387,7 +387,9 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 		    "can_revoke", int_of(k, "revoked_at") == 0, "revoke_label", label.data,
 		    /* A broken connection says why, in the person's words (health.h). */
 		    "reconnect_why", str_of(k, "reconnect_reason") != NULL ?
-		    health_reason_person(health_reason_parse(str_of(k, "reconnect_reason"))) : NULL);
+		    health_reason_person(health_reason_parse(str_of(k, "reconnect_reason"))) : NULL,
+		    /* An enterprise IdP's ID-JAG under the admin's policy (idjag_grant.h). */
+		    "by_organisation", str_of(k, "granted_by") != NULL);
 	buf_clear(&label);
 	free(id_short);
 	free(granted);

@@ -94,6 +94,7 @@ const char *const audit_actions[] = {
 	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
 	"authz.code.issued", "authz.code_reused",
 	"consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
+	"consent.granted_by_policy",
 	"consent.request.approved", "consent.request.created", "consent.request.denied",
 	"consent.request.expired", "consent.request.merged", "consent.request.refused",
 	"consent.request.slow_down", "consent.revoked", "dpop.refused", "event.delivered",

@@ -177,7 +177,8 @@ static const char keys_text[] =
     "[audit]\n[metrics]\n[retention]\n[limits]\n[agent.NAME]\n[resource.NAME]\n"
     "[scope.NAME.SCOPE]\n[action.NAME.ACTION]\nscope = SCOPE\n"
     "[client.NAME]\nredirect_uris = https://client.example/cb\n"
-    "[mcp.NAME]\nresource = NAME\n";
+    "[mcp.NAME]\nresource = NAME\n"
+    "[enterprise.NAME]\nissuer = https://idp.example\n";
 
 enum cs_err config_print_keys(FILE *out)
 {
@@ -188,7 +189,7 @@ enum cs_err config_print_keys(FILE *out)
 	static const char *const label[SK__MAX] = { [SK_AGENT] = "agent.NAME",
 		[SK_RESOURCE] = "resource.NAME", [SK_SCOPE] = "scope.NAME.SCOPE",
 		[SK_ACTION] = "action.NAME.ACTION", [SK_CLIENT] = "client.NAME",
-		[SK_MCP_ENDPOINT] = "mcp.NAME" };
+		[SK_MCP_ENDPOINT] = "mcp.NAME", [SK_ENTERPRISE] = "enterprise.NAME" };
 	static char *const no_env[] = { NULL };
 
 	buf_init(&d, 256 * 1024);
@@ -736,6 +737,22 @@ void config_free(struct config *c)
 		free(c->mcp_endpoints[i].uri);
 	}
 	free(c->mcp_endpoints);
+	/* [enterprise.NAME] (issue #30 item 6) */
+	for (size_t i = 0; i < c->nenterprises; i++) {
+		struct config_enterprise *n = &c->enterprises[i];
+		free(n->id);
+		free(n->issuer);
+		free(n->jwks_file);
+		free(n->jwks_uri);
+		free(n->jwks_json);
+		for (size_t j = 0; j < n->nallow; j++) {
+			free(n->allow[j].client_id);
+			free(n->allow[j].mcp);
+			cfg_free_strv(n->allow[j].scopes);
+		}
+		free(n->allow);
+	}
+	free(c->enterprises);
 	for (size_t i = 0; i < c->nresources; i++) {
 		struct config_resource *r = &c->resources[i];
 		free(r->id);
@@ -819,6 +836,25 @@ bool config_resource_has_mcp_endpoint(const struct config *c, const char *resour
 		if (same(c->mcp_endpoints[i].resource, resource))
 			return true;
 	return false;
+}
+
+/* [enterprise.NAME] (issue #30 item 6) */
+const struct config_enterprise *config_enterprise_by_issuer(const struct config *c,
+    const char *issuer)
+{
+	for (size_t i = 0; c != NULL && i < c->nenterprises; i++)
+		if (same(c->enterprises[i].issuer, issuer))
+			return &c->enterprises[i];
+	return NULL;
+}
+
+const struct config_enterprise_allow *config_enterprise_allows(const struct config_enterprise *e,
+    const char *client_id, const char *mcp)
+{
+	for (size_t i = 0; e != NULL && i < e->nallow; i++)
+		if (same(e->allow[i].client_id, client_id) && same(e->allow[i].mcp, mcp))
+			return &e->allow[i];
+	return NULL;
 }
 
 const struct config_resource *config_resource(const struct config *c, const char *id)

@@ -30,6 +30,7 @@ enum sec_kind {
 	SK_AUDIT, SK_METRICS, SK_MCP,
 	SK_RETENTION, SK_LIMITS,
 	SK_AGENT, SK_RESOURCE, SK_SCOPE, SK_ACTION, SK_CLIENT, SK_MCP_ENDPOINT,
+	SK_ENTERPRISE,
 	SK__MAX
 };
 #define SK_NFIXED SK_AGENT       /* kinds before this one are fixed sections */

@@ -63,6 +63,7 @@ static const char *const keys_action[] = { "description", "scope", "approval", "
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",
 	"token_endpoint_auth", "jwks_file", "jwks_uri", NULL };
 static const char *const keys_mcp_endpoint[] = { "resource", NULL };
+static const char *const keys_enterprise[] = { "issuer", "jwks_file", "jwks_uri", "allow", NULL };
 
 static const struct {
 	const char *name;
@@ -87,6 +88,7 @@ static const struct {
 	[SK_ACTION]   = { "action", keys_action },
 	[SK_CLIENT]   = { "client", keys_client },
 	[SK_MCP_ENDPOINT] = { "mcp", keys_mcp_endpoint },
+	[SK_ENTERPRISE] = { "enterprise", keys_enterprise },
 };
 
 const char *const *cfg_section_keys(enum sec_kind k, const char **name)
@@ -136,7 +138,8 @@ static void open_section(struct ctx *c, const char *name, size_t n)
 		cfg_err_line(c, c->lineno, NULL, "[%s]: unknown section", full);
 		goto out;
 	}
-	if (kind == SK_AGENT || kind == SK_RESOURCE || kind == SK_CLIENT || kind == SK_MCP_ENDPOINT) {
+	if (kind == SK_AGENT || kind == SK_RESOURCE || kind == SK_CLIENT || kind == SK_MCP_ENDPOINT ||
+	    kind == SK_ENTERPRISE) {
 		a = dot + 1;
 		alen = strlen(a);
 		if (!cfg_valid_part(a, alen, false)) {

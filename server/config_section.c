@@ -210,7 +210,16 @@ static bool word_ok_gateway_auth(const char *w) { return cfg_in_list(gateway_aut
 
 /* A JWK Set file (a client's public keys, for private_key_jwt) read and
  * checked here, so that consentd -n catches a bad one: *json, the text. */
+static void read_jwks_file_for(struct ctx *c, const struct entry *e, const char *path,
+    jws_algs allow, char **json);
 static void read_jwks_file(struct ctx *c, const struct entry *e, const char *path, char **json)
+{
+	read_jwks_file_for(c, e, path, JWS_ALGS_CLIENT_ASSERTION, json);
+}
+
+/* The same for the use whose algorithms are allow (an enterprise IdP's). */
+static void read_jwks_file_for(struct ctx *c, const struct entry *e, const char *path,
+    jws_algs allow, char **json)
 {
 	struct buf b;
 	char chunk[4096], why[160];
@@ -240,7 +249,7 @@ static void read_jwks_file(struct ctx *c, const struct entry *e, const char *pat
 		c->oom = true;
 		goto out;
 	}
-	enum cs_err r = jws_keyset_parse(b.data, &ks, why, sizeof why);
+	enum cs_err r = jws_keyset_parse_for(b.data, allow, &ks, why, sizeof why);
 	if (r == CS_ENOMEM)
 		c->oom = true;
 	else if (r != CS_OK)
@@ -665,6 +674,122 @@ static void load_mcp_endpoint(struct ctx *c, const struct config *cfg,
 		m->uri = malloc(n);
 		if (m->uri == NULL || str_fmt(m->uri, n, "%s/mcp/%s", cfg->public_url, m->id) != CS_OK)
 			c->oom = true;
+	}
+}
+
+/* --- [enterprise.NAME] (issue #30 item 6; config.h) -------------------- */
+
+/* One allow entry, CLIENT_ID=MCP_NAME:SCOPE,SCOPE, split at its last '=' (a
+ * client-id URL may hold one); whether the endpoint and scopes exist is
+ * checked across sections (enterprise_cross_check). */
+static bool enterprise_allow_parse(struct ctx *c, const struct entry *e, const char *w,
+    struct config_enterprise_allow *a)
+{
+	const char *eq = strrchr(w, '=');
+	const char *colon = eq != NULL ? strchr(eq + 1, ':') : NULL;
+	if (eq == NULL || eq == w || colon == NULL || colon == eq + 1 || colon[1] == '\0') {
+		cfg_err_e(c, e, "'%s': expected CLIENT_ID=MCP_NAME:SCOPE,SCOPE", w);
+		return false;
+	}
+	if ((size_t)(eq - w) > 1024) {
+		cfg_err_e(c, e, "'%.40s...': a client_id is at most 1024 bytes", w);
+		return false;
+	}
+	if (!cfg_valid_part(eq + 1, (size_t)(colon - eq - 1), false)) {
+		cfg_err_e(c, e, "'%s': '%.*s' is not an [mcp.NAME] name", w, (int)(colon - eq - 1),
+		    eq + 1);
+		return false;
+	}
+	a->client_id = cfg_xstrndup(c, w, (size_t)(eq - w));
+	a->mcp = cfg_xstrndup(c, eq + 1, (size_t)(colon - eq - 1));
+	/* The scopes: comma-separated names, each a [scope.RESOURCE.SCOPE]. */
+	const char *p = colon + 1;
+	size_t n = 1;
+	for (const char *q = p; *q; q++)
+		n += *q == ',';
+	if ((a->scopes = calloc(n + 1, sizeof *a->scopes)) == NULL) {
+		c->oom = true;
+		return false;
+	}
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		if (!cfg_valid_part(p, len, true)) {
+			cfg_err_e(c, e, "'%s': '%.*s' is not a scope name", w, (int)len, p);
+			return false;
+		}
+		if ((a->scopes[a->nscopes++] = cfg_xstrndup(c, p, len)) == NULL)
+			return false;
+		if (p[len] == '\0')
+			break;
+		p += len + 1;
+	}
+	return a->client_id != NULL && a->mcp != NULL;
+}
+
+static void load_enterprise(struct ctx *c, struct config_enterprise *n, const struct section *s)
+{
+	bool https, given;
+	size_t nw = 0;
+	n->id = cfg_xstrdup(c, s->a);
+	const struct entry *e = cfg_get_str(c, s, "issuer", NULL, S_REQUIRED, &n->issuer);
+	if (e != NULL && n->issuer != NULL)
+		(void)cfg_check_url(c, e, n->issuer, URL_PATH, &https);
+	e = cfg_get_str(c, s, "jwks_file", NULL, S_EMPTY_NULL, &n->jwks_file);
+	const struct entry *ue = cfg_get_str(c, s, "jwks_uri", NULL, S_EMPTY_NULL, &n->jwks_uri);
+	if ((n->jwks_file == NULL) == (n->jwks_uri == NULL))
+		cfg_err_line(c, ue != NULL ? ue->line : s->line, "jwks_file", "give jwks_file or "
+		    "jwks_uri (the IdP's public keys), exactly one");
+	else if (e != NULL)
+		read_jwks_file_for(c, e, n->jwks_file, JWS_ALGS_IDJAG, &n->jwks_json);
+	else if (ue != NULL && !cfg_check_url(c, ue, n->jwks_uri, URL_PATH | URL_QUERY, &https)) {
+		free(n->jwks_uri);
+		n->jwks_uri = NULL;
+	}
+	char **w = cfg_get_words(c, s, &(struct words_key){ .key = "allow", .def = "",
+	    .ok = word_ok_any, .what = "allow entry" }, &nw, &given);
+	e = cfg_find(s, "allow");
+	if (w != NULL && nw > 0 && (n->allow = calloc(nw, sizeof *n->allow)) == NULL)
+		c->oom = true;
+	for (size_t i = 0; n->allow != NULL && i < nw; i++) {
+		if (!enterprise_allow_parse(c, e, w[i], &n->allow[n->nallow++]))
+			break;
+		for (size_t j = 0; j + 1 < n->nallow; j++)
+			if (strcmp(n->allow[j].client_id, n->allow[i].client_id) == 0 &&
+			    strcmp(n->allow[j].mcp, n->allow[i].mcp) == 0)
+				cfg_err_e(c, e, "'%s': the pair is listed twice", w[i]);
+	}
+	cfg_free_strv(w);
+}
+
+/* Across sections: every allow entry names an [mcp.NAME] and scopes of the
+ * resource behind it; one issuer, one [enterprise.NAME]. */
+static void enterprise_cross_check(struct ctx *c, const struct config *cfg,
+    const struct section *s)
+{
+	const struct config_enterprise *n = NULL;
+	const struct entry *e = cfg_find(s, "allow");
+	for (size_t i = 0; i < cfg->nenterprises && n == NULL; i++)
+		if (cfg->enterprises[i].id != NULL && strcmp(cfg->enterprises[i].id, s->a) == 0)
+			n = &cfg->enterprises[i];
+	if (n == NULL)
+		return;
+	for (size_t i = 0; n->issuer != NULL && &cfg->enterprises[i] != n; i++)
+		if (cfg->enterprises[i].issuer != NULL && strcmp(cfg->enterprises[i].issuer, n->issuer) == 0)
+			cfg_err_line(c, s->line, "issuer", "[%s] has the issuer of [enterprise.%s]",
+			    s->name, cfg->enterprises[i].id);
+	for (size_t i = 0; e != NULL && i < n->nallow; i++) {
+		const struct config_enterprise_allow *a = &n->allow[i];
+		if (a->mcp == NULL)
+			continue;
+		const struct config_mcp_endpoint *m = config_mcp_endpoint(cfg, a->mcp);
+		if (m == NULL) {
+			cfg_err_e(c, e, "no [mcp.%s] section", a->mcp);
+			continue;
+		}
+		for (size_t j = 0; j < a->nscopes && m->resource != NULL; j++)
+			if (config_scope(cfg, m->resource, a->scopes[j]) == NULL)
+				cfg_err_e(c, e, "[mcp.%s]: no [scope.%s.%s] section", a->mcp, m->resource,
+				    a->scopes[j]);
 	}
 }
 
@@ -1125,6 +1250,9 @@ static void cross_check(struct ctx *c, const struct config *cfg)
 				cfg_err_e(c, e, "[resource.%s] has no provider", s->a);
 			break;
 		}
+		case SK_ENTERPRISE:
+			enterprise_cross_check(c, cfg, s);
+			break;
 		case SK_MCP_ENDPOINT: {
 			const struct config_mcp_endpoint *m = config_mcp_endpoint(cfg, s->a);
 			e = cfg_find(s, "resource");
@@ -1166,12 +1294,14 @@ static void load_dynamic(struct ctx *c, struct config *cfg)
 	size_t na = count_kind(c, SK_AGENT), nr = count_kind(c, SK_RESOURCE);
 	size_t ns = count_kind(c, SK_SCOPE), nac = count_kind(c, SK_ACTION);
 	size_t nk = count_kind(c, SK_CLIENT), nm = count_kind(c, SK_MCP_ENDPOINT);
+	size_t nen = count_kind(c, SK_ENTERPRISE);
 	cfg->agents = calloc_n(c, na, sizeof *cfg->agents);
 	cfg->resources = calloc_n(c, nr, sizeof *cfg->resources);
 	cfg->scopes = calloc_n(c, ns, sizeof *cfg->scopes);
 	cfg->actions = calloc_n(c, nac, sizeof *cfg->actions);
 	cfg->clients = calloc_n(c, nk, sizeof *cfg->clients);
 	cfg->mcp_endpoints = calloc_n(c, nm, sizeof *cfg->mcp_endpoints);
+	cfg->enterprises = calloc_n(c, nen, sizeof *cfg->enterprises);
 	if (c->oom)
 		return;
 	for (size_t i = 0; i < c->nsecs; i++) {
@@ -1184,6 +1314,9 @@ static void load_dynamic(struct ctx *c, struct config *cfg)
 		case SK_CLIENT:   load_client(c, &cfg->clients[cfg->nclients++], s); break;
 		case SK_MCP_ENDPOINT:
 			load_mcp_endpoint(c, cfg, &cfg->mcp_endpoints[cfg->nmcp_endpoints++], s);
+			break;
+		case SK_ENTERPRISE:
+			load_enterprise(c, &cfg->enterprises[cfg->nenterprises++], s);
 			break;
 		default:          break;
 		}

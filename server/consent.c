@@ -189,8 +189,9 @@ static enum cs_err consent_from_row(struct store_consent_row *r, int64_t now, st
 	k.revoked_at = r->revoked_at;
 	k.reconnect_required = r->reconnect_required != 0;
 	k.reconnect_reason = r->reconnect_reason;
+	k.granted_by = r->granted_by;
 	r->block = NULL;
-	r->reconnect_reason = NULL;
+	r->reconnect_reason = r->granted_by = NULL;
 	r->id = r->subject = r->agent = r->resource = r->granted = r->declined = NULL;
 	r->revoked_by = r->revoke_reason = r->request_id = NULL;
 	*out = k;

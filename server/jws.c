@@ -325,6 +325,12 @@ void jws_key_free(struct jws_key *k)
 
 enum cs_err jws_keyset_parse(const char *json, struct jws_keyset **out, char *why, size_t whylen)
 {
+	return jws_keyset_parse_for(json, JWS_ALGS_CLIENT_ASSERTION, out, why, whylen);
+}
+
+enum cs_err jws_keyset_parse_for(const char *json, jws_algs allow, struct jws_keyset **out,
+    char *why, size_t whylen)
+{
 	json_error_t jerr;
 	json_t *doc = json_loads(json, JSON_REJECT_DUPLICATES, &jerr);
 	json_t *keys = json_object_get(doc, "keys");
@@ -349,7 +355,7 @@ enum cs_err jws_keyset_parse(const char *json, struct jws_keyset **out, char *wh
 			why_key(why, whylen, i, "use must be sig");
 			goto out;
 		}
-		if ((e = jws_key_from_jwk(k, &ks->keys[i], kwhy, sizeof kwhy)) != CS_OK) {
+		if ((e = jws_key_from_jwk_for(k, allow, &ks->keys[i], kwhy, sizeof kwhy)) != CS_OK) {
 			why_key(why, whylen, i, kwhy);
 			goto out;
 		}

@@ -487,3 +487,17 @@ enum cs_err mcp_token_revoke(struct app *app, const struct mcp_token_req *rq,
 	mcp_client_clear(&k);
 	return e;
 }
+
+/* The client's authentication alone (mcp_token.h): the ID-JAG grant's
+ * (idjag_api.c), the same as a code's. */
+bool mcp_token_authenticate(struct app *app, const struct mcp_token_req *rq,
+    struct mcp_token_answer *out, bool *private_key_jwt, enum cs_err *e)
+{
+	struct mcp_client k;
+	memset(&k, 0, sizeof k);
+	if (!authenticate(app, rq, &k, out, e))
+		return false;
+	*private_key_jwt = k.private_key_jwt;
+	mcp_client_clear(&k);
+	return true;
+}

@@ -116,7 +116,7 @@ static const char *ended_how(const struct consent *k, const char **why)
 static json_t *active_item(struct app *app, struct store_conn *c, const struct consent *k)
 {
 	const struct config *cfg = app->cfg;
-	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:s?, s:o, s:o, s:o?}",
+	return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:b, s:b, s:b, s:s?, s:o, s:o, s:o?, s:b}",
 	    "id", k->id, "agent", pages_agent_name(cfg, k->agent),
 	    "resource", pages_resource_name(cfg, k->resource),
 	    "scopes", scope_items(cfg, k->resource, &k->granted),
@@ -127,7 +127,8 @@ static json_t *active_item(struct app *app, struct store_conn *c, const struct c
 	    health_reason_person(health_reason_parse(k->reconnect_reason)) : NULL,
 	    "created", pages_time_value(k->created_at),
 	    "expires", pages_time_value(k->expires_at),
-	    "last_used", k->last_used_at > 0 ? pages_time_value(k->last_used_at) : NULL);
+	    "last_used", k->last_used_at > 0 ? pages_time_value(k->last_used_at) : NULL,
+	    "by_organisation", k->granted_by != NULL);   /* idjag_grant.h */
 }
 
 /* One entry of the history; the administrator's reason made visible text. */

@@ -299,6 +299,8 @@ const struct route http_routes[] = {
 		[TOKEN_P_CODE] = { "code", 128, param_token68, 0 },
 		[TOKEN_P_REDIRECT_URI] = { "redirect_uri", 1024, param_printable, 0 },
 		[TOKEN_P_CODE_VERIFIER] = { "code_verifier", 128, param_token68, 0 },
+		/* grant_type jwt-bearer: an ID-JAG (idjag_grant.c) */
+		[TOKEN_P_ASSERTION] = { "assertion", 16384, param_token68, 0 },
 		[TOKEN_P__MAX] = { NULL, 0, NULL, 0 } },
 	  /* SECURITY: a provider-token exchange's grant (its subject token) is
 	   * checked by the route's grant check (grant_api_gate), as /proxy's is. */

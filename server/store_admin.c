@@ -36,7 +36,7 @@ static const char SQL_TOKEN_LIST[] =
 	"k.revoke_reason AS revoke_reason, k.request_id AS request_id, " \
 	"k.reconnect_required AS reconnect_required, " \
 	"CASE WHEN k.reconnect_required != 0 THEN coalesce(k.reconnect_reason, 'unknown') " \
-	"END AS reconnect_reason, " \
+	"END AS reconnect_reason, k.granted_by AS granted_by, " \
 	"CASE WHEN k.revoked_at != 0 THEN 'revoked' WHEN k.expires_at <= ?1 THEN 'expired' " \
 	"WHEN k.reconnect_required != 0 THEN 'reconnect_required' ELSE 'live' END AS state " \
 	"FROM consents k JOIN users u ON u.id = k.user_id "

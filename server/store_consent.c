@@ -16,7 +16,7 @@
 #define CONSENT_COLS \
 	"k.id, k.user_id, u.subject, k.agent, k.resource, k.granted, k.declined, k.offline, " \
 	"k.created_at, k.expires_at, k.revoked_at, k.revoked_by, k.revoke_reason, k.request_id, " \
-	"k.reconnect_required, k.last_used_at, k.reconnect_reason " \
+	"k.reconnect_required, k.last_used_at, k.reconnect_reason, k.granted_by " \
 	"FROM consents k JOIN users u ON u.id = k.user_id "
 #define CREQ_COLS \
 	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
@@ -34,8 +34,8 @@ static const char SQL_CONSENT_CURRENT[] =
     "AND k.revoked_at = 0";
 static const char SQL_CONSENT_INSERT[] =
     "INSERT INTO consents (id, user_id, agent, resource, granted, declined, offline, "
-    "created_at, expires_at, revoked_at, revoked_by, revoke_reason, request_id) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    "created_at, expires_at, revoked_at, revoked_by, revoke_reason, request_id, granted_by) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 static const char SQL_CONSENT_REVOKE[] =
     "UPDATE consents SET revoked_at = ?2, revoked_by = ?3, revoke_reason = ?4 "
     "WHERE id = ?1 AND revoked_at = 0";
@@ -137,7 +137,8 @@ static enum cs_err read_consent(struct store_stmt *st, void *row)
 	    { 11, &r->revoked_by, false },
 	    { 12, &r->revoke_reason, false },
 	    { 13, &r->request_id, false },
-	    { 16, &r->reconnect_reason, false }))) != CS_OK)
+	    { 16, &r->reconnect_reason, false },
+	    { 17, &r->granted_by, false }))) != CS_OK)
 		return e;
 	r->user_id = store_col_int64(st, 1);
 	r->offline = store_col_int(st, 7) != 0;
@@ -221,7 +222,7 @@ enum cs_err store_consent_insert(struct store_conn *c, const struct store_consen
 	    SV_TEXT(r->agent), SV_TEXT(r->resource), SV_TEXT(r->granted), SV_TEXT(r->declined),
 	    SV_INT(r->offline ? 1 : 0), SV_INT(r->created_at), SV_INT(r->expires_at),
 	    SV_INT(r->revoked_at), SV_TEXT(r->revoked_by), SV_TEXT(r->revoke_reason),
-	    SV_TEXT(r->request_id)));
+	    SV_TEXT(r->request_id), SV_TEXT(r->granted_by)));
 }
 
 enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int64_t now,

@@ -6,6 +6,7 @@
 
 static const char *const kind_names[REPLAY__MAX] = {
 	[REPLAY_CLIENT_ASSERTION] = "client_assertion", [REPLAY_DPOP] = "dpop",
+	[REPLAY_IDJAG] = "id_jag",
 };
 
 /* A row past its expiry and the margin may be taken over; any other makes the

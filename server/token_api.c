@@ -13,6 +13,8 @@
 #include "dpop_api.h"
 #include "exchange.h"
 #include "grant.h"
+#include "idjag_api.h"
+#include "idjag.h"
 #include "mcp_token.h"
 #include "token_api.h"
 #include "vault.h"
@@ -424,7 +426,8 @@ static enum cs_err mcp_token(const struct http_request *req, struct http_reply *
 	memset(&a, 0, sizeof a);
 	if (!code && strcmp(gt, "refresh_token") != 0)
 		return reply_oauth_error(rep, 400, "unsupported_grant_type", "grant_type must be "
-		    "authorization_code or refresh_token for an MCP client");
+		    "authorization_code, refresh_token or urn:ietf:params:oauth:grant-type:jwt-bearer "
+		    "for an MCP client");
 	/* RFC 9449 §5: a proof, when one came, must be valid; whether one is
 	 * required is mcp_token.c's to say. */
 	if (req->header != NULL && req->header(req->hctx, DPOP_HEADER) != NULL &&
@@ -457,6 +460,13 @@ enum cs_err token_api_token(const struct http_request *req, struct http_reply *r
 	char jkt[JWS_JKT_LEN + 1];
 	bool for_grant = strcmp(gt, "refresh_token") == 0 || (strcmp(gt, URN_TOKEN_EXCHANGE) == 0 &&
 	    (rtt == NULL || strcmp(rtt, URN_TT_JWT) == 0));
+	/* An MCP client's ID-JAG (idjag_api.h): it authenticates the client.
+	 * The gateway has no such grant (unsupported_grant_type below). */
+	if (!req->auth.gateway && strcmp(gt, IDJAG_GRANT_TYPE) == 0)
+		return idjag_api_token(req, rep, &(struct idjag_api_params){      /* idjag_api.h */
+		    .assertion = http_arg_str(req, TOKEN_P_ASSERTION),
+		    .resource = http_arg_str(req, TOKEN_P_RESOURCE),
+		    .scope = http_arg_str(req, TOKEN_P_SCOPE) });
 	/* The gate let the gateway through, or an MCP client it named. */
 	if (!req->auth.gateway && is_mcp_client(req))
 		return mcp_token(req, rep, gt);

@@ -1,6 +1,7 @@
 /* fuzz_jwks_set.c -- libFuzzer target for the documents consentd fetches
  * around keys and security events: the IdP's JWKS (oidc_set_jwks, which
- * imports every key once) and the gateway's JWKS (jws_keyset_parse) on one
+ * imports every key once), the gateway's JWKS (jws_keyset_parse) and an
+ * enterprise IdP's (jws_keyset_parse_for, the ID-JAG list) on one
  * side, and on the other the SET receiver's answer to a pushed revocation
  * event (events_receiver_status, RFC 8935 §2.4's {"err":...}), which goes
  * into the outbox and in front of admins.  consentd emits SETs and never
@@ -43,6 +44,10 @@ static void jwks(const char *s)
 	if (e == CS_OK && oidc_set_jwks(prov, fixed_jwks) != CS_OK)   /* next input starts alike */
 		__builtin_trap();
 	if (jws_keyset_parse(s, &ks, why, sizeof why) == CS_OK)
+		jws_keyset_free(ks);
+	/* An enterprise IdP's (idjag_grant.c: jwks_file, or fetched from jwks_uri). */
+	ks = NULL;
+	if (jws_keyset_parse_for(s, JWS_ALGS_IDJAG, &ks, why, sizeof why) == CS_OK)
 		jws_keyset_free(ks);
 }
 

@@ -53,6 +53,18 @@
 //     "presets": ["github", "slack", ...], // instead of everything here: the preset modes of
 //                                          //   ./presets.js (issue #33), one provider per preset
 //                                          //   at /{mode} playing that provider's quirks; see there
+//     "idJag": {                           // mint ID-JAGs (issue #30 item 6): enterprise-managed
+//                                          //   authorization; see "ID-JAG" below
+//       "clientIds": { "gateway-app": "mcp-ide" },  // the ID-JAG's client_id for a client of
+//                                          //   this IdP (its id at the authorization server;
+//                                          //   default: the same client_id)
+//       "alg": "RS256",                    // or "ES256": which of this IdP's keys signs
+//       "lifetime": 300,                   // seconds from iat to exp
+//       "testKnobs": false                 // true: the request may carry devidp_iat_offset
+//                                          //   (seconds added to iat and exp, e.g. -600 for an
+//                                          //   expired grant) and devidp_typ (another header
+//                                          //   typ) -- for attacker-side tests only
+//     },
 //     "downstream": {                      // behave as a downstream OAuth provider (flow D)
 //       "resource": "https://api.downstream.test",   // resource indicator = token audience
 //                                          //   (default: ISSUER/api)
@@ -83,6 +95,16 @@
 //   - RP-initiated logout: the confirmation page auto-submits "yes" (a script; a plain HTTP client
 //     posts the form itself: xsrf + logout=yes).
 //   - GET /_devidp/health answers 200 "ok".
+//   - ID-JAG (with "idJag"; draft-ietf-oauth-identity-assertion-authz-grant §4.3): the token
+//     endpoint takes grant_type=urn:ietf:params:oauth:grant-type:token-exchange (RFC 8693) from
+//     an authenticated client allowed that grant type, with requested_token_type
+//     urn:ietf:params:oauth:token-type:id-jag, subject_token = an ID token this IdP issued to
+//     that client (subject_token_type urn:ietf:params:oauth:token-type:id_token), audience =
+//     the authorization server's issuer, and optional resource and scope. It answers
+//     { access_token: the ID-JAG, issued_token_type: ...:id-jag, token_type: "N_A", expires_in }.
+//     The ID-JAG: header typ "oauth-id-jag+jwt", alg and kid of this IdP's key; claims iss, sub
+//     (the ID token's), aud (the audience), client_id (idJag.clientIds[client] or the client's
+//     id), jti, iat, exp, resource and scope when asked for.
 
 import { createServer } from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -90,7 +112,9 @@ import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { readFileSync, realpathSync } from 'node:fs';
 import Provider, { errors } from 'oidc-provider';
-import { generateKeyPair, exportJWK } from 'jose';
+import {
+  generateKeyPair, exportJWK, importJWK, SignJWT, jwtVerify, createLocalJWKSet,
+} from 'jose';
 import { DEFAULT_USERS, DEFAULT_CLIENTS } from './defaults.js';
 import { buildPresetProvider } from './presets.js';
 
@@ -296,6 +320,7 @@ export async function buildProvider(issuer, cfg = {}) {
 
   const provider = new Provider(issuer, configuration);
   provider.on('server_error', (ctx, err) => log('server_error', err));
+  if (cfg.idJag) registerIdJag(provider, issuer, configuration.jwks, cfg.idJag);
   if (cfg.refreshRefusals > 0) {
     let refusals = cfg.refreshRefusals;
     provider.use(async (ctx, next) => {
@@ -357,6 +382,66 @@ export async function buildProvider(issuer, cfg = {}) {
     });
   }
   return { provider, users, title: cfg.title };
+}
+
+// ID-JAG (draft-ietf-oauth-identity-assertion-authz-grant §4.3): an RFC 8693 token exchange of
+// an ID token this IdP issued to the calling client for an Identity Assertion JWT Authorization
+// Grant, signed with this IdP's key. The client was authenticated by oidc-provider already.
+const URN_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const URN_TT_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
+const URN_TT_ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
+
+function registerIdJag(provider, issuer, jwks, opts) {
+  const alg = opts.alg || 'RS256';
+  const priv = jwks.keys.find((k) => k.alg === alg);
+  const publicSet = createLocalJWKSet({
+    keys: jwks.keys.map(({ d, p, q, dp, dq, qi, ...pub }) => pub),
+  });
+  const lifetime = opts.lifetime || 300;
+  const clientIds = opts.clientIds || {};
+  provider.registerGrantType(URN_TOKEN_EXCHANGE, async (ctx, next) => {
+    const p = ctx.oidc.params;
+    const client = ctx.oidc.client.clientId;
+    if (p.requested_token_type !== URN_TT_ID_JAG) {
+      throw new errors.InvalidRequest(`requested_token_type must be ${URN_TT_ID_JAG}`);
+    }
+    if (p.subject_token_type !== URN_TT_ID_TOKEN) {
+      throw new errors.InvalidRequest(`subject_token_type must be ${URN_TT_ID_TOKEN}`);
+    }
+    if (!p.subject_token) throw new errors.InvalidRequest('subject_token is missing');
+    if (!p.audience) throw new errors.InvalidRequest('audience (the authorization server\'s issuer) is missing');
+    let claims;
+    try {
+      ({ payload: claims } = await jwtVerify(p.subject_token, publicSet, { issuer, audience: client }));
+    } catch (err) {
+      throw new errors.InvalidGrant(`subject_token is not an ID token of this IdP for this client: ${err.code || err.message}`);
+    }
+    let offset = 0;
+    let typ = 'oauth-id-jag+jwt';
+    if (p.devidp_iat_offset !== undefined || p.devidp_typ !== undefined) {
+      if (!opts.testKnobs) throw new errors.InvalidRequest('devidp_* parameters need idJag.testKnobs');
+      offset = Number.parseInt(p.devidp_iat_offset || '0', 10) || 0;
+      typ = p.devidp_typ || typ;
+    }
+    const iat = Math.floor(Date.now() / 1000) + offset;
+    const body = {
+      client_id: clientIds[client] || client,
+      jti: randomUUID(),
+      ...(p.resource ? { resource: p.resource } : {}),
+      ...(p.scope ? { scope: p.scope } : {}),
+    };
+    const key = await importJWK(priv, alg);
+    const jag = await new SignJWT(body)
+      .setProtectedHeader({ alg, kid: priv.kid, typ })
+      .setIssuer(issuer).setSubject(claims.sub).setAudience(p.audience)
+      .setIssuedAt(iat).setExpirationTime(iat + lifetime)
+      .sign(key);
+    ctx.body = {
+      access_token: jag, issued_token_type: URN_TT_ID_JAG, token_type: 'N_A', expires_in: lifetime,
+    };
+    await next();
+  }, ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource',
+    'scope', 'devidp_iat_offset', 'devidp_typ']);
 }
 
 // The interaction routes (login form, auto-consent, abort). Everything else goes to the provider.

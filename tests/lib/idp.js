@@ -6,6 +6,7 @@
 //     ttl,                // e.g. { AccessToken: 30 } (merged over devidp's defaults)
 //     rotateRefreshToken, // default true
 //     downstream,         // { resource, scopes: [...], accessTokenTTL } -> downstream OAuth provider mode
+//     idJag,              // { clientIds, alg, lifetime, testKnobs } -> mints ID-JAGs (devidp.js)
 //     port = 0,           // 0: the IdP binds a free port itself (no race)
 //     env, timeoutMs = 15000, echo,   // passed to startProcess (tests/lib/proc.js)
 //   });
@@ -26,7 +27,7 @@ export const DEVIDP = join(dirname(fileURLToPath(import.meta.url)), '..', 'idp',
 
 export async function startIdp(opts = {}) {
   const {
-    clients = DEFAULT_CLIENTS, users = DEFAULT_USERS, ttl, rotateRefreshToken, downstream,
+    clients = DEFAULT_CLIENTS, users = DEFAULT_USERS, ttl, rotateRefreshToken, downstream, idJag,
     port = 0, env, timeoutMs = 15000, echo,
   } = opts;
   const dir = mkdtempSync(join(tmpdir(), 'devidp-'));
@@ -35,6 +36,7 @@ export async function startIdp(opts = {}) {
   if (ttl) cfg.ttl = ttl;
   if (rotateRefreshToken !== undefined) cfg.rotateRefreshToken = rotateRefreshToken;
   if (downstream) cfg.downstream = downstream;
+  if (idJag) cfg.idJag = idJag;
   writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
 
   let proc;

@@ -251,13 +251,16 @@ START_TEST(test_config_print_keys)
 		"[retention] enabled = true\n", "[database] write_queue = 256\n",
 		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
 		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n",
-		"[mcp.NAME] resource (required)\n", "[login] max_pending (obsolete)\n", "[login] max_pending_per_address (obsolete)\n" };
+		"[mcp.NAME] resource (required)\n", "[enterprise.NAME] issuer (required)\n",
+		"[enterprise.NAME] jwks_file =\n", "[enterprise.NAME] jwks_uri =\n",
+		"[enterprise.NAME] allow =\n",
+		"[login] max_pending (obsolete)\n", "[login] max_pending_per_address (obsolete)\n" };
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		ck_assert_msg(strstr(out, want[i]) != NULL, "missing %s in:\n%s", want[i], out);
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 121);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 1, [resource.NAME]: 18) */
+	ck_assert_uint_eq(lines, 125);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 1, [enterprise.NAME]: 4, [resource.NAME]: 18) */
 	free(out);
 }
 END_TEST
@@ -1514,6 +1517,104 @@ END_TEST
 
 /* [client.NAME]: an MCP client the operator registers (issue #30): defaults,
  * every refusal with its key, and the lookup by client_id. */
+/* [enterprise.NAME] (issue #30 item 6): an enterprise IdP, its keys (ES256 and
+ * RS256 only) and the admin's policy of (client, MCP endpoint) pairs. */
+#define ENT_BASE MINIMAL "[resource.notes]\n[scope.notes.read]\n[scope.notes.write]\n" \
+	"[resource.wiki]\n[scope.wiki.read]\n[mcp.notes]\nresource = notes\n[mcp.wiki]\nresource = wiki\n"
+START_TEST(test_config_enterprise)
+{
+	char dir[] = "/tmp/consentd-cfgent-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char *good = tu_path(dir, "idp.jwks"), *mixed = tu_path(dir, "mixed.jwks");
+	char text[4096];
+	FILE *f = fopen(good, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"keys\":[{\"kty\":\"EC\",\"x\":\"1vu3JrF4lwpTYHxuS99cqOLrdAowSTXUd6eYo4FLVuU\","
+	    "\"y\":\"q_Yl3VQjLmSeziQiNE3hHfiXrFMQV5ihs2NdXTeVh2w\",\"crv\":\"P-256\",\"kid\":\"es\","
+	    "\"alg\":\"ES256\",\"use\":\"sig\"}]}", f);
+	fclose(f);
+	f = fopen(mixed, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(V_JWKS, f);                /* holds a PS256 and an EdDSA key */
+	fclose(f);
+
+	ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.corp]\n"
+	    "issuer = https://idp.corp.example\njwks_file = %s\nallow = mcp-ide=notes:read,write "
+	    "https://tools.example/c=x.json=wiki:read\n", good), CS_OK);
+	struct config *c = expect_ok(text, NULL);
+	ck_assert_uint_eq(c->nenterprises, 1);
+	const struct config_enterprise *e = config_enterprise_by_issuer(c, "https://idp.corp.example");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_str_eq(e->id, "corp");
+	ck_assert_ptr_nonnull(e->jwks_json);
+	ck_assert_uint_eq(e->nallow, 2);
+	const struct config_enterprise_allow *a = config_enterprise_allows(e, "mcp-ide", "notes");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_eq(a->nscopes, 2);
+	ck_assert_str_eq(a->scopes[0], "read");
+	ck_assert_str_eq(a->scopes[1], "write");
+	ck_assert_ptr_null(a->scopes[2]);
+	/* A client-id URL holding '=': split at the last one. */
+	a = config_enterprise_allows(e, "https://tools.example/c=x.json", "wiki");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_str_eq(a->scopes[0], "read");
+	ck_assert_ptr_null(config_enterprise_allows(e, "mcp-ide", "wiki"));   /* pairs, not products */
+	ck_assert_ptr_null(config_enterprise_by_issuer(c, "https://idp.corp.example/"));
+	ck_assert_ptr_null(config_enterprise_by_issuer(c, NULL));
+	config_free(c);
+
+	/* Refusals, each naming its key. */
+	expect_error(ENT_BASE "[enterprise.corp]\nallow = a=notes:read\n", NULL,
+	    "issuer: required in [enterprise.corp]");
+	expect_error(ENT_BASE "[enterprise.corp]\nissuer = https://idp.corp.example\n", NULL,
+	    "jwks_file: give jwks_file or jwks_uri (the IdP's public keys), exactly one");
+	ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.corp]\n"
+	    "issuer = https://idp.corp.example\njwks_file = %s\njwks_uri = https://idp.corp.example/"
+	    "jwks\n", good), CS_OK);
+	expect_error(text, NULL, "exactly one");
+	expect_error(ENT_BASE "[enterprise.corp]\nissuer = https://idp.corp.example\n"
+	    "jwks_uri = http://idp.corp.example/jwks\n", NULL, "jwks_uri");
+	c = expect_ok(ENT_BASE "[enterprise.corp]\nissuer = https://idp.corp.example\n"
+	    "jwks_uri = https://idp.corp.example/jwks\n", NULL);
+	ck_assert_str_eq(c->enterprises[0].jwks_uri, "https://idp.corp.example/jwks");
+	ck_assert_ptr_null(c->enterprises[0].jwks_json);
+	ck_assert_uint_eq(c->enterprises[0].nallow, 0);
+	config_free(c);
+	ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.corp]\n"
+	    "issuer = https://idp.corp.example\njwks_file = %s\n", mixed), CS_OK);
+	expect_error(text, NULL, "mixed.jwks");          /* PS256 is no enterprise IdP's alg here */
+	const char *bad_allow[][2] = {
+		{ "mcp-ide", "expected CLIENT_ID=MCP_NAME:SCOPE,SCOPE" },
+		{ "mcp-ide=notes", "expected CLIENT_ID=MCP_NAME:SCOPE,SCOPE" },
+		{ "=notes:read", "expected CLIENT_ID=MCP_NAME:SCOPE,SCOPE" },
+		{ "mcp-ide=notes:", "expected CLIENT_ID=MCP_NAME:SCOPE,SCOPE" },
+		{ "mcp-ide=no/tes:read", "is not an [mcp.NAME] name" },
+		{ "mcp-ide=notes:read,,write", "is not a scope name" },
+		{ "mcp-ide=gone:read", "no [mcp.gone] section" },
+		{ "mcp-ide=notes:admin", "[mcp.notes]: no [scope.notes.admin] section" },
+		{ "mcp-ide=notes:read mcp-ide=notes:write", "the pair is listed twice" },
+	};
+	for (size_t i = 0; i < sizeof bad_allow / sizeof *bad_allow; i++) {
+		ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.corp]\n"
+		    "issuer = https://idp.corp.example\njwks_file = %s\nallow = %s\n", good,
+		    bad_allow[i][0]), CS_OK);
+		expect_error(text, NULL, bad_allow[i][1]);
+	}
+	ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.a]\n"
+	    "issuer = https://idp.corp.example\njwks_file = %s\n[enterprise.b]\n"
+	    "issuer = https://idp.corp.example\njwks_file = %s\n", good, good), CS_OK);
+	expect_error(text, NULL, "[enterprise.b] has the issuer of [enterprise.a]");
+	ck_assert_int_eq(str_fmt(text, sizeof text, ENT_BASE "[enterprise.corp]\n"
+	    "issuer = http://idp.corp.example\njwks_file = %s\n", good), CS_OK);
+	expect_error(text, NULL, "issuer");              /* http only on loopback */
+	unlink(good);
+	unlink(mixed);
+	free(good);
+	free(mixed);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(test_config_clients)
 {
 	char dir[] = "/tmp/consentd-cfgclient-XXXXXX";
@@ -1821,6 +1922,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_example_placeholders_refused);
 	tcase_add_test(t, test_config_placeholder_kinds);
 	tcase_add_test(t, test_config_print_keys);
+	tcase_add_test(t, test_config_enterprise);
 	tcase_add_test(t, test_config_database_url);
 	tcase_add_test(t, test_config_database_password_file);
 	tcase_add_test(t, test_config_minimal_defaults);

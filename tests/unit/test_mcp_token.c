@@ -514,8 +514,8 @@ START_TEST(test_mcp_token_gateway_untouched)
 	post("grant_type=authorization_code&client_id=the-gateway&code=x");
 	refused(401, "invalid_client", NULL);
 	post("grant_type=password&client_id=ide");
-	refused(400, "unsupported_grant_type", "grant_type must be authorization_code or "
-	    "refresh_token for an MCP client");
+	refused(400, "unsupported_grant_type", "grant_type must be authorization_code, "
+	    "refresh_token or urn:ietf:params:oauth:grant-type:jwt-bearer for an MCP client");
 }
 END_TEST
 
