@@ -31,11 +31,12 @@ function codeKeys() {
 const KEYS = codeKeys();
 const SECTIONS = new Set([...KEYS.keys()].map((k) => k.split(' ')[0]));
 
-// [agent.coder] -> agent.NAME, [scope.notes.read] -> scope.NAME.SCOPE; the names, to put
+// [agent.coder] -> agent.NAME, [mcp.notes] -> mcp.NAME, [scope.notes.read] -> scope.NAME.SCOPE; the names, to put
 // into a default that names its section (NAME -> coder).
 function kindOf(section) {
   const [kind, a, ...b] = section.split('.');
-  if (kind === 'agent' || kind === 'resource' || kind === 'client') return a ? { sec: `${kind}.NAME`, NAME: a } : null;
+  if (['agent', 'resource', 'client', 'mcp'].includes(kind) && a) return { sec: `${kind}.NAME`, NAME: a };
+  if (kind === 'agent' || kind === 'resource' || kind === 'client') return null;
   if (kind === 'scope' || kind === 'action') {
     const last = kind === 'scope' ? 'SCOPE' : 'ACTION';
     return a && b.length ? { sec: `${kind}.NAME.${last}`, NAME: a, [last]: b.join('.') } : null;

@@ -187,3 +187,36 @@ export async function authorizeHttp({
   }
   throw new Error(`authorizeHttp: too many steps (at ${next})`);
 }
+
+// The code flow's first leg for a client, over plain HTTP (authorizeHttp): PKCE S256, state,
+// resource -> { redirect, q (its parameters), verifier, state, authorizeUrl } or the page
+// the person was left on ({ status, text }).  more: other /authorize parameters (null drops one).
+export async function codeFlow({
+  url, jar, user = 'alice', clientId, redirectUri = 'http://127.0.0.1:33418/callback',
+  resource, scope, more = {}, decision, select, offline,
+}) {
+  const { verifier, challenge } = pkce();
+  const state = randomBytes(12).toString('base64url');
+  const p = { response_type: 'code', client_id: clientId, redirect_uri: redirectUri, state,
+    code_challenge: challenge, code_challenge_method: 'S256', resource, scope, ...more };
+  const u = new URL(`${url}/authorize`);
+  for (const [k, v] of Object.entries(p)) if (v !== undefined && v !== null) u.searchParams.set(k, v);
+  const r = await authorizeHttp({ url, jar, authorizeUrl: u.href, user, decision, select, offline });
+  if (!r.redirect) return { ...r, verifier, state, authorizeUrl: u.href };
+  return { redirect: r.redirect, q: Object.fromEntries(r.redirect.searchParams), verifier, state,
+    authorizeUrl: u.href };
+}
+
+// A form POST to consentd's token endpoint (or another of its form endpoints) without the
+// gateway's credentials -> { status, body, text, headers }.
+export async function tokenPost(url, params, { path = '/token', headers = {} } = {}) {
+  const body = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) body.set(k, v);
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST', body, headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+  });
+  const text = await res.text();
+  let parsed = null;
+  try { parsed = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, body: parsed, text, headers: res.headers };
+}
