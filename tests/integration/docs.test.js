@@ -31,12 +31,12 @@ function codeKeys() {
 const KEYS = codeKeys();
 const SECTIONS = new Set([...KEYS.keys()].map((k) => k.split(' ')[0]));
 
-// [agent.coder] -> agent.NAME, [mcp.notes] -> mcp.NAME, [scope.notes.read] -> scope.NAME.SCOPE; the names, to put
+// [agent.coder] -> agent.NAME, [scope.notes.read] -> scope.NAME.SCOPE; the names, to put
 // into a default that names its section (NAME -> coder).
 function kindOf(section) {
   const [kind, a, ...b] = section.split('.');
-  if (['agent', 'resource', 'client', 'mcp'].includes(kind) && a) return { sec: `${kind}.NAME`, NAME: a };
-  if (kind === 'agent' || kind === 'resource' || kind === 'client') return null;
+  if (kind === 'agent' || kind === 'resource' || kind === 'client' || kind === 'enterprise') return a ? { sec: `${kind}.NAME`, NAME: a } : null;
+  if (kind === 'mcp' && a) return { sec: 'mcp.NAME', NAME: a };
   if (kind === 'scope' || kind === 'action') {
     const last = kind === 'scope' ? 'SCOPE' : 'ACTION';
     return a && b.length ? { sec: `${kind}.NAME.${last}`, NAME: a, [last]: b.join('.') } : null;
@@ -198,7 +198,7 @@ test('consentd.conf.5: every key it describes exists in its section, and each de
     const h = /^SECTION \[([a-z]+)/.exec(block);
     if (!h) continue;
     const fixed = SECTIONS.has(h[1]);
-    const sec = fixed ? h[1] : { agent: 'agent.NAME', client: 'client.NAME', resource: 'resource.NAME', scope: 'scope.NAME.SCOPE', action: 'action.NAME.ACTION' }[h[1]];
+    const sec = fixed ? h[1] : { agent: 'agent.NAME', client: 'client.NAME', enterprise: 'enterprise.NAME', resource: 'resource.NAME', scope: 'scope.NAME.SCOPE', action: 'action.NAME.ACTION' }[h[1]];
     if (!sec) { problems.push(`consentd.conf.5: SECTION [${h[1]}] is not a section the code has`); continue; }
     // Consecutive tags (.TQ) share one paragraph: "defaults 20 and 100" is theirs in order.
     const items = block.split(/\n\.TP\s*\n/).slice(1);
