@@ -87,6 +87,10 @@ enum cs_err authz_response_url(struct buf *out, const char *redirect_uri, const 
     const char *error, const char *description, const char *state, const char *issuer)
     CS_MUST_CHECK;
 
+/* Whether s is a state authz_check accepts (1 to AUTHZ_STATE_MAX printable
+ * ASCII characters, no space): only such a state goes back to the client. */
+bool authz_state_valid(const char *s);
+
 /* RFC 7636 §4.6: true when verifier is 43-128 unreserved characters whose
  * S256 is challenge (compared in constant time). */
 bool authz_pkce_verify(const char *verifier, const char *challenge);

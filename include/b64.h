@@ -38,4 +38,11 @@ enum cs_err b64url_decode_canonical(const char *s, size_t n, unsigned char *out,
 enum cs_err b64url_decode_alloc(const char *s, size_t n, unsigned char **out,
     size_t *out_len) CS_MUST_CHECK;
 
+/* The random ids of consents, consent requests, approvals and vault
+ * records: B64URL_ID_LEN base64url characters of 16 random bytes, drawn
+ * again in the rare case they contain "eyJ" (audit.c refuses what looks like
+ * a JWT).  CS_ECRYPTO when the generator fails (or 16 draws in a row did). */
+#define B64URL_ID_LEN 22
+enum cs_err b64url_random_id(char out[B64URL_ID_LEN + 1]) CS_MUST_CHECK;
+
 #endif

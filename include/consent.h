@@ -41,6 +41,12 @@ struct consent {                     /* caller-owned; release with consent_clear
 	char   *reconnect_reason;        /* why reconnect_required (health.h's name), or NULL */
 };
 void consent_clear(struct consent *c);  /* NULL-safe */
+struct audit_entry;
+/* An audit entry about consent k: sets a's time (now), actor, and k's
+ * subject, agent, resource and id; leaves the rest of *a (the action, the
+ * outcome, ...) as the caller wrote it.  a borrows k's strings. */
+void consent_audit_about(const struct consent *k, const char *actor, int64_t now,
+    struct audit_entry *a);
 
 struct consent_request {             /* caller-owned; release with consent_request_clear() */
 	char   *strings;                 /* the one allocation id .. narrowed point into */

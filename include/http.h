@@ -232,6 +232,9 @@ struct route {
  * that waits for `consentd migrate` (http.c) answers on them instead of 503. */
 #define ROUTE_PROBE_LIVE  0x20u
 #define ROUTE_PROBE_READY 0x40u
+/* A page an OAuth client sends the browser to (/authorize, issue #30): HTML
+ * errors as any page, but unknown parameters ignored (RFC 6749 §3.1). */
+#define ROUTE_UNKNOWN_IGNORED 0x80u
 
 
 /* The kind of answer for a path no route matches: the first prefix that

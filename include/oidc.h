@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
+#include "buf.h"
 #include "cs_err.h"
 
 #define OIDC_MAX_JWT 16384
@@ -44,6 +45,14 @@ enum cs_err oidc_discover(struct oidc_provider *p) CS_MUST_CHECK;
  * No I/O: oidc_discover fetches, then calls it. */
 enum cs_err oidc_meta_parse(const char *issuer, const char *body, struct oidc_meta **out) CS_MUST_CHECK;
 void oidc_meta_free(struct oidc_meta *m);   /* NULL-safe */
+/* The two pieces of discovery that provider.c's (RFC 8414, then OpenID)
+ * shares.  The OpenID Discovery §4 URL of issuer appended to url: the issuer
+ * without a terminating '/', then /.well-known/openid-configuration. */
+enum cs_err oidc_discovery_url(const char *issuer, struct buf *url) CS_MUST_CHECK;
+/* Member name of a metadata document as an endpoint: absent is fine unless
+ * required (*out NULL); present, it must be a string without NUL that
+ * httpc_url_allowed accepts (CS_EINVAL otherwise).  *out is a malloc'd copy. */
+enum cs_err oidc_doc_url(json_t *doc, const char *name, bool required, char **out) CS_MUST_CHECK;
 /* The metadata, or NULL while discovery has not succeeded. */
 const struct oidc_meta *oidc_meta(struct oidc_provider *p);
 

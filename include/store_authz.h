@@ -24,6 +24,8 @@ struct store_authz_request {     /* caller-owned; release with store_authz_reque
 	char   *state;               /* the client's state, or NULL */
 	char   *scope;               /* requested, space-separated, or NULL */
 	char   *consent_request_id;  /* the consent request it led to, or NULL */
+	char   *dpop_jkt;            /* RFC 9449 §10: the key its code is to be bound to, or
+	                                NULL (migration 0023) */
 	int64_t user_id;             /* the person (users.id); 0 until signed in */
 	int64_t created_at, expires_at;
 };
@@ -63,6 +65,13 @@ enum cs_err store_authz_request_get(struct store_conn *c, const char *id, int64_
  * not positive. */
 enum cs_err store_authz_request_bind(struct store_conn *c, const char *id, int64_t user_id,
     const char *consent_request_id, int64_t now) CS_MUST_CHECK;
+/* The unexpired request that led to the consent request consent_request_id
+ * (store_authz_request_bind recorded it): how the consent page's done step
+ * knows a decision came from /authorize.  CS_ENOENT when none (a gateway's
+ * request, or the /authorize request expired or was used up).  *out written
+ * only on CS_OK. */
+enum cs_err store_authz_request_by_consent(struct store_conn *c, const char *consent_request_id,
+    int64_t now, struct store_authz_request *out) CS_MUST_CHECK;
 /* Deletes the request, expired or not; CS_ENOENT when there was none.  The
  * caller that issues a code deletes its request in the same transaction and
  * issues nothing on CS_ENOENT: one request, one code, even when two "done"

@@ -566,6 +566,19 @@ out:
 	return e;
 }
 
+/* A query of the entries f selects (every entry when f is NULL), at most limit. */
+static void audit_query_init(struct store_admin_audit_query *q, const struct admin_audit_filter *f,
+    int64_t limit)
+{
+	memset(q, 0, sizeof *q);
+	if (f != NULL) {
+		q->since = f->since;
+		q->action = f->action;
+		q->consent_id = f->consent_id;
+	}
+	q->limit = limit;
+}
+
 enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_filter *f,
     const char *cursor, int64_t limit, json_t **out)
 {
@@ -574,17 +587,11 @@ enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_fil
 	enum cs_err e;
 	char next[32];
 
-	memset(&q, 0, sizeof q);
+	audit_query_init(&q, f, limit);
 	if (limit < 1 || limit > ADMIN_LIST_MAX)
 		return CS_EINVAL;
 	if (cursor != NULL && !parse_i64(cursor, strlen(cursor), &q.after_seq))
 		return CS_EINVAL;
-	if (f != NULL) {
-		q.since = f->since;
-		q.action = f->action;
-		q.consent_id = f->consent_id;
-	}
-	q.limit = limit;
 	if ((e = store_admin_audit(c, &q, &rows)) != CS_OK)
 		return e;
 	if ((int64_t)json_array_size(rows) == limit) {
@@ -644,15 +651,9 @@ enum cs_err admin_audit_recent(struct store_conn *c, const struct admin_audit_fi
 	size_t n;
 	enum cs_err e;
 
-	memset(&q, 0, sizeof q);
+	audit_query_init(&q, f, limit);
 	if (limit < 1 || limit > ADMIN_LIST_MAX || before < 0 || after < 0 || (before && after))
 		return CS_EINVAL;
-	if (f != NULL) {
-		q.since = f->since;
-		q.action = f->action;
-		q.consent_id = f->consent_id;
-	}
-	q.limit = limit;
 	if (after > 0) {
 		/* The page just newer than after: the limit entries after it,
 		 * oldest first from the store.  Fewer than a page means the

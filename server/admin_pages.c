@@ -558,23 +558,32 @@ out:
 
 /* --- GET /admin/consents/{id}, POST /admin/consents/{id}/revoke ------------ */
 
-enum cs_err admin_pages_consent(const struct http_request *req, struct http_reply *rep)
+static enum cs_err no_such_consent(struct http_reply *rep)
+{
+	return refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
+}
+
+/* The consent of the route's {id} as admin_consent_show gives it, into *res;
+ * when there is none, the 404 page is the reply and *res stays NULL. */
+static enum cs_err consent_or_404(const struct http_request *req, struct http_reply *rep,
+    json_t **res)
 {
 	struct store_conn *c = store_conn(req->app->store);
+	if (c == NULL)
+		return CS_EDB;
+	enum cs_err e = admin_consent_show(c, req->captures[0], req->now, res);
+	return e == CS_ENOENT ? no_such_consent(rep) : e;
+}
+
+enum cs_err admin_pages_consent(const struct http_request *req, struct http_reply *rep)
+{
 	const struct session *s = req->auth.session;
 	json_t *res = NULL, *ctx = NULL, *events = NULL, *ev;
 	size_t i;
 	enum cs_err e;
 
-	if (c == NULL)
-		return CS_EDB;
-	e = admin_consent_show(c, req->captures[0], req->now, &res);
-	if (e == CS_ENOENT) {
-		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
+	if ((e = consent_or_404(req, rep, &res)) != CS_OK || res == NULL)
 		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
 	e = CS_ENOMEM;
 	if ((ctx = consent_row(req->app->cfg, json_object_get(res, "consent"))) == NULL ||
 	    (events = json_array()) == NULL)
@@ -619,20 +628,12 @@ static const char *reason_given(const struct http_request *req, unsigned idx)
 static enum cs_err revoke_one_page(const struct http_request *req, struct http_reply *rep,
     const char *error)
 {
-	struct store_conn *c = store_conn(req->app->store);
 	json_t *res = NULL, *ctx = NULL;
 	const char *reason;
 	enum cs_err e;
 
-	if (c == NULL)
-		return CS_EDB;
-	e = admin_consent_show(c, req->captures[0], req->now, &res);
-	if (e == CS_ENOENT) {
-		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
+	if ((e = consent_or_404(req, rep, &res)) != CS_OK || res == NULL)
 		goto out;
-	} else if (e != CS_OK) {
-		goto out;
-	}
 	/* After a refusal the form comes back with what was typed. */
 	reason = error ? http_arg_str(req, ADMIN_PAGES_REVOKE_ONE_REASON) : NULL;
 	e = CS_ENOMEM;
@@ -677,7 +678,7 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 	    &o)) != CS_OK)
 		goto out;
 	if (o == ADMIN_REVOKE_UNKNOWN) {
-		e = refused(rep, 404, "No such consent", "There is no consent with this id.", NULL);
+		e = no_such_consent(rep);
 		goto out;
 	} else if (o == ADMIN_REVOKE_BAD_REASON) {
 		e = revoke_one_page(req, rep, REASON_BAD);

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include "approval.h"
@@ -32,25 +31,6 @@ static void digest_bytes(const void *p, size_t n, char out[APPROVAL_DIGEST_LEN +
 	/* 43 characters: out holds them, so this cannot fail (out is "" if it did). */
 	if (b64url_encode(h, sizeof h, out, APPROVAL_DIGEST_LEN + 1) != CS_OK)
 		out[0] = '\0';
-}
-
-/* 22 characters of base64url from 16 random bytes, drawn again in the rare
- * case it contains "eyJ" (audit.c is wary of what looks like a JWT). */
-static enum cs_err random_id(char out[CONSENT_ID_LEN + 1])
-{
-	unsigned char r[16];
-	char tmp[32];
-	for (int tries = 0; tries < 16; tries++) {
-		if (RAND_bytes(r, sizeof r) != 1)
-			return CS_ECRYPTO;
-		if (b64url_encode(r, sizeof r, tmp, sizeof tmp) != CS_OK)
-			return CS_ETOOBIG;
-		memcpy(out, tmp, CONSENT_ID_LEN);
-		out[CONSENT_ID_LEN] = '\0';
-		if (strstr(out, "eyJ") == NULL)
-			return CS_OK;
-	}
-	return CS_ECRYPTO;
 }
 
 static void set_why(char *why, size_t whylen, const char *msg)
@@ -280,12 +260,7 @@ static enum cs_err audit_ask(struct store_conn *c, const struct approval_ask *q,
     const struct audit_entry *what, const char *why)
 {
 	struct audit_entry a = *what;
-	a.ts = q->now;
-	a.actor = q->actor;
-	a.subject = q->k->subject;
-	a.agent = q->k->agent;
-	a.resource = q->k->resource;
-	a.consent_id = q->k->id;
+	consent_audit_about(q->k, q->actor, q->now, &a);
 	return audit_approval(c, &a, why, q->action, q->digest);
 }
 
@@ -323,7 +298,7 @@ static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
 		a->retry_after = ra;
 		return CS_OK;
 	}
-	if ((e = random_id(id)) != CS_OK)
+	if ((e = b64url_random_id(id)) != CS_OK)
 		return e;
 	memset(&r, 0, sizeof r);
 	r.id = id;

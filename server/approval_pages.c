@@ -17,13 +17,16 @@
 #include "pages.h"
 #include "session.h"
 
-/* The approval named in the URL, checked to belong to the signed-in person;
- * the 403 page and an audit entry otherwise. */
+/* The approval named in the URL into *a (zeroed first), checked to belong
+ * to the signed-in person; the 403 page and an audit entry otherwise. */
 static enum cs_err bound_approval(const struct http_request *req, struct http_reply *rep,
     struct store_conn *c, const struct session *s, struct approval *a, bool *ok)
 {
 	enum cs_err e;
+	memset(a, 0, sizeof *a);
 	*ok = false;
+	if (c == NULL)
+		return CS_EDB;
 	e = approval_get(c, req->captures[0], a);
 	if (e == CS_ENOENT)
 		return reply_html_error(rep, 404, "No such request",
@@ -119,9 +122,6 @@ enum cs_err approval_pages_show(const struct http_request *req, struct http_repl
 	bool ok;
 	enum cs_err e;
 
-	memset(&a, 0, sizeof a);
-	if (c == NULL)
-		return CS_EDB;
 	if ((e = bound_approval(req, rep, c, s, &a, &ok)) != CS_OK || !ok)
 		goto out;
 	if (strcmp(a.status, "pending") != 0 || a.expires_at <= req->now) {
@@ -193,9 +193,6 @@ enum cs_err approval_pages_decide(const struct http_request *req, struct http_re
 	json_t *ctx = NULL;
 	enum cs_err e;
 
-	memset(&a, 0, sizeof a);
-	if (c == NULL)
-		return CS_EDB;
 	if ((e = bound_approval(req, rep, c, s, &a, &ok)) != CS_OK || !ok)
 		goto out;
 	enum approval_decide_outcome decided;

@@ -19,6 +19,8 @@
  *   consent.binding_refused    flow B: a request opened by another account (pages.c)
  *   consent.cooldown_lifted    the person let an agent ask again on /me (detail: denied
  *                              = a denied request, declined = unticked scopes)
+ *   authz.code.issued          an MCP client's authorization code was issued (authz_flow.c;
+ *                              agent = its client_id, consent_id, the granted scopes)
  *   grant.issued               flow C: a grant was signed (grant.c; detail "jti=...")
  *   grant.revoked              RFC 7009 at /revoke: a grant's jti was revoked
  *   refresh.issued             an offline consent's refresh family began (detail "family=...")
@@ -87,6 +89,7 @@ const char *const audit_actions[] = {
 	"admin.page.refused", "admin.token.created", "admin.token.revoked",
 	"approval.approved", "approval.cancelled", "approval.denied", "approval.expired",
 	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
+	"authz.code.issued",
 	"consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
 	"consent.request.approved", "consent.request.created", "consent.request.denied",
 	"consent.request.expired", "consent.request.merged", "consent.request.refused",

@@ -94,7 +94,7 @@ static bool challenge_text(const char *s, size_t want)
 
 /* Printable ASCII without space (RFC 6749 Appendix A.5 allows VSCHAR, 0x20
  * to 0x7e; a space would only ever be an encoding mistake here). */
-static bool state_text(const char *s)
+bool authz_state_valid(const char *s)
 {
 	size_t n = 0;
 	for (; s[n] != '\0'; n++)
@@ -201,7 +201,7 @@ void authz_check(const struct authz_client *client, const char *const *resources
 		    "code_challenge must be 43 base64url characters (S256 of the verifier)");
 		return;
 	}
-	if (req->state != NULL && !state_text(req->state)) {
+	if (req->state != NULL && !authz_state_valid(req->state)) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request",
 		    "state must be 1 to 1024 printable characters without spaces");
 		return;

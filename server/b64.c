@@ -3,6 +3,9 @@
  * accepts a character outside the alphabet. */
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/rand.h>
+
 #include "b64.h"
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -137,4 +140,19 @@ enum cs_err b64url_decode_alloc(const char *s, size_t n, unsigned char **out, si
 	*out = p;
 	*out_len = len;
 	return CS_OK;
+}
+
+enum cs_err b64url_random_id(char out[B64URL_ID_LEN + 1])
+{
+	unsigned char r[16];
+	enum cs_err e;
+	for (int tries = 0; tries < 16; tries++) {
+		if (RAND_bytes(r, sizeof r) != 1)
+			return CS_ECRYPTO;
+		if ((e = b64url_encode(r, sizeof r, out, B64URL_ID_LEN + 1)) != CS_OK)
+			return e;
+		if (strstr(out, "eyJ") == NULL)
+			return CS_OK;
+	}
+	return CS_ECRYPTO;                /* 16 draws in a row: the generator is broken */
 }

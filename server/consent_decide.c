@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "audit.h"
+#include "b64.h"
 #include "buf.h"
 #include "consent_priv.h"
 #include "metrics.h"
@@ -180,7 +181,7 @@ static enum cs_err decide_approve(struct store_conn *c, const struct config *cfg
 		e = CS_ENOMEM;
 		goto out;
 	}
-	if ((e = consent_random_id(id)) != CS_OK)
+	if ((e = b64url_random_id(id)) != CS_OK)
 		goto out;
 	if ((nid = strdup(id)) == NULL) {
 		e = CS_ENOMEM;

@@ -10,11 +10,13 @@
 #include <jansson.h>
 #include "agent.h"
 #include "app.h"
+#include "authz_flow.h"
 #include "buf.h"
 #include "consent.h"
 #include "consent_pages.h"
 #include "form.h"
 #include "login.h"
+#include "mcp_client.h"
 #include "page_reply.h"
 #include "pages.h"
 #include "scope.h"
@@ -141,6 +143,66 @@ static bool provider_connected(struct store_conn *c, const struct consent_reques
 	return yes;
 }
 
+/* --- MCP clients (issue #30) ------------------------------------------------ */
+
+/* What the page says of an MCP client besides its name: whether the client
+ * chose that name itself, the host of its client-id URL, and where the
+ * answer goes (the redirect URI's host; a loopback one is an app on this
+ * computer).  NULL for a gateway's agent, or on allocation failure (*e). */
+static json_t *mcp_client_item(const struct http_request *req, const struct agent_view *ag,
+    const struct consent_request *r, char **name, enum cs_err *e)
+{
+	struct mcp_client k;
+	struct store_authz_request ar;
+	char why[CIMD_WHY_MAX], host[256] = "";
+	bool have, loopback = false;
+	json_t *item = NULL;
+	*e = CS_OK;
+	*name = NULL;
+	if (ag->kind == AGENT_CONFIGURED)
+		return NULL;
+	memset(&k, 0, sizeof k);
+	memset(&ar, 0, sizeof ar);
+	/* The document is cached from /authorize: no new fetch in the usual case. */
+	have = mcp_client_lookup(req->app, r->agent, req->now, &k, why, sizeof why) == CS_OK;
+	if (authz_flow_request_of_consent(store_conn(req->app->store), r->id, req->now, &ar) == CS_OK &&
+	    authz_flow_uri_host(ar.redirect_uri, host, sizeof host, &loopback) != CS_OK)
+		host[0] = '\0';
+	/* SECURITY: a name the client chose is its own text: made visible, and
+	 * marked as the client's. */
+	if ((*name = visible_text(have && k.name != NULL ? k.name : ag->name)) == NULL) {
+		*e = CS_ENOMEM;
+		goto out;
+	}
+	item = json_pack("{s:s, s:b, s:s, s:s, s:b}", "name", *name,
+	    "self_named", have && k.self_named, "client_host", have ? k.host : "",
+	    "redirect_host", host, "loopback", loopback);
+	if (item == NULL)
+		*e = CS_ENOMEM;
+out:
+	store_authz_request_clear(&ar);
+	mcp_client_clear(&k);
+	return item;
+}
+
+/* A decided request that came from /authorize (an MCP client's sign-in)
+ * continues there: its done step answers the client.  *sent when rep holds
+ * that 303. */
+static enum cs_err to_authorize(const struct http_request *req, struct http_reply *rep,
+    const char *request_id, bool *sent)
+{
+	char aid[STORE_AUTHZ_ID_LEN + 1], loc[64];
+	enum cs_err e = authz_flow_from_consent(store_conn(req->app->store), request_id, req->now,
+	    aid);
+	*sent = false;
+	if (e == CS_ENOENT)
+		return CS_OK;
+	if (e != CS_OK || (e = str_fmt(loc, sizeof loc, "/authorize/%s/done", aid)) != CS_OK)
+		return e;
+	*sent = true;
+	return page_redirect(rep, loc);
+}
+
 /* The consent page for r, pending and the signed-in person's, with the
  * version it shows in its form.  notice (or NULL) is said above the request. */
 static enum cs_err consent_page(const struct http_request *req, struct http_reply *rep,
@@ -148,8 +210,8 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 {
 	const struct config *cfg = req->app->cfg;
 	char version[CONSENT_VERSION_LEN + 1], other[200];
-	json_t *ctx = NULL, *opts = NULL, *expires = NULL;
-	char *reason = NULL, *who = NULL;
+	json_t *ctx = NULL, *opts = NULL, *expires = NULL, *client = NULL;
+	char *reason = NULL, *who = NULL, *client_name = NULL;
 	bool provider;
 	enum cs_err e;
 
@@ -164,6 +226,8 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 		return reply_html_error(rep, 410, "This request is closed",
 		    "The agent or resource it names is no longer configured.");
 	provider = vault_provider(req->app->vault, r->resource) != NULL;
+	if ((client = mcp_client_item(req, &ag, r, &client_name, &e)) == NULL && e != CS_OK)
+		goto out;
 	if ((opts = duration_options(cfg, res)) == NULL || (expires = pages_time_value(r->expires_at)) == NULL ||
 	    (who = pages_signed_in_name(s)) == NULL ||
 	    (r->reason && (reason = visible_text(r->reason)) == NULL)) {
@@ -179,14 +243,14 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 	 * any other version of the request grants nothing (consent_decide). */
 	consent_request_version(r, version);
 	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?, s:o, s:O, s:b, s:O, s:s, s:s?, s:s, s:s, "
-	    "s:b, s:b}",
+	    "s:b, s:b, s:O?}",
 	    "title", "An agent asks for your permission", "request_id", r->id,
-	    "agent", ag.name, "agent_description", ag.description, "resource", res->name,
+	    "agent", client_name != NULL ? client_name : ag.name, "agent_description", ag.description, "resource", res->name,
 	    "reason", reason, "scopes", scope_items(cfg, r), "durations", opts,
 	    "offline", ag.offline, "expires", expires, "version", version, "notice", notice,
 	    "signed_in_as", who, "other_account_url", other, "provider", provider,
 	    "provider_connected", provider && provider_connected(store_conn(req->app->store), r,
-	    req->now));
+	    req->now), "client", client);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -195,6 +259,8 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 out:
 	free(reason);
 	free(who);
+	free(client_name);
+	json_decref(client);
 	json_decref(opts);
 	json_decref(expires);
 	json_decref(ctx);
@@ -370,6 +436,12 @@ enum cs_err consent_pages_decide(const struct http_request *req, struct http_rep
 		}
 		goto out;
 	}
+	/* An MCP client's sign-in: the decision goes back to /authorize. */
+	if (e == CS_OK && done.outcome == CONSENT_DECIDED) {
+		bool sent;
+		if ((e = to_authorize(req, rep, r.id, &sent)) != CS_OK || sent)
+			goto out;
+	}
 	if (e == CS_OK)
 		e = decided_page(req, rep, s, &r, &d, done.outcome);
 out:
@@ -429,7 +501,7 @@ enum cs_err consent_pages_done(const struct http_request *req, struct http_reply
 	struct store_conn *c = store_conn(app->store);
 	const char *outcome = http_arg_str(req, CONSENT_PAGES_DONE_OUTCOME);
 	char back[LOGIN_RETURN_TO_MAX + 1], cancelled[600];
-	bool ok;
+	bool ok, sent = false;
 	enum cs_err e;
 	memset(&r, 0, sizeof r);
 	if (c == NULL)
@@ -445,6 +517,9 @@ enum cs_err consent_pages_done(const struct http_request *req, struct http_reply
 		buf_reset(&rep->body);
 		if ((e = str_fmt(back, sizeof back, "/consent/%s", r.id)) == CS_OK)
 			e = reply_header(rep, "Location", back);
+	} else if (strcmp(r.status, "pending") != 0 &&
+	    ((e = to_authorize(req, rep, r.id, &sent)) != CS_OK || sent)) {
+		/* decided, for an MCP client's sign-in: the 303 to /authorize/{id}/done */
 	} else if (strcmp(r.status, "pending") != 0 || outcome == NULL) {
 		/* What was left out comes from the stored request, never from the link. */
 		e = done_page(rep, app->cfg, &r, s, &(struct done_says){

@@ -12,8 +12,6 @@
 
 /* A stored scope list; anything unparsable there is a damaged database (CS_EDB). */
 enum cs_err consent_scopes_from_db(const char *s, struct scope_set *out) CS_MUST_CHECK;
-/* 22 characters of base64url from 16 random bytes, never holding "eyJ". */
-enum cs_err consent_random_id(char out[CONSENT_ID_LEN + 1]) CS_MUST_CHECK;
 /* "slow_down answered N times" for the audit entry that ends a request, or
  * NULL when it never was. */
 const char *consent_slow_down_note(int64_t n, char buf[64]);

@@ -60,14 +60,18 @@ static enum cs_err not_found(struct http_reply *rep)
 	return reply_html_error(rep, 404, "No such consent", "There is no such consent of yours.");
 }
 
-/* The signed-in person's consent named in the URL; a 404 page (*ok false)
- * when there is none -- SECURITY: someone else's looks exactly like a missing
- * one. */
+/* The signed-in person's consent named in the URL into *k (zeroed first); a
+ * 404 page (*ok false) when there is none -- SECURITY: someone else's looks
+ * exactly like a missing one. */
 static enum cs_err own_consent(const struct http_request *req, struct http_reply *rep,
-    struct store_conn *c, const struct session *s, struct consent *k, bool *ok)
+    struct consent *k, bool *ok)
 {
+	struct store_conn *c = store_conn(req->app->store);
 	enum cs_err e;
+	memset(k, 0, sizeof *k);
 	*ok = false;
+	if (c == NULL)
+		return CS_EDB;
 	if (!id_shaped(req->captures[0]))
 		return not_found(rep);
 	e = consent_get(c, req->captures[0], req->now, k);
@@ -75,7 +79,7 @@ static enum cs_err own_consent(const struct http_request *req, struct http_reply
 		return not_found(rep);
 	if (e != CS_OK)
 		return e;
-	if (k->user_id != s->user_id) {
+	if (k->user_id != req->auth.session->user_id) {
 		consent_clear(k);
 		return not_found(rep);
 	}
@@ -247,16 +251,12 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 	const struct config *cfg = app->cfg;
 	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct consent k;
-	struct store_conn *c = store_conn(app->store);
 	char back[128];
 	json_t *ctx = NULL;
 	bool ok;
 	enum cs_err e;
 
-	memset(&k, 0, sizeof k);
-	if (c == NULL)
-		return CS_EDB;
-	if ((e = own_consent(req, rep, c, s, &k, &ok)) != CS_OK || !ok)
+	if ((e = own_consent(req, rep, &k, &ok)) != CS_OK || !ok)
 		goto out;
 	/* own_consent: the id is CONSENT_ID_LEN characters, so this fits. */
 	if (k.revoked_at != 0) {
@@ -317,16 +317,12 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 	const struct config *cfg = app->cfg;
 	const struct session *s = req->auth.session;     /* the router's session gate */
 	struct consent k;
-	struct store_conn *c = store_conn(app->store);
 	char *shown = NULL;
 	json_t *ctx = NULL;
 	bool ok;
 	enum cs_err e;
 
-	memset(&k, 0, sizeof k);
-	if (c == NULL)
-		return CS_EDB;
-	if ((e = own_consent(req, rep, c, s, &k, &ok)) != CS_OK || !ok)
+	if ((e = own_consent(req, rep, &k, &ok)) != CS_OK || !ok)
 		goto out;
 	if (k.revoked_at == 0) {
 		e = see_other(rep, "/me");   /* nothing was revoked: the panel says how it stands */

@@ -19,13 +19,13 @@
 #include "buf.h"
 #include "form.h"
 #include "httpc.h"
+#include "jstr.h"
 #include "jws.h"
 #include "metrics.h"
 #include "mono.h"
 #include "oidc.h"
 #include "subject_cache.h"
 
-#define OIDC_WELL_KNOWN     "/.well-known/openid-configuration"
 #define OIDC_MAX_HEADER_B64 4096          /* encoded protected header */
 #define OIDC_MAX_KEYS       32            /* usable keys kept per JWKS */
 #define OIDC_MAX_JWKS_ENTRIES 256         /* entries looked at per JWKS */
@@ -79,24 +79,6 @@ static void set_why(char *why, size_t whylen, const char *reason)
 	 * leaves it "" (str_fmt's rule), never a cut reason. */
 	if (why != NULL && whylen > 0 && str_fmt(why, whylen, "%s", reason) != CS_OK)
 		why[0] = '\0';
-}
-
-/* True when v is a JSON string equal to s, byte for byte (length included). */
-static bool jstr_eq(const json_t *v, const char *s)
-{
-	if (!json_is_string(v) || s == NULL)
-		return false;
-	size_t n = strlen(s);
-	return json_string_length(v) == n && memcmp(json_string_value(v), s, n) == 0;
-}
-
-/* The string value when v is a string without embedded NUL, else NULL. */
-static const char *jstr(const json_t *v)
-{
-	if (!json_is_string(v))
-		return NULL;
-	const char *s = json_string_value(v);
-	return strlen(s) == json_string_length(v) ? s : NULL;
 }
 
 /* The algorithm called name when it is one of the IdP's list; JWS_ALG__MAX
@@ -416,9 +398,7 @@ out:
 	return e;
 }
 
-/* A copy of member name: required endpoints must be strings that pass
- * httpc_url_allowed; an optional one may be absent (*out NULL). */
-static enum cs_err meta_url(json_t *doc, const char *name, bool required, char **out)
+enum cs_err oidc_doc_url(json_t *doc, const char *name, bool required, char **out)
 {
 	json_t *v = json_object_get(doc, name);
 	*out = NULL;
@@ -461,10 +441,11 @@ enum cs_err oidc_meta_parse(const char *issuer, const char *body, struct oidc_me
 	e = CS_ENOMEM;
 	if ((m = calloc(1, sizeof *m)) == NULL || (m->issuer = strdup(issuer)) == NULL)
 		goto out;
-	if ((e = meta_url(doc, "authorization_endpoint", true, &m->authorization_endpoint)) != CS_OK ||
-	    (e = meta_url(doc, "token_endpoint", true, &m->token_endpoint)) != CS_OK ||
-	    (e = meta_url(doc, "jwks_uri", true, &m->jwks_uri)) != CS_OK ||
-	    (e = meta_url(doc, "end_session_endpoint", false, &m->end_session_endpoint)) != CS_OK)
+	if ((e = oidc_doc_url(doc, "authorization_endpoint", true,
+	    &m->authorization_endpoint)) != CS_OK ||
+	    (e = oidc_doc_url(doc, "token_endpoint", true, &m->token_endpoint)) != CS_OK ||
+	    (e = oidc_doc_url(doc, "jwks_uri", true, &m->jwks_uri)) != CS_OK ||
+	    (e = oidc_doc_url(doc, "end_session_endpoint", false, &m->end_session_endpoint)) != CS_OK)
 		goto out;
 	m->iss_parameter_supported =
 	    json_is_true(json_object_get(doc, "authorization_response_iss_parameter_supported"));
@@ -484,13 +465,24 @@ void oidc_meta_free(struct oidc_meta *m)
 	meta_free(m);
 }
 
+enum cs_err oidc_discovery_url(const char *issuer, struct buf *url)
+{
+	enum cs_err e;
+	size_t n = strlen(issuer);
+	if (n > 0 && issuer[n - 1] == '/')
+		n--;
+	if ((e = buf_append(url, issuer, n)) != CS_OK ||
+	    (e = buf_puts(url, "/.well-known/openid-configuration")) != CS_OK)
+		return e;
+	return CS_OK;
+}
+
 enum cs_err oidc_discover(struct oidc_provider *p)
 {
 	enum cs_err e = CS_ENOMEM;
 	struct buf url;
 	struct httpc_response res;
 	struct oidc_meta *m = NULL;
-	size_t ilen;
 	bool counted = false;
 
 	if (p == NULL)
@@ -504,12 +496,7 @@ enum cs_err oidc_discover(struct oidc_provider *p)
 		e = CS_OK;
 		goto out;
 	}
-	/* OIDC Discovery §4: the issuer without a trailing '/' + the well-known path. */
-	ilen = strlen(p->issuer);
-	if (ilen > 0 && p->issuer[ilen - 1] == '/')
-		ilen--;
-	if ((e = buf_append(&url, p->issuer, ilen)) != CS_OK ||
-	    (e = buf_puts(&url, OIDC_WELL_KNOWN)) != CS_OK)
+	if ((e = oidc_discovery_url(p->issuer, &url)) != CS_OK)
 		goto out;
 	if ((e = httpc_get(url.data, &res)) != CS_OK)
 		goto out;

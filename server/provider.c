@@ -15,12 +15,13 @@
 
 #include "buf.h"
 #include "httpc.h"
+#include "jstr.h"
 #include "metrics.h"
 #include "mono.h"
+#include "oidc.h"
 #include "provider.h"
 
 #define PROVIDER_WK_OAUTH      "/.well-known/oauth-authorization-server"
-#define PROVIDER_WK_OPENID     "/.well-known/openid-configuration"
 #define PROVIDER_RETRY_AFTER   5                      /* seconds between discovery attempts */
 #define PROVIDER_MAX_URL       4096
 #define PROVIDER_MAX_FORM      (64 * 1024)
@@ -94,24 +95,6 @@ static bool dup_opt(const char *s, char **out)
 	if (s == NULL)
 		return true;
 	return (*out = strdup(s)) != NULL;
-}
-
-/* True when v is a JSON string equal to s, byte for byte (length included). */
-static bool jstr_eq(const json_t *v, const char *s)
-{
-	if (!json_is_string(v) || s == NULL)
-		return false;
-	size_t n = strlen(s);
-	return json_string_length(v) == n && memcmp(json_string_value(v), s, n) == 0;
-}
-
-/* The string value when v is a string without embedded NUL, else NULL. */
-static const char *jstr(const json_t *v)
-{
-	if (!json_is_string(v))
-		return NULL;
-	const char *s = json_string_value(v);
-	return strlen(s) == json_string_length(v) ? s : NULL;
 }
 
 /* Wipes every top-level string member of a token response before it is freed. */
@@ -308,18 +291,6 @@ static enum cs_err url_oauth(const char *iss, struct buf *url)
 	return CS_OK;
 }
 
-/* The OpenID Discovery §4 URL: the issuer without a terminating '/' + the path. */
-static enum cs_err url_openid(const char *iss, struct buf *url)
-{
-	enum cs_err e;
-	size_t n = strlen(iss);
-	if (n > 0 && iss[n - 1] == '/')
-		n--;
-	if ((e = buf_append(url, iss, n)) != CS_OK || (e = buf_puts(url, PROVIDER_WK_OPENID)) != CS_OK)
-		return e;
-	return CS_OK;
-}
-
 /* Fetches one metadata document.  CS_ENOENT when the provider does not serve
  * a JSON object there (any status but 200, or a body that is not an object),
  * so that the caller may try the other well-known path. */
@@ -346,21 +317,6 @@ out:
 	return e;
 }
 
-/* Member name of doc as an endpoint: absent is fine unless required; when
- * present it must be a string that httpc allows.  *out is a copy or NULL. */
-static enum cs_err doc_url(json_t *doc, const char *name, bool required, char **out)
-{
-	json_t *v = json_object_get(doc, name);
-	*out = NULL;
-	if (v == NULL && !required)
-		return CS_OK;
-	const char *s = jstr(v);
-	/* SECURITY: every endpoint is https (or http on loopback), no userinfo. */
-	if (s == NULL || !httpc_url_allowed(s))
-		return CS_EINVAL;
-	return (*out = strdup(s)) != NULL ? CS_OK : CS_ENOMEM;
-}
-
 /* An endpoint of the metadata: the configured one when there is one (it
  * overrides discovery, and then the document's value is not even read), else
  * the document's. */
@@ -375,7 +331,7 @@ static enum cs_err pick_url(json_t *doc, const char *name, bool required, const 
 		*out = NULL;
 		return required ? CS_EINVAL : CS_OK;
 	}
-	return doc_url(doc, name, required, out);
+	return oidc_doc_url(doc, name, required, out);
 }
 
 /* The metadata from the configuration and doc (the discovered document, or
@@ -452,7 +408,7 @@ static enum cs_err meta_obtain(struct provider *p, struct provider_meta **out)
 		e = fetch_doc(url.data, &doc);
 		if (e == CS_ENOENT) {
 			buf_reset(&url);
-			if ((e = url_openid(p->issuer, &url)) != CS_OK)
+			if ((e = oidc_discovery_url(p->issuer, &url)) != CS_OK)
 				goto out;
 			e = fetch_doc(url.data, &doc);
 		}

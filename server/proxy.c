@@ -382,12 +382,7 @@ static enum cs_err paudit_in(struct store_conn *c, const struct proxy_call *call
     const struct audit_entry *what)
 {
 	struct audit_entry a = *what;
-	a.ts = call->now;
-	a.actor = call->actor;
-	a.subject = call->k->subject;
-	a.agent = call->k->agent;
-	a.resource = call->k->resource;
-	a.consent_id = call->k->id;
+	consent_audit_about(call->k, call->actor, call->now, &a);
 	return audit_append(c, &a);
 }
 

@@ -520,7 +520,8 @@ static bool value_ok(const struct param_spec *ps, const char *v, int64_t *num)
 static const char *params_validate(const struct route *rt, struct form *raw, struct http_request *req,
     char *why, size_t whylen)
 {
-	int tolerate_unknown = (rt->kind == ROUTE_OAUTH || rt->kind == ROUTE_PUBLIC);
+	int tolerate_unknown = (rt->kind == ROUTE_OAUTH || rt->kind == ROUTE_PUBLIC ||
+	    (rt->flags & ROUTE_UNKNOWN_IGNORED));
 	const struct param_spec *ps;
 	size_t at;
 	int member;

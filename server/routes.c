@@ -14,6 +14,7 @@
 #include "admin_pages.h"
 #include "app.h"
 #include "approval_pages.h"
+#include "authorize_pages.h"
 #include "consent_pages.h"
 #include "buf.h"
 #include "client_auth_api.h"
@@ -197,6 +198,35 @@ const struct route http_routes[] = {
 		/* One checkbox per position in the stored request: s0 .. s19. */
 		[CONSENT_PAGES_DECIDE_S] = { "s", 2, checkbox, PARAM_FAMILY(CONSENT_MAX_SCOPES) },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
+	/* --- the authorization endpoint of MCP clients (authorize_pages.c, issue #30) ---
+	 * GET /authorize: a page an OAuth client opens, so unknown parameters are
+	 * ignored (RFC 6749 §3.1); every value is judged by authz_check, which
+	 * answers the person or the client (the router's 400 page only for a
+	 * repeated or oversized one).  The session is read when there is one
+	 * (the sign-in comes at /authorize/{id}); it may wait on a client-id
+	 * URL's fetch (5 s at most), so it runs deferred. */
+	{ HTTP_GET, "/authorize", ROUTE_BROWSER, authorize_pages_start, {
+		[AUTHORIZE_P_RESPONSE_TYPE] = { "response_type", 64, NULL, 0 },
+		[AUTHORIZE_P_CLIENT_ID] = { "client_id", 2048, NULL, 0 },
+		[AUTHORIZE_P_REDIRECT_URI] = { "redirect_uri", 2048, NULL, 0 },
+		[AUTHORIZE_P_STATE] = { "state", 2048, NULL, 0 },
+		[AUTHORIZE_P_CODE_CHALLENGE] = { "code_challenge", 256, NULL, 0 },
+		[AUTHORIZE_P_CODE_CHALLENGE_METHOD] = { "code_challenge_method", 64, NULL, 0 },
+		[AUTHORIZE_P_SCOPE] = { "scope", 2048, NULL, 0 },
+		[AUTHORIZE_P_RESOURCE] = { "resource", 2048, NULL, 0 },
+		[AUTHORIZE_P_RESPONSE_MODE] = { "response_mode", 64, NULL, 0 },
+		[AUTHORIZE_P_REQUEST] = { "request", 8192, NULL, 0 },
+		[AUTHORIZE_P_REQUEST_URI] = { "request_uri", 2048, NULL, 0 },
+		[AUTHORIZE_P_DPOP_JKT] = { "dpop_jkt", 128, NULL, 0 },
+		[AUTHORIZE_P__MAX] = { NULL, 0, NULL, 0 } },
+	  ROUTE_UNKNOWN_IGNORED | ROUTE_DEFERRED, ROUTE_AUTH_SESSION_OPTIONAL, LIMIT_ADDRESS },
+	/* The request's own pages: the person signs in (and comes back here),
+	 * consents on /consent/{id}, and the done step answers the client. */
+	{ HTTP_GET, "/authorize/{id}", ROUTE_BROWSER, authorize_pages_ask, { { NULL, 0, NULL, 0 } },
+	  0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
+	{ HTTP_GET, "/authorize/{id}/done", ROUTE_BROWSER, authorize_pages_done,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
+	/* --- end of the authorization endpoint --- */
 	/* Admin pages (admin_pages.c), behind the admin gate (admin_pages_gate);
 	 * search values are bound parameters and escaped output, never patterns. */
 	{ HTTP_GET, "/admin", ROUTE_BROWSER, admin_pages_search, {

@@ -321,6 +321,70 @@ const unsigned char *store_col_raw_text(struct store_stmt *st, int i)
 int store_col_count(struct store_stmt *st) { return st->be->col_count(st); }
 const char *store_col_name(struct store_stmt *st, int i) { return st->be->col_name(st, i); }
 
+enum cs_err store_run_one(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n)
+{
+	enum cs_err e = store_run(c, sql, v, n);
+	if (e == CS_OK && store_changes(c) != 1)
+		e = CS_ENOENT;
+	return e;
+}
+
+enum cs_err store_run_changed(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, int *changed)
+{
+	enum cs_err e = store_run(c, sql, v, n);
+	if (e == CS_OK)
+		*changed = store_changes(c) > 0;
+	return e;
+}
+
+enum cs_err store_get_ints(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, int64_t *out, size_t nout)
+{
+	enum cs_err e;
+	struct store_stmt *st = query_nocopy(c, sql, v, n, &e);
+	if (st == NULL)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK)
+		for (size_t i = 0; i < nout; i++)
+			out[i] = store_col_int64(st, (int)i);
+	store_stmt_done(st);
+	return e;
+}
+
+enum cs_err store_aggregate(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, int64_t *out, size_t nout)
+{
+	enum cs_err e = store_get_ints(c, sql, v, n, out, nout);
+	return e == CS_ENOENT ? CS_EDB : e;   /* an aggregate always answers one row */
+}
+
+void store_row_clear(const struct store_row_type *t, void *row)
+{
+	if (row == NULL)
+		return;
+	if (t->clear != NULL) {
+		t->clear(row);
+		return;
+	}
+	char *block;
+	memcpy(&block, (unsigned char *)row + t->block, sizeof block);
+	free(block);
+	memset(row, 0, t->size);
+}
+
+/* t->read into row, zeroed first; a row whose read failed is cleared, so it
+ * holds nothing. */
+static enum cs_err read_row(struct store_stmt *st, const struct store_row_type *t, void *row)
+{
+	memset(row, 0, t->size);
+	enum cs_err e = t->read(st, row);
+	if (e != CS_OK)
+		store_row_clear(t, row);
+	return e;
+}
+
 enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n, const struct store_row_type *t, void *out)
 {
@@ -329,9 +393,18 @@ enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_
 	if (st == NULL)
 		return e;
 	if ((e = store_step(c, st)) == CS_OK)
-		e = t->read(st, out);
+		e = read_row(st, t, out);
 	store_stmt_done(st);
 	return e;
+}
+
+void store_rows_free(const struct store_row_type *t, void *rows, size_t n)
+{
+	if (rows == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		store_row_clear(t, (unsigned char *)rows + i * t->size);
+	free(rows);
 }
 
 enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
@@ -345,7 +418,7 @@ enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
 		goto out;
 	}
 	while (nv < max && (e = store_step(c, st)) == CS_OK) {
-		if ((e = t->read(st, v + nv * t->size)) != CS_OK)
+		if ((e = read_row(st, t, v + nv * t->size)) != CS_OK)
 			goto out;
 		nv++;
 	}
@@ -354,7 +427,7 @@ enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
 out:
 	store_stmt_done(st);
 	if (e != CS_OK) {
-		t->free(v, nv);
+		store_rows_free(t, v, nv);
 		return e;
 	}
 	if (nv == 0) {

@@ -55,29 +55,12 @@ static const char SQL_APPROVAL_LIST[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-void store_approval_row_clear(struct store_approval_row *r)
+/* Reads the current row of an APPROVAL_COLS statement into a zeroed row,
+ * its strings in one block (store_cols_text). */
+static enum cs_err read_approval(struct store_stmt *st, void *row)
 {
-	if (r == NULL)
-		return;
-	free(r->block);
-	memset(r, 0, sizeof *r);
-}
-
-void store_approval_rows_free(struct store_approval_row *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		store_approval_row_clear(&v[i]);
-	free(v);
-}
-
-/* Reads the current row of an APPROVAL_COLS statement, its strings in one
- * block (store_cols_text).  r is zeroed first and holds nothing on failure. */
-static enum cs_err read_approval(struct store_stmt *st, struct store_approval_row *r)
-{
+	struct store_approval_row *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 1, &r->consent_id, true },
@@ -88,7 +71,7 @@ static enum cs_err read_approval(struct store_stmt *st, struct store_approval_ro
 	    { 7, &r->parameters, true },
 	    { 8, &r->digest, true },
 	    { 9, &r->status, true }))) != CS_OK)
-		goto fail;
+		return e;
 	r->user_id = store_col_int64(st, 2);
 	r->created_at = store_col_int64(st, 10);
 	r->expires_at = store_col_int64(st, 11);
@@ -98,24 +81,20 @@ static enum cs_err read_approval(struct store_stmt *st, struct store_approval_ro
 	r->interval = store_col_int64(st, 15);
 	r->slow_downs = store_col_int64(st, 16);
 	return CS_OK;
-fail:
-	store_approval_row_clear(r);
-	return e;
 }
 
-static enum cs_err approval_row_read(struct store_stmt *st, void *row)
+static const struct store_row_type approval_rows =
+    STORE_ROW_BLOCK(struct store_approval_row, read_approval);
+
+void store_approval_row_clear(struct store_approval_row *r)
 {
-	return read_approval(st, row);
+	store_row_clear(&approval_rows, r);
 }
 
-static void approval_row_free(void *rows, size_t n)
+void store_approval_rows_free(struct store_approval_row *v, size_t n)
 {
-	store_approval_rows_free(rows, n);
+	store_rows_free(&approval_rows, v, n);
 }
-
-static const struct store_row_type approval_rows = {
-	sizeof(struct store_approval_row), approval_row_read, approval_row_free
-};
 
 /* --- reading ----------------------------------------------------------- */
 
@@ -142,34 +121,24 @@ enum cs_err store_approval_find_unused(struct store_conn *c, const char *consent
 enum cs_err store_approval_count_pending(struct store_conn *c, int64_t user_id, int64_t now,
     int64_t *count, int64_t *earliest)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_APPROVAL_COUNT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now)))) == CS_OK &&
-	    (e = store_step(c, st)) == CS_OK) {
-		*count = store_col_int64(st, 0);
-		*earliest = store_col_int64(st, 1);
+	int64_t v[2];
+	enum cs_err e = store_aggregate(c, SQL_APPROVAL_COUNT, STORE_VALS(SV_INT(user_id),
+	    SV_INT(now)), v, 2);
+	if (e == CS_OK) {
+		*count = v[0];
+		*earliest = v[1];
 	}
-	if (e == CS_ENOENT)
-		e = CS_EDB;                   /* an aggregate always answers one row */
-	store_stmt_done(st);
 	return e;
 }
 
 enum cs_err store_approval_consent_live(struct store_conn *c, const char *consent_id,
     int64_t now, int *live)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_APPROVAL_CONSENT_LIVE);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_TEXT(consent_id), SV_INT(now)))) == CS_OK &&
-	    (e = store_step(c, st)) == CS_OK)
-		*live = store_col_int64(st, 0) > 0;
-	if (e == CS_ENOENT)
-		e = CS_EDB;
-	store_stmt_done(st);
+	int64_t k;
+	enum cs_err e = store_aggregate(c, SQL_APPROVAL_CONSENT_LIVE, STORE_VALS(SV_TEXT(consent_id),
+	    SV_INT(now)), &k, 1);
+	if (e == CS_OK)
+		*live = k > 0;
 	return e;
 }
 
@@ -202,49 +171,26 @@ enum cs_err store_approval_insert(struct store_conn *c, const struct store_appro
 	    SV_INT(r->used_at), SV_INT(r->last_poll_at), SV_INT(r->interval)));
 }
 
-/* Runs a bound UPDATE that must touch exactly one row. */
-static enum cs_err exec_one(struct store_conn *c, struct store_stmt *st)
-{
-	enum cs_err e = store_exec(c, st);
-	if (e == CS_OK && store_changes(c) != 1)
-		e = CS_ENOENT;
-	return e;
-}
-
 enum cs_err store_approval_set_status(struct store_conn *c, const char *id, const char *from,
     const char *to, int64_t decided_at)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_APPROVAL_SET_STATUS, STORE_VALS(SV_TEXT(id),
-	    SV_TEXT(from), SV_TEXT(to), SV_INT(decided_at)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_APPROVAL_SET_STATUS, STORE_VALS(SV_TEXT(id), SV_TEXT(from),
+	    SV_TEXT(to), SV_INT(decided_at)));
 }
 
 enum cs_err store_approval_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
     int64_t interval, int slow_down)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_APPROVAL_POLL, STORE_VALS(SV_TEXT(id),
-	    SV_INT(last_poll_at), SV_INT(interval), SV_INT(slow_down ? 1 : 0)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_APPROVAL_POLL, STORE_VALS(SV_TEXT(id), SV_INT(last_poll_at),
+	    SV_INT(interval), SV_INT(slow_down ? 1 : 0)));
 }
 
 enum cs_err store_approval_use(struct store_conn *c, const char *id, int64_t ttl, int64_t now,
     int *changed)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_APPROVAL_USE, STORE_VALS(SV_TEXT(id), SV_INT(ttl),
-	    SV_INT(now)), &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	*changed = store_changes(c) == 1;
-	return CS_OK;
+	/* The id is the primary key: "changed a row" is "changed exactly one". */
+	return store_run_changed(c, SQL_APPROVAL_USE, STORE_VALS(SV_TEXT(id), SV_INT(ttl),
+	    SV_INT(now)), changed);
 }
 
 enum cs_err store_approval_cancel_for_consent(struct store_conn *c, const char *consent_id)

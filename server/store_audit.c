@@ -144,26 +144,19 @@ enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
 	return e;
 }
 
-static void audit_row_clear(struct store_audit_row *r)
+static void audit_row_clear(void *row)
 {
+	struct store_audit_row *r = row;
 	free(r->block);
 	free(r->link);
 	memset(r, 0, sizeof *r);
 }
 
-void store_audit_rows_free(struct store_audit_row *rows, size_t n)
+/* Reads the current row into a zeroed row (store_get, store_rows). */
+static enum cs_err audit_row_read(struct store_stmt *st, void *row)
 {
-	if (rows == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		audit_row_clear(&rows[i]);
-	free(rows);
-}
-
-static enum cs_err audit_row_read(struct store_stmt *st, struct store_audit_row *r)
-{
+	struct store_audit_row *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	r->seq = store_col_int64(st, 0);
 	r->ts = store_col_int64(st, 1);
 	/* None required: a damaged entry is read as it is, for verification to
@@ -181,26 +174,18 @@ static enum cs_err audit_row_read(struct store_stmt *st, struct store_audit_row 
 	    { 11, &r->detail, false },
 	    { 13, &r->master_kid, false }))) != CS_OK ||
 	    (e = col_blob_or_null(st, 12, &r->link, &r->link_len)) != CS_OK)
-		goto fail;
+		return e;
 	return CS_OK;
-fail:
-	audit_row_clear(r);
-	return e;
-}
-
-static enum cs_err audit_row_read_v(struct store_stmt *st, void *row)
-{
-	return audit_row_read(st, row);
-}
-
-static void audit_rows_free_v(void *rows, size_t n)
-{
-	store_audit_rows_free(rows, n);
 }
 
 static const struct store_row_type audit_rows = {
-	sizeof(struct store_audit_row), audit_row_read_v, audit_rows_free_v
+	.size = sizeof(struct store_audit_row), .read = audit_row_read, .clear = audit_row_clear
 };
+
+void store_audit_rows_free(struct store_audit_row *rows, size_t n)
+{
+	store_rows_free(&audit_rows, rows, n);
+}
 
 enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
     struct store_audit_row **out, size_t *n)

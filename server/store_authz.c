@@ -11,20 +11,25 @@
 #include "store_priv.h"
 
 #define REQUEST_COLS "id, client_id, redirect_uri, state, code_challenge, resource, scope, " \
-	"consent_request_id, user_id, created_at, expires_at"
+	"consent_request_id, user_id, created_at, expires_at, dpop_jkt"
 #define CODE_COLS "request_id, client_id, redirect_uri, code_challenge, resource, scope, " \
 	"consent_id, dpop_jkt, family_id, user_id, created_at, expires_at, used_at"
 
 /* user_id 0 ("not signed in yet") is stored as NULL: NULLIF, in both dialects. */
 static const char SQL_REQUEST_PUT[] =
     "INSERT INTO authz_requests (" REQUEST_COLS ") "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULLIF(?9, 0), ?10, ?11)";
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULLIF(?9, 0), ?10, ?11, ?12)";
 static const char SQL_REQUEST_GET[] =
     "SELECT " REQUEST_COLS " FROM authz_requests WHERE id = ?1 AND expires_at > ?2";
 /* SECURITY: bound once to a person; only that person binds it again. */
 static const char SQL_REQUEST_BIND[] =
     "UPDATE authz_requests SET user_id = ?2, consent_request_id = ?3 "
     "WHERE id = ?1 AND expires_at > ?4 AND (user_id IS NULL OR user_id = ?2)";
+/* The newest, should a consent request ever be recorded on two (each
+ * /authorize request binds its own; a merge may make them share one). */
+static const char SQL_REQUEST_BY_CONSENT[] =
+    "SELECT " REQUEST_COLS " FROM authz_requests WHERE consent_request_id = ?1 "
+    "AND expires_at > ?2 ORDER BY created_at DESC, id LIMIT 1";
 static const char SQL_REQUEST_DELETE[] = "DELETE FROM authz_requests WHERE id = ?1";
 
 static const char SQL_CODE_PUT[] =
@@ -45,14 +50,6 @@ static const char SQL_CODE_SET_FAMILY[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-void store_authz_request_clear(struct store_authz_request *r)
-{
-	if (r == NULL)
-		return;
-	free(r->block);
-	memset(r, 0, sizeof *r);
-}
-
 void store_authz_code_clear(struct store_authz_code *r)
 {
 	if (r == NULL)
@@ -61,11 +58,11 @@ void store_authz_code_clear(struct store_authz_code *r)
 	OPENSSL_cleanse(r, sizeof *r);
 }
 
+/* Reads the current row into a zeroed row (store_get, store_rows). */
 static enum cs_err request_read(struct store_stmt *st, void *row)
 {
 	struct store_authz_request *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 1, &r->client_id, true },
@@ -74,7 +71,8 @@ static enum cs_err request_read(struct store_stmt *st, void *row)
 	    { 4, &r->code_challenge, true },
 	    { 5, &r->resource, true },
 	    { 6, &r->scope, false },
-	    { 7, &r->consent_request_id, false }))) != CS_OK)
+	    { 7, &r->consent_request_id, false },
+	    { 11, &r->dpop_jkt, false }))) != CS_OK)
 		return e;
 	r->user_id = store_col_int64(st, 8);          /* NULL reads 0 */
 	r->created_at = store_col_int64(st, 9);
@@ -82,23 +80,18 @@ static enum cs_err request_read(struct store_stmt *st, void *row)
 	return CS_OK;
 }
 
-static void request_free(void *rows, size_t n)
-{
-	struct store_authz_request *r = rows;
-	for (size_t i = 0; i < n; i++)
-		store_authz_request_clear(&r[i]);
-	free(rows);
-}
+static const struct store_row_type request_rows =
+    STORE_ROW_BLOCK(struct store_authz_request, request_read);
 
-static const struct store_row_type request_rows = {
-	sizeof(struct store_authz_request), request_read, request_free
-};
+void store_authz_request_clear(struct store_authz_request *r)
+{
+	store_row_clear(&request_rows, r);
+}
 
 static enum cs_err code_read(struct store_stmt *st, void *row)
 {
 	struct store_authz_code *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->request_id, true },
 	    { 1, &r->client_id, true },
@@ -117,16 +110,13 @@ static enum cs_err code_read(struct store_stmt *st, void *row)
 	return CS_OK;
 }
 
-static void code_free(void *rows, size_t n)
+static void code_clear(void *row)
 {
-	struct store_authz_code *r = rows;
-	for (size_t i = 0; i < n; i++)
-		store_authz_code_clear(&r[i]);
-	free(rows);
+	store_authz_code_clear(row);
 }
 
 static const struct store_row_type code_rows = {
-	sizeof(struct store_authz_code), code_read, code_free
+	.size = sizeof(struct store_authz_code), .read = code_read, .clear = code_clear
 };
 
 /* --- pending requests ---------------------------------------------------- */
@@ -140,7 +130,8 @@ enum cs_err store_authz_request_put(struct store_conn *c, const struct store_aut
 	return store_run(c, SQL_REQUEST_PUT, STORE_VALS(SV_TEXT(r->id), SV_TEXT(r->client_id),
 	    SV_TEXT(r->redirect_uri), SV_TEXT(r->state), SV_TEXT(r->code_challenge),
 	    SV_TEXT(r->resource), SV_TEXT(r->scope), SV_TEXT(r->consent_request_id),
-	    SV_INT(r->user_id), SV_INT(r->created_at), SV_INT(r->expires_at)));
+	    SV_INT(r->user_id), SV_INT(r->created_at), SV_INT(r->expires_at),
+	    SV_TEXT(r->dpop_jkt)));
 }
 
 enum cs_err store_authz_request_get(struct store_conn *c, const char *id, int64_t now,
@@ -153,6 +144,20 @@ enum cs_err store_authz_request_get(struct store_conn *c, const char *id, int64_
 	if ((e = store_get(c, SQL_REQUEST_GET, STORE_VALS(SV_TEXT(id), SV_INT(now)),
 	    &request_rows, &r)) != CS_OK)
 		return e;                 /* a failed read left r empty */
+	*out = r;
+	return CS_OK;
+}
+
+enum cs_err store_authz_request_by_consent(struct store_conn *c, const char *consent_request_id,
+    int64_t now, struct store_authz_request *out)
+{
+	struct store_authz_request r;
+	enum cs_err e;
+	if (c == NULL || consent_request_id == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_get(c, SQL_REQUEST_BY_CONSENT, STORE_VALS(SV_TEXT(consent_request_id),
+	    SV_INT(now)), &request_rows, &r)) != CS_OK)
+		return e;
 	*out = r;
 	return CS_OK;
 }

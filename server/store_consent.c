@@ -121,46 +121,12 @@ static const char SQL_CREQ_LIST[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-void store_consent_row_clear(struct store_consent_row *r)
+/* Reads the current row of a CONSENT_COLS statement into a zeroed row, its
+ * strings in one block (store_cols_text). */
+static enum cs_err read_consent(struct store_stmt *st, void *row)
 {
-	if (r == NULL)
-		return;
-	free(r->block);
-	memset(r, 0, sizeof *r);
-}
-
-void store_consent_rows_free(struct store_consent_row *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		store_consent_row_clear(&v[i]);
-	free(v);
-}
-
-void store_creq_row_clear(struct store_creq_row *r)
-{
-	if (r == NULL)
-		return;
-	free(r->block);
-	memset(r, 0, sizeof *r);
-}
-
-void store_creq_rows_free(struct store_creq_row *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		store_creq_row_clear(&v[i]);
-	free(v);
-}
-
-/* Reads the current row of a CONSENT_COLS statement, its strings in one
- * block (store_cols_text).  r is zeroed first and holds nothing on failure. */
-static enum cs_err read_consent(struct store_stmt *st, struct store_consent_row *r)
-{
+	struct store_consent_row *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 2, &r->subject, true },
@@ -172,7 +138,7 @@ static enum cs_err read_consent(struct store_stmt *st, struct store_consent_row 
 	    { 12, &r->revoke_reason, false },
 	    { 13, &r->request_id, false },
 	    { 16, &r->reconnect_reason, false }))) != CS_OK)
-		goto fail;
+		return e;
 	r->user_id = store_col_int64(st, 1);
 	r->offline = store_col_int(st, 7) != 0;
 	r->created_at = store_col_int64(st, 8);
@@ -181,15 +147,13 @@ static enum cs_err read_consent(struct store_stmt *st, struct store_consent_row 
 	r->reconnect_required = store_col_int(st, 14) != 0;
 	r->last_used_at = store_col_int64(st, 15);
 	return CS_OK;
-fail:
-	store_consent_row_clear(r);
-	return e;
 }
 
-static enum cs_err read_creq(struct store_stmt *st, struct store_creq_row *r)
+/* The same of a CREQ_COLS statement. */
+static enum cs_err read_creq(struct store_stmt *st, void *row)
 {
+	struct store_creq_row *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 0, &r->id, true },
 	    { 2, &r->subject, true },
@@ -201,7 +165,7 @@ static enum cs_err read_creq(struct store_stmt *st, struct store_creq_row *r)
 	    { 8, &r->status, true },
 	    { 14, &r->consent_id, false },
 	    { 15, &r->narrowed, false }))) != CS_OK)
-		goto fail;
+		return e;
 	r->user_id = store_col_int64(st, 1);
 	r->created_at = store_col_int64(st, 9);
 	r->expires_at = store_col_int64(st, 10);
@@ -211,38 +175,31 @@ static enum cs_err read_creq(struct store_stmt *st, struct store_creq_row *r)
 	r->cooldown_lifted_at = store_col_int64(st, 16);
 	r->slow_downs = store_col_int64(st, 17);
 	return CS_OK;
-fail:
-	store_creq_row_clear(r);
-	return e;
 }
 
-static enum cs_err consent_row_read(struct store_stmt *st, void *row)
+static const struct store_row_type consent_rows =
+    STORE_ROW_BLOCK(struct store_consent_row, read_consent);
+static const struct store_row_type creq_rows = STORE_ROW_BLOCK(struct store_creq_row, read_creq);
+
+void store_consent_row_clear(struct store_consent_row *r)
 {
-	return read_consent(st, row);
+	store_row_clear(&consent_rows, r);
 }
 
-static void consent_row_free(void *rows, size_t n)
+void store_creq_row_clear(struct store_creq_row *r)
 {
-	store_consent_rows_free(rows, n);
+	store_row_clear(&creq_rows, r);
 }
 
-static const struct store_row_type consent_rows = {
-	sizeof(struct store_consent_row), consent_row_read, consent_row_free
-};
-
-static enum cs_err creq_row_read(struct store_stmt *st, void *row)
+void store_consent_rows_free(struct store_consent_row *v, size_t n)
 {
-	return read_creq(st, row);
+	store_rows_free(&consent_rows, v, n);
 }
 
-static void creq_row_free(void *rows, size_t n)
+void store_creq_rows_free(struct store_creq_row *v, size_t n)
 {
-	store_creq_rows_free(rows, n);
+	store_rows_free(&creq_rows, v, n);
 }
-
-static const struct store_row_type creq_rows = {
-	sizeof(struct store_creq_row), creq_row_read, creq_row_free
-};
 
 /* --- consents ---------------------------------------------------------- */
 
@@ -270,15 +227,8 @@ enum cs_err store_consent_insert(struct store_conn *c, const struct store_consen
 enum cs_err store_consent_set_revoked(struct store_conn *c, const char *id, int64_t now,
     const char *by, const char *reason, int *changed)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CONSENT_REVOKE, STORE_VALS(SV_TEXT(id),
-	    SV_INT(now), SV_TEXT(by), SV_TEXT(reason)), &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	*changed = store_changes(c) > 0;
-	return CS_OK;
+	return store_run_changed(c, SQL_CONSENT_REVOKE, STORE_VALS(SV_TEXT(id), SV_INT(now),
+	    SV_TEXT(by), SV_TEXT(reason)), changed);
 }
 
 /* One "UPDATE ... SET revoked_at = ?2 WHERE consent_id = ?1" statement. */
@@ -313,31 +263,19 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 enum cs_err store_consent_set_reconnect(struct store_conn *c, const char *id,
     const char *reason, int *changed)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CONSENT_RECONNECT, STORE_VALS(SV_TEXT(id),
-	    SV_TEXT(reason)), &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	*changed = store_changes(c) > 0;
-	return CS_OK;
+	return store_run_changed(c, SQL_CONSENT_RECONNECT, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(reason)), changed);
 }
 
 enum cs_err store_consent_count_health(struct store_conn *c, int64_t now, int64_t *ok,
     int64_t *broken)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CONSENT_COUNT_HEALTH, STORE_VALS(SV_INT(now)), &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_step(c, st)) == CS_OK) {
-		*ok = store_col_int64(st, 0);
-		*broken = store_col_int64(st, 1);
+	int64_t v[2];
+	enum cs_err e = store_aggregate(c, SQL_CONSENT_COUNT_HEALTH, STORE_VALS(SV_INT(now)), v, 2);
+	if (e == CS_OK) {
+		*ok = v[0];
+		*broken = v[1];
 	}
-	if (e == CS_ENOENT)
-		e = CS_EDB;                   /* an aggregate always answers one row */
-	store_stmt_done(st);
 	return e;
 }
 
@@ -367,17 +305,8 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 enum cs_err store_consent_count_states(struct store_conn *c, int64_t now,
     int64_t out[STORE_CONSENT_STATE__MAX])
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CONSENT_COUNT_STATES, STORE_VALS(SV_INT(now)), &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_step(c, st)) == CS_OK)
-		for (int i = 0; i < STORE_CONSENT_STATE__MAX; i++)
-			out[i] = store_col_int64(st, i);
-	if (e == CS_ENOENT)
-		e = CS_EDB;                   /* an aggregate always answers one row */
-	store_stmt_done(st);
-	return e;
+	return store_aggregate(c, SQL_CONSENT_COUNT_STATES, STORE_VALS(SV_INT(now)), out,
+	    STORE_CONSENT_STATE__MAX);
 }
 
 /* --- consent requests -------------------------------------------------- */
@@ -397,49 +326,32 @@ enum cs_err store_creq_pending(struct store_conn *c, int64_t user_id, const char
 enum cs_err store_creq_last_denied(struct store_conn *c, int64_t user_id, const char *agent,
     const char *resource, int64_t *decided_at, int64_t *lifted_at)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_CREQ_LAST_DENIED);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_TEXT(agent),
-	    SV_TEXT(resource)))) == CS_OK &&
-	    (e = store_step(c, st)) == CS_OK) {
-		*decided_at = store_col_int64(st, 0);
-		*lifted_at = store_col_int64(st, 1);
+	int64_t v[2];
+	enum cs_err e = store_get_ints(c, SQL_CREQ_LAST_DENIED, STORE_VALS(SV_INT(user_id),
+	    SV_TEXT(agent), SV_TEXT(resource)), v, 2);
+	if (e == CS_OK) {
+		*decided_at = v[0];
+		*lifted_at = v[1];
 	}
-	store_stmt_done(st);
 	return e;
 }
 
 enum cs_err store_creq_lift_cooldown(struct store_conn *c, const char *id, int64_t now,
     int *changed)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CREQ_LIFT, STORE_VALS(SV_TEXT(id), SV_INT(now)),
-	    &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	*changed = store_changes(c) > 0;
-	return CS_OK;
+	return store_run_changed(c, SQL_CREQ_LIFT, STORE_VALS(SV_TEXT(id), SV_INT(now)), changed);
 }
 
 enum cs_err store_creq_count_pending(struct store_conn *c, int64_t user_id, int64_t now,
     int64_t *count, int64_t *earliest)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_CREQ_COUNT);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now)))) == CS_OK &&
-	    (e = store_step(c, st)) == CS_OK) {
-		*count = store_col_int64(st, 0);
-		*earliest = store_col_int64(st, 1);
+	int64_t v[2];
+	enum cs_err e = store_aggregate(c, SQL_CREQ_COUNT, STORE_VALS(SV_INT(user_id), SV_INT(now)),
+	    v, 2);
+	if (e == CS_OK) {
+		*count = v[0];
+		*earliest = v[1];
 	}
-	if (e == CS_ENOENT)
-		e = CS_EDB;                   /* an aggregate always answers one row */
-	store_stmt_done(st);
 	return e;
 }
 
@@ -453,56 +365,30 @@ enum cs_err store_creq_insert(struct store_conn *c, const struct store_creq_row 
 	    SV_TEXT(r->consent_id)));
 }
 
-/* Runs a bound UPDATE that must touch exactly one pending row. */
-static enum cs_err exec_one(struct store_conn *c, struct store_stmt *st)
-{
-	enum cs_err e = store_exec(c, st);
-	if (e == CS_OK && store_changes(c) != 1)
-		e = CS_ENOENT;
-	return e;
-}
-
 enum cs_err store_creq_decide(struct store_conn *c, const char *id, const char *status,
     int64_t decided_at, const char *consent_id)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CREQ_DECIDE, STORE_VALS(SV_TEXT(id),
-	    SV_TEXT(status), SV_INT(decided_at), SV_TEXT(consent_id)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_CREQ_DECIDE, STORE_VALS(SV_TEXT(id), SV_TEXT(status),
+	    SV_INT(decided_at), SV_TEXT(consent_id)));
 }
 
 enum cs_err store_creq_merge(struct store_conn *c, const char *id, const char *scopes,
     const char *reason)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CREQ_MERGE, STORE_VALS(SV_TEXT(id),
-	    SV_TEXT(scopes), SV_TEXT(reason)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_CREQ_MERGE, STORE_VALS(SV_TEXT(id), SV_TEXT(scopes),
+	    SV_TEXT(reason)));
 }
 
 enum cs_err store_creq_set_narrowed(struct store_conn *c, const char *id, const char *dropped)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CREQ_NARROWED, STORE_VALS(SV_TEXT(id),
-	    SV_TEXT(dropped)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_CREQ_NARROWED, STORE_VALS(SV_TEXT(id), SV_TEXT(dropped)));
 }
 
 enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_poll_at,
     int64_t interval, int slow_down)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CREQ_POLL, STORE_VALS(SV_TEXT(id),
-	    SV_INT(last_poll_at), SV_INT(interval), SV_INT(slow_down ? 1 : 0)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_CREQ_POLL, STORE_VALS(SV_TEXT(id), SV_INT(last_poll_at),
+	    SV_INT(interval), SV_INT(slow_down ? 1 : 0)));
 }
 
 /* A listing of requests: st bound, its ?3 (the limit) CREQ_LIST_MAX. */

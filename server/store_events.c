@@ -59,27 +59,11 @@ static const char SQL_EVENTS_COUNT[] =
     "coalesce(sum(CASE WHEN delivered_at = 0 AND attempts > 0 THEN 1 ELSE 0 END), 0), "
     "coalesce(sum(CASE WHEN delivered_at <> 0 THEN 1 ELSE 0 END), 0) FROM events_outbox";
 
-void store_event_row_clear(struct store_event_row *r)
+/* Reads the current row into a zeroed row, its strings in one block. */
+static enum cs_err read_event(struct store_stmt *st, void *row)
 {
-	if (r == NULL)
-		return;
-	free(r->block);
-	memset(r, 0, sizeof *r);
-}
-
-void store_event_rows_free(struct store_event_row *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		store_event_row_clear(&v[i]);
-	free(v);
-}
-
-static enum cs_err read_event(struct store_stmt *st, struct store_event_row *r)
-{
+	struct store_event_row *r = row;
 	enum cs_err e;
-	memset(r, 0, sizeof *r);
 	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
 	    { 1, &r->jti, true },
 	    { 2, &r->consent_id, true },
@@ -90,7 +74,7 @@ static enum cs_err read_event(struct store_stmt *st, struct store_event_row *r)
 	    { 7, &r->reason, false },
 	    { 13, &r->last_error, false },
 	    { 14, &r->kind, true }))) != CS_OK)
-		goto fail;
+		return e;
 	r->id = store_col_int64(st, 0);
 	r->created_at = store_col_int64(st, 8);
 	r->attempts = store_col_int64(st, 9);
@@ -98,24 +82,19 @@ static enum cs_err read_event(struct store_stmt *st, struct store_event_row *r)
 	r->delivered_at = store_col_int64(st, 11);
 	r->last_status = store_col_int64(st, 12);
 	return CS_OK;
-fail:
-	store_event_row_clear(r);
-	return e;
 }
 
-static enum cs_err event_row_read(struct store_stmt *st, void *row)
+static const struct store_row_type event_rows = STORE_ROW_BLOCK(struct store_event_row, read_event);
+
+void store_event_row_clear(struct store_event_row *r)
 {
-	return read_event(st, row);
+	store_row_clear(&event_rows, r);
 }
 
-static void event_row_free(void *rows, size_t n)
+void store_event_rows_free(struct store_event_row *v, size_t n)
 {
-	store_event_rows_free(rows, n);
+	store_rows_free(&event_rows, v, n);
 }
-
-static const struct store_row_type event_rows = {
-	sizeof(struct store_event_row), event_row_read, event_row_free
-};
 
 /* Steps a bound row query into at most max rows; clears the statement. */
 static enum cs_err read_rows(struct store_conn *c, struct store_stmt *st, size_t max,

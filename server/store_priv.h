@@ -123,16 +123,26 @@ struct store_text_col {
  * every out are NULL. */
 enum cs_err store_cols_text(struct store_stmt *st, char **block, const struct store_text_col *cols,
     size_t n) CS_MUST_CHECK;
-/* A kind of row store_rows reads: its size, how one is read (leaving nothing
- * allocated in its row when it fails) and how n of them are released. */
+/* A kind of row store_get and store_rows read: its size, how one is read
+ * (into a row they have zeroed; they clear a row whose read failed) and how
+ * one is cleared (store_row_clear). */
 struct store_row_type {
 	size_t        size;
 	enum cs_err (*read)(struct store_stmt *st, void *row);
-	void        (*free)(void *rows, size_t n);
+	void        (*clear)(void *row);     /* NULL: the row holds only its block */
+	size_t        block;                 /* with clear NULL: offsetof the row's char *block */
 };
+/* The row type of T, read by read, whose only allocation is its member
+ * `char *block` (store_cols_text) and holds no secret. */
+#define STORE_ROW_BLOCK(T, read) { sizeof(T), (read), NULL, offsetof(T, block) }
+/* Releases what row holds and zeroes it: t->clear, or else frees its block;
+ * NULL-safe. */
+void store_row_clear(const struct store_row_type *t, void *row);
+/* store_row_clear on rows[0 .. n-1], then frees the array; NULL-safe. */
+void store_rows_free(const struct store_row_type *t, void *rows, size_t n);
 /* Steps a bound query into a calloc'd array of at most max rows of type t;
  * always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On an
- * error the rows read so far are released with t->free. */
+ * error the rows read so far are released (store_rows_free). */
 enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
 /* store_query, one step and t->read into *out (a single row of type t);
@@ -140,6 +150,22 @@ enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
  * untouched); after a failed read *out is left zeroed. */
 enum cs_err store_get(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n, const struct store_row_type *t, void *out) CS_MUST_CHECK;
+/* store_query, one step, and the row's columns 0 .. nout-1 as integers into
+ * out[0 .. nout-1]; always finishes the statement.  CS_ENOENT when there is
+ * no row (out untouched). */
+enum cs_err store_get_ints(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, int64_t *out, size_t nout) CS_MUST_CHECK;
+/* store_get_ints for an aggregate (count, sum), which always answers one
+ * row: no row is CS_EDB. */
+enum cs_err store_aggregate(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, int64_t *out, size_t nout) CS_MUST_CHECK;
+/* store_run for an UPDATE of one row: CS_ENOENT unless it changed exactly
+ * one. */
+enum cs_err store_run_one(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n) CS_MUST_CHECK;
+/* store_run that tells whether it changed a row: *changed written on CS_OK. */
+enum cs_err store_run_changed(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n, int *changed) CS_MUST_CHECK;
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);

@@ -287,19 +287,11 @@ void store_vault_outbox_clear(struct store_vault_outbox *o)
 	memset(o, 0, sizeof *o);
 }
 
-void store_vault_outbox_free(struct store_vault_outbox *v, size_t n)
+/* Reads the current row into a zeroed row (store_rows). */
+static enum cs_err read_outbox(struct store_stmt *st, void *row)
 {
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		store_vault_outbox_clear(&v[i]);
-	free(v);
-}
-
-static enum cs_err read_outbox(struct store_stmt *st, struct store_vault_outbox *o)
-{
+	struct store_vault_outbox *o = row;
 	enum cs_err e;
-	memset(o, 0, sizeof *o);
 	if ((e = store_cols_text(st, &o->block, STORE_TEXT_COLS(
 	    { 1, &o->record_id, true },
 	    { 2, &o->consent_id, true },
@@ -308,12 +300,10 @@ static enum cs_err read_outbox(struct store_stmt *st, struct store_vault_outbox 
 	    { 8, &o->master_kid, true }))) != CS_OK ||
 	    (e = col_blob_null(st, 6, &o->access_sealed, &o->access_sealed_len)) != CS_OK ||
 	    (e = col_blob_null(st, 7, &o->refresh_sealed, &o->refresh_sealed_len)) != CS_OK)
-		goto fail;
+		return e;
 	/* Defensive: a NOT NULL column that comes back NULL means a damaged database. */
-	if (o->access_sealed == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
+	if (o->access_sealed == NULL)
+		return CS_EDB;
 	o->id = store_col_int64(st, 0);
 	o->user_id = store_col_int64(st, 3);
 	o->access_expires_at = store_col_int64(st, 9);
@@ -323,24 +313,21 @@ static enum cs_err read_outbox(struct store_stmt *st, struct store_vault_outbox 
 	o->refresh_revoked = store_col_int(st, 13) != 0;
 	o->access_revoked = store_col_int(st, 14) != 0;
 	return CS_OK;
-fail:
-	store_vault_outbox_clear(o);
-	return e;
 }
 
-static enum cs_err outbox_row_read(struct store_stmt *st, void *row)
+static void clear_outbox(void *row)
 {
-	return read_outbox(st, row);
-}
-
-static void outbox_row_free(void *rows, size_t n)
-{
-	store_vault_outbox_free(rows, n);
+	store_vault_outbox_clear(row);
 }
 
 static const struct store_row_type outbox_rows = {
-	sizeof(struct store_vault_outbox), outbox_row_read, outbox_row_free
+	.size = sizeof(struct store_vault_outbox), .read = read_outbox, .clear = clear_outbox
 };
+
+void store_vault_outbox_free(struct store_vault_outbox *v, size_t n)
+{
+	store_rows_free(&outbox_rows, v, n);
+}
 
 enum cs_err store_vault_outbox_claim(struct store_conn *c, int64_t now, int64_t lease,
     size_t max, struct store_vault_outbox **out, size_t *n)

@@ -9,7 +9,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "audit.h"
 #include "b64.h"
@@ -79,24 +78,8 @@ static enum cs_err decide_in_tx(struct store_conn *c, const struct config *cfg,
 	return e != CS_OK ? e : decide_err(o);
 }
 
-/* A fresh record id: 22 base64url characters, never containing "eyJ" (the
- * audit log refuses what looks like a JWT). */
-enum cs_err vault_record_id_new(char out[VAULT_RECORD_ID_LEN + 1])
-{
-	unsigned char r[16];
-	char tmp[32];
-	for (int tries = 0; tries < 16; tries++) {
-		if (RAND_bytes(r, sizeof r) != 1)
-			return CS_ECRYPTO;
-		if (b64url_encode(r, sizeof r, tmp, sizeof tmp) != CS_OK)
-			return CS_ETOOBIG;
-		if (strlen(tmp) == RECORD_ID_LEN && strstr(tmp, "eyJ") == NULL) {
-			memcpy(out, tmp, RECORD_ID_LEN + 1);
-			return CS_OK;
-		}
-	}
-	return CS_ECRYPTO;
-}
+/* Record ids are b64url_random_id's. */
+_Static_assert(VAULT_RECORD_ID_LEN == B64URL_ID_LEN, "VAULT_RECORD_ID_LEN is B64URL_ID_LEN");
 
 /* PKCE S256 (RFC 7636 §4.2): BASE64URL(SHA256(ASCII(code_verifier))). */
 static enum cs_err pkce_challenge(const char *verifier, char out[64])
@@ -146,6 +129,22 @@ void vault_begin_clear(struct vault_begin *b)
 	memset(b, 0, sizeof *b);
 }
 
+/* Ends the transaction of a decision made with the connection: commits it
+ * (rolled back when the commit fails), counts the approval and hands the new
+ * consent's id over from *nid to *new_id. */
+static enum cs_err commit_decided(const struct cx *x, char **nid, char **new_id)
+{
+	enum cs_err e = store_commit(x->c);
+	if (e != CS_OK) {
+		store_rollback(x->c);
+		return e;
+	}
+	metrics_inc(M_CONSENT_REQUESTS, "approved");   /* decided with the connection */
+	*new_id = *nid;
+	*nid = NULL;
+	return CS_OK;
+}
+
 /* The record of live consent k moves to the new consent the decision makes,
  * in one transaction (flow B's exception).  *o is the decision's outcome;
  * nothing is written unless it is CONSENT_DECIDED (then *new_id). */
@@ -193,12 +192,8 @@ static enum cs_err move_record(const struct cx *x, const struct consent_request 
 	    .resource = r->resource, .scopes = rec.provider_scopes, .consent_id = nid,
 	    .request_id = r->id, .outcome = "ok", .detail = detail })) != CS_OK)
 		goto out;
-	if ((e = store_commit(x->c)) != CS_OK)
-		goto out;
 	in_tx = false;
-	metrics_inc(M_CONSENT_REQUESTS, "approved");   /* decided with the connection */
-	*new_id = nid;
-	nid = NULL;
+	e = commit_decided(x, &nid, new_id);
 out:
 	if (in_tx)
 		store_rollback(x->c);
@@ -787,7 +782,7 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	enum health_reason why = HEALTH_UNKNOWN;
 
 	memset(&rec, 0, sizeof rec);
-	if ((e = vault_record_id_new(rid)) != CS_OK || (e = store_begin(x->c)) != CS_OK)
+	if ((e = b64url_random_id(rid)) != CS_OK || (e = store_begin(x->c)) != CS_OK)
 		return e;
 	in_tx = true;
 	/* The consent this one replaces: when its connection needed the person,
@@ -830,13 +825,10 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	    (e = audit_append(x->c, &(struct audit_entry){ .ts = now, .actor = x->who->actor,
 	    .action = "vault.connected", .subject = r->subject, .agent = r->agent,
 	    .resource = r->resource, .scopes = w->g_s, .consent_id = nid, .request_id = r->id,
-	    .outcome = outcome_names[o], .detail = detail })) != CS_OK ||
-	    (e = store_commit(x->c)) != CS_OK)
+	    .outcome = outcome_names[o], .detail = detail })) != CS_OK)
 		goto out;
 	in_tx = false;
-	metrics_inc(M_CONSENT_REQUESTS, "approved");   /* decided with the connection */
-	*new_id = nid;
-	nid = NULL;
+	e = commit_decided(x, &nid, new_id);
 out:
 	if (in_tx)
 		store_rollback(x->c);

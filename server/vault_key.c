@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "b64.h"
 #include "store_vault.h"
 #include "vault_key.h"
 #include "vault_priv.h"
@@ -79,7 +80,7 @@ static enum cs_err key_write(struct vault *v, struct store_conn *c, const struct
 	memset(&rec, 0, sizeof rec);
 	e = store_vault_record_by_consent(c, k->id, &cur);
 	if (e == CS_ENOENT) {
-		if ((e = vault_record_id_new(rid)) != CS_OK)
+		if ((e = b64url_random_id(rid)) != CS_OK)
 			goto out;
 	} else if (e != CS_OK) {
 		goto out;

@@ -73,11 +73,8 @@ enum cs_err vault_open_pair(const struct master_key *mk, const struct vault_aad 
 enum cs_err vault_record_open(const struct master_key *mk, const struct store_vault_record *rec,
     const struct consent *k, char **access, char **refresh) CS_MUST_CHECK;
 
-/* A fresh record id (vault_connect.c): VAULT_RECORD_ID_LEN base64url
- * characters of 16 random bytes, never containing "eyJ" (the audit log
- * refuses what looks like a JWT).  CS_ECRYPTO when the RNG fails. */
+/* A record id is b64url_random_id's (vault_connect.c checks the length). */
 #define VAULT_RECORD_ID_LEN 22
-enum cs_err vault_record_id_new(char out[VAULT_RECORD_ID_LEN + 1]) CS_MUST_CHECK;
 
 /* Best-effort RFC 7009 revocation of tokens that must not live (more scopes
  * than asked, a failed transaction): refresh token first, then access token. */

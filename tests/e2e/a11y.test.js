@@ -10,7 +10,8 @@
 // request, the approval page and its done page, /me, the admin search, a consent's page, the
 // confirmation of one revocation (and its refusal of a blank reason), the chain's check, the
 // bulk confirmation and its result, the audit log, the admin pages' refusal of a person, the
-// page after signing out, and the 404 and 400 error pages.
+// page after signing out, the 404 and 400 error pages, and an MCP client's consent page
+// (reached through /authorize) with the refusal page of /authorize.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import AxeBuilder from '@axe-core/playwright';
@@ -22,6 +23,9 @@ const FAILING = new Set(['serious', 'critical']);
 const CONFIG = {
   'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
   oidc: { scopes: 'openid profile email groups' },
+  // An MCP client (issue #30): its sign-in reaches the consent page through /authorize.
+  'client.ide': { name: 'Example IDE', redirect_uris: 'http://127.0.0.1/callback' },
+  'mcp.notes': { resource: 'notes' },
 };
 const details = (params) => JSON.stringify([{ type: 'agent_action', action: 'create_issue', parameters: params }]);
 
@@ -103,6 +107,19 @@ test('the consent page, and the 409 page when the request changed under it', () 
   await check('consent done', { status: 200 });
   const g = await pollExchange(v.gw, { ...notesAsk, scope: 'read write' });
   assert.equal(g.status, 200, g.text);
+}));
+
+test("an MCP client's consent page, and /authorize's refusal page", () => pages(async (check) => {
+  const q = new URLSearchParams({ response_type: 'code', client_id: 'ide', redirect_uri: 'http://127.0.0.1:40123/callback',
+    state: 's', code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256',
+    resource: `${v.url}/mcp/notes`, scope: 'read' });
+  await page.goto(`${v.url}/authorize?${q}`);
+  await signIn('alice');                 // signed in already: the session is reused
+  await page.waitForSelector('#client-loopback');
+  await check('consent page (MCP client)', { status: 200 });
+  q.set('redirect_uri', 'https://evil.example/callback');
+  await page.goto(`${v.url}/authorize?${q}`);
+  await check('authorize refused', { status: 400 });
 }));
 
 test('a request for another account', () => pages(async (check) => {
@@ -204,7 +221,7 @@ test('every page kind was checked', (t) => {
     'consent done', 'consent for another account', 'consent done (provider connected)', 'approval page',
     'approval done', '/me', 'admin refused (not an administrator)', 'signed out', '404 page', '400 page', 'admin search', 'admin consent', 'admin revoke confirmation',
     'admin revoke confirmation, reason missing', 'admin audit log', 'admin audit verified',
-    'admin bulk confirmation', 'admin bulk done']) {
+    'admin bulk confirmation', 'admin bulk done', 'consent page (MCP client)', 'authorize refused']) {
     assert.ok(labels.includes(want), `not checked: ${want}`);
   }
   t.diagnostic(`${checked.length} pages checked: ${labels.join(', ')}`);

@@ -8,12 +8,17 @@
  * matches the registered one; nothing is redirected before client_id and
  * redirect_uri passed; AUTHZ_OK means S256 with a 43-character challenge and
  * the one known resource; a redirect URI always matches itself; the response
- * URL starts with the redirect URI and ends with the issuer. */
+ * URL starts with the redirect URI and ends with the issuer.  The
+ * authorization leg's own readers (authz_flow.h) see the same fields: the
+ * redirect URI's host (shown on the consent page) fits and is a part of the
+ * URI; a dpop_jkt is accepted only at 43 base64url characters. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "authorize.h"
+#include "authz_flow.h"
 #include "buf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -75,6 +80,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(authz_redirect_matches(reg, f[1]) == authz_redirect_matches(reg, f[1]));
 	if (f[9] != NULL && f[4] != NULL)
 		(void)authz_pkce_verify(f[9], f[4]);
+	for (size_t i = 0; i < 2; i++) {
+		const char *u = i == 0 ? reg : f[1];
+		char host[64];
+		bool loop;
+		if (u != NULL && authz_flow_uri_host(u, host, sizeof host, &loop) == CS_OK) {
+			CHECK(host[0] != '\0' && strlen(host) < sizeof host);
+			CHECK(strstr(u, host) != NULL);
+			CHECK(!loop || strcmp(host, "127.0.0.1") == 0 || strcmp(host, "::1") == 0 ||
+			    strcasecmp(host, "localhost") == 0);
+		}
+	}
+	if (f[3] != NULL && authz_flow_jkt_valid(f[3]))
+		CHECK(strlen(f[3]) == AUTHZ_FLOW_JKT_LEN);
 	free(copy);
 	return 0;
 }

@@ -31,13 +31,17 @@ const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'tr
 
 // The routes of server/routes.c whose clients are machines: ROUTE_OAUTH (the
 // gateway), ROUTE_PUBLIC and ROUTE_API (the admin JSON API).  The person's
-// pages (ROUTE_BROWSER) answer HTML and are documented in the README.  The
+// pages (ROUTE_BROWSER) answer HTML and are documented in the README, but for a
+// page an OAuth client sends the browser to with its own parameters (/authorize:
+// ROUTE_UNKNOWN_IGNORED), which is a client's contract too.  The
 // proxy's trailing {rest*} (the raw rest of the path) is {path} in OpenAPI.
 function machineRoutes() {
   const src = read('server', 'routes.c');
   const out = [];
   for (const m of src.matchAll(/\{\s*HTTP_([A-Z]+)\s*,\s*"([^"]+)"\s*,\s*(ROUTE_[A-Z]+)\s*,/g)) {
-    if (!['ROUTE_OAUTH', 'ROUTE_PUBLIC', 'ROUTE_API'].includes(m[3])) continue;
+    const entry = src.slice(m.index, src.indexOf('LIMIT_', m.index));
+    const clientPage = m[3] === 'ROUTE_BROWSER' && entry.includes('ROUTE_UNKNOWN_IGNORED');
+    if (!['ROUTE_OAUTH', 'ROUTE_PUBLIC', 'ROUTE_API'].includes(m[3]) && !clientPage) continue;
     out.push({ method: m[1].toLowerCase(), path: m[2].replace('{rest*}', '{path}') });
   }
   return out;

@@ -132,6 +132,23 @@ START_TEST(test_b64_decode_alloc_terminates)
 }
 END_TEST
 
+/* The ids of consents, requests, approvals and vault records: 22 characters
+ * of the alphabet, never "eyJ" (audit.c refuses what looks like a JWT), and
+ * fresh each time. */
+START_TEST(test_b64_random_id_shape)
+{
+	char a[B64URL_ID_LEN + 1], b[B64URL_ID_LEN + 1];
+	for (int i = 0; i < 200; i++) {
+		ck_assert_int_eq(b64url_random_id(a), CS_OK);
+		ck_assert_uint_eq(strlen(a), B64URL_ID_LEN);
+		ck_assert(b64url_valid(a, strlen(a)));
+		ck_assert_ptr_null(strstr(a, "eyJ"));
+	}
+	ck_assert_int_eq(b64url_random_id(b), CS_OK);
+	ck_assert_str_ne(a, b);
+}
+END_TEST
+
 static Suite *b64_suite(void)
 {
 	Suite *s = suite_create("b64");
@@ -145,6 +162,7 @@ static Suite *b64_suite(void)
 	tcase_add_test(tc, test_b64_decode_cap);
 	tcase_add_test(tc, test_b64_decode_unused_bits);
 	tcase_add_test(tc, test_b64_decode_alloc_terminates);
+	tcase_add_test(tc, test_b64_random_id_shape);
 	suite_add_tcase(s, tc);
 	return s;
 }

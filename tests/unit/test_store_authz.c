@@ -134,6 +134,7 @@ START_TEST(test_store_authz_request_round_trip)
 	ck_assert_str_eq(r.state, "xyz");
 	ck_assert_str_eq(r.scope, "notes:read notes:write");
 	ck_assert_ptr_null(r.consent_request_id);
+	ck_assert_ptr_null(r.dpop_jkt);
 	ck_assert_int_eq(r.user_id, 0);
 	ck_assert_int_eq(r.created_at, T0);
 	ck_assert_int_eq(r.expires_at, T0 + 600);
@@ -208,6 +209,51 @@ START_TEST(test_store_authz_request_bind_one_person)
 	ck_assert_int_eq(store_authz_request_bind(f.c, "unknown-id-0123456789a", f.alice, NULL, T0),
 	    CS_ENOENT);
 	ck_assert_int_eq(store_authz_request_bind(f.c, in.id, 0, NULL, T0), CS_EINVAL);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The DPoP key a request names (RFC 9449 §10, migration 0023) comes back
+ * as put, and a request is found by the consent request it led to: the
+ * newest bound to it, only while unexpired, never by another id. */
+START_TEST(test_store_authz_request_by_consent)
+{
+	struct fixture f;
+	struct store_authz_request r;
+	fx_init(&f);
+	struct store_authz_request in = request("AAAAAAAAAAAAAAAAAAAAAA", T0 + 600);
+	in.dpop_jkt = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I";
+	ck_assert_int_eq(store_authz_request_put(f.c, &in), CS_OK);
+	ck_assert_int_eq(store_authz_request_get(f.c, in.id, T0, &r), CS_OK);
+	ck_assert_str_eq(r.dpop_jkt, in.dpop_jkt);
+	store_authz_request_clear(&r);
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, "creq-1", T0, &r), CS_ENOENT);
+	ck_assert_int_eq(store_authz_request_bind(f.c, in.id, f.alice, "creq-1", T0 + 1), CS_OK);
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, "creq-1", T0 + 1, &r), CS_OK);
+	ck_assert_str_eq(r.id, "AAAAAAAAAAAAAAAAAAAAAA");
+	ck_assert_str_eq(r.consent_request_id, "creq-1");
+	ck_assert_str_eq(r.dpop_jkt, in.dpop_jkt);
+	ck_assert_int_eq(r.user_id, f.alice);
+	store_authz_request_clear(&r);
+	/* A second /authorize request of the same person merged into the same
+	 * consent request: the newest is the one the done step continues. */
+	struct store_authz_request in2 = request("BBBBBBBBBBBBBBBBBBBBBB", T0 + 700);
+	in2.created_at = T0 + 5;
+	ck_assert_int_eq(store_authz_request_put(f.c, &in2), CS_OK);
+	ck_assert_int_eq(store_authz_request_bind(f.c, in2.id, f.alice, "creq-1", T0 + 5), CS_OK);
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, "creq-1", T0 + 5, &r), CS_OK);
+	ck_assert_str_eq(r.id, "BBBBBBBBBBBBBBBBBBBBBB");
+	ck_assert_ptr_null(r.dpop_jkt);
+	store_authz_request_clear(&r);
+	/* Another consent request's id, a prefix of it, or after expiry: none. */
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, "creq-", T0 + 5, &r), CS_ENOENT);
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, "creq-2", T0 + 5, &r), CS_ENOENT);
+	ck_assert_int_eq(store_authz_request_delete(f.c, in2.id), CS_OK);
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, "creq-1", T0 + 600, &r), CS_ENOENT);
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, "creq-1", T0 + 599, &r), CS_OK);
+	ck_assert_str_eq(r.id, "AAAAAAAAAAAAAAAAAAAAAA");
+	store_authz_request_clear(&r);
+	ck_assert_int_eq(store_authz_request_by_consent(f.c, NULL, T0, &r), CS_EINVAL);
 	fx_clear(&f);
 }
 END_TEST
@@ -582,6 +628,7 @@ static Suite *store_authz_suite(void)
 	tcase_add_test(tc, test_store_authz_request_expiry);
 	tcase_add_test(tc, test_store_authz_request_bind_one_person);
 	tcase_add_test(tc, test_store_authz_request_delete_once);
+	tcase_add_test(tc, test_store_authz_request_by_consent);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("codes");
 	tcase_set_timeout(tc, 60);
