@@ -39,19 +39,20 @@ static enum cs_err meta_words(json_t *m, const char *key, const char *const *nam
 }
 
 /* The authentication methods at each endpoint that authenticates its caller
- * (RFC 8414 §2).  Introspection and revocation: the gateway's, exactly as
- * [gateway] token_endpoint_auth enables them.  The token endpoint: those,
- * and the MCP clients' (issue #30): `none` for a public client (its client_id
- * and PKCE) and `private_key_jwt` for one with keys ([client.NAME]
- * token_endpoint_auth, or a client-id metadata document's jwks/jwks_uri).
- * Each endpoint that takes private_key_jwt lists the algorithms it verifies. */
+ * (RFC 8414 §2).  Introspection: the gateway's, exactly as [gateway]
+ * token_endpoint_auth enables them.  The token and revocation endpoints:
+ * those, and the MCP clients' (issue #30; a client revokes its own tokens):
+ * `none` for a public client (its client_id, and PKCE at the code) and
+ * `private_key_jwt` for one with keys ([client.NAME] token_endpoint_auth, or a
+ * client-id metadata document's jwks/jwks_uri).  Each endpoint that takes
+ * private_key_jwt lists the algorithms it verifies. */
 static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
 {
 	static const char *const eps[] = { "token_endpoint", "introspection_endpoint",
 		"revocation_endpoint", NULL };
 	char name[96];
 	for (size_t i = 0; eps[i] != NULL; i++) {
-		bool token = i == 0;
+		bool mcp = i != 1;            /* the token and revocation endpoints */
 		enum cs_err e = str_fmt(name, sizeof name, "%s_auth_methods_supported", eps[i]);
 		if (e != CS_OK)
 			return e;
@@ -61,9 +62,9 @@ static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
 		if (cfg->gateway_auth_basic &&
 		    json_array_append_new(methods, json_string("client_secret_basic")) != 0)
 			return CS_ENOMEM;
-		if (token && json_array_append_new(methods, json_string("none")) != 0)
+		if (mcp && json_array_append_new(methods, json_string("none")) != 0)
 			return CS_ENOMEM;
-		if (!cfg->gateway_auth_private_key_jwt && !token)
+		if (!cfg->gateway_auth_private_key_jwt && !mcp)
 			continue;
 		if (json_array_append_new(methods, json_string("private_key_jwt")) != 0)
 			return CS_ENOMEM;

@@ -133,17 +133,21 @@ for (const mode of ['client_secret_basic', 'private_key_jwt']) describe(`gateway
     : v.gw.post(path, { ...params, client_assertion_type: CLIENT_ASSERTION_TYPE,
       client_assertion: await v.gw.assertion({}, { kid: 'gw-ES256' }, gwKeys.keys.ES256) }, null));
 
-  // private_key_jwt of the MCP client [client.tool] at /token, algorithm by algorithm: an
-  // authenticated client whose code is bad hears invalid_grant, an unauthenticated one
-  // invalid_client.
-  async function toolAlgs(val) {
+  // private_key_jwt of the MCP client [client.tool] at /token or /revoke, algorithm by
+  // algorithm: an authenticated client whose code is bad hears invalid_grant (at /revoke, an
+  // unknown token is 200), an unauthenticated one invalid_client.
+  async function toolAlgs(val, ep) {
     assert.deepEqual(val, ALGS);
-    const code = { grant_type: 'authorization_code', code: 'not-a-code', redirect_uri: 'http://127.0.0.1:33418/callback',
-      code_verifier: 'v'.repeat(43), resource: RESOURCE(), client_id: 'tool', client_assertion_type: CLIENT_ASSERTION_TYPE };
+    const revoke = ep === 'revocation_endpoint';
+    const path = revoke ? '/revoke' : '/token';
+    const code = revoke ? { token: 'not-a-token', client_id: 'tool', client_assertion_type: CLIENT_ASSERTION_TYPE }
+      : { grant_type: 'authorization_code', code: 'not-a-code', redirect_uri: 'http://127.0.0.1:33418/callback',
+        code_verifier: 'v'.repeat(43), resource: RESOURCE(), client_id: 'tool', client_assertion_type: CLIENT_ASSERTION_TYPE };
     for (const alg of val) {
-      const r = await tokenPost(v.url, { ...code, client_assertion: await toolAssertion(alg) });
-      assert.equal(r.status, 400, `${alg}: ${r.text}`);
-      assert.equal(r.body?.error, 'invalid_grant', alg);
+      const r = await tokenPost(v.url, { ...code, client_assertion: await toolAssertion(alg) }, { path });
+      // Authenticated: /revoke answers 200 for an unknown token, /token invalid_grant for a bad code.
+      assert.equal(r.status, revoke ? 200 : 400, `${alg}: ${r.text}`);
+      if (!revoke) assert.equal(r.body?.error, 'invalid_grant', alg);
     }
     const now = Math.floor(Date.now() / 1000);
     const claims = { iss: 'tool', sub: 'tool', aud: v.url, iat: now, exp: now + 60 };
@@ -151,7 +155,7 @@ for (const mode of ['client_secret_basic', 'private_key_jwt']) describe(`gateway
       .sign(new TextEncoder().encode('x'.repeat(40)));
     const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
     for (const [what, a] of [['HS256', hs], ['none', `${b64({ alg: 'none' })}.${b64({ ...claims, jti: 'none-tool' })}.`]]) {
-      const r = await tokenPost(v.url, { ...code, client_assertion: a });
+      const r = await tokenPost(v.url, { ...code, client_assertion: a }, { path });
       assert.equal(r.status, 401, `${what}: ${r.text}`);
       assert.equal(r.body?.error, 'invalid_client', what);
     }
@@ -330,8 +334,27 @@ for (const mode of ['client_secret_basic', 'private_key_jwt']) describe(`gateway
       assert.equal(other.body?.error, 'invalid_client');
     },
     revocation_endpoint_auth_methods_supported: async (val) => {
-      assert.deepEqual(val, [mode]);
+      assert.deepEqual(val, pkjwt ? ['none', 'private_key_jwt'] : ['client_secret_basic', 'none', 'private_key_jwt']);
+      // none: a public MCP client revokes its own refresh token with its client_id alone.
+      const f = await mcpCode();
+      const t = await redeem(f);
+      assert.equal(t.status, 200, t.text);
+      const rv = await tokenPost(v.url, { token: t.body.refresh_token, client_id: PUBLIC() }, { path: '/revoke' });
+      assert.equal(rv.status, 200, rv.text);
+      const dead = await tokenPost(v.url, { grant_type: 'refresh_token', refresh_token: t.body.refresh_token,
+        client_id: PUBLIC(), resource: RESOURCE() });
+      assert.equal(dead.body?.error, 'invalid_grant', dead.text);
+      // private_key_jwt: [client.tool] with an assertion; without one it is no one.
+      const naked = await tokenPost(v.url, { token: 'not-a-token', client_id: 'tool' }, { path: '/revoke' });
+      assert.equal(naked.status, 401, naked.text);
+      assert.equal(naked.body?.error, 'invalid_client');
+      const tool = await tokenPost(v.url, { token: 'not-a-token', client_id: 'tool',
+        client_assertion_type: CLIENT_ASSERTION_TYPE, client_assertion: await toolAssertion() }, { path: '/revoke' });
+      assert.equal(tool.status, 200, tool.text);
+      // The gateway: exactly its own method (its client_id alone is not none).
       const { grant } = await offlineGrant();
+      const gwNone = await tokenPost(v.url, { token: grant, client_id: 'agent-gateway' }, { path: '/revoke' });
+      assert.equal(gwNone.status, 401, gwNone.text);
       const post = await postAuth('/revoke', { token: grant });
       assert.equal(post.status, 401, post.text);
       assert.equal(post.body?.error, 'invalid_client');
@@ -339,14 +362,17 @@ for (const mode of ['client_secret_basic', 'private_key_jwt']) describe(`gateway
       assert.equal(other.status, 401, other.text);
       assert.equal((await v.gw.introspect(grant)).body.active, true, 'nothing was revoked');
     },
-    // The token endpoint takes private_key_jwt in both modes (MCP clients): each advertised
-    // algorithm authenticates [client.tool], HS256 and none do not (and with the gateway on
-    // private_key_jwt, the gateway's probe below runs too).
-    ...(!pkjwt ? { token_endpoint_auth_signing_alg_values_supported: async (val) => { await toolAlgs(val); } } : {}),
+    // The token and revocation endpoints take private_key_jwt in both modes (MCP clients): each
+    // advertised algorithm authenticates [client.tool], HS256 and none do not (and with the
+    // gateway on private_key_jwt, the gateway's probe below runs too).
+    ...(!pkjwt ? {
+      token_endpoint_auth_signing_alg_values_supported: async (val) => { await toolAlgs(val, 'token_endpoint'); },
+      revocation_endpoint_auth_signing_alg_values_supported: async (val) => { await toolAlgs(val, 'revocation_endpoint'); },
+    } : {}),
     ...(pkjwt ? Object.fromEntries(['token_endpoint', 'introspection_endpoint', 'revocation_endpoint'].map((ep) => [
       `${ep}_auth_signing_alg_values_supported`, async (val) => {
         assert.deepEqual(val, ALGS);
-        if (ep === 'token_endpoint') await toolAlgs(val);
+        if (ep !== 'introspection_endpoint') await toolAlgs(val, ep);
         const { grant } = await offlineGrant();
         // What each endpoint answers once the gateway is authenticated.
         const [path, params, authed] = {

@@ -207,19 +207,22 @@ START_TEST(test_mcp_api_as_metadata)
 {
 	json_t *v = as_metadata();
 	ck_assert_str_eq(json_string_value(json_object_get(v, "authorization_endpoint")), PUBLIC_URL "/authorize");
-	json_t *want = json_pack("{s:[s], s:[s], s:b, s:b, s:[s,s,s], s:[s,s,s,s], s:[s]}",
+	json_t *want = json_pack("{s:[s], s:[s], s:b, s:b, s:[s,s,s], s:[s,s,s,s], s:[s], s:[s,s,s]}",
 	    "response_types_supported", "code", "code_challenge_methods_supported", "S256",
 	    "authorization_response_iss_parameter_supported", 1,
 	    "client_id_metadata_document_supported", 1,
 	    "token_endpoint_auth_methods_supported", "client_secret_basic", "none", "private_key_jwt",
 	    "grant_types_supported", "urn:ietf:params:oauth:grant-type:token-exchange", "refresh_token",
 	    "authorization_code", "urn:ietf:params:oauth:grant-type:jwt-bearer",
-	    "introspection_endpoint_auth_methods_supported", "client_secret_basic");
+	    "introspection_endpoint_auth_methods_supported", "client_secret_basic",
+	    "revocation_endpoint_auth_methods_supported", "client_secret_basic", "none",
+	    "private_key_jwt");
 	const char *k;
 	json_t *w;
 	json_object_foreach(want, k, w)
 		ck_assert_msg(json_equal(json_object_get(v, k), w), "%s", k);
 	ck_assert(json_is_array(json_object_get(v, "token_endpoint_auth_signing_alg_values_supported")));
+	ck_assert(json_is_array(json_object_get(v, "revocation_endpoint_auth_signing_alg_values_supported")));
 	ck_assert_ptr_null(json_object_get(v, "introspection_endpoint_auth_signing_alg_values_supported"));
 	ck_assert_ptr_null(json_object_get(v, "registration_endpoint"));
 	json_decref(want);
