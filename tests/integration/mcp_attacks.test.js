@@ -147,7 +147,9 @@ test('resource: required on both legs, and a token for one endpoint is not refre
 });
 
 test('a refresh may narrow the scopes, never widen them past what the person gave', async () => {
-  const f = await code({ scope: 'read write', select: [0] });   // alice ticks read only
+  // bob, who has no consent for this client yet (alice's would cover both scopes already).
+  const { jar: bobJar } = await consentdLogin({ url: s.url, user: 'bob', password: 'bob-password', jar: new CookieJar() });
+  const f = await code({ jar: bobJar, user: 'bob', scope: 'read write', select: [0] });   // bob ticks read only
   const t = await redeem(f);
   assert.equal(t.status, 200, t.text);
   assert.equal(decodeJwt(t.body.access_token).scope, 'read');
