@@ -127,12 +127,6 @@ test('the SDK client, given only the MCP URL, signs alice in through Chromium, g
   assert.ok(payload.exp - payload.iat <= 3600, 'minutes long');
   assert.deepEqual(payload.scope.split(' ').sort(), ['read', 'write']);
 
-  // The code is spent: the same code again is refused.
-  const again = await tokenPost(s.url, { grant_type: 'authorization_code', code, redirect_uri: cb.redirectUri,
-    code_verifier: kept.verifier, client_id: clientId, resource: serverUrl });
-  assert.equal(again.status, 400, again.text);
-  assert.equal(again.body?.error, 'invalid_grant');
-
   // 5. Refresh through the SDK: auth() finds the stored refresh token and uses it.
   assert.equal(await auth(provider, { serverUrl }), 'AUTHORIZED');
   const second = kept.tokens;
@@ -151,6 +145,13 @@ test('the SDK client, given only the MCP URL, signs alice in through Chromium, g
     client_id: clientId, resource: serverUrl });
   assert.equal(killed.status, 400, killed.text);
   assert.equal(killed.body?.error, 'invalid_grant');
+
+  // The code is spent: the same code again is refused (last: a replay also revokes what
+  // the code gave, mcp_attacks.test.js).
+  const again = await tokenPost(s.url, { grant_type: 'authorization_code', code, redirect_uri: cb.redirectUri,
+    code_verifier: kept.verifier, client_id: clientId, resource: serverUrl });
+  assert.equal(again.status, 400, again.text);
+  assert.equal(again.body?.error, 'invalid_grant');
 
   // 7. The endpoint does not take the token yet (the gateway is issue 31).
   const call = await fetch(serverUrl, { method: 'POST', headers: { authorization: `Bearer ${second.access_token}`,
