@@ -4,6 +4,9 @@
 #include "http.h"
 
 enum cs_err meta_as_metadata(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /.well-known/oauth-protected-resource/mcp/{name}: RFC 9728 metadata of
+ * the MCP endpoint [mcp.NAME] (issue #30); 404 for an unknown name. */
+enum cs_err meta_protected_resource(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err meta_jwks(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err meta_healthz(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 /* 200 when the database answers and a signing key is loaded; 503 otherwise. */

@@ -200,7 +200,19 @@ static enum cs_err to_authorize(const struct http_request *req, struct http_repl
 	if (e != CS_OK || (e = str_fmt(loc, sizeof loc, "/authorize/%s/done", aid)) != CS_OK)
 		return e;
 	*sent = true;
-	return page_redirect(rep, loc);
+	if (req->method != HTTP_POST)
+		return page_redirect(rep, loc);
+	/* Right after the decision's form: a page that moves on by itself, not a
+	 * 303.  Chromium holds every redirect that follows a form submission to
+	 * the page's CSP form-action ('self' and the configured providers), and
+	 * the done step's answer goes to the client's redirect URI, which no
+	 * configuration can list (a client-id URL's document names it). */
+	json_t *ctx = json_pack("{s:s, s:s}", "title", "Going back to the app", "next", loc);
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	e = page_render(rep, 200, "authorize_continue.html", ctx, req->auth.session);
+	json_decref(ctx);
+	return e;
 }
 
 /* The consent page for r, pending and the signed-in person's, with the

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <jansson.h>
 #include "app.h"
+#include "config.h"
 #include "audit_head.h"
 #include "buf.h"
 #include "embed.h"
@@ -25,14 +26,33 @@ static enum cs_err reply_cached(struct http_reply *rep, int status, json_t *v, i
 	return e;
 }
 
-/* The gateway's authentication methods, exactly as [gateway] token_endpoint_auth
- * enables them, at each endpoint that authenticates it (RFC 8414 §2). */
+/* Appends each of names (NULL-ended) to the array m[key], made here. */
+static enum cs_err meta_words(json_t *m, const char *key, const char *const *names)
+{
+	json_t *a = json_array();
+	if (a == NULL || json_object_set_new(m, key, a) != 0)
+		return CS_ENOMEM;
+	for (size_t i = 0; names[i] != NULL; i++)
+		if (json_array_append_new(a, json_string(names[i])) != 0)
+			return CS_ENOMEM;
+	return CS_OK;
+}
+
+/* The authentication methods at each endpoint that authenticates its caller
+ * (RFC 8414 §2).  Introspection: the gateway's, exactly as [gateway]
+ * token_endpoint_auth enables them.  The token and revocation endpoints:
+ * those, and the MCP clients' (issue #30; a client revokes its own tokens):
+ * `none` for a public client (its client_id, and PKCE at the code) and
+ * `private_key_jwt` for one with keys ([client.NAME] token_endpoint_auth, or a
+ * client-id metadata document's jwks/jwks_uri).  Each endpoint that takes
+ * private_key_jwt lists the algorithms it verifies. */
 static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
 {
 	static const char *const eps[] = { "token_endpoint", "introspection_endpoint",
 		"revocation_endpoint", NULL };
 	char name[96];
 	for (size_t i = 0; eps[i] != NULL; i++) {
+		bool mcp = i != 1;            /* the token and revocation endpoints */
 		enum cs_err e = str_fmt(name, sizeof name, "%s_auth_methods_supported", eps[i]);
 		if (e != CS_OK)
 			return e;
@@ -42,26 +62,56 @@ static enum cs_err meta_client_auth(json_t *m, const struct config *cfg)
 		if (cfg->gateway_auth_basic &&
 		    json_array_append_new(methods, json_string("client_secret_basic")) != 0)
 			return CS_ENOMEM;
-		if (!cfg->gateway_auth_private_key_jwt)
+		if (mcp && json_array_append_new(methods, json_string("none")) != 0)
+			return CS_ENOMEM;
+		if (!cfg->gateway_auth_private_key_jwt && !mcp)
 			continue;
 		if (json_array_append_new(methods, json_string("private_key_jwt")) != 0)
 			return CS_ENOMEM;
 		if ((e = str_fmt(name, sizeof name, "%s_auth_signing_alg_values_supported",
 		    eps[i])) != CS_OK)
 			return e;
-		json_t *algs = json_array();
-		if (algs == NULL || json_object_set_new(m, name, algs) != 0)
-			return CS_ENOMEM;
-		for (size_t a = 0; jws_alg_names_accepted[a] != NULL; a++)
-			if (json_array_append_new(algs, json_string(jws_alg_names_accepted[a])) != 0)
-				return CS_ENOMEM;
+		if ((e = meta_words(m, name, jws_alg_names_accepted)) != CS_OK)
+			return e;
 	}
+	return CS_OK;
+}
+
+/* What MCP clients need to sign a person in (issue #30; MCP 2026-07-28
+ * /basic/authorization): the authorization endpoint (OAuth 2.1: the code
+ * flow with PKCE S256 alone, RFC 9207's iss in every response), and Client ID
+ * Metadata Documents unless [mcp] cimd_allow = none turned them off.  No
+ * registration_endpoint: dynamic client registration is not offered. */
+static enum cs_err meta_authorization(json_t *m, const struct config *cfg)
+{
+	static const char *const code[] = { "code", NULL };
+	static const char *const s256[] = { "S256", NULL };
+	char authz[512];
+	enum cs_err e = str_fmt(authz, sizeof authz, "%s/authorize", cfg->public_url);
+	if (e != CS_OK)
+		return e;
+	if (json_object_set_new(m, "authorization_endpoint", json_string(authz)) != 0 ||
+	    json_object_set_new(m, "authorization_response_iss_parameter_supported",
+	    json_true()) != 0)
+		return CS_ENOMEM;
+	if ((e = meta_words(m, "response_types_supported", code)) != CS_OK ||
+	    (e = meta_words(m, "code_challenge_methods_supported", s256)) != CS_OK)
+		return e;
+	if (cfg->mcp_cimd_allow != CIMD_ALLOW_NONE &&
+	    json_object_set_new(m, "client_id_metadata_document_supported", json_true()) != 0)
+		return CS_ENOMEM;
 	return CS_OK;
 }
 
 enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *rep)
 {
-	const char *pub = req->app->cfg->public_url;
+	/* RFC 8693 (the gateway's exchanges, flow A), RFC 6749 §6, OAuth 2.1's
+	 * code (MCP clients) and RFC 7523's JWT bearer (an ID-JAG, MCP ext-auth). */
+	static const char *const grants[] = { "urn:ietf:params:oauth:grant-type:token-exchange",
+		"refresh_token", "authorization_code", "urn:ietf:params:oauth:grant-type:jwt-bearer",
+		NULL };
+	const struct config *cfg = req->app->cfg;
+	const char *pub = cfg->public_url;
 	char jwks[512], tok[512], intro[512], rev[512];
 	enum cs_err e;
 	/* A public_url too long for these is refused whole, never cut. */
@@ -71,35 +121,62 @@ enum cs_err meta_as_metadata(const struct http_request *req, struct http_reply *
 	    (e = str_fmt(rev, sizeof rev, "%s/revoke", pub)) != CS_OK)
 		return e;
 	/* Only endpoints that exist are listed; later capabilities add theirs.
-	 * consentd has no authorization endpoint of its own: no response types. */
-	/* Held against what consentd does by tests/integration/metadata.test.js:
+	 * Held against what consentd does by tests/integration/metadata.test.js:
 	 * every value here works, and nothing that works is missing. */
-	json_t *m = json_pack("{s:s, s:s, s:[], s:s, s:s, s:s, s:[s,s], s:[s]}",
+	json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s]}",
 	    "issuer", pub,
 	    "jwks_uri", jwks,
-	    "response_types_supported",
 	    "token_endpoint", tok,
 	    "introspection_endpoint", intro,
 	    "revocation_endpoint", rev,
-	    "grant_types_supported", "urn:ietf:params:oauth:grant-type:token-exchange", "refresh_token",
 	    /* RFC 9396 at the downstream-token exchange (flow F). */
 	    "authorization_details_types_supported", "agent_action");
-	/* RFC 9449 §5.1: grants bound to the gateway's key on request. */
-	json_t *dpop_algs = json_array();
-	if (m == NULL || json_object_set_new(m, "dpop_signing_alg_values_supported", dpop_algs) != 0) {
-		json_decref(m);
+	if (m == NULL)
 		return CS_ENOMEM;
-	}
-	for (size_t a = 0; jws_alg_names_accepted[a] != NULL; a++)
-		if (json_array_append_new(dpop_algs, json_string(jws_alg_names_accepted[a])) != 0) {
-			json_decref(m);
-			return CS_ENOMEM;
-		}
-	if (m == NULL || meta_client_auth(m, req->app->cfg) != CS_OK) {
+	/* dpop_signing_alg_values_supported: RFC 9449 §5.1, tokens bound to the
+	 * caller's key on request. */
+	if ((e = meta_words(m, "grant_types_supported", grants)) != CS_OK ||
+	    (e = meta_words(m, "dpop_signing_alg_values_supported", jws_alg_names_accepted)) != CS_OK ||
+	    (e = meta_authorization(m, cfg)) != CS_OK ||
+	    (e = meta_client_auth(m, cfg)) != CS_OK) {
 		json_decref(m);
-		return CS_ENOMEM;
+		return e;
 	}
 	return reply_cached(rep, 200, m, 300);
+}
+
+/* RFC 9728 protected resource metadata of the MCP endpoint [mcp.NAME], at
+ * the path RFC 9728 §3.1 derives from its URI (public_url/mcp/NAME):
+ * resource exactly that URI (§3.3; the RFC 8707 resource clients ask tokens
+ * for), consentd as its one authorization server, the scopes of the resource
+ * behind it, bearer tokens in the Authorization header only.  404 for a NAME
+ * that is no [mcp.NAME]. */
+enum cs_err meta_protected_resource(const struct http_request *req, struct http_reply *rep)
+{
+	const struct config *cfg = req->app->cfg;
+	const struct config_mcp_endpoint *ep = req->ncaptures == 1 ?
+	    config_mcp_endpoint(cfg, req->captures[0]) : NULL;
+	const struct config_resource *r = ep != NULL ? config_resource(cfg, ep->resource) : NULL;
+	json_t *m = NULL, *scopes = NULL;
+	if (ep == NULL || ep->uri == NULL || r == NULL)
+		return reply_error(rep, req->route->kind, 404, "not_found",
+		    "There is no such MCP endpoint here.");
+	m = json_pack("{s:s, s:[s], s:[], s:[s], s:s}",
+	    "resource", ep->uri,
+	    "authorization_servers", cfg->public_url,
+	    "scopes_supported",
+	    "bearer_methods_supported", "header",
+	    "resource_name", r->name != NULL ? r->name : r->id);
+	if (m == NULL || (scopes = json_object_get(m, "scopes_supported")) == NULL)
+		goto oom;
+	for (size_t i = 0; i < cfg->nscopes; i++)
+		if (strcmp(cfg->scopes[i].resource, r->id) == 0 &&
+		    json_array_append_new(scopes, json_string(cfg->scopes[i].name)) != 0)
+			goto oom;
+	return reply_cached(rep, 200, m, 300);
+oom:
+	json_decref(m);
+	return CS_ENOMEM;
 }
 
 enum cs_err meta_jwks(const struct http_request *req, struct http_reply *rep)

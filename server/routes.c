@@ -25,6 +25,7 @@
 #include "login_pages.h"
 #include "mcp_token.h"
 #include "me_pages.h"
+#include "mcp_api.h"
 #include "metrics_api.h"
 #include "meta.h"
 #include "page_reply.h"
@@ -337,6 +338,18 @@ const struct route http_routes[] = {
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_api_handle, { { NULL, 0, NULL, 0 } },
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
+	/* MCP clients (issue #30): RFC 9728 protected resource metadata of each
+	 * [mcp.NAME] (meta.c), and the endpoint itself, which answers 401 with a
+	 * challenge naming that metadata until the gateway (issue #31) accepts
+	 * tokens (mcp_api.c).  Unknown names: 404.  JSON-RPC bodies are not read. */
+	{ HTTP_GET, "/.well-known/oauth-protected-resource/mcp/{name}", ROUTE_PUBLIC,
+	  meta_protected_resource, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
+	{ HTTP_POST, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } }, 0,
+	  ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_GET, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } }, 0,
+	  ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_DELETE, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } }, 0,
+	  ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
 	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {
@@ -374,6 +387,7 @@ const struct route_prefix http_route_prefixes[] = {
 	{ "/admin/api/", ROUTE_API },
 	{ "/.well-known/", ROUTE_PUBLIC },
 	{ "/proxy/", ROUTE_OAUTH },
+	{ "/mcp/", ROUTE_OAUTH },
 	{ NULL, ROUTE_BROWSER },
 };
 

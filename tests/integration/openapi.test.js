@@ -255,7 +255,7 @@ let stack;
 after(async () => { await stack?.stop(); });
 
 test('live answers of the gateway\'s and the public endpoints match the document; grants.md\'s example verifies a real grant', async () => {
-  stack = await startStack({ config: consentConfig() });
+  stack = await startStack({ config: consentConfig({ 'mcp.notes': { resource: 'notes' } }) });
   const { url } = stack;
   const gw = gateway({ url });
   const auth = basicAuth('agent-gateway', 'gateway-dev-secret');
@@ -265,6 +265,16 @@ test('live answers of the gateway\'s and the public endpoints match the document
     '/static/consentd.css']) check('get', p, await fetchJson(`${url}${p}`));
   check('get', '/metrics', await fetchJson(`${url}/metrics`, { headers: { authorization: auth } }));
   check('get', '/metrics', await fetchJson(`${url}/metrics`));
+  // MCP (issue 30): the protected resource metadata, and the endpoint's 401 with and without a token
+  const prm = '/.well-known/oauth-protected-resource/mcp/{name}';
+  check('get', prm, await fetchJson(`${url}/.well-known/oauth-protected-resource/mcp/notes`));
+  check('get', prm, await fetchJson(`${url}/.well-known/oauth-protected-resource/mcp/nothing`));
+  for (const method of ['post', 'get', 'delete']) {
+    const m = method.toUpperCase();
+    check(method, '/mcp/{name}', await fetchJson(`${url}/mcp/notes`, { method: m }));
+    check(method, '/mcp/{name}', await fetchJson(`${url}/mcp/notes`, { method: m, headers: { authorization: 'Bearer x' } }));
+    check(method, '/mcp/{name}', await fetchJson(`${url}/mcp/nothing`, { method: m }));
+  }
 
   // refusals at /token, each one documented
   const idToken = (await getIdToken({ issuer: stack.idp.issuer, ...GATEWAY_APP, user: 'alice',

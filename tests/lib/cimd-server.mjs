@@ -8,7 +8,11 @@
 // URL), /redirect (302), /huge.json (1 MB with Content-Length), /huge-chunked.json
 // (1 MB chunked), /slow.json (headers never come), /text.json (text/html),
 // /secret.json (client_secret_basic), /missing.json (404), /hits?p=PATH (how many
-// times PATH was asked for).
+// times PATH was asked for).  For the MCP sign-in tests (issue 30): /mcp/client.json
+// and /mcp/other.json, public clients whose one redirect URI is the loopback
+// http://127.0.0.1/callback (any port matches it, RFC 8252 §7.3: the test's own
+// callback listener), and /mcp/wrong-id.json, the same with a client_id that is not
+// its URL.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -85,6 +89,13 @@ const server = https.createServer({ key: readFileSync(f('srv.key')), cert: readF
       }
       case '/slow.json':
         return;                              // never answers; the socket is closed at exit
+      case '/mcp/client.json':
+      case '/mcp/other.json':
+        return json(200, doc(url.pathname, { client_name: `MCP test client ${url.pathname.slice(5, -5)}`,
+          redirect_uris: ['http://127.0.0.1/callback'] }), { 'Cache-Control': 'max-age=60' });
+      case '/mcp/wrong-id.json':
+        return json(200, doc(url.pathname, { client_id: `https://evil.example${url.pathname}`,
+          redirect_uris: ['http://127.0.0.1/callback'] }));
       case '/text.json':
         res.writeHead(200, { 'Content-Type': 'text/html' });
         return res.end(doc(url.pathname));
