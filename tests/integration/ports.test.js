@@ -6,11 +6,15 @@
 //   - another consentd on the port: both would listen (libmicrohttpd sets SO_REUSEPORT)
 //     and the kernel would share the connections between them.
 // pickPort hands out the taken port first, as the race would.
+// And getFreePort itself: ports from below the kernel's ephemeral range (where no server
+// binding port 0 and no outgoing connection lands), never handed to two live processes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { startConsentd } from '../lib/consentd.js';
-import { getFreePort, listenersOn, PortTakenError } from '../lib/ports.js';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { getFreePort, listenersOn, PortTakenError, RESERVED } from '../lib/ports.js';
 
 // The error of a start that must fail (a consentd that started anyway is stopped first).
 async function refused(opts) {
@@ -102,5 +106,40 @@ test('a port that stays taken: the start gives up after a bounded number of port
     assert.equal(tries, 5);
   } finally {
     await new Promise((r) => { other.close(r); });
+  }
+});
+
+test('getFreePort: below the ephemeral range, and no port handed to two test processes at once', async () => {
+  const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+  const lib = new URL('../lib/ports.js', import.meta.url).href;
+  // Three processes at once, 150 ports each; each prints its list once it has them all,
+  // and holds them until told to exit (stdin closed).
+  const script = `const { getFreePort } = await import(${JSON.stringify(lib)});
+    const ps = []; for (let i = 0; i < 150; i++) ps.push(await getFreePort());
+    process.stdout.write(JSON.stringify(ps) + '\\n');
+    process.stdin.resume(); process.stdin.on('end', () => process.exit(0));`;
+  const kids = [];
+  const lists = await Promise.all([0, 1, 2].map(() => new Promise((resolve, reject) => {
+    const k = execFile(process.execPath, ['--input-type=module', '-e', script], (err) => { if (err) reject(err); });
+    kids.push(k);
+    let out = '';
+    k.stdout.on('data', (d) => { out += d; if (out.endsWith('\n')) resolve(JSON.parse(out)); });
+  })));
+  try {
+    const all = lists.flat();
+    assert.equal(all.length, 450);
+    assert.equal(new Set(all).size, 450, 'no port handed out twice');
+    for (const p of all) assert.ok(p >= 10000 && p < low, `port ${p} below the ephemeral range (from ${low})`);
+    // Each is recorded under its process while that process lives.
+    for (let i = 0; i < 3; i++) {
+      for (const p of lists[i].slice(0, 5)) assert.equal(readFileSync(`${RESERVED}/${p}`, 'utf8'), String(kids[i].pid));
+    }
+  } finally {
+    for (const k of kids) k.stdin.end();
+  }
+  // And given up when it exits.
+  await Promise.all(kids.map((k) => new Promise((r) => { if (k.exitCode !== null) r(); else k.once('exit', r); })));
+  for (const p of lists.flat().slice(0, 20)) {
+    assert.throws(() => readFileSync(`${RESERVED}/${p}`), { code: 'ENOENT' });
   }
 });
