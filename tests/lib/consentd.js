@@ -127,7 +127,7 @@ async function startNode({ cfg, dir, port, env, name }) {
     proc = await startProcess(consentdBin, ['-c', cfgPath], {
       env: { ASAN_OPTIONS: 'detect_leaks=1', ...env },
       ready: { url: `http://127.0.0.1:${port}/healthz`, status: 200 },
-      timeoutMs: 20000,
+      timeoutMs: 60000,
       name,
     });
   } catch (e) {
@@ -138,7 +138,7 @@ async function startNode({ cfg, dir, port, env, name }) {
   // listens there (or exits), and then that no other process does.
   for (let t = 0; ; t += 50) {
     const l = listenersOn(port, proc.pid);
-    if (proc.exitStatus || t >= 20000) {
+    if (proc.exitStatus || t >= 60000) {
       await proc.stop(1000);
       const why = `${name} ${proc.exitStatus ? 'exited' : 'never listened'} after /healthz on port ${port} answered`;
       if (taken(proc.output())) throw new PortTakenError(port, `${why}\n${proc.output()}`);

@@ -7,7 +7,7 @@
 //     rotateRefreshToken, // default true
 //     downstream,         // { resource, scopes: [...], accessTokenTTL } -> downstream OAuth provider mode
 //     port = 0,           // 0: the IdP binds a free port itself (no race)
-//     env, timeoutMs = 15000, echo,   // passed to startProcess (tests/lib/proc.js)
+//     env, timeoutMs = 60000, echo,   // passed to startProcess (tests/lib/proc.js)
 //   });
 //   idp.issuer          // 'http://127.0.0.1:PORT'
 //   idp.port, idp.pid, idp.configFile, idp.proc (the startProcess handle)
@@ -27,7 +27,7 @@ export const DEVIDP = join(dirname(fileURLToPath(import.meta.url)), '..', 'idp',
 export async function startIdp(opts = {}) {
   const {
     clients = DEFAULT_CLIENTS, users = DEFAULT_USERS, ttl, rotateRefreshToken, downstream,
-    port = 0, env, timeoutMs = 15000, echo,
+    port = 0, env, timeoutMs = 60000, echo,
   } = opts;
   const dir = mkdtempSync(join(tmpdir(), 'devidp-'));
   const configFile = join(dir, 'config.json');

@@ -13,7 +13,7 @@ import { withFreePort } from './ports.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 
-export async function waitReady(url, ms = 15000) {
+export async function waitReady(url, ms = 60000) {
   for (let t = 0; t < ms; t += 100) {
     if ((await fetch(`${url}/readyz`)).status === 200) return;
     await sleep(100);
@@ -24,7 +24,7 @@ export async function waitReady(url, ms = 15000) {
 // A consentd handle ready: every node on its own port (one node: its URL).  With many
 // nodes behind the test balancer, the balancer's /readyz is one node's answer, and a node
 // that has not discovered the IdP yet would answer the next step 503.
-export async function waitNodesReady(c, ms = 15000) {
+export async function waitNodesReady(c, ms = 60000) {
   for (const n of c.nodes || []) await waitReady(`http://127.0.0.1:${n.port}`, ms);
 }
 

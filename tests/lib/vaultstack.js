@@ -74,7 +74,7 @@ export async function startDownstreamIdp({
   let proc;
   try {
     proc = await startProcess(process.execPath, [DEVIDP, '--port', '0', '--config', configFile], {
-      env, echo, name: 'devidp-downstream', ready: /^READY (http:\/\/\S+)$/, timeoutMs: 15000,
+      env, echo, name: 'devidp-downstream', ready: /^READY (http:\/\/\S+)$/, timeoutMs: 60000,
     });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
