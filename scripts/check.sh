@@ -159,11 +159,12 @@ bg "fuzz (${FUZZ_SECONDS}s each, with its build)" fuzz_tests
 # with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
 bg "deploy (install, .deb)" bash scripts/test-deploy.sh
 bg_done "integration"
+gate "sql on both engines" python3 scripts/pg-sql-check.py
+# The browser tests as soon as the integration files are done (not after the unit suites).
+step "e2e (chromium)" node_files e2e 1 $(slow_first "admin a11y vault me person_pages approval" tests/e2e/*.test.js)
 bg_done "unit"
 bg_done "unit (asan+ubsan)"
 bg_done "unit (store on postgresql)"
-gate "sql on both engines" python3 scripts/pg-sql-check.py
-step "e2e (chromium)" node_files e2e 1 $(slow_first "admin a11y vault me person_pages approval" tests/e2e/*.test.js)
 bg_done "deploy (install, .deb)"
 bg_done "fuzz (${FUZZ_SECONDS}s each, with its build)"
 bg_done "integration (pg, 2 nodes)"
