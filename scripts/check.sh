@@ -63,41 +63,60 @@ bg_done() {
 	rm -f "${bg_log[$name]}" "${bg_log[$name]}.rc" "${bg_log[$name]}.end"
 }
 
-gate "build (-Werror)" make -s -j"$(nproc)" build-tests
-gate "lint" bash scripts/lint.sh
-node_tests() {   # node_tests DIR [FILES AT ONCE]
-	local dir=$1 conc=${2:-1} log; log=$(mktemp)
-	if ! ls "$dir"/*.test.js >/dev/null 2>&1; then echo "no tests in $dir"; echo "0 passed, 0 failed"; return 0; fi
-	TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test --test-concurrency="$conc" "$dir"/ 2>&1 | tee "$log"
-	local rc=${PIPESTATUS[0]}
-	local p f
-	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' "$log" | tail -n 1)
-	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' "$log" | tail -n 1)
-	rm -f "$log"
-	echo "$(basename "$dir"): ${p:-0} passed, ${f:-0} failed"
+# node_files NAME CONCURRENCY FILE...: each test file in its own `node --test`,
+# CONCURRENCY at a time, started in the order given (node --test itself starts
+# the files it is given in name order: here the slow ones go first, so that no
+# lane runs alone long after the others).  Each file's output is printed whole
+# when it ends; then "NAME: N passed, N failed", summed over the files (a file
+# that ended badly without a summary counts as one failure), also left in
+# nf_pass and nf_fail.
+node_files() {
+	local name=$1 conc=$2; shift 2
+	local dir i=0 file fp ff rc=0 r
+	nf_pass=0; nf_fail=0
+	if [ "$#" -eq 0 ]; then echo "$name: 0 passed, 0 failed"; return 0; fi
+	dir=$(mktemp -d)
+	for file in "$@"; do i=$((i + 1)); printf '%s %s\n' "$i" "$file"; done |
+	    TEST_CONSENTD_BIN="$PWD/build/consentd-asan" xargs -P "$conc" -L 1 bash -c \
+	    'node --test "$2" > "$0/$1.log" 2>&1; echo "$?" > "$0/$1.rc"; flock "$0/lock" cat "$0/$1.log"' "$dir"
+	for ((i = 1; i <= $#; i++)); do
+		fp=$(sed -nE 's/^# pass ([0-9]+)/\1/p' "$dir/$i.log" 2>/dev/null | tail -n 1)
+		ff=$(sed -nE 's/^# fail ([0-9]+)/\1/p' "$dir/$i.log" 2>/dev/null | tail -n 1)
+		r=$(cat "$dir/$i.rc" 2>/dev/null || echo 1)
+		if [ "$r" -ne 0 ]; then rc=1; [ "${ff:-0}" -eq 0 ] && ff=1; fi
+		nf_pass=$((nf_pass + ${fp:-0})); nf_fail=$((nf_fail + ${ff:-0}))
+	done
+	rm -rf "$dir"
+	echo "$name: $nf_pass passed, $nf_fail failed"
 	return "$rc"
+}
+# slow_first "NAME..." FILE...: the FILEs whose names (less .test.js) are among
+# NAMEs first, in that order (the slowest first, each measured alone), then the
+# others in the order given.
+slow_first() {
+	local names=" $1 " n f b; shift
+	for n in $names; do for f in "$@"; do b=${f##*/}; [ "${b%.test.js}" = "$n" ] && echo "$f"; done; done
+	for f in "$@"; do b=${f##*/}; case "$names" in *" ${b%.test.js} "*) ;; *) echo "$f" ;; esac; done
 }
 # The PostgreSQL backend, two nodes behind a round-robin balancer on one database
 # (tests/lib/consentd.js TEST_DB/TEST_NODES): the files of scripts/pg-pass.list,
 # which says what they cover and what is left out.  These run with prepared
 # statements off (what PgBouncer < 1.21 in transaction mode needs);
 # pg_nodes.test.js and pg_copy.test.js (in the integration step) hold the
-# multi-node properties themselves and run them on (the default).  One file at
-# a time (PG_CONCURRENCY): two at once beside the integration step made a
-# "receiver down" test's freed port another file's, and a browser test's
-# short-lived provider token reach its refresh margin under load.
+# multi-node properties themselves and run them on (the default).  The HTTP
+# files two at a time (PG_CONCURRENCY; tests/lib/ports.js keeps a port a test
+# holds free, such as a receiver's that is down, from going to another file),
+# the slowest first; then the browser files one at a time (a browser test's
+# 5 s provider token must not reach its 2 s refresh margin under load).
 pg_tests() {
-	local log; log=$(mktemp)
-	CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2 \
-	    TEST_CONSENTD_BIN="$PWD/build/consentd-asan" node --test \
-	    --test-concurrency="${PG_CONCURRENCY:-1}" $(grep -v '^#' scripts/pg-pass.list) 2>&1 \
-	    | tee "$log"
-	local rc=${PIPESTATUS[0]}
-	local p f
-	p=$(sed -nE 's/^# pass ([0-9]+)/\1/p' "$log" | tail -n 1)
-	f=$(sed -nE 's/^# fail ([0-9]+)/\1/p' "$log" | tail -n 1)
-	rm -f "$log"
-	echo "postgresql: ${p:-0} passed, ${f:-0} failed"
+	local rc=0 p f
+	export CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2
+	node_files "postgresql (http)" "${PG_CONCURRENCY:-2}" $(slow_first \
+	    "key_reload dpop consent_attacks vault_attacks approval_attacks admin_pages admin_bulk" \
+	    $(grep -v '^#' scripts/pg-pass.list | grep -v '^tests/e2e/')) || rc=1
+	p=$nf_pass; f=$nf_fail
+	node_files "postgresql (browser)" 1 $(grep -v '^#' scripts/pg-pass.list | grep '^tests/e2e/') || rc=1
+	echo "postgresql: $((p + nf_pass)) passed, $((f + nf_fail)) failed"
 	return "$rc"
 }
 fuzz_tests() {
@@ -107,24 +126,46 @@ fuzz_tests() {
 }
 # Side by side (#29 item 9): the integration and PostgreSQL files mostly wait on
 # their IdPs, receivers and timers (every file picks its own free ports and
-# directories), so they run two at a time each, beside the CPU-bound unit
-# suites and the fuzz targets' build and run; the browser tests follow.
-# No test asserts timing, so a loaded machine changes how long, not what.
-bg "integration (pg, 2 nodes)" pg_tests
+# directories), so they run beside each other and beside the CPU-bound unit
+# suites, the fuzz targets' build and run and the deploy step; the browser tests
+# follow the integration step.  No test asserts timing, so a loaded machine
+# changes how long, not what.  The integration and PostgreSQL files need only
+# the two servers: they start as soon as those are built, beside the unit
+# tests' build and the lint.
+integration_tests() {
+	# Three files at a time (INTEGRATION_CONCURRENCY), the slowest first: they wait out
+	# provider token lifetimes, a JWKS refetch minute, retry schedules.
+	node_files integration "${INTEGRATION_CONCURRENCY:-3}" $(slow_first \
+	    "presets subject_cache dpop consent_attacks config_check pg_nodes proxy approval_attacks \
+	    audit crash backup admin_bulk vault_attacks admin_pages errors devrun events hostile health" \
+	    tests/integration/*.test.js)
+}
+build_all() {
+	local rc=0
+	make -s -j"$(nproc)" build/consentd build/consentd-asan || rc=1
+	bg "integration (pg, 2 nodes)" pg_tests
+	bg "integration" integration_tests
+	make -s -j"$(nproc)" build-tests || rc=1
+	return "$rc"
+}
+gate "build (-Werror)" build_all
+gate "lint" bash scripts/lint.sh
 bg "unit" make -s unit
 bg "unit (asan+ubsan)" make -s unit-asan
 # The store's unit suite again on PostgreSQL (a throw-away server, as tests/lib/pg.js starts it).
 bg "unit (store on postgresql)" bash scripts/run-store-pg.sh build/asan/tests
 bg "fuzz (${FUZZ_SECONDS}s each, with its build)" fuzz_tests
-step "integration" node_tests tests/integration "${INTEGRATION_CONCURRENCY:-2}"
+# make install, the systemd unit, the man pages and the Debian package: built, installed
+# with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
+bg "deploy (install, .deb)" bash scripts/test-deploy.sh
+bg_done "integration"
+gate "sql on both engines" python3 scripts/pg-sql-check.py
+# The browser tests as soon as the integration files are done (not after the unit suites).
+step "e2e (chromium)" node_files e2e 1 $(slow_first "admin a11y vault me person_pages approval" tests/e2e/*.test.js)
 bg_done "unit"
 bg_done "unit (asan+ubsan)"
 bg_done "unit (store on postgresql)"
-gate "sql on both engines" python3 scripts/pg-sql-check.py
-step "e2e (chromium)" node_tests tests/e2e
-# make install, the systemd unit, the man pages and the Debian package: built, installed
-# with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
-step "deploy (install, .deb)" bash scripts/test-deploy.sh
+bg_done "deploy (install, .deb)"
 bg_done "fuzz (${FUZZ_SECONDS}s each, with its build)"
 bg_done "integration (pg, 2 nodes)"
 echo

@@ -3,6 +3,9 @@
 //
 //   const c = await startConsentd({ config: { oidc: { issuer } }, env: {} , extra: '...' });
 //   c.url        // http://127.0.0.1:PORT (also the public URL)
+//   c.port       // PORT: the one given, else a free one (tests/lib/ports.js withFreePort: if
+//                //   another process takes it before consentd binds it, again on another;
+//                //   option pickPort: how each is picked, for tests/integration/ports.test.js)
 //   c.dir        // the temporary directory (config.ini, master.key, consentd.db)
 //   c.proc       // the process handle from proc.js (stdout, stderr, exited, ...)
 //   c.sql(q)     // q on consentd's database, either backend: rows as text, '|' between columns
@@ -17,10 +20,11 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startProcess } from './proc.js';
-import { getFreePort } from './ports.js';
+import { withFreePort, listenersOn, PortTakenError } from './ports.js';
 import { startPostgres } from './pg.js';
 import { startLb, PROXY_ADDRESS } from './lb.js';
 
+const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const consentdBin = process.env.TEST_CONSENTD_BIN || join(root, 'build', 'consentd');
 
@@ -110,58 +114,106 @@ export async function consentdCommand(args, { env = {} } = {}) {
   });
 }
 
+// One consentd process on port, ready: /healthz answers 200 and the listening socket on
+// port is this process's alone.  Throws a PortTakenError when another process has the
+// port: consentd could not bind it ("cannot listen on"), or bound it beside another
+// (SO_REUSEPORT, tests/lib/ports.js listenersOn); the caller may try another port.
 async function startNode({ cfg, dir, port, env, name }) {
   const cfgPath = join(dir, 'config.ini');
   writeFileSync(cfgPath, toIni(cfg));
-  const proc = await startProcess(consentdBin, ['-c', cfgPath], {
-    env: { ASAN_OPTIONS: 'detect_leaks=1', ...env },
-    ready: { url: `http://127.0.0.1:${port}/healthz`, status: 200 },
-    timeoutMs: 20000,
-    name,
-  });
+  const taken = (output) => new RegExp(`cannot listen on \\S+:${port}\\b`).test(output);
+  let proc;
+  try {
+    proc = await startProcess(consentdBin, ['-c', cfgPath], {
+      env: { ASAN_OPTIONS: 'detect_leaks=1', ...env },
+      ready: { url: `http://127.0.0.1:${port}/healthz`, status: 200 },
+      timeoutMs: 60000,
+      name,
+    });
+  } catch (e) {
+    if (taken(e.message)) throw new PortTakenError(port, e.message);
+    throw e;
+  }
+  // The answer may have come from another process on the port: wait until this one
+  // listens there (or exits), and then that no other process does.
+  for (let t = 0; ; t += 50) {
+    const l = listenersOn(port, proc.pid);
+    if (proc.exitStatus || t >= 60000) {
+      await proc.stop(1000);
+      const why = `${name} ${proc.exitStatus ? 'exited' : 'never listened'} after /healthz on port ${port} answered`;
+      if (taken(proc.output())) throw new PortTakenError(port, `${why}\n${proc.output()}`);
+      throw new Error(`${why}\n${proc.output()}`);
+    }
+    if (l === null) break;                         // no /proc: nothing more to learn
+    if (l.ours > 0 && l.others > 0) {
+      await proc.stop(10000);
+      throw new PortTakenError(port, `${name} listens there beside ${l.others} other socket(s)`);
+    }
+    if (l.ours > 0) break;
+    await sleep(50);
+  }
   return { proc, cfgPath };
 }
 
 export async function startConsentd({ config = {}, env = {}, port, dir, keepDir = false,
-  nodes = testNodes, migrate = true } = {}) {
+  nodes = testNodes, migrate = true, pickPort } = {}) {
+  const made = !dir;
   dir = dir || mkdtempSync(join(tmpdir(), 'consentd-it-'));
-  port = port || await getFreePort();
-  let cfg = merge(baseConfig({ port, dir, issuer: config?.oidc?.issuer }), config);
-  const pg = testDb === 'pg' || cfg.database?.url;
-  if (pg) {
-    const dbUrl = cfg.database?.url || await freshPgDatabase();
-    cfg = { ...cfg, database: { ...cfg.database, path: undefined, url: dbUrl } };
+  try {
+    return await startIn({ config, env, port, dir, keepDir, nodes, migrate, pickPort });
+  } catch (e) {
+    if (made) rmSync(dir, { recursive: true, force: true });
+    throw e;
   }
+}
+
+async function startIn({ config, env, port, dir, keepDir, nodes, migrate, pickPort }) {
+  const dbUrl = testDb === 'pg' || config.database?.url ? config.database?.url || await freshPgDatabase() : null;
+  const configAt = (p) => {
+    const c = merge(baseConfig({ port: p, dir, issuer: config?.oidc?.issuer }), config);
+    return dbUrl ? { ...c, database: { ...c.database, path: undefined, url: dbUrl } } : c;
+  };
   const cfgPath = join(dir, 'config.ini');
-  writeFileSync(cfgPath, toIni(cfg));
   const keyPath = join(dir, 'master.key');
   try { writeFileSync(keyPath, randomBytes(32), { flag: 'wx', mode: 0o600 }); } catch { /* kept */ }
   chmodSync(keyPath, 0o600);
-  if (pg && migrate) {
+  if (dbUrl && migrate) {
+    writeFileSync(cfgPath, toIni(configAt(port || 1)));    // (migrate listens on nothing)
     const m = await consentdCommand(['migrate', '-c', cfgPath], { env });
     if (m.code !== 0) throw new Error(`consentd migrate: ${m.stderr}`);
   }
+  // Everything that names the port; a port the caller chose is the one used.
+  const launch = (p) => {
+    const cfg = configAt(p);
+    writeFileSync(cfgPath, toIni(cfg));
+    const at = { cfg, cfgPath, dir, port: p, env, keepDir };
+    return nodes <= 1 ? launchOne(at) : launchMany({ ...at, nodes });
+  };
+  return port ? launch(port) : withFreePort(launch, { pick: pickPort });
+}
+
+async function launchOne({ cfg, cfgPath, dir, port, env, keepDir }) {
+  const { proc } = await startNode({ cfg, dir, port, env, name: 'consentd' });
+  return {
+    url: cfg.server.public_url, port, dir, cfgPath, proc, config: cfg, nodes: [{ proc, dir, port }],
+    sql: (q) => dbQuery(cfg, q),
+    rows: (q) => dbQuery(cfg, q, { json: true }),
+    async stop({ remove = !keepDir } = {}) {
+      const st = await proc.stop(10000);
+      if (remove) rmSync(dir, { recursive: true, force: true });
+      return st;
+    },
+  };
+}
+
+// N nodes: each its own port and directory (a copy of dir: the same master key and
+// files), the same database, the balancer on `port`.
+async function launchMany({ cfg, cfgPath, dir, port, env, keepDir, nodes }) {
   const url = cfg.server.public_url;
-  if (nodes <= 1) {
-    const { proc } = await startNode({ cfg, dir, port, env, name: 'consentd' });
-    return {
-      url, port, dir, cfgPath, proc, config: cfg, nodes: [{ proc, dir, port }],
-      sql: (q) => dbQuery(cfg, q),
-      rows: (q) => dbQuery(cfg, q, { json: true }),
-      async stop({ remove = !keepDir } = {}) {
-        const st = await proc.stop(10000);
-        if (remove) rmSync(dir, { recursive: true, force: true });
-        return st;
-      },
-    };
-  }
-  // N nodes: each its own port and directory (a copy of dir: the same
-  // master key and files), the same database, the balancer on `port`.
   const list = [];
   let lb = null;
   try {
     for (let i = 0; i < nodes; i++) {
-      const nport = await getFreePort();
       const ndir = `${dir}-node${i}`;
       cpSync(dir, ndir, { recursive: true });
       const rewrite = (v) => (typeof v === 'string' && v.startsWith(dir) ? ndir + v.slice(dir.length) : v);
@@ -171,11 +223,13 @@ export async function startConsentd({ config = {}, env = {}, port, dir, keepDir 
         ncfg[sec] = {};
         for (const [k, v] of Object.entries(keys)) ncfg[sec][k] = rewrite(v);
       }
-      // The balancer is a trusted proxy: the nodes key their per-address limits by the client.
-      ncfg.server = { ...ncfg.server, listen: `127.0.0.1:${nport}`, public_url: url,
-        trusted_proxies: [ncfg.server.trusted_proxies, PROXY_ADDRESS].filter(Boolean).join(' ') };
-      const { proc } = await startNode({ cfg: ncfg, dir: ndir, port: nport, env, name: `consentd#${i}` });
-      list.push({ proc, dir: ndir, port: nport, config: ncfg });
+      list.push(await withFreePort(async (nport) => {
+        // The balancer is a trusted proxy: the nodes key their per-address limits by the client.
+        const ncfgAt = { ...ncfg, server: { ...ncfg.server, listen: `127.0.0.1:${nport}`, public_url: url,
+          trusted_proxies: [ncfg.server.trusted_proxies, PROXY_ADDRESS].filter(Boolean).join(' ') } };
+        const { proc } = await startNode({ cfg: ncfgAt, dir: ndir, port: nport, env, name: `consentd#${i}` });
+        return { proc, dir: ndir, port: nport, config: ncfgAt };
+      }));
     }
     lb = await startLb({ port, backends: list.map((n) => n.port) });
   } catch (e) {

@@ -8,7 +8,7 @@
 //     downstream,         // { resource, scopes: [...], accessTokenTTL } -> downstream OAuth provider mode
 //     idJag,              // { clientIds, alg, lifetime, testKnobs } -> mints ID-JAGs (devidp.js)
 //     port = 0,           // 0: the IdP binds a free port itself (no race)
-//     env, timeoutMs = 15000, echo,   // passed to startProcess (tests/lib/proc.js)
+//     env, timeoutMs = 60000, echo,   // passed to startProcess (tests/lib/proc.js)
 //   });
 //   idp.issuer          // 'http://127.0.0.1:PORT'
 //   idp.port, idp.pid, idp.configFile, idp.proc (the startProcess handle)
@@ -28,7 +28,7 @@ export const DEVIDP = join(dirname(fileURLToPath(import.meta.url)), '..', 'idp',
 export async function startIdp(opts = {}) {
   const {
     clients = DEFAULT_CLIENTS, users = DEFAULT_USERS, ttl, rotateRefreshToken, downstream, idJag,
-    port = 0, env, timeoutMs = 15000, echo,
+    port = 0, env, timeoutMs = 60000, echo,
   } = opts;
   const dir = mkdtempSync(join(tmpdir(), 'devidp-'));
   const configFile = join(dir, 'config.json');

@@ -8,7 +8,7 @@
 //                        //   function(line, stream) -> truthy when ready ('stdout' | 'stderr')
 //                        //   { url, status? } -> polled (GET) until it answers [with that status]
 //                        //   null -> do not wait
-//     timeoutMs = 15000, // for becoming ready
+//     timeoutMs = 60000, // for becoming ready (a bound for a machine under load, not a speed)
 //     name,              // label for errors and echo (default: basename of cmd)
 //     echo,              // copy output to our stderr with a [name] prefix
 //                        // (default: env TEST_VERBOSE set)
@@ -58,7 +58,7 @@ const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 
 export async function startProcess(cmd, args = [], opts = {}) {
   const {
-    env, cwd, timeoutMs = 15000, echo = !!process.env.TEST_VERBOSE,
+    env, cwd, timeoutMs = 60000, echo = !!process.env.TEST_VERBOSE,
   } = opts;
   const ready = opts.ready === undefined ? /^READY /m : opts.ready;
   const name = opts.name || basename(cmd);

@@ -1,5 +1,7 @@
 // A development IdP and a consentd that trusts it, wired for one test file:
-// consentd's port is chosen first so the IdP can register its redirect URIs.
+// consentd's port is chosen first so the IdP can register its redirect URIs (and when
+// another process takes that port before consentd binds it, both start again on another:
+// tests/lib/ports.js withFreePort).
 //
 //   const s = await startStack({ config: { session: { idle_timeout: 2 } }, env });  // env: consentd's
 //   s.idp (tests/lib/idp.js handle), s.c (tests/lib/consentd.js handle), s.url
@@ -7,11 +9,11 @@
 import assert from 'node:assert/strict';
 import { startIdp, DEFAULT_CLIENTS } from './idp.js';
 import { startConsentd } from './consentd.js';
-import { getFreePort } from './ports.js';
+import { withFreePort } from './ports.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 
-export async function waitReady(url, ms = 15000) {
+export async function waitReady(url, ms = 60000) {
   for (let t = 0; t < ms; t += 100) {
     if ((await fetch(`${url}/readyz`)).status === 200) return;
     await sleep(100);
@@ -22,12 +24,15 @@ export async function waitReady(url, ms = 15000) {
 // A consentd handle ready: every node on its own port (one node: its URL).  With many
 // nodes behind the test balancer, the balancer's /readyz is one node's answer, and a node
 // that has not discovered the IdP yet would answer the next step 503.
-export async function waitNodesReady(c, ms = 15000) {
+export async function waitNodesReady(c, ms = 60000) {
   for (const n of c.nodes || []) await waitReady(`http://127.0.0.1:${n.port}`, ms);
 }
 
-export async function startStack({ config = {}, clients, idpOptions = {}, env, nodes } = {}) {
-  const port = await getFreePort();
+export function startStack(opts = {}) {
+  return withFreePort((port) => startStackOn(port, opts));
+}
+
+async function startStackOn(port, { config = {}, clients, idpOptions = {}, env, nodes } = {}) {
   const url = `http://127.0.0.1:${port}`;
   const cl = (clients || DEFAULT_CLIENTS).map((x) => (x.client_id === 'consentd'
     ? { ...x, redirect_uris: [`${url}/callback`], post_logout_redirect_uris: [`${url}/`] } : x));

@@ -47,7 +47,7 @@ import { join } from 'node:path';
 import { startIdp, DEFAULT_CLIENTS, DEFAULT_USERS, DEVIDP } from './idp.js';
 import { startConsentd } from './consentd.js';
 import { startProcess } from './proc.js';
-import { getFreePort } from './ports.js';
+import { withFreePort } from './ports.js';
 import { waitNodesReady } from './stack.js';
 import { CookieJar, discover, getIdToken } from './idplogin.js';
 import { consentdLogin, req, postForm, revokeOnMe } from './weblogin.js';
@@ -74,7 +74,7 @@ export async function startDownstreamIdp({
   let proc;
   try {
     proc = await startProcess(process.execPath, [DEVIDP, '--port', '0', '--config', configFile], {
-      env, echo, name: 'devidp-downstream', ready: /^READY (http:\/\/\S+)$/, timeoutMs: 15000,
+      env, echo, name: 'devidp-downstream', ready: /^READY (http:\/\/\S+)$/, timeoutMs: 60000,
     });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
@@ -137,12 +137,18 @@ export const PROVIDER_SECRETS = {
   rs: 'resource-server-secret',
 };
 
-export async function startVaultStack({
+// consentd's port is chosen first, for the redirect URIs the providers register; when
+// another process takes it before consentd binds it, everything starts again on another
+// (tests/lib/ports.js withFreePort).
+export function startVaultStack(opts = {}) {
+  return withFreePort((port) => startVaultStackOn(port, opts));
+}
+
+async function startVaultStackOn(port, {
   accessTokenTTL = 5, refreshMargin = 2, config = {}, rotateRefreshToken = true,
   reuseGrant = false, extraDsClients = [], users = DEFAULT_USERS, echo, gatewayOptions = {},
   provider = {},
 } = {}) {
-  const port = await getFreePort();
   const url = `http://127.0.0.1:${port}`;
   const stoppers = [];
   const cleanup = async () => { for (const f of stoppers.reverse()) { try { await f(); } catch { /* next */ } } };
