@@ -138,6 +138,15 @@ subject_audiences = gateway-app
 [consent]
 interval = 2
 
+;; MCP clients sign in here (docs/mcp.md): the notes behind an MCP endpoint, and a
+;; native client registered for any loopback port; client-id URLs are accepted too
+[mcp.notes]
+resource = notes
+
+[client.local-mcp]
+name = A local MCP client (development)
+redirect_uris = http://127.0.0.1/callback http://localhost/callback
+
 [agent.coder]
 name = Coding assistant
 description = Reads and writes your notes, reads and opens issues
@@ -439,6 +448,8 @@ cat <<MSG
   consentd is running:     $URL/              (your consents: $URL/me)
   admin pages:             $URL/admin         (sign in as admin)
   its signing keys:        $URL/.well-known/jwks.json
+  MCP sign-in:             $URL/mcp/notes  (OAuth for MCP clients: client_id local-mcp,
+                           or a client-id URL; the MCP gateway itself is issue #31)
   development IdP:         $LOGIN_IDP/  users alice, bob, carol, admin;
                            password: <name>-password
   development provider:    $PROVIDER/  "GitHub (development)", the same users
