@@ -473,7 +473,9 @@ test('Authorization at /proxy: DPoP <bound grant> with its proof passes, Bearer 
 test('metadata: DPoP algorithms and private_key_jwt as configured', async () => {
   const m = await (await fetch(`${v.url}/.well-known/oauth-authorization-server`)).json();
   assert.deepEqual(m.dpop_signing_alg_values_supported, ['ES256', 'PS256', 'EdDSA', 'Ed25519']);
-  assert.deepEqual(m.token_endpoint_auth_methods_supported, ['private_key_jwt']);
+  // The gateway authenticates with private_key_jwt alone here; none is an MCP client's
+  // (a public client redeems its code with its client_id and PKCE, docs/mcp.md).
+  assert.deepEqual(m.token_endpoint_auth_methods_supported, ['none', 'private_key_jwt']);
 });
 
 // --- require_dpop and server nonces ------------------------------------------------------
