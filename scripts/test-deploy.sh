@@ -106,7 +106,9 @@ src = open(config_c).read()
 lists = dict(re.findall(r'static const char \*const keys_(\w+)\[\] = \{([^}]*)\}', src))
 if not lists:
     print('no key lists found in server/config_read.c'); sys.exit(1)
+alias = {'mcp_endpoint': 'mcp'}   # keys_mcp_endpoint: [mcp.NAME], under "SECTION [mcp.NAME]"
 for name, body in lists.items():
+    name = alias.get(name, name)
     want.add((name, None))
     for k in re.findall(r'"([a-z_0-9]+)"', body):
         want.add((name, k))

@@ -389,7 +389,8 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 		    "reconnect_why", str_of(k, "reconnect_reason") != NULL ?
 		    health_reason_person(health_reason_parse(str_of(k, "reconnect_reason"))) : NULL,
 		    /* An enterprise IdP's ID-JAG under the admin's policy (idjag_grant.h). */
-		    "by_organisation", str_of(k, "granted_by") != NULL);
+		    /* str_of answers "" for a NULL: ask for the string itself. */
+		    "by_organisation", json_string_value(json_object_get(k, "granted_by")) != NULL);
 	buf_clear(&label);
 	free(id_short);
 	free(granted);

@@ -614,7 +614,7 @@ static bool word_ok_any(const char *w) { (void)w; return true; }
 /* [client.NAME]: an MCP client the operator registered (config.h). */
 static void load_client(struct ctx *c, struct config_client *k, const struct section *s)
 {
-	bool given, https;
+	bool given;
 	int i;
 	const struct entry *e;
 	char why[CIMD_WHY_MAX];
@@ -653,10 +653,12 @@ static void load_client(struct ctx *c, struct config_client *k, const struct sec
 		cfg_err_e(c, e != NULL ? e : ue, "used only with token_endpoint_auth = private_key_jwt");
 	else if (e != NULL)
 		read_jwks_file(c, e, k->jwks_file, &k->jwks_json);
-	else if (ue != NULL && (!cfg_check_url(c, ue, k->jwks_uri, URL_PATH | URL_QUERY, &https) ||
-	    !https)) {
-		if (k->jwks_uri != NULL)
-			cfg_err_e(c, ue, "must be https");
+	else if (ue != NULL) {
+		/* The token endpoint checks a client's assertion with keys it
+		 * holds: a client's keys are not fetched (mcp_token.c).  Refused
+		 * here rather than a client that can never authenticate. */
+		cfg_err_e(c, ue, "not supported for a [client.NAME]: the token endpoint does not "
+		    "fetch client keys; give jwks_file (the client's JWK Set, read at start)");
 		free(k->jwks_uri);
 		k->jwks_uri = NULL;
 	}

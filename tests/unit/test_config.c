@@ -1659,10 +1659,11 @@ START_TEST(test_config_clients)
 	ck_assert_int_eq(c->clients[0].auth, CLIENT_AUTH_PRIVATE_KEY_JWT);
 	ck_assert_ptr_nonnull(c->clients[0].jwks_json);
 	config_free(c);
-	c = expect_ok(MINIMAL "[client.svc]\nredirect_uris = https://svc.example/cb\n"
-	    "token_endpoint_auth = private_key_jwt\njwks_uri = https://svc.example/jwks\n", NULL);
-	ck_assert_str_eq(c->clients[0].jwks_uri, "https://svc.example/jwks");
-	config_free(c);
+	/* A jwks_uri would make a client that can never authenticate: the token
+	 * endpoint does not fetch client keys. */
+	expect_error(MINIMAL "[client.svc]\nredirect_uris = https://svc.example/cb\n"
+	    "token_endpoint_auth = private_key_jwt\njwks_uri = https://svc.example/jwks\n", NULL,
+	    "jwks_uri: not supported for a [client.NAME]");
 
 	/* Refusals, each naming its key. */
 	expect_error(MINIMAL "[client.a]\n", NULL, "redirect_uris: [client.a] needs at least one");
