@@ -195,10 +195,11 @@ test('consentd.conf.5: every key it describes exists in its section, and each de
   let defaults = 0;
   // "SECTION [server]" blocks; in each, a .TP / .TQ tag (the key) and its paragraph.
   for (const block of page.split(/\n\.SH /).slice(1)) {
-    const h = /^SECTION \[([a-z]+)/.exec(block);
+    // "[mcp]" is a fixed section, "[mcp.NAME]" a named one: the dot tells them apart.
+    const h = /^SECTION \[([a-z]+)(\.?)/.exec(block);
     if (!h) continue;
-    const fixed = SECTIONS.has(h[1]);
-    const sec = fixed ? h[1] : { agent: 'agent.NAME', client: 'client.NAME', enterprise: 'enterprise.NAME', resource: 'resource.NAME', scope: 'scope.NAME.SCOPE', action: 'action.NAME.ACTION' }[h[1]];
+    const fixed = SECTIONS.has(h[1]) && h[2] === '';
+    const sec = fixed ? h[1] : { agent: 'agent.NAME', client: 'client.NAME', enterprise: 'enterprise.NAME', mcp: 'mcp.NAME', resource: 'resource.NAME', scope: 'scope.NAME.SCOPE', action: 'action.NAME.ACTION' }[h[1]];
     if (!sec) { problems.push(`consentd.conf.5: SECTION [${h[1]}] is not a section the code has`); continue; }
     // Consecutive tags (.TQ) share one paragraph: "defaults 20 and 100" is theirs in order.
     const items = block.split(/\n\.TP\s*\n/).slice(1);
