@@ -218,7 +218,11 @@ static struct authz_flow_person person_of(const struct http_request *req)
 		.limits = req->app->limits };
 }
 
-enum cs_err authorize_pages_ask(const struct http_request *req, struct http_reply *rep)
+/* One step of the flow (ask or finish) for the signed-in person, answered. */
+typedef enum cs_err (*flow_step_fn)(struct store_conn *, const struct config *, const char *,
+    const struct authz_flow_person *, struct authz_flow_step *);
+static enum cs_err run_step(const struct http_request *req, struct http_reply *rep,
+    flow_step_fn step)
 {
 	struct store_conn *c = store_conn(req->app->store);
 	struct authz_flow_person p = person_of(req);
@@ -227,23 +231,18 @@ enum cs_err authorize_pages_ask(const struct http_request *req, struct http_repl
 	memset(&s, 0, sizeof s);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = authz_flow_ask(c, req->app->cfg, req->captures[0], &p, &s)) == CS_OK)
+	if ((e = step(c, req->app->cfg, req->captures[0], &p, &s)) == CS_OK)
 		e = step_reply(req, rep, &s);
 	authz_flow_step_clear(&s);
 	return e;
 }
 
+enum cs_err authorize_pages_ask(const struct http_request *req, struct http_reply *rep)
+{
+	return run_step(req, rep, authz_flow_ask);
+}
+
 enum cs_err authorize_pages_done(const struct http_request *req, struct http_reply *rep)
 {
-	struct store_conn *c = store_conn(req->app->store);
-	struct authz_flow_person p = person_of(req);
-	struct authz_flow_step s;
-	enum cs_err e;
-	memset(&s, 0, sizeof s);
-	if (c == NULL)
-		return CS_EDB;
-	if ((e = authz_flow_finish(c, req->app->cfg, req->captures[0], &p, &s)) == CS_OK)
-		e = step_reply(req, rep, &s);
-	authz_flow_step_clear(&s);
-	return e;
+	return run_step(req, rep, authz_flow_finish);
 }

@@ -47,6 +47,15 @@ static void say(struct mcp_token_answer *a, int status, const char *error, const
 		a->description[0] = '\0';
 }
 
+/* A required parameter: false with invalid_request naming it when v is NULL. */
+static bool given(struct mcp_token_answer *a, const char *v, const char *why)
+{
+	if (v != NULL)
+		return true;
+	say(a, 400, "invalid_request", why);
+	return false;
+}
+
 bool mcp_token_request_is_client(const struct config *cfg, const char *client_id,
     const char *authorization)
 {
@@ -313,24 +322,13 @@ enum cs_err mcp_token_code(struct app *app, const struct mcp_token_req *rq,
 	if (!authenticate(app, rq, &k, out, &e))
 		return e;
 	e = CS_OK;
-	if (rq->code == NULL || rq->code[0] == '\0') {
-		say(out, 400, "invalid_request", "code is missing");
+	if (!given(out, rq->code != NULL && rq->code[0] != '\0' ? rq->code : NULL,
+	    "code is missing") ||
+	    !given(out, rq->redirect_uri, "redirect_uri is missing (the one the code was issued to)") ||
+	    !given(out, rq->code_verifier, "code_verifier is missing (PKCE is required)") ||
+	    !given(out, rq->resource, "resource is missing (RFC 8707: the MCP endpoint the code "
+	    "was issued for)"))
 		goto out;
-	}
-	if (rq->redirect_uri == NULL) {
-		say(out, 400, "invalid_request", "redirect_uri is missing (the one the code was "
-		    "issued to)");
-		goto out;
-	}
-	if (rq->code_verifier == NULL) {
-		say(out, 400, "invalid_request", "code_verifier is missing (PKCE is required)");
-		goto out;
-	}
-	if (rq->resource == NULL) {
-		say(out, 400, "invalid_request", "resource is missing (RFC 8707: the MCP endpoint "
-		    "the code was issued for)");
-		goto out;
-	}
 	if (!dpop_required_ok(app->cfg, &k, rq, out))
 		goto out;
 	if ((c = store_conn(app->store)) == NULL) {
@@ -409,15 +407,10 @@ enum cs_err mcp_token_refresh(struct app *app, const struct mcp_token_req *rq,
 		    "registration lists no refresh_token grant type)");
 		goto out;
 	}
-	if (rq->refresh_token == NULL) {
-		say(out, 400, "invalid_request", "refresh_token is missing");
+	if (!given(out, rq->refresh_token, "refresh_token is missing") ||
+	    !given(out, rq->resource, "resource is missing (RFC 8707: the MCP endpoint the "
+	    "refresh token was issued for)"))
 		goto out;
-	}
-	if (rq->resource == NULL) {
-		say(out, 400, "invalid_request", "resource is missing (RFC 8707: the MCP endpoint "
-		    "the refresh token was issued for)");
-		goto out;
-	}
 	if (rq->scope != NULL && (scope_set_parse(rq->scope, &narrow) != CS_OK || narrow.n == 0)) {
 		say(out, 400, "invalid_scope", "scope is malformed");
 		goto out;
