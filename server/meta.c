@@ -100,6 +100,12 @@ static enum cs_err meta_authorization(json_t *m, const struct config *cfg)
 	if (cfg->mcp_cimd_allow != CIMD_ALLOW_NONE &&
 	    json_object_set_new(m, "client_id_metadata_document_supported", json_true()) != 0)
 		return CS_ENOMEM;
+	/* MCP's enterprise-managed authorization: the ID-JAG profile of the
+	 * jwt-bearer grant, offered where an [enterprise.NAME] IdP can grant. */
+	static const char *const idjag[] = { "urn:ietf:params:oauth:grant-profile:id-jag", NULL };
+	if (cfg->nenterprises > 0 &&
+	    (e = meta_words(m, "authorization_grant_profiles_supported", idjag)) != CS_OK)
+		return e;
 	return CS_OK;
 }
 

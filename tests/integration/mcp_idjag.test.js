@@ -114,6 +114,12 @@ function refused(r, error, re, label) {
 
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
+test('the metadata offers the ID-JAG profile where an [enterprise.NAME] IdP is configured (MCP ext-auth)', async () => {
+  const m = await (await fetch(`${url}/.well-known/oauth-authorization-server`)).json();
+  assert.deepEqual(m.authorization_grant_profiles_supported, ['urn:ietf:params:oauth:grant-profile:id-jag']);
+  assert.ok(m.grant_types_supported.includes('urn:ietf:params:oauth:grant-type:jwt-bearer'));
+});
+
 test('an ID-JAG from the enterprise IdP for a pair the policy lists: an access token for the endpoint, the organisation\'s consent on /me, and an admin revocation ends it', async () => {
   const jag = await mintJag({ scope: 'read write' });
   const h = decodeProtectedHeader(jag);
