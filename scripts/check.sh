@@ -104,14 +104,14 @@ slow_first() {
 # statements off (what PgBouncer < 1.21 in transaction mode needs);
 # pg_nodes.test.js and pg_copy.test.js (in the integration step) hold the
 # multi-node properties themselves and run them on (the default).  The HTTP
-# files two at a time (PG_CONCURRENCY; tests/lib/ports.js keeps a port a test
-# holds free, such as a receiver's that is down, from going to another file),
-# the slowest first; then the browser files one at a time (a browser test's
+# files one at a time by default (PG_CONCURRENCY=2 halves the pass, but on a
+# fresh Debian 12 two at a time pushed vault_attacks' 10 s grants past their
+# expiry and retention's IdP past its patience: 2 of 153 failed), the slowest first; then the browser files one at a time (a browser test's
 # 5 s provider token must not reach its 2 s refresh margin under load).
 pg_tests() {
 	local rc=0 p f
 	export CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2
-	node_files "postgresql (http)" "${PG_CONCURRENCY:-2}" $(slow_first \
+	node_files "postgresql (http)" "${PG_CONCURRENCY:-1}" $(slow_first \
 	    "key_reload dpop consent_attacks vault_attacks approval_attacks admin_pages admin_bulk" \
 	    $(grep -v '^#' scripts/pg-pass.list | grep -v '^tests/e2e/')) || rc=1
 	p=$nf_pass; f=$nf_fail

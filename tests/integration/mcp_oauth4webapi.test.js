@@ -9,6 +9,7 @@
 // authorizeHttp, tests/lib/weblogin.js).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import '../lib/webcrypto.js';   // Node 18 (Debian 12): oauth4webapi needs the Web Crypto global
 import * as oauth from 'oauth4webapi';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { startStack } from '../lib/stack.js';
