@@ -7,6 +7,7 @@
  * domain's.  No transaction and no audit entry is written here. */
 #include <string.h>
 #include <jansson.h>
+#include "agent.h"
 #include "app.h"
 #include "approval_api.h"
 #include "buf.h"
@@ -424,6 +425,16 @@ static enum cs_err mcp_token(const struct http_request *req, struct http_reply *
 	enum cs_err e;
 	bool code = strcmp(gt, "authorization_code") == 0;
 	memset(&a, 0, sizeof a);
+	/* RFC 6749 §5.2: a client_id that names no client consentd knows
+	 * (neither a [client.NAME] nor a client-id URL the [mcp] policy lets in)
+	 * is a failed client authentication, whatever it asks for.  No fetch:
+	 * the grant type is refused either way. */
+	struct agent_view ag;
+	if (!code && strcmp(gt, "refresh_token") != 0 &&
+	    (!agent_resolve(req->app->cfg, http_arg_str(req, CLIENT_AUTH_P_CLIENT_ID), &ag) ||
+	    ag.kind == AGENT_CONFIGURED))
+		return reply_oauth_error(rep, 401, "invalid_client", "client_id names no MCP client "
+		    "registered here ([client.NAME]) nor a client-id URL the [mcp] policy admits");
 	if (!code && strcmp(gt, "refresh_token") != 0)
 		return reply_oauth_error(rep, 400, "unsupported_grant_type", "grant_type must be "
 		    "authorization_code, refresh_token or urn:ietf:params:oauth:grant-type:jwt-bearer "

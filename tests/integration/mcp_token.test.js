@@ -164,3 +164,22 @@ test('the client revokes its refresh token (RFC 7009); another client cannot', a
   await assert.rejects(oauth.processRefreshTokenResponse(as, client, gone),
     (e) => e.error === 'invalid_grant' && /revoked/.test(e.error_description));
 });
+
+test('a client_id consentd does not know is a failed client authentication, whatever the grant type', async () => {
+  const post = (fields) => fetch(`${s.url}/token`, { method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(fields) });
+  // A gateway's grant type with a foreign client_id and no credentials: RFC 6749 §5.2.
+  for (const client_id of ['stranger', 'https://evil.example/client.json']) {
+    const res = await post({ grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+      client_id, subject_token: 'x', subject_token_type: 'urn:ietf:params:oauth:token-type:id_token' });
+    const body = await res.json();
+    assert.equal(res.status, 401, `client_id ${client_id}: ${JSON.stringify(body)}`);
+    assert.equal(body.error, 'invalid_client');
+    assert.match(body.error_description, /client_id names no MCP client/);
+  }
+  // A client consentd knows asking for a grant type it has not: unsupported_grant_type.
+  const res = await post({ grant_type: 'client_credentials', client_id: 'ide' });
+  assert.equal(res.status, 400);
+  assert.equal((await res.json()).error, 'unsupported_grant_type');
+});
