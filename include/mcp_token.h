@@ -20,6 +20,13 @@ struct app;
 
 #define MCP_TOKEN_WHY_MAX 240
 
+/* [mcp] require_dpop: whether a request at /token must be refused for coming
+ * without a DPoP proof (proof: a valid one came) -- a public client's, when
+ * the operator requires proofs.  The one rule of the code, refresh and
+ * ID-JAG grants; MCP_TOKEN_DPOP_REQUIRED is its error_description. */
+#define MCP_TOKEN_DPOP_REQUIRED "a DPoP proof is required of public clients ([mcp] require_dpop)"
+bool mcp_token_dpop_missing(const struct config *cfg, bool proof, bool private_key_jwt);
+
 /* Whether a request at /token or /revoke is an MCP client's rather than the
  * gateway's: it names a client_id that is not [gateway] id, and carries no
  * Authorization header (Basic is the gateway's alone).  The caller still

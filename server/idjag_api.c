@@ -73,9 +73,8 @@ enum cs_err idjag_api_token(const struct http_request *req, struct http_reply *r
 	if (req->header != NULL && req->header(req->hctx, DPOP_HEADER) != NULL &&
 	    !dpop_api_at_token(req, rep, jkt))
 		return CS_OK;
-	if (jkt[0] == '\0' && !pkjwt && app->cfg->mcp_require_dpop) {
-		dpop_api_refuse(req, rep, 400, "a DPoP proof is required of public clients "
-		    "([mcp] require_dpop)");
+	if (mcp_token_dpop_missing(app->cfg, jkt[0] != '\0', pkjwt)) {
+		dpop_api_refuse(req, rep, 400, MCP_TOKEN_DPOP_REQUIRED);
 		return CS_OK;
 	}
 	if ((c = store_conn(app->store)) == NULL)

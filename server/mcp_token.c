@@ -166,14 +166,18 @@ refused:
 	return false;
 }
 
-/* [mcp] require_dpop: a public client's request without a proof.  true: go on. */
+bool mcp_token_dpop_missing(const struct config *cfg, bool proof, bool private_key_jwt)
+{
+	return !proof && !private_key_jwt && cfg->mcp_require_dpop;
+}
+
+/* [mcp] require_dpop for client k's request.  true: go on. */
 static bool dpop_required_ok(const struct config *cfg, const struct mcp_client *k,
     const struct mcp_token_req *rq, struct mcp_token_answer *a)
 {
-	if (rq->jkt != NULL || k->private_key_jwt || !cfg->mcp_require_dpop)
+	if (!mcp_token_dpop_missing(cfg, rq->jkt != NULL, k->private_key_jwt))
 		return true;
-	say(a, 400, "invalid_dpop_proof", "a DPoP proof is required of public clients "
-	    "([mcp] require_dpop)");
+	say(a, 400, "invalid_dpop_proof", MCP_TOKEN_DPOP_REQUIRED);
 	return false;
 }
 
