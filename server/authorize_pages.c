@@ -160,6 +160,15 @@ enum cs_err authorize_pages_start(const struct http_request *req, struct http_re
 		e = to_client(req, rep, v.redirect_uri, NULL, v.error, v.why, ar.state);
 		goto out;
 	}
+	/* A private_key_jwt client whose keys are only at a jwks_uri could not
+	 * redeem a code: /token does not fetch keys (docs/mcp.md).  Said now,
+	 * before the person is asked, rather than after they agreed. */
+	if (k.private_key_jwt && k.jwks == NULL) {
+		e = to_client(req, rep, v.redirect_uri, NULL, "unauthorized_client", "the client's "
+		    "keys are at a jwks_uri, which consentd does not fetch: its token requests could "
+		    "not be authenticated; publish them inline (jwks)", ar.state);
+		goto out;
+	}
 	if ((e = beyond_check(cfg, &ar, jkt, &error, more, sizeof more)) != CS_OK)
 		goto out;
 	if (error != NULL) {

@@ -94,10 +94,10 @@ function assertPage(r, status, words) {
 }
 
 // An error for the client at its redirect URI, with state and iss.
-function assertToClient(r, error, descPart) {
+function assertToClient(r, error, descPart, callback = CALLBACK) {
   assert.equal(r.status, 303, r.html.slice(0, 300));
   const u = new URL(r.location);
-  assert.equal(`${u.origin}${u.pathname}`, CALLBACK);
+  assert.equal(`${u.origin}${u.pathname}`, callback);
   assert.equal(u.searchParams.get('error'), error);
   assert.match(u.searchParams.get('error_description'), descPart);
   assert.equal(u.searchParams.get('state'), 'st-42');
@@ -189,6 +189,14 @@ test('PKCE plain and a missing challenge: an error to the client, with state and
   assertToClient(await authorize({ code_challenge: undefined }), 'invalid_request', /code_challenge/);
   assertToClient(await authorize({ code_challenge: undefined, code_challenge_method: undefined }),
     'invalid_request', /code_challenge/);
+});
+
+test('a private_key_jwt client whose keys are only at a jwks_uri: unauthorized_client before the person is asked', async () => {
+  // /token does not fetch a client's keys: such a client could never redeem the code.
+  assertToClient(await authorize({ client_id: `https://localhost:${cimd.port}/private-key-jwt.json`,
+    redirect_uri: 'https://client.example/cb' }), 'unauthorized_client', /jwks_uri/,
+  'https://client.example/cb');
+  assert.equal(s.c.sql(`SELECT count(*) FROM authz_requests WHERE client_id LIKE '%private-key-jwt%'`), '0');
 });
 
 test('a resource consentd does not serve: invalid_target to the client', async () => {
