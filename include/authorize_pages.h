@@ -4,6 +4,7 @@
  * GET /authorize/{id}/done sends the client its code or its refusal. */
 #ifndef CS_AUTHORIZE_PAGES_H
 #define CS_AUTHORIZE_PAGES_H
+#include <stdbool.h>
 #include "http.h"
 
 /* GET /authorize's parameters by position (routes.c declares them in this
@@ -27,5 +28,13 @@ enum cs_err authorize_pages_ask(const struct http_request *, struct http_reply *
 /* GET /authorize/{id}/done (signed in, the same person): after the decision,
  * a 303 to the client with the code, or with access_denied. */
 enum cs_err authorize_pages_done(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+
+/* After a step of consent request request_id's (its decision; an API key
+ * stored for the consent it made): when the request came from an /authorize
+ * sign-in still waiting, the way back to its done step -- a 303 on a GET, a
+ * page that moves on by itself after a form's POST -- and *sent.  Otherwise
+ * nothing (*sent false): the caller answers as for a gateway's request. */
+enum cs_err authorize_pages_continue(const struct http_request *req, struct http_reply *rep,
+    const char *request_id, bool *sent) CS_MUST_CHECK;
 
 #endif

@@ -255,3 +255,31 @@ enum cs_err authorize_pages_done(const struct http_request *req, struct http_rep
 {
 	return run_step(req, rep, authz_flow_finish);
 }
+
+enum cs_err authorize_pages_continue(const struct http_request *req, struct http_reply *rep,
+    const char *request_id, bool *sent)
+{
+	char aid[STORE_AUTHZ_ID_LEN + 1], loc[64];
+	enum cs_err e = authz_flow_from_consent(store_conn(req->app->store), request_id, req->now,
+	    aid);
+	*sent = false;
+	if (e == CS_ENOENT)
+		return CS_OK;
+	if (e != CS_OK || (e = str_fmt(loc, sizeof loc, "/authorize/%s/done", aid)) != CS_OK)
+		return e;
+	*sent = true;
+	if (req->method != HTTP_POST)
+		return page_redirect(rep, loc);
+	/* Right after a form (the decision, an API key): a page that moves on by
+	 * itself, not a 303.  Chromium holds every redirect that follows a form
+	 * submission to the page's CSP form-action ('self' and the configured
+	 * providers), and the done step's answer goes to the client's redirect
+	 * URI, which no configuration can list (a client-id URL's document names
+	 * it). */
+	json_t *ctx = json_pack("{s:s, s:s}", "title", "Going back to the app", "next", loc);
+	if (ctx == NULL)
+		return CS_ENOMEM;
+	e = page_render(rep, 200, "authorize_continue.html", ctx, req->auth.session);
+	json_decref(ctx);
+	return e;
+}

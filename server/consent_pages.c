@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include "agent.h"
 #include "app.h"
+#include "authorize_pages.h"
 #include "authz_flow.h"
 #include "buf.h"
 #include "consent.h"
@@ -189,36 +190,6 @@ out:
 	store_authz_request_clear(&ar);
 	mcp_client_clear(&k);
 	return item;
-}
-
-/* A decided request that came from /authorize (an MCP client's sign-in)
- * continues there: its done step answers the client.  *sent when rep holds
- * that 303. */
-static enum cs_err to_authorize(const struct http_request *req, struct http_reply *rep,
-    const char *request_id, bool *sent)
-{
-	char aid[STORE_AUTHZ_ID_LEN + 1], loc[64];
-	enum cs_err e = authz_flow_from_consent(store_conn(req->app->store), request_id, req->now,
-	    aid);
-	*sent = false;
-	if (e == CS_ENOENT)
-		return CS_OK;
-	if (e != CS_OK || (e = str_fmt(loc, sizeof loc, "/authorize/%s/done", aid)) != CS_OK)
-		return e;
-	*sent = true;
-	if (req->method != HTTP_POST)
-		return page_redirect(rep, loc);
-	/* Right after the decision's form: a page that moves on by itself, not a
-	 * 303.  Chromium holds every redirect that follows a form submission to
-	 * the page's CSP form-action ('self' and the configured providers), and
-	 * the done step's answer goes to the client's redirect URI, which no
-	 * configuration can list (a client-id URL's document names it). */
-	json_t *ctx = json_pack("{s:s, s:s}", "title", "Going back to the app", "next", loc);
-	if (ctx == NULL)
-		return CS_ENOMEM;
-	e = page_render(rep, 200, "authorize_continue.html", ctx, req->auth.session);
-	json_decref(ctx);
-	return e;
 }
 
 /* The consent page for r, pending and the signed-in person's, with the
@@ -457,7 +428,7 @@ enum cs_err consent_pages_decide(const struct http_request *req, struct http_rep
 	/* An MCP client's sign-in: the decision goes back to /authorize. */
 	if (e == CS_OK && done.outcome == CONSENT_DECIDED) {
 		bool sent;
-		if ((e = to_authorize(req, rep, r.id, &sent)) != CS_OK || sent)
+		if ((e = authorize_pages_continue(req, rep, r.id, &sent)) != CS_OK || sent)
 			goto out;
 	}
 	if (e == CS_OK)
@@ -536,7 +507,7 @@ enum cs_err consent_pages_done(const struct http_request *req, struct http_reply
 		if ((e = str_fmt(back, sizeof back, "/consent/%s", r.id)) == CS_OK)
 			e = reply_header(rep, "Location", back);
 	} else if (strcmp(r.status, "pending") != 0 &&
-	    ((e = to_authorize(req, rep, r.id, &sent)) != CS_OK || sent)) {
+	    ((e = authorize_pages_continue(req, rep, r.id, &sent)) != CS_OK || sent)) {
 		/* decided, for an MCP client's sign-in: the 303 to /authorize/{id}/done */
 	} else if (strcmp(r.status, "pending") != 0 || outcome == NULL) {
 		/* What was left out comes from the stored request, never from the link. */

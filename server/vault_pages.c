@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "app.h"
+#include "authorize_pages.h"
 #include "buf.h"
+#include "consent.h"
 #include "form.h"
 #include "session.h"
 #include "pages.h"
@@ -129,6 +131,17 @@ enum cs_err vault_pages_key_store(const struct http_request *req, struct http_re
 	case VAULT_KEY__MAX:
 		return key_not_found(rep);
 	}
+	/* An MCP client's sign-in whose consent waited for this key goes back to
+	 * the client now (issue #30). */
+	struct consent k;
+	bool sent = false;
+	if ((e = consent_get(c, req->captures[0], req->now, &k)) != CS_OK)
+		return e;
+	if (k.request_id != NULL)
+		e = authorize_pages_continue(req, rep, k.request_id, &sent);
+	consent_clear(&k);
+	if (e != CS_OK || sent)
+		return e;
 	if ((e = str_fmt(back, sizeof back, "/me/consents/%s/key", req->captures[0])) != CS_OK)
 		return e;
 	rep->status = 303;

@@ -52,6 +52,11 @@ before(async () => {
       },
       'mcp.notes': { resource: 'notes' },
       'client.ide': { name: 'Example IDE', redirect_uris: 'https://ide.example/cb' },
+      // A resource whose credential is an API key the person enters (docs/providers.md).
+      'resource.keyed': { name: 'Keyed API', credential: 'api_key', api_key_header: 'X-Api-Key',
+        base_url: 'http://127.0.0.1:9/' },
+      'scope.keyed.items:read': { description: 'Read items' },
+      'mcp.keyed': { resource: 'keyed' },
     }),
   });
 });
@@ -231,4 +236,53 @@ test("a client-id URL whose document's client_id is not its URL, or that the pol
   // The same server by another spelling of its URL: not under the configured prefix.
   r = await authorize({ client_id: `https://127.0.0.1:${cimd.port}/good.json` });
   assertPage(r, 400, 'This sign-in cannot go on');
+});
+
+test('an API key resource: after the decision the person enters the key, and the sign-in goes back to the client', async () => {
+  const a = await jar('alice');
+  const r = await authorize({ resource: `${s.url}/mcp/keyed`, scope: 'items:read' });
+  assert.equal(r.status, 303, r.html);
+  const id = /^\/authorize\/([A-Za-z0-9_-]{22})$/.exec(r.location)[1];
+  let res = await req(a, `${s.url}/authorize/${id}`);
+  assert.equal(res.status, 303, await res.text());
+  const consentPath = res.headers.get('location');
+  res = await req(a, `${s.url}${consentPath}`);
+  const html = await res.text();
+  assert.equal(res.status, 200, html.slice(0, 400));
+  const form = postForm(html);
+  res = await req(a, `${s.url}${form.action}`, {
+    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: s.url },
+    body: new URLSearchParams({ csrf: form.fields.csrf, version: form.fields.version,
+      decision: 'approve', s0: 'on', duration: (html.match(/<option value="(\d+)"/) || [])[1] }).toString(),
+  });
+  // The key page comes first, where a provider's sign-in would be.
+  assert.equal(res.status, 303, await res.text());
+  const keyPage = new URL(res.headers.get('location'), s.url).href;
+  assert.match(keyPage, /\/me\/consents\/[A-Za-z0-9_-]+\/key$/);
+  res = await req(a, keyPage);
+  const keyHtml = await res.text();
+  const kf = postForm(keyHtml, /logout/);
+  res = await req(a, new URL(kf.action, keyPage).href, {
+    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: s.url },
+    body: new URLSearchParams({ csrf: kf.fields.csrf, key: 'sk-test-0123456789' }).toString(),
+  });
+  // The key stored, the sign-in moves on to the client by itself.
+  const cont = await res.text();
+  assert.equal(res.status, 200, cont.slice(0, 300));
+  assert.ok(cont.includes(`<meta http-equiv="refresh" content="0; url=/authorize/${id}/done">`), cont);
+  res = await req(a, `${s.url}/authorize/${id}/done`);
+  assert.equal(res.status, 303, await res.text());
+  const cb = new URL(res.headers.get('location'));
+  assert.equal(`${cb.origin}${cb.pathname}`, CALLBACK);
+  assert.match(cb.searchParams.get('code'), /^[A-Za-z0-9_-]{43}$/);
+  // Storing a key again later (no sign-in waiting) stays on the key page.
+  res = await req(a, keyPage);
+  const again = postForm(await res.text(), /logout/);
+  res = await req(a, new URL(again.action, keyPage).href, {
+    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: s.url },
+    body: new URLSearchParams({ csrf: again.fields.csrf, key: 'sk-test-replaced' }).toString(),
+  });
+  await res.text();
+  assert.equal(res.status, 303);
+  assert.equal(new URL(res.headers.get('location'), s.url).href, keyPage);
 });
