@@ -141,13 +141,14 @@ static json_t *history_item(const struct config *cfg, const struct consent *k)
 		return NULL;
 	int64_t ended = k->revoked_at != 0 && k->revoked_at < k->expires_at ? k->revoked_at :
 	    k->expires_at;
-	o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s?, s:o?}",
+	o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s?, s:o?, s:b}",
 	    "id", k->id, "agent", pages_agent_name(cfg, k->agent),
 	    "resource", pages_resource_name(cfg, k->resource),
 	    "scopes", scope_items(cfg, k->resource, &k->granted),
 	    "created", pages_time_value(k->created_at),
 	    "ended", pages_time_value(ended), "how", how, "why", shown,
-	    "last_used", k->last_used_at > 0 ? pages_time_value(k->last_used_at) : NULL);
+	    "last_used", k->last_used_at > 0 ? pages_time_value(k->last_used_at) : NULL,
+	    "by_organisation", k->granted_by != NULL);   /* idjag_grant.h */
 	free(shown);
 	return o;
 }

@@ -168,6 +168,12 @@ test('an ID-JAG from the enterprise IdP for a pair the policy lists: an access t
   });
   assert.equal(rv.status, 200, await rv.text());
   assert.deepEqual((await gw.introspect(r.body.access_token)).body, { active: false });
+  // The person's history keeps the mark: who gave what ended.
+  const after = await (await req(jar, `${url}/me`)).text();
+  const hist = after.slice(after.indexOf('id="history"'));
+  const ended = hist.slice(hist.indexOf(`id="consent-${rows[0].id}"`));
+  assert.ok(ended.length < hist.length, 'the ended consent is in the history');
+  assert.match(ended.slice(0, 600), /given by your organisation[^]*Revoked by an administrator/);
 });
 
 test('the attacker\'s side: a replayed, expired, unlisted, foreign-client, unknown-key, alg-none and wrong-typ ID-JAG are each refused', async () => {
