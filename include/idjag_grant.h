@@ -76,4 +76,16 @@ void idjag_grant_result_clear(struct idjag_grant_result *r);   /* NULL-safe */
 enum cs_err idjag_grant(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
     const struct idjag_grant_req *rq, struct idjag_grant_result *out) CS_MUST_CHECK;
 
+/* At start: every live consent an organisation gave (granted_by =
+ * organisation) whose (client, resource) no [enterprise.NAME] allow entry
+ * still lists -- an entry naming the client and an [mcp.NAME] of the
+ * resource, with every scope the consent holds -- is revoked as consentd
+ * ("consentd"; reason IDJAG_POLICY_GONE), each in its own transaction with
+ * its cascade (tokens end at once) and audit entry.  *revoked (may be NULL)
+ * counts them.  The policy is the operator's word: taking a pair out of it
+ * takes back what it gave. */
+#define IDJAG_POLICY_GONE "the organisation's policy no longer lets this client use this resource"
+enum cs_err idjag_grant_sweep(struct store_conn *c, const struct config *cfg, int64_t now,
+    int64_t *revoked) CS_MUST_CHECK;
+
 #endif

@@ -98,6 +98,12 @@ enum cs_err store_consent_count_states(struct store_conn *c, int64_t now,
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_consent_row **out, size_t *n) CS_MUST_CHECK;
 
+/* The live consents (unrevoked, unexpired at now) an organisation gave
+ * (granted_by = "organisation", migration 0022) whose id sorts after after
+ * ("" for the first page), by id, at most max. */
+enum cs_err store_consent_list_organisation(struct store_conn *c, int64_t now,
+    const char *after, size_t max, struct store_consent_row **out, size_t *n) CS_MUST_CHECK;
+
 /* --- consent requests -------------------------------------------------- */
 enum cs_err store_creq_get(struct store_conn *c, const char *id,
     struct store_creq_row *out) CS_MUST_CHECK;

@@ -496,3 +496,73 @@ out:
 	idjag_clear(&g);
 	return e;
 }
+
+/* --- the policy taken back (idjag_grant_sweep) ----------------------------- */
+
+/* Whether some allow entry still lists row's client for an endpoint of its
+ * resource with every scope it holds. */
+static bool policy_lists(const struct config *cfg, const struct store_consent_row *row)
+{
+	struct scope_set held = { .n = 0 };
+	bool ok = false;
+	if (scope_set_parse(row->granted != NULL ? row->granted : "", &held) != CS_OK)
+		return false;
+	for (size_t i = 0; !ok && i < cfg->nenterprises; i++) {
+		const struct config_enterprise *ent = &cfg->enterprises[i];
+		for (size_t j = 0; !ok && j < ent->nallow; j++) {
+			const struct config_enterprise_allow *a = &ent->allow[j];
+			const struct config_mcp_endpoint *m = config_mcp_endpoint(cfg, a->mcp);
+			if (strcmp(a->client_id, row->agent) != 0 || m == NULL ||
+			    strcmp(m->resource, row->resource) != 0)
+				continue;
+			size_t have = 0;
+			for (size_t k = 0; k < held.n; k++)
+				for (size_t l = 0; l < a->nscopes; l++)
+					if (strcmp(held.v[k], a->scopes[l]) == 0) {
+						have++;
+						break;
+					}
+			ok = have == held.n;
+		}
+	}
+	scope_set_clear(&held);
+	return ok;
+}
+
+#define SWEEP_BATCH 500
+
+enum cs_err idjag_grant_sweep(struct store_conn *c, const struct config *cfg, int64_t now,
+    int64_t *revoked)
+{
+	struct store_consent_row *rows = NULL;
+	size_t n = 0;
+	int64_t count = 0;
+	enum cs_err e;
+	if (revoked != NULL)
+		*revoked = 0;
+	if (c == NULL || cfg == NULL)
+		return CS_EINVAL;
+	/* A page at a time, by id: what a page keeps is never read again. */
+	char after[64] = "";
+	for (;;) {
+		if ((e = store_consent_list_organisation(c, now, after, SWEEP_BATCH, &rows, &n)) != CS_OK)
+			return e;
+		for (size_t i = 0; i < n && e == CS_OK; i++) {
+			enum consent_revoke_outcome o;
+			if (policy_lists(cfg, &rows[i]))
+				continue;
+			e = consent_revoke(c, rows[i].id, &(struct consent_actor){ .actor = "consentd",
+			    .now = now }, IDJAG_POLICY_GONE, &o);
+			if (e == CS_OK && o == CONSENT_REVOKED)
+				count++;
+		}
+		if (e == CS_OK && n > 0 && str_fmt(after, sizeof after, "%s", rows[n - 1].id) != CS_OK)
+			e = CS_EINVAL;
+		store_consent_rows_free(rows, n);
+		if (e != CS_OK || n < SWEEP_BATCH)
+			break;
+	}
+	if (revoked != NULL)
+		*revoked = count;
+	return e;
+}

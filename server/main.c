@@ -19,6 +19,7 @@
 #include "audit_head.h"
 #include "config.h"
 #include "http.h"
+#include "idjag_grant.h"
 #include "httpc.h"
 #include "provider.h"
 #include "admin_cli.h"
@@ -253,6 +254,17 @@ static int serve(const struct config *cfg)
 		log_close();
 		return 1;
 	}
+	/* The [enterprise] policy as configured now: what it no longer lists, it
+	 * takes back before the first request (idjag_grant.h). */
+	int64_t swept = 0;
+	if (idjag_grant_sweep(store_conn(app.store), cfg, app_now(), &swept) != CS_OK) {
+		log_msg(LOG_ERROR, "the organisations' consents could not be checked against "
+		    "[enterprise] allow; not started");
+		goto out;
+	}
+	if (swept > 0)
+		log_msg(LOG_INFO, "revoked %lld consent(s) an organisation gave that [enterprise] "
+		    "allow no longer lists", (long long)swept);
 	if (app_start_discovery(&app) != CS_OK || app_start_maintenance(&app) != CS_OK ||
 	    app_start_janitor(&app) != CS_OK)
 		goto out;

@@ -303,6 +303,26 @@ enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64
 	return e;
 }
 
+static const char SQL_CONSENT_LIST_ORG[] =
+    "SELECT " CONSENT_COLS "WHERE k.granted_by = 'organisation' AND k.revoked_at = 0 "
+    "AND k.expires_at > ?1 AND k.id > ?2 ORDER BY k.id LIMIT ?3";
+
+enum cs_err store_consent_list_organisation(struct store_conn *c, int64_t now,
+    const char *after, size_t max, struct store_consent_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st = store_stmt(c, SQL_CONSENT_LIST_ORG);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_TEXT(after),
+	    SV_INT((int64_t)max)))) != CS_OK)
+		return e;
+	void *rows = NULL;
+	if ((e = store_rows(c, st, max, &consent_rows, &rows, n)) == CS_OK)
+		*out = rows;
+	return e;
+}
+
 enum cs_err store_consent_count_states(struct store_conn *c, int64_t now,
     int64_t out[STORE_CONSENT_STATE__MAX])
 {

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { writeFileSync, readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -278,4 +278,42 @@ test('an IdP named by jwks_uri: its keys fetched on first use (a stranger\'s kid
     const st = await c2.stop();
     assert.equal(st.code, 0, `consentd exit: ${c2.proc.stderr.slice(-2000)}`);
   }
+});
+
+test('a pair taken out of [enterprise] allow takes back what it gave: at the next start its consents are revoked and their tokens end', async () => {
+  // A live organisation consent with read and write, and its token.
+  const r = await redeem(await mintJag({ scope: 'read write' }));
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const live = () => c.rows("SELECT id, granted, revoked_at, revoked_by, revoke_reason FROM consents "
+    + "WHERE granted_by = 'organisation' AND revoked_at = 0");
+  const [k] = live();
+  assert.equal(k.granted, 'read write');
+  const port = Number(new URL(url).port);
+  const restart = async (allow) => {
+    const st = await c.stop({ remove: false });
+    assert.equal(st.code, 0, c.proc.stderr.slice(-2000));
+    c = await startConsentd({ port, dir: c.dir, config: { ...c.config,
+      'enterprise.corp': { ...c.config['enterprise.corp'], allow } } });
+    await waitNodesReady(c);
+  };
+  // The same policy at a restart takes nothing back.
+  await restart('mcp-ide=notes:read,write');
+  assert.deepEqual(live().map((x) => x.id), [k.id]);
+  const gw = gateway({ url });
+  assert.equal((await gw.introspect(r.body.access_token)).body.active, true);
+  // Narrowed to read: the consent holding write is no longer what the policy gives.
+  await restart('mcp-ide=notes:read');
+  assert.deepEqual(live(), []);
+  const [ended] = c.rows(`SELECT revoked_by, revoke_reason FROM consents WHERE id = '${k.id}'`);
+  assert.deepEqual(ended, { revoked_by: 'consentd',
+    revoke_reason: "the organisation's policy no longer lets this client use this resource" });
+  assert.deepEqual((await gw.introspect(r.body.access_token)).body, { active: false });
+  assert.match(readFileSync(c.config.server.log, 'utf8'), /revoked 1 consent\(s\) an organisation gave/);
+  const audit = c.rows(`SELECT actor, detail FROM audit WHERE action = 'consent.revoked' AND consent_id = '${k.id}'`);
+  assert.deepEqual(audit, [{ actor: 'consentd',
+    detail: "the organisation's policy no longer lets this client use this resource" }]);
+  // What the policy still gives, it gives again.
+  const again = await redeem(await mintJag({ scope: 'read' }));
+  assert.equal(again.status, 200, JSON.stringify(again.body));
+  assert.equal(again.body.scope, 'read');
 });
