@@ -559,7 +559,8 @@ static void load_mcp(struct ctx *c, struct config *cfg, const struct section *s)
 		cfg_warn_e(c, e, "ignored: cimd_allow is not prefixes");
 
 	cfg_get_bool(c, s, "cimd_allow_loopback", false, &cfg->mcp_cimd_allow_loopback);
-	if (cfg->mcp_cimd_allow_loopback && (e = cfg_find(s, "cimd_allow_loopback")) != NULL)
+	if (cfg->mcp_cimd_allow_loopback && !cfg->development &&
+	    (e = cfg_find(s, "cimd_allow_loopback")) != NULL)
 		cfg_warn_e(c, e, "client metadata documents may be fetched from loopback addresses: "
 		    "for development only, never in production");
 	e = cfg_get_str(c, s, "cimd_ca_file", NULL, S_EMPTY_NULL, &cfg->mcp_cimd_ca_file);
@@ -980,9 +981,6 @@ static void load_credential(struct ctx *c, struct config_resource *r, const stru
 	    cfg_section_has_value(s, "provider_client_id"))
 		cfg_err_line(c, s->line, "credential", "api_key in [%s] takes no provider or preset: "
 		    "the person enters the key on consentd's page", s->name);
-	if (r->base_url == NULL)
-		cfg_err_line(c, s->line, "base_url", "required in [%s] with credential = api_key (the "
-		    "key is used only by consentd's proxy)", s->name);
 	/* SECURITY: the gateway never receives an API key: it has no expiry, no
 	 * scope and no revocation at a provider, so a key released once is the
 	 * gateway's for good.  token_release defaults to never here. */
@@ -1073,9 +1071,6 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 		if (r->base_url[l - 1] == '/')
 			r->base_url[l - 1] = '\0';    /* routes bring their own leading '/' */
 	}
-	e = cfg_find(s, "token_release");
-	if (e != NULL && r->token_release == RELEASE_NEVER && !cfg_section_has_value(s, "base_url"))
-		cfg_err_e(c, e, "never (proxy only) needs base_url in [%s]", s->name);
 	load_credential(c, r, s);
 	free(def_uri);
 	buf_clear(&b);
@@ -1212,6 +1207,28 @@ static void check_default_duration(struct ctx *c, const struct config *cfg)
 			    (long long)cfg->resources[i].max_consent);
 }
 
+/* A resource whose credentials only consentd uses (token_release = never,
+ * or an API key) must be reachable by consentd: a base_url for its proxy, or
+ * an [mcp.NAME] whose upstream MCP server the gateway calls with them. */
+static void check_resource_reached(struct ctx *c, const struct config *cfg,
+    const struct section *s, const struct config_resource *r)
+{
+	const struct entry *e;
+	if (r->base_url != NULL || cfg_section_has_value(s, "base_url"))
+		return;      /* a bad base_url has its own error */
+	for (size_t i = 0; i < cfg->nmcp_endpoints; i++)
+		if (cfg->mcp_endpoints[i].upstream != NULL && cfg->mcp_endpoints[i].resource != NULL &&
+		    strcmp(cfg->mcp_endpoints[i].resource, r->id) == 0)
+			return;
+	if (r->credential == CREDENTIAL_API_KEY)
+		cfg_err_line(c, s->line, "base_url", "required in [%s] with credential = api_key (the "
+		    "key is used only by consentd's proxy), unless an [mcp.NAME] with an upstream "
+		    "puts the resource behind consentd's MCP gateway", s->name);
+	else if ((e = cfg_find(s, "token_release")) != NULL && r->token_release == RELEASE_NEVER)
+		cfg_err_e(c, e, "never (proxy only) needs base_url in [%s], or an [mcp.NAME] with an "
+		    "upstream in front of it", s->name);
+}
+
 static void cross_check(struct ctx *c, const struct config *cfg)
 {
 	size_t ia = 0, ir = 0, iac = 0, ik = 0;
@@ -1251,6 +1268,7 @@ static void cross_check(struct ctx *c, const struct config *cfg)
 		}
 		case SK_RESOURCE: {
 			const struct config_resource *r = &cfg->resources[ir];
+			check_resource_reached(c, cfg, s, r);
 			e = cfg_find(s, "uri");
 			for (size_t j = 0; r->uri != NULL && j < ir; j++) {
 				if (cfg->resources[j].uri == NULL || strcmp(cfg->resources[j].uri, r->uri) != 0)

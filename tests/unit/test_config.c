@@ -1638,6 +1638,21 @@ START_TEST(test_config_mcp_gateway)
 	ck_assert_str_eq(m->unmapped_scope, "read");
 	ck_assert(m->log_arguments);
 	config_free(c);
+	/* Credentials only consentd uses reach their upstream through the gateway:
+	 * no base_url needed then, and still needed without an upstream. */
+	c = expect_ok(MINIMAL "[resource.t]\ntoken_release = never\n"
+	    "[mcp.t]\nresource = t\nupstream = http://127.0.0.1:8095/mcp\n", NULL);
+	config_free(c);
+	expect_error(MINIMAL "[resource.t]\ntoken_release = never\n[mcp.t]\nresource = t\n", NULL,
+	    "x.conf:10: token_release: never (proxy only) needs base_url in [resource.t], or an "
+	    "[mcp.NAME] with an upstream in front of it");
+	c = expect_ok(MINIMAL "[resource.k]\ncredential = api_key\napi_key_header = X-Api-Key\n"
+	    "[mcp.k]\nresource = k\nupstream = http://127.0.0.1:8095/mcp\n", NULL);
+	config_free(c);
+	expect_error(MINIMAL "[resource.k]\ncredential = api_key\napi_key_header = X-Api-Key\n"
+	    "[mcp.k]\nresource = k\n", NULL, "base_url: required in [resource.k] with credential = "
+	    "api_key (the key is used only by consentd's proxy), unless an [mcp.NAME] with an "
+	    "upstream");
 #define GW_BASE MINIMAL "[resource.notes]\n[scope.notes.read]\n[mcp.notes]\nresource = notes\n"
 	expect_error(GW_BASE "upstream = http://mcp.corp.example/mcp\n", NULL,
 	    "upstream: http:// is allowed only for 127.0.0.1");
@@ -1814,6 +1829,13 @@ START_TEST(test_config_mcp)
 	ck_assert(c->mcp_cimd_allow_loopback);
 	ck_assert_msg(strstr(msgs, "warning: x.conf:10: cimd_allow_loopback: client metadata "
 	    "documents may be fetched from loopback addresses") != NULL, "%s", msgs);
+	free(msgs);
+	config_free(c);
+	/* ... and none in a declared development setup (make run's). */
+	ck_assert_int_eq(load(MIN_SERVER "development = true\n" MIN_OIDC MIN_GATEWAY
+	    "[mcp]\ncimd_allow_loopback = true\n", NULL, &msgs, &c), CS_OK);
+	ck_assert(c->mcp_cimd_allow_loopback);
+	ck_assert_msg(msgs == NULL || strstr(msgs, "cimd_allow_loopback") == NULL, "%s", msgs);
 	free(msgs);
 	config_free(c);
 	ck_assert_int_eq(load(MINIMAL "[mcp]\ncimd_hosts = good.example\n", NULL, &msgs, &c), CS_OK);
