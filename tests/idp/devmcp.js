@@ -306,6 +306,9 @@ async function main() {
           resource_name: 'Development issue tracker' });
       }
       if (path !== '/mcp') return done(404, { error: 'not found: the MCP endpoint is /mcp' });
+      const auth = await authenticate(req, res, done);
+      if (!auth) return undefined;
+      who = auth.extra.sub;
       let parsed;
       if (req.method === 'POST') {
         try { parsed = JSON.parse(body); } catch {
@@ -313,9 +316,6 @@ async function main() {
         }
         rpc = Array.isArray(parsed) ? 'batch' : String(parsed?.method || 'response');
       }
-      const auth = await authenticate(req, res, done);
-      if (!auth) return undefined;
-      who = auth.extra.sub;
       // A tool the token's scopes do not cover: 403 insufficient_scope, as a resource server does.
       if (parsed?.method === 'tools/call') {
         const tool = TOOL.get(parsed.params?.name);
