@@ -26,7 +26,7 @@
 //   --sdk 2: served by @modelcontextprotocol/server 2.4.0's createMcpHandler: revision
 //     2026-07-28 (stateless, server/discover) and 2025-era requests statelessly (GET and DELETE
 //     405). The 2.x packages declare Node >= 20; on Node 18 they need globalThis.crypto, which
-//     ../lib/webcrypto.js installs first.
+//     ../lib/webcrypto.js installs first (so does sdk 1.32.2's server transport).
 //   --record FILE: append one JSON line per HTTP request as it arrives, refused ones included:
 //     { t, method, path, headers (Authorization included: a test tool), body (the raw text) }.
 //     Tests read it to prove what reached this server (e.g. never the MCP client's token).
@@ -42,6 +42,12 @@
 //   A tools/call whose tool needs a scope the token lacks: 403 insufficient_scope.
 // Also GET /.well-known/oauth-protected-resource/mcp (RFC 9728): the provider as the
 // authorization server; a 401 names it in WWW-Authenticate's resource_metadata.
+// First: Web Crypto as globalThis.crypto on Node 18 (Debian 12), where an ES module has no
+// `crypto` global. @modelcontextprotocol/sdk 1.32.2's server transport calls a bare
+// crypto.randomUUID() for each POST with a request (server/webStandardStreamableHttp.js), so
+// without it every such request fails there with "crypto is not defined" (integration/
+// devmcp.test.js runs the server so); the 2.x packages use the global elsewhere.
+import '../lib/webcrypto.js';
 import { createServer } from 'node:http';
 import { appendFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
@@ -196,7 +202,6 @@ async function sdk1(tracker) {
 }
 
 async function sdk2(tracker) {
-  await import('../lib/webcrypto.js');   // Node 18: the 2.x packages use globalThis.crypto
   const { Server, createMcpHandler } = await import('@modelcontextprotocol/server');
   const handler = createMcpHandler(() => {
     const server = new Server(SERVER_INFO, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });

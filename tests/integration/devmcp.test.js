@@ -11,7 +11,8 @@
 //   - the recording holds every request, refused ones included, with its Authorization header
 //     and body (what the gateway's tests use to prove which token reached the upstream).
 // The 2.x packages declare Node >= 20; on Debian 12's Node 18 they run once globalThis.crypto
-// is Web Crypto (../lib/webcrypto.js, imported first here and by devmcp.js --sdk 2).
+// is Web Crypto (../lib/webcrypto.js, imported first here and by devmcp.js), and so does
+// 1.32.2's server transport: the server runs here without the global (AS_ON_NODE18).
 import '../lib/webcrypto.js';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -56,6 +57,9 @@ const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize',
   params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
 const call = (id, name, args) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
 const textOf = (result) => JSON.parse(result.content[0].text);
+// The server as on Debian 12's Node 18, whose ES modules have no `crypto` global (Node 20
+// without its global Web Crypto): 1.32.2's server transport calls crypto.randomUUID().
+const AS_ON_NODE18 = { NODE_OPTIONS: '--no-experimental-global-webcrypto' };
 
 test('refuses a missing, an unknown or a foreign token (401) and a tool outside its scopes (403)', async () => {
   const mcp = await startDevMcp({ provider: idp.issuer, audience: API });
@@ -97,7 +101,7 @@ test('refuses a missing, an unknown or a foreign token (401) and a tool outside 
 });
 
 test('the provider\'s token: the SDK 1.32.2 client lists and calls the tools in a session; the recording holds every request', async () => {
-  const mcp = await startDevMcp({ provider: idp.issuer, audience: API });
+  const mcp = await startDevMcp({ provider: idp.issuer, audience: API, env: AS_ON_NODE18 });
   const tok = await providerToken('issues:read issues:write', 'bob');
   const client = new Client({ name: 'devmcp-test', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(mcp.url), {
@@ -167,7 +171,7 @@ test('the provider\'s token: the SDK 1.32.2 client lists and calls the tools in 
 
 test('the 2026-07-28 variant (@modelcontextprotocol/server 2.4.0) serves @modelcontextprotocol/client 2.4.0 in auto mode', async () => {
   const { Client: Client2, StreamableHTTPClientTransport: Transport2 } = await import('@modelcontextprotocol/client');
-  const mcp = await startDevMcp({ provider: idp.issuer, audience: API, sdk: 2 });
+  const mcp = await startDevMcp({ provider: idp.issuer, audience: API, sdk: 2, env: AS_ON_NODE18 });
   const tok = await providerToken('issues:read issues:write', 'carol');
   const client = new Client2({ name: 'devmcp-test-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
   try {
