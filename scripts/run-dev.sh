@@ -365,6 +365,8 @@ else
 	echo "run: using your $SHOW/consentd.conf (delete it to regenerate)"
 	grep -Eq "^listen[[:space:]]*=[[:space:]]*127\.0\.0\.1:${PORT}[[:space:]]*(;.*)?\$" "$CONF" ||
 		echo "run: note: it does not say 'listen = 127.0.0.1:$PORT'; the IdP sends people back to $URL"
+	grep -Eq '^\[mcp\.tracker\][[:space:]]*$' "$CONF" ||
+		echo "run: note: it has no [mcp.tracker] (the development MCP server behind consentd, issue #31): delete it to get one"
 fi
 
 [ "$PREPARE" = 0 ] || exit 0

@@ -411,7 +411,10 @@ test('the dev config is written once: regenerated while as generated, kept (and 
   assert.match(readFileSync(CONF, 'utf8'), new RegExp(`^listen = 127\\.0\\.0\\.1:${PORT}$`, 'm'));
   // ... and the older script's file only when it is exactly that: one changed byte keeps it
   writeFileSync(CONF, v1().replace('interval = 2', 'interval = 3'));
-  assert.match(prepare(), /^run: using your /m);
+  const kept = prepare();
+  assert.match(kept, /^run: using your /m);
+  // ... and a kept config without the MCP gateway's development endpoint is pointed out
+  assert.match(kept, /^run: note: it has no \[mcp\.tracker\] .*: delete it to get one$/m);
 
   // edited: kept byte for byte, said so, and in effect
   writeFileSync(CONF, gen);
