@@ -259,6 +259,9 @@ provider_issuer = $PROVIDER
 provider_client_id = consentd-tracker
 provider_client_secret = consentd-tracker-dev-secret
 token_release = never
+; required with token_release = never; no action of it has a route, so consentd's
+; proxy (/proxy/tracker) serves nothing: the MCP gateway is its only way in
+base_url = http://127.0.0.1:$MCP_PORT
 
 [scope.tracker.issues:read]
 description = Read issues

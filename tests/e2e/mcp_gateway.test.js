@@ -2,15 +2,15 @@
 // (tests/idp/devmcp.js, the tracker of `make run`), with the official SDK clients and the
 // person in Chromium.
 //   - /mcp/tracker: the tracker on @modelcontextprotocol/sdk 1.32.2 behind consentd; the
-//     client is @modelcontextprotocol/sdk 1.32.2 (2025-11-25, a session, URL elicitation
-//     declared): it lists the tools; list_issues (approval none) runs at once; create_issue
-//     (approval required) is answered -32042 with the approval link, the person approves in
-//     Chromium, notifications/elicitation/complete arrives on the session's stream, and the
+//     client is @modelcontextprotocol/sdk 1.32.2 (2025-11-25). Declaring URL elicitation:
+//     it lists the tools; list_issues (approval none) runs at once; create_issue (approval
+//     required) is answered -32042 with the approval link, the person approves in Chromium,
+//     notifications/elicitation/complete arrives on the session's stream, and the retry goes
+//     out once. Declaring none (the fallback): the link comes in a tool error; approved, the
 //     retry goes out once; the same call again asks again (released once), other arguments
-//     ask again, a denial is a tool error that says until when; the same client without URL
-//     elicitation gets the link in a tool error (the fallback) and its retry goes out; the
-//     person revokes the consent on /me, and the next call asks for consent (a /consent/
-//     link), which given, the retry goes on;
+//     ask again, a denial is a tool error that says until when; the person revokes the
+//     consent on /me, and the next call asks for consent (a /consent/ link), which given,
+//     the call goes on;
 //   - /mcp/tracker26: the tracker on @modelcontextprotocol/server 2.4.0; the client is
 //     @modelcontextprotocol/client 2.4.0 with versionNegotiation {mode: 'auto'}
 //     (2026-07-28): the tool call comes back input_required with a URL elicitation, which the
@@ -57,7 +57,7 @@ before(async () => {
     config: ({ providerIssuer }) => ({
       'resource.tracker': { name: 'Issue tracker', provider_issuer: providerIssuer,
         provider_client_id: 'consentd-tracker', provider_client_secret: 'consentd-tracker-provider-secret',
-        token_release: 'never', max_consent: 2592000 },
+        token_release: 'never', max_consent: 2592000, base_url: `http://127.0.0.1:${UP1}` },
       'scope.tracker.issues:read': { description: 'Read issues', provider: 'issues:read' },
       'scope.tracker.issues:write': { description: 'Open and close issues', provider: 'issues:write' },
       'action.tracker.list_issues': { description: 'List the tracker\'s issues', scope: 'issues:read', approval: 'none' },
@@ -185,14 +185,25 @@ const waitFor = async (fn, what, ms = 20000) => {
 const clientTokens = [];   // every access and refresh token a client holds
 const received = [];       // every body the clients received
 
-test('2025-11-25, @modelcontextprotocol/sdk 1.32.2: tools, approval by -32042 and the completion notice, once; denial; fallback; revoke asks again', { timeout: 240000 }, async () => {
-  const endpoint = `${v.url}/mcp/tracker`;
-  const p = await signIn(endpoint);
-  clientTokens.push(p.kept.tokens.access_token, p.kept.tokens.refresh_token);
+// One sign-in of the 1.32.2 client at /mcp/tracker for both of its tests.
+let p1;
+const tracker = () => `${v.url}/mcp/tracker`;
+async function trackerClient(name, capabilities) {
+  if (!p1) {
+    p1 = await signIn(tracker());
+    clientTokens.push(p1.kept.tokens.access_token, p1.kept.tokens.refresh_token);
+  }
+  const client = new Client({ name, version: '1.0.0' }, { capabilities });
+  return client;
+}
+const connect = (client) => client.connect(new StreamableHTTPClientTransport(new URL(tracker()),
+  { authProvider: p1, fetch: recordingFetch(received) }));
+
+test('2025-11-25, @modelcontextprotocol/sdk 1.32.2 declaring URL elicitation: tools; approval by -32042 and notifications/elicitation/complete; the retry goes out once', { timeout: 180000 }, async () => {
+  const client = await trackerClient('e2e-2025', { elicitation: { url: {} } });
   const completes = [];
-  const client = new Client({ name: 'e2e-2025', version: '1.0.0' }, { capabilities: { elicitation: { url: {} } } });
   client.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => { completes.push(n.params.elicitationId); });
-  await client.connect(new StreamableHTTPClientTransport(new URL(endpoint), { authProvider: p, fetch: recordingFetch(received) }));
+  await connect(client);
   try {
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name), ['list_issues', 'create_issue', 'close_issue']);
@@ -215,64 +226,84 @@ test('2025-11-25, @modelcontextprotocol/sdk 1.32.2: tools, approval by -32042 an
     assert.match(el.url, new RegExp(`^${v.url}/approve/`));
     assert.ok(el.elicitationId && el.message);
     assert.equal(calls(up1, 'create_issue').length, 0, 'nothing upstream before the approval');
-    const shown = await decide(el.url, 'approve', 'mcp-approval-page.png');
-    assert.match(shown, /Open an issue in the tracker/, 'the tool\'s description');
-    assert.match(shown, /Crash on start/, 'the arguments, readable');
+    await decide(el.url, 'approve');
     await waitFor(() => completes.includes(el.elicitationId), 'notifications/elicitation/complete');
     const made = await client.callTool({ name: 'create_issue', arguments: ARGS });
     assert.equal(made.isError, undefined, JSON.stringify(made));
     assert.equal(JSON.parse(made.content[0].text).title, ARGS.title);
     assert.equal(calls(up1, 'create_issue', ARGS).length, 1, 'the approved call went out once');
-
-    // released once: the same call asks again; other arguments ask again; a denial says until when
     const e2 = await thrown(client.callTool({ name: 'create_issue', arguments: ARGS }));
-    assert.equal(e2.code, -32042);
-    assert.notEqual(e2.data.elicitations[0].url, el.url, 'a new approval');
-    const OTHER = { ...ARGS, title: 'Crash on exit' };
-    const e3 = await thrown(client.callTool({ name: 'create_issue', arguments: OTHER }));
-    assert.equal(e3.code, -32042);
-    await decide(e3.data.elicitations[0].url, 'deny');
-    await waitFor(() => completes.includes(e3.data.elicitations[0].elicitationId), 'the completion notice of a denial');
-    const denied = await client.callTool({ name: 'create_issue', arguments: OTHER });
-    assert.equal(denied.isError, true, JSON.stringify(denied));
-    assert.match(denied.content[0].text, /denied/i);
-    assert.match(denied.content[0].text, /until/i);
-    assert.equal(calls(up1, 'create_issue', OTHER).length, 0, 'a denied call never goes out');
-    assert.equal(calls(up1, 'create_issue', ARGS).length, 1);
+    assert.equal(e2.code, -32042, 'released once: the same call asks again');
   } finally {
     await client.close();
   }
+});
 
-  // a client that declared no URL elicitation: the link in a tool error, and its retry goes out
-  const plain = new Client({ name: 'e2e-2025-plain', version: '1.0.0' }, { capabilities: {} });
-  await plain.connect(new StreamableHTTPClientTransport(new URL(endpoint), { authProvider: p, fetch: recordingFetch(received) }));
-  try {
-    const r = await plain.callTool({ name: 'close_issue', arguments: { id: 1, reason: 'completed' } });
+test('2025-11-25, @modelcontextprotocol/sdk 1.32.2 without URL elicitation: the link in a tool error; approved, the retry goes out once; other arguments ask again; a denial says until when; revoked on /me, the next call asks for consent', { timeout: 240000 }, async () => {
+  const plain = await trackerClient('e2e-2025-plain', {});
+  await connect(plain);
+  const linkIn = (r, kind) => {
     assert.equal(r.isError, true, JSON.stringify(r));
-    const link = r.content[0].text.match(new RegExp(`${v.url}/approve/[A-Za-z0-9_-]+`));
-    assert.ok(link, r.content[0].text);
-    assert.match(r.content[0].text, /retry/i);
-    await decide(link[0], 'approve');
+    const m = r.content[0].text.match(new RegExp(`${v.url}/${kind}/[A-Za-z0-9_-]+`));
+    assert.ok(m, r.content[0].text);
+    assert.match(r.content[0].text, /call the tool again|retry/i);
+    return m[0];
+  };
+  try {
+    const { tools } = await plain.listTools();
+    assert.deepEqual(tools.map((t) => t.name), ['list_issues', 'create_issue', 'close_issue']);
+    const listed = await plain.callTool({ name: 'list_issues', arguments: {} });
+    assert.match(listed.content[0].text, /Welcome to the development tracker/);
+    const info = await v.dsIntrospect(bearer(calls(up1, 'list_issues').at(-1)));
+    assert.equal(info.active, true, 'the upstream received an active provider token');
+    assert.equal(info.client_id, 'consentd-tracker');
+    assert.equal(info.sub, 'alice');
+
+    const ARGS = { title: 'Crash on exit', body: 'Steps:\n1. quit\n2. see it crash' };
+    const link = linkIn(await plain.callTool({ name: 'create_issue', arguments: ARGS }), 'approve');
+    assert.equal(calls(up1, 'create_issue', ARGS).length, 0, 'nothing upstream before the approval');
+    const shown = await decide(link, 'approve', 'mcp-approval-page.png');
+    assert.match(shown, /Open an issue in the tracker/, 'the tool\'s description');
+    assert.match(shown, /Crash on exit/, 'the arguments');
+    const made = await plain.callTool({ name: 'create_issue', arguments: ARGS });
+    assert.equal(made.isError, undefined, JSON.stringify(made));
+    assert.equal(JSON.parse(made.content[0].text).title, ARGS.title);
+    assert.equal(calls(up1, 'create_issue', ARGS).length, 1, 'the approved call went out once');
+    const again = linkIn(await plain.callTool({ name: 'create_issue', arguments: ARGS }), 'approve');
+    assert.notEqual(again, link, 'released once: the same call asks again');
+    assert.equal(calls(up1, 'create_issue', ARGS).length, 1);
+
+    const OTHER = { ...ARGS, title: 'Crash on resume' };
+    const other = linkIn(await plain.callTool({ name: 'create_issue', arguments: OTHER }), 'approve');
+    assert.notEqual(other, again, 'other arguments: another approval');
+    await decide(other, 'deny');
+    const denied = await plain.callTool({ name: 'create_issue', arguments: OTHER });
+    assert.equal(denied.isError, true, JSON.stringify(denied));
+    assert.match(denied.content[0].text, /denied/i);
+    assert.match(denied.content[0].text, /until \d{4}-\d\d-\d\d/);
+    assert.equal(calls(up1, 'create_issue', OTHER).length, 0, 'a denied call never goes out');
+
+    const close = linkIn(await plain.callTool({ name: 'close_issue', arguments: { id: 1, reason: 'completed' } }), 'approve');
+    await decide(close, 'approve');
     const closed = await plain.callTool({ name: 'close_issue', arguments: { id: 1, reason: 'completed' } });
     assert.equal(JSON.parse(closed.content[0].text).state, 'closed');
     assert.equal(calls(up1, 'close_issue').length, 1);
 
     // revoked on /me: the next call asks for consent (nothing goes upstream), given, it goes on
     const page = await b.newPage();
-    const text = await revokeInBrowser(page, { url: v.url, cid: decodeJwt(p.kept.tokens.access_token).cid });
+    const text = await revokeInBrowser(page, { url: v.url, cid: decodeJwt(p1.kept.tokens.access_token).cid });
     assert.match(text, /revoked/i);
     const before = up1.records().length;
-    const again = await plain.callTool({ name: 'list_issues', arguments: {} });
-    assert.equal(again.isError, true, JSON.stringify(again));
-    const consentLink = again.content[0].text.match(new RegExp(`${v.url}/consent/[A-Za-z0-9_-]+`));
-    assert.ok(consentLink, again.content[0].text);
+    const consent = linkIn(await plain.callTool({ name: 'list_issues', arguments: {} }), 'consent');
     assert.equal(up1.records().slice(before).filter((x) => bodyOf(x)?.method === 'tools/call').length, 0,
       'nothing goes upstream without a live consent');
-    await page.goto(consentLink[0]);
+    await page.goto(consent);
     await personConsents(page, page.waitForURL((u) => u.href.startsWith(v.url) && /\/done$/.test(u.pathname), { timeout: 60000 }));
+    await page.screenshot({ path: join(shots, 'mcp-consent-again.png'), fullPage: true });
     await page.close();
     const after = await plain.callTool({ name: 'list_issues', arguments: { state: 'all' } });
     assert.equal(after.isError, undefined, JSON.stringify(after));
+    assert.deepEqual(JSON.parse(after.content[0].text).map((i) => i.state).sort(), ['closed', 'open']);
   } finally {
     await plain.close();
   }
