@@ -23,7 +23,8 @@ case $MODE in run|check) ;; *) echo "usage: scripts/deps.sh run|check" >&2; exit
 RUN_PKGS=(build-essential pkg-config
           libmicrohttpd-dev libssl-dev libcjose-dev libcurl4-openssl-dev
           libsqlite3-dev libjansson-dev libinih-dev libpq-dev
-          curl ca-certificates)
+          curl ca-certificates
+          openssl)   # its CLI: make run's development CA for a client-id document (tests/idp/devcimd.js)
 # What testing adds.
 CHECK_PKGS=(clang libclang-rt-dev check sqlite3 chromium wrk unicode-data
             debhelper man-db systemd python3   # these four: scripts/test-deploy.sh (README)

@@ -3,6 +3,10 @@
 #   - the development IdP people sign in with          (IDP_PORT, default 9090),
 #   - a second one playing a downstream provider       (PROVIDER_PORT, 9091), "GitHub (development)",
 #   - a small upstream API behind that provider         (API_PORT, 9092, tests/idp/devapi.js),
+#   - a development MCP server behind that provider     (MCP_PORT, 9093, tests/idp/devmcp.js):
+#     an issue tracker's tools, served through consentd's MCP gateway at /mcp/tracker,
+#   - an https host of the MCP SDK example client's     (CIMD_PORT, 9094, tests/idp/devcimd.js),
+#     client-id document (its development CA in DEV_DIR/cimd/),
 #   - consentd                                          (PORT, 8080),
 # with a development config, master key and database in DEV_DIR (default .dev/), and prints
 # the URLs. The binary is CONSENTD_BIN (default build/consentd); NODE the node to use. Relative
@@ -33,10 +37,12 @@ PORT=${PORT:-8080}
 IDP_PORT=${IDP_PORT:-9090}
 PROVIDER_PORT=${PROVIDER_PORT:-9091}
 API_PORT=${API_PORT:-9092}
+MCP_PORT=${MCP_PORT:-9093}
+CIMD_PORT=${CIMD_PORT:-9094}
 NODE=${NODE:-node}
 BIN=${CONSENTD_BIN:-./build/consentd}
 DEV=${DEV_DIR:-.dev}
-for v in PORT IDP_PORT PROVIDER_PORT API_PORT; do
+for v in PORT IDP_PORT PROVIDER_PORT API_PORT MCP_PORT CIMD_PORT; do
 	[[ ${!v} =~ ^[1-9][0-9]{0,4}$ ]] || { echo "run: $v must be a port number, not '${!v}'" >&2; exit 2; }
 done
 [ "$PREPARE" = 1 ] || [ -x "$BIN" ] || { echo "run: $BIN is missing: build it first (make run does)" >&2; exit 2; }
@@ -48,6 +54,8 @@ CONF=$DEV/consentd.conf
 LOGIN_IDP=http://127.0.0.1:$IDP_PORT
 PROVIDER=http://127.0.0.1:$PROVIDER_PORT
 API=http://127.0.0.1:$API_PORT
+MCP_UPSTREAM=http://127.0.0.1:$MCP_PORT/mcp
+CIMD=https://127.0.0.1:$CIMD_PORT
 URL=http://127.0.0.1:$PORT
 
 if [ ! -s "$DEV/master.key" ]; then
@@ -75,8 +83,9 @@ cat > "$DEV/idp.json" <<JSON
 }
 JSON
 
-# The downstream provider (flow D): the same users; consentd is its client twice (one
-# redirect URI per resource); resource-server introspects for the API. Its access tokens are
+# The downstream provider (flow D): the same users; consentd is its client three times (one
+# redirect URI per resource: github, ghproxy, tracker); resource-server introspects for the
+# API and the MCP server. Its access tokens are
 # opaque, for the API ($API), 10 minutes; refresh tokens rotate; a new provider grant per
 # authorization, so two consents never share tokens. Own cookie names: a browser keeps
 # 127.0.0.1's cookies for every port together.
@@ -92,6 +101,10 @@ cat > "$DEV/provider.json" <<JSON
       "token_endpoint_auth_method": "client_secret_basic" },
     { "client_id": "consentd-ghproxy", "client_secret": "consentd-ghproxy-dev-secret",
       "redirect_uris": ["$URL/oauth/callback/ghproxy"],
+      "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+      "token_endpoint_auth_method": "client_secret_basic" },
+    { "client_id": "consentd-tracker", "client_secret": "consentd-tracker-dev-secret",
+      "redirect_uris": ["$URL/oauth/callback/tracker"],
       "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
       "token_endpoint_auth_method": "client_secret_basic" },
     { "client_id": "resource-server", "client_secret": "resource-server-dev-secret",
@@ -143,9 +156,23 @@ interval = 2
 [mcp.notes]
 resource = notes
 
+;; consentd in front of an MCP server (docs/mcp.md, "Deployment"): the development MCP
+;; server's issue tracker at $URL/mcp/tracker. Its tools map to
+;; [action.tracker.TOOL] below; it receives the provider's token from the vault, never the
+;; MCP client's
+[mcp.tracker]
+resource = tracker
+upstream = $MCP_UPSTREAM
+
 [client.local-mcp]
 name = A local MCP client (development)
 redirect_uris = http://127.0.0.1/callback http://localhost/callback
+
+;; client-id URLs from this machine: the MCP SDK example client's document, served over
+;; https by tests/idp/devcimd.js with a development CA trusted for these fetches only
+[mcp]
+cimd_allow_loopback = true
+cimd_ca_file = $DEV/cimd/ca.pem
 
 [agent.coder]
 name = Coding assistant
@@ -222,6 +249,42 @@ description = Open an issue
 scope = issues:write
 approval = required
 route = POST /repos/{owner}/{repo}/issues
+
+; the provider's own MCP server (tests/idp/devmcp.js) behind [mcp.tracker]: it takes the
+; provider's tokens, which never leave consentd (token_release = never)
+[resource.tracker]
+name = Issue tracker (development MCP server)
+max_consent = 2592000
+provider_issuer = $PROVIDER
+provider_client_id = consentd-tracker
+provider_client_secret = consentd-tracker-dev-secret
+token_release = never
+; required with token_release = never; no action of it has a route, so consentd's
+; proxy (/proxy/tracker) serves nothing: the MCP gateway is its only way in
+base_url = http://127.0.0.1:$MCP_PORT
+
+[scope.tracker.issues:read]
+description = Read issues
+provider = issues:read
+
+[scope.tracker.issues:write]
+description = Open and close issues
+provider = issues:write
+
+[action.tracker.list_issues]
+description = List the tracker's issues
+scope = issues:read
+approval = none
+
+[action.tracker.create_issue]
+description = Open an issue in the tracker
+scope = issues:write
+approval = required
+
+[action.tracker.close_issue]
+description = Close an issue in the tracker
+scope = issues:write
+approval = required
 INI
 }
 
@@ -305,6 +368,8 @@ else
 	echo "run: using your $SHOW/consentd.conf (delete it to regenerate)"
 	grep -Eq "^listen[[:space:]]*=[[:space:]]*127\.0\.0\.1:${PORT}[[:space:]]*(;.*)?\$" "$CONF" ||
 		echo "run: note: it does not say 'listen = 127.0.0.1:$PORT'; the IdP sends people back to $URL"
+	grep -Eq '^\[mcp\.tracker\][[:space:]]*$' "$CONF" ||
+		echo "run: note: it has no [mcp.tracker] (the development MCP server behind consentd, issue #31): delete it to get one"
 fi
 
 [ "$PREPARE" = 0 ] || exit 0
@@ -341,12 +406,14 @@ holder() {
 # port_free PORT: can something listen on 127.0.0.1:PORT now? (bash's /dev/tcp connects: a
 # refused connection and no listener in /proc mean free.)
 taken=0
-for v in PORT IDP_PORT PROVIDER_PORT API_PORT; do
+for v in PORT IDP_PORT PROVIDER_PORT API_PORT MCP_PORT CIMD_PORT; do
 	case $v in
 		PORT) what="consentd" ;;
 		IDP_PORT) what="the development IdP" ;;
 		PROVIDER_PORT) what="the development provider" ;;
 		API_PORT) what="the development API" ;;
+		MCP_PORT) what="the development MCP server" ;;
+		CIMD_PORT) what="the MCP SDK example client's client-id document" ;;
 	esac
 	who=$(holder "${!v}")
 	if [ -z "$who" ] && (exec 3<>"/dev/tcp/127.0.0.1/${!v}") 2>/dev/null; then
@@ -430,7 +497,14 @@ launch "the development provider" "$DEV/provider.log" \
 launch "the development API" "$DEV/api.log" \
 	"$NODE" tests/idp/devapi.js --port "$API_PORT" --provider "$PROVIDER" \
 	--client resource-server --secret resource-server-dev-secret --audience "$API"
-ready 0; ready 1; ready 2
+# The MCP server plays the provider's own: it takes the provider's tokens for its API ($API,
+# the provider's one downstream resource), as a provider's MCP server takes its API tokens.
+launch "the development MCP server" "$DEV/mcp.log" \
+	"$NODE" tests/idp/devmcp.js --port "$MCP_PORT" --provider "$PROVIDER" \
+	--client resource-server --secret resource-server-dev-secret --audience "$API"
+launch "the client-id document host" "$DEV/cimd.log" \
+	"$NODE" tests/idp/devcimd.js --port "$CIMD_PORT" --dir "$DEV/cimd"
+ready 0; ready 1; ready 2; ready 3; ready 4
 
 "$BIN" -n -c "$CONF"
 "$BIN" -c "$CONF" < /dev/null &
@@ -449,12 +523,26 @@ cat <<MSG
   admin pages:             $URL/admin         (sign in as admin)
   its signing keys:        $URL/.well-known/jwks.json
   MCP sign-in:             $URL/mcp/notes  (OAuth for MCP clients: client_id local-mcp,
-                           or a client-id URL; the MCP gateway itself is issue #31)
+                           or a client-id URL)
+  MCP gateway:             $URL/mcp/tracker  the development MCP server's issue tracker
+                           behind consentd: list_issues runs at once, create_issue and
+                           close_issue wait for you to approve each call (link in the answer)
   development IdP:         $LOGIN_IDP/  users alice, bob, carol, admin;
                            password: <name>-password
   development provider:    $PROVIDER/  "GitHub (development)", the same users
   development API:         $API/  behind the provider (log: $SHOW/api.log)
+  development MCP server:  $MCP_UPSTREAM  behind the provider; only consentd calls it
+                           (log: $SHOW/mcp.log)
   config, key, database:   $SHOW/
+
+  Connect an MCP client to $URL/mcp/tracker (sign in as alice, password alice-password):
+    the MCP SDK's example client, from this checkout (then: list, and
+    call create_issue {"title": "Crash", "body": "Steps"}):
+      $NODE tests/node_modules/@modelcontextprotocol/sdk/dist/esm/examples/client/simpleOAuthClient.js $URL/mcp/tracker $CIMD/sdk-example-client.json
+    Claude Code:
+      claude mcp add --transport http --client-id local-mcp --callback-port 33418 tracker $URL/mcp/tracker
+    VS Code, .vscode/mcp.json (client id local-mcp if it asks for one):
+      { "servers": { "tracker": { "type": "http", "url": "$URL/mcp/tracker" } } }
   Press Ctrl-C to stop everything.
 
 MSG

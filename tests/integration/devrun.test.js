@@ -7,6 +7,10 @@
 //   - every capability is configured: a provider resource (the vault: connect at the dev
 //     provider, release a token, call the dev API with it), an action with approval = required,
 //     and a proxy resource (token_release = never, base_url = the dev API) with routes;
+//   - the MCP gateway (issue #31): /mcp/tracker, the development MCP server behind consentd,
+//     has its protected resource metadata, and the MCP SDK's example client, run with the
+//     command the banner prints, signs alice in (through its client-id URL, served by
+//     devcimd.js) and lists the tracker's tools;
 //   - the config is written once: a generated file (also the older script's) is regenerated
 //     while unchanged, an edited one is kept, said so, and used;
 //   - SIGINT to the process group (Ctrl-C) stops every process, and the script exits 0.
@@ -32,6 +36,7 @@ const CONF = join(DEV, 'consentd.conf');
 const ports = {
   PORT: await getFreePort(), IDP_PORT: await getFreePort(),
   PROVIDER_PORT: await getFreePort(), API_PORT: await getFreePort(),
+  MCP_PORT: await getFreePort(), CIMD_PORT: await getFreePort(),
 };
 const live = new Set();
 after(() => {
@@ -137,6 +142,91 @@ async function connectAtProvider(jar, url, authorizeUrl, user) {
   throw new Error('too many steps at the provider');
 }
 
+// The person's side of an MCP client's sign-in, over plain HTTP from the authorization URL the
+// client printed: consentd's sign-in, its consent page (approved), the provider's sign-in where
+// consentd connects the provider, until the browser is sent to the client's callback, which is
+// then opened (delivering the code) -> that callback URL.
+async function mcpSignIn(jar, url, authorizeUrl, user, callbackOrigin) {
+  let next = authorizeUrl;
+  for (let i = 0; i < 30; i += 1) {
+    if (new URL(next).origin === callbackOrigin) {
+      const cb = await fetch(next);
+      assert.equal(cb.status, 200, `the client's callback: ${await cb.text()}`);
+      return next;
+    }
+    if (next.startsWith(`${url}/login`)) {
+      const { final } = await consentdLogin({ url, user, password: `${user}-password`, jar,
+        returnTo: new URL(next).searchParams.get('return_to') || '/me' });
+      next = new URL(final.headers.get('location'), url).href;
+      continue;
+    }
+    const res = await req(jar, next);
+    if (res.status >= 300 && res.status < 400) {
+      next = new URL(res.headers.get('location'), next).href;
+      await res.arrayBuffer();
+      continue;
+    }
+    const html = await res.text();
+    const form = postForm(html);
+    const link = html.match(/href="(\/authorize\/[^"]+)"/);
+    let fields;
+    if (form && /name="decision"/.test(html)) {
+      fields = { ...form.fields, decision: 'approve' };
+      for (const m of html.matchAll(/name="(s\d+)"/g)) fields[m[1]] = 'on';
+      const dm = html.match(/<option value="(\d+)"[^>]*selected/);
+      if (dm) fields.duration = dm[1];
+    } else if (form && 'login' in form.fields) {
+      fields = { ...form.fields, login: user, password: `${user}-password` };
+    } else if (link) {
+      next = new URL(link[1].replace(/&amp;/g, '&'), url).href;
+      continue;
+    } else {
+      assert.fail(`mcpSignIn: stuck at ${next} (${res.status}): ${html.slice(0, 400)}`);
+    }
+    const action = new URL(form.action || next, next).href;
+    const r2 = await req(jar, action, {
+      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: new URL(next).origin },
+      body: new URLSearchParams(fields).toString(),
+    });
+    assert.ok(r2.status >= 300 && r2.status < 400, `after the form at ${next}: ${r2.status} ${(await r2.text()).slice(0, 300)}`);
+    next = new URL(r2.headers.get('location'), action).href;
+  }
+  throw new Error(`mcpSignIn: too many steps (at ${next})`);
+}
+
+// Runs the MCP SDK example client's command as the banner prints it; the person signs in
+// (mcpSignIn) at the URL it prints; then it is told `list` -> what it printed.
+async function sdkExampleClient(d, jar) {
+  const line = d.out().split('\n').find((l) => l.includes('simpleOAuthClient.js'));
+  assert.ok(line, `the banner prints the SDK example client's command:\n${d.out()}`);
+  const [cmd, ...args] = line.trim().split(/\s+/);
+  const child = spawn(cmd, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (b) => { out += b; });
+  child.stderr.on('data', (b) => { out += b; });
+  const until = async (re, what) => {
+    for (let i = 0; i < 300 && !re.test(out); i += 1) {
+      if (child.exitCode !== null) break;
+      await sleep(100);
+    }
+    assert.match(out, re, `the example client: ${what}:\n${out}`);
+  };
+  try {
+    await until(/Please open this URL in your browser to authorize:\s+(\S+)/, 'an authorization URL');
+    const authorizeUrl = out.match(/Please open this URL in your browser to authorize:\s+(\S+)/)[1];
+    assert.ok(authorizeUrl.startsWith(`${d.url}/authorize?`), authorizeUrl);
+    await until(/OAuth callback server started/, 'its callback listener');
+    await mcpSignIn(jar, d.url, authorizeUrl, 'alice', 'http://localhost:8090');
+    await until(/mcp> /, 'connected, at its prompt');
+    child.stdin.write('list\n');
+    await until(/Available tools:[\s\S]*close_issue/, 'the tools');
+    child.stdin.write('quit\n');
+    return out;
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
 test('make run: admin, a provider resource, approval and a proxy resource work out of the box; Ctrl-C exits 0', async () => {
   const d = await startDev();
   const { url } = d;
@@ -229,6 +319,23 @@ test('make run: admin, a provider resource, approval and a proxy resource work o
     assert.equal(post.status, 403);
     assert.equal((await post.json()).error, 'approval_required');
     assert.equal((await proxied('/repos/acme/widgets/pulls', g2.body.access_token)).status, 403, 'no route: default deny');
+
+    // the MCP gateway: the development MCP server's tracker behind /mcp/tracker
+    const prm = await fetch(`${url}/.well-known/oauth-protected-resource/mcp/tracker`);
+    assert.equal(prm.status, 200);
+    const pm = await prm.json();
+    assert.equal(pm.resource, `${url}/mcp/tracker`);
+    assert.deepEqual(pm.authorization_servers, [url]);
+    assert.deepEqual([...pm.scopes_supported].sort(), ['issues:read', 'issues:write']);
+    const noToken = await fetch(`${url}/mcp/tracker`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(noToken.status, 401);
+    assert.match(noToken.headers.get('www-authenticate'), /resource_metadata="[^"]*\/mcp\/tracker"/);
+    assert.match(d.out(), new RegExp(`claude mcp add --transport http --client-id local-mcp --callback-port \\d+ tracker ${url}/mcp/tracker`));
+    assert.match(d.out(), new RegExp(`"url": "${url}/mcp/tracker"`));
+    const mcpUp = `http://127.0.0.1:${ports.MCP_PORT}/mcp`;
+    assert.equal((await fetch(mcpUp, { method: 'POST', body: '{}' })).status, 401, 'the MCP server wants the provider\'s token');
+    const listed = await sdkExampleClient(d, jar);
+    assert.match(listed, /1\. list_issues[\s\S]*2\. create_issue[\s\S]*3\. close_issue/);
   } finally {
     await interrupt(d);
   }
@@ -304,7 +411,10 @@ test('the dev config is written once: regenerated while as generated, kept (and 
   assert.match(readFileSync(CONF, 'utf8'), new RegExp(`^listen = 127\\.0\\.0\\.1:${PORT}$`, 'm'));
   // ... and the older script's file only when it is exactly that: one changed byte keeps it
   writeFileSync(CONF, v1().replace('interval = 2', 'interval = 3'));
-  assert.match(prepare(), /^run: using your /m);
+  const kept = prepare();
+  assert.match(kept, /^run: using your /m);
+  // ... and a kept config without the MCP gateway's development endpoint is pointed out
+  assert.match(kept, /^run: note: it has no \[mcp\.tracker\] .*: delete it to get one$/m);
 
   // edited: kept byte for byte, said so, and in effect
   writeFileSync(CONF, gen);

@@ -25,13 +25,14 @@ async function holdPort(host) {
   return { srv, port };
 }
 
-for (const [v, host] of [['IDP_PORT', '0.0.0.0'], ['PORT', '127.0.0.1'], ['API_PORT', '::']]) {
+for (const [v, host] of [['IDP_PORT', '0.0.0.0'], ['PORT', '127.0.0.1'], ['API_PORT', '::'], ['MCP_PORT', '127.0.0.1']]) {
   test(`a port held by another process (${v} on ${host}) is named, with its holder and the variable`, async () => {
     const { srv, port } = await holdPort(host);
     try {
       const ports = {
         PORT: String(await getFreePort()), IDP_PORT: String(await getFreePort()),
         PROVIDER_PORT: String(await getFreePort()), API_PORT: String(await getFreePort()),
+        MCP_PORT: String(await getFreePort()), CIMD_PORT: String(await getFreePort()),
         [v]: String(port),
       };
       const r = spawnSync('bash', [SCRIPT], {
