@@ -258,10 +258,9 @@ max_consent = 2592000
 provider_issuer = $PROVIDER
 provider_client_id = consentd-tracker
 provider_client_secret = consentd-tracker-dev-secret
+; the token stays inside consentd: no base_url, so consentd's proxy serves nothing of it;
+; the MCP gateway ([mcp.tracker] below) is its only way in
 token_release = never
-; required with token_release = never; no action of it has a route, so consentd's
-; proxy (/proxy/tracker) serves nothing: the MCP gateway is its only way in
-base_url = http://127.0.0.1:$MCP_PORT
 
 [scope.tracker.issues:read]
 description = Read issues

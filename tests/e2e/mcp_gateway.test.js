@@ -57,7 +57,7 @@ before(async () => {
     config: ({ providerIssuer }) => ({
       'resource.tracker': { name: 'Issue tracker', provider_issuer: providerIssuer,
         provider_client_id: 'consentd-tracker', provider_client_secret: 'consentd-tracker-provider-secret',
-        token_release: 'never', max_consent: 2592000, base_url: `http://127.0.0.1:${UP1}` },
+        token_release: 'never', max_consent: 2592000 },
       'scope.tracker.issues:read': { description: 'Read issues', provider: 'issues:read' },
       'scope.tracker.issues:write': { description: 'Open and close issues', provider: 'issues:write' },
       'action.tracker.list_issues': { description: 'List the tracker\'s issues', scope: 'issues:read', approval: 'none' },
