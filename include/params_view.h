@@ -34,9 +34,10 @@
  * Labels.  A member of an object is its name, after its parent's label and a
  * dot (body.title); an element of an array is its 0-based index in brackets
  * (labels[0], nested.a[1]).  A name of anything but ASCII letters, digits, '_'
- * and '-' is written quoted in brackets (["a.b"], ["two words"]), with '"' and
- * '\' escaped by a backslash and a line feed written [U+000A], so no name can
- * pass for a path.  A value that is not inside an object or array is labelled
+ * and '-' is written quoted in brackets (["a.b"], ["two words"]), with '"',
+ * '\' and '[' escaped by a backslash and a line feed written [U+000A]: no name
+ * can pass for a path, nor typed text for a marker, and two values never share
+ * a label (the query's repeated names aside).  A value that is not inside an object or array is labelled
  * "value" ("body" for a request's body).
  * Values.  A string is its text ("text"), line feeds kept as line breaks; a
  * number its RFC 8785 digits, true, false and null as those words ("literal",

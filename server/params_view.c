@@ -168,7 +168,10 @@ static bool bare_name(const char *k)
 	return true;
 }
 
-/* Appends a member name to the path: name, .name or ["na\"me"]. */
+/* Appends a member name to the path: name, .name or ["na\"me"].  SECURITY: in a
+ * quoted name '"', '\' and '[' are escaped, so that neither the end of the name nor
+ * a visible_text marker ("[U+200B]", unescaped) can be typed into it: two paths
+ * never share a label. */
 static enum cs_err path_name(struct buf *p, const char *k)
 {
 	enum cs_err e = CS_OK;
@@ -176,7 +179,7 @@ static enum cs_err path_name(struct buf *p, const char *k)
 		return p->len ? buf_printf(p, ".%s", k) : buf_puts(p, k);
 	e = buf_puts(p, "[\"");
 	for (; *k && e == CS_OK; k++) {
-		if (*k == '"' || *k == '\\')
+		if (*k == '"' || *k == '\\' || *k == '[')
 			e = buf_printf(p, "\\%c", *k);
 		else if (*k == '\n')
 			e = buf_puts(p, "[U+000A]");

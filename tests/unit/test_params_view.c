@@ -132,7 +132,10 @@ START_TEST(test_params_view_names_quoted_when_not_plain)
 	ROWS_EQ("{\"\":1,\"a.b\":2,\"nl\\nk\":3,\"q\\\"k\":4,\"two words\":{\"x[0]\":5},\"x\":{\"\\\\\":6}}",
 	    false,
 	    "[\"\"]=`1`\n[\"a.b\"]=`2`\n[\"nl[U+000A]k\"]=`3`\n[\"q\\\"k\"]=`4`\n"
-	    "[\"two words\"][\"x[0]\"]=`5`\nx[\"\\\\\"]=`6`\n");
+	    "[\"two words\"][\"x\\[0]\"]=`5`\nx[\"\\\\\"]=`6`\n");
+	/* Typed text never passes for a marker: a zero-width space and the text "[U+200B]"
+	 * as names get two labels. */
+	ROWS_EQ("{\"[U+200B]\":1,\"\\u200b\":2}", false, "[\"\\[U+200B]\"]=`1`\n[\"[U+200B]\"]=`2`\n");
 	/* A name with a dot can never pass for a path: {"a.b":1} and {"a":{"b":1}} differ. */
 	ROWS_EQ("{\"a\":{\"b\":1}}", false, "a.b=`1`\n");
 	/* Non-ASCII names are quoted too (a look-alike dot cannot fake a path). */
