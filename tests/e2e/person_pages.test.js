@@ -282,10 +282,7 @@ test('approval page, token_release = gateway: who enforces it, the parameters by
   assert.match(enforcement, /may already hold the same token from an earlier release/);
   assert.doesNotMatch(enforcement, /consentd makes this one call/);
 
-  // The page leads with what the action does, then the readable list: every value by its
-  // path, in canonical order.
-  assert.equal((await page.textContent('#action')).replace(/\s+/g, ' '),
-    'Coding assistant wants to Open an issue (create_issue) on your GitHub account, with these values:');
+  // The readable list: every value by its path, in canonical order.
   const rows = await page.$$eval('#parameter-list dt', (dts) => dts.map((dt) => {
     const dd = dt.nextElementSibling;
     return [dt.textContent, dd.textContent, dd.firstElementChild?.tagName ?? null];
@@ -302,6 +299,9 @@ test('approval page, token_release = gateway: who enforces it, the parameters by
   for (const json of ['{', '}', '\\n', '":', '["', '""']) {
     assert.ok(!listText.includes(json), `no JSON text (${json}) in the list: ${listText}`);
   }
+  // Above it, what the action does.
+  assert.equal((await page.textContent('#action')).replace(/\s+/g, ' '),
+    'Coding assistant wants to Open an issue (create_issue) on your GitHub account, with these values:');
 
   // The exact canonical JSON and its digest: closed until the person opens the disclosure.
   assert.equal(await page.textContent('#exact-parameters summary'), 'Exact parameters');
