@@ -10,7 +10,7 @@
 #include "buf.h"
 #include "jcs.h"
 #include "params_view.h"
-#include "pages.h"
+#include "visible_text.h"
 
 /* The view being built: the current group's rows, the label of the value at
  * hand (raw, before visible_text), and the bounds spent so far. */

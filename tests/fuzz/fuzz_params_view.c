@@ -15,7 +15,7 @@
 
 #include "buf.h"
 #include "form.h"
-#include "pages.h"
+#include "visible_text.h"
 #include "params_view.h"
 #include "../unit/ucd.h"
 
