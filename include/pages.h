@@ -8,19 +8,10 @@
 #include "config.h"
 #include "http.h"
 #include "login.h"
+#include "visible_text.h"      /* visible_text(), defined in pages.c */
 
 struct session;
 struct consent_refusal;
-
-
-/* A copy of s (which may be any bytes) that shows what a person would not
- * see: every Unicode Default_Ignorable_Code_Point (bidi controls, zero-width
- * characters, fillers, variation selectors, TAG characters), the C0 controls
- * but LF, DEL and the C1 controls become a visible "[U+hex]" marker (e.g.
- * "[U+202E]", "[U+E0041]"), and each ill-formed UTF-8 sequence becomes U+FFFD.
- * Everything else, LF included, is copied as it is; HTML escaping is the
- * template's job.  NULL on allocation failure. */
-char *visible_text(const char *s);
 
 /* A time for a template: {"iso": "2026-12-01T20:00:00Z", "utc": "2026-12-01 20:00 UTC"},
  * written <time datetime="{{iso}}" title="{{utc}}">{{utc}}</time>, which

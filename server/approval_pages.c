@@ -1,20 +1,22 @@
 /* approval_pages.c -- the approval page for one action and its decision
- * (flow F).  A person sees the exact canonical parameters the digest is of,
- * with invisible characters made visible, and only their own requests. */
+ * (flow F).  A person sees what the action does, the parameters the digest is
+ * of as a readable list (params_view.c) with the exact canonical text behind a
+ * disclosure, invisible characters made visible, and only their own requests. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 #include "app.h"
+#include "agent.h"
 #include "approval.h"
 #include "approval_pages.h"
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
-#include "jcs.h"
 #include "page_reply.h"
 #include "pages.h"
+#include "params_view.h"
 #include "session.h"
 
 /* The approval named in the URL into *a (zeroed first), checked to belong
@@ -41,72 +43,31 @@ static enum cs_err bound_approval(const struct http_request *req, struct http_re
 	return CS_OK;
 }
 
-/* True for parameters built by the proxy from a request: {"path", "query", "body"}. */
-static bool proxy_shaped(const char *parameters)
-{
-	json_t *v = json_loads(parameters, JSON_REJECT_DUPLICATES, NULL);
-	bool yes = json_is_object(v) && json_object_size(v) == 3 &&
-	    json_is_object(json_object_get(v, "path")) &&
-	    json_is_object(json_object_get(v, "query")) && json_object_get(v, "body") != NULL;
-	json_decref(v);
-	return yes;
-}
+/* SECURITY: the readable list must be of the very parameters the digest is of and
+ * fit the page: params_view reads canonical text no longer than approvals store. */
+_Static_assert(APPROVAL_MAX_CANONICAL <= PARAMS_VIEW_MAX_INPUT,
+    "every approval's parameters can be listed");
 
-/* One member of the readable list: {"name", "value", "literal"}.  A string's value is
- * its text; any other value is its compact canonical JSON (literal: shown as code).
- * Both through visible_text.  NULL on failure. */
-static json_t *parameter_item(const char *name, json_t *v)
+/* The readable list of the parameters on ctx: "view" (params_view), or, for
+ * canonical text it cannot read, "unreadable": the page then opens the exact text. */
+static enum cs_err parameter_view(const char *canonical, bool proxied, json_t *ctx)
 {
-	struct buf b;
-	char *n = NULL, *val = NULL;
-	json_t *item = NULL;
-	bool literal = !json_is_string(v) || json_string_length(v) == 0;
-	buf_init(&b, APPROVAL_MAX_CANONICAL);
-	if (!literal)
-		val = visible_text(json_string_value(v));
-	else if (jcs_canonicalize(v, &b) == CS_OK && b.data != NULL)
-		val = visible_text(b.data);
-	if (val != NULL && (name == NULL || (n = visible_text(name)) != NULL))
-		item = json_pack("{s:s?, s:s, s:b}", "name", n, "value", val, "literal", literal);
-	free(n);
-	free(val);
-	buf_clear(&b);
-	return item;
-}
-
-/* The parameters as the page lists them, set on ctx: for an object, "members" (one
- * parameter_item per top-level member, in canonical order; "has_members" when there is
- * one); for any other value, "single" (its item).  Canonical text that cannot be read
- * back (it holds a \u0000, say) sets "unreadable": the page then opens the exact text. */
-static enum cs_err parameter_list(const char *canonical, json_t *ctx)
-{
-	/* Every number read as a double and written back by jcs_canonicalize gives the
-	 * very digits of the canonical text (see jcs_pretty). */
-	json_t *v = json_loads(canonical, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
-	    JSON_DECODE_INT_AS_REAL, NULL), *members = NULL, *m;
-	const char *k;
-	enum cs_err e = CS_ENOMEM;
-	if (v == NULL)
+	json_t *view = NULL;
+	enum cs_err e = params_view(canonical, proxied, &view);
+	if (e == CS_EINVAL || e == CS_ETOOBIG)
 		return json_object_set_new(ctx, "unreadable", json_true()) == 0 ? CS_OK : CS_ENOMEM;
-	if (!json_is_object(v)) {
-		json_t *item = parameter_item(NULL, v);
-		if (item != NULL && json_object_set_new(ctx, "single", item) == 0)
-			e = CS_OK;
-		goto out;
-	}
-	if ((members = json_array()) == NULL)
-		goto out;
-	json_object_foreach(v, k, m) {
-		if (json_array_append_new(members, parameter_item(k, m)) != 0)
-			goto out;
-	}
-	if (json_object_set_new(ctx, "has_members", json_boolean(json_array_size(members) > 0)) == 0 &&
-	    json_object_set(ctx, "members", members) == 0)
-		e = CS_OK;
-out:
-	json_decref(members);
-	json_decref(v);
-	return e;
+	if (e != CS_OK)
+		return e;
+	return json_object_set_new(ctx, "view", view) == 0 ? CS_OK : CS_ENOMEM;
+}
+
+/* Whether the approval is for an MCP client's tool call (issue #31): its agent is an
+ * MCP client and its resource stands behind an [mcp.NAME] endpoint; the action is the tool. */
+static bool tool_call(const struct config *cfg, const struct approval *a)
+{
+	struct agent_view av;
+	return agent_resolve(cfg, a->agent, &av) && av.rule == AGENT_RULE_MCP &&
+	    config_resource_has_mcp_endpoint(cfg, a->resource);
 }
 
 enum cs_err approval_pages_show(const struct http_request *req, struct http_reply *rep)
@@ -143,12 +104,15 @@ enum cs_err approval_pages_show(const struct http_request *req, struct http_repl
 	if ((e = str_fmt(other, sizeof other, "/login?prompt=login&return_to=%%2Fapprove%%2F%s",
 	    a.id)) != CS_OK)
 		goto out;
-	/* Who keeps the approval to this one action: consentd itself when only its proxy
-	 * uses the tokens, the gateway when the token is released to it (flow F). */
-	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:s, s:s, s:b}",
+	/* The page leads with what the action does (for an MCP tool call the action is
+	 * the tool: its description), then the values as a readable list.  Who keeps the
+	 * approval to this one action: consentd itself when only its proxy uses the
+	 * tokens, the gateway when the token is released to it (flow F). */
+	ctx = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:O, s:s, s:s, s:b}",
 	    "title", "An agent asks to act now", "approval_id", a.id,
 	    "agent", pages_agent_name(cfg, a.agent), "resource", pages_resource_name(cfg, a.resource),
 	    "action", a.action, "action_description", act ? act->description : a.action,
+	    "tool", tool_call(cfg, &a),
 	    "parameters", shown, "digest", a.digest, "expires", expires,
 	    "signed_in_as", who, "other_account_url", other,
 	    "proxy_enforced", res != NULL && res->token_release == RELEASE_NEVER);
@@ -156,12 +120,12 @@ enum cs_err approval_pages_show(const struct http_request *req, struct http_repl
 		e = CS_ENOMEM;
 		goto out;
 	}
-	if ((e = parameter_list(a.parameters, ctx)) != CS_OK)
+	bool routed = act != NULL && act->route_method != NULL && act->route_path != NULL;
+	if ((e = parameter_view(a.parameters, routed, ctx)) != CS_OK)
 		goto out;
 	/* A request made through the proxy (flow H): its method and route, from
 	 * consentd's configuration, above the path values, query and body. */
-	if (act != NULL && act->route_method != NULL && act->route_path != NULL &&
-	    proxy_shaped(a.parameters)) {
+	if (json_is_true(json_object_get(json_object_get(ctx, "view"), "request"))) {
 		char line[600];
 		if ((e = str_fmt(line, sizeof line, "%s %s", act->route_method,
 		    act->route_path)) != CS_OK)

@@ -153,6 +153,37 @@ test('browser: /me lists the waiting action; the person sees the exact parameter
     assert.ok(shown.includes(s), `the page shows ${s} verbatim`);
   }
   assert.ok(text.includes(digestOf(PARAMS)), 'the fingerprint shown is the parameters\' digest');
+  // Above it, the readable list (issue 31): every value by its path, in canonical order, text
+  // as text (its line breaks, the tab made visible), names that are not plain quoted; no JSON.
+  const rows = await page.$$eval('#parameter-list dt', (dts) => dts.map((dt) => {
+    const dd = dt.nextElementSibling;
+    return [dt.textContent, dd.textContent, dd.firstElementChild?.tagName ?? null];
+  }));
+  assert.deepEqual(rows, [
+    ['assignee', 'null', 'CODE'],
+    ['body', 'Steps:\n1. run `widgets --start`\n2. see "panic" \\ tab[U+0009]here', null],
+    ['draft', 'false', 'CODE'],
+    ['labels[0]', 'bug', null],
+    ['labels[1]', 'p1', null],
+    ['milestone', '3', 'CODE'],
+    ['nested[""]', 'empty name', null],
+    ['nested.a[0].b', '-42', 'CODE'],
+    ['nested.a[0].y', 'true', 'CODE'],
+    ['nested.z', '1', 'CODE'],
+    ['repo', 'acme/widgets', null],
+    ['title', 'Crash on start — ünïcødé ✓', null],
+    ['["\u{1F600}"]', 'astral key', null],
+    ['["\ufb01eld"]', 'ligature key', null],
+  ]);
+  const bodyLines = await page.$$eval('#parameter-list dt', (dts) => {
+    const dd = dts.find((dt) => dt.textContent === 'body')?.nextElementSibling;
+    return dd && Math.round(dd.getBoundingClientRect().height / parseFloat(getComputedStyle(dd).lineHeight));
+  });
+  assert.equal(bodyLines, 3, 'the three lines of the body show as three lines');
+  const listText = await page.textContent('#parameter-list');
+  for (const json of ['{', '}', '\\n', '\\t', '":', '[{']) {
+    assert.ok(!listText.includes(json), `no JSON text (${json}) in the list: ${listText}`);
+  }
   // The form is a CSRF-protected POST to the approval itself.
   const form = await page.$eval('form[method=post]', (f) => ({
     action: f.getAttribute('action'), csrf: f.querySelector('input[name=csrf]')?.value,

@@ -50,17 +50,22 @@ const PARAMS = {
   labels: ['bug', 'p1'],
   nested: { z: 1, a: [true, 'x'] },
 };
-// What the readable list must show, member by member: [name, text, shown as code].
+// What the readable list must show, value by value (issue 31): [label, text, its element].
+// Nested values flattened into paths (labels[0], nested.a[1]), text as text with its line
+// break, numbers and true/false/null as code, the empty string in words; never JSON.
 const PARAM_ROWS = [
-  ['assignee', 'null', true],
-  ['body', 'line one\nline two', false],
-  ['draft', 'false', true],
-  ['labels', '["bug","p1"]', true],
-  ['milestone', '3', true],
-  ['nested', '{"a":[true,"x"],"z":1}', true],
-  ['note', '""', true],
-  ['ratio', '0.1', true],
-  ['title', 'Crash <b>on</b> start — ünïcødé', false],
+  ['assignee', 'null', 'CODE'],
+  ['body', 'line one\nline two', null],
+  ['draft', 'false', 'CODE'],
+  ['labels[0]', 'bug', null],
+  ['labels[1]', 'p1', null],
+  ['milestone', '3', 'CODE'],
+  ['nested.a[0]', 'true', 'CODE'],
+  ['nested.a[1]', 'x', null],
+  ['nested.z', '1', 'CODE'],
+  ['note', '(empty text)', 'EM'],
+  ['ratio', '0.1', 'CODE'],
+  ['title', 'Crash <b>on</b> start — ünïcødé', null],
 ];
 
 let v; let b; let page;
@@ -277,13 +282,26 @@ test('approval page, token_release = gateway: who enforces it, the parameters by
   assert.match(enforcement, /may already hold the same token from an earlier release/);
   assert.doesNotMatch(enforcement, /consentd makes this one call/);
 
-  // The readable list: every top-level member by name, in canonical order.
+  // The readable list: every value by its path, in canonical order.
   const rows = await page.$$eval('#parameter-list dt', (dts) => dts.map((dt) => {
     const dd = dt.nextElementSibling;
-    return [dt.textContent, dd.textContent, dd.firstElementChild?.tagName === 'CODE'];
+    return [dt.textContent, dd.textContent, dd.firstElementChild?.tagName ?? null];
   }));
   assert.deepEqual(rows, PARAM_ROWS);
   assert.equal(await page.$$eval('#parameter-list b', (els) => els.length), 0, 'markup in a value is text');
+  // The two-line text shows as two lines; the list holds no JSON text.
+  const body = await page.$$eval('#parameter-list dt', (dts) => {
+    const dd = dts.find((dt) => dt.textContent === 'body')?.nextElementSibling;
+    return dd && { inner: dd.innerText, lines: Math.round(dd.getBoundingClientRect().height / parseFloat(getComputedStyle(dd).lineHeight)) };
+  });
+  assert.deepEqual(body, { inner: 'line one\nline two', lines: 2 });
+  const listText = await page.textContent('#parameter-list');
+  for (const json of ['{', '}', '\\n', '":', '["', '""']) {
+    assert.ok(!listText.includes(json), `no JSON text (${json}) in the list: ${listText}`);
+  }
+  // Above it, what the action does.
+  assert.equal((await page.textContent('#action')).replace(/\s+/g, ' '),
+    'Coding assistant wants to Open an issue (create_issue) on your GitHub account, with these values:');
 
   // The exact canonical JSON and its digest: closed until the person opens the disclosure.
   assert.equal(await page.textContent('#exact-parameters summary'), 'Exact parameters');
@@ -351,8 +369,11 @@ test('approval page, token_release = never: "consentd makes this one call for th
   assert.match(enforcement, /Who keeps this to one action: consentd\./);
   assert.match(enforcement, /consentd makes this one call for the agent, once/);
   assert.doesNotMatch(enforcement, /gateway/);
-  const rows = await page.$$eval('#parameter-list dt', (dts) => dts.map((dt) => [dt.textContent, dt.nextElementSibling.textContent]));
-  assert.deepEqual(rows, [['body', '{"title":"From the proxy"}'], ['path', '{"owner":"acme","repo":"widgets"}'], ['query', '{}']]);
+  // The request's parts under their headings, the body's members under their own names;
+  // an empty query is left out.
+  const rows = await page.$$eval('#parameter-list h2, #parameter-list dt', (els) => els.map((e) => (e.tagName === 'H2'
+    ? `# ${e.textContent}` : [e.textContent, e.nextElementSibling.textContent])));
+  assert.deepEqual(rows, ['# In the address', ['owner', 'acme'], ['repo', 'widgets'], '# In the body', ['title', 'From the proxy']]);
   assert.equal(await page.textContent('#parameters'),
     canonicalize({ path: { owner: 'acme', repo: 'widgets' }, query: {}, body: { title: 'From the proxy' } }));
   assert.deepEqual(await unlabelled(page), []);

@@ -38,14 +38,14 @@ const words = (s) => (s || '').split(' ').filter(Boolean).sort();
 const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
 
 // The request under test: a path value that needs encoding, a repeated query parameter, markup
-// in a query value and in the body, non-ASCII text, and a body sent with its members out of
-// canonical order and with extra whitespace.
+// in a query value and in the body, non-ASCII text, a body text of two lines, and a body sent
+// with its members out of canonical order and with extra whitespace.
 const OWNER = 'acme';
 const REPO = 'widgets v2';
 const TARGET = `/repos/${OWNER}/widgets%20v2/issues?label=bug&label=needs%20triage&note=%3Ci%3Ey%3C%2Fi%3E`;
 const BODY = {
   title: 'Crash on start — ünïcødé ✓',
-  body: 'Steps: <b>x</b> & "quoted" \\ done',
+  body: 'Steps: <b>x</b> & "quoted" \\ done\nsecond line',
   labels: ['bug', 'p1'],
   milestone: 3,
   draft: false,
@@ -167,6 +167,16 @@ async function decideInBrowser(approvalUri, decision, shot) {
     requestLine: await page.textContent('#request-line'),
     parameters: await page.textContent('#parameters'),
     elementsInParameters: await page.$$eval('#parameters *', (els) => els.map((e) => e.tagName)),
+    // The readable list: each part's heading, then its rows as [label, text, first element].
+    list: await page.$$eval('#parameter-list h2, #parameter-list dt', (els) => els.map((e) => (e.tagName === 'H2'
+      ? `# ${e.textContent}` : [e.textContent, e.nextElementSibling.textContent, e.nextElementSibling.firstElementChild?.tagName ?? null]))),
+    listText: await page.textContent('#parameter-list'),
+    elementsInList: [...new Set(await page.$$eval('#parameter-list *', (els) => els.map((e) => e.tagName)))].sort(),
+    // How the body's text is laid out: its lines as the person sees them.
+    bodyText: await page.$$eval('#params-body + dl dt', (dts) => {
+      const dd = dts.find((dt) => dt.textContent === 'body')?.nextElementSibling;
+      return dd && { inner: dd.innerText, lines: Math.round(dd.getBoundingClientRect().height / parseFloat(getComputedStyle(dd).lineHeight)) };
+    }),
     boldOrItalic: await page.$$eval('b, i', (els) => els.length),
   };
   if (shot) await page.screenshot({ path: join(shots, shot), fullPage: true });
@@ -244,6 +254,20 @@ test('browser: the approval page shows the method and route and exactly the path
   for (const s of ['widgets v2', 'needs triage', 'Crash on start — ünïcødé ✓']) {
     assert.ok(seen.parameters.includes(s), `shown verbatim: ${s}`);
   }
+  // The readable list (issue 31): the address's values, the query (a repeated name once per
+  // value) and the body's members under their own names; text as text, never JSON.
+  assert.deepEqual(seen.list, [
+    '# In the address', ['owner', 'acme', null], ['repo', 'widgets v2', null],
+    '# In the query', ['label', 'bug', null], ['label', 'needs triage', null], ['note', '<i>y</i>', null],
+    '# In the body', ['body', BODY.body, null], ['draft', 'false', 'CODE'], ['labels[0]', 'bug', null],
+    ['labels[1]', 'p1', null], ['milestone', '3', 'CODE'], ['title', BODY.title, null],
+  ], JSON.stringify(seen.list));
+  assert.deepEqual(seen.bodyText, { inner: 'Steps: <b>x</b> & "quoted" \\ done\nsecond line', lines: 2 },
+    'the body\'s two lines show as two lines');
+  for (const json of ['{', '}', '\\n', '":', '["']) {
+    assert.ok(!seen.listText.includes(json), `no JSON text (${json}) in the list: ${seen.listText}`);
+  }
+  assert.deepEqual(seen.elementsInList, ['CODE', 'DD', 'DL', 'DT', 'H2'], 'only the list\'s own elements');
   // Markup from the agent is text: no element inside the values, no <b> or <i> on the page,
   // and the page's HTML holds it escaped.
   assert.ok(seen.parameters.includes('<b>x</b>'), 'the body\'s <b>x</b> shown as text');

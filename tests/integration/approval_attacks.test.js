@@ -3,7 +3,8 @@
 // resource's action, approvals of a revoked or replaced consent or of another agent's
 // consent, redemption after request_ttl, authorization_details that disagree with the
 // action, approval-required actions without details, another account at the approval link,
-// CSRF and Origin, hostile parameter text, numbers shown as sent, non-I-JSON parameters
+// CSRF and Origin, hostile parameter text, numbers shown as sent, the readable list of the
+// values (paths, folding, bounds; never JSON text), non-I-JSON parameters
 // (duplicate keys, unsafe integers, lone surrogates, non-finite numbers), polling too fast,
 // flooding past the pending cap, and single use under concurrency.
 //
@@ -12,7 +13,8 @@
 // max_pending_per_user = 2 start a second stack.
 //
 //   main stack persons:  dave (escalation, other resource)  erin (details, I-JSON, polling)
-//                        frank (hostile text, numbers)  grace + heidi (binding, CSRF)
+//                        frank (hostile text, numbers)  kim (the readable list)
+//                        grace + heidi (binding, CSRF)
 //                        ivan (revocation)  judy (replacement)  bob (other agent)
 //                        alice (concurrency)
 //   short stack persons: alice (request_ttl)  bob (flood)
@@ -31,7 +33,7 @@ const words = (s) => (s || '').split(' ').filter(Boolean).sort();
 const digestOf = (params) => createHash('sha256').update(canonicalize(params), 'utf8').digest('base64url');
 const details = (params, action = 'create_issue') => JSON.stringify([{ type: 'agent_action', action, parameters: params }]);
 
-const EXTRA = ['dave', 'erin', 'frank', 'grace', 'heidi', 'ivan', 'judy'];
+const EXTRA = ['dave', 'erin', 'frank', 'grace', 'heidi', 'ivan', 'judy', 'kim'];
 const USERS = { ...DEFAULT_USERS };
 for (const u of EXTRA) {
   USERS[u] = { password: `${u}-password`, name: `${u[0].toUpperCase()}${u.slice(1)} Example`, email: `${u}@example.test`, groups: [] };
@@ -360,6 +362,52 @@ test('the page shows numbers as the agent sent them (no binary-float artefacts)'
     assert.equal(decimalKey(numbers[k]), decimalKey(sent),
       `"${k}" is shown as ${numbers[k]}, but the agent sent ${sent} (RFC 8785: ${canonicalize(val)}):\n${shown}`);
   }
+});
+
+// The readable list on the page: from id="parameter-list" up to the exact-parameters disclosure.
+function listBlock(html) {
+  const from = html.indexOf('id="parameter-list"');
+  const to = html.indexOf('id="exact-parameters"');
+  assert.ok(from > 0 && to > from, 'a readable list before the exact parameters');
+  return html.slice(from, to);
+}
+
+test('the readable list: nested values as paths, names that could pass for paths or markers quoted, a long text folded, a flood of values bounded; no JSON text', async () => {
+  const kim = await connect(v, { user: 'kim', scope: 'issues:read issues:write' });
+  // 6,000 elements: 12 KiB of authorization_details, near its 16 KiB bound.
+  const p = {
+    a_note: `${'x'.repeat(400)}\u202E`,
+    b_meta: { 'a.b': 'dot', '\u200B': 'zero width', '[U+200B]': 'typed', body: { text: 'one\ntwo' } },
+    items: Array.from({ length: 6000 }, (_, i) => i % 10),
+  };
+  const a = assertApprovalRequired(v, await ask(v, kim.grant, { params: p }), 'the list');
+  const page = await openPage(v, 'kim', a.approval_uri);
+  assert.equal(page.status, 200, page.html.slice(0, 300));
+  assert.ok(page.html.length < 256 * 1024, `the page is bounded: ${page.html.length} bytes`);
+  const list = listBlock(page.html);
+  const rows = [...list.matchAll(/<dt>([^<]*)<\/dt><dd>([\s\S]*?)<\/dd>/g)].map((m) => [unescapeHtml(m[1]), m[2]]);
+  assert.equal(rows.length, 200, 'at most 200 rows listed');
+  // The long text: 280 characters shown, the other 121 (the last one made visible) folded.
+  assert.equal(rows[0][0], 'a_note');
+  assert.equal(rows[0][1], `${'x'.repeat(280)}<details class="fold"><summary>Show the rest (121 more characters)</summary>${'x'.repeat(120)}[U+202E]</details>`);
+  // Nested names: a dot or a bracket in a name is quoted, typed "[U+200B]" is not a marker.
+  assert.deepEqual(rows.slice(1, 5), [
+    ['b_meta["\\[U+200B]"]', 'typed'],
+    ['b_meta["a.b"]', 'dot'],
+    ['b_meta.body.text', 'one\ntwo'],
+    ['b_meta["[U+200B]"]', 'zero width'],
+  ]);
+  assert.deepEqual(rows[5], ['items[0]', '<code>0</code>']);
+  assert.deepEqual(rows[199], ['items[194]', '<code>4</code>']);
+  assert.ok(list.includes('id="more-values"'), 'the rest is counted');
+  assert.match(list, /And 5805 more values, not listed here/);
+  // No JSON text in the list; the exact text is still all there, behind its disclosure.
+  for (const json of ['{', '}', '\\n', '&quot;:', '[0,', '\u202E', '\u200B']) {
+    assert.ok(!list.includes(json), `no ${JSON.stringify(json)} in the list`);
+  }
+  assert.deepEqual(JSON.parse(unescapeHtml(parametersBlock(page.html)).replace('[U+202E]', '\u202E').replace('[U+200B]":"zero', '\u200B":"zero')), p);
+  assert.equal(v.sql(`SELECT digest FROM approvals WHERE id = '${a.approval_request_id}'`), digestOf(p));
+  assert.ok(page.html.includes(digestOf(p)));
 });
 
 // --- session binding, CSRF, Origin ----------------------------------------------------------

@@ -298,6 +298,15 @@ test('create_issue needs an approval for exactly its path values, query and body
   assert.match(html, /&quot;owner&quot;:\s?&quot;o&quot;|"owner":\s?"o"/);
   assert.match(html, /&quot;label&quot;|"label"/);
   assert.match(html, /&lt;b&gt;bold&lt;\/b&gt;/, 'the body shown as escaped text');
+  // Readably (issue 31): the path values, the query and the body's members, each under its
+  // own name and part, as text; the JSON text only in the exact-parameters disclosure.
+  const list = html.slice(html.indexOf('id="parameter-list"'), html.indexOf('id="exact-parameters"'));
+  assert.deepEqual([...list.matchAll(/<h2[^>]*>([^<]*)<\/h2>|<dt>([^<]*)<\/dt><dd>([^<]*)<\/dd>/g)]
+    .map((m) => (m[1] ? `# ${m[1]}` : `${m[2]}=${m[3]}`)), [
+    '# In the address', 'owner=o', 'repo=r', '# In the query', 'label=bug',
+    '# In the body', 'body=from the agent &lt;b&gt;bold&lt;/b&gt;', 'title=Proxy approval',
+  ]);
+  assert.ok(!list.includes('{') && !list.includes('&quot;'), `no JSON text in the list: ${list}`);
   assert.ok(!html.includes('<b>bold</b>'));
   assert.match(approval(a1.approval_request_id), /^approved /);
 
