@@ -97,4 +97,11 @@ enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
 enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
     const struct mcp_call_plan *p, const char *outcome, long upstream_status) CS_MUST_CHECK;
 
+/* Whether a tool call's arguments hold something that looks like a
+ * credential, in a value or a member name: a known token prefix (ghp_,
+ * glpat-, xoxb-, sk-, AKIA, ya29., "Bearer ", ...), a JWT ("eyJ"), or a run of
+ * 32 or more characters of [A-Za-z0-9_-+/=.] with both letters and digits.
+ * log_arguments never records such arguments. */
+bool mcp_call_secret_like(const json_t *v);
+
 #endif

@@ -3,6 +3,7 @@
  * provider token's release, and the "mcp.call" audit entry.  It knows no
  * HTTP.  It must never release a provider token without a live consent that
  * grants the call's scope, nor decide on anything but the exact arguments. */
+#include <stdbool.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -261,6 +262,69 @@ out:
 
 /* --- the audit entry ------------------------------------------------------ */
 
+/* Known credential prefixes: GitHub, GitLab, Slack, OpenAI-style and Stripe
+ * keys, AWS access key ids, Google OAuth access tokens, an HTTP credential. */
+static const char *const secret_prefixes[] = { "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+	"github_pat_", "glpat-", "xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-", "sk-", "sk_live_",
+	"rk_live_", "AKIA", "ASIA", "ya29.", "Bearer ", "bearer ", "Basic ", "basic ", NULL };
+
+/* A run of at least 32 characters of [A-Za-z0-9_-+/=.] holding both letters
+ * and digits: what a random key, a session id or a base64 secret looks like
+ * (words, sentences, ids of few digits and numbers do not). */
+static bool random_run(const char *s)
+{
+	size_t run = 0;
+	bool letter = false, digit = false;
+	for (const char *p = s;; p++) {
+		char ch = *p;
+		bool in = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+		    ch == '_' || ch == '-' || ch == '+' || ch == '/' || ch == '=' || ch == '.';
+		if (in) {
+			run++;
+			letter = letter || (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z');
+			digit = digit || (ch >= '0' && ch <= '9');
+			continue;
+		}
+		if (run >= 32 && letter && digit)
+			return true;
+		if (ch == '\0')
+			return false;
+		run = 0;
+		letter = digit = false;
+	}
+}
+
+static bool text_secret_like(const char *s)
+{
+	for (size_t i = 0; secret_prefixes[i] != NULL; i++)
+		if (strstr(s, secret_prefixes[i]) != NULL)
+			return true;
+	return strstr(s, "eyJ") != NULL || random_run(s);
+}
+
+bool mcp_call_secret_like(const json_t *v)
+{
+	const char *k;
+	json_t *m;
+	size_t i;
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		return text_secret_like(json_string_value(v));
+	case JSON_OBJECT:
+		json_object_foreach((json_t *)v, k, m)
+			if (text_secret_like(k) || mcp_call_secret_like(m))
+				return true;
+		return false;
+	case JSON_ARRAY:
+		json_array_foreach(v, i, m)
+			if (mcp_call_secret_like(m))
+				return true;
+		return false;
+	default:
+		return false;
+	}
+}
+
 static enum cs_err append_call(struct store_conn *c, const struct mcp_call_req *rq,
     const struct mcp_call_plan *p, const char *outcome, const char *detail)
 {
@@ -284,7 +348,12 @@ enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
 	buf_init(&args, 3000);
 	e = buf_printf(&d, "endpoint=%s; tool=%s; digest=%s; upstream=%ld", rq->ep->id, rq->tool,
 	    p->digest[0] != '\0' ? p->digest : "-", upstream_status);
-	if (e == CS_OK && rq->ep->log_arguments) {
+	if (e == CS_OK && rq->ep->log_arguments && rq->arguments != NULL &&
+	    mcp_call_secret_like(rq->arguments)) {
+		/* SECURITY: an audit entry outlives every revocation: values that
+		 * look like a credential are never recorded (docs/mcp.md). */
+		e = buf_puts(&d, "; arguments=(not recorded: they look like a token)");
+	} else if (e == CS_OK && rq->ep->log_arguments) {
 		json_t *a = rq->arguments != NULL ? json_incref(rq->arguments) : json_object();
 		enum cs_err ea = a != NULL ? jcs_canonicalize(a, &args) : CS_ENOMEM;
 		json_decref(a);

@@ -1,0 +1,154 @@
+// The MCP gateway's per-endpoint policy (issue 31; docs/mcp.md "The gateway"), against the real
+// binary, the real IdPs and a real upstream MCP server on @modelcontextprotocol/server 2.4.0
+// (tests/lib/mcp-upstream.mjs), beside mcp_gateway.test.js's defaults:
+//   - [mcp.open] unmapped = allow with unmapped_scope: a tool no action maps (delete_repo) is
+//     listed and goes upstream under that scope; a token without the scope gets 403;
+//   - [mcp.logged] log_arguments = true: the audit entry holds the canonical arguments, and
+//     arguments that look like a token are left out, saying so; [mcp.tracker] (the default)
+//     never holds a value.
+//
+// Node: the 2.x packages declare node >= 20; on Debian 12's Node 18 they run with
+// globalThis.crypto, which tests/lib/webcrypto.js installs (imported first): never skipped.
+import '../lib/webcrypto.js';
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
+import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
+import { authorizeHttp, pkce, tokenPost } from '../lib/mcp.js';
+import { introspect } from '../lib/downstream.js';
+import { startMcpUpstream } from '../lib/mcp-upstream.mjs';
+
+const CLIENT = 'mcp-test';
+const REDIRECT = 'http://127.0.0.1:33418/callback';
+process.stderr.write(`# node ${process.version} (globalThis.crypto from tests/lib/webcrypto.js when missing)\n`);
+
+let v;
+let up;
+before(async () => {
+  let check = async () => false;
+  up = await startMcpUpstream({ check: (t) => check(t) });
+  v = await startVaultStack({
+    accessTokenTTL: 300,
+    extraDsClients: (url) => [ghproxyClient(url)],
+    config: ({ providerIssuer }) => ({
+      ...ghproxyConfig({ providerIssuer, baseUrl: up.url.replace(/\/mcp$/, '') }),
+      'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
+      'mcp.tracker': { resource: 'ghproxy', upstream: up.url },
+      'mcp.open': { resource: 'ghproxy', upstream: up.url, unmapped: 'allow', unmapped_scope: 'issues:write' },
+      'mcp.logged': { resource: 'ghproxy', upstream: up.url, log_arguments: 'true' },
+    }),
+  });
+  check = async (token) => {
+    const r = await introspect({ introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
+      clientSecret: PROVIDER_SECRETS.rs, token });
+    return r.active === true && r.aud === DOWNSTREAM.resource;
+  };
+});
+after(async () => {
+  try { await v?.stop(); } finally { await up?.stop(); }
+});
+
+const EP = (name) => `${v.url}/mcp/${name}`;
+const signedIn = signedInJars();
+
+// The person signs the client in for endpoint name with scope -> its access token.
+async function signIn(user, name, scope) {
+  const jar = await signedIn(v.url, user);
+  const resource = EP(name);
+  const { verifier, challenge } = pkce();
+  const u = new URL(`${v.url}/authorize`);
+  for (const [k, val] of Object.entries({ response_type: 'code', client_id: CLIENT, redirect_uri: REDIRECT,
+    state: randomBytes(8).toString('base64url'), code_challenge: challenge, code_challenge_method: 'S256', resource, scope })) {
+    u.searchParams.set(k, val);
+  }
+  let r = await authorizeHttp({ url: v.url, jar, authorizeUrl: u.href, user });
+  for (let i = 0; i < 3 && r.redirect && r.redirect.href.startsWith(v.ds.issuer); i += 1) {
+    const cb = await v.providerLoginHttp({ jar, authorizeUrl: r.redirect.href, user });
+    r = await authorizeHttp({ url: v.url, jar, authorizeUrl: cb, user });
+  }
+  const code = r.redirect?.searchParams.get('code');
+  assert.ok(code, `a code: ${r.redirect?.href ?? `${r.status} ${r.text?.slice(0, 300)}`}`);
+  const t = await tokenPost(v.url, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT,
+    client_id: CLIENT, code_verifier: verifier, resource });
+  assert.equal(t.status, 200, t.text);
+  return t.body.access_token;
+}
+
+const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
+  'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } };
+
+async function rpc(name, token, method, params = {}) {
+  const res = await fetch(EP(name), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${token}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': method,
+      ...(params.name ? { 'mcp-name': params.name } : {}) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: META } }),
+  });
+  const text = await res.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch {
+    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean);
+    if (data.length) body = JSON.parse(data[data.length - 1]);
+  }
+  return { status: res.status, headers: res.headers, body, text };
+}
+
+const lastCall = () => v.c.rows("SELECT outcome, detail FROM audit WHERE action = 'mcp.call' ORDER BY seq DESC LIMIT 1")[0];
+
+test('unmapped = allow: a tool no action maps is listed and runs under unmapped_scope; without that scope, 403', async () => {
+  const token = await signIn('alice', 'open', 'issues:read issues:write');
+  const list = await rpc('open', token, 'tools/list');
+  assert.equal(list.status, 200, list.text);
+  assert.deepEqual(list.body.result.tools.map((t) => t.name).sort(), ['create_issue', 'delete_repo', 'list_issues']);
+  up.clear();
+  const r = await rpc('open', token, 'tools/call', { name: 'delete_repo', arguments: {} });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.body.result.content[0].text, 'deleted');
+  assert.deepEqual(up.calls.map((c) => c.tool), ['delete_repo'], 'it went upstream once');
+  assert.equal(lastCall().outcome, 'forwarded');
+
+  // The same endpoint's tools/list under the default policy drops it; a call is refused.
+  const strict = await signIn('bob', 'tracker', 'issues:read issues:write');
+  const l2 = await rpc('tracker', strict, 'tools/list');
+  assert.deepEqual(l2.body.result.tools.map((t) => t.name).sort(), ['create_issue', 'list_issues']);
+  up.clear();
+  const refused = await rpc('tracker', strict, 'tools/call', { name: 'delete_repo', arguments: {} });
+  assert.ok(refused.body.error, refused.text);
+  assert.match(refused.body.error.message, /delete_repo/);
+  assert.deepEqual(up.calls, [], 'nothing went upstream');
+
+  // A token without unmapped_scope: step-up, never the call.
+  const readOnly = await signIn('carol', 'open', 'issues:read');
+  up.clear();
+  const denied = await rpc('open', readOnly, 'tools/call', { name: 'delete_repo', arguments: {} });
+  assert.equal(denied.status, 403, denied.text);
+  assert.match(denied.headers.get('www-authenticate'), /error="insufficient_scope"/);
+  assert.match(denied.headers.get('www-authenticate'), /scope="[^"]*\bissues:write\b/);
+  assert.deepEqual(up.calls, []);
+});
+
+test('log_arguments: the audit entry holds the canonical arguments only where configured, and never a token-like value', async () => {
+  const token = await signIn('alice', 'logged', 'issues:read issues:write');
+  const r = await rpc('logged', token, 'tools/call', { name: 'list_issues', arguments: { state: 'open', page: 2 } });
+  assert.equal(r.status, 200, r.text);
+  const e = lastCall();
+  assert.equal(e.outcome, 'forwarded');
+  assert.match(e.detail, /tool=list_issues; digest=[A-Za-z0-9_-]{43}; upstream=200; arguments=\{"page":2,"state":"open"\}$/);
+  const secret = `ghp_${randomBytes(24).toString('hex')}`;
+  const t = await rpc('logged', token, 'tools/call', { name: 'list_issues', arguments: { token: secret } });
+  assert.equal(t.status, 200, t.text);
+  const e2 = lastCall();
+  assert.match(e2.detail, /arguments=\(not recorded: they look like a token\)$/);
+  assert.ok(!e2.detail.includes(secret));
+
+  // The default endpoint: the digest only.
+  const plain = await signIn('bob', 'tracker', 'issues:read issues:write');
+  const p = await rpc('tracker', plain, 'tools/call', { name: 'list_issues', arguments: { state: 'open' } });
+  assert.equal(p.status, 200, p.text);
+  const e3 = lastCall();
+  assert.match(e3.detail, /digest=[A-Za-z0-9_-]{43}; upstream=200$/);
+  assert.ok(!e3.detail.includes('open'));
+});
