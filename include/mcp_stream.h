@@ -11,8 +11,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include "cs_err.h"
-#include "http.h"
+#include "buf.h"
 #include "mcp_session.h"
 #include "store.h"
 
@@ -55,15 +56,24 @@ enum mcp_stream_admit {
 	MCP_STREAM_STOPPING,         /* the server is draining: answer 503 */
 	MCP_STREAM__MAX
 };
+/* One open stream (opaque). */
+struct mcp_stream;
 /* Opens the stream of who's session (its hash, as mcp_session_find found it)
- * when the bounds let it.  On MCP_STREAM_ADMITTED *out is set: its read runs
- * on the thread that ran the handler (a deferred route's pool thread; it
- * blocks between polls, so never on a server worker), reads the store through
- * s, and its done releases the place in the bounds.  Copies what it keeps of
- * who.  *adm written on CS_OK; *out only when admitted. */
+ * when the bounds let it: on MCP_STREAM_ADMITTED *out is the stream, which
+ * the handler hands to its reply as a struct reply_stream (http.h) of
+ * { *out, mcp_stream_read, mcp_stream_close }; it reads the store through s
+ * and keeps copies of who's strings.  *adm written on CS_OK; *out only when
+ * admitted. */
 enum cs_err mcp_stream_open(struct store *s, const struct mcp_who *who,
     const unsigned char hash[STORE_MCP_HASH_LEN], enum mcp_stream_admit *adm,
-    struct reply_stream *out) CS_MUST_CHECK;
+    struct mcp_stream **out) CS_MUST_CHECK;
+/* A reply_stream's read: up to max bytes of the body into dst, *got 0 at its
+ * end.  Blocks between polls, so it runs on the thread that ran the handler
+ * of a deferred route (a pool thread of http.c), never a server worker. */
+enum cs_err mcp_stream_read(void *stream, char *dst, size_t max, size_t *got) CS_MUST_CHECK;
+/* A reply_stream's done: frees the stream and gives its place in the bounds
+ * back.  NULL-safe. */
+void mcp_stream_close(void *stream);
 /* The SSE event for one completed elicitation (event: message, data: the
  * notifications/elicitation/complete JSON-RPC notification, a blank line),
  * appended to b. */

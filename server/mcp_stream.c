@@ -29,7 +29,7 @@ static struct { int64_t user_id; unsigned n; } people[MCP_STREAM_TOTAL_MAX];
 static unsigned open_total;
 static atomic_bool stopping;
 
-struct stream {
+struct mcp_stream {
 	struct store    *s;
 	char            *endpoint, *client_id;
 	unsigned char    hash[STORE_MCP_HASH_LEN];
@@ -151,7 +151,7 @@ enum cs_err mcp_stream_event(struct buf *b, const char *elicitation_id)
 }
 
 /* Copies what is pending into dst. */
-static void drain_pending(struct stream *st, char *dst, size_t max, size_t *got)
+static void drain_pending(struct mcp_stream *st, char *dst, size_t max, size_t *got)
 {
 	size_t n = st->pending.len - st->off;
 	if (n > max)
@@ -166,7 +166,7 @@ static void drain_pending(struct stream *st, char *dst, size_t max, size_t *got)
 }
 
 /* One look at the store: the completions taken now, as events into pending. */
-static enum cs_err poll_once(struct stream *st)
+static enum cs_err poll_once(struct mcp_stream *st)
 {
 	struct store_conn *c = store_conn(st->s);
 	const struct mcp_who who = { st->endpoint, st->user_id, st->client_id };
@@ -189,9 +189,11 @@ static enum cs_err poll_once(struct stream *st)
 	return e;
 }
 
-static enum cs_err stream_read(void *ctx, char *dst, size_t max, size_t *got)
+enum cs_err mcp_stream_read(void *ctx, char *dst, size_t max, size_t *got)
 {
-	struct stream *st = ctx;
+	struct mcp_stream *st = ctx;
+	if (st == NULL || dst == NULL || got == NULL)
+		return CS_EINVAL;
 	*got = 0;
 	if (max == 0)
 		return CS_OK;
@@ -225,9 +227,9 @@ static enum cs_err stream_read(void *ctx, char *dst, size_t max, size_t *got)
 	}
 }
 
-static void stream_done(void *ctx)
+void mcp_stream_close(void *ctx)
 {
-	struct stream *st = ctx;
+	struct mcp_stream *st = ctx;
 	if (st == NULL)
 		return;
 	release(st->user_id);
@@ -239,9 +241,9 @@ static void stream_done(void *ctx)
 
 enum cs_err mcp_stream_open(struct store *s, const struct mcp_who *who,
     const unsigned char hash[STORE_MCP_HASH_LEN], enum mcp_stream_admit *adm,
-    struct reply_stream *out)
+    struct mcp_stream **out)
 {
-	struct stream *st;
+	struct mcp_stream *st;
 	enum mcp_stream_admit a;
 	if (s == NULL || who == NULL || who->endpoint == NULL || who->client_id == NULL ||
 	    who->user_id <= 0 || hash == NULL || adm == NULL || out == NULL)
@@ -279,9 +281,7 @@ enum cs_err mcp_stream_open(struct store *s, const struct mcp_who *who,
 	}
 	clock_gettime(CLOCK_MONOTONIC, &st->start);
 	st->last_write = st->start;
-	out->ctx = st;
-	out->read = stream_read;
-	out->done = stream_done;
+	*out = st;
 	*adm = MCP_STREAM_ADMITTED;
 	return CS_OK;
 }

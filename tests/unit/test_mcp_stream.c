@@ -12,6 +12,7 @@
 
 #include "app.h"
 #include "mcp_session.h"
+#include "http.h"
 #include "mcp_stream.h"
 #include "store.h"
 #include "store_approval.h"
@@ -76,6 +77,18 @@ static void pending_approval(struct fixture *f, const char *aid, char id[MCP_ELI
 	    .created_at = now, .expires_at = now + 600, .interval = 5 }), CS_OK);
 	ck_assert_int_eq(mcp_elicitation_new(f->c, &f->who, &f->sess, MCP_ELICIT_APPROVAL, aid,
 	    now + 600, now, id), CS_OK);
+}
+
+/* mcp_stream_open into a reply_stream, as the GET handler does. */
+static enum cs_err stream_open(struct store *s, const struct mcp_who *w,
+    const unsigned char hash[STORE_MCP_HASH_LEN], enum mcp_stream_admit *adm,
+    struct reply_stream *rs)
+{
+	struct mcp_stream *st = NULL;
+	enum cs_err e = mcp_stream_open(s, w, hash, adm, &st);
+	if (e == CS_OK && *adm == MCP_STREAM_ADMITTED)
+		*rs = (struct reply_stream){ st, mcp_stream_read, mcp_stream_close };
+	return e;
 }
 
 /* One read of rs into a string (NUL-terminated); *got the bytes. */
@@ -149,7 +162,7 @@ START_TEST(test_mcp_stream_delivers_once_then_ends)
 	pthread_t th;
 	fx_init(&f);
 	pending_approval(&f, "approval-1", id);
-	ck_assert_int_eq(mcp_stream_open(f.s, &f.who, f.sess.hash, &adm, &rs), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_ADMITTED);
 	int64_t t0 = mono_ms();
 	read_once(&rs, buf, sizeof buf, &got);
@@ -208,7 +221,7 @@ START_TEST(test_mcp_stream_small_reads)
 	pending_approval(&f, "approval-2", id);
 	ck_assert_int_eq(store_approval_set_status(f.c, "approval-2", "pending", "denied", app_now()),
 	    CS_OK);
-	ck_assert_int_eq(mcp_stream_open(f.s, &f.who, f.sess.hash, &adm, &rs), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_ADMITTED);
 	snprintf(want, sizeof want, "retry: 1000\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\","
 	    "\"method\":\"notifications/elicitation/complete\",\"params\":{\"elicitationId\":"
@@ -240,23 +253,23 @@ START_TEST(test_mcp_stream_bounds)
 	ck_assert_int_eq(store_user_put(f.c, &(struct store_user){ .issuer = "https://idp.example",
 	    .subject = "carol", .now = app_now() }, &carol), CS_OK);
 	struct mcp_who wb = { "tracker", bob, "client-a" }, wc = { "tracker", carol, "client-a" };
-	ck_assert_int_eq(mcp_stream_open(f.s, &f.who, f.sess.hash, &adm, &rs[0]), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs[0]), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_ADMITTED);
-	ck_assert_int_eq(mcp_stream_open(f.s, &f.who, f.sess.hash, &adm, &rs[1]), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs[1]), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_ADMITTED);
 	ck_assert_uint_eq(mcp_stream_person_count(f.alice), 2);
 	memset(&rs[3], 0, sizeof rs[3]);
-	ck_assert_int_eq(mcp_stream_open(f.s, &f.who, f.sess.hash, &adm, &rs[3]), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs[3]), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_PERSON_FULL);
 	ck_assert_ptr_null(rs[3].read);
-	ck_assert_int_eq(mcp_stream_open(f.s, &wb, f.sess.hash, &adm, &rs[2]), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &wb, f.sess.hash, &adm, &rs[2]), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_ADMITTED);
-	ck_assert_int_eq(mcp_stream_open(f.s, &wc, f.sess.hash, &adm, &rs[3]), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &wc, f.sess.hash, &adm, &rs[3]), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_FULL);
 	ck_assert_uint_eq(mcp_stream_open_count(), 3);
 	rs[0].done(rs[0].ctx);
 	ck_assert_uint_eq(mcp_stream_person_count(f.alice), 1);
-	ck_assert_int_eq(mcp_stream_open(f.s, &wc, f.sess.hash, &adm, &rs[3]), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &wc, f.sess.hash, &adm, &rs[3]), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_ADMITTED);
 	rs[1].done(rs[1].ctx);
 	rs[2].done(rs[2].ctx);
@@ -294,7 +307,7 @@ START_TEST(test_mcp_stream_stop)
 	size_t got = 0;
 	pthread_t th;
 	fx_init(&f);
-	ck_assert_int_eq(mcp_stream_open(f.s, &f.who, f.sess.hash, &adm, &rs), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_ADMITTED);
 	read_once(&rs, buf, sizeof buf, &got);                 /* the retry hint */
 	int64_t t0 = mono_ms();
@@ -303,7 +316,7 @@ START_TEST(test_mcp_stream_stop)
 	pthread_join(th, NULL);
 	ck_assert_uint_eq(got, 0);
 	ck_assert_int_lt(mono_ms() - t0, 250);                  /* before the first comment */
-	ck_assert_int_eq(mcp_stream_open(f.s, &f.who, f.sess.hash, &adm, &rs2), CS_OK);
+	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs2), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_STOPPING);
 	rs.done(rs.ctx);
 	fx_clear(&f);
