@@ -64,7 +64,8 @@ enum approval_outcome {
 struct approval_answer {             /* release with approval_answer_clear() */
 	enum approval_outcome outcome;
 	char   *approval_id;
-	int64_t expires_in, interval, retry_after;
+	int64_t expires_in, interval, retry_after;   /* retry_after: APPROVAL_TOO_MANY, and
+	                                    APPROVAL_DENIED (seconds the denial still holds) */
 	bool    rate_limited;            /* APPROVAL_TOO_MANY: [limits] person_rate refused it */
 };
 void approval_answer_clear(struct approval_answer *a);

@@ -100,10 +100,21 @@ struct config_client {
  * the gateway of issue #31).  Its URI is the resource indicator (RFC 8707) MCP
  * clients ask tokens for, and the access tokens' aud; the consent the person
  * gives for it is a consent to the consentd resource behind it. */
+enum config_unmapped { UNMAPPED_REFUSE = 0, UNMAPPED_ALLOW };
 struct config_mcp_endpoint {
 	char *id;                    /* the NAME part */
 	char *resource;              /* the [resource.X] id behind it (required) */
 	char *uri;                   /* public_url + "/mcp/" + NAME */
+	/* The gateway (issue #31): the upstream MCP server the calls go to (https,
+	 * or http on loopback; NULL: none, and a valid token is answered 503), its
+	 * time for one answer, what a tool that maps to no [action.RESOURCE.TOOL]
+	 * gets (refused, or allowed with unmapped_scope), and whether the audit
+	 * entry of a tool call holds its argument values. */
+	char    *upstream;
+	int64_t  upstream_timeout;   /* seconds, default 30 */
+	enum config_unmapped unmapped;
+	char    *unmapped_scope;     /* bare scope name of resource; required with allow */
+	bool     log_arguments;
 };
 
 /* [enterprise.NAME]: an enterprise IdP whose Identity Assertion JWT

@@ -197,4 +197,19 @@ enum cs_err grant_validate_mcp(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, const char *audience, int64_t now,
     struct grant_check *out) CS_MUST_CHECK;
 
+/* The MCP gateway's check of an access token (issue #31): everything
+ * grant_validate_mcp checks of the token itself -- signature, ES256, typ
+ * at+jwt, iss, no act, aud this endpoint exactly, exp, iat -- and its grant
+ * row not revoked on its own (RFC 7009, a refresh family's reuse), and the
+ * consent it names being the token's person's, client's and endpoint's
+ * resource's; but not that this consent is still live: out->k is it in any
+ * state, and a token whose row was revoked only with its consent (revoked on
+ * /me, replaced, by an admin) still passes.  The gateway's authority is the
+ * person's CURRENT consent for (user, client, resource) at each call
+ * (consent_current).  out->valid and out->why as grant_validate_mcp says
+ * ("grant revoked" for a token revoked on its own). */
+enum cs_err grant_validate_mcp_token(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *audience, int64_t now,
+    struct grant_check *out) CS_MUST_CHECK;
+
 #endif

@@ -462,6 +462,8 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 	e = store_approval_find(c, q->k->id, q->action, q->digest, "denied", &r);
 	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > q->now) {
 		a.outcome = APPROVAL_DENIED;
+		/* How long the denial holds (the MCP gateway says until when). */
+		a.retry_after = r.decided_at + cfg->consent_deny_cooldown - q->now;
 		goto commit;
 	} else if (e != CS_OK && e != CS_ENOENT) {
 		goto out;

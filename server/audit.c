@@ -99,7 +99,7 @@ const char *const audit_actions[] = {
 	"consent.request.expired", "consent.request.merged", "consent.request.refused",
 	"consent.request.slow_down", "consent.revoked", "dpop.refused", "event.delivered",
 	"gateway.auth.refused", "grant.issued", "grant.revoked", "master-key-rotated",
-	"proxy.forwarded", "proxy.refused", "refresh.issued", "refresh.reuse_detected",
+	"mcp.call", "proxy.forwarded", "proxy.refused", "refresh.issued", "refresh.reuse_detected",
 	"refresh.revoked", "refresh.used", "vault.connect.failed", "vault.connected",
 	"vault.key_stored", "vault.reconnect_required", "vault.record.moved", "vault.refreshed",
 	"vault.release.refused", "vault.released", "vault.revoke_retry", "vault.revoked", NULL,

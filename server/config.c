@@ -735,6 +735,8 @@ void config_free(struct config *c)
 		free(c->mcp_endpoints[i].id);
 		free(c->mcp_endpoints[i].resource);
 		free(c->mcp_endpoints[i].uri);
+		free(c->mcp_endpoints[i].upstream);
+		free(c->mcp_endpoints[i].unmapped_scope);
 	}
 	free(c->mcp_endpoints);
 	/* [enterprise.NAME] (issue #30 item 6) */

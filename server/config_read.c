@@ -62,7 +62,8 @@ static const char *const keys_scope[] = { "description", "provider", NULL };
 static const char *const keys_action[] = { "description", "scope", "approval", "route", NULL };
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",
 	"token_endpoint_auth", "jwks_file", "jwks_uri", NULL };
-static const char *const keys_mcp_endpoint[] = { "resource", NULL };
+static const char *const keys_mcp_endpoint[] = { "resource", "upstream", "upstream_timeout",
+	"unmapped", "unmapped_scope", "log_arguments", NULL };
 static const char *const keys_enterprise[] = { "issuer", "jwks_file", "jwks_uri", "allow", NULL };
 
 static const struct {

@@ -664,13 +664,36 @@ static void load_client(struct ctx *c, struct config_client *k, const struct sec
 	}
 }
 
+static const char *const unmapped_names[] = { "refuse", "allow", NULL };
+
 /* [mcp.NAME]: an MCP endpoint (config.h).  Its URI needs public_url (loaded
- * first); the resource's existence is checked across sections. */
+ * first); the resource's existence and unmapped_scope's are checked across
+ * sections. */
 static void load_mcp_endpoint(struct ctx *c, const struct config *cfg,
     struct config_mcp_endpoint *m, const struct section *s)
 {
+	const struct entry *e;
+	bool https;
+	int i;
 	m->id = cfg_xstrdup(c, s->a);
 	(void)cfg_get_str(c, s, "resource", NULL, S_REQUIRED, &m->resource);
+	e = cfg_get_str(c, s, "upstream", NULL, S_EMPTY_NULL, &m->upstream);
+	if (e != NULL && !cfg_check_url(c, e, m->upstream, URL_PATH | URL_QUERY, &https)) {
+		free(m->upstream);
+		m->upstream = NULL;
+	}
+	cfg_get_int(c, s, "upstream_timeout", 30, 1, 300, &m->upstream_timeout);
+	cfg_get_enum(c, s, "unmapped", unmapped_names, UNMAPPED_REFUSE, &i);
+	m->unmapped = (enum config_unmapped)i;
+	e = cfg_get_str(c, s, "unmapped_scope", NULL, S_EMPTY_NULL, &m->unmapped_scope);
+	if (m->unmapped == UNMAPPED_ALLOW && m->unmapped_scope == NULL)
+		cfg_err_line(c, s->line, "unmapped_scope", "required in [%s] with unmapped = allow "
+		    "(the scope a tool that maps to no [action.RESOURCE.TOOL] needs)", s->name);
+	else if (m->unmapped != UNMAPPED_ALLOW && e != NULL)
+		cfg_err_e(c, e, "used only with unmapped = allow");
+	else if (e != NULL && !cfg_valid_scope_token(m->unmapped_scope))
+		cfg_err_e(c, e, "'%s' is not a scope name", m->unmapped_scope);
+	cfg_get_bool(c, s, "log_arguments", false, &m->log_arguments);
 	if (cfg->public_url != NULL && m->id != NULL) {
 		size_t n = strlen(cfg->public_url) + sizeof "/mcp/" + strlen(m->id);
 		m->uri = malloc(n);
@@ -1261,6 +1284,10 @@ static void cross_check(struct ctx *c, const struct config *cfg)
 			if (m != NULL && m->resource != NULL && e != NULL &&
 			    config_resource(cfg, m->resource) == NULL)
 				cfg_err_e(c, e, "no [resource.%s] section", m->resource);
+			else if (m != NULL && m->resource != NULL && m->unmapped_scope != NULL &&
+			    (e = cfg_find(s, "unmapped_scope")) != NULL &&
+			    config_scope(cfg, m->resource, m->unmapped_scope) == NULL)
+				cfg_err_e(c, e, "no [scope.%s.%s] section", m->resource, m->unmapped_scope);
 			break;
 		}
 		case SK_ACTION:

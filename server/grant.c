@@ -997,6 +997,90 @@ enum cs_err grant_validate_mcp(struct store_conn *c, const struct config *cfg,
 	return e == CS_EPERM ? CS_OK : e;
 }
 
+/* The token's own standing for the gateway (grant_validate_mcp_token): its
+ * row, and the consent it was issued under, whatever that consent's state.
+ * CS_OK with *kk; CS_EPERM (or a store error) with *w. */
+static enum cs_err token_fits(struct store_conn *c, const struct config *cfg,
+    const struct grant_claims *g, int64_t now, struct consent *kk, const char **w)
+{
+	struct store_grant_row row;
+	const struct config_mcp_endpoint *ep = config_mcp_endpoint_by_uri(cfg, g->aud);
+	enum cs_err e;
+	memset(&row, 0, sizeof row);
+	*w = "grant unknown to this consentd";
+	if ((e = store_grant_get(c, g->jti, &row)) != CS_OK)
+		goto out;
+	e = CS_EPERM;
+	*w = "grant does not match its consent";
+	if (strcmp(row.consent_id, g->cid) != 0)
+		goto out;
+	*w = "the grant's consent is gone";
+	if ((e = consent_get(c, g->cid, now, kk)) != CS_OK)
+		goto out;
+	e = CS_EPERM;
+	*w = "grant does not match its consent";
+	if (strcmp(kk->subject, g->sub) != 0 || strcmp(kk->agent, g->client) != 0 || ep == NULL ||
+	    ep->resource == NULL || strcmp(ep->resource, kk->resource) != 0)
+		goto out;
+	/* SECURITY: a token revoked on its own (RFC 7009 by its client, or its
+	 * refresh family's reuse detection) is dead.  One revoked only because its
+	 * consent ended -- consent_revoke revokes the consent's grants at the same
+	 * instant -- still names the person, the client and the endpoint: the
+	 * gateway then looks up the person's current consent (issue #31). */
+	*w = "grant revoked";
+	if (row.revoked_at != 0 && !(kk->revoked_at != 0 && row.revoked_at >= kk->revoked_at))
+		goto out;
+	e = CS_OK;
+out:
+	store_grant_row_clear(&row);
+	return e;
+}
+
+enum cs_err grant_validate_mcp_token(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *audience, int64_t now,
+    struct grant_check *out)
+{
+	enum cs_err e;
+	json_t *cl = NULL;
+	struct consent kk;
+	struct grant_claims g;
+	const char *w = "not a consentd access token";
+	bool hit = false;
+	if (c == NULL || cfg == NULL || out == NULL)
+		return CS_EINVAL;
+	memset(out, 0, sizeof *out);
+	memset(&kk, 0, sizeof kk);
+	e = CS_EPERM;
+	if (kr == NULL || !token_present(token) || cfg->public_url == NULL)
+		goto out;
+	/* SECURITY: the same signature, typ, alg and claim checks as
+	 * grant_validate_mcp: only the consent's liveness is left to the caller. */
+	if ((e = verify_grant(kr, token, now, &cl, &hit)) != CS_OK) {
+		if (e != CS_ENOMEM)
+			e = CS_EPERM;
+		goto out;
+	}
+	e = CS_EPERM;
+	if (!mcp_claims_fit(cl, cfg, audience, now, &g, &w))
+		goto out;
+	if ((e = token_fits(c, cfg, &g, now, &kk, &w)) != CS_OK)
+		goto out;
+	out->claims = cl;
+	cl = NULL;
+	out->k = kk;
+	memset(&kk, 0, sizeof kk);
+	w = NULL;
+	e = CS_OK;
+out:
+	if (e == CS_ENOENT)
+		e = CS_EPERM;
+	out->why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
+	out->valid = e == CS_OK;
+	json_decref(cl);
+	consent_clear(&kk);
+	return e == CS_EPERM ? CS_OK : e;
+}
+
 /* The active answer for a current refresh token of a live consent: a
  * gateway's family (aud NULL), or an MCP client's (its aud and client). */
 static json_t *refresh_answer(const struct config *cfg, const struct consent *k,

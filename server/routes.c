@@ -339,17 +339,18 @@ const struct route http_routes[] = {
 	{ HTTP_DELETE, "/proxy/{resource}/{rest*}", ROUTE_OAUTH, proxy_api_handle, { { NULL, 0, NULL, 0 } },
 	  ROUTE_DEFERRED | ROUTE_GRANT, ROUTE_AUTH_GATEWAY, LIMIT_GATEWAY },
 	/* MCP clients (issue #30): RFC 9728 protected resource metadata of each
-	 * [mcp.NAME] (meta.c), and the endpoint itself, which answers 401 with a
-	 * challenge naming that metadata until the gateway (issue #31) accepts
-	 * tokens (mcp_api.c).  Unknown names: 404.  JSON-RPC bodies are not read. */
+	 * [mcp.NAME] (meta.c), and the endpoint itself, the MCP gateway (issue
+	 * #31, mcp_api.c): its own access tokens only (401 with a challenge naming
+	 * that metadata), the JSON-RPC body read by mcp_rpc.c, the call forwarded
+	 * upstream -- deferred, as it waits on the upstream.  Unknown names: 404. */
 	{ HTTP_GET, "/.well-known/oauth-protected-resource/mcp/{name}", ROUTE_PUBLIC,
 	  meta_protected_resource, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
-	{ HTTP_POST, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } }, 0,
-	  ROUTE_AUTH_NONE, LIMIT_ADDRESS },
-	{ HTTP_GET, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } }, 0,
-	  ROUTE_AUTH_NONE, LIMIT_ADDRESS },
-	{ HTTP_DELETE, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } }, 0,
-	  ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_POST, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_GET, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
+	{ HTTP_DELETE, "/mcp/{name}", ROUTE_OAUTH, mcp_api_endpoint, { { NULL, 0, NULL, 0 } },
+	  ROUTE_DEFERRED, ROUTE_AUTH_NONE, LIMIT_ADDRESS },
 	/* The admin JSON API: bearer admin tokens only (admin_api.c), JSON
 	 * errors, unknown parameters refused, JSON bodies for writes. */
 	{ HTTP_GET, "/admin/api/consents", ROUTE_API, admin_api_consents, {

@@ -260,7 +260,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 125);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 1, [enterprise.NAME]: 4, [resource.NAME]: 18) */
+	ck_assert_uint_eq(lines, 130);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 18) */
 	free(out);
 }
 END_TEST
@@ -1615,6 +1615,48 @@ START_TEST(test_config_enterprise)
 }
 END_TEST
 
+/* [mcp.NAME]'s gateway keys (issue #31): defaults, values, and every
+ * refusal naming its key. */
+START_TEST(test_config_mcp_gateway)
+{
+	struct config *c = expect_ok(ENT_BASE, NULL);
+	const struct config_mcp_endpoint *m = config_mcp_endpoint(c, "notes");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_ptr_null(m->upstream);
+	ck_assert_int_eq(m->upstream_timeout, 30);
+	ck_assert_int_eq(m->unmapped, UNMAPPED_REFUSE);
+	ck_assert_ptr_null(m->unmapped_scope);
+	ck_assert(!m->log_arguments);
+	config_free(c);
+	c = expect_ok(MINIMAL "[resource.notes]\n[scope.notes.read]\n[mcp.notes]\nresource = notes\n"
+	    "upstream = http://127.0.0.1:8095/mcp\nupstream_timeout = 5\nunmapped = allow\n"
+	    "unmapped_scope = read\nlog_arguments = true\n", NULL);
+	m = config_mcp_endpoint(c, "notes");
+	ck_assert_str_eq(m->upstream, "http://127.0.0.1:8095/mcp");
+	ck_assert_int_eq(m->upstream_timeout, 5);
+	ck_assert_int_eq(m->unmapped, UNMAPPED_ALLOW);
+	ck_assert_str_eq(m->unmapped_scope, "read");
+	ck_assert(m->log_arguments);
+	config_free(c);
+#define GW_BASE MINIMAL "[resource.notes]\n[scope.notes.read]\n[mcp.notes]\nresource = notes\n"
+	expect_error(GW_BASE "upstream = http://mcp.corp.example/mcp\n", NULL,
+	    "upstream: http:// is allowed only for 127.0.0.1");
+	expect_error(GW_BASE "upstream = ftp://127.0.0.1/mcp\n", NULL, "upstream: must be an https:// URL");
+	expect_error(GW_BASE "upstream = https://mcp.corp.example/mcp#x\n", NULL, "upstream: URL must not have a fragment");
+	expect_error(GW_BASE "upstream_timeout = 0\n", NULL, "upstream_timeout: out of range");
+	expect_error(GW_BASE "upstream_timeout = 301\n", NULL, "upstream_timeout: out of range");
+	expect_error(GW_BASE "unmapped = maybe\n", NULL, "unmapped:");
+	expect_error(GW_BASE "unmapped = allow\n", NULL, "unmapped_scope: required in [mcp.notes] with unmapped = allow");
+	expect_error(GW_BASE "unmapped_scope = read\n", NULL, "unmapped_scope: used only with unmapped = allow");
+	expect_error(GW_BASE "unmapped = allow\nunmapped_scope = write\n", NULL,
+	    "unmapped_scope: no [scope.notes.write] section");
+	expect_error(GW_BASE "unmapped = allow\nunmapped_scope = a b\n", NULL, "unmapped_scope:");
+	expect_error(GW_BASE "log_arguments = sometimes\n", NULL, "log_arguments:");
+	expect_error(GW_BASE "upstream_url = http://127.0.0.1/mcp\n", NULL, "upstream_url");
+#undef GW_BASE
+}
+END_TEST
+
 START_TEST(test_config_clients)
 {
 	char dir[] = "/tmp/consentd-cfgclient-XXXXXX";
@@ -1940,6 +1982,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_retention);
 	tcase_add_test(t, test_config_mcp);
 	tcase_add_test(t, test_config_clients);
+	tcase_add_test(t, test_config_mcp_gateway);
 	tcase_add_test(t, test_config_write_queue);
 	tcase_add_test(t, test_config_grant_ttl_range);
 	tcase_add_test(t, test_config_bool_values);

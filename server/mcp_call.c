@@ -1,0 +1,322 @@
+/* mcp_call.c -- the MCP gateway's decisions for one request (mcp_call.h):
+ * action, scope, the person's current consent, the approval gate and the
+ * provider token's release, and the "mcp.call" audit entry.  It knows no
+ * HTTP.  It must never release a provider token without a live consent that
+ * grants the call's scope, nor decide on anything but the exact arguments. */
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "audit.h"
+#include "buf.h"
+#include "jcs.h"
+#include "mcp_call.h"
+#include "mcp_rpc.h"
+
+void mcp_call_plan_clear(struct mcp_call_plan *p)
+{
+	if (p == NULL)
+		return;
+	consent_clear(&p->live);
+	exchange_release_clear(&p->rel);
+	OPENSSL_cleanse(p, sizeof *p);
+}
+
+static bool is_tool_call(const struct mcp_call_req *rq)
+{
+	return rq->tool != NULL;
+}
+
+/* out->ask for a pending consent request or approval. */
+static enum cs_err ask(const struct config *cfg, const struct mcp_call_req *rq,
+    enum mcp_ask_kind kind, const char *id, struct mcp_call_plan *out)
+{
+	const struct config_resource *res = config_resource(cfg, rq->ep->resource);
+	const char *rname = res != NULL && res->name != NULL ? res->name : rq->ep->resource;
+	int n;
+	out->outcome = MCP_CALL_ASK;
+	out->ask.kind = kind;
+	if (id == NULL || strlen(id) >= sizeof out->ask.pending)
+		return CS_EINVAL;
+	memcpy(out->ask.pending, id, strlen(id) + 1);
+	n = snprintf(out->ask.url, sizeof out->ask.url, "%s/%s/%s", cfg->public_url,
+	    kind == MCP_ASK_APPROVAL ? "approve" : "consent", id);
+	if (n < 0 || (size_t)n >= sizeof out->ask.url)
+		return CS_ETOOBIG;
+	if (kind == MCP_ASK_APPROVAL)
+		n = snprintf(out->ask.message, sizeof out->ask.message, "The call of %s needs your "
+		    "approval of these exact arguments: open the link, approve or deny, then retry "
+		    "the call.", rq->tool);
+	else
+		n = snprintf(out->ask.message, sizeof out->ask.message, "This client needs your "
+		    "consent to %s: open the link, decide, then retry the call.", rname);
+	return n < 0 || (size_t)n >= sizeof out->ask.message ? CS_ETOOBIG : CS_OK;
+}
+
+/* The person's current consent, when it is live, connected and grants the
+ * call's scope: *ok. */
+static enum cs_err current(struct store_conn *c, const struct mcp_call_req *rq, const char *scope,
+    struct mcp_call_plan *out, bool *ok)
+{
+	enum cs_err e;
+	*ok = false;
+	consent_clear(&out->live);
+	e = consent_current(c, rq->token_consent->user_id, rq->token_consent->agent,
+	    rq->ep->resource, rq->now, &out->live);
+	if (e == CS_ENOENT)
+		return CS_OK;
+	if (e != CS_OK)
+		return e;
+	*ok = consent_is_live(&out->live, rq->now) && !out->live.reconnect_required &&
+	    (scope == NULL || scope_set_has(&out->live.granted, scope));
+	return CS_OK;
+}
+
+/* No usable consent: a consent request for the token's scopes (flow A's
+ * state machine, the client as the agent).  *go when it turned out live. */
+static enum cs_err ask_consent(struct store_conn *c, const struct config *cfg,
+    const struct mcp_call_req *rq, struct mcp_call_plan *out, bool *go)
+{
+	struct consent_answer a;
+	enum cs_err e = CS_OK;
+	*go = false;
+	/* An expired pending request ends and the next call starts anew: twice at most. */
+	for (int round = 0; round < 2; round++) {
+		struct consent_ask q = { .issuer = rq->issuer, .subject = rq->token_consent->subject,
+			.agent = rq->token_consent->agent, .resource = rq->ep->resource,
+			.requested = rq->token_scopes, .actor = rq->actor, .now = rq->now,
+			.limits = rq->limits };
+		memset(&a, 0, sizeof a);
+		if ((e = consent_exchange(c, cfg, &q, &a)) != CS_OK)
+			return e;
+		switch (a.outcome) {
+		case CONSENT_GRANT:
+			*go = true;
+			break;
+		case CONSENT_REQUIRED:
+		case CONSENT_PENDING:
+		case CONSENT_SLOW_DOWN:
+			e = ask(cfg, rq, MCP_ASK_CONSENT, a.request_id, out);
+			break;
+		case CONSENT_DENIED:
+			out->outcome = MCP_CALL_DENIED;
+			out->until = a.denied_until;
+			break;
+		case CONSENT_EXPIRED:
+			consent_answer_clear(&a);
+			continue;
+		default:
+			out->outcome = MCP_CALL_TOO_MANY;
+			out->retry_after = a.retry_after > 0 ? a.retry_after : 1;
+			break;
+		}
+		consent_answer_clear(&a);
+		return e;
+	}
+	out->outcome = MCP_CALL_TOO_MANY;
+	out->retry_after = 1;
+	return CS_OK;
+}
+
+/* The approval gate's answer as the plan's outcome. */
+static enum cs_err from_approval(const struct config *cfg, const struct mcp_call_req *rq,
+    struct mcp_call_plan *out)
+{
+	const struct approval_answer *a = &out->rel.approval;
+	switch (a->outcome) {
+	case APPROVAL_NEEDED:
+	case APPROVAL_PENDING:
+	case APPROVAL_SLOW_DOWN:
+		return ask(cfg, rq, MCP_ASK_APPROVAL, a->approval_id, out);
+	case APPROVAL_DENIED:
+		out->outcome = MCP_CALL_DENIED;
+		out->until = rq->now + (a->retry_after > 0 ? a->retry_after : 0);
+		return CS_OK;
+	default:
+		out->outcome = MCP_CALL_TOO_MANY;
+		out->retry_after = a->retry_after > 0 ? a->retry_after : 1;
+		return CS_OK;
+	}
+}
+
+/* tools/call: the action, the scope, the digest. */
+static enum cs_err tool_action(const struct config *cfg, const struct mcp_call_req *rq,
+    json_t *args, struct mcp_call_plan *out, bool *go)
+{
+	*go = false;
+	out->act = config_action(cfg, rq->ep->resource, rq->tool);
+	if (out->act == NULL && rq->ep->unmapped == UNMAPPED_REFUSE) {
+		out->outcome = MCP_CALL_UNMAPPED;
+		return CS_OK;
+	}
+	if (out->act == NULL) {
+		/* unmapped = allow: an action of its own, no approval, its configured scope. */
+		out->unmapped = (struct config_action){ .resource = rq->ep->resource,
+			.name = (char *)rq->tool, .description = (char *)"", .scope = rq->ep->unmapped_scope,
+			.approval = APPROVAL_NONE };
+		out->act = &out->unmapped;
+	}
+	out->scope = out->act->scope;
+	/* SECURITY: the token caps the scopes: a tool beyond them is a step-up
+	 * at consentd's /authorize (403 insufficient_scope), never an elicitation. */
+	if (out->scope == NULL || !scope_set_has(rq->token_scopes, out->scope)) {
+		out->outcome = MCP_CALL_SCOPE;
+		return CS_OK;
+	}
+	enum cs_err e = approval_digest(args, out->digest);
+	if (e != CS_OK)
+		return e;
+	*go = true;
+	return CS_OK;
+}
+
+/* Not a tools/call: the provider token for the method, with a live consent. */
+static enum cs_err release_other(struct store_conn *c, const struct config *cfg,
+    const struct mcp_call_req *rq, struct mcp_call_plan *out)
+{
+	struct vault_release_req vr = { .k = &out->live, .action = rq->method, .actor = rq->actor,
+		.now = rq->now };
+	enum cs_err e = vault_release(rq->vault, c, cfg, &vr, &out->rel.tok);
+	if (e != CS_OK)
+		return e;
+	out->outcome = out->rel.tok.outcome == VAULT_RELEASED ? MCP_CALL_RELEASED :
+	    out->rel.tok.outcome == VAULT_RELEASE_UNAVAILABLE ? MCP_CALL_PROVIDER_DOWN :
+	    MCP_CALL_NO_CONSENT;
+	return CS_OK;
+}
+
+enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
+    const struct mcp_call_req *rq, struct mcp_call_plan *out)
+{
+	json_t *args = NULL;
+	enum cs_err e;
+	bool go = false, ok = false;
+	if (c == NULL || cfg == NULL || rq == NULL || rq->ep == NULL || rq->token_consent == NULL ||
+	    rq->token_scopes == NULL || rq->method == NULL || out == NULL)
+		return CS_EINVAL;
+	memset(out, 0, sizeof *out);
+	if (is_tool_call(rq)) {
+		args = rq->arguments != NULL ? json_incref(rq->arguments) : json_object();
+		if (args == NULL)
+			return CS_ENOMEM;
+		if ((e = tool_action(cfg, rq, args, out, &go)) != CS_OK || !go)
+			goto out;
+	}
+	/* SECURITY: the authority is the person's consent as it is now, never the
+	 * one the token was issued under (revoked on /me: asked again). */
+	if ((e = current(c, rq, out->scope, out, &ok)) != CS_OK)
+		goto out;
+	if (!ok && !is_tool_call(rq)) {
+		out->outcome = MCP_CALL_NO_CONSENT;
+		goto out;
+	}
+	if (!ok) {
+		if ((e = ask_consent(c, cfg, rq, out, &go)) != CS_OK || !go)
+			goto out;
+		if ((e = current(c, rq, out->scope, out, &ok)) != CS_OK)
+			goto out;
+		if (!ok) {
+			out->outcome = MCP_CALL_NO_CONSENT;
+			goto out;
+		}
+	}
+	if (!is_tool_call(rq)) {
+		e = release_other(c, cfg, rq, out);
+		goto out;
+	}
+	/* The approval gate on the exact arguments, and the release (once). */
+	for (int round = 0; round < 2; round++) {
+		struct exchange_release_req xr = { .vault = rq->vault, .k = &out->live, .act = out->act,
+			.params = args, .canonical_max = 2 * MCP_RPC_MAX_BODY + APPROVAL_MAX_CANONICAL,
+			.actor = rq->actor, .now = rq->now, .limits = rq->limits };
+		exchange_release_clear(&out->rel);
+		memset(&out->rel, 0, sizeof out->rel);
+		if ((e = exchange_release(c, cfg, &xr, &out->rel)) != CS_OK)
+			goto out;
+		switch (out->rel.outcome) {
+		case EXCHANGE_RELEASED:
+			out->outcome = MCP_CALL_RELEASED;
+			goto out;
+		case EXCHANGE_APPROVAL:
+			if (out->rel.approval.outcome == APPROVAL_EXPIRED)
+				continue;       /* the next call starts a new approval */
+			e = from_approval(cfg, rq, out);
+			goto out;
+		case EXCHANGE_APPROVAL_USED:
+			continue;           /* used meanwhile: asked again */
+		case EXCHANGE_PROVIDER_DOWN:
+			out->outcome = MCP_CALL_PROVIDER_DOWN;
+			goto out;
+		default:
+			/* The consent ended or its connection needs the person: asked again. */
+			e = ask_consent(c, cfg, rq, out, &go);
+			if (e == CS_OK && go) {
+				out->outcome = MCP_CALL_NO_CONSENT;
+			}
+			goto out;
+		}
+	}
+	out->outcome = MCP_CALL_TOO_MANY;
+	out->retry_after = 1;
+out:
+	json_decref(args);
+	return e;
+}
+
+/* --- the audit entry ------------------------------------------------------ */
+
+static enum cs_err append_call(struct store_conn *c, const struct mcp_call_req *rq,
+    const struct mcp_call_plan *p, const char *outcome, const char *detail)
+{
+	const struct consent *k = p->live.id != NULL ? &p->live : rq->token_consent;
+	const char *req_id = p->outcome == MCP_CALL_ASK ? p->ask.pending :
+	    p->rel.approval.approval_id;
+	return audit_append_alone(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+	    .action = "mcp.call", .subject = k->subject, .agent = k->agent,
+	    .resource = rq->ep->resource, .scopes = p->scope, .consent_id = k->id,
+	    .request_id = req_id, .outcome = outcome, .detail = detail });
+}
+
+enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
+    const struct mcp_call_plan *p, const char *outcome, long upstream_status)
+{
+	struct buf d, args;
+	enum cs_err e;
+	if (c == NULL || rq == NULL || p == NULL || outcome == NULL || rq->tool == NULL)
+		return CS_EINVAL;
+	buf_init(&d, 4000);
+	buf_init(&args, 3000);
+	e = buf_printf(&d, "endpoint=%s; tool=%s; digest=%s; upstream=%ld", rq->ep->id, rq->tool,
+	    p->digest[0] != '\0' ? p->digest : "-", upstream_status);
+	if (e == CS_OK && rq->ep->log_arguments) {
+		json_t *a = rq->arguments != NULL ? json_incref(rq->arguments) : json_object();
+		enum cs_err ea = a != NULL ? jcs_canonicalize(a, &args) : CS_ENOMEM;
+		json_decref(a);
+		if (ea == CS_OK && (e = buf_puts(&d, "; arguments=")) == CS_OK &&
+		    buf_append(&d, args.data, args.len) != CS_OK) {
+			/* Too long for an entry: said so, never cut. */
+			d.len -= strlen("; arguments=");
+			d.data[d.len] = '\0';
+			e = buf_puts(&d, "; arguments=(too long to record)");
+		} else if (ea != CS_OK && e == CS_OK) {
+			e = buf_puts(&d, "; arguments=(not recorded)");
+		}
+	}
+	if (e == CS_OK) {
+		e = append_call(c, rq, p, outcome, d.data);
+		/* A value the audit log refuses (one that looks like a token): the
+		 * entry without the values, which says so. */
+		if (e == CS_EINVAL && rq->ep->log_arguments) {
+			buf_clear(&d);
+			buf_init(&d, 4000);
+			if ((e = buf_printf(&d, "endpoint=%s; tool=%s; digest=%s; upstream=%ld; "
+			    "arguments=(not recorded: they look like a token)", rq->ep->id, rq->tool,
+			    p->digest[0] != '\0' ? p->digest : "-", upstream_status)) == CS_OK)
+				e = append_call(c, rq, p, outcome, d.data);
+		}
+	}
+	buf_wipe_clear(&args);
+	buf_wipe_clear(&d);
+	return e;
+}
