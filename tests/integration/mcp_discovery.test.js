@@ -4,8 +4,8 @@
 // exactly as it reads them: path-aware discovery first, its zod schemas, its check that the
 // metadata's resource belongs to the server URL, and its transport's 401 handling up to
 // the authorization URL it builds (the sign-in itself: tests/e2e/mcp_signin.test.js).
-// No token is accepted at /mcp/NAME before the gateway (issue 31): one that is presented
-// is answered invalid_token.
+// A presented credential that is not consentd's access token for the endpoint is answered
+// invalid_token naming the check (the gateway itself: mcp_gateway.test.js).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -125,9 +125,12 @@ test('/mcp/NAME without a token: 401 whose challenge names the metadata, for POS
   assert.match(deeper.headers.get('content-type'), /^application\/json/);
 });
 
-test('/mcp/NAME with any credential: 401 invalid_token, never let through (the gateway is issue 31)', async () => {
-  const header = (w) => `Bearer error="invalid_token", error_description="No access token is accepted at this endpoint yet", `
+test('/mcp/NAME with a credential that is not a valid access token: 401 invalid_token naming the check, never let through', async () => {
+  // The gateway (issue 31) names the check that refused it.
+  const header = (w, why) => `Bearer error="invalid_token", error_description="${why}", `
     + `resource_metadata="${prmUrl(w)}", scope="read write"`;
+  const whyOf = (authz) => (authz.startsWith('Basic') ? 'the Authorization header is not Bearer <token> or DPoP <token>'
+    : 'not a consentd access token');
   // A token that names consentd's key and issuer and the endpoint as its audience (signed
   // by another key: a valid one comes from the token leg, mcp_oauth4webapi.test.js).
   const { SignJWT, generateKeyPair } = await import('jose');
@@ -141,10 +144,10 @@ test('/mcp/NAME with any credential: 401 invalid_token, never let through (the g
       const r = await fetch(`${s.url}/mcp/notes`, { method, headers: { authorization: authz, 'content-type': 'application/json' },
         body: method === 'POST' ? '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' : undefined });
       assert.equal(r.status, 401, `${method} ${authz.slice(0, 12)}`);
-      assert.equal(r.headers.get('www-authenticate'), header('notes'));
+      assert.equal(r.headers.get('www-authenticate'), header('notes', whyOf(authz)));
       const j = await r.json();
       assert.equal(j.error.code, -32001);
-      assert.match(j.error.message, /does not accept access tokens/);
+      assert.equal(j.error.message, whyOf(authz));
     }
   }
 });
