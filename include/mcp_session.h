@@ -91,6 +91,10 @@ enum mcp_elicitation_kind {
 enum cs_err mcp_elicitation_new(struct store_conn *c, const struct mcp_who *who,
     const struct mcp_session *s, enum mcp_elicitation_kind kind, const char *item_id,
     int64_t expires_at, int64_t now, char id[MCP_ELICITATION_ID_LEN + 1]) CS_MUST_CHECK;
+/* The expiry of item_id of kind (the approval's or consent request's own),
+ * for mcp_elicitation_new; CS_ENOENT when there is no such item. */
+enum cs_err mcp_elicitation_item_expiry(struct store_conn *c, enum mcp_elicitation_kind kind,
+    const char *item_id, int64_t *expires_at) CS_MUST_CHECK;
 /* The elicitationIds of who's session hash whose item the person has decided
  * (approved, denied, or otherwise no longer pending) and that no stream has
  * taken yet, at most max (1 to 1024), each taken ONCE across every node

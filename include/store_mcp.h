@@ -95,5 +95,9 @@ enum cs_err store_mcp_elicitation_take_ready(struct store_conn *c, const char *e
     const unsigned char hash[STORE_MCP_HASH_LEN], int64_t user_id, const char *client_id,
     int64_t now, size_t max, char ***ids, size_t *n) CS_MUST_CHECK;
 void store_mcp_ids_free(char **ids, size_t n);                    /* NULL-safe */
+/* The expiry of the item an elicitation of kind would wait for (the
+ * approval's or the consent request's expires_at); CS_ENOENT when unknown. */
+enum cs_err store_mcp_item_expiry(struct store_conn *c, enum store_mcp_kind kind,
+    const char *item_id, int64_t *expires_at) CS_MUST_CHECK;
 
 #endif

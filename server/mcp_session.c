@@ -153,6 +153,14 @@ enum cs_err mcp_elicitation_new(struct store_conn *c, const struct mcp_who *who,
 	return CS_OK;
 }
 
+enum cs_err mcp_elicitation_item_expiry(struct store_conn *c, enum mcp_elicitation_kind kind,
+    const char *item_id, int64_t *expires_at)
+{
+	if ((unsigned)kind >= MCP_ELICIT__MAX)
+		return CS_EINVAL;
+	return store_mcp_item_expiry(c, (enum store_mcp_kind)kind, item_id, expires_at);
+}
+
 enum cs_err mcp_elicitation_take_done(struct store_conn *c, const struct mcp_who *who,
     const unsigned char hash[STORE_MCP_HASH_LEN], int64_t now, size_t max, char ***ids,
     size_t *n)

@@ -65,6 +65,9 @@ static const char SQL_ELICITATION_TAKE_READY[] =
     "SELECT e.id FROM mcp_elicitations e WHERE " READY_WHERE " ORDER BY e.created_at, e.id "
     "LIMIT ?6) AND notified_at = 0 RETURNING id";
 
+static const char SQL_APPROVAL_EXPIRY[] = "SELECT expires_at FROM approvals WHERE id = ?1";
+static const char SQL_CREQ_EXPIRY[] = "SELECT expires_at FROM consent_requests WHERE id = ?1";
+
 static const char *const kind_names[STORE_MCP_KIND__MAX] = {
 	[STORE_MCP_APPROVAL] = "approval", [STORE_MCP_CONSENT] = "consent",
 };
@@ -302,4 +305,13 @@ enum cs_err store_mcp_elicitation_take_ready(struct store_conn *c, const char *e
 out:
 	store_rows_free(&id_rows, rows, nrows);
 	return e;
+}
+
+enum cs_err store_mcp_item_expiry(struct store_conn *c, enum store_mcp_kind kind,
+    const char *item_id, int64_t *expires_at)
+{
+	if (c == NULL || item_id == NULL || expires_at == NULL || (unsigned)kind >= STORE_MCP_KIND__MAX)
+		return CS_EINVAL;
+	return store_get_ints(c, kind == STORE_MCP_APPROVAL ? SQL_APPROVAL_EXPIRY : SQL_CREQ_EXPIRY,
+	    STORE_VALS(SV_TEXT(item_id)), expires_at, 1);
 }
