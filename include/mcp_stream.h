@@ -24,7 +24,11 @@ struct mcp_stream_limits {
 	unsigned total;          /* open streams on this node */
 	int64_t  lifetime_ms;    /* a stream ends after this long */
 	int64_t  poll_ms;        /* the store is asked this often */
-	int64_t  keepalive_ms;   /* a comment after this long without a write */
+	/* A comment after this long without a write: it keeps proxies from
+	 * closing the stream, and it is how a stream whose client went away is
+	 * noticed (a suspended connection is not watched: only a write fails),
+	 * within two or three of these, when its place in the bounds comes back. */
+	int64_t  keepalive_ms;
 };
 #define MCP_STREAM_PER_PERSON 2
 /* Half the deferred pool's 16 threads (http.c DEFER_THREADS): tools/call and
@@ -32,7 +36,7 @@ struct mcp_stream_limits {
 #define MCP_STREAM_TOTAL 8
 #define MCP_STREAM_LIFETIME_MS (300 * 1000)
 #define MCP_STREAM_POLL_MS 500
-#define MCP_STREAM_KEEPALIVE_MS (5 * 1000)
+#define MCP_STREAM_KEEPALIVE_MS (2 * 1000)
 /* The client's reconnection delay the stream asks for (SSE retry:). */
 #define MCP_STREAM_RETRY_MS 1000
 /* The most streams MCP_STREAM_TOTAL may be raised to. */
