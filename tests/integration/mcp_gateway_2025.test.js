@@ -260,3 +260,20 @@ test('DELETE ends the session at consentd and upstream; its id then serves nobod
   assert.equal(r.status, 404, r.text);
   await session.client.close();
 });
+
+test('attacks: an upstream that answers bob\'s initialize with alice\'s live session id: the id is not handed to bob (502)', async () => {
+  up.ids = ['repeated-session-id'];
+  const a = await connect(alice.token);
+  assert.equal(a.sid, 'repeated-session-id');
+  up.ids = ['repeated-session-id'];
+  let err;
+  try {
+    await connect(bob.token);
+  } catch (e) { err = e; }
+  assert.ok(err, 'bob\'s initialize failed');
+  assert.match(String(err.message), /502|session id consentd cannot use/);
+  // Bob holds nothing: the id is still alice's alone at consentd.
+  const r = await raw(bob.token, 'repeated-session-id', { msg: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} } });
+  assert.equal(r.status, 404, r.text);
+  await a.client.close();
+});
