@@ -85,7 +85,9 @@ static enum cs_err stream_open(struct store *s, const struct mcp_who *w,
     struct reply_stream *rs)
 {
 	struct mcp_stream *st = NULL;
-	enum cs_err e = mcp_stream_open(s, w, hash, adm, &st);
+	enum cs_err e;
+	memset(rs, 0, sizeof *rs);
+	e = mcp_stream_open(s, w, hash, adm, &st);
 	if (e == CS_OK && *adm == MCP_STREAM_ADMITTED)
 		*rs = (struct reply_stream){ st, mcp_stream_read, mcp_stream_close };
 	return e;
