@@ -22,10 +22,10 @@ enum mcp_ask_form {
 
 /* The form for message m.  2026: its _meta clientCapabilities.  2025: the
  * session's capabilities from initialize -- session_url says whether they
- * declared elicitation.url (false when there is no session store: then the
- * text form).  MCP_FORM_URL_ERROR is answered only when url_error_ready
- * (the 2025 session's GET stream and notifications/elicitation/complete are
- * wired: h-gw25); until then a 2025 client gets MCP_FORM_TEXT. */
+ * declared elicitation.url (false without a session: an upstream that keeps
+ * none gives the client no stream to be told on, so the text form).
+ * MCP_FORM_URL_ERROR is answered only when url_error_ready (the session's GET
+ * stream carries notifications/elicitation/complete, mcp_stream.h). */
 enum mcp_ask_form mcp_gateway_form(const struct mcp_msg *m, bool session_url, bool url_error_ready);
 
 /* The 2026 InputRequiredResult for ask: {resultType:"input_required",
@@ -33,8 +33,9 @@ enum mcp_ask_form mcp_gateway_form(const struct mcp_msg *m, bool session_url, bo
  * url,message}}},requestState:state}.  New reference, NULL on ENOMEM. */
 json_t *mcp_gateway_input_required(const struct mcp_ask *ask, const char *state);
 /* The 2025 error object of -32042: {code,message,data:{elicitations:[{mode:
- * "url",elicitationId,url,message}]}}; elicitation_id is the pending id. */
-json_t *mcp_gateway_url_error(const struct mcp_ask *ask);
+ * "url",elicitationId,url,message}]}}; elicitation_id is the session's
+ * elicitation (mcp_session.h), whose completion its GET stream announces. */
+json_t *mcp_gateway_url_error(const struct mcp_ask *ask, const char *elicitation_id);
 /* A tool result {content:[{type:"text",text}],isError:true} (+ resultType
  * "complete" for 2026). */
 json_t *mcp_gateway_text_result(const char *text, enum mcp_era era);

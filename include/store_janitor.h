@@ -16,6 +16,8 @@ enum store_janitor_kind {
 	JANITOR_CONSENTS,        /* consents revoked before consents_before, with their rows */
 	JANITOR_AUTHZ_REQUESTS,  /* pending /authorize requests expired before done_before */
 	JANITOR_AUTHZ_CODES,     /* authorization codes, used or not, expired before done_before */
+	JANITOR_MCP_ELICITATIONS,/* MCP URL elicitations (migration 0024) expired before done_before */
+	JANITOR_MCP_SESSIONS,    /* 2025 MCP sessions expired before done_before */
 	JANITOR__MAX
 };
 

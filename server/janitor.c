@@ -29,6 +29,11 @@
  *                    Until then a used code presented again is a reuse
  *                    (store_authz.h), which revokes what its first use
  *                    issued; after it, an unknown code.
+ *   mcp elicitations the MCP gateway's URL elicitations (migration 0024):
+ *                    expires_at + grace (their approval's or consent
+ *                    request's expiry), notified or not.
+ *   mcp sessions     2025-11-25 sessions: expires_at + grace (idle past
+ *                    their lifetime; mcp_session.h).
  *   audit            entries older than audit_days, or beyond the newest
  *                    audit_keep (both 0, the default: kept forever); the head
  *                    is never pruned, and audit_prune records the anchor.
@@ -54,6 +59,8 @@ static const char *const kind_names[JANITOR__MAX] = {
 	[JANITOR_CONSENTS] = "revoked_consents",
 	[JANITOR_AUTHZ_REQUESTS] = "authz_requests",
 	[JANITOR_AUTHZ_CODES] = "authz_codes",
+	[JANITOR_MCP_ELICITATIONS] = "mcp_elicitations",
+	[JANITOR_MCP_SESSIONS] = "mcp_sessions",
 };
 
 void janitor_cutoffs(const struct config *cfg, int64_t now, struct store_janitor_cutoffs *out)

@@ -25,6 +25,7 @@
 #include "admin_cli.h"
 #include "keys_cli.h"
 #include "log.h"
+#include "mcp_stream.h"
 #include "metrics_api.h"
 #include "seal.h"
 #include "template.h"
@@ -199,6 +200,7 @@ static void drain(struct http_server *srv, const sigset_t *set, int sig)
 {
 	log_msg(LOG_INFO, "stopping (signal %d); a second signal exits at once", sig);
 	http_quiesce(srv);
+	mcp_stream_stop();                /* the MCP sessions' GET streams end at their next poll */
 	for (int waited = 0; waited < DRAIN_SECONDS * 10 && http_in_flight(srv) > 0; waited++) {
 		struct timespec ts = { 0, 100 * 1000 * 1000 };
 		int s2 = sigtimedwait(set, NULL, &ts);

@@ -26,7 +26,9 @@
 #include "mcp_call.h"
 #include "mcp_gateway.h"
 #include "mcp_rpc.h"
+#include "mcp_session.h"
 #include "mcp_state.h"
+#include "mcp_stream.h"
 #include "scope.h"
 
 #define MCP_CONNECT_TIMEOUT 5L
@@ -34,6 +36,7 @@
 #define MCP_HOLD_STEPS 10          /* a retry waits up to this many seconds for the person */
 #define MCP_MAX_HEADER_LINES 12
 #define MCP_ERR_BUSY (-32005)      /* consentd's: too many pending requests for the person */
+#define MCP_ERR_NO_SESSION (-32001) /* the SDKs' "Session not found" (with HTTP 404) */
 
 /* SECURITY: the request headers an upstream MCP server gets besides the
  * credential: the protocol's own, never Authorization, Cookie or DPoP. */
@@ -165,6 +168,11 @@ struct gw {
 	char actor[300];
 	struct mcp_msg msg;                   /* POST: the message */
 	bool have_msg;
+	/* The request's Mcp-Session-Id (2025-11-25) and its session, the
+	 * person's own with this client here (mcp_session.h). */
+	const char *sid;
+	struct mcp_session sess;
+	bool have_session;
 };
 
 static void gw_clear(struct gw *g)
@@ -490,6 +498,104 @@ out:
 	return e;
 }
 
+/* --- 2025-11-25 sessions ---------------------------------------------------- */
+
+static struct mcp_who gw_who(const struct gw *g)
+{
+	return (struct mcp_who){ .endpoint = g->ep->id, .user_id = g->gc.k.user_id,
+		.client_id = g->gc.k.agent };
+}
+
+/* SECURITY: a request that names a session (Mcp-Session-Id, whatever its
+ * era) goes on only in the person's own session with this client at this
+ * endpoint: any other id -- another person's or client's, one consentd
+ * never recorded, an ended one -- is answered 404 "Session not found" (the
+ * client initializes anew), and nothing goes upstream.  false: rep holds
+ * that answer. */
+static enum cs_err check_session(struct gw *g, bool *ok)
+{
+	struct mcp_who w = gw_who(g);
+	enum cs_err e;
+	*ok = true;
+	if ((g->sid = hdr(g->req, "Mcp-Session-Id")) == NULL)
+		return CS_OK;
+	e = mcp_session_find(g->c, &w, g->sid, g->req->now, &g->sess);
+	if (e == CS_OK) {
+		g->have_session = true;
+		return CS_OK;
+	}
+	if (e != CS_ENOENT)
+		return e;
+	*ok = false;
+	return reply_rpc_error(g->rep, 404, g->have_msg ? g->msg.id : NULL, MCP_ERR_NO_SESSION,
+	    "Session not found: this Mcp-Session-Id is not a session of this client here; "
+	    "initialize again", NULL);
+}
+
+/* After a 2025 initialize went upstream: the session the upstream opened
+ * (its Mcp-Session-Id answer header) recorded for the person, the client
+ * and the endpoint, with whether the client declared URL elicitation.  An
+ * upstream that keeps no session answers none: nothing to record. */
+static enum cs_err record_session(struct gw *g)
+{
+	struct mcp_who w = gw_who(g);
+	enum mcp_session_outcome oc = MCP_SESSION__MAX;
+	const char *sid = NULL;
+	enum cs_err e;
+	for (size_t i = 0; i < g->rep->nheaders; i++)
+		if (strcasecmp(g->rep->headers[i].name, "Mcp-Session-Id") == 0)
+			sid = g->rep->headers[i].value;
+	if (sid == NULL)
+		return CS_OK;
+	e = mcp_session_record(g->c, &w, sid, g->msg.url_elicitation, g->req->now, &oc);
+	if (e == CS_OK && oc == MCP_SESSION_RECORDED)
+		return CS_OK;
+	if (e != CS_OK && e != CS_EINVAL)
+		return e;
+	/* SECURITY: an id consentd cannot keep apart (malformed, or another
+	 * person's or client's live session here) is never handed on: the
+	 * answer that carried it is dropped (its stream closed) for an error. */
+	struct reply_log keep = g->rep->log;
+	reply_clear(g->rep);
+	reply_init(g->rep);
+	g->rep->log = keep;
+	return reply_rpc_error(g->rep, 502, g->msg.id, MCP_ERR_UPSTREAM, "the upstream MCP server "
+	    "answered initialize with a session id consentd cannot use (malformed, or already "
+	    "another's session)", json_pack("{s:s}", "upstream", "session_id"));
+}
+
+/* GET in a session: the session's stream of notifications/elicitation/complete
+ * (mcp_stream.h), within the bounds per person and per node.  The
+ * upstream's own GET stream is not relayed. */
+static enum cs_err open_stream(struct gw *g)
+{
+	struct mcp_who w = gw_who(g);
+	struct mcp_stream *st = NULL;
+	enum mcp_stream_admit adm = MCP_STREAM__MAX;
+	enum cs_err e;
+	if ((e = mcp_stream_open(g->app->store, &w, g->sess.hash, &adm, &st)) != CS_OK)
+		return e;
+	switch (adm) {
+	case MCP_STREAM_ADMITTED:
+		g->rep->status = 200;
+		g->rep->content_type = "text/event-stream";
+		g->rep->stream = (struct reply_stream){ st, mcp_stream_read, mcp_stream_close };
+		return CS_OK;
+	case MCP_STREAM_PERSON_FULL:
+		e = reply_rpc_error(g->rep, 429, NULL, MCP_ERR_BUSY, "too many streams of this person "
+		    "are open: close one, or retry later", json_pack("{s:s}", "limit", "per_person"));
+		break;
+	default:
+		e = reply_rpc_error(g->rep, 503, NULL, MCP_ERR_BUSY, "too many streams are open on "
+		    "this server: retry later", json_pack("{s:s}", "limit", adm == MCP_STREAM_FULL ?
+		    "total" : "stopping"));
+		break;
+	}
+	if (e == CS_OK)
+		e = reply_header(g->rep, "Retry-After", "5");
+	return e;
+}
+
 /* --- answers for the decisions ------------------------------------------- */
 
 static enum cs_err reply_result(struct gw *g, json_t *result)
@@ -505,7 +611,8 @@ static enum cs_err reply_result(struct gw *g, json_t *result)
 static enum cs_err reply_ask(struct gw *g, const struct mcp_call_plan *p)
 {
 	char text[1200];
-	enum mcp_ask_form form = mcp_gateway_form(&g->msg, false, false);
+	enum mcp_ask_form form = mcp_gateway_form(&g->msg, g->have_session &&
+	    g->sess.url_elicitation, true);
 	enum cs_err e;
 	if (form == MCP_FORM_INPUT_REQUIRED) {
 		char *state = NULL;
@@ -519,8 +626,19 @@ static enum cs_err reply_ask(struct gw *g, const struct mcp_call_plan *p)
 		return e;
 	}
 	if (form == MCP_FORM_URL_ERROR) {
+		/* The session's own elicitation, announced on its GET stream once
+		 * the person decided (mcp_stream.h), until the item expires. */
+		struct mcp_who w = gw_who(g);
+		enum mcp_elicitation_kind k = p->ask.kind == MCP_ASK_APPROVAL ? MCP_ELICIT_APPROVAL :
+		    MCP_ELICIT_CONSENT;
+		char eid[MCP_ELICITATION_ID_LEN + 1];
+		int64_t until = 0;
+		if ((e = mcp_elicitation_item_expiry(g->c, k, p->ask.pending, &until)) != CS_OK ||
+		    (e = mcp_elicitation_new(g->c, &w, &g->sess, k, p->ask.pending, until,
+		    g->req->now, eid)) != CS_OK)
+			return e;
 		json_t *v = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", g->msg.id, "error",
-		    mcp_gateway_url_error(&p->ask));
+		    mcp_gateway_url_error(&p->ask, eid));
 		return v != NULL ? reply_json_value(g->rep, 200, v) : CS_ENOMEM;
 	}
 	if ((e = mcp_gateway_ask_text(&p->ask, text, sizeof text)) != CS_OK)
@@ -763,6 +881,20 @@ enum cs_err mcp_api_endpoint(const struct http_request *req, struct http_reply *
 				e = reply_header(rep, "Allow", "POST");
 			goto out;
 		}
+		if ((e = check_session(&g, &ok)) != CS_OK || !ok)
+			goto out;
+		if (req->method == HTTP_GET && g.have_session) {
+			e = open_stream(&g);
+			goto out;
+		}
+		if (req->method == HTTP_DELETE && g.have_session) {
+			/* consentd forgets the session first: whatever the upstream
+			 * answers, the id serves nobody any more. */
+			struct mcp_who w = gw_who(&g);
+			if ((e = mcp_session_end(g.c, &w, g.sid)) != CS_OK && e != CS_ENOENT)
+				goto out;
+			g.have_session = false;
+		}
 		e = other(&g);
 		goto out;
 	}
@@ -774,10 +906,16 @@ enum cs_err mcp_api_endpoint(const struct http_request *req, struct http_reply *
 		goto out;
 	}
 	g.have_msg = true;
-	if (g.msg.kind == MCP_REQUEST && g.msg.tool != NULL)
+	if ((e = check_session(&g, &ok)) != CS_OK || !ok)
+		goto out;
+	if (g.msg.kind == MCP_REQUEST && g.msg.tool != NULL) {
 		e = tools_call(&g);
-	else
+	} else {
 		e = other(&g);
+		if (e == CS_OK && g.msg.kind == MCP_REQUEST && g.msg.era == MCP_ERA_2025 &&
+		    strcmp(g.msg.method, "initialize") == 0)
+			e = record_session(&g);
+	}
 out:
 	mcp_rpc_refusal_clear(&why);
 	gw_clear(&g);

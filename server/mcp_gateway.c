@@ -26,11 +26,11 @@ json_t *mcp_gateway_input_required(const struct mcp_ask *ask, const char *state)
 	    "mode", "url", "url", ask->url, "message", ask->message, "requestState", state);
 }
 
-json_t *mcp_gateway_url_error(const struct mcp_ask *ask)
+json_t *mcp_gateway_url_error(const struct mcp_ask *ask, const char *elicitation_id)
 {
 	return json_pack("{s:i, s:s, s:{s:[{s:s, s:s, s:s, s:s}]}}", "code", MCP_ERR_URL_ELICITATION,
 	    "message", ask->message, "data", "elicitations", "mode", "url", "elicitationId",
-	    ask->pending, "url", ask->url, "message", ask->message);
+	    elicitation_id, "url", ask->url, "message", ask->message);
 }
 
 json_t *mcp_gateway_text_result(const char *text, enum mcp_era era)

@@ -49,6 +49,16 @@ static const char SQL_AUTHZ_CODES[] =
     "DELETE FROM authz_codes WHERE code_hash IN (SELECT code_hash FROM authz_codes "
     "WHERE expires_at <= ?1 LIMIT ?2)";
 
+/* The MCP gateway's URL elicitations (migration 0024) after their expiry (the
+ * approval's or consent request's own), notified or not, and its 2025
+ * sessions after theirs (idle past their lifetime): neither is read then. */
+static const char SQL_MCP_ELICITATIONS[] =
+    "DELETE FROM mcp_elicitations WHERE id IN (SELECT id FROM mcp_elicitations "
+    "WHERE expires_at <= ?1 LIMIT ?2)";
+static const char SQL_MCP_SESSIONS[] =
+    "DELETE FROM mcp_sessions WHERE (endpoint, session_hash) IN (SELECT endpoint, "
+    "session_hash FROM mcp_sessions WHERE expires_at <= ?1 LIMIT ?2)";
+
 /* Consents revoked long ago, and the rows that refer to them.  Never one
  * whose vault record or revocation outbox entry is still there, nor, when a
  * receiver is configured (?3), one whose revocation event still waits: those
@@ -124,6 +134,13 @@ enum cs_err store_janitor_batch(struct store_conn *c, enum store_janitor_kind ki
 		break;
 	case JANITOR_AUTHZ_CODES:
 		e = store_run(c, SQL_AUTHZ_CODES, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
+		break;
+	case JANITOR_MCP_ELICITATIONS:
+		e = store_run(c, SQL_MCP_ELICITATIONS, STORE_VALS(SV_INT(cut->done_before),
+		    SV_INT(limit)));
+		break;
+	case JANITOR_MCP_SESSIONS:
+		e = store_run(c, SQL_MCP_SESSIONS, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
 		break;
 	case JANITOR_CONSENTS:
 		return consents_batch(c, cut->consents_before, cut->keep_waiting_events ? 1 : 0, limit,

@@ -1,0 +1,289 @@
+// consentd as the MCP gateway in the 2025-11-25 form (issue 31): the official
+// @modelcontextprotocol/sdk 1.32.2 client in a session with a real upstream that keeps
+// sessions (tests/lib/mcp-upstream-2025.mjs, the same SDK's server), through the real binary,
+// the real IdPs (login, and the downstream provider) and the person's approval over HTTP.
+//
+// A tools/call that needs the person answers JSON-RPC -32042 (UrlElicitationRequiredError in
+// the SDK) with an elicitationId and the approval link; once the person decides, the session's
+// GET stream (served by consentd: the upstream's own is not relayed) carries
+// notifications/elicitation/complete with that id, once; the retry goes out once.  From the
+// attacker's side: another person's session id (POST, GET, DELETE), a replayed elicitation,
+// a stream flood past the bound per person.
+//
+// Setup as mcp_gateway.test.js: [mcp.tracker] stands for resource ghproxy
+// (tests/lib/proxystack.js): list_issues (approval none), create_issue (approval required).
+import '../lib/webcrypto.js';
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitationCompleteNotificationSchema, UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
+import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
+import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
+import { authorizeHttp, pkce, tokenPost } from '../lib/mcp.js';
+import { req, postForm } from '../lib/weblogin.js';
+import { introspect } from '../lib/downstream.js';
+import { startMcpUpstream2025 } from '../lib/mcp-upstream-2025.mjs';
+
+const CLIENT = 'mcp-test';
+const REDIRECT = 'http://127.0.0.1:33418/callback';
+
+let v;
+let up;
+before(async () => {
+  let check = async () => false;
+  up = await startMcpUpstream2025({ check: (t) => check(t) });
+  v = await startVaultStack({
+    accessTokenTTL: 300,
+    extraDsClients: (url) => [ghproxyClient(url)],
+    config: ({ providerIssuer }) => ({
+      consent: { max_pending_per_user: 50, deny_cooldown: 600 },
+      ...ghproxyConfig({ providerIssuer, baseUrl: up.url.replace(/\/mcp$/, '') }),
+      'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
+      'mcp.tracker': { resource: 'ghproxy', upstream: up.url, upstream_timeout: 5 },
+    }),
+  });
+  check = async (token) => {
+    const r = await introspect({ introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
+      clientSecret: PROVIDER_SECRETS.rs, token });
+    return r.active === true && r.aud === DOWNSTREAM.resource;
+  };
+});
+after(async () => {
+  try { await v?.stop(); } finally { await up?.stop(); }
+});
+
+const ep = () => `${v.url}/mcp/tracker`;
+const signedIn = signedInJars();
+
+// The person signs the client in at consentd (consent page, then the provider) -> token.
+async function signIn(user) {
+  const jar = await signedIn(v.url, user);
+  const { verifier, challenge } = pkce();
+  const u = new URL(`${v.url}/authorize`);
+  for (const [k, val] of Object.entries({ response_type: 'code', client_id: CLIENT, redirect_uri: REDIRECT,
+    state: randomBytes(8).toString('base64url'), code_challenge: challenge, code_challenge_method: 'S256',
+    resource: ep(), scope: 'issues:read issues:write' })) {
+    u.searchParams.set(k, val);
+  }
+  let r = await authorizeHttp({ url: v.url, jar, authorizeUrl: u.href, user });
+  for (let i = 0; i < 3 && r.redirect && r.redirect.href.startsWith(v.ds.issuer); i += 1) {
+    const cb = await v.providerLoginHttp({ jar, authorizeUrl: r.redirect.href, user });
+    r = await authorizeHttp({ url: v.url, jar, authorizeUrl: cb, user });
+  }
+  const code = r.redirect?.searchParams.get('code');
+  assert.ok(code, `a code: ${r.redirect?.href ?? `${r.status} ${r.text?.slice(0, 300)}`}`);
+  const t = await tokenPost(v.url, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT,
+    client_id: CLIENT, code_verifier: verifier, resource: ep() });
+  assert.equal(t.status, 200, t.text);
+  return { token: t.body.access_token };
+}
+
+// The person opens the approval link and decides.
+async function decide(user, link, decision = 'approve') {
+  const jar = await signedIn(v.url, user);
+  const uri = link;
+  const page = await req(jar, uri);
+  const html = await page.text();
+  assert.equal(page.status, 200, `approval page: ${html.slice(0, 300)}`);
+  const form = postForm(html);
+  const res = await req(jar, uri, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: v.url },
+    body: new URLSearchParams({ csrf: form.fields.csrf, decision }).toString() });
+  assert.equal(res.status, 200, `decision: ${(await res.text()).slice(0, 300)}`);
+}
+
+// An SDK client in a session; completed: the elicitationIds its stream announced, in order.
+async function connect(token, { url = true } = {}) {
+  const completed = [];
+  const errors = [];
+  const client = new Client({ name: 'gw25-test', version: '1' },
+    { capabilities: url ? { elicitation: { url: {} } } : {} });
+  client.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => { completed.push(n.params.elicitationId); });
+  const transport = new StreamableHTTPClientTransport(new URL(ep()),
+    { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+  transport.onerror = (e) => errors.push(e);
+  await client.connect(transport);
+  return { client, transport, completed, errors, sid: transport.sessionId };
+}
+
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const got = await fn();
+    if (got) return got;
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => { setTimeout(r, 50); });
+  }
+}
+
+// A raw request to the gateway with a session id -> { status, body, text, headers }.
+async function raw(token, sid, { method = 'POST', msg, signal } = {}) {
+  const res = await fetch(ep(), {
+    method, signal,
+    headers: { authorization: `Bearer ${token}`, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25',
+      accept: 'application/json, text/event-stream', ...(msg ? { 'content-type': 'application/json' } : {}) },
+    ...(msg ? { body: JSON.stringify(msg) } : {}),
+  });
+  if (method === 'GET' && res.status === 200) return { status: res.status, headers: res.headers, res };
+  const text = await res.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, headers: res.headers, body, text };
+}
+
+let alice;
+let bob;
+let session;   // alice's client with URL elicitation
+
+test('the 2025 client in a session: -32042, the person approves, notifications/elicitation/complete on its stream, the retry goes out once', async () => {
+  alice = await signIn('alice');
+  up.clear();
+  session = await connect(alice.token);
+  assert.ok(session.sid, 'the upstream opened a session (Mcp-Session-Id)');
+  assert.ok(up.sessions.has(session.sid), 'the id the client holds is the upstream\'s own');
+  const { tools } = await session.client.listTools();
+  assert.deepEqual(tools.map((t) => t.name).sort(), ['create_issue', 'list_issues']);
+
+  let err;
+  try {
+    await session.client.callTool({ name: 'create_issue', arguments: { title: 'from 2025' } });
+  } catch (e) { err = e; }
+  assert.ok(err instanceof UrlElicitationRequiredError, `UrlElicitationRequiredError, got ${err}`);
+  assert.equal(err.code, -32042);
+  assert.equal(err.elicitations.length, 1);
+  const [el] = err.elicitations;
+  assert.equal(el.mode, 'url');
+  assert.match(el.elicitationId, /^[A-Za-z0-9_-]{22}$/);
+  assert.ok(el.url.startsWith(`${v.url}/approve/`), el.url);
+  assert.ok(el.message.length > 0);
+  assert.equal(up.calls.length, 0, 'nothing reached the upstream\'s tool yet');
+  assert.deepEqual(session.completed, []);
+
+  await decide('alice', el.url, 'approve');
+  await waitFor(() => session.completed.length > 0, 5000, 'notifications/elicitation/complete');
+  assert.deepEqual(session.completed, [el.elicitationId]);
+
+  const r = await session.client.callTool({ name: 'create_issue', arguments: { title: 'from 2025' } });
+  assert.match(r.content[0].text, /created #\d+: from 2025/);
+  assert.deepEqual(up.calls.filter((c) => c.tool === 'create_issue'), [{ tool: 'create_issue', args: { title: 'from 2025' } }]);
+  // The upstream's own GET stream is not relayed: consentd serves the session's stream.
+  assert.ok(!up.requests.some((q) => q.method === 'GET'), 'no GET reached the upstream');
+  for (const q of up.requests) assert.ok(!JSON.stringify(q).includes(alice.token), 'never the client\'s token upstream');
+});
+
+test('a replayed elicitation: the approval went out once, the same call asks again with a new id, the old id is never announced again', async () => {
+  let err;
+  try {
+    await session.client.callTool({ name: 'create_issue', arguments: { title: 'from 2025' } });
+  } catch (e) { err = e; }
+  assert.ok(err instanceof UrlElicitationRequiredError, `asked again, got ${err}`);
+  const [el] = err.elicitations;
+  assert.notEqual(el.elicitationId, session.completed[0]);
+  assert.equal(up.calls.filter((c) => c.tool === 'create_issue').length, 1, 'released once');
+  await decide('alice', el.url, 'deny');
+  await waitFor(() => session.completed.length > 1, 5000, 'the second completion');
+  await new Promise((r) => { setTimeout(r, 1500); });      // three polls and more
+  assert.deepEqual(session.completed.slice(1), [el.elicitationId], 'each id once, the first never again');
+  // A denial: the retry is a tool error that says until when, not a new elicitation.
+  const r = await session.client.callTool({ name: 'create_issue', arguments: { title: 'from 2025' } });
+  assert.equal(r.isError, true);
+  assert.match(r.content[0].text, /denied[^]*until/);
+});
+
+test('a client in a session that declared no URL elicitation gets the link as tool text', async () => {
+  const plain = await connect(alice.token, { url: false });
+  try {
+    const r = await plain.client.callTool({ name: 'create_issue', arguments: { title: 'plain' } });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, new RegExp(`${v.url}/approve/`));
+  } finally {
+    await plain.transport.terminateSession().catch(() => {});
+    await plain.client.close();
+  }
+});
+
+test('attacks: another person\'s session id is refused on POST, GET and DELETE; nothing of it goes upstream', async () => {
+  bob = await signIn('bob');
+  up.clear();
+  const call = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_issues', arguments: {} } };
+  let r = await raw(bob.token, session.sid, { msg: call });
+  assert.equal(r.status, 404, r.text);
+  assert.equal(r.body.error.code, -32001);
+  assert.match(r.body.error.message, /Session not found/);
+  r = await raw(bob.token, session.sid, { method: 'GET' });
+  assert.equal(r.status, 404, r.text);
+  r = await raw(bob.token, session.sid, { method: 'DELETE' });
+  assert.equal(r.status, 404, r.text);
+  // A made-up id is the same answer.
+  r = await raw(alice.token, 'not-a-session-consentd-knows', { msg: call });
+  assert.equal(r.status, 404, r.text);
+  assert.equal(up.requests.length, 0, `nothing reached the upstream: ${JSON.stringify(up.requests.map((q) => q.method))}`);
+  assert.ok(up.sessions.has(session.sid), 'alice\'s session lives on upstream');
+  // And alice's session still works for her.
+  const ok = await session.client.callTool({ name: 'list_issues', arguments: {} });
+  assert.match(ok.content[0].text, /first/);
+});
+
+test('attacks: a flood of GET streams past the bound per person is answered 429, and a closed stream gives its place back', async () => {
+  // The bound is 2 per person on each node (each stream holds one of that node's threads);
+  // the SDK client holds one of alice's open.  With TEST_NODES behind a balancer the flood
+  // meets a full node after at most 2 per node.  (The stream of the client the test before
+  // closed is let go at its next keep-alive: the first tries may be refused already.)
+  const nodes = Number(process.env.TEST_NODES || 1);
+  const open = [];
+  let refused;
+  for (let i = 0; i < 2 * nodes + 1 && !refused; i += 1) {
+    const a = new AbortController();
+    const s = await raw(alice.token, session.sid, { method: 'GET', signal: a.signal });
+    if (s.status === 200) {
+      assert.match(s.headers.get('content-type'), /^text\/event-stream/);
+      open.push(a);
+    } else {
+      refused = s;
+    }
+  }
+  assert.ok(refused, `a refusal within ${2 * nodes + 1} streams`);
+  assert.equal(refused.status, 429, refused.text);
+  assert.equal(refused.headers.get('retry-after'), '5');
+  assert.equal(refused.body.error.code, -32005);
+  assert.match(refused.body.error.message, /too many streams/);
+  for (const a of open) a.abort();
+  // consentd notices a closed stream when a write fails (keep-alive comments every 2 s:
+  // the first after the close may still be accepted by the socket).
+  await waitFor(async () => {
+    const a = new AbortController();
+    const s = await raw(alice.token, session.sid, { method: 'GET', signal: a.signal });
+    a.abort();
+    return s.status === 200;
+  }, 20000, 'the place given back');
+});
+
+test('DELETE ends the session at consentd and upstream; its id then serves nobody', async () => {
+  const sid = session.sid;
+  const rows = async () => Number(await v.sql('SELECT count(*) FROM mcp_sessions'));
+  const before = await rows();
+  await session.transport.terminateSession();
+  assert.equal(await rows(), before - 1, 'consentd forgot the session');
+  assert.ok(!up.sessions.has(sid), 'the upstream ended it too');
+  const r = await raw(alice.token, sid, { msg: { jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} } });
+  assert.equal(r.status, 404, r.text);
+  await session.client.close();
+});
+
+test('attacks: an upstream that answers bob\'s initialize with alice\'s live session id: the id is not handed to bob (502)', async () => {
+  up.ids = ['repeated-session-id'];
+  const a = await connect(alice.token);
+  assert.equal(a.sid, 'repeated-session-id');
+  up.ids = ['repeated-session-id'];
+  let err;
+  try {
+    await connect(bob.token);
+  } catch (e) { err = e; }
+  assert.ok(err, 'bob\'s initialize failed');
+  assert.match(String(err.message), /502|session id consentd cannot use/);
+  // Bob holds nothing: the id is still alice's alone at consentd.
+  const r = await raw(bob.token, 'repeated-session-id', { msg: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} } });
+  assert.equal(r.status, 404, r.text);
+  await a.client.close();
+});
