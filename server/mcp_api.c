@@ -6,7 +6,6 @@
  * credentials, its answer streamed back.  It must never forward the client's
  * token or cookies, nor send a byte upstream before mcp_call_prepare said
  * MCP_CALL_RELEASED. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -324,20 +323,23 @@ static enum cs_err upstream_failed(struct gw *g, enum cs_err e, long status)
 	json_t *id = g->have_msg ? g->msg.id : NULL;
 	char msg[200];
 	const char *what;
+	enum cs_err ef;
 	if (e == CS_EBUSY) {
 		what = "timeout";
-		snprintf(msg, sizeof msg, "the upstream MCP server did not answer within %lld s",
+		ef = str_fmt(msg, sizeof msg, "the upstream MCP server did not answer within %lld s",
 		    (long long)g->ep->upstream_timeout);
 	} else if (e == CS_ETOOBIG) {
 		what = "too_big";
-		snprintf(msg, sizeof msg, "the upstream MCP server's answer is larger than 1 MiB");
+		ef = str_fmt(msg, sizeof msg, "the upstream MCP server's answer is larger than 1 MiB");
 	} else if (e == CS_OK) {
 		what = "bad_status";
-		snprintf(msg, sizeof msg, "the upstream MCP server answered HTTP %ld", status);
+		ef = str_fmt(msg, sizeof msg, "the upstream MCP server answered HTTP %ld", status);
 	} else {
 		what = "unreachable";
-		snprintf(msg, sizeof msg, "the upstream MCP server could not be reached");
+		ef = str_fmt(msg, sizeof msg, "the upstream MCP server could not be reached");
 	}
+	if (ef != CS_OK)
+		return ef;
 	return reply_rpc_error(g->rep, e == CS_EBUSY ? 504 : 502, id, MCP_ERR_UPSTREAM, msg,
 	    json_pack("{s:s, s:I}", "upstream", what, "status", (json_int_t)status));
 }
@@ -499,14 +501,6 @@ static enum cs_err reply_result(struct gw *g, json_t *result)
 	return v != NULL ? reply_json_value(g->rep, 200, v) : CS_ENOMEM;
 }
 
-static void utc_text(int64_t t, char out[32])
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-	if (gmtime_r(&tt, &tm) == NULL || strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(out, 32, "%lld", (long long)t);
-}
-
 /* The person is asked, in the client's form. */
 static enum cs_err reply_ask(struct gw *g, const struct mcp_call_plan *p)
 {
@@ -536,15 +530,16 @@ static enum cs_err reply_ask(struct gw *g, const struct mcp_call_plan *p)
 
 static enum cs_err reply_denied(struct gw *g, const struct mcp_call_plan *p)
 {
-	char when[32], text[600];
-	utc_text(p->until, when);
+	char when[STR_TIME_LEN], text[600];
+	enum cs_err e;
+	(void)str_time(p->until, when);
 	if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL)
-		snprintf(text, sizeof text, "The person denied this call of %s with these arguments. "
-		    "The same call is refused until %s.", g->msg.tool, when);
+		e = str_fmt(text, sizeof text, "The person denied this call of %s with these "
+		    "arguments. The same call is refused until %s.", g->msg.tool, when);
 	else
-		snprintf(text, sizeof text, "The person declined consent for this client. It is "
+		e = str_fmt(text, sizeof text, "The person declined consent for this client. It is "
 		    "not asked again until %s.", when);
-	return reply_result(g, mcp_gateway_text_result(text, g->msg.era));
+	return e != CS_OK ? e : reply_result(g, mcp_gateway_text_result(text, g->msg.era));
 }
 
 /* tools/call's decision that is not a release. */
@@ -555,8 +550,9 @@ static enum cs_err reply_plan(struct gw *g, const struct mcp_call_plan *p)
 	enum cs_err e;
 	switch (p->outcome) {
 	case MCP_CALL_UNMAPPED:
-		snprintf(msg, sizeof msg, "Unknown tool: %s (no action maps it at this endpoint)",
-		    g->msg.tool);
+		if ((e = str_fmt(msg, sizeof msg, "Unknown tool: %s (no action maps it at this "
+		    "endpoint)", g->msg.tool)) != CS_OK)
+			return e;
 		return reply_rpc_error(g->rep, 200, g->msg.id, MCP_ERR_PARAMS, msg,
 		    json_pack("{s:s}", "tool", g->msg.tool));
 	case MCP_CALL_SCOPE:
@@ -565,8 +561,9 @@ static enum cs_err reply_plan(struct gw *g, const struct mcp_call_plan *p)
 		e = buf_puts(&sc, json_string_value(json_object_get(g->gc.claims, "scope")));
 		if (e == CS_OK && p->scope != NULL)
 			e = buf_printf(&sc, " %s", p->scope);
-		snprintf(msg, sizeof msg, "the access token lacks the scope %s that the tool %s needs",
-		    p->scope != NULL ? p->scope : "-", g->msg.tool);
+		if (e == CS_OK)
+			e = str_fmt(msg, sizeof msg, "the access token lacks the scope %s that the tool "
+			    "%s needs", p->scope != NULL ? p->scope : "-", g->msg.tool);
 		if (e == CS_OK)
 			e = refuse_token(g->rep, g->cfg, g->ep, 403, "insufficient_scope", msg, sc.data,
 			    g->msg.id);
@@ -577,8 +574,9 @@ static enum cs_err reply_plan(struct gw *g, const struct mcp_call_plan *p)
 	case MCP_CALL_DENIED:
 		return reply_denied(g, p);
 	case MCP_CALL_TOO_MANY:
-		snprintf(msg, sizeof msg, "too many requests are waiting for this person's decision: "
-		    "retry in %lld s", (long long)p->retry_after);
+		if ((e = str_fmt(msg, sizeof msg, "too many requests are waiting for this person's "
+		    "decision: retry in %lld s", (long long)p->retry_after)) != CS_OK)
+			return e;
 		return reply_rpc_error(g->rep, 200, g->msg.id, MCP_ERR_BUSY, msg, NULL);
 	case MCP_CALL_PROVIDER_DOWN:
 		return reply_rpc_error(g->rep, 200, g->msg.id, MCP_ERR_UPSTREAM, "the provider could "

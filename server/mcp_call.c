@@ -3,7 +3,6 @@
  * provider token's release, and the "mcp.call" audit entry.  It knows no
  * HTTP.  It must never release a provider token without a live consent that
  * grants the call's scope, nor decide on anything but the exact arguments. */
-#include <stdio.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -34,24 +33,20 @@ static enum cs_err ask(const struct config *cfg, const struct mcp_call_req *rq,
 {
 	const struct config_resource *res = config_resource(cfg, rq->ep->resource);
 	const char *rname = res != NULL && res->name != NULL ? res->name : rq->ep->resource;
-	int n;
+	enum cs_err e;
 	out->outcome = MCP_CALL_ASK;
 	out->ask.kind = kind;
-	if (id == NULL || strlen(id) >= sizeof out->ask.pending)
+	if (id == NULL || (e = str_fmt(out->ask.pending, sizeof out->ask.pending, "%s", id)) != CS_OK)
 		return CS_EINVAL;
-	memcpy(out->ask.pending, id, strlen(id) + 1);
-	n = snprintf(out->ask.url, sizeof out->ask.url, "%s/%s/%s", cfg->public_url,
-	    kind == MCP_ASK_APPROVAL ? "approve" : "consent", id);
-	if (n < 0 || (size_t)n >= sizeof out->ask.url)
-		return CS_ETOOBIG;
+	if ((e = str_fmt(out->ask.url, sizeof out->ask.url, "%s/%s/%s", cfg->public_url,
+	    kind == MCP_ASK_APPROVAL ? "approve" : "consent", id)) != CS_OK)
+		return e;
 	if (kind == MCP_ASK_APPROVAL)
-		n = snprintf(out->ask.message, sizeof out->ask.message, "The call of %s needs your "
+		return str_fmt(out->ask.message, sizeof out->ask.message, "The call of %s needs your "
 		    "approval of these exact arguments: open the link, approve or deny, then retry "
 		    "the call.", rq->tool);
-	else
-		n = snprintf(out->ask.message, sizeof out->ask.message, "This client needs your "
-		    "consent to %s: open the link, decide, then retry the call.", rname);
-	return n < 0 || (size_t)n >= sizeof out->ask.message ? CS_ETOOBIG : CS_OK;
+	return str_fmt(out->ask.message, sizeof out->ask.message, "This client needs your "
+	    "consent to %s: open the link, decide, then retry the call.", rname);
 }
 
 /* The person's current consent, when it is live, connected and grants the

@@ -1,8 +1,9 @@
 /* mcp_gateway.c -- the answers of the three ways of asking the person
  * (mcp_gateway.h), as JSON.  It never puts anything but consentd's own link
  * and words in them: no token, no argument value. */
-#include <stdio.h>
 #include <string.h>
+
+#include "buf.h"
 
 #include "mcp_gateway.h"
 
@@ -46,12 +47,6 @@ json_t *mcp_gateway_text_result(const char *text, enum mcp_era era)
 
 enum cs_err mcp_gateway_ask_text(const struct mcp_ask *ask, char *out, size_t outlen)
 {
-	int n = snprintf(out, outlen, "%s Open %s in your browser; once you have decided, call "
-	    "the tool again.", ask->message, ask->url);
-	if (n < 0 || (size_t)n >= outlen) {
-		if (outlen > 0)
-			out[0] = '\0';
-		return CS_ETOOBIG;
-	}
-	return CS_OK;
+	return str_fmt(out, outlen, "%s Open %s in your browser; once you have decided, call the "
+	    "tool again.", ask->message, ask->url);
 }

@@ -2,8 +2,9 @@
  * bound checked before the gateway looks at it.  It must never accept a
  * batch, a duplicate member name or a value that is not I-JSON, and never
  * copies input text into a refusal's message. */
-#include <stdio.h>
 #include <string.h>
+
+#include "buf.h"
 
 #include "jcs.h"
 #include "mcp_rpc.h"
@@ -28,7 +29,8 @@ static bool refuse(struct mcp_rpc_refusal *why, int status, int code, const char
 {
 	why->status = status;
 	why->code = code;
-	snprintf(why->message, sizeof why->message, "%s", msg);
+	if (str_fmt(why->message, sizeof why->message, "%s", msg) != CS_OK)
+		why->message[0] = '\0';
 	return false;
 }
 

@@ -38,6 +38,8 @@ before(async () => {
     accessTokenTTL: 300,
     extraDsClients: (url) => [ghproxyClient(url)],
     config: ({ providerIssuer }) => ({
+      // [server] max_body above the gateway's own 1 MiB cap, so that this cap answers.
+      server: { max_body: 2 * 1024 * 1024 },
       consent: { max_pending_per_user: 50, deny_cooldown: 600 },
       ...ghproxyConfig({ providerIssuer, baseUrl: up.url.replace(/\/mcp$/, '') }),
       'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
@@ -272,8 +274,10 @@ test('attacks: no token, another endpoint\'s token, an unmapped tool, a batch, a
   assert.equal(batch.status, 400);
   assert.match(batch.body.error.message, /batches are not accepted/);
   const big = await rpc(alice.token, null, { raw: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call',
-    params: { name: 'list_issues', arguments: { x: 'a'.repeat(2 * 1024 * 1024) } } }) });
-  assert.equal(big.status, 413);
+    params: { name: 'list_issues', arguments: { x: 'a'.repeat(1536 * 1024) } } }) });
+  assert.equal(big.status, 413, big.text.slice(0, 200));
+  assert.equal(big.body.error.code, -32600);
+  assert.match(big.body.error.message, /larger than 1 MiB/);
   const lie = await rpc(alice.token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'create_issue', arguments: { title: 'x' }, _meta: META } },
     { headers: H26('tools/call', 'list_issues') });
   assert.equal(lie.status, 400);
