@@ -159,8 +159,10 @@ for (const [set, label] of [['sdk', 'the SDK'], ['raw', 'without the SDK']]) {
     out.push(line([label, n, rps(d), ms(d.p50), ms(d.p99), rps(t), ms(t.p50), ms(t.p99), ms(a.p50), ms(a.p99), cpu(t.cpu)]));
   }
 }
+const non2xx = Math.max(...Object.keys(G).filter((k) => !k.includes('added')).map((k) => G[k].non2xx));
 out.push('', `(the SDK upstream's own CPU per call, direct: ${cpu(G['sdk.direct1'].cpu)} at 1 connection, `
-  + `${cpu(G['sdk.direct'].cpu)} at ${CONNS}; without the SDK: ${cpu(G['raw.direct1'].cpu)}, ${cpu(G['raw.direct'].cpu)})`);
+  + `${cpu(G['sdk.direct'].cpu)} at ${CONNS}; without the SDK: ${cpu(G['raw.direct1'].cpu)}, ${cpu(G['raw.direct'].cpu)}; `
+  + `non-2xx answers in any of these runs: ${non2xx})`);
 out.push('', '### The machine\'s bounds and memory', '');
 out.push(line(['what', 'value']), line(['---', '---']));
 out.push(line(['`openssl speed -seconds 3 ecdsap256`: sign', `${fmt(med((r) => r.ossl.sign))}/s`]));

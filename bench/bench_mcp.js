@@ -24,7 +24,8 @@
 // upstream's, this process's) over the requests wrk completed.  The MCP access token lives
 // [keys] grant_ttl (900 s here); before every wrk run it is refreshed (refresh_token grant)
 // when it would expire within the run plus a minute, so it never expires during one.
-// `make bench` calls measureMcp (bench/all.js); alone: node bench/bench_mcp.js [DURATION] [CONNECTIONS]
+// `make bench` calls measureMcp (bench/all.js); alone (from tests/):
+//   node ../bench/bench_mcp.js [DURATION] [CONNECTIONS] [sdk,raw]   (the upstreams to measure)
 import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -122,6 +123,9 @@ async function measureOn({ sdk, w, durations, conns }) {
       if (t.status !== 200) throw new Error(`refresh: ${t.status} ${t.text}`);
       tok.access = t.body.access_token;
       tok.refresh = t.body.refresh_token || tok.refresh;
+      if (decodeJwt(tok.access).exp - Date.now() / 1000 < secs + 5) {
+        throw new Error(`an MCP access token lives less than a run of ${secs} s: raise [keys] grant_ttl`);
+      }
     };
     await fresh(Math.max(...durations));
 
@@ -170,14 +174,14 @@ async function measureOn({ sdk, w, durations, conns }) {
   }
 }
 
-// -> { rows: { direct, through, direct1, through1 } on the SDK's upstream,
+// -> { rows: { direct, through, direct1, through1 } on the SDK's upstream (when sdk),
 //      raw: { direct, through, direct1, through1 } on the upstream without the SDK (when raw) }
-export async function measureMcp({ duration: DURATION = 10, connections: CONNS = 32, raw = true } = {}) {
+export async function measureMcp({ duration: DURATION = 10, connections: CONNS = 32, sdk = true, raw = true } = {}) {
   const w = wrkRunner({ threads: 2, connections: CONNS, duration: DURATION });
   try {
     const conns = [CONNS, 1];
     const durations = [DURATION, DURATION];
-    const rows = await measureOn({ sdk: true, w, durations, conns });
+    const rows = sdk ? await measureOn({ sdk: true, w, durations, conns }) : null;
     const rawRows = raw ? await measureOn({ sdk: false, w, durations, conns }) : null;
     return { rows, raw: rawRows };
   } finally {
@@ -194,9 +198,11 @@ export const added = (rows, sfx = '') => ({
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const DURATION = Number(process.argv[2] || 10);
   const CONNS = Number(process.argv[3] || 32);
+  const which = (process.argv[4] || 'sdk,raw').split(',');
   const { warnOtherLoad } = await import(join(here, 'bench_proxy.js'));
   warnOtherLoad();
-  const { rows, raw } = await measureMcp({ duration: DURATION, connections: CONNS });
+  const { rows, raw } = await measureMcp({ duration: DURATION, connections: CONNS,
+    sdk: which.includes('sdk'), raw: which.includes('raw') });
   console.log('\n| row | req/s | p50 | p99 | CPU/call (consentd; direct: the upstream) |\n| --- | --- | --- | --- | --- |');
   for (const set of [rows, raw].filter(Boolean)) {
     for (const r of Object.values(set)) console.log(`| ${r.name} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.cpuMsPerReq.toFixed(3)} ms |`);
