@@ -193,7 +193,8 @@ retention-steady: build/consentd
 	cd tests && node ../bench/retention-steady.mjs
 
 # make bench [RUNS=3 DURATION=10 CONNECTIONS=32 FSYNC_N=1000]: consentd beside oidc-provider
-# in one run, medians of RUNS, a Markdown report (bench/all.js, docs/BENCHMARKS.md).
+# in one run, the proxy and the MCP gateway beside their upstreams, medians of RUNS, a
+# Markdown report (bench/all.js, docs/BENCHMARKS.md).
 bench: deps
 	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync
 	./build/bench_jwt
