@@ -92,8 +92,10 @@ async function signIn(v, endpoint) {
   return { access: t.body.access_token, refresh: t.body.refresh_token };
 }
 
-// The measurement on one upstream (sdk: the SDK's, or the hand-written one).
-async function measureOn({ sdk, w, durations, conns }) {
+// The stack of one measurement (sdk: the SDK's upstream, or the hand-written one), checked
+// by hand; also bench/ab.mjs's (MCP=1) ->
+//   { v, up, endpoint, providerToken, token(), fresh(secs), pid, stop() }
+export async function startMcpBench({ sdk = true } = {}) {
   let v;
   let check = async () => false;
   const up = await startBenchMcpUpstream({ check: (t) => check(t), sdk });
@@ -127,7 +129,6 @@ async function measureOn({ sdk, w, durations, conns }) {
         throw new Error(`an MCP access token lives less than a run of ${secs} s: raise [keys] grant_ttl`);
       }
     };
-    await fresh(Math.max(...durations));
 
     // One call by hand through consentd: the tool's result; the provider token it carried.
     const probe = await callOnce(endpoint, tok.access);
@@ -142,7 +143,21 @@ async function measureOn({ sdk, w, durations, conns }) {
     }
     const refused = await callOnce(up.url, tok.access);
     if (refused.status !== 401) throw new Error(`the upstream took the MCP access token: ${refused.status}`);
+    return {
+      v, up, endpoint, providerToken, fresh, token: () => tok.access, pid: v.c.proc.pid,
+      async stop() { try { await v.stop(); } finally { await up.stop(); } },
+    };
+  } catch (e) {
+    try { await v?.stop(); } finally { await up.stop(); }
+    throw e;
+  }
+}
 
+// The measurement on one upstream (sdk: the SDK's, or the hand-written one).
+async function measureOn({ sdk, w, durations, conns }) {
+  const st = await startMcpBench({ sdk });
+  const { v, up, endpoint, providerToken, fresh } = st;
+  try {
     const rows = {};
     const which = sdk ? 'SDK upstream' : 'upstream without the SDK';
     for (const [c, secs] of conns.map((c, i) => [c, durations[i]])) {
@@ -152,7 +167,7 @@ async function measureOn({ sdk, w, durations, conns }) {
         const name = `tools/call ${through ? 'through consentd' : 'direct'} (${which}, ${c} connection${c > 1 ? 's' : ''})`;
         const url = through ? endpoint : up.url;
         const script = w.script({ method: 'POST', body: BODY,
-          headers: { ...HEADERS, Authorization: `Bearer ${through ? tok.access : providerToken}` } });
+          headers: { ...HEADERS, Authorization: `Bearer ${through ? st.token() : providerToken}` } });
         const b = { c: procCpu(v.c.proc.pid), r: selfCpu(), n: up.count(), k: up.connections() };
         const r = await w.run(name, url, script, { connections: c, duration: secs });
         const cd = procCpu(v.c.proc.pid) - b.c;
@@ -170,9 +185,12 @@ async function measureOn({ sdk, w, durations, conns }) {
     }
     return rows;
   } finally {
-    try { await v?.stop(); } finally { await up.stop(); }
+    await st.stop();
   }
 }
+
+// The wrk script of a tools/call with this bearer token.
+export const mcpScript = (w, token) => w.script({ method: 'POST', body: BODY, headers: { ...HEADERS, Authorization: `Bearer ${token}` } });
 
 // -> { rows: { direct, through, direct1, through1 } on the SDK's upstream (when sdk),
 //      raw: { direct, through, direct1, through1 } on the upstream without the SDK (when raw) }
