@@ -193,7 +193,8 @@ retention-steady: build/consentd
 	cd tests && node ../bench/retention-steady.mjs
 
 # make bench [RUNS=3 DURATION=10 CONNECTIONS=32 FSYNC_N=1000]: consentd beside oidc-provider
-# in one run, medians of RUNS, a Markdown report (bench/all.js, docs/BENCHMARKS.md).
+# in one run, the proxy and the MCP gateway beside their upstreams, medians of RUNS, a
+# Markdown report (bench/all.js, docs/BENCHMARKS.md).
 bench: deps
 	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync
 	./build/bench_jwt
@@ -205,8 +206,9 @@ bench-mallocs: deps
 	@$(MAKE) --no-print-directory build/consentd
 	cd tests && node ../bench/mallocs.mjs $(or $(N),2000)
 
-# make bench-ab A=BINARY B=BINARY [R=5 D=5]: two builds of consentd at once, wrk alternating
-# between them round by round (bench/ab.mjs): a before/after that shares the same minutes.
+# make bench-ab A=BINARY B=BINARY [R=5 D=5] [MCP=1]: two builds of consentd at once, wrk
+# alternating between them round by round (bench/ab.mjs): a before/after that shares the same
+# minutes; MCP=1: the MCP gateway's tools/call at 32 connections and at 1 instead.
 bench-ab: deps
 	@test -x "$(A)" && test -x "$(B)" || { echo "make bench-ab A=path/to/consentd B=path/to/consentd"; exit 2; }
 	cd tests && node ../bench/ab.mjs "$(abspath $(A))" "$(abspath $(B))"

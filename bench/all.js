@@ -1,6 +1,7 @@
 // all.js -- `make bench`: consentd and the development IdP's software (oidc-provider 8,
 // bench/benchidp.mjs) side by side in one run, with the same wrk settings, then the proxy
-// beside its upstream alone, `openssl speed` for ECDSA P-256, the disk's fsync latency and
+// beside its upstream alone, the MCP gateway's tools/call beside the same call straight to its
+// upstream MCP server (issue 31, bench/bench_mcp.js), `openssl speed` for ECDSA P-256, the disk's fsync latency and
 // memory; every figure the median of RUNS runs; one Markdown report on stdout, ending with
 // the ratios issue 15 targets.  Each server is the only load while wrk runs against it.
 //
@@ -17,6 +18,7 @@ import { median, opensslSpeed } from './measure.js';
 import { measureConsentd, DISTINCT, HELD } from './bench.js';
 import { measureIdp } from './bench_idp.js';
 import { measureProxy, warnOtherLoad } from './bench_proxy.js';
+import { measureMcp, added } from './bench_mcp.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const RUNS = Math.max(1, Number(process.env.RUNS || 3));
@@ -24,7 +26,7 @@ const DURATION = Math.max(1, Number(process.env.DURATION || 10));
 const CONNS = Math.max(1, Number(process.env.CONNECTIONS || 32));
 const FSYNC_N = Math.max(1, Number(process.env.FSYNC_N || 1000));
 
-const limitS = RUNS * (20 * DURATION + 300);
+const limitS = RUNS * (28 * DURATION + 360);
 setTimeout(() => {
   console.error(`bench: not done after ${limitS} s; stopping (everything started is killed by pid)`);
   process.exit(3);
@@ -67,10 +69,12 @@ for (let i = 1; i <= RUNS; i += 1) {
   const idp = await measureIdp({ duration: DURATION, connections: CONNS });
   console.log(`# run ${i} of ${RUNS}: proxy`);
   const p = await measureProxy({ duration: DURATION, connections: CONNS });
+  console.log(`# run ${i} of ${RUNS}: MCP gateway (uptime: ${sh('uptime', [])})`);
+  const g = await measureMcp({ duration: DURATION, connections: CONNS });
   console.log(`# run ${i} of ${RUNS}: openssl speed ecdsap256`);
   const ossl = await opensslSpeed(3);
   console.log(`  sign ${ossl.sign}/s, verify ${ossl.verify}/s`);
-  runs.push({ c, idp, p, ossl });
+  runs.push({ c, idp, p, g, ossl, load: sh('cat', ['/proc/loadavg']).split(' ').slice(0, 3).join(' ') });
 }
 
 // --- medians and the report -------------------------------------------------------------
@@ -100,6 +104,16 @@ const R = {
   iIntro10k: row((r) => r.idp.rows.intro10k), iJwks: row((r) => r.idp.rows.jwks),
   upstream: row((r) => r.p.rows.upstream), proxy: row((r) => r.p.rows.proxy),
 };
+// The MCP gateway: each run's rows, and the added p50 / p99 (through minus direct, per run,
+// then the median of the runs).
+const G = {};
+for (const [set, get] of [['sdk', (r) => r.g.rows], ['raw', (r) => r.g.raw]]) {
+  for (const k of ['direct', 'through', 'direct1', 'through1']) G[`${set}.${k}`] = row((r) => get(r)[k]);
+  for (const sfx of ['', '1']) {
+    G[`${set}.added${sfx}`] = { p50: med((r) => added(get(r), sfx).p50), p99: med((r) => added(get(r), sfx).p99),
+      upCpu: med((r) => get(r)[`through${sfx}`].upstreamCpuMsPerReq) };
+  }
+}
 const ratio = (a, b) => a.rps / b.rps;
 const m = machine();
 const line = (cells) => `| ${cells.join(' | ')} |`;
@@ -130,6 +144,25 @@ plain('`POST /introspect` (one grant, repeated)', R.intro);
 plain(`\`POST /introspect\` (${fmt(DISTINCT)} distinct grants)`, R.intro10k);
 plain('upstream alone (the recorder, direct)', R.upstream);
 plain('`GET /proxy/ghproxy/…` (pass-through)', R.proxy);
+out.push('', '### The MCP gateway (issue 31): `tools/call` straight to the upstream and through consentd', '');
+out.push(`Upstream: @modelcontextprotocol/server 2.4.0 (bench/mcpupstream.mjs), one tool answering at once, or the `
+  + 'same answer written on node:http without the SDK. Through consentd: `[mcp.bench]`, alice\'s consent and provider '
+  + 'connection, list_issues → an action with approval = none. CPU/call: consentd\'s (direct rows: the upstream\'s). '
+  + `Load average at the end of each run: ${runs.map((r) => r.load).join('; ')}.`, '');
+out.push(line(['upstream', 'connections', 'direct req/s', 'p50', 'p99', 'through consentd req/s', 'p50', 'p99',
+  'added p50', 'added p99', 'consentd CPU/call']), line(Array(11).fill('---')));
+for (const [set, label] of [['sdk', 'the SDK'], ['raw', 'without the SDK']]) {
+  for (const [sfx, n] of [['1', '1'], ['', String(CONNS)]]) {
+    const d = G[`${set}.direct${sfx}`];
+    const t = G[`${set}.through${sfx}`];
+    const a = G[`${set}.added${sfx}`];
+    out.push(line([label, n, rps(d), ms(d.p50), ms(d.p99), rps(t), ms(t.p50), ms(t.p99), ms(a.p50), ms(a.p99), cpu(t.cpu)]));
+  }
+}
+const non2xx = Math.max(...Object.keys(G).filter((k) => !k.includes('added')).map((k) => G[k].non2xx));
+out.push('', `(the SDK upstream's own CPU per call, direct: ${cpu(G['sdk.direct1'].cpu)} at 1 connection, `
+  + `${cpu(G['sdk.direct'].cpu)} at ${CONNS}; without the SDK: ${cpu(G['raw.direct1'].cpu)}, ${cpu(G['raw.direct'].cpu)}; `
+  + `non-2xx answers in any of these runs: ${non2xx})`);
 out.push('', '### The machine\'s bounds and memory', '');
 out.push(line(['what', 'value']), line(['---', '---']));
 out.push(line(['`openssl speed -seconds 3 ecdsap256`: sign', `${fmt(med((r) => r.ossl.sign))}/s`]));
@@ -140,7 +173,7 @@ out.push(line(['consentd RSS idle (after start)', `${med((r) => r.c.mem.idleMB).
 out.push(line([`consentd RSS with ${fmt(HELD)} keep-alive connections held`, `${med((r) => r.c.mem.heldMB).toFixed(1)} MB`]));
 out.push(line(['consentd peak RSS (VmHWM, end of its runs)', `${med((r) => r.c.mem.peakMB).toFixed(1)} MB`]));
 out.push(line(['oidc-provider RSS idle / peak', `${med((r) => r.idp.mem.idleMB).toFixed(1)} / ${med((r) => r.idp.mem.peakMB).toFixed(1)} MB`]));
-out.push('', '### Targets (issue 15)', '');
+out.push('', '### Targets (issue 15; the MCP gateway: issue 31)', '');
 out.push(line(['what', 'target', 'this run', 'met']), line(['---', '---', '---', '---']));
 const target = (what, goal, value, ok) => out.push(line([what, goal, value, ok ? 'yes' : '**no**']));
 const rt = (a, b) => `${ratio(a, b).toFixed(2)}×`;
@@ -151,6 +184,8 @@ target(`introspection / IdP introspection, ${fmt(DISTINCT)} distinct`, '≥ 2.5�
 target('JWKS / IdP JWKS', '≥ 4×', rt(R.jwks, R.iJwks), ratio(R.jwks, R.iJwks) >= 4);
 target('proxy / upstream alone', '≥ 1/6', `1/${(1 / ratio(R.proxy, R.upstream)).toFixed(1)}`, ratio(R.proxy, R.upstream) >= 1 / 6);
 target('proxy pass-through', '≥ 8 000/s, p99 ≤ 20 ms', `${fmt(R.proxy.rps)}/s, p99 ${ms(R.proxy.p99)}`, R.proxy.rps >= 8000 && R.proxy.p99 <= 20);
+target('MCP gateway: added p50, tools/call one at a time (SDK upstream; without the SDK in brackets) (issue 31)', '≤ 1 ms',
+  `${ms(G['sdk.added1'].p50)} (${ms(G['raw.added1'].p50)})`, G['sdk.added1'].p50 <= 1);
 target('consentd RSS idle', '≤ 20 MB', `${med((r) => r.c.mem.idleMB).toFixed(1)} MB`, med((r) => r.c.mem.idleMB) <= 20);
 target(`consentd RSS with ${fmt(HELD)} keep-alive connections`, '≤ 64 MB', `${med((r) => r.c.mem.heldMB).toFixed(1)} MB`, med((r) => r.c.mem.heldMB) <= 64);
 out.push('', `(half of peak: wrk 4 has no fixed-rate mode (\`-R\` is wrk2's); the ${CONNS} connections wait between an answer `

@@ -27,6 +27,9 @@ import { startLb, PROXY_ADDRESS } from './lb.js';
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const consentdBin = process.env.TEST_CONSENTD_BIN || join(root, 'build', 'consentd');
+// The binary at the moment a process starts: bench/ab.mjs points TEST_CONSENTD_BIN at each of
+// two builds in turn in one Node.js process (consentdBin is read once, at import).
+const binNow = () => process.env.TEST_CONSENTD_BIN || consentdBin;
 
 // Renders {section: {key: value}} as INI (sections in insertion order).
 export function toIni(sections) {
@@ -107,7 +110,7 @@ export function dbQuery(cfg, query, { json = false } = {}) {
 // Runs `consentd SUB... -c cfgPath` to completion: { code, stdout, stderr }.
 export async function consentdCommand(args, { env = {} } = {}) {
   return new Promise((resolve) => {
-    execFile(consentdBin, args, { env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1', ...env },
+    execFile(binNow(), args, { env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1', ...env },
       timeout: 60000 }, (err, stdout, stderr) => {
       resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr });
     });
@@ -124,7 +127,7 @@ async function startNode({ cfg, dir, port, env, name }) {
   const taken = (output) => new RegExp(`cannot listen on \\S+:${port}\\b`).test(output);
   let proc;
   try {
-    proc = await startProcess(consentdBin, ['-c', cfgPath], {
+    proc = await startProcess(binNow(), ['-c', cfgPath], {
       env: { ASAN_OPTIONS: 'detect_leaks=1', ...env },
       ready: { url: `http://127.0.0.1:${port}/healthz`, status: 200 },
       timeoutMs: 60000,
