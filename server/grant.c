@@ -1065,6 +1065,10 @@ enum cs_err grant_validate_mcp_token(struct store_conn *c, const struct config *
 		goto out;
 	if ((e = token_fits(c, cfg, &g, now, &kk, &w)) != CS_OK)
 		goto out;
+	/* As grant_validate does: a token that passed every check has its
+	 * signature remembered until its exp (the rows are read at every call). */
+	if (!hit)
+		grant_cache_put(kr, token, cl, g.exp, now);
 	out->claims = cl;
 	cl = NULL;
 	out->k = kk;

@@ -803,10 +803,11 @@ static enum cs_err tools_call(struct gw *g)
 	}
 	if ((e = tool_body(g, &own, &body, &len)) != CS_OK)
 		goto out;
+	/* The call's "forwarded" entry went into the release's transaction; an
+	 * upstream that did not answer well gets its own entry, with its status. */
 	e = forward(g, p.rel.tok.access_token, body, len, &status);
-	if (e == CS_OK)
-		e = mcp_call_audit(g->c, &rq, &p, passable(status) ? "forwarded" : "upstream_failed",
-		    status);
+	if (e == CS_OK && !passable(status))
+		e = mcp_call_audit(g->c, &rq, &p, "upstream_failed", status);
 out:
 	free(own);
 	mcp_state_clear(&st);

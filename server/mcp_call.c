@@ -182,6 +182,15 @@ static enum cs_err release_other(struct store_conn *c, const struct config *cfg,
 	return CS_OK;
 }
 
+/* exchange_release's writes of a tool call: its "forwarded" entry, in the
+ * transaction that releases the token -- written before the call goes out,
+ * and one durable commit per call instead of two. */
+struct release_entry {
+	const struct mcp_call_req *rq;
+	const struct mcp_call_plan *p;
+};
+static enum cs_err release_entry_write(struct store_conn *c, void *ctx);
+
 enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
     const struct mcp_call_req *rq, struct mcp_call_plan *out)
 {
@@ -223,9 +232,11 @@ enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
 	}
 	/* The approval gate on the exact arguments, and the release (once). */
 	for (int round = 0; round < 2; round++) {
+		struct release_entry re = { rq, out };
 		struct exchange_release_req xr = { .vault = rq->vault, .k = &out->live, .act = out->act,
 			.params = args, .canonical_max = 2 * MCP_RPC_MAX_BODY + APPROVAL_MAX_CANONICAL,
-			.actor = rq->actor, .now = rq->now, .limits = rq->limits };
+			.actor = rq->actor, .now = rq->now, .limits = rq->limits,
+			.with = release_entry_write, .with_ctx = &re };
 		exchange_release_clear(&out->rel);
 		memset(&out->rel, 0, sizeof out->rel);
 		if ((e = exchange_release(c, cfg, &xr, &out->rel)) != CS_OK)
@@ -326,19 +337,24 @@ bool mcp_call_secret_like(const json_t *v)
 }
 
 static enum cs_err append_call(struct store_conn *c, const struct mcp_call_req *rq,
-    const struct mcp_call_plan *p, const char *outcome, const char *detail)
+    const struct mcp_call_plan *p, const char *outcome, const char *detail, bool alone)
 {
 	const struct consent *k = p->live.id != NULL ? &p->live : rq->token_consent;
 	const char *req_id = p->outcome == MCP_CALL_ASK ? p->ask.pending :
 	    p->rel.approval.approval_id;
-	return audit_append_alone(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+	struct audit_entry a = { .ts = rq->now, .actor = rq->actor,
 	    .action = "mcp.call", .subject = k->subject, .agent = k->agent,
 	    .resource = rq->ep->resource, .scopes = p->scope, .consent_id = k->id,
-	    .request_id = req_id, .outcome = outcome, .detail = detail });
+	    .request_id = req_id, .outcome = outcome, .detail = detail };
+	return alone ? audit_append_alone(c, &a) : audit_append(c, &a);
 }
 
-enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
-    const struct mcp_call_plan *p, const char *outcome, long upstream_status)
+/* The entry of one call: endpoint, tool, digest, the upstream's status
+ * (status < 0: not known yet -- the entry written before the call goes
+ * out), the arguments with log_arguments; in its own transaction (alone) or
+ * in the caller's. */
+static enum cs_err call_entry(struct store_conn *c, const struct mcp_call_req *rq,
+    const struct mcp_call_plan *p, const char *outcome, long upstream_status, bool alone)
 {
 	struct buf d, args;
 	enum cs_err e;
@@ -346,8 +362,11 @@ enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
 		return CS_EINVAL;
 	buf_init(&d, 4000);
 	buf_init(&args, 3000);
-	e = buf_printf(&d, "endpoint=%s; tool=%s; digest=%s; upstream=%ld", rq->ep->id, rq->tool,
-	    p->digest[0] != '\0' ? p->digest : "-", upstream_status);
+	e = buf_printf(&d, "endpoint=%s; tool=%s; digest=%s", rq->ep->id, rq->tool,
+	    p->digest[0] != '\0' ? p->digest : "-");
+	if (e == CS_OK && upstream_status >= 0)
+		e = buf_printf(&d, "; upstream=%ld", upstream_status);
+	size_t plain = d.len;
 	if (e == CS_OK && rq->ep->log_arguments && rq->arguments != NULL &&
 	    mcp_call_secret_like(rq->arguments)) {
 		/* SECURITY: an audit entry outlives every revocation: values that
@@ -360,7 +379,7 @@ enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
 		if (ea == CS_OK && (e = buf_puts(&d, "; arguments=")) == CS_OK &&
 		    buf_append(&d, args.data, args.len) != CS_OK) {
 			/* Too long for an entry: said so, never cut. */
-			d.len -= strlen("; arguments=");
+			d.len = plain;
 			d.data[d.len] = '\0';
 			e = buf_puts(&d, "; arguments=(too long to record)");
 		} else if (ea != CS_OK && e == CS_OK) {
@@ -368,19 +387,31 @@ enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
 		}
 	}
 	if (e == CS_OK) {
-		e = append_call(c, rq, p, outcome, d.data);
+		e = append_call(c, rq, p, outcome, d.data, alone);
 		/* A value the audit log refuses (one that looks like a token): the
 		 * entry without the values, which says so. */
 		if (e == CS_EINVAL && rq->ep->log_arguments) {
-			buf_clear(&d);
-			buf_init(&d, 4000);
-			if ((e = buf_printf(&d, "endpoint=%s; tool=%s; digest=%s; upstream=%ld; "
-			    "arguments=(not recorded: they look like a token)", rq->ep->id, rq->tool,
-			    p->digest[0] != '\0' ? p->digest : "-", upstream_status)) == CS_OK)
-				e = append_call(c, rq, p, outcome, d.data);
+			d.len = plain;
+			d.data[d.len] = '\0';
+			if ((e = buf_puts(&d, "; arguments=(not recorded: they look like a token)")) ==
+			    CS_OK)
+				e = append_call(c, rq, p, outcome, d.data, alone);
 		}
 	}
 	buf_wipe_clear(&args);
 	buf_wipe_clear(&d);
 	return e;
+}
+
+enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
+    const struct mcp_call_plan *p, const char *outcome, long upstream_status)
+{
+	return call_entry(c, rq, p, outcome, upstream_status, true);
+}
+
+
+static enum cs_err release_entry_write(struct store_conn *c, void *ctx)
+{
+	const struct release_entry *r = ctx;
+	return call_entry(c, r->rq, r->p, "forwarded", -1, false);
 }

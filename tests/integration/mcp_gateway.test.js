@@ -150,7 +150,7 @@ test('tools/list and a tool call with the 2026-07-28 client: the provider token 
   // Audited: person, client, tool, digest, outcome, upstream status; no argument values.
   const rows = v.sql("SELECT agent || '|' || resource || '|' || outcome || '|' || detail || '|' || subject FROM audit "
     + "WHERE action = 'mcp.call' ORDER BY seq DESC LIMIT 1");
-  assert.match(rows, /^mcp-test\|ghproxy\|forwarded\|endpoint=tracker; tool=list_issues; digest=[A-Za-z0-9_-]{43}; upstream=200\|\S+$/);
+  assert.match(rows, /^mcp-test\|ghproxy\|forwarded\|endpoint=tracker; tool=list_issues; digest=[A-Za-z0-9_-]{43}\|\S+$/);
 });
 
 test('the 2025-11-25 client (sdk 1.32.2): initialize, tools/list and a call through the gateway', async () => {
@@ -303,6 +303,12 @@ test('a slow upstream: a JSON-RPC error that says it timed out', async () => {
     assert.equal(r.body.error.code, -32002);
     assert.equal(r.body.error.data.upstream, 'timeout');
     assert.match(r.body.error.message, /did not answer within 2 s/);
+    // Audited twice: "forwarded" in the release's transaction, before the call went out,
+    // then "upstream_failed" with the status it got (0: none).
+    const rows = v.c.rows("SELECT outcome, detail FROM audit WHERE action = 'mcp.call' ORDER BY seq DESC LIMIT 2");
+    assert.deepEqual(rows.map((x) => x.outcome), ['upstream_failed', 'forwarded']);
+    assert.match(rows[0].detail, /tool=list_issues; digest=[A-Za-z0-9_-]{43}; upstream=0$/);
+    assert.doesNotMatch(rows[1].detail, /upstream=/);
   } finally {
     up.delayMs = 0;
   }
