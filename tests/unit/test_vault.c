@@ -693,6 +693,63 @@ START_TEST(test_vault_forced_refresh_refused_is_revoked)
 }
 END_TEST
 
+START_TEST(test_vault_reconnect_from_me)
+{
+	/* /me's Reconnect: a request for what the broken consent granted, the
+	 * person's own only; approving it connects again and pushes recovered. */
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 30);
+	char *kid = connect_alice(NOW);
+	char *bobs = connect_as("bob", "coder", "github", "issues:read", NOW);
+	struct consent_reconnect r;
+	const struct consent_actor alice = { uid("alice"), ACT, NOW + 1 };
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_NOT_NEEDED);   /* it works: nothing written */
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consent_requests WHERE status = 'pending'", NULL), 0);
+	srv_set_refresh(400, "{\"error\":\"invalid_grant\"}", 0);
+	struct vault_release rl;
+	ck_assert_int_eq(release_o(kid, NOW + 1, &rl), VAULT_RELEASE_GONE);
+	srv_set_refresh(400, "{\"error\":\"invalid_grant\"}", 0);
+	ck_assert_int_eq(release_o(bobs, NOW + 1, &rl), VAULT_RELEASE_GONE);
+	/* Another person's consent: as a missing one, nothing written. */
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, bobs, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_NOT_YOURS);
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, "no-such-consent-at-all", &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_UNKNOWN);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consent_requests WHERE status = 'pending'", NULL), 0);
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_ASKED);
+	char *rid = strdup(r.request_id);
+	char *sc_ = q_text("SELECT scopes || '|' || pre_granted || '|' || agent || '|' || resource "
+	    "FROM consent_requests WHERE id = ?1", rid);
+	ck_assert_str_eq(sc_, "issues:read|issues:read|coder|github");
+	free(sc_);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'consent.request.created' "
+	    "AND detail = 'reconnect from /me' AND actor = 'user:alice'", NULL), 1);
+	/* Twice: the same request, not a second one. */
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_PENDING);
+	ck_assert_str_eq(r.request_id, rid);
+	/* The consent page's approval connects again: a new consent, "recovered". */
+	char *state = begin(rid, "alice", "issues:read", NOW + 2);
+	srv_set_tokens("AT-secret-5", "RT-secret-5", "issues:read repo", 3600);
+	struct vault_finish f;
+	ck_assert_int_eq(finish_full("github", state, sv.base, NULL, SH, "alice", NOW + 2, &f),
+	    VAULT_CONNECTED);
+	ck_release(f.consent_id, NOW + 3, "AT-secret-5");
+	ck_assert_int_eq(q_int("SELECT count(*) FROM events_outbox WHERE consent_id = ?1 AND "
+	    "kind = 'recovered'", f.consent_id), 1);
+	/* The old consent was replaced: nothing to reconnect there any more. */
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &(struct consent_actor){ uid("alice"), ACT,
+	    NOW + 4 }, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_NOT_NEEDED);
+	vault_finish_clear(&f);
+	free(state);
+	free(rid);
+	free(bobs);
+	free(kid);
+}
+END_TEST
+
 /* The github resource as preset github-app with provider_base_url = the
  * canned provider: its endpoints as config_section.c fills them. */
 static void github_app_preset(void)
@@ -945,6 +1002,7 @@ static Suite *vault_suite(void)
 	tcase_add_test(tc, test_vault_refresh_ahead);
 	tcase_add_test(tc, test_vault_refresh_ahead_failures);
 	tcase_add_test(tc, test_vault_forced_refresh_refused_is_revoked);
+	tcase_add_test(tc, test_vault_reconnect_from_me);
 	tcase_add_test(tc, test_vault_github_app_rotation_and_revocation);
 	tcase_add_test(tc, test_vault_outbox_revokes_refresh_then_access);
 	tcase_add_test(tc, test_vault_outbox_provider_down_retries);
