@@ -39,10 +39,11 @@ const MODE = 'google';
 const RES = 'xgoogle';
 const PROXY_RES = 'xgoogleproxy';   // the same provider behind consentd's proxy (token_release = never)
 const AHEAD_RES = 'xgoogleahead';   // the same provider with proactive_refresh = true
+const ROT_RES = 'xghappahead';      // a GitHub app (single-use refresh tokens) with proactive_refresh
 const GW_AUTH = `Basic ${Buffer.from('agent-gateway:gateway-dev-secret').toString('base64')}`;
 const METRICS_TOKEN = 'health-metrics-token-5c1d2e';
 const users = { ...DEFAULT_USERS };
-for (const n of ['heidi', 'ivan', 'judy', 'ken']) users[n] = { password: `${n}-password`, name: n, email: `${n}@example.test`, groups: [] };
+for (const n of ['heidi', 'ivan', 'judy', 'ken', 'lia']) users[n] = { password: `${n}-password`, name: n, email: `${n}@example.test`, groups: [] };
 
 let v;
 let p;
@@ -81,7 +82,7 @@ async function startReceiver({ port, consentdUrl }) {
 before(async () => {
   rport = await getFreePort();
   p = await startDownstreamIdp({
-    clients: [{ client_id: `consentd-${MODE}`, client_secret: secret }],
+    clients: [{ client_id: `consentd-${MODE}`, client_secret: secret }, { client_id: 'consentd-github-app', client_secret: 'github-app-secret' }],
     users, more: { presets: MODES, accessTokenTTL: TTL },
   });
   v = await startVaultStack({
@@ -110,15 +111,23 @@ before(async () => {
       [`scope.${AHEAD_RES}.read`]: { description: 'Read your files', provider: 'openid.test/drive.readonly' },
       [`action.${AHEAD_RES}.list`]: { description: 'List files', scope: 'read', approval: 'none' },
       'agent.porter': { name: 'Porter', description: 'Reads files', allow: `${RES}:read ${PROXY_RES}:read`, offline: 'false' },
-      'agent.nightly': { name: 'Nightly', description: 'Reads files at night', allow: `${AHEAD_RES}:read`, offline: 'true' },
+      // Single-use refresh tokens whose reuse ends the grant (GitHub app), refreshed ahead.
+      [`resource.${ROT_RES}`]: {
+        name: 'GitHub app, refreshed ahead', preset: 'github-app', provider_base_url: `${p.issuer}/github-app`,
+        provider_client_id: 'consentd-github-app', provider_client_secret: 'github-app-secret',
+        refresh_margin: MARGIN, token_release: 'gateway', max_consent: 2592000, proactive_refresh: 'true',
+      },
+      [`scope.${ROT_RES}.read`]: { description: 'Read your repositories', provider: 'repo' },
+      [`action.${ROT_RES}.list`]: { description: 'List repositories', scope: 'read', approval: 'none' },
+      'agent.nightly': { name: 'Nightly', description: 'Reads files at night', allow: `${AHEAD_RES}:read ${ROT_RES}:read`, offline: 'true' },
       gateway: { events_uri: `http://127.0.0.1:${rport}/events` },
       metrics: { token: METRICS_TOKEN },
       oidc: { scopes: 'openid profile email groups' },
     },
   });
-  for (const res of [RES, PROXY_RES, AHEAD_RES]) {
+  for (const [res, client] of [[RES, `consentd-${MODE}`], [PROXY_RES, `consentd-${MODE}`], [AHEAD_RES, `consentd-${MODE}`], [ROT_RES, 'consentd-github-app']]) {
     const r = await fetch(`${p.issuer}/_devidp/register`, {
-      method: 'POST', body: JSON.stringify({ client_id: `consentd-${MODE}`, redirect_uri: `${v.url}/oauth/callback/${res}` }),
+      method: 'POST', body: JSON.stringify({ client_id: client, redirect_uri: `${v.url}/oauth/callback/${res}` }),
     });
     assert.equal(r.status, 200);
   }
@@ -300,4 +309,21 @@ test('proactive_refresh: an offline consent\'s token is refreshed ahead of expir
   const r = await v.release(k.grant, 'list');
   assert.equal(r.body.error, 'invalid_grant');
   assert.match(r.body.error_description, /the provider refused the refresh token \(invalid_grant\)/);
+});
+
+test('proactive_refresh with single-use refresh tokens: every rotated token is stored and used once (two nodes under TEST_NODES=2)', { timeout: 60000 }, async () => {
+  const k = await connect('lia', ROT_RES, { agentId: 'nightly', offline: true });
+  const byPass = () => Number(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND actor = 'system' AND consent_id = '${k.cid}'`));
+  // Tokens of 4 s refreshed 2 s before expiry: several rounds, each node's pass every 2 s.
+  assert.ok(await v.waitFor(() => byPass() >= 4, 30000), `refreshed ahead again and again (${byPass()})`);
+  await sleep(400);
+  // The provider's log: every refresh of this client answered 200 (a refresh token used twice
+  // answers bad_refresh_token and ends the grant), one per stored refresh.
+  const lines = p.proc.stderr.split('\n').filter((l) => /^\[devidp\] TOKEN mode=github-app grant_type=refresh_token /.test(l));
+  assert.ok(lines.length >= 4, lines.join('\n'));
+  assert.deepEqual(lines.filter((l) => !/ status=200 /.test(l)), [], 'no refresh refused');
+  const stored = Number(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND consent_id = '${k.cid}'`));
+  assert.ok(Math.abs(lines.length - stored) <= 1, `one provider refresh per stored one (${lines.length} vs ${stored}; one may be under way)`);
+  assert.equal(v.sql(`SELECT reconnect_required FROM consents WHERE id = '${k.cid}'`), '0');
+  assert.equal((await v.release(k.grant, 'list')).status, 200);
 });
