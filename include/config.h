@@ -22,6 +22,9 @@ enum config_preset {
 	PRESET_NONE = 0, PRESET_GITHUB, PRESET_GITHUB_APP, PRESET_GOOGLE, PRESET_MICROSOFT,
 	PRESET_SLACK, PRESET_GITLAB, PRESET_ATLASSIAN, PRESET__MAX
 };
+/* In a preset = atlassian resource's base_url: the cloud id of the first site
+ * the person's connection reaches (https://api.atlassian.com/ex/jira/{cloud_id}). */
+#define CONFIG_SITE_PLACEHOLDER "{cloud_id}"
 /* [resource.NAME] credential: what the vault keeps for the resource -- the
  * provider's OAuth tokens, or an API key (or static token) the person enters
  * once on consentd's page (docs/providers.md "API keys"). */
@@ -64,8 +67,11 @@ struct config_resource {         /* [resource.NAME] */
 	char    *provider_sites_endpoint;   /* not a key: Atlassian's accessible-resources
 	                                       (preset atlassian); NULL otherwise */
 	int64_t  refresh_margin;     /* default 60 */
+	bool     proactive_refresh;  /* refresh offline consents' tokens within refresh_margin
+	                                of expiry without waiting for a release (default false) */
 	enum config_release token_release;
-	char    *base_url;           /* NULL when none */
+	char    *base_url;           /* NULL when none; may hold CONFIG_SITE_PLACEHOLDER
+	                                (preset atlassian: the proxy puts the connection's site) */
 	enum config_credential credential;   /* default oauth */
 	char    *api_key_header;     /* api_key: the header the proxy puts the key in, or NULL */
 	char    *api_key_query;      /* api_key: the query parameter instead (exactly one is set) */

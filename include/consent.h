@@ -314,6 +314,35 @@ enum cs_err consent_revoke_tx(struct store_conn *c, const char *consent_id,
     const struct consent_actor *who, const char *reason,
     enum consent_revoke_outcome *out) CS_MUST_CHECK;
 
+/* --- reconnecting from /me (consent_reconnect.c) ------------------------ */
+enum consent_reconnect_outcome {
+	CONSENT_RECONNECT_ASKED = 0,     /* a new request for the consent's agent, resource and
+	                                    scopes (those still configured and allowed), audited */
+	CONSENT_RECONNECT_PENDING,       /* a request of the triple waits already: request_id */
+	CONSENT_RECONNECT_NOT_NEEDED,    /* revoked, expired, or its connection works: nothing written */
+	CONSENT_RECONNECT_UNAVAILABLE,   /* none of its scopes may be asked for any more */
+	CONSENT_RECONNECT_UNKNOWN,       /* no such consent */
+	CONSENT_RECONNECT_NOT_YOURS,     /* another person's consent */
+	CONSENT_RECONNECT__MAX
+};
+struct consent_reconnect {
+	enum consent_reconnect_outcome outcome;
+	char request_id[CONSENT_ID_LEN + 1];   /* ASKED and PENDING: the request to decide */
+};
+/* The person who->user_id asks to reconnect their consent consent_id, which is
+ * live and marked reconnect_required: in one transaction, the pending request
+ * of its (user, agent, resource) when one waits unexpired (an expired one is
+ * ended and audited), else a new request whose scopes -- pre-ticked -- are
+ * the consent's granted ones still configured and allowed to the agent,
+ * audited "consent.request.created" (detail "reconnect from /me").  Approving
+ * it on the consent page connects the provider again and replaces the broken
+ * consent (its "recovered" event: vault_connect.c).  A request the person
+ * makes for themselves is not counted against max_pending_per_user or
+ * [limits] person (at most one per triple waits).  cs_err only for failures. */
+enum cs_err consent_reconnect(struct store_conn *c, const struct config *cfg,
+    const char *consent_id, const struct consent_actor *who,
+    struct consent_reconnect *out) CS_MUST_CHECK;
+
 /* Session binding (invariant 4): records that someone other than its person
  * opened a consent or approval request -- one "consent.binding_refused"
  * entry, in its own transaction.  The request stays as it was. */

@@ -18,11 +18,15 @@ enum health_reason {
 	HEALTH_MORE_SCOPES,           /* the refresh answer granted more than the consent
 	                               * (invariant 8: the tokens were revoked) */
 	HEALTH_EXPIRED,               /* the access token expired and there is no refresh token */
+	HEALTH_REVOKED,               /* revoked at the provider: the upstream refused an
+	                               * unexpired token (401) and the forced refresh was
+	                               * refused too (invalid_grant) */
 	HEALTH_UNKNOWN,               /* a row marked before migration 0019, or a name not known */
 	HEALTH_REASON__MAX
 };
 
-/* The stored name ("refresh_refused", "more_scopes", "expired", "unknown"). */
+/* The stored name ("refresh_refused", "more_scopes", "expired", "revoked",
+ * "unknown"). */
 const char *health_reason_name(enum health_reason r);
 /* The reason a stored name says; HEALTH_UNKNOWN for NULL or a name not known
  * (never an error: the words then say that consentd does not know why). */

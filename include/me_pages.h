@@ -1,7 +1,8 @@
 /* me_pages.h -- /me, the person's control panel (docs/architecture.md flow G for
  * people): the agents acting for them and what each may do, when each was last
  * used, the history of ended consents, what waits for a decision, the agents
- * their "no" holds back, and revoking with a confirmation. */
+ * their "no" holds back, revoking with a confirmation, and reconnecting a
+ * provider connection that needs them. */
 #ifndef CS_ME_PAGES_H
 #define CS_ME_PAGES_H
 #include "http.h"
@@ -10,7 +11,9 @@
  * http_arg reads them). */
 enum me_pages_revoke_param { ME_REVOKE_CSRF, ME_REVOKE_CONFIRM };
 enum me_pages_allow_param { ME_ALLOW_CSRF };
-_Static_assert(ME_REVOKE_CSRF == ROUTE_CSRF_PARAM && ME_ALLOW_CSRF == ROUTE_CSRF_PARAM,
+enum me_pages_reconnect_param { ME_RECONNECT_CSRF };
+_Static_assert(ME_REVOKE_CSRF == ROUTE_CSRF_PARAM && ME_ALLOW_CSRF == ROUTE_CSRF_PARAM &&
+    ME_RECONNECT_CSRF == ROUTE_CSRF_PARAM,
     "a form's csrf is where its gate reads it");
 
 /* GET /me */
@@ -24,5 +27,10 @@ enum cs_err me_pages_revoked(const struct http_request *, struct http_reply *) C
 /* POST /me/requests/{id}/allow (csrf): lifts the block a decision holds
  * (consent_allow_asking), 303 to /me. */
 enum cs_err me_pages_allow(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* POST /me/consents/{id}/reconnect (csrf): a consent whose provider connection
+ * needs the person gets a consent request for what it granted
+ * (consent_reconnect), 303 to its consent page; 303 to /me when there is
+ * nothing to reconnect; 404 for a consent not the person's. */
+enum cs_err me_pages_reconnect(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
 #endif

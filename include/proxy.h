@@ -88,6 +88,7 @@ enum proxy_outcome {
 	PROXY_BODY_ON_GET,        /* a GET or HEAD request with a body */
 	PROXY_BAD_INPUT,          /* status (400, 413, 415) and why */
 	PROXY_NOT_IJSON,          /* the body is not I-JSON */
+	PROXY_NO_SITE,            /* base_url holds {cloud_id} and the connection names no site; audited */
 	PROXY_NOT_RELEASED,       /* rel.outcome says why: approval, consent ended, ... */
 	PROXY_OUTCOME__MAX
 };

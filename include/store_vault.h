@@ -16,7 +16,7 @@
  * filled by a caller for an insert leaves block NULL: its strings stay the
  * caller's. */
 struct store_vault_record {      /* caller-owned; release with store_vault_record_clear() */
-	char          *block;        /* the one allocation id .. reserved_for point into */
+	char          *block;        /* the one allocation id .. sites point into */
 	char          *id, *consent_id;
 	int64_t        user_id;
 	char          *subject, *agent, *resource;
@@ -29,6 +29,8 @@ struct store_vault_record {      /* caller-owned; release with store_vault_recor
 	char          *master_kid;
 	int64_t        created_at, updated_at;
 	char          *reserved_for;         /* NULL unless a move is under way */
+	char          *sites;                /* migration 0025: Atlassian's cloud ids, comma-joined;
+	                                      * NULL for other providers */
 };
 void store_vault_record_clear(struct store_vault_record *r);   /* NULL-safe */
 
@@ -38,6 +40,13 @@ enum cs_err store_vault_record_by_consent(struct store_conn *c, const char *cons
     struct store_vault_record *out) CS_MUST_CHECK;
 enum cs_err store_vault_record_get(struct store_conn *c, const char *id,
     struct store_vault_record *out) CS_MUST_CHECK;
+/* At most max records of resource whose access token ends by before and that
+ * a refresh can renew (a refresh token, no move under way), of consents that
+ * are offline, live at now and not marked reconnect_required; soonest expiry
+ * first.  *out NULL and *n 0 when none; free with store_vault_records_free. */
+enum cs_err store_vault_records_due(struct store_conn *c, const char *resource, int64_t before,
+    int64_t now, size_t max, struct store_vault_record **out, size_t *n) CS_MUST_CHECK;
+void store_vault_records_free(struct store_vault_record *v, size_t n);   /* NULL-safe */
 /* 1 when the consent holds a record, 0 when not (or on a database error). */
 int store_vault_record_exists(struct store_conn *c, const char *consent_id);
 /* Inserts r; CS_EEXIST when the id or the consent already has one. */

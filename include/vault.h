@@ -101,8 +101,26 @@ enum cs_err vault_release_approved(struct vault *v, struct store_conn *c,
 enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
     const struct config *cfg, const struct vault_release_req *rq,
     struct vault_release *out) CS_MUST_CHECK;
+/* The first site (Atlassian cloud id, [A-Za-z0-9-]) consent_id's connection
+ * reaches, malloc'd into *out: what the proxy puts for {cloud_id} in base_url.
+ * CS_ENOENT when the consent holds no record or its record names no site (a
+ * provider without sites, or a connection made before migration 0025). */
+enum cs_err vault_site(struct store_conn *c, const char *consent_id, char **out) CS_MUST_CHECK;
 /* true when consent_id holds a provider connection (for /me; no token material). */
 bool vault_has_record(struct store_conn *c, const char *consent_id);
+
+/* --- refresh ahead of expiry ------------------------------------------- */
+/* One pass for the resources with proactive_refresh: each offline, live,
+ * unmarked consent's token within refresh_margin of expiry (with a refresh
+ * token) is refreshed now, without waiting for a release -- exactly as a
+ * release would: one refresh at a time per record across threads and nodes
+ * (a node that finds it fresh after the lock does nothing), the backoff after
+ * a transient failure, invalid_grant marking the consent reconnect_required
+ * with its health event.  At most 20 refreshes per resource and pass.
+ * *tried counts the records refreshed or found fresh.  An error only for a
+ * failure of the database. */
+enum cs_err vault_refresh_ahead(struct vault *v, struct store_conn *c, int64_t now,
+    int *tried) CS_MUST_CHECK;
 
 /* --- revocation outbox ------------------------------------------------- */
 /* Seconds a pass holds the entries it claimed (store_vault_outbox_claim):

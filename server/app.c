@@ -218,6 +218,11 @@ static void *maintenance_main(void *arg)
 		 * takes care of that itself. */
 		if (vault_outbox_run(app->vault, c, app_now(), &finished) != CS_OK)
 			log_msg(LOG_WARN, "revocation outbox pass failed; will retry");
+		/* proactive_refresh: offline consents' tokens renewed before they
+		 * expire, and a connection the provider ended found before an agent
+		 * call does (outside any transaction, as the outbox). */
+		if (vault_refresh_ahead(app->vault, c, app_now(), &finished) != CS_OK)
+			log_msg(LOG_WARN, "refresh-ahead pass failed; will retry");
 		/* Revocation events (events.h): signed under the read lock, which
 		 * only holds off a key reload, never another reader. */
 		if (cfg->events_uri != NULL) {

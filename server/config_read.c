@@ -57,7 +57,7 @@ static const char *const keys_resource[] = { "name", "uri", "max_consent", "prov
 	"provider_authorization_endpoint", "provider_token_endpoint",
 	"provider_revocation_endpoint", "provider_client_id", "provider_client_secret",
 	"refresh_margin", "token_release", "base_url", "preset", "provider_base_url", "credential",
-	"api_key_header", "api_key_query", "api_key_prefix", NULL };
+	"api_key_header", "api_key_query", "api_key_prefix", "proactive_refresh", NULL };
 static const char *const keys_scope[] = { "description", "provider", NULL };
 static const char *const keys_action[] = { "description", "scope", "approval", "route", NULL };
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",

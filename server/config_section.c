@@ -991,6 +991,31 @@ static void load_credential(struct ctx *c, struct config_resource *r, const stru
 	r->token_release = RELEASE_NEVER;
 }
 
+/* base_url may hold {cloud_id} (CONFIG_SITE_PLACEHOLDER) with preset =
+ * atlassian only: once, as a whole path segment.  The proxy puts there the
+ * first site the person's connection reaches (proxy.c, vault_site). */
+static void base_url_site_check(struct ctx *c, const struct entry *e, const struct config_resource *r)
+{
+	const char *at = strstr(r->base_url, CONFIG_SITE_PLACEHOLDER);
+	size_t n = strlen(CONFIG_SITE_PLACEHOLDER);
+	if (at == NULL) {
+		if (strchr(r->base_url, '{') != NULL || strchr(r->base_url, '}') != NULL)
+			cfg_err_e(c, e, "the only placeholder base_url may hold is %s (preset = atlassian)",
+			    CONFIG_SITE_PLACEHOLDER);
+		return;
+	}
+	if (r->preset != PRESET_ATLASSIAN)
+		cfg_err_e(c, e, "%s needs preset = atlassian in [%s] (the cloud id of the site "
+		    "the person's connection reaches)", CONFIG_SITE_PLACEHOLDER, r->id);
+	else if (at[-1] != '/' || (at[n] != '\0' && at[n] != '/') ||
+	    strchr(at + n, '{') != NULL || strchr(at + n, '}') != NULL ||
+	    memchr(r->base_url, '{', (size_t)(at - r->base_url)) != NULL ||
+	    memchr(r->base_url, '}', (size_t)(at - r->base_url)) != NULL)
+		cfg_err_e(c, e, "%s must be one whole path segment, once (e.g. "
+		    "https://api.atlassian.com/ex/jira/%s)", CONFIG_SITE_PLACEHOLDER,
+		    CONFIG_SITE_PLACEHOLDER);
+}
+
 static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
 {
 	bool https;
@@ -1059,6 +1084,13 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 	}
 	preset_fill(c, r);
 	cfg_get_int(c, s, "refresh_margin", 60, 0, 3600, &r->refresh_margin);
+	/* Refresh ahead of expiry for offline consents (vault_refresh_ahead): only
+	 * where there is a provider to refresh at. */
+	e = cfg_find(s, "proactive_refresh");
+	cfg_get_bool(c, s, "proactive_refresh", false, &r->proactive_refresh);
+	if (e != NULL && r->proactive_refresh && !any)
+		cfg_err_e(c, e, "needs a provider in [%s] (a preset, or provider_issuer or its "
+		    "endpoints): there is nothing to refresh", s->name);
 	cfg_get_enum(c, s, "token_release", release_names, RELEASE_GATEWAY, &i);
 	r->token_release = (enum config_release)i;
 
@@ -1070,6 +1102,7 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 		size_t l = strlen(r->base_url);
 		if (r->base_url[l - 1] == '/')
 			r->base_url[l - 1] = '\0';    /* routes bring their own leading '/' */
+		base_url_site_check(c, e, r);
 	}
 	load_credential(c, r, s);
 	free(def_uri);

@@ -25,6 +25,11 @@ static const struct {
 	[HEALTH_EXPIRED] = { "expired",
 	    "The provider's access ended and it cannot be renewed without you.",
 	    "the provider's access token expired and there is no refresh token" },
+	[HEALTH_REVOKED] = { "revoked",
+	    "The provider no longer accepts this connection: the access was revoked at the "
+	    "provider.",
+	    "the access was revoked at the provider: it refused the unexpired token and the "
+	    "refresh token (invalid_grant)" },
 	[HEALTH_UNKNOWN] = { "unknown",
 	    "The provider no longer accepts this connection.",
 	    "the provider no longer accepts the connection" },

@@ -374,3 +374,40 @@ enum cs_err me_pages_allow(const struct http_request *req, struct http_reply *re
 	/* Lifted now, or already free to ask: either way /me shows it no longer blocked. */
 	return see_other(rep, "/me");
 }
+
+enum cs_err me_pages_reconnect(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct session *s = req->auth.session;     /* the router's session form gate */
+	struct store_conn *c = store_conn(app->store);
+	struct consent_reconnect r;
+	char to[128];
+	enum cs_err e;
+	if (c == NULL)
+		return CS_EDB;
+	if (!id_shaped(req->captures[0]))
+		return not_found(rep);
+	if ((e = consent_reconnect(c, app->cfg, req->captures[0], &(struct consent_actor){
+	    .user_id = s->user_id, .actor = req->auth.actor, .now = req->now }, &r)) != CS_OK)
+		return e;
+	switch (r.outcome) {
+	case CONSENT_RECONNECT_ASKED:
+	case CONSENT_RECONNECT_PENDING:
+		/* The consent page of the request: approving it goes on to the
+		 * provider, and back here the connection works again. */
+		if ((e = str_fmt(to, sizeof to, "/consent/%s", r.request_id)) != CS_OK)
+			return e;
+		return see_other(rep, to);
+	case CONSENT_RECONNECT_NOT_NEEDED:
+		return see_other(rep, "/me");    /* the panel says how it stands */
+	case CONSENT_RECONNECT_UNAVAILABLE:
+		return reply_html_error(rep, 409, "This connection cannot be made again",
+		    "None of the permissions this agent had may be asked for any more. Revoke the "
+		    "consent; the agent can ask for what it may have now.");
+	case CONSENT_RECONNECT_UNKNOWN:
+	case CONSENT_RECONNECT_NOT_YOURS:
+	case CONSENT_RECONNECT__MAX:
+		break;
+	}
+	return not_found(rep);   /* SECURITY: someone else's looks exactly like a missing one */
+}

@@ -492,11 +492,53 @@ static enum cs_err prepare_params(const struct proxy_call *call, const struct pr
 	return CS_OK;
 }
 
+/* The base URL of the call when the resource's holds {cloud_id} (preset
+ * atlassian): the first site the consent's connection reaches put there, in
+ * *base (malloc'd; NULL when base_url has no placeholder, or when the consent
+ * holds no connection -- the release then answers that it is gone, and
+ * nothing is sent).  A connection that names no site is refused (PROXY_NO_SITE,
+ * audited). */
+static enum cs_err prepare_base(struct store_conn *c, const struct proxy_call *call,
+    struct proxy_plan *out, char **base)
+{
+	const char *bu = out->res->base_url, *at = strstr(bu, CONFIG_SITE_PLACEHOLDER);
+	char *site = NULL;
+	char detail[600];
+	struct buf b;
+	enum cs_err e;
+	*base = NULL;
+	if (at == NULL)
+		return CS_OK;
+	e = vault_site(c, call->k->id, &site);
+	if (e == CS_ENOENT && !vault_has_record(c, call->k->id))
+		return CS_OK;
+	if (e == CS_ENOENT) {
+		if ((e = str_fmt(detail, sizeof detail, "action=%s; the connection names no site for "
+		    "%s", out->act->name, CONFIG_SITE_PLACEHOLDER)) != CS_OK)
+			return e;
+		return refuse(c, call, out, PROXY_NO_SITE, detail);
+	}
+	if (e != CS_OK)
+		return e;
+	/* SECURITY: a site is [A-Za-z0-9-] only (provider_sites_parse): one
+	 * path segment, nothing to encode. */
+	buf_init(&b, PROXY_MAX_URL);
+	if ((e = buf_append(&b, bu, (size_t)(at - bu))) == CS_OK &&
+	    (e = buf_puts(&b, site)) == CS_OK &&
+	    (e = buf_puts(&b, at + strlen(CONFIG_SITE_PLACEHOLDER))) == CS_OK &&
+	    (*base = buf_steal(&b)) == NULL)
+		e = CS_ENOMEM;
+	buf_clear(&b);
+	free(site);
+	return e;
+}
+
 enum cs_err proxy_prepare(struct store_conn *c, const struct config *cfg,
     const struct proxy_call *call, struct proxy_plan *out)
 {
 	struct proxy_match m = { .n = 0 };
 	json_t *params = NULL;
+	char *base = NULL;
 	enum cs_err e;
 	if (c == NULL || cfg == NULL || call == NULL || call->k == NULL || out == NULL)
 		return CS_EINVAL;
@@ -510,10 +552,12 @@ enum cs_err proxy_prepare(struct store_conn *c, const struct config *cfg,
 	}
 	if ((e = prepare_params(call, &m, &params, out)) != CS_OK || out->outcome != PROXY_READY)
 		goto out;
+	if ((e = prepare_base(c, call, out, &base)) != CS_OK || out->outcome != PROXY_READY)
+		goto out;
 	/* Built before the release: once the release has committed, nothing may
 	 * stop the call that its forward entry records. */
-	if ((e = proxy_url_build(out->res->base_url, out->act->route_path, &m, params,
-	    &out->url)) != CS_OK)
+	if ((e = proxy_url_build(base != NULL ? base : out->res->base_url, out->act->route_path, &m,
+	    params, &out->url)) != CS_OK)
 		goto out;
 	/* One transaction for the whole call: the approval used up (single use
 	 * even when the upstream call then fails), the release audited and the
@@ -528,6 +572,7 @@ enum cs_err proxy_prepare(struct store_conn *c, const struct config *cfg,
 	if (out->rel.outcome != EXCHANGE_RELEASED)
 		out->outcome = PROXY_NOT_RELEASED;
 out:
+	free(base);
 	json_decref(params);
 	proxy_match_clear(&m);
 	return e;

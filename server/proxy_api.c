@@ -17,6 +17,7 @@
 #include "consent.h"
 #include "grant.h"
 #include "grant_api.h"
+#include "health.h"
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -430,6 +431,15 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		return reply_oauth_error(rep, p->status, "invalid_request", p->why);
 	case PROXY_NOT_IJSON:
 		return reply_oauth_error(rep, 400, "invalid_request", "the body is not I-JSON");
+	case PROXY_NO_SITE: {
+		char why[512];
+		count_refused(p->res, p->act, "no_site", 403);
+		if (str_fmt(why, sizeof why, "the provider connection names no site to call (it was "
+		    "made before consentd kept its sites): the person reconnects at %s/me",
+		    cfg->public_url) != CS_OK)
+			return CS_ETOOBIG;
+		return reply_oauth_error(rep, 403, "access_denied", why);
+	}
 	default:
 		break;
 	}
@@ -513,6 +523,7 @@ enum cs_err proxy_api_handle(const struct http_request *req, struct http_reply *
 	struct proxy_plan p;
 	struct httpc_reply up;
 	struct httpc_stream *st = NULL;
+	char why[HEALTH_DESCRIPTION_MAX];
 	enum cs_err e;
 
 	memset(&p, 0, sizeof p);
@@ -541,6 +552,14 @@ enum cs_err proxy_api_handle(const struct http_request *req, struct http_reply *
 		st = NULL;
 		httpc_reply_clear(&up);
 		e = forward(req, &p, &up, &st);
+	} else if (e == CS_OK && up.status == 401 &&
+	    health_describe_consent(c, cfg->public_url, gc->k.id, why, sizeof why) == CS_OK) {
+		/* The refresh was refused as well: the connection now needs the
+		 * person (revoked at the provider), and the gateway hears why and
+		 * where they go, as on its next call. */
+		count(p.act, 401);
+		e = grant_api_invalid_token(rep, why, challenge_of(gc));
+		goto out;
 	}
 	/* The forward entries were committed with the releases: the upstream's
 	 * status goes to the counters and, as the reply's, to the access log. */

@@ -165,6 +165,11 @@ const struct route http_routes[] = {
 		/* The rule (visible ASCII) is vault_key_valid's; this bounds the bytes. */
 		[VAULT_PAGES_KEY_KEY] = { "key", VAULT_KEY_MAX, NULL, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
+	/* Reconnect: a consent request for what a consent whose provider
+	 * connection needs the person granted; 303 to its consent page. */
+	{ HTTP_POST, "/me/consents/{id}/reconnect", ROUTE_BROWSER, me_pages_reconnect, {
+		[ME_RECONNECT_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	{ HTTP_GET, "/me/consents/{id}/revoked", ROUTE_BROWSER, me_pages_revoked, {
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	/* "Allow it to ask again": lifts the deny_cooldown a decision holds. */

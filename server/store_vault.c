@@ -12,7 +12,7 @@
 #define RECORD_COLS \
 	"id, consent_id, user_id, subject, agent, resource, provider_scopes, token_type, " \
 	"access_sealed, refresh_sealed, access_expires_at, master_kid, created_at, updated_at, " \
-	"reserved_for FROM vault_records "
+	"reserved_for, sites FROM vault_records "
 #define OUTBOX_COLS_ONLY \
 	"id, record_id, consent_id, user_id, subject, resource, access_sealed, refresh_sealed, " \
 	"master_kid, access_expires_at, created_at, attempts, next_attempt_at, refresh_revoked, " \
@@ -20,12 +20,20 @@
 
 static const char SQL_RECORD_BY_CONSENT[] = "SELECT " RECORD_COLS "WHERE consent_id = ?1";
 static const char SQL_RECORD_GET[] = "SELECT " RECORD_COLS "WHERE id = ?1";
+/* vault_refresh_ahead: a resource's records due for a refresh (their access
+ * token ends by ?2) that can be refreshed (a refresh token, no move under
+ * way) and whose consent is offline, live at ?3 and not marked. */
+static const char SQL_RECORDS_DUE[] = "SELECT " RECORD_COLS
+    "WHERE resource = ?1 AND refresh_sealed IS NOT NULL AND reserved_for IS NULL "
+    "AND access_expires_at <= ?2 AND consent_id IN (SELECT id FROM consents WHERE offline = 1 "
+    "AND revoked_at = 0 AND expires_at > ?3 AND reconnect_required = 0) "
+    "ORDER BY access_expires_at, id LIMIT ?4";
 static const char SQL_RECORD_EXISTS[] = "SELECT 1 FROM vault_records WHERE consent_id = ?1";
 static const char SQL_RECORD_INSERT[] =
     "INSERT INTO vault_records (id, consent_id, user_id, subject, agent, resource, "
     "provider_scopes, token_type, access_sealed, refresh_sealed, access_expires_at, master_kid, "
-    "created_at, updated_at, reserved_for) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, NULL)";
+    "created_at, updated_at, reserved_for, sites) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, NULL, ?15)";
 static const char SQL_RECORD_RESERVE[] =
     "UPDATE vault_records SET reserved_for = ?2, updated_at = ?3 WHERE id = ?1";
 static const char SQL_RECORD_MOVE[] =
@@ -138,7 +146,8 @@ static enum cs_err read_record(struct store_stmt *st, struct store_vault_record 
 	    { 6, &r->provider_scopes, true },
 	    { 7, &r->token_type, true },
 	    { 11, &r->master_kid, true },
-	    { 14, &r->reserved_for, false }))) != CS_OK)
+	    { 14, &r->reserved_for, false },
+	    { 15, &r->sites, false }))) != CS_OK)
 		goto fail;
 	/* Defensive: a NOT NULL column that comes back NULL means a damaged database. */
 	if (r->access_sealed == NULL) {
@@ -168,6 +177,43 @@ static enum cs_err record_by(struct store_conn *c, const char *sql, const char *
 	    (e = read_record(st, &r)) == CS_OK)
 		*out = r;
 	store_stmt_done(st);
+	return e;
+}
+
+static enum cs_err read_record_row(struct store_stmt *st, void *row)
+{
+	return read_record(st, row);
+}
+
+static void clear_record_row(void *row)
+{
+	store_vault_record_clear(row);
+}
+
+static const struct store_row_type record_rows = {
+	.size = sizeof(struct store_vault_record), .read = read_record_row, .clear = clear_record_row
+};
+
+void store_vault_records_free(struct store_vault_record *v, size_t n)
+{
+	store_rows_free(&record_rows, v, n);
+}
+
+enum cs_err store_vault_records_due(struct store_conn *c, const char *resource, int64_t before,
+    int64_t now, size_t max, struct store_vault_record **out, size_t *n)
+{
+	enum cs_err e;
+	void *rows = NULL;
+	struct store_stmt *st;
+	if (resource == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	if (max > OUTBOX_MAX)
+		max = OUTBOX_MAX;
+	if ((st = store_query(c, SQL_RECORDS_DUE, STORE_VALS(SV_TEXT(resource), SV_INT(before),
+	    SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
+		return e;
+	if ((e = store_rows(c, st, max, &record_rows, &rows, n)) == CS_OK)
+		*out = rows;
 	return e;
 }
 
@@ -204,7 +250,7 @@ enum cs_err store_vault_record_insert(struct store_conn *c, const struct store_v
 	    SV_BLOB(r->access_sealed, r->access_sealed_len),
 	    SV_BLOB_OR_NULL(r->refresh_sealed, r->refresh_sealed_len),
 	    SV_INT(r->access_expires_at), SV_TEXT(r->master_kid), SV_INT(r->created_at),
-	    SV_INT(r->updated_at)));
+	    SV_INT(r->updated_at), SV_TEXT(r->sites)));
 }
 
 enum cs_err store_vault_record_reserve(struct store_conn *c, const char *id,

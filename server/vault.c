@@ -338,6 +338,7 @@ struct rel {
 	const struct config *cfg;
 	const struct vault_release_req *rq;
 	struct provider   *p;
+	bool               forced;        /* vault_release_refreshed: the upstream refused the token */
 };
 
 /* One audit entry of the release path about rq's consent. */
@@ -460,8 +461,13 @@ static enum cs_err do_refresh(const struct rel *x, struct store_vault_record *re
 	e = provider_refresh(x->p, rt, &t);
 	if (e == CS_EPERM) {
 		/* invalid_grant: the provider ended this authorization (perhaps by
-		 * revoking another consent's tokens for the same user and client). */
-		if ((e = mark_reconnect(x, HEALTH_REFRESH_REFUSED, "refresh refused (invalid_grant)")) == CS_OK)
+		 * revoking another consent's tokens for the same user and client).
+		 * After the upstream refused an access token that had not expired
+		 * (a forced refresh), it was revoked at the provider: said so. */
+		bool revoked = x->forced && rec->access_expires_at > x->rq->now;
+		if ((e = mark_reconnect(x, revoked ? HEALTH_REVOKED : HEALTH_REFRESH_REFUSED,
+		    revoked ? "refresh refused (invalid_grant) after the upstream refused the unexpired "
+		    "access token: revoked at the provider" : "refresh refused (invalid_grant)")) == CS_OK)
 			e = CS_EPERM;
 		goto out;
 	} else if (e != CS_OK) {
@@ -746,7 +752,7 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 	const struct config_resource *res;
 	const char *outcome = "ok";
 	const struct consent *k = rq != NULL ? rq->k : NULL;
-	struct rel x = { v, c, cfg, rq, NULL };
+	struct rel x = { v, c, cfg, rq, NULL, force };
 	bool key = false;
 
 	memset(&rec, 0, sizeof rec);
@@ -843,6 +849,93 @@ enum cs_err vault_release_refreshed(struct vault *v, struct store_conn *c,
 	if (rq == NULL || rq->approval_id != NULL)
 		return CS_EINVAL;
 	return release(v, c, cfg, rq, true, out);
+}
+
+/* --- refresh ahead of expiry ([resource.NAME] proactive_refresh) -------- */
+
+#define AHEAD_SCAN 100                  /* records read per resource and pass */
+#define AHEAD_MAX  20                   /* refreshes tried per resource and pass */
+
+/* One due record of resource r (whose provider is p): refreshed as a release
+ * would, single-flight across threads and nodes, audited by "system". */
+static enum cs_err ahead_one(struct vault *v, struct store_conn *c,
+    const struct config_resource *r, struct provider *p, struct store_vault_record *rec,
+    int64_t now, bool *tried)
+{
+	enum cs_err e;
+	struct consent k;
+	*tried = false;
+	memset(&k, 0, sizeof k);
+	if ((e = consent_get(c, rec->consent_id, now, &k)) != CS_OK)
+		return e == CS_ENOENT ? CS_OK : e;
+	/* Read again: revoked, marked or made online since the list was read. */
+	if (consent_is_live(&k, now) && k.offline && !k.reconnect_required) {
+		const struct vault_release_req rq = { .k = &k, .action = "refresh_ahead",
+			.actor = "system", .now = now };
+		const struct rel x = { v, c, v->cfg, &rq, p, false };
+		*tried = true;
+		e = refresh_single(&x, r->refresh_margin, rec);
+		/* Transient (backoff), refused (marked, with its event) or moved:
+		 * each is recorded where it happened; the pass goes on. */
+		if (e == CS_EIO || e == CS_EPERM || e == CS_ENOENT)
+			e = CS_OK;
+	}
+	consent_clear(&k);
+	return e;
+}
+
+enum cs_err vault_refresh_ahead(struct vault *v, struct store_conn *c, int64_t now,
+    int *tried)
+{
+	enum cs_err e, first = CS_OK;
+	if (v == NULL || c == NULL || tried == NULL)
+		return CS_EINVAL;
+	*tried = 0;
+	for (size_t i = 0; i < v->cfg->nresources; i++) {
+		const struct config_resource *r = &v->cfg->resources[i];
+		struct provider *p = vault_provider(v, r->id);
+		struct store_vault_record *recs = NULL;
+		size_t n = 0;
+		int count = 0;
+		if (!r->proactive_refresh || p == NULL)
+			continue;
+		if ((e = store_vault_records_due(c, r->id, now + r->refresh_margin, now, AHEAD_SCAN,
+		    &recs, &n)) != CS_OK) {
+			if (first == CS_OK)
+				first = e;
+			continue;
+		}
+		for (size_t j = 0; j < n && count < AHEAD_MAX; j++) {
+			bool one = false;
+			/* Waiting out a transient failure: not asked again before its time. */
+			if (refresh_deferred(v, recs[j].id, now))
+				continue;
+			if ((e = ahead_one(v, c, r, p, &recs[j], now, &one)) != CS_OK && first == CS_OK)
+				first = e;
+			count += one ? 1 : 0;
+		}
+		*tried += count;
+		store_vault_records_free(recs, n);
+	}
+	return first;
+}
+
+enum cs_err vault_site(struct store_conn *c, const char *consent_id, char **out)
+{
+	enum cs_err e;
+	struct store_vault_record rec;
+	size_t n;
+	if (c == NULL || consent_id == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_vault_record_by_consent(c, consent_id, &rec)) != CS_OK)
+		return e;
+	n = rec.sites != NULL ? strcspn(rec.sites, ",") : 0;
+	if (n == 0)
+		e = CS_ENOENT;
+	else if ((*out = strndup(rec.sites, n)) == NULL)
+		e = CS_ENOMEM;
+	store_vault_record_clear(&rec);
+	return e;
 }
 
 bool vault_has_record(struct store_conn *c, const char *consent_id)

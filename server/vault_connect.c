@@ -812,6 +812,7 @@ static enum cs_err connect_commit(const struct cx *x, const struct finish_work *
 	rec.master_kid = (char *)x->v->mk->kid;
 	rec.created_at = now;
 	rec.updated_at = now;
+	rec.sites = w->sites;             /* Atlassian: the proxy's {cloud_id} (vault_site) */
 	if ((e = store_vault_record_insert(x->c, &rec)) != CS_OK ||
 	    (was_broken && (e = health_recovered(x->c, nid, why, now)) != CS_OK))
 		goto out;

@@ -11,13 +11,18 @@
 // confirmation of one revocation (and its refusal of a blank reason), the chain's check, the
 // bulk confirmation and its result, the audit log, the admin pages' refusal of a person, the
 // page after signing out, the 404 and 400 error pages, and an MCP client's consent page
-// (reached through /authorize) with the refusal page of /authorize.
+// (reached through /authorize) with the refusal page of /authorize; /me with a provider
+// connection that needs the person (its Reconnect button) and the consent page that button
+// opens, and the API key page before and after a key is stored (issue #33).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import AxeBuilder from '@axe-core/playwright';
 import { startVaultStack } from '../lib/vaultstack.js';
 import { launchBrowser, idpSignIn } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
+import { startDownstreamIdp } from '../lib/vaultstack.js';
+import { DEFAULT_USERS } from '../lib/idp.js';
+import { MODES } from '../idp/presets.js';
 
 const FAILING = new Set(['serious', 'critical']);
 const CONFIG = {
@@ -30,15 +35,40 @@ const CONFIG = {
 const details = (params) => JSON.stringify([{ type: 'agent_action', action: 'create_issue', parameters: params }]);
 
 let v; let b; let page;
+let p;                          // the development provider playing Google (tests/idp/presets.js)
 const checked = [];
+const PRESET_SECRET = 'google-client-secret-for-tests';
 
 before(async () => {
-  v = await startVaultStack({ accessTokenTTL: 60, config: CONFIG });
+  p = await startDownstreamIdp({
+    clients: [{ client_id: 'consentd-google', client_secret: PRESET_SECRET }],
+    users: DEFAULT_USERS, more: { presets: MODES, accessTokenTTL: 4 },
+  });
+  v = await startVaultStack({
+    accessTokenTTL: 60,
+    config: {
+      ...CONFIG,
+      // A provider connection that can end at the provider, and an API key resource (issue #33).
+      'resource.drive': {
+        name: 'Drive', preset: 'google', provider_base_url: `${p.issuer}/google`,
+        provider_client_id: 'consentd-google', provider_client_secret: PRESET_SECRET, refresh_margin: 2,
+      },
+      'scope.drive.read': { description: 'Read your files', provider: 'openid.test/drive.readonly' },
+      'action.drive.list': { description: 'List files', scope: 'read', approval: 'none' },
+      'resource.vendor': { name: 'Vendor API', credential: 'api_key', api_key_header: 'X-Api-Key', base_url: 'http://127.0.0.1:9/api' },
+      'scope.vendor.items:read': { description: 'Read your items' },
+      'agent.porter': { name: 'Porter', description: 'Reads files', allow: 'drive:read vendor:items:read' },
+    },
+  });
+  const reg = await fetch(`${p.issuer}/_devidp/register`, {
+    method: 'POST', body: JSON.stringify({ client_id: 'consentd-google', redirect_uri: `${v.url}/oauth/callback/drive` }),
+  });
+  assert.equal(reg.status, 200);
   b = await launchBrowser({ viewport: { width: 1280, height: 900 } });
   page = await b.newPage();
   watchStatus(page);
 });
-after(async () => { await b?.close(); await v?.stop(); });
+after(async () => { await b?.close(); await v?.stop(); await p?.stop(); });
 
 // Runs axe on what the page shows now: the serious and critical violations as text lines
 // (rule id, impact, help, the element's CSS target), none when the page is clean.
@@ -155,6 +185,41 @@ test('connecting a provider, the approval page and its done page', () => pages(a
   await check('approval page', { status: 200 });
   await Promise.all([page.waitForLoadState('load'), page.click('button[value=approve]')]);
   await check('approval done', { status: 200 });
+}));
+
+test('/me with a connection to reconnect, the consent page its Reconnect opens, and the API key page', () => pages(async (check) => {
+  const ask = { subjectToken: await v.idToken('alice'), audience: 'drive', scope: 'read', agentId: 'porter' };
+  const first = await v.gw.exchange(ask);
+  assert.equal(first.body?.error, 'consent_required', first.text);
+  await page.goto(first.body.consent_uri);
+  await signIn('alice');
+  await page.waitForSelector('button[value=approve]');
+  await Promise.all([page.waitForURL((u) => u.href.startsWith(`${p.issuer}/google/`)), page.click('button[value=approve]')]);
+  await idpSignIn(page, { user: 'alice', backTo: v.url });
+  const g = await pollExchange(v.gw, ask);
+  assert.equal(g.status, 200, g.text);
+  // The person removes the app at the provider; the next release finds out.
+  await fetch(`${p.issuer}/_devidp/revoke-user`, { method: 'POST', body: JSON.stringify({ mode: 'google', user: 'alice' }) });
+  await new Promise((r) => { setTimeout(r, 2500); });
+  assert.equal((await v.release(g.body.access_token, 'list')).body?.error, 'invalid_grant');
+  await page.goto(`${v.url}/me`);
+  await page.waitForSelector('form[action$="/reconnect"]');
+  await check('/me with a connection to reconnect', { status: 200 });
+  await Promise.all([page.waitForURL((u) => u.pathname.startsWith('/consent/')),
+    page.click('form[action$="/reconnect"] button[type=submit]')]);
+  await page.waitForSelector('button[value=approve]');
+  await check('consent page of a reconnection', { status: 200 });
+
+  const keyAsk = await v.gw.exchange({ subjectToken: await v.idToken('alice'), audience: 'vendor', scope: 'items:read', agentId: 'porter' });
+  assert.equal(keyAsk.body?.error, 'consent_required', keyAsk.text);
+  await page.goto(keyAsk.body.consent_uri);
+  await page.waitForSelector('button[value=approve]');
+  await Promise.all([page.waitForURL((u) => /\/key$/.test(u.pathname)), page.click('button[value=approve]')]);
+  await check('API key page', { status: 200 });
+  await page.fill('#key', 'vk-a11y-0123456789');
+  await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]:has-text("Store the key")')]);
+  await page.waitForSelector('p.ok');
+  await check('API key page, key stored', { status: 200 });
 }));
 
 test('/me with consents, the admin pages refused to a person, and signing out', () => pages(async (check) => {

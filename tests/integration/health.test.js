@@ -16,6 +16,10 @@
 //   count it ok.
 // And through consentd's proxy (token_release = never): the call that finds the connection
 // ended, and the next one, answer 401 naming the reason and <public_url>/me.
+// Revoked at the provider: an upstream 401 to a token consentd holds as unexpired, then a
+// refused forced refresh, marks the connection with reason "revoked" and that very call says so.
+// proactive_refresh: an offline consent's token is refreshed by the background pass with no
+// agent call, and a refusal there marks the connection before any agent call.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -34,10 +38,12 @@ const MARGIN = 2;               // refresh_margin
 const MODE = 'google';
 const RES = 'xgoogle';
 const PROXY_RES = 'xgoogleproxy';   // the same provider behind consentd's proxy (token_release = never)
+const AHEAD_RES = 'xgoogleahead';   // the same provider with proactive_refresh = true
+const ROT_RES = 'xghappahead';      // a GitHub app (single-use refresh tokens) with proactive_refresh
 const GW_AUTH = `Basic ${Buffer.from('agent-gateway:gateway-dev-secret').toString('base64')}`;
 const METRICS_TOKEN = 'health-metrics-token-5c1d2e';
 const users = { ...DEFAULT_USERS };
-for (const n of ['heidi', 'ivan']) users[n] = { password: `${n}-password`, name: n, email: `${n}@example.test`, groups: [] };
+for (const n of ['heidi', 'ivan', 'judy', 'ken', 'lia']) users[n] = { password: `${n}-password`, name: n, email: `${n}@example.test`, groups: [] };
 
 let v;
 let p;
@@ -76,7 +82,7 @@ async function startReceiver({ port, consentdUrl }) {
 before(async () => {
   rport = await getFreePort();
   p = await startDownstreamIdp({
-    clients: [{ client_id: `consentd-${MODE}`, client_secret: secret }],
+    clients: [{ client_id: `consentd-${MODE}`, client_secret: secret }, { client_id: 'consentd-github-app', client_secret: 'github-app-secret' }],
     users, more: { presets: MODES, accessTokenTTL: TTL },
   });
   v = await startVaultStack({
@@ -97,15 +103,31 @@ before(async () => {
       },
       [`scope.${PROXY_RES}.read`]: { description: 'Read your files', provider: 'openid.test/drive.readonly' },
       [`action.${PROXY_RES}.whoami`]: { description: 'Who am I', scope: 'read', approval: 'none', route: 'GET /whoami' },
+      [`resource.${AHEAD_RES}`]: {
+        name: 'Google, refreshed ahead', preset: MODE, provider_base_url: `${p.issuer}/${MODE}`,
+        provider_client_id: `consentd-${MODE}`, provider_client_secret: secret,
+        refresh_margin: MARGIN, token_release: 'gateway', max_consent: 2592000, proactive_refresh: 'true',
+      },
+      [`scope.${AHEAD_RES}.read`]: { description: 'Read your files', provider: 'openid.test/drive.readonly' },
+      [`action.${AHEAD_RES}.list`]: { description: 'List files', scope: 'read', approval: 'none' },
       'agent.porter': { name: 'Porter', description: 'Reads files', allow: `${RES}:read ${PROXY_RES}:read`, offline: 'false' },
+      // Single-use refresh tokens whose reuse ends the grant (GitHub app), refreshed ahead.
+      [`resource.${ROT_RES}`]: {
+        name: 'GitHub app, refreshed ahead', preset: 'github-app', provider_base_url: `${p.issuer}/github-app`,
+        provider_client_id: 'consentd-github-app', provider_client_secret: 'github-app-secret',
+        refresh_margin: MARGIN, token_release: 'gateway', max_consent: 2592000, proactive_refresh: 'true',
+      },
+      [`scope.${ROT_RES}.read`]: { description: 'Read your repositories', provider: 'repo' },
+      [`action.${ROT_RES}.list`]: { description: 'List repositories', scope: 'read', approval: 'none' },
+      'agent.nightly': { name: 'Nightly', description: 'Reads files at night', allow: `${AHEAD_RES}:read ${ROT_RES}:read`, offline: 'true' },
       gateway: { events_uri: `http://127.0.0.1:${rport}/events` },
       metrics: { token: METRICS_TOKEN },
       oidc: { scopes: 'openid profile email groups' },
     },
   });
-  for (const res of [RES, PROXY_RES]) {
+  for (const [res, client] of [[RES, `consentd-${MODE}`], [PROXY_RES, `consentd-${MODE}`], [AHEAD_RES, `consentd-${MODE}`], [ROT_RES, 'consentd-github-app']]) {
     const r = await fetch(`${p.issuer}/_devidp/register`, {
-      method: 'POST', body: JSON.stringify({ client_id: `consentd-${MODE}`, redirect_uri: `${v.url}/oauth/callback/${res}` }),
+      method: 'POST', body: JSON.stringify({ client_id: client, redirect_uri: `${v.url}/oauth/callback/${res}` }),
     });
     assert.equal(r.status, 200);
   }
@@ -118,13 +140,13 @@ after(async () => {
 const control = (path, body) => fetch(`${p.issuer}/_devidp/${path}`, { method: 'POST', body: JSON.stringify(body) });
 
 // Ask, approve at consentd, sign in at the provider, deliver the callback, poll the grant.
-async function connect(user, audience = RES) {
+async function connect(user, audience = RES, { agentId = 'porter', offline = false } = {}) {
   const jar = new OriginJar();
-  const ask = { subjectToken: await v.idToken(user), audience, scope: 'read', agentId: 'porter' };
+  const ask = { subjectToken: await v.idToken(user), audience, scope: 'read', agentId };
   const first = await v.gw.exchange(ask);
   // Pending already when the gateway asked since the connection broke.
   assert.ok(['consent_required', 'authorization_pending'].includes(first.body?.error), JSON.stringify(first.body));
-  const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user });
+  const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user, offline });
   assert.equal(a.status, 303, `approve: ${a.text.slice(0, 300)}`);
   const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
   const d = await v.deliverCallback({ jar, callbackUrl });
@@ -246,4 +268,62 @@ test('the proxy: the next call on a connection the provider ended answers 401 na
     assert.ok(body.error_description.includes(`${v.url}/me`), body.error_description);
   }
   assert.equal(v.sql(`SELECT reconnect_reason FROM consents WHERE id = '${k.cid}'`), 'refresh_refused');
+});
+
+test('revoked at the provider: an upstream 401 to an unexpired token, then a refused refresh, marks the connection "revoked" and that call says so', { timeout: 60000 }, async () => {
+  const k = await connect('judy', PROXY_RES);
+  const call = () => fetch(`${v.url}/proxy/${PROXY_RES}/whoami`, { headers: { authorization: GW_AUTH, 'consentd-grant': k.grant } });
+  const ok = await call();
+  assert.equal(ok.status, 200, await ok.text());
+  // As with a provider's hour-long tokens: consentd's copy is far from expiry, and older than the
+  // minute between forced refreshes (VAULT_FORCED_REFRESH_MIN).
+  v.sql(`UPDATE vault_records SET updated_at = updated_at - 120, access_expires_at = access_expires_at + 600 WHERE consent_id = '${k.cid}'`);
+  await control('revoke-user', { mode: MODE, user: 'judy' });
+  const r = await call();
+  const body = await r.json();
+  assert.equal(r.status, 401, JSON.stringify(body));
+  assert.equal(body.error, 'invalid_token');
+  assert.equal(body.error_description, `the provider connection needs the person again: the access was revoked at the provider: it refused the unexpired token and the refresh token (invalid_grant); ask for consent again and the person reconnects (they see why at ${v.url}/me)`);
+  assert.equal(v.sql(`SELECT reconnect_required || '|' || reconnect_reason FROM consents WHERE id = '${k.cid}'`), '1|revoked');
+  assert.equal(v.sql(`SELECT count(*) FROM events_outbox WHERE consent_id = '${k.cid}' AND kind = 'reconnect_required' AND reason = 'revoked'`), '1', 'its event is in the outbox');
+  assert.match(v.sql(`SELECT detail FROM audit WHERE action = 'vault.reconnect_required' AND consent_id = '${k.cid}'`), /revoked at the provider/);
+  // /me says it in the person's words.
+  const me = await req(k.jar, `${v.url}/me`);
+  assert.match(await me.text(), /Reconnect needed\.<\/strong> The provider no longer accepts this connection: the access was revoked at the provider\./);
+});
+
+test('proactive_refresh: an offline consent\'s token is refreshed ahead of expiry with no agent call; a refusal marks it before any call', { timeout: 60000 }, async () => {
+  const k = await connect('ken', AHEAD_RES, { agentId: 'nightly', offline: true });
+  assert.equal(v.sql(`SELECT offline FROM consents WHERE id = '${k.cid}'`), '1');
+  const byPass = () => Number(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND actor = 'system' AND consent_id = '${k.cid}'`));
+  assert.ok(await v.waitFor(() => byPass() >= 1, 15000), 'refreshed by the background pass');
+  assert.equal(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.released' AND consent_id = '${k.cid}'`), '0', 'no agent asked');
+  assert.equal(v.sql(`SELECT reconnect_required FROM consents WHERE id = '${k.cid}'`), '0');
+  // The person removes the app at the provider: the next pass finds out, no agent call needed.
+  await control('revoke-user', { mode: MODE, user: 'ken' });
+  assert.ok(await v.waitFor(() => v.sql(`SELECT reconnect_required FROM consents WHERE id = '${k.cid}'`) === '1', 15000), 'marked by the pass');
+  assert.equal(v.sql(`SELECT reconnect_reason FROM consents WHERE id = '${k.cid}'`), 'refresh_refused');
+  assert.equal(v.sql(`SELECT count(*) FROM events_outbox WHERE consent_id = '${k.cid}' AND kind = 'reconnect_required'`), '1');
+  assert.equal(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.released' AND consent_id = '${k.cid}'`), '0');
+  // The agent's next call hears why.
+  const r = await v.release(k.grant, 'list');
+  assert.equal(r.body.error, 'invalid_grant');
+  assert.match(r.body.error_description, /the provider refused the refresh token \(invalid_grant\)/);
+});
+
+test('proactive_refresh with single-use refresh tokens: every rotated token is stored and used once (two nodes under TEST_NODES=2)', { timeout: 60000 }, async () => {
+  const k = await connect('lia', ROT_RES, { agentId: 'nightly', offline: true });
+  const byPass = () => Number(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND actor = 'system' AND consent_id = '${k.cid}'`));
+  // Tokens of 4 s refreshed 2 s before expiry: several rounds, each node's pass every 2 s.
+  assert.ok(await v.waitFor(() => byPass() >= 4, 30000), `refreshed ahead again and again (${byPass()})`);
+  await sleep(400);
+  // The provider's log: every refresh of this client answered 200 (a refresh token used twice
+  // answers bad_refresh_token and ends the grant), one per stored refresh.
+  const lines = p.proc.stderr.split('\n').filter((l) => /^\[devidp\] TOKEN mode=github-app grant_type=refresh_token /.test(l));
+  assert.ok(lines.length >= 4, lines.join('\n'));
+  assert.deepEqual(lines.filter((l) => !/ status=200 /.test(l)), [], 'no refresh refused');
+  const stored = Number(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND consent_id = '${k.cid}'`));
+  assert.ok(Math.abs(lines.length - stored) <= 1, `one provider refresh per stored one (${lines.length} vs ${stored}; one may be under way)`);
+  assert.equal(v.sql(`SELECT reconnect_required FROM consents WHERE id = '${k.cid}'`), '0');
+  assert.equal((await v.release(k.grant, 'list')).status, 200);
 });

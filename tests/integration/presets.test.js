@@ -32,6 +32,8 @@ const settle = () => sleep(400);
 const TTL = 4;                  // the providers' access tokens, seconds
 const MARGIN = 2;               // refresh_margin
 const res = (mode) => `x${mode.replace('-', '')}`;   // the resource of a preset
+const ATL_PROXY = 'xatlassianproxy';                 // Atlassian through consentd's proxy
+const GW_AUTH = `Basic ${Buffer.from('agent-gateway:gateway-dev-secret').toString('base64')}`;
 // Each preset's provider scopes for the one consent scope "read" (Slack's go out comma-joined).
 const PSCOPES = {
   github: 'repo read:org', 'github-app': 'repo', google: 'openid.test/drive.readonly',
@@ -66,11 +68,22 @@ before(async () => {
     extra[`action.${r}.list`] = { description: 'List things', scope: 'read', approval: 'none' };
     allow += ` ${r}:read`;
   }
+  // Atlassian behind consentd's proxy: base_url holds {cloud_id}, which the proxy fills with the
+  // site the person's connection reaches (docs/providers.md).
+  extra[`resource.${ATL_PROXY}`] = {
+    name: 'Jira via proxy', preset: 'atlassian', provider_base_url: base('atlassian'),
+    provider_client_id: 'consentd-atlassian', provider_client_secret: secret('atlassian'),
+    refresh_margin: MARGIN, token_release: 'never', max_consent: 2592000,
+    base_url: `${base('atlassian')}/ex/jira/{cloud_id}`,
+  };
+  extra[`scope.${ATL_PROXY}.read`] = { description: 'Read Jira', provider: PSCOPES.atlassian };
+  extra[`action.${ATL_PROXY}.myself`] = { description: 'Who am I', scope: 'read', approval: 'none', route: 'GET /rest/api/3/myself' };
+  allow += ` ${ATL_PROXY}:read`;
   extra['agent.porter'] = { name: 'Porter', description: 'Works at every preset', allow: allow.trim(), offline: 'false' };
   v = await startVaultStack({ accessTokenTTL: 60, refreshMargin: MARGIN, users, config: extra });
-  for (const m of MODES) {
+  for (const [m, r0] of [...MODES.map((m) => [m, res(m)]), ['atlassian', ATL_PROXY]]) {
     const r = await fetch(`${p.issuer}/_devidp/register`, {
-      method: 'POST', body: JSON.stringify({ client_id: `consentd-${m}`, redirect_uri: `${v.url}/oauth/callback/${res(m)}` }),
+      method: 'POST', body: JSON.stringify({ client_id: `consentd-${m}`, redirect_uri: `${v.url}/oauth/callback/${r0}` }),
     });
     assert.equal(r.status, 200);
   }
@@ -103,8 +116,8 @@ async function whoami(mode, token) {
 }
 
 // Ask, approve at consentd, sign in at the provider, deliver the callback, poll the grant.
-async function connect(mode, user, jar = new OriginJar()) {
-  const ask = { subjectToken: await v.idToken(user), audience: res(mode), scope: 'read', agentId: 'porter' };
+async function connect(mode, user, jar = new OriginJar(), audience = res(mode)) {
+  const ask = { subjectToken: await v.idToken(user), audience, scope: 'read', agentId: 'porter' };
   const first = await v.gw.exchange(ask);
   assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
   const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user });
@@ -112,7 +125,7 @@ async function connect(mode, user, jar = new OriginJar()) {
   assert.ok(a.location.startsWith(`${base(mode)}/`), `to the ${mode} provider: ${a.location}`);
   const authorize = new URL(a.location);
   const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
-  assert.ok(callbackUrl.startsWith(`${v.url}/oauth/callback/${res(mode)}?`), callbackUrl);
+  assert.ok(callbackUrl.startsWith(`${v.url}/oauth/callback/${audience}?`), callbackUrl);
   assert.equal(new URL(callbackUrl).searchParams.get('error'), null, `the provider accepted the request: ${callbackUrl}`);
   const d = await v.deliverCallback({ jar, callbackUrl });
   assert.ok(d.first.status < 400, `callback: ${d.first.status} ${d.text?.slice(0, 300)}`);
@@ -319,4 +332,25 @@ test('a 503 then success keeps the connection; invalid_grant marks it reconnect_
   assert.equal(v.sql(`SELECT reconnect_required FROM consents WHERE id = '${k.cid}'`), '1', 'the connection needs the person');
   assert.match(audit('vault.reconnect_required', k.cid), /invalid_grant/);
   await reconnect(mode, 'heidi');
+});
+
+test('atlassian through the proxy: base_url\'s {cloud_id} is the site the connection reaches, read at connect', async () => {
+  const k = await connect('atlassian', 'ivan', new OriginJar(), ATL_PROXY);
+  const m = /sites=([A-Za-z0-9-]+)/.exec(audit('vault.connected', k.cid));
+  assert.ok(m, 'the cloud id is audited with the connection');
+  assert.equal(v.sql(`SELECT sites FROM vault_records WHERE consent_id = '${k.cid}'`), m[1], 'and kept with the record');
+  const call = () => fetch(`${v.url}/proxy/${ATL_PROXY}/rest/api/3/myself`, { headers: { authorization: GW_AUTH, 'consentd-grant': k.grant } });
+  const r = await call();
+  const body = await r.json();
+  assert.equal(r.status, 200, JSON.stringify(body));
+  assert.deepEqual(body, { accountId: 'ivan', cloudId: m[1] }, 'the provider answered at /ex/jira/{the cloud id}');
+  // A connection that names no site (made before consentd kept them) is refused before the
+  // upstream, saying where the person reconnects.
+  v.sql(`UPDATE vault_records SET sites = NULL WHERE consent_id = '${k.cid}'`);
+  const no = await call();
+  const nb = await no.json();
+  assert.equal(no.status, 403, JSON.stringify(nb));
+  assert.equal(nb.error, 'access_denied');
+  assert.equal(nb.error_description, `the provider connection names no site to call (it was made before consentd kept its sites): the person reconnects at ${v.url}/me`);
+  assert.match(v.sql(`SELECT detail FROM audit WHERE action = 'proxy.refused' AND consent_id = '${k.cid}' ORDER BY seq DESC LIMIT 1`), /names no site for \{cloud_id\}/);
 });

@@ -260,7 +260,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 130);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 18) */
+	ck_assert_uint_eq(lines, 131);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19) */
 	free(out);
 }
 END_TEST
@@ -1321,6 +1321,36 @@ START_TEST(test_config_resource_preset_endpoints)
 }
 END_TEST
 
+#define ATL "[resource.jira]\npreset = atlassian\nprovider_client_id = cid\ntoken_release = never\n"
+START_TEST(test_config_resource_cloud_id_and_proactive_refresh)
+{
+	/* base_url's {cloud_id}: preset atlassian only, one whole segment, once. */
+	struct config *c = expect_ok(MINIMAL ATL
+	    "base_url = https://api.atlassian.com/ex/jira/{cloud_id}/\nproactive_refresh = yes\n", NULL);
+	const struct config_resource *r = config_resource(c, "jira");
+	ck_assert_str_eq(r->base_url, "https://api.atlassian.com/ex/jira/{cloud_id}");
+	ck_assert(r->proactive_refresh);
+	config_free(c);
+	c = expect_ok(MINIMAL ATL "base_url = https://api.atlassian.com/ex/confluence/{cloud_id}/wiki\n",
+	    NULL);
+	ck_assert(!config_resource(c, "jira")->proactive_refresh);     /* off by default */
+	config_free(c);
+	expect_error(MINIMAL "[resource.gl]\npreset = gitlab\nprovider_client_id = cid\n"
+	    "base_url = https://gitlab.com/{cloud_id}\n", NULL, "{cloud_id} needs preset = atlassian");
+	expect_error(MINIMAL ATL "base_url = https://api.atlassian.com/ex/jira/x{cloud_id}\n", NULL,
+	    "{cloud_id} must be one whole path segment, once");
+	expect_error(MINIMAL ATL "base_url = https://api.atlassian.com/{cloud_id}/{cloud_id}\n", NULL,
+	    "{cloud_id} must be one whole path segment, once");
+	expect_error(MINIMAL ATL "base_url = https://api.atlassian.com/ex/jira/{site}\n", NULL,
+	    "the only placeholder base_url may hold is {cloud_id}");
+	/* proactive_refresh: a boolean, and only where there is a provider. */
+	expect_error(MINIMAL ATL "base_url = https://api.atlassian.com/x\nproactive_refresh = soon\n",
+	    NULL, "proactive_refresh: not a boolean");
+	expect_error(MINIMAL "[resource.n]\nproactive_refresh = true\n", NULL,
+	    "proactive_refresh: needs a provider in [resource.n]");
+}
+END_TEST
+
 START_TEST(test_config_resource_preset)
 {
 	/* A preset is a provider: no issuer or endpoints needed, the client id is. */
@@ -2036,6 +2066,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_file_line_numbers);
 	tcase_add_test(t, test_config_default_duration);
 	tcase_add_test(t, test_config_resource_preset);
+	tcase_add_test(t, test_config_resource_cloud_id_and_proactive_refresh);
 	tcase_add_test(t, test_config_resource_preset_endpoints);
 	tcase_add_test(t, test_config_resource_api_key);
 	tcase_add_test(t, test_config_resource_api_key_refused);

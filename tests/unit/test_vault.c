@@ -563,6 +563,193 @@ START_TEST(test_vault_release_refresh_backoff)
 }
 END_TEST
 
+/* A whole connection of (sub, coder, resource) for scopes_s that may act
+ * while the person is away (offline); the consent id. */
+static char *connect_offline(const char *sub, const char *resource, const char *scopes_s,
+    int64_t now)
+{
+	char *rid = request(sub, "coder", resource, scopes_s, now);
+	struct consent_decision d = decision(scopes_s);
+	struct vault_begin b = { NULL, NULL, CONSENT_DECIDED };
+	struct vault_finish f;
+	d.offline = true;
+	tu_decision_version(sc, rid, &d);
+	ck_assert_int_eq(begin_as(rid, uid(sub), &d, now, &b), CS_OK);
+	char *state = url_param(b.authorize_url, "state");
+	ck_assert_int_eq(finish_full(resource, state, sv.base, NULL, SH, sub, now, &f), VAULT_CONNECTED);
+	char *kid = strdup(f.consent_id);
+	vault_finish_clear(&f);
+	vault_begin_clear(&b);
+	scope_set_clear(&d.selected);
+	free(state);
+	free(rid);
+	return kid;
+}
+
+/* One refresh-ahead pass at now; how many records it tried. */
+static int ahead(int64_t now)
+{
+	int tried = -1;
+	ck_assert_int_eq(vault_refresh_ahead(v, sc, now, &tried), CS_OK);
+	return tried;
+}
+
+START_TEST(test_vault_refresh_ahead)
+{
+	/* proactive_refresh on github only: an offline consent's token is renewed
+	 * within refresh_margin of expiry with no release, audited by "system". */
+	vault_free(v);
+	resources[0].proactive_refresh = true;
+	ck_assert_int_eq(vault_new(&cfg, &mk, &v), CS_OK);
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 100);
+	char *kid = connect_offline("alice", "github", "issues:read", NOW);
+	char *online = connect_as("bob", "coder", "github", "issues:read", NOW);   /* not offline */
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "read_api", 100);
+	char *other = connect_offline("carol", "gitlab", "read", NOW);             /* not asked for */
+	ck_assert_int_eq(ahead(NOW + 10), 0);                /* 90 s left > margin 60 */
+	ck_assert_int_eq(srv_refreshes(), 0);
+	srv_set_refresh(200, "{\"access_token\":\"AT-secret-2\",\"token_type\":\"Bearer\","
+	    "\"refresh_token\":\"RT-secret-2\",\"expires_in\":3600}", 0);
+	ck_assert_int_eq(ahead(NOW + 45), 1);
+	ck_assert_int_eq(srv_refreshes(), 1);                /* alice's only */
+	ck_assert_int_eq(q_int("SELECT access_expires_at FROM vault_records WHERE consent_id = ?1",
+	    kid), NOW + 45 + 3600);
+	ck_assert_int_eq(q_int("SELECT access_expires_at FROM vault_records WHERE consent_id = ?1",
+	    online), NOW + 100);
+	ck_assert_int_eq(q_int("SELECT access_expires_at FROM vault_records WHERE consent_id = ?1",
+	    other), NOW + 100);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND "
+	    "actor = 'system' AND consent_id = ?1", kid), 1);
+	ck_assert_int_eq(audits("vault.released"), 0);       /* no agent asked */
+	ck_assert_int_eq(ahead(NOW + 46), 0);                /* fresh now: nothing to do */
+	ck_assert_int_eq(srv_refreshes(), 1);
+	ck_release(kid, NOW + 50, "AT-secret-2");            /* the agent gets the renewed token */
+	ck_assert_int_eq(srv_refreshes(), 1);
+	ck_no_plaintext();
+	free(kid);
+	free(online);
+	free(other);
+}
+END_TEST
+
+START_TEST(test_vault_refresh_ahead_failures)
+{
+	/* A transient failure waits out the backoff; invalid_grant marks the
+	 * consent with its health event, before any agent asks. */
+	vault_free(v);
+	resources[0].proactive_refresh = true;
+	ck_assert_int_eq(vault_new(&cfg, &mk, &v), CS_OK);
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 100);
+	char *kid = connect_offline("alice", "github", "issues:read", NOW);
+	srv_set_refresh(503, "{\"error\":\"temporarily_unavailable\"}", 0);
+	ck_assert_int_eq(ahead(NOW + 45), 1);
+	ck_assert_int_eq(srv_refreshes(), 1);
+	ck_assert_int_eq(ahead(NOW + 46), 0);                /* waiting 2 s */
+	ck_assert_int_eq(srv_refreshes(), 1);
+	struct consent k = load(kid, NOW + 46);
+	ck_assert(!k.reconnect_required);                    /* the connection is kept */
+	consent_clear(&k);
+	srv_set_refresh(400, "{\"error\":\"invalid_grant\"}", 0);
+	ck_assert_int_eq(ahead(NOW + 48), 1);
+	ck_assert_int_eq(srv_refreshes(), 2);
+	k = load(kid, NOW + 48);
+	ck_assert(k.reconnect_required);
+	ck_assert_str_eq(k.reconnect_reason, "refresh_refused");
+	consent_clear(&k);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM events_outbox WHERE consent_id = ?1 AND "
+	    "kind = 'reconnect_required' AND reason = 'refresh_refused'", kid), 1);
+	ck_assert_int_eq(audits("vault.reconnect_required"), 1);
+	ck_assert_int_eq(ahead(NOW + 60), 0);                /* marked: never asked again */
+	ck_assert_int_eq(srv_refreshes(), 2);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_vault_forced_refresh_refused_is_revoked)
+{
+	/* The proxy's forced refresh after the upstream refused an unexpired
+	 * token, refused too: revoked at the provider, with its event. */
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 3600);
+	char *kid = connect_alice(NOW);
+	srv_set_refresh(400, "{\"error\":\"invalid_grant\"}", 0);
+	struct consent k = load(kid, NOW + 120);
+	struct vault_release r;
+	memset(&r, 0, sizeof r);
+	ck_assert_int_eq(vault_release_refreshed(v, sc, &cfg, &(struct vault_release_req){ .k = &k,
+	    .action = "list_issues", .actor = GW, .now = NOW + 120 }, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASE_GONE);
+	ck_assert_ptr_null(r.access_token);
+	consent_clear(&k);
+	k = load(kid, NOW + 120);
+	ck_assert(k.reconnect_required);
+	ck_assert_str_eq(k.reconnect_reason, "revoked");
+	consent_clear(&k);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM events_outbox WHERE consent_id = ?1 AND "
+	    "kind = 'reconnect_required' AND reason = 'revoked'", kid), 1);
+	char *d = q_text("SELECT detail FROM audit WHERE action = 'vault.reconnect_required'", NULL);
+	ck_assert_ptr_nonnull(strstr(d, "revoked at the provider"));
+	free(d);
+	free(kid);
+}
+END_TEST
+
+START_TEST(test_vault_reconnect_from_me)
+{
+	/* /me's Reconnect: a request for what the broken consent granted, the
+	 * person's own only; approving it connects again and pushes recovered. */
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 30);
+	char *kid = connect_alice(NOW);
+	char *bobs = connect_as("bob", "coder", "github", "issues:read", NOW);
+	struct consent_reconnect r;
+	const struct consent_actor alice = { uid("alice"), ACT, NOW + 1 };
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_NOT_NEEDED);   /* it works: nothing written */
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consent_requests WHERE status = 'pending'", NULL), 0);
+	srv_set_refresh(400, "{\"error\":\"invalid_grant\"}", 0);
+	struct vault_release rl;
+	ck_assert_int_eq(release_o(kid, NOW + 1, &rl), VAULT_RELEASE_GONE);
+	srv_set_refresh(400, "{\"error\":\"invalid_grant\"}", 0);
+	ck_assert_int_eq(release_o(bobs, NOW + 1, &rl), VAULT_RELEASE_GONE);
+	/* Another person's consent: as a missing one, nothing written. */
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, bobs, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_NOT_YOURS);
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, "no-such-consent-at-all", &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_UNKNOWN);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM consent_requests WHERE status = 'pending'", NULL), 0);
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_ASKED);
+	char *rid = strdup(r.request_id);
+	char *sc_ = q_text("SELECT scopes || '|' || pre_granted || '|' || agent || '|' || resource "
+	    "FROM consent_requests WHERE id = ?1", rid);
+	ck_assert_str_eq(sc_, "issues:read|issues:read|coder|github");
+	free(sc_);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'consent.request.created' "
+	    "AND detail = 'reconnect from /me' AND actor = 'user:alice'", NULL), 1);
+	/* Twice: the same request, not a second one. */
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &alice, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_PENDING);
+	ck_assert_str_eq(r.request_id, rid);
+	/* The consent page's approval connects again: a new consent, "recovered". */
+	char *state = begin(rid, "alice", "issues:read", NOW + 2);
+	srv_set_tokens("AT-secret-5", "RT-secret-5", "issues:read repo", 3600);
+	struct vault_finish f;
+	ck_assert_int_eq(finish_full("github", state, sv.base, NULL, SH, "alice", NOW + 2, &f),
+	    VAULT_CONNECTED);
+	ck_release(f.consent_id, NOW + 3, "AT-secret-5");
+	ck_assert_int_eq(q_int("SELECT count(*) FROM events_outbox WHERE consent_id = ?1 AND "
+	    "kind = 'recovered'", f.consent_id), 1);
+	/* The old consent was replaced: nothing to reconnect there any more. */
+	ck_assert_int_eq(consent_reconnect(sc, &cfg, kid, &(struct consent_actor){ uid("alice"), ACT,
+	    NOW + 4 }, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, CONSENT_RECONNECT_NOT_NEEDED);
+	vault_finish_clear(&f);
+	free(state);
+	free(rid);
+	free(bobs);
+	free(kid);
+}
+END_TEST
+
 /* The github resource as preset github-app with provider_base_url = the
  * canned provider: its endpoints as config_section.c fills them. */
 static void github_app_preset(void)
@@ -812,6 +999,10 @@ static Suite *vault_suite(void)
 	tcase_add_test(tc, test_vault_release_provider_down);
 	tcase_add_test(tc, test_vault_release_expired_without_refresh);
 	tcase_add_test(tc, test_vault_release_refresh_backoff);
+	tcase_add_test(tc, test_vault_refresh_ahead);
+	tcase_add_test(tc, test_vault_refresh_ahead_failures);
+	tcase_add_test(tc, test_vault_forced_refresh_refused_is_revoked);
+	tcase_add_test(tc, test_vault_reconnect_from_me);
 	tcase_add_test(tc, test_vault_github_app_rotation_and_revocation);
 	tcase_add_test(tc, test_vault_outbox_revokes_refresh_then_access);
 	tcase_add_test(tc, test_vault_outbox_provider_down_retries);
