@@ -29,6 +29,7 @@
 #include "mcp_session.h"
 #include "mcp_state.h"
 #include "mcp_stream.h"
+#include "proxy_api.h"
 #include "scope.h"
 
 #define MCP_CONNECT_TIMEOUT 5L
@@ -235,6 +236,8 @@ struct up_headers {
 	const char *line[MCP_MAX_HEADER_LINES + 1];
 	char *own[MCP_MAX_HEADER_LINES];
 	size_t n;
+	char *url;                           /* the upstream URL with an API key in its
+	                                        query (api_key_query); NULL: ep->upstream */
 };
 
 static void up_headers_clear(struct up_headers *h)
@@ -242,6 +245,10 @@ static void up_headers_clear(struct up_headers *h)
 	for (size_t i = 0; i < h->n; i++) {
 		OPENSSL_cleanse(h->own[i], strlen(h->own[i]));
 		free(h->own[i]);
+	}
+	if (h->url != NULL) {
+		OPENSSL_cleanse(h->url, strlen(h->url));
+		free(h->url);
 	}
 	memset(h, 0, sizeof *h);
 }
@@ -274,12 +281,28 @@ static enum cs_err up_headers_build(const struct gw *g, const char *provider_tok
 	memset(h, 0, sizeof *h);
 	if (provider_token == NULL || strpbrk(provider_token, "\r\n ") != NULL)
 		return CS_EINVAL;
-	struct buf b;
-	buf_init(&b, 20000);
-	e = buf_printf(&b, "Bearer %s", provider_token);
-	if (e == CS_OK)
-		e = up_line(h, "Authorization", b.data);
-	buf_wipe_clear(&b);
+	const struct config_resource *res = config_resource(g->cfg, g->ep->resource);
+	if (res != NULL && res->credential == CREDENTIAL_API_KEY) {
+		/* An API key goes where the resource says, as the proxy puts it
+		 * (docs/providers.md "API keys"): a header, or the query. */
+		char *key_line = NULL, *url = NULL;
+		if ((e = proxy_api_key_apply(res, provider_token, g->ep->upstream, &key_line, &url))
+		    != CS_OK)
+			return e;
+		h->url = url;
+		if (key_line != NULL) {
+			h->own[h->n] = key_line;
+			h->line[h->n] = key_line;
+			h->n++;
+		}
+	} else {
+		struct buf b;
+		buf_init(&b, 20000);
+		e = buf_printf(&b, "Bearer %s", provider_token);
+		if (e == CS_OK)
+			e = up_line(h, "Authorization", b.data);
+		buf_wipe_clear(&b);
+	}
 	if (e == CS_OK)
 		e = up_line(h, "Accept", g->req->method == HTTP_GET ? "text/event-stream" :
 		    "application/json, text/event-stream");
@@ -376,7 +399,8 @@ static enum cs_err forward(struct gw *g, const char *provider_token, const char 
 		return e == CS_EINVAL ? upstream_failed(g, CS_EINVAL, 0) : e;
 	}
 	h.line[h.n] = NULL;
-	struct httpc_request rq = { http_method_name(g->req->method), g->ep->upstream, h.line, body,
+	struct httpc_request rq = { http_method_name(g->req->method),
+		h.url != NULL ? h.url : g->ep->upstream, h.line, body,
 		body_len, MCP_RPC_MAX_BODY, MCP_CONNECT_TIMEOUT, (long)g->ep->upstream_timeout };
 	e = httpc_stream_open(&rq, &up, &st);
 	up_headers_clear(&h);
@@ -435,7 +459,8 @@ static enum cs_err forward_list(struct gw *g, const char *provider_token, long *
 		return e == CS_EINVAL ? upstream_failed(g, CS_EINVAL, 0) : e;
 	}
 	h.line[h.n] = NULL;
-	struct httpc_request rq = { "POST", g->ep->upstream, h.line, g->req->body, g->req->body_len,
+	struct httpc_request rq = { "POST", h.url != NULL ? h.url : g->ep->upstream, h.line,
+		g->req->body, g->req->body_len,
 		MCP_RPC_MAX_BODY, MCP_CONNECT_TIMEOUT, (long)g->ep->upstream_timeout };
 	e = httpc_request(&rq, &up);
 	up_headers_clear(&h);

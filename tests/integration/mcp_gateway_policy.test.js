@@ -16,6 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
 import { authorizeHttp, pkce, tokenPost } from '../lib/mcp.js';
+import { req, postForm } from '../lib/weblogin.js';
 import { introspect } from '../lib/downstream.js';
 import { startMcpUpstream } from '../lib/mcp-upstream.mjs';
 
@@ -23,11 +24,14 @@ const CLIENT = 'mcp-test';
 const REDIRECT = 'http://127.0.0.1:33418/callback';
 process.stderr.write(`# node ${process.version} (globalThis.crypto from tests/lib/webcrypto.js when missing)\n`);
 
+const API_KEY = `key-${randomBytes(12).toString('hex')}`;
 let v;
 let up;
+let keyed;         // an upstream that takes only the person's API key, in X-Api-Key
 before(async () => {
   let check = async () => false;
   up = await startMcpUpstream({ check: (t) => check(t) });
+  keyed = await startMcpUpstream({ check: async (t) => t === `Token ${API_KEY}`, keyHeader: 'X-Api-Key' });
   v = await startVaultStack({
     accessTokenTTL: 300,
     extraDsClients: (url) => [ghproxyClient(url)],
@@ -37,6 +41,12 @@ before(async () => {
       'mcp.tracker': { resource: 'ghproxy', upstream: up.url },
       'mcp.open': { resource: 'ghproxy', upstream: up.url, unmapped: 'allow', unmapped_scope: 'issues:write' },
       'mcp.logged': { resource: 'ghproxy', upstream: up.url, log_arguments: 'true' },
+      // An API key resource behind the gateway: no base_url, the key the person enters.
+      'resource.keyed': { name: 'Keyed tracker', credential: 'api_key', api_key_header: 'X-Api-Key',
+        api_key_prefix: '"Token "' },
+      'scope.keyed.issues:read': { description: 'Read issues' },
+      'action.keyed.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none' },
+      'mcp.keyed': { resource: 'keyed', upstream: keyed.url },
     }),
   });
   check = async (token) => {
@@ -46,7 +56,7 @@ before(async () => {
   };
 });
 after(async () => {
-  try { await v?.stop(); } finally { await up?.stop(); }
+  try { await v?.stop(); } finally { await up?.stop(); await keyed?.stop(); }
 });
 
 const EP = (name) => `${v.url}/mcp/${name}`;
@@ -167,4 +177,43 @@ test('an access token presented again is not verified again: its signature comes
     assert.equal(r.status, 200, r.text);
   }
   assert.ok(await hits() - before >= 2, 'the second and third calls found the token in the cache');
+});
+
+test('an API key resource behind the gateway: the person enters the key once at sign-in, and it goes upstream in its header, never as a bearer', async () => {
+  const user = 'alice';
+  const jar = await signedIn(v.url, user);
+  const resource = EP('keyed');
+  const { verifier, challenge } = pkce();
+  const u = new URL(`${v.url}/authorize`);
+  for (const [k, val] of Object.entries({ response_type: 'code', client_id: CLIENT, redirect_uri: REDIRECT,
+    state: 'st', code_challenge: challenge, code_challenge_method: 'S256', resource, scope: 'issues:read' })) {
+    u.searchParams.set(k, val);
+  }
+  // The consent, then the key page (where a provider's sign-in would be).
+  const r = await authorizeHttp({ url: v.url, jar, authorizeUrl: u.href, user });
+  assert.equal(r.status, 200, r.text?.slice(0, 300));
+  assert.match(r.text, /API key/);
+  const form = postForm(r.text, /logout/);
+  const keyPage = new URL(r.res.url);
+  const stored = await req(jar, new URL(form.action, keyPage).href, { method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: v.url },
+    body: new URLSearchParams({ csrf: form.fields.csrf, key: API_KEY }).toString() });
+  const cont = await stored.text();
+  const next = cont.match(/href="(\/authorize\/[^"]+\/done)"/);
+  assert.ok(next, `the sign-in goes on: ${cont.slice(0, 300)}`);
+  const done = await req(jar, `${v.url}${next[1]}`);
+  await done.arrayBuffer();
+  const code = new URL(done.headers.get('location')).searchParams.get('code');
+  const t = await tokenPost(v.url, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT,
+    client_id: CLIENT, code_verifier: verifier, resource });
+  assert.equal(t.status, 200, t.text);
+
+  keyed.clear();
+  const call = await rpc('keyed', t.body.access_token, 'tools/call', { name: 'list_issues', arguments: {} });
+  assert.equal(call.status, 200, call.text);
+  assert.match(call.body.result.content[0].text, /first/);
+  const seen = keyed.requests.at(-1);
+  assert.equal(seen.headers['x-api-key'], `Token ${API_KEY}`);
+  assert.equal(seen.headers.authorization, undefined, 'no bearer: neither the key nor the client\'s token');
+  assert.ok(!call.text.includes(API_KEY), 'the key never reaches the client');
 });

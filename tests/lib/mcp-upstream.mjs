@@ -5,7 +5,8 @@
 // It accepts only a token its check() calls good (the provider's introspection), and records
 // every request (method, headers, body) so that the tests can see what reached it.
 //
-//   const up = await startMcpUpstream({ check: async (token) => bool });
+//   const up = await startMcpUpstream({ check: async (token) => bool, keyHeader });
+//                     keyHeader: take the credential from that header (an API key) instead of Bearer
 //   up.url            http://127.0.0.1:PORT/mcp
 //   up.requests       [{ method, headers, body }] in order;  up.clear()
 //   up.delayMs = 3000 // answer every request that late (a slow upstream)
@@ -16,7 +17,7 @@ import http from 'node:http';
 import * as z from 'zod/v4';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
 
-export async function startMcpUpstream({ check }) {
+export async function startMcpUpstream({ check, keyHeader = null }) {
   const requests = [];
   const calls = [];
   const issues = [{ id: 1, title: 'first' }];
@@ -47,8 +48,10 @@ export async function startMcpUpstream({ check }) {
     const body = Buffer.concat(chunks);
     requests.push({ method: rq.method, headers: { ...rq.headers }, body: body.toString('utf8') });
     if (state.delayMs > 0) await new Promise((r) => { setTimeout(r, state.delayMs); });
+    // keyHeader: an API key in that header (and no Authorization at all); else a Bearer token.
     const auth = rq.headers.authorization || '';
-    const m = /^Bearer (\S+)$/.exec(auth);
+    const m = keyHeader ? (auth === '' && rq.headers[keyHeader.toLowerCase()] ? [null, rq.headers[keyHeader.toLowerCase()]] : null)
+      : /^Bearer (\S+)$/.exec(auth);
     let good = false;
     try { good = m !== null && await check(m[1]); } catch { good = false; }
     if (!good) {
