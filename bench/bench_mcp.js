@@ -28,7 +28,6 @@
 //   node ../bench/bench_mcp.js [DURATION] [CONNECTIONS] [sdk,raw]   (the upstreams to measure)
 import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { join, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -37,7 +36,7 @@ process.env.TEST_CONSENTD_BIN ||= join(here, '..', 'build', 'consentd');
 const lib = (f) => import(join(here, '..', 'tests', 'lib', f));
 const { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } = await lib('vaultstack.js');
 const { ghproxyClient, ghproxyConfig } = await lib('proxystack.js');
-const { authorizeHttp, pkce, tokenPost, decodeJwt } = await lib('mcp.js');
+const { tokenPost, decodeJwt, vaultSignIn } = await lib('mcp.js');
 const { wrkRunner } = await import(join(here, 'wrk.js'));
 const { startBenchMcpUpstream } = await import(join(here, 'mcpupstream.mjs'));
 
@@ -74,22 +73,9 @@ async function callOnce(url, token) {
 // alice signs the MCP client in at consentd (consent page, then the provider) -> tokens.
 async function signIn(v, endpoint) {
   const jar = await signedInJars()(v.url, 'alice');
-  const { verifier, challenge } = pkce();
-  const u = new URL(`${v.url}/authorize`);
-  for (const [k, val] of Object.entries({ response_type: 'code', client_id: CLIENT, redirect_uri: REDIRECT,
-    state: randomBytes(8).toString('base64url'), code_challenge: challenge, code_challenge_method: 'S256',
-    resource: endpoint, scope: 'issues:read' })) u.searchParams.set(k, val);
-  let r = await authorizeHttp({ url: v.url, jar, authorizeUrl: u.href, user: 'alice' });
-  for (let i = 0; i < 3 && r.redirect && r.redirect.href.startsWith(v.ds.issuer); i += 1) {
-    const cb = await v.providerLoginHttp({ jar, authorizeUrl: r.redirect.href, user: 'alice' });
-    r = await authorizeHttp({ url: v.url, jar, authorizeUrl: cb, user: 'alice' });
-  }
-  const code = r.redirect?.searchParams.get('code');
-  if (!code) throw new Error(`sign-in: no code: ${r.redirect?.href ?? `${r.status} ${r.text?.slice(0, 300)}`}`);
-  const t = await tokenPost(v.url, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT,
-    client_id: CLIENT, code_verifier: verifier, resource: endpoint });
-  if (t.status !== 200) throw new Error(`sign-in: /token ${t.status} ${t.text}`);
-  return { access: t.body.access_token, refresh: t.body.refresh_token };
+  const t = await vaultSignIn({ v, jar, user: 'alice', clientId: CLIENT, redirectUri: REDIRECT,
+    resource: endpoint, scope: 'issues:read' });
+  return { access: t.access_token, refresh: t.refresh_token };
 }
 
 // The stack of one measurement (sdk: the SDK's upstream, or the hand-written one), checked

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
-import { authorizeHttp, pkce, tokenPost } from '../lib/mcp.js';
+import { authorizeHttp, pkce, tokenPost, vaultSignIn } from '../lib/mcp.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { introspect } from '../lib/downstream.js';
 import { startMcpUpstream } from '../lib/mcp-upstream.mjs';
@@ -65,24 +65,8 @@ const signedIn = signedInJars();
 // The person signs the client in for endpoint name with scope -> its access token.
 async function signIn(user, name, scope) {
   const jar = await signedIn(v.url, user);
-  const resource = EP(name);
-  const { verifier, challenge } = pkce();
-  const u = new URL(`${v.url}/authorize`);
-  for (const [k, val] of Object.entries({ response_type: 'code', client_id: CLIENT, redirect_uri: REDIRECT,
-    state: randomBytes(8).toString('base64url'), code_challenge: challenge, code_challenge_method: 'S256', resource, scope })) {
-    u.searchParams.set(k, val);
-  }
-  let r = await authorizeHttp({ url: v.url, jar, authorizeUrl: u.href, user });
-  for (let i = 0; i < 3 && r.redirect && r.redirect.href.startsWith(v.ds.issuer); i += 1) {
-    const cb = await v.providerLoginHttp({ jar, authorizeUrl: r.redirect.href, user });
-    r = await authorizeHttp({ url: v.url, jar, authorizeUrl: cb, user });
-  }
-  const code = r.redirect?.searchParams.get('code');
-  assert.ok(code, `a code: ${r.redirect?.href ?? `${r.status} ${r.text?.slice(0, 300)}`}`);
-  const t = await tokenPost(v.url, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT,
-    client_id: CLIENT, code_verifier: verifier, resource });
-  assert.equal(t.status, 200, t.text);
-  return t.body.access_token;
+  const t = await vaultSignIn({ v, jar, user, clientId: CLIENT, redirectUri: REDIRECT, resource: EP(name), scope });
+  return t.access_token;
 }
 
 const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',

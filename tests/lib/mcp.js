@@ -220,3 +220,27 @@ export async function tokenPost(url, params, { path = '/token', headers = {} } =
   try { parsed = JSON.parse(text); } catch { /* not JSON */ }
   return { status: res.status, body: parsed, text, headers: res.headers };
 }
+
+// An MCP client's whole sign-in on a vault stack (tests/lib/vaultstack.js: v, with its
+// provider's login), over plain HTTP: /authorize with PKCE and resource, consentd's consent
+// page, the provider's sign-in and consent (at most three rounds), the code at /token ->
+// the token response's body { access_token, refresh_token, ... }.  Throws, saying where it
+// stopped, when no code or no token comes.
+export async function vaultSignIn({ v, jar, user = 'alice', clientId, redirectUri, resource, scope }) {
+  const { verifier, challenge } = pkce();
+  const u = new URL(`${v.url}/authorize`);
+  for (const [k, val] of Object.entries({ response_type: 'code', client_id: clientId, redirect_uri: redirectUri,
+    state: randomBytes(8).toString('base64url'), code_challenge: challenge, code_challenge_method: 'S256',
+    resource, scope })) u.searchParams.set(k, val);
+  let r = await authorizeHttp({ url: v.url, jar, authorizeUrl: u.href, user });
+  for (let i = 0; i < 3 && r.redirect && r.redirect.href.startsWith(v.ds.issuer); i += 1) {
+    const cb = await v.providerLoginHttp({ jar, authorizeUrl: r.redirect.href, user });
+    r = await authorizeHttp({ url: v.url, jar, authorizeUrl: cb, user });
+  }
+  const code = r.redirect?.searchParams.get('code');
+  if (!code) throw new Error(`sign-in: no code: ${r.redirect?.href ?? `${r.status} ${r.text?.slice(0, 300)}`}`);
+  const t = await tokenPost(v.url, { grant_type: 'authorization_code', code, redirect_uri: redirectUri,
+    client_id: clientId, code_verifier: verifier, resource });
+  if (t.status !== 200) throw new Error(`sign-in: /token ${t.status} ${t.text}`);
+  return t.body;
+}
