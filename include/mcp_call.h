@@ -104,4 +104,13 @@ enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
  * log_arguments never records such arguments. */
 bool mcp_call_secret_like(const json_t *v);
 
+/* After the upstream answered 401 to a released call p: the provider token
+ * refreshed whatever its expiry (vault_release_refreshed: at most once a
+ * minute per connection; a refused refresh marks the connection as needing
+ * the person), its "forwarded_again" entry in the release's transaction.
+ * out->outcome VAULT_RELEASED: retry once with out->access_token. */
+enum cs_err mcp_call_refresh(struct store_conn *c, const struct config *cfg,
+    const struct mcp_call_req *rq, const struct mcp_call_plan *p, struct vault_release *out)
+    CS_MUST_CHECK;
+
 #endif

@@ -31,6 +31,7 @@
 #include "mcp_stream.h"
 #include "proxy_api.h"
 #include "scope.h"
+#include "vault.h"
 
 #define MCP_CONNECT_TIMEOUT 5L
 #define MCP_MAX_TOKEN 16384
@@ -384,9 +385,11 @@ static bool passable(long st)
 }
 
 /* Sends body (or none) upstream with the provider token and streams the
- * answer back.  *status: the upstream's status (0: none). */
+ * answer back.  *status: the upstream's status (0: none).  unauthorized
+ * non-NULL: a 401 is not answered but said there (the caller refreshes the
+ * token and tries once more). */
 static enum cs_err forward(struct gw *g, const char *provider_token, const char *body,
-    size_t body_len, long *status)
+    size_t body_len, long *status, bool *unauthorized)
 {
 	struct up_headers h;
 	struct httpc_reply up;
@@ -408,6 +411,10 @@ static enum cs_err forward(struct gw *g, const char *provider_token, const char 
 		*status = up.status;
 	if (e == CS_ENOMEM)
 		goto out;
+	if (e == CS_OK && up.status == 401 && unauthorized != NULL) {
+		*unauthorized = true;
+		goto out;
+	}
 	if (e != CS_OK || !passable(up.status)) {
 		e = upstream_failed(g, e, up.status);
 		goto out;
@@ -767,6 +774,24 @@ static enum cs_err tool_body(struct gw *g, char **own, const char **body, size_t
 	return CS_OK;
 }
 
+/* The upstream answered 401 to a released tool call: the provider may have
+ * revoked its token early.  One forced refresh and one retry (the proxy's
+ * rule).  A refused refresh marks the connection as needing the person
+ * (vault.h), so the next call asks for their consent; this one answers the
+ * upstream's 401 as a JSON-RPC error. */
+static enum cs_err after_401(struct gw *g, const struct mcp_call_req *rq, struct mcp_call_plan *p,
+    const char *body, size_t len, long *status)
+{
+	struct vault_release t;
+	enum cs_err e = mcp_call_refresh(g->c, g->cfg, rq, p, &t);
+	if (e == CS_OK && t.outcome == VAULT_RELEASED)
+		e = forward(g, t.access_token, body, len, status, NULL);
+	else if (e == CS_OK)
+		e = upstream_failed(g, CS_OK, 401);
+	vault_release_clear(&t);
+	return e;
+}
+
 /* tools/call: the retry's state, the gate (held a while when the person
  * has not decided yet), the answer or the forward, and the audit entry. */
 static enum cs_err tools_call(struct gw *g)
@@ -830,7 +855,10 @@ static enum cs_err tools_call(struct gw *g)
 		goto out;
 	/* The call's "forwarded" entry went into the release's transaction; an
 	 * upstream that did not answer well gets its own entry, with its status. */
-	e = forward(g, p.rel.tok.access_token, body, len, &status);
+	bool unauthorized = false;
+	e = forward(g, p.rel.tok.access_token, body, len, &status, &unauthorized);
+	if (e == CS_OK && unauthorized)
+		e = after_401(g, &rq, &p, body, len, &status);
 	if (e == CS_OK && !passable(status))
 		e = mcp_call_audit(g->c, &rq, &p, "upstream_failed", status);
 out:
@@ -865,7 +893,7 @@ static enum cs_err other(struct gw *g)
 		e = forward_list(g, p.rel.tok.access_token, &status);
 	else
 		e = forward(g, p.rel.tok.access_token, g->req->method == HTTP_POST ? g->req->body : NULL,
-		    g->req->method == HTTP_POST ? g->req->body_len : 0, &status);
+		    g->req->method == HTTP_POST ? g->req->body_len : 0, &status, NULL);
 out:
 	mcp_call_plan_clear(&p);
 	return e;

@@ -415,3 +415,22 @@ static enum cs_err release_entry_write(struct store_conn *c, void *ctx)
 	const struct release_entry *r = ctx;
 	return call_entry(c, r->rq, r->p, "forwarded", -1, false);
 }
+
+static enum cs_err retry_entry_write(struct store_conn *c, void *ctx)
+{
+	const struct release_entry *r = ctx;
+	return call_entry(c, r->rq, r->p, "forwarded_again", -1, false);
+}
+
+enum cs_err mcp_call_refresh(struct store_conn *c, const struct config *cfg,
+    const struct mcp_call_req *rq, const struct mcp_call_plan *p, struct vault_release *out)
+{
+	if (c == NULL || cfg == NULL || rq == NULL || p == NULL || out == NULL ||
+	    p->outcome != MCP_CALL_RELEASED || p->act == NULL || p->live.id == NULL)
+		return CS_EINVAL;
+	memset(out, 0, sizeof *out);
+	struct release_entry re = { rq, p };
+	return vault_release_refreshed(rq->vault, c, cfg, &(struct vault_release_req){
+	    .k = &p->live, .action = p->act->name, .actor = rq->actor, .now = rq->now,
+	    .with = retry_entry_write, .with_ctx = &re }, out);
+}

@@ -25,12 +25,13 @@ const REDIRECT = 'http://127.0.0.1:33418/callback';
 process.stderr.write(`# node ${process.version} (globalThis.crypto from tests/lib/webcrypto.js when missing)\n`);
 
 const API_KEY = `key-${randomBytes(12).toString('hex')}`;
+const refused = new Set();   // provider tokens the upstream answers 401 (revoked early)
 let v;
 let up;
 let keyed;         // an upstream that takes only the person's API key, in X-Api-Key
 before(async () => {
   let check = async () => false;
-  up = await startMcpUpstream({ check: (t) => check(t) });
+  up = await startMcpUpstream({ check: async (t) => !refused.has(t) && check(t) });
   keyed = await startMcpUpstream({ check: async (t) => t === `Token ${API_KEY}`, keyHeader: 'X-Api-Key' });
   v = await startVaultStack({
     accessTokenTTL: 300,
@@ -200,4 +201,34 @@ test('an API key resource behind the gateway: the person enters the key once at 
   assert.equal(seen.headers['x-api-key'], `Token ${API_KEY}`);
   assert.equal(seen.headers.authorization, undefined, 'no bearer: neither the key nor the client\'s token');
   assert.ok(!call.text.includes(API_KEY), 'the key never reaches the client');
+});
+
+test('a provider token the upstream refuses (401) before its expiry: one forced refresh and one retry, at most once a minute', async () => {
+  const token = await signIn('bob', 'tracker', 'issues:read issues:write');
+  up.clear();
+  assert.equal((await rpc('tracker', token, 'tools/call', { name: 'list_issues', arguments: {} })).status, 200);
+  const first = /^Bearer (\S+)$/.exec(up.requests.at(-1).headers.authorization)[1];
+  // The provider ended that token early; consentd's record is older than the forced
+  // refresh's one-a-minute bound.
+  refused.add(first);
+  v.c.sql("UPDATE vault_records SET updated_at = updated_at - 120");
+  up.clear();
+  const r = await rpc('tracker', token, 'tools/call', { name: 'list_issues', arguments: {} });
+  assert.equal(r.status, 200, r.text);
+  assert.match(r.body.result.content[0].text, /first/);
+  const sent = up.requests.map((q) => /^Bearer (\S+)$/.exec(q.headers.authorization)[1]);
+  assert.equal(sent.length, 2, 'the call, then its one retry');
+  assert.equal(sent[0], first);
+  assert.notEqual(sent[1], first, 'the retry carried a refreshed token');
+  const entries = v.c.rows("SELECT outcome FROM audit WHERE action = 'mcp.call' ORDER BY seq DESC LIMIT 2");
+  assert.deepEqual(entries.map((x) => x.outcome), ['forwarded_again', 'forwarded']);
+
+  // Within the minute after that refresh, another 401 is answered as it is: an upstream that
+  // refuses every call must not turn each call into a refresh at the provider.
+  refused.add(sent[1]);
+  up.clear();
+  const again = await rpc('tracker', token, 'tools/call', { name: 'list_issues', arguments: {} });
+  assert.equal(again.status, 502, again.text);
+  assert.equal(again.body.error.data.status, 401);
+  assert.equal(up.requests.length, 1, 'no second retry');
 });
