@@ -161,6 +161,10 @@ struct http_request {
 	struct app *app;
 	/* Any other request header, by name (case-insensitive); NULL when absent. */
 	const char *(*header)(void *hctx, const char *name);
+	/* The i-th request header (0-based) into *name and *value; false past
+	 * the last.  NULL where the request's headers cannot be listed (a route
+	 * that is not deferred). */
+	bool (*header_nth)(void *hctx, size_t i, const char **name, const char **value);
 	void       *hctx;
 };
 

@@ -518,6 +518,16 @@ static const char *job_header(void *hctx, const char *name)
 	return NULL;
 }
 
+static bool job_header_nth(void *hctx, size_t i, const char **name, const char **value)
+{
+	const struct job *j = hctx;
+	if (i >= j->nh)
+		return false;
+	*name = j->hname[i];
+	*value = j->hvalue[i];
+	return true;
+}
+
 struct hcopy { struct job *j; size_t cap; bool nomem; };
 
 static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -771,6 +781,7 @@ static struct job *job_new(struct http_server *srv, struct MHD_Connection *c, st
 		return NULL;
 	}
 	j->req.header = job_header;
+	j->req.header_nth = job_header_nth;
 	j->req.hctx = j;
 	j->req.content_type = job_header(j, MHD_HTTP_HEADER_CONTENT_TYPE);
 	j->req.cookie = job_header(j, MHD_HTTP_HEADER_COOKIE);

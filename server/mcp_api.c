@@ -36,7 +36,8 @@
 #define MCP_CONNECT_TIMEOUT 5L
 #define MCP_MAX_TOKEN 16384
 #define MCP_HOLD_STEPS 10          /* a retry waits up to this many seconds for the person */
-#define MCP_MAX_HEADER_LINES 12
+#define MCP_MAX_PARAM_HEADERS 8
+#define MCP_MAX_HEADER_LINES (12 + MCP_MAX_PARAM_HEADERS)
 #define MCP_ERR_BUSY (-32005)      /* consentd's: too many pending requests for the person */
 #define MCP_ERR_NO_SESSION (-32001) /* the SDKs' "Session not found" (with HTTP 404) */
 
@@ -313,6 +314,20 @@ static enum cs_err up_headers_build(const struct gw *g, const char *provider_tok
 		const char *v = hdr(g->req, fwd_request[i]);
 		if (v != NULL && strlen(v) <= 4096)
 			e = up_line(h, fwd_request[i], v);
+	}
+	/* MCP 2026-07-28: Mcp-Param-* headers mirror a tool's parameters for the
+	 * upstream's routing; unknown ones are forwarded as they came (at most
+	 * MCP_MAX_PARAM_HEADERS, each at most 4096 bytes; their values are the
+	 * client's and were checked for CR/LF by the HTTP parser and up_line). */
+	const char *name, *value;
+	size_t params = 0;
+	for (size_t i = 0; e == CS_OK && g->req->header_nth != NULL &&
+	    g->req->header_nth(g->req->hctx, i, &name, &value); i++) {
+		if (strncasecmp(name, "Mcp-Param-", 10) != 0 || strlen(value) > 4096)
+			continue;
+		if (++params > MCP_MAX_PARAM_HEADERS)
+			break;
+		e = up_line(h, name, value);
 	}
 	return e;
 }

@@ -74,12 +74,12 @@ const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
   'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
   'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } };
 
-async function rpc(name, token, method, params = {}) {
+async function rpc(name, token, method, params = {}, headers = {}) {
   const res = await fetch(EP(name), {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
       authorization: `Bearer ${token}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': method,
-      ...(params.name ? { 'mcp-name': params.name } : {}) },
+      ...(params.name ? { 'mcp-name': params.name } : {}), ...headers },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: META } }),
   });
   const text = await res.text();
@@ -231,4 +231,16 @@ test('a provider token the upstream refuses (401) before its expiry: one forced 
   assert.equal(again.status, 502, again.text);
   assert.equal(again.body.error.data.status, 401);
   assert.equal(up.requests.length, 1, 'no second retry');
+});
+
+test('Mcp-Param-* headers (MCP 2026-07-28) go upstream as the client sent them; other headers of the client do not', async () => {
+  const token = await signIn('carol', 'tracker', 'issues:read');
+  up.clear();
+  const r = await rpc('tracker', token, 'tools/call', { name: 'list_issues', arguments: { state: 'open' } },
+    { 'mcp-param-state': 'open', 'x-client-secret-thing': 'not for the upstream', cookie: 'a=b' });
+  assert.equal(r.status, 200, r.text);
+  const seen = up.requests.at(-1).headers;
+  assert.equal(seen['mcp-param-state'], 'open');
+  assert.equal(seen['x-client-secret-thing'], undefined);
+  assert.equal(seen.cookie, undefined);
 });
