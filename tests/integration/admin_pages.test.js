@@ -406,6 +406,7 @@ function actionsInSources() {
     for (const m of src.matchAll(/admin_audit_note\([^,]+,[^,]+, "([a-z][a-z_.-]+)"/g)) found.add(m[1]);
   }
   found.delete('audit.anchor');        // the anchor's MAC input, never an entry
+  found.delete('refresh_ahead');       // a background refresh's release action (vault.c), never an entry's
   return [...found].sort();
 }
 

@@ -136,14 +136,16 @@ test('resource: required on both legs, and a token for one endpoint is not refre
   assert.ok(['invalid_target', 'invalid_grant'].includes(cross.body?.error), cross.text);
   const none = await refresh(t.body.refresh_token, { resource: null });
   assert.equal(none.status, 400, none.text);
-  // And wiki's endpoint does not take notes's token (nor notes's: no token is taken before
-  // the gateway, issue 31).
-  for (const ep of [WIKI(), NOTES()]) {
-    const call = await fetch(ep, { method: 'POST', headers: { authorization: `Bearer ${t.body.access_token}`,
-      'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
-    assert.equal(call.status, 401, ep);
-    assert.match(call.headers.get('www-authenticate'), /error="invalid_token"/);
-  }
+  // And wiki's endpoint does not take notes's token (the gateway, issue 31: aud must be the
+  // endpoint); notes's own takes it, and says it has no upstream to send the call to.
+  const post = (ep) => fetch(ep, { method: 'POST', headers: { authorization: `Bearer ${t.body.access_token}`,
+    'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+  const call = await post(WIKI());
+  assert.equal(call.status, 401);
+  assert.match(call.headers.get('www-authenticate'), /error="invalid_token"/);
+  const own = await post(NOTES());
+  assert.equal(own.status, 503);
+  assert.match((await own.json()).error.message, /no upstream server configured/);
 });
 
 test('a refresh may narrow the scopes, never widen them past what the person gave', async () => {
