@@ -178,11 +178,4 @@ enum cs_err cimd_client(struct cimd_cache *c, const struct cimd_policy *p,
     const struct cimd_fetch_opts *o, const char *url, int64_t now, struct cimd_doc *out,
     char *why, size_t whylen) CS_MUST_CHECK;
 
-/* cimd_client without the fetch and without waiting for one: the policy, the
- * URL check, then the cache only.  CS_ENOENT when nothing live is cached --
- * for a page on a server's worker thread, which must never wait on a
- * client's host. */
-enum cs_err cimd_client_cached(struct cimd_cache *c, const struct cimd_policy *p,
-    const char *url, int64_t now, struct cimd_doc *out, char *why, size_t whylen) CS_MUST_CHECK;
-
 #endif

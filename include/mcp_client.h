@@ -43,12 +43,6 @@ void mcp_client_clear(struct mcp_client *k);     /* NULL-safe */
 enum cs_err mcp_client_lookup(struct app *app, const char *client_id, int64_t now,
     struct mcp_client *out, char *why, size_t whylen) CS_MUST_CHECK;
 
-/* The same without a fetch (cimd_client_cached): for a page on a server's
- * worker, which must not wait on the client's host.  CS_ENOENT also when a
- * client-id URL's document is not cached. */
-enum cs_err mcp_client_lookup_cached(struct app *app, const char *client_id, int64_t now,
-    struct mcp_client *out, char *why, size_t whylen) CS_MUST_CHECK;
-
 /* The [mcp] fetch options and policy as cimd.h takes them. */
 struct cimd_fetch_opts mcp_client_fetch_opts(const struct config *cfg);
 struct cimd_policy mcp_client_policy(const struct config *cfg);

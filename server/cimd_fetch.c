@@ -607,11 +607,19 @@ static void busy_remove(struct cimd_cache *c, const char *url)
 		}
 }
 
-/* The checks before any cache or fetch: the URL, then the policy. */
-static enum cs_err client_checks(const struct cimd_policy *p, const char *url, char *why,
-    size_t whylen)
+enum cs_err cimd_client(struct cimd_cache *c, const struct cimd_policy *p,
+    const struct cimd_fetch_opts *o, const char *url, int64_t now, struct cimd_doc *out,
+    char *why, size_t whylen)
 {
+	enum cs_err e;
 	const char *pwhy = NULL;
+	struct cimd_doc doc = { 0 };
+	int64_t max_age = -1;
+
+	if (why != NULL && whylen > 0)
+		why[0] = '\0';
+	if (c == NULL || p == NULL || o == NULL || out == NULL)
+		return CS_EINVAL;
 	if (cimd_url_check(url, &pwhy) != CS_OK) {
 		cimd_reason(why, whylen, "%s", pwhy);
 		return CS_EINVAL;
@@ -620,41 +628,6 @@ static enum cs_err client_checks(const struct cimd_policy *p, const char *url, c
 		cimd_reason(why, whylen, "%s", pwhy);
 		return CS_EPERM;
 	}
-	return CS_OK;
-}
-
-enum cs_err cimd_client_cached(struct cimd_cache *c, const struct cimd_policy *p,
-    const char *url, int64_t now, struct cimd_doc *out, char *why, size_t whylen)
-{
-	enum cs_err e;
-	if (why != NULL && whylen > 0)
-		why[0] = '\0';
-	if (c == NULL || p == NULL || out == NULL)
-		return CS_EINVAL;
-	if ((e = client_checks(p, url, why, whylen)) != CS_OK)
-		return e;
-	pthread_mutex_lock(&c->mu);
-	e = get_locked(c, url, now, out, why, whylen);
-	pthread_mutex_unlock(&c->mu);
-	if (e == CS_ENOENT)
-		cimd_reason(why, whylen, "the client metadata document is not cached");
-	return e;
-}
-
-enum cs_err cimd_client(struct cimd_cache *c, const struct cimd_policy *p,
-    const struct cimd_fetch_opts *o, const char *url, int64_t now, struct cimd_doc *out,
-    char *why, size_t whylen)
-{
-	enum cs_err e;
-	struct cimd_doc doc = { 0 };
-	int64_t max_age = -1;
-
-	if (why != NULL && whylen > 0)
-		why[0] = '\0';
-	if (c == NULL || p == NULL || o == NULL || out == NULL)
-		return CS_EINVAL;
-	if ((e = client_checks(p, url, why, whylen)) != CS_OK)
-		return e;
 	/* The cache, or a turn to fetch: one fetch per URL at a time; the others
 	 * wait for its outcome (at most the fetch's own timeout and a second). */
 	int64_t wait_until = mono_ms() + o->timeout_ms + 1000;

@@ -164,14 +164,8 @@ static json_t *mcp_client_item(const struct http_request *req, const struct agen
 		return NULL;
 	memset(&k, 0, sizeof k);
 	memset(&ar, 0, sizeof ar);
-	/* The document is cached from /authorize.  Never a fetch here: this page
-	 * runs on a server's worker, which must not wait on the client's host;
-	 * without the document the page names the client-id URL's host. */
-	have = mcp_client_lookup_cached(req->app, r->agent, req->now, &k, why, sizeof why) == CS_OK;
-	uint16_t port;
-	if (!have && ag->kind == AGENT_MCP_CLIENT_URL &&
-	    cimd_url_host(r->agent, k.host, sizeof k.host, &port) != CS_OK)
-		k.host[0] = '\0';
+	/* The document is cached from /authorize: no new fetch in the usual case. */
+	have = mcp_client_lookup(req->app, r->agent, req->now, &k, why, sizeof why) == CS_OK;
 	if (authz_flow_request_of_consent(store_conn(req->app->store), r->id, req->now, &ar) == CS_OK &&
 	    authz_flow_uri_host(ar.redirect_uri, host, sizeof host, &loopback) != CS_OK)
 		host[0] = '\0';
@@ -182,7 +176,7 @@ static json_t *mcp_client_item(const struct http_request *req, const struct agen
 		goto out;
 	}
 	item = json_pack("{s:s, s:b, s:s, s:s, s:b}", "name", *name,
-	    "self_named", have && k.self_named, "client_host", k.host,
+	    "self_named", have && k.self_named, "client_host", have ? k.host : "",
 	    "redirect_host", host, "loopback", loopback);
 	if (item == NULL)
 		*e = CS_ENOMEM;

@@ -32,7 +32,7 @@ struct cimd_policy mcp_client_policy(const struct config *cfg)
 	};
 }
 
-static enum cs_err lookup(struct app *app, const char *client_id, int64_t now, bool fetch,
+enum cs_err mcp_client_lookup(struct app *app, const char *client_id, int64_t now,
     struct mcp_client *out, char *why, size_t whylen)
 {
 	const struct config *cfg = app->cfg;
@@ -69,8 +69,7 @@ static enum cs_err lookup(struct app *app, const char *client_id, int64_t now, b
 	struct cimd_policy pol = mcp_client_policy(cfg);
 	struct cimd_fetch_opts fo = mcp_client_fetch_opts(cfg);
 	struct mcp_client k = { .by_url = true };
-	enum cs_err e = fetch ? cimd_client(app->cimd, &pol, &fo, client_id, now, &k.doc, why, whylen) :
-	    cimd_client_cached(app->cimd, &pol, client_id, now, &k.doc, why, whylen);
+	enum cs_err e = cimd_client(app->cimd, &pol, &fo, client_id, now, &k.doc, why, whylen);
 	if (e != CS_OK)
 		return e;
 	uint16_t port;
@@ -90,16 +89,4 @@ static enum cs_err lookup(struct app *app, const char *client_id, int64_t now, b
 	k.refresh = k.doc.refresh;
 	*out = k;
 	return CS_OK;
-}
-
-enum cs_err mcp_client_lookup(struct app *app, const char *client_id, int64_t now,
-    struct mcp_client *out, char *why, size_t whylen)
-{
-	return lookup(app, client_id, now, true, out, why, whylen);
-}
-
-enum cs_err mcp_client_lookup_cached(struct app *app, const char *client_id, int64_t now,
-    struct mcp_client *out, char *why, size_t whylen)
-{
-	return lookup(app, client_id, now, false, out, why, whylen);
 }

@@ -966,38 +966,6 @@ START_TEST(test_cimd_client_cache_and_policy)
 }
 END_TEST
 
-/* cimd_client_cached (the consent page's lookup) never fetches: an uncached
- * document is CS_ENOENT, a cached one is served, the policy still refuses. */
-START_TEST(test_cimd_client_cached_never_fetches)
-{
-	struct cimd_fetch_opts o = opts(true);
-	struct cimd_cache *c = NULL;
-	struct cimd_doc d = { 0 };
-	char why[CIMD_WHY_MAX], url[128], prefix[128];
-	ck_assert_int_eq(cimd_cache_new(&(struct cimd_cache_opts){ 10, 60, 300, 86400, 10 }, &c), CS_OK);
-	ck_assert_int_eq(str_fmt(url, sizeof url, "https://localhost:%d/good.json", srv_port), CS_OK);
-	ck_assert_int_eq(str_fmt(prefix, sizeof prefix, "https://localhost:%d/", srv_port), CS_OK);
-	const char *const prefixes[] = { prefix, NULL };
-	const char *const other[] = { "https://localhost:1/", NULL };
-	struct cimd_policy allow = { CIMD_ALLOW_PREFIXES, NULL, prefixes };
-	struct cimd_policy deny = { CIMD_ALLOW_PREFIXES, NULL, other };
-	int before = hits("/good.json");
-	ck_assert_int_eq(cimd_client_cached(c, &allow, url, 1000, &d, why, sizeof why), CS_ENOENT);
-	ck_assert_msg(strstr(why, "not cached") != NULL, "%s", why);
-	ck_assert_int_eq(hits("/good.json"), before);
-	ck_assert_int_eq(cimd_client(c, &allow, &o, url, 1000, &d, why, sizeof why), CS_OK);
-	cimd_doc_clear(&d);
-	ck_assert_int_eq(cimd_client_cached(c, &allow, url, 1001, &d, why, sizeof why), CS_OK);
-	ck_assert_str_eq(d.client_id, url);
-	cimd_doc_clear(&d);
-	ck_assert_int_eq(hits("/good.json"), before + 1);
-	ck_assert_int_eq(cimd_client_cached(c, &deny, url, 1001, &d, why, sizeof why), CS_EPERM);
-	ck_assert_int_eq(cimd_client_cached(c, &allow, "http://localhost/x.json", 1001, &d, why,
-	    sizeof why), CS_EINVAL);
-	cimd_cache_free(c);
-}
-END_TEST
-
 /* Threads asking for the same slow document at once make one fetch between them. */
 struct racer {
 	struct cimd_cache *c;
@@ -1065,7 +1033,6 @@ static Suite *cimd_suite(void)
 	tcase_add_test(tf, test_cimd_fetch_ssrf);
 	tcase_add_test(tf, test_cimd_pinned_get);
 	tcase_add_test(tf, test_cimd_client_cache_and_policy);
-	tcase_add_test(tf, test_cimd_client_cached_never_fetches);
 	tcase_add_test(tf, test_cimd_client_one_fetch_at_a_time);
 	suite_add_tcase(s, tf);
 	return s;
