@@ -82,8 +82,14 @@ enum cs_err mcp_state_open(const struct master_key *mk, const char *text,
 		return CS_EINVAL;
 	if (n == 0 || n > MCP_STATE_MAX || !b64url_valid(text, n))
 		return CS_OK;
-	if ((e = b64url_decode_alloc(text, n, &blob, &blen)) != CS_OK)
-		return e == CS_ENOMEM ? e : CS_OK;
+	/* SECURITY: one spelling per state: a text whose last character's unused
+	 * bits are not 0 is refused, not read as its canonical twin. */
+	if ((blob = malloc(B64URL_DECODED_MAX(n) + 1)) == NULL)
+		return CS_ENOMEM;
+	if (b64url_decode_canonical(text, n, blob, B64URL_DECODED_MAX(n), &blen) != CS_OK) {
+		free(blob);
+		return CS_OK;
+	}
 	/* SECURITY: nothing of the state is read before it opens. */
 	e = unseal(mk, MCP_STATE_PURPOSE, AAD, sizeof AAD - 1, blob, blen, &pt, &plen);
 	free(blob);

@@ -183,9 +183,14 @@ START_TEST(test_mcp_api_every_credential_refused)
 	for (size_t i = 0; creds[i] != NULL; i++) {
 		call(HTTP_POST, "/mcp/notes", creds[i], &rep);
 		ck_assert_msg(rep.status == 401, "%s: %d", creds[i], rep.status);
-		ck_assert_str_eq(hdr(&rep, "WWW-Authenticate"), "Bearer error=\"invalid_token\", "
-		    "error_description=\"No access token is accepted at this endpoint yet\", "
-		    "resource_metadata=\"" PRM_NOTES "\", scope=\"read write\"");
+		/* The gateway (issue #31) names the failing check; whatever it is,
+		 * the challenge says invalid_token and where to sign in. */
+		const char *w = hdr(&rep, "WWW-Authenticate");
+		static const char head[] = "Bearer error=\"invalid_token\", error_description=\"";
+		static const char tail[] = "\", resource_metadata=\"" PRM_NOTES "\", scope=\"read write\"";
+		ck_assert_msg(w != NULL && strncmp(w, head, sizeof head - 1) == 0, "%s: %s", creds[i], w);
+		ck_assert_msg(strlen(w) > sizeof head + sizeof tail &&
+		    strcmp(w + strlen(w) - (sizeof tail - 1), tail) == 0, "%s: %s", creds[i], w);
 		ck_assert_str_eq(rep.log.error, "invalid_token");
 		reply_clear(&rep);
 	}

@@ -91,6 +91,30 @@ START_TEST(test_mcp_state_fails_closed)
 		ck_assert_msg(v == MCP_STATE_BROKEN, "character %zu changed: verdict %d", i, v);
 		text[i] = keep;
 	}
+	/* The last character's twin -- its unused low bit flipped, the same bytes
+	 * to a lenient decoder: refused (one spelling per state).  Sealed texts
+	 * whose length leaves no unused bits have no twin; try until one does. */
+	static const char alphabet[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	for (int tries = 0; tries < 8; tries++) {
+		struct mcp_state t = base();
+		char *twin = NULL;
+		t.pending = tries % 2 ? "apr_0123456789abcdefghijk" : "apr_0123456789abcdefghij";
+		t.tool = tries < 2 ? "close_issue" : tries < 4 ? "close_issue2" : "close_issue_x";
+		ck_assert_int_eq(mcp_state_seal(&mk, &t, &twin), CS_OK);
+		size_t tn = strlen(twin);
+		if (tn % 4 == 0) {
+			free(twin);
+			continue;
+		}
+		const char *at = strchr(alphabet, twin[tn - 1]);
+		ck_assert_ptr_nonnull(at);
+		ck_assert_int_eq(verdict_of(&mk, twin, t, 10), MCP_STATE_OK);
+		twin[tn - 1] = alphabet[(at - alphabet) ^ 1];
+		ck_assert_int_eq(verdict_of(&mk, twin, t, 10), MCP_STATE_BROKEN);
+		free(twin);
+		break;
+	}
 	/* Cut short, made longer, not base64url, empty, too long. */
 	char *cut = strndup(text, n - 4);
 	ck_assert_int_eq(verdict_of(&mk, cut, s, 10), MCP_STATE_BROKEN);

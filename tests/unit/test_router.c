@@ -426,7 +426,7 @@ START_TEST(test_router_kind_for_path_from_table)
 	ck_assert_int_eq(router_kind_for_path(http_routes, "/no/such/page"), ROUTE_BROWSER);
 	for (const struct route *r = http_routes; r->pattern; r++)
 		ck_assert_int_eq((r->flags & ROUTE_DEFERRED) != 0, strncmp(r->pattern, "/proxy/", 7) == 0 ||
-		    strcmp(r->pattern, "/authorize") == 0);
+		    strcmp(r->pattern, "/authorize") == 0 || strcmp(r->pattern, "/mcp/{name}") == 0);
 	ck_assert_ptr_nonnull(router_route_for_path(http_routes, "/proxy/r/x"));
 	ck_assert_ptr_null(router_route_for_path(http_routes, "/proxy/r"));
 }
