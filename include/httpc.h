@@ -58,6 +58,9 @@ struct httpc_request {
 	size_t             body_len;
 	size_t             max_body; /* response body cap (0: HTTPC_MAX_RESPONSE) */
 	long               connect_timeout, timeout;   /* seconds (0: defaults) */
+	bool               headers_only;   /* httpc_stream_open returns once the final
+	                                      headers are in, without waiting for body
+	                                      bytes (an event stream may be silent) */
 };
 /* One request on this thread's reused connection cache: no redirects followed
  * (a 3xx comes back as it is), TLS verified, timeouts, the response body and
@@ -85,6 +88,11 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
  * CS_ENOMEM once the body cannot be completed. */
 enum cs_err httpc_stream_read(struct httpc_stream *s, char *dst, size_t max, size_t *got)
     CS_MUST_CHECK;
+/* httpc_stream_read, waiting at most wait_ms for bytes: CS_OK with *got 0
+ * and *ended false when none came in that time; *ended true (and *got 0) at
+ * the end.  For a stream read beside other work (an event stream relayed). */
+enum cs_err httpc_stream_read_wait(struct httpc_stream *s, char *dst, size_t max, size_t *got,
+    long wait_ms, bool *ended) CS_MUST_CHECK;
 void httpc_stream_close(struct httpc_stream *s);    /* NULL-safe */
 /* At shutdown: every stream's transfer (running or to come) fails within about
  * a second (CS_EIO), so that threads waiting on an upstream can be joined. */

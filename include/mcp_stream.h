@@ -75,6 +75,13 @@ enum cs_err mcp_stream_open(struct store *s, const struct mcp_who *who,
  * end.  Blocks between polls, so it runs on the thread that ran the handler
  * of a deferred route (a pool thread of http.c), never a server worker. */
 enum cs_err mcp_stream_read(void *stream, char *dst, size_t max, size_t *got) CS_MUST_CHECK;
+/* Relays the upstream MCP server's own GET stream of the session through
+ * st: each whole event the upstream writes goes out between consentd's own
+ * (never inside one); when it ends or fails, consentd's events go on alone.
+ * st takes up over (closed with it); it must be read on the thread that
+ * opened up (httpc.h). */
+struct httpc_stream;
+void mcp_stream_relay(struct mcp_stream *st, struct httpc_stream *up);
 /* A reply_stream's done: frees the stream and gives its place in the bounds
  * back.  NULL-safe. */
 void mcp_stream_close(void *stream);

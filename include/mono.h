@@ -16,4 +16,13 @@ static inline int64_t mono_now(void)
 	return (int64_t)ts.tv_sec;
 }
 
+/* Milliseconds on CLOCK_MONOTONIC (deadlines of waits). */
+static inline int64_t mono_ms(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 #endif

@@ -18,16 +18,10 @@
 #include "buf.h"
 #include "cimd.h"
 #include "httpc.h"
+#include "mono.h"
 
 #define CIMD_MAX_ADDRS    16         /* addresses of one host kept and pinned */
 #define CIMD_MAX_LOOKUPS  32         /* name lookups under way at once, all threads */
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* --------------------------------------------------------------- resolving */
 

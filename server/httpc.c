@@ -22,6 +22,7 @@
 #include "buf.h"
 #include "form.h"
 #include "httpc.h"
+#include "mono.h"
 
 #define HTTPC_UA              "consentd"
 #define HTTPC_CONNECT_TIMEOUT 5L
@@ -651,7 +652,14 @@ static enum cs_err stream_result(const struct httpc_stream *s)
 
 /* One step of the transfer: whatever is ready is read, then a wait of at most a
  * second for more (curl enforces the request's timeouts itself). */
+static enum cs_err stream_step_wait(struct httpc_stream *s, int wait_ms);
+
 static enum cs_err stream_step(struct httpc_stream *s)
+{
+	return stream_step_wait(s, 1000);
+}
+
+static enum cs_err stream_step_wait(struct httpc_stream *s, int wait_ms)
 {
 	int running = 0, left = 0;
 	CURLMsg *msg;
@@ -668,7 +676,7 @@ static enum cs_err stream_step(struct httpc_stream *s)
 	}
 	if (s->pending.len > s->off)
 		return CS_OK;
-	return curl_multi_poll(s->cu.multi, NULL, 0, 1000, NULL) == CURLM_OK ? CS_OK : CS_EIO;
+	return curl_multi_poll(s->cu.multi, NULL, 0, wait_ms, NULL) == CURLM_OK ? CS_OK : CS_EIO;
 }
 
 void httpc_stream_close(struct httpc_stream *s)
@@ -772,9 +780,17 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
 	    curl_multi_add_handle(s->cu.multi, s->cu.h) != CURLM_OK)
 		goto out;
 	/* Until the final headers and the first body bytes (or the end). */
-	while (!s->done && !(s->hs.final && s->pending.len > 0))
+	/* headers_only: the headers must come within the connect timeout and
+	 * 5 s more, whatever the transfer's own timeout (a stream's lifetime). */
+	int64_t head_by = mono_ms() + ((rq->connect_timeout > 0 ? rq->connect_timeout : 10) + 5) * 1000;
+	while (!s->done && !(s->hs.final && (rq->headers_only || s->pending.len > 0))) {
+		if (rq->headers_only && mono_ms() > head_by) {
+			e = CS_EBUSY;
+			goto out;
+		}
 		if ((e = stream_step(s)) != CS_OK)
 			goto out;
+	}
 	if (s->done && (e = stream_result(s)) != CS_OK)
 		goto out;
 	if (!s->hs.final) {
@@ -803,6 +819,37 @@ enum cs_err httpc_stream_read(struct httpc_stream *s, char *dst, size_t max, siz
 		if (s->done)
 			return stream_result(s);      /* CS_OK with *got == 0: the end */
 		if ((e = stream_step(s)) != CS_OK)
+			return e;
+	}
+	size_t n = s->pending.len - s->off;
+	if (n > max)
+		n = max;
+	memcpy(dst, s->pending.data + s->off, n);
+	s->off += n;
+	*got = n;
+	return CS_OK;
+}
+
+enum cs_err httpc_stream_read_wait(struct httpc_stream *s, char *dst, size_t max, size_t *got,
+    long wait_ms, bool *ended)
+{
+	enum cs_err e;
+	*got = 0;
+	*ended = false;
+	if (s == NULL || dst == NULL || wait_ms < 0)
+		return CS_EINVAL;
+	int64_t until = mono_ms() + wait_ms;
+	while (s->off == s->pending.len) {
+		s->off = 0;
+		s->pending.len = 0;
+		if (s->done) {
+			*ended = true;
+			return stream_result(s);
+		}
+		int64_t left = until - mono_ms();
+		if (left <= 0)
+			return CS_OK;                 /* nothing yet */
+		if ((e = stream_step_wait(s, left > 1000 ? 1000 : (int)left)) != CS_OK)
 			return e;
 	}
 	size_t n = s->pending.len - s->off;

@@ -37,6 +37,8 @@
 #define MCP_MAX_TOKEN 16384
 #define MCP_HOLD_STEPS 10          /* a retry waits up to this many seconds for the person */
 #define MCP_MAX_PARAM_HEADERS 8
+/* The bytes one relayed upstream event stream may bring in its lifetime. */
+#define MCP_RELAY_MAX_BYTES (16u * 1024 * 1024)
 #define MCP_MAX_HEADER_LINES (12 + MCP_MAX_PARAM_HEADERS)
 #define MCP_ERR_BUSY (-32005)      /* consentd's: too many pending requests for the person */
 #define MCP_ERR_NO_SESSION (-32001) /* the SDKs' "Session not found" (with HTTP 404) */
@@ -419,7 +421,7 @@ static enum cs_err forward(struct gw *g, const char *provider_token, const char 
 	h.line[h.n] = NULL;
 	struct httpc_request rq = { http_method_name(g->req->method),
 		h.url != NULL ? h.url : g->ep->upstream, h.line, body,
-		body_len, MCP_RPC_MAX_BODY, MCP_CONNECT_TIMEOUT, (long)g->ep->upstream_timeout };
+		body_len, MCP_RPC_MAX_BODY, MCP_CONNECT_TIMEOUT, (long)g->ep->upstream_timeout, false };
 	e = httpc_stream_open(&rq, &up, &st);
 	up_headers_clear(&h);
 	if (e == CS_OK)
@@ -483,7 +485,7 @@ static enum cs_err forward_list(struct gw *g, const char *provider_token, long *
 	h.line[h.n] = NULL;
 	struct httpc_request rq = { "POST", h.url != NULL ? h.url : g->ep->upstream, h.line,
 		g->req->body, g->req->body_len,
-		MCP_RPC_MAX_BODY, MCP_CONNECT_TIMEOUT, (long)g->ep->upstream_timeout };
+		MCP_RPC_MAX_BODY, MCP_CONNECT_TIMEOUT, (long)g->ep->upstream_timeout, false };
 	e = httpc_request(&rq, &up);
 	up_headers_clear(&h);
 	if (e == CS_OK)
@@ -611,9 +613,58 @@ static enum cs_err record_session(struct gw *g)
 	    "another's session)", json_pack("{s:s}", "upstream", "session_id"));
 }
 
+static struct mcp_call_req call_req(struct gw *g);
+
+/* The upstream's own GET stream of the session, when it has one (200, an
+ * event stream), opened with the person's provider token for st to relay.
+ * Anything else (405: no such stream, a failure, no live consent) leaves st
+ * with consentd's own events alone. */
+static enum cs_err relay_upstream(struct gw *g, struct mcp_stream *st)
+{
+	struct mcp_call_req rq = call_req(g);
+	struct mcp_call_plan p;
+	struct up_headers h;
+	struct httpc_reply up;
+	struct httpc_stream *us = NULL;
+	enum cs_err e;
+	memset(&p, 0, sizeof p);
+	memset(&h, 0, sizeof h);
+	httpc_reply_init(&up);
+	if ((e = mcp_call_prepare(g->c, g->cfg, &rq, &p)) != CS_OK || p.outcome != MCP_CALL_RELEASED)
+		goto out;
+	if ((e = up_headers_build(g, p.rel.tok.access_token, false, &h)) != CS_OK) {
+		e = e == CS_ENOMEM ? e : CS_OK;
+		goto out;
+	}
+	h.line[h.n] = NULL;
+	/* The stream lives as long as consentd's own, and a little more; its
+	 * bytes are bounded in all by the stream's lifetime at this cap. */
+	struct httpc_request r = { "GET", h.url != NULL ? h.url : g->ep->upstream, h.line, NULL, 0,
+		MCP_RELAY_MAX_BYTES, MCP_CONNECT_TIMEOUT, MCP_STREAM_LIFETIME_MS / 1000 + 5, true };
+	e = httpc_stream_open(&r, &up, &us);
+	if (e == CS_ENOMEM)
+		goto out;
+	const char *ct = NULL;
+	for (size_t i = 0; e == CS_OK && i < up.nheaders; i++)
+		if (strcasecmp(up.headers[i].name, "Content-Type") == 0)
+			ct = up.headers[i].value;
+	if (e == CS_OK && up.status == 200 && ct != NULL &&
+	    strncasecmp(ct, "text/event-stream", 17) == 0) {
+		mcp_stream_relay(st, us);
+		us = NULL;
+	}
+	e = CS_OK;
+out:
+	httpc_stream_close(us);
+	httpc_reply_clear(&up);
+	up_headers_clear(&h);
+	mcp_call_plan_clear(&p);
+	return e;
+}
+
 /* GET in a session: the session's stream of notifications/elicitation/complete
- * (mcp_stream.h), within the bounds per person and per node.  The
- * upstream's own GET stream is not relayed. */
+ * (mcp_stream.h), within the bounds per person and per node, with the
+ * upstream's own GET stream relayed when it has one. */
 static enum cs_err open_stream(struct gw *g)
 {
 	struct mcp_who w = gw_who(g);
@@ -624,6 +675,10 @@ static enum cs_err open_stream(struct gw *g)
 		return e;
 	switch (adm) {
 	case MCP_STREAM_ADMITTED:
+		if ((e = relay_upstream(g, st)) != CS_OK) {
+			mcp_stream_close(st);
+			return e;
+		}
 		g->rep->status = 200;
 		g->rep->content_type = "text/event-stream";
 		g->rep->stream = (struct reply_stream){ st, mcp_stream_read, mcp_stream_close };

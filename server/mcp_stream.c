@@ -11,6 +11,7 @@
 
 #include "app.h"
 #include "buf.h"
+#include "httpc.h"
 #include "log.h"
 #include "mcp_stream.h"
 
@@ -39,6 +40,8 @@ struct mcp_stream {
 	struct buf       pending;         /* written, not yet read out */
 	size_t           off;
 	bool             ended;
+	struct httpc_stream *up;          /* the upstream's own GET stream, relayed; or NULL */
+	struct buf       upbuf;           /* its bytes up to the next whole event */
 };
 
 enum cs_err mcp_stream_configure(const struct mcp_stream_limits *l)
@@ -165,6 +168,68 @@ static void drain_pending(struct mcp_stream *st, char *dst, size_t max, size_t *
 	*got = n;
 }
 
+/* Stops relaying the upstream's stream (it ended, failed, or overflowed):
+ * consentd's own events go on. */
+static void relay_stop(struct mcp_stream *st, const char *why)
+{
+	if (why != NULL)
+		log_msg(LOG_INFO, "mcp: a session's upstream stream is no longer relayed: %s", why);
+	httpc_stream_close(st->up);
+	st->up = NULL;
+	buf_wipe_clear(&st->upbuf);
+}
+
+/* The end of the first whole event in b (its blank line included), or 0. */
+static size_t event_end(const struct buf *b)
+{
+	for (size_t i = 0; i + 1 < b->len; i++) {
+		if (b->data[i] == '\n' && b->data[i + 1] == '\n')
+			return i + 2;
+		if (i + 3 < b->len && memcmp(b->data + i, "\r\n\r\n", 4) == 0)
+			return i + 4;
+	}
+	return 0;
+}
+
+/* Waits up to poll_ms for the upstream's bytes and moves each whole event
+ * into pending, never a part of one: consentd's own events go between the
+ * upstream's, never inside one. */
+static void relay_step(struct mcp_stream *st)
+{
+	char tmp[8192];
+	size_t n = 0, end;
+	bool ended = false;
+	enum cs_err e = httpc_stream_read_wait(st->up, tmp, sizeof tmp, &n, (long)st->lim.poll_ms,
+	    &ended);
+	if (e != CS_OK || ended) {
+		relay_stop(st, e != CS_OK ? "its transfer failed" : NULL);
+		return;
+	}
+	if (n > 0 && buf_append(&st->upbuf, tmp, n) != CS_OK) {
+		relay_stop(st, "an event larger than the bound");
+		return;
+	}
+	while ((end = event_end(&st->upbuf)) > 0) {
+		if (buf_append(&st->pending, st->upbuf.data, end) != CS_OK) {
+			relay_stop(st, "the client does not read fast enough");
+			return;
+		}
+		memmove(st->upbuf.data, st->upbuf.data + end, st->upbuf.len - end);
+		st->upbuf.len -= end;
+	}
+}
+
+void mcp_stream_relay(struct mcp_stream *st, struct httpc_stream *up)
+{
+	if (st == NULL) {
+		httpc_stream_close(up);
+		return;
+	}
+	relay_stop(st, NULL);
+	buf_init(&st->upbuf, PENDING_MAX);
+	st->up = up;
+}
+
 /* One look at the store: the completions taken now, as events into pending. */
 static enum cs_err poll_once(struct mcp_stream *st)
 {
@@ -223,7 +288,10 @@ enum cs_err mcp_stream_read(void *ctx, char *dst, size_t max, size_t *got)
 				st->ended = true;
 			continue;
 		}
-		sleep_ms(st->lim.poll_ms);
+		if (st->up != NULL)
+			relay_step(st);               /* waits up to poll_ms for the upstream */
+		else
+			sleep_ms(st->lim.poll_ms);
 	}
 }
 
@@ -233,6 +301,7 @@ void mcp_stream_close(void *ctx)
 	if (st == NULL)
 		return;
 	release(st->user_id);
+	relay_stop(st, NULL);
 	buf_clear(&st->pending);
 	free(st->endpoint);
 	free(st->client_id);

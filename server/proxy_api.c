@@ -269,7 +269,8 @@ static enum cs_err forward(const struct http_request *req, const struct proxy_pl
 		return e;
 	{
 		struct httpc_request rq = { http_method_name(req->method), key_url ? key_url : p->url,
-			h.line, p->body, p->body_len, PROXY_MAX_BODY, PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT };
+			h.line, p->body, p->body_len, PROXY_MAX_BODY, PROXY_CONNECT_TIMEOUT, PROXY_TIMEOUT,
+			false };
 		e = httpc_stream_open(&rq, res, st);
 	}
 	proxy_headers_clear(&h);

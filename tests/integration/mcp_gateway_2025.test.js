@@ -17,7 +17,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitationCompleteNotificationSchema, UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitationCompleteNotificationSchema, ToolListChangedNotificationSchema, UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
 import { vaultSignIn } from '../lib/mcp.js';
@@ -151,9 +151,31 @@ test('the 2025 client in a session: -32042, the person approves, notifications/e
   const r = await session.client.callTool({ name: 'create_issue', arguments: { title: 'from 2025' } });
   assert.match(r.content[0].text, /created #\d+: from 2025/);
   assert.deepEqual(up.calls.filter((c) => c.tool === 'create_issue'), [{ tool: 'create_issue', args: { title: 'from 2025' } }]);
-  // The upstream's own GET stream is not relayed: consentd serves the session's stream.
-  assert.ok(!up.requests.some((q) => q.method === 'GET'), 'no GET reached the upstream');
+  // consentd serves the session's stream, and relays the upstream's own GET stream into it
+  // (opened with the provider's token, like every request upstream).
   for (const q of up.requests) assert.ok(!JSON.stringify(q).includes(alice.token), 'never the client\'s token upstream');
+});
+
+test('the upstream\'s own GET stream is relayed: its server-initiated notification reaches the client, beside consentd\'s own events', async () => {
+  const c = await connect(alice.token);
+  const changed = [];
+  c.client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed.push(Date.now()); });
+  // The SDK client opens the session's GET stream after initialize; consentd opens the
+  // upstream's with the person's provider token.
+  await waitFor(() => up.requests.some((q) => q.method === 'GET' && q.headers['mcp-session-id'] === c.sid),
+    10000, 'the upstream GET stream opened by consentd');
+  const get = up.requests.find((q) => q.method === 'GET' && q.headers['mcp-session-id'] === c.sid);
+  assert.ok(!JSON.stringify(get).includes(alice.token), 'the provider token, never the client\'s');
+  assert.match(get.headers.authorization, /^Bearer \S+$/);
+  up.notifyAll();
+  await waitFor(() => changed.length > 0, 10000, 'notifications/tools/list_changed through consentd');
+  // consentd's own events still come on the same stream.
+  let err;
+  try { await c.client.callTool({ name: 'create_issue', arguments: { title: 'relay' } }); } catch (e) { err = e; }
+  assert.ok(err instanceof UrlElicitationRequiredError, String(err));
+  await decide('alice', err.elicitations[0].url, 'approve');
+  await waitFor(() => c.completed.includes(err.elicitations[0].elicitationId), 5000, 'its completion');
+  await c.client.close();
 });
 
 test('a replayed elicitation: the approval went out once, the same call asks again with a new id, the old id is never announced again', async () => {

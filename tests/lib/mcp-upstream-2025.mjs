@@ -13,6 +13,8 @@
 //   up.calls          [{ tool, args }] the tool calls it ran
 //   up.sessions       the session ids it holds now (a Set)
 //   up.ids = [...]    the next initialize's session ids, in order (then random ones)
+//   up.notifyAll()    notifications/tools/list_changed from every session's server, which
+//                     the SDK sends on the session's own GET stream (server-initiated)
 //   await up.stop()
 import './webcrypto.js';
 import http from 'node:http';
@@ -26,6 +28,7 @@ export async function startMcpUpstream2025({ check }) {
   const calls = [];
   const issues = [{ id: 1, title: 'first' }];
   const transports = new Map();
+  const servers = new Map();
   const nextIds = [];
   const build = () => {
     const s = new McpServer({ name: 'tracker-upstream-2025', version: '1' }, { capabilities: { tools: {} } });
@@ -78,12 +81,13 @@ export async function startMcpUpstream2025({ check }) {
         rs.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'initialize first' } }));
         return;
       }
+      const srv = build();
       const t = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => nextIds.shift() ?? randomUUID(),
-        onsessioninitialized: (id) => { transports.set(id, t); },
-        onsessionclosed: (id) => { transports.delete(id); },
+        onsessioninitialized: (id) => { transports.set(id, t); servers.set(id, srv); },
+        onsessionclosed: (id) => { transports.delete(id); servers.delete(id); },
       });
-      await build().connect(t);
+      await srv.connect(t);
       await t.handleRequest(rq, rs, parsed);
     } catch (e) {
       if (!rs.headersSent) rs.writeHead(500, { 'content-type': 'text/plain' });
@@ -97,6 +101,7 @@ export async function startMcpUpstream2025({ check }) {
     get sessions() { return new Set(transports.keys()); },
     set ids(list) { nextIds.splice(0, nextIds.length, ...list); },
     clear() { requests.length = 0; calls.length = 0; },
+    notifyAll() { for (const srv of servers.values()) srv.sendToolListChanged(); },
     async stop() {
       for (const t of transports.values()) await t.close().catch(() => {});
       server.closeAllConnections?.();

@@ -144,7 +144,7 @@ static void call(const char *method, const char *const *headers, const char *bod
 	char url[64];
 	struct httpc_reply res;
 	ck_assert_int_eq(str_fmt(url, sizeof url, "http://127.0.0.1:%d/x", port), CS_OK);
-	struct httpc_request rq = { method, url, headers, body, body ? strlen(body) : 0, 0, 5, 10 };
+	struct httpc_request rq = { method, url, headers, body, body ? strlen(body) : 0, 0, 5, 10, false };
 	ck_assert_int_eq(httpc_request(&rq, &res), CS_OK);
 	ck_assert_int_eq(res.status, 200);
 	ck_assert_str_eq(res.body.data, strcmp(method, "HEAD") == 0 ? "" : "ok");
