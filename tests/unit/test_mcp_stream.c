@@ -179,9 +179,10 @@ START_TEST(test_mcp_stream_delivers_once_then_ends)
 	snprintf(want, sizeof want, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":"
 	    "\"notifications/elicitation/complete\",\"params\":{\"elicitationId\":\"%s\"}}\n\n", id);
 	ck_assert_str_eq(buf, want);
+	/* Not before the decision; no upper bound on a loaded machine's
+	 * scheduling (timing is for benchmarks, not tests). */
 	int64_t waited = mono_ms() - t0;
 	ck_assert_int_ge(waited, 140);
-	ck_assert_int_lt(waited, 1000);
 	/* About 150 ms of waiting at 20 ms polls: a spinning reader would burn
 	 * all of it; a sleeping one a small part (ASan included). */
 	double cpu_ms = (double)(cpu1 - cpu0) * 1000.0 / CLOCKS_PER_SEC;
@@ -200,9 +201,9 @@ START_TEST(test_mcp_stream_delivers_once_then_ends)
 		ck_assert_str_eq(buf, ": keep-alive\n\n");
 	}
 	ck_assert_uint_eq(got, 0);
+	/* It lasted its lifetime, and ended (the loop above is bounded). */
 	int64_t life = mono_ms() - t0;
 	ck_assert_int_ge(life, 2000);
-	ck_assert_int_lt(life, 2600);
 	ck_assert_uint_eq(mcp_stream_open_count(), 1);
 	rs.done(rs.ctx);
 	ck_assert_uint_eq(mcp_stream_open_count(), 0);
@@ -316,8 +317,8 @@ START_TEST(test_mcp_stream_stop)
 	ck_assert_int_eq(pthread_create(&th, NULL, stop_main, NULL), 0);
 	read_once(&rs, buf, sizeof buf, &got);
 	pthread_join(th, NULL);
-	ck_assert_uint_eq(got, 0);
-	ck_assert_int_lt(mono_ms() - t0, 250);                  /* before the first comment */
+	ck_assert_uint_eq(got, 0);                              /* the end, not a comment */
+	(void)t0;
 	ck_assert_int_eq(stream_open(f.s, &f.who, f.sess.hash, &adm, &rs2), CS_OK);
 	ck_assert_int_eq(adm, MCP_STREAM_STOPPING);
 	rs.done(rs.ctx);
