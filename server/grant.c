@@ -792,7 +792,8 @@ struct grant_claims {
 
 /* How validate judges a token: as the gateway's grant, as an MCP client's
  * access token for one audience, or as whichever it is (introspection). */
-enum validate_as { AS_GATEWAY, AS_MCP, AS_ANY };
+enum validate_as { AS_GATEWAY, AS_MCP, AS_ANY,
+	AS_MCP_TOKEN };   /* AS_MCP's checks, the token's own standing (token_fits) for its consent's */
 
 /* The claims every grant carries, for this gateway, within its lifetime:
  * false with *w saying which check failed. */
@@ -915,6 +916,9 @@ out:
 	return e;
 }
 
+static enum cs_err token_fits(struct store_conn *c, const struct config *cfg,
+    const struct grant_claims *g, int64_t now, struct consent *kk, const char **w);
+
 static enum cs_err validate(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const char *token, enum validate_as as, const char *audience,
     int64_t now, struct grant_check *out)
@@ -923,7 +927,8 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 	json_t *cl = NULL;
 	struct consent kk;
 	struct grant_claims g;
-	const char *w = as == AS_MCP ? "not a consentd access token" : "not a consentd grant";
+	const char *w = as == AS_MCP || as == AS_MCP_TOKEN ? "not a consentd access token" :
+	    "not a consentd grant";
 	bool hit = false;
 
 	memset(&kk, 0, sizeof kk);
@@ -951,7 +956,8 @@ static enum cs_err validate(struct store_conn *c, const struct config *cfg,
 	if (as == AS_GATEWAY ? !claims_fit(cl, cfg, now, &g, &w) :
 	    !mcp_claims_fit(cl, cfg, audience, now, &g, &w))
 		goto out;
-	if ((e = consent_fits(c, cfg, &g, now, &kk, &w)) != CS_OK)
+	if ((e = as == AS_MCP_TOKEN ? token_fits(c, cfg, &g, now, &kk, &w) :
+	    consent_fits(c, cfg, &g, now, &kk, &w)) != CS_OK)
 		goto out;
 	/* Only a grant that passed every check is remembered, and only its
 	 * signature and claims, until its exp; before anyone may change cl. */
@@ -984,17 +990,25 @@ enum cs_err grant_validate(struct store_conn *c, const struct config *cfg,
 	return e == CS_EPERM ? CS_OK : e;
 }
 
-enum cs_err grant_validate_mcp(struct store_conn *c, const struct config *cfg,
-    const struct keyring *kr, const char *token, const char *audience, int64_t now,
-    struct grant_check *out)
+/* grant_validate_mcp and _mcp_token: validate as as, a refusal in out. */
+static enum cs_err validate_mcp(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, enum validate_as as, const char *audience,
+    int64_t now, struct grant_check *out)
 {
 	enum cs_err e;
 	if (c == NULL || cfg == NULL || out == NULL)
 		return CS_EINVAL;
 	memset(out, 0, sizeof *out);
-	e = validate(c, cfg, kr, token, AS_MCP, audience, now, out);
+	e = validate(c, cfg, kr, token, as, audience, now, out);
 	out->valid = e == CS_OK;
 	return e == CS_EPERM ? CS_OK : e;
+}
+
+enum cs_err grant_validate_mcp(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const char *token, const char *audience, int64_t now,
+    struct grant_check *out)
+{
+	return validate_mcp(c, cfg, kr, token, AS_MCP, audience, now, out);
 }
 
 /* The token's own standing for the gateway (grant_validate_mcp_token): its
@@ -1040,49 +1054,7 @@ enum cs_err grant_validate_mcp_token(struct store_conn *c, const struct config *
     const struct keyring *kr, const char *token, const char *audience, int64_t now,
     struct grant_check *out)
 {
-	enum cs_err e;
-	json_t *cl = NULL;
-	struct consent kk;
-	struct grant_claims g;
-	const char *w = "not a consentd access token";
-	bool hit = false;
-	if (c == NULL || cfg == NULL || out == NULL)
-		return CS_EINVAL;
-	memset(out, 0, sizeof *out);
-	memset(&kk, 0, sizeof kk);
-	e = CS_EPERM;
-	if (kr == NULL || !token_present(token) || cfg->public_url == NULL)
-		goto out;
-	/* SECURITY: the same signature, typ, alg and claim checks as
-	 * grant_validate_mcp: only the consent's liveness is left to the caller. */
-	if ((e = verify_grant(kr, token, now, &cl, &hit)) != CS_OK) {
-		if (e != CS_ENOMEM)
-			e = CS_EPERM;
-		goto out;
-	}
-	e = CS_EPERM;
-	if (!mcp_claims_fit(cl, cfg, audience, now, &g, &w))
-		goto out;
-	if ((e = token_fits(c, cfg, &g, now, &kk, &w)) != CS_OK)
-		goto out;
-	/* As grant_validate does: a token that passed every check has its
-	 * signature remembered until its exp (the rows are read at every call). */
-	if (!hit)
-		grant_cache_put(kr, token, cl, g.exp, now);
-	out->claims = cl;
-	cl = NULL;
-	out->k = kk;
-	memset(&kk, 0, sizeof kk);
-	w = NULL;
-	e = CS_OK;
-out:
-	if (e == CS_ENOENT)
-		e = CS_EPERM;
-	out->why = e == CS_EPERM ? w : e == CS_OK ? NULL : "the grant could not be checked";
-	out->valid = e == CS_OK;
-	json_decref(cl);
-	consent_clear(&kk);
-	return e == CS_EPERM ? CS_OK : e;
+	return validate_mcp(c, cfg, kr, token, AS_MCP_TOKEN, audience, now, out);
 }
 
 /* The active answer for a current refresh token of a live consent: a
