@@ -67,6 +67,13 @@ struct approval_answer {             /* release with approval_answer_clear() */
 	int64_t expires_in, interval, retry_after;   /* retry_after: APPROVAL_TOO_MANY, and
 	                                    APPROVAL_DENIED (seconds the denial still holds) */
 	bool    rate_limited;            /* APPROVAL_TOO_MANY: [limits] person_rate refused it */
+	/* Issue #32: APPROVAL_RELEASE or APPROVAL_DENIED decided by something
+	 * other than a person's approval of this call -- a standing rule, a
+	 * policy line, the decision point -- in words for the audit entry
+	 * ("rule RID", "policy ACTION#N", "decision point"); approval_id is
+	 * then NULL.  NULL: a person decided. */
+	char   *decided_by;
+	char   *rule_id;                 /* the standing rule whose use the release counts, or NULL */
 };
 void approval_answer_clear(struct approval_answer *a);
 

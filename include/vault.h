@@ -58,6 +58,10 @@ struct vault_release_req {
 	const struct consent *k;
 	const char *action;
 	const char *approval_id;      /* vault_release_approved only; NULL otherwise */
+	/* Issue #32: who approved a release no person's approval authorises (a
+	 * standing rule, a policy line, the decision point), in words written into
+	 * "vault.released"'s detail ("; approved_by=..."); NULL: none. */
+	const char *decided_by;
 	const char *actor;
 	int64_t now;
 	/* The caller's own writes (the proxy's "proxy.forwarded"), made in the

@@ -181,6 +181,8 @@ void approval_answer_clear(struct approval_answer *a)
 	if (a == NULL)
 		return;
 	free(a->approval_id);
+	free(a->decided_by);
+	free(a->rule_id);
 	memset(a, 0, sizeof *a);
 }
 

@@ -684,8 +684,9 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 	char detail[DETAIL_MAX];
 	const struct vault_release_req *rq = x->rq;
 	enum approval_redeem_outcome ro = APPROVAL_REDEEMED;
-	if ((e = str_fmt(detail, sizeof detail, "action=%s%s%s", rq->action,
-	    rq->approval_id ? "; approval=" : "", rq->approval_id ? rq->approval_id : "")) != CS_OK)
+	if ((e = str_fmt(detail, sizeof detail, "action=%s%s%s%s%s", rq->action,
+	    rq->approval_id ? "; approval=" : "", rq->approval_id ? rq->approval_id : "",
+	    rq->decided_by ? "; approved_by=" : "", rq->decided_by ? rq->decided_by : "")) != CS_OK)
 		return e;
 	if ((e = store_begin(x->c)) != CS_OK)
 		return e;
