@@ -31,6 +31,8 @@ enum config_preset {
 enum config_credential { CREDENTIAL_OAUTH = 0, CREDENTIAL_API_KEY };
 enum config_approval { APPROVAL_NONE = 0, APPROVAL_REQUIRED };
 enum config_auth { AUTH_CLIENT_SECRET_BASIC = 0, AUTH_CLIENT_SECRET_POST };
+/* [authzen] on_error: what a failed call to the decision point decides. */
+enum config_authzen_on_error { AUTHZEN_ON_ERROR_DENY = 0, AUTHZEN_ON_ERROR_ASK };
 
 struct config_scope {            /* [scope.RESOURCE.SCOPE] */
 	char  *resource;             /* resource name */
@@ -275,6 +277,17 @@ struct config {                  /* immutable after config_load(); free with con
 	int64_t mcp_cimd_failure_ttl;        /* default 10, s: a failed fetch is not retried sooner */
 	bool    mcp_require_dpop;            /* default false: public MCP clients must send a
 	                                        DPoP proof at /token (RFC 9449) */
+
+	/* [authzen] (authzen.h): the organisation's decision point (AuthZEN 1.0
+	 * Access Evaluation API), asked before a person is; off without endpoint */
+	char   *authzen_endpoint;            /* the evaluation URL; NULL = no decision point */
+	char   *authzen_token;               /* secret: never log; token or token_file; NULL = none */
+	char   *authzen_ca_file;             /* PEM CAs trusted instead of the system's; NULL = system */
+	int64_t authzen_timeout_ms;          /* default 2000: the whole call, connecting included */
+	enum config_authzen_on_error authzen_on_error;   /* default deny (fail closed) */
+	char  **authzen_actions;             /* RESOURCE.ACTION names; NULL-terminated; none:
+	                                        every action with approval = required */
+	size_t  nauthzen_actions;
 
 	struct config_agent    *agents;    size_t nagents;
 	struct config_client   *clients;   size_t nclients;

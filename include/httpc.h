@@ -70,6 +70,17 @@ struct httpc_request {
  * cap.  Any status is CS_OK: look at res->status. */
 enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *res) CS_MUST_CHECK;
 
+/* httpc_request with what a call to a configured service needs besides
+ * (authzen.c): timeout_ms (> 0) bounds the whole call, connecting included
+ * (rq's connect_timeout and timeout are then ignored), and ca_file, when not
+ * NULL, names the PEM CAs trusted instead of the system's. */
+struct httpc_call_opts {
+	long        timeout_ms;
+	const char *ca_file;
+};
+enum cs_err httpc_request_opts(const struct httpc_request *rq, const struct httpc_call_opts *o,
+    struct httpc_reply *res) CS_MUST_CHECK;
+
 /* The same request with its response body streamed: httpc_stream_open returns
  * once the final response's status and headers are in res and either the first
  * body bytes have arrived or the response is complete (so a Content-Length past

@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "approval_api.h"
+#include "authzen.h"
 #include "buf.h"
 
 /* The description of a waiting outcome (needed, slow_down, pending). */
@@ -29,6 +30,8 @@ enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *c
 	enum cs_err e;
 	switch (a->outcome) {
 	case APPROVAL_DENIED:
+		if (authzen_denied(a))
+			return reply_oauth_error(rep, status, "access_denied", AUTHZEN_DENIED_WORDS);
 		return reply_oauth_error(rep, status, "access_denied",
 		    "the person denied this action with these parameters");
 	case APPROVAL_EXPIRED:

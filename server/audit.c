@@ -66,6 +66,9 @@
  *   authz.code_reused          an MCP client's authorization code came back a second time:
  *                              the refresh family its first use issued was revoked, with
  *                              every token in it (mcp_token.c; detail "family=..." or "none")
+ *   authzen.evaluated          the organisation's decision point was asked (authzen.c):
+ *                              outcome permit, deny, ask or error; detail: action, digest,
+ *                              decision and reason, or the failure and what on_error did
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -93,6 +96,7 @@ const char *const audit_actions[] = {
 	"approval.approved", "approval.cancelled", "approval.denied", "approval.expired",
 	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
 	"authz.code.issued", "authz.code_reused",
+	"authzen.evaluated",
 	"consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
 	"consent.granted_by_policy",
 	"consent.request.approved", "consent.request.created", "consent.request.denied",

@@ -174,7 +174,7 @@ static const char keys_text[] =
     "[server]\npublic_url = http://127.0.0.1:8080\n[database]\n[keys]\n"
     "[oidc]\nissuer = http://127.0.0.1:9\nclient_id = consentd\nclient_secret = s\n"
     "[session]\n[login]\n[consent]\n[gateway]\nclient_secret = 0123456789abcdef\n"
-    "[audit]\n[metrics]\n[retention]\n[limits]\n[agent.NAME]\n[resource.NAME]\n"
+    "[audit]\n[metrics]\n[authzen]\n[retention]\n[limits]\n[agent.NAME]\n[resource.NAME]\n"
     "[scope.NAME.SCOPE]\n[action.NAME.ACTION]\nscope = SCOPE\n"
     "[client.NAME]\nredirect_uris = https://client.example/cb\n"
     "[mcp.NAME]\nresource = NAME\n"
@@ -713,6 +713,10 @@ void config_free(struct config *c)
 	cfg_free_strv(c->mcp_cimd_hosts);
 	cfg_free_strv(c->mcp_cimd_prefixes);
 	free(c->mcp_cimd_ca_file);
+	free(c->authzen_endpoint);
+	wipe_free(c->authzen_token);
+	free(c->authzen_ca_file);
+	cfg_free_strv(c->authzen_actions);
 	for (size_t i = 0; i < c->nagents; i++) {
 		free(c->agents[i].id);
 		free(c->agents[i].name);

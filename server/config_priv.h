@@ -27,7 +27,7 @@
 
 enum sec_kind {
 	SK_SERVER, SK_DATABASE, SK_KEYS, SK_OIDC, SK_SESSION, SK_LOGIN, SK_CONSENT, SK_GATEWAY,
-	SK_AUDIT, SK_METRICS, SK_MCP,
+	SK_AUDIT, SK_METRICS, SK_MCP, SK_AUTHZEN,
 	SK_RETENTION, SK_LIMITS,
 	SK_AGENT, SK_RESOURCE, SK_SCOPE, SK_ACTION, SK_CLIENT, SK_MCP_ENDPOINT,
 	SK_ENTERPRISE,
@@ -175,6 +175,15 @@ char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_
 
 /* config_read.c's key list of a section kind (NULL-terminated) and its name. */
 const char *const *cfg_section_keys(enum sec_kind k, const char **name);
+
+/* config_section.c's helpers config_authzen.c shares: a secret file (the
+ * whole file, one final newline allowed; false when unreadable, said through
+ * c) and a check that path is a readable PEM file of CA certificates. */
+bool cfg_read_secret_file(struct ctx *c, const struct entry *e, const char *path, char *buf,
+    size_t cap, size_t *n);
+void cfg_check_ca_file(struct ctx *c, const struct entry *e, const char *path);
+/* [authzen] (config_authzen.c); after the dynamic sections (it names actions). */
+void cfg_load_authzen(struct ctx *c, struct config *cfg, const struct section *s);
 
 /* The load's steps, in order (config.c's load_text runs them). */
 void cfg_read(struct ctx *c);                                  /* config_read.c */

@@ -47,6 +47,8 @@ static const char *const keys_mcp[] = { "cimd_allow", "cimd_hosts", "cimd_prefix
 	"cimd_allow_loopback", "cimd_ca_file", "cimd_timeout_ms", "cimd_connect_timeout_ms",
 	"cimd_max_bytes", "cimd_cache_entries", "cimd_cache_min_ttl", "cimd_cache_default_ttl",
 	"cimd_cache_max_ttl", "cimd_failure_ttl", "require_dpop", NULL };
+static const char *const keys_authzen[] = { "endpoint", "token", "token_file", "ca_file",
+	"timeout_ms", "on_error", "actions", NULL };
 static const char *const keys_retention[] = { "enabled", "interval", "batch_size", "grace",
 	"revoked_consent_days", "audit_days", "audit_keep", NULL };
 static const char *const keys_limits[] = { "address_rate", "address_burst", "person_rate",
@@ -81,6 +83,7 @@ static const struct {
 	[SK_AUDIT]    = { "audit", keys_audit },
 	[SK_METRICS]  = { "metrics", keys_metrics },
 	[SK_MCP]      = { "mcp", keys_mcp },
+	[SK_AUTHZEN]  = { "authzen", keys_authzen },
 	[SK_RETENTION] = { "retention", keys_retention },
 	[SK_LIMITS]   = { "limits", keys_limits },
 	[SK_AGENT]    = { "agent", keys_agent },

@@ -408,7 +408,7 @@ static bool metrics_token_ok(const char *t)
 /* A secret file (token_file, password_file): the whole file is the secret,
  * one final newline (or CRLF) allowed; read into buf (cap bytes), *n its
  * length.  false when it could not be read (said through c). */
-static bool read_secret_file(struct ctx *c, const struct entry *e, const char *path, char *buf,
+bool cfg_read_secret_file(struct ctx *c, const struct entry *e, const char *path, char *buf,
     size_t cap, size_t *n)
 {
 	FILE *f = fopen(path, "re");
@@ -435,7 +435,7 @@ static void load_metrics_token_file(struct ctx *c, struct config *cfg, const str
 {
 	char tok[METRICS_TOKEN_MAX + 2];
 	size_t n = 0;
-	bool ok = read_secret_file(c, e, path, tok, sizeof tok, &n);
+	bool ok = cfg_read_secret_file(c, e, path, tok, sizeof tok, &n);
 	if (ok && (memchr(tok, '\0', n) != NULL || !metrics_token_ok(tok)))
 		cfg_err_e(c, e, "'%s' must hold one token of %d to %d printable characters without "
 		    "spaces", path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
@@ -450,7 +450,7 @@ static void load_db_password_file(struct ctx *c, struct config *cfg, const struc
 {
 	char pw[1024 + 2];
 	size_t n = 0;
-	bool ok = read_secret_file(c, e, path, pw, sizeof pw, &n);
+	bool ok = cfg_read_secret_file(c, e, path, pw, sizeof pw, &n);
 	if (ok && (n == 0 || n > 1024 || memchr(pw, '\0', n) != NULL))
 		cfg_err_e(c, e, "'%s' must hold one password of 1 to 1024 bytes", path);
 	else if (ok)
@@ -510,7 +510,7 @@ static bool word_ok_cimd_host(const char *w) { return cimd_host_entry_valid(w); 
 static bool word_ok_cimd_prefix(const char *w) { return cimd_prefix_entry_valid(w); }
 
 /* [mcp] cimd_ca_file: a readable PEM file of at least one CA certificate. */
-static void check_ca_file(struct ctx *c, const struct entry *e, const char *path)
+void cfg_check_ca_file(struct ctx *c, const struct entry *e, const char *path)
 {
 	X509_STORE *st = X509_STORE_new();
 	if (st == NULL) {
@@ -565,7 +565,7 @@ static void load_mcp(struct ctx *c, struct config *cfg, const struct section *s)
 		    "for development only, never in production");
 	e = cfg_get_str(c, s, "cimd_ca_file", NULL, S_EMPTY_NULL, &cfg->mcp_cimd_ca_file);
 	if (e != NULL && cfg->mcp_cimd_ca_file != NULL)
-		check_ca_file(c, e, cfg->mcp_cimd_ca_file);
+		cfg_check_ca_file(c, e, cfg->mcp_cimd_ca_file);
 
 	cfg_get_int(c, s, "cimd_timeout_ms", 5000, 100, 30000, &cfg->mcp_cimd_timeout_ms);
 	cfg_get_int(c, s, "cimd_connect_timeout_ms", 2000, 100, 30000,
@@ -1459,5 +1459,6 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	load_dynamic(c, cfg);
 	if (c->oom)
 		return;
+	cfg_load_authzen(c, cfg, cfg_find_section(c, "authzen"));
 	cross_check(c, cfg);
 }

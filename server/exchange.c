@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "authzen.h"
 #include "buf.h"
 #include "exchange.h"
 #include "health.h"
@@ -86,6 +87,16 @@ static enum cs_err gate_check(struct store_conn *c, const struct config *cfg,
 	if ((e = jcs_canonicalize(rq->params, &canon)) != CS_OK ||
 	    (e = approval_digest(rq->params, out->digest)) != CS_OK)
 		goto out;
+	/* The organisation's decision point (authzen.h), outside any transaction. */
+	if ((e = authzen_gate(c, cfg, rq->act, &(struct authzen_call){ .k = rq->k,
+	    .action = rq->act->name, .params = rq->params, .digest = out->digest,
+	    .actor = rq->actor, .now = rq->now }, &out->approval, release)) != CS_OK || *release) {
+		if (e == CS_OK && out->approval.outcome != APPROVAL_RELEASE) {
+			out->outcome = EXCHANGE_APPROVAL;
+			*release = false;
+		}
+		goto out;
+	}
 	e = approval_check(c, cfg, &(struct approval_ask){ .k = rq->k, .action = rq->act->name,
 	    .parameters = canon.data, .digest = out->digest, .actor = rq->actor, .now = rq->now,
 	    .limits = rq->limits },

@@ -606,6 +606,7 @@ struct httpc_stream {
 	struct hsink       hs;
 	bool               too_big, nomem, done;
 	CURLcode           rc;           /* the transfer's result once done */
+	struct httpc_call_opts opts;     /* httpc_request_opts's; zero otherwise */
 };
 
 static atomic_int abort_all;
@@ -722,6 +723,13 @@ static bool stream_setup(struct httpc_stream *s, const struct httpc_request *rq,
 	    curl_easy_setopt(h, CURLOPT_WRITEDATA, s) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_HEADERDATA, &s->hs) == CURLE_OK;
+	if (ok && s->opts.timeout_ms > 0)
+		ok = curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s->opts.timeout_ms) == CURLE_OK &&
+		    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s->opts.timeout_ms) == CURLE_OK;
+	/* A connection is reused only for the same CA file (curl compares it);
+	 * curl_easy_reset drops it before the handle's next call. */
+	if (ok && s->opts.ca_file != NULL)
+		ok = curl_easy_setopt(h, CURLOPT_CAINFO, s->opts.ca_file) == CURLE_OK;
 	if (ok) {
 		if (strcmp(rq->method, "HEAD") == 0)
 			ok = curl_easy_setopt(h, CURLOPT_NOBODY, 1L) == CURLE_OK;
@@ -736,8 +744,17 @@ static bool stream_setup(struct httpc_stream *s, const struct httpc_request *rq,
 	return ok;
 }
 
+static enum cs_err stream_open(const struct httpc_request *rq, const struct httpc_call_opts *o,
+    struct httpc_reply *res, struct httpc_stream **out);
+
 enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply *res,
     struct httpc_stream **out)
+{
+	return stream_open(rq, NULL, res, out);
+}
+
+static enum cs_err stream_open(const struct httpc_request *rq, const struct httpc_call_opts *o,
+    struct httpc_reply *res, struct httpc_stream **out)
 {
 	enum cs_err e = CS_EINVAL;
 	struct httpc_stream *s = NULL;
@@ -753,6 +770,8 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
 		return CS_EINVAL;
 	if ((s = calloc(1, sizeof *s)) == NULL)
 		return CS_ENOMEM;
+	if (o != NULL)
+		s->opts = *o;
 	s->cap = rq->max_body ? rq->max_body : HTTPC_MAX_RESPONSE;
 	buf_init(&s->pending, s->cap);
 	s->hs.res = res;
@@ -863,10 +882,16 @@ enum cs_err httpc_stream_read_wait(struct httpc_stream *s, char *dst, size_t max
 
 enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *res)
 {
+	return httpc_request_opts(rq, NULL, res);
+}
+
+enum cs_err httpc_request_opts(const struct httpc_request *rq, const struct httpc_call_opts *o,
+    struct httpc_reply *res)
+{
 	struct httpc_stream *s = NULL;
 	char chunk[16384];
 	size_t got;
-	enum cs_err e = httpc_stream_open(rq, res, &s);
+	enum cs_err e = stream_open(rq, o, res, &s);
 	if (e != CS_OK)
 		return e;
 	res->body.max = s->cap;

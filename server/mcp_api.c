@@ -16,6 +16,7 @@
 
 #include "app.h"
 #include "approval.h"
+#include "authzen.h"
 #include "buf.h"
 #include "config.h"
 #include "dpop_api.h"
@@ -753,7 +754,10 @@ static enum cs_err reply_denied(struct gw *g, const struct mcp_call_plan *p)
 	char when[STR_TIME_LEN], text[600];
 	enum cs_err e;
 	(void)str_time(p->until, when);
-	if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL)
+	if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL && authzen_denied(&p->rel.approval))
+		e = str_fmt(text, sizeof text, "This call of %s was %s.", g->msg.tool,
+		    AUTHZEN_DENIED_WORDS);
+	else if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL)
 		e = str_fmt(text, sizeof text, "The person denied this call of %s with these "
 		    "arguments. The same call is refused until %s.", g->msg.tool, when);
 	else
