@@ -38,6 +38,7 @@ const POLICIES = {
 const DENIED = "denied by the organisation's decision point";
 
 let v; let w; let pdp; let pdp2; let rec;
+let alice; let aliceProxy; let bob;
 function stackConfig(endpoint, onError) {
   return ({ providerIssuer }) => ({
     consent: { max_pending_per_user: 50 },
@@ -58,6 +59,9 @@ before(async () => {
     introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
     clientSecret: PROVIDER_SECRETS.rs, audience: DOWNSTREAM.resource,
   });
+  alice = await connect(v, { user: 'alice', audience: 'github' });
+  aliceProxy = await connect(v, { user: 'alice', audience: 'ghproxy' });
+  bob = await connect(w, { user: 'bob', audience: 'github' });
 });
 after(async () => {
   try { await v?.stop(); await w?.stop(); } finally {
@@ -103,12 +107,6 @@ function proxy(s, path, { grant, json }) {
   }).then(async (r) => ({ status: r.status, body: await r.json().catch(() => null) }));
 }
 
-let alice; let aliceProxy; let bob;
-before(async () => {
-  alice = await connect(v, { user: 'alice', audience: 'github' });
-  aliceProxy = await connect(v, { user: 'alice', audience: 'ghproxy' });
-  bob = await connect(w, { user: 'bob', audience: 'github' });
-});
 
 // --- /token with authorization_details ------------------------------------------------
 
@@ -235,7 +233,7 @@ test('on_error = ask: a timeout or a PDP that is down falls back to asking the p
 test('/proxy: permit forwards without asking, deny is a 403 that never reaches the upstream', async () => {
   const n0 = rec.seen.length;
   const ok = await proxy(v, '/repos/acme/docs/issues', { grant: aliceProxy.grant, json: { title: 'permitted' } });
-  assert.equal(ok.status, 200, JSON.stringify(ok.body));
+  assert.equal(ok.status, 201, JSON.stringify(ok.body));   // the recorder's answer to a POST
   assert.equal(rec.seen.length, n0 + 1, 'forwarded once');
   const q = pdp.seen.at(-1).body;
   assert.deepEqual(q.action.properties.parameters.path, { owner: 'acme', repo: 'docs' });
