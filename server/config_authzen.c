@@ -106,9 +106,8 @@ void cfg_load_authzen(struct ctx *c, struct config *cfg, const struct section *s
 		/* Without the endpoint nothing is asked: say so for every key given. */
 		for (const char *const *k = (const char *const[]){ "token", "token_file", "ca_file",
 		    "timeout_ms", "on_error", "actions", NULL }; ee == NULL && *k != NULL; k++) {
-			const struct entry *e = cfg_find(s, *k);
-			if (e != NULL)
-				cfg_err_e(c, e, "not used without [authzen] endpoint");
+			if (cfg_section_has_value(s, *k))
+				cfg_err_e(c, cfg_find(s, *k), "not used without [authzen] endpoint");
 		}
 		return;
 	}
