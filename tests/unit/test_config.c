@@ -260,7 +260,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 131);   /* every key of every kind of section ([mcp]: 14, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19) */
+	ck_assert_uint_eq(lines, 138);   /* every key of every kind of section ([mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19) */
 	free(out);
 }
 END_TEST
