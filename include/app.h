@@ -15,6 +15,7 @@
 #include "client_keys.h"
 #include "rate_limits.h"
 #include "auth_refusal.h"
+#include "audit_queue.h"
 
 struct app {
 	const struct config *cfg;
@@ -34,6 +35,9 @@ struct app {
 	struct cimd_cache   *cimd;         /* client-id URLs' documents (mcp_client.h); NULL:
 	                                    * [mcp] cimd_allow = none */
 	unsigned char        dpop_nonce_key[32];   /* derived from the master key ("dpop-nonce") */
+	struct audit_queue  *audit_queue;  /* entries that follow a durable one (an MCP call's
+	                                    * answer); NULL until app_start_maintenance: written
+	                                    * synchronously */
 	pthread_t            maintenance_thread;
 	int                  maintenance_started;
 	pthread_t            janitor_thread;
@@ -47,7 +51,9 @@ struct app {
  * with backoff, so consentd starts even while its IdP is down). */
 enum cs_err app_start_discovery(struct app *app) CS_MUST_CHECK;
 /* Starts the thread that, every few seconds, works the revocation outbox and
- * purges expired sessions and login states. */
+ * purges expired sessions and login states, and the audit queue's writer
+ * (audit_queue.h; stopped, with everything queued written, by
+ * audit_queue_stop after the last request, or app_clear). */
 enum cs_err app_start_maintenance(struct app *app) CS_MUST_CHECK;
 /* Starts the janitor's thread (janitor.h), a pass every [retention] interval
  * seconds; does nothing when [retention] enabled = false. */

@@ -245,6 +245,8 @@ struct config {                  /* immutable after config_load(); free with con
 
 	/* [audit] */
 	char  *audit_head_file;              /* append-only record of published heads; NULL = none */
+	int64_t audit_batch_interval_ms;     /* default 100: the longest a queued entry (an MCP
+	                                        call's answer) waits for its batch (audit_queue.h) */
 
 	/* [metrics] */
 	char    *metrics_token;              /* secret: never log; from token or token_file; NULL = none */

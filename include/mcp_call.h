@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <jansson.h>
 #include "approval.h"
+#include "audit_queue.h"
+#include "b64.h"
 #include "config.h"
 #include "consent.h"
 #include "cs_err.h"
@@ -37,6 +39,8 @@ struct mcp_call_req {
 	const char *actor;                      /* "client:<client_id>" */
 	int64_t now;
 	struct rate_limits *limits;
+	const char *call_id;                    /* the request's id (X-Request-Id), named by
+	                                           the call's entries; NULL: a random one */
 };
 
 enum mcp_call_outcome {
@@ -70,6 +74,7 @@ struct mcp_call_plan {                      /* release with mcp_call_plan_clear(
 	int64_t retry_after;                    /* MCP_CALL_TOO_MANY */
 	struct consent live;                    /* the person's current consent (when one is live) */
 	struct exchange_release rel;            /* MCP_CALL_RELEASED */
+	char call_id[B64URL_ID_LEN + 1];        /* tools/call released: "call=" in its entries */
 };
 void mcp_call_plan_clear(struct mcp_call_plan *p);   /* NULL-safe */
 
@@ -96,6 +101,26 @@ enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
  * endpoint has log_arguments (and they fit an entry; else it says so). */
 enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,
     const struct mcp_call_plan *p, const char *outcome, long upstream_status) CS_MUST_CHECK;
+
+/* The entry that follows a released tools/call's "forwarded" one, for the
+ * audit queue (audit_queue.h: off the request's path, one transaction per
+ * batch): action "mcp.call", the same person, client, resource, scope and
+ * request id, outcome "answered" (the upstream answered status, 2xx or a
+ * client error passed back) or "upstream_failed" (another status, or none:
+ * status 0 and failure says why: "timeout", "unreachable", "too_big"), detail
+ * "call=ID; endpoint=E; tool=T; digest=D; upstream=STATUS; ms=MS" (MS: from
+ * the request upstream to its answer's status), "; failure=WHY" when given.
+ * The call id joins it to the "forwarded" entry.  No argument values (the
+ * forwarded entry has them with log_arguments).  *out only on CS_OK. */
+enum cs_err mcp_call_answer_new(const struct mcp_call_req *rq, const struct mcp_call_plan *p,
+    long status, const char *failure, int64_t ms, struct audit_queue_entry **out) CS_MUST_CHECK;
+/* Completes an "answered" entry once its body was relayed: "; bytes=N;
+ * end=complete|upstream_cut|client_gone" (end: the upstream's body came
+ * whole, the upstream's stream failed, or the client went away first; end
+ * NULL: no body was relayed, nothing added), and puts it (audit_queue_put: queued, or written on c when the queue is NULL,
+ * stopped or full).  qe is always consumed. */
+enum cs_err mcp_call_answer_put(struct audit_queue *q, struct store_conn *c,
+    struct audit_queue_entry *qe, uint64_t bytes, const char *end) CS_MUST_CHECK;
 
 /* Whether a tool call's arguments hold something that looks like a
  * credential, in a value or a member name: a known token prefix (ghp_,

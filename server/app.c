@@ -130,6 +130,9 @@ void app_clear(struct app *app)
 		pthread_join(app->janitor_thread, NULL);
 		app->janitor_started = 0;
 	}
+	/* Everything still queued is written before the store closes. */
+	audit_queue_free(app->audit_queue);
+	app->audit_queue = NULL;
 	vault_free(app->vault);
 	app->vault = NULL;
 	client_keys_free(app->gateway_keys);
@@ -243,6 +246,11 @@ static void *maintenance_main(void *arg)
 
 enum cs_err app_start_maintenance(struct app *app)
 {
+	enum cs_err e;
+	const struct audit_queue_opts qo = { .interval_ms = (int)app->cfg->audit_batch_interval_ms };
+	if ((e = audit_queue_new(app->store, &qo, &app->audit_queue)) != CS_OK ||
+	    (e = audit_queue_start(app->audit_queue)) != CS_OK)
+		return e;
 	if (pthread_create(&app->maintenance_thread, NULL, maintenance_main, app) != 0)
 		return CS_ENOMEM;
 	app->maintenance_started = 1;

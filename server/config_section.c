@@ -1446,6 +1446,8 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	load_gateway(c, cfg, cfg_find_section(c, "gateway"));
 	(void)cfg_get_str(c, cfg_find_section(c, "audit"), "head_file", NULL, S_EMPTY_NULL,
 	    &cfg->audit_head_file);
+	cfg_get_int(c, cfg_find_section(c, "audit"), "batch_interval_ms", 100, 10, 10000,
+	    &cfg->audit_batch_interval_ms);
 	load_metrics(c, cfg, cfg_find_section(c, "metrics"));
 	load_mcp(c, cfg, cfg_find_section(c, "mcp"));
 	s = cfg_find_section(c, "retention");

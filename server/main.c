@@ -278,6 +278,9 @@ static int serve(const struct config *cfg)
 	rc = 0;
 out:
 	http_stop(srv);
+	/* The queued audit entries (MCP calls' answers) written before the
+	 * last head is checked and logged. */
+	audit_queue_stop(app.audit_queue);
 	if (rc == 0)
 		check_audit_head(&app);
 	app_clear(&app);

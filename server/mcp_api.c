@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -336,19 +337,76 @@ static enum cs_err up_headers_build(const struct gw *g, const char *provider_tok
 }
 
 /* The upstream's answer streamed to the client (http.c, reply_stream). */
+/* An upstream answer streamed back, and a tools/call's entry of it, put
+ * (audit queue) once the body has gone: its bytes and how it ended. */
+struct relay {
+	struct httpc_stream *st;
+	struct app *app;
+	struct audit_queue_entry *answer;     /* NULL: not a tools/call */
+	uint64_t bytes;
+	bool ended, cut;
+};
+
 static enum cs_err upstream_read(void *ctx, char *dst, size_t max, size_t *got)
 {
-	enum cs_err e = httpc_stream_read(ctx, dst, max, got);
-	if (e != CS_OK)
+	struct relay *r = ctx;
+	enum cs_err e = httpc_stream_read(r->st, dst, max, got);
+	if (e != CS_OK) {
+		r->cut = true;
 		log_msg(LOG_WARN, "mcp: the upstream answer was cut: %s",
 		    e == CS_EBUSY ? "timeout" : e == CS_ETOOBIG ? "larger than the cap" :
 		    "transport error");
+	} else if (*got == 0) {
+		r->ended = true;
+	} else {
+		r->bytes += *got;
+	}
 	return e;
 }
 
 static void upstream_done(void *ctx)
 {
-	httpc_stream_close(ctx);
+	struct relay *r = ctx;
+	httpc_stream_close(r->st);
+	if (r->answer != NULL && mcp_call_answer_put(r->app->audit_queue, store_conn(r->app->store),
+	    r->answer, r->bytes, r->ended ? "complete" : r->cut ? "upstream_cut" : "client_gone") !=
+	    CS_OK)
+		log_msg(LOG_ERROR, "mcp: the audit entry of an upstream answer could not be written");
+	free(r);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* A tools/call forwarded: its request and plan, for the entry of its answer. */
+struct answer_of {
+	const struct mcp_call_req *rq;
+	const struct mcp_call_plan *p;
+	int64_t t0;                            /* mono_ms() as the request went upstream */
+};
+
+/* The entry of an answer that is not relayed (a failure: failure NULL is a
+ * status not passed back), put now. */
+static void answer_failed(struct gw *g, const struct answer_of *ao, long status,
+    const char *failure)
+{
+	struct audit_queue_entry *qe = NULL;
+	if (ao == NULL)
+		return;
+	if (mcp_call_answer_new(ao->rq, ao->p, status, failure, mono_ms() - ao->t0, &qe) != CS_OK ||
+	    mcp_call_answer_put(g->app->audit_queue, g->c, qe, 0, NULL) != CS_OK)
+		log_msg(LOG_ERROR, "mcp: the audit entry of a failed upstream call could not be "
+		    "written");
+}
+
+static const char *failure_word(enum cs_err e)
+{
+	return e == CS_OK ? NULL : e == CS_EBUSY ? "timeout" : e == CS_ETOOBIG ? "too_big" :
+	    e == CS_EINVAL ? "not_sent" : "unreachable";
 }
 
 static bool in_list(const char *const *l, const char *name)
@@ -407,16 +465,19 @@ static bool passable(long st)
  * non-NULL: a 401 is not answered but said there (the caller refreshes the
  * token and tries once more). */
 static enum cs_err forward(struct gw *g, const char *provider_token, const char *body,
-    size_t body_len, long *status, bool *unauthorized)
+    size_t body_len, long *status, bool *unauthorized, const struct answer_of *ao)
 {
 	struct up_headers h;
 	struct httpc_reply up;
 	struct httpc_stream *st = NULL;
+	struct relay *r = NULL;
 	enum cs_err e;
 	*status = 0;
 	httpc_reply_init(&up);
 	if ((e = up_headers_build(g, provider_token, body != NULL, &h)) != CS_OK) {
 		up_headers_clear(&h);
+		if (e == CS_EINVAL)
+			answer_failed(g, ao, 0, failure_word(e));
 		return e == CS_EINVAL ? upstream_failed(g, CS_EINVAL, 0) : e;
 	}
 	h.line[h.n] = NULL;
@@ -434,13 +495,27 @@ static enum cs_err forward(struct gw *g, const char *provider_token, const char 
 		goto out;
 	}
 	if (e != CS_OK || !passable(up.status)) {
+		answer_failed(g, ao, e == CS_OK ? up.status : 0, failure_word(e));
 		e = upstream_failed(g, e, up.status);
+		goto out;
+	}
+	if ((r = calloc(1, sizeof *r)) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	r->app = g->app;
+	/* The answer's entry follows the call's "forwarded" one (already
+	 * committed): the audit queue writes it off this path. */
+	if (ao != NULL && (e = mcp_call_answer_new(ao->rq, ao->p, up.status, NULL,
+	    mono_ms() - ao->t0, &r->answer)) != CS_OK) {
+		free(r);
 		goto out;
 	}
 	g->rep->status = (int)up.status;
 	g->rep->content_type = NULL;
 	copy_headers(g->rep, &up);
-	g->rep->stream.ctx = st;
+	r->st = st;
+	g->rep->stream.ctx = r;
 	g->rep->stream.read = upstream_read;
 	g->rep->stream.done = upstream_done;
 	st = NULL;
@@ -825,7 +900,8 @@ static struct mcp_call_req call_req(struct gw *g)
 		.token_scopes = &g->token_scopes, .issuer = g->cfg->oidc_issuer,
 		.method = g->have_msg ? g->msg.method : http_method_name(g->req->method),
 		.tool = g->have_msg ? g->msg.tool : NULL, .arguments = g->have_msg ? g->msg.arguments : NULL,
-		.actor = g->actor, .now = g->req->now, .limits = g->app->limits };
+		.actor = g->actor, .now = g->req->now, .limits = g->app->limits,
+		.call_id = g->req->request_id };
 }
 
 /* The body to forward for a tools/call: as it came, or without consentd's
@@ -854,14 +930,16 @@ static enum cs_err tool_body(struct gw *g, char **own, const char **body, size_t
  * (vault.h), so the next call asks for their consent; this one answers the
  * upstream's 401 as a JSON-RPC error. */
 static enum cs_err after_401(struct gw *g, const struct mcp_call_req *rq, struct mcp_call_plan *p,
-    const char *body, size_t len, long *status)
+    const char *body, size_t len, long *status, const struct answer_of *ao)
 {
 	struct vault_release t;
 	enum cs_err e = mcp_call_refresh(g->c, g->cfg, rq, p, &t);
-	if (e == CS_OK && t.outcome == VAULT_RELEASED)
-		e = forward(g, t.access_token, body, len, status, NULL);
-	else if (e == CS_OK)
+	if (e == CS_OK && t.outcome == VAULT_RELEASED) {
+		e = forward(g, t.access_token, body, len, status, NULL, ao);
+	} else if (e == CS_OK) {
+		answer_failed(g, ao, 401, NULL);
 		e = upstream_failed(g, CS_OK, 401);
+	}
 	vault_release_clear(&t);
 	return e;
 }
@@ -927,14 +1005,15 @@ static enum cs_err tools_call(struct gw *g)
 	}
 	if ((e = tool_body(g, &own, &body, &len)) != CS_OK)
 		goto out;
-	/* The call's "forwarded" entry went into the release's transaction; an
-	 * upstream that did not answer well gets its own entry, with its status. */
+	/* The call's "forwarded" entry went into the release's transaction,
+	 * before a byte goes upstream; the entry of its answer ("answered" or
+	 * "upstream_failed", with the status) goes through the audit queue: no
+	 * second durable commit on the request's path (audit_queue.h). */
 	bool unauthorized = false;
-	e = forward(g, p.rel.tok.access_token, body, len, &status, &unauthorized);
+	struct answer_of ao = { &rq, &p, mono_ms() };
+	e = forward(g, p.rel.tok.access_token, body, len, &status, &unauthorized, &ao);
 	if (e == CS_OK && unauthorized)
-		e = after_401(g, &rq, &p, body, len, &status);
-	if (e == CS_OK && !passable(status))
-		e = mcp_call_audit(g->c, &rq, &p, "upstream_failed", status);
+		e = after_401(g, &rq, &p, body, len, &status, &ao);
 out:
 	free(own);
 	mcp_state_clear(&st);
@@ -967,7 +1046,7 @@ static enum cs_err other(struct gw *g)
 		e = forward_list(g, p.rel.tok.access_token, &status);
 	else
 		e = forward(g, p.rel.tok.access_token, g->req->method == HTTP_POST ? g->req->body : NULL,
-		    g->req->method == HTTP_POST ? g->req->body_len : 0, &status, NULL);
+		    g->req->method == HTTP_POST ? g->req->body_len : 0, &status, NULL, NULL);
 out:
 	mcp_call_plan_clear(&p);
 	return e;

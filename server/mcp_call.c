@@ -230,6 +230,14 @@ enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
 		e = release_other(c, cfg, rq, out);
 		goto out;
 	}
+	/* The call's id, named by its "forwarded" entry and by the entry of its
+	 * answer, which the audit queue writes later (audit_queue.h). */
+	if (rq->call_id != NULL && rq->call_id[0] != '\0')
+		e = str_fmt(out->call_id, sizeof out->call_id, "%s", rq->call_id);
+	else
+		e = b64url_random_id(out->call_id);
+	if (e != CS_OK)
+		goto out;
 	/* The approval gate on the exact arguments, and the release (once). */
 	for (int round = 0; round < 2; round++) {
 		struct release_entry re = { rq, out };
@@ -349,6 +357,19 @@ static enum cs_err append_call(struct store_conn *c, const struct mcp_call_req *
 	return alone ? audit_append_alone(c, &a) : audit_append(c, &a);
 }
 
+/* "call=ID; " (a released call), "endpoint=E; tool=T; digest=D". */
+static enum cs_err call_detail(struct buf *d, const struct mcp_call_req *rq,
+    const struct mcp_call_plan *p)
+{
+	enum cs_err e = CS_OK;
+	if (p->call_id[0] != '\0')
+		e = buf_printf(d, "call=%s; ", p->call_id);
+	if (e == CS_OK)
+		e = buf_printf(d, "endpoint=%s; tool=%s; digest=%s", rq->ep->id, rq->tool,
+		    p->digest[0] != '\0' ? p->digest : "-");
+	return e;
+}
+
 /* The entry of one call: endpoint, tool, digest, the upstream's status
  * (status < 0: not known yet -- the entry written before the call goes
  * out), the arguments with log_arguments; in its own transaction (alone) or
@@ -362,8 +383,7 @@ static enum cs_err call_entry(struct store_conn *c, const struct mcp_call_req *r
 		return CS_EINVAL;
 	buf_init(&d, 4000);
 	buf_init(&args, 3000);
-	e = buf_printf(&d, "endpoint=%s; tool=%s; digest=%s", rq->ep->id, rq->tool,
-	    p->digest[0] != '\0' ? p->digest : "-");
+	e = call_detail(&d, rq, p);
 	if (e == CS_OK && upstream_status >= 0)
 		e = buf_printf(&d, "; upstream=%ld", upstream_status);
 	size_t plain = d.len;
@@ -401,6 +421,50 @@ static enum cs_err call_entry(struct store_conn *c, const struct mcp_call_req *r
 	buf_wipe_clear(&args);
 	buf_wipe_clear(&d);
 	return e;
+}
+
+enum cs_err mcp_call_answer_new(const struct mcp_call_req *rq, const struct mcp_call_plan *p,
+    long status, const char *failure, int64_t ms, struct audit_queue_entry **out)
+{
+	struct buf d;
+	enum cs_err e;
+	if (rq == NULL || p == NULL || out == NULL || rq->tool == NULL || rq->ep == NULL ||
+	    p->outcome != MCP_CALL_RELEASED || p->call_id[0] == '\0')
+		return CS_EINVAL;
+	const struct consent *k = p->live.id != NULL ? &p->live : rq->token_consent;
+	/* The status goes back as it is (2xx, and the protocol's own client
+	 * errors but 401/403/407): answered; anything else failed. */
+	bool answered = failure == NULL && ((status >= 200 && status < 300) ||
+	    (status >= 400 && status < 500 && status != 401 && status != 403 && status != 407));
+	buf_init(&d, AUDIT_QUEUE_DETAIL_MAX);
+	e = call_detail(&d, rq, p);
+	if (e == CS_OK)
+		e = buf_printf(&d, "; upstream=%ld; ms=%lld", status, (long long)(ms > 0 ? ms : 0));
+	if (e == CS_OK && failure != NULL)
+		e = buf_printf(&d, "; failure=%s", failure);
+	if (e == CS_OK)
+		e = audit_queue_entry_new(&(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+		    .action = "mcp.call", .subject = k->subject, .agent = k->agent,
+		    .resource = rq->ep->resource, .scopes = p->scope, .consent_id = k->id,
+		    .request_id = p->rel.approval.approval_id,
+		    .outcome = answered ? "answered" : "upstream_failed", .detail = d.data }, out);
+	buf_clear(&d);
+	return e;
+}
+
+enum cs_err mcp_call_answer_put(struct audit_queue *q, struct store_conn *c,
+    struct audit_queue_entry *qe, uint64_t bytes, const char *end)
+{
+	char more[96];
+	enum cs_err e = CS_EINVAL;
+	if (qe == NULL)
+		return CS_EINVAL;
+	if (end != NULL && ((e = str_fmt(more, sizeof more, "; bytes=%llu; end=%s",
+	    (unsigned long long)bytes, end)) != CS_OK || (e = audit_queue_entry_detail(qe, more)) != CS_OK)) {
+		audit_queue_entry_free(qe);
+		return e;
+	}
+	return audit_queue_put(q, c, qe);
 }
 
 enum cs_err mcp_call_audit(struct store_conn *c, const struct mcp_call_req *rq,

@@ -106,6 +106,21 @@ async function decideApproval(user, uri, decision = 'approve') {
   assert.equal(res.status, 200, `decision: ${(await res.text()).slice(0, 300)}`);
 }
 
+// The entry of call id's answer ("answered" or "upstream_failed"), once the audit queue has
+// written it: polled every 50 ms, at most 400 times (a bound on the wait, not a timing claim).
+async function answerOf(id) {
+  for (let i = 0; i < 400; i++) {
+    const r = v.c.rows("SELECT seq, outcome, detail, subject, agent, resource, consent_id FROM audit WHERE action = 'mcp.call' "
+      + `AND outcome IN ('answered', 'upstream_failed') AND detail LIKE 'call=${id};%'`);
+    if (r.length) {
+      assert.equal(r.length, 1, 'one entry per answer');
+      return r[0];
+    }
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  assert.fail(`no answer entry for call=${id}`);
+}
+
 const clientTokenSeen = (token) => up.requests.some((r) => JSON.stringify(r).includes(token));
 
 let alice;
@@ -132,9 +147,21 @@ test('tools/list and a tool call with the 2026-07-28 client: the provider token 
   assert.ok(up.requests.some((q) => q.headers['mcp-method'] === 'tools/call' && q.headers['mcp-name'] === 'list_issues'));
   await client.close();
   // Audited: person, client, tool, digest, outcome, upstream status; no argument values.
+  // "forwarded" was committed before the call went out; it names the call (call=).
   const rows = v.sql("SELECT agent || '|' || resource || '|' || outcome || '|' || detail || '|' || subject FROM audit "
-    + "WHERE action = 'mcp.call' ORDER BY seq DESC LIMIT 1");
-  assert.match(rows, /^mcp-test\|ghproxy\|forwarded\|endpoint=tracker; tool=list_issues; digest=[A-Za-z0-9_-]{43}\|\S+$/);
+    + "WHERE action = 'mcp.call' AND outcome = 'forwarded' ORDER BY seq DESC LIMIT 1");
+  const fwd = /^mcp-test\|ghproxy\|forwarded\|call=([0-9a-f]{16}); endpoint=tracker; tool=list_issues; digest=([A-Za-z0-9_-]{43})\|\S+$/.exec(rows);
+  assert.ok(fwd, rows);
+  // The upstream's status follows in an "answered" entry that the audit queue writes off the
+  // request's path (one transaction per batch): polled, bounded, never timed.
+  const ans = await answerOf(fwd[1]);
+  assert.equal(ans.outcome, 'answered');
+  assert.match(ans.detail, new RegExp(`^call=${fwd[1]}; endpoint=tracker; tool=list_issues; digest=${fwd[2]}; `
+    + 'upstream=200; ms=\\d+; bytes=[1-9]\\d*; end=complete$'));
+  const f = v.c.rows(`SELECT seq, subject, agent, resource, consent_id FROM audit WHERE action = 'mcp.call' AND outcome = 'forwarded' AND detail LIKE 'call=${fwd[1]};%'`)[0];
+  assert.ok(ans.seq > f.seq, 'after the entry it follows');
+  for (const k of ['subject', 'agent', 'resource', 'consent_id']) assert.equal(ans[k], f[k], k);
+  assert.equal(ans.agent, CLIENT);
 });
 
 test('the 2025-11-25 client (sdk 1.32.2): initialize, tools/list and a call through the gateway', async () => {
@@ -288,11 +315,15 @@ test('a slow upstream: a JSON-RPC error that says it timed out', async () => {
     assert.equal(r.body.error.data.upstream, 'timeout');
     assert.match(r.body.error.message, /did not answer within 2 s/);
     // Audited twice: "forwarded" in the release's transaction, before the call went out,
-    // then "upstream_failed" with the status it got (0: none).
-    const rows = v.c.rows("SELECT outcome, detail FROM audit WHERE action = 'mcp.call' ORDER BY seq DESC LIMIT 2");
-    assert.deepEqual(rows.map((x) => x.outcome), ['upstream_failed', 'forwarded']);
-    assert.match(rows[0].detail, /tool=list_issues; digest=[A-Za-z0-9_-]{43}; upstream=0$/);
-    assert.doesNotMatch(rows[1].detail, /upstream=/);
+    // then "upstream_failed" with the status it got (0: none) and why, through the audit
+    // queue (so polled), naming the same call.
+    const fwd = v.c.rows("SELECT seq, detail FROM audit WHERE action = 'mcp.call' AND outcome = 'forwarded' ORDER BY seq DESC LIMIT 1")[0];
+    assert.doesNotMatch(fwd.detail, /upstream=/);
+    const id = /^call=([0-9a-f]{16});/.exec(fwd.detail)[1];
+    const failed = await answerOf(id);
+    assert.equal(failed.outcome, 'upstream_failed');
+    assert.ok(failed.seq > fwd.seq);
+    assert.match(failed.detail, /tool=list_issues; digest=[A-Za-z0-9_-]{43}; upstream=0; ms=\d+; failure=timeout$/);
   } finally {
     up.delayMs = 0;
   }

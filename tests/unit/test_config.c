@@ -249,6 +249,7 @@ START_TEST(test_config_print_keys)
 		"[server] development = false\n", "[keys] grant_ttl = 300\n",
 		"[oidc] scopes = openid profile email\n", "[limits] address_rate = 20\n",
 		"[retention] enabled = true\n", "[database] write_queue = 256\n",
+		"[audit] batch_interval_ms = 100\n",
 		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
 		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n",
 		"[mcp.NAME] resource (required)\n", "[enterprise.NAME] issuer (required)\n",
@@ -260,7 +261,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 138);   /* every key of every kind of section ([mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19) */
+	ck_assert_uint_eq(lines, 139);   /* every key of every kind of section ([audit]: 2, [mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19) */
 	free(out);
 }
 END_TEST
@@ -1944,6 +1945,22 @@ START_TEST(test_config_write_queue)
 }
 END_TEST
 
+/* [audit] batch_interval_ms: the audit queue's batch window (audit_queue.h). */
+START_TEST(test_config_audit_batch_interval)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_int_eq(c->audit_batch_interval_ms, 100);
+	config_free(c);
+	c = expect_ok(MINIMAL "[audit]\nbatch_interval_ms = 10000\n", NULL);
+	ck_assert_int_eq(c->audit_batch_interval_ms, 10000);
+	config_free(c);
+	expect_error(MINIMAL "[audit]\nbatch_interval_ms = 9\n", NULL,
+	    "x.conf:10: batch_interval_ms: out of range (expected an integer from 10 to 10000)");
+	expect_error(MINIMAL "[audit]\nbatch_interval_ms = soon\n", NULL,
+	    "x.conf:10: batch_interval_ms: not an integer");
+}
+END_TEST
+
 /* [database] url: the PostgreSQL backend; its password apart from it. */
 START_TEST(test_config_database_url)
 {
@@ -2036,6 +2053,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_clients);
 	tcase_add_test(t, test_config_mcp_gateway);
 	tcase_add_test(t, test_config_write_queue);
+	tcase_add_test(t, test_config_audit_batch_interval);
 	tcase_add_test(t, test_config_grant_ttl_range);
 	tcase_add_test(t, test_config_bool_values);
 	tcase_add_test(t, test_config_listen_forms);
