@@ -14,6 +14,7 @@
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
+#include "standing.h"
 #include "store_approval.h"
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
@@ -445,6 +446,11 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 		a.outcome = APPROVAL_CONSENT_ENDED;
 		goto commit;
 	}
+	/* Issue #32: a standing rule of the person's covers this call. */
+	if ((e = standing_check(c, cfg, q, &a, &found)) != CS_OK)
+		goto out;
+	if (found)
+		goto commit;
 	if ((e = check_approved(c, cfg, q, &a, &found)) != CS_OK)
 		goto out;
 	if (found)
@@ -584,6 +590,13 @@ static enum cs_err decide_pending(struct store_conn *c, const struct approval_de
 	if ((e = store_approval_set_status(c, r->id, "pending", what.outcome, d->now)) != CS_OK ||
 	    (e = audit_row(c, &what, r, slow_down_note(r->slow_downs, note))) != CS_OK)
 		return e;
+	/* Issue #32: the standing rule made with this approval, in its transaction. */
+	if (d->approve && d->rule != NULL) {
+		if (d->rule->approval_id == NULL || strcmp(d->rule->approval_id, r->id) != 0)
+			return CS_EINVAL;
+		if ((e = standing_insert(c, d->rule, d->actor, d->now)) != CS_OK)
+			return e;
+	}
 	*oc = APPROVAL_DECIDED;
 	return CS_OK;
 }

@@ -18,6 +18,8 @@
 #include "pages.h"
 #include "params_view.h"
 #include "session.h"
+#include "standing.h"
+#include "standing_pages.h"
 
 /* The approval named in the URL into *a (zeroed first), checked to belong
  * to the signed-in person; the 403 page and an audit entry otherwise. */
@@ -121,7 +123,8 @@ enum cs_err approval_pages_show(const struct http_request *req, struct http_repl
 		goto out;
 	}
 	bool routed = act != NULL && act->route_method != NULL && act->route_path != NULL;
-	if ((e = parameter_view(a.parameters, routed, ctx)) != CS_OK)
+	if ((e = parameter_view(a.parameters, routed, ctx)) != CS_OK ||
+	    (e = standing_pages_offer(cfg, &a, ctx)) != CS_OK)
 		goto out;
 	/* A request made through the proxy (flow H): its method and route, from
 	 * consentd's configuration, above the path values, query and body. */
@@ -153,15 +156,32 @@ enum cs_err approval_pages_decide(const struct http_request *req, struct http_re
 	const struct session *s = req->auth.session;     /* the router's session form gate */
 	struct approval a;
 	struct store_conn *c = store_conn(app->store);
-	bool approve = strcmp(http_arg_str(req, APPROVAL_PAGES_DECIDE_DECISION), "approve") == 0, ok;
+	const char *decision = http_arg_str(req, APPROVAL_PAGES_DECIDE_DECISION);
+	bool standing = strcmp(decision, "standing") == 0, ok;
+	bool approve = standing || strcmp(decision, "approve") == 0;
+	struct standing_rule rule;
+	struct standing_request srq;
+	char why[200] = "";
 	json_t *ctx = NULL;
 	enum cs_err e;
 
+	memset(&rule, 0, sizeof rule);
 	if ((e = bound_approval(req, rep, c, s, &a, &ok)) != CS_OK || !ok)
 		goto out;
+	/* Issue #32: approve and make a standing rule -- judged against the
+	 * action's configuration before anything is decided. */
+	if (standing && (!standing_pages_request(req, &srq) ||
+	    (e = standing_prepare(cfg, &a, &srq, req->now, &rule, why, sizeof why)) == CS_EINVAL)) {
+		e = reply_html_error(rep, 400, "This rule cannot be made", standing && why[0] &&
+		    e == CS_EINVAL ? why : "Choose how long the rule holds, then approve again.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
 	enum approval_decide_outcome decided;
 	e = approval_decide(c, cfg, &(struct approval_decision){ .id = a.id, .user_id = s->user_id,
-	    .approve = approve, .actor = req->auth.actor, .now = req->now }, &decided);
+	    .approve = approve, .rule = standing ? &rule : NULL, .actor = req->auth.actor,
+	    .now = req->now }, &decided);
 	if (e != CS_OK) {
 		goto out;
 	} else if (decided == APPROVAL_NOT_YOURS) {
@@ -181,9 +201,12 @@ enum cs_err approval_pages_decide(const struct http_request *req, struct http_re
 		e = CS_ENOMEM;
 		goto out;
 	}
+	if (standing && (e = standing_pages_done(&rule, ctx)) != CS_OK)
+		goto out;
 	e = page_render(rep, 200, "approve_done.html", ctx, s);
 out:
 	json_decref(ctx);
+	standing_rule_clear(&rule);
 	approval_clear(&a);
 	return e;
 }

@@ -14,6 +14,7 @@
 #include "health.h"
 #include "metrics.h"
 #include "scope.h"
+#include "standing.h"
 #include "store_consent.h"
 #include "store_vault.h"
 #include "vault.h"
@@ -693,6 +694,8 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 	/* SECURITY: invariant 9 -- used once, in the transaction of its release. */
 	if (rq->approval_id != NULL)
 		e = approval_redeem(x->c, x->cfg, rq->approval_id, rq->actor, rq->now, &ro);
+	else if (rq->rule_id != NULL)
+		e = standing_use(x->c, rq->rule_id, rq->k, rq->action, rq->actor, rq->now, &ro);
 	if (e == CS_OK && ro == APPROVAL_REDEEMED)
 		e = rel_audit(x, &(struct audit_entry){ .action = "vault.released",
 		    .scopes = rec->provider_scopes, .consent_id = rq->k->id, .outcome = outcome,
