@@ -136,7 +136,7 @@ unit-asan: $(UNIT_ASAN_BINS)
 # The store's unit tests on PostgreSQL (ASan+UBSan): a throw-away server, as the
 # integration tests start one, for test_store, test_store_authz and test_store_mcp alone
 # (scripts/run-store-pg.sh).
-unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp
+unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp build/asan/tests/test_store_standing
 	@bash scripts/run-store-pg.sh build/asan/tests
 
 fuzz: $(FUZZ_BINS)

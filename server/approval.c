@@ -446,12 +446,14 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 		a.outcome = APPROVAL_CONSENT_ENDED;
 		goto commit;
 	}
-	/* Issue #32: a standing rule of the person's covers this call. */
-	if ((e = standing_check(c, cfg, q, &a, &found)) != CS_OK)
+	if ((e = check_approved(c, cfg, q, &a, &found)) != CS_OK)
 		goto out;
 	if (found)
 		goto commit;
-	if ((e = check_approved(c, cfg, q, &a, &found)) != CS_OK)
+	/* Issue #32: a standing rule of the person's covers this call.  After
+	 * (a): the person's approval of this very call (the one a rule is made
+	 * with) is used first, so a rule's uses count only the calls it let through. */
+	if ((e = standing_check(c, cfg, q, &a, &found)) != CS_OK)
 		goto out;
 	if (found)
 		goto commit;

@@ -140,7 +140,7 @@ enum cs_err standing_pages_done(const struct standing_rule *r, json_t *ctx)
 
 /* --- /me ----------------------------------------------------------------- */
 
-/* "repo = "acme/widgets", owner starts with "ac"": a rule's fixed values in words. */
+/* "repo is "acme/widgets", path starts with "docs/"": a rule's fixed values in words. */
 static char *fixed_words(json_t *fixed, json_t *prefixes)
 {
 	struct buf b;
@@ -150,7 +150,7 @@ static char *fixed_words(json_t *fixed, json_t *prefixes)
 	buf_init(&b, 4096);
 	json_object_foreach(fixed, k, v) {
 		if ((shown = shown_value(v)) == NULL ||
-		    buf_printf(&b, "%s%s = %s", b.len ? ", " : "", k, shown) != CS_OK) {
+		    buf_printf(&b, "%s%s is %s", b.len ? ", " : "", k, shown) != CS_OK) {
 			free(shown);
 			buf_clear(&b);
 			return NULL;
