@@ -10,7 +10,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <jansson.h>
-#include "approval.h"
 #include "config.h"
 #include "consent.h"
 #include "cs_err.h"
@@ -20,6 +19,15 @@
 #define STANDING_EXACT_KEYSET "*"    /* the key set of every exact rule */
 #define STANDING_LIST_MAX 200        /* rules /me and the admin API list at most */
 #define STANDING_MAX_USES 10000      /* the largest use count a rule may have */
+#define STANDING_DIGEST_LEN 43       /* base64url of SHA-256 (the approvals' digest length) */
+
+/* The call a person approved, as the approval page knows it. */
+struct standing_call {
+	const char *approval_id, *consent_id, *subject, *agent, *resource, *action;
+	const char *parameters;          /* the canonical JSON text */
+	const char *digest;              /* base64url SHA-256 of it */
+	int64_t user_id;
+};
 
 /* What a person asks for on the approval page (the form's values, not trusted). */
 struct standing_request {
@@ -36,7 +44,7 @@ struct standing_rule {               /* caller-owned; release with standing_rule
 	char    id[CONSENT_ID_LEN + 1];
 	const char *kind;                /* "exact" | "match" */
 	char   *details, *keyset;        /* canonical JSON texts */
-	char    lookup[APPROVAL_DIGEST_LEN + 1];
+	char    lookup[STANDING_DIGEST_LEN + 1];
 	char   *consent_id, *subject, *agent, *resource, *action, *approval_id;
 	int64_t user_id, expires_at, max_uses;
 	char   *fixed;                   /* the fixed names, comma-joined, for the audit entry */
@@ -49,13 +57,13 @@ void standing_rule_clear(struct standing_rule *r);   /* NULL-safe */
  * that are not an object; CS_ETOOBIG for more than STANDING_MAX_FIXED names. */
 enum cs_err standing_keys(const char *canonical, json_t **out) CS_MUST_CHECK;
 
-/* Checks rq against the action of approval a (its [action] standing,
+/* Checks rq against the action of the approved call a (its [action] standing,
  * standing_max, standing_fixed: the never-open parameters are fixed whatever
  * rq says) and builds the rule into *out (written only on CS_OK).  CS_EINVAL
  * with a reason for a person in why when the action offers no such rule, the
  * duration or use count is out of bounds, a match rule would fix nothing, or
  * a parameter never left open is missing from this call. */
-enum cs_err standing_prepare(const struct config *cfg, const struct approval *a,
+enum cs_err standing_prepare(const struct config *cfg, const struct standing_call *a,
     const struct standing_request *rq, int64_t now, struct standing_rule *out,
     char *why, size_t whylen) CS_MUST_CHECK;
 
@@ -70,7 +78,7 @@ enum cs_err standing_insert(struct store_conn *c, const struct standing_rule *r,
  * when params is not an object, lacks one of the keys, or keyset is not a
  * non-empty JSON array of distinct strings. */
 enum cs_err standing_lookup_of(json_t *params, const char *keyset,
-    char out[APPROVAL_DIGEST_LEN + 1]) CS_MUST_CHECK;
+    char out[STANDING_DIGEST_LEN + 1]) CS_MUST_CHECK;
 /* Whether a stored rule (its kind and details text) covers a call of action
  * with params (whose canonical digest is digest).  Fails closed: details that
  * are not the expected shape -- another type or action, an unknown member or
@@ -80,19 +88,20 @@ bool standing_covers(const char *kind, const char *details, const char *action,
     json_t *params, const char *digest);
 
 /* --- at the check points ----------------------------------------------- */
-/* Inside approval_check's transaction, after the consent-live check: a live
- * rule of q's consent and action that covers q's parameters, when the action
- * offers standing rules now.  *found with a->outcome APPROVAL_RELEASE,
- * a->decided_by "rule ID" and a->rule_id.  Nothing written. */
+/* Inside approval_check's transaction, after the person's own approval of
+ * this call: a live rule of consent k and action that covers the call
+ * (parameters: canonical JSON text, digest: its digest), when the action
+ * offers standing rules now.  *rule_id (malloc'd) is its id, or NULL.
+ * Nothing written. */
 enum cs_err standing_check(struct store_conn *c, const struct config *cfg,
-    const struct approval_ask *q, struct approval_answer *a, bool *found) CS_MUST_CHECK;
+    const struct consent *k, const char *action, const char *parameters, const char *digest,
+    int64_t now, char **rule_id) CS_MUST_CHECK;
 /* In the release's transaction (vault.c): counts one use of the rule for
  * consent k and action, re-checking it (not ended, unexpired, under its use
  * count, consent live) in the same UPDATE; audited "standing.used" or
- * "standing.refused".  *oc APPROVAL_NOT_REDEEMABLE when it no longer holds. */
+ * "standing.refused".  *counted false when it no longer holds. */
 enum cs_err standing_use(struct store_conn *c, const char *rule_id, const struct consent *k,
-    const char *action, const char *actor, int64_t now,
-    enum approval_redeem_outcome *oc) CS_MUST_CHECK;
+    const char *action, const char *actor, int64_t now, bool *counted) CS_MUST_CHECK;
 
 /* --- seen and ended ---------------------------------------------------- */
 enum standing_end_outcome {

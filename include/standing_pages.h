@@ -6,19 +6,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <jansson.h>
-#include "approval.h"
 #include "config.h"
 #include "http.h"
 #include "standing.h"
 #include "store.h"
 
-/* ctx "standing" for the approval page of a (nothing when its action offers
+/* ctx "standing" for the approval page of call a (nothing when its action offers
  * no rules): action, match (bool), keys [{field, name, value, forced}],
  * durations [{seconds, label, selected}]. */
-enum cs_err standing_pages_offer(const struct config *cfg, const struct approval *a,
+enum cs_err standing_pages_offer(const struct config *cfg, const struct standing_call *a,
     json_t *ctx) CS_MUST_CHECK;
-/* POST /approve/{id}'s rule values into *rq; false when rule or for is missing. */
-bool standing_pages_request(const struct http_request *req, struct standing_request *rq);
 /* ctx "rule" for the done page: exact, fixed, until, max_uses, has_max_uses. */
 enum cs_err standing_pages_done(const struct standing_rule *r, json_t *ctx) CS_MUST_CHECK;
 

@@ -22,6 +22,8 @@
 #define DIGEST_MAX_CANONICAL (8u << 20)  /* approval_digest's cap on the canonical text */
 #define STALE_MAX 16                 /* stale approved rows expired per call, at most */
 
+_Static_assert(STANDING_DIGEST_LEN == APPROVAL_DIGEST_LEN, "a rule's lookup is a digest");
+
 /* --- small helpers ----------------------------------------------------- */
 
 /* base64url(SHA-256(n bytes at p)). */
@@ -453,10 +455,20 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 	/* Issue #32: a standing rule of the person's covers this call.  After
 	 * (a): the person's approval of this very call (the one a rule is made
 	 * with) is used first, so a rule's uses count only the calls it let through. */
-	if ((e = standing_check(c, cfg, q, &a, &found)) != CS_OK)
+	if ((e = standing_check(c, cfg, q->k, q->action, q->parameters, q->digest, q->now,
+	    &a.rule_id)) != CS_OK)
 		goto out;
-	if (found)
+	if (a.rule_id != NULL) {
+		char by[64];
+		if ((e = str_fmt(by, sizeof by, "rule %s", a.rule_id)) != CS_OK)
+			goto out;
+		if ((a.decided_by = strdup(by)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+		a.outcome = APPROVAL_RELEASE;
 		goto commit;
+	}
 
 	/* (b) the pending approval for these exact parameters. */
 	e = store_approval_find(c, q->k->id, q->action, q->digest, "pending", &r);

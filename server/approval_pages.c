@@ -63,6 +63,34 @@ static enum cs_err parameter_view(const char *canonical, bool proxied, json_t *c
 	return json_object_set_new(ctx, "view", view) == 0 ? CS_OK : CS_ENOMEM;
 }
 
+/* The approval as the call a standing rule is made from (standing.h). */
+static struct standing_call call_of(const struct approval *a)
+{
+	return (struct standing_call){ .approval_id = a->id, .consent_id = a->consent_id,
+		.subject = a->subject, .agent = a->agent, .resource = a->resource,
+		.action = a->action, .parameters = a->parameters, .digest = a->digest,
+		.user_id = a->user_id };
+}
+
+_Static_assert(APPROVAL_PAGES_FIXED_MAX == STANDING_MAX_FIXED, "one bit per parameter");
+
+/* POST /approve/{id}'s rule values (issue #32) into *rq, unjudged (standing.c
+ * judges them); false when rule or for is missing. */
+static bool rule_request(const struct http_request *req, struct standing_request *rq)
+{
+	int64_t kind = -1, dur = 0, uses = 0;
+	memset(rq, 0, sizeof *rq);
+	if (!http_arg_int(req, APPROVAL_PAGES_DECIDE_RULE, &kind) ||
+	    !http_arg_int(req, APPROVAL_PAGES_DECIDE_FOR, &dur))
+		return false;
+	(void)http_arg_int(req, APPROVAL_PAGES_DECIDE_USES, &uses);
+	rq->kind = kind == 1 ? STANDING_MATCH : STANDING_EXACT;
+	rq->duration = dur;
+	rq->max_uses = uses;
+	rq->fixed = http_arg_family(req, APPROVAL_PAGES_DECIDE_K);
+	return true;
+}
+
 /* Whether the approval is for an MCP client's tool call (issue #31): its agent is an
  * MCP client and its resource stands behind an [mcp.NAME] endpoint; the action is the tool. */
 static bool tool_call(const struct config *cfg, const struct approval *a)
@@ -123,8 +151,9 @@ enum cs_err approval_pages_show(const struct http_request *req, struct http_repl
 		goto out;
 	}
 	bool routed = act != NULL && act->route_method != NULL && act->route_path != NULL;
+	const struct standing_call call = call_of(&a);
 	if ((e = parameter_view(a.parameters, routed, ctx)) != CS_OK ||
-	    (e = standing_pages_offer(cfg, &a, ctx)) != CS_OK)
+	    (e = standing_pages_offer(cfg, &call, ctx)) != CS_OK)
 		goto out;
 	/* A request made through the proxy (flow H): its method and route, from
 	 * consentd's configuration, above the path values, query and body. */
@@ -170,8 +199,9 @@ enum cs_err approval_pages_decide(const struct http_request *req, struct http_re
 		goto out;
 	/* Issue #32: approve and make a standing rule -- judged against the
 	 * action's configuration before anything is decided. */
-	if (standing && (!standing_pages_request(req, &srq) ||
-	    (e = standing_prepare(cfg, &a, &srq, req->now, &rule, why, sizeof why)) == CS_EINVAL)) {
+	const struct standing_call call = call_of(&a);
+	if (standing && (!rule_request(req, &srq) ||
+	    (e = standing_prepare(cfg, &call, &srq, req->now, &rule, why, sizeof why)) == CS_EINVAL)) {
 		e = reply_html_error(rep, 400, "This rule cannot be made", standing && why[0] &&
 		    e == CS_EINVAL ? why : "Choose how long the rule holds, then approve again.");
 		goto out;

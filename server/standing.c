@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
@@ -17,7 +19,7 @@
 
 #define CANDIDATES_MAX 4             /* rules read per (key set, lookup) */
 #define KEYSETS_MAX 16               /* distinct key sets of match rules judged per call */
-#define RULE_MAX_CANONICAL (2 * APPROVAL_MAX_CANONICAL + 1024)
+#define RULE_MAX_CANONICAL (1u << 20)   /* bytes of a rule's canonical texts */
 
 /* --- small helpers ----------------------------------------------------- */
 
@@ -40,6 +42,21 @@ static enum cs_err canonical(json_t *v, size_t max, char **out)
 	}
 out:
 	buf_clear(&b);
+	return e;
+}
+
+/* base64url(SHA-256(JCS(v))): approval_digest's, for the parameters a rule
+ * keeps (and the values it fixes). */
+static enum cs_err digest_of(json_t *v, char out[STANDING_DIGEST_LEN + 1])
+{
+	unsigned char h[SHA256_DIGEST_LENGTH];
+	char *text = NULL;
+	enum cs_err e = canonical(v, RULE_MAX_CANONICAL, &text);
+	if (e == CS_OK) {
+		SHA256((const unsigned char *)text, strlen(text), h);
+		e = b64url_encode(h, sizeof h, out, STANDING_DIGEST_LEN + 1);
+	}
+	free(text);
 	return e;
 }
 
@@ -198,7 +215,7 @@ static enum cs_err strdup_to(char **dst, const char *s)
 	return (*dst = strdup(s)) != NULL ? CS_OK : CS_ENOMEM;
 }
 
-enum cs_err standing_prepare(const struct config *cfg, const struct approval *a,
+enum cs_err standing_prepare(const struct config *cfg, const struct standing_call *a,
     const struct standing_request *rq, int64_t now, struct standing_rule *out,
     char *why, size_t whylen)
 {
@@ -268,7 +285,7 @@ enum cs_err standing_prepare(const struct config *cfg, const struct approval *a,
 	    (e = strdup_to(&r.agent, a->agent)) != CS_OK ||
 	    (e = strdup_to(&r.resource, a->resource)) != CS_OK ||
 	    (e = strdup_to(&r.action, a->action)) != CS_OK ||
-	    (e = strdup_to(&r.approval_id, a->id)) != CS_OK ||
+	    (e = strdup_to(&r.approval_id, a->approval_id)) != CS_OK ||
 	    (e = strdup_to(&r.fixed, fixed.data != NULL ? fixed.data : "")) != CS_OK)
 		goto out;
 	r.user_id = a->user_id;
@@ -314,7 +331,7 @@ enum cs_err standing_insert(struct store_conn *c, const struct standing_rule *r,
 /* --- matching ---------------------------------------------------------- */
 
 enum cs_err standing_lookup_of(json_t *params, const char *keyset,
-    char out[APPROVAL_DIGEST_LEN + 1])
+    char out[STANDING_DIGEST_LEN + 1])
 {
 	json_t *ks = NULL, *sub = NULL;
 	enum cs_err e = CS_ENOENT;
@@ -335,7 +352,7 @@ enum cs_err standing_lookup_of(json_t *params, const char *keyset,
 			goto out;
 		}
 	}
-	e = approval_digest(sub, out);
+	e = digest_of(sub, out);
 out:
 	json_decref(ks);
 	json_decref(sub);
@@ -366,7 +383,7 @@ bool standing_covers(const char *kind, const char *details, const char *action,
 	json_t *d = NULL, *m, *con;
 	const char *k;
 	bool exact, ok = false;
-	char got[APPROVAL_DIGEST_LEN + 1];
+	char got[STANDING_DIGEST_LEN + 1];
 
 	if (kind == NULL || details == NULL || action == NULL)
 		return false;
@@ -392,7 +409,7 @@ bool standing_covers(const char *kind, const char *details, const char *action,
 		goto out;
 	if (exact) {
 		m = json_object_get(d, "parameters");
-		ok = m != NULL && digest != NULL && approval_digest(m, got) == CS_OK &&
+		ok = m != NULL && digest != NULL && digest_of(m, got) == CS_OK &&
 		    strcmp(got, digest) == 0;
 		goto out;
 	}
@@ -411,9 +428,16 @@ out:
 
 /* --- at the check points ----------------------------------------------- */
 
+/* The call a check is about. */
+struct call {
+	const struct consent *k;
+	const char *action, *digest;
+	int64_t now;
+};
+
 /* The first live candidate of (key set, lookup) that covers the call: its id
  * into *id (malloc'd), or NULL. */
-static enum cs_err first_covering(struct store_conn *c, const struct approval_ask *q,
+static enum cs_err first_covering(struct store_conn *c, const struct call *q,
     const char *keyset, const char *lookup, json_t *params, char **id)
 {
 	struct store_standing_row *v = NULL;
@@ -436,44 +460,41 @@ static enum cs_err first_covering(struct store_conn *c, const struct approval_as
 }
 
 enum cs_err standing_check(struct store_conn *c, const struct config *cfg,
-    const struct approval_ask *q, struct approval_answer *a, bool *found)
+    const struct consent *k, const char *action, const char *parameters, const char *digest,
+    int64_t now, char **rule_id)
 {
 	const struct config_action *act;
+	const struct call q = { k, action, digest, now };
 	json_t *params = NULL;
-	char **ks = NULL, *id = NULL, lookup[APPROVAL_DIGEST_LEN + 1];
+	char **ks = NULL, *id = NULL, lookup[STANDING_DIGEST_LEN + 1];
 	size_t nks = 0;
 	enum cs_err e;
 
-	*found = false;
-	act = config_action(cfg, q->k->resource, q->action);
+	if (c == NULL || cfg == NULL || k == NULL || action == NULL || parameters == NULL ||
+	    digest == NULL || rule_id == NULL)
+		return CS_EINVAL;
+	*rule_id = NULL;
+	act = config_action(cfg, k->resource, action);
 	/* An action whose configuration no longer offers rules ignores them. */
 	if (act == NULL || act->standing == STANDING_NONE)
 		return CS_OK;
-	if ((e = first_covering(c, q, STANDING_EXACT_KEYSET, q->digest, NULL, &id)) != CS_OK ||
+	if ((e = first_covering(c, &q, STANDING_EXACT_KEYSET, digest, NULL, &id)) != CS_OK ||
 	    id != NULL || act->standing != STANDING_MATCH)
 		goto done;
-	if ((e = store_standing_keysets(c, q->k->id, q->action, q->now, KEYSETS_MAX, &ks,
-	    &nks)) != CS_OK || nks == 0)
+	if ((e = store_standing_keysets(c, k->id, action, now, KEYSETS_MAX, &ks, &nks)) != CS_OK ||
+	    nks == 0)
 		goto done;
-	if ((params = json_loads(q->parameters, JSON_REJECT_DUPLICATES, NULL)) == NULL) {
+	if ((params = json_loads(parameters, JSON_REJECT_DUPLICATES, NULL)) == NULL) {
 		e = CS_EINVAL;
 		goto done;
 	}
 	for (size_t i = 0; i < nks && id == NULL && e == CS_OK; i++)
 		if (standing_lookup_of(params, ks[i], lookup) == CS_OK)
-			e = first_covering(c, q, ks[i], lookup, params, &id);
+			e = first_covering(c, &q, ks[i], lookup, params, &id);
 done:
-	if (e == CS_OK && id != NULL) {
-		char by[64];
-		if ((e = str_fmt(by, sizeof by, "rule %s", id)) == CS_OK &&
-		    (a->decided_by = strdup(by)) == NULL)
-			e = CS_ENOMEM;
-		if (e == CS_OK) {
-			a->rule_id = id;
-			id = NULL;
-			a->outcome = APPROVAL_RELEASE;
-			*found = true;
-		}
+	if (e == CS_OK) {
+		*rule_id = id;
+		id = NULL;
 	}
 	for (size_t i = 0; i < nks; i++)
 		free(ks[i]);
@@ -484,13 +505,13 @@ done:
 }
 
 enum cs_err standing_use(struct store_conn *c, const char *rule_id, const struct consent *k,
-    const char *action, const char *actor, int64_t now, enum approval_redeem_outcome *oc)
+    const char *action, const char *actor, int64_t now, bool *counted)
 {
 	enum cs_err e;
 	int changed = 0;
 	char detail[200];
 	struct audit_entry a = { 0 };
-	if (c == NULL || rule_id == NULL || k == NULL || action == NULL || oc == NULL)
+	if (c == NULL || rule_id == NULL || k == NULL || action == NULL || counted == NULL)
 		return CS_EINVAL;
 	/* SECURITY: the one UPDATE that counts the use is the check. */
 	if ((e = store_standing_use(c, rule_id, k->id, action, now, &changed)) != CS_OK)
@@ -503,7 +524,7 @@ enum cs_err standing_use(struct store_conn *c, const char *rule_id, const struct
 	a.outcome = changed ? "ok" : "refused";
 	a.detail = detail;
 	if ((e = audit_append(c, &a)) == CS_OK)
-		*oc = changed ? APPROVAL_REDEEMED : APPROVAL_NOT_REDEEMABLE;
+		*counted = changed != 0;
 	return e;
 }
 

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <jansson.h>
 #include "app.h"
-#include "approval_pages.h"
 #include "buf.h"
 #include "page_reply.h"
 #include "pages.h"
@@ -17,8 +16,6 @@
 #include "standing.h"
 #include "standing_pages.h"
 #include "visible_text.h"
-
-_Static_assert(APPROVAL_PAGES_FIXED_MAX == STANDING_MAX_FIXED, "one bit per parameter");
 
 #define SHOWN_VALUE_MAX 80           /* characters of a value shown beside its name */
 
@@ -64,7 +61,8 @@ static char *shown_value(json_t *v)
 	return shown;
 }
 
-enum cs_err standing_pages_offer(const struct config *cfg, const struct approval *a, json_t *ctx)
+enum cs_err standing_pages_offer(const struct config *cfg, const struct standing_call *a,
+    json_t *ctx)
 {
 	const struct config_action *act = config_action(cfg, a->resource, a->action);
 	json_t *names = NULL, *params = NULL, *keys = NULL, *offer = NULL;
@@ -107,21 +105,6 @@ out:
 	json_decref(params);
 	json_decref(keys);
 	return e;
-}
-
-bool standing_pages_request(const struct http_request *req, struct standing_request *rq)
-{
-	int64_t kind = -1, dur = 0, uses = 0;
-	memset(rq, 0, sizeof *rq);
-	if (!http_arg_int(req, APPROVAL_PAGES_DECIDE_RULE, &kind) ||
-	    !http_arg_int(req, APPROVAL_PAGES_DECIDE_FOR, &dur))
-		return false;
-	(void)http_arg_int(req, APPROVAL_PAGES_DECIDE_USES, &uses);
-	rq->kind = kind == 1 ? STANDING_MATCH : STANDING_EXACT;
-	rq->duration = dur;
-	rq->max_uses = uses;
-	rq->fixed = http_arg_family(req, APPROVAL_PAGES_DECIDE_K);
-	return true;
 }
 
 enum cs_err standing_pages_done(const struct standing_rule *r, json_t *ctx)
