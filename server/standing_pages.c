@@ -110,12 +110,24 @@ out:
 enum cs_err standing_pages_done(const struct standing_rule *r, json_t *ctx)
 {
 	json_t *until = pages_time_value(r->expires_at), *v;
-	if (until == NULL)
+	struct buf fixed;
+	buf_init(&fixed, 4096);
+	/* "labels, repo": the audit entry's comma-joined names, spaced for reading. */
+	for (const char *p = r->fixed; p != NULL && *p; p++)
+		if (buf_printf(&fixed, *p == ',' ? ", " : "%c", *p) != CS_OK) {
+			json_decref(until);
+			buf_clear(&fixed);
+			return CS_ENOMEM;
+		}
+	if (until == NULL) {
+		buf_clear(&fixed);
 		return CS_ENOMEM;
+	}
 	v = json_pack("{s:s, s:b, s:s, s:o, s:I, s:b}", "action", r->action, "exact",
 	    strcmp(r->kind, "exact") == 0,
-	    "fixed", r->fixed, "until", until, "max_uses", (json_int_t)r->max_uses,
-	    "has_max_uses", r->max_uses > 0);
+	    "fixed", fixed.data != NULL ? fixed.data : "", "until", until, "max_uses",
+	    (json_int_t)r->max_uses, "has_max_uses", r->max_uses > 0);
+	buf_clear(&fixed);
 	if (v == NULL || json_object_set_new(ctx, "rule", v) != 0)
 		return CS_ENOMEM;
 	return CS_OK;
