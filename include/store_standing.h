@@ -38,10 +38,11 @@ enum cs_err store_standing_insert(struct store_conn *c,
 enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_id,
     const char *action, const char *keyset, const char *lookup, int64_t now, size_t max,
     struct store_standing_row **out, size_t *n) CS_MUST_CHECK;
-/* The distinct key sets of the live match rules of (consent, action), at most
- * max, each malloc'd into (*out)[i] (free each, then the array). */
+/* The distinct key sets of the match rules of (consent, action) not ended, in
+ * order, at most max, each malloc'd into (*out)[i] (free each, then the array);
+ * one index seek per key set. */
 enum cs_err store_standing_keysets(struct store_conn *c, const char *consent_id,
-    const char *action, int64_t now, size_t max, char ***out, size_t *n) CS_MUST_CHECK;
+    const char *action, size_t max, char ***out, size_t *n) CS_MUST_CHECK;
 /* Counts one use of rule id for (consent, action) at now -- only while the
  * rule is not ended, unexpired, under its use count and its consent is live:
  * the one UPDATE is the check.  *changed 1 when counted, 0 otherwise. */

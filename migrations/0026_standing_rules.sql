@@ -30,7 +30,9 @@ CREATE TABLE standing_rules (
 	ended_at      INTEGER NOT NULL DEFAULT 0,    -- 0: not ended (by the person, an admin, revocation)
 	ended_by      TEXT
 );
-CREATE INDEX standing_rules_lookup ON standing_rules(consent_id, action, keyset, lookup)
+-- The check's reads: a rule's candidates by (consent, action, kind, key set, lookup), and the
+-- distinct key sets of match rules, found by skipping from one to the next (store_standing.c).
+CREATE INDEX standing_rules_lookup ON standing_rules(consent_id, action, kind, keyset, lookup)
 	WHERE ended_at = 0;
 CREATE INDEX standing_rules_user ON standing_rules(user_id, ended_at, expires_at);
 CREATE INDEX standing_rules_consent ON standing_rules(consent_id);

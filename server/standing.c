@@ -481,7 +481,7 @@ enum cs_err standing_check(struct store_conn *c, const struct config *cfg,
 	if ((e = first_covering(c, &q, STANDING_EXACT_KEYSET, digest, NULL, &id)) != CS_OK ||
 	    id != NULL || act->standing != STANDING_MATCH)
 		goto done;
-	if ((e = store_standing_keysets(c, k->id, action, now, KEYSETS_MAX, &ks, &nks)) != CS_OK ||
+	if ((e = store_standing_keysets(c, k->id, action, KEYSETS_MAX, &ks, &nks)) != CS_OK ||
 	    nks == 0)
 		goto done;
 	if ((params = json_loads(parameters, JSON_REJECT_DUPLICATES, NULL)) == NULL) {

@@ -20,11 +20,22 @@ static const char SQL_INSERT[] =
     "keyset, lookup, details, approval_id, created_by, created_at, expires_at, max_uses) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 static const char SQL_CANDIDATES[] =
-    "SELECT " STANDING_COLS "WHERE r.consent_id = ?1 AND r.action = ?2 AND r.keyset = ?3 "
+    "SELECT " STANDING_COLS "WHERE r.consent_id = ?1 AND r.action = ?2 "
+    "AND r.kind = CASE WHEN ?3 = '*' THEN 'exact' ELSE 'match' END AND r.keyset = ?3 "
     "AND r.lookup = ?4 AND " LIVE("?5") "ORDER BY r.created_at DESC, r.id LIMIT ?6";
+/* The distinct key sets of the match rules not ended, one index seek each: the
+ * smallest, then the smallest above it, and so on (a skip scan: never a read of
+ * every rule, however many the person has).  Expired and used-up rules' key
+ * sets come too; their candidates are not live. */
 static const char SQL_KEYSETS[] =
-    "SELECT DISTINCT r.keyset FROM standing_rules r WHERE r.consent_id = ?1 AND r.action = ?2 "
-    "AND r.keyset <> '*' AND " LIVE("?3") "LIMIT ?4";
+    "WITH RECURSIVE ks(k) AS ("
+    "SELECT (SELECT min(r.keyset) FROM standing_rules r WHERE r.consent_id = ?1 "
+    "AND r.action = ?2 AND r.kind = 'match' AND r.ended_at = 0) "
+    "UNION ALL "
+    "SELECT (SELECT min(r.keyset) FROM standing_rules r WHERE r.consent_id = ?1 "
+    "AND r.action = ?2 AND r.kind = 'match' AND r.ended_at = 0 AND r.keyset > ks.k) "
+    "FROM ks WHERE ks.k IS NOT NULL) "
+    "SELECT k FROM ks WHERE k IS NOT NULL LIMIT ?3";
 /* SECURITY: the counted use.  One statement decides and counts, so two
  * concurrent releases can never both take a rule's last use; it re-checks the
  * consent too (invariant 9: never without a live consent). */
@@ -149,7 +160,7 @@ enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_
 }
 
 enum cs_err store_standing_keysets(struct store_conn *c, const char *consent_id,
-    const char *action, int64_t now, size_t max, char ***out, size_t *n)
+    const char *action, size_t max, char ***out, size_t *n)
 {
 	enum cs_err e;
 	char **v = NULL;
@@ -158,7 +169,7 @@ enum cs_err store_standing_keysets(struct store_conn *c, const char *consent_id,
 	if (max > 1000)
 		max = 1000;
 	if ((st = store_query(c, SQL_KEYSETS, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
-	    SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
+	    SV_INT((int64_t)max)), &e)) == NULL)
 		return e;
 	if ((v = calloc(max + 1, sizeof *v)) == NULL) {
 		store_stmt_done(st);
