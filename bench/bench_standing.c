@@ -83,10 +83,10 @@ static void rule(struct store_conn *c, const struct config *cfg, const struct co
 /* ops approval checks of the call on consent k from *now on (one second apart, the
  * polling interval): CPU seconds. */
 static double checks(struct store_conn *c, const struct config *cfg, const struct consent *k,
-    const char *text, const char *digest, int ops, int64_t *now)
+    const char *text, const char *digest, long ops, int64_t *now)
 {
 	double t0 = cpu_s();
-	for (int i = 0; i < ops; i++) {
+	for (long i = 0; i < ops; i++) {
 		struct approval_answer a;
 		memset(&a, 0, sizeof a);
 		*now += 1;
@@ -104,7 +104,8 @@ static double checks(struct store_conn *c, const struct config *cfg, const struc
 
 int main(int argc, char **argv)
 {
-	int ops = argc > 1 ? atoi(argv[1]) : 2000, rounds = argc > 2 ? atoi(argv[2]) : 5;
+	long ops = argc > 1 ? strtol(argv[1], NULL, 10) : 2000;
+	long rounds = argc > 2 ? strtol(argv[2], NULL, 10) : 5;
 	char dir[] = "/tmp/consentd-bench-standing-XXXXXX", path[128];
 	struct store *s = NULL;
 	struct store_conn *c;
@@ -117,7 +118,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	struct consent k0, k1;
 
-	if (ops < 1 || rounds < 1 || mkdtemp(dir) == NULL)
+	if (ops < 1 || ops > 1000000 || rounds < 1 || rounds > 100 || mkdtemp(dir) == NULL)
 		return 2;
 	memset(&cfg, 0, sizeof cfg);
 	cfg.resources = &res;
@@ -160,11 +161,11 @@ int main(int argc, char **argv)
 	(void)checks(c, &cfg, &k0, text, digest, 200, &now);
 	(void)checks(c, &cfg, &k1, text, digest, 200, &now);
 	double none = 0, many = 0;
-	for (int r = 0; r < rounds; r++) {
+	for (long r = 0; r < rounds; r++) {
 		none += checks(c, &cfg, &k0, text, digest, ops, &now);
 		many += checks(c, &cfg, &k1, text, digest, ops, &now);
 	}
-	double n = (double)ops * rounds, more = (many / none - 1) * 100;
+	double n = (double)ops * (double)rounds, more = (many / none - 1) * 100;
 	printf("approval_check, one person: no standing rules %.1f us CPU; 1,000 rules (500 exact, "
 	    "500 match on one key set, none covering the call) %.1f us CPU: %+.1f %% (target <= 10 %%)\n",
 	    none / n * 1e6, many / n * 1e6, more);
