@@ -136,7 +136,7 @@ unit-asan: $(UNIT_ASAN_BINS)
 # The store's unit tests on PostgreSQL (ASan+UBSan): a throw-away server, as the
 # integration tests start one, for test_store, test_store_authz and test_store_mcp alone
 # (scripts/run-store-pg.sh).
-unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp
+unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp build/asan/tests/test_store_standing
 	@bash scripts/run-store-pg.sh build/asan/tests
 
 fuzz: $(FUZZ_BINS)
@@ -183,6 +183,10 @@ build/bench_jwt: bench/bench_jwt.c build/rel/libconsentd.a
 build/bench_seed: bench/bench_seed.c build/rel/libconsentd.a
 	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
 
+# Issue #32: an approval check against 1,000 standing rules of one person, against none.
+build/bench_standing: bench/bench_standing.c build/rel/libconsentd.a
+	$(CC) $(BASE) $(WARN) $(HARDEN) $< build/rel/libconsentd.a $(PKG_LIBS) -o $@
+
 build/bench_fsync: bench/bench_fsync.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE) $(WARN) $(HARDEN) $< -o $@
@@ -196,8 +200,9 @@ retention-steady: build/consentd
 # in one run, the proxy and the MCP gateway beside their upstreams, medians of RUNS, a
 # Markdown report (bench/all.js, docs/BENCHMARKS.md).
 bench: deps
-	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync
+	@$(MAKE) --no-print-directory build/consentd build/bench_jwt build/bench_fsync build/bench_standing
 	./build/bench_jwt
+	./build/bench_standing
 	@bash bench/run.sh
 
 # make bench-mallocs [N=2000]: heap allocation calls per grant issuance by who made them

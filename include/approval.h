@@ -110,10 +110,14 @@ enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, cons
     const char *actor, int64_t now, enum approval_redeem_outcome *oc) CS_MUST_CHECK;
 
 enum cs_err approval_get(struct store_conn *c, const char *id, struct approval *out) CS_MUST_CHECK;
+struct standing_rule;                /* standing.h */
 struct approval_decision {
 	const char *id;                  /* the approval */
 	int64_t user_id;                 /* who decides */
 	bool approve;
+	/* Issue #32: with approve, a standing rule (standing_prepare, for this
+	 * approval) stored with the decision in its transaction; NULL: none. */
+	const struct standing_rule *rule;
 	const char *actor;
 	int64_t now;
 };

@@ -30,6 +30,13 @@ enum config_preset {
  * once on consentd's page (docs/providers.md "API keys"). */
 enum config_credential { CREDENTIAL_OAUTH = 0, CREDENTIAL_API_KEY };
 enum config_approval { APPROVAL_NONE = 0, APPROVAL_REQUIRED };
+/* [action.R.A] standing (issue #32): which standing rules the person may make
+ * on the approval page -- none, "exactly this call again" (exact), or also
+ * "with these values fixed" (match). */
+enum config_standing { STANDING_NONE = 0, STANDING_EXACT, STANDING_MATCH };
+#define CONFIG_STANDING_MAX_MIN 60            /* standing_max bounds, seconds */
+#define CONFIG_STANDING_MAX_MAX (30 * 86400)
+#define CONFIG_STANDING_MAX_DEF (8 * 3600)
 enum config_auth { AUTH_CLIENT_SECRET_BASIC = 0, AUTH_CLIENT_SECRET_POST };
 /* [authzen] on_error: what a failed call to the decision point decides. */
 enum config_authzen_on_error { AUTHZEN_ON_ERROR_DENY = 0, AUTHZEN_ON_ERROR_ASK };
@@ -50,6 +57,11 @@ struct config_action {           /* [action.RESOURCE.ACTION] */
 	enum config_approval approval;
 	char  *route_method;         /* NULL when no route */
 	char  *route_path;           /* e.g. /repos/{owner}/{repo}/issues */
+	enum config_standing standing;   /* default none; needs approval = required */
+	int64_t standing_max;        /* the longest rule, seconds (default 8 h) */
+	char **standing_fixed;       /* top-level parameters a match rule never leaves
+	                                open; NULL-terminated (standing = match only) */
+	size_t nstanding_fixed;
 };
 
 struct config_resource {         /* [resource.NAME] */

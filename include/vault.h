@@ -62,6 +62,10 @@ struct vault_release_req {
 	 * standing rule, a policy line, the decision point), in words written into
 	 * "vault.released"'s detail ("; approved_by=..."); NULL: none. */
 	const char *decided_by;
+	/* Issue #32: the standing rule whose use this release is (vault_release
+	 * only): counted and re-checked in the release's transaction
+	 * (standing_use); VAULT_RELEASE_APPROVAL_USED when it no longer holds. */
+	const char *rule_id;
 	const char *actor;
 	int64_t now;
 	/* The caller's own writes (the proxy's "proxy.forwarded"), made in the

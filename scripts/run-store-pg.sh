@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 dir_tests=${1:-build/asan/tests}
 pg_bin=${TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
-suites="test_store test_store_authz test_store_mcp"
+suites="test_store test_store_authz test_store_mcp test_store_standing"
 for t in $suites; do
 	[ -x "$dir_tests/$t" ] || { echo "run-store-pg: no $dir_tests/$t (make $dir_tests/$t)"; exit 1; }
 done

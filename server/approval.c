@@ -14,12 +14,15 @@
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
+#include "standing.h"
 #include "store_approval.h"
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
 #define APPROVAL_LIST_MAX 100        /* /me shows at most this many pending approvals */
 #define DIGEST_MAX_CANONICAL (8u << 20)  /* approval_digest's cap on the canonical text */
 #define STALE_MAX 16                 /* stale approved rows expired per call, at most */
+
+_Static_assert(STANDING_DIGEST_LEN == APPROVAL_DIGEST_LEN, "a rule's lookup is a digest");
 
 /* --- small helpers ----------------------------------------------------- */
 
@@ -449,6 +452,23 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 		goto out;
 	if (found)
 		goto commit;
+	/* Issue #32: a standing rule of the person's covers this call.  After
+	 * (a): the person's approval of this very call (the one a rule is made
+	 * with) is used first, so a rule's uses count only the calls it let through. */
+	if ((e = standing_check(c, cfg, q->k, q->action, q->parameters, q->digest, q->now,
+	    &a.rule_id)) != CS_OK)
+		goto out;
+	if (a.rule_id != NULL) {
+		char by[64];
+		if ((e = str_fmt(by, sizeof by, "rule %s", a.rule_id)) != CS_OK)
+			goto out;
+		if ((a.decided_by = strdup(by)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+		a.outcome = APPROVAL_RELEASE;
+		goto commit;
+	}
 
 	/* (b) the pending approval for these exact parameters. */
 	e = store_approval_find(c, q->k->id, q->action, q->digest, "pending", &r);
@@ -584,6 +604,13 @@ static enum cs_err decide_pending(struct store_conn *c, const struct approval_de
 	if ((e = store_approval_set_status(c, r->id, "pending", what.outcome, d->now)) != CS_OK ||
 	    (e = audit_row(c, &what, r, slow_down_note(r->slow_downs, note))) != CS_OK)
 		return e;
+	/* Issue #32: the standing rule made with this approval, in its transaction. */
+	if (d->approve && d->rule != NULL) {
+		if (d->rule->approval_id == NULL || strcmp(d->rule->approval_id, r->id) != 0)
+			return CS_EINVAL;
+		if ((e = standing_insert(c, d->rule, d->actor, d->now)) != CS_OK)
+			return e;
+	}
 	*oc = APPROVAL_DECIDED;
 	return CS_OK;
 }

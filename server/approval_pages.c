@@ -18,6 +18,8 @@
 #include "pages.h"
 #include "params_view.h"
 #include "session.h"
+#include "standing.h"
+#include "standing_pages.h"
 
 /* The approval named in the URL into *a (zeroed first), checked to belong
  * to the signed-in person; the 403 page and an audit entry otherwise. */
@@ -59,6 +61,34 @@ static enum cs_err parameter_view(const char *canonical, bool proxied, json_t *c
 	if (e != CS_OK)
 		return e;
 	return json_object_set_new(ctx, "view", view) == 0 ? CS_OK : CS_ENOMEM;
+}
+
+/* The approval as the call a standing rule is made from (standing.h). */
+static struct standing_call call_of(const struct approval *a)
+{
+	return (struct standing_call){ .approval_id = a->id, .consent_id = a->consent_id,
+		.subject = a->subject, .agent = a->agent, .resource = a->resource,
+		.action = a->action, .parameters = a->parameters, .digest = a->digest,
+		.user_id = a->user_id };
+}
+
+_Static_assert(APPROVAL_PAGES_FIXED_MAX == STANDING_MAX_FIXED, "one bit per parameter");
+
+/* POST /approve/{id}'s rule values (issue #32) into *rq, unjudged (standing.c
+ * judges them); false when rule or for is missing. */
+static bool rule_request(const struct http_request *req, struct standing_request *rq)
+{
+	int64_t kind = -1, dur = 0, uses = 0;
+	memset(rq, 0, sizeof *rq);
+	if (!http_arg_int(req, APPROVAL_PAGES_DECIDE_RULE, &kind) ||
+	    !http_arg_int(req, APPROVAL_PAGES_DECIDE_FOR, &dur))
+		return false;
+	(void)http_arg_int(req, APPROVAL_PAGES_DECIDE_USES, &uses);
+	rq->kind = kind == 1 ? STANDING_MATCH : STANDING_EXACT;
+	rq->duration = dur;
+	rq->max_uses = uses;
+	rq->fixed = http_arg_family(req, APPROVAL_PAGES_DECIDE_K);
+	return true;
 }
 
 /* Whether the approval is for an MCP client's tool call (issue #31): its agent is an
@@ -121,7 +151,9 @@ enum cs_err approval_pages_show(const struct http_request *req, struct http_repl
 		goto out;
 	}
 	bool routed = act != NULL && act->route_method != NULL && act->route_path != NULL;
-	if ((e = parameter_view(a.parameters, routed, ctx)) != CS_OK)
+	const struct standing_call call = call_of(&a);
+	if ((e = parameter_view(a.parameters, routed, ctx)) != CS_OK ||
+	    (e = standing_pages_offer(cfg, &call, ctx)) != CS_OK)
 		goto out;
 	/* A request made through the proxy (flow H): its method and route, from
 	 * consentd's configuration, above the path values, query and body. */
@@ -153,15 +185,33 @@ enum cs_err approval_pages_decide(const struct http_request *req, struct http_re
 	const struct session *s = req->auth.session;     /* the router's session form gate */
 	struct approval a;
 	struct store_conn *c = store_conn(app->store);
-	bool approve = strcmp(http_arg_str(req, APPROVAL_PAGES_DECIDE_DECISION), "approve") == 0, ok;
+	const char *decision = http_arg_str(req, APPROVAL_PAGES_DECIDE_DECISION);
+	bool standing = strcmp(decision, "standing") == 0, ok;
+	bool approve = standing || strcmp(decision, "approve") == 0;
+	struct standing_rule rule;
+	struct standing_request srq;
+	char why[200] = "";
 	json_t *ctx = NULL;
 	enum cs_err e;
 
+	memset(&rule, 0, sizeof rule);
 	if ((e = bound_approval(req, rep, c, s, &a, &ok)) != CS_OK || !ok)
 		goto out;
+	/* Issue #32: approve and make a standing rule -- judged against the
+	 * action's configuration before anything is decided. */
+	const struct standing_call call = call_of(&a);
+	if (standing && (!rule_request(req, &srq) ||
+	    (e = standing_prepare(cfg, &call, &srq, req->now, &rule, why, sizeof why)) == CS_EINVAL)) {
+		e = reply_html_error(rep, 400, "This rule cannot be made", standing && why[0] &&
+		    e == CS_EINVAL ? why : "Choose how long the rule holds, then approve again.");
+		goto out;
+	} else if (e != CS_OK) {
+		goto out;
+	}
 	enum approval_decide_outcome decided;
 	e = approval_decide(c, cfg, &(struct approval_decision){ .id = a.id, .user_id = s->user_id,
-	    .approve = approve, .actor = req->auth.actor, .now = req->now }, &decided);
+	    .approve = approve, .rule = standing ? &rule : NULL, .actor = req->auth.actor,
+	    .now = req->now }, &decided);
 	if (e != CS_OK) {
 		goto out;
 	} else if (decided == APPROVAL_NOT_YOURS) {
@@ -181,9 +231,12 @@ enum cs_err approval_pages_decide(const struct http_request *req, struct http_re
 		e = CS_ENOMEM;
 		goto out;
 	}
+	if (standing && (e = standing_pages_done(&rule, ctx)) != CS_OK)
+		goto out;
 	e = page_render(rep, 200, "approve_done.html", ctx, s);
 out:
 	json_decref(ctx);
+	standing_rule_clear(&rule);
 	approval_clear(&a);
 	return e;
 }

@@ -45,6 +45,11 @@
  *   approval.denied            flow F: the person denied
  *   approval.cancelled         flow F: a decision arrived after the consent ended
  *   approval.released          flow F: the token went out once for this approval
+ *   standing.created           issue #32: the person made a standing rule with an approval
+ *                              (rule, kind, action, the fixed names, until, max_uses)
+ *   standing.used              a release a standing rule approved (rule, action)
+ *   standing.refused           a rule ended, expired or used up before its release
+ *   standing.ended             the person or an admin ended a rule
  *   admin.api                  an admin token was used (detail: the token's name)
  *   admin.api.refused          a revoked or unknown admin token was presented
  *   admin.token.created        consentd admin token create
@@ -104,7 +109,8 @@ const char *const audit_actions[] = {
 	"consent.request.slow_down", "consent.revoked", "dpop.refused", "event.delivered",
 	"gateway.auth.refused", "grant.issued", "grant.revoked", "master-key-rotated",
 	"mcp.call", "proxy.forwarded", "proxy.refused", "refresh.issued", "refresh.reuse_detected",
-	"refresh.revoked", "refresh.used", "vault.connect.failed", "vault.connected",
+	"refresh.revoked", "refresh.used", "standing.created", "standing.ended",
+	"standing.refused", "standing.used", "vault.connect.failed", "vault.connected",
 	"vault.key_stored", "vault.reconnect_required", "vault.record.moved", "vault.refreshed",
 	"vault.release.refused", "vault.released", "vault.revoke_retry", "vault.revoked", NULL,
 };

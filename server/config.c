@@ -792,6 +792,7 @@ void config_free(struct config *c)
 		free(c->actions[i].scope);
 		free(c->actions[i].route_method);
 		free(c->actions[i].route_path);
+		cfg_free_strv(c->actions[i].standing_fixed);
 	}
 	free(c->actions);
 	OPENSSL_cleanse(c, sizeof *c);    /* the gateway secret's hash */

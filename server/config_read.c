@@ -61,7 +61,8 @@ static const char *const keys_resource[] = { "name", "uri", "max_consent", "prov
 	"refresh_margin", "token_release", "base_url", "preset", "provider_base_url", "credential",
 	"api_key_header", "api_key_query", "api_key_prefix", "proactive_refresh", NULL };
 static const char *const keys_scope[] = { "description", "provider", NULL };
-static const char *const keys_action[] = { "description", "scope", "approval", "route", NULL };
+static const char *const keys_action[] = { "description", "scope", "approval", "route",
+	"standing", "standing_max", "standing_fixed", NULL };
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",
 	"token_endpoint_auth", "jwks_file", "jwks_uri", NULL };
 static const char *const keys_mcp_endpoint[] = { "resource", "upstream", "upstream_timeout",

@@ -31,6 +31,7 @@ static const char *const release_names[] = { "gateway", "never", NULL };
 static const char *const preset_names[] = { "none", "github", "github-app", "google", "microsoft",
 	"slack", "gitlab", "atlassian", NULL };
 static const char *const approval_names[] = { "none", "required", NULL };
+static const char *const standing_names[] = { "none", "exact", "match", NULL };
 /* Indexed by enum config_credential. */
 static const char *const credential_names[] = { "oauth", "api_key", NULL };
 static const char *const cimd_allow_names[] = { "none", "any", "hosts", "prefixes", NULL };
@@ -1119,6 +1120,43 @@ static void load_scope(struct ctx *c, struct config_scope *sc, const struct sect
 	    .ok = word_ok_scope, .what = "provider scope" }, &sc->nprovider, &given);
 }
 
+/* A top-level parameter name a standing rule may fix: 1 to 64 of [A-Za-z0-9_.-]
+ * (what the agents' tools and consentd's proxy (path, query, body) use). */
+static bool word_ok_param(const char *w)
+{
+	size_t n = strlen(w);
+	if (n == 0 || n > 64)
+		return false;
+	for (; *w; w++)
+		if (!((*w >= 'a' && *w <= 'z') || (*w >= 'A' && *w <= 'Z') ||
+		    (*w >= '0' && *w <= '9') || *w == '_' || *w == '.' || *w == '-'))
+			return false;
+	return true;
+}
+
+/* standing, standing_max, standing_fixed (issue #32): what standing rules the
+ * approval page offers for the action.  A rule only ever replaces a person's
+ * approval, so it needs approval = required; fixed names need match. */
+static void load_standing(struct ctx *c, struct config_action *ac, const struct section *s)
+{
+	int i;
+	bool given = false;
+	cfg_get_enum(c, s, "standing", standing_names, STANDING_NONE, &i);
+	ac->standing = (enum config_standing)i;
+	cfg_get_int(c, s, "standing_max", CONFIG_STANDING_MAX_DEF, CONFIG_STANDING_MAX_MIN,
+	    CONFIG_STANDING_MAX_MAX, &ac->standing_max);
+	ac->standing_fixed = cfg_get_words(c, s, &(struct words_key){ .key = "standing_fixed",
+	    .def = "", .ok = word_ok_param, .what = "parameter name" }, &ac->nstanding_fixed,
+	    &given);
+	const struct entry *e = cfg_find(s, "standing");
+	if (e != NULL && !e->bad && ac->standing != STANDING_NONE && ac->approval != APPROVAL_REQUIRED)
+		cfg_err_e(c, e, "needs approval = required: a standing rule stands in for a "
+		    "person's approval");
+	e = cfg_find(s, "standing_fixed");
+	if (e != NULL && !e->bad && ac->nstanding_fixed > 0 && ac->standing != STANDING_MATCH)
+		cfg_err_e(c, e, "needs standing = match: only a match rule leaves parameters open");
+}
+
 static void load_action(struct ctx *c, struct config_action *ac, const struct section *s)
 {
 	int i;
@@ -1135,6 +1173,7 @@ static void load_action(struct ctx *c, struct config_action *ac, const struct se
 	if (e != NULL)
 		cfg_check_route(c, e, route, &ac->route_method, &ac->route_path);
 	free(route);
+	load_standing(c, ac, s);
 }
 
 /* ---------------------------------------------------------------- cross-checks */

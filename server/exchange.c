@@ -145,7 +145,8 @@ enum cs_err exchange_release(struct store_conn *c, const struct config *cfg,
 	 * follows (the proxy's upstream call) then fails. */
 	struct vault_release_req vr = { .k = rq->k, .action = rq->act->name,
 		.approval_id = approved ? out->approval.approval_id : NULL,
-		.decided_by = approved ? out->approval.decided_by : NULL, .actor = rq->actor,
+		.decided_by = approved ? out->approval.decided_by : NULL,
+		.rule_id = approved ? out->approval.rule_id : NULL, .actor = rq->actor,
 		.now = rq->now, .with = rq->with, .with_ctx = rq->with_ctx };
 	out->at_release = true;
 	e = vr.approval_id != NULL ? vault_release_approved(rq->vault, c, cfg, &vr, &out->tok) :

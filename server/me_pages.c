@@ -15,6 +15,7 @@
 #include "health.h"
 #include "page_reply.h"
 #include "me_pages.h"
+#include "standing_pages.h"
 #include "pages.h"
 #include "session.h"
 #include "vault.h"
@@ -232,6 +233,9 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 		e = CS_ENOMEM;
 		goto out;
 	}
+	/* Issue #32: the person's standing rules (standing_pages.c). */
+	if ((e = me_rules_add(c, cfg, s->user_id, req->now, ctx)) != CS_OK)
+		goto out;
 	e = page_render(rep, 200, "me.html", ctx, s);
 out:
 	json_decref(active);

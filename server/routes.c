@@ -32,6 +32,8 @@
 #include "pages.h"
 #include "proxy.h"
 #include "session.h"
+#include "standing_api.h"
+#include "standing_pages.h"
 #include "vault_key.h"
 #include "vault_pages.h"
 #include "proxy_api.h"
@@ -72,6 +74,9 @@ static bool valid_admin_since(const char *v)
 
 static const char *const prompt_words[] = { "login", NULL };
 static const char *const decision_words[] = { "approve", "deny", NULL };
+/* The approval page's: approve once, deny, or approve and make a standing rule. */
+static const char *const approval_decision_words[] = { "approve", "deny", "standing", NULL };
+static const char *const standing_kind_words[] = { "exact", "match", NULL };
 static const char *const yes_words[] = { "yes", NULL };
 /* The words logout sends the browser back to / with (through the IdP's
  * end_session_endpoint as its `state`, or directly): meta.c says each in its
@@ -102,6 +107,10 @@ static const struct param_type checkbox[1] = { { .kind = PARAM_ON } };
 static const struct param_type prompt[1] = { { .kind = PARAM_WORD, .words = prompt_words } };
 static const struct param_type decision[1] = { { .kind = PARAM_WORD, .words = decision_words } };
 static const struct param_type yes[1] = { { .kind = PARAM_WORD, .words = yes_words } };
+static const struct param_type approval_decision[1] = { { .kind = PARAM_WORD,
+	.words = approval_decision_words } };
+static const struct param_type standing_kind[1] = { { .kind = PARAM_WORD,
+	.words = standing_kind_words } };
 static const struct param_type signed_out[1] = { { .kind = PARAM_WORD, .words = signed_out_words } };
 static const struct param_type done_outcome[1] = { { .kind = PARAM_WORD,
 	.words = done_outcome_words } };
@@ -176,6 +185,10 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/me/requests/{id}/allow", ROUTE_BROWSER, me_pages_allow, {
 		[ME_ALLOW_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
+	/* Ending a standing rule on /me (issue #32). */
+	{ HTTP_POST, "/me/rules/{id}/end", ROUTE_BROWSER, me_rules_end, {
+		[ME_RULES_END_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, consent_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, consent_pages_done, {
 		[CONSENT_PAGES_DONE_OUTCOME] = { "outcome", 16, done_outcome, 0 },
@@ -183,7 +196,12 @@ const struct route http_routes[] = {
 	{ HTTP_GET, "/approve/{id}", ROUTE_BROWSER, approval_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	{ HTTP_POST, "/approve/{id}", ROUTE_BROWSER, approval_pages_decide, {
 		[APPROVAL_PAGES_DECIDE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
-		[APPROVAL_PAGES_DECIDE_DECISION] = { "decision", 8, decision, PARAM_REQUIRED },
+		[APPROVAL_PAGES_DECIDE_DECISION] = { "decision", 8, approval_decision, PARAM_REQUIRED },
+		/* A standing rule's choice (issue #32); standing.c judges the values. */
+		[APPROVAL_PAGES_DECIDE_RULE] = { "rule", 5, standing_kind, 0 },
+		[APPROVAL_PAGES_DECIDE_FOR] = { "for", 10, seconds, 0 },
+		[APPROVAL_PAGES_DECIDE_USES] = { "uses", 5, count12, 0 },
+		[APPROVAL_PAGES_DECIDE_K] = { "k", 2, checkbox, PARAM_FAMILY(APPROVAL_PAGES_FIXED_MAX) },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	/* One redirect URI per resource (against mix-up): the provider's answer. */
 	{ HTTP_GET, "/oauth/callback/{resource}", ROUTE_BROWSER, vault_pages_callback, {
@@ -386,6 +404,11 @@ const struct route http_routes[] = {
 		[ADMIN_API_AUDIT_CURSOR] = { "cursor", 20, digits, 0 },
 		[ADMIN_API_AUDIT_LIMIT] = { "limit", 3, api_limit, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
+	/* The person's standing rules (issue #32, standing_api.c). */
+	{ HTTP_GET, "/admin/api/rules", ROUTE_API, admin_api_rules,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
+	{ HTTP_POST, "/admin/api/rules/{id}/end", ROUTE_API, admin_api_rule_end,
+	  { { NULL, 0, NULL, 0 } }, ROUTE_JSON_BODY, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	{ HTTP_GET, NULL, 0, NULL, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_NONE, LIMIT_NONE },
 };
 /* Paths no route matches are answered in the kind of the routes around them. */

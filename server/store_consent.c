@@ -10,6 +10,7 @@
 #include "store_approval.h"
 #include "store_consent.h"
 #include "store_events.h"
+#include "store_standing.h"
 #include "store_priv.h"
 #include "store_vault.h"
 
@@ -247,6 +248,9 @@ enum cs_err store_consent_cascade(struct store_conn *c, const char *id, int64_t 
 	/* SECURITY: invariant 9 -- its pending and approved-unused approvals
 	 * (migration 0006) are cancelled in this same transaction. */
 	if ((e = store_approval_cancel_for_consent(c, id)) != CS_OK)
+		return e;
+	/* Issue #32: its standing rules end with it (migration 0026). */
+	if ((e = store_standing_end_for_consent(c, id, now)) != CS_OK)
 		return e;
 	if ((e = revoke_children(c, SQL_REFRESH_REVOKE, id, now)) != CS_OK)
 		return e;

@@ -83,6 +83,8 @@ static const char SQL_CONSENT_REFRESH[] =
     "DELETE FROM refresh_tokens WHERE consent_id IN (" CONSENT_BATCH ")";
 static const char SQL_CONSENT_APPROVALS[] =
     "DELETE FROM approvals WHERE consent_id IN (" CONSENT_BATCH ")";
+static const char SQL_CONSENT_RULES[] =
+    "DELETE FROM standing_rules WHERE consent_id IN (" CONSENT_BATCH ")";
 static const char SQL_CONSENT_EVENTS[] =
     "DELETE FROM events_outbox WHERE consent_id IN (" CONSENT_BATCH ")";
 static const char SQL_CONSENTS[] = "DELETE FROM consents WHERE id IN (" CONSENT_BATCH ")";
@@ -93,7 +95,7 @@ static enum cs_err consents_batch(struct store_conn *c, int64_t before, int64_t 
 	/* The same ordered selection in every statement, inside one transaction:
 	 * the dependants of exactly the consents deleted last go first. */
 	static const char *const deps[] = { SQL_CONSENT_GRANTS, SQL_CONSENT_BINDINGS,
-		SQL_CONSENT_AUDIENCES, SQL_CONSENT_REFRESH, SQL_CONSENT_APPROVALS, SQL_CONSENT_EVENTS };
+		SQL_CONSENT_AUDIENCES, SQL_CONSENT_REFRESH, SQL_CONSENT_APPROVALS, SQL_CONSENT_RULES, SQL_CONSENT_EVENTS };
 	enum cs_err e;
 	for (size_t i = 0; i < sizeof deps / sizeof deps[0]; i++)
 		if ((e = store_run(c, deps[i], STORE_VALS(SV_INT(before), SV_INT(limit),

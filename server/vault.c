@@ -14,6 +14,7 @@
 #include "health.h"
 #include "metrics.h"
 #include "scope.h"
+#include "standing.h"
 #include "store_consent.h"
 #include "store_vault.h"
 #include "vault.h"
@@ -684,6 +685,7 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 	char detail[DETAIL_MAX];
 	const struct vault_release_req *rq = x->rq;
 	enum approval_redeem_outcome ro = APPROVAL_REDEEMED;
+	bool counted = false;
 	if ((e = str_fmt(detail, sizeof detail, "action=%s%s%s%s%s", rq->action,
 	    rq->approval_id ? "; approval=" : "", rq->approval_id ? rq->approval_id : "",
 	    rq->decided_by ? "; approved_by=" : "", rq->decided_by ? rq->decided_by : "")) != CS_OK)
@@ -693,6 +695,9 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 	/* SECURITY: invariant 9 -- used once, in the transaction of its release. */
 	if (rq->approval_id != NULL)
 		e = approval_redeem(x->c, x->cfg, rq->approval_id, rq->actor, rq->now, &ro);
+	else if (rq->rule_id != NULL && (e = standing_use(x->c, rq->rule_id, rq->k, rq->action,
+	    rq->actor, rq->now, &counted)) == CS_OK && !counted)
+		ro = APPROVAL_NOT_REDEEMABLE;
 	if (e == CS_OK && ro == APPROVAL_REDEEMED)
 		e = rel_audit(x, &(struct audit_entry){ .action = "vault.released",
 		    .scopes = rec->provider_scopes, .consent_id = rq->k->id, .outcome = outcome,

@@ -252,6 +252,8 @@ START_TEST(test_config_print_keys)
 		"[audit] batch_interval_ms = 100\n",
 		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
 		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n",
+		"[action.NAME.ACTION] standing = none\n", "[action.NAME.ACTION] standing_max = 28800\n",
+		"[action.NAME.ACTION] standing_fixed =\n",
 		"[mcp.NAME] resource (required)\n", "[enterprise.NAME] issuer (required)\n",
 		"[enterprise.NAME] jwks_file =\n", "[enterprise.NAME] jwks_uri =\n",
 		"[enterprise.NAME] allow =\n",
@@ -261,7 +263,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 139);   /* every key of every kind of section ([audit]: 2, [mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19) */
+	ck_assert_uint_eq(lines, 142);   /* every key of every kind of section ([audit]: 2, [mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19, [action.NAME.ACTION]: 7) */
 	free(out);
 }
 END_TEST
@@ -1066,6 +1068,49 @@ START_TEST(test_config_action_unknown_scope)
 	    "x.conf:11: provider: [resource.notes] has no provider");
 	expect_error(MINIMAL "[resource.notes]\n[scope.notes.read]\n[action.notes.x]\nscope = read\n"
 	    "approval = sometimes\n", NULL, "x.conf:13: approval: must be one of: none, required");
+}
+END_TEST
+
+/* Issue #32: standing rules per action -- none by default; exact or match only
+ * with approval = required; standing_max within bounds; standing_fixed names
+ * plausible top-level parameters, and only for match. */
+START_TEST(test_config_action_standing)
+{
+#define A MINIMAL "[resource.n]\n[scope.n.r]\n[action.n.a]\nscope = r\n"
+	struct config *c = expect_ok(A, NULL);
+	const struct config_action *a = config_action(c, "n", "a");
+	ck_assert_int_eq(a->standing, STANDING_NONE);
+	ck_assert_int_eq(a->standing_max, 28800);
+	ck_assert_uint_eq(a->nstanding_fixed, 0);
+	config_free(c);
+	c = expect_ok(A "approval = required\nstanding = match\nstanding_max = 3600\n"
+	    "standing_fixed = repo owner\n", NULL);
+	a = config_action(c, "n", "a");
+	ck_assert_int_eq(a->standing, STANDING_MATCH);
+	ck_assert_int_eq(a->standing_max, 3600);
+	ck_assert_uint_eq(a->nstanding_fixed, 2);
+	ck_assert_str_eq(a->standing_fixed[0], "repo");
+	ck_assert_str_eq(a->standing_fixed[1], "owner");
+	ck_assert_ptr_null(a->standing_fixed[2]);
+	config_free(c);
+	c = expect_ok(A "approval = required\nstanding = exact\n", NULL);
+	ck_assert_int_eq(config_action(c, "n", "a")->standing, STANDING_EXACT);
+	config_free(c);
+	expect_error(A "standing = exact\n", NULL,
+	    "x.conf:13: standing: needs approval = required");
+	expect_error(A "approval = required\nstanding = always\n", NULL,
+	    "x.conf:14: standing: must be one of: none, exact, match");
+	expect_error(A "approval = required\nstanding = exact\nstanding_max = 59\n", NULL,
+	    "x.conf:15: standing_max:");
+	expect_error(A "approval = required\nstanding = exact\nstanding_max = 2592001\n", NULL,
+	    "x.conf:15: standing_max:");
+	expect_error(A "approval = required\nstanding = exact\nstanding_fixed = repo\n", NULL,
+	    "x.conf:15: standing_fixed: needs standing = match");
+	expect_error(A "approval = required\nstanding = match\nstanding_fixed = re/po\n", NULL,
+	    "x.conf:15: standing_fixed: 're/po' is not a valid parameter name");
+	expect_error(A "approval = required\nstanding = match\nstanding_fixed = repo repo\n", NULL,
+	    "x.conf:15: standing_fixed: 'repo' is listed twice");
+#undef A
 }
 END_TEST
 
@@ -2077,6 +2122,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_audit_head_file);
 	tcase_add_test(t, test_config_agent_allow_unknown);
 	tcase_add_test(t, test_config_action_unknown_scope);
+	tcase_add_test(t, test_config_action_standing);
 	tcase_add_test(t, test_config_route_checks);
 	tcase_add_test(t, test_config_resource_checks);
 	tcase_add_test(t, test_config_errors_all_reported);

@@ -1,0 +1,236 @@
+/* standing_pages.c -- the person's standing rules on their pages (issue #32):
+ * the approval page's "allow it again" choices, the form's values read into a
+ * standing_request, and /me's list of rules with an End button each.  What a
+ * rule may be is standing.c's to judge (the configuration's word, never the
+ * form's); this file only shows and reads.  It opens no transaction. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "app.h"
+#include "buf.h"
+#include "page_reply.h"
+#include "pages.h"
+#include "session.h"
+#include "standing.h"
+#include "standing_pages.h"
+#include "visible_text.h"
+
+#define SHOWN_VALUE_MAX 80           /* characters of a value shown beside its name */
+
+/* "15 minutes", "1 hour", "8 hours" ... for a duration in seconds. */
+static enum cs_err duration_words(int64_t s, char *out, size_t n)
+{
+	if (s % 3600 == 0)
+		return str_fmt(out, n, "%lld hour%s", (long long)(s / 3600), s == 3600 ? "" : "s");
+	if (s % 60 == 0)
+		return str_fmt(out, n, "%lld minute%s", (long long)(s / 60), s == 60 ? "" : "s");
+	return str_fmt(out, n, "%lld seconds", (long long)s);
+}
+
+/* The durations the page offers: 15 min, 1 h, 8 h, those within standing_max;
+ * standing_max itself when it is shorter than all of them. */
+static json_t *durations(const struct config_action *act)
+{
+	static const int64_t offer[] = { 900, 3600, 28800 };
+	json_t *v = json_array();
+	char label[40];
+	for (size_t i = 0; v != NULL && i < sizeof offer / sizeof offer[0]; i++)
+		if (offer[i] <= act->standing_max && duration_words(offer[i], label, sizeof label) == CS_OK)
+			(void)json_array_append_new(v, json_pack("{s:I, s:s, s:b}", "seconds",
+			    (json_int_t)offer[i], "label", label, "selected", i == 0));
+	if (v != NULL && json_array_size(v) == 0 &&
+	    duration_words(act->standing_max, label, sizeof label) == CS_OK)
+		(void)json_array_append_new(v, json_pack("{s:I, s:s, s:b}", "seconds",
+		    (json_int_t)act->standing_max, "label", label, "selected", true));
+	return v;
+}
+
+/* The value of a parameter as the page shows it beside its name: its JCS text
+ * with invisible characters made visible, cut to SHOWN_VALUE_MAX characters. */
+static char *shown_value(json_t *v)
+{
+	char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS), *shown;
+	if (text == NULL)
+		return NULL;
+	if (strlen(text) > SHOWN_VALUE_MAX)
+		memcpy(text + SHOWN_VALUE_MAX - 3, "...", 4);
+	shown = visible_text(text);
+	free(text);
+	return shown;
+}
+
+enum cs_err standing_pages_offer(const struct config *cfg, const struct standing_call *a,
+    json_t *ctx)
+{
+	const struct config_action *act = config_action(cfg, a->resource, a->action);
+	json_t *names = NULL, *params = NULL, *keys = NULL, *offer = NULL;
+	bool match;
+	enum cs_err e = CS_OK;
+
+	if (act == NULL || act->approval != APPROVAL_REQUIRED || act->standing == STANDING_NONE)
+		return CS_OK;
+	match = act->standing == STANDING_MATCH && standing_keys(a->parameters, &names) == CS_OK &&
+	    json_array_size(names) > 0 && (params = json_loads(a->parameters, 0, NULL)) != NULL;
+	/* A never-open parameter this call lacks: no match rule can keep it fixed. */
+	for (size_t i = 0; match && i < act->nstanding_fixed; i++)
+		if (json_object_get(params, act->standing_fixed[i]) == NULL)
+			match = false;
+	if ((keys = json_array()) == NULL) {
+		e = CS_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; match && i < json_array_size(names); i++) {
+		const char *k = json_string_value(json_array_get(names, i));
+		bool forced = false;
+		char *shown = shown_value(json_object_get(params, k)), field[8];
+		for (size_t j = 0; j < act->nstanding_fixed; j++)
+			forced = forced || strcmp(act->standing_fixed[j], k) == 0;
+		if (shown == NULL || str_fmt(field, sizeof field, "k%zu", i) != CS_OK ||
+		    json_array_append_new(keys, json_pack("{s:s, s:s, s:s, s:b}", "field", field,
+		    "name", k, "value", shown, "forced", forced)) != 0) {
+			free(shown);
+			e = CS_ENOMEM;
+			goto out;
+		}
+		free(shown);
+	}
+	offer = json_pack("{s:s, s:b, s:O, s:o}", "action", act->description ? act->description :
+	    act->name, "match", match, "keys", keys, "durations", durations(act));
+	if (offer == NULL || json_object_set_new(ctx, "standing", offer) != 0)
+		e = CS_ENOMEM;
+out:
+	json_decref(names);
+	json_decref(params);
+	json_decref(keys);
+	return e;
+}
+
+enum cs_err standing_pages_done(const struct standing_rule *r, json_t *ctx)
+{
+	json_t *until = pages_time_value(r->expires_at), *v;
+	struct buf fixed;
+	buf_init(&fixed, 4096);
+	/* "labels, repo": the audit entry's comma-joined names, spaced for reading. */
+	for (const char *p = r->fixed; p != NULL && *p; p++)
+		if (buf_printf(&fixed, *p == ',' ? ", " : "%c", *p) != CS_OK) {
+			json_decref(until);
+			buf_clear(&fixed);
+			return CS_ENOMEM;
+		}
+	if (until == NULL) {
+		buf_clear(&fixed);
+		return CS_ENOMEM;
+	}
+	v = json_pack("{s:s, s:b, s:s, s:o, s:I, s:b}", "action", r->action, "exact",
+	    strcmp(r->kind, "exact") == 0,
+	    "fixed", fixed.data != NULL ? fixed.data : "", "until", until, "max_uses",
+	    (json_int_t)r->max_uses, "has_max_uses", r->max_uses > 0);
+	buf_clear(&fixed);
+	if (v == NULL || json_object_set_new(ctx, "rule", v) != 0)
+		return CS_ENOMEM;
+	return CS_OK;
+}
+
+/* --- /me ----------------------------------------------------------------- */
+
+/* "repo is "acme/widgets", path starts with "docs/"": a rule's fixed values in words. */
+static char *fixed_words(json_t *fixed, json_t *prefixes)
+{
+	struct buf b;
+	const char *k;
+	json_t *v;
+	char *shown;
+	buf_init(&b, 4096);
+	json_object_foreach(fixed, k, v) {
+		if ((shown = shown_value(v)) == NULL ||
+		    buf_printf(&b, "%s%s is %s", b.len ? ", " : "", k, shown) != CS_OK) {
+			free(shown);
+			buf_clear(&b);
+			return NULL;
+		}
+		free(shown);
+	}
+	json_object_foreach(prefixes, k, v) {
+		if ((shown = shown_value(v)) == NULL ||
+		    buf_printf(&b, "%s%s starts with %s", b.len ? ", " : "", k, shown) != CS_OK) {
+			free(shown);
+			buf_clear(&b);
+			return NULL;
+		}
+		free(shown);
+	}
+	if (b.data == NULL && buf_puts(&b, "") != CS_OK)
+		return NULL;
+	return buf_steal(&b);
+}
+
+enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t user_id,
+    int64_t now, json_t *ctx)
+{
+	json_t *list = NULL, *items = json_array(), *r;
+	size_t i;
+	enum cs_err e;
+	if (items == NULL)
+		return CS_ENOMEM;
+	if ((e = standing_list(c, user_id, now, &list)) != CS_OK)
+		goto out;
+	json_array_foreach(list, i, r) {
+		const char *res = json_string_value(json_object_get(r, "resource"));
+		const char *action = json_string_value(json_object_get(r, "action"));
+		const struct config_action *act = config_action(cfg, res, action);
+		json_int_t uses = json_integer_value(json_object_get(r, "uses"));
+		json_int_t max = json_integer_value(json_object_get(r, "max_uses"));
+		char *words = fixed_words(json_object_get(r, "fixed"), json_object_get(r, "prefixes"));
+		char used[80];
+		json_t *item;
+		if (words == NULL || (max > 0 ? str_fmt(used, sizeof used, "used %lld of %lld times",
+		    (long long)uses, (long long)max) : str_fmt(used, sizeof used, "used %lld time%s",
+		    (long long)uses, uses == 1 ? "" : "s")) != CS_OK) {
+			free(words);
+			e = CS_ENOMEM;
+			goto out;
+		}
+		item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:o, s:s}",
+		    "id", json_string_value(json_object_get(r, "id")),
+		    "agent", pages_agent_name(cfg, json_string_value(json_object_get(r, "agent"))),
+		    "resource", pages_resource_name(cfg, res), "action", action,
+		    "action_description", act != NULL && act->description ? act->description : action,
+		    "exact", strcmp(json_string_value(json_object_get(r, "kind")), "exact") == 0,
+		    "fixed", words,
+		    "until", pages_time_value(json_integer_value(json_object_get(r, "expires_at"))),
+		    "used", used);
+		free(words);
+		if (item == NULL || json_array_append_new(items, item) != 0) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+	}
+	if (json_object_set(ctx, "rules", items) != 0 ||
+	    json_object_set_new(ctx, "has_rules", json_boolean(json_array_size(items) > 0)) != 0)
+		e = CS_ENOMEM;
+out:
+	json_decref(list);
+	json_decref(items);
+	return e;
+}
+
+enum cs_err me_rules_end(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct session *s = req->auth.session;     /* the router's session form gate */
+	struct store_conn *c = store_conn(app->store);
+	enum standing_end_outcome o = STANDING_NOT_YOURS;
+	enum cs_err e;
+	if (c == NULL)
+		return CS_EDB;
+	e = standing_end(c, req->captures[0], s->user_id, req->auth.actor, req->now, &o);
+	/* SECURITY: someone else's rule looks exactly like a missing one. */
+	if (e == CS_ENOENT || (e == CS_OK && o == STANDING_NOT_YOURS))
+		return reply_html_error(rep, 404, "No such rule", "There is no such rule of yours.");
+	if (e != CS_OK)
+		return e;
+	/* Ended now, or already over: either way /me no longer lists it. */
+	return page_redirect(rep, "/me#rules");
+}

@@ -1,0 +1,218 @@
+/* store_standing.c -- the SQL for the person's standing rules (migration 0026).
+ * What a rule covers is standing.c's to judge; this file only moves rows.  It
+ * must never build SQL from input: every value is a bound parameter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_standing.h"
+#include "store_priv.h"
+
+#define STANDING_COLS \
+	"r.id, r.consent_id, r.user_id, r.agent, r.resource, r.action, r.kind, r.keyset, " \
+	"r.lookup, r.details, r.approval_id, r.created_by, r.created_at, r.expires_at, " \
+	"r.max_uses, r.uses, r.last_used_at, r.ended_at, r.ended_by, u.subject " \
+	"FROM standing_rules r JOIN users u ON u.id = r.user_id "
+/* Live: not ended, unexpired, under its use count (n is now's parameter). */
+#define LIVE(n) "r.ended_at = 0 AND r.expires_at > " n " AND (r.max_uses = 0 OR r.uses < r.max_uses) "
+
+static const char SQL_INSERT[] =
+    "INSERT INTO standing_rules (id, consent_id, user_id, agent, resource, action, kind, "
+    "keyset, lookup, details, approval_id, created_by, created_at, expires_at, max_uses) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+static const char SQL_CANDIDATES[] =
+    "SELECT " STANDING_COLS "WHERE r.consent_id = ?1 AND r.action = ?2 "
+    "AND r.kind = CASE WHEN ?3 = '*' THEN 'exact' ELSE 'match' END AND r.keyset = ?3 "
+    "AND r.lookup = ?4 AND " LIVE("?5") "ORDER BY r.created_at DESC, r.id LIMIT ?6";
+/* The distinct key sets of the match rules not ended, one index seek each: the
+ * smallest, then the smallest above it, and so on (a skip scan: never a read of
+ * every rule, however many the person has).  Expired and used-up rules' key
+ * sets come too; their candidates are not live. */
+static const char SQL_KEYSETS[] =
+    "WITH RECURSIVE ks(k) AS ("
+    "SELECT (SELECT min(r.keyset) FROM standing_rules r WHERE r.consent_id = ?1 "
+    "AND r.action = ?2 AND r.kind = 'match' AND r.ended_at = 0) "
+    "UNION ALL "
+    "SELECT (SELECT min(r.keyset) FROM standing_rules r WHERE r.consent_id = ?1 "
+    "AND r.action = ?2 AND r.kind = 'match' AND r.ended_at = 0 AND r.keyset > ks.k) "
+    "FROM ks WHERE ks.k IS NOT NULL) "
+    "SELECT k FROM ks WHERE k IS NOT NULL LIMIT ?3";
+/* SECURITY: the counted use.  One statement decides and counts, so two
+ * concurrent releases can never both take a rule's last use; it re-checks the
+ * consent too (invariant 9: never without a live consent). */
+static const char SQL_USE[] =
+    "UPDATE standing_rules SET uses = uses + 1, last_used_at = ?4 "
+    "WHERE id = ?1 AND consent_id = ?2 AND action = ?3 AND ended_at = 0 AND expires_at > ?4 "
+    "AND (max_uses = 0 OR uses < max_uses) "
+    "AND consent_id IN (SELECT id FROM consents WHERE revoked_at = 0 AND expires_at > ?4)";
+static const char SQL_GET[] = "SELECT " STANDING_COLS "WHERE r.id = ?1";
+static const char SQL_END[] =
+    "UPDATE standing_rules SET ended_at = ?2, ended_by = ?3 WHERE id = ?1 AND ended_at = 0";
+static const char SQL_END_CONSENT[] =
+    "UPDATE standing_rules SET ended_at = ?2, ended_by = 'revoked with its consent' "
+    "WHERE consent_id = ?1 AND ended_at = 0";
+static const char SQL_LIST_USER[] =
+    "SELECT " STANDING_COLS "WHERE r.user_id = ?1 AND r.ended_at = 0 AND r.expires_at > ?2 "
+    "ORDER BY r.created_at DESC, r.id LIMIT ?3";
+static const char SQL_LIST_ALL[] =
+    "SELECT " STANDING_COLS "WHERE ?1 = 0 AND r.ended_at = 0 AND r.expires_at > ?2 "
+    "ORDER BY r.created_at DESC, r.id LIMIT ?3";
+
+/* --- rows -------------------------------------------------------------- */
+
+static enum cs_err read_rule(struct store_stmt *st, void *row)
+{
+	struct store_standing_row *r = row;
+	enum cs_err e;
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 1, &r->consent_id, true },
+	    { 3, &r->agent, true },
+	    { 4, &r->resource, true },
+	    { 5, &r->action, true },
+	    { 6, &r->kind, true },
+	    { 7, &r->keyset, true },
+	    { 8, &r->lookup, true },
+	    { 9, &r->details, true },
+	    { 10, &r->approval_id, false },
+	    { 11, &r->created_by, true },
+	    { 18, &r->ended_by, false },
+	    { 19, &r->subject, true }))) != CS_OK)
+		return e;
+	r->user_id = store_col_int64(st, 2);
+	r->created_at = store_col_int64(st, 12);
+	r->expires_at = store_col_int64(st, 13);
+	r->max_uses = store_col_int64(st, 14);
+	r->uses = store_col_int64(st, 15);
+	r->last_used_at = store_col_int64(st, 16);
+	r->ended_at = store_col_int64(st, 17);
+	return CS_OK;
+}
+
+static const struct store_row_type rule_rows =
+    STORE_ROW_BLOCK(struct store_standing_row, read_rule);
+
+void store_standing_row_clear(struct store_standing_row *r)
+{
+	store_row_clear(&rule_rows, r);
+}
+
+void store_standing_rows_free(struct store_standing_row *v, size_t n)
+{
+	store_rows_free(&rule_rows, v, n);
+}
+
+/* The rows of a bound statement st, at most max. */
+static enum cs_err rows_of(struct store_conn *c, struct store_stmt *st, size_t max,
+    struct store_standing_row **out, size_t *n)
+{
+	void *rows = NULL;
+	enum cs_err e = store_rows(c, st, max, &rule_rows, &rows, n);
+	if (e == CS_OK)
+		*out = rows;
+	return e;
+}
+
+/* --- writing ----------------------------------------------------------- */
+
+enum cs_err store_standing_insert(struct store_conn *c, const struct store_standing_row *r)
+{
+	return store_run(c, SQL_INSERT, STORE_VALS(SV_TEXT(r->id), SV_TEXT(r->consent_id),
+	    SV_INT(r->user_id), SV_TEXT(r->agent), SV_TEXT(r->resource), SV_TEXT(r->action),
+	    SV_TEXT(r->kind), SV_TEXT(r->keyset), SV_TEXT(r->lookup), SV_TEXT(r->details),
+	    SV_TEXT(r->approval_id), SV_TEXT(r->created_by), SV_INT(r->created_at),
+	    SV_INT(r->expires_at), SV_INT(r->max_uses)));
+}
+
+enum cs_err store_standing_use(struct store_conn *c, const char *id, const char *consent_id,
+    const char *action, int64_t now, int *changed)
+{
+	return store_run_changed(c, SQL_USE, STORE_VALS(SV_TEXT(id), SV_TEXT(consent_id),
+	    SV_TEXT(action), SV_INT(now)), changed);
+}
+
+enum cs_err store_standing_end(struct store_conn *c, const char *id, int64_t now,
+    const char *by, int *changed)
+{
+	return store_run_changed(c, SQL_END, STORE_VALS(SV_TEXT(id), SV_INT(now), SV_TEXT(by)),
+	    changed);
+}
+
+enum cs_err store_standing_end_for_consent(struct store_conn *c, const char *consent_id,
+    int64_t now)
+{
+	return store_run(c, SQL_END_CONSENT, STORE_VALS(SV_TEXT(consent_id), SV_INT(now)));
+}
+
+/* --- reading ----------------------------------------------------------- */
+
+enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_id,
+    const char *action, const char *keyset, const char *lookup, int64_t now, size_t max,
+    struct store_standing_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	if (max > 1000)
+		max = 1000;
+	if ((st = store_query(c, SQL_CANDIDATES, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
+	    SV_TEXT(keyset), SV_TEXT(lookup), SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
+		return e;
+	return rows_of(c, st, max, out, n);
+}
+
+enum cs_err store_standing_keysets(struct store_conn *c, const char *consent_id,
+    const char *action, size_t max, char ***out, size_t *n)
+{
+	enum cs_err e;
+	char **v = NULL;
+	size_t k = 0;
+	struct store_stmt *st;
+	if (max > 1000)
+		max = 1000;
+	if ((st = store_query(c, SQL_KEYSETS, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
+	    SV_INT((int64_t)max)), &e)) == NULL)
+		return e;
+	if ((v = calloc(max + 1, sizeof *v)) == NULL) {
+		store_stmt_done(st);
+		return CS_ENOMEM;
+	}
+	while (k < max && (e = store_step(c, st)) == CS_OK) {
+		if ((e = store_col_text(st, 0, &v[k])) != CS_OK)
+			break;
+		if (v[k] == NULL) {
+			e = CS_EDB;
+			break;
+		}
+		k++;
+	}
+	store_stmt_done(st);
+	if (e == CS_ENOENT || (e == CS_OK && k == max))
+		e = CS_OK;
+	if (e != CS_OK) {
+		for (size_t i = 0; i < k; i++)
+			free(v[i]);
+		free(v);
+		return e;
+	}
+	*out = v;
+	*n = k;
+	return CS_OK;
+}
+
+enum cs_err store_standing_get(struct store_conn *c, const char *id,
+    struct store_standing_row *out)
+{
+	return store_get(c, SQL_GET, STORE_VALS(SV_TEXT(id)), &rule_rows, out);
+}
+
+enum cs_err store_standing_list(struct store_conn *c, int64_t user_id, int64_t now, size_t max,
+    struct store_standing_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	if (max > 1000)
+		max = 1000;
+	if ((st = store_query(c, user_id > 0 ? SQL_LIST_USER : SQL_LIST_ALL, STORE_VALS(
+	    SV_INT(user_id), SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
+		return e;
+	return rows_of(c, st, max, out, n);
+}
