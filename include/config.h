@@ -31,6 +31,10 @@ enum config_preset {
 enum config_credential { CREDENTIAL_OAUTH = 0, CREDENTIAL_API_KEY };
 enum config_approval { APPROVAL_NONE = 0, APPROVAL_REQUIRED };
 enum config_auth { AUTH_CLIENT_SECRET_BASIC = 0, AUTH_CLIENT_SECRET_POST };
+/* [action.R.A] approval_enforced_by: who holds a released token to the
+ * approved call (issue #32 item 6). */
+enum config_enforcer { ENFORCER_CONSENTD = 0, ENFORCER_GATEWAY };
+struct policy_line;              /* policy.h */
 
 struct config_scope {            /* [scope.RESOURCE.SCOPE] */
 	char  *resource;             /* resource name */
@@ -48,6 +52,9 @@ struct config_action {           /* [action.RESOURCE.ACTION] */
 	enum config_approval approval;
 	char  *route_method;         /* NULL when no route */
 	char  *route_path;           /* e.g. /repos/{owner}/{repo}/issues */
+	enum config_enforcer approval_enforced_by;   /* default consentd */
+	struct policy_line *policy;  /* policy.N keys, in order of N (policy.h); NULL: none */
+	size_t npolicy;
 };
 
 struct config_resource {         /* [resource.NAME] */
@@ -322,12 +329,6 @@ void config_free(struct config *c);   /* NULL-safe; wipes secrets */
  * [scope.NAME.SCOPE] and [action.NAME.ACTION] (defaults that name the section
  * say NAME).  Reads neither a file nor the environment. */
 enum cs_err config_print_keys(FILE *out) CS_MUST_CHECK;
-
-/* For `consentd -n`: one "warning: " line to out for every approval = required
- * action of a resource with a provider and token_release = gateway, where
- * consentd releases the token once per approval but only the gateway can keep it
- * to that one action.  Returns the number of lines written. */
-unsigned config_warn_gateway_approvals(const struct config *cfg, FILE *out);
 
 /* Look-ups; NULL when absent. */
 const struct config_agent    *config_agent(const struct config *, const char *id);
