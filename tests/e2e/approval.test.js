@@ -28,7 +28,8 @@ const words = (s) => (s || '').split(' ').filter(Boolean).sort();
 
 // The action under test: approval = required, scope issues:write.
 const CONFIG = {
-  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
 };
 
 // base64url(SHA-256(RFC 8785 canonical JSON)) -- with an implementation independent of consentd's.
