@@ -149,8 +149,11 @@ test('/token: a deny line holds on an action without approval; such an action th
   assert.match(auditRows(`consent_id = '${k.cid}' AND action = 'approval.denied_by_policy'`), /line=policy\.1/);
 });
 
+let carol;   // the proxy test's person and consent, whose denial the /me test lifts
+
 test('/proxy: a deny line is a 403 before a person is asked and nothing goes upstream; an approve line forwards; a deny holds without approval', async () => {
   const k = await connect('carol', 'ghproxy');
+  carol = k;
   const n0 = rec.seen.length;
   const r = await proxy('/repos/acme/secrets/issues', k.grant, { method: 'POST', json: { title: 'Leak' } });
   assert.equal(r.status, 403, r.text);
@@ -191,4 +194,64 @@ test('/proxy: a deny line is a 403 before a person is asked and nothing goes ups
   const left = Number(m[2]);
   assert.ok(left > 60, `${left} s left`);
   assert.ok(Math.abs(Date.parse(m[1]) - (Date.now() + left * 1000)) < 5000, `until ${m[1]}, ${left} s`);
+});
+
+// POST a form on consentd as user -> { status, location, html }.
+async function postPage(user, url, fields, headers = {}) {
+  const jar = await jarOf(user);
+  const res = await req(jar, url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded',
+    origin: v.url, ...headers }, body: new URLSearchParams(fields).toString() });
+  return { status: res.status, location: res.headers.get('location'), html: await res.text() };
+}
+const mePage = async (user) => (await (await req(await jarOf(user), `${v.url}/me`)).text());
+
+test('/me lists a denied action by its description with its values and until when, and "let it ask again" makes the next call ask (issue #32 item 3)', async () => {
+  assert.ok(carol, 'the proxy test ran first');
+  const html = await mePage('carol');
+  const section = /<section id="denied-actions">([\s\S]*?)<\/section>/.exec(html)?.[1];
+  assert.ok(section, html.slice(0, 2000));
+  const blocks = section.split('<div class="block" ').slice(1);
+  assert.equal(blocks.length, 1, section);
+  const b = blocks[0];
+  const text = b.replace(/<[^>]+>/g, '');
+  assert.match(text, /You denied (Coding assistant|coder): Open an issue on GitHub via proxy \(/, `the agent, the action by its description, the resource: ${text}`);
+  assert.doesNotMatch(text, /create_issue/, 'not the id');
+  assert.deepEqual([...b.matchAll(/<dt>([^<]*)<\/dt><dd>([^<]*)<\/dd>/g)].map((m) => `${m[1]}=${m[2]}`),
+    ['owner=acme', 'repo=widgets', 'title=Human']);
+  const until = /<p class="until">[^]*?<time datetime="([^"]+)"/.exec(b)?.[1];
+  assert.ok(until, 'until when');
+  const denial = Number(v.sql(`SELECT decided_at FROM approvals WHERE consent_id = '${carol.cid}' AND status = 'denied'`));
+  const held = Date.parse(until) / 1000 - denial;
+  assert.ok(held >= 3600, `blocked until the cooldown ends (${held} s after the denial)`);
+  const action = /<form method="post" action="([^"]+)">/.exec(b)?.[1];
+  const id = /^\/me\/approvals\/([A-Za-z0-9_-]+)\/allow$/.exec(action || '')?.[1];
+  assert.ok(id, action);
+  const csrf = /name="csrf" value="([^"]+)"/.exec(b)?.[1];
+  assert.ok(csrf);
+
+  // Not without the CSRF token, not from another origin, not by another person (a 404 like a missing one).
+  assert.equal((await postPage('carol', `${v.url}${action}`, {})).status, 400);
+  assert.equal((await postPage('carol', `${v.url}${action}`, { csrf: 'A'.repeat(43) })).status, 403);
+  assert.equal((await postPage('carol', `${v.url}${action}`, { csrf }, { origin: 'http://evil.example' })).status, 403);
+  const bobHtml = await mePage('bob');
+  const bobCsrf = postForm(bobHtml)?.fields.csrf || /name="csrf" value="([^"]+)"/.exec(bobHtml)?.[1];
+  assert.ok(bobCsrf, 'bob has a CSRF token on his /me');
+  assert.equal((await postPage('bob', `${v.url}${action}`, { csrf: bobCsrf })).status, 404);
+  assert.equal((await postPage('carol', `${v.url}/me/approvals/AAAAAAAAAAAAAAAAAAAAAA/allow`, { csrf })).status, 404);
+  // Still blocked.
+  const still = await proxy('/repos/acme/widgets/issues', carol.grant, { method: 'POST', json: { title: 'Human' } });
+  assert.equal(still.body?.error, 'access_denied', still.text);
+
+  const ok = await postPage('carol', `${v.url}${action}`, { csrf });
+  assert.equal(ok.status, 303, ok.html);
+  assert.equal(ok.location, '/me');
+  assert.equal(auditRows(`request_id = '${id}' AND action = 'approval.cooldown_lifted'`).split('\n').length, 1);
+  assert.doesNotMatch(await mePage('carol'), /id="denied-actions"/, 'no longer listed');
+  // The next call of the same action with the same values asks the person again.
+  const again = await proxy('/repos/acme/widgets/issues', carol.grant, { method: 'POST', json: { title: 'Human' } });
+  assert.equal(again.status, 403, again.text);
+  assert.equal(again.body.error, 'approval_required', again.text);
+  // Lifting twice changes nothing more.
+  assert.equal((await postPage('carol', `${v.url}${action}`, { csrf })).status, 303);
+  assert.equal(auditRows(`request_id = '${id}' AND action = 'approval.cooldown_lifted'`).split('\n').length, 1);
 });
