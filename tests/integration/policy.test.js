@@ -47,7 +47,7 @@ before(async () => {
           'policy.2': 'approve if repo prefix acme/docs' },
         'action.github.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none',
           approval_enforced_by: 'gateway', 'policy.1': 'deny if repo == acme/secrets' },
-        'agent.coder': { allow: `notes:read notes:write ${ALLOW}` },
+        'agent.coder': { allow: `notes:read notes:write wiki:read ${ALLOW}` },
       };
     },
   });
@@ -254,4 +254,88 @@ test('/me lists a denied action by its description with its values and until whe
   // Lifting twice changes nothing more.
   assert.equal((await postPage('carol', `${v.url}${action}`, { csrf })).status, 303);
   assert.equal(auditRows(`request_id = '${id}' AND action = 'approval.cooldown_lifted'`).split('\n').length, 1);
+});
+
+// --- the done pages (issue #32 item 7) ------------------------------------------------
+
+// The approval page's form, then the decision posted -> { status, html }.
+async function decideHtml(user, uri, decision, beforePost = () => {}, csrf = undefined) {
+  const jar = await jarOf(user);
+  let token = csrf;
+  if (token === undefined) {
+    const page = await req(jar, uri);
+    const pageHtml = await page.text();
+    token = postForm(pageHtml)?.fields.csrf;
+    assert.ok(token, `a CSRF token on the approval page: ${page.status} ${textOf(pageHtml).slice(0, 400)}`);
+  }
+  await beforePost();
+  const res = await req(jar, uri, {
+    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: v.url },
+    body: new URLSearchParams({ csrf: token, decision }).toString(),
+  });
+  return { status: res.status, html: await res.text(), csrf: token };
+}
+const textOf = (html) => html.replace(/<script[\s\S]*?<\/script>/g, '').replace(/<[^>]+>/g, '').replace(/\s+/g, ' ');
+const values = (html) => [...html.matchAll(/<dt>([^<]*)<\/dt><dd>([^<]*)<\/dd>/g)].map((m) => `${m[1]}=${m[2]}`);
+const timeIn = (html, id) => Date.parse(new RegExp(`id="${id}"[^]*?<time datetime="([^"]+)"`).exec(html)?.[1]);
+
+test('the approval done pages name the action by its description, list the values and say until when; a request that expired while its page was open says so', async () => {
+  const k = await connect('alice', 'ghproxy');
+  const call = (title) => proxy('/repos/acme/widgets/issues', k.grant, { method: 'POST', json: { title } });
+  const ttl = 600;        // [consent] request_ttl: an approval is redeemable this long after the decision
+  const a1 = await call('Approve me');
+  assert.equal(a1.body?.error, 'approval_required', a1.text);
+  const ok = await decideHtml('alice', a1.body.approval_uri, 'approve');
+  assert.equal(ok.status, 200, ok.html);
+  assert.match(textOf(ok.html), /Action approved \S.* may Open an issue on GitHub via proxy once, with these values:/);
+  assert.doesNotMatch(textOf(ok.html), /create_issue/, 'the description, not the id');
+  assert.deepEqual(values(ok.html), ['owner=acme', 'repo=widgets', 'title=Approve me']);
+  const useBy = timeIn(ok.html, 'use-by');
+  assert.ok(Math.abs(useBy - (Date.now() + ttl * 1000)) < 60000, `use by ${new Date(useBy).toISOString()}`);
+
+  const a2 = await call('Deny me');
+  const no = await decideHtml('alice', a2.body.approval_uri, 'deny');
+  assert.equal(no.status, 200, no.html);
+  assert.match(textOf(no.html), /Action denied \S.* may not Open an issue on GitHub via proxy with these values:/);
+  assert.deepEqual(values(no.html), ['owner=acme', 'repo=widgets', 'title=Deny me']);
+  const blocked = timeIn(no.html, 'blocked-until');
+  const denied = Number(v.sql(`SELECT decided_at FROM approvals WHERE id = '${a2.body.approval_request_id}'`));
+  assert.ok(blocked / 1000 - denied >= 3600, 'blocked for [consent] deny_cooldown');
+  assert.match(no.html, /<a href="\/me#denied-actions">Let it ask again<\/a>/);
+
+  // Expired while its page was open: said exactly, and nothing decided.
+  const a3 = await call('Too late');
+  const id = a3.body.approval_request_id;
+  const late = await decideHtml('alice', a3.body.approval_uri, 'approve', () => {
+    v.sql(`UPDATE approvals SET expires_at = ${Math.floor(Date.now() / 1000) - 5} WHERE id = '${id}'`);
+  });
+  assert.equal(late.status, 400, late.html);
+  assert.match(textOf(late.html), /This request expired at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, while its page was open: nothing was approved or denied\. If the agent still needs to do this, its next try asks you again\./);
+  assert.notEqual(v.sql(`SELECT status FROM approvals WHERE id = '${id}'`), 'approved');
+  // Decided already (its page is closed; a form left open is posted): says which decision stands.
+  const again = await decideHtml('alice', a2.body.approval_uri, 'approve', () => {}, no.csrf);
+  assert.equal(again.status, 400);
+  assert.match(textOf(again.html), /You already denied this request at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ; that decision stands\./);
+});
+
+test('the consent done pages list what was given and declined and until when, or everything declined', async () => {
+  const jar = await jarOf('bob');
+  const subjectToken = await v.idToken('bob');
+  const ask = { subjectToken, audience: 'notes', scope: 'read write', agentId: 'coder' };
+  const first = await v.gw.exchange(ask);
+  assert.equal(first.body?.error, 'consent_required', first.text);
+  // Tick only the first scope (read), for a day.
+  const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user: 'bob', select: [0], duration: 86400 });
+  assert.equal(a.status, 200, a.text.slice(0, 300));
+  const t = textOf(a.text);
+  assert.match(t, /Permission given/);
+  assert.match(t, /Until \d{4}-\d\d-\d\d \d\d:\d\d UTC, it may: Read your notes read You declined: Create and edit notes write/);
+  const until = timeIn(a.text, 'given-until');
+  assert.ok(Math.abs(until - (Date.now() + 86400 * 1000)) < 60000, new Date(until).toISOString());
+
+  const wiki = await v.gw.exchange({ ...ask, audience: 'wiki', scope: 'read' });
+  assert.equal(wiki.body?.error, 'consent_required', wiki.text);
+  const d = await v.approveHttp({ jar, consentUri: wiki.body.consent_uri, user: 'bob', decision: 'deny' });
+  assert.equal(d.status, 200, d.text.slice(0, 300));
+  assert.match(textOf(d.text), /Request denied .* You declined everything it asked for: \S.* read It cannot ask again until/);
 });

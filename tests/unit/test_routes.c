@@ -548,7 +548,7 @@ START_TEST(test_handlers_person_routes_declare_their_gate)
 		    "%s: a session form's csrf is its required parameter %u", r->pattern,
 		    ROUTE_CSRF_PARAM);
 	}
-	ck_assert_uint_eq(forms, 6);   /* revoke, allow, reconnect and the API key on /me, the two decisions */
+	ck_assert_uint_eq(forms, 7);   /* revoke, allow, reconnect, the API key and a denied action's allow on /me, the two decisions */
 }
 END_TEST
 
