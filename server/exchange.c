@@ -50,7 +50,8 @@ const char *exchange_outcome_description(const struct exchange_release *r)
 	case EXCHANGE_BAD_DETAILS:
 		return r->why;
 	case EXCHANGE_DETAILS_NEEDED:
-		return "this action needs a person's approval: send authorization_details";
+		return r->why[0] != '\0' ? r->why :
+		    "this action needs a person's approval: send authorization_details";
 	default:
 		return "";
 	}
@@ -253,6 +254,10 @@ enum cs_err exchange_provider_token(struct store_conn *c, const struct config *c
 	if ((rq->act->approval == APPROVAL_REQUIRED ||
 	    policy_needs_params(rq->act->policy, rq->act->npolicy)) && rq->details == NULL) {
 		out->outcome = EXCHANGE_DETAILS_NEEDED;
+		if (rq->act->approval != APPROVAL_REQUIRED && str_fmt(out->why, sizeof out->why,
+		    "the organisation's policy judges this action by its parameters: send "
+		    "authorization_details") != CS_OK)
+			out->why[0] = '\0';
 		return CS_OK;
 	}
 	return exchange_release(c, cfg, &(struct exchange_release_req){ .vault = rq->vault,

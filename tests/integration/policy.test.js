@@ -140,6 +140,7 @@ test('/token: a deny line holds on an action without approval; such an action th
   const none = await v.release(k.grant, 'list_issues');
   assert.equal(none.status, 400, none.text);
   assert.equal(none.body.error, 'invalid_request');
+  assert.equal(none.body.error_description, "the organisation's policy judges this action by its parameters: send authorization_details");
   const denied = await v.release(k.grant, 'list_issues', { authorization_details: details('list_issues', { repo: 'acme/secrets' }) });
   assert.equal(denied.status, 400, denied.text);
   assert.equal(denied.body.error, 'access_denied');
