@@ -40,6 +40,10 @@ enum config_standing { STANDING_NONE = 0, STANDING_EXACT, STANDING_MATCH };
 enum config_auth { AUTH_CLIENT_SECRET_BASIC = 0, AUTH_CLIENT_SECRET_POST };
 /* [authzen] on_error: what a failed call to the decision point decides. */
 enum config_authzen_on_error { AUTHZEN_ON_ERROR_DENY = 0, AUTHZEN_ON_ERROR_ASK };
+/* [action.R.A] approval_enforced_by: who holds a released token to the
+ * approved call (issue #32 item 6). */
+enum config_enforcer { ENFORCER_CONSENTD = 0, ENFORCER_GATEWAY };
+struct policy_line;              /* policy.h */
 
 struct config_scope {            /* [scope.RESOURCE.SCOPE] */
 	char  *resource;             /* resource name */
@@ -62,6 +66,9 @@ struct config_action {           /* [action.RESOURCE.ACTION] */
 	char **standing_fixed;       /* top-level parameters a match rule never leaves
 	                                open; NULL-terminated (standing = match only) */
 	size_t nstanding_fixed;
+	enum config_enforcer approval_enforced_by;   /* default consentd */
+	struct policy_line *policy;  /* policy.N keys, in order of N (policy.h); NULL: none */
+	size_t npolicy;
 };
 
 struct config_resource {         /* [resource.NAME] */
@@ -349,12 +356,6 @@ void config_free(struct config *c);   /* NULL-safe; wipes secrets */
  * [scope.NAME.SCOPE] and [action.NAME.ACTION] (defaults that name the section
  * say NAME).  Reads neither a file nor the environment. */
 enum cs_err config_print_keys(FILE *out) CS_MUST_CHECK;
-
-/* For `consentd -n`: one "warning: " line to out for every approval = required
- * action of a resource with a provider and token_release = gateway, where
- * consentd releases the token once per approval but only the gateway can keep it
- * to that one action.  Returns the number of lines written. */
-unsigned config_warn_gateway_approvals(const struct config *cfg, FILE *out);
 
 /* Look-ups; NULL when absent. */
 const struct config_agent    *config_agent(const struct config *, const char *id);

@@ -60,7 +60,9 @@ void exchange_release_clear(struct exchange_release *r);
 /* The error_description /token answers r->outcome with (flow D; the proxy
  * words its own for its 401 and 403 answers).  Fixed words, or r->why for
  * EXCHANGE_BAD_DETAILS and for EXCHANGE_CONNECTION_GONE when it is set (the
- * reason the connection needs the person, and where they go); "" for EXCHANGE_RELEASED and EXCHANGE_APPROVAL (the
+ * reason the connection needs the person, and where they go), and for
+ * EXCHANGE_DETAILS_NEEDED when it is set (an action judged by policy lines,
+ * not a person); "" for EXCHANGE_RELEASED and EXCHANGE_APPROVAL (the
  * approval answer has its own). */
 const char *exchange_outcome_description(const struct exchange_release *r);
 

@@ -12,6 +12,8 @@
 enum me_pages_revoke_param { ME_REVOKE_CSRF, ME_REVOKE_CONFIRM };
 enum me_pages_allow_param { ME_ALLOW_CSRF };
 enum me_pages_reconnect_param { ME_RECONNECT_CSRF };
+enum me_pages_approval_allow_param { ME_APPROVAL_ALLOW_CSRF };
+_Static_assert(ME_APPROVAL_ALLOW_CSRF == ROUTE_CSRF_PARAM, "a form's csrf is where its gate reads it");
 _Static_assert(ME_REVOKE_CSRF == ROUTE_CSRF_PARAM && ME_ALLOW_CSRF == ROUTE_CSRF_PARAM &&
     ME_RECONNECT_CSRF == ROUTE_CSRF_PARAM,
     "a form's csrf is where its gate reads it");
@@ -27,6 +29,10 @@ enum cs_err me_pages_revoked(const struct http_request *, struct http_reply *) C
 /* POST /me/requests/{id}/allow (csrf): lifts the block a decision holds
  * (consent_allow_asking), 303 to /me. */
 enum cs_err me_pages_allow(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* POST /me/approvals/{id}/allow (csrf): "let it ask again" for an action the
+ * person denied (approval_allow_asking), 303 to /me; 404 for an approval not
+ * the person's. */
+enum cs_err me_pages_approval_allow(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 /* POST /me/consents/{id}/reconnect (csrf): a consent whose provider connection
  * needs the person gets a consent request for what it granted
  * (consent_reconnect), 303 to its consent page; 303 to /me when there is

@@ -9,6 +9,7 @@
 #include <openssl/sha.h>
 
 #include "approval.h"
+#include "store_approval_block.h"
 #include "jcs.h"
 #include "metrics.h"
 #include "audit.h"
@@ -480,9 +481,12 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 		goto out;
 	}
 
-	/* (c) a recent denial of these exact parameters holds for deny_cooldown. */
+	/* (c) a recent denial of these exact parameters holds for deny_cooldown,
+	 * unless the person let it ask again on /me (approval_block.h). */
+	int64_t lifted = 0;
 	e = store_approval_find(c, q->k->id, q->action, q->digest, "denied", &r);
-	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > q->now) {
+	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > q->now &&
+	    (e = store_approval_block_lifted_at(c, r.id, &lifted)) == CS_OK && lifted == 0) {
 		a.outcome = APPROVAL_DENIED;
 		/* How long the denial holds (the MCP gateway says until when). */
 		a.retry_after = r.decided_at + cfg->consent_deny_cooldown - q->now;

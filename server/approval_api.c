@@ -22,18 +22,38 @@ static enum cs_err waiting_description(const struct approval_answer *a, char *de
 	    "call in %lld s", iv);
 }
 
-enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *cfg,
-    const struct approval_answer *a, int status)
+/* Who denied, and until when (issue #32): the organisation's policy line,
+ * another decider named by decided_by, or the person, whose denial holds for
+ * retry_after more seconds (until the person lets it ask again on /me). */
+static enum cs_err denied_description(const struct approval_answer *a, int64_t now, char *desc,
+    size_t n)
 {
-	char uri[600], ra[32], desc[200];
+	char when[STR_TIME_LEN];
+	if (a->decided_by != NULL && strncmp(a->decided_by, "policy ", 7) == 0)
+		return str_fmt(desc, n, "denied by the organisation's policy (%s): no one is asked, "
+		    "and the same call is denied every time", a->decided_by);
+	if (a->decided_by != NULL)
+		return str_fmt(desc, n, "denied by the %s, not by a person", a->decided_by);
+	int64_t left = a->retry_after > 0 ? a->retry_after : 0;
+	(void)str_time(now + left, when);
+	return str_fmt(desc, n, "the person denied this action with these parameters; the same "
+	    "call is refused until %s (%lld s from now) unless the person lets it ask again on "
+	    "their /me page", when, (long long)left);
+}
+
+enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *cfg,
+    const struct approval_answer *a, int status, int64_t now)
+{
+	char uri[600], ra[32], desc[300];
 	json_t *v;
 	enum cs_err e;
 	switch (a->outcome) {
 	case APPROVAL_DENIED:
 		if (authzen_denied(a))
 			return reply_oauth_error(rep, status, "access_denied", AUTHZEN_DENIED_WORDS);
-		return reply_oauth_error(rep, status, "access_denied",
-		    "the person denied this action with these parameters");
+		if ((e = denied_description(a, now, desc, sizeof desc)) != CS_OK)
+			return e;
+		return reply_oauth_error(rep, status, "access_denied", desc);
 	case APPROVAL_EXPIRED:
 		return reply_oauth_error(rep, status, "expired_token",
 		    "the approval request expired before the person decided; the next call starts a "

@@ -178,6 +178,33 @@ out:
 	return e;
 }
 
+/* A decision that came too late (issue #32 item 7): says exactly why, from
+ * the approval as it stood when the page was posted. */
+static enum cs_err closed_page(struct http_reply *rep, const struct approval *a, int64_t now)
+{
+	char when[STR_TIME_LEN], text[400];
+	enum cs_err e;
+	if ((strcmp(a->status, "pending") == 0 && a->expires_at <= now) ||
+	    strcmp(a->status, "expired") == 0) {
+		(void)str_time(a->expires_at, when);
+		if ((e = str_fmt(text, sizeof text, "This request expired at %s, while its page was "
+		    "open: nothing was approved or denied. If the agent still needs to do this, its "
+		    "next try asks you again.", when)) != CS_OK)
+			return e;
+		return reply_html_error(rep, 400, "This request expired", text);
+	}
+	if (strcmp(a->status, "approved") == 0 || strcmp(a->status, "used") == 0 ||
+	    strcmp(a->status, "denied") == 0) {
+		(void)str_time(a->decided_at, when);
+		if ((e = str_fmt(text, sizeof text, "You already %s this request at %s; that decision "
+		    "stands.", strcmp(a->status, "denied") == 0 ? "denied" : "approved", when)) != CS_OK)
+			return e;
+		return reply_html_error(rep, 400, "Already decided", text);
+	}
+	return reply_html_error(rep, 400, "This request cannot be decided",
+	    "Its consent ended (revoked or expired), so nothing can be approved for it.");
+}
+
 enum cs_err approval_pages_decide(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
@@ -218,20 +245,30 @@ enum cs_err approval_pages_decide(const struct http_request *req, struct http_re
 		e = reply_html_error(rep, 403, "Not allowed", "This request is for another account.");
 		goto out;
 	} else if (decided == APPROVAL_CLOSED) {
-		e = reply_html_error(rep, 400, "This request cannot be decided",
-		    "It was already decided, it expired, or its consent ended.");
+		e = closed_page(rep, &a, req->now);
 		goto out;
 	}
+	/* Issue #32 item 7: what was given or declined (the action by its
+	 * description, the values), and until when. */
 	const struct config_resource *res = config_resource(cfg, a.resource);
-	ctx = json_pack("{s:s, s:b, s:s, s:s, s:s, s:b}", "title", approve ? "Action approved" : "Action denied",
+	const struct config_action *act = config_action(cfg, a.resource, a.action);
+	ctx = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:b, s:o?, s:o?}", "title",
+	    approve ? "Action approved" : "Action denied",
 	    "approved", approve, "agent", pages_agent_name(cfg, a.agent), "resource",
-	    pages_resource_name(cfg, a.resource), "action", a.action,
-	    "proxy_enforced", res != NULL && res->token_release == RELEASE_NEVER);
+	    pages_resource_name(cfg, a.resource), "action", a.action, "action_description",
+	    act != NULL && act->description != NULL ? act->description : a.action,
+	    "proxy_enforced", res != NULL && res->token_release == RELEASE_NEVER,
+	    /* approval_check: redeemable until request_ttl after the decision */
+	    "use_by", approve ? pages_time_value(req->now + cfg->consent_request_ttl) : NULL,
+	    "blocked_until", !approve && cfg->consent_deny_cooldown > 0 ?
+	    pages_time_value(req->now + cfg->consent_deny_cooldown) : NULL);
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
 	}
-	if (standing && (e = standing_pages_done(&rule, ctx)) != CS_OK)
+	if ((e = parameter_view(a.parameters, act != NULL && act->route_method != NULL &&
+	    act->route_path != NULL, ctx)) != CS_OK ||
+	    (standing && (e = standing_pages_done(&rule, ctx)) != CS_OK))
 		goto out;
 	e = page_render(rep, 200, "approve_done.html", ctx, s);
 out:

@@ -43,6 +43,9 @@
  *   approval.refused           flow F: too many pending, or a redemption refused
  *   approval.approved          flow F: the person approved
  *   approval.denied            flow F: the person denied
+ *   approval.denied_by_policy  an [action] policy.N line denied a call (issue #32;
+ *                              detail: action, line, params_digest)
+ *   approval.cooldown_lifted   the person let a denied action ask again on /me
  *   approval.cancelled         flow F: a decision arrived after the consent ended
  *   approval.released          flow F: the token went out once for this approval
  *   standing.created           issue #32: the person made a standing rule with an approval
@@ -98,7 +101,8 @@
 const char *const audit_actions[] = {
 	"admin.api", "admin.api.refused", "admin.bulk_revoked", "admin.cli",
 	"admin.page.refused", "admin.token.created", "admin.token.revoked",
-	"approval.approved", "approval.cancelled", "approval.denied", "approval.expired",
+	"approval.approved", "approval.cancelled", "approval.cooldown_lifted", "approval.denied",
+	"approval.denied_by_policy", "approval.expired",
 	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
 	"authz.code.issued", "authz.code_reused",
 	"authzen.evaluated",

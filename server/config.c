@@ -19,6 +19,7 @@
 #include "config.h"
 #include "config_priv.h"
 #include "jws.h"
+#include "policy.h"
 
 /* ---------------------------------------------------------------- reporting */
 
@@ -655,27 +656,6 @@ out:
 	return rc;
 }
 
-/* ---------------------------------------------------------------- -n reports */
-
-unsigned config_warn_gateway_approvals(const struct config *cfg, FILE *out)
-{
-	unsigned n = 0;
-	for (size_t i = 0; cfg != NULL && i < cfg->nactions; i++) {
-		const struct config_action *ac = &cfg->actions[i];
-		const struct config_resource *r = config_resource(cfg, ac->resource);
-		if (ac->approval != APPROVAL_REQUIRED || r == NULL || r->token_release != RELEASE_GATEWAY ||
-		    (r->provider_issuer == NULL && r->provider_token_endpoint == NULL))
-			continue;
-		fprintf(out, "warning: [action.%s.%s]: approval = required, but [resource.%s] has "
-		    "token_release = gateway: consentd releases the token once per approval, and only "
-		    "the gateway keeps it to this one action (it may already hold the same token from "
-		    "an earlier release); with token_release = never consentd's proxy enforces each "
-		    "approval itself\n", ac->resource, ac->name, r->id);
-		n++;
-	}
-	return n;
-}
-
 /* ---------------------------------------------------------------- freeing and look-ups */
 
 void config_free(struct config *c)
@@ -793,6 +773,7 @@ void config_free(struct config *c)
 		free(c->actions[i].route_method);
 		free(c->actions[i].route_path);
 		cfg_free_strv(c->actions[i].standing_fixed);
+		policy_lines_free(c->actions[i].policy, c->actions[i].npolicy);
 	}
 	free(c->actions);
 	OPENSSL_cleanse(c, sizeof *c);    /* the gateway secret's hash */

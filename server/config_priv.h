@@ -173,6 +173,10 @@ struct words_key {
 char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_key *k,
     size_t *count, bool *given);
 
+/* N of an [action.R.A] key "policy.N" (1..99, no leading zero); 0 otherwise
+ * (config_section.c). */
+int cfg_policy_key(const char *key);
+
 /* config_read.c's key list of a section kind (NULL-terminated) and its name. */
 const char *const *cfg_section_keys(enum sec_kind k, const char **name);
 

@@ -62,7 +62,7 @@ static const char *const keys_resource[] = { "name", "uri", "max_consent", "prov
 	"api_key_header", "api_key_query", "api_key_prefix", "proactive_refresh", NULL };
 static const char *const keys_scope[] = { "description", "provider", NULL };
 static const char *const keys_action[] = { "description", "scope", "approval", "route",
-	"standing", "standing_max", "standing_fixed", NULL };
+	"standing", "standing_max", "standing_fixed", "approval_enforced_by", NULL };
 static const char *const keys_client[] = { "client_id", "name", "redirect_uris",
 	"token_endpoint_auth", "jwks_file", "jwks_uri", NULL };
 static const char *const keys_mcp_endpoint[] = { "resource", "upstream", "upstream_timeout",
@@ -305,7 +305,9 @@ static int on_value(void *user, const char *section, const char *name, const cha
 		return 1;
 	}
 	struct section *s = &c->secs[c->cur];
-	if (!cfg_in_list(sec_defs[s->kind].keys, name)) {
+	/* [action.R.A] policy.N (N 1..99): numbered lines, from the file only. */
+	if (!cfg_in_list(sec_defs[s->kind].keys, name) &&
+	    !(s->kind == SK_ACTION && cfg_policy_key(name) > 0)) {
 		cfg_err_line(c, c->lineno, name, "unknown key");
 		return 1;
 	}

@@ -20,6 +20,7 @@
 #include "config_priv.h"
 #include "store.h"
 #include "jws.h"
+#include "policy.h"
 
 /* Claims a person can change or an IdP can hand to someone else. */
 static const char *const reassignable_claims[] = { "email", "preferred_username", "upn",
@@ -32,6 +33,8 @@ static const char *const preset_names[] = { "none", "github", "github-app", "goo
 	"slack", "gitlab", "atlassian", NULL };
 static const char *const approval_names[] = { "none", "required", NULL };
 static const char *const standing_names[] = { "none", "exact", "match", NULL };
+/* Indexed by enum config_enforcer. */
+static const char *const enforcer_names[] = { "consentd", "gateway", NULL };
 /* Indexed by enum config_credential. */
 static const char *const credential_names[] = { "oauth", "api_key", NULL };
 static const char *const cimd_allow_names[] = { "none", "any", "hosts", "prefixes", NULL };
@@ -1157,6 +1160,42 @@ static void load_standing(struct ctx *c, struct config_action *ac, const struct 
 		cfg_err_e(c, e, "needs standing = match: only a match rule leaves parameters open");
 }
 
+int cfg_policy_key(const char *key)
+{
+	int64_t n;
+	if (strncmp(key, "policy.", 7) != 0 || key[7] == '0')
+		return 0;
+	return cfg_parse_int(key + 7, 1, POLICY_MAX_LINES, &n) == NULL ? (int)n : 0;
+}
+
+/* The action's policy.N keys (issue #32 item 4), parsed and put in order of N. */
+static void load_policy(struct ctx *c, struct config_action *ac, const struct section *s)
+{
+	size_t n = 0;
+	char why[200];
+	for (size_t j = 0; j < s->nents; j++)
+		n += cfg_policy_key(s->ents[j].key) > 0;
+	if (n == 0 || (ac->policy = calloc(n, sizeof *ac->policy)) == NULL) {
+		c->oom = n > 0;
+		return;
+	}
+	for (int want = 1; want <= POLICY_MAX_LINES; want++)
+		for (size_t j = 0; j < s->nents; j++) {
+			const struct entry *e = &s->ents[j];
+			if (cfg_policy_key(e->key) != want)
+				continue;
+			enum cs_err r = policy_line_parse(cfg_value_of(e), want,
+			    &ac->policy[ac->npolicy], why, sizeof why);
+			if (r == CS_ENOMEM)
+				c->oom = true;
+			else if (r != CS_OK)
+				cfg_err_e(c, e, "%s (a line is approve or deny [if PARAM OP VALUE and ...]; "
+				    "OP is == prefix in < <= > >=)", why);
+			else
+				ac->npolicy++;
+		}
+}
+
 static void load_action(struct ctx *c, struct config_action *ac, const struct section *s)
 {
 	int i;
@@ -1168,12 +1207,15 @@ static void load_action(struct ctx *c, struct config_action *ac, const struct se
 		cfg_err_e(c, e, "must be a bare scope name of resource %s", s->a);
 	cfg_get_enum(c, s, "approval", approval_names, APPROVAL_NONE, &i);
 	ac->approval = (enum config_approval)i;
+	cfg_get_enum(c, s, "approval_enforced_by", enforcer_names, ENFORCER_CONSENTD, &i);
+	ac->approval_enforced_by = (enum config_enforcer)i;
 	char *route = NULL;
 	e = cfg_get_str(c, s, "route", NULL, S_EMPTY_NULL, &route);
 	if (e != NULL)
 		cfg_check_route(c, e, route, &ac->route_method, &ac->route_path);
 	free(route);
 	load_standing(c, ac, s);
+	load_policy(c, ac, s);
 }
 
 /* ---------------------------------------------------------------- cross-checks */
@@ -1237,6 +1279,66 @@ static int routes_overlap(const char *a, const char *b)
 	}
 }
 
+/* Whether the route template holds the capture {name} (name: n bytes). */
+static bool route_has_capture(const char *route, const char *name, size_t n)
+{
+	for (const char *p = strchr(route, '{'); p != NULL; p = strchr(p + 1, '{'))
+		if (strncmp(p + 1, name, n) == 0 && p[1 + n] == '}')
+			return true;
+	return false;
+}
+
+/* What -n can check of the policy lines beyond their syntax (load_policy):
+ * on an action with a route, a condition on path.NAME names a capture of the
+ * route (the proxy's parameters are {"path": {captures}, "query", "body"}). */
+static void check_policy(struct ctx *c, const struct section *s, const struct config_action *ac)
+{
+	for (size_t i = 0; ac->route_path != NULL && i < ac->npolicy; i++)
+		for (size_t j = 0; j < ac->policy[i].nconds; j++) {
+			const char *p = ac->policy[i].conds[j].path;
+			if (strncmp(p, "path.", 5) != 0)
+				continue;
+			size_t n = strcspn(p + 5, ".");
+			char key[16];
+			const struct entry *e = str_fmt(key, sizeof key, "policy.%d",
+			    ac->policy[i].number) == CS_OK ? cfg_find(s, key) : NULL;
+			if (e != NULL && !route_has_capture(ac->route_path, p + 5, n))
+				cfg_err_e(c, e, "%s: the route %s has no {%.*s}", p, ac->route_path, (int)n,
+				    p + 5);
+		}
+}
+
+/* SECURITY (issue #32 item 6): with token_release = gateway consentd hands the
+ * provider token to the gateway, which may already hold the same token: an
+ * approval (or a policy line's condition on the call) that only consentd
+ * would enforce is not enforced.  Refused unless the operator states that the
+ * gateway enforces it. */
+static void check_enforcement(struct ctx *c, const struct config *cfg, const struct section *s,
+    const struct config_action *ac)
+{
+	const struct config_resource *r = config_resource(cfg, s->a);
+	if (ac->approval_enforced_by == ENFORCER_GATEWAY || r->token_release != RELEASE_GATEWAY ||
+	    (r->provider_issuer == NULL && r->provider_token_endpoint == NULL))
+		return;
+	const struct entry *e = cfg_find(s, "approval");
+	if (ac->approval == APPROVAL_REQUIRED && e != NULL)
+		cfg_err_e(c, e, "required, but [resource.%s] has token_release = gateway: consentd "
+		    "releases the provider token to the gateway, which may already hold the same "
+		    "token, so only the gateway can hold it to the approved call; use token_release "
+		    "= never (consentd's proxy or MCP gateway enforces each approval), or state "
+		    "approval_enforced_by = gateway", s->a);
+	for (size_t i = 0; i < ac->npolicy; i++) {
+		char key[16];
+		if (ac->policy[i].nconds == 0 || str_fmt(key, sizeof key, "policy.%d",
+		    ac->policy[i].number) != CS_OK || (e = cfg_find(s, key)) == NULL)
+			continue;
+		cfg_err_e(c, e, "a condition on the call's parameters, but [resource.%s] has "
+		    "token_release = gateway: the gateway receives the provider token and consentd "
+		    "never sees the call it makes; use token_release = never, or state "
+		    "approval_enforced_by = gateway", s->a);
+	}
+}
+
 static void check_action(struct ctx *c, const struct config *cfg, const struct section *s,
     const struct config_action *ac, size_t index)
 {
@@ -1244,6 +1346,8 @@ static void check_action(struct ctx *c, const struct config *cfg, const struct s
 		cfg_err_line(c, s->line, NULL, "[%s]: no [resource.%s] section", s->name, s->a);
 		return;
 	}
+	check_enforcement(c, cfg, s, ac);
+	check_policy(c, s, ac);
 	const struct entry *e = cfg_find(s, "scope");
 	if (ac->scope != NULL && e != NULL && config_scope(cfg, s->a, ac->scope) == NULL)
 		cfg_err_e(c, e, "no [scope.%s.%s] section", s->a, ac->scope);

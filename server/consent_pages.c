@@ -327,11 +327,60 @@ static enum cs_err read_decision(const struct http_request *req, struct http_rep
 	return CS_OK;
 }
 
+/* The scopes of set, each with what it lets the agent do (the operator's words). */
+static json_t *done_scopes(const struct config *cfg, const char *resource,
+    const struct scope_set *set)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a != NULL && i < set->n; i++) {
+		const struct config_scope *sc = config_scope(cfg, resource, set->v[i]);
+		if (json_array_append_new(a, json_pack("{s:s, s:s}", "name", set->v[i], "description",
+		    sc != NULL && sc->description != NULL ? sc->description : set->v[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* What a done page lists (issue #32 item 7), from the stored state: for a
+ * given consent (consent_id) what it grants, what was declined and until
+ * when; for a denial, everything the request asked for, declined.  Nothing
+ * added when the consent cannot be read (the page still says what happened). */
+static enum cs_err done_lists(struct store_conn *c, const struct config *cfg,
+    const struct consent_request *r, const char *consent_id, bool approved, int64_t now,
+    json_t *ctx)
+{
+	struct consent k;
+	enum cs_err e = CS_OK;
+	int bad = 0;
+	memset(&k, 0, sizeof k);
+	if (!approved) {
+		bad = json_object_set_new(ctx, "declined_scopes", done_scopes(cfg, r->resource,
+		    &r->scopes)) || json_object_set_new(ctx, "has_declined", json_boolean(r->scopes.n > 0));
+		return bad ? CS_ENOMEM : CS_OK;
+	}
+	if (c == NULL || consent_id == NULL)
+		return CS_OK;
+	if ((e = consent_get(c, consent_id, now, &k)) == CS_ENOENT)
+		return CS_OK;
+	if (e != CS_OK)
+		return e;
+	bad = json_object_set_new(ctx, "given", done_scopes(cfg, k.resource, &k.granted)) ||
+	    json_object_set_new(ctx, "declined_scopes", done_scopes(cfg, k.resource, &k.declined)) ||
+	    json_object_set_new(ctx, "has_declined", json_boolean(k.declined.n > 0)) ||
+	    json_object_set_new(ctx, "until", pages_time_value(k.expires_at)) ||
+	    json_object_set_new(ctx, "offline", json_boolean(k.offline));
+	consent_clear(&k);
+	return bad ? CS_ENOMEM : CS_OK;
+}
+
 /* The page that answers a decision d on r whose outcome is o. */
 static enum cs_err decided_page(const struct http_request *req, struct http_reply *rep,
     const struct session *s, const struct consent_request *r, const struct consent_decision *d,
-    enum consent_decide_outcome o)
+    const struct consent_decided *done)
 {
+	enum consent_decide_outcome o = done->outcome;
 	const struct config *cfg = req->app->cfg;
 	json_t *ctx;
 	enum cs_err e;
@@ -359,6 +408,11 @@ static enum cs_err decided_page(const struct http_request *req, struct http_repl
 	    pages_time_value(req->now + cfg->consent_deny_cooldown) : NULL);
 	if (ctx == NULL)
 		return CS_ENOMEM;
+	if ((e = done_lists(store_conn(req->app->store), cfg, r, done->consent_id, d->approve,
+	    req->now, ctx)) != CS_OK) {
+		json_decref(ctx);
+		return e;
+	}
 	e = page_render(rep, 200, "consent_done.html", ctx, s);
 	json_decref(ctx);
 	return e;
@@ -426,7 +480,7 @@ enum cs_err consent_pages_decide(const struct http_request *req, struct http_rep
 			goto out;
 	}
 	if (e == CS_OK)
-		e = decided_page(req, rep, s, &r, &d, done.outcome);
+		e = decided_page(req, rep, s, &r, &d, &done);
 out:
 	consent_decided_clear(&done);
 	scope_set_clear(&d.selected);
@@ -442,7 +496,8 @@ struct done_says {
 };
 
 static enum cs_err done_page(struct http_reply *rep, const struct config *cfg,
-    const struct consent_request *r, const struct session *s, const struct done_says *say)
+    const struct consent_request *r, const struct session *s, const struct done_says *say,
+    struct store_conn *c, int64_t now)
 {
 	const char *failure = say->failure;
 	json_t *ctx = json_pack("{s:s, s:b, s:s, s:s, s:s?, s:s?, s:s, s:b}", "title",
@@ -453,6 +508,11 @@ static enum cs_err done_page(struct http_reply *rep, const struct config *cfg,
 	enum cs_err e;
 	if (ctx == NULL)
 		return CS_ENOMEM;
+	if (failure == NULL && strcmp(r->status, "pending") != 0 &&
+	    (e = done_lists(c, cfg, r, r->consent_id, say->approved, now, ctx)) != CS_OK) {
+		json_decref(ctx);
+		return e;
+	}
 	e = page_render(rep, 200, "consent_done.html", ctx, s);
 	json_decref(ctx);
 	return e;
@@ -507,16 +567,17 @@ enum cs_err consent_pages_done(const struct http_request *req, struct http_reply
 		/* What was left out comes from the stored request, never from the link. */
 		e = done_page(rep, app->cfg, &r, s, &(struct done_says){
 		    .approved = strcmp(r.status, "approved") == 0,
-		    .narrowed = strcmp(r.status, "approved") == 0 ? r.narrowed : NULL });
+		    .narrowed = strcmp(r.status, "approved") == 0 ? r.narrowed : NULL }, c, req->now);
 	} else if (strcmp(outcome, "cancelled") == 0) {
 		if ((e = str_fmt(cancelled, sizeof cancelled, "You cancelled at %s, so %s was not "
 		    "connected to it and nothing was given. The request still waits for you: review "
 		    "it again to connect, or deny it.", pages_resource_name(app->cfg, r.resource),
 		    pages_agent_name(app->cfg, r.agent))) == CS_OK)
-			e = done_page(rep, app->cfg, &r, s, &(struct done_says){ .failure = cancelled });
+			e = done_page(rep, app->cfg, &r, s, &(struct done_says){ .failure = cancelled }, c,
+			    req->now);
 	} else {
 		e = done_page(rep, app->cfg, &r, s, &(struct done_says){
-		    .failure = done_failure(outcome) });
+		    .failure = done_failure(outcome) }, c, req->now);
 	}
 out:
 	consent_request_clear(&r);

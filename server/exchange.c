@@ -10,6 +10,7 @@
 #include "exchange.h"
 #include "health.h"
 #include "jcs.h"
+#include "policy.h"
 #include "scope.h"
 
 void exchange_release_clear(struct exchange_release *r)
@@ -50,7 +51,8 @@ const char *exchange_outcome_description(const struct exchange_release *r)
 	case EXCHANGE_BAD_DETAILS:
 		return r->why;
 	case EXCHANGE_DETAILS_NEEDED:
-		return "this action needs a person's approval: send authorization_details";
+		return r->why[0] != '\0' ? r->why :
+		    "this action needs a person's approval: send authorization_details";
 	default:
 		return "";
 	}
@@ -73,21 +75,76 @@ enum cs_err exchange_grant_description(const struct exchange_grant *g, char *out
 
 /* --- the approval gate ------------------------------------------------- */
 
-/* approval_check for rq: out->approval and out->digest.  *release when an
- * approval may be redeemed now; otherwise out->outcome says why not. */
+/* The organisation's policy lines of rq's action (issue #32 item 4; pure
+ * configuration, no I/O to decide).  *decided when a line decided: an
+ * approve is a release with decided_by "policy ACTION#N"; a deny is
+ * APPROVAL_DENIED with the same decided_by, audited in its own transaction
+ * ("approval.denied_by_policy", naming the line and the digest). */
+static enum cs_err policy_step(struct store_conn *c, const struct exchange_release_req *rq,
+    struct exchange_release *out, bool *decided)
+{
+	char by[160], detail[400];
+	size_t which = 0;
+	enum cs_err e;
+	enum policy_verdict v = policy_eval(rq->act->policy, rq->act->npolicy, rq->params, &which);
+	*decided = false;
+	if (v == POLICY_NONE)
+		return CS_OK;
+	if ((e = str_fmt(by, sizeof by, "policy %s#%d", rq->act->name,
+	    rq->act->policy[which].number)) != CS_OK)
+		return e;
+	if ((out->approval.decided_by = strdup(by)) == NULL)
+		return CS_ENOMEM;
+	*decided = true;
+	if (v == POLICY_APPROVE) {
+		out->approval.outcome = APPROVAL_RELEASE;
+		return CS_OK;
+	}
+	out->approval.outcome = APPROVAL_DENIED;
+	out->outcome = EXCHANGE_APPROVAL;
+	if ((e = str_fmt(detail, sizeof detail, "action=%s; line=policy.%d; params_digest=%s",
+	    rq->act->name, rq->act->policy[which].number, out->digest)) != CS_OK)
+		return e;
+	if ((e = store_begin(c)) != CS_OK)
+		return e;
+	if ((e = audit_append(c, &(struct audit_entry){ .ts = rq->now, .actor = rq->actor,
+	    .action = "approval.denied_by_policy", .subject = rq->k->subject,
+	    .agent = rq->k->agent, .resource = rq->k->resource, .consent_id = rq->k->id,
+	    .outcome = "denied", .detail = detail })) != CS_OK || (e = store_commit(c)) != CS_OK)
+		store_rollback(c);
+	return e;
+}
+
+/* The deciders in order -- the organisation's policy lines, then (approval
+ * = required) approval_check -- for rq: out->approval and out->digest.
+ * *release when the token may go now (an approval to redeem, a policy
+ * line's approve, or an action without approval that no line denied);
+ * otherwise out->outcome says why not. */
 static enum cs_err gate_check(struct store_conn *c, const struct config *cfg,
     const struct exchange_release_req *rq, struct exchange_release *out, bool *release)
 {
 	struct buf canon;
 	enum cs_err e;
+	bool decided = false;
 	*release = false;
-	if (rq->params == NULL)
+	if (rq->params == NULL && rq->act->approval == APPROVAL_REQUIRED)
 		return CS_EINVAL;
 	buf_init(&canon, rq->canonical_max);
-	if ((e = jcs_canonicalize(rq->params, &canon)) != CS_OK ||
-	    (e = approval_digest(rq->params, out->digest)) != CS_OK)
+	if (rq->params != NULL && ((e = jcs_canonicalize(rq->params, &canon)) != CS_OK ||
+	    (e = approval_digest(rq->params, out->digest)) != CS_OK))
 		goto out;
-	/* The organisation's decision point (authzen.h), outside any transaction. */
+	/* 1. SECURITY: the organisation's policy decides before anyone is asked,
+	 * and its deny holds whatever the approval setting (issue #32 item 4). */
+	if ((e = policy_step(c, rq, out, &decided)) != CS_OK || decided) {
+		*release = e == CS_OK && out->approval.outcome == APPROVAL_RELEASE;
+		goto out;
+	}
+	if (rq->act->approval != APPROVAL_REQUIRED) {
+		*release = true;
+		goto out;
+	}
+	/* 2. The organisation's decision point (authzen.h), outside any transaction;
+	 * then 3. the person's standing rules and 4. the person (approval_check). */
 	if ((e = authzen_gate(c, cfg, rq->act, &(struct authzen_call){ .k = rq->k,
 	    .action = rq->act->name, .params = rq->params, .digest = out->digest,
 	    .actor = rq->actor, .now = rq->now }, &out->approval, release)) != CS_OK || *release) {
@@ -136,7 +193,7 @@ enum cs_err exchange_release(struct store_conn *c, const struct config *cfg,
 	if (c == NULL || cfg == NULL || rq == NULL || rq->k == NULL || rq->act == NULL ||
 	    out == NULL)
 		return CS_EINVAL;
-	if (rq->act->approval == APPROVAL_REQUIRED) {
+	if (rq->act->approval == APPROVAL_REQUIRED || rq->act->npolicy > 0) {
 		if ((e = gate_check(c, cfg, rq, out, &approved)) != CS_OK || !approved)
 			return e;
 	}
@@ -205,9 +262,15 @@ enum cs_err exchange_provider_token(struct store_conn *c, const struct config *c
 		out->outcome = EXCHANGE_BAD_DETAILS;
 		return CS_OK;
 	}
-	/* SECURITY: never the token without the details, and nothing is created. */
-	if (rq->act->approval == APPROVAL_REQUIRED && rq->details == NULL) {
+	/* SECURITY: never the token without the details, and nothing is created;
+	 * policy lines with conditions judge the details too (issue #32). */
+	if ((rq->act->approval == APPROVAL_REQUIRED ||
+	    policy_needs_params(rq->act->policy, rq->act->npolicy)) && rq->details == NULL) {
 		out->outcome = EXCHANGE_DETAILS_NEEDED;
+		if (rq->act->approval != APPROVAL_REQUIRED && str_fmt(out->why, sizeof out->why,
+		    "the organisation's policy judges this action by its parameters: send "
+		    "authorization_details") != CS_OK)
+			out->why[0] = '\0';
 		return CS_OK;
 	}
 	return exchange_release(c, cfg, &(struct exchange_release_req){ .vault = rq->vault,

@@ -829,9 +829,18 @@ static enum cs_err reply_denied(struct gw *g, const struct mcp_call_plan *p)
 	char when[STR_TIME_LEN], text[600];
 	enum cs_err e;
 	(void)str_time(p->until, when);
+	const char *by = p->rel.approval.decided_by;
 	if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL && authzen_denied(&p->rel.approval))
 		e = str_fmt(text, sizeof text, "This call of %s was %s.", g->msg.tool,
 		    AUTHZEN_DENIED_WORDS);
+	else if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL && by != NULL &&
+	    strncmp(by, "policy ", 7) == 0)
+		e = str_fmt(text, sizeof text, "The call of %s with these arguments is denied by the "
+		    "organisation's policy (%s). No one is asked, and the same call is denied every "
+		    "time.", g->msg.tool, by);
+	else if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL && by != NULL)
+		e = str_fmt(text, sizeof text, "The call of %s with these arguments is denied by the "
+		    "%s, not by a person.", g->msg.tool, by);
 	else if (p->act != NULL && p->rel.outcome == EXCHANGE_APPROVAL)
 		e = str_fmt(text, sizeof text, "The person denied this call of %s with these "
 		    "arguments. The same call is refused until %s.", g->msg.tool, when);

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include "app.h"
 #include "approval.h"
+#include "approval_block.h"
 #include "buf.h"
 #include "consent.h"
 #include "form.h"
@@ -17,6 +18,7 @@
 #include "me_pages.h"
 #include "standing_pages.h"
 #include "pages.h"
+#include "params_view.h"
 #include "session.h"
 #include "vault.h"
 
@@ -162,6 +164,22 @@ static json_t *block_item(const struct config *cfg, const struct consent_block *
 	    "decided", pages_time_value(b->decided_at), "until", pages_time_value(b->until));
 }
 
+/* A denied action (issue #32 item 3): named by its description, its values
+ * as a person reads them (params_view), until when it is blocked. */
+static json_t *action_block_item(const struct config *cfg, const struct approval_block *b)
+{
+	const struct config_action *act = config_action(cfg, b->resource, b->action);
+	json_t *view = NULL;
+	if (params_view(b->parameters, act != NULL && act->route_path != NULL, &view) != CS_OK)
+		return NULL;
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "id", b->id,
+	    "agent", pages_agent_name(cfg, b->agent), "resource", pages_resource_name(cfg, b->resource),
+	    "action", b->action, "action_description",
+	    act != NULL && act->description != NULL ? act->description : b->action,
+	    "view", view, "decided", pages_time_value(b->decided_at),
+	    "until", pages_time_value(b->until));
+}
+
 /* Appends v to a, or fails for a NULL v (an allocation failed). */
 static enum cs_err push(json_t *a, json_t *v)
 {
@@ -180,9 +198,10 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 	struct consent_request *rs = NULL;
 	struct approval *as = NULL;
 	struct consent_block *bs = NULL;
-	size_t nk = 0, nr = 0, na = 0, nb = 0;
+	struct approval_block *abs = NULL;
+	size_t nk = 0, nr = 0, na = 0, nb = 0, nab = 0;
 	json_t *ctx = NULL, *active = json_array(), *history = json_array(), *pending = json_array(),
-	    *approvals = json_array(), *blocks = json_array();
+	    *approvals = json_array(), *blocks = json_array(), *action_blocks = json_array();
 	enum cs_err e;
 
 	if (c == NULL) {
@@ -192,8 +211,12 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 	if ((e = consent_list_for_user(c, s->user_id, req->now, ME_LIST_MAX, &ks, &nk)) != CS_OK ||
 	    (e = consent_pending_for_user(c, s->user_id, req->now, &rs, &nr)) != CS_OK ||
 	    (e = approval_pending_for_user(c, s->user_id, req->now, &as, &na)) != CS_OK ||
-	    (e = consent_blocks_for_user(c, cfg, s->user_id, req->now, &bs, &nb)) != CS_OK)
+	    (e = consent_blocks_for_user(c, cfg, s->user_id, req->now, &bs, &nb)) != CS_OK ||
+	    (e = approval_blocks_for_user(c, cfg, s->user_id, req->now, &abs, &nab)) != CS_OK)
 		goto out;
+	for (size_t i = 0; i < nab; i++)
+		if ((e = push(action_blocks, action_block_item(cfg, &abs[i]))) != CS_OK)
+			goto out;
 	for (size_t i = 0; i < nk; i++) {
 		if (consent_is_live(&ks[i], req->now))
 			e = push(active, active_item(app, c, &ks[i]));
@@ -229,6 +252,11 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 	    "issuer", s->issuer, "active", active, "history", history, "pending", pending,
 	    "approvals", approvals, "blocks", blocks, "has_blocks", nb > 0,
 	    "is_admin", s->admin_claim);
+	if (ctx != NULL && (json_object_set(ctx, "action_blocks", action_blocks) != 0 ||
+	    json_object_set_new(ctx, "has_action_blocks", json_boolean(nab > 0)) != 0)) {
+		e = CS_ENOMEM;
+		goto out;
+	}
 	if (ctx == NULL) {
 		e = CS_ENOMEM;
 		goto out;
@@ -243,7 +271,9 @@ out:
 	json_decref(pending);
 	json_decref(approvals);
 	json_decref(blocks);
+	json_decref(action_blocks);
 	json_decref(ctx);
+	approval_block_list_free(abs, nab);
 	approval_list_free(as, na);
 	consent_list_free(ks, nk);
 	consent_request_list_free(rs, nr);
@@ -375,6 +405,28 @@ enum cs_err me_pages_allow(const struct http_request *req, struct http_reply *re
 	if (o == CONSENT_LIFT_UNDECIDED)
 		return reply_html_error(rep, 400, "Nothing to allow",
 		    "This request was never decided, so it holds no agent back.");
+	/* Lifted now, or already free to ask: either way /me shows it no longer blocked. */
+	return see_other(rep, "/me");
+}
+
+enum cs_err me_pages_approval_allow(const struct http_request *req, struct http_reply *rep)
+{
+	struct app *app = req->app;
+	const struct session *s = req->auth.session;     /* the router's session form gate */
+	struct store_conn *c = store_conn(app->store);
+	enum approval_lift_outcome o = APPROVAL_LIFT_UNKNOWN;
+	enum cs_err e;
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = approval_allow_asking(c, app->cfg, req->captures[0], s->user_id, req->auth.actor,
+	    req->now, &o)) != CS_OK)
+		return e;
+	if (o == APPROVAL_LIFT_UNKNOWN || o == APPROVAL_LIFT_NOT_YOURS)
+		/* SECURITY: someone else's approval looks exactly like a missing one. */
+		return reply_html_error(rep, 404, "No such action", "There is no such decision of yours.");
+	if (o == APPROVAL_LIFT_NOT_DENIED)
+		return reply_html_error(rep, 400, "Nothing to allow",
+		    "You did not deny this action, so it holds no agent back.");
 	/* Lifted now, or already free to ask: either way /me shows it no longer blocked. */
 	return see_other(rep, "/me");
 }

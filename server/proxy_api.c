@@ -414,7 +414,7 @@ static enum grant_api_challenge challenge_of(const struct grant_check *gc)
 
 /* The reply (and the refusal count) for a call that is not forwarded. */
 static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cfg,
-    const struct proxy_plan *p, const struct grant_check *gc)
+    const struct proxy_plan *p, const struct grant_check *gc, int64_t now)
 {
 	const struct exchange_release *x = &p->rel;
 	enum cs_err e;
@@ -449,7 +449,7 @@ static enum cs_err refusal_reply(struct http_reply *rep, const struct config *cf
 		count_refused(p->res, p->act, "consent_ended", 401);
 		return grant_api_invalid_token(rep, "the grant's consent has ended", challenge_of(gc));
 	case EXCHANGE_APPROVAL:
-		e = approval_answer_reply(rep, cfg, &x->approval, 403);
+		e = approval_answer_reply(rep, cfg, &x->approval, 403, now);
 		if (x->approval.outcome > APPROVAL_RELEASE && x->approval.outcome < APPROVAL_OUTCOME__MAX &&
 		    approval_reasons[x->approval.outcome] != NULL)
 			count_refused(p->res, p->act, approval_reasons[x->approval.outcome], rep->status);
@@ -541,7 +541,7 @@ enum cs_err proxy_api_handle(const struct http_request *req, struct http_reply *
 	if ((e = proxy_prepare(c, cfg, &call, &p)) != CS_OK)
 		goto out;
 	if (p.outcome != PROXY_READY) {
-		e = refusal_reply(rep, cfg, &p, gc);
+		e = refusal_reply(rep, cfg, &p, gc, req->now);
 		goto out;
 	}
 	e = forward(req, &p, &up, &st);

@@ -189,6 +189,10 @@ const struct route http_routes[] = {
 	{ HTTP_POST, "/me/rules/{id}/end", ROUTE_BROWSER, me_rules_end, {
 		[ME_RULES_END_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
+	/* "Let it ask again" for a denied action (issue #32). */
+	{ HTTP_POST, "/me/approvals/{id}/allow", ROUTE_BROWSER, me_pages_approval_allow, {
+		[ME_APPROVAL_ALLOW_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_SESSION_FORM, LIMIT_ADDRESS },
 	{ HTTP_GET, "/consent/{id}", ROUTE_BROWSER, consent_pages_show, { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_SESSION, LIMIT_ADDRESS },
 	{ HTTP_GET, "/consent/{id}/done", ROUTE_BROWSER, consent_pages_done, {
 		[CONSENT_PAGES_DONE_OUTCOME] = { "outcome", 16, done_outcome, 0 },

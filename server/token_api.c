@@ -255,7 +255,7 @@ out:
 
 /* The reply for flow D's outcome. */
 static enum cs_err release_reply(struct http_reply *rep, const struct config *cfg,
-    const struct exchange_release *x, const char *action)
+    const struct exchange_release *x, const char *action, int64_t now)
 {
 	const struct vault_release *t = &x->tok;
 	const char *desc = exchange_outcome_description(x);
@@ -271,7 +271,7 @@ static enum cs_err release_reply(struct http_reply *rep, const struct config *cf
 			    "params_digest", x->digest));
 		return reply_json_value(rep, 200, v);
 	case EXCHANGE_APPROVAL:
-		return approval_answer_reply(rep, cfg, &x->approval, 400);
+		return approval_answer_reply(rep, cfg, &x->approval, 400, now);
 	case EXCHANGE_CONSENT_ENDED:
 	case EXCHANGE_PROXY_ONLY:
 	case EXCHANGE_DETAILS_NEEDED:
@@ -350,7 +350,7 @@ static enum cs_err exchange_for_provider_token(const struct http_request *req, s
 		return reply_oauth_error(rep, 400, "invalid_request", exchange_action_description(ao));
 	}
 	if ((e = exchange_provider_token(c, cfg, &rq, &x)) == CS_OK)
-		e = release_reply(rep, cfg, &x, action);
+		e = release_reply(rep, cfg, &x, action, req->now);
 	else if (e == CS_ECRYPTO && x.at_release)
 		e = reply_oauth_error(rep, 500, "server_error", "the stored token could not be opened");
 	exchange_release_clear(&x);

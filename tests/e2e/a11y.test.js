@@ -26,7 +26,8 @@ import { MODES } from '../idp/presets.js';
 
 const FAILING = new Set(['serious', 'critical']);
 const CONFIG = {
-  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
   oidc: { scopes: 'openid profile email groups' },
   // An MCP client (issue #30): its sign-in reaches the consent page through /authorize.
   'client.ide': { name: 'Example IDE', redirect_uris: 'http://127.0.0.1/callback' },

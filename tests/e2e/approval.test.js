@@ -28,7 +28,8 @@ const words = (s) => (s || '').split(' ').filter(Boolean).sort();
 
 // The action under test: approval = required, scope issues:write.
 const CONFIG = {
-  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
 };
 
 // base64url(SHA-256(RFC 8785 canonical JSON)) -- with an implementation independent of consentd's.
@@ -194,7 +195,9 @@ test('browser: /me lists the waiting action; the person sees the exact parameter
 
   await Promise.all([page.waitForLoadState('load'), page.click('button[value=approve]')]);
   await page.waitForSelector('text=Action approved');
-  assert.match(await page.textContent('section'), /create_issue/);
+  // Issue #32 item 7: the done page names the action by its description, not its id.
+  assert.match(await page.textContent('section'), /may Open an issue on GitHub once, with these values:/);
+  assert.doesNotMatch(await page.textContent('section'), /create_issue/);
   assert.equal(v.sql(`SELECT status FROM approvals WHERE id = '${firstApproval.approval_request_id}'`), 'approved');
   assert.equal(auditRows('approval.approved', firstApproval.approval_request_id), 1);
   // Opened again: closed, nothing to decide.

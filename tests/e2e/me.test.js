@@ -35,7 +35,8 @@ const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 const shown = (t) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 const isoOf = (t) => new Date(t * 1000).toISOString().replace('.000', '');
 const CONFIG = {
-  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
 };
 
 let v; let b; let page;

@@ -78,7 +78,8 @@ before(async () => {
       ...ghproxyConfig({ providerIssuer, baseUrl: 'http://127.0.0.1:9' }),
       consent: { default_duration: DEFAULT },
       'resource.wiki': { max_consent: 129600 },
-      'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+      'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
       'agent.coder': { allow: 'notes:read notes:write wiki:read github:issues:read github:issues:write '
         + 'ghproxy:issues:read ghproxy:issues:write' },
     }),

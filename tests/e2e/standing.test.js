@@ -80,7 +80,7 @@ test('the approval page\'s rule, the gateway\'s calls it covers, /me\'s list and
   await page.screenshot({ path: join(shots, 'standing-approval-375.png'), fullPage: true });
   await Promise.all([page.waitForLoadState('load'), page.click('button[value=standing]')]);
   await page.waitForSelector('#rule-made');
-  assert.match(await page.textContent('#rule-made'), /You also allowed create_issue again with the same repo, until/);
+  assert.match(await page.textContent('#rule-made'), /You also allowed it to Open an issue again with the same repo, until/);
   await check('done page');
 
   // The approved call, then others with repo fixed: no person asked.  Another repo asks.

@@ -82,7 +82,8 @@ before(async () => {
     accessTokenTTL: 60,
     config: {
       gateway: { events_uri: `http://127.0.0.1:${rport}/events` },
-      'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+      'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
     },
   });
   // The whole configuration consentd was started with (to start it again the same way).

@@ -40,8 +40,10 @@ for (const u of EXTRA) {
 }
 
 const CONFIG = {
-  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
-  'action.gitlab.create_merge_request': { description: 'Open a merge request', scope: 'issues:write', approval: 'required' },
+  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
+  'action.gitlab.create_merge_request': { description: 'Open a merge request', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
 };
 
 let v;        // the main stack

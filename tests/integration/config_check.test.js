@@ -1,6 +1,7 @@
 // What the real binary says about the person-facing settings of issue 14: `consentd -n`
-// warns for each approval = required action of a resource that releases its tokens to the
-// gateway (and for none in proxy mode), checks [consent] default_duration, warns for the
+// refuses each approval = required action of a resource that releases its tokens to the
+// gateway unless approval_enforced_by = gateway states who enforces it (issue #32 item 6;
+// none in proxy mode), checks the organisation's policy lines (issue #32 item 4), checks [consent] default_duration, warns for the
 // obsolete [login] bounds (issue #28), and the server
 // serves the pages' one script, /static/local-time.js, under a CSP that allows only it.
 import { test } from 'node:test';
@@ -22,7 +23,7 @@ function sections(dir, consent = {}) {
     'agent.coder': { allow: 'github:issues:write ghproxy:issues:write wiki:read' },
     'resource.github': { ...provider, token_release: 'gateway' },
     'scope.github.issues:write': { provider: 'repo' },
-    'action.github.create_issue': { scope: 'issues:write', approval: 'required' },
+    'action.github.create_issue': { scope: 'issues:write', approval: 'required', approval_enforced_by: 'gateway' },
     'action.github.list_issues': { scope: 'issues:write', approval: 'none' },
     'resource.ghproxy': { ...provider, token_release: 'never', base_url: 'http://127.0.0.1:9' },
     'scope.ghproxy.issues:write': { provider: 'repo' },
@@ -40,18 +41,58 @@ function check(dir, cfg) {
   return { path, ...spawnSync(consentdBin, ['-n', '-c', path], { encoding: 'utf8' }) };
 }
 
-test('consentd -n warns for approval = required with token_release = gateway, not for proxy mode', () => {
+test('consentd -n refuses approval = required with token_release = gateway unless approval_enforced_by = gateway; not in proxy mode', () => {
   const dir = mkdtempSync(join(tmpdir(), 'consentd-n-'));
   try {
-    const r = check(dir, sections(dir));
-    assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /configuration OK/);
-    const warned = r.stderr.split('\n').filter((l) => /approval = required/.test(l));
-    assert.equal(warned.length, 1, r.stderr);
-    assert.match(warned[0], /^warning: \[action\.github\.create_issue\]: approval = required, but \[resource\.github\] has token_release = gateway: /);
-    assert.match(warned[0], /only the gateway keeps it to this one action/);
-    assert.doesNotMatch(r.stderr, /action\.ghproxy/);
-    assert.doesNotMatch(r.stderr, /list_issues/);
+    const cfg = sections(dir);
+    delete cfg['action.github.create_issue'].approval_enforced_by;
+    const r = check(dir, cfg);
+    assert.equal(r.status, 1, r.stderr);
+    assert.doesNotMatch(r.stdout, /configuration OK/);
+    const refused = r.stderr.split('\n').filter((l) => /approval: required/.test(l));
+    assert.equal(refused.length, 1, r.stderr);
+    assert.match(refused[0], /c\.ini:\d+: approval: required, but \[resource\.github\] has token_release = gateway: /);
+    assert.match(refused[0], /state approval_enforced_by = gateway$/);
+    assert.doesNotMatch(r.stderr, /ghproxy|list_issues/);
+    // The operator's statement: accepted, and nothing more to say about it.
+    const ok = check(dir, sections(dir));
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.match(ok.stdout, /configuration OK/);
+    assert.doesNotMatch(ok.stderr, /approval/);
+    // The same holds for a policy line with a condition (consentd never sees the gateway's call).
+    const pol = sections(dir);
+    pol['action.github.list_issues']['policy.1'] = 'deny if repo == secrets';
+    const rp = check(dir, pol);
+    assert.equal(rp.status, 1, rp.stderr);
+    assert.match(rp.stderr, /c\.ini:\d+: policy\.1: a condition on the call's parameters, but \[resource\.github\] has token_release = gateway/);
+  } finally { rmSync(dir, { recursive: true, force: true }); }
+});
+
+test('consentd -n checks the policy lines: syntax, operators, value types, numbered keys, route captures', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'consentd-n-'));
+  try {
+    const withLines = (lines) => {
+      const cfg = sections(dir);
+      cfg['action.ghproxy.create_issue'] = { ...cfg['action.ghproxy.create_issue'], route: 'POST /repos/{owner}/{repo}/issues', ...lines };
+      return check(dir, cfg);
+    };
+    const good = withLines({ 'policy.1': 'deny if path.repo == secrets', 'policy.2': 'approve if body.labels prefix "triage" and body.count <= 1e3',
+      'policy.3': 'deny if path.owner in (evil, "bad corp")' });
+    assert.equal(good.status, 0, good.stderr);
+    assert.match(good.stdout, /configuration OK/);
+    for (const [lines, want] of [
+      [{ 'policy.1': 'allow' }, /policy\.1: allow: a line starts with approve or deny/],
+      [{ 'policy.1': 'deny if n != 3' }, /policy\.1: != 3: expected an operator: == prefix in < <= > >=/],
+      [{ 'policy.1': 'deny if body.count > many' }, /policy\.1: body\.count: a numeric bound takes a number/],
+      [{ 'policy.1': 'deny if body.title prefix 5' }, /policy\.1: body\.title: prefix takes a string/],
+      [{ 'policy.1': 'deny if x == 1e999' }, /policy\.1: 1e999: not a JSON string or number/],
+      [{ 'policy.0': 'deny' }, /policy\.0: unknown key/],
+      [{ 'policy.1': 'deny if path.branch == main' }, /policy\.1: path\.branch: the route \/repos\/\{owner\}\/\{repo\}\/issues has no \{branch\}/],
+    ]) {
+      const r = withLines(lines);
+      assert.equal(r.status, 1, `${JSON.stringify(lines)}: ${r.stderr}`);
+      assert.match(r.stderr, new RegExp(`c\\.ini:\\d+: ${want.source}`), r.stderr);
+    }
   } finally { rmSync(dir, { recursive: true, force: true }); }
 });
 

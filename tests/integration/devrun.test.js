@@ -5,8 +5,8 @@
 //   - admin works out of the box: the dev config asks for the `groups` scope, so `admin` reaches
 //     /admin;
 //   - every capability is configured: a provider resource (the vault: connect at the dev
-//     provider, release a token, call the dev API with it), an action with approval = required,
-//     and a proxy resource (token_release = never, base_url = the dev API) with routes;
+//     provider, release a token, call the dev API with it; no approval there: issue #32 item 6),
+//     and a proxy resource with approval = required (token_release = never, base_url = the dev API) with routes;
 //   - the MCP gateway (issue #31): /mcp/tracker, the development MCP server behind consentd,
 //     has its protected resource metadata, and the MCP SDK's example client, run with the
 //     command the banner prints, signs alice in (through its client-id URL, served by
@@ -288,12 +288,11 @@ test('make run: admin, a provider resource, approval and a proxy resource work o
     assert.equal(issues.status, 200);
     assert.equal((await issues.json())[0].title, 'Welcome to the development API');
     assert.equal((await fetch(`${api}/repos/acme/widgets/issues`)).status, 401, 'the API wants a token');
-    // per-action approval
-    const r2 = await release(g1.body.access_token, 'create_issue', {
-      authorization_details: JSON.stringify([{ type: 'agent_action', action: 'create_issue', parameters: { repo: 'acme/widgets', title: 'Crash' } }]),
-    });
-    assert.equal(r2.body?.error, 'approval_required', r2.text);
-    assert.equal(r2.body.approval_uri, `${url}/approve/${r2.body.approval_request_id}`);
+    // Issue #32 item 6: no approval where the token goes to the gateway (consentd could not
+    // hold the gateway to the approved call); approval is shown in proxy mode below.
+    const r2 = await release(g1.body.access_token, 'create_issue');
+    assert.equal(r2.status, 200, r2.text);
+    assert.match(conf, /^\[action\.github\.create_issue\]\n(?:[^[\n][^\n]*\n)*approval = none$/m);
 
     // proxy mode: no grant -> 401; with one: the routed action reaches the API; approval enforced
     const proxied = (path, grant, init = {}) => fetch(`${url}/proxy/ghproxy${path}`, {

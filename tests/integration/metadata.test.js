@@ -48,7 +48,8 @@ for (const mode of ['client_secret_basic', 'private_key_jwt']) describe(`gateway
   let keyDir;
   let gwKeys;
   const CONFIG = {
-    'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+    'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
   };
   const details = (params, type = 'agent_action') => JSON.stringify([{ type, action: 'create_issue', parameters: params }]);
 

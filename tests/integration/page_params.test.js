@@ -44,7 +44,8 @@ function getRoutes() {
 }
 
 const CONFIG = {
-  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+  'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
   oidc: { scopes: 'openid profile email groups' },
 };
 

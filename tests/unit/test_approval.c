@@ -1110,7 +1110,10 @@ START_TEST(test_approval_answer_descriptions)
 		  "yet; repeat this call in 5 s", 400 },
 		{ APPROVAL_SLOW_DOWN, "slow_down", "polled faster than the interval: wait 5 s between "
 		  "calls from now on", 403 },
-		{ APPROVAL_DENIED, "access_denied", "the person denied this action with these parameters", 403 },
+		/* Until when: T0 + retry_after (issue #32). */
+		{ APPROVAL_DENIED, "access_denied", "the person denied this action with these "
+		  "parameters; the same call is refused until 2023-11-14T22:38:20Z (1500 s from now) "
+		  "unless the person lets it ask again on their /me page", 403 },
 		{ APPROVAL_EXPIRED, "expired_token", "the approval request expired before the person "
 		  "decided; the next call starts a new one", 400 },
 		{ APPROVAL_TOO_MANY, "too_many_pending_requests", "this person has too many pending "
@@ -1125,9 +1128,10 @@ START_TEST(test_approval_answer_descriptions)
 		a.approval_id = (char *)"AAAAAAAAAAAAAAAAAAAAAA";
 		a.expires_in = 600;
 		a.interval = 5;
+		a.retry_after = cases[i].o == APPROVAL_DENIED ? 1500 : 0;
 		reply_init(&rep);
 		ck_assert_int_eq(approval_answer_reply(&rep, &cfg, &a, cases[i].status == 429 ? 400 :
-		    cases[i].status), CS_OK);
+		    cases[i].status, T0), CS_OK);
 		ck_assert_int_eq(rep.status, cases[i].status);
 		json_t *v = json_loads(rep.body.data, 0, NULL);
 		ck_assert_ptr_nonnull(v);
@@ -1142,6 +1146,17 @@ START_TEST(test_approval_answer_descriptions)
 		json_decref(v);
 		reply_clear(&rep);
 	}
+	/* A policy line's deny says so, and names the line (issue #32). */
+	struct approval_answer a = { .outcome = APPROVAL_DENIED, .decided_by = (char *)"policy "
+		"delete_branch#1", .retry_after = 0 };
+	struct http_reply rep;
+	reply_init(&rep);
+	ck_assert_int_eq(approval_answer_reply(&rep, &cfg, &a, 403, T0), CS_OK);
+	ck_assert_int_eq(rep.status, 403);
+	ck_assert_str_eq(rep.log.error, "access_denied");
+	ck_assert_str_eq(rep.log.description, "denied by the organisation's policy (policy "
+	    "delete_branch#1): no one is asked, and the same call is denied every time");
+	reply_clear(&rep);
 }
 END_TEST
 

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include "buf.h"
 #include "config.h"
+#include "policy.h"
 #include "store.h"
 #include "jws_vectors.h"
 #include "testutil.h"
@@ -257,13 +258,14 @@ START_TEST(test_config_print_keys)
 		"[mcp.NAME] resource (required)\n", "[enterprise.NAME] issuer (required)\n",
 		"[enterprise.NAME] jwks_file =\n", "[enterprise.NAME] jwks_uri =\n",
 		"[enterprise.NAME] allow =\n",
+		"[action.NAME.ACTION] approval_enforced_by = consentd\n",
 		"[login] max_pending (obsolete)\n", "[login] max_pending_per_address (obsolete)\n" };
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		ck_assert_msg(strstr(out, want[i]) != NULL, "missing %s in:\n%s", want[i], out);
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 142);   /* every key of every kind of section ([audit]: 2, [mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19, [action.NAME.ACTION]: 7) */
+	ck_assert_uint_eq(lines, 143);   /* every key of every kind of section ([audit]: 2, [mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19, [action.NAME.ACTION]: 8) */
 	free(out);
 }
 END_TEST
@@ -1467,64 +1469,99 @@ START_TEST(test_config_default_duration)
 }
 END_TEST
 
-/* The -n report: a warning for each approval = required action whose resource has a
- * provider and releases its tokens to the gateway; none for proxy-only resources, for
- * actions without approval, or for a resource without a provider. */
-START_TEST(test_config_warn_gateway_approvals)
+/* Issue #32 item 6: approval = required (and a policy line with a condition)
+ * on an action whose resource has a provider and releases its tokens to the
+ * gateway is refused, unless approval_enforced_by = gateway says the gateway
+ * enforces it; proxy-only resources, actions without approval and resources
+ * without a provider load. */
+#define GH_RES "[resource.gh]\nprovider_issuer = https://gh.example\nprovider_client_id = x\n" \
+	"[scope.gh.w]\n"
+START_TEST(test_config_approval_enforced_by)
 {
-	struct config *c = expect_ok(MINIMAL
-	    "[resource.gh]\nprovider_issuer = https://gh.example\nprovider_client_id = x\n"
-	    "[scope.gh.w]\n"
-	    "[action.gh.create_issue]\nscope = w\napproval = required\n"
-	    "[action.gh.close_issue]\nscope = w\napproval = required\n"
-	    "[action.gh.list_issues]\nscope = w\napproval = none\n"
+	expect_error(MINIMAL GH_RES "[action.gh.create_issue]\nscope = w\napproval = required\n", NULL,
+	    "approval: required, but [resource.gh] has token_release = gateway: consentd "
+	    "releases the provider token to the gateway, which may already hold the same token, so "
+	    "only the gateway can hold it to the approved call; use token_release = never "
+	    "(consentd's proxy or MCP gateway enforces each approval), or state "
+	    "approval_enforced_by = gateway");
+	expect_error(MINIMAL GH_RES "[action.gh.del]\nscope = w\npolicy.2 = deny if branch == main\n",
+	    NULL, "policy.2: a condition on the call's parameters, but [resource.gh] has "
+	    "token_release = gateway");
+	expect_error(MINIMAL GH_RES "[action.gh.create_issue]\nscope = w\napproval = required\n"
+	    "approval_enforced_by = proxy\n", NULL,
+	    "approval_enforced_by: must be one of: consentd, gateway");
+	struct config *c = expect_ok(MINIMAL GH_RES
+	    "[action.gh.create_issue]\nscope = w\napproval = required\napproval_enforced_by = gateway\n"
+	    "policy.1 = deny if branch == main\n"
+	    /* An unconditional line needs no parameters: consentd enforces it (no token goes). */
+	    "[action.gh.list_issues]\nscope = w\napproval = none\npolicy.1 = approve\n"
 	    "[resource.px]\nprovider_issuer = https://gh.example\nprovider_client_id = y\n"
 	    "token_release = never\nbase_url = https://api.gh.example\n"
 	    "[scope.px.w]\n"
 	    "[action.px.create_issue]\nscope = w\napproval = required\n"
+	    "policy.1 = deny if body.title prefix WIP\n"
 	    "[resource.plain]\n[scope.plain.w]\n"
 	    "[action.plain.do]\nscope = w\napproval = required\n", NULL);
-	char *out = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&out, &n);
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(config_warn_gateway_approvals(c, f), 2);
-	fclose(f);
-	ck_assert_str_eq(out,
-	    "warning: [action.gh.create_issue]: approval = required, but [resource.gh] has "
-	    "token_release = gateway: consentd releases the token once per approval, and only the "
-	    "gateway keeps it to this one action (it may already hold the same token from an "
-	    "earlier release); with token_release = never consentd's proxy enforces each approval "
-	    "itself\n"
-	    "warning: [action.gh.close_issue]: approval = required, but [resource.gh] has "
-	    "token_release = gateway: consentd releases the token once per approval, and only the "
-	    "gateway keeps it to this one action (it may already hold the same token from an "
-	    "earlier release); with token_release = never consentd's proxy enforces each approval "
-	    "itself\n");
-	free(out);
+	ck_assert_int_eq(c->actions[0].approval_enforced_by, ENFORCER_GATEWAY);
+	ck_assert_uint_eq(c->actions[0].npolicy, 1);
+	ck_assert_int_eq(c->actions[2].approval_enforced_by, ENFORCER_CONSENTD);
 	config_free(c);
 
-	/* The example configuration: its github create_issue is such an action. */
+	/* The example configuration's github create_issue states it. */
 	char *msgs = NULL;
 	ck_assert_int_eq(load_example("true", &msgs, &c), CS_OK);
 	free(msgs);
-	ck_assert_int_eq(c->consent_default_duration, 86400);
-	out = NULL;
-	f = open_memstream(&out, &n);
-	ck_assert_uint_eq(config_warn_gateway_approvals(c, f), 1);
-	fclose(f);
-	ck_assert_ptr_nonnull(strstr(out, "warning: [action.github.create_issue]: approval = required"));
-	free(out);
+	const struct config_action *ac = config_action(c, "github", "create_issue");
+	ck_assert_ptr_nonnull(ac);
+	ck_assert_int_eq(ac->approval, APPROVAL_REQUIRED);
+	ck_assert_int_eq(ac->approval_enforced_by, ENFORCER_GATEWAY);
+	config_free(c);
+}
+END_TEST
+
+/* Issue #32 item 4: [action.R.A] policy.N lines, parsed at load (a bad line
+ * names its key and what is wrong), kept in order of N; policy.0, policy.100
+ * and policy.01 are unknown keys; a condition on path.NAME of a routed
+ * action names a capture of its route. */
+#define PX_RES "[resource.px]\nprovider_issuer = https://gh.example\nprovider_client_id = y\n" \
+	"token_release = never\nbase_url = https://api.gh.example\n[scope.px.w]\n"
+START_TEST(test_config_policy_lines)
+{
+	struct config *c = expect_ok(MINIMAL PX_RES
+	    "[action.px.push]\nscope = w\nroute = POST /repos/{owner}/{repo}/git/refs\n"
+	    "policy.10 = approve if path.owner == acme\n"
+	    "policy.2 = deny if body.ref == refs/heads/main\n"
+	    "policy.99 = deny if query.force in (\"1\", true)\n", NULL);
+	const struct config_action *ac = &c->actions[0];
+	ck_assert_uint_eq(ac->npolicy, 3);
+	ck_assert_int_eq(ac->policy[0].number, 2);
+	ck_assert_int_eq(ac->policy[0].verdict, POLICY_DENY);
+	ck_assert_int_eq(ac->policy[1].number, 10);
+	ck_assert_int_eq(ac->policy[1].verdict, POLICY_APPROVE);
+	ck_assert_int_eq(ac->policy[2].number, 99);
 	config_free(c);
 
-	c = expect_ok(MINIMAL, NULL);
-	out = NULL;
-	f = open_memstream(&out, &n);
-	ck_assert_uint_eq(config_warn_gateway_approvals(c, f), 0);
-	fclose(f);
-	ck_assert_str_eq(out, "");
-	free(out);
-	config_free(c);
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\npolicy.0 = deny\n", NULL,
+	    "policy.0: unknown key");
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\npolicy.100 = deny\n", NULL,
+	    "policy.100: unknown key");
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\npolicy.01 = deny\n", NULL,
+	    "policy.01: unknown key");
+	expect_error(MINIMAL PX_RES "[agent.a]\npolicy.1 = deny\n", NULL,
+	    "policy.1: unknown key");
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\npolicy.1 = deny\npolicy.1 = approve\n",
+	    NULL, "policy.1: duplicate key (first on line");
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\npolicy.3 = allow if x == 1\n", NULL,
+	    "policy.3: allow if x == 1: a line starts with approve or deny (a line is "
+	    "approve or deny [if PARAM OP VALUE and ...]; OP is == prefix in < <= > >=)");
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\npolicy.1 = deny if n < ten\n", NULL,
+	    "policy.1: n: a numeric bound takes a number");
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\nroute = GET /repos/{owner}/{repo}\n"
+	    "policy.1 = deny if path.branch == main\n", NULL,
+	    "policy.1: path.branch: the route /repos/{owner}/{repo} has no {branch}");
+	/* Only the capture's name counts, not a longer one that starts with it. */
+	expect_error(MINIMAL PX_RES "[action.px.a]\nscope = w\nroute = GET /repos/{owner}/{repo}\n"
+	    "policy.1 = deny if path.own == main\n", NULL, "has no {own}");
 }
 END_TEST
 
@@ -2134,7 +2171,8 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_resource_preset_endpoints);
 	tcase_add_test(t, test_config_resource_api_key);
 	tcase_add_test(t, test_config_resource_api_key_refused);
-	tcase_add_test(t, test_config_warn_gateway_approvals);
+	tcase_add_test(t, test_config_approval_enforced_by);
+	tcase_add_test(t, test_config_policy_lines);
 	tcase_add_test(t, test_config_metrics);
 	suite_add_tcase(s, t);
 	return s;

@@ -548,7 +548,7 @@ START_TEST(test_handlers_person_routes_declare_their_gate)
 		    "%s: a session form's csrf is its required parameter %u", r->pattern,
 		    ROUTE_CSRF_PARAM);
 	}
-	ck_assert_uint_eq(forms, 7);   /* revoke, allow, reconnect, the API key and ending a rule on /me, the two decisions */
+	ck_assert_uint_eq(forms, 8);   /* revoke, allow, reconnect, the API key, ending a rule and a denied action's allow on /me, the two decisions */
 }
 END_TEST
 

@@ -1,0 +1,92 @@
+/* store_approval_block.c -- the SQL for the denied actions /me shows and lifts
+ * (migration 0027's approvals.lifted_at).  Rules live in approval_block.c; it
+ * must never build SQL from input: every value is a bound parameter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_approval_block.h"
+#include "store_priv.h"
+
+#define BLOCK_COLS \
+	"a.id, a.consent_id, u.subject, a.agent, a.resource, a.action, a.parameters, a.digest, " \
+	"a.status, a.user_id, a.decided_at, a.lifted_at FROM approvals a " \
+	"JOIN users u ON u.id = a.user_id "
+
+static const char SQL_BLOCK_LIST[] =
+    "SELECT " BLOCK_COLS "JOIN consents k ON k.id = a.consent_id "
+    "WHERE a.user_id = ?1 AND a.status = 'denied' AND a.decided_at > ?2 AND a.lifted_at = 0 "
+    "AND k.revoked_at = 0 AND k.expires_at > ?3 "
+    "ORDER BY a.decided_at DESC, a.id LIMIT ?4";
+static const char SQL_BLOCK_GET[] = "SELECT " BLOCK_COLS "WHERE a.id = ?1";
+static const char SQL_BLOCK_LIFT[] =
+    "UPDATE approvals SET lifted_at = ?2 WHERE id = ?1 AND status = 'denied' AND lifted_at = 0";
+static const char SQL_BLOCK_LIFTED_AT[] = "SELECT lifted_at FROM approvals WHERE id = ?1";
+
+static enum cs_err read_block(struct store_stmt *st, void *row)
+{
+	struct store_approval_block_row *r = row;
+	enum cs_err e;
+	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
+	    { 0, &r->id, true },
+	    { 1, &r->consent_id, true },
+	    { 2, &r->subject, true },
+	    { 3, &r->agent, true },
+	    { 4, &r->resource, true },
+	    { 5, &r->action, true },
+	    { 6, &r->parameters, true },
+	    { 7, &r->digest, true },
+	    { 8, &r->status, true }))) != CS_OK)
+		return e;
+	r->user_id = store_col_int64(st, 9);
+	r->decided_at = store_col_int64(st, 10);
+	r->lifted_at = store_col_int64(st, 11);
+	return CS_OK;
+}
+
+static const struct store_row_type block_rows =
+    STORE_ROW_BLOCK(struct store_approval_block_row, read_block);
+
+void store_approval_block_row_clear(struct store_approval_block_row *r)
+{
+	store_row_clear(&block_rows, r);
+}
+
+void store_approval_block_rows_free(struct store_approval_block_row *v, size_t n)
+{
+	store_rows_free(&block_rows, v, n);
+}
+
+enum cs_err store_approval_block_list(struct store_conn *c, int64_t user_id, int64_t since,
+    int64_t now, size_t max, struct store_approval_block_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st = store_stmt(c, SQL_BLOCK_LIST);
+	if (st == NULL)
+		return CS_EDB;
+	if (max > 1000)
+		max = 1000;
+	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(since), SV_INT(now),
+	    SV_INT((int64_t)max)))) != CS_OK)
+		return e;
+	void *rows = NULL;
+	if ((e = store_rows(c, st, max, &block_rows, &rows, n)) == CS_OK)
+		*out = rows;
+	return e;
+}
+
+enum cs_err store_approval_block_get(struct store_conn *c, const char *id,
+    struct store_approval_block_row *out)
+{
+	return store_get(c, SQL_BLOCK_GET, STORE_VALS(SV_TEXT(id)), &block_rows, out);
+}
+
+enum cs_err store_approval_block_lift(struct store_conn *c, const char *id, int64_t now,
+    int *changed)
+{
+	return store_run_changed(c, SQL_BLOCK_LIFT, STORE_VALS(SV_TEXT(id), SV_INT(now)), changed);
+}
+
+enum cs_err store_approval_block_lifted_at(struct store_conn *c, const char *id, int64_t *at)
+{
+	return store_get_ints(c, SQL_BLOCK_LIFTED_AT, STORE_VALS(SV_TEXT(id)), at, 1);
+}
