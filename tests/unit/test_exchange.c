@@ -361,7 +361,8 @@ START_TEST(test_exchange_outcome_descriptions)
 	r.outcome = EXCHANGE_BAD_DETAILS;
 	memcpy(r.why, "the details name another action", sizeof "the details name another action");
 	ck_assert_str_eq(exchange_outcome_description(&r), "the details name another action");
-	r.outcome = EXCHANGE_DETAILS_NEEDED;
+	r.outcome = EXCHANGE_DETAILS_NEEDED;   /* its own words unless why says the policy's */
+	r.why[0] = '\0';
 	ck_assert_str_eq(exchange_outcome_description(&r),
 	    "this action needs a person's approval: send authorization_details");
 	ck_assert_str_eq(exchange_action_description(EXCHANGE_ACTION_UNKNOWN),
