@@ -21,6 +21,7 @@ const CONFIG = {
   'action.github.create_issue': {
     description: 'Open an issue', scope: 'issues:write', approval: 'required',
     standing: 'match', standing_max: '28800', standing_fixed: 'repo',
+    approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
   },
 };
 const details = (params) => JSON.stringify([{ type: 'agent_action', action: 'create_issue', parameters: params }]);

@@ -43,7 +43,8 @@ function stackConfig(endpoint, onError) {
   return ({ providerIssuer }) => ({
     consent: { max_pending_per_user: 50 },
     ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
-    'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required' },
+    'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+      approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
     'agent.coder': { allow: `notes:read notes:write ${ALLOW}` },
     authzen: { endpoint, token: TOKEN, timeout_ms: 1000, on_error: onError },
   });

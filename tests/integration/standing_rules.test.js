@@ -28,12 +28,15 @@ const CONFIG = {
   'action.github.create_issue': {
     description: 'Open an issue', scope: 'issues:write', approval: 'required',
     standing: 'match', standing_max: '28800', standing_fixed: 'repo',
+    approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
   },
   'action.github.add_comment': {
     description: 'Comment on an issue', scope: 'issues:write', approval: 'required',
     standing: 'exact', standing_max: '3600',
+    approval_enforced_by: 'gateway',
   },
-  'action.github.close_issue': { description: 'Close an issue', scope: 'issues:write', approval: 'required' },
+  'action.github.close_issue': { description: 'Close an issue', scope: 'issues:write', approval: 'required',
+    approval_enforced_by: 'gateway' },
 };
 
 let v;

@@ -746,7 +746,7 @@ static enum cs_err pinned(const char *host, const char *path, bool (*ok)(const s
 	ck_assert_int_eq(str_fmt(url, sizeof url, "https://%s:%d%s", host, srv_port, path), CS_OK);
 	struct httpc_pinned_get rq = { .url = url, .addrs = addrs, .addr_ok = ok,
 	    .accept = "application/json", .extra_ca_file = srv_ca, .max_body = 4096,
-	    .connect_timeout_ms = 2000, .timeout_ms = 5000, .error = err };
+	    .connect_timeout_ms = 10000, .timeout_ms = 20000, .error = err };   /* generous: make check loads the machine (CI saw 3 time out at 2 s) */
 	return httpc_get_pinned(&rq, r);
 }
 
