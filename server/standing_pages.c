@@ -238,9 +238,12 @@ json_t *standing_pages_admin_rule(const struct config *cfg, json_t *r)
 	enum cs_err e = CS_OK;
 	if (item == NULL)
 		return NULL;
-	/* Why a rule no longer holds: ended (by whom), used up, or expired. */
-	if (ended > 0)
-		e = str_fmt(over, sizeof over, "ended by %s", ended_by != NULL ? ended_by : "?");
+	/* Why a rule no longer holds: ended (by whom: an actor such as
+	 * "admin:<subject>", or the revocation's own words), used up, or expired. */
+	if (ended > 0 && ended_by != NULL && strchr(ended_by, ':') == NULL)
+		e = str_fmt(over, sizeof over, "%s", ended_by);
+	else if (ended > 0)
+		e = str_fmt(over, sizeof over, "ended by %s", str_or(ended_by));
 	else if (json_is_true(json_object_get(r, "used_up")))
 		e = str_fmt(over, sizeof over, "used up");
 	else if (!live)
