@@ -389,7 +389,8 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 		    "offline", json_is_true(json_object_get(k, "offline")),
 		    "can_revoke", int_of(k, "revoked_at") == 0, "revoke_label", label.data,
 		    /* A broken connection says why, in the person's words (health.h). */
-		    "reconnect_why", str_of(k, "reconnect_reason") != NULL ?
+		    /* str_of answers "" for a NULL: ask for the string itself. */
+		    "reconnect_why", json_string_value(json_object_get(k, "reconnect_reason")) != NULL ?
 		    health_reason_person(health_reason_parse(str_of(k, "reconnect_reason"))) : NULL,
 		    /* An enterprise IdP's ID-JAG under the admin's policy (idjag_grant.h). */
 		    /* str_of answers "" for a NULL: ask for the string itself. */

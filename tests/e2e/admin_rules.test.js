@@ -19,9 +19,11 @@ import { pollExchange } from '../lib/gateway.js';
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
 const FAILING = new Set(['serious', 'critical']);
 const CONFIG = {
+  oidc: { scopes: 'openid profile email groups' },   // the admin claim comes in groups
   'action.github.create_issue': {
     description: 'Open an issue', scope: 'issues:write', approval: 'required',
     standing: 'match', standing_max: '28800', standing_fixed: 'repo',
+    approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
   },
 };
 // 70 characters without a space: a line of it is wider than a phone.

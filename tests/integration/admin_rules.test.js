@@ -13,13 +13,16 @@ import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 
 const CONFIG = {
+  oidc: { scopes: 'openid profile email groups' },   // the admin claim comes in groups
   'action.github.create_issue': {
     description: 'Open an issue', scope: 'issues:write', approval: 'required',
     standing: 'match', standing_max: '28800', standing_fixed: 'repo',
+    approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
   },
   'action.github.add_comment': {
     description: 'Comment on an issue', scope: 'issues:write', approval: 'required',
     standing: 'exact', standing_max: '3600',
+    approval_enforced_by: 'gateway',
   },
 };
 
@@ -103,6 +106,9 @@ test('an admin sees a consent\'s rules in words, ends one after a confirmation (
   const page = await openPage('admin', `${v.url}/admin/consents/${k.cid}`);
   assert.equal(page.status, 200, page.html.slice(0, 300));
   assert.match(page.html, /<section class="admin" id="rules">/);
+  // A live connection is not said to be broken (consent_row once asked str_of, which answers "" for none).
+  assert.match(page.html, /<td class="state">live<\/td>/);
+  assert.doesNotMatch(page.html, /reconnect-why/);
   const block = (id) => (new RegExp(`<div class="rule" id="rule-${id}">([\\s\\S]*?)</div>`).exec(page.html) || [])[1] || '';
   const m = block(matchRule);
   assert.match(m, /<strong>Coding assistant<\/strong> may <strong>Open an issue<\/strong> \(<code>create_issue<\/code>\) on <strong>GitHub<\/strong> whenever repo is &quot;acme\/widgets&quot;/);
