@@ -26,8 +26,8 @@ const CONFIG = {
     approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
   },
 };
-// 70 characters without a space: a line of it is wider than a phone.
-const REPO = 'acme-corporation-europe/customer-relationship-management-backend-tools';
+// 70 characters with no place to break a line (no space, hyphen or slash): wider than a phone.
+const REPO = 'acme_corporation_europe_customer_relationship_management_backend_tools';
 const details = (params) => JSON.stringify([{ type: 'agent_action', action: 'create_issue', parameters: params }]);
 
 let v; let b; let k; let ruleId;
