@@ -61,7 +61,9 @@ enum admin_pages_bulk_revoke_param { ADMIN_PAGES_BULK_REVOKE_CSRF, ADMIN_PAGES_B
 enum admin_pages_audit_param { ADMIN_PAGES_AUDIT_ACTION, ADMIN_PAGES_AUDIT_CONSENT,
 	ADMIN_PAGES_AUDIT_SINCE, ADMIN_PAGES_AUDIT_BEFORE, ADMIN_PAGES_AUDIT_AFTER };
 enum admin_pages_audit_verify_param { ADMIN_PAGES_AUDIT_VERIFY_CSRF };
+enum admin_pages_rule_end_param { ADMIN_PAGES_RULE_END_CSRF };
 _Static_assert(ADMIN_PAGES_REVOKE_ONE_CSRF == ROUTE_CSRF_PARAM &&
+    ADMIN_PAGES_RULE_END_CSRF == ROUTE_CSRF_PARAM &&
     ADMIN_PAGES_BULK_REVOKE_CSRF == ROUTE_CSRF_PARAM &&
     ADMIN_PAGES_AUDIT_VERIFY_CSRF == ROUTE_CSRF_PARAM, "a form's csrf is where it is read");
 
@@ -73,6 +75,12 @@ enum cs_err admin_pages_revoke_confirm(const struct http_request *, struct http_
  * reason (not only spaces); without a reason the confirmation comes back with
  * 400 and nothing is revoked. */
 enum cs_err admin_pages_revoke_one(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* GET /admin/rules/{id}/end: a person's standing rule (issue #32) in words,
+ * with the form that ends it while it holds. */
+enum cs_err admin_pages_rule_end_confirm(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
+/* POST: ends it (standing_end, audited as the admin API's end) when the form
+ * carries this session's CSRF token; 303 to its consent's page. */
+enum cs_err admin_pages_rule_end(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_bulk_confirm(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 enum cs_err admin_pages_bulk_revoke(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 /* GET /admin/audit: newest first, a page at a time (?before=, ?after= entry

@@ -121,5 +121,15 @@ enum cs_err standing_end(struct store_conn *c, const char *id, int64_t user_id,
  * created_by, expires_at, max_uses, uses, last_used_at, used_up (bool). */
 enum cs_err standing_list(struct store_conn *c, int64_t user_id, int64_t now,
     json_t **out) CS_MUST_CHECK;
+/* For the admin pages: every rule of consent consent_id, ended, expired and
+ * used up ones too, newest first, at most STANDING_LIST_MAX, as
+ * standing_list's objects with ended_at (0: not ended), ended_by (null: not
+ * ended) and live (bool: not ended, unexpired at now, not used up) besides. */
+enum cs_err standing_list_consent(struct store_conn *c, const char *consent_id, int64_t now,
+    json_t **out) CS_MUST_CHECK;
+/* Rule id as one object of standing_list_consent; CS_ENOENT for an unknown
+ * id.  *out written only on CS_OK. */
+enum cs_err standing_show(struct store_conn *c, const char *id, int64_t now,
+    json_t **out) CS_MUST_CHECK;
 
 #endif

@@ -27,4 +27,15 @@ enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t
 /* POST /me/rules/{id}/end (csrf): ends one of the person's rules; 303 to /me. */
 enum cs_err me_rules_end(const struct http_request *, struct http_reply *) CS_MUST_CHECK;
 
+/* For the admin pages (admin_pages.c): a rule of standing_list_consent or
+ * standing_show in words, as /me's plus made (time), made_by, consent_id,
+ * subject, live, ended (time or null), over (why it no longer holds: "ended
+ * by ...", "used up", "expired"; only when not live) and end_label (the End
+ * button's accessible name).  NULL when out of memory. */
+json_t *standing_pages_admin_rule(const struct config *cfg, json_t *r);
+/* ctx "rules" and "has_rules" for the admin's consent page: every rule of
+ * consent_id, ended ones too, newest first, in words. */
+enum cs_err standing_pages_admin_rules(struct store_conn *c, const struct config *cfg,
+    const char *consent_id, int64_t now, json_t *ctx) CS_MUST_CHECK;
+
 #endif

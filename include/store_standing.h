@@ -62,5 +62,9 @@ enum cs_err store_standing_end_for_consent(struct store_conn *c, const char *con
  * person's (user_id 0, for admins), newest first, at most max. */
 enum cs_err store_standing_list(struct store_conn *c, int64_t user_id, int64_t now, size_t max,
     struct store_standing_row **out, size_t *n) CS_MUST_CHECK;
+/* Every rule of consent consent_id, ended, expired and used up ones too,
+ * newest first, at most max (the admin's consent page). */
+enum cs_err store_standing_list_consent(struct store_conn *c, const char *consent_id,
+    size_t max, struct store_standing_row **out, size_t *n) CS_MUST_CHECK;
 
 #endif

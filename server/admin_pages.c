@@ -1,5 +1,6 @@
 /* admin_pages.c -- the admin's browser pages under /admin: search, one
- * consent's history, revoking one after a confirmation, bulk revocation after
+ * consent's history and standing rules, revoking one or ending a rule after a
+ * confirmation, bulk revocation after
  * a confirmation that says how many, the audit log newest first and the check
  * of its chain.  Thin views over admin.h: no SQL, no transaction, no audit
  * entry of its own (admin.c writes them), and no rule of its own beyond who
@@ -20,6 +21,8 @@
 #include "health.h"
 #include "login.h"
 #include "page_reply.h"
+#include "standing.h"
+#include "standing_pages.h"
 
 #define ADMIN_PAGE_ROWS 50
 /* Audit rows are taller (details, two names a row): 25 keep a page near 2,000 px at 1280 px. */
@@ -386,7 +389,8 @@ static json_t *consent_row(const struct config *cfg, const json_t *k)
 		    "offline", json_is_true(json_object_get(k, "offline")),
 		    "can_revoke", int_of(k, "revoked_at") == 0, "revoke_label", label.data,
 		    /* A broken connection says why, in the person's words (health.h). */
-		    "reconnect_why", str_of(k, "reconnect_reason") != NULL ?
+		    /* str_of answers "" for a NULL: ask for the string itself. */
+		    "reconnect_why", json_string_value(json_object_get(k, "reconnect_reason")) != NULL ?
 		    health_reason_person(health_reason_parse(str_of(k, "reconnect_reason"))) : NULL,
 		    /* An enterprise IdP's ID-JAG under the admin's policy (idjag_grant.h). */
 		    /* str_of answers "" for a NULL: ask for the string itself. */
@@ -599,6 +603,10 @@ enum cs_err admin_pages_consent(const struct http_request *req, struct http_repl
 	    json_object_set(ctx, "events", events) != 0 ||
 	    json_object_set_new(ctx, "has_events", json_boolean(json_array_size(events) > 0)) != 0)
 		goto out;
+	/* The person's standing rules under this consent, ended ones too (issue #32). */
+	if ((e = standing_pages_admin_rules(store_conn(req->app->store), req->app->cfg,
+	    req->captures[0], req->now, ctx)) != CS_OK)
+		goto out;
 	e = admin_render(rep, 200, "admin_consent.html", ctx, s);
 out:
 	json_decref(events);
@@ -698,6 +706,75 @@ enum cs_err admin_pages_revoke_one(const struct http_request *req, struct http_r
 	if (e == CS_OK)
 		e = page_redirect(rep, loc.data);
 out:
+	buf_clear(&loc);
+	return e;
+}
+
+/* --- GET and POST /admin/rules/{id}/end ----------------------------------- */
+
+static enum cs_err no_such_rule(struct http_reply *rep)
+{
+	return refused(rep, 404, "No such rule", "There is no standing rule with this id.", NULL);
+}
+
+/* GET: the rule of the route's {id} in words, and the form that ends it
+ * when it still holds. */
+enum cs_err admin_pages_rule_end_confirm(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	json_t *r = NULL, *ctx = NULL;
+	enum cs_err e;
+
+	if (c == NULL)
+		return CS_EDB;
+	if ((e = standing_show(c, req->captures[0], req->now, &r)) == CS_ENOENT)
+		return no_such_rule(rep);
+	if (e != CS_OK)
+		return e;
+	e = CS_ENOMEM;
+	if ((ctx = standing_pages_admin_rule(req->app->cfg, r)) == NULL ||
+	    json_object_set_new(ctx, "title", json_string("Admin: end a standing rule")) != 0)
+		goto out;
+	e = admin_render(rep, 200, "admin_rule_end.html", ctx, req->auth.session);
+out:
+	json_decref(ctx);
+	json_decref(r);
+	return e;
+}
+
+/* POST (csrf): ends the rule through standing_end, as the admin API does
+ * (audited "standing.ended" by=an admin, the actor "admin:<subject>"), and
+ * goes back to its consent's page.  A rule that no longer held ends nothing
+ * and goes back all the same: the page says why it is over. */
+enum cs_err admin_pages_rule_end(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
+	enum standing_end_outcome o = STANDING_ALREADY_ENDED;
+	json_t *r = NULL;
+	struct buf loc;
+	char *enc = NULL;
+	enum cs_err e;
+
+	buf_init(&loc, 256);
+	if (c == NULL)
+		return CS_EDB;
+	if (!csrf_ok(req, req->auth.session)) {
+		e = csrf_refused(rep);
+		goto out;
+	}
+	e = standing_end(c, req->captures[0], 0, req->auth.actor, req->now, &o);
+	if (e == CS_ENOENT) {
+		e = no_such_rule(rep);
+		goto out;
+	}
+	if (e != CS_OK || (e = standing_show(c, req->captures[0], req->now, &r)) != CS_OK)
+		goto out;
+	if ((e = pct_encode(str_of(r, "consent_id"), &enc)) == CS_OK &&
+	    (e = buf_printf(&loc, "/admin/consents/%s#rules", enc)) == CS_OK)
+		e = page_redirect(rep, loc.data);
+out:
+	free(enc);
+	json_decref(r);
 	buf_clear(&loc);
 	return e;
 }

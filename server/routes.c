@@ -274,6 +274,13 @@ const struct route http_routes[] = {
 		[ADMIN_PAGES_REVOKE_ONE_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
 		[ADMIN_PAGES_REVOKE_ONE_REASON] = { "reason", 200, param_printable, 0 },
 		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
+	/* Ending a person's standing rule (issue #32): a confirmation, then a POST
+	 * with CSRF (admin_pages_rule_end); standing.c ends and audits it. */
+	{ HTTP_GET, "/admin/rules/{id}/end", ROUTE_BROWSER, admin_pages_rule_end_confirm,
+	  { { NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
+	{ HTTP_POST, "/admin/rules/{id}/end", ROUTE_BROWSER, admin_pages_rule_end, {
+		[ADMIN_PAGES_RULE_END_CSRF] = { "csrf", 64, param_token68, PARAM_REQUIRED },
+		{ NULL, 0, NULL, 0 } }, ROUTE_FORM_BODY, ROUTE_AUTH_ADMIN_PAGE, LIMIT_NONE },
 	/* SECURITY: the step-up -- a forced, fresh login before a bulk revocation,
 	 * checked again on the POST: the confirmation may be old. */
 	{ HTTP_GET, "/admin/revoke", ROUTE_BROWSER, admin_pages_bulk_confirm, {

@@ -586,43 +586,94 @@ static void split_match(json_t *details, json_t *fixed, json_t *prefixes)
 	}
 }
 
+/* A stored rule as the list's JSON object (standing.h's standing_list); with
+ * whole, also ended_at, ended_by and live (standing_list_consent's).  NULL
+ * when out of memory. */
+static json_t *rule_object(const struct store_standing_row *r, int64_t now, bool whole)
+{
+	json_t *d = json_loads(r->details, JSON_REJECT_DUPLICATES, NULL);
+	json_t *fixed = json_object(), *prefixes = json_object(), *o;
+	bool used_up = r->max_uses > 0 && r->uses >= r->max_uses;
+	if (json_is_object(d))
+		split_match(d, fixed, prefixes);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:s, s:I, "
+	    "s:I, s:I, s:I, s:b}", "id", r->id, "subject", r->subject, "consent_id",
+	    r->consent_id, "agent", r->agent, "resource", r->resource, "action",
+	    r->action, "kind", r->kind, "details", d != NULL ? d : json_null(),
+	    "fixed", fixed, "prefixes", prefixes, "created_at", (json_int_t)r->created_at,
+	    "created_by", r->created_by, "expires_at", (json_int_t)r->expires_at,
+	    "max_uses", (json_int_t)r->max_uses, "uses", (json_int_t)r->uses,
+	    "last_used_at", (json_int_t)r->last_used_at, "used_up", used_up);
+	if (o != NULL && whole && (json_object_set_new(o, "ended_at",
+	    json_integer((json_int_t)r->ended_at)) != 0 || json_object_set_new(o, "ended_by",
+	    r->ended_by != NULL ? json_string(r->ended_by) : json_null()) != 0 ||
+	    json_object_set_new(o, "live", json_boolean(r->ended_at == 0 && r->expires_at > now &&
+	    !used_up)) != 0)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The rows v[0..n) as a new JSON array of rule_object's into *out. */
+static enum cs_err rule_array(const struct store_standing_row *v, size_t n, int64_t now,
+    bool whole, json_t **out)
+{
+	json_t *list = json_array();
+	if (list == NULL)
+		return CS_ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (json_array_append_new(list, rule_object(&v[i], now, whole)) != 0) {
+			json_decref(list);
+			return CS_ENOMEM;
+		}
+	*out = list;
+	return CS_OK;
+}
+
 enum cs_err standing_list(struct store_conn *c, int64_t user_id, int64_t now, json_t **out)
 {
 	struct store_standing_row *v = NULL;
 	size_t n = 0;
-	json_t *list = NULL;
 	enum cs_err e;
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
 	if ((e = store_standing_list(c, user_id, now, STANDING_LIST_MAX, &v, &n)) != CS_OK)
 		return e;
-	if ((list = json_array()) == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_t *d = json_loads(v[i].details, JSON_REJECT_DUPLICATES, NULL);
-		json_t *fixed = json_object(), *prefixes = json_object(), *o;
-		if (json_is_object(d))
-			split_match(d, fixed, prefixes);
-		o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:s, s:I, "
-		    "s:I, s:I, s:I, s:b}", "id", v[i].id, "subject", v[i].subject, "consent_id",
-		    v[i].consent_id, "agent", v[i].agent, "resource", v[i].resource, "action",
-		    v[i].action, "kind", v[i].kind, "details", d != NULL ? d : json_null(),
-		    "fixed", fixed, "prefixes", prefixes, "created_at", (json_int_t)v[i].created_at,
-		    "created_by", v[i].created_by, "expires_at", (json_int_t)v[i].expires_at,
-		    "max_uses", (json_int_t)v[i].max_uses, "uses", (json_int_t)v[i].uses,
-		    "last_used_at", (json_int_t)v[i].last_used_at,
-		    "used_up", v[i].max_uses > 0 && v[i].uses >= v[i].max_uses);
-		if (o == NULL || json_array_append_new(list, o) != 0) {
-			e = CS_ENOMEM;
-			goto out;
-		}
-	}
-	*out = list;
-	list = NULL;
-out:
-	json_decref(list);
+	e = rule_array(v, n, now, false, out);
 	store_standing_rows_free(v, n);
+	return e;
+}
+
+enum cs_err standing_list_consent(struct store_conn *c, const char *consent_id, int64_t now,
+    json_t **out)
+{
+	struct store_standing_row *v = NULL;
+	size_t n = 0;
+	enum cs_err e;
+	if (c == NULL || consent_id == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_standing_list_consent(c, consent_id, STANDING_LIST_MAX, &v, &n)) != CS_OK)
+		return e;
+	e = rule_array(v, n, now, true, out);
+	store_standing_rows_free(v, n);
+	return e;
+}
+
+enum cs_err standing_show(struct store_conn *c, const char *id, int64_t now, json_t **out)
+{
+	struct store_standing_row r;
+	json_t *o;
+	enum cs_err e;
+	if (c == NULL || id == NULL || out == NULL)
+		return CS_EINVAL;
+	memset(&r, 0, sizeof r);
+	if ((e = store_standing_get(c, id, &r)) != CS_OK)
+		return e;
+	if ((o = rule_object(&r, now, true)) == NULL)
+		e = CS_ENOMEM;
+	else
+		*out = o;
+	store_standing_row_clear(&r);
 	return e;
 }

@@ -1,6 +1,7 @@
 /* standing_pages.c -- the person's standing rules on their pages (issue #32):
  * the approval page's "allow it again" choices, the form's values read into a
- * standing_request, and /me's list of rules with an End button each.  What a
+ * standing_request, /me's list of rules with an End button each, and the same
+ * words for the admin's consent page.  What a
  * rule may be is standing.c's to judge (the configuration's word, never the
  * form's); this file only shows and reads.  It opens no transaction. */
 #include <stdbool.h>
@@ -166,6 +167,40 @@ static char *fixed_words(json_t *fixed, json_t *prefixes)
 	return buf_steal(&b);
 }
 
+static const char *str_or(const char *s)
+{
+	return s != NULL ? s : "";
+}
+
+/* A rule of standing_list (or standing_list_consent) in words: id, agent,
+ * resource, action, action_description, exact, fixed, until, used.  NULL when
+ * out of memory. */
+static json_t *rule_words(const struct config *cfg, json_t *r)
+{
+	const char *res = json_string_value(json_object_get(r, "resource"));
+	const char *action = json_string_value(json_object_get(r, "action"));
+	const struct config_action *act = config_action(cfg, res, action);
+	json_int_t uses = json_integer_value(json_object_get(r, "uses"));
+	json_int_t max = json_integer_value(json_object_get(r, "max_uses"));
+	char *words = fixed_words(json_object_get(r, "fixed"), json_object_get(r, "prefixes"));
+	char used[80];
+	json_t *item = NULL;
+	if (words != NULL && (max > 0 ? str_fmt(used, sizeof used, "used %lld of %lld times",
+	    (long long)uses, (long long)max) : str_fmt(used, sizeof used, "used %lld time%s",
+	    (long long)uses, uses == 1 ? "" : "s")) == CS_OK)
+		item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:o, s:s}",
+		    "id", json_string_value(json_object_get(r, "id")),
+		    "agent", pages_agent_name(cfg, json_string_value(json_object_get(r, "agent"))),
+		    "resource", pages_resource_name(cfg, res), "action", action,
+		    "action_description", act != NULL && act->description ? act->description : action,
+		    "exact", strcmp(json_string_value(json_object_get(r, "kind")), "exact") == 0,
+		    "fixed", words,
+		    "until", pages_time_value(json_integer_value(json_object_get(r, "expires_at"))),
+		    "used", used);
+	free(words);
+	return item;
+}
+
 enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t user_id,
     int64_t now, json_t *ctx)
 {
@@ -177,32 +212,76 @@ enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t
 	if ((e = standing_list(c, user_id, now, &list)) != CS_OK)
 		goto out;
 	json_array_foreach(list, i, r) {
-		const char *res = json_string_value(json_object_get(r, "resource"));
-		const char *action = json_string_value(json_object_get(r, "action"));
-		const struct config_action *act = config_action(cfg, res, action);
-		json_int_t uses = json_integer_value(json_object_get(r, "uses"));
-		json_int_t max = json_integer_value(json_object_get(r, "max_uses"));
-		char *words = fixed_words(json_object_get(r, "fixed"), json_object_get(r, "prefixes"));
-		char used[80];
-		json_t *item;
-		if (words == NULL || (max > 0 ? str_fmt(used, sizeof used, "used %lld of %lld times",
-		    (long long)uses, (long long)max) : str_fmt(used, sizeof used, "used %lld time%s",
-		    (long long)uses, uses == 1 ? "" : "s")) != CS_OK) {
-			free(words);
+		if (json_array_append_new(items, rule_words(cfg, r)) != 0) {
 			e = CS_ENOMEM;
 			goto out;
 		}
-		item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:o, s:s}",
-		    "id", json_string_value(json_object_get(r, "id")),
-		    "agent", pages_agent_name(cfg, json_string_value(json_object_get(r, "agent"))),
-		    "resource", pages_resource_name(cfg, res), "action", action,
-		    "action_description", act != NULL && act->description ? act->description : action,
-		    "exact", strcmp(json_string_value(json_object_get(r, "kind")), "exact") == 0,
-		    "fixed", words,
-		    "until", pages_time_value(json_integer_value(json_object_get(r, "expires_at"))),
-		    "used", used);
-		free(words);
-		if (item == NULL || json_array_append_new(items, item) != 0) {
+	}
+	if (json_object_set(ctx, "rules", items) != 0 ||
+	    json_object_set_new(ctx, "has_rules", json_boolean(json_array_size(items) > 0)) != 0)
+		e = CS_ENOMEM;
+out:
+	json_decref(list);
+	json_decref(items);
+	return e;
+}
+
+/* --- the admin pages ------------------------------------------------------ */
+
+json_t *standing_pages_admin_rule(const struct config *cfg, json_t *r)
+{
+	json_t *item = rule_words(cfg, r);
+	json_int_t ended = json_integer_value(json_object_get(r, "ended_at"));
+	const char *ended_by = json_string_value(json_object_get(r, "ended_by"));
+	bool live = json_is_true(json_object_get(r, "live"));
+	char over[300] = "", label[300];
+	enum cs_err e = CS_OK;
+	if (item == NULL)
+		return NULL;
+	/* Why a rule no longer holds: ended (by whom: an actor such as
+	 * "admin:<subject>", or the revocation's own words), used up, or expired. */
+	if (ended > 0 && ended_by != NULL && strchr(ended_by, ':') == NULL)
+		e = str_fmt(over, sizeof over, "%s", ended_by);
+	else if (ended > 0)
+		e = str_fmt(over, sizeof over, "ended by %s", str_or(ended_by));
+	else if (json_is_true(json_object_get(r, "used_up")))
+		e = str_fmt(over, sizeof over, "used up");
+	else if (!live)
+		e = str_fmt(over, sizeof over, "expired");
+	if (e == CS_OK)
+		e = str_fmt(label, sizeof label, "End the rule of %s: %s",
+		    str_or(json_string_value(json_object_get(item, "agent"))),
+		    str_or(json_string_value(json_object_get(r, "action"))));
+	if (e != CS_OK || json_object_set_new(item, "made",
+	    pages_time_value(json_integer_value(json_object_get(r, "created_at")))) != 0 ||
+	    json_object_set_new(item, "made_by",
+	    json_string(str_or(json_string_value(json_object_get(r, "created_by"))))) != 0 ||
+	    json_object_set_new(item, "consent_id",
+	    json_string(str_or(json_string_value(json_object_get(r, "consent_id"))))) != 0 ||
+	    json_object_set_new(item, "subject",
+	    json_string(str_or(json_string_value(json_object_get(r, "subject"))))) != 0 ||
+	    json_object_set_new(item, "live", json_boolean(live)) != 0 ||
+	    json_object_set_new(item, "ended", ended > 0 ? pages_time_value(ended) : json_null()) != 0 ||
+	    (!live && json_object_set_new(item, "over", json_string(over)) != 0) ||
+	    json_object_set_new(item, "end_label", json_string(label)) != 0) {
+		json_decref(item);
+		return NULL;
+	}
+	return item;
+}
+
+enum cs_err standing_pages_admin_rules(struct store_conn *c, const struct config *cfg,
+    const char *consent_id, int64_t now, json_t *ctx)
+{
+	json_t *list = NULL, *items = json_array(), *r;
+	size_t i;
+	enum cs_err e;
+	if (items == NULL)
+		return CS_ENOMEM;
+	if ((e = standing_list_consent(c, consent_id, now, &list)) != CS_OK)
+		goto out;
+	json_array_foreach(list, i, r) {
+		if (json_array_append_new(items, standing_pages_admin_rule(cfg, r)) != 0) {
 			e = CS_ENOMEM;
 			goto out;
 		}

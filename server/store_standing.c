@@ -56,6 +56,9 @@ static const char SQL_LIST_USER[] =
 static const char SQL_LIST_ALL[] =
     "SELECT " STANDING_COLS "WHERE ?1 = 0 AND r.ended_at = 0 AND r.expires_at > ?2 "
     "ORDER BY r.created_at DESC, r.id LIMIT ?3";
+/* Every rule of one consent, ended or not (the admin's consent page). */
+static const char SQL_LIST_CONSENT[] =
+    "SELECT " STANDING_COLS "WHERE r.consent_id = ?1 ORDER BY r.created_at DESC, r.id LIMIT ?2";
 
 /* --- rows -------------------------------------------------------------- */
 
@@ -213,6 +216,19 @@ enum cs_err store_standing_list(struct store_conn *c, int64_t user_id, int64_t n
 		max = 1000;
 	if ((st = store_query(c, user_id > 0 ? SQL_LIST_USER : SQL_LIST_ALL, STORE_VALS(
 	    SV_INT(user_id), SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
+		return e;
+	return rows_of(c, st, max, out, n);
+}
+
+enum cs_err store_standing_list_consent(struct store_conn *c, const char *consent_id,
+    size_t max, struct store_standing_row **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	if (max > 1000)
+		max = 1000;
+	if ((st = store_query(c, SQL_LIST_CONSENT, STORE_VALS(SV_TEXT(consent_id),
+	    SV_INT((int64_t)max)), &e)) == NULL)
 		return e;
 	return rows_of(c, st, max, out, n);
 }

@@ -596,6 +596,84 @@ START_TEST(test_store_standing_end_and_revocation)
 }
 END_TEST
 
+/* The admin's consent page: every rule of one consent, ended, used-up and
+ * expired ones too, each saying whether it still holds; one rule by id. */
+START_TEST(test_store_standing_list_consent)
+{
+	struct fixture f;
+	char live[CONSENT_ID_LEN + 1], ended[CONSENT_ID_LEN + 1], used[CONSENT_ID_LEN + 1];
+	char other[CONSENT_ID_LEN + 1];
+	enum standing_end_outcome o;
+	json_t *list = NULL, *r = NULL, *x;
+	size_t i;
+	fx_init(&f);
+	make_rule(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, live);
+	make_rule(&f, "k-alice-coder", "close_issue", "{\"n\":1}", STANDING_EXACT, 0, 0, ended);
+	make_rule(&f, "k-alice-coder", "close_issue", "{\"n\":2}", STANDING_EXACT, 1, 0, used);
+	make_rule(&f, "k-alice-butler", "create_issue", REPO_W, STANDING_MATCH, 0, 0, other);
+	ck_assert_int_eq(standing_end(f.c, ended, 0, "admin:root", T0 + 2, &o), CS_OK);
+	ck_assert_int_eq(o, STANDING_ENDED);
+	ck_assert_int_eq(use(&f, used, "k-alice-coder", "close_issue", T0 + 3), APPROVAL_REDEEMED);
+
+	ck_assert_int_eq(standing_list_consent(f.c, "k-alice-coder", T0 + 4, &list), CS_OK);
+	ck_assert_uint_eq(json_array_size(list), 3);
+	json_array_foreach(list, i, x) {
+		const char *id = json_string_value(json_object_get(x, "id"));
+		ck_assert_str_eq(json_string_value(json_object_get(x, "consent_id")), "k-alice-coder");
+		ck_assert_str_eq(json_string_value(json_object_get(x, "subject")), "alice");
+		ck_assert_str_eq(json_string_value(json_object_get(x, "created_by")), "user:alice");
+		ck_assert_str_ne(id, other);
+		if (strcmp(id, live) == 0) {
+			ck_assert(json_is_true(json_object_get(x, "live")));
+			ck_assert_int_eq(json_integer_value(json_object_get(x, "ended_at")), 0);
+			ck_assert(json_is_null(json_object_get(x, "ended_by")));
+			ck_assert_str_eq(json_string_value(json_object_get(json_object_get(x, "fixed"),
+			    "repo")), "acme/w");
+		} else if (strcmp(id, ended) == 0) {
+			ck_assert(json_is_false(json_object_get(x, "live")));
+			ck_assert_int_eq(json_integer_value(json_object_get(x, "ended_at")), T0 + 2);
+			ck_assert_str_eq(json_string_value(json_object_get(x, "ended_by")), "admin:root");
+		} else {
+			ck_assert_str_eq(id, used);
+			ck_assert(json_is_false(json_object_get(x, "live")));
+			ck_assert(json_is_true(json_object_get(x, "used_up")));
+			ck_assert_int_eq(json_integer_value(json_object_get(x, "ended_at")), 0);
+		}
+	}
+	json_decref(list);
+	/* Expired: listed, no longer live. */
+	ck_assert_int_eq(standing_list_consent(f.c, "k-alice-coder", T0 + 3600, &list), CS_OK);
+	ck_assert_uint_eq(json_array_size(list), 3);
+	json_array_foreach(list, i, x)
+		ck_assert(json_is_false(json_object_get(x, "live")));
+	json_decref(list);
+	/* Another consent's list holds its own rule only; an unknown one's is empty. */
+	ck_assert_int_eq(standing_list_consent(f.c, "k-alice-butler", T0 + 4, &list), CS_OK);
+	ck_assert_uint_eq(json_array_size(list), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(list, 0), "id")), other);
+	json_decref(list);
+	ck_assert_int_eq(standing_list_consent(f.c, "no-such-consent", T0 + 4, &list), CS_OK);
+	ck_assert_uint_eq(json_array_size(list), 0);
+	json_decref(list);
+	/* The person's list (and the admin API's) keeps its shape: rules not ended
+	 * (the used-up one, and the butler consent's), no ended_at or live. */
+	ck_assert_int_eq(standing_list(f.c, f.alice, T0 + 4, &list), CS_OK);
+	ck_assert_uint_eq(json_array_size(list), 3);
+	ck_assert_ptr_null(json_object_get(json_array_get(list, 0), "ended_at"));
+	ck_assert_ptr_null(json_object_get(json_array_get(list, 0), "live"));
+	json_decref(list);
+	/* One rule by id. */
+	ck_assert_int_eq(standing_show(f.c, ended, T0 + 4, &r), CS_OK);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "consent_id")), "k-alice-coder");
+	ck_assert(json_is_false(json_object_get(r, "live")));
+	json_decref(r);
+	r = NULL;
+	ck_assert_int_eq(standing_show(f.c, "no-such-rule", T0 + 4, &r), CS_ENOENT);
+	ck_assert_ptr_null(r);
+	fx_clear(&f);
+}
+END_TEST
+
 /* Rows changed behind consentd's back: the indexed columns only find
  * candidates; the details decide, and fail closed. */
 START_TEST(test_store_standing_hostile_rows)
@@ -661,6 +739,7 @@ static Suite *standing_suite(void)
 	tcase_add_test(tc, test_store_standing_match_covers_only_its_calls);
 	tcase_add_test(tc, test_store_standing_exact_and_uses);
 	tcase_add_test(tc, test_store_standing_end_and_revocation);
+	tcase_add_test(tc, test_store_standing_list_consent);
 	tcase_add_test(tc, test_store_standing_hostile_rows);
 	suite_add_tcase(s, tc);
 	return s;
