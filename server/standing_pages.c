@@ -201,18 +201,20 @@ static json_t *rule_words(const struct config *cfg, json_t *r)
 	return item;
 }
 
-enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t user_id,
-    int64_t now, json_t *ctx)
+/* ctx's "rules" (each of list's rules in words, by words) and "has_rules";
+ * takes list. */
+static enum cs_err rules_into(const struct config *cfg, json_t *list,
+    json_t *(*words)(const struct config *, json_t *), json_t *ctx)
 {
-	json_t *list = NULL, *items = json_array(), *r;
+	json_t *items = json_array(), *r;
 	size_t i;
-	enum cs_err e;
-	if (items == NULL)
+	enum cs_err e = CS_OK;
+	if (items == NULL) {
+		json_decref(list);
 		return CS_ENOMEM;
-	if ((e = standing_list(c, user_id, now, &list)) != CS_OK)
-		goto out;
+	}
 	json_array_foreach(list, i, r) {
-		if (json_array_append_new(items, rule_words(cfg, r)) != 0) {
+		if (json_array_append_new(items, words(cfg, r)) != 0) {
 			e = CS_ENOMEM;
 			goto out;
 		}
@@ -224,6 +226,18 @@ out:
 	json_decref(list);
 	json_decref(items);
 	return e;
+}
+
+enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t user_id,
+    int64_t now, json_t *ctx)
+{
+	json_t *list = NULL;
+	enum cs_err e = standing_list(c, user_id, now, &list);
+	if (e != CS_OK) {
+		json_decref(list);
+		return e;
+	}
+	return rules_into(cfg, list, rule_words, ctx);
 }
 
 /* --- the admin pages ------------------------------------------------------ */
@@ -273,26 +287,13 @@ json_t *standing_pages_admin_rule(const struct config *cfg, json_t *r)
 enum cs_err standing_pages_admin_rules(struct store_conn *c, const struct config *cfg,
     const char *consent_id, int64_t now, json_t *ctx)
 {
-	json_t *list = NULL, *items = json_array(), *r;
-	size_t i;
-	enum cs_err e;
-	if (items == NULL)
-		return CS_ENOMEM;
-	if ((e = standing_list_consent(c, consent_id, now, &list)) != CS_OK)
-		goto out;
-	json_array_foreach(list, i, r) {
-		if (json_array_append_new(items, standing_pages_admin_rule(cfg, r)) != 0) {
-			e = CS_ENOMEM;
-			goto out;
-		}
+	json_t *list = NULL;
+	enum cs_err e = standing_list_consent(c, consent_id, now, &list);
+	if (e != CS_OK) {
+		json_decref(list);
+		return e;
 	}
-	if (json_object_set(ctx, "rules", items) != 0 ||
-	    json_object_set_new(ctx, "has_rules", json_boolean(json_array_size(items) > 0)) != 0)
-		e = CS_ENOMEM;
-out:
-	json_decref(list);
-	json_decref(items);
-	return e;
+	return rules_into(cfg, list, standing_pages_admin_rule, ctx);
 }
 
 enum cs_err me_rules_end(const struct http_request *req, struct http_reply *rep)
