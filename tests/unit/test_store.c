@@ -198,7 +198,7 @@ static bool sqlite_temp_file_open(void)
 	ck_assert_ptr_nonnull(d);
 	for (struct dirent *e; !found && (e = readdir(d)) != NULL;) {
 		char path[64], to[512];
-		ck_assert_int_lt(snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name), (int)sizeof path);
+		ck_assert_int_eq(str_fmt(path, sizeof path, "/proc/self/fd/%s", e->d_name), CS_OK);
 		ssize_t n = readlink(path, to, sizeof to - 1);
 		if (n > 0) {
 			to[n] = '\0';
