@@ -9,6 +9,8 @@
 // (bench/bench_mcp.js: [mcp.bench] in front of the upstream without the SDK, alice signed
 // in), and the rounds alternate tools/call through consentd at 32 connections and at 1.
 // Each consentd started is checked to be the binary asked for (/proc/PID/exe).
+// THREADS=a,b (`make bench-ab THREADS=16,4 …`): [server] threads for A and for B (default 0,
+// the default of the build), so one binary can be compared with itself at two thread counts.
 // Bounded: 4 × R × D seconds of wrk plus start-up; stops what it starts.
 import { realpathSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -29,6 +31,11 @@ const { benchConfig, approvedConsent } = await import('./bench.js');
 const { startMcpBench, mcpScript } = MCP ? await import('./bench_mcp.js') : {};
 const { startStack } = await import(join(here, '..', 'tests', 'lib', 'stack.js'));
 const R = Math.max(1, Number(process.env.R || 5));
+const THREADS = (process.env.THREADS || '').split(',').map((t) => Number(t || 0));
+if (THREADS.some((t) => !Number.isInteger(t) || t < 0)) {
+  console.error('THREADS=a,b: two thread counts (0: the default)');
+  process.exit(2);
+}
 const D = Math.max(1, Number(process.env.D || 5));
 
 // SECURITY of the measurement: the process answering is the binary named in its row.
@@ -41,14 +48,16 @@ const stacks = [];
 const w = wrkRunner({ threads: 2, connections: 32, duration: D });
 const rowsOf = MCP ? ['mcp32', 'mcp1'] : ['jwks', 'token'];
 try {
-  for (const bin of bins) {
+  for (const [i, bin] of bins.entries()) {
     process.env.TEST_CONSENTD_BIN = bin;
     if (MCP) {
       const m = await startMcpBench({ sdk: false });
       stacks.push({ bin, m, pid: m.pid, stop: () => m.stop(), rows: { mcp32: [], mcp1: [] } });
     } else {
-      const s = await startStack({ config: await benchConfig() });
-      stacks.push({ bin, s, c: await approvedConsent(s), pid: s.c.proc.pid, stop: () => s.stop(), rows: { jwks: [], token: [] } });
+      const config = await benchConfig();
+      config.server.threads = THREADS[i] || 0;
+      const s = await startStack({ config });
+      stacks.push({ bin: THREADS[i] ? `${bin} (threads = ${THREADS[i]})` : bin, s, c: await approvedConsent(s), pid: s.c.proc.pid, stop: () => s.stop(), rows: { jwks: [], token: [] } });
     }
     sameBinary(stacks[stacks.length - 1].pid, bin);
   }

@@ -980,6 +980,16 @@ static enum cs_err writer_init(struct lite_db *d)
 	enum cs_err e = core_open(d->path, &w->core);
 	if (e != CS_OK)
 		return e;
+	/* The savepoints of a batch keep their sub-journal (the pages to roll a
+	 * caller back to) in memory: on disk it spilled past 64 KiB to a temporary
+	 * file, written, truncated, opened and removed again and again (issue 34:
+	 * 3.6 writes a grant to /var/tmp).  It is never part of what makes a commit
+	 * durable (the WAL is), and it holds at most one caller's pages: the
+	 * outermost savepoint's RELEASE empties it. */
+	if (sqlite3_exec(w->core.db, "PRAGMA temp_store = MEMORY", NULL, NULL, NULL) != SQLITE_OK) {
+		log_msg(LOG_ERROR, "database %s: %s", d->path, sqlite3_errmsg(w->core.db));
+		return CS_EDB;
+	}
 	sqlite3_wal_autocheckpoint(w->core.db, 0);
 	sqlite3_wal_hook(w->core.db, wal_hook, w);
 	if (pthread_create(&w->ckpt_thread, NULL, checkpointer, d) != 0)
