@@ -73,7 +73,8 @@ enum cs_err httpc_request(const struct httpc_request *rq, struct httpc_reply *re
 /* httpc_request with what a call to a configured service needs besides
  * (authzen.c): timeout_ms (> 0) bounds the whole call, connecting included
  * (rq's connect_timeout and timeout are then ignored), and ca_file, when not
- * NULL, names the PEM CAs trusted instead of the system's. */
+ * NULL, names PEM CAs trusted besides the system's (libcurl keeps its CA
+ * directory when CAINFO is set). */
 struct httpc_call_opts {
 	long        timeout_ms;
 	const char *ca_file;

@@ -22,13 +22,16 @@ static enum cs_err waiting_description(const struct approval_answer *a, char *de
 	    "call in %lld s", iv);
 }
 
-/* Who denied, and until when (issue #32): the organisation's policy line,
+/* Who denied, and until when (issue #32): the decision point ([authzen]), the
+ * organisation's policy line,
  * another decider named by decided_by, or the person, whose denial holds for
  * retry_after more seconds (until the person lets it ask again on /me). */
 static enum cs_err denied_description(const struct approval_answer *a, int64_t now, char *desc,
     size_t n)
 {
 	char when[STR_TIME_LEN];
+	if (authzen_denied(a))
+		return str_fmt(desc, n, "%s", AUTHZEN_DENIED_WORDS);
 	if (a->decided_by != NULL && strncmp(a->decided_by, "policy ", 7) == 0)
 		return str_fmt(desc, n, "denied by the organisation's policy (%s): no one is asked, "
 		    "and the same call is denied every time", a->decided_by);
@@ -49,8 +52,6 @@ enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *c
 	enum cs_err e;
 	switch (a->outcome) {
 	case APPROVAL_DENIED:
-		if (authzen_denied(a))
-			return reply_oauth_error(rep, status, "access_denied", AUTHZEN_DENIED_WORDS);
 		if ((e = denied_description(a, now, desc, sizeof desc)) != CS_OK)
 			return e;
 		return reply_oauth_error(rep, status, "access_denied", desc);
