@@ -45,6 +45,7 @@ MIGRATIONS_PG:= $(sort $(wildcard migrations/pg/*.sql))
 TEMPLATES := $(sort $(wildcard templates/*.html templates/*.css templates/*.js templates/*.svg))
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_NAMES:= $(patsubst tests/unit/%.c,%,$(UNIT_SRCS))
+UNIT_HDRS := $(wildcard tests/unit/*.h)
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES:= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRCS))
 
@@ -97,11 +98,11 @@ build/consentd-asan: build/asan/server/main.o build/asan/libconsentd.a
 	$(CC) $(BASE) $(SAN) $^ $(PKG_LIBS) -o $@
 
 # Unit tests: one Check program per module, built twice (release flags, and ASan+UBSan).
-build/rel/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h tests/unit/tu_vault.h tests/unit/tu_events.h build/rel/libconsentd.a
+build/rel/tests/%: tests/unit/%.c $(UNIT_HDRS) build/rel/libconsentd.a
 	@mkdir -p $(@D)
 	@test "$(CHECK_OK)" = yes || { echo "the unit tests need Check (pkg-config check): make deps installs it"; exit 1; }
 	$(CC) $(BASE) $(WARN) $(HARDEN) -Itests/unit $< build/rel/libconsentd.a $(PKG_LIBS) $(CHECK_LIBS) -o $@
-build/asan/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/tu_consent.h tests/unit/tu_vault.h tests/unit/tu_events.h build/asan/libconsentd.a
+build/asan/tests/%: tests/unit/%.c $(UNIT_HDRS) build/asan/libconsentd.a
 	@mkdir -p $(@D)
 	@test "$(CHECK_OK)" = yes || { echo "the unit tests need Check (pkg-config check): make deps installs it"; exit 1; }
 	$(CC) $(BASE) $(WARN) $(SAN) -Itests/unit $< build/asan/libconsentd.a $(PKG_LIBS) $(CHECK_LIBS) -o $@

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <sqlite3.h>
-#include <libpq-fe.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "consent.h"
 #include "embed.h"
 #include "testutil.h"
+#include "tu_store.h"
 #include "store.h"
 #include "store_consent.h"
 #include "store_keys.h"
@@ -31,51 +31,22 @@ struct fixture {
 	char *db;                    /* the SQLite file, or the PostgreSQL URL */
 };
 
-/* The PostgreSQL database the tests run on, or NULL for SQLite. */
-static const char *pg_url;
-
-/* Runs sql on the PostgreSQL database at url as one simple query; the first
- * column of the first row as a malloc'd string (or NULL). */
-static char *pg_query(const char *url, const char *sql)
-{
-	char *res = NULL;
-	PGconn *db = PQconnectdb(url);
-	ck_assert_msg(PQstatus(db) == CONNECTION_OK, "connect: %s", PQerrorMessage(db));
-	PGresult *r = PQexec(db, sql);
-	ExecStatusType t = PQresultStatus(r);
-	ck_assert_msg(t == PGRES_TUPLES_OK || t == PGRES_COMMAND_OK, "%s: %s", sql,
-	    PQresultErrorMessage(r));
-	if (t == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
-		res = strdup(PQgetvalue(r, 0, 0));
-	PQclear(r);
-	PQfinish(db);
-	return res;
-}
-
 /* The text of a test's own query in the engine's dialect. */
 static const char *by_engine(const char *sqlite_sql, const char *pg_sql)
 {
-	return pg_url != NULL ? pg_sql : sqlite_sql;
+	return tu_pg_url != NULL ? pg_sql : sqlite_sql;
 }
 
+/* A fresh database, not opened (tu_store_fresh). */
 static void fx_init(struct fixture *f)
 {
-	f->dir = tu_tmpdir();
-	if (pg_url != NULL) {
-		f->db = strdup(pg_url);
-		ck_assert_ptr_nonnull(f->db);
-		free(pg_query(pg_url, "DROP SCHEMA public CASCADE; CREATE SCHEMA public"));
-		return;
-	}
-	f->db = tu_path(f->dir, "consentd.db");
+	tu_store_fresh(&f->dir, &f->db);
 }
 
-/* store_open on the fixture's database: on PostgreSQL as `consentd migrate`
- * opens it (a node never migrates a shared database by itself). */
+/* store_open on the fixture's database (tu_store_open). */
 static enum cs_err fx_open(const struct fixture *f, struct store **out)
 {
-	const struct store_opts migrate = { .schema = STORE_SCHEMA_MIGRATE };
-	return pg_url != NULL ? store_open_with(f->db, &migrate, out) : store_open(f->db, out);
+	return tu_store_open(f->db, out);
 }
 
 static void fx_clear(struct fixture *f)
@@ -88,8 +59,8 @@ static void fx_clear(struct fixture *f)
  * first row as a malloc'd string (or NULL). */
 static char *raw_query(const char *db, const char *sql)
 {
-	if (pg_url != NULL && strcmp(db, pg_url) == 0)
-		return pg_query(db, sql);
+	if (tu_pg_url != NULL && strcmp(db, tu_pg_url) == 0)
+		return tu_pg_sql(db, sql, true);
 	sqlite3 *h = NULL;
 	sqlite3_stmt *st = NULL;
 	char *res = NULL;
@@ -150,7 +121,7 @@ START_TEST(test_store_migrate_reopen_idempotent)
 	char *n = raw_query(f.db, "SELECT count(*) FROM schema_version");
 	char want[16];
 	int nmig = 0;
-	for (const struct embedded_file *m = pg_url != NULL ? embedded_migrations_pg :
+	for (const struct embedded_file *m = tu_pg_url != NULL ? embedded_migrations_pg :
 	    embedded_migrations; m->name != NULL; m++)
 		nmig++;
 	ck_assert_int_eq(str_fmt(want, sizeof want, "%d", nmig), CS_OK);
@@ -677,7 +648,7 @@ START_TEST(test_store_group_commit_batches_callers)
 	ck_assert_uint_eq(after.transactions - before.transactions, 3);
 	/* SQLite: one COMMIT, one fsync, for the three.  PostgreSQL commits each
 	 * transaction itself (its group commit is the server's own). */
-	ck_assert_uint_eq(after.batches - before.batches, pg_url != NULL ? 3 : 1);
+	ck_assert_uint_eq(after.batches - before.batches, tu_pg_url != NULL ? 3 : 1);
 	char *rows = count_rows(f.db);
 	ck_assert_str_eq(rows, "1,2,3");
 	free(rows);
@@ -911,7 +882,7 @@ START_TEST(test_store_group_commit_concurrent_writers)
 	n = raw_query(f.db, "SELECT count(*) FROM bk WHERE i % 1000 % 7 = 3");
 	ck_assert_str_eq(n, "0");
 	free(n);
-	if (pg_url == NULL) {             /* SQLite's own check of its file */
+	if (tu_pg_url == NULL) {             /* SQLite's own check of its file */
 		n = raw_query(f.db, "PRAGMA integrity_check");
 		ck_assert_str_eq(n, "ok");
 		free(n);
@@ -1013,7 +984,7 @@ START_TEST(test_store_url_check)
 	struct store *s = NULL;
 	struct store_copy_report r;
 	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
-	ck_assert_str_eq(store_engine_name(s), pg_url != NULL ? "postgresql" : "sqlite");
+	ck_assert_str_eq(store_engine_name(s), tu_pg_url != NULL ? "postgresql" : "sqlite");
 	ck_assert_int_eq(store_copy(s, s, &r), CS_EINVAL);
 	/* SQLite: one process, nothing to wait for; PostgreSQL: the key is free. */
 	ck_assert_int_eq(store_flight_begin(store_conn(s), "k"), CS_OK);
@@ -1374,7 +1345,7 @@ END_TEST
 
 static Suite *store_suite(void)
 {
-	Suite *s = suite_create(pg_url != NULL ? "store (postgresql)" : "store (sqlite)");
+	Suite *s = suite_create(tu_pg_url != NULL ? "store (postgresql)" : "store (sqlite)");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_store_migrate_fresh);
 	tcase_add_test(tc, test_store_migrations_one_contract);
@@ -1386,7 +1357,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_user_put_login_or_ensure);
 	tcase_add_test(tc, test_store_tx_rollback);
 	tcase_add_test(tc, test_store_conn_per_thread);
-	if (pg_url == NULL) {
+	if (tu_pg_url == NULL) {
 		/* SQLite only: WAL is the journal mode of its file (PostgreSQL's WAL
 		 * is the server's, no setting of ours); a location is a file path;
 		 * store_backup is its online backup API. */
@@ -1420,7 +1391,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
-	if (pg_url == NULL) {
+	if (tu_pg_url == NULL) {
 		/* SQLite only: store_stop drains the writer queue of the process
 		 * (PostgreSQL's waiters wait for the server's lock: nothing queues
 		 * in the process), and checkpoints copy SQLite's WAL into its file. */
@@ -1433,8 +1404,5 @@ static Suite *store_suite(void)
 
 int main(void)
 {
-	pg_url = getenv("CONSENTD_TEST_DATABASE_URL");
-	if (pg_url != NULL && pg_url[0] == '\0')
-		pg_url = NULL;
-	return tu_run(store_suite());
+	return tu_store_run(store_suite);
 }

@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdint.h>
-#include <libpq-fe.h>
 
 #include "config.h"
 #include "janitor.h"
@@ -18,69 +17,10 @@
 #include "store_authz.h"
 #include "store_user.h"
 #include "testutil.h"
+#include "tu_store.h"
 
 #define T0 1700000000LL              /* "now" of the tests */
 #define GRACE 100                    /* [retention] grace of the janitor test */
-
-struct fixture {
-	char         *dir;
-	char         *db;            /* the SQLite file, or the PostgreSQL URL */
-	struct store *s;
-	struct store_conn *c;
-	int64_t       alice, bob;    /* users.id */
-};
-
-/* The PostgreSQL database the tests run on, or NULL for SQLite. */
-static const char *pg_url;
-
-static void pg_exec(const char *url, const char *sql)
-{
-	PGconn *db = PQconnectdb(url);
-	ck_assert_msg(PQstatus(db) == CONNECTION_OK, "connect: %s", PQerrorMessage(db));
-	PGresult *r = PQexec(db, sql);
-	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
-	    PQresultErrorMessage(r));
-	PQclear(r);
-	PQfinish(db);
-}
-
-static int64_t user(struct store_conn *c, const char *subject)
-{
-	int64_t id = 0;
-	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = "https://idp.example",
-	    .subject = subject, .now = T0 }, &id), CS_OK);
-	ck_assert_int_gt(id, 0);
-	return id;
-}
-
-/* A fresh database (on PostgreSQL as `consentd migrate` opens it) with two
- * people in it. */
-static void fx_init(struct fixture *f)
-{
-	memset(f, 0, sizeof *f);
-	f->dir = tu_tmpdir();
-	if (pg_url != NULL) {
-		f->db = strdup(pg_url);
-		ck_assert_ptr_nonnull(f->db);
-		pg_exec(pg_url, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
-		const struct store_opts migrate = { .schema = STORE_SCHEMA_MIGRATE };
-		ck_assert_int_eq(store_open_with(f->db, &migrate, &f->s), CS_OK);
-	} else {
-		f->db = tu_path(f->dir, "consentd.db");
-		ck_assert_int_eq(store_open(f->db, &f->s), CS_OK);
-	}
-	f->c = store_conn(f->s);
-	ck_assert_ptr_nonnull(f->c);
-	f->alice = user(f->c, "alice");
-	f->bob = user(f->c, "bob");
-}
-
-static void fx_clear(struct fixture *f)
-{
-	store_close(f->s);
-	free(f->db);
-	tu_rmdir(f->dir);
-}
 
 /* A request as /authorize would store it: no person yet. */
 static struct store_authz_request request(const char *id, int64_t expires_at)
@@ -119,9 +59,9 @@ static void hash_of(unsigned char h[STORE_AUTHZ_CODE_HASH_LEN], unsigned char se
  * person is 0 until bound; a duplicate id and a malformed one are refused. */
 START_TEST(test_store_authz_request_round_trip)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_request r;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct store_authz_request in = request("AAAAAAAAAAAAAAAAAAAAAA", T0 + 600);
 	ck_assert_int_eq(store_authz_request_put(f.c, &in), CS_OK);
 	ck_assert_int_eq(store_authz_request_get(f.c, "AAAAAAAAAAAAAAAAAAAAAA", T0, &r), CS_OK);
@@ -158,7 +98,7 @@ START_TEST(test_store_authz_request_round_trip)
 	in.resource = NULL;
 	ck_assert_int_eq(store_authz_request_put(f.c, &in), CS_EINVAL);
 	ck_assert_int_eq(store_authz_request_get(f.c, "CCCCCCCCCCCCCCCCCCCCCC", T0, &r), CS_ENOENT);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -166,9 +106,9 @@ END_TEST
  * included), and *out is left alone then. */
 START_TEST(test_store_authz_request_expiry)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_request r;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct store_authz_request in = request("AAAAAAAAAAAAAAAAAAAAAA", T0 + 600);
 	ck_assert_int_eq(store_authz_request_put(f.c, &in), CS_OK);
 	ck_assert_int_eq(store_authz_request_get(f.c, in.id, T0 + 599, &r), CS_OK);
@@ -178,7 +118,7 @@ START_TEST(test_store_authz_request_expiry)
 	ck_assert_ptr_eq(r.block, (void *)0x5a5a5a5a5a5a5a5aULL);
 	ck_assert_int_eq(store_authz_request_bind(f.c, in.id, f.alice, NULL, T0 + 600), CS_ENOENT);
 	ck_assert_int_eq(store_authz_request_get(f.c, "unknown-id-0123456789a", T0, &r), CS_ENOENT);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -186,9 +126,9 @@ END_TEST
  * request), anyone else is refused and changes nothing. */
 START_TEST(test_store_authz_request_bind_one_person)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_request r;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct store_authz_request in = request("AAAAAAAAAAAAAAAAAAAAAA", T0 + 600);
 	ck_assert_int_eq(store_authz_request_put(f.c, &in), CS_OK);
 	ck_assert_int_eq(store_authz_request_bind(f.c, in.id, f.alice, NULL, T0 + 1), CS_OK);
@@ -209,7 +149,7 @@ START_TEST(test_store_authz_request_bind_one_person)
 	ck_assert_int_eq(store_authz_request_bind(f.c, "unknown-id-0123456789a", f.alice, NULL, T0),
 	    CS_ENOENT);
 	ck_assert_int_eq(store_authz_request_bind(f.c, in.id, 0, NULL, T0), CS_EINVAL);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -218,9 +158,9 @@ END_TEST
  * newest bound to it, only while unexpired, never by another id. */
 START_TEST(test_store_authz_request_by_consent)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_request r;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct store_authz_request in = request("AAAAAAAAAAAAAAAAAAAAAA", T0 + 600);
 	in.dpop_jkt = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I";
 	ck_assert_int_eq(store_authz_request_put(f.c, &in), CS_OK);
@@ -254,22 +194,22 @@ START_TEST(test_store_authz_request_by_consent)
 	ck_assert_str_eq(r.id, "AAAAAAAAAAAAAAAAAAAAAA");
 	store_authz_request_clear(&r);
 	ck_assert_int_eq(store_authz_request_by_consent(f.c, NULL, T0, &r), CS_EINVAL);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
 /* A delete says whether it deleted: of two "done" steps, one issues. */
 START_TEST(test_store_authz_request_delete_once)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_request r;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct store_authz_request in = request("AAAAAAAAAAAAAAAAAAAAAA", T0 + 600);
 	ck_assert_int_eq(store_authz_request_put(f.c, &in), CS_OK);
 	ck_assert_int_eq(store_authz_request_delete(f.c, in.id), CS_OK);
 	ck_assert_int_eq(store_authz_request_delete(f.c, in.id), CS_ENOENT);
 	ck_assert_int_eq(store_authz_request_get(f.c, in.id, T0, &r), CS_ENOENT);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -279,11 +219,11 @@ END_TEST
  * at now; NULL dpop_jkt and family read NULL; bad puts are refused. */
 START_TEST(test_store_authz_code_round_trip)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_code r;
 	enum store_authz_take oc = AUTHZ_TAKE__MAX;
 	unsigned char h[STORE_AUTHZ_CODE_HASH_LEN], h2[STORE_AUTHZ_CODE_HASH_LEN];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	hash_of(h, 1);
 	hash_of(h2, 2);
 	struct store_authz_code in = code("https://client.example/cimd.json", f.alice, T0 + 60);
@@ -322,7 +262,7 @@ START_TEST(test_store_authz_code_round_trip)
 	in = code("c", 0, T0 + 60);
 	ck_assert_int_eq(store_authz_code_put(f.c, h, &in), CS_EINVAL);
 	ck_assert_int_eq(store_authz_code_take(f.c, h, 0, &oc, &r), CS_EINVAL);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -331,11 +271,11 @@ END_TEST
  * even past the code's expiry; the family is recorded once, never replaced. */
 START_TEST(test_store_authz_code_single_use)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_code r;
 	enum store_authz_take oc = AUTHZ_TAKE__MAX;
 	unsigned char h[STORE_AUTHZ_CODE_HASH_LEN], other[STORE_AUTHZ_CODE_HASH_LEN];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	hash_of(h, 1);
 	hash_of(other, 9);
 	struct store_authz_code in = code("client-a", f.alice, T0 + 60);
@@ -361,7 +301,7 @@ START_TEST(test_store_authz_code_single_use)
 	ck_assert_int_eq(oc, AUTHZ_TAKE_REUSED);
 	ck_assert_str_eq(r.family_id, "fam-1");
 	store_authz_code_clear(&r);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -370,11 +310,11 @@ END_TEST
  * for both. */
 START_TEST(test_store_authz_code_expiry_and_unknown)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_code r;
 	enum store_authz_take oc = AUTHZ_TAKE__MAX;
 	unsigned char h[STORE_AUTHZ_CODE_HASH_LEN], never[STORE_AUTHZ_CODE_HASH_LEN];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	hash_of(h, 1);
 	hash_of(never, 200);
 	struct store_authz_code in = code("client-a", f.alice, T0 + 60);
@@ -394,7 +334,7 @@ START_TEST(test_store_authz_code_expiry_and_unknown)
 	ck_assert_int_eq(store_authz_code_take(f.c, h, T0 + 59, &oc, &r), CS_OK);
 	ck_assert_int_eq(oc, AUTHZ_TAKE_OK);
 	store_authz_code_clear(&r);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -403,11 +343,11 @@ END_TEST
  * must compare client_id (store_authz.h). */
 START_TEST(test_store_authz_code_found_by_hash_alone)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_code r;
 	enum store_authz_take oc = AUTHZ_TAKE__MAX;
 	unsigned char ha[STORE_AUTHZ_CODE_HASH_LEN], hb[STORE_AUTHZ_CODE_HASH_LEN];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	hash_of(ha, 1);
 	hash_of(hb, 2);
 	struct store_authz_code a = code("https://a.example/client.json", f.alice, T0 + 60);
@@ -424,7 +364,7 @@ START_TEST(test_store_authz_code_found_by_hash_alone)
 	ck_assert_str_eq(r.client_id, "https://b.example/client.json");
 	ck_assert_int_eq(r.user_id, f.bob);
 	store_authz_code_clear(&r);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -457,11 +397,11 @@ static void *racer_main(void *arg)
 
 START_TEST(test_store_authz_code_race_one_winner)
 {
-	struct fixture f;
+	struct tu_store f;
 	static unsigned char hashes[RACE_CODES][STORE_AUTHZ_CODE_HASH_LEN];
 	static struct racer rs[RACERS];
 	pthread_t th[RACERS];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct store_authz_code in = code("client-a", f.alice, T0 + 60);
 	for (int i = 0; i < RACE_CODES; i++) {
 		hash_of(hashes[i], (unsigned char)(i + 1));
@@ -488,7 +428,7 @@ START_TEST(test_store_authz_code_race_one_winner)
 		ck_assert_msg(won == 1, "code %d taken %d times", i, won);
 		ck_assert_int_eq(reused, RACERS - 1);
 	}
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -524,13 +464,13 @@ static void *late_taker_main(void *arg)
 
 START_TEST(test_store_authz_code_reuse_waits_for_issuance)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_code r;
 	enum store_authz_take oc = AUTHZ_TAKE__MAX;
 	unsigned char h[STORE_AUTHZ_CODE_HASH_LEN];
 	static struct late_taker t;
 	pthread_t th;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	hash_of(h, 1);
 	struct store_authz_code in = code("client-a", f.alice, T0 + 60);
 	ck_assert_int_eq(store_authz_code_put(f.c, h, &in), CS_OK);
@@ -552,7 +492,7 @@ START_TEST(test_store_authz_code_reuse_waits_for_issuance)
 	ck_assert_int_eq(t.e, CS_OK);
 	ck_assert_int_eq(t.oc, AUTHZ_TAKE_REUSED);
 	ck_assert_str_eq(t.family, "fam-tx");
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -560,7 +500,7 @@ END_TEST
  * not; until then a used code stays a reuse, after it the hash is unknown. */
 START_TEST(test_store_authz_janitor_purge)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct store_authz_request q;
 	struct store_authz_code r;
 	struct janitor_stats st;
@@ -568,7 +508,7 @@ START_TEST(test_store_authz_janitor_purge)
 	enum store_authz_take oc = AUTHZ_TAKE__MAX;
 	unsigned char used[STORE_AUTHZ_CODE_HASH_LEN], unused[STORE_AUTHZ_CODE_HASH_LEN],
 	    live[STORE_AUTHZ_CODE_HASH_LEN];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	memset(&cfg, 0, sizeof cfg);
 	cfg.retention_batch_size = 500;
 	cfg.retention_grace = GRACE;
@@ -616,13 +556,13 @@ START_TEST(test_store_authz_janitor_purge)
 	ck_assert_int_eq(janitor_run(f.c, &cfg, T0 + 601 + GRACE, &st), CS_OK);
 	ck_assert_int_eq(st.removed[JANITOR_AUTHZ_REQUESTS], 1);
 	ck_assert_int_eq(store_authz_request_delete(f.c, rq_live.id), CS_ENOENT);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
 static Suite *store_authz_suite(void)
 {
-	Suite *s = suite_create(pg_url != NULL ? "store_authz (postgresql)" : "store_authz (sqlite)");
+	Suite *s = suite_create(tu_pg_url != NULL ? "store_authz (postgresql)" : "store_authz (sqlite)");
 	TCase *tc = tcase_create("requests");
 	tcase_add_test(tc, test_store_authz_request_round_trip);
 	tcase_add_test(tc, test_store_authz_request_expiry);
@@ -645,8 +585,5 @@ static Suite *store_authz_suite(void)
 
 int main(void)
 {
-	pg_url = getenv("CONSENTD_TEST_DATABASE_URL");
-	if (pg_url != NULL && pg_url[0] == '\0')
-		pg_url = NULL;
-	return tu_run(store_authz_suite());
+	return tu_store_run(store_authz_suite);
 }

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <libpq-fe.h>
 
 #include "config.h"
 #include "janitor.h"
@@ -23,67 +22,11 @@
 #include "store_mcp.h"
 #include "store_user.h"
 #include "testutil.h"
+#include "tu_store.h"
 
 #define T0 1700000000LL              /* "now" of the tests */
 #define GRACE 100                    /* [retention] grace of the janitor test */
 #define SID "9f1c2b7e-4d2a-4c1e-9d7b-2a5e8c3f6b10"
-
-struct fixture {
-	char         *dir;
-	char         *db;            /* the SQLite file, or the PostgreSQL URL */
-	struct store *s;
-	struct store_conn *c;
-	int64_t       alice, bob;    /* users.id */
-};
-
-static const char *pg_url;
-
-static void pg_exec(const char *url, const char *sql)
-{
-	PGconn *db = PQconnectdb(url);
-	ck_assert_msg(PQstatus(db) == CONNECTION_OK, "connect: %s", PQerrorMessage(db));
-	PGresult *r = PQexec(db, sql);
-	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
-	    PQresultErrorMessage(r));
-	PQclear(r);
-	PQfinish(db);
-}
-
-static int64_t user(struct store_conn *c, const char *subject)
-{
-	int64_t id = 0;
-	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = "https://idp.example",
-	    .subject = subject, .now = T0 }, &id), CS_OK);
-	ck_assert_int_gt(id, 0);
-	return id;
-}
-
-static void fx_init(struct fixture *f)
-{
-	memset(f, 0, sizeof *f);
-	f->dir = tu_tmpdir();
-	if (pg_url != NULL) {
-		f->db = strdup(pg_url);
-		ck_assert_ptr_nonnull(f->db);
-		pg_exec(pg_url, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
-		const struct store_opts migrate = { .schema = STORE_SCHEMA_MIGRATE };
-		ck_assert_int_eq(store_open_with(f->db, &migrate, &f->s), CS_OK);
-	} else {
-		f->db = tu_path(f->dir, "consentd.db");
-		ck_assert_int_eq(store_open(f->db, &f->s), CS_OK);
-	}
-	f->c = store_conn(f->s);
-	ck_assert_ptr_nonnull(f->c);
-	f->alice = user(f->c, "alice");
-	f->bob = user(f->c, "bob");
-}
-
-static void fx_clear(struct fixture *f)
-{
-	store_close(f->s);
-	free(f->db);
-	tu_rmdir(f->dir);
-}
 
 static struct mcp_who who(const char *endpoint, int64_t uid, const char *client)
 {
@@ -143,11 +86,11 @@ static void take(struct store_conn *c, const struct mcp_who *w, const char *sid,
  * itself is nowhere in the database's files. */
 START_TEST(test_store_mcp_session_round_trip)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	unsigned char h[32];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	ck_assert_int_eq(mcp_session_record(f.c, &a, SID, true, T0, &oc), CS_OK);
 	ck_assert_int_eq(oc, MCP_SESSION_RECORDED);
@@ -164,7 +107,7 @@ START_TEST(test_store_mcp_session_round_trip)
 	ck_assert(!s.url_elicitation);
 	store_close(f.s);
 	f.s = NULL;
-	if (pg_url == NULL) {
+	if (tu_pg_url == NULL) {
 		static const char *const files[] = { "consentd.db", "consentd.db-wal" };
 		for (size_t i = 0; i < 2; i++) {
 			char *p = tu_path(f.dir, files[i]);
@@ -178,8 +121,7 @@ START_TEST(test_store_mcp_session_round_trip)
 			ck_assert_ptr_null(memmem(data, n, SID, strlen(SID)));
 		}
 	}
-	free(f.db);
-	tu_rmdir(f.dir);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -188,10 +130,10 @@ END_TEST
  * nothing over, and ending it as someone else changes nothing. */
 START_TEST(test_store_mcp_session_not_anothers)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	struct mcp_who b = who("tracker", f.bob, "client-a");
 	struct mcp_who a_other_client = who("tracker", f.alice, "client-b");
@@ -212,7 +154,7 @@ START_TEST(test_store_mcp_session_not_anothers)
 	/* The same id on another endpoint is another session. */
 	ck_assert_int_eq(mcp_session_record(f.c, &a_other_endpoint, SID, false, T0 + 2, &oc), CS_OK);
 	ck_assert_int_eq(oc, MCP_SESSION_RECORDED);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -220,11 +162,11 @@ END_TEST
  * find nothing. */
 START_TEST(test_store_mcp_session_bad_ids)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	char longest[MCP_SESSION_ID_MAX + 2];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	memset(longest, 'a', sizeof longest - 1);
 	longest[sizeof longest - 1] = '\0';
@@ -238,7 +180,7 @@ START_TEST(test_store_mcp_session_bad_ids)
 	ck_assert(mcp_session_id_valid(longest));
 	ck_assert_int_eq(mcp_session_record(f.c, &a, longest, true, T0, &oc), CS_OK);
 	ck_assert_int_eq(mcp_session_find(f.c, &a, longest, T0, &s), CS_OK);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -247,11 +189,11 @@ END_TEST
  * be recorded by another person, who inherits none of its elicitations. */
 START_TEST(test_store_mcp_session_idle_expiry)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	char id[MCP_ELICITATION_ID_LEN + 1], got[256];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	struct mcp_who b = who("tracker", f.bob, "client-a");
 	ck_assert_int_eq(mcp_session_record(f.c, &a, SID, true, T0, &oc), CS_OK);
@@ -276,7 +218,7 @@ START_TEST(test_store_mcp_session_idle_expiry)
 	take(f.c, &b, SID, later, got, sizeof got);
 	ck_assert_str_eq(got, "");
 	ck_assert_int_eq(mcp_session_find(f.c, &a, SID, later, &s), CS_ENOENT);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -284,12 +226,12 @@ END_TEST
  * nothing. */
 START_TEST(test_store_mcp_session_end)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	struct store_mcp_elicitation r;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	char id[MCP_ELICITATION_ID_LEN + 1];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	ck_assert_int_eq(mcp_session_record(f.c, &a, SID, true, T0, &oc), CS_OK);
 	ck_assert_int_eq(mcp_session_find(f.c, &a, SID, T0, &s), CS_OK);
@@ -302,7 +244,7 @@ START_TEST(test_store_mcp_session_end)
 	ck_assert_int_eq(mcp_session_find(f.c, &a, SID, T0, &s), CS_ENOENT);
 	ck_assert_int_eq(store_mcp_elicitation_get(f.c, id, &r), CS_ENOENT);
 	ck_assert_int_eq(mcp_session_end(f.c, &a, SID), CS_ENOENT);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -312,12 +254,12 @@ END_TEST
  * once; every column is as recorded. */
 START_TEST(test_store_mcp_elicitation_approval_once)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	struct store_mcp_elicitation r;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	char id[MCP_ELICITATION_ID_LEN + 1], got[256];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	ck_assert_int_eq(mcp_session_record(f.c, &a, SID, true, T0, &oc), CS_OK);
 	ck_assert_int_eq(mcp_session_find(f.c, &a, SID, T0, &s), CS_OK);
@@ -358,7 +300,7 @@ START_TEST(test_store_mcp_elicitation_approval_once)
 	ck_assert_int_eq(r.completed_at, T0 + 6);
 	ck_assert_int_eq(r.notified_at, T0 + 6);
 	store_mcp_elicitation_clear(&r);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -366,11 +308,11 @@ END_TEST
  * an expired elicitation is never taken; bad arguments are refused. */
 START_TEST(test_store_mcp_elicitation_consent_and_expiry)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	char id1[MCP_ELICITATION_ID_LEN + 1], id2[MCP_ELICITATION_ID_LEN + 1], got[256];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	ck_assert_int_eq(mcp_session_record(f.c, &a, SID, true, T0, &oc), CS_OK);
 	ck_assert_int_eq(mcp_session_find(f.c, &a, SID, T0, &s), CS_OK);
@@ -390,7 +332,7 @@ START_TEST(test_store_mcp_elicitation_consent_and_expiry)
 	    CS_EINVAL);
 	ck_assert_int_eq(mcp_elicitation_new(f.c, &a, &s, MCP_ELICIT__MAX, "creq-1", T0 + 600, T0,
 	    id2), CS_EINVAL);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -435,14 +377,14 @@ static void *racer_main(void *arg)
 
 START_TEST(test_store_mcp_elicitation_race_once)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	static char ids[RACE_N][MCP_ELICITATION_ID_LEN + 1];
 	static struct racer rs[RACERS];
 	pthread_t th[RACERS];
 	pthread_barrier_t go;
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	struct mcp_who a = who("tracker", f.alice, "client-a");
 	ck_assert_int_eq(mcp_session_record(f.c, &a, SID, true, T0, &oc), CS_OK);
 	ck_assert_int_eq(mcp_session_find(f.c, &a, SID, T0, &s), CS_OK);
@@ -481,7 +423,7 @@ START_TEST(test_store_mcp_elicitation_race_once)
 		for (size_t j = 0; j < rs[k].n; j++)
 			free(rs[k].ids[j]);
 	}
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -489,14 +431,14 @@ END_TEST
  * and nothing before. */
 START_TEST(test_store_mcp_janitor_purge)
 {
-	struct fixture f;
+	struct tu_store f;
 	struct mcp_session s;
 	struct store_mcp_elicitation r;
 	struct janitor_stats st;
 	struct config cfg;
 	enum mcp_session_outcome oc = MCP_SESSION__MAX;
 	char old[MCP_ELICITATION_ID_LEN + 1], live[MCP_ELICITATION_ID_LEN + 1];
-	fx_init(&f);
+	tu_store_init(&f, T0);
 	memset(&cfg, 0, sizeof cfg);
 	cfg.retention_batch_size = 500;
 	cfg.retention_grace = GRACE;
@@ -526,13 +468,13 @@ START_TEST(test_store_mcp_janitor_purge)
 	ck_assert_int_eq(janitor_run(f.c, &cfg, a_end + GRACE, &st), CS_OK);
 	ck_assert_int_eq(st.removed[JANITOR_MCP_SESSIONS], 1);     /* alice's, not bob's */
 	ck_assert_int_eq(mcp_session_find(f.c, &b, "bob-session", a_end + GRACE, &s), CS_OK);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
 static Suite *store_mcp_suite(void)
 {
-	Suite *s = suite_create(pg_url != NULL ? "store_mcp (postgresql)" : "store_mcp (sqlite)");
+	Suite *s = suite_create(tu_pg_url != NULL ? "store_mcp (postgresql)" : "store_mcp (sqlite)");
 	TCase *tc = tcase_create("sessions");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_store_mcp_session_round_trip);
@@ -553,8 +495,5 @@ static Suite *store_mcp_suite(void)
 
 int main(void)
 {
-	pg_url = getenv("CONSENTD_TEST_DATABASE_URL");
-	if (pg_url != NULL && pg_url[0] == '\0')
-		pg_url = NULL;
-	return tu_run(store_mcp_suite());
+	return tu_store_run(store_mcp_suite);
 }

@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <jansson.h>
 
@@ -30,11 +29,10 @@
 #include "store_user.h"
 #include "testutil.h"
 #include "tu_consent.h"
+#include "tu_store.h"
 
 #define T0 1700000000LL
 #define ACTOR "gateway:agent-gateway"
-
-static const char *pg_url;
 
 /* --- a configuration: tracker's create_issue offers match rules, repo is
  * never left open; close_issue offers exact rules only; list_issues none. --- */
@@ -333,29 +331,11 @@ END_TEST
 
 /* --- the store, both engines ------------------------------------------- */
 
-struct fixture {
-	char *dir, *db;
-	struct store *s;
-	struct store_conn *c;
-	int64_t alice, bob;
-};
-
-static void pg_exec(const char *url, const char *sql)
-{
-	PGconn *db = PQconnectdb(url);
-	ck_assert_msg(PQstatus(db) == CONNECTION_OK, "connect: %s", PQerrorMessage(db));
-	PGresult *r = PQexec(db, sql);
-	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql,
-	    PQresultErrorMessage(r));
-	PQclear(r);
-	PQfinish(db);
-}
-
 /* Runs sql on the fixture's database behind consentd's back (hostile data). */
-static void raw_exec(const struct fixture *f, const char *sql)
+static void raw_exec(const struct tu_store *f, const char *sql)
 {
-	if (pg_url != NULL) {
-		pg_exec(pg_url, sql);
+	if (tu_pg_url != NULL) {
+		tu_pg_exec(tu_pg_url, sql);
 		return;
 	}
 	sqlite3 *h = NULL;
@@ -363,14 +343,6 @@ static void raw_exec(const struct fixture *f, const char *sql)
 	sqlite3_busy_timeout(h, 5000);
 	ck_assert_int_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(h);
-}
-
-static int64_t user(struct store_conn *c, const char *subject)
-{
-	int64_t id = 0;
-	ck_assert_int_eq(store_user_put(c, &(struct store_user){ .issuer = "https://idp.example",
-	    .subject = subject, .now = T0 }, &id), CS_OK);
-	return id;
 }
 
 static void consent_row(struct store_conn *c, const char *id, int64_t uid, const char *agent)
@@ -381,38 +353,20 @@ static void consent_row(struct store_conn *c, const char *id, int64_t uid, const
 	    .expires_at = T0 + 86400 }), CS_OK);
 }
 
-static void fx_init(struct fixture *f)
+/* A fresh store (tu_store.h) with alice's consents to coder and butler and
+ * bob's to coder. */
+static void fx_init(struct tu_store *f)
 {
-	memset(f, 0, sizeof *f);
 	audit_set_key((const unsigned char[32]){ 0 }, "test");
 	config_init();
-	f->dir = tu_tmpdir();
-	if (pg_url != NULL) {
-		f->db = strdup(pg_url);
-		pg_exec(pg_url, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
-		const struct store_opts migrate = { .schema = STORE_SCHEMA_MIGRATE };
-		ck_assert_int_eq(store_open_with(f->db, &migrate, &f->s), CS_OK);
-	} else {
-		f->db = tu_path(f->dir, "consentd.db");
-		ck_assert_int_eq(store_open(f->db, &f->s), CS_OK);
-	}
-	f->c = store_conn(f->s);
-	f->alice = user(f->c, "alice");
-	f->bob = user(f->c, "bob");
+	tu_store_init(f, T0);
 	consent_row(f->c, "k-alice-coder", f->alice, "coder");
 	consent_row(f->c, "k-alice-butler", f->alice, "butler");
 	consent_row(f->c, "k-bob-coder", f->bob, "coder");
 }
 
-static void fx_clear(struct fixture *f)
-{
-	store_close(f->s);
-	free(f->db);
-	tu_rmdir(f->dir);
-}
-
 /* A rule of consent kid (the person's approval ap-<n>) stored as the page does. */
-static void make_rule(struct fixture *f, const char *kid, const char *action, const char *params,
+static void make_rule(struct tu_store *f, const char *kid, const char *action, const char *params,
     enum config_standing kind, int64_t uses, uint64_t bits, char id[CONSENT_ID_LEN + 1])
 {
 	struct consent k;
@@ -436,7 +390,7 @@ static void make_rule(struct fixture *f, const char *kid, const char *action, co
 }
 
 /* approval_check of a call: its outcome, and the rule that decided it ("" none). */
-static enum approval_outcome check(struct fixture *f, const char *kid, const char *action,
+static enum approval_outcome check(struct tu_store *f, const char *kid, const char *action,
     const char *params, int64_t now, char rule[CONSENT_ID_LEN + 1])
 {
 	struct consent k;
@@ -471,7 +425,7 @@ static enum approval_outcome check(struct fixture *f, const char *kid, const cha
 }
 
 /* standing_use in its own transaction, as the release's. */
-static enum approval_redeem_outcome use(struct fixture *f, const char *rule, const char *kid,
+static enum approval_redeem_outcome use(struct tu_store *f, const char *rule, const char *kid,
     const char *action, int64_t now)
 {
 	struct consent k;
@@ -490,7 +444,7 @@ static enum approval_redeem_outcome use(struct fixture *f, const char *rule, con
 
 START_TEST(test_store_standing_match_covers_only_its_calls)
 {
-	struct fixture f;
+	struct tu_store f;
 	char id[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1];
 	fx_init(&f);
 	make_rule(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, id);
@@ -517,13 +471,13 @@ START_TEST(test_store_standing_match_covers_only_its_calls)
 	actions[0].standing = STANDING_EXACT;
 	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
 	    "{\"repo\":\"acme/w\",\"title\":\"third\"}", T0 + 8, got), APPROVAL_NEEDED);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
 START_TEST(test_store_standing_exact_and_uses)
 {
-	struct fixture f;
+	struct tu_store f;
 	char id[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1];
 	fx_init(&f);
 	make_rule(&f, "k-alice-coder", "close_issue", "{\"n\":7}", STANDING_EXACT, 2, 0, id);
@@ -547,13 +501,13 @@ START_TEST(test_store_standing_exact_and_uses)
 	ck_assert_int_eq(use(&f, id2, "k-alice-butler", "close_issue", T0 + 6), APPROVAL_NOT_REDEEMABLE);
 	ck_assert_int_eq(use(&f, id2, "k-alice-coder", "close_issue", T0 + 3600), APPROVAL_NOT_REDEEMABLE);
 	ck_assert_int_eq(use(&f, id2, "k-alice-coder", "close_issue", T0 + 6), APPROVAL_REDEEMED);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
 START_TEST(test_store_standing_end_and_revocation)
 {
-	struct fixture f;
+	struct tu_store f;
 	char id[CONSENT_ID_LEN + 1], id2[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1];
 	enum standing_end_outcome o;
 	json_t *list = NULL;
@@ -592,7 +546,7 @@ START_TEST(test_store_standing_end_and_revocation)
 	ck_assert_int_eq(r.ended_at, T0 + 8);
 	ck_assert_str_eq(r.ended_by, "revoked with its consent");
 	store_standing_row_clear(&r);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -600,7 +554,7 @@ END_TEST
  * expired ones too, each saying whether it still holds; one rule by id. */
 START_TEST(test_store_standing_list_consent)
 {
-	struct fixture f;
+	struct tu_store f;
 	char live[CONSENT_ID_LEN + 1], ended[CONSENT_ID_LEN + 1], used[CONSENT_ID_LEN + 1];
 	char other[CONSENT_ID_LEN + 1];
 	enum standing_end_outcome o;
@@ -670,7 +624,7 @@ START_TEST(test_store_standing_list_consent)
 	r = NULL;
 	ck_assert_int_eq(standing_show(f.c, "no-such-rule", T0 + 4, &r), CS_ENOENT);
 	ck_assert_ptr_null(r);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
@@ -678,7 +632,7 @@ END_TEST
  * candidates; the details decide, and fail closed. */
 START_TEST(test_store_standing_hostile_rows)
 {
-	struct fixture f;
+	struct tu_store f;
 	char id[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1], sql[600];
 	fx_init(&f);
 	make_rule(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, id);
@@ -719,13 +673,13 @@ START_TEST(test_store_standing_hostile_rows)
 	raw_exec(&f, sql);
 	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/x\"}", T0 + 5,
 	    got), APPROVAL_NEEDED);
-	fx_clear(&f);
+	tu_store_clear(&f);
 }
 END_TEST
 
 static Suite *standing_suite(void)
 {
-	Suite *s = suite_create(pg_url != NULL ? "store_standing (postgresql)" :
+	Suite *s = suite_create(tu_pg_url != NULL ? "store_standing (postgresql)" :
 	    "store_standing (sqlite)");
 	TCase *tc = tcase_create("match");
 	tcase_add_test(tc, test_standing_covers_exact);
@@ -747,8 +701,5 @@ static Suite *standing_suite(void)
 
 int main(void)
 {
-	pg_url = getenv("CONSENTD_TEST_DATABASE_URL");
-	if (pg_url != NULL && pg_url[0] == '\0')
-		pg_url = NULL;
-	return tu_run(standing_suite());
+	return tu_store_run(standing_suite);
 }
