@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "config.h"
 #include "testutil.h"
+#include "tu_config.h"
 
 /* --- the answer ------------------------------------------------------------ */
 
@@ -210,48 +211,15 @@ END_TEST
 	"[action.github.merge]\nscope = repo\napproval = required\n" \
 	"[action.github.list]\nscope = repo\n"
 
-static enum cs_err load(const char *text, char *const *env, char **msgs, struct config **out)
-{
-	size_t n = 0;
-	*msgs = NULL;
-	FILE *f = open_memstream(msgs, &n);
-	ck_assert_ptr_nonnull(f);
-	enum cs_err e = config_load_string(text, strlen(text), "x.conf", env, f, out);
-	fclose(f);
-	return e;
-}
-
-static void expect_error(const char *text, char *const *env, const char *want)
-{
-	struct config *c = NULL;
-	char *msgs = NULL;
-	enum cs_err e = load(text, env, &msgs, &c);
-	ck_assert_msg(e == CS_ECONFIG, "expected CS_ECONFIG, got %d; messages:\n%s", e, msgs);
-	ck_assert_msg(strstr(msgs, want) != NULL, "wanted \"%s\" in:\n%s", want, msgs);
-	free(msgs);
-}
-
-static struct config *expect_ok(const char *text, char *const *env, const char *warn)
-{
-	struct config *c = NULL;
-	char *msgs = NULL;
-	enum cs_err e = load(text, env, &msgs, &c);
-	ck_assert_msg(e == CS_OK, "expected CS_OK, got %d; messages:\n%s", e, msgs);
-	if (warn != NULL)
-		ck_assert_msg(strstr(msgs, warn) != NULL, "wanted \"%s\" in:\n%s", warn, msgs);
-	free(msgs);
-	return c;
-}
-
 START_TEST(test_authzen_config_defaults_and_keys)
 {
 	static char *const none[] = { NULL };
-	struct config *c = expect_ok(BASE, none, NULL);
+	struct config *c = tu_config_expect_ok(BASE, none, NULL);
 	ck_assert_ptr_null(c->authzen_endpoint);
 	ck_assert_int_eq(c->authzen_timeout_ms, 2000);
 	ck_assert_int_eq(c->authzen_on_error, AUTHZEN_ON_ERROR_DENY);
 	config_free(c);
-	c = expect_ok(BASE "[authzen]\nendpoint = https://pdp.example/access/v1/evaluation\n"
+	c = tu_config_expect_ok(BASE "[authzen]\nendpoint = https://pdp.example/access/v1/evaluation\n"
 	    "timeout_ms = 500\non_error = ask\nactions = github.merge\n", none, NULL);
 	ck_assert_str_eq(c->authzen_endpoint, "https://pdp.example/access/v1/evaluation");
 	ck_assert_int_eq(c->authzen_timeout_ms, 500);
@@ -261,7 +229,7 @@ START_TEST(test_authzen_config_defaults_and_keys)
 	config_free(c);
 	/* The token from the environment, as every secret may be. */
 	static char *const env[] = { "CONSENTD_AUTHZEN_TOKEN=pdp-token-0123456789abcdef", NULL };
-	c = expect_ok(BASE "[authzen]\nendpoint = http://127.0.0.1:9/e\n", env, NULL);
+	c = tu_config_expect_ok(BASE "[authzen]\nendpoint = http://127.0.0.1:9/e\n", env, NULL);
 	ck_assert_str_eq(c->authzen_token, "pdp-token-0123456789abcdef");
 	config_free(c);
 	/* From a file, one final newline allowed. */
@@ -272,13 +240,13 @@ START_TEST(test_authzen_config_defaults_and_keys)
 	fclose(f);
 	ck_assert_int_eq(str_fmt(text, sizeof text, BASE "[authzen]\nendpoint = "
 	    "https://pdp.example/e\ntoken_file = %s\n", p), CS_OK);
-	c = expect_ok(text, none, NULL);
+	c = tu_config_expect_ok(text, none, NULL);
 	ck_assert_str_eq(c->authzen_token, "file-token-0123456789abcdef");
 	config_free(c);
 	f = fopen(p, "w");
 	fputs("two words here-0123456789\n", f);
 	fclose(f);
-	expect_error(text, none, "must hold one token of 16 to 4096 printable characters");
+	tu_config_expect_error(text, none, "must hold one token of 16 to 4096 printable characters");
 	free(p);
 	tu_rmdir(dir);
 }
@@ -288,42 +256,42 @@ START_TEST(test_authzen_config_refusals)
 {
 	static char *const none[] = { NULL };
 	/* SECURITY: plain http only to loopback, no user information. */
-	expect_error(BASE "[authzen]\nendpoint = http://pdp.example/e\n", none,
+	tu_config_expect_error(BASE "[authzen]\nendpoint = http://pdp.example/e\n", none,
 	    "endpoint: http:// is allowed only for 127.0.0.1, localhost or [::1]");
-	expect_error(BASE "[authzen]\nendpoint = https://u:p@pdp.example/e\n", none,
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://u:p@pdp.example/e\n", none,
 	    "must not contain user information");
-	expect_error(BASE "[authzen]\nendpoint = ftp://pdp.example/e\n", none,
+	tu_config_expect_error(BASE "[authzen]\nendpoint = ftp://pdp.example/e\n", none,
 	    "must be an https:// URL");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e#f\n", none,
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e#f\n", none,
 	    "must not have a fragment");
 	/* Keys that would be ignored without the endpoint. */
-	expect_error(BASE "[authzen]\non_error = ask\n", none,
+	tu_config_expect_error(BASE "[authzen]\non_error = ask\n", none,
 	    "on_error: not used without [authzen] endpoint");
 	static char *const env[] = { "CONSENTD_AUTHZEN_TOKEN=pdp-token-0123456789abcdef", NULL };
-	expect_error(BASE, env, "not used without [authzen] endpoint");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\non_error = allow\n", none,
+	tu_config_expect_error(BASE, env, "not used without [authzen] endpoint");
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\non_error = allow\n", none,
 	    "on_error");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntimeout_ms = 50\n", none,
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntimeout_ms = 50\n", none,
 	    "timeout_ms");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntimeout_ms = 30001\n", none,
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntimeout_ms = 30001\n", none,
 	    "timeout_ms");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntoken = short\n", none,
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntoken = short\n", none,
 	    "token: must be 16 to 4096 printable characters without spaces");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntoken = "
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntoken = "
 	    "pdp-token-0123456789abcdef\ntoken_file = /nonexistent\n", none,
 	    "give token (CONSENTD_AUTHZEN_TOKEN) or token_file, not both");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntoken_file = /nonexistent\n",
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\ntoken_file = /nonexistent\n",
 	    none, "cannot open '/nonexistent'");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nca_file = /nonexistent\n",
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nca_file = /nonexistent\n",
 	    none, "is not a readable PEM file of CA certificates");
 	/* The actions asked must exist and need a person's approval. */
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nactions = github.nope\n",
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nactions = github.nope\n",
 	    none, "'github.nope' names no [action.github.nope] section");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nactions = github.list\n",
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nactions = github.list\n",
 	    none, "'github.list' has approval = none");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nactions = merge\n",
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\nactions = merge\n",
 	    none, "'merge' is not a valid action (RESOURCE.ACTION)");
-	expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\n"
+	tu_config_expect_error(BASE "[authzen]\nendpoint = https://pdp.example/e\n"
 	    "actions = github.merge github.merge\n", none, "'github.merge' is listed twice");
 }
 END_TEST

@@ -12,6 +12,7 @@
 #include "store.h"
 #include "jws_vectors.h"
 #include "testutil.h"
+#include "tu_config.h"
 
 #define MIN_SERVER \
 	"[server]\n" \
@@ -28,40 +29,20 @@
 
 static char *const no_env[] = { NULL };
 
-/* Loads text as "x.conf" with env; *msgs gets everything written to errs. */
+/* tu_config.h's loader under the short names this file's checks use. */
 static enum cs_err load(const char *text, char *const *env, char **msgs, struct config **out)
 {
-	size_t n = 0;
-	*msgs = NULL;
-	FILE *f = open_memstream(msgs, &n);
-	ck_assert_ptr_nonnull(f);
-	enum cs_err e = config_load_string(text, strlen(text), "x.conf", env, f, out);
-	fclose(f);
-	return e;
+	return tu_config_load(text, env, msgs, out);
 }
 
-/* Expects text to fail with a message containing want. */
 static void expect_error(const char *text, char *const *env, const char *want)
 {
-	struct config *c = NULL;
-	char *msgs = NULL;
-	enum cs_err e = load(text, env, &msgs, &c);
-	ck_assert_msg(e == CS_ECONFIG, "expected CS_ECONFIG, got %d; messages:\n%s", e, msgs);
-	ck_assert_ptr_null(c);
-	ck_assert_msg(strstr(msgs, want) != NULL, "wanted \"%s\" in:\n%s", want, msgs);
-	free(msgs);
+	tu_config_expect_error(text, env, want);
 }
 
-/* Expects text to load; returns the config (caller frees). */
 static struct config *expect_ok(const char *text, char *const *env)
 {
-	struct config *c = NULL;
-	char *msgs = NULL;
-	enum cs_err e = load(text, env, &msgs, &c);
-	ck_assert_msg(e == CS_OK, "expected CS_OK, got %d; messages:\n%s", e, msgs);
-	ck_assert_ptr_nonnull(c);
-	free(msgs);
-	return c;
+	return tu_config_expect_ok(text, env, NULL);
 }
 
 /* The example as a file, with CONSENTD_SERVER_DEVELOPMENT set to dev (NULL: unset). */
