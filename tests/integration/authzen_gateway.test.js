@@ -27,6 +27,7 @@ import { vaultSignIn, decodeJwt } from '../lib/mcp.js';
 import { introspect } from '../lib/downstream.js';
 import { startMcpUpstream } from '../lib/mcp-upstream.mjs';
 import { startRecorder } from '../lib/recorder.js';
+import { post2026 } from '../lib/mcpstack.js';
 
 const TOKEN = 'pdp-bearer-tls-0123456789abcdef';
 const CLIENT = 'mcp-test';
@@ -86,23 +87,7 @@ async function signIn(s, user) {
 }
 
 // A 2026-07-28 tools/call by hand (the client declares URL elicitation) -> { status, body, text }.
-async function call26(s, token, tool, args) {
-  const res = await fetch(EP(s), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
-      authorization: `Bearer ${token}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': tool },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: args,
-      _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
-        'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } } } }),
-  });
-  const text = await res.text();
-  let body = null;
-  try { body = JSON.parse(text); } catch {
-    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean);
-    if (data.length) body = JSON.parse(data[data.length - 1]);
-  }
-  return { status: res.status, body, text };
-}
+const call26 = (s, token, tool, args) => post2026(EP(s), token, 'tools/call', { name: tool, arguments: args });
 
 // The official client, signed in as token, asked by the gateway (elicitation) -> pushed to asked.
 async function mcpClient(s, token, asked) {

@@ -7,7 +7,8 @@
 // [mcp.tracker] stands for resource ghproxy (tests/lib/proxystack.js): list_issues (approval
 // none), create_issue (approval required); delete_repo exists upstream and maps to no action.
 // The MCP client is a registered [client.mcp-test]; the person signs in through /authorize
-// (consent page, provider connect) over plain HTTP (tests/lib/mcp.js, vaultstack.js).
+// (consent page, provider connect) over plain HTTP (tests/lib/mcp.js, vaultstack.js); the
+// set-up is tests/lib/mcpstack.js's.
 //
 // Node: the 2.x packages declare node >= 20; on Debian 12's Node 18 they run with
 // globalThis.crypto, which tests/lib/webcrypto.js installs (imported first): never skipped.
@@ -17,54 +18,31 @@ import assert from 'node:assert/strict';
 import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from '@modelcontextprotocol/client';
 import { Client as Client1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as Transport1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
-import { vaultSignIn, decodeJwt } from '../lib/mcp.js';
-import { req, postForm } from '../lib/weblogin.js';
-import { introspect } from '../lib/downstream.js';
-import { startMcpUpstream } from '../lib/mcp-upstream.mjs';
+import { startMcpGateway, decideOverHttp, rpcBody, MCP_CLIENT as CLIENT } from '../lib/mcpstack.js';
 
-const CLIENT = 'mcp-test';
-const REDIRECT = 'http://127.0.0.1:33418/callback';
 process.stderr.write(`# node ${process.version} (globalThis.crypto from tests/lib/webcrypto.js when missing)\n`);
 
+let g;
 let v;
 let up;
 before(async () => {
-  let check = async () => false;
-  up = await startMcpUpstream({ check: (t) => check(t) });
-  v = await startVaultStack({
-    accessTokenTTL: 300,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => ({
+  g = await startMcpGateway({
+    tracker: { upstream_timeout: 2 },
+    config: ({ up: u }) => ({
       // [server] max_body above the gateway's own 1 MiB cap, so that this cap answers.
       server: { max_body: 2 * 1024 * 1024 },
       consent: { max_pending_per_user: 50, deny_cooldown: 600 },
-      ...ghproxyConfig({ providerIssuer, baseUrl: up.url.replace(/\/mcp$/, '') }),
-      'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
-      'mcp.tracker': { resource: 'ghproxy', upstream: up.url, upstream_timeout: 2 },
-      'mcp.other': { resource: 'ghproxy', upstream: up.url },
+      'mcp.other': { resource: 'ghproxy', upstream: u.url },
     }),
   });
-  check = async (token) => {
-    const r = await introspect({ introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-      clientSecret: PROVIDER_SECRETS.rs, token });
-    return r.active === true && r.aud === DOWNSTREAM.resource;
-  };
+  ({ v, up } = g);
 });
-after(async () => {
-  try { await v?.stop(); } finally { await up?.stop(); }
-});
+after(async () => { await g?.stop(); });
 
 const EP = (name = 'tracker') => `${v.url}/mcp/${name}`;
-const signedIn = signedInJars();
 
 // The person signs the client in at consentd (consent page, then the provider) -> token.
-async function signIn(user, { resource = EP(), scope = 'issues:read issues:write' } = {}) {
-  const jar = await signedIn(v.url, user);
-  const t = await vaultSignIn({ v, jar, user, clientId: CLIENT, redirectUri: REDIRECT, resource, scope });
-  return { token: t.access_token, cid: decodeJwt(t.access_token).cid, jar };
-}
+const signIn = (user, { resource = EP(), scope = 'issues:read issues:write' } = {}) => g.signIn(user, { resource, scope });
 
 // A raw JSON-RPC POST to the gateway -> { status, headers, body, text }.
 async function rpc(token, msg, { name = 'tracker', headers = {}, raw } = {}) {
@@ -75,13 +53,7 @@ async function rpc(token, msg, { name = 'tracker', headers = {}, raw } = {}) {
     body: raw ?? JSON.stringify(msg),
   });
   const text = await res.text();
-  let body = null;
-  try { body = JSON.parse(text); } catch { /* SSE or not JSON */ }
-  if (body === null) {
-    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean);
-    if (data.length) body = JSON.parse(data[data.length - 1]);
-  }
-  return { status: res.status, headers: res.headers, body, text };
+  return { status: res.status, headers: res.headers, body: rpcBody(text), text };
 }
 
 const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
@@ -96,14 +68,7 @@ function call26(token, tool, args, { caps = { elicitation: { url: {} } }, state,
 
 // The person opens an approval (or consent) link and decides.
 async function decideApproval(user, uri, decision = 'approve') {
-  const jar = await signedIn(v.url, user);
-  const page = await req(jar, uri);
-  const html = await page.text();
-  assert.equal(page.status, 200, `approval page: ${html.slice(0, 300)}`);
-  const form = postForm(html);
-  const res = await req(jar, uri, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: v.url },
-    body: new URLSearchParams({ csrf: form.fields.csrf, decision }).toString() });
-  assert.equal(res.status, 200, `decision: ${(await res.text()).slice(0, 300)}`);
+  await decideOverHttp({ v, jar: await g.signedIn(v.url, user), uri, decision });
 }
 
 // The entry of call id's answer ("answered" or "upstream_failed"), once the audit queue has

@@ -10,7 +10,7 @@
 // attacker's side: another person's session id (POST, GET, DELETE), a replayed elicitation,
 // a stream flood past the bound per person.
 //
-// Setup as mcp_gateway.test.js: [mcp.tracker] stands for resource ghproxy
+// Setup by tests/lib/mcpstack.js, as mcp_gateway.test.js: [mcp.tracker] stands for resource ghproxy
 // (tests/lib/proxystack.js): list_issues (approval none), create_issue (approval required).
 import '../lib/webcrypto.js';
 import { test, before, after } from 'node:test';
@@ -18,63 +18,33 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitationCompleteNotificationSchema, ToolListChangedNotificationSchema, UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
-import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
-import { vaultSignIn } from '../lib/mcp.js';
-import { req, postForm } from '../lib/weblogin.js';
-import { introspect } from '../lib/downstream.js';
+import { startMcpGateway, decideOverHttp } from '../lib/mcpstack.js';
 import { startMcpUpstream2025 } from '../lib/mcp-upstream-2025.mjs';
 
-const CLIENT = 'mcp-test';
-const REDIRECT = 'http://127.0.0.1:33418/callback';
-
+let g;
 let v;
 let up;
 before(async () => {
-  let check = async () => false;
-  up = await startMcpUpstream2025({ check: (t) => check(t) });
-  v = await startVaultStack({
-    accessTokenTTL: 300,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => ({
-      consent: { max_pending_per_user: 50, deny_cooldown: 600 },
-      ...ghproxyConfig({ providerIssuer, baseUrl: up.url.replace(/\/mcp$/, '') }),
-      'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
-      'mcp.tracker': { resource: 'ghproxy', upstream: up.url, upstream_timeout: 5 },
-    }),
+  g = await startMcpGateway({
+    upstream: startMcpUpstream2025,
+    tracker: { upstream_timeout: 5 },
+    config: () => ({ consent: { max_pending_per_user: 50, deny_cooldown: 600 } }),
   });
-  check = async (token) => {
-    const r = await introspect({ introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-      clientSecret: PROVIDER_SECRETS.rs, token });
-    return r.active === true && r.aud === DOWNSTREAM.resource;
-  };
+  ({ v, up } = g);
 });
-after(async () => {
-  try { await v?.stop(); } finally { await up?.stop(); }
-});
+after(async () => { await g?.stop(); });
 
 const ep = () => `${v.url}/mcp/tracker`;
-const signedIn = signedInJars();
 
 // The person signs the client in at consentd (consent page, then the provider) -> token.
 async function signIn(user) {
-  const jar = await signedIn(v.url, user);
-  const t = await vaultSignIn({ v, jar, user, clientId: CLIENT, redirectUri: REDIRECT, resource: ep(),
-    scope: 'issues:read issues:write' });
-  return { token: t.access_token };
+  const { token } = await g.signIn(user);
+  return { token };
 }
 
 // The person opens the approval link and decides.
 async function decide(user, link, decision = 'approve') {
-  const jar = await signedIn(v.url, user);
-  const uri = link;
-  const page = await req(jar, uri);
-  const html = await page.text();
-  assert.equal(page.status, 200, `approval page: ${html.slice(0, 300)}`);
-  const form = postForm(html);
-  const res = await req(jar, uri, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: v.url },
-    body: new URLSearchParams({ csrf: form.fields.csrf, decision }).toString() });
-  assert.equal(res.status, 200, `decision: ${(await res.text()).slice(0, 300)}`);
+  await decideOverHttp({ v, jar: await g.signedIn(v.url, user), uri: link, decision });
 }
 
 // An SDK client in a session; completed: the elicitationIds its stream announced, in order.

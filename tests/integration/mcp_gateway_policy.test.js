@@ -13,35 +13,26 @@ import '../lib/webcrypto.js';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
-import { authorizeHttp, pkce, tokenPost, vaultSignIn } from '../lib/mcp.js';
+import { authorizeHttp, pkce, tokenPost } from '../lib/mcp.js';
 import { req, postForm } from '../lib/weblogin.js';
-import { introspect } from '../lib/downstream.js';
 import { startMcpUpstream } from '../lib/mcp-upstream.mjs';
+import { startMcpGateway, post2026, MCP_CLIENT as CLIENT, MCP_REDIRECT as REDIRECT } from '../lib/mcpstack.js';
 
-const CLIENT = 'mcp-test';
-const REDIRECT = 'http://127.0.0.1:33418/callback';
 process.stderr.write(`# node ${process.version} (globalThis.crypto from tests/lib/webcrypto.js when missing)\n`);
 
 const API_KEY = `key-${randomBytes(12).toString('hex')}`;
 const refused = new Set();   // provider tokens the upstream answers 401 (revoked early)
+let g;
 let v;
 let up;
 let keyed;         // an upstream that takes only the person's API key, in X-Api-Key
 before(async () => {
-  let check = async () => false;
-  up = await startMcpUpstream({ check: async (t) => !refused.has(t) && check(t) });
   keyed = await startMcpUpstream({ check: async (t) => t === `Token ${API_KEY}`, keyHeader: 'X-Api-Key' });
-  v = await startVaultStack({
-    accessTokenTTL: 300,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => ({
-      ...ghproxyConfig({ providerIssuer, baseUrl: up.url.replace(/\/mcp$/, '') }),
-      'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
-      'mcp.tracker': { resource: 'ghproxy', upstream: up.url },
-      'mcp.open': { resource: 'ghproxy', upstream: up.url, unmapped: 'allow', unmapped_scope: 'issues:write' },
-      'mcp.logged': { resource: 'ghproxy', upstream: up.url, log_arguments: 'true' },
+  g = await startMcpGateway({
+    accept: (t) => !refused.has(t),
+    config: ({ up: u }) => ({
+      'mcp.open': { resource: 'ghproxy', upstream: u.url, unmapped: 'allow', unmapped_scope: 'issues:write' },
+      'mcp.logged': { resource: 'ghproxy', upstream: u.url, log_arguments: 'true' },
       // An API key resource behind the gateway: no base_url, the key the person enters.
       'resource.keyed': { name: 'Keyed tracker', credential: 'api_key', api_key_header: 'X-Api-Key',
         api_key_prefix: '"Token "' },
@@ -50,46 +41,21 @@ before(async () => {
       'mcp.keyed': { resource: 'keyed', upstream: keyed.url },
     }),
   });
-  check = async (token) => {
-    const r = await introspect({ introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-      clientSecret: PROVIDER_SECRETS.rs, token });
-    return r.active === true && r.aud === DOWNSTREAM.resource;
-  };
+  ({ v, up } = g);
 });
 after(async () => {
-  try { await v?.stop(); } finally { await up?.stop(); await keyed?.stop(); }
+  try { await g?.stop(); } finally { await keyed?.stop(); }
 });
 
 const EP = (name) => `${v.url}/mcp/${name}`;
-const signedIn = signedInJars();
+const signedIn = (url, user) => g.signedIn(url, user);
 
 // The person signs the client in for endpoint name with scope -> its access token.
 async function signIn(user, name, scope) {
-  const jar = await signedIn(v.url, user);
-  const t = await vaultSignIn({ v, jar, user, clientId: CLIENT, redirectUri: REDIRECT, resource: EP(name), scope });
-  return t.access_token;
+  return (await g.signIn(user, { resource: EP(name), scope })).token;
 }
 
-const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
-  'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } };
-
-async function rpc(name, token, method, params = {}, headers = {}) {
-  const res = await fetch(EP(name), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
-      authorization: `Bearer ${token}`, 'mcp-protocol-version': '2026-07-28', 'mcp-method': method,
-      ...(params.name ? { 'mcp-name': params.name } : {}), ...headers },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: META } }),
-  });
-  const text = await res.text();
-  let body = null;
-  try { body = JSON.parse(text); } catch {
-    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean);
-    if (data.length) body = JSON.parse(data[data.length - 1]);
-  }
-  return { status: res.status, headers: res.headers, body, text };
-}
+const rpc = (name, token, method, params = {}, headers = {}) => post2026(EP(name), token, method, params, { headers });
 
 // The last decision entry: an answer's entry ("answered", "upstream_failed") follows later,
 // written by the audit queue, and is left out here.

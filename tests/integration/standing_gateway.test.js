@@ -6,70 +6,43 @@
 //
 // [resource.ghproxy] (tests/lib/proxystack.js) with create_issue offering match rules; the
 // proxy's upstream is a recorder (tests/lib/recorder.js), the MCP upstream a real MCP server
-// (tests/lib/mcp-upstream.mjs), whose create_issue takes {title}.
+// (tests/lib/mcp-upstream.mjs), whose create_issue takes {title}; set up by tests/lib/mcpstack.js.
 import '../lib/webcrypto.js';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
 import { startRecorder } from '../lib/recorder.js';
-import { vaultSignIn, decodeJwt } from '../lib/mcp.js';
-import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
-import { introspect } from '../lib/downstream.js';
-import { startMcpUpstream } from '../lib/mcp-upstream.mjs';
+import { startMcpGateway, decideOverHttp, post2026 } from '../lib/mcpstack.js';
 
-const CLIENT = 'mcp-test';
-const REDIRECT = 'http://127.0.0.1:33419/callback';
 const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
 
+let stack;
 let v;
 let rec;
 let up;
 before(async () => {
-  let check = async () => false;
   rec = await startRecorder();
-  up = await startMcpUpstream({ check: (t) => check(t) });
-  v = await startVaultStack({
-    accessTokenTTL: 300,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => {
-      const gh = ghproxyConfig({ providerIssuer, baseUrl: rec.url });
-      gh['action.ghproxy.create_issue'] = { ...gh['action.ghproxy.create_issue'], standing: 'match', standing_max: 3600 };
-      return {
-        consent: { max_pending_per_user: 50 },
-        ...gh,
-        'agent.coder': { allow: 'notes:read notes:write ghproxy:issues:read ghproxy:issues:write' },
-        'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
-        'mcp.tracker': { resource: 'ghproxy', upstream: up.url },
-      };
-    },
+  stack = await startMcpGateway({
+    baseUrl: rec.url,
+    redirect: 'http://127.0.0.1:33419/callback',
+    config: ({ ghproxy: gh }) => ({
+      consent: { max_pending_per_user: 50 },
+      'action.ghproxy.create_issue': { ...gh['action.ghproxy.create_issue'], standing: 'match', standing_max: 3600 },
+      'agent.coder': { allow: 'notes:read notes:write ghproxy:issues:read ghproxy:issues:write' },
+    }),
   });
-  check = async (token) => {
-    const r = await introspect({ introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-      clientSecret: PROVIDER_SECRETS.rs, token });
-    return r.active === true && r.aud === DOWNSTREAM.resource;
-  };
+  ({ v, up } = stack);
 });
 after(async () => {
-  try { await v?.stop(); } finally { await rec?.stop(); await up?.stop(); }
+  try { await stack?.stop(); } finally { await rec?.stop(); }
 });
 
-const signedIn = signedInJars();
+const signedIn = (url, user) => stack.signedIn(url, user);
 
 // The person opens the approval link and approves with a rule (fields: rule, for, uses, kN).
 async function approveWithRule(user, uri, fields) {
-  const jar = await signedIn(v.url, user);
-  const page = await req(jar, uri);
-  const html = await page.text();
-  assert.equal(page.status, 200, html.slice(0, 300));
-  const res = await req(jar, uri, {
-    method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: v.url },
-    body: new URLSearchParams({ csrf: postForm(html).fields.csrf, decision: 'standing', ...fields }).toString(),
-  });
-  const done = await res.text();
-  assert.equal(res.status, 200, done.slice(0, 300));
+  const { html, done } = await decideOverHttp({ v, jar: await signedIn(v.url, user), uri, decision: 'standing', fields });
   assert.match(done, /id="rule-made"/);
   return html;
 }
@@ -129,31 +102,11 @@ test('/proxy: a rule fixing the path lets other bodies in that repository throug
 
 // --- MCP tools/call -------------------------------------------------------------------
 
-const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
-  'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } };
-async function toolCall(token, tool, args, id = 1) {
-  const res = await fetch(`${v.url}/mcp/tracker`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`,
-      'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': tool },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: tool, arguments: args, _meta: META } }),
-  });
-  const text = await res.text();
-  let body = null;
-  try { body = JSON.parse(text); } catch {
-    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean);
-    if (data.length) body = JSON.parse(data[data.length - 1]);
-  }
-  return { status: res.status, body, text };
-}
+const toolCall = (token, tool, args, id = 1) => post2026(`${v.url}/mcp/tracker`, token, 'tools/call',
+  { name: tool, arguments: args }, { id });
 
 test('MCP tools/call: a rule fixing the title lets the call through without asking, at most its use count; another title asks', async () => {
-  const jar = await signedIn(v.url, 'bob');
-  const t = await vaultSignIn({ v, jar, user: 'bob', clientId: CLIENT, redirectUri: REDIRECT, resource: `${v.url}/mcp/tracker`,
-    scope: 'issues:read issues:write' });
-  const token = t.access_token;
-  const cid = decodeJwt(token).cid;
+  const { token, cid } = await stack.signIn('bob');
   up.clear();
   const first = await toolCall(token, 'create_issue', { title: 'Bug A', note: 'one' });
   assert.equal(first.body?.result?.resultType, 'input_required', first.text);
