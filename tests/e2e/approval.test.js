@@ -18,8 +18,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import canonicalize from 'canonicalize';
 import { startVaultStack } from '../lib/vaultstack.js';
-import { launchBrowser, idpSignIn } from '../lib/browser.js';
-import { pollExchange } from '../lib/gateway.js';
+import { launchBrowser, connectInBrowser } from '../lib/browser.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
@@ -96,16 +95,7 @@ let page; let grant; let cid; let firstApproval; let releasedToken;
 test('browser: connect a consent with issues:write, then a grant', async () => {
   page = await b.newPage();
   const ask = { subjectToken: await v.idToken('alice'), audience: 'github', scope: 'issues:read issues:write', agentId: 'coder' };
-  const first = await v.gw.exchange(ask);
-  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
-  await page.goto(first.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Coding assistant asks for your permission');
-  await Promise.all([page.waitForURL((u) => u.href.startsWith(v.ds.issuer)), page.click('button[value=approve]')]);
-  await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Permission given');
-  const g = await pollExchange(v.gw, ask);
-  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const g = await connectInBrowser(page, { v, ask });
   assert.deepEqual(words(g.body.scope), ['issues:read', 'issues:write']);
   grant = g.body.access_token;
   ({ cid } = (await v.gw.verify(grant)).payload);

@@ -7,7 +7,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startStack } from '../lib/stack.js';
-import { launchBrowser } from '../lib/browser.js';
+import { launchBrowser, watchTraffic } from '../lib/browser.js';
 import { openLoginCookie } from '../lib/logincookie.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
@@ -19,16 +19,7 @@ const JWT = /eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+/;
 
 test('a person signs in with Chromium and no token, code or verifier leaks to the browser', async () => {
   const page = await b.newPage();
-  const urls = [];
-  const bodies = [];
-  page.on('request', (r) => urls.push(r.url()));
-  page.on('response', async (r) => {
-    const ct = r.headers()['content-type'] || '';
-    if (r.status() >= 300 && r.status() < 400) return;
-    if (/html|json|text|javascript/.test(ct)) {
-      try { bodies.push({ url: r.url(), text: await r.text() }); } catch { /* navigated away */ }
-    }
-  });
+  const { urls, bodies } = watchTraffic(page);
 
   await page.goto(`${s.url}/me`);
   // Now at the IdP's login form: the login state (with its verifier) is in the

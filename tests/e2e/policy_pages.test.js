@@ -17,7 +17,7 @@ import AxeBuilder from '@axe-core/playwright';
 import { startVaultStack, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
-import { launchBrowser, idpSignIn } from '../lib/browser.js';
+import { launchBrowser, openConsent, approveAtProvider } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
@@ -84,12 +84,8 @@ test('browser: alice connects ghproxy; the gateway gets a grant', async () => {
   const ask = { subjectToken: await v.idToken('alice'), audience: 'ghproxy', scope: 'issues:read issues:write', agentId: 'coder' };
   const q = await v.gw.exchange(ask);
   assert.equal(q.body?.error, 'consent_required', q.text);
-  await page.goto(q.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Coding assistant asks for your permission');
-  await Promise.all([page.waitForURL((u) => u.href.startsWith(v.ds.issuer)), page.click('button[value=approve]')]);
-  await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Permission given');
+  await openConsent(page, { v, uri: q.body.consent_uri });
+  await approveAtProvider(page, { v });
   await checkPage('consent done page');
   assert.match(await page.textContent('#given-until'), /Until .* it may:/);
   assert.deepEqual(await page.$$eval('#given li', (els) => els.map((e) => e.textContent)),

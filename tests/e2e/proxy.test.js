@@ -28,7 +28,7 @@ import canonicalize from 'canonicalize';
 import { startVaultStack, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
 import { startRecorder } from '../lib/recorder.js';
 import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
-import { launchBrowser, idpSignIn } from '../lib/browser.js';
+import { launchBrowser, idpSignIn, openConsent } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
@@ -201,9 +201,7 @@ test('browser: alice signs in, consents to ghproxy and connects the provider; th
   const ask = { subjectToken: await v.idToken('alice'), audience: 'ghproxy', scope: 'issues:read issues:write', agentId: 'coder' };
   const q = keep(await v.gw.exchange(ask));
   assert.equal(q.body?.error, 'consent_required', q.text);
-  await page.goto(q.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Coding assistant asks for your permission');
+  await openConsent(page, { v, uri: q.body.consent_uri });
   assert.match(await page.textContent('section'), /GitHub via proxy/);
   await Promise.all([page.waitForURL((u) => u.href.startsWith(v.ds.issuer)), page.click('button[value=approve]')]);
   const authz = browserUrls.find((u) => u.startsWith(v.dsMeta.authorization_endpoint));

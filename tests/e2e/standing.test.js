@@ -12,8 +12,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import AxeBuilder from '@axe-core/playwright';
 import { startVaultStack } from '../lib/vaultstack.js';
-import { launchBrowser, idpSignIn } from '../lib/browser.js';
-import { pollExchange } from '../lib/gateway.js';
+import { launchBrowser, connectInBrowser } from '../lib/browser.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
 const FAILING = new Set(['serious', 'critical']);
@@ -52,16 +51,7 @@ const release = (grant, params) => v.release(grant, 'create_issue', { authorizat
 
 test('the approval page\'s rule, the gateway\'s calls it covers, /me\'s list and End, at 375 px with axe', async () => {
   const ask = { subjectToken: await v.idToken('alice'), audience: 'github', scope: 'issues:read issues:write', agentId: 'coder' };
-  const first = await v.gw.exchange(ask);
-  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
-  await page.goto(first.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Coding assistant asks for your permission');
-  await Promise.all([page.waitForURL((u) => u.href.startsWith(v.ds.issuer)), page.click('button[value=approve]')]);
-  await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Permission given');
-  const g = await pollExchange(v.gw, ask);
-  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const g = await connectInBrowser(page, { v, ask });
   const grant = g.body.access_token;
 
   const params = { repo: 'acme/widgets', title: 'First', labels: ['bug'] };

@@ -17,7 +17,7 @@ import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startVaultStack, OriginJar } from '../lib/vaultstack.js';
-import { launchBrowser, idpSignIn, revokeInBrowser } from '../lib/browser.js';
+import { launchBrowser, idpSignIn, revokeInBrowser, openConsent, watchTraffic } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 import { testDb } from '../lib/consentd.js';
 
@@ -69,16 +69,7 @@ async function grantFor({ user, agent, scope, jar }) {
 
 test('browser: connect, release, the API accepts, refresh after expiry, revoke; nothing leaks to the browser', async () => {
   const page = await b.newPage();
-  const urls = [];
-  const bodies = [];
-  page.on('request', (r) => urls.push(r.url()));
-  page.on('response', async (r) => {
-    const ct = r.headers()['content-type'] || '';
-    if (r.status() >= 300 && r.status() < 400) return;
-    if (/html|json|text|javascript/.test(ct)) {
-      try { bodies.push({ url: r.url(), text: await r.text() }); } catch { /* navigated away */ }
-    }
-  });
+  const { urls, bodies } = watchTraffic(page);
 
   const subjectToken = await v.idToken('alice');
   const ask = { subjectToken, audience: 'github', scope: 'issues:read', agentId: 'coder', reason: 'to triage your issues' };
@@ -87,9 +78,7 @@ test('browser: connect, release, the API accepts, refresh after expiry, revoke; 
   assert.equal(first.body.error, 'consent_required', JSON.stringify(first.body));
 
   // Sign in to consentd at the login IdP, then approve.
-  await page.goto(first.body.consent_uri);
-  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user: 'alice', backTo: v.url });
-  await page.waitForSelector('text=Coding assistant asks for your permission');
+  await openConsent(page, { v, uri: first.body.consent_uri });
   await Promise.all([
     page.waitForURL((u) => u.href.startsWith(v.ds.issuer)),
     page.click('button[value=approve]'),

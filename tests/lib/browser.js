@@ -8,13 +8,19 @@
 //   await b.close() // closes Chromium and removes the profile
 //   await idpSignIn(page, { user, backTo })        // the development IdP's sign-in form
 //   await revokeInBrowser(page, { url, cid })      // /me's "Revoke…", then its confirmation
+//   await openConsent(page, { v, uri, user })       // a consent link, signed in: the consent page
+//   await approveAtProvider(page, { v, user })      // "Allow", the provider's sign-in: "Permission given"
+//   await connectInBrowser(page, { v, ask, user })  // the gateway asks, the person connects: the grant
+//   const seen = watchTraffic(page)                 // seen.urls, seen.bodies: what the browser got
 //
 // Flags: --no-sandbox --disable-gpu --disable-quic --disable-background-networking
 // --disable-component-update --disable-sync --no-first-run, plus a fresh --user-data-dir
 // (passed by launchPersistentContext). CHROMIUM_PATH overrides the executable.
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pollExchange } from './gateway.js';
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 
@@ -87,4 +93,50 @@ export async function revokeInBrowser(page, { url, cid }) {
     page.click('button:has-text("Revoke access")'),
   ]);
   return page.textContent('main');
+}
+
+// A consent link (uri) opened as user on the vault stack v (tests/lib/vaultstack.js): signed in
+// at the login IdP when consentd asks, then on the consent page ("Coding assistant asks for
+// your permission").
+export async function openConsent(page, { v, uri, user = 'alice' }) {
+  await page.goto(uri);
+  if (page.url().startsWith(v.idp.issuer)) await idpSignIn(page, { user, backTo: v.url });
+  await page.waitForSelector('text=Coding assistant asks for your permission');
+}
+
+// On the consent page of a provider's resource: "Allow" leads to the downstream provider, whose
+// sign-in as user leads back to consentd's "Permission given".
+export async function approveAtProvider(page, { v, user = 'alice' }) {
+  await Promise.all([page.waitForURL((u) => u.href.startsWith(v.ds.issuer)), page.click('button[value=approve]')]);
+  await idpSignIn(page, { user, backTo: v.url });
+  await page.waitForSelector('text=Permission given');
+}
+
+// The gateway's exchange ask (v.gw.exchange's arguments) answers consent_required; the person
+// connects in the browser (openConsent, approveAtProvider); the exchange polled again answers
+// 200 -> that answer ({ status, body }).
+export async function connectInBrowser(page, { v, ask, user = 'alice' }) {
+  const first = await v.gw.exchange(ask);
+  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
+  await openConsent(page, { v, uri: first.body.consent_uri, user });
+  await approveAtProvider(page, { v, user });
+  const g = await pollExchange(v.gw, ask);
+  assert.equal(g.status, 200, JSON.stringify(g.body));
+  return g;
+}
+
+// Records what the browser on page asks for and gets, to look for leaks: seen.urls, every
+// request's URL; seen.bodies, { url, text } of every answer that is not a redirect and is
+// HTML, JSON, text or JavaScript.
+export function watchTraffic(page) {
+  const seen = { urls: [], bodies: [] };
+  page.on('request', (r) => seen.urls.push(r.url()));
+  page.on('response', async (r) => {
+    const ct = r.headers()['content-type'] || '';
+    if (r.status() >= 300 && r.status() < 400) return;
+    if (/html|json|text|javascript/.test(ct)) {
+      try { seen.bodies.push({ url: r.url(), text: await r.text() }); } catch { /* navigated away */ }
+    }
+  });
+  return seen;
 }
