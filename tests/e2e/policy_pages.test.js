@@ -14,9 +14,7 @@ import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import AxeBuilder from '@axe-core/playwright';
-import { startVaultStack, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { startRecorder } from '../lib/recorder.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
+import { startProxyStack } from '../lib/proxystack.js';
 import { launchBrowser, openConsent, approveAtProvider } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
@@ -24,30 +22,21 @@ import { basicAuth } from '../lib/idplogin.js';
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
 const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
 
-let v; let b; let rec; let page; let grant;
+let stack; let v; let b; let rec; let page; let grant;
 before(async () => {
-  rec = await startRecorder();
-  v = await startVaultStack({
-    accessTokenTTL: 60,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => ({
-      ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
+  stack = await startProxyStack({
+    config: () => ({
       'agent.coder': { allow: 'notes:read notes:write ghproxy:issues:read ghproxy:issues:write' },
     }),
   });
-  rec.introspectWith({
-    introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-    clientSecret: PROVIDER_SECRETS.rs, audience: DOWNSTREAM.resource,
-  });
+  ({ v, rec } = stack);
   b = await launchBrowser();
   page = await b.newPage();
   await page.setViewportSize({ width: 375, height: 812 });
   mkdirSync(shots, { recursive: true });
 });
 after(async () => {
-  try { await b?.close(); } finally {
-    try { await v?.stop(); } finally { await rec?.stop(); }
-  }
+  try { await b?.close(); } finally { await stack?.stop(); }
 });
 
 async function createIssue(title) {

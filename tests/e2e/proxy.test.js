@@ -25,9 +25,7 @@ import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import canonicalize from 'canonicalize';
-import { startVaultStack, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { startRecorder } from '../lib/recorder.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
+import { startProxyStack } from '../lib/proxystack.js';
 import { launchBrowser, idpSignIn, openConsent } from '../lib/browser.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
@@ -58,29 +56,20 @@ const PARAMS = {
   body: BODY,
 };
 
-let v; let b; let rec;
+let stack; let v; let b; let rec;
 before(async () => {
-  rec = await startRecorder();
-  v = await startVaultStack({
-    accessTokenTTL: 60,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => ({
-      ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
+  stack = await startProxyStack({
+    config: () => ({
       'agent.coder': { allow: 'notes:read notes:write wiki:read github:issues:read github:issues:write '
         + 'ghproxy:issues:read ghproxy:issues:write' },
     }),
   });
-  rec.introspectWith({
-    introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-    clientSecret: PROVIDER_SECRETS.rs, audience: DOWNSTREAM.resource,
-  });
+  ({ v, rec } = stack);
   b = await launchBrowser();
   mkdirSync(shots, { recursive: true });
 });
 after(async () => {
-  try { await b?.close(); } finally {
-    try { await v?.stop(); } finally { await rec?.stop(); }
-  }
+  try { await b?.close(); } finally { await stack?.stop(); }
 });
 
 // --- the gateway's side (node:http) ------------------------------------------------------

@@ -12,9 +12,8 @@ import { join } from 'node:path';
 import { generateKeyPair, exportJWK, SignJWT, createRemoteJWKSet } from 'jose';
 import '../lib/webcrypto.js';   // first: Node 18 has no global crypto in a module
 import * as oauth from 'oauth4webapi';
-import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { startRecorder } from '../lib/recorder.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
+import { signedInJars } from '../lib/vaultstack.js';
+import { startProxyStack } from '../lib/proxystack.js';
 import { startConsentd } from '../lib/consentd.js';
 import { TOKEN_EXCHANGE, TT_ACCESS_TOKEN, TT_ID_TOKEN } from '../lib/gateway.js';
 import { example } from '../lib/example.js';
@@ -23,6 +22,7 @@ const { newDpopKey, dpopProof, clientAssertion, verifyBoundGrant, withDpop, CLIE
 const GW = 'agent-gateway';
 const ALLOW = 'github:issues:read github:issues:write ghproxy:issues:read ghproxy:issues:write';
 
+let stack;
 let v;
 let rec;
 let keyDir;
@@ -46,24 +46,17 @@ before(async () => {
   thiefAssertionKey = (await generateKeyPair('ES256')).privateKey;
   dpopKey = await newDpopKey('ES256');
   thiefKey = await newDpopKey('EdDSA');
-  rec = await startRecorder();
-  v = await startVaultStack({
-    accessTokenTTL: 60,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => ({
-      ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
+  stack = await startProxyStack({
+    config: () => ({
       gateway: { token_endpoint_auth: 'private_key_jwt', jwks_file: jwksFile, client_secret: null },
       'agent.butler': { allow: ALLOW, offline: 'true' },
     }),
     gatewayOptions: { assertionKey: gwKey, assertionKid: 'gw-1' },
   });
-  rec.introspectWith({
-    introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-    clientSecret: PROVIDER_SECRETS.rs, audience: DOWNSTREAM.resource,
-  });
+  ({ v, rec } = stack);
 });
 after(async () => {
-  try { await v?.stop(); } finally { await rec?.stop(); if (keyDir) rmSync(keyDir, { recursive: true, force: true }); }
+  try { await stack?.stop(); } finally { if (keyDir) rmSync(keyDir, { recursive: true, force: true }); }
 });
 
 const jarOf = signedInJars();

@@ -16,9 +16,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
-import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
-import { startRecorder } from '../lib/recorder.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
+import { signedInJars } from '../lib/vaultstack.js';
+import { startProxyStack } from '../lib/proxystack.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
@@ -28,33 +27,27 @@ const ALLOW = 'github:issues:read github:issues:write ghproxy:issues:read ghprox
 const digestOf = (params) => createHash('sha256').update(canonicalize(params), 'utf8').digest('base64url');
 const details = (action, params) => JSON.stringify([{ type: 'agent_action', action, parameters: params }]);
 
+let stack;
 let v;
 let rec;
 before(async () => {
-  rec = await startRecorder();
-  v = await startVaultStack({
-    accessTokenTTL: 60,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => {
-      const px = ghproxyConfig({ providerIssuer, baseUrl: rec.url });
-      return {
-        ...px,
-        'action.ghproxy.create_issue': { ...px['action.ghproxy.create_issue'],
-          'policy.1': 'deny if path.repo == secrets', 'policy.2': 'approve if body.title prefix "[bot]"' },
-        'action.ghproxy.list_issues': { ...px['action.ghproxy.list_issues'], 'policy.1': 'deny if path.owner == evil' },
-        'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
-          approval_enforced_by: 'gateway', 'policy.1': 'deny if repo == acme/secrets',
-          'policy.2': 'approve if repo prefix acme/docs' },
-        'action.github.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none',
-          approval_enforced_by: 'gateway', 'policy.1': 'deny if repo == acme/secrets' },
-        'agent.coder': { allow: `notes:read notes:write wiki:read ${ALLOW}` },
-      };
-    },
+  stack = await startProxyStack({
+    introspect: false,
+    config: ({ ghproxy: px }) => ({
+      'action.ghproxy.create_issue': { ...px['action.ghproxy.create_issue'],
+        'policy.1': 'deny if path.repo == secrets', 'policy.2': 'approve if body.title prefix "[bot]"' },
+      'action.ghproxy.list_issues': { ...px['action.ghproxy.list_issues'], 'policy.1': 'deny if path.owner == evil' },
+      'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
+        approval_enforced_by: 'gateway', 'policy.1': 'deny if repo == acme/secrets',
+        'policy.2': 'approve if repo prefix acme/docs' },
+      'action.github.list_issues': { description: 'List issues', scope: 'issues:read', approval: 'none',
+        approval_enforced_by: 'gateway', 'policy.1': 'deny if repo == acme/secrets' },
+      'agent.coder': { allow: `notes:read notes:write wiki:read ${ALLOW}` },
+    }),
   });
+  ({ v, rec } = stack);
 });
-after(async () => {
-  try { await v?.stop(); } finally { await rec?.stop(); }
-});
+after(async () => { await stack?.stop(); });
 
 const signedIn = signedInJars();
 const jarOf = (user) => signedIn(v.url, user);

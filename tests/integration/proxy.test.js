@@ -21,9 +21,8 @@ import { request as httpRequest, Agent } from 'node:http';
 import { connect as netConnect } from 'node:net';
 import { readFileSync } from 'node:fs';
 import canonicalize from 'canonicalize';
-import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
-import { startRecorder } from '../lib/recorder.js';
-import { ghproxyClient, ghproxyConfig } from '../lib/proxystack.js';
+import { signedInJars } from '../lib/vaultstack.js';
+import { startProxyStack } from '../lib/proxystack.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
@@ -32,28 +31,20 @@ const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
 const ALLOW = 'github:issues:read github:issues:write github:metadata gitlab:issues:read gitlab:issues:write '
   + 'ghproxy:issues:read ghproxy:issues:write';
 
+let stack;
 let v;
 let rec;
 before(async () => {
-  rec = await startRecorder();
-  v = await startVaultStack({
-    accessTokenTTL: 60,
-    extraDsClients: (url) => [ghproxyClient(url)],
-    config: ({ providerIssuer }) => ({
+  stack = await startProxyStack({
+    config: () => ({
       consent: { max_pending_per_user: 50 },
-      ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }),
       'agent.coder': { allow: `notes:read notes:write wiki:read ${ALLOW}` },
       'agent.butler': { allow: `notes:read notes:write ${ALLOW}` },
     }),
   });
-  rec.introspectWith({
-    introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
-    clientSecret: PROVIDER_SECRETS.rs, audience: DOWNSTREAM.resource,
-  });
+  ({ v, rec } = stack);
 });
-after(async () => {
-  try { await v?.stop(); } finally { await rec?.stop(); }
-});
+after(async () => { await stack?.stop(); });
 
 // --- helpers -------------------------------------------------------------------------
 

@@ -8,6 +8,21 @@
 //     extraDsClients: (url) => [ghproxyClient(url)],
 //     config: ({ providerIssuer }) => ({ ...ghproxyConfig({ providerIssuer, baseUrl: rec.url }), ... }),
 //   });
+//
+// or all of it, with a recorder as the upstream:
+//   const p = await startProxyStack({
+//     recorder = {},        // startRecorder's options
+//     introspect = true,    // the recorder takes only a token the provider's introspection
+//                           // calls active for DOWNSTREAM.resource (rec.introspectWith)
+//     config,               // ({ providerIssuer, ghproxy }) -> more sections, after (and over)
+//                           // ghproxy's; ghproxy: ghproxyConfig's, to extend
+//     ...opts               // more startVaultStack options (accessTokenTTL 60 unless given)
+//   });
+//   p.v, p.rec; await p.stop()
+import { startVaultStack, PROVIDER_SECRETS } from './vaultstack.js';
+import { startRecorder } from './recorder.js';
+import { DOWNSTREAM } from './fixtures.js';
+
 export const GHPROXY_SECRET = 'consentd-ghproxy-provider-secret';
 
 // consentd's client at the downstream provider for ghproxy (url: consentd's URL).
@@ -32,5 +47,36 @@ export function ghproxyConfig({ providerIssuer, baseUrl }) {
       route: 'GET /repos/{owner}/{repo}/issues' },
     'action.ghproxy.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
       route: 'POST /repos/{owner}/{repo}/issues' },
+  };
+}
+
+export async function startProxyStack({ recorder = {}, introspect = true, config = () => ({}), ...opts } = {}) {
+  const rec = await startRecorder(recorder);
+  let v;
+  try {
+    v = await startVaultStack({
+      accessTokenTTL: 60,
+      extraDsClients: (url) => [ghproxyClient(url)],
+      config: ({ providerIssuer }) => {
+        const ghproxy = ghproxyConfig({ providerIssuer, baseUrl: rec.url });
+        return { ...ghproxy, ...config({ providerIssuer, ghproxy }) };
+      },
+      ...opts,
+    });
+  } catch (e) {
+    await rec.stop();
+    throw e;
+  }
+  if (introspect) {
+    rec.introspectWith({
+      introspectionEndpoint: v.dsMeta.introspection_endpoint, clientId: 'resource-server',
+      clientSecret: PROVIDER_SECRETS.rs, audience: DOWNSTREAM.resource,
+    });
+  }
+  return {
+    v, rec,
+    async stop() {
+      try { await v.stop(); } finally { await rec.stop(); }
+    },
   };
 }
