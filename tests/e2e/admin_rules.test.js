@@ -12,6 +12,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import AxeBuilder from '@axe-core/playwright';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
+import { STANDING_ACTIONS } from '../lib/fixtures.js';
 import { launchBrowser, idpSignIn } from '../lib/browser.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
@@ -20,11 +21,7 @@ const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build',
 const FAILING = new Set(['serious', 'critical']);
 const CONFIG = {
   oidc: { scopes: 'openid profile email groups' },   // the admin claim comes in groups
-  'action.github.create_issue': {
-    description: 'Open an issue', scope: 'issues:write', approval: 'required',
-    standing: 'match', standing_max: '28800', standing_fixed: 'repo',
-    approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
-  },
+  'action.github.create_issue': STANDING_ACTIONS['action.github.create_issue'],   // tests/lib/fixtures.js
 };
 // 70 characters with no place to break a line (no space, hyphen or slash): wider than a phone.
 const REPO = 'acme_corporation_europe_customer_relationship_management_backend_tools';

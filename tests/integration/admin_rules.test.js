@@ -9,21 +9,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
+import { STANDING_ACTIONS } from '../lib/fixtures.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 
 const CONFIG = {
   oidc: { scopes: 'openid profile email groups' },   // the admin claim comes in groups
-  'action.github.create_issue': {
-    description: 'Open an issue', scope: 'issues:write', approval: 'required',
-    standing: 'match', standing_max: '28800', standing_fixed: 'repo',
-    approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
-  },
-  'action.github.add_comment': {
-    description: 'Comment on an issue', scope: 'issues:write', approval: 'required',
-    standing: 'exact', standing_max: '3600',
-    approval_enforced_by: 'gateway',
-  },
+  ...STANDING_ACTIONS,   // tests/lib/fixtures.js: create_issue match rules, add_comment exact ones
 };
 
 let v;

@@ -11,6 +11,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
+import { STANDING_ACTIONS } from '../lib/fixtures.js';
 import { DEFAULT_USERS } from '../lib/idp.js';
 import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
@@ -25,16 +26,7 @@ for (const u of ['carol', 'dave']) {
 // close_issue: approval without rules (the default).
 const CONFIG = {
   consent: { max_pending_per_user: 50 },
-  'action.github.create_issue': {
-    description: 'Open an issue', scope: 'issues:write', approval: 'required',
-    standing: 'match', standing_max: '28800', standing_fixed: 'repo',
-    approval_enforced_by: 'gateway',  // the gateway holds the released token to the call (#32)
-  },
-  'action.github.add_comment': {
-    description: 'Comment on an issue', scope: 'issues:write', approval: 'required',
-    standing: 'exact', standing_max: '3600',
-    approval_enforced_by: 'gateway',
-  },
+  ...STANDING_ACTIONS,   // tests/lib/fixtures.js
   'action.github.close_issue': { description: 'Close an issue', scope: 'issues:write', approval: 'required',
     approval_enforced_by: 'gateway' },
 };

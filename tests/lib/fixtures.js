@@ -58,3 +58,19 @@ export function vaultConfig({
     ...extra,
   });
 }
+
+// Standing rules (issue #32) at the vault's resource github: create_issue offers match rules
+// with repo never left open, add_comment exact rules for at most an hour; the gateway holds
+// the released token to the call (approval_enforced_by = gateway).
+export const STANDING_ACTIONS = {
+  'action.github.create_issue': {
+    description: 'Open an issue', scope: 'issues:write', approval: 'required',
+    standing: 'match', standing_max: '28800', standing_fixed: 'repo',
+    approval_enforced_by: 'gateway',
+  },
+  'action.github.add_comment': {
+    description: 'Comment on an issue', scope: 'issues:write', approval: 'required',
+    standing: 'exact', standing_max: '3600',
+    approval_enforced_by: 'gateway',
+  },
+};
