@@ -25,19 +25,11 @@
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { introspect } from '../lib/downstream.js';
+import { readBodyUpTo } from '../lib/readbody.js';
 
 const log = (...a) => console.error('[devapi]', ...a);
 
-async function readBody(req, limit = 65536) {
-  const chunks = [];
-  let n = 0;
-  for await (const c of req) {
-    n += c.length;
-    if (n > limit) throw new Error('body too large');
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
+const readBody = (req) => readBodyUpTo(req, 65536);
 
 async function main() {
   const { values: v } = parseArgs({

@@ -117,6 +117,7 @@ import {
 } from 'jose';
 import { DEFAULT_USERS, DEFAULT_CLIENTS } from './defaults.js';
 import { buildPresetProvider } from './presets.js';
+import { readBodyUpTo } from '../lib/readbody.js';
 
 const log = (...a) => console.error('[devidp]', ...a);
 
@@ -148,16 +149,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ''}
 <form method="get" action="/interaction/${esc(uid)}/abort"><button type="submit" id="abort">Cancel</button></form>`);
 }
 
-async function readBody(req, limit = 65536) {
-  const chunks = [];
-  let n = 0;
-  for await (const c of req) {
-    n += c.length;
-    if (n > limit) throw new Error('body too large');
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
+const readBody = (req) => readBodyUpTo(req, 65536);
 
 function send(res, status, body, headers = {}) {
   res.writeHead(status, {

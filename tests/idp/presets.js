@@ -50,6 +50,7 @@
 //   POST /_devidp/revoke-user {mode, user}   the person removes the app at the provider: every
 //        token of theirs dies (the next refresh answers invalid_grant)
 import { createHash, randomBytes } from 'node:crypto';
+import { readBodyUpTo } from '../lib/readbody.js';
 
 export const MODES = ['github', 'github-app', 'google', 'microsoft', 'slack', 'gitlab', 'atlassian'];
 
@@ -72,16 +73,7 @@ function page(title, body) {
   return `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title></head><body>${body}</body></html>`;
 }
 
-async function readBody(req, limit = 65536) {
-  const chunks = [];
-  let n = 0;
-  for await (const c of req) {
-    n += c.length;
-    if (n > limit) throw new Error('body too large');
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
+const readBody = (req) => readBodyUpTo(req, 65536);
 
 function sendJson(res, status, obj, headers = {}) {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });

@@ -34,20 +34,12 @@ import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
+import { readBodyUpTo } from './readbody.js';
 
 const require = createRequire(import.meta.url);
 const cedar = require('@cedar-policy/cedar-wasm/nodejs');
 
-async function readBody(req, limit = 1 << 20) {
-  const chunks = [];
-  let n = 0;
-  for await (const c of req) {
-    n += c.length;
-    if (n > limit) throw new Error('body too large');
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
+const readBody = (req) => readBodyUpTo(req, 1 << 20);
 
 // Cedar's answer to one AuthZEN request.
 export function cedarDecide(policies, q) {

@@ -18,17 +18,9 @@
 // { ok: false, error } with WWW-Authenticate: Bearer error="invalid_token".
 import { createServer } from 'node:http';
 import { basicAuth } from './idplogin.js';
+import { readBodyUpTo } from './readbody.js';
 
-async function readBody(req, limit = 1 << 20) {
-  const chunks = [];
-  let n = 0;
-  for await (const c of req) {
-    n += c.length;
-    if (n > limit) throw new Error('body too large');
-    chunks.push(c);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
+const readBody = (req) => readBodyUpTo(req, 1 << 20);
 
 export async function introspect({ introspectionEndpoint, clientId, clientSecret, token, hint }) {
   const body = new URLSearchParams({ token });
