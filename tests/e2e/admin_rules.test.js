@@ -15,7 +15,6 @@ import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { STANDING_ACTIONS } from '../lib/fixtures.js';
 import { launchBrowser, idpSignIn } from '../lib/browser.js';
 import { req, postForm } from '../lib/weblogin.js';
-import { pollExchange } from '../lib/gateway.js';
 
 const shots = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'build', 'e2e');
 const FAILING = new Set(['serious', 'critical']);
@@ -35,15 +34,7 @@ async function seedRule() {
   const jar = await signedInJars()(v.url, 'alice');
   const subjectToken = await v.idToken('alice');
   const ask = { subjectToken, audience: 'github', scope: 'issues:read issues:write', agentId: 'coder' };
-  const first = await v.gw.exchange(ask);
-  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
-  const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user: 'alice' });
-  if (a.status === 303 && a.location.startsWith(v.ds.issuer)) {
-    const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user: 'alice' });
-    assert.equal((await v.deliverCallback({ jar, callbackUrl })).first.status, 303);
-  }
-  const g = await pollExchange(v.gw, ask);
-  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const g = await v.consentAndGrant({ jar, user: 'alice', ask });
   k = { grant: g.body.access_token, cid: (await v.gw.verify(g.body.access_token)).payload.cid };
   const params = { repo: REPO, title: 'First' };
   const r = await release(params);

@@ -20,7 +20,6 @@ import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { startConsentd, consentdBin } from '../lib/consentd.js';
 import { waitNodesReady } from '../lib/stack.js';
-import { pollExchange } from '../lib/gateway.js';
 import { getFreePort } from '../lib/ports.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
@@ -109,25 +108,19 @@ after(async () => {
 
 const jarOf = (user) => signedIn(v.url, user);
 
+// A consent decided on consentd's own page (no provider to visit): 200, "Permission given".
+function decidedHere(a) {
+  assert.equal(a.status, 200, `consent decision: ${a.status} ${a.text.slice(0, 300)}`);
+  assert.match(a.text, /Permission given/);
+}
+
 // The person approves (and connects at the provider where the resource has one); the
 // gateway then gets the grant.  -> { grant, refresh, cid, body }
 async function connect({ user, agent, audience, scope, offline = false }) {
   const jar = await jarOf(user);
   const subjectToken = await v.idToken(user);
   const ask = { subjectToken, audience, scope, agentId: agent };
-  const first = await v.gw.exchange(ask);
-  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
-  const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user, offline });
-  if (a.status === 303 && a.location.startsWith(v.ds.issuer)) {
-    const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
-    const d = await v.deliverCallback({ jar, callbackUrl });
-    assert.equal(d.first.status, 303, `callback: ${d.text?.slice(0, 300)}`);
-  } else {
-    assert.equal(a.status, 200, `consent decision: ${a.status} ${a.text.slice(0, 300)}`);
-    assert.match(a.text, /Permission given/);
-  }
-  const g = await pollExchange(v.gw, ask);
-  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const g = await v.consentAndGrant({ jar, user, ask, offline, approved: decidedHere });
   const { payload } = await v.gw.verify(g.body.access_token);
   assert.ok(payload.cid);
   return { grant: g.body.access_token, refresh: g.body.refresh_token, cid: payload.cid, body: g.body };

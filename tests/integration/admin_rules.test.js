@@ -11,7 +11,6 @@ import assert from 'node:assert/strict';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { STANDING_ACTIONS } from '../lib/fixtures.js';
 import { req, postForm } from '../lib/weblogin.js';
-import { pollExchange } from '../lib/gateway.js';
 
 const CONFIG = {
   oidc: { scopes: 'openid profile email groups' },   // the admin claim comes in groups
@@ -55,16 +54,7 @@ async function connect(user) {
   const jar = await jarOf(user);
   const subjectToken = await v.idToken(user);
   const scope = 'issues:read issues:write';
-  const first = await v.gw.exchange({ subjectToken, audience: 'github', scope, agentId: 'coder' });
-  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
-  const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user });
-  if (a.status === 303 && a.location.startsWith(v.ds.issuer)) {
-    const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
-    const d = await v.deliverCallback({ jar, callbackUrl });
-    assert.equal(d.first.status, 303, `callback: ${d.text?.slice(0, 300)}`);
-  }
-  const g = await pollExchange(v.gw, { subjectToken, audience: 'github', scope, agentId: 'coder' });
-  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const g = await v.consentAndGrant({ jar, user, ask: { subjectToken, audience: 'github', scope, agentId: 'coder' } });
   const { payload } = await v.gw.verify(g.body.access_token);
   return { grant: g.body.access_token, cid: payload.cid };
 }

@@ -25,7 +25,7 @@ import canonicalize from 'canonicalize';
 import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { DEFAULT_USERS } from '../lib/idp.js';
 import { req, postForm } from '../lib/weblogin.js';
-import { pollExchange, TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from '../lib/gateway.js';
+import { TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
@@ -58,24 +58,19 @@ after(async () => { await v?.stop(); });
 const signedIn = signedInJars();
 const jarOf = (s, user) => signedIn(s.url, user);
 
+// A consent decided on consentd's own page (no provider to visit): 200, "Permission given".
+function decidedHere(a) {
+  assert.equal(a.status, 200, `consent decision: ${a.status} ${a.text.slice(0, 300)}`);
+  assert.match(a.text, /Permission given/);
+}
+
 // The person connects (user, agent, github) for scope through consentd and the provider;
 // the gateway then gets a grant for grantScope (default: scope).
 async function connect(s, { user, agent = 'coder', audience = 'github', scope, grantScope = scope }) {
   const jar = await jarOf(s, user);
   const subjectToken = await s.idToken(user);
-  const first = await s.gw.exchange({ subjectToken, audience, scope, agentId: agent });
-  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
-  const a = await s.approveHttp({ jar, consentUri: first.body.consent_uri, user });
-  if (a.status === 303 && a.location.startsWith(s.ds.issuer)) {
-    const callbackUrl = await s.providerLoginHttp({ jar, authorizeUrl: a.location, user });
-    const d = await s.deliverCallback({ jar, callbackUrl });
-    assert.equal(d.first.status, 303, `callback: ${d.text?.slice(0, 300)}`);
-  } else {
-    assert.equal(a.status, 200, `consent decision: ${a.status} ${a.text.slice(0, 300)}`);
-    assert.match(a.text, /Permission given/);
-  }
-  const g = await pollExchange(s.gw, { subjectToken, audience, scope: grantScope, agentId: agent });
-  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const g = await s.consentAndGrant({ jar, user, ask: { subjectToken, audience, scope, agentId: agent },
+    grantAsk: { subjectToken, audience, scope: grantScope, agentId: agent }, approved: decidedHere });
   const { payload } = await s.gw.verify(g.body.access_token);
   return { grant: g.body.access_token, cid: payload.cid, scope: g.body.scope, jar };
 }

@@ -14,7 +14,6 @@ import { startVaultStack, signedInJars } from '../lib/vaultstack.js';
 import { STANDING_ACTIONS } from '../lib/fixtures.js';
 import { DEFAULT_USERS } from '../lib/idp.js';
 import { req, postForm } from '../lib/weblogin.js';
-import { pollExchange } from '../lib/gateway.js';
 import { consentdBin } from '../lib/consentd.js';
 
 const USERS = { ...DEFAULT_USERS };
@@ -44,18 +43,8 @@ async function connect({ user, agent = 'coder' }) {
   const jar = await jarOf(user);
   const subjectToken = await v.idToken(user);
   const scope = 'issues:read issues:write';
-  const first = await v.gw.exchange({ subjectToken, audience: 'github', scope, agentId: agent });
-  assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
-  const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user });
-  if (a.status === 303 && a.location.startsWith(v.ds.issuer)) {
-    const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
-    const d = await v.deliverCallback({ jar, callbackUrl });
-    assert.equal(d.first.status, 303, `callback: ${d.text?.slice(0, 300)}`);
-  } else {
-    assert.equal(a.status, 200, `consent decision: ${a.status} ${a.text.slice(0, 300)}`);
-  }
-  const g = await pollExchange(v.gw, { subjectToken, audience: 'github', scope, agentId: agent });
-  assert.equal(g.status, 200, JSON.stringify(g.body));
+  const g = await v.consentAndGrant({ jar, user, ask: { subjectToken, audience: 'github', scope, agentId: agent },
+    approved: (a) => assert.equal(a.status, 200, `consent decision: ${a.status} ${a.text.slice(0, 300)}`) });
   const { payload } = await v.gw.verify(g.body.access_token);
   return { grant: g.body.access_token, cid: payload.cid };
 }

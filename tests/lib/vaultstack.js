@@ -40,6 +40,8 @@
 //   await v.revokeHttp({ jar, cid })   // the person revokes consent cid on /me (through the confirmation)
 //   await v.connectHttp({ jar, consentUri, user, ... }) -> { callbackUrl, final, page }
 //     approve + provider login + callback, following consentd's redirects to the final page
+//   await v.consentAndGrant({ jar, user, ask, grantAsk, approved, ...opts }) -> the grant's answer
+//     the exchange asks for consent, the person gives it over HTTP, the exchange then answers 200
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,7 +54,7 @@ import { waitNodesReady } from './stack.js';
 import { CookieJar, discover, getIdToken } from './idplogin.js';
 import { consentdLogin, req, postForm, revokeOnMe } from './weblogin.js';
 import { startDownstreamApi, introspect } from './downstream.js';
-import { gateway, TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from './gateway.js';
+import { gateway, pollExchange, TOKEN_EXCHANGE, TT_ACCESS_TOKEN } from './gateway.js';
 import { vaultConfig, DOWNSTREAM, GATEWAY_APP } from './fixtures.js';
 
 export { DOWNSTREAM };
@@ -357,6 +359,25 @@ async function startVaultStackOn(port, {
         const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
         const d = await v.deliverCallback({ jar, callbackUrl });
         return { approve: a, callbackUrl, ...d };
+      },
+      // The gateway's exchange ask answers consent_required; the person (jar, user) approves the
+      // consent over HTTP (approveHttp, with opts); when that sends them to the provider, they
+      // sign in there and the callback must answer 303, otherwise approved(the approve answer)
+      // checks the decision; the exchange polled again (grantAsk) must answer 200 -> that answer.
+      async consentAndGrant({ jar, user, ask, grantAsk = ask, approved = () => {}, ...opts }) {
+        const first = await gw.exchange(ask);
+        assert.equal(first.body?.error, 'consent_required', JSON.stringify(first.body));
+        const a = await v.approveHttp({ jar, consentUri: first.body.consent_uri, user, ...opts });
+        if (a.status === 303 && a.location.startsWith(ds.issuer)) {
+          const callbackUrl = await v.providerLoginHttp({ jar, authorizeUrl: a.location, user });
+          const d = await v.deliverCallback({ jar, callbackUrl });
+          assert.equal(d.first.status, 303, `callback: ${d.text?.slice(0, 300)}`);
+        } else {
+          approved(a);
+        }
+        const g = await pollExchange(gw, grantAsk);
+        assert.equal(g.status, 200, JSON.stringify(g.body));
+        return g;
       },
       // SIGKILL (or signal) to consentd by pid; resolves when it has exited.
       async kill(signal = 'SIGKILL') {
