@@ -308,7 +308,7 @@ START_TEST(test_log_numbers_and_ts_without_printf)
 	}
 	/* Every duration of a request (0 to 100 s, in steps that are not round):
 	 * the text printf's "%.3f" would write, but for its last digit's rounding. */
-	for (double v = 0; v < 100000; v += 0.7071) {
+	for (double v = 0; v < 100000; v += 7.0711) {
 		struct log_field f[] = { LOG_MS("ms", v) };
 		char want[64], *got = line_of(0, f, 1);
 		ck_assert_int_eq(str_fmt(want, sizeof want, "%.3f", v), CS_OK);
