@@ -11,11 +11,17 @@
 // Each consentd started is checked to be the binary asked for (/proc/PID/exe).
 // THREADS=a,b (`make bench-ab THREADS=16,4 …`): [server] threads for A and for B (default 0,
 // the default of the build), so one binary can be compared with itself at two thread counts.
-// Bounded: 4 × R × D seconds of wrk plus start-up; stops what it starts.
-import { realpathSync } from 'node:fs';
+// ROUTES=jwks,introspect,token (default jwks,token): which rows each round runs; introspect is
+// POST /introspect over 10,000 distinct grants issued before the rounds, as `make bench` does.
+// IDP=1: oidc-provider (bench/benchidp.mjs, as `make bench` runs it) takes a turn in every
+// round too, on the same rows (its GET /jwks, its introspection of 10,000 distinct opaque
+// tokens, its ES256 JWT client-credentials token), and the medians end with the ratios of
+// each binary to it, in the same minutes.
+// Bounded: (2 + IDP) × rows × R × D seconds of wrk plus start-up; stops what it starts.
+import { realpathSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { timed, median } from './measure.js';
+import { timed, median, issueMany } from './measure.js';
 import { wrkRunner } from './wrk.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -27,7 +33,14 @@ if (bins.length !== 2) {
 const MCP = process.env.MCP === '1';
 // Before tests/lib is imported: its default binary is read at import.
 process.env.TEST_CONSENTD_BIN = bins[0];
-const { benchConfig, approvedConsent } = await import('./bench.js');
+const { benchConfig, approvedConsent, DISTINCT } = await import('./bench.js');
+const IDP = process.env.IDP === '1';
+const { startBenchIdp } = IDP ? await import('./bench_idp.js') : {};
+const ROUTES = (process.env.ROUTES || 'jwks,token').split(',');
+if (ROUTES.some((r) => !['jwks', 'introspect', 'token'].includes(r))) {
+  console.error('ROUTES: a list of jwks, introspect, token');
+  process.exit(2);
+}
 const { startMcpBench, mcpScript } = MCP ? await import('./bench_mcp.js') : {};
 const { startStack } = await import(join(here, '..', 'tests', 'lib', 'stack.js'));
 const R = Math.max(1, Number(process.env.R || 5));
@@ -46,7 +59,8 @@ function sameBinary(pid, bin) {
 
 const stacks = [];
 const w = wrkRunner({ threads: 2, connections: 32, duration: D });
-const rowsOf = MCP ? ['mcp32', 'mcp1'] : ['jwks', 'token'];
+const rowsOf = MCP ? ['mcp32', 'mcp1'] : ROUTES;
+const names = { jwks: 'GET /.well-known/jwks.json', introspect: `POST /introspect (${DISTINCT} distinct grants)`, token: 'POST /token' };
 try {
   for (const [i, bin] of bins.entries()) {
     process.env.TEST_CONSENTD_BIN = bin;
@@ -57,9 +71,25 @@ try {
       const config = await benchConfig();
       config.server.threads = THREADS[i] || 0;
       const s = await startStack({ config });
-      stacks.push({ bin: THREADS[i] ? `${bin} (threads = ${THREADS[i]})` : bin, s, c: await approvedConsent(s), pid: s.c.proc.pid, stop: () => s.stop(), rows: { jwks: [], token: [] } });
+      const st = { bin: THREADS[i] ? `${bin} (threads = ${THREADS[i]})` : bin, s, c: await approvedConsent(s), pid: s.c.proc.pid, stop: () => s.stop(), rows: { jwks: [], introspect: [], token: [] } };
+      stacks.push(st);
+      const form = { 'Content-Type': 'application/x-www-form-urlencoded', Authorization: st.c.auth };
+      const at = (path) => `${s.url}${path}`;
+      st.targets = { jwks: [at('/.well-known/jwks.json')], token: [at('/token'), w.script({ method: 'POST', body: st.c.tokenBody, headers: form })] };
+      if (ROUTES.includes('introspect')) {
+        const file = join(w.dir, `grants${i}.txt`);
+        writeFileSync(file, `${(await issueMany(at('/token'), st.c.tokenBody, form, DISTINCT)).join('\n')}\n`);
+        st.targets.introspect = [at('/introspect'), w.script({ method: 'POST', headers: form, bodies: { file, prefix: 'token=' } })];
+      }
     }
     sameBinary(stacks[stacks.length - 1].pid, bin);
+  }
+  if (IDP) {
+    const idp = await startBenchIdp(w);
+    const at = (path) => `${idp.url}${path}`;
+    stacks.push({ bin: 'oidc-provider', idp: true, pid: idp.p.pid, stop: () => idp.p.stop(), rows: { jwks: [], introspect: [], token: [] },
+      targets: { jwks: [at('/jwks')], introspect: [at('/token/introspection'), w.script({ method: 'POST', headers: idp.form, bodies: { file: idp.file, prefix: 'token=' } })],
+        token: [at('/token'), w.script({ method: 'POST', body: idp.cc('https://jwt.bench'), headers: idp.form })] } });
   }
   for (let r = 0; r < R; r += 1) {
     for (const st of stacks) {
@@ -72,27 +102,31 @@ try {
           st.m.endpoint, f, { connections: 1 }));
         continue;
       }
-      const form = { 'Content-Type': 'application/x-www-form-urlencoded', Authorization: st.c.auth };
-      st.rows.jwks.push(await timed(w, st.pid, `round ${r + 1} ${st.bin}: GET /.well-known/jwks.json`,
-        `${st.s.url}/.well-known/jwks.json`));
-      st.rows.token.push(await timed(w, st.pid, `round ${r + 1} ${st.bin}: POST /token`, `${st.s.url}/token`,
-        w.script({ method: 'POST', body: st.c.tokenBody, headers: form })));
+      for (const k of ROUTES) {
+        st.rows[k].push(await timed(w, st.pid, `round ${r + 1} ${st.bin}: ${names[k]}`, ...st.targets[k]));
+      }
     }
   }
   const m = (xs, k) => median(xs.map((x) => Number(x[k])));
   if (MCP) {
     console.log('\n| binary | tools/call c32 req/s | p50 | CPU/call | tools/call c1 req/s | p50 | p99 | CPU/call |\n| --- | --- | --- | --- | --- | --- | --- | --- |');
   } else {
-    console.log('\n| binary | JWKS req/s | JWKS CPU/req | grant req/s | grant CPU/req |\n| --- | --- | --- | --- | --- |');
+    const head = { jwks: 'JWKS', introspect: `introspection (${DISTINCT} distinct)`, token: 'token' };
+    console.log(`\n| binary | ${ROUTES.map((k) => `${head[k]} req/s | ${head[k]} CPU/req`).join(' | ')} |\n|${' --- |'.repeat(1 + 2 * ROUTES.length)}`);
   }
+  const idpSt = stacks.find((st) => st.idp);
   for (const st of stacks) {
+    if (!MCP) {
+      console.log(`| ${st.bin} | ${ROUTES.map((k) => `${m(st.rows[k], 'rps').toFixed(0)} | ${m(st.rows[k], 'cpuMsPerReq').toFixed(4)} ms`).join(' | ')} |`);
+      continue;
+    }
     const [a, b] = rowsOf.map((k) => st.rows[k]);
-    if (MCP) {
-      console.log(`| ${st.bin} | ${m(a, 'rps').toFixed(0)} | ${m(a, 'p50ms').toFixed(2)} ms | ${m(a, 'cpuMsPerReq').toFixed(4)} ms `
-        + `| ${m(b, 'rps').toFixed(0)} | ${m(b, 'p50ms').toFixed(2)} ms | ${m(b, 'p99ms').toFixed(2)} ms | ${m(b, 'cpuMsPerReq').toFixed(4)} ms |`);
-    } else {
-      console.log(`| ${st.bin} | ${m(a, 'rps').toFixed(0)} | ${m(a, 'cpuMsPerReq').toFixed(4)} ms `
-        + `| ${m(b, 'rps').toFixed(0)} | ${m(b, 'cpuMsPerReq').toFixed(4)} ms |`);
+    console.log(`| ${st.bin} | ${m(a, 'rps').toFixed(0)} | ${m(a, 'p50ms').toFixed(2)} ms | ${m(a, 'cpuMsPerReq').toFixed(4)} ms `
+      + `| ${m(b, 'rps').toFixed(0)} | ${m(b, 'p50ms').toFixed(2)} ms | ${m(b, 'p99ms').toFixed(2)} ms | ${m(b, 'cpuMsPerReq').toFixed(4)} ms |`);
+  }
+  if (idpSt) {
+    for (const st of stacks.filter((x) => !x.idp)) {
+      console.log(`${st.bin} / oidc-provider: ${ROUTES.map((k) => `${k} ${(m(st.rows[k], 'rps') / m(idpSt.rows[k], 'rps')).toFixed(2)}×`).join(', ')}`);
     }
   }
   console.log(`(medians of ${R} interleaved rounds, wrk -t2 -d${D}s)`);

@@ -19,6 +19,38 @@ import { DISTINCT } from './bench.js';
 const here = dirname(fileURLToPath(import.meta.url));
 const { startProcess } = await import(join(here, '..', 'tests', 'lib', 'proc.js'));
 
+// The IdP started, its 10,000 opaque tokens issued and three of them checked; for
+// measureIdp and `make bench-ab IDP=1` (bench/ab.mjs): -> { p, url, form, cc, one, file }.
+// The caller stops p.
+export async function startBenchIdp(w) {
+  const p = await startProcess(process.execPath, [join(here, 'benchidp.mjs')], {
+    name: 'benchidp', ready: /^READY (http:\/\/\S+)$/,
+  });
+  try {
+    return { p, ...await idpTargets(p.readyMatch[1], w) };
+  } catch (err) {
+    await p.stop();
+    throw err;
+  }
+}
+
+async function idpTargets(url, w) {
+  const form = {
+    'Content-Type': 'application/x-www-form-urlencoded',
+    Authorization: `Basic ${Buffer.from('bench-rs:bench-rs-secret').toString('base64')}`,
+  };
+  const cc = (resource) => `grant_type=client_credentials&scope=read&resource=${encodeURIComponent(resource)}`;
+  const opaque = await issueMany(`${url}/token`, cc('https://opaque.bench'), form, DISTINCT + 1);
+  const one = opaque.pop();
+  const file = join(w.dir, 'opaque.txt');
+  writeFileSync(file, `${opaque.join('\n')}\n`);
+  for (const t of [one, opaque[0], opaque[DISTINCT - 1]]) {
+    const j = await (await fetch(`${url}/token/introspection`, { method: 'POST', headers: form, body: `token=${t}` })).json();
+    if (j.active !== true) throw new Error(`idp introspection: ${JSON.stringify(j)}`);
+  }
+  return { url, form, cc, one, file };
+}
+
 export async function measureIdp({ duration = 10, connections = 32 } = {}) {
   const p = await startProcess(process.execPath, [join(here, 'benchidp.mjs')], {
     name: 'benchidp', ready: /^READY (http:\/\/\S+)$/,
@@ -38,14 +70,7 @@ export async function measureIdp({ duration = 10, connections = 32 } = {}) {
     if (!/^eyJ[\w-]+\.[\w-]+\.[\w-]+$/.test(jwt[0])) throw new Error(`not a JWT: ${jwt[0]}`);
     const header = JSON.parse(Buffer.from(jwt[0].split('.')[0], 'base64url'));
     if (header.alg !== 'ES256') throw new Error(`JWT alg ${header.alg}`);
-    const opaque = await issueMany(`${url}/token`, cc('https://opaque.bench'), form, DISTINCT + 1);
-    const one = opaque.pop();
-    const file = join(w.dir, 'opaque.txt');
-    writeFileSync(file, `${opaque.join('\n')}\n`);
-    for (const t of [one, opaque[0], opaque[DISTINCT - 1]]) {
-      const j = await (await fetch(`${url}/token/introspection`, { method: 'POST', headers: form, body: `token=${t}` })).json();
-      if (j.active !== true) throw new Error(`idp introspection: ${JSON.stringify(j)}`);
-    }
+    const { one, file } = await idpTargets(url, w);
     const lua = (body) => w.script({ method: 'POST', body, headers: form });
     out.rows.jwks = await timed(w, p.pid, 'IdP GET /jwks', `${url}/jwks`);
     out.rows.token = await timed(w, p.pid, 'IdP POST /token (client_credentials, ES256 JWT)', `${url}/token`, lua(cc('https://jwt.bench')));

@@ -215,6 +215,13 @@ enum cs_err consent_decision_check(const struct config *cfg, const struct consen
     int64_t user_id, const struct consent_decision *d, int64_t now,
     enum consent_decide_outcome *out) CS_MUST_CHECK;
 
+/* The consent (any state) the grant jti was issued under, with the grant's
+ * row, read together (store_consent_of_grant: one statement, one snapshot).
+ * CS_ENOENT when the grant is unknown or its consent is gone; *g and *out
+ * written only on CS_OK (release *g with store_grant_row_clear). */
+struct store_grant_row;
+enum cs_err consent_of_grant(struct store_conn *c, const char *jti, int64_t now,
+    struct store_grant_row *g, struct consent *out) CS_MUST_CHECK;
 /* A consent by id (any state); CS_ENOENT when unknown. */
 enum cs_err consent_get(struct store_conn *c, const char *id, int64_t now,
     struct consent *out) CS_MUST_CHECK;

@@ -53,6 +53,14 @@ void store_creq_rows_free(struct store_creq_row *v, size_t n);           /* NULL
 
 /* --- consents ---------------------------------------------------------- */
 /* CS_ENOENT when unknown.  *out written only on CS_OK (here and below). */
+/* The grant with this jti and the consent it was issued under (any state),
+ * read by one statement, so from one snapshot: introspection's and the
+ * proxy's check reads both on every call (issue 34).  CS_ENOENT when the
+ * grant is unknown or its consent row is gone (store_grant_get and
+ * store_consent_get tell which).  *g and *k written only on CS_OK. */
+struct store_grant_row;
+enum cs_err store_consent_of_grant(struct store_conn *c, const char *jti,
+    struct store_grant_row *g, struct store_consent_row *k) CS_MUST_CHECK;
 enum cs_err store_consent_get(struct store_conn *c, const char *id,
     struct store_consent_row *out) CS_MUST_CHECK;
 /* The unrevoked consent of (user, agent, resource), expired or not (there is

@@ -119,7 +119,10 @@ static void load_server(struct ctx *c, struct config *cfg, const struct section 
 }
 
 /* [limits]: each class's rate and burst (rate 0 switches the class off), and
- * how many keys an address or person table holds (its memory: 24 bytes each). */
+ * how many keys an address or person table holds (its memory: 24 bytes each).
+ * The gateway's class is off by default: it is the only client of its routes,
+ * and a cap below what one node serves refuses its real load (docs/reference.md,
+ * "Rate limits"; docs/BENCHMARKS.md, issue 34). */
 static void load_limits(struct ctx *c, struct config *cfg, const struct section *s)
 {
 	static const struct {
@@ -129,7 +132,7 @@ static void load_limits(struct ctx *c, struct config *cfg, const struct section 
 	} classes[] = {
 		{ "address_rate", "address_burst", 20000, 100, offsetof(struct config, limit_address) },
 		{ "person_rate", "person_burst", 1000, 20, offsetof(struct config, limit_person) },
-		{ "gateway_rate", "gateway_burst", 1000000, 2000, offsetof(struct config, limit_gateway) },
+		{ "gateway_rate", "gateway_burst", 0, 2000, offsetof(struct config, limit_gateway) },
 		{ "auth_failure_rate", "auth_failure_burst", 1000, 50,
 		  offsetof(struct config, limit_auth_failure) },
 	};

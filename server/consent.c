@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "consent_priv.h"
 #include "health.h"
+#include "store_grant.h"
 #include "store_user.h"
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
@@ -795,6 +796,26 @@ enum cs_err consent_get(struct store_conn *c, const char *id, int64_t now, struc
 		return CS_EINVAL;
 	if ((e = store_consent_get(c, id, &r)) == CS_OK)
 		e = consent_from_row(&r, now, out);
+	store_consent_row_clear(&r);
+	return e;
+}
+
+enum cs_err consent_of_grant(struct store_conn *c, const char *jti, int64_t now,
+    struct store_grant_row *g, struct consent *out)
+{
+	enum cs_err e;
+	struct store_consent_row r;
+	struct store_grant_row gr;
+	memset(&r, 0, sizeof r);
+	memset(&gr, 0, sizeof gr);
+	if (c == NULL || jti == NULL || g == NULL || out == NULL)
+		return CS_EINVAL;
+	if ((e = store_consent_of_grant(c, jti, &gr, &r)) == CS_OK &&
+	    (e = consent_from_row(&r, now, out)) == CS_OK) {
+		*g = gr;
+		memset(&gr, 0, sizeof gr);
+	}
+	store_grant_row_clear(&gr);
 	store_consent_row_clear(&r);
 	return e;
 }

@@ -870,10 +870,16 @@ static enum cs_err consent_fits(struct store_conn *c, const struct config *cfg,
 	struct scope_set sc;
 	const struct config_resource *res;
 	enum cs_err e;
+	bool read = false;
 	memset(&row, 0, sizeof row);
 	memset(&sc, 0, sizeof sc);
 	*w = "grant unknown to this consentd";
-	if ((e = store_grant_get(c, g->jti, &row)) != CS_OK)
+	/* SECURITY: the grant's row and its consent from the database on every
+	 * call (revocation), in one statement; without a row, the grant or its
+	 * consent is unknown, and the two reads below say which. */
+	if ((e = consent_of_grant(c, g->jti, now, &row, kk)) == CS_OK)
+		read = true;
+	else if (e != CS_ENOENT || (e = store_grant_get(c, g->jti, &row)) != CS_OK)
 		goto out;
 	e = CS_EPERM;
 	*w = "grant revoked";
@@ -883,7 +889,7 @@ static enum cs_err consent_fits(struct store_conn *c, const struct config *cfg,
 	if (strcmp(row.consent_id, g->cid) != 0)
 		goto out;
 	*w = "the grant's consent is gone";
-	if ((e = consent_get(c, g->cid, now, kk)) != CS_OK)
+	if (!read && (e = consent_get(c, g->cid, now, kk)) != CS_OK)
 		goto out;
 	e = CS_EPERM;
 	*w = "the grant's consent was revoked";

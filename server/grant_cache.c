@@ -14,7 +14,7 @@
 
 #include "grant_cache.h"
 
-#define GC_WAYS 8
+#define GC_WAYS 16
 #define GC_SETS (GRANT_CACHE_CAPACITY / GC_WAYS)
 #define GC_DIGEST_LEN 32
 /* Claims longer than this are not remembered (ours are well under 1 KiB). */

@@ -269,12 +269,28 @@ static void client_address(struct MHD_Connection *c, const struct config *cfg, c
 	memcpy(out, addr, strlen(addr) + 1);
 }
 
+/* Request ids come from a pool per thread of the CSPRNG's bytes, refilled 64
+ * ids at a time: the same unpredictable bytes as one RAND_bytes call per id,
+ * at a sixty-fourth of the calls (each takes the DRBG's lock and asks getpid:
+ * 12 % of a GET /.well-known/jwks.json, issue 34).  consentd never forks, so
+ * no two processes share a pool.  A failed refill gives this id zeros, as a
+ * failed call did, and the next id tries again. */
+#define RID_POOL 64
+
 static void new_request_id(char out[17])
 {
 	static const char hex[] = "0123456789abcdef";
+	static _Thread_local unsigned char pool[RID_POOL * 8];
+	static _Thread_local size_t left;      /* unused ids at the pool's end */
 	unsigned char r[8];
-	if (RAND_bytes(r, sizeof r) != 1)
+	if (left == 0 && RAND_bytes(pool, (int)sizeof pool) == 1)
+		left = RID_POOL;
+	if (left > 0) {
+		memcpy(r, pool + (RID_POOL - left) * 8, sizeof r);
+		left--;
+	} else {
 		memset(r, 0, sizeof r);
+	}
 	for (int i = 0; i < 8; i++) {
 		out[2 * i] = hex[r[i] >> 4];
 		out[2 * i + 1] = hex[r[i] & 15];

@@ -110,6 +110,16 @@ static enum cs_err escape(struct buf *b, const char *s, bool json)
 	enum cs_err e = json ? buf_append(b, "\"", 1) : CS_OK;
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
 	while (e == CS_OK && *p) {
+		/* A run of printable ASCII that needs no escape goes in at once
+		 * (most of a line: ids, routes, numbers). */
+		size_t run = 0;
+		while (p[run] >= 0x20 && p[run] < 0x7f && (!json || (p[run] != '"' && p[run] != '\\')))
+			run++;
+		if (run > 0) {
+			e = buf_append(b, p, run);
+			p += run;
+			continue;
+		}
 		uint32_t cp = 0;
 		size_t n = utf8_seq(p, &cp);
 		if (n == 0) {
@@ -147,15 +157,73 @@ enum cs_err log_json_str(struct buf *b, const char *s)
 
 /* --- lines ---------------------------------------------------------------- */
 
+/* n (< 10^20) in decimal at the end of d[24]: where its first digit is. */
+static char *decimal(uint64_t n, char d[24])
+{
+	char *q = d + 24;
+	do {
+		*--q = (char)('0' + n % 10);
+		n /= 10;
+	} while (n > 0);
+	return q;
+}
+
+static enum cs_err put_int(struct buf *b, int64_t v)
+{
+	char d[24];
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	char *q = decimal(u, d);
+	if (v < 0)
+		*--q = '-';
+	return buf_append(b, q, (size_t)(d + 24 - q));
+}
+
+/* A duration in milliseconds with three decimals, as "%.3f" writes it (up to
+ * the last digit's rounding), without printf's machinery on every line. */
+static enum cs_err put_ms(struct buf *b, double ms)
+{
+	if (!isfinite(ms))
+		return buf_puts(b, "null");
+	if (fabs(ms) >= 1e12)
+		return buf_printf(b, "%.3f", ms);
+	int64_t us = llround(ms * 1000.0);
+	char d[24];
+	uint64_t u = us < 0 ? (uint64_t)0 - (uint64_t)us : (uint64_t)us;
+	char frac[4] = { (char)('0' + u / 100 % 10), (char)('0' + u / 10 % 10), (char)('0' + u % 10), 0 };
+	char *q = decimal(u / 1000, d);
+	if (us < 0)
+		*--q = '-';
+	enum cs_err e = buf_append(b, q, (size_t)(d + 24 - q));
+	if (e == CS_OK)
+		e = buf_append(b, ".", 1);
+	return e == CS_OK ? buf_append(b, frac, 3) : e;
+}
+
+/* The timestamp's seconds as text, kept per thread for the second it names:
+ * every line of that second reuses it (gmtime_r and strftime once a second). */
 static enum cs_err put_ts(struct buf *b, int64_t ts_ms)
 {
+	static _Thread_local int64_t cached_secs = -1;
+	static _Thread_local char ts[32];
 	time_t secs = (time_t)(ts_ms / 1000);
-	struct tm tm;
-	char ts[32];
-	if (ts_ms < 0 || gmtime_r(&secs, &tm) == NULL ||
-	    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+	if (ts_ms < 0)
 		return buf_puts(b, "\"-\"");
-	return buf_printf(b, "\"%s.%03dZ\"", ts, (int)(ts_ms % 1000));
+	if (cached_secs != (int64_t)secs) {
+		struct tm tm;
+		if (gmtime_r(&secs, &tm) == NULL ||
+		    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+			cached_secs = -1;
+			return buf_puts(b, "\"-\"");
+		}
+		cached_secs = (int64_t)secs;
+	}
+	int msec = (int)(ts_ms % 1000);
+	char tail[7] = { '.', (char)('0' + msec / 100), (char)('0' + msec / 10 % 10),
+		(char)('0' + msec % 10), 'Z', '"', 0 };
+	enum cs_err e = buf_append(b, "\"", 1);
+	if (e == CS_OK)
+		e = buf_puts(b, ts);
+	return e == CS_OK ? buf_append(b, tail, 6) : e;
 }
 
 static enum cs_err put_field(struct buf *b, const struct log_field *f)
@@ -168,9 +236,9 @@ static enum cs_err put_field(struct buf *b, const struct log_field *f)
 	case LOG_T_STR:
 		return f->s == NULL ? buf_puts(b, "null") : log_json_str(b, f->s);
 	case LOG_T_INT:
-		return buf_printf(b, "%lld", (long long)f->i);
+		return put_int(b, f->i);
 	case LOG_T_MS:
-		return isfinite(f->ms) ? buf_printf(b, "%.3f", f->ms) : buf_puts(b, "null");
+		return put_ms(b, f->ms);
 	default:
 		return buf_puts(b, "null");
 	}
@@ -184,7 +252,8 @@ enum cs_err log_format(struct buf *b, const struct log_line *line)
 	enum cs_err e;
 	size_t start = b->len;
 	if ((e = buf_puts(b, "{\"ts\":")) != CS_OK || (e = put_ts(b, line->ts_ms)) != CS_OK ||
-	    (e = buf_printf(b, ",\"level\":\"%s\"", log_level_name(line->lv))) != CS_OK)
+	    (e = buf_puts(b, ",\"level\":\"")) != CS_OK ||
+	    (e = buf_puts(b, log_level_name(line->lv))) != CS_OK || (e = buf_puts(b, "\"")) != CS_OK)
 		goto out;
 	if (event != NULL && ((e = buf_puts(b, ",\"event\":")) != CS_OK ||
 	    (e = log_json_str(b, event)) != CS_OK))

@@ -10,15 +10,17 @@
 #include "store_approval.h"
 #include "store_consent.h"
 #include "store_events.h"
+#include "store_grant.h"
 #include "store_standing.h"
 #include "store_priv.h"
 #include "store_vault.h"
 
-#define CONSENT_COLS \
+#define CONSENT_SEL \
 	"k.id, k.user_id, u.subject, k.agent, k.resource, k.granted, k.declined, k.offline, " \
 	"k.created_at, k.expires_at, k.revoked_at, k.revoked_by, k.revoke_reason, k.request_id, " \
-	"k.reconnect_required, k.last_used_at, k.reconnect_reason, k.granted_by " \
-	"FROM consents k JOIN users u ON u.id = k.user_id "
+	"k.reconnect_required, k.last_used_at, k.reconnect_reason, k.granted_by "
+#define CONSENT_COLS CONSENT_SEL "FROM consents k JOIN users u ON u.id = k.user_id "
+#define CONSENT_NCOLS 18          /* the grant's columns follow them in SQL_CONSENT_OF_GRANT */
 #define CREQ_COLS \
 	"r.id, r.user_id, u.subject, r.agent, r.resource, r.scopes, r.pre_granted, r.reason, " \
 	"r.status, r.created_at, r.expires_at, r.decided_at, r.last_poll_at, r.interval, " \
@@ -30,6 +32,10 @@
 #define CREQ_LIST_MAX 100
 
 static const char SQL_CONSENT_GET[] = "SELECT " CONSENT_COLS "WHERE k.id = ?1";
+static const char SQL_CONSENT_OF_GRANT[] =
+    "SELECT " CONSENT_SEL ", g.jti, g.consent_id, g.issued_at, g.expires_at, g.revoked_at "
+    "FROM grants g JOIN consents k ON k.id = g.consent_id JOIN users u ON u.id = k.user_id "
+    "WHERE g.jti = ?1";
 static const char SQL_CONSENT_CURRENT[] =
     "SELECT " CONSENT_COLS "WHERE k.user_id = ?1 AND k.agent = ?2 AND k.resource = ?3 "
     "AND k.revoked_at = 0";
@@ -181,6 +187,36 @@ static enum cs_err read_creq(struct store_stmt *st, void *row)
 
 static const struct store_row_type consent_rows =
     STORE_ROW_BLOCK(struct store_consent_row, read_consent);
+
+/* A row of SQL_CONSENT_OF_GRANT: the consent's columns, then the grant's. */
+struct consent_grant_row {
+	struct store_consent_row k;
+	struct store_grant_row   g;
+};
+
+static enum cs_err read_consent_grant(struct store_stmt *st, void *row)
+{
+	struct consent_grant_row *r = row;
+	enum cs_err e;
+	if ((e = read_consent(st, &r->k)) != CS_OK ||
+	    (e = store_cols_text(st, &r->g.block, STORE_TEXT_COLS({ CONSENT_NCOLS, &r->g.jti, true },
+	    { CONSENT_NCOLS + 1, &r->g.consent_id, true }))) != CS_OK)
+		return e;
+	r->g.issued_at = store_col_int64(st, CONSENT_NCOLS + 2);
+	r->g.expires_at = store_col_int64(st, CONSENT_NCOLS + 3);
+	r->g.revoked_at = store_col_int64(st, CONSENT_NCOLS + 4);
+	return CS_OK;
+}
+
+static void consent_grant_clear(void *row)
+{
+	struct consent_grant_row *r = row;
+	store_consent_row_clear(&r->k);
+	store_grant_row_clear(&r->g);
+}
+
+static const struct store_row_type consent_grant_rows = {
+	sizeof(struct consent_grant_row), read_consent_grant, consent_grant_clear, 0 };
 static const struct store_row_type creq_rows = STORE_ROW_BLOCK(struct store_creq_row, read_creq);
 
 void store_consent_row_clear(struct store_consent_row *r)
@@ -208,6 +244,22 @@ void store_creq_rows_free(struct store_creq_row *v, size_t n)
 enum cs_err store_consent_get(struct store_conn *c, const char *id, struct store_consent_row *out)
 {
 	return store_get(c, SQL_CONSENT_GET, STORE_VALS(SV_TEXT(id)), &consent_rows, out);
+}
+
+enum cs_err store_consent_of_grant(struct store_conn *c, const char *jti,
+    struct store_grant_row *g, struct store_consent_row *k)
+{
+	struct consent_grant_row r;
+	enum cs_err e;
+	memset(&r, 0, sizeof r);
+	if (c == NULL || jti == NULL || g == NULL || k == NULL)
+		return CS_EINVAL;
+	if ((e = store_get(c, SQL_CONSENT_OF_GRANT, STORE_VALS(SV_TEXT(jti)), &consent_grant_rows,
+	    &r)) != CS_OK)
+		return e;
+	*g = r.g;
+	*k = r.k;
+	return CS_OK;
 }
 
 enum cs_err store_consent_current(struct store_conn *c, int64_t user_id, const char *agent,

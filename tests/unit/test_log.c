@@ -3,10 +3,13 @@
  * lines (one line, valid JSON, the fields given), levels, and the stream itself
  * (a file of JSON lines once opened; plain text on stderr before), and its
  * reopen after a move (logrotate), with writers on several threads. */
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <jansson.h>
 
@@ -274,6 +277,71 @@ START_TEST(test_log_format_line_is_one_json_object)
 	ck_assert_int_eq(log_format(&b, &(struct log_line){ .lv = LOG_ERROR }), CS_OK);
 	ck_assert_str_eq(b.data, "{\"ts\":\"1970-01-01T00:00:00.000Z\",\"level\":\"error\"}\n");
 	buf_clear(&b);
+}
+END_TEST
+
+/* The fields log.c writes without printf (issue 34): integers, durations with
+ * three decimals, and the timestamp kept per thread for its second. */
+static char *line_of(int64_t ts_ms, const struct log_field *f, size_t n)
+{
+	struct buf b;
+	buf_init(&b, 4096);
+	ck_assert_int_eq(log_format(&b, &(struct log_line){ .ts_ms = ts_ms, .lv = LOG_INFO,
+	    .f = f, .n = n }), CS_OK);
+	return buf_steal(&b);
+}
+
+START_TEST(test_log_numbers_and_ts_without_printf)
+{
+	static const struct { double ms; const char *text; } ms[] = {
+		{ 0, "0.000" }, { 1.23456, "1.235" }, { 3.912, "3.912" }, { 0.0004, "0.000" },
+		{ 0.0006, "0.001" }, { 999.9996, "1000.000" }, { 12345.678, "12345.678" },
+		{ -2.5, "-2.500" }, { 1e13, "10000000000000.000" },
+	};
+	for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+		struct log_field f[] = { LOG_MS("ms", ms[i].ms) };
+		char want[128], *got = line_of(0, f, 1);
+		ck_assert_int_eq(str_fmt(want, sizeof want, "{\"ts\":\"1970-01-01T00:00:00.000Z\","
+		    "\"level\":\"info\",\"ms\":%s}\n", ms[i].text), CS_OK);
+		ck_assert_str_eq(got, want);
+		free(got);
+	}
+	/* Every duration of a request (0 to 100 s, in steps that are not round):
+	 * the text printf's "%.3f" would write, but for its last digit's rounding. */
+	for (double v = 0; v < 100000; v += 7.0711) {
+		struct log_field f[] = { LOG_MS("ms", v) };
+		char want[64], *got = line_of(0, f, 1);
+		ck_assert_int_eq(str_fmt(want, sizeof want, "%.3f", v), CS_OK);
+		char *at = strstr(got, "\"ms\":") + 5;
+		double back = strtod(at, NULL);
+		ck_assert_msg(fabs(back - v) <= 0.0005 + 1e-9, "%s for %.6f", at, v);
+		ck_assert_msg(strncmp(at, want, strlen(want)) == 0 || fabs(strtod(want, NULL) - back) <= 0.0011,
+		    "%s against %s", at, want);
+		free(got);
+	}
+	static const int64_t ints[] = { 0, 7, -7, 400, INT64_MAX, INT64_MIN };
+	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+		struct log_field f[] = { LOG_INT("n", ints[i]) };
+		char want[64], *got = line_of(0, f, 1);
+		ck_assert_int_eq(str_fmt(want, sizeof want, "\"n\":%lld}", (long long)ints[i]), CS_OK);
+		ck_assert_msg(strstr(got, want) != NULL, "%s: %s", want, got);
+		free(got);
+	}
+	/* The timestamp's second is kept per thread: another second, then the
+	 * first again, each written as its own. */
+	static const struct { int64_t ms; const char *text; } ts[] = {
+		{ INT64_C(1709210096789), "2024-02-29T12:34:56.789Z" },
+		{ INT64_C(1709210096001), "2024-02-29T12:34:56.001Z" },
+		{ INT64_C(1709210097000), "2024-02-29T12:34:57.000Z" },
+		{ INT64_C(1709210096789), "2024-02-29T12:34:56.789Z" },
+		{ 0, "1970-01-01T00:00:00.000Z" }, { -1, "-" },
+	};
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+		char want[64], *got = line_of(ts[i].ms, NULL, 0);
+		ck_assert_int_eq(str_fmt(want, sizeof want, "{\"ts\":\"%s\",", ts[i].text), CS_OK);
+		ck_assert_msg(strncmp(got, want, strlen(want)) == 0, "%s: %s", want, got);
+		free(got);
+	}
 }
 END_TEST
 
@@ -547,6 +615,7 @@ static Suite *log_suite(void)
 	TCase *tc = tcase_create("log");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_log_json_str_plain_and_quotes);
+	tcase_add_test(tc, test_log_numbers_and_ts_without_printf);
 	tcase_add_test(tc, test_log_json_str_every_c0_and_del_escaped);
 	tcase_add_test(tc, test_log_json_str_c1_bidi_and_separators_escaped);
 	tcase_add_test(tc, test_log_json_str_valid_utf8_kept);

@@ -21,6 +21,7 @@
 #include "tu_store.h"
 #include "store.h"
 #include "store_consent.h"
+#include "store_grant.h"
 #include "store_keys.h"
 #include "store_replay.h"
 #include "store_user.h"
@@ -1163,6 +1164,64 @@ START_TEST(test_store_consent_row_all_set)
 }
 END_TEST
 
+/* Issue 34: the grant and its consent in one statement, as introspection
+ * reads them on every call: the same rows store_grant_get and
+ * store_consent_get give, the grant's revocation seen, and CS_ENOENT (rows
+ * untouched) for an unknown grant. */
+START_TEST(test_store_consent_of_grant)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct store_consent_row k, one;
+	struct store_grant_row g;
+	int changed = 0;
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	int64_t uid = consent_fill(c, true);
+	ck_assert_int_eq(store_grant_insert(c, "j1", "k1", NULL, 120, 420), CS_OK);
+	ck_assert_int_eq(store_consent_of_grant(c, "j1", &g, &k), CS_OK);
+	ck_assert_str_eq(g.jti, "j1");
+	ck_assert_str_eq(g.consent_id, "k1");
+	ck_assert_int_eq(g.issued_at, 120);
+	ck_assert_int_eq(g.expires_at, 420);
+	ck_assert_int_eq(g.revoked_at, 0);
+	ck_assert_int_eq(store_consent_get(c, "k1", &one), CS_OK);
+	ck_assert_str_eq(k.id, one.id);
+	ck_assert_int_eq(k.user_id, uid);
+	ck_assert_str_eq(k.subject, "alice");
+	ck_assert_str_eq(k.agent, one.agent);
+	ck_assert_str_eq(k.resource, one.resource);
+	ck_assert_str_eq(k.granted, one.granted);
+	ck_assert_str_eq(k.declined, one.declined);
+	ck_assert_int_eq(k.offline, one.offline);
+	ck_assert_int_eq(k.created_at, one.created_at);
+	ck_assert_int_eq(k.expires_at, one.expires_at);
+	ck_assert_int_eq(k.revoked_at, one.revoked_at);
+	ck_assert_str_eq(k.revoked_by, one.revoked_by);
+	ck_assert_str_eq(k.revoke_reason, one.revoke_reason);
+	ck_assert_str_eq(k.request_id, one.request_id);
+	store_consent_row_clear(&one);
+	store_consent_row_clear(&k);
+	store_grant_row_clear(&g);
+
+	ck_assert_int_eq(store_grant_revoke(c, "j1", 300, &changed), CS_OK);
+	ck_assert_int_eq(changed, 1);
+	ck_assert_int_eq(store_consent_of_grant(c, "j1", &g, &k), CS_OK);
+	ck_assert_int_eq(g.revoked_at, 300);
+	store_consent_row_clear(&k);
+	store_grant_row_clear(&g);
+
+	memset(&g, 0, sizeof g);
+	memset(&k, 0, sizeof k);
+	ck_assert_int_eq(store_consent_of_grant(c, "nope", &g, &k), CS_ENOENT);
+	ck_assert_ptr_null(g.block);
+	ck_assert_ptr_null(k.block);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 START_TEST(test_store_consent_row_null_optional)
 {
 	struct fixture f;
@@ -1378,6 +1437,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_cols_text_null_optional);
 	tcase_add_test(tc, test_store_cols_text_required_null);
 	tcase_add_test(tc, test_store_consent_row_all_set);
+	tcase_add_test(tc, test_store_consent_of_grant);
 	tcase_add_test(tc, test_store_consent_row_null_optional);
 	tcase_add_test(tc, test_store_consent_row_damaged);
 	tcase_add_test(tc, test_store_consent_strings_survive_row_clear);
