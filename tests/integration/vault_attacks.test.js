@@ -27,7 +27,10 @@ const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 // The downstream IdP's log lines come through a pipe, its answers through a socket: let the
 // log catch up before counting.
 const settle = () => sleep(400);
-const GRANT_TTL = 10;
+// The grants live 20 s: long enough for a test's steps under load (the "20 concurrent"
+// test releases its grant again about 10 s after it was issued), short enough that the
+// expiry test waits it out.
+const GRANT_TTL = 20;
 const users = { ...DEFAULT_USERS };
 for (const n of ['dave', 'erin', 'frank', 'grace', 'heidi', 'ivan']) {
   users[n] = { password: `${n}-password`, name: `${n[0].toUpperCase()}${n.slice(1)} Example`, email: `${n}@example.test`, groups: [] };

@@ -53,10 +53,12 @@ export async function startMcpUpstream2025({ check }) {
     const chunks = [];
     for await (const c of rq) chunks.push(c);
     const text = Buffer.concat(chunks).toString('utf8');
-    requests.push({ method: rq.method, headers: { ...rq.headers }, body: text });
     const m = /^Bearer (\S+)$/.exec(rq.headers.authorization || '');
     let good = false;
     try { good = m !== null && await check(m[1]); } catch { good = false; }
+    // Recorded once the token is checked (the provider's introspection is slow under
+    // load): a test that sees a GET here may notify at once, its stream opens next.
+    requests.push({ method: rq.method, headers: { ...rq.headers }, body: text });
     if (!good) {
       rs.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer error="invalid_token"' });
       rs.end(JSON.stringify({ error: 'invalid_token' }));
