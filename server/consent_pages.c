@@ -234,10 +234,6 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 	    "signed_in_as", who, "other_account_url", other, "provider", provider,
 	    "provider_connected", provider && provider_connected(store_conn(req->app->store), r,
 	    req->now), "client", client);
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
 	e = page_render(rep, status, "consent.html", ctx, s);
 out:
 	free(reason);
