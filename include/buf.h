@@ -38,6 +38,9 @@ void buf_reset(struct buf *b);
 /* Cuts the buffer back to its first len bytes (len <= b->len), e.g. to leave
  * nothing half-written behind after a failed append. */
 void buf_truncate(struct buf *b, size_t len);
+/* Reads b from the cursor *off (<= b->len): up to max bytes into dst, *off
+ * moved past them; returns how many (0 when nothing is left). */
+size_t buf_copy_out(const struct buf *b, size_t *off, char *dst, size_t max);
 /* Hands the data to the caller (who frees it) and empties the buffer.
  * Returns an empty allocated string when nothing was appended, NULL on OOM. */
 char *buf_steal(struct buf *b);

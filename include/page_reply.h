@@ -14,7 +14,8 @@
 #include "session.h"
 
 /* Renders a page template with a context that already has "title"; adds the
- * session's user and CSRF token as "user" and "csrf" when s is non-NULL. */
+ * session's user and CSRF token as "user" and "csrf" when s is non-NULL.
+ * ctx NULL (the json_pack that built it failed): CS_ENOMEM, rep untouched. */
 enum cs_err page_render(struct http_reply *rep, int status, const char *tpl, json_t *ctx,
     const struct session *s) CS_MUST_CHECK;
 /* A 303 See Other to location, with an empty body. */

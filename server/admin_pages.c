@@ -244,8 +244,6 @@ static enum cs_err refused(struct http_reply *rep, int status, const char *title
 	json_t *ctx = json_pack("{s:s, s:s, s:s?}", "title", title, "message", msg,
 	    "login_url", relogin);
 	enum cs_err e;
-	if (ctx == NULL)
-		return CS_ENOMEM;
 	e = page_render(rep, status, "admin_refused.html", ctx, NULL);
 	json_decref(ctx);
 	return e;

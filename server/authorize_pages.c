@@ -277,8 +277,6 @@ enum cs_err authorize_pages_continue(const struct http_request *req, struct http
 	 * URI, which no configuration can list (a client-id URL's document names
 	 * it). */
 	json_t *ctx = json_pack("{s:s, s:s}", "title", "Going back to the app", "next", loc);
-	if (ctx == NULL)
-		return CS_ENOMEM;
 	e = page_render(rep, 200, "authorize_continue.html", ctx, req->auth.session);
 	json_decref(ctx);
 	return e;

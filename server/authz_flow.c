@@ -208,6 +208,25 @@ static enum cs_err request_of(struct store_conn *c, const char *id,
 	return CS_OK;
 }
 
+/* The start of a step (ask, finish): out cleared, the arguments checked, and
+ * the request id names read into out->req when it is this person's; *found
+ * false (out->outcome AUTHZ_STEP_UNKNOWN) when there is none. */
+static enum cs_err step_start(struct store_conn *c, const struct config *cfg, const char *id,
+    const struct authz_flow_person *p, struct authz_flow_step *out, bool *found)
+{
+	enum cs_err e;
+	memset(out, 0, sizeof *out);
+	*found = false;
+	if (c == NULL || cfg == NULL || id == NULL || p == NULL || p->user_id <= 0)
+		return CS_EINVAL;
+	if ((e = request_of(c, id, p, &out->req)) == CS_ENOENT) {
+		out->outcome = AUTHZ_STEP_UNKNOWN;
+		return CS_OK;
+	}
+	*found = e == CS_OK;
+	return e;
+}
+
 /* The answer for the client: error and why (a fixed sentence); the request
  * is used up, so that no later step answers it a second time.  Another step
  * that used it up first: AUTHZ_STEP_UNKNOWN. */
@@ -340,16 +359,10 @@ enum cs_err authz_flow_ask(struct store_conn *c, const struct config *cfg, const
 	struct consent_answer a;
 	enum authz_scope_outcome so;
 	const char *res, *bad = NULL;
+	bool found;
 	enum cs_err e;
-	memset(out, 0, sizeof *out);
 	memset(&a, 0, sizeof a);
-	if (c == NULL || cfg == NULL || id == NULL || p == NULL || p->user_id <= 0)
-		return CS_EINVAL;
-	if ((e = request_of(c, id, p, &out->req)) == CS_ENOENT) {
-		out->outcome = AUTHZ_STEP_UNKNOWN;
-		return CS_OK;
-	}
-	if (e != CS_OK)
+	if ((e = step_start(c, cfg, id, p, out, &found)) != CS_OK || !found)
 		return e;
 	/* SECURITY: the request is this person's from here on (a person who
 	 * opens another's link later finds nothing). */
@@ -443,16 +456,10 @@ enum cs_err authz_flow_finish(struct store_conn *c, const struct config *cfg, co
     const struct authz_flow_person *p, struct authz_flow_step *out)
 {
 	struct consent_request cr;
+	bool found;
 	enum cs_err e;
-	memset(out, 0, sizeof *out);
 	memset(&cr, 0, sizeof cr);
-	if (c == NULL || cfg == NULL || id == NULL || p == NULL || p->user_id <= 0)
-		return CS_EINVAL;
-	if ((e = request_of(c, id, p, &out->req)) == CS_ENOENT) {
-		out->outcome = AUTHZ_STEP_UNKNOWN;
-		return CS_OK;
-	}
-	if (e != CS_OK)
+	if ((e = step_start(c, cfg, id, p, out, &found)) != CS_OK || !found)
 		return e;
 	/* Not this person's yet, or never asked: its own page first. */
 	if (out->req.user_id != p->user_id || out->req.consent_request_id == NULL) {

@@ -148,6 +148,17 @@ void buf_truncate(struct buf *b, size_t len)
 		b->data[len] = '\0';
 }
 
+size_t buf_copy_out(const struct buf *b, size_t *off, char *dst, size_t max)
+{
+	size_t n = b->len - *off;
+	if (n > max)
+		n = max;
+	if (n > 0)
+		memcpy(dst, b->data + *off, n);
+	*off += n;
+	return n;
+}
+
 char *buf_steal(struct buf *b)
 {
 	char *p = b->data;

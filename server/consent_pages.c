@@ -234,10 +234,6 @@ static enum cs_err consent_page(const struct http_request *req, struct http_repl
 	    "signed_in_as", who, "other_account_url", other, "provider", provider,
 	    "provider_connected", provider && provider_connected(store_conn(req->app->store), r,
 	    req->now), "client", client);
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
 	e = page_render(rep, status, "consent.html", ctx, s);
 out:
 	free(reason);
@@ -250,24 +246,28 @@ out:
 	return e;
 }
 
-enum cs_err consent_pages_show(const struct http_request *req, struct http_reply *rep)
+/* The request the URL names, as it is now, on its page (status, with note
+ * above it when given): the person's own only (bound_request). */
+static enum cs_err show_request(const struct http_request *req, struct http_reply *rep,
+    struct store_conn *c, const struct session *s, int status, const char *note)
 {
-	struct app *app = req->app;
-	const struct session *s = req->auth.session;     /* the router's session gate */
-	struct consent_request r;
-	struct store_conn *c = store_conn(app->store);
+	struct consent_request now;
 	bool ok;
 	enum cs_err e;
+	memset(&now, 0, sizeof now);
+	if ((e = bound_request(req, rep, c, s, &now, &ok)) == CS_OK && ok)
+		e = consent_page(req, rep, s, &now, status, note);
+	consent_request_clear(&now);
+	return e;
+}
 
-	memset(&r, 0, sizeof r);
+enum cs_err consent_pages_show(const struct http_request *req, struct http_reply *rep)
+{
+	struct store_conn *c = store_conn(req->app->store);
 	if (c == NULL)
 		return CS_EDB;
-	if ((e = bound_request(req, rep, c, s, &r, &ok)) != CS_OK || !ok)
-		goto out;
-	e = consent_page(req, rep, s, &r, 200, NULL);
-out:
-	consent_request_clear(&r);
-	return e;
+	return show_request(req, rep, c, req->auth.session /* the router's session gate */, 200,
+	    NULL);
 }
 
 /* The request changed under the person's open page: nothing was decided; the
@@ -275,16 +275,9 @@ out:
 static enum cs_err consent_changed(const struct http_request *req, struct http_reply *rep,
     struct store_conn *c, const struct session *s)
 {
-	struct consent_request now;
-	bool ok;
-	enum cs_err e;
-	memset(&now, 0, sizeof now);
-	if ((e = bound_request(req, rep, c, s, &now, &ok)) == CS_OK && ok)
-		e = consent_page(req, rep, s, &now, 409,
-		    "This request changed while you were looking at it, so nothing was given. "
-		    "Here it is as it is now: check it and decide again.");
-	consent_request_clear(&now);
-	return e;
+	return show_request(req, rep, c, s, 409,
+	    "This request changed while you were looking at it, so nothing was given. "
+	    "Here it is as it is now: check it and decide again.");
 }
 
 /* The decision the form states for the stored request r, into *d: *ok false

@@ -840,12 +840,7 @@ enum cs_err httpc_stream_read(struct httpc_stream *s, char *dst, size_t max, siz
 		if ((e = stream_step(s)) != CS_OK)
 			return e;
 	}
-	size_t n = s->pending.len - s->off;
-	if (n > max)
-		n = max;
-	memcpy(dst, s->pending.data + s->off, n);
-	s->off += n;
-	*got = n;
+	*got = buf_copy_out(&s->pending, &s->off, dst, max);
 	return CS_OK;
 }
 
@@ -871,12 +866,7 @@ enum cs_err httpc_stream_read_wait(struct httpc_stream *s, char *dst, size_t max
 		if ((e = stream_step_wait(s, left > 1000 ? 1000 : (int)left)) != CS_OK)
 			return e;
 	}
-	size_t n = s->pending.len - s->off;
-	if (n > max)
-		n = max;
-	memcpy(dst, s->pending.data + s->off, n);
-	s->off += n;
-	*got = n;
+	*got = buf_copy_out(&s->pending, &s->off, dst, max);
 	return CS_OK;
 }
 

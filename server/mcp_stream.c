@@ -156,16 +156,11 @@ enum cs_err mcp_stream_event(struct buf *b, const char *elicitation_id)
 /* Copies what is pending into dst. */
 static void drain_pending(struct mcp_stream *st, char *dst, size_t max, size_t *got)
 {
-	size_t n = st->pending.len - st->off;
-	if (n > max)
-		n = max;
-	memcpy(dst, st->pending.data + st->off, n);
-	st->off += n;
+	*got = buf_copy_out(&st->pending, &st->off, dst, max);
 	if (st->off == st->pending.len) {
 		buf_reset(&st->pending);
 		st->off = 0;
 	}
-	*got = n;
 }
 
 /* Stops relaying the upstream's stream (it ended, failed, or overflowed):

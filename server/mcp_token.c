@@ -166,6 +166,20 @@ refused:
 	return false;
 }
 
+/* The start of every grant: *out and *k cleared, then the client
+ * authenticated into *k (false: *out says why, or *e is the failure). */
+static bool client_start(struct app *app, const struct mcp_token_req *rq,
+    struct mcp_client *k, struct mcp_token_answer *out, enum cs_err *e)
+{
+	memset(k, 0, sizeof *k);
+	memset(out, 0, sizeof *out);
+	if (app == NULL || rq == NULL) {
+		*e = CS_EINVAL;
+		return false;
+	}
+	return authenticate(app, rq, k, out, e);
+}
+
 bool mcp_token_dpop_missing(const struct config *cfg, bool proof, bool private_key_jwt)
 {
 	return !proof && !private_key_jwt && cfg->mcp_require_dpop;
@@ -179,6 +193,21 @@ static bool dpop_required_ok(const struct config *cfg, const struct mcp_client *
 		return true;
 	say(a, 400, "invalid_dpop_proof", MCP_TOKEN_DPOP_REQUIRED);
 	return false;
+}
+
+/* What a grant needs before the store: [mcp] require_dpop met (false: *a
+ * says why) and a connection in *c (false: *e CS_EDB). */
+static bool store_ready(struct app *app, const struct mcp_client *k,
+    const struct mcp_token_req *rq, struct mcp_token_answer *a, struct store_conn **c,
+    enum cs_err *e)
+{
+	if (!dpop_required_ok(app->cfg, k, rq, a))
+		return false;
+	if ((*c = store_conn(app->store)) == NULL) {
+		*e = CS_EDB;
+		return false;
+	}
+	return true;
 }
 
 /* --- grant_type=authorization_code ---------------------------------------- */
@@ -317,13 +346,9 @@ enum cs_err mcp_token_code(struct app *app, const struct mcp_token_req *rq,
 	enum cs_err e;
 	bool in_tx = false, issued = false;
 
-	memset(&k, 0, sizeof k);
 	memset(&row, 0, sizeof row);
 	memset(h, 0, sizeof h);
-	memset(out, 0, sizeof *out);
-	if (app == NULL || rq == NULL)
-		return CS_EINVAL;
-	if (!authenticate(app, rq, &k, out, &e))
+	if (!client_start(app, rq, &k, out, &e))
 		return e;
 	e = CS_OK;
 	if (!given(out, rq->code != NULL && rq->code[0] != '\0' ? rq->code : NULL,
@@ -333,12 +358,8 @@ enum cs_err mcp_token_code(struct app *app, const struct mcp_token_req *rq,
 	    !given(out, rq->resource, "resource is missing (RFC 8707: the MCP endpoint the code "
 	    "was issued for)"))
 		goto out;
-	if (!dpop_required_ok(app->cfg, &k, rq, out))
+	if (!store_ready(app, &k, rq, out, &c, &e))
 		goto out;
-	if ((c = store_conn(app->store)) == NULL) {
-		e = CS_EDB;
-		goto out;
-	}
 	sha256_str(rq->code, h);
 	if ((e = store_begin(c)) != CS_OK)
 		goto out;
@@ -399,11 +420,7 @@ enum cs_err mcp_token_refresh(struct app *app, const struct mcp_token_req *rq,
 	struct store_conn *c;
 	enum cs_err e;
 
-	memset(&k, 0, sizeof k);
-	memset(out, 0, sizeof *out);
-	if (app == NULL || rq == NULL)
-		return CS_EINVAL;
-	if (!authenticate(app, rq, &k, out, &e))
+	if (!client_start(app, rq, &k, out, &e))
 		return e;
 	e = CS_OK;
 	if (!k.refresh) {
@@ -419,12 +436,8 @@ enum cs_err mcp_token_refresh(struct app *app, const struct mcp_token_req *rq,
 		say(out, 400, "invalid_scope", "scope is malformed");
 		goto out;
 	}
-	if (!dpop_required_ok(app->cfg, &k, rq, out))
+	if (!store_ready(app, &k, rq, out, &c, &e))
 		goto out;
-	if ((c = store_conn(app->store)) == NULL) {
-		e = CS_EDB;
-		goto out;
-	}
 	struct grant_refresh_req fr = { .refresh_token = rq->refresh_token,
 		.scope = rq->scope != NULL ? &narrow : NULL, .jkt = rq->jkt, .actor = rq->actor,
 		.now = rq->now, .client_id = k.client_id, .audience = rq->resource };
@@ -466,11 +479,7 @@ enum cs_err mcp_token_revoke(struct app *app, const struct mcp_token_req *rq,
 	struct mcp_client k;
 	struct store_conn *c;
 	enum cs_err e;
-	memset(&k, 0, sizeof k);
-	memset(out, 0, sizeof *out);
-	if (app == NULL || rq == NULL)
-		return CS_EINVAL;
-	if (!authenticate(app, rq, &k, out, &e))
+	if (!client_start(app, rq, &k, out, &e))
 		return e;
 	if ((c = store_conn(app->store)) == NULL) {
 		mcp_client_clear(&k);

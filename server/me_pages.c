@@ -311,10 +311,6 @@ enum cs_err me_pages_revoke_confirm(const struct http_request *req, struct http_
 	    "scopes", scope_items(cfg, k.resource, &k.granted),
 	    "offline", k.offline, "provider", vault_provider(app->vault, k.resource) != NULL,
 	    "created", pages_time_value(k.created_at), "expires", pages_time_value(k.expires_at));
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
 	e = page_render(rep, 200, "me_revoke.html", ctx, s);
 out:
 	json_decref(ctx);
@@ -375,10 +371,6 @@ enum cs_err me_pages_revoked(const struct http_request *req, struct http_reply *
 	    "agent", pages_agent_name(cfg, k.agent), "resource", pages_resource_name(cfg, k.resource),
 	    "when", pages_time_value(k.revoked_at), "how", how, "why", shown,
 	    "provider", vault_provider(app->vault, k.resource) != NULL);
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
 	e = page_render(rep, 200, "me_revoked.html", ctx, s);
 out:
 	free(shown);

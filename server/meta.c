@@ -272,8 +272,8 @@ enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)
 	/* The router's optional session gate: NULL when nobody is signed in. */
 	const struct session *s = req->auth.session;
 	bool have = s != NULL, signed_out = false, via_idp = false;
-	json_t *ctx = NULL;
-	enum cs_err e = CS_OK;
+	json_t *ctx;
+	enum cs_err e;
 
 	signed_out = !have && state != NULL;
 	via_idp = signed_out && strcmp(state, "signed-out") == 0;
@@ -283,12 +283,7 @@ enum cs_err meta_index(const struct http_request *req, struct http_reply *rep)
 	    "signed_out", signed_out, "via_idp", via_idp,
 	    "idp_has_logout", m != NULL && m->end_session_endpoint != NULL,
 	    "idp", cfg->oidc_issuer);
-	if (ctx == NULL) {
-		e = CS_ENOMEM;
-		goto out;
-	}
 	e = page_render(rep, 200, "index.html", ctx, s);
-out:
 	json_decref(ctx);
 	return e;
 }

@@ -12,6 +12,8 @@
 enum cs_err page_render(struct http_reply *rep, int status, const char *tpl, json_t *ctx,
     const struct session *s)
 {
+	if (ctx == NULL)
+		return CS_ENOMEM;                 /* the caller's json_pack failed */
 	if (s != NULL) {
 		json_t *u = json_pack("{s:s?, s:s?, s:s?}", "name", s->name, "subject", s->subject,
 		    "email", s->email);

@@ -214,8 +214,6 @@ enum cs_err pages_refuse_other_account(const struct http_request *req, struct ht
 		return e;
 	ctx = json_pack("{s:s, s:s}", "title", "This request is for another account",
 	    "login_url", loginurl);
-	if (ctx == NULL)
-		return CS_ENOMEM;
 	e = page_render(rep, 403, "consent_other.html", ctx, s);
 	json_decref(ctx);
 	return e;

@@ -232,6 +232,19 @@ static bool empty_value(json_t *v)
 	    (json_is_array(v) && json_array_size(v) == 0);
 }
 
+/* The group of pv->rows appended to groups: its none (when given) shown when
+ * it has no rows. */
+static enum cs_err append_group(struct pv *pv, json_t *groups, const char *group,
+    const char *heading, const char *none)
+{
+	json_t *g = json_pack("{s:s, s:s?, s:s?, s:b, s:O}", "group", group, "heading", heading,
+	    "none", json_array_size(pv->rows) == 0 ? none : NULL,
+	    "has_rows", json_array_size(pv->rows) > 0, "rows", pv->rows);
+	if (g == NULL || json_array_append_new(groups, g) != 0)
+		return CS_ENOMEM;
+	return CS_OK;
+}
+
 /* Flattens v into a new group appended to groups.  A group whose rows were all
  * cut by the bounds is left out (the "more" count tells of them); an empty
  * value's group says none instead. */
@@ -239,7 +252,6 @@ static enum cs_err add_group(struct pv *pv, json_t *groups, const char *group, c
     const char *none, const char *root_label, json_t *v)
 {
 	enum cs_err e = CS_ENOMEM;
-	json_t *g = NULL;
 	if ((pv->rows = json_array()) == NULL)
 		return CS_ENOMEM;
 	buf_reset(&pv->path);
@@ -251,16 +263,11 @@ static enum cs_err add_group(struct pv *pv, json_t *groups, const char *group, c
 	/* null, {} and [] as the whole value: no rows, the group's none says so. */
 	if (!empty_value(v) && (e = flatten(pv, v)) != CS_OK)
 		goto out;
-	e = CS_ENOMEM;
 	if (json_array_size(pv->rows) == 0 && !empty_value(v)) {
 		e = CS_OK;
 		goto out;
 	}
-	g = json_pack("{s:s, s:s?, s:s?, s:b, s:O}", "group", group, "heading", heading,
-	    "none", json_array_size(pv->rows) == 0 ? none : NULL,
-	    "has_rows", json_array_size(pv->rows) > 0, "rows", pv->rows);
-	if (g != NULL && json_array_append_new(groups, g) == 0)
-		e = CS_OK;
+	e = append_group(pv, groups, group, heading, none);
 out:
 	json_decref(pv->rows);
 	pv->rows = NULL;
@@ -272,7 +279,7 @@ out:
 static enum cs_err add_query_group(struct pv *pv, json_t *groups, json_t *q)
 {
 	const char *k;
-	json_t *vals, *g;
+	json_t *vals;
 	enum cs_err e = CS_ENOMEM;
 	if ((pv->rows = json_array()) == NULL)
 		return CS_ENOMEM;
@@ -295,15 +302,11 @@ static enum cs_err add_query_group(struct pv *pv, json_t *groups, json_t *q)
 		}
 		buf_reset(&pv->path);
 	}
-	e = CS_ENOMEM;
 	if (json_array_size(pv->rows) == 0) {
 		e = CS_OK;                    /* every row cut by the bounds */
 		goto out;
 	}
-	g = json_pack("{s:s, s:s, s:n, s:b, s:O}", "group", "query", "heading", "In the query",
-	    "none", "has_rows", true, "rows", pv->rows);
-	if (g != NULL && json_array_append_new(groups, g) == 0)
-		e = CS_OK;
+	e = append_group(pv, groups, "query", "In the query", NULL);
 out:
 	json_decref(pv->rows);
 	pv->rows = NULL;

@@ -99,7 +99,7 @@ enum cs_err vault_pages_key_show(const struct http_request *req, struct http_rep
 	ctx = json_pack("{s:s, s:s, s:s, s:s, s:b}", "title", "API key", "id", k.id,
 	    "agent", pages_agent_name(app->cfg, k.agent),
 	    "resource", pages_resource_name(app->cfg, k.resource), "stored", stored);
-	e = ctx == NULL ? CS_ENOMEM : page_render(rep, 200, "vault_key.html", ctx, s);
+	e = page_render(rep, 200, "vault_key.html", ctx, s);
 	json_decref(ctx);
 	consent_clear(&k);
 	return e;

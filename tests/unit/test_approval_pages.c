@@ -13,6 +13,7 @@
 #include "config.h"
 #include "consent.h"
 #include "http.h"
+#include "page_reply.h"
 #include "jcs.h"
 #include "scope.h"
 #include "session.h"
@@ -157,6 +158,23 @@ static char *show(const char *id, const char *cookie)
 	return page;
 }
 
+/* A page whose json_pack failed (ctx NULL): CS_ENOMEM and the reply as it
+ * was, with or without a session (the pages pass their json_pack straight in). */
+START_TEST(test_page_render_without_a_context_is_enomem)
+{
+	struct http_reply rep;
+	struct session s;
+	memset(&s, 0, sizeof s);
+	reply_init(&rep);
+	ck_assert_int_eq(page_render(&rep, 200, "me_revoke.html", NULL, NULL), CS_ENOMEM);
+	ck_assert_int_eq(page_render(&rep, 403, "consent_other.html", NULL, &s), CS_ENOMEM);
+	ck_assert_int_ne(rep.status, 200);
+	ck_assert_int_ne(rep.status, 403);
+	ck_assert_uint_eq(rep.body.len, 0);
+	reply_clear(&rep);
+}
+END_TEST
+
 #define PARAMS "{\"text\":\"line one\\nline two\",\"tags\":[\"a\",\"b\"],\"meta\":{\"pinned\":true}}"
 
 /* An MCP client's tool call: the page names the tool and leads with its description. */
@@ -209,6 +227,7 @@ static Suite *approval_pages_suite(void)
 	TCase *tc = tcase_create("approval_pages");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_approval_pages_tool_call_leads_with_the_tool);
+	tcase_add_test(tc, test_page_render_without_a_context_is_enomem);
 	tcase_add_test(tc, test_approval_pages_agent_action_is_no_tool);
 	suite_add_tcase(s, tc);
 	return s;

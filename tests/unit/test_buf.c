@@ -10,6 +10,29 @@
 
 /* --- appends ------------------------------------------------------------ */
 
+/* The reader's cursor (httpc's and mcp_stream's pending bytes): at most max
+ * a call, the cursor moved past them, 0 once it stands at the end. */
+START_TEST(test_buf_copy_out_moves_the_cursor)
+{
+	struct buf b;
+	char dst[8];
+	size_t off = 0;
+	buf_init(&b, 64);
+	ck_assert_uint_eq(buf_copy_out(&b, &off, dst, sizeof dst), 0);   /* empty, no data */
+	ck_assert_uint_eq(off, 0);
+	ck_assert_int_eq(buf_puts(&b, "abcdefghij"), CS_OK);
+	ck_assert_uint_eq(buf_copy_out(&b, &off, dst, 4), 4);
+	ck_assert_mem_eq(dst, "abcd", 4);
+	ck_assert_uint_eq(off, 4);
+	ck_assert_uint_eq(buf_copy_out(&b, &off, dst, sizeof dst), 6);
+	ck_assert_mem_eq(dst, "efghij", 6);
+	ck_assert_uint_eq(off, 10);
+	ck_assert_uint_eq(buf_copy_out(&b, &off, dst, sizeof dst), 0);
+	ck_assert_uint_eq(off, 10);
+	buf_clear(&b);
+}
+END_TEST
+
 START_TEST(test_buf_append_concatenates)
 {
 	struct buf b;
@@ -515,6 +538,7 @@ static Suite *buf_suite(void)
 	tcase_add_test(tc, test_str_fmt_fits_exactly);
 	tcase_add_test(tc, test_str_fmt_refuses_truncation);
 	tcase_add_test(tc, test_buf_wipe_free_null_safe);
+	tcase_add_test(tc, test_buf_copy_out_moves_the_cursor);
 	suite_add_tcase(s, tc);
 	return s;
 }
