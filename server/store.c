@@ -208,6 +208,19 @@ enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_
 	return st == NULL ? e : store_exec(c, st);
 }
 
+enum cs_err store_run_later(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n)
+{
+	if (!c->in_tx)
+		return store_run(c, sql, v, n);
+	struct store_stmt *st = store_stmt(c, sql);
+	if (st == NULL)
+		return CS_EDB;
+	enum cs_err e = c->s->be->run_later(st, v, n);
+	store_stmt_done(st);
+	return e;
+}
+
 /* A malloc'd copy of a text column; NULL column -> *out NULL. */
 enum cs_err store_col_text(struct store_stmt *st, int i, char **out)
 {

@@ -98,6 +98,16 @@ struct store_stmt *store_query(struct store_conn *c, const char *sql, const stru
  * reads v's texts and blobs in place (no copy): they need to live only for the call. */
 enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n) CS_MUST_CHECK;
+/* store_run for a write whose outcome the transaction needs only at its
+ * COMMIT (an INSERT that nothing reads back by its answer, such as an audit
+ * entry): inside a transaction an engine may send it with the next statement
+ * or with the COMMIT (PostgreSQL's pipeline: one round trip fewer while the
+ * write lock is held).  Its failure then fails that statement or the COMMIT,
+ * and the transaction rolls back whole: nothing after it runs.  CS_OK may so
+ * mean "sent"; store_changes says nothing of it.  Outside a transaction, and
+ * on SQLite, it is store_run. */
+enum cs_err store_run_later(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n) CS_MUST_CHECK;
 /* A malloc'd copy of one column (for a single value; a row's text columns go
  * through store_cols_text); a NULL column gives *out NULL. */
 enum cs_err store_col_text(struct store_stmt *st, int i, char **out) CS_MUST_CHECK;

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "consent.h"
 #include "embed.h"
+#include "metrics.h"
 #include "testutil.h"
 #include "store.h"
 #include "store_consent.h"
@@ -921,6 +922,70 @@ START_TEST(test_store_group_commit_concurrent_writers)
 }
 END_TEST
 
+/* store_run_later (PostgreSQL sends the write with the next statement or
+ * the COMMIT): a later statement of the transaction sees the write; a write
+ * that fails fails what follows it and the COMMIT, and nothing of the
+ * transaction -- before or after it -- is committed; the connection serves
+ * the next transaction; outside a transaction it runs at once. */
+static const char SQL_BK_COUNT[] = "SELECT count(*) FROM bk";
+START_TEST(test_store_run_later)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_conn *c = store_conn(s);
+	int64_t n = -1;
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(1), SV_TEXT("a"))), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(2), SV_TEXT("b"))), CS_OK);
+	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(3), SV_TEXT("c"))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "1,2,3");
+	free(rows);
+
+	/* A key taken: on SQLite the write says so at once; on PostgreSQL the
+	 * statement after it, or the COMMIT, fails instead. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run(c, SQL_BK_INSERT, STORE_VALS(SV_INT(10), SV_TEXT("x"))), CS_OK);
+	enum cs_err e = store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(1), SV_TEXT("dup")));
+	if (e == CS_OK)
+		e = store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(11), SV_TEXT("y")));
+	if (e == CS_OK)
+		e = store_commit(c);
+	ck_assert_int_ne(e, CS_OK);
+	store_rollback(c);
+	rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "1,2,3");
+	free(rows);
+	/* ... and with a read after the failed write. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	e = store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(2), SV_TEXT("dup")));
+	if (e == CS_OK) {
+		e = store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1);
+		ck_assert_int_ne(e, CS_OK);
+		ck_assert_int_ne(e, CS_EEXIST);  /* not the read's own outcome */
+	} else {
+		ck_assert_int_eq(e, CS_EEXIST);
+	}
+	store_rollback(c);
+
+	/* The connection goes on: a transaction, and a write outside one. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(4), SV_TEXT("d"))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(5), SV_TEXT("e"))), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(5), SV_TEXT("e"))),
+	    CS_EEXIST);
+	rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "1,2,3,4,5");
+	free(rows);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* Checkpoints run off the writer: past STORE_CHECKPOINT_PAGES in the WAL a
  * COMMIT wakes the checkpointer thread, which copies the WAL back (the
  * writer's own automatic checkpoint, which would stall every caller waiting
@@ -1372,6 +1437,91 @@ START_TEST(test_store_pg_backup_refused)
 }
 END_TEST
 
+/* The _count and _sum of a histogram without labels (its name ends in
+ * _seconds), from its rendering. */
+static void histogram_read(struct metric_family *h, double *count, double *sum)
+{
+	struct buf b;
+	buf_init(&b, 1 << 16);
+	ck_assert_int_eq(metrics_render_family(&b, h), CS_OK);
+	const char *c = strstr(b.data, "_seconds_count "), *m = strstr(b.data, "_seconds_sum ");
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_nonnull(m);
+	*count = strtod(c + 15, NULL);
+	*sum = strtod(m + 13, NULL);
+	buf_clear(&b);
+}
+
+struct lock_waiter {
+	struct store *s;
+	enum cs_err   begin, commit;
+};
+
+static void *lock_waiter_main(void *arg)
+{
+	struct lock_waiter *w = arg;
+	struct store_conn *c = store_conn(w->s);
+	w->begin = store_begin(c);
+	w->commit = w->begin == CS_OK ? store_commit(c) : CS_EDB;
+	return NULL;
+}
+
+/* Two nodes on one database (two stores): while one holds the write lock,
+ * the other's transaction waits for it, and says so in
+ * consentd_db_lock_wait_seconds (one wait, about as long as the holder
+ * kept it); consentd_db_lock_hold_seconds has both transactions. */
+START_TEST(test_store_pg_lock_wait_counted)
+{
+	struct fixture f;
+	struct store *a = NULL, *b = NULL;
+	double w0, ws0, h0, hs0, w1, ws1, h1, hs1;
+	pthread_t t;
+	fx_init(&f);
+	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &a), CS_OK);
+	ck_assert_ptr_nonnull(metric[M_DB_LOCK_WAIT]);
+	ck_assert_int_eq(store_open(f.db, &b), CS_OK);
+	histogram_read(metric[M_DB_LOCK_WAIT], &w0, &ws0);
+	histogram_read(metric[M_DB_LOCK_HOLD], &h0, &hs0);
+	struct store_conn *c = store_conn(a);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	struct lock_waiter lw = { .s = b, .begin = CS_EDB, .commit = CS_EDB };
+	ck_assert_int_eq(pthread_create(&t, NULL, lock_waiter_main, &lw), 0);
+	/* Until the other node's transaction is waiting on the server. */
+	for (int i = 0; i < 500; i++) {
+		char *n = pg_query(pg_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+		    "AND NOT granted");
+		bool waits = n != NULL && strcmp(n, "1") == 0;
+		free(n);
+		if (waits)
+			break;
+		usleep(10000);
+	}
+	usleep(200000);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(lw.begin, CS_OK);
+	ck_assert_int_eq(lw.commit, CS_OK);
+	histogram_read(metric[M_DB_LOCK_WAIT], &w1, &ws1);
+	histogram_read(metric[M_DB_LOCK_HOLD], &h1, &hs1);
+	ck_assert_msg(w1 - w0 == 1, "lock waits counted: %g", w1 - w0);
+	ck_assert_msg(ws1 - ws0 >= 0.2, "the wait lasted %g s", ws1 - ws0);
+	ck_assert_msg(h1 - h0 == 2, "lock holds counted: %g", h1 - h0);
+	ck_assert_msg(hs1 - hs0 >= 0.2, "the locks were held %g s", hs1 - hs0);
+	/* A transaction that takes the lock at once does not wait. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	store_rollback(c);
+	histogram_read(metric[M_DB_LOCK_WAIT], &w1, &ws1);
+	histogram_read(metric[M_DB_LOCK_HOLD], &h1, &hs1);
+	ck_assert_msg(w1 - w0 == 1, "lock waits counted: %g", w1 - w0);
+	ck_assert_msg(h1 - h0 == 3, "lock holds counted: %g", h1 - h0);
+	store_close(b);
+	store_close(a);
+	metrics_reset();
+	fx_clear(&f);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create(pg_url != NULL ? "store (postgresql)" : "store (sqlite)");
@@ -1400,6 +1550,7 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_pg_open_unreachable_fails);
 		tcase_add_test(tc, test_store_pg_backup_refused);
 		tcase_add_test(tc, test_store_pg_schema_policies);
+		tcase_add_test(tc, test_store_pg_lock_wait_counted);
 	}
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rows");
@@ -1419,6 +1570,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_queue_full);
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
+	tcase_add_test(tc, test_store_run_later);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
 	if (pg_url == NULL) {
 		/* SQLite only: store_stop drains the writer queue of the process
