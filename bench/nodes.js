@@ -34,15 +34,19 @@ const CONNECTIONS = Number(process.env.CONNECTIONS || 32);
 const SETUPS = (process.env.SETUPS || 'sqlite1,pg1,pg2').split(',');
 const PG_STATEMENTS = process.env.PG_STATEMENTS === '1';
 
-// The sum over the nodes of each sample named in names (no labels), from GET /metrics.
+// The sum over the nodes and series of each sample named in names, from GET /metrics.
 async function scrape(ports, auth, names) {
   const out = Object.fromEntries(names.map((n) => [n, 0]));
   for (const p of ports) {
     const r = await fetch(`http://127.0.0.1:${p}/metrics`, { headers: { Authorization: auth } });
     const text = await r.text();
     for (const n of names) {
-      const m = text.match(new RegExp(`^${n} (\\S+)$`, 'm'));
-      if (m) out[n] += Number(m[1]); else out[n] = NaN;
+      // Every series of n (with labels or without) adds up.
+      const m = [...text.matchAll(new RegExp(`^${n}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))];
+      // A family this build does not have is NaN; one of its series not yet counted, 0.
+      const family = n.replace(/_(count|sum)$/, '');
+      if (m.length) out[n] += m.reduce((a, x) => a + Number(x[1]), 0);
+      else if (!text.includes(`# TYPE ${family} `)) out[n] = NaN;
     }
   }
   return out;
@@ -167,7 +171,6 @@ const res = {};
 try {
   if (PG_STATEMENTS) {
     await pgServer.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'");
-    await pgServer.psql("ALTER SYSTEM SET pg_stat_statements.track_utility = 'on'");
     await pgServer.restart();
   }
   if (SETUPS.includes('sqlite1')) res.sqlite1 = await measure('SQLite, one node', { pg: false, nodes: 1 });

@@ -14,7 +14,13 @@
  * statement, so the transactions of all nodes on one database run one at a
  * time, in one order -- the order the audit chain needs -- and a read-check-
  * write inside a transaction sees no other writer.  The lock goes with the
- * COMMIT or ROLLBACK, and with the connection if it dies. */
+ * COMMIT or ROLLBACK, and with the connection if it dies.  The cluster so
+ * writes at most 1 / (the time a transaction holds it) transactions a second
+ * (consentd_db_lock_hold_seconds; waits: consentd_db_lock_wait_seconds), and
+ * that time is mostly round trips: a write whose answer nothing reads
+ * (store_run_later: an audit entry, a grant row) is sent without waiting and
+ * goes in one flight with the next statement or the COMMIT (libpq's pipeline
+ * mode, below). */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
