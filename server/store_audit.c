@@ -85,6 +85,16 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	memset(&h, 0, sizeof h);
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
+	/* After this transaction's own append its entry is the head: no round
+	 * trip (a batch of entries in one transaction reads the head once). */
+	if (store_audit_head_known(c, &h.seq, h.link)) {
+		if (h.seq == INT64_MAX)
+			return CS_ETOOBIG;
+		h.link_len = STORE_AUDIT_LINK_LEN;
+		h.next = h.seq + 1;
+		*out = h;
+		return CS_OK;
+	}
 	if ((st = store_stmt_dialect(c, SQL_AUDIT_HEAD, SQL_AUDIT_HEAD_PG)) == NULL)
 		return CS_EDB;
 	e = store_step(c, st);
@@ -211,6 +221,7 @@ enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
 	enum cs_err e;
+	store_audit_head_forget(c);           /* the head's link may be this one */
 	struct store_stmt *st = store_query(c, SQL_AUDIT_SET_LINK, STORE_VALS(SV_INT(seq),
 	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)), &e);
 	if (st == NULL)
@@ -388,5 +399,6 @@ enum cs_err store_audit_prune(struct store_conn *c, int64_t through)
 {
 	if (c == NULL)
 		return CS_EINVAL;
+	store_audit_head_forget(c);
 	return store_run(c, SQL_AUDIT_PRUNE, STORE_VALS(SV_INT(through)));
 }

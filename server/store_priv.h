@@ -179,6 +179,14 @@ enum cs_err store_run_changed(struct store_conn *c, const char *sql, const struc
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);
+/* The open transaction's own last audit entry, which is the chain's head (the
+ * transaction holds the one writer: nobody else appended since), for
+ * store_audit_head: true with *seq and link written; false outside a
+ * transaction, before its first append, and after store_audit_head_forget
+ * (entries rewritten or removed: the next head is read from the table). */
+bool store_audit_head_known(struct store_conn *c, int64_t *seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN]);
+void store_audit_head_forget(struct store_conn *c);
 /* The group commit as seen from outside, for tests and benchmarks: callers
  * waiting for the writer's turn now, and since store_open the COMMITs made
  * (batches), the transactions they made durable and the WAL checkpoints run

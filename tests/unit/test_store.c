@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "testutil.h"
 #include "store.h"
+#include "store_audit.h"
 #include "store_consent.h"
 #include "store_keys.h"
 #include "store_replay.h"
@@ -999,6 +1000,66 @@ START_TEST(test_store_run_later)
 }
 END_TEST
 
+/* The audit head inside a transaction that appended: its own last entry,
+ * not read again (a batch of entries reads the head once); a relink makes
+ * it read again; the next transaction reads the table. */
+static const char SQL_AUDIT_COUNT[] = "SELECT count(*) FROM audit";
+START_TEST(test_store_audit_head_known)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct store_audit_head h;
+	unsigned char l1[STORE_AUDIT_LINK_LEN], l2[STORE_AUDIT_LINK_LEN], l3[STORE_AUDIT_LINK_LEN];
+	const struct store_audit_fields e = { .ts = 1700000000, .action = "test.entry" };
+	int64_t n = -1;
+	memset(l1, 1, sizeof l1);
+	memset(l2, 2, sizeof l2);
+	memset(l3, 3, sizeof l3);
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 0);
+	ck_assert_int_eq(h.next, 1);
+	ck_assert_int_eq(store_audit_append(c, &e, 1, l1, "mk"), CS_OK);
+	ck_assert_int_eq(store_aggregate(c, SQL_AUDIT_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 1);
+	ck_assert_int_eq(h.next, 2);
+	ck_assert_uint_eq(h.link_len, STORE_AUDIT_LINK_LEN);
+	ck_assert_int_eq(memcmp(h.link, l1, sizeof l1), 0);
+	if (pg_url != NULL) {
+		/* Nothing went to the server for that head: its last statement is the count. */
+		char *q = pg_query(pg_url, "SELECT query FROM pg_stat_activity WHERE "
+		    "application_name = 'consentd' AND state = 'idle in transaction'");
+		ck_assert_ptr_nonnull(q);
+		ck_assert_msg(strstr(q, "count(*)") != NULL, "the head was read again: %s", q);
+		free(q);
+	}
+	ck_assert_int_eq(store_audit_append(c, &e, 2, l2, "mk"), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 2);
+	ck_assert_int_eq(memcmp(h.link, l2, sizeof l2), 0);
+	/* A relink (vault rekey) rewrites links: the head is read from the table. */
+	ck_assert_int_eq(store_audit_set_link(c, 2, l3, "mk2"), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 2);
+	ck_assert_int_eq(h.next, 3);
+	ck_assert_int_eq(memcmp(h.link, l3, sizeof l3), 0);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 2);
+	ck_assert_int_eq(h.next, 3);
+	ck_assert_int_eq(memcmp(h.link, l3, sizeof l3), 0);
+	store_rollback(c);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* Checkpoints run off the writer: past STORE_CHECKPOINT_PAGES in the WAL a
  * COMMIT wakes the checkpointer thread, which copies the WAL back (the
  * writer's own automatic checkpoint, which would stall every caller waiting
@@ -1592,6 +1653,7 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
 	}
 	tcase_add_test(tc, test_store_run_later);
+	tcase_add_test(tc, test_store_audit_head_known);
 	suite_add_tcase(s, tc);
 	return s;
 }
