@@ -50,6 +50,11 @@
 #define PG_MAX_COLS 64                /* bytea columns decoded per row */
 #define PG_SLOTS 512                  /* statements per connection, a power of two */
 #define PG_MAX_STR (1024 * 1024)
+/* Writes sent ahead at most before a flight is ended anyway: their answers
+ * are a few bytes each, far below what the server's socket holds, so the
+ * server never blocks writing answers while we still send (the pipeline's
+ * deadlock), whatever a batch holds. */
+#define PG_MAX_PENDING 64
 
 /* The OIDs of the built-in types we send and read (pg_type.h). */
 #define OID_BOOL    16
@@ -693,6 +698,8 @@ static enum cs_err pg_run_later(struct store_stmt *st, const struct store_val *v
 		stmt_reset(s);
 		goto out;
 	}
+	if (k->pending >= PG_MAX_PENDING && (e = pipe_finish(k, NULL)) != CS_OK)
+		goto out;
 	if (!k->piped) {
 		if (PQenterPipelineMode(k->db) != 1) {
 			e = CS_EDB;

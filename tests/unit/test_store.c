@@ -995,6 +995,14 @@ START_TEST(test_store_run_later)
 	rows = count_rows(f.db);
 	ck_assert_str_eq(rows, "1,2,3,4,5");
 	free(rows);
+	/* More writes than one flight takes (PG_MAX_PENDING): all there. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	for (int64_t i = 100; i < 250; i++)
+		ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(i), SV_TEXT("m"))),
+		    CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 155);
 	store_close(s);
 	fx_clear(&f);
 }
