@@ -10,6 +10,12 @@
 // On this 2-core machine two nodes share the cores with PostgreSQL and wrk: the point is
 // that they stay correct at load, not that they scale (see BENCHMARKS.md for what would).
 //
+// After the POST /token runs each PostgreSQL setup prints, from the nodes' /metrics, how
+// often a transaction waited for the write lock (consentd_db_lock_wait_seconds) and how long
+// each held it (consentd_db_lock_hold_seconds): the cluster's ceiling is 1 / the hold time.
+// SETUPS=pg1,pg2 runs only those setups; PG_STATEMENTS=1 loads pg_stat_statements into the
+// server and prints each statement's calls per grant and server time (issue 34, goal 4).
+//
 //   RUNS=3 DURATION=10 CONNECTIONS=32 node bench/nodes.js
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -25,6 +31,29 @@ const lib = (f) => import(join(here, '..', 'tests', 'lib', f));
 const RUNS = Number(process.env.RUNS || 3);
 const DURATION = Number(process.env.DURATION || 10);
 const CONNECTIONS = Number(process.env.CONNECTIONS || 32);
+const SETUPS = (process.env.SETUPS || 'sqlite1,pg1,pg2').split(',');
+const PG_STATEMENTS = process.env.PG_STATEMENTS === '1';
+
+// The sum over the nodes and series of each sample named in names, from GET /metrics.
+async function scrape(ports, auth, names) {
+  const out = Object.fromEntries(names.map((n) => [n, 0]));
+  for (const p of ports) {
+    const r = await fetch(`http://127.0.0.1:${p}/metrics`, { headers: { Authorization: auth } });
+    const text = await r.text();
+    for (const n of names) {
+      // Every series of n (with labels or without) adds up.
+      const m = [...text.matchAll(new RegExp(`^${n}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))];
+      // A family this build does not have is NaN; one of its series not yet counted, 0.
+      const family = n.replace(/_(count|sum)$/, '');
+      if (m.length) out[n] += m.reduce((a, x) => a + Number(x[1]), 0);
+      else if (!text.includes(`# TYPE ${family} `)) out[n] = NaN;
+    }
+  }
+  return out;
+}
+const LOCK_SAMPLES = ['consentd_db_lock_wait_seconds_count', 'consentd_db_lock_wait_seconds_sum',
+  'consentd_db_lock_hold_seconds_count', 'consentd_db_lock_hold_seconds_sum',
+  'consentd_grants_issued_total'];
 
 // CPU seconds of every process of user postgres (the server and its backends).
 function postgresCpu() {
@@ -58,7 +87,11 @@ function lua(w, { body, headers, ports }) {
 async function measure(label, { pg, nodes }) {
   const { startStack } = await lib('stack.js');
   const { freshPgDatabase } = await lib('consentd.js');
-  const extra = pg ? { database: { url: await freshPgDatabase() } } : {};
+  const url = pg ? await freshPgDatabase() : null;
+  const extra = pg ? { database: { url } } : {};
+  const psql = (q) => spawnSync('psql', ['-X', '-q', '-A', '-t', '-F', '\t', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', q],
+    { encoding: 'utf8' }).stdout;
+  if (pg && PG_STATEMENTS) psql('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const s = await startStack({ config: await benchConfig(extra), nodes });
   const w = wrkRunner({ threads: 2, connections: CONNECTIONS, duration: DURATION });
   const pids = s.c.nodes.map((n) => n.proc.pid);
@@ -72,6 +105,8 @@ async function measure(label, { pg, nodes }) {
       ['intro', 'POST /introspect (one grant, repeated)', '/introspect', `token=${c.grant}`],
     ]) {
       const rows = [];
+      const lock0 = pg && key === 'token' ? await scrape(ports, c.auth, LOCK_SAMPLES) : null;
+      if (pg && PG_STATEMENTS && key === 'token') psql('SELECT pg_stat_statements_reset()');
       for (let i = 0; i < RUNS; i++) {
         const c0 = pids.reduce((a, p) => a + procCpu(p), 0);
         const p0 = pg ? postgresCpu() : 0;
@@ -84,6 +119,34 @@ async function measure(label, { pg, nodes }) {
         console.log(`  ${label} ${name}: ${r.rps} req/s, p50 ${r.p50}, p99 ${r.p99}, `
           + `consentd ${r.cpuMs.toFixed(3)} ms CPU/req, postgres ${pg ? r.pgCpuMs.toFixed(3) : '-'} ms, `
           + `non-2xx ${r.non2xx}`);
+      }
+      if (lock0) {
+        const l1 = await scrape(ports, c.auth, LOCK_SAMPLES);
+        const d = (n) => l1[n] - lock0[n];
+        const holds = d('consentd_db_lock_hold_seconds_count');
+        out.lock = {
+          grants: d('consentd_grants_issued_total'), transactions: holds,
+          waits: d('consentd_db_lock_wait_seconds_count'),
+          waitMs: (1000 * d('consentd_db_lock_wait_seconds_sum')) / d('consentd_db_lock_wait_seconds_count'),
+          holdMs: (1000 * d('consentd_db_lock_hold_seconds_sum')) / holds,
+        };
+        out.lock.waitShare = out.lock.waits / holds;
+        out.lock.ceiling = 1000 / out.lock.holdMs;
+        console.log(`  ${label} write lock: ${holds} transactions (${out.lock.grants} grants), `
+          + `${out.lock.waits} waited (${(100 * out.lock.waitShare).toFixed(1)} %, mean wait `
+          + `${out.lock.waitMs.toFixed(3)} ms), mean hold ${out.lock.holdMs.toFixed(3)} ms: `
+          + `ceiling ${Math.round(out.lock.ceiling)} transactions/s`);
+        if (PG_STATEMENTS) {
+          const g = out.lock.grants;
+          const st = psql('SELECT calls, round(mean_exec_time::numeric, 4), '
+            + "regexp_replace(left(query, 90), '\\s+', ' ', 'g') FROM pg_stat_statements "
+            + 'WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) '
+            + 'ORDER BY calls DESC LIMIT 14');
+          out.statements = st.trim().split('\n').map((l) => l.split('\t'));
+          for (const [calls, ms, q] of out.statements) {
+            console.log(`    ${(Number(calls) / g).toFixed(2)} a grant, ${ms} ms: ${q}`);
+          }
+        }
       }
       out[key] = {
         rps: median(rows.map((r) => r.rps)), p99: rows.map((r) => r.p99),
@@ -106,9 +169,13 @@ const { sharedPostgres } = await lib('consentd.js');
 const pgServer = await sharedPostgres();
 const res = {};
 try {
-  res.sqlite1 = await measure('SQLite, one node', { pg: false, nodes: 1 });
-  res.pg1 = await measure('PostgreSQL, one node', { pg: true, nodes: 1 });
-  res.pg2 = await measure('PostgreSQL, two nodes', { pg: true, nodes: 2 });
+  if (PG_STATEMENTS) {
+    await pgServer.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'");
+    await pgServer.restart();
+  }
+  if (SETUPS.includes('sqlite1')) res.sqlite1 = await measure('SQLite, one node', { pg: false, nodes: 1 });
+  if (SETUPS.includes('pg1')) res.pg1 = await measure('PostgreSQL, one node', { pg: true, nodes: 1 });
+  if (SETUPS.includes('pg2')) res.pg2 = await measure('PostgreSQL, two nodes', { pg: true, nodes: 2 });
 } finally {
   await pgServer.stop();
 }
@@ -116,11 +183,13 @@ console.log('\n| | POST /token (grants/s) | ms CPU/grant consentd + postgres | P
 console.log('|---|---:|---:|---:|---:|');
 for (const [k, label] of [['sqlite1', 'SQLite, one node'], ['pg1', 'PostgreSQL, one node'], ['pg2', 'PostgreSQL, two nodes']]) {
   const r = res[k];
+  if (!r) continue;
   const cpu = (x) => `${x.cpuMs.toFixed(3)}${k === 'sqlite1' ? '' : ` + ${x.pgCpuMs.toFixed(3)}`}`;
   console.log(`| ${label} | ${Math.round(r.token.rps)} | ${cpu(r.token)} | ${Math.round(r.intro.rps)} | ${cpu(r.intro)} |`);
 }
-const ratio = (a, b) => (a / b).toFixed(2);
-console.log(`\nratios: /token pg1/sqlite1 ${ratio(res.pg1.token.rps, res.sqlite1.token.rps)}, `
-  + `pg2/pg1 ${ratio(res.pg2.token.rps, res.pg1.token.rps)}; /introspect pg1/sqlite1 `
-  + `${ratio(res.pg1.intro.rps, res.sqlite1.intro.rps)}, pg2/pg1 ${ratio(res.pg2.intro.rps, res.pg1.intro.rps)}`);
+const ratio = (a, b) => (a && b ? (a / b).toFixed(2) : '-');
+const rps = (k, e) => res[k]?.[e]?.rps;
+console.log(`\nratios: /token pg1/sqlite1 ${ratio(rps('pg1', 'token'), rps('sqlite1', 'token'))}, `
+  + `pg2/pg1 ${ratio(rps('pg2', 'token'), rps('pg1', 'token'))}; /introspect pg1/sqlite1 `
+  + `${ratio(rps('pg1', 'intro'), rps('sqlite1', 'intro'))}, pg2/pg1 ${ratio(rps('pg2', 'intro'), rps('pg1', 'intro'))}`);
 console.log(JSON.stringify(res));

@@ -92,7 +92,8 @@ enum cs_err store_consent_count_health(struct store_conn *c, int64_t now, int64_
     int64_t *broken) CS_MUST_CHECK;
 /* Records a use of the consent (a grant issued, a token released) at now:
  * last_used_at = now unless it is later already.  An unknown id changes
- * nothing.  Inside the caller's transaction. */
+ * nothing.  Inside the caller's transaction (on PostgreSQL sent with its next
+ * statement: store_run_later). */
 enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t now) CS_MUST_CHECK;
 /* Consents by state at now, counted in one pass over the table (one row
  * answered, whatever its size): for GET /metrics. */

@@ -33,7 +33,9 @@ void store_refresh_row_clear(struct store_refresh_row *r);  /* NULL-safe */
 
 /* --- grants ------------------------------------------------------------ */
 /* Records an issued grant (family: its refresh family, or NULL); CS_EEXIST on a
- * duplicate jti. */
+ * duplicate jti -- inside a transaction on PostgreSQL the write goes with the
+ * next statement (store_run_later), so a duplicate fails that statement or
+ * the COMMIT instead, and the transaction rolls back whole. */
 enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char *consent_id,
     const char *family, int64_t issued_at, int64_t expires_at) CS_MUST_CHECK;
 /* The grant with this jti; CS_ENOENT when unknown.  *out written only on CS_OK. */

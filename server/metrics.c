@@ -390,6 +390,8 @@ static const char *const l_health[] = { "health", NULL };
 static const double b_http[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
 static const double b_commit[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 	0.5, 1, 5 };
+static const double b_lock[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+	0.05, 0.1, 0.25, 0.5, 1, 5 };
 static const double b_batch[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
 
 #define NB(a) (sizeof (a) / sizeof (a)[0])
@@ -447,6 +449,14 @@ static const struct {
 	[M_DB_QUEUE_FULL] = { "consentd_db_write_queue_full_total", "Transactions refused at "
 	    "once (503) because [database] write_queue callers already waited for the writer.",
 	    METRIC_COUNTER, NULL, NULL, 0 },
+	[M_DB_LOCK_WAIT] = { "consentd_db_lock_wait_seconds", "PostgreSQL: transactions that found "
+	    "the write lock held by another transaction (of this node or another) and waited, "
+	    "and how long each waited (_count is the number of waits).", METRIC_HISTOGRAM, NULL,
+	    b_lock, NB(b_lock) },
+	[M_DB_LOCK_HOLD] = { "consentd_db_lock_hold_seconds", "PostgreSQL: how long each "
+	    "transaction held the write lock, from the lock to its COMMIT's or ROLLBACK's answer "
+	    "(every node's transactions run one at a time: the cluster's transactions per second "
+	    "are at most 1 / this time).", METRIC_HISTOGRAM, NULL, b_lock, NB(b_lock) },
 	[M_CACHE_LOOKUPS] = { "consentd_cache_lookups_total", "Look-ups in the verification "
 	    "caches, by cache (subject_token: the IdP's signature on a subject token at /token; "
 	    "grant: consentd's signature on a grant at /introspect and /proxy) and outcome (hit, "

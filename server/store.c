@@ -28,6 +28,7 @@ struct store_conn {
 	bool               in_tx;         /* between store_begin and commit/rollback */
 	struct store_conn *next;          /* in s->conns */
 	struct store_audit_mark audit;    /* the last audit entry the open transaction appended */
+	bool               head_known;    /* audit is the chain's head (store_audit_head_known) */
 };
 
 struct store {
@@ -206,6 +207,19 @@ enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_
 	enum cs_err e;
 	struct store_stmt *st = query_nocopy(c, sql, v, n, &e);
 	return st == NULL ? e : store_exec(c, st);
+}
+
+enum cs_err store_run_later(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n)
+{
+	if (!c->in_tx)
+		return store_run(c, sql, v, n);
+	struct store_stmt *st = store_stmt(c, sql);
+	if (st == NULL)
+		return CS_EDB;
+	enum cs_err e = c->s->be->run_later(st, v, n);
+	store_stmt_done(st);
+	return e;
 }
 
 /* A malloc'd copy of a text column; NULL column -> *out NULL. */
@@ -451,6 +465,7 @@ enum cs_err store_begin(struct store_conn *c)
 		return CS_EDB;
 	}
 	c->audit.set = false;
+	c->head_known = false;
 	if ((e = c->s->be->begin(c->k)) == CS_OK)
 		c->in_tx = true;
 	return e;
@@ -476,12 +491,33 @@ void store_audit_appended(struct store_conn *c, int64_t seq,
 	c->audit.set = true;
 	c->audit.seq = seq;
 	memcpy(c->audit.link, link, STORE_AUDIT_LINK_LEN);
+	c->head_known = c->in_tx;
 	/* Can't happen (audit.h: appends run inside a transaction), but if one
 	 * ran outside, its row is committed already: publish it now, not never. */
 	if (!c->in_tx) {
 		publish(c->s, seq, link, false);
 		c->audit.set = false;
 	}
+}
+
+/* SECURITY: the transaction holds the one writer (SQLite's, or PostgreSQL's
+ * write lock) from its first statement: after its own append nobody else
+ * can have appended, so its last entry is the head, and the next append of
+ * the same transaction need not read it again. */
+bool store_audit_head_known(struct store_conn *c, int64_t *seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN])
+{
+	if (c == NULL || !c->in_tx || !c->head_known || !c->audit.set)
+		return false;
+	*seq = c->audit.seq;
+	memcpy(link, c->audit.link, STORE_AUDIT_LINK_LEN);
+	return true;
+}
+
+void store_audit_head_forget(struct store_conn *c)
+{
+	if (c != NULL)
+		c->head_known = false;
 }
 
 void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)
@@ -499,6 +535,7 @@ enum cs_err store_commit(struct store_conn *c)
 	enum cs_err e = c->s->be->commit(c->k, &c->audit);
 	c->in_tx = false;
 	c->audit.set = false;
+	c->head_known = false;
 	return e;
 }
 
@@ -507,6 +544,7 @@ void store_rollback(struct store_conn *c)
 	if (c == NULL)
 		return;
 	c->audit.set = false;
+	c->head_known = false;
 	c->s->be->rollback(c->k, c->in_tx);
 	c->in_tx = false;
 }

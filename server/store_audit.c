@@ -15,11 +15,18 @@
 	"seq, ts, actor, action, subject, agent, resource, scopes, consent_id, request_id, " \
 	"outcome, detail, link, master_kid FROM audit "
 
-static const char SQL_AUDIT_HEAD[] = "SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1";
-static const char SQL_AUDIT_SEQUENCE[] = "SELECT seq FROM sqlite_sequence WHERE name = 'audit'";
-/* PostgreSQL keeps no high-water mark of explicitly numbered rows: the
- * highest entry present (the published heads catch a cut-off tail). */
-static const char SQL_AUDIT_SEQUENCE_PG[] = "SELECT coalesce(max(seq), 0) FROM audit";
+/* The head and the next number in one statement (one round trip on
+ * PostgreSQL, inside every writer's turn): the highest number ever given
+ * (SQLite's sqlite_sequence outlives pruning; PostgreSQL keeps no high-water
+ * mark of explicitly numbered rows, so there it is the highest entry present,
+ * and the published heads catch a cut-off tail), then the last entry's seq
+ * and link (NULL when there is none). */
+static const char SQL_AUDIT_HEAD[] =
+    "SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'audit'), h.seq, h.link "
+    "FROM (SELECT 1 AS one) AS o LEFT JOIN "
+    "(SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1";
+static const char SQL_AUDIT_HEAD_PG[] =
+    "SELECT seq, seq, link FROM audit ORDER BY seq DESC LIMIT 1";
 static const char SQL_AUDIT_APPEND[] =
     "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
     "request_id, outcome, detail, link, master_kid) "
@@ -78,29 +85,33 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	memset(&h, 0, sizeof h);
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_AUDIT_HEAD)) == NULL)
+	/* After this transaction's own append its entry is the head: no round
+	 * trip (a batch of entries in one transaction reads the head once). */
+	if (store_audit_head_known(c, &h.seq, h.link)) {
+		if (h.seq == INT64_MAX)
+			return CS_ETOOBIG;
+		h.link_len = STORE_AUDIT_LINK_LEN;
+		h.next = h.seq + 1;
+		*out = h;
+		return CS_OK;
+	}
+	if ((st = store_stmt_dialect(c, SQL_AUDIT_HEAD, SQL_AUDIT_HEAD_PG)) == NULL)
 		return CS_EDB;
 	e = store_step(c, st);
 	if (e == CS_OK) {
-		h.seq = store_col_int64(st, 0);
-		if (store_col_type(st, 1) == STORE_COL_BLOB &&
-		    store_col_bytes(st, 1) == STORE_AUDIT_LINK_LEN) {
-			memcpy(h.link, store_col_raw_blob(st, 1), STORE_AUDIT_LINK_LEN);
+		h.seq = store_col_int64(st, 1);
+		if (store_col_type(st, 2) == STORE_COL_BLOB &&
+		    store_col_bytes(st, 2) == STORE_AUDIT_LINK_LEN) {
+			memcpy(h.link, store_col_raw_blob(st, 2), STORE_AUDIT_LINK_LEN);
 			h.link_len = STORE_AUDIT_LINK_LEN;
 		}
+		h.next = store_col_int64(st, 0);
 	}
 	store_stmt_done(st);
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
-	h.next = h.seq;
-	if ((st = store_stmt_dialect(c, SQL_AUDIT_SEQUENCE, SQL_AUDIT_SEQUENCE_PG)) == NULL)
-		return CS_EDB;
-	e = store_step(c, st);
-	if (e == CS_OK && store_col_int64(st, 0) > h.next)
-		h.next = store_col_int64(st, 0);
-	store_stmt_done(st);
-	if (e != CS_OK && e != CS_ENOENT)
-		return e;
+	if (h.next < h.seq)
+		h.next = h.seq;
 	if (h.next == INT64_MAX)
 		return CS_ETOOBIG;
 	h.next++;
@@ -111,8 +122,10 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fields *a,
     int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
-	/* store_run: bound without SQLite's copies of the entry's fields. */
-	enum cs_err e = store_run(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),
+	/* store_run_later: bound without SQLite's copies of the entry's fields;
+	 * on PostgreSQL it goes with the transaction's next statement or its
+	 * COMMIT (nothing reads its answer; a failure fails the COMMIT). */
+	enum cs_err e = store_run_later(c, SQL_AUDIT_APPEND, STORE_VALS(SV_INT(seq),
 	    SV_INT(a->ts), SV_TEXT(a->actor), SV_TEXT(a->action), SV_TEXT(a->subject),
 	    SV_TEXT(a->agent), SV_TEXT(a->resource), SV_TEXT(a->scopes), SV_TEXT(a->consent_id),
 	    SV_TEXT(a->request_id), SV_TEXT(a->outcome), SV_TEXT(a->detail),
@@ -208,6 +221,7 @@ enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
 	enum cs_err e;
+	store_audit_head_forget(c);           /* the head's link may be this one */
 	struct store_stmt *st = store_query(c, SQL_AUDIT_SET_LINK, STORE_VALS(SV_INT(seq),
 	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)), &e);
 	if (st == NULL)
@@ -385,5 +399,6 @@ enum cs_err store_audit_prune(struct store_conn *c, int64_t through)
 {
 	if (c == NULL)
 		return CS_EINVAL;
+	store_audit_head_forget(c);
 	return store_run(c, SQL_AUDIT_PRUNE, STORE_VALS(SV_INT(through)));
 }

@@ -97,6 +97,10 @@ struct store_backend {
 	enum cs_err (*bind)(struct store_stmt *st, const struct store_val *v, size_t n, bool copy);
 	enum cs_err (*step)(struct store_stmt *st);
 	enum cs_err (*exec)(struct store_stmt *st);
+	/* bind (copy false) and exec, except that inside a transaction the
+	 * engine may send it and answer before it has run (store_run_later);
+	 * st is left finished either way. */
+	enum cs_err (*run_later)(struct store_stmt *st, const struct store_val *v, size_t n);
 	int64_t     (*changes)(struct store_link *k);
 
 	/* The current row's columns. */

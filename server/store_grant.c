@@ -56,7 +56,8 @@ enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char
 {
 	if (c == NULL || jti == NULL || consent_id == NULL)
 		return CS_EINVAL;
-	return store_run(c, SQL_GRANT_INSERT, STORE_VALS(SV_TEXT(jti), SV_TEXT(consent_id),
+	/* Nothing reads its answer: on PostgreSQL it goes with the next statement. */
+	return store_run_later(c, SQL_GRANT_INSERT, STORE_VALS(SV_TEXT(jti), SV_TEXT(consent_id),
 	    SV_INT(issued_at), SV_INT(expires_at), SV_TEXT(family)));
 }
 

@@ -14,7 +14,13 @@
  * statement, so the transactions of all nodes on one database run one at a
  * time, in one order -- the order the audit chain needs -- and a read-check-
  * write inside a transaction sees no other writer.  The lock goes with the
- * COMMIT or ROLLBACK, and with the connection if it dies. */
+ * COMMIT or ROLLBACK, and with the connection if it dies.  The cluster so
+ * writes at most 1 / (the time a transaction holds it) transactions a second
+ * (consentd_db_lock_hold_seconds; waits: consentd_db_lock_wait_seconds), and
+ * that time is mostly round trips: a write whose answer nothing reads
+ * (store_run_later: an audit entry, a grant row) is sent without waiting and
+ * goes in one flight with the next statement or the COMMIT (libpq's pipeline
+ * mode, below). */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -44,6 +50,11 @@
 #define PG_MAX_COLS 64                /* bytea columns decoded per row */
 #define PG_SLOTS 512                  /* statements per connection, a power of two */
 #define PG_MAX_STR (1024 * 1024)
+/* Writes sent ahead at most before a flight is ended anyway: their answers
+ * are a few bytes each, far below what the server's socket holds, so the
+ * server never blocks writing answers while we still send (the pipeline's
+ * deadlock), whatever a batch holds. */
+#define PG_MAX_PENDING 64
 
 /* The OIDs of the built-in types we send and read (pg_type.h). */
 #define OID_BOOL    16
@@ -96,6 +107,10 @@ struct pg_conn {
 	unsigned         gen;             /* bumped at every (re)connect: prepared statements go */
 	unsigned         names;
 	bool             in_tx;
+	bool             locked;          /* holds PG_WRITE_LOCK, since locked_at */
+	bool             piped;           /* in libpq's pipeline mode (pg_run_later) */
+	int              pending;         /* statements sent in it whose results are unread */
+	struct timespec  locked_at;
 	PGconn          *flight;          /* store_flight_begin's, opened on first use */
 	bool             flying;
 	int64_t          changes;
@@ -405,17 +420,115 @@ static void pg_stmt_done(struct store_stmt *st)
 		stmt_reset(pgs(st));
 }
 
+/* --- the pipeline: writes whose answer only what follows needs ------------
+ *
+ * pg_run_later sends a write inside a transaction without waiting for its
+ * answer (libpq's pipeline mode).  The next statement of the transaction, or
+ * its COMMIT, goes in the same flight, followed by a sync, and the answers
+ * are read in order: one round trip fewer while the write lock is held for
+ * every write sent ahead.  SECURITY: a write sent ahead that fails fails what
+ * follows it: the server aborted the transaction at that write and skipped
+ * the rest of the flight, so nothing after it ran and no COMMIT can succeed
+ * (pg_commit rolls back what is left). */
+
+/* The connection is in an unknown state mid-flight (it broke): drop it.  Its
+ * transaction, and the write lock, end with it on the server. */
+static enum cs_err pipe_broken(struct pg_conn *k)
+{
+	const char *cm = k->db != NULL ? PQerrorMessage(k->db) : "";
+	log_msg(LOG_WARN, "database: connection lost mid-flight (%.*s); its transaction rolls back",
+	    (int)strcspn(cm, "\n"), cm);
+	if (k->db != NULL)
+		PQfinish(k->db);
+	k->db = NULL;
+	k->piped = false;
+	k->pending = 0;
+	return CS_EBUSY;
+}
+
+/* Ends the flight: a sync, then the answers of the k->pending writes sent
+ * ahead and, with last, of the one statement sent after them (handed back
+ * in *last whatever it says: the caller reads it as its own).  The first
+ * failure of a write sent ahead is returned (a unique key it took is CS_EDB
+ * here: the statement the caller waits for did not cause it). */
+static enum cs_err pipe_finish(struct pg_conn *k, PGresult **last)
+{
+	enum cs_err e = CS_OK;
+	int n = k->pending + (last != NULL ? 1 : 0);
+	if (last != NULL)
+		*last = NULL;
+	if (PQpipelineSync(k->db) != 1)
+		return pipe_broken(k);
+	for (int i = 0; i < n; i++) {
+		PGresult *r = PQgetResult(k->db), *end;
+		if (r == NULL)
+			return pipe_broken(k);
+		ExecStatusType t = PQresultStatus(r);
+		if (last != NULL && i == n - 1) {
+			*last = r;
+		} else {
+			if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK && e == CS_OK) {
+				e = t == PGRES_PIPELINE_ABORTED ? CS_EDB : pg_err(k, r);
+				if (e != CS_EBUSY)
+					pg_log(k, r, "statement sent ahead");
+				if (e == CS_OK || e == CS_EEXIST)
+					e = CS_EDB;
+			}
+			PQclear(r);
+		}
+		/* Each statement's answers end with a NULL. */
+		if ((end = PQgetResult(k->db)) != NULL) {
+			PQclear(end);
+			if (last != NULL) {
+				PQclear(*last);
+				*last = NULL;
+			}
+			return pipe_broken(k);
+		}
+	}
+	k->pending = 0;
+	PGresult *sync = PQgetResult(k->db);
+	bool synced = sync != NULL && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+	PQclear(sync);
+	if (!synced || PQexitPipelineMode(k->db) != 1) {
+		if (last != NULL) {
+			PQclear(*last);
+			*last = NULL;
+		}
+		return pipe_broken(k);
+	}
+	k->piped = false;
+	return e;
+}
+
 /* Runs s with the values given (already in libpq's arrays); the result is
  * kept for pg_step.  The statement is prepared on this connection first
- * unless the store sends every statement unnamed (a transaction pooler). */
+ * unless the store sends every statement unnamed (a transaction pooler).
+ * After writes sent ahead (pg_run_later) s goes in their flight when it is
+ * prepared already; else the flight ends first. */
 static enum cs_err stmt_run_once(struct pg_stmt *s, const char *const *vals, const int *lens,
     const int *fmts)
 {
 	struct pg_conn *k = s->k;
-	enum cs_err e = pg_alive(k);
-	if (e != CS_OK)
+	enum cs_err e;
+	PGresult *r = NULL;
+	if (k->pending > 0 && k->db != NULL && (!k->p->prepared || s->gen == k->gen)) {
+		int sent = k->p->prepared ?
+		    PQsendQueryPrepared(k->db, s->name, s->nparams, vals, lens, fmts, 0) :
+		    PQsendQueryParams(k->db, s->text, s->nparams, s->nparams ? s->types : NULL, vals,
+		    lens, fmts, 0);
+		if (sent != 1)
+			return pipe_broken(k);
+		if ((e = pipe_finish(k, &r)) != CS_OK) {
+			PQclear(r);
+			return e;
+		}
+		goto answered;
+	}
+	if (k->pending > 0 && k->db != NULL && (e = pipe_finish(k, NULL)) != CS_OK)
 		return e;
-	PGresult *r;
+	if ((e = pg_alive(k)) != CS_OK)
+		return e;
 	if (k->p->prepared) {
 		if (s->gen != k->gen) {
 			if (str_fmt(s->name, sizeof s->name, "cs%u", ++k->names) != CS_OK)
@@ -438,6 +551,7 @@ static enum cs_err stmt_run_once(struct pg_stmt *s, const char *const *vals, con
 		r = PQexecParams(k->db, s->text, s->nparams, s->nparams ? s->types : NULL, vals, lens,
 		    fmts, 0);
 	}
+answered:;
 	ExecStatusType t = PQresultStatus(r);
 	if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
 		e = pg_err(k, r);
@@ -483,51 +597,52 @@ static enum cs_err stmt_run(struct pg_stmt *s, const char *const *vals, const in
 	return e;
 }
 
-/* Binding runs the statement: every value is bound at once (store_bind), so
- * nothing of the caller's needs copying, and what a value held is in
- * PostgreSQL's hands, not ours, when this returns. */
-static enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, size_t n)
-{
-	struct pg_stmt *s = pgs(st);
+/* The values v[0 .. n-1] in libpq's arrays for s (ints: room for their
+ * text), and s's parameter types fixed at its first binding. */
+struct pg_params {
 	const char *vals[PG_MAX_PARAMS];
-	int lens[PG_MAX_PARAMS], fmts[PG_MAX_PARAMS];
-	char ints[PG_MAX_PARAMS][24];
+	int         lens[PG_MAX_PARAMS], fmts[PG_MAX_PARAMS];
+	char        ints[PG_MAX_PARAMS][24];
+};
+
+static enum cs_err params_encode(struct pg_stmt *s, const struct store_val *v, size_t n,
+    struct pg_params *pp)
+{
 	Oid types[PG_MAX_PARAMS];
 	enum cs_err e = CS_OK;
 
-	stmt_reset(s);
 	if (n != (size_t)s->nparams) {
 		log_msg(LOG_ERROR, "database: %zu values for %d parameters", n, s->nparams);
 		return CS_EINVAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		lens[i] = 0;
-		fmts[i] = 0;
+		pp->lens[i] = 0;
+		pp->fmts[i] = 0;
 		switch (v[i].kind) {
 		case STORE_VAL_TEXT:
 			types[i] = OID_TEXT;
-			vals[i] = v[i].p;
+			pp->vals[i] = v[i].p;
 			if (v[i].p != NULL && strlen(v[i].p) > PG_MAX_STR)
 				e = CS_ETOOBIG;
 			break;
 		case STORE_VAL_INT:
 			types[i] = OID_INT8;
-			if (str_fmt(ints[i], sizeof ints[i], "%lld", (long long)v[i].i) != CS_OK)
+			if (str_fmt(pp->ints[i], sizeof pp->ints[i], "%lld", (long long)v[i].i) != CS_OK)
 				e = CS_EINVAL;
-			vals[i] = ints[i];
+			pp->vals[i] = pp->ints[i];
 			break;
 		case STORE_VAL_BLOB:
 		case STORE_VAL_BLOB_OR_NULL:
 			types[i] = OID_BYTEA;
-			fmts[i] = 1;
+			pp->fmts[i] = 1;
 			if (v[i].n > INT_MAX)
 				e = CS_ETOOBIG;
-			lens[i] = (int)v[i].n;
-			vals[i] = v[i].p != NULL ? v[i].p : "";
+			pp->lens[i] = (int)v[i].n;
+			pp->vals[i] = v[i].p != NULL ? v[i].p : "";
 			if (v[i].p == NULL && v[i].kind == STORE_VAL_BLOB_OR_NULL)
-				vals[i] = NULL;
+				pp->vals[i] = NULL;
 			if (v[i].p != NULL && v[i].n == 0)
-				lens[i] = 0;
+				pp->lens[i] = 0;
 			break;
 		default:
 			e = CS_EINVAL;
@@ -543,8 +658,67 @@ static enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, siz
 		log_msg(LOG_ERROR, "database: a statement bound with other types than before");
 		return CS_EINVAL;
 	}
-	e = stmt_run(s, vals, lens, fmts);
-	OPENSSL_cleanse(ints, sizeof ints);
+	return CS_OK;
+}
+
+/* Binding runs the statement: every value is bound at once (store_bind), so
+ * nothing of the caller's needs copying, and what a value held is in
+ * PostgreSQL's hands, not ours, when this returns. */
+static enum cs_err pg_bind(struct store_stmt *st, const struct store_val *v, size_t n)
+{
+	struct pg_stmt *s = pgs(st);
+	struct pg_params pp;
+
+	stmt_reset(s);
+	enum cs_err e = params_encode(s, v, n, &pp);
+	if (e == CS_OK)
+		e = stmt_run(s, pp.vals, pp.lens, pp.fmts);
+	OPENSSL_cleanse(pp.ints, sizeof pp.ints);
+	return e;
+}
+
+/* store_run_later: inside a transaction, on a connection where st is
+ * prepared already (or that prepares nothing), st is sent and not waited
+ * for (the pipeline above); otherwise it runs at once, as store_run. */
+static enum cs_err pg_run_later(struct store_stmt *st, const struct store_val *v, size_t n)
+{
+	struct pg_stmt *s = pgs(st);
+	struct pg_conn *k = s->k;
+	struct pg_params pp;
+
+	stmt_reset(s);
+	enum cs_err e = params_encode(s, v, n, &pp);
+	if (e != CS_OK)
+		goto out;
+	if (!k->in_tx || k->db == NULL || PQstatus(k->db) != CONNECTION_OK ||
+	    (k->p->prepared && s->gen != k->gen)) {
+		if ((e = stmt_run(s, pp.vals, pp.lens, pp.fmts)) == CS_OK && s->res != NULL &&
+		    PQntuples(s->res) > 0)
+			e = CS_EDB;           /* a programming error: this statement returns rows */
+		stmt_reset(s);
+		goto out;
+	}
+	if (k->pending >= PG_MAX_PENDING && (e = pipe_finish(k, NULL)) != CS_OK)
+		goto out;
+	if (!k->piped) {
+		if (PQenterPipelineMode(k->db) != 1) {
+			e = CS_EDB;
+			goto out;
+		}
+		k->piped = true;
+	}
+	int sent = k->p->prepared ?
+	    PQsendQueryPrepared(k->db, s->name, s->nparams, pp.vals, pp.lens, pp.fmts, 0) :
+	    PQsendQueryParams(k->db, s->text, s->nparams, s->nparams ? s->types : NULL, pp.vals,
+	    pp.lens, pp.fmts, 0);
+	if (sent != 1) {
+		e = pipe_broken(k);
+		goto out;
+	}
+	k->pending++;
+	k->changes = 0;
+out:
+	OPENSSL_cleanse(pp.ints, sizeof pp.ints);
 	return e;
 }
 
@@ -684,8 +858,12 @@ static const char *pg_col_name(struct store_stmt *st, int i)
 static enum cs_err pg_simple(struct pg_conn *k, const char *sql, ExecStatusType want,
     PGresult **keep)
 {
-	PGresult *r = PQexec(k->db, sql);
 	enum cs_err e = CS_OK;
+	if (k->pending > 0 && k->db != NULL && (e = pipe_finish(k, NULL)) != CS_OK)
+		return e;
+	if (k->db == NULL)
+		return CS_EBUSY;
+	PGresult *r = PQexec(k->db, sql);
 	if (PQresultStatus(r) != want) {
 		e = pg_err(k, r);
 		if (e != CS_EBUSY)
@@ -700,6 +878,29 @@ static enum cs_err pg_simple(struct pg_conn *k, const char *sql, ExecStatusType 
 	return e;
 }
 
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* The write lock is had (pg_begin): its hold time starts. */
+static void lock_taken(struct pg_conn *k)
+{
+	k->locked = true;
+	clock_gettime(CLOCK_MONOTONIC, &k->locked_at);
+}
+
+/* The transaction ends, and the write lock with it: consentd_db_lock_hold_seconds. */
+static void lock_released(struct pg_conn *k)
+{
+	if (!k->locked)
+		return;
+	k->locked = false;
+	metrics_observe(metric[M_DB_LOCK_HOLD], NULL, seconds_since(&k->locked_at));
+}
 
 #define SQL_BEGIN_TRY "BEGIN; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'; " \
 	"SELECT pg_try_advisory_xact_lock(" PG_WRITE_LOCK ")"
@@ -724,8 +925,10 @@ static enum cs_err pg_begin(struct pg_conn *k)
 	bool got = PQntuples(r) == 1 && PQnfields(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
 	k->in_tx = true;
-	if (got)
+	if (got) {
+		lock_taken(k);
 		return CS_OK;
+	}
 	/* Someone holds it: wait, unless the queue is full. */
 	unsigned w = atomic_fetch_add(&k->p->waiting, 1);
 	if (w >= atomic_load(&k->p->queue_max)) {
@@ -734,10 +937,16 @@ static enum cs_err pg_begin(struct pg_conn *k)
 		pg_rollback(k);
 		return CS_EBUSY;
 	}
+	/* consentd_db_lock_wait_seconds: each wait, had or timed out. */
+	struct timespec w0;
+	clock_gettime(CLOCK_MONOTONIC, &w0);
 	e = pg_simple(k, "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")", PGRES_TUPLES_OK, NULL);
 	atomic_fetch_sub(&k->p->waiting, 1);
-	if (e == CS_OK)
+	metrics_observe(metric[M_DB_LOCK_WAIT], NULL, seconds_since(&w0));
+	if (e == CS_OK) {
+		lock_taken(k);
 		return CS_OK;
+	}
 	pg_rollback(k);
 	return e;
 fail:
@@ -747,14 +956,39 @@ fail:
 }
 
 /* SECURITY: only a COMMIT that answers "COMMIT" committed: one that ends an
- * aborted transaction answers "ROLLBACK" with a success status. */
+ * aborted transaction answers "ROLLBACK" with a success status.  After
+ * writes sent ahead the COMMIT goes in their flight; when one of them failed
+ * it was skipped, and the aborted transaction is rolled back here. */
 static enum cs_err pg_commit(struct pg_conn *k)
 {
 	PGresult *r = NULL;
+	enum cs_err e;
 	if (!k->in_tx)
 		return CS_EDB;
-	enum cs_err e = pg_simple(k, "COMMIT", PGRES_COMMAND_OK, &r);
+	if (k->pending > 0 && k->db != NULL) {
+		if (PQsendQueryParams(k->db, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) != 1)
+			e = pipe_broken(k);
+		else
+			e = pipe_finish(k, &r);
+		if (e == CS_OK && PQresultStatus(r) != PGRES_COMMAND_OK) {
+			e = pg_err(k, r);
+			if (e != CS_EBUSY)
+				pg_log(k, r, "transaction");
+			if (e == CS_OK)
+				e = CS_EDB;
+		}
+		if (e != CS_OK) {
+			PQclear(r);
+			r = NULL;
+			if (k->db != NULL && PQstatus(k->db) == CONNECTION_OK &&
+			    PQtransactionStatus(k->db) != PQTRANS_IDLE)
+				(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
+		}
+	} else {
+		e = k->db != NULL ? pg_simple(k, "COMMIT", PGRES_COMMAND_OK, &r) : CS_EBUSY;
+	}
 	k->in_tx = false;
+	lock_released(k);
 	if (e == CS_OK) {
 		if (strcmp(PQcmdStatus(r), "COMMIT") != 0)
 			e = CS_EDB;
@@ -769,10 +1003,13 @@ static void pg_rollback(struct pg_conn *k)
 {
 	if (k == NULL)
 		return;
+	if (k->pending > 0 && k->db != NULL)
+		(void)pipe_finish(k, NULL);       /* what they say no longer matters */
 	if (k->db != NULL && PQstatus(k->db) == CONNECTION_OK &&
 	    PQtransactionStatus(k->db) != PQTRANS_IDLE)
 		(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
 	k->in_tx = false;
+	lock_released(k);
 }
 
 /* --- the store --------------------------------------------------------- */
@@ -1334,6 +1571,10 @@ static enum cs_err be_bind(struct store_stmt *st, const struct store_val *v, siz
 	(void)copy;
 	return pg_bind(st, v, n);
 }
+static enum cs_err be_run_later(struct store_stmt *st, const struct store_val *v, size_t n)
+{
+	return pg_run_later(st, v, n);
+}
 static int64_t be_changes(struct store_link *k) { return pg_changes(conn_of(k)); }
 /* A NULL text is a NULL column: the values were read whole with the result. */
 static bool be_col_nomem(struct store_stmt *st) { (void)st; return false; }
@@ -1414,6 +1655,7 @@ const struct store_backend store_backend_pg = {
 	.bind = be_bind,
 	.step = pg_step,
 	.exec = pg_exec,
+	.run_later = be_run_later,
 	.changes = be_changes,
 	.col_type = pg_col_type,
 	.col_int64 = pg_col_int64,

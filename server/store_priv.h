@@ -98,6 +98,16 @@ struct store_stmt *store_query(struct store_conn *c, const char *sql, const stru
  * reads v's texts and blobs in place (no copy): they need to live only for the call. */
 enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n) CS_MUST_CHECK;
+/* store_run for a write whose outcome the transaction needs only at its
+ * COMMIT (an INSERT that nothing reads back by its answer, such as an audit
+ * entry): inside a transaction an engine may send it with the next statement
+ * or with the COMMIT (PostgreSQL's pipeline: one round trip fewer while the
+ * write lock is held).  Its failure then fails that statement or the COMMIT,
+ * and the transaction rolls back whole: nothing after it runs.  CS_OK may so
+ * mean "sent"; store_changes says nothing of it.  Outside a transaction, and
+ * on SQLite, it is store_run. */
+enum cs_err store_run_later(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t n) CS_MUST_CHECK;
 /* A malloc'd copy of one column (for a single value; a row's text columns go
  * through store_cols_text); a NULL column gives *out NULL. */
 enum cs_err store_col_text(struct store_stmt *st, int i, char **out) CS_MUST_CHECK;
@@ -169,6 +179,14 @@ enum cs_err store_run_changed(struct store_conn *c, const char *sql, const struc
 /* Notes entry seq with link as the open transaction's last audit entry, for
  * store_commit's audit hook (store_audit_append calls it). */
 void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);
+/* The open transaction's own last audit entry, which is the chain's head (the
+ * transaction holds the one writer: nobody else appended since), for
+ * store_audit_head: true with *seq and link written; false outside a
+ * transaction, before its first append, and after store_audit_head_forget
+ * (entries rewritten or removed: the next head is read from the table). */
+bool store_audit_head_known(struct store_conn *c, int64_t *seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN]);
+void store_audit_head_forget(struct store_conn *c);
 /* The group commit as seen from outside, for tests and benchmarks: callers
  * waiting for the writer's turn now, and since store_open the COMMITs made
  * (batches), the transactions they made durable and the WAL checkpoints run

@@ -152,6 +152,7 @@ START_TEST(test_consentd_families)
 		"consentd_event_deliveries_total", "consentd_event_backlog",
 		"consentd_db_commit_seconds", "consentd_db_commit_batch_size",
 		"consentd_db_busy_waits_total", "consentd_db_write_queue_full_total",
+		"consentd_db_lock_wait_seconds", "consentd_db_lock_hold_seconds",
 		"consentd_cache_lookups_total",
 		"consentd_audit_head_lag_entries", "consentd_gateway_auth_refused_total",
 		"consentd_connections", NULL };
@@ -184,6 +185,7 @@ START_TEST(test_consentd_families)
 	    "\nconsentd_cache_lookups_total{cache=\"subject_token\",outcome=\"miss\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_cache_lookups_total{cache=\"grant\",outcome=\"hit\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_seconds_count 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_lock_wait_seconds_count 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_batch_size_bucket{le=\"+Inf\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_fetch_errors_total{what=\"idp_jwks\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_deliveries_total{outcome=\"failed\"} 0\n"));

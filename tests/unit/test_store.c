@@ -17,9 +17,11 @@
 #include "buf.h"
 #include "consent.h"
 #include "embed.h"
+#include "metrics.h"
 #include "testutil.h"
 #include "tu_store.h"
 #include "store.h"
+#include "store_audit.h"
 #include "store_consent.h"
 #include "store_grant.h"
 #include "store_keys.h"
@@ -893,6 +895,151 @@ START_TEST(test_store_group_commit_concurrent_writers)
 }
 END_TEST
 
+/* store_run_later (PostgreSQL sends the write with the next statement or
+ * the COMMIT): a later statement of the transaction sees the write; a write
+ * that fails fails what follows it and the COMMIT, and nothing of the
+ * transaction -- before or after it -- is committed; the connection serves
+ * the next transaction; outside a transaction it runs at once. */
+static const char SQL_BK_COUNT[] = "SELECT count(*) FROM bk";
+START_TEST(test_store_run_later)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_conn *c = store_conn(s);
+	int64_t n = -1;
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(1), SV_TEXT("a"))), CS_OK);
+	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(2), SV_TEXT("b"))), CS_OK);
+	if (pg_url != NULL) {
+		/* The write (its statement prepared on the connection by the first)
+		 * has not reached the server: it goes in the next statement's
+		 * flight.  The server's last statement of this transaction is
+		 * still the count. */
+		char *q = pg_query(pg_url, "SELECT query FROM pg_stat_activity WHERE "
+		    "application_name = 'consentd' AND state = 'idle in transaction'");
+		ck_assert_ptr_nonnull(q);
+		ck_assert_msg(strstr(q, "count(*)") != NULL, "the write went alone: %s", q);
+		free(q);
+	}
+	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(3), SV_TEXT("c"))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "1,2,3");
+	free(rows);
+
+	/* A key taken: on SQLite the write says so at once; on PostgreSQL the
+	 * statement after it, or the COMMIT, fails instead. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run(c, SQL_BK_INSERT, STORE_VALS(SV_INT(10), SV_TEXT("x"))), CS_OK);
+	enum cs_err e = store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(1), SV_TEXT("dup")));
+	if (e == CS_OK)
+		e = store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(11), SV_TEXT("y")));
+	if (e == CS_OK)
+		e = store_commit(c);
+	ck_assert_int_ne(e, CS_OK);
+	store_rollback(c);
+	rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "1,2,3");
+	free(rows);
+	/* ... and with a read after the failed write. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	e = store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(2), SV_TEXT("dup")));
+	if (e == CS_OK) {
+		e = store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1);
+		ck_assert_int_ne(e, CS_OK);
+		ck_assert_int_ne(e, CS_EEXIST);  /* not the read's own outcome */
+	} else {
+		ck_assert_int_eq(e, CS_EEXIST);
+	}
+	store_rollback(c);
+
+	/* The connection goes on: a transaction, and a write outside one. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(4), SV_TEXT("d"))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(5), SV_TEXT("e"))), CS_OK);
+	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(5), SV_TEXT("e"))),
+	    CS_EEXIST);
+	rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "1,2,3,4,5");
+	free(rows);
+	/* More writes than one flight takes (PG_MAX_PENDING): all there. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	for (int64_t i = 100; i < 250; i++)
+		ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(i), SV_TEXT("m"))),
+		    CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 155);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The audit head inside a transaction that appended: its own last entry,
+ * not read again (a batch of entries reads the head once); a relink makes
+ * it read again; the next transaction reads the table. */
+static const char SQL_AUDIT_COUNT[] = "SELECT count(*) FROM audit";
+START_TEST(test_store_audit_head_known)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct store_audit_head h;
+	unsigned char l1[STORE_AUDIT_LINK_LEN], l2[STORE_AUDIT_LINK_LEN], l3[STORE_AUDIT_LINK_LEN];
+	const struct store_audit_fields e = { .ts = 1700000000, .action = "test.entry" };
+	int64_t n = -1;
+	memset(l1, 1, sizeof l1);
+	memset(l2, 2, sizeof l2);
+	memset(l3, 3, sizeof l3);
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 0);
+	ck_assert_int_eq(h.next, 1);
+	ck_assert_int_eq(store_audit_append(c, &e, 1, l1, "mk"), CS_OK);
+	ck_assert_int_eq(store_aggregate(c, SQL_AUDIT_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 1);
+	ck_assert_int_eq(h.next, 2);
+	ck_assert_uint_eq(h.link_len, STORE_AUDIT_LINK_LEN);
+	ck_assert_int_eq(memcmp(h.link, l1, sizeof l1), 0);
+	if (pg_url != NULL) {
+		/* Nothing went to the server for that head: its last statement is the count. */
+		char *q = pg_query(pg_url, "SELECT query FROM pg_stat_activity WHERE "
+		    "application_name = 'consentd' AND state = 'idle in transaction'");
+		ck_assert_ptr_nonnull(q);
+		ck_assert_msg(strstr(q, "count(*)") != NULL, "the head was read again: %s", q);
+		free(q);
+	}
+	ck_assert_int_eq(store_audit_append(c, &e, 2, l2, "mk"), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 2);
+	ck_assert_int_eq(memcmp(h.link, l2, sizeof l2), 0);
+	/* A relink (vault rekey) rewrites links: the head is read from the table. */
+	ck_assert_int_eq(store_audit_set_link(c, 2, l3, "mk2"), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 2);
+	ck_assert_int_eq(h.next, 3);
+	ck_assert_int_eq(memcmp(h.link, l3, sizeof l3), 0);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
+	ck_assert_int_eq(h.seq, 2);
+	ck_assert_int_eq(h.next, 3);
+	ck_assert_int_eq(memcmp(h.link, l3, sizeof l3), 0);
+	store_rollback(c);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* Checkpoints run off the writer: past STORE_CHECKPOINT_PAGES in the WAL a
  * COMMIT wakes the checkpointer thread, which copies the WAL back (the
  * writer's own automatic checkpoint, which would stall every caller waiting
@@ -1402,6 +1549,91 @@ START_TEST(test_store_pg_backup_refused)
 }
 END_TEST
 
+/* The _count and _sum of a histogram without labels (its name ends in
+ * _seconds), from its rendering. */
+static void histogram_read(struct metric_family *h, double *count, double *sum)
+{
+	struct buf b;
+	buf_init(&b, 1 << 16);
+	ck_assert_int_eq(metrics_render_family(&b, h), CS_OK);
+	const char *c = strstr(b.data, "_seconds_count "), *m = strstr(b.data, "_seconds_sum ");
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_nonnull(m);
+	*count = strtod(c + 15, NULL);
+	*sum = strtod(m + 13, NULL);
+	buf_clear(&b);
+}
+
+struct lock_waiter {
+	struct store *s;
+	enum cs_err   begin, commit;
+};
+
+static void *lock_waiter_main(void *arg)
+{
+	struct lock_waiter *w = arg;
+	struct store_conn *c = store_conn(w->s);
+	w->begin = store_begin(c);
+	w->commit = w->begin == CS_OK ? store_commit(c) : CS_EDB;
+	return NULL;
+}
+
+/* Two nodes on one database (two stores): while one holds the write lock,
+ * the other's transaction waits for it, and says so in
+ * consentd_db_lock_wait_seconds (one wait, about as long as the holder
+ * kept it); consentd_db_lock_hold_seconds has both transactions. */
+START_TEST(test_store_pg_lock_wait_counted)
+{
+	struct fixture f;
+	struct store *a = NULL, *b = NULL;
+	double w0, ws0, h0, hs0, w1, ws1, h1, hs1;
+	pthread_t t;
+	fx_init(&f);
+	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
+	ck_assert_int_eq(fx_open(&f, &a), CS_OK);
+	ck_assert_ptr_nonnull(metric[M_DB_LOCK_WAIT]);
+	ck_assert_int_eq(store_open(f.db, &b), CS_OK);
+	histogram_read(metric[M_DB_LOCK_WAIT], &w0, &ws0);
+	histogram_read(metric[M_DB_LOCK_HOLD], &h0, &hs0);
+	struct store_conn *c = store_conn(a);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	struct lock_waiter lw = { .s = b, .begin = CS_EDB, .commit = CS_EDB };
+	ck_assert_int_eq(pthread_create(&t, NULL, lock_waiter_main, &lw), 0);
+	/* Until the other node's transaction is waiting on the server. */
+	for (int i = 0; i < 500; i++) {
+		char *n = pg_query(pg_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+		    "AND NOT granted");
+		bool waits = n != NULL && strcmp(n, "1") == 0;
+		free(n);
+		if (waits)
+			break;
+		usleep(10000);
+	}
+	usleep(200000);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(lw.begin, CS_OK);
+	ck_assert_int_eq(lw.commit, CS_OK);
+	histogram_read(metric[M_DB_LOCK_WAIT], &w1, &ws1);
+	histogram_read(metric[M_DB_LOCK_HOLD], &h1, &hs1);
+	ck_assert_msg(w1 - w0 == 1, "lock waits counted: %g", w1 - w0);
+	ck_assert_msg(ws1 - ws0 >= 0.2, "the wait lasted %g s", ws1 - ws0);
+	ck_assert_msg(h1 - h0 == 2, "lock holds counted: %g", h1 - h0);
+	ck_assert_msg(hs1 - hs0 >= 0.2, "the locks were held %g s", hs1 - hs0);
+	/* A transaction that takes the lock at once does not wait. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	store_rollback(c);
+	histogram_read(metric[M_DB_LOCK_WAIT], &w1, &ws1);
+	histogram_read(metric[M_DB_LOCK_HOLD], &h1, &hs1);
+	ck_assert_msg(w1 - w0 == 1, "lock waits counted: %g", w1 - w0);
+	ck_assert_msg(h1 - h0 == 3, "lock holds counted: %g", h1 - h0);
+	store_close(b);
+	store_close(a);
+	metrics_reset();
+	fx_clear(&f);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create(tu_pg_url != NULL ? "store (postgresql)" : "store (sqlite)");
@@ -1430,6 +1662,7 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_pg_open_unreachable_fails);
 		tcase_add_test(tc, test_store_pg_backup_refused);
 		tcase_add_test(tc, test_store_pg_schema_policies);
+		tcase_add_test(tc, test_store_pg_lock_wait_counted);
 	}
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rows");
@@ -1458,6 +1691,8 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_group_commit_stop_drains);
 		tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
 	}
+	tcase_add_test(tc, test_store_run_later);
+	tcase_add_test(tc, test_store_audit_head_known);
 	suite_add_tcase(s, tc);
 	return s;
 }
