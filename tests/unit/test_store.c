@@ -912,13 +912,13 @@ START_TEST(test_store_run_later)
 	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
 	ck_assert_int_eq(n, 1);
 	ck_assert_int_eq(store_run_later(c, SQL_BK_INSERT, STORE_VALS(SV_INT(2), SV_TEXT("b"))), CS_OK);
-	if (pg_url != NULL) {
+	if (tu_pg_url != NULL) {
 		/* The write (its statement prepared on the connection by the first)
 		 * has not reached the server: it goes in the next statement's
 		 * flight.  The server's last statement of this transaction is
 		 * still the count. */
-		char *q = pg_query(pg_url, "SELECT query FROM pg_stat_activity WHERE "
-		    "application_name = 'consentd' AND state = 'idle in transaction'");
+		char *q = tu_pg_sql(tu_pg_url, "SELECT query FROM pg_stat_activity WHERE "
+		    "application_name = 'consentd' AND state = 'idle in transaction'", true);
 		ck_assert_ptr_nonnull(q);
 		ck_assert_msg(strstr(q, "count(*)") != NULL, "the write went alone: %s", q);
 		free(q);
@@ -1010,10 +1010,10 @@ START_TEST(test_store_audit_head_known)
 	ck_assert_int_eq(h.next, 2);
 	ck_assert_uint_eq(h.link_len, STORE_AUDIT_LINK_LEN);
 	ck_assert_int_eq(memcmp(h.link, l1, sizeof l1), 0);
-	if (pg_url != NULL) {
+	if (tu_pg_url != NULL) {
 		/* Nothing went to the server for that head: its last statement is the count. */
-		char *q = pg_query(pg_url, "SELECT query FROM pg_stat_activity WHERE "
-		    "application_name = 'consentd' AND state = 'idle in transaction'");
+		char *q = tu_pg_sql(tu_pg_url, "SELECT query FROM pg_stat_activity WHERE "
+		    "application_name = 'consentd' AND state = 'idle in transaction'", true);
 		ck_assert_ptr_nonnull(q);
 		ck_assert_msg(strstr(q, "count(*)") != NULL, "the head was read again: %s", q);
 		free(q);
@@ -1601,8 +1601,8 @@ START_TEST(test_store_pg_lock_wait_counted)
 	ck_assert_int_eq(pthread_create(&t, NULL, lock_waiter_main, &lw), 0);
 	/* Until the other node's transaction is waiting on the server. */
 	for (int i = 0; i < 500; i++) {
-		char *n = pg_query(pg_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-		    "AND NOT granted");
+		char *n = tu_pg_sql(tu_pg_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+		    "AND NOT granted", true);
 		bool waits = n != NULL && strcmp(n, "1") == 0;
 		free(n);
 		if (waits)
