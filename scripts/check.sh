@@ -123,11 +123,9 @@ fuzz_tests() {
 # Side by side (#29 item 9): the integration, browser and PostgreSQL files mostly
 # wait on their IdPs, receivers and timers (every file picks its own free ports
 # and directories), so they run beside each other and beside the CPU-bound unit
-# suites, the fuzz targets' build and run and the deploy step.  A loaded machine
-# changes how long, not what: the steps that race a clock they set themselves
-# leave room for load; a few bounds are the server's own (hostile's 3 s answer,
-# a client metadata fetch's 2.5 s) and held at a load average of 12, not at 15
-# and more (other work on the machine besides make check).  They need only the two
+# suites, the fuzz targets' build and run and the deploy step.  No test asserts
+# timing, so a loaded machine changes how long, not what (the few steps that race
+# a clock they set themselves leave room for it).  They need only the two
 # servers: they start as soon as those are built, beside the unit tests' build
 # and the lint.  Six files at a time at first (integration 3, browser 1, the
 # PostgreSQL pass 2); a lane that runs out of files is handed on (add_lane), so
