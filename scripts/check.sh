@@ -149,15 +149,12 @@ integration_tests() {
 	add_lane "$pg_lanes"
 	return "$rc"
 }
-# The browser tests one at a time, beside the others from the start; then their
-# lane goes to the integration files, or to the PostgreSQL pass.  vault.test.js
-# last, when the unit tests' build is long done: its 5 s provider token must not
-# reach its 2 s refresh margin between the connection and the release "asked
-# again at once" (about 1 s to spare at a load average of 12; not at 15).
+# The browser tests one at a time (a browser test's 5 s provider token must not
+# reach its 2 s refresh margin under load), beside the others from the start; then
+# their lane goes to the integration files, or to the PostgreSQL pass.
 e2e_tests() {
 	local rc=0
-	node_files e2e 1 $(slow_first "admin a11y me person_pages approval" \
-	    $(ls tests/e2e/*.test.js | grep -v '/vault\.test\.js$') tests/e2e/vault.test.js) || rc=1
+	node_files e2e 1 $(slow_first "admin a11y vault me person_pages approval" tests/e2e/*.test.js) || rc=1
 	add_lane "$int_lanes" || add_lane "$pg_lanes"
 	return "$rc"
 }
