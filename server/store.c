@@ -212,7 +212,9 @@ enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_
 enum cs_err store_run_later(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n)
 {
-	if (!c->in_tx)
+	/* An engine without run_later (SQLite: in the process, no round trip
+	 * to save) runs it at once. */
+	if (!c->in_tx || c->s->be->run_later == NULL)
 		return store_run(c, sql, v, n);
 	struct store_stmt *st = store_stmt(c, sql);
 	if (st == NULL)

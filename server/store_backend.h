@@ -99,7 +99,8 @@ struct store_backend {
 	enum cs_err (*exec)(struct store_stmt *st);
 	/* bind (copy false) and exec, except that inside a transaction the
 	 * engine may send it and answer before it has run (store_run_later);
-	 * st is left finished either way. */
+	 * st is left finished either way.  NULL: the engine has no round trip
+	 * to save, and store_run_later is store_run (SQLite). */
 	enum cs_err (*run_later)(struct store_stmt *st, const struct store_val *v, size_t n);
 	int64_t     (*changes)(struct store_link *k);
 

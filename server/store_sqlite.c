@@ -386,13 +386,6 @@ static enum cs_err lite_bind(struct store_stmt *sst, const struct store_val *v, 
 	return e;
 }
 
-/* store_run_later: SQLite is in the process, with no round trip to save: at once. */
-static enum cs_err lite_run_later(struct store_stmt *sst, const struct store_val *v, size_t n)
-{
-	enum cs_err e = lite_bind(sst, v, n, false);
-	return e != CS_OK ? e : lite_exec(sst);
-}
-
 /* --- columns ----------------------------------------------------------- */
 
 static enum store_col_kind lite_col_type(struct store_stmt *st, int i)
@@ -1111,7 +1104,6 @@ const struct store_backend store_backend_sqlite = {
 	.bind = lite_bind,
 	.step = lite_step,
 	.exec = lite_exec,
-	.run_later = lite_run_later,
 	.changes = lite_changes,
 	.col_type = lite_col_type,
 	.col_int64 = lite_col_int64,

@@ -895,6 +895,18 @@ START_TEST(test_store_group_commit_concurrent_writers)
 }
 END_TEST
 
+/* PostgreSQL: the open transaction's last statement at the server is a
+ * count (what was sent after it has not reached the server); why names the
+ * failure. */
+static void last_statement_is_count(const char *why)
+{
+	char *q = tu_pg_sql(tu_pg_url, "SELECT query FROM pg_stat_activity WHERE "
+	    "application_name = 'consentd' AND state = 'idle in transaction'", true);
+	ck_assert_ptr_nonnull(q);
+	ck_assert_msg(strstr(q, "count(*)") != NULL, "%s: %s", why, q);
+	free(q);
+}
+
 /* store_run_later (PostgreSQL sends the write with the next statement or
  * the COMMIT): a later statement of the transaction sees the write; a write
  * that fails fails what follows it and the COMMIT, and nothing of the
@@ -917,11 +929,7 @@ START_TEST(test_store_run_later)
 		 * has not reached the server: it goes in the next statement's
 		 * flight.  The server's last statement of this transaction is
 		 * still the count. */
-		char *q = tu_pg_sql(tu_pg_url, "SELECT query FROM pg_stat_activity WHERE "
-		    "application_name = 'consentd' AND state = 'idle in transaction'", true);
-		ck_assert_ptr_nonnull(q);
-		ck_assert_msg(strstr(q, "count(*)") != NULL, "the write went alone: %s", q);
-		free(q);
+		last_statement_is_count("the write went alone");
 	}
 	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
 	ck_assert_int_eq(n, 2);
@@ -1012,11 +1020,7 @@ START_TEST(test_store_audit_head_known)
 	ck_assert_int_eq(memcmp(h.link, l1, sizeof l1), 0);
 	if (tu_pg_url != NULL) {
 		/* Nothing went to the server for that head: its last statement is the count. */
-		char *q = tu_pg_sql(tu_pg_url, "SELECT query FROM pg_stat_activity WHERE "
-		    "application_name = 'consentd' AND state = 'idle in transaction'", true);
-		ck_assert_ptr_nonnull(q);
-		ck_assert_msg(strstr(q, "count(*)") != NULL, "the head was read again: %s", q);
-		free(q);
+		last_statement_is_count("the head was read again");
 	}
 	ck_assert_int_eq(store_audit_append(c, &e, 2, l2, "mk"), CS_OK);
 	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
