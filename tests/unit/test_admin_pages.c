@@ -18,7 +18,7 @@ static int64_t since_of(const char *s)
 static void since_refused(const char *s)
 {
 	int64_t t = 42;
-	ck_assert_msg(admin_parse_since(s, &t) == CS_EINVAL, "accepted: %s", s);
+	ck_assert_msg(admin_parse_since(s, &t) == CS_EINVAL, "accepted: %s", s != NULL ? s : "(NULL)");
 	ck_assert_int_eq(t, 42);                  /* written only on success */
 }
 
