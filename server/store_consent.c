@@ -216,7 +216,9 @@ static void consent_grant_clear(void *row)
 }
 
 static const struct store_row_type consent_grant_rows = {
-	sizeof(struct consent_grant_row), read_consent_grant, consent_grant_clear, 0 };
+	.size = sizeof(struct consent_grant_row), .read = read_consent_grant,
+	.clear = consent_grant_clear
+};
 static const struct store_row_type creq_rows = STORE_ROW_BLOCK(struct store_creq_row, read_creq);
 
 void store_consent_row_clear(struct store_consent_row *r)
