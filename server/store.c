@@ -384,18 +384,87 @@ void store_row_clear(const struct store_row_type *t, void *row)
 		t->clear(row);
 		return;
 	}
+	unsigned char *base = row;
 	char *block;
-	memcpy(&block, (unsigned char *)row + t->block, sizeof block);
+	memcpy(&block, base + t->block, sizeof block);
 	free(block);
-	memset(row, 0, t->size);
+	for (size_t i = 0; i < t->nmembers; i++) {
+		const struct store_member *m = &t->members[i];
+		unsigned char *p;
+		size_t len;
+		if (m->kind != STORE_MEMBER_BLOB && m->kind != STORE_MEMBER_BLOB_OR_NULL)
+			continue;
+		memcpy(&p, base + m->off, sizeof p);
+		memcpy(&len, base + m->len, sizeof len);
+		if (p != NULL) {
+			OPENSSL_cleanse(p, len);
+			free(p);
+		}
+	}
+	if (t->wipe)
+		OPENSSL_cleanse(row, t->size);
+	else
+		memset(row, 0, t->size);
 }
 
-/* t->read into row, zeroed first; a row whose read failed is cleared, so it
- * holds nothing. */
+enum cs_err store_read_members(struct store_stmt *st, void *row, char **block,
+    const struct store_member *members, size_t n)
+{
+	struct store_text_col texts[STORE_MAX_TEXT_MEMBERS];
+	size_t nt = 0;
+	unsigned char *base = row;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_member *m = &members[i];
+		int col = (int)i;
+		int64_t v;
+		int flag;
+		unsigned char *blob;
+		size_t len;
+		enum cs_err e;
+		switch (m->kind) {
+		case STORE_MEMBER_TEXT:
+		case STORE_MEMBER_TEXT_OR_NULL:
+			if (nt == STORE_MAX_TEXT_MEMBERS)
+				return CS_EDB;     /* a table longer than this reader: cannot be */
+			texts[nt++] = (struct store_text_col){ col, (char **)(void *)(base + m->off),
+			    m->kind == STORE_MEMBER_TEXT };
+			break;
+		case STORE_MEMBER_INT64:
+			v = store_col_int64(st, col);
+			memcpy(base + m->off, &v, sizeof v);
+			break;
+		case STORE_MEMBER_FLAG:
+			flag = store_col_int(st, col) != 0;
+			memcpy(base + m->off, &flag, sizeof flag);
+			break;
+		case STORE_MEMBER_BLOB:
+		case STORE_MEMBER_BLOB_OR_NULL:
+			if (store_col_type(st, col) == STORE_COL_NULL) {
+				/* Defensive: a NOT NULL column that comes back NULL
+				 * means a damaged database. */
+				if (m->kind == STORE_MEMBER_BLOB)
+					return CS_EDB;
+				break;             /* the zeroed row's NULL and 0 */
+			}
+			if ((e = store_col_blob(st, col, &blob, &len)) != CS_OK)
+				return e;
+			memcpy(base + m->off, &blob, sizeof blob);
+			memcpy(base + m->len, &len, sizeof len);
+			break;
+		case STORE_MEMBER__MAX:
+			break;
+		}
+	}
+	return store_cols_text(st, block, texts, nt);
+}
+
+/* t->read (or its members) into row, zeroed first; a row whose read failed
+ * is cleared, so it holds nothing. */
 static enum cs_err read_row(struct store_stmt *st, const struct store_row_type *t, void *row)
 {
 	memset(row, 0, t->size);
-	enum cs_err e = t->read(st, row);
+	enum cs_err e = t->read != NULL ? t->read(st, row) : store_read_members(st, row,
+	    (char **)(void *)((unsigned char *)row + t->block), t->members, t->nmembers);
 	if (e != CS_OK)
 		store_row_clear(t, row);
 	return e;
@@ -423,6 +492,25 @@ void store_rows_free(const struct store_row_type *t, void *rows, size_t n)
 	free(rows);
 }
 
+/* The end of store_rows and store_rows_all: st finished; on CS_OK the nv
+ * rows of v (NULL when none) go to *out and *n, else they are released. */
+static enum cs_err rows_hand_out(struct store_stmt *st, enum cs_err e,
+    const struct store_row_type *t, unsigned char *v, size_t nv, void **out, size_t *n)
+{
+	store_stmt_done(st);
+	if (e != CS_OK) {
+		store_rows_free(t, v, nv);
+		return e;
+	}
+	if (nv == 0) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*n = nv;
+	return CS_OK;
+}
+
 enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n)
 {
@@ -441,18 +529,34 @@ enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
 	if (e == CS_ENOENT || nv == max)
 		e = CS_OK;
 out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_rows_free(t, v, nv);
-		return e;
+	return rows_hand_out(st, e, t, v, nv, out, n);
+}
+
+enum cs_err store_rows_all(struct store_conn *c, struct store_stmt *st,
+    const struct store_row_type *t, void **out, size_t *n)
+{
+	enum cs_err e;
+	unsigned char *v = NULL;
+	size_t nv = 0, cap = 0;
+	while ((e = store_step(c, st)) == CS_OK) {
+		if (nv == cap) {
+			size_t ncap = cap == 0 ? 16 : cap * 2;
+			unsigned char *p;
+			if (ncap > SIZE_MAX / t->size || (p = realloc(v, ncap * t->size)) == NULL) {
+				e = CS_ENOMEM;
+				goto out;
+			}
+			v = p;
+			cap = ncap;
+		}
+		if ((e = read_row(st, t, v + nv * t->size)) != CS_OK)
+			goto out;
+		nv++;
 	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
-	*out = v;
-	*n = nv;
-	return CS_OK;
+	if (e == CS_ENOENT)
+		e = CS_OK;
+out:
+	return rows_hand_out(st, e, t, v, nv, out, n);
 }
 
 /* --- transactions and the audit hook ----------------------------------- */

@@ -55,36 +55,30 @@ static const char SQL_APPROVAL_LIST[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-/* Reads the current row of an APPROVAL_COLS statement into a zeroed row,
- * its strings in one block (store_cols_text). */
-static enum cs_err read_approval(struct store_stmt *st, void *row)
-{
-	struct store_approval_row *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->id, true },
-	    { 1, &r->consent_id, true },
-	    { 3, &r->subject, true },
-	    { 4, &r->agent, true },
-	    { 5, &r->resource, true },
-	    { 6, &r->action, true },
-	    { 7, &r->parameters, true },
-	    { 8, &r->digest, true },
-	    { 9, &r->status, true }))) != CS_OK)
-		return e;
-	r->user_id = store_col_int64(st, 2);
-	r->created_at = store_col_int64(st, 10);
-	r->expires_at = store_col_int64(st, 11);
-	r->decided_at = store_col_int64(st, 12);
-	r->used_at = store_col_int64(st, 13);
-	r->last_poll_at = store_col_int64(st, 14);
-	r->interval = store_col_int64(st, 15);
-	r->slow_downs = store_col_int64(st, 16);
-	return CS_OK;
-}
+/* An APPROVAL_COLS statement's row, column by column (its strings in one
+ * block, store_cols_text). */
+static const struct store_member approval_members[] = {
+	STORE_TEXT(struct store_approval_row, id),
+	STORE_TEXT(struct store_approval_row, consent_id),
+	STORE_INT64(struct store_approval_row, user_id),
+	STORE_TEXT(struct store_approval_row, subject),
+	STORE_TEXT(struct store_approval_row, agent),
+	STORE_TEXT(struct store_approval_row, resource),
+	STORE_TEXT(struct store_approval_row, action),
+	STORE_TEXT(struct store_approval_row, parameters),
+	STORE_TEXT(struct store_approval_row, digest),
+	STORE_TEXT(struct store_approval_row, status),
+	STORE_INT64(struct store_approval_row, created_at),
+	STORE_INT64(struct store_approval_row, expires_at),
+	STORE_INT64(struct store_approval_row, decided_at),
+	STORE_INT64(struct store_approval_row, used_at),
+	STORE_INT64(struct store_approval_row, last_poll_at),
+	STORE_INT64(struct store_approval_row, interval),
+	STORE_INT64(struct store_approval_row, slow_downs),
+};
 
 static const struct store_row_type approval_rows =
-    STORE_ROW_BLOCK(struct store_approval_row, read_approval);
+    STORE_ROW_MEMBERS(struct store_approval_row, approval_members);
 
 void store_approval_row_clear(struct store_approval_row *r)
 {

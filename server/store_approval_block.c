@@ -22,29 +22,23 @@ static const char SQL_BLOCK_LIFT[] =
     "UPDATE approvals SET lifted_at = ?2 WHERE id = ?1 AND status = 'denied' AND lifted_at = 0";
 static const char SQL_BLOCK_LIFTED_AT[] = "SELECT lifted_at FROM approvals WHERE id = ?1";
 
-static enum cs_err read_block(struct store_stmt *st, void *row)
-{
-	struct store_approval_block_row *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->id, true },
-	    { 1, &r->consent_id, true },
-	    { 2, &r->subject, true },
-	    { 3, &r->agent, true },
-	    { 4, &r->resource, true },
-	    { 5, &r->action, true },
-	    { 6, &r->parameters, true },
-	    { 7, &r->digest, true },
-	    { 8, &r->status, true }))) != CS_OK)
-		return e;
-	r->user_id = store_col_int64(st, 9);
-	r->decided_at = store_col_int64(st, 10);
-	r->lifted_at = store_col_int64(st, 11);
-	return CS_OK;
-}
+static const struct store_member block_members[] = {
+	STORE_TEXT(struct store_approval_block_row, id),
+	STORE_TEXT(struct store_approval_block_row, consent_id),
+	STORE_TEXT(struct store_approval_block_row, subject),
+	STORE_TEXT(struct store_approval_block_row, agent),
+	STORE_TEXT(struct store_approval_block_row, resource),
+	STORE_TEXT(struct store_approval_block_row, action),
+	STORE_TEXT(struct store_approval_block_row, parameters),
+	STORE_TEXT(struct store_approval_block_row, digest),
+	STORE_TEXT(struct store_approval_block_row, status),
+	STORE_INT64(struct store_approval_block_row, user_id),
+	STORE_INT64(struct store_approval_block_row, decided_at),
+	STORE_INT64(struct store_approval_block_row, lifted_at),
+};
 
 static const struct store_row_type block_rows =
-    STORE_ROW_BLOCK(struct store_approval_block_row, read_block);
+    STORE_ROW_MEMBERS(struct store_approval_block_row, block_members);
 
 void store_approval_block_row_clear(struct store_approval_block_row *r)
 {

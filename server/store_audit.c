@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
 #include "store_audit.h"
 #include "store_priv.h"
 
@@ -65,16 +63,6 @@ static const char SQL_OUTBOX_RESEAL[] =
     "WHERE id = CAST(?1 AS BIGINT)";
 
 #define PAGE_MAX 10000               /* rows per page, bounded by the caller too */
-
-/* A blob column copied, or NULL (len 0) when the column is NULL. */
-static enum cs_err col_blob_or_null(struct store_stmt *st, int i, unsigned char **out, size_t *len)
-{
-	*out = NULL;
-	*len = 0;
-	if (store_col_type(st, i) == STORE_COL_NULL)
-		return CS_OK;
-	return store_col_blob(st, i, out, len);
-}
 
 enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 {
@@ -157,43 +145,28 @@ enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
 	return e;
 }
 
-static void audit_row_clear(void *row)
-{
-	struct store_audit_row *r = row;
-	free(r->block);
-	free(r->link);
-	memset(r, 0, sizeof *r);
-}
-
-/* Reads the current row into a zeroed row (store_get, store_rows). */
-static enum cs_err audit_row_read(struct store_stmt *st, void *row)
-{
-	struct store_audit_row *r = row;
-	enum cs_err e;
-	r->seq = store_col_int64(st, 0);
-	r->ts = store_col_int64(st, 1);
-	/* None required: a damaged entry is read as it is, for verification to
-	 * report, not refused here. */
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 2, &r->actor, false },
-	    { 3, &r->action, false },
-	    { 4, &r->subject, false },
-	    { 5, &r->agent, false },
-	    { 6, &r->resource, false },
-	    { 7, &r->scopes, false },
-	    { 8, &r->consent_id, false },
-	    { 9, &r->request_id, false },
-	    { 10, &r->outcome, false },
-	    { 11, &r->detail, false },
-	    { 13, &r->master_kid, false }))) != CS_OK ||
-	    (e = col_blob_or_null(st, 12, &r->link, &r->link_len)) != CS_OK)
-		return e;
-	return CS_OK;
-}
-
-static const struct store_row_type audit_rows = {
-	.size = sizeof(struct store_audit_row), .read = audit_row_read, .clear = audit_row_clear
+/* An AUDIT_COLS statement's row, column by column (store_get, store_rows).
+ * None required: a damaged entry is read as it is, for verification to
+ * report, not refused here. */
+static const struct store_member audit_members[] = {
+	STORE_INT64(struct store_audit_row, seq),
+	STORE_INT64(struct store_audit_row, ts),
+	STORE_TEXT_OR_NULL(struct store_audit_row, actor),
+	STORE_TEXT_OR_NULL(struct store_audit_row, action),
+	STORE_TEXT_OR_NULL(struct store_audit_row, subject),
+	STORE_TEXT_OR_NULL(struct store_audit_row, agent),
+	STORE_TEXT_OR_NULL(struct store_audit_row, resource),
+	STORE_TEXT_OR_NULL(struct store_audit_row, scopes),
+	STORE_TEXT_OR_NULL(struct store_audit_row, consent_id),
+	STORE_TEXT_OR_NULL(struct store_audit_row, request_id),
+	STORE_TEXT_OR_NULL(struct store_audit_row, outcome),
+	STORE_TEXT_OR_NULL(struct store_audit_row, detail),
+	STORE_BLOB_OR_NULL(struct store_audit_row, link, link_len),
+	STORE_TEXT_OR_NULL(struct store_audit_row, master_kid),
 };
+
+static const struct store_row_type audit_rows =
+    STORE_ROW_MEMBERS(struct store_audit_row, audit_members);
 
 void store_audit_rows_free(struct store_audit_row *rows, size_t n)
 {
@@ -220,63 +193,41 @@ enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
 enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN], const char *master_kid)
 {
-	enum cs_err e;
 	store_audit_head_forget(c);           /* the head's link may be this one */
-	struct store_stmt *st = store_query(c, SQL_AUDIT_SET_LINK, STORE_VALS(SV_INT(seq),
-	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)), &e);
-	if (st == NULL)
-		return e;
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	return store_changes(c) == 1 ? CS_OK : CS_ENOENT;
+	return store_run_one(c, SQL_AUDIT_SET_LINK, STORE_VALS(SV_INT(seq),
+	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)));
 }
 
 /* --- master-key rotation ------------------------------------------------ */
 
-static void blob_wipe_free(unsigned char *p, size_t n)
-{
-	if (p != NULL) {
-		OPENSSL_cleanse(p, n);
-		free(p);
-	}
-}
+/* A sealed row, column by column: only the id is required (CS_EDB
+ * without it); a missing master kid is for the rekey to report by name. */
+static const struct store_member sealed_key_members[] = {
+	STORE_TEXT(struct store_sealed, id),
+	STORE_TEXT_OR_NULL(struct store_sealed, master_kid),
+	STORE_BLOB_OR_NULL(struct store_sealed, a, a_len),
+};
+static const struct store_member sealed_vault_members[] = {
+	STORE_TEXT(struct store_sealed, id),
+	STORE_TEXT_OR_NULL(struct store_sealed, record_id),
+	STORE_TEXT_OR_NULL(struct store_sealed, consent_id),
+	STORE_TEXT_OR_NULL(struct store_sealed, subject),
+	STORE_TEXT_OR_NULL(struct store_sealed, resource),
+	STORE_TEXT_OR_NULL(struct store_sealed, master_kid),
+	STORE_BLOB_OR_NULL(struct store_sealed, a, a_len),
+	STORE_BLOB_OR_NULL(struct store_sealed, b, b_len),
+};
+
+/* Each clear wipes the blobs it frees; the vault's names both a and b, so
+ * it frees any sealed row. */
+static const struct store_row_type sealed_key_rows =
+    STORE_ROW_MEMBERS(struct store_sealed, sealed_key_members);
+static const struct store_row_type sealed_vault_rows =
+    STORE_ROW_MEMBERS(struct store_sealed, sealed_vault_members);
 
 void store_sealed_free(struct store_sealed *v, size_t n)
 {
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].block);
-		blob_wipe_free(v[i].a, v[i].a_len);
-		blob_wipe_free(v[i].b, v[i].b_len);
-	}
-	free(v);
-}
-
-static enum cs_err sealed_read(struct store_stmt *st, enum store_sealed_kind kind, struct store_sealed *r)
-{
-	enum cs_err e;
-	memset(r, 0, sizeof *r);
-	r->kind = kind;
-	/* Only the id is required (CS_EDB without it); a missing master kid is
-	 * for the rekey to report by name. */
-	if (kind == SEALED_SIGNING_KEY) {
-		if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS({ 0, &r->id, true },
-		    { 1, &r->master_kid, false }))) != CS_OK ||
-		    (e = col_blob_or_null(st, 2, &r->a, &r->a_len)) != CS_OK)
-			return e;
-	} else {
-		if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS({ 0, &r->id, true },
-		    { 1, &r->record_id, false },
-		    { 2, &r->consent_id, false },
-		    { 3, &r->subject, false },
-		    { 4, &r->resource, false },
-		    { 5, &r->master_kid, false }))) != CS_OK ||
-		    (e = col_blob_or_null(st, 6, &r->a, &r->a_len)) != CS_OK ||
-		    (e = col_blob_or_null(st, 7, &r->b, &r->b_len)) != CS_OK)
-			return e;
-	}
-	return CS_OK;
+	store_rows_free(&sealed_vault_rows, v, n);
 }
 
 enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,
@@ -288,43 +239,21 @@ enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,
 		[SEALED_VAULT_OUTBOX] = SQL_OUTBOX_ALL,
 	};
 	enum cs_err e;
-	struct store_sealed *v = NULL;
-	size_t nv = 0, cap = 0;
+	void *rows = NULL;
+	struct store_sealed *v;
+	size_t nv = 0;
 	struct store_stmt *st;
 
 	if (c == NULL || out == NULL || n == NULL || (unsigned)kind >= SEALED__MAX)
 		return CS_EINVAL;
 	if ((st = store_stmt(c, sql[kind])) == NULL)
 		return CS_EDB;
-	while ((e = store_step(c, st)) == CS_OK) {
-		if (nv == cap) {
-			size_t ncap = cap == 0 ? 16 : cap * 2;
-			struct store_sealed *nvp;
-			if (ncap > SIZE_MAX / sizeof *v || (nvp = realloc(v, ncap * sizeof *v)) == NULL) {
-				e = CS_ENOMEM;
-				goto out;
-			}
-			v = nvp;
-			cap = ncap;
-		}
-		e = sealed_read(st, kind, &v[nv]);
-		nv++;                     /* partly read rows are freed below */
-		if (e != CS_OK)
-			goto out;
-	}
-	if (e != CS_ENOENT)
-		goto out;
-	e = CS_OK;
-out:
-	store_stmt_done(st);
-	if (e != CS_OK) {
-		store_sealed_free(v, nv);
+	if ((e = store_rows_all(c, st, kind == SEALED_SIGNING_KEY ? &sealed_key_rows :
+	    &sealed_vault_rows, &rows, &nv)) != CS_OK)
 		return e;
-	}
-	if (nv == 0) {
-		free(v);
-		v = NULL;
-	}
+	v = rows;
+	for (size_t i = 0; i < nv; i++)
+		v[i].kind = kind;
 	*out = v;
 	*n = nv;
 	return CS_OK;

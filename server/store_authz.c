@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
 #include "store_authz.h"
 #include "store_priv.h"
 
@@ -50,74 +48,53 @@ static const char SQL_CODE_SET_FAMILY[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-void store_authz_code_clear(struct store_authz_code *r)
-{
-	if (r == NULL)
-		return;
-	free(r->block);
-	OPENSSL_cleanse(r, sizeof *r);
-}
-
-/* Reads the current row into a zeroed row (store_get, store_rows). */
-static enum cs_err request_read(struct store_stmt *st, void *row)
-{
-	struct store_authz_request *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->id, true },
-	    { 1, &r->client_id, true },
-	    { 2, &r->redirect_uri, true },
-	    { 3, &r->state, false },
-	    { 4, &r->code_challenge, true },
-	    { 5, &r->resource, true },
-	    { 6, &r->scope, false },
-	    { 7, &r->consent_request_id, false },
-	    { 11, &r->dpop_jkt, false }))) != CS_OK)
-		return e;
-	r->user_id = store_col_int64(st, 8);          /* NULL reads 0 */
-	r->created_at = store_col_int64(st, 9);
-	r->expires_at = store_col_int64(st, 10);
-	return CS_OK;
-}
+/* A REQUEST_COLS statement's row, column by column (store_get, store_rows). */
+static const struct store_member request_members[] = {
+	STORE_TEXT(struct store_authz_request, id),
+	STORE_TEXT(struct store_authz_request, client_id),
+	STORE_TEXT(struct store_authz_request, redirect_uri),
+	STORE_TEXT_OR_NULL(struct store_authz_request, state),
+	STORE_TEXT(struct store_authz_request, code_challenge),
+	STORE_TEXT(struct store_authz_request, resource),
+	STORE_TEXT_OR_NULL(struct store_authz_request, scope),
+	STORE_TEXT_OR_NULL(struct store_authz_request, consent_request_id),
+	STORE_INT64(struct store_authz_request, user_id),         /* NULL reads 0 */
+	STORE_INT64(struct store_authz_request, created_at),
+	STORE_INT64(struct store_authz_request, expires_at),
+	STORE_TEXT_OR_NULL(struct store_authz_request, dpop_jkt),
+};
 
 static const struct store_row_type request_rows =
-    STORE_ROW_BLOCK(struct store_authz_request, request_read);
+    STORE_ROW_MEMBERS(struct store_authz_request, request_members);
 
 void store_authz_request_clear(struct store_authz_request *r)
 {
 	store_row_clear(&request_rows, r);
 }
 
-static enum cs_err code_read(struct store_stmt *st, void *row)
-{
-	struct store_authz_code *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->request_id, true },
-	    { 1, &r->client_id, true },
-	    { 2, &r->redirect_uri, true },
-	    { 3, &r->code_challenge, true },
-	    { 4, &r->resource, true },
-	    { 5, &r->scope, true },
-	    { 6, &r->consent_id, true },
-	    { 7, &r->dpop_jkt, false },
-	    { 8, &r->family_id, false }))) != CS_OK)
-		return e;
-	r->user_id = store_col_int64(st, 9);
-	r->created_at = store_col_int64(st, 10);
-	r->expires_at = store_col_int64(st, 11);
-	r->used_at = store_col_int64(st, 12);
-	return CS_OK;
-}
-
-static void code_clear(void *row)
-{
-	store_authz_code_clear(row);
-}
-
-static const struct store_row_type code_rows = {
-	.size = sizeof(struct store_authz_code), .read = code_read, .clear = code_clear
+static const struct store_member code_members[] = {
+	STORE_TEXT(struct store_authz_code, request_id),
+	STORE_TEXT(struct store_authz_code, client_id),
+	STORE_TEXT(struct store_authz_code, redirect_uri),
+	STORE_TEXT(struct store_authz_code, code_challenge),
+	STORE_TEXT(struct store_authz_code, resource),
+	STORE_TEXT(struct store_authz_code, scope),
+	STORE_TEXT(struct store_authz_code, consent_id),
+	STORE_TEXT_OR_NULL(struct store_authz_code, dpop_jkt),
+	STORE_TEXT_OR_NULL(struct store_authz_code, family_id),
+	STORE_INT64(struct store_authz_code, user_id),
+	STORE_INT64(struct store_authz_code, created_at),
+	STORE_INT64(struct store_authz_code, expires_at),
+	STORE_INT64(struct store_authz_code, used_at),
 };
+
+static const struct store_row_type code_rows =
+    STORE_ROW_MEMBERS_WIPED(struct store_authz_code, code_members);
+
+void store_authz_code_clear(struct store_authz_code *r)
+{
+	store_row_clear(&code_rows, r);
+}
 
 /* --- pending requests ---------------------------------------------------- */
 

@@ -128,65 +128,55 @@ static const char SQL_CREQ_LIST[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-/* Reads the current row of a CONSENT_COLS statement into a zeroed row, its
- * strings in one block (store_cols_text). */
-static enum cs_err read_consent(struct store_stmt *st, void *row)
-{
-	struct store_consent_row *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->id, true },
-	    { 2, &r->subject, true },
-	    { 3, &r->agent, true },
-	    { 4, &r->resource, true },
-	    { 5, &r->granted, true },
-	    { 6, &r->declined, true },
-	    { 11, &r->revoked_by, false },
-	    { 12, &r->revoke_reason, false },
-	    { 13, &r->request_id, false },
-	    { 16, &r->reconnect_reason, false },
-	    { 17, &r->granted_by, false }))) != CS_OK)
-		return e;
-	r->user_id = store_col_int64(st, 1);
-	r->offline = store_col_int(st, 7) != 0;
-	r->created_at = store_col_int64(st, 8);
-	r->expires_at = store_col_int64(st, 9);
-	r->revoked_at = store_col_int64(st, 10);
-	r->reconnect_required = store_col_int(st, 14) != 0;
-	r->last_used_at = store_col_int64(st, 15);
-	return CS_OK;
-}
+/* A CONSENT_COLS statement's row, column by column (its strings in one
+ * block, store_cols_text). */
+static const struct store_member consent_members[] = {
+	STORE_TEXT(struct store_consent_row, id),
+	STORE_INT64(struct store_consent_row, user_id),
+	STORE_TEXT(struct store_consent_row, subject),
+	STORE_TEXT(struct store_consent_row, agent),
+	STORE_TEXT(struct store_consent_row, resource),
+	STORE_TEXT(struct store_consent_row, granted),
+	STORE_TEXT(struct store_consent_row, declined),
+	STORE_FLAG(struct store_consent_row, offline),
+	STORE_INT64(struct store_consent_row, created_at),
+	STORE_INT64(struct store_consent_row, expires_at),
+	STORE_INT64(struct store_consent_row, revoked_at),
+	STORE_TEXT_OR_NULL(struct store_consent_row, revoked_by),
+	STORE_TEXT_OR_NULL(struct store_consent_row, revoke_reason),
+	STORE_TEXT_OR_NULL(struct store_consent_row, request_id),
+	STORE_FLAG(struct store_consent_row, reconnect_required),
+	STORE_INT64(struct store_consent_row, last_used_at),
+	STORE_TEXT_OR_NULL(struct store_consent_row, reconnect_reason),
+	STORE_TEXT_OR_NULL(struct store_consent_row, granted_by),
+};
+_Static_assert(sizeof consent_members / sizeof consent_members[0] == CONSENT_NCOLS,
+    "CONSENT_NCOLS counts CONSENT_COLS");
 
 /* The same of a CREQ_COLS statement. */
-static enum cs_err read_creq(struct store_stmt *st, void *row)
-{
-	struct store_creq_row *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->id, true },
-	    { 2, &r->subject, true },
-	    { 3, &r->agent, true },
-	    { 4, &r->resource, true },
-	    { 5, &r->scopes, true },
-	    { 6, &r->pre_granted, true },
-	    { 7, &r->reason, false },
-	    { 8, &r->status, true },
-	    { 14, &r->consent_id, false },
-	    { 15, &r->narrowed, false }))) != CS_OK)
-		return e;
-	r->user_id = store_col_int64(st, 1);
-	r->created_at = store_col_int64(st, 9);
-	r->expires_at = store_col_int64(st, 10);
-	r->decided_at = store_col_int64(st, 11);
-	r->last_poll_at = store_col_int64(st, 12);
-	r->interval = store_col_int64(st, 13);
-	r->cooldown_lifted_at = store_col_int64(st, 16);
-	r->slow_downs = store_col_int64(st, 17);
-	return CS_OK;
-}
+static const struct store_member creq_members[] = {
+	STORE_TEXT(struct store_creq_row, id),
+	STORE_INT64(struct store_creq_row, user_id),
+	STORE_TEXT(struct store_creq_row, subject),
+	STORE_TEXT(struct store_creq_row, agent),
+	STORE_TEXT(struct store_creq_row, resource),
+	STORE_TEXT(struct store_creq_row, scopes),
+	STORE_TEXT(struct store_creq_row, pre_granted),
+	STORE_TEXT_OR_NULL(struct store_creq_row, reason),
+	STORE_TEXT(struct store_creq_row, status),
+	STORE_INT64(struct store_creq_row, created_at),
+	STORE_INT64(struct store_creq_row, expires_at),
+	STORE_INT64(struct store_creq_row, decided_at),
+	STORE_INT64(struct store_creq_row, last_poll_at),
+	STORE_INT64(struct store_creq_row, interval),
+	STORE_TEXT_OR_NULL(struct store_creq_row, consent_id),
+	STORE_TEXT_OR_NULL(struct store_creq_row, narrowed),
+	STORE_INT64(struct store_creq_row, cooldown_lifted_at),
+	STORE_INT64(struct store_creq_row, slow_downs),
+};
 
 static const struct store_row_type consent_rows =
-    STORE_ROW_BLOCK(struct store_consent_row, read_consent);
+    STORE_ROW_MEMBERS(struct store_consent_row, consent_members);
 
 /* A row of SQL_CONSENT_OF_GRANT: the consent's columns, then the grant's. */
 struct consent_grant_row {
@@ -198,7 +188,7 @@ static enum cs_err read_consent_grant(struct store_stmt *st, void *row)
 {
 	struct consent_grant_row *r = row;
 	enum cs_err e;
-	if ((e = read_consent(st, &r->k)) != CS_OK ||
+	if ((e = store_read_members(st, &r->k, &r->k.block, consent_members, CONSENT_NCOLS)) != CS_OK ||
 	    (e = store_cols_text(st, &r->g.block, STORE_TEXT_COLS({ CONSENT_NCOLS, &r->g.jti, true },
 	    { CONSENT_NCOLS + 1, &r->g.consent_id, true }))) != CS_OK)
 		return e;
@@ -216,8 +206,10 @@ static void consent_grant_clear(void *row)
 }
 
 static const struct store_row_type consent_grant_rows = {
-	sizeof(struct consent_grant_row), read_consent_grant, consent_grant_clear, 0 };
-static const struct store_row_type creq_rows = STORE_ROW_BLOCK(struct store_creq_row, read_creq);
+	.size = sizeof(struct consent_grant_row), .read = read_consent_grant,
+	.clear = consent_grant_clear
+};
+static const struct store_row_type creq_rows = STORE_ROW_MEMBERS(struct store_creq_row, creq_members);
 
 void store_consent_row_clear(struct store_consent_row *r)
 {

@@ -59,32 +59,27 @@ static const char SQL_EVENTS_COUNT[] =
     "coalesce(sum(CASE WHEN delivered_at = 0 AND attempts > 0 THEN 1 ELSE 0 END), 0), "
     "coalesce(sum(CASE WHEN delivered_at <> 0 THEN 1 ELSE 0 END), 0) FROM events_outbox";
 
-/* Reads the current row into a zeroed row, its strings in one block. */
-static enum cs_err read_event(struct store_stmt *st, void *row)
-{
-	struct store_event_row *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 1, &r->jti, true },
-	    { 2, &r->consent_id, true },
-	    { 3, &r->subject_iss, true },
-	    { 4, &r->subject, true },
-	    { 5, &r->agent, true },
-	    { 6, &r->resource, true },
-	    { 7, &r->reason, false },
-	    { 13, &r->last_error, false },
-	    { 14, &r->kind, true }))) != CS_OK)
-		return e;
-	r->id = store_col_int64(st, 0);
-	r->created_at = store_col_int64(st, 8);
-	r->attempts = store_col_int64(st, 9);
-	r->next_attempt_at = store_col_int64(st, 10);
-	r->delivered_at = store_col_int64(st, 11);
-	r->last_status = store_col_int64(st, 12);
-	return CS_OK;
-}
+/* An EVENT_COLS statement's row, column by column, its strings in one block. */
+static const struct store_member event_members[] = {
+	STORE_INT64(struct store_event_row, id),
+	STORE_TEXT(struct store_event_row, jti),
+	STORE_TEXT(struct store_event_row, consent_id),
+	STORE_TEXT(struct store_event_row, subject_iss),
+	STORE_TEXT(struct store_event_row, subject),
+	STORE_TEXT(struct store_event_row, agent),
+	STORE_TEXT(struct store_event_row, resource),
+	STORE_TEXT_OR_NULL(struct store_event_row, reason),
+	STORE_INT64(struct store_event_row, created_at),
+	STORE_INT64(struct store_event_row, attempts),
+	STORE_INT64(struct store_event_row, next_attempt_at),
+	STORE_INT64(struct store_event_row, delivered_at),
+	STORE_INT64(struct store_event_row, last_status),
+	STORE_TEXT_OR_NULL(struct store_event_row, last_error),
+	STORE_TEXT(struct store_event_row, kind),
+};
 
-static const struct store_row_type event_rows = STORE_ROW_BLOCK(struct store_event_row, read_event);
+static const struct store_row_type event_rows =
+    STORE_ROW_MEMBERS(struct store_event_row, event_members);
 
 void store_event_row_clear(struct store_event_row *r)
 {

@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
 #include "store_grant.h"
 #include "store_priv.h"
 
@@ -33,20 +31,53 @@ static const char SQL_GRANT_REVOKE_FAMILY[] =
 
 /* --- rows -------------------------------------------------------------- */
 
+static const struct store_member grant_members[] = {
+	STORE_TEXT(struct store_grant_row, jti),
+	STORE_TEXT(struct store_grant_row, consent_id),
+	STORE_INT64(struct store_grant_row, issued_at),
+	STORE_INT64(struct store_grant_row, expires_at),
+	STORE_INT64(struct store_grant_row, revoked_at),
+};
+
+static const struct store_row_type grant_rows =
+    STORE_ROW_MEMBERS(struct store_grant_row, grant_members);
+
 void store_grant_row_clear(struct store_grant_row *r)
 {
-	if (r == NULL)
-		return;
-	free(r->block);
-	memset(r, 0, sizeof *r);
+	store_row_clear(&grant_rows, r);
 }
+
+/* The hash must be STORE_REFRESH_HASH_LEN bytes. */
+static enum cs_err read_refresh(struct store_stmt *st, void *row)
+{
+	struct store_refresh_row *r = row;
+	enum cs_err e;
+	unsigned char *h = NULL;
+	size_t hlen = 0;
+	if ((e = store_col_blob(st, 0, &h, &hlen)) != CS_OK ||
+	    (e = store_cols_text(st, &r->block, STORE_TEXT_COLS({ 1, &r->family, true },
+	    { 2, &r->consent_id, true }))) != CS_OK)
+		goto out;
+	if (hlen != STORE_REFRESH_HASH_LEN) {
+		e = CS_EDB;
+		goto out;
+	}
+	memcpy(r->hash, h, STORE_REFRESH_HASH_LEN);
+	r->issued_at = store_col_int64(st, 3);
+	r->used_at = store_col_int64(st, 4);
+	r->revoked_at = store_col_int64(st, 5);
+	r->reuse_detected = store_col_int64(st, 6) != 0;
+out:
+	free(h);
+	return e;
+}
+
+static const struct store_row_type refresh_rows =
+    STORE_ROW_BLOCK_WIPED(struct store_refresh_row, read_refresh);
 
 void store_refresh_row_clear(struct store_refresh_row *r)
 {
-	if (r == NULL)
-		return;
-	free(r->block);
-	OPENSSL_cleanse(r, sizeof *r);
+	store_row_clear(&refresh_rows, r);
 }
 
 /* --- grants ------------------------------------------------------------ */
@@ -63,44 +94,17 @@ enum cs_err store_grant_insert(struct store_conn *c, const char *jti, const char
 
 enum cs_err store_grant_get(struct store_conn *c, const char *jti, struct store_grant_row *out)
 {
-	enum cs_err e;
-	struct store_grant_row r;
-	struct store_stmt *st;
-	memset(&r, 0, sizeof r);
 	if (c == NULL || jti == NULL || out == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_GRANT_GET)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_TEXT(jti)))) != CS_OK ||
-	    (e = store_step(c, st)) != CS_OK)
-		goto out;
-	if ((e = store_cols_text(st, &r.block, STORE_TEXT_COLS({ 0, &r.jti, true },
-	    { 1, &r.consent_id, true }))) != CS_OK)
-		goto out;
-	r.issued_at = store_col_int64(st, 2);
-	r.expires_at = store_col_int64(st, 3);
-	r.revoked_at = store_col_int64(st, 4);
-	*out = r;
-	memset(&r, 0, sizeof r);
-out:
-	store_stmt_done(st);
-	store_grant_row_clear(&r);
-	return e;
+	return store_get(c, SQL_GRANT_GET, STORE_VALS(SV_TEXT(jti)), &grant_rows, out);
 }
 
 enum cs_err store_grant_revoke(struct store_conn *c, const char *jti, int64_t now, int *changed)
 {
-	enum cs_err e;
-	struct store_stmt *st;
 	if (c == NULL || jti == NULL || changed == NULL)
 		return CS_EINVAL;
-	if ((st = store_query(c, SQL_GRANT_REVOKE, STORE_VALS(SV_TEXT(jti), SV_INT(now)),
-	    &e)) == NULL)
-		return e;
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	*changed = store_changes(c) > 0;
-	return CS_OK;
+	return store_run_changed(c, SQL_GRANT_REVOKE, STORE_VALS(SV_TEXT(jti), SV_INT(now)),
+	    changed);
 }
 
 /* --- refresh tokens ---------------------------------------------------- */
@@ -118,55 +122,19 @@ enum cs_err store_refresh_insert(struct store_conn *c,
 enum cs_err store_refresh_get(struct store_conn *c,
     const unsigned char hash[STORE_REFRESH_HASH_LEN], struct store_refresh_row *out)
 {
-	enum cs_err e;
-	struct store_refresh_row r;
-	unsigned char *h = NULL;
-	size_t hlen = 0;
-	struct store_stmt *st;
-	memset(&r, 0, sizeof r);
 	if (c == NULL || hash == NULL || out == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_REFRESH_GET)) == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN)))) != CS_OK ||
-	    (e = store_step(c, st)) != CS_OK)
-		goto out;
-	if ((e = store_col_blob(st, 0, &h, &hlen)) != CS_OK ||
-	    (e = store_cols_text(st, &r.block, STORE_TEXT_COLS({ 1, &r.family, true },
-	    { 2, &r.consent_id, true }))) != CS_OK)
-		goto out;
-	if (hlen != STORE_REFRESH_HASH_LEN) {
-		e = CS_EDB;
-		goto out;
-	}
-	memcpy(r.hash, h, STORE_REFRESH_HASH_LEN);
-	r.issued_at = store_col_int64(st, 3);
-	r.used_at = store_col_int64(st, 4);
-	r.revoked_at = store_col_int64(st, 5);
-	r.reuse_detected = store_col_int64(st, 6) != 0;
-	*out = r;
-	memset(&r, 0, sizeof r);
-out:
-	store_stmt_done(st);
-	free(h);
-	store_refresh_row_clear(&r);
-	return e;
+	return store_get(c, SQL_REFRESH_GET, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN)),
+	    &refresh_rows, out);
 }
 
 enum cs_err store_refresh_mark_used(struct store_conn *c,
     const unsigned char hash[STORE_REFRESH_HASH_LEN], int64_t now, int *changed)
 {
-	enum cs_err e;
-	struct store_stmt *st;
 	if (c == NULL || hash == NULL || changed == NULL)
 		return CS_EINVAL;
-	if ((st = store_query(c, SQL_REFRESH_USE, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN),
-	    SV_INT(now)), &e)) == NULL)
-		return e;
-	if ((e = store_exec(c, st)) != CS_OK)
-		return e;
-	*changed = store_changes(c) > 0;
-	return CS_OK;
+	return store_run_changed(c, SQL_REFRESH_USE, STORE_VALS(SV_BLOB(hash, STORE_REFRESH_HASH_LEN),
+	    SV_INT(now)), changed);
 }
 
 enum cs_err store_refresh_revoke_family(struct store_conn *c, const char *family, int64_t now,

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "store_keys.h"
 #include "store_priv.h"
 
@@ -20,22 +19,28 @@ static const char SQL_KEY_RETIRE[] =
 static const char SQL_KEY_REVOKE[] =
     "UPDATE signing_keys SET revoked_at = ?2 WHERE kid = ?1 AND revoked_at = 0";
 
+/* A SQL_KEYS_LIST row, column by column. */
+static const struct store_member key_members[] = {
+	STORE_TEXT(struct store_key, kid),
+	STORE_TEXT(struct store_key, alg),
+	STORE_INT64(struct store_key, created_at),
+	STORE_INT64(struct store_key, sign_after),
+	STORE_INT64(struct store_key, retired_at),
+	STORE_INT64(struct store_key, revoked_at),
+	STORE_TEXT(struct store_key, master_kid),
+	STORE_BLOB(struct store_key, sealed, sealed_len),
+};
+
+static const struct store_row_type key_rows = STORE_ROW_MEMBERS(struct store_key, key_members);
+
 void store_key_clear(struct store_key *k)
 {
-	if (k == NULL)
-		return;
-	free(k->block);
-	free(k->sealed);
-	memset(k, 0, sizeof *k);
+	store_row_clear(&key_rows, k);
 }
 
 void store_keys_free(struct store_key *ks, size_t n)
 {
-	if (ks == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		store_key_clear(&ks[i]);
-	free(ks);
+	store_rows_free(&key_rows, ks, n);
 }
 
 enum cs_err store_key_insert(struct store_conn *c, const struct store_key *k)
@@ -52,68 +57,24 @@ enum cs_err store_key_insert(struct store_conn *c, const struct store_key *k)
  * key that still verifies. */
 enum cs_err store_keys_list(struct store_conn *c, struct store_key **out, size_t *n)
 {
-	enum cs_err e = CS_EDB;
-	struct store_key *ks = NULL;
-	size_t len = 0, cap = 0;
-
+	enum cs_err e;
+	void *rows = NULL;
 	if (out == NULL || n == NULL)
 		return CS_EINVAL;
 	struct store_stmt *st = store_stmt(c, SQL_KEYS_LIST);
 	if (st == NULL)
 		return CS_EDB;
-	while ((e = store_step(c, st)) == CS_OK) {
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 4;
-			if (ncap > SIZE_MAX / sizeof *ks) {
-				e = CS_ENOMEM;
-				goto out;
-			}
-			struct store_key *p = realloc(ks, ncap * sizeof *ks);
-			if (p == NULL) {
-				e = CS_ENOMEM;
-				goto out;
-			}
-			ks = p;
-			cap = ncap;
-		}
-		struct store_key *k = &ks[len++];
-		memset(k, 0, sizeof *k);
-		if ((e = store_col_blob(st, 7, &k->sealed, &k->sealed_len)) != CS_OK ||
-		    (e = store_cols_text(st, &k->block, STORE_TEXT_COLS({ 0, &k->kid, true },
-		    { 1, &k->alg, true }, { 6, &k->master_kid, true }))) != CS_OK)
-			goto out;
-		k->created_at = store_col_int64(st, 2);
-		k->sign_after = store_col_int64(st, 3);
-		k->retired_at = store_col_int64(st, 4);
-		k->revoked_at = store_col_int64(st, 5);
-	}
-	if (e != CS_ENOENT)
-		goto out;
-	*out = len > 0 ? ks : NULL;
-	*n = len;
-	if (len == 0)
-		free(ks);
-	ks = NULL;
-	len = 0;
-	e = CS_OK;
-out:
-	store_stmt_done(st);
-	store_keys_free(ks, len);
+	if ((e = store_rows_all(c, st, &key_rows, &rows, n)) == CS_OK)
+		*out = rows;
 	return e;
 }
 
 static enum cs_err key_set_time(struct store_conn *c, const char *sql, const char *kid, int64_t at)
 {
-	enum cs_err e;
 	if (kid == NULL || at <= 0)
 		return CS_EINVAL;
-	struct store_stmt *st = store_query(c, sql, STORE_VALS(SV_TEXT(kid), SV_INT(at)), &e);
-	if (st == NULL)
-		return e;
-	e = store_exec(c, st);
-	if (e == CS_OK && store_changes(c) == 0)
-		e = CS_ENOENT;
-	return e;
+	/* The kid is the primary key: "changed no row" is "changed not one". */
+	return store_run_one(c, sql, STORE_VALS(SV_TEXT(kid), SV_INT(at)));
 }
 
 enum cs_err store_key_set_retired(struct store_conn *c, const char *kid, int64_t at)

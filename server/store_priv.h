@@ -133,19 +133,71 @@ struct store_text_col {
  * every out are NULL. */
 enum cs_err store_cols_text(struct store_stmt *st, char **block, const struct store_text_col *cols,
     size_t n) CS_MUST_CHECK;
+/* A member of a row that a statement's column fills (store_row_type's
+ * members: column i of the SELECT list goes to members[i]). */
+enum store_member_kind {
+	STORE_MEMBER_TEXT,           /* char *, into the row's block; a NULL is CS_EDB */
+	STORE_MEMBER_TEXT_OR_NULL,   /* char *, into the row's block, or NULL */
+	STORE_MEMBER_INT64,          /* int64_t (a NULL reads 0) */
+	STORE_MEMBER_FLAG,           /* int: 1 when the column is nonzero, else 0 */
+	STORE_MEMBER_BLOB,           /* unsigned char *, a malloc'd copy; a NULL is CS_EDB */
+	STORE_MEMBER_BLOB_OR_NULL,   /* unsigned char *, a malloc'd copy, or NULL */
+	STORE_MEMBER__MAX
+};
+struct store_member {
+	enum store_member_kind kind;
+	size_t                 off;  /* offsetof the member in its row */
+	size_t                 len;  /* a blob's: offsetof its size_t length */
+};
+/* The members, each checked against its type at compile time: T's member m. */
+#define STORE_TEXT(T, m)         { STORE_MEMBER_TEXT, _Generic(((T *)0)->m, char *: offsetof(T, m)), 0 }
+#define STORE_TEXT_OR_NULL(T, m) \
+	{ STORE_MEMBER_TEXT_OR_NULL, _Generic(((T *)0)->m, char *: offsetof(T, m)), 0 }
+#define STORE_INT64(T, m)        { STORE_MEMBER_INT64, _Generic(((T *)0)->m, int64_t: offsetof(T, m)), 0 }
+#define STORE_FLAG(T, m)         { STORE_MEMBER_FLAG, _Generic(((T *)0)->m, int: offsetof(T, m)), 0 }
+#define STORE_BLOB(T, m, n)      { STORE_MEMBER_BLOB, \
+	_Generic(((T *)0)->m, unsigned char *: offsetof(T, m)), \
+	_Generic(((T *)0)->n, size_t: offsetof(T, n)) }
+#define STORE_BLOB_OR_NULL(T, m, n) { STORE_MEMBER_BLOB_OR_NULL, \
+	_Generic(((T *)0)->m, unsigned char *: offsetof(T, m)), \
+	_Generic(((T *)0)->n, size_t: offsetof(T, n)) }
+/* Text members one row may have at most (store_read_members). */
+#define STORE_MAX_TEXT_MEMBERS 32
+/* Reads st's current row into row, zeroed by the caller: column i into
+ * members[i] for i < n, the text members copied into one block at
+ * *block (store_cols_text, whose errors it returns).  On failure what it
+ * allocated is left in row for the row's clear (store_row_clear). */
+enum cs_err store_read_members(struct store_stmt *st, void *row, char **block,
+    const struct store_member *members, size_t n) CS_MUST_CHECK;
 /* A kind of row store_get and store_rows read: its size, how one is read
  * (into a row they have zeroed; they clear a row whose read failed) and how
  * one is cleared (store_row_clear). */
 struct store_row_type {
 	size_t        size;
-	enum cs_err (*read)(struct store_stmt *st, void *row);
+	enum cs_err (*read)(struct store_stmt *st, void *row);   /* NULL: by members */
 	void        (*clear)(void *row);     /* NULL: the row holds only its block */
 	size_t        block;                 /* with clear NULL: offsetof the row's char *block */
+	bool          wipe;                  /* with clear NULL: zeroed with OPENSSL_cleanse */
+	const struct store_member *members;  /* with read NULL: column i into members[i]; with
+	                                      * clear NULL: the blobs the clear frees */
+	size_t        nmembers;
 };
 /* The row type of T, read by read, whose only allocation is its member
  * `char *block` (store_cols_text) and holds no secret. */
-#define STORE_ROW_BLOCK(T, read) { sizeof(T), (read), NULL, offsetof(T, block) }
-/* Releases what row holds and zeroes it: t->clear, or else frees its block;
+#define STORE_ROW_BLOCK(T, read) { sizeof(T), (read), NULL, offsetof(T, block), false, NULL, 0 }
+/* The same for a row that holds a hash or a token of its own (a session's
+ * CSRF token, a refresh token's hash): its clear wipes the row itself
+ * (OPENSSL_cleanse) after freeing its block. */
+#define STORE_ROW_BLOCK_WIPED(T, read) { sizeof(T), (read), NULL, offsetof(T, block), true, \
+	NULL, 0 }
+/* The row type of T whose columns are members (a static array of
+ * struct store_member, one a column of the SELECT list, in its order). */
+#define STORE_ROW_MEMBERS(T, members) { sizeof(T), NULL, NULL, offsetof(T, block), false, \
+	(members), sizeof(members) / sizeof((members)[0]) }
+#define STORE_ROW_MEMBERS_WIPED(T, members) { sizeof(T), NULL, NULL, offsetof(T, block), true, \
+	(members), sizeof(members) / sizeof((members)[0]) }
+/* Releases what row holds and zeroes it: t->clear, or else frees its block
+ * and its blob members, each wiped first (and wipes the row when t->wipe);
  * NULL-safe. */
 void store_row_clear(const struct store_row_type *t, void *row);
 /* store_row_clear on rows[0 .. n-1], then frees the array; NULL-safe. */
@@ -154,6 +206,11 @@ void store_rows_free(const struct store_row_type *t, void *rows, size_t n);
  * always finishes st.  CS_OK: *out holds *n rows (NULL when none).  On an
  * error the rows read so far are released (store_rows_free). */
 enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
+    const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
+/* store_rows for a listing that must not stop at a cap (a key that still
+ * verifies, every sealed row a rekey must reach): every row of st, in an
+ * array that grows as they come. */
+enum cs_err store_rows_all(struct store_conn *c, struct store_stmt *st,
     const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
 /* store_query, one step and t->read into *out (a single row of type t);
  * always finishes the statement.  CS_ENOENT when there is no row (*out

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
 #include "store_priv.h"
 #include "store_session.h"
 
@@ -38,12 +36,36 @@ static const char SQL_PURGE_SESSIONS[] =
 
 /* --- sessions ---------------------------------------------------------- */
 
+/* The CSRF token goes straight into its array: no heap copy to wipe. */
+static enum cs_err read_session(struct store_stmt *st, void *row)
+{
+	struct store_session *s = row;
+	enum cs_err e;
+	const unsigned char *csrf;
+	int csrf_len;
+	s->user_id = store_col_int64(st, 0);
+	if ((e = store_cols_text(st, &s->block, STORE_TEXT_COLS({ 1, &s->issuer, true },
+	    { 2, &s->subject, true }, { 3, &s->name, false }, { 4, &s->email, false }))) != CS_OK)
+		return e;
+	csrf = store_col_raw_text(st, 5);
+	csrf_len = store_col_bytes(st, 5);
+	if (csrf == NULL || csrf_len < 0 || (size_t)csrf_len >= sizeof s->csrf)
+		return CS_EDB;
+	memcpy(s->csrf, csrf, (size_t)csrf_len);
+	s->csrf[csrf_len] = '\0';
+	s->created_at = store_col_int64(st, 6);
+	s->last_seen_at = store_col_int64(st, 7);
+	s->auth_time = store_col_int64(st, 8);
+	s->admin_claim = store_col_int(st, 9) != 0;
+	return CS_OK;
+}
+
+static const struct store_row_type session_rows =
+    STORE_ROW_BLOCK_WIPED(struct store_session, read_session);
+
 void store_session_clear(struct store_session *s)
 {
-	if (s == NULL)
-		return;
-	free(s->block);
-	OPENSSL_cleanse(s, sizeof *s);
+	store_row_clear(&session_rows, s);
 }
 
 enum cs_err store_session_insert(struct store_conn *c, const unsigned char id_hash[32],
@@ -59,41 +81,7 @@ enum cs_err store_session_insert(struct store_conn *c, const unsigned char id_ha
 enum cs_err store_session_get(struct store_conn *c, const unsigned char id_hash[32],
     struct store_session *out)
 {
-	enum cs_err e;
-	const unsigned char *csrf;
-	int csrf_len;
-	struct store_session s;
-	struct store_stmt *st = store_stmt(c, SQL_SESSION_GET);
-	memset(&s, 0, sizeof s);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_BLOB(id_hash, 32)))) != CS_OK ||
-	    (e = store_step(c, st)) != CS_OK)
-		goto out;
-	s.user_id = store_col_int64(st, 0);
-	if ((e = store_cols_text(st, &s.block, STORE_TEXT_COLS({ 1, &s.issuer, true },
-	    { 2, &s.subject, true }, { 3, &s.name, false }, { 4, &s.email, false }))) != CS_OK)
-		goto out;
-	/* The CSRF token goes straight into its array: no heap copy to wipe. */
-	csrf = store_col_raw_text(st, 5);
-	csrf_len = store_col_bytes(st, 5);
-	if (csrf == NULL || csrf_len < 0 || (size_t)csrf_len >= sizeof s.csrf) {
-		e = CS_EDB;
-		goto out;
-	}
-	memcpy(s.csrf, csrf, (size_t)csrf_len);
-	s.csrf[csrf_len] = '\0';
-	s.created_at = store_col_int64(st, 6);
-	s.last_seen_at = store_col_int64(st, 7);
-	s.auth_time = store_col_int64(st, 8);
-	s.admin_claim = store_col_int(st, 9) != 0;
-	*out = s;
-	memset(&s, 0, sizeof s);
-	e = CS_OK;
-out:
-	store_stmt_done(st);
-	store_session_clear(&s);
-	return e;
+	return store_get(c, SQL_SESSION_GET, STORE_VALS(SV_BLOB(id_hash, 32)), &session_rows, out);
 }
 
 enum cs_err store_session_touch(struct store_conn *c, const unsigned char id_hash[32], int64_t now)

@@ -62,37 +62,31 @@ static const char SQL_LIST_CONSENT[] =
 
 /* --- rows -------------------------------------------------------------- */
 
-static enum cs_err read_rule(struct store_stmt *st, void *row)
-{
-	struct store_standing_row *r = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->id, true },
-	    { 1, &r->consent_id, true },
-	    { 3, &r->agent, true },
-	    { 4, &r->resource, true },
-	    { 5, &r->action, true },
-	    { 6, &r->kind, true },
-	    { 7, &r->keyset, true },
-	    { 8, &r->lookup, true },
-	    { 9, &r->details, true },
-	    { 10, &r->approval_id, false },
-	    { 11, &r->created_by, true },
-	    { 18, &r->ended_by, false },
-	    { 19, &r->subject, true }))) != CS_OK)
-		return e;
-	r->user_id = store_col_int64(st, 2);
-	r->created_at = store_col_int64(st, 12);
-	r->expires_at = store_col_int64(st, 13);
-	r->max_uses = store_col_int64(st, 14);
-	r->uses = store_col_int64(st, 15);
-	r->last_used_at = store_col_int64(st, 16);
-	r->ended_at = store_col_int64(st, 17);
-	return CS_OK;
-}
+static const struct store_member rule_members[] = {
+	STORE_TEXT(struct store_standing_row, id),
+	STORE_TEXT(struct store_standing_row, consent_id),
+	STORE_INT64(struct store_standing_row, user_id),
+	STORE_TEXT(struct store_standing_row, agent),
+	STORE_TEXT(struct store_standing_row, resource),
+	STORE_TEXT(struct store_standing_row, action),
+	STORE_TEXT(struct store_standing_row, kind),
+	STORE_TEXT(struct store_standing_row, keyset),
+	STORE_TEXT(struct store_standing_row, lookup),
+	STORE_TEXT(struct store_standing_row, details),
+	STORE_TEXT_OR_NULL(struct store_standing_row, approval_id),
+	STORE_TEXT(struct store_standing_row, created_by),
+	STORE_INT64(struct store_standing_row, created_at),
+	STORE_INT64(struct store_standing_row, expires_at),
+	STORE_INT64(struct store_standing_row, max_uses),
+	STORE_INT64(struct store_standing_row, uses),
+	STORE_INT64(struct store_standing_row, last_used_at),
+	STORE_INT64(struct store_standing_row, ended_at),
+	STORE_TEXT_OR_NULL(struct store_standing_row, ended_by),
+	STORE_TEXT(struct store_standing_row, subject),
+};
 
 static const struct store_row_type rule_rows =
-    STORE_ROW_BLOCK(struct store_standing_row, read_rule);
+    STORE_ROW_MEMBERS(struct store_standing_row, rule_members);
 
 void store_standing_row_clear(struct store_standing_row *r)
 {

@@ -89,110 +89,36 @@ static const char SQL_CONNECT_PURGE[] = "DELETE FROM vault_connects WHERE expire
 
 #define OUTBOX_MAX 1000              /* one pass handles at most this many */
 
-/* --- helpers ------------------------------------------------------------ */
-
-static void free_blob(unsigned char *p, size_t n)
-{
-	if (p == NULL)
-		return;
-	OPENSSL_cleanse(p, n);
-	free(p);
-}
-
-/* A blob column that may be NULL: *out NULL and *len 0 then. */
-static enum cs_err col_blob_null(struct store_stmt *st, int i, unsigned char **out, size_t *len)
-{
-	if (store_col_type(st, i) == STORE_COL_NULL) {
-		*out = NULL;
-		*len = 0;
-		return CS_OK;
-	}
-	return store_col_blob(st, i, out, len);
-}
-
-/* Runs a bound statement that must change exactly one row. */
-static enum cs_err exec_one(struct store_conn *c, struct store_stmt *st)
-{
-	enum cs_err e = store_exec(c, st);
-	if (e == CS_OK && store_changes(c) != 1)
-		e = CS_ENOENT;
-	return e;
-}
-
 /* --- records ------------------------------------------------------------ */
+
+/* A RECORD_COLS statement's row, column by column (store_get, store_rows). */
+static const struct store_member record_members[] = {
+	STORE_TEXT(struct store_vault_record, id),
+	STORE_TEXT(struct store_vault_record, consent_id),
+	STORE_INT64(struct store_vault_record, user_id),
+	STORE_TEXT(struct store_vault_record, subject),
+	STORE_TEXT(struct store_vault_record, agent),
+	STORE_TEXT(struct store_vault_record, resource),
+	STORE_TEXT(struct store_vault_record, provider_scopes),
+	STORE_TEXT(struct store_vault_record, token_type),
+	STORE_BLOB(struct store_vault_record, access_sealed, access_sealed_len),
+	STORE_BLOB_OR_NULL(struct store_vault_record, refresh_sealed, refresh_sealed_len),
+	STORE_INT64(struct store_vault_record, access_expires_at),
+	STORE_TEXT(struct store_vault_record, master_kid),
+	STORE_INT64(struct store_vault_record, created_at),
+	STORE_INT64(struct store_vault_record, updated_at),
+	STORE_TEXT_OR_NULL(struct store_vault_record, reserved_for),
+	STORE_TEXT_OR_NULL(struct store_vault_record, sites),
+};
+
+/* Its clear wipes the two sealed tokens before freeing them. */
+static const struct store_row_type record_rows =
+    STORE_ROW_MEMBERS(struct store_vault_record, record_members);
 
 void store_vault_record_clear(struct store_vault_record *r)
 {
-	if (r == NULL)
-		return;
-	free(r->block);
-	free_blob(r->access_sealed, r->access_sealed_len);
-	free_blob(r->refresh_sealed, r->refresh_sealed_len);
-	memset(r, 0, sizeof *r);
+	store_row_clear(&record_rows, r);
 }
-
-static enum cs_err read_record(struct store_stmt *st, struct store_vault_record *r)
-{
-	enum cs_err e;
-	memset(r, 0, sizeof *r);
-	if ((e = col_blob_null(st, 8, &r->access_sealed, &r->access_sealed_len)) != CS_OK ||
-	    (e = col_blob_null(st, 9, &r->refresh_sealed, &r->refresh_sealed_len)) != CS_OK ||
-	    (e = store_cols_text(st, &r->block, STORE_TEXT_COLS(
-	    { 0, &r->id, true },
-	    { 1, &r->consent_id, true },
-	    { 3, &r->subject, true },
-	    { 4, &r->agent, true },
-	    { 5, &r->resource, true },
-	    { 6, &r->provider_scopes, true },
-	    { 7, &r->token_type, true },
-	    { 11, &r->master_kid, true },
-	    { 14, &r->reserved_for, false },
-	    { 15, &r->sites, false }))) != CS_OK)
-		goto fail;
-	/* Defensive: a NOT NULL column that comes back NULL means a damaged database. */
-	if (r->access_sealed == NULL) {
-		e = CS_EDB;
-		goto fail;
-	}
-	r->user_id = store_col_int64(st, 2);
-	r->access_expires_at = store_col_int64(st, 10);
-	r->created_at = store_col_int64(st, 12);
-	r->updated_at = store_col_int64(st, 13);
-	return CS_OK;
-fail:
-	store_vault_record_clear(r);
-	return e;
-}
-
-static enum cs_err record_by(struct store_conn *c, const char *sql, const char *key,
-    struct store_vault_record *out)
-{
-	enum cs_err e;
-	struct store_vault_record r;
-	struct store_stmt *st = store_stmt(c, sql);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_TEXT(key)))) == CS_OK &&
-	    (e = store_step(c, st)) == CS_OK &&
-	    (e = read_record(st, &r)) == CS_OK)
-		*out = r;
-	store_stmt_done(st);
-	return e;
-}
-
-static enum cs_err read_record_row(struct store_stmt *st, void *row)
-{
-	return read_record(st, row);
-}
-
-static void clear_record_row(void *row)
-{
-	store_vault_record_clear(row);
-}
-
-static const struct store_row_type record_rows = {
-	.size = sizeof(struct store_vault_record), .read = read_record_row, .clear = clear_record_row
-};
 
 void store_vault_records_free(struct store_vault_record *v, size_t n)
 {
@@ -220,26 +146,19 @@ enum cs_err store_vault_records_due(struct store_conn *c, const char *resource, 
 enum cs_err store_vault_record_by_consent(struct store_conn *c, const char *consent_id,
     struct store_vault_record *out)
 {
-	return record_by(c, SQL_RECORD_BY_CONSENT, consent_id, out);
+	return store_get(c, SQL_RECORD_BY_CONSENT, STORE_VALS(SV_TEXT(consent_id)), &record_rows, out);
 }
 
 enum cs_err store_vault_record_get(struct store_conn *c, const char *id,
     struct store_vault_record *out)
 {
-	return record_by(c, SQL_RECORD_GET, id, out);
+	return store_get(c, SQL_RECORD_GET, STORE_VALS(SV_TEXT(id)), &record_rows, out);
 }
 
 int store_vault_record_exists(struct store_conn *c, const char *consent_id)
 {
-	int found = 0;
-	struct store_stmt *st = store_stmt(c, SQL_RECORD_EXISTS);
-	if (st == NULL)
-		return 0;
-	if (store_bind(st, STORE_VALS(SV_TEXT(consent_id))) == CS_OK &&
-	    store_step(c, st) == CS_OK)
-		found = 1;
-	store_stmt_done(st);
-	return found;
+	int64_t one;
+	return store_get_ints(c, SQL_RECORD_EXISTS, STORE_VALS(SV_TEXT(consent_id)), &one, 1) == CS_OK;
 }
 
 enum cs_err store_vault_record_insert(struct store_conn *c, const struct store_vault_record *r)
@@ -256,42 +175,29 @@ enum cs_err store_vault_record_insert(struct store_conn *c, const struct store_v
 enum cs_err store_vault_record_reserve(struct store_conn *c, const char *id,
     const char *reserved_for, int64_t now)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_RECORD_RESERVE, STORE_VALS(SV_TEXT(id),
-	    SV_TEXT(reserved_for), SV_INT(now)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_RECORD_RESERVE, STORE_VALS(SV_TEXT(id),
+	    SV_TEXT(reserved_for), SV_INT(now)));
 }
 
 enum cs_err store_vault_record_move(struct store_conn *c, const char *id, const char *consent_id,
     const struct store_sealed_blobs *blobs, int64_t now)
 {
-	enum cs_err e;
 	if (blobs == NULL)
 		return CS_EINVAL;
-	struct store_stmt *st = store_query(c, SQL_RECORD_MOVE, STORE_VALS(SV_TEXT(id),
+	return store_run_one(c, SQL_RECORD_MOVE, STORE_VALS(SV_TEXT(id),
 	    SV_TEXT(consent_id), SV_BLOB(blobs->a, blobs->a_len),
-	    SV_BLOB_OR_NULL(blobs->b, blobs->b_len), SV_TEXT(blobs->master_kid), SV_INT(now)),
-	    &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	    SV_BLOB_OR_NULL(blobs->b, blobs->b_len), SV_TEXT(blobs->master_kid), SV_INT(now)));
 }
 
 enum cs_err store_vault_record_refreshed(struct store_conn *c, const char *id,
     const struct store_vault_refresh *r, int64_t now)
 {
-	enum cs_err e;
 	if (r == NULL)
 		return CS_EINVAL;
-	struct store_stmt *st = store_query(c, SQL_RECORD_REFRESHED, STORE_VALS(SV_TEXT(id),
+	return store_run_one(c, SQL_RECORD_REFRESHED, STORE_VALS(SV_TEXT(id),
 	    SV_BLOB(r->blobs.a, r->blobs.a_len), SV_BLOB_OR_NULL(r->blobs.b, r->blobs.b_len),
 	    SV_TEXT(r->provider_scopes), SV_INT(r->access_expires_at),
-	    SV_TEXT(r->blobs.master_kid), SV_INT(now)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	    SV_TEXT(r->blobs.master_kid), SV_INT(now)));
 }
 
 enum cs_err store_vault_to_outbox(struct store_conn *c, const char *consent_id, int64_t now,
@@ -323,52 +229,32 @@ enum cs_err store_vault_to_outbox(struct store_conn *c, const char *consent_id, 
 
 /* --- outbox ------------------------------------------------------------- */
 
+/* An OUTBOX_COLS_ONLY row, column by column (store_rows). */
+static const struct store_member outbox_members[] = {
+	STORE_INT64(struct store_vault_outbox, id),
+	STORE_TEXT(struct store_vault_outbox, record_id),
+	STORE_TEXT(struct store_vault_outbox, consent_id),
+	STORE_INT64(struct store_vault_outbox, user_id),
+	STORE_TEXT(struct store_vault_outbox, subject),
+	STORE_TEXT(struct store_vault_outbox, resource),
+	STORE_BLOB(struct store_vault_outbox, access_sealed, access_sealed_len),
+	STORE_BLOB_OR_NULL(struct store_vault_outbox, refresh_sealed, refresh_sealed_len),
+	STORE_TEXT(struct store_vault_outbox, master_kid),
+	STORE_INT64(struct store_vault_outbox, access_expires_at),
+	STORE_INT64(struct store_vault_outbox, created_at),
+	STORE_INT64(struct store_vault_outbox, attempts),
+	STORE_INT64(struct store_vault_outbox, next_attempt_at),
+	STORE_FLAG(struct store_vault_outbox, refresh_revoked),
+	STORE_FLAG(struct store_vault_outbox, access_revoked),
+};
+
+static const struct store_row_type outbox_rows =
+    STORE_ROW_MEMBERS(struct store_vault_outbox, outbox_members);
+
 void store_vault_outbox_clear(struct store_vault_outbox *o)
 {
-	if (o == NULL)
-		return;
-	free(o->block);
-	free_blob(o->access_sealed, o->access_sealed_len);
-	free_blob(o->refresh_sealed, o->refresh_sealed_len);
-	memset(o, 0, sizeof *o);
+	store_row_clear(&outbox_rows, o);
 }
-
-/* Reads the current row into a zeroed row (store_rows). */
-static enum cs_err read_outbox(struct store_stmt *st, void *row)
-{
-	struct store_vault_outbox *o = row;
-	enum cs_err e;
-	if ((e = store_cols_text(st, &o->block, STORE_TEXT_COLS(
-	    { 1, &o->record_id, true },
-	    { 2, &o->consent_id, true },
-	    { 4, &o->subject, true },
-	    { 5, &o->resource, true },
-	    { 8, &o->master_kid, true }))) != CS_OK ||
-	    (e = col_blob_null(st, 6, &o->access_sealed, &o->access_sealed_len)) != CS_OK ||
-	    (e = col_blob_null(st, 7, &o->refresh_sealed, &o->refresh_sealed_len)) != CS_OK)
-		return e;
-	/* Defensive: a NOT NULL column that comes back NULL means a damaged database. */
-	if (o->access_sealed == NULL)
-		return CS_EDB;
-	o->id = store_col_int64(st, 0);
-	o->user_id = store_col_int64(st, 3);
-	o->access_expires_at = store_col_int64(st, 9);
-	o->created_at = store_col_int64(st, 10);
-	o->attempts = store_col_int64(st, 11);
-	o->next_attempt_at = store_col_int64(st, 12);
-	o->refresh_revoked = store_col_int(st, 13) != 0;
-	o->access_revoked = store_col_int(st, 14) != 0;
-	return CS_OK;
-}
-
-static void clear_outbox(void *row)
-{
-	store_vault_outbox_clear(row);
-}
-
-static const struct store_row_type outbox_rows = {
-	.size = sizeof(struct store_vault_outbox), .read = read_outbox, .clear = clear_outbox
-};
 
 void store_vault_outbox_free(struct store_vault_outbox *v, size_t n)
 {
@@ -396,32 +282,20 @@ enum cs_err store_vault_outbox_claim(struct store_conn *c, int64_t now, int64_t 
 enum cs_err store_vault_outbox_mark(struct store_conn *c, int64_t id, int refresh_revoked,
     int access_revoked)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_OUTBOX_MARK, STORE_VALS(SV_INT(id),
-	    SV_INT(refresh_revoked ? 1 : 0), SV_INT(access_revoked ? 1 : 0)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_OUTBOX_MARK, STORE_VALS(SV_INT(id),
+	    SV_INT(refresh_revoked ? 1 : 0), SV_INT(access_revoked ? 1 : 0)));
 }
 
 enum cs_err store_vault_outbox_retry(struct store_conn *c, int64_t id, int64_t attempts,
     int64_t next_attempt_at)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_OUTBOX_RETRY, STORE_VALS(SV_INT(id),
-	    SV_INT(attempts), SV_INT(next_attempt_at)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_OUTBOX_RETRY, STORE_VALS(SV_INT(id),
+	    SV_INT(attempts), SV_INT(next_attempt_at)));
 }
 
 enum cs_err store_vault_outbox_delete(struct store_conn *c, int64_t id)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_OUTBOX_DELETE, STORE_VALS(SV_INT(id)), &e);
-	if (st == NULL)
-		return e;
-	return exec_one(c, st);
+	return store_run_one(c, SQL_OUTBOX_DELETE, STORE_VALS(SV_INT(id)));
 }
 
 /* --- connect states ----------------------------------------------------- */

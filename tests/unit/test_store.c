@@ -296,6 +296,38 @@ START_TEST(test_store_keys_roundtrip)
 }
 END_TEST
 
+/* The keys' listing has no cap (a key left out would stop verifying): 40
+ * keys come back whole, past the growing array's first two sizes
+ * (store_rows_all starts at 16 and doubles). */
+START_TEST(test_store_keys_list_every_row)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct store_key k, *ks = NULL;
+	size_t n = 0;
+	char kid[40][16];
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	for (int i = 0; i < 40; i++) {
+		ck_assert_int_eq(str_fmt(kid[i], sizeof kid[i], "kid-%02d", i), CS_OK);
+		key_fill(&k, kid[i], 100 + i);
+		ck_assert_int_eq(store_key_insert(c, &k), CS_OK);
+	}
+	ck_assert_int_eq(store_keys_list(c, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 40);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_str_eq(ks[i].kid, kid[i]);          /* oldest first */
+		ck_assert_int_eq(ks[i].created_at, 100 + (int64_t)i);
+		ck_assert_uint_eq(ks[i].sealed_len, 5);
+		ck_assert_int_eq(memcmp(ks[i].sealed, k.sealed, 5), 0);
+	}
+	store_keys_free(ks, n);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* One SQL constant per slot: the cache tells statements apart by address. */
 static char many_sql[STORE_MAX_STMTS + 1][24];
 
@@ -1648,6 +1680,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_migrate_reopen_idempotent);
 	tcase_add_test(tc, test_store_migrate_newer_eschema);
 	tcase_add_test(tc, test_store_keys_roundtrip);
+	tcase_add_test(tc, test_store_keys_list_every_row);
 	tcase_add_test(tc, test_store_stmt_cache_by_address);
 	tcase_add_test(tc, test_store_user_put_login_or_ensure);
 	tcase_add_test(tc, test_store_tx_rollback);
