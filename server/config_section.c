@@ -313,15 +313,11 @@ static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct se
 	cfg_get_bool(c, s, "dpop_nonce", false, &cfg->gateway_dpop_nonce);
 }
 
-static void load_gateway(struct ctx *c, struct config *cfg, const struct section *s)
+/* The gateway's client secret, given as itself or as its SHA-256 in hex,
+ * exactly when client_secret_basic is how it authenticates. */
+static void load_gateway_secret(struct ctx *c, struct config *cfg, const struct section *s)
 {
-	bool https, given;
 	char *hex = NULL;
-	const struct entry *e = cfg_get_str(c, s, "id", "agent-gateway", 0, &cfg->gateway_id);
-	if (e != NULL && !cfg_valid_token(cfg->gateway_id))
-		cfg_err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
-
-	load_gateway_auth(c, cfg, s);
 	const struct entry *se = cfg_get_str(c, s, "client_secret", NULL, 0, &cfg->gateway_client_secret);
 	const struct entry *he = cfg_get_str(c, s, "client_secret_sha256", NULL, 0, &hex);
 	const struct entry *sraw = cfg_find(s, "client_secret");
@@ -361,6 +357,17 @@ static void load_gateway(struct ctx *c, struct config *cfg, const struct section
 			cfg_err_e(c, he, "must be 64 hexadecimal characters (a SHA-256)");
 	}
 	free(hex);
+}
+
+static void load_gateway(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	bool https, given;
+	const struct entry *e = cfg_get_str(c, s, "id", "agent-gateway", 0, &cfg->gateway_id);
+	if (e != NULL && !cfg_valid_token(cfg->gateway_id))
+		cfg_err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
+
+	load_gateway_auth(c, cfg, s);
+	load_gateway_secret(c, cfg, s);
 
 	cfg->subject_audiences = cfg_get_words(c, s, &(struct words_key){
 	    .key = "subject_audiences", .def = "gateway-app", .ok = word_ok_token,
