@@ -90,18 +90,40 @@ static const char *entry_check(json_t *entry, const char *action)
 	return NULL;
 }
 
+/* The entry's "parameters" (JSON null when absent) into *out, a reference
+ * of the caller's; their canonical form must fit what callers (and the
+ * store) hold, else CS_EINVAL with *w why. */
+static enum cs_err parameters_of(json_t *entry, json_t **out, const char **w)
+{
+	json_t *params = json_object_get(entry, "parameters");
+	struct buf canon;
+	enum cs_err e;
+
+	params = params != NULL ? json_incref(params) : json_null();
+	buf_init(&canon, APPROVAL_MAX_CANONICAL);
+	e = jcs_canonicalize(params, &canon);
+	buf_clear(&canon);
+	if (e != CS_OK) {
+		json_decref(params);
+		if (e == CS_ENOMEM)
+			return e;
+		*w = "parameters are too large once canonicalized";
+		return CS_EINVAL;
+	}
+	*out = params;
+	return CS_OK;
+}
+
 enum cs_err approval_parse_details(const char *text, const char *action, json_t **parameters,
     char *why, size_t whylen)
 {
-	json_t *root = NULL, *entry, *params;
+	json_t *root = NULL, *entry;
 	json_error_t jerr;
-	struct buf canon;
 	const char *w = NULL;
 	char ijwhy[96];
 	size_t len;
 	enum cs_err e = CS_EINVAL;
 
-	buf_init(&canon, APPROVAL_MAX_CANONICAL);
 	if (text == NULL || action == NULL || action[0] == '\0' || parameters == NULL) {
 		w = "authorization_details or action missing";
 		goto out;
@@ -135,24 +157,10 @@ enum cs_err approval_parse_details(const char *text, const char *action, json_t 
 	}
 	if ((w = entry_check(entry, action)) != NULL)
 		goto out;
-	params = json_object_get(entry, "parameters");
-	params = params != NULL ? json_incref(params) : json_null();
-	/* The canonical form must fit what callers (and the store) hold. */
-	e = jcs_canonicalize(params, &canon);
-	if (e != CS_OK) {
-		json_decref(params);
-		if (e == CS_ENOMEM)
-			goto out;
-		e = CS_EINVAL;
-		w = "parameters are too large once canonicalized";
-		goto out;
-	}
-	*parameters = params;
-	e = CS_OK;
+	e = parameters_of(entry, parameters, &w);
 out:
 	if (e != CS_OK && w != NULL)
 		set_why(why, whylen, w);
-	buf_clear(&canon);
 	json_decref(root);
 	return e;
 }
