@@ -273,6 +273,37 @@ static const char *const state_names[STORE_ADMIN_STATE__MAX] = {
 	[STORE_ADMIN_REVOKED] = "revoked", [STORE_ADMIN_RECONNECT] = "reconnect_required",
 };
 
+/* The store's query for filter f (NULL: none) after cursor (NULL: from the
+ * start); CS_EINVAL for an unknown state or a malformed cursor. */
+static enum cs_err query_of(const struct admin_consent_filter *f, const char *cursor,
+    struct store_admin_consent_query *q)
+{
+	q->issuer = f ? f->issuer : NULL;
+	q->subject = f ? f->user : NULL;
+	q->person = f ? f->person : NULL;
+	q->agent = f ? f->agent : NULL;
+	q->resource = f ? f->resource : NULL;
+	q->state = STORE_ADMIN_ANY;
+	if (f && f->state) {
+		enum store_admin_state s;
+		for (s = STORE_ADMIN_LIVE; s < STORE_ADMIN_STATE__MAX; s++)
+			if (strcmp(f->state, state_names[s]) == 0)
+				break;
+		if (s == STORE_ADMIN_STATE__MAX)
+			return CS_EINVAL;
+		q->state = s;
+	}
+	/* The cursor is "CREATED_AT.ID" of the last row of the previous page. */
+	if (cursor != NULL) {
+		const char *dot = strchr(cursor, '.');
+		if (dot == NULL || strlen(cursor) > ADMIN_CURSOR_MAX ||
+		    !parse_i64(cursor, (size_t)(dot - cursor), &q->after_created) || !id_chars_ok(dot + 1))
+			return CS_EINVAL;
+		q->after_id = dot + 1;
+	}
+	return CS_OK;
+}
+
 enum cs_err admin_consents_list(struct store_conn *c, const struct admin_consent_filter *f,
     const char *cursor, int64_t limit, int64_t now, json_t **out)
 {
@@ -285,29 +316,8 @@ enum cs_err admin_consents_list(struct store_conn *c, const struct admin_consent
 	memset(&q, 0, sizeof q);
 	if (limit < 1 || limit > ADMIN_LIST_MAX)
 		return CS_EINVAL;
-	q.issuer = f ? f->issuer : NULL;
-	q.subject = f ? f->user : NULL;
-	q.person = f ? f->person : NULL;
-	q.agent = f ? f->agent : NULL;
-	q.resource = f ? f->resource : NULL;
-	q.state = STORE_ADMIN_ANY;
-	if (f && f->state) {
-		enum store_admin_state s;
-		for (s = STORE_ADMIN_LIVE; s < STORE_ADMIN_STATE__MAX; s++)
-			if (strcmp(f->state, state_names[s]) == 0)
-				break;
-		if (s == STORE_ADMIN_STATE__MAX)
-			return CS_EINVAL;
-		q.state = s;
-	}
-	/* The cursor is "CREATED_AT.ID" of the last row of the previous page. */
-	if (cursor != NULL) {
-		const char *dot = strchr(cursor, '.');
-		if (dot == NULL || strlen(cursor) > ADMIN_CURSOR_MAX ||
-		    !parse_i64(cursor, (size_t)(dot - cursor), &q.after_created) || !id_chars_ok(dot + 1))
-			return CS_EINVAL;
-		q.after_id = dot + 1;
-	}
+	if ((e = query_of(f, cursor, &q)) != CS_OK)
+		return e;
 	q.now = now;
 	q.limit = limit;
 	if ((e = store_admin_consents(c, &q, &rows)) != CS_OK)
@@ -347,14 +357,59 @@ out:
 	return e;
 }
 
+/* The consent request the consent came from, or JSON null without one;
+ * NULL when out of memory. */
+static json_t *requested_json(json_t *req)
+{
+	if (req == NULL)
+		return json_null();
+	return json_pack("{s:O, s:o, s:O, s:O, s:O, s:O}",
+	    "id", json_object_get(req, "id"),
+	    "scopes", split_scopes(str_of(req, "scopes")),
+	    "reason", json_object_get(req, "reason"),
+	    "status", json_object_get(req, "status"),
+	    "created_at", json_object_get(req, "created_at"),
+	    "decided_at", json_object_get(req, "decided_at"));
+}
+
+/* When, by whom and why the consent was revoked, or JSON null; NULL when
+ * out of memory. */
+static json_t *revocation_json(json_t *row)
+{
+	if (int_of(row, "revoked_at") == 0)
+		return json_null();
+	return json_pack("{s:I, s:O, s:O}", "revoked_at", (json_int_t)int_of(row, "revoked_at"),
+	    "revoked_by", json_object_get(row, "revoked_by"),
+	    "reason", json_object_get(row, "revoke_reason"));
+}
+
+/* The events that released a token (vault.released, approval.released);
+ * NULL when out of memory. */
+static json_t *releases_of(json_t *events)
+{
+	json_t *releases = json_array(), *ev;
+	size_t i;
+
+	if (releases == NULL)
+		return NULL;
+	json_array_foreach(events, i, ev) {
+		const char *a = str_of(ev, "action");
+		if (a && (strcmp(a, "vault.released") == 0 || strcmp(a, "approval.released") == 0) &&
+		    json_array_append(releases, ev) != 0) {
+			json_decref(releases);
+			return NULL;
+		}
+	}
+	return releases;
+}
+
 enum cs_err admin_consent_show(struct store_conn *c, const char *id, int64_t now, json_t **out)
 {
 	json_t *row = NULL, *k = NULL, *req = NULL, *appr = NULL, *events = NULL, *releases = NULL;
-	json_t *requested = NULL, *revocation = NULL, *res = NULL, *ev;
+	json_t *requested = NULL, *revocation = NULL, *res = NULL;
 	int64_t gi = 0, gl = 0, ri = 0;
 	const char *request_id;
 	enum cs_err e;
-	size_t i;
 
 	if (id == NULL || !id_chars_ok(id))
 		return CS_ENOENT;
@@ -373,36 +428,10 @@ enum cs_err admin_consent_show(struct store_conn *c, const char *id, int64_t now
 			goto out;
 	}
 	e = CS_ENOMEM;
-	if (req != NULL) {
-		requested = json_pack("{s:O, s:o, s:O, s:O, s:O, s:O}",
-		    "id", json_object_get(req, "id"),
-		    "scopes", split_scopes(str_of(req, "scopes")),
-		    "reason", json_object_get(req, "reason"),
-		    "status", json_object_get(req, "status"),
-		    "created_at", json_object_get(req, "created_at"),
-		    "decided_at", json_object_get(req, "decided_at"));
-		if (requested == NULL)
-			goto out;
-	} else {
-		requested = json_null();
-	}
-	if (int_of(row, "revoked_at") != 0) {
-		revocation = json_pack("{s:I, s:O, s:O}", "revoked_at", (json_int_t)int_of(row, "revoked_at"),
-		    "revoked_by", json_object_get(row, "revoked_by"),
-		    "reason", json_object_get(row, "revoke_reason"));
-		if (revocation == NULL)
-			goto out;
-	} else {
-		revocation = json_null();
-	}
-	if ((releases = json_array()) == NULL)
+	if ((requested = requested_json(req)) == NULL ||
+	    (revocation = revocation_json(row)) == NULL ||
+	    (releases = releases_of(events)) == NULL)
 		goto out;
-	json_array_foreach(events, i, ev) {
-		const char *a = str_of(ev, "action");
-		if (a && (strcmp(a, "vault.released") == 0 || strcmp(a, "approval.released") == 0) &&
-		    json_array_append(releases, ev) != 0)
-			goto out;
-	}
 	res = json_pack("{s:O, s:{s:O, s:O, s:I, s:I, s:I, s:O, s:O, s:O, s:O}}",
 	    "consent", k,
 	    "history",

@@ -1067,41 +1067,94 @@ static bool marker_param(const struct http_request *req, unsigned idx, int64_t *
 	return http_arg(req, idx) == NULL || (http_arg_int(req, idx, out) && *out > 0);
 }
 
+/* The "Since" filter into f->since, and shown back in the form as the date
+ * and time it means, in UTC (also when it came as seconds); years past 9999
+ * stay empty.  false when it is not a date and time. */
+static bool audit_since(const char *since, struct admin_audit_filter *f, char input[32],
+    char shown[32])
+{
+	if (admin_parse_since(since, &f->since) != CS_OK)
+		return false;
+	if (f->since > 0 && f->since <= ADMIN_SINCE_INPUT_MAX)
+		fmt_time_as(f->since, TIME_INPUT, input);
+	if (f->since > 0)
+		fmt_time(f->since, shown);
+	return true;
+}
+
+/* The audit page's links to other pages of the same filters. */
+struct audit_links {
+	struct buf next, prev, first;
+};
+
+static void audit_links_init(struct audit_links *l)
+{
+	buf_init(&l->next, 4096);
+	buf_init(&l->prev, 4096);
+	buf_init(&l->first, 4096);
+}
+
+static void audit_links_clear(struct audit_links *l)
+{
+	buf_clear(&l->next);
+	buf_clear(&l->prev);
+	buf_clear(&l->first);
+}
+
+/* Older entries follow (Next); newer ones come back (Previous); and a
+ * page away from the top links to the newest entries too. */
+static enum cs_err audit_links_build(struct audit_links *l, json_t *res,
+    const struct admin_audit_filter *f, const char *since, int64_t before)
+{
+	json_t *older = json_object_get(res, "older"), *newer = json_object_get(res, "newer");
+	enum cs_err e = CS_OK;
+
+	if ((json_is_integer(older) && (e = audit_url(&l->next, f->action, f->consent_id, since,
+	    "before", (int64_t)json_integer_value(older))) != CS_OK) ||
+	    (json_is_integer(newer) && (e = audit_url(&l->prev, f->action, f->consent_id, since,
+	    "after", (int64_t)json_integer_value(newer))) != CS_OK) ||
+	    ((before > 0 || json_is_integer(newer)) &&
+	    (e = audit_url(&l->first, f->action, f->consent_id, since, NULL, 0)) != CS_OK))
+		return e;
+	return CS_OK;
+}
+
+/* The page's rows, one per entry of res; NULL when out of memory. */
+static json_t *audit_rows(const struct config *cfg, json_t *res)
+{
+	json_t *rows = json_array(), *ev;
+	size_t i;
+
+	json_array_foreach(json_object_get(res, "entries"), i, ev) {
+		if (rows == NULL || json_array_append_new(rows, audit_row(cfg, ev)) != 0) {
+			json_decref(rows);
+			return NULL;
+		}
+	}
+	return rows;
+}
+
 enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply *rep)
 {
 	struct store_conn *c = store_conn(req->app->store);
 	const char *action = filter_param(req, ADMIN_PAGES_AUDIT_ACTION);
 	const char *consent = filter_param(req, ADMIN_PAGES_AUDIT_CONSENT);
 	const char *since = filter_param(req, ADMIN_PAGES_AUDIT_SINCE);
-	struct admin_audit_filter f;
+	struct admin_audit_filter f = { .action = action, .consent_id = consent };
 	const struct session *s = req->auth.session;
-	json_t *res = NULL, *rows = NULL, *ctx = NULL, *actions = NULL, *ev, *older, *newer;
+	json_t *res = NULL, *rows = NULL, *ctx = NULL, *actions = NULL;
 	char since_input[32] = "", since_shown[32] = "";
-	struct buf next, prev, first;
+	struct audit_links l;
 	int64_t before = 0, after = 0;
-	size_t i;
 	enum cs_err e;
 
-	buf_init(&next, 4096);
-	buf_init(&prev, 4096);
-	buf_init(&first, 4096);
+	audit_links_init(&l);
 	if (c == NULL)
 		return CS_EDB;
-	memset(&f, 0, sizeof f);
-	f.action = action;
-	f.consent_id = consent;
-	if (since) {
-		if (admin_parse_since(since, &f.since) != CS_OK) {
-			e = refused(rep, 400, "Bad request",
-			    "\"Since\" is not a date and time (UTC) such as 2025-01-31T09:30.", NULL);
-			goto out;
-		}
-		/* Shown back in the form as the date and time it means, in UTC
-		 * (also when it came as seconds); years past 9999 stay empty. */
-		if (f.since > 0 && f.since <= ADMIN_SINCE_INPUT_MAX)
-			fmt_time_as(f.since, TIME_INPUT, since_input);
-		if (f.since > 0)
-			fmt_time(f.since, since_shown);
+	if (since && !audit_since(since, &f, since_input, since_shown)) {
+		e = refused(rep, 400, "Bad request",
+		    "\"Since\" is not a date and time (UTC) such as 2025-01-31T09:30.", NULL);
+		goto out;
 	}
 	if (!marker_param(req, ADMIN_PAGES_AUDIT_BEFORE, &before) ||
 	    !marker_param(req, ADMIN_PAGES_AUDIT_AFTER, &after) ||
@@ -1117,39 +1170,23 @@ enum cs_err admin_pages_audit(const struct http_request *req, struct http_reply 
 		goto out;
 	}
 	e = CS_ENOMEM;
-	if ((rows = json_array()) == NULL || (actions = json_array()) == NULL)
+	if ((rows = audit_rows(req->app->cfg, res)) == NULL || (actions = json_array()) == NULL)
 		goto out;
-	json_array_foreach(json_object_get(res, "entries"), i, ev) {
-		if (json_array_append_new(rows, audit_row(req->app->cfg, ev)) != 0)
-			goto out;
-	}
-	if ((e = action_options(action, actions)) != CS_OK)
-		goto out;
-	/* Older entries follow (Next); newer ones come back (Previous); and a
-	 * page away from the top links to the newest entries too. */
-	older = json_object_get(res, "older");
-	newer = json_object_get(res, "newer");
-	if ((json_is_integer(older) && (e = audit_url(&next, action, consent, since, "before",
-	    (int64_t)json_integer_value(older))) != CS_OK) ||
-	    (json_is_integer(newer) && (e = audit_url(&prev, action, consent, since, "after",
-	    (int64_t)json_integer_value(newer))) != CS_OK) ||
-	    ((before > 0 || json_is_integer(newer)) &&
-	    (e = audit_url(&first, action, consent, since, NULL, 0)) != CS_OK))
+	if ((e = action_options(action, actions)) != CS_OK ||
+	    (e = audit_links_build(&l, res, &f, since, before)) != CS_OK)
 		goto out;
 	e = CS_ENOMEM;
 	ctx = json_pack("{s:s, s:I, s:O, s:s, s:s, s:s?, s:O, s:b, s:s?, s:s?, s:s?, s:b}",
 	    "title", "Admin: audit log", "page_rows", (json_int_t)ADMIN_AUDIT_ROWS, "actions", actions, "q_consent", consent ? consent : "",
 	    "q_since", since_input, "since_shown", since_shown[0] ? since_shown : NULL,
-	    "entries", rows, "has_entries", json_array_size(rows) > 0, "next_url", next.data,
-	    "prev_url", prev.data, "newest_url", first.data,
-	    "paged", next.data != NULL || prev.data != NULL || first.data != NULL);
+	    "entries", rows, "has_entries", json_array_size(rows) > 0, "next_url", l.next.data,
+	    "prev_url", l.prev.data, "newest_url", l.first.data,
+	    "paged", l.next.data != NULL || l.prev.data != NULL || l.first.data != NULL);
 	if (ctx == NULL)
 		goto out;
 	e = admin_render(rep, 200, "admin_audit.html", ctx, s);
 out:
-	buf_clear(&next);
-	buf_clear(&prev);
-	buf_clear(&first);
+	audit_links_clear(&l);
 	json_decref(ctx);
 	json_decref(actions);
 	json_decref(rows);

@@ -58,18 +58,72 @@ static bool member_known(const char *k)
 	    strcmp(k, "identifier") == 0;
 }
 
+/* The one entry's members, all but "parameters": NULL when they are
+ * acceptable, else the reason. */
+static const char *entry_check(json_t *entry, const char *action)
+{
+	const char *k;
+	json_t *m;
+
+	json_object_foreach(entry, k, m) {
+		if (!member_known(k))
+			return "the authorization_details entry has an unknown member";
+	}
+	m = json_object_get(entry, "type");
+	if (!json_is_string(m) || strcmp(json_string_value(m), "agent_action") != 0)
+		return "the authorization_details type must be agent_action";
+	m = json_object_get(entry, "action");
+	if (!json_is_string(m) || strcmp(json_string_value(m), action) != 0 ||
+	    json_string_length(m) != strlen(action))
+		return "the authorization_details action must equal the action parameter";
+	m = json_object_get(entry, "identifier");
+	if (m != NULL && !json_is_string(m))
+		return "identifier must be a string";
+	m = json_object_get(entry, "locations");
+	if (m != NULL) {
+		if (!json_is_array(m))
+			return "locations must be an array of strings";
+		for (size_t i = 0; i < json_array_size(m); i++)
+			if (!json_is_string(json_array_get(m, i)))
+				return "locations must be an array of strings";
+	}
+	return NULL;
+}
+
+/* The entry's "parameters" (JSON null when absent) into *out, a reference
+ * of the caller's; their canonical form must fit what callers (and the
+ * store) hold, else CS_EINVAL with *w why. */
+static enum cs_err parameters_of(json_t *entry, json_t **out, const char **w)
+{
+	json_t *params = json_object_get(entry, "parameters");
+	struct buf canon;
+	enum cs_err e;
+
+	params = params != NULL ? json_incref(params) : json_null();
+	buf_init(&canon, APPROVAL_MAX_CANONICAL);
+	e = jcs_canonicalize(params, &canon);
+	buf_clear(&canon);
+	if (e != CS_OK) {
+		json_decref(params);
+		if (e == CS_ENOMEM)
+			return e;
+		*w = "parameters are too large once canonicalized";
+		return CS_EINVAL;
+	}
+	*out = params;
+	return CS_OK;
+}
+
 enum cs_err approval_parse_details(const char *text, const char *action, json_t **parameters,
     char *why, size_t whylen)
 {
-	json_t *root = NULL, *entry, *m, *params;
+	json_t *root = NULL, *entry;
 	json_error_t jerr;
-	struct buf canon;
-	const char *k, *w = NULL;
+	const char *w = NULL;
 	char ijwhy[96];
 	size_t len;
 	enum cs_err e = CS_EINVAL;
 
-	buf_init(&canon, APPROVAL_MAX_CANONICAL);
 	if (text == NULL || action == NULL || action[0] == '\0' || parameters == NULL) {
 		w = "authorization_details or action missing";
 		goto out;
@@ -101,58 +155,12 @@ enum cs_err approval_parse_details(const char *text, const char *action, json_t 
 		w = "the authorization_details entry must be an object";
 		goto out;
 	}
-	json_object_foreach(entry, k, m) {
-		if (!member_known(k)) {
-			w = "the authorization_details entry has an unknown member";
-			goto out;
-		}
-	}
-	m = json_object_get(entry, "type");
-	if (!json_is_string(m) || strcmp(json_string_value(m), "agent_action") != 0) {
-		w = "the authorization_details type must be agent_action";
+	if ((w = entry_check(entry, action)) != NULL)
 		goto out;
-	}
-	m = json_object_get(entry, "action");
-	if (!json_is_string(m) || strcmp(json_string_value(m), action) != 0 ||
-	    json_string_length(m) != strlen(action)) {
-		w = "the authorization_details action must equal the action parameter";
-		goto out;
-	}
-	m = json_object_get(entry, "identifier");
-	if (m != NULL && !json_is_string(m)) {
-		w = "identifier must be a string";
-		goto out;
-	}
-	m = json_object_get(entry, "locations");
-	if (m != NULL) {
-		if (!json_is_array(m)) {
-			w = "locations must be an array of strings";
-			goto out;
-		}
-		for (size_t i = 0; i < json_array_size(m); i++)
-			if (!json_is_string(json_array_get(m, i))) {
-				w = "locations must be an array of strings";
-				goto out;
-			}
-	}
-	params = json_object_get(entry, "parameters");
-	params = params != NULL ? json_incref(params) : json_null();
-	/* The canonical form must fit what callers (and the store) hold. */
-	e = jcs_canonicalize(params, &canon);
-	if (e != CS_OK) {
-		json_decref(params);
-		if (e == CS_ENOMEM)
-			goto out;
-		e = CS_EINVAL;
-		w = "parameters are too large once canonicalized";
-		goto out;
-	}
-	*parameters = params;
-	e = CS_OK;
+	e = parameters_of(entry, parameters, &w);
 out:
 	if (e != CS_OK && w != NULL)
 		set_why(why, whylen, w);
-	buf_clear(&canon);
 	json_decref(root);
 	return e;
 }
@@ -343,7 +351,7 @@ static const char *slow_down_note(int64_t n, char buf[64])
 }
 
 /* The pending approval r: expired, polled too fast, or still waiting. */
-static enum cs_err check_pending(struct store_conn *c, struct store_approval_row *r,
+static enum cs_err pending_answer(struct store_conn *c, struct store_approval_row *r,
     const struct approval_ask *q, struct approval_answer *a)
 {
 	enum cs_err e;
@@ -416,27 +424,98 @@ static enum cs_err check_approved(struct store_conn *c, const struct config *cfg
 	return e;
 }
 
+/* (b) of approval_check: the pending approval for these exact parameters,
+ * answered as pending, slow_down or expired.  *found when there is one. */
+static enum cs_err check_pending(struct store_conn *c, const struct approval_ask *q,
+    struct approval_answer *a, bool *found)
+{
+	enum cs_err e;
+	struct store_approval_row r;
+
+	memset(&r, 0, sizeof r);
+	e = store_approval_find(c, q->k->id, q->action, q->digest, "pending", &r);
+	if (e == CS_OK) {
+		e = pending_answer(c, &r, q, a);
+		*found = true;
+	} else if (e == CS_ENOENT) {
+		e = CS_OK;
+	}
+	store_approval_row_clear(&r);
+	return e;
+}
+
+/* The ask names a consent, an action and its parameters, and (SECURITY)
+ * the digest binds exactly the text the person will see: the parameters
+ * are the canonical bytes, so their hash must be the digest. */
+static bool ask_valid(const struct approval_ask *q)
+{
+	char check[APPROVAL_DIGEST_LEN + 1];
+
+	if (q == NULL || q->k == NULL || q->k->id == NULL ||
+	    q->k->subject == NULL || q->k->agent == NULL || q->k->resource == NULL ||
+	    q->k->user_id <= 0 || q->action == NULL || q->action[0] == '\0' ||
+	    q->parameters == NULL || q->digest == NULL)
+		return false;
+	digest_bytes(q->parameters, strlen(q->parameters), check);
+	return strcmp(check, q->digest) == 0;
+}
+
+/* A standing rule of the person's that lets this call through (issue #32):
+ * *found, with the rule named as the decider. */
+static enum cs_err check_standing(struct store_conn *c, const struct config *cfg,
+    const struct approval_ask *q, struct approval_answer *a, bool *found)
+{
+	enum cs_err e;
+	char by[64];
+
+	if ((e = standing_check(c, cfg, q->k, q->action, q->parameters, q->digest, q->now,
+	    &a->rule_id)) != CS_OK)
+		return e;
+	if (a->rule_id == NULL)
+		return CS_OK;
+	if ((e = str_fmt(by, sizeof by, "rule %s", a->rule_id)) != CS_OK)
+		return e;
+	if ((a->decided_by = strdup(by)) == NULL)
+		return CS_ENOMEM;
+	a->outcome = APPROVAL_RELEASE;
+	*found = true;
+	return CS_OK;
+}
+
+/* A denial of these exact parameters still inside deny_cooldown and not
+ * lifted on /me: *found, with how long it holds. */
+static enum cs_err check_denied(struct store_conn *c, const struct config *cfg,
+    const struct approval_ask *q, struct approval_answer *a, bool *found)
+{
+	enum cs_err e;
+	int64_t lifted = 0;
+	struct store_approval_row r;
+
+	memset(&r, 0, sizeof r);
+	e = store_approval_find(c, q->k->id, q->action, q->digest, "denied", &r);
+	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > q->now &&
+	    (e = store_approval_block_lifted_at(c, r.id, &lifted)) == CS_OK && lifted == 0) {
+		a->outcome = APPROVAL_DENIED;
+		/* How long the denial holds (the MCP gateway says until when). */
+		a->retry_after = r.decided_at + cfg->consent_deny_cooldown - q->now;
+		*found = true;
+	} else if (e == CS_ENOENT) {
+		e = CS_OK;
+	}
+	store_approval_row_clear(&r);
+	return e;
+}
+
 enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
     const struct approval_ask *q, struct approval_answer *out)
 {
 	enum cs_err e;
 	bool in_tx = false, found = false;
 	int live = 0;
-	struct store_approval_row r;
 	struct approval_answer a;
-	char check[APPROVAL_DIGEST_LEN + 1];
 
-	memset(&r, 0, sizeof r);
 	memset(&a, 0, sizeof a);
-	if (c == NULL || cfg == NULL || q == NULL || q->k == NULL || q->k->id == NULL ||
-	    q->k->subject == NULL || q->k->agent == NULL || q->k->resource == NULL ||
-	    q->k->user_id <= 0 || q->action == NULL || q->action[0] == '\0' ||
-	    q->parameters == NULL || q->digest == NULL || out == NULL)
-		return CS_EINVAL;
-	/* SECURITY: the digest binds exactly the text the person will see: the
-	 * parameters are the canonical bytes, so their hash must be the digest. */
-	digest_bytes(q->parameters, strlen(q->parameters), check);
-	if (strcmp(check, q->digest) != 0)
+	if (c == NULL || cfg == NULL || !ask_valid(q) || out == NULL)
 		return CS_EINVAL;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
@@ -456,45 +535,23 @@ enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
 	/* Issue #32: a standing rule of the person's covers this call.  After
 	 * (a): the person's approval of this very call (the one a rule is made
 	 * with) is used first, so a rule's uses count only the calls it let through. */
-	if ((e = standing_check(c, cfg, q->k, q->action, q->parameters, q->digest, q->now,
-	    &a.rule_id)) != CS_OK)
+	if ((e = check_standing(c, cfg, q, &a, &found)) != CS_OK)
 		goto out;
-	if (a.rule_id != NULL) {
-		char by[64];
-		if ((e = str_fmt(by, sizeof by, "rule %s", a.rule_id)) != CS_OK)
-			goto out;
-		if ((a.decided_by = strdup(by)) == NULL) {
-			e = CS_ENOMEM;
-			goto out;
-		}
-		a.outcome = APPROVAL_RELEASE;
+	if (found)
 		goto commit;
-	}
 
 	/* (b) the pending approval for these exact parameters. */
-	e = store_approval_find(c, q->k->id, q->action, q->digest, "pending", &r);
-	if (e == CS_OK) {
-		if ((e = check_pending(c, &r, q, &a)) != CS_OK)
-			goto out;
-		goto commit;
-	} else if (e != CS_ENOENT) {
+	if ((e = check_pending(c, q, &a, &found)) != CS_OK)
 		goto out;
-	}
+	if (found)
+		goto commit;
 
 	/* (c) a recent denial of these exact parameters holds for deny_cooldown,
 	 * unless the person let it ask again on /me (approval_block.h). */
-	int64_t lifted = 0;
-	e = store_approval_find(c, q->k->id, q->action, q->digest, "denied", &r);
-	if (e == CS_OK && r.decided_at + cfg->consent_deny_cooldown > q->now &&
-	    (e = store_approval_block_lifted_at(c, r.id, &lifted)) == CS_OK && lifted == 0) {
-		a.outcome = APPROVAL_DENIED;
-		/* How long the denial holds (the MCP gateway says until when). */
-		a.retry_after = r.decided_at + cfg->consent_deny_cooldown - q->now;
-		goto commit;
-	} else if (e != CS_OK && e != CS_ENOENT) {
+	if ((e = check_denied(c, cfg, q, &a, &found)) != CS_OK)
 		goto out;
-	}
-	store_approval_row_clear(&r);
+	if (found)
+		goto commit;
 
 	/* (d) a new approval request. */
 	if ((e = check_new(c, cfg, q, &a)) != CS_OK)
@@ -510,7 +567,6 @@ commit:
 out:
 	if (in_tx)
 		store_rollback(c);
-	store_approval_row_clear(&r);
 	approval_answer_clear(&a);
 	return e;
 }

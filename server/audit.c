@@ -638,18 +638,73 @@ out:
 
 /* --- prune --------------------------------------------------------------- */
 
+/* Where the chain starts: after the anchor (SECURITY: verified first, so
+ * pruning can never hide a rewritten entry: a chain that does not verify is
+ * left as it is, for `consentd audit verify` to report), or at entry 1.
+ * prev gets the link the next entry follows, *expect its number. */
+static enum cs_err chain_start(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    unsigned char prev[AUDIT_LINK_LEN], int64_t *expect)
+{
+	struct store_audit_anchor a;
+	int have = 0, good = 0;
+	enum cs_err err;
+
+	if ((err = anchor_load(c, key, &a, &have, &good)) != CS_OK)
+		return err;
+	if (have && !good) {
+		log_msg(LOG_ERROR, "audit: the anchor does not verify; not pruning");
+		return CS_ECRYPTO;
+	}
+	memset(prev, 0, AUDIT_LINK_LEN);
+	if (have)
+		memcpy(prev, a.link, AUDIT_LINK_LEN);
+	*expect = have ? a.seq + 1 : 1;
+	return CS_OK;
+}
+
+/* Row r is entry number expect, and its link follows prev under key: true
+ * with its link in link. */
+static bool row_verifies(const unsigned char key[AUDIT_LINK_LEN],
+    const unsigned char prev[AUDIT_LINK_LEN], const struct store_audit_row *r, int64_t expect,
+    unsigned char link[AUDIT_LINK_LEN])
+{
+	struct audit_entry e;
+
+	row_entry(r, &e);
+	return r->seq == expect && r->link != NULL && r->link_len == AUDIT_LINK_LEN &&
+	    audit_link(key, prev, r->seq, &e, link) == CS_OK &&
+	    CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) == 0;
+}
+
+/* Removes the entries up to last and anchors the chain at last's link, with
+ * the anchor's MAC under key (named kid), in the caller's transaction. */
+static enum cs_err prune_to(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    const char *kid, int64_t last, const unsigned char link[AUDIT_LINK_LEN], int64_t now)
+{
+	struct store_audit_anchor a;
+	enum cs_err err;
+
+	memset(&a, 0, sizeof a);
+	a.seq = last;
+	memcpy(a.link, link, AUDIT_LINK_LEN);
+	a.pruned_at = now;
+	if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", kid)) != CS_OK ||
+	    (err = anchor_mac(key, &a, a.mac)) != CS_OK ||
+	    (err = store_audit_prune(c, last)) != CS_OK ||
+	    (err = store_audit_anchor_set(c, &a)) != CS_OK)
+		return err;
+	return CS_OK;
+}
+
 enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int64_t limit,
     int64_t now, int64_t *removed)
 {
 	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
 	char kid[MASTER_KID_LEN + 1];
-	struct store_audit_anchor a;
 	struct store_audit_head h;
 	struct store_audit_row *rows = NULL;
-	struct audit_entry e;
 	size_t n = 0;
-	int have = 0, good = 0;
-	int64_t expect, last = 0, count = 0;
+	int64_t expect = 1, last = 0, count = 0;
 	enum cs_err err;
 	bool in_tx = false;
 
@@ -660,21 +715,9 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int6
 	if ((err = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
-	if ((err = anchor_load(c, key, &a, &have, &good)) != CS_OK ||
-	    (err = store_audit_head(c, &h)) != CS_OK)
+	if ((err = store_audit_head(c, &h)) != CS_OK ||
+	    (err = chain_start(c, key, prev, &expect)) != CS_OK)
 		goto out;
-	/* SECURITY: what is pruned is verified first, so pruning can never hide a
-	 * rewritten entry: a chain that does not verify is left as it is, for
-	 * `consentd audit verify` to report. */
-	err = CS_ECRYPTO;
-	if (have && !good) {
-		log_msg(LOG_ERROR, "audit: the anchor does not verify; not pruning");
-		goto out;
-	}
-	memset(prev, 0, sizeof prev);
-	if (have)
-		memcpy(prev, a.link, AUDIT_LINK_LEN);
-	expect = have ? a.seq + 1 : 1;
 	if ((err = store_audit_page(c, expect - 1, (size_t)limit, &rows, &n)) != CS_OK)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
@@ -683,12 +726,8 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int6
 			break;
 		if (!(before > 0 && rows[i].ts < before) && !(keep > 0 && rows[i].seq <= h.seq - keep))
 			break;
-		row_entry(&rows[i], &e);
 		err = CS_ECRYPTO;
-		if (rows[i].seq != expect || rows[i].link == NULL ||
-		    rows[i].link_len != AUDIT_LINK_LEN ||
-		    audit_link(key, prev, rows[i].seq, &e, link) != CS_OK ||
-		    CRYPTO_memcmp(link, rows[i].link, AUDIT_LINK_LEN) != 0) {
+		if (!row_verifies(key, prev, &rows[i], expect, link)) {
 			log_msg(LOG_ERROR, "audit: entry %" PRId64 " does not verify; not pruning",
 			    rows[i].seq);
 			goto out;
@@ -702,14 +741,8 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int6
 		err = CS_OK;
 		goto out;
 	}
-	memset(&a, 0, sizeof a);
-	a.seq = last;
-	memcpy(a.link, prev, AUDIT_LINK_LEN);
-	a.pruned_at = now;
-	if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", kid)) != CS_OK ||
-	    (err = anchor_mac(key, &a, a.mac)) != CS_OK ||
-	    (err = store_audit_prune(c, last)) != CS_OK ||
-	    (err = store_audit_anchor_set(c, &a)) != CS_OK || (err = store_commit(c)) != CS_OK)
+	if ((err = prune_to(c, key, kid, last, prev, now)) != CS_OK ||
+	    (err = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
 	*removed = count;

@@ -136,71 +136,92 @@ static bool redirect_pick(const struct authz_client *c, const char *presented, c
 	return false;
 }
 
-void authz_check(const struct authz_client *client, const char *const *resources,
-    const struct authz_request *req, struct authz_verdict *v)
+/* To the person: nothing is sent to a URI not known to be the client's.
+ * true with v->redirect_uri the client's; false with v's refusal. */
+static bool client_known(const struct authz_client *client, const struct authz_request *req,
+    struct authz_verdict *v)
 {
 	const char *why = NULL, *use = NULL;
-	memset(v, 0, sizeof *v);
-
-	/* To the person: nothing is sent to a URI not known to be the client's. */
 	if (req->client_id == NULL || req->client_id[0] == '\0') {
 		verdict(v, AUTHZ_TO_PERSON, "invalid_request", "client_id is missing");
-		return;
+		return false;
 	}
 	if (client == NULL || client->client_id == NULL ||
 	    strcmp(client->client_id, req->client_id) != 0) {
 		verdict(v, AUTHZ_TO_PERSON, "invalid_client", "client_id names no client that may sign in here");
-		return;
+		return false;
 	}
 	if (!redirect_pick(client, req->redirect_uri, &use, &why)) {
 		verdict(v, AUTHZ_TO_PERSON, "invalid_request", why);
-		return;
+		return false;
 	}
 	v->redirect_uri = use;
+	return true;
+}
 
-	/* To the client, at its redirect URI. */
+/* The response asked for: a code, in the query, with no request object. */
+static bool response_supported(const struct authz_request *req, struct authz_verdict *v)
+{
 	if (req->response_type == NULL) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request", "response_type is missing");
-		return;
+		return false;
 	}
 	if (strcmp(req->response_type, "code") != 0) {
 		verdict(v, AUTHZ_TO_CLIENT, "unsupported_response_type",
 		    "response_type must be code (the authorization code flow)");
-		return;
+		return false;
 	}
 	if (req->response_mode != NULL && strcmp(req->response_mode, "query") != 0) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request", "response_mode must be query");
-		return;
+		return false;
 	}
 	if (req->request != NULL) {
 		verdict(v, AUTHZ_TO_CLIENT, "request_not_supported", "request objects are not supported");
-		return;
+		return false;
 	}
 	if (req->request_uri != NULL) {
 		verdict(v, AUTHZ_TO_CLIENT, "request_uri_not_supported",
 		    "request_uri (pushed authorization requests) is not supported");
-		return;
+		return false;
 	}
-	/* SECURITY: PKCE S256 always, never plain (OAuth 2.1 §7.5.1; MCP: the
-	 * client must use S256). */
+	return true;
+}
+
+/* SECURITY: PKCE S256 always, never plain (OAuth 2.1 §7.5.1; MCP: the
+ * client must use S256). */
+static bool pkce_s256(const struct authz_request *req, struct authz_verdict *v)
+{
 	if (req->code_challenge == NULL) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request", "code_challenge is missing (PKCE S256 is required)");
-		return;
+		return false;
 	}
 	if (req->code_challenge_method == NULL) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request",
 		    "code_challenge_method is missing: it must be S256");
-		return;
+		return false;
 	}
 	if (strcmp(req->code_challenge_method, "S256") != 0) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request", "code_challenge_method must be S256");
-		return;
+		return false;
 	}
 	if (!challenge_text(req->code_challenge, AUTHZ_CHALLENGE_LEN)) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request",
 		    "code_challenge must be 43 base64url characters (S256 of the verifier)");
-		return;
+		return false;
 	}
+	return true;
+}
+
+void authz_check(const struct authz_client *client, const char *const *resources,
+    const struct authz_request *req, struct authz_verdict *v)
+{
+	memset(v, 0, sizeof *v);
+
+	if (!client_known(client, req, v))
+		return;
+	/* To the client, at its redirect URI. */
+	if (!response_supported(req, v) || !pkce_s256(req, v))
+		return;
 	if (req->state != NULL && !authz_state_valid(req->state)) {
 		verdict(v, AUTHZ_TO_CLIENT, "invalid_request",
 		    "state must be 1 to 1024 printable characters without spaces");

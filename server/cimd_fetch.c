@@ -70,37 +70,20 @@ static void *lookup_main(void *arg)
 	return NULL;
 }
 
-/* The addresses of host by the deadline (a monotonic time in ms). */
-static enum cs_err resolve(const char *host, uint16_t port, int64_t deadline,
-    struct addrinfo **out, char *why, size_t whylen)
+/* Starts a detached thread that looks host up, into *out: a look-up held
+ * by the thread and by the caller (lookup_unref, each). */
+static enum cs_err lookup_start(const char *host, const char *ps, struct lookup **out)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-	    .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
-	struct lookup *l = NULL;
+	struct lookup *l;
 	pthread_condattr_t ca;
 	pthread_attr_t ta;
 	pthread_t t;
-	char ps[8];
-	enum cs_err e;
 
-	if (str_fmt(ps, sizeof ps, "%u", (unsigned)port) != CS_OK)
-		return CS_EINVAL;
-	/* An address literal needs no lookup. */
-	if (getaddrinfo(host, ps, &hints, out) == 0)
-		return CS_OK;
-	if (atomic_fetch_add(&lookups_running, 1) >= CIMD_MAX_LOOKUPS) {
-		atomic_fetch_sub(&lookups_running, 1);
-		cimd_reason(why, whylen, "too many client metadata look-ups are under way; try again");
-		return CS_EBUSY;
-	}
-	if ((l = calloc(1, sizeof *l)) == NULL) {
-		atomic_fetch_sub(&lookups_running, 1);
+	if ((l = calloc(1, sizeof *l)) == NULL)
 		return CS_ENOMEM;
-	}
 	l->refs = 2;
 	if (str_fmt(l->host, sizeof l->host, "%s", host) != CS_OK ||
 	    str_fmt(l->port, sizeof l->port, "%s", ps) != CS_OK) {
-		atomic_fetch_sub(&lookups_running, 1);
 		free(l);
 		return CS_EINVAL;
 	}
@@ -114,10 +97,37 @@ static enum cs_err resolve(const char *host, uint16_t port, int64_t deadline,
 	int prc = pthread_create(&t, &ta, lookup_main, l);
 	pthread_attr_destroy(&ta);
 	if (prc != 0) {
-		atomic_fetch_sub(&lookups_running, 1);
 		l->refs = 1;
 		lookup_unref(l);
 		return CS_ENOMEM;
+	}
+	*out = l;
+	return CS_OK;
+}
+
+/* The addresses of host by the deadline (a monotonic time in ms). */
+static enum cs_err resolve(const char *host, uint16_t port, int64_t deadline,
+    struct addrinfo **out, char *why, size_t whylen)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct lookup *l = NULL;
+	char ps[8];
+	enum cs_err e;
+
+	if (str_fmt(ps, sizeof ps, "%u", (unsigned)port) != CS_OK)
+		return CS_EINVAL;
+	/* An address literal needs no lookup. */
+	if (getaddrinfo(host, ps, &hints, out) == 0)
+		return CS_OK;
+	if (atomic_fetch_add(&lookups_running, 1) >= CIMD_MAX_LOOKUPS) {
+		atomic_fetch_sub(&lookups_running, 1);
+		cimd_reason(why, whylen, "too many client metadata look-ups are under way; try again");
+		return CS_EBUSY;
+	}
+	if ((e = lookup_start(host, ps, &l)) != CS_OK) {
+		atomic_fetch_sub(&lookups_running, 1);
+		return e;
 	}
 	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000),
 	    .tv_nsec = (long)(deadline % 1000) * 1000000L };
@@ -252,6 +262,58 @@ enum cs_err cimd_addrs_allowed(const struct cimd_fetch_opts *o, const char *host
 	return check_addrs(o, host, res, addrs, &n, why, whylen);
 }
 
+/* Why the GET of step 2 failed with e (nothing for CS_ENOMEM). */
+static void fetch_reason(const struct cimd_fetch_opts *o, enum cs_err e,
+    const struct httpc_pinned_get *rq, int64_t start, char *why, size_t whylen)
+{
+	const char *cerr = rq->error;
+	switch (e) {
+	case CS_EBUSY:
+		/* libcurl's connect timeout covers the TLS handshake: the whole
+		 * deadline not yet reached, it was the connection's that ran out. */
+		if (mono_ms() < start + o->timeout_ms)
+			cimd_reason(why, whylen, "connecting to the client metadata document's host took longer "
+			    "than %ld ms", rq->connect_timeout_ms);
+		else
+			cimd_reason(why, whylen, "fetching the client metadata document took longer than %ld ms",
+			    o->timeout_ms);
+		break;
+	case CS_ETOOBIG:
+		cimd_reason(why, whylen, "the client metadata document is larger than %zu bytes",
+		    o->max_bytes);
+		break;
+	case CS_EPERM:
+		cimd_reason(why, whylen, "the client_id's host led to a refused address");
+		break;
+	case CS_ENOMEM:
+		break;
+	default:
+		cimd_reason(why, whylen, "the client metadata document could not be fetched (%s)",
+		    cerr[0] ? cerr : "transport error");
+		break;
+	}
+}
+
+/* The answer is a 200 served as JSON (a redirect is not followed):
+ * CS_EINVAL with why when not. */
+static enum cs_err reply_check(const struct httpc_reply *rep, char *why, size_t whylen)
+{
+	if (rep->status >= 300 && rep->status < 400) {
+		cimd_reason(why, whylen, "the client_id URL answered %ld, a redirect: redirects are not "
+		    "followed", rep->status);
+		return CS_EINVAL;
+	}
+	if (rep->status != 200) {
+		cimd_reason(why, whylen, "the client_id URL answered %ld, not 200", rep->status);
+		return CS_EINVAL;
+	}
+	if (!json_media_type(header(rep, "Content-Type"))) {
+		cimd_reason(why, whylen, "the client metadata document is not served as application/json");
+		return CS_EINVAL;
+	}
+	return CS_OK;
+}
+
 enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct cimd_doc *out,
     int64_t *max_age, char *why, size_t whylen)
 {
@@ -299,51 +361,14 @@ enum cs_err cimd_fetch(const struct cimd_fetch_opts *o, const char *url, struct 
 		.connect_timeout_ms = o->connect_timeout_ms < left ? o->connect_timeout_ms : left,
 		.timeout_ms = left, .error = cerr,
 	};
-	e = httpc_get_pinned(&rq, &rep);
-	have_rep = e == CS_OK;
-	switch (e) {
-	case CS_OK:
-		break;
-	case CS_EBUSY:
-		/* libcurl's connect timeout covers the TLS handshake: the whole
-		 * deadline not yet reached, it was the connection's that ran out. */
-		if (mono_ms() < start + o->timeout_ms)
-			cimd_reason(why, whylen, "connecting to the client metadata document's host took longer "
-			    "than %ld ms", rq.connect_timeout_ms);
-		else
-			cimd_reason(why, whylen, "fetching the client metadata document took longer than %ld ms",
-			    o->timeout_ms);
-		goto out;
-	case CS_ETOOBIG:
-		cimd_reason(why, whylen, "the client metadata document is larger than %zu bytes",
-		    o->max_bytes);
-		goto out;
-	case CS_EPERM:
-		cimd_reason(why, whylen, "the client_id's host led to a refused address");
-		goto out;
-	case CS_ENOMEM:
-		goto out;
-	default:
-		cimd_reason(why, whylen, "the client metadata document could not be fetched (%s)",
-		    cerr[0] ? cerr : "transport error");
+	if ((e = httpc_get_pinned(&rq, &rep)) != CS_OK) {
+		fetch_reason(o, e, &rq, start, why, whylen);
 		goto out;
 	}
+	have_rep = true;
 	/* 3. 200, JSON, then the document itself. */
-	e = CS_EINVAL;
-	if (rep.status >= 300 && rep.status < 400) {
-		cimd_reason(why, whylen, "the client_id URL answered %ld, a redirect: redirects are not "
-		    "followed", rep.status);
-		goto out;
-	}
-	if (rep.status != 200) {
-		cimd_reason(why, whylen, "the client_id URL answered %ld, not 200", rep.status);
-		goto out;
-	}
-	if (!json_media_type(header(&rep, "Content-Type"))) {
-		cimd_reason(why, whylen, "the client metadata document is not served as application/json");
-		goto out;
-	}
-	if ((e = cimd_doc_parse(url, rep.body.data, rep.body.len, out, why, whylen)) != CS_OK)
+	if ((e = reply_check(&rep, why, whylen)) != CS_OK ||
+	    (e = cimd_doc_parse(url, rep.body.data, rep.body.len, out, why, whylen)) != CS_OK)
 		goto out;
 	*max_age = cimd_cache_control_max_age(header(&rep, "Cache-Control"));
 out:

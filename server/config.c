@@ -658,6 +658,91 @@ out:
 
 /* ---------------------------------------------------------------- freeing and look-ups */
 
+/* Each section's struct frees its own strings: [agent.X], [client.X], [mcp.X],
+ * [enterprise.X], [resource.X], [scope.R.S] and [action.R.A]. */
+static void agent_free_fields(struct config_agent *a)
+{
+	free(a->id);
+	free(a->name);
+	free(a->description);
+	cfg_free_strv(a->allow);
+}
+
+static void client_free_fields(struct config_client *k)
+{
+	free(k->id);
+	free(k->client_id);
+	free(k->name);
+	cfg_free_strv(k->redirect_uris);
+	free(k->jwks_file);
+	free(k->jwks_uri);
+	free(k->jwks_json);
+}
+
+static void mcp_endpoint_free_fields(struct config_mcp_endpoint *m)
+{
+	free(m->id);
+	free(m->resource);
+	free(m->uri);
+	free(m->upstream);
+	free(m->unmapped_scope);
+}
+
+/* [enterprise.NAME] (issue #30 item 6) */
+static void enterprise_free_fields(struct config_enterprise *n)
+{
+	free(n->id);
+	free(n->issuer);
+	free(n->jwks_file);
+	free(n->jwks_uri);
+	free(n->jwks_json);
+	for (size_t j = 0; j < n->nallow; j++) {
+		free(n->allow[j].client_id);
+		free(n->allow[j].mcp);
+		cfg_free_strv(n->allow[j].scopes);
+	}
+	free(n->allow);
+}
+
+static void resource_free_fields(struct config_resource *r)
+{
+	free(r->id);
+	free(r->name);
+	free(r->uri);
+	free(r->provider_issuer);
+	free(r->provider_authorization_endpoint);
+	free(r->provider_token_endpoint);
+	free(r->provider_revocation_endpoint);
+	free(r->provider_base_url);
+	free(r->provider_sites_endpoint);
+	free(r->provider_client_id);
+	wipe_free(r->provider_client_secret);
+	free(r->base_url);
+	free(r->api_key_header);
+	free(r->api_key_query);
+	free(r->api_key_prefix);
+}
+
+static void scope_free_fields(struct config_scope *sc)
+{
+	free(sc->resource);
+	free(sc->name);
+	free(sc->description);
+	cfg_free_strv(sc->provider);
+}
+
+static void action_free_fields(struct config_action *a)
+{
+	free(a->resource);
+	free(a->name);
+	free(a->description);
+	free(a->scope);
+	free(a->route_method);
+	free(a->route_path);
+	cfg_free_strv(a->standing_fixed);
+	policy_lines_free(a->policy, a->npolicy);
+}
+
 void config_free(struct config *c)
 {
 	if (c == NULL)
@@ -697,84 +782,26 @@ void config_free(struct config *c)
 	wipe_free(c->authzen_token);
 	free(c->authzen_ca_file);
 	cfg_free_strv(c->authzen_actions);
-	for (size_t i = 0; i < c->nagents; i++) {
-		free(c->agents[i].id);
-		free(c->agents[i].name);
-		free(c->agents[i].description);
-		cfg_free_strv(c->agents[i].allow);
-	}
+	for (size_t i = 0; i < c->nagents; i++)
+		agent_free_fields(&c->agents[i]);
 	free(c->agents);
-	for (size_t i = 0; i < c->nclients; i++) {
-		struct config_client *k = &c->clients[i];
-		free(k->id);
-		free(k->client_id);
-		free(k->name);
-		cfg_free_strv(k->redirect_uris);
-		free(k->jwks_file);
-		free(k->jwks_uri);
-		free(k->jwks_json);
-	}
+	for (size_t i = 0; i < c->nclients; i++)
+		client_free_fields(&c->clients[i]);
 	free(c->clients);
-	for (size_t i = 0; i < c->nmcp_endpoints; i++) {
-		free(c->mcp_endpoints[i].id);
-		free(c->mcp_endpoints[i].resource);
-		free(c->mcp_endpoints[i].uri);
-		free(c->mcp_endpoints[i].upstream);
-		free(c->mcp_endpoints[i].unmapped_scope);
-	}
+	for (size_t i = 0; i < c->nmcp_endpoints; i++)
+		mcp_endpoint_free_fields(&c->mcp_endpoints[i]);
 	free(c->mcp_endpoints);
-	/* [enterprise.NAME] (issue #30 item 6) */
-	for (size_t i = 0; i < c->nenterprises; i++) {
-		struct config_enterprise *n = &c->enterprises[i];
-		free(n->id);
-		free(n->issuer);
-		free(n->jwks_file);
-		free(n->jwks_uri);
-		free(n->jwks_json);
-		for (size_t j = 0; j < n->nallow; j++) {
-			free(n->allow[j].client_id);
-			free(n->allow[j].mcp);
-			cfg_free_strv(n->allow[j].scopes);
-		}
-		free(n->allow);
-	}
+	for (size_t i = 0; i < c->nenterprises; i++)
+		enterprise_free_fields(&c->enterprises[i]);
 	free(c->enterprises);
-	for (size_t i = 0; i < c->nresources; i++) {
-		struct config_resource *r = &c->resources[i];
-		free(r->id);
-		free(r->name);
-		free(r->uri);
-		free(r->provider_issuer);
-		free(r->provider_authorization_endpoint);
-		free(r->provider_token_endpoint);
-		free(r->provider_revocation_endpoint);
-		free(r->provider_base_url);
-		free(r->provider_sites_endpoint);
-		free(r->provider_client_id);
-		wipe_free(r->provider_client_secret);
-		free(r->base_url);
-		free(r->api_key_header);
-		free(r->api_key_query);
-		free(r->api_key_prefix);
-	}
+	for (size_t i = 0; i < c->nresources; i++)
+		resource_free_fields(&c->resources[i]);
 	free(c->resources);
-	for (size_t i = 0; i < c->nscopes; i++) {
-		free(c->scopes[i].resource);
-		free(c->scopes[i].name);
-		free(c->scopes[i].description);
-		cfg_free_strv(c->scopes[i].provider);
-	}
+	for (size_t i = 0; i < c->nscopes; i++)
+		scope_free_fields(&c->scopes[i]);
 	free(c->scopes);
-	for (size_t i = 0; i < c->nactions; i++) {
-		free(c->actions[i].resource);
-		free(c->actions[i].name);
-		free(c->actions[i].description);
-		free(c->actions[i].scope);
-		free(c->actions[i].route_method);
-		free(c->actions[i].route_path);
-		cfg_free_strv(c->actions[i].standing_fixed);
-		policy_lines_free(c->actions[i].policy, c->actions[i].npolicy);
-	}
+	for (size_t i = 0; i < c->nactions; i++)
+		action_free_fields(&c->actions[i]);
 	free(c->actions);
 	OPENSSL_cleanse(c, sizeof *c);    /* the gateway secret's hash */
 	free(c);

@@ -364,19 +364,85 @@ struct claim {                 /* which section/key took an environment variable
 	const char *section, *key;
 };
 
+/* Fixed sections exist even when the file leaves them out: defaults and
+ * environment values still apply to them.  false on allocation failure. */
+static bool fixed_sections_add(struct ctx *c)
+{
+	for (int k = 0; k < SK_NFIXED; k++)
+		if (cfg_find_section(c, sec_defs[k].name) == NULL &&
+		    cfg_add_section(c, &(struct section_head){ .name = sec_defs[k].name,
+		    .kind = (enum sec_kind)k }) == NULL)
+			return false;
+	return true;
+}
+
+/* Section s's key takes the value v of environment variable *name (a value
+ * too long is reported and marks the entry bad); the entry keeps the name,
+ * *name is then NULL.  false on allocation failure. */
+static bool entry_from_env(struct ctx *c, struct section *s, const char *key, const char *v,
+    char **name)
+{
+	struct entry *e = cfg_find(s, key);
+	if (strlen(v) > MAX_ENV_VALUE) {
+		cfg_err_env(c, *name, "%s: value too long (max %d bytes)", key, MAX_ENV_VALUE);
+		if (e != NULL)
+			e->bad = true;
+		return true;
+	}
+	if (e == NULL) {
+		e = cfg_add_entry(c, s, key, v, 0);
+		if (e == NULL)
+			return false;
+	} else {
+		buf_wipe_clear(&e->val);
+		buf_init(&e->val, MAX_VALUE);
+		e->bad = false;
+		if (buf_puts(&e->val, v) != CS_OK) {
+			c->oom = true;
+			return false;
+		}
+	}
+	free(e->env);
+	e->env = *name;
+	*name = NULL;
+	return true;
+}
+
+/* Each CONSENTD_ variable that no key claimed (nor the master key, nor the
+ * allowlist) is an error; c->oom on allocation failure. */
+static void unknown_vars_report(struct ctx *c, const struct claim *claims, size_t nenv)
+{
+	char *name = NULL;
+
+	for (size_t j = 0; j < nenv; j++) {
+		const char *v = c->env[j];
+		if (strncmp(v, ENV_PREFIX, strlen(ENV_PREFIX)) != 0 || claims[j].section != NULL)
+			continue;
+		const char *eq = strchr(v, '=');
+		size_t n = eq != NULL ? (size_t)(eq - v) : strlen(v);
+		free(name);
+		name = cfg_xstrndup(c, v, n);
+		if (name == NULL)
+			break;
+		if (cfg_in_list(env_allowlist, name))
+			continue;
+		/* Later duplicates of a claimed variable are the same variable. */
+		long first = env_find(c->env, name);
+		if (first >= 0 && (size_t)first != j && claims[first].section != NULL)
+			continue;
+		cfg_err_env(c, name, "unknown configuration variable");
+	}
+	free(name);
+}
+
 static void apply_env(struct ctx *c)
 {
 	struct claim *claims = NULL;
 	char *name = NULL;
 	size_t nenv = 0;
 
-	/* Fixed sections exist even when the file leaves them out: defaults and
-	 * environment values still apply to them. */
-	for (int k = 0; k < SK_NFIXED; k++)
-		if (cfg_find_section(c, sec_defs[k].name) == NULL &&
-		    cfg_add_section(c, &(struct section_head){ .name = sec_defs[k].name,
-		    .kind = (enum sec_kind)k }) == NULL)
-			goto out;
+	if (!fixed_sections_add(c))
+		goto out;
 	if (c->env == NULL)
 		goto out;
 	while (c->env[nenv] != NULL)
@@ -404,30 +470,8 @@ static void apply_env(struct ctx *c)
 			}
 			claims[j].section = s->name;
 			claims[j].key = *k;
-			const char *v = c->env[j] + strlen(name) + 1;
-			struct entry *e = cfg_find(s, *k);
-			if (strlen(v) > MAX_ENV_VALUE) {
-				cfg_err_env(c, name, "%s: value too long (max %d bytes)", *k, MAX_ENV_VALUE);
-				if (e != NULL)
-					e->bad = true;
-				continue;
-			}
-			if (e == NULL) {
-				e = cfg_add_entry(c, s, *k, v, 0);
-				if (e == NULL)
-					goto out;
-			} else {
-				buf_wipe_clear(&e->val);
-				buf_init(&e->val, MAX_VALUE);
-				e->bad = false;
-				if (buf_puts(&e->val, v) != CS_OK) {
-					c->oom = true;
-					goto out;
-				}
-			}
-			free(e->env);
-			e->env = name;
-			name = NULL;
+			if (!entry_from_env(c, s, *k, c->env[j] + strlen(name) + 1, &name))
+				goto out;
 		}
 	}
 
@@ -438,24 +482,7 @@ static void apply_env(struct ctx *c)
 		c->master_key = c->env[mk] + strlen(ENV_MASTER_KEY) + 1;
 		c->master_key_var = ENV_MASTER_KEY;
 	}
-	for (size_t j = 0; j < nenv; j++) {
-		const char *v = c->env[j];
-		if (strncmp(v, ENV_PREFIX, strlen(ENV_PREFIX)) != 0 || claims[j].section != NULL)
-			continue;
-		const char *eq = strchr(v, '=');
-		size_t n = eq != NULL ? (size_t)(eq - v) : strlen(v);
-		free(name);
-		name = cfg_xstrndup(c, v, n);
-		if (name == NULL)
-			goto out;
-		if (cfg_in_list(env_allowlist, name))
-			continue;
-		/* Later duplicates of a claimed variable are the same variable. */
-		long first = env_find(c->env, name);
-		if (first >= 0 && (size_t)first != j && claims[first].section != NULL)
-			continue;
-		cfg_err_env(c, name, "unknown configuration variable");
-	}
+	unknown_vars_report(c, claims, nenv);
 out:
 	free(name);
 	free(claims);

@@ -313,15 +313,11 @@ static void load_gateway_auth(struct ctx *c, struct config *cfg, const struct se
 	cfg_get_bool(c, s, "dpop_nonce", false, &cfg->gateway_dpop_nonce);
 }
 
-static void load_gateway(struct ctx *c, struct config *cfg, const struct section *s)
+/* The gateway's client secret, given as itself or as its SHA-256 in hex,
+ * exactly when client_secret_basic is how it authenticates. */
+static void load_gateway_secret(struct ctx *c, struct config *cfg, const struct section *s)
 {
-	bool https, given;
 	char *hex = NULL;
-	const struct entry *e = cfg_get_str(c, s, "id", "agent-gateway", 0, &cfg->gateway_id);
-	if (e != NULL && !cfg_valid_token(cfg->gateway_id))
-		cfg_err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
-
-	load_gateway_auth(c, cfg, s);
 	const struct entry *se = cfg_get_str(c, s, "client_secret", NULL, 0, &cfg->gateway_client_secret);
 	const struct entry *he = cfg_get_str(c, s, "client_secret_sha256", NULL, 0, &hex);
 	const struct entry *sraw = cfg_find(s, "client_secret");
@@ -361,6 +357,17 @@ static void load_gateway(struct ctx *c, struct config *cfg, const struct section
 			cfg_err_e(c, he, "must be 64 hexadecimal characters (a SHA-256)");
 	}
 	free(hex);
+}
+
+static void load_gateway(struct ctx *c, struct config *cfg, const struct section *s)
+{
+	bool https, given;
+	const struct entry *e = cfg_get_str(c, s, "id", "agent-gateway", 0, &cfg->gateway_id);
+	if (e != NULL && !cfg_valid_token(cfg->gateway_id))
+		cfg_err_e(c, e, "must be printable ASCII without spaces, at most %d characters", MAX_ID);
+
+	load_gateway_auth(c, cfg, s);
+	load_gateway_secret(c, cfg, s);
 
 	cfg->subject_audiences = cfg_get_words(c, s, &(struct words_key){
 	    .key = "subject_audiences", .def = "gateway-app", .ok = word_ok_token,
@@ -1023,32 +1030,19 @@ static void base_url_site_check(struct ctx *c, const struct entry *e, const stru
 		    CONFIG_SITE_PLACEHOLDER);
 }
 
-static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
+/* The resource's provider: its endpoints (or a preset's), its client and
+ * the provider_base_url of a preset's instance.  true when one is configured. */
+static bool load_provider(struct ctx *c, struct config_resource *r, const struct section *s)
 {
-	bool https;
-	int i;
-	const struct entry *e;
-	char *def_uri = NULL;
-	struct buf b;
-	buf_init(&b, 256);
-
-	r->id = cfg_xstrdup(c, s->a);
-	(void)cfg_get_str(c, s, "name", s->a, 0, &r->name);
-	if (buf_printf(&b, "urn:consentd:resource:%s", s->a) != CS_OK || (def_uri = buf_steal(&b)) == NULL)
-		c->oom = true;
-	e = cfg_get_str(c, s, "uri", def_uri != NULL ? def_uri : "", 0, &r->uri);
-	if (e != NULL && !cfg_check_abs_uri(c, e, r->uri)) {
-		free(r->uri);
-		r->uri = NULL;
-	}
-	cfg_get_int(c, s, "max_consent", 2592000, 1, 315360000, &r->max_consent);
-
 	static const char *const provider_keys[] = { "provider_issuer",
 		"provider_authorization_endpoint", "provider_token_endpoint",
 		"provider_revocation_endpoint" };
 	char **fields[] = { &r->provider_issuer, &r->provider_authorization_endpoint,
 		&r->provider_token_endpoint, &r->provider_revocation_endpoint };
-	bool any = false;
+	bool any = false, https;
+	int i;
+	const struct entry *e;
+
 	for (size_t k = 0; k < 4; k++) {
 		e = cfg_get_str(c, s, provider_keys[k], NULL, S_EMPTY_NULL, fields[k]);
 		if (e != NULL && !cfg_check_url(c, e, *fields[k], k == 0 ? URL_PATH : URL_PATH | URL_QUERY,
@@ -1089,6 +1083,30 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 			cfg_err_line(c, s->line, "provider_client_id", "required in [%s] when a provider "
 			    "is configured", s->name);
 	}
+	return any;
+}
+
+static void load_resource(struct ctx *c, struct config_resource *r, const struct section *s)
+{
+	bool https;
+	int i;
+	const struct entry *e;
+	char *def_uri = NULL;
+	struct buf b;
+	buf_init(&b, 256);
+
+	r->id = cfg_xstrdup(c, s->a);
+	(void)cfg_get_str(c, s, "name", s->a, 0, &r->name);
+	if (buf_printf(&b, "urn:consentd:resource:%s", s->a) != CS_OK || (def_uri = buf_steal(&b)) == NULL)
+		c->oom = true;
+	e = cfg_get_str(c, s, "uri", def_uri != NULL ? def_uri : "", 0, &r->uri);
+	if (e != NULL && !cfg_check_abs_uri(c, e, r->uri)) {
+		free(r->uri);
+		r->uri = NULL;
+	}
+	cfg_get_int(c, s, "max_consent", 2592000, 1, 315360000, &r->max_consent);
+
+	bool any = load_provider(c, r, s);
 	preset_fill(c, r);
 	cfg_get_int(c, s, "refresh_margin", 60, 0, 3600, &r->refresh_margin);
 	/* Refresh ahead of expiry for offline consents (vault_refresh_ahead): only
@@ -1408,21 +1426,88 @@ static void check_resource_reached(struct ctx *c, const struct config *cfg,
 		    "upstream in front of it", s->name);
 }
 
-static void cross_check(struct ctx *c, const struct config *cfg)
+/* SECURITY: consentd's grants and the IdP's tokens must never share an issuer. */
+static void check_public_url(struct ctx *c, const struct config *cfg)
 {
-	size_t ia = 0, ir = 0, iac = 0, ik = 0;
-
-	check_default_duration(c, cfg);
-
 	const struct entry *e = cfg_find(cfg_find_section(c, "server"), "public_url");
 	if (e != NULL && cfg->public_url != NULL && cfg->oidc_issuer != NULL) {
 		size_t l = strlen(cfg->oidc_issuer);
 		if (l > 0 && cfg->oidc_issuer[l - 1] == '/')
 			l--;
-		/* SECURITY: consentd's grants and the IdP's tokens must never share an issuer. */
 		if (strlen(cfg->public_url) == l && strncasecmp(cfg->public_url, cfg->oidc_issuer, l) == 0)
 			cfg_err_e(c, e, "must differ from [oidc] issuer");
 	}
+}
+
+/* The ik-th [client.X]'s client_id names no earlier client and no agent. */
+static void check_client(struct ctx *c, const struct config *cfg, const struct section *s,
+    size_t ik)
+{
+	const struct config_client *k = &cfg->clients[ik];
+	for (size_t j = 0; k->client_id != NULL && j < ik; j++)
+		if (cfg->clients[j].client_id != NULL &&
+		    strcmp(cfg->clients[j].client_id, k->client_id) == 0)
+			cfg_err_line(c, s->line, "client_id", "[%s] has the client_id of "
+			    "[client.%s]", s->name, cfg->clients[j].id);
+	/* SECURITY: one id, one party: consent rows name either. */
+	for (size_t j = 0; k->client_id != NULL && j < cfg->nagents; j++)
+		if (cfg->agents[j].id != NULL && strcmp(cfg->agents[j].id, k->client_id) == 0)
+			cfg_err_line(c, s->line, "client_id", "[%s] has the id of "
+			    "[agent.%s]", s->name, k->client_id);
+}
+
+/* The ir-th [resource.X]'s uri (given or default) is no earlier resource's. */
+static void check_resource_uri(struct ctx *c, const struct config *cfg, const struct section *s,
+    size_t ir)
+{
+	const struct config_resource *r = &cfg->resources[ir];
+	const struct entry *e = cfg_find(s, "uri");
+	for (size_t j = 0; r->uri != NULL && j < ir; j++) {
+		if (cfg->resources[j].uri == NULL || strcmp(cfg->resources[j].uri, r->uri) != 0)
+			continue;
+		if (e != NULL)
+			cfg_err_e(c, e, "same as the uri of [resource.%s]", cfg->resources[j].id);
+		else
+			cfg_err_line(c, s->line, "uri", "the default uri of [%s] is already the uri "
+			    "of [resource.%s]", s->name, cfg->resources[j].id);
+	}
+}
+
+/* A [scope.R.S] has its [resource.R], and names provider scopes only when
+ * that resource has a provider. */
+static void check_scope(struct ctx *c, const struct section *s)
+{
+	const struct section *rs = resource_section(c, s->a);
+	const struct entry *e;
+	if (rs == NULL) {
+		cfg_err_line(c, s->line, NULL, "[%s]: no [resource.%s] section", s->name, s->a);
+		return;
+	}
+	e = cfg_find(s, "provider");
+	if (e != NULL && cfg_value_of(e)[0] != '\0' && !section_has_provider(rs))
+		cfg_err_e(c, e, "[resource.%s] has no provider", s->a);
+}
+
+/* An [mcp.X]'s resource and unmapped_scope name sections that exist. */
+static void check_mcp_endpoint(struct ctx *c, const struct config *cfg, const struct section *s)
+{
+	const struct config_mcp_endpoint *m = config_mcp_endpoint(cfg, s->a);
+	const struct entry *e = cfg_find(s, "resource");
+	if (m != NULL && m->resource != NULL && e != NULL &&
+	    config_resource(cfg, m->resource) == NULL)
+		cfg_err_e(c, e, "no [resource.%s] section", m->resource);
+	else if (m != NULL && m->resource != NULL && m->unmapped_scope != NULL &&
+	    (e = cfg_find(s, "unmapped_scope")) != NULL &&
+	    config_scope(cfg, m->resource, m->unmapped_scope) == NULL)
+		cfg_err_e(c, e, "no [scope.%s.%s] section", m->resource, m->unmapped_scope);
+}
+
+static void cross_check(struct ctx *c, const struct config *cfg)
+{
+	size_t ia = 0, ir = 0, iac = 0, ik = 0;
+
+	check_default_duration(c, cfg);
+	check_public_url(c, cfg);
 
 	for (size_t i = 0; i < c->nsecs; i++) {
 		const struct section *s = &c->secs[i];
@@ -1430,63 +1515,22 @@ static void cross_check(struct ctx *c, const struct config *cfg)
 		case SK_AGENT:
 			check_agent(c, cfg, s, &cfg->agents[ia++]);
 			break;
-		case SK_CLIENT: {
-			const struct config_client *k = &cfg->clients[ik];
-			for (size_t j = 0; k->client_id != NULL && j < ik; j++)
-				if (cfg->clients[j].client_id != NULL &&
-				    strcmp(cfg->clients[j].client_id, k->client_id) == 0)
-					cfg_err_line(c, s->line, "client_id", "[%s] has the client_id of "
-					    "[client.%s]", s->name, cfg->clients[j].id);
-			/* SECURITY: one id, one party: consent rows name either. */
-			for (size_t j = 0; k->client_id != NULL && j < cfg->nagents; j++)
-				if (cfg->agents[j].id != NULL && strcmp(cfg->agents[j].id, k->client_id) == 0)
-					cfg_err_line(c, s->line, "client_id", "[%s] has the id of "
-					    "[agent.%s]", s->name, k->client_id);
-			ik++;
+		case SK_CLIENT:
+			check_client(c, cfg, s, ik++);
 			break;
-		}
-		case SK_RESOURCE: {
-			const struct config_resource *r = &cfg->resources[ir];
-			check_resource_reached(c, cfg, s, r);
-			e = cfg_find(s, "uri");
-			for (size_t j = 0; r->uri != NULL && j < ir; j++) {
-				if (cfg->resources[j].uri == NULL || strcmp(cfg->resources[j].uri, r->uri) != 0)
-					continue;
-				if (e != NULL)
-					cfg_err_e(c, e, "same as the uri of [resource.%s]", cfg->resources[j].id);
-				else
-					cfg_err_line(c, s->line, "uri", "the default uri of [%s] is already the uri "
-					    "of [resource.%s]", s->name, cfg->resources[j].id);
-			}
-			ir++;
+		case SK_RESOURCE:
+			check_resource_reached(c, cfg, s, &cfg->resources[ir]);
+			check_resource_uri(c, cfg, s, ir++);
 			break;
-		}
-		case SK_SCOPE: {
-			const struct section *rs = resource_section(c, s->a);
-			if (rs == NULL) {
-				cfg_err_line(c, s->line, NULL, "[%s]: no [resource.%s] section", s->name, s->a);
-				break;
-			}
-			e = cfg_find(s, "provider");
-			if (e != NULL && cfg_value_of(e)[0] != '\0' && !section_has_provider(rs))
-				cfg_err_e(c, e, "[resource.%s] has no provider", s->a);
+		case SK_SCOPE:
+			check_scope(c, s);
 			break;
-		}
 		case SK_ENTERPRISE:
 			enterprise_cross_check(c, cfg, s);
 			break;
-		case SK_MCP_ENDPOINT: {
-			const struct config_mcp_endpoint *m = config_mcp_endpoint(cfg, s->a);
-			e = cfg_find(s, "resource");
-			if (m != NULL && m->resource != NULL && e != NULL &&
-			    config_resource(cfg, m->resource) == NULL)
-				cfg_err_e(c, e, "no [resource.%s] section", m->resource);
-			else if (m != NULL && m->resource != NULL && m->unmapped_scope != NULL &&
-			    (e = cfg_find(s, "unmapped_scope")) != NULL &&
-			    config_scope(cfg, m->resource, m->unmapped_scope) == NULL)
-				cfg_err_e(c, e, "no [scope.%s.%s] section", m->resource, m->unmapped_scope);
+		case SK_MCP_ENDPOINT:
+			check_mcp_endpoint(c, cfg, s);
 			break;
-		}
 		case SK_ACTION:
 			check_action(c, cfg, s, &cfg->actions[iac], iac);
 			iac++;

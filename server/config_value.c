@@ -189,6 +189,49 @@ static bool parse_port(const char *p, size_t n, uint16_t *out)
 	return true;
 }
 
+/* A URL's authority a (alen bytes, no userinfo): an IPv6 literal or a host
+ * name, then an optional port.  NULL with *hlen the host's length, or what
+ * is wrong with it. */
+static const char *url_authority_check(const char *a, size_t alen, size_t *hlen)
+{
+	const char *port = NULL;
+	uint16_t pn;
+
+	if (a[0] == '[') {
+		const char *rb = memchr(a, ']', alen);
+		char ip6[INET6_ADDRSTRLEN + 1];
+		unsigned char tmp[16];
+		size_t ilen = rb != NULL ? (size_t)(rb - a - 1) : 0;
+		if (rb == NULL || ilen == 0 || ilen >= sizeof ip6)
+			return "URL has a malformed IPv6 host";
+		memcpy(ip6, a + 1, ilen);
+		ip6[ilen] = '\0';
+		if (inet_pton(AF_INET6, ip6, tmp) != 1)
+			return "URL has a malformed IPv6 host";
+		*hlen = (size_t)(rb - a) + 1;
+		if (*hlen < alen) {
+			if (a[*hlen] != ':')
+				return "URL has a malformed host";
+			port = a + *hlen + 1;
+		}
+	} else {
+		const char *colon = memchr(a, ':', alen);
+		*hlen = colon != NULL ? (size_t)(colon - a) : alen;
+		if (colon != NULL)
+			port = colon + 1;
+		for (size_t i = 0; i < *hlen; i++) {
+			unsigned char ch = (unsigned char)a[i];
+			if (!(isalnum(ch) || ch == '-' || ch == '.' || ch == '_'))
+				return "URL has a malformed host";
+		}
+	}
+	if (*hlen == 0)
+		return "URL has no host";
+	if (port != NULL && !parse_port(port, (size_t)(a + alen - port), &pn))
+		return "URL has a bad port (expected 1 to 65535)";
+	return NULL;
+}
+
 /* An http(s) URL: https, or http on a loopback host; no userinfo, no fragment;
  * a path and a query only where allowed (a lone "/" path is always fine).
  * *https tells the scheme.  Reports and returns false when the URL is unusable. */
@@ -217,52 +260,10 @@ bool cfg_check_url(struct ctx *c, const struct entry *e, const char *v, unsigned
 		cfg_err_e(c, e, "URL must not contain user information ('@')");
 		return false;
 	}
-	const char *host = a;
+	const char *host = a, *why;
 	size_t hlen;
-	const char *port = NULL;
-	if (a[0] == '[') {
-		const char *rb = memchr(a, ']', alen);
-		char ip6[INET6_ADDRSTRLEN + 1];
-		unsigned char tmp[16];
-		size_t ilen = rb != NULL ? (size_t)(rb - a - 1) : 0;
-		if (rb == NULL || ilen == 0 || ilen >= sizeof ip6) {
-			cfg_err_e(c, e, "URL has a malformed IPv6 host");
-			return false;
-		}
-		memcpy(ip6, a + 1, ilen);
-		ip6[ilen] = '\0';
-		if (inet_pton(AF_INET6, ip6, tmp) != 1) {
-			cfg_err_e(c, e, "URL has a malformed IPv6 host");
-			return false;
-		}
-		hlen = (size_t)(rb - a) + 1;
-		if (hlen < alen) {
-			if (a[hlen] != ':') {
-				cfg_err_e(c, e, "URL has a malformed host");
-				return false;
-			}
-			port = a + hlen + 1;
-		}
-	} else {
-		const char *colon = memchr(a, ':', alen);
-		hlen = colon != NULL ? (size_t)(colon - a) : alen;
-		if (colon != NULL)
-			port = colon + 1;
-		for (size_t i = 0; i < hlen; i++) {
-			unsigned char ch = (unsigned char)a[i];
-			if (!(isalnum(ch) || ch == '-' || ch == '.' || ch == '_')) {
-				cfg_err_e(c, e, "URL has a malformed host");
-				return false;
-			}
-		}
-	}
-	if (hlen == 0) {
-		cfg_err_e(c, e, "URL has no host");
-		return false;
-	}
-	uint16_t pn;
-	if (port != NULL && !parse_port(port, (size_t)(a + alen - port), &pn)) {
-		cfg_err_e(c, e, "URL has a bad port (expected 1 to 65535)");
+	if ((why = url_authority_check(a, alen, &hlen)) != NULL) {
+		cfg_err_e(c, e, "%s", why);
 		return false;
 	}
 	bool ok = true;

@@ -44,59 +44,72 @@ static bool htu_matches(const char *htu, const char *want)
 	return n == strlen(want) && memcmp(htu, want, n) == 0;
 }
 
+/* The proof is a dpop+jwt signed by the jwk in its header: true with *k
+ * that key (the caller frees it), else false with why. */
+static bool proof_signed(const struct jws_parsed *p, struct jws_key **k, char *why, size_t whylen)
+{
+	char kwhy[96];
+	const char *typ = json_string_value(json_object_get(p->header, "typ"));
+	if (typ == NULL || strcmp(typ, "dpop+jwt") != 0) {
+		set_why(why, whylen, "typ is not dpop+jwt");
+		return false;
+	}
+	/* SECURITY: the key comes with the proof; it must be a public key, and
+	 * the header's algorithm must be that key's (no algorithm confusion). */
+	if (jws_key_from_jwk_for(json_object_get(p->header, "jwk"), JWS_ALGS_DPOP_PROOF, k, kwhy,
+	    sizeof kwhy) != CS_OK) {
+		/* kwhy is shorter than any caller's why; too long, it would leave why "". */
+		if (why != NULL && whylen > 0 && str_fmt(why, whylen, "jwk: %s",
+		    json_object_get(p->header, "jwk") ? kwhy : "missing") != CS_OK)
+			why[0] = '\0';
+		return false;
+	}
+	if (!jws_verify(p, *k)) {
+		set_why(why, whylen, "the signature does not verify with the proof's jwk");
+		return false;
+	}
+	return true;
+}
+
+/* The proof's jti, and its htm, htu and iat against this request: NULL with
+ * *t the iat, or what is wrong. */
+static const char *request_claims_check(json_t *payload, const struct dpop_expect *e, double *t)
+{
+	json_t *jti = json_object_get(payload, "jti");
+	if (!json_is_string(jti) || json_string_length(jti) == 0 ||
+	    json_string_length(jti) > DPOP_JTI_MAX)
+		return "jti is missing or too long";
+	const char *htm = json_string_value(json_object_get(payload, "htm"));
+	if (htm == NULL || strcmp(htm, e->htm) != 0)
+		return "htm is not this request's method";
+	const char *htu = json_string_value(json_object_get(payload, "htu"));
+	if (htu == NULL || !htu_matches(htu, e->htu))
+		return "htu is not this request's URL";
+	json_t *iat = json_object_get(payload, "iat");
+	if (!json_is_integer(iat) && !json_is_real(iat))
+		return "iat is missing";
+	*t = json_number_value(iat);
+	if (!(*t >= (double)(e->now - e->window) && *t <= (double)(e->now + e->window)))
+		return "iat is outside the accepted window";
+	return NULL;
+}
+
 enum cs_err dpop_proof_check(const char *proof, const struct dpop_expect *e,
     struct dpop_proof *out, enum dpop_verdict *verdict, char *why, size_t whylen)
 {
 	struct jws_parsed p;
 	struct jws_key *k = NULL;
 	enum cs_err r = CS_OK;
-	char kwhy[96], ath[JWS_JKT_LEN + 1];
+	char ath[JWS_JKT_LEN + 1];
 	*verdict = DPOP_INVALID;
 	if (jws_parse(proof, JWS_ALGS_DPOP_PROOF, &p, why, whylen) != CS_OK)
 		return CS_OK;
-	const char *typ = json_string_value(json_object_get(p.header, "typ"));
-	if (typ == NULL || strcmp(typ, "dpop+jwt") != 0) {
-		set_why(why, whylen, "typ is not dpop+jwt");
+	if (!proof_signed(&p, &k, why, whylen))
 		goto out;
-	}
-	/* SECURITY: the key comes with the proof; it must be a public key, and
-	 * the header's algorithm must be that key's (no algorithm confusion). */
-	if (jws_key_from_jwk_for(json_object_get(p.header, "jwk"), JWS_ALGS_DPOP_PROOF, &k, kwhy,
-	    sizeof kwhy) != CS_OK) {
-		/* kwhy is shorter than any caller's why; too long, it would leave why "". */
-		if (why != NULL && whylen > 0 && str_fmt(why, whylen, "jwk: %s",
-		    json_object_get(p.header, "jwk") ? kwhy : "missing") != CS_OK)
-			why[0] = '\0';
-		goto out;
-	}
-	if (!jws_verify(&p, k)) {
-		set_why(why, whylen, "the signature does not verify with the proof's jwk");
-		goto out;
-	}
-	json_t *jti = json_object_get(p.payload, "jti");
-	if (!json_is_string(jti) || json_string_length(jti) == 0 ||
-	    json_string_length(jti) > DPOP_JTI_MAX) {
-		set_why(why, whylen, "jti is missing or too long");
-		goto out;
-	}
-	const char *htm = json_string_value(json_object_get(p.payload, "htm"));
-	if (htm == NULL || strcmp(htm, e->htm) != 0) {
-		set_why(why, whylen, "htm is not this request's method");
-		goto out;
-	}
-	const char *htu = json_string_value(json_object_get(p.payload, "htu"));
-	if (htu == NULL || !htu_matches(htu, e->htu)) {
-		set_why(why, whylen, "htu is not this request's URL");
-		goto out;
-	}
-	json_t *iat = json_object_get(p.payload, "iat");
-	if (!json_is_integer(iat) && !json_is_real(iat)) {
-		set_why(why, whylen, "iat is missing");
-		goto out;
-	}
-	double t = json_number_value(iat);
-	if (!(t >= (double)(e->now - e->window) && t <= (double)(e->now + e->window))) {
-		set_why(why, whylen, "iat is outside the accepted window");
+	double t = 0;
+	const char *refusal = request_claims_check(p.payload, e, &t);
+	if (refusal != NULL) {
+		set_why(why, whylen, refusal);
 		goto out;
 	}
 	if (e->access_token != NULL) {
@@ -119,7 +132,7 @@ enum cs_err dpop_proof_check(const char *proof, const struct dpop_expect *e,
 		}
 	}
 	memset(out, 0, sizeof *out);
-	if ((out->jti = strdup(json_string_value(jti))) == NULL) {
+	if ((out->jti = strdup(json_string_value(json_object_get(p.payload, "jti")))) == NULL) {
 		r = CS_ENOMEM;
 		goto out;
 	}

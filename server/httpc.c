@@ -156,41 +156,36 @@ static void response_init(struct httpc_response *res)
 	res->content_type = NULL;
 }
 
-/* One request with a fresh easy handle.  body NULL: GET; else a POST of
- * body_len bytes with the Content-Type line ct_line. */
-static enum cs_err perform(const char *url, const char *body, size_t body_len,
-    const char *ct_line, struct curl_slist *extra, struct httpc_response *res)
+/* The request's header lines: Accept, then ct_line (a POST's Content-Type)
+ * unless NULL, then the caller's lines (Authorization), moved from *extra
+ * onto the list so one free wipes all.  NULL when out of memory (*extra
+ * then still the caller's). */
+static struct curl_slist *perform_headers(const char *ct_line, struct curl_slist **extra)
 {
-	enum cs_err e = CS_EINVAL;
-	CURLU *u = NULL;
-	CURL *h = NULL;
-	struct curl_slist *hdrs = NULL, *tail = NULL;
-	struct sink sink = { &res->body, false, false };
-	char *ct = NULL;
-	CURLcode rc;
-	bool setup_ok = true;
+	struct curl_slist *hdrs, *tail;
 
-	response_init(res);
-	if ((u = url_parse_allowed(url)) == NULL)
-		goto out;
-	e = CS_ENOMEM;
-	if ((h = curl_easy_init()) == NULL)
-		goto out;
 	if ((hdrs = curl_slist_append(NULL, "Accept: application/json")) == NULL)
-		goto out;
+		return NULL;
 	tail = hdrs;
-	if (body != NULL) {
-		if ((tail = curl_slist_append(hdrs, ct_line)) == NULL)
-			goto out;
+	if (ct_line != NULL) {
+		if ((tail = curl_slist_append(hdrs, ct_line)) == NULL) {
+			slist_wipe_free(hdrs);
+			return NULL;
+		}
 	}
-	/* Move the caller's lines (Authorization) onto our list so one free wipes all. */
 	while (tail->next != NULL)
 		tail = tail->next;
-	tail->next = extra;
-	extra = NULL;
+	tail->next = *extra;
+	*extra = NULL;
+	return hdrs;
+}
 
-	e = CS_EIO;
-	setup_ok = curl_easy_setopt(h, CURLOPT_CURLU, u) == CURLE_OK &&
+/* Sets up h for perform(): u, the header lines, the sink; body NULL: GET,
+ * else a POST of body_len bytes.  false when libcurl refused an option. */
+static bool perform_setup(CURL *h, CURLU *u, struct curl_slist *hdrs, struct sink *sink,
+    const char *body, size_t body_len)
+{
+	bool setup_ok = curl_easy_setopt(h, CURLOPT_CURLU, u) == CURLE_OK &&
 #if LIBCURL_VERSION_NUM >= 0x075500
 	    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
 #else
@@ -208,13 +203,39 @@ static enum cs_err perform(const char *url, const char *body, size_t body_len,
 	    curl_easy_setopt(h, CURLOPT_USERAGENT, HTTPC_UA) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK &&
 	    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb) == CURLE_OK &&
-	    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink) == CURLE_OK;
+	    curl_easy_setopt(h, CURLOPT_WRITEDATA, sink) == CURLE_OK;
 	if (setup_ok && body != NULL)
 		setup_ok = curl_easy_setopt(h, CURLOPT_POST, 1L) == CURLE_OK &&
 		    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
 		        (curl_off_t)body_len) == CURLE_OK &&
 		    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body) == CURLE_OK;
-	if (!setup_ok)
+	return setup_ok;
+}
+
+/* One request with a fresh easy handle.  body NULL: GET; else a POST of
+ * body_len bytes with the Content-Type line ct_line. */
+static enum cs_err perform(const char *url, const char *body, size_t body_len,
+    const char *ct_line, struct curl_slist *extra, struct httpc_response *res)
+{
+	enum cs_err e = CS_EINVAL;
+	CURLU *u = NULL;
+	CURL *h = NULL;
+	struct curl_slist *hdrs = NULL;
+	struct sink sink = { &res->body, false, false };
+	char *ct = NULL;
+	CURLcode rc;
+
+	response_init(res);
+	if ((u = url_parse_allowed(url)) == NULL)
+		goto out;
+	e = CS_ENOMEM;
+	if ((h = curl_easy_init()) == NULL)
+		goto out;
+	if ((hdrs = perform_headers(body != NULL ? ct_line : NULL, &extra)) == NULL)
+		goto out;
+
+	e = CS_EIO;
+	if (!perform_setup(h, u, hdrs, &sink, body, body_len))
 		goto out;
 	rc = curl_easy_perform(h);
 	if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
@@ -753,6 +774,44 @@ enum cs_err httpc_stream_open(const struct httpc_request *rq, struct httpc_reply
 	return stream_open(rq, NULL, res, out);
 }
 
+/* The stream's header lines into s->hdrs: "Expect:" off (a 100-continue
+ * round trip buys nothing here), then the request's own. */
+static enum cs_err stream_headers(struct httpc_stream *s, const struct httpc_request *rq)
+{
+	if ((s->hdrs = curl_slist_append(NULL, "Expect:")) == NULL)
+		return CS_ENOMEM;
+	for (size_t i = 0; rq->headers && rq->headers[i]; i++) {
+		/* SECURITY: a header line with CR or LF would smuggle another header. */
+		if (strpbrk(rq->headers[i], "\r\n") != NULL)
+			return CS_EINVAL;
+		struct curl_slist *t = curl_slist_append(s->hdrs, rq->headers[i]);
+		if (t == NULL)
+			return CS_ENOMEM;
+		s->hdrs = t;
+	}
+	return CS_OK;
+}
+
+/* Runs the transfer until the final headers and the first body bytes (or
+ * the end).  headers_only: the headers must come within the connect timeout
+ * and 5 s more, whatever the transfer's own timeout (a stream's lifetime). */
+static enum cs_err stream_wait_head(struct httpc_stream *s, const struct httpc_request *rq)
+{
+	enum cs_err e;
+	int64_t head_by = mono_ms() + ((rq->connect_timeout > 0 ? rq->connect_timeout : 10) + 5) * 1000;
+	while (!s->done && !(s->hs.final && (rq->headers_only || s->pending.len > 0))) {
+		if (rq->headers_only && mono_ms() > head_by)
+			return CS_EBUSY;
+		if ((e = stream_step(s)) != CS_OK)
+			return e;
+	}
+	if (s->done && (e = stream_result(s)) != CS_OK)
+		return e;
+	if (!s->hs.final)
+		return CS_EIO;                    /* no HTTP response at all */
+	return CS_OK;
+}
+
 static enum cs_err stream_open(const struct httpc_request *rq, const struct httpc_call_opts *o,
     struct httpc_reply *res, struct httpc_stream **out)
 {
@@ -777,45 +836,17 @@ static enum cs_err stream_open(const struct httpc_request *rq, const struct http
 	s->hs.res = res;
 	if ((s->u = url_parse_allowed(rq->url)) == NULL)
 		goto out;
-	/* "Expect:" off: a 100-continue round trip buys nothing here. */
-	e = CS_ENOMEM;
-	if ((s->hdrs = curl_slist_append(NULL, "Expect:")) == NULL)
+	if ((e = stream_headers(s, rq)) != CS_OK)
 		goto out;
-	for (size_t i = 0; rq->headers && rq->headers[i]; i++) {
-		/* SECURITY: a header line with CR or LF would smuggle another header. */
-		if (strpbrk(rq->headers[i], "\r\n") != NULL) {
-			e = CS_EINVAL;
-			goto out;
-		}
-		struct curl_slist *t = curl_slist_append(s->hdrs, rq->headers[i]);
-		if (t == NULL)
-			goto out;
-		s->hdrs = t;
-	}
+	e = CS_ENOMEM;
 	if ((s->tc = thread_curl()) == NULL || !handles_take(s->tc, &s->cu))
 		goto out;
 	e = CS_EIO;
 	if (!stream_setup(s, rq, s->tc->share) ||
 	    curl_multi_add_handle(s->cu.multi, s->cu.h) != CURLM_OK)
 		goto out;
-	/* Until the final headers and the first body bytes (or the end). */
-	/* headers_only: the headers must come within the connect timeout and
-	 * 5 s more, whatever the transfer's own timeout (a stream's lifetime). */
-	int64_t head_by = mono_ms() + ((rq->connect_timeout > 0 ? rq->connect_timeout : 10) + 5) * 1000;
-	while (!s->done && !(s->hs.final && (rq->headers_only || s->pending.len > 0))) {
-		if (rq->headers_only && mono_ms() > head_by) {
-			e = CS_EBUSY;
-			goto out;
-		}
-		if ((e = stream_step(s)) != CS_OK)
-			goto out;
-	}
-	if (s->done && (e = stream_result(s)) != CS_OK)
+	if ((e = stream_wait_head(s, rq)) != CS_OK)
 		goto out;
-	if (!s->hs.final) {
-		e = CS_EIO;                       /* no HTTP response at all */
-		goto out;
-	}
 	*out = s;
 	return CS_OK;
 out:

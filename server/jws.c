@@ -228,46 +228,67 @@ enum cs_err jws_key_from_jwk(const json_t *jwk, struct jws_key **out, char *why,
 	return jws_key_from_jwk_for(jwk, JWS_ALGS_CLIENT_ASSERTION, out, why, whylen);
 }
 
+/* The JWK is a public key (SECURITY: a private key in a public place is
+ * refused outright, RFC 9449 §4.3 for proofs; a JWKS with private members is
+ * a leaked key) of a type that fits allow: NULL with *fits the algorithms it
+ * may verify, or why not. */
+static const char *key_type_check(const json_t *jwk, jws_algs allow, jws_algs *fits)
+{
+	if (!json_is_object(jwk))
+		return "a JWK must be a JSON object";
+	for (size_t i = 0; private_members[i] != NULL; i++) {
+		if (json_object_get(jwk, private_members[i]) != NULL)
+			return "the JWK carries a private or symmetric key";
+	}
+	const char *kty = json_string_value(json_object_get(jwk, "kty"));
+	if (kty == NULL)
+		return "the JWK has no kty";
+	if (strcmp(kty, "EC") == 0)
+		*fits = JWS_ALG_BIT(JWS_ES256);
+	else if (strcmp(kty, "RSA") == 0)
+		*fits = JWS_ALG_BIT(JWS_PS256) | JWS_ALG_BIT(JWS_RS256);
+	else if (strcmp(kty, "OKP") == 0)
+		*fits = JWS_ALG_BIT(JWS_EDDSA);
+	else
+		return "the key type is not EC, RSA or OKP";
+	/* SECURITY: the key verifies only what its use allows and its type fits. */
+	if ((*fits &= allow) == 0)
+		return "the key type is not allowed here";
+	return NULL;
+}
+
+/* The JWK's optional alg (one its type fits: *fits narrows to it) and kid
+ * (1 to 128 characters): NULL, or what is wrong. */
+static const char *alg_kid_check(const json_t *jwk, jws_algs *fits)
+{
+	json_t *ja = json_object_get(jwk, "alg");
+	enum jws_alg pinned = ja != NULL ? jws_alg_parse(json_string_value(ja)) : JWS_ALG__MAX;
+	if (ja != NULL && (!json_is_string(ja) || pinned == JWS_ALG__MAX ||
+	    (*fits & JWS_ALG_BIT(pinned)) == 0))
+		return "the JWK's alg is not one allowed for its key type";
+	if (ja != NULL)
+		*fits = JWS_ALG_BIT(pinned);
+	json_t *kid = json_object_get(jwk, "kid");
+	if (kid != NULL && (!json_is_string(kid) || json_string_length(kid) == 0 ||
+	    json_string_length(kid) > 128))
+		return "the JWK's kid must be a string of 1 to 128 characters";
+	return NULL;
+}
+
 enum cs_err jws_key_from_jwk_for(const json_t *jwk, jws_algs allow, struct jws_key **out,
     char *why, size_t whylen)
 {
 	struct jws_key *k = NULL;
 	EVP_PKEY *pk = NULL;
-	jws_algs fits;
+	jws_algs fits = 0;
 	enum cs_err e = CS_EINVAL;
+	const char *refusal;
 	set_why(why, whylen, "not a usable public key");
-	if (!json_is_object(jwk)) {
-		set_why(why, whylen, "a JWK must be a JSON object");
+	if ((refusal = key_type_check(jwk, allow, &fits)) != NULL) {
+		set_why(why, whylen, refusal);
 		return CS_EINVAL;
-	}
-	/* SECURITY: a private key in a public place is refused outright (RFC 9449
-	 * §4.3 for proofs; a JWKS with private members is a leaked key). */
-	for (size_t i = 0; private_members[i] != NULL; i++) {
-		if (json_object_get(jwk, private_members[i]) != NULL) {
-			set_why(why, whylen, "the JWK carries a private or symmetric key");
-			return CS_EINVAL;
-		}
 	}
 	const char *kty = json_string_value(json_object_get(jwk, "kty"));
-	if (kty == NULL) {
-		set_why(why, whylen, "the JWK has no kty");
-		return CS_EINVAL;
-	}
-	if (strcmp(kty, "EC") == 0)
-		fits = JWS_ALG_BIT(JWS_ES256);
-	else if (strcmp(kty, "RSA") == 0)
-		fits = JWS_ALG_BIT(JWS_PS256) | JWS_ALG_BIT(JWS_RS256);
-	else if (strcmp(kty, "OKP") == 0)
-		fits = JWS_ALG_BIT(JWS_EDDSA);
-	else {
-		set_why(why, whylen, "the key type is not EC, RSA or OKP");
-		return CS_EINVAL;
-	}
-	/* SECURITY: the key verifies only what its use allows and its type fits. */
-	if ((fits &= allow) == 0) {
-		set_why(why, whylen, "the key type is not allowed here");
-		return CS_EINVAL;
-	}
 	if (strcmp(kty, "EC") == 0)
 		pk = ec_p256(jwk, why, whylen);
 	else if (strcmp(kty, "RSA") == 0)
@@ -276,21 +297,11 @@ enum cs_err jws_key_from_jwk_for(const json_t *jwk, jws_algs allow, struct jws_k
 		pk = ed25519(jwk, why, whylen);
 	if (pk == NULL)
 		return CS_EINVAL;
-	json_t *ja = json_object_get(jwk, "alg");
-	enum jws_alg pinned = ja != NULL ? jws_alg_parse(json_string_value(ja)) : JWS_ALG__MAX;
-	if (ja != NULL && (!json_is_string(ja) || pinned == JWS_ALG__MAX ||
-	    (fits & JWS_ALG_BIT(pinned)) == 0)) {
-		set_why(why, whylen, "the JWK's alg is not one allowed for its key type");
+	if ((refusal = alg_kid_check(jwk, &fits)) != NULL) {
+		set_why(why, whylen, refusal);
 		goto fail;
 	}
-	if (ja != NULL)
-		fits = JWS_ALG_BIT(pinned);
 	json_t *kid = json_object_get(jwk, "kid");
-	if (kid != NULL && (!json_is_string(kid) || json_string_length(kid) == 0 ||
-	    json_string_length(kid) > 128)) {
-		set_why(why, whylen, "the JWK's kid must be a string of 1 to 128 characters");
-		goto fail;
-	}
 	if ((k = calloc(1, sizeof *k)) == NULL) {
 		e = CS_ENOMEM;
 		goto fail;

@@ -191,6 +191,52 @@ struct release_entry {
 };
 static enum cs_err release_entry_write(struct store_conn *c, void *ctx);
 
+/* A tool call with its consent: the approval gate on the exact arguments,
+ * and the release (once); an expired or meanwhile used approval is asked
+ * again, at most twice. */
+static enum cs_err release_tool_call(struct store_conn *c, const struct config *cfg,
+    const struct mcp_call_req *rq, json_t *args, struct mcp_call_plan *out)
+{
+	enum cs_err e;
+	bool go = false;
+
+	for (int round = 0; round < 2; round++) {
+		struct release_entry re = { rq, out };
+		struct exchange_release_req xr = { .vault = rq->vault, .k = &out->live, .act = out->act,
+			.params = args, .canonical_max = 2 * MCP_RPC_MAX_BODY + APPROVAL_MAX_CANONICAL,
+			.actor = rq->actor, .now = rq->now, .limits = rq->limits,
+			.with = release_entry_write, .with_ctx = &re };
+		exchange_release_clear(&out->rel);
+		memset(&out->rel, 0, sizeof out->rel);
+		if ((e = exchange_release(c, cfg, &xr, &out->rel)) != CS_OK)
+			return e;
+		switch (out->rel.outcome) {
+		case EXCHANGE_RELEASED:
+			out->outcome = MCP_CALL_RELEASED;
+			return CS_OK;
+		case EXCHANGE_APPROVAL:
+			if (out->rel.approval.outcome == APPROVAL_EXPIRED)
+				continue;       /* the next call starts a new approval */
+			return from_approval(cfg, rq, out);
+		case EXCHANGE_APPROVAL_USED:
+			continue;           /* used meanwhile: asked again */
+		case EXCHANGE_PROVIDER_DOWN:
+			out->outcome = MCP_CALL_PROVIDER_DOWN;
+			return CS_OK;
+		default:
+			/* The consent ended or its connection needs the person: asked again. */
+			e = ask_consent(c, cfg, rq, out, &go);
+			if (e == CS_OK && go) {
+				out->outcome = MCP_CALL_NO_CONSENT;
+			}
+			return e;
+		}
+	}
+	out->outcome = MCP_CALL_TOO_MANY;
+	out->retry_after = 1;
+	return CS_OK;
+}
+
 enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
     const struct mcp_call_req *rq, struct mcp_call_plan *out)
 {
@@ -238,42 +284,7 @@ enum cs_err mcp_call_prepare(struct store_conn *c, const struct config *cfg,
 		e = b64url_random_id(out->call_id);
 	if (e != CS_OK)
 		goto out;
-	/* The approval gate on the exact arguments, and the release (once). */
-	for (int round = 0; round < 2; round++) {
-		struct release_entry re = { rq, out };
-		struct exchange_release_req xr = { .vault = rq->vault, .k = &out->live, .act = out->act,
-			.params = args, .canonical_max = 2 * MCP_RPC_MAX_BODY + APPROVAL_MAX_CANONICAL,
-			.actor = rq->actor, .now = rq->now, .limits = rq->limits,
-			.with = release_entry_write, .with_ctx = &re };
-		exchange_release_clear(&out->rel);
-		memset(&out->rel, 0, sizeof out->rel);
-		if ((e = exchange_release(c, cfg, &xr, &out->rel)) != CS_OK)
-			goto out;
-		switch (out->rel.outcome) {
-		case EXCHANGE_RELEASED:
-			out->outcome = MCP_CALL_RELEASED;
-			goto out;
-		case EXCHANGE_APPROVAL:
-			if (out->rel.approval.outcome == APPROVAL_EXPIRED)
-				continue;       /* the next call starts a new approval */
-			e = from_approval(cfg, rq, out);
-			goto out;
-		case EXCHANGE_APPROVAL_USED:
-			continue;           /* used meanwhile: asked again */
-		case EXCHANGE_PROVIDER_DOWN:
-			out->outcome = MCP_CALL_PROVIDER_DOWN;
-			goto out;
-		default:
-			/* The consent ended or its connection needs the person: asked again. */
-			e = ask_consent(c, cfg, rq, out, &go);
-			if (e == CS_OK && go) {
-				out->outcome = MCP_CALL_NO_CONSENT;
-			}
-			goto out;
-		}
-	}
-	out->outcome = MCP_CALL_TOO_MANY;
-	out->retry_after = 1;
+	e = release_tool_call(c, cfg, rq, args, out);
 out:
 	json_decref(args);
 	return e;

@@ -188,72 +188,138 @@ static enum cs_err push(json_t *a, json_t *v)
 	return CS_OK;
 }
 
+/* A consent request waiting for the person's answer. */
+static json_t *pending_item(const struct config *cfg, const struct consent_request *r)
+{
+	return json_pack("{s:s, s:s, s:s, s:o, s:o}", "id", r->id,
+	    "agent", pages_agent_name(cfg, r->agent),
+	    "resource", pages_resource_name(cfg, r->resource),
+	    "scopes", scope_items(cfg, r->resource, &r->scopes),
+	    "expires", pages_time_value(r->expires_at));
+}
+
+/* An action waiting for the person's approval, named by its description. */
+static json_t *approval_item(const struct config *cfg, const struct approval *a)
+{
+	const struct config_action *act = config_action(cfg, a->resource, a->action);
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", a->id,
+	    "agent", pages_agent_name(cfg, a->agent),
+	    "resource", pages_resource_name(cfg, a->resource),
+	    "action", a->action, "action_description",
+	    act && act->description ? act->description : a->action,
+	    "expires", pages_time_value(a->expires_at));
+}
+
+/* What /me lists for one person, as the domain returns it. */
+struct me_lists {
+	struct consent *ks;
+	struct consent_request *rs;
+	struct approval *as;
+	struct consent_block *bs;
+	struct approval_block *abs;
+	size_t nk, nr, na, nb, nab;
+};
+
+static enum cs_err me_lists_read(struct store_conn *c, const struct config *cfg, int64_t user_id,
+    int64_t now, struct me_lists *l)
+{
+	enum cs_err e;
+	if ((e = consent_list_for_user(c, user_id, now, ME_LIST_MAX, &l->ks, &l->nk)) != CS_OK ||
+	    (e = consent_pending_for_user(c, user_id, now, &l->rs, &l->nr)) != CS_OK ||
+	    (e = approval_pending_for_user(c, user_id, now, &l->as, &l->na)) != CS_OK ||
+	    (e = consent_blocks_for_user(c, cfg, user_id, now, &l->bs, &l->nb)) != CS_OK ||
+	    (e = approval_blocks_for_user(c, cfg, user_id, now, &l->abs, &l->nab)) != CS_OK)
+		return e;
+	return CS_OK;
+}
+
+static void me_lists_clear(struct me_lists *l)
+{
+	approval_block_list_free(l->abs, l->nab);
+	approval_list_free(l->as, l->na);
+	consent_list_free(l->ks, l->nk);
+	consent_request_list_free(l->rs, l->nr);
+	consent_block_list_free(l->bs, l->nb);
+}
+
+/* The page's lists, one JSON array each, built from struct me_lists. */
+struct me_items {
+	json_t *active, *history, *pending, *approvals, *blocks, *action_blocks;
+};
+
+static enum cs_err me_items_build(struct app *app, struct store_conn *c, const struct me_lists *l,
+    int64_t now, struct me_items *it)
+{
+	const struct config *cfg = app->cfg;
+	enum cs_err e = CS_OK;
+
+	it->active = json_array();
+	it->history = json_array();
+	it->pending = json_array();
+	it->approvals = json_array();
+	it->blocks = json_array();
+	it->action_blocks = json_array();
+	for (size_t i = 0; i < l->nab; i++)
+		if ((e = push(it->action_blocks, action_block_item(cfg, &l->abs[i]))) != CS_OK)
+			return e;
+	for (size_t i = 0; i < l->nk; i++) {
+		if (consent_is_live(&l->ks[i], now))
+			e = push(it->active, active_item(app, c, &l->ks[i]));
+		else
+			e = push(it->history, history_item(cfg, &l->ks[i]));
+		if (e != CS_OK)
+			return e;
+	}
+	for (size_t i = 0; i < l->nr; i++)
+		if ((e = push(it->pending, pending_item(cfg, &l->rs[i]))) != CS_OK)
+			return e;
+	for (size_t i = 0; i < l->na; i++)
+		if ((e = push(it->approvals, approval_item(cfg, &l->as[i]))) != CS_OK)
+			return e;
+	for (size_t i = 0; i < l->nb; i++)
+		if ((e = push(it->blocks, block_item(cfg, &l->bs[i]))) != CS_OK)
+			return e;
+	return CS_OK;
+}
+
+static void me_items_clear(struct me_items *it)
+{
+	json_decref(it->active);
+	json_decref(it->history);
+	json_decref(it->pending);
+	json_decref(it->approvals);
+	json_decref(it->blocks);
+	json_decref(it->action_blocks);
+}
+
 enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep)
 {
 	struct app *app = req->app;
 	const struct config *cfg = app->cfg;
 	const struct session *s = req->auth.session;
 	struct store_conn *c = store_conn(app->store);
-	struct consent *ks = NULL;
-	struct consent_request *rs = NULL;
-	struct approval *as = NULL;
-	struct consent_block *bs = NULL;
-	struct approval_block *abs = NULL;
-	size_t nk = 0, nr = 0, na = 0, nb = 0, nab = 0;
-	json_t *ctx = NULL, *active = json_array(), *history = json_array(), *pending = json_array(),
-	    *approvals = json_array(), *blocks = json_array(), *action_blocks = json_array();
+	struct me_lists l;
+	struct me_items it;
+	json_t *ctx = NULL;
 	enum cs_err e;
 
+	memset(&l, 0, sizeof l);
+	memset(&it, 0, sizeof it);
 	if (c == NULL) {
 		e = CS_EDB;
 		goto out;
 	}
-	if ((e = consent_list_for_user(c, s->user_id, req->now, ME_LIST_MAX, &ks, &nk)) != CS_OK ||
-	    (e = consent_pending_for_user(c, s->user_id, req->now, &rs, &nr)) != CS_OK ||
-	    (e = approval_pending_for_user(c, s->user_id, req->now, &as, &na)) != CS_OK ||
-	    (e = consent_blocks_for_user(c, cfg, s->user_id, req->now, &bs, &nb)) != CS_OK ||
-	    (e = approval_blocks_for_user(c, cfg, s->user_id, req->now, &abs, &nab)) != CS_OK)
+	if ((e = me_lists_read(c, cfg, s->user_id, req->now, &l)) != CS_OK ||
+	    (e = me_items_build(app, c, &l, req->now, &it)) != CS_OK)
 		goto out;
-	for (size_t i = 0; i < nab; i++)
-		if ((e = push(action_blocks, action_block_item(cfg, &abs[i]))) != CS_OK)
-			goto out;
-	for (size_t i = 0; i < nk; i++) {
-		if (consent_is_live(&ks[i], req->now))
-			e = push(active, active_item(app, c, &ks[i]));
-		else
-			e = push(history, history_item(cfg, &ks[i]));
-		if (e != CS_OK)
-			goto out;
-	}
-	for (size_t i = 0; i < nr; i++) {
-		if ((e = push(pending, json_pack("{s:s, s:s, s:s, s:o, s:o}", "id", rs[i].id,
-		    "agent", pages_agent_name(cfg, rs[i].agent),
-		    "resource", pages_resource_name(cfg, rs[i].resource),
-		    "scopes", scope_items(cfg, rs[i].resource, &rs[i].scopes),
-		    "expires", pages_time_value(rs[i].expires_at)))) != CS_OK)
-			goto out;
-	}
-	for (size_t i = 0; i < na; i++) {
-		const struct config_action *act = config_action(cfg, as[i].resource, as[i].action);
-		if ((e = push(approvals, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "id", as[i].id,
-		    "agent", pages_agent_name(cfg, as[i].agent),
-		    "resource", pages_resource_name(cfg, as[i].resource),
-		    "action", as[i].action, "action_description",
-		    act && act->description ? act->description : as[i].action,
-		    "expires", pages_time_value(as[i].expires_at)))) != CS_OK)
-			goto out;
-	}
-	for (size_t i = 0; i < nb; i++)
-		if ((e = push(blocks, block_item(cfg, &bs[i]))) != CS_OK)
-			goto out;
 	/* An admin (the ID token's admin claim) is offered the admin pages; the
 	 * admin gate still decides on every one of them (a recent login too). */
 	ctx = json_pack("{s:s, s:s?, s:O, s:O, s:O, s:O, s:O, s:b, s:b}", "title", "Your consents",
-	    "issuer", s->issuer, "active", active, "history", history, "pending", pending,
-	    "approvals", approvals, "blocks", blocks, "has_blocks", nb > 0,
+	    "issuer", s->issuer, "active", it.active, "history", it.history, "pending", it.pending,
+	    "approvals", it.approvals, "blocks", it.blocks, "has_blocks", l.nb > 0,
 	    "is_admin", s->admin_claim);
-	if (ctx != NULL && (json_object_set(ctx, "action_blocks", action_blocks) != 0 ||
-	    json_object_set_new(ctx, "has_action_blocks", json_boolean(nab > 0)) != 0)) {
+	if (ctx != NULL && (json_object_set(ctx, "action_blocks", it.action_blocks) != 0 ||
+	    json_object_set_new(ctx, "has_action_blocks", json_boolean(l.nab > 0)) != 0)) {
 		e = CS_ENOMEM;
 		goto out;
 	}
@@ -266,18 +332,9 @@ enum cs_err me_pages_show(const struct http_request *req, struct http_reply *rep
 		goto out;
 	e = page_render(rep, 200, "me.html", ctx, s);
 out:
-	json_decref(active);
-	json_decref(history);
-	json_decref(pending);
-	json_decref(approvals);
-	json_decref(blocks);
-	json_decref(action_blocks);
+	me_items_clear(&it);
 	json_decref(ctx);
-	approval_block_list_free(abs, nab);
-	approval_list_free(as, na);
-	consent_list_free(ks, nk);
-	consent_request_list_free(rs, nr);
-	consent_block_list_free(bs, nb);
+	me_lists_clear(&l);
 	return e;
 }
 

@@ -161,11 +161,46 @@ static bool uint_member(const char *s, char **out, size_t *len, enum cs_err *e)
 
 /* Imports one JWKS entry when it is a usable public signing key; *ok false
  * (and CS_OK) when it is to be skipped. */
-static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
+/* A JWKS entry's use, key_ops, private members and alg allow it as a
+ * signature key of ours: true, with *alg its pinned algorithm or NULL. */
+static bool key_for_signatures(json_t *k, const char **alg)
 {
 	static const char *const private_members[] = {
 		"d", "p", "q", "dp", "dq", "qi", "oth", "k",
 	};
+	json_t *use = json_object_get(k, "use");
+	json_t *ops = json_object_get(k, "key_ops");
+	json_t *alg_j = json_object_get(k, "alg");
+
+	if (use != NULL && !jstr_eq(use, "sig"))
+		return false;
+	if (ops != NULL) {
+		bool verify = false;
+		size_t i;
+		json_t *v;
+		if (!json_is_array(ops))
+			return false;
+		json_array_foreach(ops, i, v)
+			if (jstr_eq(v, "verify"))
+				verify = true;
+		if (!verify)
+			return false;
+	}
+	/* SECURITY: a JWKS entry with private members is never used, so a
+	 * provider's mistake cannot turn into a shared secret here. */
+	for (size_t i = 0; i < sizeof private_members / sizeof private_members[0]; i++)
+		if (json_object_get(k, private_members[i]) != NULL)
+			return false;
+	if (alg_j != NULL) {
+		*alg = jstr(alg_j);
+		if (*alg == NULL || alg_lookup(*alg) == JWS_ALG__MAX)
+			return false;         /* a key pinned to an algorithm we never accept */
+	}
+	return true;
+}
+
+static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
+{
 	enum cs_err e = CS_OK;
 	json_t *clean = NULL;
 	char *kid = NULL, *n_min = NULL;
@@ -177,35 +212,10 @@ static enum cs_err key_import(json_t *k, struct oidc_key *out, bool *ok)
 		goto out;
 	const char *kid_s = jstr(json_object_get(k, "kid"));
 	const char *kty = jstr(json_object_get(k, "kty"));
-	json_t *use = json_object_get(k, "use");
-	json_t *ops = json_object_get(k, "key_ops");
-	json_t *alg_j = json_object_get(k, "alg");
 	if (kid_s == NULL || kid_s[0] == '\0' || strlen(kid_s) > OIDC_MAX_KID || kty == NULL)
 		goto out;
-	if (use != NULL && !jstr_eq(use, "sig"))
+	if (!key_for_signatures(k, &alg))
 		goto out;
-	if (ops != NULL) {
-		bool verify = false;
-		size_t i;
-		json_t *v;
-		if (!json_is_array(ops))
-			goto out;
-		json_array_foreach(ops, i, v)
-			if (jstr_eq(v, "verify"))
-				verify = true;
-		if (!verify)
-			goto out;
-	}
-	/* SECURITY: a JWKS entry with private members is never used, so a
-	 * provider's mistake cannot turn into a shared secret here. */
-	for (size_t i = 0; i < sizeof private_members / sizeof private_members[0]; i++)
-		if (json_object_get(k, private_members[i]) != NULL)
-			goto out;
-	if (alg_j != NULL) {
-		alg = jstr(alg_j);
-		if (alg == NULL || alg_lookup(alg) == JWS_ALG__MAX)
-			goto out;             /* a key pinned to an algorithm we never accept */
-	}
 	if (strcmp(kty, "RSA") == 0) {
 		const char *n = jstr(json_object_get(k, "n"));
 		const char *ex = jstr(json_object_get(k, "e"));
@@ -631,19 +641,10 @@ static bool aud_accepted(const json_t *v, const struct oidc_expect *exp)
 	return false;
 }
 
-/* The claim checks, in the order the ID token rules list them. */
-static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
-    const struct oidc_expect *exp, const char **why)
+/* SECURITY: aud holds an accepted audience; azp (OIDC Core §3.1.3.7) is
+ * required with several audiences, and when present it names us. */
+static enum cs_err audience_check(json_t *c, const struct oidc_expect *exp, const char **why)
 {
-	int64_t t = 0, now = exp->now, skew = p->skew;
-	enum cs_err te;
-
-	/* SECURITY: iss is exactly the configured issuer. */
-	*why = "has the wrong issuer";
-	if (!jstr_eq(json_object_get(c, "iss"), p->issuer))
-		return CS_EINVAL;
-
-	/* SECURITY: aud holds an accepted audience. */
 	json_t *aud = json_object_get(c, "aud");
 	bool ok = false;
 	size_t naud = 1;
@@ -664,8 +665,6 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 	if (!ok)
 		return CS_EINVAL;
 
-	/* SECURITY: azp (OIDC Core §3.1.3.7): required with several audiences,
-	 * and when present it names us. */
 	json_t *azp = json_object_get(c, "azp");
 	*why = "has the wrong azp";
 	if (azp != NULL && !json_is_string(azp))
@@ -676,6 +675,14 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 		if (azp != NULL && !jstr_eq(azp, exp->client_id))
 			return CS_EINVAL;
 	}
+	return CS_OK;
+}
+
+/* exp, nbf and iat against the clock, each with skew seconds of leeway. */
+static enum cs_err lifetime_check(json_t *c, int64_t now, int64_t skew, const char **why)
+{
+	int64_t t = 0;
+	enum cs_err te;
 
 	*why = "has no valid exp";
 	if (time_claim(c, "exp", &t) != CS_OK)
@@ -697,6 +704,24 @@ static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
 		return CS_EINVAL;
 	*why = "was issued in the future";
 	if (t > now + skew)
+		return CS_EINVAL;
+	return CS_OK;
+}
+
+/* The claim checks, in the order the ID token rules list them. */
+static enum cs_err claims_check(const struct oidc_provider *p, json_t *c,
+    const struct oidc_expect *exp, const char **why)
+{
+	int64_t t = 0, now = exp->now, skew = p->skew;
+
+	/* SECURITY: iss is exactly the configured issuer. */
+	*why = "has the wrong issuer";
+	if (!jstr_eq(json_object_get(c, "iss"), p->issuer))
+		return CS_EINVAL;
+
+	if (audience_check(c, exp, why) != CS_OK)
+		return CS_EINVAL;
+	if (lifetime_check(c, now, skew, why) != CS_OK)
 		return CS_EINVAL;
 
 	if (exp->nonce != NULL) {

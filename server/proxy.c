@@ -191,16 +191,80 @@ static void set_why(char *why, size_t whylen, const char *msg)
 		why[0] = '\0';
 }
 
+/* The query's parameters into q, each name to the array of its values;
+ * a malformed query is a 400 (*status, why). */
+static enum cs_err query_values(const char *query, json_t *q, int *status, char *why,
+    size_t whylen)
+{
+	enum cs_err e = CS_ENOMEM, fe;
+	struct form f;
+
+	form_init(&f);
+	if ((fe = form_parse(&f, query, strlen(query))) != CS_OK) {
+		*status = 400;
+		set_why(why, whylen, fe == CS_ETOOBIG ? "too many query parameters" :
+		    "malformed query string");
+		e = CS_EINVAL;
+		goto out;
+	}
+	for (size_t i = 0; i < f.n; i++) {
+		json_t *arr = json_object_get(q, f.p[i].name);
+		if (arr == NULL) {
+			if ((arr = json_array()) == NULL || json_object_set_new(q, f.p[i].name, arr) != 0)
+				goto out;
+		}
+		if (json_array_append_new(arr, json_stringn(f.p[i].value, f.p[i].value_len)) != 0)
+			goto out;
+	}
+	e = CS_OK;
+out:
+	form_clear(&f);
+	return e;
+}
+
+/* The request body into *b: JSON null when there is none, else I-JSON of
+ * at most PROXY_MAX_BODY bytes; a refusal sets *status (413, 415, 400) and
+ * why. */
+static enum cs_err body_value(const struct proxy_input *in, json_t **b, int *status, char *why,
+    size_t whylen)
+{
+	json_error_t je;
+
+	if (in->body == NULL || in->body_len == 0) {
+		*b = json_null();
+		return CS_OK;
+	}
+	if (in->body_len > PROXY_MAX_BODY) {
+		*status = 413;
+		set_why(why, whylen, "the body is too large");
+		return CS_ETOOBIG;
+	}
+	if (!content_type_json(in->content_type)) {
+		*status = 415;
+		set_why(why, whylen, "the body must be application/json");
+		return CS_EINVAL;
+	}
+	/* SECURITY: I-JSON (RFC 7493): what the person approves is exactly
+	 * what is forwarded, so no parser may read it differently. */
+	*b = json_loadb(in->body, in->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+	if (*b == NULL) {
+		*status = 400;
+		set_why(why, whylen, "the body is not JSON or repeats a member name");
+		return CS_EINVAL;
+	}
+	if (jcs_ijson_check(*b, why, whylen) != CS_OK) {
+		*status = 400;
+		return CS_EINVAL;
+	}
+	return CS_OK;
+}
+
 enum cs_err proxy_params_build(const struct proxy_match *m, const struct proxy_input *in,
     json_t **out, int *status, char *why, size_t whylen)
 {
 	enum cs_err e = CS_ENOMEM;
 	json_t *v = NULL, *path = NULL, *q = NULL, *b = NULL;
-	const char *query = in->query, *body = in->body;
-	size_t body_len = in->body_len;
-	struct form f;
 
-	form_init(&f);
 	*status = 500;
 	if ((v = json_object()) == NULL || (path = json_object()) == NULL ||
 	    (q = json_object()) == NULL)
@@ -214,56 +278,12 @@ enum cs_err proxy_params_build(const struct proxy_match *m, const struct proxy_i
 			goto out;
 		}
 	}
-	if (query != NULL && query[0] != '\0') {
-		enum cs_err fe = form_parse(&f, query, strlen(query));
-		if (fe != CS_OK) {
-			*status = 400;
-			set_why(why, whylen, fe == CS_ETOOBIG ? "too many query parameters" :
-			    "malformed query string");
-			e = CS_EINVAL;
-			goto out;
-		}
-		for (size_t i = 0; i < f.n; i++) {
-			json_t *arr = json_object_get(q, f.p[i].name);
-			if (arr == NULL) {
-				if ((arr = json_array()) == NULL || json_object_set_new(q, f.p[i].name, arr) != 0)
-					goto out;
-			}
-			if (json_array_append_new(arr, json_stringn(f.p[i].value, f.p[i].value_len)) != 0)
-				goto out;
-		}
-	}
-	if (body == NULL || body_len == 0) {
-		b = json_null();
-	} else {
-		json_error_t je;
-		if (body_len > PROXY_MAX_BODY) {
-			*status = 413;
-			set_why(why, whylen, "the body is too large");
-			e = CS_ETOOBIG;
-			goto out;
-		}
-		if (!content_type_json(in->content_type)) {
-			*status = 415;
-			set_why(why, whylen, "the body must be application/json");
-			e = CS_EINVAL;
-			goto out;
-		}
-		/* SECURITY: I-JSON (RFC 7493): what the person approves is exactly
-		 * what is forwarded, so no parser may read it differently. */
-		b = json_loadb(body, body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-		if (b == NULL) {
-			*status = 400;
-			set_why(why, whylen, "the body is not JSON or repeats a member name");
-			e = CS_EINVAL;
-			goto out;
-		}
-		if (jcs_ijson_check(b, why, whylen) != CS_OK) {
-			*status = 400;
-			e = CS_EINVAL;
-			goto out;
-		}
-	}
+	if (in->query != NULL && in->query[0] != '\0' &&
+	    (e = query_values(in->query, q, status, why, whylen)) != CS_OK)
+		goto out;
+	if ((e = body_value(in, &b, status, why, whylen)) != CS_OK)
+		goto out;
+	e = CS_ENOMEM;
 	if (json_object_set(v, "path", path) != 0 || json_object_set(v, "query", q) != 0 ||
 	    json_object_set(v, "body", b) != 0)
 		goto out;
@@ -272,7 +292,6 @@ enum cs_err proxy_params_build(const struct proxy_match *m, const struct proxy_i
 	*status = 200;
 	e = CS_OK;
 out:
-	form_clear(&f);
 	json_decref(v);
 	json_decref(path);
 	json_decref(q);

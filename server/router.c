@@ -802,6 +802,82 @@ static enum cs_err actor_set(struct http_request *req)
 	return CS_OK;
 }
 
+/* The answer when no route matches: 405 with Allow when the path is known
+ * under another method, else 404. */
+static enum cs_err no_route_reply(const struct route *table, const struct http_request *req,
+    struct http_reply *rep, const char *allow, int path_known)
+{
+	enum route_kind k = router_kind_for_path(table, req->path);
+	enum cs_err e;
+	if (path_known) {
+		e = reply_error(rep, k, 405, "invalid_request", "This method is not allowed here.");
+		if (e == CS_OK)
+			e = reply_header(rep, "Allow", allow);
+	} else {
+		e = reply_error(rep, k, 404, "not_found", "There is no such page.");
+	}
+	return e;
+}
+
+/* The 415 words when a body route's request body has the wrong media type;
+ * NULL when it is right or the route reads no body. */
+static const char *body_type_refusal(const struct route *rt, const struct http_request *req,
+    enum http_method m)
+{
+	if (m == HTTP_GET || !(rt->flags & (ROUTE_FORM_BODY | ROUTE_JSON_BODY)))
+		return NULL;
+	if (req->query[0] != '\0' && rt->kind != ROUTE_OAUTH)
+		return NULL;        /* refused as a 400 by params_parse */
+	if (rt->flags & ROUTE_FORM_BODY)
+		return content_type_is(req->content_type, "application/x-www-form-urlencoded") ?
+		    NULL : "The body must be application/x-www-form-urlencoded.";
+	return content_type_is(req->content_type, "application/json") ?
+	    NULL : "The body must be application/json.";
+}
+
+/* Parameters: the query for GET; the body for form POSTs.  NULL, or why
+ * they are malformed (a 400). */
+static const char *params_parse(const struct route *rt, struct http_request *req,
+    enum http_method m, struct form *raw)
+{
+	if (m == HTTP_GET || !(rt->flags & (ROUTE_FORM_BODY | ROUTE_JSON_BODY))) {
+		if (form_parse_in(raw, req->arena, req->query, strlen(req->query)) != CS_OK)
+			return "malformed query string";
+	} else if (req->query[0] != '\0' && rt->kind != ROUTE_OAUTH) {
+		return "parameters are not accepted in the URL here";
+	} else if (rt->flags & ROUTE_FORM_BODY) {
+		if (form_parse_in(raw, req->arena, req->body ? req->body : "", req->body_len) != CS_OK)
+			return "malformed form body";
+	}
+	return NULL;
+}
+
+/* SECURITY: the route's gate decides who may call it; the handler runs
+ * only after it let the request through (a class without a gate fails
+ * closed).  Then the caller's limit, then the grant the route takes: all
+ * before the handler, so that a deferred request waits for a pool
+ * thread only once all of them passed (http.c).  true: let through; false:
+ * rep holds the refusal, or *e the failure. */
+static bool caller_admitted(const struct route *rt, struct http_request *req,
+    struct http_reply *rep, enum cs_err *e)
+{
+	if (rt->auth != ROUTE_AUTH_NONE) {
+		http_gate gate = (unsigned)rt->auth < ROUTE_AUTH__MAX ? http_gates[rt->auth] : NULL;
+		if (!gate_run(gate, req, rep, e) ||
+		    !limit_ok(rt, req, rep, true, e))
+			goto failed;
+		if ((*e = actor_set(req)) != CS_OK)
+			goto failed;
+	}
+	if ((rt->flags & ROUTE_GRANT) && !gate_run(http_grant_check, req, rep, e))
+		goto failed;
+	return true;
+failed:
+	if (*e != CS_OK)
+		*e = failure_reply(rt, rep, *e);
+	return false;
+}
+
 /* Everything before the handler.  true: the handler may run (rep untouched);
  * false: rep holds the answer, or *ep the failure finish() turns into one. */
 static bool admit(const struct route *table, struct http_request *req, struct http_reply *rep,
@@ -811,7 +887,7 @@ static bool admit(const struct route *table, struct http_request *req, struct ht
 	char allow[96] = "";
 	char why[160];
 	struct form raw;
-	const char *bad = NULL;
+	const char *bad = NULL, *refusal;
 	enum http_method m = req->method == HTTP_HEAD ? HTTP_GET : req->method;
 	enum cs_err e = CS_OK;
 	int path_known = 0;
@@ -820,14 +896,7 @@ static bool admit(const struct route *table, struct http_request *req, struct ht
 	form_init(&raw);
 	rt = route_lookup(table, req, m, allow, sizeof allow, &path_known);
 	if (rt == NULL) {
-		enum route_kind k = router_kind_for_path(table, req->path);
-		if (path_known) {
-			e = reply_error(rep, k, 405, "invalid_request", "This method is not allowed here.");
-			if (e == CS_OK)
-				e = reply_header(rep, "Allow", allow);
-		} else {
-			e = reply_error(rep, k, 404, "not_found", "There is no such page.");
-		}
+		e = no_route_reply(table, req, rep, allow, path_known);
 		goto done;
 	}
 
@@ -848,27 +917,11 @@ static bool admit(const struct route *table, struct http_request *req, struct ht
 		goto done;
 	}
 
-	/* Parameters: the query for GET; the body for form POSTs. */
-	if (m == HTTP_GET || !(rt->flags & (ROUTE_FORM_BODY | ROUTE_JSON_BODY))) {
-		if (form_parse_in(&raw, req->arena, req->query, strlen(req->query)) != CS_OK)
-			bad = "malformed query string";
-	} else {
-		if (req->query[0] != '\0' && rt->kind != ROUTE_OAUTH) {
-			bad = "parameters are not accepted in the URL here";
-		} else if (rt->flags & ROUTE_FORM_BODY) {
-			if (!content_type_is(req->content_type, "application/x-www-form-urlencoded")) {
-				e = reply_error(rep, rt->kind, 415, "invalid_request",
-				    "The body must be application/x-www-form-urlencoded.");
-				goto done;
-			}
-			if (form_parse_in(&raw, req->arena, req->body ? req->body : "", req->body_len) != CS_OK)
-				bad = "malformed form body";
-		} else if (!content_type_is(req->content_type, "application/json")) {
-			e = reply_error(rep, rt->kind, 415, "invalid_request",
-			    "The body must be application/json.");
-			goto done;
-		}
+	if ((refusal = body_type_refusal(rt, req, m)) != NULL) {
+		e = reply_error(rep, rt->kind, 415, "invalid_request", refusal);
+		goto done;
 	}
+	bad = params_parse(rt, req, m, &raw);
 	if (bad == NULL)
 		bad = params_validate(rt, &raw, req, why, sizeof why);
 	if (bad != NULL) {
@@ -876,26 +929,7 @@ static bool admit(const struct route *table, struct http_request *req, struct ht
 		goto done;
 	}
 
-	/* SECURITY: the route's gate decides who may call it; the handler runs
-	 * only after it let the request through (a class without a gate fails
-	 * closed).  Then the caller's limit, then the grant the route takes: all
-	 * before the handler, so that a deferred request waits for a pool
-	 * thread only once all of them passed (http.c). */
-	if (rt->auth != ROUTE_AUTH_NONE) {
-		http_gate gate = (unsigned)rt->auth < ROUTE_AUTH__MAX ? http_gates[rt->auth] : NULL;
-		if (!gate_run(gate, req, rep, &e) ||
-		    !limit_ok(rt, req, rep, true, &e))
-			goto failed;
-		if ((e = actor_set(req)) != CS_OK)
-			goto failed;
-	}
-	if ((rt->flags & ROUTE_GRANT) && !gate_run(http_grant_check, req, rep, &e))
-		goto failed;
-	go = true;
-	goto done;
-failed:
-	if (e != CS_OK)
-		e = failure_reply(rt, rep, e);
+	go = caller_admitted(rt, req, rep, &e);
 done:
 	raw_clear(&raw);
 	*ep = e;

@@ -264,6 +264,60 @@ out:
 	return e;
 }
 
+/* Opens the master key file into *fd: a regular file (SECURITY) that
+ * neither group nor others can read.  Logs why not. */
+static enum cs_err key_file_open(const char *file, int *fd)
+{
+	struct stat st;
+
+	*fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (*fd < 0) {
+		int err = errno;
+		log_msg(LOG_ERROR, "cannot open master key file %s: %s%s", file, strerror(err),
+		    err == ENOENT ? " (create one with `consentd keygen FILE`)" : "");
+		return err == ENOENT ? CS_ENOENT : err == EACCES ? CS_EPERM : CS_EIO;
+	}
+	if (fstat(*fd, &st) != 0)
+		return CS_EIO;
+	if (!S_ISREG(st.st_mode)) {
+		log_msg(LOG_ERROR, "master key file %s is not a regular file", file);
+		return CS_EINVAL;
+	}
+	/* SECURITY: a master key others can read is no secret; refuse it. */
+	if ((st.st_mode & 077) != 0) {
+		log_msg(LOG_ERROR, "master key file %s is readable by group or others "
+		    "(mode %03o); chmod 600 it", file, (unsigned)(st.st_mode & 0777));
+		return CS_EPERM;
+	}
+	return CS_OK;
+}
+
+/* Reads the whole key file (at most MASTER_FILE_MAX bytes) into raw, its
+ * length into *got. */
+static enum cs_err key_file_read(int fd, const char *file, unsigned char raw[MASTER_FILE_MAX + 1],
+    size_t *got)
+{
+	*got = 0;
+	for (;;) {
+		ssize_t r = read(fd, raw + *got, MASTER_FILE_MAX + 1 - *got);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return CS_EIO;
+		}
+		if (r == 0)
+			break;
+		*got += (size_t)r;
+		if (*got == MASTER_FILE_MAX + 1)
+			break;
+	}
+	if (*got > MASTER_FILE_MAX) {
+		log_msg(LOG_ERROR, "master key file %s is too long for a key", file);
+		return CS_EINVAL;
+	}
+	return CS_OK;
+}
+
 enum cs_err master_key_load(const char *file, const char *env_b64, struct master_key *out)
 {
 	enum cs_err e = CS_EINVAL;
@@ -271,7 +325,6 @@ enum cs_err master_key_load(const char *file, const char *env_b64, struct master
 	unsigned char raw[MASTER_FILE_MAX + 1];
 	size_t got = 0;
 	int fd = -1;
-	struct stat st;
 
 	memset(&k, 0, sizeof k);
 	if (out == NULL)
@@ -286,49 +339,9 @@ enum cs_err master_key_load(const char *file, const char *env_b64, struct master
 		log_msg(LOG_ERROR, "no master key: set [keys] master_key_file or CONSENTD_KEYS_MASTER_KEY");
 		goto out;
 	}
-	fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		int err = errno;
-		e = err == ENOENT ? CS_ENOENT : err == EACCES ? CS_EPERM : CS_EIO;
-		log_msg(LOG_ERROR, "cannot open master key file %s: %s%s", file, strerror(err),
-		    err == ENOENT ? " (create one with `consentd keygen FILE`)" : "");
+	if ((e = key_file_open(file, &fd)) != CS_OK ||
+	    (e = key_file_read(fd, file, raw, &got)) != CS_OK)
 		goto out;
-	}
-	if (fstat(fd, &st) != 0) {
-		e = CS_EIO;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		e = CS_EINVAL;
-		log_msg(LOG_ERROR, "master key file %s is not a regular file", file);
-		goto out;
-	}
-	/* SECURITY: a master key others can read is no secret; refuse it. */
-	if ((st.st_mode & 077) != 0) {
-		e = CS_EPERM;
-		log_msg(LOG_ERROR, "master key file %s is readable by group or others "
-		    "(mode %03o); chmod 600 it", file, (unsigned)(st.st_mode & 0777));
-		goto out;
-	}
-	for (;;) {
-		ssize_t r = read(fd, raw + got, sizeof raw - got);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			e = CS_EIO;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-		if (got == sizeof raw)
-			break;
-	}
-	if (got > MASTER_FILE_MAX) {
-		e = CS_EINVAL;
-		log_msg(LOG_ERROR, "master key file %s is too long for a key", file);
-		goto out;
-	}
 	if (got == MASTER_KEY_LEN) {
 		memcpy(k.bytes, raw, MASTER_KEY_LEN);
 		e = CS_OK;

@@ -215,6 +215,56 @@ static enum cs_err strdup_to(char **dst, const char *s)
 	return (*dst = strdup(s)) != NULL ? CS_OK : CS_ENOMEM;
 }
 
+/* What the person asked for against what the action offers: NULL, or why
+ * it is refused.  SECURITY: what the action offers is the configuration's
+ * word, never the form's. */
+static const char *request_refusal(const struct config_action *act,
+    const struct config_resource *res, const struct standing_request *rq)
+{
+	if (act == NULL || res == NULL || act->approval != APPROVAL_REQUIRED ||
+	    act->standing == STANDING_NONE || rq->kind == STANDING_NONE ||
+	    (rq->kind == STANDING_MATCH && act->standing != STANDING_MATCH))
+		return "this action offers no such rule";
+	if (rq->duration < CONFIG_STANDING_MAX_MIN || rq->duration > act->standing_max)
+		return "the rule's duration is longer than this action allows";
+	if (rq->max_uses < 0 || rq->max_uses > STANDING_MAX_USES)
+		return "the number of uses is out of bounds";
+	return NULL;
+}
+
+/* What the rule takes from the call it is made with (its consent, person,
+ * agent, resource, action and approval) and from the request (how long,
+ * how many uses). */
+static enum cs_err rule_from_call(struct standing_rule *r, const struct standing_call *a,
+    const struct standing_request *rq, int64_t now)
+{
+	enum cs_err e;
+	if ((e = strdup_to(&r->consent_id, a->consent_id)) != CS_OK ||
+	    (e = strdup_to(&r->subject, a->subject)) != CS_OK ||
+	    (e = strdup_to(&r->agent, a->agent)) != CS_OK ||
+	    (e = strdup_to(&r->resource, a->resource)) != CS_OK ||
+	    (e = strdup_to(&r->action, a->action)) != CS_OK ||
+	    (e = strdup_to(&r->approval_id, a->approval_id)) != CS_OK)
+		return e;
+	r->user_id = a->user_id;
+	r->expires_at = now + rq->duration;
+	r->max_uses = rq->max_uses;
+	return CS_OK;
+}
+
+/* The names of the call's values a match rule may fix, into *names; a call
+ * with too many of them is refused (CS_EINVAL with why). */
+static enum cs_err call_keys(const struct standing_call *a, json_t **names, char *why,
+    size_t whylen)
+{
+	enum cs_err e = standing_keys(a->parameters, names);
+	if (e == CS_ETOOBIG) {
+		e = CS_EINVAL;
+		set_why(why, whylen, "this call has too many values to fix one by one");
+	}
+	return e;
+}
+
 enum cs_err standing_prepare(const struct config *cfg, const struct standing_call *a,
     const struct standing_request *rq, int64_t now, struct standing_rule *out,
     char *why, size_t whylen)
@@ -224,6 +274,7 @@ enum cs_err standing_prepare(const struct config *cfg, const struct standing_cal
 	json_t *params = NULL, *names = NULL, *match = NULL, *details = NULL;
 	struct standing_rule r;
 	struct buf fixed;
+	const char *refusal;
 	enum cs_err e = CS_EINVAL;
 
 	memset(&r, 0, sizeof r);
@@ -232,19 +283,8 @@ enum cs_err standing_prepare(const struct config *cfg, const struct standing_cal
 		return CS_EINVAL;
 	act = config_action(cfg, a->resource, a->action);
 	res = config_resource(cfg, a->resource);
-	/* SECURITY: what the action offers is the configuration's word, never the form's. */
-	if (act == NULL || res == NULL || act->approval != APPROVAL_REQUIRED ||
-	    act->standing == STANDING_NONE || rq->kind == STANDING_NONE ||
-	    (rq->kind == STANDING_MATCH && act->standing != STANDING_MATCH)) {
-		set_why(why, whylen, "this action offers no such rule");
-		goto out;
-	}
-	if (rq->duration < CONFIG_STANDING_MAX_MIN || rq->duration > act->standing_max) {
-		set_why(why, whylen, "the rule's duration is longer than this action allows");
-		goto out;
-	}
-	if (rq->max_uses < 0 || rq->max_uses > STANDING_MAX_USES) {
-		set_why(why, whylen, "the number of uses is out of bounds");
+	if ((refusal = request_refusal(act, res, rq)) != NULL) {
+		set_why(why, whylen, refusal);
 		goto out;
 	}
 	if ((params = json_loads(a->parameters, JSON_REJECT_DUPLICATES | JSON_PRESERVE_ORDER,
@@ -261,14 +301,8 @@ enum cs_err standing_prepare(const struct config *cfg, const struct standing_cal
 		    a->action, "locations", res->uri, "parameters", params);
 	} else {
 		r.kind = "match";
-		if ((e = standing_keys(a->parameters, &names)) != CS_OK) {
-			if (e == CS_ETOOBIG) {
-				e = CS_EINVAL;
-				set_why(why, whylen, "this call has too many values to fix one by one");
-			}
-			goto out;
-		}
-		if ((e = match_object(act, params, names, rq->fixed, &match, &fixed, why,
+		if ((e = call_keys(a, &names, why, whylen)) != CS_OK ||
+		    (e = match_object(act, params, names, rq->fixed, &match, &fixed, why,
 		    whylen)) != CS_OK || (e = keyset_of(match, &r.keyset)) != CS_OK ||
 		    (e = standing_lookup_of(params, r.keyset, r.lookup)) != CS_OK)
 			goto out;
@@ -280,17 +314,9 @@ enum cs_err standing_prepare(const struct config *cfg, const struct standing_cal
 		goto out;
 	if ((e = canonical(details, RULE_MAX_CANONICAL, &r.details)) != CS_OK ||
 	    (e = b64url_random_id(r.id)) != CS_OK ||
-	    (e = strdup_to(&r.consent_id, a->consent_id)) != CS_OK ||
-	    (e = strdup_to(&r.subject, a->subject)) != CS_OK ||
-	    (e = strdup_to(&r.agent, a->agent)) != CS_OK ||
-	    (e = strdup_to(&r.resource, a->resource)) != CS_OK ||
-	    (e = strdup_to(&r.action, a->action)) != CS_OK ||
-	    (e = strdup_to(&r.approval_id, a->approval_id)) != CS_OK ||
+	    (e = rule_from_call(&r, a, rq, now)) != CS_OK ||
 	    (e = strdup_to(&r.fixed, fixed.data != NULL ? fixed.data : "")) != CS_OK)
 		goto out;
-	r.user_id = a->user_id;
-	r.expires_at = now + rq->duration;
-	r.max_uses = rq->max_uses;
 	*out = r;
 	memset(&r, 0, sizeof r);
 out:

@@ -961,69 +961,90 @@ static int64_t backoff(int64_t attempts)
 	return d < BACKOFF_MAX ? d : BACKOFF_MAX;
 }
 
-/* Works one entry; *finished 1 when it was erased. */
-static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
-    struct store_vault_outbox *o, int64_t now, int *finished)
-{
-	enum cs_err e;
-	char *access = NULL, *refresh = NULL;
-	bool cannot = false, unreachable = false, done, r_cannot = false;
-	bool rdone, adone, expired = o->access_expires_at <= now;
-	struct provider *p = vault_provider(v, o->resource);
-	char detail[DETAIL_MAX];
+/* Where one outbox entry stands while it is worked. */
+struct outbox_try {
+	bool cannot;          /* nothing (more) can be sent: no provider, unreadable, refused */
+	bool unreachable;     /* the provider did not answer the refresh token's revocation */
+	bool r_cannot;        /* the provider cannot name a refresh token */
+	bool expired;         /* the access token expired (or there is none to revoke) */
+};
 
-	*finished = 0;
+/* The entry's provider and its tokens opened into *access and *refresh;
+ * NULL (t->cannot) when there is nothing to send them to. */
+static struct provider *outbox_open(struct vault *v, struct store_vault_outbox *o,
+    struct outbox_try *t, char **access, char **refresh)
+{
+	struct provider *p = vault_provider(v, o->resource);
 	if (p == NULL && vault_key_resource(v, o->resource)) {
 		/* An API key: nothing to revoke anywhere, erased at once. */
-		cannot = expired = true;
+		t->cannot = t->expired = true;
 	} else if (p == NULL) {
-		cannot = true;                /* the resource lost its provider */
+		t->cannot = true;             /* the resource lost its provider */
 	} else if (vault_open_pair(v->mk, &(struct vault_aad){ o->record_id, o->consent_id,
 	    o->subject, o->resource }, &(struct vault_sealed){ o->access_sealed,
 	    o->access_sealed_len, o->refresh_sealed, o->refresh_sealed_len, o->master_kid },
-	    &access, &refresh) != CS_OK) {
-		cannot = true;                /* unreadable: nothing to send */
+	    access, refresh) != CS_OK) {
+		t->cannot = true;             /* unreadable: nothing to send */
 		log_msg(LOG_WARN, "vault: an outbox entry could not be opened");
 	}
-	/* The provider is called outside any transaction; each success is
-	 * recorded at once so that a crash does not repeat it. */
-	if (!cannot && refresh != NULL && !o->refresh_revoked) {
+	return p;
+}
+
+/* The provider is called outside any transaction; each success is
+ * recorded at once so that a crash does not repeat it. */
+static enum cs_err outbox_revoke(struct store_conn *c, struct provider *p,
+    struct store_vault_outbox *o, const char *access, const char *refresh, struct outbox_try *t)
+{
+	enum cs_err e;
+	if (!t->cannot && refresh != NULL && !o->refresh_revoked) {
 		e = provider_revoke(p, refresh, "refresh_token");
 		if (e == CS_OK) {
 			o->refresh_revoked = 1;
 			if ((e = store_vault_outbox_mark(c, o->id, 1, 0)) != CS_OK)
-				goto out;
+				return e;
 		} else if (e == CS_ENOENT) {
 			/* This provider cannot name a refresh token (GitHub, Slack
 			 * revoke access tokens only; Microsoft, Atlassian nothing):
 			 * the access token is still revoked where it can be. */
-			r_cannot = true;
+			t->r_cannot = true;
 		} else {
-			unreachable = true;
+			t->unreachable = true;
 		}
 	}
-	if (!cannot && !unreachable && !o->access_revoked && !expired) {
+	if (!t->cannot && !t->unreachable && !o->access_revoked && !t->expired) {
 		e = provider_revoke(p, access, "access_token");
 		if (e == CS_OK) {
 			o->access_revoked = 1;
 			if ((e = store_vault_outbox_mark(c, o->id, 0, 1)) != CS_OK)
-				goto out;
+				return e;
 		} else if (e == CS_ENOENT) {
-			cannot = true;
+			t->cannot = true;
 		}
 	}
-	rdone = o->refresh_sealed == NULL || o->refresh_revoked || r_cannot;
-	adone = o->access_revoked || expired;
+	return CS_OK;
+}
+
+/* Erases the entry with its vault.revoked entry, or schedules its retry
+ * with a vault.revoke_retry entry, in one transaction; *finished 1 when
+ * it was erased. */
+static enum cs_err outbox_settle(struct store_conn *c, const struct store_vault_outbox *o,
+    int64_t now, const struct outbox_try *t, int *finished)
+{
+	enum cs_err e;
+	char detail[DETAIL_MAX];
+	bool rdone = o->refresh_sealed == NULL || o->refresh_revoked || t->r_cannot;
+	bool adone = o->access_revoked || t->expired;
 	/* Erased when both are revoked (or there was no refresh token), or when
 	 * the access token expired and the refresh token is revoked; a provider
 	 * that cannot revoke: once the access token expired. */
-	done = (rdone && adone) || (cannot && expired);
+	bool done = (rdone && adone) || (t->cannot && t->expired);
+
 	if ((e = store_begin(c)) != CS_OK)
-		goto out;
+		return e;
 	if (done) {
 		if ((e = str_fmt(detail, sizeof detail, "record=%s refresh=%s access=%s", o->record_id,
 		    o->refresh_sealed == NULL ? "none" : o->refresh_revoked ? "revoked" :
-		    r_cannot && !cannot ? "not_revocable" : "expired",
+		    t->r_cannot && !t->cannot ? "not_revocable" : "expired",
 		    o->access_revoked ? "revoked" : "expired")) != CS_OK ||
 		    (e = store_vault_outbox_delete(c, o->id)) != CS_OK ||
 		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = "system",
@@ -1034,7 +1055,7 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 	} else {
 		int64_t attempts = o->attempts + 1;
 		if ((e = str_fmt(detail, sizeof detail, "record=%s attempt=%lld%s", o->record_id,
-		    (long long)attempts, cannot ? " cannot_revoke" : "")) != CS_OK ||
+		    (long long)attempts, t->cannot ? " cannot_revoke" : "")) != CS_OK ||
 		    (e = store_vault_outbox_retry(c, o->id, attempts, now + backoff(attempts))) != CS_OK ||
 		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = "system",
 		    .action = "vault.revoke_retry", .subject = o->subject, .resource = o->resource,
@@ -1044,11 +1065,25 @@ static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
 	if ((e = store_commit(c)) != CS_OK)
 		goto rollback;
 	*finished = done ? 1 : 0;
-	e = CS_OK;
-	goto out;
+	return CS_OK;
 rollback:
 	store_rollback(c);
-out:
+	return e;
+}
+
+/* Works one entry; *finished 1 when it was erased. */
+static enum cs_err outbox_one(struct vault *v, struct store_conn *c,
+    struct store_vault_outbox *o, int64_t now, int *finished)
+{
+	enum cs_err e;
+	char *access = NULL, *refresh = NULL;
+	struct outbox_try t = { .expired = o->access_expires_at <= now };
+	struct provider *p;
+
+	*finished = 0;
+	p = outbox_open(v, o, &t, &access, &refresh);
+	if ((e = outbox_revoke(c, p, o, access, refresh, &t)) == CS_OK)
+		e = outbox_settle(c, o, now, &t, finished);
 	wipe_free(access);
 	wipe_free(refresh);
 	return e;
