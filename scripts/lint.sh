@@ -181,9 +181,9 @@ if [ $? -ne 0 ]; then
 fi
 # Who acts (#30): one resolver, agent.c, answers for an agent id (agent_resolve) and
 # holds the one RESOURCE:SCOPE rule (agent_may_ask); nothing else looks an [agent.X]
-# up with config_agent() (config_lookup.c defines it).
+# up with config_agent() (config_base.c defines it).
 # shellcheck disable=SC2086
-agent_hits=$(grep -nHE '\bconfig_agent[[:space:]]*\(' /dev/null $(ls server/*.c | grep -vE '^server/(agent|config_lookup)\.c$') \
+agent_hits=$(grep -nHE '\bconfig_agent[[:space:]]*\(' /dev/null $(ls server/*.c | grep -vE '^server/(agent|config_base)\.c$') \
 	2>/dev/null | grep -vE "$comments" || true)
 if [ -n "$agent_hits" ]; then
 	echo "lint: config_agent() called outside agent.c (resolve the agent with agent_resolve, agent.h):"
