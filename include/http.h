@@ -88,7 +88,7 @@ struct param_spec {
 	unsigned    flags;
 };
 
-/* The string types the route tables share (router.c). */
+/* The string types the route tables share (reply.c). */
 extern const struct param_type param_printable[1];   /* valid_printable */
 extern const struct param_type param_token68[1];     /* valid_token68 */
 extern const struct param_type param_return_to[1];   /* valid_return_to */
@@ -266,7 +266,8 @@ extern const http_gate http_gates[ROUTE_AUTH__MAX];
 extern const http_gate http_grant_check;
 extern const struct route_prefix http_route_prefixes[];
 
-/* --- replies ------------------------------------------------------------ */
+/* --- replies (reply.c, below the route table: the router, routes.c and every
+ * handler answer with them) ------------------------------------------------ */
 #define REPLY_MAX_BODY (4u * 1024 * 1024)
 void reply_init(struct http_reply *r);
 void reply_clear(struct http_reply *r);
@@ -288,6 +289,11 @@ enum cs_err reply_html_error(struct http_reply *r, int status, const char *title
 /* The right error shape for the route kind (JSON for OAuth/API/public, HTML for pages). */
 enum cs_err reply_error(struct http_reply *r, enum route_kind kind, int status,
     const char *code, const char *desc) CS_MUST_CHECK;
+/* The 429 of [limits] class k for a route of kind kind: a page for people,
+ * RFC 6749-shaped JSON (too_many_requests, naming the class) otherwise, and
+ * Retry-After in whole seconds (at least 1). */
+enum cs_err reply_limit_refusal(struct http_reply *rep, enum route_kind kind, enum limit_class k,
+    int64_t retry_after) CS_MUST_CHECK;
 
 /* --- routing (router.c; pure, no sockets) ------------------------------- */
 /* Dispatches a request whose method, path, query, body and headers are filled:
@@ -307,17 +313,12 @@ void router_dispatch(const struct route *table, struct http_request *req, struct
 bool router_admit(const struct route *table, struct http_request *req, struct http_reply *rep);
 void router_handle(struct http_request *req, struct http_reply *rep);
 
-/* The 429 of [limits] class k for a route of kind kind: a page for people,
- * RFC 6749-shaped JSON (too_many_requests, naming the class) otherwise, and
- * Retry-After in whole seconds (at least 1). */
-enum cs_err router_limit_refusal(struct http_reply *rep, enum route_kind kind, enum limit_class k,
-    int64_t retry_after) CS_MUST_CHECK;
 /* The first route whose pattern matches path, whatever its method; NULL: none. */
 const struct route *router_route_for_path(const struct route *table, const char *path);
 /* The kind of answer path gets: its route's, or http_route_prefixes' for an
  * unknown path (errors answered before routing, 404 and 405 use it). */
 enum route_kind router_kind_for_path(const struct route *table, const char *path);
-/* Typed parameters read by index (as kcgi's fieldmap[KEY_X]): a route's
+/* Typed parameters read by index (reply.c, as kcgi's fieldmap[KEY_X]): a route's
  * handler header declares an enum of its parameters' positions, and routes.c
  * declares them with designated initializers ([ME_REVOKE_CSRF] = { "csrf",
  * ... }), so an index names the parameter the table checked.  The router
@@ -342,9 +343,9 @@ enum cs_err router_csp(const struct app *app, char *out, size_t outsz) CS_MUST_C
 enum cs_err router_security_headers(const struct app *app, const char *csp,
     struct http_reply *rep) CS_MUST_CHECK;
 void http_request_clear(struct http_request *req);   /* frees captures and params */
-const char *http_method_name(enum http_method m);
+const char *http_method_name(enum http_method m);   /* reply.c */
 
-/* --- validators for param_spec ----------------------------------------- */
+/* --- validators for param_spec (reply.c) ------------------------------- */
 bool valid_token68(const char *v);      /* opaque token characters (RFC 7235 token68 + '.') */
 bool valid_printable(const char *v);    /* no control characters */
 

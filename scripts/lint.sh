@@ -35,13 +35,14 @@ if [ -n "$hits" ]; then
 fi
 # Route properties (kind, authentication, deferral) are declared in routes.c
 # alone: elsewhere no request path is compared with a literal path, no route
-# kind or auth class is named (router.c reads them), and no handler calls an
+# kind or auth class is named (router.c reads them, and reply.c shapes an error
+# by the kind the router hands it), and no handler calls an
 # authentication gate (the router runs the route's, from routes.c's http_gates).
 comments='^\S+:[0-9]+:\s*(/?\*|//)'
 route_hits=$( {
 	grep -nHE '\b(strn?(case)?cmp|strstr)[[:space:]]*\([^;]*"/' $(ls server/*.c | grep -v '^server/routes\.c$')
 	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+|DEFERRED|GRANT[A-Z_]*|PROBE_[A-Z]+)\b' \
-	    $(ls server/*.c | grep -vE '^server/(routes|router|http)\.c$')
+	    $(ls server/*.c | grep -vE '^server/(routes|router|reply|http)\.c$')
 	grep -nHE '\bROUTE_(PUBLIC|OAUTH|BROWSER|API|AUTH_[A-Z_]+)\b' server/http.c
 	# mcp_token.c is the one exception: ROUTE_AUTH_TOKEN_CLIENT's gate lets an
 	# MCP client's request through, and the client is authenticated with its
@@ -59,13 +60,14 @@ fi
 # pages.c (what the person's pages share); the gates the router runs are
 # handlers too (client_auth_api.c, grant_api.c, dpop_api.c: they read the
 # request, call client_auth.c, grant.c, dpop.c, and answer).  The HTTP side:
-# http.c, router.c, routes.c, page_reply.c (what handlers answer with), main.c.
+# http.c, router.c, routes.c, reply.c and page_reply.c (what handlers answer
+# with), main.c.
 # Every other file is domain,
 # store or command: it must not see http.h, not even through a header (the
 # compiler's own dependency list says), and only the domain opens a
 # transaction or writes an audit entry, never a handler.
 handlers=$(ls server/*_pages.c server/*_api.c server/meta.c server/pages.c 2>/dev/null)
-http_side="server/http.c server/router.c server/routes.c server/page_reply.c server/main.c"
+http_side="server/http.c server/router.c server/routes.c server/reply.c server/page_reply.c server/main.c"
 pkg_cflags=$(pkg-config --cflags libmicrohttpd openssl cjose libcurl sqlite3 jansson inih 2>/dev/null)
 layer_hits=""
 for f in server/*.c; do
@@ -179,9 +181,9 @@ if [ $? -ne 0 ]; then
 fi
 # Who acts (#30): one resolver, agent.c, answers for an agent id (agent_resolve) and
 # holds the one RESOURCE:SCOPE rule (agent_may_ask); nothing else looks an [agent.X]
-# up with config_agent() (config.c defines it).
+# up with config_agent() (config_base.c defines it).
 # shellcheck disable=SC2086
-agent_hits=$(grep -nHE '\bconfig_agent[[:space:]]*\(' /dev/null $(ls server/*.c | grep -vE '^server/(agent|config)\.c$') \
+agent_hits=$(grep -nHE '\bconfig_agent[[:space:]]*\(' /dev/null $(ls server/*.c | grep -vE '^server/(agent|config_base)\.c$') \
 	2>/dev/null | grep -vE "$comments" || true)
 if [ -n "$agent_hits" ]; then
 	echo "lint: config_agent() called outside agent.c (resolve the agent with agent_resolve, agent.h):"

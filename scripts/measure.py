@@ -211,9 +211,11 @@ row('`duplicates --repo server` pairs', 'n/a (duplicates is not on PATH)' if pai
 
 # 9. Circles of files that use each other's names.  A file uses a name of
 # another when it names a function or variable that a header declares and the
-# other file defines (not a name it defines itself, not a struct member), or a
-# static inline function of the other's header (X.h, or X_priv.h for X's
-# family).  Each strongly connected group of more than one file is a circle.
+# other file defines (not a name it defines itself, not a struct member, not a
+# struct, union or enum tag: `struct store_stmt` is a type, whatever function
+# shares its name), or a static inline function of the other's header (X.h, or
+# X_priv.h for X's family).  Each strongly connected group of more than one
+# file is a circle.
 def module(path):
     stem = os.path.basename(path).rsplit('.', 1)[0]
     return stem[:-5] if stem.endswith('_priv') else stem
@@ -238,6 +240,7 @@ uses = {}
 for n, s in stripped.items():
     a = module(n)
     own = set(re.findall(r'^static\b[^;=]*?\b([A-Za-z_]\w*)\s*\(', s, re.M))
+    s = re.sub(r'\b(?:struct|union|enum)\s+[A-Za-z_]\w*', ' ', s)   # tags are no use of a name
     for ident in set(re.findall(r'(?<![.>\w])[A-Za-z_]\w*\b', s)) - own:
         for b in owner.get(ident, ()):
             if b != a:

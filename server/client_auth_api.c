@@ -25,7 +25,7 @@ bool client_auth_api_gateway(const struct http_request *req, struct http_reply *
 	case CLIENT_AUTH_LIMITED:
 		/* Every gateway route answers JSON: the kind only picks that shape. */
 		if (req->route == NULL ||
-		    router_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, r.retry_after) != CS_OK)
+		    reply_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, r.retry_after) != CS_OK)
 			rep->status = 429;
 		return false;
 	default:

@@ -1,7 +1,11 @@
-/* config_priv.h -- for config's own files only (config.c, config_read.c,
- * config_value.c, config_section.c): the load's working state (sections and
- * entries as read, messages waiting to be written) and the helpers the files
- * share.  Every other module sees only the immutable struct config of config.h. */
+/* config_priv.h -- for config's own files only (config.c, config_base.c,
+ * config_read.c, config_value.c, config_section.c, config_authzen.c,
+ * config_placeholder.c): the load's working state (sections and entries as
+ * read, messages waiting to be written) and the helpers the files share.  The
+ * files are layered: config_base.c at the bottom, config_value.c's checks above
+ * it, then config_read.c, config_authzen.c, config_section.c and
+ * config_placeholder.c, and config.c on top; no file calls one above it.
+ * Every other module sees only the immutable struct config of config.h. */
 #ifndef CS_CONFIG_PRIV_H
 #define CS_CONFIG_PRIV_H
 
@@ -92,7 +96,7 @@ enum { S_REQUIRED = 1, S_EMPTY_NULL = 2, S_EMPTY_OK = 4 };
 /* check_url's allowances. */
 enum { URL_PATH = 1, URL_QUERY = 2 };
 
-/* --- config.c: messages (kept, and written sorted by line at the end) --- */
+/* --- config_base.c: messages (kept, and written sorted by line at the end) --- */
 /* An error at a line of the file (0: the file as a whole). */
 void cfg_err_line(struct ctx *c, int line, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -108,7 +112,7 @@ void cfg_warn_e(struct ctx *c, const struct entry *e, const char *fmt, ...)
  * (the value follows), 'n' (none) or 'r' (required).  Does nothing otherwise. */
 void cfg_note_default(struct ctx *c, const struct section *s, const char *key, char kind,
     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* --- config.c: small helpers; an allocation failure sets c->oom --- */
+/* --- config_base.c: small helpers; an allocation failure sets c->oom --- */
 char *cfg_xstrdup(struct ctx *c, const char *s);
 char *cfg_xstrndup(struct ctx *c, const char *s, size_t n);
 bool cfg_in_list(const char *const *list, const char *s);
@@ -120,7 +124,7 @@ bool cfg_valid_scope_token(const char *s);
 const char *cfg_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 char **cfg_split_words(struct ctx *c, const char *s, size_t *count);
 bool cfg_has_dup(char *const *v, size_t n, size_t *which);
-/* --- config.c: sections and entries --- */
+/* --- config_base.c: sections and entries --- */
 /* A section to add: its name as written, its kind, the name parts of a
  * dynamic section (a: the agent or resource; b: the scope or action of
  * resource a) and
@@ -139,6 +143,10 @@ struct entry *cfg_add_entry(struct ctx *c, struct section *s, const char *key,
 struct section *cfg_find_section(struct ctx *c, const char *name);
 const char *cfg_value_of(const struct entry *e);
 bool cfg_section_has_value(const struct section *s, const char *key);
+/* The load's end: every section and entry freed (values wiped), then the
+ * messages written to c->errs (when set) sorted by line, and freed. */
+void cfg_free_sections(struct ctx *c);
+void cfg_flush_messages(struct ctx *c);
 /* --- config_value.c: typed getters (each reports what it refuses) and
  * value checks --- */
 const struct entry *cfg_get_str(struct ctx *c, const struct section *s, const char *key,
@@ -174,15 +182,16 @@ char **cfg_get_words(struct ctx *c, const struct section *s, const struct words_
     size_t *count, bool *given);
 
 /* N of an [action.R.A] key "policy.N" (1..99, no leading zero); 0 otherwise
- * (config_section.c). */
+ * (config_read.c). */
 int cfg_policy_key(const char *key);
 
 /* config_read.c's key list of a section kind (NULL-terminated) and its name. */
 const char *const *cfg_section_keys(enum sec_kind k, const char **name);
 
-/* config_section.c's helpers config_authzen.c shares: a secret file (the
- * whole file, one final newline allowed; false when unreadable, said through
- * c) and a check that path is a readable PEM file of CA certificates. */
+/* config_value.c's checks of the files a value names, for config_section.c
+ * and config_authzen.c: a secret file (the whole file, one final newline
+ * allowed; false when unreadable, said through c) and a check that path is a
+ * readable PEM file of CA certificates. */
 bool cfg_read_secret_file(struct ctx *c, const struct entry *e, const char *path, char *buf,
     size_t cap, size_t *n);
 void cfg_check_ca_file(struct ctx *c, const struct entry *e, const char *path);

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "config_priv.h"
 #include "jws.h"
+#include "policy.h"
 
 /* CONSENTD_* variables that are not configuration keys and are left alone:
  * CONSENTD_CONFIG may name the file for the command line, CONSENTD_BIN names the
@@ -100,6 +101,14 @@ const char *const *cfg_section_keys(enum sec_kind k, const char **name)
 {
 	*name = sec_defs[k].name;
 	return sec_defs[k].keys;
+}
+
+int cfg_policy_key(const char *key)
+{
+	int64_t n;
+	if (strncmp(key, "policy.", 7) != 0 || key[7] == '0')
+		return 0;
+	return cfg_parse_int(key + 7, 1, POLICY_MAX_LINES, &n) == NULL ? (int)n : 0;
 }
 
 /* ---------------------------------------------------------------- reading (inih) */

@@ -419,30 +419,6 @@ static bool metrics_token_ok(const char *t)
 	return true;
 }
 
-/* A secret file (token_file, password_file): the whole file is the secret,
- * one final newline (or CRLF) allowed; read into buf (cap bytes), *n its
- * length.  false when it could not be read (said through c). */
-bool cfg_read_secret_file(struct ctx *c, const struct entry *e, const char *path, char *buf,
-    size_t cap, size_t *n)
-{
-	FILE *f = fopen(path, "re");
-	if (f == NULL) {
-		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
-		return false;
-	}
-	*n = fread(buf, 1, cap - 1, f);
-	bool ok = !ferror(f);
-	if (!ok)
-		cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
-	fclose(f);
-	buf[*n] = '\0';
-	if (*n > 0 && buf[*n - 1] == '\n')
-		buf[--*n] = '\0';
-	if (*n > 0 && buf[*n - 1] == '\r')
-		buf[--*n] = '\0';
-	return ok;
-}
-
 /* token_file: one token of printable characters. */
 static void load_metrics_token_file(struct ctx *c, struct config *cfg, const struct entry *e,
     const char *path)
@@ -522,19 +498,6 @@ static void load_metrics(struct ctx *c, struct config *cfg, const struct section
 
 static bool word_ok_cimd_host(const char *w) { return cimd_host_entry_valid(w); }
 static bool word_ok_cimd_prefix(const char *w) { return cimd_prefix_entry_valid(w); }
-
-/* [mcp] cimd_ca_file: a readable PEM file of at least one CA certificate. */
-void cfg_check_ca_file(struct ctx *c, const struct entry *e, const char *path)
-{
-	X509_STORE *st = X509_STORE_new();
-	if (st == NULL) {
-		c->oom = true;
-		return;
-	}
-	if (X509_STORE_load_file(st, path) != 1)
-		cfg_err_e(c, e, "'%s' is not a readable PEM file of CA certificates", path);
-	X509_STORE_free(st);
-}
 
 /* The first of two keys given in s (for a message about the pair); NULL: neither. */
 static const struct entry *first_of(const struct section *s, const char *a, const char *b)
@@ -1179,14 +1142,6 @@ static void load_standing(struct ctx *c, struct config_action *ac, const struct 
 	e = cfg_find(s, "standing_fixed");
 	if (e != NULL && !e->bad && ac->nstanding_fixed > 0 && ac->standing != STANDING_MATCH)
 		cfg_err_e(c, e, "needs standing = match: only a match rule leaves parameters open");
-}
-
-int cfg_policy_key(const char *key)
-{
-	int64_t n;
-	if (strncmp(key, "policy.", 7) != 0 || key[7] == '0')
-		return 0;
-	return cfg_parse_int(key + 7, 1, POLICY_MAX_LINES, &n) == NULL ? (int)n : 0;
 }
 
 /* The action's policy.N keys (issue #32 item 4), parsed and put in order of N. */

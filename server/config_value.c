@@ -1,7 +1,7 @@
 /* config_value.c -- typed getters and value checks for config: integers with
- * bounds, booleans, enums, word lists, URLs, listen addresses and routes, each
- * refusal reported with where the value came from.  It must never print a
- * secret value. */
+ * bounds, booleans, enums, word lists, URLs, listen addresses and routes, the
+ * files a value names (a secret file, a CA file), each refusal reported with
+ * where the value came from.  It must never print a secret value. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/x509_vfy.h>
 #include "buf.h"
 #include "config.h"
 #include "config_priv.h"
@@ -494,4 +495,43 @@ out:
 		*count = n;
 	free(v);
 	return w;
+}
+
+/* ---------------------------------------------------------------- files */
+
+/* A secret file (token_file, password_file): the whole file is the secret,
+ * one final newline (or CRLF) allowed; read into buf (cap bytes), *n its
+ * length.  false when it could not be read (said through c). */
+bool cfg_read_secret_file(struct ctx *c, const struct entry *e, const char *path, char *buf,
+    size_t cap, size_t *n)
+{
+	FILE *f = fopen(path, "re");
+	if (f == NULL) {
+		cfg_err_e(c, e, "cannot open '%s': %s", path, strerror(errno));
+		return false;
+	}
+	*n = fread(buf, 1, cap - 1, f);
+	bool ok = !ferror(f);
+	if (!ok)
+		cfg_err_e(c, e, "cannot read '%s': %s", path, strerror(errno));
+	fclose(f);
+	buf[*n] = '\0';
+	if (*n > 0 && buf[*n - 1] == '\n')
+		buf[--*n] = '\0';
+	if (*n > 0 && buf[*n - 1] == '\r')
+		buf[--*n] = '\0';
+	return ok;
+}
+
+/* [mcp] cimd_ca_file: a readable PEM file of at least one CA certificate. */
+void cfg_check_ca_file(struct ctx *c, const struct entry *e, const char *path)
+{
+	X509_STORE *st = X509_STORE_new();
+	if (st == NULL) {
+		c->oom = true;
+		return;
+	}
+	if (X509_STORE_load_file(st, path) != 1)
+		cfg_err_e(c, e, "'%s' is not a readable PEM file of CA certificates", path);
+	X509_STORE_free(st);
 }

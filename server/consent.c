@@ -18,12 +18,6 @@
 
 #define SLOW_DOWN_STEP 5             /* seconds added to the interval on slow_down */
 
-enum cs_err consent_scopes_from_db(const char *s, struct scope_set *out)
-{
-	enum cs_err e = scope_set_parse(s ? s : "", out);
-	return e == CS_ENOMEM ? e : e != CS_OK ? CS_EDB : CS_OK;
-}
-
 /* --- ids --------------------------------------------------------------- */
 
 /* Consent and consent request ids are b64url_random_id's. */

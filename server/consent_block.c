@@ -1,12 +1,20 @@
 /* consent_block.c -- the blocks a person's "no" holds for [consent]
  * deny_cooldown (consent.h): a denied request, or the scopes unticked on an
- * approval; listing them for /me and lifting one.  It must never lift or show
+ * approval; listing them for /me and lifting one.  It also reads a stored scope
+ * list for the whole family (consent_scopes_from_db), so that consent.c calls
+ * down into this file and never the other way.  It must never lift or show
  * a block to anyone but the person whose decision it is. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "audit.h"
 #include "consent_priv.h"
+
+enum cs_err consent_scopes_from_db(const char *s, struct scope_set *out)
+{
+	enum cs_err e = scope_set_parse(s ? s : "", out);
+	return e == CS_ENOMEM ? e : e != CS_OK ? CS_EDB : CS_OK;
+}
 
 void consent_block_clear(struct consent_block *b)
 {

@@ -10,7 +10,8 @@
 /* The revoke reason decide_approve writes for the consent a new one replaces. */
 #define CONSENT_REASON_REPLACED "replaced"
 
-/* A stored scope list; anything unparsable there is a damaged database (CS_EDB). */
+/* A stored scope list; anything unparsable there is a damaged database (CS_EDB)
+ * (consent_block.c, the family's lowest file). */
 enum cs_err consent_scopes_from_db(const char *s, struct scope_set *out) CS_MUST_CHECK;
 /* "slow_down answered N times" for the audit entry that ends a request, or
  * NULL when it never was. */

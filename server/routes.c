@@ -635,9 +635,9 @@ static enum cs_err gate_token_client(struct http_request *req, struct http_reply
 	if (!mcp_token_request_is_client(req->app->cfg, client_id, req->authorization))
 		return gate_gateway(req, rep, ok);
 	if (!rate_limits_take_address(req->app->limits, req->remote_ip, &ra))
-		return router_limit_refusal(rep, req->route->kind, LIMIT_ADDRESS, ra);
+		return reply_limit_refusal(rep, req->route->kind, LIMIT_ADDRESS, ra);
 	if (!rate_limits_auth_allowed(req->app->limits, req->remote_ip, &ra))
-		return router_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, ra);
+		return reply_limit_refusal(rep, req->route->kind, LIMIT_AUTH_FAILURE, ra);
 	/* The audit's name for it (router.c keeps it); a long client-id URL is cut. */
 	if (str_fmt(req->auth.actor, sizeof req->auth.actor, "client:%.280s", client_id) != CS_OK)
 		return CS_EINVAL;

@@ -2,7 +2,8 @@
  * and captures, 404/405, parameter validation per route kind, same-origin
  * checks for browser POSTs, handler failures, security headers and header
  * injection.  Handlers echo what they were given, so every test can see
- * exactly which route ran and which values got through. */
+ * exactly which route ran and which values got through.  It also covers
+ * reply.c, the replies and typed parameters the router and handlers share. */
 #include <strings.h>
 #include <jansson.h>
 
