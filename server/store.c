@@ -5,6 +5,7 @@
  * every store_X.c uses (store_priv.h) on whichever engine that is.  It holds
  * no SQL and asks no engine question beyond choosing the engine at open:
  * everything engine-specific is a call through store_backend. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -413,6 +414,11 @@ enum cs_err store_read_members(struct store_stmt *st, void *row, char **block,
 	struct store_text_col texts[STORE_MAX_TEXT_MEMBERS];
 	size_t nt = 0;
 	unsigned char *base = row;
+	/* SECURITY: a statement that lists fewer columns than its table would read
+	 * 0 into the members past its end, and 0 in revoked_at or ended_at reads
+	 * as "live": a row the reader cannot fill whole is no row. */
+	if (n > (size_t)INT_MAX || store_col_count(st) < (int)n)
+		return CS_EDB;
 	for (size_t i = 0; i < n; i++) {
 		const struct store_member *m = &members[i];
 		int col = (int)i;

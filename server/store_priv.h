@@ -149,18 +149,20 @@ struct store_member {
 	size_t                 off;  /* offsetof the member in its row */
 	size_t                 len;  /* a blob's: offsetof its size_t length */
 };
-/* The members, each checked against its type at compile time: T's member m. */
-#define STORE_TEXT(T, m)         { STORE_MEMBER_TEXT, _Generic(((T *)0)->m, char *: offsetof(T, m)), 0 }
+/* The members, each checked against its type at compile time: T's member m.  The
+ * check selects on the member's address, so an array member (char name[64])
+ * is refused rather than taken for the pointer it would decay to. */
+#define STORE_TEXT(T, m)         { STORE_MEMBER_TEXT, _Generic(&((T *)0)->m, char **: offsetof(T, m)), 0 }
 #define STORE_TEXT_OR_NULL(T, m) \
-	{ STORE_MEMBER_TEXT_OR_NULL, _Generic(((T *)0)->m, char *: offsetof(T, m)), 0 }
-#define STORE_INT64(T, m)        { STORE_MEMBER_INT64, _Generic(((T *)0)->m, int64_t: offsetof(T, m)), 0 }
-#define STORE_FLAG(T, m)         { STORE_MEMBER_FLAG, _Generic(((T *)0)->m, int: offsetof(T, m)), 0 }
+	{ STORE_MEMBER_TEXT_OR_NULL, _Generic(&((T *)0)->m, char **: offsetof(T, m)), 0 }
+#define STORE_INT64(T, m)        { STORE_MEMBER_INT64, _Generic(&((T *)0)->m, int64_t *: offsetof(T, m)), 0 }
+#define STORE_FLAG(T, m)         { STORE_MEMBER_FLAG, _Generic(&((T *)0)->m, int *: offsetof(T, m)), 0 }
 #define STORE_BLOB(T, m, n)      { STORE_MEMBER_BLOB, \
-	_Generic(((T *)0)->m, unsigned char *: offsetof(T, m)), \
-	_Generic(((T *)0)->n, size_t: offsetof(T, n)) }
+	_Generic(&((T *)0)->m, unsigned char **: offsetof(T, m)), \
+	_Generic(&((T *)0)->n, size_t *: offsetof(T, n)) }
 #define STORE_BLOB_OR_NULL(T, m, n) { STORE_MEMBER_BLOB_OR_NULL, \
-	_Generic(((T *)0)->m, unsigned char *: offsetof(T, m)), \
-	_Generic(((T *)0)->n, size_t: offsetof(T, n)) }
+	_Generic(&((T *)0)->m, unsigned char **: offsetof(T, m)), \
+	_Generic(&((T *)0)->n, size_t *: offsetof(T, n)) }
 /* Text members one row may have at most (store_read_members). */
 #define STORE_MAX_TEXT_MEMBERS 32
 /* Reads st's current row into row, zeroed by the caller: column i into

@@ -328,6 +328,42 @@ START_TEST(test_store_keys_list_every_row)
 }
 END_TEST
 
+/* A row type of the test's own: a name and a revocation time. */
+struct short_row {
+	char   *name;
+	int64_t revoked_at;
+	char   *block;
+};
+static const struct store_member short_row_members[] = {
+	STORE_TEXT(struct short_row, name),
+	STORE_INT64(struct short_row, revoked_at),
+};
+static const struct store_row_type short_row_type =
+	STORE_ROW_MEMBERS(struct short_row, short_row_members);
+static const char SQL_SHORT_ONE[] = "SELECT 'n'";
+static const char SQL_SHORT_BOTH[] = "SELECT 'n', 7";
+
+/* SECURITY: a SELECT listing fewer columns than its row's members is no row:
+ * the member past its end would read 0, and a revoked_at of 0 reads as live. */
+START_TEST(test_store_row_shorter_than_its_members_refused)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct short_row r = { 0 };
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_get(c, SQL_SHORT_ONE, NULL, 0, &short_row_type, &r), CS_EDB);
+	ck_assert_ptr_null(r.name);                      /* left zeroed */
+	ck_assert_int_eq(store_get(c, SQL_SHORT_BOTH, NULL, 0, &short_row_type, &r), CS_OK);
+	ck_assert_str_eq(r.name, "n");
+	ck_assert_int_eq(r.revoked_at, 7);
+	store_row_clear(&short_row_type, &r);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* One SQL constant per slot: the cache tells statements apart by address. */
 static char many_sql[STORE_MAX_STMTS + 1][24];
 
@@ -1681,6 +1717,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_migrate_newer_eschema);
 	tcase_add_test(tc, test_store_keys_roundtrip);
 	tcase_add_test(tc, test_store_keys_list_every_row);
+	tcase_add_test(tc, test_store_row_shorter_than_its_members_refused);
 	tcase_add_test(tc, test_store_stmt_cache_by_address);
 	tcase_add_test(tc, test_store_user_put_login_or_ensure);
 	tcase_add_test(tc, test_store_tx_rollback);
