@@ -550,14 +550,28 @@ static enum cs_err no_route_reply(const struct route *table, const struct http_r
 	return e;
 }
 
+/* The route reads its parameters from the body (a form or JSON POST), not
+ * from the query. */
+static bool reads_body(const struct route *rt, enum http_method m)
+{
+	return m != HTTP_GET && (rt->flags & (ROUTE_FORM_BODY | ROUTE_JSON_BODY)) != 0;
+}
+
+/* A body-reading route given parameters in the URL as well: refused (a 400),
+ * except on the OAuth endpoints. */
+static bool url_params_refused(const struct route *rt, const struct http_request *req)
+{
+	return req->query[0] != '\0' && rt->kind != ROUTE_OAUTH;
+}
+
 /* The 415 words when a body route's request body has the wrong media type;
  * NULL when it is right or the route reads no body. */
 static const char *body_type_refusal(const struct route *rt, const struct http_request *req,
     enum http_method m)
 {
-	if (m == HTTP_GET || !(rt->flags & (ROUTE_FORM_BODY | ROUTE_JSON_BODY)))
+	if (!reads_body(rt, m))
 		return NULL;
-	if (req->query[0] != '\0' && rt->kind != ROUTE_OAUTH)
+	if (url_params_refused(rt, req))
 		return NULL;        /* refused as a 400 by params_parse */
 	if (rt->flags & ROUTE_FORM_BODY)
 		return content_type_is(req->content_type, "application/x-www-form-urlencoded") ?
@@ -571,10 +585,10 @@ static const char *body_type_refusal(const struct route *rt, const struct http_r
 static const char *params_parse(const struct route *rt, struct http_request *req,
     enum http_method m, struct form *raw)
 {
-	if (m == HTTP_GET || !(rt->flags & (ROUTE_FORM_BODY | ROUTE_JSON_BODY))) {
+	if (!reads_body(rt, m)) {
 		if (form_parse_in(raw, req->arena, req->query, strlen(req->query)) != CS_OK)
 			return "malformed query string";
-	} else if (req->query[0] != '\0' && rt->kind != ROUTE_OAUTH) {
+	} else if (url_params_refused(rt, req)) {
 		return "parameters are not accepted in the URL here";
 	} else if (rt->flags & ROUTE_FORM_BODY) {
 		if (form_parse_in(raw, req->arena, req->body ? req->body : "", req->body_len) != CS_OK)
