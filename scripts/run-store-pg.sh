@@ -42,7 +42,7 @@ as_pg "$pg_bin/pg_ctl" -D "$tmp/data" -o "-c listen_addresses='' -c unix_socket_
 	-l "$tmp/log" start -w -t 60 >/dev/null \
 	|| { cat "$tmp/log"; echo "run-store-pg: the server did not start"; exit 1; }
 pid=$(head -n 1 "$tmp/data/postmaster.pid")
-psql -X -q -v ON_ERROR_STOP=1 -d "postgresql:///postgres?host=$tmp&user=postgres" -c 'CREATE DATABASE consentd' \
+"$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -d "postgresql:///postgres?host=$tmp&user=postgres" -c 'CREATE DATABASE consentd' \
 	|| { echo "run-store-pg: CREATE DATABASE failed"; exit 1; }
 
 CONSENTD_TEST_DATABASE_URL="postgresql:///consentd?host=$tmp&user=postgres" \

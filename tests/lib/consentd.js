@@ -21,7 +21,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startProcess } from './proc.js';
 import { withFreePort, listenersOn, PortTakenError } from './ports.js';
-import { startPostgres } from './pg.js';
+import { startPostgres, psqlBin } from './pg.js';
 import { startLb, PROXY_ADDRESS } from './lb.js';
 
 const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
@@ -96,7 +96,7 @@ export function dbQuery(cfg, query, { json = false } = {}) {
   let r;
   if (url) {
     const q = json ? `SELECT coalesce(json_agg(q), '[]') FROM (${query}) q` : query;
-    r = spawnSync('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', q], { encoding: 'utf8' });
+    r = spawnSync(psqlBin, ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', q], { encoding: 'utf8' });
   } else {
     r = spawnSync('sqlite3', [...(json ? ['-json'] : []), '-cmd', '.timeout 5000', cfg.database.path, query],
       { encoding: 'utf8' });
