@@ -119,7 +119,51 @@ import { DEFAULT_USERS, DEFAULT_CLIENTS } from './defaults.js';
 import { buildPresetProvider } from './presets.js';
 import { readBodyUpTo } from '../lib/readbody.js';
 
-const log = (...a) => console.error('[devidp]', ...a);
+const stderrLog = (...a) => console.error('[devidp]', ...a);
+
+// oidc-provider's MemoryAdapter keeps one store for its whole process.  Several devidps in
+// one process (tests/lib/idp.js starts them in the test's own) each need their own, as
+// separate processes had: the MemoryAdapter's operations over a Map of this instance.
+const GRANTABLE = new Set(['AccessToken', 'AuthorizationCode', 'RefreshToken', 'DeviceCode',
+  'BackchannelAuthenticationRequest']);
+export function ownMemoryAdapter() {
+  const store = new Map();
+  return class OwnMemoryAdapter {
+    constructor(model) { this.model = model; }
+
+    key(id) { return `${this.model}:${id}`; }
+
+    async destroy(id) { store.delete(this.key(id)); }
+
+    async consume(id) { store.get(this.key(id)).consumed = Math.floor(Date.now() / 1000); }
+
+    async find(id) { return store.get(this.key(id)); }
+
+    async findByUid(uid) { return this.find(store.get(`sessionUid:${uid}`)); }
+
+    async findByUserCode(userCode) { return this.find(store.get(`userCode:${userCode}`)); }
+
+    async upsert(id, payload) {
+      const key = this.key(id);
+      if (this.model === 'Session') store.set(`sessionUid:${payload.uid}`, id);
+      const { grantId, userCode } = payload;
+      if (GRANTABLE.has(this.model) && grantId) {
+        const grant = store.get(`grant:${grantId}`);
+        if (!grant) store.set(`grant:${grantId}`, [key]); else grant.push(key);
+      }
+      if (userCode) store.set(`userCode:${userCode}`, id);
+      store.set(key, payload);
+    }
+
+    async revokeByGrantId(grantId) {
+      const grant = store.get(`grant:${grantId}`);
+      if (grant) {
+        grant.forEach((k) => store.delete(k));
+        store.delete(`grant:${grantId}`);
+      }
+    }
+  };
+}
 
 function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({
@@ -171,7 +215,9 @@ async function makeJwks() {
   return { keys };
 }
 
-export async function buildProvider(issuer, cfg = {}) {
+// opts: log (default: stderr lines "[devidp] ..."), adapter (default: oidc-provider's
+// MemoryAdapter, one store per process; see ownMemoryAdapter).
+export async function buildProvider(issuer, cfg = {}, { log = stderrLog, adapter } = {}) {
   const users = cfg.users || DEFAULT_USERS;
   const clients = cfg.clients || DEFAULT_CLIENTS;
   const ttlCfg = cfg.ttl || {};
@@ -190,6 +236,7 @@ export async function buildProvider(issuer, cfg = {}) {
 
   const prefix = cfg.cookiePrefix;
   const configuration = {
+    ...(adapter ? { adapter } : {}),
     clients,
     jwks: await makeJwks(),
     cookies: {
@@ -437,7 +484,7 @@ function registerIdJag(provider, issuer, jwks, opts) {
 }
 
 // The interaction routes (login form, auto-consent, abort). Everything else goes to the provider.
-function makeHandler(provider, users, title) {
+function makeHandler(provider, users, title, log = stderrLog) {
   const callback = provider.callback();
   return async (req, res) => {
     const url = new URL(req.url, 'http://x');
@@ -498,6 +545,49 @@ function makeHandler(provider, users, title) {
   };
 }
 
+// Listens on host:port (0: a free port), then builds the provider for the real issuer.
+// -> { issuer, port, server, close() }: close() stops listening and ends every connection.
+// opts: log and adapter, as buildProvider takes them (the presets take log alone).
+export async function serveDevIdp(cfg = {}, { host = '127.0.0.1', port = 0, log = stderrLog, adapter } = {}) {
+  let handler = (req, res) => send(res, 503, 'starting');
+  const server = createServer((req, res) => handler(req, res));
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const bound = server.address().port;
+  const issuer = `http://${host}:${bound}`;
+  try {
+    if (cfg.presets || cfg.preset) {
+      // The preset modes (./presets.js): one provider per preset at /{mode}.
+      const ph = buildPresetProvider(issuer, { ...cfg, users: cfg.users || DEFAULT_USERS }, { log });
+      handler = async (req, res) => {
+        const url = new URL(req.url, 'http://x');
+        if (url.pathname === '/_devidp/health') return send(res, 200, 'ok', { 'content-type': 'text/plain' });
+        if (await ph(req, res, url) === false) send(res, 404, page('Not found', '<h1>Not found</h1>'));
+        return undefined;
+      };
+    } else {
+      const { provider, users, title } = await buildProvider(issuer, cfg, { log, adapter });
+      handler = makeHandler(provider, users, title, log);
+    }
+  } catch (err) {
+    server.close();
+    throw err;
+  }
+  return {
+    issuer,
+    port: bound,
+    server,
+    close() {
+      return new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections?.();
+      });
+    },
+  };
+}
+
 async function main() {
   const { values } = parseArgs({
     options: {
@@ -512,38 +602,16 @@ async function main() {
     process.exit(0);
   }
   const host = values.host || process.env.DEVIDP_HOST || '127.0.0.1';
-  let port = Number(values.port ?? process.env.DEVIDP_PORT ?? 0);
+  const port = Number(values.port ?? process.env.DEVIDP_PORT ?? 0);
   const configFile = values.config || process.env.DEVIDP_CONFIG;
   const cfg = configFile ? JSON.parse(readFileSync(configFile, 'utf8')) : {};
-
-  // Listen first (port 0 resolves to a free port), then build the provider for the real issuer.
-  let handler = (req, res) => send(res, 503, 'starting');
-  const server = createServer((req, res) => handler(req, res));
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
-  port = server.address().port;
-  const issuer = `http://${host}:${port}`;
-  if (cfg.presets || cfg.preset) {
-    // The preset modes (./presets.js): one provider per preset at /{mode}.
-    const ph = buildPresetProvider(issuer, { ...cfg, users: cfg.users || DEFAULT_USERS });
-    handler = async (req, res) => {
-      const url = new URL(req.url, 'http://x');
-      if (url.pathname === '/_devidp/health') return send(res, 200, 'ok', { 'content-type': 'text/plain' });
-      if (await ph(req, res, url) === false) send(res, 404, page('Not found', '<h1>Not found</h1>'));
-      return undefined;
-    };
-  } else {
-    const { provider, users, title } = await buildProvider(issuer, cfg);
-    handler = makeHandler(provider, users, title);
-  }
+  const { issuer, server } = await serveDevIdp(cfg, { host, port });
 
   let stopping = false;
   const stop = (sig) => {
     if (stopping) return;
     stopping = true;
-    log(`${sig}: shutting down`);
+    stderrLog(`${sig}: shutting down`);
     server.close(() => process.exit(0));
     server.closeAllConnections?.();
     setTimeout(() => process.exit(0), 2000).unref();
@@ -558,7 +626,7 @@ const isMain = process.argv[1]
   && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
 if (isMain) {
   main().catch((err) => {
-    log('fatal', err);
+    stderrLog('fatal', err);
     process.exit(1);
   });
 }

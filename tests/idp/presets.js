@@ -54,7 +54,7 @@ import { readBodyUpTo } from '../lib/readbody.js';
 
 export const MODES = ['github', 'github-app', 'google', 'microsoft', 'slack', 'gitlab', 'atlassian'];
 
-const log = (...a) => console.error('[devidp]', ...a);
+const stderrLog = (...a) => console.error('[devidp]', ...a);
 const tok = (p) => `${p}${randomBytes(18).toString('base64url')}`;
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
 
@@ -102,7 +102,7 @@ function bearer(req) {
   return m ? m[1] : null;
 }
 
-export function buildPresetProvider(issuer, cfg = {}) {
+export function buildPresetProvider(issuer, cfg = {}, { log = stderrLog } = {}) {
   const users = cfg.users || {};
   const clients = new Map((cfg.clients || []).map((c) => [c.client_id, { ...c, redirect_uris: new Set(c.redirect_uris || []) }]));
   const ttl = cfg.accessTokenTTL || 3600;

@@ -319,7 +319,7 @@ test('proactive_refresh with single-use refresh tokens: every rotated token is s
   await sleep(400);
   // The provider's log: every refresh of this client answered 200 (a refresh token used twice
   // answers bad_refresh_token and ends the grant), one per stored refresh.
-  const lines = p.proc.stderr.split('\n').filter((l) => /^\[devidp\] TOKEN mode=github-app grant_type=refresh_token /.test(l));
+  const lines = p.log().split('\n').filter((l) => /^\[devidp\] TOKEN mode=github-app grant_type=refresh_token /.test(l));
   assert.ok(lines.length >= 4, lines.join('\n'));
   assert.deepEqual(lines.filter((l) => !/ status=200 /.test(l)), [], 'no refresh refused');
   const stored = Number(v.sql(`SELECT count(*) FROM audit WHERE action = 'vault.refreshed' AND consent_id = '${k.cid}'`));

@@ -21,8 +21,10 @@ const client = (id) => DEFAULT_CLIENTS.find((c) => c.client_id === id);
 const gw = client('gateway-app');
 const cd = client('consentd');
 
+// devidp as the program `make run` starts (process: true); the other files serve it from
+// their own process (tests/lib/idp.js).
 let idp;
-before(async () => { idp = await startIdp(); });
+before(async () => { idp = await startIdp({ process: true }); });
 after(async () => { if (idp) await idp.stop(); });
 
 const gwLogin = (user, extra = {}) => getIdToken({
@@ -177,6 +179,7 @@ test('downstream provider mode: opaque short-lived tokens, rotating refresh toke
     token_endpoint_auth_method: 'client_secret_basic',
   };
   const prov = await startIdp({
+    process: true,
     clients: [ds],
     downstream: { resource: 'https://api.github.example', scopes: ['repo', 'issues:read', 'issues:write'], accessTokenTTL: 30 },
   });
@@ -285,7 +288,7 @@ test('Chromium (playwright-core) can sign in on the login page, and sign out', {
 });
 
 test('stop() ends the IdP process (by pid) with exit 0', async () => {
-  const tmp = await startIdp();
+  const tmp = await startIdp({ process: true });
   assert.ok(pidAlive(tmp.pid));
   const st = await tmp.stop();
   assert.equal(st.code, 0);

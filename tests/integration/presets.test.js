@@ -96,7 +96,7 @@ after(async () => {
 // [{ what, mode, grant_type, status, grant, hint, kind }] from the provider's stderr.
 function plog(mode) {
   const out = [];
-  for (const line of p.proc.stderr.split('\n')) {
+  for (const line of p.log().split('\n')) {
     const m = /^\[devidp\] (TOKEN|REVOKE) (.*)$/.exec(line);
     if (!m) continue;
     const e = { what: m[1] };

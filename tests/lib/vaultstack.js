@@ -43,12 +43,10 @@
 //   await v.consentAndGrant({ jar, user, ask, grantAsk, approved, ...opts }) -> the grant's answer
 //     the exchange asks for consent, the person gives it over HTTP, the exchange then answers 200
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startIdp, DEFAULT_CLIENTS, DEFAULT_USERS, DEVIDP } from './idp.js';
+import { startIdp, startDevIdp, DEFAULT_CLIENTS, DEFAULT_USERS } from './idp.js';
 import { startConsentd } from './consentd.js';
-import { startProcess } from './proc.js';
 import { withFreePort } from './ports.js';
 import { waitNodesReady } from './stack.js';
 import { CookieJar, discover, getIdToken } from './idplogin.js';
@@ -64,33 +62,15 @@ export { DOWNSTREAM };
 export async function startDownstreamIdp({
   clients, users = DEFAULT_USERS, downstream, ttl, rotateRefreshToken = true,
   reuseGrant = false, logTokenRequests = true, introspectGrantId = true, more = {}, env, echo,
+  process: asProcess,
 }) {
-  const dir = mkdtempSync(join(tmpdir(), 'devidp-ds-'));
-  const configFile = join(dir, 'config.json');
   const cfg = {
     ...more, clients, users, downstream, rotateRefreshToken, reuseGrant, logTokenRequests,
     introspectGrantId,
   };
   if (ttl) cfg.ttl = ttl;
-  writeFileSync(configFile, JSON.stringify(cfg, null, 2), { mode: 0o600 });
-  let proc;
-  try {
-    proc = await startProcess(process.execPath, [DEVIDP, '--port', '0', '--config', configFile], {
-      env, echo, name: 'devidp-downstream', ready: /^READY (http:\/\/\S+)$/, timeoutMs: 60000,
-    });
-  } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
-    throw err;
-  }
-  const issuer = proc.readyMatch[1];
-  return {
-    issuer, port: Number(new URL(issuer).port), pid: proc.pid, proc, clients, users, configFile,
-    async stop(ms = 5000) {
-      const st = await proc.stop(ms);
-      rmSync(dir, { recursive: true, force: true });
-      return st;
-    },
-  };
+  const idp = await startDevIdp(cfg, { env, echo, name: 'devidp-downstream', process: asProcess });
+  return { ...idp, clients, users };
 }
 
 // Cookie jars signed in to consentd, one per (consentd URL, person), made on first use:
@@ -223,7 +203,7 @@ async function startVaultStackOn(port, {
       // [{ what: 'TOKEN'|'REVOKE', grant_type, client_id, status, grant, hint, kind }]
       dsLog() {
         const out = [];
-        for (const line of ds.proc.stderr.split('\n')) {
+        for (const line of ds.log().split('\n')) {
           const m = /^\[devidp\] (TOKEN|REVOKE) (.*)$/.exec(line);
           if (!m) continue;
           const e = { what: m[1] };
