@@ -109,14 +109,16 @@ slow_first() {
 # statements off (what PgBouncer < 1.21 in transaction mode needs);
 # pg_nodes.test.js and pg_copy.test.js (in the integration step) hold the
 # multi-node properties themselves and run them on (the default).  The HTTP
-# files one at a time by default (PG_CONCURRENCY=2 halves the pass, but on a
-# fresh Debian 12 two at a time pushed vault_attacks' 10 s grants past their
-# expiry and retention's IdP past its patience: 2 of 153 failed), the slowest first; then the browser files one at a time (a browser test's
-# 5 s provider token must not reach its 2 s refresh margin under load).
+# files two at a time (PG_CONCURRENCY; one at a time the pass is the longest step
+# by far, ~1,000 s), the slowest first; then the browser files one at a time (a
+# browser test's 5 s provider token must not reach its 2 s refresh margin under
+# load).  Two at a time once failed vault_attacks (its grants then lived 10 s, now
+# 20 s) and retention on a fresh Debian 12, before the IdPs moved into the test
+# processes and make check's CPU fell (tests/lib/idp.js).
 pg_tests() {
 	local rc=0 p f
 	export CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2
-	NF_PIDFILE=$pg_lanes node_files "postgresql (http)" "${PG_CONCURRENCY:-1}" $(slow_first \
+	NF_PIDFILE=$pg_lanes node_files "postgresql (http)" "${PG_CONCURRENCY:-2}" $(slow_first \
 	    "key_reload dpop consent_attacks vault_attacks approval_attacks admin_pages admin_bulk" \
 	    $(grep -v '^#' scripts/pg-pass.list | grep -v '^tests/e2e/')) || rc=1
 	p=$nf_pass; f=$nf_fail
@@ -145,12 +147,18 @@ integration_tests() {
 	    audit crash backup admin_bulk vault_attacks admin_pages errors devrun events hostile health" \
 	    tests/integration/*.test.js)
 }
+# The browser files one at a time, beside the integration files from the start: a chain
+# of their own (~400 s) that must not wait for the integration files to end.
+e2e_tests() {
+	node_files e2e 1 $(slow_first "admin a11y vault me person_pages approval" tests/e2e/*.test.js)
+}
 pg_lanes=$(mktemp -u)   # the PostgreSQL pass's xargs pid while its HTTP files run
 build_all() {
 	local rc=0
 	make -s -j"$(nproc)" build/consentd build/consentd-asan || rc=1
 	bg "integration (pg, 2 nodes)" pg_tests
 	bg "integration" integration_tests
+	bg "e2e (chromium)" e2e_tests
 	make -s -j"$(nproc)" build-tests || rc=1
 	return "$rc"
 }
@@ -164,19 +172,18 @@ bg "fuzz (${FUZZ_SECONDS}s each, with its build)" fuzz_tests
 # make install, the systemd unit, the man pages and the Debian package: built, installed
 # with dpkg -i, upgraded and purged on this machine (about 20 s; docs/deploy.md).
 bg "deploy (install, .deb)" bash scripts/test-deploy.sh
-bg_done "integration"
 gate "sql on both engines" python3 scripts/pg-sql-check.py
-# The browser tests as soon as the integration files are done (not after the unit suites).
-step "e2e (chromium)" node_files e2e 1 $(slow_first "admin a11y vault me person_pages approval" tests/e2e/*.test.js)
+bg_done "integration"
+bg_done "e2e (chromium)"
 bg_done "unit"
 bg_done "unit (asan+ubsan)"
 bg_done "unit (store on postgresql)"
 bg_done "deploy (install, .deb)"
 bg_done "fuzz (${FUZZ_SECONDS}s each, with its build)"
-# Every other step is done: the PostgreSQL pass's HTTP files (the long pole, one at a
-# time so far beside the rest) go on two at a time -- GNU xargs runs one more command
-# at once for each SIGUSR1.  Its slowest, timing-bound files (vault_attacks' 10 s
-# grants) went first; the browser files stay one at a time.
+# Every other step is done: the PostgreSQL pass's HTTP files, if any are left, go on
+# three at a time -- GNU xargs runs one more command at once for each SIGUSR1.  Its
+# slowest, timing-bound files (vault_attacks) went first; the browser files stay one
+# at a time.
 add_lane() {
 	local p
 	p=$(cat "$pg_lanes" 2>/dev/null) || return 0
