@@ -538,6 +538,25 @@ out:
 	return rows_hand_out(st, e, t, v, nv, out, n);
 }
 
+enum cs_err store_list_dialect(struct store_conn *c, const char *sqlite_sql, const char *pg_sql,
+    const struct store_val *v, size_t nv, size_t max, const struct store_row_type *t,
+    void **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st = store_stmt_dialect(c, sqlite_sql, pg_sql);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind(st, v, nv)) != CS_OK)
+		return e;
+	return store_rows(c, st, max, t, out, n);
+}
+
+enum cs_err store_list(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t nv, size_t max, const struct store_row_type *t, void **out, size_t *n)
+{
+	return store_list_dialect(c, sql, sql, v, nv, max, t, out, n);
+}
+
 enum cs_err store_rows_all(struct store_conn *c, struct store_stmt *st,
     const struct store_row_type *t, void **out, size_t *n)
 {
