@@ -397,25 +397,57 @@ const char *consent_slow_down_note(int64_t n, char buf[64])
 	return buf;
 }
 
+enum cs_err consent_request_open(struct store_conn *c, const struct config *cfg,
+    struct store_creq_row *r, const struct audit_entry *about)
+{
+	enum cs_err e;
+	struct audit_entry a = *about;
+	r->status = "pending";
+	r->created_at = about->ts;
+	r->expires_at = about->ts + cfg->consent_request_ttl;
+	r->last_poll_at = about->ts;
+	r->interval = cfg->consent_interval;
+	if ((e = store_creq_insert(c, r)) != CS_OK)
+		return e;
+	a.action = "consent.request.created";
+	a.scopes = r->scopes;
+	a.request_id = r->id;
+	a.outcome = "pending";
+	return audit_append(c, &a);
+}
+
+enum cs_err consent_request_expire(struct store_conn *c, const struct store_creq_row *r,
+    const struct audit_entry *about)
+{
+	enum cs_err e;
+	char note[64];
+	struct audit_entry a = *about;
+	if ((e = store_creq_decide(c, r->id, "expired", about->ts, NULL)) != CS_OK)
+		return e;
+	a.action = "consent.request.expired";
+	a.scopes = r->scopes;
+	a.request_id = r->id;
+	a.outcome = "expired";
+	a.detail = consent_slow_down_note(r->slow_downs, note);
+	return audit_append(c, &a);
+}
+
 /* (b): a pending request exists for the triple. */
 static enum cs_err exchange_pending(struct store_conn *c, const struct consent_ask *ask,
     struct store_creq_row *r, struct consent_answer *a)
 {
 	enum cs_err e;
 	struct scope_set have;
-	char *joined = NULL, note[64];
+	char *joined = NULL;
 	int64_t now = ask->now;
 
 	memset(&have, 0, sizeof have);
 	if (r->expires_at <= now) {
 		/* The person never decided: the gateway hears expired_token once, and
 		 * its next call starts a new request. */
-		if ((e = store_creq_decide(c, r->id, "expired", now, NULL)) != CS_OK ||
-		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = ask->actor,
-		    .action = "consent.request.expired", .subject = ask->subject, .agent = ask->agent,
-		    .resource = ask->resource, .scopes = r->scopes, .request_id = r->id,
-		    .outcome = "expired", .detail = consent_slow_down_note(r->slow_downs, note) }))
-		    != CS_OK)
+		if ((e = consent_request_expire(c, r, &(struct audit_entry){ .ts = now,
+		    .actor = ask->actor, .subject = ask->subject, .agent = ask->agent,
+		    .resource = ask->resource })) != CS_OK)
 			goto out;
 		a->outcome = CONSENT_EXPIRED;
 		goto out;
@@ -548,16 +580,9 @@ static enum cs_err exchange_new(struct store_conn *c, const struct config *cfg,
 	r.scopes = joined;
 	r.pre_granted = pre;
 	r.reason = (char *)ask->reason;
-	r.status = "pending";
-	r.created_at = now;
-	r.expires_at = now + cfg->consent_request_ttl;
-	r.last_poll_at = now;
-	r.interval = cfg->consent_interval;
-	if ((e = store_creq_insert(c, &r)) != CS_OK ||
-	    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = ask->actor,
-	    .action = "consent.request.created", .subject = ask->subject, .agent = ask->agent,
-	    .resource = ask->resource, .scopes = joined, .request_id = id,
-	    .outcome = "pending" })) != CS_OK)
+	if ((e = consent_request_open(c, cfg, &r, &(struct audit_entry){ .ts = now,
+	    .actor = ask->actor, .subject = ask->subject, .agent = ask->agent,
+	    .resource = ask->resource })) != CS_OK)
 		goto out;
 	if ((a->request_id = strdup(id)) == NULL) {
 		e = CS_ENOMEM;
