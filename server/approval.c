@@ -198,14 +198,7 @@ void approval_answer_clear(struct approval_answer *a)
 	memset(a, 0, sizeof *a);
 }
 
-void approval_list_free(struct approval *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		approval_clear(&v[i]);
-	free(v);
-}
+ARRAY_FREE_FN(struct approval, approval_clear, approval_list_free)
 
 /* Moves a row into *out: the row's block of strings changes owner (it
  * becomes out->strings) and the row's text fields are NULL after.  *out

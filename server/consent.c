@@ -122,23 +122,8 @@ enum cs_err consent_answer_description(const struct consent_answer *a, char *out
 	}
 }
 
-void consent_list_free(struct consent *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		consent_clear(&v[i]);
-	free(v);
-}
-
-void consent_request_list_free(struct consent_request *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		consent_request_clear(&v[i]);
-	free(v);
-}
+ARRAY_FREE_FN(struct consent, consent_clear, consent_list_free)
+ARRAY_FREE_FN(struct consent_request, consent_request_clear, consent_request_list_free)
 
 bool consent_is_live(const struct consent *k, int64_t now)
 {
