@@ -233,12 +233,8 @@ enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t
     int64_t now, json_t *ctx)
 {
 	json_t *list = NULL;
-	enum cs_err e = standing_list(c, user_id, now, &list);
-	if (e != CS_OK) {
-		json_decref(list);
-		return e;
-	}
-	return rules_into(cfg, list, rule_words, ctx);
+	enum cs_err e = standing_list(c, user_id, now, &list);    /* list written only on CS_OK */
+	return e == CS_OK ? rules_into(cfg, list, rule_words, ctx) : e;
 }
 
 /* --- the admin pages ------------------------------------------------------ */
@@ -289,12 +285,8 @@ enum cs_err standing_pages_admin_rules(struct store_conn *c, const struct config
     const char *consent_id, int64_t now, json_t *ctx)
 {
 	json_t *list = NULL;
-	enum cs_err e = standing_list_consent(c, consent_id, now, &list);
-	if (e != CS_OK) {
-		json_decref(list);
-		return e;
-	}
-	return rules_into(cfg, list, standing_pages_admin_rule, ctx);
+	enum cs_err e = standing_list_consent(c, consent_id, now, &list);    /* list written only on CS_OK */
+	return e == CS_OK ? rules_into(cfg, list, standing_pages_admin_rule, ctx) : e;
 }
 
 enum cs_err me_rules_end(const struct http_request *req, struct http_reply *rep)
