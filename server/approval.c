@@ -688,11 +688,8 @@ enum cs_err approval_decide(struct store_conn *c, const struct config *cfg,
 	else if (strcmp(r.status, "pending") == 0 && (e = decide_pending(c, d, &r, &o)) != CS_OK)
 		goto out;
 	/* Nothing was written for someone else's or a decided approval. */
-	e = store_commit(c);
 out:
-	if (e != CS_OK)
-		store_rollback(c);
-	else
+	if ((e = store_end(c, e)) == CS_OK)
 		*oc = o;
 	if (e == CS_OK)
 		metrics_inc(M_APPROVALS, o == APPROVAL_DECIDED ? (d->approve ? "approved" : "denied") :

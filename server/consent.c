@@ -315,11 +315,8 @@ enum cs_err consent_revoke(struct store_conn *c, const char *consent_id,
 		return CS_EINVAL;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	if ((e = consent_revoke_tx(c, consent_id, who, reason, &o)) != CS_OK ||
-	    (e = store_commit(c)) != CS_OK) {
-		store_rollback(c);
+	if ((e = store_end(c, consent_revoke_tx(c, consent_id, who, reason, &o))) != CS_OK)
 		return e;
-	}
 	*out = o;
 	return CS_OK;
 }
@@ -331,13 +328,10 @@ enum cs_err consent_refuse_binding(struct store_conn *c, const struct consent_re
 		return CS_EINVAL;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	if ((e = audit_append(c, &(struct audit_entry){ .ts = r->now, .actor = r->actor,
-	    .action = "consent.binding_refused", .subject = r->subject, .agent = r->agent,
-	    .resource = r->resource, .request_id = r->request_id, .outcome = "refused",
-	    .detail = "opened by another account" })) != CS_OK ||
-	    (e = store_commit(c)) != CS_OK)
-		store_rollback(c);
-	return e;
+	return store_end(c, audit_append(c, &(struct audit_entry){ .ts = r->now,
+	    .actor = r->actor, .action = "consent.binding_refused", .subject = r->subject,
+	    .agent = r->agent, .resource = r->resource, .request_id = r->request_id,
+	    .outcome = "refused", .detail = "opened by another account" }));
 }
 
 /* --- flow A: the token exchange's state machine ------------------------ */

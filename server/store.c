@@ -680,6 +680,14 @@ void store_rollback(struct store_conn *c)
 	c->in_tx = false;
 }
 
+enum cs_err store_end(struct store_conn *c, enum cs_err e)
+{
+	if (e == CS_OK && (e = store_commit(c)) == CS_OK)
+		return CS_OK;
+	store_rollback(c);
+	return e;
+}
+
 void store_set_write_queue(struct store *s, unsigned max)
 {
 	if (s != NULL)
