@@ -111,32 +111,45 @@ static enum cs_err consents_batch(struct store_conn *c, int64_t before, int64_t 
 enum cs_err store_janitor_batch(struct store_conn *c, enum store_janitor_kind kind,
     const struct store_janitor_cutoffs *cut, int64_t limit, int64_t *removed)
 {
-	/* The kinds whose statement takes only the done cutoff and the limit. */
-	static const char *const done_sql[JANITOR__MAX] = {
-		[JANITOR_GRANTS] = SQL_GRANTS,
-		[JANITOR_EVENTS] = SQL_EVENTS,
-		[JANITOR_AUTHZ_REQUESTS] = SQL_AUTHZ_REQUESTS,
-		[JANITOR_AUTHZ_CODES] = SQL_AUTHZ_CODES,
-		[JANITOR_MCP_ELICITATIONS] = SQL_MCP_ELICITATIONS,
-		[JANITOR_MCP_SESSIONS] = SQL_MCP_SESSIONS,
-	};
 	enum cs_err e;
 
 	if (c == NULL || cut == NULL || removed == NULL || limit < 1)
 		return CS_EINVAL;
-	if ((unsigned)kind < JANITOR__MAX && done_sql[kind] != NULL)
-		e = store_run(c, done_sql[kind], STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
-	else if (kind == JANITOR_REQUESTS)
+	switch (kind) {
+	case JANITOR_GRANTS:
+		e = store_run(c, SQL_GRANTS, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
+		break;
+	case JANITOR_REQUESTS:
 		e = store_run(c, SQL_REQUESTS, STORE_VALS(SV_INT(cut->done_before),
 		    SV_INT(cut->decided_before), SV_INT(cut->denied_before), SV_INT(limit)));
-	else if (kind == JANITOR_APPROVALS)
+		break;
+	case JANITOR_APPROVALS:
 		e = store_run(c, SQL_APPROVALS, STORE_VALS(SV_INT(cut->done_before),
 		    SV_INT(cut->decided_before), SV_INT(limit)));
-	else if (kind == JANITOR_CONSENTS)
+		break;
+	case JANITOR_EVENTS:
+		e = store_run(c, SQL_EVENTS, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
+		break;
+	case JANITOR_AUTHZ_REQUESTS:
+		e = store_run(c, SQL_AUTHZ_REQUESTS, STORE_VALS(SV_INT(cut->done_before),
+		    SV_INT(limit)));
+		break;
+	case JANITOR_AUTHZ_CODES:
+		e = store_run(c, SQL_AUTHZ_CODES, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
+		break;
+	case JANITOR_MCP_ELICITATIONS:
+		e = store_run(c, SQL_MCP_ELICITATIONS, STORE_VALS(SV_INT(cut->done_before),
+		    SV_INT(limit)));
+		break;
+	case JANITOR_MCP_SESSIONS:
+		e = store_run(c, SQL_MCP_SESSIONS, STORE_VALS(SV_INT(cut->done_before), SV_INT(limit)));
+		break;
+	case JANITOR_CONSENTS:
 		return consents_batch(c, cut->consents_before, cut->keep_waiting_events ? 1 : 0, limit,
 		    removed);
-	else
+	default:
 		return CS_EINVAL;
+	}
 	if (e == CS_OK)
 		*removed = store_changes(c);
 	return e;
