@@ -1,6 +1,7 @@
 /* buf.h -- a growable byte buffer with a mandatory size cap (curl's dynbuf idea).
  * All string building in consentd goes through it; it never grows past max.
- * Also the fixed-array formatter str_fmt, str_time, hex_digit and wipe_free. */
+ * Also the fixed-array formatter str_fmt, str_time, hex_digit, wipe_free and
+ * ARRAY_FREE_FN. */
 #ifndef CS_BUF_H
 #define CS_BUF_H
 
@@ -53,6 +54,18 @@ void buf_wipe_clear(struct buf *b);
  * each (lint.sh). */
 void wipe_free(char *s);
 void wipe_free_n(void *p, size_t n);
+/* Defines void free_fn(T *v, size_t n), the free of a malloc'd array of n
+ * T's: clear_fn(&v[i]) on each, then free(v); NULL-safe.  One loop for the
+ * lists every module hands out (the file includes <stdlib.h>). */
+#define ARRAY_FREE_FN(T, clear_fn, free_fn) \
+	void free_fn(T *v, size_t n) \
+	{ \
+		if (v == NULL) \
+			return; \
+		for (size_t i = 0; i < n; i++) \
+			clear_fn(&v[i]); \
+		free(v); \
+	}
 
 /* t as "2006-01-02T15:04:05Z" (UTC) in buf, or as its decimal digits when
  * out of range (an int64 always fits STR_TIME_LEN); returns buf. */

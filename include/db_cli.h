@@ -4,8 +4,8 @@
 #define CS_DB_CLI_H
 
 /* consentd migrate -c FILE */
-int migrate_cli_main(int argc, char **argv);
+int migrate_cli_main(int argc, char *const *argv);
 /* consentd db copy -c FILE --from SQLITE_FILE --to postgresql://... */
-int db_cli_main(int argc, char **argv);
+int db_cli_main(int argc, char *const *argv);
 
 #endif

@@ -283,6 +283,19 @@ enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code
     const char *desc) CS_MUST_CHECK;
 /* Records code and desc (may be NULL) for the log line (see struct reply_log). */
 void reply_log_error(struct http_reply *r, const char *code, const char *desc);
+/* What a client polls on while a person decides (a consent or an approval
+ * request): its id under id_key, the page that asks the person under uri_key,
+ * and the request's expires_in and interval. */
+struct reply_pending {
+	const char *id_key, *id;       /* id NULL: no request to name */
+	const char *uri_key, *uri;
+	int64_t     expires_in, interval;
+};
+/* The RFC 6749 §5.2 error {"error":code,"error_description":desc} of such a
+ * wait, logged as reply_oauth_error logs, with p's four members when p->id is
+ * not NULL. */
+enum cs_err reply_oauth_pending(struct http_reply *r, int status, const char *code,
+    const char *desc, const struct reply_pending *p) CS_MUST_CHECK;
 /* An HTML page for people: title and message are escaped text. */
 enum cs_err reply_html_error(struct http_reply *r, int status, const char *title,
     const char *message) CS_MUST_CHECK;

@@ -126,6 +126,10 @@ enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
 enum cs_err store_begin(struct store_conn *c) CS_MUST_CHECK;
 enum cs_err store_commit(struct store_conn *c) CS_MUST_CHECK;
 void store_rollback(struct store_conn *c);
+/* Ends the open transaction by how it went, e: store_commit when e is CS_OK,
+ * else store_rollback, as after a COMMIT that failed.  Returns e, or the
+ * COMMIT's error. */
+enum cs_err store_end(struct store_conn *c, enum cs_err e) CS_MUST_CHECK;
 
 /* At most max callers wait for the writer's turn ([database] write_queue);
  * the next one gets CS_EBUSY at once rather than a place in an unbounded

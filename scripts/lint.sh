@@ -82,7 +82,7 @@ $f: a domain, store or command file sees http.h"
 	fi
 done
 # shellcheck disable=SC2086
-tx_hits=$(grep -nHE '\b(store_begin|store_commit|store_rollback|audit_append)[[:space:]]*\(' $handlers 2>/dev/null \
+tx_hits=$(grep -nHE '\b(store_begin|store_commit|store_rollback|store_end|audit_append)[[:space:]]*\(' $handlers 2>/dev/null \
 	| grep -vE "$comments" || true)
 if [ -n "$layer_hits$tx_hits" ]; then
 	echo "lint: the layers are crossed (handlers parse, call the domain and answer; the domain knows no HTTP):"

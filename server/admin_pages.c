@@ -430,6 +430,21 @@ static enum cs_err add_option(json_t *opts, const char *value, const char *label
 	    "selected", selected)) == 0 ? CS_OK : CS_ENOMEM;
 }
 
+/* The option of a configured agent or resource: its name, with its id when
+ * they differ ("Claude (claude)"); selected when it is the one searched
+ * (searched NULL: none).  l is the caller's scratch buffer. */
+static enum cs_err add_named_option(json_t *opts, struct buf *l, const char *id, const char *name,
+    const char *searched)
+{
+	enum cs_err e;
+	buf_reset(l);
+	if ((e = buf_puts(l, name)) == CS_OK && strcmp(name, id) != 0)
+		e = buf_printf(l, " (%s)", id);
+	if (e == CS_OK)
+		e = add_option(opts, id, l->data, searched && strcmp(searched, id) == 0);
+	return e;
+}
+
 /* The options of the search's agent and resource lists: any, then each
  * configured one by name (with its id), then the searched id when no
  * configured one has it -- a consent can outlive its agent's section. */
@@ -443,22 +458,11 @@ static enum cs_err search_options(const struct config *cfg, const char *agent, c
 	if ((e = add_option(agents, "", "any agent", agent == NULL)) != CS_OK ||
 	    (e = add_option(resources, "", "any resource", resource == NULL)) != CS_OK)
 		goto out;
-	for (size_t i = 0; i < cfg->nagents && e == CS_OK; i++) {
-		const struct config_agent *a = &cfg->agents[i];
-		buf_reset(&l);
-		if ((e = buf_puts(&l, a->name)) == CS_OK && strcmp(a->name, a->id) != 0)
-			e = buf_printf(&l, " (%s)", a->id);
-		if (e == CS_OK)
-			e = add_option(agents, a->id, l.data, agent && strcmp(agent, a->id) == 0);
-	}
-	for (size_t i = 0; i < cfg->nresources && e == CS_OK; i++) {
-		const struct config_resource *r = &cfg->resources[i];
-		buf_reset(&l);
-		if ((e = buf_puts(&l, r->name)) == CS_OK && strcmp(r->name, r->id) != 0)
-			e = buf_printf(&l, " (%s)", r->id);
-		if (e == CS_OK)
-			e = add_option(resources, r->id, l.data, resource && strcmp(resource, r->id) == 0);
-	}
+	for (size_t i = 0; i < cfg->nagents && e == CS_OK; i++)
+		e = add_named_option(agents, &l, cfg->agents[i].id, cfg->agents[i].name, agent);
+	for (size_t i = 0; i < cfg->nresources && e == CS_OK; i++)
+		e = add_named_option(resources, &l, cfg->resources[i].id, cfg->resources[i].name,
+		    resource);
 	if (e == CS_OK && agent && !agent_resolve(cfg, agent, &known)) {
 		buf_reset(&l);
 		if ((e = buf_printf(&l, "%s (not configured)", agent)) == CS_OK)

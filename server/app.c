@@ -160,6 +160,21 @@ void app_clear(struct app *app)
 	pthread_cond_destroy(&app->stop_cond);
 }
 
+/* Sleeps up to seconds; returns 1 when the app is stopping. */
+static int app_wait(struct app *app, int seconds)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += seconds;
+	pthread_mutex_lock(&app->stop_lock);
+	while (!app->stopping &&
+	    pthread_cond_timedwait(&app->stop_cond, &app->stop_lock, &until) == 0)
+		;
+	int stop = app->stopping;
+	pthread_mutex_unlock(&app->stop_lock);
+	return stop;
+}
+
 static void *discovery_main(void *arg)
 {
 	struct app *app = arg;
@@ -175,35 +190,11 @@ static void *discovery_main(void *arg)
 		}
 		log_msg(LOG_WARN, "upstream IdP %s not reachable yet; retrying in %d s",
 		    app->cfg->oidc_issuer, delay);
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += delay;
-		pthread_mutex_lock(&app->stop_lock);
-		while (!app->stopping &&
-		    pthread_cond_timedwait(&app->stop_cond, &app->stop_lock, &until) == 0)
-			;
-		int stop = app->stopping;
-		pthread_mutex_unlock(&app->stop_lock);
-		if (stop)
+		if (app_wait(app, delay))
 			return NULL;
 		if (delay < 30)
 			delay *= 2;
 	}
-}
-
-/* Sleeps up to seconds; returns 1 when the app is stopping. */
-static int app_wait(struct app *app, int seconds)
-{
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += seconds;
-	pthread_mutex_lock(&app->stop_lock);
-	while (!app->stopping &&
-	    pthread_cond_timedwait(&app->stop_cond, &app->stop_lock, &until) == 0)
-		;
-	int stop = app->stopping;
-	pthread_mutex_unlock(&app->stop_lock);
-	return stop;
 }
 
 #define MAINTENANCE_SECONDS 2

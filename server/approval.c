@@ -198,14 +198,7 @@ void approval_answer_clear(struct approval_answer *a)
 	memset(a, 0, sizeof *a);
 }
 
-void approval_list_free(struct approval *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		approval_clear(&v[i]);
-	free(v);
-}
+ARRAY_FREE_FN(struct approval, approval_clear, approval_list_free)
 
 /* Moves a row into *out: the row's block of strings changes owner (it
  * becomes out->strings) and the row's text fields are NULL after.  *out
@@ -695,11 +688,8 @@ enum cs_err approval_decide(struct store_conn *c, const struct config *cfg,
 	else if (strcmp(r.status, "pending") == 0 && (e = decide_pending(c, d, &r, &o)) != CS_OK)
 		goto out;
 	/* Nothing was written for someone else's or a decided approval. */
-	e = store_commit(c);
 out:
-	if (e != CS_OK)
-		store_rollback(c);
-	else
+	if ((e = store_end(c, e)) == CS_OK)
 		*oc = o;
 	if (e == CS_OK)
 		metrics_inc(M_APPROVALS, o == APPROVAL_DECIDED ? (d->approve ? "approved" : "denied") :

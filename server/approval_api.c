@@ -2,7 +2,6 @@
  * gateway's handlers at /token and /proxy.  Fixed words, numbers and ids only:
  * never a parameter's value, never a token. */
 #include <string.h>
-#include <jansson.h>
 
 #include "approval_api.h"
 #include "authzen.h"
@@ -48,7 +47,6 @@ enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *c
     const struct approval_answer *a, int status, int64_t now)
 {
 	char uri[600], ra[32], desc[300];
-	json_t *v;
 	enum cs_err e;
 	switch (a->outcome) {
 	case APPROVAL_DENIED:
@@ -79,15 +77,7 @@ enum cs_err approval_answer_reply(struct http_reply *rep, const struct config *c
 	if (a->approval_id != NULL && (e = str_fmt(uri, sizeof uri, "%s/approve/%s", cfg->public_url,
 	    a->approval_id)) != CS_OK)
 		return e;
-	v = json_pack("{s:s, s:s}", "error", error_code, "error_description", desc);
-	if (v == NULL)
-		return CS_ENOMEM;
-	reply_log_error(rep, error_code, desc);
-	if (a->approval_id) {
-		json_object_set_new(v, "approval_request_id", json_string(a->approval_id));
-		json_object_set_new(v, "approval_uri", json_string(uri));
-		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
-		json_object_set_new(v, "interval", json_integer(a->interval));
-	}
-	return reply_json_value(rep, status, v);
+	return reply_oauth_pending(rep, status, error_code, desc, &(struct reply_pending){
+	    .id_key = "approval_request_id", .id = a->approval_id, .uri_key = "approval_uri",
+	    .uri = uri, .expires_in = a->expires_in, .interval = a->interval });
 }

@@ -995,6 +995,26 @@ static void base_url_site_check(struct ctx *c, const struct entry *e, const stru
 
 /* The resource's provider: its endpoints (or a preset's), its client and
  * the provider_base_url of a preset's instance.  true when one is configured. */
+/* Reads s's key, a base URL, into *out (cfg_get_str; *e its entry, NULL when
+ * unset): a URL with a path, whose trailing '/' is dropped, since what is
+ * appended to it brings its own.  A bad one is reported (cfg_check_url) and
+ * *out left NULL.  True when *out holds a URL. */
+static bool get_base_url(struct ctx *c, const struct section *s, const char *key, bool *https,
+    const struct entry **e, char **out)
+{
+	if ((*e = cfg_get_str(c, s, key, NULL, S_EMPTY_NULL, out)) == NULL)
+		return false;
+	if (!cfg_check_url(c, *e, *out, URL_PATH, https)) {
+		free(*out);
+		*out = NULL;
+		return false;
+	}
+	size_t l = strlen(*out);
+	if ((*out)[l - 1] == '/')
+		(*out)[l - 1] = '\0';
+	return true;
+}
+
 static bool load_provider(struct ctx *c, struct config_resource *r, const struct section *s)
 {
 	static const char *const provider_keys[] = { "provider_issuer",
@@ -1024,17 +1044,10 @@ static bool load_provider(struct ctx *c, struct config_resource *r, const struct
 	/* A preset names the provider's endpoints (explicit keys still win). */
 	cfg_get_enum(c, s, "preset", preset_names, PRESET_NONE, &i);
 	r->preset = (enum config_preset)i;
-	e = cfg_get_str(c, s, "provider_base_url", NULL, S_EMPTY_NULL, &r->provider_base_url);
-	if (e != NULL && !cfg_check_url(c, e, r->provider_base_url, URL_PATH, &https)) {
-		free(r->provider_base_url);
-		r->provider_base_url = NULL;
-	} else if (e != NULL) {
-		size_t l = strlen(r->provider_base_url);
-		if (r->provider_base_url[l - 1] == '/')
-			r->provider_base_url[l - 1] = '\0';   /* the preset's paths bring their own '/' */
-		if (r->preset == PRESET_NONE)
-			cfg_err_e(c, e, "needs a preset in [%s] (it is the preset's instance URL)", s->name);
-	}
+	/* The preset's paths bring their own '/'. */
+	if (get_base_url(c, s, "provider_base_url", &https, &e, &r->provider_base_url) &&
+	    r->preset == PRESET_NONE)
+		cfg_err_e(c, e, "needs a preset in [%s] (it is the preset's instance URL)", s->name);
 	any = any || r->preset != PRESET_NONE;
 	if (any) {
 		if (r->preset == PRESET_NONE && !cfg_section_has_value(s, "provider_issuer") &&
@@ -1082,16 +1095,9 @@ static void load_resource(struct ctx *c, struct config_resource *r, const struct
 	cfg_get_enum(c, s, "token_release", release_names, RELEASE_GATEWAY, &i);
 	r->token_release = (enum config_release)i;
 
-	e = cfg_get_str(c, s, "base_url", NULL, S_EMPTY_NULL, &r->base_url);
-	if (e != NULL && !cfg_check_url(c, e, r->base_url, URL_PATH, &https)) {
-		free(r->base_url);
-		r->base_url = NULL;
-	} else if (e != NULL) {
-		size_t l = strlen(r->base_url);
-		if (r->base_url[l - 1] == '/')
-			r->base_url[l - 1] = '\0';    /* routes bring their own leading '/' */
+	/* Routes bring their own leading '/'. */
+	if (get_base_url(c, s, "base_url", &https, &e, &r->base_url))
 		base_url_site_check(c, e, r);
-	}
 	load_credential(c, r, s);
 	free(def_uri);
 	buf_clear(&b);

@@ -122,23 +122,8 @@ enum cs_err consent_answer_description(const struct consent_answer *a, char *out
 	}
 }
 
-void consent_list_free(struct consent *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		consent_clear(&v[i]);
-	free(v);
-}
-
-void consent_request_list_free(struct consent_request *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		consent_request_clear(&v[i]);
-	free(v);
-}
+ARRAY_FREE_FN(struct consent, consent_clear, consent_list_free)
+ARRAY_FREE_FN(struct consent_request, consent_request_clear, consent_request_list_free)
 
 bool consent_is_live(const struct consent *k, int64_t now)
 {
@@ -330,11 +315,8 @@ enum cs_err consent_revoke(struct store_conn *c, const char *consent_id,
 		return CS_EINVAL;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	if ((e = consent_revoke_tx(c, consent_id, who, reason, &o)) != CS_OK ||
-	    (e = store_commit(c)) != CS_OK) {
-		store_rollback(c);
+	if ((e = store_end(c, consent_revoke_tx(c, consent_id, who, reason, &o))) != CS_OK)
 		return e;
-	}
 	*out = o;
 	return CS_OK;
 }
@@ -346,13 +328,10 @@ enum cs_err consent_refuse_binding(struct store_conn *c, const struct consent_re
 		return CS_EINVAL;
 	if ((e = store_begin(c)) != CS_OK)
 		return e;
-	if ((e = audit_append(c, &(struct audit_entry){ .ts = r->now, .actor = r->actor,
-	    .action = "consent.binding_refused", .subject = r->subject, .agent = r->agent,
-	    .resource = r->resource, .request_id = r->request_id, .outcome = "refused",
-	    .detail = "opened by another account" })) != CS_OK ||
-	    (e = store_commit(c)) != CS_OK)
-		store_rollback(c);
-	return e;
+	return store_end(c, audit_append(c, &(struct audit_entry){ .ts = r->now,
+	    .actor = r->actor, .action = "consent.binding_refused", .subject = r->subject,
+	    .agent = r->agent, .resource = r->resource, .request_id = r->request_id,
+	    .outcome = "refused", .detail = "opened by another account" }));
 }
 
 /* --- flow A: the token exchange's state machine ------------------------ */
@@ -397,25 +376,57 @@ const char *consent_slow_down_note(int64_t n, char buf[64])
 	return buf;
 }
 
+enum cs_err consent_request_open(struct store_conn *c, const struct config *cfg,
+    struct store_creq_row *r, const struct audit_entry *about)
+{
+	enum cs_err e;
+	struct audit_entry a = *about;
+	r->status = "pending";
+	r->created_at = about->ts;
+	r->expires_at = about->ts + cfg->consent_request_ttl;
+	r->last_poll_at = about->ts;
+	r->interval = cfg->consent_interval;
+	if ((e = store_creq_insert(c, r)) != CS_OK)
+		return e;
+	a.action = "consent.request.created";
+	a.scopes = r->scopes;
+	a.request_id = r->id;
+	a.outcome = "pending";
+	return audit_append(c, &a);
+}
+
+enum cs_err consent_request_expire(struct store_conn *c, const struct store_creq_row *r,
+    const struct audit_entry *about)
+{
+	enum cs_err e;
+	char note[64];
+	struct audit_entry a = *about;
+	if ((e = store_creq_decide(c, r->id, "expired", about->ts, NULL)) != CS_OK)
+		return e;
+	a.action = "consent.request.expired";
+	a.scopes = r->scopes;
+	a.request_id = r->id;
+	a.outcome = "expired";
+	a.detail = consent_slow_down_note(r->slow_downs, note);
+	return audit_append(c, &a);
+}
+
 /* (b): a pending request exists for the triple. */
 static enum cs_err exchange_pending(struct store_conn *c, const struct consent_ask *ask,
     struct store_creq_row *r, struct consent_answer *a)
 {
 	enum cs_err e;
 	struct scope_set have;
-	char *joined = NULL, note[64];
+	char *joined = NULL;
 	int64_t now = ask->now;
 
 	memset(&have, 0, sizeof have);
 	if (r->expires_at <= now) {
 		/* The person never decided: the gateway hears expired_token once, and
 		 * its next call starts a new request. */
-		if ((e = store_creq_decide(c, r->id, "expired", now, NULL)) != CS_OK ||
-		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = ask->actor,
-		    .action = "consent.request.expired", .subject = ask->subject, .agent = ask->agent,
-		    .resource = ask->resource, .scopes = r->scopes, .request_id = r->id,
-		    .outcome = "expired", .detail = consent_slow_down_note(r->slow_downs, note) }))
-		    != CS_OK)
+		if ((e = consent_request_expire(c, r, &(struct audit_entry){ .ts = now,
+		    .actor = ask->actor, .subject = ask->subject, .agent = ask->agent,
+		    .resource = ask->resource })) != CS_OK)
 			goto out;
 		a->outcome = CONSENT_EXPIRED;
 		goto out;
@@ -548,16 +559,9 @@ static enum cs_err exchange_new(struct store_conn *c, const struct config *cfg,
 	r.scopes = joined;
 	r.pre_granted = pre;
 	r.reason = (char *)ask->reason;
-	r.status = "pending";
-	r.created_at = now;
-	r.expires_at = now + cfg->consent_request_ttl;
-	r.last_poll_at = now;
-	r.interval = cfg->consent_interval;
-	if ((e = store_creq_insert(c, &r)) != CS_OK ||
-	    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = ask->actor,
-	    .action = "consent.request.created", .subject = ask->subject, .agent = ask->agent,
-	    .resource = ask->resource, .scopes = joined, .request_id = id,
-	    .outcome = "pending" })) != CS_OK)
+	if ((e = consent_request_open(c, cfg, &r, &(struct audit_entry){ .ts = now,
+	    .actor = ask->actor, .subject = ask->subject, .agent = ask->agent,
+	    .resource = ask->resource })) != CS_OK)
 		goto out;
 	if ((a->request_id = strdup(id)) == NULL) {
 		e = CS_ENOMEM;

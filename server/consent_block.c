@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "buf.h"
 #include "consent_priv.h"
 
 enum cs_err consent_scopes_from_db(const char *s, struct scope_set *out)
@@ -27,14 +28,7 @@ void consent_block_clear(struct consent_block *b)
 	memset(b, 0, sizeof *b);
 }
 
-void consent_block_list_free(struct consent_block *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		consent_block_clear(&v[i]);
-	free(v);
-}
+ARRAY_FREE_FN(struct consent_block, consent_block_clear, consent_block_list_free)
 
 /* Fills b (zeroed by the caller) for the decided request r, held back until
  * cooldown after its decision; b's scopes move from *scopes. */

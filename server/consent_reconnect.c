@@ -44,7 +44,7 @@ static enum cs_err reconnect_in_tx(struct store_conn *c, const struct config *cf
 {
 	enum cs_err e;
 	struct store_creq_row r, nr;
-	char id[CONSENT_ID_LEN + 1], note[64];
+	char id[CONSENT_ID_LEN + 1];
 	char *scopes = NULL;
 	int64_t now = who->now;
 
@@ -64,12 +64,9 @@ static enum cs_err reconnect_in_tx(struct store_conn *c, const struct config *cf
 	}
 	if (e == CS_OK) {
 		/* Expired undecided: ended as the token exchange would end it. */
-		if ((e = store_creq_decide(c, r.id, "expired", now, NULL)) != CS_OK ||
-		    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = who->actor,
-		    .action = "consent.request.expired", .subject = k->subject, .agent = k->agent,
-		    .resource = k->resource, .scopes = r.scopes, .request_id = r.id,
-		    .outcome = "expired", .detail = consent_slow_down_note(r.slow_downs, note) }))
-		    != CS_OK)
+		if ((e = consent_request_expire(c, &r, &(struct audit_entry){ .ts = now,
+		    .actor = who->actor, .subject = k->subject, .agent = k->agent,
+		    .resource = k->resource })) != CS_OK)
 			goto out;
 	} else if (e != CS_ENOENT) {
 		goto out;
@@ -90,16 +87,9 @@ static enum cs_err reconnect_in_tx(struct store_conn *c, const struct config *cf
 	nr.resource = k->resource;
 	nr.scopes = scopes;
 	nr.pre_granted = scopes;
-	nr.status = "pending";
-	nr.created_at = now;
-	nr.expires_at = now + cfg->consent_request_ttl;
-	nr.last_poll_at = now;
-	nr.interval = cfg->consent_interval;
-	if ((e = store_creq_insert(c, &nr)) != CS_OK ||
-	    (e = audit_append(c, &(struct audit_entry){ .ts = now, .actor = who->actor,
-	    .action = "consent.request.created", .subject = k->subject, .agent = k->agent,
-	    .resource = k->resource, .scopes = scopes, .consent_id = k->id, .request_id = id,
-	    .outcome = "pending", .detail = "reconnect from /me" })) != CS_OK)
+	if ((e = consent_request_open(c, cfg, &nr, &(struct audit_entry){ .ts = now,
+	    .actor = who->actor, .subject = k->subject, .agent = k->agent,
+	    .resource = k->resource, .consent_id = k->id, .detail = "reconnect from /me" })) != CS_OK)
 		goto out;
 	memcpy(out->request_id, id, sizeof id);
 	out->outcome = CONSENT_RECONNECT_ASKED;

@@ -15,7 +15,7 @@
 #include "seal.h"
 #include "store.h"
 
-int migrate_cli_main(int argc, char **argv)
+int migrate_cli_main(int argc, char *const *argv)
 {
 	const char *path = NULL;
 	struct config *cfg = NULL;
@@ -65,7 +65,7 @@ static void db_usage(FILE *f)
 	    "                             ~/.pgpass), never from the URL.  Stop the server first.\n");
 }
 
-int db_cli_main(int argc, char **argv)
+int db_cli_main(int argc, char *const *argv)
 {
 	const char *path = NULL, *from = NULL, *to = NULL;
 	struct config *cfg = NULL;

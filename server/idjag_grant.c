@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
-#include <openssl/rand.h>
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
@@ -281,23 +280,6 @@ out:
 
 /* --- the organisation's consent ----------------------------------------- */
 
-/* A consent id as consent.c makes them: 22 base64url characters of 16 random
- * bytes, never holding "eyJ" (the start of a JWT, which the audit refuses). */
-static enum cs_err random_id(char out[CONSENT_ID_LEN + 1])
-{
-	unsigned char r[16];
-	enum cs_err e;
-	for (int tries = 0; tries < 16; tries++) {
-		if (RAND_bytes(r, sizeof r) != 1)
-			return CS_ECRYPTO;
-		if ((e = b64url_encode(r, sizeof r, out, CONSENT_ID_LEN + 1)) != CS_OK)
-			return e;
-		if (strstr(out, "eyJ") == NULL)
-			return CS_OK;
-	}
-	return CS_ECRYPTO;
-}
-
 /* Inside the open transaction: the live consent of (user, client, resource)
  * when it covers want, else a new one given by the organisation (replacing
  * any unrevoked one), audited.  *id is the consent's id (malloc'd). */
@@ -323,7 +305,7 @@ static enum cs_err org_consent_locked(struct store_conn *c, const struct config_
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
 	if ((e = str_fmt(actor, sizeof actor, "enterprise:%s", ent->id)) != CS_OK ||
-	    (e = random_id(nid)) != CS_OK)
+	    (e = b64url_random_id(nid)) != CS_OK)	/* as consent.c makes consent ids */
 		goto out;
 	/* The unrevoked one (live, narrower, or merely expired) makes way, with
 	 * its tokens, in this transaction. */

@@ -82,11 +82,8 @@ static enum cs_err run_kind(struct store_conn *c, enum store_janitor_kind kind,
 		int64_t n = 0;
 		if ((e = store_begin(c)) != CS_OK)
 			return e;
-		if ((e = store_janitor_batch(c, kind, cut, limit, &n)) != CS_OK ||
-		    (e = store_commit(c)) != CS_OK) {
-			store_rollback(c);
+		if ((e = store_end(c, store_janitor_batch(c, kind, cut, limit, &n))) != CS_OK)
 			return e;
-		}
 		st->removed[kind] += n;
 		st->batches++;
 		if (n < limit)

@@ -479,27 +479,30 @@ static enum cs_err jcs_value(json_t *v, struct buf *out, size_t depth, bool pret
 	return CS_EINVAL;
 }
 
-enum cs_err jcs_canonicalize(json_t *v, struct buf *out)
+/* jcs_value appended to out, or nothing: after a failure the buffer ends
+ * where it began (nothing half-written). */
+static enum cs_err jcs_append(json_t *v, struct buf *out, bool pretty)
 {
-	enum cs_err e;
-	size_t len0;
-	if (v == NULL || out == NULL)
-		return CS_EINVAL;
-	len0 = out->len;
-	e = jcs_value(v, out, 0, false);
+	size_t len0 = out->len;
+	enum cs_err e = jcs_value(v, out, 0, pretty);
 	if (e != CS_OK && out->data != NULL) {
-		/* Nothing half-written: the buffer ends where it began. */
 		out->len = len0;
 		out->data[len0] = '\0';
 	}
 	return e;
 }
 
+enum cs_err jcs_canonicalize(json_t *v, struct buf *out)
+{
+	if (v == NULL || out == NULL)
+		return CS_EINVAL;
+	return jcs_append(v, out, false);
+}
+
 enum cs_err jcs_pretty(const char *canonical, struct buf *out)
 {
 	json_t *v;
 	enum cs_err e;
-	size_t len0;
 	if (canonical == NULL || out == NULL)
 		return CS_EINVAL;
 	/* Every number read as a double: a canonical integer such as
@@ -508,12 +511,7 @@ enum cs_err jcs_pretty(const char *canonical, struct buf *out)
 	    NULL);
 	if (v == NULL)
 		return CS_EINVAL;
-	len0 = out->len;
-	e = jcs_value(v, out, 0, true);
-	if (e != CS_OK && out->data != NULL) {
-		out->len = len0;
-		out->data[len0] = '\0';
-	}
+	e = jcs_append(v, out, true);
 	json_decref(v);
 	return e;
 }

@@ -57,9 +57,12 @@ static void cjose_str_free(char *s, bool secret)
 	cjose_get_dealloc()(s);
 }
 
-/* The RFC 7638 thumbprint of a P-256 public key given x and y (base64url). */
-static enum cs_err thumbprint(const char *x, const char *y, char **out)
+/* The RFC 7638 thumbprint of a P-256 public key, the JWK pub (jwk_public's:
+ * its x and y, base64url). */
+static enum cs_err thumbprint(const json_t *pub, char **out)
 {
+	const char *x = json_string_value(json_object_get(pub, "x"));
+	const char *y = json_string_value(json_object_get(pub, "y"));
 	enum cs_err e;
 	struct buf in, b;
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -146,8 +149,7 @@ static enum cs_err key_import(const struct store_key *sk, const struct master_ke
 		goto out;
 	if ((e = jwk_public(jwk, &pub)) != CS_OK)
 		goto out;
-	if ((e = thumbprint(json_string_value(json_object_get(pub, "x")),
-	    json_string_value(json_object_get(pub, "y")), &tp)) != CS_OK)
+	if ((e = thumbprint(pub, &tp)) != CS_OK)
 		goto out;
 	if (strcmp(tp, sk->kid) != 0) {
 		log_msg(LOG_ERROR, "signing key %s is not the key its kid names", sk->kid);
@@ -307,8 +309,7 @@ static enum cs_err key_generate(struct store_conn *c, const struct master_key *m
 		goto out;
 	if ((e = jwk_public(jwk, &pub)) != CS_OK)
 		goto out;
-	if ((e = thumbprint(json_string_value(json_object_get(pub, "x")),
-	    json_string_value(json_object_get(pub, "y")), &kid)) != CS_OK)
+	if ((e = thumbprint(pub, &kid)) != CS_OK)
 		goto out;
 	e = CS_ECRYPTO;
 	if (!cjose_jwk_set_kid(jwk, kid, strlen(kid), NULL))

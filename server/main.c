@@ -421,30 +421,32 @@ static void report_enforcement(const struct config *cfg)
 	}
 }
 
+/* The commands of their own: `consentd NAME ...` runs NAME's main with the
+ * words after NAME (keys_cli.c: keys and keygen; admin_cli.c, audit_cli.c,
+ * vault_cli.c, backup_cli.c, db_cli.c: migrate and db). */
+static const struct {
+	const char *name;
+	int (*run)(int argc, char *const *argv);
+} commands[] = {
+	{ "keys", keys_cli_main },
+	{ "admin", admin_cli_main },
+	{ "audit", audit_cli_main },
+	{ "vault", vault_cli_main },
+	{ "backup", backup_cli_main },
+	{ "keygen", keygen_main },
+	{ "migrate", migrate_cli_main },
+	{ "db", db_cli_main },
+};
+
 int main(int argc, char **argv)
 {
 	const char *cfgpath = NULL;
 	int check_only = 0, rc;
 	struct config *cfg = NULL;
 
-	/* `consentd keys ...` is a command of its own (keys_cli.c). */
-	if (argc >= 2 && strcmp(argv[1], "keys") == 0)
-		return keys_cli_main(argc - 2, argv + 2);
-	/* `consentd admin ...` likewise (admin_cli.c). */
-	if (argc >= 2 && strcmp(argv[1], "admin") == 0)
-		return admin_cli_main(argc - 2, argv + 2);
-	if (argc >= 2 && strcmp(argv[1], "audit") == 0)
-		return audit_cli_main(argc - 2, argv + 2);
-	if (argc >= 2 && strcmp(argv[1], "vault") == 0)
-		return vault_cli_main(argc - 2, argv + 2);
-	if (argc >= 2 && strcmp(argv[1], "backup") == 0)
-		return backup_cli_main(argc - 2, argv + 2);
-	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
-		return keygen_main(argc - 2, argv + 2);
-	if (argc >= 2 && strcmp(argv[1], "migrate") == 0)
-		return migrate_cli_main(argc - 2, argv + 2);
-	if (argc >= 2 && strcmp(argv[1], "db") == 0)
-		return db_cli_main(argc - 2, argv + 2);
+	for (size_t i = 0; argc >= 2 && i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 2, argv + 2);
 	/* Every configuration key with the default the code has (docs.test.js reads it). */
 	if (argc == 2 && strcmp(argv[1], "config-keys") == 0)
 		return config_print_keys(stdout) == CS_OK ? 0 : 1;

@@ -23,14 +23,7 @@ void policy_line_clear(struct policy_line *l)
 	memset(l, 0, sizeof *l);
 }
 
-void policy_lines_free(struct policy_line *v, size_t n)
-{
-	if (v == NULL)
-		return;
-	for (size_t i = 0; i < n; i++)
-		policy_line_clear(&v[i]);
-	free(v);
-}
+ARRAY_FREE_FN(struct policy_line, policy_line_clear, policy_lines_free)
 
 /* --- the parser ---------------------------------------------------------- */
 

@@ -155,6 +155,22 @@ enum cs_err reply_oauth_error(struct http_reply *r, int status, const char *code
 	return buf_puts(&r->body, "}");
 }
 
+enum cs_err reply_oauth_pending(struct http_reply *r, int status, const char *code,
+    const char *desc, const struct reply_pending *p)
+{
+	json_t *v = json_pack("{s:s, s:s}", "error", code, "error_description", desc);
+	if (v == NULL)
+		return CS_ENOMEM;
+	reply_log_error(r, code, desc);
+	if (p->id != NULL) {
+		json_object_set_new(v, p->id_key, json_string(p->id));
+		json_object_set_new(v, p->uri_key, json_string(p->uri));
+		json_object_set_new(v, "expires_in", json_integer(p->expires_in));
+		json_object_set_new(v, "interval", json_integer(p->interval));
+	}
+	return reply_json_value(r, status, v);
+}
+
 enum cs_err reply_html_error(struct http_reply *r, int status, const char *title, const char *message)
 {
 	enum cs_err e = CS_ENOMEM;

@@ -589,11 +589,8 @@ enum cs_err standing_end(struct store_conn *c, const char *id, int64_t user_id,
 				goto out;
 		}
 	}
-	e = store_commit(c);
 out:
-	if (e != CS_OK)
-		store_rollback(c);
-	else
+	if ((e = store_end(c, e)) == CS_OK)
 		*oc = o;
 	store_standing_row_clear(&r);
 	return e;

@@ -136,31 +136,32 @@ enum cs_err standing_pages_done(const struct standing_rule *r, json_t *ctx)
 
 /* --- /me ----------------------------------------------------------------- */
 
+/* Appends "KEY VERB VALUE" for each member of obj to b, ", " between them. */
+static enum cs_err members_words(struct buf *b, json_t *obj, const char *verb)
+{
+	const char *k;
+	json_t *v;
+	char *shown;
+	json_object_foreach(obj, k, v) {
+		enum cs_err e = CS_ENOMEM;
+		if ((shown = shown_value(v)) != NULL)
+			e = buf_printf(b, "%s%s %s %s", b->len ? ", " : "", k, verb, shown);
+		free(shown);
+		if (e != CS_OK)
+			return e;
+	}
+	return CS_OK;
+}
+
 /* "repo is "acme/widgets", path starts with "docs/"": a rule's fixed values in words. */
 static char *fixed_words(json_t *fixed, json_t *prefixes)
 {
 	struct buf b;
-	const char *k;
-	json_t *v;
-	char *shown;
 	buf_init(&b, 4096);
-	json_object_foreach(fixed, k, v) {
-		if ((shown = shown_value(v)) == NULL ||
-		    buf_printf(&b, "%s%s is %s", b.len ? ", " : "", k, shown) != CS_OK) {
-			free(shown);
-			buf_clear(&b);
-			return NULL;
-		}
-		free(shown);
-	}
-	json_object_foreach(prefixes, k, v) {
-		if ((shown = shown_value(v)) == NULL ||
-		    buf_printf(&b, "%s%s starts with %s", b.len ? ", " : "", k, shown) != CS_OK) {
-			free(shown);
-			buf_clear(&b);
-			return NULL;
-		}
-		free(shown);
+	if (members_words(&b, fixed, "is") != CS_OK ||
+	    members_words(&b, prefixes, "starts with") != CS_OK) {
+		buf_clear(&b);
+		return NULL;
 	}
 	if (b.data == NULL && buf_puts(&b, "") != CS_OK)
 		return NULL;
@@ -232,12 +233,8 @@ enum cs_err me_rules_add(struct store_conn *c, const struct config *cfg, int64_t
     int64_t now, json_t *ctx)
 {
 	json_t *list = NULL;
-	enum cs_err e = standing_list(c, user_id, now, &list);
-	if (e != CS_OK) {
-		json_decref(list);
-		return e;
-	}
-	return rules_into(cfg, list, rule_words, ctx);
+	enum cs_err e = standing_list(c, user_id, now, &list);    /* list written only on CS_OK */
+	return e == CS_OK ? rules_into(cfg, list, rule_words, ctx) : e;
 }
 
 /* --- the admin pages ------------------------------------------------------ */
@@ -288,12 +285,8 @@ enum cs_err standing_pages_admin_rules(struct store_conn *c, const struct config
     const char *consent_id, int64_t now, json_t *ctx)
 {
 	json_t *list = NULL;
-	enum cs_err e = standing_list_consent(c, consent_id, now, &list);
-	if (e != CS_OK) {
-		json_decref(list);
-		return e;
-	}
-	return rules_into(cfg, list, standing_pages_admin_rule, ctx);
+	enum cs_err e = standing_list_consent(c, consent_id, now, &list);    /* list written only on CS_OK */
+	return e == CS_OK ? rules_into(cfg, list, standing_pages_admin_rule, ctx) : e;
 }
 
 enum cs_err me_rules_end(const struct http_request *req, struct http_reply *rep)

@@ -538,6 +538,25 @@ out:
 	return rows_hand_out(st, e, t, v, nv, out, n);
 }
 
+enum cs_err store_list_dialect(struct store_conn *c, const char *sqlite_sql, const char *pg_sql,
+    const struct store_val *v, size_t nv, size_t max, const struct store_row_type *t,
+    void **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st = store_stmt_dialect(c, sqlite_sql, pg_sql);
+	if (st == NULL)
+		return CS_EDB;
+	if ((e = store_bind(st, v, nv)) != CS_OK)
+		return e;
+	return store_rows(c, st, max, t, out, n);
+}
+
+enum cs_err store_list(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t nv, size_t max, const struct store_row_type *t, void **out, size_t *n)
+{
+	return store_list_dialect(c, sql, sql, v, nv, max, t, out, n);
+}
+
 enum cs_err store_rows_all(struct store_conn *c, struct store_stmt *st,
     const struct store_row_type *t, void **out, size_t *n)
 {
@@ -659,6 +678,14 @@ void store_rollback(struct store_conn *c)
 	c->head_known = false;
 	c->s->be->rollback(c->k, c->in_tx);
 	c->in_tx = false;
+}
+
+enum cs_err store_end(struct store_conn *c, enum cs_err e)
+{
+	if (e == CS_OK && (e = store_commit(c)) == CS_OK)
+		return CS_OK;
+	store_rollback(c);
+	return e;
 }
 
 void store_set_write_queue(struct store *s, unsigned max)

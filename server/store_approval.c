@@ -80,15 +80,9 @@ static const struct store_member approval_members[] = {
 static const struct store_row_type approval_rows =
     STORE_ROW_MEMBERS(struct store_approval_row, approval_members);
 
-void store_approval_row_clear(struct store_approval_row *r)
-{
-	store_row_clear(&approval_rows, r);
-}
-
-void store_approval_rows_free(struct store_approval_row *v, size_t n)
-{
-	store_rows_free(&approval_rows, v, n);
-}
+STORE_ROW_CLEAR_FN(struct store_approval_row, approval_rows, store_approval_row_clear)
+STORE_ROWS_FREE_FN(struct store_approval_row, approval_rows, store_approval_rows_free)
+STORE_ROW_LIST_FN(struct store_approval_row, approval_rows, approval_list)
 
 /* --- reading ----------------------------------------------------------- */
 
@@ -139,19 +133,10 @@ enum cs_err store_approval_consent_live(struct store_conn *c, const char *consen
 enum cs_err store_approval_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_approval_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_APPROVAL_LIST);
-	if (st == NULL)
-		return CS_EDB;
 	if (max > 1000)
 		max = 1000;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now),
-	    SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	void *rows = NULL;
-	if ((e = store_rows(c, st, max, &approval_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
+	return approval_list(c, SQL_APPROVAL_LIST, STORE_VALS(SV_INT(user_id), SV_INT(now),
+	    SV_INT((int64_t)max)), max, out, n);
 }
 
 /* --- writing ----------------------------------------------------------- */

@@ -40,32 +40,17 @@ static const struct store_member block_members[] = {
 static const struct store_row_type block_rows =
     STORE_ROW_MEMBERS(struct store_approval_block_row, block_members);
 
-void store_approval_block_row_clear(struct store_approval_block_row *r)
-{
-	store_row_clear(&block_rows, r);
-}
-
-void store_approval_block_rows_free(struct store_approval_block_row *v, size_t n)
-{
-	store_rows_free(&block_rows, v, n);
-}
+STORE_ROW_CLEAR_FN(struct store_approval_block_row, block_rows, store_approval_block_row_clear)
+STORE_ROWS_FREE_FN(struct store_approval_block_row, block_rows, store_approval_block_rows_free)
+STORE_ROW_LIST_FN(struct store_approval_block_row, block_rows, block_list)
 
 enum cs_err store_approval_block_list(struct store_conn *c, int64_t user_id, int64_t since,
     int64_t now, size_t max, struct store_approval_block_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_BLOCK_LIST);
-	if (st == NULL)
-		return CS_EDB;
 	if (max > 1000)
 		max = 1000;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(since), SV_INT(now),
-	    SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	void *rows = NULL;
-	if ((e = store_rows(c, st, max, &block_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
+	return block_list(c, SQL_BLOCK_LIST, STORE_VALS(SV_INT(user_id), SV_INT(since),
+	    SV_INT(now), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_approval_block_get(struct store_conn *c, const char *id,

@@ -168,26 +168,16 @@ static const struct store_member audit_members[] = {
 static const struct store_row_type audit_rows =
     STORE_ROW_MEMBERS(struct store_audit_row, audit_members);
 
-void store_audit_rows_free(struct store_audit_row *rows, size_t n)
-{
-	store_rows_free(&audit_rows, rows, n);
-}
+STORE_ROWS_FREE_FN(struct store_audit_row, audit_rows, store_audit_rows_free)
+STORE_ROW_LIST_FN(struct store_audit_row, audit_rows, audit_list)
 
 enum cs_err store_audit_page(struct store_conn *c, int64_t after, size_t limit,
     struct store_audit_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st;
-	void *rows = NULL;
-
 	if (c == NULL || out == NULL || n == NULL || limit == 0 || limit > PAGE_MAX)
 		return CS_EINVAL;
-	if ((st = store_query(c, SQL_AUDIT_PAGE, STORE_VALS(SV_INT(after),
-	    SV_INT((int64_t)limit)), &e)) == NULL)
-		return e;
-	if ((e = store_rows(c, st, limit, &audit_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
+	return audit_list(c, SQL_AUDIT_PAGE, STORE_VALS(SV_INT(after), SV_INT((int64_t)limit)),
+	    limit, out, n);
 }
 
 enum cs_err store_audit_set_link(struct store_conn *c, int64_t seq,
@@ -225,10 +215,7 @@ static const struct store_row_type sealed_key_rows =
 static const struct store_row_type sealed_vault_rows =
     STORE_ROW_MEMBERS(struct store_sealed, sealed_vault_members);
 
-void store_sealed_free(struct store_sealed *v, size_t n)
-{
-	store_rows_free(&sealed_vault_rows, v, n);
-}
+STORE_ROWS_FREE_FN(struct store_sealed, sealed_vault_rows, store_sealed_free)
 
 enum cs_err store_sealed_list(struct store_conn *c, enum store_sealed_kind kind,
     struct store_sealed **out, size_t *n)

@@ -67,10 +67,7 @@ static const struct store_member request_members[] = {
 static const struct store_row_type request_rows =
     STORE_ROW_MEMBERS(struct store_authz_request, request_members);
 
-void store_authz_request_clear(struct store_authz_request *r)
-{
-	store_row_clear(&request_rows, r);
-}
+STORE_ROW_CLEAR_FN(struct store_authz_request, request_rows, store_authz_request_clear)
 
 static const struct store_member code_members[] = {
 	STORE_TEXT(struct store_authz_code, request_id),
@@ -91,10 +88,7 @@ static const struct store_member code_members[] = {
 static const struct store_row_type code_rows =
     STORE_ROW_MEMBERS_WIPED(struct store_authz_code, code_members);
 
-void store_authz_code_clear(struct store_authz_code *r)
-{
-	store_row_clear(&code_rows, r);
-}
+STORE_ROW_CLEAR_FN(struct store_authz_code, code_rows, store_authz_code_clear)
 
 /* --- pending requests ---------------------------------------------------- */
 

@@ -211,25 +211,12 @@ static const struct store_row_type consent_grant_rows = {
 };
 static const struct store_row_type creq_rows = STORE_ROW_MEMBERS(struct store_creq_row, creq_members);
 
-void store_consent_row_clear(struct store_consent_row *r)
-{
-	store_row_clear(&consent_rows, r);
-}
-
-void store_creq_row_clear(struct store_creq_row *r)
-{
-	store_row_clear(&creq_rows, r);
-}
-
-void store_consent_rows_free(struct store_consent_row *v, size_t n)
-{
-	store_rows_free(&consent_rows, v, n);
-}
-
-void store_creq_rows_free(struct store_creq_row *v, size_t n)
-{
-	store_rows_free(&creq_rows, v, n);
-}
+STORE_ROW_CLEAR_FN(struct store_consent_row, consent_rows, store_consent_row_clear)
+STORE_ROWS_FREE_FN(struct store_consent_row, consent_rows, store_consent_rows_free)
+STORE_ROW_LIST_FN(struct store_consent_row, consent_rows, consent_list)
+STORE_ROW_CLEAR_FN(struct store_creq_row, creq_rows, store_creq_row_clear)
+STORE_ROWS_FREE_FN(struct store_creq_row, creq_rows, store_creq_rows_free)
+STORE_ROW_LIST_FN(struct store_creq_row, creq_rows, creq_list)
 
 /* --- consents ---------------------------------------------------------- */
 
@@ -337,19 +324,10 @@ enum cs_err store_consent_touch(struct store_conn *c, const char *id, int64_t no
 enum cs_err store_consent_list_user(struct store_conn *c, int64_t user_id, int64_t now,
     size_t max, struct store_consent_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_CONSENT_LIST);
-	if (st == NULL)
-		return CS_EDB;
 	if (max > 10000)
 		max = 10000;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(user_id), SV_INT(now),
-	    SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	void *rows = NULL;
-	if ((e = store_rows(c, st, max, &consent_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
+	return consent_list(c, SQL_CONSENT_LIST, STORE_VALS(SV_INT(user_id), SV_INT(now),
+	    SV_INT((int64_t)max)), max, out, n);
 }
 
 static const char SQL_CONSENT_LIST_ORG[] =
@@ -359,17 +337,8 @@ static const char SQL_CONSENT_LIST_ORG[] =
 enum cs_err store_consent_list_organisation(struct store_conn *c, int64_t now,
     const char *after, size_t max, struct store_consent_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt(c, SQL_CONSENT_LIST_ORG);
-	if (st == NULL)
-		return CS_EDB;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_TEXT(after),
-	    SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	void *rows = NULL;
-	if ((e = store_rows(c, st, max, &consent_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
+	return consent_list(c, SQL_CONSENT_LIST_ORG, STORE_VALS(SV_INT(now), SV_TEXT(after),
+	    SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_consent_count_states(struct store_conn *c, int64_t now,
@@ -461,35 +430,16 @@ enum cs_err store_creq_poll(struct store_conn *c, const char *id, int64_t last_p
 	    SV_INT(interval), SV_INT(slow_down ? 1 : 0)));
 }
 
-/* A listing of requests: st bound, its ?3 (the limit) CREQ_LIST_MAX. */
-static enum cs_err creq_list(struct store_conn *c, struct store_stmt *st, struct store_creq_row **out,
-    size_t *n)
-{
-	enum cs_err e;
-	void *rows = NULL;
-	if ((e = store_rows(c, st, CREQ_LIST_MAX, &creq_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
-}
-
 enum cs_err store_creq_list_denied(struct store_conn *c, int64_t user_id, int64_t since,
     struct store_creq_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CREQ_LIST_DENIED, STORE_VALS(SV_INT(user_id),
-	    SV_INT(since), SV_INT(CREQ_LIST_MAX)), &e);
-	if (st == NULL)
-		return e;
-	return creq_list(c, st, out, n);
+	return creq_list(c, SQL_CREQ_LIST_DENIED, STORE_VALS(SV_INT(user_id), SV_INT(since),
+	    SV_INT(CREQ_LIST_MAX)), CREQ_LIST_MAX, out, n);
 }
 
 enum cs_err store_creq_list_pending(struct store_conn *c, int64_t user_id, int64_t now,
     struct store_creq_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_query(c, SQL_CREQ_LIST, STORE_VALS(SV_INT(user_id),
-	    SV_INT(now), SV_INT(CREQ_LIST_MAX)), &e);
-	if (st == NULL)
-		return e;
-	return creq_list(c, st, out, n);
+	return creq_list(c, SQL_CREQ_LIST, STORE_VALS(SV_INT(user_id), SV_INT(now),
+	    SV_INT(CREQ_LIST_MAX)), CREQ_LIST_MAX, out, n);
 }

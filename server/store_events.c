@@ -81,26 +81,10 @@ static const struct store_member event_members[] = {
 static const struct store_row_type event_rows =
     STORE_ROW_MEMBERS(struct store_event_row, event_members);
 
-void store_event_row_clear(struct store_event_row *r)
-{
-	store_row_clear(&event_rows, r);
-}
-
-void store_event_rows_free(struct store_event_row *v, size_t n)
-{
-	store_rows_free(&event_rows, v, n);
-}
-
-/* Steps a bound row query into at most max rows; clears the statement. */
-static enum cs_err read_rows(struct store_conn *c, struct store_stmt *st, size_t max,
-    struct store_event_row **out, size_t *n)
-{
-	void *rows = NULL;
-	enum cs_err e = store_rows(c, st, max, &event_rows, &rows, n);
-	if (e == CS_OK)
-		*out = rows;
-	return e;
-}
+STORE_ROW_CLEAR_FN(struct store_event_row, event_rows, store_event_row_clear)
+STORE_ROWS_FREE_FN(struct store_event_row, event_rows, store_event_rows_free)
+STORE_ROW_LIST_FN(struct store_event_row, event_rows, event_list)
+STORE_ROW_LIST_DIALECT_FN(struct store_event_row, event_rows, event_list_dialect)
 
 /* 32 lowercase hex digits from 16 random bytes: unique, and never mistaken
  * for a token by audit.c (no "eyJ" in hex). */
@@ -156,16 +140,10 @@ enum cs_err store_events_enqueue_kind(struct store_conn *c, const char *consent_
 enum cs_err store_events_claim(struct store_conn *c, int64_t now, int64_t lease, size_t max,
     struct store_event_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt_dialect(c, SQL_EVENTS_CLAIM, SQL_EVENTS_CLAIM_PG);
-	if (st == NULL)
-		return CS_EDB;
 	if (max > STORE_EVENTS_LIST_MAX)
 		max = STORE_EVENTS_LIST_MAX;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT(now + lease),
-	    SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	return read_rows(c, st, max, out, n);
+	return event_list_dialect(c, SQL_EVENTS_CLAIM, SQL_EVENTS_CLAIM_PG, STORE_VALS(SV_INT(now),
+	    SV_INT(now + lease), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_events_release(struct store_conn *c, int64_t id, int64_t at)
@@ -189,17 +167,11 @@ enum cs_err store_events_retry(struct store_conn *c, int64_t id, int64_t attempt
 enum cs_err store_events_list(struct store_conn *c, const struct store_events_filter *f,
     struct store_event_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st;
 	if (f == NULL || (unsigned)f->state >= STORE_EVENTS__MAX)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_EVENTS_LIST)) == NULL)
-		return CS_EDB;
 	size_t max = f->max > STORE_EVENTS_LIST_MAX ? STORE_EVENTS_LIST_MAX : f->max;
-	if ((e = store_bind(st, STORE_VALS(SV_TEXT(f->consent_id), SV_INT((int64_t)f->state),
-	    SV_INT(f->before_id), SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	return read_rows(c, st, max, out, n);
+	return event_list(c, SQL_EVENTS_LIST, STORE_VALS(SV_TEXT(f->consent_id),
+	    SV_INT((int64_t)f->state), SV_INT(f->before_id), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_events_count(struct store_conn *c, int64_t *waiting, int64_t *failing,

@@ -42,10 +42,7 @@ static const struct store_member grant_members[] = {
 static const struct store_row_type grant_rows =
     STORE_ROW_MEMBERS(struct store_grant_row, grant_members);
 
-void store_grant_row_clear(struct store_grant_row *r)
-{
-	store_row_clear(&grant_rows, r);
-}
+STORE_ROW_CLEAR_FN(struct store_grant_row, grant_rows, store_grant_row_clear)
 
 /* The hash must be STORE_REFRESH_HASH_LEN bytes. */
 static enum cs_err read_refresh(struct store_stmt *st, void *row)
@@ -75,10 +72,7 @@ out:
 static const struct store_row_type refresh_rows =
     STORE_ROW_BLOCK_WIPED(struct store_refresh_row, read_refresh);
 
-void store_refresh_row_clear(struct store_refresh_row *r)
-{
-	store_row_clear(&refresh_rows, r);
-}
+STORE_ROW_CLEAR_FN(struct store_refresh_row, refresh_rows, store_refresh_row_clear)
 
 /* --- grants ------------------------------------------------------------ */
 

@@ -31,17 +31,11 @@ static const struct store_member key_members[] = {
 	STORE_BLOB(struct store_key, sealed, sealed_len),
 };
 
-static const struct store_row_type key_rows = STORE_ROW_MEMBERS(struct store_key, key_members);
+static const struct store_row_type key_rows =
+    STORE_ROW_MEMBERS(struct store_key, key_members);
 
-void store_key_clear(struct store_key *k)
-{
-	store_row_clear(&key_rows, k);
-}
-
-void store_keys_free(struct store_key *ks, size_t n)
-{
-	store_rows_free(&key_rows, ks, n);
-}
+STORE_ROW_CLEAR_FN(struct store_key, key_rows, store_key_clear)
+STORE_ROWS_FREE_FN(struct store_key, key_rows, store_keys_free)
 
 enum cs_err store_key_insert(struct store_conn *c, const struct store_key *k)
 {

@@ -105,10 +105,7 @@ static enum cs_err session_read(struct store_stmt *st, void *row)
 static const struct store_row_type session_rows =
     STORE_ROW_BLOCK(struct store_mcp_session, session_read);
 
-void store_mcp_session_clear(struct store_mcp_session *r)
-{
-	store_row_clear(&session_rows, r);
-}
+STORE_ROW_CLEAR_FN(struct store_mcp_session, session_rows, store_mcp_session_clear)
 
 static enum cs_err elicitation_read(struct store_stmt *st, void *row)
 {
@@ -141,10 +138,7 @@ static enum cs_err elicitation_read(struct store_stmt *st, void *row)
 static const struct store_row_type elicitation_rows =
     STORE_ROW_BLOCK(struct store_mcp_elicitation, elicitation_read);
 
-void store_mcp_elicitation_clear(struct store_mcp_elicitation *r)
-{
-	store_row_clear(&elicitation_rows, r);
-}
+STORE_ROW_CLEAR_FN(struct store_mcp_elicitation, elicitation_rows, store_mcp_elicitation_clear)
 
 /* The id column of a RETURNING id. */
 struct id_row {
@@ -159,6 +153,7 @@ static enum cs_err id_read(struct store_stmt *st, void *row)
 }
 
 static const struct store_row_type id_rows = STORE_ROW_BLOCK(struct id_row, id_read);
+STORE_ROW_LIST_FN(struct id_row, id_rows, id_list)
 
 void store_mcp_ids_free(char **ids, size_t n)
 {
@@ -272,7 +267,6 @@ enum cs_err store_mcp_elicitation_take_ready(struct store_conn *c, const char *e
     const unsigned char hash[STORE_MCP_HASH_LEN], int64_t user_id, const char *client_id,
     int64_t now, size_t max, char ***ids, size_t *n)
 {
-	struct store_stmt *st;
 	struct id_row *rows = NULL;
 	size_t nrows = 0;
 	char **out = NULL;
@@ -280,12 +274,10 @@ enum cs_err store_mcp_elicitation_take_ready(struct store_conn *c, const char *e
 	if (c == NULL || endpoint == NULL || hash == NULL || client_id == NULL || ids == NULL ||
 	    n == NULL || max == 0 || max > 1024)
 		return CS_EINVAL;
-	if ((st = store_query(c, SQL_ELICITATION_TAKE_READY, STORE_VALS(SV_TEXT(endpoint),
-	    SV_BLOB(hash, STORE_MCP_HASH_LEN), SV_INT(user_id), SV_TEXT(client_id), SV_INT(now),
-	    SV_INT((int64_t)max)), &e)) == NULL)
-		return e;
 	/* store_rows steps to the end, so every row the UPDATE changed comes back. */
-	if ((e = store_rows(c, st, max, &id_rows, (void **)&rows, &nrows)) != CS_OK)
+	if ((e = id_list(c, SQL_ELICITATION_TAKE_READY, STORE_VALS(SV_TEXT(endpoint),
+	    SV_BLOB(hash, STORE_MCP_HASH_LEN), SV_INT(user_id), SV_TEXT(client_id), SV_INT(now),
+	    SV_INT((int64_t)max)), max, &rows, &nrows)) != CS_OK)
 		return e;
 	if (nrows > 0) {
 		if ((out = calloc(nrows, sizeof *out)) == NULL) {

@@ -209,11 +209,55 @@ void store_rows_free(const struct store_row_type *t, void *rows, size_t n);
  * error the rows read so far are released (store_rows_free). */
 enum cs_err store_rows(struct store_conn *c, struct store_stmt *st, size_t max,
     const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
+/* store_query + store_rows: the rows of sql with v[0 .. nv-1] bound, at most
+ * max of type t, as store_rows hands them out (CS_OK: *out holds *n rows). */
+enum cs_err store_list(struct store_conn *c, const char *sql, const struct store_val *v,
+    size_t nv, size_t max, const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
+/* store_list of a statement written once per dialect (store_stmt_dialect). */
+enum cs_err store_list_dialect(struct store_conn *c, const char *sqlite_sql, const char *pg_sql,
+    const struct store_val *v, size_t nv, size_t max, const struct store_row_type *t,
+    void **out, size_t *n) CS_MUST_CHECK;
 /* store_rows for a listing that must not stop at a cap (a key that still
  * verifies, every sealed row a rekey must reach): every row of st, in an
  * array that grows as they come. */
 enum cs_err store_rows_all(struct store_conn *c, struct store_stmt *st,
     const struct store_row_type *t, void **out, size_t *n) CS_MUST_CHECK;
+/* The functions a kind of row has, written once here rather than out in
+ * each store_X.c, for rows of type T read through the table rows (a static
+ * const struct store_row_type):
+ * - STORE_ROW_CLEAR_FN: the exported clear_fn(T *) its header declares,
+ *   store_row_clear;
+ * - STORE_ROWS_FREE_FN: the exported free_fn(T *, size_t n) of an array of
+ *   n of them, store_rows_free;
+ * - STORE_ROW_LIST_FN: the file's own static fn(c, sql, v, nv, max, T **out,
+ *   size_t *n), store_list typed for T (*out written only on CS_OK);
+ * - STORE_ROW_LIST_DIALECT_FN: the same for store_list_dialect,
+ *   fn(c, sqlite_sql, pg_sql, v, nv, max, T **out, size_t *n). */
+#define STORE_ROW_CLEAR_FN(T, rows, clear_fn) \
+	void clear_fn(T *r) { store_row_clear(&(rows), r); }
+#define STORE_ROWS_FREE_FN(T, rows, free_fn) \
+	void free_fn(T *v, size_t n) { store_rows_free(&(rows), v, n); }
+#define STORE_ROW_LIST_DIALECT_FN(T, rows, fn) \
+	static enum cs_err fn(struct store_conn *c, const char *sqlite_sql, const char *pg_sql, \
+	    const struct store_val *v, size_t nv, size_t max, T **out, size_t *n) \
+	{ \
+		void *got = NULL; \
+		enum cs_err e = store_list_dialect(c, sqlite_sql, pg_sql, v, nv, max, &(rows), \
+		    &got, n); \
+		if (e == CS_OK) \
+			*out = got; \
+		return e; \
+	}
+#define STORE_ROW_LIST_FN(T, rows, fn) \
+	static enum cs_err fn(struct store_conn *c, const char *sql, const struct store_val *v, \
+	    size_t nv, size_t max, T **out, size_t *n) \
+	{ \
+		void *got = NULL; \
+		enum cs_err e = store_list(c, sql, v, nv, max, &(rows), &got, n); \
+		if (e == CS_OK) \
+			*out = got; \
+		return e; \
+	}
 /* store_query, one step and t->read into *out (a single row of type t);
  * always finishes the statement.  CS_ENOENT when there is no row (*out
  * untouched); after a failed read *out is left zeroed. */

@@ -63,10 +63,7 @@ static enum cs_err read_session(struct store_stmt *st, void *row)
 static const struct store_row_type session_rows =
     STORE_ROW_BLOCK_WIPED(struct store_session, read_session);
 
-void store_session_clear(struct store_session *s)
-{
-	store_row_clear(&session_rows, s);
-}
+STORE_ROW_CLEAR_FN(struct store_session, session_rows, store_session_clear)
 
 enum cs_err store_session_insert(struct store_conn *c, const unsigned char id_hash[32],
     const struct store_session_new *s)

@@ -88,26 +88,9 @@ static const struct store_member rule_members[] = {
 static const struct store_row_type rule_rows =
     STORE_ROW_MEMBERS(struct store_standing_row, rule_members);
 
-void store_standing_row_clear(struct store_standing_row *r)
-{
-	store_row_clear(&rule_rows, r);
-}
-
-void store_standing_rows_free(struct store_standing_row *v, size_t n)
-{
-	store_rows_free(&rule_rows, v, n);
-}
-
-/* The rows of a bound statement st, at most max. */
-static enum cs_err rows_of(struct store_conn *c, struct store_stmt *st, size_t max,
-    struct store_standing_row **out, size_t *n)
-{
-	void *rows = NULL;
-	enum cs_err e = store_rows(c, st, max, &rule_rows, &rows, n);
-	if (e == CS_OK)
-		*out = rows;
-	return e;
-}
+STORE_ROW_CLEAR_FN(struct store_standing_row, rule_rows, store_standing_row_clear)
+STORE_ROWS_FREE_FN(struct store_standing_row, rule_rows, store_standing_rows_free)
+STORE_ROW_LIST_FN(struct store_standing_row, rule_rows, rule_list)
 
 /* --- writing ----------------------------------------------------------- */
 
@@ -146,14 +129,10 @@ enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_
     const char *action, const char *keyset, const char *lookup, int64_t now, size_t max,
     struct store_standing_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st;
 	if (max > 1000)
 		max = 1000;
-	if ((st = store_query(c, SQL_CANDIDATES, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
-	    SV_TEXT(keyset), SV_TEXT(lookup), SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
-		return e;
-	return rows_of(c, st, max, out, n);
+	return rule_list(c, SQL_CANDIDATES, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
+	    SV_TEXT(keyset), SV_TEXT(lookup), SV_INT(now), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_standing_keysets(struct store_conn *c, const char *consent_id,
@@ -204,25 +183,17 @@ enum cs_err store_standing_get(struct store_conn *c, const char *id,
 enum cs_err store_standing_list(struct store_conn *c, int64_t user_id, int64_t now, size_t max,
     struct store_standing_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st;
 	if (max > 1000)
 		max = 1000;
-	if ((st = store_query(c, user_id > 0 ? SQL_LIST_USER : SQL_LIST_ALL, STORE_VALS(
-	    SV_INT(user_id), SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
-		return e;
-	return rows_of(c, st, max, out, n);
+	return rule_list(c, user_id > 0 ? SQL_LIST_USER : SQL_LIST_ALL, STORE_VALS(SV_INT(user_id),
+	    SV_INT(now), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_standing_list_consent(struct store_conn *c, const char *consent_id,
     size_t max, struct store_standing_row **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st;
 	if (max > 1000)
 		max = 1000;
-	if ((st = store_query(c, SQL_LIST_CONSENT, STORE_VALS(SV_TEXT(consent_id),
-	    SV_INT((int64_t)max)), &e)) == NULL)
-		return e;
-	return rows_of(c, st, max, out, n);
+	return rule_list(c, SQL_LIST_CONSENT, STORE_VALS(SV_TEXT(consent_id),
+	    SV_INT((int64_t)max)), max, out, n);
 }

@@ -115,32 +115,19 @@ static const struct store_member record_members[] = {
 static const struct store_row_type record_rows =
     STORE_ROW_MEMBERS(struct store_vault_record, record_members);
 
-void store_vault_record_clear(struct store_vault_record *r)
-{
-	store_row_clear(&record_rows, r);
-}
-
-void store_vault_records_free(struct store_vault_record *v, size_t n)
-{
-	store_rows_free(&record_rows, v, n);
-}
+STORE_ROW_CLEAR_FN(struct store_vault_record, record_rows, store_vault_record_clear)
+STORE_ROWS_FREE_FN(struct store_vault_record, record_rows, store_vault_records_free)
+STORE_ROW_LIST_FN(struct store_vault_record, record_rows, record_list)
 
 enum cs_err store_vault_records_due(struct store_conn *c, const char *resource, int64_t before,
     int64_t now, size_t max, struct store_vault_record **out, size_t *n)
 {
-	enum cs_err e;
-	void *rows = NULL;
-	struct store_stmt *st;
 	if (resource == NULL || out == NULL || n == NULL)
 		return CS_EINVAL;
 	if (max > OUTBOX_MAX)
 		max = OUTBOX_MAX;
-	if ((st = store_query(c, SQL_RECORDS_DUE, STORE_VALS(SV_TEXT(resource), SV_INT(before),
-	    SV_INT(now), SV_INT((int64_t)max)), &e)) == NULL)
-		return e;
-	if ((e = store_rows(c, st, max, &record_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
+	return record_list(c, SQL_RECORDS_DUE, STORE_VALS(SV_TEXT(resource), SV_INT(before),
+	    SV_INT(now), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_vault_record_by_consent(struct store_conn *c, const char *consent_id,
@@ -251,32 +238,17 @@ static const struct store_member outbox_members[] = {
 static const struct store_row_type outbox_rows =
     STORE_ROW_MEMBERS(struct store_vault_outbox, outbox_members);
 
-void store_vault_outbox_clear(struct store_vault_outbox *o)
-{
-	store_row_clear(&outbox_rows, o);
-}
-
-void store_vault_outbox_free(struct store_vault_outbox *v, size_t n)
-{
-	store_rows_free(&outbox_rows, v, n);
-}
+STORE_ROW_CLEAR_FN(struct store_vault_outbox, outbox_rows, store_vault_outbox_clear)
+STORE_ROWS_FREE_FN(struct store_vault_outbox, outbox_rows, store_vault_outbox_free)
+STORE_ROW_LIST_DIALECT_FN(struct store_vault_outbox, outbox_rows, outbox_list)
 
 enum cs_err store_vault_outbox_claim(struct store_conn *c, int64_t now, int64_t lease,
     size_t max, struct store_vault_outbox **out, size_t *n)
 {
-	enum cs_err e;
-	struct store_stmt *st = store_stmt_dialect(c, SQL_OUTBOX_CLAIM, SQL_OUTBOX_CLAIM_PG);
-	if (st == NULL)
-		return CS_EDB;
 	if (max > OUTBOX_MAX)
 		max = OUTBOX_MAX;
-	if ((e = store_bind(st, STORE_VALS(SV_INT(now), SV_INT(now + lease),
-	    SV_INT((int64_t)max)))) != CS_OK)
-		return e;
-	void *rows = NULL;
-	if ((e = store_rows(c, st, max, &outbox_rows, &rows, n)) == CS_OK)
-		*out = rows;
-	return e;
+	return outbox_list(c, SQL_OUTBOX_CLAIM, SQL_OUTBOX_CLAIM_PG, STORE_VALS(SV_INT(now),
+	    SV_INT(now + lease), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_vault_outbox_mark(struct store_conn *c, int64_t id, int refresh_revoked,

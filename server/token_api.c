@@ -46,17 +46,9 @@ static enum cs_err pending_reply(struct http_reply *rep, const struct config *cf
 	if (a->request_id != NULL && (e = str_fmt(uri, sizeof uri, "%s/consent/%s", cfg->public_url,
 	    a->request_id)) != CS_OK)
 		return e;
-	json_t *v = json_pack("{s:s, s:s}", "error", error, "error_description", desc);
-	if (v == NULL)
-		return CS_ENOMEM;
-	reply_log_error(rep, error, desc);
-	if (a->request_id) {
-		json_object_set_new(v, "consent_request_id", json_string(a->request_id));
-		json_object_set_new(v, "consent_uri", json_string(uri));
-		json_object_set_new(v, "expires_in", json_integer(a->expires_in));
-		json_object_set_new(v, "interval", json_integer(a->interval));
-	}
-	return reply_json_value(rep, 400, v);
+	return reply_oauth_pending(rep, 400, error, desc, &(struct reply_pending){
+	    .id_key = "consent_request_id", .id = a->request_id, .uri_key = "consent_uri",
+	    .uri = uri, .expires_in = a->expires_in, .interval = a->interval });
 }
 
 /* --- flow A: a grant for a person's live consent ------------------------- */

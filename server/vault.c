@@ -367,11 +367,7 @@ static enum cs_err mark_reconnect(const struct rel *x, enum health_reason r, con
 	if (e == CS_OK || e == CS_ENOENT)
 		e = rel_audit(x, &(struct audit_entry){ .action = "vault.reconnect_required",
 		    .consent_id = kid, .outcome = "reconnect_required", .detail = why });
-	if (e != CS_OK || (e = store_commit(x->c)) != CS_OK) {
-		store_rollback(x->c);
-		return e;
-	}
-	return CS_OK;
+	return store_end(x->c, e);
 }
 
 /* do_refresh's transaction: the new tokens t (scopes g_s) sealed into the
@@ -406,10 +402,8 @@ static enum cs_err refresh_store(const struct rel *x, const struct store_vault_r
 	if ((e = rel_audit(x, &(struct audit_entry){ .action = "vault.refreshed", .scopes = g_s,
 	    .consent_id = cur->consent_id, .outcome = "ok", .detail = detail })) != CS_OK)
 		goto out;
-	e = store_commit(x->c);
 out:
-	if (e != CS_OK)
-		store_rollback(x->c);
+	e = store_end(x->c, e);
 	blob_free(sl.access, sl.access_len);
 	blob_free(sl.refresh, sl.refresh_len);
 	return e;
@@ -707,11 +701,8 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 		e = consent_touch(x->c, rq->k->id, rq->now);
 	if (e == CS_OK && ro == APPROVAL_REDEEMED && rq->with != NULL)
 		e = rq->with(x->c, rq->with_ctx);
-	if (e == CS_OK && (e = store_commit(x->c)) == CS_OK) {
+	if ((e = store_end(x->c, e)) == CS_OK)
 		*oc = ro == APPROVAL_REDEEMED ? VAULT_RELEASED : VAULT_RELEASE_APPROVAL_USED;
-		return CS_OK;
-	}
-	store_rollback(x->c);
 	return e;
 }
 

@@ -476,6 +476,18 @@ START_TEST(test_store_tx_rollback)
 	ck_assert_int_eq(store_keys_list(c, &ks, &n), CS_OK);
 	ck_assert_uint_eq(n, 1);
 	store_keys_free(ks, n);
+	/* store_end: a failure given rolls back and comes back (still one key);
+	 * CS_OK commits (two); either way the transaction is over (the next begins). */
+	key_fill(&k, "kid-end", 1);
+	for (size_t commit = 0; commit <= 1; commit++) {
+		enum cs_err given = commit ? CS_OK : CS_EINVAL;
+		ck_assert_int_eq(store_begin(c), CS_OK);
+		ck_assert_int_eq(store_key_insert(c, &k), CS_OK);
+		ck_assert_int_eq(store_end(c, given), given);
+		ck_assert_int_eq(store_keys_list(c, &ks, &n), CS_OK);
+		ck_assert_uint_eq(n, 1 + commit);
+		store_keys_free(ks, n);
+	}
 	store_close(s);
 	fx_clear(&f);
 }
