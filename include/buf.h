@@ -67,6 +67,13 @@ void wipe_free_n(void *p, size_t n);
 		free(v); \
 	}
 
+/* free_fn(p), then p = NULL: a teardown that may run again finds nothing to free. */
+#define FREE_TO_NULL(free_fn, p) \
+	do { \
+		free_fn(p); \
+		(p) = NULL; \
+	} while (0)
+
 /* t as "2006-01-02T15:04:05Z" (UTC) in buf, or as its decimal digits when
  * out of range (an int64 always fits STR_TIME_LEN); returns buf. */
 #define STR_TIME_LEN 32

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <openssl/crypto.h>
 #include "app.h"
+#include "buf.h"
 #include "audit.h"
 #include "audit_head.h"
 #include "events.h"
@@ -110,6 +111,15 @@ fail:
 	return e;
 }
 
+/* Joins a thread that was started, once. */
+static void join_started(pthread_t thread, int *started)
+{
+	if (*started) {
+		pthread_join(thread, NULL);
+		*started = 0;
+	}
+}
+
 void app_clear(struct app *app)
 {
 	if (app == NULL)
@@ -118,41 +128,23 @@ void app_clear(struct app *app)
 	app->stopping = 1;
 	pthread_cond_broadcast(&app->stop_cond);
 	pthread_mutex_unlock(&app->stop_lock);
-	if (app->discovery_started) {
-		pthread_join(app->discovery_thread, NULL);
-		app->discovery_started = 0;
-	}
-	if (app->maintenance_started) {
-		pthread_join(app->maintenance_thread, NULL);
-		app->maintenance_started = 0;
-	}
-	if (app->janitor_started) {
-		pthread_join(app->janitor_thread, NULL);
-		app->janitor_started = 0;
-	}
+	join_started(app->discovery_thread, &app->discovery_started);
+	join_started(app->maintenance_thread, &app->maintenance_started);
+	join_started(app->janitor_thread, &app->janitor_started);
 	/* Everything still queued is written before the store closes. */
-	audit_queue_free(app->audit_queue);
-	app->audit_queue = NULL;
-	vault_free(app->vault);
-	app->vault = NULL;
-	client_keys_free(app->gateway_keys);
-	app->gateway_keys = NULL;
-	rate_limits_free(app->limits);
-	app->limits = NULL;
-	cimd_cache_free(app->cimd);
-	app->cimd = NULL;
-	auth_refusals_free(app->auth_refusals);
-	app->auth_refusals = NULL;
+	FREE_TO_NULL(audit_queue_free, app->audit_queue);
+	FREE_TO_NULL(vault_free, app->vault);
+	FREE_TO_NULL(client_keys_free, app->gateway_keys);
+	FREE_TO_NULL(rate_limits_free, app->limits);
+	FREE_TO_NULL(cimd_cache_free, app->cimd);
+	FREE_TO_NULL(auth_refusals_free, app->auth_refusals);
 	OPENSSL_cleanse(app->dpop_nonce_key, sizeof app->dpop_nonce_key);
-	oidc_provider_free(app->idp);
-	app->idp = NULL;
-	keyring_free(app->keys);
-	app->keys = NULL;
+	FREE_TO_NULL(oidc_provider_free, app->idp);
+	FREE_TO_NULL(keyring_free, app->keys);
 	if (app->publishing)
 		audit_publish_close(app->store);
 	app->publishing = 0;
-	store_close(app->store);
-	app->store = NULL;
+	FREE_TO_NULL(store_close, app->store);
 	master_key_clear(&app->mk);
 	audit_clear_key();
 	pthread_rwlock_destroy(&app->keys_lock);
