@@ -16,8 +16,9 @@ const REDIRECT = 'http://127.0.0.1:33418/callback';
 let s; let cimd; let jar;
 before(async () => {
   cimd = await startCimdServer();
-  // A short fetch timeout, so that the slow document is refused quickly.
-  s = await startStack({ config: mcpConfig({ cimd, mcp: { cimd_timeout_ms: 2500, cimd_connect_timeout_ms: 2500, cimd_failure_ttl: 0 } }) });
+  // A fetch timeout short enough that the slow document is refused in seconds, long enough
+  // for the others on a loaded machine (at 2.5 s, make check saw the mismatched one time out).
+  s = await startStack({ config: mcpConfig({ cimd, mcp: { cimd_timeout_ms: 6000, cimd_connect_timeout_ms: 6000, cimd_failure_ttl: 0 } }) });
   ({ jar } = await consentdLogin({ url: s.url, user: 'alice', password: 'alice-password', jar: new CookieJar() }));
 });
 after(async () => { await s?.stop(); await cimd?.stop(); });

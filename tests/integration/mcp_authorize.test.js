@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { startStack } from '../lib/stack.js';
 import { consentdLogin, req, postForm } from '../lib/weblogin.js';
 import { consentConfig } from '../lib/fixtures.js';
+import { CIMD_TEST_TIMEOUTS } from '../lib/mcp.js';
 
 const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
 const CALLBACK = 'http://127.0.0.1:40123/callback';   // registered: :33418 (any port matches)
@@ -48,7 +49,7 @@ before(async () => {
         // Only documents under localhost's root: the same server by its address is
         // another prefix, which the policy does not list.
         cimd_allow: 'prefixes', cimd_prefixes: `https://localhost:${cimd.port}/`,
-        cimd_ca_file: cimd.ca, cimd_allow_loopback: 'true',
+        cimd_ca_file: cimd.ca, cimd_allow_loopback: 'true', ...CIMD_TEST_TIMEOUTS,
       },
       'mcp.notes': { resource: 'notes' },
       'client.ide': { name: 'Example IDE', redirect_uris: 'https://ide.example/cb' },

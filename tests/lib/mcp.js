@@ -78,8 +78,16 @@ export async function startCimdServer() {
 
 // consentd's configuration for the MCP tests: the fixtures' resources and agents, two MCP
 // endpoints, and client-id URLs fetched from the test server (loopback, its CA).
+// With a test CIMD server, its fetches get CIMD_TEST_TIMEOUTS: the defaults (2 s to
+// connect, 5 s in all) are for the Internet, and a loaded make check took longer than 2 s
+// to connect to the server on loopback; a test of a deadline sets its own (mcp).
+export const CIMD_TEST_TIMEOUTS = { cimd_connect_timeout_ms: 10000, cimd_timeout_ms: 15000 };
 export function mcpConfig({ cimd, mcp = {}, extra = {} } = {}) {
-  const m = { cimd_allow: 'any', ...(cimd ? { cimd_ca_file: cimd.ca, cimd_allow_loopback: 'true' } : {}), ...mcp };
+  const m = {
+    cimd_allow: 'any',
+    ...(cimd ? { cimd_ca_file: cimd.ca, cimd_allow_loopback: 'true', ...CIMD_TEST_TIMEOUTS } : {}),
+    ...mcp,
+  };
   return consentConfig({
     'mcp.notes': { resource: 'notes' },
     'mcp.wiki': { resource: 'wiki' },
