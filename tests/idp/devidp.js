@@ -487,9 +487,11 @@ function registerIdJag(provider, issuer, jwks, opts) {
 function makeHandler(provider, users, title, log = stderrLog) {
   const callback = provider.callback();
   return async (req, res) => {
-    const url = new URL(req.url, 'http://x');
-    const m = url.pathname.match(/^\/interaction\/([A-Za-z0-9_-]+)(\/login|\/abort)?$/);
     try {
+      // In the try: a request-target that does not parse is an error page, not a crash of
+      // the test's process the IdP may be served from (tests/lib/idp.js).
+      const url = new URL(req.url, 'http://x');
+      const m = url.pathname.match(/^\/interaction\/([A-Za-z0-9_-]+)(\/login|\/abort)?$/);
       if (url.pathname === '/_devidp/health') return send(res, 200, 'ok', { 'content-type': 'text/plain' });
       if (!m) return callback(req, res);
       const uid = m[1];
@@ -562,7 +564,8 @@ export async function serveDevIdp(cfg = {}, { host = '127.0.0.1', port = 0, log 
       // The preset modes (./presets.js): one provider per preset at /{mode}.
       const ph = buildPresetProvider(issuer, { ...cfg, users: cfg.users || DEFAULT_USERS }, { log });
       handler = async (req, res) => {
-        const url = new URL(req.url, 'http://x');
+        let url;
+        try { url = new URL(req.url, 'http://x'); } catch { return send(res, 400, page('Error', '<h1>Bad request</h1>')); }
         if (url.pathname === '/_devidp/health') return send(res, 200, 'ok', { 'content-type': 'text/plain' });
         if (await ph(req, res, url) === false) send(res, 404, page('Not found', '<h1>Not found</h1>'));
         return undefined;

@@ -22,7 +22,7 @@ import { req, postForm } from '../lib/weblogin.js';
 import { basicAuth } from '../lib/idplogin.js';
 import { pollExchange, TOKEN_EXCHANGE, TT_ACCESS_TOKEN, CLIENT_ASSERTION_TYPE } from '../lib/gateway.js';
 import { example } from '../lib/example.js';
-import { startCimdServer, codeFlow, tokenPost, decodeJwt } from '../lib/mcp.js';
+import { startCimdServer, codeFlow, tokenPost, decodeJwt, CIMD_TEST_TIMEOUTS } from '../lib/mcp.js';
 
 // EdDSA and RFC 9864's fully specified Ed25519 (what oauth4webapi 3 signs with), both
 // advertised and both working (issue 28 item 6).
@@ -64,7 +64,7 @@ for (const mode of ['client_secret_basic', 'private_key_jwt']) describe(`gateway
     // [client.tool] that authenticates with private_key_jwt (the same key pairs).
     const MCP = {
       'mcp.notes': { resource: 'notes' },
-      mcp: { cimd_ca_file: cimd.ca, cimd_allow_loopback: 'true' },
+      mcp: { cimd_ca_file: cimd.ca, cimd_allow_loopback: 'true', ...CIMD_TEST_TIMEOUTS },
       'client.tool': { name: 'Tool', redirect_uris: 'http://127.0.0.1/callback',
         token_endpoint_auth: 'private_key_jwt', jwks_file: gwKeys.file },
     };
