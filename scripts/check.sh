@@ -23,19 +23,6 @@ tally() {
 	steps+=("$(printf '%-26s %4s passed %4s failed%s' "$name" "$p" "$f" "${secs:+  (${secs}s)}")")
 }
 
-step() {   # step NAME COMMAND...
-	local name=$1; shift
-	local log; log=$(mktemp)
-	echo "== $name"
-	local t; t=$(date +%s)
-	# A pipeline, not a process substitution: it waits for its tee alone (a bare
-	# `wait` would also wait for the PostgreSQL pass running in the background).
-	"$@" 2>&1 | tee "$log"
-	local rc=${PIPESTATUS[0]}
-	tally "$name" "$log" "$rc" "$(( $(date +%s) - t ))"
-	rm -f "$log"
-}
-
 gate() {   # a step that is one check: pass or fail
 	local name=$1; shift
 	echo "== $name"
