@@ -10,7 +10,7 @@
 //     (fail closed), on_error = ask asks the person;
 // and every call is one authzen.evaluated audit entry, without the bearer token.
 //
-// Stacks: main (on_error = deny, timeout_ms = 1000)   ask (on_error = ask, timeout_ms = 1000)
+// Stacks: main (on_error = deny, timeout_ms = 2000)   ask (on_error = ask, timeout_ms = 2000)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startVaultStack, signedInJars, PROVIDER_SECRETS, DOWNSTREAM } from '../lib/vaultstack.js';
@@ -46,7 +46,8 @@ function stackConfig(endpoint, onError) {
     'action.github.create_issue': { description: 'Open an issue', scope: 'issues:write', approval: 'required',
       approval_enforced_by: 'gateway' },  // the gateway holds the released token to the call (#32)
     'agent.coder': { allow: `notes:read notes:write ${ALLOW}` },
-    authzen: { endpoint, token: TOKEN, timeout_ms: 1000, on_error: onError },
+    // 2 s: the answers that must arrive in time do on a loaded machine; the slow PDP takes 6.
+    authzen: { endpoint, token: TOKEN, timeout_ms: 2000, on_error: onError },
   });
 }
 before(async () => {
@@ -164,14 +165,14 @@ test('/token: no decision (no policy applies): the person is asked as before', a
 test('on_error = deny: a timeout, a PDP that is down and a non-AuthZEN answer all refuse (fail closed)', async () => {
   const params = { repo: 'docs', title: 'would be permitted' };
   try {
-    pdp.delayMs = 3000;
+    pdp.delayMs = 6000;
     const t0 = Date.now();
     let r = await v.release(alice.grant, 'create_issue', { authorization_details: details(params) });
     const ms = Date.now() - t0;
     assert.equal(r.status, 400, JSON.stringify(r.body));
     assert.equal(r.body.error, 'access_denied');
     assert.equal(r.body.error_description, DENIED);
-    assert.ok(ms < 2800, `answered after the 1 s timeout, not the PDP's 3 s (${ms} ms)`);
+    assert.ok(ms < 5000, `answered after the 2 s timeout, not the PDP's 6 s (${ms} ms)`);
     let e = evaluations(v, alice.cid).at(-1);
     assert.equal(e.outcome, 'error');
     assert.match(e.detail, /failure=timeout; on_error=deny: denied/);
@@ -208,7 +209,7 @@ test('on_error = deny: a timeout, a PDP that is down and a non-AuthZEN answer al
 
 test('on_error = ask: a timeout or a PDP that is down falls back to asking the person', async () => {
   try {
-    pdp2.delayMs = 3000;
+    pdp2.delayMs = 6000;
     let r = await w.release(bob.grant, 'create_issue', { authorization_details: details({ repo: 'docs', title: 'slow' }) });
     assert.equal(r.body?.error, 'approval_required', JSON.stringify(r.body));
     let e = evaluations(w, bob.cid).at(-1);

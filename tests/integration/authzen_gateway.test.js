@@ -49,7 +49,10 @@ function stackConfig(upstream, authzen) {
     ...ghproxyConfig({ providerIssuer, baseUrl: upstream.replace(/\/mcp$/, '') }),
     'client.mcptest': { client_id: CLIENT, redirect_uris: REDIRECT },
     'mcp.tracker': { resource: 'ghproxy', upstream },
-    authzen: { endpoint: pdp.url, token: TOKEN, timeout_ms: 1500, on_error: 'deny', ...authzen },
+    // No test here is of the deadline (authzen.test.js has them): long enough that a TLS
+    // handshake refused on a loaded machine is reported as that, not as a timeout (at 1.5 s
+    // a fresh CI run saw 'failure=timeout ... ms=2110' for the untrusted certificate).
+    authzen: { endpoint: pdp.url, token: TOKEN, timeout_ms: 10000, on_error: 'deny', ...authzen },
   });
 }
 before(async () => {
