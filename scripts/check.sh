@@ -98,16 +98,16 @@ slow_first() {
 # statements off (what PgBouncer < 1.21 in transaction mode needs);
 # pg_nodes.test.js and pg_copy.test.js (in the integration step) hold the
 # multi-node properties themselves and run them on (the default).  The HTTP
-# files two at a time (PG_CONCURRENCY; one at a time the pass is the longest step
-# by far, ~1,000 s), the slowest first; then the browser files one at a time (a
-# browser test's 5 s provider token must not reach its 2 s refresh margin under
-# load).  Two at a time once failed vault_attacks (its grants then lived 10 s, now
-# 20 s) and retention on a fresh Debian 12, before the IdPs moved into the test
-# processes and make check's CPU fell (tests/lib/idp.js).
+# files one at a time until the rest is done (PG_CONCURRENCY=2 shortens the pass,
+# the longest step at ~1,050 s, but on a fresh Debian 12 two at a time failed
+# retention twice: before deb8456, and at c6fb0c0 with 'fetch failed' from its
+# IdP), the slowest first; then the browser files one at a time
+# (a browser test's 5 s provider token must not reach its 2 s refresh margin under
+# load).
 pg_tests() {
 	local rc=0 p f
 	export CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2
-	NF_PIDFILE=$pg_lanes node_files "postgresql (http)" "${PG_CONCURRENCY:-2}" $(slow_first \
+	NF_PIDFILE=$pg_lanes node_files "postgresql (http)" "${PG_CONCURRENCY:-1}" $(slow_first \
 	    "key_reload dpop consent_attacks vault_attacks approval_attacks admin_pages admin_bulk" \
 	    $(grep -v '^#' scripts/pg-pass.list | grep -v '^tests/e2e/')) || rc=1
 	p=$nf_pass; f=$nf_fail
@@ -170,7 +170,7 @@ bg_done "unit (store on postgresql)"
 bg_done "deploy (install, .deb)"
 bg_done "fuzz (${FUZZ_SECONDS}s each, with its build)"
 # Every other step is done: the PostgreSQL pass's HTTP files, if any are left, go on
-# three at a time -- GNU xargs runs one more command at once for each SIGUSR1.  Its
+# two at a time -- GNU xargs runs one more command at once for each SIGUSR1.  Its
 # slowest, timing-bound files (vault_attacks) went first; the browser files stay one
 # at a time.
 add_lane() {
