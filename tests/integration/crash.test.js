@@ -89,6 +89,10 @@ import { consentdBin } from '../lib/consentd.js';
 import { basicAuth } from '../lib/idplogin.js';
 import { DEFAULT_USERS } from '../lib/idp.js';
 
+// This file makes load from its own process: its IdPs run as their own processes
+// (tests/lib/idp.js), as a fresh CI run's flake of this file suggested they should.
+process.env.TEST_IDP_PROCESS = '1';
+
 const KILLS = Number(process.env.CRASH_KILLS || 10);
 const WORKERS = Number(process.env.CRASH_WORKERS || 4);
 const BURST = 6;                      // grants asked at once in a burst step

@@ -27,6 +27,10 @@ import { req, postForm } from '../lib/weblogin.js';
 import { pollExchange } from '../lib/gateway.js';
 import { basicAuth } from '../lib/idplogin.js';
 
+// This file makes load from its own process: its IdPs run as their own processes
+// (tests/lib/idp.js), as a fresh CI run's flake of this file suggested they should.
+process.env.TEST_IDP_PROCESS = '1';
+
 const GW_AUTH = basicAuth('agent-gateway', 'gateway-dev-secret');
 const ALLOW = 'github:issues:read github:issues:write github:metadata gitlab:issues:read gitlab:issues:write '
   + 'ghproxy:issues:read ghproxy:issues:write';

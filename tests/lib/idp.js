@@ -41,7 +41,9 @@ const MAX_LOG = 4 * 1024 * 1024;
 // Starts devidp with config cfg (devidp.js's config file, as an object):
 // { issuer, port, log(), stop(), proc?, pid? }.
 export async function startDevIdp(cfg, {
-  port = 0, echo = !!process.env.TEST_VERBOSE, name = 'devidp', process: asProcess = false,
+  port = 0, echo = !!process.env.TEST_VERBOSE, name = 'devidp',
+  // TEST_IDP_PROCESS=1: a test whose own process makes load keeps its IdP out of it.
+  process: asProcess = process.env.TEST_IDP_PROCESS === '1',
   env, timeoutMs = 60000,
 } = {}) {
   if (!asProcess) {
