@@ -103,6 +103,7 @@ const R = {
   iToken: row((r) => r.idp.rows.token), iIntro: row((r) => r.idp.rows.intro),
   iIntro10k: row((r) => r.idp.rows.intro10k), iJwks: row((r) => r.idp.rows.jwks),
   upstream: row((r) => r.p.rows.upstream), proxy: row((r) => r.p.rows.proxy),
+  nginx: runs.every((r) => r.p.rows.nginx) ? row((r) => r.p.rows.nginx) : null,
 };
 // The MCP gateway: each run's rows, and the added p50 / p99 (through minus direct, per run,
 // then the median of the runs).
@@ -144,6 +145,8 @@ plain('`POST /introspect` (one grant, repeated)', R.intro);
 plain(`\`POST /introspect\` (${fmt(DISTINCT)} distinct grants)`, R.intro10k);
 plain('upstream alone (the recorder, direct)', R.upstream);
 plain('`GET /proxy/ghproxy/…` (pass-through)', R.proxy);
+if (R.nginx) plain('nginx in front of the same upstream, a fixed `Authorization` injected (its CPU: master and workers)', R.nginx);
+else out.push('', '(no nginx hop in these runs: `build/tools/nginx` is missing; `make deps` unpacks it)');
 out.push('', '### The MCP gateway (issue 31): `tools/call` straight to the upstream and through consentd', '');
 out.push(`Upstream: @modelcontextprotocol/server 2.4.0 (bench/mcpupstream.mjs), one tool answering at once, or the `
   + 'same answer written on node:http without the SDK. Through consentd: `[mcp.bench]`, alice\'s consent and provider '
@@ -188,6 +191,26 @@ target('MCP gateway: added p50, tools/call one at a time (SDK upstream; without 
   `${ms(G['sdk.added1'].p50)} (${ms(G['raw.added1'].p50)})`, G['sdk.added1'].p50 <= 1);
 target('consentd RSS idle', '≤ 20 MB', `${med((r) => r.c.mem.idleMB).toFixed(1)} MB`, med((r) => r.c.mem.idleMB) <= 20);
 target(`consentd RSS with ${fmt(HELD)} keep-alive connections`, '≤ 64 MB', `${med((r) => r.c.mem.heldMB).toFixed(1)} MB`, med((r) => r.c.mem.heldMB) <= 64);
+// Issue 34's goals, as its text words them; the cluster's (goal 4) are make bench-nodes'.
+out.push('', '### Targets of issue 34 (goals 1, 2, 3 and 5; goal 4 is `make bench-nodes`)', '');
+out.push(line(['what', 'target', 'this run', 'met']), line(['---', '---', '---', '---']));
+target('1: grant issuance / IdP token endpoint', '≥ 2×', rt(R.token, R.iToken), ratio(R.token, R.iToken) >= 2);
+target('1: consentd CPU per grant', '≤ 0.15 ms', cpu(R.token.cpu), R.token.cpu <= 0.15);
+target('1: grant issuance p99 at about half of peak', '≤ 10 ms', ms(R.tokenHalf.p99), R.tokenHalf.p99 <= 10);
+target(`2: introspection / IdP introspection, ${fmt(DISTINCT)} distinct`, '≥ 4×', rt(R.intro10k, R.iIntro10k), ratio(R.intro10k, R.iIntro10k) >= 4);
+target('2: JWKS / IdP JWKS', '≥ 4×', rt(R.jwks, R.iJwks), ratio(R.jwks, R.iJwks) >= 4);
+if (R.nginx) {
+  target('3: proxy / the nginx header-injecting hop, same upstream', '≥ 1/3', `1/${(1 / ratio(R.proxy, R.nginx)).toFixed(1)}`,
+    ratio(R.proxy, R.nginx) >= 1 / 3);
+} else {
+  target('3: proxy / the nginx header-injecting hop, same upstream', '≥ 1/3', 'not measured (no build/tools/nginx)', false);
+}
+target('3: consentd CPU per proxied call', '≤ 0.1 ms', cpu(R.proxy.cpu), R.proxy.cpu <= 0.1);
+target(`3: consentd CPU per MCP tools/call (upstream without the SDK, ${CONNS} connections)`, '≤ 0.1 ms',
+  cpu(G['raw.through'].cpu), G['raw.through'].cpu <= 0.1);
+target('5: consentd RSS idle / with 1 000 connections', '≤ 20 / ≤ 64 MB',
+  `${med((r) => r.c.mem.idleMB).toFixed(1)} / ${med((r) => r.c.mem.heldMB).toFixed(1)} MB`,
+  med((r) => r.c.mem.idleMB) <= 20 && med((r) => r.c.mem.heldMB) <= 64);
 out.push('', `(half of peak: wrk 4 has no fixed-rate mode (\`-R\` is wrk2's); the ${CONNS} connections wait between an answer `
   + 'and their next request (wrk\'s Lua `delay()`, calibrated by two short runs) so that the rate is about half the peak: '
   + `a closed loop with think time. ${Math.round((Date.now() - t0) / 1000)} s in all.)`);

@@ -6,7 +6,12 @@
 //   (2) GET /proxy/ghproxy/repos/o/r/issues at consentd (action list_issues, approval none):
 //       gateway Basic auth + Consentd-Grant checked, the route matched, the provider token
 //       taken from the vault, the call forwarded with libcurl, an audit entry written, the
-//       answer streamed back.
+//       answer streamed back;
+//   (3) the same path through nginx (Debian's binary, unpacked by scripts/deps.sh into
+//       build/tools/nginx, never installed or started as a service) in front of the same
+//       upstream, injecting a fixed Authorization header over kept-alive upstream
+//       connections: issue 34's peer for a header-injecting hop (its goal 3: consentd at
+//       least 1/3 of it).  Without that binary the row is left out, and said so.
 // The recorder does NOT introspect the provider token (no rec.introspectWith): the bench
 // measures consentd, not the provider's introspection endpoint.  It records nothing either
 // ({ record: false }), only counts.
@@ -14,8 +19,9 @@
 // this process's) over the run divided by the requests wrk completed.
 // Bounded in time (DURATION seconds per run) and stops everything it starts.
 // `make bench` calls measureProxy (bench/all.js); alone: node bench/bench_proxy.js [DURATION] [CONNECTIONS]
-import { readFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -28,6 +34,57 @@ const { ghproxyClient, ghproxyConfig } = await lib('proxystack.js');
 const { pollExchange } = await lib('gateway.js');
 const { basicAuth } = await lib('idplogin.js');
 const { wrkRunner } = await import(join(here, 'wrk.js'));
+const { getFreePort } = await lib('ports.js');
+
+export const NGINX_BIN = process.env.NGINX_BIN || join(here, '..', 'build', 'tools', 'nginx');
+
+// nginx in front of upstreamUrl on a free loopback port, one worker per core, adding a fixed
+// Authorization header and keeping up to 64 upstream connections alive (what a minimal
+// header-injecting gateway does).  Its own temporary prefix: no file outside it is used.
+// { url, pids() (master and workers, for their CPU), stop() }.
+export async function startNginx(upstreamUrl) {
+  const dir = mkdtempSync(join(tmpdir(), 'consentd-bench-nginx-'));
+  const port = await getFreePort();
+  const up = new URL(upstreamUrl);
+  writeFileSync(join(dir, 'nginx.conf'), [
+    'worker_processes auto;', `pid ${dir}/nginx.pid;`, `error_log ${dir}/error.log warn;`, 'daemon off;',
+    'events { worker_connections 4096; }',
+    'http {',
+    '  access_log off;',
+    `  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy; fastcgi_temp_path ${dir}/fastcgi;`,
+    `  uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;`,
+    `  upstream up { server ${up.hostname}:${up.port}; keepalive 64; }`,
+    `  server { listen 127.0.0.1:${port}; location / {`,
+    '    proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";',
+    '    proxy_set_header Authorization "Bearer bench-fixed-provider-token"; } }',
+    '}', ''].join('\n'));
+  const proc = spawn(NGINX_BIN, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => { err += d; });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (proc.exitCode === null) {
+      const gone = new Promise((r) => { proc.once('exit', r); });
+      proc.kill('SIGTERM');
+      await Promise.race([gone, new Promise((r) => { setTimeout(r, 5000); })]);
+      if (proc.exitCode === null) proc.kill('SIGKILL');
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  for (let i = 0; i < 100; i++) {
+    if (proc.exitCode !== null) break;
+    try { const r = await fetch(`${url}/`); await r.arrayBuffer(); return { url, stop, pids: () => pidsOf(proc.pid) }; } catch { /* not yet */ }
+    await new Promise((r) => { setTimeout(r, 50); });
+  }
+  await stop();
+  throw new Error(`nginx did not start: ${err.slice(0, 500)}`);
+}
+// A process and its children (nginx's workers).
+function pidsOf(pid) {
+  const kids = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean).map(Number);
+  return [pid, ...kids];
+}
 
 const PATH = '/repos/o/r/issues';
 
@@ -54,6 +111,7 @@ export function warnOtherLoad() {
 export async function measureProxy({ duration: DURATION = 10, connections: CONNS = 32 } = {}) {
   const rec = await startRecorder({ record: false });
   let v;
+  let ngx = null;
   const w = wrkRunner({ threads: 2, connections: CONNS, duration: DURATION });
   try {
     v = await startVaultStack({
@@ -94,10 +152,17 @@ export async function measureProxy({ duration: DURATION = 10, connections: CONNS
       ['upstream alone (the recorder, direct)', `${rec.url}${PATH}`, 'upstream'],
       ['GET /proxy/ghproxy/… (list_issues, pass-through)', `${v.url}/proxy/ghproxy${PATH}`, 'proxy'],
     ];
+    if (existsSync(NGINX_BIN)) {
+      ngx = await startNginx(rec.url);
+      cases.push(['nginx hop (a fixed Authorization header injected)', `${ngx.url}${PATH}`, 'nginx']);
+    } else {
+      console.log(`(no ${NGINX_BIN}: the nginx hop is left out; scripts/deps.sh check unpacks it)`);
+    }
     const rows = [];
     for (const [name, url, which] of cases) {
       const sample = () => ({
         t: performance.now() / 1000, c: procCpu(v.c.proc.pid), r: selfCpu(), m: machineCpu(), n: rec.count(), k: rec.connections(),
+        x: which === 'nginx' ? ngx.pids().reduce((a, p) => a + procCpu(p), 0) : 0,
       });
       const before = sample();
       const r = await w.run(name, url, script);
@@ -107,18 +172,21 @@ export async function measureProxy({ duration: DURATION = 10, connections: CONNS
       const busy = after.m.busy - before.m.busy;
       const cd = after.c - before.c;
       const rc = after.r - before.r;
+      const xd = after.x - before.x;
       r.cpu = `CPU over ${secs.toFixed(1)} s (100% = one core): consentd ${pct(cd)}, recorder ${pct(rc)}, `
-        + `rest (wrk, kernel, others) ${pct(busy - cd - rc)}, machine busy ${pct(busy)} of 200%, iowait ${pct(after.m.iowait - before.m.iowait)}`;
-      r.cpuMsPerReq = r.requests > 0 ? ((which === 'proxy' ? cd : rc) * 1000) / r.requests : NaN;
+        + `${which === 'nginx' ? `nginx ${pct(xd)}, ` : ''}`
+        + `rest (wrk, kernel, others) ${pct(busy - cd - rc - xd)}, machine busy ${pct(busy)} of 200%, iowait ${pct(after.m.iowait - before.m.iowait)}`;
+      const own = { proxy: cd, nginx: xd, upstream: rc }[which];
+      r.cpuMsPerReq = r.requests > 0 ? (own * 1000) / r.requests : NaN;
       r.upstream = `upstream: ${after.n - before.n} requests on ${after.k - before.k} new connections`;
       rows.push(r);
       console.log(`${name}: ${r.rps} req/s, p50 ${r.p50}, p99 ${r.p99}, non-2xx ${r.non2xx}, `
         + `${r.requests} requests${r.socketErrors ? `, socket errors: ${r.socketErrors}` : ''}`);
-      console.log(`  ${r.upstream}\n  ${r.cpu}, ${r.cpuMsPerReq.toFixed(3)} ms CPU/req (${which === 'proxy' ? 'consentd' : 'the recorder'})`);
+      console.log(`  ${r.upstream}\n  ${r.cpu}, ${r.cpuMsPerReq.toFixed(3)} ms CPU/req (${{ proxy: 'consentd', nginx: 'nginx', upstream: 'the recorder' }[which]})`);
     }
-    return { rows: { upstream: rows[0], proxy: rows[1] } };
+    return { rows: { upstream: rows[0], proxy: rows[1], nginx: rows[2] || null } };
   } finally {
-    try { await v?.stop(); } finally {
+    try { await ngx?.stop(); await v?.stop(); } finally {
       await rec.stop();
       w.cleanup();
     }
@@ -131,7 +199,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   warnOtherLoad();
   const { rows } = await measureProxy({ duration: DURATION, connections: CONNS });
   const w = wrkRunner();
-  console.log(`\n${w.table([rows.upstream, rows.proxy])}`);
+  console.log(`\n${w.table([rows.upstream, rows.proxy, ...(rows.nginx ? [rows.nginx] : [])])}`);
   w.cleanup();
   console.log(`\n(${CONNS} connections, 2 wrk threads, ${DURATION} s each, consentd threads = 0 (eight per core), loopback, `
     + `the upstream does not introspect the provider token, ${new Date().toISOString()})`);

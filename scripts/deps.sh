@@ -6,14 +6,16 @@
 #                           eight -dev libraries, curl, Node.js, and the development IdP's
 #                           npm packages (tests/package.json "dependencies")
 #   scripts/deps.sh check   the above, plus what `make check` and `make bench` need: clang,
-#                           Check, Chromium, wrk, PostgreSQL's server, promtool, debhelper ...
+#                           Check, Chromium, wrk, PostgreSQL's server, promtool, nginx's binary,
+#                           debhelper ...
 #                           and the test tools (tests/package.json "devDependencies")
 #
 # Neither leaves a system service running or enabled (issue 35): installs run under a
 # policy-rc.d that forbids starting services; PostgreSQL is told not to create its default
 # cluster; a unit that a package installed here enabled is disabled again (it was not there
-# before, so nobody chose it); Prometheus is not installed at all -- the one test that needs
-# its `promtool` gets the binary alone, unpacked from Debian's package into build/tools/.
+# before, so nobody chose it); Prometheus and nginx are not installed at all -- the one test
+# that needs `promtool` and the benchmark that needs `nginx` get the binary alone, unpacked
+# from Debian's package into build/tools/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-check}
@@ -105,18 +107,29 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	apt_install "${missing[@]}"
 fi
 
-# promtool (tests/integration/metrics.test.js: Prometheus's own parser of the text format),
-# without Prometheus: the binary alone from Debian's package, unpacked, never installed.
-if [ "$MODE" = check ] && [ ! -x build/tools/promtool ]; then
-	need_root "promtool is missing" "make deps"
+# unpack_tool PACKAGE PATH: one binary from Debian's PACKAGE, unpacked (dpkg-deb -x) into
+# build/tools/ and never installed: no maintainer script runs, so no service, user or
+# configuration comes with it.  Its libraries are ones a Debian 12 base already has.
+unpack_tool() {
+	local pkg=$1 path=$2 tmp
+	[ -x "build/tools/${path##*/}" ] && return 0
+	need_root "${path##*/} is missing" "make deps"
 	tmp=$(mktemp -d)
-	( cd "$tmp" && { apt-get download prometheus >/dev/null 2>&1 ||
-		{ apt-get update -qq && apt-get download prometheus >/dev/null; }; } )
-	dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+	( cd "$tmp" && { apt-get download "$pkg" >/dev/null 2>&1 ||
+		{ apt-get update -qq && apt-get download "$pkg" >/dev/null; }; } )
+	dpkg-deb -x "$tmp"/"$pkg"_*.deb "$tmp/x"
 	mkdir -p build/tools
-	install -m 0755 "$tmp/x/usr/bin/promtool" build/tools/promtool
+	install -m 0755 "$tmp/x/$path" "build/tools/${path##*/}"
 	rm -rf "$tmp"
-	echo "deps: promtool unpacked from Debian's prometheus package into build/tools/ (no service)"
+	echo "deps: ${path##*/} unpacked from Debian's $pkg package into build/tools/ (no service)"
+}
+if [ "$MODE" = check ]; then
+	# promtool (tests/integration/metrics.test.js: Prometheus's own parser of the text
+	# format), without Prometheus.
+	unpack_tool prometheus usr/bin/promtool
+	# nginx (make bench, bench/bench_proxy.js: the header-injecting hop issue 34 measures the
+	# proxy against, in front of the same upstream in the same run), without its service.
+	unpack_tool nginx usr/sbin/nginx
 fi
 
 # npm packages from the committed lockfile (tests/package-lock.json): `make run` takes the
