@@ -1,6 +1,9 @@
 // Foundation: the real consentd binary on a free port with a temporary SQLite
 // database, checked over HTTP -- metadata, keys, health, errors, limits,
-// security headers, the access log, configuration checks and orderly stop.
+// security headers, the access log, configuration checks and orderly stop.  (The metadata's
+// endpoints and the 405 with Allow need no process: test_routes.c dispatches them through
+// the real route table, test_handlers_as_metadata_endpoints_exist and
+// test_handlers_wrong_method_405_with_allow.)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -68,20 +71,6 @@ test('JWKS publishes one ES256 public key with kid, use and alg, cacheable for 3
   assert.equal(pub.asymmetricKeyDetails.namedCurve, 'prime256v1');
 });
 
-test('RFC 8414 metadata names the issuer and jwks_uri', async () => {
-  const res = await fetch(`${c.url}/.well-known/oauth-authorization-server`);
-  assert.equal(res.status, 200);
-  const m = await res.json();
-  assert.equal(m.issuer, c.url);
-  assert.equal(m.jwks_uri, `${c.url}/.well-known/jwks.json`);
-  for (const [k, v] of Object.entries(m)) {
-    if (k.endsWith('_endpoint')) {
-      const r = await fetch(v, { method: 'POST' });
-      assert.notEqual(r.status, 404, `${k} is listed, so it must exist`);
-    }
-  }
-});
-
 test('healthz answers; readyz checks the database and says unready without a reachable IdP', async () => {
   const h = await fetch(`${c.url}/healthz`);
   assert.equal(h.status, 200);
@@ -106,14 +95,6 @@ test('unknown route: 404 as HTML for people, as JSON under /.well-known', async 
   const b = await fetch(`${c.url}/.well-known/nothing`);
   assert.equal(b.status, 404);
   assert.equal((await b.json()).error, 'not_found');
-});
-
-test('wrong method: 405 with Allow', async () => {
-  const res = await fetch(`${c.url}/healthz`, { method: 'DELETE' });
-  assert.equal(res.status, 405);
-  assert.equal(res.headers.get('allow'), 'GET, HEAD');
-  const head = await fetch(`${c.url}/healthz`, { method: 'HEAD' });
-  assert.equal(head.status, 200);
 });
 
 test('malformed query string and hostile paths are refused with 400/404, never a crash', async () => {

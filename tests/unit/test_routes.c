@@ -777,6 +777,66 @@ START_TEST(test_handlers_every_capture_long_is_4xx)
 }
 END_TEST
 
+/* Moved from tests/integration/foundation.test.js (issue 29 item 9: an
+ * endpoint check that needs no process): a known path under a method it does
+ * not answer is a 405 naming what it does answer, HEAD included wherever GET
+ * is, and HEAD itself is answered. */
+START_TEST(test_handlers_wrong_method_405_with_allow)
+{
+	struct http_request req;
+	struct http_reply rep;
+	req_init(&req, HTTP_DELETE, "/healthz", "");
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 405, "DELETE /healthz: %d %s", rep.status, body(&rep));
+	ck_assert_ptr_nonnull(reply_hdr(&rep, "Allow"));
+	ck_assert_str_eq(reply_hdr(&rep, "Allow"), "GET, HEAD");
+	done(&req, &rep);
+	req_init(&req, HTTP_HEAD, "/healthz", "");
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "HEAD /healthz: %d %s", rep.status, body(&rep));
+	done(&req, &rep);
+}
+END_TEST
+
+/* Moved from tests/integration/foundation.test.js: RFC 8414 metadata names
+ * the issuer and jwks_uri, and every endpoint it lists exists -- a POST to its
+ * path is answered by a route (refused, since it carries nothing), never 404. */
+START_TEST(test_handlers_as_metadata_endpoints_exist)
+{
+	struct http_request req;
+	struct http_reply rep;
+	json_error_t jerr;
+	req_init(&req, HTTP_GET, "/.well-known/oauth-authorization-server", "");
+	dispatch(&req, &rep);
+	ck_assert_msg(rep.status == 200, "metadata: %d %s", rep.status, body(&rep));
+	json_t *m = json_loads(body(&rep), 0, &jerr);
+	ck_assert_msg(m != NULL, "not JSON: %s", body(&rep));
+	done(&req, &rep);
+	ck_assert_str_eq(json_string_value(json_object_get(m, "issuer")), PUBLIC_URL);
+	ck_assert_str_eq(json_string_value(json_object_get(m, "jwks_uri")),
+	    PUBLIC_URL "/.well-known/jwks.json");
+	const char *k;
+	json_t *v;
+	size_t listed = 0;
+	json_object_foreach(m, k, v) {
+		size_t kl = strlen(k);
+		if (kl < 9 || strcmp(k + kl - 9, "_endpoint") != 0)
+			continue;
+		const char *u = json_string_value(v);
+		ck_assert_msg(u != NULL && strncmp(u, PUBLIC_URL "/", strlen(PUBLIC_URL) + 1) == 0,
+		    "%s is not under the public URL: %s", k, u ? u : "(not a string)");
+		req_init(&req, HTTP_POST, u + strlen(PUBLIC_URL), "");
+		dispatch(&req, &rep);
+		ck_assert_msg(rep.status != 404 && rep.status != 0,
+		    "%s is listed, so it must exist: POST %s: %d %s", k, u, rep.status, body(&rep));
+		done(&req, &rep);
+		listed++;
+	}
+	ck_assert_uint_ge(listed, 4);    /* token, introspection, revocation, authorization ... */
+	json_decref(m);
+}
+END_TEST
+
 /* Issue 28 item 3: a proxied call's gate and grant are decided by
  * router_admit (the connection's thread), so a refused call never reaches
  * the pool; only an admitted one leaves rep empty for router_handle. */
@@ -824,6 +884,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_handlers_person_routes_declare_their_gate);
 	tcase_add_test(tc, test_handlers_person_gates);
 	tcase_add_test(tc, test_handlers_proxy_admission_before_the_pool);
+	tcase_add_test(tc, test_handlers_wrong_method_405_with_allow);
+	tcase_add_test(tc, test_handlers_as_metadata_endpoints_exist);
 	suite_add_tcase(s, tc);
 	return s;
 }
