@@ -20,7 +20,7 @@
 // Bounded in time (DURATION seconds per run) and stops everything it starts.
 // `make bench` calls measureProxy (bench/all.js); alone: node bench/bench_proxy.js [DURATION] [CONNECTIONS]
 import { readFileSync, writeFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -35,17 +35,21 @@ const { pollExchange } = await lib('gateway.js');
 const { basicAuth } = await lib('idplogin.js');
 const { wrkRunner } = await import(join(here, 'wrk.js'));
 const { getFreePort } = await lib('ports.js');
+const { startProcess } = await lib('proc.js');
 
 export const NGINX_BIN = process.env.NGINX_BIN || join(here, '..', 'build', 'tools', 'nginx');
 
 // nginx in front of upstreamUrl on a free loopback port, one worker per core, adding a fixed
 // Authorization header and keeping up to 64 upstream connections alive (what a minimal
 // header-injecting gateway does).  Its own temporary prefix: no file outside it is used.
+// Started as its own process group (tests/lib/proc.js), so that a stop or the watchdog's
+// kill reaches the workers too: they outlive a master killed alone.
 // { url, pids() (master and workers, for their CPU), stop() }.
 export async function startNginx(upstreamUrl) {
   const dir = mkdtempSync(join(tmpdir(), 'consentd-bench-nginx-'));
   const port = await getFreePort();
   const up = new URL(upstreamUrl);
+  const url = `http://127.0.0.1:${port}`;
   writeFileSync(join(dir, 'nginx.conf'), [
     'worker_processes auto;', `pid ${dir}/nginx.pid;`, `error_log ${dir}/error.log warn;`, 'daemon off;',
     'events { worker_connections 4096; }',
@@ -58,32 +62,20 @@ export async function startNginx(upstreamUrl) {
     '    proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";',
     '    proxy_set_header Authorization "Bearer bench-fixed-provider-token"; } }',
     '}', ''].join('\n'));
-  const proc = spawn(NGINX_BIN, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  proc.stderr.on('data', (d) => { err += d; });
-  const url = `http://127.0.0.1:${port}`;
-  const stop = async () => {
-    if (proc.exitCode === null) {
-      const gone = new Promise((r) => { proc.once('exit', r); });
-      proc.kill('SIGTERM');
-      await Promise.race([gone, new Promise((r) => { setTimeout(r, 5000); })]);
-      if (proc.exitCode === null) proc.kill('SIGKILL');
-    }
+  let p;
+  try {
+    p = await startProcess(NGINX_BIN, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')],
+      { name: 'nginx', group: true, ready: { url: `${url}/` }, timeoutMs: 10000 });
+  } catch (e) {
     rmSync(dir, { recursive: true, force: true });
-  };
-  for (let i = 0; i < 100; i++) {
-    if (proc.exitCode !== null) break;
-    try { const r = await fetch(`${url}/`); await r.arrayBuffer(); return { url, stop, pids: () => pidsOf(proc.pid) }; } catch { /* not yet */ }
-    await new Promise((r) => { setTimeout(r, 50); });
+    throw e;
   }
-  await stop();
-  throw new Error(`nginx did not start: ${err.slice(0, 500)}`);
-}
-// A process and its children (nginx's workers).
-function pidsOf(pid) {
-  const kids = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean).map(Number);
-  return [pid, ...kids];
+  return {
+    url,
+    pids: () => [p.pid, ...spawnSync('pgrep', ['-P', String(p.pid)], { encoding: 'utf8' }).stdout
+      .trim().split('\n').filter(Boolean).map(Number)],
+    async stop() { try { await p.stop(); } finally { rmSync(dir, { recursive: true, force: true }); } },
+  };
 }
 
 const PATH = '/repos/o/r/issues';

@@ -12,6 +12,9 @@
 //     name,              // label for errors and echo (default: basename of cmd)
 //     echo,              // copy output to our stderr with a [name] prefix
 //                        // (default: env TEST_VERBOSE set)
+//     group,             // the child leads a process group of its own, and every signal
+//                        // below goes to the whole group: a server that forks workers
+//                        // which outlive a killed master (nginx)
 //   });
 //   p.pid, p.child      // the ChildProcess
 //   p.readyMatch        // RegExp match array / predicate value / fetch Response
@@ -30,10 +33,13 @@ const MAX_OUTPUT = 4 * 1024 * 1024;
 const live = new Set();
 let hooksInstalled = false;
 
+// A signal to p's process, or to its whole process group (opts.group).
+function signal(p, sig) {
+  try { process.kill(p.group ? -p.pid : p.pid, sig); } catch { /* already gone */ }
+}
+
 function killAllNow() {
-  for (const p of live) {
-    try { process.kill(p.pid, 'SIGKILL'); } catch { /* already gone */ }
-  }
+  for (const p of live) signal(p, 'SIGKILL');
   live.clear();
 }
 
@@ -58,7 +64,7 @@ const sleep = (ms) => new Promise((r) => { setTimeout(r, ms); });
 
 export async function startProcess(cmd, args = [], opts = {}) {
   const {
-    env, cwd, timeoutMs = 60000, echo = !!process.env.TEST_VERBOSE,
+    env, cwd, timeoutMs = 60000, echo = !!process.env.TEST_VERBOSE, group = false,
   } = opts;
   const ready = opts.ready === undefined ? /^READY /m : opts.ready;
   const name = opts.name || basename(cmd);
@@ -68,11 +74,13 @@ export async function startProcess(cmd, args = [], opts = {}) {
     cwd,
     env: { ...process.env, ...(env || {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: group,     // POSIX: a new session and process group, led by the child
   });
 
   const p = {
     name,
     child,
+    group,
     pid: child.pid,
     stdout: '',
     stderr: '',
@@ -114,10 +122,8 @@ export async function startProcess(cmd, args = [], opts = {}) {
 
   p.stop = async (stopTimeoutMs = 5000) => {
     if (p.exitStatus) return p.exitStatus;
-    try { process.kill(p.pid, 'SIGTERM'); } catch { /* gone */ }
-    const t = setTimeout(() => {
-      try { process.kill(p.pid, 'SIGKILL'); } catch { /* gone */ }
-    }, stopTimeoutMs);
+    signal(p, 'SIGTERM');
+    const t = setTimeout(() => signal(p, 'SIGKILL'), stopTimeoutMs);
     const st = await p.exited;
     clearTimeout(t);
     return st;
