@@ -104,31 +104,23 @@ slow_first() {
 # IdP), the slowest first; then the browser files one at a time
 # (a browser test's 5 s provider token must not reach its 2 s refresh margin under
 # load).
+pg_env() { export CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2; }
+# The two files that wait out a server's minute (key_reload: the nodes' 60 s key reload;
+# dpop: the client key set's once-a-minute refetch): a step of their own beside the pass,
+# since they sleep through it and add no load; one file at a time in the pass they were
+# 146 of its 528 s (docs/BENCHMARKS.md, "make check").
+PG_MINUTE="tests/pg/key_reload.test.js tests/integration/dpop.test.js"
+pg_minute_tests() {
+	pg_env
+	node_files "postgresql (minute waits)" 1 $PG_MINUTE
+}
 pg_tests() {
-	local rc=0 p f wlog wpid line
-	export CONSENTD_DATABASE_PREPARED_STATEMENTS=false TEST_DB=pg TEST_NODES=2
-	# The two files that wait out a server's minute (key_reload: the nodes' 60 s key
-	# reload; dpop: the client key set's once-a-minute refetch) in a lane of their own
-	# beside the others: they sleep through it, so they add no load, and one file at a
-	# time they were 146 of the pass's 528 s (docs/BENCHMARKS.md, "make check").
-	local minute="tests/pg/key_reload.test.js tests/integration/dpop.test.js"
-	wlog=$(mktemp)
-	node_files "postgresql (minute waits)" 1 $minute > "$wlog" 2>&1 &
-	wpid=$!
+	local rc=0 p f
+	pg_env
 	NF_PIDFILE=$pg_lanes node_files "postgresql (http)" "${PG_CONCURRENCY:-1}" $(slow_first \
 	    "vault_attacks consent_attacks approval_attacks admin_pages admin_bulk" \
-	    $(grep -v '^#' scripts/pg-pass.list | grep -v '^tests/e2e/' | grep -vxF "${minute// /$'\n'}")) || rc=1
+	    $(grep -v '^#' scripts/pg-pass.list | grep -v '^tests/e2e/' | grep -vxF "${PG_MINUTE// /$'\n'}")) || rc=1
 	p=$nf_pass; f=$nf_fail
-	wait "$wpid" || rc=1
-	cat "$wlog"
-	line=$(grep -oE '^postgresql \(minute waits\): [0-9]+ passed, [0-9]+ failed$' "$wlog" | tail -n 1)
-	rm -f "$wlog"
-	if [ -n "$line" ]; then
-		p=$((p + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
-		f=$((f + $(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')))
-	else
-		f=$((f + 1))
-	fi
 	node_files "postgresql (browser)" 1 $(grep -v '^#' scripts/pg-pass.list | grep '^tests/e2e/') || rc=1
 	echo "postgresql: $((p + nf_pass)) passed, $((f + nf_fail)) failed"
 	return "$rc"
@@ -163,6 +155,7 @@ build_all() {
 	local rc=0
 	make -s -j"$(nproc)" build/consentd build/consentd-asan || rc=1
 	bg "integration (pg, 2 nodes)" pg_tests
+	bg "integration (pg, minute waits)" pg_minute_tests
 	bg "integration" integration_tests
 	make -s -j"$(nproc)" build-tests || rc=1
 	return "$rc"
@@ -202,6 +195,7 @@ add_lane() {
 }
 add_lane
 bg_done "integration (pg, 2 nodes)"
+bg_done "integration (pg, minute waits)"
 rm -f "$pg_lanes"
 echo
 echo "== summary ($(( $(date +%s) - t0 ))s)"
