@@ -139,6 +139,10 @@ test('MCP tools/call: the decision point permits, and the call reaches the upstr
 });
 
 test('MCP tools/call: the decision point denies: a tool error naming it, and the upstream never sees the call', async () => {
+  // The call's own entry, counted: the audit queue may still append the first test's
+  // 'answered' entry after it, so the log's last mcp.call row is not necessarily this one.
+  const denied = () => t.c.rows(`SELECT seq FROM audit WHERE action = 'mcp.call' AND outcome = 'denied' AND consent_id = '${alice.cid}'`).length;
+  const deniedBefore = denied();
   const asked = [];
   const client = await mcpClient(t, alice.token, asked);
   const r = await client.callTool({ name: 'create_issue', arguments: { title: 'Drop tables' } });
@@ -150,8 +154,7 @@ test('MCP tools/call: the decision point denies: a tool error naming it, and the
   const e = evaluations(t, alice.cid).at(-1);
   assert.equal(e.outcome, 'deny');
   assert.match(e.detail, /decision=deny; reason=forbidden by drop-closed/);
-  const row = t.c.rows("SELECT outcome FROM audit WHERE action = 'mcp.call' ORDER BY seq DESC LIMIT 1")[0];
-  assert.equal(row.outcome, 'denied');
+  assert.equal(denied(), deniedBefore + 1, 'the denied call is one mcp.call entry, outcome denied');
 });
 
 test('MCP tools/call: no decision (no policy applies): the gateway asks the person', async () => {
