@@ -52,6 +52,12 @@ void audit_clear_key(void);
 enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
     const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
     unsigned char out[AUDIT_LINK_LEN]) CS_MUST_CHECK;
+/* audit_link for an entry of chain (migration 0028: one chain per writer on
+ * PostgreSQL): prev is the link of the chain's previous entry, and the chain
+ * is part of what the link covers (chain 0's links are audit_link's). */
+enum cs_err audit_link_chain(const unsigned char key[AUDIT_LINK_LEN],
+    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, int64_t chain,
+    const struct audit_entry *e, unsigned char out[AUDIT_LINK_LEN]) CS_MUST_CHECK;
 
 /* Appends one entry, numbered and linked to the head.  Call inside the
  * caller's transaction (the writer's turn serialises transactions, so
@@ -93,6 +99,8 @@ struct audit_verify_result {
 	struct audit_head head;         /* the last entry that verified */
 	int64_t          broken;        /* the first broken entry's number */
 	int64_t          anchor;        /* a pruned chain: the walk began after this entry; 0 = genesis */
+	int64_t          chains;        /* chains walked (migration 0028: one per writer) */
+	int64_t          crossrefs;     /* cross-references between chains checked */
 	char             why[160];      /* "link does not match", "entry 4 missing", ... */
 };
 /* Walks the whole chain in seq order under mk, recomputing every link and

@@ -151,6 +151,11 @@ typedef void (*store_audit_hook)(void *arg, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN]);
 /* Installs fn (NULL removes it); the audit publisher (audit_head.c) is the one user. */
 void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg);
+/* With own true, s appends to an audit chain of its own, claimed at its first
+ * append, as every process on PostgreSQL does (migration 0028): for tests
+ * that run many "nodes" on one SQLite file, and for tools.  An engine whose
+ * processes always have their own chains ignores false. */
+void store_own_chains(struct store *s, bool own);
 
 /* New sealed blobs (seal.h) for one row, and the master key that sealed them:
  * a vault record's access (a) and refresh (b) token, or a signing key (a). */

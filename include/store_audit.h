@@ -9,21 +9,55 @@
 #include "cs_err.h"
 #include "store.h"
 
-/* The chain head: the highest seq present and its link (link_len 0 when the
- * row has no link), and next, the seq the next entry takes: one past the
- * highest seq ever handed out (AUTOINCREMENT), so a deleted tail leaves a gap.
- * An empty log gives seq 0, link_len 0. */
+/* The head of the chain this process appends to (migration 0028: chain 0,
+ * the shared one, on SQLite; on PostgreSQL one of the process's own, claimed
+ * by audit.c with store_audit_chain_claim): its last entry's seq and link
+ * (link_len 0 when the row has no link), or, when every entry of the chain
+ * was pruned, its anchor's; and next, the seq the next entry takes: above
+ * every seq ever handed out (SQLite: AUTOINCREMENT's high-water mark, so a
+ * deleted tail leaves a gap; PostgreSQL: the next of a block of numbers
+ * this process reserved from audit's sequence).  A chain with no entry
+ * gives seq 0, link_len 0. */
 struct store_audit_head {
+	int64_t       chain;
 	int64_t       seq;
 	unsigned char link[STORE_AUDIT_LINK_LEN];
 	size_t        link_len;
 	int64_t       next;
 };
 enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out) CS_MUST_CHECK;
+/* The newest entry of every chain (the highest seq): *seq 0 and link zeros
+ * when the log is empty. */
+enum cs_err store_audit_last(struct store_conn *c, int64_t *seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN], size_t *link_len) CS_MUST_CHECK;
+/* The process's chain (store_audit_chain_of): *chain, and *fresh true when
+ * it has none yet and must claim one (store_audit_chain_claim). */
+void store_audit_chain_need(struct store_conn *c, int64_t *chain, bool *fresh);
+/* Claims a new chain for this process, opened at now, inside the caller's
+ * transaction: it is the process's once that transaction commits. */
+enum cs_err store_audit_chain_claim(struct store_conn *c, int64_t now, int64_t *chain)
+    CS_MUST_CHECK;
+/* One chain's newest entry (a cross-reference, audit.c). */
+struct store_audit_ref {
+	int64_t       chain, seq;
+	unsigned char link[STORE_AUDIT_LINK_LEN];
+};
+/* The newest entries of the max most recently claimed chains other than
+ * except that still have entries, newest chain first. */
+enum cs_err store_audit_chain_heads(struct store_conn *c, int64_t except,
+    struct store_audit_ref *out, size_t max, size_t *n) CS_MUST_CHECK;
+/* Every chain claimed, with the seq of its newest entry (0: none left), in
+ * *out (malloc'd, the caller frees) -- for pruning. */
+struct store_audit_chain_end {
+	int64_t chain, last;
+};
+enum cs_err store_audit_chain_ends(struct store_conn *c, struct store_audit_chain_end **out,
+    size_t *n) CS_MUST_CHECK;
 
 /* The columns of one entry as audit.c hands them down (its struct
  * audit_entry's fields: the store knows no audit type). */
 struct store_audit_fields {
+	int64_t     chain;
 	int64_t     ts;
 	const char *actor, *action, *subject, *agent, *resource, *scopes, *consent_id,
 	            *request_id, *outcome, *detail;
@@ -38,7 +72,7 @@ enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fi
 struct store_audit_row {         /* caller-owned; release with store_audit_rows_free() */
 	char          *block;        /* the one allocation actor .. master_kid point into
 	                                (store_cols_text): freed whole, never a field */
-	int64_t        seq, ts;
+	int64_t        seq, ts, chain;
 	char          *actor, *action, *subject, *agent, *resource, *scopes;
 	char          *consent_id, *request_id, *outcome, *detail;
 	unsigned char *link;         /* NULL when the column is NULL */
@@ -55,16 +89,25 @@ enum cs_err store_audit_link_at(struct store_conn *c, int64_t seq,
     unsigned char link[STORE_AUDIT_LINK_LEN]) CS_MUST_CHECK;
 /* --- the anchor of a pruned chain (migration 0016) ------------------------ */
 struct store_audit_anchor {
-	int64_t       seq;                          /* the last pruned entry */
+	int64_t       chain;                        /* the pruned chain */
+	int64_t       seq;                          /* its last pruned entry */
 	unsigned char link[STORE_AUDIT_LINK_LEN];   /* its link */
 	unsigned char mac[STORE_AUDIT_LINK_LEN];    /* audit.c's MAC over seq and link */
 	char          master_kid[32];
 	int64_t       pruned_at;
 };
-/* The anchor; CS_ENOENT when the chain was never pruned (it starts at 1). */
+/* The anchor of chain (out->chain on input); CS_ENOENT when the chain was
+ * never pruned (it starts with a zero link). */
 enum cs_err store_audit_anchor_get(struct store_conn *c, struct store_audit_anchor *out)
     CS_MUST_CHECK;
-/* Writes the anchor (one row, replaced), inside the caller's transaction. */
+/* Every chain's anchor, by chain, in *out (malloc'd; the caller frees). */
+enum cs_err store_audit_anchors(struct store_conn *c, struct store_audit_anchor **out,
+    size_t *n) CS_MUST_CHECK;
+/* The highest seq any anchor names (0 when nothing was pruned): every entry
+ * numbered through it was pruned. */
+enum cs_err store_audit_pruned_through(struct store_conn *c, int64_t *seq) CS_MUST_CHECK;
+/* Writes a->chain's anchor (one row per chain, replaced), inside the
+ * caller's transaction. */
 enum cs_err store_audit_anchor_set(struct store_conn *c, const struct store_audit_anchor *a)
     CS_MUST_CHECK;
 /* Deletes every entry numbered through seq (inside the caller's transaction). */

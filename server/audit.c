@@ -19,6 +19,9 @@
  *   consent.binding_refused    flow B: a request opened by another account (pages.c)
  *   consent.cooldown_lifted    the person let an agent ask again on /me (detail: denied
  *                              = a denied request, declined = unticked scopes)
+ *   audit.chain.opened         a process began a chain of its own (migration 0028,
+ *                              PostgreSQL): resource = the chain, detail "heads=" the
+ *                              newest entry of each recent other chain, CHAIN:SEQ:LINK
  *   authz.code.issued          an MCP client's authorization code was issued (authz_flow.c;
  *                              agent = its client_id, consent_id, the granted scopes)
  *   grant.issued               flow C: a grant was signed (grant.c; detail "jti=...")
@@ -78,6 +81,7 @@
  *                              outcome permit, deny, ask or error; detail: action, digest,
  *                              decision and reason, or the failure and what on_error did
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -104,7 +108,7 @@ const char *const audit_actions[] = {
 	"approval.approved", "approval.cancelled", "approval.cooldown_lifted", "approval.denied",
 	"approval.denied_by_policy", "approval.expired",
 	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
-	"authz.code.issued", "authz.code_reused",
+	"audit.chain.opened", "authz.code.issued", "authz.code_reused",
 	"authzen.evaluated",
 	"consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
 	"consent.granted_by_policy",
@@ -122,6 +126,7 @@ const char *const audit_actions[] = {
 #define AUDIT_KEY_PURPOSE "audit-chain"  /* seal_derive_key purpose */
 #define AUDIT_NFIELDS 10                 /* text fields in the canonical form */
 #define AUDIT_PAGE 500                   /* rows read at a time */
+#define AUDIT_CROSSREFS 16               /* other chains a new chain's first entry names */
 
 _Static_assert(AUDIT_LINK_LEN == STORE_AUDIT_LINK_LEN, "one link size");
 _Static_assert(AUDIT_LINK_LEN == SEAL_DERIVED_KEY_LEN, "the chain key is a derived key");
@@ -237,6 +242,17 @@ enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
     const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
     unsigned char out[AUDIT_LINK_LEN])
 {
+	return audit_link_chain(key, prev, seq, 0, e, out);
+}
+
+/* An entry of chain > 0 (migration 0028) adds, after seq and ts, the tag 0x02
+ * -- never the first byte of a field's encoding (0x00, 0x01) -- and the chain
+ * as 8 bytes big-endian, so that no entry can be moved to another chain, and
+ * chain 0's links are what they always were. */
+enum cs_err audit_link_chain(const unsigned char key[AUDIT_LINK_LEN],
+    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, int64_t chain_id,
+    const struct audit_entry *e, unsigned char out[AUDIT_LINK_LEN])
+{
 	const char *fields[AUDIT_NFIELDS] = {
 		e->actor, e->action, e->subject, e->agent, e->resource, e->scopes,
 		e->consent_id, e->request_id, e->outcome, e->detail,
@@ -258,6 +274,13 @@ enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
 	if (EVP_MAC_init(h, key, AUDIT_LINK_LEN, params) != 1 ||
 	    EVP_MAC_update(h, prev, AUDIT_LINK_LEN) != 1 || EVP_MAC_update(h, hdr, sizeof hdr) != 1)
 		goto out;
+	if (chain_id != 0) {
+		unsigned char ctag[9];
+		ctag[0] = 2;
+		put_u64(ctag + 1, (uint64_t)chain_id);
+		if (EVP_MAC_update(h, ctag, sizeof ctag) != 1)
+			goto out;
+	}
 	for (size_t i = 0; i < AUDIT_NFIELDS; i++) {
 		if (fields[i] == NULL) {
 			tag[0] = 0;
@@ -336,35 +359,18 @@ static enum cs_err anchor_mac(const unsigned char key[AUDIT_LINK_LEN],
     const struct store_audit_anchor *a, unsigned char out[AUDIT_LINK_LEN])
 {
 	const struct audit_entry e = { .action = "audit.anchor" };
-	return audit_link(key, a->link, a->seq, &e, out);
-}
-
-/* The anchor, checked under key: *have 0 when the chain was never pruned,
- * *good 0 when the anchor does not verify. */
-static enum cs_err anchor_load(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
-    struct store_audit_anchor *a, int *have, int *good)
-{
-	unsigned char mac[AUDIT_LINK_LEN];
-	enum cs_err e = store_audit_anchor_get(c, a);
-	*have = *good = 0;
-	if (e == CS_ENOENT)
-		return CS_OK;
-	if (e != CS_OK)
-		return e;
-	*have = 1;
-	if ((e = anchor_mac(key, a, mac)) != CS_OK)
-		return e;
-	/* SECURITY: compared in constant time, like every link. */
-	*good = a->seq > 0 && CRYPTO_memcmp(mac, a->mac, AUDIT_LINK_LEN) == 0;
-	return CS_OK;
+	return audit_link_chain(key, a->link, a->seq, a->chain, &e, out);
 }
 
 /* --- append -------------------------------------------------------------- */
 
-/* Appends e linked under key: reads the head and inserts the next entry.
- * SECURITY: the caller's BEGIN IMMEDIATE holds the writer lock, so no other
- * thread or process can append between reading the head and inserting. */
-static enum cs_err append_with(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+/* Appends e linked under key to the process's chain: reads the chain's head
+ * and inserts the next entry.
+ * SECURITY: the caller's transaction holds this process's one writer
+ * (SQLite's BEGIN IMMEDIATE for every process; on PostgreSQL the process's
+ * writer turn, and the chain is this process's alone), so nobody can append
+ * to the chain between reading its head and inserting. */
+static enum cs_err append_one(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
     const char *kid, const struct audit_entry *e)
 {
 	enum cs_err err;
@@ -376,12 +382,64 @@ static enum cs_err append_with(struct store_conn *c, const unsigned char key[AUD
 	memset(prev, 0, sizeof prev);
 	if (h.link_len == AUDIT_LINK_LEN)
 		memcpy(prev, h.link, AUDIT_LINK_LEN);
-	if ((err = audit_link(key, prev, h.next, e, link)) != CS_OK)
+	if ((err = audit_link_chain(key, prev, h.next, h.chain, e, link)) != CS_OK)
 		return err;
-	return store_audit_append(c, &(struct store_audit_fields){ .ts = e->ts, .actor = e->actor,
-	    .action = e->action, .subject = e->subject, .agent = e->agent, .resource = e->resource,
-	    .scopes = e->scopes, .consent_id = e->consent_id, .request_id = e->request_id,
-	    .outcome = e->outcome, .detail = e->detail }, h.next, link, kid);
+	return store_audit_append(c, &(struct store_audit_fields){ .chain = h.chain, .ts = e->ts,
+	    .actor = e->actor, .action = e->action, .subject = e->subject, .agent = e->agent,
+	    .resource = e->resource, .scopes = e->scopes, .consent_id = e->consent_id,
+	    .request_id = e->request_id, .outcome = e->outcome, .detail = e->detail },
+	    h.next, link, kid);
+}
+
+/* A process with chains of its own appends first to a chain it claims now,
+ * in the caller's transaction: the chain's first entry, audit.chain.opened,
+ * names the newest entry of each of the AUDIT_CROSSREFS most recent other
+ * chains ("heads=CHAIN:SEQ:LINK,..."), which `audit verify` holds the
+ * database to: cutting another chain's tail below a head named here is
+ * found, as a cut below a published head is. */
+static enum cs_err open_chain(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    const char *kid, int64_t ts)
+{
+	struct store_audit_ref refs[AUDIT_CROSSREFS];
+	struct buf detail;
+	char cbuf[24];
+	size_t n = 0;
+	int64_t chain_id;
+	enum cs_err err;
+
+	buf_init(&detail, AUDIT_MAX_FIELD);
+	if ((err = store_audit_chain_heads(c, 0, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
+	    (err = store_audit_chain_claim(c, ts, &chain_id)) != CS_OK ||
+	    (err = buf_puts(&detail, n == 0 ? "heads=none" : "heads=")) != CS_OK)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		char hex[AUDIT_LINK_HEX + 1];
+		hex_encode(refs[i].link, AUDIT_LINK_LEN, hex);
+		if ((err = buf_printf(&detail, "%s%" PRId64 ":%" PRId64 ":%s", i > 0 ? "," : "",
+		    refs[i].chain, refs[i].seq, hex)) != CS_OK)
+			goto out;
+	}
+	if ((err = str_fmt(cbuf, sizeof cbuf, "%" PRId64, chain_id)) != CS_OK)
+		goto out;
+	const struct audit_entry opened = { .ts = ts, .actor = "system",
+	    .action = "audit.chain.opened", .resource = cbuf, .detail = detail.data };
+	err = append_one(c, key, kid, &opened);
+out:
+	buf_clear(&detail);
+	return err;
+}
+
+static enum cs_err append_with(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    const char *kid, const struct audit_entry *e)
+{
+	int64_t chain_id;
+	bool fresh;
+	enum cs_err err;
+
+	store_audit_chain_need(c, &chain_id, &fresh);
+	if (fresh && (err = open_chain(c, key, kid, e->ts)) != CS_OK)
+		return err;
+	return append_one(c, key, kid, e);
 }
 
 enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
@@ -439,16 +497,19 @@ void audit_link_hex(const unsigned char link[AUDIT_LINK_LEN], char hex[AUDIT_LIN
 
 enum cs_err audit_head(struct store_conn *c, struct audit_head *out)
 {
-	struct store_audit_head h;
+	unsigned char link[AUDIT_LINK_LEN];
+	size_t len = 0;
+	int64_t seq = 0;
 	enum cs_err e;
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
-	if ((e = store_audit_head(c, &h)) != CS_OK)
+	/* The newest entry of every chain: what the database holds last. */
+	if ((e = store_audit_last(c, &seq, link, &len)) != CS_OK)
 		return e;
-	if (h.link_len != AUDIT_LINK_LEN)
-		memset(h.link, 0, sizeof h.link);
-	out->seq = h.seq;
-	hex_encode(h.link, AUDIT_LINK_LEN, out->hex);
+	if (len != AUDIT_LINK_LEN)
+		memset(link, 0, sizeof link);
+	out->seq = seq;
+	hex_encode(link, AUDIT_LINK_LEN, out->hex);
 	return CS_OK;
 }
 
@@ -523,14 +584,163 @@ out:
 	return err;
 }
 
-/* audit_verify's walk: the chain so far and what it is checked against. */
+/* --- the chains of a walk (migration 0028) ---------------------------------- */
+
+/* One chain as a walk in seq order has it so far. */
+struct chain_at {
+	int64_t       chain;
+	unsigned char prev[AUDIT_LINK_LEN];  /* the link its next entry follows */
+	int64_t       anchor;                /* its anchor's seq; 0 when never pruned */
+	int64_t       pruned;                /* prune: its last entry removed now; 0 none */
+};
+struct chains {
+	struct chain_at *v;                  /* sorted by chain */
+	size_t           n, cap;
+};
+
+static void chains_free(struct chains *cs)
+{
+	free(cs->v);
+	memset(cs, 0, sizeof *cs);
+}
+
+/* Chain id's state, added (zero link: a chain's first entry follows no
+ * entry) when it is new; NULL when out of memory. */
+static struct chain_at *chain_get(struct chains *cs, int64_t id)
+{
+	size_t lo = 0, hi = cs->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (cs->v[mid].chain == id)
+			return &cs->v[mid];
+		if (cs->v[mid].chain < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (cs->n == cs->cap) {
+		size_t ncap = cs->cap ? cs->cap * 2 : 8;
+		struct chain_at *nv = realloc(cs->v, ncap * sizeof *nv);
+		if (nv == NULL)
+			return NULL;
+		cs->v = nv;
+		cs->cap = ncap;
+	}
+	memmove(&cs->v[lo + 1], &cs->v[lo], (cs->n - lo) * sizeof *cs->v);
+	memset(&cs->v[lo], 0, sizeof *cs->v);
+	cs->v[lo].chain = id;
+	cs->n++;
+	return &cs->v[lo];
+}
+
+/* Every chain's anchor into cs, each checked under key: *bad the seq of the
+ * first that does not verify (0: all do), *through the highest seq pruned. */
+static enum cs_err chains_load(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    struct chains *cs, int64_t *bad, int64_t *through)
+{
+	struct store_audit_anchor *a = NULL;
+	size_t n = 0;
+	enum cs_err e;
+
+	*bad = 0;
+	*through = 0;
+	if ((e = store_audit_anchors(c, &a, &n)) != CS_OK)
+		return e;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char mac[AUDIT_LINK_LEN];
+		struct chain_at *ch;
+		if ((e = anchor_mac(key, &a[i], mac)) != CS_OK)
+			goto out;
+		/* SECURITY: compared in constant time, like every link. */
+		if (a[i].seq <= 0 || CRYPTO_memcmp(mac, a[i].mac, AUDIT_LINK_LEN) != 0) {
+			*bad = a[i].seq > 0 ? a[i].seq : 1;
+			goto out;
+		}
+		if ((ch = chain_get(cs, a[i].chain)) == NULL) {
+			e = CS_ENOMEM;
+			goto out;
+		}
+		memcpy(ch->prev, a[i].link, AUDIT_LINK_LEN);
+		ch->anchor = a[i].seq;
+		if (a[i].seq > *through)
+			*through = a[i].seq;
+	}
+out:
+	OPENSSL_cleanse(a, n * sizeof *a);
+	free(a);
+	return e;
+}
+
+/* A cross-reference an audit.chain.opened entry made. */
+struct crossref {
+	int64_t       from, chain, seq;
+	unsigned char link[AUDIT_LINK_LEN];
+};
+
+/* The references "heads=none" or "heads=C:N:LINK,..." of entry from into
+ * *v (grown); CS_EINVAL when detail is not that. */
+static enum cs_err crossrefs_parse(int64_t from, const char *detail, struct crossref **v,
+    size_t *n, size_t *cap)
+{
+	const char *p;
+	if (detail == NULL || strncmp(detail, "heads=", 6) != 0)
+		return CS_EINVAL;
+	p = detail + 6;
+	if (strcmp(p, "none") == 0)
+		return CS_OK;
+	for (;;) {
+		struct crossref r = { .from = from };
+		char *end;
+		char hex[AUDIT_LINK_HEX + 1];
+		long long ch, sq;
+		errno = 0;
+		ch = strtoll(p, &end, 10);
+		if (end == p || *end != ':' || errno != 0 || ch < 0)
+			return CS_EINVAL;
+		p = end + 1;
+		sq = strtoll(p, &end, 10);
+		if (end == p || *end != ':' || errno != 0 || sq < 1)
+			return CS_EINVAL;
+		p = end + 1;
+		if (strlen(p) < AUDIT_LINK_HEX)
+			return CS_EINVAL;
+		memcpy(hex, p, AUDIT_LINK_HEX);
+		hex[AUDIT_LINK_HEX] = '\0';
+		if (hex_decode_link(hex, r.link) != CS_OK)
+			return CS_EINVAL;
+		p += AUDIT_LINK_HEX;
+		r.chain = ch;
+		r.seq = sq;
+		if (*n == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 16;
+			struct crossref *nv = realloc(*v, ncap * sizeof *nv);
+			if (nv == NULL)
+				return CS_ENOMEM;
+			*v = nv;
+			*cap = ncap;
+		}
+		(*v)[(*n)++] = r;
+		if (*p == '\0')
+			return CS_OK;
+		if (*p != ',')
+			return CS_EINVAL;
+		p++;
+	}
+}
+
+/* audit_verify's walk: the chains so far and what they are checked against. */
 struct verify_walk {
 	const struct master_key    *mk;
 	const struct audit_head    *want;
 	struct audit_verify_result *res;
-	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], want_link[AUDIT_LINK_LEN];
-	int64_t expect;
+	unsigned char key[AUDIT_LINK_LEN], want_link[AUDIT_LINK_LEN];
+	struct chains cs;
+	int64_t expect;                      /* chain 0 alone: numbers run on without a gap */
+	bool    zero_only;                   /* every entry so far is chain 0's */
 	int     want_seen;
+	int64_t rotated;                     /* the last master-key-rotated entry */
+	struct crossref *refs;
+	size_t nrefs, caprefs;
 };
 
 static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *stop)
@@ -539,24 +749,39 @@ static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *
 	struct audit_verify_result *res = w->res;
 	unsigned char link[AUDIT_LINK_LEN];
 	struct audit_entry e;
+	struct chain_at *ch;
 	enum cs_err err;
 
-	if (r->seq != w->expect) {
+	if (r->chain != 0)
+		w->zero_only = false;
+	/* One chain (SQLite's, or a database before migration 0028): its numbers
+	 * have no gap.  Chains of their own take numbers in blocks, with gaps;
+	 * each chain's links still find an entry removed from its middle. */
+	if (w->zero_only && r->seq != w->expect) {
 		broken(res, r->seq, "entry %" PRId64 " before it is missing", w->expect);
 		goto done;
 	}
+	if (r->chain < 0) {
+		broken(res, r->seq, "it names chain %" PRId64, r->chain);
+		goto done;
+	}
+	if ((ch = chain_get(&w->cs, r->chain)) == NULL)
+		return CS_ENOMEM;
 	if (r->link == NULL || r->link_len != AUDIT_LINK_LEN) {
 		broken(res, r->seq, "it has no link");
 		goto done;
 	}
 	row_entry(r, &e);
-	if ((err = audit_link(w->key, w->prev, r->seq, &e, link)) != CS_OK)
+	if ((err = audit_link_chain(w->key, ch->prev, r->seq, r->chain, &e, link)) != CS_OK)
 		return err;
 	/* SECURITY: links compared in constant time. */
 	if (CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
 		if (r->master_kid != NULL && strcmp(r->master_kid, w->mk->kid) != 0)
 			broken(res, r->seq, "link does not match; it names master key "
 			    "%.16s, verifying with %s", r->master_kid, w->mk->kid);
+		else if (r->chain != 0)
+			broken(res, r->seq, "link does not match its content "
+			    "and the entry before it in chain %" PRId64, r->chain);
 		else
 			broken(res, r->seq, "link does not match its content "
 			    "and the entry before it");
@@ -569,7 +794,16 @@ static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *
 			goto done;
 		}
 	}
-	memcpy(w->prev, link, AUDIT_LINK_LEN);
+	if (r->action != NULL && strcmp(r->action, "audit.chain.opened") == 0 &&
+	    (err = crossrefs_parse(r->seq, r->detail, &w->refs, &w->nrefs, &w->caprefs)) != CS_OK) {
+		if (err == CS_ENOMEM)
+			return err;
+		broken(res, r->seq, "its cross-references cannot be read");
+		goto done;
+	}
+	if (r->action != NULL && strcmp(r->action, "master-key-rotated") == 0)
+		w->rotated = r->seq;
+	memcpy(ch->prev, link, AUDIT_LINK_LEN);
 	res->entries++;
 	res->head.seq = r->seq;
 	hex_encode(link, AUDIT_LINK_LEN, res->head.hex);
@@ -579,52 +813,95 @@ done:
 	return CS_OK;
 }
 
+/* Each chain's first entry vouched for the other chains' newest entries:
+ * each must still be there with that link, or have been pruned.  A
+ * reference made before the last master-key rotation names a link the
+ * rotation re-made: the entry only has to be there (as for published heads
+ * before AUDIT_ROTATED_MARK); its content is held by its own chain. */
+static enum cs_err verify_crossrefs(struct store_conn *c, struct verify_walk *w, int64_t through)
+{
+	struct audit_verify_result *res = w->res;
+	for (size_t i = 0; i < w->nrefs && res->ok; i++) {
+		const struct crossref *r = &w->refs[i];
+		unsigned char link[AUDIT_LINK_LEN];
+		enum cs_err e;
+		if (r->seq <= through)
+			continue;                /* pruned, with everything before it */
+		e = store_audit_link_at(c, r->seq, link);
+		if (e == CS_ENOENT) {
+			broken(res, r->from, "it names entry %" PRId64 " of chain %" PRId64 ", which is "
+			    "missing (cut off?)", r->seq, r->chain);
+			res->head_missing = 1;
+		} else if (e != CS_OK) {
+			return e;
+		} else if (r->from > w->rotated && CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
+			broken(res, r->from, "it names entry %" PRId64 " of chain %" PRId64 " with "
+			    "another link than the entry has", r->seq, r->chain);
+		} else {
+			res->crossrefs++;
+		}
+	}
+	return CS_OK;
+}
+
 enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
     const struct audit_head *want, struct audit_verify_result *res)
 {
 	enum cs_err err;
-	struct verify_walk w = { .mk = mk, .want = want, .res = res, .expect = 1 };
+	struct verify_walk w = { .mk = mk, .want = want, .res = res, .expect = 1, .zero_only = true };
+	int64_t bad = 0, through = 0;
 
 	if (c == NULL || mk == NULL || res == NULL)
 		return CS_EINVAL;
 	memset(res, 0, sizeof *res);
-	hex_encode(w.prev, AUDIT_LINK_LEN, res->head.hex);
+	{
+		unsigned char zero[AUDIT_LINK_LEN] = { 0 };
+		hex_encode(zero, AUDIT_LINK_LEN, res->head.hex);
+	}
 	if (want != NULL && (want->seq < 0 || hex_decode_link(want->hex, w.want_link) != CS_OK))
 		return CS_EINVAL;
 	if ((err = seal_derive_key(mk, AUDIT_KEY_PURPOSE, w.key)) != CS_OK)
 		return err;
 	res->ok = 1;
-	{
-		struct store_audit_anchor a;
-		int have, good;
-		if ((err = anchor_load(c, w.key, &a, &have, &good)) != CS_OK)
-			goto out;
-		if (have && !good) {
-			broken(res, a.seq, "the anchor of the pruned prefix does not verify "
-			    "(moved or rewritten?)");
+	if ((err = chains_load(c, w.key, &w.cs, &bad, &through)) != CS_OK)
+		goto out;
+	if (bad != 0) {
+		broken(res, bad, "the anchor of the pruned prefix does not verify "
+		    "(moved or rewritten?)");
+		goto out;
+	}
+	if (through > 0) {
+		/* A pruned log starts after its anchors: each chain's first kept
+		 * entry must link to its chain's anchor. */
+		struct chain_at *zero = chain_get(&w.cs, 0);
+		if (zero == NULL) {
+			err = CS_ENOMEM;
 			goto out;
 		}
-		if (have) {
-			/* A pruned chain starts after its anchor: the first kept entry
-			 * must link to the anchor's link. */
-			memcpy(w.prev, a.link, AUDIT_LINK_LEN);
-			w.expect = a.seq + 1;
-			res->anchor = a.seq;
-			res->head.seq = a.seq;
-			hex_encode(a.link, AUDIT_LINK_LEN, res->head.hex);
-			if (want != NULL && want->seq > 0 && want->seq <= a.seq) {
-				/* An expected head at or before the anchor: only the anchor
-				 * itself can still be compared. */
-				w.want_seen = 1;
-				if (want->seq == a.seq &&
-				    CRYPTO_memcmp(a.link, w.want_link, AUDIT_LINK_LEN) != 0) {
-					broken(res, a.seq, "its link differs from the expected head's");
+		if (w.cs.n > 1 || zero->anchor == 0)
+			w.zero_only = false;     /* other chains were pruned too: gaps */
+		w.expect = zero->anchor + 1;
+		res->anchor = through;
+		res->head.seq = through;
+		for (size_t i = 0; i < w.cs.n; i++)
+			if (w.cs.v[i].anchor == through)
+				hex_encode(w.cs.v[i].prev, AUDIT_LINK_LEN, res->head.hex);
+		if (want != NULL && want->seq > 0 && want->seq <= through) {
+			/* An expected head at or before an anchor: only an anchor itself
+			 * can still be compared. */
+			w.want_seen = 1;
+			for (size_t i = 0; i < w.cs.n; i++)
+				if (w.cs.v[i].anchor == want->seq &&
+				    CRYPTO_memcmp(w.cs.v[i].prev, w.want_link, AUDIT_LINK_LEN) != 0) {
+					broken(res, want->seq, "its link differs from the expected head's");
 					goto out;
 				}
-			}
 		}
 	}
 	if ((err = each_row(c, verify_row, &w)) != CS_OK)
+		goto out;
+	res->chains = (int64_t)w.cs.n;
+	if (res->ok && (err = verify_crossrefs(c, &w, through)) != CS_OK)
 		goto out;
 	if (res->ok && want != NULL && want->seq > 0 && !w.want_seen) {
 		broken(res, want->seq, "head %" PRId64 " missing: the log ends at entry %" PRId64
@@ -633,78 +910,22 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 	}
 out:
 	OPENSSL_cleanse(w.key, sizeof w.key);
+	chains_free(&w.cs);
+	free(w.refs);
 	return err;
 }
 
 /* --- prune --------------------------------------------------------------- */
 
-/* Where the chain starts: after the anchor (SECURITY: verified first, so
- * pruning can never hide a rewritten entry: a chain that does not verify is
- * left as it is, for `consentd audit verify` to report), or at entry 1.
- * prev gets the link the next entry follows, *expect its number. */
-static enum cs_err chain_start(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
-    unsigned char prev[AUDIT_LINK_LEN], int64_t *expect)
-{
-	struct store_audit_anchor a;
-	int have = 0, good = 0;
-	enum cs_err err;
-
-	if ((err = anchor_load(c, key, &a, &have, &good)) != CS_OK)
-		return err;
-	if (have && !good) {
-		log_msg(LOG_ERROR, "audit: the anchor does not verify; not pruning");
-		return CS_ECRYPTO;
-	}
-	memset(prev, 0, AUDIT_LINK_LEN);
-	if (have)
-		memcpy(prev, a.link, AUDIT_LINK_LEN);
-	*expect = have ? a.seq + 1 : 1;
-	return CS_OK;
-}
-
-/* Row r is entry number expect, and its link follows prev under key: true
- * with its link in link. */
-static bool row_verifies(const unsigned char key[AUDIT_LINK_LEN],
-    const unsigned char prev[AUDIT_LINK_LEN], const struct store_audit_row *r, int64_t expect,
-    unsigned char link[AUDIT_LINK_LEN])
-{
-	struct audit_entry e;
-
-	row_entry(r, &e);
-	return r->seq == expect && r->link != NULL && r->link_len == AUDIT_LINK_LEN &&
-	    audit_link(key, prev, r->seq, &e, link) == CS_OK &&
-	    CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) == 0;
-}
-
-/* Removes the entries up to last and anchors the chain at last's link, with
- * the anchor's MAC under key (named kid), in the caller's transaction. */
-static enum cs_err prune_to(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
-    const char *kid, int64_t last, const unsigned char link[AUDIT_LINK_LEN], int64_t now)
-{
-	struct store_audit_anchor a;
-	enum cs_err err;
-
-	memset(&a, 0, sizeof a);
-	a.seq = last;
-	memcpy(a.link, link, AUDIT_LINK_LEN);
-	a.pruned_at = now;
-	if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", kid)) != CS_OK ||
-	    (err = anchor_mac(key, &a, a.mac)) != CS_OK ||
-	    (err = store_audit_prune(c, last)) != CS_OK ||
-	    (err = store_audit_anchor_set(c, &a)) != CS_OK)
-		return err;
-	return CS_OK;
-}
-
 enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int64_t limit,
     int64_t now, int64_t *removed)
 {
-	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN];
+	unsigned char key[AUDIT_LINK_LEN], link[AUDIT_LINK_LEN], newest_link[AUDIT_LINK_LEN];
 	char kid[MASTER_KID_LEN + 1];
-	struct store_audit_head h;
+	struct chains cs = { 0 };
 	struct store_audit_row *rows = NULL;
-	size_t n = 0;
-	int64_t expect = 1, last = 0, count = 0;
+	size_t n = 0, newest_len = 0;
+	int64_t last = 0, count = 0, bad = 0, through = 0, newest = 0;
 	enum cs_err err;
 	bool in_tx = false;
 
@@ -715,34 +936,71 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int6
 	if ((err = store_begin(c)) != CS_OK)
 		goto out;
 	in_tx = true;
-	if ((err = store_audit_head(c, &h)) != CS_OK ||
-	    (err = chain_start(c, key, prev, &expect)) != CS_OK)
+	/* Where each chain starts: after its anchor.  SECURITY: every anchor is
+	 * verified first, and every entry removed, so pruning can never hide a
+	 * rewritten entry: a log that does not verify is left as it is, for
+	 * `consentd audit verify` to report. */
+	if ((err = store_audit_last(c, &newest, newest_link, &newest_len)) != CS_OK ||
+	    (err = chains_load(c, key, &cs, &bad, &through)) != CS_OK)
 		goto out;
-	if ((err = store_audit_page(c, expect - 1, (size_t)limit, &rows, &n)) != CS_OK)
+	if (bad != 0) {
+		log_msg(LOG_ERROR, "audit: the anchor does not verify; not pruning");
+		err = CS_ECRYPTO;
+		goto out;
+	}
+	if ((err = store_audit_page(c, through, (size_t)limit, &rows, &n)) != CS_OK)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		/* The head is never pruned: the next append links to it. */
-		if (rows[i].seq >= h.seq)
+		struct audit_entry e;
+		struct chain_at *ch;
+		/* The newest entry is never pruned: the log's head stays readable
+		 * (GET /readyz, the published heads).  A chain's own newest entry may
+		 * go: its anchor then holds the link its next entry follows. */
+		if (rows[i].seq >= newest)
 			break;
-		if (!(before > 0 && rows[i].ts < before) && !(keep > 0 && rows[i].seq <= h.seq - keep))
+		if (!(before > 0 && rows[i].ts < before) && !(keep > 0 && rows[i].seq <= newest - keep))
 			break;
+		if ((ch = chain_get(&cs, rows[i].chain)) == NULL) {
+			err = CS_ENOMEM;
+			goto out;
+		}
+		row_entry(&rows[i], &e);
 		err = CS_ECRYPTO;
-		if (!row_verifies(key, prev, &rows[i], expect, link)) {
+		if (rows[i].chain < 0 || rows[i].link == NULL || rows[i].link_len != AUDIT_LINK_LEN ||
+		    audit_link_chain(key, ch->prev, rows[i].seq, rows[i].chain, &e, link) != CS_OK ||
+		    CRYPTO_memcmp(link, rows[i].link, AUDIT_LINK_LEN) != 0) {
 			log_msg(LOG_ERROR, "audit: entry %" PRId64 " does not verify; not pruning",
 			    rows[i].seq);
 			goto out;
 		}
-		memcpy(prev, link, AUDIT_LINK_LEN);
+		memcpy(ch->prev, link, AUDIT_LINK_LEN);
+		ch->pruned = rows[i].seq;
 		last = rows[i].seq;
-		expect = last + 1;
 		count++;
 	}
 	if (count == 0) {
 		err = CS_OK;
 		goto out;
 	}
-	if ((err = prune_to(c, key, kid, last, prev, now)) != CS_OK ||
-	    (err = store_commit(c)) != CS_OK)
+	if ((err = store_audit_prune(c, last)) != CS_OK)
+		goto out;
+	/* Each chain pruned now is anchored at its last entry removed, with the
+	 * anchor's MAC under the chain key. */
+	for (size_t i = 0; i < cs.n; i++) {
+		struct store_audit_anchor a;
+		if (cs.v[i].pruned == 0)
+			continue;
+		memset(&a, 0, sizeof a);
+		a.chain = cs.v[i].chain;
+		a.seq = cs.v[i].pruned;
+		memcpy(a.link, cs.v[i].prev, AUDIT_LINK_LEN);
+		a.pruned_at = now;
+		if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", kid)) != CS_OK ||
+		    (err = anchor_mac(key, &a, a.mac)) != CS_OK ||
+		    (err = store_audit_anchor_set(c, &a)) != CS_OK)
+			goto out;
+	}
+	if ((err = store_commit(c)) != CS_OK)
 		goto out;
 	in_tx = false;
 	*removed = count;
@@ -753,15 +1011,17 @@ out:
 	if (err == CS_OK && count == 0)
 		*removed = 0;
 	store_audit_rows_free(rows, n);
+	chains_free(&cs);
 	OPENSSL_cleanse(key, sizeof key);
 	return err;
 }
 
-/* audit_relink's walk: the new chain key and the link before. */
+/* audit_relink's walk: the new chain key and each chain's link before. */
 struct relink_walk {
 	struct store_conn       *c;
 	const struct master_key *new_mk;
-	unsigned char key[AUDIT_LINK_LEN], prev[AUDIT_LINK_LEN];
+	unsigned char key[AUDIT_LINK_LEN];
+	struct chains cs;
 };
 
 static enum cs_err relink_row(void *arg, const struct store_audit_row *r, bool *stop)
@@ -769,13 +1029,16 @@ static enum cs_err relink_row(void *arg, const struct store_audit_row *r, bool *
 	struct relink_walk *w = arg;
 	unsigned char link[AUDIT_LINK_LEN];
 	struct audit_entry e;
+	struct chain_at *ch;
 	enum cs_err err;
 	(void)stop;
+	if ((ch = chain_get(&w->cs, r->chain)) == NULL)
+		return CS_ENOMEM;
 	row_entry(r, &e);
-	if ((err = audit_link(w->key, w->prev, r->seq, &e, link)) != CS_OK ||
+	if ((err = audit_link_chain(w->key, ch->prev, r->seq, r->chain, &e, link)) != CS_OK ||
 	    (err = store_audit_set_link(w->c, r->seq, link, w->new_mk->kid)) != CS_OK)
 		return err;
-	memcpy(w->prev, link, AUDIT_LINK_LEN);
+	memcpy(ch->prev, link, AUDIT_LINK_LEN);
 	return CS_OK;
 }
 
@@ -783,28 +1046,33 @@ enum cs_err audit_relink(struct store_conn *c, const struct master_key *new_mk)
 {
 	enum cs_err err;
 	struct relink_walk w = { .c = c, .new_mk = new_mk };
+	struct store_audit_anchor *a = NULL;
+	size_t n = 0;
 
 	if (c == NULL || new_mk == NULL)
 		return CS_EINVAL;
 	if ((err = seal_derive_key(new_mk, AUDIT_KEY_PURPOSE, w.key)) != CS_OK)
 		return err;
-	{
-		/* A pruned chain goes on from its anchor's link (the link itself
-		 * stays: it was the old chain's); the anchor's MAC moves to the new key. */
-		struct store_audit_anchor a;
-		err = store_audit_anchor_get(c, &a);
-		if (err == CS_OK) {
-			memcpy(w.prev, a.link, AUDIT_LINK_LEN);
-			if ((err = str_fmt(a.master_kid, sizeof a.master_kid, "%s", new_mk->kid)) != CS_OK ||
-			    (err = anchor_mac(w.key, &a, a.mac)) != CS_OK ||
-			    (err = store_audit_anchor_set(c, &a)) != CS_OK)
-				goto out;
-		} else if (err != CS_ENOENT) {
+	/* A pruned chain goes on from its anchor's link (the link itself stays:
+	 * it was the old key's); the anchor's MAC moves to the new key. */
+	if ((err = store_audit_anchors(c, &a, &n)) != CS_OK)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		struct chain_at *ch = chain_get(&w.cs, a[i].chain);
+		if (ch == NULL) {
+			err = CS_ENOMEM;
 			goto out;
 		}
+		memcpy(ch->prev, a[i].link, AUDIT_LINK_LEN);
+		if ((err = str_fmt(a[i].master_kid, sizeof a[i].master_kid, "%s", new_mk->kid)) != CS_OK ||
+		    (err = anchor_mac(w.key, &a[i], a[i].mac)) != CS_OK ||
+		    (err = store_audit_anchor_set(c, &a[i])) != CS_OK)
+			goto out;
 	}
 	err = each_row(c, relink_row, &w);
 out:
+	free(a);
+	chains_free(&w.cs);
 	OPENSSL_cleanse(w.key, sizeof w.key);
 	return err;
 }

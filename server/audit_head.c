@@ -255,12 +255,13 @@ static enum cs_err check_one(struct store_conn *c, const struct audit_head *h, i
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
 	if (e == CS_ENOENT) {
-		/* Gone because a pruned prefix took it?  Only below the anchor. */
-		struct store_audit_anchor a;
-		enum cs_err ae = store_audit_anchor_get(c, &a);
-		if (ae != CS_OK && ae != CS_ENOENT)
+		/* Gone because a pruned prefix took it?  Only below the anchors
+		 * (every entry numbered through the highest was pruned). */
+		int64_t through = 0;
+		enum cs_err ae = store_audit_pruned_through(c, &through);
+		if (ae != CS_OK)
 			return ae;
-		if (ae == CS_OK && h->seq < a.seq) {
+		if (h->seq < through) {
 			res->pruned++;
 			return CS_OK;
 		}
@@ -611,12 +612,12 @@ static enum cs_err compare(struct store_conn *c, const struct audit_head *p,
 		    p->seq);
 	}
 	if ((e = store_audit_link_at(c, p->seq, link)) == CS_ENOENT) {
-		/* Pruned (audit_prune) is not behind: the anchor is past it. */
-		struct store_audit_anchor a;
-		enum cs_err ae = store_audit_anchor_get(c, &a);
-		if (ae != CS_OK && ae != CS_ENOENT)
+		/* Pruned (audit_prune) is not behind: an anchor is past it. */
+		int64_t through = 0;
+		enum cs_err ae = store_audit_pruned_through(c, &through);
+		if (ae != CS_OK)
 			return ae;
-		if (ae == CS_OK && p->seq < a.seq)
+		if (p->seq < through)
 			return CS_OK;
 		*is_behind = 1;
 		return str_fmt(why, n, "published head %" PRId64 " is missing from the database "

@@ -30,6 +30,7 @@ struct store_conn {
 	struct store_conn *next;          /* in s->conns */
 	struct store_audit_mark audit;    /* the last audit entry the open transaction appended */
 	bool               head_known;    /* audit is the chain's head (store_audit_head_known) */
+	bool               head_rewritten;   /* this transaction relinked or pruned entries */
 };
 
 struct store {
@@ -42,6 +43,16 @@ struct store {
 	pthread_mutex_t    commit_lock;   /* guards the hook; held through each call */
 	store_audit_hook   audit_hook;    /* guarded by commit_lock */
 	void              *audit_arg;
+	/* The audit chain this process appends to (migration 0028): 0, the
+	 * shared chain, until a store with chains of its own claims one. */
+	pthread_mutex_t    chain_lock;    /* guards what follows */
+	bool               chains_own;    /* claims a chain (be->own_chains, or store_own_chains) */
+	int64_t            chain;
+	struct store_conn *chain_claimer; /* the transaction that claimed it, until its COMMIT */
+	bool               head_cached;   /* head_*: the chain's committed head (be->own_chains) */
+	int64_t            head_seq;
+	unsigned char      head_link[STORE_AUDIT_LINK_LEN];
+	int64_t            num_next, num_end;   /* entry numbers reserved: [next, end) */
 };
 
 /* --- connections ------------------------------------------------------- */
@@ -119,8 +130,7 @@ struct store_stmt *store_stmt(struct store_conn *c, const char *sql)
 	return c->s->be->stmt(c->k, sql);
 }
 
-struct store_stmt *store_stmt_dialect(struct store_conn *c, const char *sqlite_sql,
-    const char *pg_sql)
+const char *store_dialect_sql(struct store_conn *c, const char *sqlite_sql, const char *pg_sql)
 {
 	if (c == NULL)
 		return NULL;
@@ -128,7 +138,13 @@ struct store_stmt *store_stmt_dialect(struct store_conn *c, const char *sqlite_s
 		[STORE_DIALECT_SQLITE] = sqlite_sql,
 		[STORE_DIALECT_PG] = pg_sql,
 	};
-	return store_stmt(c, own[c->s->be->dialect]);
+	return own[c->s->be->dialect];
+}
+
+struct store_stmt *store_stmt_dialect(struct store_conn *c, const char *sqlite_sql,
+    const char *pg_sql)
+{
+	return store_stmt(c, store_dialect_sql(c, sqlite_sql, pg_sql));
 }
 
 /* Ready for the next use: reset and drop bound values (which may be secrets). */
@@ -597,6 +613,7 @@ enum cs_err store_begin(struct store_conn *c)
 	}
 	c->audit.set = false;
 	c->head_known = false;
+	c->head_rewritten = false;
 	if ((e = c->s->be->begin(c->k)) == CS_OK)
 		c->in_tx = true;
 	return e;
@@ -647,8 +664,105 @@ bool store_audit_head_known(struct store_conn *c, int64_t *seq,
 
 void store_audit_head_forget(struct store_conn *c)
 {
-	if (c != NULL)
-		c->head_known = false;
+	if (c == NULL)
+		return;
+	c->head_known = false;
+	c->head_rewritten = true;
+	pthread_mutex_lock(&c->s->chain_lock);
+	c->s->head_cached = false;
+	pthread_mutex_unlock(&c->s->chain_lock);
+}
+
+/* --- the process's own audit chain (migration 0028) ---------------------- */
+
+/* A transaction ends (committed: ok).  A chain it claimed is this process's
+ * from now on, or was never had; its last entry is the chain's head, or --
+ * SECURITY -- after a COMMIT that failed, perhaps is (a connection lost
+ * during COMMIT leaves it unknown), so the head is read from the table again
+ * rather than guessed: a guess could fork the chain. */
+static void chain_tx_end(struct store_conn *c, bool ok)
+{
+	struct store *s = c->s;
+	pthread_mutex_lock(&s->chain_lock);
+	if (s->chain_claimer == c) {
+		s->chain_claimer = NULL;
+		if (!ok) {
+			s->chain = 0;
+			s->head_cached = false;
+		}
+	}
+	if (s->be->own_chains && (c->audit.set || c->head_rewritten)) {
+		/* A transaction that rewrote links leaves the head to be read. */
+		s->head_cached = ok && !c->head_rewritten;
+		if (ok) {
+			s->head_seq = c->audit.seq;
+			memcpy(s->head_link, c->audit.link, STORE_AUDIT_LINK_LEN);
+		}
+	}
+	pthread_mutex_unlock(&s->chain_lock);
+}
+
+void store_own_chains(struct store *s, bool own)
+{
+	pthread_mutex_lock(&s->chain_lock);
+	s->chains_own = own || s->be->own_chains;
+	pthread_mutex_unlock(&s->chain_lock);
+}
+
+int64_t store_audit_chain_of(struct store_conn *c, bool *own)
+{
+	pthread_mutex_lock(&c->s->chain_lock);
+	int64_t chain = c->s->chain;
+	*own = c->s->chains_own;
+	pthread_mutex_unlock(&c->s->chain_lock);
+	return chain;
+}
+
+void store_audit_chain_claimed(struct store_conn *c, int64_t chain)
+{
+	pthread_mutex_lock(&c->s->chain_lock);
+	c->s->chain = chain;
+	c->s->chain_claimer = c;
+	c->s->head_cached = false;
+	pthread_mutex_unlock(&c->s->chain_lock);
+}
+
+bool store_audit_chain_head(struct store_conn *c, int64_t *seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN])
+{
+	bool have;
+	pthread_mutex_lock(&c->s->chain_lock);
+	have = c->s->head_cached;
+	if (have) {
+		*seq = c->s->head_seq;
+		memcpy(link, c->s->head_link, STORE_AUDIT_LINK_LEN);
+	}
+	pthread_mutex_unlock(&c->s->chain_lock);
+	return have;
+}
+
+bool store_audit_numbers_in_blocks(struct store_conn *c)
+{
+	return c->s->be->own_chains;
+}
+
+bool store_audit_number_take(struct store_conn *c, int64_t *seq)
+{
+	bool have;
+	pthread_mutex_lock(&c->s->chain_lock);
+	have = c->s->num_next < c->s->num_end;
+	if (have)
+		*seq = c->s->num_next++;
+	pthread_mutex_unlock(&c->s->chain_lock);
+	return have;
+}
+
+void store_audit_numbers_add(struct store_conn *c, int64_t first, int64_t count)
+{
+	pthread_mutex_lock(&c->s->chain_lock);
+	c->s->num_next = first;
+	c->s->num_end = first + count;
+	pthread_mutex_unlock(&c->s->chain_lock);
 }
 
 void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)
@@ -664,6 +778,7 @@ enum cs_err store_commit(struct store_conn *c)
 	if (c == NULL || !c->in_tx)
 		return CS_EDB;                /* can't happen: no transaction to commit */
 	enum cs_err e = c->s->be->commit(c->k, &c->audit);
+	chain_tx_end(c, e == CS_OK);
 	c->in_tx = false;
 	c->audit.set = false;
 	c->head_known = false;
@@ -674,6 +789,8 @@ void store_rollback(struct store_conn *c)
 {
 	if (c == NULL)
 		return;
+	if (c->in_tx)
+		chain_tx_end(c, false);
 	c->audit.set = false;
 	c->head_known = false;
 	c->s->be->rollback(c->k, c->in_tx);
@@ -777,7 +894,7 @@ enum cs_err store_open_with(const char *loc, const struct store_opts *o, struct 
 {
 	enum cs_err e = CS_ENOMEM;
 	struct store *s = NULL;
-	int key_ok = 0, lock_ok = 0, commit_lock_ok = 0;
+	int key_ok = 0, lock_ok = 0, commit_lock_ok = 0, chain_lock_ok = 0;
 	const struct store_opts none = { .schema = STORE_SCHEMA_REQUIRE };
 
 	if (loc == NULL || loc[0] == '\0' || out == NULL)
@@ -796,6 +913,10 @@ enum cs_err store_open_with(const char *loc, const struct store_opts *o, struct 
 	if (pthread_mutex_init(&s->commit_lock, NULL) != 0)
 		goto out;
 	commit_lock_ok = 1;
+	if (pthread_mutex_init(&s->chain_lock, NULL) != 0)
+		goto out;
+	chain_lock_ok = 1;
+	s->chains_own = s->be->own_chains;
 	if (pthread_key_create(&s->key, conn_destroy) != 0)
 		goto out;
 	key_ok = 1;
@@ -822,6 +943,8 @@ out:
 				pthread_mutex_destroy(&s->lock);
 			if (commit_lock_ok)
 				pthread_mutex_destroy(&s->commit_lock);
+			if (chain_lock_ok)
+				pthread_mutex_destroy(&s->chain_lock);
 			free(s);
 		}
 	}
@@ -857,5 +980,6 @@ void store_close(struct store *s)
 	s->be->close(s->db);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->commit_lock);
+	pthread_mutex_destroy(&s->chain_lock);
 	free(s);
 }

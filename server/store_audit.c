@@ -11,35 +11,58 @@
 
 #define AUDIT_COLS \
 	"seq, ts, actor, action, subject, agent, resource, scopes, consent_id, request_id, " \
-	"outcome, detail, link, master_kid FROM audit "
+	"outcome, detail, link, master_kid, chain FROM audit "
 
-/* The head and the next number in one statement (one round trip on
- * PostgreSQL, inside every writer's turn): the highest number ever given
- * (SQLite's sqlite_sequence outlives pruning; PostgreSQL keeps no high-water
- * mark of explicitly numbered rows, so there it is the highest entry present,
- * and the published heads catch a cut-off tail), then the last entry's seq
- * and link (NULL when there is none). */
+/* A chain's head and the next number in one statement (one round trip on
+ * PostgreSQL): the highest number ever given (SQLite's sqlite_sequence
+ * outlives pruning; on PostgreSQL numbers come from the process's block, so
+ * the column is unused there), then the chain's last entry's seq and link,
+ * or its anchor's when every entry of it was pruned (NULL when neither). */
 static const char SQL_AUDIT_HEAD[] =
-    "SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'audit'), h.seq, h.link "
+    "SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'audit'), "
+    "COALESCE(h.seq, a.seq), COALESCE(h.link, a.link) "
     "FROM (SELECT 1 AS one) AS o LEFT JOIN "
-    "(SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1";
+    "(SELECT seq, link FROM audit WHERE chain = ?1 ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1 "
+    "LEFT JOIN audit_anchor AS a ON a.chain = ?1";
 static const char SQL_AUDIT_HEAD_PG[] =
-    "SELECT seq, seq, link FROM audit ORDER BY seq DESC LIMIT 1";
+    "SELECT 0, COALESCE(h.seq, a.seq), COALESCE(h.link, a.link) "
+    "FROM (SELECT 1 AS one) AS o LEFT JOIN "
+    "(SELECT seq, link FROM audit WHERE chain = ?1 ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1 "
+    "LEFT JOIN audit_anchor AS a ON a.chain = ?1";
+/* A block of STORE_AUDIT_BLOCK numbers (migrations/pg/0028: audit's identity
+ * sequence counts in steps of that size); SQLite never asks (one writer). */
+#define STORE_AUDIT_BLOCK 64
+static const char SQL_AUDIT_BLOCK[] =
+    "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0) + 1";
+static const char SQL_AUDIT_BLOCK_PG[] = "SELECT nextval(pg_get_serial_sequence('audit', 'seq'))";
+static const char SQL_AUDIT_LAST[] = "SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1";
+static const char SQL_CHAIN_CLAIM[] =
+    "INSERT INTO audit_chains (opened_at) VALUES (?1) RETURNING chain";
+static const char SQL_CHAIN_HEADS[] =
+    "SELECT chain, seq, link FROM audit WHERE seq IN (SELECT (SELECT max(a.seq) FROM audit AS a "
+    "WHERE a.chain = c.chain) FROM audit_chains AS c WHERE c.chain <> ?1 AND EXISTS "
+    "(SELECT 1 FROM audit AS b WHERE b.chain = c.chain) ORDER BY c.chain DESC LIMIT ?2) "
+    "ORDER BY chain DESC";
+static const char SQL_CHAIN_ENDS[] =
+    "SELECT c.chain, COALESCE((SELECT max(a.seq) FROM audit AS a WHERE a.chain = c.chain), 0) "
+    "FROM audit_chains AS c ORDER BY c.chain";
 static const char SQL_AUDIT_APPEND[] =
     "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
-    "request_id, outcome, detail, link, master_kid) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+    "request_id, outcome, detail, link, master_kid, chain) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 static const char SQL_AUDIT_PAGE[] = "SELECT " AUDIT_COLS "WHERE seq > ?1 ORDER BY seq LIMIT ?2";
 /* The anchor's link stands for the pruned entry it names (audit_heads_check). */
 static const char SQL_AUDIT_LINK_AT[] =
     "SELECT link FROM audit WHERE seq = ?1 UNION ALL SELECT link FROM audit_anchor WHERE seq = ?1";
-static const char SQL_ANCHOR_GET[] =
-    "SELECT seq, link, mac, master_kid, pruned_at FROM audit_anchor WHERE id = 1";
+#define ANCHOR_COLS "seq, link, mac, master_kid, pruned_at, chain FROM audit_anchor "
+static const char SQL_ANCHOR_GET[] = "SELECT " ANCHOR_COLS "WHERE chain = ?1";
+static const char SQL_ANCHOR_ALL[] = "SELECT " ANCHOR_COLS "ORDER BY chain";
+static const char SQL_ANCHOR_THROUGH[] = "SELECT COALESCE(max(seq), 0) FROM audit_anchor";
 /* An upsert rather than INSERT OR REPLACE, which PostgreSQL lacks: every
  * column is written either way, so the row ends the same. */
 static const char SQL_ANCHOR_SET[] =
-    "INSERT INTO audit_anchor (id, seq, link, mac, master_kid, pruned_at) "
-    "VALUES (1, ?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, "
+    "INSERT INTO audit_anchor (chain, seq, link, mac, master_kid, pruned_at) "
+    "VALUES (?6, ?1, ?2, ?3, ?4, ?5) ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, "
     "link = excluded.link, mac = excluded.mac, master_kid = excluded.master_kid, "
     "pruned_at = excluded.pruned_at";
 static const char SQL_AUDIT_PRUNE[] = "DELETE FROM audit WHERE seq <= ?1";
@@ -64,27 +87,78 @@ static const char SQL_OUTBOX_RESEAL[] =
 
 #define PAGE_MAX 10000               /* rows per page, bounded by the caller too */
 
+/* The next entry number from the process's block, reserving a new block
+ * when it is used up (own chains: numbers unique across processes). */
+static enum cs_err next_number(struct store_conn *c, int64_t *seq)
+{
+	int64_t first = 0;
+	enum cs_err e;
+	if (store_audit_number_take(c, seq))
+		return CS_OK;
+	if ((e = store_aggregate(c, store_dialect_sql(c, SQL_AUDIT_BLOCK, SQL_AUDIT_BLOCK_PG),
+	    NULL, 0, &first, 1)) != CS_OK)
+		return e;
+	if (first < 1 || first > INT64_MAX - STORE_AUDIT_BLOCK)
+		return CS_ETOOBIG;
+	store_audit_numbers_add(c, first, STORE_AUDIT_BLOCK);
+	return store_audit_number_take(c, seq) ? CS_OK : CS_EDB;
+}
+
+void store_audit_chain_need(struct store_conn *c, int64_t *chain, bool *fresh)
+{
+	bool own = false;
+	*chain = store_audit_chain_of(c, &own);
+	*fresh = own && *chain == 0;
+}
+
+enum cs_err store_audit_chain_claim(struct store_conn *c, int64_t now, int64_t *chain)
+{
+	int64_t id = 0;
+	enum cs_err e;
+	if (c == NULL || chain == NULL)
+		return CS_EINVAL;
+	if ((e = store_get_ints(c, SQL_CHAIN_CLAIM, STORE_VALS(SV_INT(now)), &id, 1)) != CS_OK)
+		return e == CS_ENOENT ? CS_EDB : e;
+	if (id < 1)
+		return CS_EDB;
+	store_audit_chain_claimed(c, id);
+	*chain = id;
+	return CS_OK;
+}
+
 enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 {
 	enum cs_err e;
 	struct store_audit_head h;
 	struct store_stmt *st;
+	bool own = false, blocks;
 
 	memset(&h, 0, sizeof h);
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
+	h.chain = store_audit_chain_of(c, &own);
+	blocks = store_audit_numbers_in_blocks(c);
 	/* After this transaction's own append its entry is the head: no round
-	 * trip (a batch of entries in one transaction reads the head once). */
-	if (store_audit_head_known(c, &h.seq, h.link)) {
-		if (h.seq == INT64_MAX)
-			return CS_ETOOBIG;
+	 * trip (a batch of entries in one transaction reads the head once).  With
+	 * chains of their own, the process's last commit left it (nobody else
+	 * appends to that chain). */
+	if (store_audit_head_known(c, &h.seq, h.link) ||
+	    (blocks && store_audit_chain_head(c, &h.seq, h.link))) {
 		h.link_len = STORE_AUDIT_LINK_LEN;
-		h.next = h.seq + 1;
+		if (blocks) {
+			if ((e = next_number(c, &h.next)) != CS_OK)
+				return e;
+		} else {
+			if (h.seq == INT64_MAX)
+				return CS_ETOOBIG;
+			h.next = h.seq + 1;
+		}
 		*out = h;
 		return CS_OK;
 	}
-	if ((st = store_stmt_dialect(c, SQL_AUDIT_HEAD, SQL_AUDIT_HEAD_PG)) == NULL)
-		return CS_EDB;
+	if ((st = store_query(c, store_dialect_sql(c, SQL_AUDIT_HEAD, SQL_AUDIT_HEAD_PG),
+	    STORE_VALS(SV_INT(h.chain)), &e)) == NULL)
+		return e;
 	e = store_step(c, st);
 	if (e == CS_OK) {
 		h.seq = store_col_int64(st, 1);
@@ -98,12 +172,106 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	store_stmt_done(st);
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
+	if (blocks) {
+		if ((e = next_number(c, &h.next)) != CS_OK)
+			return e;
+		*out = h;
+		return CS_OK;
+	}
 	if (h.next < h.seq)
 		h.next = h.seq;
 	if (h.next == INT64_MAX)
 		return CS_ETOOBIG;
 	h.next++;
 	*out = h;
+	return CS_OK;
+}
+
+enum cs_err store_audit_last(struct store_conn *c, int64_t *seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN], size_t *link_len)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	if (c == NULL || seq == NULL || link == NULL || link_len == NULL)
+		return CS_EINVAL;
+	*seq = 0;
+	*link_len = 0;
+	memset(link, 0, STORE_AUDIT_LINK_LEN);
+	if ((st = store_stmt(c, SQL_AUDIT_LAST)) == NULL)
+		return CS_EDB;
+	e = store_step(c, st);
+	if (e == CS_OK) {
+		*seq = store_col_int64(st, 0);
+		if (store_col_type(st, 1) == STORE_COL_BLOB &&
+		    store_col_bytes(st, 1) == STORE_AUDIT_LINK_LEN) {
+			memcpy(link, store_col_raw_blob(st, 1), STORE_AUDIT_LINK_LEN);
+			*link_len = STORE_AUDIT_LINK_LEN;
+		}
+	}
+	store_stmt_done(st);
+	return e == CS_ENOENT ? CS_OK : e;
+}
+
+enum cs_err store_audit_chain_heads(struct store_conn *c, int64_t except,
+    struct store_audit_ref *out, size_t max, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	size_t k = 0;
+	if (c == NULL || out == NULL || n == NULL || max == 0 || max > 1000)
+		return CS_EINVAL;
+	if ((st = store_query(c, SQL_CHAIN_HEADS, STORE_VALS(SV_INT(except), SV_INT((int64_t)max)),
+	    &e)) == NULL)
+		return e;
+	while (k < max && (e = store_step(c, st)) == CS_OK) {
+		if (store_col_type(st, 2) != STORE_COL_BLOB ||
+		    store_col_bytes(st, 2) != STORE_AUDIT_LINK_LEN)
+			continue;              /* no link: nothing to vouch for */
+		out[k].chain = store_col_int64(st, 0);
+		out[k].seq = store_col_int64(st, 1);
+		memcpy(out[k].link, store_col_raw_blob(st, 2), STORE_AUDIT_LINK_LEN);
+		k++;
+	}
+	store_stmt_done(st);
+	if (e != CS_OK && e != CS_ENOENT)
+		return e;
+	*n = k;
+	return CS_OK;
+}
+
+enum cs_err store_audit_chain_ends(struct store_conn *c, struct store_audit_chain_end **out,
+    size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	struct store_audit_chain_end *v = NULL;
+	size_t k = 0, cap = 0;
+	if (c == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_CHAIN_ENDS)) == NULL)
+		return CS_EDB;
+	while ((e = store_step(c, st)) == CS_OK) {
+		if (k == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct store_audit_chain_end *nv = realloc(v, ncap * sizeof *nv);
+			if (nv == NULL) {
+				e = CS_ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[k].chain = store_col_int64(st, 0);
+		v[k].last = store_col_int64(st, 1);
+		k++;
+	}
+	store_stmt_done(st);
+	if (e != CS_ENOENT) {
+		free(v);
+		return e == CS_OK ? CS_EDB : e;
+	}
+	*out = v;
+	*n = k;
 	return CS_OK;
 }
 
@@ -117,7 +285,7 @@ enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fi
 	    SV_INT(a->ts), SV_TEXT(a->actor), SV_TEXT(a->action), SV_TEXT(a->subject),
 	    SV_TEXT(a->agent), SV_TEXT(a->resource), SV_TEXT(a->scopes), SV_TEXT(a->consent_id),
 	    SV_TEXT(a->request_id), SV_TEXT(a->outcome), SV_TEXT(a->detail),
-	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid)));
+	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid), SV_INT(a->chain)));
 	if (e == CS_OK)
 		store_audit_appended(c, seq, link);
 	return e;
@@ -163,6 +331,7 @@ static const struct store_member audit_members[] = {
 	STORE_TEXT_OR_NULL(struct store_audit_row, detail),
 	STORE_BLOB_OR_NULL(struct store_audit_row, link, link_len),
 	STORE_TEXT_OR_NULL(struct store_audit_row, master_kid),
+	STORE_INT64(struct store_audit_row, chain),
 };
 
 static const struct store_row_type audit_rows =
@@ -272,34 +441,81 @@ enum cs_err store_sealed_update(struct store_conn *c, enum store_sealed_kind kin
 
 /* --- the anchor ------------------------------------------------------------ */
 
+/* The anchor row st stands on into out; a damaged row (wrong sizes) is
+ * CS_EDB, reported as a damaged database: verification must not quietly
+ * fall back to genesis. */
+static enum cs_err anchor_row(struct store_stmt *st, struct store_audit_anchor *out)
+{
+	const unsigned char *kid = store_col_raw_text(st, 3);
+	if (store_col_bytes(st, 1) != STORE_AUDIT_LINK_LEN ||
+	    store_col_bytes(st, 2) != STORE_AUDIT_LINK_LEN || kid == NULL ||
+	    (size_t)store_col_bytes(st, 3) >= sizeof out->master_kid)
+		return CS_EDB;
+	out->seq = store_col_int64(st, 0);
+	memcpy(out->link, store_col_raw_blob(st, 1), STORE_AUDIT_LINK_LEN);
+	memcpy(out->mac, store_col_raw_blob(st, 2), STORE_AUDIT_LINK_LEN);
+	memcpy(out->master_kid, kid, (size_t)store_col_bytes(st, 3) + 1);
+	out->pruned_at = store_col_int64(st, 4);
+	out->chain = store_col_int64(st, 5);
+	return CS_OK;
+}
+
 enum cs_err store_audit_anchor_get(struct store_conn *c, struct store_audit_anchor *out)
 {
 	enum cs_err e;
 	struct store_stmt *st;
-	const unsigned char *kid;
 
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_ANCHOR_GET)) == NULL)
-		return CS_EDB;
-	if ((e = store_step(c, st)) == CS_OK) {
-		kid = store_col_raw_text(st, 3);
-		/* A damaged row (wrong sizes) is reported as a damaged database:
-		 * verification must not quietly fall back to genesis. */
-		if (store_col_bytes(st, 1) != STORE_AUDIT_LINK_LEN ||
-		    store_col_bytes(st, 2) != STORE_AUDIT_LINK_LEN || kid == NULL ||
-		    (size_t)store_col_bytes(st, 3) >= sizeof out->master_kid) {
-			e = CS_EDB;
-		} else {
-			out->seq = store_col_int64(st, 0);
-			memcpy(out->link, store_col_raw_blob(st, 1), STORE_AUDIT_LINK_LEN);
-			memcpy(out->mac, store_col_raw_blob(st, 2), STORE_AUDIT_LINK_LEN);
-			memcpy(out->master_kid, kid, (size_t)store_col_bytes(st, 3) + 1);
-			out->pruned_at = store_col_int64(st, 4);
-		}
-	}
+	if ((st = store_query(c, SQL_ANCHOR_GET, STORE_VALS(SV_INT(out->chain)), &e)) == NULL)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK)
+		e = anchor_row(st, out);
 	store_stmt_done(st);
 	return e;
+}
+
+enum cs_err store_audit_anchors(struct store_conn *c, struct store_audit_anchor **out, size_t *n)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	struct store_audit_anchor *v = NULL;
+	size_t k = 0, cap = 0;
+
+	if (c == NULL || out == NULL || n == NULL)
+		return CS_EINVAL;
+	if ((st = store_stmt(c, SQL_ANCHOR_ALL)) == NULL)
+		return CS_EDB;
+	while ((e = store_step(c, st)) == CS_OK) {
+		if (k == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			struct store_audit_anchor *nv = realloc(v, ncap * sizeof *nv);
+			if (nv == NULL) {
+				e = CS_ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		if ((e = anchor_row(st, &v[k])) != CS_OK)
+			break;
+		k++;
+	}
+	store_stmt_done(st);
+	if (e != CS_ENOENT) {
+		free(v);
+		return e == CS_OK ? CS_EDB : e;
+	}
+	*out = v;
+	*n = k;
+	return CS_OK;
+}
+
+enum cs_err store_audit_pruned_through(struct store_conn *c, int64_t *seq)
+{
+	if (c == NULL || seq == NULL)
+		return CS_EINVAL;
+	return store_aggregate(c, SQL_ANCHOR_THROUGH, NULL, 0, seq, 1);
 }
 
 enum cs_err store_audit_anchor_set(struct store_conn *c, const struct store_audit_anchor *a)
@@ -308,7 +524,7 @@ enum cs_err store_audit_anchor_set(struct store_conn *c, const struct store_audi
 		return CS_EINVAL;
 	return store_run(c, SQL_ANCHOR_SET, STORE_VALS(SV_INT(a->seq),
 	    SV_BLOB(a->link, STORE_AUDIT_LINK_LEN), SV_BLOB(a->mac, STORE_AUDIT_LINK_LEN),
-	    SV_TEXT(a->master_kid), SV_INT(a->pruned_at)));
+	    SV_TEXT(a->master_kid), SV_INT(a->pruned_at), SV_INT(a->chain)));
 }
 
 enum cs_err store_audit_prune(struct store_conn *c, int64_t through)

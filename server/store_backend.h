@@ -65,6 +65,12 @@ enum store_dialect {
 struct store_backend {
 	const char         *name;         /* store_engine_name: "sqlite", "postgresql" */
 	enum store_dialect  dialect;
+	/* Each process appends to an audit chain of its own (many writers on one
+	 * database, migration 0028), keeps its chain's head between transactions
+	 * and takes entry numbers in blocks; false: every process appends to the
+	 * shared chain 0 under the engine's one writer, reading head and number
+	 * in each transaction (SQLite). */
+	bool                own_chains;
 	/* Whether loc names a database of this engine (the dispatcher asks the
 	 * PostgreSQL one first; SQLite takes any other location, a file path). */
 	bool        (*claims)(const char *loc);

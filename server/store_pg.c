@@ -1640,6 +1640,7 @@ static enum cs_err be_copy_in(struct store_link *k, struct sqlite3 *src,
 const struct store_backend store_backend_pg = {
 	.name = "postgresql",
 	.dialect = STORE_DIALECT_PG,
+	.own_chains = true,
 	.claims = pg_is_url,
 	.url_check = pg_url_check,
 	.open = be_open,

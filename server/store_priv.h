@@ -41,6 +41,8 @@ enum cs_err store_step(struct store_conn *c, struct store_stmt *st) CS_MUST_CHEC
  * scripts/pg-sql-check.py checks each on its engine (SQL_X and SQL_X_PG). */
 struct store_stmt *store_stmt_dialect(struct store_conn *c, const char *sqlite_sql,
     const char *pg_sql);
+/* The engine's own of the two texts (for store_query and friends). */
+const char *store_dialect_sql(struct store_conn *c, const char *sqlite_sql, const char *pg_sql);
 /* The current row's column i, either backend.  A pointer (raw text or blob)
  * stays valid until the next step or store_stmt_done. */
 enum store_col_kind {
@@ -290,6 +292,23 @@ void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char
 bool store_audit_head_known(struct store_conn *c, int64_t *seq,
     unsigned char link[STORE_AUDIT_LINK_LEN]);
 void store_audit_head_forget(struct store_conn *c);
+/* The process's own audit chain (migration 0028; store_audit.c).  The chain
+ * it appends to (0: none claimed yet, or the shared chain), and in *own
+ * whether it is to claim one of its own. */
+int64_t store_audit_chain_of(struct store_conn *c, bool *own);
+/* The open transaction claimed chain: the process's once that transaction
+ * commits; forgotten if it does not. */
+void store_audit_chain_claimed(struct store_conn *c, int64_t chain);
+/* The chain's head as the process's last commit left it (engines with
+ * own_chains only: nobody else appends to it): true with *seq and link. */
+bool store_audit_chain_head(struct store_conn *c, int64_t *seq,
+    unsigned char link[STORE_AUDIT_LINK_LEN]);
+/* Whether entry numbers come in blocks reserved by the process
+ * (store_backend own_chains), from store_audit_number_take; then
+ * store_audit_numbers_add reserves [first, first + count) when it is empty. */
+bool store_audit_numbers_in_blocks(struct store_conn *c);
+bool store_audit_number_take(struct store_conn *c, int64_t *seq);
+void store_audit_numbers_add(struct store_conn *c, int64_t first, int64_t count);
 /* The group commit as seen from outside, for tests and benchmarks: callers
  * waiting for the writer's turn now, and since store_open the COMMITs made
  * (batches), the transactions they made durable and the WAL checkpoints run

@@ -1089,6 +1089,7 @@ static enum cs_err lite_copy_in(struct store_link *k, struct sqlite3 *src,
 const struct store_backend store_backend_sqlite = {
 	.name = "sqlite",
 	.dialect = STORE_DIALECT_SQLITE,
+	.own_chains = false,
 	.claims = lite_claims,
 	.url_check = lite_url_check,
 	.open = lite_open,

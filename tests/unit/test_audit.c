@@ -4,6 +4,7 @@
  * published heads (audit_head.c): reading head lines and files, checking a
  * history, publishing per commit and in order, a database found behind --
  * against a real SQLite file built from migrations/. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1066,6 +1067,226 @@ START_TEST(test_audit_publish_log_only)
 }
 END_TEST
 
+/* --- one chain per writer (migration 0028; issue #34 goal 4) -------------- */
+
+static struct store *st2;             /* a second writer ("node") on the same file */
+static struct store_conn *sc2;
+
+static void open_second_writer(void)
+{
+	char *db = tu_path(dir, "t.db");
+	ck_assert_int_eq(store_open(db, &st2), CS_OK);
+	free(db);
+	sc2 = store_conn(st2);
+	ck_assert_ptr_nonnull(sc2);
+	/* What every PostgreSQL node does: each appends to a chain of its own. */
+	store_own_chains(st, true);
+	store_own_chains(st2, true);
+}
+
+static void close_second_writer(void)
+{
+	store_close(st2);
+	st2 = NULL;
+	sc2 = NULL;
+}
+
+/* Appends one entry through c (ts T0 + i); the newest seq after it. */
+static int64_t append_via(struct store_conn *c, int i)
+{
+	char sub[16];
+	ck_assert_int_eq(str_fmt(sub, sizeof sub, "user%d", i), CS_OK);
+	const struct audit_entry e = { .ts = T0 + i, .actor = "system", .action = "grant.issued",
+	    .subject = sub, .outcome = "ok" };
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(audit_append(c, &e), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	return rawint("SELECT max(seq) FROM audit");
+}
+
+/* A writes 3, B 2, A 2, B 1: every chain's first entry is its
+ * audit.chain.opened; B's names A's newest entry then (*a3). */
+static void two_chains(int64_t *a3)
+{
+	open_second_writer();
+	for (int i = 0; i < 3; i++)
+		*a3 = append_via(sc, i);
+	append_via(sc2, 3);
+	append_via(sc2, 4);
+	append_via(sc, 5);
+	append_via(sc, 6);
+	append_via(sc2, 7);
+}
+
+START_TEST(test_audit_chains_two_writers_verify)
+{
+	int64_t a3 = 0;
+	char q[200];
+	two_chains(&a3);
+	ck_assert_int_eq(rawint("SELECT count(DISTINCT chain) FROM audit WHERE chain > 0"), 2);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit WHERE chain = 0"), 0);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit_chains WHERE chain > 0"), 2);
+	/* Each chain opens with its audit.chain.opened entry... */
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit AS a WHERE action = 'audit.chain.opened' "
+	    "AND seq = (SELECT min(seq) FROM audit AS b WHERE b.chain = a.chain)"), 2);
+	/* ...the first names nobody, the second A's newest entry then. */
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit WHERE action = 'audit.chain.opened' "
+	    "AND detail = 'heads=none'"), 1);
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
+	    "'audit.chain.opened' AND detail LIKE 'heads=%%:%" PRId64 ":%%'", a3), CS_OK);
+	ck_assert_int_eq(rawint(q), 1);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_eq(r.entries, 10);
+	ck_assert_int_eq(r.chains, 2);
+	ck_assert_int_eq(r.crossrefs, 1);
+	close_second_writer();
+}
+END_TEST
+
+START_TEST(test_audit_chains_entry_moved_to_other_chain)
+{
+	int64_t a3 = 0;
+	char q[200];
+	two_chains(&a3);
+	/* An attacker with the database moves one of A's entries into B's chain
+	 * (content and link unchanged): it does not follow B's entry before it. */
+	ck_assert_int_eq(str_fmt(q, sizeof q, "UPDATE audit SET chain = (SELECT max(chain) FROM "
+	    "audit) WHERE seq = %" PRId64, a3), CS_OK);
+	rawsql(q);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_int_eq(r.broken, a3);
+	close_second_writer();
+}
+END_TEST
+
+/* A whole chain relabelled as another (every entry of B moved to a chain
+ * nobody has): each still follows the one before it, so only the chain's
+ * part in every link finds it, at B's first entry. */
+START_TEST(test_audit_chains_chain_relabelled)
+{
+	int64_t a3 = 0;
+	two_chains(&a3);
+	int64_t b_first = rawint("SELECT min(seq) FROM audit WHERE chain = (SELECT max(chain) FROM "
+	    "audit)");
+	rawsql("UPDATE audit SET chain = 99 WHERE chain = (SELECT max(chain) FROM audit)");
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_int_eq(r.broken, b_first);
+	close_second_writer();
+}
+END_TEST
+
+START_TEST(test_audit_chains_delete_middle_of_one)
+{
+	int64_t a3 = 0;
+	char q[300];
+	two_chains(&a3);
+	/* A's entry before a3 goes: a3 no longer follows the one before it in A. */
+	ck_assert_int_eq(str_fmt(q, sizeof q, "DELETE FROM audit WHERE seq = (SELECT max(seq) FROM "
+	    "audit WHERE seq < %" PRId64 " AND chain = (SELECT chain FROM audit WHERE seq = %" PRId64
+	    "))", a3, a3), CS_OK);
+	rawsql(q);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_int_eq(r.broken, a3);
+	ck_assert_msg(strstr(r.why, "in chain") != NULL, "why: %s", r.why);
+	close_second_writer();
+}
+END_TEST
+
+/* The cut-the-tail test, per chain: cutting A's tail is found by the head A
+ * published, and -- below what B's first entry names -- by B's
+ * cross-reference even without it; a cut above both is seen by neither
+ * verify alone (the window docs/reference.md states). */
+START_TEST(test_audit_chains_cut_tail)
+{
+	int64_t a3 = 0;
+	char q[300];
+	struct audit_head a_head;
+	two_chains(&a3);
+	int64_t chain_a = rawint("SELECT chain FROM audit WHERE seq = 1");
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT max(seq) FROM audit WHERE chain = %" PRId64,
+	    chain_a), CS_OK);
+	int64_t a_last = rawint(q);
+	/* A's newest entry as A published it ("N:LINK"). */
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT seq || ':' || lower(hex(link)) FROM audit "
+	    "WHERE seq = %" PRId64, a_last), CS_OK);
+	{
+		sqlite3_stmt *x = NULL;
+		ck_assert_int_eq(sqlite3_prepare_v2(raw, q, -1, &x, NULL), SQLITE_OK);
+		ck_assert_int_eq(sqlite3_step(x), SQLITE_ROW);
+		ck_assert_int_eq(audit_head_parse((const char *)sqlite3_column_text(x, 0), &a_head),
+		    CS_OK);
+		sqlite3_finalize(x);
+	}
+	/* 1. Cut A's last entry only (above what B names): verify alone cannot
+	 * see it; the head A published can. */
+	ck_assert_int_eq(str_fmt(q, sizeof q, "DELETE FROM audit WHERE seq = %" PRId64, a_last),
+	    CS_OK);
+	rawsql(q);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_int_eq(r.ok, 1);
+	r = verify_with(&mk, &a_head);
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_int_eq(r.head_missing, 1);
+	ck_assert_int_eq(r.broken, a_last);
+	/* 2. Cut A's tail down below the entry B's first entry names: B's
+	 * cross-reference finds it with no published head at all. */
+	ck_assert_int_eq(str_fmt(q, sizeof q, "DELETE FROM audit WHERE chain = %" PRId64
+	    " AND seq >= %" PRId64, chain_a, a3), CS_OK);
+	rawsql(q);
+	r = verify_with(&mk, NULL);
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_msg(strstr(r.why, "which is missing") != NULL, "why: %s", r.why);
+	ck_assert_int_eq(r.broken, rawint("SELECT seq FROM audit WHERE action = "
+	    "'audit.chain.opened' AND detail <> 'heads=none'"));
+	close_second_writer();
+}
+END_TEST
+
+START_TEST(test_audit_chains_prune_and_go_on)
+{
+	int64_t a3 = 0, removed = 0;
+	two_chains(&a3);
+	/* Everything before T0 + 100 goes but the newest entry: both chains are
+	 * anchored, each at its own last entry removed. */
+	ck_assert_int_eq(audit_prune(sc, T0 + 100, 0, 100, T0 + 200, &removed), CS_OK);
+	ck_assert_int_eq(removed, 9);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), 1);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit_anchor"), 2);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	/* Both writers go on, A's from its anchor. */
+	append_via(sc, 8);
+	append_via(sc2, 9);
+	append_via(sc, 10);
+	r = verify_with(&mk, NULL);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_eq(r.entries, 4);
+	/* An anchor moved to another chain does not verify. */
+	rawsql("UPDATE audit_anchor SET chain = chain + 100 WHERE chain = (SELECT min(chain) FROM "
+	    "audit_anchor)");
+	ck_assert_int_eq(verify_with(&mk, NULL).ok, 0);
+	close_second_writer();
+}
+END_TEST
+
+START_TEST(test_audit_chains_rekey)
+{
+	int64_t a3 = 0;
+	struct rekey_report rep;
+	two_chains(&a3);
+	ck_assert_int_eq(vault_rekey(sc, &mk, &mk2, T0 + 10, &rep), CS_OK);
+	struct audit_verify_result r = verify_with(&mk2, NULL);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_eq(r.chains, 2);
+	ck_assert_int_eq(verify_with(&mk, NULL).ok, 0);
+	close_second_writer();
+}
+END_TEST
+
 static Suite *audit_suite(void)
 {
 	Suite *s = suite_create("audit");
@@ -1097,6 +1318,13 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, test_audit_publish_behind_at_commit);
 	tcase_add_test(tc, test_audit_publish_start_catches_up);
 	tcase_add_test(tc, test_audit_publish_log_only);
+	tcase_add_test(tc, test_audit_chains_two_writers_verify);
+	tcase_add_test(tc, test_audit_chains_entry_moved_to_other_chain);
+	tcase_add_test(tc, test_audit_chains_chain_relabelled);
+	tcase_add_test(tc, test_audit_chains_delete_middle_of_one);
+	tcase_add_test(tc, test_audit_chains_cut_tail);
+	tcase_add_test(tc, test_audit_chains_prune_and_go_on);
+	tcase_add_test(tc, test_audit_chains_rekey);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1072,6 +1072,17 @@ END_TEST
  * not read again (a batch of entries reads the head once); a relink makes
  * it read again; the next transaction reads the table. */
 static const char SQL_AUDIT_COUNT[] = "SELECT count(*) FROM audit";
+/* SQLite's next number is one past the highest given; PostgreSQL's comes
+ * from the process's block (migrations/pg/0028): above every number given,
+ * and a new one at every ask. */
+static void next_above(const struct store_audit_head *h)
+{
+	if (tu_pg_url == NULL)
+		ck_assert_int_eq(h->next, h->seq + 1);
+	else
+		ck_assert_int_gt(h->next, h->seq);
+}
+
 START_TEST(test_store_audit_head_known)
 {
 	struct fixture f;
@@ -1110,13 +1121,13 @@ START_TEST(test_store_audit_head_known)
 	ck_assert_int_eq(store_audit_set_link(c, 2, l3, "mk2"), CS_OK);
 	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
 	ck_assert_int_eq(h.seq, 2);
-	ck_assert_int_eq(h.next, 3);
+	next_above(&h);
 	ck_assert_int_eq(memcmp(h.link, l3, sizeof l3), 0);
 	ck_assert_int_eq(store_commit(c), CS_OK);
 	ck_assert_int_eq(store_begin(c), CS_OK);
 	ck_assert_int_eq(store_audit_head(c, &h), CS_OK);
 	ck_assert_int_eq(h.seq, 2);
-	ck_assert_int_eq(h.next, 3);
+	next_above(&h);
 	ck_assert_int_eq(memcmp(h.link, l3, sizeof l3), 0);
 	store_rollback(c);
 	store_close(s);
