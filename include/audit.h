@@ -53,10 +53,11 @@ enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
     const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
     unsigned char out[AUDIT_LINK_LEN]) CS_MUST_CHECK;
 /* audit_link for an entry of chain (migration 0028: one chain per writer on
- * PostgreSQL): prev is the link of the chain's previous entry, and the chain
- * is part of what the link covers (chain 0's links are audit_link's). */
+ * PostgreSQL): prev is the link of the chain's previous entry, prev_seq its
+ * number (0: none), and both the chain and prev_seq are part of what the
+ * link covers (chain 0's links are audit_link's, prev_seq unused). */
 enum cs_err audit_link_chain(const unsigned char key[AUDIT_LINK_LEN],
-    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, int64_t chain,
+    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, int64_t chain, int64_t prev_seq,
     const struct audit_entry *e, unsigned char out[AUDIT_LINK_LEN]) CS_MUST_CHECK;
 
 /* Appends one entry, numbered and linked to the head.  Call inside the
@@ -67,6 +68,10 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e) CS_M
 /* audit_append in a transaction of its own (begin, append, commit; rolled
  * back on failure), for an entry that goes with no other write. */
 enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
+/* The open transaction is about to append n entries: with many writers
+ * (PostgreSQL) their numbers come from the database in one round trip
+ * rather than one each.  A hint; appends work without it. */
+enum cs_err audit_expect(struct store_conn *c, size_t n) CS_MUST_CHECK;
 /* The detail of a refusal entry that names the request's path (dpop.refused,
  * gateway.auth.refused): before, the path, after, as one text of at most
  * AUDIT_REFUSAL_DETAIL_MAX bytes.  One rule for every such entry: a path that

@@ -15,9 +15,9 @@
  * (link_len 0 when the row has no link), or, when every entry of the chain
  * was pruned, its anchor's; and next, the seq the next entry takes: above
  * every seq ever handed out (SQLite: AUTOINCREMENT's high-water mark, so a
- * deleted tail leaves a gap; PostgreSQL: the next of a block of numbers
- * this process reserved from audit's sequence).  A chain with no entry
- * gives seq 0, link_len 0. */
+ * deleted tail leaves a gap; PostgreSQL: audit's sequence, whose numbers
+ * grow across every writer, with gaps where a transaction rolled back).  A
+ * chain with no entry gives seq 0, link_len 0. */
 struct store_audit_head {
 	int64_t       chain;
 	int64_t       seq;
@@ -26,6 +26,10 @@ struct store_audit_head {
 	int64_t       next;
 };
 enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out) CS_MUST_CHECK;
+/* The open transaction will append n entries (a batch): their numbers are
+ * taken from the database in one round trip (many writers; at most
+ * STORE_AUDIT_RESERVE).  A hint: without it each append takes its own. */
+enum cs_err store_audit_reserve(struct store_conn *c, size_t n) CS_MUST_CHECK;
 /* The newest entry of every chain (the highest seq): *seq 0 and link zeros
  * when the log is empty. */
 enum cs_err store_audit_last(struct store_conn *c, int64_t *seq,
@@ -58,6 +62,7 @@ enum cs_err store_audit_chain_ends(struct store_conn *c, struct store_audit_chai
  * audit_entry's fields: the store knows no audit type). */
 struct store_audit_fields {
 	int64_t     chain;
+	int64_t     prev_seq;        /* chain > 0: the seq of the chain's entry before (0: none) */
 	int64_t     ts;
 	const char *actor, *action, *subject, *agent, *resource, *scopes, *consent_id,
 	            *request_id, *outcome, *detail;
@@ -72,7 +77,7 @@ enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fi
 struct store_audit_row {         /* caller-owned; release with store_audit_rows_free() */
 	char          *block;        /* the one allocation actor .. master_kid point into
 	                                (store_cols_text): freed whole, never a field */
-	int64_t        seq, ts, chain;
+	int64_t        seq, ts, chain, prev_seq;
 	char          *actor, *action, *subject, *agent, *resource, *scopes;
 	char          *consent_id, *request_id, *outcome, *detail;
 	unsigned char *link;         /* NULL when the column is NULL */

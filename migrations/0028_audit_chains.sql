@@ -1,12 +1,14 @@
 -- 0028: one audit chain per writer (issue #34, goal 4).  Each entry names its
--- chain; its link covers the chain and follows the previous entry OF THAT CHAIN
--- (server/audit.c), so writers that append to different chains never wait for
--- each other.  Entry numbers (seq) stay unique across chains and are the
+-- chain and the number of that chain's entry before it (prev_seq; 0 for chain
+-- 0, whose numbers have no gap); its link covers both and follows the previous
+-- entry OF THAT CHAIN (server/audit.c), so writers that append to different
+-- chains never wait for each other.  Entry numbers (seq) stay unique across chains and are the
 -- entries' order for readers.  Chain 0 is every entry written before this
 -- migration and, on SQLite (one writer), every entry after it too; on
 -- PostgreSQL each consentd process claims a chain of its own in audit_chains
 -- the first time it appends.  audit_anchor gets one row per pruned chain.
 ALTER TABLE audit ADD COLUMN chain INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE audit ADD COLUMN prev_seq INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX audit_chain ON audit(chain, seq);
 
 CREATE TABLE audit_chains (

@@ -242,15 +242,16 @@ enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
     const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
     unsigned char out[AUDIT_LINK_LEN])
 {
-	return audit_link_chain(key, prev, seq, 0, e, out);
+	return audit_link_chain(key, prev, seq, 0, 0, e, out);
 }
 
 /* An entry of chain > 0 (migration 0028) adds, after seq and ts, the tag 0x02
- * -- never the first byte of a field's encoding (0x00, 0x01) -- and the chain
- * as 8 bytes big-endian, so that no entry can be moved to another chain, and
- * chain 0's links are what they always were. */
+ * -- never the first byte of a field's encoding (0x00, 0x01) -- then the
+ * chain and the number of the chain's entry before it, 8 bytes big-endian
+ * each: no entry can be moved to another chain, and chain 0's links are what
+ * they always were. */
 enum cs_err audit_link_chain(const unsigned char key[AUDIT_LINK_LEN],
-    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, int64_t chain_id,
+    const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, int64_t chain_id, int64_t prev_seq,
     const struct audit_entry *e, unsigned char out[AUDIT_LINK_LEN])
 {
 	const char *fields[AUDIT_NFIELDS] = {
@@ -275,9 +276,10 @@ enum cs_err audit_link_chain(const unsigned char key[AUDIT_LINK_LEN],
 	    EVP_MAC_update(h, prev, AUDIT_LINK_LEN) != 1 || EVP_MAC_update(h, hdr, sizeof hdr) != 1)
 		goto out;
 	if (chain_id != 0) {
-		unsigned char ctag[9];
+		unsigned char ctag[17];
 		ctag[0] = 2;
 		put_u64(ctag + 1, (uint64_t)chain_id);
+		put_u64(ctag + 9, (uint64_t)prev_seq);
 		if (EVP_MAC_update(h, ctag, sizeof ctag) != 1)
 			goto out;
 	}
@@ -359,7 +361,7 @@ static enum cs_err anchor_mac(const unsigned char key[AUDIT_LINK_LEN],
     const struct store_audit_anchor *a, unsigned char out[AUDIT_LINK_LEN])
 {
 	const struct audit_entry e = { .action = "audit.anchor" };
-	return audit_link_chain(key, a->link, a->seq, a->chain, &e, out);
+	return audit_link_chain(key, a->link, a->seq, a->chain, 0, &e, out);
 }
 
 /* --- append -------------------------------------------------------------- */
@@ -382,9 +384,10 @@ static enum cs_err append_one(struct store_conn *c, const unsigned char key[AUDI
 	memset(prev, 0, sizeof prev);
 	if (h.link_len == AUDIT_LINK_LEN)
 		memcpy(prev, h.link, AUDIT_LINK_LEN);
-	if ((err = audit_link_chain(key, prev, h.next, h.chain, e, link)) != CS_OK)
+	if ((err = audit_link_chain(key, prev, h.next, h.chain, h.seq, e, link)) != CS_OK)
 		return err;
-	return store_audit_append(c, &(struct store_audit_fields){ .chain = h.chain, .ts = e->ts,
+	return store_audit_append(c, &(struct store_audit_fields){ .chain = h.chain,
+	    .prev_seq = h.seq, .ts = e->ts,
 	    .actor = e->actor, .action = e->action, .subject = e->subject, .agent = e->agent,
 	    .resource = e->resource, .scopes = e->scopes, .consent_id = e->consent_id,
 	    .request_id = e->request_id, .outcome = e->outcome, .detail = e->detail },
@@ -465,6 +468,13 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 	err = append_with(c, key, kid, e);
 	OPENSSL_cleanse(key, sizeof key);
 	return err;
+}
+
+enum cs_err audit_expect(struct store_conn *c, size_t n)
+{
+	if (c == NULL || n == 0)
+		return CS_EINVAL;
+	return store_audit_reserve(c, n);
 }
 
 enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e)
@@ -591,6 +601,7 @@ struct chain_at {
 	int64_t       chain;
 	unsigned char prev[AUDIT_LINK_LEN];  /* the link its next entry follows */
 	int64_t       anchor;                /* its anchor's seq; 0 when never pruned */
+	int64_t       last;                  /* its last entry walked (or its anchor's) */
 	int64_t       pruned;                /* prune: its last entry removed now; 0 none */
 };
 struct chains {
@@ -662,6 +673,7 @@ static enum cs_err chains_load(struct store_conn *c, const unsigned char key[AUD
 		}
 		memcpy(ch->prev, a[i].link, AUDIT_LINK_LEN);
 		ch->anchor = a[i].seq;
+		ch->last = a[i].seq;
 		if (a[i].seq > *through)
 			*through = a[i].seq;
 	}
@@ -772,7 +784,18 @@ static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *
 		goto done;
 	}
 	row_entry(r, &e);
-	if ((err = audit_link_chain(w->key, ch->prev, r->seq, r->chain, &e, link)) != CS_OK)
+	/* A chain of its own names the entry before each of its entries: one
+	 * removed from the middle is named, as chain 0's numbers name it. */
+	if (r->chain != 0 && r->prev_seq != ch->last) {
+		if (r->prev_seq > ch->last)
+			broken(res, r->seq, "entry %" PRId64 " before it is missing", r->prev_seq);
+		else
+			broken(res, r->seq, "it follows entry %" PRId64 " of chain %" PRId64 ", whose "
+			    "last entry was %" PRId64, r->prev_seq, r->chain, ch->last);
+		goto done;
+	}
+	if ((err = audit_link_chain(w->key, ch->prev, r->seq, r->chain, r->prev_seq, &e,
+	    link)) != CS_OK)
 		return err;
 	/* SECURITY: links compared in constant time. */
 	if (CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
@@ -804,6 +827,7 @@ static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *
 	if (r->action != NULL && strcmp(r->action, "master-key-rotated") == 0)
 		w->rotated = r->seq;
 	memcpy(ch->prev, link, AUDIT_LINK_LEN);
+	ch->last = r->seq;
 	res->entries++;
 	res->head.seq = r->seq;
 	hex_encode(link, AUDIT_LINK_LEN, res->head.hex);
@@ -967,7 +991,8 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int6
 		row_entry(&rows[i], &e);
 		err = CS_ECRYPTO;
 		if (rows[i].chain < 0 || rows[i].link == NULL || rows[i].link_len != AUDIT_LINK_LEN ||
-		    audit_link_chain(key, ch->prev, rows[i].seq, rows[i].chain, &e, link) != CS_OK ||
+		    audit_link_chain(key, ch->prev, rows[i].seq, rows[i].chain, rows[i].prev_seq, &e,
+		    link) != CS_OK ||
 		    CRYPTO_memcmp(link, rows[i].link, AUDIT_LINK_LEN) != 0) {
 			log_msg(LOG_ERROR, "audit: entry %" PRId64 " does not verify; not pruning",
 			    rows[i].seq);
@@ -1035,7 +1060,8 @@ static enum cs_err relink_row(void *arg, const struct store_audit_row *r, bool *
 	if ((ch = chain_get(&w->cs, r->chain)) == NULL)
 		return CS_ENOMEM;
 	row_entry(r, &e);
-	if ((err = audit_link_chain(w->key, ch->prev, r->seq, r->chain, &e, link)) != CS_OK ||
+	if ((err = audit_link_chain(w->key, ch->prev, r->seq, r->chain, r->prev_seq, &e,
+	    link)) != CS_OK ||
 	    (err = store_audit_set_link(w->c, r->seq, link, w->new_mk->kid)) != CS_OK)
 		return err;
 	memcpy(ch->prev, link, AUDIT_LINK_LEN);

@@ -208,6 +208,8 @@ static enum cs_err write_batch(struct audit_queue *q, size_t *wrote)
 	}
 	if ((e = store_begin(c)) != CS_OK)
 		goto failed;
+	/* The batch's numbers in one round trip (many writers: PostgreSQL). */
+	e = audit_expect(c, n + 1);
 	for (size_t i = 0; i < n && e == CS_OK; i++)
 		e = audit_append(c, &q->ring[(head + i) % q->cap]->e);
 	if (e == CS_OK)

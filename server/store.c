@@ -31,6 +31,8 @@ struct store_conn {
 	struct store_audit_mark audit;    /* the last audit entry the open transaction appended */
 	bool               head_known;    /* audit is the chain's head (store_audit_head_known) */
 	bool               head_rewritten;   /* this transaction relinked or pruned entries */
+	int64_t            nums[STORE_AUDIT_RESERVE];   /* entry numbers this transaction took */
+	size_t             nnums, inums;  /* how many, and the next to use */
 };
 
 struct store {
@@ -52,7 +54,6 @@ struct store {
 	bool               head_cached;   /* head_*: the chain's committed head (be->own_chains) */
 	int64_t            head_seq;
 	unsigned char      head_link[STORE_AUDIT_LINK_LEN];
-	int64_t            num_next, num_end;   /* entry numbers reserved: [next, end) */
 };
 
 /* --- connections ------------------------------------------------------- */
@@ -614,6 +615,7 @@ enum cs_err store_begin(struct store_conn *c)
 	c->audit.set = false;
 	c->head_known = false;
 	c->head_rewritten = false;
+	c->nnums = c->inums = 0;
 	if ((e = c->s->be->begin(c->k)) == CS_OK)
 		c->in_tx = true;
 	return e;
@@ -741,28 +743,26 @@ bool store_audit_chain_head(struct store_conn *c, int64_t *seq,
 	return have;
 }
 
-bool store_audit_numbers_in_blocks(struct store_conn *c)
+bool store_audit_numbers_from_sequence(struct store_conn *c)
 {
 	return c->s->be->own_chains;
 }
 
 bool store_audit_number_take(struct store_conn *c, int64_t *seq)
 {
-	bool have;
-	pthread_mutex_lock(&c->s->chain_lock);
-	have = c->s->num_next < c->s->num_end;
-	if (have)
-		*seq = c->s->num_next++;
-	pthread_mutex_unlock(&c->s->chain_lock);
-	return have;
+	if (!c->in_tx || c->inums >= c->nnums)
+		return false;
+	*seq = c->nums[c->inums++];
+	return true;
 }
 
-void store_audit_numbers_add(struct store_conn *c, int64_t first, int64_t count)
+void store_audit_numbers_add(struct store_conn *c, const int64_t *v, size_t n)
 {
-	pthread_mutex_lock(&c->s->chain_lock);
-	c->s->num_next = first;
-	c->s->num_end = first + count;
-	pthread_mutex_unlock(&c->s->chain_lock);
+	if (n > STORE_AUDIT_RESERVE)
+		n = STORE_AUDIT_RESERVE;
+	memcpy(c->nums, v, n * sizeof *v);
+	c->nnums = n;
+	c->inums = 0;
 }
 
 void store_set_audit_hook(struct store *s, store_audit_hook fn, void *arg)

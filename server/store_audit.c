@@ -11,7 +11,7 @@
 
 #define AUDIT_COLS \
 	"seq, ts, actor, action, subject, agent, resource, scopes, consent_id, request_id, " \
-	"outcome, detail, link, master_kid, chain FROM audit "
+	"outcome, detail, link, master_kid, chain, prev_seq FROM audit "
 
 /* A chain's head and the next number in one statement (one round trip on
  * PostgreSQL): the highest number ever given (SQLite's sqlite_sequence
@@ -29,12 +29,13 @@ static const char SQL_AUDIT_HEAD_PG[] =
     "FROM (SELECT 1 AS one) AS o LEFT JOIN "
     "(SELECT seq, link FROM audit WHERE chain = ?1 ORDER BY seq DESC LIMIT 1) AS h ON 1 = 1 "
     "LEFT JOIN audit_anchor AS a ON a.chain = ?1";
-/* A block of STORE_AUDIT_BLOCK numbers (migrations/pg/0028: audit's identity
- * sequence counts in steps of that size); SQLite never asks (one writer). */
-#define STORE_AUDIT_BLOCK 64
-static const char SQL_AUDIT_BLOCK[] =
-    "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0) + 1";
-static const char SQL_AUDIT_BLOCK_PG[] = "SELECT nextval(pg_get_serial_sequence('audit', 'seq'))";
+/* Entry numbers for the appends of one transaction (?1 of them), from
+ * audit's sequence (many writers: migrations/pg/0028); SQLite never asks
+ * (one writer: the head's next). */
+static const char SQL_AUDIT_NUMBERS[] =
+    "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0) + ?1";
+static const char SQL_AUDIT_NUMBERS_PG[] =
+    "SELECT nextval(pg_get_serial_sequence('audit', 'seq')) FROM generate_series(1, ?1)";
 static const char SQL_AUDIT_LAST[] = "SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1";
 static const char SQL_CHAIN_CLAIM[] =
     "INSERT INTO audit_chains (opened_at) VALUES (?1) RETURNING chain";
@@ -48,8 +49,8 @@ static const char SQL_CHAIN_ENDS[] =
     "FROM audit_chains AS c ORDER BY c.chain";
 static const char SQL_AUDIT_APPEND[] =
     "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
-    "request_id, outcome, detail, link, master_kid, chain) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+    "request_id, outcome, detail, link, master_kid, chain, prev_seq) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 static const char SQL_AUDIT_PAGE[] = "SELECT " AUDIT_COLS "WHERE seq > ?1 ORDER BY seq LIMIT ?2";
 /* The anchor's link stands for the pruned entry it names (audit_heads_check). */
 static const char SQL_AUDIT_LINK_AT[] =
@@ -87,20 +88,49 @@ static const char SQL_OUTBOX_RESEAL[] =
 
 #define PAGE_MAX 10000               /* rows per page, bounded by the caller too */
 
-/* The next entry number from the process's block, reserving a new block
- * when it is used up (own chains: numbers unique across processes). */
+enum cs_err store_audit_reserve(struct store_conn *c, size_t n)
+{
+	int64_t v[STORE_AUDIT_RESERVE];
+	size_t k = 0;
+	enum cs_err e;
+	struct store_stmt *st;
+
+	if (c == NULL || n == 0)
+		return CS_EINVAL;
+	if (!store_audit_numbers_from_sequence(c))
+		return CS_OK;                /* one writer: each append's head says */
+	if (n > STORE_AUDIT_RESERVE)
+		n = STORE_AUDIT_RESERVE;
+	if ((st = store_query(c, store_dialect_sql(c, SQL_AUDIT_NUMBERS, SQL_AUDIT_NUMBERS_PG),
+	    STORE_VALS(SV_INT((int64_t)n)), &e)) == NULL)
+		return e;
+	while (k < n && (e = store_step(c, st)) == CS_OK)
+		v[k++] = store_col_int64(st, 0);
+	store_stmt_done(st);
+	if (e != CS_OK && e != CS_ENOENT)
+		return e;
+	if (k == 0)
+		return CS_EDB;
+	/* In order: the chain's numbers must only grow. */
+	for (size_t i = 1; i < k; i++)
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			int64_t t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	store_audit_numbers_add(c, v, k);
+	return CS_OK;
+}
+
+/* The next entry number the transaction took from the sequence, taking one
+ * more when it has none left. */
 static enum cs_err next_number(struct store_conn *c, int64_t *seq)
 {
-	int64_t first = 0;
 	enum cs_err e;
 	if (store_audit_number_take(c, seq))
 		return CS_OK;
-	if ((e = store_aggregate(c, store_dialect_sql(c, SQL_AUDIT_BLOCK, SQL_AUDIT_BLOCK_PG),
-	    NULL, 0, &first, 1)) != CS_OK)
+	if ((e = store_audit_reserve(c, 1)) != CS_OK)
 		return e;
-	if (first < 1 || first > INT64_MAX - STORE_AUDIT_BLOCK)
-		return CS_ETOOBIG;
-	store_audit_numbers_add(c, first, STORE_AUDIT_BLOCK);
 	return store_audit_number_take(c, seq) ? CS_OK : CS_EDB;
 }
 
@@ -137,7 +167,7 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
 	h.chain = store_audit_chain_of(c, &own);
-	blocks = store_audit_numbers_in_blocks(c);
+	blocks = store_audit_numbers_from_sequence(c);
 	/* After this transaction's own append its entry is the head: no round
 	 * trip (a batch of entries in one transaction reads the head once).  With
 	 * chains of their own, the process's last commit left it (nobody else
@@ -285,7 +315,8 @@ enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fi
 	    SV_INT(a->ts), SV_TEXT(a->actor), SV_TEXT(a->action), SV_TEXT(a->subject),
 	    SV_TEXT(a->agent), SV_TEXT(a->resource), SV_TEXT(a->scopes), SV_TEXT(a->consent_id),
 	    SV_TEXT(a->request_id), SV_TEXT(a->outcome), SV_TEXT(a->detail),
-	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid), SV_INT(a->chain)));
+	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid), SV_INT(a->chain),
+	    SV_INT(a->chain != 0 ? a->prev_seq : 0)));
 	if (e == CS_OK)
 		store_audit_appended(c, seq, link);
 	return e;
@@ -332,6 +363,7 @@ static const struct store_member audit_members[] = {
 	STORE_BLOB_OR_NULL(struct store_audit_row, link, link_len),
 	STORE_TEXT_OR_NULL(struct store_audit_row, master_kid),
 	STORE_INT64(struct store_audit_row, chain),
+	STORE_INT64(struct store_audit_row, prev_seq),
 };
 
 static const struct store_row_type audit_rows =

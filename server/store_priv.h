@@ -303,12 +303,15 @@ void store_audit_chain_claimed(struct store_conn *c, int64_t chain);
  * own_chains only: nobody else appends to it): true with *seq and link. */
 bool store_audit_chain_head(struct store_conn *c, int64_t *seq,
     unsigned char link[STORE_AUDIT_LINK_LEN]);
-/* Whether entry numbers come in blocks reserved by the process
- * (store_backend own_chains), from store_audit_number_take; then
- * store_audit_numbers_add reserves [first, first + count) when it is empty. */
-bool store_audit_numbers_in_blocks(struct store_conn *c);
+/* Whether entry numbers come from the database's sequence (store_backend
+ * own_chains: many writers), taken by the transaction ahead of its appends
+ * (store_audit_reserve): store_audit_number_take hands out the next one
+ * (false when none is left), store_audit_numbers_add keeps n (at most
+ * STORE_AUDIT_RESERVE) for the open transaction. */
+#define STORE_AUDIT_RESERVE 64
+bool store_audit_numbers_from_sequence(struct store_conn *c);
 bool store_audit_number_take(struct store_conn *c, int64_t *seq);
-void store_audit_numbers_add(struct store_conn *c, int64_t first, int64_t count);
+void store_audit_numbers_add(struct store_conn *c, const int64_t *v, size_t n);
 /* The group commit as seen from outside, for tests and benchmarks: callers
  * waiting for the writer's turn now, and since store_open the COMMITs made
  * (batches), the transactions they made durable and the WAL checkpoints run

@@ -1,16 +1,17 @@
 -- 0028: one audit chain per writer (issue #34, goal 4).  Each entry names its
--- chain; its link covers the chain and follows the previous entry OF THAT CHAIN
--- (server/audit.c), so nodes that append to different chains never wait for
--- each other.  Entry numbers (seq) stay unique across chains: a process takes
--- them from audit's identity sequence in blocks of 64 (INCREMENT BY 64: one
--- nextval reserves [n, n + 64)), so numbers are unique and grow within each
--- chain, with gaps.  Chain 0 is every entry written before this migration; each
+-- chain and the number of that chain's entry before it (prev_seq); its link
+-- covers both and follows the previous entry OF THAT CHAIN (server/audit.c),
+-- so nodes that append to different chains never wait for each other.  Entry
+-- numbers (seq) stay unique across chains: each transaction takes them from
+-- audit's identity sequence (set here past every number given), so they grow
+-- within each chain and across nodes in about the order of time, with a gap
+-- where a transaction rolled back.  Chain 0 is every entry written before this migration; each
 -- consentd process claims a chain of its own in audit_chains the first time it
 -- appends.  audit_anchor gets one row per pruned chain.
 -- PostgreSQL form of migrations/0028_audit_chains.sql.
 ALTER TABLE audit ADD COLUMN chain BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE audit ADD COLUMN prev_seq BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX audit_chain ON audit(chain, seq);
-ALTER TABLE audit ALTER COLUMN seq SET INCREMENT BY 64;
 SELECT setval(pg_get_serial_sequence('audit', 'seq'),
 	GREATEST((SELECT COALESCE(max(seq), 0) FROM audit),
 	         (SELECT COALESCE(max(seq), 0) FROM audit_anchor)) + 1, false);
