@@ -31,8 +31,8 @@
  * after the turn was had, so the node's previous transaction is in it.
  * A node so writes at most 1 / (the time a transaction holds the turn)
  * transactions a second (consentd_db_lock_hold_seconds; waits:
- * consentd_db_lock_wait_seconds), the cluster that times the nodes, less
- * its conflicts; and that time is mostly round trips: a write whose answer
+ * consentd_db_lock_wait_seconds), and the cluster at most that many times
+ * its nodes, less what conflicts cost; that time is mostly round trips: a write whose answer
  * nothing reads (store_run_later: an audit entry, a grant row) is sent
  * without waiting and goes in one flight with the next statement or the
  * COMMIT (libpq's pipeline mode, below). */
