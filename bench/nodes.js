@@ -11,8 +11,9 @@
 // that they stay correct at load, not that they scale (see BENCHMARKS.md for what would).
 //
 // After the POST /token runs each PostgreSQL setup prints, from the nodes' /metrics, how
-// often a transaction waited for the write lock (consentd_db_lock_wait_seconds) and how long
-// each held it (consentd_db_lock_hold_seconds): the cluster's ceiling is 1 / the hold time.
+// often a transaction waited for its node's writer turn (consentd_db_lock_wait_seconds) and
+// how long each held it (consentd_db_lock_hold_seconds): each node's ceiling is 1 / the hold
+// time (the nodes' transactions run at once, SERIALIZABLE; conflicts answer 503).
 // SETUPS=pg1,pg2 runs only those setups; PG_STATEMENTS=1 loads pg_stat_statements into the
 // server and prints each statement's calls per grant and server time (issue 34, goal 4).
 //
@@ -132,10 +133,10 @@ async function measure(label, { pg, nodes }) {
         };
         out.lock.waitShare = out.lock.waits / holds;
         out.lock.ceiling = 1000 / out.lock.holdMs;
-        console.log(`  ${label} write lock: ${holds} transactions (${out.lock.grants} grants), `
+        console.log(`  ${label} writer turn: ${holds} transactions (${out.lock.grants} grants), `
           + `${out.lock.waits} waited (${(100 * out.lock.waitShare).toFixed(1)} %, mean wait `
           + `${out.lock.waitMs.toFixed(3)} ms), mean hold ${out.lock.holdMs.toFixed(3)} ms: `
-          + `ceiling ${Math.round(out.lock.ceiling)} transactions/s`);
+          + `ceiling ${Math.round(out.lock.ceiling)} transactions/s a node`);
         if (PG_STATEMENTS) {
           const g = out.lock.grants;
           const st = psql('SELECT calls, round(mean_exec_time::numeric, 4), '

@@ -67,10 +67,10 @@ enum cs_err store_flight_begin(struct store_conn *c, const char *key) CS_MUST_CH
 void store_flight_end(struct store_conn *c);
 /* `consentd db copy`: every row of a SQLite store (from) into an empty
  * PostgreSQL store (to) of the same schema version, in one read snapshot of
- * from and one transaction of to (which holds the write lock of every node
- * meanwhile), tables parents first, each in its rowid order; then the
- * identity sequences past the highest ids, and each table's count held
- * against the source's.  A destination with any row is refused
+ * from and one SERIALIZABLE transaction of to (a node writing meanwhile
+ * makes one of the two fail), tables parents first, each in its rowid
+ * order; then the identity sequences past the highest ids, and each
+ * table's count held against the source's.  A destination with any row is refused
  * (CS_EEXIST); nothing is written unless everything is.  report gets the
  * tables and their counts. */
 #define STORE_COPY_TABLES 64
@@ -109,11 +109,18 @@ enum cs_err store_backup(struct store_conn *c, const char *dest_path) CS_MUST_CH
 /* A cheap "is the database there" check for /readyz. */
 enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
 
-/* Transactions, one at a time per connection, serialised across threads and
- * made durable in groups (the group commit, store_sqlite.c):
+/* Transactions, one at a time per connection, serialised across the threads
+ * of a process (one writer per store) and, on SQLite, made durable in groups
+ * (the group commit, store_sqlite.c):
  * - store_begin waits for the writer's turn: CS_EBUSY (answer 503) when
  *   the write queue is full, the store is stopping, or no turn came within
  *   5 s.  Nested transactions are refused (CS_EDB).
+ * - On PostgreSQL the turn is the process's only: other processes (nodes)
+ *   on the same database run their transactions at the same time, each at
+ *   ISOLATION LEVEL SERIALIZABLE, so a read-check-write between store_begin
+ *   and store_commit holds against them too: of two that conflict, one
+ *   fails with CS_EBUSY (answer 503) at a statement or at store_commit,
+ *   and is rolled back whole.  Nothing retries it below this line.
  * - store_commit returns CS_OK only when the transaction's writes are
  *   durable (synchronous = FULL), committed together with those of the
  *   transactions that ended around it; an error means none of its writes

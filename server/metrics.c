@@ -450,13 +450,17 @@ static const struct {
 	    "once (503) because [database] write_queue callers already waited for the writer.",
 	    METRIC_COUNTER, NULL, NULL, 0 },
 	[M_DB_LOCK_WAIT] = { "consentd_db_lock_wait_seconds", "PostgreSQL: transactions that found "
-	    "the write lock held by another transaction (of this node or another) and waited, "
-	    "and how long each waited (_count is the number of waits).", METRIC_HISTOGRAM, NULL,
-	    b_lock, NB(b_lock) },
+	    "this node's writer turn held by another of its transactions and waited, and how long "
+	    "each waited (_count is the number of waits; other nodes' transactions are never "
+	    "waited for here).", METRIC_HISTOGRAM, NULL, b_lock, NB(b_lock) },
 	[M_DB_LOCK_HOLD] = { "consentd_db_lock_hold_seconds", "PostgreSQL: how long each "
-	    "transaction held the write lock, from the lock to its COMMIT's or ROLLBACK's answer "
-	    "(every node's transactions run one at a time: the cluster's transactions per second "
-	    "are at most 1 / this time).", METRIC_HISTOGRAM, NULL, b_lock, NB(b_lock) },
+	    "transaction held this node's writer turn, from the turn to its COMMIT's or ROLLBACK's "
+	    "answer (one transaction at a time per node: a node's transactions per second are at "
+	    "most 1 / this time).", METRIC_HISTOGRAM, NULL, b_lock, NB(b_lock) },
+	[M_DB_CONFLICTS] = { "consentd_db_conflicts_total", "PostgreSQL: transactions that failed "
+	    "with a serialisation failure or a deadlock (SQLSTATE 40001, 40P01): another node's "
+	    "concurrent transaction conflicted with them; each answered 503.", METRIC_COUNTER, NULL,
+	    NULL, 0 },
 	[M_CACHE_LOOKUPS] = { "consentd_cache_lookups_total", "Look-ups in the verification "
 	    "caches, by cache (subject_token: the IdP's signature on a subject token at /token; "
 	    "grant: consentd's signature on a grant at /introspect and /proxy) and outcome (hit, "

@@ -9,18 +9,33 @@
  * text, a blob bytea), and migrations/pg/ gives the same tables the same
  * columns as migrations/ does for SQLite (one schema contract).
  *
- * Transactions keep SQLite's one-writer semantics across every node: each
- * takes one transaction advisory lock (PG_WRITE_LOCK) before its first
- * statement, so the transactions of all nodes on one database run one at a
- * time, in one order -- the order the audit chain needs -- and a read-check-
- * write inside a transaction sees no other writer.  The lock goes with the
- * COMMIT or ROLLBACK, and with the connection if it dies.  The cluster so
- * writes at most 1 / (the time a transaction holds it) transactions a second
- * (consentd_db_lock_hold_seconds; waits: consentd_db_lock_wait_seconds), and
- * that time is mostly round trips: a write whose answer nothing reads
- * (store_run_later: an audit entry, a grant row) is sent without waiting and
- * goes in one flight with the next statement or the COMMIT (libpq's pipeline
- * mode, below). */
+ * Transactions: one writer per node, SERIALIZABLE across the nodes.
+ * - Within a process (a node) transactions run one at a time, as SQLite's
+ *   do: each takes the store's writer turn (struct pg_store's turn, an
+ *   in-process mutex and condition) before its BEGIN is sent and gives it
+ *   back when it ends -- COMMIT, ROLLBACK, or its connection lost or closed.
+ *   So a node's own transactions are in one order (the order of its audit
+ *   chain) and never conflict with each other.  The queue for the turn is
+ *   bounded ([database] write_queue) and so is the wait (PG_TURN_WAIT_S):
+ *   then CS_EBUSY, a 503.
+ * - Across nodes nothing is waited for in consentd: every transaction runs
+ *   at ISOLATION LEVEL SERIALIZABLE, so a read-check-write inside one is
+ *   safe against the other nodes' by construction: PostgreSQL's SSI aborts
+ *   one of two transactions whose reads and writes conflict, with SQLSTATE
+ *   40001 at a statement or at the COMMIT (or 40P01 for a deadlock).  That
+ *   is CS_EBUSY too (pg_err), counted once per transaction in
+ *   consentd_db_conflicts_total; the transaction is rolled back whole and
+ *   the client tries again.  Nothing retries here: the callers interleave
+ *   their own logic between store_begin and store_commit.
+ * SERIALIZABLE's snapshot is taken at the transaction's first statement,
+ * after the turn was had, so the node's previous transaction is in it.
+ * A node so writes at most 1 / (the time a transaction holds the turn)
+ * transactions a second (consentd_db_lock_hold_seconds; waits:
+ * consentd_db_lock_wait_seconds), and the cluster at most that many times
+ * its nodes, less what conflicts cost; that time is mostly round trips: a write whose answer
+ * nothing reads (store_run_later: an audit entry, a grant row) is sent
+ * without waiting and goes in one flight with the next statement or the
+ * COMMIT (libpq's pipeline mode, below). */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -41,10 +56,12 @@
 #include "metrics.h"
 #include "store_backend.h"
 
-/* Advisory lock keys: every transaction's, and the migrations'. */
-#define PG_WRITE_LOCK   "7165066974071780353"    /* 0x636f6e73656e7401: "consent", 01 */
+/* The migrations' advisory lock key (0x636f6e73656e7402: "consent", 02;
+ * 01 was the cluster-wide write lock every transaction took before). */
 #define PG_MIGRATE_LOCK "7165066974071780354"
-/* How long a transaction waits for the write lock: then CS_EBUSY (503). */
+/* How long a transaction waits for the node's writer turn, and for a row
+ * lock another node's transaction holds: then CS_EBUSY (503). */
+#define PG_TURN_WAIT_S 5
 #define PG_LOCK_WAIT "5s"
 #define PG_MAX_PARAMS 32
 #define PG_MAX_COLS 64                /* bytea columns decoded per row */
@@ -71,8 +88,18 @@ struct pg_store {
 	char           *url;
 	char           *password;         /* NULL when the URL's environment gives none */
 	bool            prepared;         /* named prepared statements (not behind a pooler) */
-	atomic_uint     waiting;          /* callers waiting for the write lock */
-	atomic_uint     queue_max;
+	/* The writer turn: one transaction at a time in this process.  A
+	 * condition rather than holding a mutex through the transaction: the
+	 * turn is given back by whichever thread ends it (store_close closes
+	 * other threads' connections), and the wait is bounded. */
+	pthread_mutex_t mu;
+	pthread_cond_t  turn_cv;          /* the turn became free */
+	pthread_cond_t  done_cv;          /* a turn or a wait ended while stopping */
+	bool            busy;             /* someone holds the turn (guarded by mu) */
+	bool            stopping;         /* store_stop: no new turns (guarded by mu) */
+	bool            sync_ok;          /* mu and the conditions exist */
+	unsigned        waiting;          /* callers waiting for the turn (guarded by mu) */
+	unsigned        queue_max;        /* guarded by mu */
 	atomic_ulong    commits;
 	struct store_publisher pub;       /* the dispatcher's audit publisher */
 };
@@ -97,6 +124,7 @@ struct pg_stmt {
 
 static void pg_rollback(struct pg_conn *k);
 static void pg_store_close(struct pg_store *p);
+static void turn_release(struct pg_conn *k);
 
 /* The statement behind a head this backend made (pg_stmt). */
 static struct pg_stmt *pgs(struct store_stmt *st) { return (struct pg_stmt *)st; }
@@ -107,7 +135,8 @@ struct pg_conn {
 	unsigned         gen;             /* bumped at every (re)connect: prepared statements go */
 	unsigned         names;
 	bool             in_tx;
-	bool             locked;          /* holds PG_WRITE_LOCK, since locked_at */
+	bool             locked;          /* holds the store's writer turn, since locked_at */
+	bool             conflicted;      /* this transaction counted in consentd_db_conflicts_total */
 	bool             piped;           /* in libpq's pipeline mode (pg_run_later) */
 	int              pending;         /* statements sent in it whose results are unread */
 	struct timespec  locked_at;
@@ -158,10 +187,18 @@ static enum cs_err pg_url_check(const char *url, char *why, size_t whylen)
 
 /* The SQLSTATE of a failed result as a cs_err: a unique key taken is
  * CS_EEXIST, a connection gone or the server shutting down, a lock not had in
- * time or a serialisation failure CS_EBUSY (answer 503; try again). */
+ * time or a serialisation failure CS_EBUSY (answer 503; try again).  A
+ * serialisation failure or a deadlock is another node's transaction
+ * conflicting with this one: counted once per transaction (the statements
+ * after it in a flight fail with 25P02 or are skipped, and are not). */
 static enum cs_err pg_err(struct pg_conn *k, const PGresult *r)
 {
 	const char *st = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	if (st != NULL && (strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0) &&
+	    !(k->in_tx && k->conflicted)) {
+		metrics_add(metric[M_DB_CONFLICTS], NULL, 1);
+		k->conflicted = k->in_tx;
+	}
 	if (PQstatus(k->db) != CONNECTION_OK || st == NULL || strncmp(st, "08", 2) == 0 ||
 	    strncmp(st, "57", 2) == 0) {
 		/* Said once per connection lost: the next use makes a new one. */
@@ -322,9 +359,13 @@ static void pg_conn_close(struct pg_conn *k)
 		free(s);
 	}
 	if (k->db != NULL)
-		PQfinish(k->db);
+		PQfinish(k->db);          /* an open transaction rolls back on the server */
 	if (k->flight != NULL)
 		PQfinish(k->flight);
+	/* A connection closed inside a transaction (its thread ended, or
+	 * store_close took it from an idle one): its writer turn goes too. */
+	k->in_tx = false;
+	turn_release(k);
 	free(k);
 }
 
@@ -425,14 +466,15 @@ static void pg_stmt_done(struct store_stmt *st)
  * pg_run_later sends a write inside a transaction without waiting for its
  * answer (libpq's pipeline mode).  The next statement of the transaction, or
  * its COMMIT, goes in the same flight, followed by a sync, and the answers
- * are read in order: one round trip fewer while the write lock is held for
+ * are read in order: one round trip fewer while the writer turn is held for
  * every write sent ahead.  SECURITY: a write sent ahead that fails fails what
  * follows it: the server aborted the transaction at that write and skipped
  * the rest of the flight, so nothing after it ran and no COMMIT can succeed
  * (pg_commit rolls back what is left). */
 
 /* The connection is in an unknown state mid-flight (it broke): drop it.  Its
- * transaction, and the write lock, end with it on the server. */
+ * transaction ends with it on the server; the writer turn goes when the
+ * caller ends the transaction (pg_commit, pg_rollback). */
 static enum cs_err pipe_broken(struct pg_conn *k)
 {
 	const char *cm = k->db != NULL ? PQerrorMessage(k->db) : "";
@@ -886,79 +928,111 @@ static double seconds_since(const struct timespec *t0)
 	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* The write lock is had (pg_begin): its hold time starts. */
-static void lock_taken(struct pg_conn *k)
+/* Takes the store's writer turn for k (pg_begin, before its BEGIN).
+ * CS_EBUSY at once when the store is stopping or queue_max callers wait
+ * already, and after PG_TURN_WAIT_S without it.  Each wait is observed in
+ * consentd_db_lock_wait_seconds, had or timed out; a turn had at once is no
+ * wait.  Only this process's transactions are waited for: other nodes'
+ * run at the same time (SERIALIZABLE sorts them out). */
+static enum cs_err turn_take(struct pg_conn *k)
 {
+	struct pg_store *p = k->p;
+	enum cs_err e = CS_OK;
+	struct timespec w0, until;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->stopping) {
+		e = CS_EBUSY;
+		goto out;
+	}
+	if (p->busy) {
+		if (p->waiting >= p->queue_max) {
+			metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
+			e = CS_EBUSY;
+			goto out;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &w0);
+		until = w0;
+		until.tv_sec += PG_TURN_WAIT_S;
+		p->waiting++;
+		while (p->busy && e == CS_OK)
+			if (pthread_cond_timedwait(&p->turn_cv, &p->mu, &until) == ETIMEDOUT && p->busy)
+				e = CS_EBUSY;
+		p->waiting--;
+		if (p->stopping)
+			pthread_cond_broadcast(&p->done_cv);    /* pg_stop watches the queue drain */
+		metrics_observe(metric[M_DB_LOCK_WAIT], NULL, seconds_since(&w0));
+		if (e != CS_OK)
+			goto out;
+	}
+	p->busy = true;
 	k->locked = true;
 	clock_gettime(CLOCK_MONOTONIC, &k->locked_at);
+out:
+	pthread_mutex_unlock(&p->mu);
+	return e;
 }
 
-/* The transaction ends, and the write lock with it: consentd_db_lock_hold_seconds. */
-static void lock_released(struct pg_conn *k)
+/* The transaction ended (or never began), and k's writer turn with it:
+ * consentd_db_lock_hold_seconds, and the next waiter goes.  Every path that
+ * ends a transaction comes here -- pg_commit, pg_rollback, pg_begin's
+ * failure, pg_conn_close -- and a second call does nothing. */
+static void turn_release(struct pg_conn *k)
 {
+	struct pg_store *p = k->p;
 	if (!k->locked)
 		return;
 	k->locked = false;
 	metrics_observe(metric[M_DB_LOCK_HOLD], NULL, seconds_since(&k->locked_at));
+	pthread_mutex_lock(&p->mu);
+	p->busy = false;
+	pthread_cond_signal(&p->turn_cv);
+	if (p->stopping)
+		pthread_cond_broadcast(&p->done_cv);
+	pthread_mutex_unlock(&p->mu);
 }
 
-#define SQL_BEGIN_TRY "BEGIN; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'; " \
-	"SELECT pg_try_advisory_xact_lock(" PG_WRITE_LOCK ")"
+/* SECURITY: SERIALIZABLE makes every read-check-write of a transaction
+ * safe against other nodes' concurrent ones (the file's head).  BEGIN and
+ * its settings go in one round trip; the snapshot is taken at the first
+ * statement after them, with the turn already had. */
+#define SQL_BEGIN "BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL lock_timeout = '" PG_LOCK_WAIT "'"
 
 static enum cs_err pg_begin(struct pg_conn *k)
 {
-	enum cs_err e = pg_alive(k);
-	PGresult *r = NULL;
+	enum cs_err e = turn_take(k);
 	if (e != CS_OK)
 		return e;
-	/* One round trip when nobody holds the lock; once more on a connection
-	 * found dead (nothing was begun on it). */
-	e = pg_simple(k, SQL_BEGIN_TRY, PGRES_TUPLES_OK, &r);
+	k->conflicted = false;
+	if ((e = pg_alive(k)) != CS_OK)
+		goto fail;
+	/* Once more on a connection found dead (nothing was begun on it). */
+	e = pg_simple(k, SQL_BEGIN, PGRES_COMMAND_OK, NULL);
 	if (e == CS_EBUSY && PQtransactionStatus(k->db) != PQTRANS_INTRANS) {
 		PQfinish(k->db);
 		k->db = NULL;
 		if ((e = pg_alive(k)) == CS_OK)
-			e = pg_simple(k, SQL_BEGIN_TRY, PGRES_TUPLES_OK, &r);
+			e = pg_simple(k, SQL_BEGIN, PGRES_COMMAND_OK, NULL);
 	}
 	if (e != CS_OK)
 		goto fail;
-	bool got = PQntuples(r) == 1 && PQnfields(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
-	PQclear(r);
 	k->in_tx = true;
-	if (got) {
-		lock_taken(k);
-		return CS_OK;
-	}
-	/* Someone holds it: wait, unless the queue is full. */
-	unsigned w = atomic_fetch_add(&k->p->waiting, 1);
-	if (w >= atomic_load(&k->p->queue_max)) {
-		atomic_fetch_sub(&k->p->waiting, 1);
-		metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
-		pg_rollback(k);
-		return CS_EBUSY;
-	}
-	/* consentd_db_lock_wait_seconds: each wait, had or timed out. */
-	struct timespec w0;
-	clock_gettime(CLOCK_MONOTONIC, &w0);
-	e = pg_simple(k, "SELECT pg_advisory_xact_lock(" PG_WRITE_LOCK ")", PGRES_TUPLES_OK, NULL);
-	atomic_fetch_sub(&k->p->waiting, 1);
-	metrics_observe(metric[M_DB_LOCK_WAIT], NULL, seconds_since(&w0));
-	if (e == CS_OK) {
-		lock_taken(k);
-		return CS_OK;
-	}
-	pg_rollback(k);
-	return e;
+	return CS_OK;
 fail:
-	if (PQstatus(k->db) == CONNECTION_OK)
+	if (k->db != NULL && PQstatus(k->db) == CONNECTION_OK &&
+	    PQtransactionStatus(k->db) != PQTRANS_IDLE)
 		(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
+	turn_release(k);
 	return e;
 }
 
 /* SECURITY: only a COMMIT that answers "COMMIT" committed: one that ends an
  * aborted transaction answers "ROLLBACK" with a success status.  After
  * writes sent ahead the COMMIT goes in their flight; when one of them failed
- * it was skipped, and the aborted transaction is rolled back here. */
+ * it was skipped, and the aborted transaction is rolled back here.  A COMMIT
+ * refused (a serialisation failure found at the COMMIT: 40001) ended the
+ * transaction on the server, rolled back; should anything be left open, it
+ * is rolled back too.  Whatever happened, the writer turn goes. */
 static enum cs_err pg_commit(struct pg_conn *k)
 {
 	PGresult *r = NULL;
@@ -986,9 +1060,12 @@ static enum cs_err pg_commit(struct pg_conn *k)
 		}
 	} else {
 		e = k->db != NULL ? pg_simple(k, "COMMIT", PGRES_COMMAND_OK, &r) : CS_EBUSY;
+		if (e != CS_OK && k->db != NULL && PQstatus(k->db) == CONNECTION_OK &&
+		    PQtransactionStatus(k->db) != PQTRANS_IDLE)
+			(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
 	}
 	k->in_tx = false;
-	lock_released(k);
+	turn_release(k);
 	if (e == CS_OK) {
 		if (strcmp(PQcmdStatus(r), "COMMIT") != 0)
 			e = CS_EDB;
@@ -1009,7 +1086,7 @@ static void pg_rollback(struct pg_conn *k)
 	    PQtransactionStatus(k->db) != PQTRANS_IDLE)
 		(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
 	k->in_tx = false;
-	lock_released(k);
+	turn_release(k);
 }
 
 /* --- the store --------------------------------------------------------- */
@@ -1023,13 +1100,38 @@ static enum cs_err pg_store_open(const char *url, const char *password, bool pre
 	p->url = strdup(url);
 	p->password = password != NULL ? strdup(password) : NULL;
 	p->prepared = prepared;
-	atomic_init(&p->waiting, 0);
-	atomic_init(&p->queue_max, 256);
+	p->queue_max = STORE_WRITE_QUEUE_DEFAULT;
 	atomic_init(&p->commits, 0);
 	if (p->url == NULL || (password != NULL && p->password == NULL)) {
 		pg_store_close(p);
 		return CS_ENOMEM;
 	}
+	/* The turn's wait is timed on CLOCK_MONOTONIC: a clock step does not
+	 * stretch or cut it. */
+	pthread_condattr_t ca;
+	bool ca_ok = pthread_condattr_init(&ca) == 0;
+	if (!ca_ok || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+	    pthread_mutex_init(&p->mu, NULL) != 0) {
+		if (ca_ok)
+			pthread_condattr_destroy(&ca);
+		pg_store_close(p);
+		return CS_ENOMEM;
+	}
+	if (pthread_cond_init(&p->turn_cv, &ca) != 0) {
+		pthread_mutex_destroy(&p->mu);
+		pthread_condattr_destroy(&ca);
+		pg_store_close(p);
+		return CS_ENOMEM;
+	}
+	if (pthread_cond_init(&p->done_cv, &ca) != 0) {
+		pthread_cond_destroy(&p->turn_cv);
+		pthread_mutex_destroy(&p->mu);
+		pthread_condattr_destroy(&ca);
+		pg_store_close(p);
+		return CS_ENOMEM;
+	}
+	pthread_condattr_destroy(&ca);
+	p->sync_ok = true;
 	*out = p;
 	return CS_OK;
 }
@@ -1043,17 +1145,41 @@ static void pg_store_close(struct pg_store *p)
 		OPENSSL_cleanse(p->password, strlen(p->password));
 		free(p->password);
 	}
+	if (p->sync_ok) {
+		pthread_cond_destroy(&p->done_cv);
+		pthread_cond_destroy(&p->turn_cv);
+		pthread_mutex_destroy(&p->mu);
+	}
 	free(p);
 }
 
-static void pg_set_write_queue(struct pg_store *p, unsigned max) { atomic_store(&p->queue_max, max); }
+static void pg_set_write_queue(struct pg_store *p, unsigned max)
+{
+	pthread_mutex_lock(&p->mu);
+	p->queue_max = max;
+	pthread_mutex_unlock(&p->mu);
+}
 
 static void pg_writer_stats(struct pg_store *p, struct store_writer_stats *out)
 {
 	memset(out, 0, sizeof *out);
-	out->waiting = atomic_load(&p->waiting);
+	pthread_mutex_lock(&p->mu);
+	out->stopping = p->stopping;
+	out->waiting = p->waiting;
+	pthread_mutex_unlock(&p->mu);
 	out->batches = atomic_load(&p->commits);
 	out->transactions = out->batches;
+}
+
+/* store_stop: no new turns; returns once the transaction holding the turn
+ * and every caller queued for one have ended (as SQLite's writer does). */
+static void pg_stop(struct pg_store *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->stopping = true;
+	while (p->busy || p->waiting > 0)
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
 }
 
 static enum cs_err pg_flight_begin(struct pg_conn *k, const char *key)
@@ -1456,7 +1582,8 @@ static enum cs_err pg_copy_from_sqlite(struct pg_conn *k, sqlite3 *db, struct st
 	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
 		return CS_EDB;
 	lite_tx = true;
-	/* The destination: the write lock of every node, and empty. */
+	/* The destination, empty: one SERIALIZABLE transaction, so a node
+	 * writing meanwhile makes one of the two fail rather than mix in. */
 	if ((e = pg_begin(k)) != CS_OK)
 		goto out;
 	pg_tx = true;
@@ -1544,8 +1671,7 @@ static enum cs_err be_schema_open(struct store_link *kk, enum store_schema_polic
 	return CS_OK;
 }
 
-/* Nothing queued in the process: the waiters wait for the server's lock. */
-static void be_stop(struct store_db *d) { (void)d; }
+static void be_stop(struct store_db *d) { pg_stop(store_of(d)); }
 static void be_close(struct store_db *d) { pg_store_close(store_of(d)); }
 static void be_set_write_queue(struct store_db *d, unsigned max)
 {
@@ -1580,8 +1706,8 @@ static int64_t be_changes(struct store_link *k) { return pg_changes(conn_of(k));
 static bool be_col_nomem(struct store_stmt *st) { (void)st; return false; }
 static enum cs_err be_begin(struct store_link *k) { return pg_begin(conn_of(k)); }
 
-/* Commits run one at a time across the nodes (the write lock), but this
- * node's callers reach the hook after their COMMIT in any order: only a
+/* A node's commits run one at a time (its writer turn), but its callers
+ * reach the hook after their COMMIT and the turn's end in any order: only a
  * later entry than the last one given goes on (only_newer). */
 static enum cs_err be_commit(struct store_link *kk, const struct store_audit_mark *mark)
 {

@@ -104,7 +104,7 @@ enum cs_err store_run(struct store_conn *c, const char *sql, const struct store_
  * COMMIT (an INSERT that nothing reads back by its answer, such as an audit
  * entry): inside a transaction an engine may send it with the next statement
  * or with the COMMIT (PostgreSQL's pipeline: one round trip fewer while the
- * write lock is held).  Its failure then fails that statement or the COMMIT,
+ * writer turn is held).  Its failure then fails that statement or the COMMIT,
  * and the transaction rolls back whole: nothing after it runs.  CS_OK may so
  * mean "sent"; store_changes says nothing of it.  Outside a transaction, and
  * on SQLite, it is store_run. */

@@ -153,7 +153,7 @@ START_TEST(test_consentd_families)
 		"consentd_db_commit_seconds", "consentd_db_commit_batch_size",
 		"consentd_db_busy_waits_total", "consentd_db_write_queue_full_total",
 		"consentd_db_lock_wait_seconds", "consentd_db_lock_hold_seconds",
-		"consentd_cache_lookups_total",
+		"consentd_db_conflicts_total", "consentd_cache_lookups_total",
 		"consentd_audit_head_lag_entries", "consentd_gateway_auth_refused_total",
 		"consentd_connections", NULL };
 	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
@@ -181,6 +181,7 @@ START_TEST(test_consentd_families)
 	/* Known before anything is counted: shown at zero. */
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_event_backlog 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_write_queue_full_total 0\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_conflicts_total 0\n"));
 	ck_assert_ptr_nonnull(strstr(t,
 	    "\nconsentd_cache_lookups_total{cache=\"subject_token\",outcome=\"miss\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_cache_lookups_total{cache=\"grant\",outcome=\"hit\"} 0\n"));

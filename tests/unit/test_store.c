@@ -1662,6 +1662,21 @@ static void histogram_read(struct metric_family *h, double *count, double *sum)
 	buf_clear(&b);
 }
 
+/* The value of a counter without labels, from its rendering. */
+static double counter_read(struct metric_family *m, const char *name)
+{
+	struct buf b;
+	char want[96];
+	buf_init(&b, 1 << 12);
+	ck_assert_int_eq(metrics_render_family(&b, m), CS_OK);
+	ck_assert_int_eq(str_fmt(want, sizeof want, "\n%s ", name), CS_OK);
+	const char *v = strstr(b.data, want);
+	ck_assert_msg(v != NULL, "%s not in:\n%s", name, b.data);
+	double n = strtod(v + strlen(want), NULL);
+	buf_clear(&b);
+	return n;
+}
+
 struct lock_waiter {
 	struct store *s;
 	enum cs_err   begin, commit;
@@ -1676,10 +1691,14 @@ static void *lock_waiter_main(void *arg)
 	return NULL;
 }
 
-/* Two nodes on one database (two stores): while one holds the write lock,
- * the other's transaction waits for it, and says so in
- * consentd_db_lock_wait_seconds (one wait, about as long as the holder
- * kept it); consentd_db_lock_hold_seconds has both transactions. */
+/* The writer turn is the process's, not the cluster's.  Two nodes on one
+ * database (two stores): while one holds a transaction open, the other's
+ * begins and commits without waiting for it (no wait in
+ * consentd_db_lock_wait_seconds; had it waited, this thread's join would
+ * come only after the first node's COMMIT below, or the turn's 5 s bound).
+ * Two connections of the same node do wait for each other: one wait, about
+ * as long as the holder kept the turn; consentd_db_lock_hold_seconds has
+ * every transaction. */
 START_TEST(test_store_pg_lock_wait_counted)
 {
 	struct fixture f;
@@ -1695,17 +1714,30 @@ START_TEST(test_store_pg_lock_wait_counted)
 	histogram_read(metric[M_DB_LOCK_HOLD], &h0, &hs0);
 	struct store_conn *c = store_conn(a);
 	ck_assert_int_eq(store_begin(c), CS_OK);
+	usleep(200000);
+	/* The other node, while this one's transaction is open. */
 	struct lock_waiter lw = { .s = b, .begin = CS_EDB, .commit = CS_EDB };
 	ck_assert_int_eq(pthread_create(&t, NULL, lock_waiter_main, &lw), 0);
-	/* Until the other node's transaction is waiting on the server. */
-	for (int i = 0; i < 500; i++) {
-		char *n = tu_pg_sql(tu_pg_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-		    "AND NOT granted", true);
-		bool waits = n != NULL && strcmp(n, "1") == 0;
-		free(n);
-		if (waits)
-			break;
+	pthread_join(t, NULL);
+	ck_assert_int_eq(lw.begin, CS_OK);
+	ck_assert_int_eq(lw.commit, CS_OK);
+	histogram_read(metric[M_DB_LOCK_WAIT], &w1, &ws1);
+	ck_assert_msg(w1 - w0 == 0, "the other node waited: %g waits, %g s", w1 - w0, ws1 - ws0);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	histogram_read(metric[M_DB_LOCK_HOLD], &h1, &hs1);
+	ck_assert_msg(h1 - h0 == 2, "turns held counted: %g", h1 - h0);
+	ck_assert_msg(hs1 - hs0 >= 0.2, "the turns were held %g s", hs1 - hs0);
+
+	/* The same node's second connection waits for the first. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	lw = (struct lock_waiter){ .s = a, .begin = CS_EDB, .commit = CS_EDB };
+	ck_assert_int_eq(pthread_create(&t, NULL, lock_waiter_main, &lw), 0);
+	/* Until it queues for the turn (bounded: a store without a turn would
+	 * never queue, and the counts below say so). */
+	struct store_writer_stats ws = { .waiting = 0 };
+	for (int i = 0; i < 1000 && ws.waiting == 0; i++) {
 		usleep(10000);
+		store_writer_stats(a, &ws);
 	}
 	usleep(200000);
 	ck_assert_int_eq(store_commit(c), CS_OK);
@@ -1714,17 +1746,118 @@ START_TEST(test_store_pg_lock_wait_counted)
 	ck_assert_int_eq(lw.commit, CS_OK);
 	histogram_read(metric[M_DB_LOCK_WAIT], &w1, &ws1);
 	histogram_read(metric[M_DB_LOCK_HOLD], &h1, &hs1);
-	ck_assert_msg(w1 - w0 == 1, "lock waits counted: %g", w1 - w0);
+	ck_assert_msg(w1 - w0 == 1, "turn waits counted: %g", w1 - w0);
 	ck_assert_msg(ws1 - ws0 >= 0.2, "the wait lasted %g s", ws1 - ws0);
-	ck_assert_msg(h1 - h0 == 2, "lock holds counted: %g", h1 - h0);
-	ck_assert_msg(hs1 - hs0 >= 0.2, "the locks were held %g s", hs1 - hs0);
-	/* A transaction that takes the lock at once does not wait. */
+	ck_assert_msg(h1 - h0 == 4, "turns held counted: %g", h1 - h0);
+	/* A transaction that takes the turn at once does not wait. */
 	ck_assert_int_eq(store_begin(c), CS_OK);
 	store_rollback(c);
 	histogram_read(metric[M_DB_LOCK_WAIT], &w1, &ws1);
 	histogram_read(metric[M_DB_LOCK_HOLD], &h1, &hs1);
-	ck_assert_msg(w1 - w0 == 1, "lock waits counted: %g", w1 - w0);
-	ck_assert_msg(h1 - h0 == 3, "lock holds counted: %g", h1 - h0);
+	ck_assert_msg(w1 - w0 == 1, "turn waits counted: %g", w1 - w0);
+	ck_assert_msg(h1 - h0 == 5, "turns held counted: %g", h1 - h0);
+	store_close(b);
+	store_close(a);
+	metrics_reset();
+	fx_clear(&f);
+}
+END_TEST
+
+/* SECURITY: a read-check-write is safe across nodes.  The classic write
+ * skew: two nodes (two stores) each check that nobody holds a duty (no bk
+ * row with v the duty) and, finding nobody, take it (each its own row, so
+ * no key and no row lock stands in the way).  At READ COMMITTED both would
+ * commit and break the rule; at SERIALIZABLE exactly one commits and the
+ * other fails with CS_EBUSY (a 503) -- at its COMMIT when both wrote before
+ * either committed, at its INSERT when the other had committed already --
+ * leaving nothing behind, counted once in consentd_db_conflicts_total.  A
+ * COMMIT that failed ended the transaction and gave the writer turn back
+ * without a store_rollback: the same connection begins again at once. */
+static const char SQL_DUTY_COUNT[] = "SELECT count(*) FROM bk WHERE v = ?1";
+static const char SQL_DUTY_TAKE[] = "INSERT INTO bk (i, v) VALUES (?1, ?2)";
+
+/* One round on cs[0] and cs[1] (two stores): both read, then both write
+ * and commit, or (first_commits) the first writes and commits before the
+ * second writes.  e[i]: how each ended; commit_failed[i]: at its COMMIT. */
+static void duty_round(struct store_conn *cs[2], const char *duty, int64_t row0,
+    bool first_commits, enum cs_err e[2], bool commit_failed[2])
+{
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(store_begin(cs[i]), CS_OK);
+	for (int i = 0; i < 2; i++) {
+		int64_t n = -1;
+		ck_assert_int_eq(store_aggregate(cs[i], SQL_DUTY_COUNT, STORE_VALS(SV_TEXT(duty)), &n, 1),
+		    CS_OK);
+		ck_assert_int_eq(n, 0);
+		commit_failed[i] = false;
+	}
+	for (int i = 0; i < 2; i++) {
+		e[i] = store_run(cs[i], SQL_DUTY_TAKE, STORE_VALS(SV_INT(row0 + i), SV_TEXT(duty)));
+		if (i == 0 && !first_commits)
+			continue;
+		if (e[i] != CS_OK)
+			store_rollback(cs[i]);      /* a statement failed: the caller rolls back */
+		else if ((e[i] = store_commit(cs[i])) != CS_OK)
+			commit_failed[i] = true;    /* no store_rollback: the COMMIT ended it */
+	}
+	if (!first_commits) {
+		if (e[0] != CS_OK)
+			store_rollback(cs[0]);
+		else if ((e[0] = store_commit(cs[0])) != CS_OK)
+			commit_failed[0] = true;
+	}
+}
+
+START_TEST(test_store_pg_write_skew_one_commits)
+{
+	struct fixture f;
+	struct store *a = NULL, *b = NULL;
+	static const char *const duties[2] = { "oncall", "standby" };
+	fx_init(&f);
+	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
+	ck_assert_ptr_nonnull(metric[M_DB_CONFLICTS]);
+	ck_assert_int_eq(fx_open(&f, &a), CS_OK);
+	ck_assert_int_eq(store_open(f.db, &b), CS_OK);
+	/* One thread holds a connection of each store: both nodes'
+	 * transactions are open at once, in an order known, not raced. */
+	struct store_conn *cs[2] = { store_conn(a), store_conn(b) };
+	ck_assert_int_eq(store_run(cs[0], SQL_BK_CREATE, NULL, 0), CS_OK);
+	for (int round = 0; round < 2; round++) {
+		enum cs_err e[2];
+		bool commit_failed[2];
+		char sql[96];
+		double k0 = counter_read(metric[M_DB_CONFLICTS], "consentd_db_conflicts_total");
+		duty_round(cs, duties[round], 10 * (round + 1), round == 1, e, commit_failed);
+		ck_assert_msg((e[0] == CS_OK) + (e[1] == CS_OK) == 1, "%s: committed: a %d, b %d",
+		    duties[round], e[0], e[1]);
+		ck_assert_int_eq(e[0] == CS_OK ? e[1] : e[0], CS_EBUSY);
+		/* Both wrote before either committed: the one found last fails at
+		 * its COMMIT; the first had committed: the second fails at its write. */
+		ck_assert_msg((commit_failed[0] || commit_failed[1]) == (round == 0),
+		    "%s: the loser failed at %s", duties[round], round == 0 ? "a statement, not its "
+		    "COMMIT" : "its COMMIT, not its write");
+		ck_assert_int_eq(str_fmt(sql, sizeof sql, "SELECT string_agg(i::text, ',' ORDER BY i) "
+		    "FROM bk WHERE v = '%s'", duties[round]), CS_OK);
+		char *n = raw_query(f.db, sql);
+		char want[24];
+		ck_assert_int_eq(str_fmt(want, sizeof want, "%d", 10 * (round + 1) + (e[0] == CS_OK ? 0 : 1)),
+		    CS_OK);
+		ck_assert_str_eq(n, want);
+		free(n);
+		double k1 = counter_read(metric[M_DB_CONFLICTS], "consentd_db_conflicts_total");
+		ck_assert_msg(k1 - k0 == 1, "%s: conflicts counted: %g", duties[round], k1 - k0);
+		/* Nothing half done: each connection begins again at once, and sees
+		 * the duty taken (the loser would now be refused by its own check). */
+		for (int i = 0; i < 2; i++) {
+			int64_t m = -1;
+			ck_assert_msg(store_begin(cs[i]) == CS_OK, "%s: begin again (%s)", duties[round],
+			    commit_failed[i] ? "after a failed COMMIT" : "after its rollback or commit");
+			ck_assert_int_eq(store_aggregate(cs[i], SQL_DUTY_COUNT,
+			    STORE_VALS(SV_TEXT(duties[round])), &m, 1), CS_OK);
+			ck_assert_int_eq(m, 1);
+			ck_assert_int_eq(store_commit(cs[i]), CS_OK);
+		}
+	}
 	store_close(b);
 	store_close(a);
 	metrics_reset();
@@ -1763,6 +1896,7 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_pg_backup_refused);
 		tcase_add_test(tc, test_store_pg_schema_policies);
 		tcase_add_test(tc, test_store_pg_lock_wait_counted);
+		tcase_add_test(tc, test_store_pg_write_skew_one_commits);
 	}
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rows");
@@ -1784,11 +1918,11 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
+	/* store_stop drains the writer queue of the process on both engines
+	 * (PostgreSQL's writer turn is the process's too). */
+	tcase_add_test(tc, test_store_group_commit_stop_drains);
 	if (tu_pg_url == NULL) {
-		/* SQLite only: store_stop drains the writer queue of the process
-		 * (PostgreSQL's waiters wait for the server's lock: nothing queues
-		 * in the process), and checkpoints copy SQLite's WAL into its file. */
-		tcase_add_test(tc, test_store_group_commit_stop_drains);
+		/* SQLite only: checkpoints copy SQLite's WAL into its file. */
 		tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
 	}
 	tcase_add_test(tc, test_store_run_later);
