@@ -68,6 +68,11 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e) CS_M
 /* audit_append in a transaction of its own (begin, append, commit; rolled
  * back on failure), for an entry that goes with no other write. */
 enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e) CS_MUST_CHECK;
+/* A process with a chain of its own to claim (PostgreSQL: migration 0028)
+ * claims it now and appends its audit.chain.opened entry, in a transaction
+ * of its own (the server at start: its first request then finds the chain
+ * open).  Otherwise nothing: CS_OK. */
+enum cs_err audit_chain_open(struct store_conn *c, int64_t now) CS_MUST_CHECK;
 /* The open transaction is about to append n entries: with many writers
  * (PostgreSQL) their numbers come from the database in one round trip
  * rather than one each.  A hint; appends work without it. */

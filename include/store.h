@@ -131,6 +131,19 @@ enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
  * When the transaction appended audit entries, the audit hook (below) has
  * been called with its batch's last entry before store_commit returns. */
 enum cs_err store_begin(struct store_conn *c) CS_MUST_CHECK;
+/* Whether the last transaction on c failed because another node's conflicted
+ * with it (PostgreSQL: a serialisation failure or a deadlock, SQLSTATE 40001
+ * or 40P01; never on SQLite).  Such a transaction was rolled back whole and
+ * may pass if run again. */
+bool store_conflicted(struct store_conn *c);
+/* For a function that is one whole transaction with no effect outside the
+ * database (it begins, and commits or rolls back, itself):
+ *     int n = 0;
+ *     do e = the_transaction(c, ...); while (store_retry(c, e, &n));
+ * true (after a short jitter) when e is such a conflict and fewer than
+ * STORE_RETRIES runs were retried. */
+#define STORE_RETRIES 4
+bool store_retry(struct store_conn *c, enum cs_err e, int *attempt);
 enum cs_err store_commit(struct store_conn *c) CS_MUST_CHECK;
 void store_rollback(struct store_conn *c);
 /* Ends the open transaction by how it went, e: store_commit when e is CS_OK,

@@ -78,6 +78,11 @@ enum cs_err app_init(struct app *app, const struct config *cfg)
 	app->publishing = 1;
 	if ((e = audit_publish_check(c, 1, NULL)) != CS_OK)
 		goto fail;
+	/* Many nodes (PostgreSQL): this process's audit chain opens now, naming
+	 * the other chains' heads.  Should it fail, the first append opens it. */
+	if ((e = audit_chain_open(c, (int64_t)time(NULL))) != CS_OK)
+		log_msg(LOG_WARN, "audit: opening this process's chain: %s; the first entry will",
+		    cs_strerror(e));
 	e = vault_new(cfg, &app->mk, &app->vault);
 	if (e != CS_OK) {
 		log_msg(LOG_ERROR, "token vault: %s", cs_strerror(e));

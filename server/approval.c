@@ -499,7 +499,7 @@ static enum cs_err check_denied(struct store_conn *c, const struct config *cfg,
 	return e;
 }
 
-enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
+static enum cs_err check_once(struct store_conn *c, const struct config *cfg,
     const struct approval_ask *q, struct approval_answer *out)
 {
 	enum cs_err e;
@@ -561,6 +561,20 @@ out:
 	if (in_tx)
 		store_rollback(c);
 	approval_answer_clear(&a);
+	return e;
+}
+
+/* One transaction with no effect outside the database: run again when
+ * another node's conflicted with it (two nodes asking for the same new
+ * approval at once: the run after finds the other's pending request). */
+enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
+    const struct approval_ask *q, struct approval_answer *out)
+{
+	enum cs_err e;
+	int n = 0;
+	do
+		e = check_once(c, cfg, q, out);
+	while (store_retry(c, e, &n));
 	return e;
 }
 
@@ -668,7 +682,7 @@ static enum cs_err decide_pending(struct store_conn *c, const struct approval_de
 	return CS_OK;
 }
 
-enum cs_err approval_decide(struct store_conn *c, const struct config *cfg,
+static enum cs_err decide_once(struct store_conn *c, const struct config *cfg,
     const struct approval_decision *d, enum approval_decide_outcome *oc)
 {
 	enum cs_err e;
@@ -695,6 +709,17 @@ out:
 		metrics_inc(M_APPROVALS, o == APPROVAL_DECIDED ? (d->approve ? "approved" : "denied") :
 		    o == APPROVAL_NOT_YOURS ? "not_yours" : "closed");
 	store_approval_row_clear(&r);
+	return e;
+}
+
+enum cs_err approval_decide(struct store_conn *c, const struct config *cfg,
+    const struct approval_decision *d, enum approval_decide_outcome *oc)
+{
+	enum cs_err e;
+	int n = 0;
+	do
+		e = decide_once(c, cfg, d, oc);
+	while (store_retry(c, e, &n));
 	return e;
 }
 

@@ -470,6 +470,37 @@ enum cs_err audit_append(struct store_conn *c, const struct audit_entry *e)
 	return err;
 }
 
+static enum cs_err chain_open_once(struct store_conn *c, int64_t now)
+{
+	unsigned char key[AUDIT_LINK_LEN];
+	char kid[MASTER_KID_LEN + 1];
+	int64_t chain_id;
+	bool fresh;
+	enum cs_err err;
+
+	store_audit_chain_need(c, &chain_id, &fresh);
+	if (!fresh)
+		return CS_OK;
+	if ((err = chain_key(key, kid)) != CS_OK)
+		return err;
+	if ((err = store_begin(c)) == CS_OK)
+		err = store_end(c, open_chain(c, key, kid, now));
+	OPENSSL_cleanse(key, sizeof key);
+	return err;
+}
+
+enum cs_err audit_chain_open(struct store_conn *c, int64_t now)
+{
+	enum cs_err e;
+	int n = 0;
+	if (c == NULL)
+		return CS_EINVAL;
+	do
+		e = chain_open_once(c, now);
+	while (store_retry(c, e, &n));
+	return e;
+}
+
 enum cs_err audit_expect(struct store_conn *c, size_t n)
 {
 	if (c == NULL || n == 0)

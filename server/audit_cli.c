@@ -142,6 +142,9 @@ static int audit_verify_cmd(const struct config *cfg, const char *head_arg, cons
 		    "anchor, which verifies\n", res.anchor);
 	printf("audit: %" PRId64 " entries intact under master key %s; head %" PRId64 ":%s\n",
 	    res.entries, mk.kid, res.head.seq, res.head.hex);
+	if (res.chains > 1 || res.crossrefs > 0)
+		printf("audit: %" PRId64 " chains (one per writer), %" PRId64 " cross-references "
+		    "between them present\n", res.chains, res.crossrefs);
 	if (heads_arg != NULL)
 		printf("audit: all %" PRId64 " heads listed in %s are present\n", heads, heads_arg);
 	rc = 0;

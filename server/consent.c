@@ -313,9 +313,15 @@ enum cs_err consent_revoke(struct store_conn *c, const char *consent_id,
 	enum consent_revoke_outcome o = CONSENT_REVOKE_UNKNOWN;
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
-	if ((e = store_begin(c)) != CS_OK)
-		return e;
-	if ((e = store_end(c, consent_revoke_tx(c, consent_id, who, reason, &o))) != CS_OK)
+	/* One transaction with no effect outside the database: run again when
+	 * another node's conflicted with it (store_retry). */
+	int n = 0;
+	do {
+		o = CONSENT_REVOKE_UNKNOWN;
+		if ((e = store_begin(c)) == CS_OK)
+			e = store_end(c, consent_revoke_tx(c, consent_id, who, reason, &o));
+	} while (store_retry(c, e, &n));
+	if (e != CS_OK)
 		return e;
 	*out = o;
 	return CS_OK;

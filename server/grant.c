@@ -407,8 +407,9 @@ enum cs_err grant_issue_tx(struct store_conn *c, const struct config *cfg,
 	return issue_tx(c, cfg, kr, rq, NULL, 0, oc, out);
 }
 
-enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const struct grant_issue_req *rq, enum grant_issue_outcome *oc, struct grant_response *out)
+static enum cs_err issue_once(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct grant_issue_req *rq, enum grant_issue_outcome *oc,
+    struct grant_response *out)
 {
 	enum cs_err e;
 	struct grant_response g, pre;
@@ -451,6 +452,19 @@ out:
 		store_rollback(c);
 	grant_response_clear(&g);
 	grant_response_clear(&pre);
+	return e;
+}
+
+/* One transaction with no effect outside the database: run again when
+ * another node's transaction conflicted with it (store_retry). */
+enum cs_err grant_issue(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const struct grant_issue_req *rq, enum grant_issue_outcome *oc, struct grant_response *out)
+{
+	enum cs_err e;
+	int n = 0;
+	do
+		e = issue_once(c, cfg, kr, rq, oc, out);
+	while (store_retry(c, e, &n));
 	return e;
 }
 
@@ -629,8 +643,8 @@ const char *grant_refresh_outcome_description(enum grant_refresh_outcome oc)
 	}
 }
 
-enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
-    const struct grant_refresh_req *rq, enum grant_refresh_outcome *oc,
+static enum cs_err refresh_once(struct store_conn *c, const struct config *cfg,
+    const struct keyring *kr, const struct grant_refresh_req *rq, enum grant_refresh_outcome *oc,
     struct grant_response *out)
 {
 	enum cs_err e;
@@ -711,6 +725,21 @@ out:
 	consent_clear(&x.k);
 	free(x.aud);
 	free(x.client);
+	return e;
+}
+
+/* As grant_issue: one transaction, run again after a conflict (a copied
+ * token raced with its holder on two nodes: the run after the winner's
+ * commit sees the token used, and refuses it as reused). */
+enum cs_err grant_refresh(struct store_conn *c, const struct config *cfg, const struct keyring *kr,
+    const struct grant_refresh_req *rq, enum grant_refresh_outcome *oc,
+    struct grant_response *out)
+{
+	enum cs_err e;
+	int n = 0;
+	do
+		e = refresh_once(c, cfg, kr, rq, oc, out);
+	while (store_retry(c, e, &n));
 	return e;
 }
 

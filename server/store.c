@@ -10,8 +10,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 
 #include "embed.h"
 #include "log.h"
@@ -635,6 +637,30 @@ static void publish(void *arg, int64_t seq, const unsigned char link[STORE_AUDIT
 	pthread_mutex_unlock(&s->commit_lock);
 }
 
+/* The engines' settle (store_backend.h): a COMMIT's outcome for the
+ * process's chain, before the next transaction may begin. */
+static void settle(void *arg, const struct store_audit_mark *mark, bool ok)
+{
+	struct store *s = arg;
+	pthread_mutex_lock(&s->chain_lock);
+	if (mark->claimed && !ok) {
+		s->chain = 0;                 /* the claim was rolled back with it */
+		s->head_cached = false;
+	}
+	if (mark->set || mark->rewritten) {
+		/* SECURITY: after a COMMIT that failed the entry may or may not be
+		 * there (a connection lost during COMMIT leaves it unknown): the
+		 * head is read from the table rather than guessed, since a guess
+		 * could fork the chain; so too after links were rewritten. */
+		s->head_cached = ok && mark->set && !mark->rewritten;
+		if (s->head_cached) {
+			s->head_seq = mark->seq;
+			memcpy(s->head_link, mark->link, STORE_AUDIT_LINK_LEN);
+		}
+	}
+	pthread_mutex_unlock(&s->chain_lock);
+}
+
 void store_audit_appended(struct store_conn *c, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN])
 {
@@ -678,10 +704,8 @@ void store_audit_head_forget(struct store_conn *c)
 /* --- the process's own audit chain (migration 0028) ---------------------- */
 
 /* A transaction ends (committed: ok).  A chain it claimed is this process's
- * from now on, or was never had; its last entry is the chain's head, or --
- * SECURITY -- after a COMMIT that failed, perhaps is (a connection lost
- * during COMMIT leaves it unknown), so the head is read from the table again
- * rather than guessed: a guess could fork the chain. */
+ * from now on, or was never had (the engine's settle said so first, when it
+ * committed; a rollback says it here). */
 static void chain_tx_end(struct store_conn *c, bool ok)
 {
 	struct store *s = c->s;
@@ -691,14 +715,6 @@ static void chain_tx_end(struct store_conn *c, bool ok)
 		if (!ok) {
 			s->chain = 0;
 			s->head_cached = false;
-		}
-	}
-	if (s->be->own_chains && (c->audit.set || c->head_rewritten)) {
-		/* A transaction that rewrote links leaves the head to be read. */
-		s->head_cached = ok && !c->head_rewritten;
-		if (ok) {
-			s->head_seq = c->audit.seq;
-			memcpy(s->head_link, c->audit.link, STORE_AUDIT_LINK_LEN);
 		}
 	}
 	pthread_mutex_unlock(&s->chain_lock);
@@ -777,6 +793,10 @@ enum cs_err store_commit(struct store_conn *c)
 {
 	if (c == NULL || !c->in_tx)
 		return CS_EDB;                /* can't happen: no transaction to commit */
+	c->audit.rewritten = c->head_rewritten;
+	pthread_mutex_lock(&c->s->chain_lock);
+	c->audit.claimed = c->s->chain_claimer == c;
+	pthread_mutex_unlock(&c->s->chain_lock);
 	enum cs_err e = c->s->be->commit(c->k, &c->audit);
 	chain_tx_end(c, e == CS_OK);
 	c->in_tx = false;
@@ -795,6 +815,26 @@ void store_rollback(struct store_conn *c)
 	c->head_known = false;
 	c->s->be->rollback(c->k, c->in_tx);
 	c->in_tx = false;
+}
+
+bool store_conflicted(struct store_conn *c)
+{
+	return c != NULL && c->s->be->conflicted != NULL && c->s->be->conflicted(c->k);
+}
+
+bool store_retry(struct store_conn *c, enum cs_err e, int *attempt)
+{
+	if (e != CS_EBUSY || !store_conflicted(c) || *attempt >= STORE_RETRIES)
+		return false;
+	(*attempt)++;
+	/* The other writer's transaction may still be running: a moment's
+	 * jitter (0.5 to 2 ms, more each time) before running again. */
+	unsigned char r = 0;
+	if (RAND_bytes(&r, 1) != 1)
+		r = 128;
+	struct timespec ts = { 0, (long)(500000 + (long)r * 6000) * *attempt };
+	nanosleep(&ts, NULL);
+	return true;
 }
 
 enum cs_err store_end(struct store_conn *c, enum cs_err e)
@@ -920,7 +960,7 @@ enum cs_err store_open_with(const char *loc, const struct store_opts *o, struct 
 	if (pthread_key_create(&s->key, conn_destroy) != 0)
 		goto out;
 	key_ok = 1;
-	const struct store_publisher pub = { .publish = publish, .arg = s };
+	const struct store_publisher pub = { .publish = publish, .settle = settle, .arg = s };
 	if ((e = s->be->open(loc, o, &pub, &s->db)) != CS_OK)
 		goto out;
 	e = CS_ENOMEM;

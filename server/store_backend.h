@@ -33,11 +33,14 @@ struct store_stmt {
 	const struct store_backend *be;
 };
 
-/* The last audit entry a transaction appended (store_audit_appended). */
+/* The last audit entry a transaction appended (store_audit_appended), and
+ * what else its commit settles about the process's chain. */
 struct store_audit_mark {
 	bool          set;
 	int64_t       seq;
 	unsigned char link[STORE_AUDIT_LINK_LEN];
+	bool          rewritten;          /* it relinked or pruned entries */
+	bool          claimed;            /* it claimed the process's chain */
 };
 
 /* The dispatcher's, handed to a backend at open: publish(arg, ...) gives the
@@ -48,6 +51,10 @@ struct store_audit_mark {
 struct store_publisher {
 	void  (*publish)(void *arg, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN],
 	    bool only_newer);
+	/* An engine with own_chains calls it once a COMMIT's outcome is known
+	 * (ok: committed) and BEFORE the next transaction of the process may
+	 * begin: the chain's head the next one reads must be this one's. */
+	void  (*settle)(void *arg, const struct store_audit_mark *mark, bool ok);
 	void   *arg;
 };
 
@@ -128,6 +135,10 @@ struct store_backend {
 	enum cs_err (*commit)(struct store_link *k, const struct store_audit_mark *mark);
 	void        (*rollback)(struct store_link *k, bool in_tx);
 
+	/* Whether the transaction begun last on k failed because another
+	 * writer's conflicted with it (a serialisation failure or deadlock: run
+	 * again, it may pass).  NULL: the engine has one writer (SQLite). */
+	bool        (*conflicted)(struct store_link *k);
 	enum cs_err (*ping)(struct store_link *k);
 	enum cs_err (*schema_version)(struct store_link *k, int *out);
 	enum cs_err (*backup)(struct store_link *k, const char *dest_path);

@@ -1033,7 +1033,7 @@ fail:
  * refused (a serialisation failure found at the COMMIT: 40001) ended the
  * transaction on the server, rolled back; should anything be left open, it
  * is rolled back too.  Whatever happened, the writer turn goes. */
-static enum cs_err pg_commit(struct pg_conn *k)
+static enum cs_err pg_commit(struct pg_conn *k, const struct store_audit_mark *mark)
 {
 	PGresult *r = NULL;
 	enum cs_err e;
@@ -1064,13 +1064,17 @@ static enum cs_err pg_commit(struct pg_conn *k)
 		    PQtransactionStatus(k->db) != PQTRANS_IDLE)
 			(void)pg_simple(k, "ROLLBACK", PGRES_COMMAND_OK, NULL);
 	}
-	k->in_tx = false;
-	turn_release(k);
 	if (e == CS_OK) {
 		if (strcmp(PQcmdStatus(r), "COMMIT") != 0)
 			e = CS_EDB;
 		PQclear(r);
 	}
+	/* SECURITY: the process's chain head is settled before the turn goes:
+	 * the next transaction links to what this one committed, or reads it. */
+	if (mark != NULL)
+		k->p->pub.settle(k->p->pub.arg, mark, e == CS_OK);
+	k->in_tx = false;
+	turn_release(k);
 	if (e == CS_OK)
 		atomic_fetch_add(&k->p->commits, 1);
 	return e;
@@ -1616,7 +1620,7 @@ static enum cs_err pg_copy_from_sqlite(struct pg_conn *k, sqlite3 *db, struct st
 		}
 	}
 	if (e == CS_OK) {
-		e = pg_commit(k);
+		e = pg_commit(k, NULL);
 		pg_tx = false;
 	}
 out:
@@ -1714,7 +1718,7 @@ static enum cs_err be_commit(struct store_link *kk, const struct store_audit_mar
 	struct pg_conn *k = conn_of(kk);
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	enum cs_err e = pg_commit(k);
+	enum cs_err e = pg_commit(k, mark);
 	store_count_commit(&t0, e, 1);
 	if (e == CS_OK && mark != NULL && mark->set)
 		k->p->pub.publish(k->p->pub.arg, mark->seq, mark->link, true);
@@ -1730,6 +1734,11 @@ static void be_rollback(struct store_link *k, bool in_tx)
 /* Ready means the schema this binary knows, too (consentd migrate).  A newer
  * schema is a rolling upgrade's (migrations keep the previous release
  * working): only an older one is unready. */
+static bool be_conflicted(struct store_link *k)
+{
+	return conn_of(k)->conflicted;
+}
+
 static enum cs_err be_ping(struct store_link *k)
 {
 	int have = 0;
@@ -1795,6 +1804,7 @@ const struct store_backend store_backend_pg = {
 	.begin = be_begin,
 	.commit = be_commit,
 	.rollback = be_rollback,
+	.conflicted = be_conflicted,
 	.ping = be_ping,
 	.schema_version = be_schema_version,
 	.backup = be_backup,

@@ -1117,6 +1117,7 @@ const struct store_backend store_backend_sqlite = {
 	.begin = lite_begin,
 	.commit = lite_commit,
 	.rollback = lite_rollback,
+	.conflicted = NULL,
 	.ping = lite_ping,
 	.schema_version = lite_schema_version,
 	.backup = lite_backup,

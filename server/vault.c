@@ -803,8 +803,17 @@ static enum cs_err release(struct vault *v, struct store_conn *c, const struct c
 		goto out;
 	}
 	rl.expires_in = rec.access_expires_at - rq->now;
-	/* Invariant 10: the release is audited before the token is handed out. */
-	if ((e = release_commit(&x, &rec, outcome, &rl.outcome)) != CS_OK)
+	/* Invariant 10: the release is audited before the token is handed out.
+	 * One transaction with no effect outside the database: run again when
+	 * another node's conflicted with it (the run after sees the approval it
+	 * raced for used, and refuses). */
+	{
+		int tries = 0;
+		do
+			e = release_commit(&x, &rec, outcome, &rl.outcome);
+		while (store_retry(x.c, e, &tries));
+	}
+	if (e != CS_OK)
 		goto out;
 	if (rl.outcome == VAULT_RELEASED)
 		metrics_inc(M_VAULT_RELEASES, res->id);

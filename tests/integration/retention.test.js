@@ -103,7 +103,9 @@ test('the janitor removes finished rows, old revoked consents and the audit pref
   const again = await gw.exchange({ subjectToken, agentId: 'coder', audience: 'notes', scope: 'read' });
   assert.equal(again.status, 200, again.text);
   await until('audit pruned to audit_keep', () => count('audit') <= KEEP || count('audit'));
-  const anchor = Number(sql('SELECT seq FROM audit_anchor'));
+  // One anchor per chain pruned (on PostgreSQL each node's chain: migration 0028); every
+  // entry through the highest was pruned.
+  const anchor = Number(sql('SELECT max(seq) FROM audit_anchor'));
   assert.ok(anchor > 0, 'an anchor recorded');
   assert.equal(Number(sql('SELECT min(seq) FROM audit')), anchor + 1);
 
@@ -126,7 +128,8 @@ test('the janitor removes finished rows, old revoked consents and the audit pref
   assert.notEqual(r.code, 0);
   assert.match(r.err, new RegExp(`entry ${last} is broken`));
   sql(`UPDATE audit SET detail = NULL WHERE seq = ${last}`);
-  sql(`UPDATE audit_anchor SET seq = seq + 1, link = (SELECT link FROM audit WHERE seq = ${anchor + 1}); `
+  sql(`UPDATE audit_anchor SET seq = seq + 1, link = (SELECT link FROM audit WHERE seq = ${anchor + 1}) `
+    + `WHERE seq = ${anchor}; `
     + `DELETE FROM audit WHERE seq = ${anchor + 1}`);
   r = cli('verify');
   assert.notEqual(r.code, 0);

@@ -8,13 +8,16 @@
  * otherwise on a fresh SQLite file.  The tests of what only one engine has
  * are added for that engine alone, each saying why (store_suite). */
 #include <dirent.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "buf.h"
+#include "seal.h"
 #include "consent.h"
 #include "embed.h"
 #include "metrics.h"
@@ -1072,6 +1075,68 @@ END_TEST
  * not read again (a batch of entries reads the head once); a relink makes
  * it read again; the next transaction reads the table. */
 static const char SQL_AUDIT_COUNT[] = "SELECT count(*) FROM audit";
+/* Many threads of one process append at once, each in its own transaction:
+ * on PostgreSQL the process's chain head is kept between transactions
+ * (migration 0028), and the next transaction must link to the last commit,
+ * never to the one before it (a fork).  audit verify walks it. */
+struct chain_worker {
+	struct store *s;
+	int           n;
+	enum cs_err   e;
+};
+
+static void *chain_append_worker(void *arg)
+{
+	struct chain_worker *w = arg;
+	struct store_conn *c = store_conn(w->s);
+	const struct audit_entry ent = { .ts = 1700000000, .actor = "system", .action = "grant.issued",
+	    .outcome = "ok" };
+	w->e = c != NULL ? CS_OK : CS_EDB;
+	for (int i = 0; i < w->n && w->e == CS_OK; i++) {
+		enum cs_err e = store_begin(c);
+		if (e == CS_OK && (e = audit_append(c, &ent)) == CS_OK)
+			e = store_commit(c);
+		else
+			store_rollback(c);
+		if (e != CS_OK && e != CS_EBUSY)
+			w->e = e;
+	}
+	return NULL;
+}
+
+START_TEST(test_store_audit_chain_threads_no_fork)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct chain_worker w[6];
+	pthread_t t[6];
+	struct master_key mk;
+	struct audit_verify_result r;
+
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	store_own_chains(s, true);
+	ck_assert_int_eq(master_key_load(NULL, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", &mk),
+	    CS_OK);
+	ck_assert_int_eq(audit_set_master_key(&mk), CS_OK);
+	for (int i = 0; i < 6; i++) {
+		w[i] = (struct chain_worker){ .s = s, .n = 150 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, chain_append_worker, &w[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(w[i].e, CS_OK);
+	}
+	ck_assert_int_eq(audit_verify(store_conn(s), &mk, NULL, &r), CS_OK);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_ge(r.entries, 6 * 150 / 2);
+	audit_clear_key();
+	master_key_clear(&mk);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* SQLite's next number is one past the highest given; PostgreSQL's comes
  * from the process's block (migrations/pg/0028): above every number given,
  * and a new one at every ask. */
@@ -1927,6 +1992,7 @@ static Suite *store_suite(void)
 	}
 	tcase_add_test(tc, test_store_run_later);
 	tcase_add_test(tc, test_store_audit_head_known);
+	tcase_add_test(tc, test_store_audit_chain_threads_no_fork);
 	suite_add_tcase(s, tc);
 	return s;
 }
