@@ -54,7 +54,7 @@ async function scrape(ports, auth, names) {
 }
 const LOCK_SAMPLES = ['consentd_db_lock_wait_seconds_count', 'consentd_db_lock_wait_seconds_sum',
   'consentd_db_lock_hold_seconds_count', 'consentd_db_lock_hold_seconds_sum',
-  'consentd_grants_issued_total'];
+  'consentd_grants_issued_total', 'consentd_db_conflicts_total'];
 
 // CPU seconds of every process of user postgres (the server and its backends).
 function postgresCpu() {
@@ -131,12 +131,14 @@ async function measure(label, { pg, nodes }) {
           waitMs: (1000 * d('consentd_db_lock_wait_seconds_sum')) / d('consentd_db_lock_wait_seconds_count'),
           holdMs: (1000 * d('consentd_db_lock_hold_seconds_sum')) / holds,
         };
+        out.lock.conflicts = d('consentd_db_conflicts_total');
         out.lock.waitShare = out.lock.waits / holds;
         out.lock.ceiling = 1000 / out.lock.holdMs;
         console.log(`  ${label} writer turn: ${holds} transactions (${out.lock.grants} grants), `
           + `${out.lock.waits} waited (${(100 * out.lock.waitShare).toFixed(1)} %, mean wait `
           + `${out.lock.waitMs.toFixed(3)} ms), mean hold ${out.lock.holdMs.toFixed(3)} ms: `
-          + `ceiling ${Math.round(out.lock.ceiling)} transactions/s a node`);
+          + `ceiling ${Math.round(out.lock.ceiling)} transactions/s a node; `
+          + `${out.lock.conflicts} conflicts with another node (rolled back, run again)`);
         if (PG_STATEMENTS) {
           const g = out.lock.grants;
           const st = psql('SELECT calls, round(mean_exec_time::numeric, 4), '

@@ -411,7 +411,9 @@ static enum cs_err open_chain(struct store_conn *c, const unsigned char key[AUDI
 	enum cs_err err;
 
 	buf_init(&detail, AUDIT_MAX_FIELD);
-	if ((err = store_audit_chain_heads(c, 0, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
+	/* Every other chain, chain 0 (the entries before migration 0028) too:
+	 * the new chain is not claimed yet. */
+	if ((err = store_audit_chain_heads(c, -1, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
 	    (err = store_audit_chain_claim(c, ts, &chain_id)) != CS_OK ||
 	    (err = buf_puts(&detail, n == 0 ? "heads=none" : "heads=")) != CS_OK)
 		goto out;
@@ -1003,7 +1005,11 @@ enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int6
 		err = CS_ECRYPTO;
 		goto out;
 	}
-	if ((err = store_audit_page(c, through, (size_t)limit, &rows, &n)) != CS_OK)
+	/* From the oldest entry left, not from the anchors: with many writers an
+	 * entry numbered before a prune's last may commit after it (numbers are
+	 * taken as a transaction begins to append), and is pruned, verified like
+	 * any, by the next. */
+	if ((err = store_audit_page(c, 0, (size_t)limit, &rows, &n)) != CS_OK)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		struct audit_entry e;

@@ -639,12 +639,20 @@ static void publish(void *arg, int64_t seq, const unsigned char link[STORE_AUDIT
 
 /* The engines' settle (store_backend.h): a COMMIT's outcome for the
  * process's chain, before the next transaction may begin. */
-static void settle(void *arg, const struct store_audit_mark *mark, bool ok)
+static void settle(void *arg, const struct store_audit_mark *mark, bool ok, bool unknown)
 {
 	struct store *s = arg;
 	pthread_mutex_lock(&s->chain_lock);
 	if (mark->claimed && !ok) {
 		s->chain = 0;                 /* the claim was rolled back with it */
+		s->head_cached = false;
+	}
+	/* SECURITY: entries whose COMMIT lost its connection may still land after
+	 * the next transaction read the chain's head: it would follow the same
+	 * entry (a fork).  The process gives that chain up and claims a new one,
+	 * whose first entry names the old chain's newest. */
+	if (mark->set && unknown) {
+		s->chain = 0;
 		s->head_cached = false;
 	}
 	if (mark->set || mark->rewritten) {

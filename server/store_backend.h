@@ -51,10 +51,11 @@ struct store_audit_mark {
 struct store_publisher {
 	void  (*publish)(void *arg, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN],
 	    bool only_newer);
-	/* An engine with own_chains calls it once a COMMIT's outcome is known
-	 * (ok: committed) and BEFORE the next transaction of the process may
-	 * begin: the chain's head the next one reads must be this one's. */
-	void  (*settle)(void *arg, const struct store_audit_mark *mark, bool ok);
+	/* An engine with own_chains calls it once a COMMIT has answered (ok:
+	 * committed; unknown: the connection went before the answer, so it may
+	 * have committed or not) and BEFORE the next transaction of the process
+	 * may begin: the chain's head the next one reads must be this one's. */
+	void  (*settle)(void *arg, const struct store_audit_mark *mark, bool ok, bool unknown);
 	void   *arg;
 };
 

@@ -1072,7 +1072,8 @@ static enum cs_err pg_commit(struct pg_conn *k, const struct store_audit_mark *m
 	/* SECURITY: the process's chain head is settled before the turn goes:
 	 * the next transaction links to what this one committed, or reads it. */
 	if (mark != NULL)
-		k->p->pub.settle(k->p->pub.arg, mark, e == CS_OK);
+		k->p->pub.settle(k->p->pub.arg, mark, e == CS_OK, e != CS_OK &&
+		    (k->db == NULL || PQstatus(k->db) != CONNECTION_OK));
 	k->in_tx = false;
 	turn_release(k);
 	if (e == CS_OK)
@@ -1591,8 +1592,18 @@ static enum cs_err pg_copy_from_sqlite(struct pg_conn *k, sqlite3 *db, struct st
 	if ((e = pg_begin(k)) != CS_OK)
 		goto out;
 	pg_tx = true;
+	/* A SQLite database's entries are chain 0's, which migration 0028's
+	 * trigger keeps closed to every other writer on PostgreSQL. */
+	e = pg_simple(k, "SET LOCAL consentd.copying = 'on'", PGRES_COMMAND_OK, NULL);
 	for (size_t i = 0; i < r->ntables && e == CS_OK; i++) {
 		int64_t have = pg_count(k, r->t[i].name, &e);
+		/* audit_chains holds chain 0 from migration 0028 on both sides:
+		 * empty is that row alone, which the source's copy replaces. */
+		if (e == CS_OK && have == 1 && strcmp(r->t[i].name, "audit_chains") == 0 &&
+		    pg_count(k, "audit_chains WHERE chain = 0", &e) == 1 && e == CS_OK) {
+			e = pg_simple(k, "DELETE FROM audit_chains WHERE chain = 0", PGRES_COMMAND_OK, NULL);
+			have = 0;
+		}
 		if (e == CS_OK && have != 0) {
 			COPY_WHY(r, "the destination is not empty: table %s has %lld rows",
 			    r->t[i].name, (long long)have);

@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "scope.h"
 #include "standing.h"
+#include "store_approval.h"
 #include "store_consent.h"
 #include "store_vault.h"
 #include "vault.h"
@@ -686,6 +687,22 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 		return e;
 	if ((e = store_begin(x->c)) != CS_OK)
 		return e;
+	/* SECURITY: the consent is checked again in the release's own transaction:
+	 * the caller's snapshot may predate a revocation that committed since (on
+	 * another node, too; SERIALIZABLE makes this read part of what conflicts
+	 * with such a revocation, and a run after the conflict sees it). */
+	{
+		int live = 0;
+		if ((e = store_approval_consent_live(x->c, rq->k->id, rq->now, &live)) != CS_OK) {
+			store_rollback(x->c);
+			return e;
+		}
+		if (!live) {
+			store_rollback(x->c);
+			*oc = VAULT_RELEASE_GONE;
+			return CS_OK;
+		}
+	}
 	/* SECURITY: invariant 9 -- used once, in the transaction of its release. */
 	if (rq->approval_id != NULL)
 		e = approval_redeem(x->c, x->cfg, rq->approval_id, rq->actor, rq->now, &ro);

@@ -26,3 +26,19 @@ ALTER TABLE audit_anchor DROP COLUMN id;
 ALTER TABLE audit_anchor ADD COLUMN chain BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE audit_anchor ADD PRIMARY KEY (chain);
 ALTER TABLE audit_anchor ALTER COLUMN chain DROP DEFAULT;
+
+-- No process of this release appends to chain 0 on PostgreSQL; one of an earlier
+-- release would (linking to whichever chain's entry is newest, and numbering past
+-- the sequence).  Its writes fail instead of corrupting the log: stop every node of
+-- an earlier release before this one writes.  `consentd db copy` (chain 0 of a
+-- SQLite database) says so with consentd.copying for its own transaction.
+CREATE FUNCTION audit_chain_0_closed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.chain = 0 AND current_setting('consentd.copying', true) IS DISTINCT FROM 'on' THEN
+		RAISE EXCEPTION 'audit chain 0 is closed on PostgreSQL since migration 0028: '
+		    'a consentd of an earlier release is writing; stop it';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER audit_chain_0_closed BEFORE INSERT ON audit
+	FOR EACH ROW EXECUTE FUNCTION audit_chain_0_closed();

@@ -145,6 +145,35 @@ START_TEST(test_vault_release_with_callers_writes)
 }
 END_TEST
 
+/* The consent revoked after the caller read it (on another node, say): the
+ * release's own transaction reads it again and releases nothing -- no token,
+ * no vault.released entry, no use of the consent. */
+START_TEST(test_vault_release_consent_revoked_meanwhile)
+{
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 3600);
+	char *kid = connect_alice(NOW);
+	struct consent k = load(kid, NOW);        /* the caller's snapshot: live */
+	struct vault_release r;
+	char sql[160];
+	memset(&r, 0, sizeof r);
+	ck_assert_int_eq(str_fmt(sql, sizeof sql, "UPDATE consents SET revoked_at = %d WHERE id = '%s'",
+	    NOW + 1, kid), CS_OK);
+	raw_exec(sql);
+	struct vault_release_req rq = { .k = &k, .action = "list_issues", .actor = ACT,
+		.now = NOW + 2, .with = with_entry, .with_ctx = kid };
+	int calls = with_calls;
+	ck_assert_int_eq(vault_release(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASE_GONE);
+	ck_assert_ptr_null(r.access_token);
+	ck_assert_int_eq(with_calls, calls);
+	ck_assert_int_eq(q_int("SELECT count(*) FROM audit WHERE action = 'vault.released'", NULL), 0);
+	ck_assert_int_eq(q_int("SELECT last_used_at FROM consents WHERE id = ?1", kid), 0);
+	vault_release_clear(&r);
+	consent_clear(&k);
+	free(kid);
+}
+END_TEST
+
 /* --- sealing ------------------------------------------------------------ */
 
 START_TEST(test_vault_seal_round_trip)
@@ -986,6 +1015,7 @@ static Suite *vault_suite(void)
 	tcase_add_test(tc, test_vault_map_scopes);
 	tcase_add_test(tc, test_vault_release_approved_one_transaction);
 	tcase_add_test(tc, test_vault_release_with_callers_writes);
+	tcase_add_test(tc, test_vault_release_consent_revoked_meanwhile);
 	tcase_add_test(tc, test_vault_seal_round_trip);
 	tcase_add_test(tc, test_vault_ciphertext_swapped_between_rows);
 	tcase_add_test(tc, test_vault_tampered_ciphertexts);
