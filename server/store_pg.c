@@ -1562,8 +1562,9 @@ static enum cs_err copy_sequences(struct pg_conn *k)
 	for (int i = 0; i < PQntuples(res) && e == CS_OK; i++) {
 		const char *t = PQgetvalue(res, i, 0), *c = PQgetvalue(res, i, 1);
 		char q[256];
+		/* (Above 0: audit_chains' chain 0 is a row, never a sequence's value.) */
 		if (!ident_ok(t) || !ident_ok(c) || str_fmt(q, sizeof q, "SELECT setval("
-		    "pg_get_serial_sequence('%s', '%s'), max(%s)) FROM %s HAVING max(%s) IS NOT NULL",
+		    "pg_get_serial_sequence('%s', '%s'), max(%s)) FROM %s HAVING max(%s) > 0",
 		    t, c, c, t, c) != CS_OK) {
 			e = CS_EINVAL;
 			break;
