@@ -1875,6 +1875,63 @@ static void duty_round(struct store_conn *cs[2], const char *duty, int64_t row0,
 	}
 }
 
+/* BEGIN is sent before the process's writer turn is taken (one round trip
+ * less inside the turn): the transaction's snapshot must still come after
+ * the turn, so that it sees what the turn's last holder committed -- a
+ * read-check-write of this process never acts on a stale read.  A thread
+ * holds the turn with a row written; the main thread begins meanwhile (its
+ * BEGIN already gone), and once it has the turn it must see that row. */
+struct turn_holder {
+	struct store *s;
+	sem_t         wrote;
+	enum cs_err   e;
+};
+
+static void *turn_hold(void *arg)
+{
+	struct turn_holder *h = arg;
+	struct store_conn *c = store_conn(h->s);
+	h->e = store_begin(c);
+	if (h->e == CS_OK)
+		h->e = store_run(c, SQL_BK_INSERT, STORE_VALS(SV_INT(1), SV_TEXT("first")));
+	sem_post(&h->wrote);
+	usleep(200 * 1000);
+	if (h->e == CS_OK)
+		h->e = store_commit(c);
+	else
+		store_rollback(c);
+	return NULL;
+}
+
+START_TEST(test_store_pg_snapshot_after_turn)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct turn_holder h;
+	pthread_t t;
+	int64_t n = -1;
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_run(c, SQL_BK_CREATE, NULL, 0), CS_OK);
+	h.s = s;
+	h.e = CS_EDB;
+	ck_assert_int_eq(sem_init(&h.wrote, 0, 0), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, turn_hold, &h), 0);
+	sem_wait(&h.wrote);
+	ck_assert_int_eq(store_begin(c), CS_OK);         /* waits for the holder's COMMIT */
+	ck_assert_int_eq(store_aggregate(c, SQL_BK_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_msg(n == 1, "the snapshot predates the turn: %lld rows seen", (long long)n);
+	ck_assert_int_eq(store_run(c, SQL_BK_INSERT, STORE_VALS(SV_INT(2), SV_TEXT("second"))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(h.e, CS_OK);
+	sem_destroy(&h.wrote);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 START_TEST(test_store_pg_write_skew_one_commits)
 {
 	struct fixture f;
@@ -1964,6 +2021,7 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_pg_schema_policies);
 		tcase_add_test(tc, test_store_pg_lock_wait_counted);
 		tcase_add_test(tc, test_store_pg_write_skew_one_commits);
+		tcase_add_test(tc, test_store_pg_snapshot_after_turn);
 	}
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rows");
