@@ -50,13 +50,6 @@ struct store_audit_ref {
  * except that still have entries, newest chain first. */
 enum cs_err store_audit_chain_heads(struct store_conn *c, int64_t except,
     struct store_audit_ref *out, size_t max, size_t *n) CS_MUST_CHECK;
-/* Every chain claimed, with the seq of its newest entry (0: none left), in
- * *out (malloc'd, the caller frees) -- for pruning. */
-struct store_audit_chain_end {
-	int64_t chain, last;
-};
-enum cs_err store_audit_chain_ends(struct store_conn *c, struct store_audit_chain_end **out,
-    size_t *n) CS_MUST_CHECK;
 
 /* The columns of one entry as audit.c hands them down (its struct
  * audit_entry's fields: the store knows no audit type). */

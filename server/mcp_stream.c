@@ -124,11 +124,16 @@ static void release(int64_t user_id)
 	pthread_mutex_unlock(&mu);
 }
 
+/* Whole milliseconds elapsed, rounded down.  The nanoseconds' difference is
+ * added before dividing: divided alone, a negative one rounded toward zero
+ * and counted up to a millisecond more than had passed, so a stream could end
+ * before its lifetime (test_mcp_stream saw "life == 1999"). */
 static int64_t ms_since(const struct timespec *t0)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)(now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+	return ((int64_t)(now.tv_sec - t0->tv_sec) * 1000000000 + (now.tv_nsec - t0->tv_nsec)) /
+	    1000000;
 }
 
 static void sleep_ms(int64_t ms)

@@ -44,9 +44,6 @@ static const char SQL_CHAIN_HEADS[] =
     "WHERE a.chain = c.chain) FROM audit_chains AS c WHERE c.chain <> ?1 AND EXISTS "
     "(SELECT 1 FROM audit AS b WHERE b.chain = c.chain) ORDER BY c.chain DESC LIMIT ?2) "
     "ORDER BY chain DESC";
-static const char SQL_CHAIN_ENDS[] =
-    "SELECT c.chain, COALESCE((SELECT max(a.seq) FROM audit AS a WHERE a.chain = c.chain), 0) "
-    "FROM audit_chains AS c ORDER BY c.chain";
 static const char SQL_AUDIT_APPEND[] =
     "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
     "request_id, outcome, detail, link, master_kid, chain, prev_seq) "
@@ -265,42 +262,6 @@ enum cs_err store_audit_chain_heads(struct store_conn *c, int64_t except,
 	store_stmt_done(st);
 	if (e != CS_OK && e != CS_ENOENT)
 		return e;
-	*n = k;
-	return CS_OK;
-}
-
-enum cs_err store_audit_chain_ends(struct store_conn *c, struct store_audit_chain_end **out,
-    size_t *n)
-{
-	enum cs_err e;
-	struct store_stmt *st;
-	struct store_audit_chain_end *v = NULL;
-	size_t k = 0, cap = 0;
-	if (c == NULL || out == NULL || n == NULL)
-		return CS_EINVAL;
-	if ((st = store_stmt(c, SQL_CHAIN_ENDS)) == NULL)
-		return CS_EDB;
-	while ((e = store_step(c, st)) == CS_OK) {
-		if (k == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			struct store_audit_chain_end *nv = realloc(v, ncap * sizeof *nv);
-			if (nv == NULL) {
-				e = CS_ENOMEM;
-				break;
-			}
-			v = nv;
-			cap = ncap;
-		}
-		v[k].chain = store_col_int64(st, 0);
-		v[k].last = store_col_int64(st, 1);
-		k++;
-	}
-	store_stmt_done(st);
-	if (e != CS_ENOENT) {
-		free(v);
-		return e == CS_OK ? CS_EDB : e;
-	}
-	*out = v;
 	*n = k;
 	return CS_OK;
 }
