@@ -1932,6 +1932,42 @@ START_TEST(test_store_pg_snapshot_after_turn)
 }
 END_TEST
 
+/* Migration 0028 closes chain 0 on PostgreSQL: an entry of it (what a
+ * consentd of an earlier release writes after the migration) is refused, and
+ * nothing of its transaction stays; a chain of the process's own is taken. */
+START_TEST(test_store_pg_chain_zero_closed)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	unsigned char l[STORE_AUDIT_LINK_LEN];
+	struct store_audit_fields e = { .ts = 1700000000, .action = "test.entry" };
+	int64_t n = -1;
+	memset(l, 7, sizeof l);
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	struct store_conn *c = store_conn(s);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	enum cs_err r = store_audit_append(c, &e, 1, l, "mk");
+	if (r == CS_OK)
+		r = store_commit(c);
+	else
+		store_rollback(c);
+	ck_assert_msg(r != CS_OK, "an entry of chain 0 was taken on PostgreSQL");
+	ck_assert_int_eq(store_aggregate(c, SQL_AUDIT_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 0);
+	/* The process's own chain is taken. */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_audit_chain_claim(c, 1700000000, &e.chain), CS_OK);
+	ck_assert_int_gt(e.chain, 0);
+	ck_assert_int_eq(store_audit_append(c, &e, 2, l, "mk"), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	ck_assert_int_eq(store_aggregate(c, SQL_AUDIT_COUNT, NULL, 0, &n, 1), CS_OK);
+	ck_assert_int_eq(n, 1);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 START_TEST(test_store_pg_write_skew_one_commits)
 {
 	struct fixture f;
@@ -2022,6 +2058,7 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_pg_lock_wait_counted);
 		tcase_add_test(tc, test_store_pg_write_skew_one_commits);
 		tcase_add_test(tc, test_store_pg_snapshot_after_turn);
+		tcase_add_test(tc, test_store_pg_chain_zero_closed);
 	}
 	suite_add_tcase(s, tc);
 	tc = tcase_create("rows");
