@@ -33,6 +33,7 @@ struct store_conn {
 	struct store_audit_mark audit;    /* the last audit entry the open transaction appended */
 	bool               head_known;    /* audit is the chain's head (store_audit_head_known) */
 	bool               head_rewritten;   /* this transaction relinked or pruned entries */
+	int64_t            claimed;       /* the chain this transaction claimed; 0: none */
 	int64_t            nums[STORE_AUDIT_RESERVE];   /* entry numbers this transaction took */
 	size_t             nnums, inums;  /* how many, and the next to use */
 };
@@ -52,7 +53,6 @@ struct store {
 	pthread_mutex_t    chain_lock;    /* guards what follows */
 	bool               chains_own;    /* claims a chain (be->own_chains, or store_own_chains) */
 	int64_t            chain;
-	struct store_conn *chain_claimer; /* the transaction that claimed it, until its COMMIT */
 	bool               head_cached;   /* head_*: the chain's committed head (be->own_chains) */
 	int64_t            head_seq;
 	unsigned char      head_link[STORE_AUDIT_LINK_LEN];
@@ -617,6 +617,7 @@ enum cs_err store_begin(struct store_conn *c)
 	c->audit.set = false;
 	c->head_known = false;
 	c->head_rewritten = false;
+	c->claimed = 0;
 	c->nnums = c->inums = 0;
 	if ((e = c->s->be->begin(c->k)) == CS_OK)
 		c->in_tx = true;
@@ -643,15 +644,12 @@ static void settle(void *arg, const struct store_audit_mark *mark, bool ok, bool
 {
 	struct store *s = arg;
 	pthread_mutex_lock(&s->chain_lock);
-	if (mark->claimed && !ok) {
-		s->chain = 0;                 /* the claim was rolled back with it */
-		s->head_cached = false;
-	}
-	/* SECURITY: entries whose COMMIT lost its connection may still land after
+	/* A claim that did not commit was rolled back with its transaction.
+	 * SECURITY: entries whose COMMIT lost its connection may still land after
 	 * the next transaction read the chain's head: it would follow the same
 	 * entry (a fork).  The process gives that chain up and claims a new one,
 	 * whose first entry names the old chain's newest. */
-	if (mark->set && unknown) {
+	if ((mark->claimed && !ok) || (mark->set && unknown)) {
 		s->chain = 0;
 		s->head_cached = false;
 	}
@@ -711,21 +709,22 @@ void store_audit_head_forget(struct store_conn *c)
 
 /* --- the process's own audit chain (migration 0028) ---------------------- */
 
-/* A transaction ends (committed: ok).  A chain it claimed is this process's
- * from now on, or was never had (the engine's settle said so first, when it
- * committed; a rollback says it here). */
+/* A transaction that claimed the process's chain ends (committed: ok): the
+ * chain is the process's from now on, or was never had (an engine's settle
+ * said so first when it committed; SQLite's and a rollback say it here).
+ * Only a claiming transaction takes the lock: not every commit's path. */
 static void chain_tx_end(struct store_conn *c, bool ok)
 {
-	struct store *s = c->s;
-	pthread_mutex_lock(&s->chain_lock);
-	if (s->chain_claimer == c) {
-		s->chain_claimer = NULL;
-		if (!ok) {
-			s->chain = 0;
-			s->head_cached = false;
-		}
+	int64_t claimed = c->claimed;
+	c->claimed = 0;
+	if (claimed == 0 || ok)
+		return;
+	pthread_mutex_lock(&c->s->chain_lock);
+	if (c->s->chain == claimed) {         /* not another's claim since */
+		c->s->chain = 0;
+		c->s->head_cached = false;
 	}
-	pthread_mutex_unlock(&s->chain_lock);
+	pthread_mutex_unlock(&c->s->chain_lock);
 }
 
 void store_own_chains(struct store *s, bool own)
@@ -748,9 +747,9 @@ void store_audit_chain_claimed(struct store_conn *c, int64_t chain)
 {
 	pthread_mutex_lock(&c->s->chain_lock);
 	c->s->chain = chain;
-	c->s->chain_claimer = c;
 	c->s->head_cached = false;
 	pthread_mutex_unlock(&c->s->chain_lock);
+	c->claimed = chain;
 }
 
 bool store_audit_chain_head(struct store_conn *c, int64_t *seq,
@@ -802,9 +801,7 @@ enum cs_err store_commit(struct store_conn *c)
 	if (c == NULL || !c->in_tx)
 		return CS_EDB;                /* can't happen: no transaction to commit */
 	c->audit.rewritten = c->head_rewritten;
-	pthread_mutex_lock(&c->s->chain_lock);
-	c->audit.claimed = c->s->chain_claimer == c;
-	pthread_mutex_unlock(&c->s->chain_lock);
+	c->audit.claimed = c->claimed != 0;
 	enum cs_err e = c->s->be->commit(c->k, &c->audit);
 	chain_tx_end(c, e == CS_OK);
 	c->in_tx = false;

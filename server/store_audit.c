@@ -13,11 +13,11 @@
 	"seq, ts, actor, action, subject, agent, resource, scopes, consent_id, request_id, " \
 	"outcome, detail, link, master_kid, chain, prev_seq FROM audit "
 
-/* A chain's head and the next number in one statement (one round trip on
- * PostgreSQL): the highest number ever given (SQLite's sqlite_sequence
- * outlives pruning; on PostgreSQL numbers come from the process's block, so
- * the column is unused there), then the chain's last entry's seq and link,
- * or its anchor's when every entry of it was pruned (NULL when neither). */
+/* A chain's head and the next number in one statement: the highest number
+ * ever given (SQLite's sqlite_sequence outlives pruning; on PostgreSQL
+ * numbers come from audit's sequence, SQL_AUDIT_NUMBERS_PG, so the column is
+ * unused there), then the chain's last entry's seq and link, or its
+ * anchor's when every entry of it was pruned (NULL when neither). */
 static const char SQL_AUDIT_HEAD[] =
     "SELECT (SELECT seq FROM sqlite_sequence WHERE name = 'audit'), "
     "COALESCE(h.seq, a.seq), COALESCE(h.link, a.link) "
@@ -158,58 +158,49 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	enum cs_err e;
 	struct store_audit_head h;
 	struct store_stmt *st;
-	bool own = false, blocks;
+	bool own = false, from_sequence;
+	int64_t high;                     /* one writer: the highest number ever given */
 
 	memset(&h, 0, sizeof h);
 	if (c == NULL || out == NULL)
 		return CS_EINVAL;
 	h.chain = store_audit_chain_of(c, &own);
-	blocks = store_audit_numbers_from_sequence(c);
+	from_sequence = store_audit_numbers_from_sequence(c);
 	/* After this transaction's own append its entry is the head: no round
 	 * trip (a batch of entries in one transaction reads the head once).  With
 	 * chains of their own, the process's last commit left it (nobody else
 	 * appends to that chain). */
 	if (store_audit_head_known(c, &h.seq, h.link) ||
-	    (blocks && store_audit_chain_head(c, &h.seq, h.link))) {
+	    (from_sequence && store_audit_chain_head(c, &h.seq, h.link))) {
 		h.link_len = STORE_AUDIT_LINK_LEN;
-		if (blocks) {
-			if ((e = next_number(c, &h.next)) != CS_OK)
-				return e;
-		} else {
-			if (h.seq == INT64_MAX)
-				return CS_ETOOBIG;
-			h.next = h.seq + 1;
+		high = h.seq;
+	} else {
+		if ((st = store_query(c, store_dialect_sql(c, SQL_AUDIT_HEAD, SQL_AUDIT_HEAD_PG),
+		    STORE_VALS(SV_INT(h.chain)), &e)) == NULL)
+			return e;
+		e = store_step(c, st);
+		if (e == CS_OK) {
+			h.seq = store_col_int64(st, 1);
+			if (store_col_type(st, 2) == STORE_COL_BLOB &&
+			    store_col_bytes(st, 2) == STORE_AUDIT_LINK_LEN) {
+				memcpy(h.link, store_col_raw_blob(st, 2), STORE_AUDIT_LINK_LEN);
+				h.link_len = STORE_AUDIT_LINK_LEN;
+			}
+			h.next = store_col_int64(st, 0);
 		}
-		*out = h;
-		return CS_OK;
+		store_stmt_done(st);
+		if (e != CS_OK && e != CS_ENOENT)
+			return e;
+		high = h.next > h.seq ? h.next : h.seq;
 	}
-	if ((st = store_query(c, store_dialect_sql(c, SQL_AUDIT_HEAD, SQL_AUDIT_HEAD_PG),
-	    STORE_VALS(SV_INT(h.chain)), &e)) == NULL)
-		return e;
-	e = store_step(c, st);
-	if (e == CS_OK) {
-		h.seq = store_col_int64(st, 1);
-		if (store_col_type(st, 2) == STORE_COL_BLOB &&
-		    store_col_bytes(st, 2) == STORE_AUDIT_LINK_LEN) {
-			memcpy(h.link, store_col_raw_blob(st, 2), STORE_AUDIT_LINK_LEN);
-			h.link_len = STORE_AUDIT_LINK_LEN;
-		}
-		h.next = store_col_int64(st, 0);
-	}
-	store_stmt_done(st);
-	if (e != CS_OK && e != CS_ENOENT)
-		return e;
-	if (blocks) {
+	if (from_sequence) {
 		if ((e = next_number(c, &h.next)) != CS_OK)
 			return e;
-		*out = h;
-		return CS_OK;
+	} else {
+		if (high == INT64_MAX)
+			return CS_ETOOBIG;
+		h.next = high + 1;
 	}
-	if (h.next < h.seq)
-		h.next = h.seq;
-	if (h.next == INT64_MAX)
-		return CS_ETOOBIG;
-	h.next++;
 	*out = h;
 	return CS_OK;
 }
