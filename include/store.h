@@ -120,7 +120,8 @@ enum cs_err store_ping(struct store_conn *c) CS_MUST_CHECK;
  *   ISOLATION LEVEL SERIALIZABLE, so a read-check-write between store_begin
  *   and store_commit holds against them too: of two that conflict, one
  *   fails with CS_EBUSY (answer 503) at a statement or at store_commit,
- *   and is rolled back whole.  Nothing retries it below this line.
+ *   and is rolled back whole.  Nothing retries it below this line: a
+ *   caller whose transaction is one whole function may (store_retry).
  * - store_commit returns CS_OK only when the transaction's writes are
  *   durable (synchronous = FULL), committed together with those of the
  *   transactions that ended around it; an error means none of its writes

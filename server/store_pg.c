@@ -12,8 +12,9 @@
  * Transactions: one writer per node, SERIALIZABLE across the nodes.
  * - Within a process (a node) transactions run one at a time, as SQLite's
  *   do: each takes the store's writer turn (struct pg_store's turn, an
- *   in-process mutex and condition) before its BEGIN is sent and gives it
- *   back when it ends -- COMMIT, ROLLBACK, or its connection lost or closed.
+ *   in-process mutex and condition) right after its BEGIN is answered and
+ *   gives it back when it ends -- COMMIT, ROLLBACK, or its connection lost
+ *   or closed.
  *   So a node's own transactions are in one order (the order of its audit
  *   chain) and never conflict with each other.  The queue for the turn is
  *   bounded ([database] write_queue) and so is the wait (PG_TURN_WAIT_S):
@@ -24,11 +25,13 @@
  *   one of two transactions whose reads and writes conflict, with SQLSTATE
  *   40001 at a statement or at the COMMIT (or 40P01 for a deadlock).  That
  *   is CS_EBUSY too (pg_err), counted once per transaction in
- *   consentd_db_conflicts_total; the transaction is rolled back whole and
- *   the client tries again.  Nothing retries here: the callers interleave
- *   their own logic between store_begin and store_commit.
- * SERIALIZABLE's snapshot is taken at the transaction's first statement,
- * after the turn was had, so the node's previous transaction is in it.
+ *   consentd_db_conflicts_total; the transaction is rolled back whole.
+ *   Nothing retries here (the callers interleave their own logic between
+ *   store_begin and store_commit): a caller whose transaction is one whole
+ *   function runs it again (store_retry), any other answers 503.
+ * SERIALIZABLE's snapshot is taken at the transaction's first query -- not
+ * at BEGIN nor SET LOCAL -- after the turn was had, so the node's previous
+ * transaction is in it (test_store_pg_snapshot_after_turn).
  * A node so writes at most 1 / (the time a transaction holds the turn)
  * transactions a second (consentd_db_lock_hold_seconds; waits:
  * consentd_db_lock_wait_seconds), and the cluster at most that many times
@@ -928,7 +931,7 @@ static double seconds_since(const struct timespec *t0)
 	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* Takes the store's writer turn for k (pg_begin, before its BEGIN).
+/* Takes the store's writer turn for k (pg_begin, once its BEGIN is answered).
  * CS_EBUSY at once when the store is stopping or queue_max callers wait
  * already, and after PG_TURN_WAIT_S without it.  Each wait is observed in
  * consentd_db_lock_wait_seconds, had or timed out; a turn had at once is no
