@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sqlite3.h>
 
 #include <jansson.h>
@@ -416,6 +417,61 @@ START_TEST(test_grant_issue_claims_exact)
 	json_decref(cl2);
 	json_decref(cl);
 	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+}
+END_TEST
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The jti's first 11 characters as the milliseconds they hold (hex digits
+ * only); UINT64_MAX when they are not. */
+static uint64_t jti_ms(const char *jti)
+{
+	uint64_t ms = 0;
+	for (int i = 0; i < 11; i++) {
+		char ch = jti[i];
+		if (ch >= '0' && ch <= '9')
+			ms = ms * 16 + (uint64_t)(ch - '0');
+		else if (ch >= 'a' && ch <= 'f')
+			ms = ms * 16 + (uint64_t)(ch - 'a' + 10);
+		else
+			return UINT64_MAX;
+	}
+	return ms;
+}
+
+/* A jti is the time it was made (milliseconds, 11 hex digits) and then 192
+ * random bits (32 base64url characters): ids of one node grow, so a grant's
+ * row goes at the end of the jti index (issue 34), and stay unguessable. */
+START_TEST(test_grant_issue_jti_time_ordered)
+{
+	struct grant_response g1, g2;
+	char *kid = make_consent("alice", "read", 3600, false, NOW);
+	uint64_t before = wall_ms();
+	issue(kid, "read", false, NOW, &g1);
+	issue(kid, "read", false, NOW, &g2);
+	uint64_t after = wall_ms();
+	const struct grant_response *gs[2] = { &g1, &g2 };
+	for (int i = 0; i < 2; i++) {
+		const char *jti = gs[i]->jti;
+		ck_assert_uint_eq(strlen(jti), 43);
+		uint64_t ms = jti_ms(jti);
+		ck_assert_msg(ms >= before && ms <= after, "jti %s does not begin with the time it "
+		    "was made (%llu..%llu ms)", jti, (unsigned long long)before,
+		    (unsigned long long)after);
+		for (size_t k = 11; k < 43; k++)
+			ck_assert_msg(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			    "0123456789-_", jti[k]) != NULL, "jti %s: not base64url", jti);
+	}
+	ck_assert_uint_le(jti_ms(g1.jti), jti_ms(g2.jti));
+	ck_assert_str_ne(g1.jti + 11, g2.jti + 11);   /* the random parts differ */
+	grant_response_clear(&g1);
 	grant_response_clear(&g2);
 	free(kid);
 }
@@ -1597,6 +1653,7 @@ static Suite *grant_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_grant_issue_claims_escaped_subject);
 	tcase_add_test(tc, test_grant_issue_claims_exact);
+	tcase_add_test(tc, test_grant_issue_jti_time_ordered);
 	tcase_add_test(tc, test_grant_issue_header_typ);
 	tcase_add_test(tc, test_grant_issue_exp_capped_by_consent);
 	tcase_add_test(tc, test_grant_issue_refused_cases);
