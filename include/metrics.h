@@ -95,6 +95,8 @@ enum metric_id {
 	M_DB_LOCK_WAIT,         /* consentd_db_lock_wait_seconds (PostgreSQL) */
 	M_DB_LOCK_HOLD,         /* consentd_db_lock_hold_seconds (PostgreSQL) */
 	M_DB_CONFLICTS,         /* consentd_db_conflicts_total (PostgreSQL) */
+	M_DB_LINGERS,           /* consentd_db_commit_lingers_total (SQLite) */
+	M_DB_REQUESTS,          /* consentd_db_requests_under_way (SQLite, a collector) */
 	M_CACHE_LOOKUPS,        /* consentd_cache_lookups_total */
 	M_AUDIT_HEAD_LAG,       /* consentd_audit_head_lag_entries (a collector) */
 	M_GATEWAY_AUTH_REFUSED, /* consentd_gateway_auth_refused_total{reason} */

@@ -157,6 +157,11 @@ enum cs_err store_end(struct store_conn *c, enum cs_err e) CS_MUST_CHECK;
  * queue.  0 refuses every caller that would have to wait. */
 #define STORE_WRITE_QUEUE_DEFAULT 256
 void store_set_write_queue(struct store *s, unsigned max);
+/* A request began (delta +1) or ended (-1).  The HTTP layer counts every
+ * request: SQLite's group commit leaves a batch open for a fraction of an
+ * fsync while more are under way than it holds or queues (the linger,
+ * store_sqlite.c), so that a wave of requests shares one COMMIT.  NULL-safe. */
+void store_requests(struct store *s, int delta);
 /* An orderly stop of the writer: from now on store_begin answers CS_EBUSY;
  * returns once every transaction that held or waited for a turn has ended
  * and everything committed is durable.  store_close calls it.  Never call

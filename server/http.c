@@ -99,6 +99,7 @@ struct conn_ctx {
 	size_t          discarded;      /* body bytes dropped past max_body */
 	int             bad_header;    /* a field name that is not an RFC 9110 token */
 	struct job     *job;           /* a deferred request, while it runs and answers */
+	bool            running;       /* counted in store_requests: begun, its handler not done */
 	struct timespec t0;
 	struct arena    arena;         /* this request's memory, cleared when it completes */
 	_Alignas(16) unsigned char mem[HTTP_REQ_ARENA];   /* the arena's first block */
@@ -145,7 +146,20 @@ static void *uri_logger(void *cls, const char *uri, struct MHD_Connection *c)
 	arena_init(&ctx->arena, ctx->mem, sizeof ctx->mem, req_arena_cap(srv->app->cfg));
 	ctx->raw_uri = arena_strndup(&ctx->arena, uri, HTTP_MAX_URI + 1);
 	atomic_fetch_add(&srv->in_flight, 1);
+	ctx->running = true;
+	store_requests(srv->app->store, 1);
 	return ctx;
+}
+
+/* The request's handler is done (answered, deferred, or the request ended):
+ * it no longer counts among the requests that may still join a group commit
+ * (store_requests).  Once per request. */
+static void handler_done(struct http_server *srv, struct conn_ctx *ctx)
+{
+	if (ctx->running) {
+		ctx->running = false;
+		store_requests(srv->app->store, -1);
+	}
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -161,6 +175,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
 		ctx->job = NULL;
 	}
 	atomic_fetch_sub(&srv->in_flight, 1);
+	handler_done(srv, ctx);
 	buf_wipe_clear(&ctx->body);     /* bodies may hold secrets */
 	arena_clear(&ctx->arena);       /* wiped too: parameters may be secrets */
 	free(ctx);
@@ -1069,11 +1084,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct job *j = rt != NULL && (rt->flags & ROUTE_DEFERRED) ? job_new(srv, c, ctx, &req) : NULL;
 	if (j != NULL) {
 		reply_clear(&rep);
+		handler_done(srv, ctx);
 		return job_admit(srv, c, ctx, method, j);
 	}
 	router_dispatch(srv->table, &req, &rep);
 	http_request_clear(&req);
 send:
+	handler_done(srv, ctx);
 	ret = send_reply(srv, c, ctx, method, req.request_id, &rep);
 	reply_clear(&rep);
 	return ret;

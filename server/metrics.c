@@ -461,6 +461,12 @@ static const struct {
 	    "with a serialisation failure or a deadlock (SQLSTATE 40001, 40P01): another node's "
 	    "concurrent transaction conflicted with them; each answered 503.", METRIC_COUNTER, NULL,
 	    NULL, 0 },
+	[M_DB_LINGERS] = { "consentd_db_commit_lingers_total", "SQLite: group commits that "
+	    "waited (at most as long as a COMMIT takes, 1 ms at most) for requests under way to "
+	    "join them before their COMMIT.", METRIC_COUNTER, NULL, NULL, 0 },
+	[M_DB_REQUESTS] = { "consentd_db_requests_under_way", "SQLite: requests whose handler "
+	    "has begun and not yet finished, at the scrape (the scrape's own included): what "
+	    "a group commit waits for.", METRIC_GAUGE, NULL, NULL, 0 },
 	[M_CACHE_LOOKUPS] = { "consentd_cache_lookups_total", "Look-ups in the verification "
 	    "caches, by cache (subject_token: the IdP's signature on a subject token at /token; "
 	    "grant: consentd's signature on a grant at /introspect and /proxy) and outcome (hit, "

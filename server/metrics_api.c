@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "metrics_api.h"
 #include "proxy_api.h"
+#include "store_priv.h"
 #include "audit.h"
 #include "consent.h"
 
@@ -94,6 +95,17 @@ static void collect_connections(void *arg)
 	    (double)broken);
 }
 
+/* What SQLite's group commit counts as under way (store_requests): the
+ * scrape's own request, and those running beside it. */
+static void collect_requests(void *arg)
+{
+	struct app *app = arg;
+	struct store_writer_stats ws;
+	memset(&ws, 0, sizeof ws);
+	store_writer_stats(app->store, &ws);
+	metrics_set(metric[M_DB_REQUESTS], NULL, (double)ws.requests);
+}
+
 static void collect_events(void *arg)
 {
 	struct app *app = arg;
@@ -122,7 +134,8 @@ enum cs_err metrics_api_init(struct app *app)
 	    (e = metrics_collector(collect_consents, app)) != CS_OK ||
 	    (e = metrics_collector(collect_events, app)) != CS_OK ||
 	    (e = metrics_collector(collect_connections, app)) != CS_OK ||
-	    (e = metrics_collector(collect_audit_lag, app)) != CS_OK)
+	    (e = metrics_collector(collect_audit_lag, app)) != CS_OK ||
+	    (e = metrics_collector(collect_requests, app)) != CS_OK)
 		return e;
 	return CS_OK;
 }

@@ -856,6 +856,18 @@ void store_set_write_queue(struct store *s, unsigned max)
 		s->be->set_write_queue(s->db, max);
 }
 
+void store_requests(struct store *s, int delta)
+{
+	if (s != NULL && s->be->requests != NULL)
+		s->be->requests(s->db, delta);
+}
+
+void store_set_linger(struct store *s, unsigned max_us, unsigned fixed_us)
+{
+	if (s != NULL && s->be->set_linger != NULL)
+		s->be->set_linger(s->db, max_us, fixed_us);
+}
+
 void store_writer_stats(struct store *s, struct store_writer_stats *out)
 {
 	s->be->writer_stats(s->db, out);

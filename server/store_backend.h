@@ -96,6 +96,12 @@ struct store_backend {
 	void        (*close)(struct store_db *d);
 	void        (*set_write_queue)(struct store_db *d, unsigned max);
 	void        (*writer_stats)(struct store_db *d, struct store_writer_stats *out);
+	/* A request began (+1) or ended (-1): how many are under way, for an
+	 * engine whose group commit waits for them (SQLite; NULL: not used). */
+	void        (*requests)(struct store_db *d, int delta);
+	/* The group commit's linger: its cap, and for tests a fixed one (0: the
+	 * engine's measure); NULL where there is none. */
+	void        (*set_linger)(struct store_db *d, unsigned max_us, unsigned fixed_us);
 
 	/* One thread's connection (NULL on failure, said on the log). */
 	struct store_link *(*link_open)(struct store_db *d);

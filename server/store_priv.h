@@ -322,8 +322,13 @@ struct store_writer_stats {
 	uint64_t batches;
 	uint64_t transactions;
 	uint64_t checkpoints;        /* WAL checkpoints the checkpointer ran */
+	uint64_t lingers;            /* batches left open for requests under way */
+	unsigned requests;           /* requests under way (store_requests; SQLite) */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);
+/* SQLite's linger (store_requests): at most max_us; fixed_us != 0 lingers
+ * exactly that long whatever the COMMITs take (tests).  Other engines: nothing. */
+void store_set_linger(struct store *s, unsigned max_us, unsigned fixed_us);
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,16 @@ struct writer {
 	uint64_t            checkpoints;
 	uint64_t            batches;      /* COMMITs made, and the transactions in them */
 	uint64_t            transactions;
+	/* The linger (see "group commit"): a batch left open without a turn
+	 * holder until commit_by, for the requests under way to join it. */
+	bool                lingering;    /* commit_by is set for the open batch */
+	struct commit_wait *linger_timer; /* the caller of it that commits at commit_by */
+	bool                linger_over;  /* commit_by passed: the next turn's end commits */
+	struct timespec     commit_by;    /* CLOCK_MONOTONIC */
+	unsigned            linger_max_us; /* the linger's cap (0: never linger) */
+	unsigned            linger_fixed_us; /* tests: this linger, whatever the COMMITs take */
+	unsigned            commit_us;    /* how long a COMMIT takes (a moving average) */
+	uint64_t            lingers;      /* batches that lingered */
 	struct commit_wait *waits;        /* their callers */
 	struct store_audit_mark audit;    /* the batch's last audit entry, in commit order */
 };
@@ -112,6 +123,7 @@ struct lite_db {
 	struct store_publisher pub;
 	struct writer          w;
 	bool                   w_ok;      /* w's mutex and conditions exist */
+	atomic_uint            requests;  /* requests under way (store_requests) */
 };
 
 /* One thread's connection. */
@@ -451,6 +463,24 @@ static bool lite_col_nomem(struct store_stmt *st)
  * COMMIT, one fsync (synchronous = FULL), for all of them.  Then each caller's
  * store_commit returns.
  *
+ * The linger.  Under load the requests come in waves: a batch's callers answer
+ * together, their clients send the next requests together, and the first of
+ * them to reach the writer found nobody waiting and committed alone -- one
+ * fsync for one transaction, a third of all fsyncs (issue 34: 1,831 of 5,062
+ * COMMITs held one grant).  So a caller that would commit a batch while more
+ * requests are under way than the batch and the queue account for (the HTTP
+ * layer counts them, store_requests) leaves the batch open and the turn free,
+ * for at most as long as a COMMIT takes (a moving average, capped at
+ * STORE_LINGER_MAX_US): waiting longer than an fsync would cost more than a
+ * commit of its own.  A later caller adds its savepoint and decides again:
+ * once every request under way is in the batch or queued, the batch commits
+ * at once.  When the time is up, the next turn's end commits, or, if the turn
+ * is free, the batch's caller that keeps its time takes it and commits.
+ * Nothing is acknowledged earlier than before: each caller still waits for
+ * the COMMIT holding its writes.  Bigger batches write fewer pages a
+ * transaction (the tables' and indexes' last pages are shared), and pages,
+ * not fsyncs, are what a grant's durable write costs (docs/BENCHMARKS.md).
+ *
  * SECURITY: lite_commit returns CS_OK only after the COMMIT that holds the
  * caller's writes returned, so nothing is acknowledged before it is durable.
  * A caller that read a batch-mate's uncommitted row commits in the same batch
@@ -461,6 +491,7 @@ static bool lite_col_nomem(struct store_stmt *st)
  * callers of that batch. */
 
 #define STORE_BATCH_MAX 64           /* transactions one COMMIT makes durable, at most */
+#define STORE_LINGER_MAX_US 1000     /* a batch waits this long at most for requests under way */
 #define STORE_CHECKPOINT_PAGES 1000  /* WAL pages that wake the checkpointer (SQLite's default) */
 
 static enum cs_err core_run(struct conn_core *k, const char *sql)
@@ -501,6 +532,8 @@ static void batch_commit_locked(struct lite_db *d)
 	w->waits = NULL;
 	w->pending = 0;
 	w->audit.set = false;
+	w->lingering = false;
+	w->linger_over = false;
 	pthread_mutex_unlock(&w->mu);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -516,10 +549,16 @@ static void batch_commit_locked(struct lite_db *d)
 	store_count_commit(&t0, e, n);
 	OPENSSL_cleanse(mark.link, sizeof mark.link);
 
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	int64_t took = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
 	pthread_mutex_lock(&w->mu);
 	if (e == CS_OK) {
 		w->batches++;
 		w->transactions += n;
+		/* The linger's measure: an eighth of each new COMMIT's time. */
+		if (took > 0 && took < 1000000)
+			w->commit_us = (unsigned)(((int64_t)w->commit_us * 7 + took) / 8);
 	}
 	if (w->wal_pages >= STORE_CHECKPOINT_PAGES && w->ckpt_started) {
 		w->ckpt_wanted = true;
@@ -528,9 +567,48 @@ static void batch_commit_locked(struct lite_db *d)
 	batch_finish_locked(w, list, e);
 }
 
+static bool time_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Whether the open batch should wait for the requests under way rather than
+ * commit now: some are neither in it nor queued for a turn, and its linger
+ * (started now if it had none) has time left.  mu held. */
+static bool linger_locked(struct lite_db *d, const struct commit_wait *self)
+{
+	struct writer *w = &d->w;
+	struct timespec now;
+	unsigned us = w->linger_fixed_us != 0 ? w->linger_fixed_us :
+	    w->commit_us < w->linger_max_us ? w->commit_us : w->linger_max_us;
+	if (us == 0 || w->stopping || w->pending >= STORE_BATCH_MAX)
+		return false;
+	/* A transaction outside any request (the janitor, the start) counts
+	 * nobody; each request under way is in the batch, queued, or coming. */
+	if (atomic_load_explicit(&d->requests, memory_order_relaxed) <= w->pending + w->waiting)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (!w->lingering) {
+		/* One caller of the batch keeps the time (the others sleep until it
+		 * commits): the newest, usually the one deciding now. */
+		w->lingering = true;
+		w->linger_timer = w->waits;
+		w->lingers++;
+		metrics_add(metric[M_DB_LINGERS], NULL, 1);
+		if (w->linger_timer != self)       /* it sleeps untimed: wake it to keep time */
+			pthread_cond_broadcast(&w->done_cv);
+		long ns = now.tv_nsec + (long)(us % 1000000u) * 1000;
+		w->commit_by.tv_sec = now.tv_sec + (time_t)(us / 1000000u) + ns / 1000000000L;
+		w->commit_by.tv_nsec = ns % 1000000000L;
+		return true;
+	}
+	return !w->linger_over && time_before(&now, &w->commit_by);
+}
+
 /* Ends the caller's turn: commits the batch when nobody waits to add to it
- * (or it is full), hands the turn on otherwise.  mu held, the turn ours. */
-static void turn_end_locked(struct lite_db *d)
+ * (or it is full) and it need not linger, hands the turn on otherwise.  mu
+ * held, the turn ours. */
+static void turn_end_locked(struct lite_db *d, const struct commit_wait *self)
 {
 	struct writer *w = &d->w;
 	if (w->open && sqlite3_get_autocommit(w->core.db)) {
@@ -541,12 +619,17 @@ static void turn_end_locked(struct lite_db *d)
 		w->pending = 0;
 		w->audit.set = false;
 		w->open = false;
+		w->lingering = false;
+		w->linger_over = false;
 		batch_finish_locked(w, list, CS_EDB);
 	}
 	if (w->open && w->pending == 0 && w->waiting == 0) {
 		(void)core_run(&w->core, SQL_ROLLBACK);    /* nothing in it: let the lock go */
 		w->open = false;
-	} else if (w->open && w->pending > 0 && (w->waiting == 0 || w->pending >= STORE_BATCH_MAX)) {
+		w->lingering = false;
+		w->linger_over = false;
+	} else if (w->open && w->pending > 0 && (w->waiting == 0 || w->pending >= STORE_BATCH_MAX) &&
+	    !linger_locked(d, self)) {
 		batch_commit_locked(d);
 	}
 	w->busy = false;
@@ -607,7 +690,7 @@ static enum cs_err lite_begin(struct store_link *kk)
 	return CS_OK;
 fail:
 	pthread_mutex_lock(&w->mu);
-	turn_end_locked(k->d);
+	turn_end_locked(k->d, NULL);
 	pthread_mutex_unlock(&w->mu);
 	return e;
 }
@@ -632,9 +715,24 @@ static enum cs_err lite_commit(struct store_link *kk, const struct store_audit_m
 		if (mark != NULL && mark->set)
 			w->audit = *mark;
 	}
-	turn_end_locked(k->d);
-	while (e == CS_OK && !me.done)
-		pthread_cond_wait(&w->done_cv, &w->mu);
+	turn_end_locked(k->d, e == CS_OK ? &me : NULL);
+	while (e == CS_OK && !me.done) {
+		if (!w->lingering || w->linger_timer != &me || w->linger_over) {
+			pthread_cond_wait(&w->done_cv, &w->mu);
+			continue;
+		}
+		/* We keep our lingering batch's time.  When it is up, the next
+		 * turn's end commits (or hands the turn to one whose end will); if
+		 * nobody holds the turn, that end is ours. */
+		if (pthread_cond_timedwait(&w->done_cv, &w->mu, &w->commit_by) != ETIMEDOUT ||
+		    me.done || !w->lingering || w->linger_timer != &me)
+			continue;
+		w->linger_over = true;
+		if (!w->busy) {
+			w->busy = true;
+			turn_end_locked(k->d, &me);
+		}
+	}
 	if (e == CS_OK)
 		e = me.e;
 	pthread_mutex_unlock(&w->mu);
@@ -658,7 +756,7 @@ static void lite_rollback(struct store_link *kk, bool in_tx)
 	}
 	k->cur = &k->own;
 	pthread_mutex_lock(&w->mu);
-	turn_end_locked(k->d);
+	turn_end_locked(k->d, NULL);
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -679,7 +777,27 @@ static void lite_writer_stats(struct store_db *dd, struct store_writer_stats *ou
 	out->waiting = d->w.waiting;
 	out->batches = d->w.batches;
 	out->transactions = d->w.transactions;
+	out->lingers = d->w.lingers;
+	out->requests = atomic_load(&d->requests);
 	pthread_mutex_unlock(&d->w.mu);
+}
+
+static void lite_set_linger(struct store_db *dd, unsigned max_us, unsigned fixed_us)
+{
+	struct lite_db *d = db_of(dd);
+	pthread_mutex_lock(&d->w.mu);
+	d->w.linger_max_us = max_us;
+	d->w.linger_fixed_us = fixed_us;
+	pthread_mutex_unlock(&d->w.mu);
+}
+
+static void lite_requests(struct store_db *dd, int delta)
+{
+	struct lite_db *d = db_of(dd);
+	if (delta > 0)
+		atomic_fetch_add_explicit(&d->requests, (unsigned)delta, memory_order_relaxed);
+	else
+		atomic_fetch_sub_explicit(&d->requests, (unsigned)-delta, memory_order_relaxed);
 }
 
 static void lite_stop(struct store_db *dd)
@@ -976,6 +1094,7 @@ static enum cs_err writer_init(struct lite_db *d)
 		return CS_ENOMEM;
 	}
 	w->queue_max = STORE_WRITE_QUEUE_DEFAULT;
+	w->linger_max_us = STORE_LINGER_MAX_US;
 	d->w_ok = true;
 	enum cs_err e = core_open(d->path, &w->core);
 	if (e != CS_OK)
@@ -1098,6 +1217,8 @@ const struct store_backend store_backend_sqlite = {
 	.close = lite_close,
 	.set_write_queue = lite_set_write_queue,
 	.writer_stats = lite_writer_stats,
+	.requests = lite_requests,
+	.set_linger = lite_set_linger,
 	.link_open = lite_link_open,
 	.link_close = lite_link_close,
 	.stmt = lite_stmt,

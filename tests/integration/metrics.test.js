@@ -142,6 +142,7 @@ const FAMILIES = [
   'consentd_audit_head_lag_entries', 'consentd_audit_head_behind', 'consentd_audit_head_seq',
   'consentd_proxy_requests_total', 'consentd_proxy_refused_total',
   'consentd_db_write_queue_full_total', 'consentd_cache_lookups_total',
+  'consentd_db_commit_lingers_total', 'consentd_db_requests_under_way',
 ];
 
 test('who may scrape: the gateway, the metrics token, [metrics] listen; nobody else', async () => {
@@ -308,6 +309,10 @@ test('after a real flow, promtool accepts the text and every family counts what 
   assert.ok(batched >= commits && batched <= 2 * commits, `${batched} writes in ${commits} commits`);
   assert.equal(value(m1, 'consentd_db_commit_batch_size_bucket', { le: '+Inf' }), value(m1, 'consentd_db_commit_batch_size_count'));
   assert.ok(value(m1, 'consentd_db_commit_batch_size_bucket', { le: '1' }) >= value(m0, 'consentd_db_commit_batch_size_bucket', { le: '1' }));
+  // The requests the group commit waits for (its linger): every request of the flow --
+  // answered, refused, deferred to the proxy's threads -- stopped
+  // counting when its handler was done; only this scrape's own is under way.
+  assert.equal(value(m1, 'consentd_db_requests_under_way'), 1);
   // The verification caches: alice's and bob's subject tokens were verified in full once
   // each and alice's again from the cache; alice's grant was verified in full once, then
   // introspected and proxied from the cache.

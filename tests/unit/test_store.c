@@ -743,6 +743,122 @@ START_TEST(test_store_group_commit_batches_callers)
 }
 END_TEST
 
+/* Waits until the writer has counted n lingering batches in all (it takes
+ * microseconds; ten seconds without means it never lingered). */
+static void wait_for_lingers(struct store *s, uint64_t n)
+{
+	struct store_writer_stats ws;
+	for (int i = 0; i < 10000; i++) {
+		store_writer_stats(s, &ws);
+		if (ws.lingers >= n)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("the batch was committed alone: it did not linger for the request under way");
+}
+
+/* SQLite's linger: a caller that would commit alone while another request is
+ * under way (store_requests) leaves its batch open; the other's transaction
+ * joins it and, everyone under way now in the batch, commits both at once --
+ * one COMMIT, long before the linger's time (a minute here: a batch that
+ * waited for it would fail the test's timeout). */
+START_TEST(test_store_linger_joins_requests_under_way)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, after;
+	struct caller a, b;
+	store_set_linger(s, 0, 60u * 1000 * 1000);
+	store_requests(s, 2);                       /* two requests under way: a's and b's */
+	store_writer_stats(s, &before);
+	caller_start(&a, s, f.db, 30, 0);
+	sem_wait(&a.began);
+	sem_post(&a.go);                            /* nobody queued: a's batch lingers */
+	wait_for_lingers(s, before.lingers + 1);
+	caller_start(&b, s, f.db, 31, 0);
+	sem_wait(&b.began);                         /* b takes the free turn, joins a's batch */
+	sem_post(&b.go);
+	caller_join(&a);
+	caller_join(&b);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(b.commit_e, CS_OK);
+	ck_assert_str_eq(a.seen_after, "1");        /* acknowledged only once committed */
+	store_writer_stats(s, &after);
+	ck_assert_uint_eq(after.transactions - before.transactions, 2);
+	ck_assert_uint_eq(after.batches - before.batches, 1);
+	ck_assert_uint_eq(after.lingers - before.lingers, 1);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "30,31");
+	free(rows);
+	store_requests(s, -2);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A request counted as under way that never writes (a GET, a refusal) holds
+ * a lingering batch only until its time is up: then the caller that keeps
+ * the batch's time commits it, also after another caller took the turn in
+ * the meantime and rolled back. */
+START_TEST(test_store_linger_time_up_commits)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, after;
+	struct caller a, b;
+	store_set_linger(s, 0, 200u * 1000);        /* 200 ms */
+	store_requests(s, 3);                       /* a, b and one that never comes */
+	store_writer_stats(s, &before);
+	caller_start(&a, s, f.db, 40, 0);
+	sem_wait(&a.began);
+	sem_post(&a.go);
+	wait_for_lingers(s, before.lingers + 1);
+	caller_start(&b, s, f.db, 41, 0);
+	b.fail = true;                              /* b rolls back: its turn's end decides too */
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	caller_join(&b);
+	caller_join(&a);                            /* returns once the time is up */
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_str_eq(a.seen_after, "1");
+	store_writer_stats(s, &after);
+	ck_assert_uint_eq(after.transactions - before.transactions, 1);
+	ck_assert_uint_eq(after.batches - before.batches, 1);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "40");
+	free(rows);
+	store_requests(s, -3);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* No linger without other requests under way: a transaction of no request
+ * (the janitor's) or a request's own commits at once. */
+START_TEST(test_store_linger_not_alone)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, after;
+	struct store_conn *c = store_conn(s);
+	store_set_linger(s, 0, 100u * 1000);        /* 100 ms, were it to linger */
+	store_writer_stats(s, &before);
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(50))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	store_requests(s, 1);                       /* this request, ours */
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(51))), CS_OK);
+	ck_assert_int_eq(store_commit(c), CS_OK);
+	store_requests(s, -1);
+	store_writer_stats(s, &after);
+	ck_assert_uint_eq(after.batches - before.batches, 2);
+	ck_assert_uint_eq(after.lingers - before.lingers, 0);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* What each caller saw right after its store_commit returned: its own row,
  * from a connection of its own (a commit acknowledged before the batch's
  * COMMIT would show 0 here). */
@@ -2086,6 +2202,10 @@ static Suite *store_suite(void)
 	if (tu_pg_url == NULL) {
 		/* SQLite only: checkpoints copy SQLite's WAL into its file. */
 		tcase_add_test(tc, test_store_group_commit_checkpoint_off_the_writer);
+		/* SQLite only: PostgreSQL's group commit is the server's. */
+		tcase_add_test(tc, test_store_linger_joins_requests_under_way);
+		tcase_add_test(tc, test_store_linger_time_up_commits);
+		tcase_add_test(tc, test_store_linger_not_alone);
 	}
 	tcase_add_test(tc, test_store_run_later);
 	tcase_add_test(tc, test_store_audit_head_known);
