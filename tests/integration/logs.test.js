@@ -55,6 +55,17 @@ test('SIGHUP after a move: the next lines land in a new file at the path, none i
     if (l.status !== 404) assert.equal(l.route, '/healthz', JSON.stringify(l));
   }
   assert.equal(new Set(reqs.map((l) => l.request_id)).size, 6, 'one request id each');
+  // 16 hex digits: the low 24 bits of the time in milliseconds, then 40 random bits (so
+  // the audit's request index is written at its end, issue 34).
+  const t0 = Date.now();
+  const r1 = await fetch(`${c.url}/healthz`);
+  const t1 = Date.now();
+  const rid = r1.headers.get('x-request-id');
+  assert.match(rid, /^[0-9a-f]{16}$/);
+  const ms = parseInt(rid.slice(0, 6), 16);
+  const lo = t0 % 2 ** 24, hi = t1 % 2 ** 24;
+  assert.ok(lo <= hi ? ms >= lo && ms <= hi : ms >= lo || ms <= hi,
+    `request id ${rid} does not begin with the time (${lo}..${hi})`);
   // The keys were reloaded on the same signal, and the server still serves.
   assert.equal((await fetch(`${c.url}/healthz`)).status, 200);
 });
