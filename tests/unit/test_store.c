@@ -757,6 +757,21 @@ static void wait_for_lingers(struct store *s, uint64_t n)
 	ck_abort_msg("the batch was committed alone: it did not linger for the request under way");
 }
 
+/* Since before: n transactions in one COMMIT that lingered once, and the
+ * table holds rows. */
+static void one_batch(struct store *s, const struct store_writer_stats *before, uint64_t n,
+    const char *db, const char *rows)
+{
+	struct store_writer_stats after;
+	store_writer_stats(s, &after);
+	ck_assert_uint_eq(after.transactions - before->transactions, n);
+	ck_assert_uint_eq(after.batches - before->batches, 1);
+	ck_assert_uint_eq(after.lingers - before->lingers, 1);
+	char *got = count_rows(db);
+	ck_assert_str_eq(got, rows);
+	free(got);
+}
+
 /* SQLite's linger: a caller that would commit alone while another request is
  * under way (store_requests) leaves its batch open; the other's transaction
  * joins it and, everyone under way now in the batch, commits both at once --
@@ -766,7 +781,7 @@ START_TEST(test_store_linger_joins_requests_under_way)
 {
 	struct fixture f;
 	struct store *s = gc_open(&f);
-	struct store_writer_stats before, after;
+	struct store_writer_stats before;
 	struct caller a, b;
 	store_set_linger(s, 0, 60u * 1000 * 1000);
 	store_requests(s, 2);                       /* two requests under way: a's and b's */
@@ -783,13 +798,7 @@ START_TEST(test_store_linger_joins_requests_under_way)
 	ck_assert_int_eq(a.commit_e, CS_OK);
 	ck_assert_int_eq(b.commit_e, CS_OK);
 	ck_assert_str_eq(a.seen_after, "1");        /* acknowledged only once committed */
-	store_writer_stats(s, &after);
-	ck_assert_uint_eq(after.transactions - before.transactions, 2);
-	ck_assert_uint_eq(after.batches - before.batches, 1);
-	ck_assert_uint_eq(after.lingers - before.lingers, 1);
-	char *rows = count_rows(f.db);
-	ck_assert_str_eq(rows, "30,31");
-	free(rows);
+	one_batch(s, &before, 2, f.db, "30,31");
 	store_requests(s, -2);
 	store_close(s);
 	fx_clear(&f);
@@ -804,7 +813,7 @@ START_TEST(test_store_linger_time_up_commits)
 {
 	struct fixture f;
 	struct store *s = gc_open(&f);
-	struct store_writer_stats before, after;
+	struct store_writer_stats before;
 	struct caller a, b;
 	store_set_linger(s, 0, 200u * 1000);        /* 200 ms */
 	store_requests(s, 3);                       /* a, b and one that never comes */
@@ -821,12 +830,7 @@ START_TEST(test_store_linger_time_up_commits)
 	caller_join(&a);                            /* returns once the time is up */
 	ck_assert_int_eq(a.commit_e, CS_OK);
 	ck_assert_str_eq(a.seen_after, "1");
-	store_writer_stats(s, &after);
-	ck_assert_uint_eq(after.transactions - before.transactions, 1);
-	ck_assert_uint_eq(after.batches - before.batches, 1);
-	char *rows = count_rows(f.db);
-	ck_assert_str_eq(rows, "40");
-	free(rows);
+	one_batch(s, &before, 1, f.db, "40");
 	store_requests(s, -3);
 	store_close(s);
 	fx_clear(&f);
