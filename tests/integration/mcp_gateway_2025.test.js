@@ -21,6 +21,7 @@ import { ElicitationCompleteNotificationSchema, ToolListChangedNotificationSchem
 import { startMcpGateway, decideOverHttp } from '../lib/mcpstack.js';
 import { startMcpUpstream2025 } from '../lib/mcp-upstream-2025.mjs';
 
+const METRICS_TOKEN = 'mcp-2025-metrics-token-5d1e8b';
 let g;
 let v;
 let up;
@@ -28,7 +29,8 @@ before(async () => {
   g = await startMcpGateway({
     upstream: startMcpUpstream2025,
     tracker: { upstream_timeout: 5 },
-    config: () => ({ consent: { max_pending_per_user: 50, deny_cooldown: 600 } }),
+    config: () => ({ consent: { max_pending_per_user: 50, deny_cooldown: 600 },
+      metrics: { token: METRICS_TOKEN } }),
   });
   ({ v, up } = g);
 });
@@ -233,6 +235,29 @@ test('attacks: a flood of GET streams past the bound per person is answered 429,
     a.abort();
     return s.status === 200;
   }, 20000, 'the place given back');
+});
+
+test('an open GET stream is not a request the group commit waits for: its handler is done', async () => {
+  // SQLite's group commit waits (at most a COMMIT's time) for the requests under way; a
+  // stream held open for minutes must not count among them (docs/reference.md, "Durability").
+  // (A stream the test before closed gives its place back at its next keep-alive.)
+  let a;
+  await waitFor(async () => {
+    a = new AbortController();
+    const s = await raw(alice.token, session.sid, { method: 'GET', signal: a.signal });
+    if (s.status !== 200) a.abort();
+    return s.status === 200;
+  }, 20000, 'a stream of alice\'s open');
+  try {
+    const m = await fetch(`${v.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    assert.equal(m.status, 200);
+    const line = (await m.text()).split('\n').find((l) => l.startsWith('consentd_db_requests_under_way '));
+    assert.ok(line, 'consentd_db_requests_under_way is scraped');
+    // The scrape's own request only (PostgreSQL has no linger: 0).
+    assert.equal(Number(line.split(' ')[1]), process.env.TEST_DB === 'pg' ? 0 : 1, line);
+  } finally {
+    a.abort();
+  }
 });
 
 test('DELETE ends the session at consentd and upstream; its id then serves nobody', async () => {
