@@ -162,6 +162,9 @@ void store_set_write_queue(struct store *s, unsigned max);
  * fsync while more are under way than it holds or queues (the linger,
  * store_sqlite.c), so that a wave of requests shares one COMMIT.  NULL-safe. */
 void store_requests(struct store *s, int delta);
+/* How many are under way now, as the group commit counts them (0 on an
+ * engine that does not: PostgreSQL). */
+unsigned store_requests_under_way(struct store *s);
 /* An orderly stop of the writer: from now on store_begin answers CS_EBUSY;
  * returns once every transaction that held or waited for a turn has ended
  * and everything committed is durable.  store_close calls it.  Never call

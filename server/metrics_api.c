@@ -16,7 +16,6 @@
 #include "metrics.h"
 #include "metrics_api.h"
 #include "proxy_api.h"
-#include "store_priv.h"
 #include "audit.h"
 #include "consent.h"
 
@@ -100,10 +99,7 @@ static void collect_connections(void *arg)
 static void collect_requests(void *arg)
 {
 	struct app *app = arg;
-	struct store_writer_stats ws;
-	memset(&ws, 0, sizeof ws);
-	store_writer_stats(app->store, &ws);
-	metrics_set(metric[M_DB_REQUESTS], NULL, (double)ws.requests);
+	metrics_set(metric[M_DB_REQUESTS], NULL, (double)store_requests_under_way(app->store));
 }
 
 static void collect_events(void *arg)

@@ -862,10 +862,19 @@ void store_requests(struct store *s, int delta)
 		s->be->requests(s->db, delta);
 }
 
-void store_set_linger(struct store *s, unsigned max_us, unsigned fixed_us)
+void store_set_linger(struct store *s, unsigned fixed_us)
 {
 	if (s != NULL && s->be->set_linger != NULL)
-		s->be->set_linger(s->db, max_us, fixed_us);
+		s->be->set_linger(s->db, fixed_us);
+}
+
+unsigned store_requests_under_way(struct store *s)
+{
+	struct store_writer_stats ws;
+	memset(&ws, 0, sizeof ws);
+	if (s != NULL)
+		s->be->writer_stats(s->db, &ws);
+	return ws.requests;
 }
 
 void store_writer_stats(struct store *s, struct store_writer_stats *out)

@@ -99,9 +99,9 @@ struct store_backend {
 	/* A request began (+1) or ended (-1): how many are under way, for an
 	 * engine whose group commit waits for them (SQLite; NULL: not used). */
 	void        (*requests)(struct store_db *d, int delta);
-	/* The group commit's linger: its cap, and for tests a fixed one (0: the
+	/* The group commit's linger fixed at fixed_us for tests (0: the
 	 * engine's measure); NULL where there is none. */
-	void        (*set_linger)(struct store_db *d, unsigned max_us, unsigned fixed_us);
+	void        (*set_linger)(struct store_db *d, unsigned fixed_us);
 
 	/* One thread's connection (NULL on failure, said on the log). */
 	struct store_link *(*link_open)(struct store_db *d);
@@ -194,16 +194,18 @@ static inline int store_migrations_known(const struct embedded_file *set)
 }
 
 /* consentd_db_commit_seconds and _batch_size: one observation per COMMIT
- * that made n transactions durable, timed from t0. */
-static inline void store_count_commit(const struct timespec *t0, enum cs_err e, unsigned n)
+ * that made n transactions durable, timed from t0.  Returns the seconds
+ * observed (0 for a COMMIT that failed: nothing observed). */
+static inline double store_count_commit(const struct timespec *t0, enum cs_err e, unsigned n)
 {
 	struct timespec t1;
 	if (e != CS_OK)
-		return;
+		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	metrics_observe(metric[M_DB_COMMIT_SECONDS], NULL, (double)(t1.tv_sec - t0->tv_sec) +
-	    (double)(t1.tv_nsec - t0->tv_nsec) / 1e9);
+	double s = (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+	metrics_observe(metric[M_DB_COMMIT_SECONDS], NULL, s);
 	metrics_observe(metric[M_DB_COMMIT_BATCH], NULL, (double)n);
+	return s;
 }
 
 #endif

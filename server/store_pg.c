@@ -1735,7 +1735,7 @@ static enum cs_err be_commit(struct store_link *kk, const struct store_audit_mar
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	enum cs_err e = pg_commit(k, mark);
-	store_count_commit(&t0, e, 1);
+	(void)store_count_commit(&t0, e, 1);
 	if (e == CS_OK && mark != NULL && mark->set)
 		k->p->pub.publish(k->p->pub.arg, mark->seq, mark->link, true);
 	return e;

@@ -326,9 +326,10 @@ struct store_writer_stats {
 	unsigned requests;           /* requests under way (store_requests; SQLite) */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);
-/* SQLite's linger (store_requests): at most max_us; fixed_us != 0 lingers
- * exactly that long whatever the COMMITs take (tests).  Other engines: nothing. */
-void store_set_linger(struct store *s, unsigned max_us, unsigned fixed_us);
+/* SQLite's linger (store_requests): fixed_us != 0 lingers exactly that long
+ * whatever the COMMITs take (tests); 0, as long as a COMMIT takes (capped).
+ * Other engines: nothing. */
+void store_set_linger(struct store *s, unsigned fixed_us);
 /* Rows changed by the connection's last statement. */
 int64_t store_changes(struct store_conn *c);
 

@@ -109,7 +109,6 @@ struct writer {
 	struct commit_wait *linger_timer; /* the caller of it that commits at commit_by */
 	bool                linger_over;  /* commit_by passed: the next turn's end commits */
 	struct timespec     commit_by;    /* CLOCK_MONOTONIC */
-	unsigned            linger_max_us; /* the linger's cap (0: never linger) */
 	unsigned            linger_fixed_us; /* tests: this linger, whatever the COMMITs take */
 	unsigned            commit_us;    /* how long a COMMIT takes (a moving average) */
 	uint64_t            lingers;      /* batches that lingered */
@@ -546,12 +545,9 @@ static void batch_commit_locked(struct lite_db *d)
 	 * published heads follow commit order and only grow. */
 	if (e == CS_OK && mark.set)
 		d->pub.publish(d->pub.arg, mark.seq, mark.link, false);
-	store_count_commit(&t0, e, n);
+	int64_t took = (int64_t)(store_count_commit(&t0, e, n) * 1e6);    /* µs */
 	OPENSSL_cleanse(mark.link, sizeof mark.link);
 
-	struct timespec t1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	int64_t took = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
 	pthread_mutex_lock(&w->mu);
 	if (e == CS_OK) {
 		w->batches++;
@@ -580,7 +576,7 @@ static bool linger_locked(struct lite_db *d, const struct commit_wait *self)
 	struct writer *w = &d->w;
 	struct timespec now;
 	unsigned us = w->linger_fixed_us != 0 ? w->linger_fixed_us :
-	    w->commit_us < w->linger_max_us ? w->commit_us : w->linger_max_us;
+	    w->commit_us < STORE_LINGER_MAX_US ? w->commit_us : STORE_LINGER_MAX_US;
 	if (us == 0 || w->stopping || w->pending >= STORE_BATCH_MAX)
 		return false;
 	/* A transaction outside any request (the janitor, the start) counts
@@ -782,11 +778,10 @@ static void lite_writer_stats(struct store_db *dd, struct store_writer_stats *ou
 	pthread_mutex_unlock(&d->w.mu);
 }
 
-static void lite_set_linger(struct store_db *dd, unsigned max_us, unsigned fixed_us)
+static void lite_set_linger(struct store_db *dd, unsigned fixed_us)
 {
 	struct lite_db *d = db_of(dd);
 	pthread_mutex_lock(&d->w.mu);
-	d->w.linger_max_us = max_us;
 	d->w.linger_fixed_us = fixed_us;
 	pthread_mutex_unlock(&d->w.mu);
 }
@@ -1094,7 +1089,6 @@ static enum cs_err writer_init(struct lite_db *d)
 		return CS_ENOMEM;
 	}
 	w->queue_max = STORE_WRITE_QUEUE_DEFAULT;
-	w->linger_max_us = STORE_LINGER_MAX_US;
 	d->w_ok = true;
 	enum cs_err e = core_open(d->path, &w->core);
 	if (e != CS_OK)

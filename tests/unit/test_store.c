@@ -783,7 +783,7 @@ START_TEST(test_store_linger_joins_requests_under_way)
 	struct store *s = gc_open(&f);
 	struct store_writer_stats before;
 	struct caller a, b;
-	store_set_linger(s, 0, 60u * 1000 * 1000);
+	store_set_linger(s, 60u * 1000 * 1000);
 	store_requests(s, 2);                       /* two requests under way: a's and b's */
 	store_writer_stats(s, &before);
 	caller_start(&a, s, f.db, 30, 0);
@@ -815,7 +815,7 @@ START_TEST(test_store_linger_time_up_commits)
 	struct store *s = gc_open(&f);
 	struct store_writer_stats before;
 	struct caller a, b;
-	store_set_linger(s, 0, 200u * 1000);        /* 200 ms */
+	store_set_linger(s, 200u * 1000);        /* 200 ms */
 	store_requests(s, 3);                       /* a, b and one that never comes */
 	store_writer_stats(s, &before);
 	caller_start(&a, s, f.db, 40, 0);
@@ -845,7 +845,7 @@ START_TEST(test_store_linger_not_alone)
 	struct store *s = gc_open(&f);
 	struct store_writer_stats before, after;
 	struct store_conn *c = store_conn(s);
-	store_set_linger(s, 0, 100u * 1000);        /* 100 ms, were it to linger */
+	store_set_linger(s, 100u * 1000);        /* 100 ms, were it to linger */
 	store_writer_stats(s, &before);
 	ck_assert_int_eq(store_begin(c), CS_OK);
 	ck_assert_int_eq(store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(50))), CS_OK);
