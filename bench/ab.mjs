@@ -4,7 +4,8 @@
 // with its own development IdP and an approved consent; wrk (-t2 -c32, D seconds) then
 // alternates between them, R rounds of GET /.well-known/jwks.json and POST /token (a
 // grant), so each pair of runs shares the same minutes.  Prints every round and the
-// medians (req/s and the server's CPU per request, as `make bench` measures it).
+// medians (req/s, the server's CPU per request, as `make bench` measures it, and what it wrote to
+// the disk per request: pages, which do not drift with the machine).
 // MCP=1 (`make bench-ab MCP=1 …`): instead, each binary behind its own MCP gateway stack
 // (bench/bench_mcp.js: [mcp.bench] in front of the upstream without the SDK, alice signed
 // in), and the rounds alternate tools/call through consentd at 32 connections and at 1.
@@ -112,12 +113,12 @@ try {
     console.log('\n| binary | tools/call c32 req/s | p50 | CPU/call | tools/call c1 req/s | p50 | p99 | CPU/call |\n| --- | --- | --- | --- | --- | --- | --- | --- |');
   } else {
     const head = { jwks: 'JWKS', introspect: `introspection (${DISTINCT} distinct)`, token: 'token' };
-    console.log(`\n| binary | ${ROUTES.map((k) => `${head[k]} req/s | ${head[k]} CPU/req`).join(' | ')} |\n|${' --- |'.repeat(1 + 2 * ROUTES.length)}`);
+    console.log(`\n| binary | ${ROUTES.map((k) => `${head[k]} req/s | ${head[k]} CPU/req | written/req`).join(' | ')} |\n|${' --- |'.repeat(1 + 3 * ROUTES.length)}`);
   }
   const idpSt = stacks.find((st) => st.idp);
   for (const st of stacks) {
     if (!MCP) {
-      console.log(`| ${st.bin} | ${ROUTES.map((k) => `${m(st.rows[k], 'rps').toFixed(0)} | ${m(st.rows[k], 'cpuMsPerReq').toFixed(4)} ms`).join(' | ')} |`);
+      console.log(`| ${st.bin} | ${ROUTES.map((k) => `${m(st.rows[k], 'rps').toFixed(0)} | ${m(st.rows[k], 'cpuMsPerReq').toFixed(4)} ms | ${m(st.rows[k], 'kbWrittenPerReq').toFixed(1)} KB`).join(' | ')} |`);
       continue;
     }
     const [a, b] = rowsOf.map((k) => st.rows[k]);

@@ -2,9 +2,13 @@
 //
 //   procCpu(pid)                -> CPU seconds (utime + stime) of a process, from /proc/PID/stat
 //   procMem(pid)                -> { rssMB, hwmMB }: VmRSS and VmHWM (peak) from /proc/PID/status
+//   procWritten(pid)            -> bytes the process caused to be written to the disk
+//                                  (write_bytes of /proc/PID/io: the WAL and the checkpoint)
 //   await timed(w, pid, name, url, script, opts)
 //                               -> wrk's row (bench/wrk.js) plus cpuMsPerReq: the server's CPU
-//                                  time over the run divided by the requests wrk completed
+//                                  time over the run divided by the requests wrk completed,
+//                                  and kbWrittenPerReq: procWritten over the run, likewise
+//                                  (pages, not time: it does not drift with the machine)
 //   await opensslSpeed(seconds) -> { sign, verify }: `openssl speed -seconds S ecdsap256`, per s
 //   await fsyncLatency(dir, n)  -> { n, medianUs, p99Us }: build/bench_fsync in dir (4 KiB
 //                                  appended + fdatasync, n times, in a temp file it removes)
@@ -33,6 +37,11 @@ export function procMem(pid) {
   return { rssMB: kb('VmRSS') / 1024, hwmMB: kb('VmHWM') / 1024 };
 }
 
+export function procWritten(pid) {
+  const m = readFileSync(`/proc/${pid}/io`, 'utf8').match(/^write_bytes:\s+(\d+)$/m);
+  return m ? Number(m[1]) : NaN;
+}
+
 export function median(xs) {
   const v = xs.map(Number).filter(Number.isFinite).sort((a, b) => a - b);
   if (v.length === 0) return NaN;
@@ -42,10 +51,14 @@ export function median(xs) {
 
 export async function timed(w, pid, name, url, script, opts) {
   const c0 = procCpu(pid);
+  const b0 = procWritten(pid);
   const r = await w.run(name, url, script, opts);
   const c1 = procCpu(pid);
+  const b1 = procWritten(pid);
   r.cpuMsPerReq = r.requests > 0 ? ((c1 - c0) * 1000) / r.requests : NaN;
+  r.kbWrittenPerReq = r.requests > 0 ? (b1 - b0) / 1024 / r.requests : NaN;
   console.log(`  ${name}: ${r.rps} req/s, p50 ${r.p50}, p99 ${r.p99}, ${r.cpuMsPerReq.toFixed(3)} ms CPU/req, `
+    + `${r.kbWrittenPerReq.toFixed(1)} KB written/req, `
     + `non-2xx ${r.non2xx}, ${r.requests} requests, ${r.connections} connections`
     + `${r.socketErrors ? `, socket errors: ${r.socketErrors}` : ''}`);
   return r;
