@@ -9,7 +9,9 @@ every `static const char SQL_...[]`:
   - PostgreSQL: PREPARE with ?N written $N and each parameter typed as its C
     call sites bind it (SV_INT int8, SV_TEXT text, SV_BLOB* bytea), then
     EXECUTE with dummy values inside a rolled-back transaction (a constraint
-    violation from the dummies is fine; any other run-time error is not).
+    violation from the dummies is fine; any other run-time error is not);
+  - and for a statement that reads the audit, its SQLite plan: a walk in seq
+    order or the indexes named in AUDIT_INDEXES, never a scan of the whole table.
 Statements known to need a per-dialect form are listed in PG_ONLY with the
 text the PostgreSQL driver should use; that text is checked instead.  The
 SQLite engine's own statements (store_sqlite.c) are checked on SQLite only.
@@ -422,6 +424,39 @@ def pg_check(pg, sql, kinds):
     return True, ''
 
 
+# How the audit's readers find their rows on SQLite (EXPLAIN QUERY PLAN).  The
+# audit is the one table that grows by an entry a grant and a proxied call, so
+# a reader that scans it gets slower with every request ever served; and its
+# secondary indexes are what every entry writes (migration 0029), so each one
+# must serve a reader.  A statement reading audit may walk it in seq order
+# (its primary key) up to its LIMIT, or use the indexes named here; a
+# "SCAN audit" of any other statement fails, as does a plan missing an index
+# named for it (dropping the literal "consent_id IS NULL" from
+# SQL_CONSENT_EVENTS, for one, loses audit_request's partial index).
+AUDIT_WALKS = {'store_admin.c:SQL_AUDIT_DESC', 'store_audit.c:SQL_AUDIT_LAST'}
+AUDIT_INDEXES = {
+    'store_admin.c:SQL_CONSENT_EVENTS': ['audit_consent', 'audit_request'],
+    'store_audit.c:SQL_AUDIT_HEAD': ['audit_chain'],
+    'store_audit.c:SQL_CHAIN_HEADS': ['audit_chain'],
+}
+
+
+def audit_plan_check(db, key, sql):
+    """'' when the statement reads audit the way it should, else why not."""
+    if not re.search(r'\bFROM\s+audit\b', sql, re.I):
+        return ''
+    r = run(['sqlite3', '-bail', db, 'EXPLAIN QUERY PLAN ' + sql])
+    plan = r.stdout
+    if r.returncode != 0:
+        return r.stderr.strip()
+    if re.search(r'\bSCAN audit\b(?! USING INTEGER PRIMARY KEY)', plan) and key not in AUDIT_WALKS:
+        return f'scans the whole audit:\n{plan}'
+    missing = [i for i in AUDIT_INDEXES.get(key, []) if not re.search(rf'\bINDEX {i}\b', plan)]
+    if missing:
+        return f'does not use {", ".join(missing)}:\n{plan}'
+    return ''
+
+
 def sqlite_check(db, sql):
     r = run(['sqlite3', '-bail', db, 'EXPLAIN ' + sql])
     return r.returncode == 0, r.stderr.strip()
@@ -470,6 +505,10 @@ def main():
             if not ok:
                 log(f'FAIL {key} on SQLite: {err}')
                 bad += 1
+            why = audit_plan_check(db, key, sql)
+            if why:
+                log(f'FAIL {key} on SQLite: {why}')
+                bad += 1
             continue
         if max_param(sql) > len(kinds):
             log(f'FAIL {key}: ?{max_param(sql)} used, call sites bind {len(kinds)}')
@@ -478,6 +517,10 @@ def main():
         ok, err = sqlite_check(db, sql)
         if not ok:
             log(f'FAIL {key} on SQLite: {err}')
+            bad += 1
+        why = audit_plan_check(db, key, sql)
+        if why:
+            log(f'FAIL {key} on SQLite: {why}')
             bad += 1
         pg_sql = PG_ONLY.get(key, sql)
         ok, err = pg_check(pg, pg_sql, kinds)

@@ -72,8 +72,14 @@ static const char SQL_CONSENT_APPROVALS[] =
 #define AUDIT_ROW \
 	"SELECT seq, ts, actor, action, subject, agent, resource, scopes, consent_id, " \
 	"request_id, outcome, detail FROM audit "
+/* A consent's entries, and those of the request it came from written before
+ * it existed (consent_id NULL: the only entries audit_request indexes,
+ * migration 0029; every entry naming the request and a consent names this
+ * one, so nothing is lost).  The literal "consent_id IS NULL" is what lets
+ * SQLite use that partial index. */
 static const char SQL_CONSENT_EVENTS[] = AUDIT_ROW
-    "WHERE consent_id = ?1 OR (?2 IS NOT NULL AND request_id = ?2) ORDER BY seq LIMIT ?3";
+    "WHERE consent_id = ?1 OR (?2 IS NOT NULL AND request_id = ?2 AND consent_id IS NULL) "
+    "ORDER BY seq LIMIT ?3";
 
 static const char SQL_IDS_USER[] =
     "SELECT k.id AS id FROM consents k JOIN users u ON u.id = k.user_id "

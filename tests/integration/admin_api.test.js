@@ -306,6 +306,11 @@ test('with an admin token: listings, filters, cursors, history, pending work and
   assert.ok(one.body.history.grants_issued >= 1);
   assert.ok(one.body.history.requested, 'the request that made it');
   assert.ok(one.body.history.events.some((e) => e.action === 'consent.granted'));
+  // The request's own entries, written before the consent existed (no consent_id), are
+  // found by the request's id: the only entries audit_request indexes (migration 0029).
+  assert.ok(one.body.history.events.some((e) => e.action === 'consent.request.created'
+    && e.consent_id === null && e.request_id === one.body.history.requested.id), 'the request\'s entries');
+  assert.ok(one.body.history.events.some((e) => e.action === 'grant.issued' && e.consent_id === mine.id));
   assert.ok(!one.text.includes(g1.access_token), 'no grant in the history');
   const none = await api('GET', '/admin/api/consents/AAAAAAAAAAAAAAAAAAAAAA');
   assert.equal(none.status, 404);
