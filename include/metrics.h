@@ -96,6 +96,7 @@ enum metric_id {
 	M_DB_LOCK_HOLD,         /* consentd_db_lock_hold_seconds (PostgreSQL) */
 	M_DB_CONFLICTS,         /* consentd_db_conflicts_total (PostgreSQL) */
 	M_DB_LINGERS,           /* consentd_db_commit_lingers_total (SQLite) */
+	M_DB_WAL_RESTARTS,      /* consentd_db_wal_restarts_total{outcome} (SQLite) */
 	M_DB_REQUESTS,          /* consentd_db_requests_under_way (SQLite, a collector) */
 	M_CACHE_LOOKUPS,        /* consentd_cache_lookups_total */
 	M_AUDIT_HEAD_LAG,       /* consentd_audit_head_lag_entries (a collector) */

@@ -464,6 +464,10 @@ static const struct {
 	[M_DB_LINGERS] = { "consentd_db_commit_lingers_total", "SQLite: group commits that "
 	    "waited (at most as long as a COMMIT takes, 1 ms at most) for requests under way to "
 	    "join them before their COMMIT.", METRIC_COUNTER, NULL, NULL, 0 },
+	[M_DB_WAL_RESTARTS] = { "consentd_db_wal_restarts_total", "SQLite: times the WAL, "
+	    "past 4,000 pages, was to be begun again from its start, by outcome (done; readers: "
+	    "a reader still in the WAL after 50 ms, tried again once it grew as much again).",
+	    METRIC_COUNTER, l_outcome, NULL, 0 },
 	[M_DB_REQUESTS] = { "consentd_db_requests_under_way", "SQLite: requests whose handler "
 	    "has begun and not yet finished, at the scrape (the scrape's own included): what "
 	    "a group commit waits for.", METRIC_GAUGE, NULL, NULL, 0 },

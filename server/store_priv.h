@@ -323,6 +323,8 @@ struct store_writer_stats {
 	uint64_t transactions;
 	uint64_t checkpoints;        /* WAL checkpoints the checkpointer ran */
 	uint64_t lingers;            /* batches left open for requests under way */
+	uint64_t wal_restarts;       /* the WAL begun again from its start (SQLite) */
+	uint64_t wal_restarts_busy;  /* restarts that gave up: a reader stayed in the WAL */
 	unsigned requests;           /* requests under way (store_requests; SQLite) */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);

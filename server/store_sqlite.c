@@ -101,6 +101,8 @@ struct writer {
 	int                 wal_pages;    /* the WAL's size after the last COMMIT (the WAL hook;
 	                                     written and read by the turn's holder only) */
 	uint64_t            checkpoints;
+	uint64_t            wal_restarts; /* the WAL begun again from its start (wal_restart) */
+	uint64_t            wal_restarts_busy; /* restarts that gave up waiting for readers */
 	uint64_t            batches;      /* COMMITs made, and the transactions in them */
 	uint64_t            transactions;
 	/* The linger (see "group commit"): a batch left open without a turn
@@ -492,6 +494,8 @@ static bool lite_col_nomem(struct store_stmt *st)
 #define STORE_BATCH_MAX 64           /* transactions one COMMIT makes durable, at most */
 #define STORE_LINGER_MAX_US 1000     /* a batch waits this long at most for requests under way */
 #define STORE_CHECKPOINT_PAGES 1000  /* WAL pages that wake the checkpointer (SQLite's default) */
+#define STORE_WAL_RESTART_PAGES 4000 /* a WAL this long is begun again (wal_restart) */
+#define STORE_WAL_RESTART_WAIT_MS 50 /* how long a restart waits for readers, at most */
 
 static enum cs_err core_run(struct conn_core *k, const char *sql)
 {
@@ -601,14 +605,11 @@ static bool linger_locked(struct lite_db *d, const struct commit_wait *self)
 	return !w->linger_over && time_before(&now, &w->commit_by);
 }
 
-/* Ends the caller's turn: commits the batch when nobody waits to add to it
- * (or it is full) and it need not linger, hands the turn on otherwise.  mu
- * held, the turn ours. */
-static void turn_end_locked(struct lite_db *d, const struct commit_wait *self)
+/* When SQLite ended the outer transaction itself, the batch is gone: its
+ * callers fail.  mu held, the turn ours. */
+static void turn_lost_batch_locked(struct writer *w)
 {
-	struct writer *w = &d->w;
 	if (w->open && sqlite3_get_autocommit(w->core.db)) {
-		/* SQLite ended the outer transaction itself: the batch is gone. */
 		log_msg(LOG_ERROR, "database: a transaction batch was rolled back by the database");
 		struct commit_wait *list = w->waits;
 		w->waits = NULL;
@@ -619,6 +620,31 @@ static void turn_end_locked(struct lite_db *d, const struct commit_wait *self)
 		w->linger_over = false;
 		batch_finish_locked(w, list, CS_EDB);
 	}
+}
+
+/* Ends the open batch now, whoever waits: commits it, or lets the lock go
+ * when nothing is in it.  mu held, the turn ours (wal_restart). */
+static void turn_close_batch_locked(struct lite_db *d)
+{
+	struct writer *w = &d->w;
+	turn_lost_batch_locked(w);
+	if (w->open && w->pending > 0) {
+		batch_commit_locked(d);
+	} else if (w->open) {
+		(void)core_run(&w->core, SQL_ROLLBACK);
+		w->open = false;
+		w->lingering = false;
+		w->linger_over = false;
+	}
+}
+
+/* Ends the caller's turn: commits the batch when nobody waits to add to it
+ * (or it is full) and it need not linger, hands the turn on otherwise.  mu
+ * held, the turn ours. */
+static void turn_end_locked(struct lite_db *d, const struct commit_wait *self)
+{
+	struct writer *w = &d->w;
+	turn_lost_batch_locked(w);
 	if (w->open && w->pending == 0 && w->waiting == 0) {
 		(void)core_run(&w->core, SQL_ROLLBACK);    /* nothing in it: let the lock go */
 		w->open = false;
@@ -774,6 +800,8 @@ static void lite_writer_stats(struct store_db *dd, struct store_writer_stats *ou
 	out->batches = d->w.batches;
 	out->transactions = d->w.transactions;
 	out->lingers = d->w.lingers;
+	out->wal_restarts = d->w.wal_restarts;
+	out->wal_restarts_busy = d->w.wal_restarts_busy;
 	out->requests = atomic_load(&d->requests);
 	pthread_mutex_unlock(&d->w.mu);
 }
@@ -1031,13 +1059,72 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	return SQLITE_OK;
 }
 
+/* The checkpointer's busy handler, which only a RESTART calls (PASSIVE never
+ * waits): short sleeps while the readers that still read the WAL finish,
+ * STORE_WAL_RESTART_WAIT_MS in all.  Not busy_wait: nobody waits for another
+ * connection's write here, and the writer's turn is held meanwhile. */
+static int restart_wait(void *arg, int count)
+{
+	(void)arg;
+	if (count >= STORE_WAL_RESTART_WAIT_MS * 10)
+		return 0;
+	struct timespec ts = { 0, 100 * 1000 };
+	nanosleep(&ts, NULL);
+	return 1;
+}
+
+/* Begins the WAL again from its start.  SQLite does so by itself only when a
+ * write begins after a checkpoint copied every frame back and no reader still
+ * reads one; under a steady flow of group commits that moment never comes (a
+ * PASSIVE checkpoint never catches up with the frames written meanwhile, and
+ * 16 workers' reads overlap), and the WAL grew without end: 135 MB in 8 s of
+ * POST /token, every fsync also writing the file's grown size, and every
+ * page look-up searching more of the WAL's index.  So, once it is
+ * STORE_WAL_RESTART_PAGES long, the checkpointer takes the writer's turn like
+ * any transaction, commits the open batch (as its last caller's turn end
+ * would), and runs a RESTART checkpoint: nothing new is written while it
+ * copies what is left and waits for the readers still in the WAL; the next
+ * COMMIT then writes from the WAL's start, over blocks the file already has.
+ * false when it could not (the store stopping, a full queue, a reader
+ * holding on past STORE_WAL_RESTART_WAIT_MS). */
+static bool wal_restart(struct lite_db *d, struct conn_core *k)
+{
+	struct writer *w = &d->w;
+	if (turn_take(w) != CS_OK)
+		return false;
+	pthread_mutex_lock(&w->mu);
+	turn_close_batch_locked(d);
+	pthread_mutex_unlock(&w->mu);
+	int rc = sqlite3_wal_checkpoint_v2(k->db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+		log_msg(LOG_ERROR, "database checkpoint: %s", sqlite3_errmsg(k->db));
+	pthread_mutex_lock(&w->mu);
+	if (rc == SQLITE_OK)
+		w->wal_restarts++;
+	else
+		w->wal_restarts_busy++;
+	w->busy = false;
+	pthread_cond_signal(&w->turn_cv);
+	if (w->stopping)
+		pthread_cond_broadcast(&w->done_cv);
+	pthread_mutex_unlock(&w->mu);
+	metrics_add(metric[M_DB_WAL_RESTARTS], (const char *[]){ rc == SQLITE_OK ? "done" : "readers" }, 1);
+	return rc == SQLITE_OK;
+}
+
 static void *checkpointer(void *arg)
 {
 	struct lite_db *d = arg;
 	struct writer *w = &d->w;
 	struct conn_core k;
+	/* The length at which the WAL is begun again: after a restart that gave
+	 * up (a long reader: a backup, an export), not before it grew as much
+	 * again, so that one slow reader stops writers once per
+	 * STORE_WAL_RESTART_PAGES, not at every COMMIT. */
+	int restart_at = STORE_WAL_RESTART_PAGES;
 	if (core_open(d->path, &k) != CS_OK)
 		return NULL;
+	sqlite3_busy_handler(k.db, restart_wait, NULL);
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->ckpt_wanted && !w->ckpt_stop)
@@ -1046,9 +1133,15 @@ static void *checkpointer(void *arg)
 			break;
 		w->ckpt_wanted = false;
 		pthread_mutex_unlock(&w->mu);
-		int rc = sqlite3_wal_checkpoint_v2(k.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		int frames = 0;
+		int rc = sqlite3_wal_checkpoint_v2(k.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, NULL);
 		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
 			log_msg(LOG_ERROR, "database checkpoint: %s", sqlite3_errmsg(k.db));
+		if (rc == SQLITE_OK && frames >= restart_at)
+			restart_at = wal_restart(d, &k) ? STORE_WAL_RESTART_PAGES :
+			    frames + STORE_WAL_RESTART_PAGES;
+		else if (frames < STORE_WAL_RESTART_PAGES)
+			restart_at = STORE_WAL_RESTART_PAGES;
 		pthread_mutex_lock(&w->mu);
 		w->checkpoints++;
 	}

@@ -143,6 +143,7 @@ const FAMILIES = [
   'consentd_proxy_requests_total', 'consentd_proxy_refused_total',
   'consentd_db_write_queue_full_total', 'consentd_cache_lookups_total',
   'consentd_db_commit_lingers_total', 'consentd_db_requests_under_way',
+  'consentd_db_wal_restarts_total',
 ];
 
 test('who may scrape: the gateway, the metrics token, [metrics] listen; nobody else', async () => {

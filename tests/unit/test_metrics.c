@@ -154,7 +154,7 @@ START_TEST(test_consentd_families)
 		"consentd_db_busy_waits_total", "consentd_db_write_queue_full_total",
 		"consentd_db_lock_wait_seconds", "consentd_db_lock_hold_seconds",
 		"consentd_db_conflicts_total", "consentd_db_commit_lingers_total",
-		"consentd_db_requests_under_way", "consentd_cache_lookups_total",
+		"consentd_db_wal_restarts_total", "consentd_db_requests_under_way", "consentd_cache_lookups_total",
 		"consentd_audit_head_lag_entries", "consentd_gateway_auth_refused_total",
 		"consentd_connections", NULL };
 	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);

@@ -12,7 +12,10 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "audit.h"
@@ -858,6 +861,157 @@ START_TEST(test_store_linger_not_alone)
 	store_writer_stats(s, &after);
 	ck_assert_uint_eq(after.batches - before.batches, 2);
 	ck_assert_uint_eq(after.lingers - before.lingers, 0);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* --- the WAL begun again (store_sqlite.c wal_restart) ------------------- */
+
+#define WAL_RESTART_PAGES 4000      /* store_sqlite.c STORE_WAL_RESTART_PAGES */
+#define WAL_FRAME (4096 + 24)       /* a WAL frame: a page and its header */
+
+/* A worker's reads as they come under load: one read transaction after
+ * another, each a few milliseconds long, two threads overlapping, so that
+ * some reader is always in the WAL.  hold: one read transaction held until
+ * told to stop instead (a backup, an export). */
+struct wal_reader {
+	const char  *db;
+	bool         hold;
+	atomic_bool  stop;
+	sem_t        holding;
+	pthread_t    t;
+};
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static void *wal_reader_run(void *arg)
+{
+	struct wal_reader *r = arg;
+	sqlite3 *h = NULL;
+	if (sqlite3_open(r->db, &h) != SQLITE_OK)
+		return NULL;
+	sqlite3_busy_timeout(h, 10000);
+	do {
+		sqlite3_exec(h, "BEGIN; SELECT count(*) FROM bk;", NULL, NULL, NULL);
+		if (r->hold) {
+			sem_post(&r->holding);
+			while (!atomic_load(&r->stop))
+				sleep_ms(1);
+		} else {
+			sleep_ms(2);
+		}
+		sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+	} while (!atomic_load(&r->stop));
+	sqlite3_close(h);
+	return NULL;
+}
+
+static void wal_reader_start(struct wal_reader *r, const char *db, bool hold)
+{
+	r->db = db;
+	r->hold = hold;
+	atomic_init(&r->stop, false);
+	ck_assert_int_eq(sem_init(&r->holding, 0, 0), 0);
+	ck_assert_int_eq(pthread_create(&r->t, NULL, wal_reader_run, r), 0);
+}
+
+static void wal_reader_stop(struct wal_reader *r)
+{
+	atomic_store(&r->stop, true);
+	pthread_join(r->t, NULL);
+	sem_destroy(&r->holding);
+}
+
+/* n transactions of ten rows of 8,000 bytes (about 20 pages each) from first
+ * on, each committed before the next begins. */
+static void wal_write(struct store *s, int first, int n)
+{
+	static char v[8001];
+	memset(v, 'w', sizeof v - 1);
+	struct store_conn *c = store_conn(s);
+	for (int t = 0; t < n; t++) {
+		ck_assert_int_eq(store_begin(c), CS_OK);
+		for (int i = 0; i < 10; i++)
+			ck_assert_int_eq(store_run(c, SQL_BK_INSERT,
+			    STORE_VALS(SV_INT((first + t) * 10 + i), SV_TEXT(v))), CS_OK);
+		ck_assert_int_eq(store_commit(c), CS_OK);
+	}
+}
+
+static off_t wal_size(const char *db)
+{
+	char path[4096];
+	struct stat st;
+	ck_assert_int_eq(str_fmt(path, sizeof path, "%s-wal", db), CS_OK);
+	return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+/* Commits one after another while readers are always in the WAL: SQLite
+ * alone never begins the WAL again (a PASSIVE checkpoint never copies every
+ * frame back while frames keep coming, and a reader always holds one), so the
+ * WAL grew by every page written -- here about 30,000 pages, 120 MB.  With the
+ * checkpointer's restart it stays within a few times STORE_WAL_RESTART_PAGES,
+ * and every transaction still commits. */
+START_TEST(test_store_wal_restart_bounds_the_wal)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, after;
+	struct wal_reader r1, r2;
+	store_writer_stats(s, &before);
+	wal_reader_start(&r1, f.db, false);
+	sleep_ms(1);
+	wal_reader_start(&r2, f.db, false);
+	wal_write(s, 0, 1500);
+	wal_reader_stop(&r1);
+	wal_reader_stop(&r2);
+	store_writer_stats(s, &after);
+	off_t size = wal_size(f.db);
+	ck_assert_msg(after.wal_restarts > before.wal_restarts,
+	    "the WAL was never begun again (%lld bytes)", (long long)size);
+	ck_assert_msg(size <= (off_t)3 * WAL_RESTART_PAGES * WAL_FRAME,
+	    "the WAL grew to %lld bytes", (long long)size);
+	char *n = raw_query(f.db, "SELECT count(*) FROM bk");
+	ck_assert_str_eq(n, "15000");
+	free(n);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A reader that holds one snapshot for long (a backup, an export) keeps the
+ * WAL from being begun again; the restart gives up after a short wait and
+ * writers go on (every transaction commits, none refused), and once the
+ * reader is gone the WAL is begun again. */
+START_TEST(test_store_wal_restart_long_reader)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, mid, after;
+	struct wal_reader r;
+	wal_write(s, 0, 1);                         /* the reader's snapshot is in the WAL */
+	store_writer_stats(s, &before);
+	wal_reader_start(&r, f.db, true);
+	sem_wait(&r.holding);
+	wal_write(s, 1, 600);                       /* about 12,000 pages */
+	store_writer_stats(s, &mid);
+	ck_assert_uint_eq(mid.wal_restarts, before.wal_restarts);
+	/* It tried, and gave up; not at every COMMIT (each wakes the
+	 * checkpointer) but once each time the WAL grew by as much again. */
+	uint64_t tries = mid.wal_restarts_busy - before.wal_restarts_busy;
+	ck_assert_msg(tries >= 1 && tries <= 4, "%" PRIu64 " restarts given up", tries);
+	wal_reader_stop(&r);                        /* the reader lets go */
+	wal_write(s, 601, 400);
+	store_writer_stats(s, &after);
+	ck_assert_msg(after.wal_restarts > mid.wal_restarts, "not begun again after the reader left");
+	char *n = raw_query(f.db, "SELECT count(*) FROM bk");
+	ck_assert_str_eq(n, "10010");
+	free(n);
 	store_close(s);
 	fx_clear(&f);
 }
@@ -2210,6 +2364,8 @@ static Suite *store_suite(void)
 		tcase_add_test(tc, test_store_linger_joins_requests_under_way);
 		tcase_add_test(tc, test_store_linger_time_up_commits);
 		tcase_add_test(tc, test_store_linger_not_alone);
+		tcase_add_test(tc, test_store_wal_restart_bounds_the_wal);
+		tcase_add_test(tc, test_store_wal_restart_long_reader);
 	}
 	tcase_add_test(tc, test_store_run_later);
 	tcase_add_test(tc, test_store_audit_head_known);
