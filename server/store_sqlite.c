@@ -100,6 +100,7 @@ struct writer {
 	pthread_t           ckpt_thread;
 	int                 wal_pages;    /* the WAL's size after the last COMMIT (the WAL hook;
 	                                     written and read by the turn's holder only) */
+	int                 ckpt_from;    /* wal_pages when the checkpointer was last woken */
 	uint64_t            checkpoints;
 	uint64_t            wal_restarts; /* the WAL begun again from its start (wal_restart) */
 	uint64_t            wal_restarts_busy; /* restarts that gave up waiting for readers */
@@ -144,7 +145,7 @@ static sqlite3_stmt *raw_of(struct store_stmt *st) { return stmt_of(st)->st; }
 /* Waiting for another connection's write: short, even sleeps (SQLite's own
  * busy_timeout backs off to 100 ms sleeps, which, with a writer commit taking
  * one fsync of a few ms, left callers asleep long after the lock was free:
- * p99 of proxied calls ~0.6 s).  200 us for the first 50 tries, then 2 ms,
+ * p99 of proxied calls ~0.6 s).  1 ms for the first 50 tries, then 2 ms,
  * about STORE_BUSY_TIMEOUT_MS in all; 0 gives up (SQLITE_BUSY). */
 static int busy_wait(void *arg, int count)
 {
@@ -560,7 +561,14 @@ static void batch_commit_locked(struct lite_db *d)
 		if (took > 0 && took < 1000000)
 			w->commit_us = (unsigned)(((int64_t)w->commit_us * 7 + took) / 8);
 	}
-	if (w->wal_pages >= STORE_CHECKPOINT_PAGES && w->ckpt_started) {
+	/* A checkpoint for each STORE_CHECKPOINT_PAGES written, not for each
+	 * COMMIT once the WAL is that long: each copies what was added since the
+	 * last and fsyncs the database file (and a WAL that is never begun again,
+	 * or is only at 4,000 pages, is that long after nearly every COMMIT). */
+	if (w->wal_pages < w->ckpt_from)
+		w->ckpt_from = 0;                         /* begun again */
+	if (w->wal_pages - w->ckpt_from >= STORE_CHECKPOINT_PAGES && w->ckpt_started) {
+		w->ckpt_from = w->wal_pages;
 		w->ckpt_wanted = true;
 		pthread_cond_signal(&w->ckpt_cv);
 	}
