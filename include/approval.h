@@ -108,6 +108,10 @@ enum approval_redeem_outcome {
  * digest, or "approval.refused" with the reason).  CS_ENOENT for an unknown id. */
 enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, const char *approval_id,
     const char *actor, int64_t now, enum approval_redeem_outcome *oc) CS_MUST_CHECK;
+/* Counts a redemption's outcome in consentd_approvals_total ("used",
+ * "not_redeemable"): the caller, once the transaction approval_redeem ran in
+ * has committed -- never for one rolled back or run again after a conflict. */
+void approval_redeem_counted(enum approval_redeem_outcome oc);
 
 enum cs_err approval_get(struct store_conn *c, const char *id, struct approval *out) CS_MUST_CHECK;
 struct standing_rule;                /* standing.h */

@@ -628,11 +628,13 @@ enum cs_err approval_redeem(struct store_conn *c, const struct config *cfg, cons
 	if ((e = audit_row(c, &what, &r, NULL)) == CS_OK)
 		*oc = APPROVAL_REDEEMED;
 out:
-	/* Counted in the caller's transaction, which commits unless the store fails. */
-	if (e == CS_OK)
-		metrics_inc(M_APPROVALS, *oc == APPROVAL_REDEEMED ? "used" : "not_redeemable");
 	store_approval_row_clear(&r);
 	return e;
+}
+
+void approval_redeem_counted(enum approval_redeem_outcome oc)
+{
+	metrics_inc(M_APPROVALS, oc == APPROVAL_REDEEMED ? "used" : "not_redeemable");
 }
 
 /* --- the person's decision --------------------------------------------- */

@@ -718,8 +718,13 @@ static enum cs_err release_commit(const struct rel *x, const struct store_vault_
 		e = consent_touch(x->c, rq->k->id, rq->now);
 	if (e == CS_OK && ro == APPROVAL_REDEEMED && rq->with != NULL)
 		e = rq->with(x->c, rq->with_ctx);
-	if ((e = store_end(x->c, e)) == CS_OK)
+	if ((e = store_end(x->c, e)) == CS_OK) {
 		*oc = ro == APPROVAL_REDEEMED ? VAULT_RELEASED : VAULT_RELEASE_APPROVAL_USED;
+		/* Counted once committed: a run rolled back (the caller's writes
+		 * failed) or run again after a conflict used nothing. */
+		if (rq->approval_id != NULL)
+			approval_redeem_counted(ro);
+	}
 	return e;
 }
 

@@ -5,6 +5,8 @@
  * keys, providers that answer with more scopes or not at all. */
 #include "tu_vault.h"
 #include "store_vault.h"
+#include "buf.h"
+#include "metrics.h"
 
 /* --- mapping ------------------------------------------------------------ */
 
@@ -109,6 +111,69 @@ static enum cs_err with_fail(struct store_conn *c, void *ctx)
 	with_calls++;
 	return CS_EIO;
 }
+
+/* consentd_approvals_total{outcome} of this process, as scraped (0 before
+ * its first sample). */
+static long approvals_counted(const char *outcome)
+{
+	struct buf b;
+	char want[96];
+	long n = 0;
+	buf_init(&b, 1 << 18);
+	ck_assert_int_eq(metrics_render(&b), CS_OK);
+	ck_assert_int_eq(str_fmt(want, sizeof want, "consentd_approvals_total{outcome=\"%s\"} ",
+	    outcome), CS_OK);
+	const char *at = strstr(b.data, want);
+	if (at != NULL)
+		n = strtol(at + strlen(want), NULL, 10);
+	buf_clear(&b);
+	return n;
+}
+
+/* An approval's use is counted once its release committed: not for a release
+ * whose caller's writes failed (rolled back, the approval unused), once for
+ * the release, and the lost race once as not_redeemable. */
+START_TEST(test_vault_release_approved_counted_when_committed)
+{
+	srv_set_tokens("AT-secret-1", "RT-secret-1", "issues:read repo", 3600);
+	metrics_reset();
+	ck_assert_int_eq(metrics_declare_consentd(), CS_OK);
+	char *kid = connect_alice(NOW);
+	struct consent k = load(kid, NOW);
+	struct vault_release r;
+	char sql[512];
+	ck_assert_int_eq(str_fmt(sql, sizeof sql, "INSERT INTO approvals (id, consent_id, user_id, "
+	    "agent, resource, action, parameters, digest, status, created_at, expires_at, decided_at, "
+	    "interval) VALUES ('apprAAAAAAAAAAAAAAAAAA', '%s', %lld, 'coder', 'github', 'list_issues', "
+	    "'{}', 'RBNvo1WzZ4oRRq0W9-hknpT7T8If536DEMBg9hyq_4o', 'approved', %lld, %lld, %lld, 5)",
+	    kid, (long long)uid("alice"), (long long)NOW, (long long)NOW + 600, (long long)NOW + 1),
+	    CS_OK);
+	raw_exec(sql);
+	memset(&r, 0, sizeof r);
+	struct vault_release_req rq = { .k = &k, .action = "list_issues",
+		.approval_id = "apprAAAAAAAAAAAAAAAAAA", .actor = ACT, .now = NOW + 2,
+		.with = with_fail, .with_ctx = kid };
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &rq, &r), CS_EIO);
+	char *status = q_text("SELECT status FROM approvals WHERE id = ?1", "apprAAAAAAAAAAAAAAAAAA");
+	ck_assert_str_eq(status, "approved");
+	free(status);
+	ck_assert_int_eq(approvals_counted("used"), 0);
+	rq.with = with_entry;
+	rq.now = NOW + 3;
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASED);
+	vault_release_clear(&r);
+	ck_assert_int_eq(approvals_counted("used"), 1);
+	rq.now = NOW + 4;
+	ck_assert_int_eq(vault_release_approved(v, sc, &cfg, &rq, &r), CS_OK);
+	ck_assert_int_eq(r.outcome, VAULT_RELEASE_APPROVAL_USED);
+	ck_assert_int_eq(approvals_counted("used"), 1);
+	ck_assert_int_eq(approvals_counted("not_redeemable"), 1);
+	consent_clear(&k);
+	metrics_reset();
+	free(kid);
+}
+END_TEST
 
 START_TEST(test_vault_release_with_callers_writes)
 {
@@ -1015,6 +1080,7 @@ static Suite *vault_suite(void)
 	tcase_add_test(tc, test_vault_map_scopes);
 	tcase_add_test(tc, test_vault_release_approved_one_transaction);
 	tcase_add_test(tc, test_vault_release_with_callers_writes);
+	tcase_add_test(tc, test_vault_release_approved_counted_when_committed);
 	tcase_add_test(tc, test_vault_release_consent_revoked_meanwhile);
 	tcase_add_test(tc, test_vault_seal_round_trip);
 	tcase_add_test(tc, test_vault_ciphertext_swapped_between_rows);
