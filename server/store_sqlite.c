@@ -669,8 +669,10 @@ static void turn_end_locked(struct lite_db *d, const struct commit_wait *self)
 }
 
 /* Takes the writer's turn.  CS_EBUSY at once when the store is stopping or
- * queue_max callers wait already, and after STORE_BUSY_TIMEOUT_MS without it. */
-static enum cs_err turn_take(struct writer *w)
+ * queue_max callers wait already (counted as a transaction refused, unless
+ * the checkpointer asked: !refusal_counted), and after STORE_BUSY_TIMEOUT_MS
+ * without it. */
+static enum cs_err turn_take(struct writer *w, bool refusal_counted)
 {
 	enum cs_err e = CS_OK;
 	struct timespec until;
@@ -682,7 +684,8 @@ static enum cs_err turn_take(struct writer *w)
 	}
 	if (w->busy) {
 		if (w->waiting >= w->queue_max) {
-			metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
+			if (refusal_counted)
+				metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
 			e = CS_EBUSY;
 			goto out;
 		}
@@ -707,7 +710,7 @@ static enum cs_err lite_begin(struct store_link *kk)
 	struct lite_link *k = link_of(kk);
 	struct writer *w = &k->d->w;
 	enum cs_err e;
-	if ((e = turn_take(w)) != CS_OK)
+	if ((e = turn_take(w, true)) != CS_OK)
 		return e;
 	if (!w->open) {
 		if ((e = core_run(&w->core, SQL_BEGIN)) != CS_OK)
@@ -1098,7 +1101,7 @@ static int restart_wait(void *arg, int count)
 static bool wal_restart(struct lite_db *d, struct conn_core *k)
 {
 	struct writer *w = &d->w;
-	if (turn_take(w) != CS_OK)
+	if (turn_take(w, false) != CS_OK)
 		return false;
 	pthread_mutex_lock(&w->mu);
 	turn_close_batch_locked(d);
