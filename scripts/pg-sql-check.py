@@ -462,6 +462,16 @@ def sqlite_check(db, sql):
     return r.returncode == 0, r.stderr.strip()
 
 
+def sqlite_problems(db, key, sql):
+    """The statement on SQLite: it compiles, and (audit_plan_check) reads the
+    audit as it should.  Logs each problem; returns how many."""
+    ok, err = sqlite_check(db, sql)
+    why = audit_plan_check(db, key, sql) if ok else ''
+    for problem in ([] if ok else [err]) + ([why] if why else []):
+        log(f'FAIL {key} on SQLite: {problem}')
+    return (0 if ok else 1) + (1 if why else 0)
+
+
 def main():
     os.chdir(ROOT)
     stmts = statements()
@@ -487,10 +497,7 @@ def main():
         key = f'{f}:{name}'
         kinds = types.get(key, [])
         if f in SQLITE_ONLY_FILES:
-            ok, err = sqlite_check(db, sql)
-            if not ok:
-                log(f'FAIL {key} on SQLite: {err}')
-                bad += 1
+            bad += sqlite_problems(db, key, sql)
             continue
         if name.endswith('_PG') and (f, name[:-3]) in names:
             kinds = types.get(f'{f}:{name[:-3]}', kinds) if not kinds else kinds
@@ -501,27 +508,13 @@ def main():
             pg_only.append(key)
             continue
         if (f, name + '_PG') in names:
-            ok, err = sqlite_check(db, sql)
-            if not ok:
-                log(f'FAIL {key} on SQLite: {err}')
-                bad += 1
-            why = audit_plan_check(db, key, sql)
-            if why:
-                log(f'FAIL {key} on SQLite: {why}')
-                bad += 1
+            bad += sqlite_problems(db, key, sql)
             continue
         if max_param(sql) > len(kinds):
             log(f'FAIL {key}: ?{max_param(sql)} used, call sites bind {len(kinds)}')
             bad += 1
             continue
-        ok, err = sqlite_check(db, sql)
-        if not ok:
-            log(f'FAIL {key} on SQLite: {err}')
-            bad += 1
-        why = audit_plan_check(db, key, sql)
-        if why:
-            log(f'FAIL {key} on SQLite: {why}')
-            bad += 1
+        bad += sqlite_problems(db, key, sql)
         pg_sql = PG_ONLY.get(key, sql)
         ok, err = pg_check(pg, pg_sql, kinds)
         if key in PG_ONLY:

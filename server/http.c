@@ -292,9 +292,9 @@ static void client_address(struct MHD_Connection *c, const struct config *cfg, c
  * bits (about once a year at 10,000 requests a second for ids a millisecond
  * apart); an id is a correlation id, never unique by contract, never a secret.
  * The random bits come from a pool per thread of the CSPRNG's bytes, refilled
- * 64 ids at a time: one RAND_bytes call per 64 ids (each takes the DRBG's lock and asks getpid: 12 % of a
- * GET /.well-known/jwks.json, issue 34).  consentd never forks, so no two
- * processes share a pool.  A failed refill gives this id zeros, as a failed
+ * 64 ids at a time: one RAND_bytes call per 64 ids (each takes the DRBG's
+ * lock and asks getpid: 12 % of a GET /.well-known/jwks.json, issue 34).
+ * consentd never forks, so no two processes share a pool.  A failed refill gives this id zeros, as a failed
  * call did, and the next id tries again. */
 #define RID_POOL 64
 

@@ -630,20 +630,35 @@ static void turn_lost_batch_locked(struct writer *w)
 	}
 }
 
+/* An open batch with nothing in it: let the write lock go.  mu held, the
+ * turn ours. */
+static void batch_drop_locked(struct writer *w)
+{
+	(void)core_run(&w->core, SQL_ROLLBACK);
+	w->open = false;
+	w->lingering = false;
+	w->linger_over = false;
+}
+
+/* Gives the turn up to the next caller.  mu held, the turn ours. */
+static void turn_release_locked(struct writer *w)
+{
+	w->busy = false;
+	pthread_cond_signal(&w->turn_cv);
+	if (w->stopping)
+		pthread_cond_broadcast(&w->done_cv);    /* store_stop watches the queue drain */
+}
+
 /* Ends the open batch now, whoever waits: commits it, or lets the lock go
  * when nothing is in it.  mu held, the turn ours (wal_restart). */
 static void turn_close_batch_locked(struct lite_db *d)
 {
 	struct writer *w = &d->w;
 	turn_lost_batch_locked(w);
-	if (w->open && w->pending > 0) {
+	if (w->open && w->pending > 0)
 		batch_commit_locked(d);
-	} else if (w->open) {
-		(void)core_run(&w->core, SQL_ROLLBACK);
-		w->open = false;
-		w->lingering = false;
-		w->linger_over = false;
-	}
+	else if (w->open)
+		batch_drop_locked(w);
 }
 
 /* Ends the caller's turn: commits the batch when nobody waits to add to it
@@ -653,19 +668,12 @@ static void turn_end_locked(struct lite_db *d, const struct commit_wait *self)
 {
 	struct writer *w = &d->w;
 	turn_lost_batch_locked(w);
-	if (w->open && w->pending == 0 && w->waiting == 0) {
-		(void)core_run(&w->core, SQL_ROLLBACK);    /* nothing in it: let the lock go */
-		w->open = false;
-		w->lingering = false;
-		w->linger_over = false;
-	} else if (w->open && w->pending > 0 && (w->waiting == 0 || w->pending >= STORE_BATCH_MAX) &&
-	    !linger_locked(d, self)) {
+	if (w->open && w->pending == 0 && w->waiting == 0)
+		batch_drop_locked(w);
+	else if (w->open && w->pending > 0 && (w->waiting == 0 || w->pending >= STORE_BATCH_MAX) &&
+	    !linger_locked(d, self))
 		batch_commit_locked(d);
-	}
-	w->busy = false;
-	pthread_cond_signal(&w->turn_cv);
-	if (w->stopping)
-		pthread_cond_broadcast(&w->done_cv);    /* store_stop watches the queue drain */
+	turn_release_locked(w);
 }
 
 /* Takes the writer's turn.  CS_EBUSY at once when the store is stopping or
@@ -1114,10 +1122,7 @@ static bool wal_restart(struct lite_db *d, struct conn_core *k)
 		w->wal_restarts++;
 	else
 		w->wal_restarts_busy++;
-	w->busy = false;
-	pthread_cond_signal(&w->turn_cv);
-	if (w->stopping)
-		pthread_cond_broadcast(&w->done_cv);
+	turn_release_locked(w);
 	pthread_mutex_unlock(&w->mu);
 	metrics_add(metric[M_DB_WAL_RESTARTS], (const char *[]){ rc == SQLITE_OK ? "done" : "readers" }, 1);
 	return rc == SQLITE_OK;
