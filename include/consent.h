@@ -148,6 +148,17 @@ struct consent_ask {
 enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
     const struct consent_ask *ask, struct consent_answer *out) CS_MUST_CHECK;
 
+/* consent_exchange for flow A: first from the live consent this thread
+ * remembers for the call's person, agent and resource (consent_memo.h), when
+ * it covers the call -- then *remembered is true and nothing was read.
+ * SECURITY: such an answer is only a hint; its caller signs only for what
+ * its writer's transaction reads (grant_issue_req's live_only), and when
+ * that refuses, calls consent_exchange_forget and consent_exchange. */
+enum cs_err consent_exchange_remembered(struct store_conn *c, const struct config *cfg,
+    const struct consent_ask *ask, struct consent_answer *out, bool *remembered) CS_MUST_CHECK;
+/* Forgets what this thread remembers for ask's person, agent and resource. */
+void consent_exchange_forget(const struct consent_ask *ask);
+
 /* A request by id; CS_ENOENT when unknown. */
 enum cs_err consent_request_get(struct store_conn *c, const char *id,
     struct consent_request *out) CS_MUST_CHECK;

@@ -41,6 +41,11 @@ struct grant_issue_req {
 	 * both (a refresh keeps aud exactly, for that client alone). */
 	const char *audience;
 	const char *client_id;
+	/* Flow A: the consent must also cover calls as the transaction reads it
+	 * -- not marked reconnect_required (flow D) -- or GRANT_ISSUE_REFUSED.
+	 * What lets a caller sign for a consent it remembered rather than read
+	 * (consent_exchange_remembered). */
+	bool live_only;
 };
 
 enum grant_issue_outcome {

@@ -11,8 +11,10 @@
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
+#include "consent_memo.h"
 #include "consent_priv.h"
 #include "health.h"
+#include "metrics.h"
 #include "store_grant.h"
 #include "store_user.h"
 
@@ -678,6 +680,13 @@ out:
 	return e;
 }
 
+/* The memo's key (consent_memo.h) for ask's person, agent and resource. */
+static struct consent_memo_key memo_key_of(const struct consent_ask *ask)
+{
+	return (struct consent_memo_key){ .issuer = ask->issuer, .subject = ask->subject,
+		.agent = ask->agent, .resource = ask->resource };
+}
+
 /* The common case without a transaction: a person already known with a live
  * consent that covers the call.  Read on the thread's own connection, so only
  * committed rows; nothing is written.  *done false: take the full path.
@@ -705,8 +714,14 @@ static enum cs_err exchange_known(struct store_conn *c, const struct consent_ask
 	}
 	if (e != CS_OK || k.expires_at <= ask->now)
 		goto out;
-	if ((e = exchange_live(&k, ask, &covers, &a)) != CS_OK || !covers)
+	/* Remembered for flow A's next call (consent_exchange_remembered);
+	 * forgotten again below when it does not cover this one. */
+	const struct consent_memo_key mk = memo_key_of(ask);
+	consent_memo_put(&mk, &k, ask->now);
+	if ((e = exchange_live(&k, ask, &covers, &a)) != CS_OK || !covers) {
+		consent_memo_forget(&mk);
 		goto out;
+	}
 	*out = a;
 	memset(&a, 0, sizeof a);
 	*done = true;
@@ -714,6 +729,54 @@ out:
 	store_consent_row_clear(&k);
 	consent_answer_clear(&a);
 	return e;
+}
+
+enum cs_err consent_exchange_remembered(struct store_conn *c, const struct config *cfg,
+    const struct consent_ask *ask, struct consent_answer *out, bool *remembered)
+{
+	enum cs_err e;
+	bool covers = false;
+	struct store_consent_row k;
+	struct consent_answer a;
+
+	if (remembered == NULL)
+		return CS_EINVAL;
+	*remembered = false;
+	memset(&k, 0, sizeof k);
+	memset(&a, 0, sizeof a);
+	if (c == NULL || cfg == NULL || ask == NULL || ask->issuer == NULL ||
+	    ask->subject == NULL || ask->agent == NULL || ask->resource == NULL ||
+	    ask->requested == NULL || ask->requested->n == 0 || out == NULL)
+		return CS_EINVAL;
+	const struct consent_memo_key mk = memo_key_of(ask);
+	if (consent_memo_get(&mk, ask->now, &k)) {
+		e = k.revoked_at == 0 && k.expires_at > ask->now ?
+		    exchange_live(&k, ask, &covers, &a) : CS_OK;
+		store_consent_row_clear(&k);
+		if (e != CS_OK) {
+			consent_answer_clear(&a);
+			return e;
+		}
+		if (covers) {
+			metrics_inc2(M_CACHE_LOOKUPS, "consent", "hit");
+			*out = a;
+			*remembered = true;
+			return CS_OK;
+		}
+		consent_answer_clear(&a);
+		consent_memo_forget(&mk);
+	}
+	metrics_inc2(M_CACHE_LOOKUPS, "consent", "miss");
+	return consent_exchange(c, cfg, ask, out);
+}
+
+void consent_exchange_forget(const struct consent_ask *ask)
+{
+	if (ask == NULL)
+		return;
+	const struct consent_memo_key mk = memo_key_of(ask);
+	metrics_inc2(M_CACHE_LOOKUPS, "consent", "stale");
+	consent_memo_forget(&mk);
 }
 
 enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,

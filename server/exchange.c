@@ -285,33 +285,48 @@ enum cs_err exchange_grant(struct store_conn *c, const struct config *cfg,
     const struct exchange_grant_req *rq, struct exchange_grant *out)
 {
 	enum cs_err e;
+	bool remembered = false;
 	if (c == NULL || cfg == NULL || rq == NULL || rq->agent == NULL || rq->res == NULL ||
 	    out == NULL)
 		return CS_EINVAL;
-	e = consent_exchange(c, cfg, &(struct consent_ask){ .issuer = rq->issuer,
-	    .subject = rq->subject, .agent = rq->agent->id, .resource = rq->res->id,
-	    .requested = rq->want, .reason = rq->reason, .actor = rq->actor, .now = rq->now,
-	    .limits = rq->limits },
-	    &out->answer);
-	if (e != CS_OK)
-		return e;
-	if (out->answer.outcome == CONSENT_TOO_MANY_SCOPES) {
-		out->outcome = EXCHANGE_TOO_MANY_SCOPES;
-		return CS_OK;
+	const struct consent_ask ask = { .issuer = rq->issuer, .subject = rq->subject,
+		.agent = rq->agent->id, .resource = rq->res->id, .requested = rq->want,
+		.reason = rq->reason, .actor = rq->actor, .now = rq->now, .limits = rq->limits };
+	/* At most twice: a grant refused for a consent this thread remembered
+	 * (consent_exchange_remembered) goes round the full path once more,
+	 * which reads what is live now. */
+	for (int pass = 0;; pass++) {
+		e = pass == 0 ? consent_exchange_remembered(c, cfg, &ask, &out->answer, &remembered) :
+		    consent_exchange(c, cfg, &ask, &out->answer);
+		if (e != CS_OK)
+			return e;
+		if (out->answer.outcome == CONSENT_TOO_MANY_SCOPES) {
+			out->outcome = EXCHANGE_TOO_MANY_SCOPES;
+			return CS_OK;
+		}
+		if (out->answer.outcome != CONSENT_GRANT) {
+			out->outcome = EXCHANGE_NO_GRANT;
+			return CS_OK;
+		}
+		struct grant_issue_req iq = { .k = &out->answer.live,
+			.scope = &out->answer.grant_scopes,
+			.with_refresh = out->answer.live.offline && rq->agent->offline, .jkt = rq->jkt,
+			.actor = rq->actor, .now = rq->now, .live_only = true };
+		enum grant_issue_outcome oc = GRANT_ISSUE_REFUSED;
+		if ((e = grant_issue(c, cfg, rq->kr, &iq, &oc, &out->grant)) != CS_OK)
+			return e;
+		if (oc == GRANT_ISSUED) {
+			out->outcome = EXCHANGE_GRANTED;
+			return CS_OK;
+		}
+		if (pass > 0 || !remembered) {
+			/* Revoked or expired meanwhile: the consent ended. */
+			out->outcome = EXCHANGE_GRANT_ENDED;
+			return CS_OK;
+		}
+		consent_exchange_forget(&ask);
+		consent_answer_clear(&out->answer);
 	}
-	if (out->answer.outcome != CONSENT_GRANT) {
-		out->outcome = EXCHANGE_NO_GRANT;
-		return CS_OK;
-	}
-	struct grant_issue_req iq = { .k = &out->answer.live, .scope = &out->answer.grant_scopes,
-		.with_refresh = out->answer.live.offline && rq->agent->offline, .jkt = rq->jkt,
-		.actor = rq->actor, .now = rq->now };
-	enum grant_issue_outcome oc = GRANT_ISSUE_REFUSED;
-	if ((e = grant_issue(c, cfg, rq->kr, &iq, &oc, &out->grant)) != CS_OK)
-		return e;
-	/* Revoked or expired meanwhile: the consent ended. */
-	out->outcome = oc == GRANT_ISSUED ? EXCHANGE_GRANTED : EXCHANGE_GRANT_ENDED;
-	return CS_OK;
 }
 
 void exchange_target_clear(struct exchange_target *t)

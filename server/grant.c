@@ -360,6 +360,10 @@ static enum cs_err issue_tx(struct store_conn *c, const struct config *cfg,
 		goto out;
 	if (rq->with_refresh && !cur.offline)
 		goto out;                     /* a refresh token only for an offline consent */
+	/* SECURITY: flow A's consent covers nothing while its provider
+	 * connection must be made again, whatever the caller's snapshot said. */
+	if (rq->live_only && cur.reconnect_required)
+		goto out;
 	/* An agent no longer configured offline gets grants but no new family. */
 	refresh = rq->with_refresh && offline_allowed(cfg, &cur);
 	/* An MCP client's token is always in a family: a second use of the

@@ -473,8 +473,9 @@ static const struct {
 	    "a group commit waits for.", METRIC_GAUGE, NULL, NULL, 0 },
 	[M_CACHE_LOOKUPS] = { "consentd_cache_lookups_total", "Look-ups in the verification "
 	    "caches, by cache (subject_token: the IdP's signature on a subject token at /token; "
-	    "grant: consentd's signature on a grant at /introspect and /proxy) and outcome (hit, "
-	    "miss: verified in full).", METRIC_COUNTER, l_cache_outcome, NULL, 0 },
+	    "grant: consentd's signature on a grant at /introspect and /proxy; consent: the live "
+	    "consent a worker thread remembers for a token exchange) and outcome (hit, miss: "
+	    "verified or read in full; stale: a remembered consent the writer's turn refused).", METRIC_COUNTER, l_cache_outcome, NULL, 0 },
 	[M_AUDIT_HEAD_LAG] = { "consentd_audit_head_lag_entries", "Audit entries in the database "
 	    "past the highest head consentd published, at the scrape (0 normally: each commit "
 	    "publishes its head before it answers; a database behind the heads shows in "
@@ -505,7 +506,8 @@ static const char *const zero_delivery[] = { "delivered", "failed", NULL };
 static const char *const zero_refused[] = { "missing", "method_not_enabled", "malformed", "basic",
 	"assertion", "replay", NULL };
 static const char *const zero_cache[][2] = { { "subject_token", "hit" },
-	{ "subject_token", "miss" }, { "grant", "hit" }, { "grant", "miss" } };
+	{ "subject_token", "miss" }, { "grant", "hit" }, { "grant", "miss" }, { "consent", "hit" },
+	{ "consent", "miss" }, { "consent", "stale" } };
 
 enum cs_err metrics_declare_consentd(void)
 {

@@ -321,6 +321,10 @@ test('after a real flow, promtool accepts the text and every family counts what 
   assert.ok(delta('consentd_cache_lookups_total', { cache: 'subject_token', outcome: 'hit' }) >= 1);
   assert.ok(delta('consentd_cache_lookups_total', { cache: 'grant', outcome: 'miss' }) >= 1);
   assert.ok(delta('consentd_cache_lookups_total', { cache: 'grant', outcome: 'hit' }) >= 1);
+  // The token exchanges' live consents: read from the database at least once (a worker
+  // thread remembers one only after it read it); each exchange counted once.
+  assert.ok(delta('consentd_cache_lookups_total', { cache: 'consent', outcome: 'miss' }) >= 1);
+  assert.match(m1, /\nconsentd_cache_lookups_total\{cache="consent",outcome="stale"\} \d+\n/);
   assert.equal(delta('consentd_db_write_queue_full_total'), 0);
   // Busy waits depend on which writes overlap: the series is there (a count, not asserted).
   assert.match(m1, /\nconsentd_db_busy_waits_total \d+\n/);

@@ -16,7 +16,10 @@
 #include "tu_consent.h"
 #include "audit.h"
 #include "buf.h"
+#include "agent.h"
 #include "consent.h"
+#include "consent_memo.h"
+#include "exchange.h"
 #include "grant.h"
 #include "grant_cache.h"
 #include "jwt.h"
@@ -49,6 +52,7 @@ static struct config_scope scopes[3];
 static void setup(void)
 {
 	grant_cache_clear();   /* process-wide: every test starts without entries */
+	consent_memo_clear();  /* this thread's: the same with CK_FORK=no */
 	audit_set_key((const unsigned char[32]){ 0 }, "test");   /* the audit chain's key */
 	dir = tu_tmpdir();
 	char *db = tu_path(dir, "t.db"), *db2 = tu_path(dir, "other.db");
@@ -614,6 +618,113 @@ START_TEST(test_grant_issue_snapshot_differs_from_database)
 	scope_set_clear(&rw);
 	consent_clear(&k);
 	free(kid);
+}
+END_TEST
+
+/* Flow A's grant for sub asking coder for scope_s on notes (exchange_grant). */
+static void xgrant(const char *sub, const char *scope_s, int64_t now, struct exchange_grant *out)
+{
+	struct agent_view ag;
+	struct scope_set want = set(scope_s);
+	ck_assert(agent_resolve(&cfg, "coder", &ag));
+	memset(out, 0, sizeof *out);
+	ck_assert_int_eq(exchange_grant(sc, &cfg, &(struct exchange_grant_req){ .kr = kr,
+	    .issuer = ISS, .subject = sub, .agent = &ag, .res = &resources[0], .want = &want,
+	    .actor = ACTOR, .now = now }, out), CS_OK);
+	scope_set_clear(&want);
+}
+
+/* Whether this thread remembers a consent for sub, coder and notes. */
+static bool remembered(const char *sub, int64_t now, char **kid)
+{
+	struct store_consent_row r;
+	memset(&r, 0, sizeof r);
+	const struct consent_memo_key key = { ISS, sub, "coder", "notes" };
+	bool got = consent_memo_get(&key, now, &r);
+	if (got && kid != NULL)
+		*kid = strdup(r.id);
+	store_consent_row_clear(&r);
+	return got;
+}
+
+/* Flow A signs for a consent this thread remembers only when the writer's
+ * transaction finds it the same and covering: a revoked one, or one whose
+ * provider connection must be made again, is forgotten and the call takes
+ * the full path, which answers what is live now. */
+START_TEST(test_grant_exchange_remembered_consent_is_only_a_hint)
+{
+	struct exchange_grant x;
+	char *kid = make_consent("alice", "read", 3600, false, NOW), *kid2 = NULL, *seen = NULL;
+	int64_t uid = q_int("SELECT id FROM users WHERE subject = ?1", "alice");
+
+	/* The first grant reads the consent and remembers it; the second is
+	 * answered from memory, and both are the consent's. */
+	ck_assert(!remembered("alice", NOW + 1, NULL));
+	xgrant("alice", "read", NOW + 1, &x);
+	ck_assert_int_eq(x.outcome, EXCHANGE_GRANTED);
+	ck_assert(remembered("alice", NOW + 1, &seen));
+	ck_assert_str_eq(seen, kid);
+	free(seen);
+	exchange_grant_clear(&x);
+	xgrant("alice", "read", NOW + 2, &x);
+	ck_assert_int_eq(x.outcome, EXCHANGE_GRANTED);
+	ck_assert_str_eq(x.answer.live.id, kid);
+	exchange_grant_clear(&x);
+	ck_assert_int_eq(audits("grant.issued"), 2);
+	/* Nor is it used once CONSENT_MEMO_TTL seconds old. */
+	ck_assert(!remembered("alice", NOW + 1 + CONSENT_MEMO_TTL, NULL));
+
+	/* Revoked, and a new consent made for the same call, while this thread
+	 * still remembers the old one: the grant is the new consent's. */
+	xgrant("alice", "read", NOW + 3, &x);
+	exchange_grant_clear(&x);
+	ck_assert_int_eq(tu_revoke(sc, kid, uid, "user:alice", "x", NOW + 4, false), CS_OK);
+	struct consent_answer a;
+	struct consent_decision d;
+	struct scope_set req = set("read");
+	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, "alice", "coder", "notes", &req, NULL, ACTOR,
+	    NOW + 5, &a), CS_OK);
+	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
+	memset(&d, 0, sizeof d);
+	d.approve = true;
+	d.selected = req;
+	d.duration = 3600;
+	tu_decision_version(sc, a.request_id, &d);
+	ck_assert_int_eq(tu_decide(sc, &cfg, a.request_id, uid, &d, "user:alice", NOW + 6, &kid2),
+	    CS_OK);
+	consent_answer_clear(&a);
+	scope_set_clear(&req);
+	ck_assert(remembered("alice", NOW + 7, &seen));
+	ck_assert_str_eq(seen, kid);            /* the revoked one */
+	free(seen);
+	xgrant("alice", "read", NOW + 7, &x);
+	ck_assert_int_eq(x.outcome, EXCHANGE_GRANTED);
+	ck_assert_str_eq(x.answer.live.id, kid2);
+	json_t *cl = verified_claims(x.grant.access_token);
+	ck_assert_str_eq(jstr(cl, "cid"), kid2);
+	json_decref(cl);
+	exchange_grant_clear(&x);
+	ck_assert(remembered("alice", NOW + 7, &seen));
+	ck_assert_str_eq(seen, kid2);
+	free(seen);
+	ck_assert_int_eq(audits("grant.issued"), 4);
+
+	/* The provider rejected its connection (flow D) after this thread
+	 * remembered it: no grant; the gateway is told to have the person
+	 * reconnect, as the full path says. */
+	char upd[160];
+	snprintf(upd, sizeof upd, "UPDATE consents SET reconnect_required = 1 WHERE id = '%s'", kid2);
+	ck_assert_int_eq(sqlite3_exec(raw, upd, NULL, NULL, NULL), SQLITE_OK);
+	xgrant("alice", "read", NOW + 8, &x);
+	ck_assert_int_eq(x.outcome, EXCHANGE_NO_GRANT);
+	ck_assert_int_eq(x.answer.outcome, CONSENT_REQUIRED);
+	ck_assert(x.answer.reconnect);
+	ck_assert_ptr_null(x.grant.access_token);
+	exchange_grant_clear(&x);
+	ck_assert(!remembered("alice", NOW + 8, NULL));
+	ck_assert_int_eq(audits("grant.issued"), 4);
+	free(kid);
+	free(kid2);
 }
 END_TEST
 
@@ -1658,6 +1769,7 @@ static Suite *grant_suite(void)
 	tcase_add_test(tc, test_grant_issue_exp_capped_by_consent);
 	tcase_add_test(tc, test_grant_issue_refused_cases);
 	tcase_add_test(tc, test_grant_issue_snapshot_differs_from_database);
+	tcase_add_test(tc, test_grant_exchange_remembered_consent_is_only_a_hint);
 	tcase_add_test(tc, test_grant_introspect_active_grant);
 	tcase_add_test(tc, test_grant_introspect_inactive_after_revoke);
 	tcase_add_test(tc, test_grant_introspect_inactive_after_consent_revoke);

@@ -186,6 +186,8 @@ START_TEST(test_consentd_families)
 	ck_assert_ptr_nonnull(strstr(t,
 	    "\nconsentd_cache_lookups_total{cache=\"subject_token\",outcome=\"miss\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_cache_lookups_total{cache=\"grant\",outcome=\"hit\"} 0\n"));
+	ck_assert_ptr_nonnull(strstr(t,
+	    "\nconsentd_cache_lookups_total{cache=\"consent\",outcome=\"stale\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_seconds_count 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_lock_wait_seconds_count 0\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nconsentd_db_commit_batch_size_bucket{le=\"+Inf\"} 0\n"));
