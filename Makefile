@@ -135,9 +135,9 @@ unit: $(UNIT_BINS)
 unit-asan: $(UNIT_ASAN_BINS)
 	@bash scripts/run-unit.sh build/asan/tests $(UNIT_NAMES)
 # The store's unit tests on PostgreSQL (ASan+UBSan): a throw-away server, as the
-# integration tests start one, for test_store, test_store_authz and test_store_mcp alone
+# integration tests start one, for the store's suites, test_store*, alone
 # (scripts/run-store-pg.sh).
-unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp build/asan/tests/test_store_standing
+unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp build/asan/tests/test_store_standing build/asan/tests/test_store_approval
 	@bash scripts/run-store-pg.sh build/asan/tests
 
 fuzz: $(FUZZ_BINS)

@@ -94,7 +94,9 @@ struct approval_ask {
  * redeemable until its decision is older than [consent] request_ttl; used,
  * expired and cancelled ones never match again.  APPROVAL_CONSENT_ENDED when
  * the consent is no longer live.  CS_EINVAL (a caller's bug) when parameters
- * do not hash to digest. */
+ * do not hash to digest.  A new approval first takes a token of the person's
+ * from q->limits (LIMIT_PERSON): one a call at most, however often a conflict
+ * with another node runs the transaction again. */
 enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
     const struct approval_ask *q, struct approval_answer *out) CS_MUST_CHECK;
 

@@ -273,9 +273,19 @@ static enum cs_err audit_ask(struct store_conn *c, const struct approval_ask *q,
 
 /* --- the gateway's state machine --------------------------------------- */
 
+/* What one approval_check call's [limits] person said, kept across the runs
+ * store_retry makes of its transaction: the limiter is asked once per call,
+ * so a run again after a conflict neither takes a second token nor counts a
+ * second refusal. */
+struct person_token {
+	bool    asked;
+	bool    taken;                   /* asked: a token was taken, else refused */
+	int64_t retry_after;             /* refused: the limiter's seconds */
+};
+
 /* A new pending approval, unless the person has too many pending already. */
 static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
-    const struct approval_ask *q, struct approval_answer *a)
+    const struct approval_ask *q, struct person_token *pt, struct approval_answer *a)
 {
 	enum cs_err e;
 	int64_t count = 0, earliest = 0, now = q->now;
@@ -294,15 +304,22 @@ static enum cs_err check_new(struct store_conn *c, const struct config *cfg,
 		return CS_OK;
 	}
 	/* SECURITY: [limits] person: how fast approval requests for one person
-	 * may appear, whatever asks for them. */
-	int64_t ra = 0, uid = k->user_id;
-	if (!rate_limits_take(q->limits, LIMIT_PERSON, &uid, sizeof uid, &ra)) {
+	 * may appear, whatever asks for them.  Asked before the approval is made,
+	 * once per call: a run again after a conflict (store_retry) keeps the
+	 * first run's answer, and its refusal is audited in the run that commits. */
+	if (!pt->asked) {
+		int64_t uid = k->user_id;
+		pt->taken = rate_limits_take(q->limits, LIMIT_PERSON, &uid, sizeof uid,
+		    &pt->retry_after);
+		pt->asked = true;
+	}
+	if (!pt->taken) {
 		if ((e = audit_ask(c, q, &(struct audit_entry){ .action = "approval.refused",
 		    .outcome = "refused" }, "rate limit: person")) != CS_OK)
 			return e;
 		a->outcome = APPROVAL_TOO_MANY;
 		a->rate_limited = true;
-		a->retry_after = ra;
+		a->retry_after = pt->retry_after;
 		return CS_OK;
 	}
 	if ((e = b64url_random_id(id)) != CS_OK)
@@ -500,7 +517,7 @@ static enum cs_err check_denied(struct store_conn *c, const struct config *cfg,
 }
 
 static enum cs_err check_once(struct store_conn *c, const struct config *cfg,
-    const struct approval_ask *q, struct approval_answer *out)
+    const struct approval_ask *q, struct person_token *pt, struct approval_answer *out)
 {
 	enum cs_err e;
 	bool in_tx = false, found = false;
@@ -547,7 +564,7 @@ static enum cs_err check_once(struct store_conn *c, const struct config *cfg,
 		goto commit;
 
 	/* (d) a new approval request. */
-	if ((e = check_new(c, cfg, q, &a)) != CS_OK)
+	if ((e = check_new(c, cfg, q, pt, &a)) != CS_OK)
 		goto out;
 
 commit:
@@ -564,16 +581,19 @@ out:
 	return e;
 }
 
-/* One transaction with no effect outside the database: run again when
- * another node's conflicted with it (two nodes asking for the same new
- * approval at once: the run after finds the other's pending request). */
+/* One transaction whose only effect outside the database is the person's
+ * token, taken once whatever the runs (pt): run again when another node's
+ * conflicted with it (two nodes asking for the same new approval at once: the
+ * run after finds the other's pending request; or for two new approvals of
+ * one person: the run after makes its own, on the token already taken). */
 enum cs_err approval_check(struct store_conn *c, const struct config *cfg,
     const struct approval_ask *q, struct approval_answer *out)
 {
 	enum cs_err e;
 	int n = 0;
+	struct person_token pt = { .asked = false };
 	do
-		e = check_once(c, cfg, q, out);
+		e = check_once(c, cfg, q, &pt, out);
 	while (store_retry(c, e, &n));
 	return e;
 }

@@ -3,8 +3,8 @@
  * starts a throw-away server and sets it) every test runs on that database,
  * emptied before each (its public schema made anew); otherwise on a fresh
  * SQLite file in a temporary directory.  test_store.c, test_store_authz.c,
- * test_store_mcp.c and test_store_standing.c use it; each runs its suite
- * through tu_store_run, which reads the engine first. */
+ * test_store_mcp.c, test_store_standing.c and test_store_approval.c use it;
+ * each runs its suite through tu_store_run, which reads the engine first. */
 #ifndef CS_TU_STORE_H
 #define CS_TU_STORE_H
 
