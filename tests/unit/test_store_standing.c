@@ -677,6 +677,165 @@ START_TEST(test_store_standing_hostile_rows)
 }
 END_TEST
 
+/* The key sets of a consent's match rules, as the check reads them: none, one
+ * (the smallest and largest are the same), several (in order, at most max);
+ * an ended rule's key set is not among them. */
+START_TEST(test_store_standing_keysets)
+{
+	struct tu_store f;
+	char a[CONSENT_ID_LEN + 1], b[CONSENT_ID_LEN + 1], d[CONSENT_ID_LEN + 1];
+	char **ks = NULL;
+	size_t n = 99;
+	enum standing_end_outcome o;
+	fx_init(&f);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 0);
+	free(ks);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/c\"}", STANDING_MATCH, 0, 0, a);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/d\"}", STANDING_MATCH, 0, 0, d);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(ks[0], "[\"repo\"]");
+	free(ks[0]);
+	free(ks);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"body\":\"x\",\"repo\":\"acme/a\"}",
+	    STANDING_MATCH, 0, 1, b);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/b\",\"title\":\"t\"}",
+	    STANDING_MATCH, 0, 2, b);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(ks[0], "[\"body\",\"repo\"]");
+	ck_assert_str_eq(ks[1], "[\"repo\",\"title\"]");
+	ck_assert_str_eq(ks[2], "[\"repo\"]");
+	for (size_t i = 0; i < n; i++)
+		free(ks[i]);
+	free(ks);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 2, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(ks[1], "[\"repo\",\"title\"]");
+	for (size_t i = 0; i < n; i++)
+		free(ks[i]);
+	free(ks);
+	/* Ended: its key set goes; another consent's or action's are not these. */
+	ck_assert_int_eq(standing_end(f.c, b, f.alice, "user:alice", T0 + 1, &o), CS_OK);
+	ck_assert_int_eq(o, STANDING_ENDED);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(ks[0], "[\"body\",\"repo\"]");
+	ck_assert_str_eq(ks[1], "[\"repo\"]");
+	for (size_t i = 0; i < n; i++)
+		free(ks[i]);
+	free(ks);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-butler", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 0);
+	free(ks);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "close_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 0);
+	free(ks);
+	tu_store_clear(&f);
+}
+END_TEST
+
+/* Match rules of several key sets: a call is judged against each key set it
+ * has every value of -- the first read with the exact rules, the others after
+ * -- and a rule of any of them, first or last, lets it through. */
+START_TEST(test_store_standing_several_keysets)
+{
+	struct tu_store f;
+	char a[CONSENT_ID_LEN + 1], b[CONSENT_ID_LEN + 1], c[CONSENT_ID_LEN + 1];
+	char got[CONSENT_ID_LEN + 1];
+	enum standing_end_outcome o;
+	fx_init(&f);
+	/* Key sets ["body","repo"] (a), ["repo","title"] (b), ["repo"] (c), in that order. */
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"body\":\"x\",\"repo\":\"acme/a\"}",
+	    STANDING_MATCH, 0, 1, a);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/b\",\"title\":\"t\"}",
+	    STANDING_MATCH, 0, 2, b);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/c\"}", STANDING_MATCH, 0, 0, c);
+	/* The first key set's rule. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"x\",\"repo\":\"acme/a\",\"title\":\"any\"}", T0 + 1, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, a);
+	/* The call lacks the first key set's body: the second's, the third's. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"n\":1,\"repo\":\"acme/b\",\"title\":\"t\"}", T0 + 2, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, b);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"title\":\"other\"}", T0 + 3, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	/* It has the first key set's values, which no rule fixes: the later ones. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"y\",\"repo\":\"acme/b\",\"title\":\"t\"}", T0 + 4, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, b);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"y\",\"repo\":\"acme/c\"}", T0 + 5, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	/* None covers it. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"x\",\"repo\":\"acme/d\",\"title\":\"t\"}", T0 + 6, got), APPROVAL_NEEDED);
+	/* Ended, the others still hold; the last one left alone still holds. */
+	ck_assert_int_eq(standing_end(f.c, b, f.alice, "user:alice", T0 + 7, &o), CS_OK);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/b\",\"title\":\"t\",\"n\":2}", T0 + 8, got), APPROVAL_NEEDED);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"n\":3}", T0 + 9, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	ck_assert_int_eq(standing_end(f.c, a, f.alice, "user:alice", T0 + 10, &o), CS_OK);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"x\",\"repo\":\"acme/a\",\"n\":4}", T0 + 11, got), APPROVAL_NEEDED);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"n\":5}", T0 + 12, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	/* Expired, all of them. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"n\":6}", T0 + 3600, got), APPROVAL_NEEDED);
+	tu_store_clear(&f);
+}
+END_TEST
+
+/* An exact rule and a match rule that both cover a call: the exact rule
+ * decides (it is read in the same statement as the match rules). */
+START_TEST(test_store_standing_exact_before_match)
+{
+	struct tu_store f;
+	char m[CONSENT_ID_LEN + 1], x[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1];
+	struct consent k;
+	char d[APPROVAL_DIGEST_LEN + 1], *rule = NULL;
+	fx_init(&f);
+	make_rule(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, m);
+	make_rule(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_EXACT, 0, 0, x);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue", REPO_W, T0 + 1, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, x);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"second\"}", T0 + 2, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, m);
+	/* Parameters that are not JSON: an exact rule of their digest still
+	 * covers them; without one the check fails (as before any rule is read). */
+	memset(&k, 0, sizeof k);
+	ck_assert_int_eq(consent_get(f.c, "k-alice-coder", T0 + 3, &k), CS_OK);
+	digest_of(REPO_W, d);
+	ck_assert_int_eq(store_begin(f.c), CS_OK);
+	ck_assert_int_eq(standing_check(f.c, &cfg, &k, "create_issue", "{not json", d, T0 + 3,
+	    &rule), CS_OK);
+	ck_assert_str_eq(rule, x);
+	free(rule);
+	rule = NULL;
+	digest_of("{\"repo\":\"acme/w\",\"title\":\"third\"}", d);
+	ck_assert_int_eq(standing_check(f.c, &cfg, &k, "create_issue", "{not json", d, T0 + 3,
+	    &rule), CS_EINVAL);
+	ck_assert_ptr_null(rule);
+	store_rollback(f.c);
+	/* Exact rules only, now: the exact rule holds, the match rule does not. */
+	actions[0].standing = STANDING_EXACT;
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue", REPO_W, T0 + 4, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, x);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"fourth\"}", T0 + 5, got), APPROVAL_NEEDED);
+	consent_clear(&k);
+	tu_store_clear(&f);
+}
+END_TEST
+
 static Suite *standing_suite(void)
 {
 	Suite *s = suite_create(tu_pg_url != NULL ? "store_standing (postgresql)" :
@@ -695,6 +854,9 @@ static Suite *standing_suite(void)
 	tcase_add_test(tc, test_store_standing_end_and_revocation);
 	tcase_add_test(tc, test_store_standing_list_consent);
 	tcase_add_test(tc, test_store_standing_hostile_rows);
+	tcase_add_test(tc, test_store_standing_keysets);
+	tcase_add_test(tc, test_store_standing_several_keysets);
+	tcase_add_test(tc, test_store_standing_exact_before_match);
 	suite_add_tcase(s, tc);
 	return s;
 }
