@@ -365,9 +365,10 @@ static void fx_init(struct tu_store *f)
 	consent_row(f->c, "k-bob-coder", f->bob, "coder");
 }
 
-/* A rule of consent kid (the person's approval ap-<n>) stored as the page does. */
-static void make_rule(struct tu_store *f, const char *kid, const char *action, const char *params,
-    enum config_standing kind, int64_t uses, uint64_t bits, char id[CONSENT_ID_LEN + 1])
+/* A rule of consent kid (the person's approval ap-<n>) stored as the page does, at at. */
+static void make_rule_at(struct tu_store *f, const char *kid, const char *action,
+    const char *params, enum config_standing kind, int64_t uses, uint64_t bits, int64_t at,
+    char id[CONSENT_ID_LEN + 1])
 {
 	struct consent k;
 	struct standing_rule r;
@@ -379,14 +380,21 @@ static void make_rule(struct tu_store *f, const char *kid, const char *action, c
 	a.user_id = k.user_id;
 	a.agent = k.agent;
 	ck_assert_int_eq(standing_prepare(&cfg, &call_of(&a), &(struct standing_request){ .kind = kind,
-	    .duration = 3600, .max_uses = uses, .fixed = bits }, T0, &r, why, sizeof why), CS_OK);
+	    .duration = 3600, .max_uses = uses, .fixed = bits }, at, &r, why, sizeof why), CS_OK);
 	ck_assert_int_eq(store_begin(f->c), CS_OK);
-	ck_assert_int_eq(standing_insert(f->c, &r, "user:alice", T0), CS_OK);
+	ck_assert_int_eq(standing_insert(f->c, &r, "user:alice", at), CS_OK);
 	ck_assert_int_eq(store_commit(f->c), CS_OK);
 	memcpy(id, r.id, CONSENT_ID_LEN + 1);
 	standing_rule_clear(&r);
 	free(a.strings);
 	consent_clear(&k);
+}
+
+/* make_rule_at at T0. */
+static void make_rule(struct tu_store *f, const char *kid, const char *action, const char *params,
+    enum config_standing kind, int64_t uses, uint64_t bits, char id[CONSENT_ID_LEN + 1])
+{
+	make_rule_at(f, kid, action, params, kind, uses, bits, T0, id);
 }
 
 /* approval_check of a call: its outcome, and the rule that decided it ("" none). */
@@ -836,6 +844,34 @@ START_TEST(test_store_standing_exact_before_match)
 }
 END_TEST
 
+/* Several live rules of one lookup that all cover a call: the newest decides,
+ * exact and match alike. */
+START_TEST(test_store_standing_newest_first)
+{
+	struct tu_store f;
+	char old1[CONSENT_ID_LEN + 1], new1[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1];
+	char old2[CONSENT_ID_LEN + 1], new2[CONSENT_ID_LEN + 1];
+	fx_init(&f);
+	make_rule_at(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, T0, old1);
+	make_rule_at(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, T0 + 10, new1);
+	make_rule_at(&f, "k-alice-coder", "close_issue", "{\"n\":3}", STANDING_EXACT, 0, 0, T0, old2);
+	make_rule_at(&f, "k-alice-coder", "close_issue", "{\"n\":3}", STANDING_EXACT, 0, 0, T0 + 10, new2);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"other\"}", T0 + 11, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, new1);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "close_issue", "{\"n\":3}", T0 + 11, got),
+	    APPROVAL_RELEASE);
+	ck_assert_str_eq(got, new2);
+	/* The newest ended: the older one. */
+	ck_assert_int_eq(standing_end(f.c, new1, f.alice, "user:alice", T0 + 12,
+	    &(enum standing_end_outcome){ 0 }), CS_OK);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"more\"}", T0 + 13, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, old1);
+	tu_store_clear(&f);
+}
+END_TEST
+
 static Suite *standing_suite(void)
 {
 	Suite *s = suite_create(tu_pg_url != NULL ? "store_standing (postgresql)" :
@@ -857,6 +893,7 @@ static Suite *standing_suite(void)
 	tcase_add_test(tc, test_store_standing_keysets);
 	tcase_add_test(tc, test_store_standing_several_keysets);
 	tcase_add_test(tc, test_store_standing_exact_before_match);
+	tcase_add_test(tc, test_store_standing_newest_first);
 	suite_add_tcase(s, tc);
 	return s;
 }
