@@ -33,7 +33,8 @@ void store_standing_rows_free(struct store_standing_row *v, size_t n);    /* NUL
 enum cs_err store_standing_insert(struct store_conn *c,
     const struct store_standing_row *r) CS_MUST_CHECK;
 /* The live rules (not ended, unexpired at now, within their use count) of
- * (consent, action) with this key set and lookup: at most max, newest first.
+ * (consent, action) with this key set and lookup: at most max, newest first
+ * (on SQLite the last inserted, on PostgreSQL by created_at then id).
  * *out NULL and *n 0 when none. */
 enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_id,
     const char *action, const char *keyset, const char *lookup, int64_t now, size_t max,
@@ -41,8 +42,8 @@ enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_
 /* The check's first read, in one statement: the live exact rules of (consent,
  * action) whose lookup is digest, then -- when keyset and lookup are not NULL
  * -- the live match rules of that key set and lookup; at most max of each,
- * each part newest first (the two parts may come in either order: kind tells
- * them apart).  *out NULL and *n 0 when none. */
+ * each part newest first as store_standing_candidates (the two parts may come
+ * in either order: kind tells them apart).  *out NULL and *n 0 when none. */
 enum cs_err store_standing_candidates_first(struct store_conn *c, const char *consent_id,
     const char *action, const char *digest, const char *keyset, const char *lookup,
     int64_t now, size_t max, struct store_standing_row **out, size_t *n) CS_MUST_CHECK;

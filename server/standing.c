@@ -463,17 +463,17 @@ struct call {
 	int64_t now;
 };
 
-/* The first of the candidates v[0..n) that covers the call: its id into *id
- * (malloc'd), or NULL. */
-static enum cs_err covering_of(const struct store_standing_row *v, size_t n,
+/* The first of the candidates v[0..n) of kind that covers the call: its id
+ * into *id (malloc'd), or NULL. */
+static enum cs_err covering_of(const struct store_standing_row *v, size_t n, const char *kind,
     const struct call *q, json_t *params, char **id)
 {
 	*id = NULL;
 	for (size_t i = 0; i < n; i++) {
 		/* SECURITY: the row's own binding and the rule itself are judged
 		 * again: the indexed columns only find candidates. */
-		if (strcmp(v[i].agent, q->k->agent) != 0 || strcmp(v[i].resource, q->k->resource) != 0 ||
-		    v[i].user_id != q->k->user_id ||
+		if (strcmp(v[i].kind, kind) != 0 || strcmp(v[i].agent, q->k->agent) != 0 ||
+		    strcmp(v[i].resource, q->k->resource) != 0 || v[i].user_id != q->k->user_id ||
 		    !standing_covers(v[i].kind, v[i].details, q->action, params, q->digest))
 			continue;
 		return (*id = strdup(v[i].id)) != NULL ? CS_OK : CS_ENOMEM;
@@ -481,7 +481,7 @@ static enum cs_err covering_of(const struct store_standing_row *v, size_t n,
 	return CS_OK;
 }
 
-/* The first live candidate of (key set, lookup) that covers the call: its id
+/* The first live match rule of (key set, lookup) that covers the call: its id
  * into *id (malloc'd), or NULL. */
 static enum cs_err first_covering(struct store_conn *c, const struct call *q,
     const char *keyset, const char *lookup, json_t *params, char **id)
@@ -492,22 +492,9 @@ static enum cs_err first_covering(struct store_conn *c, const struct call *q,
 	    CANDIDATES_MAX, &v, &n);
 	*id = NULL;
 	if (e == CS_OK)
-		e = covering_of(v, n, q, params, id);
+		e = covering_of(v, n, "match", q, params, id);
 	store_standing_rows_free(v, n);
 	return e;
-}
-
-/* The order candidates are judged in: exact rules before match rules, each
- * newest first (then by id). */
-static int candidate_order(const void *x, const void *y)
-{
-	const struct store_standing_row *a = x, *b = y;
-	int exact_a = strcmp(a->kind, "exact") == 0, exact_b = strcmp(b->kind, "exact") == 0;
-	if (exact_a != exact_b)
-		return exact_b - exact_a;
-	if (a->created_at != b->created_at)
-		return a->created_at > b->created_at ? -1 : 1;
-	return strcmp(a->id, b->id);
 }
 
 /* The exact rules of the call's digest and the match rules of one key set and
@@ -520,11 +507,9 @@ static enum cs_err first_covering_of_two(struct store_conn *c, const struct call
 	enum cs_err e = store_standing_candidates_first(c, q->k->id, q->action, q->digest, keyset,
 	    lookup, q->now, CANDIDATES_MAX, &v, &n);
 	*id = NULL;
-	if (e == CS_OK) {
-		if (n > 1)
-			qsort(v, n, sizeof *v, candidate_order);
-		e = covering_of(v, n, q, params, id);
-	}
+	/* The exact rules first, then the match rules, each in the store's order. */
+	if (e == CS_OK && (e = covering_of(v, n, "exact", q, params, id)) == CS_OK && *id == NULL)
+		e = covering_of(v, n, "match", q, params, id);
 	store_standing_rows_free(v, n);
 	return e;
 }

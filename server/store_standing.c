@@ -20,20 +20,29 @@ static const char SQL_INSERT[] =
     "keyset, lookup, details, approval_id, created_by, created_at, expires_at, max_uses) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 /* A part of the check's read: the live rules of (consent ?1, action ?2) of one
- * kind, key set and lookup, newest first, at most ?6 (now is ?5). */
-#define CANDIDATES(kind, keyset, lookup) \
+ * kind, key set and lookup, newest first, at most ?6 (now is ?5).  Newest:
+ * on SQLite the index's own order of equal keys, the rowid (the order rows
+ * were inserted in, so no sort per read: a sort cost a check more than the
+ * read); on PostgreSQL created_at, then id. */
+#define CANDIDATES(kind, keyset, lookup, newest) \
 	"SELECT " STANDING_COLS "WHERE r.consent_id = ?1 AND r.action = ?2 AND r.kind = " kind " " \
 	"AND r.keyset = " keyset " AND r.lookup = " lookup " AND " LIVE("?5") \
-	"ORDER BY r.created_at DESC, r.id LIMIT ?6"
-static const char SQL_CANDIDATES[] =
-    CANDIDATES("CASE WHEN ?3 = '*' THEN 'exact' ELSE 'match' END", "?3", "?4");
+	"ORDER BY " newest " LIMIT ?6"
+#define NEWEST_LITE "r.rowid DESC"
+#define NEWEST_PG "r.created_at DESC, r.id"
+#define KIND_OF_KEYSET "CASE WHEN ?3 = '*' THEN 'exact' ELSE 'match' END"
+static const char SQL_CANDIDATES[] = CANDIDATES(KIND_OF_KEYSET, "?3", "?4", NEWEST_LITE);
+static const char SQL_CANDIDATES_PG[] = CANDIDATES(KIND_OF_KEYSET, "?3", "?4", NEWEST_PG);
 /* The check's first read, one statement: the exact rules (key set '*',
  * standing.h's STANDING_EXACT_KEYSET) of the call's digest (?3) and the match
- * rules of one key set and lookup (?4, ?7: NULL for none).  Each part keeps
- * its own order and limit; the caller orders the parts. */
-static const char SQL_CANDIDATES_FIRST[] =
-    "SELECT * FROM (" CANDIDATES("'exact'", "'*'", "?3") ") AS e UNION ALL "
-    "SELECT * FROM (" CANDIDATES("'match'", "?4", "?7") ") AS m";
+ * rules of one key set and lookup (?4, ?7: NULL for none), each part in its
+ * own order and limit; the caller judges the exact rules first. */
+#define CANDIDATES_FIRST(newest) \
+	"SELECT * FROM (" CANDIDATES("'exact'", "'*'", "?3", newest) ") AS e UNION ALL " \
+	"SELECT * FROM (" CANDIDATES("'match'", "?4", "?7", newest) ") AS m"
+static const char SQL_CANDIDATES_FIRST[] = CANDIDATES_FIRST(NEWEST_LITE);
+static const char SQL_CANDIDATES_FIRST_PG[] =
+    CANDIDATES_FIRST(NEWEST_PG) " ORDER BY kind, created_at DESC, id";
 /* The smallest and the largest key set of the match rules not ended: two index
  * seeks, which answer whole for a person with none or one key set. */
 #define MATCH_NOT_ENDED \
@@ -107,6 +116,7 @@ static const struct store_row_type rule_rows =
 STORE_ROW_CLEAR_FN(struct store_standing_row, rule_rows, store_standing_row_clear)
 STORE_ROWS_FREE_FN(struct store_standing_row, rule_rows, store_standing_rows_free)
 STORE_ROW_LIST_FN(struct store_standing_row, rule_rows, rule_list)
+STORE_ROW_LIST_DIALECT_FN(struct store_standing_row, rule_rows, rule_list_dialect)
 
 /* --- writing ----------------------------------------------------------- */
 
@@ -147,8 +157,9 @@ enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_
 {
 	if (max > 1000)
 		max = 1000;
-	return rule_list(c, SQL_CANDIDATES, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
-	    SV_TEXT(keyset), SV_TEXT(lookup), SV_INT(now), SV_INT((int64_t)max)), max, out, n);
+	return rule_list_dialect(c, SQL_CANDIDATES, SQL_CANDIDATES_PG,
+	    STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action), SV_TEXT(keyset), SV_TEXT(lookup),
+	    SV_INT(now), SV_INT((int64_t)max)), max, out, n);
 }
 
 enum cs_err store_standing_candidates_first(struct store_conn *c, const char *consent_id,
@@ -160,9 +171,9 @@ enum cs_err store_standing_candidates_first(struct store_conn *c, const char *co
 	/* NULL binds NULL, which equals no key set: the match part is empty. */
 	if (keyset == NULL || lookup == NULL)
 		keyset = lookup = NULL;
-	return rule_list(c, SQL_CANDIDATES_FIRST, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
-	    SV_TEXT(digest), SV_TEXT(keyset), SV_INT(now), SV_INT((int64_t)max), SV_TEXT(lookup)),
-	    2 * max, out, n);
+	return rule_list_dialect(c, SQL_CANDIDATES_FIRST, SQL_CANDIDATES_FIRST_PG,
+	    STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action), SV_TEXT(digest), SV_TEXT(keyset),
+	    SV_INT(now), SV_INT((int64_t)max), SV_TEXT(lookup)), 2 * max, out, n);
 }
 
 /* The smallest and largest key set (*lo, *hi malloc'd, NULL when there is none). */
