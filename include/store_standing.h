@@ -33,14 +33,24 @@ void store_standing_rows_free(struct store_standing_row *v, size_t n);    /* NUL
 enum cs_err store_standing_insert(struct store_conn *c,
     const struct store_standing_row *r) CS_MUST_CHECK;
 /* The live rules (not ended, unexpired at now, within their use count) of
- * (consent, action) with this key set and lookup: at most max, newest first.
+ * (consent, action) with this key set and lookup: at most max, newest first
+ * (on SQLite the last inserted, on PostgreSQL by created_at then id).
  * *out NULL and *n 0 when none. */
 enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_id,
     const char *action, const char *keyset, const char *lookup, int64_t now, size_t max,
     struct store_standing_row **out, size_t *n) CS_MUST_CHECK;
+/* The check's first read, in one statement: the live exact rules of (consent,
+ * action) whose lookup is digest, then -- when keyset and lookup are not NULL
+ * -- the live match rules of that key set and lookup; at most max of each,
+ * each part newest first as store_standing_candidates (the two parts may come
+ * in either order: kind tells them apart).  *out NULL and *n 0 when none. */
+enum cs_err store_standing_candidates_first(struct store_conn *c, const char *consent_id,
+    const char *action, const char *digest, const char *keyset, const char *lookup,
+    int64_t now, size_t max, struct store_standing_row **out, size_t *n) CS_MUST_CHECK;
 /* The distinct key sets of the match rules of (consent, action) not ended, in
  * order, at most max, each malloc'd into (*out)[i] (free each, then the array);
- * one index seek per key set. */
+ * one statement of two index seeks when there are none or one, else one
+ * index seek per key set. */
 enum cs_err store_standing_keysets(struct store_conn *c, const char *consent_id,
     const char *action, size_t max, char ***out, size_t *n) CS_MUST_CHECK;
 /* Counts one use of rule id for (consent, action) at now -- only while the

@@ -1,13 +1,18 @@
 /* standing.c -- the person's standing rules (issue #32): built from the
- * approval page's choice, matched inside approval_check's transaction by one
- * indexed read per key set, counted in the release's transaction, ended by the
- * person, an admin or the consent's revocation.  A stored rule is re-judged
- * from its RFC 9396 details on every use and fails closed: it must never cover
- * another consent, agent, action or value than the person allowed, and an
- * audit entry names a rule and its action, never a parameter's value. */
+ * approval page's choice, matched inside approval_check's transaction (the
+ * key sets in use; the exact rules and the first key set's in one indexed
+ * read, one more per further key set), counted in the release's transaction,
+ * ended by the person, an admin or the consent's revocation.  A stored rule
+ * is re-judged from its RFC 9396 details on every use and fails closed: it
+ * must never cover another consent, agent, action or value than the person
+ * allowed, and an audit entry names a rule and its action, never a
+ * parameter's value. */
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include "audit.h"
@@ -45,16 +50,27 @@ out:
 	return e;
 }
 
+/* SHA-256's implementation, fetched once (as audit.c's HMAC): SHA256() looks
+ * it up in OpenSSL's provider store on every call, the larger part of a
+ * lookup digest's cost at every check with match rules. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static void sha256_fetch(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
+
 /* base64url(SHA-256(JCS(v))): approval_digest's, for the parameters a rule
  * keeps (and the values it fixes). */
 static enum cs_err digest_of(json_t *v, char out[STANDING_DIGEST_LEN + 1])
 {
 	unsigned char h[SHA256_DIGEST_LENGTH];
+	unsigned int hn = 0;
 	char *text = NULL;
 	enum cs_err e = canonical(v, RULE_MAX_CANONICAL, &text);
 	if (e == CS_OK) {
-		SHA256((const unsigned char *)text, strlen(text), h);
-		e = b64url_encode(h, sizeof h, out, STANDING_DIGEST_LEN + 1);
+		if (pthread_once(&sha256_once, sha256_fetch) != 0 || sha256_md == NULL ||
+		    EVP_Digest(text, strlen(text), h, &hn, sha256_md, NULL) != 1 || hn != sizeof h)
+			e = CS_ECRYPTO;
+		else
+			e = b64url_encode(h, sizeof h, out, STANDING_DIGEST_LEN + 1);
 	}
 	free(text);
 	return e;
@@ -461,7 +477,25 @@ struct call {
 	int64_t now;
 };
 
-/* The first live candidate of (key set, lookup) that covers the call: its id
+/* The first of the candidates v[0..n) of kind that covers the call: its id
+ * into *id (malloc'd), or NULL. */
+static enum cs_err covering_of(const struct store_standing_row *v, size_t n, const char *kind,
+    const struct call *q, json_t *params, char **id)
+{
+	*id = NULL;
+	for (size_t i = 0; i < n; i++) {
+		/* SECURITY: the row's own binding and the rule itself are judged
+		 * again: the indexed columns only find candidates. */
+		if (strcmp(v[i].kind, kind) != 0 || strcmp(v[i].agent, q->k->agent) != 0 ||
+		    strcmp(v[i].resource, q->k->resource) != 0 || v[i].user_id != q->k->user_id ||
+		    !standing_covers(v[i].kind, v[i].details, q->action, params, q->digest))
+			continue;
+		return (*id = strdup(v[i].id)) != NULL ? CS_OK : CS_ENOMEM;
+	}
+	return CS_OK;
+}
+
+/* The first live match rule of (key set, lookup) that covers the call: its id
  * into *id (malloc'd), or NULL. */
 static enum cs_err first_covering(struct store_conn *c, const struct call *q,
     const char *keyset, const char *lookup, json_t *params, char **id)
@@ -471,16 +505,25 @@ static enum cs_err first_covering(struct store_conn *c, const struct call *q,
 	enum cs_err e = store_standing_candidates(c, q->k->id, q->action, keyset, lookup, q->now,
 	    CANDIDATES_MAX, &v, &n);
 	*id = NULL;
-	for (size_t i = 0; e == CS_OK && i < n && *id == NULL; i++) {
-		/* SECURITY: the row's own binding and the rule itself are judged
-		 * again: the indexed columns only find candidates. */
-		if (strcmp(v[i].agent, q->k->agent) != 0 || strcmp(v[i].resource, q->k->resource) != 0 ||
-		    v[i].user_id != q->k->user_id ||
-		    !standing_covers(v[i].kind, v[i].details, q->action, params, q->digest))
-			continue;
-		if ((*id = strdup(v[i].id)) == NULL)
-			e = CS_ENOMEM;
-	}
+	if (e == CS_OK)
+		e = covering_of(v, n, "match", q, params, id);
+	store_standing_rows_free(v, n);
+	return e;
+}
+
+/* The exact rules of the call's digest and the match rules of one key set and
+ * lookup (NULL: none), read together: the first that covers the call. */
+static enum cs_err first_covering_of_two(struct store_conn *c, const struct call *q,
+    const char *keyset, const char *lookup, json_t *params, char **id)
+{
+	struct store_standing_row *v = NULL;
+	size_t n = 0;
+	enum cs_err e = store_standing_candidates_first(c, q->k->id, q->action, q->digest, keyset,
+	    lookup, q->now, CANDIDATES_MAX, &v, &n);
+	*id = NULL;
+	/* The exact rules first, then the match rules, each in the store's order. */
+	if (e == CS_OK && (e = covering_of(v, n, "exact", q, params, id)) == CS_OK && *id == NULL)
+		e = covering_of(v, n, "match", q, params, id);
 	store_standing_rows_free(v, n);
 	return e;
 }
@@ -492,8 +535,9 @@ enum cs_err standing_check(struct store_conn *c, const struct config *cfg,
 	const struct config_action *act;
 	const struct call q = { k, action, digest, now };
 	json_t *params = NULL;
-	char **ks = NULL, *id = NULL, lookup[STANDING_DIGEST_LEN + 1];
-	size_t nks = 0;
+	char **ks = NULL, *id = NULL, lookup[STANDING_DIGEST_LEN + 1] = "";
+	size_t nks = 0, i = 0;
+	bool unreadable = false;
 	enum cs_err e;
 
 	if (c == NULL || cfg == NULL || k == NULL || action == NULL || parameters == NULL ||
@@ -501,20 +545,27 @@ enum cs_err standing_check(struct store_conn *c, const struct config *cfg,
 		return CS_EINVAL;
 	*rule_id = NULL;
 	act = config_action(cfg, k->resource, action);
-	/* An action whose configuration no longer offers rules ignores them. */
+	/* An action whose configuration no longer offers rules ignores them (and
+	 * one that offers exact rules only, its match rules). */
 	if (act == NULL || act->standing == STANDING_NONE)
 		return CS_OK;
-	if ((e = first_covering(c, &q, STANDING_EXACT_KEYSET, digest, NULL, &id)) != CS_OK ||
-	    id != NULL || act->standing != STANDING_MATCH)
+	if (act->standing == STANDING_MATCH &&
+	    (e = store_standing_keysets(c, k->id, action, KEYSETS_MAX, &ks, &nks)) != CS_OK)
 		goto done;
-	if ((e = store_standing_keysets(c, k->id, action, KEYSETS_MAX, &ks, &nks)) != CS_OK ||
-	    nks == 0)
+	if (nks > 0 && (params = json_loads(parameters, JSON_REJECT_DUPLICATES, NULL)) == NULL)
+		unreadable = true;
+	/* The first key set the call has every value of is read with the exact
+	 * rules, in one statement; the others after, one statement each. */
+	while (!unreadable && i < nks && standing_lookup_of(params, ks[i], lookup) != CS_OK)
+		i++;
+	if ((e = first_covering_of_two(c, &q, !unreadable && i < nks ? ks[i] : NULL, lookup, params,
+	    &id)) != CS_OK || id != NULL)
 		goto done;
-	if ((params = json_loads(parameters, JSON_REJECT_DUPLICATES, NULL)) == NULL) {
+	if (unreadable) {
 		e = CS_EINVAL;
 		goto done;
 	}
-	for (size_t i = 0; i < nks && id == NULL && e == CS_OK; i++)
+	for (i++; i < nks && id == NULL && e == CS_OK; i++)
 		if (standing_lookup_of(params, ks[i], lookup) == CS_OK)
 			e = first_covering(c, &q, ks[i], lookup, params, &id);
 done:
@@ -522,8 +573,8 @@ done:
 		*rule_id = id;
 		id = NULL;
 	}
-	for (size_t i = 0; i < nks; i++)
-		free(ks[i]);
+	for (size_t j = 0; j < nks; j++)
+		free(ks[j]);
 	free(ks);
 	free(id);
 	json_decref(params);

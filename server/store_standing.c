@@ -19,21 +19,46 @@ static const char SQL_INSERT[] =
     "INSERT INTO standing_rules (id, consent_id, user_id, agent, resource, action, kind, "
     "keyset, lookup, details, approval_id, created_by, created_at, expires_at, max_uses) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
-static const char SQL_CANDIDATES[] =
-    "SELECT " STANDING_COLS "WHERE r.consent_id = ?1 AND r.action = ?2 "
-    "AND r.kind = CASE WHEN ?3 = '*' THEN 'exact' ELSE 'match' END AND r.keyset = ?3 "
-    "AND r.lookup = ?4 AND " LIVE("?5") "ORDER BY r.created_at DESC, r.id LIMIT ?6";
+/* A part of the check's read: the live rules of (consent ?1, action ?2) of one
+ * kind, key set and lookup, newest first, at most ?6 (now is ?5).  Newest:
+ * on SQLite the index's own order of equal keys, the rowid (the order rows
+ * were inserted in, so no sort per read: a sort cost a check more than the
+ * read); on PostgreSQL created_at, then id. */
+#define CANDIDATES(kind, keyset, lookup, newest) \
+	"SELECT " STANDING_COLS "WHERE r.consent_id = ?1 AND r.action = ?2 AND r.kind = " kind " " \
+	"AND r.keyset = " keyset " AND r.lookup = " lookup " AND " LIVE("?5") \
+	"ORDER BY " newest " LIMIT ?6"
+#define NEWEST_LITE "r.rowid DESC"
+#define NEWEST_PG "r.created_at DESC, r.id"
+#define KIND_OF_KEYSET "CASE WHEN ?3 = '*' THEN 'exact' ELSE 'match' END"
+static const char SQL_CANDIDATES[] = CANDIDATES(KIND_OF_KEYSET, "?3", "?4", NEWEST_LITE);
+static const char SQL_CANDIDATES_PG[] = CANDIDATES(KIND_OF_KEYSET, "?3", "?4", NEWEST_PG);
+/* The check's first read, one statement: the exact rules (key set '*',
+ * standing.h's STANDING_EXACT_KEYSET) of the call's digest (?3) and the match
+ * rules of one key set and lookup (?4, ?7: NULL for none), each part in its
+ * own order and limit; the caller judges the exact rules first. */
+#define CANDIDATES_FIRST(newest) \
+	"SELECT * FROM (" CANDIDATES("'exact'", "'*'", "?3", newest) ") AS e UNION ALL " \
+	"SELECT * FROM (" CANDIDATES("'match'", "?4", "?7", newest) ") AS m"
+static const char SQL_CANDIDATES_FIRST[] = CANDIDATES_FIRST(NEWEST_LITE);
+static const char SQL_CANDIDATES_FIRST_PG[] =
+    CANDIDATES_FIRST(NEWEST_PG) " ORDER BY kind, created_at DESC, id";
+/* The smallest and the largest key set of the match rules not ended: two index
+ * seeks, which answer whole for a person with none or one key set. */
+#define MATCH_NOT_ENDED \
+	"FROM standing_rules r WHERE r.consent_id = ?1 AND r.action = ?2 AND r.kind = 'match' " \
+	"AND r.ended_at = 0"
+static const char SQL_KEYSET_BOUNDS[] =
+    "SELECT (SELECT min(r.keyset) " MATCH_NOT_ENDED "), (SELECT max(r.keyset) " MATCH_NOT_ENDED ")";
 /* The distinct key sets of the match rules not ended, one index seek each: the
  * smallest, then the smallest above it, and so on (a skip scan: never a read of
  * every rule, however many the person has).  Expired and used-up rules' key
  * sets come too; their candidates are not live. */
 static const char SQL_KEYSETS[] =
     "WITH RECURSIVE ks(k) AS ("
-    "SELECT (SELECT min(r.keyset) FROM standing_rules r WHERE r.consent_id = ?1 "
-    "AND r.action = ?2 AND r.kind = 'match' AND r.ended_at = 0) "
+    "SELECT (SELECT min(r.keyset) " MATCH_NOT_ENDED ") "
     "UNION ALL "
-    "SELECT (SELECT min(r.keyset) FROM standing_rules r WHERE r.consent_id = ?1 "
-    "AND r.action = ?2 AND r.kind = 'match' AND r.ended_at = 0 AND r.keyset > ks.k) "
+    "SELECT (SELECT min(r.keyset) " MATCH_NOT_ENDED " AND r.keyset > ks.k) "
     "FROM ks WHERE ks.k IS NOT NULL) "
     "SELECT k FROM ks WHERE k IS NOT NULL LIMIT ?3";
 /* SECURITY: the counted use.  One statement decides and counts, so two
@@ -91,6 +116,7 @@ static const struct store_row_type rule_rows =
 STORE_ROW_CLEAR_FN(struct store_standing_row, rule_rows, store_standing_row_clear)
 STORE_ROWS_FREE_FN(struct store_standing_row, rule_rows, store_standing_rows_free)
 STORE_ROW_LIST_FN(struct store_standing_row, rule_rows, rule_list)
+STORE_ROW_LIST_DIALECT_FN(struct store_standing_row, rule_rows, rule_list_dialect)
 
 /* --- writing ----------------------------------------------------------- */
 
@@ -131,25 +157,88 @@ enum cs_err store_standing_candidates(struct store_conn *c, const char *consent_
 {
 	if (max > 1000)
 		max = 1000;
-	return rule_list(c, SQL_CANDIDATES, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
-	    SV_TEXT(keyset), SV_TEXT(lookup), SV_INT(now), SV_INT((int64_t)max)), max, out, n);
+	return rule_list_dialect(c, SQL_CANDIDATES, SQL_CANDIDATES_PG,
+	    STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action), SV_TEXT(keyset), SV_TEXT(lookup),
+	    SV_INT(now), SV_INT((int64_t)max)), max, out, n);
+}
+
+enum cs_err store_standing_candidates_first(struct store_conn *c, const char *consent_id,
+    const char *action, const char *digest, const char *keyset, const char *lookup,
+    int64_t now, size_t max, struct store_standing_row **out, size_t *n)
+{
+	if (max > 1000)
+		max = 1000;
+	/* NULL binds NULL, which equals no key set: the match part is empty. */
+	if (keyset == NULL || lookup == NULL)
+		keyset = lookup = NULL;
+	return rule_list_dialect(c, SQL_CANDIDATES_FIRST, SQL_CANDIDATES_FIRST_PG,
+	    STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action), SV_TEXT(digest), SV_TEXT(keyset),
+	    SV_INT(now), SV_INT((int64_t)max), SV_TEXT(lookup)), 2 * max, out, n);
+}
+
+/* The smallest and largest key set (*lo, *hi malloc'd, NULL when there is none). */
+static enum cs_err keyset_bounds(struct store_conn *c, const char *consent_id,
+    const char *action, char **lo, char **hi)
+{
+	enum cs_err e;
+	struct store_stmt *st;
+	*lo = *hi = NULL;
+	if ((st = store_query(c, SQL_KEYSET_BOUNDS, STORE_VALS(SV_TEXT(consent_id),
+	    SV_TEXT(action)), &e)) == NULL)
+		return e;
+	if ((e = store_step(c, st)) == CS_OK && (e = store_col_text(st, 0, lo)) == CS_OK)
+		e = store_col_text(st, 1, hi);
+	store_stmt_done(st);
+	/* The aggregate answers one row, always. */
+	if (e == CS_ENOENT)
+		e = CS_EDB;
+	if (e == CS_OK && (*lo == NULL) != (*hi == NULL))
+		e = CS_EDB;
+	if (e != CS_OK) {
+		free(*lo);
+		free(*hi);
+		*lo = *hi = NULL;
+	}
+	return e;
 }
 
 enum cs_err store_standing_keysets(struct store_conn *c, const char *consent_id,
     const char *action, size_t max, char ***out, size_t *n)
 {
 	enum cs_err e;
-	char **v = NULL;
+	char **v = NULL, *lo = NULL, *hi = NULL;
 	size_t k = 0;
 	struct store_stmt *st;
 	if (max > 1000)
 		max = 1000;
-	if ((st = store_query(c, SQL_KEYSETS, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
-	    SV_INT((int64_t)max)), &e)) == NULL)
+	if (max == 0) {
+		if ((v = calloc(1, sizeof *v)) == NULL)
+			return CS_ENOMEM;
+		*out = v;
+		*n = 0;
+		return CS_OK;
+	}
+	if ((e = keyset_bounds(c, consent_id, action, &lo, &hi)) != CS_OK)
 		return e;
 	if ((v = calloc(max + 1, sizeof *v)) == NULL) {
-		store_stmt_done(st);
+		free(lo);
+		free(hi);
 		return CS_ENOMEM;
+	}
+	/* None, or one key set: the bounds are the whole answer. */
+	if (lo == NULL || strcmp(lo, hi) == 0) {
+		v[0] = lo;
+		free(hi);
+		*out = v;
+		*n = lo != NULL ? 1 : 0;
+		return CS_OK;
+	}
+	free(lo);
+	free(hi);
+	if ((st = store_query(c, SQL_KEYSETS, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
+	    SV_INT((int64_t)max)), &e)) == NULL) {
+		free(v);
+		return e;
 	}
 	while (k < max && (e = store_step(c, st)) == CS_OK) {
 		if ((e = store_col_text(st, 0, &v[k])) != CS_OK)

@@ -365,9 +365,10 @@ static void fx_init(struct tu_store *f)
 	consent_row(f->c, "k-bob-coder", f->bob, "coder");
 }
 
-/* A rule of consent kid (the person's approval ap-<n>) stored as the page does. */
-static void make_rule(struct tu_store *f, const char *kid, const char *action, const char *params,
-    enum config_standing kind, int64_t uses, uint64_t bits, char id[CONSENT_ID_LEN + 1])
+/* A rule of consent kid (the person's approval ap-<n>) stored as the page does, at at. */
+static void make_rule_at(struct tu_store *f, const char *kid, const char *action,
+    const char *params, enum config_standing kind, int64_t uses, uint64_t bits, int64_t at,
+    char id[CONSENT_ID_LEN + 1])
 {
 	struct consent k;
 	struct standing_rule r;
@@ -379,14 +380,21 @@ static void make_rule(struct tu_store *f, const char *kid, const char *action, c
 	a.user_id = k.user_id;
 	a.agent = k.agent;
 	ck_assert_int_eq(standing_prepare(&cfg, &call_of(&a), &(struct standing_request){ .kind = kind,
-	    .duration = 3600, .max_uses = uses, .fixed = bits }, T0, &r, why, sizeof why), CS_OK);
+	    .duration = 3600, .max_uses = uses, .fixed = bits }, at, &r, why, sizeof why), CS_OK);
 	ck_assert_int_eq(store_begin(f->c), CS_OK);
-	ck_assert_int_eq(standing_insert(f->c, &r, "user:alice", T0), CS_OK);
+	ck_assert_int_eq(standing_insert(f->c, &r, "user:alice", at), CS_OK);
 	ck_assert_int_eq(store_commit(f->c), CS_OK);
 	memcpy(id, r.id, CONSENT_ID_LEN + 1);
 	standing_rule_clear(&r);
 	free(a.strings);
 	consent_clear(&k);
+}
+
+/* make_rule_at at T0. */
+static void make_rule(struct tu_store *f, const char *kid, const char *action, const char *params,
+    enum config_standing kind, int64_t uses, uint64_t bits, char id[CONSENT_ID_LEN + 1])
+{
+	make_rule_at(f, kid, action, params, kind, uses, bits, T0, id);
 }
 
 /* approval_check of a call: its outcome, and the rule that decided it ("" none). */
@@ -677,6 +685,193 @@ START_TEST(test_store_standing_hostile_rows)
 }
 END_TEST
 
+/* The key sets of a consent's match rules, as the check reads them: none, one
+ * (the smallest and largest are the same), several (in order, at most max);
+ * an ended rule's key set is not among them. */
+START_TEST(test_store_standing_keysets)
+{
+	struct tu_store f;
+	char a[CONSENT_ID_LEN + 1], b[CONSENT_ID_LEN + 1], d[CONSENT_ID_LEN + 1];
+	char **ks = NULL;
+	size_t n = 99;
+	enum standing_end_outcome o;
+	fx_init(&f);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 0);
+	free(ks);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/c\"}", STANDING_MATCH, 0, 0, a);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/d\"}", STANDING_MATCH, 0, 0, d);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(ks[0], "[\"repo\"]");
+	free(ks[0]);
+	free(ks);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"body\":\"x\",\"repo\":\"acme/a\"}",
+	    STANDING_MATCH, 0, 1, b);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/b\",\"title\":\"t\"}",
+	    STANDING_MATCH, 0, 2, b);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(ks[0], "[\"body\",\"repo\"]");
+	ck_assert_str_eq(ks[1], "[\"repo\",\"title\"]");
+	ck_assert_str_eq(ks[2], "[\"repo\"]");
+	for (size_t i = 0; i < n; i++)
+		free(ks[i]);
+	free(ks);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 2, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(ks[1], "[\"repo\",\"title\"]");
+	for (size_t i = 0; i < n; i++)
+		free(ks[i]);
+	free(ks);
+	/* Ended: its key set goes; another consent's or action's are not these. */
+	ck_assert_int_eq(standing_end(f.c, b, f.alice, "user:alice", T0 + 1, &o), CS_OK);
+	ck_assert_int_eq(o, STANDING_ENDED);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(ks[0], "[\"body\",\"repo\"]");
+	ck_assert_str_eq(ks[1], "[\"repo\"]");
+	for (size_t i = 0; i < n; i++)
+		free(ks[i]);
+	free(ks);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-butler", "create_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 0);
+	free(ks);
+	ck_assert_int_eq(store_standing_keysets(f.c, "k-alice-coder", "close_issue", 16, &ks, &n), CS_OK);
+	ck_assert_uint_eq(n, 0);
+	free(ks);
+	tu_store_clear(&f);
+}
+END_TEST
+
+/* Match rules of several key sets: a call is judged against each key set it
+ * has every value of -- the first read with the exact rules, the others after
+ * -- and a rule of any of them, first or last, lets it through. */
+START_TEST(test_store_standing_several_keysets)
+{
+	struct tu_store f;
+	char a[CONSENT_ID_LEN + 1], b[CONSENT_ID_LEN + 1], c[CONSENT_ID_LEN + 1];
+	char got[CONSENT_ID_LEN + 1];
+	enum standing_end_outcome o;
+	fx_init(&f);
+	/* Key sets ["body","repo"] (a), ["repo","title"] (b), ["repo"] (c), in that order. */
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"body\":\"x\",\"repo\":\"acme/a\"}",
+	    STANDING_MATCH, 0, 1, a);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/b\",\"title\":\"t\"}",
+	    STANDING_MATCH, 0, 2, b);
+	make_rule(&f, "k-alice-coder", "create_issue", "{\"repo\":\"acme/c\"}", STANDING_MATCH, 0, 0, c);
+	/* The first key set's rule. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"x\",\"repo\":\"acme/a\",\"title\":\"any\"}", T0 + 1, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, a);
+	/* The call lacks the first key set's body: the second's, the third's. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"n\":1,\"repo\":\"acme/b\",\"title\":\"t\"}", T0 + 2, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, b);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"title\":\"other\"}", T0 + 3, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	/* It has the first key set's values, which no rule fixes: the later ones. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"y\",\"repo\":\"acme/b\",\"title\":\"t\"}", T0 + 4, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, b);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"y\",\"repo\":\"acme/c\"}", T0 + 5, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	/* None covers it. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"x\",\"repo\":\"acme/d\",\"title\":\"t\"}", T0 + 6, got), APPROVAL_NEEDED);
+	/* Ended, the others still hold; the last one left alone still holds. */
+	ck_assert_int_eq(standing_end(f.c, b, f.alice, "user:alice", T0 + 7, &o), CS_OK);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/b\",\"title\":\"t\",\"n\":2}", T0 + 8, got), APPROVAL_NEEDED);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"n\":3}", T0 + 9, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	ck_assert_int_eq(standing_end(f.c, a, f.alice, "user:alice", T0 + 10, &o), CS_OK);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"body\":\"x\",\"repo\":\"acme/a\",\"n\":4}", T0 + 11, got), APPROVAL_NEEDED);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"n\":5}", T0 + 12, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, c);
+	/* Expired, all of them. */
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/c\",\"n\":6}", T0 + 3600, got), APPROVAL_NEEDED);
+	tu_store_clear(&f);
+}
+END_TEST
+
+/* An exact rule and a match rule that both cover a call: the exact rule
+ * decides (it is read in the same statement as the match rules). */
+START_TEST(test_store_standing_exact_before_match)
+{
+	struct tu_store f;
+	char m[CONSENT_ID_LEN + 1], x[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1];
+	struct consent k;
+	char d[APPROVAL_DIGEST_LEN + 1], *rule = NULL;
+	fx_init(&f);
+	make_rule(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, m);
+	make_rule(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_EXACT, 0, 0, x);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue", REPO_W, T0 + 1, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, x);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"second\"}", T0 + 2, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, m);
+	/* Parameters that are not JSON: an exact rule of their digest still
+	 * covers them; without one the check fails (as before any rule is read). */
+	memset(&k, 0, sizeof k);
+	ck_assert_int_eq(consent_get(f.c, "k-alice-coder", T0 + 3, &k), CS_OK);
+	digest_of(REPO_W, d);
+	ck_assert_int_eq(store_begin(f.c), CS_OK);
+	ck_assert_int_eq(standing_check(f.c, &cfg, &k, "create_issue", "{not json", d, T0 + 3,
+	    &rule), CS_OK);
+	ck_assert_str_eq(rule, x);
+	free(rule);
+	rule = NULL;
+	digest_of("{\"repo\":\"acme/w\",\"title\":\"third\"}", d);
+	ck_assert_int_eq(standing_check(f.c, &cfg, &k, "create_issue", "{not json", d, T0 + 3,
+	    &rule), CS_EINVAL);
+	ck_assert_ptr_null(rule);
+	store_rollback(f.c);
+	/* Exact rules only, now: the exact rule holds, the match rule does not. */
+	actions[0].standing = STANDING_EXACT;
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue", REPO_W, T0 + 4, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, x);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"fourth\"}", T0 + 5, got), APPROVAL_NEEDED);
+	consent_clear(&k);
+	tu_store_clear(&f);
+}
+END_TEST
+
+/* Several live rules of one lookup that all cover a call: the newest decides,
+ * exact and match alike. */
+START_TEST(test_store_standing_newest_first)
+{
+	struct tu_store f;
+	char old1[CONSENT_ID_LEN + 1], new1[CONSENT_ID_LEN + 1], got[CONSENT_ID_LEN + 1];
+	char old2[CONSENT_ID_LEN + 1], new2[CONSENT_ID_LEN + 1];
+	fx_init(&f);
+	make_rule_at(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, T0, old1);
+	make_rule_at(&f, "k-alice-coder", "create_issue", REPO_W, STANDING_MATCH, 0, 0, T0 + 10, new1);
+	make_rule_at(&f, "k-alice-coder", "close_issue", "{\"n\":3}", STANDING_EXACT, 0, 0, T0, old2);
+	make_rule_at(&f, "k-alice-coder", "close_issue", "{\"n\":3}", STANDING_EXACT, 0, 0, T0 + 10, new2);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"other\"}", T0 + 11, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, new1);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "close_issue", "{\"n\":3}", T0 + 11, got),
+	    APPROVAL_RELEASE);
+	ck_assert_str_eq(got, new2);
+	/* The newest ended: the older one. */
+	ck_assert_int_eq(standing_end(f.c, new1, f.alice, "user:alice", T0 + 12,
+	    &(enum standing_end_outcome){ 0 }), CS_OK);
+	ck_assert_int_eq(check(&f, "k-alice-coder", "create_issue",
+	    "{\"repo\":\"acme/w\",\"title\":\"more\"}", T0 + 13, got), APPROVAL_RELEASE);
+	ck_assert_str_eq(got, old1);
+	tu_store_clear(&f);
+}
+END_TEST
+
 static Suite *standing_suite(void)
 {
 	Suite *s = suite_create(tu_pg_url != NULL ? "store_standing (postgresql)" :
@@ -695,6 +890,10 @@ static Suite *standing_suite(void)
 	tcase_add_test(tc, test_store_standing_end_and_revocation);
 	tcase_add_test(tc, test_store_standing_list_consent);
 	tcase_add_test(tc, test_store_standing_hostile_rows);
+	tcase_add_test(tc, test_store_standing_keysets);
+	tcase_add_test(tc, test_store_standing_several_keysets);
+	tcase_add_test(tc, test_store_standing_exact_before_match);
+	tcase_add_test(tc, test_store_standing_newest_first);
 	suite_add_tcase(s, tc);
 	return s;
 }
