@@ -137,7 +137,7 @@ unit-asan: $(UNIT_ASAN_BINS)
 # The store's unit tests on PostgreSQL (ASan+UBSan): a throw-away server, as the
 # integration tests start one, for the store's suites, test_store*, alone
 # (scripts/run-store-pg.sh).
-unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp build/asan/tests/test_store_standing build/asan/tests/test_store_approval
+unit-store-pg: build/asan/tests/test_store build/asan/tests/test_store_authz build/asan/tests/test_store_mcp build/asan/tests/test_store_standing build/asan/tests/test_store_approval build/asan/tests/test_store_audit_feed
 	@bash scripts/run-store-pg.sh build/asan/tests
 
 fuzz: $(FUZZ_BINS)

@@ -124,7 +124,13 @@ struct admin_audit_filter {          /* NULL / 0: no filter */
 	int64_t     since;
 	const char *action, *consent_id;
 };
-/* {"entries": [...], "next_cursor": string|null} in seq order. */
+/* {"entries": [...], "next_cursor": string|null}: the feed exporters tail,
+ * in an order no entry committed later can appear before (seq order on
+ * SQLite; on PostgreSQL the entries below the oldest running transaction in
+ * (transaction, seq) order: store_admin.h).  next_cursor, an opaque string,
+ * follows every page with entries (null: none yet after cursor, which still
+ * holds); a cursor of seq alone (from before migration 0030) resumes after
+ * that number. */
 enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_filter *f,
     const char *cursor, int64_t limit, json_t **out) CS_MUST_CHECK;
 

@@ -93,9 +93,19 @@ struct store_admin_audit_query {     /* NULL / 0 fields do not filter */
 	bool        newest_first;        /* then seq < before_seq (0: from the newest), after_seq unused */
 	int64_t     before_seq;
 	int64_t     limit;
+	/* The feed that exporters tail (the admin API): in an order no entry
+	 * committed later can appear before.  One writer (SQLite): seq order, as
+	 * without it.  Many (entry numbers from a sequence, store_audit.h): only
+	 * the entries below the oldest running transaction, in (xid, seq) order
+	 * after (after_xid, after_seq), each row with its xid; after_seq_only > 0
+	 * (a cursor of seq alone) also wants seq > after_seq_only.  SQLite reads
+	 * after_seq alone. */
+	bool        feed;
+	int64_t     after_xid, after_seq_only;
 };
-/* Rows in seq order (descending with newest_first): seq, ts, actor, action,
- * subject, agent, resource, scopes, consent_id, request_id, outcome, detail. */
+/* Rows in seq order (descending with newest_first; a feed's as above): seq,
+ * ts, actor, action, subject, agent, resource, scopes, consent_id,
+ * request_id, outcome, detail, and a feed's xid where it has one. */
 enum cs_err store_admin_audit(struct store_conn *c, const struct store_admin_audit_query *q,
     json_t **out) CS_MUST_CHECK;
 

@@ -4,7 +4,8 @@
 # temporary directory, reachable only through a Unix socket there, no TCP;
 # PostgreSQL refuses root, so as root initdb and the server run as user
 # postgres), runs the store's suites, DIR/test_store, DIR/test_store_authz,
-# DIR/test_store_mcp, DIR/test_store_standing and DIR/test_store_approval
+# DIR/test_store_mcp, DIR/test_store_standing, DIR/test_store_approval and
+# DIR/test_store_audit_feed
 # (default DIR build/asan/tests), through scripts/run-unit.sh with
 # CONSENTD_TEST_DATABASE_URL naming its database (each picks the engine from
 # it), and stops the server by its pid and
@@ -14,7 +15,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 dir_tests=${1:-build/asan/tests}
 pg_bin=${TEST_PG_BIN:-/usr/lib/postgresql/15/bin}
-suites="test_store test_store_authz test_store_mcp test_store_standing test_store_approval"
+suites="test_store test_store_authz test_store_mcp test_store_standing test_store_approval test_store_audit_feed"
 for t in $suites; do
 	[ -x "$dir_tests/$t" ] || { echo "run-store-pg: no $dir_tests/$t (make $dir_tests/$t)"; exit 1; }
 done

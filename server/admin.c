@@ -611,24 +611,60 @@ static void audit_query_init(struct store_admin_audit_query *q, const struct adm
 	q->limit = limit;
 }
 
+/* The audit listing's cursor: "SEQ" (SQLite's; and every cursor from before
+ * migration 0030) or "XID.SEQ" (PostgreSQL's: the transaction and number of
+ * the last entry given), into q.  false when malformed. */
+static bool audit_cursor_parse(const char *cursor, struct store_admin_audit_query *q)
+{
+	const char *dot = strchr(cursor, '.');
+	if (dot == NULL) {
+		if (!parse_i64(cursor, strlen(cursor), &q->after_seq))
+			return false;
+		q->after_seq_only = q->after_seq;
+		return true;
+	}
+	return parse_i64(cursor, (size_t)(dot - cursor), &q->after_xid) &&
+	    parse_i64(dot + 1, strlen(dot + 1), &q->after_seq);
+}
+
+/* The cursor after the last of rows (n > 0), and each row's xid removed
+ * (the store's, for the cursor alone): "XID.SEQ" when the rows have one,
+ * else "SEQ". */
+static enum cs_err audit_cursor_after(json_t *rows, size_t n, char out[48])
+{
+	const json_t *last = json_array_get(rows, n - 1);
+	int64_t seq = int_of(last, "seq");
+	json_t *xid = json_object_get(last, "xid");
+	enum cs_err e = xid != NULL ?
+	    str_fmt(out, 48, "%lld.%lld", (long long)json_integer_value(xid), (long long)seq) :
+	    str_fmt(out, 48, "%lld", (long long)seq);
+	for (size_t i = 0; i < n; i++)
+		json_object_del(json_array_get(rows, i), "xid");
+	return e;
+}
+
 enum cs_err admin_audit_query(struct store_conn *c, const struct admin_audit_filter *f,
     const char *cursor, int64_t limit, json_t **out)
 {
 	struct store_admin_audit_query q;
 	json_t *rows = NULL, *res = NULL, *cur;
 	enum cs_err e;
-	char next[32];
+	char next[48];
+	size_t n;
 
 	audit_query_init(&q, f, limit);
+	q.feed = true;
 	if (limit < 1 || limit > ADMIN_LIST_MAX)
 		return CS_EINVAL;
-	if (cursor != NULL && !parse_i64(cursor, strlen(cursor), &q.after_seq))
+	if (cursor != NULL && !audit_cursor_parse(cursor, &q))
 		return CS_EINVAL;
 	if ((e = store_admin_audit(c, &q, &rows)) != CS_OK)
 		return e;
-	if ((int64_t)json_array_size(rows) == limit) {
-		if ((e = str_fmt(next, sizeof next, "%lld",
-		    (long long)int_of(json_array_get(rows, json_array_size(rows) - 1), "seq"))) != CS_OK) {
+	/* A cursor with every page that has entries, a short one too: an
+	 * exporter resumes from it later.  None with an empty page: nothing
+	 * newer yet, the cursor asked with still holds. */
+	if ((n = json_array_size(rows)) > 0) {
+		if ((e = audit_cursor_after(rows, n, next)) != CS_OK) {
 			json_decref(rows);
 			return e;
 		}

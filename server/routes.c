@@ -49,6 +49,19 @@ static bool valid_digits(const char *v)
 	return true;
 }
 
+/* The admin API's audit cursor: SEQ, or XID.SEQ (PostgreSQL's, migration
+ * 0030); admin_audit_query reads it. */
+static bool valid_audit_cursor(const char *v)
+{
+	const char *dot = strchr(v, '.');
+	if (dot == NULL)
+		return valid_digits(v);
+	for (const char *p = v; p < dot; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return dot > v && valid_digits(dot + 1);
+}
+
 /* The words logout sends the browser back to / with (through the IdP's
  * end_session_endpoint as its `state`, or directly): meta.c says each in its
  * own words, never the URL's. */
@@ -93,6 +106,8 @@ static const char *const admin_by_words[] = { "user", "agent", "resource", NULL 
 
 static const struct param_type digits[1] = { { .kind = PARAM_STRING, .valid = valid_digits } };
 static const struct param_type hex[1] = { { .kind = PARAM_STRING, .valid = valid_hex } };
+static const struct param_type audit_cursor[1] = { { .kind = PARAM_STRING,
+	.valid = valid_audit_cursor } };
 static const struct param_type admin_since[1] = { { .kind = PARAM_STRING, .valid = valid_admin_since } };
 static const struct param_type api_state[1] = { { .kind = PARAM_STRING, .valid = admin_api_valid_state } };
 static const struct param_type api_limit[1] = { { .kind = PARAM_STRING, .valid = admin_api_valid_limit } };
@@ -412,7 +427,7 @@ const struct route http_routes[] = {
 		[ADMIN_API_AUDIT_SINCE] = { "since", 18, digits, 0 },
 		[ADMIN_API_AUDIT_ACTION] = { "action", 64, param_printable, 0 },
 		[ADMIN_API_AUDIT_CONSENT_ID] = { "consent_id", 64, param_token68, 0 },
-		[ADMIN_API_AUDIT_CURSOR] = { "cursor", 20, digits, 0 },
+		[ADMIN_API_AUDIT_CURSOR] = { "cursor", 40, audit_cursor, 0 },
 		[ADMIN_API_AUDIT_LIMIT] = { "limit", 3, api_limit, 0 },
 		{ NULL, 0, NULL, 0 } }, 0, ROUTE_AUTH_ADMIN_API, LIMIT_NONE },
 	/* The person's standing rules (issue #32, standing_api.c). */

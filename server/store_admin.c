@@ -107,9 +107,28 @@ static const char SQL_PENDING_APPROVALS[] =
     "WHERE a.status = 'pending' AND a.expires_at > ?1 "
     "ORDER BY a.created_at DESC, a.id DESC LIMIT ?2";
 
-static const char SQL_AUDIT[] = AUDIT_ROW
-    "WHERE seq > ?1 AND ts >= ?2 AND (?3 IS NULL OR action = ?3) "
-    "AND (?4 IS NULL OR consent_id = ?4) ORDER BY seq LIMIT ?5";
+/* The entries after ?1 in seq order: the pages' way to newer entries. */
+#define AUDIT_AFTER_SEQ AUDIT_ROW \
+    "WHERE seq > ?1 AND ts >= ?2 AND (?3 IS NULL OR action = ?3) " \
+    "AND (?4 IS NULL OR consent_id = ?4) ORDER BY seq LIMIT ?5"
+static const char SQL_AUDIT[] = AUDIT_AFTER_SEQ;
+/* The feed (the admin API's listing, which exporters tail by its cursor).
+ * SQLite: seq order, the order its one writer commits in.  PostgreSQL
+ * (entry numbers from a sequence, taken before commit, migration 0030): the
+ * entries whose transaction (xid) is older than every transaction still
+ * running -- no entry can appear below that horizon any more -- after the
+ * cursor (?6 its xid, ?1 its seq) in (xid, seq) order, along audit_xid;
+ * ?7 > 0 (a cursor of seq alone, from before migration 0030) also wants
+ * seq > ?7.  The xid is read as a number, for the next cursor (ORDER BY
+ * names the column, not that number, or audit_xid would not serve it). */
+static const char SQL_AUDIT_FEED[] = AUDIT_AFTER_SEQ;
+static const char SQL_AUDIT_FEED_PG[] =
+    "SELECT seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "
+    "request_id, outcome, detail, CAST(CAST(xid AS TEXT) AS BIGINT) AS xid FROM audit "
+    "WHERE (xid, seq) > (CAST(CAST(?6 AS TEXT) AS xid8), ?1) "
+    "AND xid < pg_snapshot_xmin(pg_current_snapshot()) AND seq > ?7 "
+    "AND ts >= ?2 AND (?3 IS NULL OR action = ?3) "
+    "AND (?4 IS NULL OR consent_id = ?4) ORDER BY audit.xid, audit.seq LIMIT ?5";
 /* Newest first: the entries before ?1 (?1 = 0: from the newest). */
 static const char SQL_AUDIT_DESC[] = AUDIT_ROW
     "WHERE (?1 = 0 OR seq < ?1) AND ts >= ?2 AND (?3 IS NULL OR action = ?3) "
@@ -420,10 +439,16 @@ enum cs_err store_admin_audit(struct store_conn *c, const struct store_admin_aud
     json_t **out)
 {
 	enum cs_err e;
-	struct store_stmt *st = store_query(c, q->newest_first ? SQL_AUDIT_DESC : SQL_AUDIT,
-	    STORE_VALS(SV_INT(q->newest_first ? q->before_seq : q->after_seq),
-	    SV_INT(q->since), SV_TEXT(q->action), SV_TEXT(q->consent_id), SV_INT(q->limit)),
-	    &e);
+	struct store_stmt *st;
+	if (q->feed && !q->newest_first && store_audit_numbers_from_sequence(c))
+		st = store_query(c, SQL_AUDIT_FEED_PG, STORE_VALS(SV_INT(q->after_seq),
+		    SV_INT(q->since), SV_TEXT(q->action), SV_TEXT(q->consent_id), SV_INT(q->limit),
+		    SV_INT(q->after_xid), SV_INT(q->after_seq_only)), &e);
+	else
+		st = store_query(c, q->newest_first ? SQL_AUDIT_DESC : q->feed ? SQL_AUDIT_FEED :
+		    SQL_AUDIT, STORE_VALS(SV_INT(q->newest_first ? q->before_seq : q->after_seq),
+		    SV_INT(q->since), SV_TEXT(q->action), SV_TEXT(q->consent_id), SV_INT(q->limit)),
+		    &e);
 	if (st == NULL)
 		return e;
 	return rows_json(c, st, out);

@@ -5,7 +5,8 @@
 //
 // What must hold is that N nodes behave like one consentd: flows that cross nodes,
 // revocation seen at once by the other node, one audit chain that verifies after both
-// wrote to it at once, a node killed under load losing nothing it acknowledged, a
+// wrote to it at once, an exporter tailing the audit listing held below a transaction
+// still open (migration 0030), a node killed under load losing nothing it acknowledged, a
 // database restart answered with 503 and readiness, never a crash; and the schema
 // rules: a node waits for `consentd migrate`, and refuses a schema newer than it knows.
 import { test, before, after } from 'node:test';
@@ -19,6 +20,7 @@ import {
   startConsentd, sharedPostgres, freshPgDatabase, consentdCommand, consentdBin, toIni, baseConfig,
 } from '../lib/consentd.js';
 import { getFreePort } from '../lib/ports.js';
+import { psqlBin } from '../lib/pg.js';
 import { gateway } from '../lib/gateway.js';
 import { consentdLogin, revokeOnMe } from '../lib/weblogin.js';
 import { approveConsent } from '../lib/seed.js';
@@ -196,6 +198,65 @@ test('both nodes write the audit at once, each to a chain of its own, and audit 
     assert.equal(h.code, 0, h.stderr + h.stdout);
     assert.match(h.stdout, /all \d+ heads listed in .* are present/);
   }
+});
+
+// Migration 0030: entry numbers are taken before a transaction commits, so a smaller one
+// can commit after a larger one; an exporter tailing GET /admin/api/audit must still get
+// it.  A psql session stands for a node between taking its number and committing: it
+// takes a number and a transaction id and stays open.  Entries committed meanwhile (a
+// token made with the command line, a third writer) are not listed until it ends, and
+// then come from the cursor the exporter already had.
+test('an exporter tailing the admin API audit is held below a transaction still open, then gets what came after it', async () => {
+  const made = await cli('admin', 'token', 'create', '--name', 'exporter');
+  assert.equal(made.code, 0, made.stderr);
+  const token = made.stdout.trim();
+  const page = async (node, cursor) => {
+    const q = `limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+    const r = await fetch(`http://127.0.0.1:${c.nodes[node].port}/admin/api/audit?${q}`,
+      { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(r.status, 200, await r.clone().text());
+    return r.json();
+  };
+  // Caught up: every page read, the last one short.
+  let cursor = null;
+  for (let i = 0; i < 50; i++) {
+    const p = await page(i % 2, cursor);
+    cursor = p.next_cursor ?? cursor;
+    if (p.entries.length < 500) break;
+  }
+  assert.match(cursor, /^\d+\.\d+$/, 'PostgreSQL\'s cursor names the transaction and the number');
+  const held = spawn(psqlBin, ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', c.config.database.url],
+    { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  held.stdout.on('data', (d) => { out += d; });
+  try {
+    held.stdin.write("BEGIN; SELECT nextval(pg_get_serial_sequence('audit', 'seq')), pg_current_xact_id();\n");
+    for (let i = 0; i < 200 && !out.includes('|'); i++) await sleep(25);
+    const heldSeq = Number(out.split('|')[0]);
+    assert.ok(heldSeq > 0, `the open transaction took a number: ${out}`);
+    const late = await cli('admin', 'token', 'create', '--name', 'late');
+    assert.equal(late.code, 0, late.stderr);
+    const lateSeq = Number((await pg.psql("SELECT max(seq) FROM audit WHERE action = 'admin.token.created'",
+      { db: new URL(c.config.database.url).pathname.slice(1) })).trim());
+    assert.ok(lateSeq > heldSeq, `${lateSeq} > ${heldSeq}`);
+    for (const node of [0, 1]) {
+      const p = await page(node, cursor);
+      assert.ok(!p.entries.some((e) => e.seq === lateSeq),
+        `node ${node} listed entry ${lateSeq} while a transaction holding number ${heldSeq} was open`);
+      cursor = p.next_cursor ?? cursor;
+    }
+  } finally {
+    held.stdin.end('ROLLBACK;\n');
+    await new Promise((r) => { if (held.exitCode !== null) r(); else held.on('exit', r); });
+  }
+  const seen = [];
+  for (let i = 0; i < 50; i++) {
+    const p = await page(i % 2, cursor);
+    seen.push(...p.entries.map((e) => e.action));
+    cursor = p.next_cursor ?? cursor;
+    if (p.entries.length < 500) break;
+  }
+  assert.ok(seen.includes('admin.token.created'), `after it ended: ${seen.join(' ')}`);
 });
 
 test('the events outbox: both nodes deliver, each event exactly once, with a slow receiver', async () => {

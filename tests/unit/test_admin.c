@@ -250,8 +250,14 @@ START_TEST(test_admin_cursor_pagination)
 	ck_assert_int_eq(admin_audit_query(sc, NULL, NULL, 2, &r), CS_OK);
 	ck_assert_str_eq(json_string_value(json_object_get(r, "next_cursor")), "2");
 	json_decref(r);
+	/* A short page still says where to resume (an exporter tailing the
+	 * log asks again later); an empty one says null, the cursor holds. */
 	ck_assert_int_eq(admin_audit_query(sc, NULL, "4", 2, &r), CS_OK);
 	ck_assert_uint_eq(json_array_size(json_object_get(r, "entries")), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "next_cursor")), "5");
+	json_decref(r);
+	ck_assert_int_eq(admin_audit_query(sc, NULL, "5", 2, &r), CS_OK);
+	ck_assert_uint_eq(json_array_size(json_object_get(r, "entries")), 0);
 	ck_assert(json_is_null(json_object_get(r, "next_cursor")));
 	json_decref(r);
 	struct admin_audit_filter af = { .since = T0 + 3 };

@@ -1,0 +1,5 @@
+-- 0030: the audit in commit-safe order for readers that tail it (issue #34):
+-- PostgreSQL only (migrations/pg/0030_audit_horizon.sql, which says why).  On
+-- SQLite one writer numbers the entries and commits them in one order, so a
+-- reader that resumes after the largest number it read misses none; nothing
+-- changes here.  The file keeps the two engines' migrations numbered in step.
