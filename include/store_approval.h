@@ -31,7 +31,8 @@ void store_approval_rows_free(struct store_approval_row *v, size_t n);    /* NUL
 /* CS_ENOENT when unknown.  *out written only on CS_OK (here and below). */
 enum cs_err store_approval_get(struct store_conn *c, const char *id,
     struct store_approval_row *out) CS_MUST_CHECK;
-/* The most recent approval of (consent, action, digest) in status, by
+/* The most recent approval of (consent, action, digest) in status
+ * ("pending", "denied" or "approved"; CS_EINVAL for any other), by
  * decided_at then creation; CS_ENOENT when none. */
 enum cs_err store_approval_find(struct store_conn *c, const char *consent_id, const char *action,
     const char *digest, const char *status, struct store_approval_row *out) CS_MUST_CHECK;

@@ -14,9 +14,17 @@
 	"a.last_poll_at, a.interval, a.slow_downs FROM approvals a JOIN users u ON u.id = a.user_id "
 
 static const char SQL_APPROVAL_GET[] = "SELECT " APPROVAL_COLS "WHERE a.id = ?1";
-static const char SQL_APPROVAL_FIND[] =
-    "SELECT " APPROVAL_COLS "WHERE a.consent_id = ?1 AND a.action = ?2 AND a.digest = ?3 "
-    "AND a.status = ?4 ORDER BY a.decided_at DESC, a.created_at DESC, a.rowid DESC LIMIT 1";
+/* The status is written in the statement, never bound: a.status = ?N against
+ * the partial index approvals_one_pending (status = 'pending') made SQLite
+ * prepare the statement again at every new binding (about 30 us of each
+ * approval check). */
+#define APPROVAL_FIND(status) \
+    "SELECT " APPROVAL_COLS "WHERE a.consent_id = ?1 AND a.action = ?2 AND a.digest = ?3 " \
+    "AND a.status = '" status "' " \
+    "ORDER BY a.decided_at DESC, a.created_at DESC, a.rowid DESC LIMIT 1"
+static const char SQL_APPROVAL_FIND_PENDING[] = APPROVAL_FIND("pending");
+static const char SQL_APPROVAL_FIND_DENIED[] = APPROVAL_FIND("denied");
+static const char SQL_APPROVAL_FIND_APPROVED[] = APPROVAL_FIND("approved");
 static const char SQL_APPROVAL_FIND_UNUSED[] =
     "SELECT " APPROVAL_COLS "WHERE a.consent_id = ?1 AND a.action = ?2 AND a.digest = ?3 "
     "AND a.status = 'approved' AND a.used_at = 0 "
@@ -95,8 +103,13 @@ enum cs_err store_approval_get(struct store_conn *c, const char *id,
 enum cs_err store_approval_find(struct store_conn *c, const char *consent_id, const char *action,
     const char *digest, const char *status, struct store_approval_row *out)
 {
-	return store_get(c, SQL_APPROVAL_FIND, STORE_VALS(SV_TEXT(consent_id),
-	    SV_TEXT(action), SV_TEXT(digest), SV_TEXT(status)), &approval_rows, out);
+	const char *sql = status == NULL ? NULL : strcmp(status, "pending") == 0 ?
+	    SQL_APPROVAL_FIND_PENDING : strcmp(status, "denied") == 0 ? SQL_APPROVAL_FIND_DENIED :
+	    strcmp(status, "approved") == 0 ? SQL_APPROVAL_FIND_APPROVED : NULL;
+	if (sql == NULL)
+		return CS_EINVAL;
+	return store_get(c, sql, STORE_VALS(SV_TEXT(consent_id), SV_TEXT(action),
+	    SV_TEXT(digest)), &approval_rows, out);
 }
 
 enum cs_err store_approval_find_unused(struct store_conn *c, const char *consent_id,

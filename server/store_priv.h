@@ -326,6 +326,8 @@ struct store_writer_stats {
 	uint64_t wal_restarts;       /* the WAL begun again from its start (SQLite) */
 	uint64_t wal_restarts_busy;  /* restarts that gave up: a reader stayed in the WAL */
 	unsigned requests;           /* requests under way (store_requests; SQLite) */
+	uint64_t reprepares;         /* statements SQLite prepared again itself, in this
+	                                process (SQLite; tests: none of ours should) */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);
 /* SQLite's linger (store_requests): fixed_us != 0 lingers exactly that long

@@ -273,9 +273,18 @@ static struct store_stmt *lite_stmt(struct store_link *k, const char *sql)
 	return st != NULL ? &st->h : NULL;
 }
 
+/* Statements SQLite prepared again by itself, in this process: a schema
+ * change, or a bound value its plan depends on (a parameter compared with the
+ * column of a partial index's WHERE re-prepares at every new binding).  For
+ * tests (store_writer_stats' reprepares): none of ours should. */
+static atomic_uint_fast64_t reprepares;
+
 /* Ready for the next use: reset and drop bound values (which may be secrets). */
 static void stmt_clear(sqlite3_stmt *st)
 {
+	int n = sqlite3_stmt_status(st, SQLITE_STMTSTATUS_REPREPARE, 1);
+	if (n > 0)
+		atomic_fetch_add_explicit(&reprepares, (uint_fast64_t)n, memory_order_relaxed);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 }
@@ -821,6 +830,7 @@ static void lite_writer_stats(struct store_db *dd, struct store_writer_stats *ou
 	out->lingers = d->w.lingers;
 	out->wal_restarts = d->w.wal_restarts;
 	out->wal_restarts_busy = d->w.wal_restarts_busy;
+	out->reprepares = atomic_load_explicit(&reprepares, memory_order_relaxed);
 	out->requests = atomic_load(&d->requests);
 	pthread_mutex_unlock(&d->w.mu);
 }

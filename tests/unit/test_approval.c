@@ -21,6 +21,7 @@
 #include "audit.h"
 #include "consent.h"
 #include "store.h"
+#include "../../server/store_priv.h"   /* store_writer_stats */
 
 #define T0 1700000000
 #define ISS "https://idp.test"
@@ -723,6 +724,24 @@ START_TEST(test_approval_flow_release_once)
 }
 END_TEST
 
+/* An approval check prepares no statement again: the look-ups by status
+ * name the status in their SQL, never as a bound value, which SQLite would
+ * re-plan at every new binding (against the partial index of pending ones). */
+START_TEST(test_approval_check_prepares_nothing_again)
+{
+	char *kid = make_consent("alice", "write", 3600, T0);
+	struct store_writer_stats w0, w1;
+	ck_assert_int_eq(call_o(kid, P1, T0, NULL), APPROVAL_NEEDED);   /* every statement prepared */
+	store_writer_stats(st, &w0);
+	ck_assert_int_eq(call_o(kid, P2, T0 + 1, NULL), APPROVAL_NEEDED);
+	ck_assert_int_eq(call_o(kid, P1, T0 + 30, NULL), APPROVAL_PENDING);
+	ck_assert_int_eq(call_o(kid, P2, T0 + 31, NULL), APPROVAL_PENDING);
+	store_writer_stats(st, &w1);
+	ck_assert_uint_eq(w1.reprepares, w0.reprepares);
+	free(kid);
+}
+END_TEST
+
 START_TEST(test_approval_flow_other_parameters_other_approval)
 {
 	char *kid = make_consent("alice", "write", 3600, T0);
@@ -1179,6 +1198,7 @@ static Suite *approval_suite(void)
 	tcase_add_test(tc, test_approval_flow_release_once);
 	tcase_add_test(tc, test_approval_answer_descriptions);
 	tcase_add_test(tc, test_approval_flow_other_parameters_other_approval);
+	tcase_add_test(tc, test_approval_check_prepares_nothing_again);
 	tcase_add_test(tc, test_approval_flow_deny_cooldown);
 	tcase_add_test(tc, test_approval_flow_expiry);
 	tcase_add_test(tc, test_approval_flow_approved_too_old);
