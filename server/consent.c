@@ -680,6 +680,15 @@ out:
 	return e;
 }
 
+/* consent_exchange's and _remembered's arguments. */
+static bool ask_ok(const struct store_conn *c, const struct config *cfg,
+    const struct consent_ask *ask, const struct consent_answer *out)
+{
+	return c != NULL && cfg != NULL && ask != NULL && ask->issuer != NULL &&
+	    ask->subject != NULL && ask->agent != NULL && ask->resource != NULL &&
+	    ask->requested != NULL && ask->requested->n > 0 && out != NULL;
+}
+
 /* The memo's key (consent_memo.h) for ask's person, agent and resource. */
 static struct consent_memo_key memo_key_of(const struct consent_ask *ask)
 {
@@ -744,9 +753,7 @@ enum cs_err consent_exchange_remembered(struct store_conn *c, const struct confi
 	*remembered = false;
 	memset(&k, 0, sizeof k);
 	memset(&a, 0, sizeof a);
-	if (c == NULL || cfg == NULL || ask == NULL || ask->issuer == NULL ||
-	    ask->subject == NULL || ask->agent == NULL || ask->resource == NULL ||
-	    ask->requested == NULL || ask->requested->n == 0 || out == NULL)
+	if (!ask_ok(c, cfg, ask, out))
 		return CS_EINVAL;
 	const struct consent_memo_key mk = memo_key_of(ask);
 	if (consent_memo_get(&mk, ask->now, &k)) {
@@ -791,9 +798,7 @@ enum cs_err consent_exchange(struct store_conn *c, const struct config *cfg,
 
 	memset(&k, 0, sizeof k);
 	memset(&a, 0, sizeof a);
-	if (c == NULL || cfg == NULL || ask == NULL || ask->issuer == NULL ||
-	    ask->subject == NULL || ask->agent == NULL || ask->resource == NULL ||
-	    ask->requested == NULL || ask->requested->n == 0 || out == NULL)
+	if (!ask_ok(c, cfg, ask, out))
 		return CS_EINVAL;
 	if ((e = exchange_known(c, ask, out, &covers)) != CS_OK || covers)
 		return e;
