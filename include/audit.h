@@ -136,6 +136,13 @@ enum cs_err audit_verify(struct store_conn *c, const struct master_key *mk,
 enum cs_err audit_prune(struct store_conn *c, int64_t before, int64_t keep, int64_t limit,
     int64_t now, int64_t *removed) CS_MUST_CHECK;
 
+/* The highest entry number a prune removed, from the anchors (audit_anchor)
+ * whose MAC verifies under the chain key: an entry at or below it may be
+ * missing.  SECURITY: when any anchor does not verify, *through is 0 (no
+ * entry counts as pruned) and the error is logged; CS_ECRYPTO without a chain
+ * key. */
+enum cs_err audit_pruned_through(struct store_conn *c, int64_t *through) CS_MUST_CHECK;
+
 /* Recomputes every link under new_mk (master-key rotation): the caller has
  * verified the chain under the old key and holds the transaction. */
 enum cs_err audit_relink(struct store_conn *c, const struct master_key *new_mk) CS_MUST_CHECK;

@@ -23,9 +23,10 @@ int audit_cli_open_store(const char *who, const struct config *cfg, struct store
 /* Loads cfg's master key (file, or CONSENTD_KEYS_MASTER_KEY). */
 int audit_cli_load_master(const char *who, const struct config *cfg, struct master_key *mk);
 /* Every head listed in the file at path against c, the chain being intact up
- * to verified; a file listing no head passes when empty_ok.  *heads (may be
- * NULL) gets how many heads the file lists. */
-int audit_cli_check_heads(const char *who, struct store_conn *c, const char *path,
-    const struct audit_head *verified, int empty_ok, int64_t *heads);
+ * to verified (under mk, which also checks the anchors that may excuse a
+ * pruned head: audit_pruned_through); a file listing no head passes when
+ * empty_ok.  *heads (may be NULL) gets how many heads the file lists. */
+int audit_cli_check_heads(const char *who, const struct master_key *mk, struct store_conn *c,
+    const char *path, const struct audit_head *verified, int empty_ok, int64_t *heads);
 
 #endif

@@ -101,9 +101,6 @@ enum cs_err store_audit_anchor_get(struct store_conn *c, struct store_audit_anch
 /* Every chain's anchor, by chain, in *out (malloc'd; the caller frees). */
 enum cs_err store_audit_anchors(struct store_conn *c, struct store_audit_anchor **out,
     size_t *n) CS_MUST_CHECK;
-/* The highest seq any anchor names (0 when nothing was pruned): every entry
- * numbered through it was pruned. */
-enum cs_err store_audit_pruned_through(struct store_conn *c, int64_t *seq) CS_MUST_CHECK;
 /* Writes a->chain's anchor (one row per chain, replaced), inside the
  * caller's transaction. */
 enum cs_err store_audit_anchor_set(struct store_conn *c, const struct store_audit_anchor *a)

@@ -716,6 +716,34 @@ out:
 	return e;
 }
 
+enum cs_err audit_pruned_through(struct store_conn *c, int64_t *through)
+{
+	unsigned char key[AUDIT_LINK_LEN];
+	char kid[MASTER_KID_LEN + 1];
+	struct chains cs = { NULL, 0, 0 };
+	int64_t bad = 0;
+	enum cs_err e;
+
+	if (c == NULL || through == NULL)
+		return CS_EINVAL;
+	*through = 0;
+	if ((e = chain_key(key, kid)) != CS_OK)
+		return e;
+	e = chains_load(c, key, &cs, &bad, through);
+	OPENSSL_cleanse(key, sizeof key);
+	chains_free(&cs);
+	/* SECURITY: an anchor that does not verify was not written by a prune
+	 * under the chain key: it excuses no missing entry. */
+	if (e == CS_OK && bad != 0) {
+		log_msg(LOG_ERROR, "audit: the anchor of entry %" PRId64 " does not verify; "
+		    "no entry counts as pruned", bad);
+		*through = 0;
+	}
+	if (e != CS_OK)
+		*through = 0;
+	return e;
+}
+
 /* A cross-reference an audit.chain.opened entry made. */
 struct crossref {
 	int64_t       from, chain, seq;

@@ -61,15 +61,21 @@ int audit_cli_load_master(const char *who, const struct config *cfg, struct mast
 
 /* --- audit verify / export ----------------------------------------------- */
 
-int audit_cli_check_heads(const char *who, struct store_conn *c, const char *path,
-    const struct audit_head *verified, int empty_ok, int64_t *heads)
+int audit_cli_check_heads(const char *who, const struct master_key *mk, struct store_conn *c,
+    const char *path, const struct audit_head *verified, int empty_ok, int64_t *heads)
 {
 	struct audit_heads_result hr;
-	FILE *f = fopen(path, "re");
+	FILE *f;
 	enum cs_err e;
 	int rc = 1;
 
-	if (f == NULL) {
+	/* The anchors that may excuse a pruned head are checked under mk's
+	 * chain key (audit_pruned_through). */
+	if ((e = audit_set_master_key(mk)) != CS_OK) {
+		fprintf(stderr, "%s: master key: %s\n", who, cs_strerror(e));
+		return 1;
+	}
+	if ((f = fopen(path, "re")) == NULL) {
 		fprintf(stderr, "%s: heads file %s: %s\n", who, path, strerror(errno));
 		return 1;
 	}
@@ -133,7 +139,8 @@ static int audit_verify_cmd(const struct config *cfg, const char *head_arg, cons
 		goto out;
 	}
 	if (heads_arg != NULL &&
-	    audit_cli_check_heads("consentd audit verify", c, heads_arg, &res.head, 0, &heads) != 0) {
+	    audit_cli_check_heads("consentd audit verify", &mk, c, heads_arg, &res.head, 0,
+	    &heads) != 0) {
 		fprintf(stderr, "audit: verified up to %" PRId64 ":%s\n", res.head.seq, res.head.hex);
 		goto out;
 	}

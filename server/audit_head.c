@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
+#include "audit.h"
 #include "audit_head.h"
 #include "buf.h"
 #include "log.h"
@@ -258,7 +259,7 @@ static enum cs_err check_one(struct store_conn *c, const struct audit_head *h, i
 		/* Gone because a pruned prefix took it?  Only below the anchors
 		 * (every entry numbered through the highest was pruned). */
 		int64_t through = 0;
-		enum cs_err ae = store_audit_pruned_through(c, &through);
+		enum cs_err ae = audit_pruned_through(c, &through);
 		if (ae != CS_OK)
 			return ae;
 		if (h->seq < through) {
@@ -614,7 +615,7 @@ static enum cs_err compare(struct store_conn *c, const struct audit_head *p,
 	if ((e = store_audit_link_at(c, p->seq, link)) == CS_ENOENT) {
 		/* Pruned (audit_prune) is not behind: an anchor is past it. */
 		int64_t through = 0;
-		enum cs_err ae = store_audit_pruned_through(c, &through);
+		enum cs_err ae = audit_pruned_through(c, &through);
 		if (ae != CS_OK)
 			return ae;
 		if (p->seq < through)

@@ -55,7 +55,6 @@ static const char SQL_AUDIT_LINK_AT[] =
 #define ANCHOR_COLS "seq, link, mac, master_kid, pruned_at, chain FROM audit_anchor "
 static const char SQL_ANCHOR_GET[] = "SELECT " ANCHOR_COLS "WHERE chain = ?1";
 static const char SQL_ANCHOR_ALL[] = "SELECT " ANCHOR_COLS "ORDER BY chain";
-static const char SQL_ANCHOR_THROUGH[] = "SELECT COALESCE(max(seq), 0) FROM audit_anchor";
 /* An upsert rather than INSERT OR REPLACE, which PostgreSQL lacks: every
  * column is written either way, so the row ends the same. */
 static const char SQL_ANCHOR_SET[] =
@@ -493,13 +492,6 @@ enum cs_err store_audit_anchors(struct store_conn *c, struct store_audit_anchor 
 	*out = v;
 	*n = k;
 	return CS_OK;
-}
-
-enum cs_err store_audit_pruned_through(struct store_conn *c, int64_t *seq)
-{
-	if (c == NULL || seq == NULL)
-		return CS_EINVAL;
-	return store_aggregate(c, SQL_ANCHOR_THROUGH, NULL, 0, seq, 1);
 }
 
 enum cs_err store_audit_anchor_set(struct store_conn *c, const struct store_audit_anchor *a)

@@ -214,8 +214,8 @@ static int vault_rekey_cmd(const struct config *cfg, const char *new_file)
 			fprintf(stderr, "consentd vault rekey: %s\n", cs_strerror(e));
 			goto out;
 		}
-		if (res.ok && audit_cli_check_heads("consentd vault rekey", c, cfg->audit_head_file,
-		    &res.head, 1, NULL) != 0) {
+		if (res.ok && audit_cli_check_heads("consentd vault rekey", &old, c,
+		    cfg->audit_head_file, &res.head, 1, NULL) != 0) {
 			fprintf(stderr, "consentd vault rekey: refused: the database is behind the heads "
 			    "published in %s; nothing changed\n", cfg->audit_head_file);
 			goto out;

@@ -982,6 +982,35 @@ START_TEST(test_audit_publish_behind_at_check)
 }
 END_TEST
 
+/* A published head a prune removed is no alarm; one "removed" under an
+ * anchor whose MAC does not verify (written, or moved, without the chain key)
+ * is: the database is behind what was published. */
+START_TEST(test_audit_publish_forged_anchor_excuses_nothing)
+{
+	int behind = -1;
+	int64_t removed = 0;
+	char *p = publish_open(1);
+	append_n(5);                      /* published through 5 */
+	audit_publish_close(st);
+	append_n(3);                      /* 6 .. 8, not published */
+	ck_assert_int_eq(audit_prune(sc, T0 + 100, 0, 100, T0 + 200, &removed), CS_OK);
+	ck_assert_int_eq(removed, 7);     /* all but the newest */
+	p = (free(p), publish_open(1));
+	ck_assert_int_eq(audit_publish_check(sc, 0, &behind), CS_OK);
+	ck_assert_int_eq(behind, 0);
+	audit_publish_close(st);
+	/* The anchor's MAC replaced: no longer the chain key's. */
+	rawsql("UPDATE audit_anchor SET mac = link");
+	p = (free(p), publish_open(1));
+	ck_assert_int_eq(audit_publish_check(sc, 0, &behind), CS_OK);
+	ck_assert_int_eq(behind, 1);
+	char *log = publish_log();
+	ck_assert_ptr_nonnull(strstr(log, "published head 5 is missing from the database"));
+	free(log);
+	free(p);
+}
+END_TEST
+
 START_TEST(test_audit_publish_behind_at_commit)
 {
 	char *p = publish_open(1);
@@ -1315,6 +1344,7 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, test_audit_publish_per_commit);
 	tcase_add_test(tc, test_audit_publish_threads_in_order);
 	tcase_add_test(tc, test_audit_publish_behind_at_check);
+	tcase_add_test(tc, test_audit_publish_forged_anchor_excuses_nothing);
 	tcase_add_test(tc, test_audit_publish_behind_at_commit);
 	tcase_add_test(tc, test_audit_publish_start_catches_up);
 	tcase_add_test(tc, test_audit_publish_log_only);
