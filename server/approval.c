@@ -15,6 +15,7 @@
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
+#include "session.h"
 #include "standing.h"
 #include "store_approval.h"
 
@@ -31,9 +32,9 @@ _Static_assert(STANDING_DIGEST_LEN == APPROVAL_DIGEST_LEN, "a rule's lookup is a
 static void digest_bytes(const void *p, size_t n, char out[APPROVAL_DIGEST_LEN + 1])
 {
 	unsigned char h[SHA256_DIGEST_LENGTH];
-	SHA256(p, n, h);
 	/* 43 characters: out holds them, so this cannot fail (out is "" if it did). */
-	if (b64url_encode(h, sizeof h, out, APPROVAL_DIGEST_LEN + 1) != CS_OK)
+	if (!sha256_bytes(p, n, h) ||
+	    b64url_encode(h, sizeof h, out, APPROVAL_DIGEST_LEN + 1) != CS_OK)
 		out[0] = '\0';
 }
 

@@ -294,8 +294,8 @@ static void client_address(struct MHD_Connection *c, const struct config *cfg, c
  * The random bits come from a pool per thread of the CSPRNG's bytes, refilled
  * 64 ids at a time: one RAND_bytes call per 64 ids (each takes the DRBG's
  * lock and asks getpid: 12 % of a GET /.well-known/jwks.json, issue 34).
- * consentd never forks, so no two processes share a pool.  A failed refill gives this id zeros, as a failed
- * call did, and the next id tries again. */
+ * consentd never forks, so no two processes share a pool.  A failed refill
+ * gives this id zeros, as a failed call did, and the next id tries again. */
 #define RID_POOL 64
 
 static void new_request_id(char out[17])

@@ -475,7 +475,8 @@ static const struct {
 	    "caches, by cache (subject_token: the IdP's signature on a subject token at /token; "
 	    "grant: consentd's signature on a grant at /introspect and /proxy; consent: the live "
 	    "consent a worker thread remembers for a token exchange) and outcome (hit, miss: "
-	    "verified or read in full; stale: a remembered consent the writer's turn refused).", METRIC_COUNTER, l_cache_outcome, NULL, 0 },
+	    "verified or read in full; stale: a remembered consent the writer's turn refused).",
+	    METRIC_COUNTER, l_cache_outcome, NULL, 0 },
 	[M_AUDIT_HEAD_LAG] = { "consentd_audit_head_lag_entries", "Audit entries in the database "
 	    "past the highest head consentd published, at the scrape (0 normally: each commit "
 	    "publishes its head before it answers; a database behind the heads shows in "

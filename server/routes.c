@@ -53,13 +53,8 @@ static bool valid_digits(const char *v)
  * 0030); admin_audit_query reads it. */
 static bool valid_audit_cursor(const char *v)
 {
-	const char *dot = strchr(v, '.');
-	if (dot == NULL)
-		return valid_digits(v);
-	for (const char *p = v; p < dot; p++)
-		if (*p < '0' || *p > '9')
-			return false;
-	return dot > v && valid_digits(dot + 1);
+	size_t xid = strspn(v, "0123456789");
+	return v[xid] == '.' ? xid > 0 && valid_digits(v + xid + 1) : valid_digits(v);
 }
 
 /* The words logout sends the browser back to / with (through the IdP's

@@ -1,6 +1,7 @@
 /* session.c -- browser sessions, their cookies, and CSRF tokens.
  * Only hashes of session ids reach the database; ids and CSRF tokens are
  * compared in constant time and never logged. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
@@ -148,11 +149,23 @@ enum cs_err random_token(char out[SESSION_TOKEN_LEN + 1])
 	return e;
 }
 
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static void sha256_fetch(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
+
+bool sha256_bytes(const void *p, size_t n, unsigned char out[32])
+{
+	unsigned int len = 0;
+	if (pthread_once(&sha256_once, sha256_fetch) == 0 && sha256_md != NULL &&
+	    EVP_Digest(p, n, out, &len, sha256_md, NULL) == 1 && len == 32)
+		return true;
+	memset(out, 0, 32);
+	return false;
+}
+
 void sha256_str(const char *s, unsigned char out[32])
 {
-	unsigned int n = 32;
-	if (EVP_Digest(s, strlen(s), out, &n, EVP_sha256(), NULL) != 1)
-		memset(out, 0, 32);
+	(void)sha256_bytes(s, strlen(s), out);
 }
 
 void session_clear(struct session *s)

@@ -10,15 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <pthread.h>
-
-#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include "audit.h"
 #include "b64.h"
 #include "buf.h"
 #include "jcs.h"
+#include "session.h"
 #include "standing.h"
 #include "store_standing.h"
 
@@ -50,24 +48,15 @@ out:
 	return e;
 }
 
-/* SHA-256's implementation, fetched once (as audit.c's HMAC): SHA256() looks
- * it up in OpenSSL's provider store on every call, the larger part of a
- * lookup digest's cost at every check with match rules. */
-static EVP_MD *sha256_md;
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-static void sha256_fetch(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
-
 /* base64url(SHA-256(JCS(v))): approval_digest's, for the parameters a rule
  * keeps (and the values it fixes). */
 static enum cs_err digest_of(json_t *v, char out[STANDING_DIGEST_LEN + 1])
 {
 	unsigned char h[SHA256_DIGEST_LENGTH];
-	unsigned int hn = 0;
 	char *text = NULL;
 	enum cs_err e = canonical(v, RULE_MAX_CANONICAL, &text);
 	if (e == CS_OK) {
-		if (pthread_once(&sha256_once, sha256_fetch) != 0 || sha256_md == NULL ||
-		    EVP_Digest(text, strlen(text), h, &hn, sha256_md, NULL) != 1 || hn != sizeof h)
+		if (!sha256_bytes(text, strlen(text), h))
 			e = CS_ECRYPTO;
 		else
 			e = b64url_encode(h, sizeof h, out, STANDING_DIGEST_LEN + 1);

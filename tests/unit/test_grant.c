@@ -679,21 +679,7 @@ START_TEST(test_grant_exchange_remembered_consent_is_only_a_hint)
 	xgrant("alice", "read", NOW + 3, &x);
 	exchange_grant_clear(&x);
 	ck_assert_int_eq(tu_revoke(sc, kid, uid, "user:alice", "x", NOW + 4, false), CS_OK);
-	struct consent_answer a;
-	struct consent_decision d;
-	struct scope_set req = set("read");
-	ck_assert_int_eq(tu_exchange(sc, &cfg, ISS, "alice", "coder", "notes", &req, NULL, ACTOR,
-	    NOW + 5, &a), CS_OK);
-	ck_assert_int_eq(a.outcome, CONSENT_REQUIRED);
-	memset(&d, 0, sizeof d);
-	d.approve = true;
-	d.selected = req;
-	d.duration = 3600;
-	tu_decision_version(sc, a.request_id, &d);
-	ck_assert_int_eq(tu_decide(sc, &cfg, a.request_id, uid, &d, "user:alice", NOW + 6, &kid2),
-	    CS_OK);
-	consent_answer_clear(&a);
-	scope_set_clear(&req);
+	kid2 = make_consent("alice", "read", 3600, false, NOW + 5);
 	ck_assert(remembered("alice", NOW + 7, &seen));
 	ck_assert_str_eq(seen, kid);            /* the revoked one */
 	free(seen);
