@@ -221,6 +221,25 @@ static bool valid_for(const char *token, const char *audience, int64_t now)
 	return ok;
 }
 
+/* grant_validate_mcp_token: the token's own standing (its row, and its
+ * consent whatever that consent's state); last_why says why not; *cid the
+ * consent it names, when it stands. */
+static bool stands_for(const char *token, const char *audience, int64_t now, char **cid)
+{
+	struct grant_check gc;
+	ck_assert_int_eq(grant_validate_mcp_token(sc, &cfg, kr, token, audience, now, &gc), CS_OK);
+	last_why = gc.why;
+	bool ok = gc.valid;
+	if (ok) {
+		ck_assert_ptr_nonnull(gc.claims);
+		ck_assert_ptr_nonnull(gc.k.id);
+		if (cid != NULL)
+			*cid = strdup(gc.k.id);
+	}
+	grant_check_clear(&gc);
+	return ok;
+}
+
 static json_t *claims_of(const char *token)
 {
 	json_t *cl = NULL;
@@ -540,6 +559,55 @@ START_TEST(test_grant_mcp_consent_revoked_ends_tokens)
 }
 END_TEST
 
+/* The gateway's check of an MCP client's token (grant_validate_mcp_token):
+ * its row and its consent in one read, each refusal named.  A token revoked
+ * with its consent still names the person (the gateway then asks for the
+ * current consent, issue #31); one revoked on its own does not. */
+START_TEST(test_grant_mcp_token_standing)
+{
+	struct grant_response g, g2;
+	char *cid = NULL;
+	char *kid = make_consent("alice", "ide", "notes", "read", 3600, false);
+	ck_assert_int_eq(issue_mcp(kid, "read", URI_A, "ide", false, NULL, NOW, &g), GRANT_ISSUED);
+	ck_assert(stands_for(g.access_token, URI_A, NOW + 1, &cid));
+	ck_assert_str_eq(cid, kid);
+	free(cid);
+	ck_assert(!stands_for(g.access_token, URI_B, NOW + 1, NULL));
+	ck_assert_str_eq(last_why, "not an access token for this resource");
+	/* Its consent revoked (its grants with it, at the same instant): it still stands. */
+	ck_assert_int_eq(tu_revoke(sc, kid, 0, "user:alice", "revoked on /me", NOW + 2, false),
+	    CS_OK);
+	ck_assert(!valid_for(g.access_token, URI_A, NOW + 3));
+	ck_assert(stands_for(g.access_token, URI_A, NOW + 3, NULL));
+	/* Revoked on its own, before its consent ended: it does not. */
+	ck_assert_int_eq(sqlite3_exec(raw, "UPDATE grants SET revoked_at = revoked_at - 1",
+	    NULL, NULL, NULL), SQLITE_OK);
+	ck_assert(!stands_for(g.access_token, URI_A, NOW + 3, NULL));
+	ck_assert_str_eq(last_why, "grant revoked");
+	/* Its row gone: unknown. */
+	ck_assert_int_eq(sqlite3_exec(raw, "DELETE FROM grants", NULL, NULL, NULL), SQLITE_OK);
+	ck_assert(!stands_for(g.access_token, URI_A, NOW + 3, NULL));
+	ck_assert_str_eq(last_why, "grant unknown to this consentd");
+	/* A row naming another consent than the token's cid. */
+	char *kid2 = make_consent("bob", "ide", "notes", "read", 3600, false);
+	ck_assert_int_eq(issue_mcp(kid2, "read", URI_A, "ide", false, NULL, NOW, &g2),
+	    GRANT_ISSUED);
+	ck_assert(stands_for(g2.access_token, URI_A, NOW + 1, NULL));
+	sqlite3_stmt *up;
+	ck_assert_int_eq(sqlite3_prepare_v2(raw, "UPDATE grants SET consent_id = ?1", -1, &up,
+	    NULL), SQLITE_OK);
+	sqlite3_bind_text(up, 1, kid, -1, SQLITE_STATIC);
+	ck_assert_int_eq(sqlite3_step(up), SQLITE_DONE);
+	sqlite3_finalize(up);
+	ck_assert(!stands_for(g2.access_token, URI_A, NOW + 1, NULL));
+	ck_assert_str_eq(last_why, "grant does not match its consent");
+	grant_response_clear(&g);
+	grant_response_clear(&g2);
+	free(kid);
+	free(kid2);
+}
+END_TEST
+
 /* --- refresh ------------------------------------------------------------ */
 
 START_TEST(test_grant_mcp_refresh_keeps_audience)
@@ -737,6 +805,7 @@ static Suite *grant_mcp_suite(void)
 	tcase_add_test(tc, test_grant_mcp_validate_refuses_gateway_grant);
 	tcase_add_test(tc, test_grant_mcp_validate_alg_none_and_tampered);
 	tcase_add_test(tc, test_grant_mcp_consent_revoked_ends_tokens);
+	tcase_add_test(tc, test_grant_mcp_token_standing);
 	tcase_add_test(tc, test_grant_mcp_refresh_keeps_audience);
 	tcase_add_test(tc, test_grant_mcp_refresh_reuse_kills_family);
 	tcase_add_test(tc, test_grant_mcp_refresh_dpop_bound);
