@@ -11,7 +11,8 @@
 // in), and the rounds alternate tools/call through consentd at 32 connections and at 1.
 // Each consentd started is checked to be the binary asked for (/proc/PID/exe).
 // THREADS=a,b (`make bench-ab THREADS=16,4 …`): [server] threads for A and for B (default 0,
-// the default of the build), so one binary can be compared with itself at two thread counts.
+// the default of the build), so one binary can be compared with itself at two thread counts
+// (with MCP=1 too).
 // ROUTES=jwks,introspect,token (default jwks,token): which rows each round runs; introspect is
 // POST /introspect over 10,000 distinct grants issued before the rounds, as `make bench` does.
 // IDP=1: oidc-provider (bench/benchidp.mjs, as `make bench` runs it) takes a turn in every
@@ -66,8 +67,8 @@ try {
   for (const [i, bin] of bins.entries()) {
     process.env.TEST_CONSENTD_BIN = bin;
     if (MCP) {
-      const m = await startMcpBench({ sdk: false });
-      stacks.push({ bin, m, pid: m.pid, stop: () => m.stop(), rows: { mcp32: [], mcp1: [] } });
+      const m = await startMcpBench({ sdk: false, threads: THREADS[i] || 0 });
+      stacks.push({ bin: THREADS[i] ? `${bin} (threads = ${THREADS[i]})` : bin, m, pid: m.pid, stop: () => m.stop(), rows: { mcp32: [], mcp1: [] } });
     } else {
       const config = await benchConfig();
       config.server.threads = THREADS[i] || 0;

@@ -81,7 +81,7 @@ async function signIn(v, endpoint) {
 // The stack of one measurement (sdk: the SDK's upstream, or the hand-written one), checked
 // by hand; also bench/ab.mjs's (MCP=1) ->
 //   { v, up, endpoint, providerToken, token(), fresh(secs), pid, stop() }
-export async function startMcpBench({ sdk = true } = {}) {
+export async function startMcpBench({ sdk = true, threads = 0 } = {}) {
   let v;
   let check = async () => false;
   const up = await startBenchMcpUpstream({ check: (t) => check(t), sdk });
@@ -90,7 +90,7 @@ export async function startMcpBench({ sdk = true } = {}) {
       accessTokenTTL: 3600,             // no provider refresh during the runs
       extraDsClients: (url) => [ghproxyClient(url)],
       config: ({ providerIssuer }) => ({
-        server: { log: '/dev/null', threads: 0 },   // the default: eight workers per core
+        server: { log: '/dev/null', threads },   // 0: the default, eight workers per core
         limits: { gateway_rate: 0, address_rate: 0 },   // the bench measures consentd, not [limits]
         keys: { grant_ttl: 900 },       // the MCP access token's lifetime (the most allowed)
         ...ghproxyConfig({ providerIssuer, baseUrl: up.url.replace(/\/mcp$/, '') }),
