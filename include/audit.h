@@ -73,6 +73,17 @@ enum cs_err audit_append_alone(struct store_conn *c, const struct audit_entry *e
  * of its own (the server at start: its first request then finds the chain
  * open).  Otherwise nothing: CS_OK. */
 enum cs_err audit_chain_open(struct store_conn *c, int64_t now) CS_MUST_CHECK;
+/* A process with a chain of its own (PostgreSQL) appends, in a transaction
+ * of its own, an audit.chain.crossref entry naming the newest entry of each
+ * of the most recent other chains ("heads=CHAIN:SEQ:LINK,..."), which
+ * `audit verify` holds the database to as it holds an audit.chain.opened
+ * entry's -- only when one of them moved on since the last one it wrote
+ * (*wrote says whether it did).  One writer, or no chain claimed yet:
+ * nothing.  The server calls it every [audit] crossref_interval. */
+enum cs_err audit_crossref(struct store_conn *c, int64_t now, bool *wrote) CS_MUST_CHECK;
+/* Forgets what audit_crossref last vouched for: its next run writes when
+ * any other chain has an entry (a store opened anew; the unit tests). */
+void audit_crossref_forget(void);
 /* The open transaction is about to append n entries: with many writers
  * (PostgreSQL) their numbers come from the database in one round trip
  * rather than one each.  A hint; appends work without it. */

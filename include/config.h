@@ -266,6 +266,9 @@ struct config {                  /* immutable after config_load(); free with con
 	char  *audit_head_file;              /* append-only record of published heads; NULL = none */
 	int64_t audit_batch_interval_ms;     /* default 100: the longest a queued entry (an MCP
 	                                        call's answer) waits for its batch (audit_queue.h) */
+	int64_t audit_crossref_interval;     /* s, default 300, 0 = never: how often a process with a
+	                                        chain of its own vouches for the others' heads
+	                                        (audit_crossref) */
 
 	/* [metrics] */
 	char    *metrics_token;              /* secret: never log; from token or token_file; NULL = none */

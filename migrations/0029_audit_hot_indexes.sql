@@ -5,8 +5,8 @@
 -- served no reader on SQLite: no statement filters the audit by subject, and
 -- the admin's audit listing walks by seq (its optional action, time and
 -- consent filters are "?N IS NULL OR col = ?N" terms, which SQLite's planner
--- does not turn into index lookups; tests/unit/test_store.c
--- test_store_audit_plans holds every reader's plan).
+-- does not turn into index lookups; scripts/pg-sql-check.py's
+-- audit_plan_check, run by make check, holds every reader's plan).
 DROP INDEX audit_subject;
 DROP INDEX audit_ts;
 DROP INDEX audit_action;

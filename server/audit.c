@@ -22,6 +22,9 @@
  *   audit.chain.opened         a process began a chain of its own (migration 0028,
  *                              PostgreSQL): resource = the chain, detail "heads=" the
  *                              newest entry of each recent other chain, CHAIN:SEQ:LINK
+ *   audit.chain.crossref       every [audit] crossref_interval, when another chain moved
+ *                              on: the same "heads=" of the other chains, in the
+ *                              process's own chain (resource = it)
  *   authz.code.issued          an MCP client's authorization code was issued (authz_flow.c;
  *                              agent = its client_id, consent_id, the granted scopes)
  *   grant.issued               flow C: a grant was signed (grant.c; detail "jti=...")
@@ -108,7 +111,7 @@ const char *const audit_actions[] = {
 	"approval.approved", "approval.cancelled", "approval.cooldown_lifted", "approval.denied",
 	"approval.denied_by_policy", "approval.expired",
 	"approval.refused", "approval.released", "approval.requested", "approval.slow_down",
-	"audit.chain.opened", "authz.code.issued", "authz.code_reused",
+	"audit.chain.crossref", "audit.chain.opened", "authz.code.issued", "authz.code_reused",
 	"authzen.evaluated",
 	"consent.binding_refused", "consent.cooldown_lifted", "consent.granted",
 	"consent.granted_by_policy",
@@ -394,6 +397,20 @@ static enum cs_err append_one(struct store_conn *c, const unsigned char key[AUDI
 	    h.next, link, kid);
 }
 
+/* "heads=none" or "heads=CHAIN:SEQ:LINK,..." of refs[0..n) into *detail:
+ * what audit.chain.opened and audit.chain.crossref entries vouch for. */
+static enum cs_err heads_detail(const struct store_audit_ref *refs, size_t n, struct buf *detail)
+{
+	enum cs_err err = buf_puts(detail, n == 0 ? "heads=none" : "heads=");
+	for (size_t i = 0; i < n && err == CS_OK; i++) {
+		char hex[AUDIT_LINK_HEX + 1];
+		hex_encode(refs[i].link, AUDIT_LINK_LEN, hex);
+		err = buf_printf(detail, "%s%" PRId64 ":%" PRId64 ":%s", i > 0 ? "," : "",
+		    refs[i].chain, refs[i].seq, hex);
+	}
+	return err;
+}
+
 /* A process with chains of its own appends first to a chain it claims now,
  * in the caller's transaction: the chain's first entry, audit.chain.opened,
  * names the newest entry of each of the AUDIT_CROSSREFS most recent other
@@ -415,15 +432,8 @@ static enum cs_err open_chain(struct store_conn *c, const unsigned char key[AUDI
 	 * the new chain is not claimed yet. */
 	if ((err = store_audit_chain_heads(c, -1, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
 	    (err = store_audit_chain_claim(c, ts, &chain_id)) != CS_OK ||
-	    (err = buf_puts(&detail, n == 0 ? "heads=none" : "heads=")) != CS_OK)
+	    (err = heads_detail(refs, n, &detail)) != CS_OK)
 		goto out;
-	for (size_t i = 0; i < n; i++) {
-		char hex[AUDIT_LINK_HEX + 1];
-		hex_encode(refs[i].link, AUDIT_LINK_LEN, hex);
-		if ((err = buf_printf(&detail, "%s%" PRId64 ":%" PRId64 ":%s", i > 0 ? "," : "",
-		    refs[i].chain, refs[i].seq, hex)) != CS_OK)
-			goto out;
-	}
 	if ((err = str_fmt(cbuf, sizeof cbuf, "%" PRId64, chain_id)) != CS_OK)
 		goto out;
 	const struct audit_entry opened = { .ts = ts, .actor = "system",
@@ -501,6 +511,106 @@ enum cs_err audit_chain_open(struct store_conn *c, int64_t now)
 		e = chain_open_once(c, now);
 	while (store_retry(c, e, &n));
 	return e;
+}
+
+/* The other chains' newest entries this process's chain last vouched for
+ * (audit_crossref): a cross-reference is written only when one of them
+ * moved on, so an idle cluster adds nothing to its audit. */
+static struct {
+	pthread_mutex_t lock;
+	int64_t         chain;               /* the process's chain that wrote them; 0: none */
+	struct { int64_t chain, seq; } last[AUDIT_CROSSREFS];
+	size_t          n;
+} xref = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool xref_same(int64_t own, const struct store_audit_ref *refs, size_t n)
+{
+	bool same;
+	pthread_mutex_lock(&xref.lock);
+	same = xref.chain == own && xref.n == n;
+	for (size_t i = 0; same && i < n; i++)
+		same = xref.last[i].chain == refs[i].chain && xref.last[i].seq == refs[i].seq;
+	pthread_mutex_unlock(&xref.lock);
+	return same;
+}
+
+static void xref_remember(int64_t own, const struct store_audit_ref *refs, size_t n)
+{
+	pthread_mutex_lock(&xref.lock);
+	xref.chain = own;
+	xref.n = n;
+	for (size_t i = 0; i < n; i++) {
+		xref.last[i].chain = refs[i].chain;
+		xref.last[i].seq = refs[i].seq;
+	}
+	pthread_mutex_unlock(&xref.lock);
+}
+
+void audit_crossref_forget(void)
+{
+	pthread_mutex_lock(&xref.lock);
+	xref.chain = 0;
+	xref.n = 0;
+	pthread_mutex_unlock(&xref.lock);
+}
+
+/* One run of audit_crossref, in its own transaction: *wrote with the entry. */
+static enum cs_err crossref_once(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
+    const char *kid, int64_t own, int64_t now, bool *wrote)
+{
+	struct store_audit_ref refs[AUDIT_CROSSREFS];
+	struct buf detail;
+	char cbuf[24];
+	size_t n = 0;
+	enum cs_err err;
+
+	*wrote = false;
+	if ((err = store_begin(c)) != CS_OK)
+		return err;
+	/* Read in the transaction that appends: the heads named are committed
+	 * entries, and the process's own chain is not among them. */
+	if ((err = store_audit_chain_heads(c, own, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
+	    n == 0 || xref_same(own, refs, n)) {
+		store_rollback(c);
+		return err;
+	}
+	buf_init(&detail, AUDIT_MAX_FIELD);
+	if ((err = heads_detail(refs, n, &detail)) == CS_OK &&
+	    (err = str_fmt(cbuf, sizeof cbuf, "%" PRId64, own)) == CS_OK)
+		err = append_with(c, key, kid, &(struct audit_entry){ .ts = now, .actor = "system",
+		    .action = "audit.chain.crossref", .resource = cbuf, .detail = detail.data });
+	buf_clear(&detail);
+	if ((err = store_end(c, err)) == CS_OK) {
+		xref_remember(own, refs, n);
+		*wrote = true;
+	}
+	return err;
+}
+
+enum cs_err audit_crossref(struct store_conn *c, int64_t now, bool *wrote)
+{
+	unsigned char key[AUDIT_LINK_LEN];
+	char kid[MASTER_KID_LEN + 1];
+	int64_t own;
+	bool fresh;
+	enum cs_err err;
+	int tries = 0;
+
+	if (c == NULL || wrote == NULL)
+		return CS_EINVAL;
+	*wrote = false;
+	/* One writer (SQLite): chain 0, nothing to vouch for.  No chain yet:
+	 * the entry that opens it names the other chains' heads itself. */
+	store_audit_chain_need(c, &own, &fresh);
+	if (fresh || own < 1)
+		return CS_OK;
+	if ((err = chain_key(key, kid)) != CS_OK)
+		return err;
+	do
+		err = crossref_once(c, key, kid, own, now, wrote);
+	while (store_retry(c, err, &tries));
+	OPENSSL_cleanse(key, sizeof key);
+	return err;
 }
 
 enum cs_err audit_expect(struct store_conn *c, size_t n)
@@ -744,7 +854,7 @@ enum cs_err audit_pruned_through(struct store_conn *c, int64_t *through)
 	return e;
 }
 
-/* A cross-reference an audit.chain.opened entry made. */
+/* A cross-reference an audit.chain.opened or .crossref entry made. */
 struct crossref {
 	int64_t       from, chain, seq;
 	unsigned char link[AUDIT_LINK_LEN];
@@ -878,7 +988,8 @@ static enum cs_err verify_row(void *arg, const struct store_audit_row *r, bool *
 			goto done;
 		}
 	}
-	if (r->action != NULL && strcmp(r->action, "audit.chain.opened") == 0 &&
+	if (r->action != NULL && (strcmp(r->action, "audit.chain.opened") == 0 ||
+	    strcmp(r->action, "audit.chain.crossref") == 0) &&
 	    (err = crossrefs_parse(r->seq, r->detail, &w->refs, &w->nrefs, &w->caprefs)) != CS_OK) {
 		if (err == CS_ENOMEM)
 			return err;

@@ -42,7 +42,8 @@ static const char *const keys_consent[] = { "request_ttl", "interval", "deny_coo
 static const char *const keys_gateway[] = { "id", "client_secret", "client_secret_sha256",
 	"subject_audiences", "subject_token_types", "events_uri", "token_endpoint_auth", "jwks_file",
 	"jwks_uri", "clock_skew", "require_dpop", "dpop_nonce", NULL };
-static const char *const keys_audit[] = { "head_file", "batch_interval_ms", NULL };
+static const char *const keys_audit[] = { "head_file", "batch_interval_ms", "crossref_interval",
+	NULL };
 static const char *const keys_metrics[] = { "token", "token_file", "listen", NULL };
 static const char *const keys_mcp[] = { "cimd_allow", "cimd_hosts", "cimd_prefixes",
 	"cimd_allow_loopback", "cimd_ca_file", "cimd_timeout_ms", "cimd_connect_timeout_ms",

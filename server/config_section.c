@@ -1599,6 +1599,8 @@ void cfg_load_sections(struct ctx *c, struct config *cfg)
 	    &cfg->audit_head_file);
 	cfg_get_int(c, cfg_find_section(c, "audit"), "batch_interval_ms", 100, 10, 10000,
 	    &cfg->audit_batch_interval_ms);
+	cfg_get_int(c, cfg_find_section(c, "audit"), "crossref_interval", 300, 0, 86400,
+	    &cfg->audit_crossref_interval);
 	load_metrics(c, cfg, cfg_find_section(c, "metrics"));
 	load_mcp(c, cfg, cfg_find_section(c, "mcp"));
 	s = cfg_find_section(c, "retention");

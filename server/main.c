@@ -102,6 +102,18 @@ static void check_audit_head(struct app *app)
 		log_msg(LOG_ERROR, "audit head: cannot read");
 }
 
+/* With chains of their own (PostgreSQL), this process's chain vouches for
+ * the other chains' newest entries every [audit] crossref_interval, when
+ * one moved on (audit_crossref): a cut of another node's tail below what it
+ * named is then found by `audit verify` alone. */
+static void audit_crossref_now(struct app *app)
+{
+	struct store_conn *c = store_conn(app->store);
+	bool wrote = false;
+	if (c == NULL || audit_crossref(c, app_now(), &wrote) != CS_OK)
+		log_msg(LOG_ERROR, "audit: the cross-reference to the other chains could not be written");
+}
+
 /* PostgreSQL: a schema older than this binary's waits for `consentd
  * migrate` (run once, from one node or a deploy job) before the start goes
  * on, a stand-in answering on the address meanwhile (/readyz 503); SIGINT or
@@ -167,12 +179,13 @@ static void log_listening(struct app *app, const struct config *cfg)
 
 /* Runs until SIGINT or SIGTERM (returned): SIGHUP reopens the log and reloads
  * the keys, which are also reloaded every KEY_RELOAD_SECONDS; the audit head
- * is checked every AUDIT_HEAD_SECONDS. */
+ * is checked every AUDIT_HEAD_SECONDS, and the other chains vouched for every
+ * [audit] crossref_interval. */
 static int run_until_signal(struct app *app, const sigset_t *set)
 {
-	int64_t last_reload, last_head;
+	int64_t last_reload, last_head, last_xref;
 	int sig;
-	last_reload = last_head = app_now();
+	last_reload = last_head = last_xref = app_now();
 	for (;;) {
 		struct timespec ts = { 1, 0 };
 		sig = sigtimedwait(set, NULL, &ts);
@@ -190,6 +203,11 @@ static int run_until_signal(struct app *app, const sigset_t *set)
 		if (app_now() - last_head >= AUDIT_HEAD_SECONDS) {
 			check_audit_head(app);
 			last_head = app_now();
+		}
+		if (app->cfg->audit_crossref_interval > 0 &&
+		    app_now() - last_xref >= app->cfg->audit_crossref_interval) {
+			audit_crossref_now(app);
+			last_xref = app_now();
 		}
 	}
 }

@@ -75,7 +75,9 @@ before(async () => {
   c = await startConsentd({
     port, nodes: 2,
     config: { ...consentConfig(), database: { url: await freshPgDatabase() }, oidc: { issuer: idp.issuer },
-      gateway: { events_uri: `http://127.0.0.1:${rport}/events` } },
+      gateway: { events_uri: `http://127.0.0.1:${rport}/events` },
+      // Each node's chain vouches for the other's newest entry every second when it moved.
+      audit: { crossref_interval: 1 } },
   });
   await waitNodesReady(c);
   gw = gateway({ url });
@@ -184,10 +186,21 @@ test('both nodes write the audit at once, each to a chain of its own, and audit 
   assert.equal(chains, '2', 'both nodes issued grants, each into its own chain');
   const per = (await pg.psql('SELECT count(*), count(DISTINCT seq) FROM audit', db)).trim().split('|');
   assert.equal(per[0], per[1], 'every entry number once');
+  // [audit] crossref_interval: within a few seconds each node's chain has vouched for
+  // the other's newest entry (an audit.chain.crossref entry in its own chain).
+  let xrefs = [];
+  for (let i = 0; i < 50; i++) {
+    xrefs = (await pg.psql("SELECT DISTINCT chain FROM audit WHERE action = 'audit.chain.crossref' "
+      + "AND detail LIKE 'heads=%' AND resource = chain::text", db)).trim().split('\n').filter(Boolean);
+    if (xrefs.length === 2) break;
+    await sleep(200);
+  }
+  assert.equal(xrefs.length, 2, `each node's chain vouched for the other's: ${xrefs}`);
   const v = await cli('audit', 'verify');
   assert.equal(v.code, 0, v.stderr + v.stdout);
   assert.match(v.stdout, /entries intact/);
-  assert.match(v.stdout, /audit: \d+ chains \(one per writer\), \d+ cross-references/);
+  const m = v.stdout.match(/audit: \d+ chains \(one per writer\), (\d+) cross-references/);
+  assert.ok(m && Number(m[1]) >= 3, `the second chain's opening entry and both nodes' cross-references: ${v.stdout}`);
   // The heads each node published (its log's "audit head N:LINK" lines) are all in the
   // log: both nodes published, and neither chain forked.
   for (const n of c.nodes) {

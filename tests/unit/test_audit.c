@@ -45,6 +45,7 @@ static void setup(void)
 	ck_assert_int_eq(master_key_load(NULL, MK1, &mk), CS_OK);
 	ck_assert_int_eq(master_key_load(NULL, MK2, &mk2), CS_OK);
 	ck_assert_int_eq(audit_set_master_key(&mk), CS_OK);
+	audit_crossref_forget();           /* a new database: its chains are numbered from 1 again */
 }
 
 static void teardown(void)
@@ -1275,6 +1276,83 @@ START_TEST(test_audit_chains_cut_tail)
 }
 END_TEST
 
+/* The periodic cross-reference ([audit] crossref_interval): A's chain
+ * vouches for B's newest entry, only when B moved on; one writer never. */
+START_TEST(test_audit_chains_crossref_when_others_moved)
+{
+	int64_t a3 = 0;
+	bool wrote = true;
+	char q[300];
+	/* One writer (chain 0): nothing to vouch for. */
+	append_via(sc, 0);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 50, &wrote), CS_OK);
+	ck_assert(!wrote);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit WHERE action = 'audit.chain.crossref'"), 0);
+	rawsql("DELETE FROM audit");
+	rawsql("DELETE FROM sqlite_sequence");
+	two_chains(&a3);
+	int64_t chain_a = rawint("SELECT chain FROM audit WHERE seq = (SELECT min(seq) FROM audit)");
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT max(seq) FROM audit WHERE chain <> %" PRId64,
+	    chain_a), CS_OK);
+	int64_t b_last = rawint(q);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 50, &wrote), CS_OK);
+	ck_assert(wrote);
+	/* In A's chain, naming A as its resource and B's newest entry. */
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
+	    "'audit.chain.crossref' AND chain = %" PRId64 " AND resource = '%" PRId64 "' AND "
+	    "actor = 'system' AND detail LIKE 'heads=%%:%" PRId64 ":%%' AND detail NOT LIKE "
+	    "'%%,%%'", chain_a, chain_a, b_last), CS_OK);
+	ck_assert_int_eq(rawint(q), 1);
+	/* Nothing moved: nothing written, even after A's own entries. */
+	append_via(sc, 51);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 52, &wrote), CS_OK);
+	ck_assert(!wrote);
+	/* B moves on: written again, naming B's new newest entry. */
+	int64_t b_next = append_via(sc2, 53);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 54, &wrote), CS_OK);
+	ck_assert(wrote);
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
+	    "'audit.chain.crossref' AND detail LIKE 'heads=%%:%" PRId64 ":%%'", b_next), CS_OK);
+	ck_assert_int_eq(rawint(q), 1);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_eq(r.chains, 2);
+	ck_assert_int_eq(r.crossrefs, 3);  /* B's opening entry, A's two cross-references */
+	close_second_writer();
+}
+END_TEST
+
+/* The cut-the-tail test against a periodic cross-reference: B's tail cut
+ * below what A's latest cross-reference names is found by verify alone,
+ * with no head published -- where B's only other voucher, A's opening
+ * entry, predates B. */
+START_TEST(test_audit_chains_crossref_finds_cut_tail)
+{
+	int64_t a3 = 0;
+	bool wrote = false;
+	char q[300];
+	two_chains(&a3);
+	int64_t chain_a = rawint("SELECT chain FROM audit WHERE seq = (SELECT min(seq) FROM audit)");
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT max(chain) FROM audit WHERE chain <> %" PRId64,
+	    chain_a), CS_OK);
+	int64_t chain_b = rawint(q);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 50, &wrote), CS_OK);
+	ck_assert(wrote);
+	int64_t xref_seq = rawint("SELECT seq FROM audit WHERE action = 'audit.chain.crossref'");
+	/* Without the cross-reference nothing names B's entries: cutting B's
+	 * last one is invisible to verify alone (the case above).  With it: */
+	ck_assert_int_eq(str_fmt(q, sizeof q, "DELETE FROM audit WHERE seq = (SELECT max(seq) FROM "
+	    "audit WHERE chain = %" PRId64 ")", chain_b), CS_OK);
+	rawsql(q);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_int_eq(r.broken, xref_seq);
+	ck_assert_msg(strstr(r.why, "which is missing") != NULL, "why: %s", r.why);
+	ck_assert_int_eq(r.head_missing, 1);
+	close_second_writer();
+}
+END_TEST
+
 START_TEST(test_audit_chains_prune_and_go_on)
 {
 	int64_t a3 = 0, removed = 0;
@@ -1353,6 +1431,8 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, test_audit_chains_chain_relabelled);
 	tcase_add_test(tc, test_audit_chains_delete_middle_of_one);
 	tcase_add_test(tc, test_audit_chains_cut_tail);
+	tcase_add_test(tc, test_audit_chains_crossref_when_others_moved);
+	tcase_add_test(tc, test_audit_chains_crossref_finds_cut_tail);
 	tcase_add_test(tc, test_audit_chains_prune_and_go_on);
 	tcase_add_test(tc, test_audit_chains_rekey);
 	suite_add_tcase(s, tc);

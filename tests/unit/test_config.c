@@ -231,7 +231,7 @@ START_TEST(test_config_print_keys)
 		"[server] development = false\n", "[keys] grant_ttl = 300\n",
 		"[oidc] scopes = openid profile email\n", "[limits] address_rate = 20\n",
 		"[retention] enabled = true\n", "[database] write_queue = 256\n",
-		"[audit] batch_interval_ms = 100\n",
+		"[audit] batch_interval_ms = 100\n", "[audit] crossref_interval = 300\n",
 		"[resource.NAME] uri = urn:consentd:resource:NAME\n",
 		"[action.NAME.ACTION] scope (required)\n", "[action.NAME.ACTION] approval = none\n",
 		"[action.NAME.ACTION] standing = none\n", "[action.NAME.ACTION] standing_max = 28800\n",
@@ -246,7 +246,7 @@ START_TEST(test_config_print_keys)
 	size_t lines = 0;
 	for (const char *p = out; *p; p++)
 		lines += *p == '\n';
-	ck_assert_uint_eq(lines, 143);   /* every key of every kind of section ([audit]: 2, [mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19, [action.NAME.ACTION]: 8) */
+	ck_assert_uint_eq(lines, 144);   /* every key of every kind of section ([audit]: 3, [mcp]: 14, [authzen]: 7, [client.NAME]: 6, [mcp.NAME]: 6, [enterprise.NAME]: 4, [resource.NAME]: 19, [action.NAME.ACTION]: 8) */
 	free(out);
 }
 END_TEST
@@ -2026,6 +2026,22 @@ START_TEST(test_config_audit_batch_interval)
 }
 END_TEST
 
+/* [audit] crossref_interval: how often a node's chain vouches for the others'. */
+START_TEST(test_config_audit_crossref_interval)
+{
+	struct config *c = expect_ok(MINIMAL, NULL);
+	ck_assert_int_eq(c->audit_crossref_interval, 300);
+	config_free(c);
+	c = expect_ok(MINIMAL "[audit]\ncrossref_interval = 0\n", NULL);
+	ck_assert_int_eq(c->audit_crossref_interval, 0);
+	config_free(c);
+	expect_error(MINIMAL "[audit]\ncrossref_interval = 86401\n", NULL,
+	    "x.conf:10: crossref_interval: out of range (expected an integer from 0 to 86400)");
+	expect_error(MINIMAL "[audit]\ncrossref_interval = -1\n", NULL,
+	    "x.conf:10: crossref_interval: out of range (expected an integer from 0 to 86400)");
+}
+END_TEST
+
 /* [database] url: the PostgreSQL backend; its password apart from it. */
 START_TEST(test_config_database_url)
 {
@@ -2119,6 +2135,7 @@ static Suite *config_suite(void)
 	tcase_add_test(t, test_config_mcp_gateway);
 	tcase_add_test(t, test_config_write_queue);
 	tcase_add_test(t, test_config_audit_batch_interval);
+	tcase_add_test(t, test_config_audit_crossref_interval);
 	tcase_add_test(t, test_config_grant_ttl_range);
 	tcase_add_test(t, test_config_bool_values);
 	tcase_add_test(t, test_config_listen_forms);
