@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,27 +31,90 @@
 #define MASTER_FILE_MAX 256          /* a key file is 32 bytes or ~45 characters */
 #define MASTER_KID_LABEL "consentd master key id"
 
+/* The KDF and the cipher of every seal and unseal, fetched once: a fetch
+ * by name at every call (EVP_KDF_fetch, and EVP_aes_256_gcm()'s implicit
+ * one) took provider look-ups and locks on every release of a token. */
+static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
+static EVP_KDF *hkdf_alg;
+static EVP_CIPHER *gcm_alg;
+
+static void algs_fetch(void)
+{
+	hkdf_alg = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	gcm_alg = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+}
+
+static const EVP_CIPHER *gcm(void)
+{
+	return pthread_once(&algs_once, algs_fetch) == 0 ? gcm_alg : NULL;
+}
+
+/* Derived keys remembered, by master key and purpose: one HKDF per
+ * purpose rather than one per seal and unseal (a release of a provider
+ * token unseals it).  They are worth what the master key is worth, which
+ * the process holds anyway; master_key_clear wipes those of the key it
+ * wipes, and a slot taken again is wiped first. */
+#define DERIVED_SLOTS 8
+static struct derived {
+	bool          used;
+	unsigned char mk[MASTER_KEY_LEN];
+	char          purpose[SEAL_PURPOSE_MAX + 1];
+	unsigned char key[SEAL_KEY_LEN];
+} derived[DERIVED_SLOTS];
+static size_t derived_next;
+static pthread_mutex_t derived_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool derived_get(const struct master_key *mk, const char *purpose,
+    unsigned char out[SEAL_KEY_LEN])
+{
+	bool hit = false;
+	pthread_mutex_lock(&derived_mu);
+	for (size_t i = 0; i < DERIVED_SLOTS && !hit; i++) {
+		const struct derived *d = &derived[i];
+		if (d->used && strcmp(d->purpose, purpose) == 0 &&
+		    CRYPTO_memcmp(d->mk, mk->bytes, MASTER_KEY_LEN) == 0) {
+			memcpy(out, d->key, SEAL_KEY_LEN);
+			hit = true;
+		}
+	}
+	pthread_mutex_unlock(&derived_mu);
+	return hit;
+}
+
+static void derived_put(const struct master_key *mk, const char *purpose,
+    const unsigned char key[SEAL_KEY_LEN])
+{
+	pthread_mutex_lock(&derived_mu);
+	struct derived *d = &derived[derived_next++ % DERIVED_SLOTS];
+	OPENSSL_cleanse(d, sizeof *d);
+	memcpy(d->mk, mk->bytes, MASTER_KEY_LEN);
+	memcpy(d->purpose, purpose, strlen(purpose) + 1);    /* <= SEAL_PURPOSE_MAX: checked */
+	memcpy(d->key, key, SEAL_KEY_LEN);
+	d->used = true;
+	pthread_mutex_unlock(&derived_mu);
+}
+
 /* Derives the AES key for purpose: HKDF-SHA-256(ikm = master key, no salt,
  * info = "consentd seal v1 " + purpose).  The caller wipes out. */
 static enum cs_err derive_key(const struct master_key *mk, const char *purpose,
     unsigned char out[SEAL_KEY_LEN])
 {
 	enum cs_err e = CS_ECRYPTO;
-	EVP_KDF *kdf = NULL;
 	EVP_KDF_CTX *kctx = NULL;
 	char info[sizeof SEAL_INFO_PREFIX + SEAL_PURPOSE_MAX];
 	size_t plen;
 
 	if (purpose == NULL || (plen = strlen(purpose)) == 0 || plen > SEAL_PURPOSE_MAX)
 		return CS_EINVAL;
+	if (derived_get(mk, purpose, out))
+		return CS_OK;
 	memcpy(info, SEAL_INFO_PREFIX, sizeof SEAL_INFO_PREFIX - 1);
 	memcpy(info + sizeof SEAL_INFO_PREFIX - 1, purpose, plen);
 	size_t info_len = sizeof SEAL_INFO_PREFIX - 1 + plen;
 
-	kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
-	if (kdf == NULL)
+	if (pthread_once(&algs_once, algs_fetch) != 0 || hkdf_alg == NULL)
 		goto out;
-	kctx = EVP_KDF_CTX_new(kdf);
+	kctx = EVP_KDF_CTX_new(hkdf_alg);
 	if (kctx == NULL)
 		goto out;
 	OSSL_PARAM params[] = {
@@ -61,10 +126,10 @@ static enum cs_err derive_key(const struct master_key *mk, const char *purpose,
 	};
 	if (EVP_KDF_derive(kctx, out, SEAL_KEY_LEN, params) != 1)
 		goto out;
+	derived_put(mk, purpose, out);
 	e = CS_OK;
 out:
 	EVP_KDF_CTX_free(kctx);
-	EVP_KDF_free(kdf);
 	return e;
 }
 
@@ -91,6 +156,7 @@ enum cs_err seal(const struct master_key *mk, const char *purpose,
 	unsigned char key[SEAL_KEY_LEN];
 	unsigned char *b = NULL;
 	EVP_CIPHER_CTX *ctx = NULL;
+	const EVP_CIPHER *cipher;
 	int n = 0;
 
 	if (mk == NULL || blob == NULL || blob_len == NULL ||
@@ -114,7 +180,8 @@ enum cs_err seal(const struct master_key *mk, const char *purpose,
 	ctx = EVP_CIPHER_CTX_new();
 	if (ctx == NULL)
 		goto out;
-	if (EVP_EncryptInit_ex2(ctx, EVP_aes_256_gcm(), key, b, NULL) != 1)
+	if ((cipher = gcm()) == NULL ||
+	    EVP_EncryptInit_ex2(ctx, cipher, key, b, NULL) != 1)
 		goto out;
 	if (aad_len > 0 && EVP_EncryptUpdate(ctx, NULL, &n, aad, (int)aad_len) != 1)
 		goto out;
@@ -148,6 +215,7 @@ enum cs_err unseal(const struct master_key *mk, const char *purpose,
 	unsigned char *p = NULL;
 	size_t ct_len = 0;
 	EVP_CIPHER_CTX *ctx = NULL;
+	const EVP_CIPHER *cipher;
 	int n = 0;
 
 	if (mk == NULL || pt == NULL || pt_len == NULL ||
@@ -169,7 +237,8 @@ enum cs_err unseal(const struct master_key *mk, const char *purpose,
 	ctx = EVP_CIPHER_CTX_new();
 	if (ctx == NULL)
 		goto out;
-	if (EVP_DecryptInit_ex2(ctx, EVP_aes_256_gcm(), key, blob, NULL) != 1)
+	if ((cipher = gcm()) == NULL ||
+	    EVP_DecryptInit_ex2(ctx, cipher, key, blob, NULL) != 1)
 		goto out;
 	if (aad_len > 0 && EVP_DecryptUpdate(ctx, NULL, &n, aad, (int)aad_len) != 1)
 		goto out;
@@ -413,6 +482,12 @@ out:
 
 void master_key_clear(struct master_key *k)
 {
-	if (k != NULL)
-		OPENSSL_cleanse(k, sizeof *k);
+	if (k == NULL)
+		return;
+	pthread_mutex_lock(&derived_mu);
+	for (size_t i = 0; i < DERIVED_SLOTS; i++)
+		if (derived[i].used && CRYPTO_memcmp(derived[i].mk, k->bytes, MASTER_KEY_LEN) == 0)
+			OPENSSL_cleanse(&derived[i], sizeof derived[i]);
+	pthread_mutex_unlock(&derived_mu);
+	OPENSSL_cleanse(k, sizeof *k);
 }

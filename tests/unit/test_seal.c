@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 
 #include <openssl/crypto.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
 
 #include "buf.h"
 #include "testutil.h"
@@ -99,6 +102,71 @@ START_TEST(test_seal_wrong_master_fails)
 	ck_assert_int_eq(seal(&mk, "vault", "a", 1, "secret", 6, &blob, &blob_len), CS_OK);
 	expect_fail(&other, "vault", "a", blob, blob_len);
 	free(blob);
+}
+END_TEST
+
+/* HKDF-SHA-256(master key, info "consentd seal v1 " + purpose), computed here
+ * apart from seal.c: what seal_derive_key must give. */
+static void hkdf_here(const struct master_key *mk, const char *purpose,
+    unsigned char out[SEAL_DERIVED_KEY_LEN])
+{
+	char info[128];
+	ck_assert_int_eq(str_fmt(info, sizeof info, "consentd seal v1 %s", purpose), CS_OK);
+	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	ck_assert_ptr_nonnull(kdf);
+	EVP_KDF_CTX *kc = EVP_KDF_CTX_new(kdf);
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)mk->bytes,
+		    MASTER_KEY_LEN),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, strlen(info)),
+		OSSL_PARAM_construct_end(),
+	};
+	ck_assert_int_eq(EVP_KDF_derive(kc, out, SEAL_DERIVED_KEY_LEN, params), 1);
+	EVP_KDF_CTX_free(kc);
+	EVP_KDF_free(kdf);
+}
+
+/* The derived keys seal.c remembers are exactly HKDF's, per master key and
+ * purpose, whatever the order, past its slots (eight), and after a master
+ * key was wiped and loaded again: keys that share a public id (fixed_key
+ * gives every key the same kid) never share a derived key. */
+START_TEST(test_seal_derived_keys_exact)
+{
+	static const char *const purposes[] = { "vault", "signing-key", "audit-chain", "session",
+		"client-secret" };
+	struct master_key mks[3];
+	unsigned char got[SEAL_DERIVED_KEY_LEN], want[SEAL_DERIVED_KEY_LEN];
+	for (int i = 0; i < 3; i++)
+		fixed_key(&mks[i], (unsigned char)(0x40 + i));
+	for (int round = 0; round < 3; round++)
+		for (size_t p = 0; p < 5; p++)
+			for (int i = 0; i < 3; i++) {
+				int k = (i + round) % 3;
+				ck_assert_int_eq(seal_derive_key(&mks[k], purposes[p], got), CS_OK);
+				hkdf_here(&mks[k], purposes[p], want);
+				ck_assert_msg(memcmp(got, want, sizeof got) == 0, "key %d, purpose %s, round %d",
+				    k, purposes[p], round);
+			}
+	/* Wiped, then the same key again: still its own derivation. */
+	master_key_clear(&mks[1]);
+	fixed_key(&mks[1], 0x41);
+	ck_assert_int_eq(seal_derive_key(&mks[1], "vault", got), CS_OK);
+	hkdf_here(&mks[1], "vault", want);
+	ck_assert(memcmp(got, want, sizeof got) == 0);
+	/* A blob sealed under one opens under none of the others, in either order. */
+	unsigned char *blob = NULL, *pt = NULL;
+	size_t blob_len = 0, pt_len = 0;
+	ck_assert_int_eq(seal(&mks[0], "vault", "a", 1, "secret", 6, &blob, &blob_len), CS_OK);
+	ck_assert_int_eq(unseal(&mks[2], "vault", "a", 1, blob, blob_len, &pt, &pt_len), CS_ECRYPTO);
+	ck_assert_int_eq(unseal(&mks[0], "session", "a", 1, blob, blob_len, &pt, &pt_len),
+	    CS_ECRYPTO);
+	ck_assert_int_eq(unseal(&mks[0], "vault", "a", 1, blob, blob_len, &pt, &pt_len), CS_OK);
+	ck_assert_mem_eq(pt, "secret", 6);
+	free(pt);
+	free(blob);
+	for (int i = 0; i < 3; i++)
+		master_key_clear(&mks[i]);
 }
 END_TEST
 
@@ -333,6 +401,7 @@ static Suite *seal_suite(void)
 	tcase_add_test(tc, test_seal_master_mode_refused);
 	tcase_add_test(tc, test_seal_master_missing_fails);
 	tcase_add_test(tc, test_seal_master_create_ok);
+	tcase_add_test(tc, test_seal_derived_keys_exact);
 	suite_add_tcase(s, tc);
 	return s;
 }
