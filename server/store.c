@@ -7,6 +7,7 @@
  * everything engine-specific is a call through store_backend. */
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ struct store {
 	bool               head_cached;   /* head_*: the chain's committed head (be->own_chains) */
 	int64_t            head_seq;
 	unsigned char      head_link[STORE_AUDIT_LINK_LEN];
+	atomic_uint_fast64_t head_reads;  /* heads store_audit_head read with SQL (writer stats) */
 };
 
 /* --- connections ------------------------------------------------------- */
@@ -667,10 +669,11 @@ static void settle(void *arg, const struct store_audit_mark *mark, bool ok, bool
 	pthread_mutex_unlock(&s->chain_lock);
 }
 
-void store_audit_appended(struct store_conn *c, int64_t seq,
+void store_audit_appended(struct store_conn *c, int64_t chain, int64_t seq,
     const unsigned char link[STORE_AUDIT_LINK_LEN])
 {
 	c->audit.set = true;
+	c->audit.chain = chain;
 	c->audit.seq = seq;
 	memcpy(c->audit.link, link, STORE_AUDIT_LINK_LEN);
 	c->head_known = c->in_tx;
@@ -701,10 +704,15 @@ void store_audit_head_forget(struct store_conn *c)
 	if (c == NULL)
 		return;
 	c->head_known = false;
-	c->head_rewritten = true;
+	c->head_rewritten = true;      /* an engine's head (SQLite's) goes at commit */
 	pthread_mutex_lock(&c->s->chain_lock);
 	c->s->head_cached = false;
 	pthread_mutex_unlock(&c->s->chain_lock);
+}
+
+void store_audit_head_was_read(struct store_conn *c)
+{
+	atomic_fetch_add_explicit(&c->s->head_reads, 1, memory_order_relaxed);
 }
 
 /* --- the process's own audit chain (migration 0028) ---------------------- */
@@ -752,10 +760,16 @@ void store_audit_chain_claimed(struct store_conn *c, int64_t chain)
 	c->claimed = chain;
 }
 
-bool store_audit_chain_head(struct store_conn *c, int64_t *seq,
+bool store_audit_chain_head(struct store_conn *c, int64_t chain, int64_t *seq,
     unsigned char link[STORE_AUDIT_LINK_LEN])
 {
 	bool have;
+	/* SQLite: the writer's, as its open batch or last COMMIT left it, and
+	 * never to a transaction that rewrote links (its own head is read from
+	 * the table, and the writer forgets it when that transaction releases). */
+	if (!c->s->be->own_chains)
+		return c->in_tx && !c->head_rewritten && c->s->be->audit_head != NULL &&
+		    c->s->be->audit_head(c->k, chain, seq, link);
 	pthread_mutex_lock(&c->s->chain_lock);
 	have = c->s->head_cached;
 	if (have) {
@@ -880,6 +894,7 @@ unsigned store_requests_under_way(struct store *s)
 void store_writer_stats(struct store *s, struct store_writer_stats *out)
 {
 	s->be->writer_stats(s->db, out);
+	out->audit_head_reads = atomic_load_explicit(&s->head_reads, memory_order_relaxed);
 }
 
 void store_stop(struct store *s)

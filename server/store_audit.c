@@ -166,14 +166,17 @@ enum cs_err store_audit_head(struct store_conn *c, struct store_audit_head *out)
 	h.chain = store_audit_chain_of(c, &own);
 	from_sequence = store_audit_numbers_from_sequence(c);
 	/* After this transaction's own append its entry is the head: no round
-	 * trip (a batch of entries in one transaction reads the head once).  With
-	 * chains of their own, the process's last commit left it (nobody else
-	 * appends to that chain). */
+	 * trip (a batch of entries in one transaction reads the head once).  The
+	 * process's transactions before left it too: with chains of their own,
+	 * its last commit (nobody else appends to that chain); on SQLite, the
+	 * writer's last transaction, while no other connection committed (and
+	 * so took no number: the next is the head's next). */
 	if (store_audit_head_known(c, &h.seq, h.link) ||
-	    (from_sequence && store_audit_chain_head(c, &h.seq, h.link))) {
+	    store_audit_chain_head(c, h.chain, &h.seq, h.link)) {
 		h.link_len = STORE_AUDIT_LINK_LEN;
 		high = h.seq;
 	} else {
+		store_audit_head_was_read(c);
 		if ((st = store_query(c, store_dialect_sql(c, SQL_AUDIT_HEAD, SQL_AUDIT_HEAD_PG),
 		    STORE_VALS(SV_INT(h.chain)), &e)) == NULL)
 			return e;
@@ -269,7 +272,7 @@ enum cs_err store_audit_append(struct store_conn *c, const struct store_audit_fi
 	    SV_BLOB(link, STORE_AUDIT_LINK_LEN), SV_TEXT(master_kid), SV_INT(a->chain),
 	    SV_INT(a->chain != 0 ? a->prev_seq : 0)));
 	if (e == CS_OK)
-		store_audit_appended(c, seq, link);
+		store_audit_appended(c, a->chain, seq, link);
 	return e;
 }
 

@@ -37,6 +37,7 @@ struct store_stmt {
  * what else its commit settles about the process's chain. */
 struct store_audit_mark {
 	bool          set;
+	int64_t       chain;              /* the chain it went to */
 	int64_t       seq;
 	unsigned char link[STORE_AUDIT_LINK_LEN];
 	bool          rewritten;          /* it relinked or pruned entries */
@@ -76,8 +77,9 @@ struct store_backend {
 	/* Each process appends to an audit chain of its own (many writers on one
 	 * database, migration 0028), keeps its chain's head between transactions
 	 * and takes entry numbers in blocks; false: every process appends to the
-	 * shared chain 0 under the engine's one writer, reading head and number
-	 * in each transaction (SQLite). */
+	 * shared chain 0 under the engine's one writer, the next number one past
+	 * the head, which the engine keeps (audit_head) while no other
+	 * connection commits and reads again after one did (SQLite). */
 	bool                own_chains;
 	/* Whether loc names a database of this engine (the dispatcher asks the
 	 * PostgreSQL one first; SQLite takes any other location, a file path). */
@@ -141,6 +143,14 @@ struct store_backend {
 	enum cs_err (*begin)(struct store_link *k);
 	enum cs_err (*commit)(struct store_link *k, const struct store_audit_mark *mark);
 	void        (*rollback)(struct store_link *k, bool in_tx);
+	/* The head of the process's audit chain as the engine keeps it between
+	 * transactions, for the transaction open on k: true with *seq and link
+	 * when it is chain's and nobody can have appended since, so that the
+	 * next entry's number is *seq + 1.  The engine learns it from commit's
+	 * mark (and forgets it when the mark says rewritten).  NULL: the engine
+	 * keeps none (PostgreSQL: the dispatcher's settle keeps the process's). */
+	bool        (*audit_head)(struct store_link *k, int64_t chain, int64_t *seq,
+	    unsigned char link[STORE_AUDIT_LINK_LEN]);
 
 	/* Whether the transaction begun last on k failed because another
 	 * writer's conflicted with it (a serialisation failure or deadlock: run

@@ -1820,6 +1820,7 @@ const struct store_backend store_backend_pg = {
 	.begin = be_begin,
 	.commit = be_commit,
 	.rollback = be_rollback,
+	.audit_head = NULL,               /* settle keeps the process's (store.c) */
 	.conflicted = be_conflicted,
 	.ping = be_ping,
 	.schema_version = be_schema_version,

@@ -281,9 +281,10 @@ enum cs_err store_run_one(struct store_conn *c, const char *sql, const struct st
 /* store_run that tells whether it changed a row: *changed written on CS_OK. */
 enum cs_err store_run_changed(struct store_conn *c, const char *sql, const struct store_val *v,
     size_t n, int *changed) CS_MUST_CHECK;
-/* Notes entry seq with link as the open transaction's last audit entry, for
- * store_commit's audit hook (store_audit_append calls it). */
-void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char link[STORE_AUDIT_LINK_LEN]);
+/* Notes entry seq of chain with link as the open transaction's last audit
+ * entry, for store_commit's audit hook (store_audit_append calls it). */
+void store_audit_appended(struct store_conn *c, int64_t chain, int64_t seq,
+    const unsigned char link[STORE_AUDIT_LINK_LEN]);
 /* The open transaction's own last audit entry, which is the chain's head (the
  * transaction holds the one writer: nobody else appended since), for
  * store_audit_head: true with *seq and link written; false outside a
@@ -292,6 +293,8 @@ void store_audit_appended(struct store_conn *c, int64_t seq, const unsigned char
 bool store_audit_head_known(struct store_conn *c, int64_t *seq,
     unsigned char link[STORE_AUDIT_LINK_LEN]);
 void store_audit_head_forget(struct store_conn *c);
+/* store_audit_head read the head with SQL (store_writer_stats counts it). */
+void store_audit_head_was_read(struct store_conn *c);
 /* The process's own audit chain (migration 0028; store_audit.c).  The chain
  * it appends to (0: none claimed yet, or the shared chain), and in *own
  * whether it is to claim one of its own. */
@@ -299,9 +302,13 @@ int64_t store_audit_chain_of(struct store_conn *c, bool *own);
 /* The open transaction claimed chain: the process's once that transaction
  * commits; forgotten if it does not. */
 void store_audit_chain_claimed(struct store_conn *c, int64_t chain);
-/* The chain's head as the process's last commit left it (engines with
- * own_chains only: nobody else appends to it): true with *seq and link. */
-bool store_audit_chain_head(struct store_conn *c, int64_t *seq,
+/* The head of chain, the process's, as its transactions before this one
+ * left it, when nobody else can have appended since: true with *seq and
+ * link.  With own_chains (PostgreSQL) the process's last commit's (nobody
+ * else appends to its chain; numbers come from the sequence); otherwise
+ * (SQLite) the writer's, inside a transaction that rewrote no link, and
+ * the next number is then *seq + 1. */
+bool store_audit_chain_head(struct store_conn *c, int64_t chain, int64_t *seq,
     unsigned char link[STORE_AUDIT_LINK_LEN]);
 /* Whether entry numbers come from the database's sequence (store_backend
  * own_chains: many writers), taken by the transaction ahead of its appends
@@ -328,6 +335,10 @@ struct store_writer_stats {
 	unsigned requests;           /* requests under way (store_requests; SQLite) */
 	uint64_t reprepares;         /* statements SQLite prepared again itself, in this
 	                                process (SQLite; tests: none of ours should) */
+	uint64_t audit_head_reads;   /* audit chain heads read with SQL (store_audit_head),
+	                                not remembered from a transaction before */
+	uint64_t foreign_commits;    /* batches begun after another connection had
+	                                committed (SQLite: the writer's head forgotten) */
 };
 void store_writer_stats(struct store *s, struct store_writer_stats *out);
 /* SQLite's linger (store_requests): fixed_us != 0 lingers exactly that long

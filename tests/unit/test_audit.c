@@ -2,10 +2,13 @@
  * named at the right entry, a wrong key, a cut-off tail with --head, export,
  * and master-key rotation (vault_rekey) with its refusal and its rollback;
  * published heads (audit_head.c): reading head lines and files, checking a
- * history, publishing per commit and in order, a database found behind --
- * against a real SQLite file built from migrations/. */
+ * history, publishing per commit and in order, a database found behind;
+ * the chain's head SQLite's writer remembers between transactions, and what
+ * makes it forget (a savepoint rolled back, a failed batch, another process,
+ * a relink) -- against a real SQLite file built from migrations/. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sqlite3.h>
@@ -19,6 +22,7 @@
 #include "seal.h"
 #include "store.h"
 #include "testutil.h"
+#include "../../server/store_priv.h"   /* store_writer_stats, store_run, store_set_linger */
 
 #define T0 1000000
 /* Two fixed master keys (Base64 of 32 bytes). */
@@ -1394,6 +1398,241 @@ START_TEST(test_audit_chains_rekey)
 }
 END_TEST
 
+/* --- the head SQLite's writer remembers (store_sqlite.c, "the audit
+ * chain's head") ----------------------------------------------------------- */
+
+/* Heads read with SQL, and batches begun after another connection had
+ * committed, since the store opened. */
+static uint64_t head_reads(struct store *s)
+{
+	struct store_writer_stats ws;
+	store_writer_stats(s, &ws);
+	return ws.audit_head_reads;
+}
+
+static uint64_t foreign_commits(struct store *s)
+{
+	struct store_writer_stats ws;
+	store_writer_stats(s, &ws);
+	return ws.foreign_commits;
+}
+
+/* The log verifies under k and holds n entries. */
+static void verifies(const struct master_key *k, int64_t n)
+{
+	struct audit_verify_result r = verify_with(k, NULL);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_eq(r.entries, n);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), n);
+}
+
+/* One entry in a transaction of its own through c; the caller commits. */
+static void append_open(struct store_conn *c)
+{
+	const struct audit_entry e = { .ts = T0, .actor = "system", .action = "grant.issued",
+	    .outcome = "ok" };
+	ck_assert_int_eq(store_begin(c), CS_OK);
+	ck_assert_int_eq(audit_append(c, &e), CS_OK);
+}
+
+/* After the first, no transaction reads the head: the writer's last one left
+ * it, alone or in a batch of many threads'. */
+START_TEST(test_audit_writer_head_remembered)
+{
+	pthread_t t[PUB_THREADS];
+	const int64_t n = 1 + 10 + 3 + PUB_THREADS * PUB_PER_THREAD;
+	append_n(1);
+	uint64_t r0 = head_reads(st);
+	ck_assert_uint_ge(r0, 1);
+	append_n(10);
+	append_tx(3);
+	ck_assert_msg(head_reads(st) == r0, "the head was read %" PRIu64 " times more",
+	    head_reads(st) - r0);
+	for (int i = 0; i < PUB_THREADS; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, pub_worker, NULL), 0);
+	for (int i = 0; i < PUB_THREADS; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_msg(head_reads(st) == r0, "the head was read %" PRIu64 " times more",
+	    head_reads(st) - r0);
+	verifies(&mk, n);
+	ck_assert_int_eq(rawint("SELECT max(seq) FROM audit"), n);
+	ck_assert_uint_eq(foreign_commits(st), 0);
+}
+END_TEST
+
+/* A caller of a lingering batch (the batch's first transaction). */
+struct lingerer {
+	sem_t       began;
+	enum cs_err e;
+};
+
+static void *linger_append(void *arg)
+{
+	struct lingerer *x = arg;
+	struct store_conn *c = store_conn(st);
+	ck_assert_ptr_nonnull(c);
+	append_open(c);
+	sem_post(&x->began);
+	x->e = store_commit(c);
+	return NULL;
+}
+
+/* Waits until the writer has counted n lingering batches in all. */
+static void wait_lingers(uint64_t n)
+{
+	struct store_writer_stats ws;
+	for (int i = 0; i < 10000; i++) {
+		store_writer_stats(st, &ws);
+		if (ws.lingers >= n)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("the batch did not linger");
+}
+
+/* A transaction rolled back between two appends takes its entry and its
+ * number with it, and the head it had: the next entry follows the one
+ * before it, alone and inside one batch (a savepoint rolled back while
+ * another caller's released one waits for the COMMIT). */
+START_TEST(test_audit_writer_head_rollback_between_appends)
+{
+	struct store_writer_stats w0, w1;
+	struct lingerer x;
+	pthread_t t;
+	append_n(2);
+	append_open(sc);
+	store_rollback(sc);
+	append_n(1);
+	verifies(&mk, 3);
+	ck_assert_int_eq(rawint("SELECT max(seq) FROM audit"), 3);
+	/* In one batch: a's entry released, b's rolled back, c's after a's. */
+	store_set_linger(st, 60u * 1000 * 1000);    /* committed by c, long before */
+	store_requests(st, 2);                      /* a's and the main thread's */
+	store_writer_stats(st, &w0);
+	ck_assert_int_eq(sem_init(&x.began, 0, 0), 0);
+	x.e = CS_EDB;
+	ck_assert_int_eq(pthread_create(&t, NULL, linger_append, &x), 0);
+	sem_wait(&x.began);
+	wait_lingers(w0.lingers + 1);               /* a released: its batch waits */
+	append_open(sc);                            /* b */
+	store_rollback(sc);
+	append_open(sc);                            /* c */
+	ck_assert_int_eq(store_commit(sc), CS_OK);
+	pthread_join(t, NULL);
+	sem_destroy(&x.began);
+	store_requests(st, -2);
+	ck_assert_int_eq(x.e, CS_OK);
+	store_writer_stats(st, &w1);
+	verifies(&mk, 5);
+	ck_assert_int_eq(rawint("SELECT max(seq) FROM audit"), 5);
+	ck_assert_uint_eq(w1.batches - w0.batches, 1);
+	ck_assert_uint_eq(w1.transactions - w0.transactions, 2);
+	ck_assert_uint_eq(w1.audit_head_reads, w0.audit_head_reads);
+}
+END_TEST
+
+/* A batch whose COMMIT fails (a deferred foreign key, checked only then)
+ * loses every entry of it: the next transaction reads the head again, and
+ * follows the last entry committed. */
+static const char SQL_ORPHAN[] = "INSERT INTO hk (p) VALUES (99)";
+
+START_TEST(test_audit_writer_head_failed_batch)
+{
+	rawsql("CREATE TABLE hp (id INTEGER PRIMARY KEY); CREATE TABLE hk (p INTEGER REFERENCES "
+	    "hp (id) DEFERRABLE INITIALLY DEFERRED)");
+	append_n(2);
+	uint64_t r0 = head_reads(st);
+	append_open(sc);
+	ck_assert_int_eq(store_run(sc, SQL_ORPHAN, NULL, 0), CS_OK);
+	ck_assert_int_ne(store_commit(sc), CS_OK);
+	store_rollback(sc);
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit"), 2);
+	append_n(2);
+	verifies(&mk, 4);
+	ck_assert_int_eq(rawint("SELECT max(seq) FROM audit"), 4);
+	ck_assert_uint_eq(head_reads(st) - r0, 1);  /* once, after the failed batch */
+}
+END_TEST
+
+/* Another process on the file (`consentd audit ...`, `consentd admin ...`:
+ * a store of its own, appending to chain 0 as every SQLite process does)
+ * appends between two of the server's transactions: the server's writer
+ * sees that another connection committed, and reads the head again. */
+START_TEST(test_audit_writer_head_other_process)
+{
+	char *db = tu_path(dir, "t.db");
+	append_n(2);
+	ck_assert_int_eq(store_open(db, &st2), CS_OK);
+	free(db);
+	sc2 = store_conn(st2);
+	ck_assert_ptr_nonnull(sc2);
+	uint64_t r0 = head_reads(st), f0 = foreign_commits(st), r[3], f;
+	append_via(sc2, 10);
+	append_via(sc2, 11);
+	append_n(1);
+	r[0] = head_reads(st) - r0;
+	f = foreign_commits(st) - f0;
+	append_n(1);                                /* nobody else since: not read */
+	r[1] = head_reads(st) - r0;
+	append_via(sc2, 12);
+	append_n(2);
+	r[2] = head_reads(st) - r0;
+	verifies(&mk, 9);
+	ck_assert_int_eq(rawint("SELECT max(seq) FROM audit"), 9);
+	ck_assert_int_eq(rawint("SELECT count(DISTINCT chain) FROM audit"), 1);
+	ck_assert_uint_eq(f, 1);
+	ck_assert_uint_eq(r[0], 1);
+	ck_assert_uint_eq(r[1], 1);
+	ck_assert_uint_eq(r[2], 2);
+	close_second_writer();
+}
+END_TEST
+
+/* A relink with no entry after it in its transaction (audit_relink alone;
+ * store_audit_head_forget) and a prune: the next transaction follows the
+ * head as they left it. */
+START_TEST(test_audit_writer_head_relink_and_prune)
+{
+	int64_t removed = 0;
+	append_n(5);
+	ck_assert_int_eq(audit_prune(sc, T0 + 100, 0, 100, T0 + 200, &removed), CS_OK);
+	ck_assert_int_eq(removed, 4);
+	append_n(2);
+	verifies(&mk, 3);
+	ck_assert_int_eq(store_begin(sc), CS_OK);
+	ck_assert_int_eq(audit_relink(sc, &mk2), CS_OK);
+	ck_assert_int_eq(store_commit(sc), CS_OK);
+	ck_assert_int_eq(audit_set_master_key(&mk2), CS_OK);
+	uint64_t r0 = head_reads(st);
+	append_n(2);
+	verifies(&mk2, 5);
+	ck_assert_int_eq(verify_with(&mk, NULL).ok, 0);
+	ck_assert_uint_eq(head_reads(st) - r0, 1);  /* once, after the relink */
+	/* A relink rolled back changed nothing: the head is the one before it. */
+	ck_assert_int_eq(store_begin(sc), CS_OK);
+	ck_assert_int_eq(audit_relink(sc, &mk), CS_OK);
+	store_rollback(sc);
+	append_n(1);
+	verifies(&mk2, 6);
+}
+END_TEST
+
+/* A process that goes over to a chain of its own (store_own_chains, as a
+ * tool may) follows its new chain's start, not the head it kept of chain 0. */
+START_TEST(test_audit_writer_head_chain_claimed)
+{
+	append_n(2);
+	store_own_chains(st, true);
+	uint64_t r0 = head_reads(st);
+	append_n(2);
+	verifies(&mk, 5);                           /* 2, audit.chain.opened, 2 */
+	ck_assert_int_eq(rawint("SELECT count(*) FROM audit WHERE chain > 0"), 3);
+	ck_assert_int_eq(rawint("SELECT prev_seq FROM audit WHERE action = "
+	    "'audit.chain.opened'"), 0);
+	ck_assert_uint_eq(head_reads(st) - r0, 1);  /* the new chain's, once */
+}
+END_TEST
+
 static Suite *audit_suite(void)
 {
 	Suite *s = suite_create("audit");
@@ -1435,6 +1674,12 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, test_audit_chains_crossref_finds_cut_tail);
 	tcase_add_test(tc, test_audit_chains_prune_and_go_on);
 	tcase_add_test(tc, test_audit_chains_rekey);
+	tcase_add_test(tc, test_audit_writer_head_remembered);
+	tcase_add_test(tc, test_audit_writer_head_rollback_between_appends);
+	tcase_add_test(tc, test_audit_writer_head_failed_batch);
+	tcase_add_test(tc, test_audit_writer_head_other_process);
+	tcase_add_test(tc, test_audit_writer_head_relink_and_prune);
+	tcase_add_test(tc, test_audit_writer_head_chain_claimed);
 	suite_add_tcase(s, tc);
 	return s;
 }
