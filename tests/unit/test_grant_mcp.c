@@ -203,16 +203,23 @@ static enum grant_refresh_outcome refresh_as(const char *rt, const char *client,
 
 static const char *last_why;
 
-/* Whether token passes grant_validate_mcp for audience; last_why says why not. */
-static bool valid_for(const char *token, const char *audience, int64_t now)
+typedef enum cs_err (*mcp_validator)(struct store_conn *, const struct config *,
+    const struct keyring *, const char *, const char *, int64_t, struct grant_check *);
+
+/* Whether token passes v for audience; last_why says why not; *cid (when
+ * not NULL) the consent it names, when it passes. */
+static bool passes(mcp_validator v, const char *token, const char *audience, int64_t now,
+    char **cid)
 {
 	struct grant_check gc;
-	ck_assert_int_eq(grant_validate_mcp(sc, &cfg, kr, token, audience, now, &gc), CS_OK);
+	ck_assert_int_eq(v(sc, &cfg, kr, token, audience, now, &gc), CS_OK);
 	last_why = gc.why;
 	bool ok = gc.valid;
 	if (ok) {
 		ck_assert_ptr_nonnull(gc.claims);
 		ck_assert_ptr_nonnull(gc.k.id);
+		if (cid != NULL)
+			*cid = strdup(gc.k.id);
 	} else {
 		ck_assert_ptr_null(gc.claims);
 		ck_assert_ptr_nonnull(gc.why);
@@ -221,23 +228,17 @@ static bool valid_for(const char *token, const char *audience, int64_t now)
 	return ok;
 }
 
+/* grant_validate_mcp: an MCP client's token at the endpoint it names. */
+static bool valid_for(const char *token, const char *audience, int64_t now)
+{
+	return passes(grant_validate_mcp, token, audience, now, NULL);
+}
+
 /* grant_validate_mcp_token: the token's own standing (its row, and its
- * consent whatever that consent's state); last_why says why not; *cid the
- * consent it names, when it stands. */
+ * consent whatever that consent's state). */
 static bool stands_for(const char *token, const char *audience, int64_t now, char **cid)
 {
-	struct grant_check gc;
-	ck_assert_int_eq(grant_validate_mcp_token(sc, &cfg, kr, token, audience, now, &gc), CS_OK);
-	last_why = gc.why;
-	bool ok = gc.valid;
-	if (ok) {
-		ck_assert_ptr_nonnull(gc.claims);
-		ck_assert_ptr_nonnull(gc.k.id);
-		if (cid != NULL)
-			*cid = strdup(gc.k.id);
-	}
-	grant_check_clear(&gc);
-	return ok;
+	return passes(grant_validate_mcp_token, token, audience, now, cid);
 }
 
 static json_t *claims_of(const char *token)
