@@ -562,14 +562,20 @@ static enum cs_err crossref_once(struct store_conn *c, const unsigned char key[A
 	struct buf detail;
 	char cbuf[24];
 	size_t n = 0;
+	int64_t chain_now;
+	bool fresh;
 	enum cs_err err;
 
 	*wrote = false;
 	if ((err = store_begin(c)) != CS_OK)
 		return err;
-	/* Read in the transaction that appends: the heads named are committed
-	 * entries, and the process's own chain is not among them. */
-	if ((err = store_audit_chain_heads(c, own, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
+	/* The chain given up since (a COMMIT whose outcome was unknown): the
+	 * entry that opens the next one vouches instead.  Read in the
+	 * transaction that appends: the heads named are committed entries, and
+	 * the process's own chain is not among them. */
+	store_audit_chain_need(c, &chain_now, &fresh);
+	if (fresh || chain_now != own ||
+	    (err = store_audit_chain_heads(c, own, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
 	    n == 0 || xref_same(own, refs, n)) {
 		store_rollback(c);
 		return err;
