@@ -46,8 +46,8 @@ struct store_audit_ref {
 	int64_t       chain, seq;
 	unsigned char link[STORE_AUDIT_LINK_LEN];
 };
-/* The newest entries of the max most recently claimed chains other than
- * except that still have entries, newest chain first. */
+/* The newest entries of the max chains other than except that appended
+ * most recently (by their newest entry's number), highest chain first. */
 enum cs_err store_audit_chain_heads(struct store_conn *c, int64_t except,
     struct store_audit_ref *out, size_t max, size_t *n) CS_MUST_CHECK;
 

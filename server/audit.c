@@ -523,15 +523,21 @@ static struct {
 	size_t          n;
 } xref = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static bool xref_same(int64_t own, const struct store_audit_ref *refs, size_t n)
+/* The references of refs[0..n) whose chain moved on since the last
+ * cross-reference (or was not named then), moved to the front: how many. */
+static size_t xref_moved(int64_t own, struct store_audit_ref *refs, size_t n)
 {
-	bool same;
+	size_t k = 0;
 	pthread_mutex_lock(&xref.lock);
-	same = xref.chain == own && xref.n == n;
-	for (size_t i = 0; same && i < n; i++)
-		same = xref.last[i].chain == refs[i].chain && xref.last[i].seq == refs[i].seq;
+	for (size_t i = 0; i < n; i++) {
+		bool same = false;
+		for (size_t j = 0; xref.chain == own && j < xref.n && !same; j++)
+			same = xref.last[j].chain == refs[i].chain && xref.last[j].seq == refs[i].seq;
+		if (!same)
+			refs[k++] = refs[i];
+	}
 	pthread_mutex_unlock(&xref.lock);
-	return same;
+	return k;
 }
 
 static void xref_remember(int64_t own, const struct store_audit_ref *refs, size_t n)
@@ -558,10 +564,10 @@ void audit_crossref_forget(void)
 static enum cs_err crossref_once(struct store_conn *c, const unsigned char key[AUDIT_LINK_LEN],
     const char *kid, int64_t own, int64_t now, bool *wrote)
 {
-	struct store_audit_ref refs[AUDIT_CROSSREFS];
+	struct store_audit_ref refs[AUDIT_CROSSREFS], moved[AUDIT_CROSSREFS];
 	struct buf detail;
 	char cbuf[24];
-	size_t n = 0;
+	size_t n = 0, nmoved = 0;
 	int64_t chain_now;
 	bool fresh;
 	enum cs_err err;
@@ -574,14 +580,19 @@ static enum cs_err crossref_once(struct store_conn *c, const unsigned char key[A
 	 * transaction that appends: the heads named are committed entries, and
 	 * the process's own chain is not among them. */
 	store_audit_chain_need(c, &chain_now, &fresh);
-	if (fresh || chain_now != own ||
-	    (err = store_audit_chain_heads(c, own, refs, AUDIT_CROSSREFS, &n)) != CS_OK ||
-	    n == 0 || xref_same(own, refs, n)) {
+	if (!fresh && chain_now == own &&
+	    (err = store_audit_chain_heads(c, own, refs, AUDIT_CROSSREFS, &n)) == CS_OK) {
+		memcpy(moved, refs, n * sizeof *refs);
+		nmoved = xref_moved(own, moved, n);
+	}
+	/* Only the chains that moved are named: one that did not was named by
+	 * an entry before, and what verify holds its chain to is its newest. */
+	if (err != CS_OK || nmoved == 0) {
 		store_rollback(c);
 		return err;
 	}
 	buf_init(&detail, AUDIT_MAX_FIELD);
-	if ((err = heads_detail(refs, n, &detail)) == CS_OK &&
+	if ((err = heads_detail(moved, nmoved, &detail)) == CS_OK &&
 	    (err = str_fmt(cbuf, sizeof cbuf, "%" PRId64, own)) == CS_OK)
 		err = append_with(c, key, kid, &(struct audit_entry){ .ts = now, .actor = "system",
 		    .action = "audit.chain.crossref", .resource = cbuf, .detail = detail.data });
@@ -864,6 +875,7 @@ enum cs_err audit_pruned_through(struct store_conn *c, int64_t *through)
 struct crossref {
 	int64_t       from, chain, seq;
 	unsigned char link[AUDIT_LINK_LEN];
+	bool          after;              /* made after the last master-key rotation (verify) */
 };
 
 /* The references "heads=none" or "heads=C:N:LINK,..." of entry from into
@@ -1015,18 +1027,43 @@ done:
 	return CS_OK;
 }
 
-/* Each chain's first entry vouched for the other chains' newest entries:
- * each must still be there with that link, or have been pruned.  A
- * reference made before the last master-key rotation names a link the
- * rotation re-made: the entry only has to be there (as for published heads
- * before AUDIT_ROTATED_MARK); its content is held by its own chain. */
+/* The references by chain, then made after the last rotation or not, then
+ * newest named first (verify_crossrefs checks the first of each group). */
+static int crossref_order(const void *a, const void *b)
+{
+	const struct crossref *x = a, *y = b;
+	if (x->chain != y->chain)
+		return x->chain < y->chain ? -1 : 1;
+	if (x->after != y->after)
+		return x->after ? 1 : -1;
+	if (x->seq != y->seq)
+		return x->seq > y->seq ? -1 : 1;
+	return (x->from > y->from) - (x->from < y->from);
+}
+
+/* Each chain's first entry, and its audit.chain.crossref entries, vouched
+ * for the other chains' newest entries: each must still be there with that
+ * link, or have been pruned.  A reference made before the last master-key
+ * rotation names a link the rotation re-made: the entry only has to be
+ * there (as for published heads before AUDIT_ROTATED_MARK); its content is
+ * held by its own chain.  Of the references to one chain (on one side of
+ * the rotation) only the newest named is looked up: the chain's own walk
+ * found every entry of it before that one there and linked, so the older
+ * ones hold when it does -- one look-up a chain, not one a reference. */
 static enum cs_err verify_crossrefs(struct store_conn *c, struct verify_walk *w, int64_t through)
 {
 	struct audit_verify_result *res = w->res;
-	for (size_t i = 0; i < w->nrefs && res->ok; i++) {
+	for (size_t i = 0; i < w->nrefs; i++)
+		w->refs[i].after = w->refs[i].from > w->rotated;
+	if (w->nrefs > 1)
+		qsort(w->refs, w->nrefs, sizeof *w->refs, crossref_order);
+	for (size_t i = 0, group; i < w->nrefs && res->ok; i += group) {
 		const struct crossref *r = &w->refs[i];
 		unsigned char link[AUDIT_LINK_LEN];
 		enum cs_err e;
+		for (group = 1; i + group < w->nrefs && w->refs[i + group].chain == r->chain &&
+		    w->refs[i + group].after == r->after; group++)
+			;
 		if (r->seq <= through)
 			continue;                /* pruned, with everything before it */
 		e = store_audit_link_at(c, r->seq, link);
@@ -1036,11 +1073,13 @@ static enum cs_err verify_crossrefs(struct store_conn *c, struct verify_walk *w,
 			res->head_missing = 1;
 		} else if (e != CS_OK) {
 			return e;
-		} else if (r->from > w->rotated && CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
+		} else if (r->after && CRYPTO_memcmp(link, r->link, AUDIT_LINK_LEN) != 0) {
 			broken(res, r->from, "it names entry %" PRId64 " of chain %" PRId64 " with "
 			    "another link than the entry has", r->seq, r->chain);
 		} else {
-			res->crossrefs++;
+			/* The group's older references: pruned ones are not "present". */
+			for (size_t j = i; j < i + group; j++)
+				res->crossrefs += w->refs[j].seq > through;
 		}
 	}
 	return CS_OK;

@@ -34,19 +34,29 @@
 /* The KDF and the cipher of every seal and unseal, fetched once: a fetch
  * by name at every call (EVP_KDF_fetch, and EVP_aes_256_gcm()'s implicit
  * one) took provider look-ups and locks on every release of a token. */
-static pthread_once_t algs_once = PTHREAD_ONCE_INIT;
-static EVP_KDF *hkdf_alg;
-static EVP_CIPHER *gcm_alg;
+static pthread_mutex_t algs_mu = PTHREAD_MUTEX_INITIALIZER;
+static EVP_KDF *_Atomic hkdf_alg;
+static EVP_CIPHER *_Atomic gcm_alg;
 
-static void algs_fetch(void)
+/* Fetched on first use, and again after a fetch that failed (out of
+ * memory): a failure is never remembered for the process's life. */
+static bool algs_fetch(void)
 {
-	hkdf_alg = EVP_KDF_fetch(NULL, "HKDF", NULL);
-	gcm_alg = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+	if (hkdf_alg != NULL && gcm_alg != NULL)
+		return true;
+	pthread_mutex_lock(&algs_mu);
+	if (hkdf_alg == NULL)
+		hkdf_alg = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	if (gcm_alg == NULL)
+		gcm_alg = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+	bool ok = hkdf_alg != NULL && gcm_alg != NULL;
+	pthread_mutex_unlock(&algs_mu);
+	return ok;
 }
 
 static const EVP_CIPHER *gcm(void)
 {
-	return pthread_once(&algs_once, algs_fetch) == 0 ? gcm_alg : NULL;
+	return algs_fetch() ? gcm_alg : NULL;
 }
 
 /* Derived keys remembered, by master key and purpose: one HKDF per
@@ -112,7 +122,7 @@ static enum cs_err derive_key(const struct master_key *mk, const char *purpose,
 	memcpy(info + sizeof SEAL_INFO_PREFIX - 1, purpose, plen);
 	size_t info_len = sizeof SEAL_INFO_PREFIX - 1 + plen;
 
-	if (pthread_once(&algs_once, algs_fetch) != 0 || hkdf_alg == NULL)
+	if (!algs_fetch())
 		goto out;
 	kctx = EVP_KDF_CTX_new(hkdf_alg);
 	if (kctx == NULL)

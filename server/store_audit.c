@@ -39,10 +39,13 @@ static const char SQL_AUDIT_NUMBERS_PG[] =
 static const char SQL_AUDIT_LAST[] = "SELECT seq, link FROM audit ORDER BY seq DESC LIMIT 1";
 static const char SQL_CHAIN_CLAIM[] =
     "INSERT INTO audit_chains (opened_at) VALUES (?1) RETURNING chain";
+/* The chains that appended last, not the last claimed: every `consentd`
+ * command that writes claims a chain on PostgreSQL, and those never move
+ * again, so the highest numbers would soon name only them. */
 static const char SQL_CHAIN_HEADS[] =
-    "SELECT chain, seq, link FROM audit WHERE seq IN (SELECT (SELECT max(a.seq) FROM audit AS a "
-    "WHERE a.chain = c.chain) FROM audit_chains AS c WHERE c.chain <> ?1 AND EXISTS "
-    "(SELECT 1 FROM audit AS b WHERE b.chain = c.chain) ORDER BY c.chain DESC LIMIT ?2) "
+    "SELECT chain, seq, link FROM audit WHERE seq IN (SELECT h.seq FROM (SELECT (SELECT "
+    "max(a.seq) FROM audit AS a WHERE a.chain = c.chain) AS seq FROM audit_chains AS c "
+    "WHERE c.chain <> ?1) AS h WHERE h.seq IS NOT NULL ORDER BY h.seq DESC LIMIT ?2) "
     "ORDER BY chain DESC";
 static const char SQL_AUDIT_APPEND[] =
     "INSERT INTO audit (seq, ts, actor, action, subject, agent, resource, scopes, consent_id, "

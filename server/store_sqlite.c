@@ -743,8 +743,10 @@ out:
  * under these rules:
  *  - A transaction sets it only once its savepoint is released (lite_commit),
  *    to its last entry and that entry's chain (a transaction of another
- *    chain, after a claim, does not use it).  A savepoint rolled back leaves
- *    the head as it was before it, which is what the database holds again.
+ *    chain, after a claim, does not use it).  A savepoint rolled back would
+ *    leave it right (what the database holds again), but a caller that
+ *    rolls back may have failed on the head itself: lite_rollback forgets
+ *    it, so that a head ever wrong cannot fail every transaction after.
  *    A transaction that rewrote links (store_audit_head_forget: a prune, a
  *    rekey) forgets it at its release, as a migration's does; until then
  *    the dispatcher does not ask for it (its head is read from the table).
@@ -902,6 +904,10 @@ static void lite_rollback(struct store_link *kk, bool in_tx)
 		(void)core_run(&w->core, SQL_ROLLBACK_TO);
 		(void)core_run(&w->core, SQL_RELEASE);
 	}
+	/* The head stood before the savepoint, and still does; but a caller
+	 * that rolls back may have failed on it (a number already taken, were
+	 * it ever wrong): every doubt forgets it, and it is read again. */
+	w->head_known = false;
 	k->cur = &k->own;
 	pthread_mutex_lock(&w->mu);
 	turn_end_locked(k->d, NULL);

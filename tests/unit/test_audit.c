@@ -1326,6 +1326,51 @@ START_TEST(test_audit_chains_crossref_when_others_moved)
 }
 END_TEST
 
+/* The chains named are those that appended last, not the last claimed: on
+ * PostgreSQL every `consentd` command that writes claims a chain and never
+ * moves it again.  Seventeen such one-shot chains after B: B moving on is
+ * still named, and only B (the others did not move). */
+START_TEST(test_audit_chains_crossref_names_the_chains_that_move)
+{
+	int64_t a3 = 0;
+	bool wrote = false;
+	char q[300];
+	two_chains(&a3);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 50, &wrote), CS_OK);
+	ck_assert(wrote);
+	char *db = tu_path(dir, "t.db");
+	for (int i = 0; i < 17; i++) {
+		struct store *once = NULL;
+		ck_assert_int_eq(store_open(db, &once), CS_OK);
+		store_own_chains(once, true);
+		append_via(store_conn(once), 60 + i);
+		store_close(once);
+	}
+	free(db);
+	ck_assert_int_eq(rawint("SELECT count(DISTINCT chain) FROM audit"), 19);
+	/* B moves on: named, with the new chains not vouched for yet. */
+	int64_t b_next = append_via(sc2, 80);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 81, &wrote), CS_OK);
+	ck_assert(wrote);
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
+	    "'audit.chain.crossref' AND detail LIKE 'heads=%%:%" PRId64 ":%%' AND detail LIKE "
+	    "'%%,%%'", b_next), CS_OK);
+	ck_assert_int_eq(rawint(q), 1);
+	/* B again: only B, though seventeen chains were claimed after it. */
+	b_next = append_via(sc2, 82);
+	ck_assert_int_eq(audit_crossref(sc, T0 + 83, &wrote), CS_OK);
+	ck_assert(wrote);
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
+	    "'audit.chain.crossref' AND detail LIKE 'heads=%%:%" PRId64 ":%%' AND detail NOT LIKE "
+	    "'%%,%%'", b_next), CS_OK);
+	ck_assert_int_eq(rawint(q), 1);
+	struct audit_verify_result r = verify_with(&mk, NULL);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_eq(r.chains, 19);
+	close_second_writer();
+}
+END_TEST
+
 /* The cut-the-tail test against a periodic cross-reference: B's tail cut
  * below what A's latest cross-reference names is found by verify alone,
  * with no head published -- where B's only other voucher, A's opening
@@ -1527,7 +1572,9 @@ START_TEST(test_audit_writer_head_rollback_between_appends)
 	ck_assert_int_eq(rawint("SELECT max(seq) FROM audit"), 5);
 	ck_assert_uint_eq(w1.batches - w0.batches, 1);
 	ck_assert_uint_eq(w1.transactions - w0.transactions, 2);
-	ck_assert_uint_eq(w1.audit_head_reads, w0.audit_head_reads);
+	/* b's rollback made the writer forget the head (every doubt does): c
+	 * read it once, from the table, and followed a's entry. */
+	ck_assert_uint_eq(w1.audit_head_reads, w0.audit_head_reads + 1);
 }
 END_TEST
 
@@ -1672,6 +1719,7 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, test_audit_chains_cut_tail);
 	tcase_add_test(tc, test_audit_chains_crossref_when_others_moved);
 	tcase_add_test(tc, test_audit_chains_crossref_finds_cut_tail);
+	tcase_add_test(tc, test_audit_chains_crossref_names_the_chains_that_move);
 	tcase_add_test(tc, test_audit_chains_prune_and_go_on);
 	tcase_add_test(tc, test_audit_chains_rekey);
 	tcase_add_test(tc, test_audit_writer_head_remembered);
