@@ -122,6 +122,8 @@ struct audit_verify_result {
 	int64_t          anchor;        /* a pruned chain: the walk began after this entry; 0 = genesis */
 	int64_t          chains;        /* chains walked (migration 0028: one per writer) */
 	int64_t          crossrefs;     /* cross-references between chains checked */
+	int64_t          crossref_lookups;  /* entries looked up for them: one a chain named
+	                                       (on each side of the last rotation) */
 	char             why[160];      /* "link does not match", "entry 4 missing", ... */
 };
 /* Walks the whole chain in seq order under mk, recomputing every link and

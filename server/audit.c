@@ -1067,6 +1067,7 @@ static enum cs_err verify_crossrefs(struct store_conn *c, struct verify_walk *w,
 		if (r->seq <= through)
 			continue;                /* pruned, with everything before it */
 		e = store_audit_link_at(c, r->seq, link);
+		res->crossref_lookups++;
 		if (e == CS_ENOENT) {
 			broken(res, r->from, "it names entry %" PRId64 " of chain %" PRId64 ", which is "
 			    "missing (cut off?)", r->seq, r->chain);

@@ -1322,6 +1322,7 @@ START_TEST(test_audit_chains_crossref_when_others_moved)
 	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
 	ck_assert_int_eq(r.chains, 2);
 	ck_assert_int_eq(r.crossrefs, 3);  /* B's opening entry, A's two cross-references */
+	ck_assert_int_eq(r.crossref_lookups, 2);   /* A's newest named, B's newest named */
 	close_second_writer();
 }
 END_TEST
