@@ -1330,7 +1330,7 @@ END_TEST
 /* The chains named are those that appended last, not the last claimed: on
  * PostgreSQL every `consentd` command that writes claims a chain and never
  * moves it again.  Seventeen such one-shot chains after B: B moving on is
- * still named, and only B (the others did not move). */
+ * still named (with them, not vouched for yet), and then only B. */
 START_TEST(test_audit_chains_crossref_names_the_chains_that_move)
 {
 	int64_t a3 = 0;
