@@ -6,7 +6,18 @@
 #define CS_SEAL_H
 
 #include <stddef.h>
+#include <openssl/types.h>
 #include "cs_err.h"
+
+/* OpenSSL's algorithms, each fetched once for the process and kept (never
+ * freed): a fetch by name looks it up in OpenSSL's provider store under its
+ * lock, which at every digest, link or seal cost every request that made
+ * one.  NULL when it cannot be fetched (out of memory), and tried again at
+ * the next call. */
+const EVP_MD *alg_sha256(void);
+EVP_MAC *alg_hmac(void);
+EVP_KDF *alg_hkdf(void);
+const EVP_CIPHER *alg_aes256gcm(void);
 
 #define MASTER_KEY_LEN 32
 #define MASTER_KID_LEN 16        /* hex characters */

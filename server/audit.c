@@ -235,12 +235,6 @@ static void put_u64(unsigned char *p, uint64_t v)
  * subject, agent, resource, scopes, consent_id, request_id, outcome, detail)
  * as 0x00 when NULL, else 0x01, its length as 4-byte big-endian, its bytes --
  * unambiguous, and NULL distinct from "". */
-/* HMAC's implementation, fetched once: a fetch per link looked the algorithm
- * up in OpenSSL's provider store (under its lock) inside every writer's turn. */
-static EVP_MAC *hmac_alg;
-static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
-static void hmac_fetch(void) { hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL); }
-
 enum cs_err audit_link(const unsigned char key[AUDIT_LINK_LEN],
     const unsigned char prev[AUDIT_LINK_LEN], int64_t seq, const struct audit_entry *e,
     unsigned char out[AUDIT_LINK_LEN])
@@ -264,6 +258,7 @@ enum cs_err audit_link_chain(const unsigned char key[AUDIT_LINK_LEN],
 	enum cs_err err = CS_ECRYPTO;
 	unsigned char hdr[16], tag[5];
 	size_t mlen = 0;
+	EVP_MAC *hmac;
 	EVP_MAC_CTX *h = NULL;
 	char digest[] = "SHA256";
 	OSSL_PARAM params[2];
@@ -272,8 +267,9 @@ enum cs_err audit_link_chain(const unsigned char key[AUDIT_LINK_LEN],
 	put_u64(hdr + 8, (uint64_t)e->ts);
 	params[0] = OSSL_PARAM_construct_utf8_string("digest", digest, 0);
 	params[1] = OSSL_PARAM_construct_end();
-	if (pthread_once(&hmac_once, hmac_fetch) != 0 || hmac_alg == NULL ||
-	    (h = EVP_MAC_CTX_new(hmac_alg)) == NULL)
+	/* HMAC fetched once (seal.h): a fetch per link looked it up inside
+	 * every writer's turn. */
+	if ((hmac = alg_hmac()) == NULL || (h = EVP_MAC_CTX_new(hmac)) == NULL)
 		goto out;
 	if (EVP_MAC_init(h, key, AUDIT_LINK_LEN, params) != 1 ||
 	    EVP_MAC_update(h, prev, AUDIT_LINK_LEN) != 1 || EVP_MAC_update(h, hdr, sizeof hdr) != 1)

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,33 +32,34 @@
 #define MASTER_FILE_MAX 256          /* a key file is 32 bytes or ~45 characters */
 #define MASTER_KID_LABEL "consentd master key id"
 
-/* The KDF and the cipher of every seal and unseal, fetched once: a fetch
- * by name at every call (EVP_KDF_fetch, and EVP_aes_256_gcm()'s implicit
- * one) took provider look-ups and locks on every release of a token. */
+/* --- OpenSSL's algorithms, fetched once (seal.h) ------------------------- */
+
 static pthread_mutex_t algs_mu = PTHREAD_MUTEX_INITIALIZER;
-static EVP_KDF *_Atomic hkdf_alg;
-static EVP_CIPHER *_Atomic gcm_alg;
+static void *_Atomic sha256_alg, *_Atomic hmac_alg, *_Atomic hkdf_alg, *_Atomic gcm_alg;
 
-/* Fetched on first use, and again after a fetch that failed (out of
- * memory): a failure is never remembered for the process's life. */
-static bool algs_fetch(void)
+static void *fetch_sha256(void) { return EVP_MD_fetch(NULL, "SHA256", NULL); }
+static void *fetch_hmac(void) { return EVP_MAC_fetch(NULL, "HMAC", NULL); }
+static void *fetch_hkdf(void) { return EVP_KDF_fetch(NULL, "HKDF", NULL); }
+static void *fetch_gcm(void) { return EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL); }
+
+/* *slot, fetched at its first use and kept; a fetch that failed (out of
+ * memory) is tried again at the next call, never remembered. */
+static void *fetched(void *_Atomic *slot, void *(*fetch)(void))
 {
-	if (hkdf_alg != NULL && gcm_alg != NULL)
-		return true;
-	pthread_mutex_lock(&algs_mu);
-	if (hkdf_alg == NULL)
-		hkdf_alg = EVP_KDF_fetch(NULL, "HKDF", NULL);
-	if (gcm_alg == NULL)
-		gcm_alg = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
-	bool ok = hkdf_alg != NULL && gcm_alg != NULL;
-	pthread_mutex_unlock(&algs_mu);
-	return ok;
+	void *p = atomic_load(slot);
+	if (p == NULL) {
+		pthread_mutex_lock(&algs_mu);
+		if ((p = atomic_load(slot)) == NULL && (p = fetch()) != NULL)
+			atomic_store(slot, p);
+		pthread_mutex_unlock(&algs_mu);
+	}
+	return p;
 }
 
-static const EVP_CIPHER *gcm(void)
-{
-	return algs_fetch() ? gcm_alg : NULL;
-}
+const EVP_MD *alg_sha256(void) { return fetched(&sha256_alg, fetch_sha256); }
+EVP_MAC *alg_hmac(void) { return fetched(&hmac_alg, fetch_hmac); }
+EVP_KDF *alg_hkdf(void) { return fetched(&hkdf_alg, fetch_hkdf); }
+const EVP_CIPHER *alg_aes256gcm(void) { return fetched(&gcm_alg, fetch_gcm); }
 
 /* Derived keys remembered, by master key and purpose: one HKDF per
  * purpose rather than one per seal and unseal (a release of a provider
@@ -110,6 +112,7 @@ static enum cs_err derive_key(const struct master_key *mk, const char *purpose,
     unsigned char out[SEAL_KEY_LEN])
 {
 	enum cs_err e = CS_ECRYPTO;
+	EVP_KDF *hkdf;
 	EVP_KDF_CTX *kctx = NULL;
 	char info[sizeof SEAL_INFO_PREFIX + SEAL_PURPOSE_MAX];
 	size_t plen;
@@ -122,10 +125,7 @@ static enum cs_err derive_key(const struct master_key *mk, const char *purpose,
 	memcpy(info + sizeof SEAL_INFO_PREFIX - 1, purpose, plen);
 	size_t info_len = sizeof SEAL_INFO_PREFIX - 1 + plen;
 
-	if (!algs_fetch())
-		goto out;
-	kctx = EVP_KDF_CTX_new(hkdf_alg);
-	if (kctx == NULL)
+	if ((hkdf = alg_hkdf()) == NULL || (kctx = EVP_KDF_CTX_new(hkdf)) == NULL)
 		goto out;
 	OSSL_PARAM params[] = {
 		OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0),
@@ -190,7 +190,7 @@ enum cs_err seal(const struct master_key *mk, const char *purpose,
 	ctx = EVP_CIPHER_CTX_new();
 	if (ctx == NULL)
 		goto out;
-	if ((cipher = gcm()) == NULL ||
+	if ((cipher = alg_aes256gcm()) == NULL ||
 	    EVP_EncryptInit_ex2(ctx, cipher, key, b, NULL) != 1)
 		goto out;
 	if (aad_len > 0 && EVP_EncryptUpdate(ctx, NULL, &n, aad, (int)aad_len) != 1)
@@ -247,7 +247,7 @@ enum cs_err unseal(const struct master_key *mk, const char *purpose,
 	ctx = EVP_CIPHER_CTX_new();
 	if (ctx == NULL)
 		goto out;
-	if ((cipher = gcm()) == NULL ||
+	if ((cipher = alg_aes256gcm()) == NULL ||
 	    EVP_DecryptInit_ex2(ctx, cipher, key, blob, NULL) != 1)
 		goto out;
 	if (aad_len > 0 && EVP_DecryptUpdate(ctx, NULL, &n, aad, (int)aad_len) != 1)

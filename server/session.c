@@ -1,7 +1,6 @@
 /* session.c -- browser sessions, their cookies, and CSRF tokens.
  * Only hashes of session ids reach the database; ids and CSRF tokens are
  * compared in constant time and never logged. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/crypto.h>
@@ -9,6 +8,7 @@
 #include <openssl/rand.h>
 #include "b64.h"
 #include "buf.h"
+#include "seal.h"
 #include "session.h"
 #include "store_session.h"
 
@@ -149,15 +149,11 @@ enum cs_err random_token(char out[SESSION_TOKEN_LEN + 1])
 	return e;
 }
 
-static EVP_MD *sha256_md;
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-static void sha256_fetch(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
-
 bool sha256_bytes(const void *p, size_t n, unsigned char out[32])
 {
 	unsigned int len = 0;
-	if (pthread_once(&sha256_once, sha256_fetch) == 0 && sha256_md != NULL &&
-	    EVP_Digest(p, n, out, &len, sha256_md, NULL) == 1 && len == 32)
+	const EVP_MD *md = alg_sha256();
+	if (md != NULL && EVP_Digest(p, n, out, &len, md, NULL) == 1 && len == 32)
 		return true;
 	memset(out, 0, 32);
 	return false;
