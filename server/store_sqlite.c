@@ -118,6 +118,11 @@ struct writer {
 	unsigned            commit_us;    /* how long a COMMIT takes (a moving average) */
 	uint64_t            lingers;      /* batches that lingered */
 	struct commit_wait *waits;        /* their callers */
+	/* store_transact's jobs waiting for the turn's holder to run them (see
+	 * "transactions the turn's holder runs"), oldest first. */
+	struct lite_job    *jobs;
+	struct lite_job   **jobs_tail;
+	unsigned            queued;
 	struct store_audit_mark audit;    /* the batch's last audit entry, in commit order */
 	/* The audit chain's head (see there): the turn's holder's only. */
 	bool                head_known;   /* head is the chain's head now */
@@ -125,6 +130,15 @@ struct writer {
 	bool                version_known;   /* data_version was read at the batch's BEGIN */
 	int64_t             data_version;    /* PRAGMA data_version then */
 	uint64_t            foreign_commits; /* batches begun after another connection committed */
+};
+
+/* A store_transact job in the writer's queue; on its caller's stack. */
+struct lite_job {
+	struct commit_wait    cw;         /* its outcome, once run: in the batch, or done */
+	struct lite_job      *next;
+	struct lite_link     *k;
+	struct store_tx_job  *j;
+	bool                  ran;        /* taken from the queue by a turn's holder */
 };
 
 /* The database: its path, the writer, and the dispatcher's publisher. */
@@ -612,7 +626,8 @@ static bool linger_locked(struct lite_db *d, const struct commit_wait *self)
 		return false;
 	/* A transaction outside any request (the janitor, the start) counts
 	 * nobody; each request under way is in the batch, queued, or coming. */
-	if (atomic_load_explicit(&d->requests, memory_order_relaxed) <= w->pending + w->waiting)
+	if (atomic_load_explicit(&d->requests, memory_order_relaxed) <=
+	    w->pending + w->waiting + w->queued)
 		return false;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (!w->lingering) {
@@ -665,6 +680,8 @@ static void turn_release_locked(struct writer *w)
 {
 	w->busy = false;
 	pthread_cond_signal(&w->turn_cv);
+	if (w->jobs != NULL)                       /* a queued job's caller takes the turn */
+		pthread_cond_broadcast(&w->done_cv);
 	if (w->stopping)
 		pthread_cond_broadcast(&w->done_cv);    /* store_stop watches the queue drain */
 }
@@ -688,9 +705,10 @@ static void turn_end_locked(struct lite_db *d, const struct commit_wait *self)
 {
 	struct writer *w = &d->w;
 	turn_lost_batch_locked(w);
-	if (w->open && w->pending == 0 && w->waiting == 0)
+	if (w->open && w->pending == 0 && w->waiting == 0 && w->jobs == NULL)
 		batch_drop_locked(w);
-	else if (w->open && w->pending > 0 && (w->waiting == 0 || w->pending >= STORE_BATCH_MAX) &&
+	else if (w->open && w->pending > 0 &&
+	    ((w->waiting == 0 && w->jobs == NULL) || w->pending >= STORE_BATCH_MAX) &&
 	    !linger_locked(d, self))
 		batch_commit_locked(d);
 	turn_release_locked(w);
@@ -711,7 +729,7 @@ static enum cs_err turn_take(struct writer *w, bool refusal_counted)
 		goto out;
 	}
 	if (w->busy) {
-		if (w->waiting >= w->queue_max) {
+		if (w->waiting + w->queued >= w->queue_max) {
 			if (refusal_counted)
 				metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
 			e = CS_EBUSY;
@@ -889,6 +907,180 @@ static enum cs_err lite_commit(struct store_link *kk, const struct store_audit_m
 	return e;
 }
 
+/* --- transactions the turn's holder runs ---------------------------------
+ * store_transact hands the writer a whole transaction (a body and its
+ * argument) instead of taking the turn itself: the caller queues it and
+ * sleeps; whoever holds the turn next -- the first queued caller to find it
+ * free -- runs every queued job, each in its own savepoint of the open batch
+ * exactly as lite_begin/lite_commit would, until the queue is empty, and
+ * then commits the batch (or hands the turn to a store_begin caller waiting
+ * for it, whose turn end commits).  Every caller of the batch still hears
+ * its outcome only after the COMMIT that holds its writes (SECURITY: nothing
+ * is answered before it is durable, as before), but the turn no longer goes
+ * from thread to thread between transactions (issue #34: a grant's CPU
+ * −6 to −9 % in make bench-ab, docs/BENCHMARKS.md).
+ *  - A job's body runs on the holder's thread with its caller's link, whose
+ *    thread sleeps meanwhile (store.h says what a body may touch).
+ *  - A body that fails, or does not keep its writes, is rolled back to its
+ *    savepoint alone; the others of the batch are not touched.
+ *  - A job not yet taken when STORE_BUSY_TIMEOUT_MS passes leaves the queue
+ *    with CS_EBUSY, as a store_begin without a turn does; the queue counts
+ *    against [database] write_queue with the callers waiting for a turn.
+ *  - Jobs do not linger (the batch commits once the queue is empty and no
+ *    store_begin caller waits): their callers are in the queue already. */
+
+/* Runs one job in a savepoint of the open batch.  mu not held, the turn ours.
+ * Returns whether its writes stay in the batch. */
+static bool job_run(struct writer *w, struct lite_job *x, enum cs_err begun)
+{
+	enum cs_err e = begun;
+	bool keep = false;
+	if (e == CS_OK)
+		e = core_run(&w->core, SQL_SAVEPOINT);
+	if (e == CS_OK) {
+		x->k->cur = &w->core;
+		e = x->j->step(x->j, &keep);
+		x->k->cur = &x->k->own;
+		if (e == CS_OK && keep)
+			e = core_run(&w->core, SQL_RELEASE);
+		if (e != CS_OK || !keep) {
+			if (!sqlite3_get_autocommit(w->core.db)) {
+				(void)core_run(&w->core, SQL_ROLLBACK_TO);
+				(void)core_run(&w->core, SQL_RELEASE);
+			}
+			/* As lite_rollback: a body that failed may have failed on the
+			 * head; every doubt forgets it. */
+			w->head_known = false;
+		} else {
+			head_released(w, &x->j->mark);
+		}
+	}
+	x->j->kept = e == CS_OK && keep;
+	x->cw.e = e;
+	return x->j->kept;
+}
+
+/* Runs every queued job, then ends the batch as a turn's end would.  mu
+ * held and the turn ours; mu is let go while the jobs run. */
+static void jobs_run_locked(struct lite_db *d)
+{
+	struct writer *w = &d->w;
+	while (w->jobs != NULL) {
+		struct lite_job *list = w->jobs;
+		w->jobs = NULL;
+		w->jobs_tail = &w->jobs;
+		for (struct lite_job *x = list; x != NULL; x = x->next)
+			x->ran = true;
+		w->queued = 0;
+		pthread_mutex_unlock(&w->mu);
+
+		enum cs_err begun = CS_OK;
+		if (!w->open && (begun = core_run(&w->core, SQL_BEGIN)) == CS_OK) {
+			w->open = true;
+			head_check_others(w);
+		}
+		struct commit_wait *kept = NULL;
+		unsigned n = 0;
+		bool refused = false;
+		struct store_audit_mark last = { .set = false };
+		for (struct lite_job *x = list, *nx; x != NULL; x = nx) {
+			nx = x->next;
+			if (job_run(w, x, begun)) {
+				x->cw.next = kept;
+				kept = &x->cw;
+				n++;
+				if (x->j->mark.set)
+					last = x->j->mark;
+			} else {
+				refused = true;
+			}
+		}
+
+		pthread_mutex_lock(&w->mu);
+		for (struct lite_job *x = list; x != NULL; x = x->next)
+			if (!x->j->kept)
+				x->cw.done = true;        /* rolled back: its outcome is known now */
+		while (kept != NULL) {
+			struct commit_wait *nk = kept->next;
+			kept->next = w->waits;
+			w->waits = kept;
+			kept = nk;
+		}
+		w->pending += n;
+		if (last.set)
+			w->audit = last;          /* commit order: the batch's last entry */
+		if (refused)
+			pthread_cond_broadcast(&w->done_cv);
+		turn_lost_batch_locked(w);
+		if (w->open && w->pending >= STORE_BATCH_MAX)
+			batch_commit_locked(d);
+	}
+	if (w->open && w->pending > 0 && w->waiting == 0)
+		batch_commit_locked(d);
+	else if (w->open && w->pending == 0 && w->waiting == 0)
+		batch_drop_locked(w);
+}
+
+/* Takes a queued job out (it timed out before anyone ran it).  mu held. */
+static void job_unqueue_locked(struct writer *w, struct lite_job *me)
+{
+	struct lite_job **p = &w->jobs;
+	while (*p != NULL && *p != me)
+		p = &(*p)->next;
+	if (*p == NULL)
+		return;
+	*p = me->next;
+	if (w->jobs_tail == &me->next)
+		w->jobs_tail = p;
+	w->queued--;
+}
+
+static enum cs_err lite_transact(struct store_link *kk, struct store_tx_job *j)
+{
+	struct lite_link *k = link_of(kk);
+	struct writer *w = &k->d->w;
+	struct lite_job me = { .cw = { .next = NULL, .done = false, .e = CS_EDB }, .k = k, .j = j };
+	struct timespec until;
+	enum cs_err e;
+
+	j->kept = false;
+	pthread_mutex_lock(&w->mu);
+	if (w->stopping || w->waiting + w->queued >= w->queue_max) {
+		if (!w->stopping)
+			metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
+		pthread_mutex_unlock(&w->mu);
+		return CS_EBUSY;
+	}
+	*w->jobs_tail = &me;
+	w->jobs_tail = &me.next;
+	w->queued++;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += STORE_BUSY_TIMEOUT_MS / 1000;
+	while (!me.cw.done) {
+		if (!w->busy && !me.ran) {
+			w->busy = true;
+			jobs_run_locked(k->d);
+			turn_release_locked(w);
+			continue;
+		}
+		if (me.ran) {
+			pthread_cond_wait(&w->done_cv, &w->mu);
+		} else if (pthread_cond_timedwait(&w->done_cv, &w->mu, &until) == ETIMEDOUT &&
+		    !me.ran) {
+			job_unqueue_locked(w, &me);
+			if (w->stopping)
+				pthread_cond_broadcast(&w->done_cv);
+			pthread_mutex_unlock(&w->mu);
+			return CS_EBUSY;
+		}
+	}
+	e = me.cw.e;
+	if (e != CS_OK)
+		j->kept = false;
+	pthread_mutex_unlock(&w->mu);
+	return e;
+}
+
 static void lite_rollback(struct store_link *kk, bool in_tx)
 {
 	struct lite_link *k = link_of(kk);
@@ -929,6 +1121,7 @@ static void lite_writer_stats(struct store_db *dd, struct store_writer_stats *ou
 	out->stopping = d->w.stopping;
 	out->checkpoints = d->w.checkpoints;
 	out->waiting = d->w.waiting;
+	out->queued = d->w.queued;
 	out->batches = d->w.batches;
 	out->transactions = d->w.transactions;
 	out->lingers = d->w.lingers;
@@ -967,7 +1160,7 @@ static void lite_stop(struct store_db *dd)
 	w->stopping = true;
 	/* The queue drains: every caller that holds or waits for a turn ends it,
 	 * and the last one commits what is pending. */
-	while (w->busy || w->waiting > 0 || w->pending > 0)
+	while (w->busy || w->waiting > 0 || w->pending > 0 || w->jobs != NULL)
 		pthread_cond_wait(&w->done_cv, &w->mu);
 	pthread_mutex_unlock(&w->mu);
 }
@@ -1288,6 +1481,8 @@ static enum cs_err writer_init(struct lite_db *d)
 	struct writer *w = &d->w;
 	pthread_condattr_t ca;
 	int ok = 0;
+	w->jobs = NULL;
+	w->jobs_tail = &w->jobs;
 	if (pthread_condattr_init(&ca) != 0)
 		return CS_ENOMEM;
 	if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
@@ -1455,6 +1650,7 @@ const struct store_backend store_backend_sqlite = {
 	.col_nomem = lite_col_nomem,
 	.begin = lite_begin,
 	.commit = lite_commit,
+	.transact = lite_transact,
 	.rollback = lite_rollback,
 	.audit_head = lite_audit_head,
 	.conflicted = NULL,

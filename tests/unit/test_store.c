@@ -1221,6 +1221,175 @@ START_TEST(test_store_group_commit_stop_drains)
 }
 END_TEST
 
+/* --- store_transact: whole transactions the turn's holder runs ----------- */
+
+struct job {
+	struct store *s;
+	int64_t       rows[2];        /* inserted in order; 0 = none */
+	bool          keep;           /* keep its writes when they went in */
+	bool          audit;          /* and append an audit entry */
+	int           times;          /* run this many transactions (0: one) */
+	pthread_t     ran_on;         /* the thread its body ran on, last time */
+	enum cs_err   e;
+	bool          kept;
+	pthread_t     t;
+};
+
+static enum cs_err job_body(struct store_conn *c, void *arg, bool *keep)
+{
+	struct job *x = arg;
+	enum cs_err e = CS_OK;
+	static const struct audit_entry ent = { .ts = 1700000000, .actor = "system",
+	    .action = "grant.issued", .outcome = "ok" };
+	x->ran_on = pthread_self();
+	for (int k = 0; k < 2 && x->rows[k] != 0 && e == CS_OK; k++)
+		e = store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(x->rows[k])));
+	if (e == CS_OK && x->audit)
+		e = audit_append(c, &ent);
+	*keep = e == CS_OK && x->keep;
+	return e;
+}
+
+static void *job_main(void *arg)
+{
+	struct job *x = arg;
+	struct store_conn *c = store_conn(x->s);
+	ck_assert_ptr_nonnull(c);
+	int n = x->times > 0 ? x->times : 1;
+	x->e = CS_OK;
+	for (int i = 0; i < n && (x->e == CS_OK || x->e == CS_EBUSY); i++)
+		x->e = store_transact(c, job_body, x, &x->kept);
+	return NULL;
+}
+
+static void job_start(struct job *x, struct store *s, int64_t r0, int64_t r1, bool keep)
+{
+	memset(x, 0, sizeof *x);
+	x->s = s;
+	x->rows[0] = r0;
+	x->rows[1] = r1;
+	x->keep = keep;
+	x->e = CS_EDB;
+	ck_assert_int_eq(pthread_create(&x->t, NULL, job_main, x), 0);
+}
+
+/* Until n callers wait for the turn or jobs for its holder (SQLite queues a
+ * job; PostgreSQL's store_transact waits for the turn as store_begin does). */
+static void wait_for_queue(struct store *s, unsigned n)
+{
+	struct store_writer_stats ws;
+	for (;;) {
+		store_writer_stats(s, &ws);
+		if (ws.waiting + ws.queued == n)
+			return;
+		usleep(1000);
+	}
+}
+
+/* Jobs queued while a store_begin caller holds the turn: once it ends its
+ * turn, one holder runs all three, each in its own savepoint, and one
+ * COMMIT makes the caller's and the kept job's writes durable together; a
+ * job that failed (its second row clashes) and one that chose not to keep
+ * its writes leave nothing, and neither touches the others. */
+START_TEST(test_store_transact_one_holder_runs_the_queue)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, after;
+	struct caller a;
+	struct job j1, j2, j3;
+	store_writer_stats(s, &before);
+	caller_start(&a, s, f.db, 50, 0);
+	sem_wait(&a.began);
+	ck_assert_int_eq(a.begin_e, CS_OK);
+	job_start(&j1, s, 51, 0, true);
+	wait_for_queue(s, 1);
+	job_start(&j2, s, 52, 50, true);           /* 50 is a's: CS_EEXIST, and 52 goes too */
+	wait_for_queue(s, 2);
+	job_start(&j3, s, 53, 0, false);           /* ran, but not kept */
+	wait_for_queue(s, 3);
+	sem_post(&a.go);
+	caller_join(&a);
+	pthread_join(j1.t, NULL);
+	pthread_join(j2.t, NULL);
+	pthread_join(j3.t, NULL);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_str_eq(a.seen_after, "1");
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert(j1.kept);
+	ck_assert_int_eq(j2.e, CS_EEXIST);
+	ck_assert(!j2.kept);
+	ck_assert_int_eq(j3.e, CS_OK);
+	ck_assert(!j3.kept);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "50,51");
+	free(rows);
+	store_writer_stats(s, &after);
+	ck_assert_uint_eq(after.transactions - before.transactions, 2);
+	if (tu_pg_url == NULL) {
+		/* SQLite: one thread ran the three, and one COMMIT ended a's and j1's. */
+		ck_assert_msg(pthread_equal(j1.ran_on, j2.ran_on) && pthread_equal(j2.ran_on, j3.ran_on),
+		    "the queued jobs were run by more than one thread: the turn went round");
+		ck_assert_uint_eq(after.batches - before.batches, 1);
+	} else {
+		ck_assert(pthread_equal(j1.ran_on, j1.t) && pthread_equal(j2.ran_on, j2.t));
+	}
+	ck_assert_uint_eq(after.queued, 0);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The write queue bounds jobs as it bounds callers waiting for a turn; a
+ * transaction inside another is refused; a job queued before a stop still
+ * runs and commits, one after it is refused. */
+START_TEST(test_store_transact_queue_full_nested_and_stop)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct caller a;
+	struct job j1;
+	struct stopper st = { .s = s };
+	struct store_conn *m = store_conn(s);
+	bool kept = true;
+	struct job mine = { .s = s, .rows = { 69, 0 }, .keep = true };
+
+	ck_assert_int_eq(store_begin(m), CS_OK);
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_EDB);
+	ck_assert(!kept);
+	store_rollback(m);
+	store_set_write_queue(s, 1);
+	caller_start(&a, s, f.db, 60, 0);
+	sem_wait(&a.began);
+	job_start(&j1, s, 61, 0, true);
+	wait_for_queue(s, 1);
+	kept = true;
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_EBUSY);
+	ck_assert(!kept);
+	ck_assert_int_eq(pthread_create(&st.t, NULL, stopper_main, &st), 0);
+	struct store_writer_stats ws;
+	do {
+		usleep(1000);
+		store_writer_stats(s, &ws);
+	} while (!ws.stopping);
+	store_set_write_queue(s, 8);
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_EBUSY);
+	ck_assert(!__atomic_load_n(&st.done, __ATOMIC_SEQ_CST));   /* a holds the turn, j1 waits */
+	sem_post(&a.go);
+	caller_join(&a);
+	pthread_join(j1.t, NULL);
+	pthread_join(st.t, NULL);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert(j1.kept);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "60,61");
+	free(rows);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 #define GC_THREADS 8
 #define GC_PER_THREAD 40
 
@@ -1442,6 +1611,52 @@ START_TEST(test_store_audit_chain_threads_no_fork)
 	ck_assert_int_eq(audit_verify(store_conn(s), &mk, NULL, &r), CS_OK);
 	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
 	ck_assert_int_ge(r.entries, 6 * 150 / 2);
+	audit_clear_key();
+	master_key_clear(&mk);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The same through store_transact, beside store_begin callers: the turn's
+ * holder appends for the jobs it runs, each after the last one released
+ * (the writer's remembered head), and the chain verifies without a fork. */
+START_TEST(test_store_audit_chain_transact_no_fork)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct chain_worker w[2];
+	struct job j[4];
+	pthread_t t[2];
+	struct master_key mk;
+	struct audit_verify_result r;
+
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	store_own_chains(s, true);
+	ck_assert_int_eq(master_key_load(NULL, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", &mk),
+	    CS_OK);
+	ck_assert_int_eq(audit_set_master_key(&mk), CS_OK);
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct chain_worker){ .s = s, .n = 100 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, chain_append_worker, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		j[i] = (struct job){ .s = s, .keep = true, .audit = true, .times = 150 };
+		ck_assert_int_eq(pthread_create(&j[i].t, NULL, job_main, &j[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(w[i].e, CS_OK);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(j[i].t, NULL);
+		ck_assert_int_eq(j[i].e, CS_OK);
+		ck_assert(j[i].kept);
+	}
+	ck_assert_int_eq(audit_verify(store_conn(s), &mk, NULL, &r), CS_OK);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_ge(r.entries, (2 * 100 + 4 * 150) / 2);
 	audit_clear_key();
 	master_key_clear(&mk);
 	store_close(s);
@@ -2390,6 +2605,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_failure_rolls_back_alone);
 	tcase_add_test(tc, test_store_group_commit_queue_full);
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
+	tcase_add_test(tc, test_store_transact_one_holder_runs_the_queue);
+	tcase_add_test(tc, test_store_transact_queue_full_nested_and_stop);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
 	/* store_stop drains the writer queue of the process on both engines
@@ -2409,6 +2626,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_run_later);
 	tcase_add_test(tc, test_store_audit_head_known);
 	tcase_add_test(tc, test_store_audit_chain_threads_no_fork);
+	tcase_add_test(tc, test_store_audit_chain_transact_no_fork);
 	suite_add_tcase(s, tc);
 	return s;
 }
