@@ -1340,6 +1340,54 @@ START_TEST(test_store_transact_one_holder_runs_the_queue)
 }
 END_TEST
 
+/* The jobs' holder lingers as a turn's end does: alone in its batch while
+ * another request is under way, it waits (a minute here) and is woken as
+ * soon as that request's job is queued, runs it, and one COMMIT holds both;
+ * a store_begin caller that comes to wait for the turn ends the linger too
+ * (its turn's end commits). */
+START_TEST(test_store_linger_jobs_join_requests_under_way)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before;
+	struct job j1, j2;
+	struct caller a;
+	if (tu_pg_url != NULL) {             /* PostgreSQL: no linger, no queue of jobs */
+		store_close(s);
+		fx_clear(&f);
+		return;
+	}
+	store_set_linger(s, 60u * 1000 * 1000);
+	store_requests(s, 2);
+	store_writer_stats(s, &before);
+	job_start(&j1, s, 70, 0, true);             /* the turn is free: it runs j1, lingers */
+	wait_for_lingers(s, before.lingers + 1);
+	job_start(&j2, s, 71, 0, true);             /* queued: the batch is whole, j1's holder wakes */
+	pthread_join(j1.t, NULL);
+	pthread_join(j2.t, NULL);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert_int_eq(j2.e, CS_OK);
+	ck_assert(j1.kept && j2.kept);
+	ck_assert(pthread_equal(j1.ran_on, j2.ran_on));
+	one_batch(s, &before, 2, f.db, "70,71");
+
+	store_writer_stats(s, &before);
+	job_start(&j1, s, 72, 0, true);
+	wait_for_lingers(s, before.lingers + 1);
+	caller_start(&a, s, f.db, 73, 0);           /* waits for the turn: the linger ends */
+	sem_wait(&a.began);
+	sem_post(&a.go);
+	caller_join(&a);
+	pthread_join(j1.t, NULL);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	one_batch(s, &before, 2, f.db, "70,71,72,73");
+	store_requests(s, -2);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* The write queue bounds jobs as it bounds callers waiting for a turn; a
  * transaction inside another is refused; a job queued before a stop still
  * runs and commits, one after it is refused. */
@@ -2607,6 +2655,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
 	tcase_add_test(tc, test_store_transact_one_holder_runs_the_queue);
 	tcase_add_test(tc, test_store_transact_queue_full_nested_and_stop);
+	tcase_add_test(tc, test_store_linger_jobs_join_requests_under_way);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
 	/* store_stop drains the writer queue of the process on both engines
