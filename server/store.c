@@ -843,6 +843,13 @@ static enum cs_err transact_step(struct store_tx_job *j, bool *keep)
 	return e;
 }
 
+/* store_transact's undo: a job rolled back gives up the chain it claimed,
+ * as store_rollback does, before the writer runs another transaction. */
+static void transact_undo(struct store_tx_job *j)
+{
+	chain_tx_end(j->c, false);
+}
+
 enum cs_err store_transact(struct store_conn *c,
     enum cs_err (*body)(struct store_conn *c, void *arg, bool *keep), void *arg, bool *kept)
 {
@@ -868,8 +875,8 @@ enum cs_err store_transact(struct store_conn *c,
 			*kept = true;
 		return e;
 	}
-	struct store_tx_job j = { .k = c->k, .step = transact_step, .c = c, .body = body,
-	    .arg = arg };
+	struct store_tx_job j = { .k = c->k, .step = transact_step, .undo = transact_undo,
+	    .c = c, .body = body, .arg = arg };
 	e = c->s->be->transact(c->k, &j);
 	*kept = e == CS_OK && j.kept;
 	chain_tx_end(c, *kept);

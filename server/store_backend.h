@@ -79,6 +79,10 @@ enum store_dialect {
 struct store_tx_job {
 	struct store_link       *k;
 	enum cs_err            (*step)(struct store_tx_job *j, bool *keep);
+	/* Called at once when the job was rolled back (not kept), before the
+	 * engine runs anything else: what store_rollback undoes above the
+	 * engine (a chain claimed in it).  NULL: nothing. */
+	void                   (*undo)(struct store_tx_job *j);
 	struct store_audit_mark  mark;
 	bool                     kept;     /* committed (when run returns CS_OK) */
 	struct store_conn       *c;

@@ -865,6 +865,30 @@ fail:
 	return e;
 }
 
+/* Waits until the batch holding me has ended (me->done).  A caller of the
+ * batch may be made its linger's timekeeper (linger_locked: the newest of its
+ * callers, a queued job's too): it keeps the time, and when it is up the next
+ * turn's end commits (or hands the turn to one whose end will); if nobody
+ * holds the turn, that end is its own.  mu held. */
+static void batch_wait_locked(struct lite_db *d, struct commit_wait *me)
+{
+	struct writer *w = &d->w;
+	while (!me->done) {
+		if (!w->lingering || w->linger_timer != me || w->linger_over) {
+			pthread_cond_wait(&w->done_cv, &w->mu);
+			continue;
+		}
+		if (pthread_cond_timedwait(&w->done_cv, &w->mu, &w->commit_by) != ETIMEDOUT ||
+		    me->done || !w->lingering || w->linger_timer != me)
+			continue;
+		w->linger_over = true;
+		if (!w->busy) {
+			w->busy = true;
+			turn_end_locked(d, me);
+		}
+	}
+}
+
 static enum cs_err lite_commit(struct store_link *kk, const struct store_audit_mark *mark)
 {
 	struct lite_link *k = link_of(kk);
@@ -888,23 +912,8 @@ static enum cs_err lite_commit(struct store_link *kk, const struct store_audit_m
 			w->audit = *mark;
 	}
 	turn_end_locked(k->d, e == CS_OK ? &me : NULL);
-	while (e == CS_OK && !me.done) {
-		if (!w->lingering || w->linger_timer != &me || w->linger_over) {
-			pthread_cond_wait(&w->done_cv, &w->mu);
-			continue;
-		}
-		/* We keep our lingering batch's time.  When it is up, the next
-		 * turn's end commits (or hands the turn to one whose end will); if
-		 * nobody holds the turn, that end is ours. */
-		if (pthread_cond_timedwait(&w->done_cv, &w->mu, &w->commit_by) != ETIMEDOUT ||
-		    me.done || !w->lingering || w->linger_timer != &me)
-			continue;
-		w->linger_over = true;
-		if (!w->busy) {
-			w->busy = true;
-			turn_end_locked(k->d, &me);
-		}
-	}
+	if (e == CS_OK)
+		batch_wait_locked(k->d, &me);
 	if (e == CS_OK)
 		e = me.e;
 	pthread_mutex_unlock(&w->mu);
@@ -966,6 +975,8 @@ static bool job_run(struct writer *w, struct lite_job *x, enum cs_err begun)
 	}
 	x->j->kept = e == CS_OK && keep;
 	x->cw.e = e;
+	if (!x->j->kept && x->j->undo != NULL)
+		x->j->undo(x->j);                 /* before the next job runs */
 	return x->j->kept;
 }
 
@@ -1005,12 +1016,17 @@ static bool jobs_linger_locked(struct lite_db *d)
 
 /* Runs every queued job, then ends the batch as a turn's end would.  mu
  * held and the turn ours; mu is let go while the jobs run. */
-static void jobs_run_locked(struct lite_db *d)
+static void jobs_run_locked(struct lite_db *d, const struct commit_wait *self)
 {
 	struct writer *w = &d->w;
-	bool lingered = false;
+	bool lingered = false, first = true;
 again:
-	while (w->jobs != NULL) {
+	/* The holder runs the queue until its own batch has committed, and lets
+	 * the turn go to a store_begin caller waiting for it (the checkpointer's
+	 * WAL restart too) after its first round: new jobs keep coming under
+	 * load, and nobody else may wait without end. */
+	while (w->jobs != NULL && (first || (w->waiting == 0 && !self->done))) {
+		first = false;
 		struct lite_job *list = w->jobs;
 		w->jobs = NULL;
 		w->jobs_tail = &w->jobs;
@@ -1030,6 +1046,12 @@ again:
 		struct store_audit_mark last = { .set = false };
 		for (struct lite_job *x = list, *nx; x != NULL; x = nx) {
 			nx = x->next;
+			/* SQLite ended the batch itself (an I/O error, a full disk):
+			 * a SAVEPOINT now would begin a transaction of its own, whose
+			 * RELEASE commits it.  The rest fail; the batch's callers fail
+			 * below (turn_lost_batch_locked). */
+			if (begun == CS_OK && w->open && sqlite3_get_autocommit(w->core.db))
+				begun = CS_EDB;
 			if (job_run(w, x, begun)) {
 				x->cw.next = kept;
 				kept = &x->cw;
@@ -1094,7 +1116,7 @@ static enum cs_err lite_transact(struct store_link *kk, struct store_tx_job *j)
 
 	j->kept = false;
 	pthread_mutex_lock(&w->mu);
-	if (w->stopping || w->waiting + w->queued >= w->queue_max) {
+	if (w->stopping || (w->busy && w->waiting + w->queued >= w->queue_max)) {
 		if (!w->stopping)
 			metrics_add(metric[M_DB_QUEUE_FULL], NULL, 1);
 		pthread_mutex_unlock(&w->mu);
@@ -1108,16 +1130,23 @@ static enum cs_err lite_transact(struct store_link *kk, struct store_tx_job *j)
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += STORE_BUSY_TIMEOUT_MS / 1000;
 	while (!me.cw.done) {
-		if (!w->busy && !me.ran) {
+		if (me.ran) {
+			/* In a batch: wait for its end, keeping its linger's time
+			 * when made its keeper. */
+			batch_wait_locked(k->d, &me.cw);
+			break;
+		}
+		if (!w->busy) {
 			w->busy = true;
-			jobs_run_locked(k->d);
+			jobs_run_locked(k->d, &me.cw);
 			turn_release_locked(w);
 			continue;
 		}
-		if (me.ran) {
-			pthread_cond_wait(&w->done_cv, &w->mu);
-		} else if (pthread_cond_timedwait(&w->done_cv, &w->mu, &until) == ETIMEDOUT &&
-		    !me.ran) {
+		/* Past the deadline only while someone holds the turn: with the
+		 * turn free the loop takes it (a batch whose last turn ended
+		 * handing over to the queue must be ended by someone). */
+		if (pthread_cond_timedwait(&w->done_cv, &w->mu, &until) == ETIMEDOUT &&
+		    !me.ran && w->busy) {
 			job_unqueue_locked(w, &me);
 			if (w->stopping)
 				pthread_cond_broadcast(&w->done_cv);
@@ -1209,6 +1238,7 @@ static void lite_stop(struct store_db *dd)
 	struct writer *w = &d->w;
 	pthread_mutex_lock(&w->mu);
 	w->stopping = true;
+	pthread_cond_signal(&w->jobs_cv);         /* a jobs' linger ends */
 	/* The queue drains: every caller that holds or waits for a turn ends it,
 	 * and the last one commits what is pending. */
 	while (w->busy || w->waiting > 0 || w->pending > 0 || w->jobs != NULL)

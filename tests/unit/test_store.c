@@ -1388,6 +1388,46 @@ START_TEST(test_store_linger_jobs_join_requests_under_way)
 }
 END_TEST
 
+/* A job's caller made its batch's linger keeper keeps the time: a jobs'
+ * holder lingers, a store_begin caller comes to wait (the holder hands it
+ * the turn, the batch open), rolls back, and its turn's end leaves the batch
+ * lingering for the requests still under way, with the job's caller -- the
+ * batch's only one -- as its keeper.  When the linger (0.2 s) is up, that
+ * caller commits; nobody else would. */
+START_TEST(test_store_linger_job_keeps_the_time)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before;
+	struct job j1;
+	struct caller b;
+	if (tu_pg_url != NULL) {
+		store_close(s);
+		fx_clear(&f);
+		return;
+	}
+	store_set_linger(s, 200u * 1000);
+	store_requests(s, 3);
+	store_writer_stats(s, &before);
+	job_start(&j1, s, 80, 0, true);
+	wait_for_lingers(s, before.lingers + 1);
+	caller_start(&b, s, f.db, 81, 0);
+	b.fail = true;
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	caller_join(&b);
+	pthread_join(j1.t, NULL);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert(j1.kept);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "80");
+	free(rows);
+	store_requests(s, -3);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 /* The write queue bounds jobs as it bounds callers waiting for a turn; a
  * transaction inside another is refused; a job queued before a stop still
  * runs and commits, one after it is refused. */
@@ -1406,6 +1446,11 @@ START_TEST(test_store_transact_queue_full_nested_and_stop)
 	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_EDB);
 	ck_assert(!kept);
 	store_rollback(m);
+	/* The bound is on waiting: with the turn free even a queue of 0 serves. */
+	store_set_write_queue(s, 0);
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_OK);
+	ck_assert(kept);
+	mine.rows[0] = 68;
 	store_set_write_queue(s, 1);
 	caller_start(&a, s, f.db, 60, 0);
 	sem_wait(&a.began);
@@ -1431,7 +1476,7 @@ START_TEST(test_store_transact_queue_full_nested_and_stop)
 	ck_assert_int_eq(j1.e, CS_OK);
 	ck_assert(j1.kept);
 	char *rows = count_rows(f.db);
-	ck_assert_str_eq(rows, "60,61");
+	ck_assert_str_eq(rows, "60,61,69");
 	free(rows);
 	store_close(s);
 	fx_clear(&f);
@@ -2656,6 +2701,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_transact_one_holder_runs_the_queue);
 	tcase_add_test(tc, test_store_transact_queue_full_nested_and_stop);
 	tcase_add_test(tc, test_store_linger_jobs_join_requests_under_way);
+	tcase_add_test(tc, test_store_linger_job_keeps_the_time);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
 	/* store_stop drains the writer queue of the process on both engines
