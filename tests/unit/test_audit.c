@@ -1280,6 +1280,16 @@ START_TEST(test_audit_chains_cut_tail)
 }
 END_TEST
 
+/* How many cross-references name entry seq of a chain, with more (SQL
+ * appended to the WHERE clause, "" for none). */
+static int64_t crossrefs_naming(int64_t seq, const char *more)
+{
+	char q[400];
+	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
+	    "'audit.chain.crossref' AND detail LIKE 'heads=%%:%" PRId64 ":%%'%s", seq, more), CS_OK);
+	return rawint(q);
+}
+
 /* The periodic cross-reference ([audit] crossref_interval): A's chain
  * vouches for B's newest entry, only when B moved on; one writer never. */
 START_TEST(test_audit_chains_crossref_when_others_moved)
@@ -1315,9 +1325,7 @@ START_TEST(test_audit_chains_crossref_when_others_moved)
 	int64_t b_next = append_via(sc2, 53);
 	ck_assert_int_eq(audit_crossref(sc, T0 + 54, &wrote), CS_OK);
 	ck_assert(wrote);
-	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
-	    "'audit.chain.crossref' AND detail LIKE 'heads=%%:%" PRId64 ":%%'", b_next), CS_OK);
-	ck_assert_int_eq(rawint(q), 1);
+	ck_assert_int_eq(crossrefs_naming(b_next, ""), 1);
 	struct audit_verify_result r = verify_with(&mk, NULL);
 	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
 	ck_assert_int_eq(r.chains, 2);
@@ -1335,7 +1343,6 @@ START_TEST(test_audit_chains_crossref_names_the_chains_that_move)
 {
 	int64_t a3 = 0;
 	bool wrote = false;
-	char q[300];
 	two_chains(&a3);
 	ck_assert_int_eq(audit_crossref(sc, T0 + 50, &wrote), CS_OK);
 	ck_assert(wrote);
@@ -1353,18 +1360,12 @@ START_TEST(test_audit_chains_crossref_names_the_chains_that_move)
 	int64_t b_next = append_via(sc2, 80);
 	ck_assert_int_eq(audit_crossref(sc, T0 + 81, &wrote), CS_OK);
 	ck_assert(wrote);
-	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
-	    "'audit.chain.crossref' AND detail LIKE 'heads=%%:%" PRId64 ":%%' AND detail LIKE "
-	    "'%%,%%'", b_next), CS_OK);
-	ck_assert_int_eq(rawint(q), 1);
+	ck_assert_int_eq(crossrefs_naming(b_next, " AND detail LIKE '%,%'"), 1);
 	/* B again: only B, though seventeen chains were claimed after it. */
 	b_next = append_via(sc2, 82);
 	ck_assert_int_eq(audit_crossref(sc, T0 + 83, &wrote), CS_OK);
 	ck_assert(wrote);
-	ck_assert_int_eq(str_fmt(q, sizeof q, "SELECT count(*) FROM audit WHERE action = "
-	    "'audit.chain.crossref' AND detail LIKE 'heads=%%:%" PRId64 ":%%' AND detail NOT LIKE "
-	    "'%%,%%'", b_next), CS_OK);
-	ck_assert_int_eq(rawint(q), 1);
+	ck_assert_int_eq(crossrefs_naming(b_next, " AND detail NOT LIKE '%,%'"), 1);
 	struct audit_verify_result r = verify_with(&mk, NULL);
 	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
 	ck_assert_int_eq(r.chains, 19);
