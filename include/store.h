@@ -147,6 +147,23 @@ bool store_conflicted(struct store_conn *c);
 bool store_retry(struct store_conn *c, enum cs_err e, int *attempt);
 enum cs_err store_commit(struct store_conn *c) CS_MUST_CHECK;
 void store_rollback(struct store_conn *c);
+/* One whole transaction handed to the writer: body runs between a begin and
+ * a commit (or a rollback), with the contracts of store_begin and
+ * store_commit above, and its caller learns how it ended.  *keep is false
+ * when it enters body; body sets it to have its writes committed, and a body
+ * that returns an error or leaves it false is rolled back (only its own
+ * writes).  CS_OK and *kept true: committed and durable; CS_OK and *kept
+ * false: rolled back by body's choice; an error: nothing of it stays.
+ * On SQLite body may run on another thread -- the holder of the writer's
+ * turn runs every transaction queued for it, one after another, and then
+ * commits them together (store_sqlite.c, "transactions the turn's holder
+ * runs"): that hand-over saves the turn's hand-over between threads.  So
+ * body must use only c and arg: no thread-local state, no store_conn(),
+ * and nothing that waits on anyone else (a lock, the network).  Other
+ * engines run it on the caller's thread. */
+enum cs_err store_transact(struct store_conn *c,
+    enum cs_err (*body)(struct store_conn *c, void *arg, bool *keep), void *arg,
+    bool *kept) CS_MUST_CHECK;
 /* Ends the open transaction by how it went, e: store_commit when e is CS_OK,
  * else store_rollback, as after a COMMIT that failed.  Returns e, or the
  * COMMIT's error. */

@@ -434,13 +434,33 @@ enum cs_err grant_issue_tx(struct store_conn *c, const struct config *cfg,
 	return issue_tx(c, cfg, kr, rq, NULL, 0, oc, out);
 }
 
+/* issue_tx as store_transact's body: it may run on the writer's thread
+ * (store.h), and touches only c and what this points at. */
+struct issue_job {
+	const struct config          *cfg;
+	const struct keyring         *kr;
+	const struct grant_issue_req *rq;
+	struct grant_response        *pre;
+	int64_t                       pre_exp;
+	enum grant_issue_outcome     *o;
+	struct grant_response        *g;
+};
+
+static enum cs_err issue_job_body(struct store_conn *c, void *arg, bool *keep)
+{
+	struct issue_job *x = arg;
+	enum cs_err e = issue_tx(c, x->cfg, x->kr, x->rq, x->pre, x->pre_exp, x->o, x->g);
+	*keep = e == CS_OK && *x->o == GRANT_ISSUED;
+	return e;
+}
+
 static enum cs_err issue_once(struct store_conn *c, const struct config *cfg,
     const struct keyring *kr, const struct grant_issue_req *rq, enum grant_issue_outcome *oc,
     struct grant_response *out)
 {
 	enum cs_err e;
 	struct grant_response g, pre;
-	bool in_tx = false, presigned;
+	bool presigned;
 	int64_t pre_exp = 0;
 	enum grant_issue_outcome pre_oc = GRANT_ISSUE_REFUSED, o = GRANT_ISSUE_REFUSED;
 
@@ -458,25 +478,19 @@ static enum cs_err issue_once(struct store_conn *c, const struct config *cfg,
 	    pre_oc == GRANT_ISSUED;
 	if (!presigned)
 		grant_response_clear(&pre);
-	if ((e = store_begin(c)) != CS_OK)
+	struct issue_job job = { cfg, kr, rq, &pre, pre_exp, &o, &g };
+	bool kept = false;
+	if ((e = store_transact(c, issue_job_body, &job, &kept)) != CS_OK)
 		goto out;
-	in_tx = true;
-	if ((e = issue_tx(c, cfg, kr, rq, &pre, pre_exp, &o, &g)) != CS_OK)
-		goto out;
-	if (o != GRANT_ISSUED) {
-		*oc = o;
+	if (!kept) {
+		*oc = o;                          /* REVOKED or REFUSED: nothing written */
 		goto out;
 	}
-	if ((e = store_commit(c)) != CS_OK)
-		goto out;
-	in_tx = false;
 	metrics_inc(M_GRANTS_ISSUED, rq->audience != NULL ? "authorization_code" : "token_exchange");
 	*oc = GRANT_ISSUED;
 	*out = g;
 	memset(&g, 0, sizeof g);
 out:
-	if (in_tx)
-		store_rollback(c);
 	grant_response_clear(&g);
 	grant_response_clear(&pre);
 	return e;

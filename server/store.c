@@ -824,6 +824,68 @@ enum cs_err store_commit(struct store_conn *c)
 	return e;
 }
 
+/* store_transact's step: what store_begin sets up, the body, and what
+ * store_commit hands the engine; on the turn holder's thread. */
+static enum cs_err transact_step(struct store_tx_job *j, bool *keep)
+{
+	struct store_conn *c = j->c;
+	c->audit.set = false;
+	c->head_known = false;
+	c->head_rewritten = false;
+	c->claimed = 0;
+	c->nnums = c->inums = 0;
+	c->in_tx = true;
+	*keep = false;
+	enum cs_err e = j->body(c, j->arg, keep);
+	c->audit.rewritten = c->head_rewritten;
+	c->audit.claimed = c->claimed != 0;
+	j->mark = c->audit;
+	return e;
+}
+
+/* store_transact's undo: a job rolled back gives up the chain it claimed,
+ * as store_rollback does, before the writer runs another transaction. */
+static void transact_undo(struct store_tx_job *j)
+{
+	chain_tx_end(j->c, false);
+}
+
+enum cs_err store_transact(struct store_conn *c,
+    enum cs_err (*body)(struct store_conn *c, void *arg, bool *keep), void *arg, bool *kept)
+{
+	enum cs_err e;
+	bool keep = false;
+	if (kept == NULL)
+		return CS_EINVAL;
+	*kept = false;
+	if (c == NULL || body == NULL)
+		return CS_EINVAL;
+	if (c->in_tx) {
+		log_msg(LOG_ERROR, "database: a transaction began inside another");
+		return CS_EDB;
+	}
+	if (c->s->be->transact == NULL) {
+		if ((e = store_begin(c)) != CS_OK)
+			return e;
+		if ((e = body(c, arg, &keep)) != CS_OK || !keep) {
+			store_rollback(c);
+			return e;
+		}
+		if ((e = store_commit(c)) == CS_OK)
+			*kept = true;
+		return e;
+	}
+	struct store_tx_job j = { .k = c->k, .step = transact_step, .undo = transact_undo,
+	    .c = c, .body = body, .arg = arg };
+	e = c->s->be->transact(c->k, &j);
+	*kept = e == CS_OK && j.kept;
+	chain_tx_end(c, *kept);
+	c->in_tx = false;
+	c->audit.set = false;
+	c->head_known = false;
+	return e;
+}
+
 void store_rollback(struct store_conn *c)
 {
 	if (c == NULL)

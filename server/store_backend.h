@@ -26,6 +26,7 @@
 struct store_db;
 struct store_link;
 
+
 /* The head of every prepared statement: the backend it belongs to.  A
  * backend's own statement begins with it, so the dispatcher hands column
  * reads and steps to the right backend without a branch. */
@@ -71,6 +72,24 @@ enum store_dialect {
 /* One engine.  Every member is set; a backend that has nothing to do for
  * one says so in its own file (a PostgreSQL store has no writer queue in
  * the process to drain, a SQLite one no other node to wait for). */
+/* A transaction for store_transact: the engine's run calls step (which
+ * begins the dispatcher's state, calls the body and sets mark, the commit's
+ * audit mark) inside a savepoint of its writer, on whichever thread holds
+ * the turn, and sets kept. */
+struct store_tx_job {
+	struct store_link       *k;
+	enum cs_err            (*step)(struct store_tx_job *j, bool *keep);
+	/* Called at once when the job was rolled back (not kept), before the
+	 * engine runs anything else: what store_rollback undoes above the
+	 * engine (a chain claimed in it).  NULL: nothing. */
+	void                   (*undo)(struct store_tx_job *j);
+	struct store_audit_mark  mark;
+	bool                     kept;     /* committed (when run returns CS_OK) */
+	struct store_conn       *c;
+	enum cs_err            (*body)(struct store_conn *c, void *arg, bool *keep);
+	void                    *arg;
+};
+
 struct store_backend {
 	const char         *name;         /* store_engine_name: "sqlite", "postgresql" */
 	enum store_dialect  dialect;
@@ -143,6 +162,9 @@ struct store_backend {
 	enum cs_err (*begin)(struct store_link *k);
 	enum cs_err (*commit)(struct store_link *k, const struct store_audit_mark *mark);
 	void        (*rollback)(struct store_link *k, bool in_tx);
+	/* store_transact's job, run by the writer's turn holder (SQLite).  NULL:
+	 * the dispatcher runs it between begin and commit on the caller's thread. */
+	enum cs_err (*transact)(struct store_link *k, struct store_tx_job *j);
 	/* The head of the process's audit chain as the engine keeps it between
 	 * transactions, for the transaction open on k: true with *seq and link
 	 * when it is chain's and nobody can have appended since, so that the

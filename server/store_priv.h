@@ -326,6 +326,7 @@ void store_audit_numbers_add(struct store_conn *c, const int64_t *v, size_t n);
 struct store_writer_stats {
 	bool     stopping;
 	unsigned waiting;
+	unsigned queued;             /* store_transact jobs waiting to be run (SQLite) */
 	uint64_t batches;
 	uint64_t transactions;
 	uint64_t checkpoints;        /* WAL checkpoints the checkpointer ran */

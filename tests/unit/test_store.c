@@ -1221,6 +1221,383 @@ START_TEST(test_store_group_commit_stop_drains)
 }
 END_TEST
 
+/* --- store_transact: whole transactions the turn's holder runs ----------- */
+
+struct job {
+	struct store *s;
+	int64_t       rows[2];        /* inserted in order; 0 = none */
+	bool          keep;           /* keep its writes when they went in */
+	bool          audit;          /* and append an audit entry */
+	int           times;          /* run this many transactions (0: one) */
+	pthread_t     ran_on;         /* the thread its body ran on, last time */
+	enum cs_err   e;
+	bool          kept;
+	pthread_t     t;
+};
+
+static enum cs_err job_body(struct store_conn *c, void *arg, bool *keep)
+{
+	struct job *x = arg;
+	enum cs_err e = CS_OK;
+	static const struct audit_entry ent = { .ts = 1700000000, .actor = "system",
+	    .action = "grant.issued", .outcome = "ok" };
+	x->ran_on = pthread_self();
+	for (int k = 0; k < 2 && x->rows[k] != 0 && e == CS_OK; k++)
+		e = store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(x->rows[k])));
+	if (e == CS_OK && x->audit)
+		e = audit_append(c, &ent);
+	*keep = e == CS_OK && x->keep;
+	return e;
+}
+
+static void *job_main(void *arg)
+{
+	struct job *x = arg;
+	struct store_conn *c = store_conn(x->s);
+	ck_assert_ptr_nonnull(c);
+	int n = x->times > 0 ? x->times : 1;
+	x->e = CS_OK;
+	for (int i = 0; i < n && (x->e == CS_OK || x->e == CS_EBUSY); i++)
+		x->e = store_transact(c, job_body, x, &x->kept);
+	return NULL;
+}
+
+static void job_start(struct job *x, struct store *s, int64_t r0, int64_t r1, bool keep)
+{
+	memset(x, 0, sizeof *x);
+	x->s = s;
+	x->rows[0] = r0;
+	x->rows[1] = r1;
+	x->keep = keep;
+	x->e = CS_EDB;
+	ck_assert_int_eq(pthread_create(&x->t, NULL, job_main, x), 0);
+}
+
+/* A mix under load: threads that hand whole transactions to the writer
+ * (store_transact) beside threads that take the turn themselves
+ * (store_begin ... store_commit or store_rollback), each one request under
+ * way while it runs, with lingers on: every transaction ends (none waits
+ * without end for a wake-up nobody sends), and exactly the kept rows stay. */
+struct mix {
+	struct store *s;
+	int           id;
+	bool          jobs;           /* store_transact; else store_begin */
+	int           n;
+	int           kept;
+	int           busy;
+	int64_t       slowest_ms;     /* the longest one transaction took */
+	enum cs_err   e;
+	pthread_t     t;
+	struct job    j;
+};
+
+static void *mix_main(void *arg)
+{
+	struct mix *x = arg;
+	struct store_conn *c = store_conn(x->s);
+	ck_assert_ptr_nonnull(c);
+	x->e = CS_OK;
+	for (int i = 0; i < x->n && x->e == CS_OK; i++) {
+		int64_t row = (int64_t)x->id * 100000 + i + 1;
+		bool keep = i % 7 != 3;
+		enum cs_err e;
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		store_requests(x->s, 1);
+		if (x->jobs) {
+			memset(&x->j, 0, sizeof x->j);
+			x->j.s = x->s;
+			x->j.rows[0] = row;
+			x->j.keep = keep;
+			x->j.audit = i % 3 == 0;
+			e = store_transact(c, job_body, &x->j, &x->j.kept);
+			if (e == CS_OK && x->j.kept)
+				x->kept++;
+		} else if ((e = store_begin(c)) == CS_OK) {
+			if (i % 4 != 1)            /* a stream's look that found nothing */
+				e = store_run(c, SQL_GC_INSERT, STORE_VALS(SV_INT(row)));
+			if (e == CS_OK && keep) {
+				if ((e = store_commit(c)) == CS_OK && i % 4 != 1)
+					x->kept++;
+			} else {
+				store_rollback(c);
+			}
+		}
+		store_requests(x->s, -1);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		int64_t ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms > x->slowest_ms)
+			x->slowest_ms = ms;
+		if (e == CS_EBUSY) {               /* the queue's bound: allowed, counted */
+			x->busy++;
+			e = CS_OK;
+		}
+		x->e = e;
+		if (i % 16 == 0)
+			usleep((useconds_t)(x->id * 37 % 400));
+	}
+	return NULL;
+}
+
+START_TEST(test_store_transact_mixed_under_load)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	enum { NJ = 6, NB = 4, N = 400 };
+	struct mix m[NJ + NB];
+	int kept = 0, busy = 0;
+	struct master_key mk;
+	struct audit_verify_result r;
+	store_own_chains(s, true);
+	ck_assert_int_eq(master_key_load(NULL, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", &mk),
+	    CS_OK);
+	ck_assert_int_eq(audit_set_master_key(&mk), CS_OK);
+	store_set_linger(s, 3000);
+	store_requests(s, 2);                       /* two streams open: in no batch */
+	for (int i = 0; i < NJ + NB; i++) {
+		memset(&m[i], 0, sizeof m[i]);
+		m[i].s = s;
+		m[i].id = i + 1;
+		m[i].jobs = i < NJ;
+		m[i].n = N;
+		ck_assert_int_eq(pthread_create(&m[i].t, NULL, mix_main, &m[i]), 0);
+	}
+	for (int i = 0; i < NJ + NB; i++) {
+		pthread_join(m[i].t, NULL);
+		ck_assert_msg(m[i].e == CS_OK, "thread %d: %d", i, (int)m[i].e);
+		/* A transaction left in an open batch nobody ends waits until
+		 * some later write ends it: seconds, not a linger's milliseconds. */
+		ck_assert_msg(m[i].slowest_ms < 2000, "thread %d waited %lld ms", i,
+		    (long long)m[i].slowest_ms);
+		kept += m[i].kept;
+		busy += m[i].busy;
+	}
+	store_requests(s, -2);
+	char *n = raw_query(f.db, "SELECT count(*) FROM bk");
+	char want[16];
+	ck_assert_int_eq(str_fmt(want, sizeof want, "%d", kept), CS_OK);
+	ck_assert_str_eq(n, want);
+	free(n);
+	ck_assert_int_eq(busy, 0);
+	ck_assert_int_eq(audit_verify(store_conn(s), &mk, NULL, &r), CS_OK);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	audit_clear_key();
+	master_key_clear(&mk);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* Until n callers wait for the turn or jobs for its holder (SQLite queues a
+ * job; PostgreSQL's store_transact waits for the turn as store_begin does). */
+static void wait_for_queue(struct store *s, unsigned n)
+{
+	struct store_writer_stats ws;
+	for (;;) {
+		store_writer_stats(s, &ws);
+		if (ws.waiting + ws.queued == n)
+			return;
+		usleep(1000);
+	}
+}
+
+/* Jobs queued while a store_begin caller holds the turn: once it ends its
+ * turn, one holder runs all three, each in its own savepoint, and one
+ * COMMIT makes the caller's and the kept job's writes durable together; a
+ * job that failed (its second row clashes) and one that chose not to keep
+ * its writes leave nothing, and neither touches the others. */
+START_TEST(test_store_transact_one_holder_runs_the_queue)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before, after;
+	struct caller a;
+	struct job j1, j2, j3;
+	store_writer_stats(s, &before);
+	caller_start(&a, s, f.db, 50, 0);
+	sem_wait(&a.began);
+	ck_assert_int_eq(a.begin_e, CS_OK);
+	job_start(&j1, s, 51, 0, true);
+	wait_for_queue(s, 1);
+	job_start(&j2, s, 52, 50, true);           /* 50 is a's: CS_EEXIST, and 52 goes too */
+	wait_for_queue(s, 2);
+	job_start(&j3, s, 53, 0, false);           /* ran, but not kept */
+	wait_for_queue(s, 3);
+	sem_post(&a.go);
+	caller_join(&a);
+	pthread_join(j1.t, NULL);
+	pthread_join(j2.t, NULL);
+	pthread_join(j3.t, NULL);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_str_eq(a.seen_after, "1");
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert(j1.kept);
+	ck_assert_int_eq(j2.e, CS_EEXIST);
+	ck_assert(!j2.kept);
+	ck_assert_int_eq(j3.e, CS_OK);
+	ck_assert(!j3.kept);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "50,51");
+	free(rows);
+	store_writer_stats(s, &after);
+	ck_assert_uint_eq(after.transactions - before.transactions, 2);
+	if (tu_pg_url == NULL) {
+		/* SQLite: one thread ran the three, and one COMMIT ended a's and j1's. */
+		ck_assert_msg(pthread_equal(j1.ran_on, j2.ran_on) && pthread_equal(j2.ran_on, j3.ran_on),
+		    "the queued jobs were run by more than one thread: the turn went round");
+		ck_assert_uint_eq(after.batches - before.batches, 1);
+	} else {
+		ck_assert(pthread_equal(j1.ran_on, j1.t) && pthread_equal(j2.ran_on, j2.t));
+	}
+	ck_assert_uint_eq(after.queued, 0);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The jobs' holder lingers as a turn's end does: alone in its batch while
+ * another request is under way, it waits (a minute here) and is woken as
+ * soon as that request's job is queued, runs it, and one COMMIT holds both;
+ * a store_begin caller that comes to wait for the turn ends the linger too
+ * (its turn's end commits). */
+START_TEST(test_store_linger_jobs_join_requests_under_way)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before;
+	struct job j1, j2;
+	struct caller a;
+	if (tu_pg_url != NULL) {             /* PostgreSQL: no linger, no queue of jobs */
+		store_close(s);
+		fx_clear(&f);
+		return;
+	}
+	store_set_linger(s, 60u * 1000 * 1000);
+	store_requests(s, 2);
+	store_writer_stats(s, &before);
+	job_start(&j1, s, 70, 0, true);             /* the turn is free: it runs j1, lingers */
+	wait_for_lingers(s, before.lingers + 1);
+	job_start(&j2, s, 71, 0, true);             /* queued: the batch is whole, j1's holder wakes */
+	pthread_join(j1.t, NULL);
+	pthread_join(j2.t, NULL);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert_int_eq(j2.e, CS_OK);
+	ck_assert(j1.kept && j2.kept);
+	ck_assert(pthread_equal(j1.ran_on, j2.ran_on));
+	one_batch(s, &before, 2, f.db, "70,71");
+
+	store_writer_stats(s, &before);
+	job_start(&j1, s, 72, 0, true);
+	wait_for_lingers(s, before.lingers + 1);
+	caller_start(&a, s, f.db, 73, 0);           /* waits for the turn: the linger ends */
+	sem_wait(&a.began);
+	sem_post(&a.go);
+	caller_join(&a);
+	pthread_join(j1.t, NULL);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	one_batch(s, &before, 2, f.db, "70,71,72,73");
+	store_requests(s, -2);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* A job's caller made its batch's linger keeper keeps the time: a jobs'
+ * holder lingers, a store_begin caller comes to wait (the holder hands it
+ * the turn, the batch open), rolls back, and its turn's end leaves the batch
+ * lingering for the requests still under way, with the job's caller -- the
+ * batch's only one -- as its keeper.  When the linger (0.2 s) is up, that
+ * caller commits; nobody else would. */
+START_TEST(test_store_linger_job_keeps_the_time)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct store_writer_stats before;
+	struct job j1;
+	struct caller b;
+	if (tu_pg_url != NULL) {
+		store_close(s);
+		fx_clear(&f);
+		return;
+	}
+	store_set_linger(s, 200u * 1000);
+	store_requests(s, 3);
+	store_writer_stats(s, &before);
+	job_start(&j1, s, 80, 0, true);
+	wait_for_lingers(s, before.lingers + 1);
+	caller_start(&b, s, f.db, 81, 0);
+	b.fail = true;
+	sem_wait(&b.began);
+	sem_post(&b.go);
+	caller_join(&b);
+	pthread_join(j1.t, NULL);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert(j1.kept);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "80");
+	free(rows);
+	store_requests(s, -3);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The write queue bounds jobs as it bounds callers waiting for a turn; a
+ * transaction inside another is refused; a job queued before a stop still
+ * runs and commits, one after it is refused. */
+START_TEST(test_store_transact_queue_full_nested_and_stop)
+{
+	struct fixture f;
+	struct store *s = gc_open(&f);
+	struct caller a;
+	struct job j1;
+	struct stopper st = { .s = s };
+	struct store_conn *m = store_conn(s);
+	bool kept = true;
+	struct job mine = { .s = s, .rows = { 69, 0 }, .keep = true };
+
+	ck_assert_int_eq(store_begin(m), CS_OK);
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_EDB);
+	ck_assert(!kept);
+	store_rollback(m);
+	/* The bound is on waiting: with the turn free even a queue of 0 serves. */
+	store_set_write_queue(s, 0);
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_OK);
+	ck_assert(kept);
+	mine.rows[0] = 68;
+	store_set_write_queue(s, 1);
+	caller_start(&a, s, f.db, 60, 0);
+	sem_wait(&a.began);
+	job_start(&j1, s, 61, 0, true);
+	wait_for_queue(s, 1);
+	kept = true;
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_EBUSY);
+	ck_assert(!kept);
+	ck_assert_int_eq(pthread_create(&st.t, NULL, stopper_main, &st), 0);
+	struct store_writer_stats ws;
+	do {
+		usleep(1000);
+		store_writer_stats(s, &ws);
+	} while (!ws.stopping);
+	store_set_write_queue(s, 8);
+	ck_assert_int_eq(store_transact(m, job_body, &mine, &kept), CS_EBUSY);
+	ck_assert(!__atomic_load_n(&st.done, __ATOMIC_SEQ_CST));   /* a holds the turn, j1 waits */
+	sem_post(&a.go);
+	caller_join(&a);
+	pthread_join(j1.t, NULL);
+	pthread_join(st.t, NULL);
+	ck_assert_int_eq(a.commit_e, CS_OK);
+	ck_assert_int_eq(j1.e, CS_OK);
+	ck_assert(j1.kept);
+	char *rows = count_rows(f.db);
+	ck_assert_str_eq(rows, "60,61,69");
+	free(rows);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
 #define GC_THREADS 8
 #define GC_PER_THREAD 40
 
@@ -1442,6 +1819,52 @@ START_TEST(test_store_audit_chain_threads_no_fork)
 	ck_assert_int_eq(audit_verify(store_conn(s), &mk, NULL, &r), CS_OK);
 	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
 	ck_assert_int_ge(r.entries, 6 * 150 / 2);
+	audit_clear_key();
+	master_key_clear(&mk);
+	store_close(s);
+	fx_clear(&f);
+}
+END_TEST
+
+/* The same through store_transact, beside store_begin callers: the turn's
+ * holder appends for the jobs it runs, each after the last one released
+ * (the writer's remembered head), and the chain verifies without a fork. */
+START_TEST(test_store_audit_chain_transact_no_fork)
+{
+	struct fixture f;
+	struct store *s = NULL;
+	struct chain_worker w[2];
+	struct job j[4];
+	pthread_t t[2];
+	struct master_key mk;
+	struct audit_verify_result r;
+
+	fx_init(&f);
+	ck_assert_int_eq(fx_open(&f, &s), CS_OK);
+	store_own_chains(s, true);
+	ck_assert_int_eq(master_key_load(NULL, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", &mk),
+	    CS_OK);
+	ck_assert_int_eq(audit_set_master_key(&mk), CS_OK);
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct chain_worker){ .s = s, .n = 100 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, chain_append_worker, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		j[i] = (struct job){ .s = s, .keep = true, .audit = true, .times = 150 };
+		ck_assert_int_eq(pthread_create(&j[i].t, NULL, job_main, &j[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(w[i].e, CS_OK);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(j[i].t, NULL);
+		ck_assert_int_eq(j[i].e, CS_OK);
+		ck_assert(j[i].kept);
+	}
+	ck_assert_int_eq(audit_verify(store_conn(s), &mk, NULL, &r), CS_OK);
+	ck_assert_msg(r.ok == 1, "verify: %s at %" PRId64, r.why, r.broken);
+	ck_assert_int_ge(r.entries, (2 * 100 + 4 * 150) / 2);
 	audit_clear_key();
 	master_key_clear(&mk);
 	store_close(s);
@@ -2390,6 +2813,11 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_group_commit_failure_rolls_back_alone);
 	tcase_add_test(tc, test_store_group_commit_queue_full);
 	tcase_add_test(tc, test_store_group_commit_concurrent_writers);
+	tcase_add_test(tc, test_store_transact_one_holder_runs_the_queue);
+	tcase_add_test(tc, test_store_transact_queue_full_nested_and_stop);
+	tcase_add_test(tc, test_store_linger_jobs_join_requests_under_way);
+	tcase_add_test(tc, test_store_linger_job_keeps_the_time);
+	tcase_add_test(tc, test_store_transact_mixed_under_load);
 	tcase_add_test(tc, test_store_group_commit_nested_refused);
 	tcase_add_test(tc, test_store_replay_survives_a_fast_clock);
 	/* store_stop drains the writer queue of the process on both engines
@@ -2409,6 +2837,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_store_run_later);
 	tcase_add_test(tc, test_store_audit_head_known);
 	tcase_add_test(tc, test_store_audit_chain_threads_no_fork);
+	tcase_add_test(tc, test_store_audit_chain_transact_no_fork);
 	suite_add_tcase(s, tc);
 	return s;
 }
