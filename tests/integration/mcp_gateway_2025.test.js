@@ -63,13 +63,26 @@ async function connect(token, { url = true } = {}) {
   return { client, transport, completed, errors, sid: transport.sessionId };
 }
 
-async function waitFor(fn, ms, what) {
+async function waitFor(fn, ms, what, state) {
   const end = Date.now() + ms;
   for (;;) {
     const got = await fn();
     if (got) return got;
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}${state ? `; ${await state()}` : ''}`);
     await new Promise((r) => { setTimeout(r, 50); });
+  }
+}
+
+// The writer's state from /metrics, said when a stream's place is not given back: a
+// stream whose write waits in a batch nobody ends holds its place until the next write.
+async function writerState() {
+  try {
+    const m = await fetch(`${v.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    return (await m.text()).split('\n')
+      .filter((l) => /^consentd_db_(requests_under_way|commit_lingers_total|write_queue_full_total|commit_batch_size_count) /.test(l))
+      .join(', ');
+  } catch (e) {
+    return `no metrics: ${e.message}`;
   }
 }
 
@@ -234,7 +247,7 @@ test('attacks: a flood of GET streams past the bound per person is answered 429,
     const s = await raw(alice.token, session.sid, { method: 'GET', signal: a.signal });
     a.abort();
     return s.status === 200;
-  }, 20000, 'the place given back');
+  }, 20000, 'the place given back', writerState);
 });
 
 test('an open GET stream is not a request the group commit waits for: its handler is done', async () => {
@@ -247,7 +260,7 @@ test('an open GET stream is not a request the group commit waits for: its handle
     const s = await raw(alice.token, session.sid, { method: 'GET', signal: a.signal });
     if (s.status !== 200) a.abort();
     return s.status === 200;
-  }, 20000, 'a stream of alice\'s open');
+  }, 20000, 'a stream of alice\'s open', writerState);
   try {
     const m = await fetch(`${v.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
     assert.equal(m.status, 200);
