@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "dpop.h"
 #include "store_replay.h"
+#include "seal.h"
 
 static void set_why(char *why, size_t whylen, const char *s)
 {
@@ -33,7 +34,7 @@ void dpop_proof_clear(struct dpop_proof *p)
 static bool b64u_sha256(const void *data, size_t n, char out[JWS_JKT_LEN + 1])
 {
 	unsigned char h[32];
-	return EVP_Digest(data, n, h, NULL, EVP_sha256(), NULL) == 1 &&
+	return alg_sha256() != NULL && EVP_Digest(data, n, h, NULL, alg_sha256(), NULL) == 1 &&
 	    b64url_encode(h, sizeof h, out, JWS_JKT_LEN + 1) == CS_OK;
 }
 

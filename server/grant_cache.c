@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "grant_cache.h"
+#include "seal.h"
 
 #define GC_WAYS 16
 #define GC_SETS (GRANT_CACHE_CAPACITY / GC_WAYS)
@@ -55,7 +56,8 @@ static bool locate(const char *token, unsigned char d[GC_DIGEST_LEN], struct gc_
 	unsigned int n = GC_DIGEST_LEN;
 	if (token == NULL)
 		return false;
-	if (EVP_Digest(token, strlen(token), d, &n, EVP_sha256(), NULL) != 1 || n != GC_DIGEST_LEN)
+	if (alg_sha256() == NULL ||
+	    EVP_Digest(token, strlen(token), d, &n, alg_sha256(), NULL) != 1 || n != GC_DIGEST_LEN)
 		return false;
 	pthread_once(&sets_once, sets_init);
 	uint32_t h = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 |

@@ -14,6 +14,7 @@
 #include "b64.h"
 #include "buf.h"
 #include "jws.h"
+#include "seal.h"
 
 static const char *const alg_names[JWS_ALG__MAX] = {
 	[JWS_ES256] = "ES256", [JWS_PS256] = "PS256", [JWS_EDDSA] = "EdDSA", [JWS_RS256] = "RS256",
@@ -203,7 +204,7 @@ static enum cs_err thumbprint(const json_t *jwk, const char *kty, char out[JWS_J
 	}
 	if ((s = json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
 		goto out;
-	if (EVP_Digest(s, strlen(s), h, NULL, EVP_sha256(), NULL) != 1) {
+	if (alg_sha256() == NULL || EVP_Digest(s, strlen(s), h, NULL, alg_sha256(), NULL) != 1) {
 		e = CS_ECRYPTO;
 		goto out;
 	}
@@ -545,7 +546,8 @@ bool jws_verify_input(const struct jws_key *k, enum jws_alg alg, const void *inp
 	bool ok = false;
 	/* SECURITY: the key decides the algorithms; a header naming another one
 	 * never verifies (no RSA key used as PSS for an ES256 header, etc.). */
-	if ((unsigned)alg >= JWS_ALG__MAX || (k->algs & JWS_ALG_BIT(alg)) == 0 ||
+	const EVP_MD *sha = alg_sha256();
+	if ((unsigned)alg >= JWS_ALG__MAX || (k->algs & JWS_ALG_BIT(alg)) == 0 || sha == NULL ||
 	    (md = EVP_MD_CTX_new()) == NULL)
 		goto out;
 	switch (alg) {
@@ -553,18 +555,18 @@ bool jws_verify_input(const struct jws_key *k, enum jws_alg alg, const void *inp
 		if ((der = es256_der(sig_in, sig_in_len, &sig_len)) == NULL)
 			goto out;
 		sig = der;
-		if (EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, k->pkey) != 1)
+		if (EVP_DigestVerifyInit(md, NULL, sha, NULL, k->pkey) != 1)
 			goto out;
 		break;
 	case JWS_PS256:
-		if (EVP_DigestVerifyInit(md, &pctx, EVP_sha256(), NULL, k->pkey) != 1 ||
+		if (EVP_DigestVerifyInit(md, &pctx, sha, NULL, k->pkey) != 1 ||
 		    EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) != 1 ||
 		    EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) != 1 ||
-		    EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) != 1)
+		    EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, sha) != 1)
 			goto out;
 		break;
 	case JWS_RS256:
-		if (EVP_DigestVerifyInit(md, &pctx, EVP_sha256(), NULL, k->pkey) != 1 ||
+		if (EVP_DigestVerifyInit(md, &pctx, sha, NULL, k->pkey) != 1 ||
 		    EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1)
 			goto out;
 		break;
