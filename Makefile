@@ -213,9 +213,10 @@ bench-mallocs: deps
 	@$(MAKE) --no-print-directory build/consentd
 	cd tests && node ../bench/mallocs.mjs $(or $(N),2000)
 
-# make bench-ab A=BINARY B=BINARY [R=5 D=5] [MCP=1] [THREADS=a,b] [ROUTES=jwks,introspect,token] [IDP=1]: two builds of consentd at once, wrk
+# make bench-ab A=BINARY B=BINARY [R=5 D=5] [MCP=1] [THREADS=a,b] [ROUTES=jwks,introspect,token] [IDP=1] [CONNECTIONS=32]: two builds of consentd at once, wrk
 # alternating between them round by round (bench/ab.mjs): a before/after that shares the same
-# minutes; MCP=1: the MCP gateway's tools/call at 32 connections and at 1 instead.
+# minutes; MCP=1: the MCP gateway's tools/call at 32 connections and at 1 instead;
+# CONNECTIONS: wrk's connections (a server bound by its answers' latency, not its CPU, shows there).
 bench-ab: deps
 	@test -x "$(A)" && test -x "$(B)" || { echo "make bench-ab A=path/to/consentd B=path/to/consentd"; exit 2; }
 	cd tests && node ../bench/ab.mjs "$(abspath $(A))" "$(abspath $(B))"

@@ -19,6 +19,7 @@
 // round too, on the same rows (its GET /jwks, its introspection of 10,000 distinct opaque
 // tokens, its ES256 JWT client-credentials token), and the medians end with the ratios of
 // each binary to it, in the same minutes.
+// CONNECTIONS=n (default 32): wrk's connections (see below).
 // Bounded: (2 + IDP) × rows × R × D seconds of wrk plus start-up; stops what it starts.
 import { realpathSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -60,7 +61,11 @@ function sameBinary(pid, bin) {
 }
 
 const stacks = [];
-const w = wrkRunner({ threads: 2, connections: 32, duration: D });
+// CONNECTIONS=n: wrk's connections for every row but MCP=1's single one (default 32, as
+// `make bench`): whether a server is bound by its CPU or by its answers' latency shows as
+// the rate at more connections.
+const CONNECTIONS = Math.max(1, Number(process.env.CONNECTIONS || 32));
+const w = wrkRunner({ threads: 2, connections: CONNECTIONS, duration: D });
 const rowsOf = MCP ? ['mcp32', 'mcp1'] : ROUTES;
 const names = { jwks: 'GET /.well-known/jwks.json', introspect: `POST /introspect (${DISTINCT} distinct grants)`, token: 'POST /token' };
 try {
