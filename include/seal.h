@@ -5,6 +5,7 @@
 #ifndef CS_SEAL_H
 #define CS_SEAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <openssl/types.h>
 #include "cs_err.h"
@@ -18,6 +19,13 @@ const EVP_MD *alg_sha256(void);
 EVP_MAC *alg_hmac(void);
 EVP_KDF *alg_hkdf(void);
 const EVP_CIPHER *alg_aes256gcm(void);
+
+/* SHA-256 of the n bytes at p, with the implementation fetched from OpenSSL
+ * once (a fetch at every call was most of a short input's cost); false, out
+ * zeroed, when it could not be computed. */
+bool sha256_bytes(const void *p, size_t n, unsigned char out[32]);
+/* SHA-256 of s (for storing a secret's hash); zeros when it could not be. */
+void sha256_str(const char *s, unsigned char out[32]);
 
 #define MASTER_KEY_LEN 32
 #define MASTER_KID_LEN 16        /* hex characters */

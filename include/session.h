@@ -10,6 +10,7 @@
 #include "cs_err.h"
 #include "config.h"
 #include "store.h"
+#include "seal.h"                     /* sha256_bytes, sha256_str (were here) */
 
 #define SESSION_TOKEN_LEN 43          /* base64url of 32 random bytes */
 #define COOKIE_MAX_HEADER 8192
@@ -40,12 +41,6 @@ enum cs_err cookie_format(const struct config *cfg, const char *name, const char
 
 /* 43 characters of base64url from 32 random bytes, NUL-terminated. */
 enum cs_err random_token(char out[SESSION_TOKEN_LEN + 1]) CS_MUST_CHECK;
-/* SHA-256 of the n bytes at p, with the implementation fetched from OpenSSL
- * once (a fetch at every call was most of a short input's cost); false, out
- * zeroed, when it could not be computed. */
-bool sha256_bytes(const void *p, size_t n, unsigned char out[32]);
-/* SHA-256 of s (for storing a secret's hash); zeros when it could not be. */
-void sha256_str(const char *s, unsigned char out[32]);
 
 struct session {                       /* caller-owned; release with session_clear() */
 	char    *strings;                    /* the one allocation issuer .. email point into:

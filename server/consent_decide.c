@@ -39,7 +39,8 @@ static void version_of(const char *agent, const char *resource, const struct sco
 	memset(md, 0, sizeof md);
 	/* SHA-256 cannot fail once its context exists; without one, an all-zero
 	 * version never equals a page's real one, so nothing is decided. */
-	if (h != NULL && alg_sha256() != NULL && EVP_DigestInit_ex(h, alg_sha256(), NULL) == 1) {
+	const EVP_MD *sha = alg_sha256();
+	if (h != NULL && sha != NULL && EVP_DigestInit_ex(h, sha, NULL) == 1) {
 		version_field(h, "consentd-request-v1");
 		version_field(h, agent);
 		version_field(h, resource);

@@ -34,8 +34,7 @@ void dpop_proof_clear(struct dpop_proof *p)
 static bool b64u_sha256(const void *data, size_t n, char out[JWS_JKT_LEN + 1])
 {
 	unsigned char h[32];
-	return alg_sha256() != NULL && EVP_Digest(data, n, h, NULL, alg_sha256(), NULL) == 1 &&
-	    b64url_encode(h, sizeof h, out, JWS_JKT_LEN + 1) == CS_OK;
+	return sha256_bytes(data, n, h) && b64url_encode(h, sizeof h, out, JWS_JKT_LEN + 1) == CS_OK;
 }
 
 /* htu without its query and fragment (RFC 9449 §4.3 item 9). */

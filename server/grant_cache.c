@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "grant_cache.h"
 #include "seal.h"
@@ -53,11 +52,7 @@ static void sets_init(void)
 /* The token's digest and its set.  false for a token we do not digest. */
 static bool locate(const char *token, unsigned char d[GC_DIGEST_LEN], struct gc_set **s)
 {
-	unsigned int n = GC_DIGEST_LEN;
-	if (token == NULL)
-		return false;
-	if (alg_sha256() == NULL ||
-	    EVP_Digest(token, strlen(token), d, &n, alg_sha256(), NULL) != 1 || n != GC_DIGEST_LEN)
+	if (token == NULL || !sha256_bytes(token, strlen(token), d))
 		return false;
 	pthread_once(&sets_once, sets_init);
 	uint32_t h = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 |

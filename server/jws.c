@@ -204,7 +204,7 @@ static enum cs_err thumbprint(const json_t *jwk, const char *kty, char out[JWS_J
 	}
 	if ((s = json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
 		goto out;
-	if (alg_sha256() == NULL || EVP_Digest(s, strlen(s), h, NULL, alg_sha256(), NULL) != 1) {
+	if (!sha256_bytes(s, strlen(s), h)) {
 		e = CS_ECRYPTO;
 		goto out;
 	}

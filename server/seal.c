@@ -61,6 +61,21 @@ EVP_MAC *alg_hmac(void) { return fetched(&hmac_alg, fetch_hmac); }
 EVP_KDF *alg_hkdf(void) { return fetched(&hkdf_alg, fetch_hkdf); }
 const EVP_CIPHER *alg_aes256gcm(void) { return fetched(&gcm_alg, fetch_gcm); }
 
+bool sha256_bytes(const void *p, size_t n, unsigned char out[32])
+{
+	unsigned int len = 0;
+	const EVP_MD *md = alg_sha256();
+	if (md != NULL && EVP_Digest(p, n, out, &len, md, NULL) == 1 && len == 32)
+		return true;
+	memset(out, 0, 32);
+	return false;
+}
+
+void sha256_str(const char *s, unsigned char out[32])
+{
+	(void)sha256_bytes(s, strlen(s), out);
+}
+
 /* Derived keys remembered, by master key and purpose: one HKDF per
  * purpose rather than one per seal and unseal (a release of a provider
  * token unseals it).  They are worth what the master key is worth, which

@@ -149,21 +149,6 @@ enum cs_err random_token(char out[SESSION_TOKEN_LEN + 1])
 	return e;
 }
 
-bool sha256_bytes(const void *p, size_t n, unsigned char out[32])
-{
-	unsigned int len = 0;
-	const EVP_MD *md = alg_sha256();
-	if (md != NULL && EVP_Digest(p, n, out, &len, md, NULL) == 1 && len == 32)
-		return true;
-	memset(out, 0, 32);
-	return false;
-}
-
-void sha256_str(const char *s, unsigned char out[32])
-{
-	(void)sha256_bytes(s, strlen(s), out);
-}
-
 void session_clear(struct session *s)
 {
 	if (s == NULL)

@@ -73,12 +73,17 @@ async function waitFor(fn, ms, what, state) {
   }
 }
 
+// consentd's /metrics: { status, lines }.
+async function metrics() {
+  const m = await fetch(`${v.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+  return { status: m.status, lines: (await m.text()).split('\n') };
+}
+
 // The writer's state from /metrics, said when a stream's place is not given back: a
 // stream whose write waits in a batch nobody ends holds its place until the next write.
 async function writerState() {
   try {
-    const m = await fetch(`${v.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
-    return (await m.text()).split('\n')
+    return (await metrics()).lines
       .filter((l) => /^consentd_db_(requests_under_way|commit_lingers_total|write_queue_full_total|commit_batch_size_count) /.test(l))
       .join(', ');
   } catch (e) {
@@ -262,9 +267,9 @@ test('an open GET stream is not a request the group commit waits for: its handle
     return s.status === 200;
   }, 20000, 'a stream of alice\'s open', writerState);
   try {
-    const m = await fetch(`${v.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    const m = await metrics();
     assert.equal(m.status, 200);
-    const line = (await m.text()).split('\n').find((l) => l.startsWith('consentd_db_requests_under_way '));
+    const line = m.lines.find((l) => l.startsWith('consentd_db_requests_under_way '));
     assert.ok(line, 'consentd_db_requests_under_way is scraped');
     // The scrape's own request only (PostgreSQL has no linger: 0).
     assert.equal(Number(line.split(' ')[1]), process.env.TEST_DB === 'pg' ? 0 : 1, line);
